@@ -1,0 +1,5 @@
+import sys
+
+from pzq.cli import main
+
+sys.exit(main())

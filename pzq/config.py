@@ -1,0 +1,194 @@
+"""The node's configuration: one frozen object built from CLI > config file > defaults.
+
+Every option is declared once in OPTIONS; the argument parser, the config file
+reader and the validation are all driven by that table, so an option cannot be
+known to one of them and unknown to another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from pzq.errors import ConfigError
+
+DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("console", "json")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One daemon option: its flag, type, default and the words of its --help."""
+
+    name: str  # attribute name in Config and key in the config file
+    flag: str  # the command-line flag, kept as the original pzq spelled it
+    kind: Callable[[str], Any] | type
+    default: Any
+    help: str
+    aliases: tuple[str, ...] = ()
+
+
+def _dsn_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("database", "--database", str, "pzq-data",
+           "LevelDB directory holding this node's messages (created if missing)"),
+    Option("ack_timeout", "--ack-timeout", int, 5_000_000,
+           "how long to wait for a consumer ACK before delivering again (microseconds)"),
+    Option("reaper_frequency", "--reaper-frequency", int, 2_500_000,
+           "how often expired deliveries are collected (microseconds)"),
+    Option("hard_sync", "--hard-sync", bool, False,
+           "fsync every batch before ACKing producers (survives power loss)"),
+    Option("inflight_size", "--inflight-size", int, 31_457_280,
+           "maximum bytes of messages in flight; beyond it the least recently "
+           "sent delivery is evicted and delivered again"),
+    Option("receive_dsn", "--receive-dsn", str, "tcp://*:11131",
+           "endpoint producers connect to"),
+    Option("send_dsn", "--send-dsn", str, "tcp://*:11132",
+           "endpoint consumers connect to"),
+    Option("monitor_dsn", "--monitor-dsn", str, "ipc:///tmp/pzq-monitor",
+           "endpoint answering MONITOR, STATS and PING"),
+    Option("max_message_size", "--max-message-size", int, 16 * 1024 * 1024,
+           "largest accepted message body in bytes (all parts together)"),
+    Option("batch_size", "--batch-size", int, 4096,
+           "most producer messages and consumer ACKs taken in one wake of the loop"),
+    Option("log_level", "--log-level", str, "info", "one of " + ", ".join(LOG_LEVELS)),
+    Option("log_format", "--log-format", str, "console", "one of " + ", ".join(LOG_FORMATS)),
+    Option("replicas", "--replicas", int, 0,
+           "peers that must hold a copy before a producer is ACKed"),
+    Option("nodes", "--nodes", _dsn_list, (),
+           "cluster endpoints of the other nodes, separated by ','"),
+    Option("timeout_nodes", "--timeout-nodes", int, 10_000_000,
+           "silence after which a peer is considered down (microseconds)"),
+    Option("broadcast_dsn", "--broadcast-dsn", str, None,
+           "this node's own cluster endpoint"),
+    Option("timeout_replication", "--timeout_replication", int, 100_000,
+           "how long to wait for replicas before ACKing with REPLICATION_FAILED "
+           "(microseconds)", aliases=("--timeout-replication",)),
+)
+
+OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated settings of one node. Times are integer microseconds, as on the wire."""
+
+    database: str
+    ack_timeout: int
+    reaper_frequency: int
+    hard_sync: bool
+    inflight_size: int
+    receive_dsn: str
+    send_dsn: str
+    monitor_dsn: str
+    max_message_size: int
+    batch_size: int
+    log_level: str
+    log_format: str
+    replicas: int
+    nodes: tuple[str, ...]
+    timeout_nodes: int
+    broadcast_dsn: str | None
+    timeout_replication: int
+
+
+def defaults() -> dict[str, Any]:
+    return {option.name: option.default for option in OPTIONS}
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a TOML config file; keys are option names with '-' or '_'."""
+    try:
+        with path.open("rb") as handle:
+            raw = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path} could not be read: {exc}") from None
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in OPTIONS_BY_NAME:
+            raise ConfigError(f"config file {path}: unknown option {key!r}")
+        values[name] = _coerce_file_value(path, OPTIONS_BY_NAME[name], value)
+    return values
+
+
+def _coerce_file_value(path: Path, option: Option, value: Any) -> Any:
+    """Accept the TOML type that matches the option (a list or a string for nodes)."""
+    if option.name == "nodes":
+        if isinstance(value, str):
+            return _dsn_list(value)
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return tuple(value)
+    elif option.kind is bool and isinstance(value, bool):
+        return value
+    elif option.kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    elif option.kind is str and isinstance(value, str):
+        return value
+    raise ConfigError(f"config file {path}: {option.name} has the wrong type ({value!r})")
+
+
+def build_config(cli_values: Mapping[str, Any], config_file: Path | None = None) -> Config:
+    """Merge defaults < config file < command line, then validate once."""
+    values = defaults()
+    if config_file is not None:
+        values.update(read_config_file(config_file))
+    values.update(cli_values)
+    config = Config(**values)
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    positive = ("ack_timeout", "reaper_frequency", "inflight_size", "max_message_size",
+                "batch_size", "timeout_nodes", "timeout_replication")
+    for name in positive:
+        if getattr(config, name) <= 0:
+            raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be greater than 0")
+    if config.replicas < 0:
+        raise ConfigError("--replicas must be 0 or more")
+    if not config.database:
+        raise ConfigError("--database must name a directory")
+    for name in ("receive_dsn", "send_dsn", "monitor_dsn"):
+        _check_dsn(OPTIONS_BY_NAME[name].flag, getattr(config, name))
+    if config.log_level not in LOG_LEVELS:
+        raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+    if config.log_format not in LOG_FORMATS:
+        raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
+    _validate_cluster(config)
+
+
+def _validate_cluster(config: Config) -> None:
+    for node in config.nodes:
+        _check_dsn("--nodes", node)
+    if config.broadcast_dsn is not None:
+        _check_dsn("--broadcast-dsn", config.broadcast_dsn)
+        if config.broadcast_dsn in config.nodes:
+            raise ConfigError("--nodes must list the other nodes, not this node's --broadcast-dsn")
+    if len(set(config.nodes)) != len(config.nodes):
+        raise ConfigError("--nodes lists the same endpoint twice")
+    if config.replicas > len(config.nodes):
+        raise ConfigError(
+            f"--replicas {config.replicas} needs at least that many --nodes "
+            f"(got {len(config.nodes)})")
+    if config.nodes and config.broadcast_dsn is None:
+        raise ConfigError("--nodes needs --broadcast-dsn, this node's own cluster endpoint")
+
+
+def _check_dsn(flag: str, dsn: str) -> None:
+    if not DSN_PATTERN.match(dsn):
+        raise ConfigError(f"{flag} {dsn!r} is not a ZeroMQ endpoint such as tcp://*:11131")
+
+
+def as_dict(config: Config) -> dict[str, Any]:
+    return dataclasses.asdict(config)

@@ -1,0 +1,181 @@
+"""Delivery state of this node's own messages: stored → in flight → acked or ready again.
+
+Invariant: every stored message with a sequence number below the cursor is in
+flight, in the redelivery queue, or being deleted. Messages at or past the cursor
+have not been delivered since the node started, so after a restart (cursor 0,
+nothing in memory) every stored message is ready again, oldest first.
+
+No socket is touched here: ``deliver`` is given a send function, and every time
+comes in as ``now_us``, so the state machine is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pzq import keyspace, record, wire
+from pzq.counters import Counters
+from pzq.inflight import InFlight, InFlightTable
+from pzq.redelivery import RedeliveryQueue
+from pzq.store import Batch, Store
+
+SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
+CURSOR_CHUNK = 256
+
+
+class DeliveryState:
+    def __init__(self, store: Store, ack_timeout_us: int, inflight_size: int,
+                 counters: Counters) -> None:
+        self.store = store
+        self.ack_timeout_us = ack_timeout_us
+        self.counters = counters
+        self.inflight = InFlightTable(inflight_size)
+        self.ready = RedeliveryQueue()
+        self.cursor = 0
+        # Deliveries sent before the last reaper run may be evicted; younger ones
+        # may not, so a full table waits for ACKs or the next run instead of
+        # churning out duplicates as fast as consumers take them.
+        self.evictable_before_us = 0
+        self._table_full = False  # set when nothing could be evicted; cleared by any change
+        # Work that must reach the store with the next batch: bookkeeping of given-back
+        # messages, and deletes whose batch failed to write.
+        self._rewrites: dict[int, bytes] = {}
+        self._unwritten_deletes: dict[int, int] = {}
+
+    def has_work(self) -> bool:
+        """Something to deliver and room to track it (so the loop can wait otherwise)."""
+        if self._table_full:
+            return False
+        return bool(self.ready) or self.cursor < self.store.next_seq
+
+    # -- store batches -------------------------------------------------------
+
+    def prepare(self, batch: Batch) -> None:
+        """Start a batch with what earlier wakes left to write."""
+        for seq, value in self._rewrites.items():
+            batch.rewrite_message(seq, value)
+        self._rewrites.clear()
+        for seq, size in self._unwritten_deletes.items():
+            batch.delete_message(seq, size)
+        self._unwritten_deletes.clear()
+
+    def write_failed(self, batch: Batch) -> None:
+        """Keep the batch's deletes for the next one; ACKed messages must not linger."""
+        self._unwritten_deletes.update(batch.deleted)
+
+    # -- consumer ACKs -------------------------------------------------------
+
+    def ack(self, batch: Batch, seq: int) -> InFlight | None:
+        """Remove an acknowledged message; returns what was removed, None if unknown."""
+        entry = self.inflight.pop(seq)
+        self._table_full = False
+        late = entry is None
+        if entry is None:
+            entry = self.ready.remove(seq)
+        if entry is None:
+            entry = self._stored_entry(batch, seq)
+        if entry is None:
+            self.counters.unknown_acks += 1
+            return None
+        batch.delete_message(seq, entry.size)
+        self.counters.acked += 1
+        self.counters.late_acks += late
+        return entry
+
+    def _stored_entry(self, batch: Batch, seq: int) -> InFlight | None:
+        """A message ACKed after it left memory (e.g. sent before a restart)."""
+        if seq in batch.deleted or seq in self._unwritten_deletes:
+            return None
+        value = self.store.get_own(seq)
+        if value is None:
+            return None
+        first_delivered_us, deliveries = record.bookkeeping(value)
+        return InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
+
+    def nack(self, seq: int) -> bool:
+        self._table_full = False
+        entry = self.inflight.pop(seq)
+        if entry is None:
+            self.counters.unknown_acks += 1
+            return False
+        self.counters.nacked += 1
+        self._give_back(entry)
+        return True
+
+    # -- reaper ----------------------------------------------------------------
+
+    def reap(self, now_us: int) -> int:
+        self.evictable_before_us = now_us
+        self._table_full = False
+        expired = self.inflight.expire(now_us)
+        for entry in expired:
+            self._give_back(entry)
+        self.counters.expired += len(expired)
+        return len(expired)
+
+    def _give_back(self, entry: InFlight) -> None:
+        entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
+                                              entry.deliveries)
+        self._rewrites[entry.seq] = entry.value
+        self.ready.push(entry)
+
+    # -- delivery --------------------------------------------------------------
+
+    def deliver(self, send: SendFrames, now_us: int, limit: int) -> int:
+        """Send up to ``limit`` messages, given-back ones first, until send says no."""
+        sent = 0
+        while sent < limit:
+            if self.ready:
+                entry = self.ready.pop()
+                if not self._send(send, entry, now_us):
+                    self.ready.push_front(entry)
+                    break
+                sent += 1
+                continue
+            if self.cursor >= self.store.next_seq:
+                break
+            chunk = self.store.read_own(self.cursor, min(CURSOR_CHUNK, limit - sent))
+            if not chunk:
+                self.cursor = self.store.next_seq
+                break
+            for seq, value in chunk:
+                if seq in self._unwritten_deletes:
+                    self.cursor = seq + 1
+                    continue
+                first_delivered_us, deliveries = record.bookkeeping(value)
+                entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
+                if not self._send(send, entry, now_us):
+                    return sent
+                self.cursor = seq + 1
+                sent += 1
+                if self.ready:  # evicted deliveries go before newer messages
+                    break
+        return sent
+
+    def _send(self, send: SendFrames, entry: InFlight, now_us: int) -> bool:
+        if not self._room_for(entry):
+            self._table_full = True
+            return False
+        stored = record.decode(entry.value)
+        deliveries = entry.deliveries + 1
+        frames = wire.encode_delivery(keyspace.message_key(self.store.node_id, entry.seq),
+                                      now_us, self.ack_timeout_us, deliveries,
+                                      stored.headers, stored.parts)
+        if not send(frames):
+            return False
+        entry.sent_us = now_us
+        entry.deadline_us = now_us + self.ack_timeout_us
+        entry.deliveries = deliveries
+        entry.first_delivered_us = entry.first_delivered_us or now_us
+        for evicted in self.inflight.add(entry):
+            self.counters.evicted += 1
+            self._give_back(evicted)
+        self.counters.delivered += 1
+        self.counters.redelivered += deliveries > 1
+        return True
+
+    def _room_for(self, entry: InFlight) -> bool:
+        if self.inflight.bytes + entry.size <= self.inflight.max_bytes:
+            return True
+        oldest = self.inflight.oldest()
+        return oldest is None or oldest.sent_us < self.evictable_before_us

@@ -1,0 +1,268 @@
+"""The event loop: one thread owns every socket and does all the work in wakes.
+
+One wake: read everything waiting (bounded), put all of it and every consumer ACK
+into one store batch, write it, ACK the producers of that batch, then deliver as
+much as the consumers will take, and answer the monitor.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections import deque
+
+import zmq
+
+from pzq import __version__, keyspace, monitor, record, sockets, wire
+from pzq.config import Config
+from pzq.counters import Counters
+from pzq.delivery import DeliveryState
+from pzq.errors import DecodeError, StoreError
+from pzq.logs import get_logger
+from pzq.reaper import start_reaper
+from pzq.store import Batch, Store
+from pzq.waker import REAP, Waker
+
+# Stop reading producers while this many ACKs wait for a full producer pipe.
+OUTBOX_LIMIT = 200_000
+MONITOR_BATCH = 64
+POLL_RETRY_MS = 5  # how soon to retry ACKs a full producer pipe refused
+STOP_FLUSH_SECONDS = 2.0
+
+log = get_logger("pzq.device")
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class Device:
+    def __init__(self, config: Config, store: Store, waker: Waker) -> None:
+        self.config = config
+        self.store = store
+        self.waker = waker
+        self.counters = Counters()
+        self.delivery = DeliveryState(store, config.ack_timeout, config.inflight_size,
+                                      self.counters)
+        self.outbox: deque[list[bytes]] = deque()
+        self.endpoints: dict[str, str] = {}
+        self.started = time.monotonic()
+        self._stop_requested = False
+        self._store_failing = False
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def request_stop(self) -> None:
+        """Called from a signal handler: only sets a flag; the waker wakes the loop."""
+        self._stop_requested = True
+
+    # -- life cycle ----------------------------------------------------------
+
+    def run(self) -> None:
+        """Bind, serve until a stop is requested, then hand back and close."""
+        context = zmq.Context()
+        bound: list[zmq.Socket] = []
+        scheduler = None
+        try:
+            self.receive = sockets.bind_receive(context, self.config.receive_dsn)
+            bound.append(self.receive)
+            self.send = sockets.bind_send(context, self.config.send_dsn)
+            bound.append(self.send)
+            self.monitor = sockets.bind_monitor(context, self.config.monitor_dsn)
+            bound.append(self.monitor)
+            self.endpoints = {"receive": sockets.bound_endpoint(self.receive),
+                              "send": sockets.bound_endpoint(self.send),
+                              "monitor": sockets.bound_endpoint(self.monitor)}
+            scheduler = start_reaper(self.waker, self.config.reaper_frequency)
+            log.info("node_ready", node_id=self.store.node_id.decode(),
+                     messages=self.store.messages, **self.endpoints)
+            self._serve()
+            self._flush_outbox_before_exit()
+        finally:
+            if scheduler is not None:
+                scheduler.shutdown(wait=False)
+            for socket in bound:
+                socket.close()
+            context.term()
+
+    def _serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.waker.fileno(), zmq.POLLIN)
+        poller.register(self.monitor, zmq.POLLIN)
+        while not self._stop_requested:
+            self._update_interest(poller)
+            timeout = POLL_RETRY_MS if self.outbox else None
+            self._wake(dict(poller.poll(timeout)))
+
+    def _update_interest(self, poller: zmq.Poller) -> None:
+        """Poll for what there is room and work for, so the loop never spins."""
+        taking = len(self.outbox) < OUTBOX_LIMIT and not self._stop_requested
+        poller.register(self.receive, zmq.POLLIN if taking else 0)
+        wants_out = zmq.POLLOUT if self.delivery.has_work() else 0
+        poller.register(self.send, zmq.POLLIN | wants_out)
+
+    def _flush_outbox_before_exit(self) -> None:
+        deadline = time.monotonic() + STOP_FLUSH_SECONDS
+        while self.outbox and time.monotonic() < deadline:
+            self._flush_outbox()
+            if self.outbox:
+                time.sleep(POLL_RETRY_MS / 1000)  # pacing a retry, not synchronising
+        log.info("node_stopping", unsent_producer_acks=len(self.outbox),
+                 messages=self.store.messages, inflight=len(self.delivery.inflight))
+
+    # -- one wake ------------------------------------------------------------
+
+    def _wake(self, events: dict) -> None:
+        now = now_us()
+        if self.waker.fileno() in events and REAP in self.waker.drain():
+            self.delivery.reap(now)
+        batch = self.store.new_batch()
+        self.delivery.prepare(batch)
+        accepted: list[tuple[bytes, bytes]] = []
+        if events.get(self.receive, 0) & zmq.POLLIN and not self._stop_requested:
+            self._take_produces(batch, accepted, now)
+        if events.get(self.send, 0) & zmq.POLLIN:
+            self._take_consumer_acks(batch)
+        if batch.operations:
+            self._commit(batch, accepted)
+        if self.outbox:
+            self._flush_outbox()
+        if self.delivery.has_work():
+            self.delivery.deliver(self._send_delivery, now, self.config.batch_size)
+        if events.get(self.monitor, 0) & zmq.POLLIN:
+            self._answer_monitor()
+
+    def _take_produces(self, batch: Batch, accepted: list[tuple[bytes, bytes]],
+                       now: int) -> None:
+        for _ in range(self.config.batch_size):
+            try:
+                frames = self.receive.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.counters.received += 1
+            try:
+                produce = wire.decode_produce(frames, self.config.max_message_size)
+            except wire.MalformedProduce as bad:
+                self._reject(bad)
+                continue
+            except DecodeError:
+                continue  # a ROUTER always prepends the routing id; nothing to answer
+            value = record.encode(produce.msg_id, produce.headers, produce.parts, now)
+            batch.add_message(value)
+            accepted.append((produce.routing_id, produce.msg_id))
+
+    def _reject(self, bad: wire.MalformedProduce) -> None:
+        self.counters.rejected += 1
+        log.debug("producer_message_rejected", reason=bad.reason, msg_id=bad.msg_id.hex())
+        self.outbox.append(wire.encode_producer_ack(bad.routing_id, bad.msg_id, False,
+                                                    bad.reason.encode()))
+
+    def _take_consumer_acks(self, batch: Batch) -> None:
+        for _ in range(self.config.batch_size):
+            try:
+                frames = self.send.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                key, ok = wire.decode_consumer_ack(frames)
+                node_id, seq = keyspace.parse_message_key(key)
+            except DecodeError as exc:
+                self.counters.bad_consumer_acks += 1
+                log.debug("consumer_ack_malformed", reason=str(exc))
+                continue
+            if node_id != self.store.node_id:
+                self.counters.unknown_acks += 1
+                log.debug("consumer_ack_unknown", key=key.decode(), reason="other node")
+                continue
+            known = self.delivery.ack(batch, seq) is not None if ok else self.delivery.nack(seq)
+            if not known:
+                log.debug("consumer_ack_unknown", key=key.decode(), status=ok)
+
+    def _commit(self, batch: Batch, accepted: list[tuple[bytes, bytes]]) -> None:
+        try:
+            batch.write()
+        except StoreError as exc:
+            self._store_write_failed(batch, accepted, str(exc))
+            return
+        if self._store_failing:
+            self._store_failing = False
+            log.warning("store_write_recovered")
+        self.counters.stored += len(accepted)
+        for routing_id, msg_id in accepted:
+            self.outbox.append(wire.encode_producer_ack(routing_id, msg_id, True))
+
+    def _store_write_failed(self, batch: Batch, accepted: list[tuple[bytes, bytes]],
+                            reason: str) -> None:
+        if not self._store_failing:  # once per failing spell, not once per wake
+            self._store_failing = True
+            log.error("store_write_failed", error=reason, refused=len(accepted))
+        self.delivery.write_failed(batch)
+        self.counters.store_failures += len(accepted)
+        status = f"not stored: {reason}".encode()
+        for routing_id, msg_id in accepted:
+            self.outbox.append(wire.encode_producer_ack(routing_id, msg_id, False, status))
+
+    def _flush_outbox(self) -> None:
+        """Send waiting producer ACKs; keep those a full pipe refused for the next wake."""
+        refused: deque[list[bytes]] = deque()
+        while self.outbox:
+            frames = self.outbox.popleft()
+            try:
+                self.receive.send_multipart(frames, zmq.NOBLOCK)
+                self.counters.producer_acks_sent += 1
+            except zmq.Again:
+                refused.append(frames)
+            except zmq.ZMQError as exc:
+                if exc.errno != errno.EHOSTUNREACH:
+                    raise
+                self.counters.producer_acks_dropped += 1  # that producer is gone
+        self.outbox = refused
+
+    def _send_delivery(self, frames: list[bytes]) -> bool:
+        try:
+            self.send.send_multipart(frames, zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
+    # -- monitor ---------------------------------------------------------------
+
+    def _answer_monitor(self) -> None:
+        for _ in range(MONITOR_BATCH):
+            try:
+                frames = self.monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.counters.monitor_requests += 1
+            try:
+                envelope, command = wire.decode_monitor_request(frames)
+            except DecodeError as exc:
+                envelope, reply = frames[:1], f"ERROR: {exc}".encode()
+            else:
+                reply = monitor.answer(command, self.snapshot())
+            try:
+                self.monitor.send_multipart(wire.encode_monitor_reply(envelope, reply),
+                                            zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass  # the asker is gone or not reading; a monitor reply is not owed
+
+    def snapshot(self) -> dict[str, object]:
+        inflight, ready = self.delivery.inflight, self.delivery.ready
+        return {
+            "messages": self.store.messages,
+            "messages_inflight": len(inflight),
+            "db_size": self.store.bytes,
+            "inflight_db_size": inflight.bytes,
+            "syncs": self.store.syncs,
+            "expired_messages": self.counters.expired,
+            "messages_ready": len(ready),
+            "ready_size": ready.bytes,
+            "pending_producer_acks": len(self.outbox),
+            "version": __version__,
+            "node_id": self.store.node_id.decode(),
+            "uptime_seconds": round(time.monotonic() - self.started, 3),
+            "hard_sync": int(self.config.hard_sync),
+            **self.counters.as_dict(),
+        }

@@ -1,0 +1,59 @@
+"""The LevelDB key layout and the device's message keys, in one place.
+
+Store keys are a one-byte prefix and a big-endian sequence number, so LevelDB
+keeps each area in arrival order and a cursor walks new messages without a scan.
+
+    m <seq:8>            this node's own messages
+    r <node:8> <seq:8>   replicas held for another node (cluster)
+    d <seq:8>            dead letters
+    M <name>             metadata: node id, sequence high-water mark, counters
+
+The device's message key, the one consumers see and ACK, is ASCII
+``<node id>-<seq as 16 hex digits>``: unique across the cluster (node id) and
+across restarts (the sequence high-water mark is stored with every batch).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+from pzq.errors import DecodeError
+
+OWN_PREFIX = b"m"
+REPLICA_PREFIX = b"r"
+DEAD_PREFIX = b"d"
+META_PREFIX = b"M"
+
+META_NODE_ID = META_PREFIX + b"node_id"
+META_NEXT_SEQ = META_PREFIX + b"next_seq"
+META_COUNTERS = META_PREFIX + b"counters"
+
+NODE_ID_LENGTH = 8  # ASCII hex characters
+SEQ = struct.Struct(">Q")
+MESSAGE_KEY_PATTERN = re.compile(rb"([0-9a-f]{8})-([0-9a-f]{16})")
+
+
+def own_key(seq: int) -> bytes:
+    return OWN_PREFIX + SEQ.pack(seq)
+
+
+def own_seq(store_key: bytes) -> int:
+    return SEQ.unpack_from(store_key, len(OWN_PREFIX))[0]
+
+
+def own_range_end() -> bytes:
+    """The first store key past the own-messages area."""
+    return bytes([OWN_PREFIX[0] + 1])
+
+
+def message_key(node_id: bytes, seq: int) -> bytes:
+    return b"%s-%016x" % (node_id, seq)
+
+
+def parse_message_key(key: bytes) -> tuple[bytes, int]:
+    """Split a consumer-supplied key into (node id, seq); DecodeError if it is not one."""
+    match = MESSAGE_KEY_PATTERN.fullmatch(key)
+    if match is None:
+        raise DecodeError(f"{key[:40]!r} is not a pzq message key")
+    return match.group(1), int(match.group(2), 16)

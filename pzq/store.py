@@ -1,0 +1,165 @@
+"""This node's LevelDB store: own messages, group-committed batches, the cursor.
+
+Everything one wake of the loop changes goes into one Batch and is committed with
+one write (``sync=True`` under --hard-sync: one fsync per batch). The sequence
+high-water mark and the message counters ride along in every batch, so they are
+exactly as durable as the messages they count and the monitor never scans.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import plyvel
+
+from pzq import keyspace
+from pzq.errors import StoreError
+
+COUNTERS = struct.Struct(">QQ")  # stored messages, stored bytes
+
+
+class Batch:
+    """The changes of one wake: puts and deletes plus the counter deltas they imply."""
+
+    def __init__(self, store: "Store") -> None:
+        self._store = store
+        self._batch = store.db.write_batch(sync=store.hard_sync)
+        self.message_delta = 0
+        self.byte_delta = 0
+        self.operations = 0
+        self.deleted: dict[int, int] = {}  # seq -> stored size, to redo if the write fails
+
+    def add_message(self, value: bytes) -> int:
+        """Store a new own message; returns its sequence number."""
+        seq = self._store.take_seq()
+        self._batch.put(keyspace.own_key(seq), value)
+        self.message_delta += 1
+        self.byte_delta += len(value)
+        self.operations += 1
+        return seq
+
+    def rewrite_message(self, seq: int, value: bytes) -> None:
+        """Replace a stored message with the same length (delivery bookkeeping)."""
+        self._batch.put(keyspace.own_key(seq), value)
+        self.operations += 1
+
+    def delete_message(self, seq: int, size: int) -> None:
+        self.deleted[seq] = size
+        self._batch.delete(keyspace.own_key(seq))
+        self.message_delta -= 1
+        self.byte_delta -= size
+        self.operations += 1
+
+    def write(self) -> None:
+        self._store.commit(self)
+
+    @property
+    def raw(self) -> plyvel.WriteBatch:
+        return self._batch
+
+
+class Store:
+    def __init__(self, db: plyvel.DB, path: Path, hard_sync: bool) -> None:
+        self.db = db
+        self.path = path
+        self.hard_sync = hard_sync
+        self.node_id = self._load_node_id()
+        self.next_seq = self._load_next_seq()
+        self.messages, self.bytes = self._load_counters()
+        self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
+
+    @classmethod
+    def open(cls, path: str | Path, hard_sync: bool = False) -> "Store":
+        path = Path(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from None
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise StoreError(f"database directory {path} is not writable")
+        try:
+            db = plyvel.DB(str(path), create_if_missing=True)
+        except plyvel.IOError as exc:
+            if "lock" in str(exc).lower():
+                raise StoreError(f"database directory {path} is in use by another "
+                                 "process (its LevelDB lock is held)") from None
+            raise StoreError(f"cannot open database {path}: {exc}") from None
+        except plyvel.Error as exc:
+            raise StoreError(f"cannot open database {path}: {exc}") from None
+        return cls(db, path, hard_sync)
+
+    def close(self) -> None:
+        if not self.db.closed:
+            self.db.close()
+
+    # -- batches -----------------------------------------------------------
+
+    def new_batch(self) -> Batch:
+        return Batch(self)
+
+    def take_seq(self) -> int:
+        seq = self.next_seq
+        self.next_seq += 1
+        return seq
+
+    def commit(self, batch: Batch) -> None:
+        """Write the batch with the metadata that must move with it; StoreError on failure.
+
+        Under --hard-sync the batch is written with sync=True: one fsync per batch.
+
+        On failure nothing of the batch is applied and the sequence numbers it took
+        are skipped (keys need only be unique and increasing, not dense).
+        """
+        messages = self.messages + batch.message_delta
+        stored_bytes = self.bytes + batch.byte_delta
+        raw = batch.raw
+        raw.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(self.next_seq))
+        raw.put(keyspace.META_COUNTERS, COUNTERS.pack(messages, stored_bytes))
+        try:
+            raw.write()
+        except (plyvel.Error, RuntimeError) as exc:  # RuntimeError: the DB was closed
+            raise StoreError(f"store write failed: {exc}") from None
+        self.messages, self.bytes = messages, stored_bytes
+        self.syncs += 1
+
+    # -- reads -------------------------------------------------------------
+
+    def read_own(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` own messages with seq >= start_seq, in arrival order."""
+        found = []
+        with self.db.iterator(start=keyspace.own_key(start_seq),
+                              stop=keyspace.own_range_end()) as iterator:
+            for store_key, value in iterator:
+                found.append((keyspace.own_seq(store_key), value))
+                if len(found) >= limit:
+                    break
+        return found
+
+    def get_own(self, seq: int) -> bytes | None:
+        return self.db.get(keyspace.own_key(seq))
+
+    # -- metadata ------------------------------------------------------------
+
+    def _load_node_id(self) -> bytes:
+        node_id = self.db.get(keyspace.META_NODE_ID)
+        if node_id is None:
+            node_id = os.urandom(keyspace.NODE_ID_LENGTH // 2).hex().encode()
+            self.db.put(keyspace.META_NODE_ID, node_id, sync=True)
+        return node_id
+
+    def _load_next_seq(self) -> int:
+        stored = self.db.get(keyspace.META_NEXT_SEQ)
+        next_seq = keyspace.SEQ.unpack(stored)[0] if stored else 0
+        # One seek to the last own key guards against a high-water mark behind the data.
+        with self.db.iterator(prefix=keyspace.OWN_PREFIX, reverse=True,
+                              include_value=False) as iterator:
+            for store_key in iterator:
+                next_seq = max(next_seq, keyspace.own_seq(store_key) + 1)
+                break
+        return next_seq
+
+    def _load_counters(self) -> tuple[int, int]:
+        stored = self.db.get(keyspace.META_COUNTERS)
+        return COUNTERS.unpack(stored) if stored else (0, 0)

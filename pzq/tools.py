@@ -1,0 +1,121 @@
+"""Command-line tools over pzq.client: pzq-produce, pzq-consume, pzq-monitor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+import zmq
+
+from pzq import monitor, wire
+from pzq.client import Consumer, Producer
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # some message was refused, or the node did not answer in time
+EXIT_USAGE = 2
+
+DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
+DEFAULT_SEND = "tcp://127.0.0.1:11132"
+DEFAULT_MONITOR = "ipc:///tmp/pzq-monitor"
+
+
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description=description)
+
+
+def produce_main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser("pzq-produce", "Send each input line as one message; report the ACKs.")
+    parser.add_argument("--dsn", default=DEFAULT_RECEIVE, help="the node's --receive-dsn")
+    parser.add_argument("--window", type=int, default=100, help="messages sent ahead of ACKs")
+    parser.add_argument("--header", action="append", default=[],
+                        help="a NAME:value header frame for every message (repeatable)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for ACKs")
+    parser.add_argument("file", nargs="?", type=argparse.FileType("rb"), default=sys.stdin.buffer,
+                        help="lines to send (default: standard input)")
+    args = parser.parse_args(argv)
+    if args.window < 1:
+        parser.error("--window must be at least 1")
+    headers = [header.encode() for header in args.header]
+    failed = 0
+    with Producer(args.dsn, window=args.window) as producer:
+        try:
+            for line in args.file:
+                producer.send([line.rstrip(b"\n")], headers, timeout=args.timeout)
+                failed += _report_acks(producer.acks())
+            failed += _report_acks(producer.flush(args.timeout))
+        except TimeoutError as exc:
+            print(f"pzq-produce: error: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+    return EXIT_OK if failed == 0 else EXIT_FAILURE
+
+
+def _report_acks(acks: list[wire.ProducerAck]) -> int:
+    """Print one line per ACK; returns how many were failures."""
+    for ack in acks:
+        status = "ok" if ack.ok else "failed"
+        detail = f" {ack.status_message.decode(errors='replace')}" if ack.status_message else ""
+        print(f"{ack.msg_id.decode(errors='replace')} {status}{detail}", flush=True)
+    return sum(not ack.ok for ack in acks)
+
+
+def consume_main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser("pzq-consume", "Print delivered messages and ACK them.")
+    parser.add_argument("--dsn", action="append", help="a node's --send-dsn (repeatable)")
+    parser.add_argument("--count", type=int, default=0, help="stop after N messages (0: no limit)")
+    parser.add_argument("--no-ack", action="store_true", help="print without ACKing")
+    parser.add_argument("--idle-timeout", type=float, default=None,
+                        help="stop when nothing arrives for this many seconds")
+    args = parser.parse_args(argv)
+    received = 0
+    with Consumer(args.dsn or [DEFAULT_SEND]) as consumer:
+        for message in consumer.messages(args.idle_timeout):
+            body = b" ".join(message.parts).decode(errors="replace")
+            print(f"{message.key.decode()} deliveries={message.deliveries} {body}", flush=True)
+            if not args.no_ack:
+                message.ack()
+            received += 1
+            if args.count and received >= args.count:
+                break
+    return EXIT_OK
+
+
+def monitor_main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser("pzq-monitor", "Ask a node's monitor socket for its figures.")
+    parser.add_argument("--dsn", default=DEFAULT_MONITOR, help="the node's --monitor-dsn")
+    parser.add_argument("--command", default="MONITOR", help="MONITOR, STATS or PING")
+    parser.add_argument("--json", action="store_true", help="print STATS as JSON")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait")
+    args = parser.parse_args(argv)
+    command = "STATS" if args.json else args.command.upper()
+    try:
+        reply = request_monitor(args.dsn, command, args.timeout)
+    except TimeoutError as exc:
+        print(f"pzq-monitor: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(json.loads(reply), indent=2, sort_keys=True))
+    else:
+        print(reply.decode(errors="replace").rstrip("\n"))
+    return EXIT_FAILURE if reply.startswith(b"ERROR") else EXIT_OK
+
+
+def request_monitor(dsn: str, command: str, timeout: float = 5.0) -> bytes:
+    """One request on a node's monitor socket; TimeoutError if it does not answer."""
+    context = zmq.Context.instance()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.IPV6, 1)
+    try:
+        socket.connect(dsn)
+        socket.send_multipart([b"", command.encode()])
+        if not socket.poll(int(timeout * 1000), zmq.POLLIN):
+            raise TimeoutError(f"no answer from {dsn} within {timeout} s")
+        return socket.recv_multipart()[-1]
+    finally:
+        socket.close()
+
+
+def monitor_figures(dsn: str, timeout: float = 5.0) -> dict[str, str]:
+    return monitor.parse_monitor_text(request_monitor(dsn, "MONITOR", timeout))

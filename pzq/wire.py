@@ -1,0 +1,221 @@
+"""Encode and decode every frame layout pzq speaks, as pure functions.
+
+The layouts are the original pzq's (see README.rst, "Protocol"). Anything before
+the empty frame is protocol data; header frames are ``NAME:value``. Every decoder
+checks frame counts and lengths before it unpacks and raises DecodeError (or its
+subclass MalformedProduce) with a reason a person can act on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pzq.errors import DecodeError
+
+STATUS_OK = b"1"
+STATUS_FAILED = b"0"
+REPLICATION_FAILED = b"REPLICATION_FAILED"
+DELIVERY_HEADER = b"DELIVERY"
+
+# Header names a producer may never send: cluster traffic and the device's own
+# delivery bookkeeping. A producer frame carrying one is refused, never stored.
+RESERVED_HEADERS = frozenset({b"REPLICA", b"ORIGIN", b"REMOVE", b"NODE", b"CLUSTER",
+                              DELIVERY_HEADER})
+HEADER_PATTERN = re.compile(rb"^([A-Za-z][A-Za-z0-9_.-]{0,63}):(.*)$", re.DOTALL)
+
+
+class MalformedProduce(DecodeError):
+    """A producer message that cannot be stored; still answered with ACK "0"."""
+
+    def __init__(self, reason: str, routing_id: bytes, msg_id: bytes) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.routing_id = routing_id
+        self.msg_id = msg_id
+
+
+@dataclass(frozen=True, slots=True)
+class Produce:
+    """A producer message as the device's ROUTER received it."""
+
+    routing_id: bytes
+    msg_id: bytes
+    headers: tuple[bytes, ...]
+    parts: tuple[bytes, ...]
+    body_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerAck:
+    """An ACK as the producer's DEALER receives it."""
+
+    msg_id: bytes
+    ok: bool
+    status_message: bytes
+
+    @property
+    def replication_failed(self) -> bool:
+        return self.ok and self.status_message == REPLICATION_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A delivered message as the consumer's ROUTER received it."""
+
+    peer: bytes
+    key: bytes
+    sent_us: int
+    ack_timeout_us: int
+    headers: dict[str, str]
+    parts: tuple[bytes, ...]
+
+    @property
+    def deliveries(self) -> int:
+        return int(self.headers.get(DELIVERY_HEADER.decode(), "1"))
+
+
+# -- produce ---------------------------------------------------------------
+
+def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
+    """``[routing id][msg id][header…][empty][part 1..N]`` as seen by the ROUTER."""
+    if not frames:
+        raise DecodeError("empty message")
+    routing_id = frames[0]
+    if len(frames) < 2:
+        raise MalformedProduce("missing message id frame", routing_id, b"")
+    msg_id = frames[1]
+    try:
+        delimiter = frames.index(b"", 2)
+    except ValueError:
+        raise MalformedProduce("missing empty delimiter frame before the body",
+                               routing_id, msg_id) from None
+    parts = tuple(frames[delimiter + 1:])
+    if not parts:
+        raise MalformedProduce("message has no body part after the empty frame",
+                               routing_id, msg_id)
+    body_size = sum(len(part) for part in parts)
+    if body_size > max_body_size:
+        raise MalformedProduce(
+            f"message body of {body_size} bytes exceeds the limit of {max_body_size} bytes",
+            routing_id, msg_id)
+    headers = tuple(frames[2:delimiter])
+    for header in headers:
+        _check_producer_header(header, routing_id, msg_id)
+    return Produce(routing_id, msg_id, headers, parts, body_size)
+
+
+def _check_producer_header(header: bytes, routing_id: bytes, msg_id: bytes) -> None:
+    match = HEADER_PATTERN.match(header)
+    if match is None:
+        raise MalformedProduce(f"header frame {header[:40]!r} is not NAME:value",
+                               routing_id, msg_id)
+    if match.group(1).upper() in RESERVED_HEADERS:
+        raise MalformedProduce(
+            f"header {match.group(1).decode()} is reserved for the device and its cluster",
+            routing_id, msg_id)
+
+
+def encode_produce(msg_id: bytes, parts: list[bytes] | tuple[bytes, ...],
+                   headers: tuple[bytes, ...] = ()) -> list[bytes]:
+    """What a producer's DEALER sends."""
+    return [msg_id, *headers, b"", *parts]
+
+
+# -- producer ACK ----------------------------------------------------------
+
+def encode_producer_ack(routing_id: bytes, msg_id: bytes, ok: bool,
+                        status_message: bytes = b"") -> list[bytes]:
+    """``[routing id][msg id][status][empty][status message?]`` for the ROUTER."""
+    frames = [routing_id, msg_id, STATUS_OK if ok else STATUS_FAILED, b""]
+    if status_message:
+        frames.append(status_message)
+    return frames
+
+
+def decode_producer_ack(frames: list[bytes]) -> ProducerAck:
+    """``[msg id][status][header…][empty][status message?]`` as the DEALER sees it."""
+    if len(frames) < 3:
+        raise DecodeError(f"producer ACK has {len(frames)} frames, expected at least 3")
+    try:
+        delimiter = frames.index(b"", 2)
+    except ValueError:
+        raise DecodeError("producer ACK has no empty delimiter frame") from None
+    status = frames[1]
+    if status not in (STATUS_OK, STATUS_FAILED):
+        raise DecodeError(f"producer ACK status {status[:8]!r} is not '1' or '0'")
+    message = frames[delimiter + 1] if len(frames) > delimiter + 1 else b""
+    return ProducerAck(frames[0], status == STATUS_OK, message)
+
+
+# -- delivery to consumers -------------------------------------------------
+
+def encode_delivery(key: bytes, sent_us: int, ack_timeout_us: int, deliveries: int,
+                    headers: tuple[bytes, ...], parts: tuple[bytes, ...]) -> list[bytes]:
+    """``[key][sent µs][ack timeout µs][DELIVERY:n][header…][empty][part…]`` from the DEALER."""
+    return [key, b"%d" % sent_us, b"%d" % ack_timeout_us,
+            b"DELIVERY:%d" % deliveries, *headers, b"", *parts]
+
+
+def decode_delivery(frames: list[bytes]) -> Delivery:
+    """What a consumer's ROUTER receives: the device's peer id comes first."""
+    if len(frames) < 6:
+        raise DecodeError(f"delivery has {len(frames)} frames, expected at least 6")
+    try:
+        delimiter = frames.index(b"", 4)
+    except ValueError:
+        raise DecodeError("delivery has no empty delimiter frame") from None
+    peer, key, sent, timeout = frames[:4]
+    try:
+        sent_us, ack_timeout_us = int(sent), int(timeout)
+    except ValueError:
+        raise DecodeError("delivery sent time or ack timeout is not decimal") from None
+    return Delivery(peer, key, sent_us, ack_timeout_us,
+                    parse_headers(frames[4:delimiter]), tuple(frames[delimiter + 1:]))
+
+
+def parse_headers(frames: list[bytes]) -> dict[str, str]:
+    """Header frames as a dict; frames that are not NAME:value are ignored, as the
+    protocol asks clients to ignore what they do not know."""
+    headers: dict[str, str] = {}
+    for frame in frames:
+        match = HEADER_PATTERN.match(frame)
+        if match is not None:
+            headers[match.group(1).decode()] = match.group(2).decode(errors="replace")
+    return headers
+
+
+# -- consumer ACK ----------------------------------------------------------
+
+def encode_consumer_ack(peer: bytes, key: bytes, ok: bool) -> list[bytes]:
+    """``[peer id][key][status]`` as the consumer's ROUTER sends it."""
+    return [peer, key, STATUS_OK if ok else STATUS_FAILED]
+
+
+def decode_consumer_ack(frames: list[bytes]) -> tuple[bytes, bool]:
+    """``[key][status]`` as the device's DEALER receives it; "1" removes, else give back."""
+    if len(frames) != 2:
+        raise DecodeError(f"consumer ACK has {len(frames)} frames, expected 2 (key, status)")
+    key, status = frames
+    if not key:
+        raise DecodeError("consumer ACK has an empty key")
+    if not status:
+        raise DecodeError("consumer ACK has an empty status")
+    return key, status == STATUS_OK
+
+
+# -- monitor ---------------------------------------------------------------
+
+def decode_monitor_request(frames: list[bytes]) -> tuple[list[bytes], bytes]:
+    """The last frame is the command; what comes before (less empty frames at the
+    end) is the envelope the reply goes back along. Works for REQ and DEALER."""
+    if len(frames) < 2:
+        raise DecodeError("monitor request has no command frame")
+    envelope = frames[:-1]
+    while len(envelope) > 1 and envelope[-1] == b"":
+        envelope.pop()
+    return envelope, frames[-1].strip().upper()
+
+
+def encode_monitor_reply(envelope: list[bytes], text: bytes) -> list[bytes]:
+    return [*envelope, b"", text]

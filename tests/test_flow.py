@@ -1,0 +1,198 @@
+"""Produce, deliver, ACK and give back through a real daemon on loopback."""
+
+from __future__ import annotations
+
+import pytest
+import zmq
+
+from harness import wait_until
+from pzq.client import Consumer, Producer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def consume(consumer: Consumer, count: int, ack: bool = True, timeout: float = 15.0) -> list:
+    messages = []
+    deadline_left = timeout
+    while len(messages) < count:
+        message = consumer.receive(deadline_left)
+        assert message is not None, f"got {len(messages)} of {count} messages"
+        if ack:
+            message.ack()
+        messages.append(message)
+    return messages
+
+
+def test_produce_consume_ack(node, producer, consumer):
+    ack = producer.produce([b"hello", b"world"], headers=[b"TOPIC:greetings"])
+    assert ack.ok and ack.status_message == b""
+    message = consumer.receive(10)
+    assert message.parts == (b"hello", b"world")
+    assert message.headers["TOPIC"] == "greetings"
+    assert message.deliveries == 1
+    assert message.ack_timeout_us == 1_000_000
+    assert message.deadline_us == message.sent_us + 1_000_000
+    message.ack()
+    node.wait_figures(lambda f: f["messages"] == 0 and f["acked"] == 1, message="ack applied")
+    assert consumer.receive(0.3) is None
+
+
+def test_first_delivery_is_fifo(node, producer, consumer):
+    for i in range(200):
+        producer.send([b"%d" % i])
+    producer.flush(15)
+    bodies = [int(m.parts[0]) for m in consume(consumer, 200)]
+    assert bodies == list(range(200))
+
+
+def test_window_of_1000_gets_exactly_one_ack_each(node, context):
+    with Producer(node.receive_dsn, window=1000, context=context) as producer:
+        sent = {producer.send([b"x" * 100]) for _ in range(5000)}
+        acks = producer.flush(30)
+        acks += producer.acks(0.3)  # anything extra would show up here
+    received = [ack.msg_id for ack in producer_acks(acks)]
+    assert len(received) == len(sent)
+    assert set(received) == sent
+    assert node.figures()["producer_acks_sent"] == 5000
+
+
+def producer_acks(acks):
+    assert all(ack.ok for ack in acks)
+    return acks
+
+
+def test_raw_window_of_1000_without_client_library(node, context):
+    """A producer written from the frame tables alone, with 1000 unanswered sends."""
+    dealer = context.socket(zmq.DEALER)
+    dealer.connect(node.receive_dsn)
+    for i in range(1000):
+        dealer.send_multipart([b"id-%d" % i, b"", b"body %d" % i])
+    answers = {}
+    while len(answers) < 1000:
+        assert dealer.poll(15000), f"only {len(answers)} ACKs"
+        msg_id, status, empty, *rest = dealer.recv_multipart()
+        assert (status, empty, rest) == (b"1", b"", [])
+        assert msg_id not in answers
+        answers[msg_id] = status
+    assert not dealer.poll(300)
+
+    router = context.socket(zmq.ROUTER)
+    router.connect(node.send_dsn)
+    seen = set()
+    while len(seen) < 1000:
+        assert router.poll(15000)
+        peer, key, sent, timeout, delivery, empty, body = router.recv_multipart()
+        assert int(sent) > 0 and int(timeout) == 1_000_000 and empty == b""
+        assert delivery == b"DELIVERY:1"
+        seen.add(body)
+        router.send_multipart([peer, key, b"1"])
+    node.wait_figures(lambda f: f["messages"] == 0, message="all acked")
+
+
+def test_many_producers_and_consumers(node, context):
+    producers = [Producer(node.receive_dsn, window=50, context=context) for _ in range(4)]
+    consumers = [Consumer(node.send_dsn, context=context) for _ in range(3)]
+    sent = set()
+    for round_ in range(250):
+        for index, producer in enumerate(producers):
+            sent.add(b"%d-%d" % (index, round_))
+            producer.send([b"%d-%d" % (index, round_)])
+    for producer in producers:
+        assert all(ack.ok for ack in producer.flush(30))
+    got: list[bytes] = []
+    per_consumer = [0] * len(consumers)
+
+    def drain() -> bool:
+        for index, consumer in enumerate(consumers):
+            while (message := consumer.receive(0)) is not None:
+                got.append(message.parts[0])
+                per_consumer[index] += 1
+                message.ack()
+        return len(got) >= len(sent)
+
+    wait_until(drain, 30, interval=0.005, message="all messages consumed")
+    assert sorted(got) == sorted(sent)
+    assert sum(1 for count in per_consumer if count) >= 2, per_consumer
+    node.wait_figures(lambda f: f["messages"] == 0, message="all acked")
+
+
+def test_ack_timeout_delivers_again(node, producer, consumer):
+    producer.produce([b"slow"])
+    first = consumer.receive(10)
+    second = consumer.receive(10)  # not acked: comes back after about 1 s
+    assert second.key == first.key and second.deliveries == 2
+    second.ack()
+    figures = node.wait_figures(lambda f: f["messages"] == 0, message="acked")
+    assert figures["expired_messages"] >= 1 and figures["redelivered"] >= 1
+
+
+def test_nack_delivers_again_before_new_messages(node, producer, consumer):
+    producer.produce([b"first"])
+    message = consumer.receive(10)
+    producer.produce([b"second"])
+    second = consumer.receive(10)
+    assert second.parts == (b"second",)
+    message.nack()
+    again = consumer.receive(10)
+    assert again.key == message.key and again.deliveries == 2
+    again.ack()
+    second.ack()
+    figures = node.wait_figures(lambda f: f["messages"] == 0, message="all acked")
+    assert figures["nacked"] == 1
+
+
+def test_late_ack_still_removes(node, producer, consumer):
+    producer.produce([b"late"])
+    message = consumer.receive(10)
+    node.wait_figures(lambda f: f["expired_messages"] >= 1, message="expiry")
+    message.ack()  # after its deadline, while it is ready again or re-sent
+    figures = node.wait_figures(lambda f: f["messages"] == 0, message="late ack applied")
+    assert figures["acked"] == 1
+
+
+def test_inflight_lru_eviction_delivers_again(start_node, context):
+    node = start_node("--inflight-size", "2000", "--ack-timeout", "60000000",
+                      "--reaper-frequency", "100000")
+    with Producer(node.receive_dsn, context=context) as producer, \
+            Consumer(node.send_dsn, context=context) as consumer:
+        for i in range(10):
+            producer.send([b"%d" % i + b"." * 500])
+        producer.flush(15)
+        held = []
+        # Nothing is acked yet and the ack timeout is a minute: only eviction
+        # from the 2000-byte table can bring a message back.
+        def redelivered() -> bool:
+            message = consumer.receive(0.05)
+            if message is not None:
+                held.append(message)
+            return message is not None and message.deliveries >= 2
+        wait_until(redelivered, 20, message="an evicted message delivered again")
+        figures = node.figures()
+        assert figures["evicted"] >= 1 and figures["expired_messages"] == 0
+        assert figures["inflight_db_size"] <= 2000 + 600
+        # Everything still arrives once the consumer acks.
+        bodies = set()
+        def drained() -> bool:
+            message = held.pop() if held else consumer.receive(0.05)
+            if message is not None:
+                bodies.add(message.parts[0])
+                message.ack()
+            return len(bodies) == 10 and node.figures()["messages"] == 0
+        wait_until(drained, 20, message="all ten acked")
+
+
+def test_restart_delivers_every_unacked_message(node, producer, context):
+    for i in range(300):
+        producer.send([b"%d" % i])
+    producer.flush(15)
+    with Consumer(node.send_dsn, context=context) as consumer:
+        acked = {m.parts[0] for m in consume(consumer, 100)}
+        consume(consumer, 50, ack=False)
+    node.wait_figures(lambda f: f["acked"] == 100, message="100 acks applied")
+    assert node.stop() == 0
+    node.restart()
+    assert node.figures()["messages"] == 200
+    with Consumer(node.send_dsn, context=context) as consumer:
+        rest = {m.parts[0] for m in consume(consumer, 200)}
+    assert rest == {b"%d" % i for i in range(300)} - acked
+    node.wait_figures(lambda f: f["messages"] == 0, message="drained")

@@ -115,9 +115,9 @@ class Store:
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta
         raw = batch.raw
-        raw.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(self.next_seq))
-        raw.put(keyspace.META_COUNTERS, COUNTERS.pack(messages, stored_bytes))
         try:
+            raw.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(self.next_seq))
+            raw.put(keyspace.META_COUNTERS, COUNTERS.pack(messages, stored_bytes))
             raw.write()
         except (plyvel.Error, RuntimeError) as exc:  # RuntimeError: the DB was closed
             raise StoreError(f"store write failed: {exc}") from None

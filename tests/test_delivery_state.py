@@ -1,0 +1,166 @@
+"""The delivery state machine on a real store, with time passed in (no sleeping)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq import keyspace, record, wire
+from pzq.counters import Counters
+from pzq.delivery import DeliveryState
+from pzq.store import Store
+
+pytestmark = pytest.mark.timeout(20)
+TIMEOUT = 1_000
+
+
+class Consumers:
+    """Stands in for the send socket: takes up to ``room`` deliveries."""
+
+    def __init__(self, room: int = 1_000_000) -> None:
+        self.room = room
+        self.sent: list[wire.Delivery] = []
+
+    def __call__(self, frames: list[bytes]) -> bool:
+        if self.room <= 0:
+            return False
+        self.room -= 1
+        self.sent.append(wire.decode_delivery([b"peer", *frames]))
+        return True
+
+    def seqs(self) -> list[int]:
+        return [keyspace.parse_message_key(d.key)[1] for d in self.sent]
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = Store.open(tmp_path / "db")
+    yield store
+    store.close()
+
+
+def stored(store: Store, count: int, size: int = 10) -> list[int]:
+    batch = store.new_batch()
+    seqs = [batch.add_message(record.encode(b"m%d" % i, (), (b"x" * size,), 1))
+            for i in range(count)]
+    batch.write()
+    return seqs
+
+
+def ack(state: DeliveryState, seq: int, ok: bool = True) -> None:
+    batch = state.store.new_batch()
+    state.prepare(batch)
+    state.ack(batch, seq) if ok else state.nack(seq)
+    batch.write()
+
+
+def test_first_delivery_in_order_then_acked(store):
+    state = DeliveryState(store, TIMEOUT, 10_000, Counters())
+    seqs = stored(store, 5)
+    consumers = Consumers()
+    assert state.deliver(consumers, now_us=100, limit=100) == 5
+    assert consumers.seqs() == seqs
+    assert consumers.sent[0].sent_us == 100 and consumers.sent[0].ack_timeout_us == TIMEOUT
+    assert not state.has_work()
+    for seq in seqs:
+        ack(state, seq)
+    assert store.messages == 0 and len(state.inflight) == 0
+
+
+def test_full_consumers_keep_the_rest_for_later(store):
+    state = DeliveryState(store, TIMEOUT, 10_000, Counters())
+    seqs = stored(store, 5)
+    consumers = Consumers(room=2)
+    assert state.deliver(consumers, 100, 100) == 2
+    assert state.has_work()
+    consumers.room = 10
+    state.deliver(consumers, 101, 100)
+    assert consumers.seqs() == seqs
+
+
+def test_expired_delivery_goes_first_and_counts_deliveries(store):
+    counters = Counters()
+    state = DeliveryState(store, TIMEOUT, 10_000, counters)
+    first, second = stored(store, 2)
+    consumers = Consumers(room=1)
+    state.deliver(consumers, 100, 100)
+    assert state.reap(100 + TIMEOUT - 1) == 0
+    assert state.reap(100 + TIMEOUT) == 1
+    consumers.room = 10
+    state.deliver(consumers, 2000, 100)
+    assert consumers.seqs() == [first, first, second]
+    assert consumers.sent[1].deliveries == 2
+    assert counters.expired == 1 and counters.redelivered == 1
+
+
+def test_give_back_bookkeeping_reaches_the_store(store):
+    state = DeliveryState(store, TIMEOUT, 10_000, Counters())
+    (seq,) = stored(store, 1)
+    state.deliver(Consumers(), 100, 10)
+    ack(state, seq, ok=False)  # nack; the bookkeeping rewrite waits for a batch
+    batch = store.new_batch()
+    state.prepare(batch)
+    batch.write()
+    assert record.bookkeeping(store.get_own(seq)) == (100, 1)
+
+
+def test_late_ack_removes_a_message_waiting_for_redelivery(store):
+    counters = Counters()
+    state = DeliveryState(store, TIMEOUT, 10_000, counters)
+    (seq,) = stored(store, 1)
+    state.deliver(Consumers(), 100, 10)
+    state.reap(100 + TIMEOUT)
+    ack(state, seq)
+    assert store.messages == 0 and not state.has_work()
+    assert counters.late_acks == 1
+
+
+def test_ack_after_restart_removes_a_stored_message(store):
+    (seq,) = stored(store, 1)
+    state = DeliveryState(store, TIMEOUT, 10_000, Counters())  # nothing in memory
+    ack(state, seq)
+    assert store.messages == 0
+    assert state.deliver(Consumers(), 100, 10) == 0
+
+
+def test_duplicate_ack_in_one_batch_counts_once(store):
+    counters = Counters()
+    state = DeliveryState(store, TIMEOUT, 10_000, counters)
+    (seq,) = stored(store, 1)
+    state.deliver(Consumers(), 100, 10)
+    batch = store.new_batch()
+    assert state.ack(batch, seq) is not None
+    assert state.ack(batch, seq) is None
+    batch.write()
+    assert store.messages == 0 and counters.acked == 1 and counters.unknown_acks == 1
+
+
+def test_lru_evicts_only_deliveries_older_than_the_last_reap(store):
+    counters = Counters()
+    state = DeliveryState(store, TIMEOUT * 1000, 100, counters)
+    seqs = stored(store, 4)
+    record_size = len(store.get_own(seqs[0]))
+    state.inflight.max_bytes = record_size * 2
+    consumers = Consumers()
+    assert state.deliver(consumers, 100, 10) == 2  # full: nothing old enough to evict
+    assert not state.has_work()  # so the loop waits instead of spinning
+    state.reap(200)  # no deadline passed, but both are now older than the last reap
+    assert state.has_work()
+    state.deliver(consumers, 300, 10)
+    assert counters.evicted >= 1
+    assert consumers.seqs()[:3] == [seqs[0], seqs[1], seqs[2]]
+    assert seqs[0] in consumers.seqs()[3:]  # the evicted one came back before seqs[3]
+    assert state.inflight.bytes <= record_size * 2
+
+
+def test_failed_write_keeps_deletes_for_the_next_batch(store):
+    state = DeliveryState(store, TIMEOUT, 10_000, Counters())
+    (seq,) = stored(store, 1)
+    state.deliver(Consumers(), 100, 10)
+    batch = store.new_batch()
+    state.ack(batch, seq)
+    state.write_failed(batch)  # as if batch.write() had raised StoreError
+    assert store.messages == 1
+    retry = store.new_batch()
+    state.prepare(retry)
+    retry.write()
+    assert store.messages == 0

@@ -1,0 +1,88 @@
+"""Record format, key layout and the LevelDB store, on a real database."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq import keyspace, record
+from pzq.errors import DecodeError, StoreError
+from pzq.store import Store
+
+pytestmark = pytest.mark.timeout(20)
+
+
+def test_record_round_trip_and_bookkeeping_splice():
+    value = record.encode(b"m1", (b"TOPIC:x",), (b"a", b"", b"c" * 300), stored_us=42)
+    stored = record.decode(value)
+    assert stored == record.Record(b"m1", (b"TOPIC:x",), (b"a", b"", b"c" * 300), 42, 0, 0)
+    spliced = record.with_bookkeeping(value, 99, 3)
+    assert len(spliced) == len(value)
+    assert record.bookkeeping(spliced) == (99, 3)
+    assert record.decode(spliced).parts == stored.parts
+
+
+@pytest.mark.parametrize("cut", [0, 5, 21, 30, -1])
+def test_truncated_record_is_a_decode_error(cut):
+    value = record.encode(b"m1", (), (b"body",), stored_us=1)
+    with pytest.raises(DecodeError):
+        record.decode(value[:cut])
+
+
+def test_record_with_trailing_bytes_is_a_decode_error():
+    with pytest.raises(DecodeError):
+        record.decode(record.encode(b"m", (), (b"b",), 1) + b"x")
+
+
+def test_message_keys():
+    key = keyspace.message_key(b"0a1b2c3d", 2**40 + 5)
+    assert key == b"0a1b2c3d-0000010000000005"
+    assert keyspace.parse_message_key(key) == (b"0a1b2c3d", 2**40 + 5)
+    for bad in (b"", b"0a1b2c3d-000001000000000", b"0a1b2c3d_0000010000000005",
+                b"0A1B2C3D-0000010000000005", b"0a1b2c3d-+000010000000005",
+                b"0a1b2c3d-0000_10000000005"):
+        with pytest.raises(DecodeError):
+            keyspace.parse_message_key(bad)
+
+
+def test_own_keys_sort_in_arrival_order():
+    keys = [keyspace.own_key(seq) for seq in (0, 1, 255, 256, 2**32, 2**63)]
+    assert keys == sorted(keys)
+    assert all(keyspace.own_seq(key) == seq for key, seq in zip(keys, (0, 1, 255, 256,
+                                                                      2**32, 2**63)))
+
+
+def test_store_batches_counters_and_reopen(tmp_path):
+    store = Store.open(tmp_path / "db")
+    node_id = store.node_id
+    batch = store.new_batch()
+    seqs = [batch.add_message(b"v%d" % i) for i in range(5)]
+    batch.write()
+    assert (store.messages, store.bytes, store.syncs) == (5, 10, 1)
+    batch = store.new_batch()
+    batch.delete_message(seqs[0], 2)
+    batch.write()
+    assert [seq for seq, _ in store.read_own(0, 10)] == seqs[1:]
+    assert store.read_own(seqs[2], 2) == [(seqs[2], b"v2"), (seqs[3], b"v3")]
+    store.close()
+
+    reopened = Store.open(tmp_path / "db")
+    assert reopened.node_id == node_id
+    assert (reopened.messages, reopened.bytes) == (4, 8)
+    assert reopened.next_seq == seqs[-1] + 1
+    reopened.close()
+
+
+def test_store_refuses_a_second_opener(tmp_path):
+    store = Store.open(tmp_path / "db")
+    with pytest.raises(StoreError, match="in use by another process"):
+        Store.open(tmp_path / "db")
+    store.close()
+
+
+def test_write_to_a_closed_store_is_a_store_error(tmp_path):
+    store = Store.open(tmp_path / "db")
+    batch = store.new_batch()
+    batch.add_message(b"v")
+    store.close()
+    with pytest.raises(StoreError):
+        batch.write()

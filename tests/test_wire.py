@@ -1,0 +1,112 @@
+"""Every frame layout round-trips, and garbage gives one clear DecodeError."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq import wire
+from pzq.errors import DecodeError
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_produce_round_trip():
+    frames = [b"rid", *wire.encode_produce(b"m1", [b"a", b"", b"c"], (b"TOPIC:orders",))]
+    produce = wire.decode_produce(frames, max_body_size=10)
+    assert (produce.routing_id, produce.msg_id) == (b"rid", b"m1")
+    assert produce.headers == (b"TOPIC:orders",)
+    assert produce.parts == (b"a", b"", b"c")  # an empty part after the delimiter is body
+    assert produce.body_size == 2
+
+
+@pytest.mark.parametrize("frames, reason", [
+    ([b"rid"], "missing message id"),
+    ([b"rid", b"m"], "missing empty delimiter"),
+    ([b"rid", b"m", b"TOPIC:x"], "missing empty delimiter"),
+    ([b"rid", b"m", b""], "no body part"),
+    ([b"rid", b"m", b"", b"12345678901"], "exceeds the limit of 10"),
+    ([b"rid", b"m", b"bad header", b"", b"x"], "not NAME:value"),
+    ([b"rid", b"m", b":value", b"", b"x"], "not NAME:value"),
+    ([b"rid", b"m", b"replica:x", b"", b"x"], "reserved"),
+    ([b"rid", b"m", b"REMOVE:x", b"", b"x"], "reserved"),
+])
+def test_produce_garbage(frames, reason):
+    with pytest.raises(wire.MalformedProduce) as raised:
+        wire.decode_produce(frames, max_body_size=10)
+    assert reason in raised.value.reason
+    assert raised.value.routing_id == b"rid"
+    assert raised.value.msg_id == (frames[1] if len(frames) > 1 else b"")
+
+
+def test_produce_with_no_frames_at_all():
+    with pytest.raises(DecodeError):
+        wire.decode_produce([], max_body_size=10)
+
+
+def test_producer_ack_layout_and_round_trip():
+    ok = wire.encode_producer_ack(b"rid", b"m1", True)
+    assert ok == [b"rid", b"m1", b"1", b""]
+    failed = wire.encode_producer_ack(b"rid", b"m2", False, b"why")
+    assert failed == [b"rid", b"m2", b"0", b"", b"why"]
+    assert wire.decode_producer_ack(failed[1:]) == wire.ProducerAck(b"m2", False, b"why")
+    replication = wire.decode_producer_ack([b"m3", b"1", b"", b"REPLICATION_FAILED"])
+    assert replication.ok and replication.replication_failed
+
+
+@pytest.mark.parametrize("frames", [[b"m"], [b"m", b"1"], [b"m", b"2", b""], [b"m", b"1", b"x"]])
+def test_producer_ack_garbage(frames):
+    with pytest.raises(DecodeError):
+        wire.decode_producer_ack(frames)
+
+
+def test_delivery_round_trip():
+    frames = wire.encode_delivery(b"k", 1700000000123456, 5000000, 3, (b"TOPIC:t",), (b"p1", b"p2"))
+    assert frames[:4] == [b"k", b"1700000000123456", b"5000000", b"DELIVERY:3"]
+    delivery = wire.decode_delivery([b"peer", *frames])
+    assert (delivery.key, delivery.sent_us, delivery.ack_timeout_us) == (b"k", 1700000000123456,
+                                                                         5000000)
+    assert delivery.headers == {"DELIVERY": "3", "TOPIC": "t"}
+    assert delivery.deliveries == 3
+    assert delivery.parts == (b"p1", b"p2")
+
+
+def test_delivery_of_the_original_layout_without_headers():
+    delivery = wire.decode_delivery([b"peer", b"k", b"1", b"2", b"", b"body"])
+    assert delivery.deliveries == 1 and delivery.headers == {}
+
+
+@pytest.mark.parametrize("frames", [
+    [b"peer", b"k", b"1", b"2", b""],
+    [b"peer", b"k", b"1", b"2", b"H:1", b"body"],
+    [b"peer", b"k", b"one", b"2", b"", b"body"],
+])
+def test_delivery_garbage(frames):
+    with pytest.raises(DecodeError):
+        wire.decode_delivery(frames)
+
+
+def test_unknown_header_frames_are_ignored():
+    assert wire.parse_headers([b"X-NEW:1", b"\xff\xfe", b"TOPIC:a:b"]) == {"X-NEW": "1",
+                                                                           "TOPIC": "a:b"}
+
+
+def test_consumer_ack_round_trip():
+    frames = wire.encode_consumer_ack(b"peer", b"k", True)
+    assert frames == [b"peer", b"k", b"1"]
+    assert wire.decode_consumer_ack(frames[1:]) == (b"k", True)
+    assert wire.decode_consumer_ack([b"k", b"0"]) == (b"k", False)
+    assert wire.decode_consumer_ack([b"k", b"anything"]) == (b"k", False)
+
+
+@pytest.mark.parametrize("frames", [[b"k"], [b"k", b"1", b"x"], [b"", b"1"], [b"k", b""], []])
+def test_consumer_ack_garbage(frames):
+    with pytest.raises(DecodeError):
+        wire.decode_consumer_ack(frames)
+
+
+def test_monitor_envelopes_for_req_and_dealer():
+    assert wire.decode_monitor_request([b"rid", b"", b"monitor"]) == ([b"rid"], b"MONITOR")
+    assert wire.decode_monitor_request([b"rid", b"STATS"]) == ([b"rid"], b"STATS")
+    assert wire.encode_monitor_reply([b"rid"], b"text") == [b"rid", b"", b"text"]
+    with pytest.raises(DecodeError):
+        wire.decode_monitor_request([b"rid"])

@@ -1,9 +1,13 @@
-"""Delivery state of this node's own messages: stored → in flight → acked or ready again.
+"""Delivery state of one store area: stored → in flight → acked or ready again.
+
+The area is this node's own messages, or the replicas of a down node whose
+delivery this node has taken over (see pzq.areas).
 
 Invariant: every stored message with a sequence number below the cursor is in
 flight, in the redelivery queue, or being deleted. Messages at or past the cursor
 have not been delivered since the node started, so after a restart (cursor 0,
-nothing in memory) every stored message is ready again, oldest first.
+nothing in memory) every stored message is ready again, oldest first. A rewind of
+the cursor is safe: what is in flight or waiting is skipped.
 
 No socket is touched here: ``deliver`` is given a send function, and every time
 comes in as ``now_us``, so the state machine is tested without sleeping.
@@ -14,19 +18,20 @@ from __future__ import annotations
 from typing import Callable
 
 from pzq import keyspace, record, wire
+from pzq.areas import Area
 from pzq.counters import Counters
 from pzq.inflight import InFlight, InFlightTable
 from pzq.redelivery import RedeliveryQueue
-from pzq.store import Batch, Store
+from pzq.store import Batch
 
 SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
 CURSOR_CHUNK = 256
 
 
 class DeliveryState:
-    def __init__(self, store: Store, ack_timeout_us: int, inflight_size: int,
+    def __init__(self, area: Area, ack_timeout_us: int, inflight_size: int,
                  counters: Counters) -> None:
-        self.store = store
+        self.area = area
         self.ack_timeout_us = ack_timeout_us
         self.counters = counters
         self.inflight = InFlightTable(inflight_size)
@@ -41,27 +46,42 @@ class DeliveryState:
         # messages, and deletes whose batch failed to write.
         self._rewrites: dict[int, bytes] = {}
         self._unwritten_deletes: dict[int, int] = {}
+        self._deleting: dict[int, int] = {}  # deletes in the batch being built
+        # A paused state delivers nothing and lets expired deliveries go: its area's
+        # origin is back and delivers them itself. ACKs are still applied.
+        self.paused = False
 
     def has_work(self) -> bool:
         """Something to deliver and room to track it (so the loop can wait otherwise)."""
-        if self._table_full:
+        if self._table_full or self.paused:
             return False
-        return bool(self.ready) or self.cursor < self.store.next_seq
+        return bool(self.ready) or self.cursor < self.area.end_seq()
+
+    def rewind(self) -> None:
+        """Look at every stored message again (the takeover rule's answer changed)."""
+        self.cursor = 0
+        self._table_full = False
 
     # -- store batches -------------------------------------------------------
 
     def prepare(self, batch: Batch) -> None:
         """Start a batch with what earlier wakes left to write."""
+        self._deleting = {}
         for seq, value in self._rewrites.items():
-            batch.rewrite_message(seq, value)
+            self.area.rewrite(batch, seq, value)
         self._rewrites.clear()
-        for seq, size in self._unwritten_deletes.items():
-            batch.delete_message(seq, size)
-        self._unwritten_deletes.clear()
+        unwritten, self._unwritten_deletes = self._unwritten_deletes, {}
+        for seq, size in unwritten.items():
+            self._delete(batch, seq, size)
 
-    def write_failed(self, batch: Batch) -> None:
+    def write_failed(self) -> None:
         """Keep the batch's deletes for the next one; ACKed messages must not linger."""
-        self._unwritten_deletes.update(batch.deleted)
+        self._unwritten_deletes.update(self._deleting)
+        self._deleting = {}
+
+    def _delete(self, batch: Batch, seq: int, size: int) -> None:
+        self._deleting[seq] = size
+        self.area.delete(batch, seq, size)
 
     # -- consumer ACKs -------------------------------------------------------
 
@@ -77,16 +97,16 @@ class DeliveryState:
         if entry is None:
             self.counters.unknown_acks += 1
             return None
-        batch.delete_message(seq, entry.size)
+        self._delete(batch, seq, entry.size)
         self.counters.acked += 1
         self.counters.late_acks += late
         return entry
 
     def _stored_entry(self, batch: Batch, seq: int) -> InFlight | None:
         """A message ACKed after it left memory (e.g. sent before a restart)."""
-        if seq in batch.deleted or seq in self._unwritten_deletes:
+        if seq in self._deleting or seq in self._unwritten_deletes:
             return None
-        value = self.store.get_own(seq)
+        value = self.area.get(seq)
         if value is None:
             return None
         first_delivered_us, deliveries = record.bookkeeping(value)
@@ -108,6 +128,8 @@ class DeliveryState:
         self.evictable_before_us = now_us
         self._table_full = False
         expired = self.inflight.expire(now_us)
+        if self.paused:
+            return 0
         for entry in expired:
             self._give_back(entry)
         self.counters.expired += len(expired)
@@ -132,14 +154,15 @@ class DeliveryState:
                     break
                 sent += 1
                 continue
-            if self.cursor >= self.store.next_seq:
+            if self.cursor >= self.area.end_seq():
                 break
-            chunk = self.store.read_own(self.cursor, min(CURSOR_CHUNK, limit - sent))
+            chunk = self.area.read(self.cursor, min(CURSOR_CHUNK, limit - sent))
             if not chunk:
-                self.cursor = self.store.next_seq
+                self.cursor = self.area.end_seq()
                 break
             for seq, value in chunk:
-                if seq in self._unwritten_deletes:
+                if (seq in self._unwritten_deletes or seq in self._deleting
+                        or seq in self.inflight or seq in self.ready):
                     self.cursor = seq + 1
                     continue
                 first_delivered_us, deliveries = record.bookkeeping(value)
@@ -158,7 +181,7 @@ class DeliveryState:
             return False
         stored = record.decode(entry.value)
         deliveries = entry.deliveries + 1
-        frames = wire.encode_delivery(keyspace.message_key(self.store.node_id, entry.seq),
+        frames = wire.encode_delivery(keyspace.message_key(self.area.node_id, entry.seq),
                                       now_us, self.ack_timeout_us, deliveries,
                                       stored.headers, stored.parts)
         if not send(frames):

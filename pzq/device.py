@@ -14,6 +14,7 @@ from collections import deque
 import zmq
 
 from pzq import __version__, keyspace, monitor, record, sockets, wire
+from pzq.areas import OwnArea
 from pzq.config import Config
 from pzq.counters import Counters
 from pzq.delivery import DeliveryState
@@ -42,8 +43,8 @@ class Device:
         self.store = store
         self.waker = waker
         self.counters = Counters()
-        self.delivery = DeliveryState(store, config.ack_timeout, config.inflight_size,
-                                      self.counters)
+        self.delivery = DeliveryState(OwnArea(store), config.ack_timeout,
+                                      config.inflight_size, self.counters)
         self.outbox: deque[list[bytes]] = deque()
         self.endpoints: dict[str, str] = {}
         self.started = time.monotonic()
@@ -198,7 +199,7 @@ class Device:
         if not self._store_failing:  # once per failing spell, not once per wake
             self._store_failing = True
             log.error("store_write_failed", error=reason, refused=len(accepted))
-        self.delivery.write_failed(batch)
+        self.delivery.write_failed()
         self.counters.store_failures += len(accepted)
         status = f"not stored: {reason}".encode()
         for routing_id, msg_id in accepted:

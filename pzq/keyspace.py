@@ -5,8 +5,11 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
 
     m <seq:8>            this node's own messages
     r <node:8> <seq:8>   replicas held for another node (cluster)
+    t <node:8> <seq:8>   tombstones: another node's messages acked here while it was down
     d <seq:8>            dead letters
     M <name>             metadata: node id, sequence high-water mark, counters
+
+``<node:8>`` is the other node's id, 8 ASCII hex characters.
 
 The device's message key, the one consumers see and ACK, is ASCII
 ``<node id>-<seq as 16 hex digits>``: unique across the cluster (node id) and
@@ -22,6 +25,7 @@ from pzq.errors import DecodeError
 
 OWN_PREFIX = b"m"
 REPLICA_PREFIX = b"r"
+TOMBSTONE_PREFIX = b"t"
 DEAD_PREFIX = b"d"
 META_PREFIX = b"M"
 
@@ -45,6 +49,32 @@ def own_seq(store_key: bytes) -> int:
 def own_range_end() -> bytes:
     """The first store key past the own-messages area."""
     return bytes([OWN_PREFIX[0] + 1])
+
+
+def replica_prefix(origin: bytes) -> bytes:
+    return REPLICA_PREFIX + origin
+
+
+def replica_key(origin: bytes, seq: int) -> bytes:
+    return REPLICA_PREFIX + origin + SEQ.pack(seq)
+
+
+def tombstone_prefix(origin: bytes) -> bytes:
+    return TOMBSTONE_PREFIX + origin
+
+
+def tombstone_key(origin: bytes, seq: int) -> bytes:
+    return TOMBSTONE_PREFIX + origin + SEQ.pack(seq)
+
+
+def split_node_key(store_key: bytes) -> tuple[bytes, int]:
+    """(node id, seq) of a replica or tombstone key."""
+    return store_key[1:1 + NODE_ID_LENGTH], SEQ.unpack_from(store_key, 1 + NODE_ID_LENGTH)[0]
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key past every key that starts with ``prefix``."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
 def message_key(node_id: bytes, seq: int) -> bytes:

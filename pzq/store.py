@@ -29,7 +29,6 @@ class Batch:
         self.message_delta = 0
         self.byte_delta = 0
         self.operations = 0
-        self.deleted: dict[int, int] = {}  # seq -> stored size, to redo if the write fails
 
     def add_message(self, value: bytes) -> int:
         """Store a new own message; returns its sequence number."""
@@ -46,10 +45,18 @@ class Batch:
         self.operations += 1
 
     def delete_message(self, seq: int, size: int) -> None:
-        self.deleted[seq] = size
         self._batch.delete(keyspace.own_key(seq))
         self.message_delta -= 1
         self.byte_delta -= size
+        self.operations += 1
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Any other area of the key layout (replicas, tombstones)."""
+        self._batch.put(key, value)
+        self.operations += 1
+
+    def delete(self, key: bytes) -> None:
+        self._batch.delete(key)
         self.operations += 1
 
     def write(self) -> None:
@@ -139,6 +146,18 @@ class Store:
 
     def get_own(self, seq: int) -> bytes | None:
         return self.db.get(keyspace.own_key(seq))
+
+    def scan(self, prefix: bytes, start: bytes | None = None,
+             limit: int | None = None) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (key, value) pairs under ``prefix`` from ``start`` on."""
+        found = []
+        with self.db.iterator(start=start or prefix,
+                              stop=keyspace.prefix_end(prefix)) as iterator:
+            for pair in iterator:
+                found.append(pair)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
 
     # -- metadata ------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import pytest
 
 from pzq import keyspace, record, wire
 from pzq.counters import Counters
+from pzq.areas import OwnArea
 from pzq.delivery import DeliveryState
 from pzq.store import Store
 
@@ -47,14 +48,14 @@ def stored(store: Store, count: int, size: int = 10) -> list[int]:
 
 
 def ack(state: DeliveryState, seq: int, ok: bool = True) -> None:
-    batch = state.store.new_batch()
+    batch = state.area.store.new_batch()
     state.prepare(batch)
     state.ack(batch, seq) if ok else state.nack(seq)
     batch.write()
 
 
 def test_first_delivery_in_order_then_acked(store):
-    state = DeliveryState(store, TIMEOUT, 10_000, Counters())
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())
     seqs = stored(store, 5)
     consumers = Consumers()
     assert state.deliver(consumers, now_us=100, limit=100) == 5
@@ -67,7 +68,7 @@ def test_first_delivery_in_order_then_acked(store):
 
 
 def test_full_consumers_keep_the_rest_for_later(store):
-    state = DeliveryState(store, TIMEOUT, 10_000, Counters())
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())
     seqs = stored(store, 5)
     consumers = Consumers(room=2)
     assert state.deliver(consumers, 100, 100) == 2
@@ -79,7 +80,7 @@ def test_full_consumers_keep_the_rest_for_later(store):
 
 def test_expired_delivery_goes_first_and_counts_deliveries(store):
     counters = Counters()
-    state = DeliveryState(store, TIMEOUT, 10_000, counters)
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, counters)
     first, second = stored(store, 2)
     consumers = Consumers(room=1)
     state.deliver(consumers, 100, 100)
@@ -93,7 +94,7 @@ def test_expired_delivery_goes_first_and_counts_deliveries(store):
 
 
 def test_give_back_bookkeeping_reaches_the_store(store):
-    state = DeliveryState(store, TIMEOUT, 10_000, Counters())
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())
     (seq,) = stored(store, 1)
     state.deliver(Consumers(), 100, 10)
     ack(state, seq, ok=False)  # nack; the bookkeeping rewrite waits for a batch
@@ -105,7 +106,7 @@ def test_give_back_bookkeeping_reaches_the_store(store):
 
 def test_late_ack_removes_a_message_waiting_for_redelivery(store):
     counters = Counters()
-    state = DeliveryState(store, TIMEOUT, 10_000, counters)
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, counters)
     (seq,) = stored(store, 1)
     state.deliver(Consumers(), 100, 10)
     state.reap(100 + TIMEOUT)
@@ -116,7 +117,7 @@ def test_late_ack_removes_a_message_waiting_for_redelivery(store):
 
 def test_ack_after_restart_removes_a_stored_message(store):
     (seq,) = stored(store, 1)
-    state = DeliveryState(store, TIMEOUT, 10_000, Counters())  # nothing in memory
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())  # nothing in memory
     ack(state, seq)
     assert store.messages == 0
     assert state.deliver(Consumers(), 100, 10) == 0
@@ -124,7 +125,7 @@ def test_ack_after_restart_removes_a_stored_message(store):
 
 def test_duplicate_ack_in_one_batch_counts_once(store):
     counters = Counters()
-    state = DeliveryState(store, TIMEOUT, 10_000, counters)
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, counters)
     (seq,) = stored(store, 1)
     state.deliver(Consumers(), 100, 10)
     batch = store.new_batch()
@@ -136,7 +137,7 @@ def test_duplicate_ack_in_one_batch_counts_once(store):
 
 def test_lru_evicts_only_deliveries_older_than_the_last_reap(store):
     counters = Counters()
-    state = DeliveryState(store, TIMEOUT * 1000, 100, counters)
+    state = DeliveryState(OwnArea(store), TIMEOUT * 1000, 100, counters)
     seqs = stored(store, 4)
     record_size = len(store.get_own(seqs[0]))
     state.inflight.max_bytes = record_size * 2
@@ -153,12 +154,12 @@ def test_lru_evicts_only_deliveries_older_than_the_last_reap(store):
 
 
 def test_failed_write_keeps_deletes_for_the_next_batch(store):
-    state = DeliveryState(store, TIMEOUT, 10_000, Counters())
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())
     (seq,) = stored(store, 1)
     state.deliver(Consumers(), 100, 10)
     batch = store.new_batch()
     state.ack(batch, seq)
-    state.write_failed(batch)  # as if batch.write() had raised StoreError
+    state.write_failed()  # as if batch.write() had raised StoreError
     assert store.messages == 1
     retry = store.new_batch()
     state.prepare(retry)

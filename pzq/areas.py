@@ -1,0 +1,67 @@
+"""The store areas a DeliveryState can deliver from: this node's own messages, or
+the replicas of a node that is down and whose delivery this node has taken over."""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from pzq.replicas import ReplicaStore
+from pzq.store import Batch, Store
+
+
+class Area(Protocol):
+    node_id: bytes  # the node whose message keys these are
+
+    def end_seq(self) -> int: ...
+    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]: ...
+    def get(self, seq: int) -> bytes | None: ...
+    def delete(self, batch: Batch, seq: int, size: int) -> None: ...
+    def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
+
+
+class OwnArea:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.node_id = store.node_id
+
+    def end_seq(self) -> int:
+        return self.store.next_seq
+
+    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
+        return self.store.read_own(start_seq, limit)
+
+    def get(self, seq: int) -> bytes | None:
+        return self.store.get_own(seq)
+
+    def delete(self, batch: Batch, seq: int, size: int) -> None:
+        batch.delete_message(seq, size)
+
+    def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
+        batch.rewrite_message(seq, value)
+
+
+class TakeoverArea:
+    """Replicas of a down node that this node is first in line to deliver."""
+
+    def __init__(self, replicas: ReplicaStore, origin: bytes,
+                 is_mine: Callable[[tuple[bytes, ...]], bool]) -> None:
+        self.replicas = replicas
+        self.node_id = origin
+        self.is_mine = is_mine
+
+    def end_seq(self) -> int:
+        return self.replicas.end_seq(self.node_id)
+
+    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
+        return [(seq, value) for seq, holders, value
+                in self.replicas.read(self.node_id, start_seq, limit, self.is_mine)]
+
+    def get(self, seq: int) -> bytes | None:
+        found = self.replicas.get(self.node_id, seq)
+        return None if found is None else found[1]
+
+    def delete(self, batch: Batch, seq: int, size: int) -> None:
+        self.replicas.remove(batch, self.node_id, seq, tombstone=True)
+
+    def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
+        """Delivery bookkeeping of replicas stays in memory: the origin owns the record."""

@@ -1,0 +1,124 @@
+"""Replicas this node holds for other nodes, and tombstones of those acked here.
+
+A replica's value is the list of its holders (node ids, in the origin's order)
+followed by the origin's stored record. The holder order is the takeover rule
+every node applies alone: the first live holder delivers while the origin is down.
+
+Counts per origin are kept in memory (counted once at start) and change only when
+a batch that changed them has been written.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, Iterable
+
+from pzq import keyspace
+from pzq.errors import DecodeError
+from pzq.store import Batch, Store
+
+Holders = tuple[bytes, ...]
+
+
+def encode_holders(holders: Holders) -> bytes:
+    return bytes([len(holders)]) + b"".join(holders)
+
+
+def split_value(value: bytes) -> tuple[Holders, bytes]:
+    """(holders, record) of a stored replica value."""
+    if not value:
+        raise DecodeError("empty replica value")
+    count = value[0]
+    end = 1 + count * keyspace.NODE_ID_LENGTH
+    if len(value) < end:
+        raise DecodeError("replica value is truncated")
+    holders = tuple(value[1 + i * keyspace.NODE_ID_LENGTH:1 + (i + 1) * keyspace.NODE_ID_LENGTH]
+                    for i in range(count))
+    return holders, value[end:]
+
+
+class ReplicaStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.counts: defaultdict[bytes, int] = defaultdict(int)
+        self.tombstones: defaultdict[bytes, int] = defaultdict(int)
+        self._next_seq: defaultdict[bytes, int] = defaultdict(int)
+        self._pending: list[tuple[defaultdict[bytes, int], bytes, int]] = []
+        self._load()
+
+    def _load(self) -> None:
+        """Count what is held; a start-up pass, never repeated while running."""
+        with self.store.db.iterator(prefix=keyspace.REPLICA_PREFIX, include_value=False) as keys:
+            for store_key in keys:
+                origin, seq = keyspace.split_node_key(store_key)
+                self.counts[origin] += 1
+                self._next_seq[origin] = max(self._next_seq[origin], seq + 1)
+        with self.store.db.iterator(prefix=keyspace.TOMBSTONE_PREFIX,
+                                    include_value=False) as keys:
+            for store_key in keys:
+                self.tombstones[keyspace.split_node_key(store_key)[0]] += 1
+
+    # -- batches -----------------------------------------------------------------
+
+    def add(self, batch: Batch, origin: bytes, seq: int, holders: Holders,
+            record_value: bytes) -> None:
+        batch.put(keyspace.replica_key(origin, seq), encode_holders(holders) + record_value)
+        self._pending.append((self.counts, origin, 1))
+        self._next_seq[origin] = max(self._next_seq[origin], seq + 1)
+
+    def remove(self, batch: Batch, origin: bytes, seq: int, tombstone: bool) -> bool:
+        """Delete a replica if held; with ``tombstone``, remember the ack for the origin."""
+        if self.store.db.get(keyspace.replica_key(origin, seq)) is None:
+            return False
+        batch.delete(keyspace.replica_key(origin, seq))
+        self._pending.append((self.counts, origin, -1))
+        if tombstone:
+            batch.put(keyspace.tombstone_key(origin, seq), b"")
+            self._pending.append((self.tombstones, origin, 1))
+        return True
+
+    def drop_tombstones(self, batch: Batch, origin: bytes, seqs: Iterable[int]) -> None:
+        for seq in seqs:
+            if self.store.db.get(keyspace.tombstone_key(origin, seq)) is not None:
+                batch.delete(keyspace.tombstone_key(origin, seq))
+                self._pending.append((self.tombstones, origin, -1))
+
+    def written(self) -> None:
+        """The batch holding the pending changes was written: count them."""
+        for counter, origin, delta in self._pending:
+            counter[origin] += delta
+        self._pending.clear()
+
+    def write_failed(self) -> None:
+        self._pending.clear()
+
+    # -- reads ---------------------------------------------------------------------
+
+    def origins(self) -> list[bytes]:
+        return [origin for origin, count in self.counts.items() if count > 0]
+
+    def end_seq(self, origin: bytes) -> int:
+        return self._next_seq[origin]
+
+    def get(self, origin: bytes, seq: int) -> tuple[Holders, bytes] | None:
+        value = self.store.db.get(keyspace.replica_key(origin, seq))
+        return None if value is None else split_value(value)
+
+    def read(self, origin: bytes, start_seq: int, limit: int,
+             wanted: Callable[[Holders], bool]) -> list[tuple[int, Holders, bytes]]:
+        """Up to ``limit`` replicas of ``origin`` from ``start_seq`` that ``wanted`` accepts."""
+        found = []
+        prefix = keyspace.replica_prefix(origin)
+        with self.store.db.iterator(start=keyspace.replica_key(origin, start_seq),
+                                    stop=keyspace.prefix_end(prefix)) as iterator:
+            for store_key, value in iterator:
+                holders, record_value = split_value(value)
+                if wanted(holders):
+                    found.append((keyspace.split_node_key(store_key)[1], holders, record_value))
+                    if len(found) >= limit:
+                        break
+        return found
+
+    def tombstone_seqs(self, origin: bytes, limit: int) -> list[int]:
+        return [keyspace.split_node_key(key)[1]
+                for key, _ in self.store.scan(keyspace.tombstone_prefix(origin), limit=limit)]

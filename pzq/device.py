@@ -20,9 +20,10 @@ from pzq.counters import Counters
 from pzq.delivery import DeliveryState
 from pzq.errors import DecodeError, StoreError
 from pzq.logs import get_logger
-from pzq.reaper import start_reaper
+from pzq.cluster import Cluster
+from pzq.reaper import start_scheduler
 from pzq.store import Batch, Store
-from pzq.waker import REAP, Waker
+from pzq.waker import HEARTBEAT, REAP, Waker
 
 # Stop reading producers while this many ACKs wait for a full producer pipe.
 OUTBOX_LIMIT = 200_000
@@ -31,6 +32,9 @@ POLL_RETRY_MS = 5  # how soon to retry ACKs a full producer pipe refused
 STOP_FLUSH_SECONDS = 2.0
 
 log = get_logger("pzq.device")
+
+# A stored producer message: routing id, producer msg id, seq, stored record.
+Accepted = tuple[bytes, bytes, int, bytes]
 
 
 def now_us() -> int:
@@ -50,6 +54,8 @@ class Device:
         self.started = time.monotonic()
         self._stop_requested = False
         self._store_failing = False
+        self.cluster = (Cluster(config, store, self.counters, self._queue_producer_ack)
+                        if config.broadcast_dsn else None)
 
     @property
     def stop_requested(self) -> bool:
@@ -76,7 +82,13 @@ class Device:
             self.endpoints = {"receive": sockets.bound_endpoint(self.receive),
                               "send": sockets.bound_endpoint(self.send),
                               "monitor": sockets.bound_endpoint(self.monitor)}
-            scheduler = start_reaper(self.waker, self.config.reaper_frequency)
+            ticks = {REAP: self.config.reaper_frequency}
+            if self.cluster is not None:
+                self.cluster.open(context, sockets.bind)
+                bound.extend(self.cluster.sockets())
+                self.endpoints["cluster"] = sockets.bound_endpoint(self.cluster.router)
+                ticks[HEARTBEAT] = max(10_000, self.config.timeout_nodes // 4)
+            scheduler = start_scheduler(self.waker, ticks)
             log.info("node_ready", node_id=self.store.node_id.decode(),
                      messages=self.store.messages, **self.endpoints)
             self._serve()
@@ -92,16 +104,27 @@ class Device:
         poller = zmq.Poller()
         poller.register(self.waker.fileno(), zmq.POLLIN)
         poller.register(self.monitor, zmq.POLLIN)
+        for socket in self.cluster.sockets() if self.cluster else ():
+            poller.register(socket, zmq.POLLIN)
+        if self.cluster is not None:
+            self.cluster.heartbeat(time.monotonic())
         while not self._stop_requested:
             self._update_interest(poller)
-            timeout = POLL_RETRY_MS if self.outbox else None
-            self._wake(dict(poller.poll(timeout)))
+            self._wake(dict(poller.poll(self._poll_timeout_ms())))
+
+    def _poll_timeout_ms(self) -> int | None:
+        """Wake for ACKs to retry and for replication deadlines; else only on events."""
+        timeouts = [POLL_RETRY_MS] if self.outbox else []
+        deadline = self.cluster.next_deadline() if self.cluster else None
+        if deadline is not None:
+            timeouts.append(max(0, int((deadline - time.monotonic()) * 1000) + 1))
+        return min(timeouts) if timeouts else None
 
     def _update_interest(self, poller: zmq.Poller) -> None:
         """Poll for what there is room and work for, so the loop never spins."""
         taking = len(self.outbox) < OUTBOX_LIMIT and not self._stop_requested
         poller.register(self.receive, zmq.POLLIN if taking else 0)
-        wants_out = zmq.POLLOUT if self.delivery.has_work() else 0
+        wants_out = zmq.POLLOUT if self._has_delivery_work(time.monotonic()) else 0
         poller.register(self.send, zmq.POLLIN | wants_out)
 
     def _flush_outbox_before_exit(self) -> None:
@@ -115,28 +138,55 @@ class Device:
 
     # -- one wake ------------------------------------------------------------
 
+    def _delivery_states(self, monotonic: float) -> list[DeliveryState]:
+        """Own messages first (once the cluster lets us), then taken-over ones."""
+        states = []
+        if self.cluster is None or self.cluster.own_delivery_allowed(monotonic):
+            states.append(self.delivery)
+        if self.cluster is not None:
+            states.extend(self.cluster.takeovers.values())
+        return states
+
+    def _has_delivery_work(self, monotonic: float) -> bool:
+        return any(state.has_work() for state in self._delivery_states(monotonic))
+
     def _wake(self, events: dict) -> None:
-        now = now_us()
-        if self.waker.fileno() in events and REAP in self.waker.drain():
-            self.delivery.reap(now)
+        now, monotonic = now_us(), time.monotonic()
+        if self.waker.fileno() in events:
+            self._on_ticks(self.waker.drain(), now, monotonic)
         batch = self.store.new_batch()
         self.delivery.prepare(batch)
-        accepted: list[tuple[bytes, bytes]] = []
+        if self.cluster is not None:
+            self.cluster.prepare(batch)
+            self.cluster.handle(events, batch, self.delivery, monotonic)
+        accepted: list[Accepted] = []
+        acked_own: list[int] = []
         if events.get(self.receive, 0) & zmq.POLLIN and not self._stop_requested:
             self._take_produces(batch, accepted, now)
         if events.get(self.send, 0) & zmq.POLLIN:
-            self._take_consumer_acks(batch)
+            self._take_consumer_acks(batch, acked_own)
         if batch.operations:
-            self._commit(batch, accepted)
+            self._commit(batch, accepted, acked_own, monotonic)
+        if self.cluster is not None:
+            self.cluster.expire_replication(monotonic)
+            self.cluster.flush()
         if self.outbox:
             self._flush_outbox()
-        if self.delivery.has_work():
-            self.delivery.deliver(self._send_delivery, now, self.config.batch_size)
+        for state in self._delivery_states(monotonic):
+            if state.has_work():
+                state.deliver(self._send_delivery, now, self.config.batch_size)
         if events.get(self.monitor, 0) & zmq.POLLIN:
             self._answer_monitor()
 
-    def _take_produces(self, batch: Batch, accepted: list[tuple[bytes, bytes]],
-                       now: int) -> None:
+    def _on_ticks(self, reasons: bytes, now: int, monotonic: float) -> None:
+        if REAP in reasons:
+            self.delivery.reap(now)
+            for state in self.cluster.takeovers.values() if self.cluster else ():
+                state.reap(now)
+        if HEARTBEAT in reasons and self.cluster is not None:
+            self.cluster.heartbeat(monotonic)
+
+    def _take_produces(self, batch: Batch, accepted: list[Accepted], now: int) -> None:
         for _ in range(self.config.batch_size):
             try:
                 frames = self.receive.recv_multipart(zmq.NOBLOCK)
@@ -151,8 +201,8 @@ class Device:
             except DecodeError:
                 continue  # a ROUTER always prepends the routing id; nothing to answer
             value = record.encode(produce.msg_id, produce.headers, produce.parts, now)
-            batch.add_message(value)
-            accepted.append((produce.routing_id, produce.msg_id))
+            seq = batch.add_message(value)
+            accepted.append((produce.routing_id, produce.msg_id, seq, value))
 
     def _reject(self, bad: wire.MalformedProduce) -> None:
         self.counters.rejected += 1
@@ -160,7 +210,7 @@ class Device:
         self.outbox.append(wire.encode_producer_ack(bad.routing_id, bad.msg_id, False,
                                                     bad.reason.encode()))
 
-    def _take_consumer_acks(self, batch: Batch) -> None:
+    def _take_consumer_acks(self, batch: Batch, acked_own: list[int]) -> None:
         for _ in range(self.config.batch_size):
             try:
                 frames = self.send.recv_multipart(zmq.NOBLOCK)
@@ -174,36 +224,54 @@ class Device:
                 log.debug("consumer_ack_malformed", reason=str(exc))
                 continue
             if node_id != self.store.node_id:
-                self.counters.unknown_acks += 1
-                log.debug("consumer_ack_unknown", key=key.decode(), reason="other node")
-                continue
-            known = self.delivery.ack(batch, seq) is not None if ok else self.delivery.nack(seq)
+                known = self.cluster is not None and self.cluster.takeover_ack(batch, node_id,
+                                                                                seq, ok)
+                if not known:
+                    self.counters.unknown_acks += 1
+            elif ok:
+                known = self.delivery.ack(batch, seq) is not None
+                if known:
+                    acked_own.append(seq)
+            else:
+                known = self.delivery.nack(seq)
             if not known:
                 log.debug("consumer_ack_unknown", key=key.decode(), status=ok)
 
-    def _commit(self, batch: Batch, accepted: list[tuple[bytes, bytes]]) -> None:
+    def _commit(self, batch: Batch, accepted: list[Accepted], acked_own: list[int],
+                monotonic: float) -> None:
         try:
             batch.write()
         except StoreError as exc:
-            self._store_write_failed(batch, accepted, str(exc))
+            self._store_write_failed(accepted, str(exc))
             return
         if self._store_failing:
             self._store_failing = False
             log.warning("store_write_recovered")
         self.counters.stored += len(accepted)
-        for routing_id, msg_id in accepted:
-            self.outbox.append(wire.encode_producer_ack(routing_id, msg_id, True))
+        if self.cluster is not None:
+            self.cluster.written()
+            self.cluster.removed_own(acked_own)
+            if self.config.replicas and accepted:
+                self.cluster.replicate(accepted, monotonic)
+                return
+        for routing_id, msg_id, _, _ in accepted:
+            self._queue_producer_ack(routing_id, msg_id, True, b"")
 
-    def _store_write_failed(self, batch: Batch, accepted: list[tuple[bytes, bytes]],
-                            reason: str) -> None:
+    def _queue_producer_ack(self, routing_id: bytes, msg_id: bytes, ok: bool,
+                            status: bytes) -> None:
+        self.outbox.append(wire.encode_producer_ack(routing_id, msg_id, ok, status))
+
+    def _store_write_failed(self, accepted: list[Accepted], reason: str) -> None:
         if not self._store_failing:  # once per failing spell, not once per wake
             self._store_failing = True
             log.error("store_write_failed", error=reason, refused=len(accepted))
         self.delivery.write_failed()
+        if self.cluster is not None:
+            self.cluster.write_failed()
         self.counters.store_failures += len(accepted)
         status = f"not stored: {reason}".encode()
-        for routing_id, msg_id in accepted:
-            self.outbox.append(wire.encode_producer_ack(routing_id, msg_id, False, status))
+        for routing_id, msg_id, _, _ in accepted:
+            self._queue_producer_ack(routing_id, msg_id, False, status)
 
     def _flush_outbox(self) -> None:
         """Send waiting producer ACKs; keep those a full pipe refused for the next wake."""
@@ -251,7 +319,15 @@ class Device:
 
     def snapshot(self) -> dict[str, object]:
         inflight, ready = self.delivery.inflight, self.delivery.ready
+        cluster = self.cluster
         return {
+            "peers": cluster.snapshot(time.monotonic()) if cluster else [],
+            "replication_failures": cluster.tracker.failures if cluster else 0,
+            "cluster_rejected": cluster.rejected if cluster else 0,
+            "replicas_held": sum(cluster.replicas.counts.values()) if cluster else 0,
+            "tombstones_held": sum(cluster.replicas.tombstones.values()) if cluster else 0,
+            "takeovers": sorted(o.decode() for o, s in cluster.takeovers.items()
+                                if not s.paused) if cluster else [],
             "messages": self.store.messages,
             "messages_inflight": len(inflight),
             "db_size": self.store.bytes,

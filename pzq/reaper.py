@@ -1,16 +1,22 @@
-"""The reaper: an APScheduler interval job that tells the loop to collect expired
-deliveries. It only signals; the loop owns the sockets and the in-flight table."""
+"""The scheduler: APScheduler interval jobs that only wake the loop.
+
+The reaper tick tells the loop to collect expired deliveries; the heartbeat tick
+(cluster only) tells it to ping its peers. Neither touches a socket or a table:
+the loop owns those.
+"""
 
 from __future__ import annotations
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from pzq.waker import REAP, Waker
+from pzq.waker import Waker
 
 
-def start_reaper(waker: Waker, frequency_us: int) -> BackgroundScheduler:
+def start_scheduler(waker: Waker, ticks: dict[bytes, int]) -> BackgroundScheduler:
+    """One interval job per wake-up reason, ``ticks`` maps reason -> period in µs."""
     scheduler = BackgroundScheduler(daemon=True)
-    scheduler.add_job(waker.wake, "interval", args=[REAP], seconds=frequency_us / 1_000_000,
-                      id="reaper", coalesce=True, max_instances=1)
+    for reason, period_us in ticks.items():
+        scheduler.add_job(waker.wake, "interval", args=[reason], seconds=period_us / 1_000_000,
+                          id=reason.decode(), coalesce=True, max_instances=1)
     scheduler.start()
     return scheduler

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-REAP = b"R"
+REAP = b"R"  # collect expired deliveries
+HEARTBEAT = b"H"  # ping the cluster's peers
 
 
 class Waker:

@@ -138,6 +138,20 @@ class NodeProcess:
         return {key: int(value) if value.lstrip("-").isdigit() else value
                 for key, value in raw.items()}
 
+    def stats(self) -> dict[str, Any]:
+        return json.loads(tools.request_monitor(self.monitor_dsn, "STATS", timeout=10.0))
+
+    def wait_stats(self, condition: Callable[[dict], bool], timeout: float = 10.0,
+                   message: str = "STATS figures") -> dict:
+        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.stats()),
+                          timeout, message=message)
+
+    def pause(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
     def wait_figures(self, condition: Callable[[dict], bool], timeout: float = 10.0,
                      message: str = "monitor figures") -> dict:
         return wait_until(lambda: (lambda f: f if condition(f) else None)(self.figures()),

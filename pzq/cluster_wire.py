@@ -1,0 +1,121 @@
+"""Frame layouts of the traffic between cluster nodes, as pure functions.
+
+Each node binds a ROUTER at its --broadcast-dsn and connects one DEALER to each
+peer. Requests go out on the DEALER; the peer's ROUTER answers on the same pipe.
+
+    PING       node id, endpoint                       -> PONG node id, more, tombstones
+    REPLICATE  origin, batch id, holders, (seq, record)* -> REPLICATED batch id
+    REMOVE     origin, seqs                            (no answer)
+    APPLIED    seqs                                    (no answer: tombstones applied)
+
+``seqs`` and ``tombstones`` are packed 8-byte big-endian sequence numbers.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from pzq import keyspace
+from pzq.errors import DecodeError
+
+PING, PONG = b"PING", b"PONG"
+REPLICATE, REPLICATED = b"REPLICATE", b"REPLICATED"
+REMOVE, APPLIED = b"REMOVE", b"APPLIED"
+BATCH_ID = struct.Struct(">Q")
+
+
+def pack_seqs(seqs: list[int]) -> bytes:
+    return struct.pack(f">{len(seqs)}Q", *seqs)
+
+
+def unpack_seqs(blob: bytes) -> list[int]:
+    if len(blob) % 8:
+        raise DecodeError("sequence list length is not a multiple of 8")
+    return list(struct.unpack(f">{len(blob) // 8}Q", blob))
+
+
+def _node_id(frame: bytes) -> bytes:
+    if keyspace.MESSAGE_KEY_PATTERN.fullmatch(frame + b"-" + b"0" * 16) is None:
+        raise DecodeError(f"{frame[:20]!r} is not a node id")
+    return frame
+
+
+@dataclass(frozen=True)
+class Replicate:
+    origin: bytes
+    batch_id: int
+    holders: bytes  # encoded holder list, kept as sent
+    messages: list[tuple[int, bytes]]  # (seq, record)
+
+
+def encode_ping(node_id: bytes, endpoint: str) -> list[bytes]:
+    return [PING, node_id, endpoint.encode()]
+
+
+def decode_ping(frames: list[bytes]) -> tuple[bytes, str]:
+    if len(frames) != 3:
+        raise DecodeError("PING needs node id and endpoint")
+    return _node_id(frames[1]), frames[2].decode(errors="replace")
+
+
+def encode_pong(node_id: bytes, tombstones: list[int], more: bool) -> list[bytes]:
+    return [PONG, node_id, b"1" if more else b"0", pack_seqs(tombstones)]
+
+
+def decode_pong(frames: list[bytes]) -> tuple[bytes, list[int], bool]:
+    if len(frames) != 4 or frames[2] not in (b"0", b"1"):
+        raise DecodeError("PONG needs node id, more flag and tombstones")
+    return _node_id(frames[1]), unpack_seqs(frames[3]), frames[2] == b"1"
+
+
+def encode_replicate(origin: bytes, batch_id: int, holders: bytes,
+                     messages: list[tuple[int, bytes]]) -> list[bytes]:
+    frames = [REPLICATE, origin, BATCH_ID.pack(batch_id), holders]
+    for seq, value in messages:
+        frames.append(keyspace.SEQ.pack(seq))
+        frames.append(value)
+    return frames
+
+
+def decode_replicate(frames: list[bytes]) -> Replicate:
+    if len(frames) < 6 or len(frames) % 2:
+        raise DecodeError("REPLICATE needs origin, batch id, holders and (seq, record) pairs")
+    if len(frames[2]) != BATCH_ID.size:
+        raise DecodeError("REPLICATE batch id is not 8 bytes")
+    messages = []
+    for index in range(4, len(frames), 2):
+        if len(frames[index]) != keyspace.SEQ.size:
+            raise DecodeError("REPLICATE sequence number is not 8 bytes")
+        messages.append((keyspace.SEQ.unpack(frames[index])[0], frames[index + 1]))
+    return Replicate(_node_id(frames[1]), BATCH_ID.unpack(frames[2])[0], frames[3], messages)
+
+
+def encode_replicated(batch_id: int) -> list[bytes]:
+    return [REPLICATED, BATCH_ID.pack(batch_id)]
+
+
+def decode_replicated(frames: list[bytes]) -> int:
+    if len(frames) != 2 or len(frames[1]) != BATCH_ID.size:
+        raise DecodeError("REPLICATED needs an 8-byte batch id")
+    return BATCH_ID.unpack(frames[1])[0]
+
+
+def encode_remove(origin: bytes, seqs: list[int]) -> list[bytes]:
+    return [REMOVE, origin, pack_seqs(seqs)]
+
+
+def decode_remove(frames: list[bytes]) -> tuple[bytes, list[int]]:
+    if len(frames) != 3:
+        raise DecodeError("REMOVE needs origin and sequence numbers")
+    return _node_id(frames[1]), unpack_seqs(frames[2])
+
+
+def encode_applied(seqs: list[int]) -> list[bytes]:
+    return [APPLIED, pack_seqs(seqs)]
+
+
+def decode_applied(frames: list[bytes]) -> list[int]:
+    if len(frames) != 2:
+        raise DecodeError("APPLIED needs sequence numbers")
+    return unpack_seqs(frames[1])

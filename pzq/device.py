@@ -37,6 +37,11 @@ log = get_logger("pzq.device")
 Accepted = tuple[bytes, bytes, int, bytes]
 
 
+def heartbeat_period_us(timeout_nodes_us: int) -> int:
+    """Several heartbeats per --timeout-nodes, at least one a second, at most 100 a second."""
+    return max(10_000, min(1_000_000, timeout_nodes_us // 4))
+
+
 def now_us() -> int:
     return time.time_ns() // 1000
 
@@ -87,7 +92,7 @@ class Device:
                 self.cluster.open(context, sockets.bind)
                 bound.extend(self.cluster.sockets())
                 self.endpoints["cluster"] = sockets.bound_endpoint(self.cluster.router)
-                ticks[HEARTBEAT] = max(10_000, self.config.timeout_nodes // 4)
+                ticks[HEARTBEAT] = heartbeat_period_us(self.config.timeout_nodes)
             scheduler = start_scheduler(self.waker, ticks)
             log.info("node_ready", node_id=self.store.node_id.decode(),
                      messages=self.store.messages, **self.endpoints)

@@ -54,6 +54,22 @@ def test_ack_comes_after_the_peers_hold_the_message(start_node, context, tmp_pat
     assert replicas_held(nodes[0]) == 0
 
 
+def test_ack_waits_while_a_peer_is_paused(start_node, context, tmp_path):
+    nodes = start_cluster(start_node, ipc_endpoints(tmp_path, 3), replicas=2,
+                          timeout_replication_us=5_000_000)
+    with Producer(nodes[0].receive_dsn, context=context) as producer:
+        nodes[2].pause()
+        try:
+            producer.send([b"waits"])
+            nodes[1].wait_stats(lambda s: s["replicas_held"] == 1, message="first copy")
+            assert producer.acks(0.4) == []  # one copy is not enough for --replicas 2
+        finally:
+            nodes[2].resume()
+        (ack,) = producer.flush(10)
+    assert ack.ok and not ack.replication_failed
+    assert replicas_held(nodes[2]) == 1
+
+
 def test_stopped_peer_gives_replication_failed_at_the_deadline(start_node, context, tmp_path):
     nodes = start_cluster(start_node, ipc_endpoints(tmp_path, 3), replicas=2,
                           timeout_replication_us=800_000)

@@ -1,0 +1,84 @@
+"""Cluster frame layouts, peer liveness and the replication tracker, with time passed in."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq import cluster_wire as cw
+from pzq.errors import DecodeError
+from pzq.peers import PeerTable
+from pzq.replicas import encode_holders, split_value
+from pzq.replication import ReplicationTracker
+
+pytestmark = pytest.mark.timeout(10)
+NODE = b"0a1b2c3d"
+
+
+def test_cluster_frames_round_trip():
+    assert cw.decode_ping(cw.encode_ping(NODE, "ipc:///x")) == (NODE, "ipc:///x")
+    assert cw.decode_pong(cw.encode_pong(NODE, [1, 2**40], True)) == (NODE, [1, 2**40], True)
+    replicate = cw.decode_replicate(cw.encode_replicate(NODE, 9, b"\x00", [(1, b"a"), (5, b"")]))
+    assert (replicate.origin, replicate.batch_id, replicate.messages) == (NODE, 9,
+                                                                          [(1, b"a"), (5, b"")])
+    assert cw.decode_replicated(cw.encode_replicated(2**63)) == 2**63
+    assert cw.decode_remove(cw.encode_remove(NODE, [3, 4])) == (NODE, [3, 4])
+    assert cw.decode_applied(cw.encode_applied([])) == []
+
+
+@pytest.mark.parametrize("decode, frames", [
+    (cw.decode_ping, [cw.PING, NODE]),
+    (cw.decode_ping, [cw.PING, b"NOTHEX!!", b"ipc:///x"]),
+    (cw.decode_pong, [cw.PONG, NODE, b"2", b""]),
+    (cw.decode_pong, [cw.PONG, NODE, b"0", b"\x00" * 7]),
+    (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 8, b"\x00", b"\x00" * 8]),
+    (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 7, b"\x00", b"\x00" * 8, b"v"]),
+    (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 8, b"\x00", b"\x00" * 3, b"v"]),
+    (cw.decode_replicated, [cw.REPLICATED, b"\x00"]),
+    (cw.decode_remove, [cw.REMOVE, NODE]),
+    (cw.decode_applied, [cw.APPLIED, b"\x00" * 9]),
+])
+def test_cluster_frame_garbage(decode, frames):
+    with pytest.raises(DecodeError):
+        decode(frames)
+
+
+def test_holder_lists():
+    holders = (b"aaaaaaaa", b"bbbbbbbb")
+    assert split_value(encode_holders(holders) + b"record") == (holders, b"record")
+    with pytest.raises(DecodeError):
+        split_value(b"\x02aaaaaaaa")
+
+
+def test_peer_liveness_from_heartbeats():
+    peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_s=1.0, now=100.0)
+    assert peers.in_grace(100.5) and peers.node_alive(b"anything", 100.5)
+    assert peers.heard("tcp://a:1", NODE, 100.2) is True
+    assert peers.heard("tcp://a:1", NODE, 100.4) is False
+    assert not peers.in_grace(101.0)
+    assert peers.node_alive(NODE, 101.0) and not peers.node_alive(b"ffffffff", 101.0)
+    assert [p.endpoint for p in peers.refresh(101.3)] == []
+    assert [p.endpoint for p in peers.refresh(101.5)] == ["tcp://a:1"]
+    assert not peers.node_alive(NODE, 101.5)
+    assert peers.endpoint_of(NODE) == "tcp://a:1"
+
+
+def test_replication_confirms_after_enough_copies():
+    tracker = ReplicationTracker(replicas=2, timeout_s=0.1)
+    ids = tracker.track([(b"r", b"m1"), (b"r", b"m2")], ["a", "b"], now=10.0)
+    assert tracker.lag == {"a": 2, "b": 2}
+    assert tracker.confirm(ids["a"], "a") == []
+    assert tracker.confirm(ids["a"], "a") == []  # a duplicate counts once
+    assert tracker.confirm(ids["b"], "a") == []  # another peer's batch id counts not
+    done = tracker.confirm(ids["b"], "b")
+    assert [ack.msg_id for ack in done] == [b"m1", b"m2"]
+    assert tracker.expire(11.0) == [] and tracker.failures == 0
+
+
+def test_replication_fails_exactly_at_the_deadline():
+    tracker = ReplicationTracker(replicas=2, timeout_s=0.1)
+    ids = tracker.track([(b"r", b"m1")], ["a"], now=10.0)  # only one live peer
+    tracker.confirm(ids["a"], "a")
+    assert tracker.next_deadline() == pytest.approx(10.1)
+    assert tracker.expire(10.09) == []
+    assert [ack.msg_id for ack in tracker.expire(10.1)] == [b"m1"]
+    assert tracker.failures == 1 and tracker.next_deadline() is None

@@ -17,6 +17,7 @@ class Area(Protocol):
     def get(self, seq: int) -> bytes | None: ...
     def delete(self, batch: Batch, seq: int, size: int) -> None: ...
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
+    def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
 
 
 class OwnArea:
@@ -38,6 +39,9 @@ class OwnArea:
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         batch.rewrite_message(seq, value)
+
+    def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
+        batch.dead_letter(seq, value, len(value))
 
 
 class TakeoverArea:
@@ -65,3 +69,6 @@ class TakeoverArea:
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         """Delivery bookkeeping of replicas stays in memory: the origin owns the record."""
+
+    def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
+        raise NotImplementedError("dead letters are kept by the origin only")

@@ -59,6 +59,13 @@ OPTIONS: tuple[Option, ...] = (
            "largest accepted message body in bytes (all parts together)"),
     Option("batch_size", "--batch-size", int, 4096,
            "most producer messages and consumer ACKs taken in one wake of the loop"),
+    Option("max_deliveries", "--max-deliveries", int, 0,
+           "deliveries without an ACK after which a message moves to the dead letters "
+           "(0: no limit)"),
+    Option("max_messages", "--max-messages", int, 0,
+           "stored messages beyond which producers get QUEUE_FULL (0: no limit)"),
+    Option("max_bytes", "--max-bytes", int, 0,
+           "stored bytes beyond which producers get QUEUE_FULL (0: no limit)"),
     Option("log_level", "--log-level", str, "info", "one of " + ", ".join(LOG_LEVELS)),
     Option("log_format", "--log-format", str, "console", "one of " + ", ".join(LOG_FORMATS)),
     Option("replicas", "--replicas", int, 0,
@@ -91,6 +98,9 @@ class Config:
     monitor_dsn: str
     max_message_size: int
     batch_size: int
+    max_deliveries: int
+    max_messages: int
+    max_bytes: int
     log_level: str
     log_format: str
     replicas: int
@@ -155,8 +165,9 @@ def validate(config: Config) -> None:
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be greater than 0")
-    if config.replicas < 0:
-        raise ConfigError("--replicas must be 0 or more")
+    for name in ("replicas", "max_deliveries", "max_messages", "max_bytes"):
+        if getattr(config, name) < 0:
+            raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be 0 or more")
     if not config.database:
         raise ConfigError("--database must name a directory")
     for name in ("receive_dsn", "send_dsn", "monitor_dsn"):

@@ -30,8 +30,9 @@ CURSOR_CHUNK = 256
 
 class DeliveryState:
     def __init__(self, area: Area, ack_timeout_us: int, inflight_size: int,
-                 counters: Counters) -> None:
+                 counters: Counters, max_deliveries: int = 0) -> None:
         self.area = area
+        self.max_deliveries = max_deliveries  # 0: deliver again for ever
         self.ack_timeout_us = ack_timeout_us
         self.counters = counters
         self.inflight = InFlightTable(inflight_size)
@@ -47,6 +48,8 @@ class DeliveryState:
         self._rewrites: dict[int, bytes] = {}
         self._unwritten_deletes: dict[int, int] = {}
         self._deleting: dict[int, int] = {}  # deletes in the batch being built
+        self._dead: dict[int, bytes] = {}  # delivered too often: to the dead letters
+        self._dead_moving: dict[int, bytes] = {}  # ... in the batch being built
         # A paused state delivers nothing and lets expired deliveries go: its area's
         # origin is back and delivers them itself. ACKs are still applied.
         self.paused = False
@@ -73,11 +76,16 @@ class DeliveryState:
         unwritten, self._unwritten_deletes = self._unwritten_deletes, {}
         for seq, size in unwritten.items():
             self._delete(batch, seq, size)
+        self._dead_moving, self._dead = self._dead, {}
+        for seq, value in self._dead_moving.items():
+            self.area.dead_letter(batch, seq, value)
 
     def write_failed(self) -> None:
         """Keep the batch's deletes for the next one; ACKed messages must not linger."""
         self._unwritten_deletes.update(self._deleting)
         self._deleting = {}
+        self._dead.update(self._dead_moving)
+        self._dead_moving = {}
 
     def _delete(self, batch: Batch, seq: int, size: int) -> None:
         self._deleting[seq] = size
@@ -104,7 +112,8 @@ class DeliveryState:
 
     def _stored_entry(self, batch: Batch, seq: int) -> InFlight | None:
         """A message ACKed after it left memory (e.g. sent before a restart)."""
-        if seq in self._deleting or seq in self._unwritten_deletes:
+        if (seq in self._deleting or seq in self._unwritten_deletes
+                or seq in self._dead or seq in self._dead_moving):
             return None
         value = self.area.get(seq)
         if value is None:
@@ -138,6 +147,10 @@ class DeliveryState:
     def _give_back(self, entry: InFlight) -> None:
         entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
                                               entry.deliveries)
+        if self.max_deliveries and entry.deliveries >= self.max_deliveries:
+            self._dead[entry.seq] = entry.value
+            self.counters.dead_lettered += 1
+            return
         self._rewrites[entry.seq] = entry.value
         self.ready.push(entry)
 
@@ -162,7 +175,8 @@ class DeliveryState:
                 break
             for seq, value in chunk:
                 if (seq in self._unwritten_deletes or seq in self._deleting
-                        or seq in self.inflight or seq in self.ready):
+                        or seq in self.inflight or seq in self.ready
+                        or seq in self._dead or seq in self._dead_moving):
                     self.cursor = seq + 1
                     continue
                 first_delivered_us, deliveries = record.bookkeeping(value)

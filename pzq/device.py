@@ -13,7 +13,8 @@ from collections import deque
 
 import zmq
 
-from pzq import __version__, keyspace, monitor, record, sockets, wire
+from pzq import __version__, admin, keyspace, monitor, record, sockets, wire
+from pzq.admin import Admin
 from pzq.areas import OwnArea
 from pzq.config import Config
 from pzq.counters import Counters
@@ -53,7 +54,9 @@ class Device:
         self.waker = waker
         self.counters = Counters()
         self.delivery = DeliveryState(OwnArea(store), config.ack_timeout,
-                                      config.inflight_size, self.counters)
+                                      config.inflight_size, self.counters,
+                                      config.max_deliveries)
+        self.admin = Admin(store, self.snapshot)
         self.outbox: deque[list[bytes]] = deque()
         self.endpoints: dict[str, str] = {}
         self.started = time.monotonic()
@@ -200,7 +203,8 @@ class Device:
             self.counters.received += 1
             try:
                 produce = wire.decode_produce(frames, self.config.max_message_size)
-            except wire.MalformedProduce as bad:
+                self._check_room(batch, produce)
+            except wire.ProduceRefused as bad:
                 self._reject(bad)
                 continue
             except DecodeError:
@@ -209,7 +213,17 @@ class Device:
             seq = batch.add_message(value)
             accepted.append((produce.routing_id, produce.msg_id, seq, value))
 
-    def _reject(self, bad: wire.MalformedProduce) -> None:
+    def _check_room(self, batch: Batch, produce: wire.Produce) -> None:
+        """Refuse, never drop, once the queue is at --max-messages or --max-bytes."""
+        limit_messages, limit_bytes = self.config.max_messages, self.config.max_bytes
+        full = ((limit_messages and self.store.messages + batch.message_delta >= limit_messages)
+                or (limit_bytes and self.store.bytes + batch.byte_delta >= limit_bytes))
+        if full:
+            self.counters.queue_full += 1
+            raise wire.ProduceRefused(wire.QUEUE_FULL.decode(), produce.routing_id,
+                                        produce.msg_id)
+
+    def _reject(self, bad: wire.ProduceRefused) -> None:
         self.counters.rejected += 1
         log.debug("producer_message_rejected", reason=bad.reason, msg_id=bad.msg_id.hex())
         self.outbox.append(wire.encode_producer_ack(bad.routing_id, bad.msg_id, False,
@@ -311,11 +325,12 @@ class Device:
                 return
             self.counters.monitor_requests += 1
             try:
-                envelope, command = wire.decode_monitor_request(frames)
+                envelope, verb, arguments = wire.decode_monitor_request(frames)
             except DecodeError as exc:
                 envelope, reply = frames[:1], f"ERROR: {exc}".encode()
             else:
-                reply = monitor.answer(command, self.snapshot())
+                reply = (self.admin.answer(verb, arguments) if verb in admin.VERBS
+                         else monitor.answer(verb, self.snapshot()))
             try:
                 self.monitor.send_multipart(wire.encode_monitor_reply(envelope, reply),
                                             zmq.NOBLOCK)
@@ -340,6 +355,7 @@ class Device:
             "syncs": self.store.syncs,
             "expired_messages": self.counters.expired,
             "messages_ready": len(ready),
+            "dead_letters": self.store.dead_letters,
             "ready_size": ready.bytes,
             "pending_producer_acks": len(self.outbox),
             "version": __version__,

@@ -51,6 +51,10 @@ def own_range_end() -> bytes:
     return bytes([OWN_PREFIX[0] + 1])
 
 
+def dead_key(seq: int) -> bytes:
+    return DEAD_PREFIX + SEQ.pack(seq)
+
+
 def replica_prefix(origin: bytes) -> bytes:
     return REPLICA_PREFIX + origin
 

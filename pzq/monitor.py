@@ -8,7 +8,7 @@ from typing import Any
 # The original pzq's MONITOR keys come first, in its order; more follow.
 MONITOR_KEYS = ("messages", "messages_inflight", "db_size", "inflight_db_size", "syncs",
                 "expired_messages")
-COMMANDS = (b"MONITOR", b"STATS", b"PING")
+COMMANDS = (b"MONITOR", b"STATS", b"PING", b"DEAD", b"REQUEUE", b"PURGE", b"PENDING")
 
 
 def answer(command: bytes, snapshot: dict[str, Any]) -> bytes:

@@ -17,7 +17,7 @@ import plyvel
 from pzq import keyspace
 from pzq.errors import StoreError
 
-COUNTERS = struct.Struct(">QQ")  # stored messages, stored bytes
+COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 
 
 class Batch:
@@ -28,6 +28,7 @@ class Batch:
         self._batch = store.db.write_batch(sync=store.hard_sync)
         self.message_delta = 0
         self.byte_delta = 0
+        self.dead_delta = 0
         self.operations = 0
 
     def add_message(self, value: bytes) -> int:
@@ -49,6 +50,16 @@ class Batch:
         self.message_delta -= 1
         self.byte_delta -= size
         self.operations += 1
+
+    def dead_letter(self, seq: int, value: bytes, stored_size: int) -> None:
+        """Move an own message that was delivered too often to the dead letters."""
+        self.delete_message(seq, stored_size)
+        self.put(keyspace.dead_key(seq), value)
+        self.dead_delta += 1
+
+    def drop_dead_letter(self, seq: int) -> None:
+        self.delete(keyspace.dead_key(seq))
+        self.dead_delta -= 1
 
     def put(self, key: bytes, value: bytes) -> None:
         """Any other area of the key layout (replicas, tombstones)."""
@@ -74,7 +85,7 @@ class Store:
         self.hard_sync = hard_sync
         self.node_id = self._load_node_id()
         self.next_seq = self._load_next_seq()
-        self.messages, self.bytes = self._load_counters()
+        self.messages, self.bytes, self.dead_letters = self._load_counters()
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
 
     @classmethod
@@ -121,14 +132,15 @@ class Store:
         """
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta
+        dead = self.dead_letters + batch.dead_delta
         raw = batch.raw
         try:
             raw.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(self.next_seq))
-            raw.put(keyspace.META_COUNTERS, COUNTERS.pack(messages, stored_bytes))
+            raw.put(keyspace.META_COUNTERS, COUNTERS.pack(messages, stored_bytes, dead))
             raw.write()
         except (plyvel.Error, RuntimeError) as exc:  # RuntimeError: the DB was closed
             raise StoreError(f"store write failed: {exc}") from None
-        self.messages, self.bytes = messages, stored_bytes
+        self.messages, self.bytes, self.dead_letters = messages, stored_bytes, dead
         self.syncs += 1
 
     # -- reads -------------------------------------------------------------
@@ -146,6 +158,9 @@ class Store:
 
     def get_own(self, seq: int) -> bytes | None:
         return self.db.get(keyspace.own_key(seq))
+
+    def get_dead(self, seq: int) -> bytes | None:
+        return self.db.get(keyspace.dead_key(seq))
 
     def scan(self, prefix: bytes, start: bytes | None = None,
              limit: int | None = None) -> list[tuple[bytes, bytes]]:
@@ -179,6 +194,6 @@ class Store:
                 break
         return next_seq
 
-    def _load_counters(self) -> tuple[int, int]:
+    def _load_counters(self) -> tuple[int, int, int]:
         stored = self.db.get(keyspace.META_COUNTERS)
-        return COUNTERS.unpack(stored) if stored else (0, 0)
+        return COUNTERS.unpack(stored) if stored else (0, 0, 0)

@@ -101,6 +101,35 @@ def monitor_main(argv: Sequence[str] | None = None) -> int:
     return EXIT_FAILURE if reply.startswith(b"ERROR") else EXIT_OK
 
 
+def ctl_main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser("pzq-ctl", "Administer a node over its monitor socket.")
+    parser.add_argument("--dsn", default=DEFAULT_MONITOR, help="the node's --monitor-dsn")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
+    commands = parser.add_subparsers(dest="command", required=True)
+    listing = commands.add_parser("dead", help="list dead letters")
+    listing.add_argument("--limit", type=int, default=100)
+    for name, what in (("requeue", "deliver again"), ("purge", "delete for good")):
+        command = commands.add_parser(name, help=f"{what}: one dead letter, or all")
+        command.add_argument("key", help="a dead letter's key, or ALL")
+    commands.add_parser("pending", help="stored, in-flight and dead counts")
+    args = parser.parse_args(argv)
+    request = {"dead": f"DEAD {getattr(args, 'limit', '')}",
+               "requeue": f"REQUEUE {getattr(args, 'key', '')}",
+               "purge": f"PURGE {getattr(args, 'key', '')}",
+               "pending": "PENDING"}[args.command]
+    try:
+        reply = request_monitor(args.dsn, request, args.timeout)
+    except TimeoutError as exc:
+        print(f"pzq-ctl: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    text = reply.decode(errors="replace").rstrip("\n")
+    if reply.startswith(b"ERROR"):
+        print(f"pzq-ctl: {text}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(text)
+    return EXIT_OK
+
+
 def request_monitor(dsn: str, command: str, timeout: float = 5.0) -> bytes:
     """One request on a node's monitor socket; TimeoutError if it does not answer."""
     context = zmq.Context.instance()

@@ -3,7 +3,7 @@
 The layouts are the original pzq's (see README.rst, "Protocol"). Anything before
 the empty frame is protocol data; header frames are ``NAME:value``. Every decoder
 checks frame counts and lengths before it unpacks and raises DecodeError (or its
-subclass MalformedProduce) with a reason a person can act on.
+subclass ProduceRefused) with a reason a person can act on.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pzq.errors import DecodeError
 STATUS_OK = b"1"
 STATUS_FAILED = b"0"
 REPLICATION_FAILED = b"REPLICATION_FAILED"
+QUEUE_FULL = b"QUEUE_FULL"
 DELIVERY_HEADER = b"DELIVERY"
 
 # Header names a producer may never send: cluster traffic and the device's own
@@ -25,8 +26,8 @@ RESERVED_HEADERS = frozenset({b"REPLICA", b"ORIGIN", b"REMOVE", b"NODE", b"CLUST
 HEADER_PATTERN = re.compile(rb"^([A-Za-z][A-Za-z0-9_.-]{0,63}):(.*)$", re.DOTALL)
 
 
-class MalformedProduce(DecodeError):
-    """A producer message that cannot be stored; still answered with ACK "0"."""
+class ProduceRefused(DecodeError):
+    """A producer message that cannot be stored; still answered with ACK "0" and the reason."""
 
     def __init__(self, reason: str, routing_id: bytes, msg_id: bytes) -> None:
         super().__init__(reason)
@@ -83,20 +84,20 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
         raise DecodeError("empty message")
     routing_id = frames[0]
     if len(frames) < 2:
-        raise MalformedProduce("missing message id frame", routing_id, b"")
+        raise ProduceRefused("missing message id frame", routing_id, b"")
     msg_id = frames[1]
     try:
         delimiter = frames.index(b"", 2)
     except ValueError:
-        raise MalformedProduce("missing empty delimiter frame before the body",
+        raise ProduceRefused("missing empty delimiter frame before the body",
                                routing_id, msg_id) from None
     parts = tuple(frames[delimiter + 1:])
     if not parts:
-        raise MalformedProduce("message has no body part after the empty frame",
+        raise ProduceRefused("message has no body part after the empty frame",
                                routing_id, msg_id)
     body_size = sum(len(part) for part in parts)
     if body_size > max_body_size:
-        raise MalformedProduce(
+        raise ProduceRefused(
             f"message body of {body_size} bytes exceeds the limit of {max_body_size} bytes",
             routing_id, msg_id)
     headers = tuple(frames[2:delimiter])
@@ -108,10 +109,10 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
 def _check_producer_header(header: bytes, routing_id: bytes, msg_id: bytes) -> None:
     match = HEADER_PATTERN.match(header)
     if match is None:
-        raise MalformedProduce(f"header frame {header[:40]!r} is not NAME:value",
+        raise ProduceRefused(f"header frame {header[:40]!r} is not NAME:value",
                                routing_id, msg_id)
     if match.group(1).upper() in RESERVED_HEADERS:
-        raise MalformedProduce(
+        raise ProduceRefused(
             f"header {match.group(1).decode()} is reserved for the device and its cluster",
             routing_id, msg_id)
 
@@ -206,15 +207,17 @@ def decode_consumer_ack(frames: list[bytes]) -> tuple[bytes, bool]:
 
 # -- monitor ---------------------------------------------------------------
 
-def decode_monitor_request(frames: list[bytes]) -> tuple[list[bytes], bytes]:
-    """The last frame is the command; what comes before (less empty frames at the
-    end) is the envelope the reply goes back along. Works for REQ and DEALER."""
+def decode_monitor_request(frames: list[bytes]) -> tuple[list[bytes], bytes, list[bytes]]:
+    """The last frame is the command, ``VERB [argument…]``; what comes before (less
+    empty frames at the end) is the envelope the reply goes back along. Works for
+    REQ and DEALER. Returns (envelope, verb in upper case, arguments)."""
     if len(frames) < 2:
         raise DecodeError("monitor request has no command frame")
     envelope = frames[:-1]
     while len(envelope) > 1 and envelope[-1] == b"":
         envelope.pop()
-    return envelope, frames[-1].strip().upper()
+    verb, *arguments = frames[-1].split() or [b""]
+    return envelope, verb.upper(), arguments
 
 
 def encode_monitor_reply(envelope: list[bytes], text: bytes) -> list[bytes]:

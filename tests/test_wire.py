@@ -31,7 +31,7 @@ def test_produce_round_trip():
     ([b"rid", b"m", b"REMOVE:x", b"", b"x"], "reserved"),
 ])
 def test_produce_garbage(frames, reason):
-    with pytest.raises(wire.MalformedProduce) as raised:
+    with pytest.raises(wire.ProduceRefused) as raised:
         wire.decode_produce(frames, max_body_size=10)
     assert reason in raised.value.reason
     assert raised.value.routing_id == b"rid"
@@ -105,8 +105,10 @@ def test_consumer_ack_garbage(frames):
 
 
 def test_monitor_envelopes_for_req_and_dealer():
-    assert wire.decode_monitor_request([b"rid", b"", b"monitor"]) == ([b"rid"], b"MONITOR")
-    assert wire.decode_monitor_request([b"rid", b"STATS"]) == ([b"rid"], b"STATS")
+    assert wire.decode_monitor_request([b"rid", b"", b"monitor"]) == ([b"rid"], b"MONITOR", [])
+    assert wire.decode_monitor_request([b"rid", b"STATS"]) == ([b"rid"], b"STATS", [])
+    assert wire.decode_monitor_request([b"rid", b"purge Ab-1 "]) == ([b"rid"], b"PURGE", [b"Ab-1"])
+    assert wire.decode_monitor_request([b"rid", b""]) == ([b"rid"], b"", [])
     assert wire.encode_monitor_reply([b"rid"], b"text") == [b"rid", b"", b"text"]
     with pytest.raises(DecodeError):
         wire.decode_monitor_request([b"rid"])

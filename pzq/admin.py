@@ -1,0 +1,86 @@
+"""Administration over the monitor socket: the dead letters (used by pzq-ctl).
+
+    DEAD [limit]          list dead letters: key, producer msg id, deliveries, bytes
+    REQUEUE key|ALL       deliver again (as a new message, its count starting over)
+    PURGE key|ALL         delete for good
+    PENDING               stored, dead and in-flight counts
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pzq import keyspace, record
+from pzq.errors import DecodeError, StoreError
+from pzq.store import Store
+
+VERBS = (b"DEAD", b"REQUEUE", b"PURGE", b"PENDING")
+DEFAULT_LIST = 100
+MOST_PER_COMMAND = 100_000
+
+
+class Admin:
+    def __init__(self, store: Store, pending: Callable[[], dict[str, object]]) -> None:
+        self.store = store
+        self.pending = pending  # the node's figures, for PENDING
+
+    def answer(self, verb: bytes, arguments: list[bytes]) -> bytes:
+        try:
+            if verb == b"DEAD":
+                return self._list(int(arguments[0]) if arguments else DEFAULT_LIST)
+            if verb == b"PENDING":
+                return self._pending()
+            if len(arguments) != 1:
+                return f"ERROR: {verb.decode()} needs one key, or ALL".encode()
+            seqs = self._select(arguments[0])
+            moved = self._requeue(seqs) if verb == b"REQUEUE" else self._purge(seqs)
+            return f"{verb.decode().lower()}d: {moved}\n".encode()
+        except (ValueError, DecodeError, StoreError) as exc:
+            return f"ERROR: {exc}".encode()
+
+    def _list(self, limit: int) -> bytes:
+        lines = [f"dead_letters: {self.store.dead_letters}"]
+        for store_key, value in self.store.scan(keyspace.DEAD_PREFIX, limit=limit):
+            seq = keyspace.SEQ.unpack_from(store_key, 1)[0]
+            stored = record.decode(value)
+            lines.append(" ".join((keyspace.message_key(self.store.node_id, seq).decode(),
+                                   stored.msg_id.decode(errors="replace"),
+                                   f"deliveries={stored.deliveries}",
+                                   f"bytes={sum(len(part) for part in stored.parts)}")))
+        return ("\n".join(lines) + "\n").encode()
+
+    def _pending(self) -> bytes:
+        figures = self.pending()
+        keys = ("messages", "messages_inflight", "messages_ready", "dead_letters")
+        return "".join(f"{key}: {figures[key]}\n" for key in keys).encode()
+
+    def _select(self, argument: bytes) -> list[int]:
+        if argument.upper() == b"ALL":
+            found = self.store.scan(keyspace.DEAD_PREFIX, limit=MOST_PER_COMMAND)
+            return [keyspace.SEQ.unpack_from(key, 1)[0] for key, _ in found]
+        node_id, seq = keyspace.parse_message_key(argument)
+        if node_id != self.store.node_id:
+            raise ValueError(f"{argument.decode()} is not a key of this node")
+        return [seq]
+
+    def _requeue(self, seqs: list[int]) -> int:
+        batch = self.store.new_batch()
+        moved = 0
+        for seq in seqs:
+            value = self.store.get_dead(seq)
+            if value is not None:
+                batch.drop_dead_letter(seq)
+                batch.add_message(record.with_bookkeeping(value, 0, 0))
+                moved += 1
+        batch.write()
+        return moved
+
+    def _purge(self, seqs: list[int]) -> int:
+        batch = self.store.new_batch()
+        purged = 0
+        for seq in seqs:
+            if self.store.get_dead(seq) is not None:
+                batch.drop_dead_letter(seq)
+                purged += 1
+        batch.write()
+        return purged

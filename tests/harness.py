@@ -1,161 +1,24 @@
-"""Real pzq daemons as subprocesses on loopback, and polling with a deadline."""
+"""Test helpers: the daemon launcher, polling with a deadline, one-shot runs."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import signal
 import subprocess
 import sys
-import threading
-import time
-from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Sequence
 
-from pzq import tools
+from pzq.launcher import NodeProcess as LauncherNode
+from pzq.launcher import wait_until
 
-T = TypeVar("T")
-START_TIMEOUT = 20.0
-STOP_TIMEOUT = 20.0
+__all__ = ["NodeProcess", "wait_until", "run_pzq"]
 
 
-def wait_until(condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.02,
-               message: str = "condition") -> T:
-    """Poll ``condition`` until it returns something true; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
-        time.sleep(interval)
+class NodeProcess(LauncherNode):
+    """A daemon logging at debug level, so a failing test shows the whole story."""
 
-
-class NodeProcess:
-    """One pzq daemon. Starts on wildcard ports, and restarts on the same ones."""
-
-    def __init__(self, database: Path, *extra_args: str,
-                 preexec_fn: Callable[[], None] | None = None) -> None:
-        self.database = database
-        self.extra_args = list(extra_args)
-        self.preexec_fn = preexec_fn
-        self.ports = {"receive": "*", "send": "*", "monitor": "*"}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.events: list[dict[str, Any]] = []
-        self.stderr_lines: list[str] = []
-        self._reader: threading.Thread | None = None
-
-    # -- endpoints -------------------------------------------------------------
-
-    def dsn(self, name: str) -> str:
-        return f"tcp://127.0.0.1:{self.ports[name]}"
-
-    @property
-    def receive_dsn(self) -> str:
-        return self.dsn("receive")
-
-    @property
-    def send_dsn(self) -> str:
-        return self.dsn("send")
-
-    @property
-    def monitor_dsn(self) -> str:
-        return self.dsn("monitor")
-
-    # -- life cycle ------------------------------------------------------------
-
-    def command(self) -> list[str]:
-        return [sys.executable, "-m", "pzq", "--database", str(self.database),
-                "--receive-dsn", self.dsn("receive"), "--send-dsn", self.dsn("send"),
-                "--monitor-dsn", self.dsn("monitor"), "--log-format", "json",
-                "--log-level", "debug", *self.extra_args]
-
-    def start(self) -> "NodeProcess":
-        self.events, self.stderr_lines = [], []
-        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        preexec_fn=self.preexec_fn)
-        self._reader = threading.Thread(target=self._read_stderr, args=(self.process,),
-                                        daemon=True)
-        self._reader.start()
-        ready = wait_until(lambda: self.event("node_ready") or self._exited_early(),
-                           START_TIMEOUT, message="node_ready")
-        for name in self.ports:
-            self.ports[name] = re.search(r":(\d+)$", ready[name]).group(1)
-        return self
-
-    def _exited_early(self) -> None:
-        if self.process is not None and self.process.poll() is not None:
-            self._reader.join(5)
-            raise AssertionError(f"pzq exited with {self.process.returncode}: "
-                                 + "\n".join(self.stderr_lines[-20:]))
-
-    def _read_stderr(self, process: subprocess.Popen[bytes]) -> None:
-        for raw in process.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
-            self.stderr_lines.append(line)
-            try:
-                self.events.append(json.loads(line))
-            except ValueError:
-                pass
-
-    def event(self, name: str) -> dict[str, Any] | None:
-        for event in list(self.events):
-            if event.get("event") == name:
-                return event
-        return None
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, nothing handed back."""
-        self._signal_and_wait(signal.SIGKILL)
-
-    def stop(self) -> int:
-        """SIGTERM: a graceful stop; returns the exit code."""
-        return self._signal_and_wait(signal.SIGTERM)
-
-    def _signal_and_wait(self, signum: int) -> int:
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signum)
-        code = self.process.wait(STOP_TIMEOUT)
-        self._reader.join(5)
-        self.process.stderr.close()
-        return code
-
-    def restart(self) -> "NodeProcess":
-        return self.start()
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    # -- monitor ---------------------------------------------------------------
-
-    def figures(self) -> dict[str, int | str]:
-        raw = tools.monitor_figures(self.monitor_dsn, timeout=10.0)
-        return {key: int(value) if value.lstrip("-").isdigit() else value
-                for key, value in raw.items()}
-
-    def stats(self) -> dict[str, Any]:
-        return json.loads(tools.request_monitor(self.monitor_dsn, "STATS", timeout=10.0))
-
-    def wait_stats(self, condition: Callable[[dict], bool], timeout: float = 10.0,
-                   message: str = "STATS figures") -> dict:
-        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.stats()),
-                          timeout, message=message)
-
-    def pause(self) -> None:
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.process.send_signal(signal.SIGCONT)
-
-    def wait_figures(self, condition: Callable[[dict], bool], timeout: float = 10.0,
-                     message: str = "monitor figures") -> dict:
-        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.figures()),
-                          timeout, message=message)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("log_level", "debug")
+        super().__init__(*args, **kwargs)
 
 
 def run_pzq(args: Sequence[str], timeout: float = 30.0,

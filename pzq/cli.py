@@ -13,6 +13,7 @@ from pzq import __version__, logs
 from pzq.config import OPTIONS, Config, build_config
 from pzq.device import Device
 from pzq.errors import ConfigError, StoreError
+from pzq.security import load_key_pair
 from pzq.sockets import BindError
 from pzq.store import Store
 from pzq.waker import Waker
@@ -65,18 +66,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(config.log_level, config.log_format)
     log = logs.get_logger("pzq")
     try:
+        curve = load_key_pair(config.curve_secret_key) if config.curve_secret_key else None
+    except ConfigError as exc:
+        print(f"pzq: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         store = Store.open(config.database, hard_sync=config.hard_sync)
     except StoreError as exc:
         print(f"pzq: error: {exc}", file=sys.stderr)
         return EXIT_STORE
     waker = Waker()
-    device = Device(config, store, waker)
+    device = Device(config, store, waker, curve)
     previous = install_signal_handlers(device, waker)
     try:
         device.run()
     except BindError as exc:
         print(f"pzq: error: {exc}", file=sys.stderr)
         return EXIT_BIND
+    except ConfigError as exc:  # found only once the node starts, e.g. the keys directory
+        print(f"pzq: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception:
         log.exception("node_failed")
         return EXIT_FAILURE

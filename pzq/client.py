@@ -17,6 +17,7 @@ import zmq
 
 from pzq import wire
 from pzq.errors import DecodeError
+from pzq.security import ClientCurve
 from pzq.wire import ProducerAck
 
 __all__ = ["Producer", "Consumer", "Message", "ProducerAck"]
@@ -26,7 +27,9 @@ def _endpoints(dsn: str | Sequence[str]) -> list[str]:
     return [dsn] if isinstance(dsn, str) else list(dsn)
 
 
-def _connect(socket: zmq.Socket, dsn: str | Sequence[str]) -> None:
+def _connect(socket: zmq.Socket, dsn: str | Sequence[str], curve: ClientCurve | None) -> None:
+    if curve is not None:
+        curve.apply(socket)
     endpoints = _endpoints(dsn)
     socket.setsockopt(zmq.IPV6, any(endpoint.startswith("tcp://[") for endpoint in endpoints))
     for endpoint in endpoints:
@@ -43,7 +46,7 @@ class Producer:
     """Sends messages and collects their ACKs, keeping up to ``window`` unanswered."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
-                 context: zmq.Context | None = None) -> None:
+                 context: zmq.Context | None = None, curve: ClientCurve | None = None) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
         self.window = window
@@ -52,7 +55,7 @@ class Producer:
         self._socket.setsockopt(zmq.LINGER, 1000)
         self._socket.setsockopt(zmq.SNDHWM, max(1000, window * 2))
         self._socket.setsockopt(zmq.RCVHWM, max(1000, window * 2))
-        _connect(self._socket, dsn)
+        _connect(self._socket, dsn, curve)
         self._id_prefix = os.urandom(6).hex().encode()
         self._counter = itertools.count()
         self._outstanding: dict[bytes, float] = {}  # msg id -> monotonic send time
@@ -164,12 +167,12 @@ class Consumer:
     """Receives deliveries from one or more pzq nodes."""
 
     def __init__(self, dsn: str | Sequence[str], context: zmq.Context | None = None,
-                 prefetch: int = 256) -> None:
+                 prefetch: int = 256, curve: ClientCurve | None = None) -> None:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 1000)
         self._socket.setsockopt(zmq.RCVHWM, prefetch)
-        _connect(self._socket, dsn)
+        _connect(self._socket, dsn, curve)
         self.malformed = 0
 
     def receive(self, timeout: float | None = None) -> Message | None:

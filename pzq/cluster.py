@@ -30,6 +30,7 @@ from pzq.logs import get_logger
 from pzq.peers import PeerTable
 from pzq.replicas import ReplicaStore, encode_holders, split_value
 from pzq.replication import PendingAck, ReplicationTracker
+from pzq.security import ClientCurve
 from pzq.store import Batch, Store
 
 log = get_logger("pzq.cluster")
@@ -68,7 +69,8 @@ class Cluster:
 
     # -- sockets -------------------------------------------------------------
 
-    def open(self, context: zmq.Context, bind: Callable[..., zmq.Socket]) -> None:
+    def open(self, context: zmq.Context, bind: Callable[..., zmq.Socket],
+             curve: ClientCurve | None) -> None:
         self.router = bind(context, zmq.ROUTER, self.config.broadcast_dsn, "--broadcast-dsn")
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         for endpoint in self.config.nodes:
@@ -77,6 +79,8 @@ class Cluster:
             dealer.setsockopt(zmq.IMMEDIATE, 1)  # nothing queues for a peer that is away
             dealer.setsockopt(zmq.SNDHWM, PEER_SNDHWM)
             dealer.setsockopt(zmq.IPV6, endpoint.startswith("tcp://["))
+            if curve is not None:
+                curve.apply(dealer)
             dealer.connect(endpoint)
             self.dealers[endpoint] = dealer
             self._connected_at[endpoint] = time.monotonic()

@@ -66,6 +66,10 @@ OPTIONS: tuple[Option, ...] = (
            "stored messages beyond which producers get QUEUE_FULL (0: no limit)"),
     Option("max_bytes", "--max-bytes", int, 0,
            "stored bytes beyond which producers get QUEUE_FULL (0: no limit)"),
+    Option("curve_secret_key", "--curve-secret-key", str, None,
+           "this node's CURVE key pair (a .key_secret file): encrypt every socket"),
+    Option("curve_authorized_keys", "--curve-authorized-keys", str, None,
+           "directory of public keys allowed to connect (needed with --curve-secret-key)"),
     Option("log_level", "--log-level", str, "info", "one of " + ", ".join(LOG_LEVELS)),
     Option("log_format", "--log-format", str, "console", "one of " + ", ".join(LOG_FORMATS)),
     Option("replicas", "--replicas", int, 0,
@@ -101,6 +105,8 @@ class Config:
     max_deliveries: int
     max_messages: int
     max_bytes: int
+    curve_secret_key: str | None
+    curve_authorized_keys: str | None
     log_level: str
     log_format: str
     replicas: int
@@ -177,6 +183,8 @@ def validate(config: Config) -> None:
     if config.log_format not in LOG_FORMATS:
         raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
     _validate_cluster(config)
+    if (config.curve_secret_key is None) != (config.curve_authorized_keys is None):
+        raise ConfigError("--curve-secret-key and --curve-authorized-keys go together")
 
 
 def _validate_cluster(config: Config) -> None:

@@ -8,6 +8,7 @@ much as the consumers will take, and answer the monitor.
 from __future__ import annotations
 
 import errno
+import functools
 import time
 from collections import deque
 
@@ -23,6 +24,7 @@ from pzq.errors import DecodeError, StoreError
 from pzq.logs import get_logger
 from pzq.cluster import Cluster
 from pzq.reaper import start_scheduler
+from pzq.security import ClientCurve, KeyPair, start_authenticator
 from pzq.store import Batch, Store
 from pzq.waker import HEARTBEAT, REAP, Waker
 
@@ -48,8 +50,10 @@ def now_us() -> int:
 
 
 class Device:
-    def __init__(self, config: Config, store: Store, waker: Waker) -> None:
+    def __init__(self, config: Config, store: Store, waker: Waker,
+                 curve: KeyPair | None = None) -> None:
         self.config = config
+        self.curve = curve  # serve CURVE on every socket when set
         self.store = store
         self.waker = waker
         self.counters = Counters()
@@ -79,20 +83,24 @@ class Device:
         """Bind, serve until a stop is requested, then hand back and close."""
         context = zmq.Context()
         bound: list[zmq.Socket] = []
-        scheduler = None
+        scheduler = authenticator = None
         try:
-            self.receive = sockets.bind_receive(context, self.config.receive_dsn)
+            if self.curve is not None:
+                authenticator = start_authenticator(context, self.config.curve_authorized_keys)
+            self.receive = sockets.bind_receive(context, self.config.receive_dsn, self.curve)
             bound.append(self.receive)
-            self.send = sockets.bind_send(context, self.config.send_dsn)
+            self.send = sockets.bind_send(context, self.config.send_dsn, self.curve)
             bound.append(self.send)
-            self.monitor = sockets.bind_monitor(context, self.config.monitor_dsn)
+            self.monitor = sockets.bind_monitor(context, self.config.monitor_dsn, self.curve)
             bound.append(self.monitor)
             self.endpoints = {"receive": sockets.bound_endpoint(self.receive),
                               "send": sockets.bound_endpoint(self.send),
                               "monitor": sockets.bound_endpoint(self.monitor)}
             ticks = {REAP: self.config.reaper_frequency}
             if self.cluster is not None:
-                self.cluster.open(context, sockets.bind)
+                self.cluster.open(context, functools.partial(sockets.bind, curve=self.curve),
+                                  ClientCurve(self.curve, self.curve.public)
+                                  if self.curve else None)
                 bound.extend(self.cluster.sockets())
                 self.endpoints["cluster"] = sockets.bound_endpoint(self.cluster.router)
                 ticks[HEARTBEAT] = heartbeat_period_us(self.config.timeout_nodes)
@@ -106,6 +114,8 @@ class Device:
                 scheduler.shutdown(wait=False)
             for socket in bound:
                 socket.close()
+            if authenticator is not None:
+                authenticator.stop()
             context.term()
 
     def _serve(self) -> None:

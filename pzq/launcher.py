@@ -44,6 +44,7 @@ class NodeProcess:
                  preexec_fn: Callable[[], None] | None = None, log_level: str = "info") -> None:
         self.database = database
         self.log_level = log_level
+        self.curve = None  # a pzq.security.ClientCurve when the node serves CURVE
         self.extra_args = list(extra_args)
         self.preexec_fn = preexec_fn
         self.ports = {"receive": "*", "send": "*", "monitor": "*"}
@@ -139,12 +140,13 @@ class NodeProcess:
     # -- monitor ---------------------------------------------------------------
 
     def figures(self) -> dict[str, int | str]:
-        raw = tools.monitor_figures(self.monitor_dsn, timeout=10.0)
+        raw = tools.monitor_figures(self.monitor_dsn, timeout=10.0, curve=self.curve)
         return {key: int(value) if value.lstrip("-").isdigit() else value
                 for key, value in raw.items()}
 
     def stats(self) -> dict[str, Any]:
-        return json.loads(tools.request_monitor(self.monitor_dsn, "STATS", timeout=10.0))
+        reply = tools.request_monitor(self.monitor_dsn, "STATS", timeout=10.0, curve=self.curve)
+        return json.loads(reply)
 
     def wait_stats(self, condition: Callable[[dict], bool], timeout: float = 10.0,
                    message: str = "STATS figures") -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import zmq
 
 from pzq.errors import PzqError
+from pzq.security import KeyPair, serve_curve
 
 # Producer ACKs must never be dropped: the receive ROUTER reports a full or gone
 # peer (ROUTER_MANDATORY) instead of discarding silently, and has room for the
@@ -20,10 +21,13 @@ class BindError(PzqError):
     """An endpoint could not be bound."""
 
 
-def bind(context: zmq.Context, kind: int, dsn: str, flag: str) -> zmq.Socket:
+def bind(context: zmq.Context, kind: int, dsn: str, flag: str,
+         curve: KeyPair | None = None) -> zmq.Socket:
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)
     socket.setsockopt(zmq.IPV6, wants_ipv6(dsn))
+    if curve is not None:
+        serve_curve(socket, curve)
     try:
         socket.bind(dsn)
     except zmq.ZMQError as exc:
@@ -42,21 +46,21 @@ def bound_endpoint(socket: zmq.Socket) -> str:
     return socket.getsockopt_string(zmq.LAST_ENDPOINT)
 
 
-def bind_receive(context: zmq.Context, dsn: str) -> zmq.Socket:
-    socket = bind(context, zmq.ROUTER, dsn, "--receive-dsn")
+def bind_receive(context: zmq.Context, dsn: str, curve: KeyPair | None) -> zmq.Socket:
+    socket = bind(context, zmq.ROUTER, dsn, "--receive-dsn", curve)
     socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
     socket.setsockopt(zmq.SNDHWM, RECEIVE_SNDHWM)
     return socket
 
 
-def bind_send(context: zmq.Context, dsn: str) -> zmq.Socket:
+def bind_send(context: zmq.Context, dsn: str, curve: KeyPair | None) -> zmq.Socket:
     # Options set after bind still apply: a bound socket makes a pipe per peer
     # when the peer connects.
-    socket = bind(context, zmq.DEALER, dsn, "--send-dsn")
+    socket = bind(context, zmq.DEALER, dsn, "--send-dsn", curve)
     socket.setsockopt(zmq.SNDHWM, SEND_SNDHWM)
     socket.setsockopt(zmq.LINGER, 0)  # what was not sent yet is still stored
     return socket
 
 
-def bind_monitor(context: zmq.Context, dsn: str) -> zmq.Socket:
-    return bind(context, zmq.ROUTER, dsn, "--monitor-dsn")
+def bind_monitor(context: zmq.Context, dsn: str, curve: KeyPair | None) -> zmq.Socket:
+    return bind(context, zmq.ROUTER, dsn, "--monitor-dsn", curve)

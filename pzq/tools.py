@@ -9,8 +9,10 @@ from typing import Sequence
 
 import zmq
 
-from pzq import monitor, wire
+from pzq import monitor, security, wire
 from pzq.client import Consumer, Producer
+from pzq.errors import ConfigError
+from pzq.security import ClientCurve
 
 EXIT_OK = 0
 EXIT_FAILURE = 1  # some message was refused, or the node did not answer in time
@@ -22,7 +24,19 @@ DEFAULT_MONITOR = "ipc:///tmp/pzq-monitor"
 
 
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--curve-client-key", metavar="FILE",
+                        help="this client's CURVE key pair (a .key_secret file)")
+    parser.add_argument("--curve-server-key", metavar="FILE",
+                        help="the node's public CURVE key (a .key file)")
+    return parser
+
+
+def _curve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ClientCurve | None:
+    try:
+        return security.client_curve(args.curve_client_key, args.curve_server_key)
+    except ConfigError as exc:
+        parser.error(str(exc))
 
 
 def produce_main(argv: Sequence[str] | None = None) -> int:
@@ -39,7 +53,7 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
         parser.error("--window must be at least 1")
     headers = [header.encode() for header in args.header]
     failed = 0
-    with Producer(args.dsn, window=args.window) as producer:
+    with Producer(args.dsn, window=args.window, curve=_curve(parser, args)) as producer:
         try:
             for line in args.file:
                 producer.send([line.rstrip(b"\n")], headers, timeout=args.timeout)
@@ -69,7 +83,7 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
                         help="stop when nothing arrives for this many seconds")
     args = parser.parse_args(argv)
     received = 0
-    with Consumer(args.dsn or [DEFAULT_SEND]) as consumer:
+    with Consumer(args.dsn or [DEFAULT_SEND], curve=_curve(parser, args)) as consumer:
         for message in consumer.messages(args.idle_timeout):
             body = b" ".join(message.parts).decode(errors="replace")
             print(f"{message.key.decode()} deliveries={message.deliveries} {body}", flush=True)
@@ -90,7 +104,7 @@ def monitor_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "STATS" if args.json else args.command.upper()
     try:
-        reply = request_monitor(args.dsn, command, args.timeout)
+        reply = request_monitor(args.dsn, command, args.timeout, _curve(parser, args))
     except TimeoutError as exc:
         print(f"pzq-monitor: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -118,7 +132,7 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
                "purge": f"PURGE {getattr(args, 'key', '')}",
                "pending": "PENDING"}[args.command]
     try:
-        reply = request_monitor(args.dsn, request, args.timeout)
+        reply = request_monitor(args.dsn, request, args.timeout, _curve(parser, args))
     except TimeoutError as exc:
         print(f"pzq-ctl: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -130,12 +144,27 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
-def request_monitor(dsn: str, command: str, timeout: float = 5.0) -> bytes:
+def keygen_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pzq-keygen",
+                                     description="Make a CURVE key pair for a node or a client.")
+    parser.add_argument("directory", help="where to write NAME.key and NAME.key_secret")
+    parser.add_argument("name", help="the pair's name, e.g. node or producer-1")
+    args = parser.parse_args(argv)
+    public, secret = security.generate(args.directory, args.name)
+    print(f"public key (authorize it, give it to clients): {public}")
+    print(f"secret key (keep it private): {secret}")
+    return EXIT_OK
+
+
+def request_monitor(dsn: str, command: str, timeout: float = 5.0,
+                    curve: ClientCurve | None = None) -> bytes:
     """One request on a node's monitor socket; TimeoutError if it does not answer."""
     context = zmq.Context.instance()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.setsockopt(zmq.IPV6, 1)
+    if curve is not None:
+        curve.apply(socket)
     try:
         socket.connect(dsn)
         socket.send_multipart([b"", command.encode()])
@@ -146,5 +175,6 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0) -> bytes:
         socket.close()
 
 
-def monitor_figures(dsn: str, timeout: float = 5.0) -> dict[str, str]:
-    return monitor.parse_monitor_text(request_monitor(dsn, "MONITOR", timeout))
+def monitor_figures(dsn: str, timeout: float = 5.0,
+                    curve: ClientCurve | None = None) -> dict[str, str]:
+    return monitor.parse_monitor_text(request_monitor(dsn, "MONITOR", timeout, curve))

@@ -1,0 +1,113 @@
+"""CURVE: only clients with an authorized key produce, consume, ACK, monitor or join."""
+
+from __future__ import annotations
+
+import pytest
+import zmq
+
+from harness import run_pzq, wait_until
+from pzq import security, tools
+from pzq.client import Consumer, Producer
+from pzq.security import ClientCurve
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def keys(tmp_path):
+    made = {name: security.generate(tmp_path / "keys", name)
+            for name in ("node", "client", "stranger")}
+    authorized = tmp_path / "authorized"
+    authorized.mkdir()
+    for name in ("node", "client"):
+        (authorized / f"{name}.key").write_bytes(made[name][0].read_bytes())
+    pairs = {name: security.load_key_pair(secret) for name, (_, secret) in made.items()}
+    node_public = pairs["node"].public
+    return {
+        "args": ["--curve-secret-key", str(made["node"][1]),
+                 "--curve-authorized-keys", str(authorized)],
+        "client": ClientCurve(pairs["client"], node_public),
+        "stranger": ClientCurve(pairs["stranger"], node_public),
+        "stranger_args": ["--curve-secret-key", str(made["stranger"][1]),
+                          "--curve-authorized-keys", str(authorized)],
+    }
+
+
+@pytest.fixture
+def secure_node(start_node, keys):
+    node = start_node(*keys["args"], "--ack-timeout", "1000000", "--reaper-frequency", "100000")
+    node.curve = keys["client"]
+    return node
+
+
+def test_authorized_client_does_everything(secure_node, keys, context):
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"secret"]).ok
+    with Consumer(secure_node.send_dsn, context=context, curve=keys["client"]) as consumer:
+        message = consumer.receive(10)
+        assert message.parts == (b"secret",)
+        message.ack()
+    secure_node.wait_figures(lambda f: f["messages"] == 0 and f["acked"] == 1, message="acked")
+
+
+@pytest.mark.parametrize("who", ["stranger", "plain"])
+def test_others_cannot_produce_consume_or_monitor(secure_node, keys, context, who):
+    curve = keys["stranger"] if who == "stranger" else None
+    with Producer(secure_node.receive_dsn, context=context, curve=curve) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"intruder"], timeout=1.5)
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"for members"]).ok
+    with Consumer(secure_node.send_dsn, context=context, curve=curve) as consumer:
+        assert consumer.receive(1.5) is None
+    with pytest.raises(TimeoutError):
+        tools.request_monitor(secure_node.monitor_dsn, "PING", timeout=1.5, curve=curve)
+    figures = secure_node.figures()
+    assert figures["received"] == 1 and figures["delivered"] == 0
+
+
+def test_others_cannot_ack(secure_node, keys, context):
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        producer.produce([b"kept"])
+    with Consumer(secure_node.send_dsn, context=context, curve=keys["client"]) as consumer:
+        message = consumer.receive(10)
+        intruder = context.socket(zmq.ROUTER)
+        keys["stranger"].apply(intruder)
+        intruder.connect(secure_node.send_dsn)
+        intruder.send_multipart([message.peer, message.key, b"1"])
+        # The intruder's ACK never lands: the message times out and comes back.
+        again = consumer.receive(10)
+        assert again.key == message.key and again.deliveries == 2
+        again.ack()
+    secure_node.wait_figures(lambda f: f["acked"] == 1 and f["messages"] == 0,
+                             message="the member's ack")
+
+
+def test_a_node_without_an_authorized_key_cannot_join(start_node, keys, tmp_path):
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(3)]
+    common = ["--timeout-nodes", "500000", "--replicas", "1"]
+    members = [start_node(*keys["args"], *common, "--broadcast-dsn", endpoints[i],
+                          "--nodes", endpoints[1 - i]) for i in (0, 1)]
+    for node in members:
+        node.curve = keys["client"]
+        node.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="member peer up")
+    intruder = start_node(*keys["stranger_args"], *common, "--broadcast-dsn", endpoints[2],
+                          "--nodes", endpoints[0])
+    # The intruder serves its own key pair; our client key is authorized there too.
+    intruder.curve = ClientCurve(keys["client"].keys, keys["stranger"].keys.public)
+    seen = wait_until(lambda: (lambda s: s if s["uptime_seconds"] > 2.0 else None)(
+        intruder.stats()), 10, message="time for the intruder to try")
+    # Four timeouts later its pings have never been answered, and no member has
+    # seen a single frame of it.
+    assert seen["peers"][0]["last_heard_seconds"] is None
+    assert seen["peers"][0]["state"] == "down"
+    for node in members:
+        assert node.stats()["cluster_rejected"] == 0
+
+
+def test_curve_options_go_together_and_keys_must_exist(tmp_path, keys):
+    lone = run_pzq(["--curve-secret-key", keys["args"][1]])
+    assert lone.returncode == 2 and "go together" in lone.stderr
+    missing = run_pzq(["--curve-secret-key", str(tmp_path / "none.key_secret"),
+                       "--curve-authorized-keys", str(tmp_path)])
+    assert missing.returncode == 2 and "cannot read CURVE key file" in missing.stderr

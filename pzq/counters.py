@@ -11,6 +11,9 @@ class Counters:
     stored: int = 0  # of those, written to the store
     rejected: int = 0  # refused as malformed, too large or forged (ACK "0")
     store_failures: int = 0  # refused because the store write failed (ACK "0")
+    acks_ok: int = 0  # producer ACKs "1" owed, by outcome
+    acks_replication_failed: int = 0  # "1" with REPLICATION_FAILED
+    acks_failed: int = 0  # "0": refused, with the reason
     producer_acks_sent: int = 0
     producer_acks_dropped: int = 0  # the producer was gone before its ACK could go
     delivered: int = 0  # deliveries sent, first ones and again

@@ -13,6 +13,7 @@ import time
 from collections import deque
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from pzq import __version__, admin, keyspace, monitor, record, sockets, wire
 from pzq.admin import Admin
@@ -23,6 +24,7 @@ from pzq.delivery import DeliveryState
 from pzq.errors import DecodeError, StoreError
 from pzq.logs import get_logger
 from pzq.cluster import Cluster
+from pzq.rates import LatencyWindow, Rates
 from pzq.reaper import start_scheduler
 from pzq.security import ClientCurve, KeyPair, start_authenticator
 from pzq.store import Batch, Store
@@ -61,6 +63,9 @@ class Device:
                                       config.inflight_size, self.counters,
                                       config.max_deliveries)
         self.admin = Admin(store, self.snapshot)
+        self.rates = Rates(("received", "delivered", "acked"))
+        self.ack_latency = LatencyWindow()
+        self.consumers_connected = 0
         self.outbox: deque[list[bytes]] = deque()
         self.endpoints: dict[str, str] = {}
         self.started = time.monotonic()
@@ -93,6 +98,10 @@ class Device:
             bound.append(self.send)
             self.monitor = sockets.bind_monitor(context, self.config.monitor_dsn, self.curve)
             bound.append(self.monitor)
+            # Consumers are anonymous to a DEALER: count their connections instead.
+            self.send_events = self.send.get_monitor_socket(
+                zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+            bound.insert(0, self.send_events)
             self.endpoints = {"receive": sockets.bound_endpoint(self.receive),
                               "send": sockets.bound_endpoint(self.send),
                               "monitor": sockets.bound_endpoint(self.monitor)}
@@ -122,6 +131,7 @@ class Device:
         poller = zmq.Poller()
         poller.register(self.waker.fileno(), zmq.POLLIN)
         poller.register(self.monitor, zmq.POLLIN)
+        poller.register(self.send_events, zmq.POLLIN)
         for socket in self.cluster.sockets() if self.cluster else ():
             poller.register(socket, zmq.POLLIN)
         if self.cluster is not None:
@@ -182,7 +192,7 @@ class Device:
         if events.get(self.receive, 0) & zmq.POLLIN and not self._stop_requested:
             self._take_produces(batch, accepted, now)
         if events.get(self.send, 0) & zmq.POLLIN:
-            self._take_consumer_acks(batch, acked_own)
+            self._take_consumer_acks(batch, acked_own, now, monotonic)
         if batch.operations:
             self._commit(batch, accepted, acked_own, monotonic)
         if self.cluster is not None:
@@ -193,8 +203,16 @@ class Device:
         for state in self._delivery_states(monotonic):
             if state.has_work():
                 state.deliver(self._send_delivery, now, self.config.batch_size)
+        if events.get(self.send_events, 0) & zmq.POLLIN:
+            self._count_consumers()
+        self.rates.sample(monotonic, self.counters)
         if events.get(self.monitor, 0) & zmq.POLLIN:
             self._answer_monitor()
+
+    def _count_consumers(self) -> None:
+        while self.send_events.poll(0):
+            event = recv_monitor_message(self.send_events)["event"]
+            self.consumers_connected += 1 if event == zmq.EVENT_ACCEPTED else -1
 
     def _on_ticks(self, reasons: bytes, now: int, monotonic: float) -> None:
         if REAP in reasons:
@@ -236,10 +254,10 @@ class Device:
     def _reject(self, bad: wire.ProduceRefused) -> None:
         self.counters.rejected += 1
         log.debug("producer_message_rejected", reason=bad.reason, msg_id=bad.msg_id.hex())
-        self.outbox.append(wire.encode_producer_ack(bad.routing_id, bad.msg_id, False,
-                                                    bad.reason.encode()))
+        self._queue_producer_ack(bad.routing_id, bad.msg_id, False, bad.reason.encode())
 
-    def _take_consumer_acks(self, batch: Batch, acked_own: list[int]) -> None:
+    def _take_consumer_acks(self, batch: Batch, acked_own: list[int], now: int,
+                            monotonic: float) -> None:
         for _ in range(self.config.batch_size):
             try:
                 frames = self.send.recv_multipart(zmq.NOBLOCK)
@@ -258,9 +276,12 @@ class Device:
                 if not known:
                     self.counters.unknown_acks += 1
             elif ok:
-                known = self.delivery.ack(batch, seq) is not None
-                if known:
+                entry = self.delivery.ack(batch, seq)
+                known = entry is not None
+                if entry is not None:
                     acked_own.append(seq)
+                    if entry.sent_us:
+                        self.ack_latency.add(monotonic, (now - entry.sent_us) / 1e6)
             else:
                 known = self.delivery.nack(seq)
             if not known:
@@ -288,6 +309,12 @@ class Device:
 
     def _queue_producer_ack(self, routing_id: bytes, msg_id: bytes, ok: bool,
                             status: bytes) -> None:
+        if not ok:
+            self.counters.acks_failed += 1
+        elif status == wire.REPLICATION_FAILED:
+            self.counters.acks_replication_failed += 1
+        else:
+            self.counters.acks_ok += 1
         self.outbox.append(wire.encode_producer_ack(routing_id, msg_id, ok, status))
 
     def _store_write_failed(self, accepted: list[Accepted], reason: str) -> None:
@@ -350,7 +377,14 @@ class Device:
     def snapshot(self) -> dict[str, object]:
         inflight, ready = self.delivery.inflight, self.delivery.ready
         cluster = self.cluster
+        monotonic = time.monotonic()
+        counters = self.counters
         return {
+            "rates": self.rates.rates(monotonic, counters),
+            "ack_latency_ms": self.ack_latency.percentiles_ms(monotonic),
+            "consumers_connected": self.consumers_connected,
+            "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
+                              "replication_failed": counters.acks_replication_failed},
             "peers": cluster.snapshot(time.monotonic()) if cluster else [],
             "replication_failures": cluster.tracker.failures if cluster else 0,
             "cluster_rejected": cluster.rejected if cluster else 0,

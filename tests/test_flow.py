@@ -32,8 +32,10 @@ def test_produce_consume_ack(node, producer, consumer):
     assert message.deliveries == 1
     assert message.ack_timeout_us == 1_000_000
     assert message.deadline_us == message.sent_us + 1_000_000
+    assert node.stats()["consumers_connected"] == 1
     message.ack()
     node.wait_figures(lambda f: f["messages"] == 0 and f["acked"] == 1, message="ack applied")
+    assert node.stats()["ack_latency_ms"]["samples"] == 1
     assert consumer.receive(0.3) is None
 
 
@@ -53,7 +55,11 @@ def test_window_of_1000_gets_exactly_one_ack_each(node, context):
     received = [ack.msg_id for ack in producer_acks(acks)]
     assert len(received) == len(sent)
     assert set(received) == sent
-    assert node.figures()["producer_acks_sent"] == 5000
+    figures = node.figures()
+    assert figures["producer_acks_sent"] == figures["acks_ok"] == 5000
+    stats = node.stats()
+    assert stats["producer_acks"] == {"ok": 5000, "failed": 0, "replication_failed": 0}
+    assert stats["rates"]["received_60s"] > 0
 
 
 def producer_acks(acks):

@@ -1,0 +1,33 @@
+"""Rates and latency percentiles with time passed in."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from pzq.rates import LatencyWindow, Rates
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_rates_over_one_second_and_one_minute():
+    rates = Rates(("received",))
+    for second in range(0, 121):
+        rates.sample(float(second), SimpleNamespace(received=second * 10))
+    figures = rates.rates(120.0, SimpleNamespace(received=1200))
+    assert figures["received_1s"] == pytest.approx(10.0)
+    assert figures["received_60s"] == pytest.approx(10.0)
+
+
+def test_rates_right_after_start_are_zero_not_an_error():
+    rates = Rates(("acked",))
+    assert rates.rates(5.0, SimpleNamespace(acked=0)) == {"acked_1s": 0.0, "acked_60s": 0.0}
+
+
+def test_latency_percentiles_forget_old_samples():
+    window = LatencyWindow()
+    for i in range(100):
+        window.add(10.0, (i + 1) / 1000)
+    figures = window.percentiles_ms(10.0)
+    assert (figures["p50"], figures["p99"], figures["max"], figures["samples"]) == (51.0, 100.0,
+                                                                                    100.0, 100)
+    assert window.percentiles_ms(100.0)["samples"] == 0

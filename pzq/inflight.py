@@ -7,8 +7,9 @@ and the LRU bound (the least recently sent entry is at the front too).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
+
+from pzq.entries import OrderedEntries
 
 
 @dataclass(slots=True)
@@ -25,56 +26,31 @@ class InFlight:
         return len(self.value)
 
 
-class InFlightTable:
+class InFlightTable(OrderedEntries[InFlight]):
     def __init__(self, max_bytes: int) -> None:
+        super().__init__()
         self.max_bytes = max_bytes
-        self.bytes = 0
-        self._entries: OrderedDict[int, InFlight] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, seq: int) -> bool:
-        return seq in self._entries
 
     def oldest(self) -> InFlight | None:
-        for entry in self._entries.values():
-            return entry
-        return None
+        return self._first()
 
     def add(self, entry: InFlight) -> list[InFlight]:
         """Track a delivery; returns the entries evicted to stay within max_bytes.
 
         The new entry itself is never evicted, even when it alone is larger.
         """
-        self._entries[entry.seq] = entry
-        self.bytes += entry.size
+        self._append(entry)
         evicted = []
-        while self.bytes > self.max_bytes and len(self._entries) > 1:
-            evicted.append(self._pop_oldest())
+        while self.bytes > self.max_bytes and len(self) > 1:
+            evicted.append(self._pop_first())
         return evicted
 
     def pop(self, seq: int) -> InFlight | None:
-        entry = self._entries.pop(seq, None)
-        if entry is not None:
-            self.bytes -= entry.size
-        return entry
+        return self._remove(seq)
 
     def expire(self, now_us: int) -> list[InFlight]:
         """Remove and return every entry whose deadline has passed."""
         expired = []
-        while self._entries:
-            entry = next(iter(self._entries.values()))
-            if entry.deadline_us > now_us:
-                break
-            expired.append(self._pop_oldest())
+        while (oldest := self._first()) is not None and oldest.deadline_us <= now_us:
+            expired.append(self._pop_first())
         return expired
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.bytes = 0
-
-    def _pop_oldest(self) -> InFlight:
-        _, entry = self._entries.popitem(last=False)
-        self.bytes -= entry.size
-        return entry

@@ -8,42 +8,21 @@ An ordered dict gives O(1) push, pop of the oldest, and removal by a late ACK.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
+from pzq.entries import OrderedEntries
 from pzq.inflight import InFlight
 
 
-class RedeliveryQueue:
-    def __init__(self) -> None:
-        self.bytes = 0
-        self._entries: OrderedDict[int, InFlight] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, seq: int) -> bool:
-        return seq in self._entries
-
+class RedeliveryQueue(OrderedEntries[InFlight]):
     def push(self, entry: InFlight) -> None:
-        self._entries[entry.seq] = entry
-        self.bytes += entry.size
+        self._append(entry)
 
     def push_front(self, entry: InFlight) -> None:
         """Put back an entry that could not be sent after all, keeping its turn."""
-        self.push(entry)
+        self._append(entry)
         self._entries.move_to_end(entry.seq, last=False)
 
     def pop(self) -> InFlight:
-        _, entry = self._entries.popitem(last=False)
-        self.bytes -= entry.size
-        return entry
+        return self._pop_first()
 
     def remove(self, seq: int) -> InFlight | None:
-        entry = self._entries.pop(seq, None)
-        if entry is not None:
-            self.bytes -= entry.size
-        return entry
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.bytes = 0
+        return self._remove(seq)

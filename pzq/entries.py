@@ -1,0 +1,52 @@
+"""An insertion-ordered table of delivery entries that keeps their total size."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Generic, Protocol, TypeVar
+
+
+class Sized(Protocol):
+    seq: int
+
+    @property
+    def size(self) -> int: ...
+
+
+E = TypeVar("E", bound=Sized)
+
+
+class OrderedEntries(Generic[E]):
+    """O(1) add at the end, removal by seq, and pop of the oldest; ``bytes`` kept."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self._entries: OrderedDict[int, E] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, seq: int) -> bool:
+        return seq in self._entries
+
+    def _append(self, entry: E) -> None:
+        self._entries[entry.seq] = entry
+        self.bytes += entry.size
+
+    def _first(self) -> E | None:
+        return next(iter(self._entries.values()), None)
+
+    def _pop_first(self) -> E:
+        _, entry = self._entries.popitem(last=False)
+        self.bytes -= entry.size
+        return entry
+
+    def _remove(self, seq: int) -> E | None:
+        entry = self._entries.pop(seq, None)
+        if entry is not None:
+            self.bytes -= entry.size
+        return entry
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.bytes = 0

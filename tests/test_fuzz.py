@@ -29,7 +29,8 @@ REFERENCE = [b"reference %d" % i + bytes(range(256)) for i in range(20)]
 def fuzzed_node(tmp_path_factory):
     endpoint = f"ipc://{tmp_path_factory.mktemp('cluster')}/fuzz.cluster"
     node = NodeProcess(tmp_path_factory.mktemp("fuzz") / "db", "--broadcast-dsn", endpoint,
-                       "--nodes", "ipc:///nonexistent/peer", "--max-message-size", "4096",
+                       "--nodes", "ipc:///nonexistent/peer", "--timeout-nodes", "300000",
+                       "--max-message-size", "4096",
                        "--ack-timeout", "1000000", "--reaper-frequency", "200000").start()
     node.cluster_dsn = endpoint
     context = zmq.Context()

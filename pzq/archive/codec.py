@@ -1,0 +1,97 @@
+"""The ZPER frame format: ZMTP 2.0 style frames, written to disk as they are.
+
+    flag:1  length:1 (< 255) or length:8 big-endian (flag 0x02)  payload
+
+Flag 0x01 says another frame of the same record follows. A record (one archived
+message) is a run of frames whose last one has no 0x01. There is no padding.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from pzq.errors import PzqError
+
+MORE = 0x01
+LONG = 0x02
+LONG_LENGTH = struct.Struct(">Q")
+SHORT_LIMIT = 255  # lengths below this fit in one byte
+
+
+class ArchiveFormatError(PzqError):
+    """Bytes that are not ZPER frames; ``offset`` is the first bad byte."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(f"{message} at byte {offset}")
+        self.offset = offset
+
+
+def encode_record(frames: list[bytes]) -> bytes:
+    chunks = []
+    last = len(frames) - 1
+    for index, frame in enumerate(frames):
+        flag = MORE if index < last else 0
+        if len(frame) < SHORT_LIMIT:
+            chunks.append(bytes((flag, len(frame))))
+        else:
+            chunks.append(bytes((flag | LONG,)) + LONG_LENGTH.pack(len(frame)))
+        chunks.append(frame)
+    return b"".join(chunks)
+
+
+def decode_records(buffer: bytes | memoryview, start: int = 0,
+                   end: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
+    """Yield (offset, frames) of each whole record in ``buffer[start:end]``.
+
+    Stops quietly at a torn record at the end (use ``valid_length`` to find where);
+    raises ArchiveFormatError for a bad flag byte.
+    """
+    view = memoryview(buffer)
+    end = len(view) if end is None else end
+    position = start
+    while position < end:
+        parsed = _read_record(view, position, end)
+        if parsed is None:
+            return
+        frames, next_position = parsed
+        yield position, frames
+        position = next_position
+
+
+def valid_length(buffer: bytes | memoryview, start: int = 0) -> int:
+    """How many bytes from ``start`` are whole records (a torn tail is not)."""
+    position = start
+    for offset, frames in decode_records(buffer, start):
+        position = offset + encoded_size(frames)
+    return position - start
+
+
+def encoded_size(frames: list[bytes]) -> int:
+    return sum(len(frame) + (2 if len(frame) < SHORT_LIMIT else 9) for frame in frames)
+
+
+def _read_record(view: memoryview, position: int, end: int) -> tuple[list[bytes], int] | None:
+    frames = []
+    while True:
+        if position >= end:
+            return None
+        flag = view[position]
+        if flag & ~(MORE | LONG):
+            raise ArchiveFormatError(f"bad flag byte 0x{flag:02x}", position)
+        if flag & LONG:
+            if position + 9 > end:
+                return None
+            length = LONG_LENGTH.unpack_from(view, position + 1)[0]
+            payload = position + 9
+        else:
+            if position + 2 > end:
+                return None
+            length = view[position + 1]
+            payload = position + 2
+        if payload + length > end:
+            return None
+        frames.append(bytes(view[payload:payload + length]))
+        position = payload + length
+        if not flag & MORE:
+            return frames, position

@@ -1,0 +1,200 @@
+"""One topic's log: segment files named by the byte offset they start at.
+
+``<dir>/<20-digit start offset>.dat``; offsets run on across segments with no gap.
+A record never straddles two files: the log rolls to a new segment after a whole
+record once the active one has reached ``segment_size``. Every time-dependent
+method takes ``now`` (seconds since the epoch) so tests need no clock.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from pzq.archive.codec import ArchiveFormatError, encode_record, valid_length
+from pzq.errors import PzqError
+
+SUFFIX = ".dat"
+
+
+class ArchiveError(PzqError):
+    """The archive could not be written (a full disk, a file size limit, ...)."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    start: int
+    path: Path
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+
+def segment_path(directory: Path, start: int) -> Path:
+    return directory / f"{start:020d}{SUFFIX}"
+
+
+def list_segments(directory: Path) -> list[Segment]:
+    found = []
+    for path in directory.glob(f"*{SUFFIX}"):
+        stem = path.name[:-len(SUFFIX)]
+        if len(stem) == 20 and stem.isdigit():
+            found.append(Segment(int(stem), path))
+    return sorted(found, key=lambda segment: segment.start)
+
+
+class TopicLog:
+    def __init__(self, directory: Path, segment_size: int, flush_messages: int,
+                 flush_interval_s: float) -> None:
+        self.directory = directory
+        self.segment_size = segment_size
+        self.flush_messages = flush_messages
+        self.flush_interval_s = flush_interval_s
+        self.segments: list[Segment] = []
+        self.end_offset = 0
+        self.bytes = 0
+        self.messages_appended = 0
+        self._active: BinaryIO | None = None
+        self._active_size = 0
+        self._unsynced = 0
+        self._last_sync = 0.0
+
+    # -- opening and recovery ------------------------------------------------------
+
+    def open(self, now: float) -> int:
+        """Open for appending; cut a torn tail back. Returns the bytes cut off."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.segments = list_segments(self.directory) or [self._new_segment(0)]
+            cut = self._recover(self.segments[-1])
+            last = self.segments[-1]
+            self._active_size = last.size
+            self._active = last.path.open("ab")
+        except OSError as exc:
+            raise ArchiveError(f"cannot open archive topic {self.directory}: {exc}") from None
+        self.end_offset = last.start + self._active_size
+        self.bytes = sum(segment.size for segment in self.segments)
+        self._last_sync = now
+        return cut
+
+    def _recover(self, segment: Segment) -> int:
+        data = segment.path.read_bytes()
+        try:
+            whole = valid_length(data)
+        except ArchiveFormatError as exc:
+            whole = exc.offset  # garbage from there on: keep what came before
+            whole = valid_length(data[:whole])
+        if whole < len(data):
+            with segment.path.open("r+b") as handle:
+                handle.truncate(whole)
+                os.fsync(handle.fileno())
+        return len(data) - whole
+
+    def _new_segment(self, start: int) -> Segment:
+        path = segment_path(self.directory, start)
+        path.touch()
+        return Segment(start, path)
+
+    # -- appending -------------------------------------------------------------------
+
+    def append(self, frames: list[bytes], now: float) -> int:
+        """Write one record; returns its offset. fsync'd by count here, by time in tick."""
+        assert self._active is not None, "open() first"
+        record = encode_record(frames)
+        try:
+            if self._active_size >= self.segment_size:
+                self._roll(now)
+            self._active.write(record)
+        except OSError as exc:
+            raise ArchiveError(f"archive write failed: {exc}") from None
+        offset = self.end_offset
+        self.end_offset += len(record)
+        self._active_size += len(record)
+        self.bytes += len(record)
+        self.messages_appended += 1
+        self._unsynced += 1
+        if self._unsynced >= self.flush_messages:
+            self.sync(now)
+        return offset
+
+    def _roll(self, now: float) -> None:
+        self.sync(now)
+        self._active.close()
+        segment = self._new_segment(self.end_offset)
+        self.segments.append(segment)
+        self._active = segment.path.open("ab")
+        self._active_size = 0
+
+    def sync(self, now: float) -> None:
+        if self._active is None:
+            return
+        try:
+            self._active.flush()
+            if self._unsynced:
+                os.fsync(self._active.fileno())
+        except OSError as exc:
+            raise ArchiveError(f"archive fsync failed: {exc}") from None
+        self._unsynced = 0
+        self._last_sync = now
+
+    def tick(self, now: float) -> None:
+        if self._unsynced and now - self._last_sync >= self.flush_interval_s:
+            self.sync(now)
+
+    # -- retention and reading --------------------------------------------------------
+
+    def apply_retention(self, now: float, retain_s: float) -> int:
+        """Delete whole segments whose newest data is older than ``retain_s``; never the
+        active one. Returns how many were deleted."""
+        deleted = 0
+        while len(self.segments) > 1:
+            oldest = self.segments[0]
+            if now - oldest.path.stat().st_mtime <= retain_s:
+                break
+            size = oldest.size
+            oldest.path.unlink()
+            self.segments.pop(0)
+            self.bytes -= size
+            deleted += 1
+        return deleted
+
+    @property
+    def start_offset(self) -> int:
+        return self.segments[0].start if self.segments else 0
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole records from ``offset`` (a record boundary), at most ``max_bytes`` but
+        at least one record; empty at the end of the log. ValueError if out of range."""
+        if not self.start_offset <= offset <= self.end_offset:
+            raise ValueError(f"offset {offset} is outside {self.start_offset}..{self.end_offset}")
+        if self._active is not None:
+            self._active.flush()
+        for index, segment in enumerate(self.segments):
+            following = (self.segments[index + 1].start if index + 1 < len(self.segments)
+                         else self.end_offset)
+            if segment.start <= offset < following:
+                return _read_whole_records(segment.path, offset - segment.start,
+                                           following - offset, max_bytes)
+        return b""
+
+    def close(self, now: float) -> None:
+        if self._active is not None:
+            self.sync(now)
+            self._active.close()
+            self._active = None
+
+
+def _read_whole_records(path: Path, position: int, remaining: int, max_bytes: int) -> bytes:
+    """Whole records from ``position``: as many as fit in ``max_bytes``, at least one."""
+    size = max(1, max_bytes)
+    with path.open("rb") as handle:
+        while True:
+            handle.seek(position)
+            data = handle.read(min(size, remaining))
+            whole = valid_length(data)
+            if whole or len(data) >= remaining:
+                return data[:whole]
+            size *= 2  # the first record alone is larger than max_bytes

@@ -1,0 +1,80 @@
+"""The archive: one TopicLog per topic under one directory, used by the loop thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pzq.archive.entry import ArchivedMessage, validate_topic
+from pzq.archive.topiclog import ArchiveError, TopicLog
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    start_offset: int
+    last_offset: int  # the end of the log: where the next record will go
+    bytes: int
+    segments: int
+
+
+class Archive:
+    def __init__(self, directory: Path, segment_size: int = 536_870_912,
+                 flush_messages: int = 10_000, flush_interval_ms: int = 1000,
+                 retain_hours: float = 168) -> None:
+        self.directory = Path(directory)
+        self.segment_size = segment_size
+        self.flush_messages = flush_messages
+        self.flush_interval_s = flush_interval_ms / 1000
+        self.retain_s = retain_hours * 3600
+        self.logs: dict[str, TopicLog] = {}
+        self.repaired_bytes = 0  # torn tails cut at the last open
+
+    def open(self, now: float) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ArchiveError(f"cannot create archive directory {self.directory}: {exc}") \
+                from None
+        for path in sorted(self.directory.iterdir()):
+            if path.is_dir():
+                try:
+                    validate_topic(path.name)
+                except ValueError:
+                    continue  # not ours
+                self.repaired_bytes += self._log(path.name, now, opening=True)[1]
+
+    def _log(self, topic: str, now: float, opening: bool = False) -> tuple[TopicLog, int]:
+        log = self.logs.get(topic)
+        if log is not None:
+            return log, 0
+        log = TopicLog(self.directory / validate_topic(topic), self.segment_size,
+                       self.flush_messages, self.flush_interval_s)
+        cut = log.open(now)
+        self.logs[topic] = log
+        return log, cut
+
+    def log(self, topic: str) -> TopicLog | None:
+        return self.logs.get(topic)
+
+    def append(self, message: ArchivedMessage, now: float) -> int:
+        """Write one message to its topic's log; returns its offset. ArchiveError on failure."""
+        return self._log(message.topic, now)[0].append(message.frames(), now)
+
+    def sync(self, now: float) -> None:
+        for log in self.logs.values():
+            log.sync(now)
+
+    def tick(self, now: float) -> None:
+        for log in self.logs.values():
+            log.tick(now)
+
+    def apply_retention(self, now: float) -> int:
+        return sum(log.apply_retention(now, self.retain_s) for log in self.logs.values())
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return {topic: TopicInfo(log.start_offset, log.end_offset, log.bytes, len(log.segments))
+                for topic, log in self.logs.items()}
+
+    def close(self, now: float) -> None:
+        for log in self.logs.values():
+            log.close(now)

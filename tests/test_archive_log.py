@@ -1,0 +1,143 @@
+"""The ZPER segment log: frames, records, rolling, flushing, retention and recovery."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pzq.archive.codec import (ArchiveFormatError, decode_records, encode_record,
+                               encoded_size, valid_length)
+from pzq.archive.entry import ArchivedMessage, validate_topic
+from pzq.archive.topiclog import TopicLog, list_segments
+from pzq.archive.writer import Archive
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.mark.parametrize("length", [0, 1, 254, 255, 256, 65536, 70000])
+def test_frame_round_trip_at_length_boundaries(length):
+    payload = bytes(range(256)) * (length // 256) + bytes(length % 256)
+    encoded = encode_record([payload])
+    header = 2 if length < 255 else 9
+    assert len(encoded) == header + length == encoded_size([payload])
+    assert encoded[0] == (0x02 if length >= 255 else 0x00)
+    if length >= 255:
+        assert encoded[1:9] == length.to_bytes(8, "big")
+    assert list(decode_records(encoded)) == [(0, [payload])]
+
+
+def test_multi_frame_records_in_a_row():
+    first, second = [b"key", b"{}", b"a" * 300], [b"k2", b"", b"x"]
+    data = encode_record(first) + encode_record(second)
+    assert data[0] == 0x01 and data[5] == 0x01  # more frames follow
+    assert list(decode_records(data)) == [(0, first), (encoded_size(first), second)]
+
+
+@pytest.mark.parametrize("cut", [1, 3, 9, 20])
+def test_torn_tail_is_not_a_record(cut):
+    data = encode_record([b"whole"]) + encode_record([b"k", b"m", b"p" * 300])
+    torn = data[:len(data) - cut]
+    assert valid_length(torn) == encoded_size([b"whole"])
+
+
+def test_bad_flag_is_an_error_with_its_offset():
+    data = encode_record([b"ok"]) + b"\x80\x01x"
+    with pytest.raises(ArchiveFormatError) as raised:
+        list(decode_records(data))
+    assert raised.value.offset == 4
+
+
+def message(n: int, topic: str = "orders", size: int = 10) -> ArchivedMessage:
+    return ArchivedMessage(b"00000000-%016x" % n, b"m%d" % n, topic, 1, 2, 3, 1, "00000000",
+                           (b"x" * size,))
+
+
+def test_archived_message_round_trip():
+    original = message(7)
+    assert ArchivedMessage.from_frames(original.frames()) == original
+    with pytest.raises(ArchiveFormatError):
+        ArchivedMessage.from_frames([b"key", b"not json"])
+
+
+@pytest.mark.parametrize("bad", ["", ".hidden", "a/b", "x" * 256, "spa ce", "é"])
+def test_bad_topic_names(bad):
+    with pytest.raises(ValueError):
+        validate_topic(bad)
+
+
+def test_rolling_keeps_offsets_continuous(tmp_path):
+    log = TopicLog(tmp_path / "t", segment_size=100, flush_messages=1000, flush_interval_s=1)
+    log.open(now=0)
+    offsets = [log.append(message(i).frames(), now=0) for i in range(10)]
+    sizes = [encoded_size(message(i).frames()) for i in range(10)]
+    assert offsets == [sum(sizes[:i]) for i in range(10)]
+    segments = list_segments(tmp_path / "t")
+    assert len(segments) > 2
+    for previous, following in zip(segments, segments[1:]):
+        assert previous.start + previous.size == following.start  # no gap, no straddle
+        assert previous.path.name == f"{previous.start:020d}.dat"
+    log.close(now=0)
+    whole = b"".join(segment.path.read_bytes() for segment in segments)
+    assert [offset for offset, _ in decode_records(whole)] == offsets
+
+
+def test_fsync_by_count_and_by_interval(tmp_path):
+    log = TopicLog(tmp_path / "t", segment_size=10**6, flush_messages=3, flush_interval_s=1.0)
+    log.open(now=100.0)
+    log.append([b"a"], now=100.0)
+    log.append([b"b"], now=100.0)
+    assert log._unsynced == 2
+    log.append([b"c"], now=100.0)
+    assert log._unsynced == 0  # the third message reached flush_messages
+    log.append([b"d"], now=100.2)
+    log.tick(now=100.9)
+    assert log._unsynced == 1  # not yet a second since the last fsync
+    log.tick(now=101.3)
+    assert log._unsynced == 0
+
+
+def test_retention_deletes_old_whole_segments_never_the_active(tmp_path):
+    log = TopicLog(tmp_path / "t", segment_size=50, flush_messages=1, flush_interval_s=1)
+    log.open(now=0)
+    for i in range(6):
+        log.append(message(i).frames(), now=0)
+    segments = list_segments(tmp_path / "t")
+    for index, segment in enumerate(segments):
+        os.utime(segment.path, (1000 + index, 1000 + index))
+    assert log.apply_retention(now=1000 + 3600, retain_s=3600) == 0
+    deleted = log.apply_retention(now=1002 + 3600.5, retain_s=3600)
+    assert deleted == 3  # the segments last written at 1000, 1001 and 1002
+    assert log.apply_retention(now=10**9, retain_s=1) == len(segments) - 4
+    assert [s.path.exists() for s in segments][-1] and len(log.segments) == 1
+    assert log.start_offset == segments[-1].start
+
+
+def test_torn_tail_recovery_then_clean_appends(tmp_path):
+    archive = Archive(tmp_path, segment_size=10**6)
+    archive.open(now=0)
+    offsets = [archive.append(message(i), now=0) for i in range(3)]
+    archive.close(now=0)
+    (segment,) = list_segments(tmp_path / "orders")
+    full = segment.path.read_bytes()
+    segment.path.write_bytes(full[:-5])  # a crash in the middle of the last record
+
+    reopened = Archive(tmp_path, segment_size=10**6)
+    reopened.open(now=0)
+    assert reopened.repaired_bytes == len(full) - offsets[2] - 5
+    assert reopened.append(message(9), now=0) == offsets[2]
+    reopened.close(now=0)
+    records = [ArchivedMessage.from_frames(f) for _, f in decode_records(segment.path.read_bytes())]
+    assert [r.msg_id for r in records] == [b"m0", b"m1", b"m9"]
+
+
+def test_read_whole_records_within_max_bytes(tmp_path):
+    log = TopicLog(tmp_path / "t", segment_size=10**6, flush_messages=1000, flush_interval_s=1)
+    log.open(now=0)
+    offsets = [log.append(message(i, size=100).frames(), now=0) for i in range(5)]
+    record = offsets[1] - offsets[0]
+    assert len(log.read(offsets[1], record * 2 + 10)) == record * 2
+    assert len(log.read(offsets[1], 1)) == record  # at least one whole record
+    assert log.read(log.end_offset, 100) == b""
+    with pytest.raises(ValueError):
+        log.read(log.end_offset + 1, 100)

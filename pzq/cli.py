@@ -12,6 +12,7 @@ from typing import Any, NoReturn, Sequence
 from pzq import __version__, logs
 from pzq.config import OPTIONS, Config, build_config
 from pzq.device import Device
+from pzq.archive.topiclog import ArchiveError
 from pzq.errors import ConfigError, StoreError
 from pzq.security import load_key_pair
 from pzq.sockets import BindError
@@ -21,7 +22,7 @@ from pzq.waker import Waker
 EXIT_OK = 0  # stopped on request, everything handed back
 EXIT_FAILURE = 1  # an unexpected error; the log says which
 EXIT_USAGE = 2  # a bad option, value or config file
-EXIT_STORE = 3  # the database directory could not be opened (locked, not writable)
+EXIT_STORE = 3  # the database or archive directory could not be opened or written
 EXIT_BIND = 4  # an endpoint could not be bound (in use, bad address)
 EXIT_INTERRUPTED = 130  # a second stop signal: exited at once without handing back
 
@@ -86,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:  # found only once the node starts, e.g. the keys directory
         print(f"pzq: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ArchiveError as exc:
+        print(f"pzq: error: {exc}", file=sys.stderr)
+        return EXIT_STORE
     except Exception:
         log.exception("node_failed")
         return EXIT_FAILURE

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from pzq.archive.entry import validate_topic
 from pzq.errors import ConfigError
 
 DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
@@ -66,6 +67,20 @@ OPTIONS: tuple[Option, ...] = (
            "stored messages beyond which producers get QUEUE_FULL (0: no limit)"),
     Option("max_bytes", "--max-bytes", int, 0,
            "stored bytes beyond which producers get QUEUE_FULL (0: no limit)"),
+    Option("archive_dir", "--archive-dir", str, None,
+           "archive every acked message to a ZPER segment log here (off when unset)"),
+    Option("segment_size", "--segment-size", int, 536_870_912,
+           "archive: roll to a new segment file past this many bytes"),
+    Option("flush_messages", "--flush-messages", int, 10_000,
+           "archive: fsync after this many messages"),
+    Option("flush_interval", "--flush-interval", int, 1000,
+           "archive: fsync at least this often when something is unsynced (milliseconds)"),
+    Option("retain_hours", "--retain-hours", int, 168,
+           "archive: delete whole segments older than this"),
+    Option("archive_topic", "--archive-topic", str, "default",
+           "archive: topic of messages without a TOPIC:name header"),
+    Option("archive_dsn", "--archive-dsn", str, None,
+           "archive: endpoint of the ZPER-compatible reader (off when unset)"),
     Option("curve_secret_key", "--curve-secret-key", str, None,
            "this node's CURVE key pair (a .key_secret file): encrypt every socket"),
     Option("curve_authorized_keys", "--curve-authorized-keys", str, None,
@@ -105,6 +120,13 @@ class Config:
     max_deliveries: int
     max_messages: int
     max_bytes: int
+    archive_dir: str | None
+    segment_size: int
+    flush_messages: int
+    flush_interval: int
+    retain_hours: int
+    archive_topic: str
+    archive_dsn: str | None
     curve_secret_key: str | None
     curve_authorized_keys: str | None
     log_level: str
@@ -167,7 +189,8 @@ def build_config(cli_values: Mapping[str, Any], config_file: Path | None = None)
 
 def validate(config: Config) -> None:
     positive = ("ack_timeout", "reaper_frequency", "inflight_size", "max_message_size",
-                "batch_size", "timeout_nodes", "timeout_replication")
+                "batch_size", "timeout_nodes", "timeout_replication", "segment_size",
+                "flush_messages", "flush_interval", "retain_hours")
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be greater than 0")
@@ -183,6 +206,7 @@ def validate(config: Config) -> None:
     if config.log_format not in LOG_FORMATS:
         raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
     _validate_cluster(config)
+    _validate_archive(config)
     if (config.curve_secret_key is None) != (config.curve_authorized_keys is None):
         raise ConfigError("--curve-secret-key and --curve-authorized-keys go together")
 
@@ -202,6 +226,17 @@ def _validate_cluster(config: Config) -> None:
             f"(got {len(config.nodes)})")
     if config.nodes and config.broadcast_dsn is None:
         raise ConfigError("--nodes needs --broadcast-dsn, this node's own cluster endpoint")
+
+
+def _validate_archive(config: Config) -> None:
+    try:
+        validate_topic(config.archive_topic)
+    except ValueError as exc:
+        raise ConfigError(f"--archive-topic: {exc}") from None
+    if config.archive_dsn is not None:
+        _check_dsn("--archive-dsn", config.archive_dsn)
+        if config.archive_dir is None:
+            raise ConfigError("--archive-dsn needs --archive-dir")
 
 
 def _check_dsn(flag: str, dsn: str) -> None:

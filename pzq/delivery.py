@@ -110,6 +110,10 @@ class DeliveryState:
         self.counters.late_acks += late
         return entry
 
+    def peek(self, batch: Batch, seq: int) -> InFlight | None:
+        """What ``ack`` would remove, without removing it (to archive it first)."""
+        return self.inflight.get(seq) or self.ready.get(seq) or self._stored_entry(batch, seq)
+
     def _stored_entry(self, batch: Batch, seq: int) -> InFlight | None:
         """A message ACKed after it left memory (e.g. sent before a restart)."""
         if (seq in self._deleting or seq in self._unwritten_deletes

@@ -17,6 +17,8 @@ from zmq.utils.monitor import recv_monitor_message
 
 from pzq import __version__, admin, keyspace, monitor, record, sockets, wire
 from pzq.admin import Admin
+from pzq.archive.tier import ArchiveTier
+from pzq.archive.topiclog import ArchiveError
 from pzq.areas import OwnArea
 from pzq.config import Config
 from pzq.counters import Counters
@@ -28,12 +30,13 @@ from pzq.rates import LatencyWindow, Rates
 from pzq.reaper import start_scheduler
 from pzq.security import ClientCurve, KeyPair, start_authenticator
 from pzq.store import Batch, Store
-from pzq.waker import HEARTBEAT, REAP, Waker
+from pzq.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
 
 # Stop reading producers while this many ACKs wait for a full producer pipe.
 OUTBOX_LIMIT = 200_000
 MONITOR_BATCH = 64
-POLL_RETRY_MS = 5  # how soon to retry ACKs a full producer pipe refused
+POLL_RETRY_MS = 5
+RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute  # how soon to retry ACKs a full producer pipe refused
 STOP_FLUSH_SECONDS = 2.0
 
 log = get_logger("pzq.device")
@@ -73,6 +76,10 @@ class Device:
         self._store_failing = False
         self.cluster = (Cluster(config, store, self.counters, self._queue_producer_ack)
                         if config.broadcast_dsn else None)
+        self.archive = (ArchiveTier(config, store.node_id.decode())
+                        if config.archive_dir else None)
+        self.readers: zmq.Socket | None = None
+        self._archive_failing = False
 
     @property
     def stop_requested(self) -> bool:
@@ -90,6 +97,8 @@ class Device:
         bound: list[zmq.Socket] = []
         scheduler = authenticator = None
         try:
+            if self.archive is not None:
+                self.archive.open()
             if self.curve is not None:
                 authenticator = start_authenticator(context, self.config.curve_authorized_keys)
             self.receive = sockets.bind_receive(context, self.config.receive_dsn, self.curve)
@@ -105,7 +114,15 @@ class Device:
             self.endpoints = {"receive": sockets.bound_endpoint(self.receive),
                               "send": sockets.bound_endpoint(self.send),
                               "monitor": sockets.bound_endpoint(self.monitor)}
+            if self.config.archive_dsn is not None:
+                self.readers = sockets.bind(context, zmq.ROUTER, self.config.archive_dsn,
+                                            "--archive-dsn", self.curve)
+                bound.append(self.readers)
+                self.endpoints["archive"] = sockets.bound_endpoint(self.readers)
             ticks = {REAP: self.config.reaper_frequency}
+            if self.archive is not None:
+                ticks[ARCHIVE_FLUSH] = self.config.flush_interval * 1000
+                ticks[RETENTION] = RETENTION_PERIOD_US
             if self.cluster is not None:
                 self.cluster.open(context, functools.partial(sockets.bind, curve=self.curve),
                                   ClientCurve(self.curve, self.curve.public)
@@ -126,12 +143,16 @@ class Device:
             if authenticator is not None:
                 authenticator.stop()
             context.term()
+            if self.archive is not None:
+                self.archive.close()
 
     def _serve(self) -> None:
         poller = zmq.Poller()
         poller.register(self.waker.fileno(), zmq.POLLIN)
         poller.register(self.monitor, zmq.POLLIN)
         poller.register(self.send_events, zmq.POLLIN)
+        if self.readers is not None:
+            poller.register(self.readers, zmq.POLLIN)
         for socket in self.cluster.sockets() if self.cluster else ():
             poller.register(socket, zmq.POLLIN)
         if self.cluster is not None:
@@ -205,6 +226,8 @@ class Device:
                 state.deliver(self._send_delivery, now, self.config.batch_size)
         if events.get(self.send_events, 0) & zmq.POLLIN:
             self._count_consumers()
+        if self.readers is not None and events.get(self.readers, 0) & zmq.POLLIN:
+            self.archive.answer_readers(self.readers)
         self.rates.sample(monotonic, self.counters)
         if events.get(self.monitor, 0) & zmq.POLLIN:
             self._answer_monitor()
@@ -221,6 +244,14 @@ class Device:
                 state.reap(now)
         if HEARTBEAT in reasons and self.cluster is not None:
             self.cluster.heartbeat(monotonic)
+        if self.archive is not None:
+            try:
+                if ARCHIVE_FLUSH in reasons:
+                    self.archive.tick()
+                if RETENTION in reasons:
+                    self.archive.apply_retention()
+            except ArchiveError as exc:
+                self._archive_failed(exc)
 
     def _take_produces(self, batch: Batch, accepted: list[Accepted], now: int) -> None:
         for _ in range(self.config.batch_size):
@@ -270,6 +301,9 @@ class Device:
                 self.counters.bad_consumer_acks += 1
                 log.debug("consumer_ack_malformed", reason=str(exc))
                 continue
+            state = self._state_for(node_id)
+            if ok and state is not None and not self._archive(state, batch, key, seq, now):
+                continue  # not archived, so not removed: it will be delivered again
             if node_id != self.store.node_id:
                 known = self.cluster is not None and self.cluster.takeover_ack(batch, node_id,
                                                                                 seq, ok)
@@ -287,11 +321,43 @@ class Device:
             if not known:
                 log.debug("consumer_ack_unknown", key=key.decode(), status=ok)
 
+    def _state_for(self, node_id: bytes) -> DeliveryState | None:
+        if node_id == self.store.node_id:
+            return self.delivery
+        return self.cluster.takeovers.get(node_id) if self.cluster is not None else None
+
+    def _archive(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
+                 now: int) -> bool:
+        """Append an acked message to the archive; False if that failed."""
+        if self.archive is None:
+            return True
+        entry = state.peek(batch, seq)
+        if entry is None:
+            return True  # unknown: nothing to archive, the ACK path counts it
+        try:
+            self.archive.append(key, entry.value, entry.first_delivered_us, entry.deliveries,
+                                now)
+        except ArchiveError as exc:
+            self._archive_failed(exc)
+            return False
+        if self._archive_failing:
+            self._archive_failing = False
+            log.warning("archive_write_recovered")
+        return True
+
+    def _archive_failed(self, exc: Exception) -> None:
+        self.archive.failures += 1
+        if not self._archive_failing:  # once per failing spell
+            self._archive_failing = True
+            log.error("archive_write_failed", error=str(exc))
+
     def _commit(self, batch: Batch, accepted: list[Accepted], acked_own: list[int],
                 monotonic: float) -> None:
         try:
+            if self.archive is not None:
+                self.archive.before_commit()
             batch.write()
-        except StoreError as exc:
+        except (StoreError, ArchiveError) as exc:
             self._store_write_failed(accepted, str(exc))
             return
         if self._store_failing:
@@ -406,5 +472,6 @@ class Device:
             "node_id": self.store.node_id.decode(),
             "uptime_seconds": round(time.monotonic() - self.started, 3),
             "hard_sync": int(self.config.hard_sync),
+            "archive": self.archive.snapshot() if self.archive else {},
             **self.counters.as_dict(),
         }

@@ -29,6 +29,9 @@ class OrderedEntries(Generic[E]):
     def __contains__(self, seq: int) -> bool:
         return seq in self._entries
 
+    def get(self, seq: int) -> E | None:
+        return self._entries.get(seq)
+
     def _append(self, entry: E) -> None:
         self._entries[entry.seq] = entry
         self.bytes += entry.size

@@ -1,0 +1,93 @@
+"""The device's side of the archive: acked messages in, ZPER readers answered.
+
+A message is appended here before its store delete is written; under --hard-sync
+the archive is fsync'd before that write (``before_commit``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import zmq
+
+from pzq import record
+from pzq.archive import zper_server
+from pzq.archive.entry import ArchivedMessage, validate_topic
+from pzq.archive.writer import Archive
+from pzq.config import Config
+
+TOPIC_HEADER = b"TOPIC:"
+READER_BATCH = 64
+
+
+class ArchiveTier:
+    def __init__(self, config: Config, origin: str) -> None:
+        assert config.archive_dir is not None
+        self.archive = Archive(Path(config.archive_dir), config.segment_size,
+                               config.flush_messages, config.flush_interval,
+                               config.retain_hours)
+        self.default_topic = config.archive_topic
+        self.hard_sync = config.hard_sync
+        self.origin = origin
+        self.archived = 0
+        self.failures = 0
+        self._dirty = False
+
+    def open(self) -> None:
+        self.archive.open(time.time())
+
+    def append(self, key: bytes, value: bytes, first_delivered_us: int, deliveries: int,
+               acked_us: int) -> None:
+        """Archive one acked message (ArchiveError if it could not be written)."""
+        stored = record.decode(value)
+        self.archive.append(ArchivedMessage(
+            key=key, msg_id=stored.msg_id, topic=self.topic_of(stored.headers),
+            stored_us=stored.stored_us, first_delivered_us=first_delivered_us,
+            acked_us=acked_us, deliveries=deliveries, origin=self.origin,
+            parts=stored.parts), time.time())
+        self.archived += 1
+        self._dirty = True
+
+    def topic_of(self, headers: tuple[bytes, ...]) -> str:
+        for header in headers:
+            if header.startswith(TOPIC_HEADER):
+                try:
+                    return validate_topic(header[len(TOPIC_HEADER):].decode())
+                except (ValueError, UnicodeDecodeError):
+                    break  # an unusable topic name: archive under the default one
+        return self.default_topic
+
+    def before_commit(self) -> None:
+        """Under --hard-sync the archive reaches the disk before the store deletes."""
+        if self.hard_sync and self._dirty:
+            self.archive.sync(time.time())
+        self._dirty = False
+
+    def tick(self) -> None:
+        self.archive.tick(time.time())
+
+    def apply_retention(self) -> int:
+        return self.archive.apply_retention(time.time())
+
+    def answer_readers(self, socket: zmq.Socket) -> None:
+        for _ in range(READER_BATCH):
+            try:
+                identity, *frames = socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                socket.send_multipart([identity, *zper_server.handle(self.archive, identity,
+                                                                     frames)], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass  # the reader is gone or not reading
+
+    def snapshot(self) -> dict[str, object]:
+        return {"archived": self.archived, "failures": self.failures,
+                "topics": {topic: {"start_offset": info.start_offset,
+                                   "last_offset": info.last_offset, "bytes": info.bytes,
+                                   "segments": info.segments}
+                           for topic, info in self.archive.topics().items()}}
+
+    def close(self) -> None:
+        self.archive.close(time.time())

@@ -1,0 +1,68 @@
+"""ZPER's reader protocol: identities, commands and status bytes, as pure functions.
+
+A reader's identity names its topic: hash:1 mode:1 length:1 topic uuid:16, the hash
+being ``0xff & (s[0]*31^(n-1) + ... + s[n-1])``. Requests are a command frame and
+big-endian arguments; every reply starts with a one-byte status.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from pzq.errors import DecodeError
+
+OK = 100
+INVALID_OFFSET = 101
+INVALID_COMMAND = 102
+INTERNAL_ERROR = 255  # -1 as a signed byte, as ZPER writes it
+LATEST = -1  # ZPER's own code: -1 latest, -2 earliest
+EARLIEST = -2
+INT64 = struct.Struct(">q")
+INT32 = struct.Struct(">i")
+
+
+def topic_hash(topic: bytes) -> int:
+    value = 0
+    for byte in topic:
+        value = value * 31 + byte
+    return value & 0xFF
+
+
+def make_identity(topic: str, mode: int = 0) -> bytes:
+    name = topic.encode()
+    return bytes((topic_hash(name), mode, len(name))) + name + uuid.uuid4().bytes
+
+
+def identity_topic(identity: bytes) -> str:
+    if len(identity) < 3 or len(identity) != 3 + identity[2] + 16:
+        raise DecodeError("identity is not hash, mode, length, topic, 16-byte uuid")
+    name = identity[3:3 + identity[2]]
+    if identity[0] != topic_hash(name):
+        raise DecodeError("identity topic hash does not match its topic")
+    return name.decode(errors="replace")
+
+
+def encode_offset_request(timestamp_ms: int, max_entries: int | None = None) -> list[bytes]:
+    frames = [b"OFFSET", INT64.pack(timestamp_ms)]
+    if max_entries is not None:
+        frames.append(INT32.pack(max_entries))
+    return frames
+
+
+def decode_offset_request(frames: list[bytes]) -> tuple[int, int]:
+    if len(frames) not in (2, 3) or len(frames[1]) != 8 or (len(frames) == 3
+                                                             and len(frames[2]) != 4):
+        raise DecodeError("OFFSET needs an 8-byte time and an optional 4-byte count")
+    max_entries = INT32.unpack(frames[2])[0] if len(frames) == 3 else 1
+    return INT64.unpack(frames[1])[0], max_entries
+
+
+def encode_fetch_request(offset: int, max_bytes: int) -> list[bytes]:
+    return [b"FETCH", INT64.pack(offset), INT64.pack(max_bytes)]
+
+
+def decode_fetch_request(frames: list[bytes]) -> tuple[int, int]:
+    if len(frames) != 3 or len(frames[1]) != 8 or len(frames[2]) != 8:
+        raise DecodeError("FETCH needs an 8-byte offset and an 8-byte size")
+    return INT64.unpack(frames[1])[0], INT64.unpack(frames[2])[0]

@@ -141,3 +141,27 @@ def test_read_whole_records_within_max_bytes(tmp_path):
     assert log.read(log.end_offset, 100) == b""
     with pytest.raises(ValueError):
         log.read(log.end_offset + 1, 100)
+
+
+def test_pzq_archive_topics_dump_and_verify(tmp_path, capsys):
+    from pzq.archive import tool
+    archive = Archive(tmp_path, segment_size=200)
+    archive.open(now=0)
+    offsets = [archive.append(message(i, topic="t"), now=0) for i in range(5)]
+    archive.close(now=0)
+    assert tool.main(["topics", str(tmp_path)]) == 0
+    listing = capsys.readouterr().out
+    assert listing.startswith("t: offsets 0..") and "00000000000000000000.dat" in listing
+    assert tool.main(["dump", str(tmp_path), "t", "--from", str(offsets[2]), "--count", "2"]) == 0
+    dumped = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in dumped] == [str(offsets[2]), str(offsets[3])]
+    segment = list_segments(tmp_path / "t")[0]
+    assert tool.main(["verify", str(segment.path)]) == 0
+    data = segment.path.read_bytes()
+    bad = offsets[1]  # the flag byte of the second record
+    segment.path.write_bytes(data[:bad] + b"\x80" + data[bad + 1:])
+    assert tool.main(["verify", str(segment.path)]) == 1
+    assert f"bad flag byte 0x80 at byte {bad}" in capsys.readouterr().out
+    segment.path.write_bytes(data[:-4])
+    assert tool.main(["verify", str(segment.path)]) == 1
+    assert "torn record" in capsys.readouterr().out

@@ -7,7 +7,8 @@ import zmq
 
 from harness import wait_until
 from pzq.archive import zper_protocol as zp
-from pzq.archive.reader import ArchiveReader, ReaderError, read_topic
+from pzq.archive.files import read_topic
+from pzq.archive.reader import ArchiveReader, ReaderError
 from pzq.archive.topiclog import list_segments
 from pzq.client import Consumer, Producer
 

@@ -1,8 +1,7 @@
-"""Reading the archive: from a node's ZPER reader socket, or from the files directly."""
+"""Reading the archive from a node's ZPER reader socket (files: pzq.archive.files)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import zmq
@@ -10,7 +9,6 @@ import zmq
 from pzq.archive import zper_protocol as zp
 from pzq.archive.codec import decode_records, encoded_size
 from pzq.archive.entry import ArchivedMessage
-from pzq.archive.topiclog import list_segments
 
 
 class ReaderError(Exception):
@@ -74,23 +72,3 @@ class ArchiveReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def read_segment(path: Path, start: int, begin: int = 0,
-                 end: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
-    """(offset, frames) of the whole records of one segment file within [begin, end)."""
-    data = path.read_bytes()
-    for position, frames in decode_records(data):
-        offset = start + position
-        if offset < begin:
-            continue
-        if end is not None and offset >= end:
-            return
-        yield offset, frames
-
-
-def read_topic(directory: Path, topic: str, begin: int = 0,
-               end: int | None = None) -> Iterator[tuple[int, ArchivedMessage]]:
-    for segment in list_segments(Path(directory) / topic):
-        for offset, frames in read_segment(segment.path, segment.start, begin, end):
-            yield offset, ArchivedMessage.from_frames(frames, offset)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pzq.archive.codec import ArchiveFormatError, valid_length
-from pzq.archive.reader import read_topic
+from pzq.archive.files import read_topic
 from pzq.archive.topiclog import list_segments
 
 EXIT_OK = 0

@@ -1,0 +1,1 @@
+"""The archive tier: a ZPER segment log of every acked message, and its readers."""

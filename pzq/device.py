@@ -67,6 +67,7 @@ class Device:
                                       config.max_deliveries)
         self.admin = Admin(store, self.snapshot)
         self.rates = Rates(("received", "delivered", "acked"))
+        self.rates.sample(time.monotonic(), self.counters)  # the zero every rate starts from
         self.ack_latency = LatencyWindow()
         self.consumers_connected = 0
         self.outbox: deque[list[bytes]] = deque()

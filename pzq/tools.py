@@ -1,9 +1,11 @@
-"""Command-line tools over pzq.client: pzq-produce, pzq-consume, pzq-monitor."""
+"""Command-line tools over pzq.client: pzq-produce, pzq-consume, pzq-ctl, pzq-keygen.
+
+pzq-monitor lives in pzq.monitor_cli; ``request_monitor`` here serves them all.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Sequence
 
@@ -93,26 +95,6 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
             if args.count and received >= args.count:
                 break
     return EXIT_OK
-
-
-def monitor_main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser("pzq-monitor", "Ask a node's monitor socket for its figures.")
-    parser.add_argument("--dsn", default=DEFAULT_MONITOR, help="the node's --monitor-dsn")
-    parser.add_argument("--command", default="MONITOR", help="MONITOR, STATS or PING")
-    parser.add_argument("--json", action="store_true", help="print STATS as JSON")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait")
-    args = parser.parse_args(argv)
-    command = "STATS" if args.json else args.command.upper()
-    try:
-        reply = request_monitor(args.dsn, command, args.timeout, _curve(parser, args))
-    except TimeoutError as exc:
-        print(f"pzq-monitor: error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    if args.json:
-        print(json.dumps(json.loads(reply), indent=2, sort_keys=True))
-    else:
-        print(reply.decode(errors="replace").rstrip("\n"))
-    return EXIT_FAILURE if reply.startswith(b"ERROR") else EXIT_OK
 
 
 def ctl_main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+"""Operator tooling for pzq: the Prometheus exporter and status page, dashboards, alerts."""

@@ -31,6 +31,7 @@ from pzq.reaper import start_scheduler
 from pzq.security import ClientCurve, KeyPair, start_authenticator
 from pzq.store import Batch, Store
 from pzq.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
+from pzq.zmqio import recv_frames, send_frames
 
 # Stop reading producers while this many ACKs wait for a full producer pipe.
 OUTBOX_LIMIT = 200_000
@@ -257,7 +258,7 @@ class Device:
     def _take_produces(self, batch: Batch, accepted: list[Accepted], now: int) -> None:
         for _ in range(self.config.batch_size):
             try:
-                frames = self.receive.recv_multipart(zmq.NOBLOCK)
+                frames = recv_frames(self.receive)
             except zmq.Again:
                 return
             self.counters.received += 1
@@ -292,7 +293,7 @@ class Device:
                             monotonic: float) -> None:
         for _ in range(self.config.batch_size):
             try:
-                frames = self.send.recv_multipart(zmq.NOBLOCK)
+                frames = recv_frames(self.send)
             except zmq.Again:
                 return
             try:
@@ -402,7 +403,7 @@ class Device:
         while self.outbox:
             frames = self.outbox.popleft()
             try:
-                self.receive.send_multipart(frames, zmq.NOBLOCK)
+                send_frames(self.receive, frames)
                 self.counters.producer_acks_sent += 1
             except zmq.Again:
                 refused.append(frames)
@@ -414,7 +415,7 @@ class Device:
 
     def _send_delivery(self, frames: list[bytes]) -> bool:
         try:
-            self.send.send_multipart(frames, zmq.NOBLOCK)
+            send_frames(self.send, frames)
         except zmq.Again:
             return False
         return True

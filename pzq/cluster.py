@@ -224,13 +224,13 @@ class Cluster:
     def flush(self) -> None:
         """Broadcast this wake's removes (after its batch is written)."""
         for origin, seqs in self._removes_out.items():
+            frames = cw.encode_remove(origin, seqs)
+            origin_endpoint = self.peers.endpoint_of(origin)
             for endpoint, dealer in self.dealers.items():
-                if endpoint == self.peers.endpoint_of(origin):
-                    if self.peers.peers[endpoint].up:
-                        self._send(dealer, cw.encode_remove(origin, seqs))
-                    continue
-                if not self.peers.peers[endpoint].up or not self._send(
-                        dealer, cw.encode_remove(origin, seqs)):
+                sent = self.peers.peers[endpoint].up and self._send(dealer, frames)
+                # A holder that missed it gets it when back; a down origin instead
+                # collects tombstones when it returns.
+                if not sent and endpoint != origin_endpoint:
                     self._removes_owed[endpoint].append((origin, seqs))
         self._removes_out.clear()
 

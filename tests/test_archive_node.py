@@ -98,3 +98,41 @@ def test_torn_archive_tail_is_cut_on_restart(archived_node, context):
     archived_node.wait_stats(lambda s: s["archive"]["archived"] == 2, message="archived again")
     bodies = [m.parts[0] for _, m in read_topic(archived_node.archive_dir, "even")]
     assert bodies == [b"body 0", b"body 2", b"body 0"]  # the torn one cut, appends clean
+
+
+def independent_zper_parse(data: bytes) -> list[list[bytes]]:
+    """A parser written from the ZPER format description alone, sharing no pzq code:
+    flag byte (0x01 more, 0x02 long), 1-byte or 8-byte big-endian length, payload."""
+    records, frames, position = [], [], 0
+    while position < len(data):
+        flag = data[position]
+        assert flag in (0, 1, 2, 3), f"bad flag at {position}"
+        if flag & 2:
+            length = int.from_bytes(data[position + 1:position + 9], "big")
+            position += 9
+        else:
+            length = data[position + 1]
+            position += 2
+        frames.append(data[position:position + length])
+        assert len(frames[-1]) == length, "truncated frame"
+        position += length
+        if not flag & 1:
+            records.append(frames)
+            frames = []
+    assert not frames, "a record without its last frame"
+    return records
+
+
+def test_segments_of_a_real_run_parse_with_an_independent_reader(archived_node, context):
+    with Producer(archived_node.receive_dsn, context=context) as producer:
+        for size in (0, 254, 255, 256, 70_000):
+            producer.send([b"s" * size, b"tail"], headers=[b"TOPIC:sizes"])
+        producer.flush(15)
+    with Consumer(archived_node.send_dsn, context=context) as consumer:
+        for _ in range(5):
+            consumer.receive(10).ack()
+    archived_node.wait_stats(lambda s: s["archive"]["archived"] == 5, message="archived")
+    records = [record for segment in list_segments(archived_node.archive_dir / "sizes")
+               for record in independent_zper_parse(segment.path.read_bytes())]
+    assert [len(record[2]) for record in records] == [0, 254, 255, 256, 70_000]
+    assert all(record[3] == b"tail" and record[0].count(b"-") == 1 for record in records)

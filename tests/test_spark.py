@@ -82,6 +82,34 @@ def test_topic_and_offset_options(spark, archive_dir):
     assert sorted(r.offset for r in window) == offsets[5:9]
 
 
+def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, context,
+                                                          tmp_path):
+    from pzq.archive.files import read_topic
+    from pzq.client import Consumer, Producer
+
+    archive = tmp_path / "archive"
+    node = start_node("--archive-dir", str(archive), "--segment-size", "2000")
+    with Producer(node.receive_dsn, context=context) as producer:
+        for i in range(60):
+            producer.send([b"body %d" % i, b"x" * i], headers=[b"TOPIC:t%d" % (i % 2)])
+        producer.flush(15)
+    with Consumer(node.send_dsn, context=context) as consumer:
+        for i in range(60):
+            message = consumer.receive(10)
+            message.nack() if i % 10 == 0 else message.ack()
+        for _ in range(6):
+            consumer.receive(10).ack()  # the given-back ones, delivered again
+    node.wait_stats(lambda s: s["archive"]["archived"] == 60, message="archived")
+    node.stop()  # flushed and closed
+    expected = sorted((topic, offset, bytes(m.key), m.deliveries, tuple(m.parts))
+                      for topic in ("t0", "t1") for offset, m in read_topic(archive, topic))
+    rows = spark.read.format("zper").load(str(archive)).collect()
+    got = sorted((r.topic, r.offset, bytes(r.key), r.deliveries,
+                  tuple(bytes(p) for p in r.parts)) for r in rows)
+    assert got == expected and len(got) == 60
+    assert sum(1 for row in got if row[3] == 2) == 6
+
+
 def test_report_job_end_to_end(archive_dir, tmp_path, capsys, spark):
     spec = importlib.util.spec_from_file_location("archive_report",
                                                   ROOT / "scripts" / "archive_report.py")

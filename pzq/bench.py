@@ -33,6 +33,18 @@ NS = struct.Struct(">q")
 
 # -- load generators (each runs in its own process) ---------------------------------
 
+def _arrivals(socket: zmq.Socket, timeout_ms: int = 30_000) -> list[list[bytes]] | None:
+    """Every message waiting after one poll; None if nothing came within the timeout."""
+    if not socket.poll(timeout_ms):
+        return None
+    arrived = []
+    while True:
+        try:
+            arrived.append(recv_frames(socket))
+        except zmq.Again:
+            return arrived
+
+
 def produce_load(dsn: str, count: int, size: int, window: int, results: Any) -> None:
     """Send ``count`` messages keeping ``window`` unanswered; report rate and latencies."""
     context = zmq.Context()
@@ -50,15 +62,12 @@ def produce_load(dsn: str, count: int, size: int, window: int, results: Any) -> 
             msg_id = COUNTER.pack(sent)
             now = time.perf_counter_ns()
             sent_at[msg_id] = now
-            socket.send_multipart([msg_id, b"", NS.pack(time.time_ns()) + padding])
+            send_frames(socket, [msg_id, b"", NS.pack(time.time_ns()) + padding])
             sent += 1
-        if not socket.poll(30_000):
+        arrived = _arrivals(socket)
+        if arrived is None:
             break
-        while True:
-            try:
-                frames = socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        for frames in arrived:
             start = sent_at.pop(frames[0], None)
             if start is not None:
                 latencies.append(time.perf_counter_ns() - start)
@@ -80,16 +89,13 @@ def consume_load(dsns: list[str], count: int, results: Any) -> None:
     received = 0
     started = None
     while received < count:
-        if not socket.poll(30_000):
+        arrived = _arrivals(socket)
+        if arrived is None:
             break
-        while True:
-            try:
-                frames = socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        for frames in arrived:
             if started is None:
                 started = time.perf_counter()
-            socket.send_multipart([frames[0], frames[1], b"1"])
+            send_frames(socket, [frames[0], frames[1], b"1"])
             body = frames[frames.index(b"", 2) + 1]
             latencies.append(time.time_ns() - NS.unpack_from(body)[0])
             received += 1

@@ -366,7 +366,18 @@ class Cluster:
 
     # -- monitor ---------------------------------------------------------------------------
 
-    def snapshot(self, now: float) -> list[dict[str, object]]:
+    def snapshot(self, now: float) -> dict[str, object]:
+        return {
+            "peers": self._peer_figures(now),
+            "replication_failures": self.tracker.failures,
+            "cluster_rejected": self.rejected,
+            "replicas_held": sum(self.replicas.counts.values()),
+            "tombstones_held": sum(self.replicas.tombstones.values()),
+            "takeovers": sorted(origin.decode() for origin, state in self.takeovers.items()
+                                if not state.paused),
+        }
+
+    def _peer_figures(self, now: float) -> list[dict[str, object]]:
         return [{
             "endpoint": peer.endpoint,
             "node_id": (peer.node_id or b"").decode(),
@@ -376,6 +387,10 @@ class Cluster:
             "replicas_held": self.replicas.counts[peer.node_id] if peer.node_id else 0,
             "replication_lag": self.tracker.lag.get(peer.endpoint, 0),
         } for peer in self.peers.peers.values()]
+
+
+NO_CLUSTER: dict[str, object] = {"peers": [], "replication_failures": 0, "cluster_rejected": 0,
+                                 "replicas_held": 0, "tombstones_held": 0, "takeovers": []}
 
 
 def _decode_holders(blob: bytes) -> tuple[bytes, ...]:

@@ -15,7 +15,7 @@ from collections import deque
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from pzq import __version__, admin, keyspace, monitor, record, sockets, wire
+from pzq import admin, figures, keyspace, monitor, record, sockets, wire
 from pzq.admin import Admin
 from pzq.archive.tier import ArchiveTier
 from pzq.archive.topiclog import ArchiveError
@@ -36,8 +36,8 @@ from pzq.zmqio import recv_frames, send_frames
 # Stop reading producers while this many ACKs wait for a full producer pipe.
 OUTBOX_LIMIT = 200_000
 MONITOR_BATCH = 64
-POLL_RETRY_MS = 5
-RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute  # how soon to retry ACKs a full producer pipe refused
+POLL_RETRY_MS = 5  # how soon to retry ACKs a full producer pipe refused
+RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
 STOP_FLUSH_SECONDS = 2.0
 
 log = get_logger("pzq.device")
@@ -443,37 +443,4 @@ class Device:
                 pass  # the asker is gone or not reading; a monitor reply is not owed
 
     def snapshot(self) -> dict[str, object]:
-        inflight, ready = self.delivery.inflight, self.delivery.ready
-        cluster = self.cluster
-        monotonic = time.monotonic()
-        counters = self.counters
-        return {
-            "rates": self.rates.rates(monotonic, counters),
-            "ack_latency_ms": self.ack_latency.percentiles_ms(monotonic),
-            "consumers_connected": self.consumers_connected,
-            "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
-                              "replication_failed": counters.acks_replication_failed},
-            "peers": cluster.snapshot(time.monotonic()) if cluster else [],
-            "replication_failures": cluster.tracker.failures if cluster else 0,
-            "cluster_rejected": cluster.rejected if cluster else 0,
-            "replicas_held": sum(cluster.replicas.counts.values()) if cluster else 0,
-            "tombstones_held": sum(cluster.replicas.tombstones.values()) if cluster else 0,
-            "takeovers": sorted(o.decode() for o, s in cluster.takeovers.items()
-                                if not s.paused) if cluster else [],
-            "messages": self.store.messages,
-            "messages_inflight": len(inflight),
-            "db_size": self.store.bytes,
-            "inflight_db_size": inflight.bytes,
-            "syncs": self.store.syncs,
-            "expired_messages": self.counters.expired,
-            "messages_ready": len(ready),
-            "dead_letters": self.store.dead_letters,
-            "ready_size": ready.bytes,
-            "pending_producer_acks": len(self.outbox),
-            "version": __version__,
-            "node_id": self.store.node_id.decode(),
-            "uptime_seconds": round(time.monotonic() - self.started, 3),
-            "hard_sync": int(self.config.hard_sync),
-            "archive": self.archive.snapshot() if self.archive else {},
-            **self.counters.as_dict(),
-        }
+        return figures.node_figures(self)

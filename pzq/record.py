@@ -45,7 +45,8 @@ def encode(msg_id: bytes, headers: tuple[bytes, ...], parts: tuple[bytes, ...],
 def with_bookkeeping(value: bytes, first_delivered_us: int, deliveries: int) -> bytes:
     """The same record with its delivery bookkeeping replaced."""
     end = BOOKKEEPING_OFFSET + BOOKKEEPING.size
-    return value[:BOOKKEEPING_OFFSET] + BOOKKEEPING.pack(first_delivered_us, deliveries) + value[end:]
+    bookkeeping = BOOKKEEPING.pack(first_delivered_us, deliveries)
+    return value[:BOOKKEEPING_OFFSET] + bookkeeping + value[end:]
 
 
 def bookkeeping(value: bytes) -> tuple[int, int]:

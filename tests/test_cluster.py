@@ -25,7 +25,7 @@ def ipc_endpoints(tmp_path, count: int) -> list[str]:
 def start_cluster(start_node, endpoints: list[str], replicas: int,
                   timeout_replication_us: int = 1_000_000) -> list[NodeProcess]:
     nodes = []
-    for index, endpoint in enumerate(endpoints):
+    for endpoint in endpoints:
         others = ",".join(e for e in endpoints if e != endpoint)
         nodes.append(start_node(
             "--broadcast-dsn", endpoint, "--nodes", others, "--replicas", str(replicas),

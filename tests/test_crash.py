@@ -17,7 +17,7 @@ def test_sigkill_loses_no_acked_message(start_node, context, hard_sync):
     node = start_node(*(["--hard-sync"] if hard_sync else []))
     acked: set[bytes] = set()
     with Producer(node.receive_dsn, window=500, context=context) as producer:
-        for i in range(SENT_BEFORE_KILL):
+        for _ in range(SENT_BEFORE_KILL):
             msg_id = producer.next_msg_id()
             producer.send([msg_id, b"." * 100], msg_id=msg_id)
             acked.update(ack.msg_id for ack in producer.acks() if ack.ok)

@@ -66,13 +66,15 @@ def send_and_check(node, name: str, message: list[bytes]) -> None:
     assert tools.request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(target=st.sampled_from(["receive", "send", "monitor", "cluster"]), message=mixed_frames)
 def test_random_frames_never_break_the_node(fuzzed_node, target, message):
     send_and_check(fuzzed_node, target, message)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_producer_messages_get_one_answer_each(fuzzed_node, data):
     valid = wire.encode_produce(b"fuzz-id", [b"body"], (b"TOPIC:t",))

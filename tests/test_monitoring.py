@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import wait_until
 from monitoring import exporter
 from pzq import monitor_cli, tools
 from pzq.client import Consumer, Producer

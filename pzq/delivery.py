@@ -50,6 +50,7 @@ class DeliveryState:
         self._deleting: dict[int, int] = {}  # deletes in the batch being built
         self._dead: dict[int, bytes] = {}  # delivered too often: to the dead letters
         self._dead_moving: dict[int, bytes] = {}  # ... in the batch being built
+        self.newly_dead: list[InFlight] = []  # for the archive, taken by the device
         # A paused state delivers nothing and lets expired deliveries go: its area's
         # origin is back and delivers them itself. ACKs are still applied.
         self.paused = False
@@ -153,6 +154,7 @@ class DeliveryState:
                                               entry.deliveries)
         if self.max_deliveries and entry.deliveries >= self.max_deliveries:
             self._dead[entry.seq] = entry.value
+            self.newly_dead.append(entry)
             self.counters.dead_lettered += 1
             return
         self._rewrites[entry.seq] = entry.value

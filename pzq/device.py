@@ -216,6 +216,7 @@ class Device:
             self._take_produces(batch, accepted, now)
         if events.get(self.send, 0) & zmq.POLLIN:
             self._take_consumer_acks(batch, acked_own, now, monotonic)
+        self._archive_dead_letters(now)
         if batch.operations:
             self._commit(batch, accepted, acked_own, monotonic)
         if self.cluster is not None:
@@ -346,6 +347,19 @@ class Device:
             self._archive_failing = False
             log.warning("archive_write_recovered")
         return True
+
+    def _archive_dead_letters(self, now: int) -> None:
+        """Poison messages go to the archive with their history, as they leave delivery."""
+        dead, self.delivery.newly_dead = self.delivery.newly_dead, []
+        if self.archive is None:
+            return
+        for entry in dead:
+            key = keyspace.message_key(self.store.node_id, entry.seq)
+            try:
+                self.archive.append(key, entry.value, entry.first_delivered_us,
+                                    entry.deliveries, now, outcome="dead_letter")
+            except ArchiveError as exc:
+                self._archive_failed(exc)  # still kept in the store's dead letters
 
     def _archive_failed(self, exc: Exception) -> None:
         self.archive.failures += 1

@@ -25,7 +25,7 @@ from pzq.archive.topiclog import list_segments
 
 SCHEMA = ("topic string, offset long, key binary, msg_id binary, stored_us long, "
           "first_delivered_us long, acked_us long, deliveries int, origin string, "
-          "parts array<binary>")
+          "parts array<binary>, outcome string")
 ROWS_PER_BATCH = 4096
 
 
@@ -85,7 +85,7 @@ class ZperReader(DataSourceReader):
             ("msg_id", pa.binary()), ("stored_us", pa.int64()),
             ("first_delivered_us", pa.int64()), ("acked_us", pa.int64()),
             ("deliveries", pa.int32()), ("origin", pa.string()),
-            ("parts", pa.list_(pa.binary()))])
+            ("parts", pa.list_(pa.binary())), ("outcome", pa.string())])
         columns: dict[str, list] = {name: [] for name in arrow_schema.names}
         for offset, message in _messages(partition):
             for name, value in (("topic", partition.topic), ("offset", offset),
@@ -94,7 +94,8 @@ class ZperReader(DataSourceReader):
                                 ("first_delivered_us", message.first_delivered_us),
                                 ("acked_us", message.acked_us),
                                 ("deliveries", message.deliveries),
-                                ("origin", message.origin), ("parts", list(message.parts))):
+                                ("origin", message.origin), ("parts", list(message.parts)),
+                                ("outcome", message.outcome)):
                 columns[name].append(value)
             if len(columns["offset"]) >= ROWS_PER_BATCH:
                 yield pa.RecordBatch.from_pydict(columns, schema=arrow_schema)

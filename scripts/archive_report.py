@@ -24,7 +24,8 @@ def build_report(spark, archive: str):  # noqa: ANN001, ANN201 - Spark types
     from pzq.spark import ZperDataSource
 
     spark.dataSource.register(ZperDataSource)
-    messages = spark.read.format("zper").load(archive)
+    # Dead letters were never acked: they have no end-to-end latency to report.
+    messages = spark.read.format("zper").load(archive).where(F.col("outcome") == "acked")
     bytes_per_message = F.aggregate("parts", F.lit(0).cast("long"),
                                     lambda total, part: total + F.length(part))
     latency_ms = (F.col("acked_us") - F.col("stored_us")) / 1000.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import zmq
 
+from harness import wait_until
 from pzq.archive import zper_protocol as zp
 from pzq.archive.files import read_topic
 from pzq.archive.reader import ArchiveReader, ReaderError
@@ -135,3 +136,20 @@ def test_segments_of_a_real_run_parse_with_an_independent_reader(archived_node, 
                for record in independent_zper_parse(segment.path.read_bytes())]
     assert [len(record[2]) for record in records] == [0, 254, 255, 256, 70_000]
     assert all(record[3] == b"tail" and record[0].count(b"-") == 1 for record in records)
+
+
+def test_dead_letters_are_archived_with_their_history(start_node, context, tmp_path):
+    node = start_node("--archive-dir", str(tmp_path / "archive"), "--max-deliveries", "2",
+                      "--ack-timeout", "200000", "--reaper-frequency", "50000")
+    with Producer(node.receive_dsn, context=context) as producer:
+        producer.produce([b"poison"], headers=[b"TOPIC:bad"])
+    with Consumer(node.send_dsn, context=context) as consumer:
+        assert consumer.receive(10) is not None and consumer.receive(10) is not None
+        node.wait_stats(lambda s: s["dead_letters"] == 1 and s["archive"]["archived"] == 1,
+                        message="dead letter archived")
+    # On disk by the --flush-interval timer (one second) at the latest.
+    ((_, message),) = wait_until(lambda: list(read_topic(tmp_path / "archive", "bad")), 10,
+                                 message="the dead letter on disk")
+    assert (message.outcome, message.deliveries, message.parts) == ("dead_letter", 2,
+                                                                     (b"poison",))
+    assert message.first_delivered_us <= message.acked_us

@@ -62,7 +62,8 @@ def test_reads_typed_rows_one_partition_per_segment(spark, archive_dir):
     assert dict(frame.dtypes) == {
         "topic": "string", "offset": "bigint", "key": "binary", "msg_id": "binary",
         "stored_us": "bigint", "first_delivered_us": "bigint", "acked_us": "bigint",
-        "deliveries": "int", "origin": "string", "parts": "array<binary>"}
+        "deliveries": "int", "origin": "string", "parts": "array<binary>",
+        "outcome": "string"}
     segments = sum(len(list_segments(archive_dir / t)) for t in ("orders", "audit"))
     assert frame.rdd.getNumPartitions() == segments > 2
     rows = frame.collect()

@@ -1,5 +1,8 @@
 """An archived message: the record ``[key][metadata][part 1..N]`` and its metadata.
 
+``acked_us`` is when the consumer ACKed it, or for a dead letter (``outcome``
+``dead_letter``) when it was given up.
+
 Metadata is one compact JSON object, small and self-describing, so that readers in
 any language (and Spark) can use it without this module.
 """
@@ -34,12 +37,13 @@ class ArchivedMessage:
     deliveries: int
     origin: str
     parts: tuple[bytes, ...]
+    outcome: str = "acked"  # or "dead_letter": given up after --max-deliveries
 
     def frames(self) -> list[bytes]:
         metadata = {"topic": self.topic, "msg_id": self.msg_id.decode("latin-1"),
                     "stored_us": self.stored_us, "first_delivered_us": self.first_delivered_us,
                     "acked_us": self.acked_us, "deliveries": self.deliveries,
-                    "origin": self.origin}
+                    "origin": self.origin, "outcome": self.outcome}
         return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
 
     @classmethod
@@ -51,6 +55,6 @@ class ArchivedMessage:
             return cls(frames[0], meta["msg_id"].encode("latin-1"), meta["topic"],
                        int(meta["stored_us"]), int(meta["first_delivered_us"]),
                        int(meta["acked_us"]), int(meta["deliveries"]), meta["origin"],
-                       tuple(frames[2:]))
+                       tuple(frames[2:]), meta.get("outcome", "acked"))
         except (ValueError, KeyError, TypeError, AttributeError):
             raise ArchiveFormatError("record metadata is not pzq's JSON", offset) from None

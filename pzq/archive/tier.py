@@ -38,14 +38,14 @@ class ArchiveTier:
         self.archive.open(time.time())
 
     def append(self, key: bytes, value: bytes, first_delivered_us: int, deliveries: int,
-               acked_us: int) -> None:
-        """Archive one acked message (ArchiveError if it could not be written)."""
+               acked_us: int, outcome: str = "acked") -> None:
+        """Archive one acked (or dead-lettered) message; ArchiveError if it failed."""
         stored = record.decode(value)
         self.archive.append(ArchivedMessage(
             key=key, msg_id=stored.msg_id, topic=self.topic_of(stored.headers),
             stored_us=stored.stored_us, first_delivered_us=first_delivered_us,
             acked_us=acked_us, deliveries=deliveries, origin=self.origin,
-            parts=stored.parts), time.time())
+            parts=stored.parts, outcome=outcome), time.time())
         self.archived += 1
         self._dirty = True
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import zmq
 
-from pzq.launcher import NodeProcess
+from pzq.launcher import NodeProcess, wait_until
 from pzq.zmqio import recv_frames, send_frames
 
 COUNTER = struct.Struct(">Q")
@@ -336,10 +336,9 @@ def _replicated(directory: Path, plan: Plan, base: tuple[float, float, float]) -
     nodes = [start_pzq(directory, f"replica{i}", "--broadcast-dsn", endpoints[i], "--nodes",
                        endpoints[1 - i], "--replicas", "1", "--timeout_replication", "1000000")
              for i in range(2)]
-    for node in nodes:  # wait for both to see each other
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and node.stats()["peers"][0]["state"] != "up":
-            time.sleep(0.05)
+    for node in nodes:
+        wait_until(lambda node=node: node.stats()["peers"][0]["state"] == "up", 20,
+                   message="both nodes seeing each other")
     rate, p50, p99 = measure_produce(nodes[0].receive_dsn, plan.produce_count, 100, 100)
     failures = nodes[0].stats()["replication_failures"]
     for node in nodes:

@@ -153,8 +153,10 @@ class Message:
         return self.sent_us + self.ack_timeout_us
 
     @property
-    def deliveries(self) -> int:
-        return int(self.headers.get("DELIVERY", "1"))
+    def deliveries(self) -> int | None:
+        """How often this message was delivered; None unless the node runs with
+        --delivery-headers (the original layout carries no count)."""
+        return wire.delivery_count(self.headers)
 
     def ack(self) -> None:
         self._consumer.ack(self)

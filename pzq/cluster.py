@@ -162,7 +162,8 @@ class Cluster:
                 state = DeliveryState(TakeoverArea(self.replicas, origin,
                                                    self._is_first_live_holder),
                                       self.config.ack_timeout, self.config.inflight_size,
-                                      self.counters)
+                                      self.counters,
+                                      with_headers=self.config.delivery_headers)
                 self.takeovers[origin] = state
                 log.warning("takeover_started", origin=origin.decode(),
                             replicas=self.replicas.counts[origin])

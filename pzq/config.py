@@ -56,6 +56,9 @@ OPTIONS: tuple[Option, ...] = (
            "endpoint consumers connect to"),
     Option("monitor_dsn", "--monitor-dsn", str, "ipc:///tmp/pzq-monitor",
            "endpoint answering MONITOR, STATS and PING"),
+    Option("delivery_headers", "--delivery-headers", bool, False,
+           "send the delivery count (DELIVERY:n) and the producer's header frames "
+           "before the empty frame of every delivery (off: the original pzq's layout)"),
     Option("max_message_size", "--max-message-size", int, 16 * 1024 * 1024,
            "largest accepted message body in bytes (all parts together)"),
     Option("batch_size", "--batch-size", int, 4096,
@@ -115,6 +118,7 @@ class Config:
     receive_dsn: str
     send_dsn: str
     monitor_dsn: str
+    delivery_headers: bool
     max_message_size: int
     batch_size: int
     max_deliveries: int

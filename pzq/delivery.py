@@ -30,8 +30,10 @@ CURSOR_CHUNK = 256
 
 class DeliveryState:
     def __init__(self, area: Area, ack_timeout_us: int, inflight_size: int,
-                 counters: Counters, max_deliveries: int = 0) -> None:
+                 counters: Counters, max_deliveries: int = 0,
+                 with_headers: bool = False) -> None:
         self.area = area
+        self.with_headers = with_headers  # --delivery-headers
         self.max_deliveries = max_deliveries  # 0: deliver again for ever
         self.ack_timeout_us = ack_timeout_us
         self.counters = counters
@@ -201,9 +203,10 @@ class DeliveryState:
             return False
         stored = record.decode(entry.value)
         deliveries = entry.deliveries + 1
+        headers = (wire.delivery_headers(deliveries, stored.headers) if self.with_headers
+                   else ())
         frames = wire.encode_delivery(keyspace.message_key(self.area.node_id, entry.seq),
-                                      now_us, self.ack_timeout_us, deliveries,
-                                      stored.headers, stored.parts)
+                                      now_us, self.ack_timeout_us, stored.parts, headers)
         if not send(frames):
             return False
         entry.sent_us = now_us

@@ -65,7 +65,7 @@ class Device:
         self.counters = Counters()
         self.delivery = DeliveryState(OwnArea(store), config.ack_timeout,
                                       config.inflight_size, self.counters,
-                                      config.max_deliveries)
+                                      config.max_deliveries, config.delivery_headers)
         self.admin = Admin(store, self.snapshot)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(time.monotonic(), self.counters)  # the zero every rate starts from

@@ -88,7 +88,8 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     with Consumer(args.dsn or [DEFAULT_SEND], curve=_curve(parser, args)) as consumer:
         for message in consumer.messages(args.idle_timeout):
             body = b" ".join(message.parts).decode(errors="replace")
-            print(f"{message.key.decode()} deliveries={message.deliveries} {body}", flush=True)
+            count = "" if message.deliveries is None else f" deliveries={message.deliveries}"
+            print(f"{message.key.decode()}{count} {body}", flush=True)
             if not args.no_ack:
                 message.ack()
             received += 1

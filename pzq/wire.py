@@ -72,8 +72,10 @@ class Delivery:
     parts: tuple[bytes, ...]
 
     @property
-    def deliveries(self) -> int:
-        return int(self.headers.get(DELIVERY_HEADER.decode(), "1"))
+    def deliveries(self) -> int | None:
+        """How often this message was delivered, None when the node does not say
+        (its default, the original's layout, carries no delivery count)."""
+        return delivery_count(self.headers)
 
 
 # -- produce ---------------------------------------------------------------
@@ -151,15 +153,28 @@ def decode_producer_ack(frames: list[bytes]) -> ProducerAck:
 
 # -- delivery to consumers -------------------------------------------------
 
-def encode_delivery(key: bytes, sent_us: int, ack_timeout_us: int, deliveries: int,
-                    headers: tuple[bytes, ...], parts: tuple[bytes, ...]) -> list[bytes]:
-    """``[key][sent µs][ack timeout µs][DELIVERY:n][header…][empty][part…]`` from the DEALER."""
-    return [key, b"%d" % sent_us, b"%d" % ack_timeout_us,
-            b"DELIVERY:%d" % deliveries, *headers, b"", *parts]
+def encode_delivery(key: bytes, sent_us: int, ack_timeout_us: int,
+                    parts: tuple[bytes, ...], headers: tuple[bytes, ...] = ()) -> list[bytes]:
+    """``[key][sent µs][ack timeout µs][header…][empty][part…]`` from the DEALER.
+
+    With no headers this is byte for byte the original pzq's layout, whose own
+    consumers take the body from the fifth frame on; header frames (the delivery
+    count and the producer's headers) are sent only when the operator opts in.
+    """
+    return [key, b"%d" % sent_us, b"%d" % ack_timeout_us, *headers, b"", *parts]
+
+
+def delivery_headers(deliveries: int, producer_headers: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The header frames of a delivery under --delivery-headers."""
+    return (b"DELIVERY:%d" % deliveries, *producer_headers)
 
 
 def decode_delivery(frames: list[bytes]) -> Delivery:
-    """What a consumer's ROUTER receives: the device's peer id comes first."""
+    """What a consumer's ROUTER receives: the device's peer id comes first.
+
+    Reads both layouts: the original's (the empty frame at index 4) and the one
+    with header frames between the ack timeout and the empty frame.
+    """
     if len(frames) < 6:
         raise DecodeError(f"delivery has {len(frames)} frames, expected at least 6")
     try:
@@ -173,6 +188,11 @@ def decode_delivery(frames: list[bytes]) -> Delivery:
         raise DecodeError("delivery sent time or ack timeout is not decimal") from None
     return Delivery(peer, key, sent_us, ack_timeout_us,
                     parse_headers(frames[4:delimiter]), tuple(frames[delimiter + 1:]))
+
+
+def delivery_count(headers: dict[str, str]) -> int | None:
+    value = headers.get(DELIVERY_HEADER.decode())
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def parse_headers(frames: list[bytes]) -> dict[str, str]:

@@ -80,7 +80,7 @@ def test_full_consumers_keep_the_rest_for_later(store):
 
 def test_expired_delivery_goes_first_and_counts_deliveries(store):
     counters = Counters()
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, counters)
+    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, counters, with_headers=True)
     first, second = stored(store, 2)
     consumers = Consumers(room=1)
     state.deliver(consumers, 100, 100)

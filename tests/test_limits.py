@@ -21,7 +21,7 @@ def ctl(node, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_poison_message_moves_to_dead_letters_and_can_be_requeued(start_node, context):
     node = start_node("--max-deliveries", "2", "--ack-timeout", "300000",
-                      "--reaper-frequency", "50000")
+                      "--reaper-frequency", "50000", "--delivery-headers")
     with Producer(node.receive_dsn, context=context) as producer, \
             Consumer(node.send_dsn, context=context) as consumer:
         poison = producer.produce([b"poison"], headers=[b"TOPIC:bad"]).msg_id

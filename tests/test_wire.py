@@ -59,20 +59,31 @@ def test_producer_ack_garbage(frames):
         wire.decode_producer_ack(frames)
 
 
-def test_delivery_round_trip():
-    frames = wire.encode_delivery(b"k", 1700000000123456, 5000000, 3, (b"TOPIC:t",), (b"p1", b"p2"))
-    assert frames[:4] == [b"k", b"1700000000123456", b"5000000", b"DELIVERY:3"]
+def test_delivery_by_default_is_the_original_layout():
+    frames = wire.encode_delivery(b"k", 1700000000123456, 5000000, (b"p1", b"p2"))
+    assert frames == [b"k", b"1700000000123456", b"5000000", b"", b"p1", b"p2"]
+    # The original's own consumer takes the body as every frame from index 5 on.
+    assert [b"peer", *frames][5:] == [b"p1", b"p2"]
     delivery = wire.decode_delivery([b"peer", *frames])
     assert (delivery.key, delivery.sent_us, delivery.ack_timeout_us) == (b"k", 1700000000123456,
                                                                          5000000)
+    assert delivery.headers == {} and delivery.deliveries is None
+    assert delivery.parts == (b"p1", b"p2")
+
+
+def test_delivery_with_headers_round_trip():
+    headers = wire.delivery_headers(3, (b"TOPIC:t",))
+    frames = wire.encode_delivery(b"k", 1700000000123456, 5000000, (b"p1", b"p2"), headers)
+    assert frames[:5] == [b"k", b"1700000000123456", b"5000000", b"DELIVERY:3", b"TOPIC:t"]
+    delivery = wire.decode_delivery([b"peer", *frames])
     assert delivery.headers == {"DELIVERY": "3", "TOPIC": "t"}
     assert delivery.deliveries == 3
     assert delivery.parts == (b"p1", b"p2")
 
 
-def test_delivery_of_the_original_layout_without_headers():
-    delivery = wire.decode_delivery([b"peer", b"k", b"1", b"2", b"", b"body"])
-    assert delivery.deliveries == 1 and delivery.headers == {}
+def test_delivery_whose_body_starts_with_an_empty_part():
+    frames = wire.encode_delivery(b"k", 1, 2, (b"", b"tail"))
+    assert wire.decode_delivery([b"peer", *frames]).parts == (b"", b"tail")
 
 
 @pytest.mark.parametrize("frames", [

@@ -211,6 +211,11 @@ class Cluster:
     def next_deadline(self) -> float | None:
         return self.tracker.next_deadline()
 
+    def fail_replication(self) -> None:
+        """At stop: every producer ACK still waiting for copies goes out now."""
+        for ack in self.tracker.fail_all():
+            self._ack_producer(ack, replicated=False)
+
     def _ack_producer(self, ack: PendingAck, replicated: bool) -> None:
         self.send_ack(ack.routing_id, ack.msg_id, True,
                       b"" if replicated else b"REPLICATION_FAILED")

@@ -162,6 +162,18 @@ class Device:
         while not self._stop_requested:
             self._update_interest(poller)
             self._wake(dict(poller.poll(self._poll_timeout_ms())))
+        self._finish_replication(poller)
+
+    def _finish_replication(self, poller: zmq.Poller) -> None:
+        """At stop, producers whose copies are pending still get their one ACK: wait a
+        little for the peers' confirmations, then answer REPLICATION_FAILED."""
+        if self.cluster is None:
+            return
+        give_up = time.monotonic() + STOP_FLUSH_SECONDS
+        while self.cluster.next_deadline() is not None and time.monotonic() < give_up:
+            self._update_interest(poller)
+            self._wake(dict(poller.poll(self._poll_timeout_ms())))
+        self.cluster.fail_replication()
 
     def _poll_timeout_ms(self) -> int | None:
         """Wake for ACKs to retry and for replication deadlines; else only on events."""
@@ -175,7 +187,8 @@ class Device:
         """Poll for what there is room and work for, so the loop never spins."""
         taking = len(self.outbox) < OUTBOX_LIMIT and not self._stop_requested
         poller.register(self.receive, zmq.POLLIN if taking else 0)
-        wants_out = zmq.POLLOUT if self._has_delivery_work(time.monotonic()) else 0
+        delivering = not self._stop_requested and self._has_delivery_work(time.monotonic())
+        wants_out = zmq.POLLOUT if delivering else 0
         poller.register(self.send, zmq.POLLIN | wants_out)
 
     def _flush_outbox_before_exit(self) -> None:
@@ -224,7 +237,7 @@ class Device:
             self.cluster.flush()
         if self.outbox:
             self._flush_outbox()
-        for state in self._delivery_states(monotonic):
+        for state in self._delivery_states(monotonic) if not self._stop_requested else ():
             if state.has_work():
                 state.deliver(self._send_delivery, now, self.config.batch_size)
         if events.get(self.send_events, 0) & zmq.POLLIN:

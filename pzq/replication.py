@@ -80,6 +80,10 @@ class ReplicationTracker:
             self._forget_unconfirmed_batches()
         return failed
 
+    def fail_all(self) -> list[PendingAck]:
+        """Every ACK still waiting, as if its deadline had passed (the node stops)."""
+        return self.expire(float("inf"))
+
     def _forget_unconfirmed_batches(self) -> None:
         """Confirmations that never came are of no use once every ACK is sent."""
         self._batches.clear()

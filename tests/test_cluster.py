@@ -70,6 +70,26 @@ def test_ack_waits_while_a_peer_is_paused(start_node, context, tmp_path):
     assert replicas_held(nodes[2]) == 1
 
 
+def test_stop_sends_every_pending_producer_ack(start_node, context, tmp_path):
+    """SIGTERM while copies are pending: each producer still gets exactly one ACK."""
+    nodes = start_cluster(start_node, ipc_endpoints(tmp_path, 3), replicas=2,
+                          timeout_replication_us=60_000_000)
+    nodes[2].pause()
+    try:
+        with Producer(nodes[0].receive_dsn, window=10, context=context) as producer:
+            sent = {producer.send([b"pending %d" % i]) for i in range(5)}
+            nodes[1].wait_stats(lambda s: s["replicas_held"] == 5, message="first copies")
+            assert producer.acks(0.2) == []  # the second copy cannot come
+            assert nodes[0].stop() == 0
+            acks = producer.flush(10)
+            assert producer.acks(0.3) == []  # and nothing more than one each
+    finally:
+        nodes[2].resume()
+    assert {ack.msg_id for ack in acks} == sent and len(acks) == 5
+    assert all(ack.ok and ack.replication_failed for ack in acks)
+    assert nodes[0].event("node_stopping")["unsent_producer_acks"] == 0
+
+
 def test_stopped_peer_gives_replication_failed_at_the_deadline(start_node, context, tmp_path):
     nodes = start_cluster(start_node, ipc_endpoints(tmp_path, 3), replicas=2,
                           timeout_replication_us=800_000)

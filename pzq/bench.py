@@ -80,13 +80,24 @@ def produce_load(dsn: str, count: int, size: int, window: int, results: Any) -> 
 
 def consume_load(dsns: list[str], count: int, results: Any) -> None:
     """Receive and ACK ``count`` messages; the body's first 8 bytes are the send time."""
+    _consume(dsns, count, 0.0, results)
+
+
+def slow_consume_load(dsns: list[str], count: int, work_s: float, results: Any) -> None:
+    """The same, spending ``work_s`` on each delivery as a consumer doing real work."""
+    _consume(dsns, count, work_s, results)
+
+
+def _consume(dsns: list[str], count: int, work_s: float, results: Any) -> None:
+    """Count distinct messages (by body) and every delivery, duplicates included."""
     context = zmq.Context()
     socket = context.socket(zmq.ROUTER)
     socket.setsockopt(zmq.RCVHWM, 1000)
     for dsn in dsns:
         socket.connect(dsn)
     latencies = []
-    received = 0
+    seen: set[bytes] = set()
+    received = deliveries = 0
     started = None
     while received < count:
         arrived = _arrivals(socket)
@@ -95,12 +106,19 @@ def consume_load(dsns: list[str], count: int, results: Any) -> None:
         for frames in arrived:
             if started is None:
                 started = time.perf_counter()
+            if work_s:
+                time.sleep(work_s)  # the consumer's own work on the message
             send_frames(socket, [frames[0], frames[1], b"1"])
             body = frames[frames.index(b"", 2) + 1]
+            deliveries += 1
+            if body in seen:
+                continue
+            seen.add(body)
             latencies.append(time.time_ns() - NS.unpack_from(body)[0])
             received += 1
     elapsed = time.perf_counter() - (started or time.perf_counter())
-    results.put({"role": "consumer", "count": received, "seconds": elapsed,
+    results.put({"role": "consumer", "count": received, "deliveries": deliveries,
+                 "seconds": elapsed,
                  "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})
     context.destroy(linger=0)
 
@@ -265,14 +283,16 @@ class Plan:
     window1_count: int
     drain_count: int
     backlogs: tuple[int, ...]
+    slow_count: int = 300
     sizes: tuple[int, ...] = (100, 4096)
     windows: tuple[int, ...] = (1, 100, 1000)
 
 
 PLANS = {
     "smoke": Plan(300, 50, 300, (0, 500), sizes=(100,), windows=(1, 100)),
-    "quick": Plan(5_000, 500, 5_000, (0, 20_000, 100_000), sizes=(100, 4096)),
-    "full": Plan(30_000, 2_000, 30_000, (0, 100_000, 1_000_000)),
+    "quick": Plan(5_000, 500, 5_000, (0, 20_000, 100_000), sizes=(100, 4096),
+                  slow_count=1_500),
+    "full": Plan(30_000, 2_000, 30_000, (0, 100_000, 1_000_000), slow_count=3_000),
 }
 
 
@@ -326,9 +346,32 @@ def run_benchmark(plan: Plan, directory: Path) -> list[Figure]:
     record("produce 100 B window 100, --hard-sync", produce_base,
            measure_produce(node.receive_dsn, plan.produce_count, size, window))
     node.kill()
+    figures.append(_slow_consumer(directory, plan))
     figures.extend(_replicated(directory, plan, produce_base))
     figures.extend(_backlog_scaling(directory, plan, produce_base, drain_base))
     return figures
+
+
+SLOW_WORK_S = 0.003
+SLOW_ACK_TIMEOUT_US = 1_000_000
+
+
+def _slow_consumer(directory: Path, plan: Plan) -> Figure:
+    """A consumer taking 3 ms per message while a producer runs far ahead of it, with a
+    1 s ack timeout: every delivery beyond one per message is a duplicate."""
+    node = start_pzq(directory, "slow-consumer", "--ack-timeout", str(SLOW_ACK_TIMEOUT_US),
+                     "--reaper-frequency", str(SLOW_ACK_TIMEOUT_US // 10))
+    answers = _run([(slow_consume_load, ([node.send_dsn], plan.slow_count, SLOW_WORK_S)),
+                    (produce_load, (node.receive_dsn, plan.slow_count, 100, 100))])
+    stats = node.stats()
+    node.kill()
+    consumer = next(a for a in answers if a["role"] == "consumer")
+    latencies = consumer["latencies_ns"]
+    return Figure(f"slow consumer ({SLOW_WORK_S * 1000:.0f} ms a message)", "pzq",
+                  consumer["count"] / max(consumer["seconds"], 1e-9),
+                  _percentile(latencies, .5), _percentile(latencies, .99),
+                  extra={"deliveries_per_message": round(stats["delivered"] / plan.slow_count, 3),
+                         "expired": stats["expired"]})
 
 
 def _replicated(directory: Path, plan: Plan, base: tuple[float, float, float]) -> list[Figure]:
@@ -372,6 +415,10 @@ def print_table(figures: list[Figure]) -> None:
         print(f"{figure.scenario:<44} {figure.target:<8} {figure.rate:>10.0f} "
               f"{figure.p50_ms:>8.2f} {figure.p99_ms:>8.2f} "
               f"{figure.rss_mb or 0:>7.0f} {'' if figure.ratio is None else figure.ratio:>6}")
+    for figure in figures:
+        if "deliveries_per_message" in figure.extra:
+            print(f"{figure.scenario}: {figure.extra['deliveries_per_message']} deliveries "
+                  f"per message, {figure.extra['expired']} expired")
 
 
 def draw_chart(figures: list[Figure], path: Path) -> None:

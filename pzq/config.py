@@ -56,6 +56,9 @@ OPTIONS: tuple[Option, ...] = (
            "endpoint consumers connect to"),
     Option("monitor_dsn", "--monitor-dsn", str, "ipc:///tmp/pzq-monitor",
            "endpoint answering MONITOR, STATS and PING"),
+    Option("prefetch", "--prefetch", int, 1000,
+           "most deliveries unacked at once on --send-dsn; below it the node keeps "
+           "each delivery's wait for a consumer well inside --ack-timeout"),
     Option("delivery_headers", "--delivery-headers", bool, False,
            "send the delivery count (DELIVERY:n) and the producer's header frames "
            "before the empty frame of every delivery (off: the original pzq's layout)"),
@@ -118,6 +121,7 @@ class Config:
     receive_dsn: str
     send_dsn: str
     monitor_dsn: str
+    prefetch: int
     delivery_headers: bool
     max_message_size: int
     batch_size: int
@@ -192,7 +196,8 @@ def build_config(cli_values: Mapping[str, Any], config_file: Path | None = None)
 
 
 def validate(config: Config) -> None:
-    positive = ("ack_timeout", "reaper_frequency", "inflight_size", "max_message_size",
+    positive = ("ack_timeout", "reaper_frequency", "inflight_size", "prefetch",
+                "max_message_size",
                 "batch_size", "timeout_nodes", "timeout_replication", "segment_size",
                 "flush_messages", "flush_interval", "retain_hours")
     for name in positive:

@@ -31,6 +31,7 @@ from pzq.reaper import start_scheduler
 from pzq.security import ClientCurve, KeyPair, start_authenticator
 from pzq.store import Batch, Store
 from pzq.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
+from pzq.window import DeliveryWindow
 from pzq.zmqio import recv_frames, send_frames
 
 # Stop reading producers while this many ACKs wait for a full producer pipe.
@@ -66,6 +67,7 @@ class Device:
         self.delivery = DeliveryState(OwnArea(store), config.ack_timeout,
                                       config.inflight_size, self.counters,
                                       config.max_deliveries, config.delivery_headers)
+        self.window = DeliveryWindow(config.prefetch, config.ack_timeout, now_us())
         self.admin = Admin(store, self.snapshot)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(time.monotonic(), self.counters)  # the zero every rate starts from
@@ -212,7 +214,23 @@ class Device:
         return states
 
     def _has_delivery_work(self, monotonic: float) -> bool:
-        return any(state.has_work() for state in self._delivery_states(monotonic))
+        states = self._delivery_states(monotonic)
+        return (any(state.has_work() for state in states)
+                and self.window.room(self._unacked()) > 0)
+
+    def _unacked(self) -> int:
+        takeovers = self.cluster.takeovers.values() if self.cluster else ()
+        return len(self.delivery.inflight) + sum(len(state.inflight) for state in takeovers)
+
+    def _deliver(self, now: int, monotonic: float) -> None:
+        """As much as the consumers take and the delivery window allows."""
+        for state in self._delivery_states(monotonic):
+            if not state.has_work():
+                continue
+            room = self.window.room(self._unacked())
+            if room == 0:
+                return
+            state.deliver(self._send_delivery, now, min(room, self.config.batch_size))
 
     def _wake(self, events: dict) -> None:
         now, monotonic = now_us(), time.monotonic()
@@ -228,7 +246,9 @@ class Device:
         if events.get(self.receive, 0) & zmq.POLLIN and not self._stop_requested:
             self._take_produces(batch, accepted, now)
         if events.get(self.send, 0) & zmq.POLLIN:
+            answered = self.counters.acked + self.counters.nacked
             self._take_consumer_acks(batch, acked_own, now, monotonic)
+            self.window.acked(self.counters.acked + self.counters.nacked - answered)
         self._archive_dead_letters(now)
         if batch.operations:
             self._commit(batch, accepted, acked_own, monotonic)
@@ -237,9 +257,9 @@ class Device:
             self.cluster.flush()
         if self.outbox:
             self._flush_outbox()
-        for state in self._delivery_states(monotonic) if not self._stop_requested else ():
-            if state.has_work():
-                state.deliver(self._send_delivery, now, self.config.batch_size)
+        self.window.update(now)
+        if not self._stop_requested:
+            self._deliver(now, monotonic)
         if events.get(self.send_events, 0) & zmq.POLLIN:
             self._count_consumers()
         if self.readers is not None and events.get(self.readers, 0) & zmq.POLLIN:
@@ -255,9 +275,10 @@ class Device:
 
     def _on_ticks(self, reasons: bytes, now: int, monotonic: float) -> None:
         if REAP in reasons:
-            self.delivery.reap(now)
+            expired = self.delivery.reap(now)
             for state in self.cluster.takeovers.values() if self.cluster else ():
-                state.reap(now)
+                expired += state.reap(now)
+            self.window.expired(expired)
         if HEARTBEAT in reasons and self.cluster is not None:
             self.cluster.heartbeat(monotonic)
         if self.archive is not None:

@@ -26,6 +26,8 @@ def node_figures(device: "Device") -> dict[str, object]:
         "expired_messages": counters.expired,
         # and ours
         "messages_ready": len(ready),
+        "delivery_window": device.window.size,
+        "prefetch": device.window.limit,
         "ready_size": ready.bytes,
         "dead_letters": store.dead_letters,
         "pending_producer_acks": len(device.outbox),

@@ -71,4 +71,7 @@ class TakeoverArea:
         """Delivery bookkeeping of replicas stays in memory: the origin owns the record."""
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
-        raise NotImplementedError("dead letters are kept by the origin only")
+        """Given up while its origin is down: kept in this node's own dead letters,
+        and a tombstone tells the origin it is done with when it comes back."""
+        self.replicas.remove(batch, self.node_id, seq, tombstone=True)
+        batch.add_dead_letter(value)

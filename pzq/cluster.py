@@ -162,8 +162,8 @@ class Cluster:
                 state = DeliveryState(TakeoverArea(self.replicas, origin,
                                                    self._is_first_live_holder),
                                       self.config.ack_timeout, self.config.inflight_size,
-                                      self.counters,
-                                      with_headers=self.config.delivery_headers)
+                                      self.counters, self.config.max_deliveries,
+                                      self.config.delivery_headers)
                 self.takeovers[origin] = state
                 log.warning("takeover_started", origin=origin.decode(),
                             replicas=self.replicas.counts[origin])
@@ -175,8 +175,11 @@ class Cluster:
             del self.takeovers[origin]
 
     def takeover_ack(self, batch: Batch, origin: bytes, seq: int, ok: bool) -> bool:
+        """Apply a consumer's answer for a taken-over message; False if it names none
+        (counted once, here or by the delivery state)."""
         state = self.takeovers.get(origin)
         if state is None:
+            self.counters.unknown_acks += 1
             return False
         if not ok:
             return state.nack(seq)
@@ -184,6 +187,10 @@ class Cluster:
             return False
         self._removes_out[origin].append(seq)
         return True
+
+    def dead_lettered(self, origin: bytes, seqs: list[int]) -> None:
+        """Taken-over messages given up here: every other holder drops its copy."""
+        self._removes_out[origin].extend(seqs)
 
     # -- replication (origin side) -------------------------------------------------
 

@@ -80,7 +80,7 @@ class Device:
         self._store_failing = False
         self.cluster = (Cluster(config, store, self.counters, self._queue_producer_ack)
                         if config.broadcast_dsn else None)
-        self.archive = (ArchiveTier(config, store.node_id.decode())
+        self.archive = (ArchiveTier(config)
                         if config.archive_dir else None)
         self.readers: zmq.Socket | None = None
         self._archive_failing = False
@@ -342,10 +342,11 @@ class Device:
             if ok and state is not None and not self._archive(state, batch, key, seq, now):
                 continue  # not archived, so not removed: it will be delivered again
             if node_id != self.store.node_id:
-                known = self.cluster is not None and self.cluster.takeover_ack(batch, node_id,
-                                                                                seq, ok)
-                if not known:
+                if self.cluster is None:
                     self.counters.unknown_acks += 1
+                    known = False
+                else:
+                    known = self.cluster.takeover_ack(batch, node_id, seq, ok)
             elif ok:
                 entry = self.delivery.ack(batch, seq)
                 known = entry is not None
@@ -373,7 +374,7 @@ class Device:
             return True  # unknown: nothing to archive, the ACK path counts it
         try:
             self.archive.append(key, entry.value, entry.first_delivered_us, entry.deliveries,
-                                now)
+                                now, state.area.node_id.decode())
         except ArchiveError as exc:
             self._archive_failed(exc)
             return False
@@ -383,17 +384,21 @@ class Device:
         return True
 
     def _archive_dead_letters(self, now: int) -> None:
-        """Poison messages go to the archive with their history, as they leave delivery."""
-        dead, self.delivery.newly_dead = self.delivery.newly_dead, []
-        if self.archive is None:
-            return
-        for entry in dead:
-            key = keyspace.message_key(self.store.node_id, entry.seq)
-            try:
-                self.archive.append(key, entry.value, entry.first_delivered_us,
-                                    entry.deliveries, now, outcome="dead_letter")
-            except ArchiveError as exc:
-                self._archive_failed(exc)  # still kept in the store's dead letters
+        """Poison messages go to the archive with their history, as they leave delivery;
+        the holders of a taken-over one drop their copies."""
+        takeovers = self.cluster.takeovers.values() if self.cluster else ()
+        for state in (self.delivery, *takeovers):
+            dead, state.newly_dead = state.newly_dead, []
+            origin = state.area.node_id
+            if dead and origin != self.store.node_id and self.cluster is not None:
+                self.cluster.dead_lettered(origin, [entry.seq for entry in dead])
+            for entry in dead if self.archive is not None else ():
+                try:
+                    self.archive.append(keyspace.message_key(origin, entry.seq), entry.value,
+                                        entry.first_delivered_us, entry.deliveries, now,
+                                        origin.decode(), outcome="dead_letter")
+                except ArchiveError as exc:
+                    self._archive_failed(exc)  # still kept in the store's dead letters
 
     def _archive_failed(self, exc: Exception) -> None:
         self.archive.failures += 1

@@ -60,6 +60,13 @@ class Batch:
         self.put(keyspace.dead_key(seq), value)
         self.dead_delta += 1
 
+    def add_dead_letter(self, value: bytes) -> int:
+        """A dead letter that was not one of this node's messages (a takeover's)."""
+        seq = self._store.take_seq()
+        self.put(keyspace.dead_key(seq), value)
+        self.dead_delta += 1
+        return seq
+
     def drop_dead_letter(self, seq: int) -> None:
         self.delete(keyspace.dead_key(seq))
         self.dead_delta -= 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 
@@ -10,6 +11,7 @@ import zmq
 
 from harness import NodeProcess, wait_until
 from pzq import cluster_wire
+from pzq.archive.files import read_topic
 from pzq.client import Consumer, Producer
 
 pytestmark = pytest.mark.timeout(90)
@@ -149,6 +151,55 @@ def test_acked_messages_survive_the_origin_and_one_survivor_delivers_each(
         assert consumer.receive(1.5) is None
     for node in nodes[1:]:
         node.wait_stats(lambda s: not s["takeovers"], message="takeover stopped")
+
+
+def test_taken_over_messages_dead_letter_and_archive_under_their_origin(
+        start_node, context, tmp_path):
+    endpoints = ipc_endpoints(tmp_path, 2)
+    nodes = []
+    for index, endpoint in enumerate(endpoints):
+        nodes.append(start_node(
+            "--broadcast-dsn", endpoint, "--nodes", endpoints[1 - index], "--replicas", "1",
+            "--timeout-nodes", str(TIMEOUT_NODES_US), "--ack-timeout", "300000",
+            "--reaper-frequency", "50000", "--max-deliveries", "2",
+            "--archive-dir", str(tmp_path / f"archive{index}")))
+    for node in nodes:
+        node.wait_stats(lambda s: all(p["state"] == "up" for p in s["peers"]),
+                        message="every peer up")
+    origin = nodes[0].stats()["node_id"]
+    with Producer(nodes[0].receive_dsn, context=context) as producer:
+        assert not producer.produce([b"poison"], headers=[b"TOPIC:t"]).replication_failed
+        assert not producer.produce([b"fine"], headers=[b"TOPIC:t"]).replication_failed
+    nodes[0].kill()
+    with Consumer(nodes[1].send_dsn, context=context) as consumer:
+        received = []
+
+        def settled() -> bool:
+            message = consumer.receive(0.05)
+            if message is not None:
+                received.append(message)
+            if message is not None and message.parts == (b"fine",):
+                message.ack()
+            stats = nodes[1].stats()
+            return stats["dead_letters"] == 1 and stats["archive"]["archived"] == 2
+        wait_until(settled, 30, message="one acked and one dead-lettered on the survivor")
+        # An ACK naming a taken-over origin's key that does not exist counts once.
+        bogus = f"{origin}-{10**6:016x}".encode()
+        consumer.ack(dataclasses.replace(received[0], key=bogus))
+        nodes[1].wait_stats(lambda s: s["unknown_acks"] == 1, message="one unknown ack")
+    stats = nodes[1].stats()
+    assert stats["replicas_held"] == 0 and stats["unknown_acks"] == 1
+    archived = wait_until(lambda: (lambda found: found if len(found) == 2 else None)(
+        [m for _, m in read_topic(tmp_path / "archive1", "t")]), 10, message="archive on disk")
+    assert {(m.parts, m.outcome, m.origin) for m in archived} == {
+        ((b"poison",), "dead_letter", origin), ((b"fine",), "acked", origin)}
+    assert all(m.key.startswith(origin.encode() + b"-") for m in archived)
+
+    # The origin comes back: neither message is delivered again there.
+    nodes[0].restart()
+    nodes[0].wait_figures(lambda f: f["messages"] == 0, message="tombstones applied")
+    with Consumer(nodes[0].send_dsn, context=context) as consumer:
+        assert consumer.receive(1.0) is None
 
 
 def test_ack_on_the_origin_removes_every_copy(start_node, context, tmp_path):

@@ -22,14 +22,13 @@ READER_BATCH = 64
 
 
 class ArchiveTier:
-    def __init__(self, config: Config, origin: str) -> None:
+    def __init__(self, config: Config) -> None:
         assert config.archive_dir is not None
         self.archive = Archive(Path(config.archive_dir), config.segment_size,
                                config.flush_messages, config.flush_interval,
                                config.retain_hours)
         self.default_topic = config.archive_topic
         self.hard_sync = config.hard_sync
-        self.origin = origin
         self.archived = 0
         self.failures = 0
         self._dirty = False
@@ -38,13 +37,13 @@ class ArchiveTier:
         self.archive.open(time.time())
 
     def append(self, key: bytes, value: bytes, first_delivered_us: int, deliveries: int,
-               acked_us: int, outcome: str = "acked") -> None:
+               acked_us: int, origin: str, outcome: str = "acked") -> None:
         """Archive one acked (or dead-lettered) message; ArchiveError if it failed."""
         stored = record.decode(value)
         self.archive.append(ArchivedMessage(
             key=key, msg_id=stored.msg_id, topic=self.topic_of(stored.headers),
             stored_us=stored.stored_us, first_delivered_us=first_delivered_us,
-            acked_us=acked_us, deliveries=deliveries, origin=self.origin,
+            acked_us=acked_us, deliveries=deliveries, origin=origin,
             parts=stored.parts, outcome=outcome), time.time())
         self.archived += 1
         self._dirty = True

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
 from pzq import __version__, logs
-from pzq.config import OPTIONS, Config, build_config
-from pzq.device import Device
 from pzq.archive.topiclog import ArchiveError
+from pzq.config import OPTIONS, Config, build_config
 from pzq.errors import ConfigError, StoreError
+from pzq.node.device import Device
+from pzq.node.waker import Waker
 from pzq.security import load_key_pair
 from pzq.sockets import BindError
-from pzq.store import Store
-from pzq.waker import Waker
+from pzq.store.store import Store
 
 EXIT_OK = 0  # stopped on request, everything handed back
 EXIT_FAILURE = 1  # an unexpected error; the log says which

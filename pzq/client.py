@@ -1,6 +1,6 @@
 """Python clients for pzq: a windowed Producer and a Consumer.
 
-Both speak the documented frame layouts (see pzq.wire) over plain ZeroMQ sockets,
+Both speak the documented frame layouts (see pzq.protocol.frames) over plain ZeroMQ sockets,
 so they also work against the original pzq. Each instance owns its sockets and
 must stay on the thread that made it.
 """
@@ -15,10 +15,10 @@ from typing import Iterator, Sequence
 
 import zmq
 
-from pzq import wire
 from pzq.errors import DecodeError
+from pzq.protocol import frames as wire
+from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientCurve
-from pzq.wire import ProducerAck
 
 __all__ = ["Producer", "Consumer", "Message", "ProducerAck"]
 

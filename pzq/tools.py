@@ -11,9 +11,11 @@ from typing import Sequence
 
 import zmq
 
-from pzq import monitor, security, wire
+from pzq import security
 from pzq.client import Consumer, Producer
 from pzq.errors import ConfigError
+from pzq.node import monitor
+from pzq.protocol import frames as wire
 from pzq.security import ClientCurve
 
 EXIT_OK = 0

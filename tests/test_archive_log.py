@@ -6,8 +6,13 @@ import os
 
 import pytest
 
-from pzq.archive.codec import (ArchiveFormatError, decode_records, encode_record,
-                               encoded_size, valid_length)
+from pzq.archive.codec import (
+    ArchiveFormatError,
+    decode_records,
+    encode_record,
+    encoded_size,
+    valid_length,
+)
 from pzq.archive.entry import ArchivedMessage, validate_topic
 from pzq.archive.topiclog import TopicLog, list_segments
 from pzq.archive.writer import Archive

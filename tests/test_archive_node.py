@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import zmq
-
 from harness import wait_until
+
 from pzq.archive import zper_protocol as zp
 from pzq.archive.files import read_topic
 from pzq.archive.reader import ArchiveReader, ReaderError

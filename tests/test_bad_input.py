@@ -6,10 +6,11 @@ import resource
 
 import pytest
 import zmq
-
 from harness import run_pzq, wait_until
-from pzq import keyspace, tools
+
+from pzq import tools
 from pzq.client import Consumer, Producer
+from pzq.store import keyspace
 
 pytestmark = pytest.mark.timeout(60)
 

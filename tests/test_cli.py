@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from harness import run_pzq
+
 from pzq.cli import EXIT_BIND, EXIT_USAGE, parse_config
 from pzq.config import build_config, defaults, read_config_file
 from pzq.errors import ConfigError

@@ -8,11 +8,11 @@ import time
 
 import pytest
 import zmq
-
 from harness import NodeProcess, wait_until
-from pzq import cluster_wire
+
 from pzq.archive.files import read_topic
 from pzq.client import Consumer, Producer
+from pzq.protocol import cluster as cluster_wire
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pzq import cluster_wire as cw
+from pzq.cluster.peers import PeerTable
+from pzq.cluster.replication import ReplicationTracker
 from pzq.errors import DecodeError
-from pzq.peers import PeerTable
-from pzq.replicas import encode_holders, split_value
-from pzq.replication import ReplicationTracker
+from pzq.protocol import cluster as cw
+from pzq.store.replicas import encode_holders, split_value
 
 pytestmark = pytest.mark.timeout(10)
 NODE = b"0a1b2c3d"

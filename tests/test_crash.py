@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from harness import wait_until
+
 from pzq.client import Consumer, Producer
 
 pytestmark = pytest.mark.timeout(120)

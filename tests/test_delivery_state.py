@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pzq import keyspace, record, wire
-from pzq.counters import Counters
-from pzq.areas import OwnArea
-from pzq.delivery import DeliveryState
-from pzq.store import Store
+from pzq.delivery.areas import OwnArea
+from pzq.delivery.state import DeliveryState
+from pzq.node.counters import Counters
+from pzq.protocol import frames as wire
+from pzq.store import keyspace, record
+from pzq.store.store import Store
 
 pytestmark = pytest.mark.timeout(20)
 TIMEOUT = 1_000

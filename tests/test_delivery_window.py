@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from pzq.client import Consumer, Producer
-from pzq.window import INITIAL, DeliveryWindow
+from pzq.delivery.window import INITIAL, DeliveryWindow
 
 ACK_TIMEOUT_US = 1_000_000
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import zmq
-
 from harness import wait_until
+
 from pzq.client import Consumer, Producer
 
 pytestmark = pytest.mark.timeout(60)

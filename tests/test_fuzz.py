@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 import zmq
+from harness import NodeProcess, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import NodeProcess, wait_until
-from pzq import tools, wire
+from pzq import tools
 from pzq.client import Consumer, Producer
+from pzq.protocol import frames as wire
 
 pytestmark = pytest.mark.timeout(300)
 

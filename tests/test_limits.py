@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from harness import wait_until
+
 from pzq.client import Consumer, Producer
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from harness import wait_until
+
 from pzq.client import Consumer, Producer
 
 ROOT = Path(__file__).parent.parent

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import docutils.core
 import pytest
-
 from harness import wait_until
 
 ROOT = Path(__file__).parent.parent

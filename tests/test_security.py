@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import zmq
-
 from harness import run_pzq, wait_until
+
 from pzq import security, tools
 from pzq.client import Consumer, Producer
 from pzq.security import ClientCurve

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pzq import keyspace, record
 from pzq.errors import DecodeError, StoreError
-from pzq.store import Store
+from pzq.store import keyspace, record
+from pzq.store.store import Store
 
 pytestmark = pytest.mark.timeout(20)
 

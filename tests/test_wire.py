@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pzq import wire
 from pzq.errors import DecodeError
+from pzq.protocol import frames as wire
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import zmq
 
-from pzq import record
 from pzq.archive import zper_server
 from pzq.archive.entry import ArchivedMessage, validate_topic
 from pzq.archive.writer import Archive
 from pzq.config import Config
+from pzq.store import record
 
 TOPIC_HEADER = b"TOPIC:"
 READER_BATCH = 64

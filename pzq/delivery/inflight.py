@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pzq.entries import OrderedEntries
+from pzq.delivery.entries import OrderedEntries
 
 
 @dataclass(slots=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import plyvel
 
-from pzq import keyspace
 from pzq.errors import StoreError
+from pzq.store import keyspace
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 # A larger memtable than LevelDB's 4 MiB means fewer level-0 files, so fewer

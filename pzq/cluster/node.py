@@ -1,7 +1,7 @@
 """The cluster side of a node: heartbeats, replication, broadcast remove, takeover.
 
 Owned by the loop thread like every other socket. The device calls in at fixed
-points of a wake (see pzq.device): ``handle`` for cluster traffic, ``replicate``
+points of a wake (see pzq.node.device): ``handle`` for cluster traffic, ``replicate``
 after its batch is written, ``written``/``write_failed`` after each batch,
 ``heartbeat`` on the scheduler's tick, and ``flush`` before it delivers.
 
@@ -20,20 +20,20 @@ from typing import Callable
 
 import zmq
 
-from pzq import cluster_wire as cw
-from pzq.areas import TakeoverArea
+from pzq.cluster.peers import PeerTable
+from pzq.cluster.replication import PendingAck, ReplicationTracker
 from pzq.config import Config
-from pzq.counters import Counters
-from pzq.delivery import DeliveryState
+from pzq.delivery.areas import TakeoverArea
+from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
-from pzq.peers import PeerTable
-from pzq.replicas import ReplicaStore, encode_holders, split_value
-from pzq.replication import PendingAck, ReplicationTracker
+from pzq.node.counters import Counters
+from pzq.protocol import cluster as cw
 from pzq.security import ClientCurve
-from pzq.store import Batch, Store
+from pzq.store.replicas import ReplicaStore, encode_holders, split_value
+from pzq.store.store import Batch, Store
 
-log = get_logger("pzq.cluster")
+log = get_logger("pzq.cluster.node")
 
 PEER_SNDHWM = 10_000
 TOMBSTONES_PER_PONG = 10_000

@@ -1,7 +1,7 @@
 """Delivery state of one store area: stored → in flight → acked or ready again.
 
 The area is this node's own messages, or the replicas of a down node whose
-delivery this node has taken over (see pzq.areas).
+delivery this node has taken over (see pzq.delivery.areas).
 
 Invariant: every stored message with a sequence number below the cursor is in
 flight, in the redelivery queue, or being deleted. Messages at or past the cursor
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from pzq import keyspace, record, wire
-from pzq.areas import Area
-from pzq.counters import Counters
-from pzq.inflight import InFlight, InFlightTable
-from pzq.redelivery import RedeliveryQueue
-from pzq.store import Batch
+from pzq.delivery.areas import Area
+from pzq.delivery.inflight import InFlight, InFlightTable
+from pzq.delivery.redelivery import RedeliveryQueue
+from pzq.node.counters import Counters
+from pzq.protocol import frames as wire
+from pzq.store import keyspace, record
+from pzq.store.store import Batch
 
 SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
 CURSOR_CHUNK = 256

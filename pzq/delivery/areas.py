@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from pzq.replicas import ReplicaStore
-from pzq.store import Batch, Store
+from pzq.store.replicas import ReplicaStore
+from pzq.store.store import Batch, Store
 
 
 class Area(Protocol):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from pzq import keyspace, record
 from pzq.errors import DecodeError, StoreError
-from pzq.store import Store
+from pzq.store import keyspace, record
+from pzq.store.store import Store
 
 VERBS = (b"DEAD", b"REQUEUE", b"PURGE", b"PENDING")
 DEFAULT_LIST = 100

@@ -6,10 +6,10 @@ import time
 from typing import TYPE_CHECKING
 
 from pzq import __version__
-from pzq.cluster import NO_CLUSTER
+from pzq.cluster.node import NO_CLUSTER
 
 if TYPE_CHECKING:
-    from pzq.device import Device
+    from pzq.node.device import Device
 
 
 def node_figures(device: "Device") -> dict[str, object]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Iterable
 
-from pzq import keyspace
 from pzq.errors import DecodeError
-from pzq.store import Batch, Store
+from pzq.store import keyspace
+from pzq.store.store import Batch, Store
 
 Holders = tuple[bytes, ...]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from pzq import keyspace
 from pzq.errors import DecodeError
+from pzq.store import keyspace
 
 PING, PONG = b"PING", b"PONG"
 REPLICATE, REPLICATED = b"REPLICATE", b"REPLICATED"

@@ -8,8 +8,8 @@ An ordered dict gives O(1) push, pop of the oldest, and removal by a late ACK.
 
 from __future__ import annotations
 
-from pzq.entries import OrderedEntries
-from pzq.inflight import InFlight
+from pzq.delivery.entries import OrderedEntries
+from pzq.delivery.inflight import InFlight
 
 
 class RedeliveryQueue(OrderedEntries[InFlight]):

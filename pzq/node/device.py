@@ -15,24 +15,27 @@ from collections import deque
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from pzq import admin, figures, keyspace, monitor, record, sockets, wire
-from pzq.admin import Admin
+from pzq import sockets
 from pzq.archive.tier import ArchiveTier
 from pzq.archive.topiclog import ArchiveError
-from pzq.areas import OwnArea
+from pzq.cluster.node import Cluster
 from pzq.config import Config
-from pzq.counters import Counters
-from pzq.delivery import DeliveryState
+from pzq.delivery.areas import OwnArea
+from pzq.delivery.state import DeliveryState
+from pzq.delivery.window import DeliveryWindow
 from pzq.errors import DecodeError, StoreError
 from pzq.logs import get_logger
-from pzq.cluster import Cluster
-from pzq.rates import LatencyWindow, Rates
-from pzq.reaper import start_scheduler
+from pzq.node import admin, figures, monitor
+from pzq.node.admin import Admin
+from pzq.node.counters import Counters
+from pzq.node.rates import LatencyWindow, Rates
+from pzq.node.scheduler import start_scheduler
+from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
+from pzq.node.zmqio import recv_frames, send_frames
+from pzq.protocol import frames as wire
 from pzq.security import ClientCurve, KeyPair, start_authenticator
-from pzq.store import Batch, Store
-from pzq.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
-from pzq.window import DeliveryWindow
-from pzq.zmqio import recv_frames, send_frames
+from pzq.store import keyspace, record
+from pzq.store.store import Batch, Store
 
 # Stop reading producers while this many ACKs wait for a full producer pipe.
 OUTBOX_LIMIT = 200_000
@@ -41,7 +44,7 @@ POLL_RETRY_MS = 5  # how soon to retry ACKs a full producer pipe refused
 RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
 STOP_FLUSH_SECONDS = 2.0
 
-log = get_logger("pzq.device")
+log = get_logger("pzq.node.device")
 
 # A stored producer message: routing id, producer msg id, seq, stored record.
 Accepted = tuple[bytes, bytes, int, bytes]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from pzq.waker import Waker
+from pzq.node.waker import Waker
 
 
 def start_scheduler(waker: Waker, ticks: dict[bytes, int]) -> BackgroundScheduler:

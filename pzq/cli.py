@@ -13,7 +13,9 @@ from pzq import __version__, logs
 from pzq.archive.topiclog import ArchiveError
 from pzq.config import OPTIONS, Config, build_config
 from pzq.errors import ConfigError, StoreError
-from pzq.node.device import Device
+from pzq.node.clock import Now
+from pzq.node.run import StopRequest, run
+from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import load_key_pair
 from pzq.sockets import BindError
@@ -77,10 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pzq: error: {exc}", file=sys.stderr)
         return EXIT_STORE
     waker = Waker()
-    device = Device(config, store, waker, curve)
-    previous = install_signal_handlers(device, waker)
+    stop = StopRequest()
+    previous = install_signal_handlers(stop, waker)
     try:
-        device.run()
+        run(NodeState(config, store, Now.read()), waker, stop, curve)
     except BindError as exc:
         print(f"pzq: error: {exc}", file=sys.stderr)
         return EXIT_BIND
@@ -101,13 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
-def install_signal_handlers(device: Device, waker: Waker) -> dict[int, Any]:
+def install_signal_handlers(stop: StopRequest, waker: Waker) -> dict[int, Any]:
     """First SIGTERM/SIGINT: stop taking work and hand back. Second: exit at once."""
 
     def on_stop(signum: int, frame: object) -> None:
-        if device.stop_requested:
+        if stop.requested:
             os._exit(EXIT_INTERRUPTED)
-        device.request_stop()
+        stop.requested = True
 
     previous = {signum: signal.signal(signum, on_stop)
                 for signum in (signal.SIGTERM, signal.SIGINT)}

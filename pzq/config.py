@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from pzq.archive.entry import validate_topic
+from pzq.cluster.core import ClusterSettings
+from pzq.delivery.state import DeliverySettings
 from pzq.errors import ConfigError
+from pzq.node.intake import IntakeLimits
 
 DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -144,6 +147,25 @@ class Config:
     timeout_nodes: int
     broadcast_dsn: str | None
     timeout_replication: int
+
+    # -- the views each part of the node takes, so no part needs the whole config
+
+    @property
+    def delivery(self) -> DeliverySettings:
+        return DeliverySettings(self.ack_timeout, self.inflight_size, self.max_deliveries,
+                                self.delivery_headers)
+
+    @property
+    def cluster(self) -> ClusterSettings | None:
+        if self.broadcast_dsn is None:
+            return None
+        return ClusterSettings(self.broadcast_dsn, self.nodes, self.replicas,
+                               self.timeout_nodes, self.timeout_replication)
+
+    @property
+    def intake(self) -> IntakeLimits:
+        return IntakeLimits(self.batch_size, self.max_message_size, self.max_messages,
+                            self.max_bytes)
 
 
 def defaults() -> dict[str, Any]:

@@ -1,17 +1,57 @@
-"""One error hierarchy for pzq, rooted in PzqError."""
+"""One error hierarchy for pzq, rooted in PzqError; each error names the exit code
+the daemon and the tools end with when it stops them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0  # stopped on request, everything handed back (tools: done)
+    FAILURE = 1  # an unexpected error, the log says which (tools: refused or unhealthy)
+    USAGE = 2  # a bad option, value or config file
+    STORE = 3  # the daemon: the database or archive could not be opened or written
+    BIND = 4  # the daemon: an endpoint could not be bound (in use, bad address)
+    INTERRUPTED = 130  # a second stop signal: exited at once without handing back
+
+
+NO_ANSWER = ExitCode.STORE  # the tools: the node did not answer in time (3)
 
 
 class PzqError(Exception):
     """Base class of every error pzq raises on purpose."""
 
+    exit_code = ExitCode.FAILURE
+
 
 class ConfigError(PzqError):
     """An option or config file value is missing, unknown or out of range."""
+
+    exit_code = ExitCode.USAGE
+
+
+class StoreError(PzqError):
+    """The LevelDB store could not be opened, read or written."""
+
+    exit_code = ExitCode.STORE
 
 
 class DecodeError(PzqError):
     """A frame layout from the wire or the store could not be decoded."""
 
 
-class StoreError(PzqError):
-    """The LevelDB store could not be opened, read or written."""
+class ProduceRefused(PzqError):
+    """A producer message that is not stored; answered with ACK "0" and the reason."""
+
+    def __init__(self, reason: str, routing_id: bytes, msg_id: bytes) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.routing_id = routing_id
+        self.msg_id = msg_id
+
+
+class QueueFull(ProduceRefused):
+    """The node holds --max-messages or --max-bytes: refused, never dropped."""
+
+    def __init__(self, routing_id: bytes, msg_id: bytes) -> None:
+        super().__init__("QUEUE_FULL", routing_id, msg_id)

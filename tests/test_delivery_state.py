@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pzq.delivery.areas import OwnArea
-from pzq.delivery.state import DeliveryState
-from pzq.node.counters import Counters
+from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.counters import Counters
 from pzq.protocol import frames as wire
 from pzq.store import keyspace, record
 from pzq.store.store import Store
@@ -40,23 +40,30 @@ def store(tmp_path):
     store.close()
 
 
+def new_state(store: Store, settings: DeliverySettings, counters: Counters) -> DeliveryState:
+    """A delivery state of the store's own messages, following its batches."""
+    state = DeliveryState(OwnArea(store), settings, counters)
+    store.register(state)
+    return state
+
+
 def stored(store: Store, count: int, size: int = 10) -> list[int]:
-    batch = store.new_batch()
+    batch = store.begin()
     seqs = [batch.add_message(record.encode(b"m%d" % i, (), (b"x" * size,), 1))
             for i in range(count)]
-    batch.write()
+    store.commit(batch)
     return seqs
 
 
 def ack(state: DeliveryState, seq: int, ok: bool = True) -> None:
-    batch = state.area.store.new_batch()
-    state.prepare(batch)
+    store = state.area.store
+    batch = store.begin()
     state.ack(batch, seq) if ok else state.nack(seq)
-    batch.write()
+    store.commit(batch)
 
 
 def test_first_delivery_in_order_then_acked(store):
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), Counters())
     seqs = stored(store, 5)
     consumers = Consumers()
     assert state.deliver(consumers, now_us=100, limit=100) == 5
@@ -69,7 +76,7 @@ def test_first_delivery_in_order_then_acked(store):
 
 
 def test_full_consumers_keep_the_rest_for_later(store):
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), Counters())
     seqs = stored(store, 5)
     consumers = Consumers(room=2)
     assert state.deliver(consumers, 100, 100) == 2
@@ -81,7 +88,7 @@ def test_full_consumers_keep_the_rest_for_later(store):
 
 def test_expired_delivery_goes_first_and_counts_deliveries(store):
     counters = Counters()
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, counters, with_headers=True)
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000, with_headers=True), counters)
     first, second = stored(store, 2)
     consumers = Consumers(room=1)
     state.deliver(consumers, 100, 100)
@@ -95,19 +102,18 @@ def test_expired_delivery_goes_first_and_counts_deliveries(store):
 
 
 def test_give_back_bookkeeping_reaches_the_store(store):
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), Counters())
     (seq,) = stored(store, 1)
     state.deliver(Consumers(), 100, 10)
     ack(state, seq, ok=False)  # nack; the bookkeeping rewrite waits for a batch
-    batch = store.new_batch()
-    state.prepare(batch)
-    batch.write()
+    batch = store.begin()
+    store.commit(batch)
     assert record.bookkeeping(store.get_own(seq)) == (100, 1)
 
 
 def test_late_ack_removes_a_message_waiting_for_redelivery(store):
     counters = Counters()
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, counters)
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), counters)
     (seq,) = stored(store, 1)
     state.deliver(Consumers(), 100, 10)
     state.reap(100 + TIMEOUT)
@@ -118,7 +124,7 @@ def test_late_ack_removes_a_message_waiting_for_redelivery(store):
 
 def test_ack_after_restart_removes_a_stored_message(store):
     (seq,) = stored(store, 1)
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())  # nothing in memory
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), Counters())  # nothing in memory
     ack(state, seq)
     assert store.messages == 0
     assert state.deliver(Consumers(), 100, 10) == 0
@@ -126,19 +132,19 @@ def test_ack_after_restart_removes_a_stored_message(store):
 
 def test_duplicate_ack_in_one_batch_counts_once(store):
     counters = Counters()
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, counters)
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), counters)
     (seq,) = stored(store, 1)
     state.deliver(Consumers(), 100, 10)
-    batch = store.new_batch()
+    batch = store.begin()
     assert state.ack(batch, seq) is not None
     assert state.ack(batch, seq) is None
-    batch.write()
+    store.commit(batch)
     assert store.messages == 0 and counters.acked == 1 and counters.unknown_acks == 1
 
 
 def test_lru_evicts_only_deliveries_older_than_the_last_reap(store):
     counters = Counters()
-    state = DeliveryState(OwnArea(store), TIMEOUT * 1000, 100, counters)
+    state = new_state(store, DeliverySettings(TIMEOUT * 1000, 100), counters)
     seqs = stored(store, 4)
     record_size = len(store.get_own(seqs[0]))
     state.inflight.max_bytes = record_size * 2
@@ -155,14 +161,13 @@ def test_lru_evicts_only_deliveries_older_than_the_last_reap(store):
 
 
 def test_failed_write_keeps_deletes_for_the_next_batch(store):
-    state = DeliveryState(OwnArea(store), TIMEOUT, 10_000, Counters())
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), Counters())
     (seq,) = stored(store, 1)
     state.deliver(Consumers(), 100, 10)
-    batch = store.new_batch()
+    batch = store.begin()
     state.ack(batch, seq)
-    state.write_failed()  # as if batch.write() had raised StoreError
+    state.failed()  # as if store.commit(batch) had raised StoreError
     assert store.messages == 1
-    retry = store.new_batch()
-    state.prepare(retry)
-    retry.write()
+    retry = store.begin()
+    store.commit(retry)
     assert store.messages == 0

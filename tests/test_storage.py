@@ -54,13 +54,13 @@ def test_own_keys_sort_in_arrival_order():
 def test_store_batches_counters_and_reopen(tmp_path):
     store = Store.open(tmp_path / "db")
     node_id = store.node_id
-    batch = store.new_batch()
+    batch = store.begin()
     seqs = [batch.add_message(b"v%d" % i) for i in range(5)]
-    batch.write()
+    store.commit(batch)
     assert (store.messages, store.bytes, store.syncs) == (5, 10, 1)
-    batch = store.new_batch()
+    batch = store.begin()
     batch.delete_message(seqs[0], 2)
-    batch.write()
+    store.commit(batch)
     assert [seq for seq, _ in store.read_own(0, 10)] == seqs[1:]
     assert store.read_own(seqs[2], 2) == [(seqs[2], b"v2"), (seqs[3], b"v3")]
     store.close()
@@ -81,8 +81,8 @@ def test_store_refuses_a_second_opener(tmp_path):
 
 def test_write_to_a_closed_store_is_a_store_error(tmp_path):
     store = Store.open(tmp_path / "db")
-    batch = store.new_batch()
+    batch = store.begin()
     batch.add_message(b"v")
     store.close()
     with pytest.raises(StoreError):
-        batch.write()
+        store.commit(batch)

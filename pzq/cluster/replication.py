@@ -18,6 +18,7 @@ class PendingAck:
     deadline: float
     confirmed: int = 0
     done: bool = False
+    replicated: bool = False  # done with every copy confirmed (else REPLICATION_FAILED)
 
 
 @dataclass
@@ -62,7 +63,7 @@ class ReplicationTracker:
         for ack in sent.acks:
             ack.confirmed += 1
             if not ack.done and ack.confirmed >= self.replicas:
-                ack.done = True
+                ack.done = ack.replicated = True
                 complete.append(ack)
         return complete
 

@@ -15,30 +15,37 @@ comes in as ``now_us``, so the state machine is tested without sleeping.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from pzq.delivery.areas import Area
 from pzq.delivery.inflight import InFlight, InFlightTable
 from pzq.delivery.redelivery import RedeliveryQueue
-from pzq.node.counters import Counters
+from pzq.counters import Counters
 from pzq.protocol import frames as wire
 from pzq.store import keyspace, record
-from pzq.store.store import Batch
+from pzq.store.store import Batch, Participant
 
 SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
 CURSOR_CHUNK = 256
 
 
-class DeliveryState:
-    def __init__(self, area: Area, ack_timeout_us: int, inflight_size: int,
-                 counters: Counters, max_deliveries: int = 0,
-                 with_headers: bool = False) -> None:
+@dataclass(frozen=True)
+class DeliverySettings:
+    ack_timeout_us: int
+    inflight_size: int  # bytes of messages tracked in flight
+    max_deliveries: int = 0  # 0: deliver again for ever
+    with_headers: bool = False  # --delivery-headers
+
+
+class DeliveryState(Participant):
+    def __init__(self, area: Area, settings: DeliverySettings, counters: Counters) -> None:
         self.area = area
-        self.with_headers = with_headers  # --delivery-headers
-        self.max_deliveries = max_deliveries  # 0: deliver again for ever
-        self.ack_timeout_us = ack_timeout_us
+        self.with_headers = settings.with_headers
+        self.max_deliveries = settings.max_deliveries
+        self.ack_timeout_us = settings.ack_timeout_us
         self.counters = counters
-        self.inflight = InFlightTable(inflight_size)
+        self.inflight = InFlightTable(settings.inflight_size)
         self.ready = RedeliveryQueue()
         self.cursor = 0
         # Deliveries sent before the last reaper run may be evicted; younger ones
@@ -53,7 +60,7 @@ class DeliveryState:
         self._deleting: dict[int, int] = {}  # deletes in the batch being built
         self._dead: dict[int, bytes] = {}  # delivered too often: to the dead letters
         self._dead_moving: dict[int, bytes] = {}  # ... in the batch being built
-        self.newly_dead: list[InFlight] = []  # for the archive, taken by the device
+        self._newly_dead: list[InFlight] = []  # for the archive: take_newly_dead
         # A paused state delivers nothing and lets expired deliveries go: its area's
         # origin is back and delivers them itself. ACKs are still applied.
         self.paused = False
@@ -73,7 +80,6 @@ class DeliveryState:
 
     def prepare(self, batch: Batch) -> None:
         """Start a batch with what earlier wakes left to write."""
-        self._deleting = {}
         for seq, value in self._rewrites.items():
             self.area.rewrite(batch, seq, value)
         self._rewrites.clear()
@@ -84,7 +90,11 @@ class DeliveryState:
         for seq, value in self._dead_moving.items():
             self.area.dead_letter(batch, seq, value)
 
-    def write_failed(self) -> None:
+    def written(self) -> None:
+        self._deleting = {}
+        self._dead_moving = {}
+
+    def failed(self) -> None:
         """Keep the batch's deletes for the next one; ACKed messages must not linger."""
         self._unwritten_deletes.update(self._deleting)
         self._deleting = {}
@@ -129,6 +139,17 @@ class DeliveryState:
         first_delivered_us, deliveries = record.bookkeeping(value)
         return InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
 
+    def take_newly_dead(self) -> list[InFlight]:
+        """Messages moved to the dead letters since the last call."""
+        dead, self._newly_dead = self._newly_dead, []
+        return dead
+
+    def forget(self, seq: int) -> None:
+        """Acked on another node: stop tracking the message here."""
+        self.inflight.pop(seq)
+        self.ready.remove(seq)
+        self._table_full = False
+
     def nack(self, seq: int) -> bool:
         self._table_full = False
         entry = self.inflight.pop(seq)
@@ -157,7 +178,7 @@ class DeliveryState:
                                               entry.deliveries)
         if self.max_deliveries and entry.deliveries >= self.max_deliveries:
             self._dead[entry.seq] = entry.value
-            self.newly_dead.append(entry)
+            self._newly_dead.append(entry)
             self.counters.dead_lettered += 1
             return
         self._rewrites[entry.seq] = entry.value

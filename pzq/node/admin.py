@@ -8,13 +8,13 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from pzq.errors import DecodeError, StoreError
 from pzq.store import keyspace, record
 from pzq.store.store import Store
 
-VERBS = (b"DEAD", b"REQUEUE", b"PURGE", b"PENDING")
+Verb = Callable[[list[bytes]], bytes]  # arguments -> reply text
 DEFAULT_LIST = 100
 MOST_PER_COMMAND = 100_000
 
@@ -24,19 +24,26 @@ class Admin:
         self.store = store
         self.pending = pending  # the node's figures, for PENDING
 
-    def answer(self, verb: bytes, arguments: list[bytes]) -> bytes:
+    def verbs(self) -> dict[bytes, Verb]:
+        return {b"DEAD": self._dead, b"REQUEUE": self._move(b"REQUEUE", self._requeue),
+                b"PURGE": self._move(b"PURGE", self._purge), b"PENDING": self._pending}
+
+    def _dead(self, arguments: list[bytes]) -> bytes:
         try:
-            if verb == b"DEAD":
-                return self._list(int(arguments[0]) if arguments else DEFAULT_LIST)
-            if verb == b"PENDING":
-                return self._pending()
+            return self._list(int(arguments[0]) if arguments else DEFAULT_LIST)
+        except ValueError as exc:
+            return f"ERROR: {exc}".encode()
+
+    def _move(self, verb: bytes, move: Callable[[list[int]], int]) -> Verb:
+        def answer(arguments: list[bytes]) -> bytes:
             if len(arguments) != 1:
                 return f"ERROR: {verb.decode()} needs one key, or ALL".encode()
-            seqs = self._select(arguments[0])
-            moved = self._requeue(seqs) if verb == b"REQUEUE" else self._purge(seqs)
+            try:
+                moved = move(self._select(arguments[0]))
+            except (ValueError, DecodeError, StoreError) as exc:
+                return f"ERROR: {exc}".encode()
             return f"{verb.decode().lower()}d: {moved}\n".encode()
-        except (ValueError, DecodeError, StoreError) as exc:
-            return f"ERROR: {exc}".encode()
+        return answer
 
     def _list(self, limit: int) -> bytes:
         lines = [f"dead_letters: {self.store.dead_letters}"]
@@ -49,7 +56,7 @@ class Admin:
                                    f"bytes={sum(len(part) for part in stored.parts)}")))
         return ("\n".join(lines) + "\n").encode()
 
-    def _pending(self) -> bytes:
+    def _pending(self, arguments: list[bytes]) -> bytes:
         figures = self.pending()
         keys = ("messages", "messages_inflight", "messages_ready", "dead_letters")
         return "".join(f"{key}: {figures[key]}\n" for key in keys).encode()
@@ -64,7 +71,7 @@ class Admin:
         return [seq]
 
     def _requeue(self, seqs: list[int]) -> int:
-        batch = self.store.new_batch()
+        batch = self.store.begin()
         moved = 0
         for seq in seqs:
             value = self.store.get_dead(seq)
@@ -72,15 +79,15 @@ class Admin:
                 batch.drop_dead_letter(seq)
                 batch.add_message(record.with_bookkeeping(value, 0, 0))
                 moved += 1
-        batch.write()
+        self.store.commit(batch)
         return moved
 
     def _purge(self, seqs: list[int]) -> int:
-        batch = self.store.new_batch()
+        batch = self.store.begin()
         purged = 0
         for seq in seqs:
             if self.store.get_dead(seq) is not None:
                 batch.drop_dead_letter(seq)
                 purged += 1
-        batch.write()
+        self.store.commit(batch)
         return purged

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
-
 from pzq import __version__
-from pzq.cluster.node import NO_CLUSTER
-
-if TYPE_CHECKING:
-    from pzq.node.device import Device
+from pzq.cluster.core import NO_CLUSTER
+from pzq.node.state import NodeState
 
 
-def node_figures(device: "Device") -> dict[str, object]:
-    monotonic = time.monotonic()
-    store, counters = device.store, device.counters
-    inflight, ready = device.delivery.inflight, device.delivery.ready
+def node_figures(node: NodeState, pending_producer_acks: int, consumers_connected: int,
+                 mono: float) -> dict[str, object]:
+    store, counters = node.store, node.counters
+    inflight, ready = node.delivery.inflight, node.delivery.ready
     return {
         # The original pzq's MONITOR keys
         "messages": store.messages,
@@ -26,21 +21,21 @@ def node_figures(device: "Device") -> dict[str, object]:
         "expired_messages": counters.expired,
         # and ours
         "messages_ready": len(ready),
-        "delivery_window": device.window.size,
-        "prefetch": device.window.limit,
+        "delivery_window": node.window.size,
+        "prefetch": node.window.limit,
         "ready_size": ready.bytes,
         "dead_letters": store.dead_letters,
-        "pending_producer_acks": len(device.outbox),
-        "consumers_connected": device.consumers_connected,
+        "pending_producer_acks": pending_producer_acks,
+        "consumers_connected": consumers_connected,
         "version": __version__,
-        "node_id": store.node_id.decode(),
-        "uptime_seconds": round(monotonic - device.started, 3),
-        "hard_sync": int(device.config.hard_sync),
+        "node_id": node.node_id.decode(),
+        "uptime_seconds": round(mono - node.started, 3),
+        "hard_sync": int(node.config.hard_sync),
         **counters.as_dict(),
-        "rates": device.rates.rates(monotonic, counters),
-        "ack_latency_ms": device.ack_latency.percentiles_ms(monotonic),
+        "rates": node.rates.rates(mono, counters),
+        "ack_latency_ms": node.latency.percentiles_ms(mono),
         "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
                           "replication_failed": counters.acks_replication_failed},
-        **(device.cluster.snapshot(monotonic) if device.cluster else NO_CLUSTER),
-        "archive": device.archive.snapshot() if device.archive else {},
+        **(node.cluster.snapshot(mono) if node.cluster else NO_CLUSTER),
+        "archive": node.archiving.tier.snapshot() if node.archiving else {},
     }

@@ -1,26 +1,65 @@
-"""Answers to monitor socket commands, built from a snapshot of the node's figures."""
+"""The monitor socket: one table of verbs, each answered from counters, never a scan.
+
+A request's last frame is the command, ``VERB [argument...]``; the reply goes back
+along the request's envelope (REQ and DEALER alike): ``(envelope), (empty), text``.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
+
+import zmq
+
+from pzq.errors import DecodeError
+from pzq.node.admin import Admin, Verb
+from pzq.counters import Counters
+from pzq.node.zmqio import drain
+from pzq.protocol import frames
 
 # The original pzq's MONITOR keys come first, in its order; more follow.
 MONITOR_KEYS = ("messages", "messages_inflight", "db_size", "inflight_db_size", "syncs",
                 "expired_messages")
-COMMANDS = (b"MONITOR", b"STATS", b"PING", b"DEAD", b"REQUEUE", b"PURGE", b"PENDING")
+MONITOR_BATCH = 64
+
+Figures = Callable[[], dict[str, Any]]
 
 
-def answer(command: bytes, snapshot: dict[str, Any]) -> bytes:
-    if command == b"MONITOR":
-        return monitor_text(snapshot)
-    if command == b"STATS":
-        return json.dumps(snapshot, sort_keys=True).encode()
-    if command == b"PING":
-        return b"PONG"
-    known = ", ".join(name.decode() for name in COMMANDS)
-    shown = command[:40].decode(errors="replace")
-    return f"ERROR: unknown command {shown!r}; known commands: {known}".encode()
+class Monitor:
+    def __init__(self, socket: zmq.Socket, figures: Figures, admin: Admin,
+                 counters: Counters) -> None:
+        self.socket = socket
+        self.counters = counters
+        self.verbs: dict[bytes, Verb] = {
+            b"MONITOR": lambda arguments: monitor_text(figures()),
+            b"STATS": lambda arguments: json.dumps(figures(), sort_keys=True).encode(),
+            b"PING": lambda arguments: b"PONG",
+            **admin.verbs(),
+        }
+
+    def answer_waiting(self) -> None:
+        for request in drain(self.socket, MONITOR_BATCH):
+            self.counters.monitor_requests += 1
+            try:
+                envelope, verb, arguments = frames.decode_monitor_request(request)
+            except DecodeError as exc:
+                envelope, reply = request[:1], f"ERROR: {exc}".encode()
+            else:
+                reply = self.answer(verb, arguments)
+            try:
+                self.socket.send_multipart(frames.encode_monitor_reply(envelope, reply),
+                                           zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass  # the asker is gone or not reading; a monitor reply is not owed
+
+    def answer(self, verb: bytes, arguments: list[bytes]) -> bytes:
+        handler = self.verbs.get(verb)
+        if handler is not None:
+            return handler(arguments)
+        known = ", ".join(name.decode() for name in self.verbs)
+        shown = verb[:40].decode(errors="replace")
+        return f"ERROR: unknown command {shown!r}; known commands: {known}".encode()
 
 
 def monitor_text(snapshot: dict[str, Any]) -> bytes:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from pzq.node.waker import Waker
+from pzq.config import Config
+from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
+
+RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
 
 
 def start_scheduler(waker: Waker, ticks: dict[bytes, int]) -> BackgroundScheduler:
@@ -20,3 +23,19 @@ def start_scheduler(waker: Waker, ticks: dict[bytes, int]) -> BackgroundSchedule
                           id=reason.decode(), coalesce=True, max_instances=1)
     scheduler.start()
     return scheduler
+
+
+def ticks(config: Config) -> dict[bytes, int]:
+    """The wake-ups a node needs, each with its period in µs."""
+    periods = {REAP: config.reaper_frequency}
+    if config.archive_dir is not None:
+        periods[ARCHIVE_FLUSH] = config.flush_interval * 1000
+        periods[RETENTION] = RETENTION_PERIOD_US
+    if config.broadcast_dsn is not None:
+        periods[HEARTBEAT] = heartbeat_period_us(config.timeout_nodes)
+    return periods
+
+
+def heartbeat_period_us(timeout_nodes_us: int) -> int:
+    """Several heartbeats per --timeout-nodes, at least one a second, at most 100 a second."""
+    return max(10_000, min(1_000_000, timeout_nodes_us // 4))

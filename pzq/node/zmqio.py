@@ -8,6 +8,8 @@ can be refused (zmq.Again), after that the rest is always taken.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import zmq
 
 NOBLOCK = int(zmq.NOBLOCK)
@@ -30,3 +32,12 @@ def recv_frames(socket: zmq.Socket) -> list[bytes]:
     while get(RCVMORE):
         frames.append(recv(NOBLOCK))
     return frames
+
+
+def drain(socket: zmq.Socket, limit: int) -> Iterator[list[bytes]]:
+    """Every message waiting on ``socket``, up to ``limit``, without blocking."""
+    for _ in range(limit):
+        try:
+            yield recv_frames(socket)
+        except zmq.Again:
+            return

@@ -2,8 +2,9 @@
 
 The layouts are the original pzq's (see README.rst, "Protocol"). Anything before
 the empty frame is protocol data; header frames are ``NAME:value``. Every decoder
-checks frame counts and lengths before it unpacks and raises DecodeError (or its
-subclass ProduceRefused) with a reason a person can act on.
+checks frame counts and lengths before it unpacks and raises DecodeError, or
+ProduceRefused for a producer message to answer with "0", with a reason a person
+can act on.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pzq.errors import DecodeError
+from pzq.errors import DecodeError, ProduceRefused
 
 STATUS_OK = b"1"
 STATUS_FAILED = b"0"
@@ -24,16 +25,6 @@ DELIVERY_HEADER = b"DELIVERY"
 RESERVED_HEADERS = frozenset({b"REPLICA", b"ORIGIN", b"REMOVE", b"NODE", b"CLUSTER",
                               DELIVERY_HEADER})
 HEADER_PATTERN = re.compile(rb"^([A-Za-z][A-Za-z0-9_.-]{0,63}):(.*)$", re.DOTALL)
-
-
-class ProduceRefused(DecodeError):
-    """A producer message that cannot be stored; still answered with ACK "0" and the reason."""
-
-    def __init__(self, reason: str, routing_id: bytes, msg_id: bytes) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.routing_id = routing_id
-        self.msg_id = msg_id
 
 
 @dataclass(frozen=True, slots=True)

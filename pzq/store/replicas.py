@@ -5,7 +5,7 @@ followed by the origin's stored record. The holder order is the takeover rule
 every node applies alone: the first live holder delivers while the origin is down.
 
 Counts per origin are kept in memory (counted once at start) and change only when
-a batch that changed them has been written.
+a batch that changed them has been written (the replica store is a batch participant).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from pzq.errors import DecodeError
 from pzq.store import keyspace
-from pzq.store.store import Batch, Store
+from pzq.store.store import Batch, Participant, Store
 
 Holders = tuple[bytes, ...]
 
@@ -37,7 +37,15 @@ def split_value(value: bytes) -> tuple[Holders, bytes]:
     return holders, value[end:]
 
 
-class ReplicaStore:
+def decode_holders(blob: bytes) -> Holders:
+    """A holder list as it travels in REPLICATE (nothing after it)."""
+    holders, rest = split_value(blob)
+    if rest:
+        raise DecodeError("holder list has trailing bytes")
+    return holders
+
+
+class ReplicaStore(Participant):
     def __init__(self, store: Store) -> None:
         self.store = store
         self.counts: defaultdict[bytes, int] = defaultdict(int)
@@ -48,15 +56,12 @@ class ReplicaStore:
 
     def _load(self) -> None:
         """Count what is held; a start-up pass, never repeated while running."""
-        with self.store.db.iterator(prefix=keyspace.REPLICA_PREFIX, include_value=False) as keys:
-            for store_key in keys:
-                origin, seq = keyspace.split_node_key(store_key)
-                self.counts[origin] += 1
-                self._next_seq[origin] = max(self._next_seq[origin], seq + 1)
-        with self.store.db.iterator(prefix=keyspace.TOMBSTONE_PREFIX,
-                                    include_value=False) as keys:
-            for store_key in keys:
-                self.tombstones[keyspace.split_node_key(store_key)[0]] += 1
+        for store_key, _ in self.store.iterate(keyspace.REPLICA_PREFIX, values=False):
+            origin, seq = keyspace.split_node_key(store_key)
+            self.counts[origin] += 1
+            self._next_seq[origin] = max(self._next_seq[origin], seq + 1)
+        for store_key, _ in self.store.iterate(keyspace.TOMBSTONE_PREFIX, values=False):
+            self.tombstones[keyspace.split_node_key(store_key)[0]] += 1
 
     # -- batches -----------------------------------------------------------------
 
@@ -68,7 +73,7 @@ class ReplicaStore:
 
     def remove(self, batch: Batch, origin: bytes, seq: int, tombstone: bool) -> bool:
         """Delete a replica if held; with ``tombstone``, remember the ack for the origin."""
-        if self.store.db.get(keyspace.replica_key(origin, seq)) is None:
+        if self.store.get(keyspace.replica_key(origin, seq)) is None:
             return False
         batch.delete(keyspace.replica_key(origin, seq))
         self._pending.append((self.counts, origin, -1))
@@ -79,7 +84,7 @@ class ReplicaStore:
 
     def drop_tombstones(self, batch: Batch, origin: bytes, seqs: Iterable[int]) -> None:
         for seq in seqs:
-            if self.store.db.get(keyspace.tombstone_key(origin, seq)) is not None:
+            if self.store.get(keyspace.tombstone_key(origin, seq)) is not None:
                 batch.delete(keyspace.tombstone_key(origin, seq))
                 self._pending.append((self.tombstones, origin, -1))
 
@@ -89,7 +94,7 @@ class ReplicaStore:
             counter[origin] += delta
         self._pending.clear()
 
-    def write_failed(self) -> None:
+    def failed(self) -> None:
         self._pending.clear()
 
     # -- reads ---------------------------------------------------------------------
@@ -101,22 +106,20 @@ class ReplicaStore:
         return self._next_seq[origin]
 
     def get(self, origin: bytes, seq: int) -> tuple[Holders, bytes] | None:
-        value = self.store.db.get(keyspace.replica_key(origin, seq))
+        value = self.store.get(keyspace.replica_key(origin, seq))
         return None if value is None else split_value(value)
 
     def read(self, origin: bytes, start_seq: int, limit: int,
              wanted: Callable[[Holders], bool]) -> list[tuple[int, Holders, bytes]]:
         """Up to ``limit`` replicas of ``origin`` from ``start_seq`` that ``wanted`` accepts."""
         found = []
-        prefix = keyspace.replica_prefix(origin)
-        with self.store.db.iterator(start=keyspace.replica_key(origin, start_seq),
-                                    stop=keyspace.prefix_end(prefix)) as iterator:
-            for store_key, value in iterator:
-                holders, record_value = split_value(value)
-                if wanted(holders):
-                    found.append((keyspace.split_node_key(store_key)[1], holders, record_value))
-                    if len(found) >= limit:
-                        break
+        for store_key, value in self.store.iterate(keyspace.replica_prefix(origin),
+                                                   keyspace.replica_key(origin, start_seq)):
+            holders, record_value = split_value(value)
+            if wanted(holders):
+                found.append((keyspace.split_node_key(store_key)[1], holders, record_value))
+                if len(found) >= limit:
+                    break
         return found
 
     def tombstone_seqs(self, origin: bytes, limit: int) -> list[int]:

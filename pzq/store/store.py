@@ -4,17 +4,23 @@ Everything one wake of the loop changes goes into one Batch and is committed wit
 one write (``sync=True`` under --hard-sync: one fsync per batch). The sequence
 high-water mark and the message counters ride along in every batch, so they are
 exactly as durable as the messages they count and the monitor never scans.
+
+Parts whose memory follows the store (delivery states, replicas, the cluster, the
+archive) register as participants: each batch starts with their ``prepare`` (what
+earlier batches left to write), and ends with ``written`` or ``failed``. This is
+the only module that touches plyvel.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import plyvel
 
-from pzq.errors import StoreError
+from pzq.errors import PzqError, StoreError
 from pzq.store import keyspace
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
@@ -23,12 +29,30 @@ COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 WRITE_BUFFER = 32 * 1024 * 1024
 
 
+class Participant:
+    """A part whose in-memory state follows the store's batches (hooks do nothing
+    unless overridden)."""
+
+    def prepare(self, batch: Batch) -> None:
+        """Add to a new batch what earlier batches left to write."""
+
+    def before_write(self) -> None:
+        """Last chance before the write (e.g. fsync what must be durable first);
+        raising a PzqError fails the batch."""
+
+    def written(self) -> None:
+        """The batch is in the store: apply what it changed."""
+
+    def failed(self) -> None:
+        """The batch was not written: keep what must be tried again."""
+
+
 class Batch:
     """The changes of one wake: puts and deletes plus the counter deltas they imply."""
 
-    def __init__(self, store: "Store") -> None:
+    def __init__(self, store: Store, raw: plyvel.WriteBatch) -> None:
         self._store = store
-        self._batch = store.db.write_batch(sync=store.hard_sync)
+        self._batch = raw
         self.message_delta = 0
         self.byte_delta = 0
         self.dead_delta = 0
@@ -80,17 +104,17 @@ class Batch:
         self._batch.delete(key)
         self.operations += 1
 
-    def write(self) -> None:
-        self._store.commit(self)
-
-    @property
-    def raw(self) -> plyvel.WriteBatch:
-        return self._batch
+    def write_with_metadata(self, next_seq: int, counters: bytes) -> None:
+        """Write (Store.commit's job) with the metadata that moves with every batch."""
+        self._batch.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(next_seq))
+        self._batch.put(keyspace.META_COUNTERS, counters)
+        self._batch.write()
 
 
 class Store:
     def __init__(self, db: plyvel.DB, path: Path, hard_sync: bool) -> None:
-        self.db = db
+        self._db = db
+        self._participants: list[Participant] = []
         self.path = path
         self.hard_sync = hard_sync
         self.node_id = self._load_node_id()
@@ -99,7 +123,7 @@ class Store:
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
 
     @classmethod
-    def open(cls, path: str | Path, hard_sync: bool = False) -> "Store":
+    def open(cls, path: str | Path, hard_sync: bool = False) -> Store:
         path = Path(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -119,13 +143,20 @@ class Store:
         return cls(db, path, hard_sync)
 
     def close(self) -> None:
-        if not self.db.closed:
-            self.db.close()
+        if not self._db.closed:
+            self._db.close()
 
     # -- batches -----------------------------------------------------------
 
-    def new_batch(self) -> Batch:
-        return Batch(self)
+    def register(self, participant: Participant) -> None:
+        self._participants.append(participant)
+
+    def begin(self) -> Batch:
+        """A new batch, holding what the participants left to write."""
+        batch = Batch(self, self._db.write_batch(sync=self.hard_sync))
+        for participant in self._participants:
+            participant.prepare(batch)
+        return batch
 
     def take_seq(self) -> int:
         seq = self.next_seq
@@ -133,21 +164,30 @@ class Store:
         return seq
 
     def commit(self, batch: Batch) -> None:
-        """Write the batch with the metadata that must move with it; StoreError on failure.
-
-        Under --hard-sync the batch is written with sync=True: one fsync per batch.
-
-        On failure nothing of the batch is applied and the sequence numbers it took
+        """Write the batch with the metadata that must move with it, then tell the
+        participants. Under --hard-sync one fsync per batch. A batch with nothing in
+        it is not written. On failure (StoreError, or a participant's PzqError before
+        the write) nothing of the batch is applied, and the sequence numbers it took
         are skipped (keys need only be unique and increasing, not dense).
         """
+        try:
+            if batch.operations:
+                self._write(batch)
+        except PzqError:
+            for participant in self._participants:
+                participant.failed()
+            raise
+        for participant in self._participants:
+            participant.written()
+
+    def _write(self, batch: Batch) -> None:
+        for participant in self._participants:
+            participant.before_write()
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta
         dead = self.dead_letters + batch.dead_delta
-        raw = batch.raw
         try:
-            raw.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(self.next_seq))
-            raw.put(keyspace.META_COUNTERS, COUNTERS.pack(messages, stored_bytes, dead))
-            raw.write()
+            batch.write_with_metadata(self.next_seq, COUNTERS.pack(messages, stored_bytes, dead))
         except (plyvel.Error, RuntimeError) as exc:  # RuntimeError: the DB was closed
             raise StoreError(f"store write failed: {exc}") from None
         self.messages, self.bytes, self.dead_letters = messages, stored_bytes, dead
@@ -155,49 +195,53 @@ class Store:
 
     # -- reads -------------------------------------------------------------
 
-    def read_own(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
-        """Up to ``limit`` own messages with seq >= start_seq, in arrival order."""
-        found = []
-        with self.db.iterator(start=keyspace.own_key(start_seq),
-                              stop=keyspace.own_range_end()) as iterator:
-            for store_key, value in iterator:
-                found.append((keyspace.own_seq(store_key), value))
-                if len(found) >= limit:
-                    break
-        return found
+    def get(self, key: bytes) -> bytes | None:
+        return self._db.get(key)
 
-    def get_own(self, seq: int) -> bytes | None:
-        return self.db.get(keyspace.own_key(seq))
-
-    def get_dead(self, seq: int) -> bytes | None:
-        return self.db.get(keyspace.dead_key(seq))
+    def iterate(self, prefix: bytes, start: bytes | None = None,
+                values: bool = True) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs under ``prefix`` from ``start`` on, in key order; with
+        ``values=False`` the values are empty (a key-only walk)."""
+        with self._db.iterator(start=start or prefix, stop=keyspace.prefix_end(prefix),
+                               include_value=values) as iterator:
+            for item in iterator:
+                yield item if values else (item, b"")
 
     def scan(self, prefix: bytes, start: bytes | None = None,
              limit: int | None = None) -> list[tuple[bytes, bytes]]:
         """Up to ``limit`` (key, value) pairs under ``prefix`` from ``start`` on."""
         found = []
-        with self.db.iterator(start=start or prefix,
-                              stop=keyspace.prefix_end(prefix)) as iterator:
-            for pair in iterator:
-                found.append(pair)
-                if limit is not None and len(found) >= limit:
-                    break
+        for pair in self.iterate(prefix, start):
+            found.append(pair)
+            if limit is not None and len(found) >= limit:
+                break
         return found
+
+    def read_own(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` own messages with seq >= start_seq, in arrival order."""
+        return [(keyspace.own_seq(key), value) for key, value
+                in self.scan(keyspace.OWN_PREFIX, keyspace.own_key(start_seq), limit)]
+
+    def get_own(self, seq: int) -> bytes | None:
+        return self._db.get(keyspace.own_key(seq))
+
+    def get_dead(self, seq: int) -> bytes | None:
+        return self._db.get(keyspace.dead_key(seq))
 
     # -- metadata ------------------------------------------------------------
 
     def _load_node_id(self) -> bytes:
-        node_id = self.db.get(keyspace.META_NODE_ID)
+        node_id = self._db.get(keyspace.META_NODE_ID)
         if node_id is None:
             node_id = os.urandom(keyspace.NODE_ID_LENGTH // 2).hex().encode()
-            self.db.put(keyspace.META_NODE_ID, node_id, sync=True)
+            self._db.put(keyspace.META_NODE_ID, node_id, sync=True)
         return node_id
 
     def _load_next_seq(self) -> int:
-        stored = self.db.get(keyspace.META_NEXT_SEQ)
+        stored = self._db.get(keyspace.META_NEXT_SEQ)
         next_seq = keyspace.SEQ.unpack(stored)[0] if stored else 0
         # One seek to the last own key guards against a high-water mark behind the data.
-        with self.db.iterator(prefix=keyspace.OWN_PREFIX, reverse=True,
+        with self._db.iterator(prefix=keyspace.OWN_PREFIX, reverse=True,
                               include_value=False) as iterator:
             for store_key in iterator:
                 next_seq = max(next_seq, keyspace.own_seq(store_key) + 1)
@@ -205,5 +249,5 @@ class Store:
         return next_seq
 
     def _load_counters(self) -> tuple[int, int, int]:
-        stored = self.db.get(keyspace.META_COUNTERS)
+        stored = self._db.get(keyspace.META_COUNTERS)
         return COUNTERS.unpack(stored) if stored else (0, 0, 0)

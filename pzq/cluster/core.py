@@ -1,0 +1,300 @@
+"""The cluster's rules without sockets: frames in, frames out, time passed in.
+
+Every node pings its peers, copies each written batch of its own messages to
+``replicas`` live peers before ACKing the producers (REPLICATED confirms a copy),
+broadcasts REMOVE when a message is acked, holds other nodes' copies without
+delivering them, and takes over the delivery of a down node's messages (see
+``pzq.cluster.takeover``). An ACK of a taken-over message leaves a tombstone; a
+returning origin collects the tombstones (in PONG) before it delivers anything.
+
+``pzq.cluster.links`` moves the frames: what this class wants sent waits in
+``outgoing``; confirmations of copies written here wait for the batch that holds
+them (``written``). Producer ACKs come back as return values, never callbacks.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pzq.cluster.peers import PeerTable
+from pzq.cluster.replication import PendingAck, ReplicationTracker
+from pzq.cluster.takeover import StateFactory, Takeovers
+from pzq.delivery.state import DeliveryState
+from pzq.errors import DecodeError
+from pzq.logs import get_logger
+from pzq.protocol import cluster as cw
+from pzq.store.replicas import ReplicaStore, decode_holders, encode_holders
+from pzq.store.store import Batch, Participant, Store
+
+log = get_logger("pzq.cluster")
+
+TOMBSTONES_PER_PONG = 10_000
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    broadcast_dsn: str
+    nodes: tuple[str, ...]
+    replicas: int
+    timeout_nodes_us: int
+    timeout_replication_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToPeer:
+    """Frames for a peer's ROUTER, over our DEALER connected to it."""
+
+    endpoint: str
+    frames: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Frames back to whoever sent a request to our ROUTER."""
+
+    routing_id: bytes
+    frames: list[bytes]
+
+
+Send = ToPeer | Reply
+Stored = tuple[bytes, bytes, int, bytes]  # routing id, producer msg id, seq, record
+
+
+class ClusterCore(Participant):
+    def __init__(self, settings: ClusterSettings, store: Store, make_state: StateFactory,
+                 now: float) -> None:
+        self.settings = settings
+        self.node_id = store.node_id
+        self.replicas = ReplicaStore(store)
+        self.peers = PeerTable(settings.nodes, settings.timeout_nodes_us / 1e6, now)
+        self.tracker = ReplicationTracker(settings.replicas,
+                                          settings.timeout_replication_us / 1e6)
+        self.takeovers = Takeovers(self.replicas, self.peers, self.node_id, make_state, now)
+        self.outgoing: list[Send] = []
+        self.rejected = 0  # cluster frames from strangers, or malformed
+        self._after_write: list[Send] = []
+        self._synced: set[str] = set()  # peers whose tombstones for us are all applied
+        self._rotation = 0
+        self._removes_out: defaultdict[bytes, list[int]] = defaultdict(list)
+        self._removes_owed: defaultdict[str, list[tuple[bytes, list[int]]]] = defaultdict(list)
+        self._senders: dict[bytes, tuple[str, bytes]] = {}  # routing id -> endpoint, node
+
+    def take_outgoing(self) -> list[Send]:
+        outgoing, self.outgoing = self.outgoing, []
+        return outgoing
+
+    # -- liveness ------------------------------------------------------------------
+
+    def heartbeat(self, now: float) -> None:
+        for endpoint in self.settings.nodes:
+            self.outgoing.append(ToPeer(endpoint, cw.encode_ping(self.node_id,
+                                                                 self.settings.broadcast_dsn)))
+        for peer in self.peers.refresh(now):
+            self._synced.discard(peer.endpoint)
+            log.warning("peer_down", endpoint=peer.endpoint,
+                        node_id=(peer.node_id or b"?").decode())
+        self.takeovers.update(now)
+
+    def _heard(self, endpoint: str, node_id: bytes, now: float) -> None:
+        if self.peers.heard(endpoint, node_id, now):
+            log.info("peer_up", endpoint=endpoint, node_id=node_id.decode())
+            for origin, seqs in self._removes_owed.pop(endpoint, []):
+                self.outgoing.append(ToPeer(endpoint, cw.encode_remove(origin, seqs)))
+            self.takeovers.update(now)
+
+    def own_delivery_allowed(self, now: float) -> bool:
+        """After a start, wait for the peers' tombstones (or for them to be down)."""
+        if not self.peers.in_grace(now):
+            return True
+        return all(endpoint in self._synced for endpoint in self.settings.nodes)
+
+    # -- replication (origin side) ---------------------------------------------------
+
+    def replicate(self, stored: list[Stored], now: float) -> None:
+        """Send a written batch to ``replicas`` live peers; its producer ACKs wait for
+        their confirmations (``receive_reply``) or the deadline (``expire``)."""
+        live = self.peers.up_peers()
+        if live:
+            self._rotation = (self._rotation + 1) % len(live)
+            live = live[self._rotation:] + live[:self._rotation]
+        chosen = live[:self.settings.replicas]
+        holders = encode_holders(tuple(peer.node_id or b"" for peer in chosen))
+        batch_ids = self.tracker.track([(rid, mid) for rid, mid, _, _ in stored],
+                                       [peer.endpoint for peer in chosen], now)
+        messages = [(seq, value) for _, _, seq, value in stored]
+        for endpoint, batch_id in batch_ids.items():
+            self.outgoing.append(ToPeer(endpoint, cw.encode_replicate(
+                self.node_id, batch_id, holders, messages)))
+
+    def expire(self, now: float) -> list[PendingAck]:
+        """Producer ACKs whose copies did not come in time (REPLICATION_FAILED)."""
+        return self.tracker.expire(now)
+
+    def fail_all(self) -> list[PendingAck]:
+        """At stop: every producer ACK still waiting for copies goes out now."""
+        return self.tracker.fail_all()
+
+    def next_deadline(self) -> float | None:
+        return self.tracker.next_deadline()
+
+    # -- removes -----------------------------------------------------------------------
+
+    def removed_own(self, seqs: list[int]) -> None:
+        """Own messages acked here: every holder must drop its copy."""
+        if self.settings.replicas and seqs:
+            self._removes_out[self.node_id].extend(seqs)
+
+    def removed_taken_over(self, origin: bytes, seqs: list[int]) -> None:
+        """Taken-over messages acked or given up here: the other holders drop theirs."""
+        self._removes_out[origin].extend(seqs)
+
+    def flush_removes(self) -> None:
+        """Broadcast this wake's removes (after its batch is written)."""
+        for origin, seqs in self._removes_out.items():
+            frames = cw.encode_remove(origin, seqs)
+            origin_endpoint = self.peers.endpoint_of(origin)
+            for endpoint, peer in self.peers.peers.items():
+                if peer.up:
+                    self.outgoing.append(ToPeer(endpoint, frames))
+                elif endpoint != origin_endpoint:
+                    # A holder that missed it gets it when back; a down origin
+                    # instead collects tombstones when it returns.
+                    self._removes_owed[endpoint].append((origin, seqs))
+        self._removes_out.clear()
+
+    # -- incoming traffic ----------------------------------------------------------------
+
+    def receive_request(self, routing_id: bytes, frames: list[bytes], batch: Batch,
+                        own: DeliveryState, now: float) -> None:
+        """A frame on our ROUTER; DecodeError (counted in ``rejected``) if refused."""
+        try:
+            self._request(routing_id, frames, batch, own, now)
+        except DecodeError as exc:
+            self.rejected += 1
+            log.debug("cluster_frame_rejected", reason=str(exc))
+
+    def _request(self, routing_id: bytes, frames: list[bytes], batch: Batch,
+                 own: DeliveryState, now: float) -> None:
+        command = frames[0] if frames else b""
+        if command == cw.PING:
+            node_id, endpoint = cw.decode_ping(frames)
+            if endpoint not in self.peers.peers:
+                raise DecodeError(f"PING from {endpoint!r}, which is not in --nodes")
+            self._senders[routing_id] = (endpoint, node_id)
+            self.outgoing.append(Reply(routing_id, self._pong(node_id)))
+            return
+        sender = self._senders.get(routing_id)
+        if sender is None:
+            raise DecodeError("cluster frame from a sender that never said PING")
+        _, sender_node = sender
+        if command == cw.REPLICATE:
+            self._store_copies(routing_id, sender_node, cw.decode_replicate(frames), batch)
+        elif command == cw.REMOVE:
+            origin, seqs = cw.decode_remove(frames)
+            self._apply_removes(origin, seqs, batch, own, now)
+        elif command == cw.APPLIED:
+            self.replicas.drop_tombstones(batch, sender_node, cw.decode_applied(frames))
+        else:
+            raise DecodeError(f"unknown cluster command {command[:20]!r}")
+
+    def _pong(self, node_id: bytes) -> list[bytes]:
+        tombstones: list[int] = []
+        if self.replicas.tombstones[node_id] > 0:
+            tombstones = self.replicas.tombstone_seqs(node_id, TOMBSTONES_PER_PONG + 1)
+        more = len(tombstones) > TOMBSTONES_PER_PONG
+        return cw.encode_pong(self.node_id, tombstones[:TOMBSTONES_PER_PONG], more)
+
+    def _store_copies(self, routing_id: bytes, sender_node: bytes,
+                      replicate: cw.Replicate, batch: Batch) -> None:
+        if replicate.origin != sender_node:
+            raise DecodeError("a node may only replicate its own messages")
+        holders = decode_holders(replicate.holders)
+        log.debug("replicas_received", origin=sender_node.decode(),
+                  batch_id=replicate.batch_id, messages=len(replicate.messages))
+        for seq, value in replicate.messages:
+            self.replicas.add(batch, replicate.origin, seq, holders, value)
+        # Confirm only once the batch holding the copies is written.
+        self._after_write.append(Reply(routing_id, cw.encode_replicated(replicate.batch_id)))
+
+    def _apply_removes(self, origin: bytes, seqs: list[int], batch: Batch,
+                       own: DeliveryState, now: float) -> None:
+        if origin == self.node_id:  # acked on a node that had taken over our messages
+            for seq in seqs:
+                own.ack(batch, seq)
+            return
+        origin_down = not self.peers.node_alive(origin, now)
+        for seq in seqs:
+            self.takeovers.forget(origin, seq)
+            self.replicas.remove(batch, origin, seq, tombstone=origin_down)
+
+    def receive_reply(self, endpoint: str, frames: list[bytes], batch: Batch,
+                      own: DeliveryState, now: float) -> list[PendingAck]:
+        """A reply on our DEALER to ``endpoint``; returns producer ACKs now complete."""
+        try:
+            return self._reply(endpoint, frames, batch, own, now)
+        except DecodeError as exc:
+            self.rejected += 1
+            log.debug("cluster_frame_rejected", reason=str(exc), peer=endpoint)
+            return []
+
+    def _reply(self, endpoint: str, frames: list[bytes], batch: Batch, own: DeliveryState,
+               now: float) -> list[PendingAck]:
+        command = frames[0] if frames else b""
+        if command == cw.PONG:
+            node_id, tombstones, more = cw.decode_pong(frames)
+            self._heard(endpoint, node_id, now)
+            if tombstones:
+                for seq in tombstones:
+                    own.ack(batch, seq)
+                self._after_write.append(ToPeer(endpoint, cw.encode_applied(tombstones)))
+            if not more:
+                self._synced.add(endpoint)
+            return []
+        if command == cw.REPLICATED:
+            self.peers.heard(endpoint, self.peers.peers[endpoint].node_id or b"", now)
+            return self.tracker.confirm(cw.decode_replicated(frames), endpoint)
+        raise DecodeError(f"unknown cluster reply {command[:20]!r}")
+
+    # -- batch participant -------------------------------------------------------------
+
+    def prepare(self, batch: Batch) -> None:
+        self.takeovers.prepare(batch)
+
+    def written(self) -> None:
+        self.replicas.written()
+        self.takeovers.written()
+        self.outgoing.extend(self._after_write)
+        self._after_write.clear()
+
+    def failed(self) -> None:
+        self.replicas.failed()
+        self.takeovers.failed()
+        self._after_write.clear()
+
+    # -- monitor -----------------------------------------------------------------------
+
+    def snapshot(self, now: float) -> dict[str, object]:
+        return {
+            "peers": self._peer_figures(now),
+            "replication_failures": self.tracker.failures,
+            "cluster_rejected": self.rejected,
+            "replicas_held": sum(self.replicas.counts.values()),
+            "tombstones_held": sum(self.replicas.tombstones.values()),
+            "takeovers": [origin.decode() for origin in self.takeovers.active_origins()],
+        }
+
+    def _peer_figures(self, now: float) -> list[dict[str, object]]:
+        return [{
+            "endpoint": peer.endpoint,
+            "node_id": (peer.node_id or b"").decode(),
+            "state": "up" if peer.up else "down",
+            "last_heard_seconds": (None if peer.last_heard is None
+                                   else round(now - peer.last_heard, 3)),
+            "replicas_held": self.replicas.counts[peer.node_id] if peer.node_id else 0,
+            "replication_lag": self.tracker.lag.get(peer.endpoint, 0),
+        } for peer in self.peers.peers.values()]
+
+
+NO_CLUSTER: dict[str, object] = {"peers": [], "replication_failures": 0, "cluster_rejected": 0,
+                                 "replicas_held": 0, "tombstones_held": 0, "takeovers": []}

@@ -1,0 +1,103 @@
+"""The cluster's sockets: a ROUTER at --broadcast-dsn, and one DEALER to each peer.
+
+Requests go out on the DEALER connected to a peer and its ROUTER answers on the
+same pipe. This module only moves frames between the sockets and ``ClusterCore``;
+it owns no rule but one of ZeroMQ's: an ipc endpoint that did not exist yet when
+we connected is never retried, so a peer silent for a while gets a fresh connect.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import zmq
+
+from pzq.cluster.core import ClusterCore, Reply, ToPeer
+from pzq.cluster.replication import PendingAck
+from pzq.delivery.state import DeliveryState
+from pzq.node.zmqio import drain
+from pzq.security import ClientCurve
+from pzq.sockets import bind, wants_ipv6
+from pzq.store.store import Batch
+
+PEER_SNDHWM = 10_000
+RECEIVE_BATCH = 1024
+
+
+class ClusterLinks:
+    def __init__(self, core: ClusterCore, context: zmq.Context[zmq.Socket[bytes]],
+                 server: ClientCurve | None, now: float) -> None:
+        """Bind the ROUTER and connect to every peer; ``server`` is the node's own
+        CURVE keys (peers present the same pair as clients)."""
+        self.core = core
+        settings = core.settings
+        self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
+                           server.keys if server else None)
+        self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.dealers: dict[str, zmq.Socket[bytes]] = {}
+        self._connected_at: dict[str, float] = {}
+        for endpoint in settings.nodes:
+            dealer = context.socket(zmq.DEALER)
+            dealer.setsockopt(zmq.LINGER, 0)
+            dealer.setsockopt(zmq.IMMEDIATE, 1)  # nothing queues for a peer that is away
+            dealer.setsockopt(zmq.SNDHWM, PEER_SNDHWM)
+            dealer.setsockopt(zmq.IPV6, wants_ipv6(endpoint))
+            if server is not None:
+                server.apply(dealer)
+            dealer.connect(endpoint)
+            self.dealers[endpoint] = dealer
+            self._connected_at[endpoint] = now
+
+    def sockets(self) -> list[zmq.Socket[bytes]]:
+        return [self.router, *self.dealers.values()]
+
+    def close(self) -> None:
+        for socket in self.sockets():
+            socket.close(0)
+
+    def heartbeat(self, now: float) -> None:
+        self.core.heartbeat(now)
+        for endpoint, dealer in self.dealers.items():
+            self._reconnect_if_silent(endpoint, dealer, now)
+        self.send()
+
+    def _reconnect_if_silent(self, endpoint: str, dealer: zmq.Socket[bytes],
+                             now: float) -> None:
+        peer = self.core.peers.peers[endpoint]
+        if peer.up or now - self._connected_at[endpoint] < self.core.peers.timeout_s:
+            return
+        dealer.disconnect(endpoint)
+        dealer.connect(endpoint)
+        self._connected_at[endpoint] = now
+
+    def receive(self, events: dict[zmq.Socket[bytes], int], batch: Batch,
+                own: DeliveryState, now: float) -> list[PendingAck]:
+        """Hand every waiting frame to the core; returns producer ACKs now complete."""
+        if events.get(self.router, 0) & zmq.POLLIN:
+            for routing_id, *frames in drain(self.router, RECEIVE_BATCH):
+                self.core.receive_request(routing_id, frames, batch, own, now)
+        complete: list[PendingAck] = []
+        for endpoint, dealer in self.dealers.items():
+            if events.get(dealer, 0) & zmq.POLLIN:
+                for frames in drain(dealer, RECEIVE_BATCH):
+                    complete.extend(self.core.receive_reply(endpoint, frames, batch, own, now))
+        return complete
+
+    def send(self) -> None:
+        """Send what the core has for the peers; a full or gone pipe drops the frames
+        (peers repeat pings, and a missing confirmation ends in REPLICATION_FAILED)."""
+        for item in self.core.take_outgoing():
+            if isinstance(item, ToPeer):
+                _send(self.dealers[item.endpoint], item.frames)
+            elif isinstance(item, Reply):
+                _send(self.router, [item.routing_id, *item.frames])
+
+
+def _send(socket: zmq.Socket[bytes], frames: list[bytes]) -> None:
+    try:
+        socket.send_multipart(frames, zmq.NOBLOCK)
+    except zmq.Again:
+        pass
+    except zmq.ZMQError as exc:
+        if exc.errno != errno.EHOSTUNREACH:
+            raise

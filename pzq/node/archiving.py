@@ -1,0 +1,71 @@
+"""Acked and dead-lettered messages into the archive, before they leave the store.
+
+A message is appended before its store delete is written; under --hard-sync the
+archive is fsync'd before that write (``before_write``, as a batch participant).
+When the archive cannot be written, an acked message is not removed: it is
+delivered again later, and the failure is logged once per failing spell.
+"""
+
+from __future__ import annotations
+
+from pzq.archive.tier import ArchiveTier
+from pzq.archive.topiclog import ArchiveError
+from pzq.delivery.inflight import InFlight
+from pzq.delivery.state import DeliveryState
+from pzq.logs import get_logger
+from pzq.store import keyspace
+from pzq.store.store import Batch, Participant
+
+log = get_logger("pzq.archive")
+
+
+class Archiving(Participant):
+    def __init__(self, tier: ArchiveTier) -> None:
+        self.tier = tier
+        self._failing = False
+
+    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
+              now_us: int) -> bool:
+        """Archive a message a consumer acked; False if that failed (keep it stored)."""
+        entry = state.peek(batch, seq)
+        if entry is None:
+            return True  # unknown: nothing to archive, the ACK path counts it
+        return self._append(key, entry, now_us, state.area.node_id, "acked")
+
+    def dead_lettered(self, origin: bytes, entries: list[InFlight], now_us: int) -> None:
+        """Poison messages with their history, as they leave delivery (still kept in
+        the store's dead letters if this fails)."""
+        for entry in entries:
+            self._append(keyspace.message_key(origin, entry.seq), entry, now_us, origin,
+                         "dead_letter")
+
+    def _append(self, key: bytes, entry: InFlight, now_us: int, origin: bytes,
+                outcome: str) -> bool:
+        try:
+            self.tier.append(key, entry.value, entry.first_delivered_us, entry.deliveries,
+                             now_us, origin.decode(), outcome=outcome)
+        except ArchiveError as exc:
+            self.failed_with(exc)
+            return False
+        if self._failing:
+            self._failing = False
+            log.warning("archive_write_recovered")
+        return True
+
+    def failed_with(self, exc: ArchiveError) -> None:
+        self.tier.failures += 1
+        if not self._failing:  # once per failing spell
+            self._failing = True
+            log.error("archive_write_failed", error=str(exc))
+
+    def tick(self, flush: bool, retention: bool) -> None:
+        try:
+            if flush:
+                self.tier.tick()
+            if retention:
+                self.tier.apply_retention()
+        except ArchiveError as exc:
+            self.failed_with(exc)
+
+    def before_write(self) -> None:
+        self.tier.before_commit()

@@ -1,0 +1,16 @@
+"""The time of one wake, read once and passed to every part (tests pass their own)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Now:
+    wall_us: int  # µs since the epoch: on the wire, in records, ack deadlines
+    mono: float  # monotonic seconds: liveness, replication deadlines, rates
+
+    @classmethod
+    def read(cls) -> Now:
+        return cls(time.time_ns() // 1000, time.monotonic())

@@ -1,0 +1,21 @@
+"""How many consumers are connected: a DEALER does not know its peers, so the node
+counts connections from the send socket's monitor events."""
+
+from __future__ import annotations
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+
+class ConsumerCount:
+    def __init__(self, send: zmq.Socket) -> None:
+        self.events = send.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        self.connected = 0
+
+    def update(self) -> None:
+        while self.events.poll(0):
+            event = recv_monitor_message(self.events)["event"]
+            self.connected += 1 if event == zmq.EVENT_ACCEPTED else -1
+
+    def close(self) -> None:
+        self.events.close()

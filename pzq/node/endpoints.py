@@ -1,0 +1,73 @@
+"""Every socket a node binds, opened together and closed together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import zmq
+
+from pzq import sockets
+from pzq.cluster.core import ClusterCore
+from pzq.cluster.links import ClusterLinks
+from pzq.config import Config
+from pzq.node.consumers import ConsumerCount
+from pzq.security import ClientCurve, KeyPair
+
+
+@dataclass
+class Endpoints:
+    receive: zmq.Socket  # ROUTER: producers
+    send: zmq.Socket  # DEALER: consumers
+    monitor: zmq.Socket  # ROUTER: MONITOR, STATS, admin
+    consumers: ConsumerCount  # connections to ``send``
+    readers: zmq.Socket | None  # ROUTER: ZPER readers of the archive
+    cluster: ClusterLinks | None
+
+    def addresses(self) -> dict[str, str]:
+        """The endpoints actually bound (wildcard ports resolved), for node_ready."""
+        bound = {"receive": self.receive, "send": self.send, "monitor": self.monitor}
+        if self.readers is not None:
+            bound["archive"] = self.readers
+        if self.cluster is not None:
+            bound["cluster"] = self.cluster.router
+        return {name: sockets.bound_endpoint(socket) for name, socket in bound.items()}
+
+    def pollable(self) -> list[zmq.Socket]:
+        """Sockets always polled for input (receive and send: as there is room)."""
+        always = [self.monitor, self.consumers.events]
+        if self.readers is not None:
+            always.append(self.readers)
+        return always + (self.cluster.sockets() if self.cluster else [])
+
+    def close(self) -> None:
+        self.consumers.close()
+        for socket in (self.receive, self.send, self.monitor, self.readers):
+            if socket is not None:
+                socket.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def open_endpoints(context: zmq.Context, config: Config, curve: KeyPair | None,
+                   cluster: ClusterCore | None, mono: float) -> Endpoints:
+    """Bind everything, or close what was bound and raise BindError."""
+    opened: list[zmq.Socket] = []
+    try:
+        receive = _keep(opened, sockets.bind_receive(context, config.receive_dsn, curve))
+        send = _keep(opened, sockets.bind_send(context, config.send_dsn, curve))
+        monitor = _keep(opened, sockets.bind_monitor(context, config.monitor_dsn, curve))
+        readers = (_keep(opened, sockets.bind(context, zmq.ROUTER, config.archive_dsn,
+                                              "--archive-dsn", curve))
+                   if config.archive_dsn is not None else None)
+        links = (ClusterLinks(cluster, context, ClientCurve(curve, curve.public) if curve
+                              else None, mono) if cluster is not None else None)
+    except BaseException:
+        for socket in opened:
+            socket.close(0)
+        raise
+    return Endpoints(receive, send, monitor, ConsumerCount(send), readers, links)
+
+
+def _keep(opened: list[zmq.Socket], socket: zmq.Socket) -> zmq.Socket:
+    opened.append(socket)
+    return socket

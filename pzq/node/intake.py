@@ -1,0 +1,83 @@
+"""Producer messages into the wake's batch: decoded, checked, refused or stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import zmq
+
+from pzq.errors import DecodeError, ProduceRefused, QueueFull
+from pzq.logs import get_logger
+from pzq.counters import Counters
+from pzq.node.outbox import ProducerAcks
+from pzq.node.zmqio import drain
+from pzq.protocol import frames
+from pzq.store import record
+from pzq.store.store import Batch, Store
+
+log = get_logger("pzq.intake")
+
+Accepted = tuple[bytes, bytes, int, bytes]  # routing id, producer msg id, seq, record
+
+
+@dataclass(frozen=True)
+class IntakeLimits:
+    batch_size: int  # most messages read in one wake
+    max_message_size: int
+    max_messages: int  # 0: no limit
+    max_bytes: int  # 0: no limit
+
+
+class Intake:
+    def __init__(self, socket: zmq.Socket, limits: IntakeLimits, store: Store,
+                 counters: Counters, acks: ProducerAcks) -> None:
+        self.socket = socket
+        self.limits = limits
+        self.store = store
+        self.counters = counters
+        self.acks = acks
+
+    def take(self, batch: Batch, now_us: int) -> list[Accepted]:
+        """Read what producers sent into ``batch``; refusals are answered at once."""
+        accepted: list[Accepted] = []
+        for raw in drain(self.socket, self.limits.batch_size):
+            self.counters.received += 1
+            try:
+                produce = frames.decode_produce(raw, self.limits.max_message_size)
+                self._check_room(batch, produce)
+            except ProduceRefused as refused:
+                self._refuse(refused)
+                continue
+            except DecodeError:
+                continue  # a ROUTER always prepends the routing id; nothing to answer
+            value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
+            seq = batch.add_message(value)
+            accepted.append((produce.routing_id, produce.msg_id, seq, value))
+        return accepted
+
+    def _check_room(self, batch: Batch, produce: frames.Produce) -> None:
+        """Refuse, never drop, once the queue is at --max-messages or --max-bytes."""
+        limits = self.limits
+        full = ((limits.max_messages
+                 and self.store.messages + batch.message_delta >= limits.max_messages)
+                or (limits.max_bytes and self.store.bytes + batch.byte_delta >= limits.max_bytes))
+        if full:
+            self.counters.queue_full += 1
+            raise QueueFull(produce.routing_id, produce.msg_id)
+
+    def _refuse(self, refused: ProduceRefused) -> None:
+        self.counters.rejected += 1
+        log.debug("producer_message_rejected", reason=refused.reason,
+                  msg_id=refused.msg_id.hex())
+        self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())
+
+    def stored(self, accepted: list[Accepted]) -> None:
+        """The batch is written: ACK its producers (no copies to wait for)."""
+        for routing_id, msg_id, _, _ in accepted:
+            self.acks.owe(routing_id, msg_id, True)
+
+    def not_stored(self, accepted: list[Accepted], reason: str) -> None:
+        self.counters.store_failures += len(accepted)
+        status = f"not stored: {reason}".encode()
+        for routing_id, msg_id, _, _ in accepted:
+            self.acks.owe(routing_id, msg_id, False, status)

@@ -1,0 +1,68 @@
+"""Producer ACKs owed, sent as soon as each producer's pipe has room.
+
+The producer ROUTER runs with ROUTER_MANDATORY: a full pipe refuses an ACK
+(zmq.Again) instead of dropping it silently, and the ACK waits here for the next
+wake. Only a producer that is gone (EHOSTUNREACH) loses its ACK: nobody is there.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections import deque
+
+import zmq
+
+from pzq.counters import Counters
+from pzq.node.zmqio import send_frames
+from pzq.protocol import frames
+
+# Stop reading producers while this many ACKs wait for full producer pipes.
+LIMIT = 200_000
+RETRY_MS = 5  # how soon to retry ACKs a full pipe refused
+
+
+class ProducerAcks:
+    def __init__(self, socket: zmq.Socket, counters: Counters) -> None:
+        self.socket = socket
+        self.counters = counters
+        self._waiting: deque[list[bytes]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def full(self) -> bool:
+        return len(self._waiting) >= LIMIT
+
+    def owe(self, routing_id: bytes, msg_id: bytes, ok: bool, status: bytes = b"") -> None:
+        if not ok:
+            self.counters.acks_failed += 1
+        elif status == frames.REPLICATION_FAILED:
+            self.counters.acks_replication_failed += 1
+        else:
+            self.counters.acks_ok += 1
+        self._waiting.append(frames.encode_producer_ack(routing_id, msg_id, ok, status))
+
+    def flush(self) -> None:
+        """Send what the pipes take now; keep the rest for the next wake."""
+        refused: deque[list[bytes]] = deque()
+        while self._waiting:
+            ack = self._waiting.popleft()
+            try:
+                send_frames(self.socket, ack)
+                self.counters.producer_acks_sent += 1
+            except zmq.Again:
+                refused.append(ack)
+            except zmq.ZMQError as exc:
+                if exc.errno != errno.EHOSTUNREACH:
+                    raise
+                self.counters.producer_acks_dropped += 1  # that producer is gone
+        self._waiting = refused
+
+    def flush_before_exit(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while self._waiting and time.monotonic() < deadline:
+            self.flush()
+            if self._waiting:
+                time.sleep(RETRY_MS / 1000)  # pacing a retry, not synchronising

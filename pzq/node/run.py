@@ -1,0 +1,84 @@
+"""A node's life: bind, serve until asked to stop, hand back, close.
+
+Stopping is ordered on purpose: stop taking producer messages and delivering,
+give producers whose copies are pending a moment for the peers' confirmations
+(then REPLICATION_FAILED), send every ACK owed, and only then close the sockets.
+"""
+
+from __future__ import annotations
+
+import zmq
+
+from pzq.errors import ConfigError
+from pzq.logs import get_logger
+from pzq.node.clock import Now
+from pzq.node.device import Device
+from pzq.node.endpoints import open_endpoints
+from pzq.node.scheduler import start_scheduler, ticks
+from pzq.node.state import NodeState
+from pzq.node.waker import Waker
+from pzq.security import KeyPair, start_authenticator
+
+log = get_logger("pzq.node")
+
+STOP_FLUSH_SECONDS = 2.0  # at most this long for copies and ACKs at a stop
+
+
+class StopRequest:
+    """Set by a signal handler (it only sets this); the loop acts on it."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+
+def run(node: NodeState, waker: Waker, stop: StopRequest, curve: KeyPair | None) -> None:
+    config = node.config
+    context = zmq.Context()
+    authenticator = scheduler = endpoints = None
+    try:
+        if node.archiving is not None:
+            node.archiving.tier.open()
+        if curve is not None:
+            if config.curve_authorized_keys is None:
+                raise ConfigError("--curve-secret-key needs --curve-authorized-keys")
+            authenticator = start_authenticator(context, config.curve_authorized_keys)
+        endpoints = open_endpoints(context, config, curve, node.cluster, Now.read().mono)
+        device = Device(node, endpoints, waker)
+        scheduler = start_scheduler(waker, ticks(config))
+        log.info("node_ready", node_id=node.node_id.decode(), messages=node.store.messages,
+                 **endpoints.addresses())
+        serve(device, stop)
+    finally:
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+        if endpoints is not None:
+            endpoints.close()
+        if authenticator is not None:
+            authenticator.stop()
+        context.term()
+        if node.archiving is not None:
+            node.archiving.tier.close()
+
+
+def serve(device: Device, stop: StopRequest) -> None:
+    poller = zmq.Poller()
+    poller.register(device.waker.fileno(), zmq.POLLIN)
+    for socket in device.endpoints.pollable():
+        poller.register(socket, zmq.POLLIN)
+    if device.endpoints.cluster is not None:
+        device.endpoints.cluster.heartbeat(Now.read().mono)
+    while not stop.requested:
+        _one_wake(device, poller)
+    device.stopping = True
+    give_up = Now.read().mono + STOP_FLUSH_SECONDS
+    while device.finish_replication() and Now.read().mono < give_up:
+        _one_wake(device, poller)
+    device.fail_replication()
+    device.hand_back(STOP_FLUSH_SECONDS)
+
+
+def _one_wake(device: Device, poller: zmq.Poller) -> None:
+    now = Now.read()
+    device.interest(poller, now)
+    events = dict(poller.poll(device.poll_timeout_ms(now)))
+    device.wake(events, Now.read())

@@ -1,0 +1,86 @@
+"""What a node keeps between wakes, none of it a socket: built and tested in process.
+
+The store and its participants (this node's delivery state, the cluster, the
+archive), the delivery window, counters, rates and latencies. The socket side
+(pzq.node.device) reads and writes through these.
+"""
+
+from __future__ import annotations
+
+from pzq.archive.tier import ArchiveTier
+from pzq.cluster.core import ClusterCore
+from pzq.config import Config
+from pzq.counters import Counters
+from pzq.delivery.areas import Area, OwnArea
+from pzq.delivery.state import DeliveryState
+from pzq.delivery.window import DeliveryWindow
+from pzq.node.archiving import Archiving
+from pzq.node.clock import Now
+from pzq.node.rates import LatencyWindow, Rates
+from pzq.store.store import Store
+
+
+class NodeState:
+    def __init__(self, config: Config, store: Store, now: Now) -> None:
+        self.config = config
+        self.store = store
+        self.node_id = store.node_id
+        self.started = now.mono
+        self.counters = Counters()
+        self.delivery = self._delivery_state(OwnArea(store))
+        self.window = DeliveryWindow(config.prefetch, config.ack_timeout, now.wall_us)
+        self.rates = Rates(("received", "delivered", "acked"))
+        self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
+        self.latency = LatencyWindow()
+        cluster = config.cluster
+        self.cluster = (ClusterCore(cluster, store, self._delivery_state, now.mono)
+                        if cluster is not None else None)
+        self.archiving = Archiving(ArchiveTier(config)) if config.archive_dir else None
+        for participant in (self.delivery, self.cluster, self.archiving):
+            if participant is not None:
+                store.register(participant)
+
+    def _delivery_state(self, area: Area) -> DeliveryState:
+        return DeliveryState(area, self.config.delivery, self.counters)
+
+    def state_for(self, node_id: bytes) -> DeliveryState | None:
+        """The delivery state a message key of ``node_id`` belongs to, if any."""
+        if node_id == self.node_id:
+            return self.delivery
+        return self.cluster.takeovers.states.get(node_id) if self.cluster else None
+
+    def delivery_states(self, mono: float) -> list[DeliveryState]:
+        """Own messages first (once the cluster lets us), then taken-over ones."""
+        if self.cluster is None:
+            return [self.delivery]
+        own = [self.delivery] if self.cluster.own_delivery_allowed(mono) else []
+        return own + list(self.cluster.takeovers.states.values())
+
+    def removed(self, origin: bytes, seq: int) -> None:
+        """A message acked here: the cluster tells the holders of its copies."""
+        if self.cluster is None:
+            return
+        if origin == self.node_id:
+            self.cluster.removed_own([seq])
+        else:
+            self.cluster.removed_taken_over(origin, [seq])
+
+    def reap(self, now_us: int) -> None:
+        expired = self.delivery.reap(now_us)
+        if self.cluster is not None:
+            expired += self.cluster.takeovers.reap(now_us)
+        self.window.expired(expired)
+
+    def retire_dead_letters(self, now_us: int) -> None:
+        """Messages given up this wake: archived with their history; the holders of a
+        taken-over one drop their copies."""
+        takeovers = self.cluster.takeovers.states.values() if self.cluster else ()
+        for state in (self.delivery, *takeovers):
+            dead = state.take_newly_dead()
+            if not dead:
+                continue
+            origin = state.area.node_id
+            if origin != self.node_id and self.cluster is not None:
+                self.cluster.removed_taken_over(origin, [entry.seq for entry in dead])
+            if self.archiving is not None:
+                self.archiving.dead_lettered(origin, dead, now_us)

@@ -1,0 +1,167 @@
+"""Cluster nodes in one process: real stores, real ClusterCores, frames moved by hand.
+
+Each SimNode is what a pzq node keeps (a LevelDB store, its own delivery state, a
+ClusterCore); the SimNetwork carries the frames each core wants sent, and can cut
+links one way or both. Time is passed in, so the cluster's rules (replication
+deadlines, liveness, takeover, tombstones, removes) are tested in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from pzq.cluster.core import ClusterCore, ClusterSettings, Reply, ToPeer
+from pzq.cluster.replication import PendingAck
+from pzq.counters import Counters
+from pzq.delivery.areas import Area, OwnArea
+from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.store import keyspace, record
+from pzq.store.store import Store
+
+TIMEOUT_NODES_US = 1_000_000
+TIMEOUT_REPLICATION_US = 100_000
+DELIVERY = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
+
+
+class SimNode:
+    def __init__(self, directory: Path, endpoint: str, peers: tuple[str, ...], replicas: int,
+                 now: float) -> None:
+        self.endpoint = endpoint
+        self.store = Store.open(directory / endpoint.replace("/", "_"))
+        self.counters = Counters()
+        self.own = DeliveryState(OwnArea(self.store), DELIVERY, self.counters)
+        self.store.register(self.own)
+        settings = ClusterSettings(endpoint, peers, replicas, TIMEOUT_NODES_US,
+                                   TIMEOUT_REPLICATION_US)
+        self.core = ClusterCore(settings, self.store, self._state, now)
+        self.store.register(self.core)
+        self.acks: list[PendingAck] = []  # producer ACKs the core has finished
+        self.up = True
+
+    def _state(self, area: Area) -> DeliveryState:
+        return DeliveryState(area, DELIVERY, self.counters)
+
+    @property
+    def node_id(self) -> bytes:
+        return self.store.node_id
+
+    def produce(self, bodies: Iterable[bytes], now: float) -> list[int]:
+        """Store messages as one written batch and replicate them, as the node does."""
+        batch = self.store.begin()
+        stored = []
+        for body in bodies:
+            value = record.encode(body, (), (body,), 1)
+            stored.append((b"producer", body, batch.add_message(value), value))
+        self.store.commit(batch)
+        if self.core.settings.replicas:
+            self.core.replicate(stored, now)
+        return [seq for _, _, seq, _ in stored]
+
+    def deliver(self, now_us: int, states: list[DeliveryState] | None = None) -> list[bytes]:
+        """Deliver what this node may, returning the keys sent."""
+        sent: list[bytes] = []
+
+        def send(delivery: list[bytes]) -> bool:
+            sent.append(delivery[0])
+            return True
+
+        for state in states if states is not None else self.delivery_states():
+            if state.has_work():
+                state.deliver(send, now_us, 1000)
+        return sent
+
+    def delivery_states(self) -> list[DeliveryState]:
+        own = [self.own] if self.core.own_delivery_allowed(self.core.takeovers.now) else []
+        return own + self.core.takeovers.active()
+
+    def ack(self, key: bytes) -> bool:
+        """A consumer's ACK "1" for ``key``, applied in one batch."""
+        origin, seq = keyspace.parse_message_key(key)
+        state = self.own if origin == self.node_id else self.core.takeovers.states.get(origin)
+        if state is None:
+            return False
+        batch = self.store.begin()
+        entry = state.ack(batch, seq)
+        self.store.commit(batch)
+        if entry is not None:
+            if origin == self.node_id:
+                self.core.removed_own([seq])
+            else:
+                self.core.removed_taken_over(origin, [seq])
+            self.core.flush_removes()
+        return entry is not None
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class SimNetwork:
+    def __init__(self, directory: Path, count: int, replicas: int, now: float = 1000.0) -> None:
+        endpoints = [f"sim://node{i}" for i in range(count)]
+        self.nodes = [SimNode(directory, endpoint,
+                              tuple(e for e in endpoints if e != endpoint), replicas, now)
+                      for endpoint in endpoints]
+        self.by_endpoint = {node.endpoint: node for node in self.nodes}
+        self.cut: set[tuple[str, str]] = set()  # (from, to) links that drop frames
+
+    def cut_off(self, node: SimNode) -> None:
+        for other in self.nodes:
+            if other is not node:
+                self.cut |= {(node.endpoint, other.endpoint), (other.endpoint, node.endpoint)}
+
+    def heal(self) -> None:
+        self.cut.clear()
+
+    def _passes(self, source: str, target: str) -> bool:
+        return ((source, target) not in self.cut and self.by_endpoint[source].up
+                and self.by_endpoint[target].up)
+
+    def step(self, now: float, heartbeat: bool = False) -> None:
+        """One round: heartbeats if asked, then every frame delivered until quiet."""
+        if heartbeat:
+            for node in self.nodes:
+                if node.up:
+                    node.core.heartbeat(now)
+        for _ in range(20):
+            if not self._deliver_all(now):
+                return
+        raise AssertionError("the cluster did not go quiet")
+
+    def _deliver_all(self, now: float) -> bool:
+        moved = False
+        for node in self.nodes:
+            outgoing = node.core.take_outgoing()
+            for item in outgoing:
+                moved = True
+                if isinstance(item, ToPeer):
+                    self._request(node, item, now)
+                else:
+                    raise AssertionError(f"a reply outside a request: {item}")
+        return moved
+
+    def _request(self, source: SimNode, item: ToPeer, now: float) -> None:
+        target = self.by_endpoint[item.endpoint]
+        if not self._passes(source.endpoint, target.endpoint):
+            return
+        routing_id = source.endpoint.encode()
+        batch = target.store.begin()
+        target.core.receive_request(routing_id, item.frames, batch, target.own, now)
+        target.store.commit(batch)
+        for reply in target.core.take_outgoing():
+            if isinstance(reply, Reply):
+                self._reply(target, source, reply, now)
+            else:
+                target.core.outgoing.append(reply)  # its own requests go out next round
+
+    def _reply(self, source: SimNode, target: SimNode, reply: Reply, now: float) -> None:
+        if not self._passes(source.endpoint, target.endpoint):
+            return
+        batch = target.store.begin()
+        done = target.core.receive_reply(source.endpoint, reply.frames, batch, target.own, now)
+        target.store.commit(batch)
+        target.acks.extend(done)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()

@@ -93,15 +93,20 @@ def produce_for(nodes: list[NodeProcess], seconds: float, kills: int, report: Re
                 _count_acks(producer.acks(), report, acked)
                 if kill_times and time.monotonic() - started >= kill_times[0]:
                     kill_times.pop(0)
-                    victim = rng.choice(nodes)
-                    victim.kill()
-                    victim.restart()
-                    report.restarts += 1
+                    _kill_and_restart(rng.choice(nodes), report)
             try:
                 _count_acks(producer.flush(3.0), report, acked)
             except TimeoutError:
                 _count_acks(producer.acks(), report, acked)
+    for _ in kill_times:  # a slow machine did not get to them while producing
+        _kill_and_restart(rng.choice(nodes), report)
     context.destroy(linger=0)
+
+
+def _kill_and_restart(victim: NodeProcess, report: Report) -> None:
+    victim.kill()
+    victim.restart()
+    report.restarts += 1
 
 
 def _count_acks(acks: list, report: Report, acked: set[bytes]) -> None:

@@ -36,6 +36,7 @@ class SimNode:
                                    TIMEOUT_REPLICATION_US)
         self.core = ClusterCore(settings, self.store, self._state, now)
         self.store.register(self.core)
+        self.own.held_elsewhere = self.core.held_elsewhere
         self.acks: list[PendingAck] = []  # producer ACKs the core has finished
         self.up = True
 
@@ -75,21 +76,23 @@ class SimNode:
         own = [self.own] if self.core.own_delivery_allowed(self.core.takeovers.now) else []
         return own + self.core.takeovers.active()
 
-    def ack(self, key: bytes) -> bool:
-        """A consumer's ACK "1" for ``key``, applied in one batch."""
+    def ack(self, key: bytes, now: float) -> bool:
+        """A consumer's ACK "1" for ``key``, applied in one batch as the node does:
+        the removes it owes the other holders are written in the same batch."""
         origin, seq = keyspace.parse_message_key(key)
         state = self.own if origin == self.node_id else self.core.takeovers.states.get(origin)
         if state is None:
             return False
         batch = self.store.begin()
         entry = state.ack(batch, seq)
-        self.store.commit(batch)
         if entry is not None:
             if origin == self.node_id:
                 self.core.removed_own([seq])
             else:
                 self.core.removed_taken_over(origin, [seq])
-            self.core.flush_removes()
+        self.core.owe_removes(batch, now)
+        self.store.commit(batch)
+        self.core.flush_removes(now)
         return entry is not None
 
     def close(self) -> None:

@@ -229,7 +229,7 @@ def test_strangers_cannot_create_or_remove_replicas(start_node, context, tmp_pat
     stranger.connect(endpoints[1])
     stranger.send_multipart(cluster_wire.encode_replicate(origin, 7, b"\x00",
                                                           [(99, b"forged")]))
-    stranger.send_multipart(cluster_wire.encode_remove(origin, [0]))
+    stranger.send_multipart(cluster_wire.encode_remove(origin, 1, [0]))
     stranger.send_multipart(cluster_wire.encode_ping(b"0badf00d", "ipc:///not/a/member"))
     nodes[1].wait_stats(lambda s: s["cluster_rejected"] >= 3, message="strangers rejected")
     assert replicas_held(nodes[1]) == 1

@@ -56,7 +56,7 @@ def test_an_ack_at_the_origin_removes_every_copy(three):
     origin.produce([b"a"], T0)
     three.step(T0)
     (key,) = origin.deliver(1)
-    assert origin.ack(key)
+    assert origin.ack(key, T0)
     three.step(T0)
     assert origin.store.messages == 0
     assert first.core.replicas.counts[origin.node_id] == 0
@@ -76,7 +76,7 @@ def test_takeover_by_the_first_live_holder_and_tombstones_for_the_origin(three):
     taker = three.by_endpoint[holders[0]]
     for key in delivered[taker.endpoint]:
         assert keyspace.parse_message_key(key)[0] == origin.node_id
-        assert taker.ack(key)
+        assert taker.ack(key, now)
     three.step(now)
     assert first.core.replicas.counts[origin.node_id] == 0
     assert second.core.replicas.counts[origin.node_id] == 0
@@ -89,3 +89,135 @@ def test_takeover_by_the_first_live_holder_and_tombstones_for_the_origin(three):
     assert origin.deliver(3) == []
     three.step(later)  # APPLIED: the tombstones are dropped
     assert taker.core.replicas.tombstones[origin.node_id] == 0
+
+
+# -- every ACK removes every copy ------------------------------------------------------
+
+def copies(node, origin) -> int:
+    counted = node.core.replicas.counts[origin.node_id]
+    stored = sum(1 for _ in node.store.iterate(keyspace.replica_prefix(origin.node_id)))
+    assert counted == stored, (counted, stored)  # the figure never drifts from the truth
+    return stored
+
+
+def test_remove_in_the_same_wake_as_its_copy_leaves_nothing(tmp_path):
+    network = SimNetwork(tmp_path, 2, replicas=1, now=T0)
+    network.step(T0, heartbeat=True)
+    origin, holder = network.nodes
+    origin.produce([b"a"], T0)
+    (replicate,) = [item.frames for item in origin.core.take_outgoing()]
+    seq = keyspace.parse_message_key(origin.deliver(1)[0])[1]
+    origin.ack(keyspace.message_key(origin.node_id, seq), T0)
+    (remove,) = [item.frames for item in origin.core.take_outgoing()]
+    batch = holder.store.begin()  # both arrive in one wake of the holder
+    for frames in (replicate, remove, remove):
+        holder.core.receive_request(origin.endpoint.encode(), frames, batch, holder.own, T0)
+    holder.store.commit(batch)
+    assert copies(holder, origin) == 0
+    network.close()
+
+
+def test_remove_before_its_copy_drops_the_late_copy(tmp_path):
+    network = SimNetwork(tmp_path, 2, replicas=1, now=T0)
+    network.step(T0, heartbeat=True)
+    origin, holder = network.nodes
+    origin.produce([b"a"], T0)
+    (replicate,) = [item.frames for item in origin.core.take_outgoing()]
+    origin.ack(origin.deliver(1)[0], T0)
+    (remove,) = [item.frames for item in origin.core.take_outgoing()]
+    for frames in (remove, replicate):  # reordered on the way
+        batch = holder.store.begin()
+        holder.core.receive_request(origin.endpoint.encode(), frames, batch, holder.own, T0)
+        holder.store.commit(batch)
+    assert copies(holder, origin) == 0
+    network.close()
+
+
+def test_a_lost_remove_is_sent_again_until_confirmed_also_after_a_restart(tmp_path):
+    network = SimNetwork(tmp_path, 2, replicas=1, now=T0)
+    network.step(T0, heartbeat=True)
+    origin, holder = network.nodes
+    origin.produce([b"a", b"b"], T0)
+    network.step(T0)
+    network.cut.add((origin.endpoint, holder.endpoint))  # frames to the holder are lost
+    for key in origin.deliver(1):
+        origin.ack(key, T0)
+    network.step(T0)
+    assert copies(holder, origin) == 2
+    assert origin.core.removes.owed_to(holder.endpoint) == 2
+
+    # The origin restarts before the holder confirmed: the owed removes are stored.
+    origin.close()
+    network.nodes[0] = network.by_endpoint[origin.endpoint] = origin = type(origin)(
+        tmp_path, origin.endpoint, (holder.endpoint,), 1, T0)
+    assert origin.core.removes.owed_to(holder.endpoint) == 2
+    network.heal()
+    later = T0 + 1
+    network.step(later, heartbeat=True)
+    assert copies(holder, origin) == 0
+    network.step(later)  # the confirmations are written with the next batch
+    origin.store.commit(origin.store.begin())
+    assert origin.core.removes.owed_to(holder.endpoint) == 0
+    assert list(origin.store.iterate(keyspace.OWED_PREFIX)) == []
+    network.close()
+
+
+# -- one message delivered by one node at a time -------------------------------------
+
+def test_any_frame_from_the_origin_stops_a_takeover(tmp_path):
+    network = SimNetwork(tmp_path, 2, replicas=1, now=T0)
+    network.step(T0, heartbeat=True)
+    origin, holder = network.nodes
+    origin.produce([b"a"], T0)
+    network.step(T0)
+    network.cut.add((holder.endpoint, origin.endpoint))  # the holder's pings get lost
+    now = T0 + AFTER_TIMEOUT
+    holder.core.heartbeat(now)  # the origin has said nothing for a while
+    network.step(now)
+    assert holder.core.takeovers.active_origins() == [origin.node_id]
+    origin.produce([b"b"], now)  # but a copy arrives: the origin is alive
+    network.step(now)
+    assert holder.core.takeovers.active_origins() == []
+    assert holder.deliver(2) == []
+    network.close()
+
+
+def test_a_node_cut_off_from_the_majority_does_not_take_over(three):
+    origin, first, isolated = three.nodes
+    origin.produce([b"a"], T0)
+    three.step(T0)
+    three.cut_off(isolated)
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    assert isolated.core.takeovers.active_origins() == []
+    assert isolated.deliver(2) == []
+    assert origin.deliver(2)  # the origin, on the majority side, delivers it
+
+
+def test_a_returning_origin_leaves_alone_what_a_survivor_has_out(tmp_path):
+    network = SimNetwork(tmp_path, 2, replicas=1, now=T0)
+    network.step(T0, heartbeat=True)
+    origin, survivor = network.nodes
+    origin.produce([b"a", b"b"], T0)
+    network.step(T0)
+    origin.up = False
+    now = T0 + AFTER_TIMEOUT
+    network.step(now, heartbeat=True)
+    out = survivor.deliver(2)
+    assert len(out) == 2  # both out with the survivor's consumers, not answered yet
+
+    origin.up = True
+    back = now + 0.1
+    network.step(back, heartbeat=True)
+    assert survivor.core.takeovers.active_origins() == []
+    assert origin.deliver(3) == []  # held by the survivor: not delivered twice
+    assert survivor.ack(out[0], back)  # a late ACK at the survivor still counts
+    network.step(back)
+    assert origin.store.messages == 1
+    # The other one times out at the survivor: the origin may deliver it now.
+    expired_at = int((back + 2) * 1e6)
+    survivor.core.takeovers.reap(expired_at)
+    network.step(back + 0.2, heartbeat=True)
+    assert [keyspace.parse_message_key(key)[1] for key in origin.deliver(4)] == [
+        keyspace.parse_message_key(out[1])[1]]
+    network.close()

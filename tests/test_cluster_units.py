@@ -16,25 +16,30 @@ NODE = b"0a1b2c3d"
 
 def test_cluster_frames_round_trip():
     assert cw.decode_ping(cw.encode_ping(NODE, "ipc:///x")) == (NODE, "ipc:///x")
-    assert cw.decode_pong(cw.encode_pong(NODE, [1, 2**40], True)) == (NODE, [1, 2**40], True)
+    assert cw.decode_pong(cw.encode_pong(NODE, [1, 2**40], True, [7])) == cw.Pong(
+        NODE, [1, 2**40], True, [7])
     replicate = cw.decode_replicate(cw.encode_replicate(NODE, 9, b"\x00", [(1, b"a"), (5, b"")]))
     assert (replicate.origin, replicate.batch_id, replicate.messages) == (NODE, 9,
                                                                           [(1, b"a"), (5, b"")])
     assert cw.decode_replicated(cw.encode_replicated(2**63)) == 2**63
-    assert cw.decode_remove(cw.encode_remove(NODE, [3, 4])) == (NODE, [3, 4])
+    assert cw.decode_remove(cw.encode_remove(NODE, 12, [3, 4])) == (NODE, 12, [3, 4])
+    assert cw.decode_removed(cw.encode_removed(12)) == 12
     assert cw.decode_applied(cw.encode_applied([])) == []
 
 
 @pytest.mark.parametrize("decode, frames", [
     (cw.decode_ping, [cw.PING, NODE]),
     (cw.decode_ping, [cw.PING, b"NOTHEX!!", b"ipc:///x"]),
-    (cw.decode_pong, [cw.PONG, NODE, b"2", b""]),
-    (cw.decode_pong, [cw.PONG, NODE, b"0", b"\x00" * 7]),
+    (cw.decode_pong, [cw.PONG, NODE, b"2", b"", b""]),
+    (cw.decode_pong, [cw.PONG, NODE, b"0", b"\x00" * 7, b""]),
+    (cw.decode_pong, [cw.PONG, NODE, b"0", b""]),
     (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 8, b"\x00", b"\x00" * 8]),
     (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 7, b"\x00", b"\x00" * 8, b"v"]),
     (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 8, b"\x00", b"\x00" * 3, b"v"]),
     (cw.decode_replicated, [cw.REPLICATED, b"\x00"]),
     (cw.decode_remove, [cw.REMOVE, NODE]),
+    (cw.decode_remove, [cw.REMOVE, NODE, b"\x00" * 3, b""]),
+    (cw.decode_removed, [cw.REMOVED]),
     (cw.decode_applied, [cw.APPLIED, b"\x00" * 9]),
 ])
 def test_cluster_frame_garbage(decode, frames):

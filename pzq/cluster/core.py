@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from pzq.cluster.peers import PeerTable
+from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
 from pzq.cluster.takeover import StateFactory, Takeovers
 from pzq.delivery.state import DeliveryState
@@ -30,6 +31,7 @@ from pzq.store.store import Batch, Participant, Store
 log = get_logger("pzq.cluster")
 
 TOMBSTONES_PER_PONG = 10_000
+HELD_PER_PONG = 10_000
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,16 @@ class ClusterCore(Participant):
         self.tracker = ReplicationTracker(settings.replicas,
                                           settings.timeout_replication_us / 1e6)
         self.takeovers = Takeovers(self.replicas, self.peers, self.node_id, make_state, now)
+        resend_s = max(0.5, settings.timeout_nodes_us / 4e6)
+        self.removes = RemoveLedger(store, settings.nodes, resend_s)
         self.outgoing: list[Send] = []
         self.rejected = 0  # cluster frames from strangers, or malformed
         self._after_write: list[Send] = []
         self._synced: set[str] = set()  # peers whose tombstones for us are all applied
         self._rotation = 0
         self._removes_out: defaultdict[bytes, list[int]] = defaultdict(list)
-        self._removes_owed: defaultdict[str, list[tuple[bytes, list[int]]]] = defaultdict(list)
+        # Own messages a peer still has out with its consumers (from its PONG).
+        self._held: dict[str, set[int]] = {}
         self._senders: dict[bytes, tuple[str, bytes]] = {}  # routing id -> endpoint, node
 
     def take_outgoing(self) -> list[Send]:
@@ -92,16 +97,24 @@ class ClusterCore(Participant):
                                                                  self.settings.broadcast_dsn)))
         for peer in self.peers.refresh(now):
             self._synced.discard(peer.endpoint)
+            self._held.pop(peer.endpoint, None)  # a down peer's consumers cannot ack it
             log.warning("peer_down", endpoint=peer.endpoint,
                         node_id=(peer.node_id or b"?").decode())
         self.takeovers.update(now)
+        self.flush_removes(now)
 
-    def _heard(self, endpoint: str, node_id: bytes, now: float) -> None:
-        if self.peers.heard(endpoint, node_id, now):
+    def _heard(self, endpoint: str, node_id: bytes, now: float,
+               answer: bool = False) -> None:
+        """Any frame from a peer proves it is alive (an answer on our link also that
+        we reach it); a peer that is back gets what it missed."""
+        reachable = self.peers.peers[endpoint].reachable
+        came_up = (self.peers.answered if answer else self.peers.heard)(endpoint, node_id, now)
+        if came_up:
             log.info("peer_up", endpoint=endpoint, node_id=node_id.decode())
-            for origin, seqs in self._removes_owed.pop(endpoint, []):
-                self.outgoing.append(ToPeer(endpoint, cw.encode_remove(origin, seqs)))
             self.takeovers.update(now)
+        if answer and not reachable:
+            self.removes.forget_sends(endpoint)
+            self._send_removes(endpoint, now)
 
     def own_delivery_allowed(self, now: float) -> bool:
         """After a start, wait for the peers' tombstones (or for them to be down)."""
@@ -114,7 +127,7 @@ class ClusterCore(Participant):
     def replicate(self, stored: list[Stored], now: float) -> None:
         """Send a written batch to ``replicas`` live peers; its producer ACKs wait for
         their confirmations (``receive_reply``) or the deadline (``expire``)."""
-        live = self.peers.up_peers()
+        live = self.peers.reachable_peers()
         if live:
             self._rotation = (self._rotation + 1) % len(live)
             live = live[self._rotation:] + live[:self._rotation]
@@ -149,19 +162,29 @@ class ClusterCore(Participant):
         """Taken-over messages acked or given up here: the other holders drop theirs."""
         self._removes_out[origin].extend(seqs)
 
-    def flush_removes(self) -> None:
-        """Broadcast this wake's removes (after its batch is written)."""
+    def owe_removes(self, batch: Batch, now: float) -> None:
+        """Persist this wake's removes in its batch: each peer owes a confirmation. A
+        down origin of taken-over messages collects tombstones instead."""
         for origin, seqs in self._removes_out.items():
-            frames = cw.encode_remove(origin, seqs)
+            peers = set(self.settings.nodes)
             origin_endpoint = self.peers.endpoint_of(origin)
-            for endpoint, peer in self.peers.peers.items():
-                if peer.up:
-                    self.outgoing.append(ToPeer(endpoint, frames))
-                elif endpoint != origin_endpoint:
-                    # A holder that missed it gets it when back; a down origin
-                    # instead collects tombstones when it returns.
-                    self._removes_owed[endpoint].append((origin, seqs))
+            if origin != self.node_id and not self.peers.node_alive(origin, now):
+                peers.discard(origin_endpoint or "")
+            self.removes.owe(batch, origin, seqs, peers)
         self._removes_out.clear()
+
+    def flush_removes(self, now: float) -> None:
+        """Send every remove a reachable peer has not confirmed (again after a while)."""
+        for peer in self.peers.reachable_peers():
+            self._send_removes(peer.endpoint, now)
+
+    def _send_removes(self, endpoint: str, now: float) -> None:
+        for frames in self.removes.due(endpoint, now):
+            self.outgoing.append(ToPeer(endpoint, frames))
+
+    def held_elsewhere(self, seq: int) -> bool:
+        """An own message a peer still has out (taken over while we were away)."""
+        return any(seq in held for held in self._held.values())
 
     # -- incoming traffic ----------------------------------------------------------------
 
@@ -182,28 +205,36 @@ class ClusterCore(Participant):
             if endpoint not in self.peers.peers:
                 raise DecodeError(f"PING from {endpoint!r}, which is not in --nodes")
             self._senders[routing_id] = (endpoint, node_id)
-            self.outgoing.append(Reply(routing_id, self._pong(node_id)))
+            self._heard(endpoint, node_id, now)
+            self.outgoing.append(Reply(routing_id, self._pong(node_id, endpoint)))
             return
         sender = self._senders.get(routing_id)
         if sender is None:
             raise DecodeError("cluster frame from a sender that never said PING")
-        _, sender_node = sender
+        sender_endpoint, sender_node = sender
+        self._heard(sender_endpoint, sender_node, now)
         if command == cw.REPLICATE:
             self._store_copies(routing_id, sender_node, cw.decode_replicate(frames), batch)
         elif command == cw.REMOVE:
-            origin, seqs = cw.decode_remove(frames)
+            origin, remove_id, seqs = cw.decode_remove(frames)
             self._apply_removes(origin, seqs, batch, own, now)
+            self._after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
         elif command == cw.APPLIED:
             self.replicas.drop_tombstones(batch, sender_node, cw.decode_applied(frames))
         else:
             raise DecodeError(f"unknown cluster command {command[:20]!r}")
 
-    def _pong(self, node_id: bytes) -> list[bytes]:
+    def _pong(self, node_id: bytes, endpoint: str) -> list[bytes]:
+        """Tombstones of the asker's messages, and those it must not deliver yet: out
+        with our consumers, or acked here and the remove not confirmed by it."""
         tombstones: list[int] = []
         if self.replicas.tombstones[node_id] > 0:
             tombstones = self.replicas.tombstone_seqs(node_id, TOMBSTONES_PER_PONG + 1)
         more = len(tombstones) > TOMBSTONES_PER_PONG
-        return cw.encode_pong(self.node_id, tombstones[:TOMBSTONES_PER_PONG], more)
+        held = self.takeovers.out_with_consumers(node_id) | self.removes.unconfirmed(
+            node_id, endpoint)
+        return cw.encode_pong(self.node_id, tombstones[:TOMBSTONES_PER_PONG], more,
+                              sorted(held)[:HELD_PER_PONG])
 
     def _store_copies(self, routing_id: bytes, sender_node: bytes,
                       replicate: cw.Replicate, batch: Batch) -> None:
@@ -242,24 +273,37 @@ class ClusterCore(Participant):
                now: float) -> list[PendingAck]:
         command = frames[0] if frames else b""
         if command == cw.PONG:
-            node_id, tombstones, more = cw.decode_pong(frames)
-            self._heard(endpoint, node_id, now)
-            if tombstones:
-                for seq in tombstones:
+            pong = cw.decode_pong(frames)
+            self._heard(endpoint, pong.node_id, now, answer=True)
+            if pong.tombstones:
+                for seq in pong.tombstones:
                     own.ack(batch, seq)
-                self._after_write.append(ToPeer(endpoint, cw.encode_applied(tombstones)))
-            if not more:
+                self._after_write.append(ToPeer(endpoint, cw.encode_applied(pong.tombstones)))
+            self._update_held(endpoint, set(pong.held), own)
+            if not pong.more:
                 self._synced.add(endpoint)
             return []
+        node_id = self.peers.peers[endpoint].node_id
+        if node_id is not None:
+            self._heard(endpoint, node_id, now, answer=True)
         if command == cw.REPLICATED:
-            self.peers.heard(endpoint, self.peers.peers[endpoint].node_id or b"", now)
             return self.tracker.confirm(cw.decode_replicated(frames), endpoint)
+        if command == cw.REMOVED:
+            self.removes.confirmed(endpoint, cw.decode_removed(frames))
+            return []
         raise DecodeError(f"unknown cluster reply {command[:20]!r}")
+
+    def _update_held(self, endpoint: str, held: set[int], own: DeliveryState) -> None:
+        released = self._held.get(endpoint, set()) - held
+        self._held[endpoint] = held
+        if released:
+            own.rewind()  # what the peer gave up or confirmed may be ours to deliver
 
     # -- batch participant -------------------------------------------------------------
 
     def prepare(self, batch: Batch) -> None:
         self.takeovers.prepare(batch)
+        self.removes.prepare(batch)
 
     def written(self) -> None:
         self.replicas.written()
@@ -288,11 +332,16 @@ class ClusterCore(Participant):
         return [{
             "endpoint": peer.endpoint,
             "node_id": (peer.node_id or b"").decode(),
-            "state": "up" if peer.up else "down",
+            # up: it talks to us and answers us; unreachable: it talks to us, but our
+            # link to it gets no answer (so no copies go to it); down: silent.
+            "state": ("up" if peer.reachable else "unreachable") if peer.up else "down",
+            "reachable": peer.reachable,
             "last_heard_seconds": (None if peer.last_heard is None
                                    else round(now - peer.last_heard, 3)),
             "replicas_held": self.replicas.counts[peer.node_id] if peer.node_id else 0,
             "replication_lag": self.tracker.lag.get(peer.endpoint, 0),
+            "removes_owed": self.removes.owed_to(peer.endpoint),
+            "held_there": len(self._held.get(peer.endpoint, ())),
         } for peer in self.peers.peers.values()]
 
 

@@ -3,7 +3,8 @@
 Requests go out on the DEALER connected to a peer and its ROUTER answers on the
 same pipe. This module only moves frames between the sockets and ``ClusterCore``;
 it owns no rule but one of ZeroMQ's: an ipc endpoint that did not exist yet when
-we connected is never retried, so a peer silent for a while gets a fresh connect.
+we connected is never retried, so a link that has not answered for a while gets
+a fresh connect.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class ClusterLinks:
     def _reconnect_if_silent(self, endpoint: str, dealer: zmq.Socket[bytes],
                              now: float) -> None:
         peer = self.core.peers.peers[endpoint]
-        if peer.up or now - self._connected_at[endpoint] < self.core.peers.timeout_s:
+        if peer.reachable or now - self._connected_at[endpoint] < self.core.peers.timeout_s:
             return
         dealer.disconnect(endpoint)
         dealer.connect(endpoint)

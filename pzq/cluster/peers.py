@@ -1,4 +1,13 @@
-"""Liveness of the cluster's other nodes, from heartbeats, with time passed in."""
+"""What this node knows of the cluster's other nodes, with time passed in.
+
+Two different facts per peer:
+- alive (``up``): any frame from it within --timeout-nodes (its pings, copies,
+  removes, or answers). Takeover decisions rest on this: a node that sends
+  anything is not down.
+- reachable: it answered a request on our own link to it within --timeout-nodes.
+  Copies and removes go only to reachable peers, and a link that stays silent is
+  connected afresh.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +17,11 @@ from dataclasses import dataclass
 @dataclass
 class Peer:
     endpoint: str
-    node_id: bytes | None = None  # learned from its first heartbeat
-    last_heard: float | None = None  # monotonic seconds
-    up: bool = False
+    node_id: bytes | None = None  # learned from its first frame
+    last_heard: float | None = None  # monotonic seconds, any frame
+    last_answer: float | None = None  # monotonic seconds, an answer on our link
+    up: bool = False  # alive
+    reachable: bool = False
 
 
 class PeerTable:
@@ -20,16 +31,25 @@ class PeerTable:
         self.peers = {endpoint: Peer(endpoint) for endpoint in endpoints}
 
     def heard(self, endpoint: str, node_id: bytes, now: float) -> bool:
-        """Record a sign of life; True when the peer has just come up."""
+        """Any frame from the peer; True when it has just come up."""
         peer = self.peers[endpoint]
         came_up = not peer.up
         peer.node_id, peer.last_heard, peer.up = node_id, now, True
         return came_up
 
+    def answered(self, endpoint: str, node_id: bytes, now: float) -> bool:
+        """An answer on our link to the peer; True when it has just come up."""
+        peer = self.peers[endpoint]
+        peer.last_answer, peer.reachable = now, True
+        return self.heard(endpoint, node_id, now)
+
     def refresh(self, now: float) -> list[Peer]:
-        """Mark silent peers down; returns those that have just gone down."""
+        """Mark silent peers down (and unanswering links unreachable); returns the
+        peers that have just gone down."""
         gone = []
         for peer in self.peers.values():
+            if peer.reachable and now - (peer.last_answer or 0) > self.timeout_s:
+                peer.reachable = False
             if peer.up and now - (peer.last_heard or 0) > self.timeout_s:
                 peer.up = False
                 gone.append(peer)
@@ -37,6 +57,15 @@ class PeerTable:
 
     def up_peers(self) -> list[Peer]:
         return [peer for peer in self.peers.values() if peer.up]
+
+    def reachable_peers(self) -> list[Peer]:
+        return [peer for peer in self.peers.values() if peer.reachable]
+
+    def quorum(self) -> bool:
+        """This node and the peers it hears make a majority of the cluster. A cluster
+        of two cannot tell a crash from a cut, so there one node alone counts."""
+        size = len(self.peers) + 1
+        return size <= 2 or (len(self.up_peers()) + 1) * 2 > size
 
     def in_grace(self, now: float) -> bool:
         """Right after start nobody has been heard yet: nobody is known to be down."""

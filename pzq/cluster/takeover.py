@@ -47,13 +47,16 @@ class Takeovers(Participant):
         return False
 
     def update(self, now: float) -> None:
-        """Start, pause or resume takeovers as origins go down or come back."""
+        """Start, pause or resume takeovers as origins go down or come back. Only a
+        node that hears a majority of the cluster takes over: a node cut off from the
+        others must not deliver what the majority side delivers."""
         self.now = now
+        quorum = self.peers.quorum()
         for origin in set(self.replicas.origins()) | set(self.states):
-            if self.peers.node_alive(origin, now):
-                self._pause(origin)
-            else:
+            if quorum and not self.peers.node_alive(origin, now):
                 self._take_over(origin)
+            else:
+                self._pause(origin)
         for origin in [o for o, s in self.states.items() if s.paused and not s.inflight]:
             del self.states[origin]
 
@@ -75,6 +78,13 @@ class Takeovers(Participant):
             state.paused = False
             log.warning("takeover_resumed", origin=origin.decode())
         state.rewind()  # who is first in line may have changed
+
+    def out_with_consumers(self, origin: bytes) -> set[int]:
+        """Messages of ``origin`` this node has sent and not had answered yet."""
+        state = self.states.get(origin)
+        if state is None:
+            return set()
+        return {entry.seq for entry in state.inflight.entries()}
 
     def forget(self, origin: bytes, seq: int) -> None:
         """A message acked elsewhere: no longer ours to deliver or to wait for."""

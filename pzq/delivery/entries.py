@@ -29,6 +29,9 @@ class OrderedEntries(Generic[E]):
     def __contains__(self, seq: int) -> bool:
         return seq in self._entries
 
+    def entries(self) -> list[E]:
+        return list(self._entries.values())
+
     def get(self, seq: int) -> E | None:
         return self._entries.get(seq)
 

@@ -64,6 +64,9 @@ class DeliveryState(Participant):
         # A paused state delivers nothing and lets expired deliveries go: its area's
         # origin is back and delivers them itself. ACKs are still applied.
         self.paused = False
+        # Messages another node has out with its consumers (it took them over while
+        # this node was away): not delivered here until it lets them go.
+        self.held_elsewhere: Callable[[int], bool] = lambda seq: False
 
     def has_work(self) -> bool:
         """Something to deliver and room to track it (so the loop can wait otherwise)."""
@@ -192,6 +195,8 @@ class DeliveryState(Participant):
         while sent < limit:
             if self.ready:
                 entry = self.ready.pop()
+                if self.held_elsewhere(entry.seq):
+                    continue  # stays stored; a rewind finds it once it is let go
                 if not self._send(send, entry, now_us):
                     self.ready.push_front(entry)
                     break
@@ -206,7 +211,8 @@ class DeliveryState(Participant):
             for seq, value in chunk:
                 if (seq in self._unwritten_deletes or seq in self._deleting
                         or seq in self.inflight or seq in self.ready
-                        or seq in self._dead or seq in self._dead_moving):
+                        or seq in self._dead or seq in self._dead_moving
+                        or self.held_elsewhere(seq)):
                     self.cursor = seq + 1
                     continue
                 first_delivered_us, deliveries = record.bookkeeping(value)

@@ -86,10 +86,12 @@ class Device:
         if events.get(endpoints.send, 0) & zmq.POLLIN:
             self.consumer_acks.take(batch, now.wall_us, now.mono)
         node.retire_dead_letters(now.wall_us)
+        if node.cluster is not None:
+            node.cluster.owe_removes(batch, now.mono)
         self._commit(batch, accepted, now)
         if cluster is not None:
             self._replicated(cluster.core.expire(now.mono))
-            cluster.core.flush_removes()
+            cluster.core.flush_removes(now.mono)
             cluster.send()
         self.producer_acks.flush()
         if not self.stopping:

@@ -35,6 +35,8 @@ class NodeState:
         cluster = config.cluster
         self.cluster = (ClusterCore(cluster, store, self._delivery_state, now.mono)
                         if cluster is not None else None)
+        if self.cluster is not None:
+            self.delivery.held_elsewhere = self.cluster.held_elsewhere
         self.archiving = Archiving(ArchiveTier(config)) if config.archive_dir else None
         for participant in (self.delivery, self.cluster, self.archiving):
             if participant is not None:

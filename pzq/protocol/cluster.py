@@ -3,12 +3,16 @@
 Each node binds a ROUTER at its --broadcast-dsn and connects one DEALER to each
 peer. Requests go out on the DEALER; the peer's ROUTER answers on the same pipe.
 
-    PING       node id, endpoint                       -> PONG node id, more, tombstones
-    REPLICATE  origin, batch id, holders, (seq, record)* -> REPLICATED batch id
-    REMOVE     origin, seqs                            (no answer)
-    APPLIED    seqs                                    (no answer: tombstones applied)
+    PING       node id, endpoint        -> PONG node id, more, tombstones, held
+    REPLICATE  origin, batch id, holders, (seq, record)*  -> REPLICATED batch id
+    REMOVE     origin, remove id, seqs  -> REMOVED remove id (once written)
+    APPLIED    seqs                     (no answer: tombstones applied)
 
-``seqs`` and ``tombstones`` are packed 8-byte big-endian sequence numbers.
+``seqs``, ``tombstones`` and ``held`` are packed 8-byte big-endian sequence
+numbers. In a PONG, ``tombstones`` are the asker's messages acked on the answering
+node while the asker was down, and ``held`` those of the asker's messages the
+answering node still has out with its consumers (or acked without the asker having
+confirmed the remove): the asker does not deliver them meanwhile.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from pzq.store import keyspace
 
 PING, PONG = b"PING", b"PONG"
 REPLICATE, REPLICATED = b"REPLICATE", b"REPLICATED"
-REMOVE, APPLIED = b"REMOVE", b"APPLIED"
-BATCH_ID = struct.Struct(">Q")
+REMOVE, REMOVED, APPLIED = b"REMOVE", b"REMOVED", b"APPLIED"
+BATCH_ID = struct.Struct(">Q")  # also the remove id
 
 
 def pack_seqs(seqs: list[int]) -> bytes:
@@ -59,14 +63,24 @@ def decode_ping(frames: list[bytes]) -> tuple[bytes, str]:
     return _node_id(frames[1]), frames[2].decode(errors="replace")
 
 
-def encode_pong(node_id: bytes, tombstones: list[int], more: bool) -> list[bytes]:
-    return [PONG, node_id, b"1" if more else b"0", pack_seqs(tombstones)]
+@dataclass(frozen=True)
+class Pong:
+    node_id: bytes
+    tombstones: list[int]
+    more: bool  # more tombstones follow in the next PONG
+    held: list[int]
 
 
-def decode_pong(frames: list[bytes]) -> tuple[bytes, list[int], bool]:
-    if len(frames) != 4 or frames[2] not in (b"0", b"1"):
-        raise DecodeError("PONG needs node id, more flag and tombstones")
-    return _node_id(frames[1]), unpack_seqs(frames[3]), frames[2] == b"1"
+def encode_pong(node_id: bytes, tombstones: list[int], more: bool,
+                held: list[int]) -> list[bytes]:
+    return [PONG, node_id, b"1" if more else b"0", pack_seqs(tombstones), pack_seqs(held)]
+
+
+def decode_pong(frames: list[bytes]) -> Pong:
+    if len(frames) != 5 or frames[2] not in (b"0", b"1"):
+        raise DecodeError("PONG needs node id, more flag, tombstones and held messages")
+    return Pong(_node_id(frames[1]), unpack_seqs(frames[3]), frames[2] == b"1",
+                unpack_seqs(frames[4]))
 
 
 def encode_replicate(origin: bytes, batch_id: int, holders: bytes,
@@ -101,14 +115,24 @@ def decode_replicated(frames: list[bytes]) -> int:
     return BATCH_ID.unpack(frames[1])[0]
 
 
-def encode_remove(origin: bytes, seqs: list[int]) -> list[bytes]:
-    return [REMOVE, origin, pack_seqs(seqs)]
+def encode_remove(origin: bytes, remove_id: int, seqs: list[int]) -> list[bytes]:
+    return [REMOVE, origin, BATCH_ID.pack(remove_id), pack_seqs(seqs)]
 
 
-def decode_remove(frames: list[bytes]) -> tuple[bytes, list[int]]:
-    if len(frames) != 3:
-        raise DecodeError("REMOVE needs origin and sequence numbers")
-    return _node_id(frames[1]), unpack_seqs(frames[2])
+def decode_remove(frames: list[bytes]) -> tuple[bytes, int, list[int]]:
+    if len(frames) != 4 or len(frames[2]) != BATCH_ID.size:
+        raise DecodeError("REMOVE needs origin, an 8-byte remove id and sequence numbers")
+    return _node_id(frames[1]), BATCH_ID.unpack(frames[2])[0], unpack_seqs(frames[3])
+
+
+def encode_removed(remove_id: int) -> list[bytes]:
+    return [REMOVED, BATCH_ID.pack(remove_id)]
+
+
+def decode_removed(frames: list[bytes]) -> int:
+    if len(frames) != 2 or len(frames[1]) != BATCH_ID.size:
+        raise DecodeError("REMOVED needs an 8-byte remove id")
+    return BATCH_ID.unpack(frames[1])[0]
 
 
 def encode_applied(seqs: list[int]) -> list[bytes]:

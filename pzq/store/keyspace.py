@@ -7,6 +7,7 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     r <node:8> <seq:8>   replicas held for another node (cluster)
     t <node:8> <seq:8>   tombstones: another node's messages acked here while it was down
     d <seq:8>            dead letters
+    o <id:8>             removes owed to a peer until it confirms them (cluster)
     M <name>             metadata: node id, sequence high-water mark, counters
 
 ``<node:8>`` is the other node's id, 8 ASCII hex characters.
@@ -27,6 +28,7 @@ OWN_PREFIX = b"m"
 REPLICA_PREFIX = b"r"
 TOMBSTONE_PREFIX = b"t"
 DEAD_PREFIX = b"d"
+OWED_PREFIX = b"o"
 META_PREFIX = b"M"
 
 META_NODE_ID = META_PREFIX + b"node_id"
@@ -69,6 +71,10 @@ def tombstone_prefix(origin: bytes) -> bytes:
 
 def tombstone_key(origin: bytes, seq: int) -> bytes:
     return TOMBSTONE_PREFIX + origin + SEQ.pack(seq)
+
+
+def owed_key(remove_id: int) -> bytes:
+    return OWED_PREFIX + SEQ.pack(remove_id)
 
 
 def split_node_key(store_key: bytes) -> tuple[bytes, int]:

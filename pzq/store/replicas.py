@@ -10,7 +10,7 @@ a batch that changed them has been written (the replica store is a batch partici
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import Callable, Iterable
 
 from pzq.errors import DecodeError
@@ -18,6 +18,7 @@ from pzq.store import keyspace
 from pzq.store.store import Batch, Participant, Store
 
 Holders = tuple[bytes, ...]
+REMEMBERED_REMOVES = 100_000  # removes of copies not held yet, kept in case one comes
 
 
 def encode_holders(holders: Holders) -> bytes:
@@ -46,12 +47,22 @@ def decode_holders(blob: bytes) -> Holders:
 
 
 class ReplicaStore(Participant):
+    """Copies and tombstones, with the batch being built seen as if it were written:
+    a copy added and removed in one wake, or removed twice, is counted once."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
         self.counts: defaultdict[bytes, int] = defaultdict(int)
         self.tombstones: defaultdict[bytes, int] = defaultdict(int)
         self._next_seq: defaultdict[bytes, int] = defaultdict(int)
-        self._pending: list[tuple[defaultdict[bytes, int], bytes, int]] = []
+        # The batch being built: copies and tombstones put (True) or deleted (False),
+        # and what that changes in the counts once it is written.
+        self._copies: dict[tuple[bytes, int], bool] = {}
+        self._tombs: dict[tuple[bytes, int], bool] = {}
+        self._count_delta: defaultdict[bytes, int] = defaultdict(int)
+        self._tomb_delta: defaultdict[bytes, int] = defaultdict(int)
+        # Removes that named a copy not (yet) here: a late REPLICATE of it is dropped.
+        self._removed_early: OrderedDict[tuple[bytes, int], None] = OrderedDict()
         self._load()
 
     def _load(self) -> None:
@@ -63,39 +74,66 @@ class ReplicaStore(Participant):
         for store_key, _ in self.store.iterate(keyspace.TOMBSTONE_PREFIX, values=False):
             self.tombstones[keyspace.split_node_key(store_key)[0]] += 1
 
+    def holds(self, origin: bytes, seq: int) -> bool:
+        pending = self._copies.get((origin, seq))
+        if pending is not None:
+            return pending
+        return self.store.get(keyspace.replica_key(origin, seq)) is not None
+
+    def _has_tombstone(self, origin: bytes, seq: int) -> bool:
+        pending = self._tombs.get((origin, seq))
+        if pending is not None:
+            return pending
+        return self.store.get(keyspace.tombstone_key(origin, seq)) is not None
+
     # -- batches -----------------------------------------------------------------
 
     def add(self, batch: Batch, origin: bytes, seq: int, holders: Holders,
-            record_value: bytes) -> None:
-        batch.put(keyspace.replica_key(origin, seq), encode_holders(holders) + record_value)
-        self._pending.append((self.counts, origin, 1))
+            record_value: bytes) -> bool:
+        """Hold a copy; False if it is held already or was removed before it came."""
         self._next_seq[origin] = max(self._next_seq[origin], seq + 1)
+        if (origin, seq) in self._removed_early or self.holds(origin, seq):
+            return False
+        batch.put(keyspace.replica_key(origin, seq), encode_holders(holders) + record_value)
+        self._copies[(origin, seq)] = True
+        self._count_delta[origin] += 1
+        return True
 
     def remove(self, batch: Batch, origin: bytes, seq: int, tombstone: bool) -> bool:
-        """Delete a replica if held; with ``tombstone``, remember the ack for the origin."""
-        if self.store.get(keyspace.replica_key(origin, seq)) is None:
+        """Delete a copy if held; with ``tombstone``, remember the ack for the origin.
+        A copy not held yet is remembered, so that it is dropped if it comes later."""
+        if not self.holds(origin, seq):
+            self._removed_early[(origin, seq)] = None
+            if len(self._removed_early) > REMEMBERED_REMOVES:
+                self._removed_early.popitem(last=False)
             return False
         batch.delete(keyspace.replica_key(origin, seq))
-        self._pending.append((self.counts, origin, -1))
-        if tombstone:
+        self._copies[(origin, seq)] = False
+        self._count_delta[origin] -= 1
+        if tombstone and not self._has_tombstone(origin, seq):
             batch.put(keyspace.tombstone_key(origin, seq), b"")
-            self._pending.append((self.tombstones, origin, 1))
+            self._tombs[(origin, seq)] = True
+            self._tomb_delta[origin] += 1
         return True
 
     def drop_tombstones(self, batch: Batch, origin: bytes, seqs: Iterable[int]) -> None:
         for seq in seqs:
-            if self.store.get(keyspace.tombstone_key(origin, seq)) is not None:
+            if self._has_tombstone(origin, seq):
                 batch.delete(keyspace.tombstone_key(origin, seq))
-                self._pending.append((self.tombstones, origin, -1))
+                self._tombs[(origin, seq)] = False
+                self._tomb_delta[origin] -= 1
 
     def written(self) -> None:
         """The batch holding the pending changes was written: count them."""
-        for counter, origin, delta in self._pending:
-            counter[origin] += delta
-        self._pending.clear()
+        for counts, deltas in ((self.counts, self._count_delta),
+                               (self.tombstones, self._tomb_delta)):
+            for origin, delta in deltas.items():
+                counts[origin] += delta
+        self.failed()
 
     def failed(self) -> None:
-        self._pending.clear()
+        for pending in (self._copies, self._tombs, self._count_delta, self._tomb_delta):
+            pending.clear()
 
     # -- reads ---------------------------------------------------------------------
 

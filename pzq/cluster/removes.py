@@ -1,0 +1,133 @@
+"""Removes owed to peers: kept, persisted and sent again until each peer confirms.
+
+When a message is acked, every other node that may hold a copy must drop it, or a
+later takeover delivers it again. A REMOVE can be lost (a link that drops frames, a
+peer that is down, this node restarting), so each one is written to the store in
+the same batch as the ack that caused it, sent to every peer that owes a
+confirmation, and sent again (to peers that are up) until that peer answers
+REMOVED. Removes are idempotent on the receiving side.
+
+One entry per (origin, wake): ``o <id:8>`` -> ``origin:8 count:2 (len:2 endpoint)*
+seqs``, rewritten as peers confirm and deleted when the last one has.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from pzq.errors import DecodeError
+from pzq.protocol import cluster as cw
+from pzq.store import keyspace
+from pzq.store.store import Batch, Participant, Store
+
+SHORT = struct.Struct(">H")
+
+
+@dataclass
+class OwedRemove:
+    remove_id: int
+    origin: bytes
+    seqs: list[int]
+    waiting: set[str]  # peers that have not confirmed yet
+    sent_at: dict[str, float] = field(default_factory=dict)  # endpoint -> last send
+
+
+def encode_entry(entry: OwedRemove) -> bytes:
+    peers = sorted(entry.waiting)
+    chunks = [entry.origin, SHORT.pack(len(peers))]
+    for endpoint in peers:
+        raw = endpoint.encode()
+        chunks += [SHORT.pack(len(raw)), raw]
+    chunks.append(cw.pack_seqs(entry.seqs))
+    return b"".join(chunks)
+
+
+def decode_entry(remove_id: int, value: bytes) -> OwedRemove:
+    origin, offset = value[:keyspace.NODE_ID_LENGTH], keyspace.NODE_ID_LENGTH
+    (count,) = SHORT.unpack_from(value, offset)
+    offset += SHORT.size
+    waiting = set()
+    for _ in range(count):
+        (length,) = SHORT.unpack_from(value, offset)
+        offset += SHORT.size
+        waiting.add(value[offset:offset + length].decode())
+        offset += length
+    return OwedRemove(remove_id, origin, cw.unpack_seqs(value[offset:]), waiting)
+
+
+class RemoveLedger(Participant):
+    def __init__(self, store: Store, peers: tuple[str, ...], resend_s: float) -> None:
+        self.store = store
+        self.resend_s = resend_s
+        self.entries: dict[int, OwedRemove] = {}
+        self._next_id = 0
+        self._changed: set[int] = set()  # entries to write (or delete) with the next batch
+        self._load(set(peers))
+
+    def _load(self, peers: set[str]) -> None:
+        """Removes owed before a restart; peers no longer configured owe nothing."""
+        for key, value in self.store.iterate(keyspace.OWED_PREFIX):
+            remove_id = keyspace.SEQ.unpack_from(key, 1)[0]
+            self._next_id = max(self._next_id, remove_id + 1)
+            try:
+                entry = decode_entry(remove_id, value)
+            except (DecodeError, struct.error, UnicodeDecodeError):
+                self._changed.add(remove_id)  # unreadable: drop it
+                continue
+            entry.waiting &= peers
+            self.entries[remove_id] = entry
+            if not entry.waiting:
+                self._changed.add(remove_id)
+
+    def owe(self, batch: Batch, origin: bytes, seqs: list[int], peers: set[str]) -> None:
+        """Persist, in the batch that applies the acks, a remove every peer must confirm."""
+        if not seqs or not peers:
+            return
+        entry = OwedRemove(self._next_id, origin, list(seqs), set(peers))
+        self._next_id += 1
+        self.entries[entry.remove_id] = entry
+        batch.put(keyspace.owed_key(entry.remove_id), encode_entry(entry))
+
+    def confirmed(self, endpoint: str, remove_id: int) -> None:
+        entry = self.entries.get(remove_id)
+        if entry is not None and endpoint in entry.waiting:
+            entry.waiting.discard(endpoint)
+            self._changed.add(remove_id)
+
+    def due(self, endpoint: str, now: float) -> list[list[bytes]]:
+        """REMOVE frames for ``endpoint`` not sent within the resend interval."""
+        frames = []
+        for entry in self.entries.values():
+            last = entry.sent_at.get(endpoint)
+            if endpoint in entry.waiting and (last is None or now - last >= self.resend_s):
+                entry.sent_at[endpoint] = now
+                frames.append(cw.encode_remove(entry.origin, entry.remove_id, entry.seqs))
+        return frames
+
+    def forget_sends(self, endpoint: str) -> None:
+        """The peer is back: what it missed goes out at once."""
+        for entry in self.entries.values():
+            entry.sent_at.pop(endpoint, None)
+
+    def owed_to(self, endpoint: str) -> int:
+        """Messages whose removes ``endpoint`` has not confirmed yet."""
+        return sum(len(entry.seqs) for entry in self.entries.values()
+                   if endpoint in entry.waiting)
+
+    def unconfirmed(self, origin: bytes, endpoint: str) -> set[int]:
+        """Messages of ``origin`` acked here whose removes ``endpoint`` has not confirmed."""
+        return {seq for entry in self.entries.values()
+                if entry.origin == origin and endpoint in entry.waiting for seq in entry.seqs}
+
+    # -- batch participant ---------------------------------------------------------
+
+    def prepare(self, batch: Batch) -> None:
+        for remove_id in self._changed:
+            entry = self.entries.get(remove_id)
+            if entry is None or not entry.waiting:
+                batch.delete(keyspace.owed_key(remove_id))
+                self.entries.pop(remove_id, None)
+            else:
+                batch.put(keyspace.owed_key(remove_id), encode_entry(entry))
+        self._changed.clear()

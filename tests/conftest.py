@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 import zmq
@@ -14,18 +15,79 @@ from harness import NodeProcess  # noqa: E402
 from pzq.client import Consumer, Producer  # noqa: E402
 
 
+LOG_LINES_ON_FAILURE = 200
+
+
+class TrackingContext(zmq.Context):  # type: ignore[type-arg]
+    """Keeps every socket it made, so a socket the test forgot cannot be closed
+    quietly by the garbage collector: the fixture sees it and fails the test."""
+
+    made: list[zmq.Socket]  # type: ignore[type-arg]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made = []
+
+    def socket(self, *args: Any, **kwargs: Any) -> zmq.Socket:  # type: ignore[type-arg,override]
+        socket = super().socket(*args, **kwargs)
+        self.made.append(socket)
+        return socket
+
+
 @pytest.fixture
 def context() -> Iterator[zmq.Context]:
-    """A context per test; destroyed with linger 0 so a leaked socket cannot hang it."""
-    ctx = zmq.Context()
+    """A context per test. A socket the test left open fails it (after being closed
+    with linger 0, so a leak cannot hang the suite)."""
+    ctx = TrackingContext()
     yield ctx
-    ctx.destroy(linger=0)
+    leaked = [socket for socket in ctx.made if not socket.closed]
+    for socket in leaked:
+        socket.close(linger=0)
+    ctx.term()
+    if leaked:
+        kinds = ", ".join(sorted(zmq.SocketType(socket.type).name for socket in leaked))
+        pytest.fail(f"the test left {len(leaked)} socket(s) open: {kinds}", pytrace=False)
 
 
 @pytest.fixture
-def start_node(tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
+def open_socket(context: zmq.Context) -> Iterator[Callable[[int], zmq.Socket]]:
+    """Raw sockets for a test, closed when it ends (before the leak check)."""
+    opened: list[zmq.Socket] = []
+
+    def make(kind: int) -> zmq.Socket:
+        socket = context.socket(kind)
+        opened.append(socket)
+        return socket
+
+    yield make
+    for socket in opened:
+        socket.close(linger=0)
+
+
+@pytest.fixture
+def closing(context: zmq.Context) -> Iterator[contextlib.ExitStack]:
+    """Clients a test opens several of at once, closed when it ends."""
+    with contextlib.ExitStack() as stack:
+        yield stack
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201
+    """A failing test shows the log of every node it started."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for node in getattr(item, "pzq_nodes", []):
+            report.sections.append((f"pzq node {node.database.name}: last log lines",
+                                    "\n".join(node.stderr_lines[-LOG_LINES_ON_FAILURE:])))
+
+
+@pytest.fixture
+def start_node(request: pytest.FixtureRequest,
+               tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
     """Start real pzq daemons; every one still running is killed at teardown."""
     nodes: list[NodeProcess] = []
+    request.node.pzq_nodes = nodes
 
     def start(*extra_args: str, database: Path | None = None, **kwargs) -> NodeProcess:
         node = NodeProcess(database or tmp_path / f"db{len(nodes)}", *extra_args, **kwargs)

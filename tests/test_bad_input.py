@@ -71,8 +71,8 @@ def test_body_over_max_message_size_is_refused(start_node, context):
     [b"deadbeef-00000000000000zz", b"1"],
     [b"deadbeef-0000000000000000", b"1"],  # well formed, another node's key
 ])
-def test_malformed_or_unknown_consumer_ack_is_ignored(node, stored_one, context, frames):
-    router = context.socket(zmq.ROUTER)
+def test_malformed_or_unknown_consumer_ack_is_ignored(node, stored_one, open_socket, frames):
+    router = open_socket(zmq.ROUTER)
     router.connect(node.send_dsn)
     assert router.poll(10000)
     peer, key, *_, body = router.recv_multipart()
@@ -102,8 +102,8 @@ def test_unknown_monitor_command_gets_an_error_reply(node, command):
     assert tools.request_monitor(node.monitor_dsn, "PING") == b"PONG"
 
 
-def test_monitor_answers_a_req_socket(node, context):
-    req = context.socket(zmq.REQ)
+def test_monitor_answers_a_req_socket(node, open_socket):
+    req = open_socket(zmq.REQ)
     req.connect(node.monitor_dsn)
     req.send(b"MONITOR")
     assert req.poll(10000)

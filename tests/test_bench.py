@@ -9,6 +9,7 @@ import pytest
 from pzq import bench
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_benchmark_smoke_run_reports_every_section(tmp_path, capsys):
     assert bench.main(["--smoke", "--json", str(tmp_path / "b.json"),

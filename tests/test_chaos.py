@@ -7,6 +7,7 @@ import pytest
 from pzq import chaos
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("nodes, kills", [(1, 4), (3, 3)], ids=["single-node", "cluster"])
 def test_short_soak_loses_nothing(tmp_path, nodes, kills):

@@ -113,7 +113,7 @@ def test_prefetch_caps_unacked_deliveries(start_node, context):
     with Consumer(node.send_dsn, context=context) as consumer:
         held = [consumer.receive(10) for _ in range(5)]
         assert all(held)
-        assert consumer.receive(0.5) is None  # five unacked: nothing more comes
-        assert node.stats()["messages_inflight"] == 5
+        stats = node.stats()  # five unacked: the window lets nothing more out
+        assert stats["messages_inflight"] == stats["delivered"] == 5
         held[0].ack()
         assert consumer.receive(10) is not None

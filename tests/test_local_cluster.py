@@ -13,7 +13,7 @@ from harness import wait_until
 from pzq.client import Consumer, Producer
 
 ROOT = Path(__file__).parent.parent
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def local_cluster(tmp_path: Path, *args: str) -> str:

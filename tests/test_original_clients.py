@@ -42,14 +42,14 @@ def original_monitor(socket: zmq.Socket) -> dict[str, str]:
     return data
 
 
-def test_original_producer_consumer_and_monitor(node, context):
-    producer = context.socket(zmq.DEALER)
+def test_original_producer_consumer_and_monitor(node, open_socket):
+    producer = open_socket(zmq.DEALER)
     producer.connect(node.receive_dsn)
     for i in range(5):
         response = original_produce(producer, b"php-%d" % i, [b"hello %d" % i, b"part two"])
         assert response[1] == b"1", response
 
-    consumer = context.socket(zmq.ROUTER)
+    consumer = open_socket(zmq.ROUTER)
     consumer.connect(node.send_dsn)
     bodies = []
     for _ in range(5):
@@ -61,7 +61,7 @@ def test_original_producer_consumer_and_monitor(node, context):
         consumer.send_multipart([message["peer"], message["id"], b"1"])
     assert bodies == [[b"hello %d" % i, b"part two"] for i in range(5)]
 
-    monitor = context.socket(zmq.REQ)
+    monitor = open_socket(zmq.REQ)
     monitor.connect(node.monitor_dsn)
     node.wait_figures(lambda f: f["acked"] == 5, message="the five ACKs applied")
     figures = original_monitor(monitor)
@@ -70,8 +70,8 @@ def test_original_producer_consumer_and_monitor(node, context):
         assert figures[key].isdigit(), (key, figures[key])
 
 
-def test_original_producer_reads_the_refusal_reason_at_index_3(node, context):
-    producer = context.socket(zmq.DEALER)
+def test_original_producer_reads_the_refusal_reason_at_index_3(node, open_socket):
+    producer = open_socket(zmq.DEALER)
     producer.connect(node.receive_dsn)
     producer.send_multipart([b"no-body", b""])
     assert producer.poll(10_000)

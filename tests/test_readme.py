@@ -49,6 +49,7 @@ def fresh_copy(destination: Path) -> Path:
     return destination
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_start_command_creates_its_environment_and_runs_a_node(tmp_path):
     clone = fresh_copy(tmp_path / "pzq")

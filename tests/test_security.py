@@ -66,12 +66,12 @@ def test_others_cannot_produce_consume_or_monitor(secure_node, keys, context, wh
     assert figures["received"] == 1 and figures["delivered"] == 0
 
 
-def test_others_cannot_ack(secure_node, keys, context):
+def test_others_cannot_ack(secure_node, keys, context, open_socket):
     with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
         producer.produce([b"kept"])
     with Consumer(secure_node.send_dsn, context=context, curve=keys["client"]) as consumer:
         message = consumer.receive(10)
-        intruder = context.socket(zmq.ROUTER)
+        intruder = open_socket(zmq.ROUTER)
         keys["stranger"].apply(intruder)
         intruder.connect(secure_node.send_dsn)
         intruder.send_multipart([message.peer, message.key, b"1"])

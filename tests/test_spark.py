@@ -14,7 +14,7 @@ from pzq.archive.entry import ArchivedMessage
 from pzq.archive.topiclog import list_segments
 from pzq.archive.writer import Archive
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 ROOT = Path(__file__).parent.parent
 HOUR_US = 3_600_000_000
 

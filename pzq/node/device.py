@@ -152,4 +152,5 @@ class Device:
         self.producer_acks.flush_before_exit(seconds)
         node = self.node
         log.info("node_stopping", unsent_producer_acks=len(self.producer_acks),
+                 producer_acks_sent=node.counters.producer_acks_sent,
                  messages=node.store.messages, inflight=len(node.delivery.inflight))

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import zmq
 
 from pzq.launcher import NodeProcess, wait_until
-from pzq.node.zmqio import recv_frames, send_frames
+from pzq.zmqio import recv_frames, send_frames
 
 COUNTER = struct.Struct(">Q")
 NS = struct.Struct(">q")

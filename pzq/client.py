@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import zmq
 
@@ -129,7 +129,7 @@ class Producer:
     def close(self) -> None:
         self._socket.close()
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -146,7 +146,7 @@ class Message:
     sent_us: int
     ack_timeout_us: int
     peer: bytes
-    _consumer: "Consumer" = field(repr=False)
+    _consumer: Consumer = field(repr=False)
 
     @property
     def deadline_us(self) -> int:
@@ -205,7 +205,7 @@ class Consumer:
     def close(self) -> None:
         self._socket.close()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc: object) -> None:

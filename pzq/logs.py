@@ -27,4 +27,5 @@ def configure(level: str, fmt: str) -> None:
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     # Lazy: modules take their logger at import, before configure() has run.
-    return structlog.get_logger(component=name)
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(component=name)
+    return logger

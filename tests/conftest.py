@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 import zmq
@@ -13,7 +14,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from harness import NodeProcess  # noqa: E402
 
 from pzq.client import Consumer, Producer  # noqa: E402
-
 
 LOG_LINES_ON_FAILURE = 200
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pzq.launcher import NodeProcess as LauncherNode
 from pzq.launcher import wait_until

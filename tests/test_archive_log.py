@@ -79,7 +79,7 @@ def test_rolling_keeps_offsets_continuous(tmp_path):
     assert offsets == [sum(sizes[:i]) for i in range(10)]
     segments = list_segments(tmp_path / "t")
     assert len(segments) > 2
-    for previous, following in zip(segments, segments[1:]):
+    for previous, following in zip(segments, segments[1:], strict=False):
         assert previous.start + previous.size == following.start  # no gap, no straddle
         assert previous.path.name == f"{previous.start:020d}.dat"
     log.close(now=0)

@@ -7,8 +7,8 @@ milliseconds, so the corner cases get tested too.
 from __future__ import annotations
 
 import pytest
-
 from cluster_sim import TIMEOUT_NODES_US, TIMEOUT_REPLICATION_US, SimNetwork
+
 from pzq.store import keyspace
 
 pytestmark = pytest.mark.timeout(20)

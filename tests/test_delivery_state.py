@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pzq.counters import Counters
 from pzq.delivery.areas import OwnArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
-from pzq.counters import Counters
 from pzq.protocol import frames as wire
 from pzq.store import keyspace, record
 from pzq.store.store import Store

@@ -16,17 +16,17 @@ import zmq
 from pzq.cluster.core import ClusterCore, Reply, ToPeer
 from pzq.cluster.replication import PendingAck
 from pzq.delivery.state import DeliveryState
-from pzq.node.zmqio import drain
 from pzq.security import ClientCurve
 from pzq.sockets import bind, wants_ipv6
 from pzq.store.store import Batch
+from pzq.zmqio import Context, Events, Socket, drain
 
 PEER_SNDHWM = 10_000
 RECEIVE_BATCH = 1024
 
 
 class ClusterLinks:
-    def __init__(self, core: ClusterCore, context: zmq.Context[zmq.Socket[bytes]],
+    def __init__(self, core: ClusterCore, context: Context,
                  server: ClientCurve | None, now: float) -> None:
         """Bind the ROUTER and connect to every peer; ``server`` is the node's own
         CURVE keys (peers present the same pair as clients)."""
@@ -35,7 +35,7 @@ class ClusterLinks:
         self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
                            server.keys if server else None)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.dealers: dict[str, zmq.Socket[bytes]] = {}
+        self.dealers: dict[str, Socket] = {}
         self._connected_at: dict[str, float] = {}
         for endpoint in settings.nodes:
             dealer = context.socket(zmq.DEALER)
@@ -49,7 +49,7 @@ class ClusterLinks:
             self.dealers[endpoint] = dealer
             self._connected_at[endpoint] = now
 
-    def sockets(self) -> list[zmq.Socket[bytes]]:
+    def sockets(self) -> list[Socket]:
         return [self.router, *self.dealers.values()]
 
     def close(self) -> None:
@@ -62,7 +62,7 @@ class ClusterLinks:
             self._reconnect_if_silent(endpoint, dealer, now)
         self.send()
 
-    def _reconnect_if_silent(self, endpoint: str, dealer: zmq.Socket[bytes],
+    def _reconnect_if_silent(self, endpoint: str, dealer: Socket,
                              now: float) -> None:
         peer = self.core.peers.peers[endpoint]
         if peer.reachable or now - self._connected_at[endpoint] < self.core.peers.timeout_s:
@@ -71,7 +71,7 @@ class ClusterLinks:
         dealer.connect(endpoint)
         self._connected_at[endpoint] = now
 
-    def receive(self, events: dict[zmq.Socket[bytes], int], batch: Batch,
+    def receive(self, events: Events, batch: Batch,
                 own: DeliveryState, now: float) -> list[PendingAck]:
         """Hand every waiting frame to the core; returns producer ACKs now complete."""
         if events.get(self.router, 0) & zmq.POLLIN:
@@ -94,7 +94,7 @@ class ClusterLinks:
                 _send(self.router, [item.routing_id, *item.frames])
 
 
-def _send(socket: zmq.Socket[bytes], frames: list[bytes]) -> None:
+def _send(socket: Socket, frames: list[bytes]) -> None:
     try:
         socket.send_multipart(frames, zmq.NOBLOCK)
     except zmq.Again:

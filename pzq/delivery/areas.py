@@ -3,7 +3,8 @@ the replicas of a node that is down and whose delivery this node has taken over.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from pzq.store.replicas import ReplicaStore
 from pzq.store.store import Batch, Store

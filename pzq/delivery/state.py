@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pzq.counters import Counters
 from pzq.delivery.areas import Area
 from pzq.delivery.inflight import InFlight, InFlightTable
 from pzq.delivery.redelivery import RedeliveryQueue
-from pzq.counters import Counters
 from pzq.protocol import frames as wire
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Participant
@@ -202,28 +202,41 @@ class DeliveryState(Participant):
                     break
                 sent += 1
                 continue
-            if self.cursor >= self.area.end_seq():
+            new, more = self._deliver_new(send, now_us, limit - sent)
+            sent += new
+            if not more:
                 break
-            chunk = self.area.read(self.cursor, min(CURSOR_CHUNK, limit - sent))
-            if not chunk:
-                self.cursor = self.area.end_seq()
-                break
-            for seq, value in chunk:
-                if (seq in self._unwritten_deletes or seq in self._deleting
-                        or seq in self.inflight or seq in self.ready
-                        or seq in self._dead or seq in self._dead_moving
-                        or self.held_elsewhere(seq)):
-                    self.cursor = seq + 1
-                    continue
-                first_delivered_us, deliveries = record.bookkeeping(value)
-                entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
-                if not self._send(send, entry, now_us):
-                    return sent
-                self.cursor = seq + 1
-                sent += 1
-                if self.ready:  # evicted deliveries go before newer messages
-                    break
         return sent
+
+    def _deliver_new(self, send: SendFrames, now_us: int, limit: int) -> tuple[int, bool]:
+        """Messages from the cursor on; returns (sent, whether to go on)."""
+        if self.cursor >= self.area.end_seq():
+            return 0, False
+        chunk = self.area.read(self.cursor, min(CURSOR_CHUNK, limit))
+        if not chunk:
+            self.cursor = self.area.end_seq()
+            return 0, False
+        sent = 0
+        for seq, value in chunk:
+            if self._taken(seq):
+                self.cursor = seq + 1
+                continue
+            first_delivered_us, deliveries = record.bookkeeping(value)
+            entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
+            if not self._send(send, entry, now_us):
+                return sent, False
+            self.cursor = seq + 1
+            sent += 1
+            if self.ready:  # evicted deliveries go before newer messages
+                break
+        return sent, True
+
+    def _taken(self, seq: int) -> bool:
+        """Out, waiting to go again, leaving the store, or another node's for now."""
+        return (seq in self._unwritten_deletes or seq in self._deleting
+                or seq in self.inflight or seq in self.ready
+                or seq in self._dead or seq in self._dead_moving
+                or self.held_elsewhere(seq))
 
     def _send(self, send: SendFrames, entry: InFlight, now_us: int) -> bool:
         if not self._room_for(entry):

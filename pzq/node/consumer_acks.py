@@ -10,19 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import zmq
-
+from pzq.counters import Counters
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.node.archiving import Archiving
-from pzq.counters import Counters
 from pzq.node.rates import LatencyWindow
-from pzq.node.zmqio import drain
 from pzq.protocol import frames
 from pzq.store import keyspace
 from pzq.store.store import Batch
+from pzq.zmqio import Socket, drain
 
 log = get_logger("pzq.acks")
 
@@ -31,7 +29,7 @@ Removed = Callable[[bytes, int], None]  # origin, seq: acked here, drop the copi
 
 
 class ConsumerAcks:
-    def __init__(self, socket: zmq.Socket, state_for: StateFor, removed: Removed,
+    def __init__(self, socket: Socket, state_for: StateFor, removed: Removed,
                  archiving: Archiving | None, window: DeliveryWindow,
                  latency: LatencyWindow, counters: Counters, batch_size: int) -> None:
         self.socket = socket

@@ -6,9 +6,11 @@ from __future__ import annotations
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from pzq.zmqio import Socket
+
 
 class ConsumerCount:
-    def __init__(self, send: zmq.Socket) -> None:
+    def __init__(self, send: Socket) -> None:
         self.events = send.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self.connected = 0
 

@@ -27,6 +27,7 @@ from pzq.node.state import NodeState
 from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
 from pzq.protocol.frames import REPLICATION_FAILED
 from pzq.store.store import Batch
+from pzq.zmqio import Events
 
 log = get_logger("pzq.device")
 
@@ -73,13 +74,21 @@ class Device:
 
     # -- one wake ----------------------------------------------------------------
 
-    def wake(self, events: dict[zmq.Socket, int], now: Now) -> None:
-        node, endpoints, cluster = self.node, self.endpoints, self.endpoints.cluster
+    def wake(self, events: Events, now: Now) -> None:
         if self.waker.fileno() in events:
             self._on_ticks(self.waker.drain(), now)
-        batch = node.store.begin()
-        if cluster is not None:
-            self._replicated(cluster.receive(events, batch, node.delivery, now.mono))
+        batch = self.node.store.begin()
+        accepted = self._take(events, batch, now)
+        self._commit(batch, accepted, now)
+        self._send_out(now)
+        self._answer(events, now)
+
+    def _take(self, events: Events, batch: Batch, now: Now) -> list[Accepted]:
+        """Everything waiting, into the batch: cluster traffic, producer messages,
+        consumer ACKs, then what those retire (dead letters, copies to remove)."""
+        node, endpoints = self.node, self.endpoints
+        if endpoints.cluster is not None:
+            self._replicated(endpoints.cluster.receive(events, batch, node.delivery, now.mono))
         accepted: list[Accepted] = []
         if events.get(endpoints.receive, 0) & zmq.POLLIN and not self.stopping:
             accepted = self.intake.take(batch, now.wall_us)
@@ -88,7 +97,11 @@ class Device:
         node.retire_dead_letters(now.wall_us)
         if node.cluster is not None:
             node.cluster.owe_removes(batch, now.mono)
-        self._commit(batch, accepted, now)
+        return accepted
+
+    def _send_out(self, now: Now) -> None:
+        """After the write: cluster frames, producer ACKs, then deliveries."""
+        cluster = self.endpoints.cluster
         if cluster is not None:
             self._replicated(cluster.core.expire(now.mono))
             cluster.core.flush_removes(now.mono)
@@ -96,6 +109,10 @@ class Device:
         self.producer_acks.flush()
         if not self.stopping:
             self.dispatch.deliver(now.wall_us, now.mono)
+
+    def _answer(self, events: Events, now: Now) -> None:
+        """Figures and questions last: connections, archive readers, the monitor."""
+        node, endpoints = self.node, self.endpoints
         if events.get(endpoints.consumers.events, 0) & zmq.POLLIN:
             endpoints.consumers.update()
         readers = endpoints.readers

@@ -12,13 +12,13 @@ import zmq
 
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
-from pzq.node.zmqio import send_frames
+from pzq.zmqio import Socket, send_frames
 
 States = Callable[[float], list[DeliveryState]]  # monotonic now -> states to deliver from
 
 
 class Dispatch:
-    def __init__(self, socket: zmq.Socket, states: States, window: DeliveryWindow,
+    def __init__(self, socket: Socket, states: States, window: DeliveryWindow,
                  batch_size: int) -> None:
         self.socket = socket
         self.states = states

@@ -12,15 +12,16 @@ from pzq.cluster.links import ClusterLinks
 from pzq.config import Config
 from pzq.node.consumers import ConsumerCount
 from pzq.security import ClientCurve, KeyPair
+from pzq.zmqio import Context, Socket
 
 
 @dataclass
 class Endpoints:
-    receive: zmq.Socket  # ROUTER: producers
-    send: zmq.Socket  # DEALER: consumers
-    monitor: zmq.Socket  # ROUTER: MONITOR, STATS, admin
+    receive: Socket  # ROUTER: producers
+    send: Socket  # DEALER: consumers
+    monitor: Socket  # ROUTER: MONITOR, STATS, admin
     consumers: ConsumerCount  # connections to ``send``
-    readers: zmq.Socket | None  # ROUTER: ZPER readers of the archive
+    readers: Socket | None  # ROUTER: ZPER readers of the archive
     cluster: ClusterLinks | None
 
     def addresses(self) -> dict[str, str]:
@@ -32,7 +33,7 @@ class Endpoints:
             bound["cluster"] = self.cluster.router
         return {name: sockets.bound_endpoint(socket) for name, socket in bound.items()}
 
-    def pollable(self) -> list[zmq.Socket]:
+    def pollable(self) -> list[Socket]:
         """Sockets always polled for input (receive and send: as there is room)."""
         always = [self.monitor, self.consumers.events]
         if self.readers is not None:
@@ -48,10 +49,10 @@ class Endpoints:
             self.cluster.close()
 
 
-def open_endpoints(context: zmq.Context, config: Config, curve: KeyPair | None,
+def open_endpoints(context: Context, config: Config, curve: KeyPair | None,
                    cluster: ClusterCore | None, mono: float) -> Endpoints:
     """Bind everything, or close what was bound and raise BindError."""
-    opened: list[zmq.Socket] = []
+    opened: list[Socket] = []
     try:
         receive = _keep(opened, sockets.bind_receive(context, config.receive_dsn, curve))
         send = _keep(opened, sockets.bind_send(context, config.send_dsn, curve))
@@ -68,6 +69,6 @@ def open_endpoints(context: zmq.Context, config: Config, curve: KeyPair | None,
     return Endpoints(receive, send, monitor, ConsumerCount(send), readers, links)
 
 
-def _keep(opened: list[zmq.Socket], socket: zmq.Socket) -> zmq.Socket:
+def _keep(opened: list[Socket], socket: Socket) -> Socket:
     opened.append(socket)
     return socket

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import zmq
-
+from pzq.counters import Counters
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
-from pzq.counters import Counters
 from pzq.node.outbox import ProducerAcks
-from pzq.node.zmqio import drain
 from pzq.protocol import frames
 from pzq.store import record
 from pzq.store.store import Batch, Store
+from pzq.zmqio import Socket, drain
 
 log = get_logger("pzq.intake")
 
@@ -29,7 +27,7 @@ class IntakeLimits:
 
 
 class Intake:
-    def __init__(self, socket: zmq.Socket, limits: IntakeLimits, store: Store,
+    def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
                  counters: Counters, acks: ProducerAcks) -> None:
         self.socket = socket
         self.limits = limits

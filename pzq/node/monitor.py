@@ -12,11 +12,11 @@ from typing import Any
 
 import zmq
 
+from pzq.counters import Counters
 from pzq.errors import DecodeError
 from pzq.node.admin import Admin, Verb
-from pzq.counters import Counters
-from pzq.node.zmqio import drain
 from pzq.protocol import frames
+from pzq.zmqio import Socket, drain
 
 # The original pzq's MONITOR keys come first, in its order; more follow.
 MONITOR_KEYS = ("messages", "messages_inflight", "db_size", "inflight_db_size", "syncs",
@@ -27,7 +27,7 @@ Figures = Callable[[], dict[str, Any]]
 
 
 class Monitor:
-    def __init__(self, socket: zmq.Socket, figures: Figures, admin: Admin,
+    def __init__(self, socket: Socket, figures: Figures, admin: Admin,
                  counters: Counters) -> None:
         self.socket = socket
         self.counters = counters

@@ -14,8 +14,8 @@ from collections import deque
 import zmq
 
 from pzq.counters import Counters
-from pzq.node.zmqio import send_frames
 from pzq.protocol import frames
+from pzq.zmqio import Socket, send_frames
 
 # Stop reading producers while this many ACKs wait for full producer pipes.
 LIMIT = 200_000
@@ -23,7 +23,7 @@ RETRY_MS = 5  # how soon to retry ACKs a full pipe refused
 
 
 class ProducerAcks:
-    def __init__(self, socket: zmq.Socket, counters: Counters) -> None:
+    def __init__(self, socket: Socket, counters: Counters) -> None:
         self.socket = socket
         self.counters = counters
         self._waiting: deque[list[bytes]] = deque()

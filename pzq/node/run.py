@@ -18,6 +18,7 @@ from pzq.node.scheduler import start_scheduler, ticks
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import KeyPair, start_authenticator
+from pzq.zmqio import Context
 
 log = get_logger("pzq.node")
 
@@ -33,7 +34,7 @@ class StopRequest:
 
 def run(node: NodeState, waker: Waker, stop: StopRequest, curve: KeyPair | None) -> None:
     config = node.config
-    context = zmq.Context()
+    context = Context()
     authenticator = scheduler = endpoints = None
     try:
         if node.archiving is not None:

@@ -112,7 +112,8 @@ def encode_replicated(batch_id: int) -> list[bytes]:
 def decode_replicated(frames: list[bytes]) -> int:
     if len(frames) != 2 or len(frames[1]) != BATCH_ID.size:
         raise DecodeError("REPLICATED needs an 8-byte batch id")
-    return BATCH_ID.unpack(frames[1])[0]
+    batch_id: int = BATCH_ID.unpack(frames[1])[0]
+    return batch_id
 
 
 def encode_remove(origin: bytes, remove_id: int, seqs: list[int]) -> list[bytes]:
@@ -132,7 +133,8 @@ def encode_removed(remove_id: int) -> list[bytes]:
 def decode_removed(frames: list[bytes]) -> int:
     if len(frames) != 2 or len(frames[1]) != BATCH_ID.size:
         raise DecodeError("REMOVED needs an 8-byte remove id")
-    return BATCH_ID.unpack(frames[1])[0]
+    batch_id: int = BATCH_ID.unpack(frames[1])[0]
+    return batch_id
 
 
 def encode_applied(seqs: list[int]) -> list[bytes]:

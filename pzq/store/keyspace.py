@@ -45,7 +45,8 @@ def own_key(seq: int) -> bytes:
 
 
 def own_seq(store_key: bytes) -> int:
-    return SEQ.unpack_from(store_key, len(OWN_PREFIX))[0]
+    seq: int = SEQ.unpack_from(store_key, len(OWN_PREFIX))[0]
+    return seq
 
 
 def own_range_end() -> bytes:

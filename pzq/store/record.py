@@ -88,4 +88,5 @@ def _read_item(view: memoryview, offset: int) -> tuple[bytes, int]:
 def _read_length(view: memoryview, offset: int) -> int:
     if offset + LENGTH.size > len(view):
         raise DecodeError("stored record is truncated")
-    return LENGTH.unpack_from(view, offset)[0]
+    length: int = LENGTH.unpack_from(view, offset)[0]
+    return length

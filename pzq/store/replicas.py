@@ -11,7 +11,7 @@ a batch that changed them has been written (the replica store is a batch partici
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from pzq.errors import DecodeError
 from pzq.store import keyspace

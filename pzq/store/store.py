@@ -196,7 +196,8 @@ class Store:
     # -- reads -------------------------------------------------------------
 
     def get(self, key: bytes) -> bytes | None:
-        return self._db.get(key)
+        value: bytes | None = self._db.get(key)
+        return value
 
     def iterate(self, prefix: bytes, start: bytes | None = None,
                 values: bool = True) -> Iterator[tuple[bytes, bytes]]:
@@ -223,15 +224,15 @@ class Store:
                 in self.scan(keyspace.OWN_PREFIX, keyspace.own_key(start_seq), limit)]
 
     def get_own(self, seq: int) -> bytes | None:
-        return self._db.get(keyspace.own_key(seq))
+        return self.get(keyspace.own_key(seq))
 
     def get_dead(self, seq: int) -> bytes | None:
-        return self._db.get(keyspace.dead_key(seq))
+        return self.get(keyspace.dead_key(seq))
 
     # -- metadata ------------------------------------------------------------
 
     def _load_node_id(self) -> bytes:
-        node_id = self._db.get(keyspace.META_NODE_ID)
+        node_id = self.get(keyspace.META_NODE_ID)
         if node_id is None:
             node_id = os.urandom(keyspace.NODE_ID_LENGTH // 2).hex().encode()
             self._db.put(keyspace.META_NODE_ID, node_id, sync=True)

@@ -12,12 +12,17 @@ from collections.abc import Iterator
 
 import zmq
 
+# The socket and context types pzq uses everywhere: frames are bytes.
+Socket = zmq.Socket[bytes]
+Context = zmq.Context[Socket]
+Events = dict[Socket | int, int]  # what a poll found: sockets, and plain file descriptors
+
 NOBLOCK = int(zmq.NOBLOCK)
 MORE_NOBLOCK = int(zmq.SNDMORE | zmq.NOBLOCK)
 RCVMORE = int(zmq.RCVMORE)
 
 
-def send_frames(socket: zmq.Socket, frames: list[bytes]) -> None:
+def send_frames(socket: Socket, frames: list[bytes]) -> None:
     """Send without blocking; raises zmq.Again (nothing sent) when there is no room."""
     send = socket.send
     last = len(frames) - 1
@@ -25,7 +30,7 @@ def send_frames(socket: zmq.Socket, frames: list[bytes]) -> None:
         send(frame, MORE_NOBLOCK if index < last else NOBLOCK)
 
 
-def recv_frames(socket: zmq.Socket) -> list[bytes]:
+def recv_frames(socket: Socket) -> list[bytes]:
     """Receive one whole message without blocking; raises zmq.Again when none waits."""
     recv, get = socket.recv, socket.get
     frames = [recv(NOBLOCK)]
@@ -34,7 +39,7 @@ def recv_frames(socket: zmq.Socket) -> list[bytes]:
     return frames
 
 
-def drain(socket: zmq.Socket, limit: int) -> Iterator[list[bytes]]:
+def drain(socket: Socket, limit: int) -> Iterator[list[bytes]]:
     """Every message waiting on ``socket``, up to ``limit``, without blocking."""
     for _ in range(limit):
         try:

@@ -14,6 +14,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.zmqio import Socket, send_frames
 
+POLLOUT = int(zmq.POLLOUT)
 States = Callable[[float], list[DeliveryState]]  # monotonic now -> states to deliver from
 
 
@@ -34,6 +35,8 @@ class Dispatch:
 
     def deliver(self, now_us: int, mono: float) -> None:
         self.window.update(now_us)
+        if not self.socket.get(zmq.EVENTS) & POLLOUT:
+            return  # no consumer has room: do not read what cannot be sent
         for state in self.states(mono):
             if not state.has_work():
                 continue

@@ -17,7 +17,8 @@ from pzq.client import Consumer, Producer
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = Path(__file__).parent.parent
-DEAD_DSN = "tcp://127.0.0.1:9"  # nothing listens on the discard port
+# No process answers here: a socket path nobody binds, not a port someone might use.
+DEAD_DSN = "ipc:///nonexistent/pzq-test/dead-node"
 
 
 def scripted_run(node, context) -> None:

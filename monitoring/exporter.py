@@ -20,7 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from pzq.monitor_cli import fetch_stats
+from pzq.monitor_client import fetch_stats
 
 PAGE = Path(__file__).with_name("status.html")
 
@@ -57,7 +57,7 @@ class PzqCollector:
         self.timeout = timeout
 
     def stats(self) -> dict[str, dict[str, Any] | None]:
-        return {dsn: fetch_stats(dsn, self.timeout, None) for dsn in self.dsns}
+        return {dsn: fetch_stats(dsn, self.timeout).stats for dsn in self.dsns}
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         answers = self.stats()

@@ -15,3 +15,7 @@ class DecodeError(PzqError):
 
 class StoreError(PzqError):
     """The LevelDB store could not be opened, read or written."""
+
+
+class EndpointError(PzqError):
+    """A client cannot use an endpoint: it is malformed or cannot be connected to."""

@@ -71,3 +71,18 @@ def _tcp_accepts(address: tuple[str, int], timeout: float) -> bool | None:
         return False
     except OSError:
         return None  # unresolvable host, unreachable network, no answer in time
+
+
+def why_silent(dsn: str, curve: bool, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """The likely reason an endpoint that should answer does not, in words to act on."""
+    answers = accepts_connections(dsn, timeout)
+    if answers is False:
+        return "nothing answers there (is the node running?)"
+    if answers is None:
+        return "still connecting"
+    if curve:
+        return ("it accepts connections but does not answer: the node may have refused this "
+                "client's CURVE handshake (is its public key in the node's "
+                "--curve-authorized-keys?)")
+    return ("it accepts connections but does not answer: a busy node, not a pzq endpoint, "
+            "or a node that requires CURVE (--curve-client-key, --curve-server-key)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-
 from harness import run_pzq
+
 from pzq import reach, tools
 from pzq.cli import EXIT_BIND
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from harness import wait_until
+
 from pzq.client import Consumer, Producer
 
 ROOT = Path(__file__).parent.parent
@@ -49,7 +49,7 @@ def run(tmp_path: Path, *args: str, base_port: int | None = None,
     env.pop("PZQ_CLUSTER_BASE_PORT", None)
     options = ["--base-port", str(base_port)] if base_port is not None else []
     return subprocess.run([str(ROOT / "scripts" / "local-cluster"), *options, *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def local_cluster(tmp_path: Path, *args: str, base_port: int | None = None) -> str:
@@ -100,7 +100,7 @@ def test_start_reports_a_node_that_failed_and_exits_non_zero(tmp_path):
     assert "not every node started" in result.stderr
     assert not list((tmp_path / "cluster").glob("node*/pid"))
     for pid in map(int, re.findall(r"ready, pid (\d+)", result.stdout)):
-        wait_until(lambda: not process_alive(pid), 20, message=f"node pid {pid} stopped")
+        wait_until(lambda pid=pid: not process_alive(pid), 20, message=f"node pid {pid} stopped")
 
 
 def process_alive(pid: int) -> bool:

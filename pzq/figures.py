@@ -37,6 +37,7 @@ def node_figures(device: "Device") -> dict[str, object]:
         **counters.as_dict(),
         "rates": device.rates.rates(monotonic, counters),
         "ack_latency_ms": device.ack_latency.percentiles_ms(monotonic),
+        "ack_latency_histogram": device.ack_latency.histogram.snapshot(),
         "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
                           "replication_failed": counters.acks_replication_failed},
         **(device.cluster.snapshot(monotonic) if device.cluster else NO_CLUSTER),

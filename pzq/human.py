@@ -18,17 +18,19 @@ def rate(per_second: float) -> str:
 
 
 def duration(seconds: float) -> str:
-    """``850 ms``, ``13.2 s``, ``6 min 43 s``, ``2 h 5 min``, ``3 d 4 h``."""
+    """``850 ms``, ``13.2 s``, ``6 min 43 s``, ``5 min``, ``2 h 5 min``, ``3 d 4 h``."""
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 59.95:
         return f"{seconds:.1f} s"
     whole = int(seconds)
     if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s"
-    if whole < 86400:
-        return f"{whole // 3600} h {whole % 3600 // 60} min"
-    return f"{whole // 86400} d {whole % 86400 // 3600} h"
+        big, big_unit, small, small_unit = whole // 60, "min", whole % 60, "s"
+    elif whole < 86400:
+        big, big_unit, small, small_unit = whole // 3600, "h", whole % 3600 // 60, "min"
+    else:
+        big, big_unit, small, small_unit = whole // 86400, "d", whole % 86400 // 3600, "h"
+    return f"{big} {big_unit}" + (f" {small} {small_unit}" if small else "")
 
 
 def latency_ms(milliseconds: float) -> str:

@@ -12,14 +12,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import deque
 from pathlib import Path
 
 import pytest
 import yaml
+from harness import wait_until
 
 from pzq import monitor_cli, tools
 from pzq.client import Consumer, Producer
+from pzq.monitor_client import StatsAnswer
 from pzq.monitoring import exporter
+from pzq.monitoring.history import NodeHistory
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = Path(__file__).parent.parent
@@ -64,9 +68,9 @@ def test_monitor_text_keeps_the_original_keys_first(node):
 
 def test_pzq_monitor_once_json_and_check(node, capsys):
     assert monitor_cli.main(["--dsn", node.monitor_dsn]) == 0
-    assert node.figures()["node_id"] in capsys.readouterr().out
+    assert node.stats()["node_id"] in capsys.readouterr().out
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["node_id"] == node.figures()["node_id"]
+    assert json.loads(capsys.readouterr().out)["node_id"] == node.stats()["node_id"]
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) == 0
     assert "healthy" in capsys.readouterr().out
     assert monitor_cli.main(["--dsn", DEAD_DSN, "--check", "--timeout", "0.5"]) == \
@@ -102,7 +106,7 @@ def get(url: str) -> str:
 def test_exporter_metrics_against_a_real_node_and_a_dead_one(node, context, served):
     scripted_run(node, context)
     metrics = get(served + "/metrics")
-    node_id = node.figures()["node_id"]
+    node_id = node.stats()["node_id"]
     mine = f'monitor="{node.monitor_dsn}",node="{node_id}"'
     assert f"pzq_up{{{mine}}} 1.0" in metrics
     assert f'pzq_up{{monitor="{DEAD_DSN}",node=""}} 0.0' in metrics
@@ -139,7 +143,7 @@ def test_archive_and_queue_full_are_exported(start_node, context, tmp_path):
         metrics = get(f"http://127.0.0.1:{running.port}/metrics")
     finally:
         running.stop()
-    labels = f'monitor="{node.monitor_dsn}",node="{node.figures()["node_id"]}"'
+    labels = f'monitor="{node.monitor_dsn}",node="{node.stats()["node_id"]}"'
     assert f"pzq_queue_full_total{{{labels}}} 1.0" in metrics
     assert f"pzq_archived_total{{{labels}}} 2.0" in metrics
 
@@ -218,20 +222,78 @@ def chromium() -> str | None:
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
 def test_status_page_in_a_real_browser(node, context, served, tmp_path):
     scripted_run(node, context)
+    wait_until(lambda: len(history_of(served, node.monitor_dsn)["points"]) >= 10, 20,
+               message="ten samples of history")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
-             "--window-size=1200,900"]
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=1000",
+             "--window-size=1200,1100"]
     dom = subprocess.run([chromium(), *flags, "--dump-dom", served + "/"], capture_output=True,
-                         text=True, timeout=60).stdout
-    node_id = node.figures()["node_id"]
-    assert f"node {node_id}" in dom
-    assert 'data-key="acked"><div class="value">12</div>' in dom
-    assert "DOWN" in dom  # the dead endpoint
+                         text=True, timeout=60, check=False).stdout
+    node_id = node.stats()["node_id"]
+    live = card_of(dom, node.monitor_dsn)
+    assert f"node {node_id}" in live and "UP" in live
+    assert 'data-key="acked"><div class="value">12</div>' in live
+    uptime = re.search(r'data-key="uptime_seconds"><div class="value">([^<]+)<', live).group(1)
+    assert re.fullmatch(r"\d+\.\d s|\d+ min( \d+ s)?", uptime), uptime
+    # The first render already has the minutes sampled before the page was opened.
+    charts = {kind: (unit, int(points)) for kind, unit, points in re.findall(
+        r'<canvas data-chart="(\w+)" data-unit="([^"]+)"[^>]*data-points="(\d+)"', live)}
+    assert charts["backlog"][0] == "messages" and charts["flow"][0] == "messages/s"
+    assert charts["backlog"][1] >= 10 and charts["flow"][1] >= 10
+    assert float(re.search(r'data-chart="flow"[^>]*data-y-max="([\d.]+)"', live).group(1)) > 0
+    down = card_of(dom, DEAD_DSN)
+    assert "DOWN since " in down and "nothing answers there (is the node running?)" in down
     shot = tmp_path / "status.png"
     subprocess.run([chromium(), *flags, f"--screenshot={shot}", served + "/"],
-                   capture_output=True, timeout=60)
+                   capture_output=True, timeout=60, check=False)
     assert shot.stat().st_size > 10_000
+
+
+def history_of(served: str, dsn: str) -> dict:
+    nodes = json.loads(get(served + "/api/history"))["nodes"]
+    return next(node for node in nodes if node["monitor"] == dsn)
+
+
+def card_of(dom: str, dsn: str) -> str:
+    """The HTML of the status page's card for one monitor endpoint."""
+    start = dom.index(f'data-dsn="{dsn}"')
+    following = dom.find('<div class="node', start)
+    return dom[start:following if following > 0 else len(dom)]
+
+
+def test_history_is_sampled_server_side(node, context, served):
+    scripted_run(node, context)
+    wait_until(lambda: len(history_of(served, node.monitor_dsn)["points"]) >= 5, 20,
+               message="five samples")
+    mine = history_of(served, node.monitor_dsn)
+    assert mine["up"] and mine["node_id"] == node.stats()["node_id"]
+    assert mine["points"][-1]["stored"] == mine["stats"]["messages"]
+    dead = history_of(served, DEAD_DSN)
+    assert dead["up"] is False and dead["down_since"] <= dead["points"][-1]["t"]
+    assert "nothing answers there" in dead["error"]
+    assert all(point["stored"] is None for point in dead["points"])
+
+
+def answer(received: int, uptime: float = 100.0, messages: int = 0) -> StatsAnswer:
+    return StatsAnswer("ipc://n", {"received": received, "delivered": 0, "acked": 0,
+                                   "uptime_seconds": uptime, "messages": messages,
+                                   "messages_inflight": 0})
+
+
+def test_history_rates_gaps_and_down_since():
+    node = NodeHistory("ipc://n", deque(maxlen=4))
+    node.record(answer(0), 1000.0)
+    node.record(answer(100, messages=7), 1002.0)
+    node.record(StatsAnswer("ipc://n", None, "no answer"), 1004.0)
+    node.record(StatsAnswer("ipc://n", None, "no answer"), 1006.0)
+    assert node.down_since == 1004.0 and node.last_up == 1002.0 and node.error == "no answer"
+    node.record(answer(5, uptime=1.0), 1008.0)  # restarted: its counters began again
+    assert node.down_since is None and node.error is None
+    node.record(answer(25, uptime=3.0), 1010.0)
+    assert [(point["t"], point["received"], point["stored"]) for point in node.points] == [
+        (1004.0, None, None), (1006.0, None, None), (1008.0, None, 0), (1010.0, 10.0, 0)]
+    assert node.points.maxlen == 4
 
 
 def test_alert_rules_and_dashboard_use_exported_metrics(node, context, served):

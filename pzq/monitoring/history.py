@@ -90,8 +90,8 @@ class History:
         with self._lock:
             return {"interval_seconds": self.interval_s, "keep_seconds": self.keep_s,
                     "now": round(self.clock(), 3),
-                    "nodes": {dsn: node.as_json(self.scraper.node_id(dsn))
-                              for dsn, node in self.nodes.items()}}
+                    "nodes": [node.as_json(self.scraper.node_id(dsn))
+                              for dsn, node in self.nodes.items()]}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="pzq-history", daemon=True)

@@ -113,7 +113,7 @@ def test_monitor_watch_json_prints_one_line_per_refresh(node):
     assert result.returncode == 0
     lines = result.stdout.splitlines()
     assert len(lines) == 3
-    assert all(json.loads(line)["node_id"] == node.figures()["node_id"] for line in lines)
+    assert all(json.loads(line)["node_id"] == node.stats()["node_id"] for line in lines)
 
 
 def test_piped_table_keeps_long_node_names_whole(start_node, tmp_path):
@@ -121,7 +121,7 @@ def test_piped_table_keeps_long_node_names_whole(start_node, tmp_path):
     node = start_node("--monitor-dsn", monitor)
     result = tool("pzq-monitor", "--dsn", monitor, "--dsn", node.monitor_dsn + "0")
     assert monitor in result.stdout
-    assert str(node.figures()["node_id"]) in result.stdout
+    assert node.stats()["node_id"] in result.stdout
 
 
 @pytest.mark.parametrize("value, shown", [
@@ -132,7 +132,7 @@ def test_rates_keep_sensible_decimals(value, shown):
 
 @pytest.mark.parametrize("seconds, shown", [
     (0.25, "250 ms"), (13.2278, "13.2 s"), (402.947, "6 min 42 s"), (7300, "2 h 1 min"),
-    (200_000, "2 d 7 h")])
+    (200_000, "2 d 7 h"), (300, "5 min"), (7200, "2 h")])
 def test_durations_for_people(seconds, shown):
     assert human.duration(seconds) == shown
 
@@ -155,7 +155,7 @@ def test_bench_png_without_matplotlib_fails_at_once(monkeypatch, tmp_path, capsy
 
 def test_help_texts_have_no_rst_markup_and_show_defaults():
     for name in ("pzq-produce", "pzq-consume", "pzq-monitor", "pzq-ctl", "pzq-keygen",
-                 "pzq-bench"):
+                 "pzq-bench", "pzq-exporter", "pzq-archive", "pzq"):
         text = tool(name, "--help").stdout
         assert "``" not in text, name
     def help_of(name: str) -> str:
@@ -179,3 +179,9 @@ def test_keygen_refuses_to_overwrite_a_key_pair(tmp_path):
     assert tool("pzq-keygen", str(tmp_path), "node", "--force").returncode == 0
     assert (tmp_path / "node.key").read_bytes() != public
 
+
+
+def test_a_refused_header_is_named_without_a_bytes_repr(producer):
+    ack = producer.produce([b"body"], headers=[b"nocolon"])
+    assert not ack.ok
+    assert ack.status_message == b"header frame nocolon is not NAME:value"

@@ -77,10 +77,10 @@ def test_invalid_values(values, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--ack-timeout", "-5"], "--ack-timeout must be greater than 0"),
-    (["--ack-timeout", "soon"], "argument --ack-timeout: soon is not a duration: give "
-                                "microseconds (5000000) or a number with a unit: 250ms, 5s"),
-    (["--timeout-nodes", "2.5"], "2.5 has no unit, so it would be microseconds, which are "
-                                 "whole: did you mean 2.5s?"),
+    (["--ack-timeout", "soon"], ("argument --ack-timeout: soon is not a duration: give "
+                                 "microseconds (5000000) or a number with a unit: 250ms, 5s")),
+    (["--timeout-nodes", "2.5"], ("2.5 has no unit, so it would be microseconds, which are "
+                                  "whole: did you mean 2.5s?")),
     (["--reaper-frequency", "5 parsecs"], "5 parsecs is not a duration"),
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--log-format", "xml"], "--log-format must be one of"),

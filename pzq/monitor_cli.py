@@ -79,15 +79,20 @@ def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | Non
         view.add_row(f"{key}/s (1 s, 60 s)", *_cells(answers, lambda s, key=key: (
             f"{human.rate(s['rates'][key + '_1s'])}, {human.rate(s['rates'][key + '_60s'])}"
             if "rates" in s else "")))
-    view.add_row("ACK latency p50 / p99", *_cells(answers, lambda s: (
-        f"{human.latency_ms(s['ack_latency_ms']['p50'])} / "
-        f"{human.latency_ms(s['ack_latency_ms']['p99'])}" if "ack_latency_ms" in s else "")))
+    view.add_row("ACK latency p50 / p99", *_cells(answers, _latency))
     view.add_row("peers", *_cells(answers, lambda s: ", ".join(
         f"{peer['endpoint']} {peer['state']}" for peer in s.get("peers", []))))
     if history is not None:
         view.add_row("stored, last minute",
                      *[sparkline(list(history[answer.dsn])) for answer in answers])
     return view
+
+
+def _latency(stats: dict[str, Any]) -> str:
+    latency = stats.get("ack_latency_ms", {})
+    if not latency.get("samples"):
+        return "no ACK in the last minute"
+    return f"{human.latency_ms(latency['p50'])} / {human.latency_ms(latency['p99'])}"
 
 
 def as_json(answers: Sequence[StatsAnswer]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import json
 import sys
 import time
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from rich.console import Console
 from rich.live import Live
@@ -82,9 +82,10 @@ def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | Non
     view.add_row("ACK latency p50 / p99", *_cells(answers, _latency))
     view.add_row("peers", *_cells(answers, lambda s: ", ".join(
         f"{peer['endpoint']} {peer['state']}" for peer in s.get("peers", []))))
-    if history is not None:
+    if history is not None:  # a live view: nothing goes to stderr, so say why here
         view.add_row("stored, last minute",
                      *[sparkline(list(history[answer.dsn])) for answer in answers])
+        view.caption = "\n".join(str(answer.error) for answer in answers if not answer.up)
     return view
 
 
@@ -222,7 +223,7 @@ def watch(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) 
     return EXIT_OK
 
 
-def _refreshes(args: argparse.Namespace) -> Any:
+def _refreshes(args: argparse.Namespace) -> Iterator[int]:
     refreshes = 0
     while not args.iterations or refreshes < args.iterations:
         if refreshes:

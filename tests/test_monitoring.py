@@ -78,7 +78,8 @@ def test_pzq_monitor_once_json_and_check(node, capsys):
     assert "unhealthy: no answer" in capsys.readouterr().err
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--dsn", DEAD_DSN, "--watch",
                              "--iterations", "2", "--interval", "0.1", "--timeout", "0.3"]) == 0
-    assert "DOWN" in capsys.readouterr().out
+    watched = capsys.readouterr().out
+    assert "DOWN" in watched and "nothing answers there" in watched
 
 
 def test_check_reports_an_unhealthy_node():

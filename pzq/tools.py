@@ -37,6 +37,7 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILURE = 1  # some message was refused, or the node did not answer in time
 EXIT_EXISTS = 3  # pzq-keygen: the key pair is there already (give --force)
+EXIT_INTERRUPTED = 130  # Ctrl-C: stopped where it was, as a shell expects
 
 DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
@@ -82,6 +83,8 @@ def _produce_lines(producer: Producer, args: argparse.Namespace, curve: bool) ->
         failed += _report_acks(waiting.flush())
     except TimeoutError as exc:
         return fail("pzq-produce", str(exc), EXIT_FAILURE)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     return EXIT_OK if failed == 0 else EXIT_FAILURE
 
 
@@ -116,6 +119,8 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
             received = _print_messages(waiting, args)
         except TimeoutError as exc:
             return fail(parser.prog, str(exc), EXIT_FAILURE)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     if received == 0 and not waiting.anyone_answers():
         return fail(parser.prog, waiting.nothing_answers(), EXIT_FAILURE)
     return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -185,3 +186,15 @@ def test_a_refused_header_is_named_without_a_bytes_repr(producer):
     ack = producer.produce([b"body"], headers=[b"nocolon"])
     assert not ack.ok
     assert ack.status_message == b"header frame nocolon is not NAME:value"
+
+
+def test_ctrl_c_stops_a_waiting_consumer_without_a_traceback(tmp_path):
+    process = subprocess.Popen([str(BIN / "pzq-consume"), "--dsn", f"ipc://{tmp_path}/no-node"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert "waiting for deliveries" in process.stderr.readline()
+    finally:
+        process.send_signal(signal.SIGINT)
+    assert process.wait(20) == 130
+    assert "Traceback" not in process.stderr.read()
+    process.stderr.close()

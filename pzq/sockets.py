@@ -34,7 +34,7 @@ def bind(context: zmq.Context, kind: int, dsn: str, flag: str,
         socket.bind(dsn)
     except zmq.ZMQError as exc:
         socket.close(0)
-        raise BindError(f"cannot bind {flag} {dsn}: {zmq.strerror(exc.errno)}") from None
+        raise BindError(f"cannot bind {flag} {dsn}: {zmq.strerror(exc.errno or 0)}") from None
     return socket
 
 

@@ -1,4 +1,4 @@
-"""``pzq-bench``: pzq against its ceiling, measured in one run on the same sockets.
+"""pzq-bench: pzq against its ceiling, measured in one run on the same sockets.
 
 The ceiling is a minimal pyzmq device that ACKs every message at once and stores
 nothing, driven by the same load generators; every pzq figure is also reported as
@@ -11,7 +11,6 @@ client is not what is measured (the ceiling shows what they reach).
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import struct
@@ -25,6 +24,7 @@ from typing import Any, Callable, Sequence
 import zmq
 
 from pzq.launcher import NodeProcess, wait_until
+from pzq.tool_args import ToolParser
 from pzq.zmqio import recv_frames, send_frames
 
 COUNTER = struct.Struct(">Q")
@@ -421,6 +421,14 @@ def print_table(figures: list[Figure]) -> None:
                   f"per message, {figure.extra['expired']} expired")
 
 
+def matplotlib_installed() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def draw_chart(figures: list[Figure], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -440,12 +448,16 @@ def draw_chart(figures: list[Figure], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pzq-bench", description=__doc__.splitlines()[0])
+    parser = ToolParser("pzq-bench", __doc__)
     parser.add_argument("--quick", action="store_true", help="about a minute")
     parser.add_argument("--smoke", action="store_true", help="seconds: only checks it runs")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
-    parser.add_argument("--png", type=Path, help="draw the ratios here")
+    parser.add_argument("--png", type=Path,
+                        help="draw the ratios here (needs matplotlib: pip install 'pzq[bench]')")
     args = parser.parse_args(argv)
+    if args.png and not matplotlib_installed():
+        parser.error("--png needs matplotlib, which is not installed: "
+                     "pip install 'pzq[bench]' (or leave out --png)")
     plan = PLANS["smoke" if args.smoke else "quick" if args.quick else "full"]
     with tempfile.TemporaryDirectory(prefix="pzq-bench-") as directory:
         figures = run_benchmark(plan, Path(directory))

@@ -7,11 +7,12 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from pzq import __version__, logs
+from pzq.durations import DurationError, duration_us
 from pzq.archive.topiclog import ArchiveError
-from pzq.config import OPTIONS, Config, build_config
+from pzq.config import OPTIONS, Config, Option, build_config
 from pzq.errors import ConfigError, StoreError
 from pzq.node.clock import Now
 from pzq.node.run import StopRequest, run
@@ -49,9 +50,27 @@ def make_argument_parser() -> argparse.ArgumentParser:
             parser.add_argument(*flags, dest=option.name, action="store_true",
                                 help=option.help)
         else:
-            parser.add_argument(*flags, dest=option.name, type=option.kind,
-                                metavar=option.name.upper(), help=option.help + default)
+            parser.add_argument(*flags, dest=option.name, type=_argument_type(option.kind),
+                                metavar=_metavar(option), help=option.help + default)
     return parser
+
+
+def _argument_type(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """argparse shows the text of an ArgumentTypeError as it is: a duration explains itself."""
+    if kind is not duration_us:
+        return kind
+
+    def parse(text: str) -> int:
+        try:
+            return duration_us(text)
+        except DurationError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _metavar(option: Option) -> str:
+    return "DURATION" if option.kind is duration_us else option.name.upper()
 
 
 def parse_config(argv: Sequence[str] | None) -> Config:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from pzq.archive.entry import validate_topic
 from pzq.cluster.core import ClusterSettings
 from pzq.delivery.state import DeliverySettings
+from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError
 from pzq.node.intake import IntakeLimits
 
@@ -37,6 +38,9 @@ class Option:
     aliases: tuple[str, ...] = ()
 
 
+DURATION = " (microseconds, or with a unit: 250ms, 5s, 2m, 1h)"
+
+
 def _dsn_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -44,10 +48,10 @@ def _dsn_list(text: str) -> tuple[str, ...]:
 OPTIONS: tuple[Option, ...] = (
     Option("database", "--database", str, "pzq-data",
            "LevelDB directory holding this node's messages (created if missing)"),
-    Option("ack_timeout", "--ack-timeout", int, 5_000_000,
-           "how long to wait for a consumer ACK before delivering again (microseconds)"),
-    Option("reaper_frequency", "--reaper-frequency", int, 2_500_000,
-           "how often expired deliveries are collected (microseconds)"),
+    Option("ack_timeout", "--ack-timeout", duration_us, 5_000_000,
+           "how long to wait for a consumer ACK before delivering again" + DURATION),
+    Option("reaper_frequency", "--reaper-frequency", duration_us, 2_500_000,
+           "how often expired deliveries are collected" + DURATION),
     Option("hard_sync", "--hard-sync", bool, False,
            "fsync every batch before ACKing producers (survives power loss)"),
     Option("inflight_size", "--inflight-size", int, 31_457_280,
@@ -100,13 +104,13 @@ OPTIONS: tuple[Option, ...] = (
            "peers that must hold a copy before a producer is ACKed"),
     Option("nodes", "--nodes", _dsn_list, (),
            "cluster endpoints of the other nodes, separated by ','"),
-    Option("timeout_nodes", "--timeout-nodes", int, 10_000_000,
-           "silence after which a peer is considered down (microseconds)"),
+    Option("timeout_nodes", "--timeout-nodes", duration_us, 10_000_000,
+           "silence after which a peer is considered down" + DURATION),
     Option("broadcast_dsn", "--broadcast-dsn", str, None,
            "this node's own cluster endpoint"),
-    Option("timeout_replication", "--timeout_replication", int, 100_000,
-           "how long to wait for replicas before ACKing with REPLICATION_FAILED "
-           "(microseconds)", aliases=("--timeout-replication",)),
+    Option("timeout_replication", "--timeout_replication", duration_us, 100_000,
+           "how long to wait for replicas before ACKing with REPLICATION_FAILED" + DURATION,
+           aliases=("--timeout-replication",)),
 )
 
 OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
@@ -197,6 +201,15 @@ def _coerce_file_value(path: Path, option: Option, value: Any) -> Any:
             return _dsn_list(value)
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
             return tuple(value)
+    elif option.kind is duration_us and isinstance(value, float):
+        raise ConfigError(f"config file {path}: {option.name} = {value}: give whole "
+                          f'microseconds or a text with a unit, e.g. "{value}s"')
+    elif option.kind is duration_us and isinstance(value, (int, str)) \
+            and not isinstance(value, bool):
+        try:
+            return duration_us(str(value))
+        except DurationError as exc:
+            raise ConfigError(f"config file {path}: {option.name}: {exc}") from None
     elif option.kind is bool and isinstance(value, bool):
         return value
     elif option.kind is int and isinstance(value, int) and not isinstance(value, bool):

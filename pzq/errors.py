@@ -55,3 +55,9 @@ class QueueFull(ProduceRefused):
 
     def __init__(self, routing_id: bytes, msg_id: bytes) -> None:
         super().__init__("QUEUE_FULL", routing_id, msg_id)
+
+
+class EndpointError(PzqError):
+    """A client cannot use an endpoint: it is malformed or cannot be connected to."""
+
+    exit_code = ExitCode.USAGE

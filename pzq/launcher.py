@@ -56,7 +56,8 @@ class NodeProcess:
     # -- endpoints -------------------------------------------------------------
 
     def dsn(self, name: str) -> str:
-        return f"tcp://127.0.0.1:{self.ports[name]}"
+        port = self.ports[name]  # a port, or a whole endpoint when it is not tcp
+        return port if "://" in port else f"tcp://127.0.0.1:{port}"
 
     @property
     def receive_dsn(self) -> str:
@@ -89,7 +90,8 @@ class NodeProcess:
         ready = wait_until(lambda: self.event("node_ready") or self._exited_early(),
                            START_TIMEOUT, message="node_ready")
         for name in self.ports:
-            self.ports[name] = re.search(r":(\d+)$", ready[name]).group(1)
+            port = re.search(r"^tcp://.*:(\d+)$", ready[name])
+            self.ports[name] = port.group(1) if port else ready[name]
         return self
 
     def _exited_early(self) -> None:

@@ -1,10 +1,10 @@
-"""``pzq-monitor``: a node's figures once, live (``--watch``), or as a health check.
+"""pzq-monitor: a node's figures once, live (--watch), or as a health check.
 
-    pzq-monitor --dsn tcp://127.0.0.1:11133                 a table of STATS
-    pzq-monitor --dsn A --dsn B --watch                     live, side by side
-    pzq-monitor --json                                      STATS as JSON
-    pzq-monitor --check                                     exit 0 when healthy
-    pzq-monitor --command MONITOR                           the original text answer
+    pzq-monitor                                   a table of the quick-start node's STATS
+    pzq-monitor --dsn A --dsn B --watch           live, side by side
+    pzq-monitor --json                            STATS as JSON (--watch: one line a refresh)
+    pzq-monitor --check                           exit 0 when healthy
+    pzq-monitor --command MONITOR                 the original text answer
 """
 
 from __future__ import annotations
@@ -14,38 +14,40 @@ import json
 import sys
 import time
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from pzq import security
-from pzq.errors import ConfigError
+from pzq import human
+from pzq.errors import EndpointError
+from pzq.monitor_client import StatsAnswer, fetch_stats, request_monitor
 from pzq.security import ClientCurve
-from pzq.tools import DEFAULT_MONITOR, request_monitor
+from pzq.tool_args import (
+    ToolParser,
+    add_curve_options,
+    curve_from,
+    endpoint,
+    fail,
+    positive_seconds,
+)
+from pzq.tools import DEFAULT_MONITOR
 
 EXIT_OK = 0  # answered (and, with --check, healthy)
 EXIT_UNHEALTHY = 1  # --check: the node answered but something is wrong
-EXIT_NO_ANSWER = 3  # no answer within --timeout (2 is argparse's usage error)
+EXIT_USAGE = 2  # a bad option or endpoint
+EXIT_NO_ANSWER = 3  # no answer within --timeout
 
 SPARKS = "▁▂▃▄▅▆▇█"
 HISTORY = 60
-ROWS = (("messages", "stored"), ("messages_inflight", "in flight"),
-        ("messages_ready", "ready again"), ("dead_letters", "dead letters"),
-        ("db_size", "stored bytes"), ("received", "received"), ("delivered", "delivered"),
-        ("acked", "acked"), ("nacked", "nacked"), ("expired", "expired"),
-        ("evicted", "evicted"), ("redelivered", "redelivered"),
-        ("consumers_connected", "consumers"), ("pending_producer_acks", "ACKs waiting"),
-        ("store_failures", "store failures"), ("syncs", "batches written"),
-        ("uptime_seconds", "uptime s"))
-
-
-def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None) -> dict[str, Any] | None:
-    try:
-        return json.loads(request_monitor(dsn, "STATS", timeout, curve))
-    except (TimeoutError, ValueError):
-        return None
+COUNTS = (("messages", "stored"), ("messages_inflight", "in flight"),
+          ("messages_ready", "ready again"), ("dead_letters", "dead letters"),
+          ("received", "received"), ("delivered", "delivered"), ("acked", "acked"),
+          ("nacked", "nacked"), ("expired", "expired"), ("evicted", "evicted"),
+          ("redelivered", "redelivered"), ("queue_full", "QUEUE_FULL refusals"),
+          ("consumers_connected", "consumers"), ("pending_producer_acks", "ACKs waiting"),
+          ("store_failures", "store failures"), ("syncs", "batches written"))
 
 
 def sparkline(values: Sequence[float]) -> str:
@@ -56,28 +58,50 @@ def sparkline(values: Sequence[float]) -> str:
     return "".join(SPARKS[int((value - low) / span * (len(SPARKS) - 1))] for value in values)
 
 
-def table(stats: dict[str, dict[str, Any] | None],
-          history: dict[str, deque[float]] | None = None) -> Table:
-    """One column per node; a node that did not answer shows as down."""
+def _cells(answers: Sequence[StatsAnswer], show: Any) -> list[str]:
+    """One cell per node: ``show(stats)``, or nothing for a node that did not answer."""
+    return [show(answer.stats) if answer.stats else "" for answer in answers]
+
+
+def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | None = None) -> Table:
+    """One column per node; a node that did not answer shows as DOWN."""
     view = Table(title="pzq")
     view.add_column("figure")
-    for dsn in stats:
-        view.add_column(dsn, justify="right")
-    view.add_row("node", *[s["node_id"] if s else "[red]DOWN[/]" for s in stats.values()])
-    for key, label in ROWS:
-        view.add_row(label, *[str(s.get(key, "")) if s else "" for s in stats.values()])
+    for answer in answers:
+        view.add_column(answer.dsn, justify="right", no_wrap=True)
+    view.add_row("node", *[answer.stats["node_id"] if answer.stats else "[red]DOWN[/]"
+                           for answer in answers])
+    view.add_row("uptime", *_cells(answers, lambda s: human.duration(s["uptime_seconds"])))
+    for key, label in COUNTS:
+        view.add_row(label, *_cells(answers, lambda s, key=key: human.count(s.get(key, 0))))
+    view.add_row("stored bytes", *_cells(answers, lambda s: human.size(s["db_size"])))
     for key in ("received", "delivered", "acked"):
-        view.add_row(f"{key}/s (1s, 60s)", *[
-            f"{s['rates'][key + '_1s']:.0f}, {s['rates'][key + '_60s']:.0f}"
-            if s and "rates" in s else "" for s in stats.values()])
-    view.add_row("ACK latency ms p50/p99", *[
-        f"{s['ack_latency_ms']['p50']:.1f} / {s['ack_latency_ms']['p99']:.1f}"
-        if s and "ack_latency_ms" in s else "" for s in stats.values()])
-    view.add_row("peers", *[", ".join(f"{p['endpoint']} {p['state']}" for p in s["peers"])
-                            if s and s.get("peers") else "" for s in stats.values()])
-    if history is not None:
-        view.add_row("stored, last minute", *[sparkline(list(history[dsn])) for dsn in stats])
+        view.add_row(f"{key}/s (1 s, 60 s)", *_cells(answers, lambda s, key=key: (
+            f"{human.rate(s['rates'][key + '_1s'])}, {human.rate(s['rates'][key + '_60s'])}"
+            if "rates" in s else "")))
+    view.add_row("ACK latency p50 / p99", *_cells(answers, _latency))
+    view.add_row("peers", *_cells(answers, lambda s: ", ".join(
+        f"{peer['endpoint']} {peer['state']}" for peer in s.get("peers", []))))
+    if history is not None:  # a live view: nothing goes to stderr, so say why here
+        view.add_row("stored, last minute",
+                     *[sparkline(list(history[answer.dsn])) for answer in answers])
+        view.caption = "\n".join(str(answer.error) for answer in answers if not answer.up)
     return view
+
+
+def _latency(stats: dict[str, Any]) -> str:
+    latency = stats.get("ack_latency_ms", {})
+    if not latency.get("samples"):
+        return "no ACK in the last minute"
+    return f"{human.latency_ms(latency['p50'])} / {human.latency_ms(latency['p99'])}"
+
+
+def as_json(answers: Sequence[StatsAnswer]) -> dict[str, Any]:
+    """STATS of one node, or of several by endpoint; a node that did not answer says why."""
+    shown = {answer.dsn: answer.stats if answer.stats else
+             {"monitor": answer.dsn, "up": False, "error": answer.error}
+             for answer in answers}
+    return shown[answers[0].dsn] if len(answers) == 1 else shown
 
 
 def health_problems(before: dict[str, Any] | None, now: dict[str, Any] | None,
@@ -99,30 +123,30 @@ def health_problems(before: dict[str, Any] | None, now: dict[str, Any] | None,
 
 
 def make_argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pzq-monitor", description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", action="append", help="a node's --monitor-dsn (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print STATS as JSON")
+    parser = ToolParser("pzq-monitor", __doc__)
+    parser.add_argument("--dsn", type=endpoint, action="append",
+                        help=f"a node's --monitor-dsn, repeatable (default: {DEFAULT_MONITOR})")
+    parser.add_argument("--json", action="store_true",
+                        help="print STATS as JSON; with --watch one line per refresh")
     parser.add_argument("--watch", action="store_true", help="a live view until Ctrl-C")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
-    parser.add_argument("--iterations", type=int, default=0,
+    parser.add_argument("--interval", type=positive_seconds, default=1.0, metavar="SECONDS",
+                        help="seconds between polls")
+    parser.add_argument("--iterations", type=int, default=0, metavar="N",
                         help="with --watch: stop after N refreshes (0: never)")
     parser.add_argument("--check", action="store_true", help="exit 0 only when healthy")
-    parser.add_argument("--max-pending-acks", type=int, default=10_000,
+    parser.add_argument("--max-pending-acks", type=int, default=10_000, metavar="N",
                         help="--check: more producer ACKs waiting than this is unhealthy")
-    parser.add_argument("--command", help="send this command and print the raw answer")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait")
-    parser.add_argument("--curve-client-key", metavar="FILE")
-    parser.add_argument("--curve-server-key", metavar="FILE")
+    parser.add_argument("--command", metavar="COMMAND", help="send this command and print the raw answer")
+    parser.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SECONDS",
+                        help="seconds to wait for each node")
+    add_curve_options(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)
-    try:
-        curve = security.client_curve(args.curve_client_key, args.curve_server_key)
-    except ConfigError as exc:
-        parser.error(str(exc))
+    curve = curve_from(parser, args)
     dsns = args.dsn or [DEFAULT_MONITOR]
     if args.command:
         return raw_command(dsns, args.command, args.timeout, curve)
@@ -130,12 +154,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check(dsns, args, curve)
     if args.watch:
         return watch(dsns, args, curve)
-    stats = {dsn: fetch_stats(dsn, args.timeout, curve) for dsn in dsns}
+    answers = fetch_all(dsns, args.timeout, curve)
     if args.json:
-        print(json.dumps(stats[dsns[0]] if len(dsns) == 1 else stats, indent=2, sort_keys=True))
+        print(json.dumps(as_json(answers), indent=2, sort_keys=True))
     else:
-        Console().print(table(stats))
-    return EXIT_OK if all(stats.values()) else EXIT_NO_ANSWER
+        if any(answer.up for answer in answers):
+            console().print(table(answers))
+        report_down(answers)
+    return EXIT_OK if all(answer.up for answer in answers) else EXIT_NO_ANSWER
+
+
+def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientCurve | None) -> list[StatsAnswer]:
+    return [fetch_stats(dsn, timeout, curve) for dsn in dsns]
+
+
+def console() -> Console:
+    """A terminal's width on a terminal; piped, as wide as the table needs."""
+    return Console() if sys.stdout.isatty() else Console(width=1000)
+
+
+def report_down(answers: Sequence[StatsAnswer]) -> None:
+    for answer in answers:
+        if not answer.up:
+            print(f"pzq-monitor: {answer.error}", file=sys.stderr)
 
 
 def raw_command(dsns: list[str], command: str, timeout: float,
@@ -143,9 +184,10 @@ def raw_command(dsns: list[str], command: str, timeout: float,
     for dsn in dsns:
         try:
             reply = request_monitor(dsn, command, timeout, curve)
+        except EndpointError as exc:
+            return fail("pzq-monitor", str(exc), EXIT_USAGE)
         except TimeoutError as exc:
-            print(f"pzq-monitor: error: {exc}", file=sys.stderr)
-            return EXIT_NO_ANSWER
+            return fail("pzq-monitor", str(exc), EXIT_NO_ANSWER)
         print(reply.decode(errors="replace").rstrip("\n"))
         if reply.startswith(b"ERROR"):
             return EXIT_UNHEALTHY
@@ -153,33 +195,55 @@ def raw_command(dsns: list[str], command: str, timeout: float,
 
 
 def check(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> int:
-    before = {dsn: fetch_stats(dsn, args.timeout, curve) for dsn in dsns}
-    if all(before.values()):
+    before = fetch_all(dsns, args.timeout, curve)
+    if all(answer.up for answer in before):
         time.sleep(min(args.interval, 1.0))  # two looks, to see failure counts move
     worst = EXIT_OK
-    for dsn in dsns:
-        now = fetch_stats(dsn, args.timeout, curve) if before[dsn] else None
-        problems = health_problems(before[dsn], now, args.max_pending_acks)
+    for first in before:
+        now = fetch_stats(first.dsn, args.timeout, curve) if first.up else first
+        problems = health_problems(first.stats, now.stats, args.max_pending_acks)
+        if now.error:
+            problems = [now.error]
         if problems:
-            print(f"{dsn}: unhealthy: {'; '.join(problems)}", file=sys.stderr)
-            worst = max(worst, EXIT_NO_ANSWER if problems == ["no answer"] else EXIT_UNHEALTHY)
+            print(f"{first.dsn}: unhealthy: {'; '.join(problems)}", file=sys.stderr)
+            worst = max(worst, EXIT_NO_ANSWER if now.error else EXIT_UNHEALTHY)
         else:
-            print(f"{dsn}: healthy")
+            print(f"{first.dsn}: healthy")
     return worst
 
 
 def watch(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> int:
-    history = {dsn: deque(maxlen=HISTORY) for dsn in dsns}
-    refreshes = 0
-    with Live(auto_refresh=False, screen=args.iterations == 0) as live:
-        try:
-            while not args.iterations or refreshes < args.iterations:
-                stats = {dsn: fetch_stats(dsn, args.timeout, curve) for dsn in dsns}
-                for dsn, figures in stats.items():
-                    history[dsn].append(figures["messages"] if figures else 0)
-                live.update(table(stats, history), refresh=True)
-                refreshes += 1
-                time.sleep(args.interval)  # the refresh period of a live view
-        except KeyboardInterrupt:
-            pass
+    try:
+        if args.json:
+            watch_json(dsns, args, curve)
+        else:
+            watch_table(dsns, args, curve)
+    except KeyboardInterrupt:
+        pass
     return EXIT_OK
+
+
+def _refreshes(args: argparse.Namespace) -> Iterator[int]:
+    refreshes = 0
+    while not args.iterations or refreshes < args.iterations:
+        if refreshes:
+            time.sleep(args.interval)  # the refresh period of a live view
+        yield refreshes
+        refreshes += 1
+
+
+def watch_json(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> None:
+    for _ in _refreshes(args):
+        print(json.dumps(as_json(fetch_all(dsns, args.timeout, curve)), sort_keys=True),
+              flush=True)
+
+
+def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> None:
+    history: dict[str, deque[float]] = {dsn: deque(maxlen=HISTORY) for dsn in dsns}
+    with Live(console=console(), auto_refresh=False,
+              screen=args.iterations == 0 and sys.stdout.isatty()) as live:
+        for _ in _refreshes(args):
+            answers = fetch_all(dsns, args.timeout, curve)
+            for answer in answers:
+                history[answer.dsn].append(answer.stats["messages"] if answer.stats else 0)
+            live.update(table(answers, history), refresh=True)

@@ -16,6 +16,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from pzq.errors import ConfigError
+from pzq.zap import LoggingAuthenticator
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,15 @@ def serve_curve(socket: zmq.Socket, keys: KeyPair) -> None:
 def start_authenticator(context: zmq.Context, authorized_keys: str | Path) -> ThreadAuthenticator:
     if not Path(authorized_keys).is_dir():
         raise ConfigError(f"--curve-authorized-keys {authorized_keys} is not a directory")
-    authenticator = ThreadAuthenticator(context)
+    authenticator = LoggingAuthenticator(context)
     authenticator.start()
     authenticator.configure_curve(domain="*", location=str(authorized_keys))
     return authenticator
+
+
+def key_pair_paths(directory: str | Path, name: str) -> tuple[Path, Path]:
+    """Where ``generate`` writes the public and the secret key of ``name``."""
+    return Path(directory) / f"{name}.key", Path(directory) / f"{name}.key_secret"
 
 
 def generate(directory: str | Path, name: str) -> tuple[Path, Path]:

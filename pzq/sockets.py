@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zmq
 
+from pzq import reach
 from pzq.errors import PzqError
 from pzq.security import KeyPair, serve_curve
 
@@ -23,6 +24,7 @@ class BindError(PzqError):
 
 def bind(context: zmq.Context, kind: int, dsn: str, flag: str,
          curve: KeyPair | None = None) -> zmq.Socket:
+    refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)
     socket.setsockopt(zmq.IPV6, wants_ipv6(dsn))
@@ -32,8 +34,18 @@ def bind(context: zmq.Context, kind: int, dsn: str, flag: str,
         socket.bind(dsn)
     except zmq.ZMQError as exc:
         socket.close(0)
-        raise BindError(f"cannot bind {flag} {dsn}: {exc.strerror}") from None
+        raise BindError(f"cannot bind {flag} {dsn}: {zmq.strerror(exc.errno or 0)}") from None
     return socket
+
+
+def refuse_live_ipc(dsn: str, flag: str) -> None:
+    """ZeroMQ replaces an ipc socket file without asking: refuse when a process answers there.
+
+    A file left behind by a process that is gone refuses connections, and is taken over.
+    """
+    if reach.ipc_path(dsn) is not None and reach.accepts_connections(dsn):
+        raise BindError(f"cannot bind {flag} {dsn}: another process answers there "
+                        "(another node running?)")
 
 
 def wants_ipv6(dsn: str) -> bool:

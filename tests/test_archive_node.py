@@ -59,7 +59,7 @@ def test_every_acked_message_is_archived_and_nothing_else(archived_node, context
     assert len(list_segments(archived_node.archive_dir / "even")) > 1  # it rolled
 
 
-def test_zper_reader_resumes_and_answers_bad_requests(archived_node, context):
+def test_zper_reader_resumes_and_answers_bad_requests(archived_node, context, open_socket):
     produce_and_consume(archived_node, context, 30)
     archived_node.wait_stats(lambda s: s["archive"]["archived"] == 30, message="archived")
     with ArchiveReader(archived_node.archive_dsn, "even", context=context) as reader:
@@ -74,7 +74,7 @@ def test_zper_reader_resumes_and_answers_bad_requests(archived_node, context):
             reader.fetch(reader.latest() + 10**6)
         assert raised.value.status == zp.INVALID_OFFSET
 
-    raw = context.socket(zmq.DEALER)
+    raw = open_socket(zmq.DEALER)
     raw.setsockopt(zmq.IDENTITY, zp.make_identity("even"))
     raw.connect(archived_node.archive_dsn)
     for request, status in (([b"FROB"], zp.INVALID_COMMAND),

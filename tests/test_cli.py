@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from harness import run_pzq
-
-from pzq.cli import EXIT_BIND, EXIT_USAGE, parse_config
+from pzq.cli import EXIT_BIND, EXIT_STORE, EXIT_USAGE, parse_config
+from pzq.client import Consumer, Producer
 from pzq.config import build_config, defaults, read_config_file
 from pzq.errors import ConfigError
 
@@ -46,7 +46,8 @@ def test_cli_beats_file_beats_defaults(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("bogus = 1\n", "unknown option 'bogus'"),
-    ("ack-timeout = 'soon'\n", "wrong type"),
+    ("ack-timeout = 'soon'\n", "ack_timeout: soon is not a duration: give microseconds"),
+    ("ack-timeout = 1.5\n", 'give whole microseconds or a text with a unit, e.g. "1.5s"'),
     ("hard-sync = 1\n", "wrong type"),
     ("ack-timeout = \n", "could not be read"),
 ])
@@ -75,7 +76,11 @@ def test_invalid_values(values, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--ack-timeout", "-5"], "--ack-timeout must be greater than 0"),
-    (["--ack-timeout", "soon"], "invalid int value"),
+    (["--ack-timeout", "soon"], ("argument --ack-timeout: soon is not a duration: give "
+                                 "microseconds (5000000) or a number with a unit: 250ms, 5s")),
+    (["--timeout-nodes", "2.5"], ("2.5 has no unit, so it would be microseconds, which are "
+                                  "whole: did you mean 2.5s?")),
+    (["--reaper-frequency", "5 parsecs"], "5 parsecs is not a duration"),
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--log-format", "xml"], "--log-format must be one of"),
     (["--config", "/nonexistent/pzq.toml"], "does not exist"),
@@ -112,3 +117,39 @@ def test_help_lists_every_option():
                  "--nodes", "--timeout-nodes", "--broadcast-dsn", "--timeout_replication",
                  "--config", "--max-message-size", "--log-level", "--log-format"):
         assert flag in result.stdout
+
+
+@pytest.mark.parametrize("text, microseconds", [
+    ("5000000", 5_000_000), ("5s", 5_000_000), ("250ms", 250_000), ("2m", 120_000_000),
+    ("1h", 3_600_000_000), ("1.5s", 1_500_000), ("500us", 500), ("3 min", 180_000_000)])
+def test_durations_on_the_command_line_and_in_the_config_file(tmp_path, text, microseconds):
+    flags = ("--ack-timeout", "--reaper-frequency", "--timeout-nodes", "--timeout_replication")
+    config = parse_config([argument for flag in flags for argument in (flag, text)])
+    assert (config.ack_timeout, config.reaper_frequency, config.timeout_nodes,
+            config.timeout_replication) == (microseconds,) * 4
+    path = tmp_path / "pzq.toml"
+    path.write_text("".join(f'{name} = "{text}"\n' for name in (
+        "ack-timeout", "reaper-frequency", "timeout-nodes", "timeout_replication")))
+    assert build_config({}, path).timeout_replication == microseconds
+
+
+def test_a_node_takes_its_ack_timeout_with_a_unit(start_node, context):
+    node = start_node("--ack-timeout", "750ms", "--reaper-frequency", "100ms")
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x"]).ok
+    with Consumer(node.send_dsn, context=context) as consumer:
+        assert consumer.receive(10).ack_timeout_us == 750_000
+
+
+@pytest.mark.parametrize("where, message", [
+    ("file", "--database {path} is a file, not a directory"),
+    ("file/db", "cannot create database directory {path}: {file} is a file"),
+])
+def test_a_database_path_through_a_file_says_so(tmp_path, where, message):
+    (tmp_path / "file").write_text("not a database")
+    path = tmp_path / where
+    result = run_pzq(["--database", str(path), "--receive-dsn", "tcp://127.0.0.1:*",
+                      "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert result.returncode == EXIT_STORE
+    assert result.stderr.strip() == "pzq: error: " + message.format(path=path,
+                                                                     file=tmp_path / "file")

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import signal
+import socket
+import struct
 import subprocess
+import sys
+import time
 import urllib.request
+from collections import deque
 from pathlib import Path
 
 import pytest
 import yaml
+from harness import wait_until
 
-from monitoring import exporter
 from pzq import monitor_cli, tools
 from pzq.client import Consumer, Producer
+from pzq.monitor_client import StatsAnswer
+from pzq.monitoring import exporter
+from pzq.monitoring.history import NodeHistory
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = Path(__file__).parent.parent
-DEAD_DSN = "tcp://127.0.0.1:9"  # nothing listens on the discard port
+# No process answers here: a socket path nobody binds, not a port someone might use.
+DEAD_DSN = "ipc:///nonexistent/pzq-test/dead-node"
 
 
 def scripted_run(node, context) -> None:
@@ -57,9 +68,9 @@ def test_monitor_text_keeps_the_original_keys_first(node):
 
 def test_pzq_monitor_once_json_and_check(node, capsys):
     assert monitor_cli.main(["--dsn", node.monitor_dsn]) == 0
-    assert node.figures()["node_id"] in capsys.readouterr().out
+    assert node.stats()["node_id"] in capsys.readouterr().out
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["node_id"] == node.figures()["node_id"]
+    assert json.loads(capsys.readouterr().out)["node_id"] == node.stats()["node_id"]
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) == 0
     assert "healthy" in capsys.readouterr().out
     assert monitor_cli.main(["--dsn", DEAD_DSN, "--check", "--timeout", "0.5"]) == \
@@ -67,7 +78,8 @@ def test_pzq_monitor_once_json_and_check(node, capsys):
     assert "unhealthy: no answer" in capsys.readouterr().err
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--dsn", DEAD_DSN, "--watch",
                              "--iterations", "2", "--interval", "0.1", "--timeout", "0.3"]) == 0
-    assert "DOWN" in capsys.readouterr().out
+    watched = capsys.readouterr().out
+    assert "DOWN" in watched and "nothing answers there" in watched
 
 
 def test_check_reports_an_unhealthy_node():
@@ -81,9 +93,10 @@ def test_check_reports_an_unhealthy_node():
 
 @pytest.fixture
 def served(node):
-    server = exporter.serve([node.monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=0.5)
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    running = exporter.serve([node.monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=0.5,
+                             sample_interval=0.2)
+    yield f"http://127.0.0.1:{running.port}"
+    running.stop()
 
 
 def get(url: str) -> str:
@@ -94,14 +107,113 @@ def get(url: str) -> str:
 def test_exporter_metrics_against_a_real_node_and_a_dead_one(node, context, served):
     scripted_run(node, context)
     metrics = get(served + "/metrics")
-    assert f'pzq_up{{node="{node.monitor_dsn}"}} 1.0' in metrics
-    assert f'pzq_up{{node="{DEAD_DSN}"}} 0.0' in metrics
-    assert f'pzq_received_total{{node="{node.monitor_dsn}"}} 20.0' in metrics
-    assert f'pzq_acks_total{{node="{node.monitor_dsn}",outcome="acked"}} 12.0' in metrics
-    assert f'pzq_messages_stored{{node="{node.monitor_dsn}"}} 8.0' in metrics
-    assert f'pzq_producer_acks_total{{node="{node.monitor_dsn}",outcome="ok"}} 20.0' in metrics
+    node_id = node.stats()["node_id"]
+    mine = f'monitor="{node.monitor_dsn}",node="{node_id}"'
+    assert f"pzq_up{{{mine}}} 1.0" in metrics
+    assert f'pzq_up{{monitor="{DEAD_DSN}",node=""}} 0.0' in metrics
+    assert f"pzq_received_total{{{mine}}} 20.0" in metrics
+    assert f'pzq_acks_total{{{mine},outcome="acked"}} 12.0' in metrics
+    assert f'pzq_acks_total{{{mine},outcome="nacked"}} 3.0' in metrics
+    assert re.search(rf"pzq_expired_total{{{mine}}} ([5-9]|\d\d)\.0", metrics)
+    assert f"pzq_evicted_total{{{mine}}} 0.0" in metrics
+    assert f"pzq_messages_stored{{{mine}}} 8.0" in metrics
+    assert f'pzq_producer_acks_total{{{mine},outcome="ok"}} 20.0' in metrics
+    assert f"pzq_queue_full_total{{{mine}}} 0.0" in metrics
+    assert f"pzq_archived_total{{{mine}}} 0.0" in metrics
+    assert f"pzq_archive_failures_total{{{mine}}} 0.0" in metrics
+    assert "# TYPE pzq_ack_latency_seconds histogram" in metrics
+    assert f'pzq_ack_latency_seconds_bucket{{le="+Inf",{mine}}} 12.0' in metrics
+    assert f"pzq_ack_latency_seconds_count{{{mine}}} 12.0" in metrics
+    assert "quantile=" not in metrics
     answers = json.loads(get(served + "/api/stats"))
-    assert answers[DEAD_DSN] is None and answers[node.monitor_dsn]["acked"] == 12
+    assert answers[DEAD_DSN]["up"] is False and "nothing answers" in answers[DEAD_DSN]["error"]
+    assert answers[node.monitor_dsn]["acked"] == 12
+
+
+def test_archive_and_queue_full_are_exported(start_node, context, tmp_path):
+    node = start_node("--archive-dir", str(tmp_path / "archive"), "--max-messages", "2")
+    with Producer(node.receive_dsn, context=context) as producer:
+        refused = [producer.produce([b"%d" % i]) for i in range(3)]
+    assert [ack.ok for ack in refused] == [True, True, False]
+    with Consumer(node.send_dsn, context=context) as consumer:
+        for _ in range(2):
+            consumer.receive(10).ack()
+    node.wait_stats(lambda s: s["archive"]["archived"] == 2, message="two archived")
+    running = exporter.serve([node.monitor_dsn], "127.0.0.1", 0, timeout=2)
+    try:
+        metrics = get(f"http://127.0.0.1:{running.port}/metrics")
+    finally:
+        running.stop()
+    labels = f'monitor="{node.monitor_dsn}",node="{node.stats()["node_id"]}"'
+    assert f"pzq_queue_full_total{{{labels}}} 1.0" in metrics
+    assert f"pzq_archived_total{{{labels}}} 2.0" in metrics
+
+
+def test_down_nodes_are_scraped_in_parallel(tmp_path):
+    dead = [f"ipc://{tmp_path}/dead-{n}" for n in range(3)]
+    running = exporter.serve(dead, "127.0.0.1", 0, timeout=1.0, sample_interval=60)
+    try:
+        started = time.monotonic()
+        metrics = get(f"http://127.0.0.1:{running.port}/metrics")
+        took = time.monotonic() - started
+    finally:
+        running.stop()
+    assert metrics.count("pzq_up{") == 3
+    assert took < 2.0  # one timeout, not three
+
+
+def exporter_process(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(Path(sys.executable).parent / "pzq-exporter"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_exporter_on_a_port_in_use_is_one_line_and_exit_4():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = exporter_process("--dsn", DEAD_DSN, "--listen", f"127.0.0.1:{port}")
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 4
+    assert err.strip() == (f"pzq-exporter: error: cannot listen on 127.0.0.1:{port}: "
+                           "Address already in use")
+
+
+def test_browsers_that_hang_up_mid_answer_are_no_error(node):
+    process = exporter_process("--dsn", node.monitor_dsn, "--listen", "127.0.0.1:0")
+    try:
+        port = int(re.search(r":(\d+)/", process.stdout.readline()).group(1))
+        for path in ("/", "/metrics", "/api/stats", "/api/history") * 5:
+            hang_up_mid_answer(port, path)
+        assert "pzq_up{" in get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert "Traceback" not in err and err == "", err
+
+
+def hang_up_mid_answer(port: int, path: str) -> None:
+    """Ask, read the first bytes of the answer, then reset the connection."""
+    client = socket.create_connection(("127.0.0.1", port), timeout=10)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    client.sendall(f"GET {path} HTTP/1.1\r\nHost: pzq\r\n\r\n".encode())
+    client.recv(16)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()
+
+
+def test_exporter_says_which_extra_it_needs(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # how Python hides a module
+    assert exporter.main(["--dsn", DEAD_DSN]) == 2
+    assert capsys.readouterr().err == ("pzq-exporter: error: needs prometheus-client: "
+                                       "pip install 'pzq[monitoring]'\n")
+
+
+def test_python_m_monitoring_exporter_still_works():
+    result = subprocess.run([sys.executable, "-m", "monitoring.exporter", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 0 and "pzq-exporter" in result.stdout
 
 
 def chromium() -> str | None:
@@ -111,36 +223,103 @@ def chromium() -> str | None:
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
 def test_status_page_in_a_real_browser(node, context, served, tmp_path):
     scripted_run(node, context)
+    wait_until(lambda: len(history_of(served, node.monitor_dsn)["points"]) >= 10, 20,
+               message="ten samples of history")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
-             "--window-size=1200,900"]
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=1000",
+             "--window-size=1200,1100"]
     dom = subprocess.run([chromium(), *flags, "--dump-dom", served + "/"], capture_output=True,
-                         text=True, timeout=60).stdout
-    node_id = node.figures()["node_id"]
-    assert f"node {node_id}" in dom
-    assert 'data-key="acked"><div class="value">12</div>' in dom
-    assert "DOWN" in dom  # the dead endpoint
+                         text=True, timeout=60, check=False).stdout
+    node_id = node.stats()["node_id"]
+    live = card_of(dom, node.monitor_dsn)
+    assert f"node {node_id}" in live and "UP" in live
+    assert 'data-key="acked"><div class="value">12</div>' in live
+    uptime = re.search(r'data-key="uptime_seconds"><div class="value">([^<]+)<', live).group(1)
+    assert re.fullmatch(r"\d+\.\d s|\d+ min( \d+ s)?", uptime), uptime
+    # The first render already has the minutes sampled before the page was opened.
+    charts = {kind: (unit, int(points)) for kind, unit, points in re.findall(
+        r'<canvas data-chart="(\w+)" data-unit="([^"]+)"[^>]*data-points="(\d+)"', live)}
+    assert charts["backlog"][0] == "messages" and charts["flow"][0] == "messages/s"
+    assert charts["backlog"][1] >= 10 and charts["flow"][1] >= 10
+    assert float(re.search(r'data-chart="flow"[^>]*data-y-max="([\d.]+)"', live).group(1)) > 0
+    down = card_of(dom, DEAD_DSN)
+    assert "DOWN since " in down and "nothing answers there (is the node running?)" in down
     shot = tmp_path / "status.png"
     subprocess.run([chromium(), *flags, f"--screenshot={shot}", served + "/"],
-                   capture_output=True, timeout=60)
+                   capture_output=True, timeout=60, check=False)
     assert shot.stat().st_size > 10_000
 
 
-def test_alert_rules_and_dashboard_use_exported_metrics():
+def history_of(served: str, dsn: str) -> dict:
+    nodes = json.loads(get(served + "/api/history"))["nodes"]
+    return next(node for node in nodes if node["monitor"] == dsn)
+
+
+def card_of(dom: str, dsn: str) -> str:
+    """The HTML of the status page's card for one monitor endpoint."""
+    start = dom.index(f'data-dsn="{dsn}"')
+    following = dom.find('<div class="node', start)
+    return dom[start:following if following > 0 else len(dom)]
+
+
+def test_history_is_sampled_server_side(node, context, served):
+    scripted_run(node, context)
+    wait_until(lambda: len(history_of(served, node.monitor_dsn)["points"]) >= 5, 20,
+               message="five samples")
+    mine = history_of(served, node.monitor_dsn)
+    assert mine["up"] and mine["node_id"] == node.stats()["node_id"]
+    assert mine["points"][-1]["stored"] == mine["stats"]["messages"]
+    dead = history_of(served, DEAD_DSN)
+    assert dead["up"] is False and dead["down_since"] <= dead["points"][-1]["t"]
+    assert "nothing answers there" in dead["error"]
+    assert all(point["stored"] is None for point in dead["points"])
+
+
+def answer(received: int, uptime: float = 100.0, messages: int = 0) -> StatsAnswer:
+    return StatsAnswer("ipc://n", {"received": received, "delivered": 0, "acked": 0,
+                                   "uptime_seconds": uptime, "messages": messages,
+                                   "messages_inflight": 0})
+
+
+def test_history_rates_gaps_and_down_since():
+    node = NodeHistory("ipc://n", deque(maxlen=4))
+    node.record(answer(0), 1000.0)
+    node.record(answer(100, messages=7), 1002.0)
+    node.record(StatsAnswer("ipc://n", None, "no answer"), 1004.0)
+    node.record(StatsAnswer("ipc://n", None, "no answer"), 1006.0)
+    assert node.down_since == 1004.0 and node.last_up == 1002.0 and node.error == "no answer"
+    node.record(answer(5, uptime=1.0), 1008.0)  # restarted: its counters began again
+    assert node.down_since is None and node.error is None
+    node.record(answer(25, uptime=3.0), 1010.0)
+    assert [(point["t"], point["received"], point["stored"]) for point in node.points] == [
+        (1004.0, None, None), (1006.0, None, None), (1008.0, None, 0), (1010.0, 10.0, 0)]
+    assert node.points.maxlen == 4
+
+
+def test_alert_rules_and_dashboard_use_exported_metrics(node, context, served):
+    scripted_run(node, context)
+    exported = {line.split("{")[0].split(" ")[0] for line in get(served + "/metrics").splitlines()
+                if line and not line.startswith("#")}
+    exported |= {"pzq_peer_up", "pzq_archive_last_offset"}  # series only with peers, topics
     rules = yaml.safe_load((ROOT / "monitoring" / "alerts.yml").read_text())
     alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
     assert {"PzqNodeDown", "PzqBacklogGrowing", "PzqRedeliveryStorm", "PzqPeerDown",
-            "PzqReplicationFailures"} <= alerts.keys()
-    exported = {name for name, _, _ in exporter.GAUGES} | {
-        name + "_total" for name, _, _ in exporter.COUNTERS} | {
-        "pzq_up", "pzq_acks_total", "pzq_producer_acks_total", "pzq_ack_latency_seconds",
-        "pzq_peer_up", "pzq_archive_last_offset"}
+            "PzqReplicationFailures", "PzqArchiveFailures", "PzqQueueFull"} <= alerts.keys()
     dashboard = json.loads((ROOT / "monitoring" / "grafana-dashboard.json").read_text())
-    expressions = [target["expr"] for panel in dashboard["panels"]
-                   for target in panel.get("targets", [])]
+    targets = [target for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    expressions = [target["expr"] for target in targets]
     expressions += [rule["expr"] for rule in alerts.values()]
+    charted = set()
     for expression in expressions:
-        used = {word for word in expression.replace("(", " ").replace(")", " ").replace(
-            "{", " ").replace("[", " ").split() if word.startswith("pzq_")}
+        used = set(re.findall(r"\bpzq_\w+", expression))
         assert used and used <= exported, expression
+        charted |= used
+    assert {"pzq_expired_total", "pzq_evicted_total", "pzq_queue_full_total",
+            "pzq_archived_total", "pzq_archive_failures_total",
+            "pzq_ack_latency_seconds_bucket"} <= charted
+    labels = {"node", "monitor", "outcome", "peer", "topic"}
+    texts = [target["legendFormat"] for target in targets]
+    texts += [rule["annotations"]["summary"] for rule in alerts.values()]
+    for text in texts:
+        assert set(re.findall(r"{{ *\$?(?:labels\.)?(\w+) *}}", text)) - {"value"} <= labels, text

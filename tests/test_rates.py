@@ -31,3 +31,17 @@ def test_latency_percentiles_forget_old_samples():
     assert (figures["p50"], figures["p99"], figures["max"], figures["samples"]) == (51.0, 100.0,
                                                                                     100.0, 100)
     assert window.percentiles_ms(100.0)["samples"] == 0
+
+
+def test_latency_histogram_is_cumulative_and_kept_since_start():
+    window = LatencyWindow()
+    for latency in (0.0005, 0.001, 0.003, 0.2, 7.0, 1000.0):
+        window.add(0.0, latency)
+    window.percentiles_ms(500.0)  # the minute window forgets; the histogram does not
+    histogram = window.histogram.snapshot()
+    assert histogram["count"] == 6
+    assert histogram["sum_seconds"] == pytest.approx(1007.2045)
+    buckets = histogram["buckets"]
+    assert (buckets["0.001"], buckets["0.005"], buckets["0.25"], buckets["10"],
+            buckets["300"]) == (2, 3, 4, 5, 5)
+    assert list(buckets.values()) == sorted(buckets.values())

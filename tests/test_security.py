@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+import structlog
 import zmq
 from harness import run_pzq, wait_until
 
 from pzq import security, tools
 from pzq.client import Consumer, Producer
 from pzq.security import ClientCurve
+from pzq.zap import RefusalLog
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -111,3 +117,40 @@ def test_curve_options_go_together_and_keys_must_exist(tmp_path, keys):
     missing = run_pzq(["--curve-secret-key", str(tmp_path / "none.key_secret"),
                        "--curve-authorized-keys", str(tmp_path)])
     assert missing.returncode == 2 and "cannot read CURVE key file" in missing.stderr
+
+
+def test_a_refused_handshake_is_logged_at_info_once_per_client(secure_node, keys, context):
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"intruder"], timeout=2)
+    wait_until(lambda: secure_node.event("handshake_refused"), 10, message="a refusal logged")
+    refusals = [event for event in secure_node.events if event["event"] == "handshake_refused"]
+    stranger_key = keys["stranger"].keys.public.decode()
+    assert len(refusals) == 1
+    assert refusals[0]["level"] == "info" and refusals[0]["client_key"] == stranger_key
+    assert refusals[0]["mechanism"] == "CURVE" and refusals[0]["address"] == "127.0.0.1"
+
+
+def test_refusals_of_one_client_are_rate_limited():
+    now = [100.0]
+    refusals = RefusalLog(now=lambda: now[0])
+    with structlog.testing.capture_logs() as logged:
+        for _ in range(50):
+            refusals.refused("10.0.0.1", "CURVE", "KEY", "Unknown key")
+            now[0] += 0.1
+        refusals.refused("10.0.0.2", "CURVE", "OTHER", "Unknown key")
+        now[0] += 10
+        refusals.refused("10.0.0.1", "CURVE", "KEY", "Unknown key")
+    assert [(event["address"], event["refused_since_last_logged"]) for event in logged] == [
+        ("10.0.0.1", 0), ("10.0.0.2", 0), ("10.0.0.1", 49)]
+
+
+def test_a_refused_tool_says_its_handshake_may_have_been_refused(secure_node, tmp_path):
+    keys = tmp_path / "keys"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "pzq-produce"), "--dsn", secure_node.receive_dsn,
+         "--curve-client-key", str(keys / "stranger.key_secret"),
+         "--curve-server-key", str(keys / "node.key"), "--timeout", "2"],
+        input="x\n", capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 1
+    assert "may have refused this client's CURVE handshake" in result.stderr

@@ -1,4 +1,4 @@
-"""``pzq-archive``: look into an archive directory without a node.
+"""pzq-archive: look into an archive directory without a node.
 
     pzq-archive topics DIR                      topics, segments, offsets and sizes
     pzq-archive dump DIR TOPIC [--from OFFSET] [--count N]

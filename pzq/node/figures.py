@@ -34,6 +34,7 @@ def node_figures(node: NodeState, pending_producer_acks: int, consumers_connecte
         **counters.as_dict(),
         "rates": node.rates.rates(mono, counters),
         "ack_latency_ms": node.latency.percentiles_ms(mono),
+        "ack_latency_histogram": node.latency.histogram.snapshot(),
         "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
                           "replication_failed": counters.acks_replication_failed},
         **(node.cluster.snapshot(mono) if node.cluster else NO_CLUSTER),

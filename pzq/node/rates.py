@@ -1,4 +1,4 @@
-"""Rates over the last second and minute, and ACK latency percentiles, for STATS.
+"""Rates over the last second and minute, ACK latency percentiles and histogram, for STATS.
 
 Both are fed as the work happens, with ``now`` passed in, and answer without
 touching the store: a rate is the difference of two counter samples, latency
@@ -7,11 +7,16 @@ percentiles are taken over a bounded window of recent ACKs.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections import deque
 
 SAMPLE_EVERY_S = 0.5
 KEEP_S = 61.0
 LATENCY_SAMPLES = 10_000
+# Upper bounds (seconds) of the ACK latency histogram: 1 ms up to the longest ack timeouts.
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                     10.0, 30.0, 60.0, 300.0)
 
 
 class Rates:
@@ -54,14 +59,38 @@ class Rates:
         return chosen
 
 
+class LatencyHistogram:
+    """Every ACK latency since start, counted into fixed buckets (a Prometheus histogram)."""
+
+    def __init__(self, bounds_s: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
+        self.bounds_s = bounds_s
+        self._counts = [0] * (len(bounds_s) + 1)  # the last one: above every bound
+        self.sum_s = 0.0
+
+    def add(self, latency_s: float) -> None:
+        self._counts[bisect.bisect_left(self.bounds_s, latency_s)] += 1
+        self.sum_s += latency_s
+
+    def snapshot(self) -> dict[str, object]:
+        """Cumulative counts per upper bound (seconds, as text), as Prometheus reads them."""
+        cumulative = list(itertools.accumulate(self._counts))
+        return {"buckets": {f"{bound:g}": count for bound, count in zip(self.bounds_s, cumulative)},
+                "count": cumulative[-1], "sum_seconds": round(self.sum_s, 6)}
+
+
 class LatencyWindow:
-    """Recent ACK latencies (seconds), the oldest dropped past a minute or a bound."""
+    """Recent ACK latencies (seconds), the oldest dropped past a minute or a bound.
+
+    Every latency also goes into a histogram kept since start, for Prometheus.
+    """
 
     def __init__(self) -> None:
         self._samples: deque[tuple[float, float]] = deque(maxlen=LATENCY_SAMPLES)
+        self.histogram = LatencyHistogram()
 
     def add(self, now: float, latency_s: float) -> None:
         self._samples.append((now, latency_s))
+        self.histogram.add(latency_s)
 
     def percentiles_ms(self, now: float) -> dict[str, float | int]:
         while self._samples and now - self._samples[0][0] > KEEP_S - 1:

@@ -102,7 +102,8 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
 def _check_producer_header(header: bytes, routing_id: bytes, msg_id: bytes) -> None:
     match = HEADER_PATTERN.match(header)
     if match is None:
-        raise ProduceRefused(f"header frame {header[:40]!r} is not NAME:value",
+        raise ProduceRefused(f"header frame {header[:40].decode(errors='replace')} is not "
+                             "NAME:value",
                                routing_id, msg_id)
     if match.group(1).upper() in RESERVED_HEADERS:
         raise ProduceRefused(

@@ -96,5 +96,5 @@ def parse_message_key(key: bytes) -> tuple[bytes, int]:
     """Split a consumer-supplied key into (node id, seq); DecodeError if it is not one."""
     match = MESSAGE_KEY_PATTERN.fullmatch(key)
     if match is None:
-        raise DecodeError(f"{key[:40]!r} is not a pzq message key")
+        raise DecodeError(f"{key[:40].decode(errors='replace')} is not a pzq message key")
     return match.group(1), int(match.group(2), 16)

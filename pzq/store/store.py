@@ -125,6 +125,7 @@ class Store:
     @classmethod
     def open(cls, path: str | Path, hard_sync: bool = False) -> Store:
         path = Path(path)
+        _refuse_files_in_the_way(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -252,3 +253,14 @@ class Store:
     def _load_counters(self) -> tuple[int, int, int]:
         stored = self._db.get(keyspace.META_COUNTERS)
         return COUNTERS.unpack(stored) if stored else (0, 0, 0)
+
+
+def _refuse_files_in_the_way(path: Path) -> None:
+    """Say which file stands where the database directory (or one above it) should be."""
+    for place in (path, *path.parents):
+        if place.exists():
+            if place == path and not place.is_dir():
+                raise StoreError(f"--database {path} is a file, not a directory")
+            if not place.is_dir():
+                raise StoreError(f"cannot create database directory {path}: {place} is a file")
+            return

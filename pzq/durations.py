@@ -1,0 +1,26 @@
+"""Durations for the daemon's time options: plain microseconds, or a number with a unit."""
+
+from __future__ import annotations
+
+import re
+
+UNITS_US = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
+            "min": 60_000_000, "h": 3_600_000_000}
+PATTERN = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([a-zµ]*)$")
+EXAMPLES = "microseconds (5000000) or a number with a unit: 250ms, 5s, 2m, 1h"
+
+
+class DurationError(ValueError):
+    """A text that is not a duration."""
+
+
+def duration_us(text: str) -> int:
+    """``5000000`` -> 5000000; ``250ms`` -> 250000; ``5s``, ``2m``, ``1h``, ``1.5s`` alike."""
+    match = PATTERN.match(text.strip())
+    if match is None or match.group(2) not in ("", *UNITS_US):
+        raise DurationError(f"{text} is not a duration: give {EXAMPLES}")
+    number, unit = match.groups()
+    if not unit and "." in number:
+        raise DurationError(f"{text} has no unit, so it would be microseconds, which are "
+                            f"whole: did you mean {text}s?")
+    return round(float(number) * UNITS_US.get(unit, 1))

@@ -1,0 +1,71 @@
+"""One request on a node's monitor socket, for the tools, the exporter and tests."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from pzq import reach
+from pzq.node import monitor
+from pzq.errors import EndpointError
+from pzq.security import ClientCurve
+
+
+def request_monitor(dsn: str, command: str, timeout: float = 5.0,
+                    curve: ClientCurve | None = None) -> bytes:
+    """The node's answer to ``command``.
+
+    Raises EndpointError for an endpoint that cannot be connected to, and TimeoutError,
+    with the likely reason, when nothing answers within ``timeout`` seconds.
+    """
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.IPV6, 1)
+    if curve is not None:
+        curve.apply(socket)
+    try:
+        try:
+            socket.connect(dsn)
+        except zmq.ZMQError as exc:
+            raise EndpointError(f"cannot connect to {dsn}: {zmq.strerror(exc.errno or 0)}") from None
+        socket.send_multipart([b"", command.encode()])
+        if not socket.poll(int(timeout * 1000), zmq.POLLIN):
+            reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))
+            raise TimeoutError(f"no answer from {dsn} within {timeout:g} s: {reason}")
+        frames: list[bytes] = socket.recv_multipart()
+        return frames[-1]
+    finally:
+        socket.close()
+
+
+def monitor_figures(dsn: str, timeout: float = 5.0,
+                    curve: ClientCurve | None = None) -> dict[str, str]:
+    return monitor.parse_monitor_text(request_monitor(dsn, "MONITOR", timeout, curve))
+
+
+@dataclass(frozen=True)
+class StatsAnswer:
+    """A node's STATS, or why there are none."""
+
+    dsn: str
+    stats: dict[str, Any] | None
+    error: str | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.stats is not None
+
+
+def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None) -> StatsAnswer:
+    try:
+        reply = request_monitor(dsn, "STATS", timeout, curve)
+    except (TimeoutError, EndpointError) as exc:
+        return StatsAnswer(dsn, None, str(exc))
+    try:
+        return StatsAnswer(dsn, json.loads(reply))
+    except ValueError:
+        return StatsAnswer(dsn, None, f"{dsn} answered STATS with something that is not JSON "
+                                      "(not a pzq monitor endpoint?)")

@@ -1,0 +1,1 @@
+"""pzq-exporter: Prometheus metrics, a status page and its history, for pzq nodes."""

@@ -1,0 +1,134 @@
+"""Prometheus metric families from the nodes' STATS, asked at scrape time.
+
+Every series carries ``node`` (the node id, kept while a node is down) and
+``monitor`` (the monitor endpoint it was asked at).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from pzq.monitor_client import StatsAnswer
+from pzq.monitoring.scrape import Scraper
+
+LABELS = ["node", "monitor"]
+
+# (metric, STATS key, help) of plain gauges and counters
+GAUGES = (
+    ("pzq_messages_stored", "messages", "Messages stored and not yet acked."),
+    ("pzq_messages_inflight", "messages_inflight", "Deliveries awaiting a consumer ACK."),
+    ("pzq_messages_ready", "messages_ready", "Messages waiting to be delivered again."),
+    ("pzq_dead_letters", "dead_letters", "Messages in the dead letters."),
+    ("pzq_stored_bytes", "db_size", "Bytes of stored messages."),
+    ("pzq_inflight_bytes", "inflight_db_size", "Bytes of messages in flight."),
+    ("pzq_consumers_connected", "consumers_connected", "Consumer connections."),
+    ("pzq_pending_producer_acks", "pending_producer_acks", "Producer ACKs waiting for room."),
+    ("pzq_replicas_held", "replicas_held", "Copies of other nodes' messages held here."),
+    ("pzq_uptime_seconds", "uptime_seconds", "Seconds since the node started."),
+)
+COUNTERS = (
+    ("pzq_received", "received", "Producer messages received."),
+    ("pzq_stored", "stored", "Producer messages written to the store."),
+    ("pzq_rejected", "rejected", "Producer messages refused as malformed, too large or forged."),
+    ("pzq_queue_full", "queue_full",
+     "Producer messages refused with QUEUE_FULL (--max-messages or --max-bytes reached)."),
+    ("pzq_delivered", "delivered", "Deliveries sent, first ones and again."),
+    ("pzq_redelivered", "redelivered", "Deliveries of messages delivered before."),
+    ("pzq_expired", "expired", "Deliveries not ACKed within the ack timeout (delivered again)."),
+    ("pzq_evicted", "evicted",
+     "Deliveries pushed out of the in-flight table by --inflight-size (delivered again)."),
+    ("pzq_dead_lettered", "dead_lettered", "Messages moved to the dead letters."),
+    ("pzq_store_batches", "syncs", "Store batches written."),
+    ("pzq_store_failures", "store_failures", "Producer messages refused by a failed write."),
+    ("pzq_replication_failures", "replication_failures", "ACKs sent with REPLICATION_FAILED."),
+    ("pzq_cluster_rejected", "cluster_rejected", "Cluster frames refused from strangers."),
+)
+ARCHIVE_COUNTERS = (
+    ("pzq_archived", "archived", "Messages appended to the archive."),
+    ("pzq_archive_failures", "failures", "Archive appends that failed."),
+)
+ACK_OUTCOMES = ("acked", "nacked")  # a consumer ACK removed the message, or gave it back
+
+
+class PzqCollector:
+    """Asks every node (in parallel) at scrape time, so the figures are never stale."""
+
+    def __init__(self, scraper: Scraper) -> None:
+        self.scraper = scraper
+
+    def collect(self) -> Iterator[Metric]:
+        answers = self.scraper.scrape()
+        up = GaugeMetricFamily("pzq_up", "1 if the node answered STATS.", labels=LABELS)
+        for answer in answers:
+            up.add_metric(self._labels(answer), 1.0 if answer.up else 0.0)
+        yield up
+        live = [answer for answer in answers if answer.stats is not None]
+        yield from self._simple(live)
+        yield from self._archive(live)
+        yield from self._labelled(live)
+        yield self._latency(live)
+
+    def _labels(self, answer: StatsAnswer) -> list[str]:
+        return [self.scraper.node_id(answer.dsn), answer.dsn]
+
+    def _simple(self, live: list[StatsAnswer]) -> Iterator[Metric]:
+        for family, table in ((GaugeMetricFamily, GAUGES), (CounterMetricFamily, COUNTERS)):
+            for name, key, documentation in table:
+                metric = family(name, documentation, labels=LABELS)
+                for answer in live:
+                    metric.add_metric(self._labels(answer), float(_stats(answer).get(key, 0)))
+                yield metric
+
+    def _archive(self, live: list[StatsAnswer]) -> Iterator[Metric]:
+        for name, key, documentation in ARCHIVE_COUNTERS:
+            metric = CounterMetricFamily(name, documentation, labels=LABELS)
+            for answer in live:
+                archive = _stats(answer).get("archive") or {}
+                metric.add_metric(self._labels(answer), float(archive.get(key, 0)))
+            yield metric
+
+    def _labelled(self, live: list[StatsAnswer]) -> Iterator[Metric]:
+        acks = CounterMetricFamily("pzq_acks", "Consumer ACKs: acked (removed) or nacked "
+                                   "(given back).", labels=[*LABELS, "outcome"])
+        producer = CounterMetricFamily("pzq_producer_acks", "Producer ACKs by outcome.",
+                                       labels=[*LABELS, "outcome"])
+        peers = GaugeMetricFamily("pzq_peer_up", "1 if the peer answers heartbeats.",
+                                  labels=[*LABELS, "peer"])
+        archive = GaugeMetricFamily("pzq_archive_last_offset", "End offset of a topic's log.",
+                                    labels=[*LABELS, "topic"])
+        for answer in live:
+            stats, labels = _stats(answer), self._labels(answer)
+            for outcome in ACK_OUTCOMES:
+                acks.add_metric([*labels, outcome], float(stats.get(outcome, 0)))
+            for outcome, count in stats.get("producer_acks", {}).items():
+                producer.add_metric([*labels, outcome], float(count))
+            for peer in stats.get("peers", []):
+                peers.add_metric([*labels, peer["endpoint"]],
+                                 1.0 if peer["state"] == "up" else 0.0)
+            for topic, info in (stats.get("archive") or {}).get("topics", {}).items():
+                archive.add_metric([*labels, topic], float(info["last_offset"]))
+        yield from (acks, producer, peers, archive)
+
+    def _latency(self, live: list[StatsAnswer]) -> Metric:
+        latency = HistogramMetricFamily(
+            "pzq_ack_latency_seconds", "Delivery to consumer ACK, every ACK since the node "
+            "started.", labels=LABELS)
+        for answer in live:
+            histogram = _stats(answer).get("ack_latency_histogram")
+            if histogram:
+                buckets = [(bound, float(count)) for bound, count in histogram["buckets"].items()]
+                buckets.append(("+Inf", float(histogram["count"])))
+                latency.add_metric(self._labels(answer), buckets, histogram["sum_seconds"])
+        return latency
+
+
+def _stats(answer: StatsAnswer) -> dict[str, Any]:
+    assert answer.stats is not None
+    return answer.stats

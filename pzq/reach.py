@@ -1,0 +1,88 @@
+"""Whether some process accepts connections at an endpoint, told by a plain socket.
+
+A plain ``connect`` needs no ZeroMQ handshake, so it also tells a live node from a
+dead one when the handshake would be refused (CURVE). It answers ``None`` for
+transports it cannot probe and for addresses it cannot resolve.
+"""
+
+from __future__ import annotations
+
+import socket
+
+PROBE_TIMEOUT_S = 0.5
+
+
+def ipc_path(dsn: str) -> str | None:
+    """The file system path of an ``ipc://`` endpoint (None for others and wildcards)."""
+    if not dsn.startswith("ipc://"):
+        return None
+    path = dsn[len("ipc://"):]
+    return None if path in ("", "*") else path
+
+
+def tcp_address(dsn: str) -> tuple[str, int] | None:
+    """Host and port to connect to for a ``tcp://`` endpoint; a wildcard host is this host."""
+    if not dsn.startswith("tcp://"):
+        return None
+    host, _, port = dsn[len("tcp://"):].rpartition(":")
+    if not port.isdigit():
+        return None
+    host = host.split(";")[-1]  # a source address may precede the peer: tcp://src;host:port
+    host = host.strip("[]")
+    if host in ("*", "0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return host, int(port)
+
+
+def accepts_connections(dsn: str, timeout: float = PROBE_TIMEOUT_S) -> bool | None:
+    """True: a process accepts connections at ``dsn``; False: none does; None: cannot tell."""
+    path = ipc_path(dsn)
+    if path is not None:
+        return _unix_accepts(path, timeout)
+    address = tcp_address(dsn)
+    if address is not None:
+        return _tcp_accepts(address, timeout)
+    return None
+
+
+def _unix_accepts(path: str, timeout: float) -> bool | None:
+    # Linux's abstract namespace: a leading '@' names no file.
+    target = "\0" + path[1:] if path.startswith("@") else path
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(target)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return False  # absent, or a file left behind by a process that is gone
+    except OSError:
+        return None  # e.g. no permission: let the bind itself say what is wrong
+    finally:
+        probe.close()
+    return True
+
+
+def _tcp_accepts(address: tuple[str, int], timeout: float) -> bool | None:
+    try:
+        with socket.create_connection(address, timeout):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return None  # unresolvable host, unreachable network, no answer in time
+
+
+def why_silent(dsn: str, curve: bool, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """The likely reason an endpoint that should answer does not, in words to act on."""
+    answers = accepts_connections(dsn, timeout)
+    if answers is False:
+        return "nothing answers there (is the node running?)"
+    if answers is None:
+        return "still connecting"
+    if curve:
+        return ("it accepts connections but does not answer: the node may have refused this "
+                "client's CURVE handshake (is its public key in the node's "
+                "--curve-authorized-keys?)")
+    return ("it accepts connections but does not answer: a busy node, not a pzq endpoint, "
+            "or a node that requires CURVE (--curve-client-key, --curve-server-key)")

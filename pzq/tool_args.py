@@ -1,0 +1,110 @@
+"""What every command-line client shares: one-line errors, defaults in --help, endpoints, CURVE."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from typing import Any, NoReturn
+
+import zmq
+
+from pzq import reach, security
+from pzq.config import DSN_PATTERN
+from pzq.errors import ConfigError
+from pzq.security import ClientCurve
+
+EXIT_USAGE = 2  # a bad option or value, as argparse says it
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default, unless it has none worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        hidden = any(default is value for value in (None, False, True, argparse.SUPPRESS)) \
+            or default in ([], ())
+        if action.option_strings and "%(default)" not in text and not hidden:
+            text += " (default: %(default)s)"
+        return text
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # Endpoints hold hyphens: never break a line inside one.
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+class ToolParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit 2."""
+
+    def __init__(self, prog: str | None = None, description: str | None = None,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(prog=prog, description=description, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def endpoint(text: str) -> str:
+    """An argparse type: a ZeroMQ endpoint a client can connect to."""
+    if not DSN_PATTERN.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a ZeroMQ endpoint such as tcp://127.0.0.1:11131 or ipc:///tmp/pzq")
+    address = reach.tcp_address(text)
+    if text.startswith("tcp://") and (address is None or not 0 < address[1] < 65536):
+        raise argparse.ArgumentTypeError(
+            f"{text} needs a host and a port from 1 to 65535, e.g. tcp://127.0.0.1:11131")
+    problem = _connect_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"cannot connect to {text}: {problem}")
+    return text
+
+
+def _connect_problem(dsn: str) -> str | None:
+    """What ZeroMQ says against connecting to ``dsn`` (it checks the form, not the peer).
+
+    The probe is a PUB socket: no pzq socket pairs with it, so should it reach the node
+    before it is closed, the handshake fails and no delivery is ever sent to it.
+    """
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.IPV6, 1)
+    try:
+        socket.connect(dsn)
+    except zmq.ZMQError as exc:
+        return zmq.strerror(exc.errno or 0)
+    finally:
+        socket.close()
+    return None
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds greater than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text}: give a number of seconds greater than 0")
+    return value
+
+
+def add_curve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--curve-client-key", metavar="FILE",
+                        help="this client's CURVE key pair (a .key_secret file)")
+    parser.add_argument("--curve-server-key", metavar="FILE",
+                        help="the node's public CURVE key (a .key file)")
+
+
+def curve_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ClientCurve | None:
+    try:
+        return security.client_curve(args.curve_client_key, args.curve_server_key)
+    except ConfigError as exc:
+        parser.error(str(exc))
+
+
+def fail(prog: str, message: str, code: int) -> int:
+    """Say what went wrong in one line on stderr; returns the exit code."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,115 @@
+"""Waiting on a node in the command-line tools: say once what is awaited, and why it may not come.
+
+A tool that waits in silence looks hung. After a second without progress, each
+wait says on stderr, once, what it is waiting for and what a plain socket probe
+tells about the endpoint (nothing there, connected, maybe refused by CURVE).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Sequence, TypeVar
+
+from pzq import reach
+from pzq.client import Consumer, Message, Producer, ProducerAck
+
+T = TypeVar("T")
+NOTICE_AFTER_S = 1.0  # silence after which a tool says what it waits for
+
+
+class Notice:
+    """One line on stderr, said at most once."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.said = False
+
+    def once(self, text: Callable[[], str]) -> None:
+        if not self.said:
+            print(f"{self.prog}: {text()}", file=sys.stderr, flush=True)
+            self.said = True
+
+
+class AckWait:
+    """A producer's sends and flush, each given ``timeout`` seconds, that say why ACKs are late."""
+
+    def __init__(self, producer: Producer, prog: str, dsn: str, timeout: float,
+                 curve: bool) -> None:
+        self.producer = producer
+        self.dsn = dsn
+        self.timeout = timeout
+        self.curve = curve
+        self.notice = Notice(prog)
+
+    def send(self, parts: Sequence[bytes], headers: Sequence[bytes]) -> bytes:
+        return self._wait(lambda step: self.producer.send(parts, headers, timeout=step))
+
+    def flush(self) -> list[ProducerAck]:
+        return self._wait(self.producer.flush)
+
+    def _wait(self, attempt: Callable[[float], T]) -> T:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            waiting_for = self.producer.outstanding
+            try:
+                return attempt(max(0.0, min(NOTICE_AFTER_S, deadline - time.monotonic())))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"no ACK from {self.dsn} within {self.timeout:g} s for "
+                        f"{self.producer.outstanding} messages: {self._why()}") from None
+                if self.producer.outstanding >= waiting_for:  # not one ACK in that stretch
+                    self.notice.once(lambda: f"no ACK yet from {self.dsn} for "
+                                             f"{self.producer.outstanding} messages: "
+                                             f"{self._why()}; waiting up to {self.timeout:g} s")
+
+    def _why(self) -> str:
+        return reach.why_silent(self.dsn, self.curve)
+
+
+class DeliveryWait:
+    """A consumer's wait for deliveries that says, once, what it waits for."""
+
+    def __init__(self, consumer: Consumer, prog: str, dsns: Sequence[str], curve: bool) -> None:
+        self.consumer = consumer
+        self.dsns = list(dsns)
+        self.curve = curve
+        self.notice = Notice(prog)
+
+    def first(self, timeout: float | None, idle_timeout: float | None) -> Message | None:
+        """The first delivery; TimeoutError after ``timeout``, None after ``idle_timeout``."""
+        limit = timeout if timeout is not None else idle_timeout
+        deadline = None if limit is None else time.monotonic() + limit
+        message = self.consumer.receive(NOTICE_AFTER_S if limit is None
+                                        else min(NOTICE_AFTER_S, limit))
+        if message is not None:
+            return message
+        self.notice.once(lambda: "waiting for deliveries from " + "; ".join(
+            self._state(dsn) for dsn in self.dsns))
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        message = self.consumer.receive(remaining)
+        if message is None and timeout is not None:
+            raise TimeoutError(f"nothing delivered within {timeout:g} s from "
+                               + "; ".join(self._state(dsn) for dsn in self.dsns))
+        return message
+
+    def next(self, idle_timeout: float | None) -> Message | None:
+        return self.consumer.receive(idle_timeout)
+
+    def anyone_answers(self) -> bool:
+        return any(reach.accepts_connections(dsn) is not False for dsn in self.dsns)
+
+    def nothing_answers(self) -> str:
+        return f"nothing answers at {', '.join(self.dsns)} (is the node running?)"
+
+    def _state(self, dsn: str) -> str:
+        answers = reach.accepts_connections(dsn)
+        if answers is False:
+            return f"{dsn}: nothing answers there yet (is the node running?)"
+        if answers is None:
+            return f"{dsn}: connecting"
+        if self.curve:
+            return (f"{dsn}: connected, nothing delivered yet (an empty queue, or the node "
+                    "refused this client's CURVE handshake)")
+        return f"{dsn}: connected, nothing to deliver yet"

@@ -1,0 +1,200 @@
+"""The command-line clients as a user meets them: one line for bad input, no silent waits."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pzq import bench, human
+
+pytestmark = pytest.mark.timeout(60)
+BIN = Path(sys.executable).parent
+
+
+def tool(name: str, *args: str, stdin: str = "", timeout: float = 40
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / name), *args], input=stdin, capture_output=True, check=False,
+                          text=True, timeout=timeout)
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("name, extra", [("pzq-produce", ()), ("pzq-consume", ()),
+                                         ("pzq-monitor", ()), ("pzq-ctl", ("pending",))])
+@pytest.mark.parametrize("dsn, message", [
+    ("bogus", "bogus is not a ZeroMQ endpoint"),
+    ("tcp://127.0.0.1", "needs a host and a port"),
+    ("pgm://x", "cannot connect to pgm://x: Protocol not supported"),
+])
+def test_a_bad_endpoint_is_one_line_and_exit_2(name, extra, dsn, message):
+    result = tool(name, "--dsn", dsn, *extra, stdin="x\n")
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line.startswith(f"{name}: error: ") and message in line
+
+
+def test_consume_with_no_node_says_so_once_and_honours_timeout(tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-node"
+    started = time.monotonic()
+    result = tool("pzq-consume", "--dsn", nowhere, "--timeout", "2.5")
+    assert time.monotonic() - started < 15
+    assert result.returncode == 1
+    waiting, error = result.stderr.strip().splitlines()
+    assert waiting == (f"pzq-consume: waiting for deliveries from {nowhere}: nothing answers "
+                       "there yet (is the node running?)")
+    assert error.startswith(f"pzq-consume: error: nothing delivered within 2.5 s from {nowhere}")
+
+
+def test_consume_idle_timeout_against_no_node_is_an_error(tmp_path):
+    result = tool("pzq-consume", "--dsn", f"ipc://{tmp_path}/no-node", "--idle-timeout", "1.5")
+    assert result.returncode == 1
+    assert "error: nothing answers at" in result.stderr
+
+
+def test_consume_says_it_is_connected_and_waits_for_messages(node):
+    result = tool("pzq-consume", "--dsn", node.send_dsn, "--timeout", "1.5")
+    assert result.returncode == 1
+    assert f"{node.send_dsn}: connected, nothing to deliver yet" in result.stderr
+
+
+def test_produce_with_no_node_says_what_it_waits_for(tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-node"
+    result = tool("pzq-produce", "--dsn", nowhere, "--timeout", "2.5", stdin="a\nb\n")
+    assert result.returncode == 1
+    waiting, error = result.stderr.strip().splitlines()
+    assert waiting == (f"pzq-produce: no ACK yet from {nowhere} for 2 messages: nothing answers "
+                       "there (is the node running?); waiting up to 2.5 s")
+    assert error.startswith(f"pzq-produce: error: no ACK from {nowhere} within 2.5 s for 2 ")
+
+
+def test_produce_and_consume_against_a_node(node):
+    produced = tool("pzq-produce", "--dsn", node.receive_dsn, stdin="one\ntwo\n")
+    assert produced.returncode == 0 and produced.stdout.count(" ok") == 2
+    assert produced.stderr == ""
+    consumed = tool("pzq-consume", "--dsn", node.send_dsn, "--count", "2")
+    assert consumed.returncode == 0 and consumed.stderr == ""
+    assert [line.split()[-1] for line in consumed.stdout.splitlines()] == ["one", "two"]
+
+
+def test_produce_refuses_a_header_that_is_not_name_value():
+    result = tool("pzq-produce", "--header", "nocolon", stdin="x\n")
+    assert result.returncode == 2
+    assert one_line(result.stderr) == ("pzq-produce: error: --header nocolon is not NAME:value, "
+                                       "e.g. TOPIC:orders")
+
+
+def test_monitor_json_on_a_down_node_says_why(tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-node"
+    result = tool("pzq-monitor", "--dsn", nowhere, "--json", "--timeout", "0.5")
+    assert result.returncode == 3
+    answer = json.loads(result.stdout)
+    assert answer["up"] is False and answer["monitor"] == nowhere
+    assert "nothing answers there" in answer["error"]
+
+
+def test_monitor_table_on_a_down_node_is_one_line(tmp_path):
+    result = tool("pzq-monitor", "--dsn", f"ipc://{tmp_path}/no-node", "--timeout", "0.5")
+    assert result.returncode == 3 and result.stdout == ""
+    assert "no answer from" in one_line(result.stderr)
+
+
+def test_monitor_watch_json_prints_one_line_per_refresh(node):
+    result = tool("pzq-monitor", "--dsn", node.monitor_dsn, "--watch", "--json",
+                  "--iterations", "3", "--interval", "0.2")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3
+    assert all(json.loads(line)["node_id"] == node.stats()["node_id"] for line in lines)
+
+
+def test_piped_table_keeps_long_node_names_whole(start_node, tmp_path):
+    monitor = f"ipc://{tmp_path}/a-monitor-endpoint-with-a-long-name"
+    node = start_node("--monitor-dsn", monitor)
+    result = tool("pzq-monitor", "--dsn", monitor, "--dsn", node.monitor_dsn + "0")
+    assert monitor in result.stdout
+    assert node.stats()["node_id"] in result.stdout
+
+
+@pytest.mark.parametrize("value, shown", [
+    (0, "0"), (0.5, "0.5"), (0.333, "0.33"), (7.25, "7.25"), (42.26, "42.3"), (12345.6, "12,346")])
+def test_rates_keep_sensible_decimals(value, shown):
+    assert human.rate(value) == shown
+
+
+@pytest.mark.parametrize("seconds, shown", [
+    (0.25, "250 ms"), (13.2278, "13.2 s"), (402.947, "6 min 42 s"), (7300, "2 h 1 min"),
+    (200_000, "2 d 7 h"), (300, "5 min"), (7200, "2 h")])
+def test_durations_for_people(seconds, shown):
+    assert human.duration(seconds) == shown
+
+
+def test_latency_for_people():
+    assert human.latency_ms(13227.821) == "13.2 s"
+    assert human.latency_ms(3.456) == "3.46 ms"
+    assert human.latency_ms(250.4) == "250 ms"
+
+
+def test_bench_png_without_matplotlib_fails_at_once(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # how Python hides a module
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--smoke", "--png", str(tmp_path / "b.png")])
+    assert exit_info.value.code == 2 and time.monotonic() - started < 2
+    assert "pip install 'pzq[bench]'" in one_line(capsys.readouterr().err)
+    assert not (tmp_path / "b.png").exists()
+
+
+def test_help_texts_have_no_rst_markup_and_show_defaults():
+    for name in ("pzq-produce", "pzq-consume", "pzq-monitor", "pzq-ctl", "pzq-keygen",
+                 "pzq-bench", "pzq-exporter", "pzq-archive", "pzq"):
+        text = tool(name, "--help").stdout
+        assert "``" not in text, name
+    def help_of(name: str) -> str:
+        return " ".join(tool(name, "--help").stdout.split())
+
+    assert "the node's --receive-dsn (default: tcp://127.0.0.1:11131)" in help_of("pzq-produce")
+    assert "messages sent ahead of ACKs (default: 100)" in help_of("pzq-produce")
+    assert "(default: tcp://127.0.0.1:11132)" in help_of("pzq-consume")
+    assert "stop after N messages; 0 for no limit (default: 0)" in help_of("pzq-consume")
+    assert "(default: ipc:///tmp/pzq-monitor)" in help_of("pzq-ctl")
+    assert "seconds between polls (default: 1.0)" in help_of("pzq-monitor")
+
+
+def test_keygen_refuses_to_overwrite_a_key_pair(tmp_path):
+    assert tool("pzq-keygen", str(tmp_path), "node").returncode == 0
+    public = (tmp_path / "node.key").read_bytes()
+    again = tool("pzq-keygen", str(tmp_path), "node")
+    assert again.returncode == 3
+    assert "exists; give --force" in one_line(again.stderr)
+    assert (tmp_path / "node.key").read_bytes() == public
+    assert tool("pzq-keygen", str(tmp_path), "node", "--force").returncode == 0
+    assert (tmp_path / "node.key").read_bytes() != public
+
+
+
+def test_a_refused_header_is_named_without_a_bytes_repr(producer):
+    ack = producer.produce([b"body"], headers=[b"nocolon"])
+    assert not ack.ok
+    assert ack.status_message == b"header frame nocolon is not NAME:value"
+
+
+def test_ctrl_c_stops_a_waiting_consumer_without_a_traceback(tmp_path):
+    process = subprocess.Popen([str(BIN / "pzq-consume"), "--dsn", f"ipc://{tmp_path}/no-node"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert "waiting for deliveries" in process.stderr.readline()
+    finally:
+        process.send_signal(signal.SIGINT)
+    assert process.wait(20) == 130
+    assert "Traceback" not in process.stderr.read()
+    process.stderr.close()

@@ -1,5 +1,5 @@
 import sys
 
-from pzq.cli import main
+from pzq.node.main import main
 
 sys.exit(main())

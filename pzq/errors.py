@@ -15,7 +15,9 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130  # a second stop signal: exited at once without handing back
 
 
-NO_ANSWER = ExitCode.STORE  # the tools: the node did not answer in time (3)
+# Tools give 3 other meanings than the daemon's, each named where it is used:
+NO_ANSWER = ExitCode.STORE  # pzq-monitor: the node did not answer in time
+EXISTS = ExitCode.STORE  # pzq-keygen: the key pair is there already (give --force)
 
 
 class PzqError(Exception):
@@ -32,6 +34,12 @@ class ConfigError(PzqError):
 
 class StoreError(PzqError):
     """The LevelDB store could not be opened, read or written."""
+
+    exit_code = ExitCode.STORE
+
+
+class ArchiveError(PzqError):
+    """The archive could not be written or opened (a full disk, a file size limit, ...)."""
 
     exit_code = ExitCode.STORE
 
@@ -55,6 +63,12 @@ class QueueFull(ProduceRefused):
 
     def __init__(self, routing_id: bytes, msg_id: bytes) -> None:
         super().__init__("QUEUE_FULL", routing_id, msg_id)
+
+
+class BindError(PzqError):
+    """The daemon could not bind an endpoint (in use, another node there, bad address)."""
+
+    exit_code = ExitCode.BIND
 
 
 class EndpointError(PzqError):

@@ -1,12 +1,16 @@
-"""Creating and binding the node's sockets, with the options each one needs."""
+"""Creating and binding the node's sockets, with the options each one needs, and the
+one IPv6 rule every pzq socket follows."""
 
 from __future__ import annotations
+
+import re
 
 import zmq
 
 from pzq import reach
-from pzq.errors import PzqError
+from pzq.errors import BindError
 from pzq.security import KeyPair, serve_curve
+from pzq.zmqio import Context, Socket
 
 # Producer ACKs must never be dropped: the receive ROUTER reports a full or gone
 # peer (ROUTER_MANDATORY) instead of discarding silently, and has room for the
@@ -16,18 +20,15 @@ RECEIVE_SNDHWM = 100_000
 # keep that queue short so its ack timeouts do not run out while it waits.
 SEND_SNDHWM = 256
 LINGER_MS = 1000
+IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
-class BindError(PzqError):
-    """An endpoint could not be bound."""
-
-
-def bind(context: zmq.Context, kind: int, dsn: str, flag: str,
-         curve: KeyPair | None = None) -> zmq.Socket:
+def bind(context: Context, kind: int, dsn: str, flag: str,
+         curve: KeyPair | None = None) -> Socket:
     refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)
-    socket.setsockopt(zmq.IPV6, wants_ipv6(dsn))
+    dual_stack(socket, dsn)
     if curve is not None:
         serve_curve(socket, curve)
     try:
@@ -48,24 +49,33 @@ def refuse_live_ipc(dsn: str, flag: str) -> None:
                         "(another node running?)")
 
 
-def wants_ipv6(dsn: str) -> bool:
-    """IPv6 for a bracketed address, and dual-stack for a wildcard host."""
-    return dsn.startswith("tcp://[") or dsn.startswith("tcp://*")
+def dual_stack(socket: Socket, *endpoints: str) -> None:
+    """pzq's one IPv6 rule, for every socket it binds or connects: IPv6 is on for a
+    bracketed address, a wildcard host (bound on both families) and a host name
+    (resolved either way); an IPv4 address stays IPv4."""
+    socket.setsockopt(zmq.IPV6, any(_may_be_ipv6(endpoint) for endpoint in endpoints))
 
 
-def bound_endpoint(socket: zmq.Socket) -> str:
+def _may_be_ipv6(endpoint: str) -> bool:
+    if not endpoint.startswith("tcp://"):
+        return False
+    host = endpoint[len("tcp://"):].rpartition(":")[0]
+    return not IPV4_HOST.fullmatch(host)
+
+
+def bound_endpoint(socket: Socket) -> str:
     """The endpoint actually bound, with a wildcard port resolved."""
     return socket.getsockopt_string(zmq.LAST_ENDPOINT)
 
 
-def bind_receive(context: zmq.Context, dsn: str, curve: KeyPair | None) -> zmq.Socket:
+def bind_receive(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
     socket = bind(context, zmq.ROUTER, dsn, "--receive-dsn", curve)
     socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
     socket.setsockopt(zmq.SNDHWM, RECEIVE_SNDHWM)
     return socket
 
 
-def bind_send(context: zmq.Context, dsn: str, curve: KeyPair | None) -> zmq.Socket:
+def bind_send(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
     # Options set after bind still apply: a bound socket makes a pipe per peer
     # when the peer connects.
     socket = bind(context, zmq.DEALER, dsn, "--send-dsn", curve)
@@ -74,5 +84,5 @@ def bind_send(context: zmq.Context, dsn: str, curve: KeyPair | None) -> zmq.Sock
     return socket
 
 
-def bind_monitor(context: zmq.Context, dsn: str, curve: KeyPair | None) -> zmq.Socket:
+def bind_monitor(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
     return bind(context, zmq.ROUTER, dsn, "--monitor-dsn", curve)

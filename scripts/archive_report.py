@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 def build_report(spark, archive: str):  # noqa: ANN001, ANN201 - Spark types

@@ -1,25 +1,51 @@
-"""Test helpers: the daemon launcher, polling with a deadline, one-shot runs."""
+"""Test helpers: daemons with the conveniences tests need, polling with a deadline,
+one-shot runs of the daemon."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from pzq.launcher import NodeProcess as LauncherNode
-from pzq.launcher import wait_until
+from pzq.bench.nodes import NodeProcess as BenchNode
+from pzq.bench.nodes import wait_until
+from pzq.client import monitor_figures
 
 __all__ = ["NodeProcess", "wait_until", "run_pzq"]
 
 
-class NodeProcess(LauncherNode):
-    """A daemon logging at debug level, so a failing test shows the whole story."""
+class NodeProcess(BenchNode):
+    """A daemon logging at debug level (a failing test prints its log), with figures to
+    poll and SIGSTOP/SIGCONT."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("log_level", "debug")
         super().__init__(*args, **kwargs)
+
+    def figures(self) -> dict[str, int | str]:
+        """MONITOR's ``key: value`` lines, numbers as ints."""
+        raw = monitor_figures(self.monitor_dsn, timeout=10.0, curve=self.curve)
+        return {key: int(value) if value.lstrip("-").isdigit() else value
+                for key, value in raw.items()}
+
+    def wait_stats(self, condition: Callable[[dict], bool], timeout: float = 10.0,
+                   message: str = "STATS figures") -> dict:
+        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.stats()),
+                          timeout, message=message)
+
+    def wait_figures(self, condition: Callable[[dict], bool], timeout: float = 10.0,
+                     message: str = "monitor figures") -> dict:
+        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.figures()),
+                          timeout, message=message)
+
+    def pause(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
 
 
 def run_pzq(args: Sequence[str], timeout: float = 30.0,

@@ -8,8 +8,7 @@ import pytest
 import zmq
 from harness import run_pzq, wait_until
 
-from pzq import tools
-from pzq.client import Consumer, Producer
+from pzq.client import Consumer, Producer, request_monitor
 from pzq.store import keyspace
 
 pytestmark = pytest.mark.timeout(60)
@@ -96,10 +95,10 @@ def test_ack_for_unknown_sequence_of_this_node(node, stored_one, consumer):
 
 @pytest.mark.parametrize("command", [b"FROBNICATE", b""])
 def test_unknown_monitor_command_gets_an_error_reply(node, command):
-    reply = tools.request_monitor(node.monitor_dsn, command.decode())
+    reply = request_monitor(node.monitor_dsn, command.decode())
     assert reply.startswith(b"ERROR: unknown command")
     assert b"MONITOR" in reply
-    assert tools.request_monitor(node.monitor_dsn, "PING") == b"PONG"
+    assert request_monitor(node.monitor_dsn, "PING") == b"PONG"
 
 
 def test_monitor_answers_a_req_socket(node, open_socket):
@@ -154,7 +153,7 @@ def test_store_write_error_refuses_and_loses_nothing(start_node, context, tmp_pa
                 break
     assert refused, "the file size limit never made a write fail"
     assert all(message.startswith(b"not stored: store write failed") for message in refused)
-    assert tools.request_monitor(node.monitor_dsn, "PING") == b"PONG"
+    assert request_monitor(node.monitor_dsn, "PING") == b"PONG"
     assert node.figures()["store_failures"] == len(refused)
     node.kill()
     node.preexec_fn = None

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pzq import bench
+from pzq.cli import bench
 
 
 @pytest.mark.slow

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 from harness import run_pzq
-from pzq.cli import EXIT_BIND, EXIT_STORE, EXIT_USAGE, parse_config
+
 from pzq.client import Consumer, Producer
-from pzq.config import build_config, defaults, read_config_file
-from pzq.errors import ConfigError
+from pzq.errors import ConfigError, ExitCode
+from pzq.node.config import build_config, defaults, read_config_file
+from pzq.node.main import parse_config
+
+EXIT_BIND, EXIT_STORE, EXIT_USAGE = ExitCode.BIND, ExitCode.STORE, ExitCode.USAGE
 
 pytestmark = pytest.mark.timeout(30)
 EXAMPLE = Path(__file__).parent.parent / "config" / "pzq.toml"

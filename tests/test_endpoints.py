@@ -7,8 +7,11 @@ import socket
 import pytest
 from harness import run_pzq
 
-from pzq import reach, tools
-from pzq.cli import EXIT_BIND
+from pzq import reach
+from pzq.client import request_monitor
+from pzq.errors import ExitCode
+
+EXIT_BIND = ExitCode.BIND
 
 pytestmark = pytest.mark.timeout(60)
 WILDCARDS = ["--receive-dsn", "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*"]
@@ -22,7 +25,7 @@ def test_a_second_node_refuses_a_live_ipc_monitor(start_node, tmp_path):
     assert result.returncode == EXIT_BIND
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and monitor in lines[0] and "another process answers" in lines[0]
-    assert tools.request_monitor(monitor, "PING", 5.0) == b"PONG"
+    assert request_monitor(monitor, "PING", 5.0) == b"PONG"
     assert first.running
 
 
@@ -33,7 +36,7 @@ def test_a_stale_ipc_file_of_a_dead_node_is_taken_over(start_node, tmp_path):
     assert reach.accepts_connections(monitor) is False
     second = start_node("--monitor-dsn", monitor)
     assert second.monitor_dsn == monitor
-    assert tools.request_monitor(monitor, "PING", 5.0) == b"PONG"
+    assert request_monitor(monitor, "PING", 5.0) == b"PONG"
 
 
 def test_any_ipc_endpoint_is_protected(tmp_path):

@@ -12,8 +12,7 @@ from harness import NodeProcess, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pzq import tools
-from pzq.client import Consumer, Producer
+from pzq.client import Consumer, Producer, request_monitor
 from pzq.protocol import frames as wire
 
 pytestmark = pytest.mark.timeout(300)
@@ -64,7 +63,7 @@ def send_and_check(node, name: str, message: list[bytes]) -> None:
         return  # the fuzzing socket itself refused it (e.g. ROUTER with an unknown peer)
     while socket.poll(0):
         socket.recv_multipart()  # answers and deliveries are not the point here
-    assert tools.request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"
+    assert request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"
 
 
 @settings(max_examples=150, deadline=None,

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def ctl(node, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "import sys; from pzq.tools import ctl_main; "
+    return subprocess.run([sys.executable, "-c", "import sys; from pzq.cli.ctl import ctl_main; "
                            "sys.exit(ctl_main())", "--dsn", node.monitor_dsn, *args],
                           capture_output=True, text=True, timeout=30)
 

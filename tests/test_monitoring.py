@@ -19,9 +19,9 @@ import pytest
 import yaml
 from harness import wait_until
 
-from pzq import monitor_cli, tools
-from pzq.client import Consumer, Producer
-from pzq.monitor_client import StatsAnswer
+from pzq.cli import monitor as monitor_cli
+from pzq.client import Consumer, Producer, request_monitor
+from pzq.client.monitor import StatsAnswer
 from pzq.monitoring import exporter
 from pzq.monitoring.history import NodeHistory
 
@@ -60,7 +60,7 @@ def test_stats_match_a_scripted_run(node, context):
 
 
 def test_monitor_text_keeps_the_original_keys_first(node):
-    lines = tools.request_monitor(node.monitor_dsn, "MONITOR").decode().splitlines()
+    lines = request_monitor(node.monitor_dsn, "MONITOR").decode().splitlines()
     assert [line.split(":")[0] for line in lines[:6]] == [
         "messages", "messages_inflight", "db_size", "inflight_db_size", "syncs",
         "expired_messages"]

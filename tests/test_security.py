@@ -11,8 +11,8 @@ import structlog
 import zmq
 from harness import run_pzq, wait_until
 
-from pzq import security, tools
-from pzq.client import Consumer, Producer
+from pzq import security
+from pzq.client import Consumer, Producer, request_monitor
 from pzq.security import ClientCurve
 from pzq.zap import RefusalLog
 
@@ -67,7 +67,7 @@ def test_others_cannot_produce_consume_or_monitor(secure_node, keys, context, wh
     with Consumer(secure_node.send_dsn, context=context, curve=curve) as consumer:
         assert consumer.receive(1.5) is None
     with pytest.raises(TimeoutError):
-        tools.request_monitor(secure_node.monitor_dsn, "PING", timeout=1.5, curve=curve)
+        request_monitor(secure_node.monitor_dsn, "PING", timeout=1.5, curve=curve)
     figures = secure_node.figures()
     assert figures["received"] == 1 and figures["delivered"] == 0
 

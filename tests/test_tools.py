@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pzq import bench, human
+from pzq.cli import bench
+from pzq.cli import human
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent

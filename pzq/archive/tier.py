@@ -14,7 +14,7 @@ import zmq
 from pzq.archive import zper_server
 from pzq.archive.entry import ArchivedMessage, validate_topic
 from pzq.archive.writer import Archive
-from pzq.config import Config
+from pzq.node.config import Config
 from pzq.store import record
 
 TOPIC_HEADER = b"TOPIC:"

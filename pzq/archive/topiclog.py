@@ -14,13 +14,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pzq.archive.codec import ArchiveFormatError, encode_record, valid_length
-from pzq.errors import PzqError
+from pzq.errors import ArchiveError
 
 SUFFIX = ".dat"
-
-
-class ArchiveError(PzqError):
-    """The archive could not be written (a full disk, a file size limit, ...)."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pzq.cluster.core import ClusterCore, Reply, ToPeer
 from pzq.cluster.replication import PendingAck
 from pzq.delivery.state import DeliveryState
 from pzq.security import ClientCurve
-from pzq.sockets import bind, wants_ipv6
+from pzq.sockets import bind, dual_stack
 from pzq.store.store import Batch
 from pzq.zmqio import Context, Events, Socket, drain
 
@@ -42,7 +42,7 @@ class ClusterLinks:
             dealer.setsockopt(zmq.LINGER, 0)
             dealer.setsockopt(zmq.IMMEDIATE, 1)  # nothing queues for a peer that is away
             dealer.setsockopt(zmq.SNDHWM, PEER_SNDHWM)
-            dealer.setsockopt(zmq.IPV6, wants_ipv6(endpoint))
+            dual_stack(dealer, endpoint)
             if server is not None:
                 server.apply(dealer)
             dealer.connect(endpoint)

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
-from pzq.monitoring.history import History
-from pzq.monitoring.scrape import Scraper
-from pzq.security import ClientCurve
-from pzq.tool_args import (
+from pzq.cli.common import (
+    DEFAULT_MONITOR,
     ToolParser,
     add_curve_options,
     curve_from,
@@ -27,7 +26,9 @@ from pzq.tool_args import (
     fail,
     positive_seconds,
 )
-from pzq.tools import DEFAULT_MONITOR
+from pzq.monitoring.history import History
+from pzq.monitoring.scrape import Scraper
+from pzq.security import ClientCurve
 
 EXIT_OK = 0
 EXIT_USAGE = 2  # a bad option, or the monitoring extra is not installed

@@ -10,10 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from pzq.monitor_client import StatsAnswer
+from pzq.client.monitor import StatsAnswer
 from pzq.monitoring.scrape import Scraper
 
 RATE_COUNTERS = ("received", "delivered", "acked")

@@ -6,7 +6,8 @@ Every series carries ``node`` (the node id, kept while a node is down) and
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -15,7 +16,7 @@ from prometheus_client.core import (
     Metric,
 )
 
-from pzq.monitor_client import StatsAnswer
+from pzq.client.monitor import StatsAnswer
 from pzq.monitoring.scrape import Scraper
 
 LABELS = ["node", "monitor"]

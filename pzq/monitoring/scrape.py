@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
-from pzq.monitor_client import StatsAnswer, fetch_stats
+from pzq.client.monitor import StatsAnswer, fetch_stats
 from pzq.security import ClientCurve
 
 MAX_THREADS = 32

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from pzq.monitor_cli import as_json
+from pzq.cli.monitor import as_json
 from pzq.monitoring.history import History
 from pzq.monitoring.scrape import Scraper
 

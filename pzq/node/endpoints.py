@@ -9,7 +9,7 @@ import zmq
 from pzq import sockets
 from pzq.cluster.core import ClusterCore
 from pzq.cluster.links import ClusterLinks
-from pzq.config import Config
+from pzq.node.config import Config
 from pzq.node.consumers import ConsumerCount
 from pzq.security import ClientCurve, KeyPair
 from pzq.zmqio import Context, Socket

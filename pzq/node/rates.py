@@ -74,7 +74,9 @@ class LatencyHistogram:
     def snapshot(self) -> dict[str, object]:
         """Cumulative counts per upper bound (seconds, as text), as Prometheus reads them."""
         cumulative = list(itertools.accumulate(self._counts))
-        return {"buckets": {f"{bound:g}": count for bound, count in zip(self.bounds_s, cumulative)},
+        # One bound per count but the last (above every bound, only in "count").
+        buckets = zip(self.bounds_s, cumulative[:-1], strict=True)
+        return {"buckets": {f"{bound:g}": count for bound, count in buckets},
                 "count": cumulative[-1], "sum_seconds": round(self.sum_s, 6)}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from pzq.config import Config
+from pzq.node.config import Config
 from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
 
 RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute

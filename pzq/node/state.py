@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pzq.archive.tier import ArchiveTier
 from pzq.cluster.core import ClusterCore
-from pzq.config import Config
 from pzq.counters import Counters
 from pzq.delivery.areas import Area, OwnArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.node.archiving import Archiving
 from pzq.node.clock import Now
+from pzq.node.config import Config
 from pzq.node.rates import LatencyWindow, Rates
 from pzq.store.store import Store
 

@@ -14,17 +14,16 @@ import json
 import sys
 import time
 from collections import deque
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from pzq import human
-from pzq.errors import EndpointError
-from pzq.monitor_client import StatsAnswer, fetch_stats, request_monitor
-from pzq.security import ClientCurve
-from pzq.tool_args import (
+from pzq.cli import human
+from pzq.cli.common import (
+    DEFAULT_MONITOR,
     ToolParser,
     add_curve_options,
     curve_from,
@@ -32,7 +31,9 @@ from pzq.tool_args import (
     fail,
     positive_seconds,
 )
-from pzq.tools import DEFAULT_MONITOR
+from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor
+from pzq.errors import EndpointError
+from pzq.security import ClientCurve
 
 EXIT_OK = 0  # answered (and, with --check, healthy)
 EXIT_UNHEALTHY = 1  # --check: the node answered but something is wrong
@@ -136,7 +137,8 @@ def make_argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", action="store_true", help="exit 0 only when healthy")
     parser.add_argument("--max-pending-acks", type=int, default=10_000, metavar="N",
                         help="--check: more producer ACKs waiting than this is unhealthy")
-    parser.add_argument("--command", metavar="COMMAND", help="send this command and print the raw answer")
+    parser.add_argument("--command", metavar="COMMAND",
+                        help="send this command and print the raw answer")
     parser.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SECONDS",
                         help="seconds to wait for each node")
     add_curve_options(parser)

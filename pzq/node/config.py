@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pzq.archive.entry import validate_topic
 from pzq.cluster.core import ClusterSettings

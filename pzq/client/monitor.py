@@ -9,9 +9,10 @@ from typing import Any
 import zmq
 
 from pzq import reach
-from pzq.node import monitor
 from pzq.errors import EndpointError
+from pzq.node import monitor
 from pzq.security import ClientCurve
+from pzq.sockets import dual_stack
 
 
 def request_monitor(dsn: str, command: str, timeout: float = 5.0,
@@ -23,14 +24,15 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
     """
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
-    socket.setsockopt(zmq.IPV6, 1)
+    dual_stack(socket, dsn)
     if curve is not None:
         curve.apply(socket)
     try:
         try:
             socket.connect(dsn)
         except zmq.ZMQError as exc:
-            raise EndpointError(f"cannot connect to {dsn}: {zmq.strerror(exc.errno or 0)}") from None
+            reason = zmq.strerror(exc.errno or 0)
+            raise EndpointError(f"cannot connect to {dsn}: {reason}") from None
         socket.send_multipart([b"", command.encode()])
         if not socket.poll(int(timeout * 1000), zmq.POLLIN):
             reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))

@@ -6,35 +6,27 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from pzq import __version__, logs
 from pzq.durations import DurationError, duration_us
-from pzq.archive.topiclog import ArchiveError
-from pzq.config import OPTIONS, Config, Option, build_config
-from pzq.errors import ConfigError, StoreError
+from pzq.errors import ConfigError, ExitCode, PzqError
 from pzq.node.clock import Now
+from pzq.node.config import OPTIONS, Config, Option, build_config
 from pzq.node.run import StopRequest, run
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import load_key_pair
-from pzq.sockets import BindError
 from pzq.store.store import Store
-
-EXIT_OK = 0  # stopped on request, everything handed back
-EXIT_FAILURE = 1  # an unexpected error; the log says which
-EXIT_USAGE = 2  # a bad option, value or config file
-EXIT_STORE = 3  # the database or archive directory could not be opened or written
-EXIT_BIND = 4  # an endpoint could not be bound (in use, bad address)
-EXIT_INTERRUPTED = 130  # a second stop signal: exited at once without handing back
 
 
 class OneLineParser(argparse.ArgumentParser):
     """Report a bad option as one clear line on stderr, not usage plus error."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def make_argument_parser() -> argparse.ArgumentParser:
@@ -89,37 +81,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logs.get_logger("pzq")
     try:
         curve = load_key_pair(config.curve_secret_key) if config.curve_secret_key else None
-    except ConfigError as exc:
-        print(f"pzq: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
         store = Store.open(config.database, hard_sync=config.hard_sync)
-    except StoreError as exc:
-        print(f"pzq: error: {exc}", file=sys.stderr)
-        return EXIT_STORE
+    except PzqError as exc:
+        return _failed(exc)
     waker = Waker()
     stop = StopRequest()
     previous = install_signal_handlers(stop, waker)
     try:
         run(NodeState(config, store, Now.read()), waker, stop, curve)
-    except BindError as exc:
-        print(f"pzq: error: {exc}", file=sys.stderr)
-        return EXIT_BIND
-    except ConfigError as exc:  # found only once the node starts, e.g. the keys directory
-        print(f"pzq: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ArchiveError as exc:
-        print(f"pzq: error: {exc}", file=sys.stderr)
-        return EXIT_STORE
+    except PzqError as exc:  # e.g. an endpoint in use, an archive that cannot be opened
+        return _failed(exc)
     except Exception:
         log.exception("node_failed")
-        return EXIT_FAILURE
+        return ExitCode.FAILURE
     finally:
         restore_signal_handlers(previous)
         store.close()
         waker.close()
     log.info("node_stopped", messages=store.messages)
-    return EXIT_OK
+    return ExitCode.OK
+
+
+def _failed(exc: PzqError) -> int:
+    """A node that cannot start says why in one line, and exits with the error's code."""
+    print(f"pzq: error: {exc}", file=sys.stderr)
+    return exc.exit_code
 
 
 def install_signal_handlers(stop: StopRequest, waker: Waker) -> dict[int, Any]:
@@ -127,7 +113,7 @@ def install_signal_handlers(stop: StopRequest, waker: Waker) -> dict[int, Any]:
 
     def on_stop(signum: int, frame: object) -> None:
         if stop.requested:
-            os._exit(EXIT_INTERRUPTED)
+            os._exit(ExitCode.INTERRUPTED)
         stop.requested = True
 
     previous = {signum: signal.signal(signum, on_stop)

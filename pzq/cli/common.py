@@ -10,11 +10,12 @@ from typing import Any, NoReturn
 import zmq
 
 from pzq import reach, security
-from pzq.config import DSN_PATTERN
-from pzq.errors import ConfigError
+from pzq.errors import ConfigError, ExitCode
+from pzq.node.config import DSN_PATTERN
 from pzq.security import ClientCurve
+from pzq.sockets import dual_stack
 
-EXIT_USAGE = 2  # a bad option or value, as argparse says it
+DEFAULT_MONITOR = "ipc:///tmp/pzq-monitor"  # the quick-start node's monitor
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -43,7 +44,7 @@ class ToolParser(argparse.ArgumentParser):
         super().__init__(prog=prog, description=description, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def endpoint(text: str) -> str:
@@ -69,7 +70,7 @@ def _connect_problem(dsn: str) -> str | None:
     """
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
     socket.setsockopt(zmq.LINGER, 0)
-    socket.setsockopt(zmq.IPV6, 1)
+    dual_stack(socket, dsn)
     try:
         socket.connect(dsn)
     except zmq.ZMQError as exc:
@@ -108,3 +109,10 @@ def fail(prog: str, message: str, code: int) -> int:
     """Say what went wrong in one line on stderr; returns the exit code."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
+
+
+def tool_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A client tool's parser: one-line errors, defaults shown, the CURVE options."""
+    parser = ToolParser(prog, description)
+    add_curve_options(parser)
+    return parser

@@ -1,8 +1,8 @@
-"""Run real pzq daemons as subprocesses: for tests, benchmarks and soaks.
+"""Real pzq daemons to measure: subprocesses on loopback wildcard ports.
 
-A NodeProcess starts ``python -m pzq`` on loopback wildcard ports, reads the
-``node_ready`` event from its JSON log to learn the ports, and restarts on the
-same ones, so clients can reconnect after a crash.
+A NodeProcess starts ``python -m pzq``, reads the ``node_ready`` event from its
+JSON log to learn the ports, and restarts on the same ones, so clients can
+reconnect after a crash (the soak in scripts/ and the tests build on it).
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
-from pzq import tools
+from pzq.client import request_monitor
 
 T = TypeVar("T")
 START_TIMEOUT = 20.0
@@ -79,7 +80,7 @@ class NodeProcess:
                 "--monitor-dsn", self.dsn("monitor"), "--log-format", "json",
                 "--log-level", self.log_level, *self.extra_args]
 
-    def start(self) -> "NodeProcess":
+    def start(self) -> NodeProcess:
         self.events, self.stderr_lines = [], []
         self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -132,7 +133,7 @@ class NodeProcess:
         self.process.stderr.close()
         return code
 
-    def restart(self) -> "NodeProcess":
+    def restart(self) -> NodeProcess:
         return self.start()
 
     @property
@@ -141,29 +142,7 @@ class NodeProcess:
 
     # -- monitor ---------------------------------------------------------------
 
-    def figures(self) -> dict[str, int | str]:
-        raw = tools.monitor_figures(self.monitor_dsn, timeout=10.0, curve=self.curve)
-        return {key: int(value) if value.lstrip("-").isdigit() else value
-                for key, value in raw.items()}
-
     def stats(self) -> dict[str, Any]:
-        reply = tools.request_monitor(self.monitor_dsn, "STATS", timeout=10.0, curve=self.curve)
-        return json.loads(reply)
-
-    def wait_stats(self, condition: Callable[[dict], bool], timeout: float = 10.0,
-                   message: str = "STATS figures") -> dict:
-        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.stats()),
-                          timeout, message=message)
-
-    def pause(self) -> None:
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.process.send_signal(signal.SIGCONT)
-
-    def wait_figures(self, condition: Callable[[dict], bool], timeout: float = 10.0,
-                     message: str = "monitor figures") -> dict:
-        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.figures()),
-                          timeout, message=message)
-
-
+        reply = request_monitor(self.monitor_dsn, "STATS", timeout=10.0, curve=self.curve)
+        answer: dict[str, Any] = json.loads(reply)
+        return answer

@@ -1,7 +1,7 @@
-"""Python clients for pzq: a windowed Producer and a Consumer.
+"""A windowed Producer: sends messages and collects their ACKs.
 
-Both speak the documented frame layouts (see pzq.protocol.frames) over plain ZeroMQ sockets,
-so they also work against the original pzq. Each instance owns its sockets and
+It speaks the documented frame layouts (pzq.protocol.frames) over a plain ZeroMQ
+DEALER, so it also works against the original pzq. An instance owns its socket and
 must stay on the thread that made it.
 """
 
@@ -10,43 +10,23 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import zmq
 
+from pzq.client.common import connect, remaining_ms
 from pzq.errors import DecodeError
 from pzq.protocol import frames as wire
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientCurve
-
-__all__ = ["Producer", "Consumer", "Message", "ProducerAck"]
-
-
-def _endpoints(dsn: str | Sequence[str]) -> list[str]:
-    return [dsn] if isinstance(dsn, str) else list(dsn)
-
-
-def _connect(socket: zmq.Socket, dsn: str | Sequence[str], curve: ClientCurve | None) -> None:
-    if curve is not None:
-        curve.apply(socket)
-    endpoints = _endpoints(dsn)
-    socket.setsockopt(zmq.IPV6, any(endpoint.startswith("tcp://[") for endpoint in endpoints))
-    for endpoint in endpoints:
-        socket.connect(endpoint)
-
-
-def _remaining_ms(deadline: float | None) -> int | None:
-    if deadline is None:
-        return None
-    return max(0, int((deadline - time.monotonic()) * 1000))
+from pzq.zmqio import Context
 
 
 class Producer:
     """Sends messages and collects their ACKs, keeping up to ``window`` unanswered."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
-                 context: zmq.Context | None = None, curve: ClientCurve | None = None) -> None:
+                 context: Context | None = None, curve: ClientCurve | None = None) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
         self.window = window
@@ -55,7 +35,7 @@ class Producer:
         self._socket.setsockopt(zmq.LINGER, 1000)
         self._socket.setsockopt(zmq.SNDHWM, max(1000, window * 2))
         self._socket.setsockopt(zmq.RCVHWM, max(1000, window * 2))
-        _connect(self._socket, dsn, curve)
+        connect(self._socket, dsn, curve)
         self._id_prefix = os.urandom(6).hex().encode()
         self._counter = itertools.count()
         self._outstanding: dict[bytes, float] = {}  # msg id -> monotonic send time
@@ -74,7 +54,7 @@ class Producer:
         """Send one message; waits (collecting ACKs) while the window is full."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while len(self._outstanding) >= self.window:
-            if not self._receive(_remaining_ms(deadline)):
+            if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"no ACK within {timeout} s with a full window")
         msg_id = msg_id or self.next_msg_id()
         self._outstanding[msg_id] = time.monotonic()
@@ -94,7 +74,7 @@ class Producer:
         """Wait until every sent message is ACKed; returns the ACKs not yet returned."""
         deadline = time.monotonic() + timeout
         while self._outstanding:
-            if not self._receive(_remaining_ms(deadline)):
+            if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"{len(self._outstanding)} messages without ACK "
                                    f"after {timeout} s")
         return self.acks()
@@ -108,7 +88,7 @@ class Producer:
             for position, ack in enumerate(self._arrived):
                 if ack.msg_id == msg_id:
                     return self._arrived.pop(position)
-            if not self._receive(_remaining_ms(deadline)):
+            if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"no ACK for {msg_id!r} within {timeout} s")
 
     def _receive(self, timeout_ms: int | None) -> bool:
@@ -130,82 +110,6 @@ class Producer:
         self._socket.close()
 
     def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-@dataclass
-class Message:
-    """One delivery. ``ack()`` removes it from pzq; ``nack()`` gives it back."""
-
-    key: bytes
-    parts: tuple[bytes, ...]
-    headers: dict[str, str]
-    sent_us: int
-    ack_timeout_us: int
-    peer: bytes
-    _consumer: Consumer = field(repr=False)
-
-    @property
-    def deadline_us(self) -> int:
-        return self.sent_us + self.ack_timeout_us
-
-    @property
-    def deliveries(self) -> int | None:
-        """How often this message was delivered; None unless the node runs with
-        --delivery-headers (the original layout carries no count)."""
-        return wire.delivery_count(self.headers)
-
-    def ack(self) -> None:
-        self._consumer.ack(self)
-
-    def nack(self) -> None:
-        self._consumer.nack(self)
-
-
-class Consumer:
-    """Receives deliveries from one or more pzq nodes."""
-
-    def __init__(self, dsn: str | Sequence[str], context: zmq.Context | None = None,
-                 prefetch: int = 256, curve: ClientCurve | None = None) -> None:
-        self._context = context or zmq.Context.instance()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 1000)
-        self._socket.setsockopt(zmq.RCVHWM, prefetch)
-        _connect(self._socket, dsn, curve)
-        self.malformed = 0
-
-    def receive(self, timeout: float | None = None) -> Message | None:
-        """The next delivery, or None if none arrives within ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self._socket.poll(_remaining_ms(deadline), zmq.POLLIN):
-            frames = self._socket.recv_multipart()
-            try:
-                delivery = wire.decode_delivery(frames)
-            except DecodeError:
-                self.malformed += 1
-                continue
-            return Message(delivery.key, delivery.parts, delivery.headers, delivery.sent_us,
-                           delivery.ack_timeout_us, delivery.peer, self)
-        return None
-
-    def messages(self, idle_timeout: float | None = None) -> Iterator[Message]:
-        """Yield deliveries until none arrives for ``idle_timeout`` seconds."""
-        while (message := self.receive(idle_timeout)) is not None:
-            yield message
-
-    def ack(self, message: Message) -> None:
-        self._socket.send_multipart(wire.encode_consumer_ack(message.peer, message.key, True))
-
-    def nack(self, message: Message) -> None:
-        self._socket.send_multipart(wire.encode_consumer_ack(message.peer, message.key, False))
-
-    def close(self) -> None:
-        self._socket.close()
-
-    def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,107 @@
+"""Load generators, each run in its own process: raw pyzmq loops with a few operations
+per message, so that the client is not what is measured."""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Any
+
+import zmq
+
+from pzq.zmqio import recv_frames, send_frames
+
+COUNTER = struct.Struct(">Q")
+
+
+NS = struct.Struct(">q")
+
+
+def _arrivals(socket: zmq.Socket, timeout_ms: int = 30_000) -> list[list[bytes]] | None:
+    """Every message waiting after one poll; None if nothing came within the timeout."""
+    if not socket.poll(timeout_ms):
+        return None
+    arrived = []
+    while True:
+        try:
+            arrived.append(recv_frames(socket))
+        except zmq.Again:
+            return arrived
+
+
+def produce_load(dsn: str, count: int, size: int, window: int, results: Any) -> None:
+    """Send ``count`` messages keeping ``window`` unanswered; report rate and latencies."""
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.SNDHWM, 0)
+    socket.setsockopt(zmq.RCVHWM, 0)
+    socket.connect(dsn)
+    padding = b"x" * max(0, size - NS.size)
+    sent_at: dict[bytes, int] = {}
+    latencies = []
+    sent = acked = 0
+    started = time.perf_counter()
+    while acked < count:
+        while sent < count and sent - acked < window:
+            msg_id = COUNTER.pack(sent)
+            now = time.perf_counter_ns()
+            sent_at[msg_id] = now
+            send_frames(socket, [msg_id, b"", NS.pack(time.time_ns()) + padding])
+            sent += 1
+        arrived = _arrivals(socket)
+        if arrived is None:
+            break
+        for frames in arrived:
+            start = sent_at.pop(frames[0], None)
+            if start is not None:
+                latencies.append(time.perf_counter_ns() - start)
+                acked += 1
+    elapsed = time.perf_counter() - started
+    results.put({"role": "producer", "count": acked, "seconds": elapsed,
+                 "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})
+    context.destroy(linger=0)
+
+
+def consume_load(dsns: list[str], count: int, results: Any) -> None:
+    """Receive and ACK ``count`` messages; the body's first 8 bytes are the send time."""
+    _consume(dsns, count, 0.0, results)
+
+
+def slow_consume_load(dsns: list[str], count: int, work_s: float, results: Any) -> None:
+    """The same, spending ``work_s`` on each delivery as a consumer doing real work."""
+    _consume(dsns, count, work_s, results)
+
+
+def _consume(dsns: list[str], count: int, work_s: float, results: Any) -> None:
+    """Count distinct messages (by body) and every delivery, duplicates included."""
+    context = zmq.Context()
+    socket = context.socket(zmq.ROUTER)
+    socket.setsockopt(zmq.RCVHWM, 1000)
+    for dsn in dsns:
+        socket.connect(dsn)
+    latencies = []
+    seen: set[bytes] = set()
+    received = deliveries = 0
+    started = None
+    while received < count:
+        arrived = _arrivals(socket)
+        if arrived is None:
+            break
+        for frames in arrived:
+            if started is None:
+                started = time.perf_counter()
+            if work_s:
+                time.sleep(work_s)  # the consumer's own work on the message
+            send_frames(socket, [frames[0], frames[1], b"1"])
+            body = frames[frames.index(b"", 2) + 1]
+            deliveries += 1
+            if body in seen:
+                continue
+            seen.add(body)
+            latencies.append(time.time_ns() - NS.unpack_from(body)[0])
+            received += 1
+    elapsed = time.perf_counter() - (started or time.perf_counter())
+    results.put({"role": "consumer", "count": received, "deliveries": deliveries,
+                 "seconds": elapsed,
+                 "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})
+    context.destroy(linger=0)

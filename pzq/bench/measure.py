@@ -1,0 +1,88 @@
+"""One measurement: run load generators against a node or the ceiling, and figures
+from what they report."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pzq.bench.load import consume_load, produce_load
+from pzq.bench.nodes import NodeProcess
+
+
+@dataclass
+class Figure:
+    scenario: str
+    target: str  # "pzq" or "ceiling"
+    rate: float  # messages per second
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    rss_mb: float = 0.0
+    ratio: float | None = None  # pzq rate / ceiling rate
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def ratio(value: float, ceiling: float) -> float | None:
+    return round(value / ceiling, 3) if ceiling else None
+
+
+def percentile(values: list[int], fraction: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] / 1e6
+
+
+def run_workers(workers: list[tuple[Callable[..., None], tuple]]) -> list[dict[str, Any]]:
+    spawn = multiprocessing.get_context("spawn")
+    results = spawn.Queue()
+    processes = [spawn.Process(target=target, args=(*args, results)) for target, args in workers]
+    for process in processes:
+        process.start()
+    answers = [results.get(timeout=600) for _ in processes]
+    for process in processes:
+        process.join(30)
+    return answers
+
+
+def measure_produce(dsn: str, count: int, size: int, window: int) -> tuple[float, float, float]:
+    (answer,) = run_workers([(produce_load, (dsn, count, size, window))])
+    latencies = answer["latencies_ns"]
+    return answer["count"] / answer["seconds"], percentile(latencies, .5), percentile(
+        latencies, .99)
+
+
+def measure_drain(dsn: str, count: int) -> float:
+    (answer,) = run_workers([(consume_load, ([dsn], count))])
+    return answer["count"] / max(answer["seconds"], 1e-9)
+
+
+def measure_end_to_end(receive: str, send: str, count: int, size: int,
+                       window: int) -> tuple[float, float, float]:
+    answers = run_workers([(consume_load, ([send], count)), (produce_load, (receive, count, size,
+                                                                     window))])
+    consumer = next(a for a in answers if a["role"] == "consumer")
+    producer = next(a for a in answers if a["role"] == "producer")
+    seconds = max(consumer["seconds"], producer["seconds"])
+    latencies = consumer["latencies_ns"]
+    return consumer["count"] / seconds, percentile(latencies, .5), percentile(latencies, .99)
+
+
+def rss_mb(node: NodeProcess) -> float:
+    for line in Path(f"/proc/{node.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def start_pzq(directory: Path, name: str, *args: str) -> NodeProcess:
+    return NodeProcess(directory / name, *args).start()
+
+
+def fill(node: NodeProcess, count: int, size: int) -> None:
+    """Store a backlog fast: several windowed producers at once."""
+    share = count // 4
+    run_workers([(produce_load, (node.receive_dsn, share, size, 1000)) for _ in range(4)])

@@ -1,0 +1,48 @@
+"""pzq-bench: pzq against its ceiling, measured in one run on the same sockets.
+
+The ceiling is a minimal pyzmq device that ACKs every message at once and stores
+nothing, driven by the same load generators; every pzq figure is also reported as
+a ratio to it. Load generators are raw pyzmq loops in their own processes, so the
+client is not what is measured (the ceiling shows what they reach).
+
+    scripts/bench.py --quick                  about a minute
+    scripts/bench.py --json out.json --png out.png
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from pzq.bench.report import draw_chart, matplotlib_installed, print_table
+from pzq.bench.scenarios import PLANS, run_benchmark
+from pzq.cli.common import ToolParser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = ToolParser("pzq-bench", __doc__)
+    parser.add_argument("--quick", action="store_true", help="about a minute")
+    parser.add_argument("--smoke", action="store_true", help="seconds: only checks it runs")
+    parser.add_argument("--json", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--png", type=Path,
+                        help="draw the ratios here (needs matplotlib: pip install 'pzq[bench]')")
+    args = parser.parse_args(argv)
+    if args.png and not matplotlib_installed():
+        parser.error("--png needs matplotlib, which is not installed: "
+                     "pip install 'pzq[bench]' (or leave out --png)")
+    plan = PLANS["smoke" if args.smoke else "quick" if args.quick else "full"]
+    with tempfile.TemporaryDirectory(prefix="pzq-bench-") as directory:
+        figures = run_benchmark(plan, Path(directory))
+    print_table(figures)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(figure) for figure in figures], indent=2))
+    if args.png:
+        draw_chart(figures, args.png)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""``pzq-ctl``: administer a node over its monitor socket (dead letters, pending)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from pzq.cli.common import (
+    DEFAULT_MONITOR,
+    curve_from,
+    endpoint,
+    fail,
+    positive_seconds,
+    tool_parser,
+)
+from pzq.client import request_monitor
+from pzq.errors import EndpointError, ExitCode
+
+
+def ctl_main(argv: Sequence[str] | None = None) -> int:
+    parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
+    parser.add_argument("--dsn", type=endpoint, default=DEFAULT_MONITOR,
+                        help="the node's --monitor-dsn")
+    parser.add_argument("--timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
+                        help="seconds to wait for the answer")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    listing = commands.add_parser("dead", help="list dead letters")
+    listing.add_argument("--limit", type=int, default=100, metavar="N",
+                         help="list at most this many")
+    for name, what in (("requeue", "deliver again"), ("purge", "delete for good")):
+        command = commands.add_parser(name, help=f"{what}: one dead letter, or all")
+        command.add_argument("key", help="a dead letter's key, or ALL")
+    commands.add_parser("pending", help="stored, in-flight and dead counts")
+    args = parser.parse_args(argv)
+    request = {"dead": f"DEAD {getattr(args, 'limit', '')}",
+               "requeue": f"REQUEUE {getattr(args, 'key', '')}",
+               "purge": f"PURGE {getattr(args, 'key', '')}",
+               "pending": "PENDING"}[args.command]
+    try:
+        reply = request_monitor(args.dsn, request, args.timeout, curve_from(parser, args))
+    except EndpointError as exc:
+        return fail(parser.prog, str(exc), ExitCode.USAGE)
+    except TimeoutError as exc:
+        return fail(parser.prog, str(exc), ExitCode.FAILURE)
+    text = reply.decode(errors="replace").rstrip("\n")
+    if reply.startswith(b"ERROR"):
+        print(f"pzq-ctl: {text}", file=sys.stderr)
+        return ExitCode.FAILURE
+    print(text)
+    return ExitCode.OK

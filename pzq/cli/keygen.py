@@ -1,0 +1,36 @@
+"""``pzq-keygen``: make a CURVE key pair for a node or a client."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pzq import security
+from pzq.cli.common import (
+    ToolParser,
+    fail,
+)
+from pzq.errors import EXISTS, ExitCode
+
+
+def keygen_main(argv: Sequence[str] | None = None) -> int:
+    parser = ToolParser("pzq-keygen", "Make a CURVE key pair for a node or a client.")
+    parser.add_argument("directory", help="where to write NAME.key and NAME.key_secret")
+    parser.add_argument("name", help="the pair's name, e.g. node or producer-1")
+    parser.add_argument("--force", action="store_true",
+                        help="replace a key pair of that name (clients holding the old "
+                             "public key are locked out)")
+    args = parser.parse_args(argv)
+    existing = [path for path in security.key_pair_paths(args.directory, args.name)
+                if path.exists()]
+    if existing and not args.force:
+        return fail(parser.prog, f"{existing[0]} exists; give --force to replace the key pair",
+                    EXISTS)
+    try:
+        public, secret = security.generate(args.directory, args.name)
+    except OSError as exc:
+        return fail(parser.prog, f"cannot write keys in {Path(args.directory)}: "
+                                 f"{exc.strerror}", ExitCode.FAILURE)
+    print(f"public key (authorize it, give it to clients): {public}")
+    print(f"secret key (keep it private): {secret}")
+    return ExitCode.OK

@@ -1,0 +1,12 @@
+"""Python clients for pzq: a windowed Producer, a Consumer, and the monitor's questions.
+
+    from pzq.client import Producer, Consumer, request_monitor, fetch_stats
+"""
+
+from pzq.client.consumer import Consumer, Message
+from pzq.client.monitor import StatsAnswer, fetch_stats, monitor_figures, request_monitor
+from pzq.client.producer import Producer
+from pzq.protocol.frames import ProducerAck
+
+__all__ = ["Consumer", "Message", "Producer", "ProducerAck", "StatsAnswer", "fetch_stats",
+           "monitor_figures", "request_monitor"]

@@ -1,0 +1,27 @@
+"""What the clients share: connecting, with pzq's one IPv6 rule, and deadlines."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pzq.security import ClientCurve
+from pzq.sockets import dual_stack
+from pzq.zmqio import Socket
+
+
+def connect(socket: Socket, dsn: str | Sequence[str], curve: ClientCurve | None) -> None:
+    """Connect to one endpoint, or to several (a list: the socket spreads over them)."""
+    if curve is not None:
+        curve.apply(socket)
+    endpoints = [dsn] if isinstance(dsn, str) else list(dsn)
+    dual_stack(socket, *endpoints)
+    for endpoint in endpoints:
+        socket.connect(endpoint)
+
+
+def remaining_ms(deadline: float | None) -> int | None:
+    """Milliseconds left until a monotonic ``deadline``; None waits for ever."""
+    if deadline is None:
+        return None
+    return max(0, int((deadline - time.monotonic()) * 1000))

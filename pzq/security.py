@@ -17,6 +17,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from pzq.errors import ConfigError
 from pzq.zap import LoggingAuthenticator
+from pzq.zmqio import Context, Socket
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class ClientCurve:
     keys: KeyPair
     server_public: bytes
 
-    def apply(self, socket: zmq.Socket) -> None:
+    def apply(self, socket: Socket) -> None:
         socket.curve_publickey = self.keys.public
         socket.curve_secretkey = self.keys.secret
         socket.curve_serverkey = self.server_public
@@ -65,13 +66,13 @@ def client_curve(client_secret_file: str | None, server_key_file: str | None) ->
     return ClientCurve(load_key_pair(client_secret_file), load_public_key(server_key_file))
 
 
-def serve_curve(socket: zmq.Socket, keys: KeyPair) -> None:
+def serve_curve(socket: Socket, keys: KeyPair) -> None:
     socket.curve_publickey = keys.public
     socket.curve_secretkey = keys.secret
     socket.curve_server = True
 
 
-def start_authenticator(context: zmq.Context, authorized_keys: str | Path) -> ThreadAuthenticator:
+def start_authenticator(context: Context, authorized_keys: str | Path) -> ThreadAuthenticator:
     if not Path(authorized_keys).is_dir():
         raise ConfigError(f"--curve-authorized-keys {authorized_keys} is not a directory")
     authenticator = LoggingAuthenticator(context)

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pzq.cli import bench
-from pzq.cli import human
+from pzq.cli import bench, human
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent

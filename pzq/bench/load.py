@@ -9,7 +9,7 @@ from typing import Any
 
 import zmq
 
-from pzq.zmqio import recv_frames, send_frames
+from pzq.zmqio import Socket, recv_frames, send_frames
 
 COUNTER = struct.Struct(">Q")
 
@@ -17,7 +17,7 @@ COUNTER = struct.Struct(">Q")
 NS = struct.Struct(">q")
 
 
-def _arrivals(socket: zmq.Socket, timeout_ms: int = 30_000) -> list[list[bytes]] | None:
+def _arrivals(socket: Socket, timeout_ms: int = 30_000) -> list[list[bytes]] | None:
     """Every message waiting after one poll; None if nothing came within the timeout."""
     if not socket.poll(timeout_ms):
         return None

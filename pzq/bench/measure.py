@@ -33,10 +33,12 @@ def percentile(values: list[int], fraction: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] / 1e6
+    value: float = ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] / 1e6
+    return value
 
 
-def run_workers(workers: list[tuple[Callable[..., None], tuple]]) -> list[dict[str, Any]]:
+def run_workers(workers: list[tuple[Callable[..., None], tuple[Any, ...]]]
+                ) -> list[dict[str, Any]]:
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
     processes = [spawn.Process(target=target, args=(*args, results)) for target, args in workers]
@@ -57,7 +59,8 @@ def measure_produce(dsn: str, count: int, size: int, window: int) -> tuple[float
 
 def measure_drain(dsn: str, count: int) -> float:
     (answer,) = run_workers([(consume_load, ([dsn], count))])
-    return answer["count"] / max(answer["seconds"], 1e-9)
+    rate: float = answer["count"] / max(answer["seconds"], 1e-9)
+    return rate
 
 
 def measure_end_to_end(receive: str, send: str, count: int, size: int,
@@ -72,6 +75,8 @@ def measure_end_to_end(receive: str, send: str, count: int, size: int,
 
 
 def rss_mb(node: NodeProcess) -> float:
+    if node.process is None:
+        return 0.0
     for line in Path(f"/proc/{node.process.pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024

@@ -88,20 +88,25 @@ class NodeProcess:
         self._reader = threading.Thread(target=self._read_stderr, args=(self.process,),
                                         daemon=True)
         self._reader.start()
-        ready = wait_until(lambda: self.event("node_ready") or self._exited_early(),
-                           START_TIMEOUT, message="node_ready")
+        ready = wait_until(self._ready, START_TIMEOUT, message="node_ready")
+        assert ready is not None
         for name in self.ports:
             port = re.search(r"^tcp://.*:(\d+)$", ready[name])
             self.ports[name] = port.group(1) if port else ready[name]
         return self
 
-    def _exited_early(self) -> None:
-        if self.process is not None and self.process.poll() is not None:
-            self._reader.join(5)
+    def _ready(self) -> dict[str, Any] | None:
+        """The node_ready event once it came; RuntimeError if the node exited instead."""
+        ready = self.event("node_ready")
+        if ready is None and self.process is not None and self.process.poll() is not None:
+            if self._reader is not None:
+                self._reader.join(5)
             raise RuntimeError(f"pzq exited with {self.process.returncode}: "
-                                 + "\n".join(self.stderr_lines[-20:]))
+                               + "\n".join(self.stderr_lines[-20:]))
+        return ready
 
     def _read_stderr(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stderr is not None
         for raw in process.stderr:
             line = raw.decode(errors="replace").rstrip("\n")
             self.stderr_lines.append(line)
@@ -129,8 +134,10 @@ class NodeProcess:
         if self.process.poll() is None:
             self.process.send_signal(signum)
         code = self.process.wait(STOP_TIMEOUT)
-        self._reader.join(5)
-        self.process.stderr.close()
+        if self._reader is not None:
+            self._reader.join(5)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
         return code
 
     def restart(self) -> NodeProcess:

@@ -37,7 +37,7 @@ def draw_chart(figures: list[Figure], path: Path) -> None:
 
     rated = [figure for figure in figures if figure.ratio is not None]
     chart, axes = plt.subplots(figsize=(10, 0.4 * len(rated) + 1.5))
-    axes.barh([figure.scenario for figure in rated], [figure.ratio for figure in rated],
+    axes.barh([figure.scenario for figure in rated], [figure.ratio or 0.0 for figure in rated],
               color="#3465a4")
     axes.axvline(1.0, color="#888", linestyle="--")
     axes.invert_yaxis()

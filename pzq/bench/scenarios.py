@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from pzq.bench.measure import (
     run_workers,
     start_pzq,
 )
-from pzq.bench.nodes import wait_until
+from pzq.bench.nodes import NodeProcess, wait_until
 
 
 @dataclass
@@ -122,14 +123,17 @@ def _slow_consumer(directory: Path, plan: Plan) -> Figure:
                          "expired": stats["expired"]})
 
 
+def _peer_up(node: NodeProcess) -> bool:
+    return bool(node.stats()["peers"][0]["state"] == "up")
+
+
 def _replicated(directory: Path, plan: Plan, base: tuple[float, float, float]) -> list[Figure]:
     endpoints = [f"ipc://{directory}/bench{i}.cluster" for i in range(2)]
     nodes = [start_pzq(directory, f"replica{i}", "--broadcast-dsn", endpoints[i], "--nodes",
                        endpoints[1 - i], "--replicas", "1", "--timeout_replication", "1000000")
              for i in range(2)]
     for node in nodes:
-        wait_until(lambda node=node: node.stats()["peers"][0]["state"] == "up", 20,
-                   message="both nodes seeing each other")
+        wait_until(functools.partial(_peer_up, node), 20, message="both nodes seeing each other")
     rate, p50, p99 = measure_produce(nodes[0].receive_dsn, plan.produce_count, 100, 100)
     failures = nodes[0].stats()["replication_failures"]
     for node in nodes:

@@ -9,9 +9,9 @@ delivered again later, and the failure is logged once per failing spell.
 from __future__ import annotations
 
 from pzq.archive.tier import ArchiveTier
-from pzq.archive.topiclog import ArchiveError
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
+from pzq.errors import ArchiveError
 from pzq.logs import get_logger
 from pzq.store import keyspace
 from pzq.store.store import Batch, Participant

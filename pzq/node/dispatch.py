@@ -35,7 +35,7 @@ class Dispatch:
 
     def deliver(self, now_us: int, mono: float) -> None:
         self.window.update(now_us)
-        if not self.socket.get(zmq.EVENTS) & POLLOUT:
+        if not int(self.socket.getsockopt(zmq.EVENTS)) & POLLOUT:
             return  # no consumer has room: do not read what cannot be sent
         for state in self.states(mono):
             if not state.has_work():

@@ -116,8 +116,8 @@ def install_signal_handlers(stop: StopRequest, waker: Waker) -> dict[int, Any]:
             os._exit(ExitCode.INTERRUPTED)
         stop.requested = True
 
-    previous = {signum: signal.signal(signum, on_stop)
-                for signum in (signal.SIGTERM, signal.SIGINT)}
+    previous: dict[int, Any] = {signum: signal.signal(signum, on_stop)
+                                for signum in (signal.SIGTERM, signal.SIGINT)}
     # A file-size limit must fail the write (and refuse that batch), not kill the node.
     previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.set_wakeup_fd(waker.write_fd, warn_on_full_buffer=False)

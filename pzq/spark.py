@@ -12,9 +12,9 @@ Options: ``topics`` (comma separated; default all), ``start_offset`` and
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -46,7 +46,7 @@ class ZperDataSource(DataSource):
     def schema(self) -> str:
         return SCHEMA
 
-    def reader(self, schema: object) -> "ZperReader":
+    def reader(self, schema: object) -> ZperReader:
         return ZperReader(self.options)
 
 

@@ -9,7 +9,7 @@ message) is a run of frames whose last one has no 0x01. There is no padding.
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 from pzq.errors import PzqError
 

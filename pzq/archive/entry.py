@@ -47,7 +47,7 @@ class ArchivedMessage:
         return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
 
     @classmethod
-    def from_frames(cls, frames: list[bytes], offset: int = 0) -> "ArchivedMessage":
+    def from_frames(cls, frames: list[bytes], offset: int = 0) -> ArchivedMessage:
         if len(frames) < 2:
             raise ArchiveFormatError("record has no metadata frame", offset)
         try:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from pzq.archive.codec import decode_records
 from pzq.archive.entry import ArchivedMessage

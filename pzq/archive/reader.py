@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import zmq
 
@@ -67,7 +67,7 @@ class ArchiveReader:
     def close(self) -> None:
         self._socket.close()
 
-    def __enter__(self) -> "ArchiveReader":
+    def __enter__(self) -> ArchiveReader:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from pzq.archive.codec import ArchiveFormatError, valid_length
 from pzq.archive.files import read_topic

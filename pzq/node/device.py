@@ -27,7 +27,7 @@ from pzq.node.state import NodeState
 from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
 from pzq.protocol.frames import REPLICATION_FAILED
 from pzq.store.store import Batch
-from pzq.zmqio import Events
+from pzq.zmqio import POLLIN, POLLOUT, Events
 
 log = get_logger("pzq.device")
 
@@ -50,6 +50,7 @@ class Device:
         self.monitor = Monitor(endpoints.monitor, self.figures, Admin(node.store, self.figures),
                                node.counters)
         self._store_failing = False
+        self._polled_out = False  # the last poll looked for room to deliver
 
     def figures(self) -> dict[str, object]:
         return node_figures(self.node, len(self.producer_acks),
@@ -60,9 +61,9 @@ class Device:
     def interest(self, poller: zmq.Poller, now: Now) -> None:
         """Poll for what there is room and work for, so the loop never spins."""
         taking = not self.producer_acks.full and not self.stopping
-        poller.register(self.endpoints.receive, zmq.POLLIN if taking else 0)
-        delivering = not self.stopping and self.dispatch.has_work(now.mono)
-        poller.register(self.endpoints.send, zmq.POLLIN | (zmq.POLLOUT if delivering else 0))
+        poller.register(self.endpoints.receive, POLLIN if taking else 0)
+        self._polled_out = not self.stopping and self.dispatch.has_work(now.mono)
+        poller.register(self.endpoints.send, POLLIN | (POLLOUT if self._polled_out else 0))
 
     def poll_timeout_ms(self, now: Now) -> int | None:
         """Wake for ACKs to retry and for replication deadlines; else only on events."""
@@ -80,7 +81,7 @@ class Device:
         batch = self.node.store.begin()
         accepted = self._take(events, batch, now)
         self._commit(batch, accepted, now)
-        self._send_out(now)
+        self._send_out(events, now)
         self._answer(events, now)
 
     def _take(self, events: Events, batch: Batch, now: Now) -> list[Accepted]:
@@ -90,17 +91,18 @@ class Device:
         if endpoints.cluster is not None:
             self._replicated(endpoints.cluster.receive(events, batch, node.delivery, now.mono))
         accepted: list[Accepted] = []
-        if events.get(endpoints.receive, 0) & zmq.POLLIN and not self.stopping:
+        if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
             accepted = self.intake.take(batch, now.wall_us)
-        if events.get(endpoints.send, 0) & zmq.POLLIN:
+        if events.get(endpoints.send, 0) & POLLIN:
             self.consumer_acks.take(batch, now.wall_us, now.mono)
         node.retire_dead_letters(now.wall_us)
         if node.cluster is not None:
             node.cluster.owe_removes(batch, now.mono)
         return accepted
 
-    def _send_out(self, now: Now) -> None:
-        """After the write: cluster frames, producer ACKs, then deliveries."""
+    def _send_out(self, events: Events, now: Now) -> None:
+        """After the write: cluster frames, producer ACKs, then deliveries (the poll
+        said whether consumers had room, when it looked)."""
         cluster = self.endpoints.cluster
         if cluster is not None:
             self._replicated(cluster.core.expire(now.mono))
@@ -108,18 +110,20 @@ class Device:
             cluster.send()
         self.producer_acks.flush()
         if not self.stopping:
-            self.dispatch.deliver(now.wall_us, now.mono)
+            send = self.endpoints.send
+            room = bool(events.get(send, 0) & POLLOUT) if self._polled_out else None
+            self.dispatch.deliver(now.wall_us, now.mono, room)
 
     def _answer(self, events: Events, now: Now) -> None:
         """Figures and questions last: connections, archive readers, the monitor."""
         node, endpoints = self.node, self.endpoints
-        if events.get(endpoints.consumers.events, 0) & zmq.POLLIN:
+        if events.get(endpoints.consumers.events, 0) & POLLIN:
             endpoints.consumers.update()
         readers = endpoints.readers
-        if readers is not None and node.archiving and events.get(readers, 0) & zmq.POLLIN:
+        if readers is not None and node.archiving and events.get(readers, 0) & POLLIN:
             node.archiving.tier.answer_readers(readers)
         node.rates.sample(now.mono, node.counters)
-        if events.get(endpoints.monitor, 0) & zmq.POLLIN:
+        if events.get(endpoints.monitor, 0) & POLLIN:
             self.monitor.answer_waiting()
 
     def _on_ticks(self, reasons: bytes, now: Now) -> None:

@@ -12,9 +12,8 @@ import zmq
 
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
-from pzq.zmqio import Socket, send_frames
+from pzq.zmqio import Socket, send_frames, writable
 
-POLLOUT = int(zmq.POLLOUT)
 States = Callable[[float], list[DeliveryState]]  # monotonic now -> states to deliver from
 
 
@@ -33,10 +32,12 @@ class Dispatch:
         return (any(state.has_work() for state in self.states(mono))
                 and self.window.room(self.unacked(mono)) > 0)
 
-    def deliver(self, now_us: int, mono: float) -> None:
+    def deliver(self, now_us: int, mono: float, room_known: bool | None = None) -> None:
+        """``room_known``: whether the last poll found room on the socket (None when
+        it did not look); without room nothing is read that could not be sent."""
         self.window.update(now_us)
-        if not int(self.socket.getsockopt(zmq.EVENTS)) & POLLOUT:
-            return  # no consumer has room: do not read what cannot be sent
+        if room_known is False or (room_known is None and not writable(self.socket)):
+            return
         for state in self.states(mono):
             if not state.has_work():
                 continue

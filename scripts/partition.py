@@ -2,7 +2,7 @@
 """Partition scenarios against a 3-node cluster of real daemons, with a table of results.
 
 Each node's cluster links run through fault-injecting TCP proxies on loopback; see
-tests/partition.py for what a scenario does and what the figures mean.
+tests/partition_scenarios.py for what a scenario does and what the figures mean.
 
     scripts/partition.py --scenario all
     scripts/partition.py --scenario origin-cut --seconds 5 --json
@@ -20,15 +20,16 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from partition import BY_NAME, LONG, SCENARIOS, Plan, run_scenario  # noqa: E402
 from partition_cluster import ClusterTimings  # noqa: E402
 from partition_report import Report  # noqa: E402
+from partition_scenarios import BY_NAME, LONG, SCENARIOS, Plan, run_scenario  # noqa: E402
 
 EXIT_OK = 0
 EXIT_LOST = 1  # a message ACKed "1" without REPLICATION_FAILED was never consumed
@@ -38,7 +39,7 @@ COLUMNS = [("scenario", "scenario"), ("R", "replicas"), ("produced", "produced")
            ("ACKed ok", "acked_ok"), ("ACKed RF", "acked_replication_failed"),
            ("consumed", "consumed"), ("lost", "lost"), ("dup msgs", "delivered_more_than_once"),
            ("by 2 nodes", "delivered_by_two_nodes"), ("after kill", "takeover_deliveries"),
-           ("copies left", "copies_left_total"), ("gap s", "longest_gap_s"),
+           ("copies left", "copies_left_per_node"), ("gap s", "longest_gap_s"),
            ("negative", "negative")]
 
 
@@ -75,7 +76,7 @@ def table(reports: list[Report]) -> str:
         figures: dict[str, Any] = report.as_dict()
         rows.append(["-" if figures[key] is None else str(figures[key]) for _, key in COLUMNS])
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths))
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
                      for row in rows)
 
 

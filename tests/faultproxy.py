@@ -155,7 +155,7 @@ class Connection:
         self.tasks.append(sending)
         try:
             while data := await reader.read(CHUNK):
-                if self._dropping(direction):
+                if self._dropping(direction, len(data)):
                     continue
                 if rewrite is not None:
                     data = rewrite(data)
@@ -173,14 +173,15 @@ class Connection:
             due, data = item
             if due > time.monotonic():
                 await asyncio.sleep(due - time.monotonic())
-            if self._dropping(direction):
+            if self._dropping(direction, len(data)):
                 continue  # cut while the bytes were on their way
             writer.write(data)
             await writer.drain()
 
-    def _dropping(self, direction: str) -> bool:
+    def _dropping(self, direction: str, size: int) -> bool:
         if direction in self.proxy.faults.drop:
             self.gap = True
+            self.proxy.dropped[direction] += size
             return True
         return False
 
@@ -208,6 +209,7 @@ class LinkProxy:
         self.faults = Faults()
         self.connections: set[Connection] = set()
         self.accepted = 0
+        self.dropped = {UP: 0, DOWN: 0}  # bytes
         self.server: asyncio.Server | None = None
         self.port = 0
 
@@ -230,6 +232,9 @@ class LinkProxy:
             _abort(writer)  # the peer is not listening: refused, as without a proxy
             return
         connection = Connection(self, (reader, writer), server)
+        if self.faults.reset:  # set while we were connecting
+            connection.reset()
+            return
         self.connections.add(connection)
         connection.start()
 
@@ -240,8 +245,8 @@ class LinkProxy:
                 connection.reset()
 
     def heal(self) -> None:
-        """Pass everything again; connections that lost bytes are reset."""
-        self.faults = Faults(latency_s=self.faults.latency_s)
+        """Pass everything again, without delay; connections that lost bytes are reset."""
+        self.faults = Faults()
         for connection in [c for c in self.connections if c.gap]:
             connection.reset()
 
@@ -314,6 +319,10 @@ class ProxyNetwork:
 
     def connections(self, name: str) -> int:
         return self._call(lambda: _value(len(self.proxies[name].connections)))
+
+    def dropped(self, name: str, direction: str) -> int:
+        """Bytes the proxy ``name`` has dropped in ``direction`` so far."""
+        return self._call(lambda: _value(self.proxies[name].dropped[direction]))
 
     def close(self) -> None:
         async def stop_all() -> None:

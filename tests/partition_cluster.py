@@ -55,7 +55,8 @@ class LoggedNode(NodeProcess):
         return self
 
     def log_lines(self) -> list[str]:
-        return self.earlier_lines + self.stderr_lines
+        current: list[str] = self.stderr_lines
+        return self.earlier_lines + current
 
 
 def free_port() -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from partition_load import StatsSampler, Tally
 
 if TYPE_CHECKING:
-    from partition import Run
+    from partition_scenarios import Run
 
 
 @dataclass
@@ -27,7 +27,9 @@ class Report:
     delivered_by_two_nodes: int = 0
     takeover_deliveries: int | None = None  # deliveries after the origin was killed
     longest_gap_s: float = 0.0  # no delivery at all, from the first send to the drain
+    # After the drain and the settle time (before any kill after the drain), and at the end.
     copies_left: dict[str, dict[str, Any]] = field(default_factory=dict)
+    copies_at_end: dict[str, dict[str, Any]] = field(default_factory=dict)
     negatives: list[str] = field(default_factory=list)
     timeline: list[tuple[float, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -37,25 +39,33 @@ class Report:
         return sum(int(node["replicas_held"]) for node in self.copies_left.values())
 
     @property
+    def copies_left_per_node(self) -> str:
+        nodes = sorted(self.copies_left.items())
+        return " / ".join(str(figures["replicas_held"]) for _, figures in nodes)
+
+    @property
     def negative(self) -> bool:
         return bool(self.negatives)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "copies_left_total": self.copies_left_total,
-                "negative": self.negative}
+                "copies_left_per_node": self.copies_left_per_node, "negative": self.negative}
 
 
 def build_report(name: str, replicas: int, run: Run, sampler: StatsSampler, drained_at: float,
-                 final: dict[int, dict[str, Any]], peer_names: dict[str, str],
-                 errors: list[str]) -> Report:
-    """``final``: the STATS of every node still running at the end."""
+                 settled: dict[int, dict[str, Any]], final: dict[int, dict[str, Any]],
+                 peer_names: dict[str, str], errors: list[str]) -> Report:
+    """``settled`` and ``final``: the STATS of every running node after the drain and
+    the settle time, and at the end."""
     tally = run.tally
     report = Report(name, replicas, errors=errors, timeline=run.timeline,
                     takeover_deliveries=run.takeover_deliveries)
     _count(report, tally)
     report.longest_gap_s = longest_gap(tally, run.started, drained_at)
-    for node, figures in sorted(final.items()):
+    for node, figures in sorted(settled.items()):
         report.copies_left[f"node{node}"] = copies_of(figures, peer_names)
+    for node, figures in sorted(final.items()):
+        report.copies_at_end[f"node{node}"] = copies_of(figures, peer_names)
     seen: set[tuple[int, str]] = set()
     for negative in sampler.negatives:
         if (negative.node, negative.figure) not in seen:
@@ -85,7 +95,7 @@ def longest_gap(tally: Tally, start: float, end: float) -> float:
     moments = sorted(t for times in tally.deliveries.values() for t, _ in times
                      if start <= t <= end)
     edges = [start, *moments, end]
-    return round(max(b - a for a, b in zip(edges, edges[1:])), 3)
+    return round(max(b - a for a, b in zip(edges, edges[1:], strict=False)), 3)
 
 
 def copies_of(figures: dict[str, Any], peer_names: dict[str, str]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 import zmq
 from faultproxy import DOWN, UP, PingRewriter, ProxyNetwork, encode_zmtp_frame
+from harness import wait_until
 
 pytestmark = [pytest.mark.partition, pytest.mark.timeout(30)]
 
@@ -50,12 +51,27 @@ def read_exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
+def refused(port: int) -> bool:
+    """A new connection is refused, or ends at once without data."""
+    try:
+        client = connect(port)
+    except (ConnectionRefusedError, ConnectionResetError):
+        return True
+    with client:
+        return ends_without_data(client)
+
+
 def ends_without_data(sock: socket.socket) -> bool:
     """The connection ends (FIN or RST) before a single byte arrives."""
     try:
         return sock.recv(1) == b""
     except ConnectionResetError:
         return True
+
+
+def wait_dropped(network: ProxyNetwork, direction: str, size: int) -> None:
+    wait_until(lambda: network.dropped("a>b", direction) >= size, TIMEOUT,
+               message=f"{size} bytes dropped {direction}")
 
 
 def open_pair(network: ProxyNetwork, listener: socket.socket,
@@ -83,6 +99,8 @@ def test_a_blackhole_drops_both_ways_and_the_heal_resets_the_connection(network,
         network.blackhole(["a>b"])
         client.sendall(b"lost request")
         server.sendall(b"lost answer")
+        wait_dropped(network, UP, 12)
+        wait_dropped(network, DOWN, 11)
         network.heal(["a>b"])
         # The stream had a gap: it ends at the heal, before any dropped byte arrives.
         assert ends_without_data(server)
@@ -99,6 +117,7 @@ def test_a_connection_made_during_a_blackhole_carries_nothing(network, listener)
     client, server = open_pair(network, listener)
     with client, server:
         client.sendall(b"hello")
+        wait_dropped(network, UP, 5)
         network.heal(["a>b"])
         assert ends_without_data(server)
 
@@ -110,6 +129,7 @@ def test_one_way_drop_keeps_the_other_direction(network, listener):
         client.sendall(b"dropped")
         server.sendall(b"still flows")
         assert read_exactly(client, 11) == b"still flows"
+        wait_dropped(network, UP, 7)
         network.heal(["a>b"])
         assert ends_without_data(server)
 
@@ -121,6 +141,7 @@ def test_dropping_answers_only(network, listener):
         client.sendall(b"arrives")
         assert read_exactly(server, 7) == b"arrives"
         server.sendall(b"dropped")
+        wait_dropped(network, DOWN, 7)
         network.heal(["a>b"])
         assert ends_without_data(client)
 
@@ -131,9 +152,7 @@ def test_reset_closes_connections_and_refuses_new_ones_until_healed(network, lis
         network.reset(["a>b"])
         assert ends_without_data(client)
         assert ends_without_data(server)
-    refused = connect(network.proxies["a>b"].port)
-    with refused:
-        assert ends_without_data(refused)
+    assert refused(network.proxies["a>b"].port)
     network.heal(["a>b"])
     client, server = open_pair(network, listener)
     with client, server:
@@ -157,9 +176,7 @@ def test_latency_delays_each_direction_and_keeps_the_order(network, listener):
 def test_a_dead_target_is_refused(network, listener):
     network.add("a>b", port_of(listener))
     listener.close()
-    client = connect(network.proxies["a>b"].port)
-    with client:
-        assert ends_without_data(client)
+    assert refused(network.proxies["a>b"].port)
 
 
 # -- the PING rewrite ------------------------------------------------------------------

@@ -258,16 +258,21 @@ def _measure(cluster: ProxiedCluster, scenario: Scenario, plan: Plan) -> Report:
         settled = _wait(lambda: all(_copies(cluster.stats(i)) == 0 for i in range(cluster.size)),
                         plan.settle_s, "no copies left")
         run.note("no copies left" if settled else "copies left after the settle time")
+        after_settle = _all_stats(cluster)
         if scenario.after_drain is not None:
             scenario.after_drain(run)
     finally:
         _stop(workers)
     sampler.sample()
-    final = {index: figures for index in range(cluster.size)
-             if (figures := cluster.stats(index)) is not None}
+    final = _all_stats(cluster)
     errors = [f"{worker.name}: {worker.error!r}" for worker in workers if worker.error]
     return build_report(scenario.name, scenario.replicas, run, sampler, drained_at,
-                        final, _peer_names(cluster), errors)
+                        after_settle, final, _peer_names(cluster), errors)
+
+
+def _all_stats(cluster: ProxiedCluster) -> dict[int, dict[str, Any]]:
+    return {index: figures for index in range(cluster.size)
+            if (figures := cluster.stats(index)) is not None}
 
 
 def _stop(workers: list[Any]) -> None:

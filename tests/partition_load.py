@@ -19,7 +19,7 @@ import zmq
 from pzq.client import Consumer, Producer
 
 PRODUCER_WINDOW = 10
-SEND_TIMEOUT = 3.0  # a full window this long: the node is gone, start a new producer
+SEND_TIMEOUT = 2.0  # a full window this long: the node is gone, start a new producer
 FLUSH_TIMEOUT = 5.0
 SAMPLE_INTERVAL = 0.2
 
@@ -100,21 +100,28 @@ class ProducerLoop(Worker):
     def work(self, context: zmq.Context) -> None:  # type: ignore[type-arg]
         while not self.stopping.is_set():
             with Producer(self.endpoint, window=PRODUCER_WINDOW, context=context) as producer:
-                self._produce(producer)
-                try:
-                    self.tally.record_acks(producer.flush(FLUSH_TIMEOUT))
-                except TimeoutError:
+                if self._produce(producer):
+                    self._flush(producer)
+                else:
                     self.tally.record_acks(producer.acks())
                     self.restarts += 1
 
-    def _produce(self, producer: Producer) -> None:
+    def _produce(self, producer: Producer) -> bool:
+        """Send until told to stop (True) or until the node stops answering (False)."""
         while not self.stopping.is_set():
             body = producer.next_msg_id()
             try:
                 producer.send([body], msg_id=body, timeout=SEND_TIMEOUT)
             except TimeoutError:
-                return
+                return False
             self.tally.record_sent(body)
+            self.tally.record_acks(producer.acks())
+        return True
+
+    def _flush(self, producer: Producer) -> None:
+        try:
+            self.tally.record_acks(producer.flush(FLUSH_TIMEOUT))
+        except TimeoutError:
             self.tally.record_acks(producer.acks())
 
 

@@ -25,6 +25,8 @@ from partition_load import ConsumerLoop, ProducerLoop, StatsSampler, Tally, Work
 from partition_report import Report, build_report
 
 ORIGIN = 0
+HOLDER = 1  # a node holding copies of the origin's messages
+SLOW_LINK_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,11 @@ class Run:
         self.cluster.nodes[node].restart()
         self.cluster.wait_formed(self.plan.notice_s)
         self.note(f"node{node} back in the cluster")
+
+    def restart_alone(self, node: int) -> None:
+        """Restart without waiting for the whole cluster (some links are cut)."""
+        self.note(f"restart node{node}")
+        self.cluster.nodes[node].restart()
 
     def wait_seen_down(self, node: int) -> None:
         """Every other running node marks ``node`` down (so it may take over)."""
@@ -171,6 +178,50 @@ def split_one_against_two(run: Run) -> None:
     run.hold(run.plan.after_s)
 
 
+def holder_killed(run: Run) -> None:
+    """A node holding copies of the origin's messages dies while they are consumed:
+    the removes it misses must reach it once it is back."""
+    run.hold(run.plan.warmup_s)
+    run.kill(HOLDER)
+    run.hold(run.plan.cut_s)
+    run.restart(HOLDER)
+    run.hold(run.plan.after_s)
+
+
+def origin_restarted_while_a_holder_is_away(run: Run) -> None:
+    """Removes owed to a node that is cut off survive the origin's restart."""
+    run.hold(run.plan.warmup_s)
+    run.isolate(HOLDER)
+    run.hold(run.plan.cut_s / 2)
+    run.kill(ORIGIN)
+    run.restart_alone(ORIGIN)
+    run.hold(run.plan.cut_s / 2)
+    run.heal()
+    run.hold(run.plan.after_s)
+
+
+def origin_links_reset(run: Run) -> None:
+    """The origin's links refuse connections (a peer's port closed, not silent)."""
+    run.hold(run.plan.warmup_s)
+    run.note("reset the origin's links")
+    for other in run.cluster.others(ORIGIN):
+        run.cluster.reset(ORIGIN, other)
+    run.hold(run.plan.cut_s)
+    run.heal()
+    run.hold(run.plan.after_s)
+
+
+def origin_links_slow(run: Run) -> None:
+    """Every byte to and from the origin is late by ``SLOW_LINK_S``."""
+    run.hold(run.plan.warmup_s)
+    run.note(f"the origin's links delayed {SLOW_LINK_S} s each way")
+    for other in run.cluster.others(ORIGIN):
+        run.cluster.delay(ORIGIN, other, SLOW_LINK_S)
+    run.hold(run.plan.cut_s)
+    run.heal()
+    run.hold(run.plan.after_s)
+
+
 def kill_origin_after_drain(run: Run) -> None:
     """Everything consumed and the copies given time to go: a takeover now must
     deliver nothing."""
@@ -210,6 +261,12 @@ SCENARIOS = [
              "origin's links flapping, then origin SIGKILLed and restarted"),
     Scenario("split", 2, split_one_against_two,
              "node0 against node1 + node2, producers on both sides", producers=(0, 1)),
+    # Beyond the issue's table:
+    Scenario("holder-killed", 1, holder_killed, "a holder of copies SIGKILLed, restarted"),
+    Scenario("origin-restart-peer-away", 1, origin_restarted_while_a_holder_is_away,
+             "a holder cut off; origin SIGKILLed and restarted meanwhile; healed"),
+    Scenario("origin-reset", 1, origin_links_reset, "origin's links refuse connections"),
+    Scenario("origin-slow", 1, origin_links_slow, f"origin's links {SLOW_LINK_S} s late"),
 ]
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 

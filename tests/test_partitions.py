@@ -39,7 +39,7 @@ FLAP_CUTS = round(SHORT.flap_s / SHORT.flap_period_s) // 2
 # Faults while messages flow, per scenario: cuts, and kills before the drain.
 FAULTS = {"kill-after-drain": 0, "origin-cut": 1, "origin-cut-r2": 1, "origin-cut-kill": 2,
           "one-way-out": 1, "one-way-in": 1, "flapping": FLAP_CUTS,
-          "flapping-kill": FLAP_CUTS + 1, "split": 1}
+          "flapping-kill": FLAP_CUTS + 1, "split": 1, "origin-restart-peer-away": 2}
 
 
 def duplicate_bound(scenario: Scenario) -> int:
@@ -124,3 +124,9 @@ def test_one_node_against_two_with_producers_on_both_sides(tmp_path):
     report = run("split", tmp_path)
     check(report, tmp_path)
     assert cut_struck(report)
+
+
+@pytest.mark.timeout(90)
+def test_removes_owed_to_a_holder_that_is_away_survive_the_origins_restart(tmp_path):
+    report = run("origin-restart-peer-away", tmp_path)
+    check(report, tmp_path)

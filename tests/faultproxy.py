@@ -16,9 +16,8 @@ REMOVE) and ``DOWN`` (the peer's answers on the same connection). Per proxy:
 A node's PING names its own --broadcast-dsn, and the receiving node accepts it
 only if that endpoint is in its --nodes. Here a node reaches each peer through a
 proxy, so ``announce_as`` rewrites the endpoint in every PING passing ``UP`` to the
-proxy endpoint the receiving node uses for the sender (the ZMTP stream is parsed
-frame by frame for that; plain-text NULL mechanism only, no CURVE). Nothing else
-in the stream is touched.
+proxy endpoint the receiving node uses for the sender (``zmtp_ping``; plain-text
+NULL mechanism only, no CURVE). Nothing else in the stream is touched.
 
 ``ProxyNetwork`` runs every proxy on one asyncio loop in a background thread;
 its methods are safe to call from any thread and return once the change applies.
@@ -36,6 +35,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from zmtp_ping import PingRewriter
+
 T = TypeVar("T")
 
 UP, DOWN = "up", "down"
@@ -44,70 +45,6 @@ HOST = "127.0.0.1"
 CHUNK = 65536
 CALL_TIMEOUT = 10.0
 
-ZMTP_GREETING = 64
-ZMTP_MORE, ZMTP_LONG, ZMTP_COMMAND = 0x01, 0x02, 0x04
-PING = b"PING"
-
-
-# -- the PING rewrite ------------------------------------------------------------------
-
-
-def encode_zmtp_frame(flags: int, body: bytes) -> bytes:
-    if len(body) > 255:
-        return bytes([flags | ZMTP_LONG]) + struct.pack(">Q", len(body)) + body
-    return bytes([flags & ~ZMTP_LONG, len(body)]) + body
-
-
-class PingRewriter:
-    """Copies a ZMTP 3 stream from a DEALER, replacing the endpoint of each PING."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint.encode()
-        self._pending = bytearray()
-        self._greeting_left = ZMTP_GREETING
-        self._message: list[tuple[int, bytes]] = []  # frames of the message being read
-
-    def feed(self, data: bytes) -> bytes:
-        """Bytes in, the bytes to forward out (whole frames only, once past the greeting)."""
-        out = bytearray()
-        if self._greeting_left:
-            taken = data[:self._greeting_left]
-            self._greeting_left -= len(taken)
-            out += taken
-            data = data[len(taken):]
-        self._pending += data
-        while (frame := self._next_frame()) is not None:
-            out += self._frame_out(*frame)
-        return bytes(out)
-
-    def _next_frame(self) -> tuple[int, bytes] | None:
-        buffer = self._pending
-        if len(buffer) < 2:
-            return None
-        flags = buffer[0]
-        if flags & ZMTP_LONG:
-            if len(buffer) < 9:
-                return None
-            (size,) = struct.unpack_from(">Q", buffer, 1)
-            start = 9
-        else:
-            size, start = buffer[1], 2
-        if len(buffer) < start + size:
-            return None
-        body = bytes(buffer[start:start + size])
-        del buffer[:start + size]
-        return flags, body
-
-    def _frame_out(self, flags: int, body: bytes) -> bytes:
-        if flags & ZMTP_COMMAND:
-            return encode_zmtp_frame(flags, body)
-        self._message.append((flags, body))
-        if flags & ZMTP_MORE:
-            return b""
-        message, self._message = self._message, []
-        if len(message) == 3 and message[0][1] == PING:
-            message[2] = (message[2][0], self.endpoint)
-        return b"".join(encode_zmtp_frame(f, b) for f, b in message)
 
 
 # -- one proxied connection ---------------------------------------------------------------

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 import zmq
-from faultproxy import DOWN, UP, PingRewriter, ProxyNetwork, encode_zmtp_frame
+from faultproxy import DOWN, UP, ProxyNetwork
 from harness import wait_until
+from zmtp_ping import PingRewriter, encode_zmtp_frame
 
 pytestmark = [pytest.mark.partition, pytest.mark.timeout(30)]
 

@@ -48,6 +48,22 @@ class DecodeError(PzqError):
     """A frame layout from the wire or the store could not be decoded."""
 
 
+class ArchiveFormatError(DecodeError):
+    """Archive bytes that are not whole ZPER records; ``offset`` is the first bad byte."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(f"{message} at byte {offset}")
+        self.offset = offset
+
+
+class ReaderError(PzqError):
+    """An archive reader socket answered with an error status (ZPER's status byte)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"archive reader answered status {status}")
+        self.status = status
+
+
 class ProduceRefused(PzqError):
     """A producer message that is not stored; answered with ACK "0" and the reason."""
 

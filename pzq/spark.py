@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pzq.archive.codec import ArchiveFormatError
 from pzq.archive.entry import ArchivedMessage
 from pzq.archive.files import read_segment
 from pzq.archive.topiclog import list_segments
+from pzq.errors import ArchiveFormatError
 
 SCHEMA = ("topic string, offset long, key binary, msg_id binary, stored_us long, "
           "first_delivered_us long, acked_us long, deliveries int, origin string, "

@@ -115,3 +115,14 @@ def producer(node: NodeProcess, context: zmq.Context) -> Iterator[Producer]:
 def consumer(node: NodeProcess, context: zmq.Context) -> Iterator[Consumer]:
     with Consumer(node.send_dsn, context=context) as c:
         yield c
+
+
+@pytest.fixture
+def archived_node(start_node, tmp_path):
+    node = start_node("--archive-dir", str(tmp_path / "archive"), "--archive-dsn",
+                      "tcp://127.0.0.1:*", "--segment-size", "600", "--flush-messages", "5",
+                      "--flush-interval", "100", "--ack-timeout", "60000000",
+                      "--hard-sync")
+    node.archive_dir = tmp_path / "archive"
+    node.archive_dsn = node.event("node_ready")["archive"]
+    return node

@@ -12,7 +12,7 @@ from typing import Any
 
 from pzq.bench.nodes import NodeProcess as BenchNode
 from pzq.bench.nodes import wait_until
-from pzq.client import monitor_figures
+from pzq.client import Consumer, Producer, monitor_figures
 
 __all__ = ["NodeProcess", "wait_until", "run_pzq"]
 
@@ -54,3 +54,22 @@ def run_pzq(args: Sequence[str], timeout: float = 30.0,
     return subprocess.run([sys.executable, "-m", "pzq", *args], capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL,
                           env={**os.environ, **kwargs.pop("env", {})}, **kwargs)
+
+
+def produce_and_consume(node, context, count: int, ack_every: int = 1) -> list:
+    """``count`` messages to topics even and odd, consumed; every ``ack_every``-th
+    acked, the bodies of the others returned."""
+    with Producer(node.receive_dsn, context=context) as producer:
+        for i in range(count):
+            producer.send([b"body %d" % i, b"part two"],
+                          headers=[b"TOPIC:%s" % (b"even" if i % 2 == 0 else b"odd")])
+        assert all(ack.ok for ack in producer.flush(15))
+    kept = []
+    with Consumer(node.send_dsn, context=context) as consumer:
+        for i in range(count):
+            message = consumer.receive(10)
+            if i % ack_every == 0:
+                message.ack()
+            else:
+                kept.append(message.parts[0])
+    return kept

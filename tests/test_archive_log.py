@@ -7,7 +7,6 @@ import os
 import pytest
 
 from pzq.archive.codec import (
-    ArchiveFormatError,
     decode_records,
     encode_record,
     encoded_size,
@@ -16,6 +15,7 @@ from pzq.archive.codec import (
 from pzq.archive.entry import ArchivedMessage, validate_topic
 from pzq.archive.topiclog import TopicLog, list_segments
 from pzq.archive.writer import Archive
+from pzq.errors import ArchiveFormatError
 
 pytestmark = pytest.mark.timeout(30)
 

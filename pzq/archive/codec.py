@@ -11,20 +11,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from pzq.errors import PzqError
+from pzq.errors import ArchiveFormatError
 
 MORE = 0x01
 LONG = 0x02
 LONG_LENGTH = struct.Struct(">Q")
 SHORT_LIMIT = 255  # lengths below this fit in one byte
 
-
-class ArchiveFormatError(PzqError):
-    """Bytes that are not ZPER frames; ``offset`` is the first bad byte."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(f"{message} at byte {offset}")
-        self.offset = offset
 
 
 def encode_record(frames: list[bytes]) -> bytes:

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from pzq.archive.codec import ArchiveFormatError
+from pzq.errors import ArchiveFormatError
 
 TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 

@@ -6,17 +6,10 @@ from collections.abc import Iterator
 
 import zmq
 
-from pzq.archive import zper_protocol as zp
 from pzq.archive.codec import decode_records, encoded_size
 from pzq.archive.entry import ArchivedMessage
-
-
-class ReaderError(Exception):
-    """The reader socket answered with an error status (ZPER's status byte)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"archive reader answered status {status}")
-        self.status = status
+from pzq.errors import ReaderError
+from pzq.protocol import zper as zp
 
 
 class ArchiveReader:
@@ -41,10 +34,12 @@ class ArchiveReader:
         return rest
 
     def earliest(self) -> int:
+        """The first offset; ReaderError 101 when the topic has no log."""
         return zp.INT64.unpack(self._request(zp.encode_offset_request(zp.EARLIEST))[0])[0]
 
     def latest(self) -> int:
-        return zp.INT64.unpack(self._request(zp.encode_offset_request(zp.LATEST))[0])[0]
+        """The end offset (ZPER answers the last segment's start, then the end)."""
+        return zp.INT64.unpack(self._request(zp.encode_offset_request(zp.LATEST))[-1])[0]
 
     def fetch(self, offset: int, max_bytes: int = 1 << 20) -> list[tuple[int, ArchivedMessage]]:
         (data,) = self._request(zp.encode_fetch_request(offset, max_bytes))
@@ -53,9 +48,15 @@ class ArchiveReader:
 
     def messages(self, offset: int | None = None,
                  max_bytes: int = 1 << 20) -> Iterator[tuple[int, ArchivedMessage]]:
-        """Every message from ``offset`` (default: the earliest) to the current end."""
-        position = self.earliest() if offset is None else offset
-        end = self.latest()
+        """Every message from ``offset`` (default: the earliest) to the current end;
+        none when the topic has no log yet."""
+        try:
+            position = self.earliest() if offset is None else offset
+            end = self.latest()
+        except ReaderError as exc:
+            if exc.status == zp.INVALID_OFFSET:
+                return  # no log for this topic: nothing archived under it yet
+            raise
         while position < end:
             batch = self.fetch(position, max_bytes)
             if not batch:

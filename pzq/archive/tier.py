@@ -7,6 +7,7 @@ the archive is fsync'd before that write (``before_commit``).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
@@ -14,21 +15,31 @@ import zmq
 from pzq.archive import zper_server
 from pzq.archive.entry import ArchivedMessage, validate_topic
 from pzq.archive.writer import Archive
-from pzq.node.config import Config
 from pzq.store import record
+from pzq.zmqio import Socket, drain, send_frames
 
 TOPIC_HEADER = b"TOPIC:"
 READER_BATCH = 64
 
 
+@dataclass(frozen=True)
+class ArchiveSettings:
+    directory: Path
+    segment_size: int  # bytes
+    flush_messages: int
+    flush_interval_ms: int
+    retain_hours: int
+    default_topic: str
+    hard_sync: bool
+
+
 class ArchiveTier:
-    def __init__(self, config: Config) -> None:
-        assert config.archive_dir is not None
-        self.archive = Archive(Path(config.archive_dir), config.segment_size,
-                               config.flush_messages, config.flush_interval,
-                               config.retain_hours)
-        self.default_topic = config.archive_topic
-        self.hard_sync = config.hard_sync
+    def __init__(self, settings: ArchiveSettings) -> None:
+        self.archive = Archive(settings.directory, settings.segment_size,
+                               settings.flush_messages, settings.flush_interval_ms,
+                               settings.retain_hours)
+        self.default_topic = settings.default_topic
+        self.hard_sync = settings.hard_sync
         self.archived = 0
         self.failures = 0
         self._dirty = False
@@ -69,15 +80,11 @@ class ArchiveTier:
     def apply_retention(self) -> int:
         return self.archive.apply_retention(time.time())
 
-    def answer_readers(self, socket: zmq.Socket) -> None:
-        for _ in range(READER_BATCH):
+    def answer_readers(self, socket: Socket) -> None:
+        for identity, *request in drain(socket, READER_BATCH):
             try:
-                identity, *frames = socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            try:
-                socket.send_multipart([identity, *zper_server.handle(self.archive, identity,
-                                                                     frames)], zmq.NOBLOCK)
+                send_frames(socket, [identity, *zper_server.answer(self.archive, identity,
+                                                                   request)])
             except zmq.ZMQError:
                 pass  # the reader is gone or not reading
 

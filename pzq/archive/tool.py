@@ -12,9 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pzq.archive.codec import ArchiveFormatError, valid_length
+from pzq.archive.codec import valid_length
 from pzq.archive.files import read_topic
 from pzq.archive.topiclog import list_segments
+from pzq.errors import ArchiveFormatError
 
 EXIT_OK = 0
 EXIT_BAD_SEGMENT = 1  # verify found bytes that are not whole records

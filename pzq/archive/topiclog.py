@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from pzq.archive.codec import ArchiveFormatError, encode_record, valid_length
-from pzq.errors import ArchiveError
+from pzq.archive.codec import encode_record, valid_length
+from pzq.errors import ArchiveError, ArchiveFormatError
 
 SUFFIX = ".dat"
 

@@ -1,22 +1,39 @@
-"""Answers ZPER reader requests from the archive, so existing ZPER readers work."""
+"""Answers ZPER reader requests from the archive, the way ZPER's own reader does.
+
+Replies follow ZPER's ``ZPReaderWorker`` and ``ZLog.offsets``, which its Java
+reader test checks: ``OFFSET -2`` answers the first segment's start, ``OFFSET -1``
+the last segment's start and the end offset, ``OFFSET <ms>`` the starts of the
+segments last modified before that time, oldest first, then the end offset when
+even the newest segment qualifies; nothing found is status 101. ``FETCH`` answers
+whole records from a record boundary within one segment (ZPER would hand out any
+byte range; pzq answers 101 for an offset inside a record, so no reader ever
+decodes half a record).
+"""
 
 from __future__ import annotations
 
-from pzq.archive import zper_protocol as zp
-from pzq.archive.codec import ArchiveFormatError
+from pzq.archive.topiclog import TopicLog
 from pzq.archive.writer import Archive
-from pzq.errors import DecodeError
+from pzq.errors import ArchiveFormatError, DecodeError
+from pzq.protocol import zper as zp
+
+OK = bytes((zp.OK,))
 
 
-def handle(archive: Archive, identity: bytes, frames: list[bytes]) -> list[bytes]:
-    """The reply frames (status first) to one request; never raises for bad input."""
+def answer(archive: Archive, identity: bytes, frames: list[bytes]) -> list[bytes]:
+    """The reply to one request, its envelope first; never raises for bad input."""
+    envelope, request = zp.split_envelope(frames)
+    return [*envelope, *_reply(archive, identity, request)]
+
+
+def _reply(archive: Archive, identity: bytes, frames: list[bytes]) -> list[bytes]:
     try:
         topic = zp.identity_topic(identity)
         command = frames[0] if frames else b""
         if command == b"OFFSET":
-            return _offsets(archive, topic, *zp.decode_offset_request(frames))
+            return _offsets(archive.log(topic), *zp.decode_offset_request(frames))
         if command == b"FETCH":
-            return _fetch(archive, topic, *zp.decode_fetch_request(frames))
+            return _fetch(archive.log(topic), *zp.decode_fetch_request(frames))
         return [bytes((zp.INVALID_COMMAND,))]
     except DecodeError:
         return [bytes((zp.INVALID_COMMAND,))]
@@ -26,26 +43,34 @@ def handle(archive: Archive, identity: bytes, frames: list[bytes]) -> list[bytes
         return [bytes((zp.INTERNAL_ERROR,))]
 
 
-def _offsets(archive: Archive, topic: str, timestamp_ms: int, max_entries: int) -> list[bytes]:
-    log = archive.log(topic)
-    if timestamp_ms in (zp.LATEST, zp.EARLIEST):
-        offset = 0 if log is None else (log.end_offset if timestamp_ms == zp.LATEST
-                                        else log.start_offset)
-        return [bytes((zp.OK,)), zp.INT64.pack(offset)]
-    if timestamp_ms < 0 or max_entries < 1:
+def _offsets(log: TopicLog | None, timestamp_ms: int, max_entries: int | None) -> list[bytes]:
+    offsets = [] if log is None else segment_offsets(log, timestamp_ms, max_entries)
+    if not offsets:
+        raise ValueError("no segment answers this time")
+    return [OK, *(zp.INT64.pack(offset) for offset in offsets)]
+
+
+def segment_offsets(log: TopicLog, timestamp_ms: int, max_entries: int | None) -> list[int]:
+    segments = log.segments
+    if not segments:
+        return []
+    if timestamp_ms == zp.EARLIEST:
+        return [segments[0].start]
+    if timestamp_ms == zp.LATEST:
+        return [segments[-1].start, log.end_offset]
+    if timestamp_ms < 0:
         raise ValueError("time must be -1, -2 or milliseconds since the epoch")
-    # Like Kafka's offsets-before-time: segments last written at or before the time,
-    # newest first.
-    found = [segment.start for segment in reversed(log.segments if log else [])
-             if segment.path.stat().st_mtime * 1000 <= timestamp_ms][:max_entries]
-    return [bytes((zp.OK,)), *(zp.INT64.pack(offset) for offset in found)]
+    before = [segment.start for segment in segments
+              if segment.path.stat().st_mtime * 1000 < timestamp_ms]
+    every_one = len(before) == len(segments)
+    if max_entries is not None and max_entries > 0:
+        before = before[-max_entries:]
+    return before + [log.end_offset] if every_one and before else before
 
 
-def _fetch(archive: Archive, topic: str, offset: int, max_bytes: int) -> list[bytes]:
-    log = archive.log(topic)
+def _fetch(log: TopicLog | None, offset: int, max_bytes: int) -> list[bytes]:
     if log is None:
         if offset != 0:
             raise ValueError("no such offset in an empty topic")
-        return [bytes((zp.OK,)), b""]
-    data = log.read(offset, max_bytes if max_bytes > 0 else log.end_offset - offset)
-    return [bytes((zp.OK,)), data]
+        return [OK, b""]
+    return [OK, log.read(offset, max_bytes if max_bytes > 0 else log.end_offset - offset)]

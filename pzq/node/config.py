@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pzq.archive.entry import validate_topic
+from pzq.archive.tier import ArchiveSettings
 from pzq.cluster.core import ClusterSettings
 from pzq.delivery.state import DeliverySettings
 from pzq.durations import DurationError, duration_us
@@ -166,6 +167,14 @@ class Config:
             return None
         return ClusterSettings(self.broadcast_dsn, self.nodes, self.replicas,
                                self.timeout_nodes, self.timeout_replication)
+
+    @property
+    def archive(self) -> ArchiveSettings | None:
+        if self.archive_dir is None:
+            return None
+        return ArchiveSettings(Path(self.archive_dir), self.segment_size, self.flush_messages,
+                               self.flush_interval, self.retain_hours, self.archive_topic,
+                               self.hard_sync)
 
     @property
     def intake(self) -> IntakeLimits:

@@ -37,7 +37,8 @@ class NodeState:
                         if cluster is not None else None)
         if self.cluster is not None:
             self.delivery.held_elsewhere = self.cluster.held_elsewhere
-        self.archiving = Archiving(ArchiveTier(config)) if config.archive_dir else None
+        archive = config.archive
+        self.archiving = Archiving(ArchiveTier(archive)) if archive is not None else None
         for participant in (self.delivery, self.cluster, self.archiving):
             if participant is not None:
                 store.register(participant)

@@ -50,12 +50,21 @@ def encode_offset_request(timestamp_ms: int, max_entries: int | None = None) -> 
     return frames
 
 
-def decode_offset_request(frames: list[bytes]) -> tuple[int, int]:
+def decode_offset_request(frames: list[bytes]) -> tuple[int, int | None]:
+    """The time (or LATEST, EARLIEST) and the count asked for; None: as many as there are."""
     if len(frames) not in (2, 3) or len(frames[1]) != 8 or (len(frames) == 3
                                                              and len(frames[2]) != 4):
         raise DecodeError("OFFSET needs an 8-byte time and an optional 4-byte count")
-    max_entries = INT32.unpack(frames[2])[0] if len(frames) == 3 else 1
+    max_entries = INT32.unpack(frames[2])[0] if len(frames) == 3 else None
     return INT64.unpack(frames[1])[0], max_entries
+
+
+def split_envelope(frames: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """A REQ socket puts an empty delimiter before the request; the reply must carry it
+    back before the status, or the REQ socket drops the reply."""
+    if len(frames) > 1 and frames[0] == b"":
+        return frames[:1], frames[1:]
+    return [], frames
 
 
 def encode_fetch_request(offset: int, max_bytes: int) -> list[bytes]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -28,4 +29,35 @@ def test_benchmark_smoke_run_reports_every_section(tmp_path, capsys):
                if figure["target"] == "pzq" and not figure["scenario"].startswith("slow"))
     assert any(figure["rss_mb"] > 0 for figure in figures)
     assert (tmp_path / "b.png").stat().st_size > 5_000
-    assert "ratio" in capsys.readouterr().out
+    assert "/ceil" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("path, reason", [("missing-binary", "is not a file"),
+                                          (None, "does not look like the original pzq")])
+def test_original_that_is_not_the_original_is_refused(tmp_path, capsys, path, reason):
+    binary = tmp_path / path if path else tmp_path / "impostor"
+    if path is None:
+        binary.write_text("#!/bin/sh\necho hello\n")
+        binary.chmod(0o755)
+    with pytest.raises(SystemExit) as exited:
+        bench.main(["--smoke", "--original", str(binary)])
+    assert exited.value.code == 2
+    assert reason in capsys.readouterr().err
+
+
+ORIGINAL = os.environ.get("PZQ_ORIGINAL")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not ORIGINAL, reason="set PZQ_ORIGINAL to the original's binary "
+                                         "(scripts/build-original builds one)")
+def test_benchmark_measures_the_original_in_the_same_run(tmp_path):
+    assert bench.main(["--smoke", "--json", str(tmp_path / "b.json"),
+                       "--original", str(ORIGINAL)]) == 0
+    figures = json.loads((tmp_path / "b.json").read_text())
+    originals = {f["scenario"] for f in figures if f["target"] == "original"}
+    assert {"produce 100 B window 1", "drain 100 B", "end to end 100 B window 100"} <= originals
+    compared = [f for f in figures if f["target"] == "pzq" and f["scenario"] in originals]
+    assert compared and all(f["vs_original"] > 0 for f in compared)

@@ -68,11 +68,11 @@ class Ceiling:
     """The ceiling device in its own process on wildcard-free loopback ports."""
 
     def __init__(self, preload: int = 0, size: int = 100) -> None:
-        self.receive, self.send = free_endpoint(), free_endpoint()
+        self.receive_dsn, self.send_dsn = free_endpoint(), free_endpoint()
         spawn = multiprocessing.get_context("spawn")
         ready = spawn.Event()
         self.process = spawn.Process(target=ceiling_device,
-                                     args=(self.receive, self.send, preload, size, ready),
+                                     args=(self.receive_dsn, self.send_dsn, preload, size, ready),
                                      daemon=True)
         self.process.start()
         ready.wait(30)

@@ -7,7 +7,7 @@ import multiprocessing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pzq.bench.load import consume_load, produce_load
 from pzq.bench.nodes import NodeProcess
@@ -22,6 +22,7 @@ class Figure:
     p99_ms: float = 0.0
     rss_mb: float = 0.0
     ratio: float | None = None  # pzq rate / ceiling rate
+    vs_original: float | None = None  # pzq rate / the C++ original's rate, same run
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -87,7 +88,38 @@ def start_pzq(directory: Path, name: str, *args: str) -> NodeProcess:
     return NodeProcess(directory / name, *args).start()
 
 
-def fill(node: NodeProcess, count: int, size: int) -> None:
+def fill(receive_dsn: str, count: int, size: int) -> None:
     """Store a backlog fast: several windowed producers at once."""
     share = count // 4
-    run_workers([(produce_load, (node.receive_dsn, share, size, 1000)) for _ in range(4)])
+    run_workers([(produce_load, (receive_dsn, share, size, 1000)) for _ in range(4)])
+
+
+class Target(Protocol):
+    """pzq, the ceiling or the C++ original: where producers and consumers connect."""
+
+    @property
+    def receive_dsn(self) -> str: ...
+
+    @property
+    def send_dsn(self) -> str: ...
+
+
+Rates = tuple[float, float, float]  # messages/s, p50 ms, p99 ms
+Measure = Callable[[Target], Rates]
+
+
+def produce_of(count: int, size: int, window: int) -> Measure:
+    return lambda target: measure_produce(target.receive_dsn, count, size, window)
+
+
+def drain_of(count: int, size: int) -> Measure:
+    """A backlog of ``count`` stored first, then drained by one consumer."""
+    def measure(target: Target) -> Rates:
+        fill(target.receive_dsn, count, size)
+        return measure_drain(target.send_dsn, count), 0.0, 0.0
+    return measure
+
+
+def end_to_end_of(count: int, size: int, window: int) -> Measure:
+    return lambda target: measure_end_to_end(target.receive_dsn, target.send_dsn, count, size,
+                                             window)

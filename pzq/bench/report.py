@@ -11,15 +11,19 @@ from pzq.bench.measure import (
 
 def print_table(figures: list[Figure]) -> None:
     print(f"{'scenario':<44} {'target':<8} {'msg/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'RSS MB':>7} {'ratio':>6}")
+          f"{'RSS MB':>7} {'/ceil':>6} {'/orig':>6}")
     for figure in figures:
         print(f"{figure.scenario:<44} {figure.target:<8} {figure.rate:>10.0f} "
-              f"{figure.p50_ms:>8.2f} {figure.p99_ms:>8.2f} "
-              f"{figure.rss_mb or 0:>7.0f} {'' if figure.ratio is None else figure.ratio:>6}")
+              f"{figure.p50_ms:>8.2f} {figure.p99_ms:>8.2f} {figure.rss_mb or 0:>7.0f} "
+              f"{_or_blank(figure.ratio):>6} {_or_blank(figure.vs_original):>6}")
     for figure in figures:
         if "deliveries_per_message" in figure.extra:
             print(f"{figure.scenario}: {figure.extra['deliveries_per_message']} deliveries "
                   f"per message, {figure.extra['expired']} expired")
+
+
+def _or_blank(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
 
 
 def matplotlib_installed() -> bool:

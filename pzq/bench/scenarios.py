@@ -1,27 +1,32 @@
-"""What the benchmark measures, pzq against its ceiling in the same run."""
+"""What the benchmark measures: pzq against its ceiling, and the C++ original when
+given, in the same run."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pzq.bench.ceiling import Ceiling
 from pzq.bench.load import produce_load, slow_consume_load
 from pzq.bench.measure import (
     Figure,
+    Measure,
+    Rates,
+    drain_of,
+    end_to_end_of,
     fill,
     measure_drain,
-    measure_end_to_end,
     measure_produce,
     percentile,
+    produce_of,
     ratio,
     rss_mb,
     run_workers,
     start_pzq,
 )
 from pzq.bench.nodes import NodeProcess, wait_until
+from pzq.bench.original import OriginalNode
 
 
 @dataclass
@@ -43,59 +48,73 @@ PLANS = {
 }
 
 
-def run_benchmark(plan: Plan, directory: Path) -> list[Figure]:
-    figures: list[Figure] = []
+class Comparison:
+    """Each scenario on the ceiling, pzq and, when given, the C++ original, one after
+    the other in the same run; pzq's figure carries its ratio to both."""
 
-    def record(scenario: str, ceiling: tuple[float, float, float],
-               node_figures: tuple[float, float, float], **extra: Any) -> None:
-        figures.append(Figure(scenario, "ceiling", ceiling[0], ceiling[1], ceiling[2]))
-        figures.append(Figure(scenario, "pzq", node_figures[0], node_figures[1],
-                              node_figures[2], ratio=ratio(node_figures[0], ceiling[0]),
-                              extra=extra))
+    def __init__(self, directory: Path, original: Path | None) -> None:
+        self.directory = directory
+        self.original = original
+        self.figures: list[Figure] = []
 
-    for size in plan.sizes:
-        for window in plan.windows:
-            count = plan.window1_count if window == 1 else plan.produce_count
-            ceiling = Ceiling()
-            base = measure_produce(ceiling.receive, count, size, window)
-            ceiling.stop()
-            node = start_pzq(directory, f"produce-{size}-{window}")
-            record(f"produce {size} B window {window}", base,
-                   measure_produce(node.receive_dsn, count, size, window))
-            node.kill()
-
-    size, window = 100, 100
-    ceiling = Ceiling(preload=plan.drain_count, size=size)
-    drain_base = measure_drain(ceiling.send, plan.drain_count)
-    ceiling.stop()
-    node = start_pzq(directory, "drain")
-    fill(node, plan.drain_count, size)
-    record("drain 100 B", (drain_base, 0, 0), (measure_drain(node.send_dsn, plan.drain_count),
-                                               0, 0))
-    node.kill()
-
-    ceiling = Ceiling()
-    e2e_base = measure_end_to_end(ceiling.receive, ceiling.send, plan.produce_count, size, window)
-    ceiling.stop()
-    variants = {"end to end 100 B window 100": [],
-                "end to end, --hard-sync": ["--hard-sync"],
-                "end to end, archive on": ["--archive-dir", str(directory / "archive")]}
-    for scenario, args in variants.items():
-        node = start_pzq(directory, scenario.replace(" ", "_").replace(",", ""), *args)
-        record(scenario, e2e_base, measure_end_to_end(node.receive_dsn, node.send_dsn,
-                                                      plan.produce_count, size, window))
+    def run(self, scenario: str, measure: Measure, pzq_args: tuple[str, ...] = (),
+            ceiling: Rates | None = None,
+            original_args: tuple[str, ...] | None = ()) -> Rates:
+        """Returns the ceiling's figures, so later scenarios can reuse them.
+        ``original_args`` None: the original has no such scenario."""
+        if ceiling is None:
+            device = Ceiling()
+            ceiling = measure(device)
+            device.stop()
+        self.figures.append(Figure(scenario, "ceiling", *ceiling))
+        node = start_pzq(self.directory, _folder(scenario), *pzq_args)
+        rates = measure(node)
         node.kill()
+        versus = None
+        if self.original is not None and original_args is not None:
+            original_node = OriginalNode(self.original,
+                                         self.directory / f"original-{_folder(scenario)}",
+                                         *original_args).start()
+            original = measure(original_node)
+            original_node.kill()
+            self.figures.append(Figure(scenario, "original", *original))
+            versus = ratio(rates[0], original[0])
+        self.figures.append(Figure(scenario, "pzq", *rates, ratio=ratio(rates[0], ceiling[0]),
+                                   vs_original=versus))
+        return ceiling
 
-    ceiling = Ceiling()
-    produce_base = measure_produce(ceiling.receive, plan.produce_count, size, window)
-    ceiling.stop()
-    node = start_pzq(directory, "produce-hard-sync", "--hard-sync")
-    record("produce 100 B window 100, --hard-sync", produce_base,
-           measure_produce(node.receive_dsn, plan.produce_count, size, window))
-    node.kill()
+
+def _folder(scenario: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in scenario)
+
+
+def run_benchmark(plan: Plan, directory: Path, original: Path | None = None) -> list[Figure]:
+    compare = Comparison(directory, original)
+    for body in plan.sizes:
+        for unanswered in plan.windows:
+            count = plan.window1_count if unanswered == 1 else plan.produce_count
+            compare.run(f"produce {body} B window {unanswered}",
+                        produce_of(count, body, unanswered))
+    size, window = 100, 100
+    compare.run("produce 100 B window 1, --hard-sync", produce_of(plan.window1_count, 100, 1),
+                ("--hard-sync",), original_args=("--hard-sync",))
+    produce_base = compare.run("produce 100 B window 100, --hard-sync",
+                               produce_of(plan.produce_count, size, window), ("--hard-sync",),
+                               original_args=("--hard-sync",))
+    device = Ceiling(preload=plan.drain_count, size=size)
+    drain_base = compare.run("drain 100 B", drain_of(plan.drain_count, size),
+                             ceiling=(measure_drain(device.send_dsn, plan.drain_count), 0.0, 0.0))
+    device.stop()
+    e2e = end_to_end_of(plan.produce_count, size, window)
+    e2e_base = compare.run("end to end 100 B window 100", e2e)
+    compare.run("end to end, --hard-sync", e2e, ("--hard-sync",), e2e_base,
+                ("--hard-sync",))
+    compare.run("end to end, archive on", e2e,
+                ("--archive-dir", str(directory / "archive")), e2e_base, original_args=None)
+    figures = compare.figures
     figures.append(_slow_consumer(directory, plan))
     figures.extend(_replicated(directory, plan, produce_base))
-    figures.extend(_backlog_scaling(directory, plan, produce_base, drain_base))
+    figures.extend(_backlog_scaling(directory, plan, produce_base, drain_base[0]))
     return figures
 
 
@@ -148,7 +167,7 @@ def _backlog_scaling(directory: Path, plan: Plan, produce_base: tuple[float, flo
     for backlog in plan.backlogs:
         node = start_pzq(directory, f"backlog-{backlog}")
         if backlog:
-            fill(node, backlog, 100)
+            fill(node.receive_dsn, backlog, 100)
         rate, p50, p99 = measure_produce(node.receive_dsn, plan.produce_count, 100, 100)
         drain = measure_drain(node.send_dsn, plan.drain_count)
         memory = rss_mb(node)

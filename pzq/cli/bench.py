@@ -2,11 +2,13 @@
 
 The ceiling is a minimal pyzmq device that ACKs every message at once and stores
 nothing, driven by the same load generators; every pzq figure is also reported as
-a ratio to it. Load generators are raw pyzmq loops in their own processes, so the
-client is not what is measured (the ceiling shows what they reach).
+a ratio to it, and to the C++ original pzq when --original names its binary. Load
+generators are raw pyzmq loops in their own processes, so the client is not what
+is measured (the ceiling shows what they reach).
 
     scripts/bench.py --quick                  about a minute
     scripts/bench.py --json out.json --png out.png
+    scripts/bench.py --quick --original "$(scripts/build-original)"
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from pzq.bench.original import check_binary
 from pzq.bench.report import draw_chart, matplotlib_installed, print_table
 from pzq.bench.scenarios import PLANS, run_benchmark
 from pzq.cli.common import ToolParser
@@ -29,13 +32,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--png", type=Path,
                         help="draw the ratios here (needs matplotlib: pip install 'pzq[bench]')")
+    parser.add_argument("--original", type=Path, metavar="PATH",
+                        help="the C++ original pzq's binary: measure it in the same run")
     args = parser.parse_args(argv)
+    if args.original is not None:
+        problem = check_binary(args.original)
+        if problem is not None:
+            parser.error(f"--original: {problem}")
     if args.png and not matplotlib_installed():
         parser.error("--png needs matplotlib, which is not installed: "
                      "pip install 'pzq[bench]' (or leave out --png)")
     plan = PLANS["smoke" if args.smoke else "quick" if args.quick else "full"]
     with tempfile.TemporaryDirectory(prefix="pzq-bench-") as directory:
-        figures = run_benchmark(plan, Path(directory))
+        figures = run_benchmark(plan, Path(directory), args.original)
     print_table(figures)
     if args.json:
         args.json.write_text(json.dumps([asdict(figure) for figure in figures], indent=2))

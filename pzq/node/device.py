@@ -117,14 +117,16 @@ class Device:
     def _answer(self, events: Events, now: Now) -> None:
         """Figures and questions last: connections, archive readers, the monitor."""
         node, endpoints = self.node, self.endpoints
-        if events.get(endpoints.consumers.events, 0) & POLLIN:
+        if endpoints.quiet_consumers.due(events):
             endpoints.consumers.update()
+            endpoints.quiet_consumers.served()
         readers = endpoints.readers
         if readers is not None and node.archiving and events.get(readers, 0) & POLLIN:
             node.archiving.tier.answer_readers(readers)
         node.rates.sample(now.mono, node.counters)
-        if events.get(endpoints.monitor, 0) & POLLIN:
+        if endpoints.quiet_monitor.due(events):
             self.monitor.answer_waiting()
+            endpoints.quiet_monitor.served()
 
     def _on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import zmq
 
@@ -12,7 +12,7 @@ from pzq.cluster.links import ClusterLinks
 from pzq.node.config import Config
 from pzq.node.consumers import ConsumerCount
 from pzq.security import ClientCurve, KeyPair
-from pzq.zmqio import Context, Socket
+from pzq.zmqio import Context, QuietSocket, Socket
 
 
 @dataclass
@@ -23,6 +23,12 @@ class Endpoints:
     consumers: ConsumerCount  # connections to ``send``
     readers: Socket | None  # ROUTER: ZPER readers of the archive
     cluster: ClusterLinks | None
+    quiet_monitor: QuietSocket = field(init=False)
+    quiet_consumers: QuietSocket = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.quiet_monitor = QuietSocket(self.monitor)
+        self.quiet_consumers = QuietSocket(self.consumers.events)
 
     def addresses(self) -> dict[str, str]:
         """The endpoints actually bound (wildcard ports resolved), for node_ready."""
@@ -33,9 +39,10 @@ class Endpoints:
             bound["cluster"] = self.cluster.router
         return {name: sockets.bound_endpoint(socket) for name, socket in bound.items()}
 
-    def pollable(self) -> list[Socket]:
-        """Sockets always polled for input (receive and send: as there is room)."""
-        always = [self.monitor, self.consumers.events]
+    def pollable(self) -> list[Socket | int]:
+        """What is always polled for input (receive and send: as there is room); the
+        seldom busy monitor and connection events by their descriptors."""
+        always: list[Socket | int] = [self.quiet_monitor.fd, self.quiet_consumers.fd]
         if self.readers is not None:
             always.append(self.readers)
         return always + (self.cluster.sockets() if self.cluster else [])

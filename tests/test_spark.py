@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from archive_damage import damage_metadata, segment_of, write_archive
 
 from pzq.archive.codec import encode_record
 from pzq.archive.entry import ArchivedMessage
@@ -70,6 +71,51 @@ def test_reads_typed_rows_one_partition_per_segment(spark, archive_dir):
     assert len(rows) == 35  # the torn record is skipped
     first = min((r for r in rows if r.topic == "orders"), key=lambda r: r.offset)
     assert (first.offset, bytes(first.msg_id), first.parts[1]) == (0, b"m0", b"q" * 10)
+
+
+@pytest.fixture(scope="module")
+def damaged_archive(tmp_path_factory) -> tuple[Path, list[int], int]:
+    """900 messages; three bytes inside record 400's metadata changed."""
+    directory = tmp_path_factory.mktemp("damaged")
+    offsets = write_archive(directory)
+    return directory, offsets, damage_metadata(directory, "orders", offsets[400])
+
+
+def test_permissive_skips_a_damaged_record_and_shows_it_on_request(spark, damaged_archive):
+    directory, offsets, changed = damaged_archive
+    rows = spark.read.format("zper").load(str(directory)).collect()
+    assert sorted(r.offset for r in rows) == offsets[:400] + offsets[401:]  # 899 of 900
+
+    frame = (spark.read.format("zper").option("columnNameOfCorruptRecord", "_corrupt_record")
+             .load(str(directory)))
+    damaged = frame.where(frame._corrupt_record.isNotNull()).collect()
+    assert frame.count() == 900 and len(damaged) == 1
+    (row,) = damaged
+    segment = segment_of(directory, "orders", changed).path.name
+    assert (row.topic, row.offset, row.key, row.parts) == ("orders", offsets[400], None, None)
+    assert f"segment {segment}, offset {offsets[400]}: record metadata" in row._corrupt_record
+    assert frame.where(frame._corrupt_record.isNull()).count() == 899
+
+
+def test_failfast_stops_at_the_damaged_record_naming_it(spark, damaged_archive):
+    from pyspark.errors import PythonException
+
+    directory, offsets, changed = damaged_archive
+    segment = segment_of(directory, "orders", changed).path.name
+    with pytest.raises(PythonException) as raised:
+        spark.read.format("zper").option("mode", "FAILFAST").load(str(directory)).collect()
+    assert (f"DamagedRecordError: damaged record in topic orders, segment {segment}, "
+            f"offset {offsets[400]}") in str(raised.value)
+
+
+def test_bad_options_are_refused_before_reading(spark, archive_dir):
+    from pyspark.errors import PySparkException
+
+    for name, value, words in (("mode", "LENIENT", "mode is PERMISSIVE or FAILFAST"),
+                               ("start_offset", "-5", "an offset is a byte position"),
+                               ("columnNameOfCorruptRecord", "key", "must be a new column")):
+        with pytest.raises(PySparkException, match=words):
+            spark.read.format("zper").option(name, value).load(str(archive_dir)).collect()
 
 
 def test_topic_and_offset_options(spark, archive_dir):

@@ -78,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
+    running = SparkSession.getActiveSession()  # a caller's session: theirs to stop
     # Local workers run this Python, where pzq is installed; on a cluster set your own.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(args.master).appName("pzq-archive-report")
@@ -90,10 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.write.mode("overwrite").parquet(str(args.out / "report.parquet"))
         rows = report.toPandas()
     finally:
-        spark.stop()
-    print(rows.to_string(index=False) if len(rows) else "the archive holds no messages")
-    if len(rows):
-        draw_chart(rows, args.out / "report.png")
+        if running is None:
+            spark.stop()
+    if not len(rows):
+        print(f"the archive holds no acked messages: {args.out / 'report.parquet'} is "
+              "empty and no chart is drawn")
+        return 0
+    print(rows.to_string(index=False))
+    draw_chart(rows, args.out / "report.png")
     return 0
 
 

@@ -118,6 +118,16 @@ def test_bad_options_are_refused_before_reading(spark, archive_dir):
             spark.read.format("zper").option(name, value).load(str(archive_dir)).collect()
 
 
+def test_an_empty_archive_or_an_unknown_topic_reads_zero_rows(spark, archive_dir, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert spark.read.format("zper").load(str(empty)).collect() == []
+    (empty / "orders").mkdir()  # a topic whose first segment is not written yet
+    assert spark.read.format("zper").load(str(empty)).count() == 0
+    unknown = spark.read.format("zper").option("topics", "nope").load(str(archive_dir))
+    assert unknown.collect() == [] and len(unknown.columns) == 11
+
+
 def test_topic_and_offset_options(spark, archive_dir):
     audit = spark.read.format("zper").option("topics", "audit").load(str(archive_dir))
     assert {r.topic for r in audit.collect()} == {"audit"}
@@ -163,11 +173,27 @@ def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, co
     assert sum(1 for row in got if row[3] == 2) == 6
 
 
-def test_report_job_end_to_end(archive_dir, tmp_path, capsys, spark):
+def report_job():
     spec = importlib.util.spec_from_file_location("archive_report",
                                                   ROOT / "scripts" / "archive_report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
+    return report
+
+
+def test_report_on_an_empty_archive_is_an_empty_report(spark, tmp_path, capsys):
+    (tmp_path / "archive").mkdir()
+    out = tmp_path / "out"
+    assert report_job().main(["--archive", str(tmp_path / "archive"), "--out", str(out),
+                              "--master", "local[2]"]) == 0
+    (note,) = capsys.readouterr().out.strip().splitlines()
+    assert note.startswith("the archive holds no acked messages")
+    assert spark.read.parquet(str(out / "report.parquet")).count() == 0
+    assert not (out / "report.png").exists()
+
+
+def test_report_job_end_to_end(archive_dir, tmp_path, capsys, spark):
+    report = report_job()
     rows = report.build_report(spark, str(archive_dir)).collect()
     orders = [r for r in rows if r.topic == "orders"]
     assert [r.messages for r in orders] == [10, 10, 10]  # three hours

@@ -24,7 +24,7 @@ class DamagedRecord:
     def describe(self) -> str:
         return (f"damaged record in topic {self.topic}, segment {self.segment}, offset "
                 f"{self.offset}: {self.reason} (first bad byte at offset {self.first_bad}); "
-                f"skipped {self.size} bytes to offset {self.offset + self.size}")
+                f"{self.size} bytes up to offset {self.offset + self.size}")
 
     def error(self) -> DamagedRecordError:
         return DamagedRecordError(self.describe(), self.topic, self.segment, self.offset)

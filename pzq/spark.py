@@ -1,7 +1,7 @@
 """A Spark 4 Python Data Source named ``zper`` over a pzq archive directory.
 
-    from pzq.spark import ZperDataSource
-    spark.dataSource.register(ZperDataSource)
+    from pzq.spark import session
+    spark = session("orders-report")  # or register ZperDataSource with your own session
     df = spark.read.format("zper").option("topics", "orders").load("/var/lib/pzq/archive")
 
 One partition per segment file, parsed on the executors (which need pzq and
@@ -13,11 +13,14 @@ last segment is skipped. Options: ``topics`` (comma separated; default all),
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from pzq.archive.damage import DamagedRecord, log_damage
@@ -31,6 +34,32 @@ SCHEMA = ("topic string, offset long, key binary, msg_id binary, stored_us long,
 COLUMNS = tuple(column.split()[0] for column in SCHEMA.split(", "))
 ROWS_PER_BATCH = 4096
 PERMISSIVE, FAILFAST = "PERMISSIVE", "FAILFAST"
+WORKER_PYTHON = "spark.pyspark.python"
+
+
+def session(app_name: str = "pzq", master: str = "local[*]",
+            config: Mapping[str, str] | None = None) -> SparkSession:
+    """A SparkSession (or the running one) with the ``zper`` source registered.
+
+    Spark starts its Python workers with ``PYSPARK_PYTHON`` or ``python3`` from PATH,
+    which outside an activated virtual environment lacks pzq and pyarrow. So with a
+    local master and neither ``PYSPARK_PYTHON`` nor ``spark.pyspark.python`` set, the
+    workers run this interpreter. On a cluster, set ``spark.pyspark.python`` to the
+    executors' Python with pzq installed.
+    """
+    settings = dict(config or {})
+    python = settings.get(WORKER_PYTHON) or os.environ.get("PYSPARK_PYTHON")
+    if python is None and master.startswith("local"):
+        python = sys.executable
+    if python is not None:
+        os.environ["PYSPARK_PYTHON"] = python  # what PySpark reads as its context starts
+        settings[WORKER_PYTHON] = python
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.dataSource.register(ZperDataSource)
+    return spark
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ every executor can read, and pzq installed on the executors.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,9 +20,6 @@ from pathlib import Path
 def build_report(spark, archive: str):  # noqa: ANN001, ANN201 - Spark types
     from pyspark.sql import functions as F
 
-    from pzq.spark import ZperDataSource
-
-    spark.dataSource.register(ZperDataSource)
     # Dead letters were never acked: they have no end-to-end latency to report.
     messages = spark.read.format("zper").load(archive).where(F.col("outcome") == "acked")
     bytes_per_message = F.aggregate("parts", F.lit(0).cast("long"),
@@ -78,13 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
+    from pzq.spark import session
+
     running = SparkSession.getActiveSession()  # a caller's session: theirs to stop
-    # Local workers run this Python, where pzq is installed; on a cluster set your own.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master(args.master).appName("pzq-archive-report")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    spark = session("pzq-archive-report", args.master, {
+        "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4"})
     try:
         report = build_report(spark, args.archive)
         args.out.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -22,17 +25,12 @@ HOUR_US = 3_600_000_000
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
+    from pzq.spark import session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need pzq too
-    from pzq.spark import ZperDataSource
-
-    session = (SparkSession.builder.master("local[2]").appName("pzq-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.dataSource.register(ZperDataSource)
-    yield session
-    session.stop()
+    spark = session("pzq-tests", "local[2]", {"spark.ui.enabled": "false",
+                                              "spark.sql.shuffle.partitions": "2"})
+    yield spark
+    spark.stop()
 
 
 def message(n: int, topic: str, acked_us: int, deliveries: int = 1) -> ArchivedMessage:
@@ -171,6 +169,37 @@ def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, co
                   tuple(bytes(p) for p in r.parts)) for r in rows)
     assert got == expected and len(got) == 60
     assert sum(1 for row in got if row[3] == 2) == 6
+
+
+def readme_spark_snippet() -> str:
+    section = (ROOT / "README.rst").read_text().split("\nSpark\n-----\n", 1)[1]
+    lines = section.split(".. code-block:: python\n\n", 1)[1].splitlines()
+    end = next(n for n, line in enumerate(lines) if line and not line.startswith("   "))
+    return textwrap.dedent("\n".join(lines[:end]))
+
+
+def test_readme_snippet_runs_from_a_venv_that_is_not_activated(damaged_archive, tmp_path):
+    directory, offsets, changed = damaged_archive
+    snippet = readme_spark_snippet()
+    assert "/var/lib/pzq/archive" in snippet
+    script = tmp_path / "job.py"
+    script.write_text(snippet.replace("/var/lib/pzq/archive", str(directory))
+                      + "\nprint('rows', orders.count())\n")
+    venv_bin = Path(sys.executable).parent
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYSPARK_PYTHON",
+                          "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = os.pathsep.join(part for part in env.get("PATH", "/usr/bin:/bin").split(
+        os.pathsep) if Path(part).resolve() != venv_bin.resolve())
+    assert shutil.which("python3", path=env["PATH"]) != sys.executable
+    ran = subprocess.run([str(venv_bin / "python"), str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=240, check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.splitlines()[-1] == "rows 899"
+    warnings = [line for line in ran.stderr.splitlines() if "archive_record_damaged" in line]
+    segment = segment_of(directory, "orders", changed).path.name
+    assert len(warnings) == 1 and f"offset={offsets[400]}" in warnings[0]
+    assert f"segment={segment}" in warnings[0] and "topic=orders" in warnings[0]
 
 
 def report_job():

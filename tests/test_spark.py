@@ -206,6 +206,7 @@ def report_job():
     spec = importlib.util.spec_from_file_location("archive_report",
                                                   ROOT / "scripts" / "archive_report.py")
     report = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = report  # its dataclasses look their module up
     spec.loader.exec_module(report)
     return report
 
@@ -230,10 +231,62 @@ def test_report_job_end_to_end(archive_dir, tmp_path, capsys, spark):
     assert all(r.latency_p50_ms <= r.latency_p99_ms for r in orders)
     assert orders[0].bytes == 10 * 60
 
-    spark.stop()  # the job starts its own session, as it would from the command line
+    # The job takes the running session and leaves it running (from the command line
+    # it starts its own: see the README snippet test for a fresh process).
     assert report.main(["--archive", str(archive_dir), "--out", str(tmp_path / "out"),
                         "--master", "local[2]"]) == 0
     printed = capsys.readouterr().out
     assert "orders" in printed and "latency_p99_ms" in printed
     assert (tmp_path / "out" / "report.parquet").is_dir()
     assert (tmp_path / "out" / "report.png").stat().st_size > 10_000
+
+
+def varied_archive(directory: Path, span_s: int, every_s: int) -> tuple[int, int]:
+    """Two topics over ``span_s`` seconds: latency that varies, some redeliveries.
+    Returns the first and last acked time (µs)."""
+    archive = Archive(directory, segment_size=1 << 20)
+    start, n = 1_700_000_000_000_000, 0
+    for second in range(0, span_s + 1, every_s):
+        for topic, share in (("orders", 3), ("audit", 1)):
+            for _ in range(share):
+                n += 1
+                acked = start + second * 1_000_000 + n % 997
+                latency_us = 2000 + (n * 7919) % 30_000 + (400_000 if n % 50 == 0 else 0)
+                archive.append(ArchivedMessage(
+                    b"0a0b0c0d-%016x" % n, b"m%d" % n, topic, acked - latency_us,
+                    acked - latency_us // 2, acked, 2 if n % 9 == 0 else 1, "0a0b0c0d",
+                    (b"p" * 20,)), now=0)
+    archive.close(now=0)
+    return start, start + span_s * 1_000_000 + n % 997
+
+
+@pytest.mark.parametrize("span_s, every_s, step", [(300, 1, "10 s"), (30 * 86400, 900, "6 h")],
+                         ids=["five-minutes", "a-month"])
+def test_report_chart_fits_the_data_span(spark, tmp_path, span_s, every_s, step):
+    import matplotlib.dates as mdates
+
+    report = report_job()
+    first_us, last_us = varied_archive(tmp_path / "archive", span_s, every_s)
+    span = report.acked_span(spark, str(tmp_path / "archive"))
+    assert span.step_name == step
+    series = report.build_series(spark, str(tmp_path / "archive"), span).toPandas()
+    figure = report.make_figure(series, span)
+    volume, latency, redelivered = figure.axes
+    low, high = (mdates.num2date(x) for x in redelivered.get_xlim())
+    assert abs(low.timestamp() - first_us / 1e6) <= span.step_s  # not years around it
+    assert abs(high.timestamp() - last_us / 1e6) <= 2 * span.step_s
+    colours: dict[str, set] = {}
+    for axes in figure.axes:
+        for line in axes.get_lines():
+            colours.setdefault(line.get_label().split()[0], set()).add(line.get_color())
+    assert set(colours) == {"orders", "audit"}
+    assert all(len(found) == 1 for found in colours.values())  # one colour per topic
+    assert colours["orders"] != colours["audit"]
+    p50 = {line.get_label(): line for line in latency.get_lines()}["orders p50"]
+    assert len(p50.get_xdata()) > 20 and p50.get_linestyle() == "--"
+    assert (p50.get_marker() not in ("None", "", None)) == (len(p50.get_xdata()) <= 40)
+    redeliveries = {line.get_label(): line for line in redelivered.get_lines()}
+    assert sum(redeliveries["orders redeliveries"].get_ydata()) > 0
+    assert "redeliveries" in redelivered.get_ylabel() and "ms" in latency.get_ylabel()
+    assert step in volume.get_ylabel()
+    figure.savefig(tmp_path / f"chart-{span_s}.png", dpi=100)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from pzq.archive.entry import ArchivedMessage
@@ -64,3 +66,9 @@ def damage_metadata(directory: Path, topic: str, offset: int) -> int:
     changed = start + length // 2
     overwrite(directory, topic, changed, GARBAGE)
     return changed
+
+
+def archive_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    """``pzq-archive ARGS`` as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "pzq.archive.tool", *args],
+                          capture_output=True, text=True, timeout=30, check=False)

@@ -3,12 +3,10 @@ and offset, counted, skipped to the next whole record (pzq.archive.records)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import zmq
 from archive_damage import (
+    archive_tool,
     damage_metadata,
     message,
     metadata_span,
@@ -26,11 +24,6 @@ from pzq.protocol import zper as zp
 
 pytestmark = pytest.mark.timeout(60)
 DAMAGED = 400  # the index of the damaged record among 900
-
-
-def archive_tool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pzq.archive.tool", *args],
-                          capture_output=True, text=True, timeout=30, check=False)
 
 
 @pytest.fixture
@@ -178,3 +171,4 @@ def test_a_restarted_node_serves_past_damage_in_segments_it_did_not_write(
     raw.connect(dsn)
     raw.send_multipart(zp.encode_fetch_request(offsets[1] + 3, 1 << 20))  # inside a record
     assert raw.poll(10_000) and raw.recv_multipart() == [bytes((zp.INVALID_OFFSET,))]
+

@@ -129,9 +129,10 @@ def make_figure(series: Any, span: Span) -> Any:
                    **outside)
     for axes in (volume, latency, redelivered):
         axes.grid(True, alpha=0.3)
-    locator = mdates.AutoDateLocator()
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
     redelivered.xaxis.set_major_locator(locator)
-    redelivered.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    redelivered.xaxis.set_major_formatter(
+        mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     redelivered.set_xlim(*x_limits(span))
     redelivered.set_xlabel("time (UTC)")
     volume.set_title(f"pzq archive, {span.first:%Y-%m-%d %H:%M:%S} to "
@@ -148,7 +149,7 @@ def topic_colours(topics: Sequence[str]) -> dict[str, Any]:
 
 
 def x_limits(span: Span) -> tuple[datetime, datetime]:
-    """The data's span, whole steps around it: a few minutes never spans years."""
+    """The data's span and a step's margin (points sit mid-step): never years."""
     step = timedelta(seconds=span.step_s)
     return _naive(span.first) - step / 2, _naive(span.last) + step * 1.5
 
@@ -163,8 +164,8 @@ def _scale_latency(axes: Any) -> None:
 
 def _naive(moment: Any) -> datetime:
     """A UTC time as matplotlib and pandas' naive timestamps take it."""
-    value = moment.to_pydatetime() if hasattr(moment, "to_pydatetime") else moment
-    return value.replace(tzinfo=None) if value.tzinfo else value
+    value: datetime = moment.to_pydatetime() if hasattr(moment, "to_pydatetime") else moment
+    return value.replace(tzinfo=None)
 
 
 def draw_chart(series: Any, span: Span, path: Path) -> None:

@@ -53,6 +53,22 @@ class ArchiveFormatError(DecodeError):
 
     def __init__(self, message: str, offset: int) -> None:
         super().__init__(f"{message} at byte {offset}")
+        self.reason = message
+        self.offset = offset
+
+
+class TornRecordError(ArchiveFormatError):
+    """A record whose frames run past the end of the bytes at hand (a torn write)."""
+
+
+class DamagedRecordError(ArchiveFormatError):
+    """A damaged archive record, met by a reader told to fail on one (Spark's FAILFAST)."""
+
+    def __init__(self, description: str, topic: str, segment: str, offset: int) -> None:
+        DecodeError.__init__(self, description)
+        self.reason = description
+        self.topic = topic
+        self.segment = segment
         self.offset = offset
 
 

@@ -1,32 +1,118 @@
 """A Spark 4 Python Data Source named ``zper`` over a pzq archive directory.
 
-    from pzq.spark import ZperDataSource
-    spark.dataSource.register(ZperDataSource)
+    from pzq.spark import session
+    spark = session("orders-report")  # or register ZperDataSource with your own session
     df = spark.read.format("zper").option("topics", "orders").load("/var/lib/pzq/archive")
 
 One partition per segment file, parsed on the executors (which need pzq and
-pyarrow installed, or pzq shipped with ``--py-files``). A torn tail is skipped.
-Options: ``topics`` (comma separated; default all), ``start_offset`` and
-``end_offset`` (byte offsets within each topic, end exclusive).
+pyarrow installed, or pzq shipped with ``--py-files``). A torn tail of a topic's
+last segment is skipped. Options: ``topics`` (comma separated; default all),
+``start_offset`` and ``end_offset`` (byte offsets within each topic, end exclusive),
+``mode`` and ``columnNameOfCorruptRecord`` for damaged records (see ``ReadOptions``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.files import read_segment
-from pzq.archive.topiclog import list_segments
-from pzq.errors import ArchiveFormatError
+from pzq.archive.damage import DamagedRecord, log_damage
+from pzq.archive.files import segment_items, within
+from pzq.archive.records import Record
+from pzq.archive.segments import Segment, list_segments
 
 SCHEMA = ("topic string, offset long, key binary, msg_id binary, stored_us long, "
           "first_delivered_us long, acked_us long, deliveries int, origin string, "
           "parts array<binary>, outcome string")
+COLUMNS = tuple(column.split()[0] for column in SCHEMA.split(", "))
 ROWS_PER_BATCH = 4096
+PERMISSIVE, FAILFAST = "PERMISSIVE", "FAILFAST"
+WORKER_PYTHON = "spark.pyspark.python"
+
+
+def session(app_name: str = "pzq", master: str = "local[*]",
+            config: Mapping[str, str] | None = None) -> SparkSession:
+    """A SparkSession (or the running one) with the ``zper`` source registered.
+
+    Spark starts its Python workers with ``PYSPARK_PYTHON`` or ``python3`` from PATH,
+    which outside an activated virtual environment lacks pzq and pyarrow. So with a
+    local master and neither ``PYSPARK_PYTHON`` nor ``spark.pyspark.python`` set, the
+    workers run this interpreter. On a cluster, set ``spark.pyspark.python`` to the
+    executors' Python with pzq installed.
+    """
+    settings = dict(config or {})
+    python = settings.get(WORKER_PYTHON) or os.environ.get("PYSPARK_PYTHON")
+    if python is None and master.startswith("local"):
+        python = sys.executable
+    if python is not None:
+        os.environ["PYSPARK_PYTHON"] = python  # what PySpark reads as its context starts
+        settings[WORKER_PYTHON] = python
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.dataSource.register(ZperDataSource)
+    return spark
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The options of one read, checked on the driver before any task runs.
+
+    ``mode``: ``PERMISSIVE`` (default) skips a damaged record and logs one warning
+    line for it on the executor (topic, segment, offset); ``FAILFAST`` fails the
+    query at the first one, naming it. ``corrupt_column`` (Spark's
+    ``columnNameOfCorruptRecord``): in PERMISSIVE mode, each damaged record also
+    becomes a row with its topic and offset, that column describing the damage and
+    the message columns null; other rows have it null.
+    """
+
+    directory: Path
+    topics: tuple[str, ...]
+    begin: int
+    end: int | None
+    mode: str
+    corrupt_column: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        if "path" not in options:
+            raise ValueError("give the archive directory: .load(ARCHIVE_DIR)")
+        directory = Path(options["path"])
+        if not directory.is_dir():
+            raise ValueError(f"the archive directory {directory} does not exist")
+        topics = tuple(topic.strip() for topic in options.get("topics", "").split(",")
+                       if topic.strip())
+        end = options.get("end_offset")
+        return cls(directory, topics, _offset(options.get("start_offset", "0")),
+                   None if end is None else _offset(end), _mode(options.get("mode")),
+                   _corrupt_column(options.get("columnNameOfCorruptRecord")))
+
+
+def _offset(text: str) -> int:
+    if not text.strip().isdigit():
+        raise ValueError(f"an offset is a byte position (0 or more), not {text!r}")
+    return int(text)
+
+
+def _mode(text: str | None) -> str:
+    mode = (text or PERMISSIVE).upper()
+    if mode not in (PERMISSIVE, FAILFAST):
+        raise ValueError(f"mode is {PERMISSIVE} or {FAILFAST}, not {text!r}")
+    return mode
+
+
+def _corrupt_column(name: str | None) -> str | None:
+    if name is not None and (not name.replace("_", "").isalnum() or name in COLUMNS):
+        raise ValueError(f"columnNameOfCorruptRecord {name!r} must be a new column name")
+    return name
 
 
 @dataclass(frozen=True)
@@ -34,8 +120,7 @@ class SegmentPartition(InputPartition):
     topic: str
     path: str
     start: int  # the segment's first offset
-    begin: int  # read records from this offset on
-    end: int | None  # up to this offset, exclusive
+    last: bool  # the topic's last segment: a torn tail there is a write in progress
 
 
 class ZperDataSource(DataSource):
@@ -44,71 +129,98 @@ class ZperDataSource(DataSource):
         return "zper"
 
     def schema(self) -> str:
-        return SCHEMA
+        corrupt = ReadOptions.parse(self.options).corrupt_column
+        return SCHEMA + (f", {corrupt} string" if corrupt else "")
 
     def reader(self, schema: object) -> ZperReader:
-        return ZperReader(self.options)
+        return ZperReader(ReadOptions.parse(self.options))
 
 
 class ZperReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
-        if "path" not in options:
-            raise ValueError("give the archive directory: .load(ARCHIVE_DIR)")
-        self.directory = Path(options["path"])
-        topics = options.get("topics", "")
-        self.topics = [topic.strip() for topic in topics.split(",") if topic.strip()]
-        self.begin = int(options.get("start_offset", 0))
-        end = options.get("end_offset")
-        self.end = int(end) if end is not None else None
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
 
-    def partitions(self) -> list[SegmentPartition]:
-        topics = self.topics or sorted(path.name for path in self.directory.iterdir()
-                                       if path.is_dir())
-        partitions = []
+    def partitions(self) -> list[InputPartition]:
+        options = self.options
+        topics = options.topics or tuple(sorted(path.name for path in
+                                                options.directory.iterdir() if path.is_dir()))
+        partitions: list[InputPartition] = []
         for topic in topics:
-            segments = list_segments(self.directory / topic)
+            segments = list_segments(options.directory / topic)
             for index, segment in enumerate(segments):
                 following = segments[index + 1].start if index + 1 < len(segments) else None
-                if following is not None and following <= self.begin:
+                if following is not None and following <= options.begin:
                     continue  # wholly before start_offset
-                if self.end is not None and segment.start >= self.end:
+                if options.end is not None and segment.start >= options.end:
                     continue
                 partitions.append(SegmentPartition(topic, str(segment.path), segment.start,
-                                                   self.begin, self.end))
+                                                   following is None))
         return partitions
 
-    def read(self, partition: SegmentPartition) -> Iterator[object]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, SegmentPartition):
+            return  # Spark's stand-in partition when there are none: nothing to read
+        batches = ArrowBatches(self.options.corrupt_column)
+        for row in self._rows(partition):
+            batch = batches.add(row)
+            if batch is not None:
+                yield batch
+        if batches.pending():
+            yield batches.flush()
+
+    def _rows(self, partition: SegmentPartition) -> Iterator[dict[str, Any]]:
+        segment = Segment(partition.start, Path(partition.path))
+        items = segment_items(partition.topic, segment, partition.last)
+        for item in within(items, self.options.begin, self.options.end):
+            if isinstance(item, Record):
+                yield message_row(partition.topic, item)
+                continue
+            if self.options.mode == FAILFAST:
+                raise item.error()
+            log_damage(item)
+            if self.options.corrupt_column:
+                yield damaged_row(item, self.options.corrupt_column)
+
+
+def message_row(topic: str, record: Record) -> dict[str, Any]:
+    message = record.message
+    return {"topic": topic, "offset": record.offset, "key": message.key,
+            "msg_id": message.msg_id, "stored_us": message.stored_us,
+            "first_delivered_us": message.first_delivered_us, "acked_us": message.acked_us,
+            "deliveries": message.deliveries, "origin": message.origin,
+            "parts": list(message.parts), "outcome": message.outcome}
+
+
+def damaged_row(damaged: DamagedRecord, column: str) -> dict[str, Any]:
+    return {"topic": damaged.topic, "offset": damaged.offset, column: damaged.describe()}
+
+
+class ArrowBatches:
+    """Rows gathered into Arrow record batches of ROWS_PER_BATCH (built on the executor)."""
+
+    def __init__(self, corrupt_column: str | None) -> None:
         import pyarrow as pa  # on the executor
 
-        arrow_schema = pa.schema([
-            ("topic", pa.string()), ("offset", pa.int64()), ("key", pa.binary()),
-            ("msg_id", pa.binary()), ("stored_us", pa.int64()),
-            ("first_delivered_us", pa.int64()), ("acked_us", pa.int64()),
-            ("deliveries", pa.int32()), ("origin", pa.string()),
-            ("parts", pa.list_(pa.binary())), ("outcome", pa.string())])
-        columns: dict[str, list] = {name: [] for name in arrow_schema.names}
-        for offset, message in _messages(partition):
-            for name, value in (("topic", partition.topic), ("offset", offset),
-                                ("key", message.key), ("msg_id", message.msg_id),
-                                ("stored_us", message.stored_us),
-                                ("first_delivered_us", message.first_delivered_us),
-                                ("acked_us", message.acked_us),
-                                ("deliveries", message.deliveries),
-                                ("origin", message.origin), ("parts", list(message.parts)),
-                                ("outcome", message.outcome)):
-                columns[name].append(value)
-            if len(columns["offset"]) >= ROWS_PER_BATCH:
-                yield pa.RecordBatch.from_pydict(columns, schema=arrow_schema)
-                columns = {name: [] for name in arrow_schema.names}
-        if columns["offset"]:
-            yield pa.RecordBatch.from_pydict(columns, schema=arrow_schema)
+        fields = [("topic", pa.string()), ("offset", pa.int64()), ("key", pa.binary()),
+                  ("msg_id", pa.binary()), ("stored_us", pa.int64()),
+                  ("first_delivered_us", pa.int64()), ("acked_us", pa.int64()),
+                  ("deliveries", pa.int32()), ("origin", pa.string()),
+                  ("parts", pa.list_(pa.binary())), ("outcome", pa.string())]
+        if corrupt_column:
+            fields.append((corrupt_column, pa.string()))
+        self.schema = pa.schema(fields)
+        self.rows: list[dict[str, Any]] = []
 
+    def add(self, row: dict[str, Any]) -> Any:
+        self.rows.append(row)
+        return self.flush() if len(self.rows) >= ROWS_PER_BATCH else None
 
-def _messages(partition: SegmentPartition) -> Iterator[tuple[int, ArchivedMessage]]:
-    """The whole records of one segment; reading stops at a torn or damaged tail."""
-    try:
-        for offset, frames in read_segment(Path(partition.path), partition.start,
-                                           partition.begin, partition.end):
-            yield offset, ArchivedMessage.from_frames(frames, offset)
-    except ArchiveFormatError:
-        return
+    def pending(self) -> bool:
+        return bool(self.rows)
+
+    def flush(self) -> Any:
+        import pyarrow as pa
+
+        batch = pa.RecordBatch.from_pylist(self.rows, schema=self.schema)
+        self.rows = []
+        return batch

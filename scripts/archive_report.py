@@ -5,34 +5,56 @@ latency (stored -> acked) percentiles and redeliveries.
     scripts/archive_report.py --archive ARCHIVE_DIR --out REPORT_DIR [--master local[*]]
 
 Writes REPORT_DIR/report.parquet and REPORT_DIR/report.png and prints the table.
-Against a Spark cluster: --master spark://host:7077 with the archive on storage
-every executor can read, and pzq installed on the executors.
+The chart's time step follows the span of the data (10 s for a few minutes, 1 min
+for an hour, 6 h for a month), so that each line has tens to a couple of hundred
+points. Against a Spark cluster: --master spark://host:7077 with the archive on
+storage every executor can read, and pzq installed on the executors.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+# Chart time steps, seconds and how the axis names them; the smallest that gives at
+# most MAX_POINTS points over the data's span is used.
+STEPS = ((10, "10 s"), (60, "minute"), (300, "5 min"), (900, "15 min"), (3600, "hour"),
+         (3 * 3600, "3 h"), (6 * 3600, "6 h"), (86400, "day"), (7 * 86400, "week"))
+MAX_POINTS = 200
+MARKERS_UP_TO = 40  # points in a line: fewer get a marker each, so that none is lost
 
 
-def build_report(spark, archive: str):  # noqa: ANN001, ANN201 - Spark types
+@dataclass(frozen=True)
+class Span:
+    """The acked times of the archive's messages, and the chart's step for them."""
+
+    first: datetime
+    last: datetime
+    step_s: int
+    step_name: str
+
+
+def acked_messages(spark: Any, archive: str) -> Any:
     from pyspark.sql import functions as F
 
-    from pzq.spark import ZperDataSource
-
-    spark.dataSource.register(ZperDataSource)
     # Dead letters were never acked: they have no end-to-end latency to report.
-    messages = spark.read.format("zper").load(archive).where(F.col("outcome") == "acked")
+    return (spark.read.format("zper").load(archive).where(F.col("outcome") == "acked")
+            .withColumn("latency_ms", (F.col("acked_us") - F.col("stored_us")) / 1000.0))
+
+
+def build_report(spark: Any, archive: str) -> Any:
+    from pyspark.sql import functions as F
+
     bytes_per_message = F.aggregate("parts", F.lit(0).cast("long"),
                                     lambda total, part: total + F.length(part))
-    latency_ms = (F.col("acked_us") - F.col("stored_us")) / 1000.0
-    return (messages
+    return (acked_messages(spark, archive)
             .withColumn("hour", F.date_trunc("hour", F.timestamp_micros("acked_us")))
             .withColumn("bytes", bytes_per_message)
-            .withColumn("latency_ms", latency_ms)
             .groupBy("topic", "hour")
             .agg(F.count("*").alias("messages"),
                  F.sum("bytes").alias("bytes"),
@@ -44,28 +66,117 @@ def build_report(spark, archive: str):  # noqa: ANN001, ANN201 - Spark types
             .orderBy("topic", "hour"))
 
 
-def draw_chart(rows, path: Path) -> None:  # noqa: ANN001 - pandas frame
+def acked_span(spark: Any, archive: str) -> Span | None:
+    from pyspark.sql import functions as F
+
+    row = acked_messages(spark, archive).agg(F.min("acked_us"), F.max("acked_us")).first()
+    if row is None or row[0] is None:
+        return None
+    first, last = (datetime.fromtimestamp(us / 1e6, UTC) for us in row)
+    step_s, step_name = next(((s, n) for s, n in STEPS
+                              if (last - first).total_seconds() / s <= MAX_POINTS), STEPS[-1])
+    return Span(first, last, step_s, step_name)
+
+
+def build_series(spark: Any, archive: str, span: Span) -> Any:
+    """Per topic and chart step (its start, UTC): what the chart shows."""
+    from pyspark.sql import functions as F
+
+    step_us = span.step_s * 1_000_000
+    start = F.timestamp_micros((F.col("acked_us") / step_us).cast("long") * step_us)
+    return (acked_messages(spark, archive).withColumn("step", start)
+            .groupBy("topic", "step")
+            .agg(F.count("*").alias("messages"),
+                 F.percentile_approx("latency_ms", 0.5).alias("latency_p50_ms"),
+                 F.percentile_approx("latency_ms", 0.99).alias("latency_p99_ms"),
+                 F.sum(F.col("deliveries") - 1).alias("redeliveries"))
+            .orderBy("topic", "step"))
+
+
+# -- the chart -------------------------------------------------------------------------
+
+def make_figure(series: Any, span: Span) -> Any:
+    """Three panels over the data's span, one colour per topic in all of them."""
     import matplotlib
     matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    figure, (volume, latency, redelivered) = plt.subplots(
+        3, 1, figsize=(10, 9), sharex=True, height_ratios=(3, 3, 2))
+    colours = topic_colours(sorted(series["topic"].unique()))
+    half_step = timedelta(seconds=span.step_s / 2)
+    for topic, rows in series.groupby("topic"):
+        times = [_naive(start) + half_step for start in rows["step"]]  # mid-step
+        style = {"color": colours[topic], "linewidth": 1.5,
+                 "marker": "o" if len(times) <= MARKERS_UP_TO else None, "markersize": 4}
+        volume.plot(times, rows["messages"], label=topic, **style)
+        latency.plot(times, rows["latency_p99_ms"], label=f"{topic} p99", **style)
+        latency.plot(times, rows["latency_p50_ms"], label=f"{topic} p50", linestyle="--",
+                     **style)
+        redelivered.plot(times, rows["redeliveries"], label=f"{topic} redeliveries", **style)
+    volume.set_ylabel(f"acked messages\nper {span.step_name}")
+    latency.set_ylabel("stored \u2192 acked\nlatency (ms)")
+    redelivered.set_ylabel(f"redeliveries\nper {span.step_name}")
+    _scale_latency(latency)
+    for axes in (volume, redelivered):
+        axes.set_ylim(bottom=0)
+    outside = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": "small"}
+    volume.legend(title="topic", **outside)
+    latency.legend(handles=[Line2D([], [], color="grey", label="p99"),
+                            Line2D([], [], color="grey", linestyle="--", label="p50")],
+                   **outside)
+    for axes in (volume, latency, redelivered):
+        axes.grid(True, alpha=0.3)
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    redelivered.xaxis.set_major_locator(locator)
+    redelivered.xaxis.set_major_formatter(
+        mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    redelivered.set_xlim(*x_limits(span))
+    redelivered.set_xlabel("time (UTC)")
+    volume.set_title(f"pzq archive, {span.first:%Y-%m-%d %H:%M:%S} to "
+                     f"{span.last:%Y-%m-%d %H:%M:%S} UTC, per {span.step_name}")
+    figure.tight_layout()
+    return figure
+
+
+def topic_colours(topics: Sequence[str]) -> dict[str, Any]:
+    import matplotlib
+
+    palette = matplotlib.colormaps["tab10" if len(topics) <= 10 else "tab20"]
+    return {topic: palette(index % palette.N) for index, topic in enumerate(topics)}
+
+
+def x_limits(span: Span) -> tuple[datetime, datetime]:
+    """The data's span and a step's margin (points sit mid-step): never years."""
+    step = timedelta(seconds=span.step_s)
+    return _naive(span.first) - step / 2, _naive(span.last) + step * 1.5
+
+
+def _scale_latency(axes: Any) -> None:
+    values = [y for line in axes.get_lines() for y in line.get_ydata() if y > 0]
+    if values and max(values) / min(values) > 20:
+        axes.set_yscale("log")  # a p99 far above p50 would flatten p50 to the axis
+    else:
+        axes.set_ylim(bottom=0)
+
+
+def _naive(moment: Any) -> datetime:
+    """A UTC time as matplotlib and pandas' naive timestamps take it."""
+    value: datetime = moment.to_pydatetime() if hasattr(moment, "to_pydatetime") else moment
+    return value.replace(tzinfo=None)
+
+
+def draw_chart(series: Any, span: Span, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    figure, (volume, latency) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
-    for topic, group in rows.groupby("topic"):
-        volume.plot(group["hour"], group["messages"], marker="o", label=topic)
-        latency.plot(group["hour"], group["latency_p99_ms"], marker="o", label=f"{topic} p99")
-        latency.plot(group["hour"], group["latency_p50_ms"], linestyle="--",
-                     label=f"{topic} p50")
-    volume.set_ylabel("messages acked per hour")
-    volume.set_title("pzq archive: messages and end-to-end latency by topic")
-    volume.legend()
-    latency.set_ylabel("stored -> acked latency (ms)")
-    latency.set_xlabel("hour (UTC)")
-    latency.legend()
-    figure.autofmt_xdate()
-    figure.tight_layout()
+    figure = make_figure(series, span)
     figure.savefig(path, dpi=100)
     plt.close(figure)
 
+
+# -- the job ---------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="archive_report", description=__doc__.splitlines()[0])
@@ -78,22 +189,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    # Local workers run this Python, where pzq is installed; on a cluster set your own.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master(args.master).appName("pzq-archive-report")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    from pzq.spark import session
+
+    running = SparkSession.getActiveSession()  # a caller's session: theirs to stop
+    spark = session("pzq-archive-report", args.master, {
+        "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4"})
     try:
         report = build_report(spark, args.archive)
         args.out.mkdir(parents=True, exist_ok=True)
         report.write.mode("overwrite").parquet(str(args.out / "report.parquet"))
         rows = report.toPandas()
+        span = acked_span(spark, args.archive)
+        series = build_series(spark, args.archive, span).toPandas() if span else None
     finally:
-        spark.stop()
-    print(rows.to_string(index=False) if len(rows) else "the archive holds no messages")
-    if len(rows):
-        draw_chart(rows, args.out / "report.png")
+        if running is None:
+            spark.stop()
+    if span is None or series is None:
+        print(f"the archive holds no acked messages: {args.out / 'report.parquet'} is "
+              "empty and no chart is drawn")
+        return 0
+    print(rows.to_string(index=False))
+    draw_chart(series, span, args.out / "report.png")
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from pzq.errors import ArchiveFormatError
+from pzq.errors import ArchiveFormatError, TornRecordError
 
 MORE = 0x01
 LONG = 0x02
@@ -19,9 +19,8 @@ LONG_LENGTH = struct.Struct(">Q")
 SHORT_LIMIT = 255  # lengths below this fit in one byte
 
 
-
 def encode_record(frames: list[bytes]) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     last = len(frames) - 1
     for index, frame in enumerate(frames):
         flag = MORE if index < last else 0
@@ -44,10 +43,10 @@ def decode_records(buffer: bytes | memoryview, start: int = 0,
     end = len(view) if end is None else end
     position = start
     while position < end:
-        parsed = _read_record(view, position, end)
-        if parsed is None:
+        try:
+            frames, next_position = read_record(view, position, end)
+        except TornRecordError:
             return
-        frames, next_position = parsed
         yield position, frames
         position = next_position
 
@@ -64,27 +63,32 @@ def encoded_size(frames: list[bytes]) -> int:
     return sum(len(frame) + (2 if len(frame) < SHORT_LIMIT else 9) for frame in frames)
 
 
-def _read_record(view: memoryview, position: int, end: int) -> tuple[list[bytes], int] | None:
+def read_record(view: memoryview, position: int, end: int) -> tuple[list[bytes], int]:
+    """The frames of the record at ``position`` and where the next one starts.
+
+    ArchiveFormatError for a flag byte with unknown bits; TornRecordError when a
+    frame runs past ``end`` (its offset is that frame's flag byte).
+    """
     frames = []
     while True:
-        if position >= end:
-            return None
-        flag = view[position]
-        if flag & ~(MORE | LONG):
-            raise ArchiveFormatError(f"bad flag byte 0x{flag:02x}", position)
-        if flag & LONG:
-            if position + 9 > end:
-                return None
-            length = LONG_LENGTH.unpack_from(view, position + 1)[0]
-            payload = position + 9
-        else:
-            if position + 2 > end:
-                return None
-            length = view[position + 1]
-            payload = position + 2
-        if payload + length > end:
-            return None
+        payload, length, more = frame_at(view, position, end)
         frames.append(bytes(view[payload:payload + length]))
         position = payload + length
-        if not flag & MORE:
+        if not more:
             return frames, position
+
+
+def frame_at(view: memoryview, position: int, end: int) -> tuple[int, int, bool]:
+    """(payload start, payload length, more frames follow) of the frame at ``position``."""
+    if position >= end:
+        raise TornRecordError("the record's last frame is missing", position)
+    flag = view[position]
+    if flag & ~(MORE | LONG):
+        raise ArchiveFormatError(f"bad flag byte 0x{flag:02x}", position)
+    header = 9 if flag & LONG else 2
+    if position + header > end:
+        raise TornRecordError("a frame header runs past the end", position)
+    length = LONG_LENGTH.unpack_from(view, position + 1)[0] if flag & LONG else view[position + 1]
+    if position + header + length > end:
+        raise TornRecordError(f"a frame of {length} bytes runs past the end", position)
+    return position + header, int(length), bool(flag & MORE)

@@ -12,10 +12,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
+from pzq.archive.codec import encoded_size
 from pzq.errors import ArchiveFormatError
 
 TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
+METADATA_FIELDS: dict[str, type] = {
+    "topic": str, "msg_id": str, "stored_us": int, "first_delivered_us": int,
+    "acked_us": int, "deliveries": int, "origin": str, "outcome": str}
+KIND_NAMES = {str: "a string", int: "an integer"}
 
 
 def validate_topic(name: str) -> str:
@@ -47,14 +53,45 @@ class ArchivedMessage:
         return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
 
     @classmethod
-    def from_frames(cls, frames: list[bytes], offset: int = 0) -> ArchivedMessage:
+    def from_frames(cls, frames: list[bytes], offset: int = 0,
+                    metadata_at: int | None = None) -> ArchivedMessage:
+        """The message of the record at ``offset``; ArchiveFormatError names the first
+        bad byte (``metadata_at``: where the metadata payload starts, if known)."""
         if len(frames) < 2:
             raise ArchiveFormatError("record has no metadata frame", offset)
-        try:
-            meta = json.loads(frames[1])
-            return cls(frames[0], meta["msg_id"].encode("latin-1"), meta["topic"],
-                       int(meta["stored_us"]), int(meta["first_delivered_us"]),
-                       int(meta["acked_us"]), int(meta["deliveries"]), meta["origin"],
-                       tuple(frames[2:]), meta.get("outcome", "acked"))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise ArchiveFormatError("record metadata is not pzq's JSON", offset) from None
+        if metadata_at is None:
+            metadata_at = offset + encoded_size(frames[:1]) + encoded_size([frames[1]]) \
+                - len(frames[1])
+        return cls.from_metadata(frames[0], parse_metadata(frames[1], metadata_at),
+                                 tuple(frames[2:]))
+
+    @classmethod
+    def from_metadata(cls, key: bytes, meta: dict[str, Any],
+                      parts: tuple[bytes, ...]) -> ArchivedMessage:
+        """From a key, metadata checked by ``parse_metadata`` and the parts."""
+        return cls(key, meta["msg_id"].encode("latin-1"), meta["topic"], meta["stored_us"],
+                   meta["first_delivered_us"], meta["acked_us"], meta["deliveries"],
+                   meta["origin"], parts, meta.get("outcome", "acked"))
+
+
+def parse_metadata(payload: bytes, at: int = 0) -> dict[str, Any]:
+    """pzq's metadata object from a record's second frame (found at byte ``at``)."""
+    try:
+        meta = json.loads(payload)
+    except UnicodeDecodeError as exc:
+        raise ArchiveFormatError("record metadata is not UTF-8", at + exc.start) from None
+    except json.JSONDecodeError as exc:
+        bad = at + len(exc.doc[:exc.pos].encode())
+        raise ArchiveFormatError(f"record metadata is not JSON ({exc.msg})", bad) from None
+    if not isinstance(meta, dict):
+        raise ArchiveFormatError("record metadata is not a JSON object", at)
+    for name, kind in METADATA_FIELDS.items():
+        value = meta.get(name, "acked" if name == "outcome" else None)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ArchiveFormatError(f"record metadata lacks {name!r} ({KIND_NAMES[kind]})",
+                                     at)
+    try:
+        meta["msg_id"].encode("latin-1")
+    except UnicodeEncodeError:
+        raise ArchiveFormatError("record metadata has a msg_id beyond latin-1", at) from None
+    return meta

@@ -6,20 +6,31 @@ from collections.abc import Iterator
 
 import zmq
 
-from pzq.archive.codec import decode_records, encoded_size
+from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
 from pzq.archive.entry import ArchivedMessage
+from pzq.archive.records import Damaged, Record, walk
+from pzq.archive.segments import segment_name
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp
 
+Context = zmq.Context[zmq.Socket[bytes]]
+EVERY_SEGMENT_MS = 1 << 62  # an OFFSET time after every segment's last change
+
 
 class ArchiveReader:
-    """A ZPER reader client for one topic; resume by passing the offset you stored."""
+    """A ZPER reader client for one topic; resume by passing the offset you stored.
 
-    def __init__(self, dsn: str, topic: str, context: zmq.Context | None = None,
-                 timeout: float = 10.0) -> None:
+    A damaged record is skipped: handed to ``on_damage`` (default: one warning line;
+    ``pzq.archive.damage.raise_damage`` stops instead) and kept in ``damaged``.
+    """
+
+    def __init__(self, dsn: str, topic: str, context: Context | None = None,
+                 timeout: float = 10.0, on_damage: DamageHandler = log_damage) -> None:
         self.topic = topic
         self.timeout_ms = int(timeout * 1000)
-        self._socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
+        self.on_damage = on_damage
+        self.damaged: list[DamagedRecord] = []
+        self._socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.connect(dsn)
@@ -33,18 +44,42 @@ class ArchiveReader:
             raise ReaderError(status[0])
         return rest
 
+    def _offsets(self, timestamp_ms: int) -> list[int]:
+        return [int(zp.INT64.unpack(frame)[0])
+                for frame in self._request(zp.encode_offset_request(timestamp_ms))]
+
     def earliest(self) -> int:
         """The first offset; ReaderError 101 when the topic has no log."""
-        return zp.INT64.unpack(self._request(zp.encode_offset_request(zp.EARLIEST))[0])[0]
+        return self._offsets(zp.EARLIEST)[0]
 
     def latest(self) -> int:
         """The end offset (ZPER answers the last segment's start, then the end)."""
-        return zp.INT64.unpack(self._request(zp.encode_offset_request(zp.LATEST))[-1])[0]
+        return self._offsets(zp.LATEST)[-1]
 
     def fetch(self, offset: int, max_bytes: int = 1 << 20) -> list[tuple[int, ArchivedMessage]]:
+        """The whole records of one FETCH; damaged ones are reported and left out
+        (``messages`` walks past them)."""
+        return [(item.offset, item.message) for item in self._fetch(offset, max_bytes)[0]
+                if isinstance(item, Record)]
+
+    def _fetch(self, offset: int, max_bytes: int) -> tuple[list[Record | Damaged], int]:
+        """The records and damaged records of one FETCH, and the reply's length."""
         (data,) = self._request(zp.encode_fetch_request(offset, max_bytes))
-        return [(offset + position, ArchivedMessage.from_frames(frames, offset + position))
-                for position, frames in decode_records(data)]
+        items: list[Record | Damaged] = []
+        for item in walk(data, base=offset):
+            if isinstance(item, Damaged):
+                self._report(item)
+            if isinstance(item, Record | Damaged):
+                items.append(item)  # not a torn tail: a server that cut a record short
+        return items, len(data)
+
+    def _report(self, item: Damaged) -> None:
+        starts = [start for start in self._offsets(EVERY_SEGMENT_MS)[:-1]
+                  if start <= item.offset]
+        record = DamagedRecord(self.topic, segment_name(max(starts, default=0)), item.offset,
+                               item.size, item.first_bad, item.reason)
+        self.damaged.append(record)
+        self.on_damage(record)
 
     def messages(self, offset: int | None = None,
                  max_bytes: int = 1 << 20) -> Iterator[tuple[int, ArchivedMessage]]:
@@ -58,12 +93,15 @@ class ArchiveReader:
                 return  # no log for this topic: nothing archived under it yet
             raise
         while position < end:
-            batch = self.fetch(position, max_bytes)
-            if not batch:
+            items, replied = self._fetch(position, max_bytes)
+            if not replied:
                 return
-            yield from batch
-            last_offset, last = batch[-1]
-            position = last_offset + encoded_size(last.frames())
+            if not items:
+                max_bytes *= 2  # a record longer than max_bytes, from a server that cuts
+                continue
+            yield from ((item.offset, item.message) for item in items
+                        if isinstance(item, Record))
+            position = items[-1].offset + items[-1].size
 
     def close(self) -> None:
         self._socket.close()

@@ -92,7 +92,8 @@ class ArchiveTier:
         return {"archived": self.archived, "failures": self.failures,
                 "topics": {topic: {"start_offset": info.start_offset,
                                    "last_offset": info.last_offset, "bytes": info.bytes,
-                                   "segments": info.segments}
+                                   "segments": info.segments,
+                                   "damaged_records": info.damaged_records}
                            for topic, info in self.archive.topics().items()}}
 
     def close(self) -> None:

@@ -2,35 +2,43 @@
 
     pzq-archive topics DIR                      topics, segments, offsets and sizes
     pzq-archive dump DIR TOPIC [--from OFFSET] [--count N]
-    pzq-archive verify FILE                     check a segment frame by frame
+    pzq-archive verify FILE                     check a segment's frames and metadata
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pzq.archive.codec import valid_length
-from pzq.archive.files import read_topic
+from pzq.archive.damage import DamagedRecord
+from pzq.archive.entry import ArchivedMessage
+from pzq.archive.files import topic_items
+from pzq.archive.records import Damaged, TornTail, walk
 from pzq.archive.topiclog import list_segments
-from pzq.errors import ArchiveFormatError
+from pzq.cli.common import ToolParser
+from pzq.errors import ExitCode
 
-EXIT_OK = 0
-EXIT_BAD_SEGMENT = 1  # verify found bytes that are not whole records
-EXIT_USAGE = 2
+PROG = "pzq-archive"
+EXIT_OK = ExitCode.OK
+EXIT_DAMAGED = ExitCode.FAILURE  # verify found damage; dump skipped damaged records
+EXIT_USAGE = ExitCode.USAGE  # no such directory, file or topic; --from not a record start
 
 
-def make_argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pzq-archive", description=__doc__.splitlines()[0])
+class Refused(Exception):
+    """A request the archive cannot answer as asked: one line, exit 2."""
+
+
+def make_argument_parser() -> ToolParser:
+    parser = ToolParser(prog=PROG, description=(__doc__ or "").splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     topics = commands.add_parser("topics", help="list topics and their segments")
     topics.add_argument("directory", type=Path)
     dump = commands.add_parser("dump", help="print messages from an offset on")
     dump.add_argument("directory", type=Path)
     dump.add_argument("topic")
-    dump.add_argument("--from", dest="start", type=int, default=0, help="first offset")
+    dump.add_argument("--from", dest="start", type=int, default=None,
+                      help="the offset of a record to start at (default: the topic's first)")
     dump.add_argument("--count", type=int, default=0, help="at most N messages (0: all)")
     verify = commands.add_parser("verify", help="check one segment file")
     verify.add_argument("file", type=Path)
@@ -39,53 +47,113 @@ def make_argument_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_argument_parser().parse_args(argv)
-    if args.command == "topics":
-        return list_topics(args.directory)
-    if args.command == "dump":
-        return dump(args.directory, args.topic, args.start, args.count)
-    return verify(args.file)
+    try:
+        if args.command == "topics":
+            return list_topics(args.directory)
+        if args.command == "dump":
+            return dump(args.directory, args.topic, args.start, args.count)
+        return verify(args.file)
+    except (Refused, OSError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def list_topics(directory: Path) -> int:
-    if not directory.is_dir():
-        print(f"pzq-archive: error: {directory} is not a directory", file=sys.stderr)
-        return EXIT_USAGE
-    for topic_dir in sorted(path for path in directory.iterdir() if path.is_dir()):
-        segments = list_segments(topic_dir)
-        if not segments:
-            continue
+    for name in topic_names(directory):
+        segments = list_segments(directory / name)
         end = segments[-1].start + segments[-1].size
         total = sum(segment.size for segment in segments)
-        print(f"{topic_dir.name}: offsets {segments[0].start}..{end}, {len(segments)} "
+        print(f"{name}: offsets {segments[0].start}..{end}, {len(segments)} "
               f"segment(s), {total} bytes")
         for segment in segments:
             print(f"  {segment.path.name}  start {segment.start}  size {segment.size}")
     return EXIT_OK
 
 
-def dump(directory: Path, topic: str, start: int, count: int) -> int:
-    for shown, (offset, message) in enumerate(read_topic(directory, topic, start), 1):
-        body = b" | ".join(message.parts).decode(errors="replace")
-        print(f"{offset} {message.key.decode(errors='replace')} msg_id="
-              f"{message.msg_id.decode(errors='replace')} deliveries={message.deliveries} "
-              f"acked_us={message.acked_us} {body}")
+def topic_names(directory: Path) -> list[str]:
+    if not directory.is_dir():
+        raise Refused(f"{directory} is not a directory")
+    return sorted(path.name for path in directory.iterdir()
+                  if path.is_dir() and list_segments(path))
+
+
+# -- dump ------------------------------------------------------------------------------
+
+def dump(directory: Path, topic: str, start: int | None, count: int) -> int:
+    begin = first_offset(directory, topic, start)
+    shown = damaged = 0
+    for item in topic_items(directory, topic, begin):
+        if isinstance(item, DamagedRecord):
+            damaged += 1
+            print(f"{PROG}: warning: {item.describe()}", file=sys.stderr)
+            continue
+        print(message_line(item.offset, item.message))
+        shown += 1
         if count and shown >= count:
             break
-    return EXIT_OK
+    return EXIT_DAMAGED if damaged else EXIT_OK
 
+
+def message_line(offset: int, message: ArchivedMessage) -> str:
+    body = b" | ".join(message.parts).decode(errors="replace")
+    return (f"{offset} {message.key.decode(errors='replace')} msg_id="
+            f"{message.msg_id.decode(errors='replace')} deliveries={message.deliveries} "
+            f"acked_us={message.acked_us} {body}")
+
+
+def first_offset(directory: Path, topic: str, start: int | None) -> int:
+    """Where dump starts: ``start`` when a record starts there (or it is the end)."""
+    names = topic_names(directory)
+    if topic not in names:
+        raise Refused(f"no topic {topic!r} in {directory}; topics: "
+                      f"{', '.join(names) or 'none (nothing archived yet)'}")
+    segments = list_segments(directory / topic)
+    first, end = segments[0].start, segments[-1].start + segments[-1].size
+    if start is None:
+        return first
+    if start < first:
+        print(f"{PROG}: offsets before {first} are deleted (retention); starting at {first}",
+              file=sys.stderr)
+        return first
+    if start > end:
+        raise Refused(f"--from {start} is past the end of topic {topic} ({end})")
+    if start < end:
+        _check_record_start(directory, topic, start)
+    return start
+
+
+def _check_record_start(directory: Path, topic: str, start: int) -> None:
+    segment = [s for s in list_segments(directory / topic) if s.start <= start][-1]
+    for item in topic_items(directory, topic, segment.start):
+        if item.offset == start:
+            return
+        if item.offset + item.size > start:
+            raise Refused(f"--from {start} is not the start of a record: the record at "
+                          f"{item.offset} runs to {item.offset + item.size}; "
+                          f"give --from {item.offset} or {item.offset + item.size}")
+    raise Refused(f"--from {start} is inside the torn tail of topic {topic}")
+
+
+# -- verify ----------------------------------------------------------------------------
 
 def verify(path: Path) -> int:
+    if not path.is_file():
+        raise Refused(f"{path} is not a file")
     data = path.read_bytes()
-    try:
-        whole = valid_length(data)
-    except ArchiveFormatError as exc:
-        print(f"{path}: bad: {exc}")
-        return EXIT_BAD_SEGMENT
-    if whole != len(data):
-        print(f"{path}: bad: torn record at byte {whole} ({len(data) - whole} bytes cut short)")
-        return EXIT_BAD_SEGMENT
-    print(f"{path}: ok, {len(data)} bytes of whole records")
-    return EXIT_OK
+    problems = [item for item in walk(data) if isinstance(item, Damaged | TornTail)]
+    if not problems:
+        print(f"{path}: ok, {len(data)} bytes of whole records")
+        return EXIT_OK
+    damaged = sum(isinstance(problem, Damaged) for problem in problems)
+    print(f"{path}: bad: {_problem_line(problems[0], damaged)}")
+    return EXIT_DAMAGED
+
+
+def _problem_line(problem: Damaged | TornTail, damaged: int) -> str:
+    if isinstance(problem, TornTail):
+        return f"torn record at byte {problem.offset} ({problem.size} bytes cut short)"
+    return (f"{problem.reason} at byte {problem.first_bad} (in the record at byte "
+            f"{problem.offset}); {damaged} damaged record(s) in the file")
 
 
 if __name__ == "__main__":

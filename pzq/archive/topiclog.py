@@ -9,37 +9,15 @@ method takes ``now`` (seconds since the epoch) so tests need no clock.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from pzq.archive.codec import encode_record, valid_length
-from pzq.errors import ArchiveError, ArchiveFormatError
-
-SUFFIX = ".dat"
-
-
-@dataclass(frozen=True)
-class Segment:
-    start: int
-    path: Path
-
-    @property
-    def size(self) -> int:
-        return self.path.stat().st_size
-
-
-def segment_path(directory: Path, start: int) -> Path:
-    return directory / f"{start:020d}{SUFFIX}"
-
-
-def list_segments(directory: Path) -> list[Segment]:
-    found = []
-    for path in directory.glob(f"*{SUFFIX}"):
-        stem = path.name[:-len(SUFFIX)]
-        if len(stem) == 20 and stem.isdigit():
-            found.append(Segment(int(stem), path))
-    return sorted(found, key=lambda segment: segment.start)
+from pzq.archive.codec import encode_record
+from pzq.archive.records import TornTail, spans
+from pzq.archive.segment_reads import TopicReads
+from pzq.archive.segments import Segment, segment_path
+from pzq.archive.segments import list_segments as list_segments
+from pzq.errors import ArchiveError
 
 
 class TopicLog:
@@ -57,6 +35,7 @@ class TopicLog:
         self._active_size = 0
         self._unsynced = 0
         self._last_sync = 0.0
+        self._reads = TopicReads(directory.name)
 
     # -- opening and recovery ------------------------------------------------------
 
@@ -77,12 +56,17 @@ class TopicLog:
         return cut
 
     def _recover(self, segment: Segment) -> int:
+        """Cut a tail that ends inside a record or is not records, with no whole record
+        after it: a crash's torn or zero-filled write. Damage with a whole record after
+        it stays (readers skip it), so no record after it is lost."""
         data = segment.path.read_bytes()
-        try:
-            whole = valid_length(data)
-        except ArchiveFormatError as exc:
-            whole = exc.offset  # garbage from there on: keep what came before
-            whole = valid_length(data[:whole])
+        starts = self._reads.starts(segment.start)
+        whole = 0
+        for item in spans(data):
+            if isinstance(item, TornTail):
+                break
+            starts.note(item.offset, item.size)
+            whole = item.offset + item.size
         if whole < len(data):
             with segment.path.open("r+b") as handle:
                 handle.truncate(whole)
@@ -107,6 +91,7 @@ class TopicLog:
         except OSError as exc:
             raise ArchiveError(f"archive write failed: {exc}") from None
         offset = self.end_offset
+        self._reads.starts(self.segments[-1].start).note(self._active_size, len(record))
         self.end_offset += len(record)
         self._active_size += len(record)
         self.bytes += len(record)
@@ -118,7 +103,8 @@ class TopicLog:
 
     def _roll(self, now: float) -> None:
         self.sync(now)
-        self._active.close()
+        if self._active is not None:
+            self._active.close()
         segment = self._new_segment(self.end_offset)
         self.segments.append(segment)
         self._active = segment.path.open("ab")
@@ -152,6 +138,7 @@ class TopicLog:
                 break
             size = oldest.size
             oldest.path.unlink()
+            self._reads.forget(oldest.start)
             self.segments.pop(0)
             self.bytes -= size
             deleted += 1
@@ -161,9 +148,15 @@ class TopicLog:
     def start_offset(self) -> int:
         return self.segments[0].start if self.segments else 0
 
+    @property
+    def damaged_records(self) -> int:
+        """Damaged records that readers have met so far (each logged once)."""
+        return self._reads.damaged_records
+
     def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole records from ``offset`` (a record boundary), at most ``max_bytes`` but
-        at least one record; empty at the end of the log. ValueError if out of range."""
+        """Whole records from ``offset`` (a record start), at most ``max_bytes`` but at
+        least one record; empty at the end of the log. At a damaged record, exactly its
+        bytes (see pzq.archive.records). ValueError if out of range or not a record start."""
         if not self.start_offset <= offset <= self.end_offset:
             raise ValueError(f"offset {offset} is outside {self.start_offset}..{self.end_offset}")
         if self._active is not None:
@@ -172,8 +165,8 @@ class TopicLog:
             following = (self.segments[index + 1].start if index + 1 < len(self.segments)
                          else self.end_offset)
             if segment.start <= offset < following:
-                return _read_whole_records(segment.path, offset - segment.start,
-                                           following - offset, max_bytes)
+                return self._reads.read(segment, offset - segment.start,
+                                        following - segment.start, max_bytes)
         return b""
 
     def close(self, now: float) -> None:
@@ -182,15 +175,3 @@ class TopicLog:
             self._active.close()
             self._active = None
 
-
-def _read_whole_records(path: Path, position: int, remaining: int, max_bytes: int) -> bytes:
-    """Whole records from ``position``: as many as fit in ``max_bytes``, at least one."""
-    size = max(1, max_bytes)
-    with path.open("rb") as handle:
-        while True:
-            handle.seek(position)
-            data = handle.read(min(size, remaining))
-            whole = valid_length(data)
-            if whole or len(data) >= remaining:
-                return data[:whole]
-            size *= 2  # the first record alone is larger than max_bytes

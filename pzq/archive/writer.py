@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pzq.archive.entry import ArchivedMessage, validate_topic
-from pzq.archive.topiclog import ArchiveError, TopicLog
+from pzq.archive.topiclog import TopicLog
+from pzq.errors import ArchiveError
 
 
 @dataclass(frozen=True)
@@ -15,6 +16,7 @@ class TopicInfo:
     last_offset: int  # the end of the log: where the next record will go
     bytes: int
     segments: int
+    damaged_records: int  # met by ZPER readers since the node started
 
 
 class Archive:
@@ -72,7 +74,8 @@ class Archive:
         return sum(log.apply_retention(now, self.retain_s) for log in self.logs.values())
 
     def topics(self) -> dict[str, TopicInfo]:
-        return {topic: TopicInfo(log.start_offset, log.end_offset, log.bytes, len(log.segments))
+        return {topic: TopicInfo(log.start_offset, log.end_offset, log.bytes, len(log.segments),
+                                 log.damaged_records)
                 for topic, log in self.logs.items()}
 
     def close(self, now: float) -> None:

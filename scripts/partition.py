@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,16 +43,28 @@ COLUMNS = [("scenario", "scenario"), ("R", "replicas"), ("produced", "produced")
            ("negative", "negative")]
 
 
+def positive(kind: type[float] | type[int]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} is not above 0")
+        return value
+    return parse
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="partition", description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default="all",
                         help="a scenario name (see --list) or 'all' (default)")
-    parser.add_argument("--seconds", type=float, default=LONG.cut_s,
+    parser.add_argument("--seconds", type=positive(float), default=LONG.cut_s,
                         help="how long a cut lasts; links flap for four times as long "
                              "(default %(default)s)")
-    parser.add_argument("--timeout-nodes", type=int, default=2_000_000, metavar="US")
-    parser.add_argument("--ack-timeout", type=int, default=2_000_000, metavar="US")
-    parser.add_argument("--timeout-replication", type=int, default=500_000, metavar="US")
+    parser.add_argument("--timeout-nodes", type=positive(int), default=2_000_000, metavar="US")
+    parser.add_argument("--ack-timeout", type=positive(int), default=2_000_000, metavar="US")
+    parser.add_argument("--timeout-replication", type=positive(int), default=500_000, metavar="US")
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario")
     parser.add_argument("--logs", type=Path, help="write the nodes' debug logs under this folder")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")

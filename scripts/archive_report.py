@@ -107,10 +107,13 @@ def make_figure(series: Any, span: Span) -> Any:
         3, 1, figsize=(10, 9), sharex=True, height_ratios=(3, 3, 2))
     colours = topic_colours(sorted(series["topic"].unique()))
     half_step = timedelta(seconds=span.step_s / 2)
-    for topic, rows in series.groupby("topic"):
-        times = [_naive(start) + half_step for start in rows["step"]]  # mid-step
-        style = {"color": colours[topic], "linewidth": 1.5,
-                 "marker": "o" if len(times) <= MARKERS_UP_TO else None, "markersize": 4}
+    for topic, busy in series.groupby("topic"):
+        rows = on_every_step(busy, span)
+        times = [start + half_step for start in rows.index]  # mid-step
+        # Few busy steps get a marker each, so that a lone one (between gaps) shows.
+        busy_steps = [index for index, p99 in enumerate(rows["latency_p99_ms"]) if p99 == p99]
+        style = {"color": colours[topic], "linewidth": 1.5, "markevery": busy_steps,
+                 "marker": "o" if len(busy) <= MARKERS_UP_TO else None, "markersize": 4}
         volume.plot(times, rows["messages"], label=topic, **style)
         latency.plot(times, rows["latency_p99_ms"], label=f"{topic} p99", **style)
         latency.plot(times, rows["latency_p50_ms"], label=f"{topic} p50", linestyle="--",
@@ -139,6 +142,26 @@ def make_figure(series: Any, span: Span) -> Any:
                      f"{span.last:%Y-%m-%d %H:%M:%S} UTC, per {span.step_name}")
     figure.tight_layout()
     return figure
+
+
+def on_every_step(rows: Any, span: Span) -> Any:
+    """One row per step of the span: a step without messages shows 0 messages and 0
+    redeliveries, and a gap in the latency lines, so no line joins two busy steps as if
+    the time between them had been busy too."""
+    import pandas as pd
+
+    step_us = span.step_s * 1_000_000
+
+    def step_start(moment: datetime) -> datetime:
+        micros = int(moment.timestamp() * 1_000_000) // step_us * step_us
+        return datetime.fromtimestamp(micros / 1e6, UTC).replace(tzinfo=None)
+
+    steps = pd.date_range(step_start(span.first), step_start(span.last),
+                          freq=f"{span.step_s}s")
+    by_step = rows.assign(step=[_naive(start) for start in rows["step"]]).set_index("step")
+    filled = by_step.reindex(steps)
+    filled[["messages", "redeliveries"]] = filled[["messages", "redeliveries"]].fillna(0)
+    return filled
 
 
 def topic_colours(topics: Sequence[str]) -> dict[str, Any]:

@@ -240,6 +240,19 @@ def test_report_job_end_to_end(archive_dir, tmp_path, capsys, spark):
     assert (tmp_path / "out" / "report.parquet").is_dir()
     assert (tmp_path / "out" / "report.png").stat().st_size > 10_000
 
+    # Three busy minutes an hour apart: the idle minutes between them are drawn as
+    # no messages and no latency, not as a line joining the busy ones.
+    span = report.acked_span(spark, str(archive_dir))
+    figure = report.make_figure(report.build_series(spark, str(archive_dir), span).toPandas(),
+                                span)
+    volume, latency, _ = figure.axes
+    counts = {line.get_label(): line.get_ydata() for line in volume.get_lines()}["orders"]
+    assert len(counts) > 100 and sum(counts) == 30 and list(counts).count(0) >= len(counts) - 3
+    p99 = {line.get_label(): line.get_ydata() for line in latency.get_lines()}["orders p99"]
+    assert sum(1 for value in p99 if value == value) == 3  # NaN elsewhere: gaps
+    lone = {line.get_label(): line for line in latency.get_lines()}["orders p99"]
+    assert lone.get_marker() not in ("None", "", None)  # three lone points stay visible
+
 
 def varied_archive(directory: Path, span_s: int, every_s: int) -> tuple[int, int]:
     """Two topics over ``span_s`` seconds: latency that varies, some redeliveries.
@@ -284,7 +297,8 @@ def test_report_chart_fits_the_data_span(spark, tmp_path, span_s, every_s, step)
     assert colours["orders"] != colours["audit"]
     p50 = {line.get_label(): line for line in latency.get_lines()}["orders p50"]
     assert len(p50.get_xdata()) > 20 and p50.get_linestyle() == "--"
-    assert (p50.get_marker() not in ("None", "", None)) == (len(p50.get_xdata()) <= 40)
+    busy = sum(1 for value in p50.get_ydata() if value == value)  # not NaN
+    assert (p50.get_marker() not in ("None", "", None)) == (busy <= 40)
     redeliveries = {line.get_label(): line for line in redelivered.get_lines()}
     assert sum(redeliveries["orders redeliveries"].get_ydata()) > 0
     assert "redeliveries" in redelivered.get_ylabel() and "ms" in latency.get_ylabel()

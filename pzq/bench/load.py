@@ -69,8 +69,15 @@ def produce_load(dsn: str, count: int, size: int, window: int, results: Any) -> 
 
 
 def consume_load(dsns: list[str], count: int, results: Any) -> None:
-    """Receive and ACK ``count`` messages; the body's first 8 bytes are the send time."""
+    """Receive and ACK ``count`` messages; the body's first 8 bytes are the send time.
+    Timed from the first arrival (the producers may start later)."""
     _consume(dsns, count, 0.0, results)
+
+
+def drain_load(dsns: list[str], count: int, results: Any) -> None:
+    """The same for a stored backlog, timed from the connect: whatever the target
+    pushed into the socket buffers before the first read counts as time spent."""
+    _consume(dsns, count, 0.0, results, from_connect=True)
 
 
 def slow_consume_load(dsns: list[str], count: int, work_s: float, results: Any) -> None:
@@ -78,7 +85,8 @@ def slow_consume_load(dsns: list[str], count: int, work_s: float, results: Any) 
     _consume(dsns, count, work_s, results)
 
 
-def _consume(dsns: list[str], count: int, work_s: float, results: Any) -> None:
+def _consume(dsns: list[str], count: int, work_s: float, results: Any,
+             from_connect: bool = False) -> None:
     """Count distinct messages (by body) and every delivery, duplicates included."""
     context = zmq.Context()
     socket = context.socket(zmq.ROUTER)
@@ -88,8 +96,8 @@ def _consume(dsns: list[str], count: int, work_s: float, results: Any) -> None:
     latencies = []
     seen: set[bytes] = set()
     received = deliveries = 0
-    started = None
     last = time.perf_counter()
+    started = last if from_connect else None
     while received < count:
         arrived = _arrivals(socket)
         if arrived is None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pzq.bench.load import consume_load, produce_load
+from pzq.bench.load import consume_load, drain_load, produce_load
 from pzq.bench.nodes import NodeProcess
 
 
@@ -59,7 +59,7 @@ def measure_produce(dsn: str, count: int, size: int, window: int) -> tuple[float
 
 
 def measure_drain(dsn: str, count: int) -> float:
-    (answer,) = run_workers([(consume_load, ([dsn], count))])
+    (answer,) = run_workers([(drain_load, ([dsn], count))])
     rate: float = answer["count"] / max(answer["seconds"], 1e-9)
     return rate
 

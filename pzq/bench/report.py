@@ -35,18 +35,34 @@ def matplotlib_installed() -> bool:
 
 
 def draw_chart(figures: list[Figure], path: Path) -> None:
+    """pzq's rate over the ceiling's for every scenario, and over the original's
+    beside it when the run measured the original."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rated = [figure for figure in figures if figure.ratio is not None]
-    chart, axes = plt.subplots(figsize=(10, 0.4 * len(rated) + 1.5))
-    axes.barh([figure.scenario for figure in rated], [figure.ratio or 0.0 for figure in rated],
-              color="#3465a4")
+    versus = any(figure.vs_original is not None for figure in rated)
+    chart, axes = plt.subplots(figsize=(10, (0.55 if versus else 0.4) * len(rated) + 1.5))
+    rows = range(len(rated))
+    height = 0.4 if versus else 0.8
+    axes.barh([row - (height / 2 if versus else 0) for row in rows],
+              [figure.ratio or 0.0 for figure in rated], height=height, color="#3465a4",
+              label="pzq / ceiling (a pyzmq device that stores nothing)")
+    if versus:
+        axes.barh([row + height / 2 for row in rows],
+                  [figure.vs_original or 0.0 for figure in rated], height=height,
+                  color="#f57900", label="pzq / the C++ original (blank: not measured)")
+        axes.set_xscale("log")  # from a fraction to twenty times
+        ticks = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 50]
+        axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
+        axes.legend(loc="lower right", fontsize="small")
+    axes.set_yticks(list(rows), [figure.scenario for figure in rated])
     axes.axvline(1.0, color="#888", linestyle="--")
     axes.invert_yaxis()
-    axes.set_xlabel("pzq rate / ceiling rate (same run)")
-    axes.set_title("pzq against a store-nothing pyzmq device")
+    axes.set_xlabel("pzq rate / the other's rate, measured in the same run")
+    axes.set_title("pzq against a store-nothing pyzmq device"
+                   + (" and the C++ original" if versus else ""))
     chart.tight_layout()
     chart.savefig(path, dpi=100)
     plt.close(chart)

@@ -38,6 +38,11 @@ class StoreError(PzqError):
     exit_code = ExitCode.STORE
 
 
+class StoreUnrecoverable(StoreError):
+    """The store could not be reopened after a failed write: the node stops (what was
+    ACKed is on disk) rather than write where a crash could lose it."""
+
+
 class ArchiveError(PzqError):
     """The archive could not be written or opened (a full disk, a file size limit, ...)."""
 

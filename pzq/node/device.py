@@ -12,7 +12,7 @@ from __future__ import annotations
 import zmq
 
 from pzq.cluster.replication import PendingAck
-from pzq.errors import PzqError
+from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
 from pzq.node.admin import Admin
 from pzq.node.clock import Now
@@ -140,6 +140,10 @@ class Device:
         node = self.node
         try:
             node.store.commit(batch)
+        except StoreUnrecoverable as exc:
+            self.intake.not_stored(accepted, str(exc))
+            self.producer_acks.flush()
+            raise  # the node stops: see StoreUnrecoverable
         except PzqError as exc:
             if not self._store_failing:  # once per failing spell, not once per wake
                 self._store_failing = True

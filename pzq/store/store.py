@@ -14,19 +14,21 @@ the only module that touches plyvel.
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import plyvel
 
-from pzq.errors import PzqError, StoreError
+from pzq.errors import PzqError, StoreError, StoreUnrecoverable
 from pzq.store import keyspace
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 # A larger memtable than LevelDB's 4 MiB means fewer level-0 files, so fewer
 # compactions and write stalls while a large backlog builds up.
 WRITE_BUFFER = 32 * 1024 * 1024
+RECOVERY_MARGIN = 256 * 1024  # bytes free beyond the log's size, to reopen after a failure
 
 
 class Participant:
@@ -121,6 +123,7 @@ class Store:
         self.next_seq = self._load_next_seq()
         self.messages, self.bytes, self.dead_letters = self._load_counters()
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
+        self._torn_log = False  # a write failed: reopen before the next one (see _recover)
 
     @classmethod
     def open(cls, path: str | Path, hard_sync: bool = False) -> Store:
@@ -133,14 +136,14 @@ class Store:
         if not os.access(path, os.W_OK | os.X_OK):
             raise StoreError(f"database directory {path} is not writable")
         try:
-            db = plyvel.DB(str(path), create_if_missing=True, write_buffer_size=WRITE_BUFFER)
+            db = _open_leveldb(path)
         except plyvel.IOError as exc:
             if "lock" in str(exc).lower():
                 raise StoreError(f"database directory {path} is in use by another "
                                  "process (its LevelDB lock is held)") from None
-            raise StoreError(f"cannot open database {path}: {exc}") from None
+            raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
         except plyvel.Error as exc:
-            raise StoreError(f"cannot open database {path}: {exc}") from None
+            raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
         return cls(db, path, hard_sync)
 
     def close(self) -> None:
@@ -154,6 +157,8 @@ class Store:
 
     def begin(self) -> Batch:
         """A new batch, holding what the participants left to write."""
+        if self._torn_log:
+            self._recover()
         batch = Batch(self, self._db.write_batch(sync=self.hard_sync))
         for participant in self._participants:
             participant.prepare(batch)
@@ -182,6 +187,8 @@ class Store:
             participant.written()
 
     def _write(self, batch: Batch) -> None:
+        if self._torn_log:
+            self._refuse_until_recovered()
         for participant in self._participants:
             participant.before_write()
         messages = self.messages + batch.message_delta
@@ -190,9 +197,40 @@ class Store:
         try:
             batch.write_with_metadata(self.next_seq, COUNTERS.pack(messages, stored_bytes, dead))
         except (plyvel.Error, RuntimeError) as exc:  # RuntimeError: the DB was closed
-            raise StoreError(f"store write failed: {exc}") from None
+            self._torn_log = True
+            raise StoreError(f"store write failed: {leveldb_reason(exc)}") from None
         self.messages, self.bytes, self.dead_letters = messages, stored_bytes, dead
         self.syncs += 1
+
+    def _recover(self) -> None:
+        """Reopen LevelDB after a failed write, before the next batch.
+
+        A write that failed (a full disk) can leave a torn record in LevelDB's log,
+        and LevelDB appends the next records after it as if it were whole; after a
+        crash its recovery cannot read them, so messages ACKed since would be lost.
+        Reopening replays the log up to the torn record and starts a new log. That
+        replay writes the log's contents as a table (at most about the log's size),
+        so it waits until the disk has room for it; until then every write is
+        refused (see _write), and nothing is ACKed.
+        """
+        if shutil.disk_usage(self.path).free < self._room_to_recover():
+            return
+        self._db.close()
+        try:
+            self._db = _open_leveldb(self.path)
+        except plyvel.Error as exc:
+            raise StoreUnrecoverable(f"cannot reopen the store after a failed write: "
+                                     f"{leveldb_reason(exc)}") from None
+        self._torn_log = False
+
+    def _room_to_recover(self) -> int:
+        return sum(log.stat().st_size for log in self.path.glob("*.log")) + RECOVERY_MARGIN
+
+    def _refuse_until_recovered(self) -> None:
+        free = shutil.disk_usage(self.path).free
+        raise StoreError(f"store write failed earlier; waiting for "
+                         f"{_mb(self._room_to_recover())} free on the store's disk to recover "
+                         f"its log ({_mb(free)} free)")
 
     # -- reads -------------------------------------------------------------
 
@@ -264,3 +302,17 @@ def _refuse_files_in_the_way(path: Path) -> None:
             if not place.is_dir():
                 raise StoreError(f"cannot create database directory {path}: {place} is a file")
             return
+
+
+def leveldb_reason(exc: Exception) -> str:
+    """plyvel carries LevelDB's status text as bytes: say it as text, not as a repr."""
+    reason = exc.args[0] if exc.args else exc
+    return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+
+
+def _open_leveldb(path: Path) -> plyvel.DB:
+    return plyvel.DB(str(path), create_if_missing=True, write_buffer_size=WRITE_BUFFER)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"

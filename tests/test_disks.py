@@ -1,0 +1,121 @@
+"""Disks that fill up: the store and the archive on small real filesystems.
+
+Each test mounts a size-limited tmpfs of its own (root only; skipped with the reason
+elsewhere) and fills it. Producers are refused with the reason, nothing ACKed is
+lost, the node keeps running and takes messages again once space is freed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from harness import wait_until
+
+from pzq.client import Consumer, Producer
+
+pytestmark = pytest.mark.timeout(120)
+
+FILLER = 3_600_000  # bytes taken from the filesystem, given back to free space
+
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    mounted: list[Path] = []
+
+    def mount(megabytes: int) -> Path:
+        place = tmp_path / f"fs{len(mounted)}"
+        place.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs",
+                                 str(place)], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a small tmpfs here: {result.stderr.strip()}")
+        mounted.append(place)
+        (place / "filler").write_bytes(b"x" * FILLER)
+        return place
+
+    yield mount
+    for place in mounted:  # lazily: a node being killed may still hold files there
+        subprocess.run(["umount", "-l", str(place)], check=False)
+
+
+def produce_until_refused(node, context, start: int, limit: int) -> tuple[set[bytes], list]:
+    acked: set[bytes] = set()
+    refused: list[bytes] = []
+    with Producer(node.receive_dsn, window=20, context=context) as producer:
+        for i in range(start, start + limit):
+            ack = producer.produce([b"%06d" % i + b"." * 1000])
+            if ack.ok:
+                acked.add(b"%06d" % i)
+            else:
+                refused.append(ack.status_message)
+                if len(refused) >= 5:
+                    break
+    return acked, refused
+
+
+def consume_all(node, context, wanted: set[bytes], timeout: float = 60) -> set[bytes]:
+    """Consume and ack until every one of ``wanted`` came; fail naming what did not."""
+    delivered: set[bytes] = set()
+    deadline = time.monotonic() + timeout
+    with Consumer(node.send_dsn, context=context) as consumer:
+        while not wanted <= delivered:
+            if time.monotonic() > deadline:
+                missing = sorted(wanted - delivered)
+                raise AssertionError(f"{len(missing)} ACKed messages not delivered, e.g. "
+                                     f"{missing[:5]}")
+            message = consumer.receive(0.5)
+            if message is not None:
+                delivered.add(message.parts[0][:6])
+                message.ack()
+    return delivered
+
+
+def test_a_full_store_disk_refuses_with_the_reason_and_recovers(start_node, context,
+                                                                 small_filesystem):
+    disk = small_filesystem(6)
+    node = start_node(database=disk / "db")
+    acked, refused = produce_until_refused(node, context, 0, 20_000)
+    assert refused, "the filesystem never filled"
+    # The failed write says why; later ones wait for room to reopen the store first
+    # (a torn record in LevelDB's log would lose what is written after it).
+    assert refused[0].startswith(b"not stored: store write failed: IO error")
+    assert b"No space left on device" in refused[0]
+    assert all(b"waiting for" in reason and b"MB free on the store's disk" in reason
+               for reason in refused[1:]), refused
+    assert not any(b"b'" in reason for reason in refused)
+    assert node.figures()["store_failures"] == len(refused)
+
+    (disk / "filler").unlink()  # space again: the node takes messages at once
+    more, refused_again = produce_until_refused(node, context, 100_000, 50)
+    assert len(more) == 50 and not refused_again
+
+    node.kill()  # and nothing that was ACKed is lost, across a crash
+    node.restart()
+    consume_all(node, context, acked | more)
+
+
+def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, context,
+                                                                     small_filesystem):
+    disk = small_filesystem(4)
+    node = start_node("--archive-dir", str(disk / "archive"), "--flush-messages", "1",
+                      "--ack-timeout", "500000", "--reaper-frequency", "100000")
+    acked, _ = produce_until_refused(node, context, 0, 1500)  # about 1.5 MB to archive
+    assert len(acked) == 1500
+    delivered: set[bytes] = set()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def archive_failed() -> bool:
+            message = consumer.receive(0.1)
+            if message is not None:
+                delivered.add(message.parts[0][:6])
+                message.ack()
+            return node.stats()["archive"]["failures"] > 0
+        wait_until(archive_failed, 60, message="an archive write failing on a full disk")
+    assert node.figures()["messages"] > 0  # what was not archived is still stored
+
+    (disk / "filler").unlink()
+    consume_all(node, context, acked - delivered)  # delivered again, now archived
+    wait_until(lambda: node.figures()["messages"] == 0, 30, message="every message archived")

@@ -8,12 +8,13 @@ lost, the node keeps running and takes messages again once space is freed.
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from harness import wait_until
+from harness import run_pzq, wait_until
 
 from pzq.client import Consumer, Producer
 
@@ -119,3 +120,41 @@ def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, 
     (disk / "filler").unlink()
     consume_all(node, context, acked - delivered)  # delivered again, now archived
     wait_until(lambda: node.figures()["messages"] == 0, 30, message="every message archived")
+
+
+def test_a_damaged_store_is_a_clear_start_error_and_repair_brings_it_back(start_node, context,
+                                                                          tmp_path):
+    node = start_node()
+    acked, _ = produce_until_refused(node, context, 0, 300)
+    assert len(acked) == 300
+    assert node.stop() == 0
+    manifest = next(node.database.glob("MANIFEST-*"))
+    manifest.write_bytes(b"\x00garbage" * 8)  # the store's table of contents, damaged
+
+    started = run_pzq(["--database", str(node.database), "--receive-dsn", "tcp://127.0.0.1:*",
+                       "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert started.returncode == 3
+    error = started.stderr.strip()
+    assert len(error.splitlines()) == 1 and "Traceback" not in error
+    assert "Corruption" in error and "pzq-ctl repair --database" in error
+
+    repaired = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
+                               str(node.database)], capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert repaired.returncode == 0, repaired.stderr
+    assert "it did not open" in repaired.stdout and "300 messages" in repaired.stdout
+    node.restart()
+    consume_all(node, context, acked)
+
+
+def test_repair_refuses_a_store_a_node_has_open(node, tmp_path):
+    repaired = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
+                               str(node.database)], capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert repaired.returncode == 3
+    assert "in use by a running node" in repaired.stderr
+    assert len(repaired.stderr.strip().splitlines()) == 1
+    missing = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
+                              str(tmp_path / "nothing")], capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert missing.returncode == 3 and "holds no pzq store" in missing.stderr

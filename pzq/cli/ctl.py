@@ -1,9 +1,11 @@
-"""``pzq-ctl``: administer a node over its monitor socket (dead letters, pending)."""
+"""``pzq-ctl``: administer a node over its monitor socket (dead letters, pending), and
+repair a stopped node's damaged store."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pzq.cli.common import (
     DEFAULT_MONITOR,
@@ -14,7 +16,8 @@ from pzq.cli.common import (
     tool_parser,
 )
 from pzq.client import request_monitor
-from pzq.errors import EndpointError, ExitCode
+from pzq.errors import EndpointError, ExitCode, StoreError
+from pzq.store.repair import repair
 
 
 def ctl_main(argv: Sequence[str] | None = None) -> int:
@@ -31,7 +34,13 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         command = commands.add_parser(name, help=f"{what}: one dead letter, or all")
         command.add_argument("key", help="a dead letter's key, or ALL")
     commands.add_parser("pending", help="stored, in-flight and dead counts")
+    repairing = commands.add_parser(
+        "repair", help="run LevelDB's repair on a stopped node's store (no --dsn needed)")
+    repairing.add_argument("--database", type=Path, default=Path("./pzq-data"),
+                           help="the node's --database")
     args = parser.parse_args(argv)
+    if args.command == "repair":
+        return _repair(parser.prog, args.database)
     request = {"dead": f"DEAD {getattr(args, 'limit', '')}",
                "requeue": f"REQUEUE {getattr(args, 'key', '')}",
                "purge": f"PURGE {getattr(args, 'key', '')}",
@@ -48,3 +57,18 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.FAILURE
     print(text)
     return ExitCode.OK
+
+
+def _repair(prog: str, database: Path) -> int:
+    try:
+        report = repair(database)
+    except StoreError as exc:
+        return fail(prog, str(exc), ExitCode.STORE)
+    before = f"it did not open ({report.damage})" if report.damage else "it opened"
+    print(f"repaired {database}: {before}; now {report.messages} messages and "
+          f"{report.dead_letters} dead letters are readable")
+    return ExitCode.OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(ctl_main())

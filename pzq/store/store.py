@@ -142,6 +142,10 @@ class Store:
                 raise StoreError(f"database directory {path} is in use by another "
                                  "process (its LevelDB lock is held)") from None
             raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
+        except plyvel.CorruptionError as exc:
+            raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}; with the "
+                             f"node stopped, pzq-ctl repair --database {path} brings back "
+                             "what is intact") from None
         except plyvel.Error as exc:
             raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
         return cls(db, path, hard_sync)

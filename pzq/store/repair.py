@@ -1,0 +1,65 @@
+"""Bringing a damaged store back: LevelDB's repair, run while no node has it open.
+
+LevelDB's repair rebuilds the store's table list from every file it can read: the
+tables whole, the logs up to the first damaged record. What it cannot read is gone;
+what it reports is what the store holds afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import plyvel
+
+from pzq.errors import StoreError
+from pzq.store import keyspace
+from pzq.store.store import leveldb_reason
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    was_damaged: bool
+    damage: str  # LevelDB's reason the store would not open; empty when it opened
+    messages: int  # own messages readable afterwards
+    dead_letters: int
+
+
+def repair(path: Path) -> RepairReport:
+    """Run LevelDB's repair on the store at ``path``; StoreError if it is in use,
+    missing, or still unreadable afterwards."""
+    if not path.is_dir() or not any(path.glob("*.log")) and not (path / "CURRENT").exists():
+        raise StoreError(f"{path} holds no pzq store")
+    damage = _why_it_does_not_open(path)
+    try:
+        plyvel.repair_db(str(path))
+    except plyvel.Error as exc:
+        raise StoreError(f"cannot repair {path}: {leveldb_reason(exc)}") from None
+    if _why_it_does_not_open(path):
+        raise StoreError(f"{path} does not open even after LevelDB's repair")
+    messages, dead = _count(path)
+    return RepairReport(bool(damage), damage, messages, dead)
+
+
+def _why_it_does_not_open(path: Path) -> str:
+    try:
+        plyvel.DB(str(path)).close()
+    except plyvel.IOError as exc:
+        reason = leveldb_reason(exc)
+        if "lock" in reason.lower():
+            raise StoreError(f"{path} is in use by a running node (its LevelDB lock is "
+                             "held): stop the node first") from None
+        return reason
+    except plyvel.Error as exc:
+        return leveldb_reason(exc)
+    return ""
+
+
+def _count(path: Path) -> tuple[int, int]:
+    db = plyvel.DB(str(path))
+    try:
+        own = sum(1 for _ in db.iterator(prefix=keyspace.OWN_PREFIX, include_value=False))
+        dead = sum(1 for _ in db.iterator(prefix=keyspace.DEAD_PREFIX, include_value=False))
+    finally:
+        db.close()
+    return own, dead

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,3 +74,37 @@ def produce_and_consume(node, context, count: int, ack_every: int = 1) -> list:
             else:
                 kept.append(message.parts[0])
     return kept
+
+
+def produce_until_refused(node, context, start: int, limit: int) -> tuple[set[bytes], list]:
+    """Produce 1 kB messages numbered from ``start`` until five are refused (or ``limit``
+    were sent); returns the numbers ACKed "1" and the refusals' status messages."""
+    acked: set[bytes] = set()
+    refused: list[bytes] = []
+    with Producer(node.receive_dsn, window=20, context=context) as producer:
+        for i in range(start, start + limit):
+            ack = producer.produce([b"%06d" % i + b"." * 1000])
+            if ack.ok:
+                acked.add(b"%06d" % i)
+            else:
+                refused.append(ack.status_message)
+                if len(refused) >= 5:
+                    break
+    return acked, refused
+
+
+def consume_all(node, context, wanted: set[bytes], timeout: float = 60) -> set[bytes]:
+    """Consume and ack until every one of ``wanted`` came; fail naming what did not."""
+    delivered: set[bytes] = set()
+    deadline = time.monotonic() + timeout
+    with Consumer(node.send_dsn, context=context) as consumer:
+        while not wanted <= delivered:
+            if time.monotonic() > deadline:
+                missing = sorted(wanted - delivered)
+                raise AssertionError(f"{len(missing)} ACKed messages not delivered, e.g. "
+                                     f"{missing[:5]}")
+            message = consumer.receive(0.5)
+            if message is not None:
+                delivered.add(message.parts[0][:6])
+                message.ack()
+    return delivered

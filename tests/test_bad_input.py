@@ -6,9 +6,9 @@ import resource
 
 import pytest
 import zmq
-from harness import run_pzq, wait_until
+from harness import consume_all, produce_until_refused, run_pzq
 
-from pzq.client import Consumer, Producer, request_monitor
+from pzq.client import Producer, request_monitor
 from pzq.store import keyspace
 
 pytestmark = pytest.mark.timeout(60)
@@ -141,16 +141,7 @@ def limit_file_size() -> None:
 
 def test_store_write_error_refuses_and_loses_nothing(start_node, context, tmp_path):
     node = start_node(preexec_fn=limit_file_size)
-    acked, refused = set(), []
-    with Producer(node.receive_dsn, window=20, context=context) as producer:
-        for i in range(2000):
-            ack = producer.produce([b"%06d" % i + b"." * 1000])
-            if ack.ok:
-                acked.add(b"%06d" % i)
-            else:
-                refused.append(ack.status_message)
-            if len(refused) >= 5:
-                break
+    acked, refused = produce_until_refused(node, context, 0, 2000)
     assert refused, "the file size limit never made a write fail"
     assert all(message.startswith(b"not stored: store write failed") for message in refused)
     assert request_monitor(node.monitor_dsn, "PING") == b"PONG"
@@ -158,12 +149,4 @@ def test_store_write_error_refuses_and_loses_nothing(start_node, context, tmp_pa
     node.kill()
     node.preexec_fn = None
     node.restart()
-    delivered = set()
-    with Consumer(node.send_dsn, context=context) as consumer:
-        def drained() -> bool:
-            message = consumer.receive(0.1)
-            if message is not None:
-                delivered.add(message.parts[0][:6])
-                message.ack()
-            return acked <= delivered
-        wait_until(drained, 30, message="every ACKed message delivered")
+    consume_all(node, context, acked)

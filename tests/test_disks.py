@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from harness import run_pzq, wait_until
+from harness import consume_all, produce_until_refused, run_pzq, wait_until
 
-from pzq.client import Consumer, Producer
+from pzq.client import Consumer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,38 +40,6 @@ def small_filesystem(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
     yield mount
     for place in mounted:  # lazily: a node being killed may still hold files there
         subprocess.run(["umount", "-l", str(place)], check=False)
-
-
-def produce_until_refused(node, context, start: int, limit: int) -> tuple[set[bytes], list]:
-    acked: set[bytes] = set()
-    refused: list[bytes] = []
-    with Producer(node.receive_dsn, window=20, context=context) as producer:
-        for i in range(start, start + limit):
-            ack = producer.produce([b"%06d" % i + b"." * 1000])
-            if ack.ok:
-                acked.add(b"%06d" % i)
-            else:
-                refused.append(ack.status_message)
-                if len(refused) >= 5:
-                    break
-    return acked, refused
-
-
-def consume_all(node, context, wanted: set[bytes], timeout: float = 60) -> set[bytes]:
-    """Consume and ack until every one of ``wanted`` came; fail naming what did not."""
-    delivered: set[bytes] = set()
-    deadline = time.monotonic() + timeout
-    with Consumer(node.send_dsn, context=context) as consumer:
-        while not wanted <= delivered:
-            if time.monotonic() > deadline:
-                missing = sorted(wanted - delivered)
-                raise AssertionError(f"{len(missing)} ACKed messages not delivered, e.g. "
-                                     f"{missing[:5]}")
-            message = consumer.receive(0.5)
-            if message is not None:
-                delivered.add(message.parts[0][:6])
-                message.ack()
-    return delivered
 
 
 def test_a_full_store_disk_refuses_with_the_reason_and_recovers(start_node, context,

@@ -3,6 +3,9 @@ and offset, counted, skipped to the next whole record (pzq.archive.records)."""
 
 from __future__ import annotations
 
+import re
+import urllib.request
+
 import pytest
 import zmq
 from archive_damage import (
@@ -20,6 +23,7 @@ from pzq.archive.files import read_topic
 from pzq.archive.reader import ArchiveReader
 from pzq.archive.topiclog import list_segments
 from pzq.archive.writer import Archive
+from pzq.monitoring import exporter
 from pzq.protocol import zper as zp
 
 pytestmark = pytest.mark.timeout(60)
@@ -132,6 +136,15 @@ def test_zper_readers_skip_a_damaged_record_on_a_running_node(archived_node, con
     assert reader.damaged == reported
     archived_node.wait_stats(
         lambda s: s["archive"]["topics"]["even"]["damaged_records"] == 1, message="counted")
+    running = exporter.serve([archived_node.monitor_dsn], "127.0.0.1", 0, timeout=2)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{running.port}/metrics",
+                                    timeout=10) as page:
+            metrics = page.read().decode()
+    finally:
+        running.stop()
+    assert re.search(r'pzq_archive_damaged_records_total\{[^}]*topic="even"[^}]*\} 1\.0',
+                     metrics), metrics
 
     raw = open_socket(zmq.DEALER)  # a ZPER reader: exactly the damaged bytes, offsets stay right
     raw.setsockopt(zmq.IDENTITY, zp.make_identity("even"))

@@ -301,11 +301,13 @@ def test_alert_rules_and_dashboard_use_exported_metrics(node, context, served):
     scripted_run(node, context)
     exported = {line.split("{")[0].split(" ")[0] for line in get(served + "/metrics").splitlines()
                 if line and not line.startswith("#")}
-    exported |= {"pzq_peer_up", "pzq_archive_last_offset"}  # series only with peers, topics
+    exported |= {"pzq_peer_up", "pzq_archive_last_offset",  # series only with peers, topics
+                 "pzq_archive_damaged_records_total"}
     rules = yaml.safe_load((ROOT / "monitoring" / "alerts.yml").read_text())
     alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
     assert {"PzqNodeDown", "PzqBacklogGrowing", "PzqRedeliveryStorm", "PzqPeerDown",
-            "PzqReplicationFailures", "PzqArchiveFailures", "PzqQueueFull"} <= alerts.keys()
+            "PzqReplicationFailures", "PzqArchiveFailures", "PzqArchiveDamaged",
+            "PzqQueueFull"} <= alerts.keys()
     dashboard = json.loads((ROOT / "monitoring" / "grafana-dashboard.json").read_text())
     targets = [target for panel in dashboard["panels"] for target in panel.get("targets", [])]
     expressions = [target["expr"] for target in targets]

@@ -104,6 +104,9 @@ class PzqCollector:
                                   labels=[*LABELS, "peer"])
         archive = GaugeMetricFamily("pzq_archive_last_offset", "End offset of a topic's log.",
                                     labels=[*LABELS, "topic"])
+        damaged = CounterMetricFamily("pzq_archive_damaged_records", "Damaged archive records "
+                                      "ZPER readers met since the node started.",
+                                      labels=[*LABELS, "topic"])
         for answer in live:
             stats, labels = _stats(answer), self._labels(answer)
             for outcome in ACK_OUTCOMES:
@@ -115,7 +118,8 @@ class PzqCollector:
                                  1.0 if peer["state"] == "up" else 0.0)
             for topic, info in (stats.get("archive") or {}).get("topics", {}).items():
                 archive.add_metric([*labels, topic], float(info["last_offset"]))
-        yield from (acks, producer, peers, archive)
+                damaged.add_metric([*labels, topic], float(info.get("damaged_records", 0)))
+        yield from (acks, producer, peers, archive, damaged)
 
     def _latency(self, live: list[StatsAnswer]) -> Metric:
         latency = HistogramMetricFamily(

@@ -40,7 +40,6 @@ class ZperClient:
         self.socket = open_socket(kind)
         self.socket.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
         self.socket.connect(dsn)
-        self.kind = kind
 
     def ask(self, *frames: bytes) -> list[bytes]:
         self.socket.send_multipart(list(frames))

@@ -41,13 +41,14 @@ class Device:
         self.stopping = False
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
-                             self.producer_acks)
+                             self.producer_acks, node.topics)
         self.consumer_acks = ConsumerAcks(endpoints.send, node.state_for, node.removed,
                                           node.archiving, node.window, node.latency,
-                                          node.counters, config.batch_size)
+                                          node.counters, config.batch_size, node.final_ack)
         self.dispatch = Dispatch(endpoints.send, node.delivery_states, node.window,
                                  config.batch_size)
-        self.monitor = Monitor(endpoints.monitor, self.figures, Admin(node.store, self.figures),
+        self.monitor = Monitor(endpoints.monitor, self.figures, Admin(node.store, self.figures,
+                                                                   node.requeued),
                                node.counters)
         self._store_failing = False
         self._polled_out = False  # the last poll looked for room to deliver

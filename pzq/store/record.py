@@ -54,6 +54,20 @@ def bookkeeping(value: bytes) -> tuple[int, int]:
     return BOOKKEEPING.unpack_from(value, BOOKKEEPING_OFFSET)
 
 
+def headers_of(value: bytes) -> tuple[bytes, ...]:
+    """The producer's header frames of a stored record, without reading its parts."""
+    if len(value) < FIXED.size or value[0] != VERSION:
+        raise DecodeError("stored record has an unknown version or is truncated")
+    view = memoryview(value)
+    _, offset = _read_item(view, FIXED.size)
+    return _read_group(view, offset)[0]
+
+
+def stored_us_of(value: bytes) -> int:
+    stored_us: int = FIXED.unpack_from(value, 0)[1]
+    return stored_us
+
+
 def decode(value: bytes) -> Record:
     if len(value) < FIXED.size or value[0] != VERSION:
         raise DecodeError("stored record has an unknown version or is truncated")

@@ -1,0 +1,279 @@
+"""Topics and consumer groups in the store: one stored copy of each message, many readers.
+
+Every own message stays once under ``m <seq>`` (arrival order across all topics: the
+group ``default`` on --send-dsn walks it as before) and gets a small entry in its
+topic's log ``i <topic> <seq>`` whose value is its TAG, so a group of one topic walks
+only that topic and filters without reading bodies.
+
+A group *holds* a message of its topic when the message's seq is at or past the
+group's start and the group's filter takes its tag; ``default`` holds every message
+of a topic from the topic's ``default_from`` on (all of them, unless an operator
+removed ``default`` from the topic). A message is deleted (and archived, once) when
+every group holding it is done with it: acked or dead-lettered. A group done before
+the others leaves a mark ``a <group> <seq>``; the last one deletes the message and the
+marks. A message only ``default`` holds is deleted at its ACK as it always was.
+
+Per topic the node keeps its stored messages and bytes; they ride along with each
+batch that changes them, as the store's own counters do, so nothing is counted by a
+scan. The registries of topics and groups are read at start (a few keys, no message).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pzq.archive.entry import validate_topic
+from pzq.store import keyspace, record
+from pzq.store.store import Batch, Participant, Store
+
+TOPIC_HEADER = b"TOPIC:"
+TAG_HEADER = b"TAG:"
+DEFAULT_GROUP = "default"
+DEFAULT_GROUP_ID = 0
+FIRST_ID = 1
+START_EARLIEST = "earliest"
+START_LATEST = "latest"
+
+
+@dataclass(eq=False)
+class Group:
+    topic: Topic
+    name: str
+    id: int
+    start_seq: int
+    filter: str = ""  # "": every tag; "eu-*": tags starting with "eu-"; else that tag
+    created_us: int = 0
+
+    def takes(self, tag: bytes) -> bool:
+        return filter_takes(self.filter, tag)
+
+    def holds(self, seq: int, tag: bytes) -> bool:
+        return seq >= self.start_seq and self.takes(tag)
+
+    def encode(self) -> bytes:
+        return json.dumps({"id": self.id, "start_seq": self.start_seq, "filter": self.filter,
+                           "created_us": self.created_us}).encode()
+
+
+@dataclass(eq=False)
+class Topic:
+    name: str
+    id: int
+    messages: int = 0
+    bytes: int = 0
+    default_from: int | None = 0  # None: ``default`` does not read this topic
+    created_us: int = 0
+    groups: dict[str, Group] = field(default_factory=dict)
+
+    def encode(self, messages: int, stored_bytes: int) -> bytes:
+        return json.dumps({"id": self.id, "messages": messages, "bytes": stored_bytes,
+                           "default_from": self.default_from,
+                           "created_us": self.created_us}).encode()
+
+    def holders(self, seq: int, tag: bytes) -> list[int]:
+        """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
+        held = [group.id for group in self.groups.values() if group.holds(seq, tag)]
+        if self.default_from is not None and seq >= self.default_from:
+            held.append(DEFAULT_GROUP_ID)
+        return held
+
+
+def filter_takes(pattern: str, tag: bytes) -> bool:
+    if not pattern:
+        return True
+    wanted = pattern.encode()
+    if wanted.endswith(b"*"):
+        return tag.startswith(wanted[:-1])
+    return tag == wanted
+
+
+def validate_name(kind: str, name: str) -> str:
+    """Topic and group names follow the archive's topic names (they are directories)."""
+    try:
+        return validate_topic(name)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("topic", kind, 1)) from None
+
+
+def topic_and_tag(headers: Iterable[bytes], default_topic: str) -> tuple[str, bytes]:
+    """The message's topic (ValueError for a name that cannot be one) and its tag."""
+    topic, tag = default_topic, b""
+    for header in headers:
+        if header[:6].upper() == TOPIC_HEADER:
+            topic = validate_name("topic", header[6:].decode(errors="replace"))
+        elif header[:4].upper() == TAG_HEADER:
+            tag = header[4:]
+    return topic, tag
+
+
+class Topics(Participant):
+    """The topics and groups of this node's own messages, and who is done with what."""
+
+    def __init__(self, store: Store, default_topic: str) -> None:
+        self.store = store
+        self.default_topic = default_topic
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[int, Topic] = {}
+        self.default_restricted = False  # some topic is not read by ``default``
+        self._next_id = FIRST_ID
+        self._batch: Batch | None = None
+        self._deltas: dict[Topic, list[int]] = {}  # messages, bytes changed in this batch
+        self._dirty: set[Topic] = set()  # registry entries to write
+        self._dirty_groups: set[Group] = set()
+        self._marking: set[tuple[int, int]] = set()  # (group id, seq) marks in this batch
+        self._load()
+
+    # -- the registries ------------------------------------------------------
+
+    def _load(self) -> None:
+        stored = self.store.get(keyspace.META_NEXT_ID)
+        self._next_id = keyspace.ID.unpack(stored)[0] if stored else FIRST_ID
+        for key, value in self.store.iterate(keyspace.TOPIC_PREFIX):
+            meta = json.loads(value)
+            topic = Topic(key[1:].decode(), meta["id"], meta["messages"], meta["bytes"],
+                          meta["default_from"], meta["created_us"])
+            self._add_topic(topic)
+        for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
+            meta = json.loads(value)
+            owner = self.by_id[keyspace.ID.unpack_from(key, 1)[0]]
+            name = key[1 + keyspace.ID.size:].decode()
+            owner.groups[name] = Group(owner, name, meta["id"], meta["start_seq"],
+                                       meta["filter"], meta["created_us"])
+
+    def _add_topic(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.by_id[topic.id] = topic
+        self.default_restricted |= topic.default_from != 0
+
+    def _take_id(self) -> int:
+        taken, self._next_id = self._next_id, self._next_id + 1
+        return taken
+
+    def topic(self, name: str, now_us: int) -> Topic:
+        """The topic of that name, made (and written with the next batch) when new."""
+        found = self.topics.get(name)
+        if found is None:
+            found = Topic(validate_name("topic", name), self._take_id(), created_us=now_us)
+            self._add_topic(found)
+            self._dirty.add(found)
+            self._write_now(keyspace.topic_key(name.encode()), found.encode(0, 0))
+        return found
+
+    def _write_now(self, key: bytes, value: bytes) -> None:
+        """Into the batch being built, if any, so that a batch holding nothing else
+        is still written (before_write writes the final value)."""
+        if self._batch is not None:
+            self._batch.put(key, value)
+
+    def add_group(self, topic: Topic, name: str, start_seq: int, pattern: str,
+                  now_us: int) -> Group:
+        group = Group(topic, validate_name("group", name), self._take_id(), start_seq,
+                      pattern, now_us)
+        topic.groups[name] = group
+        self._dirty_groups.add(group)
+        self._write_now(keyspace.group_key(topic.id, name.encode()), group.encode())
+        return group
+
+    def groups(self) -> list[Group]:
+        return [group for topic in self.topics.values() for group in topic.groups.values()]
+
+    # -- messages --------------------------------------------------------------
+
+    def stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
+        """A new own message: its topic log entry, and the topic's counters."""
+        batch.put(keyspace.topic_log_key(topic.id, seq), tag)
+        self._count(topic, 1, size)
+
+    def describe(self, value: bytes) -> tuple[Topic, bytes]:
+        """The topic and tag of a stored record."""
+        name, tag = topic_and_tag(record.headers_of(value), self.default_topic)
+        return self.topic(name, record.stored_us_of(value)), tag
+
+    def is_done(self, group_id: int, seq: int) -> bool:
+        return ((group_id, seq) in self._marking
+                or self.store.get(keyspace.group_done_key(group_id, seq)) is not None)
+
+    def done_among(self, group_id: int, seqs: list[int]) -> set[int]:
+        """Which of ``seqs`` (ascending) ``group_id`` is done with: one walk of its marks."""
+        if not seqs:
+            return set()
+        prefix = keyspace.group_done_prefix(group_id)
+        done = {seq for seq in seqs if (group_id, seq) in self._marking}
+        for key, _ in self.store.iterate(prefix, keyspace.group_done_key(group_id, seqs[0]),
+                                         values=False):
+            seq = keyspace.seq_at_end(key)
+            if seq > seqs[-1]:
+                break
+            done.add(seq)
+        return done
+
+    def would_release(self, seq: int, topic: Topic, tag: bytes, group_id: int) -> bool:
+        """Whether ``group_id`` being done with the message deletes it."""
+        return all(holder == group_id or self.is_done(holder, seq)
+                   for holder in topic.holders(seq, tag))
+
+    def done(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int,
+             group_id: int) -> bool:
+        """``group_id`` is done with the message: delete it if every holder is, else mark
+        it. Returns True when the message was deleted."""
+        holders = topic.holders(seq, tag)
+        others = [holder for holder in holders if holder != group_id]
+        if any(not self.is_done(holder, seq) for holder in others):
+            batch.put(keyspace.group_done_key(group_id, seq), b"")
+            self._marking.add((group_id, seq))
+            return False
+        batch.delete_message(seq, size)
+        self.drop(batch, seq, topic, tag, size, group_id)
+        return True
+
+    def drop(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int,
+             group_id: int) -> None:
+        """The message leaves its topic (deleted, or moved to the dead letters): its log
+        entry, the other groups' marks, and its count go."""
+        batch.delete(keyspace.topic_log_key(topic.id, seq))
+        for holder in topic.holders(seq, tag):
+            if holder != group_id:
+                batch.delete(keyspace.group_done_key(holder, seq))
+        self._count(topic, -1, -size)
+
+    def _count(self, topic: Topic, messages: int, size: int) -> None:
+        delta = self._deltas.setdefault(topic, [0, 0])
+        delta[0] += messages
+        delta[1] += size
+
+    # -- batches -----------------------------------------------------------------
+
+    def prepare(self, batch: Batch) -> None:
+        self._batch = batch
+
+    def before_write(self) -> None:
+        """Counters and registry entries go with the batch that changed them."""
+        batch = self._batch
+        if batch is None:
+            return
+        for topic in self._dirty | set(self._deltas):
+            messages, size = self._deltas.get(topic, (0, 0))
+            batch.put(keyspace.topic_key(topic.name.encode()),
+                      topic.encode(topic.messages + messages, topic.bytes + size))
+        for group in self._dirty_groups:
+            batch.put(keyspace.group_key(group.topic.id, group.name.encode()), group.encode())
+        batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
+
+    def written(self) -> None:
+        for topic, (messages, size) in self._deltas.items():
+            topic.messages += messages
+            topic.bytes += size
+        self._deltas = {}
+        self._dirty = set()
+        self._dirty_groups = set()
+        self._marking = set()
+        self._batch = None
+
+    def failed(self) -> None:
+        """Counters stay as they were; new topics and groups are written with the next
+        batch; the delivery states redo the deletes and marks they still owe."""
+        self._deltas = {}
+        self._marking = set()
+        self._batch = None

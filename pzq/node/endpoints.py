@@ -23,6 +23,8 @@ class Endpoints:
     consumers: ConsumerCount  # connections to ``send``
     readers: Socket | None  # ROUTER: ZPER readers of the archive
     cluster: ClusterLinks | None
+    consume: Socket | None = None  # ROUTER: consumer groups
+    consume_events: Socket | None = None  # its disconnections
     quiet_monitor: QuietSocket = field(init=False)
     quiet_consumers: QuietSocket = field(init=False)
 
@@ -37,6 +39,8 @@ class Endpoints:
             bound["archive"] = self.readers
         if self.cluster is not None:
             bound["cluster"] = self.cluster.router
+        if self.consume is not None:
+            bound["consume"] = self.consume
         return {name: sockets.bound_endpoint(socket) for name, socket in bound.items()}
 
     def pollable(self) -> list[Socket | int]:
@@ -49,7 +53,9 @@ class Endpoints:
 
     def close(self) -> None:
         self.consumers.close()
-        for socket in (self.receive, self.send, self.monitor, self.readers):
+        if self.consume_events is not None:
+            self.consume_events.close()
+        for socket in (self.receive, self.send, self.monitor, self.readers, self.consume):
             if socket is not None:
                 socket.close()
         if self.cluster is not None:
@@ -67,13 +73,18 @@ def open_endpoints(context: Context, config: Config, curve: KeyPair | None,
         readers = (_keep(opened, sockets.bind(context, zmq.ROUTER, config.archive_dsn,
                                               "--archive-dsn", curve))
                    if config.archive_dsn is not None else None)
+        consume = (_keep(opened, sockets.bind_consume(context, config.consume_dsn, curve))
+                   if config.consume_dsn is not None else None)
         links = (ClusterLinks(cluster, context, ClientCurve(curve, curve.public) if curve
                               else None, mono) if cluster is not None else None)
     except BaseException:
         for socket in opened:
             socket.close(0)
         raise
-    return Endpoints(receive, send, monitor, ConsumerCount(send), readers, links)
+    events = (consume.get_monitor_socket(zmq.EVENT_DISCONNECTED) if consume is not None
+              else None)
+    return Endpoints(receive, send, monitor, ConsumerCount(send), readers, links, consume,
+                     events)
 
 
 def _keep(opened: list[Socket], socket: Socket) -> Socket:

@@ -62,7 +62,7 @@ class Topic:
     name: str
     id: int
     messages: int = 0
-    bytes: int = 0
+    stored_bytes: int = 0
     default_from: int | None = 0  # None: ``default`` does not read this topic
     created_us: int = 0
     groups: dict[str, Group] = field(default_factory=dict)
@@ -256,7 +256,7 @@ class Topics(Participant):
         for topic in self._dirty | set(self._deltas):
             messages, size = self._deltas.get(topic, (0, 0))
             batch.put(keyspace.topic_key(topic.name.encode()),
-                      topic.encode(topic.messages + messages, topic.bytes + size))
+                      topic.encode(topic.messages + messages, topic.stored_bytes + size))
         for group in self._dirty_groups:
             batch.put(keyspace.group_key(group.topic.id, group.name.encode()), group.encode())
         batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
@@ -264,7 +264,7 @@ class Topics(Participant):
     def written(self) -> None:
         for topic, (messages, size) in self._deltas.items():
             topic.messages += messages
-            topic.bytes += size
+            topic.stored_bytes += size
         self._deltas = {}
         self._dirty = set()
         self._dirty_groups = set()

@@ -243,3 +243,20 @@ def test_bad_topic_name_is_refused(group_node, context):
     with Producer(group_node.receive_dsn, context=context) as producer:
         ack = producer.produce([b"x"], headers=[b"TOPIC:../etc"])
     assert not ack.ok and b"must be 1-255" in ack.status_message
+
+
+def test_command_line_tools_speak_topics_and_groups(group_node):
+    from tests.test_tools import tool
+    produced = tool("pzq-produce", "--dsn", group_node.receive_dsn, "--topic", "orders",
+                    "--tag", "eu", stdin="a\nb\n")
+    assert produced.returncode == 0, produced.stderr
+    tool("pzq-produce", "--dsn", group_node.receive_dsn, "--topic", "orders", "--tag", "us",
+         stdin="c\n")
+    consumed = tool("pzq-consume", "--dsn", group_node.consume_dsn, "--topic", "orders",
+                    "--group", "eu-only", "--filter", "eu", "--idle-timeout", "1")
+    assert consumed.returncode == 0, consumed.stderr
+    assert [line.split(" ", 2)[2] for line in consumed.stdout.splitlines()] == ["a", "b"]
+    refused = tool("pzq-consume", "--dsn", group_node.consume_dsn, "--topic", "ordres",
+                   "--group", "g", "--idle-timeout", "1")
+    assert refused.returncode == 1
+    assert "no topic 'ordres' (topics: orders)" in refused.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from pzq.client import ConsumeRefused, Consumer, GroupConsumer, Producer
+from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer
 from pzq.protocol import consume as wire
 from tests.harness import NodeProcess, wait_until
 

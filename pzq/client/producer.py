@@ -88,9 +88,10 @@ class Producer:
         return self.acks()
 
     def produce(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
-                timeout: float = 30.0) -> ProducerAck:
+                timeout: float = 30.0, topic: str | None = None,
+                tag: str | None = None) -> ProducerAck:
         """Send one message and wait for its own ACK."""
-        msg_id = self.send(parts, headers, timeout=timeout)
+        msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag)
         deadline = time.monotonic() + timeout
         while True:
             for position, ack in enumerate(self._arrived):

@@ -230,6 +230,27 @@ class ConsumeEndpoint:
             self.removed(self.store.node_id, seq)
         return True
 
+    # -- an operator's changes ---------------------------------------------------
+
+    def forget(self, seq: int) -> None:
+        """An operator deleted the message: no group delivers it any more."""
+        for deliveries in self.groups.values():
+            deliveries.state.forget(seq)
+            deliveries.release(seq)
+
+    def drop_group(self, topic: Topic, name: str) -> None:
+        """An operator removed the group: its consumers are told and let go."""
+        for group_id, deliveries in list(self.groups.items()):
+            if deliveries.group.topic is topic and deliveries.group.name == name:
+                for consumer in list(deliveries.consumers):
+                    self._error(consumer.routing_id, f"group {name} of topic {topic.name} "
+                                "was removed")
+                    self.consumers.pop(consumer.routing_id, None)
+                deliveries.consumers.clear()
+                deliveries.owner.clear()
+                deliveries.state.paused = True
+                del self.groups[group_id]
+
     # -- deliveries ---------------------------------------------------------------
 
     def has_work(self) -> bool:

@@ -25,6 +25,7 @@ from pzq.node.intake import Accepted, Intake
 from pzq.node.monitor import Monitor
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
+from pzq.node.topic_admin import TopicAdmin
 from pzq.node.topic_figures import topic_figures
 from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
 from pzq.protocol.frames import REPLICATION_FAILED
@@ -53,6 +54,9 @@ class Device:
                                                                    node.requeued),
                                node.counters)
         self.consume = _consume_endpoint(node, endpoints)
+        self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
+                                             node.delivery.forget,
+                                             lambda: Now.read().wall_us).verbs())
         self._store_failing = False
         self._polled_out = False  # the last poll looked for room to deliver
 

@@ -45,7 +45,7 @@ class Intake:
             try:
                 produce = frames.decode_produce(raw, self.limits.max_message_size)
                 topic, tag = self._topic(produce, now_us)
-                self._check_room(batch, produce)
+                self._check_room(batch, produce, topic)
             except ProduceRefused as refused:
                 self._refuse(refused)
                 continue
@@ -65,12 +65,14 @@ class Intake:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
         return self.topics.topic(name, now_us), tag
 
-    def _check_room(self, batch: Batch, produce: frames.Produce) -> None:
-        """Refuse, never drop, once the queue is at --max-messages or --max-bytes."""
+    def _check_room(self, batch: Batch, produce: frames.Produce, topic: Topic) -> None:
+        """Refuse, never drop, once the queue is at --max-messages or --max-bytes, or
+        the topic at its own limits."""
         limits = self.limits
         full = ((limits.max_messages
                  and self.store.messages + batch.message_delta >= limits.max_messages)
-                or (limits.max_bytes and self.store.bytes + batch.byte_delta >= limits.max_bytes))
+                or (limits.max_bytes and self.store.bytes + batch.byte_delta >= limits.max_bytes)
+                or not self.topics.room(topic, produce.body_size))
         if full:
             self.counters.queue_full += 1
             raise QueueFull(produce.routing_id, produce.msg_id)

@@ -105,11 +105,11 @@ def _decode_subscribe(frames: list[bytes]) -> Subscribe:
         if not sep or name.upper() not in ("FILTER", "START"):
             raise DecodeError(f"CONSUME option {frame[:40]!r} is not FILTER:value or "
                               "START:earliest|latest|<µs since the epoch>")
-        options[name.lower()] = _start(value) if name.upper() == "START" else value
+        options[name.lower()] = decode_start(value) if name.upper() == "START" else value
     return Subscribe(topic, group, int(window_text), **options)  # type: ignore[arg-type]
 
 
-def _start(value: str) -> str | int:
+def decode_start(value: str) -> str | int:
     if value in START_WORDS:
         return value
     if value.isdigit():

@@ -65,12 +65,15 @@ class Topic:
     stored_bytes: int = 0
     default_from: int | None = 0  # None: ``default`` does not read this topic
     created_us: int = 0
+    max_messages: int = 0  # QUEUE_FULL for this topic beyond these (0: no limit)
+    max_bytes: int = 0
     groups: dict[str, Group] = field(default_factory=dict)
 
     def encode(self, messages: int, stored_bytes: int) -> bytes:
         return json.dumps({"id": self.id, "messages": messages, "bytes": stored_bytes,
-                           "default_from": self.default_from,
-                           "created_us": self.created_us}).encode()
+                           "default_from": self.default_from, "created_us": self.created_us,
+                           "max_messages": self.max_messages,
+                           "max_bytes": self.max_bytes}).encode()
 
     def holders(self, seq: int, tag: bytes) -> list[int]:
         """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
@@ -133,7 +136,8 @@ class Topics(Participant):
         for key, value in self.store.iterate(keyspace.TOPIC_PREFIX):
             meta = json.loads(value)
             topic = Topic(key[1:].decode(), meta["id"], meta["messages"], meta["bytes"],
-                          meta["default_from"], meta["created_us"])
+                          meta["default_from"], meta["created_us"],
+                          meta.get("max_messages", 0), meta.get("max_bytes", 0))
             self._add_topic(topic)
         for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
             meta = json.loads(value)
@@ -161,6 +165,31 @@ class Topics(Participant):
             self._write_now(keyspace.topic_key(name.encode()), found.encode(0, 0))
         return found
 
+    def changed(self, topic: Topic) -> None:
+        """An operator changed the topic's settings: write them with the next batch."""
+        self._dirty.add(topic)
+        self.default_restricted |= topic.default_from != 0
+        self._write_now(keyspace.topic_key(topic.name.encode()),
+                        topic.encode(topic.messages, topic.stored_bytes))
+
+    def forget_topic(self, topic: Topic) -> None:
+        """Remove a topic whose messages are gone: its entry and its groups'."""
+        batch = self.store.begin()
+        batch.delete(keyspace.topic_key(topic.name.encode()))
+        for group in topic.groups.values():
+            batch.delete(keyspace.group_key(topic.id, group.name.encode()))
+        self._dirty.discard(topic)
+        self._deltas.pop(topic, None)
+        self.store.commit(batch)
+        del self.topics[topic.name]
+        del self.by_id[topic.id]
+
+    def room(self, topic: Topic, size: int) -> bool:
+        """Whether the topic takes one more message under its own limits."""
+        messages, stored = self._deltas.get(topic, (0, 0))
+        return not ((topic.max_messages and topic.messages + messages >= topic.max_messages)
+                    or (topic.max_bytes and topic.stored_bytes + stored >= topic.max_bytes))
+
     def _write_now(self, key: bytes, value: bytes) -> None:
         """Into the batch being built, if any, so that a batch holding nothing else
         is still written (before_write writes the final value)."""
@@ -184,7 +213,7 @@ class Topics(Participant):
     def stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
         """A new own message: its topic log entry, and the topic's counters."""
         batch.put(keyspace.topic_log_key(topic.id, seq), tag)
-        self._count(topic, 1, size)
+        self.count(topic, 1, size)
 
     def describe(self, value: bytes) -> tuple[Topic, bytes]:
         """The topic and tag of a stored record."""
@@ -236,9 +265,9 @@ class Topics(Participant):
         for holder in topic.holders(seq, tag):
             if holder != group_id:
                 batch.delete(keyspace.group_done_key(holder, seq))
-        self._count(topic, -1, -size)
+        self.count(topic, -1, -size)
 
-    def _count(self, topic: Topic, messages: int, size: int) -> None:
+    def count(self, topic: Topic, messages: int, size: int) -> None:
         delta = self._deltas.setdefault(topic, [0, 0])
         delta[0] += messages
         delta[1] += size

@@ -9,7 +9,7 @@ from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer
 from pzq.protocol import consume as wire
 from tests.harness import NodeProcess, wait_until
 
-FAST = ("--ack-timeout", "30s", "--reaper-frequency", "100ms", "--consume-heartbeat", "200ms")
+FAST = ("--ack-timeout", "30s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s")
 
 
 @pytest.fixture
@@ -47,6 +47,8 @@ def test_three_groups_each_receive_every_message_once(group_node, context):
                                context=context) for name in ("billing", "audit", "search")]
     try:
         produce(group_node, context, bodies)
+        groups = topic_figures(group_node)["groups"]
+        assert [groups[name]["backlog"] for name in ("billing", "audit", "search")] == [61] * 3
         for consumer in consumers:
             got = drain(consumer, 61)
             assert got == [b"first", *bodies]
@@ -119,7 +121,9 @@ def test_disconnect_gives_deliveries_back_at_once(group_node, context):
     assert sorted(got) == [b"m0", b"m1", b"m2", b"m3"]
 
 
-def test_silent_consumer_is_given_up(group_node, context):
+def test_silent_consumer_is_given_up(start_node, context):
+    group_node = start_node("--ack-timeout", "30s", "--consume-heartbeat", "200ms",
+                            consume=True)
     produce(group_node, context, [b"only"])
     silent = GroupConsumer(group_node.consume_dsn, "orders", "g", window=1, context=context)
     assert silent.receive(5) is not None
@@ -156,6 +160,8 @@ def test_filtered_group_sees_only_its_tag(group_node, context):
         assert drain(eu, 2) == [b"eu1", b"eu2"]
         assert drain(us, 1) == [b"us1"]
         assert eu.receive(0.3) is None and us.receive(0.1) is None
+        group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["eu"]["backlog"] == 0
+                              and s["topics"]["orders"]["groups"]["us"]["backlog"] == 0)
         assert len(drain(plain, 4)) == 4
         # what a filter leaves out counts as done for that group
         group_node.wait_stats(lambda s: s["messages"] == 0)
@@ -185,6 +191,8 @@ def test_restart_after_sigkill_keeps_every_group_place(group_node, context):
                               and s["topics"]["orders"]["groups"]["b"]["acked"] == 10)
         group_node.kill()
     group_node.restart()
+    groups = topic_figures(group_node)["groups"]
+    assert (groups["a"]["backlog"], groups["b"]["backlog"]) == (41 - 25, 41 - 10)
     everything = [b"start", *bodies]
     with GroupConsumer(group_node.consume_dsn, "orders", "a", context=context) as a, \
             GroupConsumer(group_node.consume_dsn, "orders", "b", context=context) as b:

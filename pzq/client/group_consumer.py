@@ -20,6 +20,8 @@ from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
 from pzq.zmqio import Context
 
+NOT_CONSUMING = "before CONSUME: send CONSUME first"
+
 
 class GroupConsumer(Consumer):
     """Receives the deliveries of one consumer group, at most ``window`` unacked."""
@@ -79,9 +81,17 @@ class GroupConsumer(Consumer):
                     return Message(answer.key, answer.parts, answer.headers or {},
                                    answer.sent_us, answer.ack_timeout_us, b"", self)
                 if answer is not None and answer.verb == wire.ERROR:
-                    self.errors.append(answer.error)
+                    self._refused(answer.error)
             elif left is not None and time.monotonic() >= deadline:  # type: ignore[operator]
                 return None
+
+    def _refused(self, error: str) -> None:
+        """Keep the node's complaint; when it counted this consumer gone (silent too
+        long), join again: what it held was given back and comes again."""
+        self.errors.append(error)
+        if error.endswith(NOT_CONSUMING):
+            self._socket.send_multipart(wire.encode_consume(self.subscribe))
+            self._last_sent = time.monotonic()
 
     def heartbeat(self) -> None:
         self._socket.send_multipart([wire.HEARTBEAT])

@@ -161,6 +161,7 @@ class TopicAdmin:
             if value is not None:
                 batch.delete_message(seq, len(value))
                 self.topics.count(topic, -1, -len(value))
+                self._out_of_backlogs(topic, seq, tag)
             batch.delete(key)
             for holder in holders_of:
                 batch.delete(keyspace.group_done_key(holder, seq))
@@ -173,6 +174,11 @@ class TopicAdmin:
         self.store.commit(batch)
         self._let_go(topic, deleted, drop_groups)
         return len(deleted)
+
+    def _out_of_backlogs(self, topic: Topic, seq: int, tag: bytes) -> None:
+        for group in topic.groups.values():
+            if group.holds(seq, tag) and not self.topics.is_done(group.id, seq):
+                self.topics.count_group(group, -1)
 
     def _let_go(self, topic: Topic, deleted: list[int], drop_groups: tuple[str, ...]) -> None:
         """Deleted messages and removed groups leave delivery."""

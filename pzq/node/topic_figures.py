@@ -28,7 +28,8 @@ def topic_figures(node: NodeState, consume: ConsumeEndpoint | None,
 
 def group_figures(group: Group, deliveries: GroupDelivery | None,
                   now_us: int) -> dict[str, object]:
-    figures: dict[str, object] = {"filter": group.filter, "start_seq": group.start_seq}
+    figures: dict[str, object] = {"filter": group.filter, "start_seq": group.start_seq,
+                                  "backlog": max(0, group.backlog)}
     if deliveries is None:
         return figures
     state = deliveries.state

@@ -45,6 +45,7 @@ class Group:
     start_seq: int
     filter: str = ""  # "": every tag; "eu-*": tags starting with "eu-"; else that tag
     created_us: int = 0
+    backlog: int = 0  # stored messages it holds and is not done with
 
     def takes(self, tag: bytes) -> bool:
         return filter_takes(self.filter, tag)
@@ -52,9 +53,10 @@ class Group:
     def holds(self, seq: int, tag: bytes) -> bool:
         return seq >= self.start_seq and self.takes(tag)
 
-    def encode(self) -> bytes:
+    def encode(self, backlog: int | None = None) -> bytes:
         return json.dumps({"id": self.id, "start_seq": self.start_seq, "filter": self.filter,
-                           "created_us": self.created_us}).encode()
+                           "created_us": self.created_us,
+                           "backlog": self.backlog if backlog is None else backlog}).encode()
 
 
 @dataclass(eq=False)
@@ -125,6 +127,7 @@ class Topics(Participant):
         self._deltas: dict[Topic, list[int]] = {}  # messages, bytes changed in this batch
         self._dirty: set[Topic] = set()  # registry entries to write
         self._dirty_groups: set[Group] = set()
+        self._group_deltas: dict[Group, int] = {}  # backlogs changed in this batch
         self._marking: set[tuple[int, int]] = set()  # (group id, seq) marks in this batch
         self._load()
 
@@ -144,7 +147,8 @@ class Topics(Participant):
             owner = self.by_id[keyspace.ID.unpack_from(key, 1)[0]]
             name = key[1 + keyspace.ID.size:].decode()
             owner.groups[name] = Group(owner, name, meta["id"], meta["start_seq"],
-                                       meta["filter"], meta["created_us"])
+                                       meta["filter"], meta["created_us"],
+                                       meta.get("backlog", 0))
 
     def _add_topic(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -198,8 +202,13 @@ class Topics(Participant):
 
     def add_group(self, topic: Topic, name: str, start_seq: int, pattern: str,
                   now_us: int) -> Group:
+        """A new group; its backlog is counted with one walk of the topic's log."""
         group = Group(topic, validate_name("group", name), self._take_id(), start_seq,
                       pattern, now_us)
+        group.backlog = sum(
+            1 for key, tag in self.store.iterate(keyspace.topic_log_prefix(topic.id),
+                                                 keyspace.topic_log_key(topic.id, start_seq))
+            if group.takes(tag))
         topic.groups[name] = group
         self._dirty_groups.add(group)
         self._write_now(keyspace.group_key(topic.id, name.encode()), group.encode())
@@ -214,6 +223,9 @@ class Topics(Participant):
         """A new own message: its topic log entry, and the topic's counters."""
         batch.put(keyspace.topic_log_key(topic.id, seq), tag)
         self.count(topic, 1, size)
+        for group in topic.groups.values():
+            if group.holds(seq, tag):
+                self.count_group(group, 1)
 
     def describe(self, value: bytes) -> tuple[Topic, bytes]:
         """The topic and tag of a stored record."""
@@ -249,6 +261,9 @@ class Topics(Participant):
         it. Returns True when the message was deleted."""
         holders = topic.holders(seq, tag)
         others = [holder for holder in holders if holder != group_id]
+        group = self._group_by_id(topic, group_id)
+        if group is not None:
+            self.count_group(group, -1)
         if any(not self.is_done(holder, seq) for holder in others):
             batch.put(keyspace.group_done_key(group_id, seq), b"")
             self._marking.add((group_id, seq))
@@ -266,6 +281,13 @@ class Topics(Participant):
             if holder != group_id:
                 batch.delete(keyspace.group_done_key(holder, seq))
         self.count(topic, -1, -size)
+
+    @staticmethod
+    def _group_by_id(topic: Topic, group_id: int) -> Group | None:
+        return next((group for group in topic.groups.values() if group.id == group_id), None)
+
+    def count_group(self, group: Group, change: int) -> None:
+        self._group_deltas[group] = self._group_deltas.get(group, 0) + change
 
     def count(self, topic: Topic, messages: int, size: int) -> None:
         delta = self._deltas.setdefault(topic, [0, 0])
@@ -286,15 +308,20 @@ class Topics(Participant):
             messages, size = self._deltas.get(topic, (0, 0))
             batch.put(keyspace.topic_key(topic.name.encode()),
                       topic.encode(topic.messages + messages, topic.stored_bytes + size))
-        for group in self._dirty_groups:
-            batch.put(keyspace.group_key(group.topic.id, group.name.encode()), group.encode())
+        for group in self._dirty_groups | set(self._group_deltas):
+            if group.topic.groups.get(group.name) is group:
+                batch.put(keyspace.group_key(group.topic.id, group.name.encode()),
+                          group.encode(group.backlog + self._group_deltas.get(group, 0)))
         batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
 
     def written(self) -> None:
         for topic, (messages, size) in self._deltas.items():
             topic.messages += messages
             topic.stored_bytes += size
+        for group, change in self._group_deltas.items():
+            group.backlog += change
         self._deltas = {}
+        self._group_deltas = {}
         self._dirty = set()
         self._dirty_groups = set()
         self._marking = set()
@@ -304,5 +331,6 @@ class Topics(Participant):
         """Counters stay as they were; new topics and groups are written with the next
         batch; the delivery states redo the deletes and marks they still owe."""
         self._deltas = {}
+        self._group_deltas = {}
         self._marking = set()
         self._batch = None

@@ -107,7 +107,8 @@ class GroupArea:
         holds and is not done with; an empty answer means the end."""
         group = self.group
         prefix = keyspace.topic_log_prefix(group.topic.id)
-        start = keyspace.topic_log_key(group.topic.id, max(start_seq, group.start_seq))
+        first = max(start_seq, group.start_seq, group.floor)
+        start = keyspace.topic_log_key(group.topic.id, first)
         wanted: list[tuple[int, bytes]] = []
         for key, tag in self.store.iterate(prefix, start):
             if group.takes(tag):

@@ -355,7 +355,11 @@ class ConsumeEndpoint:
         return max(0, int((self._next_heartbeat - mono) * 1000) + 1)
 
     def reap(self, now_us: int) -> None:
+        """Expired deliveries back; each group's floor raised (so a restart reads on
+        from where the group is, not from its start)."""
         for deliveries in self.groups.values():
-            if deliveries.state.reap(now_us):
+            state = deliveries.state
+            if state.reap(now_us):
                 deliveries.settle()
-            deliveries.state.take_newly_dead()
+            state.take_newly_dead()
+            self.topics.raise_floor(deliveries.group, state.lowest_open())

@@ -46,6 +46,7 @@ class Group:
     filter: str = ""  # "": every tag; "eu-*": tags starting with "eu-"; else that tag
     created_us: int = 0
     backlog: int = 0  # stored messages it holds and is not done with
+    floor: int = 0  # done with every message below this: a restart reads on from here
 
     def takes(self, tag: bytes) -> bool:
         return filter_takes(self.filter, tag)
@@ -55,7 +56,7 @@ class Group:
 
     def encode(self, backlog: int | None = None) -> bytes:
         return json.dumps({"id": self.id, "start_seq": self.start_seq, "filter": self.filter,
-                           "created_us": self.created_us,
+                           "created_us": self.created_us, "floor": self.floor,
                            "backlog": self.backlog if backlog is None else backlog}).encode()
 
 
@@ -148,7 +149,7 @@ class Topics(Participant):
             name = key[1 + keyspace.ID.size:].decode()
             owner.groups[name] = Group(owner, name, meta["id"], meta["start_seq"],
                                        meta["filter"], meta["created_us"],
-                                       meta.get("backlog", 0))
+                                       meta.get("backlog", 0), meta.get("floor", 0))
 
     def _add_topic(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -285,6 +286,12 @@ class Topics(Participant):
     @staticmethod
     def _group_by_id(topic: Topic, group_id: int) -> Group | None:
         return next((group for group in topic.groups.values() if group.id == group_id), None)
+
+    def raise_floor(self, group: Group, floor: int) -> None:
+        """The group is done with everything below ``floor``: written with the next batch."""
+        if floor > group.floor:
+            group.floor = floor
+            self._dirty_groups.add(group)
 
     def count_group(self, group: Group, change: int) -> None:
         self._group_deltas[group] = self._group_deltas.get(group, 0) + change

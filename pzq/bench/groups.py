@@ -13,7 +13,7 @@ from pzq.bench.load import COUNTER, NS, SILENCE_MS, _arrivals
 from pzq.bench.measure import percentile, run_workers
 from pzq.zmqio import send_frames
 
-KEY_AT = 4  # DELIVER | topic | group | key ...
+KEY_AT = 3  # DELIVER | topic | group | key ...
 
 
 def topic_produce_load(dsn: str, count: int, size: int, window: int, topics: int,

@@ -37,13 +37,16 @@ class DefaultArea(OwnArea):
             start_seq = chunk[-1][0] + 1
 
     def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-        done = self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
+        # ``default`` leaves marks only while named groups exist
+        done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
+                if self.topics.has_groups() else set())
         kept = []
         for seq, value in chunk:
             if seq in done:
                 continue
             topic, tag = self.topics.describe(value)
-            if DEFAULT_GROUP_ID not in topic.holders(seq, tag):
+            if self.topics.default_restricted and DEFAULT_GROUP_ID not in topic.holders(seq,
+                                                                                        tag):
                 continue
             self._described[seq] = (topic, tag)
             kept.append((seq, value))

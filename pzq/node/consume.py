@@ -274,10 +274,17 @@ class ConsumeEndpoint:
 
     def _sender(self, deliveries: GroupDelivery,
                 gone: list[Consumer]) -> Callable[[list[bytes]], bool]:
+        """Round robin over the consumers with credit, in the order of this call."""
+        candidates = deliveries.next_consumers()
+        turn = 0
+
         def send(frames: list[bytes]) -> bool:
+            nonlocal turn
             seq = int(frames[0][KEY_SEQ_AT:], 16)
-            for consumer in deliveries.next_consumers():
-                if consumer in gone:
+            for _ in range(len(candidates)):
+                consumer = candidates[turn % len(candidates)]
+                turn += 1
+                if consumer.room <= 0 or consumer in gone:
                     continue
                 sent = self._try_send(wire.encode_deliver(
                     consumer.routing_id, deliveries.topic_frame, deliveries.group_frame,
@@ -329,9 +336,10 @@ class ConsumeEndpoint:
         log.info("consumer_left", topic=deliveries.group.topic.name,
                  group=deliveries.group.name, reason=reason, given_back=len(held))
 
-    def tick(self, mono: float) -> None:
-        """Heartbeats out; silent consumers and vanished connections given back."""
-        if self.events.poll(0):
+    def tick(self, mono: float, disconnected: bool) -> None:
+        """Heartbeats out; silent consumers and vanished connections given back.
+        ``disconnected``: the poll saw a disconnection event."""
+        if disconnected:
             while self.events.poll(0):
                 recv_monitor_message(self.events)
             self._probe(mono)

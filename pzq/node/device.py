@@ -132,7 +132,7 @@ class Device:
             room = bool(events.get(send, 0) & POLLOUT) if self._polled_out else None
             self.dispatch.deliver(now.wall_us, now.mono, room)
             if self.consume is not None:
-                self.consume.tick(now.mono)
+                self.consume.tick(now.mono, bool(events.get(self.consume.events, 0) & POLLIN))
                 self.consume.deliver(now.wall_us)
 
     def _answer(self, events: Events, now: Now) -> None:

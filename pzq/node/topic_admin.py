@@ -168,6 +168,7 @@ class TopicAdmin:
             deleted.append(seq)
         for group in removed:
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))
+            batch.delete(keyspace.counts_key(group.id))
             for mark, _ in self.store.iterate(keyspace.group_done_prefix(group.id),
                                               values=False):
                 batch.delete(mark)

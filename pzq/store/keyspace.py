@@ -9,9 +9,11 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     d <seq:8>            dead letters
     o <id:8>             removes owed to a peer until it confirms them (cluster)
     M <name>             metadata: node id, sequence high-water mark, counters
-    T <topic>            a topic: JSON (id, stored messages and bytes, default group)
+    T <topic>            a topic: JSON settings (id, limits, whether default reads it)
     i <topic:4> <seq:8>  a topic's log: one entry per own message of it, value its TAG
-    G <topic:4> <group>  a consumer group of a topic: JSON (id, start seq, filter)
+    G <topic:4> <group>  a consumer group of a topic: JSON settings (id, start seq, filter)
+    n <id:4>             counts that move with the batches: a topic's stored messages and
+                         bytes, a group's backlog and floor
     a <group:4> <seq:8>  messages a group is done with (acked, dead or filtered) that
                          other groups still hold (see pzq.store.topics)
 
@@ -41,6 +43,7 @@ TOPIC_PREFIX = b"T"
 TOPIC_LOG_PREFIX = b"i"
 GROUP_PREFIX = b"G"
 GROUP_DONE_PREFIX = b"a"
+COUNTS_PREFIX = b"n"
 
 META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
@@ -115,6 +118,10 @@ def parse_message_key(key: bytes) -> tuple[bytes, int]:
 
 def topic_key(name: bytes) -> bytes:
     return TOPIC_PREFIX + name
+
+
+def counts_key(owner_id: int) -> bytes:
+    return COUNTS_PREFIX + ID.pack(owner_id)
 
 
 def topic_log_prefix(topic_id: int) -> bytes:

@@ -21,6 +21,7 @@ scan. The registries of topics and groups are read at start (a few keys, no mess
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ DEFAULT_GROUP_ID = 0
 FIRST_ID = 1
 START_EARLIEST = "earliest"
 START_LATEST = "latest"
+COUNTS = struct.Struct(">qq")  # topic: messages, bytes; group: backlog, floor
 
 
 @dataclass(eq=False)
@@ -54,10 +56,13 @@ class Group:
     def holds(self, seq: int, tag: bytes) -> bool:
         return seq >= self.start_seq and self.takes(tag)
 
-    def encode(self, backlog: int | None = None) -> bytes:
+    def encode(self) -> bytes:
+        """Its settings; the counts that change with the batches are kept apart."""
         return json.dumps({"id": self.id, "start_seq": self.start_seq, "filter": self.filter,
-                           "created_us": self.created_us, "floor": self.floor,
-                           "backlog": self.backlog if backlog is None else backlog}).encode()
+                           "created_us": self.created_us}).encode()
+
+
+DEFAULT_ONLY = [DEFAULT_GROUP_ID]
 
 
 @dataclass(eq=False)
@@ -72,18 +77,23 @@ class Topic:
     max_bytes: int = 0
     groups: dict[str, Group] = field(default_factory=dict)
 
-    def encode(self, messages: int, stored_bytes: int) -> bytes:
-        return json.dumps({"id": self.id, "messages": messages, "bytes": stored_bytes,
-                           "default_from": self.default_from, "created_us": self.created_us,
-                           "max_messages": self.max_messages,
+    def encode(self) -> bytes:
+        """Its settings; the counts that change with the batches are kept apart."""
+        return json.dumps({"id": self.id, "default_from": self.default_from,
+                           "created_us": self.created_us, "max_messages": self.max_messages,
                            "max_bytes": self.max_bytes}).encode()
 
     def holders(self, seq: int, tag: bytes) -> list[int]:
         """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
+        if not self.groups:
+            return DEFAULT_ONLY if self.default_from == 0 else self._default_holds(seq)
         held = [group.id for group in self.groups.values() if group.holds(seq, tag)]
+        return held + self._default_holds(seq)
+
+    def _default_holds(self, seq: int) -> list[int]:
         if self.default_from is not None and seq >= self.default_from:
-            held.append(DEFAULT_GROUP_ID)
-        return held
+            return [DEFAULT_GROUP_ID]
+        return []
 
 
 def filter_takes(pattern: str, tag: bytes) -> bool:
@@ -139,9 +149,10 @@ class Topics(Participant):
         self._next_id = keyspace.ID.unpack(stored)[0] if stored else FIRST_ID
         for key, value in self.store.iterate(keyspace.TOPIC_PREFIX):
             meta = json.loads(value)
-            topic = Topic(key[1:].decode(), meta["id"], meta["messages"], meta["bytes"],
-                          meta["default_from"], meta["created_us"],
-                          meta.get("max_messages", 0), meta.get("max_bytes", 0))
+            messages, stored_bytes = self._counts(meta["id"])
+            topic = Topic(key[1:].decode(), meta["id"], messages, stored_bytes,
+                          meta["default_from"], meta["created_us"], meta["max_messages"],
+                          meta["max_bytes"])
             self._add_topic(topic)
         for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
             meta = json.loads(value)
@@ -149,7 +160,11 @@ class Topics(Participant):
             name = key[1 + keyspace.ID.size:].decode()
             owner.groups[name] = Group(owner, name, meta["id"], meta["start_seq"],
                                        meta["filter"], meta["created_us"],
-                                       meta.get("backlog", 0), meta.get("floor", 0))
+                                       *self._counts(meta["id"]))
+
+    def _counts(self, owner_id: int) -> tuple[int, int]:
+        stored = self.store.get(keyspace.counts_key(owner_id))
+        return COUNTS.unpack(stored) if stored else (0, 0)
 
     def _add_topic(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -167,22 +182,23 @@ class Topics(Participant):
             found = Topic(validate_name("topic", name), self._take_id(), created_us=now_us)
             self._add_topic(found)
             self._dirty.add(found)
-            self._write_now(keyspace.topic_key(name.encode()), found.encode(0, 0))
+            self._write_now(keyspace.topic_key(name.encode()), found.encode())
         return found
 
     def changed(self, topic: Topic) -> None:
         """An operator changed the topic's settings: write them with the next batch."""
         self._dirty.add(topic)
         self.default_restricted |= topic.default_from != 0
-        self._write_now(keyspace.topic_key(topic.name.encode()),
-                        topic.encode(topic.messages, topic.stored_bytes))
+        self._write_now(keyspace.topic_key(topic.name.encode()), topic.encode())
 
     def forget_topic(self, topic: Topic) -> None:
         """Remove a topic whose messages are gone: its entry and its groups'."""
         batch = self.store.begin()
         batch.delete(keyspace.topic_key(topic.name.encode()))
+        batch.delete(keyspace.counts_key(topic.id))
         for group in topic.groups.values():
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))
+            batch.delete(keyspace.counts_key(group.id))
         self._dirty.discard(topic)
         self._deltas.pop(topic, None)
         self.store.commit(batch)
@@ -214,6 +230,9 @@ class Topics(Participant):
         self._dirty_groups.add(group)
         self._write_now(keyspace.group_key(topic.id, name.encode()), group.encode())
         return group
+
+    def has_groups(self) -> bool:
+        return any(topic.groups for topic in self.topics.values())
 
     def groups(self) -> list[Group]:
         return [group for topic in self.topics.values() for group in topic.groups.values()]
@@ -260,27 +279,31 @@ class Topics(Participant):
              group_id: int) -> bool:
         """``group_id`` is done with the message: delete it if every holder is, else mark
         it. Returns True when the message was deleted."""
-        holders = topic.holders(seq, tag)
-        others = [holder for holder in holders if holder != group_id]
-        group = self._group_by_id(topic, group_id)
-        if group is not None:
-            self.count_group(group, -1)
+        others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
+        if group_id != DEFAULT_GROUP_ID:
+            group = self._group_by_id(topic, group_id)
+            if group is not None:
+                self.count_group(group, -1)
         if any(not self.is_done(holder, seq) for holder in others):
             batch.put(keyspace.group_done_key(group_id, seq), b"")
             self._marking.add((group_id, seq))
             return False
         batch.delete_message(seq, size)
-        self.drop(batch, seq, topic, tag, size, group_id)
+        self._leave(batch, seq, topic, others, size)
         return True
 
     def drop(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int,
              group_id: int) -> None:
         """The message leaves its topic (deleted, or moved to the dead letters): its log
         entry, the other groups' marks, and its count go."""
+        others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
+        self._leave(batch, seq, topic, others, size)
+
+    def _leave(self, batch: Batch, seq: int, topic: Topic, others: list[int],
+               size: int) -> None:
         batch.delete(keyspace.topic_log_key(topic.id, seq))
-        for holder in topic.holders(seq, tag):
-            if holder != group_id:
-                batch.delete(keyspace.group_done_key(holder, seq))
+        for holder in others:
+            batch.delete(keyspace.group_done_key(holder, seq))
         self.count(topic, -1, -size)
 
     @staticmethod
@@ -291,7 +314,7 @@ class Topics(Participant):
         """The group is done with everything below ``floor``: written with the next batch."""
         if floor > group.floor:
             group.floor = floor
-            self._dirty_groups.add(group)
+            self._group_deltas.setdefault(group, 0)
 
     def count_group(self, group: Group, change: int) -> None:
         self._group_deltas[group] = self._group_deltas.get(group, 0) + change
@@ -311,14 +334,20 @@ class Topics(Participant):
         batch = self._batch
         if batch is None:
             return
+        for topic in self._dirty:
+            batch.put(keyspace.topic_key(topic.name.encode()), topic.encode())
         for topic in self._dirty | set(self._deltas):
             messages, size = self._deltas.get(topic, (0, 0))
-            batch.put(keyspace.topic_key(topic.name.encode()),
-                      topic.encode(topic.messages + messages, topic.stored_bytes + size))
+            batch.put(keyspace.counts_key(topic.id),
+                      COUNTS.pack(topic.messages + messages, topic.stored_bytes + size))
         for group in self._dirty_groups | set(self._group_deltas):
-            if group.topic.groups.get(group.name) is group:
+            if group.topic.groups.get(group.name) is not group:
+                continue  # removed meanwhile
+            if group in self._dirty_groups:
                 batch.put(keyspace.group_key(group.topic.id, group.name.encode()),
-                          group.encode(group.backlog + self._group_deltas.get(group, 0)))
+                          group.encode())
+            backlog = group.backlog + self._group_deltas.get(group, 0)
+            batch.put(keyspace.counts_key(group.id), COUNTS.pack(backlog, group.floor))
         batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
 
     def written(self) -> None:

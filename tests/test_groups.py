@@ -308,3 +308,36 @@ def test_sigkill_mid_stream_loses_nothing_for_any_group(group_node, context):
         assert bodies <= stored
     node_messages = group_node.stats()["topics"]["orders"]["messages"]
     assert node_messages == len(seen["a"])  # default (--send-dsn) has not acked any
+
+
+def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node, context):
+    import urllib.request
+
+    from pzq.monitoring import exporter
+    from tests.test_tools import tool
+    produce(group_node, context, [b"a", b"b", b"c"])
+    with GroupConsumer(group_node.consume_dsn, "orders", "billing", window=5,
+                       context=context) as consumer:
+        drain(consumer, 1)
+        held = consumer.receive(5)
+        assert held is not None
+        group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"]
+                              == 1)
+        shown = tool("pzq-monitor", "--dsn", group_node.monitor_dsn)
+        assert shown.returncode == 0, shown.stderr
+        assert "topics and groups" in shown.stdout
+        row = next(line for line in shown.stdout.splitlines() if "billing" in line)
+        assert row.split("│")[4].strip() == "2"  # backlog: c, and b held unacked
+        running = exporter.serve([group_node.monitor_dsn], "127.0.0.1", 0, timeout=2)
+        try:
+            url = f"http://127.0.0.1:{running.port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                metrics = response.read().decode()
+        finally:
+            running.stop()
+    node_id = group_node.stats()["node_id"]
+    labels = f'group="billing",monitor="{group_node.monitor_dsn}",node="{node_id}"'
+    assert f'pzq_group_backlog{{{labels},topic="orders"}} 2.0' in metrics
+    assert f'pzq_group_acked_total{{{labels},topic="orders"}} 1.0' in metrics
+    assert (f'pzq_topic_messages_stored{{monitor="{group_node.monitor_dsn}",node="{node_id}",'
+            'topic="orders"} 3.0') in metrics

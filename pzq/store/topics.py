@@ -140,6 +140,7 @@ class Topics(Participant):
         self._dirty_groups: set[Group] = set()
         self._group_deltas: dict[Group, int] = {}  # backlogs changed in this batch
         self._marking: set[tuple[int, int]] = set()  # (group id, seq) marks in this batch
+        self._highest_marks: dict[int, int] = {}  # group id -> its highest mark's seq
         self._load()
 
     # -- the registries ------------------------------------------------------
@@ -256,9 +257,23 @@ class Topics(Participant):
         return ((group_id, seq) in self._marking
                 or self.store.get(keyspace.group_done_key(group_id, seq)) is not None)
 
+    def highest_mark(self, group_id: int) -> int:
+        """The highest seq ``group_id`` has a mark for (-1: none); one seek per group
+        and run, then kept as marks are made."""
+        found = self._highest_marks.get(group_id)
+        if found is None:
+            found = -1
+            prefix = keyspace.group_done_prefix(group_id)
+            for key, _ in self.store.iterate_reverse(prefix):
+                found = keyspace.seq_at_end(key)
+                break
+            self._highest_marks[group_id] = found
+        return found
+
     def done_among(self, group_id: int, seqs: list[int]) -> set[int]:
-        """Which of ``seqs`` (ascending) ``group_id`` is done with: one walk of its marks."""
-        if not seqs:
+        """Which of ``seqs`` (ascending) ``group_id`` is done with: one walk of its marks,
+        none when it has no mark that far (a group reading new messages)."""
+        if not seqs or seqs[0] > self.highest_mark(group_id):
             return set()
         prefix = keyspace.group_done_prefix(group_id)
         done = {seq for seq in seqs if (group_id, seq) in self._marking}
@@ -287,6 +302,7 @@ class Topics(Participant):
         if any(not self.is_done(holder, seq) for holder in others):
             batch.put(keyspace.group_done_key(group_id, seq), b"")
             self._marking.add((group_id, seq))
+            self._highest_marks[group_id] = max(self.highest_mark(group_id), seq)
             return False
         batch.delete_message(seq, size)
         self._leave(batch, seq, topic, others, size)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -91,7 +91,7 @@ class ConsumeEndpoint:
         self.store = store
         self.topics = topics
         self.archiving = archiving
-        self.settings = replace(settings, with_headers=True)
+        self.settings = settings  # --delivery-headers applies here as on --send-dsn
         self.heartbeat_s = heartbeat_us / 1e6
         self.batch_size = batch_size
         self.removed = removed

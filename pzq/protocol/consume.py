@@ -13,8 +13,8 @@ Consumer (DEALER) to node::
 Node to consumer::
 
     CONSUMING | topic | group | window | heartbeat ms
-    DELIVER | topic | group | key | sent µs | ack timeout µs | DELIVERY:n | header... |
-        (empty) | part 1 | ... | part N
+    DELIVER | topic | group | key | sent µs | ack timeout µs | (empty) | part 1 | ... | part N
+        (with --delivery-headers: DELIVERY:n and the producer's headers before the empty frame)
     HEARTBEAT
     ERROR | what was wrong
 """
@@ -142,7 +142,7 @@ def encode_answer(ok: bool, keys: list[bytes] | tuple[bytes, ...]) -> list[bytes
 
 def encode_deliver(routing_id: bytes, topic: bytes, group: bytes,
                    delivery: list[bytes]) -> list[bytes]:
-    """A delivery in the --delivery-headers layout, after the verb, topic and group."""
+    """A delivery in --send-dsn's layout, after the verb, topic and group."""
     return [routing_id, DELIVER, topic, group, *delivery]
 
 
@@ -173,6 +173,7 @@ def decode_node_message(frames: list[bytes]) -> NodeMessage:
 def _decode_deliver(frames: list[bytes]) -> NodeMessage:
     if len(frames) < 8:
         raise DecodeError(f"DELIVER has {len(frames)} frames, expected at least 8")
+    # the empty frame is at 6, or after header frames with --delivery-headers
     try:
         delimiter = frames.index(b"", 6)
         sent_us, ack_timeout_us = int(frames[4]), int(frames[5])

@@ -6,7 +6,8 @@
 
 * produce 100 B, window 100, spread over 100 topics, against one topic;
 * one topic with 3 groups drained at once, each group against one group alone;
-* the consume endpoint end to end at window 100 against --send-dsn.
+* the consume endpoint end to end (producer window 100; the consumer's window, its
+  credits, 100 and 1000) against --send-dsn (whose window adapts up to --prefetch).
 """
 
 from __future__ import annotations
@@ -80,15 +81,17 @@ def main() -> int:
         target = node(directory, "e2e-send")
         plain = measure_end_to_end(target.receive_dsn, target.send_dsn, count, 100, 100)
         target.kill()
-        target = node(directory, "e2e-group")
-        groups_only(target, ["e2e"])
-        grouped = measure_group_end_to_end(target.receive_dsn, target.consume_dsn, count, 100)
-        target.kill()
         rows.append({"scenario": "end to end window 100, --send-dsn", "rate": plain[0],
                      "p50_ms": plain[1], "p99_ms": plain[2]})
-        rows.append({"scenario": "end to end window 100, a group on --consume-dsn",
-                     "rate": grouped[0], "p50_ms": grouped[1], "p99_ms": grouped[2],
-                     "ratio": grouped[0] / plain[0]})
+        for credits in (100, 1000):
+            target = node(directory, f"e2e-group-{credits}")
+            groups_only(target, ["e2e"])
+            grouped = measure_group_end_to_end(target.receive_dsn, target.consume_dsn, count,
+                                               100, credits)
+            target.kill()
+            rows.append({"scenario": f"end to end window 100, a group, {credits} credits",
+                         "rate": grouped[0], "p50_ms": grouped[1], "p99_ms": grouped[2],
+                         "ratio": grouped[0] / plain[0]})
     print(f"{'scenario':<50} {'msg/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'ratio':>6}")
     for row in rows:
         print(f"{row['scenario']:<50} {row['rate']:>9.0f} {_or(row, 'p50_ms'):>8} "

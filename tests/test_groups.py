@@ -352,3 +352,26 @@ def test_delivery_headers_on_the_consume_endpoint(start_node, context):
         again = consumer.receive(5)
     assert message.deliveries == 1 and again.deliveries == 2
     assert again.headers["TAG"] == "eu" and again.headers["TOPIC"] == "orders"
+
+
+def test_archived_once_when_every_group_is_done_naming_the_groups(start_node, context,
+                                                                  tmp_path):
+    from pzq.archive.reader import ArchiveReader
+    node = start_node(*FAST, "--archive-dir", str(tmp_path / "archive"), "--archive-dsn",
+                      f"ipc://{tmp_path}/reader", "--flush-interval", "50", consume=True)
+    produce(node, context, [b"o1", b"o2"])
+    produce(node, context, [b"p1"], topic="plain")
+    with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as billing, \
+            Consumer(node.send_dsn, context=context) as plain:
+        drain(billing, 2)
+        node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"] == 2)
+        assert node.stats()["archive"]["archived"] == 0  # default has not acked
+        drain(plain, 3)
+        node.wait_stats(lambda s: s["archive"]["archived"] == 3 and s["messages"] == 0)
+    with ArchiveReader(f"ipc://{tmp_path}/reader", "orders", context=context) as reader:
+        orders = [message for _, message in reader.fetch(0)]
+    with ArchiveReader(f"ipc://{tmp_path}/reader", "plain", context=context) as reader:
+        plains = [message for _, message in reader.fetch(0)]
+    assert [(m.parts, m.groups) for m in orders] == [((b"o1",), ("billing", "default")),
+                                                     ((b"o2",), ("billing", "default"))]
+    assert [(m.parts, m.groups) for m in plains] == [((b"p1",), ())]

@@ -98,10 +98,10 @@ def measure_group_drains(dsn: str, topic: str, groups: list[str], count: int,
             for answer in answers}
 
 
-def measure_group_end_to_end(receive: str, consume: str, count: int,
-                             window: int) -> tuple[float, float, float]:
+def measure_group_end_to_end(receive: str, consume: str, count: int, window: int,
+                             credits: int) -> tuple[float, float, float]:
     answers = run_workers([
-        (group_consume_load, (consume, "t0", "e2e", window, count, False)),
+        (group_consume_load, (consume, "t0", "e2e", credits, count, False)),
         (topic_produce_load, (receive, count, 100, window, 1))])
     consumer = next(a for a in answers if a["role"] == "consumer")
     producer = next(a for a in answers if a["role"] == "producer")

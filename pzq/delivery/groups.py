@@ -67,6 +67,11 @@ class DefaultArea(OwnArea):
             found = self.topics.describe(value)
         return found
 
+    def group_names(self, seq: int) -> tuple[str, ...]:
+        """For the archive: the groups that were done with the message."""
+        about = self._about(seq)
+        return () if about is None else about[0].holder_names(seq, about[1])
+
     def would_release(self, seq: int) -> bool:
         """Whether an ACK by ``default`` deletes the message (then it is archived and
         its copies removed; else other groups still hold it)."""
@@ -143,6 +148,11 @@ class GroupArea:
             value = self.store.get_own(seq)
             tag = None if value is None else self.topics.describe(value)[1]
         return tag
+
+    def group_names(self, seq: int) -> tuple[str, ...]:
+        """For the archive: the groups that were done with the message."""
+        tag = self._tags.get(seq)
+        return () if tag is None else self.group.topic.holder_names(seq, tag)
 
     def would_release(self, seq: int) -> bool:
         tag = self._tags.get(seq)

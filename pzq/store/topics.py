@@ -83,6 +83,15 @@ class Topic:
                            "created_us": self.created_us, "max_messages": self.max_messages,
                            "max_bytes": self.max_bytes}).encode()
 
+    def holder_names(self, seq: int, tag: bytes) -> tuple[str, ...]:
+        """The names of the groups holding the message; () when only ``default`` does
+        (the archive then says nothing more than it always did)."""
+        if not self.groups:
+            return ()
+        names = {group.id: group.name for group in self.groups.values()}
+        names[DEFAULT_GROUP_ID] = DEFAULT_GROUP
+        return tuple(sorted(names[holder] for holder in self.holders(seq, tag)))
+
     def holders(self, seq: int, tag: bytes) -> list[int]:
         """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
         if not self.groups:

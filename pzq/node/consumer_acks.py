@@ -73,8 +73,9 @@ class ConsumerAcks:
         entry = state.ack(batch, seq)
         if entry is None:
             return False
-        if final:
-            self.removed(node_id, seq)
+        # Copies serve a takeover, which delivers to this group only: once it is done
+        # they go, even while named groups still hold the message here.
+        self.removed(node_id, seq)
         if entry.sent_us:
             self.latency.add(mono, (now_us - entry.sent_us) / 1e6)
         return True

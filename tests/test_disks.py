@@ -227,6 +227,75 @@ def test_a_damaged_store_is_a_clear_start_error_and_repair_brings_it_back(start_
     consume_all(node, context, acked)
 
 
+def _store_in_a_table(node, context) -> set[bytes]:
+    """3 000 messages ACKed, then written from LevelDB's log into a table file by two
+    restarts (a store reopened turns its log into a table)."""
+    acked, _ = produce_until_refused(node, context, 0, 3000)
+    assert len(acked) == 3000
+    for _ in range(2):
+        assert node.stop() == 0
+        node.restart()
+    return acked
+
+
+def _damage_a_table(database: Path) -> None:
+    table = max(database.glob("*.ldb"), key=lambda path: path.stat().st_size)
+    data = bytearray(table.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 16] = b"\xff" * 16
+    table.write_bytes(bytes(data))
+
+
+def _repair(database: Path) -> str:
+    repaired = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
+                               str(database)], capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert repaired.returncode == 0, repaired.stderr
+    return repaired.stdout
+
+
+@pytest.mark.parametrize("when", ["at-start", "while-running"])
+def test_a_damaged_table_stops_the_node_naming_the_repair(start_node, context, when):
+    node = start_node()
+    acked = _store_in_a_table(node, context)
+    if when == "at-start":
+        assert node.stop() == 0
+        _damage_a_table(node.database)
+        started = run_pzq(["--database", str(node.database), "--receive-dsn",
+                           "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
+                           "--monitor-dsn", "tcp://127.0.0.1:*"])
+        error = started.stderr.strip()
+        assert started.returncode == 3 and len(error.splitlines()) == 1, error
+    else:  # the node read everything at start; the damage comes after
+        _damage_a_table(node.database)
+        with Consumer(node.send_dsn, context=context) as consumer:
+            def stopped() -> bool:
+                while (message := consumer.receive(0.1)) is not None:
+                    message.ack()
+                return not node.running
+            wait_until(stopped, 30, message="the node stopping at the damage")
+        assert node.process.returncode == 3
+        error = node.stderr_lines[-1]
+        assert "Traceback" not in "".join(node.stderr_lines)
+    assert "Corruption" in error and "pzq-ctl repair --database" in error
+
+    report = _repair(node.database)
+    readable = int(report.split("now ")[1].split(" messages")[0])
+    assert "it did not open or read whole (Corruption" in report
+    assert 0 < readable < 3000  # the damaged block's messages are gone, the rest is back
+    node.restart()
+    assert node.figures()["messages"] == readable  # counted afresh by the repair
+    delivered: set[bytes] = set()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def drained() -> bool:
+            while (message := consumer.receive(0.1)) is not None:
+                delivered.add(message.parts[0][:6])
+                message.ack()
+            return node.figures()["messages"] == 0
+        wait_until(drained, 60, message=f"every readable message delivered ({readable})")
+    assert len(delivered) == readable and delivered <= acked
+
+
 def test_repair_refuses_a_store_a_node_has_open(node, tmp_path):
     repaired = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
                                str(node.database)], capture_output=True, text=True, timeout=60,

@@ -43,6 +43,11 @@ class StoreUnrecoverable(StoreError):
     ACKed is on disk) rather than write where a crash could lose it."""
 
 
+class StoreDamaged(StoreUnrecoverable):
+    """A read met damaged data in the store (a checksum that does not match): the node
+    stops, naming the repair, rather than skip messages it cannot read."""
+
+
 class ArchiveError(PzqError):
     """The archive could not be written or opened (a full disk, a file size limit, ...)."""
 

@@ -2,13 +2,16 @@
 
 A node serves CURVE with the key pair in ``--curve-secret-key`` and admits only
 clients whose public keys are in ``--curve-authorized-keys`` (a directory of
-public key files as ``pzq-keygen`` writes them). Nodes of one cluster share one
-server key pair; each node's own public key must be authorized on the others.
+public key files as ``pzq-keygen`` writes them). With ``--cluster-authorized-keys``
+each node of a cluster has its own key pair: its cluster endpoint admits only the
+keys in that directory (a ZAP domain of its own, so a client key cannot join),
+and it connects to each peer expecting that peer's key. Without it, the nodes
+share one key pair, authorized as clients are.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import zmq
@@ -66,18 +69,55 @@ def client_curve(client_secret_file: str | None, server_key_file: str | None) ->
     return ClientCurve(load_key_pair(client_secret_file), load_public_key(server_key_file))
 
 
-def serve_curve(socket: Socket, keys: KeyPair) -> None:
+CLUSTER_DOMAIN = "pzq-cluster"  # the ZAP domain of the cluster endpoint with per-node keys
+
+
+@dataclass(frozen=True)
+class NodeCurve:
+    """A node's CURVE: its key pair, who may connect as a client, and for the cluster
+    either per-node keys (``cluster_keys`` set) or the shared pair."""
+
+    keys: KeyPair
+    client_keys: Path
+    cluster_keys: Path | None = None
+    peer_keys: dict[str, bytes] = field(default_factory=dict)  # endpoint -> public key
+
+    @property
+    def cluster_domain(self) -> str | None:
+        return CLUSTER_DOMAIN if self.cluster_keys is not None else None
+
+    def to_peer(self, endpoint: str) -> ClientCurve:
+        """What our DEALER to a peer presents, and the server key it expects there."""
+        return ClientCurve(self.keys, self.peer_keys.get(endpoint, self.keys.public))
+
+
+def load_node_curve(secret_key: str, client_keys: str, cluster_keys: str | None,
+                    peer_key_names: dict[str, str]) -> NodeCurve:
+    """Read every key a node needs before it binds anything, failing with the file's name."""
+    keys = load_key_pair(secret_key)
+    if cluster_keys is None:
+        return NodeCurve(keys, Path(client_keys))
+    peers = {endpoint: load_public_key(Path(cluster_keys) / f"{name}.key")
+             for endpoint, name in peer_key_names.items()}
+    return NodeCurve(keys, Path(client_keys), Path(cluster_keys), peers)
+
+
+def serve_curve(socket: Socket, keys: KeyPair, zap_domain: str | None = None) -> None:
     socket.curve_publickey = keys.public
     socket.curve_secretkey = keys.secret
     socket.curve_server = True
+    if zap_domain is not None:
+        socket.zap_domain = zap_domain.encode()
 
 
-def start_authenticator(context: Context, authorized_keys: str | Path) -> ThreadAuthenticator:
-    if not Path(authorized_keys).is_dir():
-        raise ConfigError(f"--curve-authorized-keys {authorized_keys} is not a directory")
+def start_authenticator(context: Context, curve: NodeCurve) -> ThreadAuthenticator:
+    if not curve.client_keys.is_dir():
+        raise ConfigError(f"--curve-authorized-keys {curve.client_keys} is not a directory")
     authenticator = LoggingAuthenticator(context)
     authenticator.start()
-    authenticator.configure_curve(domain="*", location=str(authorized_keys))
+    authenticator.configure_curve(domain="*", location=str(curve.client_keys))
+    if curve.cluster_keys is not None:
+        authenticator.configure_curve(domain=CLUSTER_DOMAIN, location=str(curve.cluster_keys))
     return authenticator
 
 

@@ -25,13 +25,13 @@ IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
 def bind(context: Context, kind: int, dsn: str, flag: str,
-         curve: KeyPair | None = None) -> Socket:
+         curve: KeyPair | None = None, zap_domain: str | None = None) -> Socket:
     refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)
     dual_stack(socket, dsn)
     if curve is not None:
-        serve_curve(socket, curve)
+        serve_curve(socket, curve, zap_domain)
     try:
         socket.bind(dsn)
     except zmq.ZMQError as exc:

@@ -1,33 +1,58 @@
 #!/usr/bin/env python3
-"""A crash soak: producers and consumers run while nodes are SIGKILLed and restarted.
+"""A soak: producers and consumers run while nodes are SIGKILLed and restarted, cut
+off from their peers and healed, and have their store's disk filled and freed.
 
 At the end every message a producer got an ACK "1" for must have been consumed at
-least once. The report gives produced, acked, consumed, lost (must be 0),
-duplicates and the restarts survived. ``--nodes 3`` soaks a cluster with
-``--replicas 1``. Run it with the project's environment:
+least once. The report gives produced, ACKed (and of those with
+REPLICATION_FAILED), refused ("0", e.g. while a disk was full), consumed, lost
+(must be 0), duplicates, the longest time nothing was delivered, and the faults
+survived. ``--nodes 3`` soaks a cluster with ``--replicas 1`` whose cluster links
+run through fault-injecting TCP proxies (tests/faultproxy.py), so partitions are
+real cuts of TCP traffic; ``--disk-fulls`` puts each node's store on a tmpfs of
+its own (root only). Faults come one at a time, at random moments. Run it with
+the project's environment:
 
     .venv/bin/python scripts/chaos.py --seconds 600 --kills 100
+    .venv/bin/python scripts/chaos.py --nodes 3 --seconds 600 --kills 30 \\
+        --partitions 30 --disk-fulls 30
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import zmq
 
-from pzq.bench.nodes import NodeProcess, wait_until
-from pzq.client import Consumer, Producer
-from pzq.errors import ExitCode
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from partition_cluster import ClusterTimings, ProxiedCluster  # noqa: E402
+
+from pzq.bench.nodes import NodeProcess, wait_until  # noqa: E402
+from pzq.client import Consumer, Producer  # noqa: E402
+from pzq.errors import ExitCode  # noqa: E402
 
 EXIT_LOST = ExitCode.FAILURE  # some ACKed message was never consumed
+STORE_DISK_MB = 64  # each node's store filesystem with --disk-fulls
+FAULT_SECONDS = (0.5, 3.0)  # how long a partition or a full disk lasts
+NODE_ARGS = ["--ack-timeout", "1000000", "--reaper-frequency", "200000"]
+CLUSTER_TIMINGS = ClusterTimings(timeout_nodes_us=1_000_000, ack_timeout_us=1_000_000,
+                                 timeout_replication_us=500_000, reaper_frequency_us=200_000)
+
+
+class Unavailable(Exception):
+    """A fault asked for cannot be made here (no root for tmpfs, one node to cut)."""
 
 
 @dataclass
@@ -36,52 +61,167 @@ class Report:
     seconds: float
     produced: int = 0
     acked: int = 0
-    replication_failed: int = 0
+    replication_failed: int = 0  # of the ACKed, those with REPLICATION_FAILED
+    refused: int = 0  # answered "0"
     consumed: int = 0
     lost: int = 0
     duplicates: int = 0
+    longest_gap_s: float = 0.0  # the longest time without a delivery
     restarts: int = 0
+    partitions: int = 0
+    disk_fulls: int = 0
 
 
-def start_nodes(directory: Path, count: int) -> list[NodeProcess]:
-    args = ["--ack-timeout", "1000000", "--reaper-frequency", "200000"]
-    if count == 1:
-        return [NodeProcess(directory / "node0", *args).start()]
-    endpoints = [f"ipc://{directory}/node{i}.cluster" for i in range(count)]
-    nodes = []
-    for index, endpoint in enumerate(endpoints):
-        others = ",".join(e for e in endpoints if e != endpoint)
-        nodes.append(NodeProcess(directory / f"node{index}", *args, "--broadcast-dsn", endpoint,
-                                 "--nodes", others, "--replicas", "1",
-                                 "--timeout-nodes", "1000000").start())
-    return nodes
+class StoreDisks:
+    """A small tmpfs per node for its store, filled and freed on demand."""
+
+    def __init__(self, places: list[Path]) -> None:
+        self.places = places
+        self.mounted: list[Path] = []
+
+    def mount(self) -> None:
+        for place in self.places:
+            place.mkdir(parents=True)
+            result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={STORE_DISK_MB}m",
+                                     "tmpfs", str(place)], capture_output=True, text=True,
+                                    check=False)
+            if result.returncode != 0:
+                raise Unavailable(f"--disk-fulls needs a tmpfs per node (root): "
+                                  f"{result.stderr.strip()}")
+            self.mounted.append(place)
+
+    def fill(self, index: int) -> Path:
+        """Take every free byte of node ``index``'s store disk; returns the filler."""
+        filler = self.places[index] / "filler"
+        descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            for chunk in (1 << 20, 4096, 1):
+                block = b"\0" * chunk
+                try:
+                    while True:
+                        os.write(descriptor, block)
+                except OSError:
+                    continue  # full at this size: try a smaller one
+        finally:
+            os.close(descriptor)
+        return filler
+
+    def unmount(self) -> None:
+        for place in self.mounted:  # lazily: a killed node may still hold files there
+            subprocess.run(["umount", "-l", str(place)], check=False)
 
 
 class Consuming(threading.Thread):
-    """Consumes and ACKs from every node until told to stop; counts each body."""
+    """Consumes and ACKs from every node until told to stop; counts each body and
+    keeps the longest time between two deliveries."""
 
     def __init__(self, endpoints: list[str]) -> None:
         super().__init__(daemon=True)
         self.endpoints = endpoints
         self.seen: dict[bytes, int] = {}
+        self.longest_gap = 0.0
         self.stopping = threading.Event()
+        self.idle_is_expected = threading.Event()  # set once producing ended
 
     def run(self) -> None:
         context = zmq.Context()
+        last = time.monotonic()
         with Consumer(self.endpoints, context=context) as consumer:
             while not self.stopping.is_set():
                 message = consumer.receive(0.1)
-                if message is not None:
-                    self.seen[message.parts[0]] = self.seen.get(message.parts[0], 0) + 1
-                    message.ack()
+                now = time.monotonic()
+                if message is None:
+                    if self.idle_is_expected.is_set():
+                        last = now
+                    continue
+                self.longest_gap = max(self.longest_gap, now - last)
+                last = now
+                self.seen[message.parts[0]] = self.seen.get(message.parts[0], 0) + 1
+                message.ack()
         context.destroy(linger=0)
 
 
-def produce_for(nodes: list[NodeProcess], seconds: float, kills: int, report: Report,
-                acked: set[bytes], rng: random.Random) -> None:
-    """Send windowed streams to random nodes; SIGKILL and restart one now and then."""
+class Nodes:
+    """The nodes under test and the faults they can be given."""
+
+    def __init__(self, directory: Path, count: int, disk_fulls: bool) -> None:
+        self.disks = StoreDisks([directory / f"node{i}" for i in range(count)]) \
+            if disk_fulls else None
+        self.cluster: ProxiedCluster | None = None
+        if self.disks is not None:
+            self.disks.mount()
+        if count == 1:
+            self.members = [NodeProcess(directory / "node0", *NODE_ARGS)]
+        else:
+            self.cluster = ProxiedCluster(directory, count, 1, CLUSTER_TIMINGS,
+                                          log_level="info")
+            self.members = list(self.cluster.nodes)
+
+    def start(self) -> None:
+        if self.cluster is not None:
+            self.cluster.start()
+        else:
+            self.members[0].start()
+
+    def kill_and_restart(self, index: int, rng: random.Random) -> None:
+        self.members[index].kill()
+        self.members[index].restart()
+
+    def partition(self, index: int, rng: random.Random) -> None:
+        assert self.cluster is not None
+        if rng.random() < 0.5:
+            self.cluster.isolate(index)
+        else:  # one way only: what ``index`` sends to one peer vanishes
+            self.cluster.cut_one_way(index, rng.choice(self.cluster.others(index)))
+        time.sleep(rng.uniform(*FAULT_SECONDS))  # the fault's length, not a wait for state
+        self.cluster.heal()
+
+    def disk_full(self, index: int, rng: random.Random) -> None:
+        assert self.disks is not None
+        filler = self.disks.fill(index)
+        time.sleep(rng.uniform(*FAULT_SECONDS))  # the fault's length
+        filler.unlink()
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+        for node in self.members:
+            if node.running:
+                node.kill()
+        if self.disks is not None:
+            self.disks.unmount()
+
+
+class Faults(threading.Thread):
+    """Gives the faults, one at a time, at random moments of the producing time."""
+
+    def __init__(self, nodes: Nodes, seconds: float, plan: dict[str, int], report: Report,
+                 rng: random.Random) -> None:
+        super().__init__(daemon=True)
+        actions: dict[str, Callable[[int, random.Random], None]] = {
+            "restarts": nodes.kill_and_restart, "partitions": nodes.partition,
+            "disk_fulls": nodes.disk_full}
+        self.schedule = sorted((rng.uniform(0.1, 0.9) * seconds, name, actions[name])
+                               for name, count in plan.items() for _ in range(count))
+        self.nodes, self.report, self.rng = nodes, report, rng
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        started = time.monotonic()
+        try:
+            for at, name, action in self.schedule:
+                time.sleep(max(0.0, started + at - time.monotonic()))  # the moment chosen
+                action(self.rng.randrange(len(self.nodes.members)), self.rng)
+                setattr(self.report, name, getattr(self.report, name) + 1)
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+
+
+def produce_for(nodes: list[NodeProcess], seconds: float, report: Report, acked: set[bytes],
+                rng: random.Random) -> None:
+    """Send windowed streams to random nodes; a node that stops answering is left for
+    another one."""
     context = zmq.Context()
-    kill_times = sorted(rng.uniform(0.1, 0.9) * seconds for _ in range(kills))
     started = time.monotonic()
     while time.monotonic() - started < seconds:
         node = rng.choice(nodes)
@@ -94,22 +234,11 @@ def produce_for(nodes: list[NodeProcess], seconds: float, kills: int, report: Re
                     break  # the node died under us: start over on another one
                 report.produced += 1
                 _count_acks(producer.acks(), report, acked)
-                if kill_times and time.monotonic() - started >= kill_times[0]:
-                    kill_times.pop(0)
-                    _kill_and_restart(rng.choice(nodes), report)
             try:
                 _count_acks(producer.flush(3.0), report, acked)
             except TimeoutError:
                 _count_acks(producer.acks(), report, acked)
-    for _ in kill_times:  # a slow machine did not get to them while producing
-        _kill_and_restart(rng.choice(nodes), report)
     context.destroy(linger=0)
-
-
-def _kill_and_restart(victim: NodeProcess, report: Report) -> None:
-    victim.kill()
-    victim.restart()
-    report.restarts += 1
 
 
 def _count_acks(acks: list, report: Report, acked: set[bytes]) -> None:
@@ -117,34 +246,46 @@ def _count_acks(acks: list, report: Report, acked: set[bytes]) -> None:
         if ack.ok:
             acked.add(ack.msg_id)
             report.replication_failed += ack.replication_failed
+        else:
+            report.refused += 1
 
 
 def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 3, seed: int = 1,
-        drain_timeout: float = 60.0, directory: Path | None = None) -> Report:
+        drain_timeout: float = 60.0, directory: Path | None = None, partitions: int = 0,
+        disk_fulls: int = 0) -> Report:
+    """One soak; raises Unavailable when a fault asked for cannot be made here."""
+    if partitions and nodes_count == 1:
+        raise Unavailable("--partitions needs a cluster: --nodes 3")
     rng = random.Random(seed)
     report = Report(nodes=nodes_count, seconds=seconds)
     acked: set[bytes] = set()
-    with tempfile.TemporaryDirectory(prefix="pzq-chaos-", dir=directory) as tmp:
-        nodes = start_nodes(Path(tmp), nodes_count)
-        consuming = Consuming([node.send_dsn for node in nodes])
+    with tempfile.TemporaryDirectory(prefix="pzq-chaos-", dir=directory) as tmp, \
+            ExitStack() as cleanup:
+        nodes = Nodes(Path(tmp), nodes_count, disk_fulls > 0)
+        cleanup.callback(nodes.close)
+        nodes.start()
+        consuming = Consuming([node.send_dsn for node in nodes.members])
         consuming.start()
+        cleanup.callback(consuming.join, 5)
+        cleanup.callback(consuming.stopping.set)
+        faults = Faults(nodes, seconds, {"restarts": kills, "partitions": partitions,
+                                         "disk_fulls": disk_fulls}, report, rng)
+        faults.start()
+        produce_for(nodes.members, seconds, report, acked, rng)
+        faults.join()  # a slow machine may not have given every fault while producing
+        if faults.error is not None:
+            raise faults.error
+        consuming.idle_is_expected.set()
+        report.acked = len(acked)
         try:
-            produce_for(nodes, seconds, kills, report, acked, rng)
-            report.acked = len(acked)
-            try:
-                wait_until(lambda: acked <= consuming.seen.keys(), drain_timeout, interval=0.1,
-                           message="every ACKed message consumed")
-            except TimeoutError:
-                pass  # reported as lost below
-        finally:
-            consuming.stopping.set()
-            consuming.join(5)
-            for node in nodes:
-                if node.running:
-                    node.kill()
+            wait_until(lambda: acked <= consuming.seen.keys(), drain_timeout, interval=0.1,
+                       message="every ACKed message consumed")
+        except TimeoutError:
+            pass  # reported as lost below
     report.consumed = len(consuming.seen)
     report.lost = len(acked - consuming.seen.keys())
     report.duplicates = sum(count - 1 for count in consuming.seen.values())
+    report.longest_gap_s = round(consuming.longest_gap, 3)
     return report
 
 
@@ -152,11 +293,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to produce")
-    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs while producing")
+    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs and restarts")
+    parser.add_argument("--partitions", type=int, default=0,
+                        help="cuts of a node's cluster links, healed after 0.5-3 s "
+                             "(--nodes 3)")
+    parser.add_argument("--disk-fulls", type=int, default=0,
+                        help="a node's store disk filled, freed after 0.5-3 s (root)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    report = run(args.nodes, args.seconds, args.kills, args.seed)
+    try:
+        report = run(args.nodes, args.seconds, args.kills, args.seed,
+                     partitions=args.partitions, disk_fulls=args.disk_fulls)
+    except Unavailable as exc:
+        parser.exit(ExitCode.USAGE, f"chaos: error: {exc}\n")
     if args.json:
         print(json.dumps(asdict(report)))
     else:

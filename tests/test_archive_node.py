@@ -126,3 +126,17 @@ def test_dead_letters_are_archived_with_their_history(start_node, context, tmp_p
     assert (message.outcome, message.deliveries, message.parts) == ("dead_letter", 2,
                                                                      (b"poison",))
     assert message.first_delivered_us <= message.acked_us
+
+
+def test_a_sigkill_right_after_the_acks_loses_no_archived_record(start_node, context, tmp_path):
+    # Default flush settings: nothing is fsync'd yet when the node dies, but every
+    # record was handed to the kernel before its store delete was written.
+    archive = tmp_path / "archive"
+    node = start_node("--archive-dir", str(archive))
+    produce_and_consume(node, context, 200)
+    node.wait_figures(lambda f: f["messages"] == 0, message="every delete written")
+    node.kill()
+    node.restart()
+    node.wait_figures(lambda f: f["messages"] == 0, message="nothing back in the store")
+    archived = {m.parts[0] for topic in ("even", "odd") for _, m in read_topic(archive, topic)}
+    assert archived == {b"body %d" % i for i in range(200)}

@@ -1,4 +1,5 @@
-"""A short crash soak: SIGKILLs at random moments lose no ACKed message."""
+"""Short soaks: SIGKILLs, partitions and full disks at random moments lose no ACKed
+message."""
 
 from __future__ import annotations
 
@@ -29,3 +30,25 @@ def test_short_soak_loses_nothing(tmp_path, nodes, kills):
     assert report.restarts == kills
     assert report.acked > 1000
     assert report.lost == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_short_soak_with_partitions_and_full_disks_loses_nothing(tmp_path):
+    chaos = load_chaos()
+    try:
+        report = chaos.run(nodes_count=3, seconds=8.0, kills=1, partitions=3, disk_fulls=2,
+                           seed=11, directory=tmp_path)
+    except chaos.Unavailable as exc:
+        pytest.skip(str(exc))
+    print(report)
+    assert (report.restarts, report.partitions, report.disk_fulls) == (1, 3, 2)
+    assert report.acked > 1000
+    assert report.lost == 0
+    assert report.consumed >= report.acked
+
+
+def test_partitions_need_a_cluster():
+    chaos = load_chaos()
+    with pytest.raises(chaos.Unavailable, match="--nodes 3"):
+        chaos.run(nodes_count=1, seconds=1.0, kills=0, partitions=1)

@@ -7,6 +7,7 @@ lost, the node keeps running and takes messages again once space is freed.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,7 +16,11 @@ from pathlib import Path
 import pytest
 from harness import consume_all, produce_until_refused, run_pzq, wait_until
 
+from pzq.archive.codec import decode_records
+from pzq.archive.files import read_topic
+from pzq.archive.topiclog import TopicLog, list_segments
 from pzq.client import Consumer
+from pzq.errors import ArchiveError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,6 +45,93 @@ def small_filesystem(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
     yield mount
     for place in mounted:  # lazily: a node being killed may still hold files there
         subprocess.run(["umount", "-l", str(place)], check=False)
+
+
+class Ext4OnLoop:
+    """A small ext4 filesystem in a file, mounted with errors=remount-ro: ``fail`` makes
+    the kernel meet a filesystem error (it turns the mount read-only, as a failing disk
+    would), ``repair`` checks it and mounts it afresh at the same place."""
+
+    def __init__(self, image: Path, place: Path) -> None:
+        self.image = image
+        self.place = place
+
+    def mount(self) -> None:
+        _root_only(["mount", "-o", "loop,errors=remount-ro", str(self.image), str(self.place)])
+
+    def fail(self) -> None:
+        device = Path(_root_only(["findmnt", "-n", "-o", "SOURCE", str(self.place)])).name
+        Path(f"/sys/fs/ext4/{device}/trigger_fs_error").write_text("1")
+        wait_until(lambda: {"ro", "emergency_ro"} & set(_root_only(
+            ["findmnt", "-n", "-o", "OPTIONS", str(self.place)]).split(",")),
+            10, message="the filesystem read-only")
+
+    def repair(self) -> None:
+        """Mount a checked copy of the image where the failed one was: the kernel would
+        give a new mount of the same image the failed filesystem again while the node
+        still holds files of it (it unmounts lazily, once the node let go)."""
+        _root_only(["umount", "-l", str(self.place)])
+        copy = self.image.with_name(self.image.name + ".repaired")
+        shutil.copyfile(self.image, copy)
+        subprocess.run(["e2fsck", "-fy", str(copy)], capture_output=True, check=False)
+        self.image = copy
+        self.mount()
+
+
+def _root_only(command: list[str]) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        pytest.skip(f"{command[0]} failed here: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def ext4_on_loop(tmp_path: Path) -> Iterator[Ext4OnLoop]:
+    image, place = tmp_path / "ext4.img", tmp_path / "ext4"
+    place.mkdir()
+    with image.open("wb") as handle:
+        handle.truncate(32 << 20)
+    _root_only(["mkfs.ext4", "-q", str(image)])
+    disk = Ext4OnLoop(image, place)
+    disk.mount()
+    yield disk
+    subprocess.run(["umount", "-l", str(place)], check=False)
+
+
+def test_an_archive_turned_read_only_keeps_messages_stored_until_it_is_back(
+        start_node, context, ext4_on_loop):
+    # --hard-sync: what left the store was fsync'd to the archive first, so the
+    # filesystem's failure cannot take an archived record with it.
+    node = start_node("--archive-dir", str(ext4_on_loop.place / "archive"), "--hard-sync",
+                      "--ack-timeout", "500000", "--reaper-frequency", "100000")
+    before, _ = produce_until_refused(node, context, 0, 100)
+    consume_all(node, context, before)
+    node.wait_figures(lambda f: f["messages"] == 0, message="the first hundred archived")
+
+    ext4_on_loop.fail()
+    during, refused = produce_until_refused(node, context, 100, 100)
+    assert len(during) == 100 and not refused  # the store is elsewhere: producers go on
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def archive_failing() -> bool:
+            message = consumer.receive(0.1)
+            if message is not None:
+                message.ack()
+            return node.stats()["archive"]["failures"] > 0
+        wait_until(archive_failing, 30, message="archive writes failing")
+    assert node.figures()["messages"] > 0  # acked but not archived: still stored
+    assert node.event("archive_write_failed") is not None
+
+    ext4_on_loop.repair()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def all_archived() -> bool:  # acks that failed to archive come back: ack again
+            message = consumer.receive(0.1)
+            if message is not None:
+                message.ack()
+            return node.figures()["messages"] == 0
+        wait_until(all_archived, 60, message="every message archived and gone from the store")
+    assert node.event("archive_write_recovered") is not None
+    archived = {m.parts[0][:6] for _, m in read_topic(ext4_on_loop.place / "archive", "default")}
+    assert archived == before | during
 
 
 def test_a_full_store_disk_refuses_with_the_reason_and_recovers(start_node, context,
@@ -89,6 +181,27 @@ def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, 
     wait_until(lambda: node.figures()["messages"] == 0, 30, message="every message archived")
 
 
+def test_an_archive_log_on_a_full_disk_cuts_its_half_record_and_goes_on(small_filesystem):
+    disk = small_filesystem(4)  # 0.4 MB left once the filler is in
+    log = TopicLog(disk / "topic", segment_size=1 << 30, flush_messages=1 << 30,
+                   flush_interval_s=3600)
+    log.open(now=0.0)
+    written = []
+    with pytest.raises(ArchiveError, match="No space left on device"):
+        for i in range(1000):
+            written.append([b"%04d" % i, b"x" * 10_000])
+            log.append(written[-1], now=0.0)
+    written.pop()  # the record that did not fit
+    (disk / "filler").unlink()
+    with pytest.raises(ArchiveError, match="not writable: .*No space left"):
+        log.append([b"soon", b"y"], now=0.5)  # no new attempt within a second
+    log.append([b"later", b"z"], now=1.5)
+    log.close(now=1.5)
+    data = list_segments(disk / "topic")[0].path.read_bytes()
+    assert [frames for _, frames in decode_records(data)] == [*written, [b"later", b"z"]]
+    assert log.end_offset == len(data) == log.bytes
+
+
 def test_a_damaged_store_is_a_clear_start_error_and_repair_brings_it_back(start_node, context,
                                                                           tmp_path):
     node = start_node()
@@ -112,6 +225,75 @@ def test_a_damaged_store_is_a_clear_start_error_and_repair_brings_it_back(start_
     assert "it did not open" in repaired.stdout and "300 messages" in repaired.stdout
     node.restart()
     consume_all(node, context, acked)
+
+
+def _store_in_a_table(node, context) -> set[bytes]:
+    """3 000 messages ACKed, then written from LevelDB's log into a table file by two
+    restarts (a store reopened turns its log into a table)."""
+    acked, _ = produce_until_refused(node, context, 0, 3000)
+    assert len(acked) == 3000
+    for _ in range(2):
+        assert node.stop() == 0
+        node.restart()
+    return acked
+
+
+def _damage_a_table(database: Path) -> None:
+    table = max(database.glob("*.ldb"), key=lambda path: path.stat().st_size)
+    data = bytearray(table.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 16] = b"\xff" * 16
+    table.write_bytes(bytes(data))
+
+
+def _repair(database: Path) -> str:
+    repaired = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
+                               str(database)], capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert repaired.returncode == 0, repaired.stderr
+    return repaired.stdout
+
+
+@pytest.mark.parametrize("when", ["at-start", "while-running"])
+def test_a_damaged_table_stops_the_node_naming_the_repair(start_node, context, when):
+    node = start_node()
+    acked = _store_in_a_table(node, context)
+    if when == "at-start":
+        assert node.stop() == 0
+        _damage_a_table(node.database)
+        started = run_pzq(["--database", str(node.database), "--receive-dsn",
+                           "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
+                           "--monitor-dsn", "tcp://127.0.0.1:*"])
+        error = started.stderr.strip()
+        assert started.returncode == 3 and len(error.splitlines()) == 1, error
+    else:  # the node read everything at start; the damage comes after
+        _damage_a_table(node.database)
+        with Consumer(node.send_dsn, context=context) as consumer:
+            def stopped() -> bool:
+                while (message := consumer.receive(0.1)) is not None:
+                    message.ack()
+                return not node.running
+            wait_until(stopped, 30, message="the node stopping at the damage")
+        assert node.process.returncode == 3
+        error = node.stderr_lines[-1]
+        assert "Traceback" not in "".join(node.stderr_lines)
+    assert "Corruption" in error and "pzq-ctl repair --database" in error
+
+    report = _repair(node.database)
+    readable = int(report.split("now ")[1].split(" messages")[0])
+    assert "it did not open or read whole (Corruption" in report
+    assert 0 < readable < 3000  # the damaged block's messages are gone, the rest is back
+    node.restart()
+    assert node.figures()["messages"] == readable  # counted afresh by the repair
+    delivered: set[bytes] = set()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def drained() -> bool:
+            while (message := consumer.receive(0.1)) is not None:
+                delivered.add(message.parts[0][:6])
+                message.ack()
+            return node.figures()["messages"] == 0
+        wait_until(drained, 60, message=f"every readable message delivered ({readable})")
+    assert len(delivered) == readable and delivered <= acked
 
 
 def test_repair_refuses_a_store_a_node_has_open(node, tmp_path):

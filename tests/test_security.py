@@ -154,3 +154,92 @@ def test_a_refused_tool_says_its_handshake_may_have_been_refused(secure_node, tm
         input="x\n", capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 1
     assert "may have refused this client's CURVE handshake" in result.stderr
+
+
+@pytest.fixture
+def node_keys(tmp_path):
+    """Two nodes with a key pair each, one client; each node's cluster directory holds
+    the other node's public key, the client directory only the client's."""
+    made = {name: security.generate(tmp_path / "keys", name) for name in ("n0", "n1", "client")}
+    clients = tmp_path / "clients"
+    clients.mkdir()
+    (clients / "client.key").write_bytes(made["client"][0].read_bytes())
+    cluster_dirs = []
+    for index in (0, 1):
+        directory = tmp_path / f"cluster{index}"
+        directory.mkdir()
+        other = f"n{1 - index}"
+        (directory / f"{other}.key").write_bytes(made[other][0].read_bytes())
+        cluster_dirs.append(directory)
+    pairs = {name: security.load_key_pair(secret) for name, (_, secret) in made.items()}
+    return {"made": made, "pairs": pairs, "clients": clients, "cluster_dirs": cluster_dirs}
+
+
+def _keyed_member(start_node, node_keys, index, endpoints, *extra):
+    made = node_keys["made"]
+    node = start_node("--curve-secret-key", str(made[f"n{index}"][1]),
+                      "--curve-authorized-keys", str(node_keys["clients"]),
+                      "--cluster-authorized-keys", str(node_keys["cluster_dirs"][index]),
+                      "--broadcast-dsn", endpoints[index],
+                      "--nodes", f"n{1 - index}={endpoints[1 - index]}",
+                      "--timeout-nodes", "500000", *extra)
+    node.curve = ClientCurve(node_keys["pairs"]["client"], node_keys["pairs"][f"n{index}"].public)
+    return node
+
+
+def test_nodes_with_their_own_keys_replicate(start_node, node_keys, tmp_path, context):
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    members = [_keyed_member(start_node, node_keys, i, endpoints, "--replicas", "1")
+               for i in (0, 1)]
+    for node in members:
+        node.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="peer up")
+    with Producer(members[0].receive_dsn, context=context, curve=members[0].curve) as producer:
+        answer = producer.produce([b"copied"])
+    assert answer.ok and not answer.replication_failed
+    members[1].wait_stats(lambda s: s["replicas_held"] == 1, message="the copy on n1")
+
+
+def test_a_leaked_client_key_cannot_join_a_cluster_of_keyed_nodes(start_node, node_keys,
+                                                                  tmp_path):
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(3)]
+    member = _keyed_member(start_node, node_keys, 0, endpoints)
+    # The intruder holds the client's key pair (authorized on the member's client
+    # endpoints) and knows the member's public key.
+    intruder_dir = tmp_path / "intruder-cluster"
+    intruder_dir.mkdir()
+    (intruder_dir / "n0.key").write_bytes(node_keys["made"]["n0"][0].read_bytes())
+    intruder = start_node("--curve-secret-key", str(node_keys["made"]["client"][1]),
+                          "--curve-authorized-keys", str(node_keys["clients"]),
+                          "--cluster-authorized-keys", str(intruder_dir),
+                          "--broadcast-dsn", endpoints[2], "--nodes", f"n0={endpoints[0]}",
+                          "--timeout-nodes", "500000")
+    intruder.curve = ClientCurve(node_keys["pairs"]["client"],
+                                 node_keys["pairs"]["client"].public)
+    refused = wait_until(lambda: member.event("handshake_refused"), 10,
+                         message="the member refusing the intruder's handshake")
+    assert refused["client_key"] == node_keys["pairs"]["client"].public.decode()
+    seen = intruder.stats()
+    assert seen["peers"][0]["last_heard_seconds"] is None
+    assert member.stats()["cluster_rejected"] == 0
+
+
+@pytest.mark.parametrize("case", ["same-directory", "unnamed", "names-without-directory",
+                                  "missing-key"])
+def test_cluster_key_options_are_checked(node_keys, tmp_path, case):
+    made = node_keys["made"]
+    base = ["--curve-secret-key", str(made["n0"][1]),
+            "--curve-authorized-keys", str(node_keys["clients"]),
+            "--broadcast-dsn", "tcp://127.0.0.1:1"]
+    cluster = ["--cluster-authorized-keys", str(node_keys["cluster_dirs"][0])]
+    args, expected = {
+        "same-directory": (["--cluster-authorized-keys", str(node_keys["clients"]),
+                            "--nodes", "n1=tcp://127.0.0.1:2"], "must not be --curve-authorized"),
+        "unnamed": ([*cluster, "--nodes", "tcp://127.0.0.1:2"], "not named: tcp://127.0.0.1:2"),
+        "names-without-directory": (["--nodes", "n1=tcp://127.0.0.1:2"],
+                                    "give that directory"),
+        "missing-key": ([*cluster, "--nodes", "n9=tcp://127.0.0.1:2"],
+                        "cannot read CURVE key file"),
+    }[case]
+    result = run_pzq([*base, *args, "--database", str(tmp_path / "db")])
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr and "Traceback" not in result.stderr

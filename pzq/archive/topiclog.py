@@ -4,6 +4,12 @@
 A record never straddles two files: the log rolls to a new segment after a whole
 record once the active one has reached ``segment_size``. Every time-dependent
 method takes ``now`` (seconds since the epoch) so tests need no clock.
+
+Appends are unbuffered: a record is in the kernel when ``append`` returns, so a
+store delete written after it cannot outlive it in a crash of the process, and a
+full or read-only disk fails the append itself, not a later flush. After a failed
+write or fsync the log is reopened (its torn tail cut) before the next append, at
+most once every ``REOPEN_AFTER_S`` seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from pzq.archive.segment_reads import TopicReads
 from pzq.archive.segments import Segment, segment_path
 from pzq.archive.segments import list_segments as list_segments
 from pzq.errors import ArchiveError
+
+REOPEN_AFTER_S = 1.0
 
 
 class TopicLog:
@@ -36,6 +44,7 @@ class TopicLog:
         self._unsynced = 0
         self._last_sync = 0.0
         self._reads = TopicReads(directory.name)
+        self._failure: tuple[float, str] | None = None  # (when, why) until reopened
 
     # -- opening and recovery ------------------------------------------------------
 
@@ -44,16 +53,43 @@ class TopicLog:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self.segments = list_segments(self.directory) or [self._new_segment(0)]
-            cut = self._recover(self.segments[-1])
-            last = self.segments[-1]
-            self._active_size = last.size
-            self._active = last.path.open("ab")
+            cut = self._open_active()
         except OSError as exc:
             raise ArchiveError(f"cannot open archive topic {self.directory}: {exc}") from None
-        self.end_offset = last.start + self._active_size
         self.bytes = sum(segment.size for segment in self.segments)
         self._last_sync = now
         return cut
+
+    def _open_active(self) -> int:
+        last = self.segments[-1]
+        self._reads.forget(last.start)
+        cut = self._recover(last)
+        self._active_size = last.size
+        self._active = last.path.open("ab", buffering=0)
+        self.end_offset = last.start + self._active_size
+        return cut
+
+    def _reopen(self, now: float) -> None:
+        """After a failed write: cut what it left half written, or raise ArchiveError
+        without trying when the last attempt was under REOPEN_AFTER_S ago."""
+        assert self._failure is not None
+        failed_at, reason = self._failure
+        if now - failed_at < REOPEN_AFTER_S:
+            raise ArchiveError(f"archive not writable: {reason}")
+        if self._active is not None:
+            try:
+                self._active.close()
+            except OSError:
+                pass  # its data went with the failure; the reopen cuts what is torn
+            self._active = None
+        try:
+            self._open_active()
+            self.bytes = sum(segment.size for segment in self.segments)
+        except OSError as exc:
+            self._failure = (now, str(exc))
+            raise ArchiveError(f"archive not writable: {exc}") from None
+        self._failure = None
+        self._unsynced = 0
 
     def _recover(self, segment: Segment) -> int:
         """Cut a tail that ends inside a record or is not records, with no whole record
@@ -82,13 +118,16 @@ class TopicLog:
 
     def append(self, frames: list[bytes], now: float) -> int:
         """Write one record; returns its offset. fsync'd by count here, by time in tick."""
-        assert self._active is not None, "open() first"
         record = encode_record(frames)
+        if self._failure is not None:
+            self._reopen(now)
         try:
             if self._active_size >= self.segment_size:
                 self._roll(now)
-            self._active.write(record)
+            assert self._active is not None, "open() first"
+            self._write_all(self._active, record)
         except OSError as exc:
+            self._failure = (now, str(exc))
             raise ArchiveError(f"archive write failed: {exc}") from None
         offset = self.end_offset
         self._reads.starts(self.segments[-1].start).note(self._active_size, len(record))
@@ -101,23 +140,29 @@ class TopicLog:
             self.sync(now)
         return offset
 
+    @staticmethod
+    def _write_all(handle: BinaryIO, record: bytes) -> None:
+        view = memoryview(record)
+        while view:  # an unbuffered write may take part of it (a disk filling up)
+            view = view[handle.write(view):]
+
     def _roll(self, now: float) -> None:
         self.sync(now)
         if self._active is not None:
             self._active.close()
         segment = self._new_segment(self.end_offset)
         self.segments.append(segment)
-        self._active = segment.path.open("ab")
+        self._active = segment.path.open("ab", buffering=0)
         self._active_size = 0
 
     def sync(self, now: float) -> None:
-        if self._active is None:
+        if self._active is None or self._failure is not None:
             return
         try:
-            self._active.flush()
             if self._unsynced:
                 os.fsync(self._active.fileno())
         except OSError as exc:
+            self._failure = (now, str(exc))
             raise ArchiveError(f"archive fsync failed: {exc}") from None
         self._unsynced = 0
         self._last_sync = now
@@ -159,8 +204,6 @@ class TopicLog:
         bytes (see pzq.archive.records). ValueError if out of range or not a record start."""
         if not self.start_offset <= offset <= self.end_offset:
             raise ValueError(f"offset {offset} is outside {self.start_offset}..{self.end_offset}")
-        if self._active is not None:
-            self._active.flush()
         for index, segment in enumerate(self.segments):
             following = (self.segments[index + 1].start if index + 1 < len(self.segments)
                          else self.end_offset)
@@ -171,7 +214,9 @@ class TopicLog:
 
     def close(self, now: float) -> None:
         if self._active is not None:
-            self.sync(now)
-            self._active.close()
-            self._active = None
+            try:
+                self.sync(now)
+            finally:
+                self._active.close()
+                self._active = None
 

@@ -102,7 +102,8 @@ def _repair(prog: str, database: Path) -> int:
         report = repair(database)
     except StoreError as exc:
         return fail(prog, str(exc), ExitCode.STORE)
-    before = f"it did not open ({report.damage})" if report.damage else "it opened"
+    before = (f"it did not open or read whole ({report.damage})" if report.damage
+              else "it opened and read whole")
     print(f"repaired {database}: {before}; now {report.messages} messages and "
           f"{report.dead_letters} dead letters are readable")
     return ExitCode.OK

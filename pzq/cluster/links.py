@@ -16,7 +16,7 @@ import zmq
 from pzq.cluster.core import ClusterCore, Reply, ToPeer
 from pzq.cluster.replication import PendingAck
 from pzq.delivery.state import DeliveryState
-from pzq.security import ClientCurve
+from pzq.security import NodeCurve
 from pzq.sockets import bind, dual_stack
 from pzq.store.store import Batch
 from pzq.zmqio import Context, Events, Socket, drain
@@ -27,13 +27,14 @@ RECEIVE_BATCH = 1024
 
 class ClusterLinks:
     def __init__(self, core: ClusterCore, context: Context,
-                 server: ClientCurve | None, now: float) -> None:
-        """Bind the ROUTER and connect to every peer; ``server`` is the node's own
-        CURVE keys (peers present the same pair as clients)."""
+                 curve: NodeCurve | None, now: float) -> None:
+        """Bind the ROUTER and connect to every peer, with the node's CURVE keys when
+        it has them (the ROUTER in the cluster's ZAP domain when nodes have their own)."""
         self.core = core
         settings = core.settings
         self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
-                           server.keys if server else None)
+                           curve.keys if curve else None,
+                           curve.cluster_domain if curve else None)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.dealers: dict[str, Socket] = {}
         self._connected_at: dict[str, float] = {}
@@ -43,8 +44,8 @@ class ClusterLinks:
             dealer.setsockopt(zmq.IMMEDIATE, 1)  # nothing queues for a peer that is away
             dealer.setsockopt(zmq.SNDHWM, PEER_SNDHWM)
             dual_stack(dealer, endpoint)
-            if server is not None:
-                server.apply(dealer)
+            if curve is not None:
+                curve.to_peer(endpoint).apply(dealer)
             dealer.connect(endpoint)
             self.dealers[endpoint] = dealer
             self._connected_at[endpoint] = now

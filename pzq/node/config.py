@@ -26,6 +26,7 @@ from pzq.node.intake import IntakeLimits
 DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("console", "json")
+NAMED_NODE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(\w+://.+)$")
 
 
 @dataclass(frozen=True)
@@ -105,12 +106,16 @@ OPTIONS: tuple[Option, ...] = (
            "this node's CURVE key pair (a .key_secret file): encrypt every socket"),
     Option("curve_authorized_keys", "--curve-authorized-keys", str, None,
            "directory of public keys allowed to connect (needed with --curve-secret-key)"),
+    Option("cluster_authorized_keys", "--cluster-authorized-keys", str, None,
+           "directory of the other nodes' public keys, NAME.key for each NAME=ENDPOINT "
+           "in --nodes: each node its own key pair, and only these keys join the cluster"),
     Option("log_level", "--log-level", str, "info", "one of " + ", ".join(LOG_LEVELS)),
     Option("log_format", "--log-format", str, "console", "one of " + ", ".join(LOG_FORMATS)),
     Option("replicas", "--replicas", int, 0,
            "peers that must hold a copy before a producer is ACKed"),
     Option("nodes", "--nodes", _dsn_list, (),
-           "cluster endpoints of the other nodes, separated by ','"),
+           "cluster endpoints of the other nodes, separated by ','; NAME=ENDPOINT "
+           "names a node's key NAME.key in --cluster-authorized-keys"),
     Option("timeout_nodes", "--timeout-nodes", duration_us, 10_000_000,
            "silence after which a peer is considered down" + DURATION),
     Option("broadcast_dsn", "--broadcast-dsn", str, None,
@@ -153,6 +158,7 @@ class Config:
     archive_dsn: str | None
     curve_secret_key: str | None
     curve_authorized_keys: str | None
+    cluster_authorized_keys: str | None
     log_level: str
     log_format: str
     replicas: int
@@ -164,6 +170,16 @@ class Config:
     # -- the views each part of the node takes, so no part needs the whole config
 
     @property
+    def peer_endpoints(self) -> tuple[str, ...]:
+        return tuple(split_node(entry)[1] for entry in self.nodes)
+
+    @property
+    def peer_key_names(self) -> dict[str, str]:
+        """Endpoint -> the name of its key file, for the entries given as NAME=ENDPOINT."""
+        named = (split_node(entry) for entry in self.nodes)
+        return {endpoint: name for name, endpoint in named if name is not None}
+
+    @property
     def delivery(self) -> DeliverySettings:
         return DeliverySettings(self.ack_timeout, self.inflight_size, self.max_deliveries,
                                 self.delivery_headers)
@@ -172,7 +188,7 @@ class Config:
     def cluster(self) -> ClusterSettings | None:
         if self.broadcast_dsn is None:
             return None
-        return ClusterSettings(self.broadcast_dsn, self.nodes, self.replicas,
+        return ClusterSettings(self.broadcast_dsn, self.peer_endpoints, self.replicas,
                                self.timeout_nodes, self.timeout_replication)
 
     @property
@@ -272,21 +288,51 @@ def validate(config: Config) -> None:
         raise ConfigError("--curve-secret-key and --curve-authorized-keys go together")
 
 
+def split_node(entry: str) -> tuple[str | None, str]:
+    """``NAME=ENDPOINT`` or ``ENDPOINT`` from --nodes, as (name or None, endpoint)."""
+    named = NAMED_NODE.match(entry)
+    return (named[1], named[2]) if named else (None, entry)
+
+
 def _validate_cluster(config: Config) -> None:
-    for node in config.nodes:
+    endpoints = config.peer_endpoints
+    for node in endpoints:
         _check_dsn("--nodes", node)
     if config.broadcast_dsn is not None:
         _check_dsn("--broadcast-dsn", config.broadcast_dsn)
-        if config.broadcast_dsn in config.nodes:
+        if config.broadcast_dsn in endpoints:
             raise ConfigError("--nodes must list the other nodes, not this node's --broadcast-dsn")
-    if len(set(config.nodes)) != len(config.nodes):
+    if len(set(endpoints)) != len(endpoints):
         raise ConfigError("--nodes lists the same endpoint twice")
-    if config.replicas > len(config.nodes):
+    if config.replicas > len(endpoints):
         raise ConfigError(
             f"--replicas {config.replicas} needs at least that many --nodes "
-            f"(got {len(config.nodes)})")
-    if config.nodes and config.broadcast_dsn is None:
+            f"(got {len(endpoints)})")
+    if endpoints and config.broadcast_dsn is None:
         raise ConfigError("--nodes needs --broadcast-dsn, this node's own cluster endpoint")
+    _validate_cluster_keys(config)
+
+
+def _validate_cluster_keys(config: Config) -> None:
+    names = config.peer_key_names
+    if config.cluster_authorized_keys is None:
+        if names:
+            raise ConfigError("--nodes NAME=ENDPOINT names a key in --cluster-authorized-keys; "
+                              "give that directory, or plain endpoints")
+        return
+    flag = "--cluster-authorized-keys"
+    if config.curve_secret_key is None or config.broadcast_dsn is None:
+        raise ConfigError(f"{flag} needs --curve-secret-key and --broadcast-dsn")
+    if not Path(config.cluster_authorized_keys).is_dir():
+        raise ConfigError(f"{flag} {config.cluster_authorized_keys} is not a directory")
+    if config.curve_authorized_keys is not None and Path(config.curve_authorized_keys).resolve() \
+            == Path(config.cluster_authorized_keys).resolve():
+        raise ConfigError(f"{flag} must not be --curve-authorized-keys: every client key "
+                          "there could join the cluster")
+    unnamed = [endpoint for endpoint in config.peer_endpoints if endpoint not in names]
+    if unnamed:
+        raise ConfigError(f"with {flag} every --nodes entry is NAME=ENDPOINT, the key "
+                          f"being NAME.key there (not named: {', '.join(unnamed)})")
 
 
 def _validate_archive(config: Config) -> None:

@@ -11,7 +11,7 @@ from pzq.cluster.core import ClusterCore
 from pzq.cluster.links import ClusterLinks
 from pzq.node.config import Config
 from pzq.node.consumers import ConsumerCount
-from pzq.security import ClientCurve, KeyPair
+from pzq.security import NodeCurve
 from pzq.zmqio import Context, QuietSocket, Socket
 
 
@@ -62,21 +62,21 @@ class Endpoints:
             self.cluster.close()
 
 
-def open_endpoints(context: Context, config: Config, curve: KeyPair | None,
+def open_endpoints(context: Context, config: Config, curve: NodeCurve | None,
                    cluster: ClusterCore | None, mono: float) -> Endpoints:
     """Bind everything, or close what was bound and raise BindError."""
     opened: list[Socket] = []
+    keys = curve.keys if curve is not None else None
     try:
-        receive = _keep(opened, sockets.bind_receive(context, config.receive_dsn, curve))
-        send = _keep(opened, sockets.bind_send(context, config.send_dsn, curve))
-        monitor = _keep(opened, sockets.bind_monitor(context, config.monitor_dsn, curve))
+        receive = _keep(opened, sockets.bind_receive(context, config.receive_dsn, keys))
+        send = _keep(opened, sockets.bind_send(context, config.send_dsn, keys))
+        monitor = _keep(opened, sockets.bind_monitor(context, config.monitor_dsn, keys))
         readers = (_keep(opened, sockets.bind(context, zmq.ROUTER, config.archive_dsn,
-                                              "--archive-dsn", curve))
+                                              "--archive-dsn", keys))
                    if config.archive_dsn is not None else None)
-        consume = (_keep(opened, sockets.bind_consume(context, config.consume_dsn, curve))
+        consume = (_keep(opened, sockets.bind_consume(context, config.consume_dsn, keys))
                    if config.consume_dsn is not None else None)
-        links = (ClusterLinks(cluster, context, ClientCurve(curve, curve.public) if curve
-                              else None, mono) if cluster is not None else None)
+        links = (ClusterLinks(cluster, context, curve, mono) if cluster is not None else None)
     except BaseException:
         for socket in opened:
             socket.close(0)

@@ -18,7 +18,7 @@ from pzq.node.config import OPTIONS, Config, Option, build_config
 from pzq.node.run import StopRequest, run
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
-from pzq.security import load_key_pair
+from pzq.security import NodeCurve, load_node_curve
 from pzq.store.store import Store
 
 
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(config.log_level, config.log_format)
     log = logs.get_logger("pzq")
     try:
-        curve = load_key_pair(config.curve_secret_key) if config.curve_secret_key else None
+        curve = node_curve(config)
         store = Store.open(config.database, hard_sync=config.hard_sync)
     except PzqError as exc:
         return _failed(exc)
@@ -100,6 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         waker.close()
     log.info("node_stopped", messages=store.messages)
     return ExitCode.OK
+
+
+def node_curve(config: Config) -> NodeCurve | None:
+    if config.curve_secret_key is None or config.curve_authorized_keys is None:
+        return None
+    return load_node_curve(config.curve_secret_key, config.curve_authorized_keys,
+                           config.cluster_authorized_keys, config.peer_key_names)
 
 
 def _failed(exc: PzqError) -> int:

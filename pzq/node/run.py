@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import zmq
 
-from pzq.errors import ConfigError
 from pzq.logs import get_logger
 from pzq.node.clock import Now
 from pzq.node.device import Device
@@ -17,7 +16,7 @@ from pzq.node.endpoints import open_endpoints
 from pzq.node.scheduler import start_scheduler, ticks
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
-from pzq.security import KeyPair, start_authenticator
+from pzq.security import NodeCurve, start_authenticator
 from pzq.zmqio import Context
 
 log = get_logger("pzq.node")
@@ -32,7 +31,7 @@ class StopRequest:
         self.requested = False
 
 
-def run(node: NodeState, waker: Waker, stop: StopRequest, curve: KeyPair | None) -> None:
+def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | None) -> None:
     config = node.config
     context = Context()
     authenticator = scheduler = endpoints = None
@@ -40,9 +39,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: KeyPair | None)
         if node.archiving is not None:
             node.archiving.tier.open()
         if curve is not None:
-            if config.curve_authorized_keys is None:
-                raise ConfigError("--curve-secret-key needs --curve-authorized-keys")
-            authenticator = start_authenticator(context, config.curve_authorized_keys)
+            authenticator = start_authenticator(context, curve)
         endpoints = open_endpoints(context, config, curve, node.cluster, Now.read().mono)
         device = Device(node, endpoints, waker)
         scheduler = start_scheduler(waker, ticks(config))

@@ -2,7 +2,8 @@
 
 LevelDB's repair rebuilds the store's table list from every file it can read: the
 tables whole, the logs up to the first damaged record. What it cannot read is gone;
-what it reports is what the store holds afterwards.
+what it reports is what the store holds afterwards. The message counters kept in
+the store are counted afresh, since what was lost is no longer stored.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import plyvel
 
 from pzq.errors import StoreError
 from pzq.store import keyspace
-from pzq.store.store import leveldb_reason
+from pzq.store.store import COUNTERS, leveldb_reason, read_everything
 
 
 @dataclass(frozen=True)
 class RepairReport:
     was_damaged: bool
-    damage: str  # LevelDB's reason the store would not open; empty when it opened
+    damage: str  # LevelDB's reason the store would not open or read; empty when it did
     messages: int  # own messages readable afterwards
     dead_letters: int
 
@@ -37,13 +38,18 @@ def repair(path: Path) -> RepairReport:
         raise StoreError(f"cannot repair {path}: {leveldb_reason(exc)}") from None
     if _why_it_does_not_open(path):
         raise StoreError(f"{path} does not open even after LevelDB's repair")
-    messages, dead = _count(path)
+    messages, dead = _recount(path)
     return RepairReport(bool(damage), damage, messages, dead)
 
 
 def _why_it_does_not_open(path: Path) -> str:
+    """What a node would meet at start: an open and a checked read of every block."""
     try:
-        plyvel.DB(str(path)).close()
+        db = plyvel.DB(str(path), paranoid_checks=True)
+        try:
+            read_everything(db)
+        finally:
+            db.close()
     except plyvel.IOError as exc:
         reason = leveldb_reason(exc)
         if "lock" in reason.lower():
@@ -55,11 +61,16 @@ def _why_it_does_not_open(path: Path) -> str:
     return ""
 
 
-def _count(path: Path) -> tuple[int, int]:
+def _recount(path: Path) -> tuple[int, int]:
+    """Count what is readable and write it as the store's counters."""
     db = plyvel.DB(str(path))
     try:
-        own = sum(1 for _ in db.iterator(prefix=keyspace.OWN_PREFIX, include_value=False))
+        own = stored_bytes = 0
+        for value in db.iterator(prefix=keyspace.OWN_PREFIX, include_key=False):
+            own += 1
+            stored_bytes += len(value)
         dead = sum(1 for _ in db.iterator(prefix=keyspace.DEAD_PREFIX, include_value=False))
+        db.put(keyspace.META_COUNTERS, COUNTERS.pack(own, stored_bytes, dead), sync=True)
     finally:
         db.close()
     return own, dead

@@ -26,7 +26,7 @@ from pzq.protocol import consume as wire
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP, Group, Topic, Topics
-from pzq.zmqio import Socket, drain, send_frames
+from pzq.zmqio import Socket, drain, readable, send_frames
 
 log = get_logger("pzq.consume")
 
@@ -100,6 +100,7 @@ class ConsumeEndpoint:
         self.consumers: dict[bytes, Consumer] = {}
         self.blocked = False  # a consumer's pipe was full: try again soon
         self._next_heartbeat = 0.0
+        self._probe_due = 0.0  # when a look for gone consumers was put off (0: none)
         for group in topics.groups():
             self._deliveries_for(group)
 
@@ -338,13 +339,21 @@ class ConsumeEndpoint:
 
     def tick(self, mono: float, disconnected: bool) -> None:
         """Heartbeats out; silent consumers and vanished connections given back.
-        ``disconnected``: the poll saw a disconnection event."""
+        ``disconnected``: the poll saw a disconnection event. What a consumer sent
+        before it went (its last ACKs, its BYE) is read first: while input waits, the
+        look is put off to the next wake, for at most a heartbeat period."""
         if disconnected:
             while self.events.poll(0):
                 recv_monitor_message(self.events)
-            self._probe(mono)
-        elif mono >= self._next_heartbeat:
-            self._probe(mono)
+            self._probe_due = self._probe_due or mono
+        if not self._probe_due and mono < self._next_heartbeat:
+            return
+        due = self._probe_due or mono
+        if readable(self.socket) and mono - due < self.heartbeat_s:
+            self._probe_due = due
+            return
+        self._probe_due = 0.0
+        self._probe(mono)
 
     def _probe(self, mono: float) -> None:
         self._next_heartbeat = mono + self.heartbeat_s
@@ -356,7 +365,7 @@ class ConsumeEndpoint:
                 self._gone(consumer, "disconnected")
 
     def timeout_ms(self, mono: float) -> int | None:
-        if self.blocked:
+        if self.blocked or self._probe_due:
             return 5
         if not self.consumers:
             return None

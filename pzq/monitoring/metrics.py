@@ -18,6 +18,7 @@ from prometheus_client.core import (
 
 from pzq.client.monitor import StatsAnswer
 from pzq.monitoring.scrape import Scraper
+from pzq.monitoring.zper_metrics import zper_families
 
 LABELS = ["node", "monitor"]
 
@@ -73,6 +74,7 @@ class PzqCollector:
         live = [answer for answer in answers if answer.stats is not None]
         yield from self._simple(live)
         yield from self._archive(live)
+        yield from zper_families(live, self._labels)
         yield from self._labelled(live)
         yield self._latency(live)
 

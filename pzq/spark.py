@@ -9,6 +9,7 @@ pyarrow installed, or pzq shipped with ``--py-files``). A torn tail of a topic's
 last segment is skipped. Options: ``topics`` (comma separated; default all),
 ``start_offset`` and ``end_offset`` (byte offsets within each topic, end exclusive),
 ``mode`` and ``columnNameOfCorruptRecord`` for damaged records (see ``ReadOptions``).
+``spark.readStream.format("zper")`` streams it (pzq.spark_stream).
 """
 
 from __future__ import annotations
@@ -21,10 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 
 from pzq.archive.damage import DamagedRecord, log_damage
 from pzq.archive.files import segment_items, within
+from pzq.archive.raw import RawRecord, is_raw_topic
 from pzq.archive.records import Record
 from pzq.archive.segments import Segment, list_segments
 
@@ -121,6 +128,7 @@ class SegmentPartition(InputPartition):
     path: str
     start: int  # the segment's first offset
     last: bool  # the topic's last segment: a torn tail there is a write in progress
+    raw: bool = False  # a topic of raw ZPER records (pzq.archive.raw)
 
 
 class ZperDataSource(DataSource):
@@ -135,6 +143,11 @@ class ZperDataSource(DataSource):
     def reader(self, schema: object) -> ZperReader:
         return ZperReader(ReadOptions.parse(self.options))
 
+    def streamReader(self, schema: object) -> DataSourceStreamReader:
+        from pzq.spark_stream import stream_reader  # it builds on this module
+
+        return stream_reader(self.options)
+
 
 class ZperReader(DataSourceReader):
     def __init__(self, options: ReadOptions) -> None:
@@ -147,6 +160,7 @@ class ZperReader(DataSourceReader):
         partitions: list[InputPartition] = []
         for topic in topics:
             segments = list_segments(options.directory / topic)
+            raw = is_raw_topic(options.directory / topic)
             for index, segment in enumerate(segments):
                 following = segments[index + 1].start if index + 1 < len(segments) else None
                 if following is not None and following <= options.begin:
@@ -154,7 +168,7 @@ class ZperReader(DataSourceReader):
                 if options.end is not None and segment.start >= options.end:
                     continue
                 partitions.append(SegmentPartition(topic, str(segment.path), segment.start,
-                                                   following is None))
+                                                   following is None, raw))
         return partitions
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -170,10 +184,14 @@ class ZperReader(DataSourceReader):
 
     def _rows(self, partition: SegmentPartition) -> Iterator[dict[str, Any]]:
         segment = Segment(partition.start, Path(partition.path))
-        items = segment_items(partition.topic, segment, partition.last)
+        items = segment_items(partition.topic, segment, partition.last, self.options.begin,
+                              partition.raw)
         for item in within(items, self.options.begin, self.options.end):
             if isinstance(item, Record):
                 yield message_row(partition.topic, item)
+                continue
+            if isinstance(item, RawRecord):
+                yield raw_row(partition.topic, item)
                 continue
             if self.options.mode == FAILFAST:
                 raise item.error()
@@ -189,6 +207,11 @@ def message_row(topic: str, record: Record) -> dict[str, Any]:
             "first_delivered_us": message.first_delivered_us, "acked_us": message.acked_us,
             "deliveries": message.deliveries, "origin": message.origin,
             "parts": list(message.parts), "outcome": message.outcome}
+
+
+def raw_row(topic: str, record: RawRecord) -> dict[str, Any]:
+    """A ZPER producer's message: its frames in ``parts``, no key and no metadata."""
+    return {"topic": topic, "offset": record.offset, "parts": list(record.frames)}
 
 
 def damaged_row(damaged: DamagedRecord, column: str) -> dict[str, Any]:

@@ -61,3 +61,23 @@ def test_benchmark_measures_the_original_in_the_same_run(tmp_path):
     assert {"produce 100 B window 1", "drain 100 B", "end to end 100 B window 100"} <= originals
     compared = [f for f in figures if f["target"] == "pzq" and f["scenario"] in originals]
     assert compared and all(f["vs_original"] > 0 for f in compared)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_zper_benchmark_smoke_run(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "scripts" / "zper_bench.py"
+    ran = subprocess.run([sys.executable, str(script), "--count", "2000", "--no-spark",
+                          "--json", str(tmp_path / "z.json")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=200, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    rows = {row["what"]: row for row in json.loads((tmp_path / "z.json").read_text())}
+    for mode in (0, 1):
+        for size in (100, 4096):
+            row = rows[f"ZPWriter mode {mode}, {size} B"]
+            assert row["msg_per_s"] > 0 and row["vs_ceiling"] > 0 and row["vs_dd"] > 0
+    assert rows["FETCH, 1 MiB at a time"]["vs_files"] > 0

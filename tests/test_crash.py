@@ -21,7 +21,15 @@ def test_sigkill_loses_no_acked_message(start_node, context, hard_sync):
             msg_id = producer.next_msg_id()
             producer.send([msg_id, b"." * 100], msg_id=msg_id)
             acked.update(ack.msg_id for ack in producer.acks() if ack.ok)
-        # Hundreds of sends are unanswered, some mid-batch in the node, as it dies.
+        # Stopped wherever it is (perhaps mid-batch), the node gets more sends that it
+        # will never answer; then it dies.
+        node.pause()
+        for _ in range(100):
+            msg_id = producer.next_msg_id()
+            try:
+                producer.send([msg_id, b"." * 100], msg_id=msg_id, timeout=0.05)
+            except TimeoutError:
+                break  # the window is full
         assert producer.outstanding > 0
         node.kill()
         acked.update(ack.msg_id for ack in producer.acks(0.2) if ack.ok)

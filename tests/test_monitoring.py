@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -14,6 +15,7 @@ import time
 import urllib.request
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -162,9 +164,31 @@ def test_down_nodes_are_scraped_in_parallel(tmp_path):
     assert took < 2.0  # one timeout, not three
 
 
-def exporter_process(*args: str) -> subprocess.Popen[str]:
+def exporter_process(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    # PYTHONFAULTHANDLER: a SIGABRT makes a hung exporter print every thread's stack.
     return subprocess.Popen([str(Path(sys.executable).parent / "pzq-exporter"), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"}, **kwargs)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts a background job
+
+
+@pytest.mark.parametrize("signum, started", [(signal.SIGTERM, "plainly"),
+                                             (signal.SIGINT, "plainly"),
+                                             (signal.SIGINT, "as a background job")])
+def test_the_exporter_stops_on_sigterm_or_sigint(signum, started):
+    process = exporter_process("--dsn", DEAD_DSN, "--listen", "127.0.0.1:0",
+                               preexec_fn=_ignore_sigint if started != "plainly" else None)
+    assert "serving http://" in process.stdout.readline()
+    process.send_signal(signum)
+    try:
+        _, err = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"the exporter did not stop on {signal.Signals(signum).name}")
+    assert process.returncode == 0 and err == ""
 
 
 def test_exporter_on_a_port_in_use_is_one_line_and_exit_4():
@@ -188,7 +212,11 @@ def test_browsers_that_hang_up_mid_answer_are_no_error(node):
         assert "pzq_up{" in get(f"http://127.0.0.1:{port}/metrics")
     finally:
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)
+        try:
+            _, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)  # every thread's stack, by faulthandler
+            pytest.fail("the exporter did not stop:\n" + process.communicate(timeout=10)[1])
     assert process.returncode == 0
     assert "Traceback" not in err and err == "", err
 

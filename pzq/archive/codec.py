@@ -21,15 +21,25 @@ SHORT_LIMIT = 255  # lengths below this fit in one byte
 
 def encode_record(frames: list[bytes]) -> bytes:
     chunks: list[bytes] = []
+    encode_into(chunks, frames)
+    return b"".join(chunks)
+
+
+def encode_into(chunks: list[bytes], frames: list[bytes]) -> int:
+    """Add a record's headers and payloads to ``chunks`` (joined once for many
+    records); returns the record's size."""
     last = len(frames) - 1
+    size = 0
     for index, frame in enumerate(frames):
         flag = MORE if index < last else 0
         if len(frame) < SHORT_LIMIT:
             chunks.append(bytes((flag, len(frame))))
+            size += 2 + len(frame)
         else:
             chunks.append(bytes((flag | LONG,)) + LONG_LENGTH.pack(len(frame)))
+            size += 9 + len(frame)
         chunks.append(frame)
-    return b"".join(chunks)
+    return size
 
 
 def decode_records(buffer: bytes | memoryview, start: int = 0,

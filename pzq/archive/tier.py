@@ -31,13 +31,14 @@ class ArchiveSettings:
     retain_hours: int
     default_topic: str
     hard_sync: bool
+    retain_bytes: int = 0  # per topic; 0: no limit
 
 
 class ArchiveTier:
     def __init__(self, settings: ArchiveSettings) -> None:
         self.archive = Archive(settings.directory, settings.segment_size,
                                settings.flush_messages, settings.flush_interval_ms,
-                               settings.retain_hours)
+                               settings.retain_hours, settings.retain_bytes)
         self.default_topic = settings.default_topic
         self.hard_sync = settings.hard_sync
         self.archived = 0
@@ -64,9 +65,12 @@ class ArchiveTier:
         for header in headers:
             if header.startswith(TOPIC_HEADER):
                 try:
-                    return validate_topic(header[len(TOPIC_HEADER):].decode())
+                    topic = validate_topic(header[len(TOPIC_HEADER):].decode())
                 except (ValueError, UnicodeDecodeError):
                     break  # an unusable topic name: archive under the default one
+                if not self.archive.is_raw(topic):
+                    return topic
+                break  # a ZPER producers' topic holds their frames only (pzq.archive.raw)
         return self.default_topic
 
     def before_commit(self) -> None:
@@ -92,7 +96,9 @@ class ArchiveTier:
     def snapshot(self) -> dict[str, object]:
         return {"archived": self.archived, "failures": self.failures,
                 "topics": {topic: {"start_offset": info.start_offset,
-                                   "last_offset": info.last_offset, "bytes": info.bytes,
+                                   "last_offset": info.last_offset,
+                                   "flushed_offset": info.flushed_offset, "bytes": info.bytes,
+                                   "raw": int(info.raw),
                                    "segments": info.segments,
                                    "damaged_records": info.damaged_records}
                            for topic, info in self.archive.topics().items()}}

@@ -2,6 +2,7 @@
 
     pzq-archive topics DIR                      topics, segments, offsets and sizes
     pzq-archive dump DIR TOPIC [--from OFFSET] [--count N]
+    pzq-archive offsets DIR TOPIC               first, flushed and last offsets
     pzq-archive verify FILE                     check a segment's frames and metadata
 """
 
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from pzq.archive.damage import DamagedRecord
 from pzq.archive.entry import ArchivedMessage
-from pzq.archive.files import topic_items
+from pzq.archive.files import segment_items, topic_items, whole_end
+from pzq.archive.raw import RawRecord, is_raw_topic, raw_walk
 from pzq.archive.records import Damaged, TornTail, walk
 from pzq.archive.topiclog import list_segments
 from pzq.cli.common import ToolParser
@@ -40,6 +42,9 @@ def make_argument_parser() -> ToolParser:
     dump.add_argument("--from", dest="start", type=int, default=None,
                       help="the offset of a record to start at (default: the topic's first)")
     dump.add_argument("--count", type=int, default=0, help="at most N messages (0: all)")
+    offsets = commands.add_parser("offsets", help="a topic's first, flushed and last offsets")
+    offsets.add_argument("directory", type=Path)
+    offsets.add_argument("topic")
     verify = commands.add_parser("verify", help="check one segment file")
     verify.add_argument("file", type=Path)
     return parser
@@ -52,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return list_topics(args.directory)
         if args.command == "dump":
             return dump(args.directory, args.topic, args.start, args.count)
+        if args.command == "offsets":
+            return topic_offsets(args.directory, args.topic)
         return verify(args.file)
     except (Refused, OSError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -63,8 +70,9 @@ def list_topics(directory: Path) -> int:
         segments = list_segments(directory / name)
         end = segments[-1].start + segments[-1].size
         total = sum(segment.size for segment in segments)
+        kind = ", raw ZPER records" if is_raw_topic(directory / name) else ""
         print(f"{name}: offsets {segments[0].start}..{end}, {len(segments)} "
-              f"segment(s), {total} bytes")
+              f"segment(s), {total} bytes{kind}")
         for segment in segments:
             print(f"  {segment.path.name}  start {segment.start}  size {segment.size}")
     return EXIT_OK
@@ -77,6 +85,17 @@ def topic_names(directory: Path) -> list[str]:
                   if path.is_dir() and list_segments(path))
 
 
+# -- offsets ---------------------------------------------------------------------------
+
+def topic_offsets(directory: Path, topic: str) -> int:
+    """mykafka's GetOffsets without a node: the first offset kept, the end of the
+    whole records (what a reader can read), the end of the bytes (with a torn tail)."""
+    check_topic(directory, topic)
+    first, whole, end = whole_end(directory, topic)
+    print(f"{topic}: first {first} flushed {whole} last {end}")
+    return EXIT_OK
+
+
 # -- dump ------------------------------------------------------------------------------
 
 def dump(directory: Path, topic: str, start: int | None, count: int) -> int:
@@ -87,11 +106,16 @@ def dump(directory: Path, topic: str, start: int | None, count: int) -> int:
             damaged += 1
             print(f"{PROG}: warning: {item.describe()}", file=sys.stderr)
             continue
-        print(message_line(item.offset, item.message))
+        print(raw_line(item) if isinstance(item, RawRecord)
+              else message_line(item.offset, item.message))
         shown += 1
         if count and shown >= count:
             break
     return EXIT_DAMAGED if damaged else EXIT_OK
+
+
+def raw_line(record: RawRecord) -> str:
+    return f"{record.offset} " + b" | ".join(record.frames).decode(errors="replace")
 
 
 def message_line(offset: int, message: ArchivedMessage) -> str:
@@ -103,10 +127,7 @@ def message_line(offset: int, message: ArchivedMessage) -> str:
 
 def first_offset(directory: Path, topic: str, start: int | None) -> int:
     """Where dump starts: ``start`` when a record starts there (or it is the end)."""
-    names = topic_names(directory)
-    if topic not in names:
-        raise Refused(f"no topic {topic!r} in {directory}; topics: "
-                      f"{', '.join(names) or 'none (nothing archived yet)'}")
+    check_topic(directory, topic)
     segments = list_segments(directory / topic)
     first, end = segments[0].start, segments[-1].start + segments[-1].size
     if start is None:
@@ -122,9 +143,20 @@ def first_offset(directory: Path, topic: str, start: int | None) -> int:
     return start
 
 
+def check_topic(directory: Path, topic: str) -> None:
+    names = topic_names(directory)
+    if topic not in names:
+        raise Refused(f"no topic {topic!r} in {directory}; topics: "
+                      f"{', '.join(names) or 'none (nothing archived yet)'}")
+
+
 def _check_record_start(directory: Path, topic: str, start: int) -> None:
-    segment = [s for s in list_segments(directory / topic) if s.start <= start][-1]
-    for item in topic_items(directory, topic, segment.start):
+    """Walked from the indexed record start before ``start`` (the segment's start
+    without a whole index)."""
+    segments = list_segments(directory / topic)
+    number = max(n for n, s in enumerate(segments) if s.start <= start)
+    for item in segment_items(topic, segments[number], number + 1 == len(segments), start,
+                              is_raw_topic(directory / topic)):
         if item.offset == start:
             return
         if item.offset + item.size > start:
@@ -140,7 +172,8 @@ def verify(path: Path) -> int:
     if not path.is_file():
         raise Refused(f"{path} is not a file")
     data = path.read_bytes()
-    problems = [item for item in walk(data) if isinstance(item, Damaged | TornTail)]
+    items = (raw_walk(data) if is_raw_topic(path.parent) else walk(data))
+    problems = [item for item in items if isinstance(item, Damaged | TornTail)]
     if not problems:
         print(f"{path}: ok, {len(data)} bytes of whole records")
         return EXIT_OK

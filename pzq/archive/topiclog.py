@@ -14,13 +14,15 @@ most once every ``REOPEN_AFTER_S`` seconds.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 from typing import BinaryIO
 
-from pzq.archive.codec import encode_record
-from pzq.archive.records import TornTail, spans
-from pzq.archive.segment_reads import TopicReads
+from pzq.archive.codec import encode_into, encode_record
+from pzq.archive.index import OffsetIndex, index_path, open_index
+from pzq.archive.raw import is_raw_topic, mark_raw
+from pzq.archive.segment_reads import TopicReads, mapped_bytes
 from pzq.archive.segments import Segment, segment_path
 from pzq.archive.segments import list_segments as list_segments
 from pzq.errors import ArchiveError
@@ -37,6 +39,7 @@ class TopicLog:
         self.flush_interval_s = flush_interval_s
         self.segments: list[Segment] = []
         self.end_offset = 0
+        self.flushed_offset = 0  # the end of what the last fsync made durable
         self.bytes = 0
         self.messages_appended = 0
         self._active: BinaryIO | None = None
@@ -52,10 +55,12 @@ class TopicLog:
         """Open for appending; cut a torn tail back. Returns the bytes cut off."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            self._reads.raw = is_raw_topic(self.directory)
             self.segments = list_segments(self.directory) or [self._new_segment(0)]
             cut = self._open_active()
         except OSError as exc:
             raise ArchiveError(f"cannot open archive topic {self.directory}: {exc}") from None
+        self.flushed_offset = self.end_offset
         self.bytes = sum(segment.size for segment in self.segments)
         self._last_sync = now
         return cut
@@ -90,24 +95,47 @@ class TopicLog:
             raise ArchiveError(f"archive not writable: {exc}") from None
         self._failure = None
         self._unsynced = 0
+        self.flushed_offset = min(self.flushed_offset, self.end_offset)
 
     def _recover(self, segment: Segment) -> int:
         """Cut a tail that ends inside a record or is not records, with no whole record
         after it: a crash's torn or zero-filled write. Damage with a whole record after
-        it stays (readers skip it), so no record after it is lost."""
-        data = segment.path.read_bytes()
-        starts = self._reads.starts(segment.start)
-        whole = 0
-        for item in spans(data):
-            if isinstance(item, TornTail):
-                break
-            starts.note(item.offset, item.size)
-            whole = item.offset + item.size
-        if whole < len(data):
+        it stays (readers skip it), so no record after it is lost. The walk starts at
+        the offset index's last entry: only the tail is read."""
+        size = segment.size
+        whole = self._open_index(segment).covered
+        if whole < size:
             with segment.path.open("r+b") as handle:
                 handle.truncate(whole)
                 os.fsync(handle.fileno())
-        return len(data) - whole
+        return size - whole
+
+    def _open_index(self, segment: Segment) -> OffsetIndex:
+        data = mapped_bytes(segment)
+        try:
+            index = open_index(segment.path, data, self._reads.span_walk)
+        finally:
+            if isinstance(data, mmap.mmap):
+                data.close()
+        self._reads.install(segment.start, index)
+        return index
+
+    @property
+    def raw(self) -> bool:
+        """The topic holds raw ZPER records (see pzq.archive.raw)."""
+        return self._reads.raw
+
+    def make_raw(self) -> None:
+        """Mark an empty topic as a ZPER writer's; ArchiveError if it holds pzq's records."""
+        if self.raw:
+            return
+        if self.end_offset:
+            raise ArchiveError(f"topic {self.directory.name} holds pzq's archived messages")
+        try:
+            mark_raw(self.directory)
+        except OSError as exc:
+            raise ArchiveError(f"cannot mark topic {self.directory.name}: {exc}") from None
+        self._reads.raw = True
 
     def _new_segment(self, start: int) -> Segment:
         path = segment_path(self.directory, start)
@@ -130,7 +158,7 @@ class TopicLog:
             self._failure = (now, str(exc))
             raise ArchiveError(f"archive write failed: {exc}") from None
         offset = self.end_offset
-        self._reads.starts(self.segments[-1].start).note(self._active_size, len(record))
+        self._reads.index(self.segments[-1].start).note(self._active_size, len(record))
         self.end_offset += len(record)
         self._active_size += len(record)
         self.bytes += len(record)
@@ -139,6 +167,44 @@ class TopicLog:
         if self._unsynced >= self.flush_messages:
             self.sync(now)
         return offset
+
+    def append_many(self, records: list[list[bytes]], now: float) -> list[int]:
+        """Write several records with one write per segment they go to (a batch of a
+        ZPER producer's messages); their offsets. ArchiveError as ``append``."""
+        if self._failure is not None:
+            self._reopen(now)
+        offsets: list[int] = []
+        pending: list[bytes] = []  # headers and payloads, joined once
+        pending_size = count = 0
+        try:
+            for frames in records:
+                if self._active_size + pending_size >= self.segment_size:
+                    self._write_pending(pending, pending_size, count)
+                    pending, pending_size, count = [], 0, 0
+                    self._roll(now)
+                size = encode_into(pending, frames)
+                self._reads.index(self.segments[-1].start).note(
+                    self._active_size + pending_size, size)
+                offsets.append(self.end_offset + pending_size)
+                pending_size += size
+                count += 1
+            self._write_pending(pending, pending_size, count)
+        except OSError as exc:
+            self._failure = (now, str(exc))
+            raise ArchiveError(f"archive write failed: {exc}") from None
+        if self._unsynced >= self.flush_messages:
+            self.sync(now)
+        return offsets
+
+    def _write_pending(self, pending: list[bytes], size: int, count: int) -> None:
+        assert self._active is not None, "open() first"
+        if pending:
+            self._write_all(self._active, b"".join(pending))
+        self.end_offset += size
+        self._active_size += size
+        self.bytes += size
+        self.messages_appended += count
+        self._unsynced += count
 
     @staticmethod
     def _write_all(handle: BinaryIO, record: bytes) -> None:
@@ -152,6 +218,7 @@ class TopicLog:
             self._active.close()
         segment = self._new_segment(self.end_offset)
         self.segments.append(segment)
+        self._reads.install(segment.start, OffsetIndex())
         self._active = segment.path.open("ab", buffering=0)
         self._active_size = 0
 
@@ -166,6 +233,21 @@ class TopicLog:
             raise ArchiveError(f"archive fsync failed: {exc}") from None
         self._unsynced = 0
         self._last_sync = now
+        self.flushed_offset = self.end_offset
+        self._save_index()
+
+    def _save_index(self) -> None:
+        """The active segment's new index entries to its file (a hint: no fsync)."""
+        active = self.segments[-1]
+        try:
+            self._reads.index(active.start).save(index_path(active.path))
+        except OSError:
+            pass  # rebuilt from the segment when the topic is next opened
+
+    @property
+    def unsynced(self) -> int:
+        """Messages appended since the last fsync."""
+        return self._unsynced
 
     def tick(self, now: float) -> None:
         if self._unsynced and now - self._last_sync >= self.flush_interval_s:
@@ -173,16 +255,20 @@ class TopicLog:
 
     # -- retention and reading --------------------------------------------------------
 
-    def apply_retention(self, now: float, retain_s: float) -> int:
-        """Delete whole segments whose newest data is older than ``retain_s``; never the
-        active one. Returns how many were deleted."""
+    def apply_retention(self, now: float, retain_s: float, retain_bytes: int = 0) -> int:
+        """Delete the oldest whole segments while their newest data is older than
+        ``retain_s`` or, with ``retain_bytes``, while the topic is larger than that;
+        never the active one. Returns how many were deleted."""
         deleted = 0
         while len(self.segments) > 1:
             oldest = self.segments[0]
-            if now - oldest.path.stat().st_mtime <= retain_s:
+            too_old = now - oldest.path.stat().st_mtime > retain_s
+            too_big = 0 < retain_bytes < self.bytes
+            if not (too_old or too_big):
                 break
             size = oldest.size
             oldest.path.unlink()
+            index_path(oldest.path).unlink(missing_ok=True)
             self._reads.forget(oldest.start)
             self.segments.pop(0)
             self.bytes -= size

@@ -14,20 +14,23 @@ from pzq.errors import ArchiveError
 class TopicInfo:
     start_offset: int
     last_offset: int  # the end of the log: where the next record will go
+    flushed_offset: int  # the end of what the last fsync made durable
     bytes: int
     segments: int
     damaged_records: int  # met by ZPER readers since the node started
+    raw: bool  # written by ZPER producers (pzq.archive.raw)
 
 
 class Archive:
     def __init__(self, directory: Path, segment_size: int = 536_870_912,
                  flush_messages: int = 10_000, flush_interval_ms: int = 1000,
-                 retain_hours: float = 168) -> None:
+                 retain_hours: float = 168, retain_bytes: int = 0) -> None:
         self.directory = Path(directory)
         self.segment_size = segment_size
         self.flush_messages = flush_messages
         self.flush_interval_s = flush_interval_ms / 1000
         self.retain_s = retain_hours * 3600
+        self.retain_bytes = retain_bytes  # per topic; 0: no limit
         self.logs: dict[str, TopicLog] = {}
         self.repaired_bytes = 0  # torn tails cut at the last open
 
@@ -62,6 +65,19 @@ class Archive:
         """Write one message to its topic's log; returns its offset. ArchiveError on failure."""
         return self._log(message.topic, now)[0].append(message.frames(), now)
 
+    def append_raw(self, topic: str, messages: list[list[bytes]],
+                   now: float) -> list[int]:
+        """Write ZPER producers' messages, frames as they are, to their topic (marked
+        raw on its first write); their offsets. ArchiveError on failure or when the
+        topic holds pzq's records; ValueError for a topic that is not a name."""
+        log = self._log(topic, now)[0]
+        log.make_raw()
+        return log.append_many(messages, now)
+
+    def is_raw(self, topic: str) -> bool:
+        log = self.logs.get(topic)
+        return log is not None and log.raw
+
     def sync(self, now: float) -> None:
         for log in self.logs.values():
             log.sync(now)
@@ -71,11 +87,12 @@ class Archive:
             log.tick(now)
 
     def apply_retention(self, now: float) -> int:
-        return sum(log.apply_retention(now, self.retain_s) for log in self.logs.values())
+        return sum(log.apply_retention(now, self.retain_s, self.retain_bytes)
+                   for log in self.logs.values())
 
     def topics(self) -> dict[str, TopicInfo]:
-        return {topic: TopicInfo(log.start_offset, log.end_offset, log.bytes, len(log.segments),
-                                 log.damaged_records)
+        return {topic: TopicInfo(log.start_offset, log.end_offset, log.flushed_offset, log.bytes,
+                                 len(log.segments), log.damaged_records, log.raw)
                 for topic, log in self.logs.items()}
 
     def close(self, now: float) -> None:

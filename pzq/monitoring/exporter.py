@@ -12,6 +12,7 @@ minutes of every node, sampled every --sample-interval seconds.
 from __future__ import annotations
 
 import argparse
+import signal
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -120,12 +121,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         return fail(parser.prog, f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                     EXIT_LISTEN)
+    stopping = threading.Event()
+    # Set explicitly, as the daemon does: a shell starts background jobs with SIGINT
+    # ignored, and a service manager stops with SIGTERM. Before the line below, which
+    # tells whoever waits for it that the exporter can be stopped.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
     print(f"pzq-exporter: serving http://{host}:{exporter.port}/ for {', '.join(dsns)}",
           flush=True)
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        stopping.wait()
     finally:
         exporter.stop()
     return EXIT_OK

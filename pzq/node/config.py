@@ -102,6 +102,17 @@ OPTIONS: tuple[Option, ...] = (
            "archive: topic of messages without a TOPIC:name header"),
     Option("archive_dsn", "--archive-dsn", str, None,
            "archive: endpoint of the ZPER-compatible reader (off when unset)"),
+    Option("retain_bytes", "--retain-bytes", int, 0,
+           "archive: per topic, delete the oldest whole segments while the topic is "
+           "larger than this many bytes (0: no limit)"),
+    Option("zper_writer_dsn", "--zper-writer-dsn", str, None,
+           "archive: endpoint of the ZPER writer, where ZPER producers write (off when unset)"),
+    Option("zper_ack_dsn", "--zper-ack-dsn", str, None,
+           "archive: endpoint publishing ZPER acks after each flush (off when unset)"),
+    Option("zper_relay_dsn", "--zper-relay-dsn", str, None,
+           "archive: endpoint of the ZPER relay, pushing new records (off when unset)"),
+    Option("relay_poll", "--relay-poll", int, 1000,
+           "archive: how often the relay looks for new records (milliseconds)"),
     Option("curve_secret_key", "--curve-secret-key", str, None,
            "this node's CURVE key pair (a .key_secret file): encrypt every socket"),
     Option("curve_authorized_keys", "--curve-authorized-keys", str, None,
@@ -156,6 +167,11 @@ class Config:
     retain_hours: int
     archive_topic: str
     archive_dsn: str | None
+    retain_bytes: int
+    zper_writer_dsn: str | None
+    zper_ack_dsn: str | None
+    zper_relay_dsn: str | None
+    relay_poll: int
     curve_secret_key: str | None
     curve_authorized_keys: str | None
     cluster_authorized_keys: str | None
@@ -197,7 +213,7 @@ class Config:
             return None
         return ArchiveSettings(Path(self.archive_dir), self.segment_size, self.flush_messages,
                                self.flush_interval, self.retain_hours, self.archive_topic,
-                               self.hard_sync)
+                               self.hard_sync, self.retain_bytes)
 
     @property
     def intake(self) -> IntakeLimits:
@@ -267,11 +283,11 @@ def validate(config: Config) -> None:
     positive = ("ack_timeout", "reaper_frequency", "consume_heartbeat", "inflight_size",
                 "prefetch", "max_message_size",
                 "batch_size", "timeout_nodes", "timeout_replication", "segment_size",
-                "flush_messages", "flush_interval", "retain_hours")
+                "flush_messages", "flush_interval", "retain_hours", "relay_poll")
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be greater than 0")
-    for name in ("replicas", "max_deliveries", "max_messages", "max_bytes"):
+    for name in ("replicas", "max_deliveries", "max_messages", "max_bytes", "retain_bytes"):
         if getattr(config, name) < 0:
             raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be 0 or more")
     if not config.database:
@@ -340,10 +356,12 @@ def _validate_archive(config: Config) -> None:
         validate_topic(config.archive_topic)
     except ValueError as exc:
         raise ConfigError(f"--archive-topic: {exc}") from None
-    if config.archive_dsn is not None:
-        _check_dsn("--archive-dsn", config.archive_dsn)
-        if config.archive_dir is None:
-            raise ConfigError("--archive-dsn needs --archive-dir")
+    for name in ("archive_dsn", "zper_writer_dsn", "zper_ack_dsn", "zper_relay_dsn"):
+        dsn, flag = getattr(config, name), OPTIONS_BY_NAME[name].flag
+        if dsn is not None:
+            _check_dsn(flag, dsn)
+            if config.archive_dir is None:
+                raise ConfigError(f"{flag} needs --archive-dir")
 
 
 def _check_dsn(flag: str, dsn: str | None) -> None:

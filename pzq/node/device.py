@@ -27,7 +27,8 @@ from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
 from pzq.node.topic_admin import TopicAdmin
 from pzq.node.topic_figures import topic_figures
-from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RETENTION, Waker
+from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
+from pzq.node.zper import ZperBroker
 from pzq.protocol.frames import REPLICATION_FAILED
 from pzq.store.store import Batch
 from pzq.zmqio import POLLIN, POLLOUT, Events
@@ -57,12 +58,18 @@ class Device:
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery.forget,
                                              lambda: Now.read().wall_us).verbs())
+        self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
+                                config.archive_topic, config.batch_size)
+                     if endpoints.zper is not None and node.archiving is not None else None)
         self._store_failing = False
         self._polled_out = False  # the last poll looked for room to deliver
 
     def figures(self) -> dict[str, object]:
+        mono = Now.read().mono
         figures = node_figures(self.node, len(self.producer_acks),
-                               self.endpoints.consumers.connected, Now.read().mono)
+                               self.endpoints.consumers.connected, mono)
+        if self.zper is not None:
+            figures["zper"] = self.zper.snapshot(mono)
         figures["topics"] = topic_figures(self.node, self.consume, Now.read().wall_us)
         return figures
 
@@ -144,6 +151,8 @@ class Device:
         readers = endpoints.readers
         if readers is not None and node.archiving and events.get(readers, 0) & POLLIN:
             node.archiving.tier.answer_readers(readers)
+        if self.zper is not None:
+            self.zper.wake(events, now.wall_us / 1e6, now.mono)
         node.rates.sample(now.mono, node.counters)
         if endpoints.quiet_monitor.due(events):
             self.monitor.answer_waiting()
@@ -158,6 +167,8 @@ class Device:
             self.endpoints.cluster.heartbeat(now.mono)
         if self.node.archiving is not None:
             self.node.archiving.tick(ARCHIVE_FLUSH in reasons, RETENTION in reasons)
+        if self.zper is not None and RELAY_POLL in reasons:
+            self.zper.relay_due = True
 
     def _commit(self, batch: Batch, accepted: list[Accepted], now: Now) -> None:
         node = self.node

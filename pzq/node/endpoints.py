@@ -11,6 +11,7 @@ from pzq.cluster.core import ClusterCore
 from pzq.cluster.links import ClusterLinks
 from pzq.node.config import Config
 from pzq.node.consumers import ConsumerCount
+from pzq.node.zper import ZperSockets, open_zper_sockets
 from pzq.security import NodeCurve
 from pzq.zmqio import Context, QuietSocket, Socket
 
@@ -23,6 +24,7 @@ class Endpoints:
     consumers: ConsumerCount  # connections to ``send``
     readers: Socket | None  # ROUTER: ZPER readers of the archive
     cluster: ClusterLinks | None
+    zper: ZperSockets | None = None  # the ZPER writer, ack and relay
     consume: Socket | None = None  # ROUTER: consumer groups
     consume_events: Socket | None = None  # its disconnections
     quiet_monitor: QuietSocket = field(init=False)
@@ -41,6 +43,7 @@ class Endpoints:
             bound["cluster"] = self.cluster.router
         if self.consume is not None:
             bound["consume"] = self.consume
+        bound.update(self.zper.bound() if self.zper is not None else {})
         return {name: sockets.bound_endpoint(socket) for name, socket in bound.items()}
 
     def pollable(self) -> list[Socket | int]:
@@ -49,6 +52,7 @@ class Endpoints:
         always: list[Socket | int] = [self.quiet_monitor.fd, self.quiet_consumers.fd]
         if self.readers is not None:
             always.append(self.readers)
+        always += self.zper.pollable() if self.zper is not None else []
         return always + (self.cluster.sockets() if self.cluster else [])
 
     def close(self) -> None:
@@ -60,6 +64,8 @@ class Endpoints:
                 socket.close()
         if self.cluster is not None:
             self.cluster.close()
+        if self.zper is not None:
+            self.zper.close()
 
 
 def open_endpoints(context: Context, config: Config, curve: NodeCurve | None,
@@ -74,6 +80,7 @@ def open_endpoints(context: Context, config: Config, curve: NodeCurve | None,
         readers = (_keep(opened, sockets.bind(context, zmq.ROUTER, config.archive_dsn,
                                               "--archive-dsn", keys))
                    if config.archive_dsn is not None else None)
+        zper = open_zper_sockets(context, config, keys, opened)
         consume = (_keep(opened, sockets.bind_consume(context, config.consume_dsn, keys))
                    if config.consume_dsn is not None else None)
         links = (ClusterLinks(cluster, context, curve, mono) if cluster is not None else None)
@@ -83,8 +90,8 @@ def open_endpoints(context: Context, config: Config, curve: NodeCurve | None,
         raise
     events = (consume.get_monitor_socket(zmq.EVENT_DISCONNECTED) if consume is not None
               else None)
-    return Endpoints(receive, send, monitor, ConsumerCount(send), readers, links, consume,
-                     events)
+    return Endpoints(receive, send, monitor, ConsumerCount(send), readers, links, zper,
+                     consume, events)
 
 
 def _keep(opened: list[Socket], socket: Socket) -> Socket:

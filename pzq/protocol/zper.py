@@ -1,4 +1,5 @@
-"""ZPER's reader protocol: identities, commands and status bytes, as pure functions.
+"""ZPER's protocols: identities, reader commands and status bytes, the writer's
+response and ZPAck's acks, as pure functions.
 
 A reader's identity names its topic: hash:1 mode:1 length:1 topic uuid:16, the hash
 being ``0xff & (s[0]*31^(n-1) + ... + s[n-1])``. Requests are a command frame and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from dataclasses import dataclass
 
 from pzq.errors import DecodeError
 
@@ -75,3 +77,51 @@ def decode_fetch_request(frames: list[bytes]) -> tuple[int, int]:
     if len(frames) != 3 or len(frames[1]) != 8 or len(frames[2]) != 8:
         raise DecodeError("FETCH needs an 8-byte offset and an 8-byte size")
     return INT64.unpack(frames[1])[0], INT64.unpack(frames[2])[0]
+
+
+# -- the writer, ack and relay ------------------------------------------------------------
+
+NO_RESPONSE, RESPONSE_AT_FLUSH, RESPONSE_EVERY_WRITE = 0, 1, 2
+WRITER_MODES = (NO_RESPONSE, RESPONSE_AT_FLUSH, RESPONSE_EVERY_WRITE)
+
+
+@dataclass(frozen=True)
+class WriterIdentity:
+    topic: str
+    mode: int
+
+
+def parse_writer_identity(identity: bytes) -> WriterIdentity:
+    """The topic and mode of a ZPER producer's identity; DecodeError saying what is
+    wrong (its shape, its hash, its mode, its topic name)."""
+    if len(identity) < 3 or len(identity) != 3 + identity[2] + 16:
+        raise DecodeError(f"identity of {len(identity)} bytes is not hash:1 mode:1 length:1 "
+                          "topic uuid:16")
+    name = identity[3:3 + identity[2]]
+    if identity[0] != topic_hash(name):
+        raise DecodeError(f"identity hash 0x{identity[0]:02x} is not its topic's "
+                          f"(0x{topic_hash(name):02x})")
+    if identity[1] not in WRITER_MODES:
+        raise DecodeError(f"identity mode {identity[1]} is not 0, 1 or 2")
+    try:
+        topic = name.decode("ascii")
+    except UnicodeDecodeError:
+        raise DecodeError("identity topic is not ASCII") from None
+    return WriterIdentity(topic, identity[1])
+
+
+def writer_response(identity: bytes, envelope: list[bytes], message_id: bytes) -> list[bytes]:
+    """ZPER's writer answer: the producer's identity (for the ROUTER), its empty
+    delimiter if it sent one (REQ), the first frame of the message written."""
+    return [identity, *envelope, message_id]
+
+
+def encode_ack(topic: str, message_id: bytes, offset: int) -> list[bytes]:
+    """ZPAck: topic, message id (the message's first frame), 8-byte big-endian offset."""
+    return [topic.encode(), message_id, INT64.pack(offset)]
+
+
+def decode_ack(frames: list[bytes]) -> tuple[str, bytes, int]:
+    if len(frames) != 3 or len(frames[2]) != 8:
+        raise DecodeError("an ack is topic, message id and an 8-byte offset")
+    return frames[0].decode(errors="replace"), frames[1], INT64.unpack(frames[2])[0]

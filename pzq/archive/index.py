@@ -1,0 +1,143 @@
+"""The offset index of one segment: some record starts, so a read seeks, not scans.
+
+Offsets are byte positions, so the index maps an offset to the nearest record start
+at or before it: ``<topic dir>/<20-digit start offset>.idx`` next to its ``.dat``,
+8-byte big-endian positions from the segment's start, ascending, the first 0, one
+at least every INDEX_BYTES of records. A reader seeks to ``floor(offset)`` and
+walks at most INDEX_BYTES plus one record. The node appends entries as it writes
+and writes them out at each flush; the index is only a hint it can always rebuild
+from the segment, so it is never fsync'd. An index that is missing, not a whole
+number of entries, not ascending, past the segment's end, or whose last entry is
+not a record start is *torn*: the node rebuilds it (the active segment's when it
+opens the topic, a closed one's when a FETCH first reads there), and readers
+without a node walk the segment from its start instead.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+from collections.abc import Callable, Generator
+from contextlib import closing
+from pathlib import Path
+
+from pzq.archive.records import Buffer, Span, TornTail
+from pzq.archive.segments import SUFFIX
+
+INDEX_SUFFIX = ".idx"
+INDEX_BYTES = 4096
+ENTRY = struct.Struct(">Q")
+
+# Where records start by their frames alone: pzq's spans, or raw ZPER records'.
+SpanWalk = Callable[[Buffer, int], Generator[Span | TornTail, None, None]]
+
+
+def index_path(segment_path: Path) -> Path:
+    return segment_path.with_name(segment_path.name[:-len(SUFFIX)] + INDEX_SUFFIX)
+
+
+class OffsetIndex:
+    """Record starts of one segment; every start below ``covered`` is reachable by
+    walking from the entry before it."""
+
+    def __init__(self, entries: list[int] | None = None, covered: int = 0) -> None:
+        self.entries = entries or [0]
+        self.covered = covered
+        self._saved = 0  # entries already in the file
+
+    def note(self, position: int, size: int) -> None:
+        """The record at ``position`` of ``size`` bytes, noted in offset order."""
+        if position - self.entries[-1] >= INDEX_BYTES:
+            self.entries.append(position)
+        self.covered = max(self.covered, position + size)
+
+    def floor(self, position: int) -> int:
+        """The last indexed record start at or before ``position``."""
+        return self.entries[bisect_right(self.entries, position) - 1]
+
+    def before(self, position: int) -> int | None:
+        """The indexed record start just before ``floor(position)``; None at the first."""
+        at = bisect_right(self.entries, position) - 1
+        return self.entries[at - 1] if at > 0 else None
+
+    def after(self, position: int) -> int | None:
+        """The first indexed record start after ``position``."""
+        at = bisect_right(self.entries, position)
+        return self.entries[at] if at < len(self.entries) else None
+
+    def extend(self, data: Buffer, span_walk: SpanWalk) -> None:
+        """Note the records from ``covered`` on, up to a torn tail."""
+        with closing(span_walk(data, self.covered)) as items:
+            for item in items:
+                if isinstance(item, TornTail):
+                    return
+                self.note(item.offset, item.size)
+
+    def is_record_start(self, data: Buffer, position: int, span_walk: SpanWalk) -> bool:
+        if position >= self.covered:
+            self.extend(data, span_walk)
+        return _starts_at(data, self.floor(position), position, span_walk)
+
+    # -- the file ----------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Append the entries noted since the last save (a rewrite after a load)."""
+        if self._saved == len(self.entries):
+            return
+        with path.open("ab" if self._saved else "wb") as handle:
+            handle.write(b"".join(ENTRY.pack(entry) for entry in self.entries[self._saved:]))
+        self._saved = len(self.entries)
+
+    @classmethod
+    def load(cls, path: Path, data: Buffer, span_walk: SpanWalk) -> OffsetIndex | None:
+        """The index in ``path`` for a segment holding ``data``; None if missing or torn."""
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return None
+        if not raw or len(raw) % ENTRY.size:
+            return None
+        entries = [value for (value,) in ENTRY.iter_unpack(raw)]
+        size = len(data)
+        if entries[0] != 0 or any(b <= a for a, b in zip(entries, entries[1:], strict=False)) \
+                or entries[-1] >= max(size, 1):
+            return None
+        if len(entries) > 1 and not _starts_at(data, entries[-2], entries[-1], span_walk):
+            return None  # the last entry is not where a record starts
+        index = cls(entries, entries[-1])
+        index._saved = len(entries)
+        return index
+
+    @classmethod
+    def build(cls, data: Buffer, span_walk: SpanWalk) -> OffsetIndex:
+        index = cls()
+        index.extend(data, span_walk)
+        return index
+
+
+def _starts_at(data: Buffer, known: int, position: int, span_walk: SpanWalk) -> bool:
+    """A record starts at ``position``, walking from the record start ``known`` (a
+    damaged record's start too, where a walk by frames stops)."""
+    with closing(span_walk(data, known)) as items:
+        for item in items:
+            if item.offset >= position:
+                return item.offset == position
+    return False
+
+
+def open_index(segment_path: Path, data: Buffer, span_walk: SpanWalk) -> OffsetIndex:
+    """The segment's index, rebuilt and rewritten when missing or torn (the node's way)."""
+    path = index_path(segment_path)
+    index = OffsetIndex.load(path, data, span_walk)
+    if index is None:
+        index = OffsetIndex.build(data, span_walk)
+        path.unlink(missing_ok=True)
+        index.save(path)
+    else:
+        index.extend(data, span_walk)
+    return index
+
+
+def read_index(segment_path: Path, data: Buffer, span_walk: SpanWalk) -> OffsetIndex | None:
+    """The segment's index for a reader without a node: never written, None if unusable."""
+    return OffsetIndex.load(index_path(segment_path), data, span_walk)

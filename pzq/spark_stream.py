@@ -1,0 +1,139 @@
+"""Spark Structured Streaming over a pzq archive: ``spark.readStream.format("zper")``.
+
+    stream = (spark.readStream.format("zper").option("topics", "orders")
+              .load("/var/lib/pzq/archive"))
+
+The stream's offset is a JSON object of each topic's byte offset (``{"orders":
+70180}``): where the next micro-batch starts. A micro-batch reads, per topic, the
+whole records from there up to the end of the whole records in the files when it
+is planned (or, with the ``node`` option, up to the end the node has fsync'd),
+one partition per segment it touches, seeking with the offset index. A record is
+read by exactly one batch, so a query stopped and restarted from its checkpoint
+goes on where the last committed batch ended, with no gap and no duplicate.
+
+Options, besides the batch reader's ``topics``, ``mode`` and
+``columnNameOfCorruptRecord``: ``startingOffsets`` ``earliest`` (default: every
+record kept) or ``latest`` (only records appended after the query first starts);
+``node``, a node's monitor endpoint (e.g. ``tcp://127.0.0.1:11133``), to read only
+what its last fsync made durable. Topics that appear later are read from their
+first offset.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from pzq.archive.files import whole_end
+from pzq.archive.raw import is_raw_topic
+from pzq.archive.segments import list_segments
+from pzq.spark import ReadOptions, SegmentPartition, ZperReader
+
+EARLIEST, LATEST = "earliest", "latest"
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    read: ReadOptions
+    starting: str
+    node: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> StreamOptions:
+        starting = options.get("startingOffsets", EARLIEST).lower()
+        if starting not in (EARLIEST, LATEST):
+            raise ValueError(f"startingOffsets is {EARLIEST} or {LATEST}, not {starting!r}")
+        return cls(ReadOptions.parse(options), starting, options.get("node"))
+
+
+@dataclass(frozen=True)
+class RangePartition(SegmentPartition):
+    begin: int = 0  # topic offsets: the records that start in [begin, end)
+    end: int = 0
+
+
+class ZperStreamReader(DataSourceStreamReader):
+    def __init__(self, options: StreamOptions) -> None:
+        self.options = options
+
+    # -- offsets (on the driver) ------------------------------------------------------
+
+    def _topics(self) -> tuple[str, ...]:
+        read = self.options.read
+        if read.topics:
+            return read.topics
+        return tuple(sorted(path.name for path in read.directory.iterdir()
+                            if path.is_dir() and list_segments(path)))
+
+    def _ends(self) -> dict[str, int]:
+        """Each topic's end of whole records now (or of what the node fsync'd)."""
+        flushed = self._node_flushed() if self.options.node else None
+        ends = {}
+        for topic in self._topics():
+            end = whole_end(self.options.read.directory, topic)[1]
+            if flushed is not None:
+                end = min(end, flushed.get(topic, 0))
+            ends[topic] = end
+        return ends
+
+    def _node_flushed(self) -> dict[str, int]:
+        from pzq.client import request_monitor
+
+        assert self.options.node is not None
+        stats = json.loads(request_monitor(self.options.node, "STATS", timeout=10.0))
+        return {topic: int(info["flushed_offset"])
+                for topic, info in stats.get("archive", {}).get("topics", {}).items()}
+
+    def initialOffset(self) -> dict[str, int]:
+        if self.options.starting == LATEST:
+            return self._ends()
+        return {topic: whole_end(self.options.read.directory, topic)[0]
+                for topic in self._topics()}
+
+    def latestOffset(self, start: dict[str, int] | None = None,
+                     limit: object = None) -> dict[str, int]:
+        ends = self._ends()
+        # A topic never goes back: keep what the query already read past.
+        return {topic: max(end, (start or {}).get(topic, 0)) for topic, end in ends.items()} \
+            | {topic: offset for topic, offset in (start or {}).items() if topic not in ends}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        directory = self.options.read.directory
+        found: list[InputPartition] = []
+        for topic, stop in sorted(end.items()):
+            begin = start.get(topic, 0)
+            if stop <= begin:
+                continue
+            raw = is_raw_topic(directory / topic)
+            segments = list_segments(directory / topic)
+            for number, segment in enumerate(segments):
+                following = segments[number + 1].start if number + 1 < len(segments) else None
+                if (following is not None and following <= begin) or segment.start >= stop:
+                    continue
+                found.append(RangePartition(topic, str(segment.path), segment.start,
+                                            following is None, raw, begin, stop))
+        return found
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to release: the archive's files are only read."""
+
+    # -- reading (on the executors) ---------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, RangePartition):
+            return
+        read = self.options.read
+        ranged = ReadOptions(read.directory, read.topics, partition.begin, partition.end,
+                             read.mode, read.corrupt_column)
+        try:
+            yield from ZperReader(ranged).read(partition)
+        except FileNotFoundError:
+            return  # retention deleted the segment since the batch was planned
+
+
+def stream_reader(options: Mapping[str, str]) -> ZperStreamReader:
+    return ZperStreamReader(StreamOptions.parse(options))

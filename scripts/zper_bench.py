@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Benchmark of the archive as a ZPER broker, every figure beside its baseline of the
+same run (see README.rst, Performance).
+
+    scripts/zper_bench.py [--count N] [--spark-rows N] [--no-spark] [--json FILE]
+
+ZPWriter mode 0 and mode 1 at 100 B and 4 KiB (messages/s, MB/s) against the echo
+ceiling and against dd writing the same bytes; FETCH MB/s against reading the
+same files; Spark batch rows/s against Parquet; streaming write-to-row p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pzq.archive.entry import ArchivedMessage
+from pzq.archive.writer import Archive
+from pzq.bench import zper as bench
+from pzq.bench.nodes import NodeProcess
+
+SIZES = (100, 4096)
+
+
+def start_node(directory: Path) -> tuple[NodeProcess, dict[str, str]]:
+    node = NodeProcess(directory / "db", "--archive-dir", str(directory / "archive"),
+                       "--archive-dsn", "tcp://127.0.0.1:*",
+                       "--zper-writer-dsn", "tcp://127.0.0.1:*",
+                       "--flush-interval", "100").start()
+    ready = node.event("node_ready")
+    assert ready is not None
+    return node, ready
+
+
+def writer_figures(directory: Path, count: int) -> list[dict[str, Any]]:
+    node, ready = start_node(directory)
+    rows = []
+    try:
+        # A first run is slower (the node and the load generator warm up): not counted.
+        bench.measure_writer(node, ready["zper_writer"], "warmup", 0, count // 5, SIZES[0])
+        for size in SIZES:
+            n = count if size < 1000 else max(1000, count // 4)
+            for mode in (0, 1):
+                topic = f"m{mode}s{size}"
+                seconds = bench.measure_writer(node, ready["zper_writer"], topic, mode, n, size)
+                ceiling = bench.measure_ceiling(mode, n, size)
+                written = node.stats()["archive"]["topics"][topic]["bytes"]
+                dd = bench.dd_seconds(directory, written)
+                rows.append({"what": f"ZPWriter mode {mode}, {size} B", "messages": n,
+                             "msg_per_s": n / seconds, "mb_per_s": written / seconds / bench.MB,
+                             "ceiling_msg_per_s": n / ceiling,
+                             "vs_ceiling": ceiling / seconds,
+                             "dd_mb_per_s": written / dd / bench.MB, "vs_dd": dd / seconds})
+        topic = f"m0s{SIZES[-1]}"
+        end = node.stats()["archive"]["topics"][topic]["last_offset"]
+        fetch = bench.fetch_seconds(ready["archive"], topic, end)
+        files = bench.file_read_seconds(directory / "archive" / topic)
+        rows.append({"what": "FETCH, 1 MiB at a time", "bytes": end,
+                     "mb_per_s": end / fetch / bench.MB,
+                     "files_mb_per_s": end / files / bench.MB, "vs_files": files / fetch})
+    finally:
+        node.stop()
+    return rows
+
+
+def spark_figures(directory: Path, rows_wanted: int) -> list[dict[str, Any]]:
+    from pzq.spark import session
+
+    spark = session("zper-bench", "local[2]", {"spark.ui.enabled": "false",
+                                                "spark.sql.shuffle.partitions": "2"})
+    try:
+        archive = Archive(directory / "spark-archive", segment_size=64 << 20)
+        archive.open(now=0)
+        for n in range(rows_wanted):
+            archive.append(ArchivedMessage(b"k%015d" % n, b"m%d" % n, "orders", n, n + 1, n + 2,
+                                           1, "bench", (b"x" * 100,)), now=0)
+        archive.close(now=0)
+        zper_rate, parquet_rate, rows = bench.spark_rows_per_second(
+            spark, directory / "spark-archive", directory / "rows.parquet")
+        figures = [{"what": "Spark batch read (every column)", "rows": rows,
+                    "rows_per_s": zper_rate, "parquet_rows_per_s": parquet_rate,
+                    "vs_parquet": zper_rate / parquet_rate}]
+        node, ready = start_node(directory / "stream")
+        try:
+            latencies = bench.stream_latencies_ms(
+                spark, directory / "stream" / "archive", directory / "checkpoint",
+                ready["zper_writer"], "live", rate=200, seconds=15)
+        finally:
+            node.stop()
+        p50, p99 = bench.quantiles(latencies)
+        figures.append({"what": "streaming, write to row in the sink", "rows": len(latencies),
+                        "p50_ms": p50, "p99_ms": p99})
+        return figures
+    finally:
+        spark.stop()
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        shown = ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
+                          for key, value in row.items() if key != "what")
+        print(f"{row['what']}: {shown}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="zper_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=100_000,
+                        help="messages of 100 B per run (4 KiB runs send a quarter)")
+    parser.add_argument("--spark-rows", type=int, default=200_000)
+    parser.add_argument("--no-spark", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="zper-bench-", dir=".") as work:
+        rows = writer_figures(Path(work), args.count)
+        print_rows(rows)
+        if not args.no_spark:
+            spark_rows = spark_figures(Path(work), args.spark_rows)
+            print_rows(spark_rows)
+            rows += spark_rows
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # load generators are spawned processes that import this file
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""The options of the archive's ZPER broker and size retention: CLI, file, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq.errors import ConfigError
+from pzq.node.config import build_config
+from pzq.node.scheduler import ticks
+from pzq.node.waker import RELAY_POLL
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_options_from_the_config_file_reach_the_archive(tmp_path):
+    path = tmp_path / "pzq.toml"
+    path.write_text('archive-dir = "a"\nretain-bytes = 1000000\n'
+                    'zper-writer-dsn = "tcp://*:5555"\nzper_ack_dsn = "tcp://*:5557"\n'
+                    'zper-relay-dsn = "tcp://*:5558"\nrelay-poll = 250\n')
+    config = build_config({}, path)
+    assert config.archive is not None and config.archive.retain_bytes == 1_000_000
+    assert (config.zper_writer_dsn, config.zper_ack_dsn, config.zper_relay_dsn) == (
+        "tcp://*:5555", "tcp://*:5557", "tcp://*:5558")
+    assert ticks(config)[RELAY_POLL] == 250_000  # µs
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"retain_bytes": -1}, "--retain-bytes must be 0 or more"),
+    ({"relay_poll": 0}, "--relay-poll must be greater than 0"),
+    ({"zper_writer_dsn": "tcp://*:5555"}, "--zper-writer-dsn needs --archive-dir"),
+    ({"zper_ack_dsn": "tcp://*:5557"}, "--zper-ack-dsn needs --archive-dir"),
+    ({"zper_relay_dsn": "tcp://*:5558"}, "--zper-relay-dsn needs --archive-dir"),
+    ({"archive_dir": "a", "zper_writer_dsn": "5555"}, "--zper-writer-dsn '5555' is not a "
+                                                      "ZeroMQ endpoint"),
+])
+def test_bad_values_are_refused_naming_the_option(values, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config(values)
+
+
+def test_no_relay_no_relay_tick():
+    assert RELAY_POLL not in ticks(build_config({"archive_dir": "a"}))

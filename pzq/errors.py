@@ -58,6 +58,10 @@ class DecodeError(PzqError):
     """A frame layout from the wire or the store could not be decoded."""
 
 
+class ConsumeRefused(PzqError):
+    """The node answered a consumer's CONSUME with ERROR; the text says why."""
+
+
 class ArchiveFormatError(DecodeError):
     """Archive bytes that are not whole ZPER records; ``offset`` is the first bad byte."""
 

@@ -20,6 +20,7 @@ RECEIVE_SNDHWM = 100_000
 # keep that queue short so its ack timeouts do not run out while it waits.
 SEND_SNDHWM = 256
 LINGER_MS = 1000
+CONSUME_SNDHWM = 200_000  # credits bound what is sent; the pipe must not
 IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
@@ -86,3 +87,12 @@ def bind_send(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
 
 def bind_monitor(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
     return bind(context, zmq.ROUTER, dsn, "--monitor-dsn", curve)
+
+
+def bind_consume(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
+    """Consumer groups: ROUTER_MANDATORY, so a send to a consumer that is gone says so
+    (its deliveries are given back) and a full pipe refuses instead of dropping."""
+    socket = bind(context, zmq.ROUTER, dsn, "--consume-dsn", curve)
+    socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    socket.setsockopt(zmq.SNDHWM, CONSUME_SNDHWM)
+    return socket

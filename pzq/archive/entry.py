@@ -44,12 +44,16 @@ class ArchivedMessage:
     origin: str
     parts: tuple[bytes, ...]
     outcome: str = "acked"  # or "dead_letter": given up after --max-deliveries
+    groups: tuple[str, ...] = ()  # consumer groups done with it, when not only default
 
     def frames(self) -> list[bytes]:
-        metadata = {"topic": self.topic, "msg_id": self.msg_id.decode("latin-1"),
-                    "stored_us": self.stored_us, "first_delivered_us": self.first_delivered_us,
-                    "acked_us": self.acked_us, "deliveries": self.deliveries,
-                    "origin": self.origin, "outcome": self.outcome}
+        metadata: dict[str, object] = {
+            "topic": self.topic, "msg_id": self.msg_id.decode("latin-1"),
+            "stored_us": self.stored_us, "first_delivered_us": self.first_delivered_us,
+            "acked_us": self.acked_us, "deliveries": self.deliveries,
+            "origin": self.origin, "outcome": self.outcome}
+        if self.groups:
+            metadata["groups"] = list(self.groups)
         return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
 
     @classmethod
@@ -71,7 +75,8 @@ class ArchivedMessage:
         """From a key, metadata checked by ``parse_metadata`` and the parts."""
         return cls(key, meta["msg_id"].encode("latin-1"), meta["topic"], meta["stored_us"],
                    meta["first_delivered_us"], meta["acked_us"], meta["deliveries"],
-                   meta["origin"], parts, meta.get("outcome", "acked"))
+                   meta["origin"], parts, meta.get("outcome", "acked"),
+                   tuple(str(group) for group in meta.get("groups", ())))
 
 
 def parse_metadata(payload: bytes, at: int = 0) -> dict[str, Any]:

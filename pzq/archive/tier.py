@@ -49,14 +49,15 @@ class ArchiveTier:
         self.archive.open(time.time())
 
     def append(self, key: bytes, value: bytes, first_delivered_us: int, deliveries: int,
-               acked_us: int, origin: str, outcome: str = "acked") -> None:
+               acked_us: int, origin: str, outcome: str = "acked",
+               groups: tuple[str, ...] = ()) -> None:
         """Archive one acked (or dead-lettered) message; ArchiveError if it failed."""
         stored = record.decode(value)
         self.archive.append(ArchivedMessage(
             key=key, msg_id=stored.msg_id, topic=self.topic_of(stored.headers),
             stored_us=stored.stored_us, first_delivered_us=first_delivered_us,
             acked_us=acked_us, deliveries=deliveries, origin=origin,
-            parts=stored.parts, outcome=outcome), time.time())
+            parts=stored.parts, outcome=outcome, groups=groups), time.time())
         self.archived += 1
         self._dirty = True
 

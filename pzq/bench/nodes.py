@@ -42,13 +42,16 @@ class NodeProcess:
     """One pzq daemon. Starts on wildcard ports, and restarts on the same ones."""
 
     def __init__(self, database: Path, *extra_args: str,
-                 preexec_fn: Callable[[], None] | None = None, log_level: str = "info") -> None:
+                 preexec_fn: Callable[[], None] | None = None, log_level: str = "info",
+                 consume: bool = False) -> None:
         self.database = database
         self.log_level = log_level
         self.curve = None  # a pzq.security.ClientCurve when the node serves CURVE
         self.extra_args = list(extra_args)
         self.preexec_fn = preexec_fn
         self.ports = {"receive": "*", "send": "*", "monitor": "*"}
+        if consume:
+            self.ports["consume"] = "*"  # consumer groups (--consume-dsn)
         self.process: subprocess.Popen[bytes] | None = None
         self.events: list[dict[str, Any]] = []
         self.stderr_lines: list[str] = []
@@ -72,12 +75,17 @@ class NodeProcess:
     def monitor_dsn(self) -> str:
         return self.dsn("monitor")
 
+    @property
+    def consume_dsn(self) -> str:
+        return self.dsn("consume")
+
     # -- life cycle ------------------------------------------------------------
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "pzq", "--database", str(self.database),
                 "--receive-dsn", self.dsn("receive"), "--send-dsn", self.dsn("send"),
                 "--monitor-dsn", self.dsn("monitor"), "--log-format", "json",
+                *(["--consume-dsn", self.dsn("consume")] if "consume" in self.ports else []),
                 "--log-level", self.log_level, *self.extra_args]
 
     def start(self) -> NodeProcess:

@@ -13,16 +13,19 @@ from pzq.cli.common import (
     tool_parser,
 )
 from pzq.cli.waiting import DeliveryWait
-from pzq.client import Consumer
-from pzq.errors import ExitCode
+from pzq.client import Consumer, GroupConsumer
+from pzq.errors import ConsumeRefused, ExitCode
+from pzq.security import ClientCurve
 
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
+DEFAULT_CONSUME = "tcp://127.0.0.1:11135"
 
 
 def consume_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-consume", "Print delivered messages and ACK them.")
     parser.add_argument("--dsn", type=endpoint, action="append",
-                        help=f"a node's --send-dsn, repeatable (default: {DEFAULT_SEND})")
+                        help=f"a node's --send-dsn, repeatable (default: {DEFAULT_SEND}); "
+                             f"with --group its --consume-dsn (default: {DEFAULT_CONSUME})")
     parser.add_argument("--count", type=int, default=0, metavar="N",
                         help="stop after N messages; 0 for no limit")
     parser.add_argument("--no-ack", action="store_true", help="print without ACKing")
@@ -32,10 +35,19 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--idle-timeout", type=positive_seconds, default=None,
                         metavar="SECONDS",
                         help="stop (exit 0) when nothing arrives for this many seconds")
+    _group_arguments(parser)
     args = parser.parse_args(argv)
-    dsns = args.dsn or [DEFAULT_SEND]
+    if (args.topic is None) != (args.group is None):
+        parser.error("--topic and --group go together (without them: the original queue)")
+    if args.group is None and (args.filter or args.start or args.window):
+        parser.error("--filter, --start and --window need --topic and --group")
+    dsns = args.dsn or [DEFAULT_SEND if args.group is None else DEFAULT_CONSUME]
     curve = curve_from(parser, args)
-    with Consumer(dsns, curve=curve) as consumer:
+    try:
+        consumer = _consumer(args, dsns, curve)
+    except (ConsumeRefused, TimeoutError) as exc:
+        return fail(parser.prog, str(exc), ExitCode.FAILURE)
+    with consumer:
         waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve is not None)
         try:
             received = _print_messages(waiting, args)
@@ -46,6 +58,28 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     if received == 0 and not waiting.anyone_answers():
         return fail(parser.prog, waiting.nothing_answers(), ExitCode.FAILURE)
     return ExitCode.OK
+
+
+def _group_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topic", help="consume this topic as a consumer group (--group)")
+    parser.add_argument("--group", help="the consumer group, made on first use")
+    parser.add_argument("--filter", default="", metavar="TAG",
+                        help="a new group's filter: a TAG, or a prefix ending in '*'")
+    parser.add_argument("--start", default=None, metavar="WHERE",
+                        help="where a new group starts: earliest (default), latest, or a "
+                             "time in µs since the epoch")
+    parser.add_argument("--window", type=int, default=None, metavar="N",
+                        help="most unacked deliveries to this consumer (default 100)")
+
+
+def _consumer(args: argparse.Namespace, dsns: list[str],
+              curve: ClientCurve | None) -> Consumer:
+    if args.group is None:
+        return Consumer(dsns, curve=curve)
+    start = args.start or "earliest"
+    return GroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
+                         filter=args.filter, start=int(start) if start.isdigit() else start,
+                         curve=curve)
 
 
 def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:

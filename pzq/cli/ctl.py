@@ -3,6 +3,7 @@ repair a stopped node's damaged store."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,8 @@ from pzq.client import request_monitor
 from pzq.errors import EndpointError, ExitCode, StoreError
 from pzq.store.repair import repair
 
+ACTIONS = ("declare", "remove", "empty")
+
 
 def ctl_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
@@ -34,6 +37,7 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         command = commands.add_parser(name, help=f"{what}: one dead letter, or all")
         command.add_argument("key", help="a dead letter's key, or ALL")
     commands.add_parser("pending", help="stored, in-flight and dead counts")
+    _topic_commands(commands)
     repairing = commands.add_parser(
         "repair", help="run LevelDB's repair on a stopped node's store (no --dsn needed)")
     repairing.add_argument("--database", type=Path, default=Path("./pzq-data"),
@@ -41,10 +45,7 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "repair":
         return _repair(parser.prog, args.database)
-    request = {"dead": f"DEAD {getattr(args, 'limit', '')}",
-               "requeue": f"REQUEUE {getattr(args, 'key', '')}",
-               "purge": f"PURGE {getattr(args, 'key', '')}",
-               "pending": "PENDING"}[args.command]
+    request = _request(args)
     try:
         reply = request_monitor(args.dsn, request, args.timeout, curve_from(parser, args))
     except EndpointError as exc:
@@ -57,6 +58,43 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.FAILURE
     print(text)
     return ExitCode.OK
+
+
+def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    commands.add_parser("topics", help="every topic: messages, bytes, groups")
+    topic = commands.add_parser("topic", help="declare, remove or empty a topic")
+    topic.add_argument("action", choices=ACTIONS)
+    topic.add_argument("name")
+    topic.add_argument("--max-messages", type=int, default=None, metavar="N",
+                       help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
+    topic.add_argument("--max-bytes", type=int, default=None, metavar="B",
+                       help="declare: QUEUE_FULL for this topic beyond B bytes (0: none)")
+    group = commands.add_parser("group", help="declare, remove or empty a consumer group")
+    group.add_argument("action", choices=ACTIONS)
+    group.add_argument("topic")
+    group.add_argument("name")
+    group.add_argument("--start", default=None, metavar="WHERE",
+                       help="declare: earliest (default), latest, or µs since the epoch")
+    group.add_argument("--filter", default=None, metavar="TAG",
+                       help="declare: a TAG, or a prefix ending in '*'")
+
+
+def _request(args: argparse.Namespace) -> str:
+    """The monitor command for the tool's command line."""
+    if args.command == "topic":
+        return " ".join([args.action.upper(), "TOPIC", args.name,
+                         *_options(max_messages=args.max_messages, max_bytes=args.max_bytes)])
+    if args.command == "group":
+        return " ".join([args.action.upper(), "GROUP", args.topic, args.name,
+                         *_options(start=args.start, filter=args.filter)])
+    return {"dead": f"DEAD {getattr(args, 'limit', '')}",
+            "requeue": f"REQUEUE {getattr(args, 'key', '')}",
+            "purge": f"PURGE {getattr(args, 'key', '')}",
+            "pending": "PENDING", "topics": "TOPICS"}[args.command]
+
+
+def _options(**options: object) -> list[str]:
+    return [f"{name}={value}" for name, value in options.items() if value is not None]
 
 
 def _repair(prog: str, database: Path) -> int:

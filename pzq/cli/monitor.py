@@ -31,6 +31,7 @@ from pzq.cli.common import (
     fail,
     positive_seconds,
 )
+from pzq.cli.topics_table import topics_table
 from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor
 from pzq.errors import EndpointError
 from pzq.security import ClientCurve
@@ -162,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         if any(answer.up for answer in answers):
             console().print(table(answers))
+            groups = topics_table(answers)
+            if groups is not None:
+                console().print(groups)
         report_down(answers)
     return EXIT_OK if all(answer.up for answer in answers) else EXIT_NO_ANSWER
 

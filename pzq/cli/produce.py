@@ -15,6 +15,7 @@ from pzq.cli.common import (
 )
 from pzq.cli.waiting import AckWait
 from pzq.client import Producer
+from pzq.client.producer import topic_headers
 from pzq.errors import ExitCode
 from pzq.protocol import frames as wire
 
@@ -29,6 +30,8 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
                         help="messages sent ahead of ACKs")
     parser.add_argument("--header", action="append", default=[], metavar="NAME:value",
                         help="a header frame for every message, e.g. TOPIC:orders (repeatable)")
+    parser.add_argument("--topic", help="the topic of every message (a TOPIC header)")
+    parser.add_argument("--tag", help="the tag of every message (a TAG header)")
     parser.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="seconds to wait for ACKs")
     parser.add_argument("file", nargs="?", type=argparse.FileType("rb"), default=sys.stdin.buffer,
@@ -46,6 +49,7 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
 
 def _produce_lines(producer: Producer, args: argparse.Namespace, curve: bool) -> int:
     headers = [header.encode() for header in args.header]
+    headers += topic_headers(args.topic, args.tag)
     waiting = AckWait(producer, "pzq-produce", args.dsn, args.timeout, curve)
     failed = 0
     try:

@@ -1,12 +1,14 @@
 """Python clients for pzq: a windowed Producer, a Consumer, and the monitor's questions.
 
-    from pzq.client import Producer, Consumer, request_monitor, fetch_stats
+    from pzq.client import Producer, Consumer, GroupConsumer, request_monitor, fetch_stats
 """
 
 from pzq.client.consumer import Consumer, Message
+from pzq.client.group_consumer import GroupConsumer
 from pzq.client.monitor import StatsAnswer, fetch_stats, monitor_figures, request_monitor
 from pzq.client.producer import Producer
+from pzq.errors import ConsumeRefused
 from pzq.protocol.frames import ProducerAck
 
-__all__ = ["Consumer", "Message", "Producer", "ProducerAck", "StatsAnswer", "fetch_stats",
-           "monitor_figures", "request_monitor"]
+__all__ = ["ConsumeRefused", "Consumer", "GroupConsumer", "Message", "Producer",
+           "ProducerAck", "StatsAnswer", "fetch_stats", "monitor_figures", "request_monitor"]

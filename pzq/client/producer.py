@@ -22,6 +22,11 @@ from pzq.security import ClientCurve
 from pzq.zmqio import Context
 
 
+def topic_headers(topic: str | None, tag: str | None) -> list[bytes]:
+    found = [] if topic is None else [b"TOPIC:" + topic.encode()]
+    return found + ([] if tag is None else [b"TAG:" + tag.encode()])
+
+
 class Producer:
     """Sends messages and collects their ACKs, keeping up to ``window`` unanswered."""
 
@@ -50,8 +55,11 @@ class Producer:
         return b"%s-%d" % (self._id_prefix, next(self._counter))
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
-             msg_id: bytes | None = None, timeout: float | None = 30.0) -> bytes:
-        """Send one message; waits (collecting ACKs) while the window is full."""
+             msg_id: bytes | None = None, timeout: float | None = 30.0,
+             topic: str | None = None, tag: str | None = None) -> bytes:
+        """Send one message; waits (collecting ACKs) while the window is full.
+        ``topic`` and ``tag`` add the TOPIC and TAG header frames."""
+        headers = [*headers, *topic_headers(topic, tag)]
         deadline = None if timeout is None else time.monotonic() + timeout
         while len(self._outstanding) >= self.window:
             if not self._receive(remaining_ms(deadline)):
@@ -80,9 +88,10 @@ class Producer:
         return self.acks()
 
     def produce(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
-                timeout: float = 30.0) -> ProducerAck:
+                timeout: float = 30.0, topic: str | None = None,
+                tag: str | None = None) -> ProducerAck:
         """Send one message and wait for its own ACK."""
-        msg_id = self.send(parts, headers, timeout=timeout)
+        msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag)
         deadline = time.monotonic() + timeout
         while True:
             for position, ack in enumerate(self._arrived):

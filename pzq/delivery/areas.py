@@ -19,6 +19,7 @@ class Area(Protocol):
     def delete(self, batch: Batch, seq: int, size: int) -> None: ...
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
+    def group_names(self, seq: int) -> tuple[str, ...]: ...
 
 
 class OwnArea:
@@ -44,6 +45,10 @@ class OwnArea:
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
         batch.dead_letter(seq, value, len(value))
 
+    def group_names(self, seq: int) -> tuple[str, ...]:
+        """Consumer groups done with the message, for the archive (none: only default)."""
+        return ()
+
 
 class TakeoverArea:
     """Replicas of a down node that this node is first in line to deliver."""
@@ -67,6 +72,9 @@ class TakeoverArea:
 
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         self.replicas.remove(batch, self.node_id, seq, tombstone=True)
+
+    def group_names(self, seq: int) -> tuple[str, ...]:
+        return ()
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         """Delivery bookkeeping of replicas stays in memory: the origin owns the record."""

@@ -74,6 +74,15 @@ class DeliveryState(Participant):
             return False
         return bool(self.ready) or self.cursor < self.area.end_seq()
 
+    def lowest_open(self) -> int:
+        """Every message below this seq that the state read is done with (acked, dead,
+        or its delete under way): what a restart need not walk again."""
+        open_seqs = [entry.seq for table in (self.inflight, self.ready)
+                     for entry in table.entries()]
+        open_seqs += [*self._unwritten_deletes, *self._dead, *self._deleting,
+                      *self._dead_moving]
+        return min([self.cursor, *open_seqs])
+
     def rewind(self) -> None:
         """Look at every stored message again (the takeover rule's answer changed)."""
         self.cursor = 0

@@ -18,6 +18,7 @@ from prometheus_client.core import (
 
 from pzq.client.monitor import StatsAnswer
 from pzq.monitoring.scrape import Scraper
+from pzq.monitoring.topic_metrics import topic_families
 from pzq.monitoring.zper_metrics import zper_families
 
 LABELS = ["node", "monitor"]
@@ -76,6 +77,7 @@ class PzqCollector:
         yield from self._archive(live)
         yield from zper_families(live, self._labels)
         yield from self._labelled(live)
+        yield from topic_families(live, self._labels)
         yield self._latency(live)
 
     def _labels(self, answer: StatsAnswer) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from pzq.errors import DecodeError, StoreError
 from pzq.store import keyspace, record
-from pzq.store.store import Store
+from pzq.store.store import Batch, Store
 
 Verb = Callable[[list[bytes]], bytes]  # arguments -> reply text
 DEFAULT_LIST = 100
@@ -20,9 +20,11 @@ MOST_PER_COMMAND = 100_000
 
 
 class Admin:
-    def __init__(self, store: Store, pending: Callable[[], dict[str, object]]) -> None:
+    def __init__(self, store: Store, pending: Callable[[], dict[str, object]],
+                 requeued: Callable[[Batch, int, bytes], None] | None = None) -> None:
         self.store = store
         self.pending = pending  # the node's figures, for PENDING
+        self.requeued = requeued  # a message stored again: into its topic's log
 
     def verbs(self) -> dict[bytes, Verb]:
         return {b"DEAD": self._dead, b"REQUEUE": self._move(b"REQUEUE", self._requeue),
@@ -77,7 +79,10 @@ class Admin:
             value = self.store.get_dead(seq)
             if value is not None:
                 batch.drop_dead_letter(seq)
-                batch.add_message(record.with_bookkeeping(value, 0, 0))
+                fresh = record.with_bookkeeping(value, 0, 0)
+                new_seq = batch.add_message(fresh)
+                if self.requeued is not None:
+                    self.requeued(batch, new_seq, fresh)
                 moved += 1
         self.store.commit(batch)
         return moved

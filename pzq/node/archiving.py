@@ -30,7 +30,8 @@ class Archiving(Participant):
         entry = state.peek(batch, seq)
         if entry is None:
             return True  # unknown: nothing to archive, the ACK path counts it
-        return self._append(key, entry, now_us, state.area.node_id, "acked")
+        return self._append(key, entry, now_us, state.area.node_id, "acked",
+                            state.area.group_names(seq))
 
     def dead_lettered(self, origin: bytes, entries: list[InFlight], now_us: int) -> None:
         """Poison messages with their history, as they leave delivery (still kept in
@@ -40,10 +41,10 @@ class Archiving(Participant):
                          "dead_letter")
 
     def _append(self, key: bytes, entry: InFlight, now_us: int, origin: bytes,
-                outcome: str) -> bool:
+                outcome: str, groups: tuple[str, ...] = ()) -> bool:
         try:
             self.tier.append(key, entry.value, entry.first_delivered_us, entry.deliveries,
-                             now_us, origin.decode(), outcome=outcome)
+                             now_us, origin.decode(), outcome=outcome, groups=groups)
         except ArchiveError as exc:
             self.failed_with(exc)
             return False

@@ -66,6 +66,11 @@ OPTIONS: tuple[Option, ...] = (
            "endpoint consumers connect to"),
     Option("monitor_dsn", "--monitor-dsn", str, "ipc:///tmp/pzq-monitor",
            "endpoint answering MONITOR, STATS and PING"),
+    Option("consume_dsn", "--consume-dsn", str, None,
+           "endpoint of consumer groups: topics, groups, credits (off when unset)"),
+    Option("consume_heartbeat", "--consume-heartbeat", duration_us, 1_000_000,
+           "heartbeat period on --consume-dsn; a consumer silent for three is gone"
+           + DURATION),
     Option("prefetch", "--prefetch", int, 1000,
            "most deliveries unacked at once on --send-dsn; below it the node keeps "
            "each delivery's wait for a consumer well inside --ack-timeout"),
@@ -146,6 +151,8 @@ class Config:
     receive_dsn: str
     send_dsn: str
     monitor_dsn: str
+    consume_dsn: str | None
+    consume_heartbeat: int
     prefetch: int
     delivery_headers: bool
     max_message_size: int
@@ -273,8 +280,8 @@ def build_config(cli_values: Mapping[str, Any], config_file: Path | None = None)
 
 
 def validate(config: Config) -> None:
-    positive = ("ack_timeout", "reaper_frequency", "inflight_size", "prefetch",
-                "max_message_size",
+    positive = ("ack_timeout", "reaper_frequency", "consume_heartbeat", "inflight_size",
+                "prefetch", "max_message_size",
                 "batch_size", "timeout_nodes", "timeout_replication", "segment_size",
                 "flush_messages", "flush_interval", "retain_hours", "relay_poll")
     for name in positive:
@@ -285,7 +292,7 @@ def validate(config: Config) -> None:
             raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be 0 or more")
     if not config.database:
         raise ConfigError("--database must name a directory")
-    for name in ("receive_dsn", "send_dsn", "monitor_dsn"):
+    for name in ("receive_dsn", "send_dsn", "monitor_dsn", "consume_dsn"):
         _check_dsn(OPTIONS_BY_NAME[name].flag, getattr(config, name))
     if config.log_level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
@@ -357,8 +364,9 @@ def _validate_archive(config: Config) -> None:
                 raise ConfigError(f"{flag} needs --archive-dir")
 
 
-def _check_dsn(flag: str, dsn: str) -> None:
-    if not DSN_PATTERN.match(dsn):
+def _check_dsn(flag: str, dsn: str | None) -> None:
+    """An endpoint, when set (optional endpoints are None when off)."""
+    if dsn is not None and not DSN_PATTERN.match(dsn):
         raise ConfigError(f"{flag} {dsn!r} is not a ZeroMQ endpoint such as tcp://*:11131")
 
 

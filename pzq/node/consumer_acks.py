@@ -26,13 +26,16 @@ log = get_logger("pzq.acks")
 
 StateFor = Callable[[bytes], DeliveryState | None]  # node id -> its delivery state
 Removed = Callable[[bytes, int], None]  # origin, seq: acked here, drop the copies
+FinalAck = Callable[[DeliveryState, int], bool]  # whether the ACK deletes the message
 
 
 class ConsumerAcks:
     def __init__(self, socket: Socket, state_for: StateFor, removed: Removed,
                  archiving: Archiving | None, window: DeliveryWindow,
-                 latency: LatencyWindow, counters: Counters, batch_size: int) -> None:
+                 latency: LatencyWindow, counters: Counters, batch_size: int,
+                 final_ack: FinalAck = lambda state, seq: True) -> None:
         self.socket = socket
+        self.final_ack = final_ack  # false while other consumer groups hold the message
         self.state_for = state_for
         self.removed = removed
         self.archiving = archiving
@@ -63,12 +66,15 @@ class ConsumerAcks:
             return False
         if not ok:
             return state.nack(seq)
-        if self.archiving is not None and not self.archiving.acked(state, batch, key, seq,
-                                                                   now_us):
+        final = self.final_ack(state, seq)
+        if final and self.archiving is not None \
+                and not self.archiving.acked(state, batch, key, seq, now_us):
             return True  # not archived, so not removed: it will be delivered again
         entry = state.ack(batch, seq)
         if entry is None:
             return False
+        # Copies serve a takeover, which delivers to this group only: once it is done
+        # they go, even while named groups still hold the message here.
         self.removed(node_id, seq)
         if entry.sent_us:
             self.latency.add(mono, (now_us - entry.sent_us) / 1e6)

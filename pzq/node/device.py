@@ -16,6 +16,7 @@ from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
 from pzq.node.admin import Admin
 from pzq.node.clock import Now
+from pzq.node.consume import ConsumeEndpoint
 from pzq.node.consumer_acks import ConsumerAcks
 from pzq.node.dispatch import Dispatch
 from pzq.node.endpoints import Endpoints
@@ -24,6 +25,8 @@ from pzq.node.intake import Accepted, Intake
 from pzq.node.monitor import Monitor
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
+from pzq.node.topic_admin import TopicAdmin
+from pzq.node.topic_figures import topic_figures
 from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
 from pzq.node.zper import ZperBroker
 from pzq.protocol.frames import REPLICATION_FAILED
@@ -42,14 +45,19 @@ class Device:
         self.stopping = False
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
-                             self.producer_acks)
+                             self.producer_acks, node.topics)
         self.consumer_acks = ConsumerAcks(endpoints.send, node.state_for, node.removed,
                                           node.archiving, node.window, node.latency,
-                                          node.counters, config.batch_size)
+                                          node.counters, config.batch_size, node.final_ack)
         self.dispatch = Dispatch(endpoints.send, node.delivery_states, node.window,
                                  config.batch_size)
-        self.monitor = Monitor(endpoints.monitor, self.figures, Admin(node.store, self.figures),
+        self.monitor = Monitor(endpoints.monitor, self.figures, Admin(node.store, self.figures,
+                                                                   node.requeued),
                                node.counters)
+        self.consume = _consume_endpoint(node, endpoints)
+        self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
+                                             node.delivery.forget,
+                                             lambda: Now.read().wall_us).verbs())
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)
@@ -62,6 +70,7 @@ class Device:
                                self.endpoints.consumers.connected, mono)
         if self.zper is not None:
             figures["zper"] = self.zper.snapshot(mono)
+        figures["topics"] = topic_figures(self.node, self.consume, Now.read().wall_us)
         return figures
 
     # -- what to wait for ------------------------------------------------------
@@ -72,6 +81,9 @@ class Device:
         poller.register(self.endpoints.receive, POLLIN if taking else 0)
         self._polled_out = not self.stopping and self.dispatch.has_work(now.mono)
         poller.register(self.endpoints.send, POLLIN | (POLLOUT if self._polled_out else 0))
+        if self.consume is not None:
+            poller.register(self.consume.socket, POLLIN)
+            poller.register(self.consume.events, POLLIN)
 
     def poll_timeout_ms(self, now: Now) -> int | None:
         """Wake for ACKs to retry and for replication deadlines; else only on events."""
@@ -79,6 +91,9 @@ class Device:
         deadline = self.node.cluster.next_deadline() if self.node.cluster else None
         if deadline is not None:
             timeouts.append(max(0, int((deadline - now.mono) * 1000) + 1))
+        consume = self.consume.timeout_ms(now.mono) if self.consume is not None else None
+        if consume is not None:
+            timeouts.append(consume)
         return min(timeouts) if timeouts else None
 
     # -- one wake ----------------------------------------------------------------
@@ -103,6 +118,8 @@ class Device:
             accepted = self.intake.take(batch, now.wall_us)
         if events.get(endpoints.send, 0) & POLLIN:
             self.consumer_acks.take(batch, now.wall_us, now.mono)
+        if self.consume is not None and events.get(self.consume.socket, 0) & POLLIN:
+            self.consume.take(batch, now.wall_us, now.mono)
         node.retire_dead_letters(now.wall_us)
         if node.cluster is not None:
             node.cluster.owe_removes(batch, now.mono)
@@ -121,6 +138,9 @@ class Device:
             send = self.endpoints.send
             room = bool(events.get(send, 0) & POLLOUT) if self._polled_out else None
             self.dispatch.deliver(now.wall_us, now.mono, room)
+            if self.consume is not None:
+                self.consume.tick(now.mono, bool(events.get(self.consume.events, 0) & POLLIN))
+                self.consume.deliver(now.wall_us)
 
     def _answer(self, events: Events, now: Now) -> None:
         """Figures and questions last: connections, archive readers, the monitor."""
@@ -141,6 +161,8 @@ class Device:
     def _on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
             self.node.reap(now.wall_us)
+            if self.consume is not None:
+                self.consume.reap(now.wall_us)
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
             self.endpoints.cluster.heartbeat(now.mono)
         if self.node.archiving is not None:
@@ -193,3 +215,12 @@ class Device:
         log.info("node_stopping", unsent_producer_acks=len(self.producer_acks),
                  producer_acks_sent=node.counters.producer_acks_sent,
                  messages=node.store.messages, inflight=len(node.delivery.inflight))
+
+
+def _consume_endpoint(node: NodeState, endpoints: Endpoints) -> ConsumeEndpoint | None:
+    if endpoints.consume is None or endpoints.consume_events is None:
+        return None
+    config = node.config
+    return ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
+                           node.topics, node.archiving, config.delivery,
+                           config.consume_heartbeat, config.batch_size, node.removed)

@@ -25,6 +25,8 @@ class Endpoints:
     readers: Socket | None  # ROUTER: ZPER readers of the archive
     cluster: ClusterLinks | None
     zper: ZperSockets | None = None  # the ZPER writer, ack and relay
+    consume: Socket | None = None  # ROUTER: consumer groups
+    consume_events: Socket | None = None  # its disconnections
     quiet_monitor: QuietSocket = field(init=False)
     quiet_consumers: QuietSocket = field(init=False)
 
@@ -39,6 +41,8 @@ class Endpoints:
             bound["archive"] = self.readers
         if self.cluster is not None:
             bound["cluster"] = self.cluster.router
+        if self.consume is not None:
+            bound["consume"] = self.consume
         bound.update(self.zper.bound() if self.zper is not None else {})
         return {name: sockets.bound_endpoint(socket) for name, socket in bound.items()}
 
@@ -53,7 +57,9 @@ class Endpoints:
 
     def close(self) -> None:
         self.consumers.close()
-        for socket in (self.receive, self.send, self.monitor, self.readers):
+        if self.consume_events is not None:
+            self.consume_events.close()
+        for socket in (self.receive, self.send, self.monitor, self.readers, self.consume):
             if socket is not None:
                 socket.close()
         if self.cluster is not None:
@@ -75,12 +81,17 @@ def open_endpoints(context: Context, config: Config, curve: NodeCurve | None,
                                               "--archive-dsn", keys))
                    if config.archive_dsn is not None else None)
         zper = open_zper_sockets(context, config, keys, opened)
+        consume = (_keep(opened, sockets.bind_consume(context, config.consume_dsn, keys))
+                   if config.consume_dsn is not None else None)
         links = (ClusterLinks(cluster, context, curve, mono) if cluster is not None else None)
     except BaseException:
         for socket in opened:
             socket.close(0)
         raise
-    return Endpoints(receive, send, monitor, ConsumerCount(send), readers, links, zper)
+    events = (consume.get_monitor_socket(zmq.EVENT_DISCONNECTED) if consume is not None
+              else None)
+    return Endpoints(receive, send, monitor, ConsumerCount(send), readers, links, zper,
+                     consume, events)
 
 
 def _keep(opened: list[Socket], socket: Socket) -> Socket:

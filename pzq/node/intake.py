@@ -11,6 +11,7 @@ from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
 from pzq.store import record
 from pzq.store.store import Batch, Store
+from pzq.store.topics import Topic, Topics, topic_and_tag
 from pzq.zmqio import Socket, drain
 
 log = get_logger("pzq.intake")
@@ -28,8 +29,9 @@ class IntakeLimits:
 
 class Intake:
     def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
-                 counters: Counters, acks: ProducerAcks) -> None:
+                 counters: Counters, acks: ProducerAcks, topics: Topics) -> None:
         self.socket = socket
+        self.topics = topics
         self.limits = limits
         self.store = store
         self.counters = counters
@@ -42,7 +44,8 @@ class Intake:
             self.counters.received += 1
             try:
                 produce = frames.decode_produce(raw, self.limits.max_message_size)
-                self._check_room(batch, produce)
+                topic, tag = self._topic(produce, now_us)
+                self._check_room(batch, produce, topic)
             except ProduceRefused as refused:
                 self._refuse(refused)
                 continue
@@ -50,15 +53,26 @@ class Intake:
                 continue  # a ROUTER always prepends the routing id; nothing to answer
             value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
             seq = batch.add_message(value)
+            self.topics.stored(batch, seq, topic, tag, len(value))
             accepted.append((produce.routing_id, produce.msg_id, seq, value))
         return accepted
 
-    def _check_room(self, batch: Batch, produce: frames.Produce) -> None:
-        """Refuse, never drop, once the queue is at --max-messages or --max-bytes."""
+    def _topic(self, produce: frames.Produce, now_us: int) -> tuple[Topic, bytes]:
+        """The message's topic (made when new) and tag; a bad topic name is refused."""
+        try:
+            name, tag = topic_and_tag(produce.headers, self.topics.default_topic)
+        except ValueError as exc:
+            raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
+        return self.topics.topic(name, now_us), tag
+
+    def _check_room(self, batch: Batch, produce: frames.Produce, topic: Topic) -> None:
+        """Refuse, never drop, once the queue is at --max-messages or --max-bytes, or
+        the topic at its own limits."""
         limits = self.limits
         full = ((limits.max_messages
                  and self.store.messages + batch.message_delta >= limits.max_messages)
-                or (limits.max_bytes and self.store.bytes + batch.byte_delta >= limits.max_bytes))
+                or (limits.max_bytes and self.store.bytes + batch.byte_delta >= limits.max_bytes)
+                or not self.topics.room(topic, produce.body_size))
         if full:
             self.counters.queue_full += 1
             raise QueueFull(produce.routing_id, produce.msg_id)

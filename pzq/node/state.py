@@ -10,14 +10,16 @@ from __future__ import annotations
 from pzq.archive.tier import ArchiveTier
 from pzq.cluster.core import ClusterCore
 from pzq.counters import Counters
-from pzq.delivery.areas import Area, OwnArea
+from pzq.delivery.areas import Area
+from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.node.archiving import Archiving
 from pzq.node.clock import Now
 from pzq.node.config import Config
 from pzq.node.rates import LatencyWindow, Rates
-from pzq.store.store import Store
+from pzq.store.store import Batch, Store
+from pzq.store.topics import Topics
 
 
 class NodeState:
@@ -27,7 +29,10 @@ class NodeState:
         self.node_id = store.node_id
         self.started = now.mono
         self.counters = Counters()
-        self.delivery = self._delivery_state(OwnArea(store))
+        self.topics = Topics(store, config.archive_topic)
+        store.register(self.topics)  # first: the delivery states' deletes go through it
+        self.default_area = DefaultArea(store, self.topics)
+        self.delivery = self._delivery_state(self.default_area)
         self.window = DeliveryWindow(config.prefetch, config.ack_timeout, now.wall_us)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
@@ -58,6 +63,15 @@ class NodeState:
             return [self.delivery]
         own = [self.delivery] if self.cluster.own_delivery_allowed(mono) else []
         return own + list(self.cluster.takeovers.states.values())
+
+    def final_ack(self, state: DeliveryState, seq: int) -> bool:
+        """Whether an ACK ``1`` deletes the message: not while other groups hold it."""
+        return state is not self.delivery or self.default_area.would_release(seq)
+
+    def requeued(self, batch: Batch, seq: int, value: bytes) -> None:
+        """A dead letter stored again as a new message: into its topic's log."""
+        topic, tag = self.topics.describe(value)
+        self.topics.stored(batch, seq, topic, tag, len(value))
 
     def removed(self, origin: bytes, seq: int) -> None:
         """A message acked here: the cluster tells the holders of its copies."""

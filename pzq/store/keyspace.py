@@ -9,8 +9,17 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     d <seq:8>            dead letters
     o <id:8>             removes owed to a peer until it confirms them (cluster)
     M <name>             metadata: node id, sequence high-water mark, counters
+    T <topic>            a topic: JSON settings (id, limits, whether default reads it)
+    i <topic:4> <seq:8>  a topic's log: one entry per own message of it, value its TAG
+    G <topic:4> <group>  a consumer group of a topic: JSON settings (id, start seq, filter)
+    n <id:4>             counts that move with the batches: a topic's stored messages and
+                         bytes, a group's backlog and floor
+    a <group:4> <seq:8>  messages a group is done with (acked, dead or filtered) that
+                         other groups still hold (see pzq.store.topics)
 
-``<node:8>`` is the other node's id, 8 ASCII hex characters.
+``<node:8>`` is the other node's id, 8 ASCII hex characters. ``<topic:4>`` and
+``<group:4>`` are big-endian ids the node gives topics and groups when they are made
+(group 0 is ``default``, the consumers on --send-dsn).
 
 The device's message key, the one consumers see and ACK, is ASCII
 ``<node id>-<seq as 16 hex digits>``: unique across the cluster (node id) and
@@ -30,13 +39,20 @@ TOMBSTONE_PREFIX = b"t"
 DEAD_PREFIX = b"d"
 OWED_PREFIX = b"o"
 META_PREFIX = b"M"
+TOPIC_PREFIX = b"T"
+TOPIC_LOG_PREFIX = b"i"
+GROUP_PREFIX = b"G"
+GROUP_DONE_PREFIX = b"a"
+COUNTS_PREFIX = b"n"
 
 META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
 META_COUNTERS = META_PREFIX + b"counters"
+META_NEXT_ID = META_PREFIX + b"next_id"  # the next topic or group id
 
 NODE_ID_LENGTH = 8  # ASCII hex characters
 SEQ = struct.Struct(">Q")
+ID = struct.Struct(">I")  # topic and group ids
 MESSAGE_KEY_PATTERN = re.compile(rb"([0-9a-f]{8})-([0-9a-f]{16})")
 
 
@@ -98,3 +114,37 @@ def parse_message_key(key: bytes) -> tuple[bytes, int]:
     if match is None:
         raise DecodeError(f"{key[:40].decode(errors='replace')} is not a pzq message key")
     return match.group(1), int(match.group(2), 16)
+
+
+def topic_key(name: bytes) -> bytes:
+    return TOPIC_PREFIX + name
+
+
+def counts_key(owner_id: int) -> bytes:
+    return COUNTS_PREFIX + ID.pack(owner_id)
+
+
+def topic_log_prefix(topic_id: int) -> bytes:
+    return TOPIC_LOG_PREFIX + ID.pack(topic_id)
+
+
+def topic_log_key(topic_id: int, seq: int) -> bytes:
+    return TOPIC_LOG_PREFIX + ID.pack(topic_id) + SEQ.pack(seq)
+
+
+def group_key(topic_id: int, name: bytes) -> bytes:
+    return GROUP_PREFIX + ID.pack(topic_id) + name
+
+
+def group_done_prefix(group_id: int) -> bytes:
+    return GROUP_DONE_PREFIX + ID.pack(group_id)
+
+
+def group_done_key(group_id: int, seq: int) -> bytes:
+    return GROUP_DONE_PREFIX + ID.pack(group_id) + SEQ.pack(seq)
+
+
+def seq_at_end(store_key: bytes) -> int:
+    """The sequence number that ends a topic log or group key."""
+    seq: int = SEQ.unpack_from(store_key, len(store_key) - SEQ.size)[0]
+    return seq

@@ -54,6 +54,33 @@ def bookkeeping(value: bytes) -> tuple[int, int]:
     return BOOKKEEPING.unpack_from(value, BOOKKEEPING_OFFSET)
 
 
+def headers_of(value: bytes) -> tuple[bytes, ...]:
+    """The producer's header frames of a stored record, without reading its parts (on
+    every delivery of a topic's message: kept to a few struct calls)."""
+    if len(value) < FIXED.size or value[0] != VERSION:
+        raise DecodeError("stored record has an unknown version or is truncated")
+    try:
+        offset = FIXED.size + LENGTH.size + LENGTH.unpack_from(value, FIXED.size)[0]
+        count = LENGTH.unpack_from(value, offset)[0]
+        offset += LENGTH.size
+        headers = []
+        for _ in range(count):
+            length = LENGTH.unpack_from(value, offset)[0]
+            offset += LENGTH.size
+            headers.append(value[offset:offset + length])
+            offset += length
+    except struct.error:
+        raise DecodeError("stored record is truncated") from None
+    if offset > len(value):
+        raise DecodeError("stored record is truncated")
+    return tuple(headers)
+
+
+def stored_us_of(value: bytes) -> int:
+    stored_us: int = FIXED.unpack_from(value, 0)[1]
+    return stored_us
+
+
 def decode(value: bytes) -> Record:
     if len(value) < FIXED.size or value[0] != VERSION:
         raise DecodeError("stored record has an unknown version or is truncated")

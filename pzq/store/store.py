@@ -261,6 +261,11 @@ class Store:
         return StoreDamaged(f"the store {self.path} is damaged: {leveldb_reason(exc)}; "
                             f"{_REPAIR_HINT.format(path=self.path)}")
 
+    def iterate_reverse(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs under ``prefix``, last key first."""
+        with self._db.iterator(prefix=prefix, reverse=True) as iterator:
+            yield from iterator
+
     def scan(self, prefix: bytes, start: bytes | None = None,
              limit: int | None = None) -> list[tuple[bytes, bytes]]:
         """Up to ``limit`` (key, value) pairs under ``prefix`` from ``start`` on."""

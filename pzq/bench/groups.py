@@ -1,0 +1,110 @@
+"""Load generators and measurements for topics and consumer groups: produce spread over
+topics, drains by several groups of one topic, and the consume endpoint end to end,
+each against its --send-dsn or one-topic baseline in the same run."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import zmq
+
+from pzq.bench.load import COUNTER, NS, SILENCE_MS, _arrivals
+from pzq.bench.measure import percentile, run_workers
+from pzq.zmqio import send_frames
+
+KEY_AT = 3  # DELIVER | topic | group | key ...
+
+
+def topic_produce_load(dsn: str, count: int, size: int, window: int, topics: int,
+                       results: Any) -> None:
+    """Like produce_load, each message to one of ``topics`` topics in turn."""
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.SNDHWM, 0)
+    socket.setsockopt(zmq.RCVHWM, 0)
+    socket.connect(dsn)
+    headers = [b"TOPIC:t%d" % n for n in range(topics)]
+    padding = b"x" * max(0, size - NS.size)
+    sent_at: dict[bytes, int] = {}
+    latencies: list[int] = []
+    sent = acked = 0
+    started = last_ack = time.perf_counter()
+    while acked < count:
+        while sent < count and sent - acked < window:
+            msg_id = COUNTER.pack(sent)
+            sent_at[msg_id] = time.perf_counter_ns()
+            send_frames(socket, [msg_id, headers[sent % topics], b"",
+                                 NS.pack(time.time_ns()) + padding])
+            sent += 1
+        arrived = _arrivals(socket)
+        if arrived is None:
+            break
+        for frames in arrived:
+            start = sent_at.pop(frames[0], None)
+            if start is not None:
+                latencies.append(time.perf_counter_ns() - start)
+                acked += 1
+        last_ack = time.perf_counter()
+    results.put({"role": "producer", "count": acked, "seconds": last_ack - started,
+                 "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})
+    context.destroy(linger=0)
+
+
+def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int,
+                       from_connect: bool, results: Any) -> None:
+    """CONSUME one group, ACK every delivery (one ACK frame each, as a plain consumer
+    does); timed from the connect (a drain) or from the first delivery."""
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.RCVHWM, 0)
+    socket.connect(dsn)
+    started = time.perf_counter() if from_connect else None
+    send_frames(socket, [b"CONSUME", topic.encode(), group.encode(), b"%d" % window])
+    latencies: list[int] = []
+    received = 0
+    last = time.perf_counter()
+    while received < count:
+        arrived = _arrivals(socket, SILENCE_MS)
+        if arrived is None:
+            break
+        for frames in arrived:
+            if frames[0] != b"DELIVER":
+                continue
+            started = started or time.perf_counter()
+            send_frames(socket, [b"ACK", frames[KEY_AT]])
+            body = frames[frames.index(b"", KEY_AT + 3) + 1]
+            latencies.append(time.time_ns() - NS.unpack_from(body)[0])
+            received += 1
+        last = time.perf_counter()
+    results.put({"role": "consumer", "group": group, "count": received,
+                 "seconds": last - (started or last),
+                 "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})
+    context.destroy(linger=0)
+
+
+def measure_topic_produce(dsn: str, count: int, window: int, topics: int) -> float:
+    (answer,) = run_workers([(topic_produce_load, (dsn, count, 100, window, topics))])
+    rate: float = answer["count"] / answer["seconds"]
+    return rate
+
+
+def measure_group_drains(dsn: str, topic: str, groups: list[str], count: int,
+                         window: int) -> dict[str, float]:
+    """Every group drains the topic at once; each group's rate."""
+    answers = run_workers([(group_consume_load, (dsn, topic, group, window, count, True))
+                           for group in groups])
+    return {answer["group"]: answer["count"] / max(answer["seconds"], 1e-9)
+            for answer in answers}
+
+
+def measure_group_end_to_end(receive: str, consume: str, count: int, window: int,
+                             credits: int) -> tuple[float, float, float]:
+    answers = run_workers([
+        (group_consume_load, (consume, "t0", "e2e", credits, count, False)),
+        (topic_produce_load, (receive, count, 100, window, 1))])
+    consumer = next(a for a in answers if a["role"] == "consumer")
+    producer = next(a for a in answers if a["role"] == "producer")
+    seconds = max(consumer["seconds"], producer["seconds"])
+    latencies = consumer["latencies_ns"]
+    return consumer["count"] / seconds, percentile(latencies, .5), percentile(latencies, .99)

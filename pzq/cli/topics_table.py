@@ -1,0 +1,39 @@
+"""pzq-monitor's table of topics and consumer groups: one row per topic and per group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+
+from pzq.cli import human
+from pzq.client.monitor import StatsAnswer
+
+COLUMNS = ("node", "topic", "group", "stored / backlog", "in flight", "ready", "consumers",
+           "delivered", "acked", "oldest unacked")
+
+
+def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
+    """None when no node that answered has a topic."""
+    view = Table(title="topics and groups")
+    for name in COLUMNS:
+        view.add_column(name, justify="left" if name in COLUMNS[:3] else "right")
+    rows = 0
+    for answer in answers:
+        for topic, figures in sorted(((answer.stats or {}).get("topics") or {}).items()):
+            node = answer.stats["node_id"] if answer.stats else ""
+            view.add_row(node, topic, "default" if figures.get("default_group") else "",
+                         human.count(figures["messages"]), "", "", "", "", "", "")
+            for group, numbers in sorted(figures.get("groups", {}).items()):
+                view.add_row(node, topic, group, *_group_cells(numbers))
+            rows += 1
+    return view if rows else None
+
+
+def _group_cells(numbers: dict[str, Any]) -> list[str]:
+    oldest = numbers.get("oldest_unacked_seconds", 0)
+    return [human.count(numbers.get("backlog", 0)),
+            *(human.count(numbers.get(key, 0)) for key in ("inflight", "ready", "consumers",
+                                                           "delivered", "acked")),
+            human.duration(oldest) if oldest else ""]

@@ -1,0 +1,176 @@
+"""The store areas of consumer groups, for DeliveryState: what a group delivers, and
+what its ACK does (see pzq.store.topics for who holds a message).
+
+``DefaultArea`` is the group ``default`` on --send-dsn: every own message in arrival
+order, as before, less what ``default`` is done with while other groups still hold
+it. ``GroupArea`` is one named group of one topic: that topic's log from the group's
+start, less what its filter leaves out and what it is done with.
+
+A group's delivery counts are its own: the stored record's bookkeeping belongs to
+``default``, so a named group reads records with it zeroed and keeps its counts in
+memory (after a restart they start over, as a takeover's do).
+"""
+
+from __future__ import annotations
+
+from pzq.delivery.areas import OwnArea
+from pzq.store import keyspace, record
+from pzq.store.store import Batch, Store
+from pzq.store.topics import DEFAULT_GROUP_ID, Group, Topic, Topics
+
+
+class DefaultArea(OwnArea):
+    def __init__(self, store: Store, topics: Topics) -> None:
+        super().__init__(store)
+        self.topics = topics
+        # Topic and tag of messages read and not yet done with, so an ACK needs no read.
+        self._described: dict[int, tuple[Topic, bytes]] = {}
+
+    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` messages from ``start_seq`` on that ``default`` still holds;
+        reads on past those it does not, so an empty answer means the end."""
+        while True:
+            chunk = self.store.read_own(start_seq, limit)
+            kept = self._keep(chunk)
+            if kept or len(chunk) < limit:
+                return kept
+            start_seq = chunk[-1][0] + 1
+
+    def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        # ``default`` leaves marks only while named groups exist
+        done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
+                if self.topics.has_groups() else set())
+        kept = []
+        for seq, value in chunk:
+            if seq in done:
+                continue
+            topic, tag = self.topics.describe(value)
+            if self.topics.default_restricted and DEFAULT_GROUP_ID not in topic.holders(seq,
+                                                                                        tag):
+                continue
+            self._described[seq] = (topic, tag)
+            kept.append((seq, value))
+        return kept
+
+    def get(self, seq: int) -> bytes | None:
+        value = self.store.get_own(seq)
+        if value is None or self.topics.is_done(DEFAULT_GROUP_ID, seq):
+            return None
+        return value
+
+    def _about(self, seq: int) -> tuple[Topic, bytes] | None:
+        found = self._described.get(seq)
+        if found is None:
+            value = self.store.get_own(seq)
+            if value is None:
+                return None
+            found = self.topics.describe(value)
+        return found
+
+    def group_names(self, seq: int) -> tuple[str, ...]:
+        """For the archive: the groups that were done with the message."""
+        about = self._about(seq)
+        return () if about is None else about[0].holder_names(seq, about[1])
+
+    def would_release(self, seq: int) -> bool:
+        """Whether an ACK by ``default`` deletes the message (then it is archived and
+        its copies removed; else other groups still hold it)."""
+        about = self._about(seq)
+        return about is None or self.topics.would_release(seq, *about, DEFAULT_GROUP_ID)
+
+    def delete(self, batch: Batch, seq: int, size: int) -> None:
+        about = self._about(seq)
+        self._described.pop(seq, None)
+        if about is None:
+            batch.delete_message(seq, size)  # gone already: a delete changes nothing
+            return
+        self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
+
+    def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
+        """Given up by ``default``: to the dead letters when no other group holds it."""
+        topic, tag = self._about(seq) or self.topics.describe(value)
+        self._described.pop(seq, None)
+        if self.topics.would_release(seq, topic, tag, DEFAULT_GROUP_ID):
+            batch.dead_letter(seq, value, len(value))
+            self.topics.drop(batch, seq, topic, tag, len(value), DEFAULT_GROUP_ID)
+        else:
+            self.topics.done(batch, seq, topic, tag, len(value), DEFAULT_GROUP_ID)
+
+
+class GroupArea:
+    """One named group of one topic."""
+
+    def __init__(self, store: Store, topics: Topics, group: Group) -> None:
+        self.store = store
+        self.topics = topics
+        self.group = group
+        self.node_id = store.node_id
+        self._tags: dict[int, bytes] = {}  # tags of messages read and not yet done with
+
+    def end_seq(self) -> int:
+        return self.store.next_seq
+
+    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` messages of the topic from ``start_seq`` on that the group
+        holds and is not done with; an empty answer means the end."""
+        group = self.group
+        prefix = keyspace.topic_log_prefix(group.topic.id)
+        first = max(start_seq, group.start_seq, group.floor)
+        start = keyspace.topic_log_key(group.topic.id, first)
+        wanted: list[tuple[int, bytes]] = []
+        for key, tag in self.store.iterate(prefix, start):
+            if group.takes(tag):
+                wanted.append((keyspace.seq_at_end(key), tag))
+                if len(wanted) >= limit:
+                    break
+        done = self.topics.done_among(group.id, [seq for seq, _ in wanted])
+        found = []
+        for seq, tag in wanted:
+            value = None if seq in done else self.store.get_own(seq)
+            if value is not None:
+                self._tags[seq] = tag
+                found.append((seq, record.with_bookkeeping(value, 0, 0)))
+        return found
+
+    def get(self, seq: int) -> bytes | None:
+        value = self.store.get_own(seq)
+        if value is None or self.topics.is_done(self.group.id, seq):
+            return None
+        topic, tag = self.topics.describe(value)
+        if topic is not self.group.topic or not self.group.holds(seq, tag):
+            return None
+        self._tags[seq] = tag
+        return record.with_bookkeeping(value, 0, 0)
+
+    def _tag(self, seq: int) -> bytes | None:
+        tag = self._tags.pop(seq, None)
+        if tag is None:
+            value = self.store.get_own(seq)
+            tag = None if value is None else self.topics.describe(value)[1]
+        return tag
+
+    def group_names(self, seq: int) -> tuple[str, ...]:
+        """For the archive: the groups that were done with the message."""
+        tag = self._tags.get(seq)
+        return () if tag is None else self.group.topic.holder_names(seq, tag)
+
+    def would_release(self, seq: int) -> bool:
+        tag = self._tags.get(seq)
+        if tag is None:
+            tag = self._tag(seq)
+            if tag is None:
+                return False
+            self._tags[seq] = tag
+        return self.topics.would_release(seq, self.group.topic, tag, self.group.id)
+
+    def delete(self, batch: Batch, seq: int, size: int) -> None:
+        tag = self._tag(seq)
+        if tag is not None:
+            self.topics.done(batch, seq, self.group.topic, tag, size, self.group.id)
+
+    def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
+        """A group's delivery counts stay in memory (the record's are ``default``'s)."""
+
+    def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
+        """Given up by this group: it is done with the message; the others go on."""
+        self.delete(batch, seq, len(value))

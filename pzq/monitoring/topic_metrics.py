@@ -1,0 +1,62 @@
+"""Prometheus families per topic and per consumer group, from STATS ``topics``.
+
+Topic series carry ``topic``, group series ``topic`` and ``group`` besides the
+node's own labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from pzq.client.monitor import StatsAnswer
+
+Labels = Callable[[StatsAnswer], list[str]]
+
+TOPIC_GAUGES = (
+    ("pzq_topic_messages_stored", "messages", "Messages of the topic stored."),
+    ("pzq_topic_stored_bytes", "bytes", "Bytes of the topic's stored messages."),
+)
+GROUP_GAUGES = (
+    ("pzq_group_backlog", "backlog", "Stored messages the group holds and is not done with."),
+    ("pzq_group_messages_inflight", "inflight", "The group's deliveries awaiting an ACK."),
+    ("pzq_group_messages_ready", "ready", "The group's messages waiting to go again."),
+    ("pzq_group_consumers", "consumers", "Consumers of the group connected."),
+    ("pzq_group_oldest_unacked_seconds", "oldest_unacked_seconds",
+     "Age of the group's oldest unacked delivery."),
+)
+GROUP_COUNTERS = (
+    ("pzq_group_delivered", "delivered", "The group's deliveries, first ones and again."),
+    ("pzq_group_redelivered", "redelivered", "The group's deliveries of messages delivered "
+     "to it before."),
+    ("pzq_group_acked", "acked", "ACKs by the group's consumers."),
+    ("pzq_group_nacked", "nacked", "Deliveries the group's consumers gave back."),
+    ("pzq_group_expired", "expired", "The group's deliveries not ACKed in time."),
+    ("pzq_group_dead_lettered", "dead_lettered", "Messages the group gave up."),
+)
+
+
+def topic_families(live: list[StatsAnswer], labels_of: Labels) -> Iterator[Metric]:
+    for name, key, documentation in TOPIC_GAUGES:
+        gauge = GaugeMetricFamily(name, documentation, labels=["node", "monitor", "topic"])
+        for answer, topic, figures in _topics(live):
+            gauge.add_metric([*labels_of(answer), topic], float(figures.get(key, 0)))
+        yield gauge
+    for family, table in ((GaugeMetricFamily, GROUP_GAUGES),
+                          (CounterMetricFamily, GROUP_COUNTERS)):
+        for name, key, documentation in table:
+            metric: GaugeMetricFamily | CounterMetricFamily = family(
+                name, documentation, labels=["node", "monitor", "topic", "group"])
+            for answer, topic, figures in _topics(live):
+                for group, group_figures in figures.get("groups", {}).items():
+                    metric.add_metric([*labels_of(answer), topic, group],
+                                      float(group_figures.get(key, 0)))
+            yield metric
+
+
+def _topics(live: list[StatsAnswer]) -> Iterator[tuple[StatsAnswer, str, dict[str, Any]]]:
+    for answer in live:
+        for topic, figures in ((answer.stats or {}).get("topics") or {}).items():
+            yield answer, topic, figures

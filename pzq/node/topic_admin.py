@@ -1,0 +1,267 @@
+"""Administration of topics and consumer groups over the monitor socket (pzq-ctl).
+
+    TOPICS                                       every topic with its groups
+    DECLARE TOPIC name [max_messages=N] [max_bytes=B]
+    DECLARE GROUP topic group [start=earliest|latest|µs] [filter=F]
+    REMOVE TOPIC name                            its messages and groups go
+    REMOVE GROUP topic group                     what only it held goes (default too)
+    EMPTY TOPIC name                             its messages go, its groups stay
+    EMPTY GROUP topic group                      the group is done with what is stored
+
+REMOVE and EMPTY walk the topic's log once (an operator's command, not the hot path)
+and write one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pzq.errors import DecodeError, StoreError
+from pzq.node.admin import Verb
+from pzq.node.consume import ConsumeEndpoint
+from pzq.protocol import consume as wire
+from pzq.store import keyspace
+from pzq.store.store import Batch, Store
+from pzq.store.topics import DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
+
+Forget = Callable[[int], None]  # a message deleted by an operator: stop delivering it
+Now = Callable[[], int]  # wall clock, µs
+
+
+class TopicAdmin:
+    def __init__(self, store: Store, topics: Topics, consume: ConsumeEndpoint | None,
+                 forget: Forget, now_us: Now) -> None:
+        self.store = store
+        self.topics = topics
+        self.consume = consume
+        self.forget = forget
+        self.now_us = now_us
+
+    def verbs(self) -> dict[bytes, Verb]:
+        return {b"TOPICS": self._list, b"DECLARE": self._guarded(self._declare),
+                b"REMOVE": self._guarded(self._remove), b"EMPTY": self._guarded(self._empty)}
+
+    def _guarded(self, verb: Verb) -> Verb:
+        def answer(arguments: list[bytes]) -> bytes:
+            try:
+                return verb([argument for argument in arguments])
+            except (ValueError, DecodeError, StoreError) as exc:
+                return f"ERROR: {exc}".encode()
+        return answer
+
+    # -- questions ---------------------------------------------------------------
+
+    def _list(self, arguments: list[bytes]) -> bytes:
+        lines = []
+        for topic in sorted(self.topics.topics.values(), key=lambda found: found.name):
+            groups = [DEFAULT_GROUP] if topic.default_from is not None else []
+            groups += sorted(topic.groups)
+            lines.append(f"{topic.name} messages={max(0, topic.messages)} "
+                         f"bytes={max(0, topic.stored_bytes)} groups={','.join(groups)}"
+                         + _limits(topic))
+        return ("\n".join(lines) + "\n").encode() if lines else b"no topics\n"
+
+    # -- the verbs ---------------------------------------------------------------
+
+    def _declare(self, arguments: list[bytes]) -> bytes:
+        kind, names, options = _parse(arguments, b"DECLARE")
+        batch = self.store.begin()
+        if kind == "TOPIC":
+            _count(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B]")
+            topic = self.topics.topic(names[0], self.now_us())
+            topic.max_messages = _number(options.pop("max_messages", topic.max_messages))
+            topic.max_bytes = _number(options.pop("max_bytes", topic.max_bytes))
+            self.topics.changed(topic)
+            reply = f"topic {topic.name}{_limits(topic)}\n"
+        else:
+            _count(names, 2, "DECLARE GROUP topic group [start=...] [filter=...]")
+            topic = self._topic(names[0])
+            reply = self._declare_group(batch, topic, names[1], options)
+        _no_more(options)
+        self.store.commit(batch)
+        return reply.encode()
+
+    def _declare_group(self, batch: Batch, topic: Topic, name: str,
+                       options: dict[str, str]) -> str:
+        start, pattern = options.pop("start", "earliest"), options.pop("filter", "")
+        if name == DEFAULT_GROUP:
+            if topic.default_from is None:
+                topic.default_from = self.store.next_seq
+                self.topics.changed(topic)
+            return f"group {DEFAULT_GROUP} of topic {topic.name}\n"
+        if name in topic.groups:
+            return f"group {name} of topic {topic.name} exists already\n"
+        if self.consume is None:
+            raise ValueError("the node has no --consume-dsn: groups are read there")
+        subscribe = wire.Subscribe(topic.name, name, 1, pattern,
+                                   wire.decode_start(start))
+        group = self.consume.make_group(batch, topic, name, subscribe.start, pattern,
+                                        self.now_us())
+        return f"group {group.name} of topic {topic.name} start_seq={group.start_seq}\n"
+
+    def _remove(self, arguments: list[bytes]) -> bytes:
+        kind, names, options = _parse(arguments, b"REMOVE")
+        _no_more(options)
+        if kind == "TOPIC":
+            _count(names, 1, "REMOVE TOPIC name")
+            topic = self._topic(names[0])
+            deleted = self._walk(topic, lambda seq, tag: True, drop_groups=tuple(topic.groups))
+            self.topics.forget_topic(topic)
+            return f"removed topic {topic.name}: {deleted} messages\n".encode()
+        _count(names, 2, "REMOVE GROUP topic group")
+        topic = self._topic(names[0])
+        if names[1] == DEFAULT_GROUP:
+            topic.default_from = None
+            self.topics.changed(topic)
+            deleted = self._walk(topic, self._releasable(topic, DEFAULT_GROUP_ID))
+        else:
+            group = self._group(topic, names[1])
+            del topic.groups[group.name]
+            deleted = self._walk(topic, self._releasable(topic, group.id),
+                                 drop_groups=(group.name,), removed=(group,))
+        return f"removed group {names[1]} of topic {topic.name}: {deleted} messages " \
+               "deleted\n".encode()
+
+    def _empty(self, arguments: list[bytes]) -> bytes:
+        kind, names, options = _parse(arguments, b"EMPTY")
+        _no_more(options)
+        if kind == "TOPIC":
+            _count(names, 1, "EMPTY TOPIC name")
+            topic = self._topic(names[0])
+            deleted = self._walk(topic, lambda seq, tag: True)
+            return f"emptied topic {topic.name}: {deleted} messages\n".encode()
+        _count(names, 2, "EMPTY GROUP topic group")
+        topic = self._topic(names[0])
+        group_id = (DEFAULT_GROUP_ID if names[1] == DEFAULT_GROUP
+                    else self._group(topic, names[1]).id)
+        done = self._mark_all_done(topic, group_id)
+        return f"emptied group {names[1]} of topic {topic.name}: {done} messages\n".encode()
+
+    # -- walks of a topic's log ----------------------------------------------------
+
+    def _releasable(self, topic: Topic, gone: int) -> Callable[[int, bytes], bool]:
+        """After ``gone`` left: a message no remaining holder still needs."""
+        def check(seq: int, tag: bytes) -> bool:
+            return all(self.topics.is_done(holder, seq) for holder in topic.holders(seq, tag)
+                       if holder != gone)
+        return check
+
+    def _walk(self, topic: Topic, delete: Callable[[int, bytes], bool],
+              drop_groups: tuple[str, ...] = (), removed: tuple[Group, ...] = ()) -> int:
+        """Delete the topic's messages ``delete`` picks, with their marks, in one batch."""
+        batch = self.store.begin()
+        holders_of = {group.id for group in (*topic.groups.values(), *removed)}
+        holders_of.add(DEFAULT_GROUP_ID)
+        deleted = []
+        for key, tag in self.store.iterate(keyspace.topic_log_prefix(topic.id)):
+            seq = keyspace.seq_at_end(key)
+            if not delete(seq, tag):
+                continue
+            value = self.store.get_own(seq)
+            if value is not None:
+                batch.delete_message(seq, len(value))
+                self.topics.count(topic, -1, -len(value))
+                self._out_of_backlogs(topic, seq, tag)
+            batch.delete(key)
+            for holder in holders_of:
+                batch.delete(keyspace.group_done_key(holder, seq))
+            deleted.append(seq)
+        for group in removed:
+            batch.delete(keyspace.group_key(topic.id, group.name.encode()))
+            batch.delete(keyspace.counts_key(group.id))
+            for mark, _ in self.store.iterate(keyspace.group_done_prefix(group.id),
+                                              values=False):
+                batch.delete(mark)
+        self.store.commit(batch)
+        self._let_go(topic, deleted, drop_groups)
+        return len(deleted)
+
+    def _out_of_backlogs(self, topic: Topic, seq: int, tag: bytes) -> None:
+        for group in topic.groups.values():
+            if group.holds(seq, tag) and not self.topics.is_done(group.id, seq):
+                self.topics.count_group(group, -1)
+
+    def _let_go(self, topic: Topic, deleted: list[int], drop_groups: tuple[str, ...]) -> None:
+        """Deleted messages and removed groups leave delivery."""
+        for seq in deleted:
+            self.forget(seq)
+            if self.consume is not None:
+                self.consume.forget(seq)
+        for name in drop_groups:
+            if self.consume is not None:
+                self.consume.drop_group(topic, name)
+
+    def _mark_all_done(self, topic: Topic, group_id: int) -> int:
+        batch = self.store.begin()
+        marked = 0
+        for key, tag in self.store.iterate(keyspace.topic_log_prefix(topic.id)):
+            seq = keyspace.seq_at_end(key)
+            if group_id in topic.holders(seq, tag) and not self.topics.is_done(group_id, seq):
+                value = self.store.get_own(seq)
+                if value is not None:
+                    self.topics.done(batch, seq, topic, tag, len(value), group_id)
+                    marked += 1
+        self.store.commit(batch)
+        self.forget_for(group_id)
+        return marked
+
+    def forget_for(self, group_id: int) -> None:
+        """The group's deliveries in memory are done with: let them go."""
+        if group_id == DEFAULT_GROUP_ID or self.consume is None:
+            return
+        found = self.consume.groups.get(group_id)
+        if found is not None:
+            for seq in [*found.state.inflight.entries(), *found.state.ready.entries()]:
+                found.state.forget(seq.seq)
+                found.release(seq.seq)
+
+    # -- names -----------------------------------------------------------------------
+
+    def _topic(self, name: str) -> Topic:
+        topic = self.topics.topics.get(name)
+        if topic is None:
+            known = ", ".join(sorted(self.topics.topics)) or "none yet"
+            raise ValueError(f"no topic {name[:60]!r} (topics: {known})")
+        return topic
+
+    @staticmethod
+    def _group(topic: Topic, name: str) -> Group:
+        group = topic.groups.get(name)
+        if group is None:
+            known = ", ".join(sorted(topic.groups)) or "none"
+            raise ValueError(f"no group {name[:60]!r} in topic {topic.name} (groups: {known})")
+        return group
+
+
+def _parse(arguments: list[bytes], verb: bytes) -> tuple[str, list[str], dict[str, str]]:
+    """(TOPIC or GROUP, names, name=value options)."""
+    words = [argument.decode(errors="replace") for argument in arguments]
+    if not words or words[0].upper() not in ("TOPIC", "GROUP"):
+        raise ValueError(f"{verb.decode()} TOPIC ... or {verb.decode()} GROUP ...")
+    names = [word for word in words[1:] if "=" not in word]
+    options = dict(word.split("=", 1) for word in words[1:] if "=" in word)
+    return words[0].upper(), names, options
+
+
+def _count(names: list[str], wanted: int, usage: str) -> None:
+    if len(names) != wanted:
+        raise ValueError(f"usage: {usage}")
+
+
+def _no_more(options: dict[str, str]) -> None:
+    if options:
+        raise ValueError(f"unknown option {sorted(options)[0]!r}")
+
+
+def _number(value: int | str) -> int:
+    if isinstance(value, int):
+        return value
+    if not value.isdigit():
+        raise ValueError(f"{value[:20]!r} is not a whole number")
+    return int(value)
+
+
+def _limits(topic: Topic) -> str:
+    return "".join(f" {name}={value}" for name, value in
+                   (("max_messages", topic.max_messages), ("max_bytes", topic.max_bytes))
+                   if value)

@@ -1,0 +1,47 @@
+"""Figures per topic and per consumer group for STATS, from what is kept as work
+happens: the topic's counters, each group's delivery state and counters."""
+
+from __future__ import annotations
+
+from pzq.node.consume import ConsumeEndpoint, GroupDelivery
+from pzq.node.state import NodeState
+from pzq.store.topics import Group
+
+GROUP_COUNTERS = ("delivered", "redelivered", "acked", "late_acks", "nacked", "expired",
+                  "evicted", "dead_lettered", "unknown_acks")
+
+
+def topic_figures(node: NodeState, consume: ConsumeEndpoint | None,
+                  now_us: int) -> dict[str, object]:
+    topics: dict[str, object] = {}
+    for topic in node.topics.topics.values():
+        deliveries = consume.groups if consume is not None else {}
+        topics[topic.name] = {
+            "messages": max(0, topic.messages),
+            "bytes": max(0, topic.stored_bytes),
+            "default_group": topic.default_from is not None,
+            "groups": {group.name: group_figures(group, deliveries.get(group.id), now_us)
+                       for group in topic.groups.values()},
+        }
+    return topics
+
+
+def group_figures(group: Group, deliveries: GroupDelivery | None,
+                  now_us: int) -> dict[str, object]:
+    figures: dict[str, object] = {"filter": group.filter, "start_seq": group.start_seq,
+                                  "backlog": max(0, group.backlog)}
+    if deliveries is None:
+        return figures
+    state = deliveries.state
+    oldest = state.inflight.oldest()
+    counters = deliveries.counters.as_dict()
+    figures.update({
+        "inflight": len(state.inflight),
+        "ready": len(state.ready),
+        "consumers": len(deliveries.consumers),
+        "credits": deliveries.room(),
+        "oldest_unacked_seconds": (round((now_us - oldest.sent_us) / 1e6, 3)
+                                   if oldest is not None else 0),
+        **{name: counters[name] for name in GROUP_COUNTERS},
+    })
+    return figures

@@ -1,0 +1,184 @@
+"""The consume endpoint's frames (--consume-dsn), as pure functions (README: "Consumer
+groups"). Every message starts with a verb frame, in both directions.
+
+Consumer (DEALER) to node::
+
+    CONSUME | topic | group | window | option...     option: FILTER:tag, FILTER:prefix*,
+                                                      START:earliest|latest|<µs since epoch>
+    ACK | key | key...        done with these deliveries
+    NACK | key | key...       give them back, to be delivered again
+    HEARTBEAT
+    BYE                       going away: give back what is unacked, at once
+
+Node to consumer::
+
+    CONSUMING | topic | group | window | heartbeat ms
+    DELIVER | topic | group | key | sent µs | ack timeout µs | (empty) | part 1 | ... | part N
+        (with --delivery-headers: DELIVERY:n and the producer's headers before the empty frame)
+    HEARTBEAT
+    ERROR | what was wrong
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pzq.errors import DecodeError
+from pzq.protocol.frames import parse_headers
+
+CONSUME = b"CONSUME"
+ACK = b"ACK"
+NACK = b"NACK"
+HEARTBEAT = b"HEARTBEAT"
+BYE = b"BYE"
+CONSUMING = b"CONSUMING"
+DELIVER = b"DELIVER"
+ERROR = b"ERROR"
+REQUESTS = (CONSUME, ACK, NACK, HEARTBEAT, BYE)
+MAX_WINDOW = 100_000
+MAX_KEYS = 10_000  # keys in one ACK or NACK
+START_WORDS = ("earliest", "latest")
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    topic: str
+    group: str
+    window: int
+    filter: str = ""  # "": every tag; "x*": tags starting with x; else that tag
+    start: str | int = "earliest"  # or "latest", or µs since the epoch
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    verb: bytes
+    subscribe: Subscribe | None = None  # CONSUME
+    keys: tuple[bytes, ...] = ()  # ACK, NACK
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMessage:
+    """What a consumer's DEALER receives."""
+
+    verb: bytes
+    topic: str = ""
+    group: str = ""
+    key: bytes = b""
+    sent_us: int = 0
+    ack_timeout_us: int = 0
+    headers: dict[str, str] | None = None
+    parts: tuple[bytes, ...] = ()
+    window: int = 0
+    heartbeat_ms: int = 0
+    error: str = ""
+
+
+# -- consumer to node ----------------------------------------------------------
+
+def decode_request(frames: list[bytes]) -> Request:
+    """A request after the ROUTER's routing id; DecodeError says what is wrong."""
+    if not frames:
+        raise DecodeError("empty request; send CONSUME, ACK, NACK, HEARTBEAT or BYE")
+    verb, rest = frames[0], frames[1:]
+    if verb == CONSUME:
+        return Request(verb, subscribe=_decode_subscribe(rest))
+    if verb in (ACK, NACK):
+        return Request(verb, keys=_decode_keys(verb, rest))
+    if verb in (HEARTBEAT, BYE):
+        if rest:
+            raise DecodeError(f"{verb.decode()} takes no frames after it, got {len(rest)}")
+        return Request(verb)
+    shown = verb[:40].decode(errors="replace")
+    raise DecodeError(f"unknown request {shown!r}; send CONSUME, ACK, NACK, HEARTBEAT or BYE")
+
+
+def _decode_subscribe(frames: list[bytes]) -> Subscribe:
+    if len(frames) < 3:
+        raise DecodeError(f"CONSUME needs topic, group and window frames, got {len(frames)}")
+    topic, group, window_text = (frame.decode(errors="replace") for frame in frames[:3])
+    if not window_text.isdigit() or not 1 <= int(window_text) <= MAX_WINDOW:
+        raise DecodeError(f"CONSUME window {window_text[:20]!r} is not a number from 1 to "
+                          f"{MAX_WINDOW}")
+    options: dict[str, str | int] = {}
+    for frame in frames[3:]:
+        name, sep, value = frame.decode(errors="replace").partition(":")
+        if not sep or name.upper() not in ("FILTER", "START"):
+            raise DecodeError(f"CONSUME option {frame[:40]!r} is not FILTER:value or "
+                              "START:earliest|latest|<µs since the epoch>")
+        options[name.lower()] = decode_start(value) if name.upper() == "START" else value
+    return Subscribe(topic, group, int(window_text), **options)  # type: ignore[arg-type]
+
+
+def decode_start(value: str) -> str | int:
+    if value in START_WORDS:
+        return value
+    if value.isdigit():
+        return int(value)
+    raise DecodeError(f"START:{value[:40]} is not earliest, latest or µs since the epoch")
+
+
+def _decode_keys(verb: bytes, frames: list[bytes]) -> tuple[bytes, ...]:
+    if not frames:
+        raise DecodeError(f"{verb.decode()} needs at least one key frame")
+    if len(frames) > MAX_KEYS:
+        raise DecodeError(f"{verb.decode()} has {len(frames)} keys, at most {MAX_KEYS}")
+    return tuple(frames)
+
+
+def encode_consume(subscribe: Subscribe) -> list[bytes]:
+    frames = [CONSUME, subscribe.topic.encode(), subscribe.group.encode(),
+              b"%d" % subscribe.window]
+    if subscribe.filter:
+        frames.append(b"FILTER:" + subscribe.filter.encode())
+    frames.append(b"START:%s" % str(subscribe.start).encode())
+    return frames
+
+
+def encode_answer(ok: bool, keys: list[bytes] | tuple[bytes, ...]) -> list[bytes]:
+    return [ACK if ok else NACK, *keys]
+
+
+# -- node to consumer ------------------------------------------------------------
+
+def encode_deliver(routing_id: bytes, topic: bytes, group: bytes,
+                   delivery: list[bytes]) -> list[bytes]:
+    """A delivery in --send-dsn's layout, after the verb, topic and group."""
+    return [routing_id, DELIVER, topic, group, *delivery]
+
+
+def encode_consuming(routing_id: bytes, subscribe: Subscribe, heartbeat_ms: int) -> list[bytes]:
+    return [routing_id, CONSUMING, subscribe.topic.encode(), subscribe.group.encode(),
+            b"%d" % subscribe.window, b"%d" % heartbeat_ms]
+
+
+def encode_error(routing_id: bytes, text: str) -> list[bytes]:
+    return [routing_id, ERROR, text.encode()]
+
+
+def decode_node_message(frames: list[bytes]) -> NodeMessage:
+    """What a consumer's DEALER receives; DecodeError for anything else."""
+    verb = frames[0] if frames else b""
+    if verb == DELIVER:
+        return _decode_deliver(frames)
+    if verb == HEARTBEAT:
+        return NodeMessage(verb)
+    if verb == ERROR and len(frames) == 2:
+        return NodeMessage(verb, error=frames[1].decode(errors="replace"))
+    if verb == CONSUMING and len(frames) == 5 and frames[3].isdigit() and frames[4].isdigit():
+        return NodeMessage(verb, frames[1].decode(), frames[2].decode(),
+                           window=int(frames[3]), heartbeat_ms=int(frames[4]))
+    raise DecodeError(f"unexpected message from the node: {frames[:2]!r}")
+
+
+def _decode_deliver(frames: list[bytes]) -> NodeMessage:
+    if len(frames) < 8:
+        raise DecodeError(f"DELIVER has {len(frames)} frames, expected at least 8")
+    # the empty frame is at 6, or after header frames with --delivery-headers
+    try:
+        delimiter = frames.index(b"", 6)
+        sent_us, ack_timeout_us = int(frames[4]), int(frames[5])
+    except ValueError:
+        raise DecodeError("DELIVER has no empty frame or a time that is not decimal") from None
+    return NodeMessage(DELIVER, frames[1].decode(), frames[2].decode(), frames[3], sent_us,
+                       ack_timeout_us, parse_headers(frames[6:delimiter]),
+                       tuple(frames[delimiter + 1:]))

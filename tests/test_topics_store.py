@@ -1,0 +1,96 @@
+"""Topics and groups over a real store, in process: who holds what, marks, deletion,
+counts and floors across a reopen."""
+
+from __future__ import annotations
+
+from pzq.counters import Counters
+from pzq.delivery.groups import DefaultArea, GroupArea
+from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.store import keyspace, record
+from pzq.store.store import Store
+from pzq.store.topics import DEFAULT_GROUP_ID, Topics, filter_takes, topic_and_tag
+
+SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
+
+
+def open_node(path):
+    store = Store.open(path)
+    topics = Topics(store, "default")
+    store.register(topics)
+    return store, topics
+
+
+def store_messages(store, topics, bodies, topic="orders", tag=b""):
+    batch = store.begin()
+    for body in bodies:
+        value = record.encode(b"id", (b"TOPIC:" + topic.encode(), b"TAG:" + tag), (body,), 1)
+        seq = batch.add_message(value)
+        topics.stored(batch, seq, topics.topic(topic, 1), tag, len(value))
+    store.commit(batch)
+
+
+def state_for(store, area):
+    state = DeliveryState(area, SETTINGS, Counters())
+    store.register(state)
+    return state
+
+
+def deliver_all(state):
+    keys = []
+    state.deliver(lambda frames: keys.append(frames[0]) or True, 10, 1000)
+    return [keyspace.parse_message_key(key)[1] for key in keys]
+
+
+def ack(store, state, seqs):
+    batch = store.begin()
+    for seq in seqs:
+        assert state.ack(batch, seq) is not None
+    store.commit(batch)
+
+
+def test_headers_name_topic_and_tag():
+    assert topic_and_tag([b"TOPIC:orders", b"TAG:eu"], "default") == ("orders", b"eu")
+    assert topic_and_tag([b"X:y"], "default") == ("default", b"")
+    assert filter_takes("eu-*", b"eu-west") and not filter_takes("eu-*", b"us")
+    assert filter_takes("us", b"us") and not filter_takes("us", b"us-east")
+    assert filter_takes("", b"anything")
+
+
+def test_a_message_goes_when_the_last_holder_is_done(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    group = topics.add_group(topics.topic("orders", 0), "audit", 0, "", 0)
+    store_messages(store, topics, [b"a", b"b"])
+    default = state_for(store, DefaultArea(store, topics))
+    audit = state_for(store, GroupArea(store, topics, group))
+    seqs = deliver_all(default)
+    assert deliver_all(audit) == seqs
+    ack(store, default, seqs)
+    assert store.messages == 2 and topics.is_done(DEFAULT_GROUP_ID, seqs[0])
+    ack(store, audit, seqs[:1])
+    assert store.messages == 1 and topics.topics["orders"].messages == 1
+    assert store.get(keyspace.group_done_key(DEFAULT_GROUP_ID, seqs[0])) is None
+    assert store.get(keyspace.topic_log_key(topics.topics["orders"].id, seqs[0])) is None
+    assert group.backlog == 1
+    store.close()
+
+
+def test_filtered_out_counts_as_done_and_floors_survive_a_reopen(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    group = topics.add_group(topics.topic("orders", 0), "eu", 0, "eu*", 0)
+    store_messages(store, topics, [b"us1"], tag=b"us")
+    store_messages(store, topics, [b"eu1", b"eu2"], tag=b"eu")
+    audit = state_for(store, GroupArea(store, topics, group))
+    seqs = deliver_all(audit)
+    assert len(seqs) == 2 and group.backlog == 2
+    ack(store, audit, seqs[:1])
+    topics.raise_floor(group, audit.lowest_open())
+    store_messages(store, topics, [b"eu3"], tag=b"eu")  # a batch writes the floor
+    assert group.floor == seqs[1]
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    group = topics.topics["orders"].groups["eu"]
+    assert (group.floor, group.backlog) == (seqs[1], 2)
+    assert topics.topics["orders"].messages == 4
+    again = state_for(store, GroupArea(store, topics, group))
+    assert len(deliver_all(again)) == 2  # eu2 (unacked) and eu3, not us1 nor eu1
+    store.close()

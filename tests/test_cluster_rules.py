@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from cluster_sim import TIMEOUT_NODES_US, TIMEOUT_REPLICATION_US, SimNetwork
 
+from pzq.protocol import cluster as cw
 from pzq.protocol.cluster import DefaultReads
 from pzq.store import keyspace
 from pzq.store.replicas import ReplicaStore
@@ -261,3 +262,13 @@ def test_a_holder_told_nothing_delivers_every_copy_as_before(three):
     now = T0 + AFTER_TIMEOUT
     three.step(now, heartbeat=True)
     assert len(first.deliver(2) + second.deliver(2)) == 1
+
+
+def test_a_node_may_describe_only_its_own_topics(three):
+    origin, first, second = three.nodes
+    forged = cw.encode_topics(second.node_id, DefaultReads("default", {"orders": None}))
+    batch = origin.store.begin()  # first speaks for second
+    origin.core.receive_request(first.endpoint.encode(), forged, batch, origin.own, T0)
+    origin.store.commit(batch)
+    assert origin.core.rejected == 1
+    assert origin.core.replicas.default_reads[second.node_id] == DefaultReads("default")

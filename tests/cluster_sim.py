@@ -47,12 +47,13 @@ class SimNode:
     def node_id(self) -> bytes:
         return self.store.node_id
 
-    def produce(self, bodies: Iterable[bytes], now: float) -> list[int]:
+    def produce(self, bodies: Iterable[bytes], now: float,
+                headers: tuple[bytes, ...] = ()) -> list[int]:
         """Store messages as one written batch and replicate them, as the node does."""
         batch = self.store.begin()
         stored = []
         for body in bodies:
-            value = record.encode(body, (), (body,), 1)
+            value = record.encode(body, headers, (body,), 1)
             stored.append((b"producer", body, batch.add_message(value), value))
         self.store.commit(batch)
         if self.core.settings.replicas:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import pytest
 from cluster_sim import TIMEOUT_NODES_US, TIMEOUT_REPLICATION_US, SimNetwork
 
+from pzq.protocol import cluster as cw
+from pzq.protocol.cluster import DefaultReads
 from pzq.store import keyspace
+from pzq.store.replicas import ReplicaStore
 
 pytestmark = pytest.mark.timeout(20)
 T0 = 1000.0
@@ -221,3 +224,51 @@ def test_a_returning_origin_leaves_alone_what_a_survivor_has_out(tmp_path):
     assert [keyspace.parse_message_key(key)[1] for key in origin.deliver(4)] == [
         keyspace.parse_message_key(out[1])[1]]
     network.close()
+
+
+# -- a takeover serves default only what default reads ----------------------------------
+
+def test_a_takeover_delivers_to_default_only_the_topics_it_reads(three):
+    origin, first, second = three.nodes
+    reads = DefaultReads("default", {"audit": None, "late": 5})
+    origin.core.own_reads = lambda: reads  # as after REMOVE GROUP audit default
+    origin.produce([b"o1", b"o2"], T0)  # seqs 0, 1: the default topic
+    origin.produce([b"a1", b"a2"], T0, headers=(b"TOPIC:audit",))  # 2, 3: never default's
+    origin.produce([b"l1", b"l2"], T0, headers=(b"TOPIC:late",))  # 4, 5: default's from 5
+    three.step(T0)
+    for holder in (first, second):
+        assert holder.core.replicas.default_reads[origin.node_id] == reads
+        assert ReplicaStore(holder.store).default_reads[origin.node_id] == reads  # stored
+    origin.up = False
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    delivered = {node.endpoint: node.deliver(2) for node in (first, second)}
+    keys = sorted(key for sent in delivered.values() for key in sent)
+    assert keys == [keyspace.message_key(origin.node_id, seq) for seq in (0, 1, 5)]
+    for endpoint, sent in delivered.items():
+        for key in sent:
+            assert three.by_endpoint[endpoint].ack(key, now)
+    three.step(now)
+    for holder in (first, second):  # the rest stays for the origin's named groups
+        assert copies(holder, origin) == 3
+        assert holder.deliver(3) == []
+
+
+def test_a_holder_told_nothing_delivers_every_copy_as_before(three):
+    origin, first, second = three.nodes
+    origin.produce([b"a1"], T0, headers=(b"TOPIC:audit",))
+    three.step(T0)
+    origin.up = False
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    assert len(first.deliver(2) + second.deliver(2)) == 1
+
+
+def test_a_node_may_describe_only_its_own_topics(three):
+    origin, first, second = three.nodes
+    forged = cw.encode_topics(second.node_id, DefaultReads("default", {"orders": None}))
+    batch = origin.store.begin()  # first speaks for second
+    origin.core.receive_request(first.endpoint.encode(), forged, batch, origin.own, T0)
+    origin.store.commit(batch)
+    assert origin.core.rejected == 1
+    assert origin.core.replicas.default_reads[second.node_id] == DefaultReads("default")

@@ -25,6 +25,17 @@ def test_cluster_frames_round_trip():
     assert cw.decode_remove(cw.encode_remove(NODE, 12, [3, 4])) == (NODE, 12, [3, 4])
     assert cw.decode_removed(cw.encode_removed(12)) == 12
     assert cw.decode_applied(cw.encode_applied([])) == []
+    reads = cw.DefaultReads("main", {"audit": None, "orders": 7})
+    assert cw.decode_topics(cw.encode_topics(NODE, reads)) == (NODE, reads)
+    assert cw.decode_topics([cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                             b' "later": 1}']) == (NODE, cw.DefaultReads("d"))  # ignored
+
+
+def test_what_default_reads_of_a_nodes_topics():
+    reads = cw.DefaultReads("main", {"audit": None, "orders": 7})
+    assert reads.reads("main", 0) and reads.reads("clicks", 0)
+    assert not reads.reads("audit", 100)
+    assert not reads.reads("orders", 6) and reads.reads("orders", 7)
 
 
 @pytest.mark.parametrize("decode, frames", [
@@ -41,6 +52,14 @@ def test_cluster_frames_round_trip():
     (cw.decode_remove, [cw.REMOVE, NODE, b"\x00" * 3, b""]),
     (cw.decode_removed, [cw.REMOVED]),
     (cw.decode_applied, [cw.APPLIED, b"\x00" * 9]),
+    (cw.decode_topics, [cw.TOPICS, NODE]),
+    (cw.decode_topics, [cw.TOPICS, NODE, b"not json"]),
+    (cw.decode_topics, [cw.TOPICS, NODE, b"[]"]),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_from": {}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {"a": -1}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {"a": "1"}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {"a": true}}']),
+    (cw.decode_topics, [cw.TOPICS, b"NOTHEX!!", b'{"default_topic": "d", "default_from": {}}']),
 ])
 def test_cluster_frame_garbage(decode, frames):
     with pytest.raises(DecodeError):

@@ -65,3 +65,50 @@ def test_takeover_with_two_groups(start_node, context, closing, tmp_path):
     origin.wait_stats(lambda s: s["messages"] == 0, message="deleted once all are done")
     with Consumer(origin.send_dsn, context=context) as plain:
         assert plain.receive(0.5) is None  # acked on the survivors: not delivered again
+
+
+def take_from_all(consumers: list[Consumer], count: int) -> list[bytes]:
+    """ACK what the consumers get until ``count`` messages came."""
+    taken: list[bytes] = []
+
+    def enough() -> bool:
+        for consumer in consumers:
+            message = consumer.receive(0.01)
+            if message is not None:
+                taken.append(message.parts[0])
+                message.ack()
+        return len(taken) >= count
+
+    wait_until(enough, 30, interval=0, message=f"{count} messages from the survivors")
+    return taken
+
+
+def test_takeover_leaves_topics_default_does_not_read_to_their_groups(
+        start_node, context, closing, tmp_path):
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 3))
+    origin = nodes[0]
+    for command in ("DECLARE TOPIC audit", "DECLARE GROUP audit g1",
+                    "REMOVE GROUP audit default"):
+        assert not request_monitor(origin.monitor_dsn, command, 10).startswith(b"ERROR")
+    plain = [b"plain %02d" % n for n in range(20)]
+    audit = [b"audit %02d" % n for n in range(20)]
+    with Producer(origin.receive_dsn, window=50, context=context) as producer:
+        for body in plain:
+            producer.send([body])
+        for body in audit:
+            producer.send([body], topic="audit")
+        assert all(ack.ok and not ack.replication_failed for ack in producer.flush(30))
+    origin.kill()
+    consumers = [closing.enter_context(Consumer(node.send_dsn, context=context))
+                 for node in nodes[1:]]
+    taken = take_from_all(consumers, len(plain))
+    for node in nodes[1:]:  # the audit copies stay, held for g1, not sent to --send-dsn
+        node.wait_stats(lambda s: s["replicas_held"] == len(audit), message="audit copies")
+    for consumer in consumers:
+        assert consumer.receive(0.5) is None
+    assert sorted(taken) == plain
+    origin.restart()
+    with GroupConsumer(origin.consume_dsn, "audit", "g1", context=context) as g1:
+        assert drain(g1, 20) == audit
+    for node in nodes[1:]:
+        node.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")

@@ -94,3 +94,17 @@ def test_filtered_out_counts_as_done_and_floors_survive_a_reopen(tmp_path):
     again = state_for(store, GroupArea(store, topics, group))
     assert len(deliver_all(again)) == 2  # eu2 (unacked) and eu3, not us1 nor eu1
     store.close()
+
+
+def test_a_changed_topic_is_written_even_by_a_batch_with_nothing_else(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a"], topic="audit")
+    audit = topics.topics["audit"]
+    audit.default_from = None  # REMOVE GROUP audit default, between two wakes
+    topics.changed(audit)
+    store.commit(store.begin())  # the next wake has nothing else to write
+    store.commit(store.begin())
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    assert topics.topics["audit"].default_from is None
+    store.close()

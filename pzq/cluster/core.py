@@ -6,6 +6,9 @@ broadcasts REMOVE when a message is acked, holds other nodes' copies without
 delivering them, and takes over the delivery of a down node's messages (see
 ``pzq.cluster.takeover``). An ACK of a taken-over message leaves a tombstone; a
 returning origin collects the tombstones (in PONG) before it delivers anything.
+Each node tells its peers what the group ``default`` reads of its topics (TOPICS,
+before the copies it concerns and again with the heartbeats), so that a takeover
+delivers to --send-dsn only the copies ``default`` holds.
 
 ``pzq.cluster.links`` moves the frames: what this class wants sent waits in
 ``outgoing``; confirmations of copies written here wait for the batch that holds
@@ -15,6 +18,7 @@ them (``written``). Producer ACKs come back as return values, never callbacks.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pzq.cluster.peers import PeerTable
@@ -84,6 +88,10 @@ class ClusterCore(Participant):
         # Own messages a peer still has out with its consumers (from its PONG).
         self._held: dict[str, set[int]] = {}
         self._senders: dict[bytes, tuple[str, bytes]] = {}  # routing id -> endpoint, node
+        # What ``default`` reads of our own topics (set by the node), and what each
+        # peer was last told of it.
+        self.own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads
+        self._reads_sent: dict[str, cw.DefaultReads] = {}
 
     def take_outgoing(self) -> list[Send]:
         outgoing, self.outgoing = self.outgoing, []
@@ -97,11 +105,23 @@ class ClusterCore(Participant):
                                                                  self.settings.broadcast_dsn)))
         for peer in self.peers.refresh(now):
             self._synced.discard(peer.endpoint)
+            self._reads_sent.pop(peer.endpoint, None)
             self._held.pop(peer.endpoint, None)  # a down peer's consumers cannot ack it
             log.warning("peer_down", endpoint=peer.endpoint,
                         node_id=(peer.node_id or b"?").decode())
         self.takeovers.update(now)
         self.flush_removes(now)
+        reads = self.own_reads()
+        for peer in self.peers.reachable_peers():
+            # Again while it says something: a TOPICS frame lost on a full pipe is
+            # not answered, so it is repeated rather than confirmed.
+            self._tell_reads(peer.endpoint, reads, again=bool(reads.default_from))
+
+    def _tell_reads(self, endpoint: str, reads: cw.DefaultReads, again: bool = False) -> None:
+        """Tell a peer what ``default`` reads of our topics, if it does not know yet."""
+        if again or self._reads_sent.get(endpoint) != reads:
+            self._reads_sent[endpoint] = reads
+            self.outgoing.append(ToPeer(endpoint, cw.encode_topics(self.node_id, reads)))
 
     def _heard(self, endpoint: str, node_id: bytes, now: float,
                answer: bool = False) -> None:
@@ -114,6 +134,8 @@ class ClusterCore(Participant):
             self.takeovers.update(now)
         if answer and not reachable:
             self.removes.forget_sends(endpoint)
+            self._reads_sent.pop(endpoint, None)
+            self._tell_reads(endpoint, self.own_reads())
             self._send_removes(endpoint, now)
 
     def own_delivery_allowed(self, now: float) -> bool:
@@ -136,7 +158,9 @@ class ClusterCore(Participant):
         batch_ids = self.tracker.track([(rid, mid) for rid, mid, _, _ in stored],
                                        [peer.endpoint for peer in chosen], now)
         messages = [(seq, value) for _, _, seq, value in stored]
+        reads = self.own_reads()
         for endpoint, batch_id in batch_ids.items():
+            self._tell_reads(endpoint, reads)  # before the copies it concerns
             self.outgoing.append(ToPeer(endpoint, cw.encode_replicate(
                 self.node_id, batch_id, holders, messages)))
 
@@ -221,6 +245,11 @@ class ClusterCore(Participant):
             self._after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
         elif command == cw.APPLIED:
             self.replicas.drop_tombstones(batch, sender_node, cw.decode_applied(frames))
+        elif command == cw.TOPICS:
+            origin, reads = cw.decode_topics(frames)
+            if origin != sender_node:
+                raise DecodeError("a node may only describe its own topics")
+            self.replicas.describe_topics(batch, origin, reads)
         else:
             raise DecodeError(f"unknown cluster command {command[:20]!r}")
 

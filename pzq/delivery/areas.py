@@ -51,7 +51,9 @@ class OwnArea:
 
 
 class TakeoverArea:
-    """Replicas of a down node that this node is first in line to deliver."""
+    """Replicas of a down node that this node is first in line to deliver, to the
+    group ``default``: a copy of a topic ``default`` does not read stays held for the
+    origin's named groups, not delivered to --send-dsn."""
 
     def __init__(self, replicas: ReplicaStore, origin: bytes,
                  is_mine: Callable[[tuple[bytes, ...]], bool]) -> None:
@@ -64,11 +66,16 @@ class TakeoverArea:
 
     def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
         return [(seq, value) for seq, holders, value
-                in self.replicas.read(self.node_id, start_seq, limit, self.is_mine)]
+                in self.replicas.read(self.node_id, start_seq, limit, self._serves)]
+
+    def _serves(self, seq: int, holders: tuple[bytes, ...], value: bytes) -> bool:
+        return self.is_mine(holders) and self.replicas.default_holds(self.node_id, seq, value)
 
     def get(self, seq: int) -> bytes | None:
         found = self.replicas.get(self.node_id, seq)
-        return None if found is None else found[1]
+        if found is None or not self.replicas.default_holds(self.node_id, seq, found[1]):
+            return None
+        return found[1]
 
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         self.replicas.remove(batch, self.node_id, seq, tombstone=True)

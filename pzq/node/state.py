@@ -42,6 +42,7 @@ class NodeState:
                         if cluster is not None else None)
         if self.cluster is not None:
             self.delivery.held_elsewhere = self.cluster.held_elsewhere
+            self.cluster.own_reads = self.topics.default_reads
         archive = config.archive
         self.archiving = Archiving(ArchiveTier(archive)) if archive is not None else None
         for participant in (self.delivery, self.cluster, self.archiving):

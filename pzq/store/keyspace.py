@@ -6,6 +6,8 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     m <seq:8>            this node's own messages
     r <node:8> <seq:8>   replicas held for another node (cluster)
     t <node:8> <seq:8>   tombstones: another node's messages acked here while it was down
+    s <node:8>           what the group default reads of another node's topics (JSON, as
+                         that node sent it in TOPICS; cluster)
     d <seq:8>            dead letters
     o <id:8>             removes owed to a peer until it confirms them (cluster)
     M <name>             metadata: node id, sequence high-water mark, counters
@@ -36,6 +38,7 @@ from pzq.errors import DecodeError
 OWN_PREFIX = b"m"
 REPLICA_PREFIX = b"r"
 TOMBSTONE_PREFIX = b"t"
+READS_PREFIX = b"s"
 DEAD_PREFIX = b"d"
 OWED_PREFIX = b"o"
 META_PREFIX = b"M"
@@ -88,6 +91,10 @@ def tombstone_prefix(origin: bytes) -> bytes:
 
 def tombstone_key(origin: bytes, seq: int) -> bytes:
     return TOMBSTONE_PREFIX + origin + SEQ.pack(seq)
+
+
+def reads_key(origin: bytes) -> bytes:
+    return READS_PREFIX + origin
 
 
 def owed_key(remove_id: int) -> bytes:

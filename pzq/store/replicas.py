@@ -4,6 +4,10 @@ A replica's value is the list of its holders (node ids, in the origin's order)
 followed by the origin's stored record. The holder order is the takeover rule
 every node applies alone: the first live holder delivers while the origin is down.
 
+What the group ``default`` reads of each origin's topics (``DefaultReads``, sent by
+the origin in TOPICS) is kept too, so a takeover delivers to --send-dsn only the
+copies ``default`` holds, also after this node restarts while the origin is down.
+
 Counts per origin are kept in memory (counted once at start) and change only when
 a batch that changed them has been written (the replica store is a batch participant).
 """
@@ -14,8 +18,10 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 
 from pzq.errors import DecodeError
-from pzq.store import keyspace
+from pzq.protocol.cluster import DefaultReads, decode_default_reads
+from pzq.store import keyspace, record
 from pzq.store.store import Batch, Participant, Store
+from pzq.store.topics import topic_and_tag
 
 Holders = tuple[bytes, ...]
 REMEMBERED_REMOVES = 100_000  # removes of copies not held yet, kept in case one comes
@@ -63,6 +69,7 @@ class ReplicaStore(Participant):
         self._tomb_delta: defaultdict[bytes, int] = defaultdict(int)
         # Removes that named a copy not (yet) here: a late REPLICATE of it is dropped.
         self._removed_early: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+        self.default_reads: dict[bytes, DefaultReads] = {}
         self._load()
 
     def _load(self) -> None:
@@ -73,6 +80,11 @@ class ReplicaStore(Participant):
             self._next_seq[origin] = max(self._next_seq[origin], seq + 1)
         for store_key, _ in self.store.iterate(keyspace.TOMBSTONE_PREFIX, values=False):
             self.tombstones[keyspace.split_node_key(store_key)[0]] += 1
+        for store_key, value in self.store.iterate(keyspace.READS_PREFIX):
+            try:
+                self.default_reads[store_key[1:]] = decode_default_reads(value)
+            except DecodeError:
+                pass  # unreadable: default reads everything until the origin says again
 
     def holds(self, origin: bytes, seq: int) -> bool:
         pending = self._copies.get((origin, seq))
@@ -116,6 +128,23 @@ class ReplicaStore(Participant):
             self._tomb_delta[origin] += 1
         return True
 
+    def describe_topics(self, batch: Batch, origin: bytes, reads: DefaultReads) -> None:
+        """The origin said what ``default`` reads of its topics: kept from now on."""
+        if self.default_reads.get(origin) != reads:
+            self.default_reads[origin] = reads
+            batch.put(keyspace.reads_key(origin), reads.encode())
+
+    def default_holds(self, origin: bytes, seq: int, record_value: bytes) -> bool:
+        """Whether the group ``default`` holds this copy (its topic is read by it)."""
+        reads = self.default_reads.get(origin)
+        if reads is None or not reads.default_from:
+            return True
+        try:
+            topic, _ = topic_and_tag(record.headers_of(record_value), reads.default_topic)
+        except (DecodeError, ValueError):
+            return True  # a copy that cannot say its topic is delivered, not left behind
+        return reads.reads(topic, seq)
+
     def drop_tombstones(self, batch: Batch, origin: bytes, seqs: Iterable[int]) -> None:
         for seq in seqs:
             if self._has_tombstone(origin, seq):
@@ -148,14 +177,15 @@ class ReplicaStore(Participant):
         return None if value is None else split_value(value)
 
     def read(self, origin: bytes, start_seq: int, limit: int,
-             wanted: Callable[[Holders], bool]) -> list[tuple[int, Holders, bytes]]:
+             wanted: Callable[[int, Holders, bytes], bool]) -> list[tuple[int, Holders, bytes]]:
         """Up to ``limit`` replicas of ``origin`` from ``start_seq`` that ``wanted`` accepts."""
         found = []
         for store_key, value in self.store.iterate(keyspace.replica_prefix(origin),
                                                    keyspace.replica_key(origin, start_seq)):
             holders, record_value = split_value(value)
-            if wanted(holders):
-                found.append((keyspace.split_node_key(store_key)[1], holders, record_value))
+            seq = keyspace.split_node_key(store_key)[1]
+            if wanted(seq, holders, record_value):
+                found.append((seq, holders, record_value))
                 if len(found) >= limit:
                     break
         return found

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pzq.archive.entry import validate_topic
+from pzq.protocol.cluster import DefaultReads
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Participant, Store
 
@@ -241,6 +242,14 @@ class Topics(Participant):
         self._write_now(keyspace.group_key(topic.id, name.encode()), group.encode())
         return group
 
+    def default_reads(self) -> DefaultReads:
+        """What ``default`` reads of these topics, for the peers holding copies."""
+        if not self.default_restricted:
+            return DefaultReads(self.default_topic)
+        return DefaultReads(self.default_topic, {
+            topic.name: topic.default_from for topic in self.topics.values()
+            if topic.default_from != 0})
+
     def has_groups(self) -> bool:
         return any(topic.groups for topic in self.topics.values())
 
@@ -352,7 +361,15 @@ class Topics(Participant):
     # -- batches -----------------------------------------------------------------
 
     def prepare(self, batch: Batch) -> None:
+        """Registry entries changed since the last written batch go into this one at
+        once: a batch with nothing else in it is not written, and would drop them."""
         self._batch = batch
+        for topic in self._dirty:
+            batch.put(keyspace.topic_key(topic.name.encode()), topic.encode())
+        for group in self._dirty_groups:
+            if group.topic.groups.get(group.name) is group:
+                batch.put(keyspace.group_key(group.topic.id, group.name.encode()),
+                          group.encode())
 
     def before_write(self) -> None:
         """Counters and registry entries go with the batch that changed them."""

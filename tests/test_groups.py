@@ -110,6 +110,37 @@ def test_credits_never_exceeded(group_node, context):
         assert consumer.receive(0.3) is None
 
 
+def test_consumer_with_topic_and_group_speaks_the_consume_protocol(group_node, context):
+    produce(group_node, context, [b"m%d" % n for n in range(5)])
+    with Consumer(group_node.consume_dsn, topic="orders", group="billing", window=2,
+                  filter="", start="earliest", context=context) as consumer:
+        assert isinstance(consumer, GroupConsumer)
+        held = [consumer.receive(5) for _ in range(2)]
+        assert [message.parts[0] for message in held] == [b"m0", b"m1"]
+        assert consumer.receive(0.5) is None  # window 2: no third while two are unacked
+        figures = topic_figures(group_node)["groups"]["billing"]
+        assert (figures["inflight"], figures["consumers"]) == (2, 1)
+        for message in held:
+            message.ack()
+        assert drain(consumer, 3) == [b"m2", b"m3", b"m4"]
+    group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"] == 5)
+    # without topic and group it is the original consumer on --send-dsn, as before
+    with Consumer(group_node.send_dsn, context=context) as plain:
+        assert type(plain) is Consumer
+        assert sorted(drain(plain, 5)) == [b"m%d" % n for n in range(5)]
+
+
+def test_consumer_group_options_are_checked(group_node, context):
+    with pytest.raises(TypeError, match="both topic= and group="):
+        Consumer(group_node.consume_dsn, topic="orders", context=context)
+    with pytest.raises(TypeError, match="both topic= and group="):
+        Consumer(group_node.send_dsn, window=5, context=context)
+    with pytest.raises(TypeError, match="window="):
+        Consumer(group_node.consume_dsn, context, topic="orders", group="g")
+    with pytest.raises(ConsumeRefused):
+        Consumer(group_node.consume_dsn, topic="bad/name", group="g", context=context)
+
+
 def test_disconnect_gives_deliveries_back_at_once(group_node, context):
     produce(group_node, context, [b"m%d" % n for n in range(4)])
     gone = GroupConsumer(group_node.consume_dsn, "orders", "g", window=4, context=context)

@@ -406,3 +406,35 @@ def test_archived_once_when_every_group_is_done_naming_the_groups(start_node, co
     assert [(m.parts, m.groups) for m in orders] == [((b"o1",), ("billing", "default")),
                                                      ((b"o2",), ("billing", "default"))]
     assert [(m.parts, m.groups) for m in plains] == [((b"p1",), ())]
+
+
+def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, context,
+                                                                 tmp_path):
+    from pzq.archive.files import read_topic
+    node = start_node(*FAST, "--archive-dir", str(tmp_path / "archive"), "--max-deliveries",
+                      "2", "--flush-interval", "50", consume=True)
+    produce(node, context, [b"first"])  # the topic exists once used
+    with GroupConsumer(node.consume_dsn, "orders", "billing", window=1, start="latest",
+                       context=context) as billing:
+        produce(node, context, [b"poison", b"fine"])
+        with Consumer(node.send_dsn, context=context) as plain:
+            drain(plain, 3)  # default is done; billing still holds the last two
+        node.wait_stats(lambda s: s["acked"] == 3)
+        assert node.stats()["archive"]["archived"] == 1  # first: only default held it
+        for _ in range(2):  # delivered twice, given back twice: given up
+            poison = billing.receive(5)
+            assert poison is not None and poison.parts == (b"poison",)
+            poison.nack()
+        assert drain(billing, 1) == [b"fine"]
+        node.wait_stats(lambda s: s["messages"] == 0 and s["archive"]["archived"] == 3,
+                        message="both deleted and archived")
+    groups = node.stats()["topics"]["orders"]["groups"]["billing"]
+    assert (groups["dead_lettered"], groups["acked"]) == (1, 1)
+    archived = wait_until(lambda: [m for _, m in read_topic(tmp_path / "archive", "orders")]
+                          if len(list(read_topic(tmp_path / "archive", "orders"))) == 3
+                          else None, 10, message="all three on disk")
+    by_body = {message.parts: message for message in archived}
+    poison, fine = by_body[(b"poison",)], by_body[(b"fine",)]
+    assert (poison.outcome, poison.groups, poison.deliveries) == ("dead_letter",
+                                                                 ("billing", "default"), 2)
+    assert (fine.outcome, fine.groups) == ("acked", ("billing", "default"))

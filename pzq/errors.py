@@ -121,3 +121,7 @@ class EndpointError(PzqError):
     """A client cannot use an endpoint: it is malformed or cannot be connected to."""
 
     exit_code = ExitCode.USAGE
+
+
+class WorkerFailed(PzqError):
+    """A benchmark's load generator died, or did not answer in time."""

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -31,8 +32,18 @@ from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.client import request_monitor  # noqa: E402
 
 
-def node(directory: Path, name: str) -> NodeProcess:
-    return NodeProcess(directory / name, consume=True).start()
+class Nodes:
+    """The run's nodes: each killed after its scenario, and every one still running
+    killed when the run ends, also by an error (none is left behind)."""
+
+    def __init__(self, directory: Path, stack: contextlib.ExitStack) -> None:
+        self.directory = directory
+        self.stack = stack
+
+    def start(self, name: str) -> NodeProcess:
+        started = NodeProcess(self.directory / name, consume=True).start()
+        self.stack.callback(lambda: started.kill() if started.running else None)
+        return started
 
 
 def groups_only(target: NodeProcess, groups: list[str]) -> None:
@@ -56,10 +67,11 @@ def main() -> int:
     args = parser.parse_args()
     count = args.count - args.count % 4
     rows: list[dict[str, object]] = []
-    with tempfile.TemporaryDirectory(prefix="pzq-bench-groups-") as folder:
-        directory = Path(folder)
+    with tempfile.TemporaryDirectory(prefix="pzq-bench-groups-") as folder, \
+            contextlib.ExitStack() as stack:
+        nodes = Nodes(Path(folder), stack)
         for topics in (1, 100):
-            target = node(directory, f"produce-{topics}")
+            target = nodes.start(f"produce-{topics}")
             rate = measure_topic_produce(target.receive_dsn, count, 100, topics)
             target.kill()
             rows.append({"scenario": f"produce 100 B window 100, {topics} topic(s)",
@@ -67,7 +79,7 @@ def main() -> int:
         rows[1]["ratio"] = rows[1]["rate"] / rows[0]["rate"]  # type: ignore[operator]
         drains = {}
         for groups in (["g1"], ["g1", "g2", "g3"]):
-            target = node(directory, f"drain-{len(groups)}")
+            target = nodes.start(f"drain-{len(groups)}")
             groups_only(target, groups)
             fill(target, count)
             drains[len(groups)] = measure_group_drains(target.consume_dsn, "t0", groups,
@@ -78,13 +90,13 @@ def main() -> int:
         for group, rate in sorted(drains[3].items()):
             rows.append({"scenario": f"drain, 3 groups at once: {group}", "rate": rate,
                          "ratio": rate / single})
-        target = node(directory, "e2e-send")
+        target = nodes.start("e2e-send")
         plain = measure_end_to_end(target.receive_dsn, target.send_dsn, count, 100, 100)
         target.kill()
         rows.append({"scenario": "end to end window 100, --send-dsn", "rate": plain[0],
                      "p50_ms": plain[1], "p99_ms": plain[2]})
         for credits in (100, 1000):
-            target = node(directory, f"e2e-group-{credits}")
+            target = nodes.start(f"e2e-group-{credits}")
             groups_only(target, ["e2e"])
             grouped = measure_group_end_to_end(target.receive_dsn, target.consume_dsn, count,
                                                100, credits)

@@ -81,3 +81,38 @@ def test_zper_benchmark_smoke_run(tmp_path):
             row = rows[f"ZPWriter mode {mode}, {size} B"]
             assert row["msg_per_s"] > 0 and row["vs_ceiling"] > 0 and row["vs_dd"] > 0
     assert rows["FETCH, 1 MiB at a time"]["vs_files"] > 0
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_dies_fails_the_run_at_once_and_none_is_left():
+    import multiprocessing
+    import time
+
+    from pzq.bench.load import produce_load
+    from pzq.bench.measure import run_workers
+    from pzq.errors import WorkerFailed
+
+    started = time.monotonic()
+    with pytest.raises(WorkerFailed, match="produce_load exited with 1"):
+        # connect() refuses the endpoint: the worker dies before it answers
+        run_workers([(produce_load, ("not-an-endpoint", 10, 100, 10))], answer_timeout=30)
+    assert time.monotonic() - started < 20  # not the answer timeout
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.timeout(120)
+def test_groups_benchmark_ends_after_its_table(tmp_path):
+    """Python waits at exit for every child process and thread left behind: the script
+    must end by itself, its nodes stopped."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "scripts" / "bench_groups.py"
+    ran = subprocess.run([sys.executable, str(script), "--count", "400", "--json",
+                          str(tmp_path / "g.json")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=100, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    rows = json.loads((tmp_path / "g.json").read_text())
+    assert len(rows) == 9 and all(row["rate"] > 0 for row in rows)
+    assert "end to end window 100, a group, 1000 credits" in ran.stdout.splitlines()[-1]

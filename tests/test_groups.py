@@ -110,6 +110,37 @@ def test_credits_never_exceeded(group_node, context):
         assert consumer.receive(0.3) is None
 
 
+def test_consumer_with_topic_and_group_speaks_the_consume_protocol(group_node, context):
+    produce(group_node, context, [b"m%d" % n for n in range(5)])
+    with Consumer(group_node.consume_dsn, topic="orders", group="billing", window=2,
+                  filter="", start="earliest", context=context) as consumer:
+        assert isinstance(consumer, GroupConsumer)
+        held = [consumer.receive(5) for _ in range(2)]
+        assert [message.parts[0] for message in held] == [b"m0", b"m1"]
+        assert consumer.receive(0.5) is None  # window 2: no third while two are unacked
+        figures = topic_figures(group_node)["groups"]["billing"]
+        assert (figures["inflight"], figures["consumers"]) == (2, 1)
+        for message in held:
+            message.ack()
+        assert drain(consumer, 3) == [b"m2", b"m3", b"m4"]
+    group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"] == 5)
+    # without topic and group it is the original consumer on --send-dsn, as before
+    with Consumer(group_node.send_dsn, context=context) as plain:
+        assert type(plain) is Consumer
+        assert sorted(drain(plain, 5)) == [b"m%d" % n for n in range(5)]
+
+
+def test_consumer_group_options_are_checked(group_node, context):
+    with pytest.raises(TypeError, match="both topic= and group="):
+        Consumer(group_node.consume_dsn, topic="orders", context=context)
+    with pytest.raises(TypeError, match="both topic= and group="):
+        Consumer(group_node.send_dsn, window=5, context=context)
+    with pytest.raises(TypeError, match="window="):
+        Consumer(group_node.consume_dsn, context, topic="orders", group="g")
+    with pytest.raises(ConsumeRefused):
+        Consumer(group_node.consume_dsn, topic="bad/name", group="g", context=context)
+
+
 def test_disconnect_gives_deliveries_back_at_once(group_node, context):
     produce(group_node, context, [b"m%d" % n for n in range(4)])
     gone = GroupConsumer(group_node.consume_dsn, "orders", "g", window=4, context=context)
@@ -375,3 +406,35 @@ def test_archived_once_when_every_group_is_done_naming_the_groups(start_node, co
     assert [(m.parts, m.groups) for m in orders] == [((b"o1",), ("billing", "default")),
                                                      ((b"o2",), ("billing", "default"))]
     assert [(m.parts, m.groups) for m in plains] == [((b"p1",), ())]
+
+
+def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, context,
+                                                                 tmp_path):
+    from pzq.archive.files import read_topic
+    node = start_node(*FAST, "--archive-dir", str(tmp_path / "archive"), "--max-deliveries",
+                      "2", "--flush-interval", "50", consume=True)
+    produce(node, context, [b"first"])  # the topic exists once used
+    with GroupConsumer(node.consume_dsn, "orders", "billing", window=1, start="latest",
+                       context=context) as billing:
+        produce(node, context, [b"poison", b"fine"])
+        with Consumer(node.send_dsn, context=context) as plain:
+            drain(plain, 3)  # default is done; billing still holds the last two
+        node.wait_stats(lambda s: s["acked"] == 3)
+        assert node.stats()["archive"]["archived"] == 1  # first: only default held it
+        for _ in range(2):  # delivered twice, given back twice: given up
+            poison = billing.receive(5)
+            assert poison is not None and poison.parts == (b"poison",)
+            poison.nack()
+        assert drain(billing, 1) == [b"fine"]
+        node.wait_stats(lambda s: s["messages"] == 0 and s["archive"]["archived"] == 3,
+                        message="both deleted and archived")
+    groups = node.stats()["topics"]["orders"]["groups"]["billing"]
+    assert (groups["dead_lettered"], groups["acked"]) == (1, 1)
+    archived = wait_until(lambda: [m for _, m in read_topic(tmp_path / "archive", "orders")]
+                          if len(list(read_topic(tmp_path / "archive", "orders"))) == 3
+                          else None, 10, message="all three on disk")
+    by_body = {message.parts: message for message in archived}
+    poison, fine = by_body[(b"poison",)], by_body[(b"fine",)]
+    assert (poison.outcome, poison.groups, poison.deliveries) == ("dead_letter",
+                                                                 ("billing", "default"), 2)
+    assert (fine.outcome, fine.groups) == ("acked", ("billing", "default"))

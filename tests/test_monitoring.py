@@ -22,7 +22,7 @@ import yaml
 from harness import wait_until
 
 from pzq.cli import monitor as monitor_cli
-from pzq.client import Consumer, Producer, request_monitor
+from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
 from pzq.client.monitor import StatsAnswer
 from pzq.monitoring import exporter
 from pzq.monitoring.history import NodeHistory
@@ -248,9 +248,43 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.fixture
+def group_node(start_node, tmp_path):
+    """A node with the consume endpoint and a ZPER writer endpoint, as well as the
+    original ones; a consumer that sends nothing for a while is not counted gone."""
+    return start_node("--ack-timeout", "1000000", "--reaper-frequency", "100000",
+                      "--archive-dir", str(tmp_path / "archive"), "--zper-writer-dsn",
+                      "tcp://127.0.0.1:*", "--consume-heartbeat", "30s", consume=True)
+
+
+def group_run(node, context) -> GroupConsumer:
+    """3 messages to the topic orders; the group billing acks 2 and holds 1."""
+    with Producer(node.receive_dsn, context=context) as producer:
+        for i in range(3):
+            producer.send([b"o%d" % i], topic="orders")
+        assert all(ack.ok for ack in producer.flush(15))
+    consumer = GroupConsumer(node.consume_dsn, "orders", "billing", window=5, context=context)
+    for _ in range(2):
+        consumer.receive(10).ack()
+    assert consumer.receive(10) is not None  # held unacked
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"] == 2,
+                    message="billing acked two")
+    return consumer
+
+
+@pytest.fixture
+def served_groups(group_node):
+    running = exporter.serve([group_node.monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=0.5,
+                             sample_interval=0.2)
+    yield f"http://127.0.0.1:{running.port}"
+    running.stop()
+
+
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
-def test_status_page_in_a_real_browser(node, context, served, tmp_path):
+def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_path):
+    node, served = group_node, served_groups
     scripted_run(node, context)
+    billing = group_run(node, context)
     wait_until(lambda: len(history_of(served, node.monitor_dsn)["points"]) >= 10, 20,
                message="ten samples of history")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -277,6 +311,17 @@ def test_status_page_in_a_real_browser(node, context, served, tmp_path):
     subprocess.run([chromium(), *flags, f"--screenshot={shot}", served + "/"],
                    capture_output=True, timeout=60, check=False)
     assert shot.stat().st_size > 10_000
+    billing.close()
+    topics = re.search(r'<table class="topics" data-key="topics">(.*?)</table>', live).group(1)
+    rows = {(topic, group): dict(re.findall(r'<td data-column="([^"]+)">([^<]*)</td>', row))
+            for topic, group, row in re.findall(
+                r'<tr data-topic="([^"]+)" data-group="([^"]+)">(.*?)</tr>', topics)}
+    billing_row = rows[("orders", "billing")]
+    assert (billing_row["stored"], billing_row["backlog"], billing_row["in flight"],
+            billing_row["consumers"]) == ("3", "1", "1", "1")
+    assert re.fullmatch(r"\d+ ms|\d+\.\d s", billing_row["oldest unacked"]), billing_row
+    assert re.fullmatch(r"[\d.]+|–", billing_row["acked/s"]), billing_row
+    assert "ZPER writer" in live  # the ZPER endpoint's line
 
 
 def history_of(served: str, dsn: str) -> dict:
@@ -325,9 +370,14 @@ def test_history_rates_gaps_and_down_since():
     assert node.points.maxlen == 4
 
 
-def test_alert_rules_and_dashboard_use_exported_metrics(node, context, served):
-    scripted_run(node, context)
-    exported = {line.split("{")[0].split(" ")[0] for line in get(served + "/metrics").splitlines()
+def test_alert_rules_and_dashboard_use_exported_metrics(group_node, context, served_groups):
+    """Every metric a panel or rule uses is one a node with groups, an archive and a
+    ZPER endpoint exports."""
+    scripted_run(group_node, context)
+    group_run(group_node, context).close()
+    group_node.wait_stats(lambda s: s["archive"]["archived"] >= 1, message="one archived")
+    exported = {line.split("{")[0].split(" ")[0]
+                for line in get(served_groups + "/metrics").splitlines()
                 if line and not line.startswith("#")}
     exported |= {"pzq_peer_up", "pzq_archive_last_offset",  # series only with peers, topics
                  "pzq_archive_damaged_records_total"}
@@ -347,9 +397,31 @@ def test_alert_rules_and_dashboard_use_exported_metrics(node, context, served):
         charted |= used
     assert {"pzq_expired_total", "pzq_evicted_total", "pzq_queue_full_total",
             "pzq_archived_total", "pzq_archive_failures_total",
-            "pzq_ack_latency_seconds_bucket"} <= charted
-    labels = {"node", "monitor", "outcome", "peer", "topic"}
+            "pzq_ack_latency_seconds_bucket", "pzq_topic_messages_stored",
+            "pzq_topic_stored_bytes", "pzq_group_backlog", "pzq_group_messages_inflight",
+            "pzq_group_consumers", "pzq_group_oldest_unacked_seconds", "pzq_group_acked_total",
+            "pzq_zper_written_total", "pzq_zper_written_bytes_total", "pzq_zper_refused_total",
+            "pzq_zper_relay_clients", "pzq_zper_ack_subscriptions", "pzq_archive_bytes"} <= charted
+    labels = {"node", "monitor", "outcome", "peer", "topic", "group"}
     texts = [target["legendFormat"] for target in targets]
     texts += [rule["annotations"]["summary"] for rule in alerts.values()]
     for text in texts:
         assert set(re.findall(r"{{ *\$?(?:labels\.)?(\w+) *}}", text)) - {"value"} <= labels, text
+
+
+def grouped(acked: int, uptime: float = 100.0) -> StatsAnswer:
+    stats = answer(0, uptime).stats or {}
+    return StatsAnswer("ipc://n", {**stats, "topics": {"orders": {"messages": 1, "bytes": 9,
+                                                                  "groups": {"billing": {
+                                                                      "acked": acked}}}}})
+
+
+def test_history_group_acked_rates():
+    node = NodeHistory("ipc://n", deque(maxlen=4))
+    node.record(grouped(10), 1000.0)
+    assert node.group_acked_rates == {"orders": {"billing": None}}  # one answer: no rate yet
+    node.record(grouped(30), 1002.0)
+    assert node.group_acked_rates == {"orders": {"billing": 10.0}}
+    node.record(grouped(4, uptime=1.0), 1004.0)  # restarted: counting began again
+    assert node.group_acked_rates == {"orders": {"billing": None}}
+    assert node.as_json("n1")["group_acked_rates"] == {"orders": {"billing": None}}

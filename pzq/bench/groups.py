@@ -68,15 +68,18 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
         arrived = _arrivals(socket, SILENCE_MS)
         if arrived is None:
             break
+        delivered = False
         for frames in arrived:
             if frames[0] != b"DELIVER":
-                continue
+                continue  # the node's heartbeats: not part of the drain's time
+            delivered = True
             started = started or time.perf_counter()
             send_frames(socket, [b"ACK", frames[KEY_AT]])
             body = frames[frames.index(b"", KEY_AT + 3) + 1]
             latencies.append(time.time_ns() - NS.unpack_from(body)[0])
             received += 1
-        last = time.perf_counter()
+        if delivered:
+            last = time.perf_counter()
     results.put({"role": "consumer", "group": group, "count": received,
                  "seconds": last - (started or last),
                  "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})

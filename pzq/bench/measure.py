@@ -4,6 +4,9 @@ from what they report."""
 from __future__ import annotations
 
 import multiprocessing
+import queue
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +14,10 @@ from typing import Any, Protocol
 
 from pzq.bench.load import consume_load, drain_load, produce_load
 from pzq.bench.nodes import NodeProcess
+from pzq.errors import WorkerFailed
+
+ANSWER_TIMEOUT_S = 600.0  # a load generator reports within this, or the run fails
+EXIT_WAIT_S = 30.0  # after its answer, a worker exits within this, or is killed
 
 
 @dataclass
@@ -38,16 +45,57 @@ def percentile(values: list[int], fraction: float) -> float:
     return value
 
 
-def run_workers(workers: list[tuple[Callable[..., None], tuple[Any, ...]]]
-                ) -> list[dict[str, Any]]:
+def run_workers(workers: list[tuple[Callable[..., None], tuple[Any, ...]]],
+                answer_timeout: float = ANSWER_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Run each load generator in its own process; their answers. A worker that dies
+    without an answer, or does not answer in time, fails the run with its name (not a
+    silent wait); none is left running, since Python waits at exit for every child
+    multiprocessing started, without a limit."""
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
-    processes = [spawn.Process(target=target, args=(*args, results)) for target, args in workers]
+    processes = [spawn.Process(target=target, args=(*args, results), name=target.__name__)
+                 for target, args in workers]
     for process in processes:
         process.start()
-    answers = [results.get(timeout=600) for _ in processes]
-    for process in processes:
-        process.join(30)
+    try:
+        return _answers(processes, results, time.monotonic() + answer_timeout)
+    finally:
+        for process in processes:
+            process.join(EXIT_WAIT_S)
+            if process.is_alive():
+                print(f"bench: worker {process.name} still running {EXIT_WAIT_S:g} s after "
+                      "the run: killed", file=sys.stderr, flush=True)
+                process.kill()
+                process.join(5)
+        results.close()
+
+
+def _answers(processes: list[Any], results: Any, deadline: float) -> list[dict[str, Any]]:
+    answers: list[dict[str, Any]] = []
+    while len(answers) < len(processes):
+        try:
+            answers.append(results.get(timeout=0.5))
+            continue
+        except queue.Empty:
+            pass
+        # A worker's answer is in the pipe before it exits: with every worker gone and
+        # the pipe empty, no more answers come (a failed one's traceback is on stderr).
+        if not any(p.is_alive() for p in processes):
+            while len(answers) < len(processes):  # those put just before the exit
+                try:
+                    answers.append(results.get(timeout=0.5))
+                except queue.Empty:
+                    break
+            if len(answers) == len(processes):
+                break
+            failed = [f"{p.name} exited with {p.exitcode}" for p in processes
+                      if p.exitcode != 0]
+            raise WorkerFailed(f"{len(processes) - len(answers)} worker(s) gave no answer"
+                               + (": " + ", ".join(failed) if failed else ""))
+        if time.monotonic() > deadline:
+            running = [p.name for p in processes if p.is_alive()]
+            raise WorkerFailed(f"no answer from {', '.join(running) or 'the workers'} "
+                               "in time")
     return answers
 
 

@@ -1,5 +1,8 @@
 """A Consumer: receives deliveries, in the original layout or with header frames, and
 ACKs or gives each back. It owns its socket and must stay on the thread that made it.
+
+Given ``topic=`` and ``group=`` it is a consumer of that group on a node's
+--consume-dsn instead: ``Consumer(dsn, topic=..., group=...)`` makes a GroupConsumer.
 """
 
 from __future__ import annotations
@@ -7,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import zmq
 
@@ -46,11 +50,34 @@ class Message:
         self._consumer.nack(self)
 
 
+GROUP_OPTIONS = ("topic", "group", "window", "filter", "start", "timeout")
+
+
 class Consumer:
-    """Receives deliveries from one or more pzq nodes."""
+    """Receives deliveries from one or more pzq nodes: on --send-dsn, or with ``topic``
+    and ``group`` given, as a consumer of that group on --consume-dsn."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Consumer:
+        if cls is not Consumer or not any(name in kwargs for name in GROUP_OPTIONS):
+            return super().__new__(cls)
+        if kwargs.get("topic") is None or kwargs.get("group") is None:
+            raise TypeError("a group consumer needs both topic= and group=")
+        if len(args) > 1 or "prefetch" in kwargs:
+            raise TypeError("with topic= and group=, give the other options by name "
+                            "(window=, not prefetch=, sets how many deliveries may be unacked)")
+        # Imported here: group_consumer builds on this module.
+        from pzq.client.group_consumer import GroupConsumer
+
+        # Python then runs GroupConsumer.__init__ with the same arguments.
+        return super().__new__(GroupConsumer)
 
     def __init__(self, dsn: str | Sequence[str], context: Context | None = None,
-                 prefetch: int = 256, curve: ClientCurve | None = None) -> None:
+                 prefetch: int = 256, curve: ClientCurve | None = None, *,
+                 topic: str | None = None, group: str | None = None, window: int = 100,
+                 filter: str = "", start: str | int = "earliest",
+                 timeout: float = 10.0) -> None:
+        # topic and the others after it are here for their names and types only:
+        # given, __new__ made a GroupConsumer, whose own __init__ takes them.
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 1000)

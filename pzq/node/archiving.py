@@ -40,6 +40,13 @@ class Archiving(Participant):
             self._append(keyspace.message_key(origin, entry.seq), entry, now_us, origin,
                          "dead_letter")
 
+    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
+                               groups: tuple[str, ...]) -> bool:
+        """A message the last group holding it gave up: it is deleted, not kept in the
+        dead letters, so this is the one record of it; False if that failed."""
+        return self._append(keyspace.message_key(origin, entry.seq), entry, now_us, origin,
+                            "dead_letter", groups)
+
     def _append(self, key: bytes, entry: InFlight, now_us: int, origin: bytes,
                 outcome: str, groups: tuple[str, ...] = ()) -> bool:
         try:

@@ -262,16 +262,32 @@ class ConsumeEndpoint:
         gone: list[Consumer] = []
         for deliveries in self.groups.values():
             room = deliveries.room()
-            if room <= 0 or not deliveries.state.has_work():
-                continue
-            evicted = deliveries.counters.evicted
-            send = self._sender(deliveries, gone)
-            deliveries.state.deliver(send, now_us, min(room, self.batch_size))
-            if deliveries.counters.evicted != evicted:
-                deliveries.settle()
-            deliveries.state.take_newly_dead()  # counted; archived once all groups are done
+            if room > 0 and deliveries.state.has_work():
+                evicted = deliveries.counters.evicted
+                send = self._sender(deliveries, gone)
+                deliveries.state.deliver(send, now_us, min(room, self.batch_size))
+                if deliveries.counters.evicted != evicted:
+                    deliveries.settle()
+            # also those given back dead by a NACK this wake, before the next batch
+            # deletes them
+            self._retire_dead(deliveries.state, now_us)
         for consumer in gone:
             self._gone(consumer, "disconnected")
+
+    def _retire_dead(self, state: DeliveryState, now_us: int) -> None:
+        """Messages the group gave up this wake (counted already). One no other group
+        holds is deleted with this wake's batch: it is archived as a dead letter now,
+        while who held it can still be told; one others still hold is archived once
+        they are done with it."""
+        dead = state.take_newly_dead()
+        if self.archiving is None or not dead:
+            return
+        area = state.area
+        assert isinstance(area, GroupArea)
+        for entry in dead:
+            if area.would_release(entry.seq):
+                self.archiving.given_up_by_last_group(entry, now_us, self.store.node_id,
+                                                      area.group_names(entry.seq))
 
     def _sender(self, deliveries: GroupDelivery,
                 gone: list[Consumer]) -> Callable[[list[bytes]], bool]:
@@ -378,5 +394,5 @@ class ConsumeEndpoint:
             state = deliveries.state
             if state.reap(now_us):
                 deliveries.settle()
-            state.take_newly_dead()
+            self._retire_dead(state, now_us)
             self.topics.raise_floor(deliveries.group, state.lowest_open())

@@ -9,7 +9,7 @@ from typing import Any
 
 import zmq
 
-from pzq.bench.load import COUNTER, NS, SILENCE_MS, _arrivals
+from pzq.bench.load import NS, SILENCE_MS, _arrivals, produce_load
 from pzq.bench.measure import percentile, run_workers
 from pzq.zmqio import send_frames
 
@@ -18,37 +18,9 @@ KEY_AT = 3  # DELIVER | topic | group | key ...
 
 def topic_produce_load(dsn: str, count: int, size: int, window: int, topics: int,
                        results: Any) -> None:
-    """Like produce_load, each message to one of ``topics`` topics in turn."""
-    context = zmq.Context()
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.SNDHWM, 0)
-    socket.setsockopt(zmq.RCVHWM, 0)
-    socket.connect(dsn)
-    headers = [b"TOPIC:t%d" % n for n in range(topics)]
-    padding = b"x" * max(0, size - NS.size)
-    sent_at: dict[bytes, int] = {}
-    latencies: list[int] = []
-    sent = acked = 0
-    started = last_ack = time.perf_counter()
-    while acked < count:
-        while sent < count and sent - acked < window:
-            msg_id = COUNTER.pack(sent)
-            sent_at[msg_id] = time.perf_counter_ns()
-            send_frames(socket, [msg_id, headers[sent % topics], b"",
-                                 NS.pack(time.time_ns()) + padding])
-            sent += 1
-        arrived = _arrivals(socket)
-        if arrived is None:
-            break
-        for frames in arrived:
-            start = sent_at.pop(frames[0], None)
-            if start is not None:
-                latencies.append(time.perf_counter_ns() - start)
-                acked += 1
-        last_ack = time.perf_counter()
-    results.put({"role": "producer", "count": acked, "seconds": last_ack - started,
-                 "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})
-    context.destroy(linger=0)
+    """produce_load with each message to one of ``topics`` topics in turn (the argument
+    order the group scenarios spawn it with)."""
+    produce_load(dsn, count, size, window, results, topics)
 
 
 def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int,

@@ -32,13 +32,16 @@ def _arrivals(socket: Socket, timeout_ms: int = SILENCE_MS) -> list[list[bytes]]
             return arrived
 
 
-def produce_load(dsn: str, count: int, size: int, window: int, results: Any) -> None:
-    """Send ``count`` messages keeping ``window`` unanswered; report rate and latencies."""
+def produce_load(dsn: str, count: int, size: int, window: int, results: Any,
+                 topics: int = 0) -> None:
+    """Send ``count`` messages keeping ``window`` unanswered; report rate and latencies.
+    With ``topics``, each message goes to one of that many topics in turn."""
     context = zmq.Context()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.SNDHWM, 0)
     socket.setsockopt(zmq.RCVHWM, 0)
     socket.connect(dsn)
+    headers = [b"TOPIC:t%d" % n for n in range(topics)]
     padding = b"x" * max(0, size - NS.size)
     sent_at: dict[bytes, int] = {}
     latencies = []
@@ -49,7 +52,10 @@ def produce_load(dsn: str, count: int, size: int, window: int, results: Any) -> 
             msg_id = COUNTER.pack(sent)
             now = time.perf_counter_ns()
             sent_at[msg_id] = now
-            send_frames(socket, [msg_id, b"", NS.pack(time.time_ns()) + padding])
+            frames = [msg_id, b"", NS.pack(time.time_ns()) + padding]
+            if headers:
+                frames.insert(1, headers[sent % topics])
+            send_frames(socket, frames)
             sent += 1
         arrived = _arrivals(socket)
         if arrived is None:

@@ -88,6 +88,16 @@ def read_record(view: memoryview, position: int, end: int) -> tuple[list[bytes],
             return frames, position
 
 
+def record_end(view: memoryview, position: int, end: int) -> int:
+    """Where the record whose frames go on from ``position`` ends, by its frames alone
+    (nothing copied); errors as ``read_record``."""
+    more = True
+    while more:
+        payload, length, more = frame_at(view, position, end)
+        position = payload + length
+    return position
+
+
 def frame_at(view: memoryview, position: int, end: int) -> tuple[int, int, bool]:
     """(payload start, payload length, more frames follow) of the frame at ``position``."""
     if position >= end:

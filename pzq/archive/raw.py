@@ -19,7 +19,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pzq.archive.codec import frame_at, read_record
+from pzq.archive.codec import read_record, record_end
 from pzq.archive.records import Buffer, Damaged, Span, TornTail
 from pzq.errors import ArchiveFormatError, TornRecordError
 
@@ -49,20 +49,12 @@ def raw_spans(buffer: Buffer, start: int = 0,
         position = start
         while position < end:
             try:
-                following = _frames_end(view, position, end)
+                following = record_end(view, position, end)
             except ArchiveFormatError:
                 yield TornTail(position, end - position)
                 return
             yield Span(position, following - position)
             position = following
-
-
-def _frames_end(view: memoryview, position: int, end: int) -> int:
-    more = True
-    while more:
-        at, length, more = frame_at(view, position, end)
-        position = at + length
-    return position
 
 
 def raw_walk(buffer: Buffer, base: int = 0, start: int = 0, end: int | None = None,

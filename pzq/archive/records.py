@@ -17,7 +17,7 @@ import re
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from pzq.archive.codec import frame_at
+from pzq.archive.codec import frame_at, record_end
 from pzq.archive.entry import ArchivedMessage, parse_metadata
 from pzq.errors import ArchiveFormatError, TornRecordError
 
@@ -103,9 +103,7 @@ def _frames_end(view: memoryview, position: int, end: int) -> int:
     at, length, more = frame_at(view, position, end)
     if not more:
         raise ArchiveFormatError("record has no metadata frame", position)
-    while more:
-        at, length, more = frame_at(view, at + length, end)
-    return at + length
+    return record_end(view, at + length, end)
 
 
 def parse_record(view: memoryview, position: int, end: int) -> tuple[ArchivedMessage, int]:

@@ -215,6 +215,11 @@ class ClusterCore(Participant):
         """An own message a peer still has out (taken over while we were away)."""
         return any(seq in held for held in self._held.values())
 
+    def lowest_held(self) -> int | None:
+        """The lowest own message a peer still has out (None: none), below which a
+        group's floor must stay: the group has skipped it, not finished it."""
+        return min((min(held) for held in self._held.values() if held), default=None)
+
     # -- incoming traffic ----------------------------------------------------------------
 
     def receive_request(self, routing_id: bytes, frames: list[bytes], batch: Batch,

@@ -54,6 +54,7 @@ class ConsumeEndpoint:
         # and which of them another node still has out.
         self.own_allowed: Callable[[float], bool] = lambda mono: True
         self.held_elsewhere: Callable[[int], bool] = lambda seq: False
+        self.lowest_held: Callable[[], int | None] = lambda: None
         self.store = store
         self.topics = topics
         self.archiving = archiving
@@ -351,4 +352,7 @@ class ConsumeEndpoint:
             if state.reap(now_us) or deliveries.taken_over():
                 deliveries.settle()
             self._retire_dead(deliveries, now_us)
-            self.topics.raise_floor(deliveries.group, state.lowest_open())
+            held = self.lowest_held()
+            floor = state.lowest_open()
+            self.topics.raise_floor(deliveries.group, floor if held is None
+                                    else min(floor, held))

@@ -229,6 +229,7 @@ def _consume_endpoint(node: NodeState, endpoints: Endpoints) -> ConsumeEndpoint 
     if cluster is not None:  # the cluster's word on own messages, both ways
         consume.own_allowed = cluster.own_delivery_allowed
         consume.held_elsewhere = cluster.held_elsewhere
+        consume.lowest_held = cluster.lowest_held
         cluster.own_group_done = consume.done_elsewhere
         cluster.on_released = consume.rewind_own
     return consume

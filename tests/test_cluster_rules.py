@@ -322,7 +322,7 @@ def test_a_takeover_serves_every_group_what_it_holds_and_tells_the_origin(three)
     assert copies(first, origin) == copies(second, origin) == 0
     # the origin returns: every DONE reaches it, and default's last ACKs as tombstones
     done: dict[str, set[int]] = {"g1": set(), "g2": set()}
-    origin.core.own_group_done = lambda batch, group, seqs: done[group].update(seqs)
+    origin.core.done.own_group_done = lambda batch, group, seqs: done[group].update(seqs)
     origin.up = True
     for step in range(3):
         three.step(now + 0.1 * (step + 1), heartbeat=True)

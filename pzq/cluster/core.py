@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pzq.cluster.done import DoneOutbox
+from pzq.cluster.done import Dones
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
@@ -82,7 +82,8 @@ class ClusterCore(Participant):
         self.takeovers = Takeovers(self.replicas, self.peers, self.node_id, make_state, now)
         resend_s = max(0.5, settings.timeout_nodes_us / 4e6)
         self.removes = RemoveLedger(store, settings.nodes, resend_s)
-        self.done = DoneOutbox(self.removes, self.replicas, self.peers, settings, self.node_id)
+        self.done = Dones(self.removes, self.replicas, self.peers, self.takeovers, settings,
+                          self.node_id)
         self.outgoing: list[Send] = []
         self.rejected = 0  # cluster frames from strangers, or malformed
         self._after_write: list[Send] = []
@@ -95,9 +96,7 @@ class ClusterCore(Participant):
         # peer was last told of it.
         self.own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads
         self._reads_sent: dict[str, cw.DefaultReads] = {}
-        # Own named groups done elsewhere (DONE): applied by the node's consume
-        # endpoint; and what else to look at again when a peer lets messages go.
-        self.own_group_done: Callable[[Batch, str, list[int]], None] = lambda b, g, s: None
+        # What else to look at again when a peer lets messages go.
         self.on_released: Callable[[], None] = lambda: None
 
     def take_outgoing(self) -> list[Send]:
@@ -195,11 +194,11 @@ class ClusterCore(Participant):
 
     def removed_taken_over(self, origin: bytes, seqs: list[int],
                            group: str = cw.DEFAULT_GROUP) -> None:
-        """Taken-over messages ``group`` acked or gave up here (see DoneOutbox)."""
+        """Taken-over messages ``group`` acked or gave up here (see Dones)."""
         self.done.taken_over(origin, seqs, group)
 
     def owe_removes(self, batch: Batch, now: float) -> None:
-        """Persist this wake's removes and dones in its batch (see DoneOutbox)."""
+        """Persist this wake's removes and dones in its batch (see Dones)."""
         self.done.owe(batch, now)
 
     def flush_removes(self, now: float) -> None:
@@ -208,7 +207,10 @@ class ClusterCore(Participant):
             self._send_removes(peer.endpoint, now)
 
     def _send_removes(self, endpoint: str, now: float) -> None:
-        for frames in self.removes.due(endpoint, now):
+        due = self.removes.due(endpoint, now)
+        if due:  # a group's DONE after TOPICS has named it (one declared just now)
+            self._tell_reads(endpoint, self.own_reads())
+        for frames in due:
             self.outgoing.append(ToPeer(endpoint, frames))
 
     def held_elsewhere(self, seq: int) -> bool:
@@ -251,11 +253,11 @@ class ClusterCore(Participant):
             self._store_copies(routing_id, sender_node, cw.decode_replicate(frames), batch)
         elif command == cw.REMOVE:
             origin, remove_id, seqs = cw.decode_remove(frames)
-            self._apply_removes(origin, seqs, batch, own, now)
+            self.done.apply_remove(origin, seqs, batch, own, now)
             self._after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
         elif command == cw.DONE:
             origin, done_id, group, seqs = cw.decode_done(frames)
-            self._apply_done(origin, group, seqs, batch, own)
+            self.done.apply_done(origin, group, seqs, batch, own)
             self._after_write.append(Reply(routing_id, cw.encode_noted(done_id)))
         elif command == cw.APPLIED:
             self.replicas.drop_tombstones(batch, sender_node, cw.decode_applied(frames))
@@ -290,32 +292,6 @@ class ClusterCore(Participant):
             self.replicas.add(batch, replicate.origin, seq, holders, value)
         # Confirm only once the batch holding the copies is written.
         self._after_write.append(Reply(routing_id, cw.encode_replicated(replicate.batch_id)))
-
-    def _apply_removes(self, origin: bytes, seqs: list[int], batch: Batch,
-                       own: DeliveryState, now: float) -> None:
-        if origin == self.node_id:  # acked on a node that had taken over our messages
-            for seq in seqs:
-                own.ack(batch, seq)
-            return
-        origin_down = not self.peers.node_alive(origin, now)
-        for seq in seqs:
-            self.takeovers.forget(origin, seq)
-            self.replicas.remove(batch, origin, seq, tombstone=origin_down)
-
-    def _apply_done(self, origin: bytes, group: str, seqs: list[int], batch: Batch,
-                    own: DeliveryState) -> None:
-        """A group done with messages: ours (taken over while we were away, or a
-        group our own default reads), or copies we hold."""
-        if origin == self.node_id:
-            if group != cw.DEFAULT_GROUP:
-                self.own_group_done(batch, group, seqs)
-                return
-            for seq in seqs:
-                own.ack(batch, seq)
-            return
-        for seq in seqs:
-            self.takeovers.forget(origin, seq, group)
-            self.replicas.group_done(batch, origin, seq, group, tombstone=False)
 
     def receive_reply(self, endpoint: str, frames: list[bytes], batch: Batch,
                       own: DeliveryState, now: float) -> list[PendingAck]:

@@ -1,4 +1,5 @@
-"""What this node owes its peers when messages are done with: removes and dones.
+"""What the nodes tell each other when messages are done with: removes and dones,
+owed to the peers and applied when they come.
 
 A message every group is done with goes everywhere (REMOVE). A group done with a
 message other groups still hold leaves a mark wherever the message or a copy of it
@@ -16,10 +17,13 @@ those messages back (they are in the ``held`` of our PONG).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
+from pzq.cluster.takeover import Takeovers
+from pzq.delivery.state import DeliveryState
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store.replicas import ReplicaStore
 from pzq.store.store import Batch
@@ -28,12 +32,15 @@ if TYPE_CHECKING:
     from pzq.cluster.core import ClusterSettings
 
 
-class DoneOutbox:
+class Dones:
     def __init__(self, ledger: RemoveLedger, replicas: ReplicaStore, peers: PeerTable,
-                 settings: ClusterSettings, node_id: bytes) -> None:
+                 takeovers: Takeovers, settings: ClusterSettings, node_id: bytes) -> None:
         self.ledger = ledger
         self.replicas = replicas
         self.peers = peers
+        self.takeovers = takeovers
+        # Own named groups done elsewhere: applied by the node's consume endpoint.
+        self.own_group_done: Callable[[Batch, str, list[int]], None] = lambda b, g, s: None
         self.settings = settings
         self.node_id = node_id
         self._removes: defaultdict[bytes, list[int]] = defaultdict(list)
@@ -76,3 +83,33 @@ class DoneOutbox:
             self.ledger.owe(batch, origin, seqs, set(self.settings.nodes), group)
         self._removes.clear()
         self._dones.clear()
+
+    # -- coming in --------------------------------------------------------------------
+
+    def apply_remove(self, origin: bytes, seqs: list[int], batch: Batch,
+                     own: DeliveryState, now: float) -> None:
+        """Every group is done with these messages: ours (taken over while we were
+        away), or copies we hold (a tombstone kept for an origin that is down)."""
+        if origin == self.node_id:
+            for seq in seqs:
+                own.ack(batch, seq)
+            return
+        origin_down = not self.peers.node_alive(origin, now)
+        for seq in seqs:
+            self.takeovers.forget(origin, seq)
+            self.replicas.remove(batch, origin, seq, tombstone=origin_down)
+
+    def apply_done(self, origin: bytes, group: str, seqs: list[int], batch: Batch,
+                   own: DeliveryState) -> None:
+        """A group is done with messages: ours (finished on a node that took them
+        over), or copies we hold (marked, dropped once every group is done)."""
+        if origin == self.node_id:
+            if group != DEFAULT_GROUP:
+                self.own_group_done(batch, group, seqs)
+                return
+            for seq in seqs:
+                own.ack(batch, seq)
+            return
+        for seq in seqs:
+            self.takeovers.forget(origin, seq, group)
+            self.replicas.group_done(batch, origin, seq, group, tombstone=False)

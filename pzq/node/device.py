@@ -230,6 +230,6 @@ def _consume_endpoint(node: NodeState, endpoints: Endpoints) -> ConsumeEndpoint 
         consume.own_allowed = cluster.own_delivery_allowed
         consume.held_elsewhere = cluster.held_elsewhere
         consume.lowest_held = cluster.lowest_held
-        cluster.own_group_done = consume.done_elsewhere
+        cluster.done.own_group_done = consume.done_elsewhere
         cluster.on_released = consume.rewind_own
     return consume

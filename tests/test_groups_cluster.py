@@ -128,6 +128,29 @@ def test_the_origin_resumes_what_a_group_left_during_the_takeover(
     survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
 
 
+def test_one_connection_gets_a_groups_own_and_taken_over_messages(
+        start_node, context, tmp_path):
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    for node in (origin, survivor):
+        declare(node, "DECLARE TOPIC orders", "DECLARE GROUP orders g1")
+    theirs = [b"origin %02d" % n for n in range(20)]
+    ours = [b"survivor %02d" % n for n in range(5)]
+    for node, bodies in ((origin, theirs), (survivor, ours)):
+        with Producer(node.receive_dsn, window=50, context=context) as producer:
+            for body in bodies:
+                producer.send([body], topic="orders")
+            assert all(ack.ok for ack in producer.flush(30))
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1:
+        assert sorted(drain(g1, 25)) == sorted(theirs + ours)  # each ACK to its origin
+        assert g1.receive(0.3) is None
+    with Consumer(survivor.send_dsn, context=context) as plain:
+        assert sorted(drain(plain, 25)) == sorted(theirs + ours)
+    survivor.wait_stats(lambda s: s["messages"] == 0 and s["replicas_held"] == 0,
+                        message="own messages deleted and copies removed")
+
+
 def take_from_all(consumers: list[Consumer], count: int) -> list[bytes]:
     """ACK what the consumers get until ``count`` messages came."""
     taken: list[bytes] = []

@@ -9,8 +9,8 @@ from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import ReplicationTracker
 from pzq.errors import DecodeError
 from pzq.protocol import cluster as cw
-from pzq.store import keyspace
-from pzq.store.replicas import encode_holders, split_value
+from pzq.store import keyspace, record
+from pzq.store.replicas import ReplicaStore, encode_holders, split_value
 from pzq.store.store import Store
 
 pytestmark = pytest.mark.timeout(10)
@@ -170,4 +170,40 @@ def test_owed_removes_and_dones_outlive_a_restart(tmp_path):
     store.commit(batch)
     assert ledger.owed_to("a") == 2
     assert [key for key, _ in store.iterate(keyspace.OWED_DONE_PREFIX)] == []
+    store.close()
+
+
+def test_a_copy_goes_when_every_group_holding_it_is_done(tmp_path):
+    store = Store.open(tmp_path / "db")
+    replicas = ReplicaStore(store)
+    reads = cw.DefaultReads("main", {}, {"orders": (cw.GroupReads("g1"),
+                                                    cw.GroupReads("eu", 0, "eu-*"))})
+
+    def commit(change) -> object:
+        batch = store.begin()
+        result = change(batch)
+        store.commit(batch)
+        replicas.written()
+        return result
+
+    commit(lambda batch: replicas.describe_topics(batch, NODE, reads))
+    eu = record.encode(b"m", (b"TOPIC:orders", b"TAG:eu-1"), (b"a",), 1)
+    us = record.encode(b"m", (b"TOPIC:orders", b"TAG:us-1"), (b"b",), 1)
+    commit(lambda batch: [replicas.add(batch, NODE, seq, (NODE,), value)
+                          for seq, value in ((0, eu), (1, us))])
+    assert replicas.holding_groups(NODE, 0, eu) == ["g1", "eu", "default"]
+    assert replicas.holding_groups(NODE, 1, us) == ["g1", "default"]
+    assert not replicas.group_holds(NODE, 1, us, "eu", "orders")
+    assert not replicas.group_holds(NODE, 0, eu, "g1", "clicks")  # another topic's g1
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "g1", False)) is False
+    assert replicas.is_done(NODE, 0, "g1") and not replicas.group_holds(NODE, 0, eu, "g1")
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "default", True)) is False
+    assert replicas.would_release(NODE, 0, "eu")
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "eu", False)) is True
+    assert replicas.get(NODE, 0) is None and replicas.tombstones[NODE] == 0
+    assert [key for key, _ in store.iterate(keyspace.REPLICA_DONE_PREFIX)] == []  # marks go
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 1, "g1", False)) is False
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 1, "default", True)) is True
+    assert replicas.tombstones[NODE] == 1  # default was last: the origin hears it so
+    assert replicas.counts[NODE] == 0
     store.close()

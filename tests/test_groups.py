@@ -430,6 +430,7 @@ def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, con
                         message="both deleted and archived")
     groups = node.stats()["topics"]["orders"]["groups"]["billing"]
     assert (groups["dead_lettered"], groups["acked"]) == (1, 1)
+    assert node.stats()["dead_letters"] == 1  # kept, as default's are
     archived = wait_until(lambda: [m for _, m in read_topic(tmp_path / "archive", "orders")]
                           if len(list(read_topic(tmp_path / "archive", "orders"))) == 3
                           else None, 10, message="all three on disk")
@@ -438,3 +439,29 @@ def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, con
     assert (poison.outcome, poison.groups, poison.deliveries) == ("dead_letter",
                                                                  ("billing", "default"), 2)
     assert (fine.outcome, fine.groups) == ("acked", ("billing", "default"))
+
+
+def test_a_dead_letter_the_archive_cannot_take_stays_in_the_dead_letters(start_node, context,
+                                                                         tmp_path):
+    from tests.test_topic_admin import ask
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / "orders").write_bytes(b"")  # the topic's folder cannot be made: writes fail
+    node = start_node(*FAST, "--archive-dir", str(archive), "--max-deliveries", "1",
+                      "--flush-interval", "50", consume=True)
+    for command in ("DECLARE TOPIC orders", "DECLARE GROUP orders billing",
+                    "REMOVE GROUP orders default"):  # billing is the only holder
+        assert not ask(node, command).startswith("ERROR"), command
+    produce(node, context, [b"poison"])
+    with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as billing:
+        poison = billing.receive(5)
+        assert poison is not None and poison.parts == (b"poison",)
+        poison.nack()
+        node.wait_stats(lambda s: s["dead_letters"] == 1 and s["archive"]["failures"] >= 1,
+                        message="given up, the archive write failed")
+        assert billing.receive(0.3) is None  # given up: not delivered again
+    assert node.stats()["messages"] == 0
+    assert poison.key.decode() in ask(node, "DEAD")
+    ask(node, "REQUEUE ALL")  # and an operator can send it to the group again
+    with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as billing:
+        assert drain(billing, 1, ack=False) == [b"poison"]

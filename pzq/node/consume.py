@@ -276,9 +276,9 @@ class ConsumeEndpoint:
 
     def _retire_dead(self, state: DeliveryState, now_us: int) -> None:
         """Messages the group gave up this wake (counted already). One no other group
-        holds is deleted with this wake's batch: it is archived as a dead letter now,
-        while who held it can still be told; one others still hold is archived once
-        they are done with it."""
+        holds moves to the node's dead letters with this wake's batch and is archived
+        now, while who held it can still be told (a failed write leaves it in the dead
+        letters); one others still hold is archived once they are done with it."""
         dead = state.take_newly_dead()
         if self.archiving is None or not dead:
             return

@@ -331,6 +331,9 @@ class Topics(Participant):
         """The message leaves its topic (deleted, or moved to the dead letters): its log
         entry, the other groups' marks, and its count go."""
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
+        group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
+        if group is not None:
+            self.count_group(group, -1)
         self._leave(batch, seq, topic, others, size)
 
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: list[int],

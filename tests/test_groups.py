@@ -352,13 +352,19 @@ def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node,
         drain(consumer, 1)
         held = consumer.receive(5)
         assert held is not None
-        group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"]
-                              == 1)
+        orders = group_node.wait_stats(
+            lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"] == 1)["topics"]["orders"]
+        # rates per second since the group's and the topic's first sample (the node's own)
+        assert 0 < orders["groups"]["billing"]["rates"]["acked_60s"] \
+            <= orders["groups"]["billing"]["rates"]["delivered_60s"]
+        assert orders["rates"]["received_60s"] > 0
+        assert set(orders["rates"]) == {"received_1s", "received_60s"}
         shown = tool("pzq-monitor", "--dsn", group_node.monitor_dsn)
         assert shown.returncode == 0, shown.stderr
         assert "topics and groups" in shown.stdout
         row = next(line for line in shown.stdout.splitlines() if "billing" in line)
         assert row.split("│")[4].strip() == "2"  # backlog: c, and b held unacked
+        assert float(row.split("│")[-2].replace(",", "")) > 0  # acked/s over the last minute
         running = exporter.serve([group_node.monitor_dsn], "127.0.0.1", 0, timeout=2)
         try:
             url = f"http://127.0.0.1:{running.port}/metrics"

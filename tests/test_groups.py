@@ -196,6 +196,16 @@ def test_filtered_group_sees_only_its_tag(group_node, context):
         assert len(drain(plain, 4)) == 4
         # what a filter leaves out counts as done for that group
         group_node.wait_stats(lambda s: s["messages"] == 0)
+    # a consumer joining without a filter gets the group's; another filter is refused
+    produce(group_node, context, [b"us2"], tag="us")
+    produce(group_node, context, [b"eu3"], tag="eu-south")
+    with GroupConsumer(group_node.consume_dsn, "orders", "eu", context=context) as joined:
+        assert drain(joined, 1) == [b"eu3"] and joined.receive(0.3) is None
+    with pytest.raises(ConsumeRefused, match="group eu of topic orders has filter 'eu-\\*', "
+                                             "not 'us'"):
+        with GroupConsumer(group_node.consume_dsn, "orders", "eu", filter="us",
+                           context=context) as wrong:
+            wrong.receive(1)
 
 
 def test_topics_are_apart(group_node, context):

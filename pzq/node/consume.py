@@ -171,7 +171,7 @@ class ConsumeEndpoint:
         if group is None:
             return self.make_group(batch, topic, subscribe.group, subscribe.start,
                                    subscribe.filter, now_us)
-        if group.filter != subscribe.filter:
+        if subscribe.filter and group.filter != subscribe.filter:  # none: as the group is
             raise DecodeError(f"group {group.name} of topic {topic.name} has filter "
                               f"{group.filter!r}, not {subscribe.filter!r}")
         return group

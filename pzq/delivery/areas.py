@@ -111,8 +111,8 @@ class TakeoverArea:
         """Delivery bookkeeping of replicas stays in memory: the origin owns the record."""
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
-        """Given up while its origin is down: ``default``'s are kept in this node's own
-        dead letters; the group is done with it, as after an ACK."""
-        if self.group == DEFAULT_GROUP:
+        """Given up while its origin is down: the group is done with it, as after an
+        ACK, and the last group holding it keeps it in this node's own dead letters."""
+        if self.would_release(seq):
             batch.add_dead_letter(value)
         self.delete(batch, seq, len(value))

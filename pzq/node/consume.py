@@ -140,7 +140,7 @@ class ConsumeEndpoint:
         if group is None:
             return self.make_group(batch, topic, subscribe.group, subscribe.start,
                                    subscribe.filter, now_us)
-        if group.filter != subscribe.filter:
+        if subscribe.filter and group.filter != subscribe.filter:  # none: as the group is
             raise DecodeError(f"group {group.name} of topic {topic.name} has filter "
                               f"{group.filter!r}, not {subscribe.filter!r}")
         return group
@@ -269,9 +269,10 @@ class ConsumeEndpoint:
 
     def _retire_dead(self, deliveries: GroupDelivery, now_us: int) -> None:
         """Messages the group gave up this wake (counted already): the group is done
-        with them. One no other group holds is deleted with the next batch: it is
-        archived as a dead letter now, while who held it can still be told; one
-        others still hold is archived once they are done with it."""
+        with them. One no other group holds moves to the node's dead letters with
+        the next batch and is archived now, while who held it can still be told (a
+        failed write leaves it in the dead letters); one others still hold is
+        archived once they are done with it."""
         for state in (deliveries.state, *deliveries.taken_over().values()):
             area = state.area
             for entry in state.take_newly_dead():

@@ -27,6 +27,7 @@ from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
 from pzq.node.topic_admin import TopicAdmin
 from pzq.node.topic_figures import topic_figures
+from pzq.node.topic_rates import TopicRates
 from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
 from pzq.node.zper import ZperBroker
 from pzq.protocol.frames import REPLICATION_FAILED
@@ -61,16 +62,19 @@ class Device:
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)
+        self.topic_rates = TopicRates()
         self._store_failing = False
         self._polled_out = False  # the last poll looked for room to deliver
 
     def figures(self) -> dict[str, object]:
-        mono = Now.read().mono
+        now = Now.read()
+        mono = now.mono
         figures = node_figures(self.node, len(self.producer_acks),
                                self.endpoints.consumers.connected, mono)
         if self.zper is not None:
             figures["zper"] = self.zper.snapshot(mono)
-        figures["topics"] = topic_figures(self.node, self.consume, Now.read().wall_us)
+        figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
+                                          now.wall_us, mono)
         return figures
 
     # -- what to wait for ------------------------------------------------------
@@ -154,6 +158,7 @@ class Device:
         if self.zper is not None:
             self.zper.wake(events, now.wall_us / 1e6, now.mono)
         node.rates.sample(now.mono, node.counters)
+        self.topic_rates.sample(now.mono, node.topics, self.consume)
         if endpoints.quiet_monitor.due(events):
             self.monitor.answer_waiting()
             endpoints.quiet_monitor.served()

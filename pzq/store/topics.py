@@ -77,6 +77,7 @@ class Topic:
     max_messages: int = 0  # QUEUE_FULL for this topic beyond these (0: no limit)
     max_bytes: int = 0
     groups: dict[str, Group] = field(default_factory=dict)
+    received: int = 0  # messages taken since start (for its rate; not stored)
 
     def encode(self) -> bytes:
         """Its settings; the counts that change with the batches are kept apart."""
@@ -262,6 +263,7 @@ class Topics(Participant):
         """A new own message: its topic log entry, and the topic's counters."""
         batch.put(keyspace.topic_log_key(topic.id, seq), tag)
         self.count(topic, 1, size)
+        topic.received += 1
         for group in topic.groups.values():
             if group.holds(seq, tag):
                 self.count_group(group, 1)
@@ -331,6 +333,9 @@ class Topics(Participant):
         """The message leaves its topic (deleted, or moved to the dead letters): its log
         entry, the other groups' marks, and its count go."""
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
+        group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
+        if group is not None:
+            self.count_group(group, -1)
         self._leave(batch, seq, topic, others, size)
 
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: list[int],

@@ -102,10 +102,11 @@ class TakeoverArea:
                                  tombstone=self.group == DEFAULT_GROUP)
 
     def group_names(self, seq: int) -> tuple[str, ...]:
+        """For the archive: the groups holding the copy (none named: only default)."""
         found = self.replicas.get(self.node_id, seq)
-        if found is None or self.group == DEFAULT_GROUP:
-            return ()
-        return tuple(sorted(self.replicas.holding_groups(self.node_id, seq, found[1])))
+        holders = [] if found is None else self.replicas.holding_groups(self.node_id, seq,
+                                                                         found[1])
+        return () if holders in ([], [DEFAULT_GROUP]) else tuple(sorted(holders))
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         """Delivery bookkeeping of replicas stays in memory: the origin owns the record."""

@@ -207,3 +207,25 @@ def test_a_copy_goes_when_every_group_holding_it_is_done(tmp_path):
     assert replicas.tombstones[NODE] == 1  # default was last: the origin hears it so
     assert replicas.counts[NODE] == 0
     store.close()
+
+
+def test_a_copy_whose_seq_ends_in_255_is_removed_with_its_marks(tmp_path):
+    store = Store.open(tmp_path / "db")
+    replicas = ReplicaStore(store)
+    batch = store.begin()
+    replicas.describe_topics(batch, NODE, cw.DefaultReads("main", {}, {
+        "orders": (cw.GroupReads("g1"),)}))
+    value = record.encode(b"m", (b"TOPIC:orders",), (b"a",), 1)
+    for seq in (255, 256):
+        replicas.add(batch, NODE, seq, (NODE,), value)
+    store.commit(batch)
+    replicas.written()
+    batch = store.begin()
+    assert replicas.group_done(batch, NODE, 255, "g1", False) is False  # default holds it
+    store.commit(batch)
+    batch = store.begin()
+    assert replicas.remove(batch, NODE, 255, tombstone=False)  # a REMOVE: marks go too
+    store.commit(batch)
+    assert [key for key, _ in store.iterate(keyspace.REPLICA_DONE_PREFIX)] == []
+    assert replicas.get(NODE, 256) is not None
+    store.close()

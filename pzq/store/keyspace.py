@@ -125,8 +125,11 @@ def split_node_key(store_key: bytes) -> tuple[bytes, int]:
 
 
 def prefix_end(prefix: bytes) -> bytes:
-    """The first key past every key that starts with ``prefix``."""
-    return prefix[:-1] + bytes([prefix[-1] + 1])
+    """The first key past every key that starts with ``prefix``. Trailing 0xff bytes
+    cannot be counted up (a seq or an id ending in 255): the byte before them is.
+    Every prefix starts with an area's letter, so one is always left."""
+    counted = prefix.rstrip(b"\xff")
+    return counted[:-1] + bytes([counted[-1] + 1])
 
 
 def message_key(node_id: bytes, seq: int) -> bytes:

@@ -177,18 +177,20 @@ class ReplicaStore(Participant):
     def would_release(self, origin: bytes, seq: int, group: str) -> bool:
         """Whether ``group`` being done with the copy leaves no group holding it."""
         found = self.get(origin, seq)
-        if found is None:
-            return False
+        return found is not None and self._last(origin, seq, found[1], group)
+
+    def _last(self, origin: bytes, seq: int, record_value: bytes, group: str) -> bool:
         return all(holder == group or self.is_done(origin, seq, holder)
-                   for holder in self.holding_groups(origin, seq, found[1]))
+                   for holder in self.holding_groups(origin, seq, record_value))
 
     def group_done(self, batch: Batch, origin: bytes, seq: int, group: str,
                    tombstone: bool) -> bool:
         """``group`` is done with the copy: mark it, or drop the copy when every group
         holding it is done (``tombstone`` as in ``remove``). True when dropped."""
-        if not self.holds(origin, seq):
-            return False
-        if self.would_release(origin, seq, group):
+        found = None if self._copies.get((origin, seq)) is False else self.get(origin, seq)
+        if found is None:
+            return False  # gone, or not here yet (then held for every group: at least once)
+        if self._last(origin, seq, found[1], group):
             return self.remove(batch, origin, seq, tombstone)
         batch.put(keyspace.replica_done_key(origin, seq, group), b"")
         self._marks.setdefault((origin, seq), set()).add(group)

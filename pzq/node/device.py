@@ -16,7 +16,7 @@ from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
 from pzq.node.admin import Admin
 from pzq.node.clock import Now
-from pzq.node.consume import ConsumeEndpoint
+from pzq.node.consume import ConsumeEndpoint, no_takeovers
 from pzq.node.consumer_acks import ConsumerAcks
 from pzq.node.dispatch import Dispatch
 from pzq.node.endpoints import Endpoints
@@ -144,7 +144,7 @@ class Device:
             self.dispatch.deliver(now.wall_us, now.mono, room)
             if self.consume is not None:
                 self.consume.tick(now.mono, bool(events.get(self.consume.events, 0) & POLLIN))
-                self.consume.deliver(now.wall_us)
+                self.consume.deliver(now.wall_us, now.mono)
 
     def _answer(self, events: Events, now: Now) -> None:
         """Figures and questions last: connections, archive readers, the monitor."""
@@ -226,6 +226,15 @@ def _consume_endpoint(node: NodeState, endpoints: Endpoints) -> ConsumeEndpoint 
     if endpoints.consume is None or endpoints.consume_events is None:
         return None
     config = node.config
-    return ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
-                           node.topics, node.archiving, config.delivery,
-                           config.consume_heartbeat, config.batch_size, node.removed)
+    cluster = node.cluster
+    consume = ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
+                              node.topics, node.archiving, config.delivery,
+                              config.consume_heartbeat, config.batch_size, node.removed,
+                              cluster.takeovers.taken if cluster is not None else no_takeovers)
+    if cluster is not None:  # the cluster's word on own messages, both ways
+        consume.own_allowed = cluster.own_delivery_allowed
+        consume.held_elsewhere = cluster.held_elsewhere
+        consume.lowest_held = cluster.lowest_held
+        cluster.done.own_group_done = consume.done_elsewhere
+        cluster.on_released = consume.rewind_own
+    return consume

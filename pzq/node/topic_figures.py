@@ -3,7 +3,8 @@ happens: the topic's counters, each group's delivery state and counters."""
 
 from __future__ import annotations
 
-from pzq.node.consume import ConsumeEndpoint, GroupDelivery
+from pzq.node.consume import ConsumeEndpoint
+from pzq.node.consume_groups import GroupDelivery
 from pzq.node.rates import Rates
 from pzq.node.state import NodeState
 from pzq.node.topic_rates import GROUP_RATES, TOPIC_RATES, TopicRates

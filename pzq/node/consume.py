@@ -67,6 +67,7 @@ class ConsumeEndpoint:
         self.groups: dict[int, GroupDelivery] = {}
         self.consumers: dict[bytes, Consumer] = {}
         self.blocked = False  # a consumer's pipe was full: try again soon
+        self._found_unreachable = False  # a send this wake found a consumer gone
         for group in topics.groups():
             self._deliveries_for(group)
 
@@ -250,22 +251,22 @@ class ConsumeEndpoint:
 
     def deliver(self, now_us: int, mono: float) -> None:
         self.blocked = False
-        gone: list[Consumer] = []
+        self._found_unreachable = False
         own_allowed = self.own_allowed(mono)
         for deliveries in self.groups.values():
             for state in deliveries.sources(own_allowed):
                 room = deliveries.room()
                 if room > 0 and state.has_work():
                     evicted = state.counters.evicted
-                    send = self._sender(deliveries, gone)
+                    send = self._sender(deliveries)
                     state.deliver(send, now_us, min(room, self.batch_size))
                     if state.counters.evicted != evicted:
                         deliveries.settle()
             # also those given back dead by a NACK this wake, before the next batch
             # deletes them
             self._retire_dead(deliveries, now_us)
-        for consumer in gone:
-            self._gone(consumer, "disconnected")
+        if self._found_unreachable:  # what it sent before it went is read first
+            self.liveness.look_soon(mono)
 
     def _retire_dead(self, deliveries: GroupDelivery, now_us: int) -> None:
         """Messages the group gave up this wake (counted already): the group is done
@@ -282,8 +283,7 @@ class ConsumeEndpoint:
                                                           area.group_names(entry.seq))
                 self.removed(area.node_id, entry.seq, deliveries.group.name, final)
 
-    def _sender(self, deliveries: GroupDelivery,
-                gone: list[Consumer]) -> Callable[[list[bytes]], bool]:
+    def _sender(self, deliveries: GroupDelivery) -> Callable[[list[bytes]], bool]:
         """Round robin over the consumers with credit, in the order of this call."""
         candidates = deliveries.next_consumers()
         turn = 0
@@ -294,13 +294,14 @@ class ConsumeEndpoint:
             for _ in range(len(candidates)):
                 consumer = candidates[turn % len(candidates)]
                 turn += 1
-                if consumer.room <= 0 or consumer in gone:
+                if consumer.room <= 0:
                     continue
                 sent = try_send(self.socket, wire.encode_deliver(
                     consumer.routing_id, deliveries.topic_frame, deliveries.group_frame,
                     frames))
-                if sent is None:
-                    gone.append(consumer)
+                if sent is None:  # stop sending to it; its ACKs and BYE still count
+                    consumer.unreachable = True
+                    self._found_unreachable = True
                 elif sent:
                     deliveries.hold(consumer, key)
                     return True

@@ -26,10 +26,11 @@ class Consumer:
     window: int
     last_heard: float
     held: set[Key] = field(default_factory=set)
+    unreachable: bool = False  # a send found its connection gone: nothing more to it
 
     @property
     def room(self) -> int:
-        return self.window - len(self.held)
+        return 0 if self.unreachable else self.window - len(self.held)
 
 
 class GroupDelivery:

@@ -47,7 +47,7 @@ class ConsumerLiveness:
         if disconnected:
             while self.events.poll(0):
                 recv_monitor_message(self.events)
-            self._probe_due = self._probe_due or mono
+            self.look_soon(mono)
         if not self._probe_due and mono < self._next_heartbeat:
             return []
         due = self._probe_due or mono
@@ -56,6 +56,10 @@ class ConsumerLiveness:
             return []
         self._probe_due = 0.0
         return self._probe(mono, consumers)
+
+    def look_soon(self, mono: float) -> None:
+        """A connection went: look for who, once what it sent before is read."""
+        self._probe_due = self._probe_due or mono
 
     def _probe(self, mono: float, consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
         self._next_heartbeat = mono + self.heartbeat_s
@@ -66,6 +70,8 @@ class ConsumerLiveness:
                 gone.append((consumer, "silent"))
             elif try_send(self.socket, [consumer.routing_id, wire.HEARTBEAT]) is None:
                 gone.append((consumer, "disconnected"))
+            else:
+                consumer.unreachable = False  # its connection is there after all
         return gone
 
     def timeout_ms(self, mono: float, blocked: bool, any_consumers: bool) -> int | None:

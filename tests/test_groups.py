@@ -438,3 +438,20 @@ def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, con
     assert (poison.outcome, poison.groups, poison.deliveries) == ("dead_letter",
                                                                  ("billing", "default"), 2)
     assert (fine.outcome, fine.groups) == ("acked", ("billing", "default"))
+
+
+def test_sigkill_during_a_new_groups_backfill_loses_nothing(group_node, context):
+    from pzq.client import request_monitor
+
+    bodies = [b"m%d" % n for n in range(12_000)]  # more than two backfill chunks
+    produce(group_node, context, bodies)
+    answer = request_monitor(group_node.monitor_dsn, "DECLARE GROUP orders late", timeout=10)
+    assert answer.startswith(b"group late of topic orders"), answer
+    group_node.kill()  # the backfill of the stored messages is under way
+    group_node.restart()
+    group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["late"]["backlog"]
+                          == len(bodies))
+    with GroupConsumer(group_node.consume_dsn, "orders", "late", window=1000,
+                       context=context) as late:
+        assert drain(late, len(bodies)) == bodies
+        assert late.receive(0.2) is None

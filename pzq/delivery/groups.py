@@ -39,7 +39,7 @@ class DefaultArea(OwnArea):
     def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         # ``default`` leaves marks only while named groups exist
         done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
-                if self.topics.has_groups() else set())
+                if self.topics.named_groups else set())
         kept = []
         for seq, value in chunk:
             if seq in done:
@@ -108,6 +108,11 @@ class GroupArea:
         self._tags: dict[int, bytes] = {}  # tags of messages read and not yet done with
 
     def end_seq(self) -> int:
+        """Nothing to deliver until the topic's log reaches back to the group's start
+        (its backfill is under way)."""
+        log_from = self.group.topic.log_from
+        if log_from is None or log_from > self.group.start_seq:
+            return 0
         return self.store.next_seq
 
     def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:

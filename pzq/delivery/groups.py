@@ -75,6 +75,8 @@ class DefaultArea(OwnArea):
     def would_release(self, seq: int) -> bool:
         """Whether an ACK by ``default`` deletes the message (then it is archived and
         its copies removed; else other groups still hold it)."""
+        if not self.topics.named_groups:
+            return True
         about = self._about(seq)
         return about is None or self.topics.would_release(seq, *about, DEFAULT_GROUP_ID)
 

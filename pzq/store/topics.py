@@ -19,7 +19,7 @@ scan. The registries of topics and groups are read at start (a few keys, no mess
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from pzq.errors import PzqError
 from pzq.logs import get_logger
@@ -247,8 +247,11 @@ class Topics(Participant):
 
     def describe(self, value: bytes) -> tuple[Topic, bytes]:
         """The topic and tag of a stored record."""
-        name, tag = topic_and_tag(record.headers_of(value), self.default_topic)
-        return self.topic(name, record.stored_us_of(value)), tag
+        headers = record.headers_of(value)
+        name, tag = (topic_and_tag(headers, self.default_topic) if headers
+                     else (self.default_topic, b""))
+        found = self.topics.get(name)
+        return found or self.topic(name, record.stored_us_of(value)), tag
 
     def is_done(self, group_id: int, seq: int) -> bool:
         return ((group_id, seq) in self._marking
@@ -291,6 +294,10 @@ class Topics(Participant):
              group_id: int) -> bool:
         """``group_id`` is done with the message: delete it if every holder is, else mark
         it. Returns True when the message was deleted."""
+        if not self._named_groups:  # the single queue: nobody else holds anything
+            batch.delete_message(seq, size)
+            self._leave(batch, seq, topic, (), size)
+            return True
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
         if group_id != DEFAULT_GROUP_ID:
             group = self._group_by_id(topic, group_id)
@@ -312,7 +319,7 @@ class Topics(Participant):
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
         self._leave(batch, seq, topic, others, size)
 
-    def _leave(self, batch: Batch, seq: int, topic: Topic, others: list[int],
+    def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
                size: int) -> None:
         if topic.log_from is not None:
             batch.delete(keyspace.topic_log_key(topic.id, seq))

@@ -4,7 +4,9 @@ each against its --send-dsn or one-topic baseline in the same run."""
 
 from __future__ import annotations
 
+import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
@@ -83,3 +85,72 @@ def measure_group_end_to_end(receive: str, consume: str, count: int, window: int
     seconds = max(consumer["seconds"], producer["seconds"])
     latencies = consumer["latencies_ns"]
     return consumer["count"] / seconds, percentile(latencies, .5), percentile(latencies, .99)
+
+
+@dataclass
+class Row:
+    """One scenario over the repeats: rates, latencies and ratios to the baseline of
+    the same repeat; the figures are the medians, with the range of the repeats."""
+
+    scenario: str
+    target: str = ""
+    wanted_ratio: float | None = None  # the rate ratio must be at least this
+    wanted_p99_ratio: float | None = None  # the p99 ratio at most this
+    rates: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+    p50s: list[float] = field(default_factory=list)
+    p99s: list[float] = field(default_factory=list)
+    p99_ratios: list[float] = field(default_factory=list)
+
+    def add(self, rate: float, ratio: float | None = None, p50: float | None = None,
+            p99: float | None = None, p99_ratio: float | None = None) -> None:
+        self.rates.append(rate)
+        for values, value in ((self.ratios, ratio), (self.p50s, p50), (self.p99s, p99),
+                              (self.p99_ratios, p99_ratio)):
+            if value is not None:
+                values.append(value)
+
+    def met(self) -> bool | None:
+        """Whether the medians meet the target (None: no target)."""
+        if self.wanted_ratio is None or not self.ratios:
+            return None
+        met = statistics.median(self.ratios) >= self.wanted_ratio
+        if self.wanted_p99_ratio is not None and self.p99_ratios:
+            met = met and statistics.median(self.p99_ratios) <= self.wanted_p99_ratio
+        return met
+
+    def summary(self) -> dict[str, object]:
+        found: dict[str, object] = {"scenario": self.scenario, "target": self.target,
+                                    "met": self.met()}
+        for name, values in (("rate", self.rates), ("ratio", self.ratios),
+                             ("p50_ms", self.p50s), ("p99_ms", self.p99s),
+                             ("p99_ratio", self.p99_ratios)):
+            if values:
+                found[name] = statistics.median(values)
+                found[f"{name}_range"] = [min(values), max(values)]
+        return found
+
+
+def print_rows(rows: list[Row]) -> None:
+    print(f"{'scenario':<48} {'msg/s':>7} {'range':>13} {'p50':>6} {'p99 ms':>7} "
+          f"{'ratio':>5} {'range':>11} {'p99 r':>5}  target")
+    for row in rows:
+        found = row.summary()
+        met = {True: "met", False: "NOT met", None: ""}[row.met()]
+        print(f"{row.scenario:<48} {found['rate']:>7.0f} "
+              f"{_span(found, 'rate', '{:.0f}'):>13} {_value(found, 'p50_ms'):>6} "
+              f"{_value(found, 'p99_ms'):>7} {_value(found, 'ratio'):>5} "
+              f"{_span(found, 'ratio', '{:.2f}'):>11} {_value(found, 'p99_ratio'):>5}  "
+              f"{row.target} {met}".rstrip())
+
+
+def _value(found: dict[str, object], key: str) -> str:
+    value = found.get(key)
+    return f"{value:.2f}" if isinstance(value, float) else ""
+
+
+def _span(found: dict[str, object], key: str, form: str) -> str:
+    span = found.get(f"{key}_range")
+    if not isinstance(span, list):
+        return ""
+    return f"{form.format(span[0])}-{form.format(span[1])}"

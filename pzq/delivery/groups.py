@@ -99,6 +99,26 @@ class DefaultArea(OwnArea):
             self.topics.done(batch, seq, topic, tag, len(value), DEFAULT_GROUP_ID)
 
 
+RECENT_RECORDS = 4096  # records kept for the other groups of a topic
+
+
+def remember(recent: dict[int, bytes], seq: int, value: bytes) -> None:
+    recent[seq] = value
+    if len(recent) > RECENT_RECORDS:
+        del recent[next(iter(recent))]  # the oldest
+
+
+ZERO_BOOKKEEPING = bytes(record.BOOKKEEPING.size)
+BOOKKEEPING_END = record.BOOKKEEPING_OFFSET + record.BOOKKEEPING.size
+
+
+def without_bookkeeping(value: bytes) -> bytes:
+    """The record with ``default``'s delivery counts zeroed (copied only when set)."""
+    if value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END] == ZERO_BOOKKEEPING:
+        return value
+    return record.with_bookkeeping(value, 0, 0)
+
+
 class GroupArea:
     """One named group of one topic."""
 
@@ -131,12 +151,20 @@ class GroupArea:
                 if len(wanted) >= limit:
                     break
         done = self.topics.done_among(group.id, [seq for seq, _ in wanted])
+        recent = self.topics.recent
         found = []
         for seq, tag in wanted:
-            value = None if seq in done else self.store.get_own(seq)
-            if value is not None:
-                self._tags[seq] = tag
-                found.append((seq, record.with_bookkeeping(value, 0, 0)))
+            if seq in done:
+                continue
+            value = recent.get(seq)
+            if value is None:
+                value = self.store.get_own(seq)
+                if value is None:
+                    continue
+                if len(group.topic.groups) > 1:
+                    remember(recent, seq, value)
+            self._tags[seq] = tag
+            found.append((seq, without_bookkeeping(value)))
         return found
 
     def get(self, seq: int) -> bytes | None:
@@ -147,7 +175,7 @@ class GroupArea:
         if topic is not self.group.topic or not self.group.holds(seq, tag):
             return None
         self._tags[seq] = tag
-        return record.with_bookkeeping(value, 0, 0)
+        return without_bookkeeping(value)
 
     def _tag(self, seq: int) -> bytes | None:
         tag = self._tags.pop(seq, None)

@@ -49,6 +49,8 @@ __all__ = ["DEFAULT_GROUP", "DEFAULT_GROUP_ID", "DEFAULT_ONLY", "START_EARLIEST"
 
 log = get_logger("pzq.topics")
 
+NOT_ASKED = (-1, -1, False)
+
 class Topics(Participant):
     """The topics and groups of this node's own messages, and who is done with what."""
 
@@ -67,6 +69,10 @@ class Topics(Participant):
         self._marking: set[tuple[int, int]] = set()  # (group id, seq) marks in this batch
         self._highest_marks: dict[int, int] = {}  # group id -> its highest mark's seq
         self._named_groups = False  # some topic has a named group
+        self._release_asked = NOT_ASKED  # group id, seq, would_release's answer
+        # Records a group read lately: the topic's other groups read them from here,
+        # not from the store again (one read of a body for all groups, mostly).
+        self.recent: dict[int, bytes] = {}
         self._backfilling: set[Topic] = set()  # topics whose logs are short of a start
         self._load()
 
@@ -254,8 +260,11 @@ class Topics(Participant):
         return found or self.topic(name, record.stored_us_of(value)), tag
 
     def is_done(self, group_id: int, seq: int) -> bool:
-        return ((group_id, seq) in self._marking
-                or self.store.get(keyspace.group_done_key(group_id, seq)) is not None)
+        if (group_id, seq) in self._marking:
+            return True
+        if seq > self.highest_mark(group_id):  # no mark that far: no read
+            return False
+        return self.store.get(keyspace.group_done_key(group_id, seq)) is not None
 
     def highest_mark(self, group_id: int) -> int:
         """The highest seq ``group_id`` has a mark for (-1: none); one seek per group
@@ -286,9 +295,14 @@ class Topics(Participant):
         return done
 
     def would_release(self, seq: int, topic: Topic, tag: bytes, group_id: int) -> bool:
-        """Whether ``group_id`` being done with the message deletes it."""
-        return all(holder == group_id or self.is_done(holder, seq)
-                   for holder in topic.holders(seq, tag))
+        """Whether ``group_id`` being done with the message deletes it (kept for the
+        ``done`` that follows, so an ACK looks at the other groups' marks once)."""
+        if self._release_asked[:2] == (group_id, seq):
+            return self._release_asked[2]
+        answer = all(holder == group_id or self.is_done(holder, seq)
+                     for holder in topic.holders(seq, tag))
+        self._release_asked = (group_id, seq, answer)
+        return answer
 
     def done(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int,
              group_id: int) -> bool:
@@ -303,7 +317,9 @@ class Topics(Participant):
             group = self._group_by_id(topic, group_id)
             if group is not None:
                 self.count_group(group, -1)
-        if any(not self.is_done(holder, seq) for holder in others):
+        release = self.would_release(seq, topic, tag, group_id)
+        self._release_asked = NOT_ASKED
+        if not release:
             batch.put(keyspace.group_done_key(group_id, seq), b"")
             self._marking.add((group_id, seq))
             self._highest_marks[group_id] = max(self.highest_mark(group_id), seq)
@@ -316,6 +332,7 @@ class Topics(Participant):
              group_id: int) -> None:
         """The message leaves its topic (deleted, or moved to the dead letters): its log
         entry, the other groups' marks, and its count go."""
+        self._release_asked = NOT_ASKED
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
         self._leave(batch, seq, topic, others, size)
 
@@ -323,6 +340,7 @@ class Topics(Participant):
                size: int) -> None:
         if topic.log_from is not None:
             batch.delete(keyspace.topic_log_key(topic.id, seq))
+            self.recent.pop(seq, None)
         for holder in others:
             batch.delete(keyspace.group_done_key(holder, seq))
         self.count(topic, -1, -size)
@@ -390,6 +408,7 @@ class Topics(Participant):
         self._dirty = set()
         self._dirty_groups = set()
         self._marking = set()
+        self._release_asked = NOT_ASKED
         self._batch = None
 
     def failed(self) -> None:
@@ -398,4 +417,5 @@ class Topics(Participant):
         self._deltas = {}
         self._group_deltas = {}
         self._marking = set()
+        self._release_asked = NOT_ASKED
         self._batch = None

@@ -100,6 +100,7 @@ class DefaultArea(OwnArea):
 
 
 RECENT_RECORDS = 4096  # records kept for the other groups of a topic
+DENSE_AT_LEAST = 16  # messages a read must want before it walks the own messages
 
 
 def remember(recent: dict[int, bytes], seq: int, value: bytes) -> None:
@@ -151,21 +152,44 @@ class GroupArea:
                 if len(wanted) >= limit:
                     break
         done = self.topics.done_among(group.id, [seq for seq, _ in wanted])
-        recent = self.topics.recent
+        if done:
+            wanted = [(seq, tag) for seq, tag in wanted if seq not in done]
+        values = self._values([seq for seq, _ in wanted])
         found = []
         for seq, tag in wanted:
-            if seq in done:
-                continue
+            value = values.get(seq)
+            if value is not None:
+                self._tags[seq] = tag
+                found.append((seq, without_bookkeeping(value)))
+        return found
+
+    def _values(self, seqs: list[int]) -> dict[int, bytes]:
+        """The stored records of ``seqs`` (ascending): one walk of the own messages when
+        the topic fills most of that span, else the recent records or a read each."""
+        if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
+            last, wanted = seqs[-1], set(seqs)
+            walked: dict[int, bytes] = {}
+            for key, stored in self.store.iterate(keyspace.OWN_PREFIX,
+                                                  keyspace.own_key(seqs[0])):
+                seq = keyspace.own_seq(key)
+                if seq > last:
+                    break
+                if seq in wanted:
+                    walked[seq] = stored
+            return walked
+        recent = self.topics.recent
+        shared = len(self.group.topic.groups) > 1
+        values: dict[int, bytes] = {}
+        for seq in seqs:
             value = recent.get(seq)
             if value is None:
                 value = self.store.get_own(seq)
                 if value is None:
                     continue
-                if len(group.topic.groups) > 1:
+                if shared:
                     remember(recent, seq, value)
-            self._tags[seq] = tag
-            found.append((seq, without_bookkeeping(value)))
-        return found
+            values[seq] = value
+        return values
 
     def get(self, seq: int) -> bytes | None:
         value = self.store.get_own(seq)

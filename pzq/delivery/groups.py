@@ -146,11 +146,18 @@ class GroupArea:
         first = max(start_seq, group.start_seq, group.floor)
         start = keyspace.topic_log_key(group.topic.id, first)
         wanted: list[tuple[int, bytes]] = []
+        # LevelDB finds the end of a range by walking on to the next live key, past
+        # every deleted one (those of acked messages, until a compaction): a walk
+        # stops at the newest message instead.
+        newest = group.topic.newest if group.topic.newest >= 0 else self.store.next_seq - 1
         for key, tag in self.store.iterate(prefix, start):
+            seq = keyspace.seq_at_end(key)
             if group.takes(tag):
-                wanted.append((keyspace.seq_at_end(key), tag))
+                wanted.append((seq, tag))
                 if len(wanted) >= limit:
                     break
+            if seq >= newest:
+                break
         done = self.topics.done_among(group.id, [seq for seq, _ in wanted])
         if done:
             wanted = [(seq, tag) for seq, tag in wanted if seq not in done]
@@ -172,10 +179,10 @@ class GroupArea:
             for key, stored in self.store.iterate(keyspace.OWN_PREFIX,
                                                   keyspace.own_key(seqs[0])):
                 seq = keyspace.own_seq(key)
-                if seq > last:
-                    break
                 if seq in wanted:
                     walked[seq] = stored
+                if seq >= last:
+                    break
             return walked
         recent = self.topics.recent
         shared = len(self.group.topic.groups) > 1

@@ -68,6 +68,7 @@ class Topic:
     max_bytes: int = 0
     groups: dict[str, Group] = field(default_factory=dict)
     log_from: int | None = None  # its log is complete from this seq on (None: no log)
+    newest: int = -1  # the seq of its newest message stored while running (-1: unknown)
 
     @property
     def logged(self) -> bool:

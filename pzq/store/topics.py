@@ -244,6 +244,7 @@ class Topics(Participant):
         """A new own message: its topic log entry (a topic with named groups), and the
         topic's counters."""
         self.count(topic, 1, size)
+        topic.newest = seq
         if topic.log_from is None:
             return
         batch.put(keyspace.topic_log_key(topic.id, seq), tag)
@@ -292,6 +293,8 @@ class Topics(Participant):
             if seq > seqs[-1]:
                 break
             done.add(seq)
+            if seq == seqs[-1]:
+                break  # not on past deleted keys to find the end (see GroupArea.read)
         return done
 
     def would_release(self, seq: int, topic: Topic, tag: bytes, group_id: int) -> bool:

@@ -86,14 +86,18 @@ def drain_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
         target = nodes.start(f"drain-{len(groups)}")
         groups_only(target, groups)
         fill(target, count)
+        assert target.process is not None
         drains[len(groups)] = measure_group_drains(target.consume_dsn, "t0", groups, count,
-                                                   100)
+                                                   100, target.process.pid)
         target.kill()
-    single = drains[1]["g1"]
+    single = drains[1].rates["g1"]
     rows["drain 1"].add(single)
-    for group, rate in drains[3].items():
+    rows["drain 1"].cpu(drains[1].node_cpu_us, drains[1].consumer_cpu_us)
+    for group, rate in drains[3].rates.items():
         rows[f"drain 3 {group}"].add(rate, rate / single)
-    rows["drain 3 together"].add(sum(drains[3].values()), sum(drains[3].values()) / single)
+    together = sum(drains[3].rates.values())
+    rows["drain 3 together"].add(together, together / single)
+    rows["drain 3 together"].cpu(drains[3].node_cpu_us, drains[3].consumer_cpu_us)
 
 
 def end_to_end_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:

@@ -150,6 +150,8 @@ class GroupArea:
         # every deleted one (those of acked messages, until a compaction): a walk
         # stops at the newest message instead.
         newest = group.topic.newest if group.topic.newest >= 0 else self.store.next_seq - 1
+        if first > newest:
+            return []  # newer messages are other topics'
         for key, tag in self.store.iterate(prefix, start):
             seq = keyspace.seq_at_end(key)
             if group.takes(tag):

@@ -172,3 +172,25 @@ def test_a_message_default_acks_during_the_backfill_stays_for_the_group(tmp_path
     assert store.messages == 1  # only c, which default has not acked
     assert log_keys(store, topics.topics["orders"]) == seqs[2:]
     store.close()
+
+
+def test_a_store_from_before_logs_were_kept_only_for_groups_has_complete_logs(tmp_path):
+    import json
+
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a"])
+    orders = topics.topics["orders"]
+    settings = json.loads(store.get(keyspace.topic_key(b"orders")))
+    del settings["log_from"]  # as such a store wrote it: every topic had its log
+    batch = store.begin()
+    batch.put(keyspace.topic_key(b"orders"), json.dumps(settings).encode())
+    batch.put(keyspace.topic_log_key(orders.id, 0), b"")
+    store.commit(batch)
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    assert topics.topics["orders"].log_from == 0
+    batch = store.begin()
+    group = topics.add_group(topics.topics["orders"], "audit", 0, "", 0)
+    store.commit(batch)
+    assert not topics.backfill_due() and group.backlog == 1
+    store.close()

@@ -35,6 +35,7 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
     context = zmq.Context()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.RCVHWM, 0)
+    socket.setsockopt(zmq.SNDHWM, 0)  # ACKs queue while the node is busy, never refused
     socket.connect(dsn)
     started = time.perf_counter() if from_connect else None
     send_frames(socket, [b"CONSUME", topic.encode(), group.encode(), b"%d" % window])

@@ -455,3 +455,16 @@ def test_sigkill_during_a_new_groups_backfill_loses_nothing(group_node, context)
                        context=context) as late:
         assert drain(late, len(bodies)) == bodies
         assert late.receive(0.2) is None
+
+
+def test_a_time_start_on_a_topic_without_a_log_finds_its_first_message(group_node, context):
+    import time
+
+    produce(group_node, context, [b"old1", b"old2"])  # no named group yet: no log
+    since_us = time.time_ns() // 1000
+    produce(group_node, context, [b"new1", b"new2"])
+    with GroupConsumer(group_node.consume_dsn, "orders", "since", start=since_us,
+                       context=context) as since:
+        assert drain(since, 2) == [b"new1", b"new2"]
+        assert since.receive(0.3) is None
+    assert topic_figures(group_node)["groups"]["since"]["backlog"] == 0

@@ -194,3 +194,24 @@ def test_a_store_from_before_logs_were_kept_only_for_groups_has_complete_logs(tm
     store.commit(batch)
     assert not topics.backfill_due() and group.backlog == 1
     store.close()
+
+
+def test_a_group_emptied_during_its_backfill_has_no_backlog(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a", b"b", b"c"])
+    orders = topics.topics["orders"]
+    batch = store.begin()
+    group = topics.add_group(orders, "audit", 0, "", 0)
+    store.commit(batch)
+    batch = store.begin()  # what EMPTY GROUP orders audit does, before the backfill
+    for seq, tag in topics.walk(orders):
+        topics.done(batch, seq, orders, tag, 10, group.id)
+    store.commit(batch)
+    default = state_for(store, DefaultArea(store, topics))
+    ack(store, default, deliver_all(default)[:1])  # gone before the backfill saw it
+    assert store.messages == 2
+    while topics.backfill_due():
+        topics.backfill(limit=2)
+    assert group.backlog == 0 and orders.log_from == 0
+    assert deliver_all(state_for(store, GroupArea(store, topics, group))) == []
+    store.close()

@@ -179,6 +179,8 @@ class TopicAdmin:
         return len(deleted)
 
     def _out_of_backlogs(self, topic: Topic, seq: int, tag: bytes) -> None:
+        if not self.topics.counted(topic, seq):
+            return
         for group in topic.groups.values():
             if group.holds(seq, tag) and not self.topics.is_done(group.id, seq):
                 self.topics.count_group(group, -1)

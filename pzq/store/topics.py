@@ -222,8 +222,8 @@ class Topics(Participant):
                                                            self.default_topic, limit)
         for seq, tag in indexed:
             for group in topic.groups.values():
-                if group.holds(seq, tag):
-                    self.count_group(group, 1)
+                if group.holds(seq, tag) and not self.is_done(group.id, seq):
+                    self.count_group(group, 1)  # (done: emptied by an operator meanwhile)
         self.changed(topic)
         try:
             self.store.commit(batch)
@@ -316,7 +316,7 @@ class Topics(Participant):
             self._leave(batch, seq, topic, (), size)
             return True
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
-        if group_id != DEFAULT_GROUP_ID:
+        if group_id != DEFAULT_GROUP_ID and self.counted(topic, seq):
             group = self._group_by_id(topic, group_id)
             if group is not None:
                 self.count_group(group, -1)
@@ -351,6 +351,12 @@ class Topics(Participant):
     @staticmethod
     def _group_by_id(topic: Topic, group_id: int) -> Group | None:
         return next((group for group in topic.groups.values() if group.id == group_id), None)
+
+    @staticmethod
+    def counted(topic: Topic, seq: int) -> bool:
+        """Whether the message is in its groups' backlogs: its log entry is written (a
+        backfill counts the older ones as it indexes them)."""
+        return topic.log_from is not None and seq >= topic.log_from
 
     def raise_floor(self, group: Group, floor: int) -> None:
         """The group is done with everything below ``floor``: written with the next batch."""

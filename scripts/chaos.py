@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,6 +37,7 @@ import zmq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from partition_cluster import ClusterTimings, ProxiedCluster  # noqa: E402
+from small_disks import mount_tmpfs, unmount_lazily  # noqa: E402
 
 from pzq.bench.nodes import NodeProcess, wait_until  # noqa: E402
 from pzq.client import Consumer, Producer  # noqa: E402
@@ -81,13 +81,9 @@ class StoreDisks:
 
     def mount(self) -> None:
         for place in self.places:
-            place.mkdir(parents=True)
-            result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={STORE_DISK_MB}m",
-                                     "tmpfs", str(place)], capture_output=True, text=True,
-                                    check=False)
-            if result.returncode != 0:
-                raise Unavailable(f"--disk-fulls needs a tmpfs per node (root): "
-                                  f"{result.stderr.strip()}")
+            refused = mount_tmpfs(place, STORE_DISK_MB)
+            if refused is not None:
+                raise Unavailable(f"--disk-fulls needs a tmpfs per node (root): {refused}")
             self.mounted.append(place)
 
     def fill(self, index: int) -> Path:
@@ -107,8 +103,7 @@ class StoreDisks:
         return filler
 
     def unmount(self) -> None:
-        for place in self.mounted:  # lazily: a killed node may still hold files there
-            subprocess.run(["umount", "-l", str(place)], check=False)
+        unmount_lazily(self.mounted)
 
 
 class Consuming(threading.Thread):

@@ -96,6 +96,21 @@ class SimNode:
         self.core.flush_removes(now)
         return entry is not None
 
+    def ack_group(self, origin: bytes, seq: int, topic: str, group: str, now: float) -> bool:
+        """A consumer of a named group of a taken-over origin acks ``seq``, as the
+        consume endpoint does: the group's done is owed to the other nodes."""
+        state = self.core.takeovers.taken(topic, group).get(origin)
+        if state is None:
+            return False
+        batch = self.store.begin()
+        entry = state.ack(batch, seq)
+        if entry is not None:
+            self.core.removed_taken_over(origin, [seq], group)
+        self.core.owe_removes(batch, now)
+        self.store.commit(batch)
+        self.core.flush_removes(now)
+        return entry is not None
+
     def close(self) -> None:
         self.store.close()
 

@@ -10,7 +10,7 @@ import pytest
 from cluster_sim import TIMEOUT_NODES_US, TIMEOUT_REPLICATION_US, SimNetwork
 
 from pzq.protocol import cluster as cw
-from pzq.protocol.cluster import DefaultReads
+from pzq.protocol.cluster import DefaultReads, GroupReads
 from pzq.store import keyspace
 from pzq.store.replicas import ReplicaStore
 
@@ -272,3 +272,80 @@ def test_a_node_may_describe_only_its_own_topics(three):
     origin.store.commit(batch)
     assert origin.core.rejected == 1
     assert origin.core.replicas.default_reads[second.node_id] == DefaultReads("default")
+
+
+# -- a takeover serves every group; the returning origin learns what each finished ------
+
+ORDERS = DefaultReads("default", groups={"orders": (GroupReads("g1"),
+                                                    GroupReads("g2", 0, "eu-*"))})
+
+
+def seq_of(key: bytes) -> int:
+    return keyspace.parse_message_key(key)[1]
+
+
+def serve(nodes, states_of, now_us: int) -> dict[int, object]:
+    """Deliver from each node's states; returns which node sent each seq."""
+    return {seq_of(key): node for node in nodes for key in node.deliver(now_us, states_of(node))}
+
+
+def test_a_takeover_serves_every_group_what_it_holds_and_tells_the_origin(three):
+    origin, first, second = three.nodes
+    origin.core.own_reads = lambda: ORDERS
+    origin.produce([b"e1", b"e2"], T0, headers=(b"TOPIC:orders", b"TAG:eu-1"))  # 0, 1
+    origin.produce([b"u1"], T0, headers=(b"TOPIC:orders", b"TAG:us-1"))  # 2
+    three.step(T0)
+    batch = origin.store.begin()  # g1 finished seq 0 at the origin: holders mark it
+    origin.core.done_own("g1", [0])
+    origin.core.owe_removes(batch, T0)
+    origin.store.commit(batch)
+    origin.core.flush_removes(T0)
+    three.step(T0)
+    origin.up = False
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    now_us = int(now * 1e6)
+    survivors = (first, second)
+    served = {group: serve(survivors, lambda node, g=group: list(
+        node.core.takeovers.taken("orders", g).values()), now_us) for group in ("g1", "g2")}
+    served["default"] = serve(survivors, lambda node: node.core.takeovers.active(), now_us)
+    assert {group: sorted(seqs) for group, seqs in served.items()} == {
+        "g1": [1, 2], "g2": [0, 1], "default": [0, 1, 2]}
+    for group in ("g1", "g2"):  # named groups first: the copies stay for default
+        for seq, node in served[group].items():
+            assert node.ack_group(origin.node_id, seq, "orders", group, now)
+    three.step(now)
+    assert copies(first, origin) == copies(second, origin) == 3
+    for seq, node in served["default"].items():
+        assert node.ack(keyspace.message_key(origin.node_id, seq), now)
+    three.step(now)
+    assert copies(first, origin) == copies(second, origin) == 0
+    # the origin returns: every DONE reaches it, and default's last ACKs as tombstones
+    done: dict[str, set[int]] = {"g1": set(), "g2": set()}
+    origin.core.done.own_group_done = lambda batch, group, seqs: done[group].update(seqs)
+    origin.up = True
+    for step in range(3):
+        three.step(now + 0.1 * (step + 1), heartbeat=True)
+    assert done == {"g1": {1, 2}, "g2": {0, 1}}
+    assert origin.store.messages == 0
+    assert all(node.core.removes.owed_to(origin.endpoint) == 0 for node in survivors)
+
+
+def test_a_group_done_at_the_origin_is_not_served_again_by_a_takeover(three):
+    origin, first, second = three.nodes
+    origin.core.own_reads = lambda: ORDERS
+    origin.produce([b"e1"], T0, headers=(b"TOPIC:orders", b"TAG:eu-1"))
+    three.step(T0)
+    (key,) = origin.deliver(1)  # default acks at the origin while g1 and g2 hold it
+    batch = origin.store.begin()
+    origin.own.ack(batch, 0)
+    origin.core.done_own("default", [0])
+    origin.core.owe_removes(batch, T0)
+    origin.store.commit(batch)
+    origin.core.flush_removes(T0)
+    three.step(T0)
+    assert copies(first, origin) == copies(second, origin) == 1  # kept for g1 and g2
+    origin.up = False
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    assert first.deliver(int(now * 1e6)) + second.deliver(int(now * 1e6)) == []

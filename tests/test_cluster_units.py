@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from pzq.cluster.peers import PeerTable
+from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import ReplicationTracker
 from pzq.errors import DecodeError
 from pzq.protocol import cluster as cw
-from pzq.store.replicas import encode_holders, split_value
+from pzq.store import keyspace, record
+from pzq.store.replicas import ReplicaStore, encode_holders, split_value
+from pzq.store.store import Store
 
 pytestmark = pytest.mark.timeout(10)
 NODE = b"0a1b2c3d"
@@ -29,6 +32,18 @@ def test_cluster_frames_round_trip():
     assert cw.decode_topics(cw.encode_topics(NODE, reads)) == (NODE, reads)
     assert cw.decode_topics([cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
                              b' "later": 1}']) == (NODE, cw.DefaultReads("d"))  # ignored
+    grouped = cw.DefaultReads("main", {}, {"orders": (cw.GroupReads("g1", 3, "eu-*"),)})
+    assert cw.decode_topics(cw.encode_topics(NODE, grouped)) == (NODE, grouped)
+    assert cw.decode_done(cw.encode_done(NODE, 5, "g1", [1, 9])) == (NODE, 5, "g1", [1, 9])
+    assert cw.decode_noted(cw.encode_noted(5)) == 5
+
+
+def test_topics_from_a_node_that_predates_groups_names_none():
+    old = b'{"default_from": {"audit": null}, "default_topic": "main"}'
+    origin, reads = cw.decode_topics([cw.TOPICS, NODE, old])
+    assert reads == cw.DefaultReads("main", {"audit": None}) and reads.groups == {}
+    assert reads.holders("orders", 0, b"") == ["default"]  # a takeover serves default only
+    assert reads.holders("audit", 0, b"") == []
 
 
 def test_what_default_reads_of_a_nodes_topics():
@@ -36,6 +51,18 @@ def test_what_default_reads_of_a_nodes_topics():
     assert reads.reads("main", 0) and reads.reads("clicks", 0)
     assert not reads.reads("audit", 100)
     assert not reads.reads("orders", 6) and reads.reads("orders", 7)
+
+
+def test_which_groups_hold_a_message_of_a_nodes_topic():
+    reads = cw.DefaultReads("main", {"audit": None}, {
+        "orders": (cw.GroupReads("all"), cw.GroupReads("eu", 0, "eu-*"),
+                   cw.GroupReads("late", 5, "x"))})
+    assert reads.holders("orders", 0, b"eu-1") == ["all", "eu", "default"]
+    assert reads.holders("orders", 6, b"x") == ["all", "late", "default"]
+    assert reads.holders("orders", 4, b"x") == ["all", "default"]
+    assert reads.holders("clicks", 0, b"eu-1") == ["default"]
+    assert reads.group("orders", "eu") == cw.GroupReads("eu", 0, "eu-*")
+    assert reads.group("clicks", "eu") is None
 
 
 @pytest.mark.parametrize("decode, frames", [
@@ -60,6 +87,22 @@ def test_what_default_reads_of_a_nodes_topics():
     (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {"a": "1"}}']),
     (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {"a": true}}']),
     (cw.decode_topics, [cw.TOPICS, b"NOTHEX!!", b'{"default_topic": "d", "default_from": {}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": []}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": {"t": {}}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": {"t": [{"name": "g"}]}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": {"t": [{"name": 1, "start_seq": 0}]}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": {"t": [{"name": "g", "start_seq": 0, "filter": 2}]}}']),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"g1"]),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 7, b"g1", b""]),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"", b""]),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"\xff", b""]),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"g1", b"\x00" * 3]),
+    (cw.decode_noted, [cw.NOTED, b"\x00"]),
 ])
 def test_cluster_frame_garbage(decode, frames):
     with pytest.raises(DecodeError):
@@ -106,3 +149,83 @@ def test_replication_fails_exactly_at_the_deadline():
     assert tracker.expire(10.09) == []
     assert [ack.msg_id for ack in tracker.expire(10.1)] == [b"m1"]
     assert tracker.failures == 1 and tracker.next_deadline() is None
+
+
+def test_owed_removes_and_dones_outlive_a_restart(tmp_path):
+    store = Store.open(tmp_path / "db")
+    ledger = RemoveLedger(store, ("a", "b"), resend_s=1.0)
+    batch = store.begin()
+    ledger.owe(batch, NODE, [1, 2], {"a", "b"})
+    ledger.owe(batch, NODE, [3], {"a"}, group="g1")
+    store.commit(batch)
+    store.close()
+    store = Store.open(tmp_path / "db")
+    ledger = RemoveLedger(store, ("a",), resend_s=1.0)  # b left the cluster
+    assert sorted(ledger.due("a", 10.0)) == sorted([cw.encode_remove(NODE, 0, [1, 2]),
+                                                     cw.encode_done(NODE, 1, "g1", [3])])
+    assert ledger.unconfirmed(NODE, "a") == {1, 2, 3}
+    ledger.confirmed("a", 1)  # NOTED
+    batch = store.begin()
+    ledger.prepare(batch)
+    store.commit(batch)
+    assert ledger.owed_to("a") == 2
+    assert [key for key, _ in store.iterate(keyspace.OWED_DONE_PREFIX)] == []
+    store.close()
+
+
+def test_a_copy_goes_when_every_group_holding_it_is_done(tmp_path):
+    store = Store.open(tmp_path / "db")
+    replicas = ReplicaStore(store)
+    reads = cw.DefaultReads("main", {}, {"orders": (cw.GroupReads("g1"),
+                                                    cw.GroupReads("eu", 0, "eu-*"))})
+
+    def commit(change) -> object:
+        batch = store.begin()
+        result = change(batch)
+        store.commit(batch)
+        replicas.written()
+        return result
+
+    commit(lambda batch: replicas.describe_topics(batch, NODE, reads))
+    eu = record.encode(b"m", (b"TOPIC:orders", b"TAG:eu-1"), (b"a",), 1)
+    us = record.encode(b"m", (b"TOPIC:orders", b"TAG:us-1"), (b"b",), 1)
+    commit(lambda batch: [replicas.add(batch, NODE, seq, (NODE,), value)
+                          for seq, value in ((0, eu), (1, us))])
+    assert replicas.holding_groups(NODE, 0, eu) == ["g1", "eu", "default"]
+    assert replicas.holding_groups(NODE, 1, us) == ["g1", "default"]
+    assert not replicas.group_holds(NODE, 1, us, "eu", "orders")
+    assert not replicas.group_holds(NODE, 0, eu, "g1", "clicks")  # another topic's g1
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "g1", False)) is False
+    assert replicas.is_done(NODE, 0, "g1") and not replicas.group_holds(NODE, 0, eu, "g1")
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "default", True)) is False
+    assert replicas.would_release(NODE, 0, "eu")
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "eu", False)) is True
+    assert replicas.get(NODE, 0) is None and replicas.tombstones[NODE] == 0
+    assert [key for key, _ in store.iterate(keyspace.REPLICA_DONE_PREFIX)] == []  # marks go
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 1, "g1", False)) is False
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 1, "default", True)) is True
+    assert replicas.tombstones[NODE] == 1  # default was last: the origin hears it so
+    assert replicas.counts[NODE] == 0
+    store.close()
+
+
+def test_a_copy_whose_seq_ends_in_255_is_removed_with_its_marks(tmp_path):
+    store = Store.open(tmp_path / "db")
+    replicas = ReplicaStore(store)
+    batch = store.begin()
+    replicas.describe_topics(batch, NODE, cw.DefaultReads("main", {}, {
+        "orders": (cw.GroupReads("g1"),)}))
+    value = record.encode(b"m", (b"TOPIC:orders",), (b"a",), 1)
+    for seq in (255, 256):
+        replicas.add(batch, NODE, seq, (NODE,), value)
+    store.commit(batch)
+    replicas.written()
+    batch = store.begin()
+    assert replicas.group_done(batch, NODE, 255, "g1", False) is False  # default holds it
+    store.commit(batch)
+    batch = store.begin()
+    assert replicas.remove(batch, NODE, 255, tombstone=False)  # a REMOVE: marks go too
+    store.commit(batch)
+    assert [key for key, _ in store.iterate(keyspace.REPLICA_DONE_PREFIX)] == []
+    assert replicas.get(NODE, 256) is not None
+    store.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from harness import consume_all, produce_until_refused, run_pzq, wait_until
+from small_disks import mount_tmpfs, unmount_lazily
 
 from pzq.archive.codec import decode_records
 from pzq.archive.files import read_topic
@@ -33,18 +34,15 @@ def small_filesystem(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
 
     def mount(megabytes: int) -> Path:
         place = tmp_path / f"fs{len(mounted)}"
-        place.mkdir()
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs",
-                                 str(place)], capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            pytest.skip(f"cannot mount a small tmpfs here: {result.stderr.strip()}")
+        refused = mount_tmpfs(place, megabytes)
+        if refused is not None:
+            pytest.skip(f"cannot mount a small tmpfs here: {refused}")
         mounted.append(place)
         (place / "filler").write_bytes(b"x" * FILLER)
         return place
 
     yield mount
-    for place in mounted:  # lazily: a node being killed may still hold files there
-        subprocess.run(["umount", "-l", str(place)], check=False)
+    unmount_lazily(mounted)
 
 
 class Ext4OnLoop:
@@ -95,7 +93,7 @@ def ext4_on_loop(tmp_path: Path) -> Iterator[Ext4OnLoop]:
     disk = Ext4OnLoop(image, place)
     disk.mount()
     yield disk
-    subprocess.run(["umount", "-l", str(place)], check=False)
+    unmount_lazily([disk.place])
 
 
 def test_an_archive_turned_read_only_keeps_messages_stored_until_it_is_back(

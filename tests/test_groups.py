@@ -196,6 +196,16 @@ def test_filtered_group_sees_only_its_tag(group_node, context):
         assert len(drain(plain, 4)) == 4
         # what a filter leaves out counts as done for that group
         group_node.wait_stats(lambda s: s["messages"] == 0)
+    # a consumer joining without a filter gets the group's; another filter is refused
+    produce(group_node, context, [b"us2"], tag="us")
+    produce(group_node, context, [b"eu3"], tag="eu-south")
+    with GroupConsumer(group_node.consume_dsn, "orders", "eu", context=context) as joined:
+        assert drain(joined, 1) == [b"eu3"] and joined.receive(0.3) is None
+    with pytest.raises(ConsumeRefused, match="group eu of topic orders has filter 'eu-\\*', "
+                                             "not 'us'"):
+        with GroupConsumer(group_node.consume_dsn, "orders", "eu", filter="us",
+                           context=context) as wrong:
+            wrong.receive(1)
 
 
 def test_topics_are_apart(group_node, context):
@@ -352,13 +362,19 @@ def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node,
         drain(consumer, 1)
         held = consumer.receive(5)
         assert held is not None
-        group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"]
-                              == 1)
+        orders = group_node.wait_stats(
+            lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"] == 1)["topics"]["orders"]
+        # rates per second since the group's and the topic's first sample (the node's own)
+        assert 0 < orders["groups"]["billing"]["rates"]["acked_60s"] \
+            <= orders["groups"]["billing"]["rates"]["delivered_60s"]
+        assert orders["rates"]["received_60s"] > 0
+        assert set(orders["rates"]) == {"received_1s", "received_60s"}
         shown = tool("pzq-monitor", "--dsn", group_node.monitor_dsn)
         assert shown.returncode == 0, shown.stderr
         assert "topics and groups" in shown.stdout
         row = next(line for line in shown.stdout.splitlines() if "billing" in line)
         assert row.split("│")[4].strip() == "2"  # backlog: c, and b held unacked
+        assert float(row.split("│")[-2].replace(",", "")) > 0  # acked/s over the last minute
         running = exporter.serve([group_node.monitor_dsn], "127.0.0.1", 0, timeout=2)
         try:
             url = f"http://127.0.0.1:{running.port}/metrics"
@@ -430,6 +446,7 @@ def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, con
                         message="both deleted and archived")
     groups = node.stats()["topics"]["orders"]["groups"]["billing"]
     assert (groups["dead_lettered"], groups["acked"]) == (1, 1)
+    assert node.stats()["dead_letters"] == 1  # kept, as default's are
     archived = wait_until(lambda: [m for _, m in read_topic(tmp_path / "archive", "orders")]
                           if len(list(read_topic(tmp_path / "archive", "orders"))) == 3
                           else None, 10, message="all three on disk")
@@ -438,6 +455,32 @@ def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, con
     assert (poison.outcome, poison.groups, poison.deliveries) == ("dead_letter",
                                                                  ("billing", "default"), 2)
     assert (fine.outcome, fine.groups) == ("acked", ("billing", "default"))
+
+
+def test_a_dead_letter_the_archive_cannot_take_stays_in_the_dead_letters(start_node, context,
+                                                                         tmp_path):
+    from tests.test_topic_admin import ask
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / "orders").write_bytes(b"")  # the topic's folder cannot be made: writes fail
+    node = start_node(*FAST, "--archive-dir", str(archive), "--max-deliveries", "1",
+                      "--flush-interval", "50", consume=True)
+    for command in ("DECLARE TOPIC orders", "DECLARE GROUP orders billing",
+                    "REMOVE GROUP orders default"):  # billing is the only holder
+        assert not ask(node, command).startswith("ERROR"), command
+    produce(node, context, [b"poison"])
+    with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as billing:
+        poison = billing.receive(5)
+        assert poison is not None and poison.parts == (b"poison",)
+        poison.nack()
+        node.wait_stats(lambda s: s["dead_letters"] == 1 and s["archive"]["failures"] >= 1,
+                        message="given up, the archive write failed")
+        assert billing.receive(0.3) is None  # given up: not delivered again
+    assert node.stats()["messages"] == 0
+    assert poison.key.decode() in ask(node, "DEAD")
+    ask(node, "REQUEUE ALL")  # and an operator can send it to the group again
+    with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as billing:
+        assert drain(billing, 1, ack=False) == [b"poison"]
 
 
 def test_sigkill_during_a_new_groups_backfill_loses_nothing(group_node, context):

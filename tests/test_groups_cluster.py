@@ -1,6 +1,6 @@
-"""Consumer groups in a cluster of real daemons: a takeover serves the group default
-(--send-dsn) of the dead origin's messages, and the origin's named groups resume with
-nothing lost when it returns."""
+"""Consumer groups in a cluster of real daemons: a takeover serves every group of the
+dead origin's messages (default on --send-dsn, the named groups on --consume-dsn),
+and the returning origin delivers no group again what it finished meanwhile."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from tests.test_groups import drain
 
 def start_group_cluster(start_node, endpoints: list[str]) -> list:
     nodes = []
+    replicas = str(min(2, len(endpoints) - 1))
     for endpoint in endpoints:
         others = ",".join(e for e in endpoints if e != endpoint)
         nodes.append(start_node(
-            "--broadcast-dsn", endpoint, "--nodes", others, "--replicas", "2",
+            "--broadcast-dsn", endpoint, "--nodes", others, "--replicas", replicas,
             "--timeout-nodes", str(TIMEOUT_NODES_US), "--ack-timeout", str(ACK_TIMEOUT_US),
             "--reaper-frequency", "100000", consume=True))
     for node in nodes:
@@ -24,47 +25,130 @@ def start_group_cluster(start_node, endpoints: list[str]) -> list:
     return nodes
 
 
-def test_takeover_with_two_groups(start_node, context, closing, tmp_path):
+def declare(node, *commands: str) -> None:
+    for command in commands:
+        assert not request_monitor(node.monitor_dsn, command, 10).startswith(b"ERROR")
+
+
+def take_groups(consumers: dict[str, list], wanted: dict[str, int]) -> dict[str, list[bytes]]:
+    """ACK what each group's consumers get until every group has its count."""
+    got: dict[str, list[bytes]] = {name: [] for name in consumers}
+
+    def enough() -> bool:
+        for name, group in consumers.items():
+            for consumer in group:
+                message = consumer.receive(0.005)
+                if message is not None:
+                    got[name].append(message.parts[0])
+                    message.ack()
+        return all(len(got[name]) >= count for name, count in wanted.items())
+
+    wait_until(enough, 30, interval=0, message=f"{wanted} messages from the survivors")
+    return got
+
+
+def test_takeover_serves_every_group_and_the_origin_delivers_nothing_again(
+        start_node, context, closing, tmp_path):
     nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 3))
-    origin = nodes[0]
-    for command in ("DECLARE TOPIC orders", "DECLARE GROUP orders g1",
-                    "DECLARE GROUP orders g2"):
-        assert not request_monitor(origin.monitor_dsn, command, 10).startswith(b"ERROR")
-    bodies = [b"%03d" % n for n in range(100)]
+    origin, survivors = nodes[0], nodes[1:]
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "DECLARE GROUP orders g2")
+    bodies = [b"%03d" % n for n in range(60)]
     with Producer(origin.receive_dsn, window=50, context=context) as producer:
         for body in bodies:
             producer.send([body], topic="orders")
         assert all(ack.ok and not ack.replication_failed for ack in producer.flush(30))
     with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1:
-        first = drain(g1, 40)
-    origin.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g1"]["acked"] == 40)
+        first = drain(g1, 20)
+    origin.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g1"]["acked"] == 20)
+    origin.wait_stats(lambda s: all(peer["removes_owed"] == 0 for peer in s["peers"]),
+                      message="the holders marked what g1 is done with")
     origin.kill()
-    # the survivors take over the group default (--send-dsn) of the origin's messages
-    consumers = [closing.enter_context(Consumer(node.send_dsn, context=context))
-                 for node in nodes[1:]]
-    taken: set[bytes] = set()
+    for node in survivors:
+        node.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    # every group of the origin's messages, on the survivors: g1 what it had left
+    consumers = {
+        "default": [Consumer(node.send_dsn, context=context) for node in survivors],
+        **{name: [GroupConsumer(node.consume_dsn, "orders", name, context=context)
+                  for node in survivors] for name in ("g1", "g2")}}
+    for group in consumers.values():
+        for consumer in group:
+            closing.enter_context(consumer)
+    got = take_groups(consumers, {"default": 60, "g1": 40, "g2": 60})
+    assert set(got["g1"]) == set(bodies) - set(first)
+    assert set(got["g2"]) == set(got["default"]) == set(bodies)
+    for node in survivors:
+        node.wait_stats(lambda s: s["replicas_held"] == 0,
+                        message="copies removed once every group is done")
+    assert not any(consumer.receive(0.1) for group in consumers.values() for consumer in group)
+    # the origin returns: every group finished every message elsewhere
+    origin.restart()
+    origin.wait_stats(lambda s: s["messages"] == 0, message="deleted: all done elsewhere")
+    with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1, \
+            GroupConsumer(origin.consume_dsn, "orders", "g2", context=context) as g2, \
+            Consumer(origin.send_dsn, context=context) as plain:
+        assert g1.receive(0.5) is None and g2.receive(0.1) is None
+        assert plain.receive(0.1) is None
+    for node in nodes:
+        node.wait_stats(lambda s: all(peer["removes_owed"] == 0 for peer in s["peers"]),
+                        message="every DONE and REMOVE confirmed")
 
-    def all_taken() -> bool:
-        for consumer in consumers:
-            message = consumer.receive(0.01)
-            if message is not None:
-                taken.add(message.parts[0])
-                message.ack()
-        return len(taken) == 100
 
-    wait_until(all_taken, 30, interval=0, message="the survivors deliver every message")
-    for node in nodes[1:]:
-        node.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
-    # the origin returns: default is done with them, its named groups are not
+def test_the_origin_resumes_what_a_group_left_during_the_takeover(
+        start_node, context, closing, tmp_path):
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    origin, survivor = nodes
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "DECLARE GROUP orders g2")
+    bodies = [b"%03d" % n for n in range(30)]
+    with Producer(origin.receive_dsn, window=50, context=context) as producer:
+        for body in bodies:
+            producer.send([body], topic="orders")
+        assert all(ack.ok for ack in producer.flush(30))
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1:
+        taken = drain(g1, 10)  # g1 takes some, g2 and default none
+    survivor.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g1"]["consumers"] == 0,
+                        message="the consumer's ACKs and BYE")
+    stats = survivor.stats()
+    assert stats["replicas_held"] == 30  # kept for the rest
+    finished = stats["peers"][0]["removes_owed"]  # g1's dones owed to the origin
+    assert finished == len(taken) or g1.errors  # fewer only if an ACK was refused
     origin.restart()
     with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1, \
             GroupConsumer(origin.consume_dsn, "orders", "g2", context=context) as g2:
-        assert first + drain(g1, 60) == bodies
-        assert drain(g2, 100) == bodies
+        rest = drain(g1, len(bodies) - finished)
+        assert len(set(rest)) == len(rest) and set(rest) | set(taken) == set(bodies)
+        assert sorted(drain(g2, 30)) == bodies  # held back until the DONEs came
         assert g1.receive(0.3) is None
-    origin.wait_stats(lambda s: s["messages"] == 0, message="deleted once all are done")
     with Consumer(origin.send_dsn, context=context) as plain:
-        assert plain.receive(0.5) is None  # acked on the survivors: not delivered again
+        assert sorted(drain(plain, 30)) == bodies
+    origin.wait_stats(lambda s: s["messages"] == 0, message="deleted once all are done")
+    survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
+
+
+def test_one_connection_gets_a_groups_own_and_taken_over_messages(
+        start_node, context, tmp_path):
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    for node in (origin, survivor):
+        declare(node, "DECLARE TOPIC orders", "DECLARE GROUP orders g1")
+    theirs = [b"origin %02d" % n for n in range(20)]
+    ours = [b"survivor %02d" % n for n in range(5)]
+    for node, bodies in ((origin, theirs), (survivor, ours)):
+        with Producer(node.receive_dsn, window=50, context=context) as producer:
+            for body in bodies:
+                producer.send([body], topic="orders")
+            assert all(ack.ok for ack in producer.flush(30))
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1:
+        assert sorted(drain(g1, 25)) == sorted(theirs + ours)  # each ACK to its origin
+        assert g1.receive(0.3) is None
+    with Consumer(survivor.send_dsn, context=context) as plain:
+        assert sorted(drain(plain, 25)) == sorted(theirs + ours)
+    survivor.wait_stats(lambda s: s["messages"] == 0 and s["replicas_held"] == 0,
+                        message="own messages deleted and copies removed")
 
 
 def take_from_all(consumers: list[Consumer], count: int) -> list[bytes]:

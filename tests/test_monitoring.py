@@ -320,7 +320,7 @@ def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_p
     assert (billing_row["stored"], billing_row["backlog"], billing_row["in flight"],
             billing_row["consumers"]) == ("3", "1", "1", "1")
     assert re.fullmatch(r"\d+ ms|\d+\.\d s", billing_row["oldest unacked"]), billing_row
-    assert re.fullmatch(r"[\d.]+|–", billing_row["acked/s"]), billing_row
+    assert float(billing_row["acked/s"]) > 0, billing_row  # the node's rate over a minute
     assert "ZPER writer" in live  # the ZPER endpoint's line
 
 
@@ -407,21 +407,3 @@ def test_alert_rules_and_dashboard_use_exported_metrics(group_node, context, ser
     texts += [rule["annotations"]["summary"] for rule in alerts.values()]
     for text in texts:
         assert set(re.findall(r"{{ *\$?(?:labels\.)?(\w+) *}}", text)) - {"value"} <= labels, text
-
-
-def grouped(acked: int, uptime: float = 100.0) -> StatsAnswer:
-    stats = answer(0, uptime).stats or {}
-    return StatsAnswer("ipc://n", {**stats, "topics": {"orders": {"messages": 1, "bytes": 9,
-                                                                  "groups": {"billing": {
-                                                                      "acked": acked}}}}})
-
-
-def test_history_group_acked_rates():
-    node = NodeHistory("ipc://n", deque(maxlen=4))
-    node.record(grouped(10), 1000.0)
-    assert node.group_acked_rates == {"orders": {"billing": None}}  # one answer: no rate yet
-    node.record(grouped(30), 1002.0)
-    assert node.group_acked_rates == {"orders": {"billing": 10.0}}
-    node.record(grouped(4, uptime=1.0), 1004.0)  # restarted: counting began again
-    assert node.group_acked_rates == {"orders": {"billing": None}}
-    assert node.as_json("n1")["group_acked_rates"] == {"orders": {"billing": None}}

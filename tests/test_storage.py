@@ -51,6 +51,19 @@ def test_own_keys_sort_in_arrival_order():
                                                                       2**32, 2**63), strict=False))
 
 
+def test_a_prefix_ending_in_255_has_an_end(tmp_path):
+    assert keyspace.prefix_end(b"a\x00\x01") == b"a\x00\x02"
+    assert keyspace.prefix_end(b"a\x00\xff\xff") == b"a\x01"
+    store = Store.open(tmp_path / "db")
+    batch = store.begin()
+    for group_id, seq in ((255, 1), (255, 2), (256, 1)):  # a group id ending in 255
+        batch.put(keyspace.group_done_key(group_id, seq), b"")
+    store.commit(batch)
+    assert [keyspace.seq_at_end(key) for key, _ in
+            store.iterate(keyspace.group_done_prefix(255), values=False)] == [1, 2]
+    store.close()
+
+
 def test_store_batches_counters_and_reopen(tmp_path):
     store = Store.open(tmp_path / "db")
     node_id = store.node_id

@@ -11,7 +11,8 @@ from pzq.cli import human
 from pzq.client.monitor import StatsAnswer
 
 COLUMNS = ("node", "topic", "group", "stored / backlog", "in flight", "ready", "consumers",
-           "delivered", "acked", "oldest unacked")
+           "delivered", "acked", "oldest unacked", "received/s", "acked/s")
+# received/s on a topic's row, acked/s on a group's: per second over the last minute
 
 
 def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
@@ -24,7 +25,8 @@ def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
         for topic, figures in sorted(((answer.stats or {}).get("topics") or {}).items()):
             node = answer.stats["node_id"] if answer.stats else ""
             view.add_row(node, topic, "default" if figures.get("default_group") else "",
-                         human.count(figures["messages"]), "", "", "", "", "", "")
+                         human.count(figures["messages"]), "", "", "", "", "", "",
+                         _per_second(figures, "received_60s"), "")
             for group, numbers in sorted(figures.get("groups", {}).items()):
                 view.add_row(node, topic, group, *_group_cells(numbers))
             rows += 1
@@ -36,4 +38,9 @@ def _group_cells(numbers: dict[str, Any]) -> list[str]:
     return [human.count(numbers.get("backlog", 0)),
             *(human.count(numbers.get(key, 0)) for key in ("inflight", "ready", "consumers",
                                                            "delivered", "acked")),
-            human.duration(oldest) if oldest else ""]
+            human.duration(oldest) if oldest else "", "", _per_second(numbers, "acked_60s")]
+
+
+def _per_second(figures: dict[str, Any], name: str) -> str:
+    rate = (figures.get("rates") or {}).get(name)
+    return "" if rate is None else human.rate(rate)

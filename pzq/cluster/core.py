@@ -6,9 +6,12 @@ broadcasts REMOVE when a message is acked, holds other nodes' copies without
 delivering them, and takes over the delivery of a down node's messages (see
 ``pzq.cluster.takeover``). An ACK of a taken-over message leaves a tombstone; a
 returning origin collects the tombstones (in PONG) before it delivers anything.
-Each node tells its peers what the group ``default`` reads of its topics (TOPICS,
-before the copies it concerns and again with the heartbeats), so that a takeover
-delivers to --send-dsn only the copies ``default`` holds.
+Each node tells its peers who reads its topics (TOPICS, before the copies it
+concerns and again with the heartbeats): the group ``default`` and the named
+groups, so that a takeover serves each group the copies it holds. A group done with
+a message other groups still hold is told to every peer (DONE, see
+``pzq.cluster.done``) both ways: from the origin, so the holders do not serve it
+again, and from a node that took over, so the returning origin does not.
 
 ``pzq.cluster.links`` moves the frames: what this class wants sent waits in
 ``outgoing``; confirmations of copies written here wait for the batch that holds
@@ -17,10 +20,10 @@ them (``written``). Producer ACKs come back as return values, never callbacks.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pzq.cluster.done import Dones
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
@@ -79,12 +82,13 @@ class ClusterCore(Participant):
         self.takeovers = Takeovers(self.replicas, self.peers, self.node_id, make_state, now)
         resend_s = max(0.5, settings.timeout_nodes_us / 4e6)
         self.removes = RemoveLedger(store, settings.nodes, resend_s)
+        self.done = Dones(self.removes, self.replicas, self.peers, self.takeovers, settings,
+                          self.node_id)
         self.outgoing: list[Send] = []
         self.rejected = 0  # cluster frames from strangers, or malformed
         self._after_write: list[Send] = []
         self._synced: set[str] = set()  # peers whose tombstones for us are all applied
         self._rotation = 0
-        self._removes_out: defaultdict[bytes, list[int]] = defaultdict(list)
         # Own messages a peer still has out with its consumers (from its PONG).
         self._held: dict[str, set[int]] = {}
         self._senders: dict[bytes, tuple[str, bytes]] = {}  # routing id -> endpoint, node
@@ -92,6 +96,8 @@ class ClusterCore(Participant):
         # peer was last told of it.
         self.own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads
         self._reads_sent: dict[str, cw.DefaultReads] = {}
+        # What else to look at again when a peer lets messages go.
+        self.on_released: Callable[[], None] = lambda: None
 
     def take_outgoing(self) -> list[Send]:
         outgoing, self.outgoing = self.outgoing, []
@@ -115,7 +121,8 @@ class ClusterCore(Participant):
         for peer in self.peers.reachable_peers():
             # Again while it says something: a TOPICS frame lost on a full pipe is
             # not answered, so it is repeated rather than confirmed.
-            self._tell_reads(peer.endpoint, reads, again=bool(reads.default_from))
+            self._tell_reads(peer.endpoint, reads, again=bool(reads.default_from
+                                                              or reads.groups))
 
     def _tell_reads(self, endpoint: str, reads: cw.DefaultReads, again: bool = False) -> None:
         """Tell a peer what ``default`` reads of our topics, if it does not know yet."""
@@ -179,23 +186,20 @@ class ClusterCore(Participant):
 
     def removed_own(self, seqs: list[int]) -> None:
         """Own messages acked here: every holder must drop its copy."""
-        if self.settings.replicas and seqs:
-            self._removes_out[self.node_id].extend(seqs)
+        self.done.removed_own(seqs)
 
-    def removed_taken_over(self, origin: bytes, seqs: list[int]) -> None:
-        """Taken-over messages acked or given up here: the other holders drop theirs."""
-        self._removes_out[origin].extend(seqs)
+    def done_own(self, group: str, seqs: list[int]) -> None:
+        """Own messages ``group`` is done with while other groups hold them."""
+        self.done.done_own(group, seqs)
+
+    def removed_taken_over(self, origin: bytes, seqs: list[int],
+                           group: str = cw.DEFAULT_GROUP) -> None:
+        """Taken-over messages ``group`` acked or gave up here (see Dones)."""
+        self.done.taken_over(origin, seqs, group)
 
     def owe_removes(self, batch: Batch, now: float) -> None:
-        """Persist this wake's removes in its batch: each peer owes a confirmation. A
-        down origin of taken-over messages collects tombstones instead."""
-        for origin, seqs in self._removes_out.items():
-            peers = set(self.settings.nodes)
-            origin_endpoint = self.peers.endpoint_of(origin)
-            if origin != self.node_id and not self.peers.node_alive(origin, now):
-                peers.discard(origin_endpoint or "")
-            self.removes.owe(batch, origin, seqs, peers)
-        self._removes_out.clear()
+        """Persist this wake's removes and dones in its batch (see Dones)."""
+        self.done.owe(batch, now)
 
     def flush_removes(self, now: float) -> None:
         """Send every remove a reachable peer has not confirmed (again after a while)."""
@@ -203,12 +207,20 @@ class ClusterCore(Participant):
             self._send_removes(peer.endpoint, now)
 
     def _send_removes(self, endpoint: str, now: float) -> None:
-        for frames in self.removes.due(endpoint, now):
+        due = self.removes.due(endpoint, now)
+        if due:  # a group's DONE after TOPICS has named it (one declared just now)
+            self._tell_reads(endpoint, self.own_reads())
+        for frames in due:
             self.outgoing.append(ToPeer(endpoint, frames))
 
     def held_elsewhere(self, seq: int) -> bool:
         """An own message a peer still has out (taken over while we were away)."""
         return any(seq in held for held in self._held.values())
+
+    def lowest_held(self) -> int | None:
+        """The lowest own message a peer still has out (None: none), below which a
+        group's floor must stay: the group has skipped it, not finished it."""
+        return min((min(held) for held in self._held.values() if held), default=None)
 
     # -- incoming traffic ----------------------------------------------------------------
 
@@ -241,8 +253,12 @@ class ClusterCore(Participant):
             self._store_copies(routing_id, sender_node, cw.decode_replicate(frames), batch)
         elif command == cw.REMOVE:
             origin, remove_id, seqs = cw.decode_remove(frames)
-            self._apply_removes(origin, seqs, batch, own, now)
+            self.done.apply_remove(origin, seqs, batch, own, now)
             self._after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
+        elif command == cw.DONE:
+            origin, done_id, group, seqs = cw.decode_done(frames)
+            self.done.apply_done(origin, group, seqs, batch, own)
+            self._after_write.append(Reply(routing_id, cw.encode_noted(done_id)))
         elif command == cw.APPLIED:
             self.replicas.drop_tombstones(batch, sender_node, cw.decode_applied(frames))
         elif command == cw.TOPICS:
@@ -277,17 +293,6 @@ class ClusterCore(Participant):
         # Confirm only once the batch holding the copies is written.
         self._after_write.append(Reply(routing_id, cw.encode_replicated(replicate.batch_id)))
 
-    def _apply_removes(self, origin: bytes, seqs: list[int], batch: Batch,
-                       own: DeliveryState, now: float) -> None:
-        if origin == self.node_id:  # acked on a node that had taken over our messages
-            for seq in seqs:
-                own.ack(batch, seq)
-            return
-        origin_down = not self.peers.node_alive(origin, now)
-        for seq in seqs:
-            self.takeovers.forget(origin, seq)
-            self.replicas.remove(batch, origin, seq, tombstone=origin_down)
-
     def receive_reply(self, endpoint: str, frames: list[bytes], batch: Batch,
                       own: DeliveryState, now: float) -> list[PendingAck]:
         """A reply on our DEALER to ``endpoint``; returns producer ACKs now complete."""
@@ -320,6 +325,9 @@ class ClusterCore(Participant):
         if command == cw.REMOVED:
             self.removes.confirmed(endpoint, cw.decode_removed(frames))
             return []
+        if command == cw.NOTED:
+            self.removes.confirmed(endpoint, cw.decode_noted(frames))
+            return []
         raise DecodeError(f"unknown cluster reply {command[:20]!r}")
 
     def _update_held(self, endpoint: str, held: set[int], own: DeliveryState) -> None:
@@ -327,6 +335,7 @@ class ClusterCore(Participant):
         self._held[endpoint] = held
         if released:
             own.rewind()  # what the peer gave up or confirmed may be ours to deliver
+            self.on_released()
 
     # -- batch participant -------------------------------------------------------------
 

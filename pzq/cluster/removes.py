@@ -7,8 +7,13 @@ the same batch as the ack that caused it, sent to every peer that owes a
 confirmation, and sent again (to peers that are up) until that peer answers
 REMOVED. Removes are idempotent on the receiving side.
 
-One entry per (origin, wake): ``o <id:8>`` -> ``origin:8 count:2 (len:2 endpoint)*
-seqs``, rewritten as peers confirm and deleted when the last one has.
+A consumer group done with messages other groups still hold is owed the same way,
+in DONE frames (answered NOTED) instead of REMOVE.
+
+One entry per (origin, group, wake): ``o <id:8>`` (a remove) or ``O <id:8>`` (a
+group's done, the value led by ``len:1 group``) -> ``origin:8 count:2
+(len:2 endpoint)* seqs``, rewritten as peers confirm and deleted when the last one
+has.
 """
 
 from __future__ import annotations
@@ -30,7 +35,18 @@ class OwedRemove:
     origin: bytes
     seqs: list[int]
     waiting: set[str]  # peers that have not confirmed yet
+    group: str = ""  # a group done with the messages; "": every group (REMOVE)
     sent_at: dict[str, float] = field(default_factory=dict)  # endpoint -> last send
+
+    @property
+    def key(self) -> bytes:
+        return (keyspace.owed_done_key(self.remove_id) if self.group
+                else keyspace.owed_key(self.remove_id))
+
+    def frames(self) -> list[bytes]:
+        if self.group:
+            return cw.encode_done(self.origin, self.remove_id, self.group, self.seqs)
+        return cw.encode_remove(self.origin, self.remove_id, self.seqs)
 
 
 def encode_entry(entry: OwedRemove) -> bytes:
@@ -40,10 +56,16 @@ def encode_entry(entry: OwedRemove) -> bytes:
         raw = endpoint.encode()
         chunks += [SHORT.pack(len(raw)), raw]
     chunks.append(cw.pack_seqs(entry.seqs))
+    if entry.group:
+        group = entry.group.encode()
+        chunks.insert(0, bytes([len(group)]) + group)
     return b"".join(chunks)
 
 
-def decode_entry(remove_id: int, value: bytes) -> OwedRemove:
+def decode_entry(remove_id: int, value: bytes, done: bool = False) -> OwedRemove:
+    group = ""
+    if done:
+        group, value = value[1:1 + value[0]].decode(), value[1 + value[0]:]
     origin, offset = value[:keyspace.NODE_ID_LENGTH], keyspace.NODE_ID_LENGTH
     (count,) = SHORT.unpack_from(value, offset)
     offset += SHORT.size
@@ -53,7 +75,7 @@ def decode_entry(remove_id: int, value: bytes) -> OwedRemove:
         offset += SHORT.size
         waiting.add(value[offset:offset + length].decode())
         offset += length
-    return OwedRemove(remove_id, origin, cw.unpack_seqs(value[offset:]), waiting)
+    return OwedRemove(remove_id, origin, cw.unpack_seqs(value[offset:]), waiting, group)
 
 
 class RemoveLedger(Participant):
@@ -63,31 +85,35 @@ class RemoveLedger(Participant):
         self.entries: dict[int, OwedRemove] = {}
         self._next_id = 0
         self._changed: set[int] = set()  # entries to write (or delete) with the next batch
-        self._load(set(peers))
+        self._unreadable: list[bytes] = []  # entries of a past run to drop
+        for prefix in (keyspace.OWED_PREFIX, keyspace.OWED_DONE_PREFIX):
+            self._load(set(peers), prefix)
 
-    def _load(self, peers: set[str]) -> None:
+    def _load(self, peers: set[str], prefix: bytes) -> None:
         """Removes owed before a restart; peers no longer configured owe nothing."""
-        for key, value in self.store.iterate(keyspace.OWED_PREFIX):
+        for key, value in self.store.iterate(prefix):
             remove_id = keyspace.SEQ.unpack_from(key, 1)[0]
             self._next_id = max(self._next_id, remove_id + 1)
             try:
-                entry = decode_entry(remove_id, value)
-            except (DecodeError, struct.error, UnicodeDecodeError):
-                self._changed.add(remove_id)  # unreadable: drop it
+                entry = decode_entry(remove_id, value, prefix == keyspace.OWED_DONE_PREFIX)
+            except (DecodeError, struct.error, UnicodeDecodeError, IndexError):
+                self._unreadable.append(key)
                 continue
             entry.waiting &= peers
             self.entries[remove_id] = entry
             if not entry.waiting:
                 self._changed.add(remove_id)
 
-    def owe(self, batch: Batch, origin: bytes, seqs: list[int], peers: set[str]) -> None:
-        """Persist, in the batch that applies the acks, a remove every peer must confirm."""
+    def owe(self, batch: Batch, origin: bytes, seqs: list[int], peers: set[str],
+            group: str = "") -> None:
+        """Persist, in the batch that applies the acks, a remove (or, with ``group``,
+        that group's done) every peer must confirm."""
         if not seqs or not peers:
             return
-        entry = OwedRemove(self._next_id, origin, list(seqs), set(peers))
+        entry = OwedRemove(self._next_id, origin, list(seqs), set(peers), group)
         self._next_id += 1
         self.entries[entry.remove_id] = entry
-        batch.put(keyspace.owed_key(entry.remove_id), encode_entry(entry))
+        batch.put(entry.key, encode_entry(entry))
 
     def confirmed(self, endpoint: str, remove_id: int) -> None:
         entry = self.entries.get(remove_id)
@@ -102,7 +128,7 @@ class RemoveLedger(Participant):
             last = entry.sent_at.get(endpoint)
             if endpoint in entry.waiting and (last is None or now - last >= self.resend_s):
                 entry.sent_at[endpoint] = now
-                frames.append(cw.encode_remove(entry.origin, entry.remove_id, entry.seqs))
+                frames.append(entry.frames())
         return frames
 
     def forget_sends(self, endpoint: str) -> None:
@@ -123,11 +149,16 @@ class RemoveLedger(Participant):
     # -- batch participant ---------------------------------------------------------
 
     def prepare(self, batch: Batch) -> None:
+        for key in self._unreadable:
+            batch.delete(key)
+        self._unreadable.clear()
         for remove_id in self._changed:
             entry = self.entries.get(remove_id)
-            if entry is None or not entry.waiting:
-                batch.delete(keyspace.owed_key(remove_id))
-                self.entries.pop(remove_id, None)
+            if entry is None:
+                continue
+            if not entry.waiting:
+                batch.delete(entry.key)
+                del self.entries[remove_id]
             else:
-                batch.put(keyspace.owed_key(remove_id), encode_entry(entry))
+                batch.put(entry.key, encode_entry(entry))
         self._changed.clear()

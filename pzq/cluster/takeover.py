@@ -4,6 +4,10 @@ Takeover rule, applied by every node alone: while a message's origin is down, th
 first live node in the message's holder list delivers it. A takeover pauses the
 moment its origin is back (that node delivers its messages itself) and ends once
 nothing it sent is still in flight. Time comes in as ``now`` (monotonic seconds).
+
+A takeover serves every group of the origin: ``default`` (``states``, delivered on
+--send-dsn) and each named group the origin told us of in TOPICS (``groups``, keyed
+by topic and group name, delivered on --consume-dsn to that group's consumers).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pzq.cluster.peers import PeerTable
 from pzq.delivery.areas import Area, TakeoverArea
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store.replicas import Holders, ReplicaStore
 from pzq.store.store import Batch, Participant
 
@@ -30,6 +35,7 @@ class Takeovers(Participant):
         self.node_id = node_id
         self.make_state = make_state
         self.states: dict[bytes, DeliveryState] = {}
+        self.groups: dict[bytes, dict[tuple[str, str], DeliveryState]] = {}
         self.now = now  # the last time liveness was looked at
 
     def active(self) -> list[DeliveryState]:
@@ -57,13 +63,33 @@ class Takeovers(Participant):
                 self._take_over(origin)
             else:
                 self._pause(origin)
-        for origin in [o for o, s in self.states.items() if s.paused and not s.inflight]:
+        for origin in [o for o in self.states if self._finished(o)]:
             del self.states[origin]
+            self.groups.pop(origin, None)
+
+    def _finished(self, origin: bytes) -> bool:
+        return all(state.paused and not state.inflight for state in self._all(origin))
+
+    def _all(self, origin: bytes) -> list[DeliveryState]:
+        found = self.states.get(origin)
+        own = [found] if found is not None else []
+        return own + list(self.groups.get(origin, {}).values())
+
+    def taken(self, topic: str, group: str) -> dict[bytes, DeliveryState]:
+        """The taken-over deliveries of a named group, by origin (paused ones too:
+        they still take ACKs)."""
+        found = {}
+        for origin, groups in self.groups.items():
+            state = groups.get((topic, group))
+            if state is not None:
+                found[origin] = state
+        return found
 
     def _pause(self, origin: bytes) -> None:
         state = self.states.get(origin)
         if state is not None and not state.paused:
-            state.paused = True
+            for each in self._all(origin):
+                each.paused = True
             log.info("takeover_stopped", origin=origin.decode())
 
     def _take_over(self, origin: bytes) -> None:
@@ -75,36 +101,58 @@ class Takeovers(Participant):
             log.warning("takeover_started", origin=origin.decode(),
                         replicas=self.replicas.counts[origin])
         elif state.paused:
-            state.paused = False
             log.warning("takeover_resumed", origin=origin.decode())
-        state.rewind()  # who is first in line may have changed
+        self._take_over_groups(origin)
+        for each in self._all(origin):
+            each.paused = False
+            each.rewind()  # who is first in line may have changed
+
+    def _take_over_groups(self, origin: bytes) -> None:
+        """A state per named group the origin told us of (none from an older node)."""
+        reads = self.replicas.default_reads.get(origin)
+        groups = self.groups.setdefault(origin, {})
+        if reads is None:
+            return
+        for topic, named in reads.groups.items():
+            for group in named:
+                if (topic, group.name) not in groups:
+                    groups[(topic, group.name)] = self.make_state(TakeoverArea(
+                        self.replicas, origin, self.is_first_live_holder, group.name, topic))
 
     def out_with_consumers(self, origin: bytes) -> set[int]:
         """Messages of ``origin`` this node has sent and not had answered yet."""
-        state = self.states.get(origin)
-        if state is None:
-            return set()
-        return {entry.seq for entry in state.inflight.entries()}
+        return {entry.seq for state in self._all(origin) for entry in state.inflight.entries()}
 
-    def forget(self, origin: bytes, seq: int) -> None:
-        """A message acked elsewhere: no longer ours to deliver or to wait for."""
+    def forget(self, origin: bytes, seq: int, group: str | None = None) -> None:
+        """A message acked elsewhere (by ``group``; None: by every group): no longer
+        ours to deliver or to wait for."""
         state = self.states.get(origin)
-        if state is not None:
+        if state is not None and group in (None, DEFAULT_GROUP):
             state.forget(seq)
+        for (_, name), named in self.groups.get(origin, {}).items():
+            if group in (None, name):
+                named.forget(seq)
+
+    def every_state(self) -> list[DeliveryState]:
+        return [state for origin in self.states for state in self._all(origin)]
 
     def reap(self, now_us: int) -> int:
+        """Expired deliveries back; the count is ``default``'s (its window's)."""
+        for groups in self.groups.values():
+            for state in groups.values():
+                state.reap(now_us)
         return sum(state.reap(now_us) for state in self.states.values())
 
     # -- batch participant ---------------------------------------------------------
 
     def prepare(self, batch: Batch) -> None:
-        for state in self.states.values():
+        for state in self.every_state():
             state.prepare(batch)
 
     def written(self) -> None:
-        for state in self.states.values():
+        for state in self.every_state():
             state.written()
 
     def failed(self) -> None:
-        for state in self.states.values():
+        for state in self.every_state():
             state.failed()

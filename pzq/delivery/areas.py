@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store.replicas import ReplicaStore
 from pzq.store.store import Batch, Store
 
@@ -20,6 +21,7 @@ class Area(Protocol):
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def group_names(self, seq: int) -> tuple[str, ...]: ...
+    def would_release(self, seq: int) -> bool: ...
 
 
 class OwnArea:
@@ -49,17 +51,25 @@ class OwnArea:
         """Consumer groups done with the message, for the archive (none: only default)."""
         return ()
 
+    def would_release(self, seq: int) -> bool:
+        """Whether being done with the message deletes it (no other group holds it)."""
+        return True
+
 
 class TakeoverArea:
-    """Replicas of a down node that this node is first in line to deliver, to the
-    group ``default``: a copy of a topic ``default`` does not read stays held for the
-    origin's named groups, not delivered to --send-dsn."""
+    """Replicas of a down node that this node is first in line to deliver, to one of
+    the origin's groups: ``default`` (on --send-dsn) or a named group of ``topic`` (on
+    --consume-dsn). A group reads only the copies it holds and is not done with; a
+    copy goes when every group holding it is done (see ReplicaStore.group_done)."""
 
     def __init__(self, replicas: ReplicaStore, origin: bytes,
-                 is_mine: Callable[[tuple[bytes, ...]], bool]) -> None:
+                 is_mine: Callable[[tuple[bytes, ...]], bool], group: str = DEFAULT_GROUP,
+                 topic: str | None = None) -> None:
         self.replicas = replicas
         self.node_id = origin
         self.is_mine = is_mine
+        self.group = group
+        self.topic = topic  # None for ``default``, which reads across topics
 
     def end_seq(self) -> int:
         return self.replicas.end_seq(self.node_id)
@@ -69,25 +79,41 @@ class TakeoverArea:
                 in self.replicas.read(self.node_id, start_seq, limit, self._serves)]
 
     def _serves(self, seq: int, holders: tuple[bytes, ...], value: bytes) -> bool:
-        return self.is_mine(holders) and self.replicas.default_holds(self.node_id, seq, value)
+        return self.is_mine(holders) and self._holds(seq, value)
+
+    def _holds(self, seq: int, value: bytes) -> bool:
+        return self.replicas.group_holds(self.node_id, seq, value, self.group, self.topic)
 
     def get(self, seq: int) -> bytes | None:
         found = self.replicas.get(self.node_id, seq)
-        if found is None or not self.replicas.default_holds(self.node_id, seq, found[1]):
+        if found is None or not self._holds(seq, found[1]):
             return None
         return found[1]
 
+    def would_release(self, seq: int) -> bool:
+        """Whether this group being done with the copy leaves no group holding it."""
+        return self.replicas.would_release(self.node_id, seq, self.group)
+
     def delete(self, batch: Batch, seq: int, size: int) -> None:
-        self.replicas.remove(batch, self.node_id, seq, tombstone=True)
+        """Done with by this group. When ``default`` is the last, a tombstone tells the
+        origin when it comes back (as before groups); any other group's done travels
+        in a DONE frame (see ClusterCore.removed_taken_over)."""
+        self.replicas.group_done(batch, self.node_id, seq, self.group,
+                                 tombstone=self.group == DEFAULT_GROUP)
 
     def group_names(self, seq: int) -> tuple[str, ...]:
-        return ()
+        """For the archive: the groups holding the copy (none named: only default)."""
+        found = self.replicas.get(self.node_id, seq)
+        holders = [] if found is None else self.replicas.holding_groups(self.node_id, seq,
+                                                                         found[1])
+        return () if holders in ([], [DEFAULT_GROUP]) else tuple(sorted(holders))
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         """Delivery bookkeeping of replicas stays in memory: the origin owns the record."""
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
-        """Given up while its origin is down: kept in this node's own dead letters,
-        and a tombstone tells the origin it is done with when it comes back."""
-        self.replicas.remove(batch, self.node_id, seq, tombstone=True)
-        batch.add_dead_letter(value)
+        """Given up while its origin is down: the group is done with it, as after an
+        ACK, and the last group holding it keeps it in this node's own dead letters."""
+        if self.would_release(seq):
+            batch.add_dead_letter(value)
+        self.delete(batch, seq, len(value))

@@ -89,14 +89,9 @@ class DefaultArea(OwnArea):
         self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
-        """Given up by ``default``: to the dead letters when no other group holds it."""
         topic, tag = self._about(seq) or self.topics.describe(value)
         self._described.pop(seq, None)
-        if self.topics.would_release(seq, topic, tag, DEFAULT_GROUP_ID):
-            batch.dead_letter(seq, value, len(value))
-            self.topics.drop(batch, seq, topic, tag, len(value), DEFAULT_GROUP_ID)
-        else:
-            self.topics.done(batch, seq, topic, tag, len(value), DEFAULT_GROUP_ID)
+        give_up(self.topics, batch, seq, topic, tag, value, DEFAULT_GROUP_ID)
 
 
 RECENT_RECORDS = 4096  # records kept for the other groups of a topic
@@ -240,5 +235,18 @@ class GroupArea:
         """A group's delivery counts stay in memory (the record's are ``default``'s)."""
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
-        """Given up by this group: it is done with the message; the others go on."""
-        self.delete(batch, seq, len(value))
+        tag = self._tag(seq)
+        if tag is not None:
+            give_up(self.topics, batch, seq, self.group.topic, tag, value, self.group.id)
+
+
+def give_up(topics: Topics, batch: Batch, seq: int, topic: Topic, tag: bytes, value: bytes,
+            group_id: int) -> None:
+    """A group gave the message up (delivered too often). The last group holding it
+    moves it to the node's dead letters, where it stays whether or not archiving it
+    works, as pzq-ctl shows and requeues it; else the group is done and the others go on."""
+    if topics.would_release(seq, topic, tag, group_id):
+        batch.dead_letter(seq, value, len(value))
+        topics.drop(batch, seq, topic, tag, len(value), group_id)
+    else:
+        topics.done(batch, seq, topic, tag, len(value), group_id)

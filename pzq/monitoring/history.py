@@ -1,10 +1,9 @@
 """The last minutes of every node, sampled in a thread, so a fresh status page has a past.
 
 Each sample keeps the backlog (stored, in flight) and the rates since the previous
-sample (received, delivered, acked per second), from the nodes' counters; each
-consumer group's acked rate over the last two samples goes along with the latest
-answer. A node that does not answer gets an empty point, and is DOWN since its
-first failed sample.
+sample (received, delivered, acked per second), from the nodes' counters (a group's
+rates are the node's own, in its answer). A node that does not answer gets an empty
+point, and is DOWN since its first failed sample.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ class NodeHistory:
     down_since: float | None = None  # wall clock of the first failed sample in a row
     last_up: float | None = None
     previous: tuple[float, dict[str, Any]] | None = field(default=None, repr=False)
-    # {topic: {group: acked per second}} between the last two answers; None: not known yet
-    group_acked_rates: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
     def record(self, answer: StatsAnswer, now: float) -> None:
         point: dict[str, float | None] = {"t": round(now, 3)}
@@ -48,7 +45,6 @@ class NodeHistory:
             self.stats, self.error, self.down_since, self.last_up = answer.stats, None, None, now
             point.update({name: answer.stats.get(key) for name, key in LEVELS})
             point.update(self._rates(answer.stats, now))
-            self.group_acked_rates = self._group_rates(answer.stats, now)
             self.previous = (now, answer.stats)
         self.points.append(point)
 
@@ -62,31 +58,10 @@ class NodeHistory:
                 else round((stats.get(name, 0) - before.get(name, 0)) / (now - then), 3)
                 for name in RATE_COUNTERS}
 
-    def _group_rates(self, stats: dict[str, Any],
-                     now: float) -> dict[str, dict[str, float | None]]:
-        """Each group's acks per second since the previous answer: none for a group
-        new since then, across a restart or for a group emptied by an operator."""
-        before: dict[str, Any] = {}
-        if self.previous is not None and now > self.previous[0] and \
-                stats.get("uptime_seconds", 0) >= self.previous[1].get("uptime_seconds", 0):
-            before = self.previous[1].get("topics") or {}
-        rates: dict[str, dict[str, float | None]] = {}
-        for topic, figures in (stats.get("topics") or {}).items():
-            was = (before.get(topic) or {}).get("groups") or {}
-            rates[topic] = {}
-            for group, group_figures in (figures.get("groups") or {}).items():
-                acked, earlier = group_figures.get("acked"), (was.get(group) or {}).get("acked")
-                rates[topic][group] = (None if acked is None or earlier is None
-                                       or acked < earlier or self.previous is None
-                                       else round((acked - earlier) / (now - self.previous[0]),
-                                                  3))
-        return rates
-
     def as_json(self, node_id: str) -> dict[str, Any]:
         return {"monitor": self.dsn, "node_id": node_id, "up": self.stats is not None
                 and self.error is None, "error": self.error, "down_since": self.down_since,
-                "last_up": self.last_up, "stats": self.stats, "points": list(self.points),
-                "group_acked_rates": self.group_acked_rates}
+                "last_up": self.last_up, "stats": self.stats, "points": list(self.points)}
 
 
 class History:

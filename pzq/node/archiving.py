@@ -42,8 +42,8 @@ class Archiving(Participant):
 
     def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
                                groups: tuple[str, ...]) -> bool:
-        """A message the last group holding it gave up: it is deleted, not kept in the
-        dead letters, so this is the one record of it; False if that failed."""
+        """A message the last group holding it gave up, naming the groups that held
+        it (it stays in the store's dead letters if this fails); False if it failed."""
         return self._append(keyspace.message_key(origin, entry.seq), entry, now_us, origin,
                             "dead_letter", groups)
 

@@ -3,18 +3,20 @@
 Each named group of a topic has one DeliveryState over its GroupArea, shared by its
 consumers; each consumer (one DEALER connection) holds at most ``window`` unacked
 deliveries (credits), round robin within the group. A consumer that says BYE, whose
-connection is gone (a send to it finds no peer) or that is silent for
-HEARTBEAT_MISSES heartbeats has its deliveries given back at once.
+connection is gone or that is silent (``pzq.node.consume_liveness``) has its
+deliveries given back at once.
+
+While this node has taken over down nodes, a group also gets their messages of its
+topic that their group of the same name holds (``pzq.node.consume_groups``); a
+CONSUME for such a group is accepted here even before this node has the topic or
+the group (they are made, as for any new name).
 """
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea
@@ -22,72 +24,37 @@ from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.node.archiving import Archiving
+from pzq.node.consume_groups import Consumer, GroupDelivery, TakenOver
+from pzq.node.consume_liveness import ConsumerLiveness, try_send
 from pzq.protocol import consume as wire
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP, Group, Topic, Topics
-from pzq.zmqio import Socket, drain, readable, send_frames
+from pzq.zmqio import Socket, drain, send_frames
 
 log = get_logger("pzq.consume")
 
-HEARTBEAT_MISSES = 3  # silent this many heartbeat periods: the consumer is gone
 KEY_SEQ_AT = keyspace.NODE_ID_LENGTH + 1  # "<node id>-<seq hex>"
-Removed = Callable[[bytes, int], None]  # origin, seq: deleted here, drop the copies
+# origin, seq, group, final: done with here; final: deleted, drop the copies
+Removed = Callable[[bytes, int, str, bool], None]
 
 
-@dataclass(eq=False)
-class Consumer:
-    routing_id: bytes
-    group: GroupDelivery
-    window: int
-    last_heard: float
-    held: set[int] = field(default_factory=set)
-
-    @property
-    def room(self) -> int:
-        return self.window - len(self.held)
-
-
-class GroupDelivery:
-    """One named group: its delivery state, its consumers, and who holds what."""
-
-    def __init__(self, group: Group, state: DeliveryState) -> None:
-        self.group = group
-        self.state = state
-        self.counters = state.counters
-        self.consumers: list[Consumer] = []
-        self.owner: dict[int, Consumer] = {}
-        self.topic_frame = group.topic.name.encode()
-        self.group_frame = group.name.encode()
-        self._turn = 0
-
-    def room(self) -> int:
-        return sum(max(0, consumer.room) for consumer in self.consumers)
-
-    def next_consumers(self) -> list[Consumer]:
-        """Consumers with credit, starting after the last one served."""
-        count = len(self.consumers)
-        self._turn = (self._turn + 1) % max(1, count)
-        ordered = self.consumers[self._turn:] + self.consumers[:self._turn]
-        return [consumer for consumer in ordered if consumer.room > 0]
-
-    def release(self, seq: int) -> None:
-        consumer = self.owner.pop(seq, None)
-        if consumer is not None:
-            consumer.held.discard(seq)
-
-    def settle(self) -> None:
-        """Forget owners of deliveries the state took back (expired, evicted)."""
-        inflight = self.state.inflight
-        for seq in [seq for seq in self.owner if seq not in inflight]:
-            self.release(seq)
+def no_takeovers(topic: str, group: str) -> dict[bytes, DeliveryState]:
+    return {}
 
 
 class ConsumeEndpoint:
     def __init__(self, socket: Socket, events: Socket, store: Store, topics: Topics,
                  archiving: Archiving | None, settings: DeliverySettings,
-                 heartbeat_us: int, batch_size: int, removed: Removed) -> None:
+                 heartbeat_us: int, batch_size: int, removed: Removed,
+                 taken_over: TakenOver = no_takeovers) -> None:
         self.socket = socket
+        self.taken_over = taken_over
+        # Set by a cluster node: whether own messages may go out yet (after a start),
+        # and which of them another node still has out.
+        self.own_allowed: Callable[[float], bool] = lambda mono: True
+        self.held_elsewhere: Callable[[int], bool] = lambda seq: False
+        self.lowest_held: Callable[[], int | None] = lambda: None
         self.store = store
         self.topics = topics
         self.archiving = archiving
@@ -95,12 +62,12 @@ class ConsumeEndpoint:
         self.heartbeat_s = heartbeat_us / 1e6
         self.batch_size = batch_size
         self.removed = removed
-        self.events = events  # the socket's disconnections: look for who went
+        self.events = events
+        self.liveness = ConsumerLiveness(socket, events, self.heartbeat_s)
         self.groups: dict[int, GroupDelivery] = {}
         self.consumers: dict[bytes, Consumer] = {}
         self.blocked = False  # a consumer's pipe was full: try again soon
-        self._next_heartbeat = 0.0
-        self._probe_due = 0.0  # when a look for gone consumers was put off (0: none)
+        self._found_unreachable = False  # a send this wake found a consumer gone
         for group in topics.groups():
             self._deliveries_for(group)
 
@@ -109,8 +76,9 @@ class ConsumeEndpoint:
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group), self.settings,
                                   Counters())
+            state.held_elsewhere = lambda seq: self.held_elsewhere(seq)
             self.store.register(state)
-            found = self.groups[group.id] = GroupDelivery(group, state)
+            found = self.groups[group.id] = GroupDelivery(group, state, self.taken_over)
         return found
 
     # -- requests ---------------------------------------------------------------
@@ -159,19 +127,21 @@ class ConsumeEndpoint:
 
     def find_or_make(self, batch: Batch, subscribe: wire.Subscribe, now_us: int) -> Group:
         """The group a CONSUME names, made when new; DecodeError says what is wrong."""
+        if subscribe.group == DEFAULT_GROUP:
+            raise DecodeError("the group default is the consumers on --send-dsn; name "
+                              "another group")
         topic = self.topics.topics.get(subscribe.topic)
+        if topic is None and self.taken_over(subscribe.topic, subscribe.group):
+            topic = self.topics.topic(subscribe.topic, now_us)  # a down node's group
         if topic is None:
             known = ", ".join(sorted(self.topics.topics)) or "none yet"
             raise DecodeError(f"no topic {subscribe.topic[:60]!r} (topics: {known}); produce "
                               "to it or declare it first")
-        if subscribe.group == DEFAULT_GROUP:
-            raise DecodeError("the group default is the consumers on --send-dsn; name "
-                              "another group")
         group = topic.groups.get(subscribe.group)
         if group is None:
             return self.make_group(batch, topic, subscribe.group, subscribe.start,
                                    subscribe.filter, now_us)
-        if group.filter != subscribe.filter:
+        if subscribe.filter and group.filter != subscribe.filter:  # none: as the group is
             raise DecodeError(f"group {group.name} of topic {topic.name} has filter "
                               f"{group.filter!r}, not {subscribe.filter!r}")
         return group
@@ -203,28 +173,49 @@ class ConsumeEndpoint:
         deliveries = consumer.group
         for key in keys:
             node_id, seq = keyspace.parse_message_key(key)
-            if node_id != self.store.node_id:
+            state = deliveries.state_for(node_id)
+            if state is None:
                 deliveries.counters.unknown_acks += 1
                 continue
-            deliveries.release(seq)
+            deliveries.release((node_id, seq))
             if not ok:
-                deliveries.state.nack(seq)
-            elif not self._ack(batch, deliveries.state, key, seq, now_us):
-                log.debug("consume_ack_unknown", key=key.decode(), group=consumer.group.group.name)
+                state.nack(seq)
+            elif not self._ack(batch, deliveries, state, key, seq, now_us):
+                log.debug("consume_ack_unknown", key=key.decode(), group=deliveries.group.name)
 
-    def _ack(self, batch: Batch, state: DeliveryState, key: bytes, seq: int,
-             now_us: int) -> bool:
-        area = state.area
-        assert isinstance(area, GroupArea)
-        final = area.would_release(seq)
+    def _ack(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
+             key: bytes, seq: int, now_us: int) -> bool:
+        final = state.area.would_release(seq)
         if final and self.archiving is not None \
                 and not self.archiving.acked(state, batch, key, seq, now_us):
             return True  # not archived, so not removed: it will be delivered again
         if state.ack(batch, seq) is None:
             return False
-        if final:
-            self.removed(self.store.node_id, seq)
+        self.removed(state.area.node_id, seq, deliveries.group.name, final)
         return True
+
+    def done_elsewhere(self, batch: Batch, name: str, seqs: list[int]) -> None:
+        """Own messages the group ``name`` of their topic finished on a node that took
+        them over while this one was down (a group this node does not know is that
+        node's own). One the last holding group finished is deleted everywhere."""
+        node_id = self.store.node_id
+        for seq in seqs:
+            value = self.store.get_own(seq)
+            if value is None:
+                continue
+            group = self.topics.describe(value)[0].groups.get(name)
+            deliveries = self.groups.get(group.id) if group is not None else None
+            if deliveries is None:
+                continue
+            deliveries.release((node_id, seq))
+            final = deliveries.state.area.would_release(seq)
+            if deliveries.state.ack(batch, seq) is not None and final:
+                self.removed(node_id, seq, name, True)
+
+    def rewind_own(self) -> None:
+        """Another node let messages go: look at each group's messages again."""
+        for deliveries in self.groups.values():
+            deliveries.state.rewind()
 
     # -- an operator's changes ---------------------------------------------------
 
@@ -232,7 +223,7 @@ class ConsumeEndpoint:
         """An operator deleted the message: no group delivers it any more."""
         for deliveries in self.groups.values():
             deliveries.state.forget(seq)
-            deliveries.release(seq)
+            deliveries.release((self.store.node_id, seq))
 
     def drop_group(self, topic: Topic, name: str) -> None:
         """An operator removed the group: its consumers are told and let go."""
@@ -250,78 +241,68 @@ class ConsumeEndpoint:
     # -- deliveries ---------------------------------------------------------------
 
     def has_work(self) -> bool:
-        return any(group.consumers and group.state.has_work() for group in self.groups.values())
+        return any(group.consumers and any(state.has_work() for state in group.sources(True))
+                   for group in self.groups.values())
 
-    def deliver(self, now_us: int) -> None:
+    def deliver(self, now_us: int, mono: float) -> None:
         self.blocked = False
-        gone: list[Consumer] = []
+        self._found_unreachable = False
+        own_allowed = self.own_allowed(mono)
         for deliveries in self.groups.values():
-            room = deliveries.room()
-            if room > 0 and deliveries.state.has_work():
-                evicted = deliveries.counters.evicted
-                send = self._sender(deliveries, gone)
-                deliveries.state.deliver(send, now_us, min(room, self.batch_size))
-                if deliveries.counters.evicted != evicted:
-                    deliveries.settle()
+            for state in deliveries.sources(own_allowed):
+                room = deliveries.room()
+                if room > 0 and state.has_work():
+                    evicted = state.counters.evicted
+                    send = self._sender(deliveries)
+                    state.deliver(send, now_us, min(room, self.batch_size))
+                    if state.counters.evicted != evicted:
+                        deliveries.settle()
             # also those given back dead by a NACK this wake, before the next batch
             # deletes them
-            self._retire_dead(deliveries.state, now_us)
-        for consumer in gone:
-            self._gone(consumer, "disconnected")
+            self._retire_dead(deliveries, now_us)
+        if self._found_unreachable:  # what it sent before it went is read first
+            self.liveness.look_soon(mono)
 
-    def _retire_dead(self, state: DeliveryState, now_us: int) -> None:
-        """Messages the group gave up this wake (counted already). One no other group
-        holds is deleted with this wake's batch: it is archived as a dead letter now,
-        while who held it can still be told; one others still hold is archived once
-        they are done with it."""
-        dead = state.take_newly_dead()
-        if self.archiving is None or not dead:
-            return
-        area = state.area
-        assert isinstance(area, GroupArea)
-        for entry in dead:
-            if area.would_release(entry.seq):
-                self.archiving.given_up_by_last_group(entry, now_us, self.store.node_id,
-                                                      area.group_names(entry.seq))
+    def _retire_dead(self, deliveries: GroupDelivery, now_us: int) -> None:
+        """Messages the group gave up this wake (counted already): the group is done
+        with them. One no other group holds moves to the node's dead letters with
+        the next batch and is archived now, while who held it can still be told (a
+        failed write leaves it in the dead letters); one others still hold is
+        archived once they are done with it."""
+        for state in (deliveries.state, *deliveries.taken_over().values()):
+            area = state.area
+            for entry in state.take_newly_dead():
+                final = area.would_release(entry.seq)
+                if final and self.archiving is not None:
+                    self.archiving.given_up_by_last_group(entry, now_us, area.node_id,
+                                                          area.group_names(entry.seq))
+                self.removed(area.node_id, entry.seq, deliveries.group.name, final)
 
-    def _sender(self, deliveries: GroupDelivery,
-                gone: list[Consumer]) -> Callable[[list[bytes]], bool]:
+    def _sender(self, deliveries: GroupDelivery) -> Callable[[list[bytes]], bool]:
         """Round robin over the consumers with credit, in the order of this call."""
         candidates = deliveries.next_consumers()
         turn = 0
 
         def send(frames: list[bytes]) -> bool:
             nonlocal turn
-            seq = int(frames[0][KEY_SEQ_AT:], 16)
+            key = (frames[0][:keyspace.NODE_ID_LENGTH], int(frames[0][KEY_SEQ_AT:], 16))
             for _ in range(len(candidates)):
                 consumer = candidates[turn % len(candidates)]
                 turn += 1
-                if consumer.room <= 0 or consumer in gone:
+                if consumer.room <= 0:
                     continue
-                sent = self._try_send(wire.encode_deliver(
+                sent = try_send(self.socket, wire.encode_deliver(
                     consumer.routing_id, deliveries.topic_frame, deliveries.group_frame,
                     frames))
-                if sent is None:
-                    gone.append(consumer)
+                if sent is None:  # stop sending to it; its ACKs and BYE still count
+                    consumer.unreachable = True
+                    self._found_unreachable = True
                 elif sent:
-                    consumer.held.add(seq)
-                    deliveries.owner[seq] = consumer
+                    deliveries.hold(consumer, key)
                     return True
             self.blocked = True
             return False
         return send
-
-    def _try_send(self, frames: list[bytes]) -> bool | None:
-        """True sent; False the consumer's pipe is full; None the consumer is gone."""
-        try:
-            send_frames(self.socket, frames)
-        except zmq.Again:
-            return False
-        except zmq.ZMQError as exc:
-            if exc.errno == errno.EHOSTUNREACH:
-                return None
-            raise
-        return True
 
     def _send(self, frames: list[bytes]) -> None:
         try:
@@ -342,52 +323,33 @@ class ConsumeEndpoint:
         deliveries = consumer.group
         deliveries.consumers.remove(consumer)
         held = sorted(consumer.held)
-        for seq in held:
-            deliveries.release(seq)
-            deliveries.state.nack(seq)
+        for key in held:
+            deliveries.release(key)
+            state = deliveries.state_for(key[0])
+            if state is not None:
+                state.nack(key[1])
         log.info("consumer_left", topic=deliveries.group.topic.name,
                  group=deliveries.group.name, reason=reason, given_back=len(held))
 
     def tick(self, mono: float, disconnected: bool) -> None:
-        """Heartbeats out; silent consumers and vanished connections given back.
-        ``disconnected``: the poll saw a disconnection event. What a consumer sent
-        before it went (its last ACKs, its BYE) is read first: while input waits, the
-        look is put off to the next wake, for at most a heartbeat period."""
-        if disconnected:
-            while self.events.poll(0):
-                recv_monitor_message(self.events)
-            self._probe_due = self._probe_due or mono
-        if not self._probe_due and mono < self._next_heartbeat:
-            return
-        due = self._probe_due or mono
-        if readable(self.socket) and mono - due < self.heartbeat_s:
-            self._probe_due = due
-            return
-        self._probe_due = 0.0
-        self._probe(mono)
-
-    def _probe(self, mono: float) -> None:
-        self._next_heartbeat = mono + self.heartbeat_s
-        silent_after = HEARTBEAT_MISSES * self.heartbeat_s
-        for consumer in list(self.consumers.values()):
-            if mono - consumer.last_heard > silent_after:
-                self._gone(consumer, "silent")
-            elif self._try_send([consumer.routing_id, wire.HEARTBEAT]) is None:
-                self._gone(consumer, "disconnected")
+        """Heartbeats out; silent consumers and vanished connections given back."""
+        for consumer, reason in self.liveness.tick(mono, disconnected,
+                                                   list(self.consumers.values())):
+            self._gone(consumer, reason)
 
     def timeout_ms(self, mono: float) -> int | None:
-        if self.blocked or self._probe_due:
-            return 5
-        if not self.consumers:
-            return None
-        return max(0, int((self._next_heartbeat - mono) * 1000) + 1)
+        return self.liveness.timeout_ms(mono, self.blocked, bool(self.consumers))
 
     def reap(self, now_us: int) -> None:
-        """Expired deliveries back; each group's floor raised (so a restart reads on
-        from where the group is, not from its start)."""
+        """Expired deliveries back (a takeover's states are reaped with it); each
+        group's floor raised (so a restart reads on from where the group is, not from
+        its start)."""
         for deliveries in self.groups.values():
             state = deliveries.state
-            if state.reap(now_us):
+            if state.reap(now_us) or deliveries.taken_over():
                 deliveries.settle()
-            self._retire_dead(state, now_us)
-            self.topics.raise_floor(deliveries.group, state.lowest_open())
+            self._retire_dead(deliveries, now_us)
+            held = self.lowest_held()
+            floor = state.lowest_open()
+            self.topics.raise_floor(deliveries.group, floor if held is None
+                                    else min(floor, held))

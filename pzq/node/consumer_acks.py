@@ -20,12 +20,14 @@ from pzq.node.rates import LatencyWindow
 from pzq.protocol import frames
 from pzq.store import keyspace
 from pzq.store.store import Batch
+from pzq.store.topics import DEFAULT_GROUP
 from pzq.zmqio import Socket, drain
 
 log = get_logger("pzq.acks")
 
 StateFor = Callable[[bytes], DeliveryState | None]  # node id -> its delivery state
-Removed = Callable[[bytes, int], None]  # origin, seq: acked here, drop the copies
+# origin, seq, group, final: acked here; final: no group holds it, drop the copies
+Removed = Callable[[bytes, int, str, bool], None]
 FinalAck = Callable[[DeliveryState, int], bool]  # whether the ACK deletes the message
 
 
@@ -73,9 +75,9 @@ class ConsumerAcks:
         entry = state.ack(batch, seq)
         if entry is None:
             return False
-        # Copies serve a takeover, which delivers to this group only: once it is done
-        # they go, even while named groups still hold the message here.
-        self.removed(node_id, seq)
+        # Copies serve a takeover of every group: they go once every group is done,
+        # and are marked done for this one before that.
+        self.removed(node_id, seq, DEFAULT_GROUP, final)
         if entry.sent_us:
             self.latency.add(mono, (now_us - entry.sent_us) / 1e6)
         return True

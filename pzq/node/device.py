@@ -16,7 +16,7 @@ from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
 from pzq.node.admin import Admin
 from pzq.node.clock import Now
-from pzq.node.consume import ConsumeEndpoint
+from pzq.node.consume import ConsumeEndpoint, no_takeovers
 from pzq.node.consumer_acks import ConsumerAcks
 from pzq.node.dispatch import Dispatch
 from pzq.node.endpoints import Endpoints
@@ -27,6 +27,7 @@ from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
 from pzq.node.topic_admin import TopicAdmin
 from pzq.node.topic_figures import topic_figures
+from pzq.node.topic_rates import TopicRates
 from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
 from pzq.node.zper import ZperBroker
 from pzq.protocol.frames import REPLICATION_FAILED
@@ -61,16 +62,19 @@ class Device:
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)
+        self.topic_rates = TopicRates()
         self._store_failing = False
         self._polled_out = False  # the last poll looked for room to deliver
 
     def figures(self) -> dict[str, object]:
-        mono = Now.read().mono
+        now = Now.read()
+        mono = now.mono
         figures = node_figures(self.node, len(self.producer_acks),
                                self.endpoints.consumers.connected, mono)
         if self.zper is not None:
             figures["zper"] = self.zper.snapshot(mono)
-        figures["topics"] = topic_figures(self.node, self.consume, Now.read().wall_us)
+        figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
+                                          now.wall_us, mono)
         return figures
 
     # -- what to wait for ------------------------------------------------------
@@ -144,7 +148,7 @@ class Device:
             self.dispatch.deliver(now.wall_us, now.mono, room)
             if self.consume is not None:
                 self.consume.tick(now.mono, bool(events.get(self.consume.events, 0) & POLLIN))
-                self.consume.deliver(now.wall_us)
+                self.consume.deliver(now.wall_us, now.mono)
 
     def _answer(self, events: Events, now: Now) -> None:
         """Figures and questions last: connections, archive readers, the monitor."""
@@ -158,6 +162,7 @@ class Device:
         if self.zper is not None:
             self.zper.wake(events, now.wall_us / 1e6, now.mono)
         node.rates.sample(now.mono, node.counters)
+        self.topic_rates.sample(now.mono, node.topics, self.consume)
         if endpoints.quiet_monitor.due(events):
             self.monitor.answer_waiting()
             endpoints.quiet_monitor.served()
@@ -225,6 +230,15 @@ def _consume_endpoint(node: NodeState, endpoints: Endpoints) -> ConsumeEndpoint 
     if endpoints.consume is None or endpoints.consume_events is None:
         return None
     config = node.config
-    return ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
-                           node.topics, node.archiving, config.delivery,
-                           config.consume_heartbeat, config.batch_size, node.removed)
+    cluster = node.cluster
+    consume = ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
+                              node.topics, node.archiving, config.delivery,
+                              config.consume_heartbeat, config.batch_size, node.removed,
+                              cluster.takeovers.taken if cluster is not None else no_takeovers)
+    if cluster is not None:  # the cluster's word on own messages, both ways
+        consume.own_allowed = cluster.own_delivery_allowed
+        consume.held_elsewhere = cluster.held_elsewhere
+        consume.lowest_held = cluster.lowest_held
+        cluster.done.own_group_done = consume.done_elsewhere
+        cluster.on_released = consume.rewind_own
+    return consume

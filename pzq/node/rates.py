@@ -29,6 +29,11 @@ class Rates:
     def _read(self, counters: object) -> tuple[int, ...]:
         return tuple(getattr(counters, name) for name in self.names)
 
+    def begin(self, now: float) -> Rates:
+        """Counters that began at zero (a topic or group new to this process)."""
+        self._samples.append((now, (0,) * len(self.names)))
+        return self
+
     def sample(self, now: float, counters: object) -> None:
         if self._samples and now - self._samples[-1][0] < SAMPLE_EVERY_S:
             return

@@ -7,6 +7,8 @@ archive), the delivery window, counters, rates and latencies. The socket side
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pzq.archive.tier import ArchiveTier
 from pzq.cluster.core import ClusterCore
 from pzq.counters import Counters
@@ -18,8 +20,19 @@ from pzq.node.archiving import Archiving
 from pzq.node.clock import Now
 from pzq.node.config import Config
 from pzq.node.rates import LatencyWindow, Rates
+from pzq.protocol.topic_reads import DefaultReads, GroupReads
 from pzq.store.store import Batch, Store
-from pzq.store.topics import Topics
+from pzq.store.topics import DEFAULT_GROUP, Topics
+
+
+def who_reads(topics: Topics) -> DefaultReads:
+    """What ``default`` and the named groups read of this node's topics, for the
+    peers holding copies (TOPICS)."""
+    reads = topics.default_reads()
+    groups = {topic.name: tuple(GroupReads(group.name, group.start_seq, group.filter)
+                                for group in topic.groups.values())
+              for topic in topics.topics.values() if topic.groups}
+    return replace(reads, groups=groups) if groups else reads
 
 
 class NodeState:
@@ -42,7 +55,7 @@ class NodeState:
                         if cluster is not None else None)
         if self.cluster is not None:
             self.delivery.held_elsewhere = self.cluster.held_elsewhere
-            self.cluster.own_reads = self.topics.default_reads
+            self.cluster.own_reads = lambda: who_reads(self.topics)
         archive = config.archive
         self.archiving = Archiving(ArchiveTier(archive)) if archive is not None else None
         for participant in (self.delivery, self.cluster, self.archiving):
@@ -67,21 +80,26 @@ class NodeState:
 
     def final_ack(self, state: DeliveryState, seq: int) -> bool:
         """Whether an ACK ``1`` deletes the message: not while other groups hold it."""
-        return state is not self.delivery or self.default_area.would_release(seq)
+        return state.area.would_release(seq)
 
     def requeued(self, batch: Batch, seq: int, value: bytes) -> None:
         """A dead letter stored again as a new message: into its topic's log."""
         topic, tag = self.topics.describe(value)
         self.topics.stored(batch, seq, topic, tag, len(value))
 
-    def removed(self, origin: bytes, seq: int) -> None:
-        """A message acked here: the cluster tells the holders of its copies."""
+    def removed(self, origin: bytes, seq: int, group: str = DEFAULT_GROUP,
+                final: bool = True) -> None:
+        """A message ``group`` acked (or gave up) here; ``final``: no group holds it
+        any more. The cluster tells the other nodes: every holder drops its copy once
+        every group is done, and marks it for the group before that."""
         if self.cluster is None:
             return
-        if origin == self.node_id:
+        if origin != self.node_id:
+            self.cluster.removed_taken_over(origin, [seq], group)
+        elif final:
             self.cluster.removed_own([seq])
         else:
-            self.cluster.removed_taken_over(origin, [seq])
+            self.cluster.done_own(group, [seq])
 
     def reap(self, now_us: int) -> None:
         expired = self.delivery.reap(now_us)

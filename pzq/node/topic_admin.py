@@ -216,7 +216,7 @@ class TopicAdmin:
         if found is not None:
             for seq in [*found.state.inflight.entries(), *found.state.ready.entries()]:
                 found.state.forget(seq.seq)
-                found.release(seq.seq)
+                found.release((found.state.area.node_id, seq.seq))
 
     # -- names -----------------------------------------------------------------------
 

@@ -3,16 +3,19 @@ happens: the topic's counters, each group's delivery state and counters."""
 
 from __future__ import annotations
 
-from pzq.node.consume import ConsumeEndpoint, GroupDelivery
+from pzq.node.consume import ConsumeEndpoint
+from pzq.node.consume_groups import GroupDelivery
+from pzq.node.rates import Rates
 from pzq.node.state import NodeState
+from pzq.node.topic_rates import GROUP_RATES, TOPIC_RATES, TopicRates
 from pzq.store.topics import Group
 
 GROUP_COUNTERS = ("delivered", "redelivered", "acked", "late_acks", "nacked", "expired",
                   "evicted", "dead_lettered", "unknown_acks")
 
 
-def topic_figures(node: NodeState, consume: ConsumeEndpoint | None,
-                  now_us: int) -> dict[str, object]:
+def topic_figures(node: NodeState, consume: ConsumeEndpoint | None, rates: TopicRates,
+                  now_us: int, mono: float) -> dict[str, object]:
     topics: dict[str, object] = {}
     for topic in node.topics.topics.values():
         deliveries = consume.groups if consume is not None else {}
@@ -20,18 +23,21 @@ def topic_figures(node: NodeState, consume: ConsumeEndpoint | None,
             "messages": max(0, topic.messages),
             "bytes": max(0, topic.stored_bytes),
             "default_group": topic.default_from is not None,
-            "groups": {group.name: group_figures(group, deliveries.get(group.id), now_us)
+            "rates": _rates(rates.topics.get(topic.id), TOPIC_RATES, mono, topic),
+            "groups": {group.name: group_figures(group, deliveries.get(group.id),
+                                                 rates.groups.get(group.id), now_us, mono)
                        for group in topic.groups.values()},
         }
     return topics
 
 
-def group_figures(group: Group, deliveries: GroupDelivery | None,
-                  now_us: int) -> dict[str, object]:
+def group_figures(group: Group, deliveries: GroupDelivery | None, rates: Rates | None,
+                  now_us: int, mono: float) -> dict[str, object]:
     figures: dict[str, object] = {"filter": group.filter, "start_seq": group.start_seq,
                                   "backlog": max(0, group.backlog)}
     if deliveries is None:
         return figures
+    figures["rates"] = _rates(rates, GROUP_RATES, mono, deliveries.counters)
     state = deliveries.state
     oldest = state.inflight.oldest()
     counters = deliveries.counters.as_dict()
@@ -45,3 +51,10 @@ def group_figures(group: Group, deliveries: GroupDelivery | None,
         **{name: counters[name] for name in GROUP_COUNTERS},
     })
     return figures
+
+
+
+def _rates(rates: Rates | None, names: tuple[str, ...], mono: float,
+           counters: object) -> dict[str, float]:
+    """Per second over 1 s and 60 s (zeros before a topic's or group's first sample)."""
+    return (rates or Rates(names)).rates(mono, counters)

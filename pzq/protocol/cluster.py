@@ -7,7 +7,8 @@ peer. Requests go out on the DEALER; the peer's ROUTER answers on the same pipe.
     REPLICATE  origin, batch id, holders, (seq, record)*  -> REPLICATED batch id
     REMOVE     origin, remove id, seqs  -> REMOVED remove id (once written)
     APPLIED    seqs                     (no answer: tombstones applied)
-    TOPICS     origin, JSON             (no answer: what default reads of its topics)
+    TOPICS     origin, JSON             (no answer: who reads its topics)
+    DONE       origin, done id, group, seqs  -> NOTED done id (once written)
 
 ``seqs``, ``tombstones`` and ``held`` are packed 8-byte big-endian sequence
 numbers. In a PONG, ``tombstones`` are the asker's messages acked on the answering
@@ -15,28 +16,39 @@ node while the asker was down, and ``held`` those of the asker's messages the
 answering node still has out with its consumers (or acked without the asker having
 confirmed the remove): the asker does not deliver them meanwhile.
 
-TOPICS is what the group ``default`` reads of the origin's topics, so that a
-survivor's takeover delivers to --send-dsn only what ``default`` holds: a JSON
-object ``{"default_topic": name, "default_from": {topic: seq or null}}`` naming
-the origin's topic for messages without ``TOPIC`` and each topic ``default`` does
-not read in full (null: none of it; a seq: from that seq on). Readers ignore keys
-they do not know; a node that does not know TOPICS refuses it as an unknown
-command and nothing else changes.
+TOPICS says who reads the origin's topics (``pzq.protocol.topic_reads``): what the
+group ``default`` reads, and the named groups of each topic, so that a survivor's
+takeover serves each group only what it holds. A node that does not know TOPICS
+refuses it as an unknown command and nothing else changes.
+
+DONE says that the named consumer group (``default`` included) is done with the
+origin's messages ``seqs`` (acked or given up) while other groups may still hold
+them: the origin marks them done for that group, a holder marks its copies (and
+drops a copy every holding group is done with). It is kept and sent again until
+NOTED, as REMOVE is until REMOVED.
 """
 
 from __future__ import annotations
 
-import json
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pzq.errors import DecodeError
+from pzq.protocol.topic_reads import (
+    DEFAULT_GROUP,
+    DefaultReads,
+    GroupReads,
+    decode_default_reads,
+)
 from pzq.store import keyspace
+
+__all__ = ["DEFAULT_GROUP", "DefaultReads", "GroupReads", "decode_default_reads"]
 
 PING, PONG = b"PING", b"PONG"
 REPLICATE, REPLICATED = b"REPLICATE", b"REPLICATED"
 REMOVE, REMOVED, APPLIED = b"REMOVE", b"REMOVED", b"APPLIED"
 TOPICS = b"TOPICS"
+DONE, NOTED = b"DONE", b"NOTED"
 BATCH_ID = struct.Struct(">Q")  # also the remove id
 
 
@@ -158,41 +170,6 @@ def decode_applied(frames: list[bytes]) -> list[int]:
     return unpack_seqs(frames[1])
 
 
-@dataclass(frozen=True)
-class DefaultReads:
-    """What the group ``default`` reads of one node's topics: every message but those
-    of the topics in ``default_from`` below the seq given (None: none of them)."""
-
-    default_topic: str = "default"
-    default_from: dict[str, int | None] = field(default_factory=dict)
-
-    def reads(self, topic: str, seq: int) -> bool:
-        if topic not in self.default_from:
-            return True
-        start = self.default_from[topic]
-        return start is not None and seq >= start
-
-    def encode(self) -> bytes:
-        return json.dumps({"default_topic": self.default_topic,
-                           "default_from": self.default_from}, sort_keys=True).encode()
-
-
-def decode_default_reads(blob: bytes) -> DefaultReads:
-    try:
-        found = json.loads(blob)
-    except (ValueError, UnicodeDecodeError):
-        raise DecodeError("TOPICS is not JSON") from None
-    if not isinstance(found, dict) or not isinstance(found.get("default_topic"), str) \
-            or not isinstance(found.get("default_from"), dict):
-        raise DecodeError("TOPICS needs default_topic and default_from")
-    starts = found["default_from"]
-    for name, start in starts.items():
-        if start is not None and (not isinstance(start, int) or isinstance(start, bool)
-                                  or start < 0):
-            raise DecodeError(f"TOPICS default_from of {name[:40]!r} is not a seq or null")
-    return DefaultReads(found["default_topic"], starts)
-
-
 def encode_topics(origin: bytes, reads: DefaultReads) -> list[bytes]:
     return [TOPICS, origin, reads.encode()]
 
@@ -201,3 +178,28 @@ def decode_topics(frames: list[bytes]) -> tuple[bytes, DefaultReads]:
     if len(frames) != 3:
         raise DecodeError("TOPICS needs origin and a JSON object")
     return _node_id(frames[1]), decode_default_reads(frames[2])
+
+
+def encode_done(origin: bytes, done_id: int, group: str, seqs: list[int]) -> list[bytes]:
+    return [DONE, origin, BATCH_ID.pack(done_id), group.encode(), pack_seqs(seqs)]
+
+
+def decode_done(frames: list[bytes]) -> tuple[bytes, int, str, list[int]]:
+    if len(frames) != 5 or len(frames[2]) != BATCH_ID.size or not frames[3]:
+        raise DecodeError("DONE needs origin, an 8-byte done id, a group and sequence numbers")
+    try:
+        group = frames[3].decode()
+    except UnicodeDecodeError:
+        raise DecodeError("DONE group name is not UTF-8") from None
+    return _node_id(frames[1]), BATCH_ID.unpack(frames[2])[0], group, unpack_seqs(frames[4])
+
+
+def encode_noted(done_id: int) -> list[bytes]:
+    return [NOTED, BATCH_ID.pack(done_id)]
+
+
+def decode_noted(frames: list[bytes]) -> int:
+    if len(frames) != 2 or len(frames[1]) != BATCH_ID.size:
+        raise DecodeError("NOTED needs an 8-byte done id")
+    done_id: int = BATCH_ID.unpack(frames[1])[0]
+    return done_id

@@ -6,10 +6,14 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     m <seq:8>            this node's own messages
     r <node:8> <seq:8>   replicas held for another node (cluster)
     t <node:8> <seq:8>   tombstones: another node's messages acked here while it was down
-    s <node:8>           what the group default reads of another node's topics (JSON, as
-                         that node sent it in TOPICS; cluster)
+    s <node:8>           who reads another node's topics: the group default and the named
+                         groups (JSON, as that node sent it in TOPICS; cluster)
+    R <node:8> <seq:8> <group>
+                         a group done with a replica that other groups still hold (cluster)
     d <seq:8>            dead letters
     o <id:8>             removes owed to a peer until it confirms them (cluster)
+    O <id:8>             DONE frames (a group done with messages) owed to a peer until it
+                         confirms them (cluster)
     M <name>             metadata: node id, sequence high-water mark, counters
     T <topic>            a topic: JSON settings (id, limits, whether default reads it,
                          where its log starts)
@@ -43,6 +47,8 @@ TOMBSTONE_PREFIX = b"t"
 READS_PREFIX = b"s"
 DEAD_PREFIX = b"d"
 OWED_PREFIX = b"o"
+OWED_DONE_PREFIX = b"O"
+REPLICA_DONE_PREFIX = b"R"
 META_PREFIX = b"M"
 TOPIC_PREFIX = b"T"
 TOPIC_LOG_PREFIX = b"i"
@@ -103,14 +109,29 @@ def owed_key(remove_id: int) -> bytes:
     return OWED_PREFIX + SEQ.pack(remove_id)
 
 
+def owed_done_key(done_id: int) -> bytes:
+    return OWED_DONE_PREFIX + SEQ.pack(done_id)
+
+
+def replica_done_prefix(origin: bytes, seq: int) -> bytes:
+    return REPLICA_DONE_PREFIX + origin + SEQ.pack(seq)
+
+
+def replica_done_key(origin: bytes, seq: int, group: str) -> bytes:
+    return REPLICA_DONE_PREFIX + origin + SEQ.pack(seq) + group.encode()
+
+
 def split_node_key(store_key: bytes) -> tuple[bytes, int]:
     """(node id, seq) of a replica or tombstone key."""
     return store_key[1:1 + NODE_ID_LENGTH], SEQ.unpack_from(store_key, 1 + NODE_ID_LENGTH)[0]
 
 
 def prefix_end(prefix: bytes) -> bytes:
-    """The first key past every key that starts with ``prefix``."""
-    return prefix[:-1] + bytes([prefix[-1] + 1])
+    """The first key past every key that starts with ``prefix``. Trailing 0xff bytes
+    cannot be counted up (a seq or an id ending in 255): the byte before them is.
+    Every prefix starts with an area's letter, so one is always left."""
+    counted = prefix.rstrip(b"\xff")
+    return counted[:-1] + bytes([counted[-1] + 1])
 
 
 def message_key(node_id: bytes, seq: int) -> bytes:

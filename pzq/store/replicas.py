@@ -4,9 +4,11 @@ A replica's value is the list of its holders (node ids, in the origin's order)
 followed by the origin's stored record. The holder order is the takeover rule
 every node applies alone: the first live holder delivers while the origin is down.
 
-What the group ``default`` reads of each origin's topics (``DefaultReads``, sent by
-the origin in TOPICS) is kept too, so a takeover delivers to --send-dsn only the
-copies ``default`` holds, also after this node restarts while the origin is down.
+Who reads each origin's topics (``DefaultReads``, sent by the origin in TOPICS) is
+kept too, so a takeover serves each group (``default`` on --send-dsn, the named ones
+on --consume-dsn) only the copies it holds, also after this node restarts while the
+origin is down. A group done with a copy others still hold leaves a mark; the copy
+goes when every group holding it is done.
 
 Counts per origin are kept in memory (counted once at start) and change only when
 a batch that changed them has been written (the replica store is a batch participant).
@@ -19,11 +21,13 @@ from collections.abc import Callable, Iterable
 
 from pzq.errors import DecodeError
 from pzq.protocol.cluster import DefaultReads, decode_default_reads
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Participant, Store
 from pzq.store.topics import topic_and_tag
 
 Holders = tuple[bytes, ...]
+NO_READS = DefaultReads()
 REMEMBERED_REMOVES = 100_000  # removes of copies not held yet, kept in case one comes
 
 
@@ -67,6 +71,7 @@ class ReplicaStore(Participant):
         self._tombs: dict[tuple[bytes, int], bool] = {}
         self._count_delta: defaultdict[bytes, int] = defaultdict(int)
         self._tomb_delta: defaultdict[bytes, int] = defaultdict(int)
+        self._marks: dict[tuple[bytes, int], set[str]] = {}  # group marks in the batch
         # Removes that named a copy not (yet) here: a late REPLICATE of it is dropped.
         self._removed_early: OrderedDict[tuple[bytes, int], None] = OrderedDict()
         self.default_reads: dict[bytes, DefaultReads] = {}
@@ -122,6 +127,7 @@ class ReplicaStore(Participant):
         batch.delete(keyspace.replica_key(origin, seq))
         self._copies[(origin, seq)] = False
         self._count_delta[origin] -= 1
+        self._drop_marks(batch, origin, seq)
         if tombstone and not self._has_tombstone(origin, seq):
             batch.put(keyspace.tombstone_key(origin, seq), b"")
             self._tombs[(origin, seq)] = True
@@ -134,16 +140,71 @@ class ReplicaStore(Participant):
             self.default_reads[origin] = reads
             batch.put(keyspace.reads_key(origin), reads.encode())
 
-    def default_holds(self, origin: bytes, seq: int, record_value: bytes) -> bool:
-        """Whether the group ``default`` holds this copy (its topic is read by it)."""
-        reads = self.default_reads.get(origin)
-        if reads is None or not reads.default_from:
-            return True
+    # -- groups ---------------------------------------------------------------------
+
+    def topic_of(self, origin: bytes, record_value: bytes) -> tuple[str, bytes] | None:
+        """The copy's topic and tag, as its origin names them (None: unreadable)."""
+        reads = self.default_reads.get(origin, NO_READS)
         try:
-            topic, _ = topic_and_tag(record.headers_of(record_value), reads.default_topic)
+            return topic_and_tag(record.headers_of(record_value), reads.default_topic)
         except (DecodeError, ValueError):
-            return True  # a copy that cannot say its topic is delivered, not left behind
-        return reads.reads(topic, seq)
+            return None
+
+    def holding_groups(self, origin: bytes, seq: int, record_value: bytes) -> list[str]:
+        """The origin's groups that hold this copy (``default`` per what it reads)."""
+        reads = self.default_reads.get(origin)
+        about = self.topic_of(origin, record_value) if reads is not None else None
+        if reads is None or about is None:
+            return [DEFAULT_GROUP]  # cannot say its topic: delivered, not left behind
+        return reads.holders(about[0], seq, about[1])
+
+    def group_holds(self, origin: bytes, seq: int, record_value: bytes, group: str,
+                    topic: str | None = None) -> bool:
+        """Whether ``group`` (of ``topic``, when named) holds this copy and is not done
+        with it yet."""
+        if topic is not None:
+            about = self.topic_of(origin, record_value)
+            if about is None or about[0] != topic:
+                return False
+        return (group in self.holding_groups(origin, seq, record_value)
+                and not self.is_done(origin, seq, group))
+
+    def is_done(self, origin: bytes, seq: int, group: str) -> bool:
+        if group in self._marks.get((origin, seq), ()):
+            return True
+        return self.store.get(keyspace.replica_done_key(origin, seq, group)) is not None
+
+    def would_release(self, origin: bytes, seq: int, group: str) -> bool:
+        """Whether ``group`` being done with the copy leaves no group holding it."""
+        found = self.get(origin, seq)
+        return found is not None and self._last(origin, seq, found[1], group)
+
+    def _last(self, origin: bytes, seq: int, record_value: bytes, group: str) -> bool:
+        return all(holder == group or self.is_done(origin, seq, holder)
+                   for holder in self.holding_groups(origin, seq, record_value))
+
+    def group_done(self, batch: Batch, origin: bytes, seq: int, group: str,
+                   tombstone: bool) -> bool:
+        """``group`` is done with the copy: mark it, or drop the copy when every group
+        holding it is done (``tombstone`` as in ``remove``). True when dropped."""
+        found = None if self._copies.get((origin, seq)) is False else self.get(origin, seq)
+        if found is None:
+            return False  # gone, or not here yet (then held for every group: at least once)
+        if self._last(origin, seq, found[1], group):
+            return self.remove(batch, origin, seq, tombstone)
+        batch.put(keyspace.replica_done_key(origin, seq, group), b"")
+        self._marks.setdefault((origin, seq), set()).add(group)
+        return False
+
+    def _drop_marks(self, batch: Batch, origin: bytes, seq: int) -> None:
+        """The copy goes: so do its groups' marks (only an origin with groups has any)."""
+        self._marks.pop((origin, seq), None)
+        reads = self.default_reads.get(origin)
+        if reads is None or not reads.groups:
+            return
+        for store_key, _ in self.store.iterate(keyspace.replica_done_prefix(origin, seq),
+                                               values=False):
+            batch.delete(store_key)
 
     def drop_tombstones(self, batch: Batch, origin: bytes, seqs: Iterable[int]) -> None:
         for seq in seqs:
@@ -161,7 +222,8 @@ class ReplicaStore(Participant):
         self.failed()
 
     def failed(self) -> None:
-        for pending in (self._copies, self._tombs, self._count_delta, self._tomb_delta):
+        for pending in (self._copies, self._tombs, self._count_delta, self._tomb_delta,
+                        self._marks):
             pending.clear()
 
     # -- reads ---------------------------------------------------------------------

@@ -67,6 +67,7 @@ class Topic:
     max_messages: int = 0  # QUEUE_FULL for this topic beyond these (0: no limit)
     max_bytes: int = 0
     groups: dict[str, Group] = field(default_factory=dict)
+    received: int = 0  # messages taken since start (for its rate; not stored)
     log_from: int | None = None  # its log is complete from this seq on (None: no log)
     newest: int = -1  # the seq of its newest message stored while running (-1: unknown)
 

@@ -244,6 +244,7 @@ class Topics(Participant):
         """A new own message: its topic log entry (a topic with named groups), and the
         topic's counters."""
         self.count(topic, 1, size)
+        topic.received += 1
         topic.newest = seq
         if topic.log_from is None:
             return
@@ -337,6 +338,9 @@ class Topics(Participant):
         entry, the other groups' marks, and its count go."""
         self._release_asked = NOT_ASKED
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
+        group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
+        if group is not None and self.counted(topic, seq):
+            self.count_group(group, -1)
         self._leave(batch, seq, topic, others, size)
 
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],

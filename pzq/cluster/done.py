@@ -1,0 +1,115 @@
+"""What the nodes tell each other when messages are done with: removes and dones,
+owed to the peers and applied when they come.
+
+A message every group is done with goes everywhere (REMOVE). A group done with a
+message other groups still hold leaves a mark wherever the message or a copy of it
+is (DONE), so that:
+- the holders of an origin's copies do not serve that group again in a takeover;
+- the origin, when it returns from being down, does not deliver again what a group
+  finished on the node that took over (and deletes it once every group is done).
+
+Both are persisted in the batch of the ACK that caused them and sent again until
+each peer answers (``pzq.cluster.removes``). A DONE for the origin is kept while the
+origin is down, to be sent when it answers again; until then the origin holds
+those messages back (they are in the ``held`` of our PONG).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pzq.cluster.peers import PeerTable
+from pzq.cluster.removes import RemoveLedger
+from pzq.cluster.takeover import Takeovers
+from pzq.delivery.state import DeliveryState
+from pzq.protocol.topic_reads import DEFAULT_GROUP
+from pzq.store.replicas import ReplicaStore
+from pzq.store.store import Batch
+
+if TYPE_CHECKING:
+    from pzq.cluster.core import ClusterSettings
+
+
+class Dones:
+    def __init__(self, ledger: RemoveLedger, replicas: ReplicaStore, peers: PeerTable,
+                 takeovers: Takeovers, settings: ClusterSettings, node_id: bytes) -> None:
+        self.ledger = ledger
+        self.replicas = replicas
+        self.peers = peers
+        self.takeovers = takeovers
+        # Own named groups done elsewhere: applied by the node's consume endpoint.
+        self.own_group_done: Callable[[Batch, str, list[int]], None] = lambda b, g, s: None
+        self.settings = settings
+        self.node_id = node_id
+        self._removes: defaultdict[bytes, list[int]] = defaultdict(list)
+        self._dones: defaultdict[tuple[bytes, str], list[int]] = defaultdict(list)
+
+    def removed_own(self, seqs: list[int]) -> None:
+        """Own messages every group is done with: every holder drops its copy."""
+        if self.settings.replicas and seqs:
+            self._removes[self.node_id].extend(seqs)
+
+    def done_own(self, group: str, seqs: list[int]) -> None:
+        """Own messages ``group`` is done with while others hold them: the holders mark
+        their copies."""
+        if self.settings.replicas and seqs:
+            self._dones[(self.node_id, group)].extend(seqs)
+
+    def taken_over(self, origin: bytes, seqs: list[int], group: str) -> None:
+        """Taken-over messages ``group`` acked or gave up here (the copy is marked, or
+        dropped when it was the last group). A copy dropped goes everywhere; the
+        origin learns of ``default``'s last done from the tombstone, of every other
+        done from DONE."""
+        for seq in seqs:
+            dropped = not self.replicas.holds(origin, seq)
+            if dropped:
+                self._removes[origin].append(seq)
+            if group != DEFAULT_GROUP or not dropped:
+                self._dones[(origin, group)].append(seq)
+
+    def owe(self, batch: Batch, now: float) -> None:
+        """Persist this wake's removes and dones in its batch: each peer owes a
+        confirmation. A down origin of taken-over messages collects tombstones
+        instead of removes, and is owed its dones until it answers."""
+        for origin, seqs in self._removes.items():
+            peers = set(self.settings.nodes)
+            origin_endpoint = self.peers.endpoint_of(origin)
+            if origin != self.node_id and not self.peers.node_alive(origin, now):
+                peers.discard(origin_endpoint or "")
+            self.ledger.owe(batch, origin, seqs, peers)
+        for (origin, group), seqs in self._dones.items():
+            self.ledger.owe(batch, origin, seqs, set(self.settings.nodes), group)
+        self._removes.clear()
+        self._dones.clear()
+
+    # -- coming in --------------------------------------------------------------------
+
+    def apply_remove(self, origin: bytes, seqs: list[int], batch: Batch,
+                     own: DeliveryState, now: float) -> None:
+        """Every group is done with these messages: ours (taken over while we were
+        away), or copies we hold (a tombstone kept for an origin that is down)."""
+        if origin == self.node_id:
+            for seq in seqs:
+                own.ack(batch, seq)
+            return
+        origin_down = not self.peers.node_alive(origin, now)
+        for seq in seqs:
+            self.takeovers.forget(origin, seq)
+            self.replicas.remove(batch, origin, seq, tombstone=origin_down)
+
+    def apply_done(self, origin: bytes, group: str, seqs: list[int], batch: Batch,
+                   own: DeliveryState) -> None:
+        """A group is done with messages: ours (finished on a node that took them
+        over), or copies we hold (marked, dropped once every group is done)."""
+        if origin == self.node_id:
+            if group != DEFAULT_GROUP:
+                self.own_group_done(batch, group, seqs)
+                return
+            for seq in seqs:
+                own.ack(batch, seq)
+            return
+        for seq in seqs:
+            self.takeovers.forget(origin, seq, group)
+            self.replicas.group_done(batch, origin, seq, group, tombstone=False)

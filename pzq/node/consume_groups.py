@@ -1,0 +1,89 @@
+"""The consumers of one named group on --consume-dsn, and who holds which delivery.
+
+A group's messages come from its own delivery state (this node's messages of the
+topic) and, while this node has taken over down nodes, from each one's state for
+the group of the same topic and name. Deliveries are keyed by (origin node id, seq),
+as the message key ``<node id>-<seq hex>`` names them, so ACKs and NACKs on one
+connection reach the right state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pzq.delivery.state import DeliveryState
+from pzq.store.topics import Group
+
+Key = tuple[bytes, int]  # origin node id, seq
+TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> by origin
+
+
+@dataclass(eq=False)
+class Consumer:
+    routing_id: bytes
+    group: GroupDelivery
+    window: int
+    last_heard: float
+    held: set[Key] = field(default_factory=set)
+    unreachable: bool = False  # a send found its connection gone: nothing more to it
+
+    @property
+    def room(self) -> int:
+        return 0 if self.unreachable else self.window - len(self.held)
+
+
+class GroupDelivery:
+    """One named group: its delivery states, its consumers, and who holds what."""
+
+    def __init__(self, group: Group, state: DeliveryState, taken_over: TakenOver) -> None:
+        self.group = group
+        self.state = state  # this node's own messages
+        self.counters = state.counters
+        self._taken_over = taken_over
+        self.consumers: list[Consumer] = []
+        self.owner: dict[Key, Consumer] = {}
+        self.topic_frame = group.topic.name.encode()
+        self.group_frame = group.name.encode()
+        self._turn = 0
+
+    def taken_over(self) -> dict[bytes, DeliveryState]:
+        """Down nodes' messages this group gets here, by origin."""
+        return self._taken_over(self.group.topic.name, self.group.name)
+
+    def state_for(self, origin: bytes) -> DeliveryState | None:
+        if origin == self.state.area.node_id:
+            return self.state
+        return self.taken_over().get(origin)
+
+    def sources(self, own_allowed: bool) -> list[DeliveryState]:
+        """What to deliver from: own messages first (once the cluster lets us), then
+        taken-over ones while their origin is down."""
+        taken = [state for state in self.taken_over().values() if not state.paused]
+        return ([self.state] if own_allowed else []) + taken
+
+    def room(self) -> int:
+        return sum(max(0, consumer.room) for consumer in self.consumers)
+
+    def next_consumers(self) -> list[Consumer]:
+        """Consumers with credit, starting after the last one served."""
+        count = len(self.consumers)
+        self._turn = (self._turn + 1) % max(1, count)
+        ordered = self.consumers[self._turn:] + self.consumers[:self._turn]
+        return [consumer for consumer in ordered if consumer.room > 0]
+
+    def hold(self, consumer: Consumer, key: Key) -> None:
+        consumer.held.add(key)
+        self.owner[key] = consumer
+
+    def release(self, key: Key) -> None:
+        consumer = self.owner.pop(key, None)
+        if consumer is not None:
+            consumer.held.discard(key)
+
+    def settle(self) -> None:
+        """Forget owners of deliveries the states took back (expired, evicted)."""
+        for key in list(self.owner):
+            state = self.state_for(key[0])
+            if state is None or key[1] not in state.inflight:
+                self.release(key)

@@ -6,10 +6,10 @@ has a log ``i <topic> <seq>`` whose value is the message's TAG, so a group of on
 topic walks only that topic and filters without reading bodies (see
 pzq.store.topic_log; who holds a message: pzq.store.topic_model).
 
-A message is deleted (and archived, once) when
-every group holding it is done with it: acked or dead-lettered. A group done before
-the others leaves a mark ``a <group> <seq>``; the last one deletes the message and the
-marks. A message only ``default`` holds is deleted at its ACK as it always was.
+A message is deleted (and archived, once) when every group holding it is done with
+it: acked or dead-lettered. A group done before the others leaves a mark ``a <group>
+<seq>`` (pzq.store.group_marks); the last one deletes the message and the marks. A
+message only ``default`` holds is deleted at its ACK as it always was.
 
 Per topic the node keeps its stored messages and bytes; they ride along with each
 batch that changes them, as the store's own counters do, so nothing is counted by a
@@ -25,6 +25,7 @@ from pzq.errors import PzqError
 from pzq.logs import get_logger
 from pzq.protocol.cluster import DefaultReads
 from pzq.store import keyspace, record, topic_log
+from pzq.store.group_marks import GroupMarks
 from pzq.store.store import Batch, Participant, Store
 from pzq.store.topic_model import (
     COUNTS,
@@ -66,8 +67,7 @@ class Topics(Participant):
         self._dirty: set[Topic] = set()  # registry entries to write
         self._dirty_groups: set[Group] = set()
         self._group_deltas: dict[Group, int] = {}  # backlogs changed in this batch
-        self._marking: set[tuple[int, int]] = set()  # (group id, seq) marks in this batch
-        self._highest_marks: dict[int, int] = {}  # group id -> its highest mark's seq
+        self.marks = GroupMarks(store)
         self._named_groups = False  # some topic has a named group
         self._release_asked = NOT_ASKED  # group id, seq, would_release's answer
         # Records a group read lately: the topic's other groups read them from here,
@@ -262,41 +262,10 @@ class Topics(Participant):
         return found or self.topic(name, record.stored_us_of(value)), tag
 
     def is_done(self, group_id: int, seq: int) -> bool:
-        if (group_id, seq) in self._marking:
-            return True
-        if seq > self.highest_mark(group_id):  # no mark that far: no read
-            return False
-        return self.store.get(keyspace.group_done_key(group_id, seq)) is not None
-
-    def highest_mark(self, group_id: int) -> int:
-        """The highest seq ``group_id`` has a mark for (-1: none); one seek per group
-        and run, then kept as marks are made."""
-        found = self._highest_marks.get(group_id)
-        if found is None:
-            found = -1
-            prefix = keyspace.group_done_prefix(group_id)
-            for key, _ in self.store.iterate_reverse(prefix):
-                found = keyspace.seq_at_end(key)
-                break
-            self._highest_marks[group_id] = found
-        return found
+        return self.marks.is_done(group_id, seq)
 
     def done_among(self, group_id: int, seqs: list[int]) -> set[int]:
-        """Which of ``seqs`` (ascending) ``group_id`` is done with: one walk of its marks,
-        none when it has no mark that far (a group reading new messages)."""
-        if not seqs or seqs[0] > self.highest_mark(group_id):
-            return set()
-        prefix = keyspace.group_done_prefix(group_id)
-        done = {seq for seq in seqs if (group_id, seq) in self._marking}
-        for key, _ in self.store.iterate(prefix, keyspace.group_done_key(group_id, seqs[0]),
-                                         values=False):
-            seq = keyspace.seq_at_end(key)
-            if seq > seqs[-1]:
-                break
-            done.add(seq)
-            if seq == seqs[-1]:
-                break  # not on past deleted keys to find the end (see GroupArea.read)
-        return done
+        return self.marks.done_among(group_id, seqs)
 
     def would_release(self, seq: int, topic: Topic, tag: bytes, group_id: int) -> bool:
         """Whether ``group_id`` being done with the message deletes it (kept for the
@@ -324,9 +293,7 @@ class Topics(Participant):
         release = self.would_release(seq, topic, tag, group_id)
         self._release_asked = NOT_ASKED
         if not release:
-            batch.put(keyspace.group_done_key(group_id, seq), b"")
-            self._marking.add((group_id, seq))
-            self._highest_marks[group_id] = max(self.highest_mark(group_id), seq)
+            self.marks.mark(batch, group_id, seq)
             return False
         batch.delete_message(seq, size)
         self._leave(batch, seq, topic, others, size)
@@ -420,7 +387,7 @@ class Topics(Participant):
         self._group_deltas = {}
         self._dirty = set()
         self._dirty_groups = set()
-        self._marking = set()
+        self.marks.batch_ended()
         self._release_asked = NOT_ASKED
         self._batch = None
 
@@ -429,6 +396,6 @@ class Topics(Participant):
         batch; the delivery states redo the deletes and marks they still owe."""
         self._deltas = {}
         self._group_deltas = {}
-        self._marking = set()
+        self.marks.batch_ended()
         self._release_asked = NOT_ASKED
         self._batch = None

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Topics and consumer groups: each figure beside its baseline, measured in the same run.
 
-    .venv/bin/python scripts/bench_groups.py            # about a minute
-    .venv/bin/python scripts/bench_groups.py --count 50000 --json groups.json
+    .venv/bin/python scripts/bench_groups.py            # about three minutes
+    .venv/bin/python scripts/bench_groups.py --count 50000 --repeats 5 --json groups.json
 
 * produce 100 B, window 100, spread over 100 topics, against one topic;
 * one topic with 3 groups drained at once, each group against one group alone;
 * the consume endpoint end to end (producer window 100; the consumer's window, its
   credits, 100 and 1000) against --send-dsn (whose window adapts up to --prefetch).
+
+Every scenario and its baseline run one after the other, on fresh nodes, ``--repeats``
+times; a ratio is taken within each repeat (subject over the baseline measured just
+before it) and the table gives the median of the repeats and their range.
 """
 
 from __future__ import annotations
@@ -22,14 +26,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pzq.bench.groups import (  # noqa: E402
+    Row,
     measure_group_drains,
     measure_group_end_to_end,
     measure_topic_produce,
+    print_rows,
     topic_produce_load,
 )
 from pzq.bench.measure import measure_end_to_end, run_workers  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.client import request_monitor  # noqa: E402
+
+GROUPS = ["g1", "g2", "g3"]
 
 
 class Nodes:
@@ -39,9 +47,11 @@ class Nodes:
     def __init__(self, directory: Path, stack: contextlib.ExitStack) -> None:
         self.directory = directory
         self.stack = stack
+        self.started = 0
 
     def start(self, name: str) -> NodeProcess:
-        started = NodeProcess(self.directory / name, consume=True).start()
+        self.started += 1
+        started = NodeProcess(self.directory / f"{name}-{self.started}", consume=True).start()
         self.stack.callback(lambda: started.kill() if started.running else None)
         return started
 
@@ -60,62 +70,86 @@ def fill(target: NodeProcess, count: int) -> None:
                  for _ in range(4)])
 
 
+def produce_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
+    rates = {}
+    for topics in (1, 100):
+        target = nodes.start(f"produce-{topics}")
+        rates[topics] = measure_topic_produce(target.receive_dsn, count, 100, topics)
+        target.kill()
+    rows["produce 1"].add(rates[1])
+    rows["produce 100"].add(rates[100], rates[100] / rates[1])
+
+
+def drain_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
+    drains = {}
+    for groups in (GROUPS[:1], GROUPS):
+        target = nodes.start(f"drain-{len(groups)}")
+        groups_only(target, groups)
+        fill(target, count)
+        assert target.process is not None
+        drains[len(groups)] = measure_group_drains(target.consume_dsn, "t0", groups, count,
+                                                   100, target.process.pid)
+        target.kill()
+    single = drains[1].rates["g1"]
+    rows["drain 1"].add(single)
+    rows["drain 1"].cpu(drains[1].node_cpu_us, drains[1].consumer_cpu_us)
+    for group, rate in drains[3].rates.items():
+        rows[f"drain 3 {group}"].add(rate, rate / single)
+    together = sum(drains[3].rates.values())
+    rows["drain 3 together"].add(together, together / single)
+    rows["drain 3 together"].cpu(drains[3].node_cpu_us, drains[3].consumer_cpu_us)
+
+
+def end_to_end_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
+    target = nodes.start("e2e-send")
+    plain = measure_end_to_end(target.receive_dsn, target.send_dsn, count, 100, 100)
+    target.kill()
+    rows["e2e send"].add(plain[0], None, plain[1], plain[2])
+    for credits in (100, 1000):
+        target = nodes.start(f"e2e-group-{credits}")
+        groups_only(target, ["e2e"])
+        grouped = measure_group_end_to_end(target.receive_dsn, target.consume_dsn, count,
+                                           100, credits)
+        target.kill()
+        rows[f"e2e {credits}"].add(grouped[0], grouped[0] / plain[0], grouped[1], grouped[2],
+                                   grouped[2] / plain[2] if plain[2] else None)
+
+
+def make_rows() -> dict[str, Row]:
+    rows = {
+        "produce 1": Row("produce 100 B window 100, 1 topic"),
+        "produce 100": Row("produce 100 B window 100, 100 topics", "ratio >= 0.9", 0.9),
+        "drain 1": Row("drain, one group alone"),
+        **{f"drain 3 {group}": Row(f"drain, 3 groups at once: {group}", "ratio >= 0.8", 0.8)
+           for group in GROUPS},
+        "drain 3 together": Row("drain, 3 groups at once: all three"),
+        "e2e send": Row("end to end window 100, --send-dsn"),
+    }
+    for credits in (100, 1000):
+        rows[f"e2e {credits}"] = Row(f"end to end window 100, a group, {credits} credits",
+                                     "ratio >= 1, p99 ratio <= 1", 1.0, 1.0)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=20_000, help="messages per scenario")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of every scenario")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     count = args.count - args.count % 4
-    rows: list[dict[str, object]] = []
+    rows = make_rows()
     with tempfile.TemporaryDirectory(prefix="pzq-bench-groups-") as folder, \
             contextlib.ExitStack() as stack:
         nodes = Nodes(Path(folder), stack)
-        for topics in (1, 100):
-            target = nodes.start(f"produce-{topics}")
-            rate = measure_topic_produce(target.receive_dsn, count, 100, topics)
-            target.kill()
-            rows.append({"scenario": f"produce 100 B window 100, {topics} topic(s)",
-                         "rate": rate})
-        rows[1]["ratio"] = rows[1]["rate"] / rows[0]["rate"]  # type: ignore[operator]
-        drains = {}
-        for groups in (["g1"], ["g1", "g2", "g3"]):
-            target = nodes.start(f"drain-{len(groups)}")
-            groups_only(target, groups)
-            fill(target, count)
-            drains[len(groups)] = measure_group_drains(target.consume_dsn, "t0", groups,
-                                                      count, 100)
-            target.kill()
-        single = drains[1]["g1"]
-        rows.append({"scenario": "drain, one group alone", "rate": single})
-        for group, rate in sorted(drains[3].items()):
-            rows.append({"scenario": f"drain, 3 groups at once: {group}", "rate": rate,
-                         "ratio": rate / single})
-        target = nodes.start("e2e-send")
-        plain = measure_end_to_end(target.receive_dsn, target.send_dsn, count, 100, 100)
-        target.kill()
-        rows.append({"scenario": "end to end window 100, --send-dsn", "rate": plain[0],
-                     "p50_ms": plain[1], "p99_ms": plain[2]})
-        for credits in (100, 1000):
-            target = nodes.start(f"e2e-group-{credits}")
-            groups_only(target, ["e2e"])
-            grouped = measure_group_end_to_end(target.receive_dsn, target.consume_dsn, count,
-                                               100, credits)
-            target.kill()
-            rows.append({"scenario": f"end to end window 100, a group, {credits} credits",
-                         "rate": grouped[0], "p50_ms": grouped[1], "p99_ms": grouped[2],
-                         "ratio": grouped[0] / plain[0]})
-    print(f"{'scenario':<50} {'msg/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'ratio':>6}")
-    for row in rows:
-        print(f"{row['scenario']:<50} {row['rate']:>9.0f} {_or(row, 'p50_ms'):>8} "
-              f"{_or(row, 'p99_ms'):>8} {_or(row, 'ratio'):>6}")
+        for _ in range(args.repeats):
+            produce_repeat(nodes, count, rows)
+            drain_repeat(nodes, count, rows)
+            end_to_end_repeat(nodes, count, rows)
+    print_rows(list(rows.values()))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps([row.summary() for row in rows.values()], indent=2))
     return 0
-
-
-def _or(row: dict[str, object], key: str) -> str:
-    value = row.get(key)
-    return "" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":

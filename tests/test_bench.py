@@ -109,10 +109,15 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
     from pathlib import Path
 
     script = Path(__file__).parent.parent / "scripts" / "bench_groups.py"
-    ran = subprocess.run([sys.executable, str(script), "--count", "400", "--json",
-                          str(tmp_path / "g.json")], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=100, check=False)
+    ran = subprocess.run([sys.executable, str(script), "--count", "400", "--repeats", "2",
+                          "--json", str(tmp_path / "g.json")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=100, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
     rows = json.loads((tmp_path / "g.json").read_text())
-    assert len(rows) == 9 and all(row["rate"] > 0 for row in rows)
+    assert len(rows) == 10 and all(row["rate"] > 0 for row in rows)
+    # every row is the median of both repeats, with their range; ratios in one repeat
+    assert all(row["rate_range"][0] <= row["rate"] <= row["rate_range"][1] for row in rows)
+    drain = next(row for row in rows if row["scenario"] == "drain, 3 groups at once: g1")
+    assert drain["target"] == "ratio >= 0.8" and len(drain["ratio_range"]) == 2
+    assert next(row for row in rows if "all three" in row["scenario"])["node_cpu_us"] > 0
     assert "end to end window 100, a group, 1000 credits" in ran.stdout.splitlines()[-1]

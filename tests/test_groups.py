@@ -481,3 +481,33 @@ def test_a_dead_letter_the_archive_cannot_take_stays_in_the_dead_letters(start_n
     ask(node, "REQUEUE ALL")  # and an operator can send it to the group again
     with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as billing:
         assert drain(billing, 1, ack=False) == [b"poison"]
+
+
+def test_sigkill_during_a_new_groups_backfill_loses_nothing(group_node, context):
+    from pzq.client import request_monitor
+
+    bodies = [b"m%d" % n for n in range(12_000)]  # more than two backfill chunks
+    produce(group_node, context, bodies)
+    answer = request_monitor(group_node.monitor_dsn, "DECLARE GROUP orders late", timeout=10)
+    assert answer.startswith(b"group late of topic orders"), answer
+    group_node.kill()  # the backfill of the stored messages is under way
+    group_node.restart()
+    group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["late"]["backlog"]
+                          == len(bodies))
+    with GroupConsumer(group_node.consume_dsn, "orders", "late", window=1000,
+                       context=context) as late:
+        assert drain(late, len(bodies)) == bodies
+        assert late.receive(0.2) is None
+
+
+def test_a_time_start_on_a_topic_without_a_log_finds_its_first_message(group_node, context):
+    import time
+
+    produce(group_node, context, [b"old1", b"old2"])  # no named group yet: no log
+    since_us = time.time_ns() // 1000
+    produce(group_node, context, [b"new1", b"new2"])
+    with GroupConsumer(group_node.consume_dsn, "orders", "since", start=since_us,
+                       context=context) as since:
+        assert drain(since, 2) == [b"new1", b"new2"]
+        assert since.receive(0.3) is None
+    assert topic_figures(group_node)["groups"]["since"]["backlog"] == 0

@@ -108,3 +108,110 @@ def test_a_changed_topic_is_written_even_by_a_batch_with_nothing_else(tmp_path):
     store, topics = open_node(tmp_path / "db")
     assert topics.topics["audit"].default_from is None
     store.close()
+
+
+def log_keys(store, topic):
+    return [keyspace.seq_at_end(key) for key, _ in
+            store.iterate(keyspace.topic_log_prefix(topic.id))]
+
+
+def test_a_topic_only_default_reads_has_no_log(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a", b"b"])
+    orders = topics.topics["orders"]
+    assert orders.log_from is None and log_keys(store, orders) == []
+    default = state_for(store, DefaultArea(store, topics))
+    ack(store, default, deliver_all(default))
+    assert store.messages == 0 and orders.messages == 0
+    store.close()
+
+
+def test_backfill_indexes_stored_messages_in_chunks_and_resumes_after_a_reopen(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    for n in range(10):
+        store_messages(store, topics, [b"o%d" % n])
+        store_messages(store, topics, [b"c%d" % n], topic="clicks")
+    orders = topics.topics["orders"]
+    batch = store.begin()
+    group = topics.add_group(orders, "audit", 0, "", 0)  # earliest: every stored one
+    store.commit(batch)
+    audit = state_for(store, GroupArea(store, topics, group))
+    assert topics.backfill_due() and orders.log_from == 20
+    assert deliver_all(audit) == []  # nothing before the log reaches back to its start
+    topics.backfill(limit=6)  # own messages 14..19: three of orders
+    assert orders.log_from == 14 and log_keys(store, orders) == [14, 16, 18]
+    store.close()  # a stop (or crash) mid-backfill: the rest is done after the reopen
+    store, topics = open_node(tmp_path / "db")
+    orders = topics.topics["orders"]
+    assert orders.log_from == 14 and topics.backfill_due()
+    while topics.backfill_due():
+        topics.backfill(limit=6)
+    assert orders.log_from == 0 and log_keys(store, orders) == list(range(0, 20, 2))
+    group = orders.groups["audit"]
+    assert group.backlog == 10
+    audit = state_for(store, GroupArea(store, topics, group))
+    assert deliver_all(audit) == list(range(0, 20, 2))
+    store.close()
+
+
+def test_a_message_default_acks_during_the_backfill_stays_for_the_group(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a", b"b", b"c"])
+    default = state_for(store, DefaultArea(store, topics))
+    seqs = deliver_all(default)
+    batch = store.begin()
+    group = topics.add_group(topics.topics["orders"], "audit", 0, "", 0)
+    store.commit(batch)
+    ack(store, default, seqs[:2])  # before the backfill ran: the group holds them
+    assert store.messages == 3
+    while topics.backfill_due():
+        topics.backfill(limit=2)
+    audit = state_for(store, GroupArea(store, topics, group))
+    assert deliver_all(audit) == seqs
+    ack(store, audit, seqs)
+    assert store.messages == 1  # only c, which default has not acked
+    assert log_keys(store, topics.topics["orders"]) == seqs[2:]
+    store.close()
+
+
+def test_a_store_from_before_logs_were_kept_only_for_groups_has_complete_logs(tmp_path):
+    import json
+
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a"])
+    orders = topics.topics["orders"]
+    settings = json.loads(store.get(keyspace.topic_key(b"orders")))
+    del settings["log_from"]  # as such a store wrote it: every topic had its log
+    batch = store.begin()
+    batch.put(keyspace.topic_key(b"orders"), json.dumps(settings).encode())
+    batch.put(keyspace.topic_log_key(orders.id, 0), b"")
+    store.commit(batch)
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    assert topics.topics["orders"].log_from == 0
+    batch = store.begin()
+    group = topics.add_group(topics.topics["orders"], "audit", 0, "", 0)
+    store.commit(batch)
+    assert not topics.backfill_due() and group.backlog == 1
+    store.close()
+
+
+def test_a_group_emptied_during_its_backfill_has_no_backlog(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a", b"b", b"c"])
+    orders = topics.topics["orders"]
+    batch = store.begin()
+    group = topics.add_group(orders, "audit", 0, "", 0)
+    store.commit(batch)
+    batch = store.begin()  # what EMPTY GROUP orders audit does, before the backfill
+    for seq, tag in topics.walk(orders):
+        topics.done(batch, seq, orders, tag, 10, group.id)
+    store.commit(batch)
+    default = state_for(store, DefaultArea(store, topics))
+    ack(store, default, deliver_all(default)[:1])  # gone before the backfill saw it
+    assert store.messages == 2
+    while topics.backfill_due():
+        topics.backfill(limit=2)
+    assert group.backlog == 0 and orders.log_from == 0
+    assert deliver_all(state_for(store, GroupArea(store, topics, group))) == []
+    store.close()

@@ -4,7 +4,11 @@ each against its --send-dsn or one-topic baseline in the same run."""
 
 from __future__ import annotations
 
+import os
+import statistics
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import zmq
@@ -27,9 +31,11 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
                        from_connect: bool, results: Any) -> None:
     """CONSUME one group, ACK every delivery (one ACK frame each, as a plain consumer
     does); timed from the connect (a drain) or from the first delivery."""
+    cpu_started = time.process_time()  # not the process's start (imports)
     context = zmq.Context()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.RCVHWM, 0)
+    socket.setsockopt(zmq.SNDHWM, 0)  # ACKs queue while the node is busy, never refused
     socket.connect(dsn)
     started = time.perf_counter() if from_connect else None
     send_frames(socket, [b"CONSUME", topic.encode(), group.encode(), b"%d" % window])
@@ -54,6 +60,7 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
             last = time.perf_counter()
     results.put({"role": "consumer", "group": group, "count": received,
                  "seconds": last - (started or last),
+                 "cpu_seconds": time.process_time() - cpu_started,
                  "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})
     context.destroy(linger=0)
 
@@ -64,13 +71,32 @@ def measure_topic_produce(dsn: str, count: int, window: int, topics: int) -> flo
     return rate
 
 
+@dataclass
+class Drains:
+    rates: dict[str, float]  # each group's messages per second
+    node_cpu_us: float  # the node's CPU time per delivered (and acked) message
+    consumer_cpu_us: float  # a consumer's CPU time per message it took
+
+
 def measure_group_drains(dsn: str, topic: str, groups: list[str], count: int,
-                         window: int) -> dict[str, float]:
-    """Every group drains the topic at once; each group's rate."""
+                         window: int, node_pid: int) -> Drains:
+    """Every group drains the topic at once: each group's rate, and the CPU time the
+    node and the consumers spent per message."""
+    node_cpu = cpu_seconds(node_pid)
     answers = run_workers([(group_consume_load, (dsn, topic, group, window, count, True))
                            for group in groups])
-    return {answer["group"]: answer["count"] / max(answer["seconds"], 1e-9)
-            for answer in answers}
+    node_cpu = cpu_seconds(node_pid) - node_cpu
+    delivered = sum(answer["count"] for answer in answers)
+    return Drains({answer["group"]: answer["count"] / max(answer["seconds"], 1e-9)
+                   for answer in answers},
+                  node_cpu / max(delivered, 1) * 1e6,
+                  sum(answer["cpu_seconds"] for answer in answers) / max(delivered, 1) * 1e6)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure_group_end_to_end(receive: str, consume: str, count: int, window: int,
@@ -83,3 +109,83 @@ def measure_group_end_to_end(receive: str, consume: str, count: int, window: int
     seconds = max(consumer["seconds"], producer["seconds"])
     latencies = consumer["latencies_ns"]
     return consumer["count"] / seconds, percentile(latencies, .5), percentile(latencies, .99)
+
+
+@dataclass
+class Row:
+    """One scenario over the repeats: rates, latencies and ratios to the baseline of
+    the same repeat; the figures are the medians, with the range of the repeats."""
+
+    scenario: str
+    target: str = ""
+    wanted_ratio: float | None = None  # the rate ratio must be at least this
+    wanted_p99_ratio: float | None = None  # the p99 ratio at most this
+    rates: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+    p50s: list[float] = field(default_factory=list)
+    p99s: list[float] = field(default_factory=list)
+    p99_ratios: list[float] = field(default_factory=list)
+    node_cpu_us: list[float] = field(default_factory=list)  # per message
+    consumer_cpu_us: list[float] = field(default_factory=list)
+
+    def cpu(self, node_us: float, consumer_us: float) -> None:
+        self.node_cpu_us.append(node_us)
+        self.consumer_cpu_us.append(consumer_us)
+
+    def add(self, rate: float, ratio: float | None = None, p50: float | None = None,
+            p99: float | None = None, p99_ratio: float | None = None) -> None:
+        self.rates.append(rate)
+        for values, value in ((self.ratios, ratio), (self.p50s, p50), (self.p99s, p99),
+                              (self.p99_ratios, p99_ratio)):
+            if value is not None:
+                values.append(value)
+
+    def met(self) -> bool | None:
+        """Whether the medians meet the target (None: no target)."""
+        if self.wanted_ratio is None or not self.ratios:
+            return None
+        met = statistics.median(self.ratios) >= self.wanted_ratio
+        if self.wanted_p99_ratio is not None and self.p99_ratios:
+            met = met and statistics.median(self.p99_ratios) <= self.wanted_p99_ratio
+        return met
+
+    def summary(self) -> dict[str, object]:
+        found: dict[str, object] = {"scenario": self.scenario, "target": self.target,
+                                    "met": self.met()}
+        for name, values in (("rate", self.rates), ("ratio", self.ratios),
+                             ("p50_ms", self.p50s), ("p99_ms", self.p99s),
+                             ("p99_ratio", self.p99_ratios),
+                             ("node_cpu_us", self.node_cpu_us),
+                             ("consumer_cpu_us", self.consumer_cpu_us)):
+            if values:
+                found[name] = statistics.median(values)
+                found[f"{name}_range"] = [min(values), max(values)]
+        return found
+
+
+def print_rows(rows: list[Row]) -> None:
+    print(f"{'scenario':<48} {'msg/s':>7} {'range':>13} {'p50':>6} {'p99 ms':>7} "
+          f"{'ratio':>5} {'range':>11} {'p99 r':>5}  target")
+    for row in rows:
+        found = row.summary()
+        met = {True: "met", False: "NOT met", None: ""}[row.met()]
+        print(f"{row.scenario:<48} {found['rate']:>7.0f} "
+              f"{_span(found, 'rate', '{:.0f}'):>13} {_value(found, 'p50_ms'):>6} "
+              f"{_value(found, 'p99_ms'):>7} {_value(found, 'ratio'):>5} "
+              f"{_span(found, 'ratio', '{:.2f}'):>11} {_value(found, 'p99_ratio'):>5}  "
+              f"{row.target} {met}".rstrip())
+        if "node_cpu_us" in found:
+            print(f"{'':<4}CPU per message: node {found['node_cpu_us']:.1f} µs, consumer "
+                  f"{found['consumer_cpu_us']:.1f} µs")
+
+
+def _value(found: dict[str, object], key: str) -> str:
+    value = found.get(key)
+    return f"{value:.2f}" if isinstance(value, float) else ""
+
+
+def _span(found: dict[str, object], key: str, form: str) -> str:
+    span = found.get(f"{key}_range")
+    if not isinstance(span, list):
+        return ""
+    return f"{form.format(span[0])}-{form.format(span[1])}"

@@ -39,7 +39,7 @@ class DefaultArea(OwnArea):
     def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         # ``default`` leaves marks only while named groups exist
         done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
-                if self.topics.has_groups() else set())
+                if self.topics.named_groups else set())
         kept = []
         for seq, value in chunk:
             if seq in done:
@@ -75,6 +75,8 @@ class DefaultArea(OwnArea):
     def would_release(self, seq: int) -> bool:
         """Whether an ACK by ``default`` deletes the message (then it is archived and
         its copies removed; else other groups still hold it)."""
+        if not self.topics.named_groups:
+            return True
         about = self._about(seq)
         return about is None or self.topics.would_release(seq, *about, DEFAULT_GROUP_ID)
 
@@ -92,6 +94,27 @@ class DefaultArea(OwnArea):
         give_up(self.topics, batch, seq, topic, tag, value, DEFAULT_GROUP_ID)
 
 
+RECENT_RECORDS = 4096  # records kept for the other groups of a topic
+DENSE_AT_LEAST = 16  # messages a read must want before it walks the own messages
+
+
+def remember(recent: dict[int, bytes], seq: int, value: bytes) -> None:
+    recent[seq] = value
+    if len(recent) > RECENT_RECORDS:
+        del recent[next(iter(recent))]  # the oldest
+
+
+ZERO_BOOKKEEPING = bytes(record.BOOKKEEPING.size)
+BOOKKEEPING_END = record.BOOKKEEPING_OFFSET + record.BOOKKEEPING.size
+
+
+def without_bookkeeping(value: bytes) -> bytes:
+    """The record with ``default``'s delivery counts zeroed (copied only when set)."""
+    if value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END] == ZERO_BOOKKEEPING:
+        return value
+    return record.with_bookkeeping(value, 0, 0)
+
+
 class GroupArea:
     """One named group of one topic."""
 
@@ -103,6 +126,11 @@ class GroupArea:
         self._tags: dict[int, bytes] = {}  # tags of messages read and not yet done with
 
     def end_seq(self) -> int:
+        """Nothing to deliver until the topic's log reaches back to the group's start
+        (its backfill is under way)."""
+        log_from = self.group.topic.log_from
+        if log_from is None or log_from > self.group.start_seq:
+            return 0
         return self.store.next_seq
 
     def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
@@ -113,19 +141,59 @@ class GroupArea:
         first = max(start_seq, group.start_seq, group.floor)
         start = keyspace.topic_log_key(group.topic.id, first)
         wanted: list[tuple[int, bytes]] = []
+        # LevelDB finds the end of a range by walking on to the next live key, past
+        # every deleted one (those of acked messages, until a compaction): a walk
+        # stops at the newest message instead.
+        newest = group.topic.newest if group.topic.newest >= 0 else self.store.next_seq - 1
+        if first > newest:
+            return []  # newer messages are other topics'
         for key, tag in self.store.iterate(prefix, start):
+            seq = keyspace.seq_at_end(key)
             if group.takes(tag):
-                wanted.append((keyspace.seq_at_end(key), tag))
+                wanted.append((seq, tag))
                 if len(wanted) >= limit:
                     break
+            if seq >= newest:
+                break
         done = self.topics.done_among(group.id, [seq for seq, _ in wanted])
+        if done:
+            wanted = [(seq, tag) for seq, tag in wanted if seq not in done]
+        values = self._values([seq for seq, _ in wanted])
         found = []
         for seq, tag in wanted:
-            value = None if seq in done else self.store.get_own(seq)
+            value = values.get(seq)
             if value is not None:
                 self._tags[seq] = tag
-                found.append((seq, record.with_bookkeeping(value, 0, 0)))
+                found.append((seq, without_bookkeeping(value)))
         return found
+
+    def _values(self, seqs: list[int]) -> dict[int, bytes]:
+        """The stored records of ``seqs`` (ascending): one walk of the own messages when
+        the topic fills most of that span, else the recent records or a read each."""
+        if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
+            last, wanted = seqs[-1], set(seqs)
+            walked: dict[int, bytes] = {}
+            for key, stored in self.store.iterate(keyspace.OWN_PREFIX,
+                                                  keyspace.own_key(seqs[0])):
+                seq = keyspace.own_seq(key)
+                if seq in wanted:
+                    walked[seq] = stored
+                if seq >= last:
+                    break
+            return walked
+        recent = self.topics.recent
+        shared = len(self.group.topic.groups) > 1
+        values: dict[int, bytes] = {}
+        for seq in seqs:
+            value = recent.get(seq)
+            if value is None:
+                value = self.store.get_own(seq)
+                if value is None:
+                    continue
+                if shared:
+                    remember(recent, seq, value)
+            values[seq] = value
+        return values
 
     def get(self, seq: int) -> bytes | None:
         value = self.store.get_own(seq)
@@ -135,7 +203,7 @@ class GroupArea:
         if topic is not self.group.topic or not self.group.holds(seq, tag):
             return None
         self._tags[seq] = tag
-        return record.with_bookkeeping(value, 0, 0)
+        return without_bookkeeping(value)
 
     def _tag(self, seq: int) -> bytes | None:
         tag = self._tags.pop(seq, None)

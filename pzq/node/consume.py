@@ -27,7 +27,7 @@ from pzq.node.archiving import Archiving
 from pzq.node.consume_groups import Consumer, GroupDelivery, TakenOver
 from pzq.node.consume_liveness import ConsumerLiveness, try_send
 from pzq.protocol import consume as wire
-from pzq.store import keyspace, record
+from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP, Group, Topic, Topics
 from pzq.zmqio import Socket, drain, send_frames
@@ -161,17 +161,12 @@ class ConsumeEndpoint:
 
     def _start_seq(self, topic: Topic, start: str | int) -> int:
         """earliest: every message still stored; latest: the next new one; a time:
-        the first message stored at or after it (a walk of the topic's log)."""
+        the first message stored at or after it (a walk of the topic's messages)."""
         if start == wire.START_WORDS[0]:
             return 0
         if start == wire.START_WORDS[1] or not isinstance(start, int):
             return self.store.next_seq
-        for key, _ in self.store.iterate(keyspace.topic_log_prefix(topic.id), values=False):
-            seq = keyspace.seq_at_end(key)
-            value = self.store.get_own(seq)
-            if value is not None and record.stored_us_of(value) >= start:
-                return seq
-        return self.store.next_seq
+        return self.topics.first_stored_since(topic, start)
 
     def _answer(self, batch: Batch, consumer: Consumer, ok: bool,
                 keys: tuple[bytes, ...], now_us: int) -> None:

@@ -92,6 +92,8 @@ class Device:
     def poll_timeout_ms(self, now: Now) -> int | None:
         """Wake for ACKs to retry and for replication deadlines; else only on events."""
         timeouts = [RETRY_MS] if self.producer_acks else []
+        if self.node.topics.backfill_due():
+            timeouts.append(0)
         deadline = self.node.cluster.next_deadline() if self.node.cluster else None
         if deadline is not None:
             timeouts.append(max(0, int((deadline - now.mono) * 1000) + 1))
@@ -108,6 +110,8 @@ class Device:
         batch = self.node.store.begin()
         accepted = self._take(events, batch, now)
         self._commit(batch, accepted, now)
+        if self.node.topics.backfill_due():
+            self.node.topics.backfill()  # a chunk a wake: a new group's older messages
         self._send_out(events, now)
         self._answer(events, now)
 

@@ -8,8 +8,9 @@
     EMPTY TOPIC name                             its messages go, its groups stay
     EMPTY GROUP topic group                      the group is done with what is stored
 
-REMOVE and EMPTY walk the topic's log once (an operator's command, not the hot path)
-and write one batch.
+REMOVE and EMPTY walk the topic's messages once (its log, and the own messages below
+it for a topic without named groups or whose backfill is under way; an operator's
+command, not the hot path) and write one batch.
 """
 
 from __future__ import annotations
@@ -153,8 +154,7 @@ class TopicAdmin:
         holders_of = {group.id for group in (*topic.groups.values(), *removed)}
         holders_of.add(DEFAULT_GROUP_ID)
         deleted = []
-        for key, tag in self.store.iterate(keyspace.topic_log_prefix(topic.id)):
-            seq = keyspace.seq_at_end(key)
+        for seq, tag in self.topics.walk(topic):
             if not delete(seq, tag):
                 continue
             value = self.store.get_own(seq)
@@ -162,7 +162,8 @@ class TopicAdmin:
                 batch.delete_message(seq, len(value))
                 self.topics.count(topic, -1, -len(value))
                 self._out_of_backlogs(topic, seq, tag)
-            batch.delete(key)
+            if topic.log_from is not None:
+                batch.delete(keyspace.topic_log_key(topic.id, seq))
             for holder in holders_of:
                 batch.delete(keyspace.group_done_key(holder, seq))
             deleted.append(seq)
@@ -173,10 +174,13 @@ class TopicAdmin:
                                               values=False):
                 batch.delete(mark)
         self.store.commit(batch)
+        self.topics.group_removed()
         self._let_go(topic, deleted, drop_groups)
         return len(deleted)
 
     def _out_of_backlogs(self, topic: Topic, seq: int, tag: bytes) -> None:
+        if not self.topics.counted(topic, seq):
+            return
         for group in topic.groups.values():
             if group.holds(seq, tag) and not self.topics.is_done(group.id, seq):
                 self.topics.count_group(group, -1)
@@ -194,8 +198,7 @@ class TopicAdmin:
     def _mark_all_done(self, topic: Topic, group_id: int) -> int:
         batch = self.store.begin()
         marked = 0
-        for key, tag in self.store.iterate(keyspace.topic_log_prefix(topic.id)):
-            seq = keyspace.seq_at_end(key)
+        for seq, tag in self.topics.walk(topic):
             if group_id in topic.holders(seq, tag) and not self.topics.is_done(group_id, seq):
                 value = self.store.get_own(seq)
                 if value is not None:

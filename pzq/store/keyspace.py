@@ -15,8 +15,10 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     O <id:8>             DONE frames (a group done with messages) owed to a peer until it
                          confirms them (cluster)
     M <name>             metadata: node id, sequence high-water mark, counters
-    T <topic>            a topic: JSON settings (id, limits, whether default reads it)
-    i <topic:4> <seq:8>  a topic's log: one entry per own message of it, value its TAG
+    T <topic>            a topic: JSON settings (id, limits, whether default reads it,
+                         where its log starts)
+    i <topic:4> <seq:8>  a topic's log, kept once it has a named group: one entry per own
+                         message of it, value its TAG (see pzq.store.topic_log)
     G <topic:4> <group>  a consumer group of a topic: JSON settings (id, start seq, filter)
     n <id:4>             counts that move with the batches: a topic's stored messages and
                          bytes, a group's backlog and floor

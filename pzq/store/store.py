@@ -261,6 +261,15 @@ class Store:
         return StoreDamaged(f"the store {self.path} is damaged: {leveldb_reason(exc)}; "
                             f"{_REPAIR_HINT.format(path=self.path)}")
 
+    def iterate_back(self, prefix: bytes, below: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs under ``prefix`` and below the key ``below``, last first."""
+        try:
+            with self._db.iterator(start=prefix, stop=below, reverse=True,
+                                   verify_checksums=True) as iterator:
+                yield from iterator
+        except plyvel.CorruptionError as exc:
+            raise self._damaged(exc) from None
+
     def iterate_reverse(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix``, last key first."""
         with self._db.iterator(prefix=prefix, reverse=True) as iterator:

@@ -1,17 +1,15 @@
 """Topics and consumer groups in the store: one stored copy of each message, many readers.
 
 Every own message stays once under ``m <seq>`` (arrival order across all topics: the
-group ``default`` on --send-dsn walks it as before) and gets a small entry in its
-topic's log ``i <topic> <seq>`` whose value is its TAG, so a group of one topic walks
-only that topic and filters without reading bodies.
+group ``default`` on --send-dsn walks it as before). A topic with a named group also
+has a log ``i <topic> <seq>`` whose value is the message's TAG, so a group of one
+topic walks only that topic and filters without reading bodies (see
+pzq.store.topic_log; who holds a message: pzq.store.topic_model).
 
-A group *holds* a message of its topic when the message's seq is at or past the
-group's start and the group's filter takes its tag; ``default`` holds every message
-of a topic from the topic's ``default_from`` on (all of them, unless an operator
-removed ``default`` from the topic). A message is deleted (and archived, once) when
-every group holding it is done with it: acked or dead-lettered. A group done before
-the others leaves a mark ``a <group> <seq>``; the last one deletes the message and the
-marks. A message only ``default`` holds is deleted at its ACK as it always was.
+A message is deleted (and archived, once) when every group holding it is done with
+it: acked or dead-lettered. A group done before the others leaves a mark ``a <group>
+<seq>`` (pzq.store.group_marks); the last one deletes the message and the marks. A
+message only ``default`` holds is deleted at its ACK as it always was.
 
 Per topic the node keeps its stored messages and bytes; they ride along with each
 batch that changes them, as the store's own counters do, so nothing is counted by a
@@ -21,119 +19,38 @@ scan. The registries of topics and groups are read at start (a few keys, no mess
 from __future__ import annotations
 
 import json
-import struct
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 
-from pzq.archive.entry import validate_topic
+from pzq.errors import PzqError
+from pzq.logs import get_logger
 from pzq.protocol.cluster import DefaultReads
-from pzq.store import keyspace, record
+from pzq.store import keyspace, record, topic_log
+from pzq.store.group_marks import GroupMarks
 from pzq.store.store import Batch, Participant, Store
+from pzq.store.topic_model import (
+    COUNTS,
+    DEFAULT_GROUP,
+    DEFAULT_GROUP_ID,
+    DEFAULT_ONLY,
+    FIRST_ID,
+    START_EARLIEST,
+    START_LATEST,
+    TAG_HEADER,
+    TOPIC_HEADER,
+    Group,
+    Topic,
+    filter_takes,
+    topic_and_tag,
+    validate_name,
+)
 
-TOPIC_HEADER = b"TOPIC:"
-TAG_HEADER = b"TAG:"
-DEFAULT_GROUP = "default"
-DEFAULT_GROUP_ID = 0
-FIRST_ID = 1
-START_EARLIEST = "earliest"
-START_LATEST = "latest"
-COUNTS = struct.Struct(">qq")  # topic: messages, bytes; group: backlog, floor
+__all__ = ["DEFAULT_GROUP", "DEFAULT_GROUP_ID", "DEFAULT_ONLY", "START_EARLIEST",
+           "START_LATEST", "TAG_HEADER", "TOPIC_HEADER", "Group", "Topic", "Topics",
+           "filter_takes", "topic_and_tag", "validate_name"]
 
+log = get_logger("pzq.topics")
 
-@dataclass(eq=False)
-class Group:
-    topic: Topic
-    name: str
-    id: int
-    start_seq: int
-    filter: str = ""  # "": every tag; "eu-*": tags starting with "eu-"; else that tag
-    created_us: int = 0
-    backlog: int = 0  # stored messages it holds and is not done with
-    floor: int = 0  # done with every message below this: a restart reads on from here
-
-    def takes(self, tag: bytes) -> bool:
-        return filter_takes(self.filter, tag)
-
-    def holds(self, seq: int, tag: bytes) -> bool:
-        return seq >= self.start_seq and self.takes(tag)
-
-    def encode(self) -> bytes:
-        """Its settings; the counts that change with the batches are kept apart."""
-        return json.dumps({"id": self.id, "start_seq": self.start_seq, "filter": self.filter,
-                           "created_us": self.created_us}).encode()
-
-
-DEFAULT_ONLY = [DEFAULT_GROUP_ID]
-
-
-@dataclass(eq=False)
-class Topic:
-    name: str
-    id: int
-    messages: int = 0
-    stored_bytes: int = 0
-    default_from: int | None = 0  # None: ``default`` does not read this topic
-    created_us: int = 0
-    max_messages: int = 0  # QUEUE_FULL for this topic beyond these (0: no limit)
-    max_bytes: int = 0
-    groups: dict[str, Group] = field(default_factory=dict)
-    received: int = 0  # messages taken since start (for its rate; not stored)
-
-    def encode(self) -> bytes:
-        """Its settings; the counts that change with the batches are kept apart."""
-        return json.dumps({"id": self.id, "default_from": self.default_from,
-                           "created_us": self.created_us, "max_messages": self.max_messages,
-                           "max_bytes": self.max_bytes}).encode()
-
-    def holder_names(self, seq: int, tag: bytes) -> tuple[str, ...]:
-        """The names of the groups holding the message; () when only ``default`` does
-        (the archive then says nothing more than it always did)."""
-        if not self.groups:
-            return ()
-        names = {group.id: group.name for group in self.groups.values()}
-        names[DEFAULT_GROUP_ID] = DEFAULT_GROUP
-        return tuple(sorted(names[holder] for holder in self.holders(seq, tag)))
-
-    def holders(self, seq: int, tag: bytes) -> list[int]:
-        """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
-        if not self.groups:
-            return DEFAULT_ONLY if self.default_from == 0 else self._default_holds(seq)
-        held = [group.id for group in self.groups.values() if group.holds(seq, tag)]
-        return held + self._default_holds(seq)
-
-    def _default_holds(self, seq: int) -> list[int]:
-        if self.default_from is not None and seq >= self.default_from:
-            return [DEFAULT_GROUP_ID]
-        return []
-
-
-def filter_takes(pattern: str, tag: bytes) -> bool:
-    if not pattern:
-        return True
-    wanted = pattern.encode()
-    if wanted.endswith(b"*"):
-        return tag.startswith(wanted[:-1])
-    return tag == wanted
-
-
-def validate_name(kind: str, name: str) -> str:
-    """Topic and group names follow the archive's topic names (they are directories)."""
-    try:
-        return validate_topic(name)
-    except ValueError as exc:
-        raise ValueError(str(exc).replace("topic", kind, 1)) from None
-
-
-def topic_and_tag(headers: Iterable[bytes], default_topic: str) -> tuple[str, bytes]:
-    """The message's topic (ValueError for a name that cannot be one) and its tag."""
-    topic, tag = default_topic, b""
-    for header in headers:
-        if header[:6].upper() == TOPIC_HEADER:
-            topic = validate_name("topic", header[6:].decode(errors="replace"))
-        elif header[:4].upper() == TAG_HEADER:
-            tag = header[4:]
-    return topic, tag
-
+NOT_ASKED = (-1, -1, False)
 
 class Topics(Participant):
     """The topics and groups of this node's own messages, and who is done with what."""
@@ -150,8 +67,13 @@ class Topics(Participant):
         self._dirty: set[Topic] = set()  # registry entries to write
         self._dirty_groups: set[Group] = set()
         self._group_deltas: dict[Group, int] = {}  # backlogs changed in this batch
-        self._marking: set[tuple[int, int]] = set()  # (group id, seq) marks in this batch
-        self._highest_marks: dict[int, int] = {}  # group id -> its highest mark's seq
+        self.marks = GroupMarks(store)
+        self._named_groups = False  # some topic has a named group
+        self._release_asked = NOT_ASKED  # group id, seq, would_release's answer
+        # Records a group read lately: the topic's other groups read them from here,
+        # not from the store again (one read of a body for all groups, mostly).
+        self.recent: dict[int, bytes] = {}
+        self._backfilling: set[Topic] = set()  # topics whose logs are short of a start
         self._load()
 
     # -- the registries ------------------------------------------------------
@@ -162,9 +84,10 @@ class Topics(Participant):
         for key, value in self.store.iterate(keyspace.TOPIC_PREFIX):
             meta = json.loads(value)
             messages, stored_bytes = self._counts(meta["id"])
+            # a store from before logs were kept only for topics with groups: complete
             topic = Topic(key[1:].decode(), meta["id"], messages, stored_bytes,
                           meta["default_from"], meta["created_us"], meta["max_messages"],
-                          meta["max_bytes"])
+                          meta["max_bytes"], log_from=meta.get("log_from", 0))
             self._add_topic(topic)
         for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
             meta = json.loads(value)
@@ -173,6 +96,8 @@ class Topics(Participant):
             owner.groups[name] = Group(owner, name, meta["id"], meta["start_seq"],
                                        meta["filter"], meta["created_us"],
                                        *self._counts(meta["id"]))
+        self._named_groups = self.has_groups()
+        self._backfilling = {topic for topic in self.topics.values() if topic.log_short()}
 
     def _counts(self, owner_id: int) -> tuple[int, int]:
         stored = self.store.get(keyspace.counts_key(owner_id))
@@ -216,6 +141,8 @@ class Topics(Participant):
         self.store.commit(batch)
         del self.topics[topic.name]
         del self.by_id[topic.id]
+        self._backfilling.discard(topic)
+        self._named_groups = self.has_groups()
 
     def room(self, topic: Topic, size: int) -> bool:
         """Whether the topic takes one more message under its own limits."""
@@ -234,11 +161,17 @@ class Topics(Participant):
         """A new group; its backlog is counted with one walk of the topic's log."""
         group = Group(topic, validate_name("group", name), self._take_id(), start_seq,
                       pattern, now_us)
+        if topic.log_from is None:  # its first named group: the log starts here
+            topic.log_from = self.store.next_seq
+            self.changed(topic)
         group.backlog = sum(
             1 for key, tag in self.store.iterate(keyspace.topic_log_prefix(topic.id),
                                                  keyspace.topic_log_key(topic.id, start_seq))
             if group.takes(tag))
         topic.groups[name] = group
+        self._named_groups = True
+        if topic.log_short():
+            self._backfilling.add(topic)
         self._dirty_groups.add(group)
         self._write_now(keyspace.group_key(topic.id, name.encode()), group.encode())
         return group
@@ -254,75 +187,113 @@ class Topics(Participant):
     def has_groups(self) -> bool:
         return any(topic.groups for topic in self.topics.values())
 
+    def group_removed(self) -> None:
+        self._named_groups = self.has_groups()
+        self._backfilling = {topic for topic in self.topics.values() if topic.log_short()}
+
+    @property
+    def named_groups(self) -> bool:
+        """Whether some topic has a named group (else ``default`` leaves no marks)."""
+        return self._named_groups
+
+    # -- the logs ----------------------------------------------------------------
+
+    def walk(self, topic: Topic) -> Iterator[tuple[int, bytes]]:
+        """(seq, tag) of the topic's stored messages (an operator's walk)."""
+        return topic_log.walk(self.store, topic, self.default_topic)
+
+    def first_stored_since(self, topic: Topic, since_us: int) -> int:
+        return topic_log.first_stored_since(self.store, topic, self.default_topic, since_us)
+
+    def backfill_due(self) -> bool:
+        return bool(self._backfilling)
+
+    def backfill(self, limit: int = topic_log.BACKFILL_CHUNK) -> None:
+        """Index one chunk of the stored messages of a topic whose log does not yet
+        reach back as far as one of its groups starts, in a batch of its own."""
+        topic = next(iter(self._backfilling))
+        down_to = topic.log_wanted_from()
+        if not topic.log_short() or topic.log_from is None or down_to is None:
+            self._backfilling.discard(topic)  # its groups went meanwhile
+            return
+        before = topic.log_from
+        batch = self.store.begin()
+        indexed, topic.log_from = topic_log.backfill_chunk(self.store, batch, topic, down_to,
+                                                           self.default_topic, limit)
+        for seq, tag in indexed:
+            for group in topic.groups.values():
+                if group.holds(seq, tag) and not self.is_done(group.id, seq):
+                    self.count_group(group, 1)  # (done: emptied by an operator meanwhile)
+        self.changed(topic)
+        try:
+            self.store.commit(batch)
+        except PzqError as exc:
+            topic.log_from = before
+            log.warning("topic_backfill_failed", topic=topic.name, error=str(exc))
+            return
+        if not topic.log_short():
+            self._backfilling.discard(topic)
+            log.info("topic_backfilled", topic=topic.name, log_from=topic.log_from)
+
     def groups(self) -> list[Group]:
         return [group for topic in self.topics.values() for group in topic.groups.values()]
 
     # -- messages --------------------------------------------------------------
 
     def stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
-        """A new own message: its topic log entry, and the topic's counters."""
-        batch.put(keyspace.topic_log_key(topic.id, seq), tag)
+        """A new own message: its topic log entry (a topic with named groups), and the
+        topic's counters."""
         self.count(topic, 1, size)
         topic.received += 1
+        topic.newest = seq
+        if topic.log_from is None:
+            return
+        batch.put(keyspace.topic_log_key(topic.id, seq), tag)
         for group in topic.groups.values():
             if group.holds(seq, tag):
                 self.count_group(group, 1)
 
     def describe(self, value: bytes) -> tuple[Topic, bytes]:
         """The topic and tag of a stored record."""
-        name, tag = topic_and_tag(record.headers_of(value), self.default_topic)
-        return self.topic(name, record.stored_us_of(value)), tag
+        headers = record.headers_of(value)
+        name, tag = (topic_and_tag(headers, self.default_topic) if headers
+                     else (self.default_topic, b""))
+        found = self.topics.get(name)
+        return found or self.topic(name, record.stored_us_of(value)), tag
 
     def is_done(self, group_id: int, seq: int) -> bool:
-        return ((group_id, seq) in self._marking
-                or self.store.get(keyspace.group_done_key(group_id, seq)) is not None)
-
-    def highest_mark(self, group_id: int) -> int:
-        """The highest seq ``group_id`` has a mark for (-1: none); one seek per group
-        and run, then kept as marks are made."""
-        found = self._highest_marks.get(group_id)
-        if found is None:
-            found = -1
-            prefix = keyspace.group_done_prefix(group_id)
-            for key, _ in self.store.iterate_reverse(prefix):
-                found = keyspace.seq_at_end(key)
-                break
-            self._highest_marks[group_id] = found
-        return found
+        return self.marks.is_done(group_id, seq)
 
     def done_among(self, group_id: int, seqs: list[int]) -> set[int]:
-        """Which of ``seqs`` (ascending) ``group_id`` is done with: one walk of its marks,
-        none when it has no mark that far (a group reading new messages)."""
-        if not seqs or seqs[0] > self.highest_mark(group_id):
-            return set()
-        prefix = keyspace.group_done_prefix(group_id)
-        done = {seq for seq in seqs if (group_id, seq) in self._marking}
-        for key, _ in self.store.iterate(prefix, keyspace.group_done_key(group_id, seqs[0]),
-                                         values=False):
-            seq = keyspace.seq_at_end(key)
-            if seq > seqs[-1]:
-                break
-            done.add(seq)
-        return done
+        return self.marks.done_among(group_id, seqs)
 
     def would_release(self, seq: int, topic: Topic, tag: bytes, group_id: int) -> bool:
-        """Whether ``group_id`` being done with the message deletes it."""
-        return all(holder == group_id or self.is_done(holder, seq)
-                   for holder in topic.holders(seq, tag))
+        """Whether ``group_id`` being done with the message deletes it (kept for the
+        ``done`` that follows, so an ACK looks at the other groups' marks once)."""
+        if self._release_asked[:2] == (group_id, seq):
+            return self._release_asked[2]
+        answer = all(holder == group_id or self.is_done(holder, seq)
+                     for holder in topic.holders(seq, tag))
+        self._release_asked = (group_id, seq, answer)
+        return answer
 
     def done(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int,
              group_id: int) -> bool:
         """``group_id`` is done with the message: delete it if every holder is, else mark
         it. Returns True when the message was deleted."""
+        if not self._named_groups:  # the single queue: nobody else holds anything
+            batch.delete_message(seq, size)
+            self._leave(batch, seq, topic, (), size)
+            return True
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
-        if group_id != DEFAULT_GROUP_ID:
+        if group_id != DEFAULT_GROUP_ID and self.counted(topic, seq):
             group = self._group_by_id(topic, group_id)
             if group is not None:
                 self.count_group(group, -1)
-        if any(not self.is_done(holder, seq) for holder in others):
-            batch.put(keyspace.group_done_key(group_id, seq), b"")
-            self._marking.add((group_id, seq))
-            self._highest_marks[group_id] = max(self.highest_mark(group_id), seq)
+        release = self.would_release(seq, topic, tag, group_id)
+        self._release_asked = NOT_ASKED
+        if not release:
+            self.marks.mark(batch, group_id, seq)
             return False
         batch.delete_message(seq, size)
         self._leave(batch, seq, topic, others, size)
@@ -332,15 +303,18 @@ class Topics(Participant):
              group_id: int) -> None:
         """The message leaves its topic (deleted, or moved to the dead letters): its log
         entry, the other groups' marks, and its count go."""
+        self._release_asked = NOT_ASKED
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
-        if group is not None:
+        if group is not None and self.counted(topic, seq):
             self.count_group(group, -1)
         self._leave(batch, seq, topic, others, size)
 
-    def _leave(self, batch: Batch, seq: int, topic: Topic, others: list[int],
+    def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
                size: int) -> None:
-        batch.delete(keyspace.topic_log_key(topic.id, seq))
+        if topic.log_from is not None:
+            batch.delete(keyspace.topic_log_key(topic.id, seq))
+            self.recent.pop(seq, None)
         for holder in others:
             batch.delete(keyspace.group_done_key(holder, seq))
         self.count(topic, -1, -size)
@@ -348,6 +322,12 @@ class Topics(Participant):
     @staticmethod
     def _group_by_id(topic: Topic, group_id: int) -> Group | None:
         return next((group for group in topic.groups.values() if group.id == group_id), None)
+
+    @staticmethod
+    def counted(topic: Topic, seq: int) -> bool:
+        """Whether the message is in its groups' backlogs: its log entry is written (a
+        backfill counts the older ones as it indexes them)."""
+        return topic.log_from is not None and seq >= topic.log_from
 
     def raise_floor(self, group: Group, floor: int) -> None:
         """The group is done with everything below ``floor``: written with the next batch."""
@@ -407,7 +387,8 @@ class Topics(Participant):
         self._group_deltas = {}
         self._dirty = set()
         self._dirty_groups = set()
-        self._marking = set()
+        self.marks.batch_ended()
+        self._release_asked = NOT_ASKED
         self._batch = None
 
     def failed(self) -> None:
@@ -415,5 +396,6 @@ class Topics(Participant):
         batch; the delivery states redo the deletes and marks they still owe."""
         self._deltas = {}
         self._group_deltas = {}
-        self._marking = set()
+        self.marks.batch_ended()
+        self._release_asked = NOT_ASKED
         self._batch = None

@@ -1,0 +1,141 @@
+"""What a topic and a consumer group are, and who of them holds a message.
+
+A group *holds* a message of its topic when the message's seq is at or past the
+group's start and the group's filter takes its tag; ``default`` holds every message
+of a topic from the topic's ``default_from`` on (all of them, unless an operator
+removed ``default`` from the topic).
+
+A topic keeps a log (``i <topic> <seq>``, see pzq.store.topic_log) only once it has
+a named group: ``log_from`` is the seq from which its log is complete (None: no log;
+``default`` reads the own messages in arrival order and needs none, so the single
+queue pays nothing for the logs).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pzq.archive.entry import validate_topic
+
+TOPIC_HEADER = b"TOPIC:"
+TAG_HEADER = b"TAG:"
+DEFAULT_GROUP = "default"
+DEFAULT_GROUP_ID = 0
+FIRST_ID = 1
+START_EARLIEST = "earliest"
+START_LATEST = "latest"
+COUNTS = struct.Struct(">qq")  # topic: messages, bytes; group: backlog, floor
+
+
+@dataclass(eq=False)
+class Group:
+    topic: Topic
+    name: str
+    id: int
+    start_seq: int
+    filter: str = ""  # "": every tag; "eu-*": tags starting with "eu-"; else that tag
+    created_us: int = 0
+    backlog: int = 0  # stored messages it holds and is not done with
+    floor: int = 0  # done with every message below this: a restart reads on from here
+
+    def takes(self, tag: bytes) -> bool:
+        return filter_takes(self.filter, tag)
+
+    def holds(self, seq: int, tag: bytes) -> bool:
+        return seq >= self.start_seq and self.takes(tag)
+
+    def encode(self) -> bytes:
+        """Its settings; the counts that change with the batches are kept apart."""
+        return json.dumps({"id": self.id, "start_seq": self.start_seq, "filter": self.filter,
+                           "created_us": self.created_us}).encode()
+
+
+DEFAULT_ONLY = [DEFAULT_GROUP_ID]
+
+
+@dataclass(eq=False)
+class Topic:
+    name: str
+    id: int
+    messages: int = 0
+    stored_bytes: int = 0
+    default_from: int | None = 0  # None: ``default`` does not read this topic
+    created_us: int = 0
+    max_messages: int = 0  # QUEUE_FULL for this topic beyond these (0: no limit)
+    max_bytes: int = 0
+    groups: dict[str, Group] = field(default_factory=dict)
+    received: int = 0  # messages taken since start (for its rate; not stored)
+    log_from: int | None = None  # its log is complete from this seq on (None: no log)
+    newest: int = -1  # the seq of its newest message stored while running (-1: unknown)
+
+    @property
+    def logged(self) -> bool:
+        return self.log_from is not None
+
+    def log_wanted_from(self) -> int | None:
+        """The lowest seq its log must reach back to: its named groups' earliest start
+        (None: no named group, no log needed)."""
+        return min((group.start_seq for group in self.groups.values()), default=None)
+
+    def log_short(self) -> bool:
+        """Its log does not yet reach back as far as a group needs (a backfill is due)."""
+        wanted = self.log_wanted_from()
+        return wanted is not None and (self.log_from is None or self.log_from > wanted)
+
+    def encode(self) -> bytes:
+        """Its settings; the counts that change with the batches are kept apart."""
+        return json.dumps({"id": self.id, "default_from": self.default_from,
+                           "created_us": self.created_us, "max_messages": self.max_messages,
+                           "max_bytes": self.max_bytes, "log_from": self.log_from}).encode()
+
+    def holder_names(self, seq: int, tag: bytes) -> tuple[str, ...]:
+        """The names of the groups holding the message; () when only ``default`` does
+        (the archive then says nothing more than it always did)."""
+        if not self.groups:
+            return ()
+        names = {group.id: group.name for group in self.groups.values()}
+        names[DEFAULT_GROUP_ID] = DEFAULT_GROUP
+        return tuple(sorted(names[holder] for holder in self.holders(seq, tag)))
+
+    def holders(self, seq: int, tag: bytes) -> list[int]:
+        """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
+        if not self.groups:
+            return DEFAULT_ONLY if self.default_from == 0 else self._default_holds(seq)
+        held = [group.id for group in self.groups.values() if group.holds(seq, tag)]
+        return held + self._default_holds(seq)
+
+    def _default_holds(self, seq: int) -> list[int]:
+        if self.default_from is not None and seq >= self.default_from:
+            return [DEFAULT_GROUP_ID]
+        return []
+
+
+def filter_takes(pattern: str, tag: bytes) -> bool:
+    if not pattern:
+        return True
+    wanted = pattern.encode()
+    if wanted.endswith(b"*"):
+        return tag.startswith(wanted[:-1])
+    return tag == wanted
+
+
+def validate_name(kind: str, name: str) -> str:
+    """Topic and group names follow the archive's topic names (they are directories)."""
+    try:
+        return validate_topic(name)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("topic", kind, 1)) from None
+
+
+def topic_and_tag(headers: Iterable[bytes], default_topic: str) -> tuple[str, bytes]:
+    """The message's topic (ValueError for a name that cannot be one) and its tag."""
+    topic, tag = default_topic, b""
+    for header in headers:
+        if header[:6].upper() == TOPIC_HEADER:
+            topic = validate_name("topic", header[6:].decode(errors="replace"))
+        elif header[:4].upper() == TAG_HEADER:
+            tag = header[4:]
+    return topic, tag

@@ -58,13 +58,18 @@ class Device:
         self.consume = _consume_endpoint(node, endpoints)
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery.forget,
-                                             lambda: Now.read().wall_us).verbs())
+                                             lambda: Now.read().wall_us,
+                                             self._tell_holders).verbs())
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)
         self.topic_rates = TopicRates()
         self._store_failing = False
         self._polled_out = False  # the last poll looked for room to deliver
+
+    def _tell_holders(self, batch: Batch, removed: list[int], group: str,
+                      done: list[int]) -> None:
+        self.node.tell_holders(batch, removed, group, done, Now.read().mono)
 
     def figures(self) -> dict[str, object]:
         now = Now.read()

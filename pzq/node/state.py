@@ -101,6 +101,18 @@ class NodeState:
         else:
             self.cluster.done_own(group, [seq])
 
+    def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
+                     mono: float) -> None:
+        """An operator deleted own messages (``removed``) or made ``group`` done with
+        them (``done``): every holder drops or marks its copies, owed in the operator's
+        batch and sent with the next wake."""
+        if self.cluster is None:
+            return
+        self.cluster.removed_own(removed)
+        self.cluster.done_own(group, done)
+        self.cluster.owe_removes(batch, mono)
+        self.cluster.flush_removes(mono)
+
     def reap(self, now_us: int) -> None:
         expired = self.delivery.reap(now_us)
         if self.cluster is not None:

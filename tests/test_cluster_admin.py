@@ -1,0 +1,69 @@
+"""An operator's commands and the dead letters in a cluster of real daemons: what an
+operator removes, and what goes to the dead letters, leaves the holders of its copies
+too, so a takeover after the origin dies does not deliver it again."""
+
+from __future__ import annotations
+
+from pzq.client import Consumer, GroupConsumer, Producer
+from tests.test_cluster import ipc_endpoints
+from tests.test_groups import drain
+from tests.test_groups_cluster import declare, start_group_cluster, take_from_all
+
+
+def produce(node, context, bodies: list[bytes], topic: str | None = None) -> None:
+    with Producer(node.receive_dsn, window=50, context=context) as producer:
+        for body in bodies:
+            producer.send([body], topic=topic)
+        assert all(ack.ok and not ack.replication_failed for ack in producer.flush(30))
+
+
+def settled(node) -> None:
+    """Every REMOVE and DONE of the node confirmed by every peer."""
+    node.wait_stats(lambda s: all(peer["removes_owed"] == 0 for peer in s["peers"]),
+                    message="every REMOVE and DONE confirmed")
+
+
+def test_emptied_and_removed_topics_leave_the_holders(start_node, context, closing,
+                                                      tmp_path):
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1", "DECLARE TOPIC audit")
+    plain = [b"plain %02d" % n for n in range(10)]
+    produce(origin, context, plain)
+    produce(origin, context, [b"order %02d" % n for n in range(20)], "orders")
+    produce(origin, context, [b"audit %02d" % n for n in range(15)], "audit")
+    survivor.wait_stats(lambda s: s["replicas_held"] == 45, message="every copy held")
+    declare(origin, "EMPTY TOPIC orders", "REMOVE TOPIC audit")
+    settled(origin)
+    assert survivor.stats()["replicas_held"] == len(plain)
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    consumer = closing.enter_context(Consumer(survivor.send_dsn, context=context))
+    g1 = closing.enter_context(GroupConsumer(survivor.consume_dsn, "orders", "g1",
+                                             context=context))
+    assert sorted(take_from_all([consumer], len(plain))) == plain
+    assert consumer.receive(0.5) is None and g1.receive(0.1) is None
+    survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
+
+
+def test_emptied_and_removed_groups_are_not_served_by_a_takeover(start_node, context,
+                                                                 closing, tmp_path):
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "DECLARE GROUP orders g2", "DECLARE GROUP orders g3",
+            "REMOVE GROUP orders default")
+    bodies = [b"%03d" % n for n in range(20)]
+    produce(origin, context, bodies, "orders")
+    survivor.wait_stats(lambda s: s["replicas_held"] == 20, message="every copy held")
+    # g2 goes (the holders learn it in TOPICS, sent before the DONE that follows),
+    # g1 is done with everything: g3 alone still reads the topic
+    declare(origin, "REMOVE GROUP orders g2", "EMPTY GROUP orders g1")
+    settled(origin)
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    g1, g2, g3 = (closing.enter_context(GroupConsumer(survivor.consume_dsn, "orders", name,
+                                                      context=context))
+                  for name in ("g1", "g2", "g3"))
+    assert sorted(drain(g3, 20)) == bodies
+    survivor.wait_stats(lambda s: s["replicas_held"] == 0,
+                        message="copies removed once g3 is done")
+    assert g1.receive(0.3) is None and g2.receive(0.1) is None and g3.receive(0.1) is None

@@ -67,3 +67,43 @@ def test_emptied_and_removed_groups_are_not_served_by_a_takeover(start_node, con
     survivor.wait_stats(lambda s: s["replicas_held"] == 0,
                         message="copies removed once g3 is done")
     assert g1.receive(0.3) is None and g2.receive(0.1) is None and g3.receive(0.1) is None
+
+
+def give_up(consumer, count: int) -> None:
+    """NACK ``count`` deliveries (with --max-deliveries 1: each goes to the dead letters)."""
+    for _ in range(count):
+        message = consumer.receive(10)
+        assert message is not None
+        message.nack()
+
+
+def test_dead_letters_leave_the_holders_and_requeued_ones_are_copied(
+        start_node, context, closing, tmp_path):
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2),
+                                           "--max-deliveries", "1")
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "REMOVE GROUP orders default")
+    plain = [b"plain %02d" % n for n in range(10)]
+    orders = [b"order %02d" % n for n in range(5)]
+    produce(origin, context, plain)
+    produce(origin, context, orders, "orders")
+    survivor.wait_stats(lambda s: s["replicas_held"] == 15, message="every copy held")
+    with Consumer(origin.send_dsn, context=context) as consumer:
+        give_up(consumer, 5)  # default gives up: the only group holding them
+        drain(consumer, 5, ack=False)  # and the reaper gives up the others
+    with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1:
+        give_up(g1, len(orders))  # the last named group gives up
+    origin.wait_stats(lambda s: s["dead_letters"] == 15, message="15 dead letters")
+    settled(origin)
+    survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="dead letters' copies gone")
+    declare(origin, "REQUEUE ALL")  # new messages, copied as new messages are
+    survivor.wait_stats(lambda s: s["replicas_held"] == 15, message="requeued ones copied")
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    consumer = closing.enter_context(Consumer(survivor.send_dsn, context=context))
+    g1 = closing.enter_context(GroupConsumer(survivor.consume_dsn, "orders", "g1",
+                                             context=context))
+    assert sorted(take_from_all([consumer], len(plain))) == plain
+    assert sorted(drain(g1, len(orders))) == orders
+    survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
+    assert consumer.receive(0.3) is None and g1.receive(0.1) is None

@@ -52,9 +52,9 @@ class Device:
                                           node.counters, config.batch_size, node.final_ack)
         self.dispatch = Dispatch(endpoints.send, node.delivery_states, node.window,
                                  config.batch_size)
-        self.monitor = Monitor(endpoints.monitor, self.figures, Admin(node.store, self.figures,
-                                                                   node.requeued),
-                               node.counters)
+        admin = Admin(node.store, self.figures, node.requeued,
+                      lambda messages: node.copy_requeued(messages, Now.read().mono))
+        self.monitor = Monitor(endpoints.monitor, self.figures, admin, node.counters)
         self.consume = _consume_endpoint(node, endpoints)
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery.forget,

@@ -113,8 +113,17 @@ class NodeState:
         self.cluster.owe_removes(batch, mono)
         self.cluster.flush_removes(mono)
 
+    def copy_requeued(self, messages: list[tuple[int, bytes]], mono: float) -> None:
+        """Dead letters requeued as new messages: copied to the peers as new messages
+        are (no producer waits for the confirmations)."""
+        if self.cluster is not None and self.config.replicas and messages:
+            self.cluster.replicate_quietly(messages, mono)
+
     def reap(self, now_us: int) -> None:
         expired = self.delivery.reap(now_us)
+        # now, before the next batch moves them: whether ``default`` was the last group
+        # holding them can still be asked
+        self._retire_own_dead(now_us)
         if self.cluster is not None:
             expired += self.cluster.takeovers.reap(now_us)
         self.window.expired(expired)
@@ -122,13 +131,27 @@ class NodeState:
     def retire_dead_letters(self, now_us: int) -> None:
         """Messages given up this wake: archived with their history; the holders of a
         taken-over one drop their copies."""
+        self._retire_own_dead(now_us)
         takeovers = self.cluster.takeovers.states.values() if self.cluster else ()
-        for state in (self.delivery, *takeovers):
+        for state in takeovers:
             dead = state.take_newly_dead()
             if not dead:
                 continue
             origin = state.area.node_id
-            if origin != self.node_id and self.cluster is not None:
+            if self.cluster is not None:
                 self.cluster.removed_taken_over(origin, [entry.seq for entry in dead])
             if self.archiving is not None:
                 self.archiving.dead_lettered(origin, dead, now_us)
+
+    def _retire_own_dead(self, now_us: int) -> None:
+        """Own messages ``default`` gave up (given back by a NACK or the reaper, not
+        moved yet): the holders drop their copies when no other group holds them
+        (the message goes to the dead letters), else mark them done for ``default``."""
+        dead = self.delivery.take_newly_dead()
+        if not dead:
+            return
+        for entry in dead:
+            self.removed(self.node_id, entry.seq, DEFAULT_GROUP,
+                         self.delivery.area.would_release(entry.seq))
+        if self.archiving is not None:
+            self.archiving.dead_lettered(self.node_id, dead, now_us)

@@ -107,3 +107,30 @@ def test_dead_letters_leave_the_holders_and_requeued_ones_are_copied(
     assert sorted(drain(g1, len(orders))) == orders
     survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
     assert consumer.receive(0.3) is None and g1.receive(0.1) is None
+
+
+def test_a_survivors_stats_name_what_a_takeover_serves_each_group(start_node, context,
+                                                                  closing, tmp_path):
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "DECLARE GROUP orders g2")
+    origin_id = origin.stats()["node_id"]
+    produce(origin, context, [b"%03d" % n for n in range(10)], "orders")
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    g1 = closing.enter_context(GroupConsumer(survivor.consume_dsn, "orders", "g1", window=2,
+                                             context=context))
+    drain(g1, 4)
+    drain(g1, 2, ack=False)  # the window is full: two out with the consumer
+    stats = survivor.wait_stats(
+        lambda s: s["taken_over"][origin_id]["topics"]["orders"]["g1"]["acked"] == 4,
+        message="g1's ACKs counted under the origin taken over")
+    taken = stats["taken_over"][origin_id]
+    assert taken["replicas"] == 10 and not taken["paused"]
+    g1_figures = taken["topics"]["orders"]["g1"]
+    assert (g1_figures["delivered"], g1_figures["inflight"]) == (6, 2)
+    assert g1_figures["oldest_unacked_seconds"] >= 0
+    assert taken["topics"]["orders"]["g2"]["delivered"] == 0  # no consumer of g2 yet
+    assert taken["default"]["inflight"] == 0
+    # not counted as the survivor's own group g1, nor as the node's (default's) work
+    assert stats["topics"]["orders"]["groups"]["g1"]["acked"] == 0 and stats["acked"] == 0

@@ -80,6 +80,8 @@ class Device:
             figures["zper"] = self.zper.snapshot(mono)
         figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
                                           now.wall_us, mono)
+        cluster = self.node.cluster
+        figures["taken_over"] = cluster.takeovers.figures(now.wall_us) if cluster else {}
         return figures
 
     # -- what to wait for ------------------------------------------------------

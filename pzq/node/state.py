@@ -12,7 +12,7 @@ from dataclasses import replace
 from pzq.archive.tier import ArchiveTier
 from pzq.cluster.core import ClusterCore
 from pzq.counters import Counters
-from pzq.delivery.areas import Area
+from pzq.delivery.areas import Area, TakeoverArea
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
@@ -63,7 +63,10 @@ class NodeState:
                 store.register(participant)
 
     def _delivery_state(self, area: Area) -> DeliveryState:
-        return DeliveryState(area, self.config.delivery, self.counters)
+        # A named group taken over counts its own work (STATS shows it per origin and
+        # group), as an own named group does; ``default``'s is the node's.
+        named = isinstance(area, TakeoverArea) and area.group != DEFAULT_GROUP
+        return DeliveryState(area, self.config.delivery, Counters() if named else self.counters)
 
     def state_for(self, node_id: bytes) -> DeliveryState | None:
         """The delivery state a message key of ``node_id`` belongs to, if any."""

@@ -124,6 +124,13 @@ class ClusterCore(Participant):
             self._tell_reads(peer.endpoint, reads, again=bool(reads.default_from
                                                               or reads.groups))
 
+    def tell_reads(self) -> None:
+        """Who reads our topics changed (an operator's command): tell the peers now,
+        not only with the next heartbeat."""
+        reads = self.own_reads()
+        for peer in self.peers.reachable_peers():
+            self._tell_reads(peer.endpoint, reads)
+
     def _tell_reads(self, endpoint: str, reads: cw.DefaultReads, again: bool = False) -> None:
         """Tell a peer what ``default`` reads of our topics, if it does not know yet."""
         if again or self._reads_sent.get(endpoint) != reads:

@@ -111,6 +111,7 @@ class NodeState:
         batch and sent with the next wake."""
         if self.cluster is None:
             return
+        self.cluster.tell_reads()  # groups gone: before the removes and dones
         self.cluster.removed_own(removed)
         self.cluster.done_own(group, done)
         self.cluster.owe_removes(batch, mono)

@@ -42,6 +42,22 @@ def test_producer_ack_waits_for_every_copy(three):
         assert holder.core.replicas.counts[origin.node_id] == len(seqs)
 
 
+def test_copies_no_producer_waits_for_are_held_and_answer_nobody(three):
+    origin, first, second = three.nodes
+    origin.produce([b"a"], T0)
+    three.step(T0)
+    origin.acks.clear()
+    batch = origin.store.begin()
+    seq = batch.add_message(b"requeued")
+    origin.store.commit(batch)
+    origin.core.replicate_quietly([(seq, b"requeued")], T0)  # a requeued dead letter
+    three.step(T0)
+    assert origin.acks == [] and origin.core.expire(T0 + 10) == []
+    for holder in (first, second):
+        assert holder.core.replicas.get(origin.node_id, seq) is not None
+        assert holder.core.replicas.counts[origin.node_id] == 2
+
+
 def test_missing_copy_fails_at_the_replication_deadline(three):
     origin, first, second = three.nodes
     three.cut.add((origin.endpoint, second.endpoint))

@@ -10,7 +10,7 @@ from tests.test_cluster import ACK_TIMEOUT_US, TIMEOUT_NODES_US, ipc_endpoints
 from tests.test_groups import drain
 
 
-def start_group_cluster(start_node, endpoints: list[str]) -> list:
+def start_group_cluster(start_node, endpoints: list[str], *extra: str) -> list:
     nodes = []
     replicas = str(min(2, len(endpoints) - 1))
     for endpoint in endpoints:
@@ -18,7 +18,7 @@ def start_group_cluster(start_node, endpoints: list[str]) -> list:
         nodes.append(start_node(
             "--broadcast-dsn", endpoint, "--nodes", others, "--replicas", replicas,
             "--timeout-nodes", str(TIMEOUT_NODES_US), "--ack-timeout", str(ACK_TIMEOUT_US),
-            "--reaper-frequency", "100000", consume=True))
+            "--reaper-frequency", "100000", *extra, consume=True))
     for node in nodes:
         node.wait_stats(lambda s: all(p["state"] == "up" for p in s["peers"]),
                         message="every peer up")

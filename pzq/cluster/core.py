@@ -124,6 +124,13 @@ class ClusterCore(Participant):
             self._tell_reads(peer.endpoint, reads, again=bool(reads.default_from
                                                               or reads.groups))
 
+    def tell_reads(self) -> None:
+        """Who reads our topics changed (an operator's command): tell the peers now,
+        not only with the next heartbeat."""
+        reads = self.own_reads()
+        for peer in self.peers.reachable_peers():
+            self._tell_reads(peer.endpoint, reads)
+
     def _tell_reads(self, endpoint: str, reads: cw.DefaultReads, again: bool = False) -> None:
         """Tell a peer what ``default`` reads of our topics, if it does not know yet."""
         if again or self._reads_sent.get(endpoint) != reads:
@@ -156,15 +163,22 @@ class ClusterCore(Participant):
     def replicate(self, stored: list[Stored], now: float) -> None:
         """Send a written batch to ``replicas`` live peers; its producer ACKs wait for
         their confirmations (``receive_reply``) or the deadline (``expire``)."""
+        self._copy([(rid, mid) for rid, mid, _, _ in stored],
+                   [(seq, value) for _, _, seq, value in stored], now)
+
+    def replicate_quietly(self, messages: list[tuple[int, bytes]], now: float) -> None:
+        """Copies of messages no producer waits for (a requeued dead letter)."""
+        self._copy([], messages, now)
+
+    def _copy(self, producers: list[tuple[bytes, bytes]], messages: list[tuple[int, bytes]],
+              now: float) -> None:
         live = self.peers.reachable_peers()
         if live:
             self._rotation = (self._rotation + 1) % len(live)
             live = live[self._rotation:] + live[:self._rotation]
         chosen = live[:self.settings.replicas]
         holders = encode_holders(tuple(peer.node_id or b"" for peer in chosen))
-        batch_ids = self.tracker.track([(rid, mid) for rid, mid, _, _ in stored],
-                                       [peer.endpoint for peer in chosen], now)
-        messages = [(seq, value) for _, _, seq, value in stored]
+        batch_ids = self.tracker.track(producers, [peer.endpoint for peer in chosen], now)
         reads = self.own_reads()
         for endpoint, batch_id in batch_ids.items():
             self._tell_reads(endpoint, reads)  # before the copies it concerns

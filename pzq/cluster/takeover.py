@@ -25,6 +25,14 @@ from pzq.store.store import Batch, Participant
 log = get_logger("pzq.cluster.takeover")
 
 StateFactory = Callable[[Area], DeliveryState]
+GROUP_COUNTS = ("delivered", "redelivered", "acked", "nacked", "expired", "dead_lettered")
+
+
+def state_figures(state: DeliveryState, now_us: int) -> dict[str, object]:
+    oldest = state.inflight.oldest()
+    return {"inflight": len(state.inflight), "ready": len(state.ready),
+            "oldest_unacked_seconds": (round((now_us - oldest.sent_us) / 1e6, 3)
+                                       if oldest is not None else 0)}
 
 
 class Takeovers(Participant):
@@ -142,6 +150,27 @@ class Takeovers(Participant):
             for state in groups.values():
                 state.reap(now_us)
         return sum(state.reap(now_us) for state in self.states.values())
+
+    # -- monitor ---------------------------------------------------------------------
+
+    def figures(self, now_us: int) -> dict[str, object]:
+        """Per origin taken over (paused ones too, while they wait for ACKs): the copies
+        held, and what ``default`` and each named group have out and waiting; a named
+        group also its own counts."""
+        return {origin.decode(): {
+            "paused": state.paused,
+            "replicas": self.replicas.counts[origin],
+            "default": state_figures(state, now_us),
+            "topics": self._group_figures(origin, now_us),
+        } for origin, state in sorted(self.states.items())}
+
+    def _group_figures(self, origin: bytes, now_us: int) -> dict[str, dict[str, object]]:
+        topics: dict[str, dict[str, object]] = {}
+        for (topic, group), state in sorted(self.groups.get(origin, {}).items()):
+            counters = state.counters.as_dict()
+            topics.setdefault(topic, {})[group] = {
+                **state_figures(state, now_us), **{name: counters[name] for name in GROUP_COUNTS}}
+        return topics
 
     # -- batch participant ---------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Administration over the monitor socket: the dead letters (used by pzq-ctl).
 
     DEAD [limit]          list dead letters: key, producer msg id, deliveries, bytes
-    REQUEUE key|ALL       deliver again (as a new message, its count starting over)
+    REQUEUE key|ALL       deliver again (as a new message, its count starting over;
+                          copied to the peers as a new message is)
     PURGE key|ALL         delete for good
     PENDING               stored, dead and in-flight counts
 """
@@ -21,10 +22,12 @@ MOST_PER_COMMAND = 100_000
 
 class Admin:
     def __init__(self, store: Store, pending: Callable[[], dict[str, object]],
-                 requeued: Callable[[Batch, int, bytes], None] | None = None) -> None:
+                 requeued: Callable[[Batch, int, bytes], None] | None = None,
+                 copy: Callable[[list[tuple[int, bytes]]], None] | None = None) -> None:
         self.store = store
         self.pending = pending  # the node's figures, for PENDING
         self.requeued = requeued  # a message stored again: into its topic's log
+        self.copy = copy  # requeued messages once written: to the peers, as new ones
 
     def verbs(self) -> dict[bytes, Verb]:
         return {b"DEAD": self._dead, b"REQUEUE": self._move(b"REQUEUE", self._requeue),
@@ -74,7 +77,7 @@ class Admin:
 
     def _requeue(self, seqs: list[int]) -> int:
         batch = self.store.begin()
-        moved = 0
+        moved = []
         for seq in seqs:
             value = self.store.get_dead(seq)
             if value is not None:
@@ -83,9 +86,11 @@ class Admin:
                 new_seq = batch.add_message(fresh)
                 if self.requeued is not None:
                     self.requeued(batch, new_seq, fresh)
-                moved += 1
+                moved.append((new_seq, fresh))
         self.store.commit(batch)
-        return moved
+        if self.copy is not None:
+            self.copy(moved)
+        return len(moved)
 
     def _purge(self, seqs: list[int]) -> int:
         batch = self.store.begin()

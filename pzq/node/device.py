@@ -52,19 +52,24 @@ class Device:
                                           node.counters, config.batch_size, node.final_ack)
         self.dispatch = Dispatch(endpoints.send, node.delivery_states, node.window,
                                  config.batch_size)
-        self.monitor = Monitor(endpoints.monitor, self.figures, Admin(node.store, self.figures,
-                                                                   node.requeued),
-                               node.counters)
+        admin = Admin(node.store, self.figures, node.requeued,
+                      lambda messages: node.copy_requeued(messages, Now.read().mono))
+        self.monitor = Monitor(endpoints.monitor, self.figures, admin, node.counters)
         self.consume = _consume_endpoint(node, endpoints)
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery.forget,
-                                             lambda: Now.read().wall_us).verbs())
+                                             lambda: Now.read().wall_us,
+                                             self._tell_holders).verbs())
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)
         self.topic_rates = TopicRates()
         self._store_failing = False
         self._polled_out = False  # the last poll looked for room to deliver
+
+    def _tell_holders(self, batch: Batch, removed: list[int], group: str,
+                      done: list[int]) -> None:
+        self.node.tell_holders(batch, removed, group, done, Now.read().mono)
 
     def figures(self) -> dict[str, object]:
         now = Now.read()
@@ -75,6 +80,8 @@ class Device:
             figures["zper"] = self.zper.snapshot(mono)
         figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
                                           now.wall_us, mono)
+        cluster = self.node.cluster
+        figures["taken_over"] = cluster.takeovers.figures(now.wall_us) if cluster else {}
         return figures
 
     # -- what to wait for ------------------------------------------------------

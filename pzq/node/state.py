@@ -12,7 +12,7 @@ from dataclasses import replace
 from pzq.archive.tier import ArchiveTier
 from pzq.cluster.core import ClusterCore
 from pzq.counters import Counters
-from pzq.delivery.areas import Area
+from pzq.delivery.areas import Area, TakeoverArea
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
@@ -63,7 +63,10 @@ class NodeState:
                 store.register(participant)
 
     def _delivery_state(self, area: Area) -> DeliveryState:
-        return DeliveryState(area, self.config.delivery, self.counters)
+        # A named group taken over counts its own work (STATS shows it per origin and
+        # group), as an own named group does; ``default``'s is the node's.
+        named = isinstance(area, TakeoverArea) and area.group != DEFAULT_GROUP
+        return DeliveryState(area, self.config.delivery, Counters() if named else self.counters)
 
     def state_for(self, node_id: bytes) -> DeliveryState | None:
         """The delivery state a message key of ``node_id`` belongs to, if any."""
@@ -101,8 +104,30 @@ class NodeState:
         else:
             self.cluster.done_own(group, [seq])
 
+    def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
+                     mono: float) -> None:
+        """An operator deleted own messages (``removed``) or made ``group`` done with
+        them (``done``): every holder drops or marks its copies, owed in the operator's
+        batch and sent with the next wake."""
+        if self.cluster is None:
+            return
+        self.cluster.tell_reads()  # groups gone: before the removes and dones
+        self.cluster.removed_own(removed)
+        self.cluster.done_own(group, done)
+        self.cluster.owe_removes(batch, mono)
+        self.cluster.flush_removes(mono)
+
+    def copy_requeued(self, messages: list[tuple[int, bytes]], mono: float) -> None:
+        """Dead letters requeued as new messages: copied to the peers as new messages
+        are (no producer waits for the confirmations)."""
+        if self.cluster is not None and self.config.replicas and messages:
+            self.cluster.replicate_quietly(messages, mono)
+
     def reap(self, now_us: int) -> None:
         expired = self.delivery.reap(now_us)
+        # now, before the next batch moves them: whether ``default`` was the last group
+        # holding them can still be asked
+        self._retire_own_dead(now_us)
         if self.cluster is not None:
             expired += self.cluster.takeovers.reap(now_us)
         self.window.expired(expired)
@@ -110,13 +135,27 @@ class NodeState:
     def retire_dead_letters(self, now_us: int) -> None:
         """Messages given up this wake: archived with their history; the holders of a
         taken-over one drop their copies."""
+        self._retire_own_dead(now_us)
         takeovers = self.cluster.takeovers.states.values() if self.cluster else ()
-        for state in (self.delivery, *takeovers):
+        for state in takeovers:
             dead = state.take_newly_dead()
             if not dead:
                 continue
             origin = state.area.node_id
-            if origin != self.node_id and self.cluster is not None:
+            if self.cluster is not None:
                 self.cluster.removed_taken_over(origin, [entry.seq for entry in dead])
             if self.archiving is not None:
                 self.archiving.dead_lettered(origin, dead, now_us)
+
+    def _retire_own_dead(self, now_us: int) -> None:
+        """Own messages ``default`` gave up (given back by a NACK or the reaper, not
+        moved yet): the holders drop their copies when no other group holds them
+        (the message goes to the dead letters), else mark them done for ``default``."""
+        dead = self.delivery.take_newly_dead()
+        if not dead:
+            return
+        for entry in dead:
+            self.removed(self.node_id, entry.seq, DEFAULT_GROUP,
+                         self.delivery.area.would_release(entry.seq))
+        if self.archiving is not None:
+            self.archiving.dead_lettered(self.node_id, dead, now_us)

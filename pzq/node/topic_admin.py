@@ -10,7 +10,10 @@
 
 REMOVE and EMPTY walk the topic's messages once (its log, and the own messages below
 it for a topic without named groups or whose backfill is under way; an operator's
-command, not the hot path) and write one batch.
+command, not the hot path) and write one batch. In a cluster the holders of copies are
+told in that batch (``Tell``): a message deleted goes from every holder (REMOVE), one a
+group is now done with is marked done for it there (DONE), so a takeover does not
+deliver again what an operator removed; the change of groups reaches them in TOPICS.
 """
 
 from __future__ import annotations
@@ -27,12 +30,20 @@ from pzq.store.topics import DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topi
 
 Forget = Callable[[int], None]  # a message deleted by an operator: stop delivering it
 Now = Callable[[], int]  # wall clock, µs
+# batch, own messages deleted, a group, own messages that group is now done with:
+# owed to the holders of their copies in the batch that deletes or marks them
+Tell = Callable[[Batch, list[int], str, list[int]], None]
+
+
+def tell_nobody(batch: Batch, removed: list[int], group: str, done: list[int]) -> None:
+    """A node without a cluster: nobody holds copies."""
 
 
 class TopicAdmin:
     def __init__(self, store: Store, topics: Topics, consume: ConsumeEndpoint | None,
-                 forget: Forget, now_us: Now) -> None:
+                 forget: Forget, now_us: Now, tell: Tell = tell_nobody) -> None:
         self.store = store
+        self.tell = tell
         self.topics = topics
         self.consume = consume
         self.forget = forget
@@ -135,7 +146,7 @@ class TopicAdmin:
         topic = self._topic(names[0])
         group_id = (DEFAULT_GROUP_ID if names[1] == DEFAULT_GROUP
                     else self._group(topic, names[1]).id)
-        done = self._mark_all_done(topic, group_id)
+        done = self._mark_all_done(topic, group_id, names[1])
         return f"emptied group {names[1]} of topic {topic.name}: {done} messages\n".encode()
 
     # -- walks of a topic's log ----------------------------------------------------
@@ -167,6 +178,7 @@ class TopicAdmin:
             for holder in holders_of:
                 batch.delete(keyspace.group_done_key(holder, seq))
             deleted.append(seq)
+        self.tell(batch, deleted, DEFAULT_GROUP, [])
         for group in removed:
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))
             batch.delete(keyspace.counts_key(group.id))
@@ -195,18 +207,20 @@ class TopicAdmin:
             if self.consume is not None:
                 self.consume.drop_group(topic, name)
 
-    def _mark_all_done(self, topic: Topic, group_id: int) -> int:
+    def _mark_all_done(self, topic: Topic, group_id: int, name: str) -> int:
         batch = self.store.begin()
-        marked = 0
+        deleted: list[int] = []  # the group was the last holder
+        marked: list[int] = []  # other groups still hold them
         for seq, tag in self.topics.walk(topic):
             if group_id in topic.holders(seq, tag) and not self.topics.is_done(group_id, seq):
                 value = self.store.get_own(seq)
                 if value is not None:
-                    self.topics.done(batch, seq, topic, tag, len(value), group_id)
-                    marked += 1
+                    gone = self.topics.done(batch, seq, topic, tag, len(value), group_id)
+                    (deleted if gone else marked).append(seq)
+        self.tell(batch, deleted, name, marked)
         self.store.commit(batch)
         self.forget_for(group_id)
-        return marked
+        return len(deleted) + len(marked)
 
     def forget_for(self, group_id: int) -> None:
         """The group's deliveries in memory are done with: let them go."""

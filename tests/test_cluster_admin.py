@@ -8,6 +8,7 @@ from pzq.client import Consumer, GroupConsumer, Producer
 from tests.test_cluster import ipc_endpoints
 from tests.test_groups import drain
 from tests.test_groups_cluster import declare, start_group_cluster, take_from_all
+from tests.test_tools import tool
 
 
 def produce(node, context, bodies: list[bytes], topic: str | None = None) -> None:
@@ -134,3 +135,6 @@ def test_a_survivors_stats_name_what_a_takeover_serves_each_group(start_node, co
     assert taken["default"]["inflight"] == 0
     # not counted as the survivor's own group g1, nor as the node's (default's) work
     assert stats["topics"]["orders"]["groups"]["g1"]["acked"] == 0 and stats["acked"] == 0
+    shown = tool("pzq-monitor", "--dsn", survivor.monitor_dsn)
+    assert shown.returncode == 0, shown.stderr
+    assert f"{origin_id}: 10 copies, 2 in flight" in shown.stdout

@@ -84,11 +84,26 @@ def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | Non
     view.add_row("ACK latency p50 / p99", *_cells(answers, _latency))
     view.add_row("peers", *_cells(answers, lambda s: ", ".join(
         f"{peer['endpoint']} {peer['state']}" for peer in s.get("peers", []))))
+    if any(answer.stats and answer.stats.get("taken_over") for answer in answers):
+        view.add_row("taking over", *_cells(answers, _taken_over))
     if history is not None:  # a live view: nothing goes to stderr, so say why here
         view.add_row("stored, last minute",
                      *[sparkline(list(history[answer.dsn])) for answer in answers])
         view.caption = "\n".join(str(answer.error) for answer in answers if not answer.up)
     return view
+
+
+def _taken_over(stats: dict[str, Any]) -> str:
+    """Per origin taken over: its copies here and what is out, all groups together."""
+    lines = []
+    for origin, taken in sorted((stats.get("taken_over") or {}).items()):
+        groups = [taken["default"], *(figures for topic in taken.get("topics", {}).values()
+                                      for figures in topic.values())]
+        inflight = sum(group.get("inflight", 0) for group in groups)
+        lines.append(f"{origin}{' (paused)' if taken.get('paused') else ''}: "
+                     f"{human.count(taken['replicas'])} copies, "
+                     f"{human.count(inflight)} in flight")
+    return "\n".join(lines)
 
 
 def _latency(stats: dict[str, Any]) -> str:

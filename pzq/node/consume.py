@@ -54,7 +54,7 @@ class ConsumeEndpoint:
         # Set by a cluster node: whether own messages may go out yet (after a start),
         # and which of them another node still has out.
         self.own_allowed: Callable[[float], bool] = lambda mono: True
-        self.held_elsewhere: Callable[[int], bool] = lambda seq: False
+        self._held_elsewhere: Callable[[int], bool] = lambda seq: False
         self.lowest_held: Callable[[], int | None] = lambda: None
         self.store = store
         self.topics = topics
@@ -77,10 +77,21 @@ class ConsumeEndpoint:
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group), self.settings,
                                   Counters())
-            state.held_elsewhere = lambda seq: self.held_elsewhere(seq)
+            state.held_elsewhere = self._held_elsewhere
             self.store.register(state)
             found = self.groups[group.id] = GroupDelivery(group, state, self.taken_over)
         return found
+
+    @property
+    def held_elsewhere(self) -> Callable[[int], bool]:
+        return self._held_elsewhere
+
+    @held_elsewhere.setter
+    def held_elsewhere(self, held: Callable[[int], bool]) -> None:
+        """Given to every group's state as it is (it is asked once per message)."""
+        self._held_elsewhere = held
+        for deliveries in self.groups.values():
+            deliveries.state.held_elsewhere = held
 
     # -- requests ---------------------------------------------------------------
 

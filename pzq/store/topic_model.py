@@ -42,10 +42,11 @@ class Group:
     floor: int = 0  # done with every message below this: a restart reads on from here
 
     def takes(self, tag: bytes) -> bool:
-        return filter_takes(self.filter, tag)
+        return not self.filter or filter_takes(self.filter, tag)
 
     def holds(self, seq: int, tag: bytes) -> bool:
-        return seq >= self.start_seq and self.takes(tag)
+        # asked for every message stored and acked: no call when there is no filter
+        return seq >= self.start_seq and (not self.filter or filter_takes(self.filter, tag))
 
     def encode(self) -> bytes:
         """Its settings; the counts that change with the batches are kept apart."""

@@ -79,10 +79,6 @@ class GroupDelivery:
         ordered = self.consumers[self._turn:] + self.consumers[:self._turn]
         return [consumer for consumer in ordered if consumer.room > 0]
 
-    def hold(self, consumer: Consumer, key: Key) -> None:
-        consumer.held.add(key)
-        self.owner[key] = consumer
-
     def release(self, key: Key) -> None:
         consumer = self.owner.pop(key, None)
         if consumer is not None:

@@ -148,14 +148,9 @@ def encode_answer(ok: bool, keys: list[bytes] | tuple[bytes, ...]) -> list[bytes
 
 # -- node to consumer ------------------------------------------------------------
 
-def encode_deliver(routing_id: bytes, topic: bytes, group: bytes,
-                   delivery: list[bytes]) -> list[bytes]:
-    """A delivery in --send-dsn's layout, after the verb, topic and group."""
-    return [*deliver_head(routing_id, topic, group), *delivery]
-
-
 def deliver_head(routing_id: bytes, topic: bytes, group: bytes) -> list[bytes]:
-    """The frames before a delivery's own, the same for every delivery to a consumer."""
+    """The frames before a delivery in --send-dsn's layout: the routing id, the verb,
+    topic and group, the same for every delivery to a consumer (built once)."""
     return [routing_id, DELIVER, topic, group]
 
 

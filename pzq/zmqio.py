@@ -42,6 +42,17 @@ def send_frames(socket: Socket, frames: list[bytes]) -> None:
         _send(socket, frame, MORE_NOBLOCK if index < last else NOBLOCK)
 
 
+def send_headed(socket: Socket, head: list[bytes], frames: list[bytes]) -> None:
+    """``head`` then ``frames`` as one message, without joining them into a new list
+    (a routing id and fixed frames built once before a delivery's own frames);
+    raises as send_frames does, on the first frame only."""
+    for frame in head:
+        _send(socket, frame, MORE_NOBLOCK)
+    last = len(frames) - 1
+    for index, frame in enumerate(frames):
+        _send(socket, frame, MORE_NOBLOCK if index < last else NOBLOCK)
+
+
 def recv_frames(socket: Socket) -> list[bytes]:
     """Receive one whole message without blocking; raises zmq.Again when none waits."""
     frame = _recv(socket, NOBLOCK, False)

@@ -7,7 +7,9 @@
 * produce 100 B, window 100, spread over 100 topics, against one topic;
 * one topic with 3 groups drained at once, each group against one group alone;
 * the consume endpoint end to end (producer window 100; the consumer's window, its
-  credits, 100 and 1000) against --send-dsn (whose window adapts up to --prefetch).
+  credits, 100 and 1000; one ACK per delivery, and at 100 credits also one ACK for
+  all the deliveries one read found) against --send-dsn (whose window adapts up to
+  --prefetch; its consumers ACK each delivery, the only way there is).
 
 Every scenario and its baseline run one after the other, on fresh nodes, ``--repeats``
 times; a ratio is taken within each repeat (subject over the baseline measured just
@@ -38,6 +40,10 @@ from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.client import request_monitor  # noqa: E402
 
 GROUPS = ["g1", "g2", "g3"]
+# the group end-to-end scenarios: row, credits, whether the consumer ACKs all that one
+# read found in one ACK (the protocol's ACK of several keys) or each delivery alone
+E2E_GROUPS = [("e2e 100", 100, False), ("e2e 1000", 1000, False),
+              ("e2e 100 per read", 100, True)]
 
 
 class Nodes:
@@ -105,14 +111,14 @@ def end_to_end_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
     plain = measure_end_to_end(target.receive_dsn, target.send_dsn, count, 100, 100)
     target.kill()
     rows["e2e send"].add(plain[0], None, plain[1], plain[2])
-    for credits in (100, 1000):
+    for name, credits, ack_arrivals in E2E_GROUPS:
         target = nodes.start(f"e2e-group-{credits}")
         groups_only(target, ["e2e"])
         grouped = measure_group_end_to_end(target.receive_dsn, target.consume_dsn, count,
-                                           100, credits)
+                                           100, credits, ack_arrivals)
         target.kill()
-        rows[f"e2e {credits}"].add(grouped[0], grouped[0] / plain[0], grouped[1], grouped[2],
-                                   grouped[2] / plain[2] if plain[2] else None)
+        rows[name].add(grouped[0], grouped[0] / plain[0], grouped[1], grouped[2],
+                       grouped[2] / plain[2] if plain[2] else None)
 
 
 def make_rows() -> dict[str, Row]:
@@ -125,9 +131,10 @@ def make_rows() -> dict[str, Row]:
         "drain 3 together": Row("drain, 3 groups at once: all three"),
         "e2e send": Row("end to end window 100, --send-dsn"),
     }
-    for credits in (100, 1000):
-        rows[f"e2e {credits}"] = Row(f"end to end window 100, a group, {credits} credits",
-                                     "ratio >= 1, p99 ratio <= 1", 1.0, 1.0)
+    for name, credits, ack_arrivals in E2E_GROUPS:
+        acks = "one ACK per read" if ack_arrivals else "one ACK each"
+        rows[name] = Row(f"end to end window 100, a group, {credits} credits, {acks}",
+                         "ratio >= 1, p99 ratio <= 1", 1.0, 1.0)
     return rows
 
 

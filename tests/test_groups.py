@@ -110,6 +110,22 @@ def test_credits_never_exceeded(group_node, context):
         assert consumer.receive(0.3) is None
 
 
+def test_many_deliveries_answered_in_one_ack_or_nack(group_node, context):
+    produce(group_node, context, [b"m%d" % n for n in range(8)])
+    with GroupConsumer(group_node.consume_dsn, "orders", "batched", window=8,
+                       context=context) as consumer:
+        held = [consumer.receive(5) for _ in range(8)]
+        assert all(held) and consumer.receive(0.3) is None  # the credits are used up
+        consumer.nack_many(held[:3])  # given back: delivered again, before newer ones
+        again = [consumer.receive(5) for _ in range(3)]
+        assert [m.parts[0] for m in again] == [b"m0", b"m1", b"m2"]
+        consumer.ack_many([*again, *held[3:]])
+        wait_until(lambda: topic_figures(group_node)["groups"]["batched"]["backlog"] == 0)
+        figures = topic_figures(group_node)["groups"]["batched"]
+        assert figures["inflight"] == 0 and figures["credits"] == 8
+        assert consumer.receive(0.3) is None and consumer.errors == []
+
+
 def test_consumer_with_topic_and_group_speaks_the_consume_protocol(group_node, context):
     produce(group_node, context, [b"m%d" % n for n in range(5)])
     with Consumer(group_node.consume_dsn, topic="orders", group="billing", window=2,

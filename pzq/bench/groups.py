@@ -18,6 +18,7 @@ from pzq.bench.measure import percentile, run_workers
 from pzq.zmqio import send_frames
 
 KEY_AT = 3  # DELIVER | topic | group | key ...
+MAX_KEYS = 10_000  # in one ACK
 
 
 def topic_produce_load(dsn: str, count: int, size: int, window: int, topics: int,
@@ -28,9 +29,10 @@ def topic_produce_load(dsn: str, count: int, size: int, window: int, topics: int
 
 
 def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int,
-                       from_connect: bool, results: Any) -> None:
-    """CONSUME one group, ACK every delivery (one ACK frame each, as a plain consumer
-    does); timed from the connect (a drain) or from the first delivery."""
+                       from_connect: bool, ack_arrivals: bool, results: Any) -> None:
+    """CONSUME one group, ACK every delivery: one ACK message each, as a plain consumer
+    does, or with ``ack_arrivals`` one for all that one read found (the protocol's
+    ACK of several keys); timed from the connect (a drain) or from the first delivery."""
     cpu_started = time.process_time()  # not the process's start (imports)
     context = zmq.Context()
     socket = context.socket(zmq.DEALER)
@@ -47,15 +49,21 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
         if arrived is None:
             break
         delivered = False
+        keys = [b"ACK"]
         for frames in arrived:
             if frames[0] != b"DELIVER":
                 continue  # the node's heartbeats: not part of the drain's time
             delivered = True
             started = started or time.perf_counter()
-            send_frames(socket, [b"ACK", frames[KEY_AT]])
+            if ack_arrivals:
+                keys.append(frames[KEY_AT])
+            else:
+                send_frames(socket, [b"ACK", frames[KEY_AT]])
             body = frames[frames.index(b"", KEY_AT + 3) + 1]
             latencies.append(time.time_ns() - NS.unpack_from(body)[0])
             received += 1
+        for at in range(1, len(keys), MAX_KEYS):
+            send_frames(socket, [b"ACK", *keys[at:at + MAX_KEYS]])
         if delivered:
             last = time.perf_counter()
     results.put({"role": "consumer", "group": group, "count": received,
@@ -83,7 +91,8 @@ def measure_group_drains(dsn: str, topic: str, groups: list[str], count: int,
     """Every group drains the topic at once: each group's rate, and the CPU time the
     node and the consumers spent per message."""
     node_cpu = cpu_seconds(node_pid)
-    answers = run_workers([(group_consume_load, (dsn, topic, group, window, count, True))
+    answers = run_workers([(group_consume_load, (dsn, topic, group, window, count, True,
+                                                 False))
                            for group in groups])
     node_cpu = cpu_seconds(node_pid) - node_cpu
     delivered = sum(answer["count"] for answer in answers)
@@ -100,9 +109,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def measure_group_end_to_end(receive: str, consume: str, count: int, window: int,
-                             credits: int) -> tuple[float, float, float]:
+                             credits: int, ack_arrivals: bool = False
+                             ) -> tuple[float, float, float]:
     answers = run_workers([
-        (group_consume_load, (consume, "t0", "e2e", credits, count, False)),
+        (group_consume_load, (consume, "t0", "e2e", credits, count, False, ack_arrivals)),
         (topic_produce_load, (receive, count, 100, window, 1))])
     consumer = next(a for a in answers if a["role"] == "consumer")
     producer = next(a for a in answers if a["role"] == "producer")

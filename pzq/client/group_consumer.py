@@ -9,7 +9,7 @@ sends the heartbeats while it waits.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import zmq
 
@@ -18,7 +18,7 @@ from pzq.client.consumer import Consumer, Message
 from pzq.errors import ConsumeRefused, DecodeError
 from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
-from pzq.zmqio import Context
+from pzq.zmqio import Context, recv_frames, send_frames
 
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
 
@@ -60,8 +60,11 @@ class GroupConsumer(Consumer):
         raise TimeoutError(f"no answer to CONSUME within {timeout} s")
 
     def _read(self) -> wire.NodeMessage | None:
+        return self._decoded(self._socket.recv_multipart())
+
+    def _decoded(self, frames: list[bytes]) -> wire.NodeMessage | None:
         try:
-            return wire.decode_node_message(self._socket.recv_multipart())
+            return wire.decode_node_message(frames)
         except DecodeError:
             self.malformed += 1
             return None
@@ -71,19 +74,32 @@ class GroupConsumer(Consumer):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._heartbeat_if_due()
-            wait = self._last_sent + self.heartbeat_s - time.monotonic()
-            left = remaining_ms(deadline)
-            slice_ms = max(1, int(wait * 1000)) if left is None else min(left,
-                                                                         max(1, int(wait * 1000)))
-            if self._socket.poll(slice_ms, zmq.POLLIN):
-                answer = self._read()
-                if answer is not None and answer.verb == wire.DELIVER:
-                    return Message(answer.key, answer.parts, answer.headers or {},
-                                   answer.sent_us, answer.ack_timeout_us, b"", self)
-                if answer is not None and answer.verb == wire.ERROR:
-                    self._refused(answer.error)
-            elif left is not None and time.monotonic() >= deadline:  # type: ignore[operator]
-                return None
+            # What has arrived is taken without a poll (one call less per delivery
+            # while deliveries stream in); the poll is for waiting.
+            try:
+                frames = recv_frames(self._socket)
+            except zmq.Again:
+                if not self._wait(deadline):
+                    return None
+                continue
+            if frames[0] == wire.DELIVER:
+                delivery = self._decoded(frames)
+                if delivery is not None:
+                    return Message(delivery.key, delivery.parts, delivery.headers or {},
+                                   delivery.sent_us, delivery.ack_timeout_us, b"", self)
+                continue
+            answer = self._decoded(frames)
+            if answer is not None and answer.verb == wire.ERROR:
+                self._refused(answer.error)
+
+    def _wait(self, deadline: float | None) -> bool:
+        """Wait for input, at most until a heartbeat is due; False once the deadline
+        has passed."""
+        wait_ms = max(1, int((self._last_sent + self.heartbeat_s - time.monotonic()) * 1000))
+        left = remaining_ms(deadline)
+        if self._socket.poll(wait_ms if left is None else min(left, wait_ms), zmq.POLLIN):
+            return True
+        return left is None or time.monotonic() < deadline  # type: ignore[operator]
 
     def _refused(self, error: str) -> None:
         """Keep the node's complaint; when it counted this consumer gone (silent too
@@ -102,11 +118,27 @@ class GroupConsumer(Consumer):
             self.heartbeat()
 
     def ack(self, message: Message) -> None:
-        self._socket.send_multipart(wire.encode_answer(True, [message.key]))
-        self._last_sent = time.monotonic()
+        self._answer(True, [message.key])
 
     def nack(self, message: Message) -> None:
-        self._socket.send_multipart(wire.encode_answer(False, [message.key]))
+        self._answer(False, [message.key])
+
+    def ack_many(self, messages: Iterable[Message]) -> None:
+        """ACK these deliveries in one ACK (cheaper for both ends than one each)."""
+        self._answer(True, [message.key for message in messages])
+
+    def nack_many(self, messages: Iterable[Message]) -> None:
+        """Give these deliveries back in one NACK."""
+        self._answer(False, [message.key for message in messages])
+
+    def _answer(self, ok: bool, keys: list[bytes]) -> None:
+        # at most MAX_KEYS keys in one ACK or NACK: more go in several
+        for start in range(0, len(keys), wire.MAX_KEYS):
+            frames = wire.encode_answer(ok, keys[start:start + wire.MAX_KEYS])
+            try:
+                send_frames(self._socket, frames)
+            except zmq.Again:  # the node is behind: wait for room, as a blocking send
+                self._socket.send_multipart(frames)
         self._last_sent = time.monotonic()
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ the group (they are made, as for any new name).
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 
 import zmq
@@ -25,12 +26,12 @@ from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.node.archiving import Archiving
 from pzq.node.consume_groups import Consumer, GroupDelivery, TakenOver
-from pzq.node.consume_liveness import ConsumerLiveness, try_send
+from pzq.node.consume_liveness import ConsumerLiveness
 from pzq.protocol import consume as wire
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP, Group, Topic, Topics
-from pzq.zmqio import Socket, drain, send_frames
+from pzq.zmqio import Socket, drain, send_frames, send_headed
 
 log = get_logger("pzq.consume")
 
@@ -53,7 +54,7 @@ class ConsumeEndpoint:
         # Set by a cluster node: whether own messages may go out yet (after a start),
         # and which of them another node still has out.
         self.own_allowed: Callable[[float], bool] = lambda mono: True
-        self.held_elsewhere: Callable[[int], bool] = lambda seq: False
+        self._held_elsewhere: Callable[[int], bool] = lambda seq: False
         self.lowest_held: Callable[[], int | None] = lambda: None
         self.store = store
         self.topics = topics
@@ -76,20 +77,36 @@ class ConsumeEndpoint:
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group), self.settings,
                                   Counters())
-            state.held_elsewhere = lambda seq: self.held_elsewhere(seq)
+            state.held_elsewhere = self._held_elsewhere
             self.store.register(state)
             found = self.groups[group.id] = GroupDelivery(group, state, self.taken_over)
         return found
 
+    @property
+    def held_elsewhere(self) -> Callable[[int], bool]:
+        return self._held_elsewhere
+
+    @held_elsewhere.setter
+    def held_elsewhere(self, held: Callable[[int], bool]) -> None:
+        """Given to every group's state as it is (it is asked once per message)."""
+        self._held_elsewhere = held
+        for deliveries in self.groups.values():
+            deliveries.state.held_elsewhere = held
+
     # -- requests ---------------------------------------------------------------
 
     def take(self, batch: Batch, now_us: int, mono: float) -> None:
+        consumers = self.consumers
         for raw in drain(self.socket, self.batch_size):
             routing_id = raw[0]
-            consumer = self.consumers.get(routing_id)
-            if consumer is not None:
-                consumer.last_heard = mono
+            consumer = consumers.get(routing_id)
             try:
+                if consumer is not None:
+                    consumer.last_heard = mono
+                    keys = wire.ack_keys(raw[1:])
+                    if keys is not None:  # the common request, without a Request
+                        self._answer(batch, consumer, True, keys, now_us)
+                        continue
                 request = wire.decode_request(raw[1:])
                 self._serve(batch, routing_id, consumer, request, now_us, mono)
             except DecodeError as exc:
@@ -169,15 +186,20 @@ class ConsumeEndpoint:
         return self.topics.first_stored_since(topic, start)
 
     def _answer(self, batch: Batch, consumer: Consumer, ok: bool,
-                keys: tuple[bytes, ...], now_us: int) -> None:
+                keys: list[bytes] | tuple[bytes, ...], now_us: int) -> None:
         deliveries = consumer.group
+        own = deliveries.state
+        own_id = own.area.node_id
+        owner = deliveries.owner
         for key in keys:
             node_id, seq = keyspace.parse_message_key(key)
-            state = deliveries.state_for(node_id)
+            state = own if node_id == own_id else deliveries.state_for(node_id)
             if state is None:
                 deliveries.counters.unknown_acks += 1
                 continue
-            deliveries.release((node_id, seq))
+            holder = owner.pop((node_id, seq), None)
+            if holder is not None:
+                holder.held.discard((node_id, seq))
             if not ok:
                 state.nack(seq)
             elif not self._ack(batch, deliveries, state, key, seq, now_us):
@@ -279,27 +301,39 @@ class ConsumeEndpoint:
                 self.removed(area.node_id, entry.seq, deliveries.group.name, final)
 
     def _sender(self, deliveries: GroupDelivery) -> Callable[[list[bytes]], bool]:
-        """Round robin over the consumers with credit, in the order of this call."""
+        """Round robin over the consumers with credit, in the order of this call.
+        Per message only what must be: the send (after each consumer's fixed frames,
+        built once) and who holds it."""
         candidates = deliveries.next_consumers()
+        count = len(candidates)
+        owner = deliveries.owner
+        socket = self.socket
         turn = 0
 
         def send(frames: list[bytes]) -> bool:
             nonlocal turn
-            key = (frames[0][:keyspace.NODE_ID_LENGTH], int(frames[0][KEY_SEQ_AT:], 16))
-            for _ in range(len(candidates)):
-                consumer = candidates[turn % len(candidates)]
-                turn += 1
-                if consumer.room <= 0:
+            for _ in range(count):
+                consumer = candidates[turn]
+                turn = turn + 1 if turn + 1 < count else 0
+                held = consumer.held
+                if consumer.unreachable or len(held) >= consumer.window:
                     continue
-                sent = try_send(self.socket, wire.encode_deliver(
-                    consumer.routing_id, deliveries.topic_frame, deliveries.group_frame,
-                    frames))
-                if sent is None:  # stop sending to it; its ACKs and BYE still count
+                try:
+                    send_headed(socket, consumer.head, frames)
+                except zmq.Again:
+                    continue  # its pipe is full: the next one
+                except zmq.ZMQError as exc:
+                    if exc.errno != errno.EHOSTUNREACH:
+                        raise
+                    # stop sending to it; its ACKs and BYE still count
                     consumer.unreachable = True
                     self._found_unreachable = True
-                elif sent:
-                    deliveries.hold(consumer, key)
-                    return True
+                    continue
+                key = frames[0]
+                held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
+                held.add(held_key)
+                owner[held_key] = consumer
+                return True
             self.blocked = True
             return False
         return send

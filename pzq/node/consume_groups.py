@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pzq.delivery.state import DeliveryState
+from pzq.protocol import consume as wire
 from pzq.store.topics import Group
 
 Key = tuple[bytes, int]  # origin node id, seq
@@ -27,6 +28,12 @@ class Consumer:
     last_heard: float
     held: set[Key] = field(default_factory=set)
     unreachable: bool = False  # a send found its connection gone: nothing more to it
+    # the frames before every delivery to it, built once: routing id, DELIVER, topic, group
+    head: list[bytes] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.head = wire.deliver_head(self.routing_id, self.group.topic_frame,
+                                      self.group.group_frame)
 
     @property
     def room(self) -> int:
@@ -71,10 +78,6 @@ class GroupDelivery:
         self._turn = (self._turn + 1) % max(1, count)
         ordered = self.consumers[self._turn:] + self.consumers[:self._turn]
         return [consumer for consumer in ordered if consumer.room > 0]
-
-    def hold(self, consumer: Consumer, key: Key) -> None:
-        consumer.held.add(key)
-        self.owner[key] = consumer
 
     def release(self, key: Key) -> None:
         consumer = self.owner.pop(key, None)

@@ -60,7 +60,8 @@ class Intake:
     def _topic(self, produce: frames.Produce, now_us: int) -> tuple[Topic, bytes]:
         """The message's topic (made when new) and tag; a bad topic name is refused."""
         try:
-            name, tag = topic_and_tag(produce.headers, self.topics.default_topic)
+            name, tag = topic_and_tag(produce.headers, self.topics.default_topic,
+                                      self.topics.topics)
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
         return self.topics.topic(name, now_us), tag

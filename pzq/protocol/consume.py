@@ -117,6 +117,14 @@ def decode_start(value: str) -> str | int:
     raise DecodeError(f"START:{value[:40]} is not earliest, latest or µs since the epoch")
 
 
+def ack_keys(frames: list[bytes]) -> list[bytes] | None:
+    """The keys of a well-formed ACK (the common request, read without building a
+    Request); None for anything else, which decode_request reads and judges."""
+    if len(frames) > 1 and frames[0] == ACK and len(frames) <= MAX_KEYS + 1:
+        return frames[1:]
+    return None
+
+
 def _decode_keys(verb: bytes, frames: list[bytes]) -> tuple[bytes, ...]:
     if not frames:
         raise DecodeError(f"{verb.decode()} needs at least one key frame")
@@ -140,10 +148,10 @@ def encode_answer(ok: bool, keys: list[bytes] | tuple[bytes, ...]) -> list[bytes
 
 # -- node to consumer ------------------------------------------------------------
 
-def encode_deliver(routing_id: bytes, topic: bytes, group: bytes,
-                   delivery: list[bytes]) -> list[bytes]:
-    """A delivery in --send-dsn's layout, after the verb, topic and group."""
-    return [routing_id, DELIVER, topic, group, *delivery]
+def deliver_head(routing_id: bytes, topic: bytes, group: bytes) -> list[bytes]:
+    """The frames before a delivery in --send-dsn's layout: the routing id, the verb,
+    topic and group, the same for every delivery to a consumer (built once)."""
+    return [routing_id, DELIVER, topic, group]
 
 
 def encode_consuming(routing_id: bytes, subscribe: Subscribe, heartbeat_ms: int) -> list[bytes]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
 from pzq.archive.entry import validate_topic
@@ -42,10 +42,11 @@ class Group:
     floor: int = 0  # done with every message below this: a restart reads on from here
 
     def takes(self, tag: bytes) -> bool:
-        return filter_takes(self.filter, tag)
+        return not self.filter or filter_takes(self.filter, tag)
 
     def holds(self, seq: int, tag: bytes) -> bool:
-        return seq >= self.start_seq and self.takes(tag)
+        # asked for every message stored and acked: no call when there is no filter
+        return seq >= self.start_seq and (not self.filter or filter_takes(self.filter, tag))
 
     def encode(self) -> bytes:
         """Its settings; the counts that change with the batches are kept apart."""
@@ -104,8 +105,13 @@ class Topic:
         """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
         if not self.groups:
             return DEFAULT_ONLY if self.default_from == 0 else self._default_holds(seq)
-        held = [group.id for group in self.groups.values() if group.holds(seq, tag)]
-        return held + self._default_holds(seq)
+        # Asked for every message stored and acked: Group.holds written out here.
+        held = [group.id for group in self.groups.values()
+                if seq >= group.start_seq and (not group.filter
+                                               or filter_takes(group.filter, tag))]
+        if self.default_from is not None and seq >= self.default_from:
+            held.append(DEFAULT_GROUP_ID)
+        return held
 
     def _default_holds(self, seq: int) -> list[int]:
         if self.default_from is not None and seq >= self.default_from:
@@ -130,12 +136,16 @@ def validate_name(kind: str, name: str) -> str:
         raise ValueError(str(exc).replace("topic", kind, 1)) from None
 
 
-def topic_and_tag(headers: Iterable[bytes], default_topic: str) -> tuple[str, bytes]:
-    """The message's topic (ValueError for a name that cannot be one) and its tag."""
+def topic_and_tag(headers: Iterable[bytes], default_topic: str,
+                  known: Container[str] = ()) -> tuple[str, bytes]:
+    """The message's topic (ValueError for a name that cannot be one) and its tag.
+    ``known``: names already checked (the node's topics), not checked again."""
     topic, tag = default_topic, b""
     for header in headers:
         if header[:6].upper() == TOPIC_HEADER:
-            topic = validate_name("topic", header[6:].decode(errors="replace"))
+            topic = header[6:].decode(errors="replace")
+            if topic not in known:
+                validate_name("topic", topic)
         elif header[:4].upper() == TAG_HEADER:
             tag = header[4:]
     return topic, tag

@@ -270,12 +270,18 @@ class Topics(Participant):
     def would_release(self, seq: int, topic: Topic, tag: bytes, group_id: int) -> bool:
         """Whether ``group_id`` being done with the message deletes it (kept for the
         ``done`` that follows, so an ACK looks at the other groups' marks once)."""
-        if self._release_asked[:2] == (group_id, seq):
-            return self._release_asked[2]
-        answer = all(holder == group_id or self.is_done(holder, seq)
-                     for holder in topic.holders(seq, tag))
+        asked = self._release_asked
+        if asked[0] == group_id and asked[1] == seq:
+            return asked[2]
+        answer = self._releases(seq, topic.holders(seq, tag), group_id)
         self._release_asked = (group_id, seq, answer)
         return answer
+
+    def _releases(self, seq: int, holders: list[int], group_id: int) -> bool:
+        for holder in holders:
+            if holder != group_id and not self.is_done(holder, seq):
+                return False
+        return True
 
     def done(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int,
              group_id: int) -> bool:
@@ -285,18 +291,21 @@ class Topics(Participant):
             batch.delete_message(seq, size)
             self._leave(batch, seq, topic, (), size)
             return True
-        others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
+        holders = topic.holders(seq, tag)
         if group_id != DEFAULT_GROUP_ID and self.counted(topic, seq):
             group = self._group_by_id(topic, group_id)
             if group is not None:
                 self.count_group(group, -1)
-        release = self.would_release(seq, topic, tag, group_id)
+        asked = self._release_asked
+        release = (asked[2] if asked[0] == group_id and asked[1] == seq
+                   else self._releases(seq, holders, group_id))
         self._release_asked = NOT_ASKED
         if not release:
             self.marks.mark(batch, group_id, seq)
             return False
         batch.delete_message(seq, size)
-        self._leave(batch, seq, topic, others, size)
+        self._leave(batch, seq, topic, [holder for holder in holders if holder != group_id],
+                    size)
         return True
 
     def drop(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int,
@@ -321,7 +330,10 @@ class Topics(Participant):
 
     @staticmethod
     def _group_by_id(topic: Topic, group_id: int) -> Group | None:
-        return next((group for group in topic.groups.values() if group.id == group_id), None)
+        for group in topic.groups.values():
+            if group.id == group_id:
+                return group
+        return None
 
     @staticmethod
     def counted(topic: Topic, seq: int) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
 from tests.harness import wait_until
 from tests.test_cluster import ACK_TIMEOUT_US, TIMEOUT_NODES_US, ipc_endpoints
-from tests.test_groups import drain
+from tests.test_groups import drain, produce
 
 
 def start_group_cluster(start_node, endpoints: list[str], *extra: str) -> list:
@@ -101,10 +101,7 @@ def test_the_origin_resumes_what_a_group_left_during_the_takeover(
     declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
             "DECLARE GROUP orders g2")
     bodies = [b"%03d" % n for n in range(30)]
-    with Producer(origin.receive_dsn, window=50, context=context) as producer:
-        for body in bodies:
-            producer.send([body], topic="orders")
-        assert all(ack.ok for ack in producer.flush(30))
+    produce(origin, context, bodies)
     origin.kill()
     survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
     with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1:
@@ -136,10 +133,7 @@ def test_one_connection_gets_a_groups_own_and_taken_over_messages(
     theirs = [b"origin %02d" % n for n in range(20)]
     ours = [b"survivor %02d" % n for n in range(5)]
     for node, bodies in ((origin, theirs), (survivor, ours)):
-        with Producer(node.receive_dsn, window=50, context=context) as producer:
-            for body in bodies:
-                producer.send([body], topic="orders")
-            assert all(ack.ok for ack in producer.flush(30))
+        produce(node, context, bodies)
     origin.kill()
     survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
     with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1:

@@ -4,6 +4,8 @@ too, so a takeover after the origin dies does not deliver it again."""
 
 from __future__ import annotations
 
+import urllib.request
+
 from pzq.client import Consumer, GroupConsumer, Producer
 from tests.test_cluster import ipc_endpoints
 from tests.test_groups import drain
@@ -138,3 +140,15 @@ def test_a_survivors_stats_name_what_a_takeover_serves_each_group(start_node, co
     shown = tool("pzq-monitor", "--dsn", survivor.monitor_dsn)
     assert shown.returncode == 0, shown.stderr
     assert f"{origin_id}: 10 copies, 2 in flight" in shown.stdout
+    from pzq.monitoring import exporter
+    running = exporter.serve([survivor.monitor_dsn], "127.0.0.1", 0, timeout=2)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{running.port}/metrics",
+                                    timeout=10) as response:
+            metrics = response.read().decode()
+    finally:
+        running.stop()
+    labels = (f'monitor="{survivor.monitor_dsn}",node="{stats["node_id"]}",'
+              f'origin="{origin_id}"')
+    assert f"pzq_takeover_replicas{{{labels}}} 10.0" in metrics
+    assert f"pzq_takeover_messages_inflight{{{labels}}} 2.0" in metrics

@@ -32,7 +32,7 @@ from pzq.cli.common import (
     positive_seconds,
 )
 from pzq.cli.topics_table import topics_table
-from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor
+from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor, taken_over_inflight
 from pzq.errors import EndpointError
 from pzq.security import ClientCurve
 
@@ -97,12 +97,9 @@ def _taken_over(stats: dict[str, Any]) -> str:
     """Per origin taken over: its copies here and what is out, all groups together."""
     lines = []
     for origin, taken in sorted((stats.get("taken_over") or {}).items()):
-        groups = [taken["default"], *(figures for topic in taken.get("topics", {}).values()
-                                      for figures in topic.values())]
-        inflight = sum(group.get("inflight", 0) for group in groups)
         lines.append(f"{origin}{' (paused)' if taken.get('paused') else ''}: "
                      f"{human.count(taken['replicas'])} copies, "
-                     f"{human.count(inflight)} in flight")
+                     f"{human.count(taken_over_inflight(taken))} in flight")
     return "\n".join(lines)
 
 

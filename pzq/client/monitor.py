@@ -71,3 +71,10 @@ def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None) -> S
     except ValueError:
         return StatsAnswer(dsn, None, f"{dsn} answered STATS with something that is not JSON "
                                       "(not a pzq monitor endpoint?)")
+
+
+def taken_over_inflight(taken: dict[str, Any]) -> int:
+    """A taken-over origin's deliveries out (STATS ``taken_over``), every group together."""
+    groups = [taken["default"], *(figures for topic in taken.get("topics", {}).values()
+                                  for figures in topic.values())]
+    return sum(int(group.get("inflight", 0)) for group in groups)

@@ -16,7 +16,7 @@ from prometheus_client.core import (
     Metric,
 )
 
-from pzq.client.monitor import StatsAnswer
+from pzq.client.monitor import StatsAnswer, taken_over_inflight
 from pzq.monitoring.scrape import Scraper
 from pzq.monitoring.topic_metrics import topic_families
 from pzq.monitoring.zper_metrics import zper_families
@@ -77,6 +77,7 @@ class PzqCollector:
         yield from self._archive(live)
         yield from zper_families(live, self._labels)
         yield from self._labelled(live)
+        yield from self._takeovers(live)
         yield from topic_families(live, self._labels)
         yield self._latency(live)
 
@@ -124,6 +125,21 @@ class PzqCollector:
                 archive.add_metric([*labels, topic], float(info["last_offset"]))
                 damaged.add_metric([*labels, topic], float(info.get("damaged_records", 0)))
         yield from (acks, producer, peers, archive, damaged)
+
+    def _takeovers(self, live: list[StatsAnswer]) -> Iterator[Metric]:
+        """Per origin a node takes over: the copies it holds, what is out (all groups)."""
+        replicas = GaugeMetricFamily("pzq_takeover_replicas", "Copies of a down node's "
+                                     "messages held by the node taking it over.",
+                                     labels=[*LABELS, "origin"])
+        inflight = GaugeMetricFamily("pzq_takeover_messages_inflight", "A taken-over node's "
+                                     "messages out with consumers, every group together.",
+                                     labels=[*LABELS, "origin"])
+        for answer in live:
+            for origin, taken in (_stats(answer).get("taken_over") or {}).items():
+                labels = [*self._labels(answer), origin]
+                replicas.add_metric(labels, float(taken["replicas"]))
+                inflight.add_metric(labels, float(taken_over_inflight(taken)))
+        yield from (replicas, inflight)
 
     def _latency(self, live: list[StatsAnswer]) -> Metric:
         latency = HistogramMetricFamily(

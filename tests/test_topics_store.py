@@ -83,7 +83,7 @@ def test_filtered_out_counts_as_done_and_floors_survive_a_reopen(tmp_path):
     seqs = deliver_all(audit)
     assert len(seqs) == 2 and group.backlog == 2
     ack(store, audit, seqs[:1])
-    topics.raise_floor(group, audit.lowest_open())
+    topics.counts.raise_floor(group, audit.lowest_open())
     store_messages(store, topics, [b"eu3"], tag=b"eu")  # a batch writes the floor
     assert group.floor == seqs[1]
     store.close()

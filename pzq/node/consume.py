@@ -385,5 +385,5 @@ class ConsumeEndpoint:
             self._retire_dead(deliveries, now_us)
             held = self.lowest_held()
             floor = state.lowest_open()
-            self.topics.raise_floor(deliveries.group, floor if held is None
+            self.topics.counts.raise_floor(deliveries.group, floor if held is None
                                     else min(floor, held))

@@ -171,7 +171,7 @@ class TopicAdmin:
             value = self.store.get_own(seq)
             if value is not None:
                 batch.delete_message(seq, len(value))
-                self.topics.count(topic, -1, -len(value))
+                self.topics.counts.count(topic, -1, -len(value))
                 self._out_of_backlogs(topic, seq, tag)
             if topic.log_from is not None:
                 batch.delete(keyspace.topic_log_key(topic.id, seq))
@@ -195,7 +195,7 @@ class TopicAdmin:
             return
         for group in topic.groups.values():
             if group.holds(seq, tag) and not self.topics.is_done(group.id, seq):
-                self.topics.count_group(group, -1)
+                self.topics.counts.count_group(group, -1)
 
     def _let_go(self, topic: Topic, deleted: list[int], drop_groups: tuple[str, ...]) -> None:
         """Deleted messages and removed groups leave delivery."""

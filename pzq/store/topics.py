@@ -27,6 +27,7 @@ from pzq.protocol.cluster import DefaultReads
 from pzq.store import keyspace, record, topic_log
 from pzq.store.group_marks import GroupMarks
 from pzq.store.store import Batch, Participant, Store
+from pzq.store.topic_counts import TopicCounts
 from pzq.store.topic_model import (
     COUNTS,
     DEFAULT_GROUP,
@@ -63,10 +64,7 @@ class Topics(Participant):
         self.default_restricted = False  # some topic is not read by ``default``
         self._next_id = FIRST_ID
         self._batch: Batch | None = None
-        self._deltas: dict[Topic, list[int]] = {}  # messages, bytes changed in this batch
-        self._dirty: set[Topic] = set()  # registry entries to write
-        self._dirty_groups: set[Group] = set()
-        self._group_deltas: dict[Group, int] = {}  # backlogs changed in this batch
+        self.counts = TopicCounts()  # what the batch being built changes
         self.marks = GroupMarks(store)
         self._named_groups = False  # some topic has a named group
         self._release_asked = NOT_ASKED  # group id, seq, would_release's answer
@@ -118,13 +116,13 @@ class Topics(Participant):
         if found is None:
             found = Topic(validate_name("topic", name), self._take_id(), created_us=now_us)
             self._add_topic(found)
-            self._dirty.add(found)
+            self.counts.dirty.add(found)
             self._write_now(keyspace.topic_key(name.encode()), found.encode())
         return found
 
     def changed(self, topic: Topic) -> None:
         """An operator changed the topic's settings: write them with the next batch."""
-        self._dirty.add(topic)
+        self.counts.dirty.add(topic)
         self.default_restricted |= topic.default_from != 0
         self._write_now(keyspace.topic_key(topic.name.encode()), topic.encode())
 
@@ -136,8 +134,7 @@ class Topics(Participant):
         for group in topic.groups.values():
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))
             batch.delete(keyspace.counts_key(group.id))
-        self._dirty.discard(topic)
-        self._deltas.pop(topic, None)
+        self.counts.forget(topic)
         self.store.commit(batch)
         del self.topics[topic.name]
         del self.by_id[topic.id]
@@ -146,7 +143,7 @@ class Topics(Participant):
 
     def room(self, topic: Topic, size: int) -> bool:
         """Whether the topic takes one more message under its own limits."""
-        messages, stored = self._deltas.get(topic, (0, 0))
+        messages, stored = self.counts.pending(topic)
         return not ((topic.max_messages and topic.messages + messages >= topic.max_messages)
                     or (topic.max_bytes and topic.stored_bytes + stored >= topic.max_bytes))
 
@@ -172,7 +169,7 @@ class Topics(Participant):
         self._named_groups = True
         if topic.log_short():
             self._backfilling.add(topic)
-        self._dirty_groups.add(group)
+        self.counts.dirty_groups.add(group)
         self._write_now(keyspace.group_key(topic.id, name.encode()), group.encode())
         return group
 
@@ -223,7 +220,7 @@ class Topics(Participant):
         for seq, tag in indexed:
             for group in topic.groups.values():
                 if group.holds(seq, tag) and not self.is_done(group.id, seq):
-                    self.count_group(group, 1)  # (done: emptied by an operator meanwhile)
+                    self.counts.count_group(group, 1)  # (done: emptied by an operator meanwhile)
         self.changed(topic)
         try:
             self.store.commit(batch)
@@ -243,7 +240,7 @@ class Topics(Participant):
     def stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
         """A new own message: its topic log entry (a topic with named groups), and the
         topic's counters."""
-        self.count(topic, 1, size)
+        self.counts.count(topic, 1, size)
         topic.received += 1
         topic.newest = seq
         if topic.log_from is None:
@@ -251,7 +248,7 @@ class Topics(Participant):
         batch.put(keyspace.topic_log_key(topic.id, seq), tag)
         for group in topic.groups.values():
             if group.holds(seq, tag):
-                self.count_group(group, 1)
+                self.counts.count_group(group, 1)
 
     def describe(self, value: bytes) -> tuple[Topic, bytes]:
         """The topic and tag of a stored record."""
@@ -295,7 +292,7 @@ class Topics(Participant):
         if group_id != DEFAULT_GROUP_ID and self.counted(topic, seq):
             group = self._group_by_id(topic, group_id)
             if group is not None:
-                self.count_group(group, -1)
+                self.counts.count_group(group, -1)
         asked = self._release_asked
         release = (asked[2] if asked[0] == group_id and asked[1] == seq
                    else self._releases(seq, holders, group_id))
@@ -316,7 +313,7 @@ class Topics(Participant):
         others = [holder for holder in topic.holders(seq, tag) if holder != group_id]
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
         if group is not None and self.counted(topic, seq):
-            self.count_group(group, -1)
+            self.counts.count_group(group, -1)
         self._leave(batch, seq, topic, others, size)
 
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
@@ -326,7 +323,7 @@ class Topics(Participant):
             self.recent.pop(seq, None)
         for holder in others:
             batch.delete(keyspace.group_done_key(holder, seq))
-        self.count(topic, -1, -size)
+        self.counts.count(topic, -1, -size)
 
     @staticmethod
     def _group_by_id(topic: Topic, group_id: int) -> Group | None:
@@ -341,73 +338,29 @@ class Topics(Participant):
         backfill counts the older ones as it indexes them)."""
         return topic.log_from is not None and seq >= topic.log_from
 
-    def raise_floor(self, group: Group, floor: int) -> None:
-        """The group is done with everything below ``floor``: written with the next batch."""
-        if floor > group.floor:
-            group.floor = floor
-            self._group_deltas.setdefault(group, 0)
-
-    def count_group(self, group: Group, change: int) -> None:
-        self._group_deltas[group] = self._group_deltas.get(group, 0) + change
-
-    def count(self, topic: Topic, messages: int, size: int) -> None:
-        delta = self._deltas.setdefault(topic, [0, 0])
-        delta[0] += messages
-        delta[1] += size
-
     # -- batches -----------------------------------------------------------------
 
     def prepare(self, batch: Batch) -> None:
-        """Registry entries changed since the last written batch go into this one at
-        once: a batch with nothing else in it is not written, and would drop them."""
         self._batch = batch
-        for topic in self._dirty:
-            batch.put(keyspace.topic_key(topic.name.encode()), topic.encode())
-        for group in self._dirty_groups:
-            if group.topic.groups.get(group.name) is group:
-                batch.put(keyspace.group_key(group.topic.id, group.name.encode()),
-                          group.encode())
+        self.counts.put_registry(batch)
 
     def before_write(self) -> None:
-        """Counters and registry entries go with the batch that changed them."""
-        batch = self._batch
-        if batch is None:
-            return
-        for topic in self._dirty:
-            batch.put(keyspace.topic_key(topic.name.encode()), topic.encode())
-        for topic in self._dirty | set(self._deltas):
-            messages, size = self._deltas.get(topic, (0, 0))
-            batch.put(keyspace.counts_key(topic.id),
-                      COUNTS.pack(topic.messages + messages, topic.stored_bytes + size))
-        for group in self._dirty_groups | set(self._group_deltas):
-            if group.topic.groups.get(group.name) is not group:
-                continue  # removed meanwhile
-            if group in self._dirty_groups:
-                batch.put(keyspace.group_key(group.topic.id, group.name.encode()),
-                          group.encode())
-            backlog = group.backlog + self._group_deltas.get(group, 0)
-            batch.put(keyspace.counts_key(group.id), COUNTS.pack(backlog, group.floor))
-        batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
+        """Counts and registry entries go with the batch that changed them."""
+        if self._batch is not None:
+            self.counts.put_counts(self._batch)
+            self._batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
 
     def written(self) -> None:
-        for topic, (messages, size) in self._deltas.items():
-            topic.messages += messages
-            topic.stored_bytes += size
-        for group, change in self._group_deltas.items():
-            group.backlog += change
-        self._deltas = {}
-        self._group_deltas = {}
-        self._dirty = set()
-        self._dirty_groups = set()
-        self.marks.batch_ended()
-        self._release_asked = NOT_ASKED
-        self._batch = None
+        self.counts.applied()
+        self._batch_ended()
 
     def failed(self) -> None:
-        """Counters stay as they were; new topics and groups are written with the next
+        """Counts stay as they were; new topics and groups are written with the next
         batch; the delivery states redo the deletes and marks they still owe."""
-        self._deltas = {}
-        self._group_deltas = {}
+        self.counts.dropped()
+        self._batch_ended()
+
+    def _batch_ended(self) -> None:
         self.marks.batch_ended()
         self._release_asked = NOT_ASKED
         self._batch = None

@@ -1,0 +1,88 @@
+"""What a batch changes of the topics' and groups' figures and registry entries.
+
+A topic's stored messages and bytes, a group's backlog and floor, and new or changed
+topic and group entries are kept here while a batch is built and written with it
+(``put_registry`` at its start, ``put_counts`` just before the write), as the store's
+own counters are: no figure is ever counted by a scan. ``applied`` makes them the
+figures once the batch is written; ``dropped`` forgets the changes of a failed one.
+"""
+
+from __future__ import annotations
+
+from pzq.store import keyspace
+from pzq.store.store import Batch
+from pzq.store.topic_model import COUNTS, Group, Topic
+
+
+class TopicCounts:
+    def __init__(self) -> None:
+        self.deltas: dict[Topic, list[int]] = {}  # messages, bytes changed in this batch
+        self.group_deltas: dict[Group, int] = {}  # backlogs changed in this batch
+        self.dirty: set[Topic] = set()  # registry entries to write
+        self.dirty_groups: set[Group] = set()
+
+    def count(self, topic: Topic, messages: int, size: int) -> None:
+        delta = self.deltas.setdefault(topic, [0, 0])
+        delta[0] += messages
+        delta[1] += size
+
+    def count_group(self, group: Group, change: int) -> None:
+        self.group_deltas[group] = self.group_deltas.get(group, 0) + change
+
+    def raise_floor(self, group: Group, floor: int) -> None:
+        """The group is done with everything below ``floor``: written with the next batch."""
+        if floor > group.floor:
+            group.floor = floor
+            self.group_deltas.setdefault(group, 0)
+
+    def pending(self, topic: Topic) -> tuple[int, int]:
+        """Messages and bytes the batch being built adds to (or takes from) the topic."""
+        messages, size = self.deltas.get(topic, (0, 0))
+        return messages, size
+
+    def forget(self, topic: Topic) -> None:
+        self.dirty.discard(topic)
+        self.deltas.pop(topic, None)
+
+    def put_registry(self, batch: Batch) -> None:
+        """Registry entries changed since the last written batch, at the batch's start:
+        a batch with nothing else in it is not written, and would drop them."""
+        for topic in self.dirty:
+            batch.put(keyspace.topic_key(topic.name.encode()), topic.encode())
+        for group in self.dirty_groups:
+            if group.topic.groups.get(group.name) is group:
+                batch.put(keyspace.group_key(group.topic.id, group.name.encode()),
+                          group.encode())
+
+    def put_counts(self, batch: Batch) -> None:
+        """The final registry entries and counts, just before the batch is written."""
+        for topic in self.dirty:
+            batch.put(keyspace.topic_key(topic.name.encode()), topic.encode())
+        for topic in self.dirty | set(self.deltas):
+            messages, size = self.deltas.get(topic, (0, 0))
+            batch.put(keyspace.counts_key(topic.id),
+                      COUNTS.pack(topic.messages + messages, topic.stored_bytes + size))
+        for group in self.dirty_groups | set(self.group_deltas):
+            if group.topic.groups.get(group.name) is not group:
+                continue  # removed meanwhile
+            if group in self.dirty_groups:
+                batch.put(keyspace.group_key(group.topic.id, group.name.encode()),
+                          group.encode())
+            backlog = group.backlog + self.group_deltas.get(group, 0)
+            batch.put(keyspace.counts_key(group.id), COUNTS.pack(backlog, group.floor))
+
+    def applied(self) -> None:
+        for topic, (messages, size) in self.deltas.items():
+            topic.messages += messages
+            topic.stored_bytes += size
+        for group, change in self.group_deltas.items():
+            group.backlog += change
+        self.deltas = {}
+        self.group_deltas = {}
+        self.dirty = set()
+        self.dirty_groups = set()
+
+    def dropped(self) -> None:
+        """Counts stay as they were; changed entries are written with the next batch."""
+        self.deltas = {}
+        self.group_deltas = {}

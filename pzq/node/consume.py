@@ -27,10 +27,11 @@ from pzq.logs import get_logger
 from pzq.node.archiving import Archiving
 from pzq.node.consume_groups import Consumer, GroupDelivery, TakenOver
 from pzq.node.consume_liveness import ConsumerLiveness
+from pzq.node.consume_subscribe import make_group, named_group
 from pzq.protocol import consume as wire
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
-from pzq.store.topics import DEFAULT_GROUP, Group, Topic, Topics
+from pzq.store.topics import Group, Topic, Topics
 from pzq.zmqio import Socket, drain, send_frames, send_headed
 
 log = get_logger("pzq.consume")
@@ -133,7 +134,7 @@ class ConsumeEndpoint:
             group = consumer.group.group
             raise DecodeError(f"this connection consumes group {group.name} of topic "
                               f"{group.topic.name} already; open another one")
-        group = self.find_or_make(batch, subscribe, now_us)
+        group = named_group(self.topics, batch, subscribe, now_us, self.taken_over)
         deliveries = self._deliveries_for(group)
         consumer = Consumer(routing_id, deliveries, subscribe.window, mono)
         deliveries.consumers.append(consumer)
@@ -142,48 +143,12 @@ class ConsumeEndpoint:
         log.info("consumer_joined", topic=group.topic.name, group=group.name,
                  window=subscribe.window, consumers=len(deliveries.consumers))
 
-    def find_or_make(self, batch: Batch, subscribe: wire.Subscribe, now_us: int) -> Group:
-        """The group a CONSUME names, made when new; DecodeError says what is wrong."""
-        if subscribe.group == DEFAULT_GROUP:
-            raise DecodeError("the group default is the consumers on --send-dsn; name "
-                              "another group")
-        topic = self.topics.topics.get(subscribe.topic)
-        if topic is None and self.taken_over(subscribe.topic, subscribe.group):
-            topic = self.topics.topic(subscribe.topic, now_us)  # a down node's group
-        if topic is None:
-            known = ", ".join(sorted(self.topics.topics)) or "none yet"
-            raise DecodeError(f"no topic {subscribe.topic[:60]!r} (topics: {known}); produce "
-                              "to it or declare it first")
-        group = topic.groups.get(subscribe.group)
-        if group is None:
-            return self.make_group(batch, topic, subscribe.group, subscribe.start,
-                                   subscribe.filter, now_us)
-        if subscribe.filter and group.filter != subscribe.filter:  # none: as the group is
-            raise DecodeError(f"group {group.name} of topic {topic.name} has filter "
-                              f"{group.filter!r}, not {subscribe.filter!r}")
-        return group
-
     def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
                    pattern: str, now_us: int) -> Group:
-        try:
-            group = self.topics.add_group(topic, name, self._start_seq(topic, start),
-                                          pattern, now_us)
-        except ValueError as exc:
-            raise DecodeError(str(exc)) from None
-        batch.put(keyspace.group_key(topic.id, name.encode()), group.encode())
+        """A group an operator declares."""
+        group = make_group(self.topics, batch, topic, name, start, pattern, now_us)
         self._deliveries_for(group)
-        log.info("group_created", topic=topic.name, group=name, start=str(start),
-                 filter=pattern, start_seq=group.start_seq)
         return group
-
-    def _start_seq(self, topic: Topic, start: str | int) -> int:
-        """earliest: every message still stored; latest: the next new one; a time:
-        the first message stored at or after it (a walk of the topic's messages)."""
-        if start == wire.START_WORDS[0]:
-            return 0
-        if start == wire.START_WORDS[1] or not isinstance(start, int):
-            return self.store.next_seq
-        return self.topics.first_stored_since(topic, start)
 
     def _answer(self, batch: Batch, consumer: Consumer, ok: bool,
                 keys: list[bytes] | tuple[bytes, ...], now_us: int) -> None:

@@ -37,6 +37,7 @@ from pzq.bench.groups import (  # noqa: E402
 )
 from pzq.bench.measure import measure_end_to_end, run_workers  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
+from pzq.bench.options import positive  # noqa: E402
 from pzq.client import request_monitor  # noqa: E402
 
 GROUPS = ["g1", "g2", "g3"]
@@ -140,8 +141,10 @@ def make_rows() -> dict[str, Row]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=20_000, help="messages per scenario")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of every scenario")
+    parser.add_argument("--count", type=positive(int), default=20_000,
+                        help="messages per scenario (default: 20000)")
+    parser.add_argument("--repeats", type=positive(int), default=3,
+                        help="runs of every scenario (default: 3)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     count = args.count - args.count % 4

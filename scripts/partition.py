@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from partition_cluster import ClusterTimings  # noqa: E402
 from partition_report import Report  # noqa: E402
 from partition_scenarios import BY_NAME, LONG, SCENARIOS, Plan, run_scenario  # noqa: E402
+
+from pzq.bench.options import positive  # noqa: E402
 
 EXIT_OK = 0
 EXIT_LOST = 1  # a message ACKed "1" without REPLICATION_FAILED was never consumed
@@ -41,18 +43,6 @@ COLUMNS = [("scenario", "scenario"), ("R", "replicas"), ("produced", "produced")
            ("by 2 nodes", "delivered_by_two_nodes"), ("after kill", "takeover_deliveries"),
            ("copies left", "copies_left_per_node"), ("gap s", "longest_gap_s"),
            ("negative", "negative")]
-
-
-def positive(kind: type[float] | type[int]) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} is not above 0")
-        return value
-    return parse
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -23,6 +23,7 @@ from pzq.archive.entry import ArchivedMessage
 from pzq.archive.writer import Archive
 from pzq.bench import zper as bench
 from pzq.bench.nodes import NodeProcess
+from pzq.bench.options import positive
 
 SIZES = (100, 4096)
 
@@ -109,9 +110,11 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="zper_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=100_000,
-                        help="messages of 100 B per run (4 KiB runs send a quarter)")
-    parser.add_argument("--spark-rows", type=int, default=200_000)
+    parser.add_argument("--count", type=positive(int), default=100_000,
+                        help="messages of 100 B per run (4 KiB runs send a quarter; "
+                        "default: 100000)")
+    parser.add_argument("--spark-rows", type=positive(int), default=200_000,
+                        help="rows in the Spark reads (default: 200000)")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)

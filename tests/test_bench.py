@@ -123,3 +123,20 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
     assert any(row["scenario"] == "end to end window 100, a group, 1000 credits, one ACK each"
                for row in rows)
     assert "a group, 100 credits, one ACK per read" in ran.stdout.splitlines()[-1]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("script, option", [("bench_groups.py", "--repeats"),
+                                            ("bench_groups.py", "--count"),
+                                            ("zper_bench.py", "--count"),
+                                            ("zper_bench.py", "--spark-rows")])
+def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ran = subprocess.run([sys.executable, str(Path(__file__).parent.parent / "scripts" / script),
+                          option, "0"], capture_output=True, text=True, timeout=50, check=False)
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert ran.stderr.splitlines()[-1].endswith(f"argument {option}: 0 is not above 0")
+    assert "Traceback" not in ran.stderr

@@ -108,3 +108,17 @@ def consume_all(node, context, wanted: set[bytes], timeout: float = 60) -> set[b
                 delivered.add(message.parts[0][:6])
                 message.ack()
     return delivered
+
+
+def scrape_metrics(monitor_dsn: str) -> str:
+    """One Prometheus scrape of a node, through an exporter served for it alone."""
+    import urllib.request
+
+    from pzq.monitoring import exporter
+    running = exporter.serve([monitor_dsn], "127.0.0.1", 0, timeout=2)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{running.port}/metrics",
+                                    timeout=10) as response:
+            return response.read().decode()
+    finally:
+        running.stop()

@@ -4,7 +4,6 @@ and offset, counted, skipped to the next whole record (pzq.archive.records)."""
 from __future__ import annotations
 
 import re
-import urllib.request
 
 import pytest
 import zmq
@@ -17,13 +16,12 @@ from archive_damage import (
     segment_of,
     write_archive,
 )
-from harness import produce_and_consume
+from harness import produce_and_consume, scrape_metrics
 
 from pzq.archive.files import read_topic
 from pzq.archive.reader import ArchiveReader
 from pzq.archive.topiclog import list_segments
 from pzq.archive.writer import Archive
-from pzq.monitoring import exporter
 from pzq.protocol import zper as zp
 
 pytestmark = pytest.mark.timeout(60)
@@ -136,13 +134,7 @@ def test_zper_readers_skip_a_damaged_record_on_a_running_node(archived_node, con
     assert reader.damaged == reported
     archived_node.wait_stats(
         lambda s: s["archive"]["topics"]["even"]["damaged_records"] == 1, message="counted")
-    running = exporter.serve([archived_node.monitor_dsn], "127.0.0.1", 0, timeout=2)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{running.port}/metrics",
-                                    timeout=10) as page:
-            metrics = page.read().decode()
-    finally:
-        running.stop()
+    metrics = scrape_metrics(archived_node.monitor_dsn)
     assert re.search(r'pzq_archive_damaged_records_total\{[^}]*topic="even"[^}]*\} 1\.0',
                      metrics), metrics
 

@@ -4,9 +4,8 @@ too, so a takeover after the origin dies does not deliver it again."""
 
 from __future__ import annotations
 
-import urllib.request
-
 from pzq.client import Consumer, GroupConsumer, Producer
+from tests.harness import scrape_metrics
 from tests.test_cluster import ipc_endpoints
 from tests.test_groups import drain
 from tests.test_groups_cluster import declare, start_group_cluster, take_from_all
@@ -140,14 +139,7 @@ def test_a_survivors_stats_name_what_a_takeover_serves_each_group(start_node, co
     shown = tool("pzq-monitor", "--dsn", survivor.monitor_dsn)
     assert shown.returncode == 0, shown.stderr
     assert f"{origin_id}: 10 copies, 2 in flight" in shown.stdout
-    from pzq.monitoring import exporter
-    running = exporter.serve([survivor.monitor_dsn], "127.0.0.1", 0, timeout=2)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{running.port}/metrics",
-                                    timeout=10) as response:
-            metrics = response.read().decode()
-    finally:
-        running.stop()
+    metrics = scrape_metrics(survivor.monitor_dsn)
     labels = (f'monitor="{survivor.monitor_dsn}",node="{stats["node_id"]}",'
               f'origin="{origin_id}"')
     assert f"pzq_takeover_replicas{{{labels}}} 10.0" in metrics

@@ -7,7 +7,7 @@ import zmq
 
 from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer
 from pzq.protocol import consume as wire
-from tests.harness import NodeProcess, wait_until
+from tests.harness import NodeProcess, scrape_metrics, wait_until
 
 FAST = ("--ack-timeout", "30s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s")
 
@@ -368,9 +368,7 @@ def test_sigkill_mid_stream_loses_nothing_for_any_group(group_node, context):
 
 
 def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node, context):
-    import urllib.request
 
-    from pzq.monitoring import exporter
     from tests.test_tools import tool
     produce(group_node, context, [b"a", b"b", b"c"])
     with GroupConsumer(group_node.consume_dsn, "orders", "billing", window=5,
@@ -391,13 +389,7 @@ def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node,
         row = next(line for line in shown.stdout.splitlines() if "billing" in line)
         assert row.split("│")[4].strip() == "2"  # backlog: c, and b held unacked
         assert float(row.split("│")[-2].replace(",", "")) > 0  # acked/s over the last minute
-        running = exporter.serve([group_node.monitor_dsn], "127.0.0.1", 0, timeout=2)
-        try:
-            url = f"http://127.0.0.1:{running.port}/metrics"
-            with urllib.request.urlopen(url, timeout=10) as response:
-                metrics = response.read().decode()
-        finally:
-            running.stop()
+        metrics = scrape_metrics(group_node.monitor_dsn)
     node_id = group_node.stats()["node_id"]
     labels = f'group="billing",monitor="{group_node.monitor_dsn}",node="{node_id}"'
     assert f'pzq_group_backlog{{{labels},topic="orders"}} 2.0' in metrics

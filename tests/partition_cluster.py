@@ -11,6 +11,7 @@ and monitor endpoints are not proxied: clients keep reaching every live node.
 
 from __future__ import annotations
 
+import random
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -60,10 +61,18 @@ class LoggedNode(NodeProcess):
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A free port below the range the kernel hands out for port 0 and outgoing
+    connections (32768 and up on Linux): a node killed and restarted binds it again,
+    and meanwhile no connection of another process can be given it."""
+    for _ in range(200):
+        port = random.randrange(20_000, 32_700)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port on 127.0.0.1 below 32700")
 
 
 def link(source: int, target: int) -> str:

@@ -25,6 +25,17 @@ def settled(node) -> None:
                     message="every REMOVE and DONE confirmed")
 
 
+def taken_over(origin, survivor, closing, context) -> tuple[Consumer, GroupConsumer]:
+    """Kill the origin; once the survivor takes over, its consumers of ``default``
+    (--send-dsn) and of the group g1 of orders."""
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    consumer = closing.enter_context(Consumer(survivor.send_dsn, context=context))
+    g1 = closing.enter_context(GroupConsumer(survivor.consume_dsn, "orders", "g1",
+                                             context=context))
+    return consumer, g1
+
+
 def test_emptied_and_removed_topics_leave_the_holders(start_node, context, closing,
                                                       tmp_path):
     origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
@@ -37,11 +48,7 @@ def test_emptied_and_removed_topics_leave_the_holders(start_node, context, closi
     declare(origin, "EMPTY TOPIC orders", "REMOVE TOPIC audit")
     settled(origin)
     assert survivor.stats()["replicas_held"] == len(plain)
-    origin.kill()
-    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
-    consumer = closing.enter_context(Consumer(survivor.send_dsn, context=context))
-    g1 = closing.enter_context(GroupConsumer(survivor.consume_dsn, "orders", "g1",
-                                             context=context))
+    consumer, g1 = taken_over(origin, survivor, closing, context)
     assert sorted(take_from_all([consumer], len(plain))) == plain
     assert consumer.receive(0.5) is None and g1.receive(0.1) is None
     survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
@@ -100,11 +107,7 @@ def test_dead_letters_leave_the_holders_and_requeued_ones_are_copied(
     survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="dead letters' copies gone")
     declare(origin, "REQUEUE ALL")  # new messages, copied as new messages are
     survivor.wait_stats(lambda s: s["replicas_held"] == 15, message="requeued ones copied")
-    origin.kill()
-    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
-    consumer = closing.enter_context(Consumer(survivor.send_dsn, context=context))
-    g1 = closing.enter_context(GroupConsumer(survivor.consume_dsn, "orders", "g1",
-                                             context=context))
+    consumer, g1 = taken_over(origin, survivor, closing, context)
     assert sorted(take_from_all([consumer], len(plain))) == plain
     assert sorted(drain(g1, len(orders))) == orders
     survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")

@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +94,17 @@ def test_check_reports_an_unhealthy_node():
                         "peer down: tcp://b:1"]
 
 
-@pytest.fixture
-def served(node):
-    running = exporter.serve([node.monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=0.5,
+def serve_beside_a_dead_node(monitor_dsn: str) -> Iterator[str]:
+    """An exporter for the node and a node that is down, sampling every 0.2 s."""
+    running = exporter.serve([monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=0.5,
                              sample_interval=0.2)
     yield f"http://127.0.0.1:{running.port}"
     running.stop()
+
+
+@pytest.fixture
+def served(node):
+    yield from serve_beside_a_dead_node(node.monitor_dsn)
 
 
 def get(url: str) -> str:
@@ -274,10 +280,7 @@ def group_run(node, context) -> GroupConsumer:
 
 @pytest.fixture
 def served_groups(group_node):
-    running = exporter.serve([group_node.monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=0.5,
-                             sample_interval=0.2)
-    yield f"http://127.0.0.1:{running.port}"
-    running.stop()
+    yield from serve_beside_a_dead_node(group_node.monitor_dsn)
 
 
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")

@@ -52,17 +52,28 @@ def filled(request: pytest.FixtureRequest, tmp_path) -> Iterator[Filled]:
     store.close()
 
 
+def seqs_read(area: Area, start: int) -> list[int]:
+    return [seq for seq, _ in area.read(start, 100).found]
+
+
 def bodies(pairs: list[tuple[int, bytes]]) -> list[bytes]:
     return [record.decode(value).parts[0] for _, value in pairs]
 
 
 def test_reads_in_arrival_order_from_any_start(filled):
     area, seqs = filled.area, filled.seqs
-    assert [seq for seq, _ in area.read(0, 100)] == seqs
-    assert bodies(area.read(0, 2)) == [b"body 0", b"body 1"]
-    assert [seq for seq, _ in area.read(seqs[2], 100)] == seqs[2:]
-    assert area.read(area.end_seq(), 100) == []
+    assert seqs_read(area, 0) == seqs
+    assert bodies(area.read(0, 2).found) == [b"body 0", b"body 1"]
+    assert seqs_read(area, seqs[2]) == seqs[2:]
+    assert area.read(area.end_seq(), 100) == ([], area.end_seq())
     assert area.end_seq() > seqs[-1]
+
+
+def test_a_read_says_where_the_next_one_starts(filled):
+    """Past what it found, and no further than what it looked at."""
+    area, seqs = filled.area, filled.seqs
+    assert seqs[1] < area.read(0, 2).next_seq <= seqs[2]
+    assert area.read(0, 100).next_seq == area.end_seq()
 
 
 def test_get_finds_stored_records_only(filled):
@@ -78,7 +89,7 @@ def test_delete_takes_a_message_out(filled):
     area.delete(batch, seqs[1], len(value))
     store.commit(batch)
     assert area.get(seqs[1]) is None
-    assert [seq for seq, _ in area.read(0, 100)] == seqs[:1] + seqs[2:]
+    assert seqs_read(area, 0) == seqs[:1] + seqs[2:]
 
 
 def test_dead_letter_keeps_the_message_out_of_delivery_but_stored(filled):
@@ -89,7 +100,7 @@ def test_dead_letter_keeps_the_message_out_of_delivery_but_stored(filled):
     store.commit(batch)
     assert area.get(seqs[0]) is None
     assert store.dead_letters == 1
-    assert [seq for seq, _ in area.read(0, 100)] == seqs[1:]
+    assert seqs_read(area, 0) == seqs[1:]
 
 
 def test_rewritten_bookkeeping_leaves_the_message_deliverable(filled):
@@ -98,4 +109,4 @@ def test_rewritten_bookkeeping_leaves_the_message_deliverable(filled):
     area.rewrite(batch, seqs[2], record.with_bookkeeping(area.get(seqs[2]), 7, 1))
     store.commit(batch)
     assert record.decode(area.get(seqs[2])).parts == (b"body 2",)
-    assert [seq for seq, _ in area.read(0, 100)] == seqs
+    assert seqs_read(area, 0) == seqs

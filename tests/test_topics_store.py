@@ -215,3 +215,29 @@ def test_a_group_emptied_during_its_backfill_has_no_backlog(tmp_path):
     assert group.backlog == 0 and orders.log_from == 0
     assert deliver_all(state_for(store, GroupArea(store, topics, group))) == []
     store.close()
+
+
+def test_a_run_of_done_messages_at_the_cursor_is_not_the_end(tmp_path):
+    """Out-of-order ACKs leave a run of marks ahead of an unacked message; after a
+    restart a read of 10 found only those and the group's cursor jumped to the end,
+    stranding the 20 after them for good (its floor was then saved past them)."""
+    store, topics = open_node(tmp_path / "db")
+    group = topics.add_group(topics.topic("orders", 0), "g", 0, "", 0)
+    store_messages(store, topics, [b"m%d" % n for n in range(31)])
+    held = state_for(store, GroupArea(store, topics, group))
+    keys: list[bytes] = []
+    held.deliver(lambda frames: keys.append(frames[0]) or True, 10, 11)
+    seqs = [keyspace.parse_message_key(key)[1] for key in keys]
+    ack(store, held, seqs[1:])  # the first stays out; the next 10 are done
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    group = topics.topics["orders"].groups["g"]
+    again = state_for(store, GroupArea(store, topics, group))
+    got: list[bytes] = []
+    while again.deliver(lambda frames: got.append(frames[0]) or True, 10, 10):
+        pass
+    delivered = [keyspace.parse_message_key(key)[1] for key in got]
+    assert delivered == [seqs[0], *range(seqs[-1] + 1, seqs[0] + 31)]
+    topics.counts.raise_floor(group, again.lowest_open())
+    assert group.floor <= seqs[0]
+    store.close()

@@ -4,18 +4,31 @@ the replicas of a node that is down and whose delivery this node has taken over.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store.replicas import ReplicaStore
 from pzq.store.store import Batch, Store
+
+# Keys one read walks at most, so a long run of messages the reader skips (done with,
+# filtered out, another holder's) cannot stall the loop: the next read goes on from there.
+LOOK_AT_MOST = 4096
+
+
+class Chunk(NamedTuple):
+    """What one read found, and where the next read starts. The reader looked at every
+    message below ``next_seq``: a cursor moved there passes nothing it did not see.
+    ``found`` may be empty while ``next_seq`` is still short of the end."""
+
+    found: list[tuple[int, bytes]]
+    next_seq: int
 
 
 class Area(Protocol):
     node_id: bytes  # the node whose message keys these are
 
     def end_seq(self) -> int: ...
-    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]: ...
+    def read(self, start_seq: int, limit: int) -> Chunk: ...
     def get(self, seq: int) -> bytes | None: ...
     def delete(self, batch: Batch, seq: int, size: int) -> None: ...
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
@@ -32,8 +45,11 @@ class OwnArea:
     def end_seq(self) -> int:
         return self.store.next_seq
 
-    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
-        return self.store.read_own(start_seq, limit)
+    def read(self, start_seq: int, limit: int) -> Chunk:
+        found = self.store.read_own(start_seq, limit)
+        if len(found) < limit:  # the walk reached the end
+            return Chunk(found, max(start_seq, self.end_seq()))
+        return Chunk(found, found[-1][0] + 1)
 
     def get(self, seq: int) -> bytes | None:
         return self.store.get_own(seq)
@@ -74,9 +90,11 @@ class TakeoverArea:
     def end_seq(self) -> int:
         return self.replicas.end_seq(self.node_id)
 
-    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
-        return [(seq, value) for seq, holders, value
-                in self.replicas.read(self.node_id, start_seq, limit, self._serves)]
+    def read(self, start_seq: int, limit: int) -> Chunk:
+        found, next_seq = self.replicas.read(self.node_id, start_seq, limit, self._serves,
+                                             LOOK_AT_MOST)
+        return Chunk([(seq, value) for seq, _, value in found],
+                     max(start_seq, self.end_seq()) if next_seq is None else next_seq)
 
     def _serves(self, seq: int, holders: tuple[bytes, ...], value: bytes) -> bool:
         return self.is_mine(holders) and self._holds(seq, value)

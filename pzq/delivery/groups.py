@@ -13,7 +13,7 @@ memory (after a restart they start over, as a takeover's do).
 
 from __future__ import annotations
 
-from pzq.delivery.areas import OwnArea
+from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP_ID, Group, Topic, Topics
@@ -26,15 +26,19 @@ class DefaultArea(OwnArea):
         # Topic and tag of messages read and not yet done with, so an ACK needs no read.
         self._described: dict[int, tuple[Topic, bytes]] = {}
 
-    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
-        """Up to ``limit`` messages from ``start_seq`` on that ``default`` still holds;
-        reads on past those it does not, so an empty answer means the end."""
+    def read(self, start_seq: int, limit: int) -> Chunk:
+        """Up to ``limit`` messages from ``start_seq`` on that ``default`` still holds,
+        reading on past those it does not (within LOOK_AT_MOST)."""
+        looked = 0
         while True:
             chunk = self.store.read_own(start_seq, limit)
             kept = self._keep(chunk)
-            if kept or len(chunk) < limit:
-                return kept
+            if len(chunk) < limit:  # the walk reached the end
+                return Chunk(kept, max(start_seq, self.end_seq()))
             start_seq = chunk[-1][0] + 1
+            looked += len(chunk)
+            if kept or looked >= LOOK_AT_MOST:
+                return Chunk(kept, start_seq)
 
     def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         # ``default`` leaves marks only while named groups exist
@@ -133,31 +137,50 @@ class GroupArea:
             return 0
         return self.store.next_seq
 
-    def read(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
+    def read(self, start_seq: int, limit: int) -> Chunk:
         """Up to ``limit`` messages of the topic from ``start_seq`` on that the group
-        holds and is not done with; an empty answer means the end."""
+        holds and is not done with. Done messages are dropped before the count is
+        cut, so a run of them never reads as the end."""
+        next_seq, looked = start_seq, 0
+        while looked < LOOK_AT_MOST:
+            wanted, next_seq = self._walk_log(next_seq, limit)
+            if not wanted:
+                break
+            looked += len(wanted)
+            done = self.topics.done_among(self.group.id, [seq for seq, _ in wanted])
+            open_ones = [(seq, tag) for seq, tag in wanted if seq not in done]
+            if open_ones:
+                return Chunk(self._found(open_ones), next_seq)
+        return Chunk([], next_seq)
+
+    def _walk_log(self, start_seq: int, limit: int) -> tuple[list[tuple[int, bytes]], int]:
+        """Up to ``limit`` log entries the group's filter takes, looking at no more than
+        LOOK_AT_MOST keys; with the seq the next walk starts at."""
         group = self.group
-        prefix = keyspace.topic_log_prefix(group.topic.id)
         first = max(start_seq, group.start_seq, group.floor)
-        start = keyspace.topic_log_key(group.topic.id, first)
-        wanted: list[tuple[int, bytes]] = []
         # LevelDB finds the end of a range by walking on to the next live key, past
         # every deleted one (those of acked messages, until a compaction): a walk
         # stops at the newest message instead.
         newest = group.topic.newest if group.topic.newest >= 0 else self.store.next_seq - 1
+        end = max(first, self.end_seq())
         if first > newest:
-            return []  # newer messages are other topics'
-        for key, tag in self.store.iterate(prefix, start):
+            return [], end  # newer messages are other topics'
+        wanted: list[tuple[int, bytes]] = []
+        looked = 0
+        for key, tag in self.store.iterate(keyspace.topic_log_prefix(group.topic.id),
+                                           keyspace.topic_log_key(group.topic.id, first)):
             seq = keyspace.seq_at_end(key)
+            looked += 1
             if group.takes(tag):
                 wanted.append((seq, tag))
-                if len(wanted) >= limit:
-                    break
             if seq >= newest:
                 break
-        done = self.topics.done_among(group.id, [seq for seq, _ in wanted])
-        if done:
-            wanted = [(seq, tag) for seq, tag in wanted if seq not in done]
+            if len(wanted) >= limit or looked >= LOOK_AT_MOST:
+                return wanted, seq + 1
+        return wanted, end
+
+    def _found(self, wanted: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        """The stored records of the log entries ``wanted``, tags kept for their ACKs."""
         values = self._values([seq for seq, _ in wanted])
         found = []
         for seq, tag in wanted:

@@ -218,15 +218,15 @@ class DeliveryState(Participant):
         return sent
 
     def _deliver_new(self, send: SendFrames, now_us: int, limit: int) -> tuple[int, bool]:
-        """Messages from the cursor on; returns (sent, whether to go on)."""
+        """Messages from the cursor on; returns (sent, whether to go on). The cursor
+        moves past a message once it went out or was found taken, and past what the
+        read looked at and skipped, never further."""
         if self.cursor >= self.area.end_seq():
             return 0, False
-        chunk = self.area.read(self.cursor, min(CURSOR_CHUNK, limit))
-        if not chunk:
-            self.cursor = self.area.end_seq()
-            return 0, False
+        start = self.cursor
+        chunk = self.area.read(start, min(CURSOR_CHUNK, limit))
         sent = 0
-        for seq, value in chunk:
+        for seq, value in chunk.found:
             if self._taken(seq):
                 self.cursor = seq + 1
                 continue
@@ -237,8 +237,9 @@ class DeliveryState(Participant):
             self.cursor = seq + 1
             sent += 1
             if self.ready:  # evicted deliveries go before newer messages
-                break
-        return sent, True
+                return sent, True
+        self.cursor = max(self.cursor, chunk.next_seq)
+        return sent, self.cursor > start  # no progress: a read that cannot go on
 
     def _taken(self, seq: int) -> bool:
         """Out, waiting to go again, leaving the store, or another node's for now."""

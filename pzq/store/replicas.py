@@ -239,18 +239,23 @@ class ReplicaStore(Participant):
         return None if value is None else split_value(value)
 
     def read(self, origin: bytes, start_seq: int, limit: int,
-             wanted: Callable[[int, Holders, bytes], bool]) -> list[tuple[int, Holders, bytes]]:
-        """Up to ``limit`` replicas of ``origin`` from ``start_seq`` that ``wanted`` accepts."""
+             wanted: Callable[[int, Holders, bytes], bool], look_at_most: int,
+             ) -> tuple[list[tuple[int, Holders, bytes]], int | None]:
+        """Up to ``limit`` replicas of ``origin`` from ``start_seq`` that ``wanted``
+        accepts, looking at no more than ``look_at_most``; with the seq the next read
+        starts at (None: this one reached the last replica)."""
         found = []
+        looked = 0
         for store_key, value in self.store.iterate(keyspace.replica_prefix(origin),
                                                    keyspace.replica_key(origin, start_seq)):
             holders, record_value = split_value(value)
             seq = keyspace.split_node_key(store_key)[1]
+            looked += 1
             if wanted(seq, holders, record_value):
                 found.append((seq, holders, record_value))
-                if len(found) >= limit:
-                    break
-        return found
+            if len(found) >= limit or looked >= look_at_most:
+                return found, seq + 1
+        return found, None
 
     def tombstone_seqs(self, origin: bytes, limit: int) -> list[int]:
         return [keyspace.split_node_key(key)[1]

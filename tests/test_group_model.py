@@ -1,0 +1,216 @@
+"""A named group's delivery state against a small model, over a real store: random
+produce, deliveries with any credit, ACKs in any order, NACKs, expiry, restarts, DONEs
+from a peer and ``default`` acking beside the group. After every step, no message the
+group still wants is unreachable: the live state has it out, waiting, or ahead of its
+cursor, and a restart now (a fresh read from the group's floor) would deliver it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from pzq.counters import Counters
+from pzq.delivery.groups import DefaultArea, GroupArea
+from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.store import keyspace, record
+from pzq.store.store import Store
+from pzq.store.topics import Group, Topics
+
+pytestmark = pytest.mark.timeout(110)
+
+ACK_TIMEOUT_US = 1_000_000
+SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20)
+EVERYTHING = 1 << 30  # credits and bytes of a probe that takes all it finds
+TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-*
+
+
+def seq_of(frames: list[bytes]) -> int:
+    return keyspace.parse_message_key(frames[0])[1]
+
+
+class GroupModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.path = Path(tempfile.mkdtemp(prefix="pzq-model-"))
+        self.now_us = 1_000_000_000
+        self.tags: dict[int, bytes] = {}  # every message stored, with its tag
+        self.done: set[int] = set()  # what the group is done with (ACKed, peer's DONE)
+        self.out: set[int] = set()  # the group's deliveries not yet answered
+        self.default_done: set[int] = set()
+
+    # -- the real parts -------------------------------------------------------------
+
+    def _open(self) -> None:
+        self.store = Store.open(self.path / "db")
+        self.topics = Topics(self.store, "default")
+        self.store.register(self.topics)
+        self.group: Group = self.topics.topics["orders"].groups["g"]
+        self.state = self._state(GroupArea(self.store, self.topics, self.group))
+        self.default = self._state(DefaultArea(self.store, self.topics))
+
+    def _state(self, area: GroupArea | DefaultArea) -> DeliveryState:
+        state = DeliveryState(area, SETTINGS, Counters())
+        self.store.register(state)
+        return state
+
+    @initialize()
+    def declare(self) -> None:
+        store = Store.open(self.path / "db")
+        topics = Topics(store, "default")
+        store.register(topics)
+        batch = store.begin()
+        topics.add_group(topics.topic("orders", 0), "g", 0, "eu-*", 0)
+        store.commit(batch)
+        store.close()
+        self._open()
+
+    def teardown(self) -> None:
+        if hasattr(self, "store"):
+            self.store.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def wanted(self) -> set[int]:
+        """What the group must still deliver: its topic's eu-* messages not done."""
+        return {seq for seq, tag in self.tags.items()
+                if tag.startswith(b"eu-") and seq not in self.done}
+
+    # -- what producers, consumers and peers do --------------------------------------
+
+    @rule(tags=st.lists(TAGS, min_size=1, max_size=40))
+    def produce(self, tags: list[bytes]) -> None:
+        batch = self.store.begin()
+        topic = self.topics.topic("orders", self.now_us)
+        added = []
+        for tag in tags:
+            value = record.encode(b"id", (b"TOPIC:orders", b"TAG:" + tag), (b"body",), 1)
+            seq = batch.add_message(value)
+            self.topics.stored(batch, seq, topic, tag, len(value))
+            added.append((seq, tag))
+        self.store.commit(batch)
+        self.tags.update(added)
+
+    @rule(credits=st.integers(1, 60))
+    def deliver(self, credits: int) -> None:
+        sent: list[int] = []
+        self.state.deliver(lambda frames: sent.append(seq_of(frames)) or True, self.now_us,
+                           credits)
+        assert len(sent) <= credits
+        for seq in sent:
+            assert seq in self.wanted(), f"delivered {seq}, which the group is done with"
+            assert seq not in self.out, f"delivered {seq} while it was out already"
+        self.out.update(sent)
+
+    @precondition(lambda self: self.out)
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        """Any of the deliveries out, in any order, in one batch."""
+        chosen = data.draw(st.lists(st.sampled_from(sorted(self.out)), min_size=1,
+                                    unique=True))
+        batch = self.store.begin()
+        for seq in chosen:
+            assert self.state.ack(batch, seq) is not None
+        self.store.commit(batch)
+        self.out.difference_update(chosen)
+        self.done.update(chosen)
+
+    @precondition(lambda self: self.out)
+    @rule(data=st.data())
+    def nack(self, data: st.DataObject) -> None:
+        seq = data.draw(st.sampled_from(sorted(self.out)))
+        assert self.state.nack(seq)
+        self.out.discard(seq)
+
+    @rule(late=st.booleans())
+    def reap(self, late: bool) -> None:
+        """The reaper, as the node runs it: expired deliveries back, the floor raised
+        (written with the next batch)."""
+        self.now_us += ACK_TIMEOUT_US + 1 if late else 1000
+        expired = self.state.reap(self.now_us)
+        self.default.reap(self.now_us)
+        if late:
+            assert expired == len(self.out)
+            self.out.clear()
+        self.topics.counts.raise_floor(self.group, self.state.lowest_open())
+        self.store.commit(self.store.begin())
+
+    @precondition(lambda self: self.wanted() - self.out)
+    @rule(data=st.data())
+    def peer_done(self, data: st.DataObject) -> None:
+        """A node that took these messages over while this one was down says the
+        group finished them there (a DONE frame): applied as an ACK."""
+        chosen = data.draw(st.lists(st.sampled_from(sorted(self.wanted() - self.out)),
+                                    min_size=1, max_size=20, unique=True))
+        batch = self.store.begin()
+        for seq in chosen:
+            assert self.state.ack(batch, seq) is not None
+        self.store.commit(batch)
+        self.done.update(chosen)
+
+    @rule(credits=st.integers(1, 60))
+    def default_takes_and_acks(self, credits: int) -> None:
+        """``default`` (--send-dsn) reads the same messages; the last holder done
+        deletes a message."""
+        sent: list[int] = []
+        self.default.deliver(lambda frames: sent.append(seq_of(frames)) or True,
+                             self.now_us, credits)
+        batch = self.store.begin()
+        for seq in sent:
+            assert seq not in self.default_done
+            assert self.default.ack(batch, seq) is not None
+        self.store.commit(batch)
+        self.default_done.update(sent)
+
+    @rule()
+    def restart(self) -> None:
+        """A crash or a stop: nothing is out any more; the store is as written."""
+        self.store.close()
+        self._open()
+        self.out.clear()
+
+    # -- the promises -------------------------------------------------------------
+
+    @invariant()
+    def live_state_reaches_every_wanted_message(self) -> None:
+        if not hasattr(self, "state"):
+            return
+        state = self.state
+        waiting = {entry.seq for entry in state.ready.entries()}
+        for seq in self.wanted():
+            assert seq in state.inflight or seq in waiting or seq >= state.cursor, (
+                f"message {seq} is behind the cursor {state.cursor} and nowhere else")
+        assert {entry.seq for entry in state.inflight.entries()} == self.out
+
+    @invariant()
+    def a_restart_now_delivers_every_wanted_message(self) -> None:
+        if not hasattr(self, "state"):
+            return
+        probe = DeliveryState(GroupArea(self.store, self.topics, self.group),
+                              DeliverySettings(ACK_TIMEOUT_US, EVERYTHING), Counters())
+        found: list[int] = []
+        probe.deliver(lambda frames: found.append(seq_of(frames)) or True, self.now_us,
+                      EVERYTHING)
+        assert set(found) == self.wanted(), (
+            f"after a restart: missing {sorted(self.wanted() - set(found))}, "
+            f"again {sorted(set(found) - self.wanted())} (floor {self.group.floor})")
+        assert found == sorted(found)
+
+
+# PZQ_MODEL_EXAMPLES raises the count for a long run (the suite's is a few seconds).
+GroupModel.TestCase.settings = settings(
+    max_examples=int(os.environ.get("PZQ_MODEL_EXAMPLES", "60")), stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+test_group_delivery_state_against_its_model = GroupModel.TestCase

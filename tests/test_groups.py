@@ -260,6 +260,27 @@ def test_restart_after_sigkill_keeps_every_group_place(group_node, context):
     assert acked_b + rest_b == everything
 
 
+def test_acks_out_of_order_before_a_sigkill_strand_nothing(group_node, context):
+    """One consumer holds the first message while another ACKs the next 249: after a
+    SIGKILL the group's read met 100 done messages in a row, took them for the end
+    and delivered 1 of the 151 left (the rest stayed stored for good)."""
+    bodies = [b"m%d" % n for n in range(400)]
+    produce(group_node, context, bodies)
+    with GroupConsumer(group_node.consume_dsn, "orders", "g", window=1,
+                       context=context) as holder:
+        assert drain(holder, 1, ack=False) == bodies[:1]
+        with GroupConsumer(group_node.consume_dsn, "orders", "g", context=context) as acker:
+            assert drain(acker, 249) == bodies[1:250]
+            group_node.wait_stats(
+                lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 249)
+            group_node.kill()
+    group_node.restart()
+    with GroupConsumer(group_node.consume_dsn, "orders", "g", context=context) as again:
+        rest = drain(again, 151)
+        assert again.receive(0.3) is None
+    assert rest == bodies[:1] + bodies[250:]
+
+
 def test_bad_requests_get_clear_errors_and_the_node_goes_on(group_node, context):
     produce(group_node, context, [b"x"])
     with pytest.raises(ConsumeRefused, match="no topic 'nope'"):

@@ -140,3 +140,20 @@ def test_a_sigkill_right_after_the_acks_loses_no_archived_record(start_node, con
     node.wait_figures(lambda f: f["messages"] == 0, message="nothing back in the store")
     archived = {m.parts[0] for topic in ("even", "odd") for _, m in read_topic(archive, topic)}
     assert archived == {b"body %d" % i for i in range(200)}
+
+
+def test_a_header_is_read_one_way_for_the_store_and_the_archive(archived_node, context):
+    """``topic:`` in lower case, and a repeated ``TOPIC``: the topic the message is
+    stored and delivered under is the one it is archived under."""
+    with Producer(archived_node.receive_dsn, context=context) as producer:
+        producer.send([b"lower"], headers=[b"topic:orders"])
+        producer.send([b"repeated"], headers=[b"TOPIC:first", b"TOPIC:orders"])
+        assert all(ack.ok for ack in producer.flush(15))
+    assert set(archived_node.stats()["topics"]) >= {"orders"}
+    assert "first" not in archived_node.stats()["topics"]
+    with Consumer(archived_node.send_dsn, context=context) as consumer:
+        for _ in range(2):
+            consumer.receive(10).ack()
+    archived_node.wait_stats(lambda s: s["archive"]["archived"] == 2, message="archived")
+    assert sorted(m.parts[0] for _, m in read_topic(archived_node.archive_dir, "orders")) \
+        == [b"lower", b"repeated"]

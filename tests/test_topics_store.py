@@ -8,7 +8,8 @@ from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.store import keyspace, record
 from pzq.store.store import Store
-from pzq.store.topics import DEFAULT_GROUP_ID, Topics, filter_takes, topic_and_tag
+from pzq.protocol.headers import topic_and_tag
+from pzq.store.topics import DEFAULT_GROUP_ID, Topics, filter_takes
 
 SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
 

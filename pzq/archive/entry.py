@@ -10,26 +10,16 @@ any language (and Spark) can use it without this module.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from pzq.archive.codec import encoded_size
 from pzq.errors import ArchiveFormatError
 
-TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 METADATA_FIELDS: dict[str, type] = {
     "topic": str, "msg_id": str, "stored_us": int, "first_delivered_us": int,
     "acked_us": int, "deliveries": int, "origin": str, "outcome": str}
 KIND_NAMES = {str: "a string", int: "an integer"}
-
-
-def validate_topic(name: str) -> str:
-    """A topic is a directory name: letters, digits, '.', '_', '-', not starting with '.'."""
-    if not TOPIC_PATTERN.fullmatch(name):
-        raise ValueError(f"topic {name[:40]!r} must be 1-255 of A-Z a-z 0-9 . _ - "
-                         "and not start with '.'")
-    return name
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from pathlib import Path
 import zmq
 
 from pzq.archive import zper_server
-from pzq.archive.entry import ArchivedMessage, validate_topic
+from pzq.archive.entry import ArchivedMessage
 from pzq.archive.writer import Archive
+from pzq.protocol.headers import topic_and_tag
 from pzq.store import record
 from pzq.zmqio import Socket, drain, send_frames
 
-TOPIC_HEADER = b"TOPIC:"
 READER_BATCH = 64
 
 
@@ -62,16 +62,14 @@ class ArchiveTier:
         self._dirty = True
 
     def topic_of(self, headers: tuple[bytes, ...]) -> str:
-        for header in headers:
-            if header.startswith(TOPIC_HEADER):
-                try:
-                    topic = validate_topic(header[len(TOPIC_HEADER):].decode())
-                except (ValueError, UnicodeDecodeError):
-                    break  # an unusable topic name: archive under the default one
-                if not self.archive.is_raw(topic):
-                    return topic
-                break  # a ZPER producers' topic holds their frames only (pzq.archive.raw)
-        return self.default_topic
+        """The topic the message was stored under; the default one for a name the
+        archive cannot take (stored before names were checked) or a ZPER producers'
+        topic, which holds their frames only (pzq.archive.raw)."""
+        try:
+            topic = topic_and_tag(headers, self.default_topic)[0]
+        except ValueError:
+            return self.default_topic
+        return self.default_topic if self.archive.is_raw(topic) else topic
 
     def before_commit(self) -> None:
         """Under --hard-sync the archive reaches the disk before the store deletes."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pzq.archive.entry import ArchivedMessage, validate_topic
+from pzq.archive.entry import ArchivedMessage
 from pzq.archive.topiclog import TopicLog
 from pzq.errors import ArchiveError
+from pzq.protocol.headers import validate_topic
 
 
 @dataclass(frozen=True)

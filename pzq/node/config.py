@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pzq.archive.entry import validate_topic
 from pzq.archive.tier import ArchiveSettings
 from pzq.cluster.core import ClusterSettings
 from pzq.delivery.state import DeliverySettings
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError
 from pzq.node.intake import IntakeLimits
+from pzq.protocol.headers import validate_topic
 
 DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
 LOG_LEVELS = ("debug", "info", "warning", "error")

@@ -9,9 +9,10 @@ from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
+from pzq.protocol.headers import topic_and_tag
 from pzq.store import record
 from pzq.store.store import Batch, Store
-from pzq.store.topics import Topic, Topics, topic_and_tag
+from pzq.store.topics import Topic, Topics
 from pzq.zmqio import Socket, drain
 
 log = get_logger("pzq.intake")

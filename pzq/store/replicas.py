@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable
 
 from pzq.errors import DecodeError
 from pzq.protocol.cluster import DefaultReads, decode_default_reads
+from pzq.protocol.headers import topic_and_tag
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Participant, Store
-from pzq.store.topics import topic_and_tag
 
 Holders = tuple[bytes, ...]
 NO_READS = DefaultReads()

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
-from pzq.archive.entry import validate_topic
+from pzq.protocol.headers import validate_topic
 
-TOPIC_HEADER = b"TOPIC:"
-TAG_HEADER = b"TAG:"
 DEFAULT_GROUP = "default"
 DEFAULT_GROUP_ID = 0
 FIRST_ID = 1
@@ -134,18 +131,3 @@ def validate_name(kind: str, name: str) -> str:
         return validate_topic(name)
     except ValueError as exc:
         raise ValueError(str(exc).replace("topic", kind, 1)) from None
-
-
-def topic_and_tag(headers: Iterable[bytes], default_topic: str,
-                  known: Container[str] = ()) -> tuple[str, bytes]:
-    """The message's topic (ValueError for a name that cannot be one) and its tag.
-    ``known``: names already checked (the node's topics), not checked again."""
-    topic, tag = default_topic, b""
-    for header in headers:
-        if header[:6].upper() == TOPIC_HEADER:
-            topic = header[6:].decode(errors="replace")
-            if topic not in known:
-                validate_name("topic", topic)
-        elif header[:4].upper() == TAG_HEADER:
-            tag = header[4:]
-    return topic, tag

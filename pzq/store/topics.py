@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from pzq.errors import PzqError
 from pzq.logs import get_logger
 from pzq.protocol.cluster import DefaultReads
+from pzq.protocol.headers import topic_and_tag
 from pzq.store import keyspace, record, topic_log
 from pzq.store.group_marks import GroupMarks
 from pzq.store.store import Batch, Participant, Store
@@ -36,18 +37,14 @@ from pzq.store.topic_model import (
     FIRST_ID,
     START_EARLIEST,
     START_LATEST,
-    TAG_HEADER,
-    TOPIC_HEADER,
     Group,
     Topic,
     filter_takes,
-    topic_and_tag,
     validate_name,
 )
 
 __all__ = ["DEFAULT_GROUP", "DEFAULT_GROUP_ID", "DEFAULT_ONLY", "START_EARLIEST",
-           "START_LATEST", "TAG_HEADER", "TOPIC_HEADER", "Group", "Topic", "Topics",
-           "filter_takes", "topic_and_tag", "validate_name"]
+           "START_LATEST", "Group", "Topic", "Topics", "filter_takes", "validate_name"]
 
 log = get_logger("pzq.topics")
 

@@ -1,0 +1,39 @@
+"""Producer header frames that pzq reads itself: ``TOPIC:name`` and ``TAG:value``.
+
+One parser for every part that needs a message's topic (intake, the group logs, the
+copies of a cluster, the archive), so a message is stored, delivered and archived
+under one topic. Header names match in any case; a repeated header's last value
+counts. A topic name is also a directory of the archive, hence its rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container, Iterable
+
+TOPIC_HEADER = b"TOPIC:"
+TAG_HEADER = b"TAG:"
+TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
+
+
+def validate_topic(name: str) -> str:
+    """A topic is a directory name: letters, digits, '.', '_', '-', not starting with '.'."""
+    if not TOPIC_PATTERN.fullmatch(name):
+        raise ValueError(f"topic {name[:40]!r} must be 1-255 of A-Z a-z 0-9 . _ - "
+                         "and not start with '.'")
+    return name
+
+
+def topic_and_tag(headers: Iterable[bytes], default_topic: str,
+                  known: Container[str] = ()) -> tuple[str, bytes]:
+    """The message's topic (ValueError for a name that cannot be one) and its tag.
+    ``known``: names already checked (the node's topics), not checked again."""
+    topic, tag = default_topic, b""
+    for header in headers:
+        if header[:6].upper() == TOPIC_HEADER:
+            topic = header[6:].decode(errors="replace")
+            if topic not in known:
+                validate_topic(topic)
+        elif header[:4].upper() == TAG_HEADER:
+            tag = header[4:]
+    return topic, tag

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.protocol.headers import topic_and_tag
 from pzq.store import keyspace, record
 from pzq.store.store import Store
-from pzq.protocol.headers import topic_and_tag
 from pzq.store.topics import DEFAULT_GROUP_ID, Topics, filter_takes
 
 SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)

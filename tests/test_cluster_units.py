@@ -12,6 +12,7 @@ from pzq.protocol import cluster as cw
 from pzq.store import keyspace, record
 from pzq.store.replicas import ReplicaStore, encode_holders, split_value
 from pzq.store.store import Store
+from tests.cluster_sim import SimNetwork
 
 pytestmark = pytest.mark.timeout(10)
 NODE = b"0a1b2c3d"
@@ -229,3 +230,19 @@ def test_a_copy_whose_seq_ends_in_255_is_removed_with_its_marks(tmp_path):
     assert [key for key, _ in store.iterate(keyspace.REPLICA_DONE_PREFIX)] == []
     assert replicas.get(NODE, 256) is not None
     store.close()
+
+
+def test_a_peer_that_reconnects_often_leaves_two_routing_ids_known(tmp_path):
+    """Each reconnect is a new routing id on the ROUTER: the table kept every one."""
+    network = SimNetwork(tmp_path, 3, replicas=1)
+    node, peer = network.nodes[0], network.nodes[1]
+    ping = cw.encode_ping(peer.node_id, peer.endpoint)
+    batch = node.store.begin()
+    for connection in range(1000):
+        node.core.receive_request(b"connection %d" % connection, ping, batch, node.own, 1000.0)
+    node.store.commit(batch)
+    assert len(node.core.senders) == 2
+    assert node.core.senders.get(b"connection 999") == (peer.endpoint, peer.node_id)
+    assert node.core.senders.get(b"connection 998") == (peer.endpoint, peer.node_id)
+    assert node.core.senders.get(b"connection 997") is None
+    network.close()

@@ -60,6 +60,18 @@ def test_window_of_1000_gets_exactly_one_ack_each(node, context):
     assert stats["rates"]["received_60s"] > 0
 
 
+def test_a_producer_that_never_reads_its_acks_stays_the_same_size(node, context):
+    """A long-lived producer kept every ACK and latency it ever got."""
+    with Producer(node.receive_dsn, window=10, context=context, keep_acks=50) as producer:
+        for _ in range(300):
+            producer.send([b"x"])
+        assert producer.flush(30)[-1].ok
+        assert len(producer.latencies) == 50
+        assert producer.acks_dropped == 250
+        assert producer.acks() == []  # flush returned the 50 kept
+        assert producer.produce([b"last"]).ok  # its own ACK, among those kept
+
+
 def producer_acks(acks):
     assert all(ack.ok for ack in acks)
     return acks

@@ -149,8 +149,10 @@ def test_consumer_with_topic_and_group_speaks_the_consume_protocol(group_node, c
 def test_consumer_group_options_are_checked(group_node, context):
     with pytest.raises(TypeError, match="both topic= and group="):
         Consumer(group_node.consume_dsn, topic="orders", context=context)
-    with pytest.raises(TypeError, match="both topic= and group="):
+    with pytest.raises(TypeError, match="window= only with topic= and group="):
         Consumer(group_node.send_dsn, window=5, context=context)
+    with pytest.raises(TypeError, match="timeout= only with .* receive.timeout"):
+        Consumer(group_node.send_dsn, timeout=5, context=context)
     with pytest.raises(TypeError, match="window="):
         Consumer(group_node.consume_dsn, context, topic="orders", group="g")
     with pytest.raises(ConsumeRefused):

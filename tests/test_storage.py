@@ -99,3 +99,29 @@ def test_write_to_a_closed_store_is_a_store_error(tmp_path):
     store.close()
     with pytest.raises(StoreError):
         store.commit(batch)
+
+
+def test_a_reverse_walk_meets_damage_as_every_read_does(tmp_path):
+    """Every read checks checksums and names the repair; the reverse walk (a group's
+    highest mark) read without them, past a damaged block or into a raw LevelDB error."""
+    import os
+
+    from pzq.errors import StoreDamaged
+
+    path = tmp_path / "db"
+    store = Store.open(path)
+    prefix = keyspace.group_done_prefix(1)
+    batch = store.begin()
+    for seq in range(3000):
+        batch.put(keyspace.group_done_key(1, seq), os.urandom(200))  # not compressible
+    store.commit(batch)
+    for _ in range(2):  # a store reopened turns its log into a table
+        store.close()
+        store = Store.open(path)
+    table = max(path.glob("*.ldb"), key=lambda found: found.stat().st_size)
+    data = bytearray(table.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 16] = b"\xff" * 16
+    table.write_bytes(bytes(data))
+    with pytest.raises(StoreDamaged, match="pzq-ctl repair"):
+        list(store.iterate_reverse(prefix))
+    store.close()

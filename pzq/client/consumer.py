@@ -60,6 +60,11 @@ class Consumer:
     def __new__(cls, *args: Any, **kwargs: Any) -> Consumer:
         if cls is not Consumer or not any(name in kwargs for name in GROUP_OPTIONS):
             return super().__new__(cls)
+        if kwargs.get("topic") is None and kwargs.get("group") is None:
+            given = ", ".join(f"{name}=" for name in GROUP_OPTIONS if name in kwargs)
+            raise TypeError(f"{given} only with topic= and group= (a consumer of a group "
+                            "on --consume-dsn); a consumer of --send-dsn takes prefetch=, "
+                            "and waits as long as receive(timeout) says")
         if kwargs.get("topic") is None or kwargs.get("group") is None:
             raise TypeError("a group consumer needs both topic= and group=")
         if len(args) > 1 or "prefetch" in kwargs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections import deque
 from collections.abc import Sequence
 
 import zmq
@@ -27,14 +28,26 @@ def topic_headers(topic: str | None, tag: str | None) -> list[bytes]:
     return found + ([] if tag is None else [b"TAG:" + tag.encode()])
 
 
+KEEP_ACKS = 100_000  # ACKs not yet read with acks(), and latencies, a producer keeps
+
+
 class Producer:
-    """Sends messages and collects their ACKs, keeping up to ``window`` unanswered."""
+    """Sends messages and collects their ACKs, keeping up to ``window`` unanswered.
+
+    A long-lived producer stays the same size: it keeps the last ``keep_acks`` ACKs
+    that ``acks()`` has not returned yet (older ones are dropped and counted in
+    ``acks_dropped``) and the last ``keep_acks`` latencies."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
-                 context: Context | None = None, curve: ClientCurve | None = None) -> None:
+                 context: Context | None = None, curve: ClientCurve | None = None,
+                 keep_acks: int = KEEP_ACKS) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
+        if keep_acks < 1:
+            raise ValueError("keep_acks must be at least 1")
         self.window = window
+        self.keep_acks = keep_acks
+        self.acks_dropped = 0
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 1000)
@@ -44,8 +57,9 @@ class Producer:
         self._id_prefix = os.urandom(6).hex().encode()
         self._counter = itertools.count()
         self._outstanding: dict[bytes, float] = {}  # msg id -> monotonic send time
-        self._arrived: list[ProducerAck] = []
-        self.latencies: list[float] = []  # seconds from send to ACK, in ACK order
+        self._arrived: deque[ProducerAck] = deque()
+        # seconds from send to ACK, in ACK order, the last ``keep_acks``
+        self.latencies: deque[float] = deque(maxlen=keep_acks)
 
     @property
     def outstanding(self) -> int:
@@ -75,7 +89,8 @@ class Producer:
             self._receive(int(timeout * 1000))
         while self._receive(0):
             pass
-        arrived, self._arrived = self._arrived, []
+        arrived = list(self._arrived)
+        self._arrived.clear()
         return arrived
 
     def flush(self, timeout: float = 30.0) -> list[ProducerAck]:
@@ -96,7 +111,8 @@ class Producer:
         while True:
             for position, ack in enumerate(self._arrived):
                 if ack.msg_id == msg_id:
-                    return self._arrived.pop(position)
+                    del self._arrived[position]
+                    return ack
             if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"no ACK for {msg_id!r} within {timeout} s")
 
@@ -112,6 +128,9 @@ class Producer:
         sent = self._outstanding.pop(ack.msg_id, None)
         if sent is not None:
             self.latencies.append(time.monotonic() - sent)
+            if len(self._arrived) >= self.keep_acks:
+                self._arrived.popleft()  # never read: the oldest goes
+                self.acks_dropped += 1
             self._arrived.append(ack)
         return True
 

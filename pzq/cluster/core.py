@@ -27,6 +27,7 @@ from pzq.cluster.done import Dones
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
+from pzq.cluster.senders import Senders
 from pzq.cluster.takeover import StateFactory, Takeovers
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
@@ -91,7 +92,7 @@ class ClusterCore(Participant):
         self._rotation = 0
         # Own messages a peer still has out with its consumers (from its PONG).
         self._held: dict[str, set[int]] = {}
-        self._senders: dict[bytes, tuple[str, bytes]] = {}  # routing id -> endpoint, node
+        self.senders = Senders()
         # What ``default`` reads of our own topics (set by the node), and what each
         # peer was last told of it.
         self.own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads
@@ -254,11 +255,11 @@ class ClusterCore(Participant):
             node_id, endpoint = cw.decode_ping(frames)
             if endpoint not in self.peers.peers:
                 raise DecodeError(f"PING from {endpoint!r}, which is not in --nodes")
-            self._senders[routing_id] = (endpoint, node_id)
+            self.senders.pinged(routing_id, endpoint, node_id)
             self._heard(endpoint, node_id, now)
             self.outgoing.append(Reply(routing_id, self._pong(node_id, endpoint)))
             return
-        sender = self._senders.get(routing_id)
+        sender = self.senders.get(routing_id)
         if sender is None:
             raise DecodeError("cluster frame from a sender that never said PING")
         sender_endpoint, sender_node = sender

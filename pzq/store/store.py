@@ -271,9 +271,8 @@ class Store:
             raise self._damaged(exc) from None
 
     def iterate_reverse(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """(key, value) pairs under ``prefix``, last key first."""
-        with self._db.iterator(prefix=prefix, reverse=True) as iterator:
-            yield from iterator
+        """(key, value) pairs under ``prefix``, last key first (checked as every read)."""
+        return self.iterate_back(prefix, keyspace.prefix_end(prefix))
 
     def scan(self, prefix: bytes, start: bytes | None = None,
              limit: int | None = None) -> list[tuple[bytes, bytes]]:

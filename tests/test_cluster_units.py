@@ -47,6 +47,21 @@ def test_topics_from_a_node_that_predates_groups_names_none():
     assert reads.holders("audit", 0, b"") == []
 
 
+def test_topics_say_how_far_each_groups_deliveries_went():
+    reads = cw.DefaultReads("main", groups={"orders": (cw.GroupReads("g1", 0, "", 40),)},
+                            delivered_below=12)
+    origin, decoded = cw.decode_topics(cw.encode_topics(NODE, reads))
+    assert decoded == reads and decoded.group("orders", "g1").delivered_below == 40
+    old = b'{"default_from": {}, "default_topic": "main", "groups": {"orders": ' \
+          b'[{"name": "g1", "start_seq": 0, "filter": ""}]}}'
+    assert cw.decode_topics([cw.TOPICS, NODE, old])[1].group("orders", "g1") \
+        == cw.GroupReads("g1")  # a node from before counts were kept: 0
+    for bad in (b'"delivered_below": -1', b'"delivered_below": "x"'):
+        with pytest.raises(DecodeError, match="delivered_below"):
+            cw.decode_topics([cw.TOPICS, NODE, b'{"default_from": {}, '
+                              b'"default_topic": "main", ' + bad + b"}"])
+
+
 def test_what_default_reads_of_a_nodes_topics():
     reads = cw.DefaultReads("main", {"audit": None, "orders": 7})
     assert reads.reads("main", 0) and reads.reads("clicks", 0)

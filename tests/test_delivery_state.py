@@ -101,14 +101,28 @@ def test_expired_delivery_goes_first_and_counts_deliveries(store):
     assert counters.expired == 1 and counters.redelivered == 1
 
 
-def test_give_back_bookkeeping_reaches_the_store(store):
-    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), Counters())
-    (seq,) = stored(store, 1)
-    state.deliver(Consumers(), 100, 10)
-    ack(state, seq, ok=False)  # nack; the bookkeeping rewrite waits for a batch
-    batch = store.begin()
-    store.commit(batch)
-    assert record.bookkeeping(store.get_own(seq)) == (100, 1)
+@pytest.mark.parametrize("given_back", [False, True], ids=["out-at-the-stop", "nacked"])
+def test_delivery_counts_only_grow_across_restarts(tmp_path, given_back):
+    """What was out at a stop comes again after the restart with a higher count: the
+    first delivery is known from how far the deliveries went, a later one from its
+    count, both written with the next batch."""
+    path, counts = tmp_path / "db", []
+    for _ in range(3):
+        store = Store.open(path)  # as after a restart: nothing is out
+        state = new_state(store, DeliverySettings(TIMEOUT, 10_000, with_headers=True),
+                          Counters())
+        (seq,) = stored(store, 1) if not counts else (0,)
+        consumers = Consumers()
+        state.deliver(consumers, 100, 10)
+        counts.append(consumers.sent[0].deliveries)
+        if given_back:
+            ack(state, seq, ok=False)
+        store.commit(store.begin())  # the next wake's batch
+        store.close()
+    assert counts == [1, 2, 3]
+    store = Store.open(path)
+    assert record.bookkeeping(store.get_own(0)) == (100, 3)
+    store.close()
 
 
 def test_late_ack_removes_a_message_waiting_for_redelivery(store):

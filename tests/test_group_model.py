@@ -2,7 +2,9 @@
 produce, deliveries with any credit, ACKs in any order, NACKs, expiry, restarts, DONEs
 from a peer and ``default`` acking beside the group. After every step, no message the
 group still wants is unreachable: the live state has it out, waiting, or ahead of its
-cursor, and a restart now (a fresh read from the group's floor) would deliver it."""
+cursor, and a restart now (a fresh read from the group's floor) would deliver it. A
+delivery count never falls: within a run it grows by one a delivery, and once a batch
+was written after a delivery it grows across a restart too."""
 
 from __future__ import annotations
 
@@ -25,20 +27,28 @@ from hypothesis.stateful import (
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.protocol import frames as wire
 from pzq.store import keyspace, record
-from pzq.store.store import Store
+from pzq.store.store import Batch, Store
 from pzq.store.topics import Group, Topics
 
 pytestmark = pytest.mark.timeout(110)
 
 ACK_TIMEOUT_US = 1_000_000
-SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20)
+SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20,
+                            with_headers=True)
 EVERYTHING = 1 << 30  # credits and bytes of a probe that takes all it finds
 TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-*
 
 
 def seq_of(frames: list[bytes]) -> int:
     return keyspace.parse_message_key(frames[0])[1]
+
+
+def count_of(frames: list[bytes]) -> int:
+    count = wire.decode_delivery([b"consumer", *frames]).deliveries
+    assert count is not None
+    return count
 
 
 class GroupModel(RuleBasedStateMachine):
@@ -50,6 +60,11 @@ class GroupModel(RuleBasedStateMachine):
         self.done: set[int] = set()  # what the group is done with (ACKed, peer's DONE)
         self.out: set[int] = set()  # the group's deliveries not yet answered
         self.default_done: set[int] = set()
+        # Delivery counts: the last one seen, those a batch has written since, and the
+        # messages delivered since the last restart.
+        self.counts: dict[int, int] = {}
+        self.durable: dict[int, int] = {}
+        self.this_run: set[int] = set()
 
     # -- the real parts -------------------------------------------------------------
 
@@ -82,6 +97,11 @@ class GroupModel(RuleBasedStateMachine):
             self.store.close()
         shutil.rmtree(self.path, ignore_errors=True)
 
+    def _commit(self, batch: Batch) -> None:
+        """A batch written: with it the counts of every delivery before it."""
+        self.store.commit(batch)
+        self.durable.update({seq: self.counts[seq] for seq in self.this_run})
+
     def wanted(self) -> set[int]:
         """What the group must still deliver: its topic's eu-* messages not done."""
         return {seq for seq, tag in self.tags.items()
@@ -99,19 +119,24 @@ class GroupModel(RuleBasedStateMachine):
             seq = batch.add_message(value)
             self.topics.stored(batch, seq, topic, tag, len(value))
             added.append((seq, tag))
-        self.store.commit(batch)
+        self._commit(batch)
         self.tags.update(added)
 
     @rule(credits=st.integers(1, 60))
     def deliver(self, credits: int) -> None:
-        sent: list[int] = []
-        self.state.deliver(lambda frames: sent.append(seq_of(frames)) or True, self.now_us,
-                           credits)
+        sent: list[tuple[int, int]] = []
+        self.state.deliver(lambda frames: sent.append((seq_of(frames), count_of(frames)))
+                           or True, self.now_us, credits)
         assert len(sent) <= credits
-        for seq in sent:
+        for seq, count in sent:
             assert seq in self.wanted(), f"delivered {seq}, which the group is done with"
             assert seq not in self.out, f"delivered {seq} while it was out already"
-        self.out.update(sent)
+            assert count > self.durable.get(seq, 0), f"{seq}: count {count} after a batch"
+            if seq in self.this_run:
+                assert count == self.counts[seq] + 1, f"{seq}: count {count} in one run"
+            self.counts[seq] = count
+            self.this_run.add(seq)
+        self.out.update(seq for seq, _ in sent)
 
     @precondition(lambda self: self.out)
     @rule(data=st.data())
@@ -122,7 +147,7 @@ class GroupModel(RuleBasedStateMachine):
         batch = self.store.begin()
         for seq in chosen:
             assert self.state.ack(batch, seq) is not None
-        self.store.commit(batch)
+        self._commit(batch)
         self.out.difference_update(chosen)
         self.done.update(chosen)
 
@@ -144,7 +169,7 @@ class GroupModel(RuleBasedStateMachine):
             assert expired == len(self.out)
             self.out.clear()
         self.topics.counts.raise_floor(self.group, self.state.lowest_open())
-        self.store.commit(self.store.begin())
+        self._commit(self.store.begin())
 
     @precondition(lambda self: self.wanted() - self.out)
     @rule(data=st.data())
@@ -156,7 +181,7 @@ class GroupModel(RuleBasedStateMachine):
         batch = self.store.begin()
         for seq in chosen:
             assert self.state.ack(batch, seq) is not None
-        self.store.commit(batch)
+        self._commit(batch)
         self.done.update(chosen)
 
     @rule(credits=st.integers(1, 60))
@@ -170,7 +195,7 @@ class GroupModel(RuleBasedStateMachine):
         for seq in sent:
             assert seq not in self.default_done
             assert self.default.ack(batch, seq) is not None
-        self.store.commit(batch)
+        self._commit(batch)
         self.default_done.update(sent)
 
     @rule()
@@ -179,6 +204,7 @@ class GroupModel(RuleBasedStateMachine):
         self.store.close()
         self._open()
         self.out.clear()
+        self.this_run.clear()
 
     # -- the promises -------------------------------------------------------------
 

@@ -283,6 +283,37 @@ def test_acks_out_of_order_before_a_sigkill_strand_nothing(group_node, context):
     assert rest == bodies[:1] + bodies[250:]
 
 
+@pytest.mark.parametrize("endpoint", ["consume", "send"])
+def test_delivery_counts_grow_across_a_sigkill(start_node, context, endpoint):
+    """A message out at a SIGKILL comes again with a higher count, for a named group
+    and for default (both came again with DELIVERY:1, so --max-deliveries could not
+    count a message that crashes its consumers)."""
+    node = start_node(*FAST, "--delivery-headers", consume=True)
+    produce(node, context, [b"a", b"b"])
+    with consumer_of(node, context, endpoint) as consumer:
+        first = [consumer.receive(10) for _ in range(2)]
+        assert [message.deliveries for message in first] == [1, 1]
+        first[1].nack()
+        again = consumer.receive(10)
+        assert (again.parts[0], again.deliveries) == (b"b", 2)
+        produce(node, context, [b"c"])  # a batch after the deliveries: they are kept
+        node.kill()
+    node.restart()
+    with consumer_of(node, context, endpoint) as consumer:
+        counts = {}
+        while len(counts) < 3:
+            message = consumer.receive(10)
+            assert message is not None, f"only {sorted(counts)} came again"
+            counts[message.parts[0]] = message.deliveries
+    assert counts[b"a"] == 2 and counts[b"b"] == 3 and counts[b"c"] >= 1
+
+
+def consumer_of(node: NodeProcess, context: zmq.Context, endpoint: str) -> Consumer:
+    if endpoint == "send":
+        return Consumer(node.send_dsn, context=context)
+    return GroupConsumer(node.consume_dsn, "orders", "g", context=context)
+
+
 def test_bad_requests_get_clear_errors_and_the_node_goes_on(group_node, context):
     produce(group_node, context, [b"x"])
     with pytest.raises(ConsumeRefused, match="no topic 'nope'"):

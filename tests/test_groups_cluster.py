@@ -4,6 +4,8 @@ and the returning origin delivers no group again what it finished meanwhile."""
 
 from __future__ import annotations
 
+import time
+
 from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
 from tests.harness import wait_until
 from tests.test_cluster import ACK_TIMEOUT_US, TIMEOUT_NODES_US, ipc_endpoints
@@ -190,3 +192,40 @@ def test_takeover_leaves_topics_default_does_not_read_to_their_groups(
         assert drain(g1, 20) == audit
     for node in nodes[1:]:
         node.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
+
+
+def heard_since(node, since: float, gap: float) -> bool:
+    """Whether ``node`` heard its peer at least ``gap`` seconds after ``since`` (so a
+    heartbeat, and the TOPICS sent with it, left the peer after ``since``)."""
+    heard = node.stats()["peers"][0]["last_heard_seconds"]
+    return heard is not None and (time.monotonic() - since) - heard >= gap
+
+
+def test_a_takeover_counts_on_from_the_origins_deliveries(start_node, context, tmp_path):
+    """A message out with the origin's consumers when it died comes from the survivor
+    with a count of at least 2, for default and for a named group (it said 1)."""
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2),
+                                           "--delivery-headers")
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1")
+    bodies = [b"%02d" % n for n in range(10)]
+    produce(origin, context, bodies)
+    with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1, \
+            Consumer(origin.send_dsn, context=context) as plain:
+        for consumer in (g1, plain):
+            assert [consumer.receive(10).deliveries for _ in bodies] == [1] * len(bodies)
+        produce(origin, context, [b"after"])  # a batch after the deliveries keeps them
+        since = time.monotonic()
+        wait_until(lambda: heard_since(survivor, since, 0.8), 10,
+                   message="heartbeats (and TOPICS) after the batch")
+        origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1, \
+            Consumer(survivor.send_dsn, context=context) as plain:
+        for consumer in (g1, plain):
+            counts = {}
+            while len(counts) < len(bodies) + 1:
+                message = consumer.receive(10)
+                assert message is not None, f"only {sorted(counts)} taken over"
+                counts[message.parts[0]] = message.deliveries
+                message.ack()
+            assert [counts[body] for body in bodies] == [2] * len(bodies)

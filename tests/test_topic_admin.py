@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
+from pzq.store import keyspace
+from pzq.store.store import Store
 from tests.test_groups import FAST, drain, produce
 from tests.test_tools import tool
 
@@ -82,3 +86,32 @@ def test_pzq_ctl_topics_and_groups(start_node, context):
     missing = tool("pzq-ctl", "--dsn", node.monitor_dsn, "group", "remove", "orders", "us")
     assert missing.returncode == 1
     assert missing.stderr == "pzq-ctl: ERROR: no group 'us' in topic orders (groups: eu)\n"
+
+
+@pytest.mark.parametrize("command", ["EMPTY GROUP orders g", "REMOVE GROUP orders g",
+                                     "EMPTY TOPIC orders", "REMOVE TOPIC orders"])
+def test_an_operators_command_takes_a_groups_delivery_counts_along(start_node, context,
+                                                                   command):
+    """Counts kept for messages delivered again go with what the command ends."""
+    node = start_node(*FAST, consume=True)
+    produce(node, context, [b"a", b"b"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as g:
+        taken = [g.receive(10) for _ in range(2)]
+        g.nack_many(taken)
+        assert [g.receive(10).parts[0] for _ in range(2)] == [b"a", b"b"]  # counted 2
+        produce(node, context, [b"c"])  # a batch after the deliveries writes the counts
+        assert counts_stored(node, stop=False) == 2
+    assert not ask(node, command).startswith("ERROR")
+    assert counts_stored(node, stop=True) == 0
+
+
+def counts_stored(node, stop: bool) -> int:
+    """Named groups' delivery counts in the node's store (read with the node stopped)."""
+    assert node.stop() == 0
+    store = Store.open(node.database)
+    try:
+        return sum(1 for _ in store.iterate(keyspace.GROUP_COUNT_PREFIX))
+    finally:
+        store.close()
+        if not stop:
+            node.restart()

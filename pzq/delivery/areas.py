@@ -7,8 +7,10 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from pzq.protocol.topic_reads import DEFAULT_GROUP
+from pzq.store import keyspace
 from pzq.store.replicas import ReplicaStore
 from pzq.store.store import Batch, Store
+from pzq.store.topic_model import DEFAULT_GROUP_ID
 
 # Keys one read walks at most, so a long run of messages the reader skips (done with,
 # filtered out, another holder's) cannot stall the loop: the next read goes on from there.
@@ -29,12 +31,19 @@ class Area(Protocol):
 
     def end_seq(self) -> int: ...
     def read(self, start_seq: int, limit: int) -> Chunk: ...
+    def delivered_below(self) -> int: ...
+    def keep_delivered_below(self, batch: Batch, seq: int) -> None: ...
     def get(self, seq: int) -> bytes | None: ...
     def delete(self, batch: Batch, seq: int, size: int) -> None: ...
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def group_names(self, seq: int) -> tuple[str, ...]: ...
     def would_release(self, seq: int) -> bool: ...
+
+
+def load_delivered_below(store: Store, group_id: int) -> int:
+    stored = store.get(keyspace.delivered_key(group_id))
+    return 0 if stored is None else int(keyspace.SEQ.unpack(stored)[0])
 
 
 class OwnArea:
@@ -53,6 +62,13 @@ class OwnArea:
 
     def get(self, seq: int) -> bytes | None:
         return self.store.get_own(seq)
+
+    def delivered_below(self) -> int:
+        """Where ``default``'s first deliveries had gone when the node last wrote it."""
+        return load_delivered_below(self.store, DEFAULT_GROUP_ID)
+
+    def keep_delivered_below(self, batch: Batch, seq: int) -> None:
+        batch.put(keyspace.delivered_key(DEFAULT_GROUP_ID), keyspace.SEQ.pack(seq))
 
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         batch.delete_message(seq, size)
@@ -107,6 +123,14 @@ class TakeoverArea:
         if found is None or not self._holds(seq, found[1]):
             return None
         return found[1]
+
+    def delivered_below(self) -> int:
+        """How far the origin's first deliveries to this group had gone, as it last told
+        (a copy below it was delivered there at least once)."""
+        return self.replicas.delivered_below(self.node_id, self.group, self.topic)
+
+    def keep_delivered_below(self, batch: Batch, seq: int) -> None:
+        """The origin's numbering: its own figure is what counts when it returns."""
 
     def would_release(self, seq: int) -> bool:
         """Whether this group being done with the copy leaves no group holding it."""

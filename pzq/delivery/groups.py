@@ -7,13 +7,13 @@ it. ``GroupArea`` is one named group of one topic: that topic's log from the gro
 start, less what its filter leaves out and what it is done with.
 
 A group's delivery counts are its own: the stored record's bookkeeping belongs to
-``default``, so a named group reads records with it zeroed and keeps its counts in
-memory (after a restart they start over, as a takeover's do).
+``default``, so a named group reads records with it replaced by the group's own count
+(``c <group> <seq>``, kept for messages it delivered more than once) or zeroed.
 """
 
 from __future__ import annotations
 
-from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea
+from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, load_delivered_below
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP_ID, Group, Topic, Topics
@@ -61,6 +61,14 @@ class DefaultArea(OwnArea):
         if value is None or self.topics.is_done(DEFAULT_GROUP_ID, seq):
             return None
         return value
+
+    def delivered_below(self) -> int:
+        self.topics.default_delivered_below = super().delivered_below()
+        return self.topics.default_delivered_below
+
+    def keep_delivered_below(self, batch: Batch, seq: int) -> None:
+        super().keep_delivered_below(batch, seq)
+        self.topics.default_delivered_below = seq
 
     def _about(self, seq: int) -> tuple[Topic, bytes] | None:
         found = self._described.get(seq)
@@ -128,6 +136,7 @@ class GroupArea:
         self.group = group
         self.node_id = store.node_id
         self._tags: dict[int, bytes] = {}  # tags of messages read and not yet done with
+        self._counted: set[int] = set()  # messages with a count in the store (``c``)
 
     def end_seq(self) -> int:
         """Nothing to deliver until the topic's log reaches back to the group's start
@@ -180,15 +189,56 @@ class GroupArea:
         return wanted, end
 
     def _found(self, wanted: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-        """The stored records of the log entries ``wanted``, tags kept for their ACKs."""
+        """The stored records of the log entries ``wanted``, tags kept for their ACKs,
+        with the group's own delivery counts."""
         values = self._values([seq for seq, _ in wanted])
+        counts = self._counts(wanted[0][0], wanted[-1][0]) if wanted else {}
         found = []
         for seq, tag in wanted:
             value = values.get(seq)
             if value is not None:
                 self._tags[seq] = tag
-                found.append((seq, without_bookkeeping(value)))
+                found.append((seq, self._with_count(seq, value, counts.get(seq))))
         return found
+
+    def _counts(self, first: int, last: int) -> dict[int, bytes]:
+        """The group's kept counts from ``first`` to ``last``: one short walk (only
+        messages delivered more than once have one)."""
+        group_id = self.group.id
+        counts = {}
+        for key, count in self.store.iterate(keyspace.group_count_prefix(group_id),
+                                             keyspace.group_count_key(group_id, first)):
+            seq = keyspace.seq_at_end(key)
+            if seq > last:
+                break
+            counts[seq] = count
+        return counts
+
+    def _with_count(self, seq: int, value: bytes, count: bytes | None) -> bytes:
+        """The record with this group's bookkeeping (the stored one is ``default``'s)."""
+        if count is None:
+            return without_bookkeeping(value)
+        self._counted.add(seq)
+        return value[:record.BOOKKEEPING_OFFSET] + count + value[BOOKKEEPING_END:]
+
+    def delivered_below(self) -> int:
+        self.group.delivered_below = load_delivered_below(self.store, self.group.id)
+        return self.group.delivered_below
+
+    def keep_delivered_below(self, batch: Batch, seq: int) -> None:
+        batch.put(keyspace.delivered_key(self.group.id), keyspace.SEQ.pack(seq))
+        self.group.delivered_below = seq
+
+    def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
+        """The group's count of a message delivered again (the record's is default's)."""
+        batch.put(keyspace.group_count_key(self.group.id, seq),
+                  value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END])
+        self._counted.add(seq)
+
+    def _forget_count(self, batch: Batch, seq: int) -> None:
+        if seq in self._counted:
+            self._counted.discard(seq)
+            batch.delete(keyspace.group_count_key(self.group.id, seq))
 
     def _values(self, seqs: list[int]) -> dict[int, bytes]:
         """The stored records of ``seqs`` (ascending): one walk of the own messages when
@@ -226,7 +276,8 @@ class GroupArea:
         if topic is not self.group.topic or not self.group.holds(seq, tag):
             return None
         self._tags[seq] = tag
-        return without_bookkeeping(value)
+        return self._with_count(seq, value,
+                                self.store.get(keyspace.group_count_key(self.group.id, seq)))
 
     def _tag(self, seq: int) -> bytes | None:
         tag = self._tags.pop(seq, None)
@@ -250,14 +301,13 @@ class GroupArea:
         return self.topics.would_release(seq, self.group.topic, tag, self.group.id)
 
     def delete(self, batch: Batch, seq: int, size: int) -> None:
+        self._forget_count(batch, seq)
         tag = self._tag(seq)
         if tag is not None:
             self.topics.done(batch, seq, self.group.topic, tag, size, self.group.id)
 
-    def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
-        """A group's delivery counts stay in memory (the record's are ``default``'s)."""
-
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
+        self._forget_count(batch, seq)
         tag = self._tag(seq)
         if tag is not None:
             give_up(self.topics, batch, seq, self.group.topic, tag, value, self.group.id)

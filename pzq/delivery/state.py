@@ -48,6 +48,10 @@ class DeliveryState(Participant):
         self.inflight = InFlightTable(settings.inflight_size)
         self.ready = RedeliveryQueue()
         self.cursor = 0
+        # Where the first deliveries had gone before a restart (or on the origin, for a
+        # takeover): a message below it comes again with a count of at least 2.
+        self.delivered_before = area.delivered_below()
+        self._delivered_kept = self.delivered_before  # the figure last written
         # Deliveries sent before the last reaper run may be evicted; younger ones
         # may not, so a full table waits for ACKs or the next run instead of
         # churning out duplicates as fast as consumers take them.
@@ -56,6 +60,8 @@ class DeliveryState(Participant):
         # Work that must reach the store with the next batch: bookkeeping of given-back
         # messages, and deletes whose batch failed to write.
         self._rewrites: dict[int, bytes] = {}
+        self._rewriting: dict[int, bytes] = {}  # ... in the batch being built
+        self._delivered_writing = 0  # the figure kept before the batch being built
         self._unwritten_deletes: dict[int, int] = {}
         self._deleting: dict[int, int] = {}  # deletes in the batch being built
         self._dead: dict[int, bytes] = {}  # delivered too often: to the dead letters
@@ -91,10 +97,15 @@ class DeliveryState(Participant):
     # -- store batches -------------------------------------------------------
 
     def prepare(self, batch: Batch) -> None:
-        """Start a batch with what earlier wakes left to write."""
+        """Start a batch with what earlier wakes left to write: how far the first
+        deliveries went, and the counts of messages delivered again."""
+        self._delivered_writing = self._delivered_kept
+        if self.cursor > self._delivered_kept:
+            self.area.keep_delivered_below(batch, self.cursor)
+            self._delivered_kept = self.cursor
         for seq, value in self._rewrites.items():
             self.area.rewrite(batch, seq, value)
-        self._rewrites.clear()
+        self._rewriting, self._rewrites = self._rewrites, {}
         unwritten, self._unwritten_deletes = self._unwritten_deletes, {}
         for seq, size in unwritten.items():
             self._delete(batch, seq, size)
@@ -105,9 +116,14 @@ class DeliveryState(Participant):
     def written(self) -> None:
         self._deleting = {}
         self._dead_moving = {}
+        self._rewriting = {}
 
     def failed(self) -> None:
-        """Keep the batch's deletes for the next one; ACKed messages must not linger."""
+        """Keep the batch's deletes for the next one; ACKed messages must not linger.
+        Counts and how far deliveries went are written again too."""
+        self._delivered_kept = self._delivered_writing
+        self._rewrites = {**self._rewriting, **self._rewrites}
+        self._rewriting = {}
         self._unwritten_deletes.update(self._deleting)
         self._deleting = {}
         self._dead.update(self._dead_moving)
@@ -157,7 +173,9 @@ class DeliveryState(Participant):
         return dead
 
     def forget(self, seq: int) -> None:
-        """Acked on another node: stop tracking the message here."""
+        """Acked on another node: stop tracking the message here (and write nothing of
+        it: a count written after its delete would bring it back)."""
+        self._rewrites.pop(seq, None)
         self.inflight.pop(seq)
         self.ready.remove(seq)
         self._table_full = False
@@ -186,14 +204,16 @@ class DeliveryState(Participant):
         return len(expired)
 
     def _give_back(self, entry: InFlight) -> None:
+        """Ready again, or to the dead letters once delivered too often. Its count is
+        in the store already if it was delivered more than once (see _send)."""
         entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
                                               entry.deliveries)
         if self.max_deliveries and entry.deliveries >= self.max_deliveries:
+            self._rewrites.pop(entry.seq, None)
             self._dead[entry.seq] = entry.value
             self._newly_dead.append(entry)
             self.counters.dead_lettered += 1
             return
-        self._rewrites[entry.seq] = entry.value
         self.ready.push(entry)
 
     # -- delivery --------------------------------------------------------------
@@ -231,6 +251,8 @@ class DeliveryState(Participant):
                 self.cursor = seq + 1
                 continue
             first_delivered_us, deliveries = record.bookkeeping(value)
+            if seq < self.delivered_before:
+                deliveries = max(deliveries, 1)  # out before the restart, count not kept
             entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
             if not self._send(send, entry, now_us):
                 return sent, False
@@ -264,6 +286,9 @@ class DeliveryState(Participant):
         entry.deadline_us = now_us + self.ack_timeout_us
         entry.deliveries = deliveries
         entry.first_delivered_us = entry.first_delivered_us or now_us
+        if deliveries > 1:  # kept, so that the count only grows across a restart
+            self._rewrites[entry.seq] = record.with_bookkeeping(
+                entry.value, entry.first_delivered_us, deliveries)
         for evicted in self.inflight.add(entry):
             self.counters.evicted += 1
             self._give_back(evicted)

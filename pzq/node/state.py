@@ -29,7 +29,8 @@ def who_reads(topics: Topics) -> DefaultReads:
     """What ``default`` and the named groups read of this node's topics, for the
     peers holding copies (TOPICS)."""
     reads = topics.default_reads()
-    groups = {topic.name: tuple(GroupReads(group.name, group.start_seq, group.filter)
+    groups = {topic.name: tuple(GroupReads(group.name, group.start_seq, group.filter,
+                                           group.delivered_below)
                                 for group in topic.groups.values())
               for topic in topics.topics.values() if topic.groups}
     return replace(reads, groups=groups) if groups else reads

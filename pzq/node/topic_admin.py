@@ -177,14 +177,17 @@ class TopicAdmin:
                 batch.delete(keyspace.topic_log_key(topic.id, seq))
             for holder in holders_of:
                 batch.delete(keyspace.group_done_key(holder, seq))
+                batch.delete(keyspace.group_count_key(holder, seq))
             deleted.append(seq)
         self.tell(batch, deleted, DEFAULT_GROUP, [])
         for group in removed:
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))
             batch.delete(keyspace.counts_key(group.id))
-            for mark, _ in self.store.iterate(keyspace.group_done_prefix(group.id),
-                                              values=False):
-                batch.delete(mark)
+            batch.delete(keyspace.delivered_key(group.id))
+            for prefix in (keyspace.group_done_prefix(group.id),
+                           keyspace.group_count_prefix(group.id)):
+                for key, _ in self.store.iterate(prefix, values=False):
+                    batch.delete(key)
         self.store.commit(batch)
         self.topics.group_removed()
         self._let_go(topic, deleted, drop_groups)
@@ -216,6 +219,7 @@ class TopicAdmin:
                 value = self.store.get_own(seq)
                 if value is not None:
                     gone = self.topics.done(batch, seq, topic, tag, len(value), group_id)
+                    batch.delete(keyspace.group_count_key(group_id, seq))
                     (deleted if gone else marked).append(seq)
         self.tell(batch, deleted, name, marked)
         self.store.commit(batch)

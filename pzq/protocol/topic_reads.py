@@ -30,6 +30,7 @@ class GroupReads:
     name: str
     start_seq: int = 0
     filter: str = ""  # "": every tag; "eu-*": tags starting with "eu-"; else that tag
+    delivered_below: int = 0  # how far its first deliveries went (see DeliveryState)
 
     def holds(self, seq: int, tag: bytes) -> bool:
         if seq < self.start_seq:
@@ -49,6 +50,7 @@ class DefaultReads:
     default_topic: str = DEFAULT_GROUP
     default_from: dict[str, int | None] = field(default_factory=dict)
     groups: dict[str, tuple[GroupReads, ...]] = field(default_factory=dict)
+    delivered_below: int = 0  # how far ``default``'s first deliveries went
 
     def reads(self, topic: str, seq: int) -> bool:
         if topic not in self.default_from:
@@ -67,10 +69,12 @@ class DefaultReads:
 
     def encode(self) -> bytes:
         groups = {topic: [{"name": group.name, "start_seq": group.start_seq,
-                           "filter": group.filter} for group in found]
+                           "filter": group.filter, "delivered_below": group.delivered_below}
+                          for group in found]
                   for topic, found in self.groups.items()}
         return json.dumps({"default_topic": self.default_topic,
-                           "default_from": self.default_from, "groups": groups},
+                           "default_from": self.default_from, "groups": groups,
+                           "delivered_below": self.delivered_below},
                           sort_keys=True).encode()
 
 
@@ -90,7 +94,16 @@ def decode_default_reads(blob: bytes) -> DefaultReads:
     for name, start in starts.items():
         if start is not None and not _seq(start):
             raise DecodeError(f"TOPICS default_from of {name[:40]!r} is not a seq or null")
-    return DefaultReads(found["default_topic"], starts, _decode_groups(found.get("groups", {})))
+    return DefaultReads(found["default_topic"], starts, _decode_groups(found.get("groups", {})),
+                        _delivered_below(found, "TOPICS"))
+
+
+def _delivered_below(found: dict[str, Any], what: str) -> int:
+    """Optional: a node from before delivery counts were kept does not say it."""
+    delivered = found.get("delivered_below", 0)
+    if not _seq(delivered):
+        raise DecodeError(f"{what} delivered_below is not a seq")
+    return int(delivered)
 
 
 def _decode_groups(found: Any) -> dict[str, tuple[GroupReads, ...]]:
@@ -109,4 +122,5 @@ def _decode_group(topic: str, item: Any) -> GroupReads:
             or not _seq(item.get("start_seq")) or not isinstance(item.get("filter", ""), str):
         raise DecodeError(f"TOPICS group of {topic[:40]!r} needs a name, a start_seq and "
                           "a filter")
-    return GroupReads(item["name"], item["start_seq"], item.get("filter", ""))
+    return GroupReads(item["name"], item["start_seq"], item.get("filter", ""),
+                      _delivered_below(item, f"TOPICS group of {topic[:40]!r}"))

@@ -24,6 +24,10 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
                          bytes, a group's backlog and floor
     a <group:4> <seq:8>  messages a group is done with (acked, dead or filtered) that
                          other groups still hold (see pzq.store.topics)
+    D <group:4>          how far a group's first deliveries went (its cursor, written with
+                         the batches): a message below it was delivered at least once
+    c <group:4> <seq:8>  a named group's delivery count of a message it delivered more than
+                         once (first delivered µs, deliveries); ``default``'s is in the record
 
 ``<node:8>`` is the other node's id, 8 ASCII hex characters. ``<topic:4>`` and
 ``<group:4>`` are big-endian ids the node gives topics and groups when they are made
@@ -55,6 +59,8 @@ TOPIC_LOG_PREFIX = b"i"
 GROUP_PREFIX = b"G"
 GROUP_DONE_PREFIX = b"a"
 COUNTS_PREFIX = b"n"
+DELIVERED_PREFIX = b"D"
+GROUP_COUNT_PREFIX = b"c"
 
 META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
@@ -172,6 +178,18 @@ def group_done_prefix(group_id: int) -> bytes:
 
 def group_done_key(group_id: int, seq: int) -> bytes:
     return GROUP_DONE_PREFIX + ID.pack(group_id) + SEQ.pack(seq)
+
+
+def delivered_key(group_id: int) -> bytes:
+    return DELIVERED_PREFIX + ID.pack(group_id)
+
+
+def group_count_prefix(group_id: int) -> bytes:
+    return GROUP_COUNT_PREFIX + ID.pack(group_id)
+
+
+def group_count_key(group_id: int, seq: int) -> bytes:
+    return GROUP_COUNT_PREFIX + ID.pack(group_id) + SEQ.pack(seq)
 
 
 def seq_at_end(store_key: bytes) -> int:

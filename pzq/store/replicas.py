@@ -169,6 +169,15 @@ class ReplicaStore(Participant):
         return (group in self.holding_groups(origin, seq, record_value)
                 and not self.is_done(origin, seq, group))
 
+    def delivered_below(self, origin: bytes, group: str, topic: str | None) -> int:
+        """How far the origin's first deliveries to ``group`` had gone, as it last said
+        (0: never said)."""
+        reads = self.default_reads.get(origin, NO_READS)
+        if topic is None:
+            return reads.delivered_below
+        found = reads.group(topic, group)
+        return 0 if found is None else found.delivered_below
+
     def is_done(self, origin: bytes, seq: int, group: str) -> bool:
         if group in self._marks.get((origin, seq), ()):
             return True

@@ -37,6 +37,7 @@ class Group:
     created_us: int = 0
     backlog: int = 0  # stored messages it holds and is not done with
     floor: int = 0  # done with every message below this: a restart reads on from here
+    delivered_below: int = 0  # first deliveries went this far (told to the peers)
 
     def takes(self, tag: bytes) -> bool:
         return not self.filter or filter_takes(self.filter, tag)

@@ -59,6 +59,7 @@ class Topics(Participant):
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[int, Topic] = {}
         self.default_restricted = False  # some topic is not read by ``default``
+        self.default_delivered_below = 0  # how far its first deliveries went (for TOPICS)
         self._next_id = FIRST_ID
         self._batch: Batch | None = None
         self.counts = TopicCounts()  # what the batch being built changes
@@ -131,6 +132,7 @@ class Topics(Participant):
         for group in topic.groups.values():
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))
             batch.delete(keyspace.counts_key(group.id))
+            batch.delete(keyspace.delivered_key(group.id))
         self.counts.forget(topic)
         self.store.commit(batch)
         del self.topics[topic.name]
@@ -173,10 +175,10 @@ class Topics(Participant):
     def default_reads(self) -> DefaultReads:
         """What ``default`` reads of these topics, for the peers holding copies."""
         if not self.default_restricted:
-            return DefaultReads(self.default_topic)
+            return DefaultReads(self.default_topic, delivered_below=self.default_delivered_below)
         return DefaultReads(self.default_topic, {
             topic.name: topic.default_from for topic in self.topics.values()
-            if topic.default_from != 0})
+            if topic.default_from != 0}, delivered_below=self.default_delivered_below)
 
     def has_groups(self) -> bool:
         return any(topic.groups for topic in self.topics.values())

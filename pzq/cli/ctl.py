@@ -69,6 +69,9 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
                        help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
     topic.add_argument("--max-bytes", type=int, default=None, metavar="B",
                        help="declare: QUEUE_FULL for this topic beyond B bytes (0: none)")
+    topic.add_argument("--dedup-window", default=None, metavar="D",
+                       help="declare: how long the topic remembers a DEDUP-ID (e.g. 10m; "
+                            "the node's --dedup-window when not set)")
     group = commands.add_parser("group", help="declare, remove or empty a consumer group")
     group.add_argument("action", choices=ACTIONS)
     group.add_argument("topic")
@@ -83,7 +86,8 @@ def _request(args: argparse.Namespace) -> str:
     """The monitor command for the tool's command line."""
     if args.command == "topic":
         return " ".join([args.action.upper(), "TOPIC", args.name,
-                         *_options(max_messages=args.max_messages, max_bytes=args.max_bytes)])
+                         *_options(max_messages=args.max_messages, max_bytes=args.max_bytes,
+                                   dedup_window=args.dedup_window)])
     if args.command == "group":
         return " ".join([args.action.upper(), "GROUP", args.topic, args.name,
                          *_options(start=args.start, filter=args.filter)])

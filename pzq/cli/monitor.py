@@ -48,6 +48,7 @@ COUNTS = (("messages", "stored"), ("messages_inflight", "in flight"),
           ("received", "received"), ("delivered", "delivered"), ("acked", "acked"),
           ("nacked", "nacked"), ("expired", "expired"), ("evicted", "evicted"),
           ("redelivered", "redelivered"), ("queue_full", "QUEUE_FULL refusals"),
+          ("duplicates", "duplicates (DEDUP-ID)"),
           ("consumers_connected", "consumers"), ("pending_producer_acks", "ACKs waiting"),
           ("store_failures", "store failures"), ("syncs", "batches written"))
 

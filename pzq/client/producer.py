@@ -23,9 +23,14 @@ from pzq.security import ClientCurve
 from pzq.zmqio import Context
 
 
-def topic_headers(topic: str | None, tag: str | None) -> list[bytes]:
+def topic_headers(topic: str | None, tag: str | None,
+                  dedup_id: str | bytes | None = None) -> list[bytes]:
     found = [] if topic is None else [b"TOPIC:" + topic.encode()]
-    return found + ([] if tag is None else [b"TAG:" + tag.encode()])
+    found += [] if tag is None else [b"TAG:" + tag.encode()]
+    if dedup_id is not None:
+        found.append(b"DEDUP-ID:" + (dedup_id.encode() if isinstance(dedup_id, str)
+                                     else dedup_id))
+    return found
 
 
 KEEP_ACKS = 100_000  # ACKs not yet read with acks(), and latencies, a producer keeps
@@ -70,10 +75,12 @@ class Producer:
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
              msg_id: bytes | None = None, timeout: float | None = 30.0,
-             topic: str | None = None, tag: str | None = None) -> bytes:
+             topic: str | None = None, tag: str | None = None,
+             dedup_id: str | bytes | None = None) -> bytes:
         """Send one message; waits (collecting ACKs) while the window is full.
-        ``topic`` and ``tag`` add the TOPIC and TAG header frames."""
-        headers = [*headers, *topic_headers(topic, tag)]
+        ``topic``, ``tag`` and ``dedup_id`` add the TOPIC, TAG and DEDUP-ID header
+        frames (a repeat of a ``dedup_id`` within the topic's window is stored once)."""
+        headers = [*headers, *topic_headers(topic, tag, dedup_id)]
         deadline = None if timeout is None else time.monotonic() + timeout
         while len(self._outstanding) >= self.window:
             if not self._receive(remaining_ms(deadline)):
@@ -104,9 +111,10 @@ class Producer:
 
     def produce(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
                 timeout: float = 30.0, topic: str | None = None,
-                tag: str | None = None) -> ProducerAck:
+                tag: str | None = None, dedup_id: str | bytes | None = None) -> ProducerAck:
         """Send one message and wait for its own ACK."""
-        msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag)
+        msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag,
+                           dedup_id=dedup_id)
         deadline = time.monotonic() + timeout
         while True:
             for position, ack in enumerate(self._arrived):

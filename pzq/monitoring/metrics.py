@@ -42,6 +42,8 @@ COUNTERS = (
     ("pzq_rejected", "rejected", "Producer messages refused as malformed, too large or forged."),
     ("pzq_queue_full", "queue_full",
      "Producer messages refused with QUEUE_FULL (--max-messages or --max-bytes reached)."),
+    ("pzq_duplicates", "duplicates",
+     "Producer messages repeating a DEDUP-ID within its window: ACKed, not stored again."),
     ("pzq_delivered", "delivered", "Deliveries sent, first ones and again."),
     ("pzq_redelivered", "redelivered", "Deliveries of messages delivered before."),
     ("pzq_expired", "expired", "Deliveries not ACKed within the ack timeout (delivered again)."),

@@ -84,6 +84,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_deliveries", "--max-deliveries", int, 0,
            "deliveries without an ACK after which a message moves to the dead letters "
            "(0: no limit)"),
+    Option("dedup_window", "--dedup-window", duration_us, 120_000_000,
+           "how long a topic remembers a producer's DEDUP-ID, storing a repeat once "
+           "(a topic's own dedup_window overrides it)" + DURATION),
     Option("max_messages", "--max-messages", int, 0,
            "stored messages beyond which producers get QUEUE_FULL (0: no limit)"),
     Option("max_bytes", "--max-bytes", int, 0,
@@ -158,6 +161,7 @@ class Config:
     max_message_size: int
     batch_size: int
     max_deliveries: int
+    dedup_window: int
     max_messages: int
     max_bytes: int
     archive_dir: str | None
@@ -218,7 +222,7 @@ class Config:
     @property
     def intake(self) -> IntakeLimits:
         return IntakeLimits(self.batch_size, self.max_message_size, self.max_messages,
-                            self.max_bytes)
+                            self.max_bytes, self.dedup_window)
 
 
 def defaults() -> dict[str, Any]:
@@ -283,7 +287,8 @@ def validate(config: Config) -> None:
     positive = ("ack_timeout", "reaper_frequency", "consume_heartbeat", "inflight_size",
                 "prefetch", "max_message_size",
                 "batch_size", "timeout_nodes", "timeout_replication", "segment_size",
-                "flush_messages", "flush_interval", "retain_hours", "relay_poll")
+                "flush_messages", "flush_interval", "retain_hours", "relay_poll",
+                "dedup_window")
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be greater than 0")

@@ -46,7 +46,7 @@ class Device:
         self.stopping = False
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
-                             self.producer_acks, node.topics)
+                             self.producer_acks, node.topics, node.dedup)
         self.consumer_acks = ConsumerAcks(endpoints.send, node.state_for, node.removed,
                                           node.archiving, node.window, node.latency,
                                           node.counters, config.batch_size, node.final_ack)

@@ -1,4 +1,5 @@
-"""Producer messages into the wake's batch: decoded, checked, refused or stored."""
+"""Producer messages into the wake's batch: decoded, checked, refused, stored, or
+answered as a duplicate of one stored already (its DEDUP-ID within the window)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
-from pzq.protocol.headers import topic_and_tag
+from pzq.protocol.headers import dedup_id_of, topic_and_tag
 from pzq.store import record
-from pzq.store.store import Batch, Store
+from pzq.store.dedup import DedupIndex
+from pzq.store.store import Batch, Participant, Store
 from pzq.store.topics import Topic, Topics
 from pzq.zmqio import Socket, drain
 
@@ -26,17 +28,23 @@ class IntakeLimits:
     max_message_size: int
     max_messages: int  # 0: no limit
     max_bytes: int  # 0: no limit
+    dedup_window_us: int = 120_000_000  # a topic's DEDUP-IDs are remembered this long
 
 
-class Intake:
+class Intake(Participant):
     def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
-                 counters: Counters, acks: ProducerAcks, topics: Topics) -> None:
+                 counters: Counters, acks: ProducerAcks, topics: Topics,
+                 dedup: DedupIndex) -> None:
         self.socket = socket
         self.topics = topics
         self.limits = limits
         self.store = store
         self.counters = counters
         self.acks = acks
+        self.dedup = dedup
+        # Repeats of a message in the batch being built: answered once it is written.
+        self._repeats: list[tuple[bytes, bytes]] = []
+        store.register(self)
 
     def take(self, batch: Batch, now_us: int) -> list[Accepted]:
         """Read what producers sent into ``batch``; refusals are answered at once."""
@@ -46,12 +54,18 @@ class Intake:
             try:
                 produce = frames.decode_produce(raw, self.limits.max_message_size)
                 topic, tag = self._topic(produce, now_us)
+                dedup_id = self._dedup_id(produce)
+                if dedup_id is not None and self._repeated(batch, produce, topic, dedup_id,
+                                                           now_us):
+                    continue
                 self._check_room(batch, produce, topic)
             except ProduceRefused as refused:
                 self._refuse(refused)
                 continue
             except DecodeError:
                 continue  # a ROUTER always prepends the routing id; nothing to answer
+            if dedup_id is not None:
+                self.dedup.remember(batch, topic.id, dedup_id, now_us)
             value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
             seq = batch.add_message(value)
             self.topics.stored(batch, seq, topic, tag, len(value))
@@ -66,6 +80,39 @@ class Intake:
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
         return self.topics.topic(name, now_us), tag
+
+    @staticmethod
+    def _dedup_id(produce: frames.Produce) -> bytes | None:
+        if not produce.headers:
+            return None
+        try:
+            return dedup_id_of(produce.headers)
+        except ValueError as exc:
+            raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
+
+    def _repeated(self, batch: Batch, produce: frames.Produce, topic: Topic,
+                  dedup_id: bytes, now_us: int) -> bool:
+        """A repeat within the topic's window is not stored again; its ACK says
+        DUPLICATE once the first is in the store (now, or with this batch)."""
+        window_us = topic.dedup_window_us or self.limits.dedup_window_us
+        if not self.dedup.seen(topic.id, dedup_id, now_us, window_us):
+            return False
+        self.counters.duplicates += 1
+        if self.dedup.in_batch(topic.id, dedup_id):
+            self._repeats.append((produce.routing_id, produce.msg_id))
+        else:
+            self.acks.owe(produce.routing_id, produce.msg_id, True, frames.DUPLICATE)
+        return True
+
+    def written(self) -> None:
+        for routing_id, msg_id in self._repeats:
+            self.acks.owe(routing_id, msg_id, True, frames.DUPLICATE)
+        self._repeats = []
+
+    def failed(self) -> None:
+        for routing_id, msg_id in self._repeats:
+            self.acks.owe(routing_id, msg_id, False, b"not stored: the store write failed")
+        self._repeats = []
 
     def _check_room(self, batch: Batch, produce: frames.Produce, topic: Topic) -> None:
         """Refuse, never drop, once the queue is at --max-messages or --max-bytes, or

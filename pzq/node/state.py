@@ -21,6 +21,7 @@ from pzq.node.clock import Now
 from pzq.node.config import Config
 from pzq.node.rates import LatencyWindow, Rates
 from pzq.protocol.topic_reads import DefaultReads, GroupReads
+from pzq.store.dedup import DedupIndex
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP, Topics
 
@@ -51,6 +52,8 @@ class NodeState:
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
         self.latency = LatencyWindow()
+        self.dedup = DedupIndex(store)
+        store.register(self.dedup)
         cluster = config.cluster
         self.cluster = (ClusterCore(cluster, store, self._delivery_state, now.mono)
                         if cluster is not None else None)
@@ -132,6 +135,12 @@ class NodeState:
         if self.cluster is not None:
             expired += self.cluster.takeovers.reap(now_us)
         self.window.expired(expired)
+        self.dedup.expire(now_us - self.longest_dedup_window_us())
+
+    def longest_dedup_window_us(self) -> int:
+        """Ids older than every topic's window are let go."""
+        return max([self.config.dedup_window,
+                    *(topic.dedup_window_us for topic in self.topics.topics.values())])
 
     def retire_dead_letters(self, now_us: int) -> None:
         """Messages given up this wake: archived with their history; the holders of a

@@ -1,7 +1,7 @@
 """Administration of topics and consumer groups over the monitor socket (pzq-ctl).
 
     TOPICS                                       every topic with its groups
-    DECLARE TOPIC name [max_messages=N] [max_bytes=B]
+    DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D]
     DECLARE GROUP topic group [start=earliest|latest|µs] [filter=F]
     REMOVE TOPIC name                            its messages and groups go
     REMOVE GROUP topic group                     what only it held goes (default too)
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pzq.durations import duration_us
 from pzq.errors import DecodeError, StoreError
 from pzq.node.admin import Verb
 from pzq.node.consume import ConsumeEndpoint
@@ -79,10 +80,12 @@ class TopicAdmin:
         kind, names, options = _parse(arguments, b"DECLARE")
         batch = self.store.begin()
         if kind == "TOPIC":
-            _count(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B]")
+            _count(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D]")
             topic = self.topics.topic(names[0], self.now_us())
             topic.max_messages = _number(options.pop("max_messages", topic.max_messages))
             topic.max_bytes = _number(options.pop("max_bytes", topic.max_bytes))
+            if "dedup_window" in options:
+                topic.dedup_window_us = _duration(options.pop("dedup_window"))
             self.topics.changed(topic)
             reply = f"topic {topic.name}{_limits(topic)}\n"
         else:
@@ -282,7 +285,15 @@ def _number(value: int | str) -> int:
     return int(value)
 
 
+def _duration(text: str) -> int:
+    """A topic's DEDUP-ID window: a duration (``10m``), above 0."""
+    found = duration_us(text)
+    if found <= 0:
+        raise ValueError(f"dedup_window {text[:20]!r} must be above 0")
+    return found
+
+
 def _limits(topic: Topic) -> str:
-    return "".join(f" {name}={value}" for name, value in
-                   (("max_messages", topic.max_messages), ("max_bytes", topic.max_bytes))
-                   if value)
+    settings = (("max_messages", topic.max_messages), ("max_bytes", topic.max_bytes),
+                ("dedup_window_us", topic.dedup_window_us))
+    return "".join(f" {name}={value}" for name, value in settings if value)

@@ -17,6 +17,7 @@ from pzq.errors import DecodeError, ProduceRefused
 STATUS_OK = b"1"
 STATUS_FAILED = b"0"
 REPLICATION_FAILED = b"REPLICATION_FAILED"
+DUPLICATE = b"DUPLICATE"  # stored already: a repeat of a DEDUP-ID within its window
 QUEUE_FULL = b"QUEUE_FULL"
 DELIVERY_HEADER = b"DELIVERY"
 
@@ -49,6 +50,11 @@ class ProducerAck:
     @property
     def replication_failed(self) -> bool:
         return self.ok and self.status_message == REPLICATION_FAILED
+
+    @property
+    def duplicate(self) -> bool:
+        """A repeat of a message stored already (same DEDUP-ID, within the window)."""
+        return self.ok and self.status_message == DUPLICATE
 
 
 @dataclass(frozen=True, slots=True)

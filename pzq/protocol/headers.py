@@ -1,4 +1,5 @@
-"""Producer header frames that pzq reads itself: ``TOPIC:name`` and ``TAG:value``.
+"""Producer header frames that pzq reads itself: ``TOPIC:name``, ``TAG:value`` and
+``DEDUP-ID:value``.
 
 One parser for every part that needs a message's topic (intake, the group logs, the
 copies of a cluster, the archive), so a message is stored, delivered and archived
@@ -13,6 +14,8 @@ from collections.abc import Container, Iterable
 
 TOPIC_HEADER = b"TOPIC:"
 TAG_HEADER = b"TAG:"
+DEDUP_HEADER = b"DEDUP-ID:"
+DEDUP_ID_MAX = 255  # bytes
 TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 
 
@@ -37,3 +40,16 @@ def topic_and_tag(headers: Iterable[bytes], default_topic: str,
         elif header[:4].upper() == TAG_HEADER:
             tag = header[4:]
     return topic, tag
+
+
+def dedup_id_of(headers: Iterable[bytes]) -> bytes | None:
+    """The producer's de-duplication id (None: the message has none); ValueError for
+    an empty or overlong one."""
+    found = None
+    size = len(DEDUP_HEADER)
+    for header in headers:
+        if header[:size].upper() == DEDUP_HEADER:
+            found = header[size:]
+    if found is not None and not 0 < len(found) <= DEDUP_ID_MAX:
+        raise ValueError(f"DEDUP-ID must be 1 to {DEDUP_ID_MAX} bytes, got {len(found)}")
+    return found

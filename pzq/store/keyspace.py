@@ -28,6 +28,9 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
                          the batches): a message below it was delivered at least once
     c <group:4> <seq:8>  a named group's delivery count of a message it delivered more than
                          once (first delivered µs, deliveries); ``default``'s is in the record
+    u <topic:4> <id>     a producer's DEDUP-ID seen in a topic: when (µs) and the seq stored
+    U <µs:8> <topic:4> <id>
+                         the same, in the order they expire (see pzq.store.dedup)
 
 ``<node:8>`` is the other node's id, 8 ASCII hex characters. ``<topic:4>`` and
 ``<group:4>`` are big-endian ids the node gives topics and groups when they are made
@@ -61,6 +64,8 @@ GROUP_DONE_PREFIX = b"a"
 COUNTS_PREFIX = b"n"
 DELIVERED_PREFIX = b"D"
 GROUP_COUNT_PREFIX = b"c"
+DEDUP_PREFIX = b"u"
+DEDUP_AGE_PREFIX = b"U"
 
 META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
@@ -190,6 +195,20 @@ def group_count_prefix(group_id: int) -> bytes:
 
 def group_count_key(group_id: int, seq: int) -> bytes:
     return GROUP_COUNT_PREFIX + ID.pack(group_id) + SEQ.pack(seq)
+
+
+def dedup_key(topic_id: int, dedup_id: bytes) -> bytes:
+    return DEDUP_PREFIX + ID.pack(topic_id) + dedup_id
+
+
+def dedup_age_key(seen_us: int, topic_id: int, dedup_id: bytes) -> bytes:
+    return DEDUP_AGE_PREFIX + SEQ.pack(seen_us) + ID.pack(topic_id) + dedup_id
+
+
+def split_dedup_age_key(store_key: bytes) -> tuple[int, int, bytes]:
+    """(seen µs, topic id, DEDUP-ID) of a ``U`` key."""
+    seen_us, topic_id = SEQ.unpack_from(store_key, 1)[0], ID.unpack_from(store_key, 9)[0]
+    return seen_us, topic_id, store_key[9 + ID.size:]
 
 
 def seq_at_end(store_key: bytes) -> int:

@@ -69,6 +69,7 @@ class Topic:
     received: int = 0  # messages taken since start (for its rate; not stored)
     log_from: int | None = None  # its log is complete from this seq on (None: no log)
     newest: int = -1  # the seq of its newest message stored while running (-1: unknown)
+    dedup_window_us: int = 0  # how long a DEDUP-ID is remembered (0: the node's default)
 
     @property
     def logged(self) -> bool:
@@ -88,7 +89,8 @@ class Topic:
         """Its settings; the counts that change with the batches are kept apart."""
         return json.dumps({"id": self.id, "default_from": self.default_from,
                            "created_us": self.created_us, "max_messages": self.max_messages,
-                           "max_bytes": self.max_bytes, "log_from": self.log_from}).encode()
+                           "max_bytes": self.max_bytes, "log_from": self.log_from,
+                           "dedup_window_us": self.dedup_window_us}).encode()
 
     def holder_names(self, seq: int, tag: bytes) -> tuple[str, ...]:
         """The names of the groups holding the message; () when only ``default`` does

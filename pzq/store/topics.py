@@ -83,7 +83,8 @@ class Topics(Participant):
             # a store from before logs were kept only for topics with groups: complete
             topic = Topic(key[1:].decode(), meta["id"], messages, stored_bytes,
                           meta["default_from"], meta["created_us"], meta["max_messages"],
-                          meta["max_bytes"], log_from=meta.get("log_from", 0))
+                          meta["max_bytes"], log_from=meta.get("log_from", 0),
+                          dedup_window_us=meta.get("dedup_window_us", 0))
             self._add_topic(topic)
         for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
             meta = json.loads(value)

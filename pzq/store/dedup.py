@@ -1,0 +1,67 @@
+"""Producer de-duplication: the DEDUP-IDs a topic has stored, for a window of time.
+
+A producer that sends a message again after a lost ACK gives it the same ``DEDUP-ID``
+header; within the topic's window the node stores it once and ACKs the repeat as
+``DUPLICATE``. An id is written with the batch that stores its message (``u`` to look
+it up, ``U`` in time order to let it go), so it is known across restarts exactly when
+the message is. Ids older than every window are deleted a chunk at a time, on the
+reaper's tick, as part of a batch.
+"""
+
+from __future__ import annotations
+
+from pzq.store import keyspace
+from pzq.store.store import Batch, Participant, Store
+
+SEEN = keyspace.SEQ  # the value of ``u``: when the id was seen (µs)
+EXPIRED_PER_BATCH = 10_000  # ids let go in one batch, so a burst cannot stall a wake
+
+
+class DedupIndex(Participant):
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._batch_ids: set[tuple[int, bytes]] = set()  # ids in the batch being built
+        self._expire_before_us: int | None = None  # set by the reaper's tick
+
+    def seen(self, topic_id: int, dedup_id: bytes, now_us: int, window_us: int) -> bool:
+        """Whether the topic stored a message with this id within the window."""
+        if (topic_id, dedup_id) in self._batch_ids:
+            return True
+        stored = self.store.get(keyspace.dedup_key(topic_id, dedup_id))
+        return stored is not None and SEEN.unpack(stored)[0] > now_us - window_us
+
+    def in_batch(self, topic_id: int, dedup_id: bytes) -> bool:
+        """Whether the id's message is in the batch being built (not yet written)."""
+        return (topic_id, dedup_id) in self._batch_ids
+
+    def remember(self, batch: Batch, topic_id: int, dedup_id: bytes, now_us: int) -> None:
+        stored = self.store.get(keyspace.dedup_key(topic_id, dedup_id))
+        if stored is not None:  # seen before the window: its old age entry goes
+            batch.delete(keyspace.dedup_age_key(SEEN.unpack(stored)[0], topic_id, dedup_id))
+        batch.put(keyspace.dedup_key(topic_id, dedup_id), SEEN.pack(now_us))
+        batch.put(keyspace.dedup_age_key(now_us, topic_id, dedup_id), b"")
+        self._batch_ids.add((topic_id, dedup_id))
+
+    def expire(self, before_us: int) -> None:
+        """Let ids seen before ``before_us`` go, with the next batch."""
+        self._expire_before_us = before_us
+
+    def prepare(self, batch: Batch) -> None:
+        if self._expire_before_us is None:
+            return
+        expired = 0
+        for key, _ in self.store.iterate(keyspace.DEDUP_AGE_PREFIX, values=False):
+            seen_us, topic_id, dedup_id = keyspace.split_dedup_age_key(key)
+            if seen_us >= self._expire_before_us or expired >= EXPIRED_PER_BATCH:
+                break
+            batch.delete(key)
+            batch.delete(keyspace.dedup_key(topic_id, dedup_id))
+            expired += 1
+        if expired < EXPIRED_PER_BATCH:
+            self._expire_before_us = None  # else the next batch goes on
+
+    def written(self) -> None:
+        self._batch_ids.clear()
+
+    def failed(self) -> None:
+        self._batch_ids.clear()

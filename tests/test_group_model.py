@@ -27,12 +27,15 @@ from hypothesis.stateful import (
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.node import group_ops
 from pzq.protocol import frames as wire
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
 from pzq.store.topics import Group, Topics
 
-pytestmark = pytest.mark.timeout(110)
+# PZQ_MODEL_EXAMPLES raises the count for a long run (the suite's takes seconds).
+EXAMPLES = int(os.environ.get("PZQ_MODEL_EXAMPLES", "60"))
+pytestmark = pytest.mark.timeout(110 * max(1, EXAMPLES // 60))
 
 ACK_TIMEOUT_US = 1_000_000
 SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20,
@@ -198,6 +201,28 @@ class GroupModel(RuleBasedStateMachine):
         self._commit(batch)
         self.default_done.update(sent)
 
+    @rule(data=st.data())
+    def seek(self, data: st.DataObject) -> None:
+        """An operator's SEEK GROUP: done below the target, to deliver from it on (what
+        is still stored; one that every holder was done with is gone)."""
+        target = data.draw(st.integers(0, len(self.tags)))
+        batch = self.store.begin()
+        group_ops.seek(self.store, self.topics, batch, self.group, target)
+        self._commit(batch)
+        for entry in [*self.state.inflight.entries(), *self.state.ready.entries()]:
+            if entry.seq < target:
+                self.state.forget(entry.seq)
+        self.state.rewind()
+        self.out = {seq for seq in self.out if seq >= target}
+        gone = self.done & self.default_done
+        again = {seq for seq in self.done if seq >= target and seq not in gone}
+        self.done = {seq for seq in self.tags if seq < target} | (self.done & gone)
+        # An ACK lets a message's count go: one delivered again after a seek back is
+        # counted from 2 (it went out before), not from what it had reached.
+        for seq in again & set(self.counts):  # (a peer's DONE: not delivered here)
+            self.durable[seq] = 1
+            self.this_run.discard(seq)
+
     @rule()
     def restart(self) -> None:
         """A crash or a stop: nothing is out any more; the store is as written."""
@@ -234,9 +259,8 @@ class GroupModel(RuleBasedStateMachine):
         assert found == sorted(found)
 
 
-# PZQ_MODEL_EXAMPLES raises the count for a long run (the suite's is a few seconds).
 GroupModel.TestCase.settings = settings(
-    max_examples=int(os.environ.get("PZQ_MODEL_EXAMPLES", "60")), stateful_step_count=30,
+    max_examples=EXAMPLES, stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_group_delivery_state_against_its_model = GroupModel.TestCase

@@ -72,14 +72,19 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     topic.add_argument("--dedup-window", default=None, metavar="D",
                        help="declare: how long the topic remembers a DEDUP-ID (e.g. 10m; "
                             "the node's --dedup-window when not set)")
-    group = commands.add_parser("group", help="declare, remove or empty a consumer group")
-    group.add_argument("action", choices=ACTIONS)
+    group = commands.add_parser("group", help="declare, remove, empty, seek a consumer group, "
+                                "or list its pending deliveries")
+    group.add_argument("action", choices=(*ACTIONS, "pending", "seek"))
     group.add_argument("topic")
     group.add_argument("name")
     group.add_argument("--start", default=None, metavar="WHERE",
                        help="declare: earliest (default), latest, or µs since the epoch")
     group.add_argument("--filter", default=None, metavar="TAG",
                        help="declare: a TAG, or a prefix ending in '*'")
+    group.add_argument("--to", default=None, metavar="WHERE",
+                       help="seek: earliest, latest, µs since the epoch, or a message key")
+    group.add_argument("--limit", type=int, default=None, metavar="N",
+                       help="pending: at most N lines (100)")
 
 
 def _request(args: argparse.Namespace) -> str:
@@ -90,7 +95,8 @@ def _request(args: argparse.Namespace) -> str:
                                    dedup_window=args.dedup_window)])
     if args.command == "group":
         return " ".join([args.action.upper(), "GROUP", args.topic, args.name,
-                         *_options(start=args.start, filter=args.filter)])
+                         *_options(start=args.start, filter=args.filter, to=args.to,
+                                   limit=args.limit)])
     return {"dead": f"DEAD {getattr(args, 'limit', '')}",
             "requeue": f"REQUEUE {getattr(args, 'key', '')}",
             "purge": f"PURGE {getattr(args, 'key', '')}",

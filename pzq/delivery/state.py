@@ -90,7 +90,9 @@ class DeliveryState(Participant):
         return min([self.cursor, *open_seqs])
 
     def rewind(self) -> None:
-        """Look at every stored message again (the takeover rule's answer changed)."""
+        """Look at every stored message again (the takeover rule's answer changed, or
+        an operator's seek): what the cursor passed was delivered, here or elsewhere."""
+        self.delivered_before = max(self.delivered_before, self.cursor)
         self.cursor = 0
         self._table_full = False
 

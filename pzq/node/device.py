@@ -59,7 +59,8 @@ class Device:
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery.forget,
                                              lambda: Now.read().wall_us,
-                                             self._tell_holders).verbs())
+                                             self._tell_holders)
+                                  .verbs(self.monitor.verbs[b"PENDING"]))
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)

@@ -7,6 +7,9 @@
     REMOVE GROUP topic group                     what only it held goes (default too)
     EMPTY TOPIC name                             its messages go, its groups stay
     EMPTY GROUP topic group                      the group is done with what is stored
+    SEEK GROUP topic group to=WHERE              deliver from WHERE on: earliest, latest,
+                                                 µs since the epoch, or a message key
+    PENDING GROUP topic group [limit=N]          what the group has out or waiting again
 
 REMOVE and EMPTY walk the topic's messages once (its log, and the own messages below
 it for a topic without named groups or whose backfill is under way; an operator's
@@ -22,6 +25,7 @@ from collections.abc import Callable
 
 from pzq.durations import duration_us
 from pzq.errors import DecodeError, StoreError
+from pzq.node import group_ops
 from pzq.node.admin import Verb
 from pzq.node.consume import ConsumeEndpoint
 from pzq.protocol import consume as wire
@@ -50,9 +54,16 @@ class TopicAdmin:
         self.forget = forget
         self.now_us = now_us
 
-    def verbs(self) -> dict[bytes, Verb]:
+    def verbs(self, node_pending: Verb) -> dict[bytes, Verb]:
+        """The verbs of topics and groups; PENDING without GROUP is ``node_pending``."""
+        group_pending = self._guarded(self._pending)
+
+        def pending(arguments: list[bytes]) -> bytes:
+            return group_pending(arguments) if arguments else node_pending(arguments)
+
         return {b"TOPICS": self._list, b"DECLARE": self._guarded(self._declare),
-                b"REMOVE": self._guarded(self._remove), b"EMPTY": self._guarded(self._empty)}
+                b"REMOVE": self._guarded(self._remove), b"EMPTY": self._guarded(self._empty),
+                b"SEEK": self._guarded(self._seek), b"PENDING": pending}
 
     def _guarded(self, verb: Verb) -> Verb:
         def answer(arguments: list[bytes]) -> bytes:
@@ -151,6 +162,67 @@ class TopicAdmin:
                     else self._group(topic, names[1]).id)
         done = self._mark_all_done(topic, group_id, names[1])
         return f"emptied group {names[1]} of topic {topic.name}: {done} messages\n".encode()
+
+    def _seek(self, arguments: list[bytes]) -> bytes:
+        topic, group, options = self._named_group(arguments, b"SEEK",
+                                                  "SEEK GROUP topic group to=WHERE")
+        where = options.pop("to", None)
+        _no_more(options)
+        if where is None:
+            raise ValueError("SEEK needs to=earliest|latest|<µs since the epoch>|<key>")
+        target = self._seek_target(topic, where)
+        batch = self.store.begin()
+        moved = group_ops.seek(self.store, self.topics, batch, group, target)
+        self.tell(batch, moved.deleted, group.name, moved.marked)
+        self.store.commit(batch)
+        deliveries = self.consume.groups.get(group.id) if self.consume else None
+        if deliveries is not None:
+            group_ops.let_go_below(deliveries, target)
+        return (f"group {group.name} of topic {topic.name} at seq {target}: "
+                f"{len(moved.deleted) + len(moved.marked)} now done, "
+                f"{len(moved.to_deliver)} to be delivered\n").encode()
+
+    def _seek_target(self, topic: Topic, where: str) -> int:
+        """The seq a seek goes to."""
+        if where == wire.START_WORDS[0]:
+            return 0
+        if where == wire.START_WORDS[1]:
+            return self.store.next_seq
+        if where.isdigit():
+            return self.topics.first_stored_since(topic, int(where))
+        try:
+            node_id, seq = keyspace.parse_message_key(where.encode())
+        except DecodeError:
+            raise ValueError(f"to={where[:40]!r} is not earliest, latest, µs since the "
+                             "epoch or a message key") from None
+        if node_id != self.store.node_id:
+            raise ValueError(f"{where} is another node's message; seek on that node")
+        return seq
+
+    def _pending(self, arguments: list[bytes]) -> bytes:
+        topic, group, options = self._named_group(arguments, b"PENDING",
+                                                  "PENDING GROUP topic group [limit=N]")
+        limit = _number(options.pop("limit", group_ops.PENDING_LIST))
+        _no_more(options)
+        deliveries = self.consume.groups.get(group.id) if self.consume else None
+        lines = ([] if deliveries is None
+                 else group_ops.pending_lines(deliveries, self.now_us(), limit))
+        out = sum(" out " in line for line in lines)
+        head = (f"group {group.name} of topic {topic.name}: {out} out, "
+                f"{len(lines) - out} waiting\n")
+        return (head + "".join(line + "\n" for line in lines)).encode()
+
+    def _named_group(self, arguments: list[bytes], verb: bytes,
+                     usage: str) -> tuple[Topic, Group, dict[str, str]]:
+        kind, names, options = _parse(arguments, verb)
+        if kind != "GROUP":
+            raise ValueError(f"usage: {usage}")
+        _count(names, 2, usage)
+        topic = self._topic(names[0])
+        if names[1] == DEFAULT_GROUP:
+            raise ValueError("default is the consumers on --send-dsn, in arrival order; "
+                             "name a group of --consume-dsn")
+        return topic, self._group(topic, names[1]), options
 
     # -- walks of a topic's log ----------------------------------------------------
 

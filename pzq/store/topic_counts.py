@@ -35,6 +35,13 @@ class TopicCounts:
             group.floor = floor
             self.group_deltas.setdefault(group, 0)
 
+    def lower_floor(self, group: Group, floor: int) -> None:
+        """An operator moved the group back to ``floor`` (a seek): written with the
+        next batch, so a restart reads on from there."""
+        if floor < group.floor:
+            group.floor = floor
+            self.group_deltas.setdefault(group, 0)
+
     def pending(self, topic: Topic) -> tuple[int, int]:
         """Messages and bytes the batch being built adds to (or takes from) the topic."""
         messages, size = self.deltas.get(topic, (0, 0))

@@ -205,6 +205,27 @@ class Topics(Participant):
     def backfill_due(self) -> bool:
         return bool(self._backfilling)
 
+    def move_start(self, group: Group, start_seq: int) -> None:
+        """An operator moved the group's start back (a seek): it holds the topic's
+        messages from there on, counted now where logged and by a backfill below."""
+        topic = group.topic
+        if topic.log_from is not None:
+            group.backlog += sum(
+                1 for key, tag in self.store.iterate(
+                    keyspace.topic_log_prefix(topic.id),
+                    keyspace.topic_log_key(topic.id, max(start_seq, topic.log_from)))
+                if keyspace.seq_at_end(key) < group.start_seq and group.takes(tag))
+        group.start_seq = start_seq
+        if topic.log_short():
+            self._backfilling.add(topic)
+        self.counts.dirty_groups.add(group)
+
+    def not_done(self, batch: Batch, group: Group, seq: int) -> None:
+        """The group is to deliver the message again (a seek back): its mark goes."""
+        batch.delete(keyspace.group_done_key(group.id, seq))
+        if self.counted(group.topic, seq):
+            self.counts.count_group(group, 1)
+
     def backfill(self, limit: int = topic_log.BACKFILL_CHUNK) -> None:
         """Index one chunk of the stored messages of a topic whose log does not yet
         reach back as far as one of its groups starts, in a batch of its own."""

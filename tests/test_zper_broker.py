@@ -190,6 +190,46 @@ def test_zpack_offsets_agree_with_fetch(zper_node, open_socket):
     assert zper_node.stats()["zper"]["ack"]["published"] == 30
 
 
+def zper_client_size(frames: list[bytes]) -> int:
+    """A record's bytes as ZPER's clients count them: ``data.length > 255 ? 9 : 2``."""
+    return sum(len(frame) + (9 if len(frame) > 255 else 2) for frame in frames)
+
+
+def test_zper_clients_count_the_offsets_of_255_byte_frames(zper_node, open_socket):
+    """ZPER's order check with 254/255/256-byte bodies: each next offset a client
+    counts is where the next record starts, and the ack names it too."""
+    subscriber = open_socket(zmq.SUB)
+    subscriber.subscribe(b"sizes")
+    subscriber.connect(zper_node.zper["ack"])
+    zper_node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
+                         message="the subscription")
+    sent = [[b"id-%03d" % n, b"x" * size] for n, size in enumerate([254, 255, 256] * 10)]
+    writer = producer(open_socket, zper_node, zmq.DEALER, "sizes", 0)
+    for frames in sent:
+        writer.send_multipart(frames)
+    acks = []
+    while len(acks) < len(sent):
+        assert subscriber.poll(10_000), f"{len(acks)} acks"
+        acks.append(zp.decode_ack(subscriber.recv_multipart()))
+    reader = open_socket(zmq.DEALER)
+    reader.setsockopt(zmq.IDENTITY, zp.make_identity("sizes"))
+    reader.connect(zper_node.archive_dsn)
+    position, counted, got = 0, [], []
+    while len(got) < len(sent):
+        reader.send_multipart([b"FETCH", zp.INT64.pack(position), zp.INT64.pack(700)])
+        assert reader.poll(10_000)
+        reply = reader.recv_multipart()
+        assert reply[0][0] == zp.OK, f"FETCH at the counted offset {position}: {reply}"
+        for _, frames in decode_records(reply[1]):
+            counted.append(position)
+            got.append(frames)
+            position += zper_client_size(frames)
+    assert got == sent
+    assert [offset for _, _, offset in acks] == counted
+    end = zper_node.stats()["archive"]["topics"]["sizes"]["last_offset"]
+    assert position == end == sum(zper_client_size(frames) for frames in sent)
+
+
 def relay_client(open_socket, node, topic: str) -> zmq.Socket:
     client = open_socket(zmq.DEALER)
     client.setsockopt(zmq.IDENTITY, zp.make_identity(topic))

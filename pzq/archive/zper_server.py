@@ -4,7 +4,10 @@ Replies follow ZPER's ``ZPReaderWorker`` and ``ZLog.offsets``, which its Java
 reader test checks: ``OFFSET -2`` answers the first segment's start, ``OFFSET -1``
 the last segment's start and the end offset, ``OFFSET <ms>`` the starts of the
 segments last modified before that time, oldest first, then the end offset when
-even the newest segment qualifies; nothing found is status 101. ``FETCH`` answers
+even the newest segment qualifies; nothing found is status 101. An empty or
+unknown topic answers as ZPER's ``ZLog`` does, which always holds a segment 0 and
+whose file, not written yet, counts as last modified at 0: ``[0]`` for -2, ``[0, 0]``
+for -1 and for any time after the epoch. ``FETCH`` answers
 whole records from a record boundary within one segment (ZPER would hand out any
 byte range; pzq answers 101 for an offset inside a record, so no reader ever
 decodes half a record).
@@ -44,10 +47,22 @@ def _reply(archive: Archive, identity: bytes, frames: list[bytes]) -> list[bytes
 
 
 def _offsets(log: TopicLog | None, timestamp_ms: int, max_entries: int | None) -> list[bytes]:
-    offsets = [] if log is None else segment_offsets(log, timestamp_ms, max_entries)
+    offsets = (empty_log_offsets(timestamp_ms) if log is None or not log.end_offset
+               else segment_offsets(log, timestamp_ms, max_entries))
     if not offsets:
         raise ValueError("no segment answers this time")
     return [OK, *(zp.INT64.pack(offset) for offset in offsets)]
+
+
+def empty_log_offsets(timestamp_ms: int) -> list[int]:
+    """ZPER's answer for a topic with nothing written: its segment 0, empty."""
+    if timestamp_ms == zp.EARLIEST:
+        return [0]
+    if timestamp_ms == zp.LATEST:
+        return [0, 0]
+    if timestamp_ms < 0:
+        raise ValueError("time must be -1, -2 or milliseconds since the epoch")
+    return [0, 0] if timestamp_ms > 0 else []  # modified at 0: strictly before any later time
 
 
 def segment_offsets(log: TopicLog, timestamp_ms: int, max_entries: int | None) -> list[int]:

@@ -22,14 +22,18 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 def zper_node(start_node, tmp_path):
+    return start_zper_node(start_node, tmp_path, "--flush-messages", "5",
+                           "--flush-interval", "100")
+
+
+def start_zper_node(start_node, tmp_path, *flush_flags: str):
     """Wildcard ports, then the ports bound written into its arguments, so that a
     restart binds the same ones (clients reconnect there)."""
     flags = {"archive": "--archive-dsn", "zper_writer": "--zper-writer-dsn",
              "zper_ack": "--zper-ack-dsn", "zper_relay": "--zper-relay-dsn"}
     wildcards = [part for flag in flags.values() for part in (flag, "tcp://127.0.0.1:*")]
     node = start_node("--archive-dir", str(tmp_path / "archive"), "--segment-size", "4000",
-                      "--flush-messages", "5", "--flush-interval", "100", "--relay-poll", "20",
-                      *wildcards)
+                      *flush_flags, "--relay-poll", "20", *wildcards)
     ready = node.event("node_ready")
     for name, flag in flags.items():
         node.extra_args[node.extra_args.index(flag) + 1] = ready[name]
@@ -190,6 +194,35 @@ def test_zpack_offsets_agree_with_fetch(zper_node, open_socket):
     assert zper_node.stats()["zper"]["ack"]["published"] == 30
 
 
+def test_a_subscriber_that_keeps_up_gets_every_ack_of_a_burst(start_node, tmp_path,
+                                                               open_socket):
+    """20 000 writes made durable by one timed flush are acked at once, far past
+    libzmq's default queue of 1 000: none may be lost, and none is dropped."""
+    node = start_zper_node(start_node, tmp_path, "--flush-messages", "1000000",
+                           "--flush-interval", "300", "--segment-size", "1000000")
+    subscriber = open_socket(zmq.SUB)
+    subscriber.subscribe(b"burst")
+    subscriber.connect(node.zper["ack"])
+    node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
+                    message="the subscription")
+    sent = messages(20_000)
+    writer = producer(open_socket, node, zmq.DEALER, "burst", 0)
+    for frames in sent:
+        writer.send_multipart(frames)
+    acks = []
+    while len(acks) < len(sent):
+        if not subscriber.poll(5_000):
+            break
+        acks.append(zp.decode_ack(subscriber.recv_multipart()))
+    assert len(acks) == len(sent), f"{len(acks)} of {len(sent)} acks"
+    ack_stats = node.stats()["zper"]["ack"]
+    assert [message_id for _, message_id, _ in acks] == [frames[0] for frames in sent]
+    assert [offset for _, _, offset in acks] == \
+        [offset for offset, _ in fetch_all(open_socket, node, "burst")]
+    assert (ack_stats["published"], ack_stats["dropped"], ack_stats["waiting"]) == \
+        (20_000, 0, 0)
+
+
 def zper_client_size(frames: list[bytes]) -> int:
     """A record's bytes as ZPER's clients count them: ``data.length > 255 ? 9 : 2``."""
     return sum(len(frame) + (9 if len(frame) > 255 else 2) for frame in frames)
@@ -323,6 +356,9 @@ def test_figures_in_stats_the_exporter_and_the_status_page_data(zper_node, open_
     assert f"pzq_zper_written_bytes_total{{{labels}}} 5350.0" in metrics
     assert f"pzq_zper_relay_clients{{{labels}}} 1.0" in metrics
     assert f"pzq_zper_ack_subscriptions{{{labels}}} 1.0" in metrics
+    assert f"pzq_zper_acks_published_total{{{labels}}} 50.0" in metrics
+    assert f"pzq_zper_acks_dropped_total{{{labels}}} 0.0" in metrics
+    assert f"pzq_zper_acks_waiting{{{labels}}} 0.0" in metrics
     assert f'pzq_archive_bytes{{{labels},topic="clicks"}} {float(topic["bytes"])}' in metrics
     assert history["zper"]["relay"]["clients"] == 1  # what the status page shows
 

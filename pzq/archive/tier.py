@@ -16,7 +16,7 @@ from pzq.archive import zper_server
 from pzq.archive.entry import ArchivedMessage, validate_topic
 from pzq.archive.writer import Archive
 from pzq.store import record
-from pzq.zmqio import Socket, drain, send_frames
+from pzq.zmqio import Socket, drain
 
 TOPIC_HEADER = b"TOPIC:"
 READER_BATCH = 64
@@ -88,8 +88,8 @@ class ArchiveTier:
     def answer_readers(self, socket: Socket) -> None:
         for identity, *request in drain(socket, READER_BATCH):
             try:
-                send_frames(socket, [identity, *zper_server.answer(self.archive, identity,
-                                                                   request)])
+                zper_server.send_reply(socket, [identity, *zper_server.answer(
+                    self.archive, identity, request)])
             except zmq.ZMQError:
                 pass  # the reader is gone or not reading
 

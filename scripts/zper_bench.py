@@ -7,7 +7,8 @@ same run (see README.rst, Performance).
 
 ZPWriter mode 0 and mode 1 at 100 B and 4 KiB (messages/s, MB/s) against the echo
 ceiling and against dd writing the same bytes; FETCH MB/s against reading the
-same files and against the FETCH ceiling (ZeroMQ answering from memory); Spark batch rows/s against Parquet; streaming write-to-row p50/p99.
+same files and against the FETCH ceiling (ZeroMQ answering from memory); Spark
+batch rows/s against Parquet; streaming write-to-row p50/p99.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ MORE = 0x01
 LONG = 0x02
 LONG_LENGTH = struct.Struct(">Q")
 SHORT_MAX = 255  # the longest frame written with a one-byte length
+# Every short header, by flag (last frame, more follow) and length: built once.
+SHORT_HEADERS = [[bytes((flag, length)) for length in range(SHORT_MAX + 1)]
+                 for flag in (0, MORE)]
 
 
 def encode_record(frames: list[bytes]) -> bytes:
@@ -37,12 +40,13 @@ def encode_into(chunks: list[bytes], frames: list[bytes]) -> int:
     size = 0
     for index, frame in enumerate(frames):
         flag = MORE if index < last else 0
-        if len(frame) <= SHORT_MAX:
-            chunks.append(bytes((flag, len(frame))))
-            size += 2 + len(frame)
+        length = len(frame)
+        if length <= SHORT_MAX:
+            chunks.append(SHORT_HEADERS[flag][length])
+            size += 2 + length
         else:
-            chunks.append(bytes((flag | LONG,)) + LONG_LENGTH.pack(len(frame)))
-            size += 9 + len(frame)
+            chunks.append(bytes((flag | LONG,)) + LONG_LENGTH.pack(length))
+            size += 9 + length
         chunks.append(frame)
     return size
 

@@ -49,7 +49,10 @@ class TopicReads:
         return raw_spans if self.raw else spans
 
     def index(self, segment_start: int) -> OffsetIndex:
-        return self._indexes.setdefault(segment_start, OffsetIndex())
+        index = self._indexes.get(segment_start)
+        if index is None:
+            index = self._indexes[segment_start] = OffsetIndex()
+        return index
 
     def install(self, segment_start: int, index: OffsetIndex) -> None:
         self._indexes[segment_start] = index

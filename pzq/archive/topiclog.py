@@ -177,14 +177,15 @@ class TopicLog:
         pending: list[bytes] = []  # headers and payloads, joined once
         pending_size = count = 0
         try:
+            index = self._reads.index(self.segments[-1].start)
             for frames in records:
                 if self._active_size + pending_size >= self.segment_size:
                     self._write_pending(pending, pending_size, count)
                     pending, pending_size, count = [], 0, 0
                     self._roll(now)
+                    index = self._reads.index(self.segments[-1].start)
                 size = encode_into(pending, frames)
-                self._reads.index(self.segments[-1].start).note(
-                    self._active_size + pending_size, size)
+                index.note(self._active_size + pending_size, size)
                 offsets.append(self.end_offset + pending_size)
                 pending_size += size
                 count += 1

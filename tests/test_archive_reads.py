@@ -82,3 +82,18 @@ def test_a_closed_segment_changed_on_disk_is_walked_again(tmp_path):
     assert len(log.read(target, 1 << 20)) == following - target  # the damaged one alone
     assert log.damaged_records == 1
     archive.close(now=0)
+
+
+def test_reading_many_segments_keeps_few_files_open(tmp_path):
+    archive = Archive(tmp_path, segment_size=2_000)
+    archive.open(now=0)
+    for n in range(400):
+        archive.append(varied(n % 3), now=0)  # small records: many segments
+    log = archive.log("orders")
+    assert log is not None and len(log.segments) > 100
+    open_before = len(os.listdir("/proc/self/fd"))
+    assert all(len(log.read(segment.start, 1 << 20)) for segment in log.segments)
+    # Each mapping holds a file descriptor: not one per segment read (a reply kept
+    # would keep its own).
+    assert len(os.listdir("/proc/self/fd")) - open_before <= 40
+    archive.close(now=0)

@@ -17,7 +17,8 @@ and a record on) instead of record by record. A closed segment keeps that
 knowledge while its size and modification time stay as they were when it closed
 or was first walked; a file changed since is walked again. Replies are views of
 the segment's mapping, which stays open while any reply still uses it, so the
-bytes reach ZeroMQ without a copy.
+bytes reach ZeroMQ without a copy; the MAPS_KEPT segments of a topic read last
+stay mapped between FETCHes (each mapping holds a file descriptor).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from pzq.archive.index import OffsetIndex, SpanWalk, open_index
 from pzq.archive.raw import raw_spans, raw_walk
 from pzq.archive.records import Buffer, Damaged, Record, TornTail, spans, walk
 from pzq.archive.segments import Segment, segment_name
+
+MAPS_KEPT = 32  # segments kept mapped per topic; a reply in flight keeps its own
 
 
 class TopicReads:
@@ -96,11 +99,14 @@ class TopicReads:
         """The segment mapped up to at least ``size`` bytes (mapped again when it has
         grown), and the file's (size, mtime ns)."""
         state = _file_state(os.stat(segment.path))
-        cached = self._maps.get(segment.start)
+        maps = self._maps
+        cached = maps.pop(segment.start, None)  # put back last: the most recently used
         if cached is None or len(cached) < size:
             with segment.path.open("rb") as handle:
                 cached = mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ)
-            self._maps[segment.start] = cached
+        maps[segment.start] = cached
+        if len(maps) > MAPS_KEPT:  # each holds a file descriptor
+            del maps[next(iter(maps))]
         return cached, state
 
     def _records_from(self, segment: Segment, mapped: mmap.mmap, index: OffsetIndex,

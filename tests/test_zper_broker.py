@@ -223,6 +223,36 @@ def test_a_subscriber_that_keeps_up_gets_every_ack_of_a_burst(start_node, tmp_pa
         (20_000, 0, 0)
 
 
+def test_acks_a_full_queue_refused_go_out_once_the_subscriber_reads(start_node, tmp_path,
+                                                                   open_socket):
+    """A subscriber that reads nothing for a while: past its queue the node keeps the
+    acks of one flush (by count, of the last write) and sends them, in order, as the
+    subscriber reads; no write comes meanwhile."""
+    node = start_zper_node(start_node, tmp_path, "--flush-messages", "30000",
+                           "--flush-interval", "100000", "--segment-size", "100000000")
+    subscriber = open_socket(zmq.SUB)
+    subscriber.setsockopt(zmq.RCVHWM, 1)
+    subscriber.setsockopt(zmq.RCVBUF, 4096)
+    subscriber.subscribe(b"slow")
+    subscriber.connect(node.zper["ack"])
+    node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
+                    message="the subscription")
+    ids = [b"%05d" % n + b"i" * 1019 for n in range(30_000)]  # 30 MB of acks
+    writer = producer(open_socket, node, zmq.DEALER, "slow", 0)
+    for message_id in ids:
+        writer.send_multipart([message_id, b"body"])
+    node.wait_stats(lambda s: s["zper"]["ack"]["waiting"] > 0, timeout=20,
+                    message="acks kept past the subscriber's queue")
+    got = []
+    while len(got) < len(ids):
+        assert subscriber.poll(5_000), f"{len(got)} of {len(ids)} acks"
+        got.append(zp.decode_ack(subscriber.recv_multipart())[1])
+    assert got == ids
+    ack_stats = node.stats()["zper"]["ack"]
+    assert (ack_stats["published"], ack_stats["dropped"], ack_stats["waiting"]) == \
+        (30_000, 0, 0)
+
+
 def zper_client_size(frames: list[bytes]) -> int:
     """A record's bytes as ZPER's clients count them: ``data.length > 255 ? 9 : 2``."""
     return sum(len(frame) + (9 if len(frame) > 255 else 2) for frame in frames)

@@ -25,10 +25,15 @@ IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
 def bind(context: Context, kind: int, dsn: str, flag: str,
-         curve: KeyPair | None = None, zap_domain: str | None = None) -> Socket:
+         curve: KeyPair | None = None, zap_domain: str | None = None,
+         options: dict[int, int] | None = None) -> Socket:
+    """``options`` are set before the bind: the pipe of a peer that connects later
+    takes the high-water marks the socket had when it was bound (libzmq 4.3)."""
     refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)
+    for option, value in (options or {}).items():
+        socket.setsockopt(option, value)
     dual_stack(socket, dsn)
     if curve is not None:
         serve_curve(socket, curve, zap_domain)

@@ -24,12 +24,32 @@ pytestmark = pytest.mark.timeout(30)
 def test_frame_round_trip_at_length_boundaries(length):
     payload = bytes(range(256)) * (length // 256) + bytes(length % 256)
     encoded = encode_record([payload])
-    header = 2 if length < 255 else 9
+    header = 2 if length <= 255 else 9  # ZMTP/2.0's rule, as ZPER's clients count
     assert len(encoded) == header + length == encoded_size([payload])
-    assert encoded[0] == (0x02 if length >= 255 else 0x00)
-    if length >= 255:
+    assert encoded[0] == (0x02 if length > 255 else 0x00)
+    if length > 255:
         assert encoded[1:9] == length.to_bytes(8, "big")
+    else:
+        assert encoded[1] == length
     assert list(decode_records(encoded)) == [(0, [payload])]
+
+
+def long_form(frames: list[bytes]) -> bytes:
+    """A record as pzq wrote it before: every frame with an 8-byte length."""
+    last = len(frames) - 1
+    return b"".join(bytes((0x02 | (0x01 if at < last else 0),)) + len(frame).to_bytes(8, "big")
+                    + frame for at, frame in enumerate(frames))
+
+
+def test_a_255_byte_frame_in_the_long_form_still_reads():
+    old = long_form([b"k" * 255, b"v" * 255])
+    new = encode_record([b"n" * 255])
+    assert len(old) == 2 * (9 + 255) and len(new) == 2 + 255
+    data = old + new
+    assert list(decode_records(data)) == [(0, [b"k" * 255, b"v" * 255]),
+                                          (len(old), [b"n" * 255])]
+    assert valid_length(data) == len(data)
+    assert valid_length(data[:-1]) == len(old)
 
 
 def test_multi_frame_records_in_a_row():

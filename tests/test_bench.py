@@ -129,7 +129,8 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
 @pytest.mark.parametrize("script, option", [("bench_groups.py", "--repeats"),
                                             ("bench_groups.py", "--count"),
                                             ("zper_bench.py", "--count"),
-                                            ("zper_bench.py", "--spark-rows")])
+                                            ("zper_bench.py", "--spark-rows"),
+                                            ("zper_bench.py", "--fetch-only")])
 def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
     import subprocess
     import sys

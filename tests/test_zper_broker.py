@@ -22,14 +22,18 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 def zper_node(start_node, tmp_path):
+    return start_zper_node(start_node, tmp_path, "--flush-messages", "5",
+                           "--flush-interval", "100")
+
+
+def start_zper_node(start_node, tmp_path, *flush_flags: str):
     """Wildcard ports, then the ports bound written into its arguments, so that a
     restart binds the same ones (clients reconnect there)."""
     flags = {"archive": "--archive-dsn", "zper_writer": "--zper-writer-dsn",
              "zper_ack": "--zper-ack-dsn", "zper_relay": "--zper-relay-dsn"}
     wildcards = [part for flag in flags.values() for part in (flag, "tcp://127.0.0.1:*")]
     node = start_node("--archive-dir", str(tmp_path / "archive"), "--segment-size", "4000",
-                      "--flush-messages", "5", "--flush-interval", "100", "--relay-poll", "20",
-                      *wildcards)
+                      *flush_flags, "--relay-poll", "20", *wildcards)
     ready = node.event("node_ready")
     for name, flag in flags.items():
         node.extra_args[node.extra_args.index(flag) + 1] = ready[name]
@@ -190,6 +194,105 @@ def test_zpack_offsets_agree_with_fetch(zper_node, open_socket):
     assert zper_node.stats()["zper"]["ack"]["published"] == 30
 
 
+def test_a_subscriber_that_keeps_up_gets_every_ack_of_a_burst(start_node, tmp_path,
+                                                               open_socket):
+    """20 000 writes made durable by one timed flush are acked at once, far past
+    libzmq's default queue of 1 000: none may be lost, and none is dropped."""
+    node = start_zper_node(start_node, tmp_path, "--flush-messages", "1000000",
+                           "--flush-interval", "300", "--segment-size", "1000000")
+    subscriber = open_socket(zmq.SUB)
+    subscriber.subscribe(b"burst")
+    subscriber.connect(node.zper["ack"])
+    node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
+                    message="the subscription")
+    sent = messages(20_000)
+    writer = producer(open_socket, node, zmq.DEALER, "burst", 0)
+    for frames in sent:
+        writer.send_multipart(frames)
+    acks = []
+    while len(acks) < len(sent):
+        if not subscriber.poll(5_000):
+            break
+        acks.append(zp.decode_ack(subscriber.recv_multipart()))
+    assert len(acks) == len(sent), f"{len(acks)} of {len(sent)} acks"
+    ack_stats = node.stats()["zper"]["ack"]
+    assert [message_id for _, message_id, _ in acks] == [frames[0] for frames in sent]
+    assert [offset for _, _, offset in acks] == \
+        [offset for offset, _ in fetch_all(open_socket, node, "burst")]
+    assert (ack_stats["published"], ack_stats["dropped"], ack_stats["waiting"]) == \
+        (20_000, 0, 0)
+
+
+def test_acks_a_full_queue_refused_go_out_once_the_subscriber_reads(start_node, tmp_path,
+                                                                   open_socket):
+    """A subscriber that reads nothing for a while: past its queue the node keeps the
+    acks of one flush (by count, of the last write) and sends them, in order, as the
+    subscriber reads; no write comes meanwhile."""
+    node = start_zper_node(start_node, tmp_path, "--flush-messages", "30000",
+                           "--flush-interval", "100000", "--segment-size", "100000000")
+    subscriber = open_socket(zmq.SUB)
+    subscriber.setsockopt(zmq.RCVHWM, 1)
+    subscriber.setsockopt(zmq.RCVBUF, 4096)
+    subscriber.subscribe(b"slow")
+    subscriber.connect(node.zper["ack"])
+    node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
+                    message="the subscription")
+    ids = [b"%05d" % n + b"i" * 1019 for n in range(30_000)]  # 30 MB of acks
+    writer = producer(open_socket, node, zmq.DEALER, "slow", 0)
+    for message_id in ids:
+        writer.send_multipart([message_id, b"body"])
+    node.wait_stats(lambda s: s["zper"]["ack"]["waiting"] > 0, timeout=20,
+                    message="acks kept past the subscriber's queue")
+    got = []
+    while len(got) < len(ids):
+        assert subscriber.poll(5_000), f"{len(got)} of {len(ids)} acks"
+        got.append(zp.decode_ack(subscriber.recv_multipart())[1])
+    assert got == ids
+    ack_stats = node.stats()["zper"]["ack"]
+    assert (ack_stats["published"], ack_stats["dropped"], ack_stats["waiting"]) == \
+        (30_000, 0, 0)
+
+
+def zper_client_size(frames: list[bytes]) -> int:
+    """A record's bytes as ZPER's clients count them: ``data.length > 255 ? 9 : 2``."""
+    return sum(len(frame) + (9 if len(frame) > 255 else 2) for frame in frames)
+
+
+def test_zper_clients_count_the_offsets_of_255_byte_frames(zper_node, open_socket):
+    """ZPER's order check with 254/255/256-byte bodies: each next offset a client
+    counts is where the next record starts, and the ack names it too."""
+    subscriber = open_socket(zmq.SUB)
+    subscriber.subscribe(b"sizes")
+    subscriber.connect(zper_node.zper["ack"])
+    zper_node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
+                         message="the subscription")
+    sent = [[b"id-%03d" % n, b"x" * size] for n, size in enumerate([254, 255, 256] * 10)]
+    writer = producer(open_socket, zper_node, zmq.DEALER, "sizes", 0)
+    for frames in sent:
+        writer.send_multipart(frames)
+    acks = []
+    while len(acks) < len(sent):
+        assert subscriber.poll(10_000), f"{len(acks)} acks"
+        acks.append(zp.decode_ack(subscriber.recv_multipart()))
+    reader = open_socket(zmq.DEALER)
+    reader.setsockopt(zmq.IDENTITY, zp.make_identity("sizes"))
+    reader.connect(zper_node.archive_dsn)
+    position, counted, got = 0, [], []
+    while len(got) < len(sent):
+        reader.send_multipart([b"FETCH", zp.INT64.pack(position), zp.INT64.pack(700)])
+        assert reader.poll(10_000)
+        reply = reader.recv_multipart()
+        assert reply[0][0] == zp.OK, f"FETCH at the counted offset {position}: {reply}"
+        for _, frames in decode_records(reply[1]):
+            counted.append(position)
+            got.append(frames)
+            position += zper_client_size(frames)
+    assert got == sent
+    assert [offset for _, _, offset in acks] == counted
+    end = zper_node.stats()["archive"]["topics"]["sizes"]["last_offset"]
+    assert position == end == sum(zper_client_size(frames) for frames in sent)
+
+
 def relay_client(open_socket, node, topic: str) -> zmq.Socket:
     client = open_socket(zmq.DEALER)
     client.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
@@ -283,6 +386,9 @@ def test_figures_in_stats_the_exporter_and_the_status_page_data(zper_node, open_
     assert f"pzq_zper_written_bytes_total{{{labels}}} 5350.0" in metrics
     assert f"pzq_zper_relay_clients{{{labels}}} 1.0" in metrics
     assert f"pzq_zper_ack_subscriptions{{{labels}}} 1.0" in metrics
+    assert f"pzq_zper_acks_published_total{{{labels}}} 50.0" in metrics
+    assert f"pzq_zper_acks_dropped_total{{{labels}}} 0.0" in metrics
+    assert f"pzq_zper_acks_waiting{{{labels}}} 0.0" in metrics
     assert f'pzq_archive_bytes{{{labels},topic="clicks"}} {float(topic["bytes"])}' in metrics
     assert history["zper"]["relay"]["clients"] == 1  # what the status page shows
 

@@ -18,11 +18,14 @@ import zmq
 from harness import produce_and_consume
 
 from pzq.archive.codec import decode_records
+from pzq.archive.reader import ArchiveReader
 from pzq.archive.topiclog import TopicLog, list_segments
-from pzq.archive.zper_server import segment_offsets
+from pzq.archive.writer import Archive
+from pzq.archive.zper_server import answer, segment_offsets
 from pzq.protocol import zper as zp
 
 pytestmark = pytest.mark.timeout(60)
+OK = bytes((zp.OK,))
 
 
 def int64(value: int) -> bytes:
@@ -98,10 +101,36 @@ def test_req_reader_gets_its_envelope_back(archived_node, context, open_socket):
     assert raw.recv_multipart() == [b"", bytes((zp.INVALID_COMMAND,))]
 
 
-def test_unknown_topic_has_no_offsets(archived_node, open_socket):
+EMPTY_TOPIC_ANSWERS = (  # ZPER's ZLog: a segment 0 that holds nothing, never modified
+    ([b"OFFSET", int64(zp.EARLIEST)], [OK, int64(0)]),
+    ([b"OFFSET", int64(zp.LATEST)], [OK, int64(0), int64(0)]),
+    ([b"OFFSET", int64(1_700_000_000_000)], [OK, int64(0), int64(0)]),
+    ([b"OFFSET", int64(1_700_000_000_000), zp.INT32.pack(1)], [OK, int64(0), int64(0)]),
+    ([b"OFFSET", int64(0)], [bytes((zp.INVALID_OFFSET,))]),  # not modified before 0
+    ([b"OFFSET", int64(-5)], [bytes((zp.INVALID_OFFSET,))]),
+    ([b"FETCH", int64(0), int64(1 << 20)], [OK, b""]),
+)
+
+
+def test_an_unknown_topic_answers_as_zpers_zlog_does(archived_node, context, open_socket):
+    """TestZPReader's testOffset on a topic nothing was written to."""
     client = ZperClient(open_socket, archived_node.archive_dsn, zmq.DEALER, "never-seen")
-    assert client.ask(b"OFFSET", int64(zp.LATEST)) == [bytes((zp.INVALID_OFFSET,))]
-    assert client.ask(b"OFFSET", int64(zp.EARLIEST)) == [bytes((zp.INVALID_OFFSET,))]
+    for request, expected in EMPTY_TOPIC_ANSWERS:
+        assert client.ask(*request) == expected, request
+    with ArchiveReader(archived_node.archive_dsn, "never-seen", context=context) as reader:
+        assert (reader.earliest(), reader.latest(), list(reader.messages())) == (0, 0, [])
+
+
+def test_an_empty_topic_on_disk_answers_as_an_unknown_one(tmp_path):
+    (tmp_path / "empty").mkdir()
+    archive = Archive(tmp_path)
+    archive.open(now=0)
+    log = archive.log("empty")
+    assert log is not None and log.end_offset == 0 and len(log.segments) == 1
+    identity = zp.make_identity("empty")
+    for request, expected in EMPTY_TOPIC_ANSWERS:
+        assert answer(archive, identity, request) == expected, request
+    archive.close(now=0)
 
 
 def test_offsets_by_modification_time(tmp_path):

@@ -1,9 +1,14 @@
 """The ZPER frame format: ZMTP 2.0 style frames, written to disk as they are.
 
-    flag:1  length:1 (< 255) or length:8 big-endian (flag 0x02)  payload
+    flag:1  length:1 (0-255) or length:8 big-endian (flag 0x02)  payload
 
 Flag 0x01 says another frame of the same record follows. A record (one archived
 message) is a run of frames whose last one has no 0x01. There is no padding.
+
+Frames of up to 255 bytes are written in the short form, as ZMTP/2.0 puts them on
+the wire and as ZPER's clients count offsets (``length > 255 ? 9 : 2`` header
+bytes). Readers go by the flag byte, so a 255-byte frame in the long form (what pzq
+wrote before) still reads.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from pzq.errors import ArchiveFormatError, TornRecordError
 MORE = 0x01
 LONG = 0x02
 LONG_LENGTH = struct.Struct(">Q")
-SHORT_LIMIT = 255  # lengths below this fit in one byte
+SHORT_MAX = 255  # the longest frame written with a one-byte length
+# Every short header, by flag (last frame, more follow) and length: built once.
+SHORT_HEADERS = [[bytes((flag, length)) for length in range(SHORT_MAX + 1)]
+                 for flag in (0, MORE)]
 
 
 def encode_record(frames: list[bytes]) -> bytes:
@@ -32,12 +40,13 @@ def encode_into(chunks: list[bytes], frames: list[bytes]) -> int:
     size = 0
     for index, frame in enumerate(frames):
         flag = MORE if index < last else 0
-        if len(frame) < SHORT_LIMIT:
-            chunks.append(bytes((flag, len(frame))))
-            size += 2 + len(frame)
+        length = len(frame)
+        if length <= SHORT_MAX:
+            chunks.append(SHORT_HEADERS[flag][length])
+            size += 2 + length
         else:
-            chunks.append(bytes((flag | LONG,)) + LONG_LENGTH.pack(len(frame)))
-            size += 9 + len(frame)
+            chunks.append(bytes((flag | LONG,)) + LONG_LENGTH.pack(length))
+            size += 9 + length
         chunks.append(frame)
     return size
 
@@ -63,14 +72,24 @@ def decode_records(buffer: bytes | memoryview, start: int = 0,
 
 def valid_length(buffer: bytes | memoryview, start: int = 0) -> int:
     """How many bytes from ``start`` are whole records (a torn tail is not)."""
+    view = memoryview(buffer)
     position = start
-    for offset, frames in decode_records(buffer, start):
-        position = offset + encoded_size(frames)
+    while position < len(view):
+        try:  # by the frames as they are: an old long-form header counts 9 bytes
+            position = record_end(view, position, len(view))
+        except TornRecordError:
+            break
     return position - start
 
 
 def encoded_size(frames: list[bytes]) -> int:
-    return sum(len(frame) + (2 if len(frame) < SHORT_LIMIT else 9) for frame in frames)
+    """The bytes ``encode_record`` writes for these frames."""
+    return sum(len(frame) + header_size(len(frame)) for frame in frames)
+
+
+def header_size(length: int) -> int:
+    """A frame header's bytes as written now and as ZPER's clients count them."""
+    return 2 if length <= SHORT_MAX else 9
 
 
 def read_record(view: memoryview, position: int, end: int) -> tuple[list[bytes], int]:

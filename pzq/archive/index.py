@@ -38,18 +38,46 @@ def index_path(segment_path: Path) -> Path:
 
 class OffsetIndex:
     """Record starts of one segment; every start below ``covered`` is reachable by
-    walking from the entry before it."""
+    walking from the entry before it. Below ``whole_until`` every record is whole:
+    the node appended it, or a reader walked it under the damage rule (see
+    pzq.archive.segment_reads), while the file was as ``file_state`` says."""
 
     def __init__(self, entries: list[int] | None = None, covered: int = 0) -> None:
         self.entries = entries or [0]
         self.covered = covered
+        self.whole_until = 0
+        self.file_state: tuple[int, int] | None = None  # (size, mtime ns) once closed
         self._saved = 0  # entries already in the file
 
     def note(self, position: int, size: int) -> None:
-        """The record at ``position`` of ``size`` bytes, noted in offset order."""
+        """The record at ``position`` of ``size`` bytes, noted in offset order (the
+        node's own appends are whole)."""
         if position - self.entries[-1] >= INDEX_BYTES:
             self.entries.append(position)
         self.covered = max(self.covered, position + size)
+        if position == self.whole_until:
+            self.whole_until = position + size
+
+    def walked_whole(self, start: int, stop: int) -> None:
+        """A walk found only whole records from ``start`` to ``stop``."""
+        if start <= self.whole_until < stop:
+            self.whole_until = stop
+
+    def whole_stop(self, data: Buffer, position: int, limit: int,
+                   span_walk: SpanWalk) -> int:
+        """Where the whole records from ``position`` (a record start below
+        ``whole_until``) end, at most at ``limit``: the last indexed start by then,
+        then by frames at most INDEX_BYTES and one record on. ``position`` when even
+        the first record ends past it."""
+        limit = min(limit, self.whole_until)
+        stop = max(position, self.floor(limit))
+        with closing(span_walk(data, stop)) as items:
+            for item in items:
+                end = item.offset + item.size
+                if isinstance(item, TornTail) or end > limit:
+                    break
+                stop = end
+        return stop
 
     def floor(self, position: int) -> int:
         """The last indexed record start at or before ``position``."""

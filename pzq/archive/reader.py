@@ -49,7 +49,7 @@ class ArchiveReader:
                 for frame in self._request(zp.encode_offset_request(timestamp_ms))]
 
     def earliest(self) -> int:
-        """The first offset; ReaderError 101 when the topic has no log."""
+        """The first offset (0 for a topic with nothing archived, as ZPER answers)."""
         return self._offsets(zp.EARLIEST)[0]
 
     def latest(self) -> int:
@@ -90,7 +90,7 @@ class ArchiveReader:
             end = self.latest()
         except ReaderError as exc:
             if exc.status == zp.INVALID_OFFSET:
-                return  # no log for this topic: nothing archived under it yet
+                return  # a server that answers 101 for a topic with no log yet
             raise
         while position < end:
             items, replied = self._fetch(position, max_bytes)

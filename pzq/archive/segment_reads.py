@@ -9,11 +9,22 @@ any offset, and the records from there by their frames say whether one starts at
 The active segment's index is opened with the topic; a closed segment's the first
 time a FETCH reads it (rebuilt then if missing or torn), so a node with a long
 archive and no indexes yet does not read all of it before it starts.
+
+Records are walked under that rule once: what the node appended, or walked and
+found whole, is below its index's ``whole_until``, and a reply there ends at the
+last indexed record start within the size asked for (walking at most INDEX_BYTES
+and a record on) instead of record by record. A closed segment keeps that
+knowledge while its size and modification time stay as they were when it closed
+or was first walked; a file changed since is walked again. Replies are views of
+the segment's mapping, which stays open while any reply still uses it, so the
+bytes reach ZeroMQ without a copy; the MAPS_KEPT segments of a topic read last
+stay mapped between FETCHes (each mapping holds a file descriptor).
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 from contextlib import closing
 
 from pzq.archive.damage import DamagedRecord, log_damage
@@ -21,6 +32,8 @@ from pzq.archive.index import OffsetIndex, SpanWalk, open_index
 from pzq.archive.raw import raw_spans, raw_walk
 from pzq.archive.records import Buffer, Damaged, Record, TornTail, spans, walk
 from pzq.archive.segments import Segment, segment_name
+
+MAPS_KEPT = 32  # segments kept mapped per topic; a reply in flight keeps its own
 
 
 class TopicReads:
@@ -31,6 +44,7 @@ class TopicReads:
         self.raw = raw
         self.damaged_records = 0
         self._indexes: dict[int, OffsetIndex] = {}
+        self._maps: dict[int, mmap.mmap] = {}  # by segment start
         self._reported: set[int] = set()
 
     @property
@@ -38,51 +52,88 @@ class TopicReads:
         return raw_spans if self.raw else spans
 
     def index(self, segment_start: int) -> OffsetIndex:
-        return self._indexes.setdefault(segment_start, OffsetIndex())
+        index = self._indexes.get(segment_start)
+        if index is None:
+            index = self._indexes[segment_start] = OffsetIndex()
+        return index
 
     def install(self, segment_start: int, index: OffsetIndex) -> None:
         self._indexes[segment_start] = index
 
     def forget(self, segment_start: int) -> None:
         self._indexes.pop(segment_start, None)
+        self._maps.pop(segment_start, None)  # unmapped once no reply uses it
 
-    def read(self, segment: Segment, position: int, size: int, max_bytes: int) -> bytes:
-        """The reply bytes for a FETCH at ``position`` of a segment of ``size`` bytes;
-        ValueError when no record starts there."""
+    def seal(self, segment: Segment) -> None:
+        """The node stopped appending to ``segment``: what it knows whole there holds
+        while the file stays as it is now."""
+        index = self._indexes.get(segment.start)
+        if index is not None:
+            index.file_state = _file_state(os.stat(segment.path))
+
+    def read(self, segment: Segment, position: int, size: int, max_bytes: int,
+             active: bool = False) -> bytes | memoryview:
+        """The reply bytes for a FETCH at ``position`` of a segment of ``size`` bytes
+        (the one the node appends to if ``active``); ValueError when no record
+        starts there."""
         if position >= size:
             return b""
-        with segment.path.open("rb") as handle, \
-                mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ) as mapped:
-            index = self._indexes.get(segment.start)
-            if index is None:  # a closed segment not read since the node started
-                index = open_index(segment.path, mapped, self.span_walk)
-                self._indexes[segment.start] = index
-            if not index.is_record_start(mapped, position, self.span_walk):
-                raise ValueError(f"offset {segment.start + position} is not a record start")
-            return self._records_from(segment, mapped, index, position, max_bytes)
+        mapped, state = self._mapped(segment, size)
+        index = self._indexes.get(segment.start)
+        if index is None:  # a closed segment not read since the node started
+            index = open_index(segment.path, mapped, self.span_walk)
+            self._indexes[segment.start] = index
+        if not active and index.file_state != state:
+            index.whole_until, index.file_state = 0, state  # changed: walk it again
+        if not index.is_record_start(mapped, position, self.span_walk):
+            raise ValueError(f"offset {segment.start + position} is not a record start")
+        view = memoryview(mapped)
+        if position < index.whole_until:
+            stop = index.whole_stop(mapped, position, position + max_bytes, self.span_walk)
+            if stop > position:
+                return view[position:stop]
+        stop = self._records_from(segment, mapped, index, position, max_bytes)
+        return view[position:stop]
+
+    def _mapped(self, segment: Segment, size: int) -> tuple[mmap.mmap, tuple[int, int]]:
+        """The segment mapped up to at least ``size`` bytes (mapped again when it has
+        grown), and the file's (size, mtime ns)."""
+        state = _file_state(os.stat(segment.path))
+        maps = self._maps
+        cached = maps.pop(segment.start, None)  # put back last: the most recently used
+        if cached is None or len(cached) < size:
+            with segment.path.open("rb") as handle:
+                cached = mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ)
+        maps[segment.start] = cached
+        if len(maps) > MAPS_KEPT:  # each holds a file descriptor
+            del maps[next(iter(maps))]
+        return cached, state
 
     def _records_from(self, segment: Segment, mapped: mmap.mmap, index: OffsetIndex,
-                      position: int, max_bytes: int) -> bytes:
+                      position: int, max_bytes: int) -> int:
+        """Where the reply from ``position`` ends, walking under the damage rule."""
         items = (raw_walk(mapped, start=position, resume_at=index.entries) if self.raw
                  else walk(mapped, start=position))
         with closing(items):
             first = next(items, None)
             if first is None or isinstance(first, TornTail):
-                return b""
+                return position
             if isinstance(first, Damaged):
                 self._report(segment, first)
-                return mapped[position:position + first.size]
+                return position + first.size
             stop = position + first.size
             if self.raw:
                 # Raw records have no metadata to check: where their frames end will do.
                 items.close()
-                return mapped[position:self._raw_stop(mapped, position, stop, max_bytes)]
-            for item in items:
-                if not isinstance(item, Record) \
-                        or item.offset + item.size - position > max_bytes:
-                    break
-                stop = item.offset + item.size
-        return mapped[position:stop]
+                stop = self._raw_stop(mapped, position, stop, max_bytes)
+            else:
+                for item in items:
+                    if not isinstance(item, Record) \
+                            or item.offset + item.size - position > max_bytes:
+                        break
+                    stop = item.offset + item.size
+        index.walked_whole(position, stop)
+        return stop
 
     @staticmethod
     def _raw_stop(mapped: mmap.mmap, position: int, stop: int, max_bytes: int) -> int:
@@ -101,6 +152,10 @@ class TopicReads:
         self.damaged_records += 1
         log_damage(DamagedRecord(self.topic, segment_name(segment.start), offset, item.size,
                                  segment.start + item.first_bad, item.reason))
+
+
+def _file_state(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_size, stat.st_mtime_ns
 
 
 def mapped_bytes(segment: Segment) -> Buffer:

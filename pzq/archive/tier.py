@@ -17,7 +17,7 @@ from pzq.archive.entry import ArchivedMessage
 from pzq.archive.writer import Archive
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import record
-from pzq.zmqio import Socket, drain, send_frames
+from pzq.zmqio import Socket, drain
 
 READER_BATCH = 64
 
@@ -86,8 +86,8 @@ class ArchiveTier:
     def answer_readers(self, socket: Socket) -> None:
         for identity, *request in drain(socket, READER_BATCH):
             try:
-                send_frames(socket, [identity, *zper_server.answer(self.archive, identity,
-                                                                   request)])
+                zper_server.send_reply(socket, [identity, *zper_server.answer(
+                    self.archive, identity, request)])
             except zmq.ZMQError:
                 pass  # the reader is gone or not reading
 

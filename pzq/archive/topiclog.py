@@ -177,14 +177,15 @@ class TopicLog:
         pending: list[bytes] = []  # headers and payloads, joined once
         pending_size = count = 0
         try:
+            index = self._reads.index(self.segments[-1].start)
             for frames in records:
                 if self._active_size + pending_size >= self.segment_size:
                     self._write_pending(pending, pending_size, count)
                     pending, pending_size, count = [], 0, 0
                     self._roll(now)
+                    index = self._reads.index(self.segments[-1].start)
                 size = encode_into(pending, frames)
-                self._reads.index(self.segments[-1].start).note(
-                    self._active_size + pending_size, size)
+                index.note(self._active_size + pending_size, size)
                 offsets.append(self.end_offset + pending_size)
                 pending_size += size
                 count += 1
@@ -216,6 +217,7 @@ class TopicLog:
         self.sync(now)
         if self._active is not None:
             self._active.close()
+        self._reads.seal(self.segments[-1])
         segment = self._new_segment(self.end_offset)
         self.segments.append(segment)
         self._reads.install(segment.start, OffsetIndex())
@@ -284,10 +286,11 @@ class TopicLog:
         """Damaged records that readers have met so far (each logged once)."""
         return self._reads.damaged_records
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
         """Whole records from ``offset`` (a record start), at most ``max_bytes`` but at
         least one record; empty at the end of the log. At a damaged record, exactly its
-        bytes (see pzq.archive.records). ValueError if out of range or not a record start."""
+        bytes (see pzq.archive.records). A view of the segment's mapping, no copy.
+        ValueError if out of range or not a record start."""
         if not self.start_offset <= offset <= self.end_offset:
             raise ValueError(f"offset {offset} is outside {self.start_offset}..{self.end_offset}")
         for index, segment in enumerate(self.segments):
@@ -295,7 +298,8 @@ class TopicLog:
                          else self.end_offset)
             if segment.start <= offset < following:
                 return self._reads.read(segment, offset - segment.start,
-                                        following - segment.start, max_bytes)
+                                        following - segment.start, max_bytes,
+                                        active=index + 1 == len(self.segments))
         return b""
 
     def close(self, now: float) -> None:

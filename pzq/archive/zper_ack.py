@@ -5,27 +5,57 @@ producer sent (ZPER's advice: make it the message's id), the offset 8 bytes
 big-endian, where the record starts in its topic's log (the offset a FETCH of it
 takes). SUB sockets subscribe by topic prefix as usual. The socket is an XPUB so
 that the node sees subscriptions come and go (every one, verbosely) and can count
-them; acks are published whether or not anyone listens, and a subscriber past its
-high-water mark misses acks, as with any PUB.
+them; acks are published whether or not anyone listens.
+
+No ack is lost without being counted: the XPUB refuses (``XPUB_NODROP``) when a
+subscriber's queue of ``ACK_SNDHWM`` acks is full, instead of dropping as a PUB
+does; the node keeps what was refused, in order, and sends it on later wakes. Only
+past a backlog of ``ACK_BACKLOG`` kept acks are new ones dropped, and counted as
+``dropped``.
 """
 
 from __future__ import annotations
 
+from collections import deque
+
 import zmq
 
 from pzq.archive.zper_writer import Written
+from pzq.logs import get_logger
 from pzq.protocol import zper as zp
 from pzq.zmqio import Socket, drain, send_frames
 
 SUBSCRIBE, UNSUBSCRIBE = 1, 0
+# Acks queued towards one subscriber (set before the bind: see pzq.sockets.bind).
+# A burst of writes made durable by one flush is acked at once, faster than a
+# subscriber reads; the queue takes the burst, the backlog what goes past it.
+ACK_SNDHWM = 20_000
+ACK_BACKLOG = 100_000  # acks kept while a subscriber's queue is full
+RETRY_MS = 5  # how soon to send kept acks again
+
+log = get_logger("pzq.zper")
 
 
 class ZperAck:
-    def __init__(self, socket: Socket) -> None:
+    def __init__(self, socket: Socket, backlog: int = ACK_BACKLOG) -> None:
         self.socket = socket
+        self.backlog = backlog
         socket.setsockopt(zmq.XPUB_VERBOSER, 1)  # every (un)subscription, to count them
+        socket.setsockopt(zmq.XPUB_NODROP, 1)  # a full queue refuses: kept, not lost
         self.subscriptions = 0
-        self.published = 0
+        self.published = 0  # handed to ZeroMQ: in a subscriber's queue, or no one's topic
+        self.dropped = 0  # refused past ACK_BACKLOG
+        self._kept: deque[list[bytes]] = deque()
+        self._dropping = False  # logged once a spell: until the backlog empties
+
+    @property
+    def waiting(self) -> int:
+        """Acks kept until a subscriber's queue has room."""
+        return len(self._kept)
+
+    def timeout_ms(self) -> int | None:
+        """How soon the loop must wake to send kept acks; None with none kept."""
+        return RETRY_MS if self._kept else None
 
     def take_subscriptions(self, limit: int) -> None:
         for frames in drain(self.socket, limit):
@@ -36,10 +66,39 @@ class ZperAck:
                 self.subscriptions -= 1
 
     def publish(self, durable: list[Written]) -> None:
-        for written in durable:
-            try:
-                send_frames(self.socket, zp.encode_ack(written.topic, written.message_id,
-                                                      written.offset))
-            except zmq.Again:
-                return  # nobody can take more now: acks are best effort, as PUB is
-            self.published += 1
+        """Send the acks of these writes after those kept, keeping what a full queue
+        refuses; past the backlog the rest are dropped."""
+        self.send_kept()
+        kept = self._kept
+        for at, written in enumerate(durable):
+            frames = zp.encode_ack(written.topic, written.message_id, written.offset)
+            if not kept and self._send(frames):
+                continue
+            if len(kept) >= self.backlog:
+                self._drop(len(durable) - at)
+                return
+            kept.append(frames)
+
+    def send_kept(self) -> None:
+        """Send kept acks in order until a subscriber's queue is full."""
+        kept = self._kept
+        while kept:
+            if not self._send(kept[0]):
+                return
+            kept.popleft()
+        self._dropping = False
+
+    def _send(self, frames: list[bytes]) -> bool:
+        try:
+            send_frames(self.socket, frames)
+        except zmq.Again:
+            return False
+        self.published += 1
+        return True
+
+    def _drop(self, count: int) -> None:
+        if not self._dropping:
+            self._dropping = True
+            log.warning("zper_acks_dropped", dropped=count, kept=len(self._kept),
+                        reason="a subscriber reads too slowly and the backlog is full")
+        self.dropped += count

@@ -4,7 +4,10 @@ Replies follow ZPER's ``ZPReaderWorker`` and ``ZLog.offsets``, which its Java
 reader test checks: ``OFFSET -2`` answers the first segment's start, ``OFFSET -1``
 the last segment's start and the end offset, ``OFFSET <ms>`` the starts of the
 segments last modified before that time, oldest first, then the end offset when
-even the newest segment qualifies; nothing found is status 101. ``FETCH`` answers
+even the newest segment qualifies; nothing found is status 101. An empty or
+unknown topic answers as ZPER's ``ZLog`` does, which always holds a segment 0 and
+whose file, not written yet, counts as last modified at 0: ``[0]`` for -2, ``[0, 0]``
+for -1 and for any time after the epoch. ``FETCH`` answers
 whole records from a record boundary within one segment (ZPER would hand out any
 byte range; pzq answers 101 for an offset inside a record, so no reader ever
 decodes half a record).
@@ -16,17 +19,20 @@ from pzq.archive.topiclog import TopicLog
 from pzq.archive.writer import Archive
 from pzq.errors import ArchiveFormatError, DecodeError
 from pzq.protocol import zper as zp
+from pzq.zmqio import MORE_NOBLOCK, NOBLOCK, Socket, send_frames
 
 OK = bytes((zp.OK,))
+Frame = bytes | memoryview  # a FETCH reply's records: a view of the segment's bytes
+ZERO_COPY_BYTES = 65_536  # a frame below this is copied: cheaper than lending it
 
 
-def answer(archive: Archive, identity: bytes, frames: list[bytes]) -> list[bytes]:
+def answer(archive: Archive, identity: bytes, frames: list[bytes]) -> list[Frame]:
     """The reply to one request, its envelope first; never raises for bad input."""
     envelope, request = zp.split_envelope(frames)
     return [*envelope, *_reply(archive, identity, request)]
 
 
-def _reply(archive: Archive, identity: bytes, frames: list[bytes]) -> list[bytes]:
+def _reply(archive: Archive, identity: bytes, frames: list[bytes]) -> list[Frame]:
     try:
         topic = zp.identity_topic(identity)
         command = frames[0] if frames else b""
@@ -43,11 +49,23 @@ def _reply(archive: Archive, identity: bytes, frames: list[bytes]) -> list[bytes
         return [bytes((zp.INTERNAL_ERROR,))]
 
 
-def _offsets(log: TopicLog | None, timestamp_ms: int, max_entries: int | None) -> list[bytes]:
-    offsets = [] if log is None else segment_offsets(log, timestamp_ms, max_entries)
+def _offsets(log: TopicLog | None, timestamp_ms: int, max_entries: int | None) -> list[Frame]:
+    offsets = (empty_log_offsets(timestamp_ms) if log is None or not log.end_offset
+               else segment_offsets(log, timestamp_ms, max_entries))
     if not offsets:
         raise ValueError("no segment answers this time")
     return [OK, *(zp.INT64.pack(offset) for offset in offsets)]
+
+
+def empty_log_offsets(timestamp_ms: int) -> list[int]:
+    """ZPER's answer for a topic with nothing written: its segment 0, empty."""
+    if timestamp_ms == zp.EARLIEST:
+        return [0]
+    if timestamp_ms == zp.LATEST:
+        return [0, 0]
+    if timestamp_ms < 0:
+        raise ValueError("time must be -1, -2 or milliseconds since the epoch")
+    return [0, 0] if timestamp_ms > 0 else []  # modified at 0: strictly before any later time
 
 
 def segment_offsets(log: TopicLog, timestamp_ms: int, max_entries: int | None) -> list[int]:
@@ -68,9 +86,21 @@ def segment_offsets(log: TopicLog, timestamp_ms: int, max_entries: int | None) -
     return before + [log.end_offset] if every_one and before else before
 
 
-def _fetch(log: TopicLog | None, offset: int, max_bytes: int) -> list[bytes]:
+def _fetch(log: TopicLog | None, offset: int, max_bytes: int) -> list[Frame]:
     if log is None:
         if offset != 0:
             raise ValueError("no such offset in an empty topic")
         return [OK, b""]
     return [OK, log.read(offset, max_bytes if max_bytes > 0 else log.end_offset - offset)]
+
+
+def send_reply(socket: Socket, frames: list[Frame]) -> None:
+    """Send without blocking (zmq.Again: nothing sent); a large frame is lent to
+    ZeroMQ, which keeps the segment's mapping until the bytes are sent."""
+    *head, last = frames
+    if len(last) < ZERO_COPY_BYTES:
+        send_frames(socket, [bytes(frame) for frame in frames])  # bytes stay as they are
+        return
+    for frame in head:
+        socket.send(frame, MORE_NOBLOCK)
+    socket.send(last, NOBLOCK, copy=False)

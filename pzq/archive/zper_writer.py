@@ -35,6 +35,7 @@ from pzq.zmqio import Socket, drain, send_frames
 log = get_logger("pzq.zper")
 IDENTITY_CACHE = 4096  # producers remembered; past it the cache starts over
 REFUSALS_LOGGED = 4096  # distinct (producer, reason) pairs logged before going quiet
+NO_ENVELOPE: list[bytes] = []  # a DEALER's write: no REQ delimiter (never changed)
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,17 @@ class ZperWriter:
     def take(self, socket: Socket, limit: int, now: float) -> None:
         """Every waiting write, appended per topic in one write each."""
         by_topic: dict[str, list[tuple[bytes, zp.WriterIdentity, list[bytes], list[bytes]]]] = {}
+        known = self._identities
         for identity, *frames in drain(socket, limit):
-            accepted = self._accept(identity, frames)
-            if accepted is not None:
+            parsed = known.get(identity)
+            if type(parsed) is zp.WriterIdentity and frames and frames[0]:
+                envelope, message = NO_ENVELOPE, frames  # the common case, checked at once
+            else:
+                accepted = self._accept(identity, frames)
+                if accepted is None:
+                    continue
                 parsed, envelope, message = accepted
-                by_topic.setdefault(parsed.topic, []).append((identity, parsed, envelope,
-                                                              message))
+            by_topic.setdefault(parsed.topic, []).append((identity, parsed, envelope, message))
         for topic, writes in by_topic.items():
             self._append(topic, writes, now)
         for topic in self._sync_now:
@@ -103,9 +109,6 @@ class ZperWriter:
         if not message:
             self._refuse(identity, "empty message")
             return None
-        if parsed.topic == self.default_topic:
-            self._refuse(identity, f"topic {parsed.topic} is --archive-topic, pzq's own")
-            return None
         return parsed, envelope, message
 
     def _append(self, topic: str,
@@ -118,16 +121,20 @@ class ZperWriter:
                 self._refuse(identity, str(exc))
             return
         figures = self.figures
+        by_mode, keep_all = figures.by_mode, self.keep_all
         waiting = self._waiting[topic]
+        written_bytes = 0
         for offset, (identity, parsed, envelope, message) in zip(offsets, writes, strict=True):
-            figures.written += 1
-            figures.bytes += sum(map(len, message))
-            figures.by_mode[parsed.mode] += 1
-            if parsed.mode or self.keep_all:
+            written_bytes += sum(map(len, message))
+            mode = parsed.mode
+            by_mode[mode] += 1
+            if mode or keep_all:
                 waiting.append(Written(topic, offset, identity, tuple(envelope), message[0],
-                                       parsed.mode))
-            if parsed.mode == zp.RESPONSE_EVERY_WRITE:
+                                       mode))
+            if mode == zp.RESPONSE_EVERY_WRITE:
                 self._sync_now.add(topic)
+        figures.written += len(writes)
+        figures.bytes += written_bytes
 
     def _parse(self, identity: bytes) -> zp.WriterIdentity | str:
         known = self._identities.get(identity)
@@ -138,6 +145,8 @@ class ZperWriter:
                 known = zp.parse_writer_identity(identity)
             except DecodeError as exc:
                 known = str(exc)
+            if not isinstance(known, str) and known.topic == self.default_topic:
+                known = f"topic {known.topic} is --archive-topic, pzq's own"
             self._identities[identity] = known
         return known
 

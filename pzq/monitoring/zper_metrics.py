@@ -17,11 +17,16 @@ ZPER_COUNTERS = (
     ("pzq_zper_refused", "writer", "refused",
      "ZPER writes refused: bad identity, hash or mode, or a topic not theirs."),
     ("pzq_zper_responses", "writer", "responses", "Replies sent to ZPER producers."),
-    ("pzq_zper_acks_published", "ack", "published", "ZPAck acks published."),
+    ("pzq_zper_acks_published", "ack", "published",
+     "ZPAck acks sent (to every subscriber of their topic, or to none)."),
+    ("pzq_zper_acks_dropped", "ack", "dropped",
+     "ZPAck acks dropped: a subscriber's queue and the node's backlog were full."),
     ("pzq_zper_relayed", "relay", "relayed", "Records pushed to ZPER relay clients."),
 )
 ZPER_GAUGES = (
     ("pzq_zper_ack_subscriptions", "ack", "subscriptions", "Open ZPAck subscriptions."),
+    ("pzq_zper_acks_waiting", "ack", "waiting",
+     "ZPAck acks kept until a subscriber's queue has room."),
     ("pzq_zper_relay_clients", "relay", "clients", "ZPER relay clients connected."),
 )
 TOPIC_GAUGES = (

@@ -108,6 +108,9 @@ class Device:
         consume = self.consume.timeout_ms(now.mono) if self.consume is not None else None
         if consume is not None:
             timeouts.append(consume)
+        zper = self.zper.timeout_ms() if self.zper is not None else None
+        if zper is not None:
+            timeouts.append(zper)
         return min(timeouts) if timeouts else None
 
     # -- one wake ----------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 All three serve the archive (pzq.archive.zper_writer, zper_ack, zper_relay) from
 the loop's thread. One wake: take writes (fsyncing mode 2 topics), answer and ack
-the writes that flushes made durable, note subscriptions and relay clients, and
+the writes that flushes made durable (and send acks a full queue refused before),
+note subscriptions and relay clients, and
 on a ``--relay-poll`` tick push new records to the relay clients.
 """
 
@@ -14,7 +15,7 @@ import zmq
 
 from pzq import sockets
 from pzq.archive.writer import Archive
-from pzq.archive.zper_ack import ZperAck
+from pzq.archive.zper_ack import ACK_SNDHWM, ZperAck
 from pzq.archive.zper_relay import ZperRelay
 from pzq.archive.zper_writer import ZperWriter
 from pzq.node.config import Config
@@ -46,18 +47,19 @@ class ZperSockets:
 def open_zper_sockets(context: Context, config: Config, curve: KeyPair | None,
                       opened: list[Socket]) -> ZperSockets | None:
     """Bind the ZPER sockets configured (kept in ``opened`` to close on failure)."""
-    def bind(kind: int, dsn: str | None, flag: str) -> Socket | None:
+    def bind(kind: int, dsn: str | None, flag: str,
+             options: dict[int, int] | None = None) -> Socket | None:
         if dsn is None:
             return None
-        socket = sockets.bind(context, kind, dsn, flag, curve)
+        socket = sockets.bind(context, kind, dsn, flag, curve, options=options)
         opened.append(socket)
         return socket
 
-    writer = bind(zmq.ROUTER, config.zper_writer_dsn, "--zper-writer-dsn")
-    if writer is not None:
-        writer.setsockopt(zmq.RCVHWM, WRITER_RCVHWM)
-    found = ZperSockets(writer, bind(zmq.XPUB, config.zper_ack_dsn, "--zper-ack-dsn"),
-                        bind(zmq.ROUTER, config.zper_relay_dsn, "--zper-relay-dsn"))
+    found = ZperSockets(
+        bind(zmq.ROUTER, config.zper_writer_dsn, "--zper-writer-dsn",
+             {zmq.RCVHWM: WRITER_RCVHWM}),
+        bind(zmq.XPUB, config.zper_ack_dsn, "--zper-ack-dsn", {zmq.SNDHWM: ACK_SNDHWM}),
+        bind(zmq.ROUTER, config.zper_relay_dsn, "--zper-relay-dsn"))
     return found if found.bound() else None
 
 
@@ -77,11 +79,10 @@ class ZperBroker:
         if writer_socket is not None and events.get(writer_socket, 0) & POLLIN:
             self.writer.take(writer_socket, self.batch, now)
         durable = self.writer.durable()
-        if durable:
-            if writer_socket is not None:
-                self.writer.respond(writer_socket, durable)
-            if self.ack is not None:
-                self.ack.publish(durable)
+        if durable and writer_socket is not None:
+            self.writer.respond(writer_socket, durable)
+        if self.ack is not None:
+            self.ack.publish(durable)  # and sends what a full queue refused before
         if self.ack is not None and events.get(self.ack.socket, 0) & POLLIN:
             self.ack.take_subscriptions(self.batch)
         if self.relay is not None:
@@ -91,6 +92,10 @@ class ZperBroker:
                 self.relay_due = False
                 self.relay.push(mono)
         self.rates.sample(mono, self.writer.figures)
+
+    def timeout_ms(self) -> int | None:
+        """How soon the loop must wake for this broker's own sake; None: on events."""
+        return self.ack.timeout_ms() if self.ack is not None else None
 
     def snapshot(self, mono: float) -> dict[str, object]:
         figures = self.writer.figures
@@ -103,7 +108,9 @@ class ZperBroker:
                            "messages_per_second_60s": rates["written_60s"],
                            "bytes_per_second_60s": rates["bytes_60s"]},
                 "ack": {"subscriptions": self.ack.subscriptions if self.ack else 0,
-                        "published": self.ack.published if self.ack else 0},
+                        "published": self.ack.published if self.ack else 0,
+                        "dropped": self.ack.dropped if self.ack else 0,
+                        "waiting": self.ack.waiting if self.ack else 0},
                 "relay": {"clients": self.relay.connected if self.relay else 0,
                           "known_clients": len(self.relay.clients) if self.relay else 0,
                           "relayed": self.relay.relayed if self.relay else 0,

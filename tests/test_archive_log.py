@@ -12,10 +12,11 @@ from pzq.archive.codec import (
     encoded_size,
     valid_length,
 )
-from pzq.archive.entry import ArchivedMessage, validate_topic
+from pzq.archive.entry import ArchivedMessage
 from pzq.archive.topiclog import TopicLog, list_segments
 from pzq.archive.writer import Archive
 from pzq.errors import ArchiveFormatError
+from pzq.protocol.headers import validate_topic
 
 pytestmark = pytest.mark.timeout(30)
 

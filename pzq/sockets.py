@@ -31,7 +31,7 @@ def bind(context: Context, kind: int, dsn: str, flag: str,
     takes the high-water marks the socket had when it was bound (libzmq 4.3)."""
     refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
-    socket.setsockopt(zmq.LINGER, LINGER_MS)
+    socket.setsockopt(zmq.LINGER, LINGER_MS)  # unless ``options`` say otherwise
     for option, value in (options or {}).items():
         socket.setsockopt(option, value)
     dual_stack(socket, dsn)
@@ -75,19 +75,14 @@ def bound_endpoint(socket: Socket) -> str:
 
 
 def bind_receive(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
-    socket = bind(context, zmq.ROUTER, dsn, "--receive-dsn", curve)
-    socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    socket.setsockopt(zmq.SNDHWM, RECEIVE_SNDHWM)
-    return socket
+    return bind(context, zmq.ROUTER, dsn, "--receive-dsn", curve,
+                options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: RECEIVE_SNDHWM})
 
 
 def bind_send(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
-    # Options set after bind still apply: a bound socket makes a pipe per peer
-    # when the peer connects.
-    socket = bind(context, zmq.DEALER, dsn, "--send-dsn", curve)
-    socket.setsockopt(zmq.SNDHWM, SEND_SNDHWM)
-    socket.setsockopt(zmq.LINGER, 0)  # what was not sent yet is still stored
-    return socket
+    # LINGER 0: what was not sent yet is still stored
+    return bind(context, zmq.DEALER, dsn, "--send-dsn", curve,
+                options={zmq.SNDHWM: SEND_SNDHWM, zmq.LINGER: 0})
 
 
 def bind_monitor(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
@@ -97,7 +92,5 @@ def bind_monitor(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
 def bind_consume(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
     """Consumer groups: ROUTER_MANDATORY, so a send to a consumer that is gone says so
     (its deliveries are given back) and a full pipe refuses instead of dropping."""
-    socket = bind(context, zmq.ROUTER, dsn, "--consume-dsn", curve)
-    socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    socket.setsockopt(zmq.SNDHWM, CONSUME_SNDHWM)
-    return socket
+    return bind(context, zmq.ROUTER, dsn, "--consume-dsn", curve,
+                options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: CONSUME_SNDHWM})

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 import pytest
+import zmq
 from harness import run_pzq
 
-from pzq import reach
+from pzq import reach, sockets
 from pzq.client import request_monitor
 from pzq.errors import ExitCode
 
@@ -76,3 +78,39 @@ def test_probes_tell_a_listener_from_nothing(tmp_path):
     assert reach.accepts_connections(f"tcp://127.0.0.1:{port}") is False
     assert reach.accepts_connections(f"ipc://{tmp_path}/absent") is False
     assert reach.accepts_connections("inproc://x") is None
+
+
+def queued_until_full(node_socket, peer, frames: list[bytes]) -> int:
+    """Sends to ``peer`` without waiting until the pipe says full (peer not reading)."""
+    count = 0
+    with contextlib.suppress(zmq.Again):
+        while count < 1_000_000:
+            node_socket.send_multipart(frames, zmq.NOBLOCK)
+            count += 1
+    return count
+
+
+@pytest.mark.parametrize("bind_endpoint, hwm, routed, size", [
+    (sockets.bind_receive, sockets.RECEIVE_SNDHWM, True, 100),
+    (sockets.bind_consume, sockets.CONSUME_SNDHWM, True, 100),
+    (sockets.bind_send, sockets.SEND_SNDHWM, False, 100_000)])
+def test_a_peer_that_connects_after_the_bind_gets_the_endpoints_high_water_mark(
+        context, bind_endpoint, hwm, routed, size):
+    """libzmq gives a later peer's pipe the options the socket had when it was bound:
+    set after the bind, every endpoint's pipes had the default 1 000."""
+    node_socket = bind_endpoint(context, "tcp://127.0.0.1:*", None)
+    peer = context.socket(zmq.DEALER)
+    try:
+        peer.setsockopt(zmq.RCVHWM, 1)
+        peer.setsockopt(zmq.ROUTING_ID, b"peer")
+        peer.connect(sockets.bound_endpoint(node_socket))
+        peer.send(b"hello")
+        assert node_socket.poll(5000)
+        node_socket.recv_multipart()
+        frames = [b"peer", b"x" * size] if routed else [b"x" * size]
+        queued = queued_until_full(node_socket, peer, frames)
+    finally:
+        peer.close(0)
+        node_socket.close(0)
+    assert queued >= hwm  # (the peer's own queue and the kernel's buffers take more)
+    assert hwm > 1000 or queued < 1000  # not the default's 1 000 either

@@ -185,3 +185,37 @@ def test_failed_write_keeps_deletes_for_the_next_batch(store):
     retry = store.begin()
     store.commit(retry)
     assert store.messages == 0
+
+
+def test_a_backoff_holds_an_expired_delivery_back_then_repeats_its_last_step(store):
+    settings = DeliverySettings(TIMEOUT, 10_000, with_headers=True, backoff_us=(100, 500))
+    counters = Counters()
+    state = new_state(store, settings, counters)
+    (seq,) = stored(store, 1)
+    consumers = Consumers()
+    now, counts = 0, []
+    for wait in (100, 500, 500):
+        state.deliver(consumers, now, 10)
+        counts.append(consumers.sent[-1].deliveries)
+        now += TIMEOUT
+        assert state.reap(now) == 1 and seq in state.delayed and not state.has_work()
+        state.deliver(consumers, now + wait - 1, 10)
+        assert len(consumers.sent) == len(counts)  # not before its wait is over
+        now += wait
+    state.deliver(consumers, now, 10)
+    assert counts + [consumers.sent[-1].deliveries] == [1, 2, 3, 4]
+    assert state.lowest_open() == seq  # out or waiting, never passed over
+
+
+def test_a_late_ack_removes_a_delivery_waiting_out_its_backoff(store):
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000, backoff_us=(10_000,)),
+                      Counters())
+    (seq,) = stored(store, 1)
+    state.deliver(Consumers(), 0, 10)
+    state.reap(TIMEOUT)
+    assert seq in state.delayed
+    ack(state, seq)
+    assert store.messages == 0 and not state.delayed
+    consumers = Consumers()
+    state.deliver(consumers, 10 * TIMEOUT + 10_000, 10)
+    assert consumers.sent == []

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.timeout(110 * max(1, EXAMPLES // 60))
 
 ACK_TIMEOUT_US = 1_000_000
 SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20,
-                            with_headers=True)
+                            with_headers=True, backoff_us=(ACK_TIMEOUT_US // 2,))
 EVERYTHING = 1 << 30  # credits and bytes of a probe that takes all it finds
 TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-*
 
@@ -209,7 +209,9 @@ class GroupModel(RuleBasedStateMachine):
         batch = self.store.begin()
         group_ops.seek(self.store, self.topics, batch, self.group, target)
         self._commit(batch)
-        for entry in [*self.state.inflight.entries(), *self.state.ready.entries()]:
+        state = self.state
+        for entry in [*state.inflight.entries(), *state.ready.entries(),
+                      *state.delayed.entries()]:
             if entry.seq < target:
                 self.state.forget(entry.seq)
         self.state.rewind()
@@ -238,7 +240,7 @@ class GroupModel(RuleBasedStateMachine):
         if not hasattr(self, "state"):
             return
         state = self.state
-        waiting = {entry.seq for entry in state.ready.entries()}
+        waiting = {entry.seq for entry in (*state.ready.entries(), *state.delayed.entries())}
         for seq in self.wanted():
             assert seq in state.inflight or seq in waiting or seq >= state.cursor, (
                 f"message {seq} is behind the cursor {state.cursor} and nowhere else")

@@ -113,3 +113,58 @@ def test_bad_seeks_and_pending_requests_get_one_clear_line(orders, command, erro
     wrong = tool("pzq-ctl", "--dsn", orders.monitor_dsn, "group", "seek", "orders", "nope",
                  "--to", "earliest")
     assert wrong.returncode == 1 and "no group 'nope'" in one_line(wrong.stderr)
+
+
+def group_figures(node, name: str) -> dict:
+    return node.stats()["topics"]["orders"]["groups"][name]
+
+
+def test_a_groups_own_ack_timeout_backoff_and_max_deliveries(start_node, context):
+    """The node's --ack-timeout is 30 s; the group says 300 ms, waits 1 s before it
+    delivers an expired message again, and gives it up after 2 deliveries."""
+    node = start_node(*FAST, "--delivery-headers", consume=True)
+    produce(node, context, [b"slow job"])
+    answer = ask(node, "DECLARE GROUP orders jobs ack_timeout=300ms max_deliveries=2 "
+                       "backoff=1s")
+    assert answer == ("group jobs of topic orders start_seq=0 ack_timeout=300000us "
+                      "max_deliveries=2 backoff=1000000us\n")
+    figures = group_figures(node, "jobs")
+    assert (figures["ack_timeout_us"], figures["max_deliveries"], figures["backoff_us"]) \
+        == (300_000, 2, [1_000_000])
+    with GroupConsumer(node.consume_dsn, "orders", "jobs", context=context) as jobs:
+        first = jobs.receive(10)
+        assert (first.deliveries, first.ack_timeout_us) == (1, 300_000)
+        second = jobs.receive(10)  # not ACKed: again, once its deadline and wait passed
+        assert second.deliveries == 2
+        assert second.sent_us - first.sent_us >= 1_300_000
+        assert jobs.receive(2.5) is None  # given up after the second delivery
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["jobs"]["dead_lettered"] == 1)
+
+
+def test_a_groups_settings_change_and_survive_a_restart(orders):
+    assert ask(orders, "DECLARE GROUP orders g ack_timeout=1h") == \
+        "group g of topic orders ack_timeout=3600000000us\n"
+    assert ask(orders, "DECLARE GROUP orders g") == "group g of topic orders exists already\n"
+    orders.kill()
+    orders.restart()
+    figures = group_figures(orders, "g")
+    assert (figures["ack_timeout_us"], figures["max_deliveries"], figures["backoff_us"]) \
+        == (3_600_000_000, 0, [])
+    shown = tool("pzq-ctl", "--dsn", orders.monitor_dsn, "group", "declare", "orders", "g",
+                 "--backoff", "1s,1m", "--max-deliveries", "5")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().endswith("max_deliveries=5 backoff=1000000us,60000000us")
+
+
+@pytest.mark.parametrize("command, error", [
+    ("DECLARE GROUP orders g ack_timeout=0", "ack_timeout '0' must be above 0"),
+    ("DECLARE GROUP orders g backoff=1s,soon", "soon is not a duration"),
+    ("DECLARE GROUP orders g backoff=,", "backoff takes 1 to 32 durations"),
+    ("DECLARE GROUP orders g max_deliveries=-1", "'-1' is not a whole number"),
+    ("DECLARE GROUP orders default ack_timeout=1s", "default's delivery settings are the "
+                                                    "node's options"),
+])
+def test_bad_group_settings_get_one_clear_line(orders, command, error):
+    answer = ask(orders, command)
+    assert answer.startswith("ERROR: ") and error in answer, answer
+    assert group_figures(orders, "g")["ack_timeout_us"] == 30_000_000  # unchanged

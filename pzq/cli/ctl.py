@@ -81,6 +81,13 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
                        help="declare: earliest (default), latest, or µs since the epoch")
     group.add_argument("--filter", default=None, metavar="TAG",
                        help="declare: a TAG, or a prefix ending in '*'")
+    group.add_argument("--ack-timeout", default=None, metavar="D",
+                       help="declare: the group's own ack timeout (e.g. 5m)")
+    group.add_argument("--max-deliveries", type=int, default=None, metavar="N",
+                       help="declare: the group's own --max-deliveries (0: no limit)")
+    group.add_argument("--backoff", default=None, metavar="D,D,...",
+                       help="declare: waits before a delivery whose deadline passed goes "
+                            "again, one per delivery, the last repeated (e.g. 1s,10s,1m)")
     group.add_argument("--to", default=None, metavar="WHERE",
                        help="seek: earliest, latest, µs since the epoch, or a message key")
     group.add_argument("--limit", type=int, default=None, metavar="N",
@@ -96,7 +103,9 @@ def _request(args: argparse.Namespace) -> str:
     if args.command == "group":
         return " ".join([args.action.upper(), "GROUP", args.topic, args.name,
                          *_options(start=args.start, filter=args.filter, to=args.to,
-                                   limit=args.limit)])
+                                   limit=args.limit, ack_timeout=args.ack_timeout,
+                                   max_deliveries=args.max_deliveries,
+                                   backoff=args.backoff)])
     return {"dead": f"DEAD {getattr(args, 'limit', '')}",
             "requeue": f"REQUEUE {getattr(args, 'key', '')}",
             "purge": f"PURGE {getattr(args, 'key', '')}",

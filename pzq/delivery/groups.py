@@ -13,7 +13,10 @@ A group's delivery counts are its own: the stored record's bookkeeping belongs t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, load_delivered_below
+from pzq.delivery.state import DeliverySettings
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP_ID, Group, Topic, Topics
@@ -104,6 +107,14 @@ class DefaultArea(OwnArea):
         topic, tag = self._about(seq) or self.topics.describe(value)
         self._described.pop(seq, None)
         give_up(self.topics, batch, seq, topic, tag, value, DEFAULT_GROUP_ID)
+
+
+def group_settings(node: DeliverySettings, group: Group) -> DeliverySettings:
+    """The node's delivery settings, with what the group declared of its own."""
+    return replace(node, ack_timeout_us=group.ack_timeout_us or node.ack_timeout_us,
+                   max_deliveries=(node.max_deliveries if group.max_deliveries is None
+                                   else group.max_deliveries),
+                   backoff_us=group.backoff_us)
 
 
 RECENT_RECORDS = 4096  # records kept for the other groups of a topic

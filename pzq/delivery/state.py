@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pzq.counters import Counters
 from pzq.delivery.areas import Area
+from pzq.delivery.delayed import DelayedDeliveries
 from pzq.delivery.inflight import InFlight, InFlightTable
 from pzq.delivery.redelivery import RedeliveryQueue
 from pzq.protocol import frames as wire
@@ -36,17 +37,24 @@ class DeliverySettings:
     inflight_size: int  # bytes of messages tracked in flight
     max_deliveries: int = 0  # 0: deliver again for ever
     with_headers: bool = False  # --delivery-headers
+    # waits before a delivery whose deadline passed goes again: the n-th entry after
+    # the n-th delivery, the last one for every later delivery (none: at once)
+    backoff_us: tuple[int, ...] = ()
+
+    def backoff_after(self, deliveries: int) -> int:
+        if not self.backoff_us:
+            return 0
+        return self.backoff_us[min(deliveries, len(self.backoff_us)) - 1]
 
 
 class DeliveryState(Participant):
     def __init__(self, area: Area, settings: DeliverySettings, counters: Counters) -> None:
         self.area = area
-        self.with_headers = settings.with_headers
-        self.max_deliveries = settings.max_deliveries
-        self.ack_timeout_us = settings.ack_timeout_us
+        self.apply(settings)
         self.counters = counters
         self.inflight = InFlightTable(settings.inflight_size)
         self.ready = RedeliveryQueue()
+        self.delayed = DelayedDeliveries()  # given back, waiting out a backoff
         self.cursor = 0
         # Where the first deliveries had gone before a restart (or on the origin, for a
         # takeover): a message below it comes again with a count of at least 2.
@@ -74,6 +82,14 @@ class DeliveryState(Participant):
         # this node was away): not delivered here until it lets them go.
         self.held_elsewhere: Callable[[int], bool] = lambda seq: False
 
+    def apply(self, settings: DeliverySettings) -> None:
+        """Settings from now on (an operator changed a group's): deliveries out keep
+        the deadline they were sent with."""
+        self.settings = settings
+        self.with_headers = settings.with_headers
+        self.max_deliveries = settings.max_deliveries
+        self.ack_timeout_us = settings.ack_timeout_us
+
     def has_work(self) -> bool:
         """Something to deliver and room to track it (so the loop can wait otherwise)."""
         if self._table_full or self.paused:
@@ -83,7 +99,7 @@ class DeliveryState(Participant):
     def lowest_open(self) -> int:
         """Every message below this seq that the state read is done with (acked, dead,
         or its delete under way): what a restart need not walk again."""
-        open_seqs = [entry.seq for table in (self.inflight, self.ready)
+        open_seqs = [entry.seq for table in (self.inflight, self.ready, self.delayed)
                      for entry in table.entries()]
         open_seqs += [*self._unwritten_deletes, *self._dead, *self._deleting,
                       *self._dead_moving]
@@ -143,7 +159,7 @@ class DeliveryState(Participant):
         self._table_full = False
         late = entry is None
         if entry is None:
-            entry = self.ready.remove(seq)
+            entry = self.ready.remove(seq) or self.delayed.remove(seq)
         if entry is None:
             entry = self._stored_entry(batch, seq)
         if entry is None:
@@ -156,7 +172,8 @@ class DeliveryState(Participant):
 
     def peek(self, batch: Batch, seq: int) -> InFlight | None:
         """What ``ack`` would remove, without removing it (to archive it first)."""
-        return self.inflight.get(seq) or self.ready.get(seq) or self._stored_entry(batch, seq)
+        return (self.inflight.get(seq) or self.ready.get(seq) or self.delayed.get(seq)
+                or self._stored_entry(batch, seq))
 
     def _stored_entry(self, batch: Batch, seq: int) -> InFlight | None:
         """A message ACKed after it left memory (e.g. sent before a restart)."""
@@ -180,6 +197,7 @@ class DeliveryState(Participant):
         self._rewrites.pop(seq, None)
         self.inflight.pop(seq)
         self.ready.remove(seq)
+        self.delayed.remove(seq)
         self._table_full = False
 
     def nack(self, seq: int) -> bool:
@@ -201,13 +219,21 @@ class DeliveryState(Participant):
         if self.paused:
             return 0
         for entry in expired:
-            self._give_back(entry)
+            self._give_back(entry, now_us + self.settings.backoff_after(entry.deliveries))
         self.counters.expired += len(expired)
+        self._take_due(now_us)
         return len(expired)
 
-    def _give_back(self, entry: InFlight) -> None:
-        """Ready again, or to the dead letters once delivered too often. Its count is
-        in the store already if it was delivered more than once (see _send)."""
+    def _take_due(self, now_us: int) -> None:
+        """Delayed deliveries whose wait is over: ready to go again, in turn."""
+        if self.delayed:
+            for entry in self.delayed.take_due(now_us):
+                self.ready.push(entry)
+
+    def _give_back(self, entry: InFlight, due_us: int = 0) -> None:
+        """Ready again (at ``due_us``: after a wait), or to the dead letters once
+        delivered too often. Its count is in the store already if it was delivered
+        more than once (see _send)."""
         entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
                                               entry.deliveries)
         if self.max_deliveries and entry.deliveries >= self.max_deliveries:
@@ -216,12 +242,16 @@ class DeliveryState(Participant):
             self._newly_dead.append(entry)
             self.counters.dead_lettered += 1
             return
-        self.ready.push(entry)
+        if due_us:
+            self.delayed.push(entry, due_us)
+        else:
+            self.ready.push(entry)
 
     # -- delivery --------------------------------------------------------------
 
     def deliver(self, send: SendFrames, now_us: int, limit: int) -> int:
         """Send up to ``limit`` messages, given-back ones first, until send says no."""
+        self._take_due(now_us)
         sent = 0
         while sent < limit:
             if self.ready:
@@ -268,7 +298,7 @@ class DeliveryState(Participant):
     def _taken(self, seq: int) -> bool:
         """Out, waiting to go again, leaving the store, or another node's for now."""
         return (seq in self._unwritten_deletes or seq in self._deleting
-                or seq in self.inflight or seq in self.ready
+                or seq in self.inflight or seq in self.ready or seq in self.delayed
                 or seq in self._dead or seq in self._dead_moving
                 or self.held_elsewhere(seq))
 

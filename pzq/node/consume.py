@@ -20,7 +20,7 @@ from collections.abc import Callable
 import zmq
 
 from pzq.counters import Counters
-from pzq.delivery.groups import GroupArea
+from pzq.delivery.groups import GroupArea, group_settings
 from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
@@ -76,8 +76,8 @@ class ConsumeEndpoint:
     def _deliveries_for(self, group: Group) -> GroupDelivery:
         found = self.groups.get(group.id)
         if found is None:
-            state = DeliveryState(GroupArea(self.store, self.topics, group), self.settings,
-                                  Counters())
+            state = DeliveryState(GroupArea(self.store, self.topics, group),
+                                  group_settings(self.settings, group), Counters())
             state.held_elsewhere = self._held_elsewhere
             self.store.register(state)
             found = self.groups[group.id] = GroupDelivery(group, state, self.taken_over)
@@ -149,6 +149,12 @@ class ConsumeEndpoint:
         group = make_group(self.topics, batch, topic, name, start, pattern, now_us)
         self._deliveries_for(group)
         return group
+
+    def settings_changed(self, group: Group) -> None:
+        """An operator declared the group's own settings: its state takes them now."""
+        found = self.groups.get(group.id)
+        if found is not None:
+            found.state.apply(group_settings(self.settings, group))
 
     def _answer(self, batch: Batch, consumer: Consumer, ok: bool,
                 keys: list[bytes] | tuple[bytes, ...], now_us: int) -> None:

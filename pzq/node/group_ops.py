@@ -32,7 +32,8 @@ def pending_lines(deliveries: GroupDelivery, now_us: int, limit: int) -> list[st
     for state in (deliveries.state, *deliveries.taken_over().values()):
         origin = state.area.node_id
         rows = [(entry, "out") for entry in state.inflight.entries()]
-        rows += [(entry, "waiting") for entry in state.ready.entries()]
+        rows += [(entry, "waiting") for entry in (*state.ready.entries(),
+                                                  *state.delayed.entries())]
         for entry, where in sorted(rows, key=lambda row: row[0].seq):
             lines.append(_line(deliveries, origin, entry, where, now_us))
     return lines[:limit]
@@ -90,7 +91,8 @@ def let_go_below(deliveries: GroupDelivery, target: int) -> None:
     group reads again from its floor."""
     state = deliveries.state
     origin = state.area.node_id
-    for entry in [*state.inflight.entries(), *state.ready.entries()]:
+    for entry in [*state.inflight.entries(), *state.ready.entries(),
+                  *state.delayed.entries()]:
         if entry.seq < target:
             state.forget(entry.seq)
             deliveries.release((origin, entry.seq))

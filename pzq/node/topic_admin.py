@@ -3,6 +3,7 @@
     TOPICS                                       every topic with its groups
     DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D]
     DECLARE GROUP topic group [start=earliest|latest|µs] [filter=F]
+                  [ack_timeout=D] [max_deliveries=N] [backoff=D,D,...]
     REMOVE TOPIC name                            its messages and groups go
     REMOVE GROUP topic group                     what only it held goes (default too)
     EMPTY TOPIC name                             its messages go, its groups stay
@@ -110,20 +111,34 @@ class TopicAdmin:
     def _declare_group(self, batch: Batch, topic: Topic, name: str,
                        options: dict[str, str]) -> str:
         start, pattern = options.pop("start", "earliest"), options.pop("filter", "")
+        settings = group_settings_given(options)
         if name == DEFAULT_GROUP:
+            if settings:
+                raise ValueError("default's delivery settings are the node's options "
+                                 "(--ack-timeout, --max-deliveries)")
             if topic.default_from is None:
                 topic.default_from = self.store.next_seq
                 self.topics.changed(topic)
             return f"group {DEFAULT_GROUP} of topic {topic.name}\n"
-        if name in topic.groups:
-            return f"group {name} of topic {topic.name} exists already\n"
         if self.consume is None:
             raise ValueError("the node has no --consume-dsn: groups are read there")
-        subscribe = wire.Subscribe(topic.name, name, 1, pattern,
-                                   wire.decode_start(start))
-        group = self.consume.make_group(batch, topic, name, subscribe.start, pattern,
-                                        self.now_us())
-        return f"group {group.name} of topic {topic.name} start_seq={group.start_seq}\n"
+        group = topic.groups.get(name)
+        if group is None:
+            subscribe = wire.Subscribe(topic.name, name, 1, pattern,
+                                       wire.decode_start(start))
+            group = self.consume.make_group(batch, topic, name, subscribe.start, pattern,
+                                            self.now_us())
+            reply = f"group {group.name} of topic {topic.name} start_seq={group.start_seq}"
+        elif not settings:
+            return f"group {name} of topic {topic.name} exists already\n"
+        else:
+            reply = f"group {name} of topic {topic.name}"
+        if settings:
+            for field, value in settings.items():
+                setattr(group, field, value)
+            batch.put(keyspace.group_key(topic.id, name.encode()), group.encode())
+            self.consume.settings_changed(group)
+        return reply + group.settings_text() + "\n"
 
     def _remove(self, arguments: list[bytes]) -> bytes:
         kind, names, options = _parse(arguments, b"REMOVE")
@@ -307,7 +322,9 @@ class TopicAdmin:
             return
         found = self.consume.groups.get(group_id)
         if found is not None:
-            for seq in [*found.state.inflight.entries(), *found.state.ready.entries()]:
+            state = found.state
+            for seq in [*state.inflight.entries(), *state.ready.entries(),
+                        *state.delayed.entries()]:
                 found.state.forget(seq.seq)
                 found.release((found.state.area.node_id, seq.seq))
 
@@ -357,11 +374,30 @@ def _number(value: int | str) -> int:
     return int(value)
 
 
-def _duration(text: str) -> int:
-    """A topic's DEDUP-ID window: a duration (``10m``), above 0."""
+MOST_BACKOFF_STEPS = 32
+
+
+def group_settings_given(options: dict[str, str]) -> dict[str, object]:
+    """A group's own delivery settings among DECLARE GROUP's options (taken out)."""
+    found: dict[str, object] = {}
+    if "ack_timeout" in options:
+        found["ack_timeout_us"] = _duration(options.pop("ack_timeout"), "ack_timeout")
+    if "max_deliveries" in options:
+        found["max_deliveries"] = _number(options.pop("max_deliveries"))
+    if "backoff" in options:
+        steps = [step for step in options.pop("backoff").split(",") if step]
+        if not 0 < len(steps) <= MOST_BACKOFF_STEPS:
+            raise ValueError(f"backoff takes 1 to {MOST_BACKOFF_STEPS} durations, "
+                             "separated by ',' (e.g. 1s,10s,1m)")
+        found["backoff_us"] = tuple(_duration(step, "backoff") for step in steps)
+    return found
+
+
+def _duration(text: str, name: str = "dedup_window") -> int:
+    """A duration setting (``10m``), above 0."""
     found = duration_us(text)
     if found <= 0:
-        raise ValueError(f"dedup_window {text[:20]!r} must be above 0")
+        raise ValueError(f"{name} {text[:20]!r} must be above 0")
     return found
 
 

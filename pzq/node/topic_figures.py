@@ -41,10 +41,21 @@ def group_figures(group: Group, deliveries: GroupDelivery | None, rates: Rates |
     state = deliveries.state
     oldest = state.inflight.oldest()
     counters = deliveries.counters.as_dict()
+    pending = len(state.inflight) + len(state.ready) + len(state.delayed)
     figures.update({
         "inflight": len(state.inflight),
         "ready": len(state.ready),
+        "delayed": len(state.delayed),
+        # not yet delivered since the start (Redis's lag): the backlog less what is out
+        "lag": max(0, group.backlog - pending),
+        "ack_timeout_us": state.settings.ack_timeout_us,
+        "max_deliveries": state.settings.max_deliveries,
+        "backoff_us": list(state.settings.backoff_us),
         "consumers": len(deliveries.consumers),
+        "consumer_list": [{"id": consumer.routing_id.hex(), "held": len(consumer.held),
+                           "window": consumer.window,
+                           "idle_seconds": round(max(0.0, mono - consumer.last_heard), 3)}
+                          for consumer in deliveries.consumers],
         "credits": deliveries.room(),
         "oldest_unacked_seconds": (round((now_us - oldest.sent_us) / 1e6, 3)
                                    if oldest is not None else 0),

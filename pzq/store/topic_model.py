@@ -38,6 +38,11 @@ class Group:
     backlog: int = 0  # stored messages it holds and is not done with
     floor: int = 0  # done with every message below this: a restart reads on from here
     delivered_below: int = 0  # first deliveries went this far (told to the peers)
+    # Its own delivery settings (None or (): the node's --ack-timeout, --max-deliveries,
+    # and no backoff).
+    ack_timeout_us: int | None = None
+    max_deliveries: int | None = None
+    backoff_us: tuple[int, ...] = ()
 
     def takes(self, tag: bytes) -> bool:
         return not self.filter or filter_takes(self.filter, tag)
@@ -49,7 +54,18 @@ class Group:
     def encode(self) -> bytes:
         """Its settings; the counts that change with the batches are kept apart."""
         return json.dumps({"id": self.id, "start_seq": self.start_seq, "filter": self.filter,
-                           "created_us": self.created_us}).encode()
+                           "created_us": self.created_us, "ack_timeout_us": self.ack_timeout_us,
+                           "max_deliveries": self.max_deliveries,
+                           "backoff_us": list(self.backoff_us)}).encode()
+
+    def settings_text(self) -> str:
+        """Its own delivery settings, as DECLARE GROUP takes them (none: empty)."""
+        found = [f"ack_timeout={self.ack_timeout_us}us" if self.ack_timeout_us else "",
+                 f"max_deliveries={self.max_deliveries}" if self.max_deliveries is not None
+                 else "",
+                 "backoff=" + ",".join(f"{step}us" for step in self.backoff_us)
+                 if self.backoff_us else ""]
+        return "".join(f" {setting}" for setting in found if setting)
 
 
 DEFAULT_ONLY = [DEFAULT_GROUP_ID]

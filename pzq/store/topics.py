@@ -92,7 +92,10 @@ class Topics(Participant):
             name = key[1 + keyspace.ID.size:].decode()
             owner.groups[name] = Group(owner, name, meta["id"], meta["start_seq"],
                                        meta["filter"], meta["created_us"],
-                                       *self._counts(meta["id"]))
+                                       *self._counts(meta["id"]),
+                                       ack_timeout_us=meta.get("ack_timeout_us"),
+                                       max_deliveries=meta.get("max_deliveries"),
+                                       backoff_us=tuple(meta.get("backoff_us", ())))
         self._named_groups = self.has_groups()
         self._backfilling = {topic for topic in self.topics.values() if topic.log_short()}
 

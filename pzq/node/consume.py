@@ -2,9 +2,10 @@
 
 Each named group of a topic has one DeliveryState over its GroupArea, shared by its
 consumers; each consumer (one DEALER connection) holds at most ``window`` unacked
-deliveries (credits), round robin within the group. A consumer that says BYE, whose
-connection is gone or that is silent (``pzq.node.consume_liveness``) has its
-deliveries given back at once.
+deliveries (credits), round robin within the group. A consumer that says BYE or
+whose connection is gone (``pzq.node.consume_liveness``) has its deliveries given
+back at once; one that is alive keeps them until their ack deadline, whatever its
+code is doing.
 
 While this node has taken over down nodes, a group also gets their messages of its
 topic that their group of the same name holds (``pzq.node.consume_groups``); a
@@ -313,7 +314,7 @@ class ConsumeEndpoint:
         log.debug("consume_request_refused", reason=text)
         self._send(wire.encode_error(routing_id, text))
 
-    # -- consumers leaving, heartbeats, expiry ------------------------------------
+    # -- consumers leaving, expiry ------------------------------------------------
 
     def _gone(self, consumer: Consumer, reason: str) -> None:
         """Give back what the consumer holds, at once."""
@@ -331,13 +332,13 @@ class ConsumeEndpoint:
                  group=deliveries.group.name, reason=reason, given_back=len(held))
 
     def tick(self, mono: float, disconnected: bool) -> None:
-        """Heartbeats out; silent consumers and vanished connections given back."""
+        """What consumers whose connection went held is given back."""
         for consumer, reason in self.liveness.tick(mono, disconnected,
                                                    list(self.consumers.values())):
             self._gone(consumer, reason)
 
     def timeout_ms(self, mono: float) -> int | None:
-        return self.liveness.timeout_ms(mono, self.blocked, bool(self.consumers))
+        return self.liveness.timeout_ms(mono, self.blocked)
 
     def reap(self, now_us: int) -> None:
         """Expired deliveries back (a takeover's states are reaped with it); each

@@ -25,7 +25,7 @@ class Consumer:
     routing_id: bytes
     group: GroupDelivery
     window: int
-    last_heard: float
+    last_heard: float  # when it last sent a request (how long it has been idle)
     held: set[Key] = field(default_factory=set)
     unreachable: bool = False  # a send found its connection gone: nothing more to it
     # the frames before every delivery to it, built once: routing id, DELIVER, topic, group

@@ -1,0 +1,173 @@
+"""What a consumer of a group can rely on, on real nodes: it is alive as long as its
+connection is, whatever its code is doing; one that is killed or cut off has its
+deliveries given back within seconds; an expired delivery goes to another consumer,
+and the one that let it expire gets less credit, not more."""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+from faultproxy import ProxyNetwork
+
+from pzq.client import GroupConsumer, Producer
+from pzq.protocol import consume as wire
+from tests.harness import NodeProcess, wait_until
+
+WORKER = Path(__file__).parent / "group_worker.py"
+ROOT = Path(__file__).parent.parent
+LIVENESS = ("--ack-timeout", "30s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s")
+
+
+def produce(node: NodeProcess, context: zmq.Context, bodies: list[bytes],
+            topic: str = "orders") -> None:
+    with Producer(node.receive_dsn, window=100, context=context) as producer:
+        for body in bodies:
+            producer.send([body], topic=topic)
+        assert all(ack.ok for ack in producer.flush(15))
+
+
+def group_figures(node: NodeProcess, group: str = "g") -> dict:
+    return node.stats()["topics"]["orders"]["groups"][group]
+
+
+class Worker:
+    """tests/group_worker.py running: a consumer in its own process."""
+
+    def __init__(self, node: NodeProcess, window: int, count: int, work_s: float) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER), node.consume_dsn, "orders", "g", str(window),
+             str(count), str(work_s)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.strip())
+
+    def said(self, wanted: str, timeout: float) -> list[str]:
+        """Every line up to and including ``wanted``; fails after ``timeout`` s."""
+        seen = []
+        deadline = time.monotonic() + timeout
+        while not seen or seen[-1] != wanted:
+            try:
+                seen.append(self.lines.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"the worker did not say {wanted!r}; said {seen}") from None
+        return seen
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+@pytest.fixture
+def liveness_node(start_node) -> NodeProcess:
+    return start_node(*LIVENESS, consume=True)
+
+
+def test_a_busy_consumer_keeps_its_delivery(liveness_node, context):
+    """Six seconds (six heartbeat periods) of work without calling the client, with an
+    ack timeout of 30 s: the job is not given to another consumer meanwhile."""
+    produce(liveness_node, context, [b"job"])
+    worker = Worker(liveness_node, window=1, count=1, work_s=6)
+    try:
+        assert worker.said("working", 15) == ["got job", "working"]
+        with GroupConsumer(liveness_node.consume_dsn, "orders", "g", window=1,
+                           context=context) as other:
+            while worker.lines.empty():  # until the job is done
+                assert other.receive(0.2) is None, "the busy consumer's job was taken"
+            assert worker.said("acked", 5) == ["acked"]
+            assert worker.process.wait(10) == 0
+            liveness_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]
+                                     ["acked"] == 1)
+            assert other.receive(0.3) is None
+        figures = group_figures(liveness_node)
+        assert (figures["delivered"], figures["expired"]) == (1, 0)
+    finally:
+        worker.stop()
+
+
+def test_a_killed_consumer_has_its_deliveries_given_back_within_seconds(liveness_node,
+                                                                        context):
+    produce(liveness_node, context, [b"m%d" % n for n in range(5)])
+    worker = Worker(liveness_node, window=5, count=5, work_s=-1)
+    try:
+        worker.said("working", 15)
+        worker.process.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        with GroupConsumer(liveness_node.consume_dsn, "orders", "g", window=5,
+                           context=context) as other:
+            got = []
+            while len(got) < 5:
+                message = other.receive(max(0.0, killed + 5 - time.monotonic()))
+                assert message is not None, f"only {got} came back within 5 s"
+                got.append(message.parts[0])
+                message.ack()
+        assert sorted(got) == [b"m%d" % n for n in range(5)]  # well inside the 30 s
+    finally:
+        worker.stop()
+
+
+def test_a_cut_connection_has_its_deliveries_given_back(liveness_node, context):
+    """No FIN, no RST: the bytes stop. The node's heartbeats (1 s, three missed) find
+    the connection dead and give its deliveries back, long before the ack timeout."""
+    produce(liveness_node, context, [b"m%d" % n for n in range(3)])
+    port = int(liveness_node.consume_dsn.rpartition(":")[2])
+    with ProxyNetwork() as network:
+        proxy = network.add("consumer", port)
+        cut = GroupConsumer(proxy.endpoint, "orders", "g", window=3, context=context)
+        try:
+            assert all(cut.receive(5) for _ in range(3))
+            network.blackhole(["consumer"])
+            with GroupConsumer(liveness_node.consume_dsn, "orders", "g", window=3,
+                               context=context) as other:
+                got = []
+                while len(got) < 3:
+                    message = other.receive(10)  # 3 s to notice; the ack timeout is 30 s
+                    assert message is not None, f"only {got} came back"
+                    got.append(message.parts[0])
+                    message.ack()
+            assert sorted(got) == [b"m0", b"m1", b"m2"]
+        finally:
+            cut._socket.close(0)
+
+
+def test_a_consumer_that_still_sends_heartbeats_works(liveness_node, context):
+    """A client of the earlier protocol, which sent HEARTBEAT to stay alive."""
+    produce(liveness_node, context, [b"a", b"b"])
+    dealer = context.socket(zmq.DEALER)
+    dealer.connect(liveness_node.consume_dsn)
+    try:
+        dealer.send_multipart([wire.CONSUME, b"orders", b"g", b"5"])
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and dealer.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+            frames = dealer.recv_multipart()
+            assert frames[0] != wire.ERROR, frames
+            if frames[0] == wire.DELIVER:
+                got.append(frames)
+                dealer.send_multipart([wire.HEARTBEAT])
+        assert [frames[-1] for frames in got] == [b"a", b"b"]
+        dealer.send_multipart([wire.ACK, *(frames[3] for frames in got)])
+        liveness_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 2)
+        while dealer.poll(200):  # nothing refused
+            assert dealer.recv_multipart()[0] == wire.HEARTBEAT
+    finally:
+        dealer.close(0)
+
+
+def wait_deliveries(node: NodeProcess, count: int) -> dict:
+    return wait_until(lambda: (lambda f: f if f.get("delivered", 0) >= count else None)(
+        group_figures(node)), 10, message=f"{count} deliveries")

@@ -19,7 +19,7 @@ from faultproxy import ProxyNetwork
 
 from pzq.client import GroupConsumer, Producer
 from pzq.protocol import consume as wire
-from tests.harness import NodeProcess, wait_until
+from tests.harness import NodeProcess
 
 WORKER = Path(__file__).parent / "group_worker.py"
 ROOT = Path(__file__).parent.parent
@@ -168,6 +168,112 @@ def test_a_consumer_that_still_sends_heartbeats_works(liveness_node, context):
         dealer.close(0)
 
 
-def wait_deliveries(node: NodeProcess, count: int) -> dict:
-    return wait_until(lambda: (lambda f: f if f.get("delivered", 0) >= count else None)(
-        group_figures(node)), 10, message=f"{count} deliveries")
+EXPIRY = ("--ack-timeout", "1s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s",
+          "--delivery-headers")
+
+
+@pytest.fixture
+def expiry_node(start_node) -> NodeProcess:
+    return start_node(*EXPIRY, consume=True)
+
+
+def wait_delivered(node: NodeProcess, count: int) -> None:
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["delivered"] >= count,
+                    message=f"{count} deliveries")
+
+
+def deliveries_in(socket: zmq.Socket) -> list[bytes]:
+    """The bodies of the deliveries waiting at a socket nobody read."""
+    bodies = []
+    while socket.poll(0):
+        frames = socket.recv_multipart()
+        if frames[0] == wire.DELIVER:
+            bodies.append(frames[-1])
+    return bodies
+
+
+def test_a_hung_consumer_does_not_get_its_expired_deliveries_back(expiry_node, context):
+    """One consumer took 10 and hangs (connected: its ZeroMQ answers heartbeats;
+    silent), one is live: all 100 reach the live one within the ack timeout (1 s)
+    and about a second, at most twice each; the hung one gets nothing more."""
+    bodies = [b"m%03d" % n for n in range(100)]
+    produce(expiry_node, context, bodies)
+    hung = context.socket(zmq.DEALER)
+    hung.connect(expiry_node.consume_dsn)
+    try:
+        hung.send_multipart([wire.CONSUME, b"orders", b"g", b"10"])
+        wait_delivered(expiry_node, 10)
+        took = time.monotonic()
+        with GroupConsumer(expiry_node.consume_dsn, "orders", "g", window=100,
+                           context=context) as live:
+            got: dict[bytes, int] = {}
+            while len(got) < 100:
+                message = live.receive(max(0.0, took + 10 - time.monotonic()))
+                assert message is not None, f"only {len(got)} of 100 reached the live one"
+                got[message.parts[0]] = message.deliveries
+                message.ack()
+            elapsed = time.monotonic() - took
+            assert sorted(got) == bodies
+            assert max(got.values()) <= 2 and sum(got.values()) == 110
+            assert elapsed < 1 + 2, f"the last came {elapsed:.2f} s after the hung one took 10"
+            # its credit stays spent on what it let expire: new messages go to the live one
+            produce(expiry_node, context, [b"n%d" % n for n in range(10)])
+            news = [live.receive(5) for _ in range(10)]
+            assert sorted(message.parts[0] for message in news) == \
+                [b"n%d" % n for n in range(10)]
+            live.ack_many(news)
+            expiry_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"]
+                                   == 110)
+        assert len(deliveries_in(hung)) == 10
+        figures = group_figures(expiry_node)
+        assert (figures["delivered"], figures["expired"], figures["consumers"]) == (120, 10, 1)
+        assert figures["credits"] == 0  # the hung one's ten, spent
+    finally:
+        hung.close(0)
+
+
+def test_a_late_answer_gives_the_credit_back_and_takes_nothing_from_another(start_node,
+                                                                            context):
+    # 3 s: what the live consumer holds stays its own while the test looks
+    node = start_node("--ack-timeout", "3s", "--reaper-frequency", "100ms",
+                      "--delivery-headers", consume=True)
+    produce(node, context, [b"a"])
+    slow = GroupConsumer(node.consume_dsn, "orders", "g", window=1, context=context)
+    live = GroupConsumer(node.consume_dsn, "orders", "g", window=10, context=context)
+    try:
+        first = slow.receive(5)
+        assert first is not None and first.parts == (b"a",)
+        again = live.receive(10)  # after the ack timeout, at the other consumer
+        assert again is not None and (again.parts, again.deliveries) == ((b"a",), 2)
+        produce(node, context, [b"b"])
+        second = live.receive(5)
+        assert second.parts == (b"b",)  # the slow one's one credit is spent
+        assert slow.receive(0.3) is None
+        first.nack()  # late: the live one holds it now and keeps it
+        assert live.receive(0.3) is None  # not taken from it and sent again
+        live.ack_many([again, second])
+        node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 2)
+        figures = node.stats()["topics"]["orders"]["groups"]["g"]
+        assert (figures["delivered"], figures["nacked"], figures["unknown_acks"]) == (3, 0, 0)
+        live.close()
+        produce(node, context, [b"c"])
+        assert slow.receive(5).parts == (b"c",)  # its credit came back with its answer
+    finally:
+        slow.close()
+        live.close()
+
+
+def test_a_lone_consumer_gets_its_expired_delivery_again(expiry_node, context):
+    """No other consumer: it comes back to the one that let it expire, on the credit
+    it still spends (at least once, as ever)."""
+    produce(expiry_node, context, [b"a", b"b"])
+    with GroupConsumer(expiry_node.consume_dsn, "orders", "g", window=2,
+                       context=context) as lone:
+        first, second = lone.receive(5), lone.receive(5)
+        assert (first.parts, second.parts) == ((b"a",), (b"b",))
+        second.ack()
+        again = lone.receive(5)
+        assert again is not None and (again.parts, again.deliveries) == ((b"a",), 2)
+        again.ack()
+        expiry_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 2)
+    assert group_figures(expiry_node)["delivered"] == 3

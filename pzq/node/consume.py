@@ -26,7 +26,7 @@ from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.node.archiving import Archiving
-from pzq.node.consume_groups import Consumer, GroupDelivery, TakenOver
+from pzq.node.consume_groups import Consumer, GroupDelivery, Key, TakenOver
 from pzq.node.consume_liveness import ConsumerLiveness
 from pzq.node.consume_subscribe import make_group, named_group
 from pzq.protocol import consume as wire
@@ -157,19 +157,35 @@ class ConsumeEndpoint:
         own = deliveries.state
         own_id = own.area.node_id
         owner = deliveries.owner
+        overdue = consumer.overdue
         for key in keys:
             node_id, seq = keyspace.parse_message_key(key)
+            held_key = (node_id, seq)
+            late = held_key in overdue  # it let this one expire: its credit comes back
+            if late:
+                overdue.discard(held_key)
             state = own if node_id == own_id else deliveries.state_for(node_id)
             if state is None:
                 deliveries.counters.unknown_acks += 1
-                continue
-            holder = owner.pop((node_id, seq), None)
-            if holder is not None:
-                holder.held.discard((node_id, seq))
-            if not ok:
-                state.nack(seq)
-            elif not self._ack(batch, deliveries, state, key, seq, now_us):
-                log.debug("consume_ack_unknown", key=key.decode(), group=deliveries.group.name)
+            elif not ok:
+                self._nack(consumer, state, held_key, late)
+            else:
+                holder = owner.pop(held_key, None)  # whoever has it now: it is done
+                if holder is not None:
+                    holder.held.discard(held_key)
+                if not self._ack(batch, deliveries, state, key, seq, now_us):
+                    log.debug("consume_ack_unknown", key=key.decode(),
+                              group=deliveries.group.name)
+
+    def _nack(self, consumer: Consumer, state: DeliveryState, held_key: Key,
+              late: bool) -> None:
+        """Give back what this consumer holds; a NACK of what expired here was given
+        back at its deadline, and another consumer may have it now: left alone."""
+        if consumer.group.owner.get(held_key) is consumer:
+            consumer.group.release(held_key)
+            state.nack(held_key[1])
+        elif not late:
+            state.counters.unknown_acks += 1
 
     def _ack(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
              key: bytes, seq: int, now_us: int) -> bool:
@@ -267,42 +283,63 @@ class ConsumeEndpoint:
                 self.removed(area.node_id, entry.seq, deliveries.group.name, final)
 
     def _sender(self, deliveries: GroupDelivery) -> Callable[[list[bytes]], bool]:
-        """Round robin over the consumers with credit, in the order of this call.
-        Per message only what must be: the send (after each consumer's fixed frames,
-        built once) and who holds it."""
+        """Round robin over the consumers with credit, in the order of this call; a
+        delivery that expired at a consumer goes to another one first. Per message
+        only what must be: the send (after each consumer's fixed frames, built once)
+        and who holds it."""
         candidates = deliveries.next_consumers()
         count = len(candidates)
-        owner = deliveries.owner
-        socket = self.socket
+        offer = self._offerer(deliveries)
+        some_overdue = deliveries.any_overdue()
         turn = 0
 
         def send(frames: list[bytes]) -> bool:
             nonlocal turn
+            key = frames[0]
+            held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
+            expired_at = None
             for _ in range(count):
                 consumer = candidates[turn]
                 turn = turn + 1 if turn + 1 < count else 0
-                held = consumer.held
-                if consumer.unreachable or len(held) >= consumer.window:
-                    continue
-                try:
-                    send_headed(socket, consumer.head, frames)
-                except zmq.Again:
-                    continue  # its pipe is full: the next one
-                except zmq.ZMQError as exc:
-                    if exc.errno != errno.EHOSTUNREACH:
-                        raise
-                    # stop sending to it; its ACKs and BYE still count
-                    consumer.unreachable = True
-                    self._found_unreachable = True
-                    continue
-                key = frames[0]
-                held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
-                held.add(held_key)
-                owner[held_key] = consumer
+                if some_overdue and held_key in consumer.overdue:
+                    expired_at = consumer  # it let this one expire: the others first
+                elif offer(consumer, frames, held_key):
+                    return True
+            if expired_at is not None and offer(expired_at, frames, held_key):
                 return True
             self.blocked = True
             return False
         return send
+
+    def _offerer(self, deliveries: GroupDelivery) -> Callable[[Consumer, list[bytes], Key],
+                                                              bool]:
+        owner = deliveries.owner
+        socket = self.socket
+
+        def offer(consumer: Consumer, frames: list[bytes], held_key: Key) -> bool:
+            """Send to this consumer if it has credit (a delivery it let expire comes
+            back to it on the credit it still spends)."""
+            held, overdue = consumer.held, consumer.overdue
+            again = held_key in overdue
+            if consumer.unreachable or len(held) + len(overdue) - again >= consumer.window:
+                return False
+            try:
+                send_headed(socket, consumer.head, frames)
+            except zmq.Again:
+                return False  # its pipe is full: the next one
+            except zmq.ZMQError as exc:
+                if exc.errno != errno.EHOSTUNREACH:
+                    raise
+                # stop sending to it; its ACKs and BYE still count
+                consumer.unreachable = True
+                self._found_unreachable = True
+                return False
+            if again:
+                overdue.discard(held_key)
+            held.add(held_key)
+            owner[held_key] = consumer
+            return True
+        return offer
 
     def _send(self, frames: list[bytes]) -> None:
         try:
@@ -341,13 +378,13 @@ class ConsumeEndpoint:
         return self.liveness.timeout_ms(mono, self.blocked)
 
     def reap(self, now_us: int) -> None:
-        """Expired deliveries back (a takeover's states are reaped with it); each
-        group's floor raised (so a restart reads on from where the group is, not from
+        """Expired deliveries back, overdue at the consumer that let them expire (a
+        takeover's states are reaped with it); each group's floor raised (so a restart reads on from where the group is, not from
         its start)."""
         for deliveries in self.groups.values():
             state = deliveries.state
             if state.reap(now_us) or deliveries.taken_over():
-                deliveries.settle()
+                deliveries.settle(expired=True)
             self._retire_dead(deliveries, now_us)
             held = self.lowest_held()
             floor = state.lowest_open()

@@ -379,8 +379,8 @@ class ConsumeEndpoint:
 
     def reap(self, now_us: int) -> None:
         """Expired deliveries back, overdue at the consumer that let them expire (a
-        takeover's states are reaped with it); each group's floor raised (so a restart reads on from where the group is, not from
-        its start)."""
+        takeover's states are reaped with it); each group's floor raised (so a
+        restart reads on from where the group is, not from its start)."""
         for deliveries in self.groups.values():
             state = deliveries.state
             if state.reap(now_us) or deliveries.taken_over():

@@ -34,15 +34,18 @@ def try_send(socket: Socket, frames: list[bytes]) -> bool | None:
     return True
 
 
+LOOK_AGAIN_S = 0.05
+
+
 class ConsumerLiveness:
     def __init__(self, socket: Socket, events: Socket, heartbeat_s: float) -> None:
         self.socket = socket
         self.events = events  # the socket's disconnections: look for who went
         self.heartbeat_s = heartbeat_s
         self._probe_due = 0.0  # when a look for gone consumers was asked for (0: none)
-        # One more look a period after a disconnection: the socket may still know the
-        # closed connection's peer for a moment after the event (measured: a few ms).
-        self._look_again_at = 0.0
+        # Looks again after a disconnection: the socket may still know the closed
+        # connection's peer for a moment after the event (measured: a few ms).
+        self._looks_again: list[float] = []
 
     def tick(self, mono: float, disconnected: bool,
              consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
@@ -54,8 +57,8 @@ class ConsumerLiveness:
             while self.events.poll(0):
                 recv_monitor_message(self.events)
             self.look_soon(mono)
-        if self._look_again_at and mono >= self._look_again_at:
-            self._look_again_at = 0.0
+        if self._looks_again and mono >= self._looks_again[0]:
+            self._looks_again = [at for at in self._looks_again if at > mono]
             self._probe_due = self._probe_due or mono
         if not self._probe_due:
             return []
@@ -66,9 +69,10 @@ class ConsumerLiveness:
 
     def look_soon(self, mono: float) -> None:
         """A connection went: look for who, once what it sent before is read, and
-        once more a heartbeat period later."""
+        again shortly after and a heartbeat period after."""
         self._probe_due = self._probe_due or mono
-        self._look_again_at = mono + self.heartbeat_s
+        self._looks_again = [mono + min(LOOK_AGAIN_S, self.heartbeat_s),
+                             mono + self.heartbeat_s]
 
     def _probe(self, consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
         gone = []
@@ -82,6 +86,6 @@ class ConsumerLiveness:
     def timeout_ms(self, mono: float, blocked: bool) -> int | None:
         if blocked or self._probe_due:
             return 5
-        if self._look_again_at:
-            return max(0, int((self._look_again_at - mono) * 1000) + 1)
+        if self._looks_again:
+            return max(0, int((self._looks_again[0] - mono) * 1000) + 1)
         return None

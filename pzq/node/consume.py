@@ -283,14 +283,49 @@ class ConsumeEndpoint:
                 self.removed(area.node_id, entry.seq, deliveries.group.name, final)
 
     def _sender(self, deliveries: GroupDelivery) -> Callable[[list[bytes]], bool]:
-        """Round robin over the consumers with credit, in the order of this call; a
-        delivery that expired at a consumer goes to another one first. Per message
-        only what must be: the send (after each consumer's fixed frames, built once)
-        and who holds it."""
+        """Round robin over the consumers with credit, in the order of this call.
+        Per message only what must be: the send (after each consumer's fixed frames,
+        built once) and who holds it. Deliveries expire only at a reap, so when no
+        consumer has one overdue now, none will have during this send."""
         candidates = deliveries.next_consumers()
+        if deliveries.any_overdue():
+            return self._sender_avoiding_expired(deliveries, candidates)
+        count = len(candidates)
+        owner = deliveries.owner
+        socket = self.socket
+        turn = 0
+
+        def send(frames: list[bytes]) -> bool:
+            nonlocal turn
+            for _ in range(count):
+                consumer = candidates[turn]
+                turn = turn + 1 if turn + 1 < count else 0
+                held = consumer.held
+                if consumer.unreachable or len(held) >= consumer.window:
+                    continue
+                try:
+                    send_headed(socket, consumer.head, frames)
+                except zmq.Again:
+                    continue  # its pipe is full: the next one
+                except zmq.ZMQError as exc:
+                    self._unreachable(consumer, exc)
+                    continue
+                key = frames[0]
+                held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
+                held.add(held_key)
+                owner[held_key] = consumer
+                return True
+            self.blocked = True
+            return False
+        return send
+
+    def _sender_avoiding_expired(self, deliveries: GroupDelivery,
+                                 candidates: list[Consumer]) -> Callable[[list[bytes]], bool]:
+        """The same, while some consumer has deliveries it let expire: one of those
+        goes to another consumer first, and back to the same one only when no other
+        takes it (on the credit it still spends there)."""
         count = len(candidates)
         offer = self._offerer(deliveries)
-        some_overdue = deliveries.any_overdue()
         turn = 0
 
         def send(frames: list[bytes]) -> bool:
@@ -301,7 +336,7 @@ class ConsumeEndpoint:
             for _ in range(count):
                 consumer = candidates[turn]
                 turn = turn + 1 if turn + 1 < count else 0
-                if some_overdue and held_key in consumer.overdue:
+                if held_key in consumer.overdue:
                     expired_at = consumer  # it let this one expire: the others first
                 elif offer(consumer, frames, held_key):
                     return True
@@ -317,8 +352,8 @@ class ConsumeEndpoint:
         socket = self.socket
 
         def offer(consumer: Consumer, frames: list[bytes], held_key: Key) -> bool:
-            """Send to this consumer if it has credit (a delivery it let expire comes
-            back to it on the credit it still spends)."""
+            """Sent to this consumer if it has credit (one it let expire comes back on
+            the credit it still spends)."""
             held, overdue = consumer.held, consumer.overdue
             again = held_key in overdue
             if consumer.unreachable or len(held) + len(overdue) - again >= consumer.window:
@@ -328,11 +363,7 @@ class ConsumeEndpoint:
             except zmq.Again:
                 return False  # its pipe is full: the next one
             except zmq.ZMQError as exc:
-                if exc.errno != errno.EHOSTUNREACH:
-                    raise
-                # stop sending to it; its ACKs and BYE still count
-                consumer.unreachable = True
-                self._found_unreachable = True
+                self._unreachable(consumer, exc)
                 return False
             if again:
                 overdue.discard(held_key)
@@ -340,6 +371,13 @@ class ConsumeEndpoint:
             owner[held_key] = consumer
             return True
         return offer
+
+    def _unreachable(self, consumer: Consumer, exc: zmq.ZMQError) -> None:
+        """A send found no peer: stop sending to it; its ACKs and BYE still count."""
+        if exc.errno != errno.EHOSTUNREACH:
+            raise exc
+        consumer.unreachable = True
+        self._found_unreachable = True
 
     def _send(self, frames: list[bytes]) -> None:
         try:

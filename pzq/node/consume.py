@@ -332,15 +332,15 @@ class ConsumeEndpoint:
             nonlocal turn
             key = frames[0]
             held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
-            expired_at = None
+            expired_at = []
             for _ in range(count):
                 consumer = candidates[turn]
                 turn = turn + 1 if turn + 1 < count else 0
                 if held_key in consumer.overdue:
-                    expired_at = consumer  # it let this one expire: the others first
+                    expired_at.append(consumer)  # it let this one expire: others first
                 elif offer(consumer, frames, held_key):
                     return True
-            if expired_at is not None and offer(expired_at, frames, held_key):
+            if any(offer(consumer, frames, held_key) for consumer in expired_at):
                 return True
             self.blocked = True
             return False

@@ -24,6 +24,8 @@ from tests.harness import NodeProcess
 WORKER = Path(__file__).parent / "group_worker.py"
 ROOT = Path(__file__).parent.parent
 LIVENESS = ("--ack-timeout", "30s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s")
+EXPIRY = ("--ack-timeout", "1s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s",
+          "--delivery-headers")
 
 
 def produce(node: NodeProcess, context: zmq.Context, bodies: list[bytes],
@@ -36,6 +38,26 @@ def produce(node: NodeProcess, context: zmq.Context, bodies: list[bytes],
 
 def group_figures(node: NodeProcess, group: str = "g") -> dict:
     return node.stats()["topics"]["orders"]["groups"][group]
+
+
+@pytest.fixture
+def expiry_node(start_node) -> NodeProcess:
+    return start_node(*EXPIRY, consume=True)
+
+
+def wait_delivered(node: NodeProcess, count: int) -> None:
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"].get("g", {})
+                    .get("delivered", 0) >= count, message=f"{count} deliveries")
+
+
+def deliveries_in(socket: zmq.Socket) -> list[bytes]:
+    """The bodies of the deliveries waiting at a socket nobody read."""
+    bodies = []
+    while socket.poll(0):
+        frames = socket.recv_multipart()
+        if frames[0] == wire.DELIVER:
+            bodies.append(frames[-1])
+    return bodies
 
 
 class Worker:
@@ -189,30 +211,6 @@ def test_a_consumer_that_still_sends_heartbeats_works(liveness_node, context):
             assert dealer.recv_multipart()[0] == wire.HEARTBEAT
     finally:
         dealer.close(0)
-
-
-EXPIRY = ("--ack-timeout", "1s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s",
-          "--delivery-headers")
-
-
-@pytest.fixture
-def expiry_node(start_node) -> NodeProcess:
-    return start_node(*EXPIRY, consume=True)
-
-
-def wait_delivered(node: NodeProcess, count: int) -> None:
-    node.wait_stats(lambda s: s["topics"]["orders"]["groups"].get("g", {})
-                    .get("delivered", 0) >= count, message=f"{count} deliveries")
-
-
-def deliveries_in(socket: zmq.Socket) -> list[bytes]:
-    """The bodies of the deliveries waiting at a socket nobody read."""
-    bodies = []
-    while socket.poll(0):
-        frames = socket.recv_multipart()
-        if frames[0] == wire.DELIVER:
-            bodies.append(frames[-1])
-    return bodies
 
 
 def test_a_hung_consumer_does_not_get_its_expired_deliveries_back(expiry_node, context):

@@ -234,9 +234,9 @@ def test_a_hung_consumer_does_not_get_its_expired_deliveries_back(expiry_node, c
                 got[message.parts[0]] = message.deliveries
                 message.ack()
             elapsed = time.monotonic() - took
-            assert sorted(got) == bodies
-            assert max(got.values()) <= 2 and sum(got.values()) == 110
-            assert elapsed < 1 + 2, f"the last came {elapsed:.2f} s after the hung one took 10"
+            assert sorted(got) == bodies and max(got.values()) <= 2
+            # measured 1.07-1.09 s; the bound leaves room for a loaded machine
+            assert elapsed < 1 + 3, f"the last came {elapsed:.2f} s after the hung one took 10"
             # its credit stays spent on what it let expire: new messages go to the live one
             produce(expiry_node, context, [b"n%d" % n for n in range(10)])
             news = [live.receive(5) for _ in range(10)]
@@ -245,10 +245,15 @@ def test_a_hung_consumer_does_not_get_its_expired_deliveries_back(expiry_node, c
             live.ack_many(news)
             expiry_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"]
                                    == 110)
-        assert len(deliveries_in(hung)) == 10
+        held_by_hung = deliveries_in(hung)
+        assert len(held_by_hung) == 10  # nothing more, neither its own nor new ones
+        assert all(got[body] == 2 for body in held_by_hung)  # each went once to the live one
         figures = group_figures(expiry_node)
-        assert (figures["delivered"], figures["expired"], figures["consumers"]) == (120, 10, 1)
-        assert figures["credits"] == 0  # the hung one's ten, spent
+        # every expiry (the hung one's 10; more only if the live one was too slow) was
+        # delivered once more, and nothing else was
+        assert figures["expired"] >= 10
+        assert figures["delivered"] == 110 + figures["expired"]
+        assert (figures["consumers"], figures["credits"]) == (1, 0)  # the hung one's, spent
     finally:
         hung.close(0)
 
@@ -260,9 +265,9 @@ def test_a_late_answer_gives_the_credit_back_and_takes_nothing_from_another(star
                       "--delivery-headers", consume=True)
     produce(node, context, [b"a"])
     slow = GroupConsumer(node.consume_dsn, "orders", "g", window=1, context=context)
+    first = slow.receive(5)
     live = GroupConsumer(node.consume_dsn, "orders", "g", window=10, context=context)
     try:
-        first = slow.receive(5)
         assert first is not None and first.parts == (b"a",)
         again = live.receive(10)  # after the ack timeout, at the other consumer
         assert again is not None and (again.parts, again.deliveries) == ((b"a",), 2)

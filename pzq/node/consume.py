@@ -161,7 +161,8 @@ class ConsumeEndpoint:
         for key in keys:
             node_id, seq = keyspace.parse_message_key(key)
             held_key = (node_id, seq)
-            late = held_key in overdue  # it let this one expire: its credit comes back
+            # it let this one expire: its credit comes back (no hashing while none did)
+            late = held_key in overdue if overdue else False
             if late:
                 overdue.discard(held_key)
             state = own if node_id == own_id else deliveries.state_for(node_id)

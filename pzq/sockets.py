@@ -21,14 +21,17 @@ RECEIVE_SNDHWM = 100_000
 SEND_SNDHWM = 256
 LINGER_MS = 1000
 CONSUME_SNDHWM = 200_000  # credits bound what is sent; the pipe must not
+CONSUME_HEARTBEAT_MISSES = 3  # heartbeat periods without a PONG: the connection is cut
+MAX_HEARTBEAT_TTL_MS = 6_553_500  # ZMTP carries the TTL in 16 bits of deciseconds
 IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
 def bind(context: Context, kind: int, dsn: str, flag: str,
          curve: KeyPair | None = None, zap_domain: str | None = None,
          options: dict[int, int] | None = None) -> Socket:
-    """``options`` are set before the bind: the pipe of a peer that connects later
-    takes the high-water marks the socket had when it was bound (libzmq 4.3)."""
+    """``options`` are set before the bind: a listener copies the socket's options
+    when it is bound, so a peer that connects later gets the high-water marks and
+    heartbeats the socket had then, whatever is set after (libzmq 4.3)."""
     refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)  # unless ``options`` say otherwise
@@ -89,8 +92,16 @@ def bind_monitor(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
     return bind(context, zmq.ROUTER, dsn, "--monitor-dsn", curve)
 
 
-def bind_consume(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
+def bind_consume(context: Context, dsn: str, curve: KeyPair | None,
+                 heartbeat_ms: int) -> Socket:
     """Consumer groups: ROUTER_MANDATORY, so a send to a consumer that is gone says so
-    (its deliveries are given back) and a full pipe refuses instead of dropping."""
+    (its deliveries are given back) and a full pipe refuses instead of dropping.
+    ZeroMQ's own heartbeats (PING and PONG, answered by each side's I/O thread, not
+    by the consumer's code) close a connection that stays silent for
+    CONSUME_HEARTBEAT_MISSES periods; the TTL asks the consumer's side to do the same."""
+    heartbeat_ms = max(1, heartbeat_ms)  # 0 would turn them off
+    silent_ms = CONSUME_HEARTBEAT_MISSES * heartbeat_ms
     return bind(context, zmq.ROUTER, dsn, "--consume-dsn", curve,
-                options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: CONSUME_SNDHWM})
+                options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: CONSUME_SNDHWM,
+                         zmq.HEARTBEAT_IVL: heartbeat_ms, zmq.HEARTBEAT_TIMEOUT: silent_ms,
+                         zmq.HEARTBEAT_TTL: min(silent_ms, MAX_HEARTBEAT_TTL_MS)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+from functools import partial
 
 import pytest
 import zmq
@@ -92,7 +93,7 @@ def queued_until_full(node_socket, peer, frames: list[bytes]) -> int:
 
 @pytest.mark.parametrize("bind_endpoint, hwm, routed, size", [
     (sockets.bind_receive, sockets.RECEIVE_SNDHWM, True, 100),
-    (sockets.bind_consume, sockets.CONSUME_SNDHWM, True, 100),
+    (partial(sockets.bind_consume, heartbeat_ms=1000), sockets.CONSUME_SNDHWM, True, 100),
     (sockets.bind_send, sockets.SEND_SNDHWM, False, 100_000)])
 def test_a_peer_that_connects_after_the_bind_gets_the_endpoints_high_water_mark(
         context, bind_endpoint, hwm, routed, size):

@@ -170,20 +170,6 @@ def test_disconnect_gives_deliveries_back_at_once(group_node, context):
     assert sorted(got) == [b"m0", b"m1", b"m2", b"m3"]
 
 
-def test_silent_consumer_is_given_up(start_node, context):
-    group_node = start_node("--ack-timeout", "30s", "--consume-heartbeat", "200ms",
-                            consume=True)
-    produce(group_node, context, [b"only"])
-    silent = GroupConsumer(group_node.consume_dsn, "orders", "g", window=1, context=context)
-    assert silent.receive(5) is not None
-    # no heartbeat from here on: after three periods (0.6 s) the delivery goes back
-    group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["consumers"] == 0,
-                          timeout=5)
-    with GroupConsumer(group_node.consume_dsn, "orders", "g", context=context) as other:
-        assert drain(other, 1) == [b"only"]
-    silent._socket.close(0)
-
-
 def test_a_late_group_starts_where_asked(group_node, context):
     produce(group_node, context, [b"old1", b"old2"])
     with GroupConsumer(group_node.consume_dsn, "orders", "new", start="latest",

@@ -1,9 +1,12 @@
 """A consumer of one group of one topic on a node's --consume-dsn (see README,
 "Consumer groups"). It owns its socket and must stay on the thread that made it.
 
-The node counts the consumer gone after three heartbeat periods without a frame
-from it, so call ``receive`` (or ``heartbeat``) at least once a period: ``receive``
-sends the heartbeats while it waits.
+The consumer stays alive for the node as long as its connection does: ZeroMQ's
+heartbeats (PING and PONG) run in the socket's I/O thread, so the application may
+work on a delivery as long as its ack timeout allows without calling in here.
+``receive`` still sends a HEARTBEAT when it has waited a period with nothing to say:
+a node that restarted does not know this connection, answers so, and the consumer
+joins again.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from pzq.security import ClientCurve
 from pzq.zmqio import Context, recv_frames, send_frames
 
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
+# ZeroMQ heartbeats towards the node: a node that stops answering for this long is
+# taken as gone, and the socket connects again.
+HEARTBEAT_IVL_MS = 1000
+HEARTBEAT_TIMEOUT_MS = 3000
 
 
 class GroupConsumer(Consumer):
@@ -33,6 +40,11 @@ class GroupConsumer(Consumer):
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 1000)
+        self._socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
+        self._socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+        # No receive limit: credits bound what the node sends. A full queue would
+        # stop the I/O thread reading, PINGs too, and a busy consumer would look dead.
+        self._socket.setsockopt(zmq.RCVHWM, 0)
         connect(self._socket, dsn, curve)
         self.malformed = 0
         self.errors: list[str] = []  # ERROR answers to ACK or NACK
@@ -102,14 +114,17 @@ class GroupConsumer(Consumer):
         return left is None or time.monotonic() < deadline  # type: ignore[operator]
 
     def _refused(self, error: str) -> None:
-        """Keep the node's complaint; when it counted this consumer gone (silent too
-        long), join again: what it held was given back and comes again."""
+        """Keep the node's complaint; when it does not know this connection (it
+        restarted, or counted the consumer gone), join again: what it held was given
+        back and comes again."""
         self.errors.append(error)
         if error.endswith(NOT_CONSUMING):
             self._socket.send_multipart(wire.encode_consume(self.subscribe))
             self._last_sent = time.monotonic()
 
     def heartbeat(self) -> None:
+        """Not needed to stay alive (the connection's heartbeats do that); kept for
+        programs written when it was."""
         self._socket.send_multipart([wire.HEARTBEAT])
         self._last_sent = time.monotonic()
 

@@ -69,7 +69,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("consume_dsn", "--consume-dsn", str, None,
            "endpoint of consumer groups: topics, groups, credits (off when unset)"),
     Option("consume_heartbeat", "--consume-heartbeat", duration_us, 1_000_000,
-           "heartbeat period on --consume-dsn; a consumer silent for three is gone"
+           "ZeroMQ heartbeat period on --consume-dsn; a connection silent for three is cut"
            + DURATION),
     Option("prefetch", "--prefetch", int, 1000,
            "most deliveries unacked at once on --send-dsn; below it the node keeps "

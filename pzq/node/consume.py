@@ -2,9 +2,10 @@
 
 Each named group of a topic has one DeliveryState over its GroupArea, shared by its
 consumers; each consumer (one DEALER connection) holds at most ``window`` unacked
-deliveries (credits), round robin within the group. A consumer that says BYE, whose
-connection is gone or that is silent (``pzq.node.consume_liveness``) has its
-deliveries given back at once.
+deliveries (credits), round robin within the group. A consumer that says BYE or
+whose connection is gone (``pzq.node.consume_liveness``) has its deliveries given
+back at once; one that is alive keeps them until their ack deadline, whatever its
+code is doing.
 
 While this node has taken over down nodes, a group also gets their messages of its
 topic that their group of the same name holds (``pzq.node.consume_groups``); a
@@ -25,7 +26,7 @@ from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.node.archiving import Archiving
-from pzq.node.consume_groups import Consumer, GroupDelivery, TakenOver
+from pzq.node.consume_groups import Consumer, GroupDelivery, Key, TakenOver
 from pzq.node.consume_liveness import ConsumerLiveness
 from pzq.node.consume_subscribe import make_group, named_group
 from pzq.protocol import consume as wire
@@ -162,19 +163,36 @@ class ConsumeEndpoint:
         own = deliveries.state
         own_id = own.area.node_id
         owner = deliveries.owner
+        overdue = consumer.overdue
         for key in keys:
             node_id, seq = keyspace.parse_message_key(key)
+            held_key = (node_id, seq)
+            # it let this one expire: its credit comes back (no hashing while none did)
+            late = held_key in overdue if overdue else False
+            if late:
+                overdue.discard(held_key)
             state = own if node_id == own_id else deliveries.state_for(node_id)
             if state is None:
                 deliveries.counters.unknown_acks += 1
-                continue
-            holder = owner.pop((node_id, seq), None)
-            if holder is not None:
-                holder.held.discard((node_id, seq))
-            if not ok:
-                state.nack(seq)
-            elif not self._ack(batch, deliveries, state, key, seq, now_us):
-                log.debug("consume_ack_unknown", key=key.decode(), group=deliveries.group.name)
+            elif not ok:
+                self._nack(consumer, state, held_key, late)
+            else:
+                holder = owner.pop(held_key, None)  # whoever has it now: it is done
+                if holder is not None:
+                    holder.held.discard(held_key)
+                if not self._ack(batch, deliveries, state, key, seq, now_us):
+                    log.debug("consume_ack_unknown", key=key.decode(),
+                              group=deliveries.group.name)
+
+    def _nack(self, consumer: Consumer, state: DeliveryState, held_key: Key,
+              late: bool) -> None:
+        """Give back what this consumer holds; a NACK of what expired here was given
+        back at its deadline, and another consumer may have it now: left alone."""
+        if consumer.group.owner.get(held_key) is consumer:
+            consumer.group.release(held_key)
+            state.nack(held_key[1])
+        elif not late:
+            state.counters.unknown_acks += 1
 
     def _ack(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
              key: bytes, seq: int, now_us: int) -> bool:
@@ -274,8 +292,11 @@ class ConsumeEndpoint:
     def _sender(self, deliveries: GroupDelivery) -> Callable[[list[bytes]], bool]:
         """Round robin over the consumers with credit, in the order of this call.
         Per message only what must be: the send (after each consumer's fixed frames,
-        built once) and who holds it."""
+        built once) and who holds it. Deliveries expire only at a reap, so when no
+        consumer has one overdue now, none will have during this send."""
         candidates = deliveries.next_consumers()
+        if deliveries.any_overdue():
+            return self._sender_avoiding_expired(deliveries, candidates)
         count = len(candidates)
         owner = deliveries.owner
         socket = self.socket
@@ -294,11 +315,7 @@ class ConsumeEndpoint:
                 except zmq.Again:
                     continue  # its pipe is full: the next one
                 except zmq.ZMQError as exc:
-                    if exc.errno != errno.EHOSTUNREACH:
-                        raise
-                    # stop sending to it; its ACKs and BYE still count
-                    consumer.unreachable = True
-                    self._found_unreachable = True
+                    self._unreachable(consumer, exc)
                     continue
                 key = frames[0]
                 held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
@@ -308,6 +325,66 @@ class ConsumeEndpoint:
             self.blocked = True
             return False
         return send
+
+    def _sender_avoiding_expired(self, deliveries: GroupDelivery,
+                                 candidates: list[Consumer]) -> Callable[[list[bytes]], bool]:
+        """The same, while some consumer has deliveries it let expire: one of those
+        goes to another consumer first, and back to the same one only when no other
+        takes it (on the credit it still spends there)."""
+        count = len(candidates)
+        offer = self._offerer(deliveries)
+        turn = 0
+
+        def send(frames: list[bytes]) -> bool:
+            nonlocal turn
+            key = frames[0]
+            held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
+            expired_at = []
+            for _ in range(count):
+                consumer = candidates[turn]
+                turn = turn + 1 if turn + 1 < count else 0
+                if held_key in consumer.overdue:
+                    expired_at.append(consumer)  # it let this one expire: others first
+                elif offer(consumer, frames, held_key):
+                    return True
+            if any(offer(consumer, frames, held_key) for consumer in expired_at):
+                return True
+            self.blocked = True
+            return False
+        return send
+
+    def _offerer(self, deliveries: GroupDelivery) -> Callable[[Consumer, list[bytes], Key],
+                                                              bool]:
+        owner = deliveries.owner
+        socket = self.socket
+
+        def offer(consumer: Consumer, frames: list[bytes], held_key: Key) -> bool:
+            """Sent to this consumer if it has credit (one it let expire comes back on
+            the credit it still spends)."""
+            held, overdue = consumer.held, consumer.overdue
+            again = held_key in overdue
+            if consumer.unreachable or len(held) + len(overdue) - again >= consumer.window:
+                return False
+            try:
+                send_headed(socket, consumer.head, frames)
+            except zmq.Again:
+                return False  # its pipe is full: the next one
+            except zmq.ZMQError as exc:
+                self._unreachable(consumer, exc)
+                return False
+            if again:
+                overdue.discard(held_key)
+            held.add(held_key)
+            owner[held_key] = consumer
+            return True
+        return offer
+
+    def _unreachable(self, consumer: Consumer, exc: zmq.ZMQError) -> None:
+        """A send found no peer: stop sending to it; its ACKs and BYE still count."""
+        if exc.errno != errno.EHOSTUNREACH:
+            raise exc
+        consumer.unreachable = True
+        self._found_unreachable = True
 
     def _send(self, frames: list[bytes]) -> None:
         try:
@@ -319,7 +396,7 @@ class ConsumeEndpoint:
         log.debug("consume_request_refused", reason=text)
         self._send(wire.encode_error(routing_id, text))
 
-    # -- consumers leaving, heartbeats, expiry ------------------------------------
+    # -- consumers leaving, expiry ------------------------------------------------
 
     def _gone(self, consumer: Consumer, reason: str) -> None:
         """Give back what the consumer holds, at once."""
@@ -337,22 +414,22 @@ class ConsumeEndpoint:
                  group=deliveries.group.name, reason=reason, given_back=len(held))
 
     def tick(self, mono: float, disconnected: bool) -> None:
-        """Heartbeats out; silent consumers and vanished connections given back."""
+        """What consumers whose connection went held is given back."""
         for consumer, reason in self.liveness.tick(mono, disconnected,
                                                    list(self.consumers.values())):
             self._gone(consumer, reason)
 
     def timeout_ms(self, mono: float) -> int | None:
-        return self.liveness.timeout_ms(mono, self.blocked, bool(self.consumers))
+        return self.liveness.timeout_ms(mono, self.blocked)
 
     def reap(self, now_us: int) -> None:
-        """Expired deliveries back (a takeover's states are reaped with it); each
-        group's floor raised (so a restart reads on from where the group is, not from
-        its start)."""
+        """Expired deliveries back, overdue at the consumer that let them expire (a
+        takeover's states are reaped with it); each group's floor raised (so a
+        restart reads on from where the group is, not from its start)."""
         for deliveries in self.groups.values():
             state = deliveries.state
             if state.reap(now_us) or deliveries.taken_over():
-                deliveries.settle()
+                deliveries.settle(expired=True)
             self._retire_dead(deliveries, now_us)
             held = self.lowest_held()
             floor = state.lowest_open()

@@ -5,6 +5,11 @@ topic) and, while this node has taken over down nodes, from each one's state for
 the group of the same topic and name. Deliveries are keyed by (origin node id, seq),
 as the message key ``<node id>-<seq hex>`` names them, so ACKs and NACKs on one
 connection reach the right state.
+
+A delivery whose ack deadline passed goes to another consumer of the group first,
+and keeps its credit spent at the consumer that let it expire until that one answers
+it (a late ACK or NACK) or leaves: a consumer that is stuck soon gets nothing more,
+one that is slow gets as much as it answers.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ class Consumer:
     routing_id: bytes
     group: GroupDelivery
     window: int
-    last_heard: float
+    last_heard: float  # when it last sent a request (how long it has been idle)
     held: set[Key] = field(default_factory=set)
+    overdue: set[Key] = field(default_factory=set)  # expired here, not answered: credit spent
     unreachable: bool = False  # a send found its connection gone: nothing more to it
     # the frames before every delivery to it, built once: routing id, DELIVER, topic, group
     head: list[bytes] = field(init=False)
@@ -37,7 +43,7 @@ class Consumer:
 
     @property
     def room(self) -> int:
-        return 0 if self.unreachable else self.window - len(self.held)
+        return 0 if self.unreachable else self.window - len(self.held) - len(self.overdue)
 
 
 class GroupDelivery:
@@ -84,9 +90,16 @@ class GroupDelivery:
         if consumer is not None:
             consumer.held.discard(key)
 
-    def settle(self) -> None:
-        """Forget owners of deliveries the states took back (expired, evicted)."""
+    def settle(self, expired: bool = False) -> None:
+        """Forget owners of deliveries the states took back: evicted, or ``expired``
+        (after a reap), which stay overdue at the consumer that let them expire."""
         for key in list(self.owner):
             state = self.state_for(key[0])
             if state is None or key[1] not in state.inflight:
-                self.release(key)
+                consumer = self.owner.pop(key)
+                consumer.held.discard(key)
+                if expired and state is not None and not state.paused:
+                    consumer.overdue.add(key)
+
+    def any_overdue(self) -> bool:
+        return any(consumer.overdue for consumer in self.consumers)

@@ -1,6 +1,12 @@
-"""Whether the consumers on --consume-dsn are still there: heartbeats both ways, and
-the socket's disconnection events. A consumer that is silent for HEARTBEAT_MISSES
-heartbeats, or whose connection is gone (a send to it finds no peer), is gone."""
+"""Whether the consumers on --consume-dsn are still there, from their connections
+alone: what the consumer's code does (or does not) call plays no part.
+
+ZeroMQ's own heartbeats on the socket (``pzq.sockets.bind_consume``: PING and PONG,
+answered by the consumer's I/O thread) close a connection that stays silent; a closed
+connection shows as a disconnection event, after which a HEARTBEAT sent to each
+consumer finds the one whose connection is gone (ROUTER_MANDATORY: no such peer).
+A send to a consumer that finds no peer starts the same look.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +19,6 @@ from zmq.utils.monitor import recv_monitor_message
 from pzq.node.consume_groups import Consumer
 from pzq.protocol import consume as wire
 from pzq.zmqio import Socket, readable, send_frames
-
-HEARTBEAT_MISSES = 3  # silent this many heartbeat periods: the consumer is gone
 
 
 def try_send(socket: Socket, frames: list[bytes]) -> bool | None:
@@ -30,53 +34,58 @@ def try_send(socket: Socket, frames: list[bytes]) -> bool | None:
     return True
 
 
+LOOK_AGAIN_S = 0.05
+
+
 class ConsumerLiveness:
     def __init__(self, socket: Socket, events: Socket, heartbeat_s: float) -> None:
         self.socket = socket
         self.events = events  # the socket's disconnections: look for who went
         self.heartbeat_s = heartbeat_s
-        self._next_heartbeat = 0.0
-        self._probe_due = 0.0  # when a look for gone consumers was put off (0: none)
+        self._probe_due = 0.0  # when a look for gone consumers was asked for (0: none)
+        # Looks again after a disconnection: the socket may still know the closed
+        # connection's peer for a moment after the event (measured: a few ms).
+        self._looks_again: list[float] = []
 
     def tick(self, mono: float, disconnected: bool,
              consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
-        """Heartbeats out; returns the consumers gone, with why. ``disconnected``: the
-        poll saw a disconnection event. What a consumer sent before it went (its last
-        ACKs, its BYE) is read first: while input waits, the look is put off to the
-        next wake, for at most a heartbeat period."""
+        """Returns the consumers gone, with why. ``disconnected``: the poll saw a
+        disconnection event. What a consumer sent before it went (its last ACKs, its
+        BYE) is read first: while input waits, the look is put off to the next wake,
+        for at most a heartbeat period."""
         if disconnected:
             while self.events.poll(0):
                 recv_monitor_message(self.events)
             self.look_soon(mono)
-        if not self._probe_due and mono < self._next_heartbeat:
+        if self._looks_again and mono >= self._looks_again[0]:
+            self._looks_again = [at for at in self._looks_again if at > mono]
+            self._probe_due = self._probe_due or mono
+        if not self._probe_due:
             return []
-        due = self._probe_due or mono
-        if readable(self.socket) and mono - due < self.heartbeat_s:
-            self._probe_due = due
+        if readable(self.socket) and mono - self._probe_due < self.heartbeat_s:
             return []
         self._probe_due = 0.0
-        return self._probe(mono, consumers)
+        return self._probe(consumers)
 
     def look_soon(self, mono: float) -> None:
-        """A connection went: look for who, once what it sent before is read."""
+        """A connection went: look for who, once what it sent before is read, and
+        again shortly after and a heartbeat period after."""
         self._probe_due = self._probe_due or mono
+        self._looks_again = [mono + min(LOOK_AGAIN_S, self.heartbeat_s),
+                             mono + self.heartbeat_s]
 
-    def _probe(self, mono: float, consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
-        self._next_heartbeat = mono + self.heartbeat_s
-        silent_after = HEARTBEAT_MISSES * self.heartbeat_s
+    def _probe(self, consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
         gone = []
         for consumer in consumers:
-            if mono - consumer.last_heard > silent_after:
-                gone.append((consumer, "silent"))
-            elif try_send(self.socket, [consumer.routing_id, wire.HEARTBEAT]) is None:
+            if try_send(self.socket, [consumer.routing_id, wire.HEARTBEAT]) is None:
                 gone.append((consumer, "disconnected"))
             else:
                 consumer.unreachable = False  # its connection is there after all
         return gone
 
-    def timeout_ms(self, mono: float, blocked: bool, any_consumers: bool) -> int | None:
+    def timeout_ms(self, mono: float, blocked: bool) -> int | None:
         if blocked or self._probe_due:
             return 5
-        if not any_consumers:
-            return None
-        return max(0, int((self._next_heartbeat - mono) * 1000) + 1)
+        if self._looks_again:
+            return max(0, int((self._looks_again[0] - mono) * 1000) + 1)
+        return None

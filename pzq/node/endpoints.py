@@ -81,7 +81,8 @@ def open_endpoints(context: Context, config: Config, curve: NodeCurve | None,
                                               "--archive-dsn", keys))
                    if config.archive_dsn is not None else None)
         zper = open_zper_sockets(context, config, keys, opened)
-        consume = (_keep(opened, sockets.bind_consume(context, config.consume_dsn, keys))
+        consume = (_keep(opened, sockets.bind_consume(context, config.consume_dsn, keys,
+                                                      config.consume_heartbeat // 1000))
                    if config.consume_dsn is not None else None)
         links = (ClusterLinks(cluster, context, curve, mono) if cluster is not None else None)
     except BaseException:

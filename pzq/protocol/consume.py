@@ -7,7 +7,8 @@ Consumer (DEALER) to node::
                                                       START:earliest|latest|<µs since epoch>
     ACK | key | key...        done with these deliveries
     NACK | key | key...       give them back, to be delivered again
-    HEARTBEAT
+    HEARTBEAT                 accepted, not needed: a consumer is alive while its
+                              connection is (ZeroMQ's heartbeats)
     BYE                       going away: give back what is unacked, at once
 
 Node to consumer::
@@ -15,7 +16,7 @@ Node to consumer::
     CONSUMING | topic | group | window | heartbeat ms
     DELIVER | topic | group | key | sent µs | ack timeout µs | (empty) | part 1 | ... | part N
         (with --delivery-headers: DELIVERY:n and the producer's headers before the empty frame)
-    HEARTBEAT
+    HEARTBEAT                 seldom: to find a consumer whose connection went
     ERROR | what was wrong
 """
 

@@ -19,7 +19,7 @@ from faultproxy import UP, ProxyNetwork
 
 from pzq.client import GroupConsumer, Producer
 from pzq.protocol import consume as wire
-from tests.harness import NodeProcess
+from tests.harness import NodeProcess, wait_until
 
 WORKER = Path(__file__).parent / "group_worker.py"
 ROOT = Path(__file__).parent.parent
@@ -303,3 +303,32 @@ def test_a_lone_consumer_gets_its_expired_delivery_again(expiry_node, context):
         again.ack()
         expiry_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 2)
     assert group_figures(expiry_node)["delivered"] == 3
+
+
+def test_acks_sent_while_the_node_is_down_count_once_it_is_back(start_node, context):
+    """ACKs that reach a restarted node before the consumer's CONSUME were refused
+    ("ACK before CONSUME") and the messages came again; now the node names the keys it
+    refused, and the consumer sends them with its CONSUME, applied before anything is
+    delivered."""
+    node = start_node(*LIVENESS, consume=True)
+    bodies = [b"m%d" % n for n in range(20)]
+    produce(node, context, bodies)
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
+        taken = [consumer.receive(10) for _ in bodies]
+        assert [message.parts[0] for message in taken] == bodies
+        node.kill()
+        consumer.ack_many(taken[:10])  # while it is down: they wait in the socket
+        node.restart()
+        consumer.ack_many(taken[10:])  # right after it is back
+        again: list[bytes] = []
+
+        def all_acked() -> bool:
+            message = consumer.receive(0.1)
+            if message is not None:
+                again.append(message.parts[0])
+            return node.stats()["topics"]["orders"]["groups"]["g"]["backlog"] == 0
+
+        wait_until(lambda: all_acked() or again, 30, interval=0,
+                   message="every ACK applied after the restart")
+        assert again == []  # nothing ACKed came again
+        assert consumer.receive(0.5) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pzq.errors import DecodeError
+from pzq.protocol import consume as cw
 from pzq.protocol import frames as wire
 
 pytestmark = pytest.mark.timeout(10)
@@ -123,3 +124,16 @@ def test_monitor_envelopes_for_req_and_dealer():
     assert wire.encode_monitor_reply([b"rid"], b"text") == [b"rid", b"", b"text"]
     with pytest.raises(DecodeError):
         wire.decode_monitor_request([b"rid"])
+
+
+def test_consume_with_refused_acks_and_refused_round_trip():
+    subscribe = cw.Subscribe("orders", "g", 5, "eu-*", "latest", acked=(b"k1", b"k2"))
+    frames = cw.encode_consume(subscribe)
+    assert frames[-2:] == [b"ACK:k1", b"ACK:k2"]
+    assert cw.decode_request(frames).subscribe == subscribe
+    refused = cw.encode_refused(b"rid", [b"k1", b"k2"])
+    assert refused[0] == b"rid"
+    assert cw.decode_node_message(refused[1:]) == cw.NodeMessage(cw.REFUSED, keys=(b"k1", b"k2"))
+    for garbage in ([cw.REFUSED], [cw.REFUSED, cw.NACK, b"k"], [cw.ERROR, b"text", b"k"]):
+        with pytest.raises(DecodeError):
+            cw.decode_node_message(garbage)

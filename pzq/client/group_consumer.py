@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import zmq
 
@@ -49,6 +50,7 @@ class GroupConsumer(Consumer):
         self.malformed = 0
         self.errors: list[str] = []  # ERROR answers to ACK or NACK
         self.subscribe = wire.Subscribe(topic, group, window, filter, start)
+        self._rejoining = False  # a CONSUME sent again is on its way
         self.heartbeat_s = 1.0
         self._last_sent = time.monotonic()
         self._socket.send_multipart(wire.encode_consume(self.subscribe))
@@ -101,8 +103,8 @@ class GroupConsumer(Consumer):
                                    delivery.sent_us, delivery.ack_timeout_us, b"", self)
                 continue
             answer = self._decoded(frames)
-            if answer is not None and answer.verb == wire.ERROR:
-                self._refused(answer.error)
+            if answer is not None:
+                self._node_said(answer)
 
     def _wait(self, deadline: float | None) -> bool:
         """Wait for input, at most until a heartbeat is due; False once the deadline
@@ -113,14 +115,36 @@ class GroupConsumer(Consumer):
             return True
         return left is None or time.monotonic() < deadline  # type: ignore[operator]
 
+    def _node_said(self, answer: wire.NodeMessage) -> None:
+        if answer.verb == wire.ERROR:
+            self._refused(answer.error)
+        elif answer.verb == wire.REFUSED:
+            self._rejoin(answer.keys)
+        elif answer.verb == wire.CONSUMING:
+            self._rejoining = False
+
     def _refused(self, error: str) -> None:
         """Keep the node's complaint; when it does not know this connection (it
         restarted, or counted the consumer gone), join again: what it held was given
-        back and comes again."""
+        back and comes again. A refused ACK is followed by its keys (REFUSED), which
+        go with the CONSUME."""
         self.errors.append(error)
-        if error.endswith(NOT_CONSUMING):
-            self._socket.send_multipart(wire.encode_consume(self.subscribe))
-            self._last_sent = time.monotonic()
+        if not error.endswith(NOT_CONSUMING):
+            self._rejoining = False  # (a CONSUME sent again may have been refused)
+        elif not error.startswith("ACK "):
+            self._rejoin(())
+
+    def _rejoin(self, acked: tuple[bytes, ...]) -> None:
+        """CONSUME again, with the ACKs the node refused (it applies them before it
+        delivers anything); once a CONSUME is on its way, ACKs go after it."""
+        if self._rejoining:
+            if acked:
+                self._answer(True, list(acked))
+            return
+        self._rejoining = True
+        self._socket.send_multipart(wire.encode_consume(replace(self.subscribe,
+                                                                acked=acked)))
+        self._last_sent = time.monotonic()
 
     def heartbeat(self) -> None:
         """Not needed to stay alive (the connection's heartbeats do that); kept for

@@ -123,6 +123,10 @@ class ConsumeEndpoint:
             if consumer is None:
                 raise DecodeError("HEARTBEAT before CONSUME: send CONSUME first")
         elif consumer is None:
+            if verb == wire.ACK:  # (a restart forgot the connection): its keys come back
+                self._error(routing_id, "ACK before CONSUME: send CONSUME first")
+                self._send(wire.encode_refused(routing_id, request.keys))
+                return
             raise DecodeError(f"{verb.decode()} before CONSUME: send CONSUME first")
         elif verb == wire.BYE:
             self._gone(consumer, "bye")
@@ -143,6 +147,8 @@ class ConsumeEndpoint:
         self._send(wire.encode_consuming(routing_id, subscribe, int(self.heartbeat_s * 1000)))
         log.info("consumer_joined", topic=group.topic.name, group=group.name,
                  window=subscribe.window, consumers=len(deliveries.consumers))
+        if subscribe.acked:  # ACKs refused before: applied before anything is delivered
+            self._answer(batch, consumer, True, subscribe.acked, now_us)
 
     def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
                    pattern: str, now_us: int) -> Group:

@@ -4,7 +4,9 @@ groups"). Every message starts with a verb frame, in both directions.
 Consumer (DEALER) to node::
 
     CONSUME | topic | group | window | option...     option: FILTER:tag, FILTER:prefix*,
-                                                      START:earliest|latest|<µs since epoch>
+                                                      START:earliest|latest|<µs since epoch>,
+                                                      ACK:key (repeatable: ACKs a node that
+                                                      did not know the connection refused)
     ACK | key | key...        done with these deliveries
     NACK | key | key...       give them back, to be delivered again
     HEARTBEAT                 accepted, not needed: a consumer is alive while its
@@ -18,6 +20,8 @@ Node to consumer::
         (with --delivery-headers: DELIVERY:n and the producer's headers before the empty frame)
     HEARTBEAT                 seldom: to find a consumer whose connection went
     ERROR | what was wrong
+    REFUSED | ACK | key...    after the ERROR of an ACK on a connection the node does not
+                              know (it restarted): the keys, to send again with CONSUME
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ BYE = b"BYE"
 CONSUMING = b"CONSUMING"
 DELIVER = b"DELIVER"
 ERROR = b"ERROR"
+REFUSED = b"REFUSED"
 REQUESTS = (CONSUME, ACK, NACK, HEARTBEAT, BYE)
 MAX_WINDOW = 100_000
 MAX_KEYS = 10_000  # keys in one ACK or NACK
@@ -48,6 +53,7 @@ class Subscribe:
     window: int
     filter: str = ""  # "": every tag; "x*": tags starting with x; else that tag
     start: str | int = "earliest"  # or "latest", or µs since the epoch
+    acked: tuple[bytes, ...] = ()  # ACKs the node refused before this CONSUME (ACK:key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,7 @@ class NodeMessage:
     window: int = 0
     heartbeat_ms: int = 0
     error: str = ""
+    keys: tuple[bytes, ...] = ()  # REFUSED
 
 
 # -- consumer to node ----------------------------------------------------------
@@ -101,13 +108,18 @@ def _decode_subscribe(frames: list[bytes]) -> Subscribe:
         raise DecodeError(f"CONSUME window {window_text[:20]!r} is not a number from 1 to "
                           f"{MAX_WINDOW}")
     options: dict[str, str | int] = {}
+    acked: list[bytes] = []
     for frame in frames[3:]:
+        if frame[:4].upper() == b"ACK:" and len(acked) < MAX_KEYS:
+            acked.append(frame[4:])
+            continue
         name, sep, value = frame.decode(errors="replace").partition(":")
         if not sep or name.upper() not in ("FILTER", "START"):
-            raise DecodeError(f"CONSUME option {frame[:40]!r} is not FILTER:value or "
-                              "START:earliest|latest|<µs since the epoch>")
+            raise DecodeError(f"CONSUME option {frame[:40]!r} is not FILTER:value, "
+                              "START:earliest|latest|<µs since the epoch> or ACK:key")
         options[name.lower()] = decode_start(value) if name.upper() == "START" else value
-    return Subscribe(topic, group, int(window_text), **options)  # type: ignore[arg-type]
+    return Subscribe(topic, group, int(window_text), acked=tuple(acked),
+                     **options)  # type: ignore[arg-type]
 
 
 def decode_start(value: str) -> str | int:
@@ -140,6 +152,7 @@ def encode_consume(subscribe: Subscribe) -> list[bytes]:
     if subscribe.filter:
         frames.append(b"FILTER:" + subscribe.filter.encode())
     frames.append(b"START:%s" % str(subscribe.start).encode())
+    frames += [b"ACK:" + key for key in subscribe.acked]
     return frames
 
 
@@ -164,6 +177,10 @@ def encode_error(routing_id: bytes, text: str) -> list[bytes]:
     return [routing_id, ERROR, text.encode()]
 
 
+def encode_refused(routing_id: bytes, keys: list[bytes] | tuple[bytes, ...]) -> list[bytes]:
+    return [routing_id, REFUSED, ACK, *keys]
+
+
 def decode_node_message(frames: list[bytes]) -> NodeMessage:
     """What a consumer's DEALER receives; DecodeError for anything else."""
     verb = frames[0] if frames else b""
@@ -173,6 +190,8 @@ def decode_node_message(frames: list[bytes]) -> NodeMessage:
         return NodeMessage(verb)
     if verb == ERROR and len(frames) == 2:
         return NodeMessage(verb, error=frames[1].decode(errors="replace"))
+    if verb == REFUSED and len(frames) > 2 and frames[1] == ACK:
+        return NodeMessage(verb, keys=tuple(frames[2:]))
     if verb == CONSUMING and len(frames) == 5 and frames[3].isdigit() and frames[4].isdigit():
         return NodeMessage(verb, frames[1].decode(), frames[2].decode(),
                            window=int(frames[3]), heartbeat_ms=int(frames[4]))

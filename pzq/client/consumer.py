@@ -50,7 +50,8 @@ class Message:
         self._consumer.nack(self)
 
 
-GROUP_OPTIONS = ("topic", "group", "window", "filter", "start", "timeout")
+GROUP_OPTIONS = ("topic", "group", "window", "filter", "start", "timeout", "declare",
+                 "confirm")
 
 
 class Consumer:
@@ -80,7 +81,7 @@ class Consumer:
                  prefetch: int = 256, curve: ClientCurve | None = None, *,
                  topic: str | None = None, group: str | None = None, window: int = 100,
                  filter: str = "", start: str | int = "earliest",
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, declare: bool = False, confirm: bool = False) -> None:
         # topic and the others after it are here for their names and types only:
         # given, __new__ made a GroupConsumer, whose own __init__ takes them.
         self._context = context or zmq.Context.instance()

@@ -12,7 +12,8 @@ joins again.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 import zmq
@@ -37,7 +38,7 @@ class GroupConsumer(Consumer):
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
                  filter: str = "", start: str | int = "earliest",
                  context: Context | None = None, curve: ClientCurve | None = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, declare: bool = False, confirm: bool = False) -> None:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 1000)
@@ -49,8 +50,11 @@ class GroupConsumer(Consumer):
         connect(self._socket, dsn, curve)
         self.malformed = 0
         self.errors: list[str] = []  # ERROR answers to ACK or NACK
-        self.subscribe = wire.Subscribe(topic, group, window, filter, start)
+        self.subscribe = wire.Subscribe(topic, group, window, filter, start,
+                                        confirm=confirm, declare=declare)
         self._rejoining = False  # a CONSUME sent again is on its way
+        self._arrived: deque[Message] = deque()  # deliveries read while waiting for ACKED
+        self._unconfirmed: set[bytes] = set()  # keys ack_confirmed waits for
         self.heartbeat_s = 1.0
         self._last_sent = time.monotonic()
         self._socket.send_multipart(wire.encode_consume(self.subscribe))
@@ -85,6 +89,8 @@ class GroupConsumer(Consumer):
 
     def receive(self, timeout: float | None = None) -> Message | None:
         """The next delivery, or None if none arrives within ``timeout`` seconds."""
+        if self._arrived:
+            return self._arrived.popleft()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._heartbeat_if_due()
@@ -96,15 +102,37 @@ class GroupConsumer(Consumer):
                 if not self._wait(deadline):
                     return None
                 continue
-            if frames[0] == wire.DELIVER:
-                delivery = self._decoded(frames)
-                if delivery is not None:
-                    return Message(delivery.key, delivery.parts, delivery.headers or {},
-                                   delivery.sent_us, delivery.ack_timeout_us, b"", self)
-                continue
-            answer = self._decoded(frames)
-            if answer is not None:
-                self._node_said(answer)
+            message = self._take(frames)
+            if message is not None:
+                return message
+
+    def _take(self, frames: list[bytes]) -> Message | None:
+        """A delivery, or None once whatever else the node said is heeded."""
+        if frames[0] == wire.DELIVER:
+            delivery = self._decoded(frames)
+            if delivery is None:
+                return None
+            return Message(delivery.key, delivery.parts, delivery.headers or {},
+                           delivery.sent_us, delivery.ack_timeout_us, b"", self)
+        answer = self._decoded(frames)
+        if answer is not None:
+            self._node_said(answer)
+        return None
+
+    def receive_many(self, most: int, timeout: float | None = None) -> list[Message]:
+        """Up to ``most`` deliveries: waits up to ``timeout`` s for the first, then takes
+        what has arrived already, without waiting more."""
+        first = self.receive(timeout)
+        if first is None:
+            return []
+        found = [first]
+        while len(found) < most and (message := self.receive(0)) is not None:
+            found.append(message)
+        return found
+
+    def __iter__(self) -> Iterator[Message]:
+        """Every delivery, as it comes (``messages(idle_timeout)`` stops when idle)."""
+        return self.messages()
 
     def _wait(self, deadline: float | None) -> bool:
         """Wait for input, at most until a heartbeat is due; False once the deadline
@@ -122,6 +150,8 @@ class GroupConsumer(Consumer):
             self._rejoin(answer.keys)
         elif answer.verb == wire.CONSUMING:
             self._rejoining = False
+        elif answer.verb == wire.ACKED:
+            self._unconfirmed.difference_update(answer.keys)
 
     def _refused(self, error: str) -> None:
         """Keep the node's complaint; when it does not know this connection (it
@@ -159,9 +189,6 @@ class GroupConsumer(Consumer):
     def ack(self, message: Message) -> None:
         self._answer(True, [message.key])
 
-    def nack(self, message: Message) -> None:
-        self._answer(False, [message.key])
-
     def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries in one ACK (cheaper for both ends than one each)."""
         self._answer(True, [message.key for message in messages])
@@ -169,6 +196,47 @@ class GroupConsumer(Consumer):
     def nack_many(self, messages: Iterable[Message]) -> None:
         """Give these deliveries back in one NACK."""
         self._answer(False, [message.key for message in messages])
+
+    def nack(self, message: Message, delay: float | None = None) -> None:
+        """Give it back: to go again at once, or after ``delay`` seconds."""
+        if delay is None:
+            self._answer(False, [message.key])
+        else:
+            self._send_keys(wire.NACK, [message.key], round(delay * 1000))
+
+    def working(self, *messages: Message) -> None:
+        """Still at work on these: each one's ack deadline starts again (send it well
+        inside the deadline, as often as the work needs)."""
+        self._send_keys(wire.WORKING, [message.key for message in messages])
+
+    def reject(self, *messages: Message) -> None:
+        """Give these up for good: to the dead letters, never delivered again."""
+        self._send_keys(wire.REJECT, [message.key for message in messages])
+
+    def ack_confirmed(self, messages: Iterable[Message], timeout: float = 10.0) -> None:
+        """ACK and wait until the node says the ACKs are written (``confirm=True``);
+        TimeoutError if it has not said so within ``timeout`` s. Deliveries that come
+        meanwhile wait for ``receive``."""
+        if not self.subscribe.confirm:
+            raise ValueError("ack_confirmed needs GroupConsumer(..., confirm=True)")
+        keys = [message.key for message in messages]
+        self._unconfirmed.update(keys)
+        self._answer(True, keys)
+        deadline = time.monotonic() + timeout
+        while self._unconfirmed.intersection(keys):
+            if not self._socket.poll(remaining_ms(deadline), zmq.POLLIN):
+                waiting = len(self._unconfirmed.intersection(keys))
+                self._unconfirmed.difference_update(keys)
+                raise TimeoutError(f"{waiting} ACKs not confirmed within {timeout} s")
+            message = self._take(self._socket.recv_multipart())
+            if message is not None:
+                self._arrived.append(message)
+
+    def _send_keys(self, verb: bytes, keys: list[bytes], delay_ms: int = 0) -> None:
+        for start in range(0, len(keys), wire.MAX_KEYS):
+            self._socket.send_multipart(wire.encode_keys(verb, keys[start:start + wire.MAX_KEYS],
+                                                         delay_ms))
+        self._last_sent = time.monotonic()
 
     def _answer(self, ok: bool, keys: list[bytes]) -> None:
         # at most MAX_KEYS keys in one ACK or NACK: more go in several

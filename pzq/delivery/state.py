@@ -200,14 +200,35 @@ class DeliveryState(Participant):
         self.delayed.remove(seq)
         self._table_full = False
 
-    def nack(self, seq: int) -> bool:
+    def nack(self, seq: int, due_us: int = 0) -> bool:
+        """Give a delivery back: to go again now, or once ``due_us`` has come."""
         self._table_full = False
         entry = self.inflight.pop(seq)
         if entry is None:
             self.counters.unknown_acks += 1
             return False
         self.counters.nacked += 1
-        self._give_back(entry)
+        self._give_back(entry, due_us)
+        return True
+
+    def extend(self, seq: int, now_us: int) -> bool:
+        """The consumer is still at work on it: its deadline starts again (it goes to
+        the end of the table, which stays in deadline order)."""
+        entry = self.inflight.pop(seq)
+        if entry is None:
+            return False
+        entry.deadline_us = now_us + self.ack_timeout_us
+        self.inflight.add(entry)
+        return True
+
+    def reject(self, seq: int) -> bool:
+        """Given up by its consumer: to the dead letters now, never delivered again."""
+        self._table_full = False
+        entry = self.inflight.pop(seq) or self.ready.remove(seq) or self.delayed.remove(seq)
+        if entry is None:
+            self.counters.unknown_acks += 1
+            return False
+        self._to_dead(entry)
         return True
 
     # -- reaper ----------------------------------------------------------------
@@ -224,6 +245,15 @@ class DeliveryState(Participant):
         self._take_due(now_us)
         return len(expired)
 
+    def _to_dead(self, entry: InFlight) -> None:
+        """To the dead letters with the next batch, with its history."""
+        entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
+                                              entry.deliveries)
+        self._rewrites.pop(entry.seq, None)
+        self._dead[entry.seq] = entry.value
+        self._newly_dead.append(entry)
+        self.counters.dead_lettered += 1
+
     def _take_due(self, now_us: int) -> None:
         """Delayed deliveries whose wait is over: ready to go again, in turn."""
         if self.delayed:
@@ -234,14 +264,11 @@ class DeliveryState(Participant):
         """Ready again (at ``due_us``: after a wait), or to the dead letters once
         delivered too often. Its count is in the store already if it was delivered
         more than once (see _send)."""
+        if self.max_deliveries and entry.deliveries >= self.max_deliveries:
+            self._to_dead(entry)
+            return
         entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
                                               entry.deliveries)
-        if self.max_deliveries and entry.deliveries >= self.max_deliveries:
-            self._rewrites.pop(entry.seq, None)
-            self._dead[entry.seq] = entry.value
-            self._newly_dead.append(entry)
-            self.counters.dead_lettered += 1
-            return
         if due_us:
             self.delayed.push(entry, due_us)
         else:

@@ -25,6 +25,7 @@ from pzq.delivery.groups import GroupArea, group_settings
 from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
+from pzq.node import consume_verbs
 from pzq.node.archiving import Archiving
 from pzq.node.consume_groups import Consumer, GroupDelivery, Key, TakenOver
 from pzq.node.consume_liveness import ConsumerLiveness
@@ -68,6 +69,8 @@ class ConsumeEndpoint:
         self.events = events
         self.liveness = ConsumerLiveness(socket, events, self.heartbeat_s)
         self.groups: dict[int, GroupDelivery] = {}
+        self.confirmations = consume_verbs.Confirmations(self._send)
+        store.register(self.confirmations)
         self.consumers: dict[bytes, Consumer] = {}
         self.blocked = False  # a consumer's pipe was full: try again soon
         self._found_unreachable = False  # a send this wake found a consumer gone
@@ -130,8 +133,13 @@ class ConsumeEndpoint:
             raise DecodeError(f"{verb.decode()} before CONSUME: send CONSUME first")
         elif verb == wire.BYE:
             self._gone(consumer, "bye")
+        elif verb == wire.WORKING:
+            consume_verbs.extend(consumer, request.keys, now_us)
+        elif verb == wire.REJECT:
+            consume_verbs.reject(consumer, request.keys)
         else:
-            self._answer(batch, consumer, verb == wire.ACK, request.keys, now_us)
+            due_us = now_us + request.delay_ms * 1000 if request.delay_ms else 0
+            self._answer(batch, consumer, verb == wire.ACK, request.keys, now_us, due_us)
 
     def _subscribe(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
                    subscribe: wire.Subscribe, now_us: int, mono: float) -> None:
@@ -141,7 +149,8 @@ class ConsumeEndpoint:
                               f"{group.topic.name} already; open another one")
         group = named_group(self.topics, batch, subscribe, now_us, self.taken_over)
         deliveries = self._deliveries_for(group)
-        consumer = Consumer(routing_id, deliveries, subscribe.window, mono)
+        consumer = Consumer(routing_id, deliveries, subscribe.window, mono,
+                            confirm=subscribe.confirm)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
         self._send(wire.encode_consuming(routing_id, subscribe, int(self.heartbeat_s * 1000)))
@@ -164,7 +173,9 @@ class ConsumeEndpoint:
             found.state.apply(group_settings(self.settings, group))
 
     def _answer(self, batch: Batch, consumer: Consumer, ok: bool,
-                keys: list[bytes] | tuple[bytes, ...], now_us: int) -> None:
+                keys: list[bytes] | tuple[bytes, ...], now_us: int, due_us: int = 0) -> None:
+        if ok and consumer.confirm:
+            self.confirmations.owe(consumer.routing_id, keys)
         deliveries = consumer.group
         own = deliveries.state
         own_id = own.area.node_id
@@ -181,7 +192,7 @@ class ConsumeEndpoint:
             if state is None:
                 deliveries.counters.unknown_acks += 1
             elif not ok:
-                self._nack(consumer, state, held_key, late)
+                self._nack(consumer, state, held_key, late, due_us)
             else:
                 holder = owner.pop(held_key, None)  # whoever has it now: it is done
                 if holder is not None:
@@ -191,12 +202,13 @@ class ConsumeEndpoint:
                               group=deliveries.group.name)
 
     def _nack(self, consumer: Consumer, state: DeliveryState, held_key: Key,
-              late: bool) -> None:
-        """Give back what this consumer holds; a NACK of what expired here was given
-        back at its deadline, and another consumer may have it now: left alone."""
+              late: bool, due_us: int) -> None:
+        """Give back what this consumer holds (to go again at once, or at ``due_us``);
+        a NACK of what expired here was given back at its deadline, and another
+        consumer may have it now: left alone."""
         if consumer.group.owner.get(held_key) is consumer:
             consumer.group.release(held_key)
-            state.nack(held_key[1])
+            state.nack(held_key[1], due_us)
         elif not late:
             state.counters.unknown_acks += 1
 

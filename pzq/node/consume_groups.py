@@ -34,6 +34,7 @@ class Consumer:
     held: set[Key] = field(default_factory=set)
     overdue: set[Key] = field(default_factory=set)  # expired here, not answered: credit spent
     unreachable: bool = False  # a send found its connection gone: nothing more to it
+    confirm: bool = False  # CONFIRM:1: its ACKs are answered ACKED once written
     # the frames before every delivery to it, built once: routing id, DELIVER, topic, group
     head: list[bytes] = field(init=False)
 

@@ -28,8 +28,12 @@ def named_group(topics: Topics, batch: Batch, subscribe: wire.Subscribe, now_us:
         raise DecodeError("the group default is the consumers on --send-dsn; name "
                           "another group")
     topic = topics.topics.get(subscribe.topic)
-    if topic is None and taken_over(subscribe.topic, subscribe.group):
-        topic = topics.topic(subscribe.topic, now_us)  # a down node's group
+    if topic is None and (subscribe.declare or taken_over(subscribe.topic, subscribe.group)):
+        # declared by its consumer (DECLARE:1), or a down node's group
+        try:
+            topic = topics.topic(subscribe.topic, now_us)
+        except ValueError as exc:
+            raise DecodeError(str(exc)) from None
     if topic is None:
         known = ", ".join(sorted(topics.topics)) or "none yet"
         raise DecodeError(f"no topic {subscribe.topic[:60]!r} (topics: {known}); produce "

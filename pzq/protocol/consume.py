@@ -6,9 +6,14 @@ Consumer (DEALER) to node::
     CONSUME | topic | group | window | option...     option: FILTER:tag, FILTER:prefix*,
                                                       START:earliest|latest|<µs since epoch>,
                                                       ACK:key (repeatable: ACKs a node that
-                                                      did not know the connection refused)
+                                                      did not know the connection refused),
+                                                      CONFIRM:1 (answer ACKs once written),
+                                                      DECLARE:1 (make the topic if missing)
     ACK | key | key...        done with these deliveries
     NACK | key | key...       give them back, to be delivered again
+    NACK | DELAY:ms | key...  give them back, to go again after ms milliseconds
+    WORKING | key | key...    still at work on them: each deadline starts again
+    REJECT | key | key...     give them up now: to the dead letters, never again
     HEARTBEAT                 accepted, not needed: a consumer is alive while its
                               connection is (ZeroMQ's heartbeats)
     BYE                       going away: give back what is unacked, at once
@@ -22,6 +27,8 @@ Node to consumer::
     ERROR | what was wrong
     REFUSED | ACK | key...    after the ERROR of an ACK on a connection the node does not
                               know (it restarted): the keys, to send again with CONSUME
+    ACKED | key | key...      with CONFIRM:1, the ACKs that took effect (written), after
+                              the batch that wrote them
 """
 
 from __future__ import annotations
@@ -40,7 +47,13 @@ CONSUMING = b"CONSUMING"
 DELIVER = b"DELIVER"
 ERROR = b"ERROR"
 REFUSED = b"REFUSED"
-REQUESTS = (CONSUME, ACK, NACK, HEARTBEAT, BYE)
+ACKED = b"ACKED"
+WORKING = b"WORKING"
+REJECT = b"REJECT"
+DELAY = b"DELAY:"
+MAX_DELAY_MS = 7 * 24 * 3600 * 1000  # a NACK's delay: a week at most
+REQUESTS = (CONSUME, ACK, NACK, WORKING, REJECT, HEARTBEAT, BYE)
+VERBS_TEXT = "send CONSUME, ACK, NACK, WORKING, REJECT, HEARTBEAT or BYE"
 MAX_WINDOW = 100_000
 MAX_KEYS = 10_000  # keys in one ACK or NACK
 START_WORDS = ("earliest", "latest")
@@ -54,13 +67,16 @@ class Subscribe:
     filter: str = ""  # "": every tag; "x*": tags starting with x; else that tag
     start: str | int = "earliest"  # or "latest", or µs since the epoch
     acked: tuple[bytes, ...] = ()  # ACKs the node refused before this CONSUME (ACK:key)
+    confirm: bool = False  # CONFIRM:1: ACKED answers each ACK once it is written
+    declare: bool = False  # DECLARE:1: make the topic (and group) when missing
 
 
 @dataclass(frozen=True, slots=True)
 class Request:
     verb: bytes
     subscribe: Subscribe | None = None  # CONSUME
-    keys: tuple[bytes, ...] = ()  # ACK, NACK
+    keys: tuple[bytes, ...] = ()  # ACK, NACK, WORKING, REJECT
+    delay_ms: int = 0  # NACK with DELAY:ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +94,7 @@ class NodeMessage:
     window: int = 0
     heartbeat_ms: int = 0
     error: str = ""
-    keys: tuple[bytes, ...] = ()  # REFUSED
+    keys: tuple[bytes, ...] = ()  # REFUSED, ACKED
 
 
 # -- consumer to node ----------------------------------------------------------
@@ -86,18 +102,28 @@ class NodeMessage:
 def decode_request(frames: list[bytes]) -> Request:
     """A request after the ROUTER's routing id; DecodeError says what is wrong."""
     if not frames:
-        raise DecodeError("empty request; send CONSUME, ACK, NACK, HEARTBEAT or BYE")
+        raise DecodeError(f"empty request; {VERBS_TEXT}")
     verb, rest = frames[0], frames[1:]
     if verb == CONSUME:
         return Request(verb, subscribe=_decode_subscribe(rest))
-    if verb in (ACK, NACK):
+    if verb == NACK and rest and rest[0].startswith(DELAY):
+        return Request(verb, keys=_decode_keys(verb, rest[1:]), delay_ms=_delay_ms(rest[0]))
+    if verb in (ACK, NACK, WORKING, REJECT):
         return Request(verb, keys=_decode_keys(verb, rest))
     if verb in (HEARTBEAT, BYE):
         if rest:
             raise DecodeError(f"{verb.decode()} takes no frames after it, got {len(rest)}")
         return Request(verb)
     shown = verb[:40].decode(errors="replace")
-    raise DecodeError(f"unknown request {shown!r}; send CONSUME, ACK, NACK, HEARTBEAT or BYE")
+    raise DecodeError(f"unknown request {shown!r}; {VERBS_TEXT}")
+
+
+def _delay_ms(frame: bytes) -> int:
+    text = frame[len(DELAY):]
+    if not text.isdigit() or int(text) > MAX_DELAY_MS:
+        raise DecodeError(f"NACK {frame[:40]!r} is not DELAY:<milliseconds, at most "
+                          f"{MAX_DELAY_MS}>")
+    return int(text)
 
 
 def _decode_subscribe(frames: list[bytes]) -> Subscribe:
@@ -107,17 +133,22 @@ def _decode_subscribe(frames: list[bytes]) -> Subscribe:
     if not window_text.isdigit() or not 1 <= int(window_text) <= MAX_WINDOW:
         raise DecodeError(f"CONSUME window {window_text[:20]!r} is not a number from 1 to "
                           f"{MAX_WINDOW}")
-    options: dict[str, str | int] = {}
+    options: dict[str, str | int | bool] = {}
     acked: list[bytes] = []
     for frame in frames[3:]:
         if frame[:4].upper() == b"ACK:" and len(acked) < MAX_KEYS:
             acked.append(frame[4:])
             continue
         name, sep, value = frame.decode(errors="replace").partition(":")
-        if not sep or name.upper() not in ("FILTER", "START"):
+        name = name.upper()
+        if name in ("CONFIRM", "DECLARE") and value in ("0", "1"):
+            options[name.lower()] = value == "1"
+        elif sep and name in ("FILTER", "START"):
+            options[name.lower()] = decode_start(value) if name == "START" else value
+        else:
             raise DecodeError(f"CONSUME option {frame[:40]!r} is not FILTER:value, "
-                              "START:earliest|latest|<µs since the epoch> or ACK:key")
-        options[name.lower()] = decode_start(value) if name.upper() == "START" else value
+                              "START:earliest|latest|<µs since the epoch>, ACK:key, "
+                              "CONFIRM:0|1 or DECLARE:0|1")
     return Subscribe(topic, group, int(window_text), acked=tuple(acked),
                      **options)  # type: ignore[arg-type]
 
@@ -152,8 +183,16 @@ def encode_consume(subscribe: Subscribe) -> list[bytes]:
     if subscribe.filter:
         frames.append(b"FILTER:" + subscribe.filter.encode())
     frames.append(b"START:%s" % str(subscribe.start).encode())
+    frames += [b"CONFIRM:1"] if subscribe.confirm else []
+    frames += [b"DECLARE:1"] if subscribe.declare else []
     frames += [b"ACK:" + key for key in subscribe.acked]
     return frames
+
+
+def encode_keys(verb: bytes, keys: list[bytes] | tuple[bytes, ...],
+                delay_ms: int = 0) -> list[bytes]:
+    """WORKING, REJECT, or NACK with a delay (ACK and NACK: encode_answer)."""
+    return [verb, *([DELAY + b"%d" % delay_ms] if delay_ms else []), *keys]
 
 
 def encode_answer(ok: bool, keys: list[bytes] | tuple[bytes, ...]) -> list[bytes]:
@@ -192,6 +231,8 @@ def decode_node_message(frames: list[bytes]) -> NodeMessage:
         return NodeMessage(verb, error=frames[1].decode(errors="replace"))
     if verb == REFUSED and len(frames) > 2 and frames[1] == ACK:
         return NodeMessage(verb, keys=tuple(frames[2:]))
+    if verb == ACKED and len(frames) > 1:
+        return NodeMessage(verb, keys=tuple(frames[1:]))
     if verb == CONSUMING and len(frames) == 5 and frames[3].isdigit() and frames[4].isdigit():
         return NodeMessage(verb, frames[1].decode(), frames[2].decode(),
                            window=int(frames[3]), heartbeat_ms=int(frames[4]))

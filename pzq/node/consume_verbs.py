@@ -1,0 +1,63 @@
+"""A consumer's answers beyond ACK and NACK (README, "The consume endpoint"): still at
+work on a delivery (WORKING), giving one up for good (REJECT), and the confirmations
+of ACKs it asked for (CONFIRM:1), sent once the batch that wrote them is in the store.
+
+Each answer touches only what the consumer holds: a delivery that expired at it and
+went to another consumer is that one's now (its credit comes back, nothing more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pzq.node.consume_groups import Consumer
+from pzq.protocol import consume as wire
+from pzq.store import keyspace
+from pzq.store.store import Participant
+
+
+def extend(consumer: Consumer, keys: tuple[bytes, ...], now_us: int) -> None:
+    """WORKING: each delivery's deadline starts again (JetStream's in-progress)."""
+    for key in keys:
+        node_id, seq = keyspace.parse_message_key(key)
+        state = consumer.group.state_for(node_id)
+        held = consumer.group.owner.get((node_id, seq)) is consumer
+        if state is None or not held or not state.extend(seq, now_us):
+            consumer.group.counters.unknown_acks += 1
+
+
+def reject(consumer: Consumer, keys: tuple[bytes, ...]) -> None:
+    """REJECT: the consumer gives these up: to the dead letters, never delivered again
+    to the group (its credits come back)."""
+    deliveries = consumer.group
+    for key in keys:
+        node_id, seq = keyspace.parse_message_key(key)
+        held_key = (node_id, seq)
+        consumer.overdue.discard(held_key)
+        state = deliveries.state_for(node_id)
+        if state is None or deliveries.owner.get(held_key) is not consumer:
+            deliveries.counters.unknown_acks += 1
+            continue
+        deliveries.release(held_key)
+        state.reject(seq)
+
+
+Send = Callable[[list[bytes]], None]
+
+
+class Confirmations(Participant):
+    """ACKs to confirm (a consumer said CONFIRM:1), answered ACKED after the batch that
+    wrote them; a batch that failed keeps them for the next, which writes its deletes."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self._owed: dict[bytes, list[bytes]] = {}  # routing id -> keys
+
+    def owe(self, routing_id: bytes, keys: list[bytes] | tuple[bytes, ...]) -> None:
+        self._owed.setdefault(routing_id, []).extend(keys)
+
+    def written(self) -> None:
+        owed, self._owed = self._owed, {}
+        for routing_id, keys in owed.items():
+            for start in range(0, len(keys), wire.MAX_KEYS):
+                self.send([routing_id, wire.ACKED, *keys[start:start + wire.MAX_KEYS]])

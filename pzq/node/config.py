@@ -366,8 +366,19 @@ def _validate_archive(config: Config) -> None:
 
 def _check_dsn(flag: str, dsn: str | None) -> None:
     """An endpoint, when set (optional endpoints are None when off)."""
-    if dsn is not None and not DSN_PATTERN.match(dsn):
+    if dsn is None:
+        return
+    if not DSN_PATTERN.match(dsn):
         raise ConfigError(f"{flag} {dsn!r} is not a ZeroMQ endpoint such as tcp://*:11131")
+    if dsn.startswith("tcp://") and not _tcp_port_in_range(dsn):
+        raise ConfigError(f"{flag} {dsn!r} needs a port from 1 to 65535, or * for any "
+                          "free port, e.g. tcp://*:11131")
+
+
+def _tcp_port_in_range(dsn: str) -> bool:
+    # ZeroMQ takes a port modulo 65536 (99999 binds 34463): check it before it wraps.
+    port = dsn.rpartition(":")[2]
+    return port == "*" or (port.isdigit() and 0 < int(port) < 65536)
 
 
 def as_dict(config: Config) -> dict[str, Any]:

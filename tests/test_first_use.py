@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,43 @@ def test_a_port_out_of_range_is_refused_not_wrapped(tmp_path, flag, port):
     assert one_line(result.stderr) == (f"pzq: error: {flag} '{dsn}' needs a port from 1 to "
                                        "65535, or * for any free port, e.g. tcp://*:11131")
     assert not (tmp_path / "db").exists()  # refused before anything was made
+
+
+# -- 3, 4. a tool that waits says so after a second ----------------------------------------
+
+def first_stderr_line_while_waiting(args: list[str]) -> tuple[str, float]:
+    """The tool's first stderr line and when it came; the tool must still be waiting."""
+    started = time.monotonic()
+    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline().rstrip("\n")
+        elapsed = time.monotonic() - started
+        assert process.poll() is None, f"the tool ended instead of waiting: {line}"
+        return line, elapsed
+    finally:
+        process.kill()
+        process.communicate(timeout=10)
+
+
+def test_ctl_says_what_it_waits_for_when_nothing_answers(tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-node"
+    line, elapsed = first_stderr_line_while_waiting(
+        [str(BIN / "pzq-ctl"), "--dsn", nowhere, "--timeout", "25", "pending"])
+    assert line == (f"pzq-ctl: no answer yet from {nowhere}: nothing answers there (is the "
+                    "node running?); waiting up to 25 s")
+    assert elapsed < 20
+
+
+def test_group_consume_against_nothing_says_why_and_honours_idle_timeout(tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-node"
+    started = time.monotonic()
+    result = tool("pzq-consume", "--dsn", nowhere, "--topic", "t", "--group", "g",
+                  "--idle-timeout", "3")
+    assert time.monotonic() - started < 9  # not the 10 s the client waited before
+    assert result.returncode == 1
+    absent = f"{nowhere}: nothing answers there yet (is the node running?)"
+    assert result.stderr.splitlines() == [
+        f"pzq-consume: waiting for the node to take group g of topic t: {absent}",
+        f"pzq-consume: error: no answer to CONSUME within 3 s: {absent}"]

@@ -12,7 +12,7 @@ from pzq.cli.common import (
     positive_seconds,
     tool_parser,
 )
-from pzq.cli.waiting import DeliveryWait
+from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
 from pzq.client import Consumer, GroupConsumer
 from pzq.errors import ConsumeRefused, ExitCode
 from pzq.security import ClientCurve
@@ -45,8 +45,13 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     curve = curve_from(parser, args)
     try:
         consumer = _consumer(args, dsns, curve)
-    except (ConsumeRefused, TimeoutError) as exc:
+    except ConsumeRefused as exc:
         return fail(parser.prog, str(exc), ExitCode.FAILURE)
+    except TimeoutError as exc:
+        return fail(parser.prog, f"{exc}: {_group_states(dsns, curve is not None)}",
+                    ExitCode.FAILURE)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
     with consumer:
         waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve is not None)
         try:
@@ -77,9 +82,21 @@ def _consumer(args: argparse.Namespace, dsns: list[str],
     if args.group is None:
         return Consumer(dsns, curve=curve)
     start = args.start or "earliest"
+    # Like the deliveries after it, the node's answer is awaited as --timeout or
+    # --idle-timeout say, for ever without them, and the wait says why after a second.
+    notice = Notice("pzq-consume")
     return GroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
                          filter=args.filter, start=int(start) if start.isdigit() else start,
-                         curve=curve)
+                         curve=curve, timeout=args.timeout or args.idle_timeout,
+                         notice=lambda: notice.once(lambda: (
+                             f"waiting for the node to take group {args.group} of topic "
+                             f"{args.topic}: {_group_states(dsns, curve is not None)}")))
+
+
+def _group_states(dsns: list[str], curve: bool) -> str:
+    return "; ".join(endpoint_state(dsn, curve, "no answer yet",
+                                    "no answer yet (the node may have refused this "
+                                    "client's CURVE handshake)") for dsn in dsns)
 
 
 def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:

@@ -47,7 +47,9 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         return _repair(parser.prog, args.database)
     request = _request(args)
     try:
-        reply = request_monitor(args.dsn, request, args.timeout, curve_from(parser, args))
+        reply = request_monitor(args.dsn, request, args.timeout, curve_from(parser, args),
+                                notice=lambda text: print(f"pzq-ctl: {text}", file=sys.stderr,
+                                                          flush=True))
     except EndpointError as exc:
         return fail(parser.prog, str(exc), ExitCode.USAGE)
     except TimeoutError as exc:

@@ -9,6 +9,8 @@ from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
 from pzq.zmqio import Socket
 
+NOTICE_AFTER_S = 1.0  # silence after which a waiting tool says what it waits for
+
 
 def connect(socket: Socket, dsn: str | Sequence[str], curve: ClientCurve | None) -> None:
     """Connect to one endpoint, or to several (a list: the socket spreads over them)."""

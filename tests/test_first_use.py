@@ -96,3 +96,15 @@ def test_group_consume_against_nothing_says_why_and_honours_idle_timeout(tmp_pat
     assert result.stderr.splitlines() == [
         f"pzq-consume: waiting for the node to take group g of topic t: {absent}",
         f"pzq-consume: error: no answer to CONSUME within 3 s: {absent}"]
+
+
+# -- 5. the benchmark's nodes from a folder holding a clone named pzq -----------------------
+
+def test_bench_nodes_start_from_a_folder_holding_a_clone_named_pzq(tmp_path, monkeypatch):
+    from pzq.bench.nodes import NodeProcess
+    clone = tmp_path / "pzq"
+    (clone / "pzq").mkdir(parents=True)  # a checkout: pzq/pyproject.toml, pzq/pzq/...
+    (clone / "pyproject.toml").write_text("[project]\nname = 'pzq'\n")
+    monkeypatch.chdir(tmp_path)
+    node = NodeProcess(tmp_path / "db").start()
+    assert node.stop() == 0

@@ -108,3 +108,14 @@ def test_bench_nodes_start_from_a_folder_holding_a_clone_named_pzq(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     node = NodeProcess(tmp_path / "db").start()
     assert node.stop() == 0
+
+
+# -- 6. a config file that is not UTF-8 --------------------------------------------------
+
+def test_a_config_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path):
+    config = tmp_path / "pzq.toml"
+    config.write_bytes('database = "caf\u00e9"\n'.encode("latin-1"))
+    result = run_pzq(["--config", str(config), *LOOPBACK], timeout=10)
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (f"pzq: error: config file {config} is not UTF-8 text "
+                                       "(TOML is): byte 0xe9 at position 15")

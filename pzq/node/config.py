@@ -232,6 +232,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
             raw = tomllib.load(handle)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (TOML is): byte "
+                          f"{exc.object[exc.start]:#04x} at position {exc.start}") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path} could not be read: {exc}") from None
     values: dict[str, Any] = {}

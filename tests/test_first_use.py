@@ -119,3 +119,16 @@ def test_a_config_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path):
     assert result.returncode == 2
     assert one_line(result.stderr) == (f"pzq: error: config file {config} is not UTF-8 text "
                                        "(TOML is): byte 0xe9 at position 15")
+
+
+# -- 7. a reader that stops reading -------------------------------------------------------
+
+@pytest.mark.parametrize("extra", [(), ("--watch", "--iterations", "3")])
+def test_monitor_json_into_a_closed_pipe_ends_quietly(node, extra):
+    process = subprocess.Popen([str(BIN / "pzq-monitor"), "--json", "--dsn", node.monitor_dsn,
+                                *extra], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    process.stdout.close()  # as head -1 does once it has its line: no reader is left
+    _, stderr = process.communicate(timeout=20)
+    assert (process.returncode, stderr) == (0, "")

@@ -10,6 +10,7 @@ from pzq.cli.common import (
     endpoint,
     fail,
     positive_seconds,
+    quiet_on_closed_pipe,
     tool_parser,
 )
 from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
@@ -21,6 +22,7 @@ DEFAULT_SEND = "tcp://127.0.0.1:11132"
 DEFAULT_CONSUME = "tcp://127.0.0.1:11135"
 
 
+@quiet_on_closed_pipe
 def consume_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-consume", "Print delivered messages and ACK them.")
     parser.add_argument("--dsn", type=endpoint, action="append",

@@ -14,6 +14,7 @@ from pzq.cli.common import (
     endpoint,
     fail,
     positive_seconds,
+    quiet_on_closed_pipe,
     tool_parser,
 )
 from pzq.client import request_monitor
@@ -23,6 +24,7 @@ from pzq.store.repair import repair
 ACTIONS = ("declare", "remove", "empty")
 
 
+@quiet_on_closed_pipe
 def ctl_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
     parser.add_argument("--dsn", type=endpoint, default=DEFAULT_MONITOR,

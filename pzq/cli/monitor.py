@@ -30,6 +30,7 @@ from pzq.cli.common import (
     endpoint,
     fail,
     positive_seconds,
+    quiet_on_closed_pipe,
 )
 from pzq.cli.topics_table import topics_table
 from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor, taken_over_inflight
@@ -158,6 +159,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@quiet_on_closed_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)

@@ -132,3 +132,14 @@ def test_monitor_json_into_a_closed_pipe_ends_quietly(node, extra):
     process.stdout.close()  # as head -1 does once it has its line: no reader is left
     _, stderr = process.communicate(timeout=20)
     assert (process.returncode, stderr) == (0, "")
+
+
+# -- 8. the live view shows topics and groups too ----------------------------------------
+
+def test_monitor_watch_shows_the_topics_and_groups_table(node):
+    declared = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "orders")
+    assert declared.returncode == 0, declared.stderr
+    shown = tool("pzq-monitor", "--dsn", node.monitor_dsn, "--watch", "--iterations", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "topics and groups" in shown.stdout
+    assert any("orders" in line for line in shown.stdout.splitlines())

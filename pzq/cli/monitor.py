@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 
@@ -176,10 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(as_json(answers), indent=2, sort_keys=True))
     else:
         if any(answer.up for answer in answers):
-            console().print(table(answers))
-            groups = topics_table(answers)
-            if groups is not None:
-                console().print(groups)
+            console().print(views(answers))
         report_down(answers)
     return EXIT_OK if all(answer.up for answer in answers) else EXIT_NO_ANSWER
 
@@ -266,4 +263,12 @@ def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | 
             answers = fetch_all(dsns, args.timeout, curve)
             for answer in answers:
                 history[answer.dsn].append(answer.stats["messages"] if answer.stats else 0)
-            live.update(table(answers, history), refresh=True)
+            live.update(views(answers, history), refresh=True)
+
+
+def views(answers: Sequence[StatsAnswer],
+          history: dict[str, deque[float]] | None = None) -> RenderableType:
+    """The node table, and the topics and groups table when a node has a topic."""
+    groups = topics_table(answers)
+    nodes = table(answers, history)
+    return nodes if groups is None else Group(nodes, groups)

@@ -143,3 +143,18 @@ def test_monitor_watch_shows_the_topics_and_groups_table(node):
     assert shown.returncode == 0, shown.stderr
     assert "topics and groups" in shown.stdout
     assert any("orders" in line for line in shown.stdout.splitlines())
+
+
+# -- 9. pzq-consume's numbers and start position -------------------------------------------
+
+@pytest.mark.parametrize("option, value, reason", [
+    ("--window", "0", "0: give a whole number from 1 to 100000"),
+    ("--window", "many", "many is not a whole number"),
+    ("--count", "-1", "-1: give a whole number 0 or more"),
+    ("--start", "yesterday", "yesterday is not earliest, latest or a time in µs since the epoch"),
+])
+def test_consume_refuses_a_bad_value_before_it_connects(tmp_path, option, value, reason):
+    result = tool("pzq-consume", "--dsn", f"ipc://{tmp_path}/no-node", "--topic", "t",
+                  "--group", "g", "--timeout", "2", option, value)
+    assert result.returncode == 2
+    assert one_line(result.stderr) == f"pzq-consume: error: argument {option}: {reason}"

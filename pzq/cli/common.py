@@ -95,6 +95,22 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``least`` (to ``most``, when given)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
+        if value < least or (most is not None and value > most):
+            wanted = f"from {least} to {most}" if most is not None else f"{least} or more"
+            raise argparse.ArgumentTypeError(f"{text}: give a whole number {wanted}")
+        return value
+
+    return parse
+
+
 def add_curve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--curve-client-key", metavar="FILE",
                         help="this client's CURVE key pair (a .key_secret file)")

@@ -158,3 +158,22 @@ def test_consume_refuses_a_bad_value_before_it_connects(tmp_path, option, value,
                   "--group", "g", "--timeout", "2", option, value)
     assert result.returncode == 2
     assert one_line(result.stderr) == f"pzq-consume: error: argument {option}: {reason}"
+
+
+# -- 10. a declare that names another filter -----------------------------------------------
+
+def test_declaring_a_group_again_with_another_filter_names_the_real_one(start_node):
+    node = start_node(consume=True)
+
+    def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return tool("pzq-ctl", "--dsn", node.monitor_dsn, *args)
+
+    assert ctl("topic", "declare", "orders").returncode == 0
+    assert ctl("group", "declare", "orders", "eu", "--filter", "eu-*").returncode == 0
+    same = ctl("group", "declare", "orders", "eu", "--filter", "eu-*")
+    assert (same.returncode, same.stdout) == (0, "group eu of topic orders exists already\n")
+    other = ctl("group", "declare", "orders", "eu", "--filter", "us")
+    assert other.returncode == 1
+    assert one_line(other.stderr) == ("pzq-ctl: ERROR: group eu of topic orders exists with "
+                                      "the filter eu-*, not us; remove the group to declare "
+                                      "it anew")

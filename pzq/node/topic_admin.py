@@ -95,13 +95,15 @@ class TopicAdmin:
 
     def _declare_group(self, batch: Batch, topic: Topic, name: str,
                        options: dict[str, str]) -> str:
-        start, pattern = options.pop("start", "earliest"), options.pop("filter", "")
+        start, given_filter = options.pop("start", "earliest"), options.pop("filter", None)
+        pattern = given_filter or ""
         if name == DEFAULT_GROUP:
             if topic.default_from is None:
                 topic.default_from = self.store.next_seq
                 self.topics.changed(topic)
             return f"group {DEFAULT_GROUP} of topic {topic.name}\n"
         if name in topic.groups:
+            _same_filter(topic.groups[name], given_filter)
             return f"group {name} of topic {topic.name} exists already\n"
         if self.consume is None:
             raise ValueError("the node has no --consume-dsn: groups are read there")
@@ -249,6 +251,14 @@ class TopicAdmin:
             raise ValueError(f"no group {name[:60]!r} in topic {topic.name} (groups: {known})")
         return group
 
+
+
+def _same_filter(group: Group, given: str | None) -> None:
+    """A declare that names another filter than the group's is refused, not ignored."""
+    if given is not None and given != group.filter:
+        held = f"the filter {group.filter}" if group.filter else "no filter"
+        raise ValueError(f"group {group.name} of topic {group.topic.name} exists with {held}, "
+                         f"not {given}; remove the group to declare it anew")
 
 def _parse(arguments: list[bytes], verb: bytes) -> tuple[str, list[str], dict[str, str]]:
     """(TOPIC or GROUP, names, name=value options)."""

@@ -177,3 +177,24 @@ def test_declaring_a_group_again_with_another_filter_names_the_real_one(start_no
     assert one_line(other.stderr) == ("pzq-ctl: ERROR: group eu of topic orders exists with "
                                       "the filter eu-*, not us; remove the group to declare "
                                       "it anew")
+
+
+# -- 11. purge or requeue of a key that is no dead letter ----------------------------------
+
+def test_purge_of_a_key_that_is_no_dead_letter_says_so(node, context):
+    from pzq.client import Consumer, Producer
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"alive"]).ok
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(10)
+        assert message is not None
+        key = message.key.decode()
+        for verb in ("purge", "requeue"):  # stored and in flight, not a dead letter
+            refused = tool("pzq-ctl", "--dsn", node.monitor_dsn, verb, key)
+            assert refused.returncode == 1
+            assert one_line(refused.stderr) == f"pzq-ctl: ERROR: no dead letter {key}"
+        message.ack()
+    node.wait_figures(lambda f: f["messages"] == 0, message="the message acked")
+    gone = tool("pzq-ctl", "--dsn", node.monitor_dsn, "purge", key)
+    assert (gone.returncode, gone.stderr.strip()) == (1, f"pzq-ctl: ERROR: no dead letter {key}")
+    assert tool("pzq-ctl", "--dsn", node.monitor_dsn, "purge", "ALL").stdout == "purged: 0\n"

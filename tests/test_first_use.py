@@ -198,3 +198,13 @@ def test_purge_of_a_key_that_is_no_dead_letter_says_so(node, context):
     gone = tool("pzq-ctl", "--dsn", node.monitor_dsn, "purge", key)
     assert (gone.returncode, gone.stderr.strip()) == (1, f"pzq-ctl: ERROR: no dead letter {key}")
     assert tool("pzq-ctl", "--dsn", node.monitor_dsn, "purge", "ALL").stdout == "purged: 0\n"
+
+
+# -- 12. the node options after the command ------------------------------------------------
+
+def test_ctl_takes_the_node_options_after_the_command_too(node):
+    after = tool("pzq-ctl", "pending", "--dsn", node.monitor_dsn, "--timeout", "5")
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.startswith("messages: 0\n")
+    declared = tool("pzq-ctl", "topic", "declare", "orders", "--dsn", node.monitor_dsn)
+    assert (declared.returncode, declared.stdout) == (0, "topic orders\n")

@@ -111,10 +111,10 @@ def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def add_curve_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--curve-client-key", metavar="FILE",
+def add_curve_options(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    parser.add_argument("--curve-client-key", metavar="FILE", default=default,
                         help="this client's CURVE key pair (a .key_secret file)")
-    parser.add_argument("--curve-server-key", metavar="FILE",
+    parser.add_argument("--curve-server-key", metavar="FILE", default=default,
                         help="the node's public CURVE key (a .key file)")
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pzq.cli.common import (
     DEFAULT_MONITOR,
+    ToolParser,
+    add_curve_options,
     curve_from,
     endpoint,
     fail,
@@ -27,19 +29,23 @@ ACTIONS = ("declare", "remove", "empty")
 @quiet_on_closed_pipe
 def ctl_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
-    parser.add_argument("--dsn", type=endpoint, default=DEFAULT_MONITOR,
-                        help="the node's --monitor-dsn")
-    parser.add_argument("--timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
-                        help="seconds to wait for the answer")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    listing = commands.add_parser("dead", help="list dead letters")
+    _node_options(parser, DEFAULT_MONITOR, 10.0)
+    # The same options after the command (pzq-ctl pending --dsn ...); unset there,
+    # they leave what was given before it.
+    after = ToolParser(add_help=False)
+    _node_options(after, argparse.SUPPRESS, argparse.SUPPRESS)
+    add_curve_options(after, default=argparse.SUPPRESS)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=ToolParser)
+    listing = commands.add_parser("dead", help="list dead letters", parents=[after])
     listing.add_argument("--limit", type=int, default=100, metavar="N",
                          help="list at most this many")
     for name, what in (("requeue", "deliver again"), ("purge", "delete for good")):
-        command = commands.add_parser(name, help=f"{what}: one dead letter, or all")
+        command = commands.add_parser(name, help=f"{what}: one dead letter, or all",
+                                      parents=[after])
         command.add_argument("key", help="a dead letter's key, or ALL")
-    commands.add_parser("pending", help="stored, in-flight and dead counts")
-    _topic_commands(commands)
+    commands.add_parser("pending", help="stored, in-flight and dead counts", parents=[after])
+    _topic_commands(commands, after)
     repairing = commands.add_parser(
         "repair", help="run LevelDB's repair on a stopped node's store (no --dsn needed)")
     repairing.add_argument("--database", type=Path, default=Path("./pzq-data"),
@@ -64,16 +70,25 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
     return ExitCode.OK
 
 
-def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    commands.add_parser("topics", help="every topic: messages, bytes, groups")
-    topic = commands.add_parser("topic", help="declare, remove or empty a topic")
+def _node_options(parser: argparse.ArgumentParser, dsn: str, timeout: object) -> None:
+    parser.add_argument("--dsn", type=endpoint, default=dsn, help="the node's --monitor-dsn")
+    parser.add_argument("--timeout", type=positive_seconds, default=timeout, metavar="SECONDS",
+                        help="seconds to wait for the answer")
+
+
+def _topic_commands(commands: argparse._SubParsersAction,  # type: ignore[type-arg]
+                    after: argparse.ArgumentParser) -> None:
+    commands.add_parser("topics", help="every topic: messages, bytes, groups", parents=[after])
+    topic = commands.add_parser("topic", help="declare, remove or empty a topic",
+                                parents=[after])
     topic.add_argument("action", choices=ACTIONS)
     topic.add_argument("name")
     topic.add_argument("--max-messages", type=int, default=None, metavar="N",
                        help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
     topic.add_argument("--max-bytes", type=int, default=None, metavar="B",
                        help="declare: QUEUE_FULL for this topic beyond B bytes (0: none)")
-    group = commands.add_parser("group", help="declare, remove or empty a consumer group")
+    group = commands.add_parser("group", help="declare, remove or empty a consumer group",
+                                parents=[after])
     group.add_argument("action", choices=ACTIONS)
     group.add_argument("topic")
     group.add_argument("name")

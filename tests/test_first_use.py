@@ -3,13 +3,16 @@ say so in one line with a documented exit code, and never wait in silence."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from harness import run_pzq
+from harness import run_pzq, wait_until
+
+from pzq.cluster.peers import UNREACHED_REPEAT_S, PeerTable
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
@@ -208,3 +211,33 @@ def test_ctl_takes_the_node_options_after_the_command_too(node):
     assert after.stdout.startswith("messages: 0\n")
     declared = tool("pzq-ctl", "topic", "declare", "orders", "--dsn", node.monitor_dsn)
     assert (declared.returncode, declared.stdout) == (0, "topic orders\n")
+
+
+# -- 13. a peer never reached ---------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_peer_never_reached_is_logged_once_the_start_grace_is_over(start_node):
+    peer = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    node = start_node("--broadcast-dsn", "tcp://127.0.0.1:*", "--nodes", peer,
+                      "--replicas", "1", "--timeout-nodes", "500ms")
+    said = wait_until(lambda: node.event("peer_never_reached"), 15,
+                      message="peer_never_reached in the log")
+    assert said["endpoint"] == peer and said["level"] == "warning"
+
+
+def test_a_peer_never_reached_is_said_again_at_intervals_not_at_every_heartbeat():
+    peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_s=10.0, now=100.0)
+    assert peers.never_reached(105.0) == []  # the start's grace: nobody is late yet
+    peers.heard("tcp://b:1", b"b", 106.0)
+    assert [peer.endpoint for peer in peers.never_reached(111.0)] == ["tcp://a:1"]
+    assert peers.never_reached(112.0) == []
+    assert peers.never_reached(111.0 + UNREACHED_REPEAT_S - 1) == []
+    assert [peer.endpoint for peer in peers.never_reached(111.0 + UNREACHED_REPEAT_S)] \
+        == ["tcp://a:1"]
+    peers.heard("tcp://a:1", b"a", 200.0)
+    assert peers.never_reached(500.0) == []

@@ -241,3 +241,15 @@ def test_a_peer_never_reached_is_said_again_at_intervals_not_at_every_heartbeat(
         == ["tcp://a:1"]
     peers.heard("tcp://a:1", b"a", 200.0)
     assert peers.never_reached(500.0) == []
+
+
+# -- 15. cells the benchmark did not measure ------------------------------------------------
+
+def test_bench_table_leaves_unmeasured_cells_empty(capsys):
+    from pzq.bench.measure import Figure
+    from pzq.bench.report import print_table
+    print_table([Figure("drain 100 B", "pzq", 5000.0, ratio=0.5),
+                 Figure("produce 100 B window 1", "pzq", 900.0, 1.25, 3.5, 41.0, 0.8)])
+    header, drain, produce = capsys.readouterr().out.splitlines()
+    assert drain.split() == ["drain", "100", "B", "pzq", "5000", "0.50"]
+    assert produce.split()[-5:] == ["900", "1.25", "3.50", "41", "0.80"]

@@ -253,3 +253,14 @@ def test_bench_table_leaves_unmeasured_cells_empty(capsys):
     header, drain, produce = capsys.readouterr().out.splitlines()
     assert drain.split() == ["drain", "100", "B", "pzq", "5000", "0.50"]
     assert produce.split()[-5:] == ["900", "1.25", "3.50", "41", "0.80"]
+
+
+# -- 17. the report script's --help ----------------------------------------------------------
+
+def test_archive_report_help_says_whole_sentences():
+    script = Path(__file__).parent.parent / "scripts" / "archive_report.py"
+    shown = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
+                           text=True, timeout=30, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert "latency (stored -> acked) percentiles and redeliveries." in shown.stdout
+    assert "--once reads what is there and stops." in shown.stdout

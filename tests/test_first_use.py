@@ -264,3 +264,24 @@ def test_archive_report_help_says_whole_sentences():
     assert shown.returncode == 0, shown.stderr
     assert "latency (stored -> acked) percentiles and redeliveries." in shown.stdout
     assert "--once reads what is there and stops." in shown.stdout
+
+
+# -- 19. FETCH's frame widths, as README gives them -----------------------------------------
+
+def test_readme_gives_fetch_frame_widths_that_a_node_takes(archived_node, open_socket):
+    import zmq
+
+    from pzq.protocol import zper as zp
+    readme = (Path(__file__).parent.parent / "README.rst").read_text()
+    assert ("both ``FETCH``\nframes (*offset* and *max bytes*) are 8 bytes wide"
+            in readme)
+    reader = open_socket(zmq.DEALER)
+    reader.setsockopt(zmq.IDENTITY, zp.make_identity("default"))
+    reader.connect(archived_node.archive_dsn)
+    answers = []
+    for max_bytes in (zp.INT64.pack(1 << 20), zp.INT32.pack(1 << 20)):
+        reader.send_multipart([b"FETCH", zp.INT64.pack(0), max_bytes])
+        assert reader.poll(10_000), "no answer to FETCH"
+        answers.append(reader.recv_multipart()[0])
+    assert answers[1] == bytes([zp.INVALID_COMMAND])
+    assert answers[0] != bytes([zp.INVALID_COMMAND])

@@ -285,3 +285,25 @@ def test_readme_gives_fetch_frame_widths_that_a_node_takes(archived_node, open_s
         answers.append(reader.recv_multipart()[0])
     assert answers[1] == bytes([zp.INVALID_COMMAND])
     assert answers[0] != bytes([zp.INVALID_COMMAND])
+
+
+# -- 20. a --database folder that holds other things ------------------------------------------
+
+def test_a_database_folder_with_other_content_is_refused_and_left_alone(tmp_path):
+    folder = tmp_path / "documents"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    result = run_pzq(["--database", str(folder), *LOOPBACK], timeout=10)
+    assert result.returncode == 3
+    assert one_line(result.stderr) == (
+        f"pzq: error: --database {folder} holds other files and no pzq store (notes.txt): "
+        "give a new or empty directory, or the directory of a store")
+    assert sorted(path.name for path in folder.iterdir()) == ["notes.txt"]
+
+
+def test_an_empty_folder_a_fresh_mount_and_a_store_are_taken(start_node, tmp_path):
+    mounted = tmp_path / "disk"
+    (mounted / "lost+found").mkdir(parents=True)
+    node = start_node(database=mounted)
+    node.stop()
+    start_node(database=mounted)  # a store now, with lost+found beside it

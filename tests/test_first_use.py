@@ -3,6 +3,7 @@ say so in one line with a documented exit code, and never wait in silence."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -307,3 +308,22 @@ def test_an_empty_folder_a_fresh_mount_and_a_store_are_taken(start_node, tmp_pat
     node = start_node(database=mounted)
     node.stop()
     start_node(database=mounted)  # a store now, with lost+found beside it
+
+
+# -- 21. local-cluster's node numbers and replica count ---------------------------------------
+
+@pytest.mark.parametrize("args, line", [
+    (("kill", "5"), "local-cluster: there is no node '5': the nodes are 0, 1 and 2"),
+    (("restart", "-1"), "local-cluster: there is no node '-1': the nodes are 0, 1 and 2"),
+    (("start", "5"), "local-cluster: REPLICAS must be 0, 1 or 2 (copies on the other two "
+                     "nodes), not '5'"),
+])
+def test_local_cluster_refuses_a_node_it_does_not_have_before_anything_starts(tmp_path, args,
+                                                                               line):
+    script = Path(__file__).parent.parent / "scripts" / "local-cluster"
+    env = {**os.environ, "PZQ_CLUSTER_DIR": str(tmp_path / "cluster"), "PZQ_VENV": sys.prefix,
+           "PZQ_CLUSTER_BASE_PORT": "12000", "PZQ_CLUSTER_START_TIMEOUT": "5"}
+    result = subprocess.run([str(script), *args], env=env, capture_output=True, text=True,
+                            timeout=60, check=False, stdin=subprocess.DEVNULL)
+    assert (result.returncode, one_line(result.stderr)) == (2, line)
+    assert not (tmp_path / "cluster").exists()  # nothing started, nothing written

@@ -327,3 +327,14 @@ def test_local_cluster_refuses_a_node_it_does_not_have_before_anything_starts(tm
                             timeout=60, check=False, stdin=subprocess.DEVNULL)
     assert (result.returncode, one_line(result.stderr)) == (2, line)
     assert not (tmp_path / "cluster").exists()  # nothing started, nothing written
+
+
+# -- 22. an empty monitor command ------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["", "  "])
+def test_monitor_refuses_an_empty_command(tmp_path, command):
+    result = tool("pzq-monitor", "--dsn", f"ipc://{tmp_path}/no-node", "--timeout", "1",
+                  "--command", command)
+    assert result.returncode == 2
+    assert one_line(result.stderr) == ("pzq-monitor: error: argument --command: give a "
+                                       "command, e.g. MONITOR, STATS or PING")

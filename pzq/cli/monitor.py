@@ -151,7 +151,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", action="store_true", help="exit 0 only when healthy")
     parser.add_argument("--max-pending-acks", type=int, default=10_000, metavar="N",
                         help="--check: more producer ACKs waiting than this is unhealthy")
-    parser.add_argument("--command", metavar="COMMAND",
+    parser.add_argument("--command", metavar="COMMAND", type=monitor_command,
                         help="send this command and print the raw answer")
     parser.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SECONDS",
                         help="seconds to wait for each node")
@@ -160,12 +160,19 @@ def make_argument_parser() -> argparse.ArgumentParser:
 
 
 @quiet_on_closed_pipe
+def monitor_command(text: str) -> str:
+    """An argparse type: a command to send; an empty one would be answered with an error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a command, e.g. MONITOR, STATS or PING")
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)
     curve = curve_from(parser, args)
     dsns = args.dsn or [DEFAULT_MONITOR]
-    if args.command:
+    if args.command is not None:
         return raw_command(dsns, args.command, args.timeout, curve)
     if args.check:
         return check(dsns, args, curve)

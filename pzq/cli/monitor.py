@@ -159,7 +159,6 @@ def make_argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@quiet_on_closed_pipe
 def monitor_command(text: str) -> str:
     """An argparse type: a command to send; an empty one would be answered with an error."""
     if not text.strip():
@@ -167,6 +166,7 @@ def monitor_command(text: str) -> str:
     return text
 
 
+@quiet_on_closed_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)

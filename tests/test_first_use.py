@@ -3,7 +3,9 @@ say so in one line with a documented exit code, and never wait in silence."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -338,3 +340,37 @@ def test_monitor_refuses_an_empty_command(tmp_path, command):
     assert result.returncode == 2
     assert one_line(result.stderr) == ("pzq-monitor: error: argument --command: give a "
                                        "command, e.g. MONITOR, STATS or PING")
+
+
+# -- 18. one environment for start-node and run-tests; --help first --------------------------
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_ensure_env_for_start_node_keeps_the_test_environment_as_it_is():
+    stamp = Path(sys.prefix) / ".pzq-installed"
+    before = stamp.read_text()
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    stamp.write_text(f"{digest} test\n")  # as scripts/run-tests leaves it
+    try:
+        started = subprocess.run([str(ROOT / "scripts" / "ensure-env")], capture_output=True,
+                                 text=True, timeout=120, check=False,
+                                 env={**os.environ, "PZQ_VENV": sys.prefix})
+        assert (started.returncode, started.stderr) == (0, "")
+        assert stamp.read_text() == f"{digest} test\n"  # run-tests will not install again
+    finally:
+        stamp.write_text(before)
+
+
+def test_run_tests_help_comes_before_the_system_package_check(tmp_path):
+    tools = tmp_path / "bin"  # what the script needs, and no java, chromium or apt-get
+    tools.mkdir()
+    for name in ("bash", "dirname", "sha256sum", "cut", "cat", "sort", "paste"):
+        found = shutil.which(name)
+        assert found is not None
+        (tools / name).symlink_to(found)
+    shown = subprocess.run([str(ROOT / "scripts" / "run-tests"), "--help"], capture_output=True,
+                           text=True, timeout=60, check=False,
+                           env={**os.environ, "PATH": str(tools), "PZQ_VENV": sys.prefix})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("usage:") and "installing" not in shown.stderr

@@ -377,3 +377,30 @@ def test_run_tests_help_comes_before_the_system_package_check(tmp_path):
                            env={**os.environ, "PATH": str(tools), "PZQ_VENV": sys.prefix})
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("usage:") and "installing" not in shown.stderr
+
+
+# -- 16. zper.ack.subscriptions counts what is subscribed now ---------------------------------
+
+def test_zper_ack_subscriptions_count_what_is_subscribed_after_garbage_and_a_close(
+        start_node, tmp_path, open_socket):
+    import zmq
+    node = start_node("--archive-dir", str(tmp_path / "archive"),
+                      "--zper-ack-dsn", "tcp://127.0.0.1:*")
+    ack_dsn = node.event("node_ready")["zper_ack"]
+
+    def subscriptions_become(count: int) -> None:
+        node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == count,
+                        message=f"{count} subscriptions")
+
+    raw = open_socket(zmq.XSUB)
+    raw.connect(ack_dsn)
+    for frame in (b"\x01abc", b"\x01abc", b"\x07junk", b"", b"\x01sync"):
+        raw.send(frame)  # a subscription twice, and frames that are none
+    subscriptions_become(2)  # abc and sync
+    subscriber = open_socket(zmq.SUB)
+    subscriber.subscribe(b"metrics")
+    subscriber.connect(ack_dsn)
+    subscriptions_become(3)
+    raw.close(0)  # its subscriptions go with it
+    subscriptions_become(1)
+    assert node.stats()["zper"]["ack"]["subscriptions"] == 1

@@ -4,8 +4,12 @@ Each ack is ``[topic][message id][offset]``: the message id is the first frame t
 producer sent (ZPER's advice: make it the message's id), the offset 8 bytes
 big-endian, where the record starts in its topic's log (the offset a FETCH of it
 takes). SUB sockets subscribe by topic prefix as usual. The socket is an XPUB so
-that the node sees subscriptions come and go (every one, verbosely) and can count
-them; acks are published whether or not anyone listens, and a subscriber past its
+that the node sees subscriptions come and go and can count them. It is left
+non-verbose on purpose: then ZeroMQ passes up a prefix's first subscription and its
+last unsubscription only (also when a subscriber's socket closes), in pairs, so the
+count is of the prefixes subscribed now; with every (un)subscription passed up, a
+prefix subscribed twice by one socket is taken back once and the count drifts.
+Acks are published whether or not anyone listens, and a subscriber past its
 high-water mark misses acks, as with any PUB.
 """
 
@@ -23,8 +27,7 @@ SUBSCRIBE, UNSUBSCRIBE = 1, 0
 class ZperAck:
     def __init__(self, socket: Socket) -> None:
         self.socket = socket
-        socket.setsockopt(zmq.XPUB_VERBOSER, 1)  # every (un)subscription, to count them
-        self.subscriptions = 0
+        self.subscriptions = 0  # topic prefixes subscribed to now
         self.published = 0
 
     def take_subscriptions(self, limit: int) -> None:

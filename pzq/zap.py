@@ -1,4 +1,5 @@
-"""ZAP for a CURVE node: pyzmq's authenticator, with refused handshakes in the node's log.
+"""ZAP for a CURVE node: pyzmq's authenticator, with refused handshakes in the node's log
+(those of clients without CURVE, which never reach ZAP, through pzq.handshakes).
 
 A refused client retries its handshake about ten times a second, so a refusal is logged
 once per client key and then at most every ``REPEAT_EVERY_S`` seconds, with how many
@@ -16,6 +17,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
 from pzq import logs
+from pzq.handshakes import HandshakeWatch
 
 log = logs.get_logger("pzq.zap")
 REPEAT_EVERY_S = 10.0
@@ -29,9 +31,10 @@ class RefusalLog:
         self._now = now
         self._last: dict[tuple[str, str], tuple[float, int]] = {}  # -> (logged at, unlogged)
 
-    def refused(self, address: str, mechanism: str, client_key: str, reason: str) -> None:
+    def refused(self, address: str, mechanism: str, client_key: str, reason: str,
+                endpoint: str = "") -> None:
         now = self._now()
-        who = (address, client_key)
+        who = (address or endpoint, client_key)
         logged_at, unlogged = self._last.get(who, (None, 0))
         if logged_at is not None and now - logged_at < REPEAT_EVERY_S:
             self._last[who] = (logged_at, unlogged + 1)
@@ -39,8 +42,10 @@ class RefusalLog:
         if len(self._last) >= MAX_REMEMBERED:
             self._last.clear()
         self._last[who] = (now, 0)
+        where = {"endpoint": endpoint} if endpoint else {}
         log.info("handshake_refused", address=address, mechanism=mechanism,
-                 client_key=client_key, reason=reason, refused_since_last_logged=unlogged)
+                 client_key=client_key, reason=reason, refused_since_last_logged=unlogged,
+                 **where)
 
 
 class LoggingAuthenticator(ThreadAuthenticator):
@@ -51,6 +56,16 @@ class LoggingAuthenticator(ThreadAuthenticator):
         super().__init__(*args, **kwargs)
         self.refusals = RefusalLog()
         self._request: tuple[str, str, str] = ("", "", "")
+        # Clients without CURVE never reach ZAP: their sockets' monitors tell.
+        self.handshakes = HandshakeWatch(self.context, self.refusals.refused)
+
+    def start(self) -> None:
+        super().start()
+        self.handshakes.start()
+
+    def stop(self) -> None:
+        self.handshakes.stop()
+        super().stop()
 
     async def handle_zap_message(self, msg: list[bytes]) -> None:
         # Remember who asks: the reply, where the verdict is known, does not say.

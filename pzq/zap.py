@@ -10,6 +10,7 @@ errors: malformed ZAP requests) are forwarded into structlog.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -30,9 +31,15 @@ class RefusalLog:
     def __init__(self, now: Any = time.monotonic) -> None:
         self._now = now
         self._last: dict[tuple[str, str], tuple[float, int]] = {}  # -> (logged at, unlogged)
+        self._lock = threading.Lock()  # told by the ZAP thread and the handshake watch
 
     def refused(self, address: str, mechanism: str, client_key: str, reason: str,
                 endpoint: str = "") -> None:
+        with self._lock:
+            self._refused(address, mechanism, client_key, reason, endpoint)
+
+    def _refused(self, address: str, mechanism: str, client_key: str, reason: str,
+                 endpoint: str) -> None:
         now = self._now()
         who = (address or endpoint, client_key)
         logged_at, unlogged = self._last.get(who, (None, 0))

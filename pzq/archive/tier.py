@@ -14,7 +14,6 @@ import zmq
 
 from pzq.archive import zper_server
 from pzq.archive.entry import ArchivedMessage, validate_topic
-from pzq.archive.lock import ArchiveLock
 from pzq.archive.writer import Archive
 from pzq.store import record
 from pzq.zmqio import Socket, drain, send_frames
@@ -40,7 +39,6 @@ class ArchiveTier:
         self.archive = Archive(settings.directory, settings.segment_size,
                                settings.flush_messages, settings.flush_interval_ms,
                                settings.retain_hours, settings.retain_bytes)
-        self.lock = ArchiveLock(settings.directory)
         self.default_topic = settings.default_topic
         self.hard_sync = settings.hard_sync
         self.archived = 0
@@ -48,12 +46,7 @@ class ArchiveTier:
         self._dirty = False
 
     def open(self) -> None:
-        self.lock.acquire()  # before open, which may cut a torn tail another node writes
-        try:
-            self.archive.open(time.time())
-        except BaseException:
-            self.lock.release()
-            raise
+        self.archive.open(time.time())
 
     def append(self, key: bytes, value: bytes, first_delivered_us: int, deliveries: int,
                acked_us: int, origin: str, outcome: str = "acked",
@@ -111,7 +104,4 @@ class ArchiveTier:
                            for topic, info in self.archive.topics().items()}}
 
     def close(self) -> None:
-        try:
-            self.archive.close(time.time())
-        finally:
-            self.lock.release()
+        self.archive.close(time.time())

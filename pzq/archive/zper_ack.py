@@ -4,12 +4,8 @@ Each ack is ``[topic][message id][offset]``: the message id is the first frame t
 producer sent (ZPER's advice: make it the message's id), the offset 8 bytes
 big-endian, where the record starts in its topic's log (the offset a FETCH of it
 takes). SUB sockets subscribe by topic prefix as usual. The socket is an XPUB so
-that the node sees subscriptions come and go and can count them. It is left
-non-verbose on purpose: then ZeroMQ passes up a prefix's first subscription and its
-last unsubscription only (also when a subscriber's socket closes), in pairs, so the
-count is of the prefixes subscribed now; with every (un)subscription passed up, a
-prefix subscribed twice by one socket is taken back once and the count drifts.
-Acks are published whether or not anyone listens, and a subscriber past its
+that the node sees subscriptions come and go (see ``ZperAck``) and can count
+them; acks are published whether or not anyone listens, and a subscriber past its
 high-water mark misses acks, as with any PUB.
 """
 
@@ -27,7 +23,11 @@ SUBSCRIBE, UNSUBSCRIBE = 1, 0
 class ZperAck:
     def __init__(self, socket: Socket) -> None:
         self.socket = socket
-        self.subscriptions = 0  # topic prefixes subscribed to now
+        # Not verbose: ZeroMQ then passes up a prefix's first subscription and its last
+        # unsubscription only (also for a socket that closed), in pairs, so the count is
+        # of the prefixes subscribed now; verbose, a prefix one socket subscribed twice
+        # is taken back once and the count drifts.
+        self.subscriptions = 0
         self.published = 0
 
     def take_subscriptions(self, limit: int) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from pzq.cli.common import (
     DEFAULT_MONITOR,
-    ToolParser,
     add_curve_options,
     curve_from,
     endpoint,
@@ -30,22 +29,20 @@ ACTIONS = ("declare", "remove", "empty")
 def ctl_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
     _node_options(parser, DEFAULT_MONITOR, 10.0)
-    # The same options after the command (pzq-ctl pending --dsn ...); unset there,
-    # they leave what was given before it.
-    after = ToolParser(add_help=False)
-    _node_options(after, argparse.SUPPRESS, argparse.SUPPRESS)
-    add_curve_options(after, default=argparse.SUPPRESS)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                     parser_class=ToolParser)
-    listing = commands.add_parser("dead", help="list dead letters", parents=[after])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    listing = commands.add_parser("dead", help="list dead letters")
     listing.add_argument("--limit", type=int, default=100, metavar="N",
                          help="list at most this many")
     for name, what in (("requeue", "deliver again"), ("purge", "delete for good")):
-        command = commands.add_parser(name, help=f"{what}: one dead letter, or all",
-                                      parents=[after])
+        command = commands.add_parser(name, help=f"{what}: one dead letter, or all")
         command.add_argument("key", help="a dead letter's key, or ALL")
-    commands.add_parser("pending", help="stored, in-flight and dead counts", parents=[after])
-    _topic_commands(commands, after)
+    commands.add_parser("pending", help="stored, in-flight and dead counts")
+    _topic_commands(commands)
+    for command in commands.choices.values():
+        # The same options after the command (pzq-ctl pending --dsn ...); unset there,
+        # they leave what was given before it.
+        _node_options(command, argparse.SUPPRESS, argparse.SUPPRESS)
+        add_curve_options(command, default=argparse.SUPPRESS)
     repairing = commands.add_parser(
         "repair", help="run LevelDB's repair on a stopped node's store (no --dsn needed)")
     repairing.add_argument("--database", type=Path, default=Path("./pzq-data"),
@@ -76,19 +73,16 @@ def _node_options(parser: argparse.ArgumentParser, dsn: str, timeout: object) ->
                         help="seconds to wait for the answer")
 
 
-def _topic_commands(commands: argparse._SubParsersAction,  # type: ignore[type-arg]
-                    after: argparse.ArgumentParser) -> None:
-    commands.add_parser("topics", help="every topic: messages, bytes, groups", parents=[after])
-    topic = commands.add_parser("topic", help="declare, remove or empty a topic",
-                                parents=[after])
+def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    commands.add_parser("topics", help="every topic: messages, bytes, groups")
+    topic = commands.add_parser("topic", help="declare, remove or empty a topic")
     topic.add_argument("action", choices=ACTIONS)
     topic.add_argument("name")
     topic.add_argument("--max-messages", type=int, default=None, metavar="N",
                        help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
     topic.add_argument("--max-bytes", type=int, default=None, metavar="B",
                        help="declare: QUEUE_FULL for this topic beyond B bytes (0: none)")
-    group = commands.add_parser("group", help="declare, remove or empty a consumer group",
-                                parents=[after])
+    group = commands.add_parser("group", help="declare, remove or empty a consumer group")
     group.add_argument("action", choices=ACTIONS)
     group.add_argument("topic")
     group.add_argument("name")

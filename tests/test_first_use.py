@@ -276,7 +276,7 @@ def test_readme_gives_fetch_frame_widths_that_a_node_takes(archived_node, open_s
 
     from pzq.protocol import zper as zp
     readme = (Path(__file__).parent.parent / "README.rst").read_text()
-    assert ("both ``FETCH``\nframes (*offset* and *max bytes*) are 8 bytes wide"
+    assert ("both ``FETCH`` frames\n(*offset* and *max bytes*) are 8 bytes wide"
             in readme)
     reader = open_socket(zmq.DEALER)
     reader.setsockopt(zmq.IDENTITY, zp.make_identity("default"))

@@ -404,3 +404,12 @@ def test_zper_ack_subscriptions_count_what_is_subscribed_after_garbage_and_a_clo
     raw.close(0)  # its subscriptions go with it
     subscriptions_become(1)
     assert node.stats()["zper"]["ack"]["subscriptions"] == 1
+
+
+def test_monitor_says_what_it_waits_for_when_nothing_answers(tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-node"
+    line, elapsed = first_stderr_line_while_waiting(
+        [str(BIN / "pzq-monitor"), "--dsn", nowhere, "--timeout", "25"])
+    assert line == (f"pzq-monitor: no answer yet from {nowhere}: nothing answers there (is "
+                    "the node running?); waiting up to 25 s")
+    assert elapsed < 20

@@ -14,7 +14,7 @@ import json
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check(dsns, args, curve)
     if args.watch:
         return watch(dsns, args, curve)
-    answers = fetch_all(dsns, args.timeout, curve)
+    answers = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
     if args.json:
         print(json.dumps(as_json(answers), indent=2, sort_keys=True))
     else:
@@ -188,8 +188,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK if all(answer.up for answer in answers) else EXIT_NO_ANSWER
 
 
-def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientCurve | None) -> list[StatsAnswer]:
-    return [fetch_stats(dsn, timeout, curve) for dsn in dsns]
+def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientCurve | None,
+              notice: Callable[[str], None] | None = None) -> list[StatsAnswer]:
+    return [fetch_stats(dsn, timeout, curve, notice) for dsn in dsns]
+
+
+def say_waiting(text: str) -> None:
+    """After a second without an answer, what is awaited (not in a live view: it
+    would write across the screen, which shows why in its caption)."""
+    print(f"pzq-monitor: {text}", file=sys.stderr, flush=True)
 
 
 def console() -> Console:
@@ -207,7 +214,7 @@ def raw_command(dsns: list[str], command: str, timeout: float,
                 curve: ClientCurve | None) -> int:
     for dsn in dsns:
         try:
-            reply = request_monitor(dsn, command, timeout, curve)
+            reply = request_monitor(dsn, command, timeout, curve, say_waiting)
         except EndpointError as exc:
             return fail("pzq-monitor", str(exc), EXIT_USAGE)
         except TimeoutError as exc:
@@ -219,7 +226,7 @@ def raw_command(dsns: list[str], command: str, timeout: float,
 
 
 def check(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> int:
-    before = fetch_all(dsns, args.timeout, curve)
+    before = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
     if all(answer.up for answer in before):
         time.sleep(min(args.interval, 1.0))  # two looks, to see failure counts move
     worst = EXIT_OK
@@ -267,7 +274,7 @@ def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | 
     with Live(console=console(), auto_refresh=False,
               screen=args.iterations == 0 and sys.stdout.isatty()) as live:
         for _ in _refreshes(args):
-            answers = fetch_all(dsns, args.timeout, curve)
+            answers = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
             for answer in answers:
                 history[answer.dsn].append(answer.stats["messages"] if answer.stats else 0)
             live.update(views(answers, history), refresh=True)

@@ -81,9 +81,10 @@ class StatsAnswer:
         return self.stats is not None
 
 
-def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None) -> StatsAnswer:
+def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None,
+                notice: Callable[[str], None] | None = None) -> StatsAnswer:
     try:
-        reply = request_monitor(dsn, "STATS", timeout, curve)
+        reply = request_monitor(dsn, "STATS", timeout, curve, notice)
     except (TimeoutError, EndpointError) as exc:
         return StatsAnswer(dsn, None, str(exc))
     try:

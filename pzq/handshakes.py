@@ -35,7 +35,7 @@ Refused = Callable[[str, str, str, str, str], None]
 
 
 class HandshakeWatch:
-    """A thread that logs the mechanism mismatches of the sockets given to ``watch``."""
+    """A thread that logs the handshakes refused on the sockets given to ``watch``."""
 
     def __init__(self, context: Context, refused: Refused) -> None:
         self.context = context

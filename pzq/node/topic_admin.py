@@ -88,6 +88,7 @@ class TopicAdmin:
         else:
             _count(names, 2, "DECLARE GROUP topic group [start=...] [filter=...]")
             topic = self._topic(names[0])
+            _same_filter(topic, names[1], options.get("filter"))
             reply = self._declare_group(batch, topic, names[1], options)
         _no_more(options)
         self.store.commit(batch)
@@ -95,15 +96,13 @@ class TopicAdmin:
 
     def _declare_group(self, batch: Batch, topic: Topic, name: str,
                        options: dict[str, str]) -> str:
-        start, given_filter = options.pop("start", "earliest"), options.pop("filter", None)
-        pattern = given_filter or ""
+        start, pattern = options.pop("start", "earliest"), options.pop("filter", "")
         if name == DEFAULT_GROUP:
             if topic.default_from is None:
                 topic.default_from = self.store.next_seq
                 self.topics.changed(topic)
             return f"group {DEFAULT_GROUP} of topic {topic.name}\n"
         if name in topic.groups:
-            _same_filter(topic.groups[name], given_filter)
             return f"group {name} of topic {topic.name} exists already\n"
         if self.consume is None:
             raise ValueError("the node has no --consume-dsn: groups are read there")
@@ -252,13 +251,15 @@ class TopicAdmin:
         return group
 
 
-
-def _same_filter(group: Group, given: str | None) -> None:
-    """A declare that names another filter than the group's is refused, not ignored."""
-    if given is not None and given != group.filter:
+def _same_filter(topic: Topic, name: str, given: str | None) -> None:
+    """A declare of a group that exists, naming another filter than the group's, is
+    refused rather than answered "exists already" with the filter ignored."""
+    group = topic.groups.get(name)
+    if group is not None and given is not None and given != group.filter:
         held = f"the filter {group.filter}" if group.filter else "no filter"
-        raise ValueError(f"group {group.name} of topic {group.topic.name} exists with {held}, "
+        raise ValueError(f"group {name} of topic {topic.name} exists with {held}, "
                          f"not {given}; remove the group to declare it anew")
+
 
 def _parse(arguments: list[bytes], verb: bytes) -> tuple[str, list[str], dict[str, str]]:
     """(TOPIC or GROUP, names, name=value options)."""

@@ -9,11 +9,11 @@ sends the heartbeats while it waits.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import zmq
 
-from pzq.client.common import NOTICE_AFTER_S, connect, remaining_ms
+from pzq.client.common import NOTICE_AFTER_S, WaitNotice, connect, remaining_ms
 from pzq.client.consumer import Consumer, Message
 from pzq.errors import ConsumeRefused, DecodeError
 from pzq.protocol import consume as wire
@@ -30,7 +30,7 @@ class GroupConsumer(Consumer):
                  filter: str = "", start: str | int = "earliest",
                  context: Context | None = None, curve: ClientCurve | None = None,
                  timeout: float | None = 10.0,
-                 notice: Callable[[], None] | None = None) -> None:
+                 notice: WaitNotice | None = None) -> None:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 1000)
@@ -48,7 +48,7 @@ class GroupConsumer(Consumer):
             raise
 
     def _await_consuming(self, timeout: float | None,
-                         notice: Callable[[], None] | None) -> None:
+                         notice: WaitNotice | None) -> None:
         """Wait ``timeout`` seconds (None: for ever); ``notice`` is called once after
         NOTICE_AFTER_S without an answer, so a tool can say what it waits for."""
         waited = 0.0

@@ -18,6 +18,7 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
+from pzq import handshakes
 from pzq.errors import ConfigError
 from pzq.zap import LoggingAuthenticator
 from pzq.zmqio import Context, Socket
@@ -106,6 +107,7 @@ def serve_curve(socket: Socket, keys: KeyPair, zap_domain: str | None = None) ->
     socket.curve_publickey = keys.public
     socket.curve_secretkey = keys.secret
     socket.curve_server = True
+    handshakes.watch(socket)
     if zap_domain is not None:
         socket.zap_domain = zap_domain.encode()
 

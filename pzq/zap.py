@@ -1,4 +1,5 @@
-"""ZAP for a CURVE node: pyzmq's authenticator, with refused handshakes in the node's log.
+"""ZAP for a CURVE node: pyzmq's authenticator, with refused handshakes in the node's log
+(those of clients without CURVE, which never reach ZAP, through pzq.handshakes).
 
 A refused client retries its handshake about ten times a second, so a refusal is logged
 once per client key and then at most every ``REPEAT_EVERY_S`` seconds, with how many
@@ -9,6 +10,7 @@ errors: malformed ZAP requests) are forwarded into structlog.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -16,6 +18,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
 from pzq import logs
+from pzq.handshakes import HandshakeWatch
 
 log = logs.get_logger("pzq.zap")
 REPEAT_EVERY_S = 10.0
@@ -28,10 +31,17 @@ class RefusalLog:
     def __init__(self, now: Any = time.monotonic) -> None:
         self._now = now
         self._last: dict[tuple[str, str], tuple[float, int]] = {}  # -> (logged at, unlogged)
+        self._lock = threading.Lock()  # told by the ZAP thread and the handshake watch
 
-    def refused(self, address: str, mechanism: str, client_key: str, reason: str) -> None:
+    def refused(self, address: str, mechanism: str, client_key: str, reason: str,
+                endpoint: str = "") -> None:
+        with self._lock:
+            self._refused(address, mechanism, client_key, reason, endpoint)
+
+    def _refused(self, address: str, mechanism: str, client_key: str, reason: str,
+                 endpoint: str) -> None:
         now = self._now()
-        who = (address, client_key)
+        who = (address or endpoint, client_key)
         logged_at, unlogged = self._last.get(who, (None, 0))
         if logged_at is not None and now - logged_at < REPEAT_EVERY_S:
             self._last[who] = (logged_at, unlogged + 1)
@@ -39,8 +49,10 @@ class RefusalLog:
         if len(self._last) >= MAX_REMEMBERED:
             self._last.clear()
         self._last[who] = (now, 0)
+        where = {"endpoint": endpoint} if endpoint else {}
         log.info("handshake_refused", address=address, mechanism=mechanism,
-                 client_key=client_key, reason=reason, refused_since_last_logged=unlogged)
+                 client_key=client_key, reason=reason, refused_since_last_logged=unlogged,
+                 **where)
 
 
 class LoggingAuthenticator(ThreadAuthenticator):
@@ -51,6 +63,16 @@ class LoggingAuthenticator(ThreadAuthenticator):
         super().__init__(*args, **kwargs)
         self.refusals = RefusalLog()
         self._request: tuple[str, str, str] = ("", "", "")
+        # Clients without CURVE never reach ZAP: their sockets' monitors tell.
+        self.handshakes = HandshakeWatch(self.context, self.refusals.refused)
+
+    def start(self) -> None:
+        super().start()
+        self.handshakes.start()
+
+    def stop(self) -> None:
+        self.handshakes.stop()
+        super().stop()
 
     async def handle_zap_message(self, msg: list[bytes]) -> None:
         # Remember who asks: the reply, where the verdict is known, does not say.

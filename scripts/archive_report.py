@@ -253,7 +253,9 @@ def run_stream(spark: Any, archive: str, out: Path, sink: str, trigger_s: float,
 # -- the job ---------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="archive_report", description=__doc__.splitlines()[0])
+    # The whole docstring, as written: its first line alone stops mid-sentence.
+    parser = argparse.ArgumentParser(prog="archive_report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--archive", required=True, help="the node's --archive-dir")
     parser.add_argument("--out", required=True, type=Path, help="directory for the report")
     parser.add_argument("--master", default="local[*]", help="Spark master URL")

@@ -11,7 +11,7 @@ import structlog
 import zmq
 from harness import run_pzq, wait_until
 
-from pzq import security
+from pzq import handshakes, security
 from pzq.client import Consumer, Producer, request_monitor
 from pzq.security import ClientCurve
 from pzq.zap import RefusalLog
@@ -243,3 +243,17 @@ def test_cluster_key_options_are_checked(node_keys, tmp_path, case):
     result = run_pzq([*base, *args, "--database", str(tmp_path / "db")])
     assert result.returncode == 2, result.stderr
     assert expected in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_client_without_curve_keys_is_logged_as_refused_too(secure_node, context):
+    with Producer(secure_node.receive_dsn, context=context) as producer:  # no CURVE at all
+        with pytest.raises(TimeoutError):
+            producer.produce([b"plain"], timeout=2)
+    refused = wait_until(lambda: secure_node.event("handshake_refused"), 10,
+                         message="a refusal logged")
+    assert refused["level"] == "info" and refused["endpoint"] == secure_node.receive_dsn
+    # Which side of the handshake sees the mismatch first is a race: either reason names
+    # a client without CURVE keys.
+    assert refused["reason"] in (handshakes.NO_CURVE, handshakes.LEFT)
+    # Its retries, about ten a second, are counted, not logged one by one.
+    assert len([e for e in secure_node.events if e["event"] == "handshake_refused"]) == 1

@@ -18,7 +18,7 @@ from pzq.archive.files import segment_items, topic_items, whole_end
 from pzq.archive.raw import RawRecord, is_raw_topic, raw_walk
 from pzq.archive.records import Damaged, TornTail, walk
 from pzq.archive.topiclog import list_segments
-from pzq.cli.common import ToolParser
+from pzq.cli.common import ToolParser, quiet_on_closed_pipe
 from pzq.errors import ExitCode
 
 PROG = "pzq-archive"
@@ -50,6 +50,7 @@ def make_argument_parser() -> ToolParser:
     return parser
 
 
+@quiet_on_closed_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_argument_parser().parse_args(argv)
     try:

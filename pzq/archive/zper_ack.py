@@ -4,7 +4,7 @@ Each ack is ``[topic][message id][offset]``: the message id is the first frame t
 producer sent (ZPER's advice: make it the message's id), the offset 8 bytes
 big-endian, where the record starts in its topic's log (the offset a FETCH of it
 takes). SUB sockets subscribe by topic prefix as usual. The socket is an XPUB so
-that the node sees subscriptions come and go (every one, verbosely) and can count
+that the node sees subscriptions come and go (see ``ZperAck``) and can count
 them; acks are published whether or not anyone listens.
 
 No ack is lost without being counted: the XPUB refuses (``XPUB_NODROP``) when a
@@ -40,7 +40,10 @@ class ZperAck:
     def __init__(self, socket: Socket, backlog: int = ACK_BACKLOG) -> None:
         self.socket = socket
         self.backlog = backlog
-        socket.setsockopt(zmq.XPUB_VERBOSER, 1)  # every (un)subscription, to count them
+        # Not verbose: ZeroMQ then passes up a prefix's first subscription and its last
+        # unsubscription only (also for a socket that closed), in pairs, so the count is
+        # of the prefixes subscribed now; verbose, a prefix one socket subscribed twice
+        # is taken back once and the count drifts.
         socket.setsockopt(zmq.XPUB_NODROP, 1)  # a full queue refuses: kept, not lost
         self.subscriptions = 0
         self.published = 0  # handed to ZeroMQ: in a subscriber's queue, or no one's topic

@@ -1,6 +1,6 @@
 """Real pzq daemons to measure: subprocesses on loopback wildcard ports.
 
-A NodeProcess starts ``python -m pzq``, reads the ``node_ready`` event from its
+A NodeProcess starts ``python -P -m pzq``, reads the ``node_ready`` event from its
 JSON log to learn the ports, and restarts on the same ones, so clients can
 reconnect after a crash (the soak in scripts/ and the tests build on it).
 """
@@ -82,7 +82,9 @@ class NodeProcess:
     # -- life cycle ------------------------------------------------------------
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "pzq", "--database", str(self.database),
+        # -P: the working directory is not put on sys.path, so a folder named pzq
+        # there (a clone, say) is not imported instead of the installed package.
+        return [sys.executable, "-P", "-m", "pzq", "--database", str(self.database),
                 "--receive-dsn", self.dsn("receive"), "--send-dsn", self.dsn("send"),
                 "--monitor-dsn", self.dsn("monitor"), "--log-format", "json",
                 *(["--consume-dsn", self.dsn("consume")] if "consume" in self.ports else []),

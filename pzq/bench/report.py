@@ -14,12 +14,18 @@ def print_table(figures: list[Figure]) -> None:
           f"{'RSS MB':>7} {'/ceil':>6} {'/orig':>6}")
     for figure in figures:
         print(f"{figure.scenario:<44} {figure.target:<8} {figure.rate:>10.0f} "
-              f"{figure.p50_ms:>8.2f} {figure.p99_ms:>8.2f} {figure.rss_mb or 0:>7.0f} "
+              f"{_measured(figure.p50_ms, '.2f'):>8} {_measured(figure.p99_ms, '.2f'):>8} "
+              f"{_measured(figure.rss_mb, '.0f'):>7} "
               f"{_or_blank(figure.ratio):>6} {_or_blank(figure.vs_original):>6}")
     for figure in figures:
         if "deliveries_per_message" in figure.extra:
             print(f"{figure.scenario}: {figure.extra['deliveries_per_message']} deliveries "
                   f"per message, {figure.extra['expired']} expired")
+
+
+def _measured(value: float | None, form: str) -> str:
+    """A latency or RSS cell: empty where the scenario measured none (its 0)."""
+    return format(value, form) if value else ""
 
 
 def _or_blank(value: float | None) -> str:

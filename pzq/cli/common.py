@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
 import textwrap
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, ParamSpec
 
 import zmq
 
@@ -16,6 +19,7 @@ from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
 
 DEFAULT_MONITOR = "ipc:///tmp/pzq-monitor"  # the quick-start node's monitor
+P = ParamSpec("P")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -91,10 +95,26 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def add_curve_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--curve-client-key", metavar="FILE",
+def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``least`` (to ``most``, when given)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
+        if value < least or (most is not None and value > most):
+            wanted = f"from {least} to {most}" if most is not None else f"{least} or more"
+            raise argparse.ArgumentTypeError(f"{text}: give a whole number {wanted}")
+        return value
+
+    return parse
+
+
+def add_curve_options(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    parser.add_argument("--curve-client-key", metavar="FILE", default=default,
                         help="this client's CURVE key pair (a .key_secret file)")
-    parser.add_argument("--curve-server-key", metavar="FILE",
+    parser.add_argument("--curve-server-key", metavar="FILE", default=default,
                         help="the node's public CURVE key (a .key file)")
 
 
@@ -109,6 +129,23 @@ def fail(prog: str, message: str, code: int) -> int:
     """Say what went wrong in one line on stderr; returns the exit code."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
+
+
+def quiet_on_closed_pipe(main: Callable[P, int]) -> Callable[P, int]:
+    """A tool whose reader stops reading (``| head -1``) ends quietly with exit 0: the
+    reader has what it wanted, and a traceback would only hide its output."""
+
+    @functools.wraps(main)
+    def run(*args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except BrokenPipeError:
+            # Python flushes stdout again as it exits: let that flush go nowhere.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return ExitCode.OK
+
+    return run
 
 
 def tool_parser(prog: str, description: str) -> argparse.ArgumentParser:

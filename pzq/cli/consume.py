@@ -10,23 +10,27 @@ from pzq.cli.common import (
     endpoint,
     fail,
     positive_seconds,
+    quiet_on_closed_pipe,
     tool_parser,
+    whole_number,
 )
-from pzq.cli.waiting import DeliveryWait
+from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
 from pzq.client import Consumer, GroupConsumer
-from pzq.errors import ConsumeRefused, ExitCode
+from pzq.errors import ConsumeRefused, DecodeError, ExitCode
+from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
 
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
 DEFAULT_CONSUME = "tcp://127.0.0.1:11135"
 
 
+@quiet_on_closed_pipe
 def consume_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-consume", "Print delivered messages and ACK them.")
     parser.add_argument("--dsn", type=endpoint, action="append",
                         help=f"a node's --send-dsn, repeatable (default: {DEFAULT_SEND}); "
                              f"with --group its --consume-dsn (default: {DEFAULT_CONSUME})")
-    parser.add_argument("--count", type=int, default=0, metavar="N",
+    parser.add_argument("--count", type=whole_number(0), default=0, metavar="N",
                         help="stop after N messages; 0 for no limit")
     parser.add_argument("--no-ack", action="store_true", help="print without ACKing")
     parser.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
@@ -45,8 +49,13 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     curve = curve_from(parser, args)
     try:
         consumer = _consumer(args, dsns, curve)
-    except (ConsumeRefused, TimeoutError) as exc:
+    except ConsumeRefused as exc:
         return fail(parser.prog, str(exc), ExitCode.FAILURE)
+    except TimeoutError as exc:
+        return fail(parser.prog, f"{exc}: {_group_states(dsns, curve is not None)}",
+                    ExitCode.FAILURE)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
     with consumer:
         waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve is not None)
         try:
@@ -65,11 +74,22 @@ def _group_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", help="the consumer group, made on first use")
     parser.add_argument("--filter", default="", metavar="TAG",
                         help="a new group's filter: a TAG, or a prefix ending in '*'")
-    parser.add_argument("--start", default=None, metavar="WHERE",
+    parser.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                         help="where a new group starts: earliest (default), latest, or a "
                              "time in µs since the epoch")
-    parser.add_argument("--window", type=int, default=None, metavar="N",
-                        help="most unacked deliveries to this consumer (default 100)")
+    parser.add_argument("--window", type=whole_number(1, wire.MAX_WINDOW), default=None,
+                        metavar="N", help="most unacked deliveries to this consumer, 1 to "
+                                          f"{wire.MAX_WINDOW} (default 100)")
+
+
+def start_position(text: str) -> str:
+    """An argparse type: where a new group starts, as the node reads it."""
+    try:
+        wire.decode_start(text)
+    except DecodeError:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not earliest, latest or a time in µs since the epoch") from None
+    return text
 
 
 def _consumer(args: argparse.Namespace, dsns: list[str],
@@ -77,9 +97,21 @@ def _consumer(args: argparse.Namespace, dsns: list[str],
     if args.group is None:
         return Consumer(dsns, curve=curve)
     start = args.start or "earliest"
+    # Like the deliveries after it, the node's answer is awaited as --timeout or
+    # --idle-timeout say, for ever without them, and the wait says why after a second.
+    notice = Notice("pzq-consume")
     return GroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
                          filter=args.filter, start=int(start) if start.isdigit() else start,
-                         curve=curve)
+                         curve=curve, timeout=args.timeout or args.idle_timeout,
+                         notice=lambda: notice.once(lambda: (
+                             f"waiting for the node to take group {args.group} of topic "
+                             f"{args.topic}: {_group_states(dsns, curve is not None)}")))
+
+
+def _group_states(dsns: list[str], curve: bool) -> str:
+    return "; ".join(endpoint_state(dsn, curve, "no answer yet",
+                                    "no answer yet (the node may have refused this "
+                                    "client's CURVE handshake)") for dsn in dsns)
 
 
 def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:

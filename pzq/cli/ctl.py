@@ -10,10 +10,12 @@ from pathlib import Path
 
 from pzq.cli.common import (
     DEFAULT_MONITOR,
+    add_curve_options,
     curve_from,
     endpoint,
     fail,
     positive_seconds,
+    quiet_on_closed_pipe,
     tool_parser,
 )
 from pzq.client import request_monitor
@@ -23,12 +25,10 @@ from pzq.store.repair import repair
 ACTIONS = ("declare", "remove", "empty")
 
 
+@quiet_on_closed_pipe
 def ctl_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
-    parser.add_argument("--dsn", type=endpoint, default=DEFAULT_MONITOR,
-                        help="the node's --monitor-dsn")
-    parser.add_argument("--timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
-                        help="seconds to wait for the answer")
+    _node_options(parser, DEFAULT_MONITOR, 10.0)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = commands.add_parser("dead", help="list dead letters")
     listing.add_argument("--limit", type=int, default=100, metavar="N",
@@ -38,6 +38,11 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         command.add_argument("key", help="a dead letter's key, or ALL")
     commands.add_parser("pending", help="stored, in-flight and dead counts")
     _topic_commands(commands)
+    for command in commands.choices.values():
+        # The same options after the command (pzq-ctl pending --dsn ...); unset there,
+        # they leave what was given before it.
+        _node_options(command, argparse.SUPPRESS, argparse.SUPPRESS)
+        add_curve_options(command, default=argparse.SUPPRESS)
     repairing = commands.add_parser(
         "repair", help="run LevelDB's repair on a stopped node's store (no --dsn needed)")
     repairing.add_argument("--database", type=Path, default=Path("./pzq-data"),
@@ -47,7 +52,9 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         return _repair(parser.prog, args.database)
     request = _request(args)
     try:
-        reply = request_monitor(args.dsn, request, args.timeout, curve_from(parser, args))
+        reply = request_monitor(args.dsn, request, args.timeout, curve_from(parser, args),
+                                notice=lambda text: print(f"pzq-ctl: {text}", file=sys.stderr,
+                                                          flush=True))
     except EndpointError as exc:
         return fail(parser.prog, str(exc), ExitCode.USAGE)
     except TimeoutError as exc:
@@ -58,6 +65,12 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.FAILURE
     print(text)
     return ExitCode.OK
+
+
+def _node_options(parser: argparse.ArgumentParser, dsn: str, timeout: object) -> None:
+    parser.add_argument("--dsn", type=endpoint, default=dsn, help="the node's --monitor-dsn")
+    parser.add_argument("--timeout", type=positive_seconds, default=timeout, metavar="SECONDS",
+                        help="seconds to wait for the answer")
 
 
 def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -14,10 +14,10 @@ import json
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 
@@ -30,6 +30,7 @@ from pzq.cli.common import (
     endpoint,
     fail,
     positive_seconds,
+    quiet_on_closed_pipe,
 )
 from pzq.cli.topics_table import topics_table
 from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor, taken_over_inflight
@@ -151,7 +152,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", action="store_true", help="exit 0 only when healthy")
     parser.add_argument("--max-pending-acks", type=int, default=10_000, metavar="N",
                         help="--check: more producer ACKs waiting than this is unhealthy")
-    parser.add_argument("--command", metavar="COMMAND",
+    parser.add_argument("--command", metavar="COMMAND", type=monitor_command,
                         help="send this command and print the raw answer")
     parser.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SECONDS",
                         help="seconds to wait for each node")
@@ -159,32 +160,44 @@ def make_argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def monitor_command(text: str) -> str:
+    """An argparse type: a command to send; an empty one would be answered with an error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a command, e.g. MONITOR, STATS or PING")
+    return text
+
+
+@quiet_on_closed_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)
     curve = curve_from(parser, args)
     dsns = args.dsn or [DEFAULT_MONITOR]
-    if args.command:
+    if args.command is not None:
         return raw_command(dsns, args.command, args.timeout, curve)
     if args.check:
         return check(dsns, args, curve)
     if args.watch:
         return watch(dsns, args, curve)
-    answers = fetch_all(dsns, args.timeout, curve)
+    answers = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
     if args.json:
         print(json.dumps(as_json(answers), indent=2, sort_keys=True))
     else:
         if any(answer.up for answer in answers):
-            console().print(table(answers))
-            groups = topics_table(answers)
-            if groups is not None:
-                console().print(groups)
+            console().print(views(answers))
         report_down(answers)
     return EXIT_OK if all(answer.up for answer in answers) else EXIT_NO_ANSWER
 
 
-def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientCurve | None) -> list[StatsAnswer]:
-    return [fetch_stats(dsn, timeout, curve) for dsn in dsns]
+def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientCurve | None,
+              notice: Callable[[str], None] | None = None) -> list[StatsAnswer]:
+    return [fetch_stats(dsn, timeout, curve, notice) for dsn in dsns]
+
+
+def say_waiting(text: str) -> None:
+    """After a second without an answer, what is awaited (not in a live view: it
+    would write across the screen, which shows why in its caption)."""
+    print(f"pzq-monitor: {text}", file=sys.stderr, flush=True)
 
 
 def console() -> Console:
@@ -202,7 +215,7 @@ def raw_command(dsns: list[str], command: str, timeout: float,
                 curve: ClientCurve | None) -> int:
     for dsn in dsns:
         try:
-            reply = request_monitor(dsn, command, timeout, curve)
+            reply = request_monitor(dsn, command, timeout, curve, say_waiting)
         except EndpointError as exc:
             return fail("pzq-monitor", str(exc), EXIT_USAGE)
         except TimeoutError as exc:
@@ -214,7 +227,7 @@ def raw_command(dsns: list[str], command: str, timeout: float,
 
 
 def check(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> int:
-    before = fetch_all(dsns, args.timeout, curve)
+    before = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
     if all(answer.up for answer in before):
         time.sleep(min(args.interval, 1.0))  # two looks, to see failure counts move
     worst = EXIT_OK
@@ -262,7 +275,15 @@ def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | 
     with Live(console=console(), auto_refresh=False,
               screen=args.iterations == 0 and sys.stdout.isatty()) as live:
         for _ in _refreshes(args):
-            answers = fetch_all(dsns, args.timeout, curve)
+            answers = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
             for answer in answers:
                 history[answer.dsn].append(answer.stats["messages"] if answer.stats else 0)
-            live.update(table(answers, history), refresh=True)
+            live.update(views(answers, history), refresh=True)
+
+
+def views(answers: Sequence[StatsAnswer],
+          history: dict[str, deque[float]] | None = None) -> RenderableType:
+    """The node table, and the topics and groups table when a node has a topic."""
+    groups = topics_table(answers)
+    nodes = table(answers, history)
+    return nodes if groups is None else Group(nodes, groups)

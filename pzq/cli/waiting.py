@@ -14,9 +14,9 @@ from typing import TypeVar
 
 from pzq import reach
 from pzq.client import Consumer, Message, Producer, ProducerAck
+from pzq.client.common import NOTICE_AFTER_S
 
 T = TypeVar("T")
-NOTICE_AFTER_S = 1.0  # silence after which a tool says what it waits for
 
 
 class Notice:
@@ -105,12 +105,17 @@ class DeliveryWait:
         return f"nothing answers at {', '.join(self.dsns)} (is the node running?)"
 
     def _state(self, dsn: str) -> str:
-        answers = reach.accepts_connections(dsn)
-        if answers is False:
-            return f"{dsn}: nothing answers there yet (is the node running?)"
-        if answers is None:
-            return f"{dsn}: connecting"
-        if self.curve:
-            return (f"{dsn}: connected, nothing delivered yet (an empty queue, or the node "
-                    "refused this client's CURVE handshake)")
-        return f"{dsn}: connected, nothing to deliver yet"
+        return endpoint_state(dsn, self.curve, "nothing to deliver yet",
+                              "nothing delivered yet (an empty queue, or the node refused "
+                              "this client's CURVE handshake)")
+
+
+def endpoint_state(dsn: str, curve: bool, awaited: str, awaited_with_curve: str) -> str:
+    """What a plain probe finds at ``dsn``, for a tool that waits on it: ``awaited``
+    names what has not come yet (``awaited_with_curve`` when CURVE may be the cause)."""
+    answers = reach.accepts_connections(dsn)
+    if answers is False:
+        return f"{dsn}: nothing answers there yet (is the node running?)"
+    if answers is None:
+        return f"{dsn}: connecting"
+    return f"{dsn}: connected, {awaited_with_curve if curve else awaited}"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
 from pzq.zmqio import Socket
+
+NOTICE_AFTER_S = 1.0  # silence after which a waiting tool says what it waits for
+WaitNotice = Callable[[], None]  # called once a wait has lasted NOTICE_AFTER_S
 
 
 def connect(socket: Socket, dsn: str | Sequence[str], curve: ClientCurve | None) -> None:

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import zmq
 
-from pzq.client.common import connect, remaining_ms
+from pzq.client.common import NOTICE_AFTER_S, WaitNotice, connect, remaining_ms
 from pzq.client.consumer import Consumer, Message
 from pzq.errors import ConsumeRefused, DecodeError
 from pzq.protocol import consume as wire
@@ -38,7 +38,8 @@ class GroupConsumer(Consumer):
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
                  filter: str = "", start: str | int = "earliest",
                  context: Context | None = None, curve: ClientCurve | None = None,
-                 timeout: float = 10.0, declare: bool = False, confirm: bool = False) -> None:
+                 timeout: float | None = 10.0, notice: WaitNotice | None = None,
+                 declare: bool = False, confirm: bool = False) -> None:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 1000)
@@ -59,13 +60,26 @@ class GroupConsumer(Consumer):
         self._last_sent = time.monotonic()
         self._socket.send_multipart(wire.encode_consume(self.subscribe))
         try:
-            self._await_consuming(timeout)
+            self._await_consuming(timeout, notice)
         except BaseException:
             self._socket.close(0)
             raise
 
-    def _await_consuming(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+    def _await_consuming(self, timeout: float | None,
+                         notice: WaitNotice | None) -> None:
+        """Wait ``timeout`` seconds (None: for ever); ``notice`` is called once after
+        NOTICE_AFTER_S without an answer, so a tool can say what it waits for."""
+        waited = 0.0
+        if notice is not None and (timeout is None or timeout > NOTICE_AFTER_S):
+            if self._consuming_within(NOTICE_AFTER_S):
+                return
+            notice()
+            waited = NOTICE_AFTER_S
+        if not self._consuming_within(None if timeout is None else timeout - waited):
+            raise TimeoutError(f"no answer to CONSUME within {timeout:g} s")
+
+    def _consuming_within(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
         while self._socket.poll(remaining_ms(deadline), zmq.POLLIN):
             answer = self._read()
             if answer is None or answer.verb == wire.HEARTBEAT:
@@ -74,8 +88,8 @@ class GroupConsumer(Consumer):
                 raise ConsumeRefused(answer.error)
             if answer.verb == wire.CONSUMING:
                 self.heartbeat_s = answer.heartbeat_ms / 1000
-                return
-        raise TimeoutError(f"no answer to CONSUME within {timeout} s")
+                return True
+        return False
 
     def _read(self) -> wire.NodeMessage | None:
         return self._decoded(self._socket.recv_multipart())

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
 from pzq import reach
+from pzq.client.common import NOTICE_AFTER_S
 from pzq.errors import EndpointError
 from pzq.node import monitor
 from pzq.security import ClientCurve
@@ -16,11 +19,14 @@ from pzq.sockets import dual_stack
 
 
 def request_monitor(dsn: str, command: str, timeout: float = 5.0,
-                    curve: ClientCurve | None = None) -> bytes:
+                    curve: ClientCurve | None = None,
+                    notice: Callable[[str], None] | None = None) -> bytes:
     """The node's answer to ``command``.
 
     Raises EndpointError for an endpoint that cannot be connected to, and TimeoutError,
-    with the likely reason, when nothing answers within ``timeout`` seconds.
+    with the likely reason, when nothing answers within ``timeout`` seconds. After
+    NOTICE_AFTER_S without an answer, ``notice`` (when given) is told, once, what is
+    awaited and why it may not come.
     """
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
@@ -34,13 +40,27 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
             reason = zmq.strerror(exc.errno or 0)
             raise EndpointError(f"cannot connect to {dsn}: {reason}") from None
         socket.send_multipart([b"", command.encode()])
-        if not socket.poll(int(timeout * 1000), zmq.POLLIN):
+        if not _answered(socket, dsn, timeout, curve is not None, notice):
             reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))
             raise TimeoutError(f"no answer from {dsn} within {timeout:g} s: {reason}")
         frames: list[bytes] = socket.recv_multipart()
         return frames[-1]
     finally:
         socket.close()
+
+
+def _answered(socket: zmq.Socket[bytes], dsn: str, timeout: float, curve: bool,
+              notice: Callable[[str], None] | None) -> bool:
+    """Whether an answer came within ``timeout``; says once, on the way, why it is late."""
+    if notice is None or timeout <= NOTICE_AFTER_S:
+        return bool(socket.poll(int(timeout * 1000), zmq.POLLIN))
+    if socket.poll(int(NOTICE_AFTER_S * 1000), zmq.POLLIN):
+        return True
+    started = time.monotonic() - NOTICE_AFTER_S
+    notice(f"no answer yet from {dsn}: {reach.why_silent(dsn, curve)}; "
+           f"waiting up to {timeout:g} s")
+    remaining = timeout - (time.monotonic() - started)
+    return bool(socket.poll(max(0, int(remaining * 1000)), zmq.POLLIN))
 
 
 def monitor_figures(dsn: str, timeout: float = 5.0,
@@ -61,9 +81,10 @@ class StatsAnswer:
         return self.stats is not None
 
 
-def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None) -> StatsAnswer:
+def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None,
+                notice: Callable[[str], None] | None = None) -> StatsAnswer:
     try:
-        reply = request_monitor(dsn, "STATS", timeout, curve)
+        reply = request_monitor(dsn, "STATS", timeout, curve, notice)
     except (TimeoutError, EndpointError) as exc:
         return StatsAnswer(dsn, None, str(exc))
     try:

@@ -116,6 +116,10 @@ class ClusterCore(Participant):
             self._held.pop(peer.endpoint, None)  # a down peer's consumers cannot ack it
             log.warning("peer_down", endpoint=peer.endpoint,
                         node_id=(peer.node_id or b"?").decode())
+        for peer in self.peers.never_reached(now):
+            # Else the only sign is REPLICATION_FAILED in every ACK (a wrong --nodes entry?)
+            log.warning("peer_never_reached", endpoint=peer.endpoint,
+                        seconds_since_start=round(now - self.peers.started))
         self.takeovers.update(now)
         self.flush_removes(now)
         reads = self.own_reads()

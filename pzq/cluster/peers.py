@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+UNREACHED_REPEAT_S = 60.0  # a peer never reached is said again this often, not per ACK
+
 
 @dataclass
 class Peer:
@@ -22,6 +24,7 @@ class Peer:
     last_answer: float | None = None  # monotonic seconds, an answer on our link
     up: bool = False  # alive
     reachable: bool = False
+    unreached_said: float | None = None  # monotonic seconds: last said never reached
 
 
 class PeerTable:
@@ -54,6 +57,17 @@ class PeerTable:
                 peer.up = False
                 gone.append(peer)
         return gone
+
+    def never_reached(self, now: float) -> list[Peer]:
+        """Peers not heard from once since start, when that is worth saying: first as the
+        start's grace ends, then every UNREACHED_REPEAT_S while it stays so."""
+        if self.in_grace(now):
+            return []
+        due = [peer for peer in self.peers.values() if peer.last_heard is None and (
+            peer.unreached_said is None or now - peer.unreached_said >= UNREACHED_REPEAT_S)]
+        for peer in due:
+            peer.unreached_said = now
+        return due
 
     def up_peers(self) -> list[Peer]:
         return [peer for peer in self.peers.values() if peer.up]

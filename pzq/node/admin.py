@@ -47,6 +47,8 @@ class Admin:
                 moved = move(self._select(arguments[0]))
             except (ValueError, DecodeError, StoreError) as exc:
                 return f"ERROR: {exc}".encode()
+            if not moved and arguments[0].upper() != b"ALL":  # one key asked for, and absent
+                return f"ERROR: no dead letter {arguments[0].decode()}".encode()
             return f"{verb.decode().lower()}d: {moved}\n".encode()
         return answer
 

@@ -8,6 +8,7 @@ delivered again later, and the failure is logged once per failing spell.
 
 from __future__ import annotations
 
+from pzq.archive.lock import ArchiveLock
 from pzq.archive.tier import ArchiveTier
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
@@ -22,7 +23,24 @@ log = get_logger("pzq.archive")
 class Archiving(Participant):
     def __init__(self, tier: ArchiveTier) -> None:
         self.tier = tier
+        self.lock = ArchiveLock(tier.archive.directory)
         self._failing = False
+
+    def open(self) -> None:
+        """Take the directory's lock for the node's life, then open the archive (which
+        may cut a torn tail: never one another node is writing)."""
+        self.lock.acquire()
+        try:
+            self.tier.open()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def close(self) -> None:
+        try:
+            self.tier.close()
+        finally:
+            self.lock.release()
 
     def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
               now_us: int) -> bool:

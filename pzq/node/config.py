@@ -236,6 +236,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
             raw = tomllib.load(handle)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (TOML is): byte "
+                          f"{exc.object[exc.start]:#04x} at position {exc.start}") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path} could not be read: {exc}") from None
     values: dict[str, Any] = {}
@@ -371,8 +374,19 @@ def _validate_archive(config: Config) -> None:
 
 def _check_dsn(flag: str, dsn: str | None) -> None:
     """An endpoint, when set (optional endpoints are None when off)."""
-    if dsn is not None and not DSN_PATTERN.match(dsn):
+    if dsn is None:
+        return
+    if not DSN_PATTERN.match(dsn):
         raise ConfigError(f"{flag} {dsn!r} is not a ZeroMQ endpoint such as tcp://*:11131")
+    if dsn.startswith("tcp://") and not _tcp_port_in_range(dsn):
+        raise ConfigError(f"{flag} {dsn!r} needs a port from 1 to 65535, or * for any "
+                          "free port, e.g. tcp://*:11131")
+
+
+def _tcp_port_in_range(dsn: str) -> bool:
+    # ZeroMQ takes a port modulo 65536 (99999 binds 34463): check it before it wraps.
+    port = dsn.rpartition(":")[2]
+    return port == "*" or (port.isdigit() and 0 < int(port) < 65536)
 
 
 def as_dict(config: Config) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pzq.node.run import StopRequest, run
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import NodeCurve, load_node_curve
+from pzq.store.directory import refuse_other_content
 from pzq.store.store import Store
 
 
@@ -81,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logs.get_logger("pzq")
     try:
         curve = node_curve(config)
+        refuse_other_content(Path(config.database))
         store = Store.open(config.database, hard_sync=config.hard_sync)
     except PzqError as exc:
         return _failed(exc)

@@ -37,7 +37,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
     authenticator = scheduler = endpoints = None
     try:
         if node.archiving is not None:
-            node.archiving.tier.open()
+            node.archiving.open()
         if curve is not None:
             authenticator = start_authenticator(context, curve)
         endpoints = open_endpoints(context, config, curve, node.cluster, Now.read().mono)
@@ -55,7 +55,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
             authenticator.stop()
         context.term()
         if node.archiving is not None:
-            node.archiving.tier.close()
+            node.archiving.close()
 
 
 def serve(device: Device, stop: StopRequest) -> None:

@@ -103,6 +103,7 @@ class TopicAdmin:
         else:
             _count(names, 2, "DECLARE GROUP topic group [start=...] [filter=...]")
             topic = self._topic(names[0])
+            _same_filter(topic, names[1], options.get("filter"))
             reply = self._declare_group(batch, topic, names[1], options)
         _no_more(options)
         self.store.commit(batch)
@@ -344,6 +345,16 @@ class TopicAdmin:
             known = ", ".join(sorted(topic.groups)) or "none"
             raise ValueError(f"no group {name[:60]!r} in topic {topic.name} (groups: {known})")
         return group
+
+
+def _same_filter(topic: Topic, name: str, given: str | None) -> None:
+    """A declare of a group that exists, naming another filter than the group's, is
+    refused rather than answered "exists already" with the filter ignored."""
+    group = topic.groups.get(name)
+    if group is not None and given is not None and given != group.filter:
+        held = f"the filter {group.filter}" if group.filter else "no filter"
+        raise ValueError(f"group {name} of topic {topic.name} exists with {held}, "
+                         f"not {given}; remove the group to declare it anew")
 
 
 def _parse(arguments: list[bytes], verb: bytes) -> tuple[str, list[str], dict[str, str]]:

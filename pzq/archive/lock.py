@@ -1,0 +1,51 @@
+"""One node per archive directory: a lock file held for the node's life.
+
+Two nodes appending to one topic log would interleave their offsets and break the
+index's order, so the second node is refused, as LevelDB refuses a second opener of
+a store. The lock is an ``flock`` on ``.lock`` in the directory: the kernel releases it
+when the holder exits, even by SIGKILL, so a crash never leaves a stale lock. Its name
+starts with '.', which no topic name may, so the archive never takes it for a topic.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from pzq.errors import ArchiveError
+
+LOCK_NAME = ".lock"
+
+
+class ArchiveLock:
+    """The exclusive right to write an archive directory, until ``release``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock; ArchiveError naming the cause when it cannot be taken."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ArchiveError(f"cannot create archive directory {self.directory}: "
+                               f"{exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ArchiveError(f"archive directory {self.directory} is in use by another "
+                               f"node (its lock {LOCK_NAME} is held)") from None
+        except OSError as exc:
+            os.close(fd)
+            raise ArchiveError(f"cannot lock archive directory {self.directory}: "
+                               f"{exc.strerror}") from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor drops the flock
+            self._fd = None

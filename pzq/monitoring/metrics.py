@@ -35,6 +35,10 @@ GAUGES = (
     ("pzq_pending_producer_acks", "pending_producer_acks", "Producer ACKs waiting for room."),
     ("pzq_replicas_held", "replicas_held", "Copies of other nodes' messages held here."),
     ("pzq_uptime_seconds", "uptime_seconds", "Seconds since the node started."),
+    ("pzq_store_sync_age_seconds", "store_sync_age_s",
+     "Seconds since the store's log was last fsync'd."),
+    ("pzq_store_unsynced_seconds", "store_unsynced_s",
+     "Age of the oldest store write not yet fsync'd: what a power cut would lose (0: none)."),
 )
 COUNTERS = (
     ("pzq_received", "received", "Producer messages received."),
@@ -49,6 +53,7 @@ COUNTERS = (
      "Deliveries pushed out of the in-flight table by --inflight-size (delivered again)."),
     ("pzq_dead_lettered", "dead_lettered", "Messages moved to the dead letters."),
     ("pzq_store_batches", "syncs", "Store batches written."),
+    ("pzq_store_log_syncs", "log_syncs", "Store batches written with an fsync of the log."),
     ("pzq_store_failures", "store_failures", "Producer messages refused by a failed write."),
     ("pzq_replication_failures", "replication_failures", "ACKs sent with REPLICATION_FAILED."),
     ("pzq_cluster_rejected", "cluster_rejected", "Cluster frames refused from strangers."),

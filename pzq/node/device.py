@@ -9,6 +9,8 @@ much as the consumers will take and the window allows; answer the monitor.
 
 from __future__ import annotations
 
+import math
+
 import zmq
 
 from pzq.cluster.replication import PendingAck
@@ -97,8 +99,12 @@ class Device:
             poller.register(self.consume.events, POLLIN)
 
     def poll_timeout_ms(self, now: Now) -> int | None:
-        """Wake for ACKs to retry and for replication deadlines; else only on events."""
+        """Wake for ACKs to retry, for replication deadlines and for the store's timed
+        sync; else only on events."""
         timeouts = [RETRY_MS] if self.producer_acks else []
+        sync_wait = self.node.store.sync_wait_s()
+        if sync_wait is not None:  # --sync-interval: the log's fsync is due then
+            timeouts.append(math.ceil(sync_wait * 1000))
         if self.node.topics.backfill_due():
             timeouts.append(0)
         deadline = self.node.cluster.next_deadline() if self.node.cluster else None
@@ -114,6 +120,7 @@ class Device:
     def wake(self, events: Events, now: Now) -> None:
         if self.waker.fileno() in events:
             self._on_ticks(self.waker.drain(), now)
+        self.node.store.wake_at(now.mono)
         batch = self.node.store.begin()
         accepted = self._take(events, batch, now)
         self._commit(batch, accepted, now)

@@ -81,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logs.get_logger("pzq")
     try:
         curve = node_curve(config)
-        store = Store.open(config.database, hard_sync=config.hard_sync)
+        store = Store.open(config.database, hard_sync=config.hard_sync,
+                           sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
     except PzqError as exc:
         return _failed(exc)
     waker = Waker()

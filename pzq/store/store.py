@@ -1,7 +1,8 @@
 """This node's LevelDB store: own messages, group-committed batches, the cursor.
 
 Everything one wake of the loop changes goes into one Batch and is committed with
-one write (``sync=True`` under --hard-sync: one fsync per batch). The sequence
+one write (``sync=True`` under --hard-sync: one fsync per batch; otherwise the
+first batch once --sync-interval has passed, see pzq.store.log_sync). The sequence
 high-water mark and the message counters ride along in every batch, so they are
 exactly as durable as the messages they count and the monitor never scans.
 
@@ -23,6 +24,7 @@ import plyvel
 
 from pzq.errors import PzqError, StoreDamaged, StoreError, StoreUnrecoverable
 from pzq.store import keyspace
+from pzq.store.log_sync import LogSync
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 # A larger memtable than LevelDB's 4 MiB means fewer level-0 files, so fewer
@@ -52,9 +54,10 @@ class Participant:
 class Batch:
     """The changes of one wake: puts and deletes plus the counter deltas they imply."""
 
-    def __init__(self, store: Store, raw: plyvel.WriteBatch) -> None:
+    def __init__(self, store: Store, raw: plyvel.WriteBatch, sync: bool) -> None:
         self._store = store
         self._batch = raw
+        self.sync = sync  # written with an fsync of the log
         self.message_delta = 0
         self.byte_delta = 0
         self.dead_delta = 0
@@ -114,19 +117,25 @@ class Batch:
 
 
 class Store:
-    def __init__(self, db: plyvel.DB, path: Path, hard_sync: bool) -> None:
+    def __init__(self, db: plyvel.DB, path: Path, hard_sync: bool,
+                 sync_interval_s: float = 0.0, now: float = 0.0) -> None:
         self._db = db
         self._participants: list[Participant] = []
         self.path = path
         self.hard_sync = hard_sync
+        self.log_sync = LogSync(hard_sync, sync_interval_s, now)
+        self._now = now  # the time of this wake (monotonic seconds), see wake_at
         self.node_id = self._load_node_id()
         self.next_seq = self._load_next_seq()
         self.messages, self.bytes, self.dead_letters = self._load_counters()
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
+        self.log_syncs = 0  # batches written with an fsync of the log
         self._torn_log = False  # a write failed: reopen before the next one (see _recover)
 
     @classmethod
-    def open(cls, path: str | Path, hard_sync: bool = False) -> Store:
+    def open(cls, path: str | Path, hard_sync: bool = False, sync_interval_s: float = 0.0,
+             now: float = 0.0) -> Store:
+        """``now``: monotonic seconds, the clock of ``wake_at``."""
         path = Path(path)
         _refuse_files_in_the_way(path)
         try:
@@ -148,22 +157,40 @@ class Store:
                              f"{_REPAIR_HINT.format(path=path)}") from None
         except plyvel.Error as exc:
             raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
-        return cls(db, path, hard_sync)
+        return cls(db, path, hard_sync, sync_interval_s, now)
 
     def close(self) -> None:
-        if not self._db.closed:
-            self._db.close()
+        """Sync what is not yet on disk (a stopped node loses nothing to a power cut
+        after it), then close."""
+        if self._db.closed:
+            return
+        if self.log_sync.unsynced_since is not None and not self._torn_log:
+            try:
+                self._db.write_batch(sync=True).write()  # an empty record, fsync'd
+            except plyvel.Error:
+                pass  # the failure was reported by the write that tore the log
+        self._db.close()
 
     # -- batches -----------------------------------------------------------
 
     def register(self, participant: Participant) -> None:
         self._participants.append(participant)
 
+    def wake_at(self, now: float) -> None:
+        """The time of the loop's wake (monotonic seconds): batches begun from now on
+        are synced once --sync-interval has passed."""
+        self._now = now
+
+    def sync_wait_s(self) -> float | None:
+        """Seconds until the log must be synced (the loop wakes for it); None: never."""
+        return self.log_sync.wait_s(self._now)
+
     def begin(self) -> Batch:
         """A new batch, holding what the participants left to write."""
         if self._torn_log:
             self._recover()
-        batch = Batch(self, self._db.write_batch(sync=self.hard_sync))
+        sync = self.log_sync.due(self._now)
+        batch = Batch(self, self._db.write_batch(sync=sync), sync)
         for participant in self._participants:
             participant.prepare(batch)
         return batch
@@ -176,14 +203,16 @@ class Store:
     def commit(self, batch: Batch) -> None:
         """Write the batch with the metadata that must move with it, then tell the
         participants. Under --hard-sync one fsync per batch. A batch with nothing in
-        it is not written. On failure (StoreError, or a participant's PzqError before
-        the write) nothing of the batch is applied, and the sequence numbers it took
-        are skipped (keys need only be unique and increasing, not dense).
+        it is not written, unless it is due to sync earlier writes. On failure
+        (StoreError, or a participant's PzqError before the write) nothing of the
+        batch is applied, and the sequence numbers it took are skipped (keys need
+        only be unique and increasing, not dense).
         """
         try:
-            if batch.operations:
+            if batch.operations or (batch.sync and self.log_sync.unsynced_since is not None):
                 self._write(batch)
         except PzqError:
+            self.log_sync.failed(self._now)
             for participant in self._participants:
                 participant.failed()
             raise
@@ -205,6 +234,8 @@ class Store:
             raise StoreError(f"store write failed: {leveldb_reason(exc)}") from None
         self.messages, self.bytes, self.dead_letters = messages, stored_bytes, dead
         self.syncs += 1
+        self.log_syncs += int(batch.sync)
+        self.log_sync.written(batch.sync, self._now)
 
     def _recover(self) -> None:
         """Reopen LevelDB after a failed write, before the next batch.
@@ -226,6 +257,7 @@ class Store:
             raise StoreUnrecoverable(f"cannot reopen the store after a failed write: "
                                      f"{leveldb_reason(exc)}") from None
         self._torn_log = False
+        self.log_sync.written(True, self._now)  # reopening put the replayed log in a table
 
     def _room_to_recover(self) -> int:
         return sum(log.stat().st_size for log in self.path.glob("*.log")) + RECOVERY_MARGIN

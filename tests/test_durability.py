@@ -4,11 +4,23 @@ node tests poll its figures with a deadline."""
 
 from __future__ import annotations
 
-import pytest
-from harness import run_pzq
+import dataclasses
+from pathlib import Path
 
+import pytest
+from harness import produce_and_consume, run_pzq, wait_until
+
+from pzq import fsync
+from pzq.archive import topiclog
+from pzq.archive.entry import ArchivedMessage
+from pzq.archive.tier import ArchiveSettings, ArchiveTier
+from pzq.archive.topiclog import TopicLog, list_segments
+from pzq.archive.writer import Archive
 from pzq.client import Producer
 from pzq.errors import ExitCode
+from pzq.node.archiving import Archiving
+from pzq.store import record
+from pzq.store import store as store_module
 from pzq.store.log_sync import LogSync
 from pzq.store.store import Store
 
@@ -127,3 +139,169 @@ def test_a_bad_sync_interval_in_the_config_file_is_exit_2(tmp_path, content, mes
     assert result.returncode == ExitCode.USAGE
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0]
+
+
+# -- the archive: --flush-interval and rolls ----------------------------------------------
+
+def archived(n: int, size: int = 10) -> ArchivedMessage:
+    return ArchivedMessage(b"00000000-%016x" % n, b"m%d" % n, "orders", 1, 2, 3, 1, "00000000",
+                           (b"x" * size,))
+
+
+def test_the_archive_fsyncs_a_record_at_most_the_flush_interval_after_its_append(tmp_path):
+    archive = Archive(tmp_path / "a", flush_messages=3, flush_interval_ms=1000)
+    archive.open(0.0)
+    assert archive.flush_wait_s(0.0) is None  # nothing to flush: no wake
+    for now in (0.5, 0.8, 0.9):
+        archive.append(archived(int(now * 10)), now)  # the third is fsync'd by count
+    archive.append(archived(9), 0.95)
+    assert archive.unsynced_s(1.5) == pytest.approx(0.55)
+    # The loop wakes when told to (its poll timeout) until nothing waits: the record
+    # appended at 0.95 is fsync'd at 1.95 (a timer every interval, counted from the
+    # last fsync at 0.9, would have fsync'd it at 2.0 at the earliest).
+    now, wakes = 0.95, []
+    while (wait := archive.flush_wait_s(now)) is not None and len(wakes) < 5:
+        now += wait
+        assert archive.topics()["orders"].flushed_offset < archive.topics()["orders"].last_offset
+        archive.tick(now)
+        wakes.append(now)
+    assert wakes[-1] == pytest.approx(1.95)
+    info = archive.topics()["orders"]
+    assert info.flushed_offset == info.last_offset
+    assert archive.unsynced_s(now) == 0
+    assert archive.fsync_age_s(2.5) == pytest.approx(0.55)
+    archive.close(3.0)
+
+
+def test_each_topic_is_fsynced_by_its_own_oldest_record(tmp_path):
+    archive = Archive(tmp_path / "a", flush_interval_ms=1000)
+    archive.open(0.0)
+    archive.append(archived(1), 0.0)
+    archive.append(dataclasses.replace(archived(2), topic="clicks"), 0.6)
+    archive.tick(1.0)
+    topics = archive.topics()
+    assert topics["orders"].flushed_offset == topics["orders"].last_offset
+    assert topics["clicks"].flushed_offset == 0
+    assert archive.flush_wait_s(1.0) == pytest.approx(0.6)  # clicks' record came at 0.6
+    archive.tick(1.6)
+    assert archive.unsynced_s(1.6) == 0
+    archive.close(2.0)
+
+
+def test_a_roll_fsyncs_the_old_segment_and_the_new_name(tmp_path, monkeypatch):
+    synced_directories = spy_directory_syncs(monkeypatch, topiclog)
+    log = TopicLog(tmp_path / "t", segment_size=100, flush_messages=1000, flush_interval_s=1)
+    log.open(now=0)
+    synced_directories.clear()
+    offsets = [log.append(archived(i).frames(), now=0) for i in range(4)]
+    segments = list_segments(tmp_path / "t")
+    assert len(segments) > 1, "the records should have rolled the log"
+    assert log.flushed_offset == segments[-1].start  # the old segments, whole
+    assert synced_directories == [tmp_path / "t"] * (len(segments) - 1)
+    assert log.unsynced_since == 0  # the records of the new segment wait for the timer
+    log.close(now=0)
+    assert offsets[-1] >= segments[-1].start
+
+
+def spy_directory_syncs(monkeypatch, module) -> list[Path]:
+    """The directories ``module`` fsyncs, each fsync still done for real."""
+    synced: list[Path] = []
+    real = fsync.sync_directory
+
+    def sync_directory(directory: Path) -> None:
+        synced.append(Path(directory))
+        real(directory)
+
+    monkeypatch.setattr(module, "sync_directory", sync_directory)
+    return synced
+
+
+def test_new_topic_and_archive_directories_are_fsynced_in_their_parents(tmp_path,
+                                                                        monkeypatch):
+    synced = spy_directory_syncs(monkeypatch, fsync)
+    archive = Archive(tmp_path / "new" / "archive")
+    archive.open(0.0)
+    archive.append(archived(1), 0.0)
+    archive.close(1.0)
+    assert tmp_path in synced and tmp_path / "new" in synced  # "new", then "archive"
+    assert tmp_path / "new" / "archive" in synced  # the topic directory "orders"
+
+
+def test_a_raw_topics_marker_is_fsynced_in_its_directory(tmp_path, monkeypatch):
+    synced = spy_directory_syncs(monkeypatch, topiclog)
+    archive = Archive(tmp_path / "a")
+    archive.open(0.0)
+    archive.append_raw("clicks", [[b"payload"]], 0.0)
+    assert synced.count(tmp_path / "a" / "clicks") == 2  # the first segment, the marker
+    archive.close(1.0)
+
+
+def test_the_archive_node_reports_its_fsync_ages(start_node, context, tmp_path):
+    node = start_node("--archive-dir", str(tmp_path / "archive"), "--flush-interval", "300",
+                      "--ack-timeout", "60s")
+    produce_and_consume(node, context, 3)
+    stats = node.wait_stats(
+        lambda s: s["archive"]["archived"] == 3 and s["archive"]["unsynced_s"] == 0,
+        message="the archived messages fsync'd by the flush timer")
+    for topic in ("even", "odd"):
+        info = stats["archive"]["topics"][topic]
+        assert info["flushed_offset"] == info["last_offset"] > 0
+    assert 0 <= stats["archive"]["fsync_age_s"] < 10
+
+
+# -- LevelDB's directory ----------------------------------------------------------------------
+
+def test_a_new_leveldb_log_is_fsynced_in_its_directory(tmp_path, monkeypatch):
+    synced = spy_directory_syncs(monkeypatch, store_module)
+    store = Store.open(tmp_path / "db", hard_sync=True)
+    logs_before = set((tmp_path / "db").glob("*.log"))
+
+    def write(size: int) -> None:
+        batch = store.begin()
+        batch.add_message(b"v" * size)
+        store.commit(batch)
+
+    write(10)
+    assert synced == [tmp_path / "db"]  # the first synced write: the names LevelDB made
+
+    def no_directory_fsync() -> bool:
+        before = len(synced)
+        write(10)
+        return len(synced) == before
+
+    # Nothing new in the directory: one stat, no fsync (once the last change is older
+    # than the kernel's coarse clock could hide).
+    wait_until(no_directory_fsync, 5, message="a synced write without a directory fsync")
+    synced.clear()
+    # A value larger than LevelDB's write buffer fills it: the next write starts a new
+    # log, whose name LevelDB leaves to its next MANIFEST write.
+    write(store_module.WRITE_BUFFER + 1)
+    write(10)
+    assert set((tmp_path / "db").glob("*.log")) != logs_before
+    assert synced, "the new log's name was not fsync'd"
+    store.close()
+
+
+def test_the_stores_timed_sync_fsyncs_the_archive_first(tmp_path):
+    """A message's delete must not reach the disk before its archive record does."""
+    store = Store.open(tmp_path / "db", sync_interval_s=1.0, now=0.0)
+    tier = ArchiveTier(ArchiveSettings(tmp_path / "archive", 10**6, 10_000, 60_000, 168,
+                                       "default", hard_sync=False))
+    tier.open()
+    store.register(Archiving(tier))
+    store.wake_at(0.0)
+    batch = store.begin()
+    seq = batch.add_message(b"v")
+    store.commit(batch)
+    store.wake_at(0.5)
+    batch = store.begin()
+    tier.append(b"00000000-%016x" % seq, record.encode(b"m", (), (b"body",), 1), 2, 1, 3,
+                "00000000")
+    batch.delete_message(seq, 1)
+    store.commit(batch)  # not a synced batch: the archive waits for its own timer
+    assert tier.archive.unsynced()
+    store.wake_at(1.0)
+    store.commit(store.begin())  # the timed sync, with the delete in it
+    assert store.log_syncs == 1 and not tier.archive.unsynced()
+    tier.close()
+    store.close()

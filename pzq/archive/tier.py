@@ -73,14 +73,21 @@ class ArchiveTier:
                 break  # a ZPER producers' topic holds their frames only (pzq.archive.raw)
         return self.default_topic
 
-    def before_commit(self) -> None:
-        """Under --hard-sync the archive reaches the disk before the store deletes."""
-        if self.hard_sync and self._dirty:
+    def before_commit(self, store_syncs: bool = False) -> None:
+        """The archive reaches the disk before the store's deletes do: under
+        --hard-sync before every batch, otherwise before a batch that fsyncs the
+        store's log (``store_syncs``)."""
+        if (self.hard_sync and self._dirty) or (store_syncs and self.archive.unsynced()):
             self.archive.sync(time.time())
         self._dirty = False
 
-    def tick(self) -> None:
-        self.archive.tick(time.time())
+    def flush_wait_s(self, now: float) -> float | None:
+        """Seconds until --flush-interval is up for the oldest unsynced record."""
+        return self.archive.flush_wait_s(now)
+
+    def flush(self, now: float) -> None:
+        """fsync what has waited --flush-interval (``now``: seconds since the epoch)."""
+        self.archive.tick(now)
 
     def apply_retention(self) -> int:
         return self.archive.apply_retention(time.time())
@@ -93,8 +100,11 @@ class ArchiveTier:
             except zmq.ZMQError:
                 pass  # the reader is gone or not reading
 
-    def snapshot(self) -> dict[str, object]:
+    def snapshot(self, now: float) -> dict[str, object]:
+        """``now``: seconds since the epoch, for the ages of the fsyncs."""
         return {"archived": self.archived, "failures": self.failures,
+                "fsync_age_s": round(self.archive.fsync_age_s(now), 3),
+                "unsynced_s": round(self.archive.unsynced_s(now), 3),
                 "topics": {topic: {"start_offset": info.start_offset,
                                    "last_offset": info.last_offset,
                                    "flushed_offset": info.flushed_offset, "bytes": info.bytes,

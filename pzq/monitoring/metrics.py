@@ -62,6 +62,11 @@ ARCHIVE_COUNTERS = (
     ("pzq_archived", "archived", "Messages appended to the archive."),
     ("pzq_archive_failures", "failures", "Archive appends that failed."),
 )
+ARCHIVE_GAUGES = (
+    ("pzq_archive_fsync_age_seconds", "fsync_age_s", "Seconds since the archive's last fsync."),
+    ("pzq_archive_unsynced_seconds", "unsynced_s",
+     "Age of the oldest archive record not yet fsync'd: what a power cut would lose (0: none)."),
+)
 ACK_OUTCOMES = ("acked", "nacked")  # a consumer ACK removed the message, or gave it back
 
 
@@ -98,12 +103,15 @@ class PzqCollector:
                 yield metric
 
     def _archive(self, live: list[StatsAnswer]) -> Iterator[Metric]:
-        for name, key, documentation in ARCHIVE_COUNTERS:
-            metric = CounterMetricFamily(name, documentation, labels=LABELS)
-            for answer in live:
-                archive = _stats(answer).get("archive") or {}
-                metric.add_metric(self._labels(answer), float(archive.get(key, 0)))
-            yield metric
+        for family, table in ((CounterMetricFamily, ARCHIVE_COUNTERS),
+                              (GaugeMetricFamily, ARCHIVE_GAUGES)):
+            for name, key, documentation in table:
+                metric = family(name, documentation, labels=LABELS)
+                for answer in live:
+                    archive = _stats(answer).get("archive") or {}
+                    if archive or family is CounterMetricFamily:  # ages: nodes with an archive
+                        metric.add_metric(self._labels(answer), float(archive.get(key, 0)))
+                yield metric
 
     def _labelled(self, live: list[StatsAnswer]) -> Iterator[Metric]:
         acks = CounterMetricFamily("pzq_acks", "Consumer ACKs: acked (removed) or nacked "

@@ -30,7 +30,7 @@ from pzq.node.state import NodeState
 from pzq.node.topic_admin import TopicAdmin
 from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
-from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
+from pzq.node.waker import HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
 from pzq.node.zper import ZperBroker
 from pzq.protocol.frames import REPLICATION_FAILED
 from pzq.store.store import Batch
@@ -77,7 +77,7 @@ class Device:
         now = Now.read()
         mono = now.mono
         figures = node_figures(self.node, len(self.producer_acks),
-                               self.endpoints.consumers.connected, mono)
+                               self.endpoints.consumers.connected, mono, now.wall_us / 1e6)
         if self.zper is not None:
             figures["zper"] = self.zper.snapshot(mono)
         figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
@@ -102,9 +102,8 @@ class Device:
         """Wake for ACKs to retry, for replication deadlines and for the store's timed
         sync; else only on events."""
         timeouts = [RETRY_MS] if self.producer_acks else []
-        sync_wait = self.node.store.sync_wait_s()
-        if sync_wait is not None:  # --sync-interval: the log's fsync is due then
-            timeouts.append(math.ceil(sync_wait * 1000))
+        for wait in self._disk_waits(now):  # timed fsyncs: the store's log, the archive
+            timeouts.append(math.ceil(wait * 1000))
         if self.node.topics.backfill_due():
             timeouts.append(0)
         deadline = self.node.cluster.next_deadline() if self.node.cluster else None
@@ -114,6 +113,12 @@ class Device:
         if consume is not None:
             timeouts.append(consume)
         return min(timeouts) if timeouts else None
+
+    def _disk_waits(self, now: Now) -> list[float]:
+        archiving = self.node.archiving
+        waits = [self.node.store.sync_wait_s(),
+                 archiving.tier.flush_wait_s(now.wall_us / 1e6) if archiving else None]
+        return [wait for wait in waits if wait is not None]
 
     # -- one wake ----------------------------------------------------------------
 
@@ -127,6 +132,8 @@ class Device:
         if self.node.topics.backfill_due():
             self.node.topics.backfill()  # a chunk a wake: a new group's older messages
         self._send_out(events, now)
+        if self.node.archiving is not None:
+            self.node.archiving.flush(now.wall_us / 1e6)  # before ZPER tells what is durable
         self._answer(events, now)
 
     def _take(self, events: Events, batch: Batch, now: Now) -> list[Accepted]:
@@ -188,8 +195,8 @@ class Device:
                 self.consume.reap(now.wall_us)
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
             self.endpoints.cluster.heartbeat(now.mono)
-        if self.node.archiving is not None:
-            self.node.archiving.tick(ARCHIVE_FLUSH in reasons, RETENTION in reasons)
+        if self.node.archiving is not None and RETENTION in reasons:
+            self.node.archiving.apply_retention()
         if self.zper is not None and RELAY_POLL in reasons:
             self.zper.relay_due = True
 

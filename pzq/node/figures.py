@@ -8,7 +8,7 @@ from pzq.node.state import NodeState
 
 
 def node_figures(node: NodeState, pending_producer_acks: int, consumers_connected: int,
-                 mono: float) -> dict[str, object]:
+                 mono: float, wall_s: float) -> dict[str, object]:
     store, counters = node.store, node.counters
     inflight, ready = node.delivery.inflight, node.delivery.ready
     return {
@@ -42,5 +42,5 @@ def node_figures(node: NodeState, pending_producer_acks: int, consumers_connecte
         "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
                           "replication_failed": counters.acks_replication_failed},
         **(node.cluster.snapshot(mono) if node.cluster else NO_CLUSTER),
-        "archive": node.archiving.tier.snapshot() if node.archiving else {},
+        "archive": node.archiving.tier.snapshot(wall_s) if node.archiving else {},
     }

@@ -17,12 +17,15 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import plyvel
 
 from pzq.errors import PzqError, StoreDamaged, StoreError, StoreUnrecoverable
+from pzq.fsync import make_directories, sync_directory
+from pzq.logs import get_logger
 from pzq.store import keyspace
 from pzq.store.log_sync import LogSync
 
@@ -31,6 +34,11 @@ COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 # compactions and write stalls while a large backlog builds up.
 WRITE_BUFFER = 32 * 1024 * 1024
 RECOVERY_MARGIN = 256 * 1024  # bytes free beyond the log's size, to reopen after a failure
+# A directory's mtime comes from the kernel's coarse clock, up to a tick behind the
+# real time: a change this close to the last directory fsync may have followed it.
+COARSE_CLOCK_NS = 20_000_000
+
+log = get_logger("pzq.store")
 
 
 class Participant:
@@ -131,6 +139,8 @@ class Store:
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
         self.log_syncs = 0  # batches written with an fsync of the log
         self._torn_log = False  # a write failed: reopen before the next one (see _recover)
+        self._directory_synced_ns = 0  # wall clock when the last directory fsync began
+        self._directory_sync_failing = False
 
     @classmethod
     def open(cls, path: str | Path, hard_sync: bool = False, sync_interval_s: float = 0.0,
@@ -139,7 +149,7 @@ class Store:
         path = Path(path)
         _refuse_files_in_the_way(path)
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            make_directories(path)
         except OSError as exc:
             raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from None
         if not os.access(path, os.W_OK | os.X_OK):
@@ -236,6 +246,27 @@ class Store:
         self.syncs += 1
         self.log_syncs += int(batch.sync)
         self.log_sync.written(batch.sync, self._now)
+        if batch.sync:
+            self._sync_directory_if_changed()
+
+    def _sync_directory_if_changed(self) -> None:
+        """LevelDB fsyncs its directory only with its MANIFEST, so the name of a new
+        log (made when the write buffer fills) is not durable until its memtable is
+        written as a table, and synced writes to that log would vanish with the name
+        in a power cut. After a synced write, fsync the directory if it changed since
+        the last time (one stat otherwise)."""
+        started = time.time_ns()
+        try:
+            if os.stat(self.path).st_mtime_ns < self._directory_synced_ns - COARSE_CLOCK_NS:
+                return
+            sync_directory(self.path)
+        except OSError as exc:  # the data is synced; only new names wait for the next try
+            if not self._directory_sync_failing:
+                self._directory_sync_failing = True
+                log.error("store_directory_sync_failed", error=str(exc))
+            return
+        self._directory_synced_ns = started
+        self._directory_sync_failing = False
 
     def _recover(self) -> None:
         """Reopen LevelDB after a failed write, before the next batch.

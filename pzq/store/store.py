@@ -406,8 +406,18 @@ _REPAIR_HINT = ("with the node stopped, pzq-ctl repair --database {path} brings 
 
 
 def _open_leveldb(path: Path) -> plyvel.DB:
-    return plyvel.DB(str(path), create_if_missing=True, write_buffer_size=WRITE_BUFFER,
-                     paranoid_checks=True)
+    """Open, then fsync the directory: an open writes a new MANIFEST and points CURRENT
+    at it by a rename that LevelDB leaves to a later directory fsync, and the
+    LevelDB plyvel ships (1.22) does not fsync a new database's first MANIFEST at
+    all, so a power cut before that fsync left a database that did not open."""
+    db = plyvel.DB(str(path), create_if_missing=True, write_buffer_size=WRITE_BUFFER,
+                   paranoid_checks=True)
+    try:
+        sync_directory(path)
+    except OSError as exc:
+        db.close()
+        raise StoreError(f"cannot fsync database directory {path}: {exc.strerror}") from None
+    return db
 
 
 def read_everything(db: plyvel.DB) -> None:

@@ -8,6 +8,7 @@ power, restarts it on what is left and drains it; see tests/power_loss.py.
 
     scripts/power_loss.py                          # 20 rounds per mode
     scripts/power_loss.py --rounds 5 --mode hard-sync --mode 1s
+    scripts/power_loss.py --mode 1s --sizes 16384 65536   # LevelDB's logs switch
 
 A mode is ``hard-sync`` or a --sync-interval (``1s``, ``250ms``, ``0``). Exit 1
 when --hard-sync lost an ACKed message or a timed mode lost one ACKed more than
@@ -28,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from power_cut import PowerCut, unavailable  # noqa: E402
-from power_loss import Round, node_args, run_round  # noqa: E402
+from power_loss import SIZES, Round, node_args, run_round  # noqa: E402
 
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.bench.options import positive  # noqa: E402
@@ -81,6 +82,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         metavar=("FROM", "TO"), help="seconds of load before each cut")
     parser.add_argument("--margin", type=positive(float), default=0.8,
                         help="seconds beyond the interval a lost ACK may be old")
+    parser.add_argument("--sizes", type=positive(int), nargs=2, default=SIZES,
+                        metavar=("FROM", "TO"), help="message bodies, bytes")
     parser.add_argument("--seed", type=int, default=None)
     return parser.parse_args(argv)
 
@@ -98,7 +101,7 @@ def run_mode(name: str, args: argparse.Namespace, rng: random.Random,
         try:
             for number in range(1, args.rounds + 1):
                 result = run_round(node, power, archive, rng.uniform(*args.load), rng,
-                                   context)
+                                   context, tuple(args.sizes))
                 totals.add(result)
                 print(f"{name} round {number}: {result}", flush=True)
         finally:

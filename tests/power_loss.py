@@ -27,6 +27,9 @@ WINDOW = 100
 # whose older messages a loss without a bound in time would take too.
 CONSUME_EVERY = 2
 SIZES = (200, 4096)  # message bodies from/to, bytes
+# Bodies large enough to fill LevelDB's 32 MiB write buffer within a round, so
+# the cut can fall while a new log takes writes and the old one is not compacted.
+LARGE = (16_384, 65_536)
 DRAIN_TIMEOUT_S = 60.0
 
 
@@ -44,10 +47,11 @@ def node_args(archive: Path, hard_sync: bool, sync_interval: str) -> list[str]:
 
 
 def run_round(node: NodeProcess, power: PowerCut, archive: Path, load_s: float,
-              rng: random.Random, context: Context) -> Round:
+              rng: random.Random, context: Context,
+              sizes: tuple[int, int] = SIZES) -> Round:
     """One round on a running node: load, kill and cut, restart, drain. The node
     runs again at the end."""
-    acked_at, cut_at = _load_until_cut(node, power, load_s, rng, context)
+    acked_at, cut_at = _load_until_cut(node, power, load_s, rng, context, sizes)
     power.start()
     node.restart()
     delivered = _drain(node, context)
@@ -59,7 +63,7 @@ def run_round(node: NodeProcess, power: PowerCut, archive: Path, load_s: float,
 
 
 def _load_until_cut(node: NodeProcess, power: PowerCut, load_s: float, rng: random.Random,
-                    context: Context) -> tuple[dict[bytes, float], float]:
+                    context: Context, sizes: tuple[int, int]) -> tuple[dict[bytes, float], float]:
     """Produce and consume for ``load_s``; then SIGKILL and the power cut. Returns
     when each ACKed message's ACK was read (the ones read after the kill: the
     cut), and when the cut was."""
@@ -70,7 +74,7 @@ def _load_until_cut(node: NodeProcess, power: PowerCut, load_s: float, rng: rand
         sent = 0
         while time.monotonic() < stop:
             msg_id = producer.next_msg_id()
-            producer.send([msg_id, rng.randbytes(rng.randint(*SIZES))], msg_id=msg_id)
+            producer.send([msg_id, rng.randbytes(rng.randint(*sizes))], msg_id=msg_id)
             sent += 1
             now = time.monotonic()
             acked_at.update((ack.msg_id, now) for ack in producer.acks() if ack.ok)
@@ -95,7 +99,14 @@ def _drain(node: NodeProcess, context: Context) -> set[bytes]:
                 message.ack()
                 return False
             return node.stats()["messages"] == 0
-        wait_until(empty, DRAIN_TIMEOUT_S, interval=0, message="the restarted node drained")
+        try:
+            wait_until(empty, DRAIN_TIMEOUT_S, interval=0, message="the restarted node drained")
+        except TimeoutError:
+            stats = node.stats()
+            figures = {key: stats[key] for key in ("messages", "messages_inflight",
+                                                   "messages_ready", "delivered", "acked")}
+            raise AssertionError(f"the restarted node did not drain in {DRAIN_TIMEOUT_S} s "
+                                 f"({len(delivered)} delivered): {figures}") from None
     return delivered
 
 

@@ -2,7 +2,8 @@
 
 Everything one wake of the loop changes goes into one Batch and is committed with
 one write (``sync=True`` under --hard-sync: one fsync per batch; otherwise the
-first batch once --sync-interval has passed, see pzq.store.log_sync). The sequence
+logs are fsync'd after the first batch once --sync-interval has passed, see
+pzq.store.log_sync and pzq.store.log_files). The sequence
 high-water mark and the message counters ride along in every batch, so they are
 exactly as durable as the messages they count and the monitor never scans.
 
@@ -27,6 +28,7 @@ from pzq.errors import PzqError, StoreDamaged, StoreError, StoreUnrecoverable
 from pzq.fsync import make_directories, sync_directory
 from pzq.logs import get_logger
 from pzq.store import keyspace
+from pzq.store.log_files import sync_log_files
 from pzq.store.log_sync import LogSync
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
@@ -65,7 +67,7 @@ class Batch:
     def __init__(self, store: Store, raw: plyvel.WriteBatch, sync: bool) -> None:
         self._store = store
         self._batch = raw
-        self.sync = sync  # written with an fsync of the log
+        self.sync = sync  # the log is fsync'd with this batch (see Store.begin)
         self.message_delta = 0
         self.byte_delta = 0
         self.dead_delta = 0
@@ -140,7 +142,7 @@ class Store:
         self.log_syncs = 0  # batches written with an fsync of the log
         self._torn_log = False  # a write failed: reopen before the next one (see _recover)
         self._directory_synced_ns = 0  # wall clock when the last directory fsync began
-        self._directory_sync_failing = False
+        self._sync_failing = False
 
     @classmethod
     def open(cls, path: str | Path, hard_sync: bool = False, sync_interval_s: float = 0.0,
@@ -175,10 +177,7 @@ class Store:
         if self._db.closed:
             return
         if self.log_sync.unsynced_since is not None and not self._torn_log:
-            try:
-                self._db.write_batch(sync=True).write()  # an empty record, fsync'd
-            except plyvel.Error:
-                pass  # the failure was reported by the write that tore the log
+            self._sync_logs()
         self._db.close()
 
     # -- batches -----------------------------------------------------------
@@ -199,8 +198,10 @@ class Store:
         """A new batch, holding what the participants left to write."""
         if self._torn_log:
             self._recover()
+        # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs
+        # after the write (see pzq.store.log_files for why not sync=True).
         sync = self.log_sync.due(self._now)
-        batch = Batch(self, self._db.write_batch(sync=sync), sync)
+        batch = Batch(self, self._db.write_batch(sync=self.hard_sync), sync)
         for participant in self._participants:
             participant.prepare(batch)
         return batch
@@ -244,10 +245,32 @@ class Store:
             raise StoreError(f"store write failed: {leveldb_reason(exc)}") from None
         self.messages, self.bytes, self.dead_letters = messages, stored_bytes, dead
         self.syncs += 1
-        self.log_syncs += int(batch.sync)
-        self.log_sync.written(batch.sync, self._now)
-        if batch.sync:
+        if self.hard_sync:
+            self._written_and_synced()
             self._sync_directory_if_changed()
+        elif batch.sync:
+            self._sync_logs()
+        else:
+            self.log_sync.written(False, self._now)
+
+    def _written_and_synced(self) -> None:
+        self.log_syncs += 1
+        self.log_sync.written(True, self._now)
+
+    def _sync_logs(self) -> None:
+        """The timed sync: every log, oldest first, and the directory. A failure is
+        logged (once per failing spell) and tried again an interval later; the
+        batch itself is written."""
+        try:
+            sync_log_files(self.path)
+        except OSError as exc:
+            self.log_sync.failed(self._now)
+            if not self._sync_failing:
+                self._sync_failing = True
+                log.error("store_log_sync_failed", error=str(exc))
+            return
+        self._sync_failing = False
+        self._written_and_synced()
 
     def _sync_directory_if_changed(self) -> None:
         """LevelDB fsyncs its directory only with its MANIFEST, so the name of a new
@@ -261,12 +284,12 @@ class Store:
                 return
             sync_directory(self.path)
         except OSError as exc:  # the data is synced; only new names wait for the next try
-            if not self._directory_sync_failing:
-                self._directory_sync_failing = True
+            if not self._sync_failing:
+                self._sync_failing = True
                 log.error("store_directory_sync_failed", error=str(exc))
             return
         self._directory_synced_ns = started
-        self._directory_sync_failing = False
+        self._sync_failing = False
 
     def _recover(self) -> None:
         """Reopen LevelDB after a failed write, before the next batch.

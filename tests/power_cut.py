@@ -41,6 +41,7 @@ class PowerCut:
         self.live = self._disk()
         self.live.mkdir()
         self.process: subprocess.Popen[bytes] | None = None
+        self.log = directory / "powerfs-0.log"
 
     def _disk(self) -> Path:
         return self.directory / f"disk-{self.disks}"
@@ -48,17 +49,23 @@ class PowerCut:
     def start(self) -> None:
         self.disks += 1
         image = self._disk()
-        self.process = subprocess.Popen(
-            [sys.executable, str(POWERFS), str(self.live), str(self.mountpoint), str(image)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.log = self.directory / f"powerfs-{self.disks}.log"  # a pipe could fill and stall it
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, str(POWERFS), str(self.live), str(self.mountpoint), str(image)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
         while not os.path.ismount(self.mountpoint):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.process.kill()
-                error = self.process.communicate()[1].decode(errors="replace").strip()
-                raise RuntimeError(f"PowerFS did not mount: {error.splitlines()[-1:] or '?'}")
+                self.process.wait()
+                raise RuntimeError(f"PowerFS did not mount: {self._last_error()}")
             time.sleep(0.02)  # polling the mount table with a deadline
         self.live = image
+
+    def _last_error(self) -> str:
+        lines = self.log.read_text(errors="replace").strip().splitlines()
+        return lines[-1] if lines else "no message"
 
     def cut(self) -> None:
         """The power goes: what was not fsync'd is lost; the next start boots from it."""
@@ -71,8 +78,7 @@ class PowerCut:
         assert self.process is not None
         self.process.wait(MOUNT_TIMEOUT_S)
         if self.process.returncode != 0:
-            error = self.process.communicate()[1].decode(errors="replace")
-            raise RuntimeError(f"PowerFS failed: {error.strip().splitlines()[-1:]}")
+            raise RuntimeError(f"PowerFS failed: {self._last_error()}")
         self.process = None
 
     def close(self) -> None:

@@ -43,7 +43,8 @@ class ArchiveTier:
         self.hard_sync = settings.hard_sync
         self.archived = 0
         self.failures = 0
-        self._dirty = False
+        self._dirty = False  # appended since the last batch
+        self._appended = False  # appended since the last fsync for the store
 
     def open(self) -> None:
         self.archive.open(time.time())
@@ -59,7 +60,7 @@ class ArchiveTier:
             acked_us=acked_us, deliveries=deliveries, origin=origin,
             parts=stored.parts, outcome=outcome, groups=groups), time.time())
         self.archived += 1
-        self._dirty = True
+        self._dirty = self._appended = True
 
     def topic_of(self, headers: tuple[bytes, ...]) -> str:
         for header in headers:
@@ -77,8 +78,9 @@ class ArchiveTier:
         """The archive reaches the disk before the store's deletes do: under
         --hard-sync before every batch, otherwise before a batch that fsyncs the
         store's log (``store_syncs``)."""
-        if (self.hard_sync and self._dirty) or (store_syncs and self.archive.unsynced()):
+        if (self.hard_sync and self._dirty) or (store_syncs and self._appended):
             self.archive.sync(time.time())
+            self._appended = False
         self._dirty = False
 
     def flush_wait_s(self, now: float) -> float | None:

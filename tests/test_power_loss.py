@@ -9,10 +9,15 @@ was fsync'd, files and directory entries alike, and every restart must be clean.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 from power_cut import PowerCut, unavailable
 from power_loss import LARGE, SIZES, node_args, run_round
+
+from pzq.store import keyspace
+from pzq.store.store import Store
 
 REASON = unavailable()
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90),
@@ -63,3 +68,35 @@ def test_power_cuts_lose_nothing_acked_outside_the_window(start_node, context, p
         elif sync_interval != "0":
             assert result.oldest_lost_age_s < SYNC_INTERVAL_S + MARGIN_S
     node.kill()
+
+
+# Batches into a new store: A and B (B fills LevelDB's write buffer) in one log, C
+# in the next, then the timed sync, then the process dies while the old log waits
+# for its compaction. What survives must be a prefix of the batches.
+WRITE_AND_DIE = """
+import os, sys
+from pzq.store.store import WRITE_BUFFER, Store
+store = Store.open(sys.argv[1], sync_interval_s=1.0, now=0.0)
+for now, values in ((0.0, [b"a" * 100] * 10), (0.1, [os.urandom(WRITE_BUFFER + 1)]),
+                    (0.2, [b"c"])):
+    store.wake_at(now)
+    batch = store.begin()
+    for value in values:
+        batch.add_message(value)
+    store.commit(batch)
+store.wake_at(1.0)
+store.commit(store.begin())  # the timed sync
+os._exit(0)
+"""
+
+
+def test_a_timed_sync_after_a_new_leveldb_log_keeps_a_prefix_of_the_batches(power, tmp_path):
+    subprocess.run([sys.executable, "-c", WRITE_AND_DIE, str(power.mountpoint / "db")],
+                   cwd=tmp_path, check=True, timeout=60)
+    power.cut()
+    store = Store.open(power.live / "db")
+    stored = sum(1 for _ in store.iterate(keyspace.OWN_PREFIX, values=False))
+    counted = store.messages
+    store.close()
+    assert counted == 12, "the timed sync should have kept every batch"
+    assert stored == counted, "batches of the old log lost, later ones kept"

@@ -43,7 +43,8 @@ class ArchiveTier:
         self.hard_sync = settings.hard_sync
         self.archived = 0
         self.failures = 0
-        self._dirty = False
+        self._dirty = False  # appended since the last batch
+        self._appended = False  # appended since the last fsync for the store
 
     def open(self) -> None:
         self.archive.open(time.time())
@@ -59,7 +60,7 @@ class ArchiveTier:
             acked_us=acked_us, deliveries=deliveries, origin=origin,
             parts=stored.parts, outcome=outcome, groups=groups), time.time())
         self.archived += 1
-        self._dirty = True
+        self._dirty = self._appended = True
 
     def topic_of(self, headers: tuple[bytes, ...]) -> str:
         """The topic the message was stored under; the default one for a name the
@@ -71,14 +72,22 @@ class ArchiveTier:
             return self.default_topic
         return self.default_topic if self.archive.is_raw(topic) else topic
 
-    def before_commit(self) -> None:
-        """Under --hard-sync the archive reaches the disk before the store deletes."""
-        if self.hard_sync and self._dirty:
+    def before_commit(self, store_syncs: bool = False) -> None:
+        """The archive reaches the disk before the store's deletes do: under
+        --hard-sync before every batch, otherwise before a batch that fsyncs the
+        store's log (``store_syncs``)."""
+        if (self.hard_sync and self._dirty) or (store_syncs and self._appended):
             self.archive.sync(time.time())
+            self._appended = False
         self._dirty = False
 
-    def tick(self) -> None:
-        self.archive.tick(time.time())
+    def flush_wait_s(self, now: float) -> float | None:
+        """Seconds until --flush-interval is up for the oldest unsynced record."""
+        return self.archive.flush_wait_s(now)
+
+    def flush(self, now: float) -> None:
+        """fsync what has waited --flush-interval (``now``: seconds since the epoch)."""
+        self.archive.tick(now)
 
     def apply_retention(self) -> int:
         return self.archive.apply_retention(time.time())
@@ -91,8 +100,11 @@ class ArchiveTier:
             except zmq.ZMQError:
                 pass  # the reader is gone or not reading
 
-    def snapshot(self) -> dict[str, object]:
+    def snapshot(self, now: float) -> dict[str, object]:
+        """``now``: seconds since the epoch, for the ages of the fsyncs."""
         return {"archived": self.archived, "failures": self.failures,
+                "fsync_age_s": round(self.archive.fsync_age_s(now), 3),
+                "unsynced_s": round(self.archive.unsynced_s(now), 3),
                 "topics": {topic: {"start_offset": info.start_offset,
                                    "last_offset": info.last_offset,
                                    "flushed_offset": info.flushed_offset, "bytes": info.bytes,

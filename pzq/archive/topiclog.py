@@ -26,6 +26,7 @@ from pzq.archive.segment_reads import TopicReads, mapped_bytes
 from pzq.archive.segments import Segment, segment_path
 from pzq.archive.segments import list_segments as list_segments
 from pzq.errors import ArchiveError
+from pzq.fsync import make_directories, sync_directory
 
 REOPEN_AFTER_S = 1.0
 
@@ -45,7 +46,8 @@ class TopicLog:
         self._active: BinaryIO | None = None
         self._active_size = 0
         self._unsynced = 0
-        self._last_sync = 0.0
+        self.unsynced_since: float | None = None  # when the oldest unsynced record came
+        self.synced_at = 0.0  # when the last fsync (or the opening) was
         self._reads = TopicReads(directory.name)
         self._failure: tuple[float, str] | None = None  # (when, why) until reopened
 
@@ -54,7 +56,7 @@ class TopicLog:
     def open(self, now: float) -> int:
         """Open for appending; cut a torn tail back. Returns the bytes cut off."""
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_directories(self.directory)
             self._reads.raw = is_raw_topic(self.directory)
             self.segments = list_segments(self.directory) or [self._new_segment(0)]
             cut = self._open_active()
@@ -62,7 +64,7 @@ class TopicLog:
             raise ArchiveError(f"cannot open archive topic {self.directory}: {exc}") from None
         self.flushed_offset = self.end_offset
         self.bytes = sum(segment.size for segment in self.segments)
-        self._last_sync = now
+        self.synced_at = now
         return cut
 
     def _open_active(self) -> int:
@@ -133,13 +135,17 @@ class TopicLog:
             raise ArchiveError(f"topic {self.directory.name} holds pzq's archived messages")
         try:
             mark_raw(self.directory)
+            sync_directory(self.directory)  # the marker's name decides how it is read
         except OSError as exc:
             raise ArchiveError(f"cannot mark topic {self.directory.name}: {exc}") from None
         self._reads.raw = True
 
     def _new_segment(self, start: int) -> Segment:
+        """An empty segment whose name survives a power cut (the directory is fsync'd):
+        records fsync'd into it later must not vanish with their file."""
         path = segment_path(self.directory, start)
         path.touch()
+        sync_directory(self.directory)
         return Segment(start, path)
 
     # -- appending -------------------------------------------------------------------
@@ -163,7 +169,7 @@ class TopicLog:
         self._active_size += len(record)
         self.bytes += len(record)
         self.messages_appended += 1
-        self._unsynced += 1
+        self._note_unsynced(1, now)
         if self._unsynced >= self.flush_messages:
             self.sync(now)
         return offset
@@ -180,7 +186,7 @@ class TopicLog:
             index = self._reads.index(self.segments[-1].start)
             for frames in records:
                 if self._active_size + pending_size >= self.segment_size:
-                    self._write_pending(pending, pending_size, count)
+                    self._write_pending(pending, pending_size, count, now)
                     pending, pending_size, count = [], 0, 0
                     self._roll(now)
                     index = self._reads.index(self.segments[-1].start)
@@ -189,7 +195,7 @@ class TopicLog:
                 offsets.append(self.end_offset + pending_size)
                 pending_size += size
                 count += 1
-            self._write_pending(pending, pending_size, count)
+            self._write_pending(pending, pending_size, count, now)
         except OSError as exc:
             self._failure = (now, str(exc))
             raise ArchiveError(f"archive write failed: {exc}") from None
@@ -197,7 +203,8 @@ class TopicLog:
             self.sync(now)
         return offsets
 
-    def _write_pending(self, pending: list[bytes], size: int, count: int) -> None:
+    def _write_pending(self, pending: list[bytes], size: int, count: int,
+                       now: float) -> None:
         assert self._active is not None, "open() first"
         if pending:
             self._write_all(self._active, b"".join(pending))
@@ -205,6 +212,11 @@ class TopicLog:
         self._active_size += size
         self.bytes += size
         self.messages_appended += count
+        self._note_unsynced(count, now)
+
+    def _note_unsynced(self, count: int, now: float) -> None:
+        if count and self.unsynced_since is None:
+            self.unsynced_since = now
         self._unsynced += count
 
     @staticmethod
@@ -228,13 +240,14 @@ class TopicLog:
         if self._active is None or self._failure is not None:
             return
         try:
-            if self._unsynced:
+            if self.unsynced_since is not None:  # also what a failed write left
                 os.fsync(self._active.fileno())
         except OSError as exc:
             self._failure = (now, str(exc))
             raise ArchiveError(f"archive fsync failed: {exc}") from None
         self._unsynced = 0
-        self._last_sync = now
+        self.unsynced_since = None
+        self.synced_at = now
         self.flushed_offset = self.end_offset
         self._save_index()
 
@@ -251,8 +264,16 @@ class TopicLog:
         """Messages appended since the last fsync."""
         return self._unsynced
 
+    def flush_due_at(self) -> float | None:
+        """When the oldest unsynced record will have waited --flush-interval (None:
+        nothing waits): the log is fsync'd then, whenever the last fsync was."""
+        if self.unsynced_since is None:
+            return None
+        return self.unsynced_since + self.flush_interval_s
+
     def tick(self, now: float) -> None:
-        if self._unsynced and now - self._last_sync >= self.flush_interval_s:
+        due = self.flush_due_at()
+        if due is not None and now >= due:
             self.sync(now)
 
     # -- retention and reading --------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 from pzq.archive.entry import ArchivedMessage
 from pzq.archive.topiclog import TopicLog
 from pzq.errors import ArchiveError
+from pzq.fsync import make_directories
 from pzq.protocol.headers import validate_topic
 
 
@@ -34,10 +35,13 @@ class Archive:
         self.retain_bytes = retain_bytes  # per topic; 0: no limit
         self.logs: dict[str, TopicLog] = {}
         self.repaired_bytes = 0  # torn tails cut at the last open
+        self._next_flush: float | None = None  # no later than any log's flush_due_at
+        self.opened_at = 0.0
 
     def open(self, now: float) -> None:
+        self.opened_at = now
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_directories(self.directory)
         except OSError as exc:
             raise ArchiveError(f"cannot create archive directory {self.directory}: {exc}") \
                 from None
@@ -64,7 +68,9 @@ class Archive:
 
     def append(self, message: ArchivedMessage, now: float) -> int:
         """Write one message to its topic's log; returns its offset. ArchiveError on failure."""
-        return self._log(message.topic, now)[0].append(message.frames(), now)
+        offset = self._log(message.topic, now)[0].append(message.frames(), now)
+        self._flush_by(now)
+        return offset
 
     def append_raw(self, topic: str, messages: list[list[bytes]],
                    now: float) -> list[int]:
@@ -73,7 +79,9 @@ class Archive:
         topic holds pzq's records; ValueError for a topic that is not a name."""
         log = self._log(topic, now)[0]
         log.make_raw()
-        return log.append_many(messages, now)
+        offsets = log.append_many(messages, now)
+        self._flush_by(now)
+        return offsets
 
     def is_raw(self, topic: str) -> bool:
         log = self.logs.get(topic)
@@ -83,9 +91,50 @@ class Archive:
         for log in self.logs.values():
             log.sync(now)
 
+    def _flush_by(self, now: float) -> None:
+        """A record appended at ``now`` is fsync'd --flush-interval later at the latest."""
+        if self._next_flush is None:
+            self._next_flush = now + self.flush_interval_s
+
+    def flush_wait_s(self, now: float) -> float | None:
+        """Seconds until a log must be fsync'd (the loop wakes for it); None: none waits."""
+        return None if self._next_flush is None else max(0.0, self._next_flush - now)
+
     def tick(self, now: float) -> None:
+        """fsync every log whose oldest unsynced record has waited --flush-interval."""
+        if self._next_flush is None or now < self._next_flush:
+            return
+        failure: ArchiveError | None = None
         for log in self.logs.values():
-            log.tick(now)
+            try:
+                log.tick(now)
+            except ArchiveError as exc:  # the other topics are still flushed
+                failure = failure or exc
+        self._next_flush = self._earliest_flush(now)
+        if failure is not None:
+            raise failure
+
+    def _earliest_flush(self, now: float) -> float | None:
+        due = [at for at in (log.flush_due_at() for log in self.logs.values()) if at is not None]
+        if not due:
+            return None
+        # A log that could not sync (a failing disk) is tried again an interval later.
+        return min(due) if min(due) > now else now + self.flush_interval_s
+
+    def unsynced(self) -> bool:
+        """Some record is not yet fsync'd."""
+        return any(log.unsynced_since is not None for log in self.logs.values())
+
+    def unsynced_s(self, now: float) -> float:
+        """Age of the oldest record not yet fsync'd: what a power cut would lose now."""
+        oldest = [log.unsynced_since for log in self.logs.values()
+                  if log.unsynced_since is not None]
+        return max(0.0, now - min(oldest)) if oldest else 0.0
+
+    def fsync_age_s(self, now: float) -> float:
+        """Seconds since the archive's last fsync (or its opening)."""
+        return max(0.0, now - max((log.synced_at for log in self.logs.values()),
+                                  default=self.opened_at))
 
     def apply_retention(self, now: float) -> int:
         return sum(log.apply_retention(now, self.retain_s, self.retain_bytes)

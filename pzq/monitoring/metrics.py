@@ -35,6 +35,10 @@ GAUGES = (
     ("pzq_pending_producer_acks", "pending_producer_acks", "Producer ACKs waiting for room."),
     ("pzq_replicas_held", "replicas_held", "Copies of other nodes' messages held here."),
     ("pzq_uptime_seconds", "uptime_seconds", "Seconds since the node started."),
+    ("pzq_store_sync_age_seconds", "store_sync_age_s",
+     "Seconds since the store's log was last fsync'd."),
+    ("pzq_store_unsynced_seconds", "store_unsynced_s",
+     "Age of the oldest store write not yet fsync'd: what a power cut would lose (0: none)."),
 )
 COUNTERS = (
     ("pzq_received", "received", "Producer messages received."),
@@ -51,6 +55,7 @@ COUNTERS = (
      "Deliveries pushed out of the in-flight table by --inflight-size (delivered again)."),
     ("pzq_dead_lettered", "dead_lettered", "Messages moved to the dead letters."),
     ("pzq_store_batches", "syncs", "Store batches written."),
+    ("pzq_store_log_syncs", "log_syncs", "Store batches written with an fsync of the log."),
     ("pzq_store_failures", "store_failures", "Producer messages refused by a failed write."),
     ("pzq_replication_failures", "replication_failures", "ACKs sent with REPLICATION_FAILED."),
     ("pzq_cluster_rejected", "cluster_rejected", "Cluster frames refused from strangers."),
@@ -58,6 +63,11 @@ COUNTERS = (
 ARCHIVE_COUNTERS = (
     ("pzq_archived", "archived", "Messages appended to the archive."),
     ("pzq_archive_failures", "failures", "Archive appends that failed."),
+)
+ARCHIVE_GAUGES = (
+    ("pzq_archive_fsync_age_seconds", "fsync_age_s", "Seconds since the archive's last fsync."),
+    ("pzq_archive_unsynced_seconds", "unsynced_s",
+     "Age of the oldest archive record not yet fsync'd: what a power cut would lose (0: none)."),
 )
 ACK_OUTCOMES = ("acked", "nacked")  # a consumer ACK removed the message, or gave it back
 
@@ -95,12 +105,15 @@ class PzqCollector:
                 yield metric
 
     def _archive(self, live: list[StatsAnswer]) -> Iterator[Metric]:
-        for name, key, documentation in ARCHIVE_COUNTERS:
-            metric = CounterMetricFamily(name, documentation, labels=LABELS)
-            for answer in live:
-                archive = _stats(answer).get("archive") or {}
-                metric.add_metric(self._labels(answer), float(archive.get(key, 0)))
-            yield metric
+        for family, table in ((CounterMetricFamily, ARCHIVE_COUNTERS),
+                              (GaugeMetricFamily, ARCHIVE_GAUGES)):
+            for name, key, documentation in table:
+                metric = family(name, documentation, labels=LABELS)
+                for answer in live:
+                    archive = _stats(answer).get("archive") or {}
+                    if archive or family is CounterMetricFamily:  # ages: nodes with an archive
+                        metric.add_metric(self._labels(answer), float(archive.get(key, 0)))
+                yield metric
 
     def _labelled(self, live: list[StatsAnswer]) -> Iterator[Metric]:
         acks = CounterMetricFamily("pzq_acks", "Consumer ACKs: acked (removed) or nacked "

@@ -1,7 +1,9 @@
 """Acked and dead-lettered messages into the archive, before they leave the store.
 
-A message is appended before its store delete is written; under --hard-sync the
-archive is fsync'd before that write (``before_write``, as a batch participant).
+A message is appended before its store delete is written; under --hard-sync, and
+before the store's timed sync (--sync-interval), the archive is fsync'd before
+that write (``before_write``, as a batch participant): a delete never reaches the
+disk before its message's record.
 When the archive cannot be written, an acked message is not removed: it is
 delivered again later, and the failure is logged once per failing spell.
 """
@@ -25,6 +27,7 @@ class Archiving(Participant):
         self.tier = tier
         self.lock = ArchiveLock(tier.archive.directory)
         self._failing = False
+        self._batch_syncs = False  # the batch being written fsyncs the store's log
 
     def open(self) -> None:
         """Take the directory's lock for the node's life, then open the archive (which
@@ -84,14 +87,21 @@ class Archiving(Participant):
             self._failing = True
             log.error("archive_write_failed", error=str(exc))
 
-    def tick(self, flush: bool, retention: bool) -> None:
+    def flush(self, now: float) -> None:
+        """fsync what has waited --flush-interval (``now``: seconds since the epoch)."""
         try:
-            if flush:
-                self.tier.tick()
-            if retention:
-                self.tier.apply_retention()
+            self.tier.flush(now)
         except ArchiveError as exc:
             self.failed_with(exc)
 
+    def apply_retention(self) -> None:
+        try:
+            self.tier.apply_retention()
+        except ArchiveError as exc:
+            self.failed_with(exc)
+
+    def prepare(self, batch: Batch) -> None:
+        self._batch_syncs = batch.sync
+
     def before_write(self) -> None:
-        self.tier.before_commit()
+        self.tier.before_commit(self._batch_syncs)

@@ -9,6 +9,8 @@ much as the consumers will take and the window allows; answer the monitor.
 
 from __future__ import annotations
 
+import math
+
 import zmq
 
 from pzq.cluster.replication import PendingAck
@@ -28,7 +30,7 @@ from pzq.node.state import NodeState
 from pzq.node.topic_admin import TopicAdmin
 from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
-from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
+from pzq.node.waker import HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
 from pzq.node.zper import ZperBroker
 from pzq.protocol.frames import REPLICATION_FAILED
 from pzq.store.store import Batch
@@ -76,7 +78,7 @@ class Device:
         now = Now.read()
         mono = now.mono
         figures = node_figures(self.node, len(self.producer_acks),
-                               self.endpoints.consumers.connected, mono)
+                               self.endpoints.consumers.connected, mono, now.wall_us / 1e6)
         if self.zper is not None:
             figures["zper"] = self.zper.snapshot(mono)
         figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
@@ -98,8 +100,11 @@ class Device:
             poller.register(self.consume.events, POLLIN)
 
     def poll_timeout_ms(self, now: Now) -> int | None:
-        """Wake for ACKs to retry and for replication deadlines; else only on events."""
+        """Wake for ACKs to retry, for replication deadlines and for the store's timed
+        sync; else only on events."""
         timeouts = [RETRY_MS] if self.producer_acks else []
+        for wait in self._disk_waits(now):  # timed fsyncs: the store's log, the archive
+            timeouts.append(math.ceil(wait * 1000))
         if self.node.topics.backfill_due():
             timeouts.append(0)
         deadline = self.node.cluster.next_deadline() if self.node.cluster else None
@@ -113,17 +118,26 @@ class Device:
             timeouts.append(zper)
         return min(timeouts) if timeouts else None
 
+    def _disk_waits(self, now: Now) -> list[float]:
+        archiving = self.node.archiving
+        waits = [self.node.store.sync_wait_s(),
+                 archiving.tier.flush_wait_s(now.wall_us / 1e6) if archiving else None]
+        return [wait for wait in waits if wait is not None]
+
     # -- one wake ----------------------------------------------------------------
 
     def wake(self, events: Events, now: Now) -> None:
         if self.waker.fileno() in events:
             self._on_ticks(self.waker.drain(), now)
+        self.node.store.wake_at(now.mono)
         batch = self.node.store.begin()
         accepted = self._take(events, batch, now)
         self._commit(batch, accepted, now)
         if self.node.topics.backfill_due():
             self.node.topics.backfill()  # a chunk a wake: a new group's older messages
         self._send_out(events, now)
+        if self.node.archiving is not None:
+            self.node.archiving.flush(now.wall_us / 1e6)  # before ZPER tells what is durable
         self._answer(events, now)
 
     def _take(self, events: Events, batch: Batch, now: Now) -> list[Accepted]:
@@ -185,8 +199,8 @@ class Device:
                 self.consume.reap(now.wall_us)
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
             self.endpoints.cluster.heartbeat(now.mono)
-        if self.node.archiving is not None:
-            self.node.archiving.tick(ARCHIVE_FLUSH in reasons, RETENTION in reasons)
+        if self.node.archiving is not None and RETENTION in reasons:
+            self.node.archiving.apply_retention()
         if self.zper is not None and RELAY_POLL in reasons:
             self.zper.relay_due = True
 

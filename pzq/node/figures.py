@@ -8,7 +8,7 @@ from pzq.node.state import NodeState
 
 
 def node_figures(node: NodeState, pending_producer_acks: int, consumers_connected: int,
-                 mono: float) -> dict[str, object]:
+                 mono: float, wall_s: float) -> dict[str, object]:
     store, counters = node.store, node.counters
     inflight, ready = node.delivery.inflight, node.delivery.ready
     return {
@@ -31,6 +31,10 @@ def node_figures(node: NodeState, pending_producer_acks: int, consumers_connecte
         "node_id": node.node_id.decode(),
         "uptime_seconds": round(mono - node.started, 3),
         "hard_sync": int(node.config.hard_sync),
+        # what a power cut would lose now: see pzq.store.log_sync
+        "log_syncs": store.log_syncs,
+        "store_sync_age_s": round(store.log_sync.sync_age_s(mono), 3),
+        "store_unsynced_s": round(store.log_sync.unsynced_s(mono), 3),
         **counters.as_dict(),
         "rates": node.rates.rates(mono, counters),
         "ack_latency_ms": node.latency.percentiles_ms(mono),
@@ -38,5 +42,5 @@ def node_figures(node: NodeState, pending_producer_acks: int, consumers_connecte
         "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
                           "replication_failed": counters.acks_replication_failed},
         **(node.cluster.snapshot(mono) if node.cluster else NO_CLUSTER),
-        "archive": node.archiving.tier.snapshot() if node.archiving else {},
+        "archive": node.archiving.tier.snapshot(wall_s) if node.archiving else {},
     }

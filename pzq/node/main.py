@@ -83,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         curve = node_curve(config)
         refuse_other_content(Path(config.database))
-        store = Store.open(config.database, hard_sync=config.hard_sync)
+        store = Store.open(config.database, hard_sync=config.hard_sync,
+                           sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
     except PzqError as exc:
         return _failed(exc)
     waker = Waker()

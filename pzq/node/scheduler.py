@@ -10,7 +10,7 @@ from __future__ import annotations
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from pzq.node.config import Config
-from pzq.node.waker import ARCHIVE_FLUSH, HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
+from pzq.node.waker import HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
 
 RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
 
@@ -29,7 +29,6 @@ def ticks(config: Config) -> dict[bytes, int]:
     """The wake-ups a node needs, each with its period in µs."""
     periods = {REAP: config.reaper_frequency}
     if config.archive_dir is not None:
-        periods[ARCHIVE_FLUSH] = config.flush_interval * 1000
         periods[RETENTION] = RETENTION_PERIOD_US
     if config.zper_relay_dsn is not None:
         periods[RELAY_POLL] = config.relay_poll * 1000

@@ -10,7 +10,6 @@ import os
 
 REAP = b"R"  # collect expired deliveries
 HEARTBEAT = b"H"  # ping the cluster's peers
-ARCHIVE_FLUSH = b"F"  # fsync the archive if --flush-interval has passed
 RETENTION = b"T"  # delete archive segments past --retain-hours
 RELAY_POLL = b"P"  # push new archive records to ZPER relay clients
 

@@ -1,7 +1,9 @@
 """This node's LevelDB store: own messages, group-committed batches, the cursor.
 
 Everything one wake of the loop changes goes into one Batch and is committed with
-one write (``sync=True`` under --hard-sync: one fsync per batch). The sequence
+one write (``sync=True`` under --hard-sync: one fsync per batch; otherwise the
+logs are fsync'd after the first batch once --sync-interval has passed, see
+pzq.store.log_sync and pzq.store.log_files). The sequence
 high-water mark and the message counters ride along in every batch, so they are
 exactly as durable as the messages they count and the monitor never scans.
 
@@ -16,19 +18,29 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import plyvel
 
 from pzq.errors import PzqError, StoreDamaged, StoreError, StoreUnrecoverable
+from pzq.fsync import make_directories, sync_directory
+from pzq.logs import get_logger
 from pzq.store import keyspace
+from pzq.store.log_files import sync_log_files
+from pzq.store.log_sync import LogSync
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 # A larger memtable than LevelDB's 4 MiB means fewer level-0 files, so fewer
 # compactions and write stalls while a large backlog builds up.
 WRITE_BUFFER = 32 * 1024 * 1024
 RECOVERY_MARGIN = 256 * 1024  # bytes free beyond the log's size, to reopen after a failure
+# A directory's mtime comes from the kernel's coarse clock, up to a tick behind the
+# real time: a change this close to the last directory fsync may have followed it.
+COARSE_CLOCK_NS = 20_000_000
+
+log = get_logger("pzq.store")
 
 
 class Participant:
@@ -52,9 +64,10 @@ class Participant:
 class Batch:
     """The changes of one wake: puts and deletes plus the counter deltas they imply."""
 
-    def __init__(self, store: Store, raw: plyvel.WriteBatch) -> None:
+    def __init__(self, store: Store, raw: plyvel.WriteBatch, sync: bool) -> None:
         self._store = store
         self._batch = raw
+        self.sync = sync  # the log is fsync'd with this batch (see Store.begin)
         self.message_delta = 0
         self.byte_delta = 0
         self.dead_delta = 0
@@ -114,23 +127,31 @@ class Batch:
 
 
 class Store:
-    def __init__(self, db: plyvel.DB, path: Path, hard_sync: bool) -> None:
+    def __init__(self, db: plyvel.DB, path: Path, hard_sync: bool,
+                 sync_interval_s: float = 0.0, now: float = 0.0) -> None:
         self._db = db
         self._participants: list[Participant] = []
         self.path = path
         self.hard_sync = hard_sync
+        self.log_sync = LogSync(hard_sync, sync_interval_s, now)
+        self._now = now  # the time of this wake (monotonic seconds), see wake_at
         self.node_id = self._load_node_id()
         self.next_seq = self._load_next_seq()
         self.messages, self.bytes, self.dead_letters = self._load_counters()
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
+        self.log_syncs = 0  # batches written with an fsync of the log
         self._torn_log = False  # a write failed: reopen before the next one (see _recover)
+        self._directory_synced_ns = 0  # wall clock when the last directory fsync began
+        self._sync_failing = False
 
     @classmethod
-    def open(cls, path: str | Path, hard_sync: bool = False) -> Store:
+    def open(cls, path: str | Path, hard_sync: bool = False, sync_interval_s: float = 0.0,
+             now: float = 0.0) -> Store:
+        """``now``: monotonic seconds, the clock of ``wake_at``."""
         path = Path(path)
         _refuse_files_in_the_way(path)
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            make_directories(path)
         except OSError as exc:
             raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from None
         if not os.access(path, os.W_OK | os.X_OK):
@@ -148,22 +169,39 @@ class Store:
                              f"{_REPAIR_HINT.format(path=path)}") from None
         except plyvel.Error as exc:
             raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
-        return cls(db, path, hard_sync)
+        return cls(db, path, hard_sync, sync_interval_s, now)
 
     def close(self) -> None:
-        if not self._db.closed:
-            self._db.close()
+        """Sync what is not yet on disk (a stopped node loses nothing to a power cut
+        after it), then close."""
+        if self._db.closed:
+            return
+        if self.log_sync.unsynced_since is not None and not self._torn_log:
+            self._sync_logs()
+        self._db.close()
 
     # -- batches -----------------------------------------------------------
 
     def register(self, participant: Participant) -> None:
         self._participants.append(participant)
 
+    def wake_at(self, now: float) -> None:
+        """The time of the loop's wake (monotonic seconds): batches begun from now on
+        are synced once --sync-interval has passed."""
+        self._now = now
+
+    def sync_wait_s(self) -> float | None:
+        """Seconds until the log must be synced (the loop wakes for it); None: never."""
+        return self.log_sync.wait_s(self._now)
+
     def begin(self) -> Batch:
         """A new batch, holding what the participants left to write."""
         if self._torn_log:
             self._recover()
-        batch = Batch(self, self._db.write_batch(sync=self.hard_sync))
+        # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs
+        # after the write (see pzq.store.log_files for why not sync=True).
+        sync = self.log_sync.due(self._now)
+        batch = Batch(self, self._db.write_batch(sync=self.hard_sync), sync)
         for participant in self._participants:
             participant.prepare(batch)
         return batch
@@ -176,14 +214,16 @@ class Store:
     def commit(self, batch: Batch) -> None:
         """Write the batch with the metadata that must move with it, then tell the
         participants. Under --hard-sync one fsync per batch. A batch with nothing in
-        it is not written. On failure (StoreError, or a participant's PzqError before
-        the write) nothing of the batch is applied, and the sequence numbers it took
-        are skipped (keys need only be unique and increasing, not dense).
+        it is not written, unless it is due to sync earlier writes. On failure
+        (StoreError, or a participant's PzqError before the write) nothing of the
+        batch is applied, and the sequence numbers it took are skipped (keys need
+        only be unique and increasing, not dense).
         """
         try:
-            if batch.operations:
+            if batch.operations or (batch.sync and self.log_sync.unsynced_since is not None):
                 self._write(batch)
         except PzqError:
+            self.log_sync.failed(self._now)
             for participant in self._participants:
                 participant.failed()
             raise
@@ -205,6 +245,51 @@ class Store:
             raise StoreError(f"store write failed: {leveldb_reason(exc)}") from None
         self.messages, self.bytes, self.dead_letters = messages, stored_bytes, dead
         self.syncs += 1
+        if self.hard_sync:
+            self._written_and_synced()
+            self._sync_directory_if_changed()
+        elif batch.sync:
+            self._sync_logs()
+        else:
+            self.log_sync.written(False, self._now)
+
+    def _written_and_synced(self) -> None:
+        self.log_syncs += 1
+        self.log_sync.written(True, self._now)
+
+    def _sync_logs(self) -> None:
+        """The timed sync: every log, oldest first, and the directory. A failure is
+        logged (once per failing spell) and tried again an interval later; the
+        batch itself is written."""
+        try:
+            sync_log_files(self.path)
+        except OSError as exc:
+            self.log_sync.failed(self._now)
+            if not self._sync_failing:
+                self._sync_failing = True
+                log.error("store_log_sync_failed", error=str(exc))
+            return
+        self._sync_failing = False
+        self._written_and_synced()
+
+    def _sync_directory_if_changed(self) -> None:
+        """LevelDB fsyncs its directory only with its MANIFEST, so the name of a new
+        log (made when the write buffer fills) is not durable until its memtable is
+        written as a table, and synced writes to that log would vanish with the name
+        in a power cut. After a synced write, fsync the directory if it changed since
+        the last time (one stat otherwise)."""
+        started = time.time_ns()
+        try:
+            if os.stat(self.path).st_mtime_ns < self._directory_synced_ns - COARSE_CLOCK_NS:
+                return
+            sync_directory(self.path)
+        except OSError as exc:  # the data is synced; only new names wait for the next try
+            if not self._sync_failing:
+                self._sync_failing = True
+                log.error("store_directory_sync_failed", error=str(exc))
+            return
+        self._directory_synced_ns = started
+        self._sync_failing = False
 
     def _recover(self) -> None:
         """Reopen LevelDB after a failed write, before the next batch.
@@ -226,6 +311,7 @@ class Store:
             raise StoreUnrecoverable(f"cannot reopen the store after a failed write: "
                                      f"{leveldb_reason(exc)}") from None
         self._torn_log = False
+        self.log_sync.written(True, self._now)  # reopening put the replayed log in a table
 
     def _room_to_recover(self) -> int:
         return sum(log.stat().st_size for log in self.path.glob("*.log")) + RECOVERY_MARGIN
@@ -342,8 +428,18 @@ _REPAIR_HINT = ("with the node stopped, pzq-ctl repair --database {path} brings 
 
 
 def _open_leveldb(path: Path) -> plyvel.DB:
-    return plyvel.DB(str(path), create_if_missing=True, write_buffer_size=WRITE_BUFFER,
-                     paranoid_checks=True)
+    """Open, then fsync the directory: an open writes a new MANIFEST and points CURRENT
+    at it by a rename that LevelDB leaves to a later directory fsync, and the
+    LevelDB plyvel ships (1.22) does not fsync a new database's first MANIFEST at
+    all, so a power cut before that fsync left a database that did not open."""
+    db = plyvel.DB(str(path), create_if_missing=True, write_buffer_size=WRITE_BUFFER,
+                   paranoid_checks=True)
+    try:
+        sync_directory(path)
+    except OSError as exc:
+        db.close()
+        raise StoreError(f"cannot fsync database directory {path}: {exc.strerror}") from None
+    return db
 
 
 def read_everything(db: plyvel.DB) -> None:

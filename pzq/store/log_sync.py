@@ -1,0 +1,52 @@
+"""When the store's LevelDB log must reach the disk: the bound on what a power cut loses.
+
+Under --hard-sync every batch is fsync'd before its ACKs. Otherwise a batch is
+written to the page cache (it survives a crash of the process, not a power cut)
+and the log is fsync'd once --sync-interval has passed since the oldest write
+that is not yet synced, so a power cut loses at most about that much; an
+interval of 0 never syncs by time. Pure bookkeeping with the time passed in
+(monotonic seconds): the loop decides when to look.
+"""
+
+from __future__ import annotations
+
+
+class LogSync:
+    def __init__(self, hard: bool, interval_s: float, now: float) -> None:
+        self.hard = hard
+        self.interval_s = interval_s
+        self.synced_at = now  # opening LevelDB leaves everything before it on disk
+        self.unsynced_since: float | None = None  # the oldest write not yet synced
+        self._retry_at = 0.0  # after a failed write, not before this
+
+    def due(self, now: float) -> bool:
+        """The next write must be synced."""
+        if self.hard:
+            return True
+        wait = self.wait_s(now)
+        return wait is not None and wait <= 0
+
+    def written(self, synced: bool, now: float) -> None:
+        if synced:
+            self.synced_at = now
+            self.unsynced_since = None
+        elif self.unsynced_since is None:
+            self.unsynced_since = now
+
+    def failed(self, now: float) -> None:
+        """A write failed: try the sync again an interval later, not on every wake."""
+        self._retry_at = now + self.interval_s
+
+    def wait_s(self, now: float) -> float | None:
+        """Seconds until a sync is due; None while nothing waits for one."""
+        if self.hard or self.unsynced_since is None or self.interval_s <= 0:
+            return None
+        return max(0.0, self.unsynced_since + self.interval_s - now, self._retry_at - now)
+
+    def unsynced_s(self, now: float) -> float:
+        """Age of the oldest write a power cut would lose now (0: none)."""
+        return 0.0 if self.unsynced_since is None else max(0.0, now - self.unsynced_since)
+
+    def sync_age_s(self, now: float) -> float:
+        """Seconds since the log was last known to be on disk."""
+        return max(0.0, now - self.synced_at)

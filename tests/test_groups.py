@@ -322,6 +322,9 @@ def test_bad_requests_get_clear_errors_and_the_node_goes_on(group_node, context)
             assert dealer.poll(5000)
             answer = dealer.recv_multipart()
             assert answer[0] == wire.ERROR and reason in answer[1], answer
+            if request[0] == b"ACK":  # and its keys, to be sent again with a CONSUME
+                assert dealer.poll(5000)
+                assert dealer.recv_multipart() == [wire.REFUSED, wire.ACK, b"whatever"]
         dealer.send_multipart([b"CONSUME", b"orders", b"g", b"5"])
         assert dealer.poll(5000) and dealer.recv_multipart()[0] == wire.CONSUMING
         while dealer.poll(1000):

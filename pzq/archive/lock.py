@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from pzq.errors import ArchiveError
+from pzq.fsync import make_directories
 
 LOCK_NAME = ".lock"
 
@@ -28,7 +29,7 @@ class ArchiveLock:
     def acquire(self) -> None:
         """Take the lock; ArchiveError naming the cause when it cannot be taken."""
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_directories(self.directory)  # its name survives a power cut
             fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise ArchiveError(f"cannot create archive directory {self.directory}: "

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import zmq
 
@@ -306,6 +307,18 @@ def declare_groups(nodes: Nodes, groups: Sequence[str]) -> list[bytes]:
     return ids
 
 
+def _taken_over(origin: str, survivors: list[dict[str, Any] | None]) -> str | None:
+    """'taken over' once a survivor delivers ``origin``'s copies, 'no copies' when none
+    holds any; None while neither is known."""
+    if any(stats is not None and origin in stats["takeovers"] for stats in survivors):
+        return "taken over"
+    if None in survivors:
+        return None
+    held = sum(peer["replicas_held"] for stats in survivors if stats is not None
+               for peer in stats["peers"] if peer["node_id"] == origin)
+    return None if held else "no copies"
+
+
 class Chaos:
     """The nodes, the group consumers and the faults of one run."""
 
@@ -345,13 +358,16 @@ class Chaos:
                 ledger.node_fault(index, self.node_ids[index], consumers)
 
     def _await_takeover(self, index: int) -> None:
-        origin = self.node_ids[index].decode()
+        """Until a peer took node ``index``'s messages over, or no peer holds a copy
+        of them (then there is nothing to take over)."""
         cluster = self.nodes.cluster
         assert cluster is not None
-        wait_until(lambda: any(origin in (cluster.stats(other) or {}).get("takeovers", ())
-                               for other in cluster.others(index)),
-                   30.0, interval=0.1, message=f"a takeover of node {index}")
-        self.report.takeovers_awaited += 1
+        origin = self.node_ids[index].decode()
+        taken = wait_until(lambda: _taken_over(origin, [cluster.stats(other) for other
+                                                        in cluster.others(index)]),
+                           30.0, interval=0.1, message=f"a takeover of node {index}")
+        if taken == "taken over":
+            self.report.takeovers_awaited += 1
 
     def stop(self) -> None:
         for worker in self.workers:
@@ -368,7 +384,7 @@ class Chaos:
                        for ledger in self.ledgers.groups.values())
 
     def store_left(self) -> dict[str, int]:
-        """Messages and copies still stored, per node (None figures count as left)."""
+        """Messages and copies still stored, per node (-1: the node did not answer)."""
         left = {}
         for index, node in enumerate(self.nodes.members):
             try:

@@ -114,6 +114,7 @@ class Outstanding:
     consumer: int
     node: int
     origin: bytes
+    deadline_us: int  # after it the node may give the message out again
 
 
 class GroupLedger:
@@ -132,12 +133,20 @@ class GroupLedger:
     def delivered(self, body: bytes, held: Outstanding) -> None:
         self.deliveries[body] += 1
         if self.deliveries[body] > 1:
-            excuses = self.excuses.get(body)
-            if excuses:
-                self.explained[excuses.pop(0)] += 1
-            else:
-                self.unexplained += 1
+            self._explain(body)
         self.out[body] = held
+
+    def _explain(self, body: bytes) -> None:
+        excuses = self.excuses.get(body)
+        if excuses:
+            self.explained[excuses.pop(0)] += 1
+            return
+        earlier = self.out.get(body)
+        if earlier is not None and earlier.deadline_us < time.time() * 1e6 + LATE_MARGIN_US:
+            self.explained[LATE_ACK] += 1  # expired before its consumer ACKed it
+            self.bound += 1
+        else:
+            self.unexplained += 1
 
     def answered(self, body: bytes, ok: bool, node: int, late: bool) -> None:
         held = self.out.pop(body, None)
@@ -239,7 +248,8 @@ class GroupWorker(threading.Thread):
         origin, _ = parse_message_key(message.key)
         with self.ledgers.lock:
             self.ledgers.groups[self.group].delivered(
-                message.parts[0], Outstanding(self.number, self.node, origin))
+                message.parts[0], Outstanding(self.number, self.node, origin,
+                                              message.deadline_us))
         now = time.monotonic()
         if self.rng.random() < NACK_SHARE:
             self._answer(consumer, [message], False)

@@ -163,16 +163,19 @@ class GroupLedger:
             self.excuses[body].append(CONSUMER_FAULT)
         self.bound += WINDOW
 
-    def node_fault(self, node: int, origin: bytes, consumers: int) -> None:
-        """Node ``node`` (id ``origin``) died or came back: what is out with it or is
-        its message, and what was ACKed to it or is its message lately, may come again."""
+    def node_fault(self, node: int, origin: bytes, consumers: int, killed: bool) -> None:
+        """Node ``node`` (id ``origin``) was killed or came back: what is out with it
+        or is its message, and what was ACKed to it or is its message lately, may come
+        again. A killed node may also hold copies of any other node's messages: those
+        out now, or ACKed lately, may miss their marks there and come again if their
+        origin dies before it told the node."""
         settled = time.monotonic() - ACK_SETTLE_SECONDS
         self.fresh_acks = {body: ack for body, ack in self.fresh_acks.items()
                            if ack[0] >= settled}
         caught = [body for body, held in self.out.items()
-                  if held.node == node or held.origin == origin]
+                  if killed or held.node == node or held.origin == origin]
         caught += [body for body, (_, acked_on, acked_origin) in self.fresh_acks.items()
-                   if acked_on == node or acked_origin == origin]
+                   if killed or acked_on == node or acked_origin == origin]
         for body in caught:
             self.excuses[body].append(NODE_FAULT)
         self.bound += WINDOW * consumers
@@ -354,18 +357,18 @@ class Chaos:
     def kill_and_restart(self, index: int, rng: random.Random) -> None:
         member = self.nodes.members[index]
         member.kill()
-        self._node_fault(index)
+        self._node_fault(index, killed=True)
         if self.nodes.cluster is not None and rng.random() < 0.5:
             self._await_takeover(index)
             time.sleep(rng.uniform(*DOWN_SECONDS))  # the outage's length, not a wait
         member.restart()
-        self._node_fault(index)
+        self._node_fault(index, killed=False)
 
-    def _node_fault(self, index: int) -> None:
+    def _node_fault(self, index: int, killed: bool) -> None:
         consumers = len(self.nodes.members) * len(STYLES)  # of each group
         with self.ledgers.lock:
             for ledger in self.ledgers.groups.values():
-                ledger.node_fault(index, self.node_ids[index], consumers)
+                ledger.node_fault(index, self.node_ids[index], consumers, killed)
 
     def _await_takeover(self, index: int) -> None:
         """Until a peer took node ``index``'s messages over, or no peer holds a copy
@@ -469,11 +472,12 @@ def print_table(report: GroupsReport) -> None:
           f"kills {report.restarts} (takeovers awaited {report.takeovers_awaited}), "
           f"consumer faults {report.consumer_faults}")
     print(f"{'group':<12}{'ACKed':>9}{'delivered':>11}{'lost':>6}{'duplicates':>12}"
-          f"{'explained':>11}{'bound':>8}  causes")
+          f"{'explained':>11}{'bound':>8}{'refused':>9}  causes")
     for g in report.groups:
         causes = ", ".join(f"{cause} {count}" for cause, count in sorted(g.explained.items()))
         print(f"{g.group:<12}{g.acked:>9}{g.delivered:>11}{g.lost:>6}{g.duplicates:>12}"
-              f"{g.duplicates - g.unexplained:>11}{g.bound:>8}  {causes or '-'}")
+              f"{g.duplicates - g.unexplained:>11}{g.bound:>8}{g.refused_answers:>9}  "
+              f"{causes or '-'}")
     left = {name: count for name, count in report.store_left.items() if count}
     print(f"store at the end: {left or 'empty'}")
 

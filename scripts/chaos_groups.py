@@ -117,6 +117,15 @@ class Outstanding:
     deadline_us: int  # after it the node may give the message out again
 
 
+@dataclass(frozen=True)
+class Ack:
+    """An ACK a consumer gave: when (monotonic), to which node, for whose message."""
+
+    at: float
+    node: int
+    origin: bytes
+
+
 class GroupLedger:
     """What one group was given and answered, and why each body may come again."""
 
@@ -124,7 +133,9 @@ class GroupLedger:
         self.name = name
         self.deliveries: Counter[bytes] = Counter()
         self.out: dict[bytes, Outstanding] = {}
-        self.fresh_acks: dict[bytes, tuple[float, int, bytes]] = {}  # when, node, origin
+        self.fresh_acks: dict[bytes, Ack] = {}
+        # ACKs given while a node was down: what they tell it can only go once it is back
+        self.acks_in_outage: dict[int, dict[bytes, Ack]] = {}
         self.excuses: defaultdict[bytes, list[str]] = defaultdict(list)
         self.explained: Counter[str] = Counter()
         self.unexplained = 0
@@ -155,7 +166,9 @@ class GroupLedger:
         elif late:
             self._excuse(body, LATE_ACK, 1)
         elif held is not None:
-            self.fresh_acks[body] = (time.monotonic(), node, held.origin)
+            self.fresh_acks[body] = Ack(time.monotonic(), node, held.origin)
+            for acks in self.acks_in_outage.values():
+                acks[body] = self.fresh_acks[body]
 
     def consumer_fault(self, consumer: int) -> None:
         for body in [body for body, held in self.out.items() if held.consumer == consumer]:
@@ -168,17 +181,23 @@ class GroupLedger:
         or is its message, and what was ACKed to it or is its message lately, may come
         again. A killed node may also hold copies of any other node's messages: those
         out now, or ACKed lately, may miss their marks there and come again if their
-        origin dies before it told the node."""
-        settled = time.monotonic() - ACK_SETTLE_SECONDS
+        origin dies before it told the node. An ACK given while a node was down counts
+        as given when it returns: only then can what it says reach that node."""
+        now = time.monotonic()
         self.fresh_acks = {body: ack for body, ack in self.fresh_acks.items()
-                           if ack[0] >= settled}
+                           if ack.at >= now - ACK_SETTLE_SECONDS}
         caught = [body for body, held in self.out.items()
                   if killed or held.node == node or held.origin == origin]
-        caught += [body for body, (_, acked_on, acked_origin) in self.fresh_acks.items()
-                   if killed or acked_on == node or acked_origin == origin]
+        caught += [body for body, ack in self.fresh_acks.items()
+                   if killed or ack.node == node or ack.origin == origin]
         for body in caught:
             self.excuses[body].append(NODE_FAULT)
         self.bound += WINDOW * consumers
+        if killed:
+            self.acks_in_outage[node] = {}
+        else:  # what the others owe it starts to flow now
+            for body, ack in self.acks_in_outage.pop(node, {}).items():
+                self.fresh_acks[body] = Ack(now, ack.node, ack.origin)
 
     def _excuse(self, body: bytes, cause: str, allowance: int) -> None:
         self.excuses[body].append(cause)

@@ -71,7 +71,7 @@ def test_groups_under_faults_lose_nothing_and_leave_an_empty_store(tmp_path, nod
         seed=5, directory=tmp_path)
     print(report)
     assert (report.restarts, report.consumer_faults) == (2, 4)
-    assert report.acked > 1000
+    assert report.acked > 500  # of 2 400 at 400 a second: the run did produce
     for group in report.groups:
         assert group.lost == 0, group
         assert group.unexplained == 0, group

@@ -180,7 +180,7 @@ class Device:
             if self.consume is not None:
                 self.consume.reap(now.wall_us)
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
-            self.endpoints.cluster.heartbeat(now.mono)
+            self.endpoints.cluster.heartbeat(now.mono, self.node.delivery)
         if self.node.archiving is not None:
             self.node.archiving.tick(ARCHIVE_FLUSH in reasons, RETENTION in reasons)
         if self.zper is not None and RELAY_POLL in reasons:

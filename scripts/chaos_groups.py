@@ -443,7 +443,7 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2,
     """One soak of groups; raises Unavailable for a cluster it cannot make."""
     if nodes_count == 1 and replicas != 1:
         raise Unavailable("--replicas needs a cluster: --nodes 3")
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # the faults': their moments and targets repeat per seed
     report = GroupsReport(nodes=nodes_count, replicas=replicas, seconds=seconds)
     acked: set[bytes] = set()
     with tempfile.TemporaryDirectory(prefix="pzq-chaos-groups-", dir=directory) as tmp, \
@@ -459,7 +459,8 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2,
                         report, rng, {"restarts": chaos.kill_and_restart,
                                       "consumer_faults": chaos.consumer_fault})
         faults.start()
-        produce_for(nodes.members, seconds, report, acked, rng, topic=TOPIC, rate=rate)
+        produce_for(nodes.members, seconds, report, acked, random.Random(seed + 1),
+                    topic=TOPIC, rate=rate)
         faults.join()
         for error in [faults.error, *chaos.errors()]:
             if error is not None:

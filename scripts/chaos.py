@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import zmq
 
@@ -41,7 +41,7 @@ from partition_cluster import ClusterTimings, ProxiedCluster  # noqa: E402
 from small_disks import mount_tmpfs, unmount_lazily  # noqa: E402
 
 from pzq.bench.nodes import NodeProcess, wait_until  # noqa: E402
-from pzq.client import Consumer, Producer  # noqa: E402
+from pzq.client import Consumer, Producer, ProducerAck  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
 
 EXIT_LOST = ExitCode.FAILURE  # some ACKed message was never consumed
@@ -71,6 +71,14 @@ class Report:
     restarts: int = 0
     partitions: int = 0
     disk_fulls: int = 0
+
+
+class ProducerTally(Protocol):
+    """What producing counts (in Report, and in the groups soak's report)."""
+
+    produced: int
+    refused: int
+    replication_failed: int
 
 
 class StoreDisks:
@@ -194,7 +202,7 @@ class Nodes:
 class Faults(threading.Thread):
     """Gives the faults, one at a time, at random moments of the producing time."""
 
-    def __init__(self, nodes: Nodes, seconds: float, plan: dict[str, int], report: Any,
+    def __init__(self, nodes: Nodes, seconds: float, plan: dict[str, int], report: object,
                  rng: random.Random,
                  more_actions: dict[str, Callable[[int, random.Random], None]] | None = None
                  ) -> None:
@@ -219,8 +227,9 @@ class Faults(threading.Thread):
             self.error = exc
 
 
-def produce_for(nodes: list[NodeProcess], seconds: float, report: Any, acked: set[bytes],
-                rng: random.Random, topic: str | None = None, rate: float | None = None) -> None:
+def produce_for(nodes: list[NodeProcess], seconds: float, report: ProducerTally,
+                acked: set[bytes], rng: random.Random, topic: str | None = None,
+                rate: float | None = None) -> None:
     """Send windowed streams to random nodes (to ``topic``, at most ``rate`` messages
     a second if given); a node that stops answering is left for another one."""
     context = zmq.Context()
@@ -250,7 +259,7 @@ def _pace(started: float, sent: int, rate: float) -> None:
     time.sleep(max(0.0, started + sent / rate - time.monotonic()))  # pacing, not a wait
 
 
-def _count_acks(acks: list, report: Any, acked: set[bytes]) -> None:
+def _count_acks(acks: list[ProducerAck], report: ProducerTally, acked: set[bytes]) -> None:
     for ack in acks:
         if ack.ok:
             acked.add(ack.msg_id)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 import zmq
 
@@ -40,7 +41,7 @@ from partition_cluster import ClusterTimings, ProxiedCluster  # noqa: E402
 from small_disks import mount_tmpfs, unmount_lazily  # noqa: E402
 
 from pzq.bench.nodes import NodeProcess, wait_until  # noqa: E402
-from pzq.client import Consumer, Producer  # noqa: E402
+from pzq.client import Consumer, Producer, ProducerAck  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
 
 EXIT_LOST = ExitCode.FAILURE  # some ACKed message was never consumed
@@ -70,6 +71,14 @@ class Report:
     restarts: int = 0
     partitions: int = 0
     disk_fulls: int = 0
+
+
+class ProducerTally(Protocol):
+    """What producing counts (in Report, and in the groups soak's report)."""
+
+    produced: int
+    refused: int
+    replication_failed: int
 
 
 class StoreDisks:
@@ -139,17 +148,20 @@ class Consuming(threading.Thread):
 class Nodes:
     """The nodes under test and the faults they can be given."""
 
-    def __init__(self, directory: Path, count: int, disk_fulls: bool) -> None:
+    def __init__(self, directory: Path, count: int, disk_fulls: bool, replicas: int = 1,
+                 consume: bool = False, node_args: Sequence[str] = NODE_ARGS,
+                 timings: ClusterTimings = CLUSTER_TIMINGS) -> None:
+        """``consume`` serves consumer groups (--consume-dsn) too."""
         self.disks = StoreDisks([directory / f"node{i}" for i in range(count)]) \
             if disk_fulls else None
         self.cluster: ProxiedCluster | None = None
         if self.disks is not None:
             self.disks.mount()
         if count == 1:
-            self.members = [NodeProcess(directory / "node0", *NODE_ARGS)]
+            self.members = [NodeProcess(directory / "node0", *node_args, consume=consume)]
         else:
-            self.cluster = ProxiedCluster(directory, count, 1, CLUSTER_TIMINGS,
-                                          log_level="info")
+            self.cluster = ProxiedCluster(directory, count, replicas, timings,
+                                          log_level="info", consume=consume)
             self.members = list(self.cluster.nodes)
 
     def start(self) -> None:
@@ -190,12 +202,15 @@ class Nodes:
 class Faults(threading.Thread):
     """Gives the faults, one at a time, at random moments of the producing time."""
 
-    def __init__(self, nodes: Nodes, seconds: float, plan: dict[str, int], report: Report,
-                 rng: random.Random) -> None:
+    def __init__(self, nodes: Nodes, seconds: float, plan: dict[str, int], report: object,
+                 rng: random.Random,
+                 more_actions: dict[str, Callable[[int, random.Random], None]] | None = None
+                 ) -> None:
+        """``more_actions`` adds faults or replaces these (by the report's field names)."""
         super().__init__(daemon=True)
         actions: dict[str, Callable[[int, random.Random], None]] = {
             "restarts": nodes.kill_and_restart, "partitions": nodes.partition,
-            "disk_fulls": nodes.disk_full}
+            "disk_fulls": nodes.disk_full, **(more_actions or {})}
         self.schedule = sorted((rng.uniform(0.1, 0.9) * seconds, name, actions[name])
                                for name, count in plan.items() for _ in range(count))
         self.nodes, self.report, self.rng = nodes, report, rng
@@ -212,19 +227,22 @@ class Faults(threading.Thread):
             self.error = exc
 
 
-def produce_for(nodes: list[NodeProcess], seconds: float, report: Report, acked: set[bytes],
-                rng: random.Random) -> None:
-    """Send windowed streams to random nodes; a node that stops answering is left for
-    another one."""
+def produce_for(nodes: list[NodeProcess], seconds: float, report: ProducerTally,
+                acked: set[bytes], rng: random.Random, topic: str | None = None,
+                rate: float | None = None) -> None:
+    """Send windowed streams to random nodes (to ``topic``, at most ``rate`` messages
+    a second if given); a node that stops answering is left for another one."""
     context = zmq.Context()
     started = time.monotonic()
     while time.monotonic() - started < seconds:
         node = rng.choice(nodes)
         with Producer(node.receive_dsn, window=100, context=context) as producer:
             for _ in range(rng.randint(50, 500)):
+                if rate is not None:
+                    _pace(started, report.produced, rate)
                 body = producer.next_msg_id()
                 try:
-                    producer.send([body], msg_id=body, timeout=2.0)
+                    producer.send([body], msg_id=body, timeout=2.0, topic=topic)
                 except TimeoutError:
                     break  # the node died under us: start over on another one
                 report.produced += 1
@@ -236,7 +254,12 @@ def produce_for(nodes: list[NodeProcess], seconds: float, report: Report, acked:
     context.destroy(linger=0)
 
 
-def _count_acks(acks: list, report: Report, acked: set[bytes]) -> None:
+def _pace(started: float, sent: int, rate: float) -> None:
+    """Hold the next send until its turn at ``rate`` messages a second."""
+    time.sleep(max(0.0, started + sent / rate - time.monotonic()))  # pacing, not a wait
+
+
+def _count_acks(acks: list[ProducerAck], report: ProducerTally, acked: set[bytes]) -> None:
     for ack in acks:
         if ack.ok:
             acked.add(ack.msg_id)

@@ -141,7 +141,7 @@ class SimNetwork:
         if heartbeat:
             for node in self.nodes:
                 if node.up:
-                    node.core.heartbeat(now)
+                    node.core.heartbeat(now, node.own)
         for _ in range(20):
             if not self._deliver_all(now):
                 return

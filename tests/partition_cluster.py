@@ -82,7 +82,7 @@ def link(source: int, target: int) -> str:
 
 class ProxiedCluster:
     def __init__(self, directory: Path, size: int, replicas: int, timings: ClusterTimings,
-                 log_level: str = "debug") -> None:
+                 log_level: str = "debug", consume: bool = False) -> None:
         self.size = size
         self.network = ProxyNetwork()
         ports = [free_port() for _ in range(size)]
@@ -94,7 +94,7 @@ class ProxiedCluster:
             self.network.set_announce(link(source, target),
                                       self.network.proxies[link(target, source)].endpoint)
         self.nodes = [LoggedNode(directory / f"node{index}", *self._args(index, replicas),
-                                  *timings.args(), log_level=log_level)
+                                  *timings.args(), log_level=log_level, consume=consume)
                       for index in range(size)]
 
     def _args(self, index: int, replicas: int) -> list[str]:

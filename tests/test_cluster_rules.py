@@ -191,7 +191,7 @@ def test_any_frame_from_the_origin_stops_a_takeover(tmp_path):
     network.step(T0)
     network.cut.add((holder.endpoint, origin.endpoint))  # the holder's pings get lost
     now = T0 + AFTER_TIMEOUT
-    holder.core.heartbeat(now)  # the origin has said nothing for a while
+    holder.core.heartbeat(now, holder.own)  # the origin has said nothing for a while
     network.step(now)
     assert holder.core.takeovers.active_origins() == [origin.node_id]
     origin.produce([b"b"], now)  # but a copy arrives: the origin is alive
@@ -239,6 +239,35 @@ def test_a_returning_origin_leaves_alone_what_a_survivor_has_out(tmp_path):
     network.step(back + 0.2, heartbeat=True)
     assert [keyspace.parse_message_key(key)[1] for key in origin.deliver(4)] == [
         keyspace.parse_message_key(out[1])[1]]
+    network.close()
+
+
+def test_a_returning_origin_delivers_what_a_survivor_had_out_once_that_survivor_dies(
+        tmp_path):
+    """The origin skips what a survivor has out; when that survivor goes down with
+    them, nobody can ACK them there, so the origin must look again (it read past
+    them, and before this rule they stayed stored and undelivered for good)."""
+    network = SimNetwork(tmp_path, 3, replicas=2, now=T0)
+    network.step(T0, heartbeat=True)
+    origin = network.nodes[0]
+    origin.produce([b"a", b"b"], T0)
+    network.step(T0)
+    origin.up = False
+    now = T0 + AFTER_TIMEOUT
+    network.step(now, heartbeat=True)
+    delivering = [(node, out) for node in network.nodes[1:] if (out := node.deliver(2))]
+    assert len(delivering) == 1  # the first live holder
+    survivor, out = delivering[0]
+    assert len(out) == 2
+
+    origin.up = True
+    back = now + 0.1
+    network.step(back, heartbeat=True)
+    assert origin.deliver(3) == []  # held by the survivor: not delivered twice
+    survivor.up = False
+    gone = back + AFTER_TIMEOUT
+    network.step(gone, heartbeat=True)
+    assert sorted(origin.deliver(4)) == sorted(out)
     network.close()
 
 

@@ -106,14 +106,15 @@ class ClusterCore(Participant):
 
     # -- liveness ------------------------------------------------------------------
 
-    def heartbeat(self, now: float) -> None:
+    def heartbeat(self, now: float, own: DeliveryState) -> None:
         for endpoint in self.settings.nodes:
             self.outgoing.append(ToPeer(endpoint, cw.encode_ping(self.node_id,
                                                                  self.settings.broadcast_dsn)))
         for peer in self.peers.refresh(now):
             self._synced.discard(peer.endpoint)
             self._reads_sent.pop(peer.endpoint, None)
-            self._held.pop(peer.endpoint, None)  # a down peer's consumers cannot ack it
+            if self._held.pop(peer.endpoint, None):  # a down peer's consumers cannot ack it
+                self._released(own)
             log.warning("peer_down", endpoint=peer.endpoint,
                         node_id=(peer.node_id or b"?").decode())
         for peer in self.peers.never_reached(now):
@@ -353,8 +354,13 @@ class ClusterCore(Participant):
         released = self._held.get(endpoint, set()) - held
         self._held[endpoint] = held
         if released:
-            own.rewind()  # what the peer gave up or confirmed may be ours to deliver
-            self.on_released()
+            self._released(own)
+
+    def _released(self, own: DeliveryState) -> None:
+        """A peer let own messages go (gave them up, confirmed them, or went down with
+        them out): they were skipped while held, so every reader looks again."""
+        own.rewind()
+        self.on_released()
 
     # -- batch participant -------------------------------------------------------------
 

@@ -57,8 +57,8 @@ class ClusterLinks:
         for socket in self.sockets():
             socket.close(0)
 
-    def heartbeat(self, now: float) -> None:
-        self.core.heartbeat(now)
+    def heartbeat(self, now: float, own: DeliveryState) -> None:
+        self.core.heartbeat(now, own)
         for endpoint, dealer in self.dealers.items():
             self._reconnect_if_silent(endpoint, dealer, now)
         self.send()

@@ -198,7 +198,7 @@ class Device:
             if self.consume is not None:
                 self.consume.reap(now.wall_us)
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
-            self.endpoints.cluster.heartbeat(now.mono)
+            self.endpoints.cluster.heartbeat(now.mono, self.node.delivery)
         if self.node.archiving is not None and RETENTION in reasons:
             self.node.archiving.apply_retention()
         if self.zper is not None and RELAY_POLL in reasons:

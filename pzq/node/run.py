@@ -64,7 +64,7 @@ def serve(device: Device, stop: StopRequest) -> None:
     for socket in device.endpoints.pollable():
         poller.register(socket, zmq.POLLIN)
     if device.endpoints.cluster is not None:
-        device.endpoints.cluster.heartbeat(Now.read().mono)
+        device.endpoints.cluster.heartbeat(Now.read().mono, device.node.delivery)
     while not stop.requested:
         _one_wake(device, poller)
     device.stopping = True

@@ -1,0 +1,552 @@
+#!/usr/bin/env python3
+"""A soak of consumer groups: producers send to one topic that several named groups
+read, while nodes are SIGKILLed and restarted and group consumers fail.
+
+The topic (``orders``) is read by the groups named by ``--groups`` only (``default``
+is removed from it). Each node serves every group three consumers: one ACKs each
+message at once, one holds each for up to two seconds before ACKing, one ACKs
+shuffled batches with ``ack_many``; every consumer NACKs a few. A consumer fault
+closes a consumer abruptly (its context destroyed with linger 0, no BYE: to the
+node, a killed process) and starts a new one. In a cluster (``--nodes 3``) a killed
+node stays down, in half the kills, until a peer took its messages over, so the
+survivors serve its groups to the consumers there.
+
+At the end, per group: every message ACKed "1" to a producer (with or without
+REPLICATION_FAILED) was delivered to the group at least once (lost must be 0);
+every duplicate is explained by something that came before it (a NACK, an ACK after
+the deadline, a consumer fault or a node fault while the message was out or its
+ACK was fresh) and their number stays within the bound the faults allow (the
+windows of the consumers they hit); and once every group ACKed everything, every
+node's store and every peer's copies are empty (STATS). Run it with the project's
+environment:
+
+    .venv/bin/python scripts/chaos_groups.py --seconds 300 --kills 20 --consumer-faults 40
+    .venv/bin/python scripts/chaos_groups.py --nodes 3 --replicas 2 --seconds 300 \\
+        --kills 20 --consumer-faults 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chaos import Faults, Nodes, Unavailable, produce_for  # noqa: E402
+from partition_cluster import ClusterTimings  # noqa: E402
+
+from pzq.bench.nodes import wait_until  # noqa: E402
+from pzq.client import ConsumeRefused, GroupConsumer, Message, request_monitor  # noqa: E402
+from pzq.errors import ExitCode  # noqa: E402
+from pzq.store.keyspace import parse_message_key  # noqa: E402
+
+EXIT_FAILED = ExitCode.FAILURE  # lost, unexplained or too many duplicates, store not empty
+TOPIC = "orders"
+GROUP_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
+STYLES = ("at_once", "holding", "batching")
+WINDOW = 50  # each group consumer's window: what one fault can catch out
+HOLD_SECONDS = 2.0  # the holding consumer ACKs after 0 to this many seconds
+BATCH_SECONDS = 0.5  # a batch is ACKed once this old, or once full
+NACK_SHARE = 0.02
+# An ACK sent this shortly before a node fault may not have reached the node, or the
+# holders of the message's copies, when the node went down.
+ACK_SETTLE_SECONDS = 2.0
+LATE_MARGIN_US = 300_000  # the reaper's period and then some: an ACK this close is late
+ACK_TIMEOUT_US = 5_000_000  # longer than any hold: a held message does not expire
+NODE_ARGS = ["--ack-timeout", str(ACK_TIMEOUT_US), "--reaper-frequency", "200000"]
+TIMINGS = ClusterTimings(timeout_nodes_us=1_000_000, ack_timeout_us=ACK_TIMEOUT_US,
+                         timeout_replication_us=500_000, reaper_frequency_us=200_000)
+DOWN_SECONDS = (0.0, 2.0)  # how much longer a node stays down after its takeover
+NACK, LATE_ACK, CONSUMER_FAULT, NODE_FAULT = "NACK", "late ACK", "consumer fault", "node fault"
+
+
+@dataclass
+class GroupFigures:
+    group: str
+    acked: int = 0  # messages ACKed "1" to producers
+    delivered: int = 0  # distinct messages delivered to the group
+    lost: int = 0
+    duplicates: int = 0  # deliveries beyond the first
+    explained: dict[str, int] = field(default_factory=dict)  # duplicates by cause
+    unexplained: int = 0
+    bound: int = 0  # the most duplicates the NACKs, late ACKs and faults allow
+    refused_answers: int = 0  # ACKs and NACKs the node answered with ERROR
+
+
+@dataclass
+class GroupsReport:
+    nodes: int
+    replicas: int
+    seconds: float
+    produced: int = 0
+    acked: int = 0
+    replication_failed: int = 0
+    refused: int = 0
+    restarts: int = 0
+    takeovers_awaited: int = 0  # kills whose node stayed down until a peer took over
+    consumer_faults: int = 0
+    store_left: dict[str, int] = field(default_factory=dict)  # messages and copies at the end
+    groups: list[GroupFigures] = field(default_factory=list)
+
+    def failed(self) -> bool:
+        return any(figures.lost or figures.unexplained or figures.duplicates > figures.bound
+                   for figures in self.groups) or any(self.store_left.values())
+
+
+@dataclass
+class Outstanding:
+    """A message out with a consumer of a group: delivered, not yet ACKed or NACKed."""
+
+    consumer: int
+    node: int
+    origin: bytes
+    deadline_us: int  # after it the node may give the message out again
+
+
+@dataclass(frozen=True)
+class Ack:
+    """An ACK a consumer gave: when (monotonic), to which node, for whose message."""
+
+    at: float
+    node: int
+    origin: bytes
+
+
+class GroupLedger:
+    """What one group was given and answered, and why each body may come again."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.deliveries: Counter[bytes] = Counter()
+        self.out: dict[bytes, Outstanding] = {}
+        self.fresh_acks: dict[bytes, Ack] = {}
+        # ACKs given while a node was down: what they tell it can only go once it is back
+        self.acks_in_outage: dict[int, dict[bytes, Ack]] = {}
+        self.excuses: defaultdict[bytes, list[str]] = defaultdict(list)
+        self.explained: Counter[str] = Counter()
+        self.unexplained = 0
+        self.bound = 0
+
+    def delivered(self, body: bytes, held: Outstanding) -> None:
+        self.deliveries[body] += 1
+        if self.deliveries[body] > 1:
+            self._explain(body)
+        self.out[body] = held
+
+    def _explain(self, body: bytes) -> None:
+        excuses = self.excuses.get(body)
+        if excuses:
+            self.explained[excuses.pop(0)] += 1
+            return
+        earlier = self.out.get(body)
+        if earlier is not None and earlier.deadline_us < time.time() * 1e6 + LATE_MARGIN_US:
+            self.explained[LATE_ACK] += 1  # expired before its consumer ACKed it
+            self.bound += 1
+        else:
+            self.unexplained += 1
+
+    def answered(self, body: bytes, ok: bool, node: int, late: bool) -> None:
+        held = self.out.pop(body, None)
+        if not ok:
+            self._excuse(body, NACK, 1)
+        elif late:
+            self._excuse(body, LATE_ACK, 1)
+        elif held is not None:
+            self.fresh_acks[body] = Ack(time.monotonic(), node, held.origin)
+            for acks in self.acks_in_outage.values():
+                acks[body] = self.fresh_acks[body]
+
+    def consumer_fault(self, consumer: int) -> None:
+        for body in [body for body, held in self.out.items() if held.consumer == consumer]:
+            del self.out[body]
+            self.excuses[body].append(CONSUMER_FAULT)
+        self.bound += WINDOW
+
+    def node_fault(self, node: int, origin: bytes, consumers: int, killed: bool) -> None:
+        """Node ``node`` (id ``origin``) was killed or came back: what is out with it
+        or is its message, and what was ACKed to it or is its message lately, may come
+        again. A killed node may also hold copies of any other node's messages: those
+        out now, or ACKed lately, may miss their marks there and come again if their
+        origin dies before it told the node. An ACK given while a node was down counts
+        as given when it returns: only then can what it says reach that node."""
+        now = time.monotonic()
+        self.fresh_acks = {body: ack for body, ack in self.fresh_acks.items()
+                           if ack.at >= now - ACK_SETTLE_SECONDS}
+        caught = [body for body, held in self.out.items()
+                  if killed or held.node == node or held.origin == origin]
+        caught += [body for body, ack in self.fresh_acks.items()
+                   if killed or ack.node == node or ack.origin == origin]
+        for body in caught:
+            self.excuses[body].append(NODE_FAULT)
+        self.bound += WINDOW * consumers
+        if killed:
+            self.acks_in_outage[node] = {}
+        else:  # what the others owe it starts to flow now
+            for body, ack in self.acks_in_outage.pop(node, {}).items():
+                self.fresh_acks[body] = Ack(now, ack.node, ack.origin)
+
+    def _excuse(self, body: bytes, cause: str, allowance: int) -> None:
+        self.excuses[body].append(cause)
+        self.bound += allowance
+
+    def figures(self, acked: set[bytes], refused_answers: int) -> GroupFigures:
+        return GroupFigures(
+            self.name, acked=len(acked), delivered=len(self.deliveries),
+            lost=len(acked - self.deliveries.keys()),
+            duplicates=sum(count - 1 for count in self.deliveries.values()),
+            explained=dict(self.explained), unexplained=self.unexplained, bound=self.bound,
+            refused_answers=refused_answers)
+
+
+class Ledgers:
+    """Every group's ledger behind one lock (the consumers are threads)."""
+
+    def __init__(self, groups: Sequence[str]) -> None:
+        self.lock = threading.Lock()
+        self.groups = {name: GroupLedger(name) for name in groups}
+
+
+class GroupWorker(threading.Thread):
+    """One consumer of one group on one node, in one style, started again after each
+    fault it is given."""
+
+    def __init__(self, number: int, ledgers: Ledgers, group: str, node: int, dsn: str,
+                 style: str, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.number, self.ledgers, self.group = number, ledgers, group
+        self.node, self.dsn, self.style = node, dsn, style
+        self.rng = random.Random(seed)
+        self.stopping = threading.Event()
+        self.fault_asked = threading.Event()
+        self.faults = 0
+        self.refused_answers = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self._one_consumer()
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+
+    def _one_consumer(self) -> None:
+        context = zmq.Context()
+        try:
+            consumer = GroupConsumer(self.dsn, TOPIC, self.group, window=WINDOW,
+                                     context=context, timeout=1.0)
+        except (TimeoutError, ConsumeRefused):
+            context.destroy(linger=0)  # the node is down or starting: try again
+            return
+        held: list[tuple[float, Message]] = []
+        while not (self.stopping.is_set() or self.fault_asked.is_set()):
+            message = consumer.receive(0.05)
+            if message is not None:
+                self._take(consumer, message, held)
+            held = self._answer_due(consumer, held, time.monotonic())
+        self.refused_answers += len(consumer.errors)
+        if self.fault_asked.is_set():
+            self._fail(context)
+        else:
+            self._answer(consumer, [message for _, message in held], True)
+            consumer.close()
+            context.term()
+
+    def _take(self, consumer: GroupConsumer, message: Message,
+              held: list[tuple[float, Message]]) -> None:
+        origin, _ = parse_message_key(message.key)
+        with self.ledgers.lock:
+            self.ledgers.groups[self.group].delivered(
+                message.parts[0], Outstanding(self.number, self.node, origin,
+                                              message.deadline_us))
+        now = time.monotonic()
+        if self.rng.random() < NACK_SHARE:
+            self._answer(consumer, [message], False)
+        elif self.style == "at_once":
+            self._answer(consumer, [message], True)
+        elif self.style == "holding":
+            held.append((now + self.rng.uniform(0, HOLD_SECONDS), message))
+        else:
+            held.append((now + BATCH_SECONDS, message))
+
+    def _answer_due(self, consumer: GroupConsumer, held: list[tuple[float, Message]],
+                    now: float) -> list[tuple[float, Message]]:
+        """ACK what is due; a batch goes whole, shuffled, once its oldest is due."""
+        if self.style == "batching":
+            if held and (held[0][0] <= now or len(held) >= WINDOW // 2):
+                batch = [message for _, message in held]
+                self.rng.shuffle(batch)
+                self._answer(consumer, batch, True)
+                return []
+            return held
+        due = [message for at, message in held if at <= now]
+        self._answer(consumer, due, True)
+        return [(at, message) for at, message in held if at > now]
+
+    def _answer(self, consumer: GroupConsumer, messages: list[Message], ok: bool) -> None:
+        if not messages:
+            return
+        late_after_us = time.time() * 1e6 + LATE_MARGIN_US
+        with self.ledgers.lock:  # before the answer leaves: a redelivery may come at once
+            ledger = self.ledgers.groups[self.group]
+            for message in messages:
+                ledger.answered(message.parts[0], ok, self.node,
+                                message.deadline_us < late_after_us)
+        if ok:
+            consumer.ack_many(messages)
+        else:
+            consumer.nack_many(messages)
+
+    def _fail(self, context: zmq.Context) -> None:  # type: ignore[type-arg]
+        with self.ledgers.lock:  # before the node can notice and give its messages out
+            self.ledgers.groups[self.group].consumer_fault(self.number)
+        context.destroy(linger=0)  # no BYE: to the node, a killed process
+        self.faults += 1
+        self.fault_asked.clear()
+
+    def fail_now(self, timeout: float = 10.0) -> None:
+        """Have this consumer closed abruptly and started again; returns once it was."""
+        before = self.faults
+        self.fault_asked.set()
+        wait_until(lambda: self.faults > before or self.error is not None, timeout,
+                   message=f"consumer {self.number} failed on request")
+
+
+def declare_groups(nodes: Nodes, groups: Sequence[str]) -> list[bytes]:
+    """The topic and its groups on every node, without ``default``; the node ids."""
+    commands = [f"DECLARE TOPIC {TOPIC}", *(f"DECLARE GROUP {TOPIC} {g}" for g in groups),
+                f"REMOVE GROUP {TOPIC} default"]
+    ids = []
+    for node in nodes.members:
+        for command in commands:
+            answer = request_monitor(node.monitor_dsn, command, 10.0)
+            if answer.startswith(b"ERROR"):
+                raise RuntimeError(f"{command}: {answer.decode(errors='replace')}")
+        ids.append(node.stats()["node_id"].encode())
+    return ids
+
+
+def _taken_over(origin: str, survivors: list[dict[str, Any] | None]) -> str | None:
+    """'taken over' once a survivor delivers ``origin``'s copies, 'no copies' when none
+    holds any; None while neither is known."""
+    if any(stats is not None and origin in stats["takeovers"] for stats in survivors):
+        return "taken over"
+    if None in survivors:
+        return None
+    held = sum(peer["replicas_held"] for stats in survivors if stats is not None
+               for peer in stats["peers"] if peer["node_id"] == origin)
+    return None if held else "no copies"
+
+
+class Chaos:
+    """The nodes, the group consumers and the faults of one run."""
+
+    def __init__(self, nodes: Nodes, groups: Sequence[str], report: GroupsReport,
+                 seed: int) -> None:
+        self.nodes, self.report = nodes, report
+        self.ledgers = Ledgers(groups)
+        self.node_ids = declare_groups(nodes, groups)
+        self.workers = [
+            GroupWorker(number, self.ledgers, group, node, member.consume_dsn, style,
+                        seed * 1000 + number)
+            for number, (group, (node, member), style) in enumerate(
+                (group, placed, style) for group in groups
+                for placed in enumerate(nodes.members) for style in STYLES)]
+
+    def start(self) -> None:
+        for worker in self.workers:
+            worker.start()
+
+    def consumer_fault(self, node: int, rng: random.Random) -> None:
+        rng.choice(self.workers).fail_now()
+
+    def kill_and_restart(self, index: int, rng: random.Random) -> None:
+        member = self.nodes.members[index]
+        member.kill()
+        self._node_fault(index, killed=True)
+        if self.nodes.cluster is not None and rng.random() < 0.5:
+            self._await_takeover(index)
+            time.sleep(rng.uniform(*DOWN_SECONDS))  # the outage's length, not a wait
+        member.restart()
+        self._node_fault(index, killed=False)
+
+    def _node_fault(self, index: int, killed: bool) -> None:
+        consumers = len(self.nodes.members) * len(STYLES)  # of each group
+        with self.ledgers.lock:
+            for ledger in self.ledgers.groups.values():
+                ledger.node_fault(index, self.node_ids[index], consumers, killed)
+
+    def _await_takeover(self, index: int) -> None:
+        """Until a peer took node ``index``'s messages over, or no peer holds a copy
+        of them (then there is nothing to take over)."""
+        cluster = self.nodes.cluster
+        assert cluster is not None
+        origin = self.node_ids[index].decode()
+        taken = wait_until(lambda: _taken_over(origin, [cluster.stats(other) for other
+                                                        in cluster.others(index)]),
+                           30.0, interval=0.1, message=f"a takeover of node {index}")
+        if taken == "taken over":
+            self.report.takeovers_awaited += 1
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stopping.set()
+        for worker in self.workers:
+            worker.join(10)
+
+    def errors(self) -> list[BaseException]:
+        return [worker.error for worker in self.workers if worker.error is not None]
+
+    def delivered_all(self, acked: set[bytes]) -> bool:
+        with self.ledgers.lock:
+            return all(acked <= ledger.deliveries.keys()
+                       for ledger in self.ledgers.groups.values())
+
+    def store_left(self) -> dict[str, int]:
+        """Messages and copies still stored, per node (-1: the node did not answer)."""
+        left = {}
+        for index, node in enumerate(self.nodes.members):
+            try:
+                stats = node.stats()
+            except (OSError, TimeoutError, RuntimeError):
+                stats = {"messages": -1, "replicas_held": -1}
+            left[f"node{index} messages"] = stats["messages"]
+            left[f"node{index} copies"] = stats["replicas_held"]
+        return left
+
+    def figures(self, acked: set[bytes]) -> list[GroupFigures]:
+        refused: Counter[str] = Counter()
+        for worker in self.workers:
+            refused[worker.group] += worker.refused_answers
+        with self.ledgers.lock:
+            return [ledger.figures(acked, refused[name])
+                    for name, ledger in self.ledgers.groups.items()]
+
+
+def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2,
+        consumer_faults: int = 4, replicas: int = 1, groups: Sequence[str] = ("billing", "audit"),
+        rate: float = 400.0, seed: int = 1, drain_timeout: float = 60.0,
+        directory: Path | None = None) -> GroupsReport:
+    """One soak of groups; raises Unavailable for a cluster it cannot make."""
+    if nodes_count == 1 and replicas != 1:
+        raise Unavailable("--replicas needs a cluster: --nodes 3")
+    rng = random.Random(seed)  # the faults': their moments and targets repeat per seed
+    report = GroupsReport(nodes=nodes_count, replicas=replicas, seconds=seconds)
+    acked: set[bytes] = set()
+    with tempfile.TemporaryDirectory(prefix="pzq-chaos-groups-", dir=directory) as tmp, \
+            ExitStack() as cleanup:
+        nodes = Nodes(Path(tmp), nodes_count, False, replicas=replicas, consume=True,
+                      node_args=NODE_ARGS, timings=TIMINGS)
+        cleanup.callback(nodes.close)
+        nodes.start()
+        chaos = Chaos(nodes, groups, report, seed)
+        chaos.start()
+        cleanup.callback(chaos.stop)
+        faults = Faults(nodes, seconds, {"restarts": kills, "consumer_faults": consumer_faults},
+                        report, rng, {"restarts": chaos.kill_and_restart,
+                                      "consumer_faults": chaos.consumer_fault})
+        faults.start()
+        produce_for(nodes.members, seconds, report, acked, random.Random(seed + 1),
+                    topic=TOPIC, rate=rate)
+        faults.join()
+        for error in [faults.error, *chaos.errors()]:
+            if error is not None:
+                raise error
+        report.acked = len(acked)
+        _drain(chaos, acked, drain_timeout)
+        chaos.stop()
+        report.groups = chaos.figures(acked)
+        report.store_left = chaos.store_left()
+    return report
+
+
+def _drain(chaos: Chaos, acked: set[bytes], timeout: float) -> None:
+    """Wait until every group had every ACKed message and the stores emptied; what
+    does not come in time is reported."""
+    try:
+        wait_until(lambda: chaos.delivered_all(acked), timeout, interval=0.1,
+                   message="every ACKed message delivered to every group")
+        wait_until(lambda: not any(chaos.store_left().values()), timeout, interval=0.2,
+                   message="every store and every copy empty")
+    except TimeoutError:
+        pass
+
+
+def print_table(report: GroupsReport) -> None:
+    print(f"{report.nodes} node(s), --replicas {report.replicas}, {report.seconds:g} s: "
+          f"produced {report.produced}, ACKed {report.acked} "
+          f"(REPLICATION_FAILED {report.replication_failed}), refused {report.refused}; "
+          f"kills {report.restarts} (takeovers awaited {report.takeovers_awaited}), "
+          f"consumer faults {report.consumer_faults}")
+    print(f"{'group':<12}{'ACKed':>9}{'delivered':>11}{'lost':>6}{'duplicates':>12}"
+          f"{'explained':>11}{'bound':>8}{'refused':>9}  causes")
+    for g in report.groups:
+        causes = ", ".join(f"{cause} {count}" for cause, count in sorted(g.explained.items()))
+        print(f"{g.group:<12}{g.acked:>9}{g.delivered:>11}{g.lost:>6}{g.duplicates:>12}"
+              f"{g.duplicates - g.unexplained:>11}{g.bound:>8}{g.refused_answers:>9}  "
+              f"{causes or '-'}")
+    left = {name: count for name, count in report.store_left.items() if count}
+    print(f"store at the end: {left or 'empty'}")
+
+
+def group_names(text: str) -> list[str]:
+    names = text.split(",")
+    for name in names:
+        if not GROUP_NAME.fullmatch(name) or name == "default":
+            raise argparse.ArgumentTypeError(
+                f"{name!r} is not a group name (1-255 of A-Z a-z 0-9 . _ -, not 'default')")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a group is named twice in {text!r}")
+    return names
+
+
+def make_argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chaos_groups", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
+    parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
+                        help="copies of each message (--nodes 3)")
+    parser.add_argument("--groups", type=group_names, default=["billing", "audit"],
+                        help="the topic's groups, comma separated")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long to produce")
+    parser.add_argument("--rate", type=float, default=400.0, help="messages a second")
+    parser.add_argument("--kills", type=int, default=6, help="node SIGKILLs and restarts")
+    parser.add_argument("--consumer-faults", type=int, default=10,
+                        help="group consumers closed abruptly and started again")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_argument_parser()
+    args = parser.parse_args(argv)
+    if args.rate <= 0 or args.seconds <= 0 or args.kills < 0 or args.consumer_faults < 0:
+        parser.exit(ExitCode.USAGE, "chaos_groups: error: --rate and --seconds must be "
+                                    "above 0, --kills and --consumer-faults not below\n")
+    try:
+        report = run(args.nodes, args.seconds, args.kills, args.consumer_faults,
+                     args.replicas, args.groups, args.rate, args.seed)
+    except Unavailable as exc:
+        parser.exit(ExitCode.USAGE, f"chaos_groups: error: {exc}\n")
+    if args.json:
+        print(json.dumps(asdict(report)))
+    else:
+        print_table(report)
+    return EXIT_FAILED if report.failed() else ExitCode.OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

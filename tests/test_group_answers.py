@@ -72,8 +72,10 @@ def test_a_confirmed_ack_is_written_when_it_returns(node, context):
         assert group_figures(node)["acked"] == len(first)
         rest = []
         while len(first) + len(rest) < 10:
-            rest += consumer.receive_many(10, 10)
-        consumer.ack_confirmed(rest)
+            more = consumer.receive_many(10, 10)
+            assert more, "the credits given back by the confirmed ACKs brought no more"
+            consumer.ack_confirmed(more)
+            rest += more
     assert sorted(m.parts[0] for m in first + rest) == [b"m%d" % n for n in range(10)]
     assert group_figures(node)["backlog"] == 0
 

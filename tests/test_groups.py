@@ -436,6 +436,11 @@ def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node,
     node_id = group_node.stats()["node_id"]
     labels = f'group="billing",monitor="{group_node.monitor_dsn}",node="{node_id}"'
     assert f'pzq_group_backlog{{{labels},topic="orders"}} 2.0' in metrics
+    inflight_line = f'pzq_group_messages_inflight{{{labels},topic="orders"}} '
+    inflight = float(next(line for line in metrics.splitlines()
+                          if line.startswith(inflight_line)).split()[-1])
+    assert f'pzq_group_lag{{{labels},topic="orders"}} {2.0 - inflight}' in metrics
+    assert f'pzq_group_messages_delayed{{{labels},topic="orders"}} 0.0' in metrics
     assert f'pzq_group_acked_total{{{labels},topic="orders"}} 1.0' in metrics
     assert (f'pzq_topic_messages_stored{{monitor="{group_node.monitor_dsn}",node="{node_id}",'
             'topic="orders"} 3.0') in metrics

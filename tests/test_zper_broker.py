@@ -175,16 +175,27 @@ def test_a_topic_of_pzq_records_is_refused_to_writers_and_kept_apart(zper_node, 
     assert event["reason"] == "topic even holds pzq's archived messages"
 
 
-def test_zpack_offsets_agree_with_fetch(zper_node, open_socket):
+def ack_subscriber(open_socket, node, topic: str):
+    """A SUB of the node's ZPAck for ``topic``, once the node counts its subscription."""
     subscriber = open_socket(zmq.SUB)
-    subscriber.subscribe(b"metrics")
-    subscriber.connect(zper_node.zper["ack"])
-    zper_node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
-                         message="the subscription")
-    sent = messages(30)
-    writer = producer(open_socket, zper_node, zmq.DEALER, "metrics", 0)
+    subscriber.subscribe(topic.encode())
+    subscriber.connect(node.zper["ack"])
+    node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
+                    message="the subscription")
+    return subscriber
+
+
+def write(open_socket, node, topic: str, sent: list) -> None:
+    """``sent`` through a ZPER writer (DEALER, mode 0)."""
+    writer = producer(open_socket, node, zmq.DEALER, topic, 0)
     for frames in sent:
         writer.send_multipart(frames)
+
+
+def test_zpack_offsets_agree_with_fetch(zper_node, open_socket):
+    subscriber = ack_subscriber(open_socket, zper_node, "metrics")
+    sent = messages(30)
+    write(open_socket, zper_node, "metrics", sent)
     acks = []
     while len(acks) < len(sent):
         assert subscriber.poll(10_000), f"{len(acks)} acks"
@@ -200,15 +211,9 @@ def test_a_subscriber_that_keeps_up_gets_every_ack_of_a_burst(start_node, tmp_pa
     libzmq's default queue of 1 000: none may be lost, and none is dropped."""
     node = start_zper_node(start_node, tmp_path, "--flush-messages", "1000000",
                            "--flush-interval", "300", "--segment-size", "1000000")
-    subscriber = open_socket(zmq.SUB)
-    subscriber.subscribe(b"burst")
-    subscriber.connect(node.zper["ack"])
-    node.wait_stats(lambda s: s["zper"]["ack"]["subscriptions"] == 1,
-                    message="the subscription")
+    subscriber = ack_subscriber(open_socket, node, "burst")
     sent = messages(20_000)
-    writer = producer(open_socket, node, zmq.DEALER, "burst", 0)
-    for frames in sent:
-        writer.send_multipart(frames)
+    write(open_socket, node, "burst", sent)
     acks = []
     while len(acks) < len(sent):
         if not subscriber.poll(5_000):

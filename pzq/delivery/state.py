@@ -240,7 +240,8 @@ class DeliveryState(Participant):
         if self.paused:
             return 0
         for entry in expired:
-            self._give_back(entry, now_us + self.settings.backoff_after(entry.deliveries))
+            wait_us = self.settings.backoff_after(entry.deliveries)
+            self._give_back(entry, now_us + wait_us if wait_us else 0)
         self.counters.expired += len(expired)
         self._take_due(now_us)
         return len(expired)

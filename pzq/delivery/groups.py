@@ -148,6 +148,7 @@ class GroupArea:
         self.node_id = store.node_id
         self._tags: dict[int, bytes] = {}  # tags of messages read and not yet done with
         self._counted: set[int] = set()  # messages with a count in the store (``c``)
+        self._highest_count: int | None = None  # seq of the highest ``c`` key (-1: none)
 
     def end_seq(self) -> int:
         """Nothing to deliver until the topic's log reaches back to the group's start
@@ -213,9 +214,11 @@ class GroupArea:
         return found
 
     def _counts(self, first: int, last: int) -> dict[int, bytes]:
-        """The group's kept counts from ``first`` to ``last``: one short walk (only
-        messages delivered more than once have one)."""
+        """The group's kept counts from ``first`` to ``last``: one short walk, and none
+        at all past its highest count (only messages delivered more than once have one)."""
         group_id = self.group.id
+        if first > self._highest_counted():
+            return {}
         counts = {}
         for key, count in self.store.iterate(keyspace.group_count_prefix(group_id),
                                              keyspace.group_count_key(group_id, first)):
@@ -224,6 +227,15 @@ class GroupArea:
                 break
             counts[seq] = count
         return counts
+
+    def _highest_counted(self) -> int:
+        """An upper bound of the seqs with a count: one seek a run, then kept."""
+        if self._highest_count is None:
+            self._highest_count = -1
+            for key, _ in self.store.iterate_reverse(keyspace.group_count_prefix(self.group.id)):
+                self._highest_count = keyspace.seq_at_end(key)
+                break
+        return self._highest_count
 
     def _with_count(self, seq: int, value: bytes, count: bytes | None) -> bytes:
         """The record with this group's bookkeeping (the stored one is ``default``'s)."""
@@ -245,6 +257,7 @@ class GroupArea:
         batch.put(keyspace.group_count_key(self.group.id, seq),
                   value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END])
         self._counted.add(seq)
+        self._highest_count = max(self._highest_counted(), seq)
 
     def _forget_count(self, batch: Batch, seq: int) -> None:
         if seq in self._counted:

@@ -121,7 +121,8 @@ def test_an_archive_turned_read_only_keeps_messages_stored_until_it_is_back(
             return node.stats()["archive"]["failures"] > 0
         wait_until(archive_failing, 30, message="archive writes failing")
     assert node.figures()["messages"] > 0  # acked but not archived: still stored
-    assert node.event("archive_write_failed") is not None
+    wait_until(lambda: node.event("archive_write_failed"), 10,
+               message="the failure logged (read from the node's stderr)")
 
     ext4_on_loop.repair()
     with Consumer(node.send_dsn, context=context) as consumer:
@@ -131,7 +132,8 @@ def test_an_archive_turned_read_only_keeps_messages_stored_until_it_is_back(
                 message.ack()
             return node.figures()["messages"] == 0
         wait_until(all_archived, 60, message="every message archived and gone from the store")
-    assert node.event("archive_write_recovered") is not None
+    wait_until(lambda: node.event("archive_write_recovered"), 10,
+               message="the recovery logged (read from the node's stderr)")
     archived = {m.parts[0][:6] for _, m in read_topic(ext4_on_loop.place / "archive", "default")}
     assert archived == before | during
 

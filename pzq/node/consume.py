@@ -70,6 +70,7 @@ class ConsumeEndpoint:
         self.liveness = ConsumerLiveness(socket, events, self.heartbeat_s)
         self.groups: dict[int, GroupDelivery] = {}
         self.confirmations = consume_verbs.Confirmations(self._send)
+        self._refused_acks = consume_verbs.RefusedAcks()
         store.register(self.confirmations)
         self.consumers: dict[bytes, Consumer] = {}
         self.blocked = False  # a consumer's pipe was full: try again soon
@@ -129,6 +130,7 @@ class ConsumeEndpoint:
             if verb == wire.ACK:  # (a restart forgot the connection): its keys come back
                 self._error(routing_id, "ACK before CONSUME: send CONSUME first")
                 self._send(wire.encode_refused(routing_id, request.keys))
+                self._refused_acks.keep(routing_id, request.keys)
                 return
             raise DecodeError(f"{verb.decode()} before CONSUME: send CONSUME first")
         elif verb == wire.BYE:
@@ -156,8 +158,11 @@ class ConsumeEndpoint:
         self._send(wire.encode_consuming(routing_id, subscribe, int(self.heartbeat_s * 1000)))
         log.info("consumer_joined", topic=group.topic.name, group=group.name,
                  window=subscribe.window, consumers=len(deliveries.consumers))
-        if subscribe.acked:  # ACKs refused before: applied before anything is delivered
-            self._answer(batch, consumer, True, subscribe.acked, now_us)
+        # ACKs refused on this connection before its CONSUME (kept here, and sent
+        # again with it): applied before anything is delivered
+        acked = (*self._refused_acks.take(routing_id), *subscribe.acked)
+        if acked:
+            self._answer(batch, consumer, True, acked, now_us)
 
     def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
                    pattern: str, now_us: int) -> Group:

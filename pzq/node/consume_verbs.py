@@ -8,6 +8,7 @@ went to another consumer is that one's now (its credit comes back, nothing more)
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 
 from pzq.node.consume_groups import Consumer
@@ -61,3 +62,26 @@ class Confirmations(Participant):
         for routing_id, keys in owed.items():
             for start in range(0, len(keys), wire.MAX_KEYS):
                 self.send([routing_id, wire.ACKED, *keys[start:start + wire.MAX_KEYS]])
+
+
+REFUSED_CONNECTIONS = 1000  # connections whose refused ACKs are kept, the newest
+REFUSED_KEYS = 10 * wire.MAX_KEYS  # keys kept for one connection at most
+
+
+class RefusedAcks:
+    """ACKs that came on a connection the node did not know (it restarted), kept until
+    that connection says CONSUME: they are applied then, before anything is delivered
+    to it, however many ACKs it sent before and however its CONSUME was timed."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[bytes, list[bytes]] = OrderedDict()
+
+    def keep(self, routing_id: bytes, keys: tuple[bytes, ...]) -> None:
+        kept = self._kept.setdefault(routing_id, [])
+        kept.extend(keys[:max(0, REFUSED_KEYS - len(kept))])
+        self._kept.move_to_end(routing_id)
+        while len(self._kept) > REFUSED_CONNECTIONS:
+            self._kept.popitem(last=False)  # a connection that never joined
+
+    def take(self, routing_id: bytes) -> list[bytes]:
+        return self._kept.pop(routing_id, [])

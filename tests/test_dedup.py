@@ -91,7 +91,7 @@ def test_ids_older_than_the_window_leave_the_store(tmp_path):
     store.register(index)
     batch = store.begin()
     for n, seen_us in enumerate((100, 200, 300)):
-        index.remember(batch, 7, b"id%d" % n, seen_us)
+        index.remember(batch, 7, b"id%d" % n, seen_us, seen_before=None)
     store.commit(batch)
     assert index.seen(7, b"id0", 150, window_us=100) and not index.seen(7, b"id0", 201, 100)
     index.expire(before_us=250)

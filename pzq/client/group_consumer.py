@@ -246,16 +246,13 @@ class GroupConsumer(Consumer):
             if message is not None:
                 self._arrived.append(message)
 
-    def _send_keys(self, verb: bytes, keys: list[bytes], delay_ms: int = 0) -> None:
-        for start in range(0, len(keys), wire.MAX_KEYS):
-            self._socket.send_multipart(wire.encode_keys(verb, keys[start:start + wire.MAX_KEYS],
-                                                         delay_ms))
-        self._last_sent = time.monotonic()
-
     def _answer(self, ok: bool, keys: list[bytes]) -> None:
-        # at most MAX_KEYS keys in one ACK or NACK: more go in several
+        self._send_keys(wire.ACK if ok else wire.NACK, keys)
+
+    def _send_keys(self, verb: bytes, keys: list[bytes], delay_ms: int = 0) -> None:
+        # at most MAX_KEYS keys in one message: more go in several
         for start in range(0, len(keys), wire.MAX_KEYS):
-            frames = wire.encode_answer(ok, keys[start:start + wire.MAX_KEYS])
+            frames = wire.encode_keys(verb, keys[start:start + wire.MAX_KEYS], delay_ms)
             try:
                 send_frames(self._socket, frames)
             except zmq.Again:  # the node is behind: wait for room, as a blocking send

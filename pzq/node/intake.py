@@ -55,8 +55,9 @@ class Intake(Participant):
                 produce = frames.decode_produce(raw, self.limits.max_message_size)
                 topic, tag = self._topic(produce, now_us)
                 dedup_id = self._dedup_id(produce)
-                if dedup_id is not None and self._repeated(batch, produce, topic, dedup_id,
-                                                           now_us):
+                seen_us = None if dedup_id is None else self.dedup.seen_at(topic.id, dedup_id)
+                if dedup_id is not None and seen_us is not None \
+                        and self._repeated(produce, topic, dedup_id, seen_us, now_us):
                     continue
                 self._check_room(batch, produce, topic)
             except ProduceRefused as refused:
@@ -65,7 +66,7 @@ class Intake(Participant):
             except DecodeError:
                 continue  # a ROUTER always prepends the routing id; nothing to answer
             if dedup_id is not None:
-                self.dedup.remember(batch, topic.id, dedup_id, now_us)
+                self.dedup.remember(batch, topic.id, dedup_id, now_us, seen_us)
             value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
             seq = batch.add_message(value)
             self.topics.stored(batch, seq, topic, tag, len(value))
@@ -90,12 +91,13 @@ class Intake(Participant):
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
 
-    def _repeated(self, batch: Batch, produce: frames.Produce, topic: Topic,
-                  dedup_id: bytes, now_us: int) -> bool:
-        """A repeat within the topic's window is not stored again; its ACK says
-        DUPLICATE once the first is in the store (now, or with this batch)."""
+    def _repeated(self, produce: frames.Produce, topic: Topic, dedup_id: bytes,
+                  seen_us: int, now_us: int) -> bool:
+        """A repeat within the topic's window (its id seen at ``seen_us``) is not stored
+        again; its ACK says DUPLICATE once the first is in the store (now, or with this
+        batch)."""
         window_us = topic.dedup_window_us or self.limits.dedup_window_us
-        if not self.dedup.seen(topic.id, dedup_id, now_us, window_us):
+        if seen_us <= now_us - window_us:
             return False
         self.counters.duplicates += 1
         if self.dedup.in_batch(topic.id, dedup_id):

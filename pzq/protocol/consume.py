@@ -191,12 +191,8 @@ def encode_consume(subscribe: Subscribe) -> list[bytes]:
 
 def encode_keys(verb: bytes, keys: list[bytes] | tuple[bytes, ...],
                 delay_ms: int = 0) -> list[bytes]:
-    """WORKING, REJECT, or NACK with a delay (ACK and NACK: encode_answer)."""
+    """ACK, NACK (with a delay: DELAY:ms first), WORKING or REJECT of ``keys``."""
     return [verb, *([DELAY + b"%d" % delay_ms] if delay_ms else []), *keys]
-
-
-def encode_answer(ok: bool, keys: list[bytes] | tuple[bytes, ...]) -> list[bytes]:
-    return [ACK if ok else NACK, *keys]
 
 
 # -- node to consumer ------------------------------------------------------------

@@ -20,27 +20,35 @@ EXPIRED_PER_BATCH = 10_000  # ids let go in one batch, so a burst cannot stall a
 class DedupIndex(Participant):
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._batch_ids: set[tuple[int, bytes]] = set()  # ids in the batch being built
+        self._batch_ids: dict[tuple[int, bytes], int] = {}  # in the batch being built
         self._expire_before_us: int | None = None  # set by the reaper's tick
+
+    def seen_at(self, topic_id: int, dedup_id: bytes) -> int | None:
+        """When the topic last stored a message with this id (µs; None: never, or so
+        long ago that it was let go)."""
+        found = self._batch_ids.get((topic_id, dedup_id))
+        if found is not None:
+            return found
+        stored = self.store.get(keyspace.dedup_key(topic_id, dedup_id))
+        return None if stored is None else int(SEEN.unpack(stored)[0])
 
     def seen(self, topic_id: int, dedup_id: bytes, now_us: int, window_us: int) -> bool:
         """Whether the topic stored a message with this id within the window."""
-        if (topic_id, dedup_id) in self._batch_ids:
-            return True
-        stored = self.store.get(keyspace.dedup_key(topic_id, dedup_id))
-        return stored is not None and SEEN.unpack(stored)[0] > now_us - window_us
+        seen_us = self.seen_at(topic_id, dedup_id)
+        return seen_us is not None and seen_us > now_us - window_us
 
     def in_batch(self, topic_id: int, dedup_id: bytes) -> bool:
         """Whether the id's message is in the batch being built (not yet written)."""
         return (topic_id, dedup_id) in self._batch_ids
 
-    def remember(self, batch: Batch, topic_id: int, dedup_id: bytes, now_us: int) -> None:
-        stored = self.store.get(keyspace.dedup_key(topic_id, dedup_id))
-        if stored is not None:  # seen before the window: its old age entry goes
-            batch.delete(keyspace.dedup_age_key(SEEN.unpack(stored)[0], topic_id, dedup_id))
+    def remember(self, batch: Batch, topic_id: int, dedup_id: bytes, now_us: int,
+                 seen_before: int | None) -> None:
+        """The id's message is in ``batch``; ``seen_before`` is what seen_at said."""
+        if seen_before is not None:  # seen before the window: its old age entry goes
+            batch.delete(keyspace.dedup_age_key(seen_before, topic_id, dedup_id))
         batch.put(keyspace.dedup_key(topic_id, dedup_id), SEEN.pack(now_us))
         batch.put(keyspace.dedup_age_key(now_us, topic_id, dedup_id), b"")
-        self._batch_ids.add((topic_id, dedup_id))
+        self._batch_ids[(topic_id, dedup_id)] = now_us
 
     def expire(self, before_us: int) -> None:
         """Let ids seen before ``before_us`` go, with the next batch."""

@@ -28,13 +28,14 @@ def group_figures(node, name: str = "g") -> dict:
 
 def test_working_keeps_a_delivery_past_its_deadline(node, context):
     produce(node, context, [b"long job"])
-    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as busy, \
-            GroupConsumer(node.consume_dsn, "orders", "g", context=context) as other:
-        job = busy.receive(10)
-        started = time.monotonic()
-        while time.monotonic() - started < 5:  # 2.5 ack timeouts of work
-            busy.working(job)
-            assert other.receive(0.5) is None, "the job went to another while at work"
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as busy:
+        job = busy.receive(10)  # the job is busy's before another consumer joins
+        assert job is not None
+        with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as other:
+            started = time.monotonic()
+            while time.monotonic() - started < 5:  # 2.5 ack timeouts of work
+                busy.working(job)
+                assert other.receive(0.5) is None, "the job went to another while at work"
         busy.ack(job)
         node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 1)
         assert group_figures(node)["expired"] == 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from pzq.bench.nodes import NodeProcess as BenchNode
 from pzq.bench.nodes import wait_until
-from pzq.client import Consumer, Producer, monitor_figures
+from pzq.client import Consumer, Producer, monitor_figures, request_monitor
 
 __all__ = ["NodeProcess", "wait_until", "run_pzq"]
 
@@ -41,6 +41,16 @@ class NodeProcess(BenchNode):
                      message: str = "monitor figures") -> dict:
         return wait_until(lambda: (lambda f: f if condition(f) else None)(self.figures()),
                           timeout, message=message)
+
+    def ask(self, command: str) -> str:
+        """One monitor request, answered as text."""
+        return request_monitor(self.monitor_dsn, command, timeout=10,
+                               curve=self.curve).decode()
+
+    def keep_default(self, topic: str = "orders") -> None:
+        """--send-dsn reads every message of the topic beside its named groups."""
+        assert self.ask(f"DECLARE TOPIC {topic}").startswith("topic ")
+        assert self.ask(f"DECLARE GROUP {topic} default").startswith("group default")
 
     def pause(self) -> None:
         self.process.send_signal(signal.SIGSTOP)

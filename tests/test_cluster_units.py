@@ -64,9 +64,11 @@ def test_topics_say_how_far_each_groups_deliveries_went():
 
 def test_what_default_reads_of_a_nodes_topics():
     reads = cw.DefaultReads("main", {"audit": None, "orders": 7})
-    assert reads.reads("main", 0) and reads.reads("clicks", 0)
-    assert not reads.reads("audit", 100)
-    assert not reads.reads("orders", 6) and reads.reads("orders", 7)
+    assert reads.holders("main", 0, b"") == reads.holders("clicks", 0, b"") == ["default"]
+    assert reads.holders("audit", 100, b"") == []
+    kept = cw.DefaultReads("main", {"orders": 7}, {"orders": (cw.GroupReads("g"),)})
+    assert kept.holders("orders", 6, b"") == ["g"]  # declared for it from 7 on
+    assert kept.holders("orders", 7, b"") == ["g", "default"]
 
 
 def test_which_groups_hold_a_message_of_a_nodes_topic():
@@ -261,3 +263,16 @@ def test_a_peer_that_reconnects_often_leaves_two_routing_ids_known(tmp_path):
     assert node.core.senders.get(b"connection 998") == (peer.endpoint, peer.node_id)
     assert node.core.senders.get(b"connection 997") is None
     network.close()
+
+
+def test_topics_say_which_topics_default_holds_only_unclaimed_messages_of():
+    reads = cw.DefaultReads("main", groups={"orders": (cw.GroupReads("eu", 0, "eu-*"),)},
+                            unclaimed=("orders",))
+    assert cw.decode_topics(cw.encode_topics(NODE, reads))[1] == reads
+    assert reads.holders("orders", 3, b"eu-west") == ["eu"]
+    assert reads.holders("orders", 3, b"us") == ["default"]  # no named group takes it
+    kept = cw.DefaultReads("main", groups={"orders": (cw.GroupReads("eu", 0, "eu-*"),)})
+    assert kept.holders("orders", 3, b"eu-west") == ["eu", "default"]
+    with pytest.raises(DecodeError, match="default_unclaimed"):
+        cw.decode_topics([cw.TOPICS, NODE, b'{"default_from": {}, "default_topic": "main", '
+                          b'"default_unclaimed": [1]}'])

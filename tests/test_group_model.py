@@ -90,7 +90,9 @@ class GroupModel(RuleBasedStateMachine):
         topics = Topics(store, "default")
         store.register(topics)
         batch = store.begin()
-        topics.add_group(topics.topic("orders", 0), "g", 0, "eu-*", 0)
+        orders = topics.topic("orders", 0)
+        topics.keep_default(orders)  # ``default`` acks beside the group
+        topics.add_group(orders, "g", 0, "eu-*", 0)
         store.commit(batch)
         store.close()
         self._open()

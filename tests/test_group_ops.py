@@ -21,9 +21,11 @@ def ask(node, command: str) -> str:
 
 @pytest.fixture
 def orders(start_node, context):
-    """A node whose topic orders has the group g (from the earliest message)."""
+    """A node whose topic orders has the group g (from the earliest message), and
+    --send-dsn reading it too (so what g ACKs stays stored, for a seek back)."""
     node = start_node(*FAST, consume=True)
     produce(node, context, [b"m%d" % n for n in range(10)])
+    node.keep_default()
     assert ask(node, "DECLARE GROUP orders g").startswith("group g")
     return node
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import zmq
 
@@ -56,15 +58,29 @@ def test_three_groups_each_receive_every_message_once(group_node, context):
     finally:
         for consumer in consumers:
             consumer.close()
-    # default (--send-dsn) holds them too: stored until it acks
-    assert topic_figures(group_node)["messages"] == 61
-    with Consumer(group_node.send_dsn, context=context) as plain:
-        assert sorted(drain(plain, 61)) == sorted([b"first", *bodies])
+    # named groups alone read the topic: it shrinks as they ACK, and --send-dsn (which
+    # nobody reads here) keeps no copy
     group_node.wait_stats(lambda s: s["messages"] == 0 and s["topics"]["orders"]["messages"] == 0)
+    with Consumer(group_node.send_dsn, context=context) as plain:
+        assert plain.receive(0.3) is None
+
+
+def test_send_dsn_keeps_a_topic_it_read_before_the_groups_came(group_node, context):
+    produce(group_node, context, [b"early"])
+    with Consumer(group_node.send_dsn, context=context) as plain:
+        assert drain(plain, 1) == [b"early"]  # read there: --send-dsn keeps the topic
+        group_node.wait_stats(lambda s: s["topics"]["orders"]["default_rule"] == "all")
+        with GroupConsumer(group_node.consume_dsn, "orders", "audit", context=context) as audit:
+            produce(group_node, context, [b"late"])
+            assert drain(audit, 1) == [b"late"] and drain(plain, 1) == [b"late"]
+    group_node.wait_stats(lambda s: s["messages"] == 0)
+    assert group_node.ask("TOPICS").startswith("orders messages=0 bytes=0 "
+                                               "groups=default,audit\n")
 
 
 def test_deleted_only_after_the_last_group_acks(group_node, context):
     produce(group_node, context, [b"a", b"b"])
+    group_node.keep_default()
     with GroupConsumer(group_node.consume_dsn, "orders", "one", context=context) as one, \
             GroupConsumer(group_node.consume_dsn, "orders", "two", context=context) as two, \
             Consumer(group_node.send_dsn, context=context) as plain:
@@ -128,6 +144,7 @@ def test_many_deliveries_answered_in_one_ack_or_nack(group_node, context):
 
 def test_consumer_with_topic_and_group_speaks_the_consume_protocol(group_node, context):
     produce(group_node, context, [b"m%d" % n for n in range(5)])
+    group_node.keep_default()
     with Consumer(group_node.consume_dsn, topic="orders", group="billing", window=2,
                   filter="", start="earliest", context=context) as consumer:
         assert isinstance(consumer, GroupConsumer)
@@ -197,7 +214,9 @@ def test_filtered_group_sees_only_its_tag(group_node, context):
         assert eu.receive(0.3) is None and us.receive(0.1) is None
         group_node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["eu"]["backlog"] == 0
                               and s["topics"]["orders"]["groups"]["us"]["backlog"] == 0)
-        assert len(drain(plain, 4)) == 4
+        # what no named group's filter takes stays for --send-dsn (nothing is stranded)
+        assert drain(plain, 1) == [b"none"] and plain.receive(0.3) is None
+        assert "groups=eu,us default=unclaimed" in group_node.ask("TOPICS")
         # what a filter leaves out counts as done for that group
         group_node.wait_stats(lambda s: s["messages"] == 0)
     # a consumer joining without a filter gets the group's; another filter is refused
@@ -220,8 +239,8 @@ def test_topics_are_apart(group_node, context):
         produce(group_node, context, [b"c2"], topic="clicks")
         assert drain(clicks, 2) == [b"c1", b"c2"]
         assert clicks.receive(0.3) is None
-    stats = group_node.stats()["topics"]
-    assert stats["orders"]["messages"] == 2 and stats["clicks"]["messages"] == 2
+    stats = group_node.wait_stats(lambda s: s["topics"]["clicks"]["messages"] == 0)["topics"]
+    assert stats["orders"]["messages"] == 2  # --send-dsn's: nobody read it
 
 
 def test_restart_after_sigkill_keeps_every_group_place(group_node, context):
@@ -335,8 +354,8 @@ def test_bad_requests_get_clear_errors_and_the_node_goes_on(group_node, context)
         assert answer[0] == wire.ERROR and b"is not a pzq message key" in answer[1]
     finally:
         dealer.close()
-    with Consumer(group_node.send_dsn, context=context) as plain:
-        assert drain(plain, 1) == [b"x"]
+    with GroupConsumer(group_node.consume_dsn, "orders", "g", context=context) as consumer:
+        assert drain(consumer, 1) == [b"x"]  # given back when the dealer went
 
 
 def _next_non_heartbeat(socket: zmq.Socket) -> list[bytes] | None:
@@ -406,8 +425,8 @@ def test_sigkill_mid_stream_loses_nothing_for_any_group(group_node, context):
     for name, bodies in seen.items():
         assert acked_by_node <= bodies, (name, sorted(acked_by_node - bodies)[:5])
         assert bodies <= stored
-    node_messages = group_node.stats()["topics"]["orders"]["messages"]
-    assert node_messages == len(seen["a"])  # default (--send-dsn) has not acked any
+    # the named groups alone read the topic: once each ACKed all, nothing is kept
+    group_node.wait_stats(lambda s: s["topics"]["orders"]["messages"] == 0)
 
 
 def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node, context):
@@ -432,6 +451,11 @@ def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node,
         row = next(line for line in shown.stdout.splitlines() if "billing" in line)
         assert row.split("│")[4].strip() == "2"  # backlog: c, and b held unacked
         assert float(row.split("│")[-2].replace(",", "")) > 0  # acked/s over the last minute
+        listed = group_node.ask("TOPICS").splitlines()
+        assert listed[0] == "orders messages=2 bytes=136 groups=billing default=unclaimed"
+        assert listed[1].startswith("  group billing backlog=2 lag=") \
+            and listed[1].endswith("consumers=1")
+        assert re.fullmatch(r"    consumer [0-9a-f]+ held=[12] window=5 idle_ms=\d+", listed[2])
         metrics = scrape_metrics(group_node.monitor_dsn)
     node_id = group_node.stats()["node_id"]
     labels = f'group="billing",monitor="{group_node.monitor_dsn}",node="{node_id}"'
@@ -443,7 +467,8 @@ def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node,
     assert f'pzq_group_messages_delayed{{{labels},topic="orders"}} 0.0' in metrics
     assert f'pzq_group_acked_total{{{labels},topic="orders"}} 1.0' in metrics
     assert (f'pzq_topic_messages_stored{{monitor="{group_node.monitor_dsn}",node="{node_id}",'
-            'topic="orders"} 3.0') in metrics
+            'topic="orders"} 2.0') in metrics  # a went at billing's ACK: nobody else holds it
+    assert f'pzq_group_longest_consumer_idle_seconds{{{labels},topic="orders"}} ' in metrics
 
 
 def test_delivery_headers_on_the_consume_endpoint(start_node, context):
@@ -463,6 +488,7 @@ def test_archived_once_when_every_group_is_done_naming_the_groups(start_node, co
     node = start_node(*FAST, "--archive-dir", str(tmp_path / "archive"), "--archive-dsn",
                       f"ipc://{tmp_path}/reader", "--flush-interval", "50", consume=True)
     produce(node, context, [b"o1", b"o2"])
+    node.keep_default()
     produce(node, context, [b"p1"], topic="plain")
     with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as billing, \
             Consumer(node.send_dsn, context=context) as plain:
@@ -486,6 +512,7 @@ def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, con
     node = start_node(*FAST, "--archive-dir", str(tmp_path / "archive"), "--max-deliveries",
                       "2", "--flush-interval", "50", consume=True)
     produce(node, context, [b"first"])  # the topic exists once used
+    node.keep_default()
     with GroupConsumer(node.consume_dsn, "orders", "billing", window=1, start="latest",
                        context=context) as billing:
         produce(node, context, [b"poison", b"fine"])

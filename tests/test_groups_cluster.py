@@ -71,7 +71,7 @@ def test_takeover_serves_every_group_and_the_origin_delivers_nothing_again(
     nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 3))
     origin, survivors = nodes[0], nodes[1:]
     declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
-            "DECLARE GROUP orders g2")
+            "DECLARE GROUP orders g2", "DECLARE GROUP orders default")
     bodies = [b"%03d" % n for n in range(60)]
     with Producer(origin.receive_dsn, window=50, context=context) as producer:
         for body in bodies:
@@ -118,7 +118,7 @@ def test_the_origin_resumes_what_a_group_left_during_the_takeover(
     nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
     origin, survivor = nodes
     declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
-            "DECLARE GROUP orders g2")
+            "DECLARE GROUP orders g2", "DECLARE GROUP orders default")
     bodies = [b"%03d" % n for n in range(30)]
     produce(origin, context, bodies)
     origin.kill()
@@ -148,7 +148,8 @@ def test_one_connection_gets_a_groups_own_and_taken_over_messages(
         start_node, context, tmp_path):
     origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
     for node in (origin, survivor):
-        declare(node, "DECLARE TOPIC orders", "DECLARE GROUP orders g1")
+        declare(node, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+                "DECLARE GROUP orders default")
     theirs = [b"origin %02d" % n for n in range(20)]
     ours = [b"survivor %02d" % n for n in range(5)]
     for node, bodies in ((origin, theirs), (survivor, ours)):
@@ -184,29 +185,35 @@ def test_takeover_leaves_topics_default_does_not_read_to_their_groups(
         start_node, context, closing, tmp_path):
     nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 3))
     origin = nodes[0]
-    for command in ("DECLARE TOPIC audit", "DECLARE GROUP audit g1",
-                    "REMOVE GROUP audit default"):
-        assert not request_monitor(origin.monitor_dsn, command, 10).startswith(b"ERROR")
+    # audit: default removed by an operator; orders: read by its named group alone
+    declare(origin, "DECLARE TOPIC audit", "DECLARE GROUP audit g1",
+            "REMOVE GROUP audit default", "DECLARE TOPIC orders", "DECLARE GROUP orders g2")
     plain = [b"plain %02d" % n for n in range(20)]
     audit = [b"audit %02d" % n for n in range(20)]
+    orders = [b"orders %02d" % n for n in range(20)]
     with Producer(origin.receive_dsn, window=50, context=context) as producer:
         for body in plain:
             producer.send([body])
         for body in audit:
             producer.send([body], topic="audit")
+        for body in orders:
+            producer.send([body], topic="orders")
         assert all(ack.ok and not ack.replication_failed for ack in producer.flush(30))
     origin.kill()
     consumers = [closing.enter_context(Consumer(node.send_dsn, context=context))
                  for node in nodes[1:]]
     taken = take_from_all(consumers, len(plain))
-    for node in nodes[1:]:  # the audit copies stay, held for g1, not sent to --send-dsn
-        node.wait_stats(lambda s: s["replicas_held"] == len(audit), message="audit copies")
+    for node in nodes[1:]:  # the copies stay, held for g1 and g2, not sent to --send-dsn
+        node.wait_stats(lambda s: s["replicas_held"] == len(audit) + len(orders),
+                        message="audit and orders copies")
     for consumer in consumers:
         assert consumer.receive(0.5) is None
     assert sorted(taken) == plain
     origin.restart()
-    with GroupConsumer(origin.consume_dsn, "audit", "g1", context=context) as g1:
-        assert drain(g1, 20) == audit
+    with GroupConsumer(origin.consume_dsn, "audit", "g1", context=context) as g1, \
+            GroupConsumer(origin.consume_dsn, "orders", "g2", context=context) as g2:
+        assert drain(g1, 20) == audit and drain(g2, 20) == orders
+    origin.wait_stats(lambda s: s["messages"] == 0, message="no copy kept for --send-dsn")
     for node in nodes[1:]:
         node.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
 
@@ -223,7 +230,8 @@ def test_a_takeover_counts_on_from_the_origins_deliveries(start_node, context, t
     with a count of at least 2, for default and for a named group (it said 1)."""
     origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2),
                                            "--delivery-headers")
-    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1")
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "DECLARE GROUP orders default")
     bodies = [b"%02d" % n for n in range(10)]
     produce(origin, context, bodies)
     with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1, \

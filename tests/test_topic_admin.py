@@ -21,8 +21,9 @@ def test_declare_query_remove_and_empty(start_node, context):
     assert ask(node, "DECLARE TOPIC orders max_messages=3").startswith("topic orders")
     assert ask(node, "DECLARE GROUP orders audit start=earliest") \
         .startswith("group audit of topic orders")
-    assert ask(node, "TOPICS") == "orders messages=0 bytes=0 groups=default,audit " \
-                                  "max_messages=3\n"
+    assert ask(node, "TOPICS") == "orders messages=0 bytes=0 groups=audit " \
+                                  "default=unclaimed max_messages=3\n" \
+                                  "  group audit backlog=0 lag=0 inflight=0 consumers=0\n"
     with Producer(node.receive_dsn, context=context) as producer:
         acks = [producer.produce([b"m%d" % n], topic="orders") for n in range(4)]
     assert [ack.ok for ack in acks] == [True, True, True, False]
@@ -47,6 +48,7 @@ def test_declare_query_remove_and_empty(start_node, context):
 def test_removing_a_group_lets_go_what_only_it_held(start_node, context):
     node = start_node(*FAST, consume=True)
     produce(node, context, [b"first"])
+    node.keep_default()
     ask(node, "DECLARE GROUP orders slow")
     produce(node, context, [b"second"])
     with Consumer(node.send_dsn, context=context) as plain:
@@ -56,6 +58,21 @@ def test_removing_a_group_lets_go_what_only_it_held(start_node, context):
     assert ask(node, "REMOVE GROUP orders slow") == \
         "removed group slow of topic orders: 2 messages deleted\n"
     node.wait_stats(lambda s: s["messages"] == 0)
+
+
+def test_what_the_last_named_group_leaves_goes_to_send_dsn(start_node, context):
+    """Nothing is stranded: a topic without named groups is --send-dsn's again."""
+    node = start_node(*FAST, consume=True)
+    produce(node, context, [b"first"])
+    ask(node, "DECLARE GROUP orders slow")
+    produce(node, context, [b"second"])
+    with Consumer(node.send_dsn, context=context) as plain:
+        assert plain.receive(0.3) is None  # slow holds both: --send-dsn keeps no copy
+        assert ask(node, "REMOVE GROUP orders slow") == \
+            "removed group slow of topic orders: 0 messages deleted\n"
+        assert sorted(drain(plain, 2)) == [b"first", b"second"]
+    node.wait_stats(lambda s: s["messages"] == 0)
+    assert ask(node, "TOPICS") == "orders messages=0 bytes=0 groups=default\n"
 
 
 def test_unknown_names_get_clear_errors(start_node, context):
@@ -82,7 +99,8 @@ def test_pzq_ctl_topics_and_groups(start_node, context):
                  "--filter", "eu-*", "--start", "latest")
     assert group.returncode == 0, group.stderr
     listed = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topics")
-    assert listed.stdout == "orders messages=0 bytes=0 groups=default,eu max_messages=10\n"
+    assert listed.stdout == "orders messages=0 bytes=0 groups=eu default=unclaimed " \
+                            "max_messages=10\n  group eu backlog=0 lag=0 inflight=0 consumers=0\n"
     missing = tool("pzq-ctl", "--dsn", node.monitor_dsn, "group", "remove", "orders", "us")
     assert missing.returncode == 1
     assert missing.stderr == "pzq-ctl: ERROR: no group 'us' in topic orders (groups: eu)\n"

@@ -9,7 +9,14 @@ from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import keyspace, record
 from pzq.store.store import Store
-from pzq.store.topics import DEFAULT_GROUP_ID, Topics, filter_takes
+from pzq.store.topics import (
+    DEFAULT_ALL,
+    DEFAULT_GROUP_ID,
+    DEFAULT_NONE,
+    DEFAULT_UNCLAIMED,
+    Topics,
+    filter_takes,
+)
 
 SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
 
@@ -57,9 +64,16 @@ def test_headers_name_topic_and_tag():
     assert filter_takes("", b"anything")
 
 
+def kept_for_default(topics, name="orders"):
+    """The topic as ``DECLARE GROUP name default`` leaves it: read beside its groups."""
+    topic = topics.topic(name, 0)
+    topics.keep_default(topic)
+    return topic
+
+
 def test_a_message_goes_when_the_last_holder_is_done(tmp_path):
     store, topics = open_node(tmp_path / "db")
-    group = topics.add_group(topics.topic("orders", 0), "audit", 0, "", 0)
+    group = topics.add_group(kept_for_default(topics), "audit", 0, "", 0)
     store_messages(store, topics, [b"a", b"b"])
     default = state_for(store, DefaultArea(store, topics))
     audit = state_for(store, GroupArea(store, topics, group))
@@ -77,7 +91,7 @@ def test_a_message_goes_when_the_last_holder_is_done(tmp_path):
 
 def test_filtered_out_counts_as_done_and_floors_survive_a_reopen(tmp_path):
     store, topics = open_node(tmp_path / "db")
-    group = topics.add_group(topics.topic("orders", 0), "eu", 0, "eu*", 0)
+    group = topics.add_group(kept_for_default(topics), "eu", 0, "eu*", 0)
     store_messages(store, topics, [b"us1"], tag=b"us")
     store_messages(store, topics, [b"eu1", b"eu2"], tag=b"eu")
     audit = state_for(store, GroupArea(store, topics, group))
@@ -101,13 +115,14 @@ def test_a_changed_topic_is_written_even_by_a_batch_with_nothing_else(tmp_path):
     store, topics = open_node(tmp_path / "db")
     store_messages(store, topics, [b"a"], topic="audit")
     audit = topics.topics["audit"]
-    audit.default_from = None  # REMOVE GROUP audit default, between two wakes
+    audit.remove_default()  # REMOVE GROUP audit default, between two wakes
     topics.changed(audit)
     store.commit(store.begin())  # the next wake has nothing else to write
     store.commit(store.begin())
     store.close()
     store, topics = open_node(tmp_path / "db")
     assert topics.topics["audit"].default_from is None
+    assert topics.topics["audit"].default_rule == DEFAULT_NONE
     store.close()
 
 
@@ -158,6 +173,7 @@ def test_backfill_indexes_stored_messages_in_chunks_and_resumes_after_a_reopen(t
 def test_a_message_default_acks_during_the_backfill_stays_for_the_group(tmp_path):
     store, topics = open_node(tmp_path / "db")
     store_messages(store, topics, [b"a", b"b", b"c"])
+    kept_for_default(topics)
     default = state_for(store, DefaultArea(store, topics))
     seqs = deliver_all(default)
     batch = store.begin()
@@ -200,7 +216,7 @@ def test_a_store_from_before_logs_were_kept_only_for_groups_has_complete_logs(tm
 def test_a_group_emptied_during_its_backfill_has_no_backlog(tmp_path):
     store, topics = open_node(tmp_path / "db")
     store_messages(store, topics, [b"a", b"b", b"c"])
-    orders = topics.topics["orders"]
+    orders = kept_for_default(topics)
     batch = store.begin()
     group = topics.add_group(orders, "audit", 0, "", 0)
     store.commit(batch)
@@ -241,4 +257,89 @@ def test_a_run_of_done_messages_at_the_cursor_is_not_the_end(tmp_path):
     assert delivered == [seqs[0], *range(seqs[-1] + 1, seqs[0] + 31)]
     topics.counts.raise_floor(group, again.lowest_open())
     assert group.floor <= seqs[0]
+    store.close()
+
+
+# -- what ``default`` (--send-dsn) holds of a topic with named groups --------------------
+
+
+def test_a_topic_read_by_named_groups_alone_shrinks_as_they_ack(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    orders = topics.topic("orders", 0)
+    billing = topics.add_group(orders, "billing", 0, "", 0)
+    audit = topics.add_group(orders, "audit", 0, "", 0)
+    store_messages(store, topics, [b"m%d" % n for n in range(20)])
+    default = state_for(store, DefaultArea(store, topics))
+    assert deliver_all(default) == []  # nobody's on --send-dsn: it holds none of them
+    for group in (billing, audit):
+        state = state_for(store, GroupArea(store, topics, group))
+        seqs = deliver_all(state)
+        assert len(seqs) == 20
+        ack(store, state, seqs)
+    assert store.messages == 0 and orders.messages == 0
+    assert orders.default_rule == DEFAULT_UNCLAIMED
+    store.close()
+
+
+def test_default_keeps_what_no_named_group_takes(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"before"])  # before any group: default's alone
+    orders = topics.topics["orders"]
+    batch = store.begin()
+    eu = topics.add_group(orders, "eu", store.next_seq, "eu-*", 0)  # start latest
+    store.commit(batch)
+    store_messages(store, topics, [b"us"], tag=b"us-east")  # its filter leaves it out
+    store_messages(store, topics, [b"eu"], tag=b"eu-west")
+    default = state_for(store, DefaultArea(store, topics))
+    group = state_for(store, GroupArea(store, topics, eu))
+    for_default = deliver_all(default)
+    for_group = deliver_all(group)
+    assert len(for_default) == 2 and len(for_group) == 1
+    assert not set(for_default) & set(for_group)  # one reader each: nothing twice
+    ack(store, default, for_default)
+    ack(store, group, for_group)
+    assert store.messages == 0
+    store.close()
+
+
+def test_a_topic_read_on_send_dsn_stays_so_when_a_group_comes(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a"])
+    default = state_for(store, DefaultArea(store, topics))
+    ack(store, default, deliver_all(default))  # a consumer on --send-dsn reads it
+    orders = topics.topics["orders"]
+    assert orders.default_rule == DEFAULT_ALL
+    group = topics.add_group(orders, "audit", store.next_seq, "", 0)
+    store_messages(store, topics, [b"b"])
+    audit = state_for(store, GroupArea(store, topics, group))
+    assert deliver_all(default) == deliver_all(audit)  # both read it
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    assert topics.topics["orders"].default_rule == DEFAULT_ALL  # across a restart
+    store.close()
+
+
+def test_a_store_from_before_the_rule_keeps_default_on_every_topic(tmp_path):
+    import json
+
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"a"])
+    store_messages(store, topics, [b"b"], topic="audit")
+    topics.topics["audit"].remove_default()
+    topics.changed(topics.topics["audit"])
+    store.commit(store.begin())
+    batch = store.begin()
+    for name in (b"orders", b"audit"):  # as an earlier pzq wrote them
+        settings = json.loads(store.get(keyspace.topic_key(name)))
+        del settings["default_rule"]
+        batch.put(keyspace.topic_key(name), json.dumps(settings).encode())
+    store.commit(batch)
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    assert topics.topics["orders"].default_rule == DEFAULT_ALL
+    assert topics.topics["audit"].default_rule == DEFAULT_NONE
+    group = topics.add_group(topics.topics["orders"], "g", 0, "", 0)
+    default = state_for(store, DefaultArea(store, topics))
+    assert len(deliver_all(default)) == 1 and group.topic.holders(0, b"") == [group.id,
+                                                                            DEFAULT_GROUP_ID]
     store.close()

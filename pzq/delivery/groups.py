@@ -19,7 +19,7 @@ from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, load_delivered_belo
 from pzq.delivery.state import DeliverySettings
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
-from pzq.store.topics import DEFAULT_GROUP_ID, Group, Topic, Topics
+from pzq.store.topics import DEFAULT_GROUP_ID, DEFAULT_UNCLAIMED, Group, Topic, Topics
 
 
 class DefaultArea(OwnArea):
@@ -101,6 +101,9 @@ class DefaultArea(OwnArea):
         if about is None:
             batch.delete_message(seq, size)  # gone already: a delete changes nothing
             return
+        topic = about[0]
+        if topic.default_rule == DEFAULT_UNCLAIMED and not topic.groups:
+            self.topics.keep_default(topic)  # read on --send-dsn: it stays so
         self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:

@@ -29,6 +29,8 @@ GROUP_GAUGES = (
     ("pzq_group_consumers", "consumers", "Consumers of the group connected."),
     ("pzq_group_oldest_unacked_seconds", "oldest_unacked_seconds",
      "Age of the group's oldest unacked delivery."),
+    ("pzq_group_longest_consumer_idle_seconds", "longest_idle_seconds",
+     "The longest any connected consumer of the group has sent no request (a hung one)."),
 )
 GROUP_COUNTERS = (
     ("pzq_group_delivered", "delivered", "The group's deliveries, first ones and again."),

@@ -59,8 +59,7 @@ class Device:
         self.monitor = Monitor(endpoints.monitor, self.figures, admin, node.counters)
         self.consume = _consume_endpoint(node, endpoints)
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
-                                             node.delivery.forget,
-                                             lambda: Now.read().wall_us,
+                                             node.delivery, Now.read,
                                              self._tell_holders)
                                   .verbs(self.monitor.verbs[b"PENDING"]))
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,

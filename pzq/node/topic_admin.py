@@ -24,18 +24,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pzq.delivery.state import DeliveryState
 from pzq.durations import duration_us
 from pzq.errors import DecodeError, StoreError
 from pzq.node import group_ops
 from pzq.node.admin import Verb
+from pzq.node.clock import Now
 from pzq.node.consume import ConsumeEndpoint
+from pzq.node.topic_figures import idle_seconds, lag
 from pzq.protocol import consume as wire
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
-from pzq.store.topics import DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
+from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
 
-Forget = Callable[[int], None]  # a message deleted by an operator: stop delivering it
-Now = Callable[[], int]  # wall clock, µs
+Clock = Callable[[], Now]  # read once per verb: time is passed in
 # batch, own messages deleted, a group, own messages that group is now done with:
 # owed to the holders of their copies in the batch that deletes or marks them
 Tell = Callable[[Batch, list[int], str, list[int]], None]
@@ -47,13 +49,13 @@ def tell_nobody(batch: Batch, removed: list[int], group: str, done: list[int]) -
 
 class TopicAdmin:
     def __init__(self, store: Store, topics: Topics, consume: ConsumeEndpoint | None,
-                 forget: Forget, now_us: Now, tell: Tell = tell_nobody) -> None:
+                 default: DeliveryState, clock: Clock, tell: Tell = tell_nobody) -> None:
         self.store = store
         self.tell = tell
         self.topics = topics
         self.consume = consume
-        self.forget = forget
-        self.now_us = now_us
+        self.default = default  # ``default``'s delivery state (--send-dsn)
+        self.clock = clock
 
     def verbs(self, node_pending: Verb) -> dict[bytes, Verb]:
         """The verbs of topics and groups; PENDING without GROUP is ``node_pending``."""
@@ -77,14 +79,32 @@ class TopicAdmin:
     # -- questions ---------------------------------------------------------------
 
     def _list(self, arguments: list[bytes]) -> bytes:
+        """A line per topic; under it a line per named group and per consumer."""
         lines = []
+        now = self.clock()
         for topic in sorted(self.topics.topics.values(), key=lambda found: found.name):
-            groups = [DEFAULT_GROUP] if topic.default_from is not None else []
+            groups = [DEFAULT_GROUP] if topic.default_reads else []
             groups += sorted(topic.groups)
             lines.append(f"{topic.name} messages={max(0, topic.messages)} "
                          f"bytes={max(0, topic.stored_bytes)} groups={','.join(groups)}"
+                         + (" default=unclaimed" if topic.default_takes_unclaimed else "")
                          + _limits(topic))
+            for name in sorted(topic.groups):
+                lines += self._group_lines(topic.groups[name], now)
         return ("\n".join(lines) + "\n").encode() if lines else b"no topics\n"
+
+    def _group_lines(self, group: Group, now: Now) -> list[str]:
+        deliveries = self.consume.groups.get(group.id) if self.consume else None
+        if deliveries is None:
+            return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0"]
+        lines = [f"  group {group.name} backlog={max(0, group.backlog)} "
+                 f"lag={lag(group, deliveries)} inflight={len(deliveries.state.inflight)} "
+                 f"consumers={len(deliveries.consumers)}"]
+        for consumer in deliveries.consumers:
+            lines.append(f"    consumer {consumer.routing_id.hex()} held={len(consumer.held)} "
+                         f"window={consumer.window} "
+                         f"idle_ms={round(idle_seconds(consumer, now.mono) * 1000)}")
+        return lines
 
     # -- the verbs ---------------------------------------------------------------
 
@@ -93,7 +113,7 @@ class TopicAdmin:
         batch = self.store.begin()
         if kind == "TOPIC":
             _count(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D]")
-            topic = self.topics.topic(names[0], self.now_us())
+            topic = self.topics.topic(names[0], self.clock().wall_us)
             topic.max_messages = _number(options.pop("max_messages", topic.max_messages))
             topic.max_bytes = _number(options.pop("max_bytes", topic.max_bytes))
             if "dedup_window" in options:
@@ -117,9 +137,8 @@ class TopicAdmin:
             if settings:
                 raise ValueError("default's delivery settings are the node's options "
                                  "(--ack-timeout, --max-deliveries)")
-            if topic.default_from is None:
-                topic.default_from = self.store.next_seq
-                self.topics.changed(topic)
+            if topic.default_rule != DEFAULT_ALL:
+                self.topics.keep_default(topic)
             return f"group {DEFAULT_GROUP} of topic {topic.name}\n"
         if self.consume is None:
             raise ValueError("the node has no --consume-dsn: groups are read there")
@@ -128,7 +147,7 @@ class TopicAdmin:
             subscribe = wire.Subscribe(topic.name, name, 1, pattern,
                                        wire.decode_start(start))
             group = self.consume.make_group(batch, topic, name, subscribe.start, pattern,
-                                            self.now_us())
+                                            self.clock().wall_us)
             reply = f"group {group.name} of topic {topic.name} start_seq={group.start_seq}"
         elif not settings:
             return f"group {name} of topic {topic.name} exists already\n"
@@ -153,7 +172,7 @@ class TopicAdmin:
         _count(names, 2, "REMOVE GROUP topic group")
         topic = self._topic(names[0])
         if names[1] == DEFAULT_GROUP:
-            topic.default_from = None
+            topic.remove_default()
             self.topics.changed(topic)
             deleted = self._walk(topic, self._releasable(topic, DEFAULT_GROUP_ID))
         else:
@@ -161,6 +180,7 @@ class TopicAdmin:
             del topic.groups[group.name]
             deleted = self._walk(topic, self._releasable(topic, group.id),
                                  drop_groups=(group.name,), removed=(group,))
+            self.default.rewind()  # what no named group holds now is ``default``'s
         return f"removed group {names[1]} of topic {topic.name}: {deleted} messages " \
                "deleted\n".encode()
 
@@ -222,7 +242,7 @@ class TopicAdmin:
         _no_more(options)
         deliveries = self.consume.groups.get(group.id) if self.consume else None
         lines = ([] if deliveries is None
-                 else group_ops.pending_lines(deliveries, self.now_us(), limit))
+                 else group_ops.pending_lines(deliveries, self.clock().wall_us, limit))
         out = sum(" out " in line for line in lines)
         head = (f"group {group.name} of topic {topic.name}: {out} out, "
                 f"{len(lines) - out} waiting\n")
@@ -294,7 +314,7 @@ class TopicAdmin:
     def _let_go(self, topic: Topic, deleted: list[int], drop_groups: tuple[str, ...]) -> None:
         """Deleted messages and removed groups leave delivery."""
         for seq in deleted:
-            self.forget(seq)
+            self.default.forget(seq)
             if self.consume is not None:
                 self.consume.forget(seq)
         for name in drop_groups:

@@ -4,7 +4,7 @@ happens: the topic's counters, each group's delivery state and counters."""
 from __future__ import annotations
 
 from pzq.node.consume import ConsumeEndpoint
-from pzq.node.consume_groups import GroupDelivery
+from pzq.node.consume_groups import Consumer, GroupDelivery
 from pzq.node.rates import Rates
 from pzq.node.state import NodeState
 from pzq.node.topic_rates import GROUP_RATES, TOPIC_RATES, TopicRates
@@ -22,7 +22,8 @@ def topic_figures(node: NodeState, consume: ConsumeEndpoint | None, rates: Topic
         topics[topic.name] = {
             "messages": max(0, topic.messages),
             "bytes": max(0, topic.stored_bytes),
-            "default_group": topic.default_from is not None,
+            "default_group": topic.default_reads,
+            "default_rule": topic.default_rule,
             "rates": _rates(rates.topics.get(topic.id), TOPIC_RATES, mono, topic),
             "groups": {group.name: group_figures(group, deliveries.get(group.id),
                                                  rates.groups.get(group.id), now_us, mono)
@@ -41,21 +42,20 @@ def group_figures(group: Group, deliveries: GroupDelivery | None, rates: Rates |
     state = deliveries.state
     oldest = state.inflight.oldest()
     counters = deliveries.counters.as_dict()
-    pending = len(state.inflight) + len(state.ready) + len(state.delayed)
+    idle = [idle_seconds(consumer, mono) for consumer in deliveries.consumers]
     figures.update({
         "inflight": len(state.inflight),
         "ready": len(state.ready),
         "delayed": len(state.delayed),
-        # not yet delivered since the start (Redis's lag): the backlog less what is out
-        "lag": max(0, group.backlog - pending),
+        "lag": lag(group, deliveries),
         "ack_timeout_us": state.settings.ack_timeout_us,
         "max_deliveries": state.settings.max_deliveries,
         "backoff_us": list(state.settings.backoff_us),
         "consumers": len(deliveries.consumers),
         "consumer_list": [{"id": consumer.routing_id.hex(), "held": len(consumer.held),
-                           "window": consumer.window,
-                           "idle_seconds": round(max(0.0, mono - consumer.last_heard), 3)}
-                          for consumer in deliveries.consumers],
+                           "window": consumer.window, "idle_seconds": seconds}
+                          for consumer, seconds in zip(deliveries.consumers, idle, strict=True)],
+        "longest_idle_seconds": max(idle, default=0.0),
         "credits": deliveries.room(),
         "oldest_unacked_seconds": (round((now_us - oldest.sent_us) / 1e6, 3)
                                    if oldest is not None else 0),
@@ -63,6 +63,18 @@ def group_figures(group: Group, deliveries: GroupDelivery | None, rates: Rates |
     })
     return figures
 
+
+
+def lag(group: Group, deliveries: GroupDelivery) -> int:
+    """Not yet delivered since the start (Redis's lag): the backlog less what is out or
+    waiting to go again."""
+    state = deliveries.state
+    return max(0, group.backlog - len(state.inflight) - len(state.ready) - len(state.delayed))
+
+
+def idle_seconds(consumer: Consumer, mono: float) -> float:
+    """Since the consumer last sent a request (a hung one grows here)."""
+    return round(max(0.0, mono - consumer.last_heard), 3)
 
 
 def _rates(rates: Rates | None, names: tuple[str, ...], mono: float,

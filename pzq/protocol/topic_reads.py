@@ -5,6 +5,9 @@ A JSON object ``{"default_topic": name, "default_from": {topic: seq or null},
 - ``default_topic``: the origin's topic for messages without ``TOPIC``;
 - ``default_from``: each topic the group ``default`` does not read in full (null:
   none of it; a seq: from that seq on);
+- ``default_unclaimed`` (optional): the topics of which ``default`` holds only the
+  messages no named group holds (a reader that predates it keeps such copies for
+  ``default`` too: longer than needed, never too short);
 - ``groups``: the origin's named groups per topic; a group holds a message of its
   topic at or past its start seq whose tag its filter takes.
 
@@ -51,17 +54,17 @@ class DefaultReads:
     default_from: dict[str, int | None] = field(default_factory=dict)
     groups: dict[str, tuple[GroupReads, ...]] = field(default_factory=dict)
     delivered_below: int = 0  # how far ``default``'s first deliveries went
-
-    def reads(self, topic: str, seq: int) -> bool:
-        if topic not in self.default_from:
-            return True
-        start = self.default_from[topic]
-        return start is not None and seq >= start
+    unclaimed: tuple[str, ...] = ()  # ``default`` holds what no named group holds
 
     def holders(self, topic: str, seq: int, tag: bytes) -> list[str]:
         """Names of the groups holding message ``seq`` of ``topic`` tagged ``tag``."""
         held = [group.name for group in self.groups.get(topic, ()) if group.holds(seq, tag)]
-        return held + [DEFAULT_GROUP] if self.reads(topic, seq) else held
+        start = self.default_from.get(topic, 0)
+        if start is None:  # ``default`` does not read the topic
+            return held
+        if not held or (topic not in self.unclaimed and seq >= start):
+            held.append(DEFAULT_GROUP)
+        return held
 
     def group(self, topic: str, name: str) -> GroupReads | None:
         return next((group for group in self.groups.get(topic, ()) if group.name == name),
@@ -74,7 +77,9 @@ class DefaultReads:
                   for topic, found in self.groups.items()}
         return json.dumps({"default_topic": self.default_topic,
                            "default_from": self.default_from, "groups": groups,
-                           "delivered_below": self.delivered_below},
+                           "delivered_below": self.delivered_below,
+                           **({"default_unclaimed": list(self.unclaimed)}
+                              if self.unclaimed else {})},
                           sort_keys=True).encode()
 
 
@@ -94,8 +99,11 @@ def decode_default_reads(blob: bytes) -> DefaultReads:
     for name, start in starts.items():
         if start is not None and not _seq(start):
             raise DecodeError(f"TOPICS default_from of {name[:40]!r} is not a seq or null")
+    unclaimed = found.get("default_unclaimed", [])
+    if not isinstance(unclaimed, list) or not all(isinstance(name, str) for name in unclaimed):
+        raise DecodeError("TOPICS default_unclaimed is not a list of topics")
     return DefaultReads(found["default_topic"], starts, _decode_groups(found.get("groups", {})),
-                        _delivered_below(found, "TOPICS"))
+                        _delivered_below(found, "TOPICS"), tuple(unclaimed))
 
 
 def _delivered_below(found: dict[str, Any], what: str) -> int:

@@ -1,9 +1,18 @@
 """What a topic and a consumer group are, and who of them holds a message.
 
 A group *holds* a message of its topic when the message's seq is at or past the
-group's start and the group's filter takes its tag; ``default`` holds every message
-of a topic from the topic's ``default_from`` on (all of them, unless an operator
-removed ``default`` from the topic).
+group's start and the group's filter takes its tag. What ``default`` (the consumers
+on --send-dsn) holds is the topic's ``default_rule``:
+- ``unclaimed`` (a new topic): the messages no named group holds, so every message
+  while the topic has no named group. A topic read by named groups alone keeps no
+  copy for a ``default`` nobody reads, and no message is left without a reader (a
+  removed group's messages that no other group holds are ``default``'s again).
+- ``all``: those, and every message from ``default_from`` on, beside the named
+  groups. A topic gets it when ``default`` is declared for it (from the next message
+  on), or when a consumer on --send-dsn ACKs one of its messages while it has no
+  named group (it is read there), and every topic of a store from before the rule
+  has it, so an upgrade lets nothing go.
+- ``none``: nothing; an operator took the topic away from --send-dsn.
 
 A topic keeps a log (``i <topic> <seq>``, see pzq.store.topic_log) only once it has
 a named group: ``log_from`` is the seq from which its log is complete (None: no log;
@@ -70,6 +79,11 @@ class Group:
 
 DEFAULT_ONLY = [DEFAULT_GROUP_ID]
 
+# What ``default`` holds of a topic (Topic.default_rule, see above):
+DEFAULT_UNCLAIMED = "unclaimed"
+DEFAULT_ALL = "all"
+DEFAULT_NONE = "none"
+
 
 @dataclass(eq=False)
 class Topic:
@@ -86,6 +100,7 @@ class Topic:
     log_from: int | None = None  # its log is complete from this seq on (None: no log)
     newest: int = -1  # the seq of its newest message stored while running (-1: unknown)
     dedup_window_us: int = 0  # how long a DEDUP-ID is remembered (0: the node's default)
+    default_rule: str = DEFAULT_UNCLAIMED
 
     @property
     def logged(self) -> bool:
@@ -106,7 +121,35 @@ class Topic:
         return json.dumps({"id": self.id, "default_from": self.default_from,
                            "created_us": self.created_us, "max_messages": self.max_messages,
                            "max_bytes": self.max_bytes, "log_from": self.log_from,
-                           "dedup_window_us": self.dedup_window_us}).encode()
+                           "dedup_window_us": self.dedup_window_us,
+                           "default_rule": self.default_rule}).encode()
+
+    @property
+    def default_reads(self) -> bool:
+        """Whether ``default`` (--send-dsn) holds every new message of the topic (else
+        none, or those no named group takes)."""
+        return self.default_rule == DEFAULT_ALL or (self.default_rule == DEFAULT_UNCLAIMED
+                                                    and not self.groups)
+
+    @property
+    def default_takes_unclaimed(self) -> bool:
+        return self.default_rule == DEFAULT_UNCLAIMED and bool(self.groups)
+
+    @property
+    def default_reads_all(self) -> bool:
+        """Whether ``default`` holds every message of the topic (the single queue's case)."""
+        return self.default_reads and (not self.groups or self.default_from == 0)
+
+    def keep_default(self, next_seq: int) -> None:
+        """``default`` holds every new message beside the named groups, for good (not
+        the older ones its groups hold: its reading passed them by)."""
+        self.default_rule = DEFAULT_ALL
+        if self.default_from is None or self.groups:
+            self.default_from = max(self.default_from or 0, next_seq)
+
+    def remove_default(self) -> None:
+        self.default_rule = DEFAULT_NONE
+        self.default_from = None
 
     def holder_names(self, seq: int, tag: bytes) -> tuple[str, ...]:
         """The names of the groups holding the message; () when only ``default`` does
@@ -120,19 +163,17 @@ class Topic:
     def holders(self, seq: int, tag: bytes) -> list[int]:
         """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
         if not self.groups:
-            return DEFAULT_ONLY if self.default_from == 0 else self._default_holds(seq)
+            return DEFAULT_ONLY if self.default_rule != DEFAULT_NONE else []
         # Asked for every message stored and acked: Group.holds written out here.
         held = [group.id for group in self.groups.values()
                 if seq >= group.start_seq and (not group.filter
                                                or filter_takes(group.filter, tag))]
-        if self.default_from is not None and seq >= self.default_from:
+        if self.default_rule == DEFAULT_NONE:
+            return held
+        if not held or (self.default_rule == DEFAULT_ALL and self.default_from is not None
+                        and seq >= self.default_from):
             held.append(DEFAULT_GROUP_ID)
         return held
-
-    def _default_holds(self, seq: int) -> list[int]:
-        if self.default_from is not None and seq >= self.default_from:
-            return [DEFAULT_GROUP_ID]
-        return []
 
 
 def filter_takes(pattern: str, tag: bytes) -> bool:

@@ -31,9 +31,12 @@ from pzq.store.store import Batch, Participant, Store
 from pzq.store.topic_counts import TopicCounts
 from pzq.store.topic_model import (
     COUNTS,
+    DEFAULT_ALL,
     DEFAULT_GROUP,
     DEFAULT_GROUP_ID,
+    DEFAULT_NONE,
     DEFAULT_ONLY,
+    DEFAULT_UNCLAIMED,
     FIRST_ID,
     START_EARLIEST,
     START_LATEST,
@@ -43,7 +46,8 @@ from pzq.store.topic_model import (
     validate_name,
 )
 
-__all__ = ["DEFAULT_GROUP", "DEFAULT_GROUP_ID", "DEFAULT_ONLY", "START_EARLIEST",
+__all__ = ["DEFAULT_ALL", "DEFAULT_GROUP", "DEFAULT_GROUP_ID", "DEFAULT_NONE", "DEFAULT_ONLY",
+           "DEFAULT_UNCLAIMED", "START_EARLIEST",
            "START_LATEST", "Group", "Topic", "Topics", "filter_takes", "validate_name"]
 
 log = get_logger("pzq.topics")
@@ -84,7 +88,8 @@ class Topics(Participant):
             topic = Topic(key[1:].decode(), meta["id"], messages, stored_bytes,
                           meta["default_from"], meta["created_us"], meta["max_messages"],
                           meta["max_bytes"], log_from=meta.get("log_from", 0),
-                          dedup_window_us=meta.get("dedup_window_us", 0))
+                          dedup_window_us=meta.get("dedup_window_us", 0),
+                          default_rule=meta.get("default_rule", _rule_before(meta)))
             self._add_topic(topic)
         for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
             meta = json.loads(value)
@@ -106,7 +111,7 @@ class Topics(Participant):
     def _add_topic(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self.by_id[topic.id] = topic
-        self.default_restricted |= topic.default_from != 0
+        self.default_restricted |= not topic.default_reads_all
 
     def _take_id(self) -> int:
         taken, self._next_id = self._next_id, self._next_id + 1
@@ -125,8 +130,14 @@ class Topics(Participant):
     def changed(self, topic: Topic) -> None:
         """An operator changed the topic's settings: write them with the next batch."""
         self.counts.dirty.add(topic)
-        self.default_restricted |= topic.default_from != 0
+        self.default_restricted |= not topic.default_reads_all
         self._write_now(keyspace.topic_key(topic.name.encode()), topic.encode())
+
+    def keep_default(self, topic: Topic) -> None:
+        """``default`` reads the topic beside its named groups from now on (declared,
+        or a consumer on --send-dsn ACKed one of its messages)."""
+        topic.keep_default(self.store.next_seq)
+        self.changed(topic)
 
     def forget_topic(self, topic: Topic) -> None:
         """Remove a topic whose messages are gone: its entry and its groups'."""
@@ -170,6 +181,7 @@ class Topics(Participant):
             if group.takes(tag))
         topic.groups[name] = group
         self._named_groups = True
+        self.default_restricted |= not topic.default_reads_all
         if topic.log_short():
             self._backfilling.add(topic)
         self.counts.dirty_groups.add(group)
@@ -182,7 +194,9 @@ class Topics(Participant):
             return DefaultReads(self.default_topic, delivered_below=self.default_delivered_below)
         return DefaultReads(self.default_topic, {
             topic.name: topic.default_from for topic in self.topics.values()
-            if topic.default_from != 0}, delivered_below=self.default_delivered_below)
+            if topic.default_from != 0}, delivered_below=self.default_delivered_below,
+            unclaimed=tuple(sorted(topic.name for topic in self.topics.values()
+                                   if topic.groups and topic.default_rule == DEFAULT_UNCLAIMED)))
 
     def has_groups(self) -> bool:
         return any(topic.groups for topic in self.topics.values())
@@ -322,7 +336,8 @@ class Topics(Participant):
                    else self._releases(seq, holders, group_id))
         self._release_asked = NOT_ASKED
         if not release:
-            self.marks.mark(batch, group_id, seq)
+            if group_id in holders:  # else its ACK came after it let go: nothing to mark
+                self.marks.mark(batch, group_id, seq)
             return False
         batch.delete_message(seq, size)
         self._leave(batch, seq, topic, [holder for holder in holders if holder != group_id],
@@ -388,3 +403,9 @@ class Topics(Participant):
         self.marks.batch_ended()
         self._release_asked = NOT_ASKED
         self._batch = None
+
+
+def _rule_before(meta: dict[str, object]) -> str:
+    """A topic from a store written before named groups took topics over: ``default``
+    keeps reading it (nothing is let go by the upgrade) unless it had been removed."""
+    return DEFAULT_NONE if meta["default_from"] is None else DEFAULT_ALL

@@ -47,6 +47,14 @@ def test_readme_links_every_docs_page_and_each_link_finds_its_page():
 
 
 @pytest.mark.timeout(10)
+def test_every_node_option_is_in_the_options_table():
+    from pzq.node.config import OPTIONS
+
+    table = (ROOT / "docs" / "options.rst").read_text()
+    assert [option.flag for option in OPTIONS if f"``{option.flag}" not in table] == []
+
+
+@pytest.mark.timeout(10)
 def test_ci_builds_the_docs():
     assert "scripts/build-docs" in (ROOT / ".ci" / "run").read_text()
 

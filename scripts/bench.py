@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The benchmark (pzq-bench): see README.rst, Performance. Example: scripts/bench.py --quick"""
+"""The benchmark (pzq-bench): see docs/performance.rst. Example: scripts/bench.py --quick"""
 
 import sys
 

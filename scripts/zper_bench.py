@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark of the archive as a ZPER broker, every figure beside its baseline of the
-same run (see README.rst, Performance).
+same run (see docs/performance.rst).
 
     scripts/zper_bench.py [--count N] [--spark-rows N] [--no-spark] [--fetch-only MB]
                           [--json FILE]

@@ -269,15 +269,17 @@ def test_archive_report_help_says_whole_sentences():
     assert "--once reads what is there and stops." in shown.stdout
 
 
-# -- 19. FETCH's frame widths, as README gives them -----------------------------------------
+# -- 19. FETCH's frame widths, as the docs give them ----------------------------------------
 
-def test_readme_gives_fetch_frame_widths_that_a_node_takes(archived_node, open_socket):
+def test_docs_give_fetch_frame_widths_that_a_node_takes(archived_node, open_socket):
     import zmq
 
     from pzq.protocol import zper as zp
-    readme = (Path(__file__).parent.parent / "README.rst").read_text()
+    root = Path(__file__).parent.parent
+    docs = "\n".join(path.read_text() for path in
+                     [root / "README.rst", *sorted((root / "docs").glob("*.rst"))])
     assert ("both ``FETCH`` frames\n(*offset* and *max bytes*) are 8 bytes wide"
-            in readme)
+            in docs)
     reader = open_socket(zmq.DEALER)
     reader.setsockopt(zmq.IDENTITY, zp.make_identity("default"))
     reader.connect(archived_node.archive_dsn)

@@ -1,4 +1,5 @@
-"""The README's two set-up commands work as a newcomer would run them."""
+"""The README's two set-up commands work as a newcomer would run them, and the README and
+the pages under docs/ hold together: every page linked, the site built without a warning."""
 
 from __future__ import annotations
 
@@ -34,6 +35,38 @@ def test_ci_runs_the_readme_test_command():
     start, test = quick_start_commands()
     assert (start, test) == ("scripts/start-node", "scripts/run-tests")
     assert f"exec {test}" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.timeout(10)
+def test_readme_links_every_docs_page_and_each_link_finds_its_page():
+    linked = re.findall(r"<(docs/[^>]+)>`_", README)
+    assert linked and len(linked) == len(set(linked))
+    assert all((ROOT / name).is_file() for name in linked), linked
+    pages = {f"docs/{path.name}" for path in (ROOT / "docs").glob("*.rst")}
+    assert pages - {"docs/index.rst"} == set(linked)
+
+
+@pytest.mark.timeout(10)
+def test_every_node_option_is_in_the_options_table():
+    from pzq.node.config import OPTIONS
+
+    table = (ROOT / "docs" / "options.rst").read_text()
+    assert [option.flag for option in OPTIONS if f"``{option.flag}" not in table] == []
+
+
+@pytest.mark.timeout(10)
+def test_ci_builds_the_docs():
+    assert "scripts/build-docs" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.timeout(180)
+def test_docs_build_without_a_warning(tmp_path):
+    built = subprocess.run([str(ROOT / "scripts" / "build-docs"), str(tmp_path / "html")],
+                           capture_output=True, text=True, timeout=170, check=False)
+    assert built.returncode == 0, built.stdout + built.stderr
+    tutorial = (tmp_path / "html" / "tutorial.html").read_text()
+    assert "scripts/start-node" in tutorial and "pzq-consume" in tutorial  # the quick start
+    assert (tmp_path / "html" / "_images" / "status-page.png").is_file()
 
 
 def fresh_copy(destination: Path) -> Path:

@@ -171,16 +171,16 @@ def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, co
     assert sum(1 for row in got if row[3] == 2) == 6
 
 
-def readme_spark_snippet() -> str:
-    section = (ROOT / "README.rst").read_text().split("\nSpark\n-----\n", 1)[1]
+def docs_spark_snippet() -> str:
+    section = (ROOT / "docs" / "archive.rst").read_text().split("\nSpark\n-----\n", 1)[1]
     lines = section.split(".. code-block:: python\n\n", 1)[1].splitlines()
     end = next(n for n, line in enumerate(lines) if line and not line.startswith("   "))
     return textwrap.dedent("\n".join(lines[:end]))
 
 
-def test_readme_snippet_runs_from_a_venv_that_is_not_activated(damaged_archive, tmp_path):
+def test_docs_snippet_runs_from_a_venv_that_is_not_activated(damaged_archive, tmp_path):
     directory, offsets, changed = damaged_archive
-    snippet = readme_spark_snippet()
+    snippet = docs_spark_snippet()
     assert "/var/lib/pzq/archive" in snippet
     script = tmp_path / "job.py"
     script.write_text(snippet.replace("/var/lib/pzq/archive", str(directory))
@@ -232,7 +232,7 @@ def test_report_job_end_to_end(archive_dir, tmp_path, capsys, spark):
     assert orders[0].bytes == 10 * 60
 
     # The job takes the running session and leaves it running (from the command line
-    # it starts its own: see the README snippet test for a fresh process).
+    # it starts its own: see the docs snippet test for a fresh process).
     assert report.main(["--archive", str(archive_dir), "--out", str(tmp_path / "out"),
                         "--master", "local[2]"]) == 0
     printed = capsys.readouterr().out

@@ -1,5 +1,5 @@
-"""A consumer of one group of one topic on a node's --consume-dsn (see README,
-"Consumer groups"). It owns its socket and must stay on the thread that made it.
+"""A consumer of one group of one topic on a node's --consume-dsn (see docs/groups.rst,
+"The consume endpoint"). It owns its socket and must stay on the thread that made it.
 
 The consumer stays alive for the node as long as its connection does: ZeroMQ's
 heartbeats (PING and PONG) run in the socket's I/O thread, so the application may

@@ -1,4 +1,4 @@
-"""A consumer's answers beyond ACK and NACK (README, "The consume endpoint"): still at
+"""A consumer's answers beyond ACK and NACK (docs/groups.rst, "The consume endpoint"): still at
 work on a delivery (WORKING), giving one up for good (REJECT), and the confirmations
 of ACKs it asked for (CONFIRM:1), sent once the batch that wrote them is in the store.
 

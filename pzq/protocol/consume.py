@@ -1,5 +1,5 @@
-"""The consume endpoint's frames (--consume-dsn), as pure functions (README: "Consumer
-groups"). Every message starts with a verb frame, in both directions.
+"""The consume endpoint's frames (--consume-dsn), as pure functions (docs/groups.rst,
+"The consume endpoint"). Every message starts with a verb frame, in both directions.
 
 Consumer (DEALER) to node::
 

@@ -1,6 +1,6 @@
 """Encode and decode every frame layout pzq speaks, as pure functions.
 
-The layouts are the original pzq's (see README.rst, "Protocol"). Anything before
+The layouts are the original pzq's (see docs/protocol.rst). Anything before
 the empty frame is protocol data; header frames are ``NAME:value``. Every decoder
 checks frame counts and lengths before it unpacks and raises DecodeError, or
 ProduceRefused for a producer message to answer with "0", with a reason a person

@@ -16,7 +16,8 @@ from pzq.cluster.replication import PendingAck
 from pzq.counters import Counters
 from pzq.delivery.areas import Area, OwnArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
-from pzq.store import keyspace, record
+from pzq.protocol.message_keys import parse_message_key
+from pzq.store import record
 from pzq.store.store import Store
 
 TIMEOUT_NODES_US = 1_000_000
@@ -80,7 +81,7 @@ class SimNode:
     def ack(self, key: bytes, now: float) -> bool:
         """A consumer's ACK "1" for ``key``, applied in one batch as the node does:
         the removes it owes the other holders are written in the same batch."""
-        origin, seq = keyspace.parse_message_key(key)
+        origin, seq = parse_message_key(key)
         state = self.own if origin == self.node_id else self.core.takeovers.states.get(origin)
         if state is None:
             return False

@@ -16,7 +16,7 @@ from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
 from pzq.errors import ArchiveError
 from pzq.logs import get_logger
-from pzq.store import keyspace
+from pzq.protocol.message_keys import message_key
 from pzq.store.store import Batch, Participant
 
 log = get_logger("pzq.archive")
@@ -58,14 +58,14 @@ class Archiving(Participant):
         """Poison messages with their history, as they leave delivery (still kept in
         the store's dead letters if this fails)."""
         for entry in entries:
-            self._append(keyspace.message_key(origin, entry.seq), entry, now_us, origin,
+            self._append(message_key(origin, entry.seq), entry, now_us, origin,
                          "dead_letter")
 
     def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
                                groups: tuple[str, ...]) -> bool:
         """A message the last group holding it gave up, naming the groups that held
         it (it stays in the store's dead letters if this fails); False if it failed."""
-        return self._append(keyspace.message_key(origin, entry.seq), entry, now_us, origin,
+        return self._append(message_key(origin, entry.seq), entry, now_us, origin,
                             "dead_letter", groups)
 
     def _append(self, key: bytes, entry: InFlight, now_us: int, origin: bytes,

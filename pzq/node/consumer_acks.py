@@ -18,7 +18,7 @@ from pzq.logs import get_logger
 from pzq.node.archiving import Archiving
 from pzq.node.rates import LatencyWindow
 from pzq.protocol import frames
-from pzq.store import keyspace
+from pzq.protocol.message_keys import parse_message_key
 from pzq.store.store import Batch
 from pzq.store.topics import DEFAULT_GROUP
 from pzq.zmqio import Socket, drain
@@ -51,7 +51,7 @@ class ConsumerAcks:
         for raw in drain(self.socket, self.batch_size):
             try:
                 key, ok = frames.decode_consumer_ack(raw)
-                node_id, seq = keyspace.parse_message_key(key)
+                node_id, seq = parse_message_key(key)
             except DecodeError as exc:
                 self.counters.bad_consumer_acks += 1
                 log.debug("consumer_ack_malformed", reason=str(exc))

@@ -30,6 +30,7 @@ from pzq.node import group_ops
 from pzq.node.admin import Verb
 from pzq.node.consume import ConsumeEndpoint
 from pzq.protocol import consume as wire
+from pzq.protocol.message_keys import parse_message_key
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
@@ -207,7 +208,7 @@ class TopicAdmin:
         if where.isdigit():
             return self.topics.first_stored_since(topic, int(where))
         try:
-            node_id, seq = keyspace.parse_message_key(where.encode())
+            node_id, seq = parse_message_key(where.encode())
         except DecodeError:
             raise ValueError(f"to={where[:40]!r} is not earliest, latest, µs since the "
                              "epoch or a message key") from None

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from pzq.cluster.core import ClusterCore, ClusterSettings, Reply, ToPeer
+from pzq.cluster.core import ClusterCore, Reply, ToPeer
 from pzq.cluster.replication import PendingAck
+from pzq.cluster.settings import ClusterSettings
 from pzq.counters import Counters
 from pzq.delivery.areas import Area, OwnArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
@@ -33,8 +34,8 @@ class SimNode:
         self.counters = Counters()
         self.own = DeliveryState(OwnArea(self.store), DELIVERY, self.counters)
         self.store.register(self.own)
-        settings = ClusterSettings(endpoint, peers, replicas, TIMEOUT_NODES_US,
-                                   TIMEOUT_REPLICATION_US)
+        settings = ClusterSettings(endpoint, peers, replicas, TIMEOUT_NODES_US / 1e6,
+                                   TIMEOUT_REPLICATION_US / 1e6)
         self.core = ClusterCore(settings, self.store, self._state, now)
         self.store.register(self.core)
         self.own.held_elsewhere = self.core.held_elsewhere

@@ -129,7 +129,7 @@ class Device:
     def wake(self, events: Events, now: Now) -> None:
         if self.waker.fileno() in events:
             self._on_ticks(self.waker.drain(), now)
-        self.node.store.wake_at(now.mono)
+        self.node.wake_at(now)
         batch = self.node.store.begin()
         accepted = self._take(events, batch, now)
         self._commit(batch, accepted, now)
@@ -200,7 +200,7 @@ class Device:
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
             self.endpoints.cluster.heartbeat(now.mono, self.node.delivery)
         if self.node.archiving is not None and RETENTION in reasons:
-            self.node.archiving.apply_retention()
+            self.node.archiving.apply_retention(now.wall_us / 1e6)
         if self.zper is not None and RELAY_POLL in reasons:
             self.zper.relay_due = True
 

@@ -34,6 +34,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import cluster as cw
+from pzq.store.record import Stored
 from pzq.store.replicas import ReplicaStore, decode_holders, encode_holders
 from pzq.store.store import Batch, Participant, Store
 
@@ -60,7 +61,6 @@ class Reply:
 
 
 Send = ToPeer | Reply
-Stored = tuple[bytes, bytes, int, bytes]  # routing id, producer msg id, seq, record
 
 
 class ClusterCore(Participant):

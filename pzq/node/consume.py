@@ -30,6 +30,7 @@ from pzq.node.archiving import Archiving
 from pzq.node.consume_groups import Consumer, GroupDelivery, Key, TakenOver
 from pzq.node.consume_liveness import ConsumerLiveness
 from pzq.node.consume_subscribe import make_group, named_group
+from pzq.node.consumer_acks import Removed
 from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import NODE_ID_LENGTH, parse_message_key
 from pzq.store.store import Batch, Store
@@ -39,8 +40,6 @@ from pzq.zmqio import Socket, drain, send_frames, send_headed
 log = get_logger("pzq.consume")
 
 KEY_SEQ_AT = NODE_ID_LENGTH + 1  # "<node id>-<seq hex>"
-# origin, seq, group, final: done with here; final: deleted, drop the copies
-Removed = Callable[[bytes, int, str, bool], None]
 
 
 def no_takeovers(topic: str, group: str) -> dict[bytes, DeliveryState]:

@@ -26,7 +26,8 @@ from pzq.zmqio import Socket, drain
 log = get_logger("pzq.acks")
 
 StateFor = Callable[[bytes], DeliveryState | None]  # node id -> its delivery state
-# origin, seq, group, final: acked here; final: no group holds it, drop the copies
+# origin, seq, group, final: the group is done with it here (acked, or given up on
+# --consume-dsn); final: no group holds it, drop the copies (NodeState.removed)
 Removed = Callable[[bytes, int, str, bool], None]
 FinalAck = Callable[[DeliveryState, int], bool]  # whether the ACK deletes the message
 

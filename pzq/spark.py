@@ -8,7 +8,8 @@ One partition per segment file, parsed on the executors (which need pzq and
 pyarrow installed, or pzq shipped with ``--py-files``). A torn tail of a topic's
 last segment is skipped. Options: ``topics`` (comma separated; default all),
 ``start_offset`` and ``end_offset`` (byte offsets within each topic, end exclusive),
-``mode`` and ``columnNameOfCorruptRecord`` for damaged records (see ``ReadOptions``).
+``mode`` and ``columnNameOfCorruptRecord`` for damaged records (see
+``pzq.spark_reads.ReadOptions``).
 ``spark.readStream.format("zper")`` streams it (pzq.spark_stream).
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,10 @@ from pzq.archive.files import segment_items, within
 from pzq.archive.raw import RawRecord, is_raw_topic
 from pzq.archive.records import Record
 from pzq.archive.segments import Segment, list_segments
+from pzq.spark_reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition
+from pzq.spark_stream import stream_reader
 
-SCHEMA = ("topic string, offset long, key binary, msg_id binary, stored_us long, "
-          "first_delivered_us long, acked_us long, deliveries int, origin string, "
-          "parts array<binary>, outcome string")
-COLUMNS = tuple(column.split()[0] for column in SCHEMA.split(", "))
 ROWS_PER_BATCH = 4096
-PERMISSIVE, FAILFAST = "PERMISSIVE", "FAILFAST"
 WORKER_PYTHON = "spark.pyspark.python"
 
 
@@ -69,68 +66,6 @@ def session(app_name: str = "pzq", master: str = "local[*]",
     return spark
 
 
-@dataclass(frozen=True)
-class ReadOptions:
-    """The options of one read, checked on the driver before any task runs.
-
-    ``mode``: ``PERMISSIVE`` (default) skips a damaged record and logs one warning
-    line for it on the executor (topic, segment, offset); ``FAILFAST`` fails the
-    query at the first one, naming it. ``corrupt_column`` (Spark's
-    ``columnNameOfCorruptRecord``): in PERMISSIVE mode, each damaged record also
-    becomes a row with its topic and offset, that column describing the damage and
-    the message columns null; other rows have it null.
-    """
-
-    directory: Path
-    topics: tuple[str, ...]
-    begin: int
-    end: int | None
-    mode: str
-    corrupt_column: str | None
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
-        if "path" not in options:
-            raise ValueError("give the archive directory: .load(ARCHIVE_DIR)")
-        directory = Path(options["path"])
-        if not directory.is_dir():
-            raise ValueError(f"the archive directory {directory} does not exist")
-        topics = tuple(topic.strip() for topic in options.get("topics", "").split(",")
-                       if topic.strip())
-        end = options.get("end_offset")
-        return cls(directory, topics, _offset(options.get("start_offset", "0")),
-                   None if end is None else _offset(end), _mode(options.get("mode")),
-                   _corrupt_column(options.get("columnNameOfCorruptRecord")))
-
-
-def _offset(text: str) -> int:
-    if not text.strip().isdigit():
-        raise ValueError(f"an offset is a byte position (0 or more), not {text!r}")
-    return int(text)
-
-
-def _mode(text: str | None) -> str:
-    mode = (text or PERMISSIVE).upper()
-    if mode not in (PERMISSIVE, FAILFAST):
-        raise ValueError(f"mode is {PERMISSIVE} or {FAILFAST}, not {text!r}")
-    return mode
-
-
-def _corrupt_column(name: str | None) -> str | None:
-    if name is not None and (not name.replace("_", "").isalnum() or name in COLUMNS):
-        raise ValueError(f"columnNameOfCorruptRecord {name!r} must be a new column name")
-    return name
-
-
-@dataclass(frozen=True)
-class SegmentPartition(InputPartition):
-    topic: str
-    path: str
-    start: int  # the segment's first offset
-    last: bool  # the topic's last segment: a torn tail there is a write in progress
-    raw: bool = False  # a topic of raw ZPER records (pzq.archive.raw)
-
-
 class ZperDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -144,9 +79,7 @@ class ZperDataSource(DataSource):
         return ZperReader(ReadOptions.parse(self.options))
 
     def streamReader(self, schema: object) -> DataSourceStreamReader:
-        from pzq.spark_stream import stream_reader  # it builds on this module
-
-        return stream_reader(self.options)
+        return stream_reader(self.options, ZperReader)
 
 
 class ZperReader(DataSourceReader):

@@ -22,16 +22,16 @@ first offset.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from pzq.archive.files import whole_end
 from pzq.archive.raw import is_raw_topic
 from pzq.archive.segments import list_segments
-from pzq.spark import ReadOptions, SegmentPartition, ZperReader
+from pzq.spark_reads import ReadOptions, SegmentPartition
 
 EARLIEST, LATEST = "earliest", "latest"
 
@@ -56,8 +56,14 @@ class RangePartition(SegmentPartition):
     end: int = 0
 
 
+# The batch reader (pzq.spark.ZperReader), which reads each planned range: passed in,
+# as pzq.spark builds on this module.
+BatchReader = Callable[[ReadOptions], DataSourceReader]
+
+
 class ZperStreamReader(DataSourceStreamReader):
-    def __init__(self, options: StreamOptions) -> None:
+    def __init__(self, options: StreamOptions, batch_reader: BatchReader) -> None:
+        self.batch_reader = batch_reader
         self.options = options
 
     # -- offsets (on the driver) ------------------------------------------------------
@@ -130,10 +136,10 @@ class ZperStreamReader(DataSourceStreamReader):
         ranged = ReadOptions(read.directory, read.topics, partition.begin, partition.end,
                              read.mode, read.corrupt_column)
         try:
-            yield from ZperReader(ranged).read(partition)
+            yield from self.batch_reader(ranged).read(partition)
         except FileNotFoundError:
             return  # retention deleted the segment since the batch was planned
 
 
-def stream_reader(options: Mapping[str, str]) -> ZperStreamReader:
-    return ZperStreamReader(StreamOptions.parse(options))
+def stream_reader(options: Mapping[str, str], batch_reader: BatchReader) -> ZperStreamReader:
+    return ZperStreamReader(StreamOptions.parse(options), batch_reader)

@@ -52,7 +52,7 @@ from partition_cluster import ClusterTimings  # noqa: E402
 from pzq.bench.nodes import wait_until  # noqa: E402
 from pzq.client import ConsumeRefused, GroupConsumer, Message, request_monitor  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
-from pzq.store.keyspace import parse_message_key  # noqa: E402
+from pzq.protocol.message_keys import parse_message_key  # noqa: E402
 
 EXIT_FAILED = ExitCode.FAILURE  # lost, unexplained or too many duplicates, store not empty
 TOPIC = "orders"

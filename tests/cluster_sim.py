@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from pzq.cluster.core import ClusterCore, ClusterSettings, Reply, ToPeer
+from pzq.cluster.core import ClusterCore, Reply, ToPeer
 from pzq.cluster.replication import PendingAck
+from pzq.cluster.settings import ClusterSettings
 from pzq.counters import Counters
 from pzq.delivery.areas import Area, OwnArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
-from pzq.store import keyspace, record
+from pzq.protocol.message_keys import parse_message_key
+from pzq.store import record
 from pzq.store.store import Store
 
 TIMEOUT_NODES_US = 1_000_000
@@ -32,8 +34,8 @@ class SimNode:
         self.counters = Counters()
         self.own = DeliveryState(OwnArea(self.store), DELIVERY, self.counters)
         self.store.register(self.own)
-        settings = ClusterSettings(endpoint, peers, replicas, TIMEOUT_NODES_US,
-                                   TIMEOUT_REPLICATION_US)
+        settings = ClusterSettings(endpoint, peers, replicas, TIMEOUT_NODES_US / 1e6,
+                                   TIMEOUT_REPLICATION_US / 1e6)
         self.core = ClusterCore(settings, self.store, self._state, now)
         self.store.register(self.core)
         self.own.held_elsewhere = self.core.held_elsewhere
@@ -80,7 +82,7 @@ class SimNode:
     def ack(self, key: bytes, now: float) -> bool:
         """A consumer's ACK "1" for ``key``, applied in one batch as the node does:
         the removes it owes the other holders are written in the same batch."""
-        origin, seq = keyspace.parse_message_key(key)
+        origin, seq = parse_message_key(key)
         state = self.own if origin == self.node_id else self.core.takeovers.states.get(origin)
         if state is None:
             return False

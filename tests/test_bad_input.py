@@ -9,7 +9,7 @@ import zmq
 from harness import consume_all, produce_until_refused, run_pzq
 
 from pzq.client import Producer, request_monitor
-from pzq.store import keyspace
+from pzq.protocol.message_keys import message_key, parse_message_key
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,8 +85,8 @@ def test_malformed_or_unknown_consumer_ack_is_ignored(node, stored_one, open_soc
 
 def test_ack_for_unknown_sequence_of_this_node(node, stored_one, consumer):
     message = consumer.receive(10)
-    node_id, seq = keyspace.parse_message_key(message.key)
-    consumer._socket.send_multipart([message.peer, keyspace.message_key(node_id, seq + 99),
+    node_id, seq = parse_message_key(message.key)
+    consumer._socket.send_multipart([message.peer, message_key(node_id, seq + 99),
                                      b"1"])
     node.wait_figures(lambda f: f["unknown_acks"] == 1, message="unknown ack counted")
     message.ack()

@@ -11,6 +11,7 @@ from cluster_sim import TIMEOUT_NODES_US, TIMEOUT_REPLICATION_US, SimNetwork
 
 from pzq.protocol import cluster as cw
 from pzq.protocol.cluster import DefaultReads, GroupReads
+from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import keyspace
 from pzq.store.replicas import ReplicaStore
 
@@ -94,7 +95,7 @@ def test_takeover_by_the_first_live_holder_and_tombstones_for_the_origin(three):
     assert len(holders) == 1, delivered  # exactly one survivor delivers each message
     taker = three.by_endpoint[holders[0]]
     for key in delivered[taker.endpoint]:
-        assert keyspace.parse_message_key(key)[0] == origin.node_id
+        assert parse_message_key(key)[0] == origin.node_id
         assert taker.ack(key, now)
     three.step(now)
     assert first.core.replicas.counts[origin.node_id] == 0
@@ -125,8 +126,8 @@ def test_remove_in_the_same_wake_as_its_copy_leaves_nothing(tmp_path):
     origin, holder = network.nodes
     origin.produce([b"a"], T0)
     (replicate,) = [item.frames for item in origin.core.take_outgoing()]
-    seq = keyspace.parse_message_key(origin.deliver(1)[0])[1]
-    origin.ack(keyspace.message_key(origin.node_id, seq), T0)
+    seq = parse_message_key(origin.deliver(1)[0])[1]
+    origin.ack(message_key(origin.node_id, seq), T0)
     (remove,) = [item.frames for item in origin.core.take_outgoing()]
     batch = holder.store.begin()  # both arrive in one wake of the holder
     for frames in (replicate, remove, remove):
@@ -237,8 +238,8 @@ def test_a_returning_origin_leaves_alone_what_a_survivor_has_out(tmp_path):
     expired_at = int((back + 2) * 1e6)
     survivor.core.takeovers.reap(expired_at)
     network.step(back + 0.2, heartbeat=True)
-    assert [keyspace.parse_message_key(key)[1] for key in origin.deliver(4)] == [
-        keyspace.parse_message_key(out[1])[1]]
+    assert [parse_message_key(key)[1] for key in origin.deliver(4)] == [
+        parse_message_key(out[1])[1]]
     network.close()
 
 
@@ -289,7 +290,7 @@ def test_a_takeover_delivers_to_default_only_the_topics_it_reads(three):
     three.step(now, heartbeat=True)
     delivered = {node.endpoint: node.deliver(2) for node in (first, second)}
     keys = sorted(key for sent in delivered.values() for key in sent)
-    assert keys == [keyspace.message_key(origin.node_id, seq) for seq in (0, 1, 5)]
+    assert keys == [message_key(origin.node_id, seq) for seq in (0, 1, 5)]
     for endpoint, sent in delivered.items():
         for key in sent:
             assert three.by_endpoint[endpoint].ack(key, now)
@@ -326,7 +327,7 @@ ORDERS = DefaultReads("default", groups={"orders": (GroupReads("g1"),
 
 
 def seq_of(key: bytes) -> int:
-    return keyspace.parse_message_key(key)[1]
+    return parse_message_key(key)[1]
 
 
 def serve(nodes, states_of, now_us: int) -> dict[int, object]:
@@ -362,7 +363,7 @@ def test_a_takeover_serves_every_group_what_it_holds_and_tells_the_origin(three)
     three.step(now)
     assert copies(first, origin) == copies(second, origin) == 3
     for seq, node in served["default"].items():
-        assert node.ack(keyspace.message_key(origin.node_id, seq), now)
+        assert node.ack(message_key(origin.node_id, seq), now)
     three.step(now)
     assert copies(first, origin) == copies(second, origin) == 0
     # the origin returns: every DONE reaches it, and default's last ACKs as tombstones

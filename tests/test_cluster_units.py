@@ -135,7 +135,7 @@ def test_holder_lists():
 
 
 def test_peer_liveness_from_heartbeats():
-    peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_s=1.0, now=100.0)
+    peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_nodes_s=1.0, now=100.0)
     assert peers.in_grace(100.5) and peers.node_alive(b"anything", 100.5)
     assert peers.heard("tcp://a:1", NODE, 100.2) is True
     assert peers.heard("tcp://a:1", NODE, 100.4) is False
@@ -148,7 +148,7 @@ def test_peer_liveness_from_heartbeats():
 
 
 def test_replication_confirms_after_enough_copies():
-    tracker = ReplicationTracker(replicas=2, timeout_s=0.1)
+    tracker = ReplicationTracker(replicas=2, timeout_replication_s=0.1)
     ids = tracker.track([(b"r", b"m1"), (b"r", b"m2")], ["a", "b"], now=10.0)
     assert tracker.lag == {"a": 2, "b": 2}
     assert tracker.confirm(ids["a"], "a") == []
@@ -160,7 +160,7 @@ def test_replication_confirms_after_enough_copies():
 
 
 def test_replication_fails_exactly_at_the_deadline():
-    tracker = ReplicationTracker(replicas=2, timeout_s=0.1)
+    tracker = ReplicationTracker(replicas=2, timeout_replication_s=0.1)
     ids = tracker.track([(b"r", b"m1")], ["a"], now=10.0)  # only one live peer
     tracker.confirm(ids["a"], "a")
     assert tracker.next_deadline() == pytest.approx(10.1)

@@ -8,7 +8,8 @@ from pzq.counters import Counters
 from pzq.delivery.areas import OwnArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.protocol import frames as wire
-from pzq.store import keyspace, record
+from pzq.protocol.message_keys import parse_message_key
+from pzq.store import record
 from pzq.store.store import Store
 
 pytestmark = pytest.mark.timeout(20)
@@ -30,7 +31,7 @@ class Consumers:
         return True
 
     def seqs(self) -> list[int]:
-        return [keyspace.parse_message_key(d.key)[1] for d in self.sent]
+        return [parse_message_key(d.key)[1] for d in self.sent]
 
 
 @pytest.fixture

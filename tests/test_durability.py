@@ -286,7 +286,7 @@ def test_the_stores_timed_sync_fsyncs_the_archive_first(tmp_path):
     store = Store.open(tmp_path / "db", sync_interval_s=1.0, now=0.0)
     tier = ArchiveTier(ArchiveSettings(tmp_path / "archive", 10**6, 10_000, 60_000, 168,
                                        "default", hard_sync=False))
-    tier.open()
+    tier.open(0.0)
     store.register(Archiving(tier))
     store.wake_at(0.0)
     batch = store.begin()
@@ -300,7 +300,8 @@ def test_the_stores_timed_sync_fsyncs_the_archive_first(tmp_path):
     store.commit(batch)  # not a synced batch: the archive waits for its own timer
     assert tier.archive.unsynced()
     store.wake_at(1.0)
+    tier.wake_at(1.0)
     store.commit(store.begin())  # the timed sync, with the delete in it
     assert store.log_syncs == 1 and not tier.archive.unsynced()
-    tier.close()
+    tier.close(1.0)
     store.close()

@@ -234,7 +234,7 @@ def test_a_peer_never_reached_is_logged_once_the_start_grace_is_over(start_node)
 
 
 def test_a_peer_never_reached_is_said_again_at_intervals_not_at_every_heartbeat():
-    peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_s=10.0, now=100.0)
+    peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_nodes_s=10.0, now=100.0)
     assert peers.never_reached(105.0) == []  # the start's grace: nobody is late yet
     peers.heard("tcp://b:1", b"b", 106.0)
     assert [peer.endpoint for peer in peers.never_reached(111.0)] == ["tcp://a:1"]

@@ -29,7 +29,8 @@ from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.node import group_ops
 from pzq.protocol import frames as wire
-from pzq.store import keyspace, record
+from pzq.protocol.message_keys import parse_message_key
+from pzq.store import record
 from pzq.store.store import Batch, Store
 from pzq.store.topics import Group, Topics
 
@@ -45,7 +46,7 @@ TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-*
 
 
 def seq_of(frames: list[bytes]) -> int:
-    return keyspace.parse_message_key(frames[0])[1]
+    return parse_message_key(frames[0])[1]
 
 
 def count_of(frames: list[bytes]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pzq.errors import DecodeError, StoreError
+from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import keyspace, record
 from pzq.store.store import Store
 
@@ -34,14 +35,14 @@ def test_record_with_trailing_bytes_is_a_decode_error():
 
 
 def test_message_keys():
-    key = keyspace.message_key(b"0a1b2c3d", 2**40 + 5)
+    key = message_key(b"0a1b2c3d", 2**40 + 5)
     assert key == b"0a1b2c3d-0000010000000005"
-    assert keyspace.parse_message_key(key) == (b"0a1b2c3d", 2**40 + 5)
+    assert parse_message_key(key) == (b"0a1b2c3d", 2**40 + 5)
     for bad in (b"", b"0a1b2c3d-000001000000000", b"0a1b2c3d_0000010000000005",
                 b"0A1B2C3D-0000010000000005", b"0a1b2c3d-+000010000000005",
                 b"0a1b2c3d-0000_10000000005"):
         with pytest.raises(DecodeError):
-            keyspace.parse_message_key(bad)
+            parse_message_key(bad)
 
 
 def test_own_keys_sort_in_arrival_order():

@@ -7,6 +7,7 @@ from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.protocol.headers import topic_and_tag
+from pzq.protocol.message_keys import parse_message_key
 from pzq.store import keyspace, record
 from pzq.store.store import Store
 from pzq.store.topics import (
@@ -46,7 +47,7 @@ def state_for(store, area):
 def deliver_all(state):
     keys = []
     state.deliver(lambda frames: keys.append(frames[0]) or True, 10, 1000)
-    return [keyspace.parse_message_key(key)[1] for key in keys]
+    return [parse_message_key(key)[1] for key in keys]
 
 
 def ack(store, state, seqs):
@@ -244,7 +245,7 @@ def test_a_run_of_done_messages_at_the_cursor_is_not_the_end(tmp_path):
     held = state_for(store, GroupArea(store, topics, group))
     keys: list[bytes] = []
     held.deliver(lambda frames: keys.append(frames[0]) or True, 10, 11)
-    seqs = [keyspace.parse_message_key(key)[1] for key in keys]
+    seqs = [parse_message_key(key)[1] for key in keys]
     ack(store, held, seqs[1:])  # the first stays out; the next 10 are done
     store.close()
     store, topics = open_node(tmp_path / "db")
@@ -253,7 +254,7 @@ def test_a_run_of_done_messages_at_the_cursor_is_not_the_end(tmp_path):
     got: list[bytes] = []
     while again.deliver(lambda frames: got.append(frames[0]) or True, 10, 10):
         pass
-    delivered = [keyspace.parse_message_key(key)[1] for key in got]
+    delivered = [parse_message_key(key)[1] for key in got]
     assert delivered == [seqs[0], *range(seqs[-1] + 1, seqs[0] + 31)]
     topics.counts.raise_floor(group, again.lowest_open())
     assert group.floor <= seqs[0]

@@ -1,12 +1,12 @@
 """The device's side of the archive: acked messages in, ZPER readers answered.
 
 A message is appended here before its store delete is written; under --hard-sync
-the archive is fsync'd before that write (``before_commit``).
+the archive is fsync'd before that write (``before_commit``). Time is passed in
+(``now``: seconds since the epoch, the wake's), as everywhere in the node.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,9 +45,15 @@ class ArchiveTier:
         self.failures = 0
         self._dirty = False  # appended since the last batch
         self._appended = False  # appended since the last fsync for the store
+        self._now = 0.0  # the time of this wake (see wake_at)
 
-    def open(self) -> None:
-        self.archive.open(time.time())
+    def wake_at(self, now: float) -> None:
+        """The time of the loop's wake: the fsyncs before the store's writes are
+        stamped with it (a store participant is told no time)."""
+        self._now = now
+
+    def open(self, now: float) -> None:
+        self.archive.open(now)
 
     def append(self, key: bytes, value: bytes, first_delivered_us: int, deliveries: int,
                acked_us: int, origin: str, outcome: str = "acked",
@@ -58,7 +64,7 @@ class ArchiveTier:
             key=key, msg_id=stored.msg_id, topic=self.topic_of(stored.headers),
             stored_us=stored.stored_us, first_delivered_us=first_delivered_us,
             acked_us=acked_us, deliveries=deliveries, origin=origin,
-            parts=stored.parts, outcome=outcome, groups=groups), time.time())
+            parts=stored.parts, outcome=outcome, groups=groups), acked_us / 1e6)
         self.archived += 1
         self._dirty = self._appended = True
 
@@ -77,7 +83,7 @@ class ArchiveTier:
         --hard-sync before every batch, otherwise before a batch that fsyncs the
         store's log (``store_syncs``)."""
         if (self.hard_sync and self._dirty) or (store_syncs and self._appended):
-            self.archive.sync(time.time())
+            self.archive.sync(self._now)
             self._appended = False
         self._dirty = False
 
@@ -89,8 +95,8 @@ class ArchiveTier:
         """fsync what has waited --flush-interval (``now``: seconds since the epoch)."""
         self.archive.tick(now)
 
-    def apply_retention(self) -> int:
-        return self.archive.apply_retention(time.time())
+    def apply_retention(self, now: float) -> int:
+        return self.archive.apply_retention(now)
 
     def answer_readers(self, socket: Socket) -> None:
         for identity, *request in drain(socket, READER_BATCH):
@@ -113,5 +119,5 @@ class ArchiveTier:
                                    "damaged_records": info.damaged_records}
                            for topic, info in self.archive.topics().items()}}
 
-    def close(self) -> None:
-        self.archive.close(time.time())
+    def close(self, now: float) -> None:
+        self.archive.close(now)

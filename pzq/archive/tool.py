@@ -18,8 +18,8 @@ from pzq.archive.files import segment_items, topic_items, whole_end
 from pzq.archive.raw import RawRecord, is_raw_topic, raw_walk
 from pzq.archive.records import Damaged, TornTail, walk
 from pzq.archive.topiclog import list_segments
-from pzq.cli.common import ToolParser, quiet_on_closed_pipe
 from pzq.errors import ExitCode
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe
 
 PROG = "pzq-archive"
 EXIT_OK = ExitCode.OK

@@ -22,7 +22,7 @@ from pathlib import Path
 from pzq.bench.original import check_binary
 from pzq.bench.report import draw_chart, matplotlib_installed, print_table
 from pzq.bench.scenarios import PLANS, run_benchmark
-from pzq.cli.common import ToolParser
+from pzq.tool_base import ToolParser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,52 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import functools
-import os
 import sys
-import textwrap
 from collections.abc import Callable
-from typing import Any, NoReturn, ParamSpec
 
 import zmq
 
 from pzq import reach, security
-from pzq.errors import ConfigError, ExitCode
+from pzq.errors import ConfigError
 from pzq.node.config import DSN_PATTERN
 from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
+from pzq.tool_base import ToolParser
 
 DEFAULT_MONITOR = "ipc:///tmp/pzq-monitor"  # the quick-start node's monitor
-P = ParamSpec("P")
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Shows each option's default, unless it has none worth showing."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        hidden = any(default is value for value in (None, False, True, argparse.SUPPRESS)) \
-            or default in ([], ())
-        if action.option_strings and "%(default)" not in text and not hidden:
-            text += " (default: %(default)s)"
-        return text
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        # Endpoints hold hyphens: never break a line inside one.
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
-
-
-class ToolParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr and exit 2."""
-
-    def __init__(self, prog: str | None = None, description: str | None = None,
-                 **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(prog=prog, description=description, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def endpoint(text: str) -> str:
@@ -129,23 +96,6 @@ def fail(prog: str, message: str, code: int) -> int:
     """Say what went wrong in one line on stderr; returns the exit code."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
-
-
-def quiet_on_closed_pipe(main: Callable[P, int]) -> Callable[P, int]:
-    """A tool whose reader stops reading (``| head -1``) ends quietly with exit 0: the
-    reader has what it wanted, and a traceback would only hide its output."""
-
-    @functools.wraps(main)
-    def run(*args: P.args, **kwargs: P.kwargs) -> int:
-        try:
-            return main(*args, **kwargs)
-        except BrokenPipeError:
-            # Python flushes stdout again as it exits: let that flush go nowhere.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            return ExitCode.OK
-
-    return run
 
 
 def tool_parser(prog: str, description: str) -> argparse.ArgumentParser:

@@ -5,20 +5,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from pzq.cli.common import (
-    curve_from,
-    endpoint,
-    fail,
-    positive_seconds,
-    quiet_on_closed_pipe,
-    tool_parser,
-    whole_number,
-)
+from pzq.cli.common import curve_from, endpoint, fail, positive_seconds, tool_parser, whole_number
 from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
 from pzq.client import Consumer, GroupConsumer
 from pzq.errors import ConsumeRefused, DecodeError, ExitCode
 from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
+from pzq.tool_base import quiet_on_closed_pipe
 
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
 DEFAULT_CONSUME = "tcp://127.0.0.1:11135"

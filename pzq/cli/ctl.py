@@ -15,12 +15,12 @@ from pzq.cli.common import (
     endpoint,
     fail,
     positive_seconds,
-    quiet_on_closed_pipe,
     tool_parser,
 )
 from pzq.client import request_monitor
 from pzq.errors import EndpointError, ExitCode, StoreError
 from pzq.store.repair import repair
+from pzq.tool_base import quiet_on_closed_pipe
 
 ACTIONS = ("declare", "remove", "empty")
 

@@ -6,11 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pzq import security
-from pzq.cli.common import (
-    ToolParser,
-    fail,
-)
+from pzq.cli.common import fail
 from pzq.errors import EXISTS, ExitCode
+from pzq.tool_base import ToolParser
 
 
 def keygen_main(argv: Sequence[str] | None = None) -> int:

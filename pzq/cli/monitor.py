@@ -24,23 +24,23 @@ from rich.table import Table
 from pzq.cli import human
 from pzq.cli.common import (
     DEFAULT_MONITOR,
-    ToolParser,
     add_curve_options,
     curve_from,
     endpoint,
     fail,
     positive_seconds,
-    quiet_on_closed_pipe,
 )
 from pzq.cli.topics_table import topics_table
 from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor, taken_over_inflight
-from pzq.errors import EndpointError
+from pzq.errors import NO_ANSWER, EndpointError, ExitCode
 from pzq.security import ClientCurve
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe
 
-EXIT_OK = 0  # answered (and, with --check, healthy)
-EXIT_UNHEALTHY = 1  # --check: the node answered but something is wrong
-EXIT_USAGE = 2  # a bad option or endpoint
-EXIT_NO_ANSWER = 3  # no answer within --timeout
+# Its meanings of the codes in pzq.errors:
+EXIT_OK = ExitCode.OK  # answered (and, with --check, healthy)
+EXIT_UNHEALTHY = ExitCode.FAILURE  # --check: the node answered but something is wrong
+EXIT_USAGE = ExitCode.USAGE  # a bad option or endpoint
+EXIT_NO_ANSWER = NO_ANSWER  # no answer within --timeout
 
 SPARKS = "▁▂▃▄▅▆▇█"
 HISTORY = 60

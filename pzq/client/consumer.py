@@ -58,6 +58,15 @@ class Consumer:
     """Receives deliveries from one or more pzq nodes: on --send-dsn, or with ``topic``
     and ``group`` given, as a consumer of that group on --consume-dsn."""
 
+    # The class that serves topic= and group= (pzq.client.group_consumer names itself
+    # here as it is defined: it builds on this module, which does not import it).
+    _of_groups: type[Consumer]
+
+    def __init_subclass__(cls, of_groups: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if of_groups:
+            Consumer._of_groups = cls
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Consumer:
         if cls is not Consumer or not any(name in kwargs for name in GROUP_OPTIONS):
             return super().__new__(cls)
@@ -71,11 +80,8 @@ class Consumer:
         if len(args) > 1 or "prefetch" in kwargs:
             raise TypeError("with topic= and group=, give the other options by name "
                             "(window=, not prefetch=, sets how many deliveries may be unacked)")
-        # Imported here: group_consumer builds on this module.
-        from pzq.client.group_consumer import GroupConsumer
-
-        # Python then runs GroupConsumer.__init__ with the same arguments.
-        return super().__new__(GroupConsumer)
+        # Python then runs the group consumer's __init__ with the same arguments.
+        return super().__new__(Consumer._of_groups)
 
     def __init__(self, dsn: str | Sequence[str], context: Context | None = None,
                  prefetch: int = 256, curve: ClientCurve | None = None, *,

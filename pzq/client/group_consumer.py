@@ -32,7 +32,7 @@ HEARTBEAT_IVL_MS = 1000
 HEARTBEAT_TIMEOUT_MS = 3000
 
 
-class GroupConsumer(Consumer):
+class GroupConsumer(Consumer, of_groups=True):
     """Receives the deliveries of one consumer group, at most ``window`` unacked."""
 
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,

@@ -13,7 +13,7 @@ import zmq
 from pzq import reach
 from pzq.client.common import NOTICE_AFTER_S
 from pzq.errors import EndpointError
-from pzq.node import monitor
+from pzq.protocol.monitor_text import parse_monitor_text
 from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
 
@@ -65,7 +65,7 @@ def _answered(socket: zmq.Socket[bytes], dsn: str, timeout: float, curve: bool,
 
 def monitor_figures(dsn: str, timeout: float = 5.0,
                     curve: ClientCurve | None = None) -> dict[str, str]:
-    return monitor.parse_monitor_text(request_monitor(dsn, "MONITOR", timeout, curve))
+    return parse_monitor_text(request_monitor(dsn, "MONITOR", timeout, curve))
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,17 @@ from pzq.client.common import connect, remaining_ms
 from pzq.errors import DecodeError
 from pzq.protocol import frames as wire
 from pzq.protocol.frames import ProducerAck
+from pzq.protocol.headers import DEDUP_HEADER, TAG_HEADER, TOPIC_HEADER
 from pzq.security import ClientCurve
 from pzq.zmqio import Context
 
 
 def topic_headers(topic: str | None, tag: str | None,
                   dedup_id: str | bytes | None = None) -> list[bytes]:
-    found = [] if topic is None else [b"TOPIC:" + topic.encode()]
-    found += [] if tag is None else [b"TAG:" + tag.encode()]
+    found = [] if topic is None else [TOPIC_HEADER + topic.encode()]
+    found += [] if tag is None else [TAG_HEADER + tag.encode()]
     if dedup_id is not None:
-        found.append(b"DEDUP-ID:" + (dedup_id.encode() if isinstance(dedup_id, str)
+        found.append(DEDUP_HEADER + (dedup_id.encode() if isinstance(dedup_id, str)
                                      else dedup_id))
     return found
 

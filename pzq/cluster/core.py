@@ -28,11 +28,13 @@ from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
 from pzq.cluster.senders import Senders
+from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.takeover import StateFactory, Takeovers
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import cluster as cw
+from pzq.store.record import Stored
 from pzq.store.replicas import ReplicaStore, decode_holders, encode_holders
 from pzq.store.store import Batch, Participant, Store
 
@@ -40,15 +42,6 @@ log = get_logger("pzq.cluster")
 
 TOMBSTONES_PER_PONG = 10_000
 HELD_PER_PONG = 10_000
-
-
-@dataclass(frozen=True)
-class ClusterSettings:
-    broadcast_dsn: str
-    nodes: tuple[str, ...]
-    replicas: int
-    timeout_nodes_us: int
-    timeout_replication_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +61,6 @@ class Reply:
 
 
 Send = ToPeer | Reply
-Stored = tuple[bytes, bytes, int, bytes]  # routing id, producer msg id, seq, record
 
 
 class ClusterCore(Participant):
@@ -77,11 +69,10 @@ class ClusterCore(Participant):
         self.settings = settings
         self.node_id = store.node_id
         self.replicas = ReplicaStore(store)
-        self.peers = PeerTable(settings.nodes, settings.timeout_nodes_us / 1e6, now)
-        self.tracker = ReplicationTracker(settings.replicas,
-                                          settings.timeout_replication_us / 1e6)
+        self.peers = PeerTable(settings.nodes, settings.timeout_nodes_s, now)
+        self.tracker = ReplicationTracker(settings.replicas, settings.timeout_replication_s)
         self.takeovers = Takeovers(self.replicas, self.peers, self.node_id, make_state, now)
-        resend_s = max(0.5, settings.timeout_nodes_us / 4e6)
+        resend_s = max(0.5, settings.timeout_nodes_s / 4)
         self.removes = RemoveLedger(store, settings.nodes, resend_s)
         self.done = Dones(self.removes, self.replicas, self.peers, self.takeovers, settings,
                           self.node_id)

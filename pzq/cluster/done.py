@@ -18,18 +18,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
+from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.takeover import Takeovers
 from pzq.delivery.state import DeliveryState
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store.replicas import ReplicaStore
 from pzq.store.store import Batch
-
-if TYPE_CHECKING:
-    from pzq.cluster.core import ClusterSettings
 
 
 class Dones:

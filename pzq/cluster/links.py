@@ -66,7 +66,7 @@ class ClusterLinks:
     def _reconnect_if_silent(self, endpoint: str, dealer: Socket,
                              now: float) -> None:
         peer = self.core.peers.peers[endpoint]
-        if peer.reachable or now - self._connected_at[endpoint] < self.core.peers.timeout_s:
+        if peer.reachable or now - self._connected_at[endpoint] < self.core.peers.timeout_nodes_s:
             return
         dealer.disconnect(endpoint)
         dealer.connect(endpoint)

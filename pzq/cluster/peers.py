@@ -28,8 +28,8 @@ class Peer:
 
 
 class PeerTable:
-    def __init__(self, endpoints: tuple[str, ...], timeout_s: float, now: float) -> None:
-        self.timeout_s = timeout_s
+    def __init__(self, endpoints: tuple[str, ...], timeout_nodes_s: float, now: float) -> None:
+        self.timeout_nodes_s = timeout_nodes_s
         self.started = now
         self.peers = {endpoint: Peer(endpoint) for endpoint in endpoints}
 
@@ -51,9 +51,9 @@ class PeerTable:
         peers that have just gone down."""
         gone = []
         for peer in self.peers.values():
-            if peer.reachable and now - (peer.last_answer or 0) > self.timeout_s:
+            if peer.reachable and now - (peer.last_answer or 0) > self.timeout_nodes_s:
                 peer.reachable = False
-            if peer.up and now - (peer.last_heard or 0) > self.timeout_s:
+            if peer.up and now - (peer.last_heard or 0) > self.timeout_nodes_s:
                 peer.up = False
                 gone.append(peer)
         return gone
@@ -83,7 +83,7 @@ class PeerTable:
 
     def in_grace(self, now: float) -> bool:
         """Right after start nobody has been heard yet: nobody is known to be down."""
-        return now - self.started < self.timeout_s
+        return now - self.started < self.timeout_nodes_s
 
     def node_alive(self, node_id: bytes, now: float) -> bool:
         if self.in_grace(now):

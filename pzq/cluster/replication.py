@@ -28,9 +28,9 @@ class SentBatch:
 
 
 class ReplicationTracker:
-    def __init__(self, replicas: int, timeout_s: float) -> None:
+    def __init__(self, replicas: int, timeout_replication_s: float) -> None:
         self.replicas = replicas
-        self.timeout_s = timeout_s
+        self.timeout_replication_s = timeout_replication_s
         self.failures = 0
         self._next_batch_id = 0
         self._batches: dict[int, SentBatch] = {}
@@ -40,7 +40,7 @@ class ReplicationTracker:
     def track(self, producers: list[tuple[bytes, bytes]], endpoints: list[str],
               now: float) -> dict[str, int]:
         """Hold the ACKs of one stored batch; returns a batch id per peer to send to."""
-        acks = [PendingAck(routing_id, msg_id, now + self.timeout_s)
+        acks = [PendingAck(routing_id, msg_id, now + self.timeout_replication_s)
                 for routing_id, msg_id in producers]
         self._by_deadline.extend(acks)
         batch_ids = {}

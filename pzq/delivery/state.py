@@ -24,7 +24,8 @@ from pzq.delivery.delayed import DelayedDeliveries
 from pzq.delivery.inflight import InFlight, InFlightTable
 from pzq.delivery.redelivery import RedeliveryQueue
 from pzq.protocol import frames as wire
-from pzq.store import keyspace, record
+from pzq.protocol.message_keys import message_key
+from pzq.store import record
 from pzq.store.store import Batch, Participant
 
 SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
@@ -338,7 +339,7 @@ class DeliveryState(Participant):
         deliveries = entry.deliveries + 1
         headers = (wire.delivery_headers(deliveries, stored.headers) if self.with_headers
                    else ())
-        frames = wire.encode_delivery(keyspace.message_key(self.area.node_id, entry.seq),
+        frames = wire.encode_delivery(message_key(self.area.node_id, entry.seq),
                                       now_us, self.ack_timeout_us, stored.parts, headers)
         if not send(frames):
             return False

@@ -20,20 +20,22 @@ from typing import TYPE_CHECKING
 
 from pzq.cli.common import (
     DEFAULT_MONITOR,
-    ToolParser,
     add_curve_options,
     curve_from,
     endpoint,
     fail,
     positive_seconds,
 )
+from pzq.errors import ExitCode
 from pzq.monitoring.history import History
 from pzq.monitoring.scrape import Scraper
 from pzq.security import ClientCurve
+from pzq.tool_base import ToolParser
 
-EXIT_OK = 0
-EXIT_USAGE = 2  # a bad option, or the monitoring extra is not installed
-EXIT_LISTEN = 4  # the HTTP address could not be bound (in use, bad address)
+# Its meanings of the codes in pzq.errors:
+EXIT_OK = ExitCode.OK
+EXIT_USAGE = ExitCode.USAGE  # a bad option, or the monitoring extra is not installed
+EXIT_LISTEN = ExitCode.BIND  # the HTTP address could not be bound (in use, bad address)
 DEFAULT_LISTEN = "127.0.0.1:9646"
 
 if TYPE_CHECKING:

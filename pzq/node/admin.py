@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pzq.errors import DecodeError, StoreError
+from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
 
@@ -57,7 +58,7 @@ class Admin:
         for store_key, value in self.store.scan(keyspace.DEAD_PREFIX, limit=limit):
             seq = keyspace.SEQ.unpack_from(store_key, 1)[0]
             stored = record.decode(value)
-            lines.append(" ".join((keyspace.message_key(self.store.node_id, seq).decode(),
+            lines.append(" ".join((message_key(self.store.node_id, seq).decode(),
                                    stored.msg_id.decode(errors="replace"),
                                    f"deliveries={stored.deliveries}",
                                    f"bytes={sum(len(part) for part in stored.parts)}")))
@@ -72,7 +73,7 @@ class Admin:
         if argument.upper() == b"ALL":
             found = self.store.scan(keyspace.DEAD_PREFIX, limit=MOST_PER_COMMAND)
             return [keyspace.SEQ.unpack_from(key, 1)[0] for key, _ in found]
-        node_id, seq = keyspace.parse_message_key(argument)
+        node_id, seq = parse_message_key(argument)
         if node_id != self.store.node_id:
             raise ValueError(f"{argument.decode()} is not a key of this node")
         return [seq]

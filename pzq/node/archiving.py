@@ -16,7 +16,7 @@ from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
 from pzq.errors import ArchiveError
 from pzq.logs import get_logger
-from pzq.store import keyspace
+from pzq.protocol.message_keys import message_key
 from pzq.store.store import Batch, Participant
 
 log = get_logger("pzq.archive")
@@ -29,19 +29,19 @@ class Archiving(Participant):
         self._failing = False
         self._batch_syncs = False  # the batch being written fsyncs the store's log
 
-    def open(self) -> None:
+    def open(self, now: float) -> None:
         """Take the directory's lock for the node's life, then open the archive (which
         may cut a torn tail: never one another node is writing)."""
         self.lock.acquire()
         try:
-            self.tier.open()
+            self.tier.open(now)
         except BaseException:
             self.lock.release()
             raise
 
-    def close(self) -> None:
+    def close(self, now: float) -> None:
         try:
-            self.tier.close()
+            self.tier.close(now)
         finally:
             self.lock.release()
 
@@ -58,14 +58,14 @@ class Archiving(Participant):
         """Poison messages with their history, as they leave delivery (still kept in
         the store's dead letters if this fails)."""
         for entry in entries:
-            self._append(keyspace.message_key(origin, entry.seq), entry, now_us, origin,
+            self._append(message_key(origin, entry.seq), entry, now_us, origin,
                          "dead_letter")
 
     def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
                                groups: tuple[str, ...]) -> bool:
         """A message the last group holding it gave up, naming the groups that held
         it (it stays in the store's dead letters if this fails); False if it failed."""
-        return self._append(keyspace.message_key(origin, entry.seq), entry, now_us, origin,
+        return self._append(message_key(origin, entry.seq), entry, now_us, origin,
                             "dead_letter", groups)
 
     def _append(self, key: bytes, entry: InFlight, now_us: int, origin: bytes,
@@ -87,6 +87,10 @@ class Archiving(Participant):
             self._failing = True
             log.error("archive_write_failed", error=str(exc))
 
+    def wake_at(self, now: float) -> None:
+        """The time of the loop's wake (seconds since the epoch)."""
+        self.tier.wake_at(now)
+
     def flush(self, now: float) -> None:
         """fsync what has waited --flush-interval (``now``: seconds since the epoch)."""
         try:
@@ -94,9 +98,9 @@ class Archiving(Participant):
         except ArchiveError as exc:
             self.failed_with(exc)
 
-    def apply_retention(self) -> None:
+    def apply_retention(self, now: float) -> None:
         try:
-            self.tier.apply_retention()
+            self.tier.apply_retention(now)
         except ArchiveError as exc:
             self.failed_with(exc)
 

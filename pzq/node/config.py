@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pzq.archive.tier import ArchiveSettings
-from pzq.cluster.core import ClusterSettings
+from pzq.cluster.settings import ClusterSettings
 from pzq.delivery.state import DeliverySettings
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError
@@ -214,7 +214,7 @@ class Config:
         if self.broadcast_dsn is None:
             return None
         return ClusterSettings(self.broadcast_dsn, self.peer_endpoints, self.replicas,
-                               self.timeout_nodes, self.timeout_replication)
+                               self.timeout_nodes / 1e6, self.timeout_replication / 1e6)
 
     @property
     def archive(self) -> ArchiveSettings | None:

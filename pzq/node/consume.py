@@ -30,17 +30,16 @@ from pzq.node.archiving import Archiving
 from pzq.node.consume_groups import Consumer, GroupDelivery, Key, TakenOver
 from pzq.node.consume_liveness import ConsumerLiveness
 from pzq.node.consume_subscribe import make_group, named_group
+from pzq.node.consumer_acks import Removed
 from pzq.protocol import consume as wire
-from pzq.store import keyspace
+from pzq.protocol.message_keys import NODE_ID_LENGTH, parse_message_key
 from pzq.store.store import Batch, Store
 from pzq.store.topics import Group, Topic, Topics
 from pzq.zmqio import Socket, drain, send_frames, send_headed
 
 log = get_logger("pzq.consume")
 
-KEY_SEQ_AT = keyspace.NODE_ID_LENGTH + 1  # "<node id>-<seq hex>"
-# origin, seq, group, final: done with here; final: deleted, drop the copies
-Removed = Callable[[bytes, int, str, bool], None]
+KEY_SEQ_AT = NODE_ID_LENGTH + 1  # "<node id>-<seq hex>"
 
 
 def no_takeovers(topic: str, group: str) -> dict[bytes, DeliveryState]:
@@ -187,7 +186,7 @@ class ConsumeEndpoint:
         owner = deliveries.owner
         overdue = consumer.overdue
         for key in keys:
-            node_id, seq = keyspace.parse_message_key(key)
+            node_id, seq = parse_message_key(key)
             held_key = (node_id, seq)
             # it let this one expire: its credit comes back (no hashing while none did)
             late = held_key in overdue if overdue else False
@@ -341,7 +340,7 @@ class ConsumeEndpoint:
                     self._unreachable(consumer, exc)
                     continue
                 key = frames[0]
-                held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
+                held_key = (key[:NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
                 held.add(held_key)
                 owner[held_key] = consumer
                 return True
@@ -361,7 +360,7 @@ class ConsumeEndpoint:
         def send(frames: list[bytes]) -> bool:
             nonlocal turn
             key = frames[0]
-            held_key = (key[:keyspace.NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
+            held_key = (key[:NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
             expired_at = []
             for _ in range(count):
                 consumer = candidates[turn]

@@ -13,14 +13,14 @@ from collections.abc import Callable
 
 from pzq.node.consume_groups import Consumer
 from pzq.protocol import consume as wire
-from pzq.store import keyspace
+from pzq.protocol.message_keys import parse_message_key
 from pzq.store.store import Participant
 
 
 def extend(consumer: Consumer, keys: tuple[bytes, ...], now_us: int) -> None:
     """WORKING: each delivery's deadline starts again (JetStream's in-progress)."""
     for key in keys:
-        node_id, seq = keyspace.parse_message_key(key)
+        node_id, seq = parse_message_key(key)
         state = consumer.group.state_for(node_id)
         held = consumer.group.owner.get((node_id, seq)) is consumer
         if state is None or not held or not state.extend(seq, now_us):
@@ -32,7 +32,7 @@ def reject(consumer: Consumer, keys: tuple[bytes, ...]) -> None:
     to the group (its credits come back)."""
     deliveries = consumer.group
     for key in keys:
-        node_id, seq = keyspace.parse_message_key(key)
+        node_id, seq = parse_message_key(key)
         held_key = (node_id, seq)
         consumer.overdue.discard(held_key)
         state = deliveries.state_for(node_id)

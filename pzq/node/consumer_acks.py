@@ -18,7 +18,7 @@ from pzq.logs import get_logger
 from pzq.node.archiving import Archiving
 from pzq.node.rates import LatencyWindow
 from pzq.protocol import frames
-from pzq.store import keyspace
+from pzq.protocol.message_keys import parse_message_key
 from pzq.store.store import Batch
 from pzq.store.topics import DEFAULT_GROUP
 from pzq.zmqio import Socket, drain
@@ -26,7 +26,8 @@ from pzq.zmqio import Socket, drain
 log = get_logger("pzq.acks")
 
 StateFor = Callable[[bytes], DeliveryState | None]  # node id -> its delivery state
-# origin, seq, group, final: acked here; final: no group holds it, drop the copies
+# origin, seq, group, final: the group is done with it here (acked, or given up on
+# --consume-dsn); final: no group holds it, drop the copies (NodeState.removed)
 Removed = Callable[[bytes, int, str, bool], None]
 FinalAck = Callable[[DeliveryState, int], bool]  # whether the ACK deletes the message
 
@@ -51,7 +52,7 @@ class ConsumerAcks:
         for raw in drain(self.socket, self.batch_size):
             try:
                 key, ok = frames.decode_consumer_ack(raw)
-                node_id, seq = keyspace.parse_message_key(key)
+                node_id, seq = parse_message_key(key)
             except DecodeError as exc:
                 self.counters.bad_consumer_acks += 1
                 log.debug("consumer_ack_malformed", reason=str(exc))

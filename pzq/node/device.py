@@ -23,7 +23,7 @@ from pzq.node.consumer_acks import ConsumerAcks
 from pzq.node.dispatch import Dispatch
 from pzq.node.endpoints import Endpoints
 from pzq.node.figures import node_figures
-from pzq.node.intake import Accepted, Intake
+from pzq.node.intake import Intake
 from pzq.node.monitor import Monitor
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
@@ -33,6 +33,7 @@ from pzq.node.topic_rates import TopicRates
 from pzq.node.waker import HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
 from pzq.node.zper import ZperBroker
 from pzq.protocol.frames import REPLICATION_FAILED
+from pzq.store.record import Stored
 from pzq.store.store import Batch
 from pzq.zmqio import POLLIN, POLLOUT, Events
 
@@ -128,7 +129,7 @@ class Device:
     def wake(self, events: Events, now: Now) -> None:
         if self.waker.fileno() in events:
             self._on_ticks(self.waker.drain(), now)
-        self.node.store.wake_at(now.mono)
+        self.node.wake_at(now)
         batch = self.node.store.begin()
         accepted = self._take(events, batch, now)
         self._commit(batch, accepted, now)
@@ -139,13 +140,13 @@ class Device:
             self.node.archiving.flush(now.wall_us / 1e6)  # before ZPER tells what is durable
         self._answer(events, now)
 
-    def _take(self, events: Events, batch: Batch, now: Now) -> list[Accepted]:
+    def _take(self, events: Events, batch: Batch, now: Now) -> list[Stored]:
         """Everything waiting, into the batch: cluster traffic, producer messages,
         consumer ACKs, then what those retire (dead letters, copies to remove)."""
         node, endpoints = self.node, self.endpoints
         if endpoints.cluster is not None:
             self._replicated(endpoints.cluster.receive(events, batch, node.delivery, now.mono))
-        accepted: list[Accepted] = []
+        accepted: list[Stored] = []
         if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
             accepted = self.intake.take(batch, now.wall_us)
         if events.get(endpoints.send, 0) & POLLIN:
@@ -199,11 +200,11 @@ class Device:
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
             self.endpoints.cluster.heartbeat(now.mono, self.node.delivery)
         if self.node.archiving is not None and RETENTION in reasons:
-            self.node.archiving.apply_retention()
+            self.node.archiving.apply_retention(now.wall_us / 1e6)
         if self.zper is not None and RELAY_POLL in reasons:
             self.zper.relay_due = True
 
-    def _commit(self, batch: Batch, accepted: list[Accepted], now: Now) -> None:
+    def _commit(self, batch: Batch, accepted: list[Stored], now: Now) -> None:
         node = self.node
         try:
             node.store.commit(batch)

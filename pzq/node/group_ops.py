@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from pzq.delivery.inflight import InFlight
 from pzq.node.consume_groups import GroupDelivery
+from pzq.protocol.message_keys import message_key
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import Group, Topics
@@ -45,7 +46,7 @@ def _line(deliveries: GroupDelivery, origin: bytes, entry: InFlight, where: str,
     consumer = owner.routing_id.hex() if owner is not None else "-"
     deadline = (f" deadline_in_ms={max(0, entry.deadline_us - now_us) // 1000}"
                 if where == "out" else "")
-    return (f"{keyspace.message_key(origin, entry.seq).decode()} {where} "
+    return (f"{message_key(origin, entry.seq).decode()} {where} "
             f"consumer={consumer} idle_ms={max(0, now_us - entry.sent_us) // 1000} "
             f"deliveries={entry.deliveries}{deadline}")
 

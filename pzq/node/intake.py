@@ -13,13 +13,13 @@ from pzq.protocol import frames
 from pzq.protocol.headers import dedup_id_of, topic_and_tag
 from pzq.store import record
 from pzq.store.dedup import DedupIndex
+from pzq.store.record import Stored
 from pzq.store.store import Batch, Participant, Store
 from pzq.store.topics import Topic, Topics
 from pzq.zmqio import Socket, drain
 
 log = get_logger("pzq.intake")
 
-Accepted = tuple[bytes, bytes, int, bytes]  # routing id, producer msg id, seq, record
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,9 @@ class Intake(Participant):
         self._repeats: list[tuple[bytes, bytes]] = []
         store.register(self)
 
-    def take(self, batch: Batch, now_us: int) -> list[Accepted]:
+    def take(self, batch: Batch, now_us: int) -> list[Stored]:
         """Read what producers sent into ``batch``; refusals are answered at once."""
-        accepted: list[Accepted] = []
+        accepted: list[Stored] = []
         for raw in drain(self.socket, self.limits.batch_size):
             self.counters.received += 1
             try:
@@ -134,12 +134,12 @@ class Intake(Participant):
                   msg_id=refused.msg_id.hex())
         self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())
 
-    def stored(self, accepted: list[Accepted]) -> None:
+    def stored(self, accepted: list[Stored]) -> None:
         """The batch is written: ACK its producers (no copies to wait for)."""
         for routing_id, msg_id, _, _ in accepted:
             self.acks.owe(routing_id, msg_id, True)
 
-    def not_stored(self, accepted: list[Accepted], reason: str) -> None:
+    def not_stored(self, accepted: list[Stored], reason: str) -> None:
         self.counters.store_failures += len(accepted)
         status = f"not stored: {reason}".encode()
         for routing_id, msg_id, _, _ in accepted:

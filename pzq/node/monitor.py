@@ -16,11 +16,9 @@ from pzq.counters import Counters
 from pzq.errors import DecodeError
 from pzq.node.admin import Admin, Verb
 from pzq.protocol import frames
+from pzq.protocol.monitor_text import monitor_text
 from pzq.zmqio import Socket, drain
 
-# The original pzq's MONITOR keys come first, in its order; more follow.
-MONITOR_KEYS = ("messages", "messages_inflight", "db_size", "inflight_db_size", "syncs",
-                "expired_messages")
 MONITOR_BATCH = 64
 
 Figures = Callable[[], dict[str, Any]]
@@ -61,21 +59,3 @@ class Monitor:
         shown = verb[:40].decode(errors="replace")
         return f"ERROR: unknown command {shown!r}; known commands: {known}".encode()
 
-
-def monitor_text(snapshot: dict[str, Any]) -> bytes:
-    """``key: value`` lines, the original's keys first, nested figures left out."""
-    lines = [f"{key}: {snapshot[key]}" for key in MONITOR_KEYS]
-    for key, value in snapshot.items():
-        if key not in MONITOR_KEYS and isinstance(value, (int, float, str)):
-            lines.append(f"{key}: {value}")
-    return ("\n".join(lines) + "\n").encode()
-
-
-def parse_monitor_text(text: bytes) -> dict[str, str]:
-    """The inverse of monitor_text, for tools and tests."""
-    figures = {}
-    for line in text.decode().splitlines():
-        key, sep, value = line.partition(": ")
-        if sep:
-            figures[key] = value
-    return figures

@@ -37,7 +37,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
     authenticator = scheduler = endpoints = None
     try:
         if node.archiving is not None:
-            node.archiving.open()
+            node.archiving.open(Now.read().wall_us / 1e6)
         if curve is not None:
             authenticator = start_authenticator(context, curve)
         endpoints = open_endpoints(context, config, curve, node.cluster, Now.read().mono)
@@ -55,7 +55,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
             authenticator.stop()
         context.term()
         if node.archiving is not None:
-            node.archiving.close()
+            node.archiving.close(Now.read().wall_us / 1e6)
 
 
 def serve(device: Device, stop: StopRequest) -> None:

@@ -66,6 +66,12 @@ class NodeState:
             if participant is not None:
                 store.register(participant)
 
+    def wake_at(self, now: Now) -> None:
+        """The time of the loop's wake, for the parts that write with the batch."""
+        self.store.wake_at(now.mono)
+        if self.archiving is not None:
+            self.archiving.wake_at(now.wall_us / 1e6)
+
     def _delivery_state(self, area: Area) -> DeliveryState:
         # A named group taken over counts its own work (STATS shows it per origin and
         # group), as an own named group does; ``default``'s is the node's.

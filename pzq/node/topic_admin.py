@@ -33,6 +33,7 @@ from pzq.node.clock import Now
 from pzq.node.consume import ConsumeEndpoint
 from pzq.node.topic_figures import idle_seconds, lag
 from pzq.protocol import consume as wire
+from pzq.protocol.message_keys import parse_message_key
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
@@ -227,7 +228,7 @@ class TopicAdmin:
         if where.isdigit():
             return self.topics.first_stored_since(topic, int(where))
         try:
-            node_id, seq = keyspace.parse_message_key(where.encode())
+            node_id, seq = parse_message_key(where.encode())
         except DecodeError:
             raise ValueError(f"to={where[:40]!r} is not earliest, latest, µs since the "
                              "epoch or a message key") from None

@@ -34,13 +34,13 @@ import struct
 from dataclasses import dataclass
 
 from pzq.errors import DecodeError
+from pzq.protocol.message_keys import SEQ, is_node_id
 from pzq.protocol.topic_reads import (
     DEFAULT_GROUP,
     DefaultReads,
     GroupReads,
     decode_default_reads,
 )
-from pzq.store import keyspace
 
 __all__ = ["DEFAULT_GROUP", "DefaultReads", "GroupReads", "decode_default_reads"]
 
@@ -63,7 +63,7 @@ def unpack_seqs(blob: bytes) -> list[int]:
 
 
 def _node_id(frame: bytes) -> bytes:
-    if keyspace.MESSAGE_KEY_PATTERN.fullmatch(frame + b"-" + b"0" * 16) is None:
+    if not is_node_id(frame):
         raise DecodeError(f"{frame[:20]!r} is not a node id")
     return frame
 
@@ -110,7 +110,7 @@ def encode_replicate(origin: bytes, batch_id: int, holders: bytes,
                      messages: list[tuple[int, bytes]]) -> list[bytes]:
     frames = [REPLICATE, origin, BATCH_ID.pack(batch_id), holders]
     for seq, value in messages:
-        frames.append(keyspace.SEQ.pack(seq))
+        frames.append(SEQ.pack(seq))
         frames.append(value)
     return frames
 
@@ -122,9 +122,9 @@ def decode_replicate(frames: list[bytes]) -> Replicate:
         raise DecodeError("REPLICATE batch id is not 8 bytes")
     messages = []
     for index in range(4, len(frames), 2):
-        if len(frames[index]) != keyspace.SEQ.size:
+        if len(frames[index]) != SEQ.size:
             raise DecodeError("REPLICATE sequence number is not 8 bytes")
-        messages.append((keyspace.SEQ.unpack(frames[index])[0], frames[index + 1]))
+        messages.append((SEQ.unpack(frames[index])[0], frames[index + 1]))
     return Replicate(_node_id(frames[1]), BATCH_ID.unpack(frames[2])[0], frames[3], messages)
 
 

@@ -32,21 +32,18 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     U <µs:8> <topic:4> <id>
                          the same, in the order they expire (see pzq.store.dedup)
 
-``<node:8>`` is the other node's id, 8 ASCII hex characters. ``<topic:4>`` and
+``<node:8>`` is the other node's id, 8 ASCII hex characters, and ``<seq:8>`` a
+sequence number, as in the message key (see pzq.protocol.message_keys). ``<topic:4>`` and
 ``<group:4>`` are big-endian ids the node gives topics and groups when they are made
 (group 0 is ``default``, the consumers on --send-dsn).
-
-The device's message key, the one consumers see and ACK, is ASCII
-``<node id>-<seq as 16 hex digits>``: unique across the cluster (node id) and
-across restarts (the sequence high-water mark is stored with every batch).
 """
 
 from __future__ import annotations
 
-import re
 import struct
 
-from pzq.errors import DecodeError
+from pzq.protocol.message_keys import NODE_ID_LENGTH as NODE_ID_LENGTH
+from pzq.protocol.message_keys import SEQ as SEQ
 
 OWN_PREFIX = b"m"
 REPLICA_PREFIX = b"r"
@@ -72,10 +69,7 @@ META_NEXT_SEQ = META_PREFIX + b"next_seq"
 META_COUNTERS = META_PREFIX + b"counters"
 META_NEXT_ID = META_PREFIX + b"next_id"  # the next topic or group id
 
-NODE_ID_LENGTH = 8  # ASCII hex characters
-SEQ = struct.Struct(">Q")
 ID = struct.Struct(">I")  # topic and group ids
-MESSAGE_KEY_PATTERN = re.compile(rb"([0-9a-f]{8})-([0-9a-f]{16})")
 
 
 def own_key(seq: int) -> bytes:
@@ -143,18 +137,6 @@ def prefix_end(prefix: bytes) -> bytes:
     Every prefix starts with an area's letter, so one is always left."""
     counted = prefix.rstrip(b"\xff")
     return counted[:-1] + bytes([counted[-1] + 1])
-
-
-def message_key(node_id: bytes, seq: int) -> bytes:
-    return b"%s-%016x" % (node_id, seq)
-
-
-def parse_message_key(key: bytes) -> tuple[bytes, int]:
-    """Split a consumer-supplied key into (node id, seq); DecodeError if it is not one."""
-    match = MESSAGE_KEY_PATTERN.fullmatch(key)
-    if match is None:
-        raise DecodeError(f"{key[:40].decode(errors='replace')} is not a pzq message key")
-    return match.group(1), int(match.group(2), 16)
 
 
 def topic_key(name: bytes) -> bytes:

@@ -20,6 +20,10 @@ BOOKKEEPING = struct.Struct(">QI")  # first_delivered_us, deliveries
 BOOKKEEPING_OFFSET = 1 + 8
 LENGTH = struct.Struct(">I")
 
+# A message a batch stored, with whom to ACK: producer routing id, producer msg id,
+# seq, record (the intake makes them; the cluster copies them before the ACK).
+Stored = tuple[bytes, bytes, int, bytes]
+
 
 @dataclass(frozen=True, slots=True)
 class Record:

@@ -1,0 +1,36 @@
+"""The device's message key and the numbers inside it: what consumers see and ACK,
+what cluster frames carry, and what the store's key layout is built from.
+
+A message key is ASCII ``<node id>-<seq as 16 hex digits>``: unique across the
+cluster (the node id, 8 hex characters) and across restarts (the sequence
+high-water mark is stored with every batch). On the wire and in store keys a
+sequence number is 8 bytes big-endian (``SEQ``).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+from pzq.errors import DecodeError
+
+NODE_ID_LENGTH = 8  # ASCII hex characters
+SEQ = struct.Struct(">Q")
+MESSAGE_KEY_PATTERN = re.compile(rb"([0-9a-f]{8})-([0-9a-f]{16})")
+NODE_ID_PATTERN = re.compile(rb"[0-9a-f]{8}")
+
+
+def message_key(node_id: bytes, seq: int) -> bytes:
+    return b"%s-%016x" % (node_id, seq)
+
+
+def parse_message_key(key: bytes) -> tuple[bytes, int]:
+    """Split a consumer-supplied key into (node id, seq); DecodeError if it is not one."""
+    match = MESSAGE_KEY_PATTERN.fullmatch(key)
+    if match is None:
+        raise DecodeError(f"{key[:40].decode(errors='replace')} is not a pzq message key")
+    return match.group(1), int(match.group(2), 16)
+
+
+def is_node_id(frame: bytes) -> bool:
+    return NODE_ID_PATTERN.fullmatch(frame) is not None

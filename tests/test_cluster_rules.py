@@ -276,8 +276,10 @@ def test_a_returning_origin_delivers_what_a_survivor_had_out_once_that_survivor_
 
 def test_a_takeover_delivers_to_default_only_the_topics_it_reads(three):
     origin, first, second = three.nodes
-    reads = DefaultReads("default", {"audit": None, "late": 5})
-    origin.core.own_reads = lambda: reads  # as after REMOVE GROUP audit default
+    # as after REMOVE GROUP audit default, and DECLARE GROUP late default once late had
+    # its group g
+    reads = DefaultReads("default", {"audit": None, "late": 5}, {"late": (GroupReads("g"),)})
+    origin.core.own_reads = lambda: reads
     origin.produce([b"o1", b"o2"], T0)  # seqs 0, 1: the default topic
     origin.produce([b"a1", b"a2"], T0, headers=(b"TOPIC:audit",))  # 2, 3: never default's
     origin.produce([b"l1", b"l2"], T0, headers=(b"TOPIC:late",))  # 4, 5: default's from 5
@@ -296,7 +298,7 @@ def test_a_takeover_delivers_to_default_only_the_topics_it_reads(three):
             assert three.by_endpoint[endpoint].ack(key, now)
     three.step(now)
     for holder in (first, second):  # the rest stays for the origin's named groups
-        assert copies(holder, origin) == 3
+        assert copies(holder, origin) == 4
         assert holder.deliver(3) == []
 
 

@@ -12,13 +12,13 @@ from harness import produce_and_consume, run_pzq, wait_until
 
 from pzq import fsync
 from pzq.archive import topiclog
+from pzq.archive.archiving import Archiving
 from pzq.archive.entry import ArchivedMessage
 from pzq.archive.tier import ArchiveSettings, ArchiveTier
 from pzq.archive.topiclog import TopicLog, list_segments
 from pzq.archive.writer import Archive
 from pzq.client import Producer
 from pzq.errors import ExitCode
-from pzq.node.archiving import Archiving
 from pzq.store import record
 from pzq.store import store as store_module
 from pzq.store.log_sync import LogSync

@@ -223,8 +223,9 @@ class GroupModel(RuleBasedStateMachine):
         again = {seq for seq in self.done if seq >= target and seq not in gone}
         self.done = {seq for seq in self.tags if seq < target} | (self.done & gone)
         # An ACK lets a message's count go: one delivered again after a seek back is
-        # counted from 2 (it went out before), not from what it had reached.
-        for seq in again & set(self.counts):  # (a peer's DONE: not delivered here)
+        # counted from 2 (it went out before, and a batch wrote so), not from what it
+        # had reached; one whose delivery no batch wrote before a restart may count 1.
+        for seq in again & set(self.durable):  # (a peer's DONE: not delivered here)
             self.durable[seq] = 1
             self.this_run.discard(seq)
 

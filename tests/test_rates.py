@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pzq.node.rates import LatencyWindow, Rates
+from pzq.rates import LatencyWindow, Rates
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -18,9 +18,6 @@ from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
 from pzq.node.admin import Admin
 from pzq.node.clock import Now
-from pzq.node.consume import ConsumeEndpoint, no_takeovers
-from pzq.node.consumer_acks import ConsumerAcks
-from pzq.node.dispatch import Dispatch
 from pzq.node.endpoints import Endpoints
 from pzq.node.figures import node_figures
 from pzq.node.intake import Intake
@@ -33,8 +30,13 @@ from pzq.node.topic_rates import TopicRates
 from pzq.node.waker import HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
 from pzq.node.zper import ZperBroker
 from pzq.protocol.frames import REPLICATION_FAILED
+from pzq.serving.answers import GroupAnswers
+from pzq.serving.consume_endpoint import ConsumeEndpoint, no_takeovers
+from pzq.serving.holding import GroupDelivery
+from pzq.serving.send_endpoint import SendEndpoint, always
 from pzq.store.record import Stored
 from pzq.store.store import Batch
+from pzq.store.topics import DEFAULT_GROUP
 from pzq.zmqio import POLLIN, POLLOUT, Events
 
 log = get_logger("pzq.device")
@@ -50,15 +52,12 @@ class Device:
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
                              self.producer_acks, node.topics, node.dedup)
-        self.consumer_acks = ConsumerAcks(endpoints.send, node.state_for, node.removed,
-                                          node.archiving, node.window, node.latency,
-                                          node.counters, config.batch_size, node.final_ack)
-        self.dispatch = Dispatch(endpoints.send, node.delivery_states, node.window,
-                                 config.batch_size)
+        answers = GroupAnswers(node.archiving, node.removed)
+        self.send = _send_endpoint(node, endpoints, answers)
         admin = Admin(node.store, self.figures, node.requeued,
                       lambda messages: node.copy_requeued(messages, Now.read().mono))
         self.monitor = Monitor(endpoints.monitor, self.figures, admin, node.counters)
-        self.consume = _consume_endpoint(node, endpoints)
+        self.consume = _consume_endpoint(node, endpoints, answers)
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery, Now.read,
                                              self._tell_holders)
@@ -93,7 +92,7 @@ class Device:
         """Poll for what there is room and work for, so the loop never spins."""
         taking = not self.producer_acks.full and not self.stopping
         poller.register(self.endpoints.receive, POLLIN if taking else 0)
-        self._polled_out = not self.stopping and self.dispatch.has_work(now.mono)
+        self._polled_out = not self.stopping and self.send.has_work(now.mono)
         poller.register(self.endpoints.send, POLLIN | (POLLOUT if self._polled_out else 0))
         if self.consume is not None:
             poller.register(self.consume.socket, POLLIN)
@@ -150,10 +149,10 @@ class Device:
         if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
             accepted = self.intake.take(batch, now.wall_us)
         if events.get(endpoints.send, 0) & POLLIN:
-            self.consumer_acks.take(batch, now.wall_us, now.mono)
+            self.send.take(batch, now.wall_us, now.mono)
         if self.consume is not None and events.get(self.consume.socket, 0) & POLLIN:
             self.consume.take(batch, now.wall_us, now.mono)
-        node.retire_dead_letters(now.wall_us)
+        self.send.retire_dead(now.wall_us)
         if node.cluster is not None:
             node.cluster.owe_removes(batch, now.mono)
         return accepted
@@ -170,7 +169,7 @@ class Device:
         if not self.stopping:
             send = self.endpoints.send
             room = bool(events.get(send, 0) & POLLOUT) if self._polled_out else None
-            self.dispatch.deliver(now.wall_us, now.mono, room)
+            self.send.deliver(now.wall_us, now.mono, room)
             if self.consume is not None:
                 self.consume.tick(now.mono, bool(events.get(self.consume.events, 0) & POLLIN))
                 self.consume.deliver(now.wall_us, now.mono)
@@ -194,7 +193,7 @@ class Device:
 
     def _on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
-            self.node.reap(now.wall_us)
+            self.send.reap(now.wall_us, self.node.reap(now.wall_us))
             if self.consume is not None:
                 self.consume.reap(now.wall_us)
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
@@ -251,14 +250,27 @@ class Device:
                  messages=node.store.messages, inflight=len(node.delivery.inflight))
 
 
-def _consume_endpoint(node: NodeState, endpoints: Endpoints) -> ConsumeEndpoint | None:
+def _send_endpoint(node: NodeState, endpoints: Endpoints,
+                   answers: GroupAnswers) -> SendEndpoint:
+    """``default``: own messages, and down nodes' this node took over."""
+    cluster = node.cluster
+    deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery,
+                               (lambda: cluster.takeovers.states) if cluster is not None
+                               else dict, node.latency)
+    return SendEndpoint(endpoints.send, deliveries, answers, node.window, node.counters,
+                        node.config.batch_size,
+                        cluster.own_delivery_allowed if cluster is not None else always)
+
+
+def _consume_endpoint(node: NodeState, endpoints: Endpoints,
+                      answers: GroupAnswers) -> ConsumeEndpoint | None:
     if endpoints.consume is None or endpoints.consume_events is None:
         return None
     config = node.config
     cluster = node.cluster
     consume = ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
-                              node.topics, node.archiving, config.delivery,
-                              config.consume_heartbeat, config.batch_size, node.removed,
+                              node.topics, answers, config.delivery,
+                              config.consume_heartbeat, config.batch_size,
                               cluster.takeovers.taken if cluster is not None else no_takeovers)
     if cluster is not None:  # the cluster's word on own messages, both ways
         consume.own_allowed = cluster.own_delivery_allowed

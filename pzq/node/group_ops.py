@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pzq.delivery.inflight import InFlight
-from pzq.node.consume_groups import GroupDelivery
 from pzq.protocol.message_keys import message_key
+from pzq.serving.holding import GroupDelivery
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import Group, Topics

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pzq.archive.archiving import Archiving
 from pzq.archive.tier import ArchiveTier
 from pzq.cluster.core import ClusterCore
 from pzq.counters import Counters
@@ -16,11 +17,10 @@ from pzq.delivery.areas import Area, TakeoverArea
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
-from pzq.node.archiving import Archiving
 from pzq.node.clock import Now
 from pzq.node.config import Config
-from pzq.node.rates import LatencyWindow, Rates
 from pzq.protocol.topic_reads import DefaultReads, GroupReads
+from pzq.rates import LatencyWindow, Rates
 from pzq.store.dedup import DedupIndex
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP, Topics
@@ -78,23 +78,6 @@ class NodeState:
         named = isinstance(area, TakeoverArea) and area.group != DEFAULT_GROUP
         return DeliveryState(area, self.config.delivery, Counters() if named else self.counters)
 
-    def state_for(self, node_id: bytes) -> DeliveryState | None:
-        """The delivery state a message key of ``node_id`` belongs to, if any."""
-        if node_id == self.node_id:
-            return self.delivery
-        return self.cluster.takeovers.states.get(node_id) if self.cluster else None
-
-    def delivery_states(self, mono: float) -> list[DeliveryState]:
-        """Own messages first (once the cluster lets us), then taken-over ones."""
-        if self.cluster is None:
-            return [self.delivery]
-        own = [self.delivery] if self.cluster.own_delivery_allowed(mono) else []
-        return own + list(self.cluster.takeovers.states.values())
-
-    def final_ack(self, state: DeliveryState, seq: int) -> bool:
-        """Whether an ACK ``1`` deletes the message: not while other groups hold it."""
-        return state.area.would_release(seq)
-
     def requeued(self, batch: Batch, seq: int, value: bytes) -> None:
         """A dead letter stored again as a new message: into its topic's log."""
         topic, tag = self.topics.describe(value)
@@ -133,45 +116,15 @@ class NodeState:
         if self.cluster is not None and self.config.replicas and messages:
             self.cluster.replicate_quietly(messages, mono)
 
-    def reap(self, now_us: int) -> None:
-        expired = self.delivery.reap(now_us)
-        # now, before the next batch moves them: whether ``default`` was the last group
-        # holding them can still be asked
-        self._retire_own_dead(now_us)
-        if self.cluster is not None:
-            expired += self.cluster.takeovers.reap(now_us)
-        self.window.expired(expired)
+    def reap(self, now_us: int) -> int:
+        """Taken-over deliveries whose deadline passed back (every group's; each group
+        reaps its own), and de-duplication ids past every window let go. Returns how
+        many taken-over deliveries expired."""
+        expired = self.cluster.takeovers.reap(now_us) if self.cluster is not None else 0
         self.dedup.expire(now_us - self.longest_dedup_window_us())
+        return expired
 
     def longest_dedup_window_us(self) -> int:
         """Ids older than every topic's window are let go."""
         return max([self.config.dedup_window,
                     *(topic.dedup_window_us for topic in self.topics.topics.values())])
-
-    def retire_dead_letters(self, now_us: int) -> None:
-        """Messages given up this wake: archived with their history; the holders of a
-        taken-over one drop their copies."""
-        self._retire_own_dead(now_us)
-        takeovers = self.cluster.takeovers.states.values() if self.cluster else ()
-        for state in takeovers:
-            dead = state.take_newly_dead()
-            if not dead:
-                continue
-            origin = state.area.node_id
-            if self.cluster is not None:
-                self.cluster.removed_taken_over(origin, [entry.seq for entry in dead])
-            if self.archiving is not None:
-                self.archiving.dead_lettered(origin, dead, now_us)
-
-    def _retire_own_dead(self, now_us: int) -> None:
-        """Own messages ``default`` gave up (given back by a NACK or the reaper, not
-        moved yet): the holders drop their copies when no other group holds them
-        (the message goes to the dead letters), else mark them done for ``default``."""
-        dead = self.delivery.take_newly_dead()
-        if not dead:
-            return
-        for entry in dead:
-            self.removed(self.node_id, entry.seq, DEFAULT_GROUP,
-                         self.delivery.area.would_release(entry.seq))
-        if self.archiving is not None:
-            self.archiving.dead_lettered(self.node_id, dead, now_us)

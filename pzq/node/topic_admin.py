@@ -30,10 +30,10 @@ from pzq.errors import DecodeError, StoreError
 from pzq.node import group_ops
 from pzq.node.admin import Verb
 from pzq.node.clock import Now
-from pzq.node.consume import ConsumeEndpoint
 from pzq.node.topic_figures import idle_seconds, lag
 from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import parse_message_key
+from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics

@@ -3,11 +3,11 @@ happens: the topic's counters, each group's delivery state and counters."""
 
 from __future__ import annotations
 
-from pzq.node.consume import ConsumeEndpoint
-from pzq.node.consume_groups import Consumer, GroupDelivery
-from pzq.node.rates import Rates
 from pzq.node.state import NodeState
 from pzq.node.topic_rates import GROUP_RATES, TOPIC_RATES, TopicRates
+from pzq.rates import Rates
+from pzq.serving.consume_endpoint import ConsumeEndpoint
+from pzq.serving.holding import Consumer, GroupDelivery
 from pzq.store.topics import Group
 
 GROUP_COUNTERS = ("delivered", "redelivered", "acked", "late_acks", "nacked", "expired",

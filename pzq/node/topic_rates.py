@@ -1,10 +1,10 @@
 """Per-second rates of each topic (received) and each named group (delivered, acked),
-over 1 s and 60 s, sampled as the node's own rates are (see pzq.node.rates)."""
+over 1 s and 60 s, sampled as the node's own rates are (see pzq.rates)."""
 
 from __future__ import annotations
 
-from pzq.node.consume import ConsumeEndpoint
-from pzq.node.rates import SAMPLE_EVERY_S, Rates
+from pzq.rates import SAMPLE_EVERY_S, Rates
+from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.store.topics import Topics
 
 TOPIC_RATES = ("received",)

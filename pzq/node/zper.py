@@ -19,7 +19,7 @@ from pzq.archive.zper_ack import ACK_SNDHWM, ZperAck
 from pzq.archive.zper_relay import ZperRelay
 from pzq.archive.zper_writer import ZperWriter
 from pzq.node.config import Config
-from pzq.node.rates import Rates
+from pzq.rates import Rates
 from pzq.security import KeyPair
 from pzq.zmqio import POLLIN, Context, Events, Socket
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from pzq.node.consume_groups import Consumer
 from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import parse_message_key
+from pzq.serving.holding import Consumer
 from pzq.store.store import Participant
 
 

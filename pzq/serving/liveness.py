@@ -16,8 +16,8 @@ from collections.abc import Iterable
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from pzq.node.consume_groups import Consumer
 from pzq.protocol import consume as wire
+from pzq.serving.holding import Consumer
 from pzq.zmqio import Socket, readable, send_frames
 
 

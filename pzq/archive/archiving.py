@@ -54,13 +54,6 @@ class Archiving(Participant):
         return self._append(key, entry, now_us, state.area.node_id, "acked",
                             state.area.group_names(seq))
 
-    def dead_lettered(self, origin: bytes, entries: list[InFlight], now_us: int) -> None:
-        """Poison messages with their history, as they leave delivery (still kept in
-        the store's dead letters if this fails)."""
-        for entry in entries:
-            self._append(message_key(origin, entry.seq), entry, now_us, origin,
-                         "dead_letter")
-
     def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
                                groups: tuple[str, ...]) -> bool:
         """A message the last group holding it gave up, naming the groups that held

@@ -1,15 +1,17 @@
-"""The consumers of one named group on --consume-dsn, and who holds which delivery.
+"""The consumers of one group and who holds which of its deliveries, on either
+endpoint: ``default`` on --send-dsn, a named group of a topic on --consume-dsn.
 
-A group's messages come from its own delivery state (this node's messages of the
-topic) and, while this node has taken over down nodes, from each one's state for
-the group of the same topic and name. Deliveries are keyed by (origin node id, seq),
-as the message key ``<node id>-<seq hex>`` names them, so ACKs and NACKs on one
-connection reach the right state.
+A group's messages come from its own delivery state (this node's messages it holds)
+and, while this node has taken over down nodes, from each one's state for the group
+of the same name. Deliveries are keyed by (origin node id, seq), as the message key
+``<node id>-<seq hex>`` names them, so ACKs and NACKs reach the right state.
 
 A delivery whose ack deadline passed goes to another consumer of the group first,
 and keeps its credit spent at the consumer that let it expire until that one answers
 it (a late ACK or NACK) or leaves: a consumer that is stuck soon gets nothing more,
-one that is slow gets as much as it answers.
+one that is slow gets as much as it answers. The consumers on --send-dsn are one
+pool the node cannot tell apart (a DEALER): nothing is held against the pool, whose
+window (pzq.delivery.window) shrinks instead.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pzq.delivery.state import DeliveryState
-from pzq.protocol import consume as wire
+from pzq.rates import LatencyWindow
 from pzq.store.topics import Group
 
 Key = tuple[bytes, int]  # origin node id, seq
 TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> by origin
+Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
 
 
 @dataclass(eq=False)
@@ -33,14 +36,12 @@ class Consumer:
     last_heard: float  # when it last sent a request (how long it has been idle)
     held: set[Key] = field(default_factory=set)
     overdue: set[Key] = field(default_factory=set)  # expired here, not answered: credit spent
+    # the frames before every delivery to it, built once (--consume-dsn: routing id,
+    # DELIVER, topic, group; --send-dsn: none)
+    head: list[bytes] = field(default_factory=list)
     unreachable: bool = False  # a send found its connection gone: nothing more to it
     confirm: bool = False  # CONFIRM:1: its ACKs are answered ACKED once written
-    # the frames before every delivery to it, built once: routing id, DELIVER, topic, group
-    head: list[bytes] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.head = wire.deliver_head(self.routing_id, self.group.topic_frame,
-                                      self.group.group_frame)
+    pool: bool = False  # the consumers on --send-dsn: none is held to an expiry
 
     @property
     def room(self) -> int:
@@ -48,22 +49,26 @@ class Consumer:
 
 
 class GroupDelivery:
-    """One named group: its delivery states, its consumers, and who holds what."""
+    """One group: its delivery states, its consumers, and who holds what."""
 
-    def __init__(self, group: Group, state: DeliveryState, taken_over: TakenOver) -> None:
-        self.group = group
+    def __init__(self, name: str, state: DeliveryState, taken_over: Origins,
+                 latency: LatencyWindow, topic: str = "") -> None:
+        self.name = name
+        self.topic = topic  # "": ``default``, which reads every topic
         self.state = state  # this node's own messages
         self.counters = state.counters
         self._taken_over = taken_over
+        self.latency = latency  # from delivery to ACK
         self.consumers: list[Consumer] = []
         self.owner: dict[Key, Consumer] = {}
-        self.topic_frame = group.topic.name.encode()
-        self.group_frame = group.name.encode()
         self._turn = 0
 
     def taken_over(self) -> dict[bytes, DeliveryState]:
         """Down nodes' messages this group gets here, by origin."""
-        return self._taken_over(self.group.topic.name, self.group.name)
+        return self._taken_over()
+
+    def every_state(self) -> list[DeliveryState]:
+        return [self.state, *self.taken_over().values()]
 
     def state_for(self, origin: bytes) -> DeliveryState | None:
         if origin == self.state.area.node_id:
@@ -99,8 +104,20 @@ class GroupDelivery:
             if state is None or key[1] not in state.inflight:
                 consumer = self.owner.pop(key)
                 consumer.held.discard(key)
-                if expired and state is not None and not state.paused:
+                if expired and state is not None and not state.paused and not consumer.pool:
                     consumer.overdue.add(key)
 
     def any_overdue(self) -> bool:
         return any(consumer.overdue for consumer in self.consumers)
+
+
+class NamedGroupDelivery(GroupDelivery):
+    """A named group of a topic, on --consume-dsn."""
+
+    def __init__(self, group: Group, state: DeliveryState, taken_over: TakenOver) -> None:
+        topic = group.topic.name
+        super().__init__(group.name, state, lambda: taken_over(topic, group.name),
+                         LatencyWindow(), topic)
+        self.group = group
+        self.topic_frame = topic.encode()
+        self.group_frame = group.name.encode()

@@ -1,0 +1,110 @@
+"""What a group's consumers' answers do, whichever endpoint they came on: ACKs (the
+message archived, when the archive is on, and deleted once no group holds it), NACKs
+(given back, at once or after a delay), messages the group gave up (to the dead
+letters), and expiry at the reaper's tick.
+
+Every group is served by this one path, ``default`` on --send-dsn as much as a named
+group on --consume-dsn, so a delivery feature is built once. Each answer touches only
+what the consumer holds: a delivery that expired at it and went to another consumer
+is that one's now (its credit comes back, nothing more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from pzq.archive.archiving import Archiving
+from pzq.delivery.state import DeliveryState
+from pzq.logs import get_logger
+from pzq.protocol.message_keys import parse_message_key
+from pzq.serving.holding import Consumer, GroupDelivery, Key
+from pzq.store.store import Batch
+
+log = get_logger("pzq.answers")
+
+# origin, seq, group, final: done with here; final: deleted, drop the copies
+Removed = Callable[[bytes, int, str, bool], None]
+
+
+class GroupAnswers:
+    def __init__(self, archiving: Archiving | None, removed: Removed) -> None:
+        self.archiving = archiving
+        self.removed = removed
+
+    def answer(self, batch: Batch, consumer: Consumer, ok: bool, keys: Iterable[bytes],
+               now_us: int, mono: float, due_us: int = 0) -> None:
+        """ACK (``ok``) or NACK each key (a NACK's message goes again at ``due_us``)."""
+        deliveries = consumer.group
+        own = deliveries.state
+        own_id = own.area.node_id
+        owner = deliveries.owner
+        overdue = consumer.overdue
+        for key in keys:
+            node_id, seq = parse_message_key(key)
+            held_key = (node_id, seq)
+            # it let this one expire: its credit comes back (no hashing while none did)
+            late = held_key in overdue if overdue else False
+            if late:
+                overdue.discard(held_key)
+            state = own if node_id == own_id else deliveries.state_for(node_id)
+            if state is None:
+                deliveries.counters.unknown_acks += 1
+            elif not ok:
+                self._nack(consumer, state, held_key, late, due_us)
+            else:
+                holder = owner.pop(held_key, None)  # whoever has it now: it is done
+                if holder is not None:
+                    holder.held.discard(held_key)
+                if not self.ack(batch, deliveries, state, key, seq, now_us, mono):
+                    log.debug("ack_unknown", key=key.decode(), group=deliveries.name)
+
+    def _nack(self, consumer: Consumer, state: DeliveryState, held_key: Key,
+              late: bool, due_us: int) -> None:
+        """Give back what this consumer holds (to go again at once, or at ``due_us``);
+        a NACK of what expired here was given back at its deadline, and another
+        consumer may have it now: left alone."""
+        if consumer.group.owner.get(held_key) is consumer:
+            consumer.group.release(held_key)
+            state.nack(held_key[1], due_us)
+        elif not late:
+            state.counters.unknown_acks += 1
+
+    def ack(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
+            key: bytes, seq: int, now_us: int, mono: float) -> bool:
+        """The group is done with the message: archived if it is the last holder (not
+        archived: kept, to be delivered again), deleted or marked; the holders of its
+        copies are told. False: the state did not know the delivery."""
+        final = state.area.would_release(seq)
+        if final and self.archiving is not None \
+                and not self.archiving.acked(state, batch, key, seq, now_us):
+            return True  # kept stored: it will be delivered again
+        entry = state.ack(batch, seq)
+        if entry is None:
+            return False
+        self.removed(state.area.node_id, seq, deliveries.name, final)
+        if entry.sent_us:
+            deliveries.latency.add(mono, (now_us - entry.sent_us) / 1e6)
+        return True
+
+    def retire_dead(self, deliveries: GroupDelivery, now_us: int) -> None:
+        """Messages the group gave up (counted already): the group is done with them.
+        One no other group holds moves to the dead letters with the next batch and is
+        archived now, naming the groups that held it (a failed write leaves it in the
+        dead letters); one others still hold is archived once they are done with it."""
+        for state in deliveries.every_state():
+            area = state.area
+            for entry in state.take_newly_dead():
+                final = area.would_release(entry.seq)
+                if final and self.archiving is not None:
+                    self.archiving.given_up_by_last_group(entry, now_us, area.node_id,
+                                                          area.group_names(entry.seq))
+                self.removed(area.node_id, entry.seq, deliveries.name, final)
+
+    def reap(self, deliveries: GroupDelivery, now_us: int) -> int:
+        """Expired deliveries back (overdue at the consumer that let them expire; a
+        takeover's states are reaped with the takeover); returns how many expired."""
+        expired = deliveries.state.reap(now_us)
+        if expired or deliveries.taken_over():
+            deliveries.settle(expired=True)
+        self.retire_dead(deliveries, now_us)
+        return expired

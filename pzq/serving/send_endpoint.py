@@ -1,0 +1,101 @@
+"""The consumers on --send-dsn: the original pzq's frames, served as the group
+``default`` through the same path as every named group (pzq.serving.answers).
+
+A DEALER hands each delivery to the next consumer connected; the node cannot tell
+them apart, so they are one pool whose credit is the delivery window
+(pzq.delivery.window), grown while they keep up and halved when deliveries expire.
+Own messages go first (once the cluster lets this node deliver after a start), then
+those of down nodes this node took over. A consumer ACK ``1`` is an ACK, any other
+status gives the message back; a malformed one is counted and ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pzq.counters import Counters
+from pzq.delivery.window import DeliveryWindow
+from pzq.errors import DecodeError
+from pzq.logs import get_logger
+from pzq.protocol import frames
+from pzq.serving.answers import GroupAnswers
+from pzq.serving.holding import Consumer, GroupDelivery
+from pzq.serving.sending import Sender
+from pzq.store.store import Batch
+from pzq.zmqio import Socket, drain, writable
+
+log = get_logger("pzq.send")
+
+OwnAllowed = Callable[[float], bool]  # monotonic now -> own messages may go out
+
+
+def always(mono: float) -> bool:
+    return True
+
+
+class SendEndpoint:
+    def __init__(self, socket: Socket, deliveries: GroupDelivery, answers: GroupAnswers,
+                 window: DeliveryWindow, counters: Counters, batch_size: int,
+                 own_allowed: OwnAllowed = always) -> None:
+        self.socket = socket
+        self.deliveries = deliveries
+        self.answers = answers
+        self.window = window
+        self.counters = counters
+        self.batch_size = batch_size
+        self.own_allowed = own_allowed
+        self.pool = Consumer(b"", deliveries, window=0, last_heard=0.0, pool=True)
+        deliveries.consumers.append(self.pool)
+        self.sender = Sender(socket)
+
+    def unacked(self) -> int:
+        return sum(len(state.inflight) for state in self.deliveries.every_state())
+
+    def has_work(self, mono: float) -> bool:
+        return (any(state.has_work() for state in self.deliveries.sources(self.own_allowed(mono)))
+                and self.window.room(self.unacked()) > 0)
+
+    # -- consumer ACKs ---------------------------------------------------------------
+
+    def take(self, batch: Batch, now_us: int, mono: float) -> None:
+        answered = self.counters.acked + self.counters.nacked
+        for raw in drain(self.socket, self.batch_size):
+            try:
+                key, ok = frames.decode_consumer_ack(raw)
+                self.answers.answer(batch, self.pool, ok, (key,), now_us, mono)
+            except DecodeError as exc:  # a bad frame or key: nothing was applied
+                self.counters.bad_consumer_acks += 1
+                log.debug("consumer_ack_malformed", reason=str(exc))
+        self.window.acked(self.counters.acked + self.counters.nacked - answered)
+
+    def retire_dead(self, now_us: int) -> None:
+        """Messages ``default`` gave up this wake (by a NACK past --max-deliveries)."""
+        self.answers.retire_dead(self.deliveries, now_us)
+
+    def reap(self, now_us: int, expired_elsewhere: int) -> None:
+        """Expired deliveries back; the window halves after any expiry (a takeover's
+        states are reaped with the takeover: ``expired_elsewhere``)."""
+        expired = self.answers.reap(self.deliveries, now_us)
+        self.window.expired(expired + expired_elsewhere)
+
+    # -- deliveries --------------------------------------------------------------------
+
+    def deliver(self, now_us: int, mono: float, room_known: bool | None = None) -> None:
+        """``room_known``: whether the last poll found room on the socket (None when
+        it did not look); without room nothing is read that could not be sent."""
+        self.window.update(now_us)
+        if room_known is False or (room_known is None and not writable(self.socket)):
+            return
+        deliveries, pool = self.deliveries, self.pool
+        for state in deliveries.sources(self.own_allowed(mono)):
+            if not state.has_work():
+                continue
+            room = self.window.room(self.unacked())
+            if room == 0:
+                return
+            pool.window = len(pool.held) + room
+            evicted = state.counters.evicted
+            state.deliver(self.sender.for_group(deliveries), now_us,
+                          min(room, self.batch_size))
+            if state.counters.evicted != evicted:
+                deliveries.settle()

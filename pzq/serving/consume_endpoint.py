@@ -105,7 +105,7 @@ class ConsumeEndpoint:
                     consumer.last_heard = mono
                     keys = wire.ack_keys(raw[1:])
                     if keys is not None:  # the common request, without a Request
-                        self.answers.answer(batch, consumer, True, keys, now_us, mono)
+                        self._answer(batch, consumer, True, keys, now_us, mono)
                         continue
                 request = wire.decode_request(raw[1:])
                 self._serve(batch, routing_id, consumer, request, now_us, mono)
@@ -135,8 +135,7 @@ class ConsumeEndpoint:
             consume_verbs.reject(consumer, request.keys)
         else:
             due_us = now_us + request.delay_ms * 1000 if request.delay_ms else 0
-            self.answers.answer(batch, consumer, verb == wire.ACK, request.keys, now_us, mono,
-                                due_us)
+            self._answer(batch, consumer, verb == wire.ACK, request.keys, now_us, mono, due_us)
 
     def _subscribe(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
                    subscribe: wire.Subscribe, now_us: int, mono: float) -> None:
@@ -157,7 +156,14 @@ class ConsumeEndpoint:
         # again with it): applied before anything is delivered
         acked = (*self._refused_acks.take(routing_id), *subscribe.acked)
         if acked:
-            self.answers.answer(batch, consumer, True, acked, now_us, mono)
+            self._answer(batch, consumer, True, acked, now_us, mono)
+
+    def _answer(self, batch: Batch, consumer: Consumer, ok: bool,
+                keys: list[bytes] | tuple[bytes, ...], now_us: int, mono: float,
+                due_us: int = 0) -> None:
+        if ok and consumer.confirm:  # ACKED once the batch holding them is written
+            self.confirmations.owe(consumer.routing_id, keys)
+        self.answers.answer(batch, consumer, ok, keys, now_us, mono, due_us)
 
     def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
                    pattern: str, now_us: int) -> Group:

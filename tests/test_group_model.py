@@ -24,10 +24,10 @@ from hypothesis.stateful import (
     rule,
 )
 
+from pzq.admin import group_ops
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
-from pzq.node import group_ops
 from pzq.protocol import frames as wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.store import record

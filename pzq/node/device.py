@@ -13,18 +13,18 @@ import math
 
 import zmq
 
+from pzq.admin.monitor import Monitor
+from pzq.admin.node_admin import Admin
+from pzq.admin.topic_admin import TopicAdmin
+from pzq.clock import Now
 from pzq.cluster.replication import PendingAck
 from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
-from pzq.node.admin import Admin
-from pzq.node.clock import Now
 from pzq.node.endpoints import Endpoints
 from pzq.node.figures import node_figures
 from pzq.node.intake import Intake
-from pzq.node.monitor import Monitor
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
-from pzq.node.topic_admin import TopicAdmin
 from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
 from pzq.node.waker import HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker

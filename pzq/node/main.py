@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pzq import __version__, logs
+from pzq.clock import Now
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
-from pzq.node.clock import Now
 from pzq.node.config import OPTIONS, Config, Option, build_config
 from pzq.node.run import StopRequest, run
 from pzq.node.state import NodeState

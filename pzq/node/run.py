@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import zmq
 
+from pzq.clock import Now
 from pzq.logs import get_logger
-from pzq.node.clock import Now
 from pzq.node.device import Device
 from pzq.node.endpoints import open_endpoints
 from pzq.node.scheduler import start_scheduler, ticks

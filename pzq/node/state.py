@@ -11,13 +11,13 @@ from dataclasses import replace
 
 from pzq.archive.archiving import Archiving
 from pzq.archive.tier import ArchiveTier
+from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
 from pzq.counters import Counters
 from pzq.delivery.areas import Area, TakeoverArea
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
-from pzq.node.clock import Now
 from pzq.node.config import Config
 from pzq.protocol.topic_reads import DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates

@@ -7,7 +7,7 @@ from pzq.node.state import NodeState
 from pzq.node.topic_rates import GROUP_RATES, TOPIC_RATES, TopicRates
 from pzq.rates import Rates
 from pzq.serving.consume_endpoint import ConsumeEndpoint
-from pzq.serving.holding import Consumer, GroupDelivery
+from pzq.serving.holding import NamedGroupDelivery
 from pzq.store.topics import Group
 
 GROUP_COUNTERS = ("delivered", "redelivered", "acked", "late_acks", "nacked", "expired",
@@ -32,7 +32,7 @@ def topic_figures(node: NodeState, consume: ConsumeEndpoint | None, rates: Topic
     return topics
 
 
-def group_figures(group: Group, deliveries: GroupDelivery | None, rates: Rates | None,
+def group_figures(group: Group, deliveries: NamedGroupDelivery | None, rates: Rates | None,
                   now_us: int, mono: float) -> dict[str, object]:
     figures: dict[str, object] = {"filter": group.filter, "start_seq": group.start_seq,
                                   "backlog": max(0, group.backlog)}
@@ -42,12 +42,12 @@ def group_figures(group: Group, deliveries: GroupDelivery | None, rates: Rates |
     state = deliveries.state
     oldest = state.inflight.oldest()
     counters = deliveries.counters.as_dict()
-    idle = [idle_seconds(consumer, mono) for consumer in deliveries.consumers]
+    idle = [consumer.idle_seconds(mono) for consumer in deliveries.consumers]
     figures.update({
         "inflight": len(state.inflight),
         "ready": len(state.ready),
         "delayed": len(state.delayed),
-        "lag": lag(group, deliveries),
+        "lag": deliveries.lag(),
         "ack_timeout_us": state.settings.ack_timeout_us,
         "max_deliveries": state.settings.max_deliveries,
         "backoff_us": list(state.settings.backoff_us),
@@ -63,18 +63,6 @@ def group_figures(group: Group, deliveries: GroupDelivery | None, rates: Rates |
     })
     return figures
 
-
-
-def lag(group: Group, deliveries: GroupDelivery) -> int:
-    """Not yet delivered since the start (Redis's lag): the backlog less what is out or
-    waiting to go again."""
-    state = deliveries.state
-    return max(0, group.backlog - len(state.inflight) - len(state.ready) - len(state.delayed))
-
-
-def idle_seconds(consumer: Consumer, mono: float) -> float:
-    """Since the consumer last sent a request (a hung one grows here)."""
-    return round(max(0.0, mono - consumer.last_heard), 3)
 
 
 def _rates(rates: Rates | None, names: tuple[str, ...], mono: float,

@@ -25,7 +25,7 @@ from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import consume as wire
-from pzq.serving import verbs as consume_verbs
+from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.holding import Consumer, NamedGroupDelivery, TakenOver
 from pzq.serving.liveness import ConsumerLiveness
@@ -64,8 +64,8 @@ class ConsumeEndpoint:
         self.events = events
         self.liveness = ConsumerLiveness(socket, events, self.heartbeat_s)
         self.groups: dict[int, NamedGroupDelivery] = {}
-        self.confirmations = consume_verbs.Confirmations(self._send)
-        self._refused_acks = consume_verbs.RefusedAcks()
+        self.confirmations = verbs.Confirmations(self._send)
+        self._refused_acks = verbs.RefusedAcks()
         store.register(self.confirmations)
         self.consumers: dict[bytes, Consumer] = {}
         self.sender = Sender(socket)
@@ -130,9 +130,9 @@ class ConsumeEndpoint:
         elif verb == wire.BYE:
             self._gone(consumer, "bye")
         elif verb == wire.WORKING:
-            consume_verbs.extend(consumer, request.keys, now_us)
+            verbs.extend(consumer, request.keys, now_us)
         elif verb == wire.REJECT:
-            consume_verbs.reject(consumer, request.keys)
+            verbs.reject(consumer, request.keys)
         else:
             due_us = now_us + request.delay_ms * 1000 if request.delay_ms else 0
             self._answer(batch, consumer, verb == wire.ACK, request.keys, now_us, mono, due_us)

@@ -47,6 +47,10 @@ class Consumer:
     def room(self) -> int:
         return 0 if self.unreachable else self.window - len(self.held) - len(self.overdue)
 
+    def idle_seconds(self, mono: float) -> float:
+        """Since it last sent a request (a hung consumer grows here)."""
+        return round(max(0.0, mono - self.last_heard), 3)
+
 
 class GroupDelivery:
     """One group: its delivery states, its consumers, and who holds what."""
@@ -121,3 +125,10 @@ class NamedGroupDelivery(GroupDelivery):
         self.group = group
         self.topic_frame = topic.encode()
         self.group_frame = group.name.encode()
+
+    def lag(self) -> int:
+        """Not yet delivered since the start (Redis's lag): the backlog less what is out
+        or waiting to go again."""
+        state = self.state
+        return max(0, self.group.backlog - len(state.inflight) - len(state.ready)
+                   - len(state.delayed))

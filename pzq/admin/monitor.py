@@ -12,9 +12,9 @@ from typing import Any
 
 import zmq
 
+from pzq.admin.node_admin import Admin, Verb
 from pzq.counters import Counters
 from pzq.errors import DecodeError
-from pzq.node.admin import Admin, Verb
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
 from pzq.zmqio import Socket, drain

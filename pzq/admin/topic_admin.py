@@ -24,13 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pzq.admin import group_ops
+from pzq.admin.node_admin import Verb
+from pzq.clock import Now
 from pzq.delivery.state import DeliveryState
 from pzq.durations import duration_us
 from pzq.errors import DecodeError, StoreError
-from pzq.node import group_ops
-from pzq.node.admin import Verb
-from pzq.node.clock import Now
-from pzq.node.topic_figures import idle_seconds, lag
 from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.serving.consume_endpoint import ConsumeEndpoint
@@ -99,12 +98,12 @@ class TopicAdmin:
         if deliveries is None:
             return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0"]
         lines = [f"  group {group.name} backlog={max(0, group.backlog)} "
-                 f"lag={lag(group, deliveries)} inflight={len(deliveries.state.inflight)} "
+                 f"lag={deliveries.lag()} inflight={len(deliveries.state.inflight)} "
                  f"consumers={len(deliveries.consumers)}"]
         for consumer in deliveries.consumers:
             lines.append(f"    consumer {consumer.routing_id.hex()} held={len(consumer.held)} "
                          f"window={consumer.window} "
-                         f"idle_ms={round(idle_seconds(consumer, now.mono) * 1000)}")
+                         f"idle_ms={round(consumer.idle_seconds(now.mono) * 1000)}")
         return lines
 
     # -- the verbs ---------------------------------------------------------------

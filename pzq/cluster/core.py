@@ -61,6 +61,8 @@ class Reply:
 
 
 Send = ToPeer | Reply
+# routing id, sender's node id, frames, the wake's batch, own delivery state, now
+Handler = Callable[[bytes, bytes, list[bytes], Batch, DeliveryState, float], None]
 
 
 class ClusterCore(Participant):
@@ -84,6 +86,10 @@ class ClusterCore(Participant):
         # Own messages a peer still has out with its consumers (from its PONG).
         self._held: dict[str, set[int]] = {}
         self.senders = Senders()
+        # A frame's command -> what a peer's frame does here (PING is answered first)
+        self._handlers: dict[bytes, Handler] = {
+            cw.REPLICATE: self._on_replicate, cw.REMOVE: self._on_remove,
+            cw.DONE: self._on_done, cw.APPLIED: self._on_applied, cw.TOPICS: self._on_topics}
         # What ``default`` reads of our own topics (set by the node), and what each
         # peer was last told of it.
         self.own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads
@@ -260,25 +266,39 @@ class ClusterCore(Participant):
             raise DecodeError("cluster frame from a sender that never said PING")
         sender_endpoint, sender_node = sender
         self._heard(sender_endpoint, sender_node, now)
-        if command == cw.REPLICATE:
-            self._store_copies(routing_id, sender_node, cw.decode_replicate(frames), batch)
-        elif command == cw.REMOVE:
-            origin, remove_id, seqs = cw.decode_remove(frames)
-            self.done.apply_remove(origin, seqs, batch, own, now)
-            self._after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
-        elif command == cw.DONE:
-            origin, done_id, group, seqs = cw.decode_done(frames)
-            self.done.apply_done(origin, group, seqs, batch, own)
-            self._after_write.append(Reply(routing_id, cw.encode_noted(done_id)))
-        elif command == cw.APPLIED:
-            self.replicas.drop_tombstones(batch, sender_node, cw.decode_applied(frames))
-        elif command == cw.TOPICS:
-            origin, reads = cw.decode_topics(frames)
-            if origin != sender_node:
-                raise DecodeError("a node may only describe its own topics")
-            self.replicas.describe_topics(batch, origin, reads)
-        else:
+        handle = self._handlers.get(command)
+        if handle is None:
             raise DecodeError(f"unknown cluster command {command[:20]!r}")
+        handle(routing_id, sender_node, frames, batch, own, now)
+
+    # -- one handler per frame a peer sends, after its PING -----------------------------
+
+    def _on_replicate(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                      batch: Batch, own: DeliveryState, now: float) -> None:
+        self._store_copies(routing_id, sender, cw.decode_replicate(frames), batch)
+
+    def _on_remove(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                   batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, remove_id, seqs = cw.decode_remove(frames)
+        self.done.apply_remove(origin, seqs, batch, own, now)
+        self._after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
+
+    def _on_done(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                 batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, done_id, group, seqs = cw.decode_done(frames)
+        self.done.apply_done(origin, group, seqs, batch, own)
+        self._after_write.append(Reply(routing_id, cw.encode_noted(done_id)))
+
+    def _on_applied(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                    batch: Batch, own: DeliveryState, now: float) -> None:
+        self.replicas.drop_tombstones(batch, sender, cw.decode_applied(frames))
+
+    def _on_topics(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                   batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, reads = cw.decode_topics(frames)
+        if origin != sender:
+            raise DecodeError("a node may only describe its own topics")
+        self.replicas.describe_topics(batch, origin, reads)
 
     def _pong(self, node_id: bytes, endpoint: str) -> list[bytes]:
         """Tombstones of the asker's messages, and those it must not deliver yet: out

@@ -27,8 +27,9 @@ from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
 from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
-from pzq.node.waker import HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
+from pzq.node.waker import HEARTBEAT, RETENTION, Waker
 from pzq.node.zper import ZperBroker
+from pzq.parts import Part
 from pzq.protocol.frames import REPLICATION_FAILED
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint, no_takeovers
@@ -37,7 +38,7 @@ from pzq.serving.send_endpoint import SendEndpoint, always
 from pzq.store.record import Stored
 from pzq.store.store import Batch
 from pzq.store.topics import DEFAULT_GROUP
-from pzq.zmqio import POLLIN, POLLOUT, Events
+from pzq.zmqio import POLLIN, Events
 
 log = get_logger("pzq.device")
 
@@ -65,9 +66,12 @@ class Device:
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)
+        # The parts the loop asks in turn, those that are on: ``default`` first (its
+        # reaper tick reaps the takeovers before any group reaps its own).
+        self.parts: list[Part] = [self.send]
+        self.parts += [part for part in (self.consume, self.zper) if part is not None]
         self.topic_rates = TopicRates()
         self._store_failing = False
-        self._polled_out = False  # the last poll looked for room to deliver
 
     def _tell_holders(self, batch: Batch, removed: list[int], group: str,
                       done: list[int]) -> None:
@@ -77,7 +81,7 @@ class Device:
         now = Now.read()
         mono = now.mono
         figures = node_figures(self.node, len(self.producer_acks),
-                               self.endpoints.consumers.connected, mono, now.wall_us / 1e6)
+                               self.send.connections.connected, mono, now.wall_us / 1e6)
         if self.zper is not None:
             figures["zper"] = self.zper.snapshot(mono)
         figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
@@ -92,11 +96,8 @@ class Device:
         """Poll for what there is room and work for, so the loop never spins."""
         taking = not self.producer_acks.full and not self.stopping
         poller.register(self.endpoints.receive, POLLIN if taking else 0)
-        self._polled_out = not self.stopping and self.send.has_work(now.mono)
-        poller.register(self.endpoints.send, POLLIN | (POLLOUT if self._polled_out else 0))
-        if self.consume is not None:
-            poller.register(self.consume.socket, POLLIN)
-            poller.register(self.consume.events, POLLIN)
+        for part in self.parts:
+            part.interest(poller, now, not self.stopping)
 
     def poll_timeout_ms(self, now: Now) -> int | None:
         """Wake for ACKs to retry, for replication deadlines and for the store's timed
@@ -109,12 +110,10 @@ class Device:
         deadline = self.node.cluster.next_deadline() if self.node.cluster else None
         if deadline is not None:
             timeouts.append(max(0, int((deadline - now.mono) * 1000) + 1))
-        consume = self.consume.timeout_ms(now.mono) if self.consume is not None else None
-        if consume is not None:
-            timeouts.append(consume)
-        zper = self.zper.timeout_ms() if self.zper is not None else None
-        if zper is not None:
-            timeouts.append(zper)
+        for part in self.parts:
+            part_wait = part.timeout_ms(now)
+            if part_wait is not None:
+                timeouts.append(part_wait)
         return min(timeouts) if timeouts else None
 
     def _disk_waits(self, now: Now) -> list[float]:
@@ -148,11 +147,8 @@ class Device:
         accepted: list[Stored] = []
         if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
             accepted = self.intake.take(batch, now.wall_us)
-        if events.get(endpoints.send, 0) & POLLIN:
-            self.send.take(batch, now.wall_us, now.mono)
-        if self.consume is not None and events.get(self.consume.socket, 0) & POLLIN:
-            self.consume.take(batch, now.wall_us, now.mono)
-        self.send.retire_dead(now.wall_us)
+        for part in self.parts:
+            part.take(events, batch, now)
         if node.cluster is not None:
             node.cluster.owe_removes(batch, now.mono)
         return accepted
@@ -166,25 +162,17 @@ class Device:
             cluster.core.flush_removes(now.mono)
             cluster.send()
         self.producer_acks.flush()
-        if not self.stopping:
-            send = self.endpoints.send
-            room = bool(events.get(send, 0) & POLLOUT) if self._polled_out else None
-            self.send.deliver(now.wall_us, now.mono, room)
-            if self.consume is not None:
-                self.consume.tick(now.mono, bool(events.get(self.consume.events, 0) & POLLIN))
-                self.consume.deliver(now.wall_us, now.mono)
+        for part in self.parts:
+            part.send_out(events, now, not self.stopping)
 
     def _answer(self, events: Events, now: Now) -> None:
         """Figures and questions last: connections, archive readers, the monitor."""
         node, endpoints = self.node, self.endpoints
-        if endpoints.quiet_consumers.due(events):
-            endpoints.consumers.update()
-            endpoints.quiet_consumers.served()
         readers = endpoints.readers
         if readers is not None and node.archiving and events.get(readers, 0) & POLLIN:
             node.archiving.tier.answer_readers(readers)
-        if self.zper is not None:
-            self.zper.wake(events, now.wall_us / 1e6, now.mono)
+        for part in self.parts:
+            part.answer(events, now)
         node.rates.sample(now.mono, node.counters)
         self.topic_rates.sample(now.mono, node.topics, self.consume)
         if endpoints.quiet_monitor.due(events):
@@ -192,16 +180,12 @@ class Device:
             endpoints.quiet_monitor.served()
 
     def _on_ticks(self, reasons: bytes, now: Now) -> None:
-        if REAP in reasons:
-            self.send.reap(now.wall_us, self.node.reap(now.wall_us))
-            if self.consume is not None:
-                self.consume.reap(now.wall_us)
+        for part in self.parts:
+            part.on_ticks(reasons, now)
         if HEARTBEAT in reasons and self.endpoints.cluster is not None:
             self.endpoints.cluster.heartbeat(now.mono, self.node.delivery)
         if self.node.archiving is not None and RETENTION in reasons:
             self.node.archiving.apply_retention(now.wall_us / 1e6)
-        if self.zper is not None and RELAY_POLL in reasons:
-            self.zper.relay_due = True
 
     def _commit(self, batch: Batch, accepted: list[Stored], now: Now) -> None:
         node = self.node
@@ -257,8 +241,8 @@ def _send_endpoint(node: NodeState, endpoints: Endpoints,
     deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery,
                                (lambda: cluster.takeovers.states) if cluster is not None
                                else dict, node.latency)
-    return SendEndpoint(endpoints.send, deliveries, answers, node.window, node.counters,
-                        node.config.batch_size,
+    return SendEndpoint(endpoints.send, endpoints.consumers, deliveries, answers, node.window,
+                        node.counters, node.config.batch_size, node.reap,
                         cluster.own_delivery_allowed if cluster is not None else always)
 
 

@@ -10,9 +10,9 @@ from pzq import sockets
 from pzq.cluster.core import ClusterCore
 from pzq.cluster.links import ClusterLinks
 from pzq.node.config import Config
-from pzq.node.consumers import ConsumerCount
 from pzq.node.zper import ZperSockets, open_zper_sockets
 from pzq.security import NodeCurve
+from pzq.serving.connections import ConsumerCount
 from pzq.zmqio import Context, QuietSocket, Socket
 
 
@@ -28,11 +28,9 @@ class Endpoints:
     consume: Socket | None = None  # ROUTER: consumer groups
     consume_events: Socket | None = None  # its disconnections
     quiet_monitor: QuietSocket = field(init=False)
-    quiet_consumers: QuietSocket = field(init=False)
 
     def __post_init__(self) -> None:
         self.quiet_monitor = QuietSocket(self.monitor)
-        self.quiet_consumers = QuietSocket(self.consumers.events)
 
     def addresses(self) -> dict[str, str]:
         """The endpoints actually bound (wildcard ports resolved), for node_ready."""
@@ -47,9 +45,9 @@ class Endpoints:
         return {name: sockets.bound_endpoint(socket) for name, socket in bound.items()}
 
     def pollable(self) -> list[Socket | int]:
-        """What is always polled for input (receive and send: as there is room); the
-        seldom busy monitor and connection events by their descriptors."""
-        always: list[Socket | int] = [self.quiet_monitor.fd, self.quiet_consumers.fd]
+        """What is always polled for input (the rest as each part says: pzq.parts); the
+        seldom busy monitor by its descriptor."""
+        always: list[Socket | int] = [self.quiet_monitor.fd]
         if self.readers is not None:
             always.append(self.readers)
         always += self.zper.pollable() if self.zper is not None else []

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 
-REAP = b"R"  # collect expired deliveries
-HEARTBEAT = b"H"  # ping the cluster's peers
-RETENTION = b"T"  # delete archive segments past --retain-hours
-RELAY_POLL = b"P"  # push new archive records to ZPER relay clients
+from pzq.parts import HEARTBEAT, REAP, RELAY_POLL, RETENTION
+
+__all__ = ["HEARTBEAT", "REAP", "RELAY_POLL", "RETENTION", "Waker"]
 
 
 class Waker:

@@ -18,7 +18,9 @@ from pzq.archive.writer import Archive
 from pzq.archive.zper_ack import ACK_SNDHWM, ZperAck
 from pzq.archive.zper_relay import ZperRelay
 from pzq.archive.zper_writer import ZperWriter
+from pzq.clock import Now
 from pzq.node.config import Config
+from pzq.parts import RELAY_POLL, Part
 from pzq.rates import Rates
 from pzq.security import KeyPair
 from pzq.zmqio import POLLIN, Context, Events, Socket
@@ -63,7 +65,7 @@ def open_zper_sockets(context: Context, config: Config, curve: KeyPair | None,
     return found if found.bound() else None
 
 
-class ZperBroker:
+class ZperBroker(Part):
     def __init__(self, archive: Archive, zper: ZperSockets, default_topic: str,
                  batch: int) -> None:
         self.sockets = zper
@@ -73,6 +75,14 @@ class ZperBroker:
         self.relay = ZperRelay(archive, zper.relay) if zper.relay is not None else None
         self.relay_due = False
         self.rates = Rates(("written", "bytes"))
+
+    def on_ticks(self, reasons: bytes, now: Now) -> None:
+        if RELAY_POLL in reasons:
+            self.relay_due = True
+
+    def answer(self, events: Events, now: Now) -> None:
+        """After the archive's flush: what is durable is told to the writers."""
+        self.wake(events, now.wall_us / 1e6, now.mono)
 
     def wake(self, events: Events, now: float, mono: float) -> None:
         writer_socket = self.sockets.writer
@@ -93,7 +103,7 @@ class ZperBroker:
                 self.relay.push(mono)
         self.rates.sample(mono, self.writer.figures)
 
-    def timeout_ms(self) -> int | None:
+    def timeout_ms(self, now: Now) -> int | None:
         """How soon the loop must wake for this broker's own sake; None: on events."""
         return self.ack.timeout_ms() if self.ack is not None else None
 

@@ -19,11 +19,13 @@ from collections.abc import Callable
 
 import zmq
 
+from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea, group_settings
 from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
+from pzq.parts import REAP, Part
 from pzq.protocol import consume as wire
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
@@ -33,7 +35,7 @@ from pzq.serving.sending import Sender
 from pzq.serving.subscribe import make_group, named_group
 from pzq.store.store import Batch, Store
 from pzq.store.topics import Group, Topic, Topics
-from pzq.zmqio import Socket, drain, send_frames
+from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
 
 log = get_logger("pzq.consume")
 
@@ -43,7 +45,7 @@ def no_takeovers(topic: str, group: str) -> dict[bytes, DeliveryState]:
     return {}
 
 
-class ConsumeEndpoint:
+class ConsumeEndpoint(Part):
     def __init__(self, socket: Socket, events: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
                  heartbeat_us: int, batch_size: int,
@@ -93,9 +95,31 @@ class ConsumeEndpoint:
         for deliveries in self.groups.values():
             deliveries.state.held_elsewhere = held
 
+    # -- the loop's questions ------------------------------------------------------
+
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
+        poller.register(self.socket, POLLIN)
+        poller.register(self.events, POLLIN)
+
+    def timeout_ms(self, now: Now) -> int | None:
+        return self.liveness.timeout_ms(now.mono, self.sender.blocked)
+
+    def on_ticks(self, reasons: bytes, now: Now) -> None:
+        if REAP in reasons:
+            self.reap(now.wall_us)
+
+    def take(self, events: Events, batch: Batch, now: Now) -> None:
+        if events.get(self.socket, 0) & POLLIN:
+            self.take_requests(batch, now.wall_us, now.mono)
+
+    def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        if delivering:
+            self.tick(now.mono, bool(events.get(self.events, 0) & POLLIN))
+            self.deliver(now.wall_us, now.mono)
+
     # -- requests ---------------------------------------------------------------
 
-    def take(self, batch: Batch, now_us: int, mono: float) -> None:
+    def take_requests(self, batch: Batch, now_us: int, mono: float) -> None:
         consumers = self.consumers
         for raw in drain(self.socket, self.batch_size):
             routing_id = raw[0]
@@ -279,9 +303,6 @@ class ConsumeEndpoint:
         for consumer, reason in self.liveness.tick(mono, disconnected,
                                                    list(self.consumers.values())):
             self._gone(consumer, reason)
-
-    def timeout_ms(self, mono: float) -> int | None:
-        return self.liveness.timeout_ms(mono, self.sender.blocked)
 
     def reap(self, now_us: int) -> None:
         """Expired deliveries back, overdue at the consumer that let them expire (a

@@ -13,31 +13,45 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import zmq
+
+from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
+from pzq.parts import REAP, Part
 from pzq.protocol import frames
 from pzq.serving.answers import GroupAnswers
+from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import Consumer, GroupDelivery
 from pzq.serving.sending import Sender
 from pzq.store.store import Batch
-from pzq.zmqio import Socket, drain, writable
+from pzq.zmqio import POLLIN, POLLOUT, Events, QuietSocket, Socket, drain, writable
 
 log = get_logger("pzq.send")
 
 OwnAllowed = Callable[[float], bool]  # monotonic now -> own messages may go out
+ReapElsewhere = Callable[[int], int]  # µs now -> taken-over deliveries that expired
 
 
 def always(mono: float) -> bool:
     return True
 
 
-class SendEndpoint:
-    def __init__(self, socket: Socket, deliveries: GroupDelivery, answers: GroupAnswers,
-                 window: DeliveryWindow, counters: Counters, batch_size: int,
+class SendEndpoint(Part):
+    """``reap_elsewhere``: the takeovers' expiry (every group's), run at the reaper's
+    tick before any group reaps its own (the loop asks this part first)."""
+
+    def __init__(self, socket: Socket, connections: ConsumerCount, deliveries: GroupDelivery,
+                 answers: GroupAnswers, window: DeliveryWindow, counters: Counters,
+                 batch_size: int, reap_elsewhere: ReapElsewhere,
                  own_allowed: OwnAllowed = always) -> None:
         self.socket = socket
+        self.connections = connections
+        self.quiet_connections = QuietSocket(connections.events)
+        self.reap_elsewhere = reap_elsewhere
+        self._polled_out = False  # the last poll looked for room to deliver
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -55,9 +69,37 @@ class SendEndpoint:
         return (any(state.has_work() for state in self.deliveries.sources(self.own_allowed(mono)))
                 and self.window.room(self.unacked()) > 0)
 
+    # -- the loop's questions ------------------------------------------------------
+
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
+        """ACKs always; room to deliver only when there is something to deliver."""
+        self._polled_out = delivering and self.has_work(now.mono)
+        poller.register(self.socket, POLLIN | (POLLOUT if self._polled_out else 0))
+        poller.register(self.quiet_connections.fd, POLLIN)
+
+    def on_ticks(self, reasons: bytes, now: Now) -> None:
+        if REAP in reasons:
+            self.reap(now.wall_us, self.reap_elsewhere(now.wall_us))
+
+    def take(self, events: Events, batch: Batch, now: Now) -> None:
+        if events.get(self.socket, 0) & POLLIN:
+            self.take_acks(batch, now.wall_us, now.mono)
+        self.retire_dead(now.wall_us)
+
+    def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        """The poll said whether consumers had room, when it looked."""
+        if delivering:
+            room = bool(events.get(self.socket, 0) & POLLOUT) if self._polled_out else None
+            self.deliver(now.wall_us, now.mono, room)
+
+    def answer(self, events: Events, now: Now) -> None:
+        if self.quiet_connections.due(events):
+            self.connections.update()
+            self.quiet_connections.served()
+
     # -- consumer ACKs ---------------------------------------------------------------
 
-    def take(self, batch: Batch, now_us: int, mono: float) -> None:
+    def take_acks(self, batch: Batch, now_us: int, mono: float) -> None:
         answered = self.counters.acked + self.counters.nacked
         for raw in drain(self.socket, self.batch_size):
             try:

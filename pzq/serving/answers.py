@@ -63,7 +63,9 @@ class GroupAnswers:
         """Give back what this consumer holds (to go again at once, or at ``due_us``);
         a NACK of what expired here was given back at its deadline, and another
         consumer may have it now: left alone."""
-        if consumer.group.owner.get(held_key) is consumer:
+        if consumer.pool:  # nothing is kept per delivery to the pool (--send-dsn)
+            state.nack(held_key[1], due_us)
+        elif consumer.group.owner.get(held_key) is consumer:
             consumer.group.release(held_key)
             state.nack(held_key[1], due_us)
         elif not late:

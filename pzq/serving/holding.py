@@ -41,7 +41,9 @@ class Consumer:
     head: list[bytes] = field(default_factory=list)
     unreachable: bool = False  # a send found its connection gone: nothing more to it
     confirm: bool = False  # CONFIRM:1: its ACKs are answered ACKED once written
-    pool: bool = False  # the consumers on --send-dsn: none is held to an expiry
+    # the consumers on --send-dsn: the socket picks one, the window bounds what is out,
+    # so neither credits nor holders are kept per delivery
+    pool: bool = False
 
     @property
     def room(self) -> int:

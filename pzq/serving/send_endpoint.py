@@ -135,9 +135,4 @@ class SendEndpoint(Part):
             room = self.window.room(self.unacked())
             if room == 0:
                 return
-            pool.window = len(pool.held) + room
-            evicted = state.counters.evicted
-            state.deliver(self.sender.for_group(deliveries), now_us,
-                          min(room, self.batch_size))
-            if state.counters.evicted != evicted:
-                deliveries.settle()
+            state.deliver(self.sender.for_pool(pool), now_us, min(room, self.batch_size))

@@ -27,6 +27,20 @@ class Sender:
         self.blocked = False  # no consumer's pipe took a delivery: try again soon
         self.found_unreachable = False  # a send found a consumer gone
 
+    def for_pool(self, pool: Consumer) -> Send:
+        """To the pool on --send-dsn: the socket picks the consumer, and the window
+        bounds what is out, so nothing is kept per delivery (as fast as a bare send)."""
+        socket, head = self.socket, pool.head
+
+        def send(frames: list[bytes]) -> bool:
+            try:
+                send_headed(socket, head, frames)
+            except zmq.Again:
+                self.blocked = True
+                return False
+            return True
+        return send
+
     def for_group(self, deliveries: GroupDelivery) -> Send:
         """A send for one pass over the group's states, in the order of this call."""
         candidates = deliveries.next_consumers()

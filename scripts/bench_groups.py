@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pzq.bench.groups import (  # noqa: E402
     Row,
+    groups_only,
     measure_group_drains,
     measure_group_end_to_end,
     measure_topic_produce,
@@ -38,7 +39,6 @@ from pzq.bench.groups import (  # noqa: E402
 from pzq.bench.measure import measure_end_to_end, run_workers  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.bench.options import positive  # noqa: E402
-from pzq.client import request_monitor  # noqa: E402
 
 GROUPS = ["g1", "g2", "g3"]
 # the group end-to-end scenarios: row, credits, whether the consumer ACKs all that one
@@ -61,14 +61,6 @@ class Nodes:
         started = NodeProcess(self.directory / f"{name}-{self.started}", consume=True).start()
         self.stack.callback(lambda: started.kill() if started.running else None)
         return started
-
-
-def groups_only(target: NodeProcess, groups: list[str]) -> None:
-    """Topic t0 read by these groups only (not by --send-dsn)."""
-    for command in ("DECLARE TOPIC t0", *(f"DECLARE GROUP t0 {group}" for group in groups),
-                    "REMOVE GROUP t0 default"):
-        answer = request_monitor(target.monitor_dsn, command, timeout=30)
-        assert not answer.startswith(b"ERROR"), answer
 
 
 def fill(target: NodeProcess, count: int) -> None:

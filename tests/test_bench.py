@@ -128,6 +128,8 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("script, option", [("bench_groups.py", "--repeats"),
                                             ("bench_groups.py", "--count"),
+                                            ("bench_peers.py", "--count"),
+                                            ("bench_peers.py", "--repeats"),
                                             ("zper_bench.py", "--count"),
                                             ("zper_bench.py", "--spark-rows"),
                                             ("zper_bench.py", "--fetch-only")])

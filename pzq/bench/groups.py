@@ -15,6 +15,8 @@ import zmq
 
 from pzq.bench.load import NS, SILENCE_MS, _arrivals, produce_load
 from pzq.bench.measure import percentile, run_workers
+from pzq.bench.nodes import NodeProcess
+from pzq.client import request_monitor
 from pzq.zmqio import send_frames
 
 KEY_AT = 3  # DELIVER | topic | group | key ...
@@ -71,6 +73,17 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
                  "cpu_seconds": time.process_time() - cpu_started,
                  "latencies_ns": latencies[::max(1, len(latencies) // 20_000)]})
     context.destroy(linger=0)
+
+
+def groups_only(target: NodeProcess, groups: list[str], options: str = "") -> None:
+    """Topic t0 read by these groups only (not by --send-dsn), each declared with
+    ``options`` (``ack_timeout=1s`` ...)."""
+    for command in ("DECLARE TOPIC t0",
+                    *(f"DECLARE GROUP t0 {group} {options}".rstrip() for group in groups),
+                    "REMOVE GROUP t0 default"):
+        answer = request_monitor(target.monitor_dsn, command, timeout=30)
+        if answer.startswith(b"ERROR"):
+            raise RuntimeError(f"{command}: {answer.decode(errors='replace')}")
 
 
 def measure_topic_produce(dsn: str, count: int, window: int, topics: int) -> float:

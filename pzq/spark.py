@@ -177,7 +177,8 @@ class ZperReader(DataSourceReader):
         if exact_from is None:
             return
         batches = ArrowBatches(schema)
-        for row in self._rows(partition, exact_from, begin, end):
+        # The records before exact_from are in the batches above (or before begin).
+        for row in self._rows(partition, exact_from, max(begin, exact_from), end):
             batch = batches.add(row)
             if batch is not None:
                 yield batch

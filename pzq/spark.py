@@ -4,13 +4,16 @@
     spark = session("orders-report")  # or register ZperDataSource with your own session
     df = spark.read.format("zper").option("topics", "orders").load("/var/lib/pzq/archive")
 
-One partition per segment file, parsed on the executors (which need pzq and
-pyarrow installed, or pzq shipped with ``--py-files``). A torn tail of a topic's
-last segment is skipped. Options: ``topics`` (comma separated; default all),
-``start_offset`` and ``end_offset`` (byte offsets within each topic, end exclusive),
-``mode`` and ``columnNameOfCorruptRecord`` for damaged records (see
-``pzq.spark_reads.ReadOptions``).
-``spark.readStream.format("zper")`` streams it (pzq.spark_stream).
+Partitions are planned from the segments' offset indexes (pzq.spark_plan): a segment
+is cut at record starts about every ``partition_bytes``. They are parsed on the
+executors (which need pzq and pyarrow installed, or pzq shipped with
+``--py-files``) straight into Arrow record batches (pzq.spark_arrow), by the exact
+reader from a damaged record on. A torn tail of a topic's last segment is skipped.
+Options: ``topics`` (comma separated; default all), ``start_offset`` and
+``end_offset`` (byte offsets within each topic, end exclusive), ``partition_bytes``
+(default 16 MiB), ``mode`` and ``columnNameOfCorruptRecord`` for damaged records
+(see ``pzq.spark_reads.ReadOptions``). ``spark.readStream.format("zper")`` streams
+it (pzq.spark_stream).
 """
 
 from __future__ import annotations
@@ -31,13 +34,13 @@ from pyspark.sql.datasource import (
 
 from pzq.archive.damage import DamagedRecord, log_damage
 from pzq.archive.files import segment_items, within
-from pzq.archive.raw import RawRecord, is_raw_topic
+from pzq.archive.raw import RawRecord
 from pzq.archive.records import Record
-from pzq.archive.segments import Segment, list_segments
+from pzq.archive.segments import Segment
+from pzq.spark_plan import plan_topic
 from pzq.spark_reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition
 from pzq.spark_stream import stream_reader
 
-ROWS_PER_BATCH = 4096
 WORKER_PYTHON = "spark.pyspark.python"
 
 
@@ -90,36 +93,43 @@ class ZperReader(DataSourceReader):
         options = self.options
         topics = options.topics or tuple(sorted(path.name for path in
                                                 options.directory.iterdir() if path.is_dir()))
-        partitions: list[InputPartition] = []
-        for topic in topics:
-            segments = list_segments(options.directory / topic)
-            raw = is_raw_topic(options.directory / topic)
-            for index, segment in enumerate(segments):
-                following = segments[index + 1].start if index + 1 < len(segments) else None
-                if following is not None and following <= options.begin:
-                    continue  # wholly before start_offset
-                if options.end is not None and segment.start >= options.end:
-                    continue
-                partitions.append(SegmentPartition(topic, str(segment.path), segment.start,
-                                                   following is None, raw))
-        return partitions
+        return [partition for topic in topics
+                for partition in plan_topic(options.directory, topic, options.begin,
+                                            options.end, options.partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SegmentPartition):
             return  # Spark's stand-in partition when there are none: nothing to read
-        batches = ArrowBatches(self.options.corrupt_column)
-        for row in self._rows(partition):
+        from pzq.spark_arrow import arrow_schema, fast_batches  # pyarrow, on the executor
+
+        begin, end = self._range(partition)
+        schema = arrow_schema(self.options.corrupt_column)
+        exact_from = yield from fast_batches(partition, begin, end, schema)
+        if exact_from is None:
+            return
+        batches = ArrowBatches(schema)
+        # The records before exact_from are in the batches above (or before begin).
+        for row in self._rows(partition, exact_from, max(begin, exact_from), end):
             batch = batches.add(row)
             if batch is not None:
                 yield batch
         if batches.pending():
             yield batches.flush()
 
-    def _rows(self, partition: SegmentPartition) -> Iterator[dict[str, Any]]:
+    def _range(self, partition: SegmentPartition) -> tuple[int, int | None]:
+        """The partition's range within the read's own (a stream's batch has one)."""
+        begin = max(self.options.begin, partition.begin)
+        ends = [end for end in (self.options.end, partition.end) if end is not None]
+        return begin, min(ends) if ends else None
+
+    def _rows(self, partition: SegmentPartition, seek_to: int, begin: int,
+              end: int | None) -> Iterator[dict[str, Any]]:
+        """Rows by the exact reader, walking from the record start at or before
+        ``seek_to`` as a read from ``begin`` would pass it."""
         segment = Segment(partition.start, Path(partition.path))
-        items = segment_items(partition.topic, segment, partition.last, self.options.begin,
+        items = segment_items(partition.topic, segment, partition.last, seek_to,
                               partition.raw)
-        for item in within(items, self.options.begin, self.options.end):
+        for item in within(items, begin, end):
             if isinstance(item, Record):
                 yield message_row(partition.topic, item)
                 continue
@@ -152,24 +162,16 @@ def damaged_row(damaged: DamagedRecord, column: str) -> dict[str, Any]:
 
 
 class ArrowBatches:
-    """Rows gathered into Arrow record batches of ROWS_PER_BATCH (built on the executor)."""
+    """Rows of the exact reader gathered into Arrow record batches."""
 
-    def __init__(self, corrupt_column: str | None) -> None:
-        import pyarrow as pa  # on the executor
-
-        fields = [("topic", pa.string()), ("offset", pa.int64()), ("key", pa.binary()),
-                  ("msg_id", pa.binary()), ("stored_us", pa.int64()),
-                  ("first_delivered_us", pa.int64()), ("acked_us", pa.int64()),
-                  ("deliveries", pa.int32()), ("origin", pa.string()),
-                  ("parts", pa.list_(pa.binary())), ("outcome", pa.string())]
-        if corrupt_column:
-            fields.append((corrupt_column, pa.string()))
-        self.schema = pa.schema(fields)
+    def __init__(self, schema: Any, rows_per_batch: int = 4096) -> None:
+        self.schema = schema
+        self.rows_per_batch = rows_per_batch
         self.rows: list[dict[str, Any]] = []
 
     def add(self, row: dict[str, Any]) -> Any:
         self.rows.append(row)
-        return self.flush() if len(self.rows) >= ROWS_PER_BATCH else None
+        return self.flush() if len(self.rows) >= self.rows_per_batch else None
 
     def pending(self) -> bool:
         return bool(self.rows)

@@ -1,6 +1,7 @@
 """What one read of a pzq archive is, for the batch reader (pzq.spark) and the
 streaming reader (pzq.spark_stream) alike: its columns, its options and its
-partitions, one a segment file."""
+partitions, each the records of one segment that start in a range of offsets
+(planned by pzq.spark_plan)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ SCHEMA = ("topic string, offset long, key binary, msg_id binary, stored_us long,
           "parts array<binary>, outcome string")
 COLUMNS = tuple(column.split()[0] for column in SCHEMA.split(", "))
 PERMISSIVE, FAILFAST = "PERMISSIVE", "FAILFAST"
+PARTITION_BYTES = 16 << 20  # a few hundred milliseconds of one task's parsing
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class ReadOptions:
     end: int | None
     mode: str
     corrupt_column: str | None
+    partition_bytes: int = PARTITION_BYTES
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -48,12 +51,21 @@ class ReadOptions:
         end = options.get("end_offset")
         return cls(directory, topics, _offset(options.get("start_offset", "0")),
                    None if end is None else _offset(end), _mode(options.get("mode")),
-                   _corrupt_column(options.get("columnNameOfCorruptRecord")))
+                   _corrupt_column(options.get("columnNameOfCorruptRecord")),
+                   _partition_bytes(options.get("partition_bytes")))
 
 
 def _offset(text: str) -> int:
     if not text.strip().isdigit():
         raise ValueError(f"an offset is a byte position (0 or more), not {text!r}")
+    return int(text)
+
+
+def _partition_bytes(text: str | None) -> int:
+    if text is None:
+        return PARTITION_BYTES
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"partition_bytes is a number of bytes (1 or more), not {text!r}")
     return int(text)
 
 
@@ -77,3 +89,5 @@ class SegmentPartition(InputPartition):
     start: int  # the segment's first offset
     last: bool  # the topic's last segment: a torn tail there is a write in progress
     raw: bool = False  # a topic of raw ZPER records (pzq.archive.raw)
+    begin: int = 0  # topic offsets: the records that start in [begin, end)
+    end: int | None = None  # None: to the end of the segment

@@ -7,11 +7,11 @@ The stream's offset is a JSON object of each topic's byte offset (``{"orders":
 70180}``): where the next micro-batch starts. A micro-batch reads, per topic, the
 whole records from there up to the end of the whole records in the files when it
 is planned (or, with the ``node`` option, up to the end the node has fsync'd),
-one partition per segment it touches, seeking with the offset index. A record is
+partitions planned as the batch reader's (pzq.spark_plan). A record is
 read by exactly one batch, so a query stopped and restarted from its checkpoint
 goes on where the last committed batch ended, with no gap and no duplicate.
 
-Options, besides the batch reader's ``topics``, ``mode`` and
+Options, besides the batch reader's ``topics``, ``partition_bytes``, ``mode`` and
 ``columnNameOfCorruptRecord``: ``startingOffsets`` ``earliest`` (default: every
 record kept) or ``latest`` (only records appended after the query first starts);
 ``node``, a node's monitor endpoint (e.g. ``tcp://127.0.0.1:11133``), to read only
@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from pzq.archive.files import whole_end
-from pzq.archive.raw import is_raw_topic
 from pzq.archive.segments import list_segments
+from pzq.spark_plan import plan_topic
 from pzq.spark_reads import ReadOptions, SegmentPartition
 
 EARLIEST, LATEST = "earliest", "latest"
@@ -48,12 +48,6 @@ class StreamOptions:
         if starting not in (EARLIEST, LATEST):
             raise ValueError(f"startingOffsets is {EARLIEST} or {LATEST}, not {starting!r}")
         return cls(ReadOptions.parse(options), starting, options.get("node"))
-
-
-@dataclass(frozen=True)
-class RangePartition(SegmentPartition):
-    begin: int = 0  # topic offsets: the records that start in [begin, end)
-    end: int = 0
 
 
 # The batch reader (pzq.spark.ZperReader), which reads each planned range: passed in,
@@ -108,20 +102,12 @@ class ZperStreamReader(DataSourceStreamReader):
             | {topic: offset for topic, offset in (start or {}).items() if topic not in ends}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        directory = self.options.read.directory
+        read = self.options.read
         found: list[InputPartition] = []
         for topic, stop in sorted(end.items()):
             begin = start.get(topic, 0)
-            if stop <= begin:
-                continue
-            raw = is_raw_topic(directory / topic)
-            segments = list_segments(directory / topic)
-            for number, segment in enumerate(segments):
-                following = segments[number + 1].start if number + 1 < len(segments) else None
-                if (following is not None and following <= begin) or segment.start >= stop:
-                    continue
-                found.append(RangePartition(topic, str(segment.path), segment.start,
-                                            following is None, raw, begin, stop))
+            if stop > begin:
+                found += plan_topic(read.directory, topic, begin, stop, read.partition_bytes)
         return found
 
     def commit(self, end: dict[str, int]) -> None:
@@ -130,13 +116,12 @@ class ZperStreamReader(DataSourceStreamReader):
     # -- reading (on the executors) ---------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, RangePartition):
+        if not isinstance(partition, SegmentPartition):
             return
-        read = self.options.read
-        ranged = ReadOptions(read.directory, read.topics, partition.begin, partition.end,
-                             read.mode, read.corrupt_column)
+        # The partition's own range only: start_offset and end_offset are the batch's.
+        whole = replace(self.options.read, begin=0, end=None)
         try:
-            yield from self.batch_reader(ranged).read(partition)
+            yield from self.batch_reader(whole).read(partition)
         except FileNotFoundError:
             return  # retention deleted the segment since the batch was planned
 

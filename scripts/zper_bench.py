@@ -2,8 +2,8 @@
 """Benchmark of the archive as a ZPER broker, every figure beside its baseline of the
 same run (see docs/performance.rst).
 
-    scripts/zper_bench.py [--count N] [--spark-rows N] [--no-spark] [--fetch-only MB]
-                          [--json FILE]
+    scripts/zper_bench.py [--count N] [--spark-rows N] [--no-spark | --spark-only]
+                          [--fetch-only MB] [--json FILE]
 
 ZPWriter mode 0 and mode 1 at 100 B and 4 KiB (messages/s, MB/s) against the echo
 ceiling and against dd writing the same bytes; FETCH MB/s against reading the
@@ -144,13 +144,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spark-rows", type=positive(int), default=200_000,
                         help="rows in the Spark reads (default: 200000)")
     parser.add_argument("--no-spark", action="store_true")
+    parser.add_argument("--spark-only", action="store_true",
+                        help="only the Spark batch read and the streaming latency")
     parser.add_argument("--fetch-only", type=positive(int), metavar="MB",
                         help="only FETCH, of a topic of MB megabytes written before the "
                         "node starts")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="zper-bench-", dir=".") as work:
-        rows = (fetch_figures(Path(work), args.fetch_only) if args.fetch_only
+        rows = ([] if args.spark_only
+                else fetch_figures(Path(work), args.fetch_only) if args.fetch_only
                 else writer_figures(Path(work), args.count))
         print_rows(rows)
         if not args.no_spark and not args.fetch_only:

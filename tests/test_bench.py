@@ -83,6 +83,25 @@ def test_zper_benchmark_smoke_run(tmp_path):
     assert rows["FETCH, 1 MiB at a time"]["vs_files"] > 0
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_zper_benchmark_spark_only_run(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "scripts" / "zper_bench.py"
+    ran = subprocess.run([sys.executable, str(script), "--spark-only", "--spark-rows", "3000",
+                          "--json", str(tmp_path / "z.json")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=360, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    rows = {row["what"]: row for row in json.loads((tmp_path / "z.json").read_text())}
+    assert set(rows) == {"Spark batch read (every column)", "streaming, write to row in the sink"}
+    assert rows["Spark batch read (every column)"]["rows"] == 3000
+    assert rows["Spark batch read (every column)"]["vs_parquet"] > 0
+    assert rows["streaming, write to row in the sink"]["p50_ms"] > 0
+
+
 @pytest.mark.timeout(60)
 def test_a_worker_that_dies_fails_the_run_at_once_and_none_is_left():
     import multiprocessing

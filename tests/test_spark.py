@@ -71,6 +71,17 @@ def test_reads_typed_rows_one_partition_per_segment(spark, archive_dir):
     assert (first.offset, bytes(first.msg_id), first.parts[1]) == (0, b"m0", b"q" * 10)
 
 
+def test_a_large_segment_is_read_by_partitions_cut_at_its_index(spark, tmp_path):
+    offsets = write_archive(tmp_path, count=3000, segment_size=10**9)
+    assert len(list_segments(tmp_path / "orders")) == 1
+    whole = spark.read.format("zper").load(str(tmp_path))
+    cut = spark.read.format("zper").option("partition_bytes", "20000").load(str(tmp_path))
+    assert whole.rdd.getNumPartitions() == 1 and cut.rdd.getNumPartitions() > 5
+    rows = sorted(cut.collect(), key=lambda row: row.offset)
+    assert rows == sorted(whole.collect(), key=lambda row: row.offset)
+    assert [row.offset for row in rows] == offsets
+
+
 @pytest.fixture(scope="module")
 def damaged_archive(tmp_path_factory) -> tuple[Path, list[int], int]:
     """900 messages; three bytes inside record 400's metadata changed."""
@@ -111,6 +122,7 @@ def test_bad_options_are_refused_before_reading(spark, archive_dir):
 
     for name, value, words in (("mode", "LENIENT", "mode is PERMISSIVE or FAILFAST"),
                                ("start_offset", "-5", "an offset is a byte position"),
+                               ("partition_bytes", "0", "partition_bytes is a number"),
                                ("columnNameOfCorruptRecord", "key", "must be a new column")):
         with pytest.raises(PySparkException, match=words):
             spark.read.format("zper").option(name, value).load(str(archive_dir)).collect()

@@ -20,6 +20,7 @@ from pzq.archive.index import OffsetIndex, read_index
 from pzq.archive.raw import RawRecord, is_raw_topic, raw_spans, raw_walk
 from pzq.archive.records import Damaged, Record, TornTail, spans, walk
 from pzq.archive.segments import Segment, list_segments, segment_name
+from pzq.archive.windows import read_window
 
 Item = Record | RawRecord | DamagedRecord
 CLOSED_TORN = "the segment ends inside a record, yet the node closes segments whole"
@@ -106,14 +107,16 @@ def read_topic(directory: Path, topic: str, begin: int = 0, end: int | None = No
 
 def whole_end(directory: Path, topic: str) -> tuple[int, int, int]:
     """(first offset, end of the whole records, end of the bytes) of a topic's log:
-    its last segment walked from the last entry of its index, if whole."""
+    its last segment walked from the last entry of its index, if usable, reading
+    only the bytes from there (a stream asks at every micro-batch)."""
     topic_dir = Path(directory) / topic
     segments = list_segments(topic_dir)
     if not segments:
         return 0, 0, 0
     last = segments[-1]
-    data = last.path.read_bytes()
-    spans_of = raw_spans if is_raw_topic(topic_dir) else spans
-    index = read_index(last.path, data, spans_of) or OffsetIndex()
-    index.extend(data, spans_of)
-    return segments[0].start, last.start + index.covered, last.start + len(data)
+    raw = is_raw_topic(topic_dir)
+    window = read_window(last.path, last.size, None, raw)
+    index = OffsetIndex()
+    index.extend(window.data, raw_spans if raw else spans)
+    return (segments[0].start, last.start + window.start + index.covered,
+            last.start + window.start + len(window.data))

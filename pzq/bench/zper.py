@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import statistics
 import struct
 import subprocess
 import time
@@ -199,18 +200,23 @@ def file_read_seconds(directory: Path) -> float:
     return time.perf_counter() - started
 
 
-def spark_rows_per_second(spark: Any, archive: Path, parquet: Path) -> tuple[float, float, int]:
-    """(zper rows/s, Parquet rows/s, rows): every column materialised (the noop sink)."""
+def spark_rows_per_second(spark: Any, archive: Path, parquet: Path,
+                          rounds: int = 3) -> tuple[float, float, int]:
+    """(zper rows/s, Parquet rows/s, rows): every column materialised (the noop sink),
+    the two read in turn ``rounds`` times after a warm-up, the median of each."""
     zper = spark.read.format("zper").load(str(archive))
     rows = zper.count()
     zper.write.mode("overwrite").parquet(str(parquet))
-    timings = []
-    for frame in (zper, spark.read.parquet(str(parquet))):
+    frames = (zper, spark.read.parquet(str(parquet)))
+    timings: tuple[list[float], list[float]] = ([], [])
+    for frame in frames:
         frame.write.format("noop").mode("overwrite").save()  # warm: JVM, workers, caches
-        started = time.perf_counter()
-        frame.write.format("noop").mode("overwrite").save()
-        timings.append(time.perf_counter() - started)
-    return rows / timings[0], rows / timings[1], rows
+    for _ in range(rounds):  # in turn, so a busy moment of the machine slows both
+        for frame, seconds in zip(frames, timings, strict=True):
+            started = time.perf_counter()
+            frame.write.format("noop").mode("overwrite").save()
+            seconds.append(time.perf_counter() - started)
+    return rows / statistics.median(timings[0]), rows / statistics.median(timings[1]), rows
 
 
 def stream_latencies_ms(spark: Any, archive: Path, checkpoint: Path, writer_dsn: str,

@@ -13,21 +13,27 @@ from typing import Any
 import zmq
 
 from pzq.admin.node_admin import Admin, Verb
+from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.errors import DecodeError
+from pzq.parts import Part
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
-from pzq.zmqio import Socket, drain
+from pzq.zmqio import Events, QuietSocket, Socket, drain
 
 MONITOR_BATCH = 64
 
 Figures = Callable[[], dict[str, Any]]
 
 
-class Monitor:
-    def __init__(self, socket: Socket, figures: Figures, admin: Admin,
+class Monitor(Part):
+    """``quiet``: the socket's descriptor, polled instead of the socket (it is seldom
+    busy, and its edge-triggered descriptor must be drained when it fires)."""
+
+    def __init__(self, socket: Socket, quiet: QuietSocket, figures: Figures, admin: Admin,
                  counters: Counters) -> None:
         self.socket = socket
+        self.quiet = quiet
         self.counters = counters
         self.verbs: dict[bytes, Verb] = {
             b"MONITOR": lambda arguments: monitor_text(figures()),
@@ -35,6 +41,11 @@ class Monitor:
             b"PING": lambda arguments: b"PONG",
             **admin.verbs(),
         }
+
+    def answer(self, events: Events, now: Now) -> None:
+        if self.quiet.due(events):
+            self.answer_waiting()
+            self.quiet.served()
 
     def answer_waiting(self) -> None:
         for request in drain(self.socket, MONITOR_BATCH):
@@ -44,14 +55,14 @@ class Monitor:
             except DecodeError as exc:
                 envelope, reply = request[:1], f"ERROR: {exc}".encode()
             else:
-                reply = self.answer(verb, arguments)
+                reply = self.reply(verb, arguments)
             try:
                 self.socket.send_multipart(frames.encode_monitor_reply(envelope, reply),
                                            zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass  # the asker is gone or not reading; a monitor reply is not owed
 
-    def answer(self, verb: bytes, arguments: list[bytes]) -> bytes:
+    def reply(self, verb: bytes, arguments: list[bytes]) -> bytes:
         handler = self.verbs.get(verb)
         if handler is not None:
             return handler(arguments)

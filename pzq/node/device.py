@@ -16,7 +16,9 @@ import zmq
 from pzq.admin.monitor import Monitor
 from pzq.admin.node_admin import Admin
 from pzq.admin.topic_admin import TopicAdmin
+from pzq.archive.part import ArchivePart
 from pzq.clock import Now
+from pzq.cluster.part import ClusterPart
 from pzq.cluster.replication import PendingAck
 from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
@@ -27,7 +29,7 @@ from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.node.state import NodeState
 from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
-from pzq.node.waker import HEARTBEAT, RETENTION, Waker
+from pzq.node.waker import Waker
 from pzq.node.zper import ZperBroker
 from pzq.parts import Part
 from pzq.protocol.frames import REPLICATION_FAILED
@@ -57,7 +59,8 @@ class Device:
         self.send = _send_endpoint(node, endpoints, answers)
         admin = Admin(node.store, self.figures, node.requeued,
                       lambda messages: node.copy_requeued(messages, Now.read().mono))
-        self.monitor = Monitor(endpoints.monitor, self.figures, admin, node.counters)
+        self.monitor = Monitor(endpoints.monitor, endpoints.quiet_monitor, self.figures, admin,
+                               node.counters)
         self.consume = _consume_endpoint(node, endpoints, answers)
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery, Now.read,
@@ -66,10 +69,17 @@ class Device:
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)
-        # The parts the loop asks in turn, those that are on: ``default`` first (its
-        # reaper tick reaps the takeovers before any group reaps its own).
-        self.parts: list[Part] = [self.send]
-        self.parts += [part for part in (self.consume, self.zper) if part is not None]
+        # The parts the loop asks in turn, those that are on. The cluster first (peers'
+        # frames before the consumers'); ``default`` before the named groups (its reaper
+        # tick reaps the takeovers before any group reaps its own); the archive's fsync
+        # before the ZPER broker says what is durable; the monitor last.
+        cluster = (ClusterPart(endpoints.cluster, node.delivery, self._replicated)
+                   if endpoints.cluster is not None else None)
+        archive = (ArchivePart(node.archiving, endpoints.readers)
+                   if node.archiving is not None else None)
+        self.parts: list[Part] = [part for part in (cluster, self.send, self.consume, archive,
+                                                    self.zper, self.monitor)
+                                  if part is not None]
         self.topic_rates = TopicRates()
         self._store_failing = False
 
@@ -103,24 +113,16 @@ class Device:
         """Wake for ACKs to retry, for replication deadlines and for the store's timed
         sync; else only on events."""
         timeouts = [RETRY_MS] if self.producer_acks else []
-        for wait in self._disk_waits(now):  # timed fsyncs: the store's log, the archive
-            timeouts.append(math.ceil(wait * 1000))
+        sync_wait = self.node.store.sync_wait_s()  # the store's timed fsync
+        if sync_wait is not None:
+            timeouts.append(math.ceil(sync_wait * 1000))
         if self.node.topics.backfill_due():
             timeouts.append(0)
-        deadline = self.node.cluster.next_deadline() if self.node.cluster else None
-        if deadline is not None:
-            timeouts.append(max(0, int((deadline - now.mono) * 1000) + 1))
         for part in self.parts:
             part_wait = part.timeout_ms(now)
             if part_wait is not None:
                 timeouts.append(part_wait)
         return min(timeouts) if timeouts else None
-
-    def _disk_waits(self, now: Now) -> list[float]:
-        archiving = self.node.archiving
-        waits = [self.node.store.sync_wait_s(),
-                 archiving.tier.flush_wait_s(now.wall_us / 1e6) if archiving else None]
-        return [wait for wait in waits if wait is not None]
 
     # -- one wake ----------------------------------------------------------------
 
@@ -134,58 +136,42 @@ class Device:
         if self.node.topics.backfill_due():
             self.node.topics.backfill()  # a chunk a wake: a new group's older messages
         self._send_out(events, now)
-        if self.node.archiving is not None:
-            self.node.archiving.flush(now.wall_us / 1e6)  # before ZPER tells what is durable
         self._answer(events, now)
 
     def _take(self, events: Events, batch: Batch, now: Now) -> list[Stored]:
         """Everything waiting, into the batch: cluster traffic, producer messages,
         consumer ACKs, then what those retire (dead letters, copies to remove)."""
         node, endpoints = self.node, self.endpoints
-        if endpoints.cluster is not None:
-            self._replicated(endpoints.cluster.receive(events, batch, node.delivery, now.mono))
         accepted: list[Stored] = []
-        if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
-            accepted = self.intake.take(batch, now.wall_us)
         for part in self.parts:
             part.take(events, batch, now)
+        if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
+            accepted = self.intake.take(batch, now.wall_us)
         if node.cluster is not None:
             node.cluster.owe_removes(batch, now.mono)
         return accepted
 
     def _send_out(self, events: Events, now: Now) -> None:
-        """After the write: cluster frames, producer ACKs, then deliveries (the poll
-        said whether consumers had room, when it looked)."""
-        cluster = self.endpoints.cluster
-        if cluster is not None:
-            self._replicated(cluster.core.expire(now.mono))
-            cluster.core.flush_removes(now.mono)
-            cluster.send()
+        """After the write: the batch's producer ACKs at once, then each part's (the
+        cluster's frames, the deliveries, the archive's fsync), then the producer ACKs
+        the cluster completed meanwhile (copies confirmed, or their deadline passed)."""
         self.producer_acks.flush()
         for part in self.parts:
             part.send_out(events, now, not self.stopping)
+        self.producer_acks.flush()
 
     def _answer(self, events: Events, now: Now) -> None:
-        """Figures and questions last: connections, archive readers, the monitor."""
-        node, endpoints = self.node, self.endpoints
-        readers = endpoints.readers
-        if readers is not None and node.archiving and events.get(readers, 0) & POLLIN:
-            node.archiving.tier.answer_readers(readers)
-        for part in self.parts:
-            part.answer(events, now)
+        """Figures and questions last: rates, then each part's (archive readers, the
+        ZPER broker, the monitor)."""
+        node = self.node
         node.rates.sample(now.mono, node.counters)
         self.topic_rates.sample(now.mono, node.topics, self.consume)
-        if endpoints.quiet_monitor.due(events):
-            self.monitor.answer_waiting()
-            endpoints.quiet_monitor.served()
+        for part in self.parts:
+            part.answer(events, now)
 
     def _on_ticks(self, reasons: bytes, now: Now) -> None:
         for part in self.parts:
             part.on_ticks(reasons, now)
-        if HEARTBEAT in reasons and self.endpoints.cluster is not None:
-            self.endpoints.cluster.heartbeat(now.mono, self.node.delivery)
-        if self.node.archiving is not None and RETENTION in reasons:
-            self.node.archiving.apply_retention(now.wall_us / 1e6)
 
     def _commit(self, batch: Batch, accepted: list[Stored], now: Now) -> None:
         node = self.node

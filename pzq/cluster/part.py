@@ -1,0 +1,43 @@
+"""The cluster as a part of the node's loop (pzq.parts): peers' frames into the wake's
+batch, the core's frames out after the write, heartbeats at the scheduler's tick, and a
+wake for the next replication deadline. Producer ACKs that waited for copies go to
+``replicated`` as they complete (all copies confirmed, or the deadline passed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pzq.clock import Now
+from pzq.cluster.links import ClusterLinks
+from pzq.cluster.replication import PendingAck
+from pzq.delivery.state import DeliveryState
+from pzq.parts import HEARTBEAT, Part
+from pzq.store.store import Batch
+from pzq.zmqio import Events
+
+Replicated = Callable[[list[PendingAck]], None]
+
+
+class ClusterPart(Part):
+    def __init__(self, links: ClusterLinks, own: DeliveryState, replicated: Replicated) -> None:
+        self.links = links
+        self.core = links.core
+        self.own = own  # this node's ``default`` state: what peers still have out
+        self.replicated = replicated
+
+    def timeout_ms(self, now: Now) -> int | None:
+        deadline = self.core.next_deadline()
+        return None if deadline is None else max(0, int((deadline - now.mono) * 1000) + 1)
+
+    def on_ticks(self, reasons: bytes, now: Now) -> None:
+        if HEARTBEAT in reasons:
+            self.links.heartbeat(now.mono, self.own)
+
+    def take(self, events: Events, batch: Batch, now: Now) -> None:
+        self.replicated(self.links.receive(events, batch, self.own, now.mono))
+
+    def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        self.replicated(self.core.expire(now.mono))
+        self.core.flush_removes(now.mono)
+        self.links.send()

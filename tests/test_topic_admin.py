@@ -23,7 +23,7 @@ def test_declare_query_remove_and_empty(start_node, context):
         .startswith("group audit of topic orders")
     assert ask(node, "TOPICS") == "orders messages=0 bytes=0 groups=audit " \
                                   "default=unclaimed max_messages=3\n" \
-                                  "  group audit backlog=0 lag=0 inflight=0 consumers=0\n"
+                                  "  group audit backlog=0 lag=0 inflight=0 ready=0 consumers=0\n"
     with Producer(node.receive_dsn, context=context) as producer:
         acks = [producer.produce([b"m%d" % n], topic="orders") for n in range(4)]
     assert [ack.ok for ack in acks] == [True, True, True, False]
@@ -100,7 +100,8 @@ def test_pzq_ctl_topics_and_groups(start_node, context):
     assert group.returncode == 0, group.stderr
     listed = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topics")
     assert listed.stdout == "orders messages=0 bytes=0 groups=eu default=unclaimed " \
-                            "max_messages=10\n  group eu backlog=0 lag=0 inflight=0 consumers=0\n"
+                            "max_messages=10\n" \
+                            "  group eu backlog=0 lag=0 inflight=0 ready=0 consumers=0\n"
     missing = tool("pzq-ctl", "--dsn", node.monitor_dsn, "group", "remove", "orders", "us")
     assert missing.returncode == 1
     assert missing.stderr == "pzq-ctl: ERROR: no group 'us' in topic orders (groups: eu)\n"

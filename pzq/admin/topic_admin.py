@@ -99,7 +99,7 @@ class TopicAdmin:
             return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0"]
         lines = [f"  group {group.name} backlog={max(0, group.backlog)} "
                  f"lag={deliveries.lag()} inflight={len(deliveries.state.inflight)} "
-                 f"consumers={len(deliveries.consumers)}"]
+                 f"ready={len(deliveries.state.ready)} consumers={len(deliveries.consumers)}"]
         for consumer in deliveries.consumers:
             lines.append(f"    consumer {consumer.routing_id.hex()} held={len(consumer.held)} "
                          f"window={consumer.window} "

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,11 +8,8 @@ from typing import Any
 import pytest
 import zmq
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from harness import NodeProcess  # noqa: E402
-
-from pzq.client import Consumer, Producer  # noqa: E402
+from pzq.client import Consumer, Producer
+from tests.support.harness import NodeProcess
 
 LOG_LINES_ON_FAILURE = 200
 

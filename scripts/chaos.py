@@ -7,7 +7,7 @@ least once. The report gives produced, ACKed (and of those with
 REPLICATION_FAILED), refused ("0", e.g. while a disk was full), consumed, lost
 (must be 0), duplicates, the longest time nothing was delivered, and the faults
 survived. ``--nodes 3`` soaks a cluster with ``--replicas 1`` whose cluster links
-run through fault-injecting TCP proxies (tests/faultproxy.py), so partitions are
+run through fault-injecting TCP proxies (tests/support/faultproxy.py), so partitions are
 real cuts of TCP traffic; ``--disk-fulls`` puts each node's store on a tmpfs of
 its own (root only). Faults come one at a time, at random moments. Run it with
 the project's environment:
@@ -35,14 +35,13 @@ from typing import Protocol
 
 import zmq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from partition_cluster import ClusterTimings, ProxiedCluster  # noqa: E402
-from small_disks import mount_tmpfs, unmount_lazily  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from pzq.bench.nodes import NodeProcess, wait_until  # noqa: E402
 from pzq.client import Consumer, Producer, ProducerAck  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
+from tests.support.partition_cluster import ClusterTimings, ProxiedCluster  # noqa: E402
+from tests.support.small_disks import mount_tmpfs, unmount_lazily  # noqa: E402
 
 EXIT_LOST = ExitCode.FAILURE  # some ACKed message was never consumed
 STORE_DISK_MB = 64  # each node's store filesystem with --disk-fulls

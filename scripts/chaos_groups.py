@@ -44,15 +44,16 @@ from typing import Any
 
 import zmq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for chaos
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from chaos import Faults, Nodes, Unavailable, produce_for  # noqa: E402
-from partition_cluster import ClusterTimings  # noqa: E402
 
 from pzq.bench.nodes import wait_until  # noqa: E402
 from pzq.client import ConsumeRefused, GroupConsumer, Message, request_monitor  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
 from pzq.protocol.message_keys import parse_message_key  # noqa: E402
+from tests.support.partition_cluster import ClusterTimings  # noqa: E402
 
 EXIT_FAILED = ExitCode.FAILURE  # lost, unexplained or too many duplicates, store not empty
 TOPIC = "orders"

@@ -2,7 +2,7 @@
 """Partition scenarios against a 3-node cluster of real daemons, with a table of results.
 
 Each node's cluster links run through fault-injecting TCP proxies on loopback; see
-tests/partition_scenarios.py for what a scenario does and what the figures mean.
+tests/support/partition_scenarios.py for what a scenario does and what the figures mean.
 
     scripts/partition.py --scenario all
     scripts/partition.py --scenario origin-cut --seconds 5 --json
@@ -25,13 +25,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from partition_cluster import ClusterTimings  # noqa: E402
-from partition_report import Report  # noqa: E402
-from partition_scenarios import BY_NAME, LONG, SCENARIOS, Plan, run_scenario  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from pzq.bench.options import positive  # noqa: E402
+from tests.support.partition_cluster import ClusterTimings  # noqa: E402
+from tests.support.partition_report import Report  # noqa: E402
+from tests.support.partition_scenarios import BY_NAME, LONG, SCENARIOS, Plan, run_scenario  # noqa: E402
 
 EXIT_OK = 0
 EXIT_LOST = 1  # a message ACKed "1" without REPLICATION_FAILED was never consumed

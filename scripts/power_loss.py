@@ -2,9 +2,9 @@
 """Power cuts under load, per durability mode, with a table of results.
 
 Each round runs a producer (window 100, 200 B to 4 KiB) and a consumer against a
-node whose disk is a PowerFS (tests/powerfs.py: only what was fsync'd survives,
+node whose disk is a PowerFS (tests/support/powerfs.py: only what was fsync'd survives,
 files and directory entries alike), kills it at a random moment and cuts the
-power, restarts it on what is left and drains it; see tests/power_loss.py.
+power, restarts it on what is left and drains it; see tests/support/power_loss.py.
 
     scripts/power_loss.py                          # 20 rounds per mode
     scripts/power_loss.py --rounds 5 --mode hard-sync --mode 1s
@@ -26,15 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from power_cut import PowerCut, unavailable  # noqa: E402
-from power_loss import SIZES, Round, node_args, run_round  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.bench.options import positive  # noqa: E402
 from pzq.durations import DurationError, duration_us  # noqa: E402
 from pzq.zmqio import Context  # noqa: E402
+from tests.support.power_cut import PowerCut, unavailable  # noqa: E402
+from tests.support.power_loss import SIZES, Round, node_args, run_round  # noqa: E402
 
 EXIT_OK = 0
 EXIT_LOST = 1  # a loss outside the mode's window

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,11 +8,9 @@ from typing import Any
 import pytest
 import zmq
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from harness import NodeProcess  # noqa: E402
-
-from pzq.client import Consumer, Producer  # noqa: E402
+from pzq.client import Consumer, Producer
+from tests.support.harness import NodeProcess
+from tests.support.inproc import InprocNode
 
 LOG_LINES_ON_FAILURE = 200
 
@@ -98,6 +95,31 @@ def start_node(request: pytest.FixtureRequest,
     for node in nodes:
         if node.running:
             node.kill()
+
+
+@pytest.fixture
+def start_inproc_node(context: zmq.Context,
+                      tmp_path: Path) -> Iterator[Callable[..., InprocNode]]:
+    """Start real nodes in this process (tests.support.inproc), on the test's context;
+    each is stopped at teardown, before the context's leak check, and a node whose
+    loop failed fails the test."""
+    nodes: list[InprocNode] = []
+
+    def start(*options: str, database: Path | None = None, consume: bool = True) -> InprocNode:
+        node = InprocNode(context, database or tmp_path / f"inproc{len(nodes)}", *options,
+                          consume=consume)
+        nodes.append(node)
+        return node.start()
+
+    yield start
+    failures = []
+    for node in nodes:
+        try:
+            node.stop()
+        except Exception as exc:  # stop the others before saying so
+            failures.append(exc)
+    if failures:
+        raise failures[0]
 
 
 @pytest.fixture

@@ -82,9 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logs.get_logger("pzq")
     try:
         curve = node_curve(config)
-        refuse_other_content(Path(config.database))
-        store = Store.open(config.database, hard_sync=config.hard_sync,
-                           sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
+        store = open_store(config)
     except PzqError as exc:
         return _failed(exc)
     waker = Waker()
@@ -103,6 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         waker.close()
     log.info("node_stopped", messages=store.messages)
     return ExitCode.OK
+
+
+def open_store(config: Config) -> Store:
+    """The node's store; a folder holding something else is refused."""
+    refuse_other_content(Path(config.database))
+    return Store.open(config.database, hard_sync=config.hard_sync,
+                      sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
 
 
 def node_curve(config: Config) -> NodeCurve | None:

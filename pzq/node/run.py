@@ -31,9 +31,13 @@ class StopRequest:
         self.requested = False
 
 
-def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | None) -> None:
+def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | None,
+        shared: Context | None = None) -> None:
+    """Serve until ``stop`` is requested. The node makes its own ZeroMQ context and
+    terminates it at the end, unless given a ``shared`` one (a node inside a test
+    process, its endpoints on ``inproc://`` there), which it leaves to its owner."""
     config = node.config
-    context = Context()
+    context = Context() if shared is None else shared
     authenticator = scheduler = endpoints = None
     try:
         if node.archiving is not None:
@@ -53,7 +57,8 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
             endpoints.close()
         if authenticator is not None:
             authenticator.stop()
-        context.term()
+        if shared is None:
+            context.term()
         if node.archiving is not None:
             node.archiving.close(Now.read().wall_us / 1e6)
 

@@ -1,0 +1,256 @@
+"""Consumer groups in a cluster of real daemons: a takeover serves every group of the
+dead origin's messages (default on --send-dsn, the named groups on --consume-dsn),
+and the returning origin delivers no group again what it finished meanwhile."""
+
+from __future__ import annotations
+
+import time
+
+from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
+from tests.cluster.test_cluster import ACK_TIMEOUT_US, TIMEOUT_NODES_US, ipc_endpoints
+from tests.integration.test_groups import drain, produce
+from tests.support.harness import wait_until
+
+
+def start_group_cluster(start_node, endpoints: list[str], *extra: str) -> list:
+    nodes = []
+    replicas = str(min(2, len(endpoints) - 1))
+    for endpoint in endpoints:
+        others = ",".join(e for e in endpoints if e != endpoint)
+        nodes.append(start_node(
+            "--broadcast-dsn", endpoint, "--nodes", others, "--replicas", replicas,
+            "--timeout-nodes", str(TIMEOUT_NODES_US), "--ack-timeout", str(ACK_TIMEOUT_US),
+            # copies confirmed in time even on a loaded machine: these tests are about
+            # takeovers, and assert that nothing was ACKed REPLICATION_FAILED
+            "--timeout-replication", "2s",
+            "--reaper-frequency", "100000", *extra, consume=True))
+    for node in nodes:
+        node.wait_stats(lambda s: all(p["state"] == "up" for p in s["peers"]),
+                        message="every peer up")
+    return nodes
+
+
+def declare(node, *commands: str) -> None:
+    for command in commands:
+        assert not request_monitor(node.monitor_dsn, command, 10).startswith(b"ERROR")
+
+
+def take_groups(consumers: dict[str, list], wanted: dict[str, int]) -> dict[str, list[bytes]]:
+    """ACK what each group's consumers get until every group has its count."""
+    got: dict[str, list[bytes]] = {name: [] for name in consumers}
+
+    def enough() -> bool:
+        for name, group in consumers.items():
+            for consumer in group:
+                message = consumer.receive(0.005)
+                if message is not None:
+                    got[name].append(message.parts[0])
+                    message.ack()
+        return all(len(got[name]) >= count for name, count in wanted.items())
+
+    wait_until(enough, 30, interval=0, message=f"{wanted} messages from the survivors")
+    return got
+
+
+def drain_distinct(consumer: GroupConsumer, count: int) -> list[bytes]:
+    """ACK deliveries until ``count`` different messages came: with the 1 s ack timeout
+    of these tests a loaded machine may deliver one again before its ACK is read."""
+    got: dict[bytes, None] = {}
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        message = consumer.receive(1)
+        if message is not None:
+            got[message.parts[0]] = None
+            message.ack()
+    assert len(got) == count, f"only {len(got)} of {count} delivered"
+    return list(got)
+
+
+def test_takeover_serves_every_group_and_the_origin_delivers_nothing_again(
+        start_node, context, closing, tmp_path):
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 3))
+    origin, survivors = nodes[0], nodes[1:]
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "DECLARE GROUP orders g2", "DECLARE GROUP orders default")
+    bodies = [b"%03d" % n for n in range(60)]
+    with Producer(origin.receive_dsn, window=50, context=context) as producer:
+        for body in bodies:
+            producer.send([body], topic="orders")
+        assert all(ack.ok and not ack.replication_failed for ack in producer.flush(30))
+    with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1:
+        first = drain_distinct(g1, 20)
+    origin.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g1"]["acked"] == 20)
+    origin.wait_stats(lambda s: all(peer["removes_owed"] == 0 for peer in s["peers"]),
+                      message="the holders marked what g1 is done with")
+    origin.kill()
+    for node in survivors:
+        node.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    # every group of the origin's messages, on the survivors: g1 what it had left
+    consumers = {
+        "default": [Consumer(node.send_dsn, context=context) for node in survivors],
+        **{name: [GroupConsumer(node.consume_dsn, "orders", name, context=context)
+                  for node in survivors] for name in ("g1", "g2")}}
+    for group in consumers.values():
+        for consumer in group:
+            closing.enter_context(consumer)
+    got = take_groups(consumers, {"default": 60, "g1": 40, "g2": 60})
+    assert set(got["g1"]) == set(bodies) - set(first)
+    assert set(got["g2"]) == set(got["default"]) == set(bodies)
+    for node in survivors:
+        node.wait_stats(lambda s: s["replicas_held"] == 0,
+                        message="copies removed once every group is done")
+    assert not any(consumer.receive(0.1) for group in consumers.values() for consumer in group)
+    # the origin returns: every group finished every message elsewhere
+    origin.restart()
+    origin.wait_stats(lambda s: s["messages"] == 0, message="deleted: all done elsewhere")
+    with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1, \
+            GroupConsumer(origin.consume_dsn, "orders", "g2", context=context) as g2, \
+            Consumer(origin.send_dsn, context=context) as plain:
+        assert g1.receive(0.5) is None and g2.receive(0.1) is None
+        assert plain.receive(0.1) is None
+    for node in nodes:
+        node.wait_stats(lambda s: all(peer["removes_owed"] == 0 for peer in s["peers"]),
+                        message="every DONE and REMOVE confirmed")
+
+
+def test_the_origin_resumes_what_a_group_left_during_the_takeover(
+        start_node, context, closing, tmp_path):
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    origin, survivor = nodes
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "DECLARE GROUP orders g2", "DECLARE GROUP orders default")
+    bodies = [b"%03d" % n for n in range(30)]
+    produce(origin, context, bodies)
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1:
+        taken = drain(g1, 10)  # g1 takes some, g2 and default none
+    survivor.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g1"]["consumers"] == 0,
+                        message="the consumer's ACKs and BYE")
+    stats = survivor.stats()
+    assert stats["replicas_held"] == 30  # kept for the rest
+    finished = stats["peers"][0]["removes_owed"]  # g1's dones owed to the origin
+    assert finished == len(taken) or g1.errors  # fewer only if an ACK was refused
+    origin.restart()
+    with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1, \
+            GroupConsumer(origin.consume_dsn, "orders", "g2", context=context) as g2:
+        rest = drain(g1, len(bodies) - finished)
+        assert len(set(rest)) == len(rest) and set(rest) | set(taken) == set(bodies)
+        assert sorted(drain(g2, 30)) == bodies  # held back until the DONEs came
+        assert g1.receive(0.3) is None
+    with Consumer(origin.send_dsn, context=context) as plain:
+        assert sorted(drain(plain, 30)) == bodies
+    origin.wait_stats(lambda s: s["messages"] == 0, message="deleted once all are done")
+    survivor.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
+
+
+def test_one_connection_gets_a_groups_own_and_taken_over_messages(
+        start_node, context, tmp_path):
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    for node in (origin, survivor):
+        declare(node, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+                "DECLARE GROUP orders default")
+    theirs = [b"origin %02d" % n for n in range(20)]
+    ours = [b"survivor %02d" % n for n in range(5)]
+    for node, bodies in ((origin, theirs), (survivor, ours)):
+        produce(node, context, bodies)
+    origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1:
+        assert sorted(drain(g1, 25)) == sorted(theirs + ours)  # each ACK to its origin
+        assert g1.receive(0.3) is None
+    with Consumer(survivor.send_dsn, context=context) as plain:
+        assert sorted(drain(plain, 25)) == sorted(theirs + ours)
+    survivor.wait_stats(lambda s: s["messages"] == 0 and s["replicas_held"] == 0,
+                        message="own messages deleted and copies removed")
+
+
+def take_from_all(consumers: list[Consumer], count: int) -> list[bytes]:
+    """ACK what the consumers get until ``count`` messages came."""
+    taken: list[bytes] = []
+
+    def enough() -> bool:
+        for consumer in consumers:
+            message = consumer.receive(0.01)
+            if message is not None:
+                taken.append(message.parts[0])
+                message.ack()
+        return len(taken) >= count
+
+    wait_until(enough, 30, interval=0, message=f"{count} messages from the survivors")
+    return taken
+
+
+def test_takeover_leaves_topics_default_does_not_read_to_their_groups(
+        start_node, context, closing, tmp_path):
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 3))
+    origin = nodes[0]
+    # audit: default removed by an operator; orders: read by its named group alone
+    declare(origin, "DECLARE TOPIC audit", "DECLARE GROUP audit g1",
+            "REMOVE GROUP audit default", "DECLARE TOPIC orders", "DECLARE GROUP orders g2")
+    plain = [b"plain %02d" % n for n in range(20)]
+    audit = [b"audit %02d" % n for n in range(20)]
+    orders = [b"orders %02d" % n for n in range(20)]
+    with Producer(origin.receive_dsn, window=50, context=context) as producer:
+        for body in plain:
+            producer.send([body])
+        for body in audit:
+            producer.send([body], topic="audit")
+        for body in orders:
+            producer.send([body], topic="orders")
+        assert all(ack.ok and not ack.replication_failed for ack in producer.flush(30))
+    origin.kill()
+    consumers = [closing.enter_context(Consumer(node.send_dsn, context=context))
+                 for node in nodes[1:]]
+    taken = take_from_all(consumers, len(plain))
+    for node in nodes[1:]:  # the copies stay, held for g1 and g2, not sent to --send-dsn
+        node.wait_stats(lambda s: s["replicas_held"] == len(audit) + len(orders),
+                        message="audit and orders copies")
+    for consumer in consumers:
+        assert consumer.receive(0.5) is None
+    assert sorted(taken) == plain
+    origin.restart()
+    with GroupConsumer(origin.consume_dsn, "audit", "g1", context=context) as g1, \
+            GroupConsumer(origin.consume_dsn, "orders", "g2", context=context) as g2:
+        assert drain(g1, 20) == audit and drain(g2, 20) == orders
+    origin.wait_stats(lambda s: s["messages"] == 0, message="no copy kept for --send-dsn")
+    for node in nodes[1:]:
+        node.wait_stats(lambda s: s["replicas_held"] == 0, message="copies removed")
+
+
+def heard_since(node, since: float, gap: float) -> bool:
+    """Whether ``node`` heard its peer at least ``gap`` seconds after ``since`` (so a
+    heartbeat, and the TOPICS sent with it, left the peer after ``since``)."""
+    heard = node.stats()["peers"][0]["last_heard_seconds"]
+    return heard is not None and (time.monotonic() - since) - heard >= gap
+
+
+def test_a_takeover_counts_on_from_the_origins_deliveries(start_node, context, tmp_path):
+    """A message out with the origin's consumers when it died comes from the survivor
+    with a count of at least 2, for default and for a named group (it said 1)."""
+    origin, survivor = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2),
+                                           "--delivery-headers")
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1",
+            "DECLARE GROUP orders default")
+    bodies = [b"%02d" % n for n in range(10)]
+    produce(origin, context, bodies)
+    with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1, \
+            Consumer(origin.send_dsn, context=context) as plain:
+        for consumer in (g1, plain):
+            assert [consumer.receive(10).deliveries for _ in bodies] == [1] * len(bodies)
+        produce(origin, context, [b"after"])  # a batch after the deliveries keeps them
+        since = time.monotonic()
+        wait_until(lambda: heard_since(survivor, since, 0.8), 10,
+                   message="heartbeats (and TOPICS) after the batch")
+        origin.kill()
+    survivor.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    with GroupConsumer(survivor.consume_dsn, "orders", "g1", context=context) as g1, \
+            Consumer(survivor.send_dsn, context=context) as plain:
+        for consumer in (g1, plain):
+            counts = {}
+            while len(counts) < len(bodies) + 1:
+                message = consumer.receive(10)
+                assert message is not None, f"only {sorted(counts)} taken over"
+                counts[message.parts[0]] = message.deliveries
+                message.ack()
+            assert [counts[body] for body in bodies] == [2] * len(bodies)

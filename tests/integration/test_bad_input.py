@@ -1,0 +1,152 @@
+"""Bad input gets a clear answer, the node keeps running and nothing stored is lost."""
+
+from __future__ import annotations
+
+import resource
+
+import pytest
+import zmq
+
+from pzq.client import Producer, request_monitor
+from pzq.protocol.message_keys import message_key, parse_message_key
+from tests.support.harness import consume_all, produce_until_refused, run_pzq
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def raw_produce(node, context, frames: list[bytes]) -> list[bytes]:
+    dealer = context.socket(zmq.DEALER)
+    dealer.connect(node.receive_dsn)
+    dealer.send_multipart(frames)
+    assert dealer.poll(10000), "no ACK for a malformed message"
+    reply = dealer.recv_multipart()
+    dealer.close(0)
+    return reply
+
+
+@pytest.fixture
+def stored_one(node, producer):
+    """One good message stored before the bad input arrives; it must survive."""
+    assert producer.produce([b"keep me"]).ok
+    return b"keep me"
+
+
+@pytest.mark.parametrize("frames, reason", [
+    ([b"id-1", b"no delimiter"], b"missing empty delimiter frame"),
+    ([b"id-2", b""], b"no body part"),
+    ([b"id-3", b"REPLICA:forged", b"", b"body"], b"reserved"),
+    ([b"id-4", b"ORIGIN:abcd1234", b"", b"body"], b"reserved"),
+    ([b"id-5", b"DELIVERY:7", b"", b"body"], b"reserved"),
+    ([b"id-6", b"not a header", b"", b"body"], b"is not NAME:value"),
+    ([b""], b"missing empty delimiter frame"),
+])
+def test_malformed_producer_message_gets_ack_0(node, context, stored_one, consumer,
+                                               frames, reason):
+    msg_id, status, empty, message = raw_produce(node, context, frames)
+    assert (msg_id, status, empty) == (frames[0], b"0", b"")
+    assert reason in message
+    figures = node.figures()
+    assert figures["messages"] == 1 and figures["rejected"] == 1
+    delivered = consumer.receive(10)
+    assert delivered.parts == (stored_one,)
+
+
+def test_body_over_max_message_size_is_refused(start_node, context):
+    node = start_node("--max-message-size", "1000")
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x" * 600, b"y" * 400]).ok
+        ack = producer.produce([b"x" * 600, b"y" * 401])
+        assert not ack.ok
+        assert b"1001 bytes exceeds the limit of 1000" in ack.status_message
+    assert node.figures()["messages"] == 1
+
+
+@pytest.mark.parametrize("frames", [
+    [b"only-one-frame"],
+    [b"a", b"1", b"extra"],
+    [b"", b"1"],
+    [b"a", b""],
+    [b"not-a-key", b"1"],
+    [b"deadbeef-00000000000000zz", b"1"],
+    [b"deadbeef-0000000000000000", b"1"],  # well formed, another node's key
+])
+def test_malformed_or_unknown_consumer_ack_is_ignored(node, stored_one, open_socket, frames):
+    router = open_socket(zmq.ROUTER)
+    router.connect(node.send_dsn)
+    assert router.poll(10000)
+    peer, key, *_, body = router.recv_multipart()
+    router.send_multipart([peer, *frames])
+    figures = node.wait_figures(
+        lambda f: f["bad_consumer_acks"] + f["unknown_acks"] == 1, message="ack counted")
+    assert figures["messages"] == 1 and figures["acked"] == 0
+    router.send_multipart([peer, key, b"1"])  # the real ACK still works
+    node.wait_figures(lambda f: f["messages"] == 0, message="real ack applied")
+
+
+def test_ack_for_unknown_sequence_of_this_node(node, stored_one, consumer):
+    message = consumer.receive(10)
+    node_id, seq = parse_message_key(message.key)
+    consumer._socket.send_multipart([message.peer, message_key(node_id, seq + 99),
+                                     b"1"])
+    node.wait_figures(lambda f: f["unknown_acks"] == 1, message="unknown ack counted")
+    message.ack()
+    node.wait_figures(lambda f: f["messages"] == 0, message="real ack applied")
+
+
+@pytest.mark.parametrize("command", [b"FROBNICATE", b""])
+def test_unknown_monitor_command_gets_an_error_reply(node, command):
+    reply = request_monitor(node.monitor_dsn, command.decode())
+    assert reply.startswith(b"ERROR: unknown command")
+    assert b"MONITOR" in reply
+    assert request_monitor(node.monitor_dsn, "PING") == b"PONG"
+
+
+def test_monitor_answers_a_req_socket(node, open_socket):
+    req = open_socket(zmq.REQ)
+    req.connect(node.monitor_dsn)
+    req.send(b"MONITOR")
+    assert req.poll(10000)
+    text = req.recv()
+    assert text.startswith(b"messages: 0\nmessages_inflight: 0\n")
+
+
+def one_line_error(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_locked_database_is_a_clear_start_error(node):
+    result = run_pzq(["--database", str(node.database), "--receive-dsn", "tcp://127.0.0.1:*",
+                      "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert result.returncode == 3
+    assert "in use by another process" in one_line_error(result)
+    assert node.running
+
+
+@pytest.mark.parametrize("database", ["a-file", "a-file/db"])
+def test_unusable_database_directory_is_a_clear_start_error(tmp_path, database):
+    (tmp_path / "a-file").write_text("not a directory")
+    result = run_pzq(["--database", str(tmp_path / database), "--receive-dsn",
+                      "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
+                      "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert result.returncode == 3
+    assert "database" in one_line_error(result)
+
+
+def limit_file_size() -> None:
+    # LevelDB's log file hits this after a few hundred kilobytes: a full disk.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
+
+
+def test_store_write_error_refuses_and_loses_nothing(start_node, context, tmp_path):
+    node = start_node(preexec_fn=limit_file_size)
+    acked, refused = produce_until_refused(node, context, 0, 2000)
+    assert refused, "the file size limit never made a write fail"
+    assert all(message.startswith(b"not stored: store write failed") for message in refused)
+    assert request_monitor(node.monitor_dsn, "PING") == b"PONG"
+    assert node.figures()["store_failures"] == len(refused)
+    node.kill()
+    node.preexec_fn = None
+    node.restart()
+    consume_all(node, context, acked)

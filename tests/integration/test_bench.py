@@ -1,0 +1,164 @@
+"""The benchmark runs end to end (a few hundred messages); it asserts no speed."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pzq.cli import bench
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_benchmark_smoke_run_reports_every_section(tmp_path, capsys):
+    assert bench.main(["--smoke", "--json", str(tmp_path / "b.json"),
+                       "--png", str(tmp_path / "b.png")]) == 0
+    figures = json.loads((tmp_path / "b.json").read_text())
+    scenarios = {figure["scenario"] for figure in figures}
+    for expected in ("produce 100 B window 1", "produce 100 B window 100", "drain 100 B",
+                     "end to end 100 B window 100", "end to end, --hard-sync",
+                     "end to end, archive on", "produce 100 B window 100, --replicas 1",
+                     "backlog 0: produce", "backlog 500: drain", "slow consumer (3 ms a message)"):
+        assert expected in scenarios
+    slow = next(f for f in figures if f["scenario"].startswith("slow consumer"))
+    assert slow["extra"]["deliveries_per_message"] >= 1.0
+    assert all(figure["rate"] > 0 for figure in figures)
+    assert all(figure["ratio"] > 0 for figure in figures
+               if figure["target"] == "pzq" and not figure["scenario"].startswith("slow"))
+    assert any(figure["rss_mb"] > 0 for figure in figures)
+    assert (tmp_path / "b.png").stat().st_size > 5_000
+    assert "/ceil" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("path, reason", [("missing-binary", "is not a file"),
+                                          (None, "does not look like the original pzq")])
+def test_original_that_is_not_the_original_is_refused(tmp_path, capsys, path, reason):
+    binary = tmp_path / path if path else tmp_path / "impostor"
+    if path is None:
+        binary.write_text("#!/bin/sh\necho hello\n")
+        binary.chmod(0o755)
+    with pytest.raises(SystemExit) as exited:
+        bench.main(["--smoke", "--original", str(binary)])
+    assert exited.value.code == 2
+    assert reason in capsys.readouterr().err
+
+
+ORIGINAL = os.environ.get("PZQ_ORIGINAL")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not ORIGINAL, reason="set PZQ_ORIGINAL to the original's binary "
+                                         "(scripts/build-original builds one)")
+def test_benchmark_measures_the_original_in_the_same_run(tmp_path):
+    assert bench.main(["--smoke", "--json", str(tmp_path / "b.json"),
+                       "--original", str(ORIGINAL)]) == 0
+    figures = json.loads((tmp_path / "b.json").read_text())
+    originals = {f["scenario"] for f in figures if f["target"] == "original"}
+    assert {"produce 100 B window 1", "drain 100 B", "end to end 100 B window 100"} <= originals
+    compared = [f for f in figures if f["target"] == "pzq" and f["scenario"] in originals]
+    assert compared and all(f["vs_original"] > 0 for f in compared)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_zper_benchmark_smoke_run(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "scripts" / "zper_bench.py"
+    ran = subprocess.run([sys.executable, str(script), "--count", "2000", "--no-spark",
+                          "--json", str(tmp_path / "z.json")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=200, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    rows = {row["what"]: row for row in json.loads((tmp_path / "z.json").read_text())}
+    for mode in (0, 1):
+        for size in (100, 4096):
+            row = rows[f"ZPWriter mode {mode}, {size} B"]
+            assert row["msg_per_s"] > 0 and row["vs_ceiling"] > 0 and row["vs_dd"] > 0
+    assert rows["FETCH, 1 MiB at a time"]["vs_files"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_zper_benchmark_spark_only_run(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "scripts" / "zper_bench.py"
+    ran = subprocess.run([sys.executable, str(script), "--spark-only", "--spark-rows", "3000",
+                          "--json", str(tmp_path / "z.json")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=360, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    rows = {row["what"]: row for row in json.loads((tmp_path / "z.json").read_text())}
+    assert set(rows) == {"Spark batch read (every column)", "streaming, write to row in the sink"}
+    assert rows["Spark batch read (every column)"]["rows"] == 3000
+    assert rows["Spark batch read (every column)"]["vs_parquet"] > 0
+    assert rows["streaming, write to row in the sink"]["p50_ms"] > 0
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_dies_fails_the_run_at_once_and_none_is_left():
+    import multiprocessing
+    import time
+
+    from pzq.bench.load import produce_load
+    from pzq.bench.measure import run_workers
+    from pzq.errors import WorkerFailed
+
+    started = time.monotonic()
+    with pytest.raises(WorkerFailed, match="produce_load exited with 1"):
+        # connect() refuses the endpoint: the worker dies before it answers
+        run_workers([(produce_load, ("not-an-endpoint", 10, 100, 10))], answer_timeout=30)
+    assert time.monotonic() - started < 20  # not the answer timeout
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.timeout(120)
+def test_groups_benchmark_ends_after_its_table(tmp_path):
+    """Python waits at exit for every child process and thread left behind: the script
+    must end by itself, its nodes stopped."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "scripts" / "bench_groups.py"
+    ran = subprocess.run([sys.executable, str(script), "--count", "400", "--repeats", "2",
+                          "--json", str(tmp_path / "g.json")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=100, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    rows = json.loads((tmp_path / "g.json").read_text())
+    assert len(rows) == 11 and all(row["rate"] > 0 for row in rows)
+    # every row is the median of both repeats, with their range; ratios in one repeat
+    assert all(row["rate_range"][0] <= row["rate"] <= row["rate_range"][1] for row in rows)
+    drain = next(row for row in rows if row["scenario"] == "drain, 3 groups at once: g1")
+    assert drain["target"] == "ratio >= 0.8" and len(drain["ratio_range"]) == 2
+    assert next(row for row in rows if "all three" in row["scenario"])["node_cpu_us"] > 0
+    assert any(row["scenario"] == "end to end window 100, a group, 1000 credits, one ACK each"
+               for row in rows)
+    assert "a group, 100 credits, one ACK per read" in ran.stdout.splitlines()[-1]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("script, option", [("bench_groups.py", "--repeats"),
+                                            ("bench_groups.py", "--count"),
+                                            ("bench_peers.py", "--count"),
+                                            ("bench_peers.py", "--repeats"),
+                                            ("zper_bench.py", "--count"),
+                                            ("zper_bench.py", "--spark-rows"),
+                                            ("zper_bench.py", "--fetch-only")])
+def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ran = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / script),
+                          option, "0"], capture_output=True, text=True, timeout=50, check=False)
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert ran.stderr.splitlines()[-1].endswith(f"argument {option}: 0 is not above 0")
+    assert "Traceback" not in ran.stderr

@@ -1,0 +1,158 @@
+"""Options: defaults < config file < command line, and one clear line for bad ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pzq.client import Consumer, Producer
+from pzq.errors import ConfigError, ExitCode
+from pzq.node.config import build_config, defaults, read_config_file
+from pzq.node.main import parse_config
+from tests.support.harness import run_pzq
+
+EXIT_BIND, EXIT_STORE, EXIT_USAGE = ExitCode.BIND, ExitCode.STORE, ExitCode.USAGE
+
+pytestmark = pytest.mark.timeout(30)
+EXAMPLE = Path(__file__).parents[2] / "config" / "pzq.toml"
+
+
+def test_defaults_are_the_original_pzqs():
+    config = parse_config([])
+    assert config.ack_timeout == 5_000_000
+    assert config.reaper_frequency == 2_500_000
+    assert config.inflight_size == 31_457_280
+    assert config.hard_sync is False
+    assert (config.receive_dsn, config.send_dsn, config.monitor_dsn) == (
+        "tcp://*:11131", "tcp://*:11132", "ipc:///tmp/pzq-monitor")
+    assert (config.replicas, config.nodes, config.timeout_nodes,
+            config.timeout_replication) == (0, (), 10_000_000, 100_000)
+
+
+def test_the_example_config_file_holds_the_defaults():
+    values = read_config_file(EXAMPLE)
+    assert {name: values[name] for name in values} == {
+        name: defaults()[name] for name in values}
+
+
+def test_cli_beats_file_beats_defaults(tmp_path):
+    path = tmp_path / "pzq.toml"
+    path.write_text('ack-timeout = 7000000\nhard_sync = true\nnodes = "tcp://a:1, tcp://b:2"\n'
+                    'broadcast-dsn = "tcp://127.0.0.1:5000"\n')
+    config = parse_config(["--config", str(path), "--ack-timeout", "9000000"])
+    assert config.ack_timeout == 9_000_000
+    assert config.hard_sync is True
+    assert config.nodes == ("tcp://a:1", "tcp://b:2")
+    assert config.reaper_frequency == 2_500_000
+
+
+@pytest.mark.parametrize("content, message", [
+    ("bogus = 1\n", "unknown option 'bogus'"),
+    ("ack-timeout = 'soon'\n", "ack_timeout: soon is not a duration: give microseconds"),
+    ("ack-timeout = 1.5\n", 'give whole microseconds or a text with a unit, e.g. "1.5s"'),
+    ("hard-sync = 1\n", "wrong type"),
+    ("ack-timeout = \n", "could not be read"),
+])
+def test_bad_config_file(tmp_path, content, message):
+    path = tmp_path / "pzq.toml"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        build_config({}, path)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"ack_timeout": 0}, "--ack-timeout must be greater than 0"),
+    ({"inflight_size": -1}, "--inflight-size must be greater than 0"),
+    ({"receive_dsn": "localhost:11131"}, "not a ZeroMQ endpoint"),
+    ({"log_level": "loud"}, "--log-level must be one of"),
+    ({"replicas": 1}, "--replicas 1 needs at least that many --nodes"),
+    ({"nodes": ("tcp://a:1",)}, "--nodes needs --broadcast-dsn"),
+    ({"nodes": ("tcp://a:1", "tcp://a:1"), "broadcast_dsn": "tcp://b:1"}, "same endpoint twice"),
+    ({"nodes": ("tcp://a:1",), "broadcast_dsn": "tcp://a:1"}, "not this node's"),
+    ({"replicas": -1}, "--replicas must be 0 or more"),
+])
+def test_invalid_values(values, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config(values)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ack-timeout", "-5"], "--ack-timeout must be greater than 0"),
+    (["--ack-timeout", "soon"], ("argument --ack-timeout: soon is not a duration: give "
+                                 "microseconds (5000000) or a number with a unit: 250ms, 5s")),
+    (["--timeout-nodes", "2.5"], ("2.5 has no unit, so it would be microseconds, which are "
+                                  "whole: did you mean 2.5s?")),
+    (["--reaper-frequency", "5 parsecs"], "5 parsecs is not a duration"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--log-format", "xml"], "--log-format must be one of"),
+    (["--config", "/nonexistent/pzq.toml"], "does not exist"),
+    (["--replicas", "2", "--nodes", "tcp://127.0.0.1:1", "--broadcast-dsn", "tcp://127.0.0.1:2"],
+     "--replicas 2 needs at least that many --nodes"),
+])
+def test_bad_option_is_one_line_and_exit_2(args, message):
+    result = run_pzq(args)
+    assert result.returncode == EXIT_USAGE
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pzq: error: ") and message in lines[0]
+
+
+def test_endpoint_in_use_is_exit_4(node, tmp_path):
+    result = run_pzq(["--database", str(tmp_path / "other"), "--receive-dsn", node.receive_dsn,
+                      "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert result.returncode == EXIT_BIND
+    assert "cannot bind --receive-dsn" in result.stderr
+
+
+def test_graceful_stop_exits_0_and_keeps_messages(node, producer):
+    assert producer.produce([b"kept"]).ok
+    assert node.stop() == 0
+    assert node.event("node_stopped")["messages"] == 1
+    node.restart()
+    assert node.figures()["messages"] == 1
+
+
+def test_help_lists_every_option():
+    result = run_pzq(["--help"])
+    assert result.returncode == 0
+    for flag in ("--database", "--ack-timeout", "--reaper-frequency", "--hard-sync",
+                 "--inflight-size", "--receive-dsn", "--send-dsn", "--monitor-dsn", "--replicas",
+                 "--nodes", "--timeout-nodes", "--broadcast-dsn", "--timeout_replication",
+                 "--config", "--max-message-size", "--log-level", "--log-format"):
+        assert flag in result.stdout
+
+
+@pytest.mark.parametrize("text, microseconds", [
+    ("5000000", 5_000_000), ("5s", 5_000_000), ("250ms", 250_000), ("2m", 120_000_000),
+    ("1h", 3_600_000_000), ("1.5s", 1_500_000), ("500us", 500), ("3 min", 180_000_000)])
+def test_durations_on_the_command_line_and_in_the_config_file(tmp_path, text, microseconds):
+    flags = ("--ack-timeout", "--reaper-frequency", "--timeout-nodes", "--timeout_replication")
+    config = parse_config([argument for flag in flags for argument in (flag, text)])
+    assert (config.ack_timeout, config.reaper_frequency, config.timeout_nodes,
+            config.timeout_replication) == (microseconds,) * 4
+    path = tmp_path / "pzq.toml"
+    path.write_text("".join(f'{name} = "{text}"\n' for name in (
+        "ack-timeout", "reaper-frequency", "timeout-nodes", "timeout_replication")))
+    assert build_config({}, path).timeout_replication == microseconds
+
+
+def test_a_node_takes_its_ack_timeout_with_a_unit(start_node, context):
+    node = start_node("--ack-timeout", "750ms", "--reaper-frequency", "100ms")
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x"]).ok
+    with Consumer(node.send_dsn, context=context) as consumer:
+        assert consumer.receive(10).ack_timeout_us == 750_000
+
+
+@pytest.mark.parametrize("where, message", [
+    ("file", "--database {path} is a file, not a directory"),
+    ("file/db", "cannot create database directory {path}: {file} is a file"),
+])
+def test_a_database_path_through_a_file_says_so(tmp_path, where, message):
+    (tmp_path / "file").write_text("not a database")
+    path = tmp_path / where
+    result = run_pzq(["--database", str(path), "--receive-dsn", "tcp://127.0.0.1:*",
+                      "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert result.returncode == EXIT_STORE
+    assert result.stderr.strip() == "pzq: error: " + message.format(path=path,
+                                                                     file=tmp_path / "file")

@@ -1,0 +1,360 @@
+"""Disks that fill up: the store and the archive on small real filesystems.
+
+Each test mounts a size-limited tmpfs of its own (root only; skipped with the reason
+elsewhere) and fills it. Producers are refused with the reason, nothing ACKed is
+lost, the node keeps running and takes messages again once space is freed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import plyvel
+import pytest
+import zmq
+
+from pzq.archive.codec import decode_records
+from pzq.archive.files import read_topic
+from pzq.archive.topiclog import TopicLog, list_segments
+from pzq.client import Consumer
+from pzq.errors import ArchiveError
+from pzq.store import keyspace, record
+from tests.support.harness import consume_all, produce_until_refused, run_pzq, wait_until
+from tests.support.small_disks import mount_tmpfs, unmount_lazily
+
+pytestmark = pytest.mark.timeout(120)
+
+FILLER = 3_600_000  # bytes taken from the filesystem, given back to free space
+
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    mounted: list[Path] = []
+
+    def mount(megabytes: int) -> Path:
+        place = tmp_path / f"fs{len(mounted)}"
+        refused = mount_tmpfs(place, megabytes)
+        if refused is not None:
+            pytest.skip(f"cannot mount a small tmpfs here: {refused}")
+        mounted.append(place)
+        (place / "filler").write_bytes(b"x" * FILLER)
+        return place
+
+    yield mount
+    unmount_lazily(mounted)
+
+
+class Ext4OnLoop:
+    """A small ext4 filesystem in a file, mounted with errors=remount-ro: ``fail`` makes
+    the kernel meet a filesystem error (it turns the mount read-only, as a failing disk
+    would), ``repair`` checks it and mounts it afresh at the same place."""
+
+    def __init__(self, image: Path, place: Path) -> None:
+        self.image = image
+        self.place = place
+
+    def mount(self) -> None:
+        _root_only(["mount", "-o", "loop,errors=remount-ro", str(self.image), str(self.place)])
+
+    def fail(self) -> None:
+        device = Path(_root_only(["findmnt", "-n", "-o", "SOURCE", str(self.place)])).name
+        Path(f"/sys/fs/ext4/{device}/trigger_fs_error").write_text("1")
+        wait_until(lambda: {"ro", "emergency_ro"} & set(_root_only(
+            ["findmnt", "-n", "-o", "OPTIONS", str(self.place)]).split(",")),
+            10, message="the filesystem read-only")
+
+    def repair(self) -> None:
+        """Mount a checked copy of the image where the failed one was: the kernel would
+        give a new mount of the same image the failed filesystem again while the node
+        still holds files of it (it unmounts lazily, once the node let go)."""
+        _root_only(["umount", "-l", str(self.place)])
+        copy = self.image.with_name(self.image.name + ".repaired")
+        shutil.copyfile(self.image, copy)
+        subprocess.run(["e2fsck", "-fy", str(copy)], capture_output=True, check=False)
+        self.image = copy
+        self.mount()
+
+
+def _root_only(command: list[str]) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        pytest.skip(f"{command[0]} failed here: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def ext4_on_loop(tmp_path: Path) -> Iterator[Ext4OnLoop]:
+    image, place = tmp_path / "ext4.img", tmp_path / "ext4"
+    place.mkdir()
+    with image.open("wb") as handle:
+        handle.truncate(32 << 20)
+    _root_only(["mkfs.ext4", "-q", str(image)])
+    disk = Ext4OnLoop(image, place)
+    disk.mount()
+    yield disk
+    unmount_lazily([disk.place])
+
+
+def test_an_archive_turned_read_only_keeps_messages_stored_until_it_is_back(
+        start_node, context, ext4_on_loop):
+    # --hard-sync: what left the store was fsync'd to the archive first, so the
+    # filesystem's failure cannot take an archived record with it.
+    node = start_node("--archive-dir", str(ext4_on_loop.place / "archive"), "--hard-sync",
+                      "--ack-timeout", "500000", "--reaper-frequency", "100000")
+    before, _ = produce_until_refused(node, context, 0, 100)
+    consume_all(node, context, before)
+    node.wait_figures(lambda f: f["messages"] == 0, message="the first hundred archived")
+
+    ext4_on_loop.fail()
+    during, refused = produce_until_refused(node, context, 100, 100)
+    assert len(during) == 100 and not refused  # the store is elsewhere: producers go on
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def archive_failing() -> bool:
+            message = consumer.receive(0.1)
+            if message is not None:
+                message.ack()
+            return node.stats()["archive"]["failures"] > 0
+        wait_until(archive_failing, 30, message="archive writes failing")
+    assert node.figures()["messages"] > 0  # acked but not archived: still stored
+    wait_until(lambda: node.event("archive_write_failed"), 10,
+               message="the failure logged (read from the node's stderr)")
+
+    ext4_on_loop.repair()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def all_archived() -> bool:  # acks that failed to archive come back: ack again
+            message = consumer.receive(0.1)
+            if message is not None:
+                message.ack()
+            return node.figures()["messages"] == 0
+        wait_until(all_archived, 60, message="every message archived and gone from the store")
+    wait_until(lambda: node.event("archive_write_recovered"), 10,
+               message="the recovery logged (read from the node's stderr)")
+    archived = {m.parts[0][:6] for _, m in read_topic(ext4_on_loop.place / "archive", "default")}
+    assert archived == before | during
+
+
+def test_a_full_store_disk_refuses_with_the_reason_and_recovers(start_node, context,
+                                                                 small_filesystem):
+    disk = small_filesystem(6)
+    node = start_node(database=disk / "db")
+    acked, refused = produce_until_refused(node, context, 0, 20_000)
+    assert refused, "the filesystem never filled"
+    # The failed write says why; later ones wait for room to reopen the store first
+    # (a torn record in LevelDB's log would lose what is written after it).
+    assert refused[0].startswith(b"not stored: store write failed: IO error")
+    assert b"No space left on device" in refused[0]
+    assert all(b"waiting for" in reason and b"MB free on the store's disk" in reason
+               for reason in refused[1:]), refused
+    assert not any(b"b'" in reason for reason in refused)
+    assert node.figures()["store_failures"] == len(refused)
+
+    (disk / "filler").unlink()  # space again: the node takes messages at once
+    more, refused_again = produce_until_refused(node, context, 100_000, 50)
+    assert len(more) == 50 and not refused_again
+
+    node.kill()  # and nothing that was ACKed is lost, across a crash
+    node.restart()
+    consume_all(node, context, acked | more)
+
+
+def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, context,
+                                                                     small_filesystem):
+    disk = small_filesystem(4)
+    node = start_node("--archive-dir", str(disk / "archive"), "--flush-messages", "1",
+                      "--ack-timeout", "500000", "--reaper-frequency", "100000")
+    acked, _ = produce_until_refused(node, context, 0, 1500)  # about 1.5 MB to archive
+    assert len(acked) == 1500
+    delivered: set[bytes] = set()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def archive_failed() -> bool:
+            message = consumer.receive(0.1)
+            if message is not None:
+                delivered.add(message.parts[0][:6])
+                message.ack()
+            return node.stats()["archive"]["failures"] > 0
+        wait_until(archive_failed, 60, message="an archive write failing on a full disk")
+    assert node.figures()["messages"] > 0  # what was not archived is still stored
+
+    (disk / "filler").unlink()
+    consume_all(node, context, acked - delivered)  # delivered again, now archived
+    wait_until(lambda: node.figures()["messages"] == 0, 30, message="every message archived")
+
+
+def test_an_archive_log_on_a_full_disk_cuts_its_half_record_and_goes_on(small_filesystem):
+    disk = small_filesystem(4)  # 0.4 MB left once the filler is in
+    log = TopicLog(disk / "topic", segment_size=1 << 30, flush_messages=1 << 30,
+                   flush_interval_s=3600)
+    log.open(now=0.0)
+    written = []
+    with pytest.raises(ArchiveError, match="No space left on device"):
+        for i in range(1000):
+            written.append([b"%04d" % i, b"x" * 10_000])
+            log.append(written[-1], now=0.0)
+    written.pop()  # the record that did not fit
+    (disk / "filler").unlink()
+    with pytest.raises(ArchiveError, match="not writable: .*No space left"):
+        log.append([b"soon", b"y"], now=0.5)  # no new attempt within a second
+    log.append([b"later", b"z"], now=1.5)
+    log.close(now=1.5)
+    data = list_segments(disk / "topic")[0].path.read_bytes()
+    assert [frames for _, frames in decode_records(data)] == [*written, [b"later", b"z"]]
+    assert log.end_offset == len(data) == log.bytes
+
+
+def test_a_damaged_store_is_a_clear_start_error_and_repair_brings_it_back(start_node, context,
+                                                                          tmp_path):
+    node = start_node()
+    acked, _ = produce_until_refused(node, context, 0, 300)
+    assert len(acked) == 300
+    assert node.stop() == 0
+    manifest = next(node.database.glob("MANIFEST-*"))
+    manifest.write_bytes(b"\x00garbage" * 8)  # the store's table of contents, damaged
+
+    started = run_pzq(["--database", str(node.database), "--receive-dsn", "tcp://127.0.0.1:*",
+                       "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert started.returncode == 3
+    error = started.stderr.strip()
+    assert len(error.splitlines()) == 1 and "Traceback" not in error
+    assert "Corruption" in error and "pzq-ctl repair --database" in error
+
+    report = _repair(node.database)
+    assert "it did not open" in report and "300 messages" in report
+    node.restart()
+    consume_all(node, context, acked)
+
+
+def _store_in_a_table(node, context) -> set[bytes]:
+    """3 000 messages ACKed, then written from LevelDB's log into a table file by two
+    restarts (a store reopened turns its log into a table)."""
+    acked, _ = produce_until_refused(node, context, 0, 3000)
+    assert len(acked) == 3000
+    for _ in range(2):
+        assert node.stop() == 0
+        node.restart()
+    return acked
+
+
+def _damage_a_table(database: Path) -> None:
+    table = max(database.glob("*.ldb"), key=lambda path: path.stat().st_size)
+    data = bytearray(table.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 16] = b"\xff" * 16
+    table.write_bytes(bytes(data))
+
+
+def _repair(database: Path) -> str:
+    repaired = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
+                               str(database)], capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert repaired.returncode == 0, repaired.stderr
+    return repaired.stdout
+
+
+@pytest.mark.parametrize("when", ["at-start", "while-running"])
+def test_a_damaged_table_stops_the_node_naming_the_repair(start_node, context, when):
+    node = start_node()
+    acked = _store_in_a_table(node, context)
+    if when == "at-start":
+        assert node.stop() == 0
+        _damage_a_table(node.database)
+        started = run_pzq(["--database", str(node.database), "--receive-dsn",
+                           "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
+                           "--monitor-dsn", "tcp://127.0.0.1:*"])
+        error = started.stderr.strip()
+        assert started.returncode == 3 and len(error.splitlines()) == 1, error
+    else:  # the node read everything at start; the damage comes after
+        _damage_a_table(node.database)
+        # A context of its own, destroyed without linger once the node stopped: ACKs
+        # still queued in the consumer's socket must not reach the restarted node.
+        own_context = zmq.Context()
+        with Consumer(node.send_dsn, context=own_context) as consumer:
+            def stopped() -> bool:
+                while (message := consumer.receive(0.1)) is not None:
+                    message.ack()
+                return not node.running
+            wait_until(stopped, 30, message="the node stopping at the damage")
+            own_context.destroy(linger=0)
+        assert node.process.returncode == 3
+        error = node.stderr_lines[-1]
+        assert "Traceback" not in "".join(node.stderr_lines)
+    assert "Corruption" in error and "pzq-ctl repair --database" in error
+
+    report = _repair(node.database)
+    readable = int(report.split("now ")[1].split(" messages")[0])
+    assert "it did not open or read whole (Corruption" in report
+    assert 0 < readable < 3000  # the damaged block's messages are gone, the rest is back
+    stored = _bodies_stored(node.database)
+    assert len(stored) == readable
+    node.restart()
+    assert node.figures()["messages"] == readable  # counted afresh by the repair
+    delivered: set[bytes] = set()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        def drained() -> bool:
+            while (message := consumer.receive(0.1)) is not None:
+                delivered.add(message.parts[0][:6])
+                message.ack()
+            return node.figures()["messages"] == 0
+        wait_until(drained, 60, message=f"every readable message delivered ({readable})")
+    # Every readable message came again (what the consumer ACKed before the stop and
+    # the node did not take is readable, and comes again too).
+    assert stored <= delivered and delivered <= acked
+    assert not (delivered - stored)
+
+
+def _bodies_stored(database: Path) -> set[bytes]:
+    """The numbers of the messages a (stopped) node's store holds."""
+    db = plyvel.DB(str(database))
+    try:
+        return {record.decode(value).parts[0][:6]
+                for value in db.iterator(prefix=keyspace.OWN_PREFIX, include_key=False)}
+    finally:
+        db.close()
+
+
+def test_repair_refuses_a_store_a_node_has_open(node, tmp_path):
+    repaired = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
+                               str(node.database)], capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert repaired.returncode == 3
+    assert "in use by a running node" in repaired.stderr
+    assert len(repaired.stderr.strip().splitlines()) == 1
+    missing = subprocess.run([sys.executable, "-m", "pzq.cli.ctl", "repair", "--database",
+                              str(tmp_path / "nothing")], capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert missing.returncode == 3 and "holds no pzq store" in missing.stderr
+
+
+def test_repair_reads_every_block_with_its_checksum(tmp_path):
+    """Damage that still parses must not outlive a repair: LevelDB's repair keeps such
+    a block unless it checks checksums (a quarter of these places failed before)."""
+    from pzq.store.repair import repair
+    from pzq.store.store import read_everything
+    base = tmp_path / "base"
+    db = plyvel.DB(str(base), create_if_missing=True)
+    for i in range(3000):
+        db.put(keyspace.OWN_PREFIX + i.to_bytes(8, "big"), os.urandom(1000))
+    db.close()
+    for _ in range(2):  # reopened twice: the log becomes a table
+        plyvel.DB(str(base)).close()
+    table = max(base.glob("*.ldb"), key=lambda path: path.stat().st_size)
+    size = table.stat().st_size
+    for place in range(5, 45, 2):
+        work = tmp_path / f"damaged-at-{place}"
+        shutil.copytree(base, work)
+        damaged = work / table.name
+        data = bytearray(damaged.read_bytes())
+        offset = size * place // 50
+        data[offset:offset + 16] = b"\xff" * 16
+        damaged.write_bytes(bytes(data))
+        report = repair(work)
+        assert report.was_damaged and 0 < report.messages < 3000, (offset, report)
+        reopened = plyvel.DB(str(work), paranoid_checks=True)
+        try:
+            read_everything(reopened)  # whole again
+        finally:
+            reopened.close()

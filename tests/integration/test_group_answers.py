@@ -1,0 +1,124 @@
+"""What a group consumer can answer besides ACK and NACK, on real nodes: still working
+(WORKING), give up now (REJECT), give back for later (NACK with DELAY), confirmed ACKs
+(CONFIRM:1); and a consumer that declares its topic, takes many, iterates."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import zmq
+
+from pzq.client import ConsumeRefused, GroupConsumer
+from pzq.protocol import consume as wire
+from tests.integration.test_groups import drain, produce
+
+pytestmark = pytest.mark.timeout(60)
+QUICK = ("--ack-timeout", "2s", "--reaper-frequency", "100ms", "--delivery-headers")
+
+
+@pytest.fixture
+def node(start_node):
+    return start_node(*QUICK, consume=True)
+
+
+def group_figures(node, name: str = "g") -> dict:
+    return node.stats()["topics"]["orders"]["groups"][name]
+
+
+def test_working_keeps_a_delivery_past_its_deadline(node, context):
+    produce(node, context, [b"long job"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as busy:
+        job = busy.receive(10)  # the job is busy's before another consumer joins
+        assert job is not None
+        with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as other:
+            started = time.monotonic()
+            while time.monotonic() - started < 5:  # 2.5 ack timeouts of work
+                busy.working(job)
+                assert other.receive(0.5) is None, "the job went to another while at work"
+        busy.ack(job)
+        node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 1)
+        assert group_figures(node)["expired"] == 0
+
+
+def test_reject_gives_a_message_up_at_once(node, context):
+    produce(node, context, [b"poison", b"fine"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
+        poison = consumer.receive(10)
+        consumer.reject(poison)
+        assert drain(consumer, 1) == [b"fine"]
+        assert consumer.receive(0.5) is None  # the rejected one does not come again
+    assert group_figures(node)["dead_lettered"] == 1
+
+
+def test_a_nack_with_a_delay_holds_the_message_back(node, context):
+    produce(node, context, [b"later"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
+        first = consumer.receive(10)
+        given_back = time.time_ns() // 1000
+        consumer.nack(first, delay=1.0)
+        assert consumer.receive(0.5) is None
+        again = consumer.receive(10)
+        assert again.parts == first.parts and again.deliveries == 2
+        assert again.sent_us - given_back >= 1_000_000
+
+
+def test_a_confirmed_ack_is_written_when_it_returns(node, context):
+    produce(node, context, [b"m%d" % n for n in range(10)])
+    with GroupConsumer(node.consume_dsn, "orders", "g", window=5, confirm=True,
+                       context=context) as consumer:
+        first = consumer.receive_many(5, 10)
+        assert 1 <= len(first) <= 5
+        consumer.ack_confirmed(first)  # credits come back: more arrive while it waits
+        assert group_figures(node)["acked"] == len(first)
+        rest = []
+        while len(first) + len(rest) < 10:
+            more = consumer.receive_many(10, 10)
+            assert more, "the credits given back by the confirmed ACKs brought no more"
+            consumer.ack_confirmed(more)
+            rest += more
+    assert sorted(m.parts[0] for m in first + rest) == [b"m%d" % n for n in range(10)]
+    assert group_figures(node)["backlog"] == 0
+
+
+def test_a_consumer_declares_its_topic_and_iterates(node, context):
+    with pytest.raises(ConsumeRefused, match="no topic 'fresh'"):
+        GroupConsumer(node.consume_dsn, "fresh", "g", context=context)
+    with GroupConsumer(node.consume_dsn, "fresh", "g", declare=True,
+                       context=context) as consumer:
+        produce(node, context, [b"a", b"b"], topic="fresh")
+        got = []
+        for message in consumer:
+            got.append(message.parts[0])
+            message.ack()
+            if len(got) == 2:
+                break
+    assert got == [b"a", b"b"]
+
+
+@pytest.mark.parametrize("frames, error", [
+    ([wire.NACK, b"DELAY:soon", b"k"], "is not DELAY:<milliseconds"),
+    ([wire.WORKING], "WORKING needs at least one key frame"),
+    ([wire.REJECT, b"not-a-key"], "not-a-key is not a pzq message key"),
+])
+def test_bad_answers_get_one_clear_error(node, context, frames, error):
+    produce(node, context, [b"x"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
+        consumer._socket.send_multipart(frames)  # as a client of one's own might
+        consumer.receive(1)
+        deadline = time.monotonic() + 10
+        while not consumer.errors and time.monotonic() < deadline:
+            consumer.receive(0.1)
+        assert consumer.errors and error in consumer.errors[0], consumer.errors
+
+
+def test_bad_consume_options_are_refused(node, context):
+    socket = context.socket(zmq.DEALER)
+    try:
+        socket.connect(node.consume_dsn)
+        socket.send_multipart([wire.CONSUME, b"orders", b"g", b"5", b"CONFIRM:2"])
+        assert socket.poll(10_000)
+        answer = wire.decode_node_message(socket.recv_multipart())
+    finally:
+        socket.close(0)
+    assert answer.verb == wire.ERROR and "CONFIRM:0|1 or DECLARE:0|1" in answer.error

@@ -1,0 +1,94 @@
+"""Produce, deliver, ACK, give back and restart through a real node in this process
+(tests.support.inproc: the daemon's own loop and store, endpoints on ``inproc://``).
+The same flows run against daemons in test_flow.py and test_groups.py; here each
+takes milliseconds and no port."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq.client import Consumer, GroupConsumer, Producer
+from tests.support.inproc import InprocNode
+
+pytestmark = pytest.mark.timeout(30)
+
+FAST = ("--ack-timeout", "30s", "--reaper-frequency", "100ms")
+
+
+def produce(node: InprocNode, context, bodies: list[bytes], topic: str = "orders") -> None:
+    with Producer(node.receive_dsn, window=50, context=context) as producer:
+        for body in bodies:
+            producer.send([body], topic=topic)
+        assert all(ack.ok for ack in producer.flush(10))
+
+
+def test_produce_consume_ack_round_trip(start_inproc_node, context):
+    node = start_inproc_node(*FAST)
+    bodies = [b"m%d" % n for n in range(100)]
+    produce(node, context, bodies)
+    assert node.stats()["messages"] == 100
+    with Consumer(node.send_dsn, context=context) as consumer:
+        got = []
+        for _ in bodies:
+            message = consumer.receive(10)
+            assert message is not None, f"only {len(got)} of {len(bodies)} delivered"
+            got.append(message.parts[0])
+            message.ack()
+        assert got == bodies  # first deliveries in arrival order
+    stats = node.wait_stats(lambda s: s["messages"] == 0, message="every ACK applied")
+    assert stats["acked"] == 100
+    assert stats["producer_acks"] == {"ok": 100, "failed": 0, "replication_failed": 0}
+
+
+def test_a_group_drains_its_topic_and_the_store_empties(start_inproc_node, context):
+    node = start_inproc_node(*FAST)
+    for command in ("DECLARE TOPIC orders", "DECLARE GROUP orders billing",
+                    "REMOVE GROUP orders default"):  # billing alone holds what comes
+        assert not node.ask(command).startswith("ERROR"), command
+    bodies = [b"m%d" % n for n in range(50)]
+    produce(node, context, bodies)
+    assert node.stats()["topics"]["orders"]["groups"]["billing"]["backlog"] == 50
+    with GroupConsumer(node.consume_dsn, "orders", "billing", window=20,
+                       context=context) as billing:
+        got = []
+        while len(got) < len(bodies):
+            batch = billing.receive_many(20, 10)
+            assert batch, f"only {len(got)} of {len(bodies)} delivered"
+            billing.ack_many(batch)
+            got += [message.parts[0] for message in batch]
+        assert got == bodies
+        assert billing.receive(0.2) is None  # nothing twice
+    stats = node.wait_stats(lambda s: s["messages"] == 0, message="the group's ACKs applied")
+    assert stats["topics"]["orders"]["groups"]["billing"]["acked"] == 50
+
+
+def test_a_nacked_delivery_comes_again_before_newer_ones(start_inproc_node, context):
+    node = start_inproc_node(*FAST, "--delivery-headers")
+    produce(node, context, [b"first", b"second"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", window=1, context=context) as g:
+        taken = g.receive(10)
+        assert taken is not None and taken.parts == (b"first",)
+        assert g.receive(0.2) is None  # window 1: nothing more while it is out
+        taken.nack()
+        again = g.receive(10)
+        assert again is not None and again.key == taken.key
+        assert (again.parts, again.deliveries) == ((b"first",), 2)
+        again.ack()
+        last = g.receive(10)
+        assert last is not None and last.parts == (b"second",)
+        last.ack()
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 2,
+                    message="both ACKs applied")
+
+
+def test_unacked_messages_survive_a_stop_and_a_start(start_inproc_node, context):
+    node = start_inproc_node(*FAST)
+    produce(node, context, [b"m%d" % n for n in range(5)])
+    with Consumer(node.send_dsn, context=context) as consumer:
+        held = [consumer.receive(10) for _ in range(2)]
+        assert all(message is not None for message in held)
+        node.restart()  # the graceful stop: nothing ACKed, so all five stay stored
+    assert node.stats()["messages"] == 5
+    with Consumer(node.send_dsn, context=context) as consumer:
+        got = sorted(consumer.receive(10).parts[0] for _ in range(5))
+    assert got == [b"m%d" % n for n in range(5)]

@@ -1,0 +1,412 @@
+"""STATS, pzq-monitor, the Prometheus exporter and the status page against real nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pzq.cli import monitor as monitor_cli
+from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
+from pzq.client.monitor import StatsAnswer
+from pzq.monitoring import exporter
+from pzq.monitoring.history import NodeHistory
+from tests.support.harness import wait_until
+
+pytestmark = pytest.mark.timeout(90)
+ROOT = Path(__file__).parents[2]
+# No process answers here: a socket path nobody binds, not a port someone might use.
+DEAD_DSN = "ipc:///nonexistent/pzq-test/dead-node"
+
+
+def scripted_run(node, context) -> None:
+    """20 produced; 12 acked, 3 given back (then acked), 5 left to expire."""
+    with Producer(node.receive_dsn, context=context) as producer:
+        for i in range(20):
+            producer.send([b"%d" % i])
+        producer.flush(15)
+    with Consumer(node.send_dsn, context=context) as consumer:
+        for i in range(20):
+            message = consumer.receive(10)
+            if i < 12:
+                message.ack()
+            elif i < 15:
+                message.nack()
+        node.wait_figures(lambda f: f["expired_messages"] >= 5 and f["nacked"] == 3,
+                          message="expiries and nacks counted")
+
+
+def test_stats_match_a_scripted_run(node, context):
+    scripted_run(node, context)
+    stats = node.stats()
+    assert (stats["received"], stats["stored"], stats["acked"], stats["nacked"]) == (20, 20, 12, 3)
+    assert stats["expired"] >= 5 and stats["messages"] == 8
+    assert stats["producer_acks"] == {"ok": 20, "failed": 0, "replication_failed": 0}
+    assert stats["ack_latency_ms"]["samples"] == 12
+    assert stats["rates"]["received_60s"] > 0
+    assert stats["version"] and stats["node_id"] and stats["uptime_seconds"] > 0
+
+
+def test_monitor_text_keeps_the_original_keys_first(node):
+    lines = request_monitor(node.monitor_dsn, "MONITOR").decode().splitlines()
+    assert [line.split(":")[0] for line in lines[:6]] == [
+        "messages", "messages_inflight", "db_size", "inflight_db_size", "syncs",
+        "expired_messages"]
+
+
+def test_pzq_monitor_once_json_and_check(node, capsys):
+    assert monitor_cli.main(["--dsn", node.monitor_dsn]) == 0
+    assert node.stats()["node_id"] in capsys.readouterr().out
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["node_id"] == node.stats()["node_id"]
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) == 0
+    assert "healthy" in capsys.readouterr().out
+    assert monitor_cli.main(["--dsn", DEAD_DSN, "--check", "--timeout", "0.5"]) == \
+        monitor_cli.EXIT_NO_ANSWER
+    assert "unhealthy: no answer" in capsys.readouterr().err
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--dsn", DEAD_DSN, "--watch",
+                             "--iterations", "2", "--interval", "0.1", "--timeout", "0.3"]) == 0
+    watched = capsys.readouterr().out
+    assert "DOWN" in watched and "nothing answers there" in watched
+
+
+def test_check_reports_an_unhealthy_node():
+    before = {"store_failures": 0, "peers": []}
+    now = {"store_failures": 3, "pending_producer_acks": 50_000,
+           "peers": [{"endpoint": "tcp://b:1", "state": "down"}]}
+    problems = monitor_cli.health_problems(before, now, max_pending_acks=10_000)
+    assert problems == ["store writes are failing", "50000 producer ACKs cannot be sent",
+                        "peer down: tcp://b:1"]
+
+
+def serve_beside_a_dead_node(monitor_dsn: str) -> Iterator[str]:
+    """An exporter for the node and a node that is down, sampling every 0.2 s."""
+    running = exporter.serve([monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=0.5,
+                             sample_interval=0.2)
+    yield f"http://127.0.0.1:{running.port}"
+    running.stop()
+
+
+@pytest.fixture
+def served(node):
+    yield from serve_beside_a_dead_node(node.monitor_dsn)
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read().decode()
+
+
+def test_exporter_metrics_against_a_real_node_and_a_dead_one(node, context, served):
+    scripted_run(node, context)
+    metrics = get(served + "/metrics")
+    node_id = node.stats()["node_id"]
+    mine = f'monitor="{node.monitor_dsn}",node="{node_id}"'
+    assert f"pzq_up{{{mine}}} 1.0" in metrics
+    assert f'pzq_up{{monitor="{DEAD_DSN}",node=""}} 0.0' in metrics
+    assert f"pzq_received_total{{{mine}}} 20.0" in metrics
+    assert f'pzq_acks_total{{{mine},outcome="acked"}} 12.0' in metrics
+    assert f'pzq_acks_total{{{mine},outcome="nacked"}} 3.0' in metrics
+    assert re.search(rf"pzq_expired_total{{{mine}}} ([5-9]|\d\d)\.0", metrics)
+    assert f"pzq_evicted_total{{{mine}}} 0.0" in metrics
+    assert f"pzq_messages_stored{{{mine}}} 8.0" in metrics
+    assert f'pzq_producer_acks_total{{{mine},outcome="ok"}} 20.0' in metrics
+    assert f"pzq_queue_full_total{{{mine}}} 0.0" in metrics
+    assert f"pzq_archived_total{{{mine}}} 0.0" in metrics
+    assert f"pzq_archive_failures_total{{{mine}}} 0.0" in metrics
+    assert "# TYPE pzq_ack_latency_seconds histogram" in metrics
+    assert f'pzq_ack_latency_seconds_bucket{{le="+Inf",{mine}}} 12.0' in metrics
+    assert f"pzq_ack_latency_seconds_count{{{mine}}} 12.0" in metrics
+    assert "quantile=" not in metrics
+    answers = json.loads(get(served + "/api/stats"))
+    assert answers[DEAD_DSN]["up"] is False and "nothing answers" in answers[DEAD_DSN]["error"]
+    assert answers[node.monitor_dsn]["acked"] == 12
+
+
+def test_archive_and_queue_full_are_exported(start_node, context, tmp_path):
+    node = start_node("--archive-dir", str(tmp_path / "archive"), "--max-messages", "2")
+    with Producer(node.receive_dsn, context=context) as producer:
+        refused = [producer.produce([b"%d" % i]) for i in range(3)]
+    assert [ack.ok for ack in refused] == [True, True, False]
+    with Consumer(node.send_dsn, context=context) as consumer:
+        for _ in range(2):
+            consumer.receive(10).ack()
+    node.wait_stats(lambda s: s["archive"]["archived"] == 2, message="two archived")
+    running = exporter.serve([node.monitor_dsn], "127.0.0.1", 0, timeout=2)
+    try:
+        metrics = get(f"http://127.0.0.1:{running.port}/metrics")
+    finally:
+        running.stop()
+    labels = f'monitor="{node.monitor_dsn}",node="{node.stats()["node_id"]}"'
+    assert f"pzq_queue_full_total{{{labels}}} 1.0" in metrics
+    assert f"pzq_archived_total{{{labels}}} 2.0" in metrics
+
+
+def test_down_nodes_are_scraped_in_parallel(tmp_path):
+    dead = [f"ipc://{tmp_path}/dead-{n}" for n in range(3)]
+    running = exporter.serve(dead, "127.0.0.1", 0, timeout=1.0, sample_interval=60)
+    try:
+        started = time.monotonic()
+        metrics = get(f"http://127.0.0.1:{running.port}/metrics")
+        took = time.monotonic() - started
+    finally:
+        running.stop()
+    assert metrics.count("pzq_up{") == 3
+    assert took < 2.0  # one timeout, not three
+
+
+def exporter_process(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    # PYTHONFAULTHANDLER: a SIGABRT makes a hung exporter print every thread's stack.
+    return subprocess.Popen([str(Path(sys.executable).parent / "pzq-exporter"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"}, **kwargs)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts a background job
+
+
+@pytest.mark.parametrize("signum, started", [(signal.SIGTERM, "plainly"),
+                                             (signal.SIGINT, "plainly"),
+                                             (signal.SIGINT, "as a background job")])
+def test_the_exporter_stops_on_sigterm_or_sigint(signum, started):
+    process = exporter_process("--dsn", DEAD_DSN, "--listen", "127.0.0.1:0",
+                               preexec_fn=_ignore_sigint if started != "plainly" else None)
+    assert "serving http://" in process.stdout.readline()
+    process.send_signal(signum)
+    try:
+        _, err = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"the exporter did not stop on {signal.Signals(signum).name}")
+    assert process.returncode == 0 and err == ""
+
+
+def test_exporter_on_a_port_in_use_is_one_line_and_exit_4():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = exporter_process("--dsn", DEAD_DSN, "--listen", f"127.0.0.1:{port}")
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 4
+    assert err.strip() == (f"pzq-exporter: error: cannot listen on 127.0.0.1:{port}: "
+                           "Address already in use")
+
+
+def test_browsers_that_hang_up_mid_answer_are_no_error(node):
+    process = exporter_process("--dsn", node.monitor_dsn, "--listen", "127.0.0.1:0")
+    try:
+        port = int(re.search(r":(\d+)/", process.stdout.readline()).group(1))
+        for path in ("/", "/metrics", "/api/stats", "/api/history") * 5:
+            hang_up_mid_answer(port, path)
+        assert "pzq_up{" in get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            _, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)  # every thread's stack, by faulthandler
+            pytest.fail("the exporter did not stop:\n" + process.communicate(timeout=10)[1])
+    assert process.returncode == 0
+    assert "Traceback" not in err and err == "", err
+
+
+def hang_up_mid_answer(port: int, path: str) -> None:
+    """Ask, read the first bytes of the answer, then reset the connection."""
+    client = socket.create_connection(("127.0.0.1", port), timeout=10)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    client.sendall(f"GET {path} HTTP/1.1\r\nHost: pzq\r\n\r\n".encode())
+    client.recv(16)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()
+
+
+def test_exporter_says_which_extra_it_needs(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # how Python hides a module
+    assert exporter.main(["--dsn", DEAD_DSN]) == 2
+    assert capsys.readouterr().err == ("pzq-exporter: error: needs prometheus-client: "
+                                       "pip install 'pzq[monitoring]'\n")
+
+
+def test_python_m_monitoring_exporter_still_works():
+    result = subprocess.run([sys.executable, "-m", "monitoring.exporter", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 0 and "pzq-exporter" in result.stdout
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def group_node(start_node, tmp_path):
+    """A node with the consume endpoint and a ZPER writer endpoint, as well as the
+    original ones; a consumer that sends nothing for a while is not counted gone."""
+    return start_node("--ack-timeout", "1000000", "--reaper-frequency", "100000",
+                      "--archive-dir", str(tmp_path / "archive"), "--zper-writer-dsn",
+                      "tcp://127.0.0.1:*", "--consume-heartbeat", "30s", consume=True)
+
+
+def group_run(node, context) -> GroupConsumer:
+    """3 messages to the topic orders; the group billing acks 2 and holds 1."""
+    with Producer(node.receive_dsn, context=context) as producer:
+        for i in range(3):
+            producer.send([b"o%d" % i], topic="orders")
+        assert all(ack.ok for ack in producer.flush(15))
+    consumer = GroupConsumer(node.consume_dsn, "orders", "billing", window=5, context=context)
+    for _ in range(2):
+        consumer.receive(10).ack()
+    assert consumer.receive(10) is not None  # held unacked
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["acked"] == 2,
+                    message="billing acked two")
+    return consumer
+
+
+@pytest.fixture
+def served_groups(group_node):
+    yield from serve_beside_a_dead_node(group_node.monitor_dsn)
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_path):
+    node, served = group_node, served_groups
+    scripted_run(node, context)
+    billing = group_run(node, context)
+    wait_until(lambda: len(history_of(served, node.monitor_dsn)["points"]) >= 10, 20,
+               message="ten samples of history")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=1000",
+             "--window-size=1200,1100"]
+    dom = subprocess.run([chromium(), *flags, "--dump-dom", served + "/"], capture_output=True,
+                         text=True, timeout=60, check=False).stdout
+    node_id = node.stats()["node_id"]
+    live = card_of(dom, node.monitor_dsn)
+    assert f"node {node_id}" in live and "UP" in live
+    assert 'data-key="acked"><div class="value">12</div>' in live
+    uptime = re.search(r'data-key="uptime_seconds"><div class="value">([^<]+)<', live).group(1)
+    assert re.fullmatch(r"\d+\.\d s|\d+ min( \d+ s)?", uptime), uptime
+    # The first render already has the minutes sampled before the page was opened.
+    charts = {kind: (unit, int(points)) for kind, unit, points in re.findall(
+        r'<canvas data-chart="(\w+)" data-unit="([^"]+)"[^>]*data-points="(\d+)"', live)}
+    assert charts["backlog"][0] == "messages" and charts["flow"][0] == "messages/s"
+    assert charts["backlog"][1] >= 10 and charts["flow"][1] >= 10
+    assert float(re.search(r'data-chart="flow"[^>]*data-y-max="([\d.]+)"', live).group(1)) > 0
+    down = card_of(dom, DEAD_DSN)
+    assert "DOWN since " in down and "nothing answers there (is the node running?)" in down
+    shot = tmp_path / "status.png"
+    subprocess.run([chromium(), *flags, f"--screenshot={shot}", served + "/"],
+                   capture_output=True, timeout=60, check=False)
+    assert shot.stat().st_size > 10_000
+    billing.close()
+    topics = re.search(r'<table class="topics" data-key="topics">(.*?)</table>', live).group(1)
+    rows = {(topic, group): dict(re.findall(r'<td data-column="([^"]+)">([^<]*)</td>', row))
+            for topic, group, row in re.findall(
+                r'<tr data-topic="([^"]+)" data-group="([^"]+)">(.*?)</tr>', topics)}
+    billing_row = rows[("orders", "billing")]
+    assert (billing_row["stored"], billing_row["backlog"], billing_row["in flight"],
+            billing_row["consumers"]) == ("1", "1", "1", "1")  # the two ACKed went
+    assert re.fullmatch(r"\d+ ms|\d+\.\d s", billing_row["oldest unacked"]), billing_row
+    assert float(billing_row["acked/s"]) > 0, billing_row  # the node's rate over a minute
+    assert "ZPER writer" in live  # the ZPER endpoint's line
+
+
+def history_of(served: str, dsn: str) -> dict:
+    nodes = json.loads(get(served + "/api/history"))["nodes"]
+    return next(node for node in nodes if node["monitor"] == dsn)
+
+
+def card_of(dom: str, dsn: str) -> str:
+    """The HTML of the status page's card for one monitor endpoint."""
+    start = dom.index(f'data-dsn="{dsn}"')
+    following = dom.find('<div class="node', start)
+    return dom[start:following if following > 0 else len(dom)]
+
+
+def test_history_is_sampled_server_side(node, context, served):
+    scripted_run(node, context)
+    wait_until(lambda: len(history_of(served, node.monitor_dsn)["points"]) >= 5, 20,
+               message="five samples")
+    mine = history_of(served, node.monitor_dsn)
+    assert mine["up"] and mine["node_id"] == node.stats()["node_id"]
+    assert mine["points"][-1]["stored"] == mine["stats"]["messages"]
+    dead = history_of(served, DEAD_DSN)
+    assert dead["up"] is False and dead["down_since"] <= dead["points"][-1]["t"]
+    assert "nothing answers there" in dead["error"]
+    assert all(point["stored"] is None for point in dead["points"])
+
+
+def answer(received: int, uptime: float = 100.0, messages: int = 0) -> StatsAnswer:
+    return StatsAnswer("ipc://n", {"received": received, "delivered": 0, "acked": 0,
+                                   "uptime_seconds": uptime, "messages": messages,
+                                   "messages_inflight": 0})
+
+
+def test_history_rates_gaps_and_down_since():
+    node = NodeHistory("ipc://n", deque(maxlen=4))
+    node.record(answer(0), 1000.0)
+    node.record(answer(100, messages=7), 1002.0)
+    node.record(StatsAnswer("ipc://n", None, "no answer"), 1004.0)
+    node.record(StatsAnswer("ipc://n", None, "no answer"), 1006.0)
+    assert node.down_since == 1004.0 and node.last_up == 1002.0 and node.error == "no answer"
+    node.record(answer(5, uptime=1.0), 1008.0)  # restarted: its counters began again
+    assert node.down_since is None and node.error is None
+    node.record(answer(25, uptime=3.0), 1010.0)
+    assert [(point["t"], point["received"], point["stored"]) for point in node.points] == [
+        (1004.0, None, None), (1006.0, None, None), (1008.0, None, 0), (1010.0, 10.0, 0)]
+    assert node.points.maxlen == 4
+
+
+def test_alert_rules_and_dashboard_use_exported_metrics(group_node, context, served_groups):
+    """Every metric a panel or rule uses is one a node with groups, an archive and a
+    ZPER endpoint exports."""
+    scripted_run(group_node, context)
+    group_run(group_node, context).close()
+    group_node.wait_stats(lambda s: s["archive"]["archived"] >= 1, message="one archived")
+    exported = {line.split("{")[0].split(" ")[0]
+                for line in get(served_groups + "/metrics").splitlines()
+                if line and not line.startswith("#")}
+    exported |= {"pzq_peer_up", "pzq_archive_last_offset",  # series only with peers, topics
+                 "pzq_archive_damaged_records_total"}
+    rules = yaml.safe_load((ROOT / "monitoring" / "alerts.yml").read_text())
+    alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
+    assert {"PzqNodeDown", "PzqBacklogGrowing", "PzqRedeliveryStorm", "PzqPeerDown",
+            "PzqReplicationFailures", "PzqArchiveFailures", "PzqArchiveDamaged",
+            "PzqQueueFull"} <= alerts.keys()
+    dashboard = json.loads((ROOT / "monitoring" / "grafana-dashboard.json").read_text())
+    targets = [target for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    expressions = [target["expr"] for target in targets]
+    expressions += [rule["expr"] for rule in alerts.values()]
+    charted = set()
+    for expression in expressions:
+        used = set(re.findall(r"\bpzq_\w+", expression))
+        assert used and used <= exported, expression
+        charted |= used
+    assert {"pzq_expired_total", "pzq_evicted_total", "pzq_queue_full_total",
+            "pzq_archived_total", "pzq_archive_failures_total",
+            "pzq_ack_latency_seconds_bucket", "pzq_topic_messages_stored",
+            "pzq_topic_stored_bytes", "pzq_group_backlog", "pzq_group_messages_inflight",
+            "pzq_group_consumers", "pzq_group_oldest_unacked_seconds", "pzq_group_acked_total",
+            "pzq_zper_written_total", "pzq_zper_written_bytes_total", "pzq_zper_refused_total",
+            "pzq_zper_relay_clients", "pzq_zper_ack_subscriptions", "pzq_archive_bytes"} <= charted
+    labels = {"node", "monitor", "outcome", "peer", "topic", "group"}
+    texts = [target["legendFormat"] for target in targets]
+    texts += [rule["annotations"]["summary"] for rule in alerts.values()]
+    for text in texts:
+        assert set(re.findall(r"{{ *\$?(?:labels\.)?(\w+) *}}", text)) - {"value"} <= labels, text

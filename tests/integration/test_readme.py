@@ -1,0 +1,117 @@
+"""The README's two set-up commands work as a newcomer would run them, and the README and
+the pages under docs/ hold together: every page linked, the site built without a warning."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import docutils.core
+import pytest
+
+from tests.support.harness import wait_until
+
+ROOT = Path(__file__).parents[2]
+README = (ROOT / "README.rst").read_text()
+
+
+def quick_start_commands() -> list[str]:
+    block = README.split("Quick start", 1)[1].split(".. code-block:: sh", 1)[1]
+    return [line.split("#")[0].strip() for line in block.split("\n\n")[1].splitlines()]
+
+
+@pytest.mark.timeout(20)
+def test_readme_is_valid_restructuredtext():
+    docutils.core.publish_doctree(README, settings_overrides={"halt_level": 2,
+                                                              "report_level": 5})
+
+
+@pytest.mark.timeout(10)
+def test_ci_runs_the_readme_test_command():
+    start, test = quick_start_commands()
+    assert (start, test) == ("scripts/start-node", "scripts/run-tests")
+    assert f"exec {test}" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.timeout(10)
+def test_readme_links_every_docs_page_and_each_link_finds_its_page():
+    linked = re.findall(r"<(docs/[^>]+)>`_", README)
+    assert linked and len(linked) == len(set(linked))
+    assert all((ROOT / name).is_file() for name in linked), linked
+    pages = {f"docs/{path.name}" for path in (ROOT / "docs").glob("*.rst")}
+    assert pages - {"docs/index.rst"} == set(linked)
+
+
+@pytest.mark.timeout(10)
+def test_every_node_option_is_in_the_options_table():
+    from pzq.node.config import OPTIONS
+
+    table = (ROOT / "docs" / "options.rst").read_text()
+    assert [option.flag for option in OPTIONS if f"``{option.flag}" not in table] == []
+
+
+@pytest.mark.timeout(10)
+def test_ci_builds_the_docs():
+    assert "scripts/build-docs" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.timeout(180)
+def test_docs_build_without_a_warning(tmp_path):
+    built = subprocess.run([str(ROOT / "scripts" / "build-docs"), str(tmp_path / "html")],
+                           capture_output=True, text=True, timeout=170, check=False)
+    assert built.returncode == 0, built.stdout + built.stderr
+    tutorial = (tmp_path / "html" / "tutorial.html").read_text()
+    assert "scripts/start-node" in tutorial and "pzq-consume" in tutorial  # the quick start
+    assert (tmp_path / "html" / "_images" / "status-page.png").is_file()
+
+
+def fresh_copy(destination: Path) -> Path:
+    """The repository as a clone would have it: tracked and new files, no environment."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    for name in listed:
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_start_command_creates_its_environment_and_runs_a_node(tmp_path):
+    clone = fresh_copy(tmp_path / "pzq")
+    assert not (clone / ".venv").exists()
+    start, _ = quick_start_commands()
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("VIRTUAL_ENV", "PYTHONPATH", "PZQ_VENV")}
+    process = subprocess.Popen(
+        [start, "--receive-dsn", "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
+         "--monitor-dsn", "tcp://127.0.0.1:*", "--log-format", "json"],
+        cwd=clone, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        lines: list[str] = []
+
+        def ready() -> dict | None:
+            line = process.stderr.readline()
+            lines.append(line)
+            if not line and process.poll() is not None:
+                raise AssertionError("start command exited: " + "".join(lines[-20:]))
+            if line.startswith("{") and json.loads(line)["event"] == "node_ready":
+                return json.loads(line)
+            return None
+
+        event = wait_until(ready, 240, interval=0, message="node_ready from the start command")
+        assert re.match(r"tcp://127\.0\.0\.1:\d+$", event["receive"])
+        assert (clone / ".venv" / "bin" / "pzq").exists()
+        assert (clone / "pzq-data").is_dir()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0

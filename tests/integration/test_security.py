@@ -1,0 +1,259 @@
+"""CURVE: only clients with an authorized key produce, consume, ACK, monitor or join."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import structlog
+import zmq
+
+from pzq import handshakes, security
+from pzq.client import Consumer, Producer, request_monitor
+from pzq.security import ClientCurve
+from pzq.zap import RefusalLog
+from tests.support.harness import run_pzq, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def keys(tmp_path):
+    made = {name: security.generate(tmp_path / "keys", name)
+            for name in ("node", "client", "stranger")}
+    authorized = tmp_path / "authorized"
+    authorized.mkdir()
+    for name in ("node", "client"):
+        (authorized / f"{name}.key").write_bytes(made[name][0].read_bytes())
+    pairs = {name: security.load_key_pair(secret) for name, (_, secret) in made.items()}
+    node_public = pairs["node"].public
+    return {
+        "args": ["--curve-secret-key", str(made["node"][1]),
+                 "--curve-authorized-keys", str(authorized)],
+        "client": ClientCurve(pairs["client"], node_public),
+        "stranger": ClientCurve(pairs["stranger"], node_public),
+        "stranger_args": ["--curve-secret-key", str(made["stranger"][1]),
+                          "--curve-authorized-keys", str(authorized)],
+    }
+
+
+@pytest.fixture
+def secure_node(start_node, keys):
+    node = start_node(*keys["args"], "--ack-timeout", "1000000", "--reaper-frequency", "100000")
+    node.curve = keys["client"]
+    return node
+
+
+def test_authorized_client_does_everything(secure_node, keys, context):
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"secret"]).ok
+    with Consumer(secure_node.send_dsn, context=context, curve=keys["client"]) as consumer:
+        message = consumer.receive(10)
+        assert message.parts == (b"secret",)
+        message.ack()
+    secure_node.wait_figures(lambda f: f["messages"] == 0 and f["acked"] == 1, message="acked")
+
+
+@pytest.mark.parametrize("who", ["stranger", "plain"])
+def test_others_cannot_produce_consume_or_monitor(secure_node, keys, context, who):
+    curve = keys["stranger"] if who == "stranger" else None
+    with Producer(secure_node.receive_dsn, context=context, curve=curve) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"intruder"], timeout=1.5)
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"for members"]).ok
+    with Consumer(secure_node.send_dsn, context=context, curve=curve) as consumer:
+        assert consumer.receive(1.5) is None
+    with pytest.raises(TimeoutError):
+        request_monitor(secure_node.monitor_dsn, "PING", timeout=1.5, curve=curve)
+    figures = secure_node.figures()
+    assert figures["received"] == 1 and figures["delivered"] == 0
+
+
+def test_others_cannot_ack(secure_node, keys, context, open_socket):
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        producer.produce([b"kept"])
+    with Consumer(secure_node.send_dsn, context=context, curve=keys["client"]) as consumer:
+        message = consumer.receive(10)
+        intruder = open_socket(zmq.ROUTER)
+        keys["stranger"].apply(intruder)
+        intruder.connect(secure_node.send_dsn)
+        intruder.send_multipart([message.peer, message.key, b"1"])
+        # The intruder's ACK never lands: the message times out and comes back.
+        again = consumer.receive(10)
+        assert again.key == message.key
+        again.ack()
+    secure_node.wait_figures(lambda f: f["acked"] == 1 and f["messages"] == 0,
+                             message="the member's ack")
+
+
+def test_a_node_without_an_authorized_key_cannot_join(start_node, keys, tmp_path):
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(3)]
+    common = ["--timeout-nodes", "500000", "--replicas", "1"]
+    members = [start_node(*keys["args"], *common, "--broadcast-dsn", endpoints[i],
+                          "--nodes", endpoints[1 - i]) for i in (0, 1)]
+    for node in members:
+        node.curve = keys["client"]
+        node.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="member peer up")
+    intruder = start_node(*keys["stranger_args"], *common, "--broadcast-dsn", endpoints[2],
+                          "--nodes", endpoints[0])
+    # The intruder serves its own key pair; our client key is authorized there too.
+    intruder.curve = ClientCurve(keys["client"].keys, keys["stranger"].keys.public)
+    seen = wait_until(lambda: (lambda s: s if s["uptime_seconds"] > 2.0 else None)(
+        intruder.stats()), 10, message="time for the intruder to try")
+    # Four timeouts later its pings have never been answered, and no member has
+    # seen a single frame of it.
+    assert seen["peers"][0]["last_heard_seconds"] is None
+    assert seen["peers"][0]["state"] == "down"
+    for node in members:
+        assert node.stats()["cluster_rejected"] == 0
+
+
+def test_curve_options_go_together_and_keys_must_exist(tmp_path, keys):
+    lone = run_pzq(["--curve-secret-key", keys["args"][1]])
+    assert lone.returncode == 2 and "go together" in lone.stderr
+    missing = run_pzq(["--curve-secret-key", str(tmp_path / "none.key_secret"),
+                       "--curve-authorized-keys", str(tmp_path)])
+    assert missing.returncode == 2 and "cannot read CURVE key file" in missing.stderr
+
+
+def test_a_refused_handshake_is_logged_at_info_once_per_client(secure_node, keys, context):
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"intruder"], timeout=2)
+    wait_until(lambda: secure_node.event("handshake_refused"), 10, message="a refusal logged")
+    refusals = [event for event in secure_node.events if event["event"] == "handshake_refused"]
+    stranger_key = keys["stranger"].keys.public.decode()
+    assert len(refusals) == 1
+    assert refusals[0]["level"] == "info" and refusals[0]["client_key"] == stranger_key
+    assert refusals[0]["mechanism"] == "CURVE" and refusals[0]["address"] == "127.0.0.1"
+
+
+def test_refusals_of_one_client_are_rate_limited():
+    now = [100.0]
+    refusals = RefusalLog(now=lambda: now[0])
+    with structlog.testing.capture_logs() as logged:
+        for _ in range(50):
+            refusals.refused("10.0.0.1", "CURVE", "KEY", "Unknown key")
+            now[0] += 0.1
+        refusals.refused("10.0.0.2", "CURVE", "OTHER", "Unknown key")
+        now[0] += 10
+        refusals.refused("10.0.0.1", "CURVE", "KEY", "Unknown key")
+    assert [(event["address"], event["refused_since_last_logged"]) for event in logged] == [
+        ("10.0.0.1", 0), ("10.0.0.2", 0), ("10.0.0.1", 49)]
+
+
+def test_a_refused_tool_says_its_handshake_may_have_been_refused(secure_node, tmp_path):
+    keys = tmp_path / "keys"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "pzq-produce"), "--dsn", secure_node.receive_dsn,
+         "--curve-client-key", str(keys / "stranger.key_secret"),
+         "--curve-server-key", str(keys / "node.key"), "--timeout", "2"],
+        input="x\n", capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 1
+    assert "may have refused this client's CURVE handshake" in result.stderr
+
+
+@pytest.fixture
+def node_keys(tmp_path):
+    """Two nodes with a key pair each, one client; each node's cluster directory holds
+    the other node's public key, the client directory only the client's."""
+    made = {name: security.generate(tmp_path / "keys", name) for name in ("n0", "n1", "client")}
+    clients = tmp_path / "clients"
+    clients.mkdir()
+    (clients / "client.key").write_bytes(made["client"][0].read_bytes())
+    cluster_dirs = []
+    for index in (0, 1):
+        directory = tmp_path / f"cluster{index}"
+        directory.mkdir()
+        other = f"n{1 - index}"
+        (directory / f"{other}.key").write_bytes(made[other][0].read_bytes())
+        cluster_dirs.append(directory)
+    pairs = {name: security.load_key_pair(secret) for name, (_, secret) in made.items()}
+    return {"made": made, "pairs": pairs, "clients": clients, "cluster_dirs": cluster_dirs}
+
+
+def _keyed_member(start_node, node_keys, index, endpoints, *extra):
+    made = node_keys["made"]
+    node = start_node("--curve-secret-key", str(made[f"n{index}"][1]),
+                      "--curve-authorized-keys", str(node_keys["clients"]),
+                      "--cluster-authorized-keys", str(node_keys["cluster_dirs"][index]),
+                      "--broadcast-dsn", endpoints[index],
+                      "--nodes", f"n{1 - index}={endpoints[1 - index]}",
+                      "--timeout-nodes", "500000", *extra)
+    node.curve = ClientCurve(node_keys["pairs"]["client"], node_keys["pairs"][f"n{index}"].public)
+    return node
+
+
+def test_nodes_with_their_own_keys_replicate(start_node, node_keys, tmp_path, context):
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    members = [_keyed_member(start_node, node_keys, i, endpoints, "--replicas", "1")
+               for i in (0, 1)]
+    for node in members:
+        node.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="peer up")
+    with Producer(members[0].receive_dsn, context=context, curve=members[0].curve) as producer:
+        answer = producer.produce([b"copied"])
+    assert answer.ok and not answer.replication_failed
+    members[1].wait_stats(lambda s: s["replicas_held"] == 1, message="the copy on n1")
+
+
+def test_a_leaked_client_key_cannot_join_a_cluster_of_keyed_nodes(start_node, node_keys,
+                                                                  tmp_path):
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(3)]
+    member = _keyed_member(start_node, node_keys, 0, endpoints)
+    # The intruder holds the client's key pair (authorized on the member's client
+    # endpoints) and knows the member's public key.
+    intruder_dir = tmp_path / "intruder-cluster"
+    intruder_dir.mkdir()
+    (intruder_dir / "n0.key").write_bytes(node_keys["made"]["n0"][0].read_bytes())
+    intruder = start_node("--curve-secret-key", str(node_keys["made"]["client"][1]),
+                          "--curve-authorized-keys", str(node_keys["clients"]),
+                          "--cluster-authorized-keys", str(intruder_dir),
+                          "--broadcast-dsn", endpoints[2], "--nodes", f"n0={endpoints[0]}",
+                          "--timeout-nodes", "500000")
+    intruder.curve = ClientCurve(node_keys["pairs"]["client"],
+                                 node_keys["pairs"]["client"].public)
+    refused = wait_until(lambda: member.event("handshake_refused"), 10,
+                         message="the member refusing the intruder's handshake")
+    assert refused["client_key"] == node_keys["pairs"]["client"].public.decode()
+    seen = intruder.stats()
+    assert seen["peers"][0]["last_heard_seconds"] is None
+    assert member.stats()["cluster_rejected"] == 0
+
+
+@pytest.mark.parametrize("case", ["same-directory", "unnamed", "names-without-directory",
+                                  "missing-key"])
+def test_cluster_key_options_are_checked(node_keys, tmp_path, case):
+    made = node_keys["made"]
+    base = ["--curve-secret-key", str(made["n0"][1]),
+            "--curve-authorized-keys", str(node_keys["clients"]),
+            "--broadcast-dsn", "tcp://127.0.0.1:1"]
+    cluster = ["--cluster-authorized-keys", str(node_keys["cluster_dirs"][0])]
+    args, expected = {
+        "same-directory": (["--cluster-authorized-keys", str(node_keys["clients"]),
+                            "--nodes", "n1=tcp://127.0.0.1:2"], "must not be --curve-authorized"),
+        "unnamed": ([*cluster, "--nodes", "tcp://127.0.0.1:2"], "not named: tcp://127.0.0.1:2"),
+        "names-without-directory": (["--nodes", "n1=tcp://127.0.0.1:2"],
+                                    "give that directory"),
+        "missing-key": ([*cluster, "--nodes", "n9=tcp://127.0.0.1:2"],
+                        "cannot read CURVE key file"),
+    }[case]
+    result = run_pzq([*base, *args, "--database", str(tmp_path / "db")])
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_client_without_curve_keys_is_logged_as_refused_too(secure_node, context):
+    with Producer(secure_node.receive_dsn, context=context) as producer:  # no CURVE at all
+        with pytest.raises(TimeoutError):
+            producer.produce([b"plain"], timeout=2)
+    refused = wait_until(lambda: secure_node.event("handshake_refused"), 10,
+                         message="a refusal logged")
+    assert refused["level"] == "info" and refused["endpoint"] == secure_node.receive_dsn
+    # Which side of the handshake sees the mismatch first is a race: either reason names
+    # a client without CURVE keys.
+    assert refused["reason"] in (handshakes.NO_CURVE, handshakes.LEFT)
+    # Its retries, about ten a second, are counted, not logged one by one.
+    assert len([e for e in secure_node.events if e["event"] == "handshake_refused"]) == 1

@@ -1,0 +1,318 @@
+"""The zper Spark data source and the report job, on a real local Spark session."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pzq.archive.codec import encode_record
+from pzq.archive.entry import ArchivedMessage
+from pzq.archive.topiclog import list_segments
+from pzq.archive.writer import Archive
+from tests.support.archive_damage import damage_metadata, segment_of, write_archive
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+ROOT = Path(__file__).parents[2]
+HOUR_US = 3_600_000_000
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pzq.spark import session
+
+    spark = session("pzq-tests", "local[2]", {"spark.ui.enabled": "false",
+                                              "spark.sql.shuffle.partitions": "2"})
+    yield spark
+    spark.stop()
+
+
+def message(n: int, topic: str, acked_us: int, deliveries: int = 1) -> ArchivedMessage:
+    return ArchivedMessage(b"0a0b0c0d-%016x" % n, b"m%d" % n, topic, acked_us - 5000 * n,
+                           acked_us - 1000, acked_us, deliveries, "0a0b0c0d",
+                           (b"p" * 50, b"q" * 10))
+
+
+@pytest.fixture(scope="module")
+def archive_dir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("archive")
+    archive = Archive(directory, segment_size=1000)
+    start = 1_700_000_000_000_000
+    for n in range(30):
+        archive.append(message(n, "orders", start + (n // 10) * HOUR_US, 1 + n % 3), now=0)
+    for n in range(5):
+        archive.append(message(100 + n, "audit", start), now=0)
+    archive.close(now=0)
+    last = list_segments(directory / "orders")[-1]
+    torn = encode_record(message(999, "orders", start).frames())[:-7]
+    with last.path.open("ab") as handle:
+        handle.write(torn)  # a crash in the middle of a record
+    return directory
+
+
+def test_reads_typed_rows_one_partition_per_segment(spark, archive_dir):
+    frame = spark.read.format("zper").load(str(archive_dir))
+    assert dict(frame.dtypes) == {
+        "topic": "string", "offset": "bigint", "key": "binary", "msg_id": "binary",
+        "stored_us": "bigint", "first_delivered_us": "bigint", "acked_us": "bigint",
+        "deliveries": "int", "origin": "string", "parts": "array<binary>",
+        "outcome": "string"}
+    segments = sum(len(list_segments(archive_dir / t)) for t in ("orders", "audit"))
+    assert frame.rdd.getNumPartitions() == segments > 2
+    rows = frame.collect()
+    assert len(rows) == 35  # the torn record is skipped
+    first = min((r for r in rows if r.topic == "orders"), key=lambda r: r.offset)
+    assert (first.offset, bytes(first.msg_id), first.parts[1]) == (0, b"m0", b"q" * 10)
+
+
+def test_a_large_segment_is_read_by_partitions_cut_at_its_index(spark, tmp_path):
+    offsets = write_archive(tmp_path, count=3000, segment_size=10**9)
+    assert len(list_segments(tmp_path / "orders")) == 1
+    whole = spark.read.format("zper").load(str(tmp_path))
+    cut = spark.read.format("zper").option("partition_bytes", "20000").load(str(tmp_path))
+    assert whole.rdd.getNumPartitions() == 1 and cut.rdd.getNumPartitions() > 5
+    rows = sorted(cut.collect(), key=lambda row: row.offset)
+    assert rows == sorted(whole.collect(), key=lambda row: row.offset)
+    assert [row.offset for row in rows] == offsets
+
+
+@pytest.fixture(scope="module")
+def damaged_archive(tmp_path_factory) -> tuple[Path, list[int], int]:
+    """900 messages; three bytes inside record 400's metadata changed."""
+    directory = tmp_path_factory.mktemp("damaged")
+    offsets = write_archive(directory)
+    return directory, offsets, damage_metadata(directory, "orders", offsets[400])
+
+
+def test_permissive_skips_a_damaged_record_and_shows_it_on_request(spark, damaged_archive):
+    directory, offsets, changed = damaged_archive
+    rows = spark.read.format("zper").load(str(directory)).collect()
+    assert sorted(r.offset for r in rows) == offsets[:400] + offsets[401:]  # 899 of 900
+
+    frame = (spark.read.format("zper").option("columnNameOfCorruptRecord", "_corrupt_record")
+             .load(str(directory)))
+    damaged = frame.where(frame._corrupt_record.isNotNull()).collect()
+    assert frame.count() == 900 and len(damaged) == 1
+    (row,) = damaged
+    segment = segment_of(directory, "orders", changed).path.name
+    assert (row.topic, row.offset, row.key, row.parts) == ("orders", offsets[400], None, None)
+    assert f"segment {segment}, offset {offsets[400]}: record metadata" in row._corrupt_record
+    assert frame.where(frame._corrupt_record.isNull()).count() == 899
+
+
+def test_failfast_stops_at_the_damaged_record_naming_it(spark, damaged_archive):
+    from pyspark.errors import PythonException
+
+    directory, offsets, changed = damaged_archive
+    segment = segment_of(directory, "orders", changed).path.name
+    with pytest.raises(PythonException) as raised:
+        spark.read.format("zper").option("mode", "FAILFAST").load(str(directory)).collect()
+    assert (f"DamagedRecordError: damaged record in topic orders, segment {segment}, "
+            f"offset {offsets[400]}") in str(raised.value)
+
+
+def test_bad_options_are_refused_before_reading(spark, archive_dir):
+    from pyspark.errors import PySparkException
+
+    for name, value, words in (("mode", "LENIENT", "mode is PERMISSIVE or FAILFAST"),
+                               ("start_offset", "-5", "an offset is a byte position"),
+                               ("partition_bytes", "0", "partition_bytes is a number"),
+                               ("columnNameOfCorruptRecord", "key", "must be a new column")):
+        with pytest.raises(PySparkException, match=words):
+            spark.read.format("zper").option(name, value).load(str(archive_dir)).collect()
+
+
+def test_an_empty_archive_or_an_unknown_topic_reads_zero_rows(spark, archive_dir, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert spark.read.format("zper").load(str(empty)).collect() == []
+    (empty / "orders").mkdir()  # a topic whose first segment is not written yet
+    assert spark.read.format("zper").load(str(empty)).count() == 0
+    unknown = spark.read.format("zper").option("topics", "nope").load(str(archive_dir))
+    assert unknown.collect() == [] and len(unknown.columns) == 11
+
+
+def test_topic_and_offset_options(spark, archive_dir):
+    audit = spark.read.format("zper").option("topics", "audit").load(str(archive_dir))
+    assert {r.topic for r in audit.collect()} == {"audit"}
+    offsets = sorted(r.offset for r in spark.read.format("zper").option("topics", "orders")
+                     .load(str(archive_dir)).collect())
+    window = (spark.read.format("zper").option("topics", "orders")
+              .option("start_offset", str(offsets[5])).option("end_offset", str(offsets[9]))
+              .load(str(archive_dir)).collect())
+    assert sorted(r.offset for r in window) == offsets[5:9]
+
+
+def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, context,
+                                                          tmp_path):
+    from pzq.archive.files import read_topic
+    from pzq.client import Consumer, Producer
+
+    archive = tmp_path / "archive"
+    node = start_node("--archive-dir", str(archive), "--segment-size", "2000")
+    with Producer(node.receive_dsn, context=context) as producer:
+        for i in range(60):
+            producer.send([b"body %d" % i, b"x" * i], headers=[b"TOPIC:t%d" % (i % 2)])
+        producer.flush(15)
+    given_back: set[int] = set()
+    acked: set[int] = set()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        while len(acked) < 60:  # every tenth given back once, so delivered twice
+            message = consumer.receive(10)
+            index = int(message.parts[0].split()[1])
+            if index % 10 == 0 and index not in given_back:
+                given_back.add(index)
+                message.nack()
+            else:
+                acked.add(index)
+                message.ack()
+    node.wait_stats(lambda s: s["archive"]["archived"] == 60, message="archived")
+    node.stop()  # flushed and closed
+    expected = sorted((topic, offset, bytes(m.key), m.deliveries, tuple(m.parts))
+                      for topic in ("t0", "t1") for offset, m in read_topic(archive, topic))
+    rows = spark.read.format("zper").load(str(archive)).collect()
+    got = sorted((r.topic, r.offset, bytes(r.key), r.deliveries,
+                  tuple(bytes(p) for p in r.parts)) for r in rows)
+    assert got == expected and len(got) == 60
+    assert sum(1 for row in got if row[3] == 2) == 6
+
+
+def docs_spark_snippet() -> str:
+    section = (ROOT / "docs" / "archive.rst").read_text().split("\nSpark\n-----\n", 1)[1]
+    lines = section.split(".. code-block:: python\n\n", 1)[1].splitlines()
+    end = next(n for n, line in enumerate(lines) if line and not line.startswith("   "))
+    return textwrap.dedent("\n".join(lines[:end]))
+
+
+def test_docs_snippet_runs_from_a_venv_that_is_not_activated(damaged_archive, tmp_path):
+    directory, offsets, changed = damaged_archive
+    snippet = docs_spark_snippet()
+    assert "/var/lib/pzq/archive" in snippet
+    script = tmp_path / "job.py"
+    script.write_text(snippet.replace("/var/lib/pzq/archive", str(directory))
+                      + "\nprint('rows', orders.count())\n")
+    venv_bin = Path(sys.executable).parent
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYSPARK_PYTHON",
+                          "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = os.pathsep.join(part for part in env.get("PATH", "/usr/bin:/bin").split(
+        os.pathsep) if Path(part).resolve() != venv_bin.resolve())
+    assert shutil.which("python3", path=env["PATH"]) != sys.executable
+    ran = subprocess.run([str(venv_bin / "python"), str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=240, check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.splitlines()[-1] == "rows 899"
+    warnings = [line for line in ran.stderr.splitlines() if "archive_record_damaged" in line]
+    segment = segment_of(directory, "orders", changed).path.name
+    assert len(warnings) == 1 and f"offset={offsets[400]}" in warnings[0]
+    assert f"segment={segment}" in warnings[0] and "topic=orders" in warnings[0]
+
+
+def report_job():
+    spec = importlib.util.spec_from_file_location("archive_report",
+                                                  ROOT / "scripts" / "archive_report.py")
+    report = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = report  # its dataclasses look their module up
+    spec.loader.exec_module(report)
+    return report
+
+
+def test_report_on_an_empty_archive_is_an_empty_report(spark, tmp_path, capsys):
+    (tmp_path / "archive").mkdir()
+    out = tmp_path / "out"
+    assert report_job().main(["--archive", str(tmp_path / "archive"), "--out", str(out),
+                              "--master", "local[2]"]) == 0
+    (note,) = capsys.readouterr().out.strip().splitlines()
+    assert note.startswith("the archive holds no acked messages")
+    assert spark.read.parquet(str(out / "report.parquet")).count() == 0
+    assert not (out / "report.png").exists()
+
+
+def test_report_job_end_to_end(archive_dir, tmp_path, capsys, spark):
+    report = report_job()
+    rows = report.build_report(spark, str(archive_dir)).collect()
+    orders = [r for r in rows if r.topic == "orders"]
+    assert [r.messages for r in orders] == [10, 10, 10]  # three hours
+    assert sum(r.redeliveries for r in orders) == sum(n % 3 for n in range(30))
+    assert all(r.latency_p50_ms <= r.latency_p99_ms for r in orders)
+    assert orders[0].bytes == 10 * 60
+
+    # The job takes the running session and leaves it running (from the command line
+    # it starts its own: see the docs snippet test for a fresh process).
+    assert report.main(["--archive", str(archive_dir), "--out", str(tmp_path / "out"),
+                        "--master", "local[2]"]) == 0
+    printed = capsys.readouterr().out
+    assert "orders" in printed and "latency_p99_ms" in printed
+    assert (tmp_path / "out" / "report.parquet").is_dir()
+    assert (tmp_path / "out" / "report.png").stat().st_size > 10_000
+
+    # Three busy minutes an hour apart: the idle minutes between them are drawn as
+    # no messages and no latency, not as a line joining the busy ones.
+    span = report.acked_span(spark, str(archive_dir))
+    figure = report.make_figure(report.build_series(spark, str(archive_dir), span).toPandas(),
+                                span)
+    volume, latency, _ = figure.axes
+    counts = {line.get_label(): line.get_ydata() for line in volume.get_lines()}["orders"]
+    assert len(counts) > 100 and sum(counts) == 30 and list(counts).count(0) >= len(counts) - 3
+    p99 = {line.get_label(): line.get_ydata() for line in latency.get_lines()}["orders p99"]
+    assert sum(1 for value in p99 if value == value) == 3  # NaN elsewhere: gaps
+    lone = {line.get_label(): line for line in latency.get_lines()}["orders p99"]
+    assert lone.get_marker() not in ("None", "", None)  # three lone points stay visible
+
+
+def varied_archive(directory: Path, span_s: int, every_s: int) -> tuple[int, int]:
+    """Two topics over ``span_s`` seconds: latency that varies, some redeliveries.
+    Returns the first and last acked time (µs)."""
+    archive = Archive(directory, segment_size=1 << 20)
+    start, n = 1_700_000_000_000_000, 0
+    for second in range(0, span_s + 1, every_s):
+        for topic, share in (("orders", 3), ("audit", 1)):
+            for _ in range(share):
+                n += 1
+                acked = start + second * 1_000_000 + n % 997
+                latency_us = 2000 + (n * 7919) % 30_000 + (400_000 if n % 50 == 0 else 0)
+                archive.append(ArchivedMessage(
+                    b"0a0b0c0d-%016x" % n, b"m%d" % n, topic, acked - latency_us,
+                    acked - latency_us // 2, acked, 2 if n % 9 == 0 else 1, "0a0b0c0d",
+                    (b"p" * 20,)), now=0)
+    archive.close(now=0)
+    return start, start + span_s * 1_000_000 + n % 997
+
+
+@pytest.mark.parametrize("span_s, every_s, step", [(300, 1, "10 s"), (30 * 86400, 900, "6 h")],
+                         ids=["five-minutes", "a-month"])
+def test_report_chart_fits_the_data_span(spark, tmp_path, span_s, every_s, step):
+    import matplotlib.dates as mdates
+
+    report = report_job()
+    first_us, last_us = varied_archive(tmp_path / "archive", span_s, every_s)
+    span = report.acked_span(spark, str(tmp_path / "archive"))
+    assert span.step_name == step
+    series = report.build_series(spark, str(tmp_path / "archive"), span).toPandas()
+    figure = report.make_figure(series, span)
+    volume, latency, redelivered = figure.axes
+    low, high = (mdates.num2date(x) for x in redelivered.get_xlim())
+    assert abs(low.timestamp() - first_us / 1e6) <= span.step_s  # not years around it
+    assert abs(high.timestamp() - last_us / 1e6) <= 2 * span.step_s
+    colours: dict[str, set] = {}
+    for axes in figure.axes:
+        for line in axes.get_lines():
+            colours.setdefault(line.get_label().split()[0], set()).add(line.get_color())
+    assert set(colours) == {"orders", "audit"}
+    assert all(len(found) == 1 for found in colours.values())  # one colour per topic
+    assert colours["orders"] != colours["audit"]
+    p50 = {line.get_label(): line for line in latency.get_lines()}["orders p50"]
+    assert len(p50.get_xdata()) > 20 and p50.get_linestyle() == "--"
+    busy = sum(1 for value in p50.get_ydata() if value == value)  # not NaN
+    assert (p50.get_marker() not in ("None", "", None)) == (busy <= 40)
+    redeliveries = {line.get_label(): line for line in redelivered.get_lines()}
+    assert sum(redeliveries["orders redeliveries"].get_ydata()) > 0
+    assert "redeliveries" in redelivered.get_ylabel() and "ms" in latency.get_ylabel()
+    assert step in volume.get_ylabel()
+    figure.savefig(tmp_path / f"chart-{span_s}.png", dpi=100)

@@ -1,0 +1,64 @@
+"""pzq-archive dump: unknown topics and offsets that are not a record's start."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from pzq.archive.topiclog import list_segments
+from tests.support.archive_damage import archive_tool, write_archive
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def one_line_error(ran: subprocess.CompletedProcess[str]) -> str:
+    assert ran.returncode == 2 and ran.stdout == "" and "Traceback" not in ran.stderr, ran
+    (line,) = ran.stderr.strip().splitlines()
+    return line
+
+
+def test_dump_of_an_unknown_topic_names_the_topics_there(tmp_path):
+    write_archive(tmp_path, count=10)
+    write_archive(tmp_path, count=5, topic="audit")
+    assert one_line_error(archive_tool("dump", str(tmp_path), "ordres")) == (
+        f"pzq-archive: error: no topic 'ordres' in {tmp_path}; topics: audit, orders")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert one_line_error(archive_tool("dump", str(empty), "orders")).endswith(
+        "topics: none (nothing archived yet)")
+    assert one_line_error(archive_tool("dump", str(tmp_path / "nowhere"), "orders")) == (
+        f"pzq-archive: error: {tmp_path / 'nowhere'} is not a directory")
+    assert one_line_error(archive_tool("verify", str(tmp_path / "no.dat"))) == (
+        f"pzq-archive: error: {tmp_path / 'no.dat'} is not a file")
+
+
+def test_dump_from_an_offset_inside_a_record_refuses_naming_the_records_around_it(tmp_path):
+    offsets = write_archive(tmp_path, count=300, segment_size=5000)
+    inside = offsets[100] + 7
+    assert one_line_error(archive_tool("dump", str(tmp_path), "orders", "--from",
+                                       str(inside))) == (
+        f"pzq-archive: error: --from {inside} is not the start of a record: the record "
+        f"at {offsets[100]} runs to {offsets[101]}; give --from {offsets[100]} or "
+        f"{offsets[101]}")
+    dumped = archive_tool("dump", str(tmp_path), "orders", "--from", str(offsets[100]),
+                          "--count", "2")
+    assert dumped.returncode == 0 and dumped.stderr == ""
+    assert [int(line.split()[0]) for line in dumped.stdout.splitlines()] == offsets[100:102]
+    end = sum(segment.size for segment in list_segments(tmp_path / "orders"))
+    at_end = archive_tool("dump", str(tmp_path), "orders", "--from", str(end))
+    assert (at_end.returncode, at_end.stdout, at_end.stderr) == (0, "", "")
+    assert one_line_error(archive_tool("dump", str(tmp_path), "orders", "--from",
+                                       str(end + 5))) == (
+        f"pzq-archive: error: --from {end + 5} is past the end of topic orders ({end})")
+
+
+def test_dump_from_an_offset_deleted_by_retention_starts_at_the_first_kept(tmp_path):
+    offsets = write_archive(tmp_path, count=100, segment_size=5000)
+    first, second, *_ = list_segments(tmp_path / "orders")
+    first.path.unlink()  # as retention deletes a whole segment
+    dumped = archive_tool("dump", str(tmp_path), "orders", "--from", "0", "--count", "1")
+    assert dumped.returncode == 0
+    assert dumped.stderr.strip() == (f"pzq-archive: offsets before {second.start} are "
+                                     f"deleted (retention); starting at {second.start}")
+    assert int(dumped.stdout.split()[0]) == second.start and second.start in offsets

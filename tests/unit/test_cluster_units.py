@@ -1,0 +1,278 @@
+"""Cluster frame layouts, peer liveness and the replication tracker, with time passed in."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq.cluster.peers import PeerTable
+from pzq.cluster.removes import RemoveLedger
+from pzq.cluster.replication import ReplicationTracker
+from pzq.errors import DecodeError
+from pzq.protocol import cluster as cw
+from pzq.store import keyspace, record
+from pzq.store.replicas import ReplicaStore, encode_holders, split_value
+from pzq.store.store import Store
+from tests.support.cluster_sim import SimNetwork
+
+pytestmark = pytest.mark.timeout(10)
+NODE = b"0a1b2c3d"
+
+
+def test_cluster_frames_round_trip():
+    assert cw.decode_ping(cw.encode_ping(NODE, "ipc:///x")) == (NODE, "ipc:///x")
+    assert cw.decode_pong(cw.encode_pong(NODE, [1, 2**40], True, [7])) == cw.Pong(
+        NODE, [1, 2**40], True, [7])
+    replicate = cw.decode_replicate(cw.encode_replicate(NODE, 9, b"\x00", [(1, b"a"), (5, b"")]))
+    assert (replicate.origin, replicate.batch_id, replicate.messages) == (NODE, 9,
+                                                                          [(1, b"a"), (5, b"")])
+    assert cw.decode_replicated(cw.encode_replicated(2**63)) == 2**63
+    assert cw.decode_remove(cw.encode_remove(NODE, 12, [3, 4])) == (NODE, 12, [3, 4])
+    assert cw.decode_removed(cw.encode_removed(12)) == 12
+    assert cw.decode_applied(cw.encode_applied([])) == []
+    reads = cw.DefaultReads("main", {"audit": None, "orders": 7})
+    assert cw.decode_topics(cw.encode_topics(NODE, reads)) == (NODE, reads)
+    assert cw.decode_topics([cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                             b' "later": 1}']) == (NODE, cw.DefaultReads("d"))  # ignored
+    grouped = cw.DefaultReads("main", {}, {"orders": (cw.GroupReads("g1", 3, "eu-*"),)})
+    assert cw.decode_topics(cw.encode_topics(NODE, grouped)) == (NODE, grouped)
+    assert cw.decode_done(cw.encode_done(NODE, 5, "g1", [1, 9])) == (NODE, 5, "g1", [1, 9])
+    assert cw.decode_noted(cw.encode_noted(5)) == 5
+
+
+def test_topics_from_a_node_that_predates_groups_names_none():
+    old = b'{"default_from": {"audit": null}, "default_topic": "main"}'
+    origin, reads = cw.decode_topics([cw.TOPICS, NODE, old])
+    assert reads == cw.DefaultReads("main", {"audit": None}) and reads.groups == {}
+    assert reads.holders("orders", 0, b"") == ["default"]  # a takeover serves default only
+    assert reads.holders("audit", 0, b"") == []
+
+
+def test_topics_say_how_far_each_groups_deliveries_went():
+    reads = cw.DefaultReads("main", groups={"orders": (cw.GroupReads("g1", 0, "", 40),)},
+                            delivered_below=12)
+    origin, decoded = cw.decode_topics(cw.encode_topics(NODE, reads))
+    assert decoded == reads and decoded.group("orders", "g1").delivered_below == 40
+    old = b'{"default_from": {}, "default_topic": "main", "groups": {"orders": ' \
+          b'[{"name": "g1", "start_seq": 0, "filter": ""}]}}'
+    assert cw.decode_topics([cw.TOPICS, NODE, old])[1].group("orders", "g1") \
+        == cw.GroupReads("g1")  # a node from before counts were kept: 0
+    for bad in (b'"delivered_below": -1', b'"delivered_below": "x"'):
+        with pytest.raises(DecodeError, match="delivered_below"):
+            cw.decode_topics([cw.TOPICS, NODE, b'{"default_from": {}, '
+                              b'"default_topic": "main", ' + bad + b"}"])
+
+
+def test_what_default_reads_of_a_nodes_topics():
+    reads = cw.DefaultReads("main", {"audit": None, "orders": 7})
+    assert reads.holders("main", 0, b"") == reads.holders("clicks", 0, b"") == ["default"]
+    assert reads.holders("audit", 100, b"") == []
+    kept = cw.DefaultReads("main", {"orders": 7}, {"orders": (cw.GroupReads("g"),)})
+    assert kept.holders("orders", 6, b"") == ["g"]  # declared for it from 7 on
+    assert kept.holders("orders", 7, b"") == ["g", "default"]
+
+
+def test_which_groups_hold_a_message_of_a_nodes_topic():
+    reads = cw.DefaultReads("main", {"audit": None}, {
+        "orders": (cw.GroupReads("all"), cw.GroupReads("eu", 0, "eu-*"),
+                   cw.GroupReads("late", 5, "x"))})
+    assert reads.holders("orders", 0, b"eu-1") == ["all", "eu", "default"]
+    assert reads.holders("orders", 6, b"x") == ["all", "late", "default"]
+    assert reads.holders("orders", 4, b"x") == ["all", "default"]
+    assert reads.holders("clicks", 0, b"eu-1") == ["default"]
+    assert reads.group("orders", "eu") == cw.GroupReads("eu", 0, "eu-*")
+    assert reads.group("clicks", "eu") is None
+
+
+@pytest.mark.parametrize("decode, frames", [
+    (cw.decode_ping, [cw.PING, NODE]),
+    (cw.decode_ping, [cw.PING, b"NOTHEX!!", b"ipc:///x"]),
+    (cw.decode_pong, [cw.PONG, NODE, b"2", b"", b""]),
+    (cw.decode_pong, [cw.PONG, NODE, b"0", b"\x00" * 7, b""]),
+    (cw.decode_pong, [cw.PONG, NODE, b"0", b""]),
+    (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 8, b"\x00", b"\x00" * 8]),
+    (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 7, b"\x00", b"\x00" * 8, b"v"]),
+    (cw.decode_replicate, [cw.REPLICATE, NODE, b"\x00" * 8, b"\x00", b"\x00" * 3, b"v"]),
+    (cw.decode_replicated, [cw.REPLICATED, b"\x00"]),
+    (cw.decode_remove, [cw.REMOVE, NODE]),
+    (cw.decode_remove, [cw.REMOVE, NODE, b"\x00" * 3, b""]),
+    (cw.decode_removed, [cw.REMOVED]),
+    (cw.decode_applied, [cw.APPLIED, b"\x00" * 9]),
+    (cw.decode_topics, [cw.TOPICS, NODE]),
+    (cw.decode_topics, [cw.TOPICS, NODE, b"not json"]),
+    (cw.decode_topics, [cw.TOPICS, NODE, b"[]"]),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_from": {}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {"a": -1}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {"a": "1"}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {"a": true}}']),
+    (cw.decode_topics, [cw.TOPICS, b"NOTHEX!!", b'{"default_topic": "d", "default_from": {}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": []}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": {"t": {}}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": {"t": [{"name": "g"}]}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": {"t": [{"name": 1, "start_seq": 0}]}}']),
+    (cw.decode_topics, [cw.TOPICS, NODE, b'{"default_topic": "d", "default_from": {},'
+                        b' "groups": {"t": [{"name": "g", "start_seq": 0, "filter": 2}]}}']),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"g1"]),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 7, b"g1", b""]),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"", b""]),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"\xff", b""]),
+    (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"g1", b"\x00" * 3]),
+    (cw.decode_noted, [cw.NOTED, b"\x00"]),
+])
+def test_cluster_frame_garbage(decode, frames):
+    with pytest.raises(DecodeError):
+        decode(frames)
+
+
+def test_holder_lists():
+    holders = (b"aaaaaaaa", b"bbbbbbbb")
+    assert split_value(encode_holders(holders) + b"record") == (holders, b"record")
+    with pytest.raises(DecodeError):
+        split_value(b"\x02aaaaaaaa")
+
+
+def test_peer_liveness_from_heartbeats():
+    peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_nodes_s=1.0, now=100.0)
+    assert peers.in_grace(100.5) and peers.node_alive(b"anything", 100.5)
+    assert peers.heard("tcp://a:1", NODE, 100.2) is True
+    assert peers.heard("tcp://a:1", NODE, 100.4) is False
+    assert not peers.in_grace(101.0)
+    assert peers.node_alive(NODE, 101.0) and not peers.node_alive(b"ffffffff", 101.0)
+    assert [p.endpoint for p in peers.refresh(101.3)] == []
+    assert [p.endpoint for p in peers.refresh(101.5)] == ["tcp://a:1"]
+    assert not peers.node_alive(NODE, 101.5)
+    assert peers.endpoint_of(NODE) == "tcp://a:1"
+
+
+def test_replication_confirms_after_enough_copies():
+    tracker = ReplicationTracker(replicas=2, timeout_replication_s=0.1)
+    ids = tracker.track([(b"r", b"m1"), (b"r", b"m2")], ["a", "b"], now=10.0)
+    assert tracker.lag == {"a": 2, "b": 2}
+    assert tracker.confirm(ids["a"], "a") == []
+    assert tracker.confirm(ids["a"], "a") == []  # a duplicate counts once
+    assert tracker.confirm(ids["b"], "a") == []  # another peer's batch id counts not
+    done = tracker.confirm(ids["b"], "b")
+    assert [ack.msg_id for ack in done] == [b"m1", b"m2"]
+    assert tracker.expire(11.0) == [] and tracker.failures == 0
+
+
+def test_replication_fails_exactly_at_the_deadline():
+    tracker = ReplicationTracker(replicas=2, timeout_replication_s=0.1)
+    ids = tracker.track([(b"r", b"m1")], ["a"], now=10.0)  # only one live peer
+    tracker.confirm(ids["a"], "a")
+    assert tracker.next_deadline() == pytest.approx(10.1)
+    assert tracker.expire(10.09) == []
+    assert [ack.msg_id for ack in tracker.expire(10.1)] == [b"m1"]
+    assert tracker.failures == 1 and tracker.next_deadline() is None
+
+
+def test_owed_removes_and_dones_outlive_a_restart(tmp_path):
+    store = Store.open(tmp_path / "db")
+    ledger = RemoveLedger(store, ("a", "b"), resend_s=1.0)
+    batch = store.begin()
+    ledger.owe(batch, NODE, [1, 2], {"a", "b"})
+    ledger.owe(batch, NODE, [3], {"a"}, group="g1")
+    store.commit(batch)
+    store.close()
+    store = Store.open(tmp_path / "db")
+    ledger = RemoveLedger(store, ("a",), resend_s=1.0)  # b left the cluster
+    assert sorted(ledger.due("a", 10.0)) == sorted([cw.encode_remove(NODE, 0, [1, 2]),
+                                                     cw.encode_done(NODE, 1, "g1", [3])])
+    assert ledger.unconfirmed(NODE, "a") == {1, 2, 3}
+    ledger.confirmed("a", 1)  # NOTED
+    batch = store.begin()
+    ledger.prepare(batch)
+    store.commit(batch)
+    assert ledger.owed_to("a") == 2
+    assert [key for key, _ in store.iterate(keyspace.OWED_DONE_PREFIX)] == []
+    store.close()
+
+
+def test_a_copy_goes_when_every_group_holding_it_is_done(tmp_path):
+    store = Store.open(tmp_path / "db")
+    replicas = ReplicaStore(store)
+    reads = cw.DefaultReads("main", {}, {"orders": (cw.GroupReads("g1"),
+                                                    cw.GroupReads("eu", 0, "eu-*"))})
+
+    def commit(change) -> object:
+        batch = store.begin()
+        result = change(batch)
+        store.commit(batch)
+        replicas.written()
+        return result
+
+    commit(lambda batch: replicas.describe_topics(batch, NODE, reads))
+    eu = record.encode(b"m", (b"TOPIC:orders", b"TAG:eu-1"), (b"a",), 1)
+    us = record.encode(b"m", (b"TOPIC:orders", b"TAG:us-1"), (b"b",), 1)
+    commit(lambda batch: [replicas.add(batch, NODE, seq, (NODE,), value)
+                          for seq, value in ((0, eu), (1, us))])
+    assert replicas.holding_groups(NODE, 0, eu) == ["g1", "eu", "default"]
+    assert replicas.holding_groups(NODE, 1, us) == ["g1", "default"]
+    assert not replicas.group_holds(NODE, 1, us, "eu", "orders")
+    assert not replicas.group_holds(NODE, 0, eu, "g1", "clicks")  # another topic's g1
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "g1", False)) is False
+    assert replicas.is_done(NODE, 0, "g1") and not replicas.group_holds(NODE, 0, eu, "g1")
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "default", True)) is False
+    assert replicas.would_release(NODE, 0, "eu")
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 0, "eu", False)) is True
+    assert replicas.get(NODE, 0) is None and replicas.tombstones[NODE] == 0
+    assert [key for key, _ in store.iterate(keyspace.REPLICA_DONE_PREFIX)] == []  # marks go
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 1, "g1", False)) is False
+    assert commit(lambda batch: replicas.group_done(batch, NODE, 1, "default", True)) is True
+    assert replicas.tombstones[NODE] == 1  # default was last: the origin hears it so
+    assert replicas.counts[NODE] == 0
+    store.close()
+
+
+def test_a_copy_whose_seq_ends_in_255_is_removed_with_its_marks(tmp_path):
+    store = Store.open(tmp_path / "db")
+    replicas = ReplicaStore(store)
+    batch = store.begin()
+    replicas.describe_topics(batch, NODE, cw.DefaultReads("main", {}, {
+        "orders": (cw.GroupReads("g1"),)}))
+    value = record.encode(b"m", (b"TOPIC:orders",), (b"a",), 1)
+    for seq in (255, 256):
+        replicas.add(batch, NODE, seq, (NODE,), value)
+    store.commit(batch)
+    replicas.written()
+    batch = store.begin()
+    assert replicas.group_done(batch, NODE, 255, "g1", False) is False  # default holds it
+    store.commit(batch)
+    batch = store.begin()
+    assert replicas.remove(batch, NODE, 255, tombstone=False)  # a REMOVE: marks go too
+    store.commit(batch)
+    assert [key for key, _ in store.iterate(keyspace.REPLICA_DONE_PREFIX)] == []
+    assert replicas.get(NODE, 256) is not None
+    store.close()
+
+
+def test_a_peer_that_reconnects_often_leaves_two_routing_ids_known(tmp_path):
+    """Each reconnect is a new routing id on the ROUTER: the table kept every one."""
+    network = SimNetwork(tmp_path, 3, replicas=1)
+    node, peer = network.nodes[0], network.nodes[1]
+    ping = cw.encode_ping(peer.node_id, peer.endpoint)
+    batch = node.store.begin()
+    for connection in range(1000):
+        node.core.receive_request(b"connection %d" % connection, ping, batch, node.own, 1000.0)
+    node.store.commit(batch)
+    assert len(node.core.senders) == 2
+    assert node.core.senders.get(b"connection 999") == (peer.endpoint, peer.node_id)
+    assert node.core.senders.get(b"connection 998") == (peer.endpoint, peer.node_id)
+    assert node.core.senders.get(b"connection 997") is None
+    network.close()
+
+
+def test_topics_say_which_topics_default_holds_only_unclaimed_messages_of():
+    reads = cw.DefaultReads("main", groups={"orders": (cw.GroupReads("eu", 0, "eu-*"),)},
+                            unclaimed=("orders",))
+    assert cw.decode_topics(cw.encode_topics(NODE, reads))[1] == reads
+    assert reads.holders("orders", 3, b"eu-west") == ["eu"]
+    assert reads.holders("orders", 3, b"us") == ["default"]  # no named group takes it
+    kept = cw.DefaultReads("main", groups={"orders": (cw.GroupReads("eu", 0, "eu-*"),)})
+    assert kept.holders("orders", 3, b"eu-west") == ["eu", "default"]
+    with pytest.raises(DecodeError, match="default_unclaimed"):
+        cw.decode_topics([cw.TOPICS, NODE, b'{"default_from": {}, "default_topic": "main", '
+                          b'"default_unclaimed": [1]}'])

@@ -1,4 +1,5 @@
-"""The archive as a part of the node's loop (pzq.parts): a wake for its timed fsync
+"""The archive as a part of the node's loop (pzq.parts): the wake's time for the
+appends its ACKs make, a wake for its timed fsync
 (--flush-interval), the fsync after the wake's deliveries (before the ZPER broker
 says what is durable), retention at the scheduler's tick, and ZPER readers'
 requests (--archive-dsn) answered last.
@@ -11,6 +12,7 @@ import math
 from pzq.archive.archiving import Archiving
 from pzq.clock import Now
 from pzq.parts import RETENTION, Part
+from pzq.store.store import Batch
 from pzq.zmqio import POLLIN, Events, Socket
 
 
@@ -22,6 +24,9 @@ class ArchivePart(Part):
     def timeout_ms(self, now: Now) -> int | None:
         wait = self.archiving.tier.flush_wait_s(now.wall_us / 1e6)
         return None if wait is None else math.ceil(wait * 1000)
+
+    def take(self, events: Events, batch: Batch, now: Now) -> None:
+        self.archiving.wake_at(now.wall_us / 1e6)  # the time of this wake's appends
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if RETENTION in reasons:

@@ -33,7 +33,7 @@ from pzq.node.waker import Waker
 from pzq.node.zper import ZperBroker
 from pzq.parts import Part
 from pzq.protocol.frames import REPLICATION_FAILED
-from pzq.serving.answers import GroupAnswers
+from pzq.serving.answers import GroupAnswers, NoArchive
 from pzq.serving.consume_endpoint import ConsumeEndpoint, no_takeovers
 from pzq.serving.holding import GroupDelivery
 from pzq.serving.send_endpoint import SendEndpoint, always
@@ -55,7 +55,7 @@ class Device:
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
                              self.producer_acks, node.topics, node.dedup)
-        answers = GroupAnswers(node.archiving, node.removed)
+        answers = GroupAnswers(node.archiving or NoArchive(), node.removed)
         self.send = _send_endpoint(node, endpoints, answers)
         admin = Admin(node.store, self.figures, node.requeued,
                       lambda messages: node.copy_requeued(messages, Now.read().mono))
@@ -70,14 +70,16 @@ class Device:
                                 config.archive_topic, config.batch_size)
                      if endpoints.zper is not None and node.archiving is not None else None)
         # The parts the loop asks in turn, those that are on. The cluster first (peers'
-        # frames before the consumers'); ``default`` before the named groups (its reaper
-        # tick reaps the takeovers before any group reaps its own); the archive's fsync
-        # before the ZPER broker says what is durable; the monitor last.
+        # frames before the consumers'); the archive before the groups (it learns the
+        # wake's time before their ACKs append) and before the ZPER broker (its fsync
+        # before the broker says what is durable); ``default`` before the named groups
+        # (its reaper tick reaps the takeovers before any group reaps its own); the
+        # monitor last.
         cluster = (ClusterPart(endpoints.cluster, node.delivery, self._replicated)
                    if endpoints.cluster is not None else None)
         archive = (ArchivePart(node.archiving, endpoints.readers)
                    if node.archiving is not None else None)
-        self.parts: list[Part] = [part for part in (cluster, self.send, self.consume, archive,
+        self.parts: list[Part] = [part for part in (cluster, archive, self.send, self.consume,
                                                     self.zper, self.monitor)
                                   if part is not None]
         self.topic_rates = TopicRates()

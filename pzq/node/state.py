@@ -67,10 +67,9 @@ class NodeState:
                 store.register(participant)
 
     def wake_at(self, now: Now) -> None:
-        """The time of the loop's wake, for the parts that write with the batch."""
+        """The time of the loop's wake, for the store's timed sync (the archive learns it
+        as a part of the loop: pzq.archive.part)."""
         self.store.wake_at(now.mono)
-        if self.archiving is not None:
-            self.archiving.wake_at(now.wall_us / 1e6)
 
     def _delivery_state(self, area: Area) -> DeliveryState:
         # A named group taken over counts its own work (STATS shows it per origin and

@@ -12,8 +12,9 @@ is that one's now (its credit comes back, nothing more).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
-from pzq.archive.archiving import Archiving
+from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import parse_message_key
@@ -26,8 +27,31 @@ log = get_logger("pzq.answers")
 Removed = Callable[[bytes, int, str, bool], None]
 
 
+class Archive(Protocol):
+    """What a group's last holder being done asks of the archive (pzq.archive.archiving);
+    False: it could not be written (the message stays where it is)."""
+
+    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
+              now_us: int) -> bool: ...
+
+    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
+                               groups: tuple[str, ...]) -> bool: ...
+
+
+class NoArchive:
+    """A node without --archive-dir: nothing to write, so nothing fails."""
+
+    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
+              now_us: int) -> bool:
+        return True
+
+    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
+                               groups: tuple[str, ...]) -> bool:
+        return True
+
+
 class GroupAnswers:
-    def __init__(self, archiving: Archiving | None, removed: Removed) -> None:
+    def __init__(self, archiving: Archive, removed: Removed) -> None:
         self.archiving = archiving
         self.removed = removed
 
@@ -77,8 +101,7 @@ class GroupAnswers:
         archived: kept, to be delivered again), deleted or marked; the holders of its
         copies are told. False: the state did not know the delivery."""
         final = state.area.would_release(seq)
-        if final and self.archiving is not None \
-                and not self.archiving.acked(state, batch, key, seq, now_us):
+        if final and not self.archiving.acked(state, batch, key, seq, now_us):
             return True  # kept stored: it will be delivered again
         entry = state.ack(batch, seq)
         if entry is None:
@@ -97,7 +120,7 @@ class GroupAnswers:
             area = state.area
             for entry in state.take_newly_dead():
                 final = area.would_release(entry.seq)
-                if final and self.archiving is not None:
+                if final:
                     self.archiving.given_up_by_last_group(entry, now_us, area.node_id,
                                                           area.group_names(entry.seq))
                 self.removed(area.node_id, entry.seq, deliveries.name, final)

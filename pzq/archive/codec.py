@@ -55,19 +55,23 @@ def encode_into(chunks: list[bytes], frames: list[bytes]) -> int:
     return size
 
 
+def encode_frames_into(data: bytearray, frames: list[bytes]) -> None:
+    """Add one record's headers and payloads to ``data``."""
+    last = len(frames) - 1
+    for index, frame in enumerate(frames):
+        length = len(frame)
+        flag = MORE if index < last else 0
+        data += SHORT_HEADERS[flag][length] if length <= SHORT_MAX else long_header(flag, length)
+        data += frame
+
+
 def encode_records(records: list[list[bytes]]) -> tuple[bytearray, list[int]]:
     """Records end to end, and where each starts: what TopicLog.append_encoded takes."""
     data = bytearray()
     starts: list[int] = []
     for frames in records:
         starts.append(len(data))
-        last = len(frames) - 1
-        for index, frame in enumerate(frames):
-            length = len(frame)
-            flag = MORE if index < last else 0
-            data += (SHORT_HEADERS[flag][length] if length <= SHORT_MAX
-                     else long_header(flag, length))
-            data += frame
+        encode_frames_into(data, frames)
     return data, starts
 
 

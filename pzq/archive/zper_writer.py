@@ -3,7 +3,8 @@
 A producer's identity names its topic and mode (pzq.protocol.zper). Each message it
 sends is one raw record of its topic (pzq.archive.raw); an empty first frame
 followed by more is a REQ socket's delimiter, not part of the message. The writes
-the loop takes in one wake go to each topic's log in one write. The reply,
+the loop takes in one wake go to each topic's log in one write; each frame is
+copied once, from ZeroMQ's buffer into that write's bytes. The reply,
 as ZPER's writer sends it, is the producer's identity, its delimiter if it sent
 one, and the first frame of the message (ZPER's message id):
 

@@ -33,6 +33,8 @@ POLLOUT = int(zmq.POLLOUT)
 # checks arguments on every call: a quarter of the cost of a small frame.
 _send = CompiledSocket.send
 _recv = CompiledSocket.recv
+# (socket, flags, copy): with copy False a zmq.Frame, whose buffer is ZeroMQ's own.
+recv_frame = _recv
 
 
 def send_frames(socket: Socket, frames: list[bytes]) -> None:
@@ -56,6 +58,16 @@ def send_headed(socket: Socket, head: list[bytes], frames: list[bytes]) -> None:
 def recv_frames(socket: Socket) -> list[bytes]:
     """Receive one whole message without blocking; raises zmq.Again when none waits."""
     frame = _recv(socket, NOBLOCK, False)
+    frames = [frame.bytes]
+    while frame.more:
+        frame = _recv(socket, NOBLOCK, False)
+        frames.append(frame.bytes)
+    return frames
+
+
+def recv_rest(socket: Socket, frame: zmq.Frame) -> list[bytes]:
+    """A message whose first frame, ``frame``, was received as a zmq.Frame: every frame
+    from it on, as bytes."""
     frames = [frame.bytes]
     while frame.more:
         frame = _recv(socket, NOBLOCK, False)

@@ -33,6 +33,10 @@ def encode_record(frames: list[bytes]) -> bytes:
     return b"".join(chunks)
 
 
+def long_header(more: int, length: int) -> bytes:
+    return bytes((more | LONG,)) + LONG_LENGTH.pack(length)
+
+
 def encode_into(chunks: list[bytes], frames: list[bytes]) -> int:
     """Add a record's headers and payloads to ``chunks`` (joined once for many
     records); returns the record's size."""
@@ -45,10 +49,30 @@ def encode_into(chunks: list[bytes], frames: list[bytes]) -> int:
             chunks.append(SHORT_HEADERS[flag][length])
             size += 2 + length
         else:
-            chunks.append(bytes((flag | LONG,)) + LONG_LENGTH.pack(length))
+            chunks.append(long_header(flag, length))
             size += 9 + length
         chunks.append(frame)
     return size
+
+
+def encode_frames_into(data: bytearray, frames: list[bytes]) -> None:
+    """Add one record's headers and payloads to ``data``."""
+    last = len(frames) - 1
+    for index, frame in enumerate(frames):
+        length = len(frame)
+        flag = MORE if index < last else 0
+        data += SHORT_HEADERS[flag][length] if length <= SHORT_MAX else long_header(flag, length)
+        data += frame
+
+
+def encode_records(records: list[list[bytes]]) -> tuple[bytearray, list[int]]:
+    """Records end to end, and where each starts: what TopicLog.append_encoded takes."""
+    data = bytearray()
+    starts: list[int] = []
+    for frames in records:
+        starts.append(len(data))
+        encode_frames_into(data, frames)
+    return data, starts
 
 
 def decode_records(buffer: bytes | memoryview, start: int = 0,

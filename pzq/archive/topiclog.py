@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import mmap
 import os
+from bisect import bisect_left
 from pathlib import Path
 from typing import BinaryIO
 
-from pzq.archive.codec import encode_into, encode_record
+from pzq.archive.codec import encode_record, encode_records
 from pzq.archive.index import OffsetIndex, index_path, open_index
 from pzq.archive.raw import is_raw_topic, mark_raw
 from pzq.archive.segment_reads import TopicReads, mapped_bytes
@@ -177,42 +178,54 @@ class TopicLog:
     def append_many(self, records: list[list[bytes]], now: float) -> list[int]:
         """Write several records with one write per segment they go to (a batch of a
         ZPER producer's messages); their offsets. ArchiveError as ``append``."""
+        data, starts = encode_records(records)
+        first = self.append_encoded(data, starts, now)
+        return [first + start for start in starts]
+
+    def append_encoded(self, data: bytes | bytearray, starts: list[int], now: float) -> int:
+        """Write records already encoded end to end in ``data``, each starting at its
+        entry of ``starts`` (ascending, the first 0), with one write per segment they
+        go to; the offset of the first (the others follow without a gap). A record
+        goes where ``append`` would put it. ArchiveError as ``append``."""
         if self._failure is not None:
             self._reopen(now)
-        offsets: list[int] = []
-        pending: list[bytes] = []  # headers and payloads, joined once
-        pending_size = count = 0
+        first = self.end_offset
+        view = memoryview(data)
+        begin = 0  # the first byte of data not written yet, a record start
         try:
-            index = self._reads.index(self.segments[-1].start)
-            for frames in records:
-                if self._active_size + pending_size >= self.segment_size:
-                    self._write_pending(pending, pending_size, count, now)
-                    pending, pending_size, count = [], 0, 0
-                    self._roll(now)
-                    index = self._reads.index(self.segments[-1].start)
-                size = encode_into(pending, frames)
-                index.note(self._active_size + pending_size, size)
-                offsets.append(self.end_offset + pending_size)
-                pending_size += size
-                count += 1
-            self._write_pending(pending, pending_size, count, now)
+            while starts:
+                # A record starting before the active segment is full goes in it.
+                room = self.segment_size - self._active_size
+                split = bisect_left(starts, begin + room)
+                stop = starts[split] if split < len(starts) else len(data)
+                self._write_run(view[begin:stop], starts[bisect_left(starts, begin):split],
+                                begin, now)
+                if split == len(starts):
+                    break
+                self._roll(now)
+                begin = stop
         except OSError as exc:
             self._failure = (now, str(exc))
             raise ArchiveError(f"archive write failed: {exc}") from None
         if self._unsynced >= self.flush_messages:
             self.sync(now)
-        return offsets
+        return first
 
-    def _write_pending(self, pending: list[bytes], size: int, count: int,
-                       now: float) -> None:
+    def _write_run(self, run: memoryview, starts: list[int], begin: int, now: float) -> None:
+        """``run``: the records at ``starts`` (positions in the caller's data, from
+        ``begin``) to the active segment."""
         assert self._active is not None, "open() first"
-        if pending:
-            self._write_all(self._active, b"".join(pending))
+        if run:
+            self._write_all(self._active, run)
+        shift = self._active_size - begin
+        size = len(run)
+        self._reads.index(self.segments[-1].start).note_run(starts, shift,
+                                                            self._active_size + size)
         self.end_offset += size
         self._active_size += size
         self.bytes += size
-        self.messages_appended += count
-        self._note_unsynced(count, now)
+        self.messages_appended += len(starts)
+        self._note_unsynced(len(starts), now)
 
     def _note_unsynced(self, count: int, now: float) -> None:
         if count and self.unsynced_since is None:
@@ -220,7 +233,7 @@ class TopicLog:
         self._unsynced += count
 
     @staticmethod
-    def _write_all(handle: BinaryIO, record: bytes) -> None:
+    def _write_all(handle: BinaryIO, record: bytes | memoryview) -> None:
         view = memoryview(record)
         while view:  # an unbuffered write may take part of it (a disk filling up)
             view = view[handle.write(view):]

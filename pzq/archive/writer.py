@@ -83,6 +83,16 @@ class Archive:
         self._flush_by(now)
         return offsets
 
+    def append_encoded(self, topic: str, data: bytes | bytearray, starts: list[int],
+                       now: float) -> int:
+        """As ``append_raw``, for records already encoded end to end (each starting at
+        its entry of ``starts``); the offset of the first."""
+        log = self._log(topic, now)[0]
+        log.make_raw()
+        first = log.append_encoded(data, starts, now)
+        self._flush_by(now)
+        return first
+
     def is_raw(self, topic: str) -> bool:
         log = self.logs.get(topic)
         return log is not None and log.raw

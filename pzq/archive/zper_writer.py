@@ -3,7 +3,8 @@
 A producer's identity names its topic and mode (pzq.protocol.zper). Each message it
 sends is one raw record of its topic (pzq.archive.raw); an empty first frame
 followed by more is a REQ socket's delimiter, not part of the message. The writes
-the loop takes in one wake go to each topic's log in one write. The reply,
+the loop takes in one wake go to each topic's log in one write; each frame is
+copied once, from ZeroMQ's buffer into that write's bytes. The reply,
 as ZPER's writer sends it, is the producer's identity, its delimiter if it sent
 one, and the first frame of the message (ZPER's message id):
 
@@ -26,16 +27,18 @@ from dataclasses import dataclass, field
 
 import zmq
 
+from pzq.archive.codec import SHORT_HEADERS, SHORT_MAX, encode_frames_into, long_header
 from pzq.archive.writer import Archive
 from pzq.errors import ArchiveError, DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import zper as zp
-from pzq.zmqio import Socket, drain, send_frames
+from pzq.zmqio import NOBLOCK, Socket, readable, recv_frame, recv_rest, send_frames
 
 log = get_logger("pzq.zper")
 IDENTITY_CACHE = 4096  # producers remembered; past it the cache starts over
 REFUSALS_LOGGED = 4096  # distinct (producer, reason) pairs logged before going quiet
 NO_ENVELOPE: list[bytes] = []  # a DEALER's write: no REQ delimiter (never changed)
+MessageId = bytes | zmq.Frame  # a frame of ZeroMQ's, copied only if it is answered
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,51 @@ class Written:
     envelope: tuple[bytes, ...]
     message_id: bytes
     mode: int
+
+
+def copy_message(data: bytearray, socket: Socket, frame: zmq.Frame) -> int:
+    """Add to ``data`` the record of a message from its first frame, ``frame`` (the
+    rest are received here); the size of its frames. Each frame is copied once, from
+    ZeroMQ's buffer."""
+    size = 0
+    while True:
+        length = len(frame)
+        more = frame.more
+        data += SHORT_HEADERS[more][length] if length <= SHORT_MAX else long_header(more, length)
+        data += frame  # type: ignore[arg-type]  # a Frame is a buffer; the stubs miss it
+        size += length
+        if not more:
+            return size
+        frame = recv_frame(socket, NOBLOCK, False)
+
+
+class TopicBatch:
+    """One wake's writes to one topic: their records end to end, where each starts,
+    and what is needed once they are written."""
+
+    __slots__ = ("data", "starts", "size", "by_mode", "producers", "answers")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.starts: list[int] = []
+        self.size = 0  # of the messages' frames, as sent
+        self.by_mode = [0, 0, 0]
+        self.producers: list[bytes] = []  # each once per run of its writes
+        # (record, identity, envelope, message id, mode) of the writes to answer or ack
+        self.answers: list[tuple[int, bytes, tuple[bytes, ...], bytes, int]] = []
+
+    def noted(self, identity: bytes, mode: int, size: int, envelope: list[bytes],
+              message_id: MessageId, keep_all: bool) -> None:
+        """The record just added, by ``identity`` in ``mode``, ``size`` bytes of frames."""
+        self.size += size
+        self.by_mode[mode] += 1
+        if not self.producers or self.producers[-1] != identity:
+            self.producers.append(identity)
+        if mode or keep_all:
+            if isinstance(message_id, zmq.Frame):
+                message_id = message_id.bytes
+            self.answers.append((len(self.starts) - 1, identity, tuple(envelope), message_id,
+                                 mode))
 
 
 @dataclass
@@ -75,20 +123,36 @@ class ZperWriter:
 
     def take(self, socket: Socket, limit: int, now: float) -> None:
         """Every waiting write, appended per topic in one write each."""
-        by_topic: dict[str, list[tuple[bytes, zp.WriterIdentity, list[bytes], list[bytes]]]] = {}
+        batches: dict[str, TopicBatch] = {}
         known = self._identities
-        for identity, *frames in drain(socket, limit):
-            parsed = known.get(identity)
-            if type(parsed) is zp.WriterIdentity and frames and frames[0]:
-                envelope, message = NO_ENVELOPE, frames  # the common case, checked at once
-            else:
-                accepted = self._accept(identity, frames)
-                if accepted is None:
-                    continue
-                parsed, envelope, message = accepted
-            by_topic.setdefault(parsed.topic, []).append((identity, parsed, envelope, message))
-        for topic, writes in by_topic.items():
-            self._append(topic, writes, now)
+        for count in range(limit):
+            if count == 1 and not readable(socket):
+                break  # one message is the common case: no refused receive to end it
+            try:
+                frame = recv_frame(socket, NOBLOCK, False)
+            except zmq.Again:
+                break
+            identity = frame.bytes
+            producer = known.get(identity)
+            if not frame.more:
+                self._take_frames(identity, [], batches)
+                continue
+            frame = recv_frame(socket, NOBLOCK, False)  # the rest of a message always comes
+            if type(producer) is not zp.WriterIdentity or not len(frame):
+                self._take_frames(identity, recv_rest(socket, frame), batches)
+                continue
+            # The common case: the frames go from ZeroMQ's buffers into the batch.
+            batch = batches.get(producer.topic)
+            if batch is None:
+                batch = batches[producer.topic] = TopicBatch()
+            batch.starts.append(len(batch.data))
+            size = copy_message(batch.data, socket, frame)
+            batch.noted(identity, producer.mode, size, NO_ENVELOPE, frame, self.keep_all)
+        for topic, batch in batches.items():
+            self._append(topic, batch, now)
+        self._sync_mode_2(now)
+
+    def _sync_mode_2(self, now: float) -> None:
         for topic in self._sync_now:
             topic_log = self.archive.log(topic)
             if topic_log is not None:
@@ -98,43 +162,46 @@ class ZperWriter:
                     self._refuse(b"", f"fsync failed: {exc}")
         self._sync_now.clear()
 
-    def _accept(self, identity: bytes, frames: list[bytes]
-                ) -> tuple[zp.WriterIdentity, list[bytes], list[bytes]] | None:
-        """The producer, delimiter and message of a write to take; None when refused."""
+    def _take_frames(self, identity: bytes, frames: list[bytes],
+                     batches: dict[str, TopicBatch]) -> None:
+        """A write off the common path: a producer not seen yet or refused, an empty
+        message, a REQ delimiter."""
         parsed = self._parse(identity)
         if isinstance(parsed, str):
             self._refuse(identity, parsed)
-            return None
+            return
         envelope, message = zp.split_envelope(frames)
         if not message:
             self._refuse(identity, "empty message")
-            return None
-        return parsed, envelope, message
+            return
+        batch = batches.get(parsed.topic)
+        if batch is None:
+            batch = batches[parsed.topic] = TopicBatch()
+        batch.starts.append(len(batch.data))
+        encode_frames_into(batch.data, message)
+        batch.noted(identity, parsed.mode, sum(map(len, message)), envelope, message[0],
+                    self.keep_all)
 
-    def _append(self, topic: str,
-                writes: list[tuple[bytes, zp.WriterIdentity, list[bytes], list[bytes]]],
-                now: float) -> None:
+    def _append(self, topic: str, batch: TopicBatch, now: float) -> None:
         try:
-            offsets = self.archive.append_raw(topic, [write[3] for write in writes], now)
+            first = self.archive.append_encoded(topic, batch.data, batch.starts, now)
         except (ArchiveError, ValueError) as exc:
-            for identity, *_ in writes:
+            self.figures.refused += len(batch.starts) - len(batch.producers)
+            for identity in batch.producers:
                 self._refuse(identity, str(exc))
             return
         figures = self.figures
-        by_mode, keep_all = figures.by_mode, self.keep_all
+        figures.written += len(batch.starts)
+        figures.bytes += batch.size
+        for mode, count in enumerate(batch.by_mode):
+            figures.by_mode[mode] += count
         waiting = self._waiting[topic]
-        written_bytes = 0
-        for offset, (identity, parsed, envelope, message) in zip(offsets, writes, strict=True):
-            written_bytes += sum(map(len, message))
-            mode = parsed.mode
-            by_mode[mode] += 1
-            if mode or keep_all:
-                waiting.append(Written(topic, offset, identity, tuple(envelope), message[0],
-                                       mode))
+        starts = batch.starts
+        for index, identity, envelope, message_id, mode in batch.answers:
+            waiting.append(Written(topic, first + starts[index], identity, envelope,
+                                   message_id, mode))
             if mode == zp.RESPONSE_EVERY_WRITE:
                 self._sync_now.add(topic)
-        figures.written += len(writes)
-        figures.bytes += written_bytes
 
     def _parse(self, identity: bytes) -> zp.WriterIdentity | str:
         known = self._identities.get(identity)

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from pzq.archive.codec import encode_records
 from pzq.archive.entry import ArchivedMessage
 from pzq.archive.files import seek, topic_items
 from pzq.archive.index import ENTRY, INDEX_BYTES, OffsetIndex, index_path, read_index
@@ -246,6 +247,36 @@ def test_a_batch_of_raw_writes_rolls_segments_as_single_appends_do(tmp_path):
     assert offsets_a == offsets_b
     segments_a = list_segments(tmp_path / "a" / "t")
     segments_b = list_segments(tmp_path / "b" / "t")
+    assert [s.start for s in segments_a] == [s.start for s in segments_b] and len(segments_a) > 5
+    assert [s.path.read_bytes() for s in segments_a] == [s.path.read_bytes() for s in segments_b]
+    assert [index_path(s.path).read_bytes() for s in segments_a] == \
+        [index_path(s.path).read_bytes() for s in segments_b]
+
+
+def test_records_encoded_together_are_written_as_appended_one_by_one(tmp_path):
+    # Frames around the short form's limit, records past a segment's end, a roll
+    # before the first record: the bytes, offsets and index of each record alone.
+    records = [[b"id-%d" % n, b"v" * (250 + n % 9), b"w" * (n * 53 % 700)] for n in range(200)]
+    alone = TopicLog(tmp_path / "a", 6000, 10_000, 1.0)
+    together = TopicLog(tmp_path / "b", 6000, 10_000, 1.0)
+    for log in (alone, together):
+        log.open(now=0)
+    offsets_a, full_after = [], []
+    for frames in records:
+        offsets_a.append(alone.append(frames, now=0))
+        full_after.append(alone._active_size >= alone.segment_size)
+    cut = full_after.index(True, 100) + 1  # the second write starts with a roll
+    data, starts = encode_records(records[:cut])
+    first = together.append_encoded(data, starts, now=0)
+    data, rest = encode_records(records[cut:])
+    second = together.append_encoded(bytes(data), rest, now=0)
+    assert offsets_a == [first + start for start in starts] + [second + start for start in rest]
+    last_a, last_b = (log._reads.index(log.segments[-1].start) for log in (alone, together))
+    assert (last_a.entries, last_a.covered, last_a.whole_until) == \
+        (last_b.entries, last_b.covered, last_b.whole_until)
+    for log in (alone, together):
+        log.close(now=0)
+    segments_a, segments_b = (list_segments(tmp_path / name) for name in "ab")
     assert [s.start for s in segments_a] == [s.start for s in segments_b] and len(segments_a) > 5
     assert [s.path.read_bytes() for s in segments_a] == [s.path.read_bytes() for s in segments_b]
     assert [index_path(s.path).read_bytes() for s in segments_a] == \

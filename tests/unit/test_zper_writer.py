@@ -38,10 +38,13 @@ def producer(context, kind, topic, mode):
 
 
 def wait_for_any(socket):
+    """Until the ROUTER has a message. Every producer sent on inproc from this thread
+    before this, so asking for the socket's events has it take in every pipe's
+    messages at once."""
     deadline = time.monotonic() + 10
-    while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN == 0 and time.monotonic() < deadline:
+    while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN == 0:
+        assert time.monotonic() < deadline, "nothing reached the writer's socket"
         time.sleep(0.01)
-    time.sleep(0.1)  # inproc: every message sent is queued by now
 
 
 def topic_bytes(directory):

@@ -80,6 +80,27 @@ def headers_of(value: bytes) -> tuple[bytes, ...]:
     return tuple(headers)
 
 
+def header_group_at(value: bytes) -> int:
+    """Where the header group (count, then length-prefixed headers) starts: the tail
+    from there is the record's headers and parts as a delivery's batch carries them."""
+    msg_id_length: int = LENGTH.unpack_from(value, FIXED.size)[0]
+    return FIXED.size + LENGTH.size + msg_id_length
+
+
+def part_group_at(value: bytes) -> int:
+    """Where the part group (count, then length-prefixed parts) starts, without copying
+    anything (on every batched delivery)."""
+    unpack = LENGTH.unpack_from
+    offset = header_group_at(value)
+    count: int = unpack(value, offset)[0]
+    offset += LENGTH.size
+    for _ in range(count):
+        offset += LENGTH.size + unpack(value, offset)[0]
+    if offset + LENGTH.size > len(value):
+        raise DecodeError("stored record is truncated")
+    return offset
+
+
 def stored_us_of(value: bytes) -> int:
     stored_us: int = FIXED.unpack_from(value, 0)[1]
     return stored_us

@@ -14,7 +14,9 @@ from collections import deque
 import zmq
 
 from pzq.counters import Counters
+from pzq.node.batch_acks import BatchAcks
 from pzq.protocol import frames
+from pzq.protocol.produce_batches import PROTOCOL_HEADER
 from pzq.zmqio import Socket, send_frames
 
 # Stop reading producers while this many ACKs wait for full producer pipes.
@@ -27,6 +29,9 @@ class ProducerAcks:
         self.socket = socket
         self.counters = counters
         self._waiting: deque[list[bytes]] = deque()
+        self.batches = BatchAcks()  # produce batches: one ACK once all are answered
+        # messages whose ACK says the node speaks produce batches (they asked)
+        self._asked: set[tuple[bytes, bytes]] = set()
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -42,7 +47,21 @@ class ProducerAcks:
             self.counters.acks_replication_failed += 1
         else:
             self.counters.acks_ok += 1
-        self._waiting.append(frames.encode_producer_ack(routing_id, msg_id, ok, status))
+        if self.batches:
+            batch_ack = self.batches.answer(routing_id, msg_id, ok, status)
+            if batch_ack is not None:
+                if batch_ack:
+                    self._waiting.append(batch_ack)
+                return
+        ack = frames.encode_producer_ack(routing_id, msg_id, ok, status)
+        if self._asked and (routing_id, msg_id) in self._asked:
+            self._asked.discard((routing_id, msg_id))
+            ack.insert(3, PROTOCOL_HEADER)  # a header frame, before the empty one
+        self._waiting.append(ack)
+
+    def asked_protocol(self, routing_id: bytes, msg_id: bytes) -> None:
+        """The message asked whether the node speaks produce batches: its ACK says so."""
+        self._asked.add((routing_id, msg_id))
 
     def flush(self) -> None:
         """Send what the pipes take now; keep the rest for the next wake."""

@@ -46,6 +46,12 @@ def encode(msg_id: bytes, headers: tuple[bytes, ...], parts: tuple[bytes, ...],
     return b"".join(chunks)
 
 
+def fixed(stored_us: int) -> bytes:
+    """A record's fixed fields: what comes before a produce batch's entry (which is
+    the rest of the record, msg id first) to make it a record."""
+    return FIXED.pack(VERSION, stored_us, 0, 0)
+
+
 def with_bookkeeping(value: bytes, first_delivered_us: int, deliveries: int) -> bytes:
     """The same record with its delivery bookkeeping replaced."""
     end = BOOKKEEPING_OFFSET + BOOKKEEPING.size

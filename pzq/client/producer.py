@@ -99,15 +99,17 @@ class Producer:
         headers = [*headers, *topic_headers(topic, tag, dedup_id)]
         deadline = None if timeout is None else time.monotonic() + timeout
         while len(self._outstanding) >= self.window:
-            self._send_pending()
+            if len(self._pending) == len(self._outstanding):  # nothing out: they go
+                self._send_pending()
             if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"no ACK within {timeout} s with a full window")
         msg_id = msg_id or self.next_msg_id()
         self._outstanding[msg_id] = time.monotonic()
         if self.protocol > 1:
             self._pending.append((msg_id, batches.encode_entry(msg_id, headers, parts)))
-            # a full batch goes, and so does the first while none is out (no wait)
-            if len(self._pending) >= self.batch or not self._batches:
+            # a full batch goes, and so does a message while nothing is out (no wait
+            # for a slow producer); else the batch fills while ACKs free the window
+            if len(self._pending) >= self.batch or len(self._outstanding) == 1:
                 self._send_pending()
             return msg_id
         if self.batch > 1 and self._asking is None:

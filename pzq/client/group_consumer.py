@@ -182,6 +182,12 @@ class GroupConsumer(Consumer, of_groups=True):
                 break
         return found
 
+    @property
+    def arrived(self) -> int:
+        """Deliveries decoded already (the rest of a batch), which receive returns
+        without waiting."""
+        return len(self._arrived)
+
     def __iter__(self) -> Iterator[Message]:
         """Every delivery, as it comes (``messages(idle_timeout)`` stops when idle)."""
         return self.messages()

@@ -140,23 +140,27 @@ class GroupConsumer(Consumer, of_groups=True):
 
     def _take(self, frames: list[bytes]) -> Message | None:
         """A delivery, or None once whatever else the node said is heeded; the rest of
-        a batch waits in turn."""
+        a batch waits in turn (receive returns what waits first)."""
+        self._keep(frames)
+        return self._arrived.popleft() if self._arrived else None
+
+    def _keep(self, frames: list[bytes]) -> None:
+        """Deliveries to wait in turn; whatever else the node said is heeded."""
         if frames[0] == wire.BATCH:
             batch = self._decoded(frames)
-            if batch is None or not batch.entries:
-                return None
-            self._arrived.extend(self._batch_messages(batch))
-            return self._arrived.popleft()
+            if batch is not None:
+                self._arrived.extend(self._batch_messages(batch))
+            return
         if frames[0] == wire.DELIVER:
             delivery = self._decoded(frames)
-            if delivery is None:
-                return None
-            return Message(delivery.key, delivery.parts, delivery.headers or {},
-                           delivery.sent_us, delivery.ack_timeout_us, b"", self)
+            if delivery is not None:
+                self._arrived.append(Message(delivery.key, delivery.parts,
+                                             delivery.headers or {}, delivery.sent_us,
+                                             delivery.ack_timeout_us, b"", self))
+            return
         answer = self._decoded(frames)
         if answer is not None:
             self._node_said(answer)
-        return None
 
     def _batch_messages(self, batch: wire.NodeMessage) -> list[Message]:
         sent_us, ack_timeout_us = batch.sent_us, batch.ack_timeout_us
@@ -287,9 +291,7 @@ class GroupConsumer(Consumer, of_groups=True):
                 waiting = len(self._unconfirmed.intersection(keys))
                 self._unconfirmed.difference_update(keys)
                 raise TimeoutError(f"{waiting} ACKs not confirmed within {timeout} s")
-            message = self._take(self._socket.recv_multipart())
-            if message is not None:
-                self._arrived.append(message)
+            self._keep(self._socket.recv_multipart())
 
     def _answer(self, ok: bool, keys: list[bytes]) -> None:
         self._send_keys(wire.ACK if ok else wire.NACK, keys)

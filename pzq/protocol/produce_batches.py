@@ -148,6 +148,11 @@ def encode_batch_ack(routing_id: bytes, batch_id: bytes,
             BATCH + b"%d" % len(results), b"", body]
 
 
+def answered(ack: list[bytes]) -> int:
+    """How many messages a batch's ACK (from encode_batch_ack) answers."""
+    return int(ack[3][len(BATCH):])
+
+
 def is_batch_ack(frames: list[bytes]) -> bool:
     return len(frames) > 2 and frames[2].startswith(BATCH)
 

@@ -3,6 +3,8 @@ agreed with CONSUME's PROTOCOL option, beside protocol 1 for consumers that do n
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import zmq
 
@@ -203,3 +205,65 @@ def test_consume_options_say_the_protocol():
                    wire.encode_consume(wire.Subscribe("t", "g", 10)))
     with pytest.raises(DecodeError):
         wire.decode_request([wire.CONSUME, b"t", b"g", b"10", b"PROTOCOL:x"])
+
+
+# -- a new client and a node from before protocol 2 -------------------------------
+
+class NodeBeforeBatches:
+    """A ROUTER answering as a node from before protocol 2 does (its own thread): a
+    CONSUME with an option it does not know is refused; one without it is answered
+    CONSUMING and gets one DELIVER."""
+
+    def __init__(self, context: zmq.Context) -> None:
+        self.context = context
+        self.seen: list[list[bytes]] = []
+        self.port = 0
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10)
+
+    def _serve(self) -> None:
+        socket = self.context.socket(zmq.ROUTER)
+        socket.setsockopt(zmq.LINGER, 0)
+        self.port = socket.bind_to_random_port("tcp://127.0.0.1")
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                if not socket.poll(50, zmq.POLLIN):
+                    continue
+                routing_id, *frames = socket.recv_multipart()
+                self.seen.append(frames)
+                if frames[0] != wire.CONSUME:
+                    continue
+                if any(frame.startswith(wire.PROTOCOL) for frame in frames):
+                    socket.send_multipart([routing_id, wire.ERROR, b"CONSUME option "
+                                           b"b'PROTOCOL:2' is not FILTER:value, ..."])
+                    continue
+                socket.send_multipart([routing_id, wire.CONSUMING, *frames[1:4], b"1000"])
+                socket.send_multipart([routing_id, wire.DELIVER, *frames[1:3], b"k1", b"1",
+                                       b"2", b"", b"body"])
+        finally:
+            socket.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def test_a_new_consumer_speaks_protocol_1_with_a_node_from_before(context):
+    node = NodeBeforeBatches(context)
+    try:
+        consumer = GroupConsumer(f"tcp://127.0.0.1:{node.port}", "orders", "g1", window=5,
+                                 context=context)
+        try:
+            assert consumer.protocol == 1
+            message = consumer.receive(10)
+            assert message is not None and message.parts == (b"body",)
+            consumer.ack_many([message])
+            wait_until(lambda: [wire.ACK, b"k1"] in node.seen, 10)  # one key a frame
+        finally:
+            consumer.close()
+    finally:
+        node.close()

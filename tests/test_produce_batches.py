@@ -4,6 +4,7 @@ frames."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -141,3 +142,41 @@ def test_a_batch_ack_decodes_as_it_was_encoded():
     assert answer == batches.BatchAck(b"B", ((True, b""), (False, b"why")))
     with pytest.raises(DecodeError):
         batches.decode_batch_ack([b"B", b"1", b"BATCH:3", b"", ack[5]])
+
+
+def test_a_producer_sends_messages_alone_to_a_node_from_before(context):
+    """A node from before batches stores the question as any header and ACKs as ever:
+    the producer goes on sending each message alone."""
+    seen: list[list[bytes]] = []
+    ready, stop = threading.Event(), threading.Event()
+    port: list[int] = []
+
+    def serve() -> None:
+        router = context.socket(zmq.ROUTER)
+        router.setsockopt(zmq.LINGER, 0)
+        port.append(router.bind_to_random_port("tcp://127.0.0.1"))
+        ready.set()
+        try:
+            while not stop.is_set():
+                if router.poll(50, zmq.POLLIN):
+                    routing_id, *frames = router.recv_multipart()
+                    seen.append(frames)
+                    router.send_multipart([routing_id, frames[0], b"1", b""])
+        finally:
+            router.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(10)
+        with Producer(f"tcp://127.0.0.1:{port[0]}", window=40, context=context) as producer:
+            for n in range(100):
+                producer.send([b"m%d" % n], topic="orders")
+            assert all(ack.ok for ack in producer.flush(10))
+            assert producer.protocol == 1
+        assert len(seen) == 100 and not any(batches.is_batch([b"", *frames])
+                                            for frames in seen)
+        assert batches.PROTOCOL_HEADER in seen[0] and batches.PROTOCOL_HEADER not in seen[1]
+    finally:
+        stop.set()
+        thread.join(10)

@@ -55,6 +55,18 @@ def send_headed(socket: Socket, head: list[bytes], frames: list[bytes]) -> None:
         _send(socket, frame, MORE_NOBLOCK if index < last else NOBLOCK)
 
 
+def begin_frames(socket: Socket, frames: list[bytes]) -> None:
+    """The first frames of a message whose last is sent later (send_last); raises
+    zmq.Again (nothing sent) when there is no room, as send_frames does."""
+    for frame in frames:
+        _send(socket, frame, MORE_NOBLOCK)
+
+
+def send_last(socket: Socket, frame: bytes) -> None:
+    """The last frame of a message begun with begin_frames (always taken)."""
+    _send(socket, frame, NOBLOCK)
+
+
 def recv_frames(socket: Socket) -> list[bytes]:
     """Receive one whole message without blocking; raises zmq.Again when none waits."""
     frame = _recv(socket, NOBLOCK, False)

@@ -6,10 +6,13 @@
 
 * produce 100 B, window 100, spread over 100 topics, against one topic;
 * one topic with 3 groups drained at once, each group against one group alone;
+* the same drains with the consume endpoint's protocol 2 (batches of deliveries, each
+  read's keys in one ACK frame), against protocol 1;
 * the consume endpoint end to end (producer window 100; the consumer's window, its
   credits, 100 and 1000; one ACK per delivery, and at 100 credits also one ACK for
-  all the deliveries one read found) against --send-dsn (whose window adapts up to
-  --prefetch; its consumers ACK each delivery, the only way there is).
+  all the deliveries one read found, in protocol 1 and 2) against --send-dsn (whose
+  window adapts up to --prefetch; its consumers ACK each delivery, the only way there
+  is).
 
 Every scenario and its baseline run one after the other, on fresh nodes, ``--repeats``
 times; a ratio is taken within each repeat (subject over the baseline measured just
@@ -42,9 +45,10 @@ from pzq.bench.options import positive  # noqa: E402
 
 GROUPS = ["g1", "g2", "g3"]
 # the group end-to-end scenarios: row, credits, whether the consumer ACKs all that one
-# read found in one ACK (the protocol's ACK of several keys) or each delivery alone
-E2E_GROUPS = [("e2e 100", 100, False), ("e2e 1000", 1000, False),
-              ("e2e 100 per read", 100, True)]
+# read found in one ACK (the protocol's ACK of several keys) or each delivery alone,
+# and the consume protocol
+E2E_GROUPS = [("e2e 100", 100, False, 1), ("e2e 1000", 1000, False, 1),
+              ("e2e 100 per read", 100, True, 1), ("e2e 100 batches", 100, True, 2)]
 
 
 class Nodes:
@@ -81,22 +85,27 @@ def produce_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
 
 def drain_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
     drains = {}
-    for groups in (GROUPS[:1], GROUPS):
-        target = nodes.start(f"drain-{len(groups)}")
-        groups_only(target, groups)
-        fill(target, count)
-        assert target.process is not None
-        drains[len(groups)] = measure_group_drains(target.consume_dsn, "t0", groups, count,
-                                                   100, target.process.pid)
-        target.kill()
-    single = drains[1].rates["g1"]
-    rows["drain 1"].add(single)
-    rows["drain 1"].cpu(drains[1].node_cpu_us, drains[1].consumer_cpu_us)
-    for group, rate in drains[3].rates.items():
-        rows[f"drain 3 {group}"].add(rate, rate / single)
-    together = sum(drains[3].rates.values())
-    rows["drain 3 together"].add(together, together / single)
-    rows["drain 3 together"].cpu(drains[3].node_cpu_us, drains[3].consumer_cpu_us)
+    for protocol in (1, 2):
+        for groups in (GROUPS[:1], GROUPS):
+            target = nodes.start(f"drain-{len(groups)}-p{protocol}")
+            groups_only(target, groups)
+            fill(target, count)
+            assert target.process is not None
+            drains[len(groups), protocol] = measure_group_drains(
+                target.consume_dsn, "t0", groups, count, 100, target.process.pid, protocol)
+            target.kill()
+    for protocol, suffix in ((1, ""), (2, " p2")):
+        single = drains[1, protocol].rates["g1"]
+        rows[f"drain 1{suffix}"].add(single, None if protocol == 1
+                                     else single / drains[1, 1].rates["g1"])
+        rows[f"drain 1{suffix}"].cpu(drains[1, protocol].node_cpu_us,
+                                     drains[1, protocol].consumer_cpu_us)
+        for group, rate in drains[3, protocol].rates.items():
+            rows[f"drain 3 {group}{suffix}"].add(rate, rate / single)
+        together = sum(drains[3, protocol].rates.values())
+        rows[f"drain 3 together{suffix}"].add(together, together / single)
+        rows[f"drain 3 together{suffix}"].cpu(drains[3, protocol].node_cpu_us,
+                                              drains[3, protocol].consumer_cpu_us)
 
 
 def end_to_end_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
@@ -104,11 +113,11 @@ def end_to_end_repeat(nodes: Nodes, count: int, rows: dict[str, Row]) -> None:
     plain = measure_end_to_end(target.receive_dsn, target.send_dsn, count, 100, 100)
     target.kill()
     rows["e2e send"].add(plain[0], None, plain[1], plain[2])
-    for name, credits, ack_arrivals in E2E_GROUPS:
+    for name, credits, ack_arrivals, protocol in E2E_GROUPS:
         target = nodes.start(f"e2e-group-{credits}")
         groups_only(target, ["e2e"])
         grouped = measure_group_end_to_end(target.receive_dsn, target.consume_dsn, count,
-                                           100, credits, ack_arrivals)
+                                           100, credits, ack_arrivals, protocol)
         target.kill()
         rows[name].add(grouped[0], grouped[0] / plain[0], grouped[1], grouped[2],
                        grouped[2] / plain[2] if plain[2] else None)
@@ -118,15 +127,20 @@ def make_rows() -> dict[str, Row]:
     rows = {
         "produce 1": Row("produce 100 B window 100, 1 topic"),
         "produce 100": Row("produce 100 B window 100, 100 topics", "ratio >= 0.9", 0.9),
-        "drain 1": Row("drain, one group alone"),
-        **{f"drain 3 {group}": Row(f"drain, 3 groups at once: {group}", "ratio >= 0.8", 0.8)
-           for group in GROUPS},
-        "drain 3 together": Row("drain, 3 groups at once: all three"),
-        "e2e send": Row("end to end window 100, --send-dsn"),
     }
-    for name, credits, ack_arrivals in E2E_GROUPS:
+    for suffix, name in (("", ""), (" p2", ", protocol 2")):
+        rows[f"drain 1{suffix}"] = Row(f"drain, one group alone{name}",
+                                       "ratio >= 1 (to protocol 1)" if suffix else "",
+                                       1.0 if suffix else None)
+        for group in GROUPS:
+            rows[f"drain 3 {group}{suffix}"] = Row(
+                f"drain, 3 groups at once{name}: {group}", "ratio >= 0.8", 0.8)
+        rows[f"drain 3 together{suffix}"] = Row(f"drain, 3 groups at once{name}: all three")
+    rows["e2e send"] = Row("end to end window 100, --send-dsn")
+    for name, credits, ack_arrivals, protocol in E2E_GROUPS:
         acks = "one ACK per read" if ack_arrivals else "one ACK each"
-        rows[name] = Row(f"end to end window 100, a group, {credits} credits, {acks}",
+        batches = ", protocol 2" if protocol > 1 else ""
+        rows[name] = Row(f"end to end window 100, a group, {credits} credits, {acks}{batches}",
                          "ratio >= 1, p99 ratio <= 1", 1.0, 1.0)
     return rows
 

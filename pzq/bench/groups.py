@@ -17,6 +17,7 @@ from pzq.bench.load import NS, SILENCE_MS, _arrivals, produce_load
 from pzq.bench.measure import percentile, run_workers
 from pzq.bench.nodes import NodeProcess
 from pzq.client import request_monitor
+from pzq.protocol import consume as wire
 from pzq.zmqio import send_frames
 
 KEY_AT = 3  # DELIVER | topic | group | key ...
@@ -31,10 +32,13 @@ def topic_produce_load(dsn: str, count: int, size: int, window: int, topics: int
 
 
 def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int,
-                       from_connect: bool, ack_arrivals: bool, results: Any) -> None:
+                       from_connect: bool, ack_arrivals: bool, protocol: int,
+                       results: Any) -> None:
     """CONSUME one group, ACK every delivery: one ACK message each, as a plain consumer
     does, or with ``ack_arrivals`` one for all that one read found (the protocol's
-    ACK of several keys); timed from the connect (a drain) or from the first delivery."""
+    ACK of several keys); timed from the connect (a drain) or from the first delivery.
+    With ``protocol`` 2 deliveries come in batches and each read's keys go in one
+    ACK frame."""
     cpu_started = time.process_time()  # not the process's start (imports)
     context = zmq.Context()
     socket = context.socket(zmq.DEALER)
@@ -42,7 +46,8 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
     socket.setsockopt(zmq.SNDHWM, 0)  # ACKs queue while the node is busy, never refused
     socket.connect(dsn)
     started = time.perf_counter() if from_connect else None
-    send_frames(socket, [b"CONSUME", topic.encode(), group.encode(), b"%d" % window])
+    send_frames(socket, [b"CONSUME", topic.encode(), group.encode(), b"%d" % window,
+                         *([b"PROTOCOL:%d" % protocol] if protocol > 1 else [])])
     latencies: list[int] = []
     received = 0
     last = time.perf_counter()
@@ -50,24 +55,31 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
         arrived = _arrivals(socket, SILENCE_MS)
         if arrived is None:
             break
-        delivered = False
         keys = [b"ACK"]
+        bodies: list[bytes] = []
         for frames in arrived:
-            if frames[0] != b"DELIVER":
-                continue  # the node's heartbeats: not part of the drain's time
-            delivered = True
-            started = started or time.perf_counter()
-            if ack_arrivals:
-                keys.append(frames[KEY_AT])
-            else:
-                send_frames(socket, [b"ACK", frames[KEY_AT]])
-            body = frames[frames.index(b"", KEY_AT + 3) + 1]
-            latencies.append(time.time_ns() - NS.unpack_from(body)[0])
-            received += 1
+            if frames[0] == wire.BATCH:
+                entries = wire.decode_batch(frames).entries
+                keys += [key for key, _, _ in entries]
+                bodies += [parts[0] for _, _, parts in entries]
+            elif frames[0] == wire.DELIVER:
+                if ack_arrivals:
+                    keys.append(frames[KEY_AT])
+                else:
+                    send_frames(socket, [b"ACK", frames[KEY_AT]])
+                bodies.append(frames[frames.index(b"", KEY_AT + 3) + 1])
+            # else: the node's heartbeats, not part of the drain's time
+        if not bodies:
+            continue
+        started = started or time.perf_counter()
+        received += len(bodies)
+        now_ns = time.time_ns()
+        latencies += [now_ns - NS.unpack_from(body)[0] for body in bodies]
         for at in range(1, len(keys), MAX_KEYS):
-            send_frames(socket, [b"ACK", *keys[at:at + MAX_KEYS]])
-        if delivered:
-            last = time.perf_counter()
+            chunk = keys[at:at + MAX_KEYS]
+            send_frames(socket, [b"ACK", b" ".join(chunk)] if protocol > 1
+                        else [b"ACK", *chunk])
+        last = time.perf_counter()
     results.put({"role": "consumer", "group": group, "count": received,
                  "seconds": last - (started or last),
                  "cpu_seconds": time.process_time() - cpu_started,
@@ -100,12 +112,12 @@ class Drains:
 
 
 def measure_group_drains(dsn: str, topic: str, groups: list[str], count: int,
-                         window: int, node_pid: int) -> Drains:
+                         window: int, node_pid: int, protocol: int = 1) -> Drains:
     """Every group drains the topic at once: each group's rate, and the CPU time the
     node and the consumers spent per message."""
     node_cpu = cpu_seconds(node_pid)
     answers = run_workers([(group_consume_load, (dsn, topic, group, window, count, True,
-                                                 False))
+                                                 False, protocol))
                            for group in groups])
     node_cpu = cpu_seconds(node_pid) - node_cpu
     delivered = sum(answer["count"] for answer in answers)
@@ -122,10 +134,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 def measure_group_end_to_end(receive: str, consume: str, count: int, window: int,
-                             credits: int, ack_arrivals: bool = False
+                             credits: int, ack_arrivals: bool = False, protocol: int = 1
                              ) -> tuple[float, float, float]:
     answers = run_workers([
-        (group_consume_load, (consume, "t0", "e2e", credits, count, False, ack_arrivals)),
+        (group_consume_load, (consume, "t0", "e2e", credits, count, False, ack_arrivals,
+                              protocol)),
         (topic_produce_load, (receive, count, 100, window, 1))])
     consumer = next(a for a in answers if a["role"] == "consumer")
     producer = next(a for a in answers if a["role"] == "producer")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pzq.cli.common import curve_from, endpoint, fail, positive_seconds, tool_parser, whole_number
 from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
 from pzq.client import Consumer, GroupConsumer
+from pzq.client.consumer import Message
 from pzq.errors import ConsumeRefused, DecodeError, ExitCode
 from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
@@ -109,15 +110,36 @@ def _group_states(dsns: list[str], curve: bool) -> str:
 
 def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:
     received = 0
+    unacked: list[Message] = []  # printed; ACKed together once a batch is printed
     message = waiting.first(args.timeout, args.idle_timeout)
-    while message is not None:
-        body = b" ".join(message.parts).decode(errors="replace")
-        count = "" if message.deliveries is None else f" deliveries={message.deliveries}"
-        print(f"{message.key.decode()}{count} {body}", flush=True)
-        if not args.no_ack:
-            message.ack()
-        received += 1
-        if args.count and received >= args.count:
-            break
-        message = waiting.next(args.idle_timeout)
+    try:
+        while message is not None:
+            body = b" ".join(message.parts).decode(errors="replace")
+            count = "" if message.deliveries is None else f" deliveries={message.deliveries}"
+            print(f"{message.key.decode()}{count} {body}", flush=True)
+            if not args.no_ack:
+                unacked.append(message)
+                if not _more_at_hand(waiting.consumer):
+                    _ack(waiting.consumer, unacked)
+            received += 1
+            if args.count and received >= args.count:
+                break
+            message = waiting.next(args.idle_timeout)
+    finally:
+        _ack(waiting.consumer, unacked)
     return received
+
+
+def _more_at_hand(consumer: Consumer) -> bool:
+    """Whether the consumer holds more of a batch it received, to print first."""
+    return isinstance(consumer, GroupConsumer) and consumer.arrived > 0
+
+
+def _ack(consumer: Consumer, messages: list[Message]) -> None:
+    """ACK what was printed (a group's consumer in one ACK) and forget it."""
+    if isinstance(consumer, GroupConsumer):
+        consumer.ack_many(messages)
+    else:
+        for message in messages:
+            message.ack()
+    messages.clear()

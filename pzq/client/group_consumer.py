@@ -7,6 +7,10 @@ work on a delivery as long as its ack timeout allows without calling in here.
 ``receive`` still sends a HEARTBEAT when it has waited a period with nothing to say:
 a node that restarted does not know this connection, answers so, and the consumer
 joins again.
+
+A consumer asks for protocol 2 (``wire.LATEST_PROTOCOL``): the node then sends its
+deliveries in batches, decoded here all at once, and takes many keys in one ACK frame.
+A node that answers without it (or refuses it: an older node) gets protocol 1.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pzq.client.common import NOTICE_AFTER_S, WaitNotice, connect, remaining_ms
 from pzq.client.consumer import Consumer, Message
 from pzq.errors import ConsumeRefused, DecodeError
 from pzq.protocol import consume as wire
+from pzq.protocol.frames import parse_headers
 from pzq.security import ClientCurve
 from pzq.zmqio import Context, recv_frames, send_frames
 
@@ -39,7 +44,8 @@ class GroupConsumer(Consumer, of_groups=True):
                  filter: str = "", start: str | int = "earliest",
                  context: Context | None = None, curve: ClientCurve | None = None,
                  timeout: float | None = 10.0, notice: WaitNotice | None = None,
-                 declare: bool = False, confirm: bool = False) -> None:
+                 declare: bool = False, confirm: bool = False,
+                 protocol: int = wire.LATEST_PROTOCOL) -> None:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 1000)
@@ -52,7 +58,8 @@ class GroupConsumer(Consumer, of_groups=True):
         self.malformed = 0
         self.errors: list[str] = []  # ERROR answers to ACK or NACK
         self.subscribe = wire.Subscribe(topic, group, window, filter, start,
-                                        confirm=confirm, declare=declare)
+                                        confirm=confirm, declare=declare, protocol=protocol)
+        self.protocol = 1  # what the node's CONSUMING agreed to
         self._rejoining = False  # a CONSUME sent again is on its way
         self._arrived: deque[Message] = deque()  # deliveries read while waiting for ACKED
         self._unconfirmed: set[bytes] = set()  # keys ack_confirmed waits for
@@ -84,12 +91,23 @@ class GroupConsumer(Consumer, of_groups=True):
             answer = self._read()
             if answer is None or answer.verb == wire.HEARTBEAT:
                 continue
+            if answer.verb == wire.ERROR and self._protocol_refused(answer.error):
+                continue
             if answer.verb == wire.ERROR:
                 raise ConsumeRefused(answer.error)
             if answer.verb == wire.CONSUMING:
                 self.heartbeat_s = answer.heartbeat_ms / 1000
+                self.protocol = answer.protocol
                 return True
         return False
+
+    def _protocol_refused(self, error: str) -> bool:
+        """A node older than the PROTOCOL option refuses it: CONSUME again without."""
+        if self.subscribe.protocol == 1 or "option b'PROTOCOL:" not in error:
+            return False
+        self.subscribe = replace(self.subscribe, protocol=1)
+        self._socket.send_multipart(wire.encode_consume(self.subscribe))
+        return True
 
     def _read(self) -> wire.NodeMessage | None:
         return self._decoded(self._socket.recv_multipart())
@@ -121,28 +139,58 @@ class GroupConsumer(Consumer, of_groups=True):
                 return message
 
     def _take(self, frames: list[bytes]) -> Message | None:
-        """A delivery, or None once whatever else the node said is heeded."""
+        """A delivery, or None once whatever else the node said is heeded; the rest of
+        a batch waits in turn (receive returns what waits first)."""
+        self._keep(frames)
+        return self._arrived.popleft() if self._arrived else None
+
+    def _keep(self, frames: list[bytes]) -> None:
+        """Deliveries to wait in turn; whatever else the node said is heeded."""
+        if frames[0] == wire.BATCH:
+            batch = self._decoded(frames)
+            if batch is not None:
+                self._arrived.extend(self._batch_messages(batch))
+            return
         if frames[0] == wire.DELIVER:
             delivery = self._decoded(frames)
-            if delivery is None:
-                return None
-            return Message(delivery.key, delivery.parts, delivery.headers or {},
-                           delivery.sent_us, delivery.ack_timeout_us, b"", self)
+            if delivery is not None:
+                self._arrived.append(Message(delivery.key, delivery.parts,
+                                             delivery.headers or {}, delivery.sent_us,
+                                             delivery.ack_timeout_us, b"", self))
+            return
         answer = self._decoded(frames)
         if answer is not None:
             self._node_said(answer)
-        return None
+
+    def _batch_messages(self, batch: wire.NodeMessage) -> list[Message]:
+        sent_us, ack_timeout_us = batch.sent_us, batch.ack_timeout_us
+        return [Message(key, parts, parse_headers(list(headers)) if headers else {},
+                        sent_us, ack_timeout_us, b"", self)
+                for key, headers, parts in batch.entries]
 
     def receive_many(self, most: int, timeout: float | None = None) -> list[Message]:
         """Up to ``most`` deliveries: waits up to ``timeout`` s for the first, then takes
-        what has arrived already, without waiting more."""
+        what has arrived already, without waiting more (whole batches at once)."""
         first = self.receive(timeout)
         if first is None:
             return []
         found = [first]
-        while len(found) < most and (message := self.receive(0)) is not None:
-            found.append(message)
+        arrived = self._arrived
+        while len(found) < most:
+            if arrived:
+                take = min(most - len(found), len(arrived))
+                found += [arrived.popleft() for _ in range(take)]
+            elif (message := self.receive(0)) is not None:
+                found.append(message)
+            else:
+                break
         return found
+
+    @property
+    def arrived(self) -> int:
+        """Deliveries decoded already (the rest of a batch), which receive returns
+        without waiting."""
+        return len(self._arrived)
 
     def __iter__(self) -> Iterator[Message]:
         """Every delivery, as it comes (``messages(idle_timeout)`` stops when idle)."""
@@ -164,6 +212,7 @@ class GroupConsumer(Consumer, of_groups=True):
             self._rejoin(answer.keys)
         elif answer.verb == wire.CONSUMING:
             self._rejoining = False
+            self.protocol = answer.protocol
         elif answer.verb == wire.ACKED:
             self._unconfirmed.difference_update(answer.keys)
 
@@ -242,9 +291,7 @@ class GroupConsumer(Consumer, of_groups=True):
                 waiting = len(self._unconfirmed.intersection(keys))
                 self._unconfirmed.difference_update(keys)
                 raise TimeoutError(f"{waiting} ACKs not confirmed within {timeout} s")
-            message = self._take(self._socket.recv_multipart())
-            if message is not None:
-                self._arrived.append(message)
+            self._keep(self._socket.recv_multipart())
 
     def _answer(self, ok: bool, keys: list[bytes]) -> None:
         self._send_keys(wire.ACK if ok else wire.NACK, keys)
@@ -252,7 +299,8 @@ class GroupConsumer(Consumer, of_groups=True):
     def _send_keys(self, verb: bytes, keys: list[bytes], delay_ms: int = 0) -> None:
         # at most MAX_KEYS keys in one message: more go in several
         for start in range(0, len(keys), wire.MAX_KEYS):
-            frames = wire.encode_keys(verb, keys[start:start + wire.MAX_KEYS], delay_ms)
+            frames = wire.encode_keys(verb, keys[start:start + wire.MAX_KEYS], delay_ms,
+                                      self.protocol)
             try:
                 send_frames(self._socket, frames)
             except zmq.Again:  # the node is behind: wait for room, as a blocking send

@@ -29,6 +29,9 @@ from pzq.store import record
 from pzq.store.store import Batch, Participant
 
 SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
+# A delivery as the store holds it: seq, message key, stored record, its delivery count
+# with this one; False: no consumer can take it now. The endpoint encodes it.
+Outlet = Callable[[int, bytes, bytes, int], bool]
 CURSOR_CHUNK = 256
 
 
@@ -279,7 +282,22 @@ class DeliveryState(Participant):
     # -- delivery --------------------------------------------------------------
 
     def deliver(self, send: SendFrames, now_us: int, limit: int) -> int:
-        """Send up to ``limit`` messages, given-back ones first, until send says no."""
+        """Send up to ``limit`` messages in --send-dsn's frames, given-back ones first,
+        until send says no."""
+        return self.deliver_raw(self.framing(send, now_us), now_us, limit)
+
+    def framing(self, send: SendFrames, now_us: int) -> Outlet:
+        """An outlet that sends each delivery in --send-dsn's frames."""
+        ack_timeout_us, with_headers = self.ack_timeout_us, self.with_headers
+
+        def outlet(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:
+            return send(delivery_frames(key, value, deliveries, now_us, ack_timeout_us,
+                                        with_headers))
+        return outlet
+
+    def deliver_raw(self, send: Outlet, now_us: int, limit: int) -> int:
+        """Hand up to ``limit`` stored records to ``send``, given-back ones first, until
+        it says no."""
         self._take_due(now_us)
         sent = 0
         while sent < limit:
@@ -298,7 +316,7 @@ class DeliveryState(Participant):
                 break
         return sent
 
-    def _deliver_new(self, send: SendFrames, now_us: int, limit: int) -> tuple[int, bool]:
+    def _deliver_new(self, send: Outlet, now_us: int, limit: int) -> tuple[int, bool]:
         """Messages from the cursor on; returns (sent, whether to go on). The cursor
         moves past a message once it went out or was found taken, and past what the
         read looked at and skipped, never further."""
@@ -331,17 +349,13 @@ class DeliveryState(Participant):
                 or seq in self._dead or seq in self._dead_moving
                 or self.held_elsewhere(seq))
 
-    def _send(self, send: SendFrames, entry: InFlight, now_us: int) -> bool:
+    def _send(self, send: Outlet, entry: InFlight, now_us: int) -> bool:
         if not self._room_for(entry):
             self._table_full = True
             return False
-        stored = record.decode(entry.value)
         deliveries = entry.deliveries + 1
-        headers = (wire.delivery_headers(deliveries, stored.headers) if self.with_headers
-                   else ())
-        frames = wire.encode_delivery(message_key(self.area.node_id, entry.seq),
-                                      now_us, self.ack_timeout_us, stored.parts, headers)
-        if not send(frames):
+        if not send(entry.seq, message_key(self.area.node_id, entry.seq), entry.value,
+                    deliveries):
             return False
         entry.sent_us = now_us
         entry.deadline_us = now_us + self.ack_timeout_us
@@ -362,3 +376,12 @@ class DeliveryState(Participant):
             return True
         oldest = self.inflight.oldest()
         return oldest is None or oldest.sent_us < self.evictable_before_us
+
+
+def delivery_frames(key: bytes, value: bytes, deliveries: int, sent_us: int,
+                    ack_timeout_us: int, with_headers: bool) -> list[bytes]:
+    """A stored record as one delivery in --send-dsn's frames (--delivery-headers:
+    ``with_headers``)."""
+    stored = record.decode(value)
+    headers = wire.delivery_headers(deliveries, stored.headers) if with_headers else ()
+    return wire.encode_delivery(key, sent_us, ack_timeout_us, stored.parts, headers)

@@ -1,15 +1,18 @@
 """Producer messages into the wake's batch: decoded, checked, refused, stored, or
-answered as a duplicate of one stored already (its DEDUP-ID within the window)."""
+answered as a duplicate of one stored already (its DEDUP-ID within the window). A
+produce batch's messages (pzq.protocol.produce_batches) go the same way, each one
+stored from the bytes it came in."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pzq.counters import Counters
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
+from pzq.protocol import produce_batches as batches
 from pzq.protocol.headers import dedup_id_of, topic_and_tag
 from pzq.store import record
 from pzq.store.dedup import DedupIndex
@@ -49,29 +52,67 @@ class Intake(Participant):
     def take(self, batch: Batch, now_us: int) -> list[Stored]:
         """Read what producers sent into ``batch``; refusals are answered at once."""
         accepted: list[Stored] = []
+        max_size = self.limits.max_message_size
         for raw in drain(self.socket, self.limits.batch_size):
+            if batches.is_batch(raw):
+                self._take_batch(batch, raw, now_us, accepted)
+                continue
             self.counters.received += 1
             try:
-                produce = frames.decode_produce(raw, self.limits.max_message_size)
-                topic, tag = self._topic(produce, now_us)
-                dedup_id = self._dedup_id(produce)
-                seen_us = None if dedup_id is None else self.dedup.seen_at(topic.id, dedup_id)
-                if dedup_id is not None and seen_us is not None \
-                        and self._repeated(produce, topic, dedup_id, seen_us, now_us):
-                    continue
-                self._check_room(batch, produce, topic)
+                produce = frames.decode_produce(raw, max_size)
             except ProduceRefused as refused:
                 self._refuse(refused)
                 continue
             except DecodeError:
                 continue  # a ROUTER always prepends the routing id; nothing to answer
-            if dedup_id is not None:
-                self.dedup.remember(batch, topic.id, dedup_id, now_us, seen_us)
-            value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
-            seq = batch.add_message(value)
-            self.topics.stored(batch, seq, topic, tag, len(value))
-            accepted.append((produce.routing_id, produce.msg_id, seq, value))
+            if batches.PROTOCOL_HEADER in produce.headers:  # asks; not stored
+                self.acks.asked_protocol(produce.routing_id, produce.msg_id)
+                produce = replace(produce, headers=tuple(
+                    header for header in produce.headers if header != batches.PROTOCOL_HEADER))
+            self._accept(batch, produce, now_us, accepted)
         return accepted
+
+    def _take_batch(self, batch: Batch, raw: list[bytes], now_us: int,
+                    accepted: list[Stored]) -> None:
+        """A produce batch: each message taken as one sent alone, stored from its entry
+        as it came; the batch is answered once all are."""
+        try:
+            members = batches.decode_batch(raw, self.limits.max_message_size)
+        except ProduceRefused as refused:
+            self.counters.received += 1
+            self._refuse(refused)
+            return
+        self.counters.received += len(members)
+        self.acks.batches.expect(raw[0], raw[1], len(members))
+        fixed = record.fixed(now_us)
+        for member in members:
+            if isinstance(member, ProduceRefused):
+                self._refuse(member)
+            else:
+                self._accept(batch, member[0], now_us, accepted, fixed + member[1])
+
+    def _accept(self, batch: Batch, produce: frames.Produce, now_us: int,
+                accepted: list[Stored], value: bytes | None = None) -> None:
+        """Into the batch, unless refused or a repeat; ``value``: its record, made here
+        when not given."""
+        try:
+            topic, tag = self._topic(produce, now_us)
+            dedup_id = self._dedup_id(produce)
+            seen_us = None if dedup_id is None else self.dedup.seen_at(topic.id, dedup_id)
+            if dedup_id is not None and seen_us is not None \
+                    and self._repeated(produce, topic, dedup_id, seen_us, now_us):
+                return
+            self._check_room(batch, produce, topic)
+        except ProduceRefused as refused:
+            self._refuse(refused)
+            return
+        if dedup_id is not None:
+            self.dedup.remember(batch, topic.id, dedup_id, now_us, seen_us)
+        if value is None:
+            value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
+        seq = batch.add_message(value)
+        self.topics.stored(batch, seq, topic, tag, len(value))
+        accepted.append((produce.routing_id, produce.msg_id, seq, value))
 
     def _topic(self, produce: frames.Produce, now_us: int) -> tuple[Topic, bytes]:
         """The message's topic (made when new) and tag; a bad topic name is refused."""

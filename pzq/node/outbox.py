@@ -1,4 +1,5 @@
-"""Producer ACKs owed, sent as soon as each producer's pipe has room.
+"""Producer ACKs owed, sent as soon as each producer's pipe has room. The figures
+count messages answered: a produce batch's one ACK counts each of its messages.
 
 The producer ROUTER runs with ROUTER_MANDATORY: a full pipe refuses an ACK
 (zmq.Again) instead of dropping it silently, and the ACK waits here for the next
@@ -14,7 +15,9 @@ from collections import deque
 import zmq
 
 from pzq.counters import Counters
+from pzq.node.batch_acks import BatchAcks
 from pzq.protocol import frames
+from pzq.protocol import produce_batches as batches
 from pzq.zmqio import Socket, send_frames
 
 # Stop reading producers while this many ACKs wait for full producer pipes.
@@ -26,14 +29,21 @@ class ProducerAcks:
     def __init__(self, socket: Socket, counters: Counters) -> None:
         self.socket = socket
         self.counters = counters
-        self._waiting: deque[list[bytes]] = deque()
+        # each ACK with how many messages it answers (a produce batch's: all of them),
+        # which the figures count
+        self._waiting: deque[tuple[list[bytes], int]] = deque()
+        self._answers = 0  # messages the waiting ACKs answer
+        self.batches = BatchAcks()  # produce batches: one ACK once all are answered
+        # messages whose ACK says the node speaks produce batches (they asked)
+        self._asked: set[tuple[bytes, bytes]] = set()
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        """Messages whose ACK waits to be sent."""
+        return self._answers
 
     @property
     def full(self) -> bool:
-        return len(self._waiting) >= LIMIT
+        return self._answers >= LIMIT
 
     def owe(self, routing_id: bytes, msg_id: bytes, ok: bool, status: bytes = b"") -> None:
         if not ok:
@@ -42,22 +52,42 @@ class ProducerAcks:
             self.counters.acks_replication_failed += 1
         else:
             self.counters.acks_ok += 1
-        self._waiting.append(frames.encode_producer_ack(routing_id, msg_id, ok, status))
+        if self.batches:
+            batch_ack = self.batches.answer(routing_id, msg_id, ok, status)
+            if batch_ack is not None:
+                if batch_ack:
+                    self._wait(batch_ack, batches.answered(batch_ack))
+                return
+        ack = frames.encode_producer_ack(routing_id, msg_id, ok, status)
+        if self._asked and (routing_id, msg_id) in self._asked:
+            self._asked.discard((routing_id, msg_id))
+            ack.insert(3, batches.PROTOCOL_HEADER)  # a header frame, before the empty one
+        self._wait(ack, 1)
+
+    def _wait(self, ack: list[bytes], answers: int) -> None:
+        self._waiting.append((ack, answers))
+        self._answers += answers
+
+    def asked_protocol(self, routing_id: bytes, msg_id: bytes) -> None:
+        """The message asked whether the node speaks produce batches: its ACK says so."""
+        self._asked.add((routing_id, msg_id))
 
     def flush(self) -> None:
         """Send what the pipes take now; keep the rest for the next wake."""
-        refused: deque[list[bytes]] = deque()
+        refused: deque[tuple[list[bytes], int]] = deque()
         while self._waiting:
-            ack = self._waiting.popleft()
+            ack, answers = waiting = self._waiting.popleft()
             try:
                 send_frames(self.socket, ack)
-                self.counters.producer_acks_sent += 1
+                self.counters.producer_acks_sent += answers
             except zmq.Again:
-                refused.append(ack)
+                refused.append(waiting)
+                continue
             except zmq.ZMQError as exc:
                 if exc.errno != errno.EHOSTUNREACH:
                     raise
-                self.counters.producer_acks_dropped += 1  # that producer is gone
+                self.counters.producer_acks_dropped += answers  # that producer is gone
+            self._answers -= answers
         self._waiting = refused
 
     def flush_before_exit(self, seconds: float) -> None:

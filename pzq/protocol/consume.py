@@ -8,8 +8,10 @@ Consumer (DEALER) to node::
                                                       ACK:key (repeatable: ACKs a node that
                                                       did not know the connection refused),
                                                       CONFIRM:1 (answer ACKs once written),
-                                                      DECLARE:1 (make the topic if missing)
-    ACK | key | key...        done with these deliveries
+                                                      DECLARE:1 (make the topic if missing),
+                                                      PROTOCOL:2 (batches, below)
+    ACK | key | key...        done with these deliveries (protocol 2: a frame may hold
+                              several keys, each after one space)
     NACK | key | key...       give them back, to be delivered again
     NACK | DELAY:ms | key...  give them back, to go again after ms milliseconds
     WORKING | key | key...    still at work on them: each deadline starts again
@@ -20,9 +22,13 @@ Consumer (DEALER) to node::
 
 Node to consumer::
 
-    CONSUMING | topic | group | window | heartbeat ms
+    CONSUMING | topic | group | window | heartbeat ms (| PROTOCOL:2, answering PROTOCOL:2)
     DELIVER | topic | group | key | sent µs | ack timeout µs | (empty) | part 1 | ... | part N
         (with --delivery-headers: DELIVERY:n and the producer's headers before the empty frame)
+    BATCH | topic | group | sent µs | ack timeout µs | entries      (protocol 2 only)
+        entries, one frame, for each delivery: key length:1 key header count:4
+        (length:4 header)* part count:4 (length:4 part)*, lengths big-endian; headers
+        as DELIVER's (with --delivery-headers only)
     HEARTBEAT                 seldom: to find a consumer whose connection went
     ERROR | what was wrong
     REFUSED | ACK | key...    after the ERROR of an ACK on a connection the node does not
@@ -33,6 +39,7 @@ Node to consumer::
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from pzq.errors import DecodeError
@@ -50,6 +57,14 @@ REFUSED = b"REFUSED"
 ACKED = b"ACKED"
 WORKING = b"WORKING"
 REJECT = b"REJECT"
+BATCH = b"BATCH"
+PROTOCOL = b"PROTOCOL:"
+# 1: one DELIVER per message and one key per frame; 2: BATCH, several keys a frame.
+# A consumer asks with CONSUME's PROTOCOL option and the node's CONSUMING says which
+# it speaks; one that does not ask gets protocol 1.
+LATEST_PROTOCOL = 2
+KEY_SEPARATOR = b" "
+LENGTH = struct.Struct(">I")
 DELAY = b"DELAY:"
 MAX_DELAY_MS = 7 * 24 * 3600 * 1000  # a NACK's delay: a week at most
 REQUESTS = (CONSUME, ACK, NACK, WORKING, REJECT, HEARTBEAT, BYE)
@@ -69,6 +84,7 @@ class Subscribe:
     acked: tuple[bytes, ...] = ()  # ACKs the node refused before this CONSUME (ACK:key)
     confirm: bool = False  # CONFIRM:1: ACKED answers each ACK once it is written
     declare: bool = False  # DECLARE:1: make the topic (and group) when missing
+    protocol: int = 1  # PROTOCOL:n: the highest the consumer speaks
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +111,9 @@ class NodeMessage:
     heartbeat_ms: int = 0
     error: str = ""
     keys: tuple[bytes, ...] = ()  # REFUSED, ACKED
+    protocol: int = 1  # CONSUMING
+    # BATCH: each delivery's key, headers and parts
+    entries: tuple[tuple[bytes, tuple[bytes, ...], tuple[bytes, ...]], ...] = ()
 
 
 # -- consumer to node ----------------------------------------------------------
@@ -143,12 +162,14 @@ def _decode_subscribe(frames: list[bytes]) -> Subscribe:
         name = name.upper()
         if name in ("CONFIRM", "DECLARE") and value in ("0", "1"):
             options[name.lower()] = value == "1"
+        elif name == "PROTOCOL" and value.isdigit() and int(value) >= 1:
+            options["protocol"] = min(int(value), LATEST_PROTOCOL)
         elif sep and name in ("FILTER", "START"):
             options[name.lower()] = decode_start(value) if name == "START" else value
         else:
             raise DecodeError(f"CONSUME option {frame[:40]!r} is not FILTER:value, "
                               "START:earliest|latest|<µs since the epoch>, ACK:key, "
-                              "CONFIRM:0|1 or DECLARE:0|1")
+                              "PROTOCOL:<number>, CONFIRM:0|1 or DECLARE:0|1")
     return Subscribe(topic, group, int(window_text), acked=tuple(acked),
                      **options)  # type: ignore[arg-type]
 
@@ -165,16 +186,26 @@ def ack_keys(frames: list[bytes]) -> list[bytes] | None:
     """The keys of a well-formed ACK (the common request, read without building a
     Request); None for anything else, which decode_request reads and judges."""
     if len(frames) > 1 and frames[0] == ACK and len(frames) <= MAX_KEYS + 1:
-        return frames[1:]
+        keys = split_keys(frames[1:])
+        if len(keys) <= MAX_KEYS:
+            return keys
     return None
+
+
+def split_keys(frames: list[bytes]) -> list[bytes]:
+    """The keys of key frames, each holding one key or (protocol 2) several."""
+    if len(frames) == 1:
+        return frames[0].split(KEY_SEPARATOR)
+    return KEY_SEPARATOR.join(frames).split(KEY_SEPARATOR)
 
 
 def _decode_keys(verb: bytes, frames: list[bytes]) -> tuple[bytes, ...]:
     if not frames:
         raise DecodeError(f"{verb.decode()} needs at least one key frame")
-    if len(frames) > MAX_KEYS:
-        raise DecodeError(f"{verb.decode()} has {len(frames)} keys, at most {MAX_KEYS}")
-    return tuple(frames)
+    keys = split_keys(frames)
+    if len(keys) > MAX_KEYS:
+        raise DecodeError(f"{verb.decode()} has {len(keys)} keys, at most {MAX_KEYS}")
+    return tuple(keys)
 
 
 def encode_consume(subscribe: Subscribe) -> list[bytes]:
@@ -186,26 +217,42 @@ def encode_consume(subscribe: Subscribe) -> list[bytes]:
     frames += [b"CONFIRM:1"] if subscribe.confirm else []
     frames += [b"DECLARE:1"] if subscribe.declare else []
     frames += [b"ACK:" + key for key in subscribe.acked]
+    frames += [PROTOCOL + b"%d" % subscribe.protocol] if subscribe.protocol > 1 else []
     return frames
 
 
 def encode_keys(verb: bytes, keys: list[bytes] | tuple[bytes, ...],
-                delay_ms: int = 0) -> list[bytes]:
-    """ACK, NACK (with a delay: DELAY:ms first), WORKING or REJECT of ``keys``."""
-    return [verb, *([DELAY + b"%d" % delay_ms] if delay_ms else []), *keys]
+                delay_ms: int = 0, protocol: int = 1) -> list[bytes]:
+    """ACK, NACK (with a delay: DELAY:ms first), WORKING or REJECT of ``keys``: one
+    frame each, or with protocol 2 all in one frame."""
+    delay = [DELAY + b"%d" % delay_ms] if delay_ms else []
+    if protocol > 1:
+        return [verb, *delay, KEY_SEPARATOR.join(keys)]
+    return [verb, *delay, *keys]
 
 
 # -- node to consumer ------------------------------------------------------------
 
-def deliver_head(routing_id: bytes, topic: bytes, group: bytes) -> list[bytes]:
-    """The frames before a delivery in --send-dsn's layout: the routing id, the verb,
-    topic and group, the same for every delivery to a consumer (built once)."""
-    return [routing_id, DELIVER, topic, group]
+def deliver_head(routing_id: bytes, topic: bytes, group: bytes,
+                 protocol: int = 1) -> list[bytes]:
+    """The frames before a consumer's deliveries, the same for every one (built once):
+    the routing id, the verb (DELIVER, or BATCH with protocol 2), topic and group;
+    DELIVER's own frames then follow --send-dsn's layout."""
+    return [routing_id, BATCH if protocol > 1 else DELIVER, topic, group]
+
+
+def batch_entry(key: bytes, header_group: bytes, part_group: bytes) -> bytes:
+    """One delivery in a BATCH's entries frame; the groups are counted, length-prefixed
+    frames (``part_group`` as the stored record holds it, copied whole)."""
+    return b"%c%s%s%s" % (len(key), key, header_group, part_group)
 
 
 def encode_consuming(routing_id: bytes, subscribe: Subscribe, heartbeat_ms: int) -> list[bytes]:
-    return [routing_id, CONSUMING, subscribe.topic.encode(), subscribe.group.encode(),
-            b"%d" % subscribe.window, b"%d" % heartbeat_ms]
+    frames = [routing_id, CONSUMING, subscribe.topic.encode(), subscribe.group.encode(),
+              b"%d" % subscribe.window, b"%d" % heartbeat_ms]
+    if subscribe.protocol > 1:  # only to a consumer that asked: 5 frames otherwise
+        frames.append(PROTOCOL + b"%d" % subscribe.protocol)
+    return frames
 
 
 def encode_error(routing_id: bytes, text: str) -> list[bytes]:
@@ -219,6 +266,8 @@ def encode_refused(routing_id: bytes, keys: list[bytes] | tuple[bytes, ...]) -> 
 def decode_node_message(frames: list[bytes]) -> NodeMessage:
     """What a consumer's DEALER receives; DecodeError for anything else."""
     verb = frames[0] if frames else b""
+    if verb == BATCH:
+        return decode_batch(frames)
     if verb == DELIVER:
         return _decode_deliver(frames)
     if verb == HEARTBEAT:
@@ -229,9 +278,11 @@ def decode_node_message(frames: list[bytes]) -> NodeMessage:
         return NodeMessage(verb, keys=tuple(frames[2:]))
     if verb == ACKED and len(frames) > 1:
         return NodeMessage(verb, keys=tuple(frames[1:]))
-    if verb == CONSUMING and len(frames) == 5 and frames[3].isdigit() and frames[4].isdigit():
+    if verb == CONSUMING and len(frames) in (5, 6) and frames[3].isdigit() \
+            and frames[4].isdigit():
         return NodeMessage(verb, frames[1].decode(), frames[2].decode(),
-                           window=int(frames[3]), heartbeat_ms=int(frames[4]))
+                           window=int(frames[3]), heartbeat_ms=int(frames[4]),
+                           protocol=_protocol_of(frames[5:]))
     raise DecodeError(f"unexpected message from the node: {frames[:2]!r}")
 
 
@@ -247,3 +298,51 @@ def _decode_deliver(frames: list[bytes]) -> NodeMessage:
     return NodeMessage(DELIVER, frames[1].decode(), frames[2].decode(), frames[3], sent_us,
                        ack_timeout_us, parse_headers(frames[6:delimiter]),
                        tuple(frames[delimiter + 1:]))
+
+
+def _protocol_of(frames: list[bytes]) -> int:
+    """CONSUMING's last frame, when the node answers a PROTOCOL option."""
+    if not frames:
+        return 1
+    number = frames[0][len(PROTOCOL):]
+    if not frames[0].startswith(PROTOCOL) or not number.isdigit():
+        raise DecodeError(f"CONSUMING's frame {frames[0][:40]!r} is not PROTOCOL:<number>")
+    return int(number)
+
+
+def decode_batch(frames: list[bytes]) -> NodeMessage:
+    """A BATCH: its deliveries' keys, headers and parts, read in one pass."""
+    if len(frames) != 6 or not frames[3].isdigit() or not frames[4].isdigit():
+        raise DecodeError(f"BATCH has {len(frames)} frames or a time that is not "
+                          "decimal, expected 6")
+    try:
+        entries = _batch_entries(frames[5])
+    except (IndexError, struct.error):
+        raise DecodeError("BATCH's entries are truncated") from None
+    return NodeMessage(BATCH, frames[1].decode(), frames[2].decode(), b"",
+                       int(frames[3]), int(frames[4]), entries=entries)
+
+
+def _batch_entries(data: bytes) -> tuple[tuple[bytes, tuple[bytes, ...],
+                                               tuple[bytes, ...]], ...]:
+    unpack = LENGTH.unpack_from
+    entries = []
+    at, end = 0, len(data)
+    while at < end:
+        key_end = at + 1 + data[at]
+        key = data[at + 1:key_end]
+        groups = []
+        at = key_end
+        for _ in range(2):  # headers, then parts
+            (count,) = unpack(data, at)
+            at += 4
+            items = []
+            for _ in range(count):
+                (length,) = unpack(data, at)
+                at += 4 + length
+                items.append(data[at - length:at])
+            groups.append(tuple(items))
+        entries.append((key, groups[0], groups[1]))
+    if at != end:
+        raise DecodeError("BATCH's entries are truncated")
+    return tuple(entries)

@@ -101,11 +101,11 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
             routing_id, msg_id)
     headers = tuple(frames[2:delimiter])
     for header in headers:
-        _check_producer_header(header, routing_id, msg_id)
+        check_producer_header(header, routing_id, msg_id)
     return Produce(routing_id, msg_id, headers, parts, body_size)
 
 
-def _check_producer_header(header: bytes, routing_id: bytes, msg_id: bytes) -> None:
+def check_producer_header(header: bytes, routing_id: bytes, msg_id: bytes) -> None:
     match = HEADER_PATTERN.match(header)
     if match is None:
         raise ProduceRefused(f"header frame {header[:40].decode(errors='replace')} is not "

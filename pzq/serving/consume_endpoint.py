@@ -168,9 +168,10 @@ class ConsumeEndpoint(Part):
                               f"topic {consumer.group.topic} already; open another one")
         group = named_group(self.topics, batch, subscribe, now_us, self.taken_over)
         deliveries = self._deliveries_for(group)
-        head = wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame)
+        head = wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame,
+                                 subscribe.protocol)
         consumer = Consumer(routing_id, deliveries, subscribe.window, mono, head=head,
-                            confirm=subscribe.confirm)
+                            confirm=subscribe.confirm, batches=subscribe.protocol > 1)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
         self._send(wire.encode_consuming(routing_id, subscribe, int(self.heartbeat_s * 1000)))
@@ -261,8 +262,9 @@ class ConsumeEndpoint(Part):
                 room = deliveries.room()
                 if room > 0 and state.has_work():
                     evicted = state.counters.evicted
-                    send = sender.for_group(deliveries)
-                    state.deliver(send, now_us, min(room, self.batch_size))
+                    state.deliver_raw(sender.for_group(deliveries, state, now_us), now_us,
+                                      min(room, self.batch_size))
+                    sender.finish()
                     if state.counters.evicted != evicted:
                         deliveries.settle()
             # also those given back dead by a NACK this wake, before the next batch

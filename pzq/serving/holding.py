@@ -37,10 +37,11 @@ class Consumer:
     held: set[Key] = field(default_factory=set)
     overdue: set[Key] = field(default_factory=set)  # expired here, not answered: credit spent
     # the frames before every delivery to it, built once (--consume-dsn: routing id,
-    # DELIVER, topic, group; --send-dsn: none)
+    # DELIVER or BATCH, topic, group; --send-dsn: none)
     head: list[bytes] = field(default_factory=list)
     unreachable: bool = False  # a send found its connection gone: nothing more to it
     confirm: bool = False  # CONFIRM:1: its ACKs are answered ACKED once written
+    batches: bool = False  # protocol 2: deliveries in BATCH messages
     # the consumers on --send-dsn: the socket picks one, the window bounds what is out,
     # so neither credits nor holders are kept per delivery
     pool: bool = False

@@ -1,9 +1,11 @@
 """Deliveries sent to a group's consumers: round robin over those with credit, as
-the consumers on --consume-dsn and the pool on --send-dsn both are.
+the consumers on --consume-dsn and the pool on --send-dsn both are. A consumer that
+speaks protocol 2 gets its deliveries in batches (pzq.serving.batching), filled as far
+as its credit goes before the next consumer's turn.
 
 Per message only what must be: the send (after each consumer's fixed frames, built
-once) and who holds it. Deliveries expire only at a reap, so when no consumer has one
-overdue now, none will have during one send.
+once) or the batch entry, and who holds it. Deliveries expire only at a reap, so
+when no consumer has one overdue now, none will have during one send.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from collections.abc import Callable
 
 import zmq
 
+from pzq.delivery.state import DeliveryState, Outlet, delivery_frames
 from pzq.protocol.message_keys import NODE_ID_LENGTH
+from pzq.serving.batching import OpenBatch
 from pzq.serving.holding import Consumer, GroupDelivery, Key
 from pzq.zmqio import Socket, send_headed
 
-KEY_SEQ_AT = NODE_ID_LENGTH + 1  # "<node id>-<seq hex>"
 Send = Callable[[list[bytes]], bool]
+Put = Callable[[Consumer, bytes, bytes, int], bool]  # consumer, key, record, deliveries
 
 
 class Sender:
@@ -26,6 +30,7 @@ class Sender:
         self.socket = socket
         self.blocked = False  # no consumer's pipe took a delivery: try again soon
         self.found_unreachable = False  # a send found a consumer gone
+        self.batch = OpenBatch(socket)  # protocol 2: a BATCH being filled
 
     def for_pool(self, pool: Consumer) -> Send:
         """To the pool on --send-dsn: the socket picks the consumer, and the window
@@ -41,36 +46,62 @@ class Sender:
             return True
         return send
 
-    def for_group(self, deliveries: GroupDelivery) -> Send:
-        """A send for one pass over the group's states, in the order of this call."""
+    def for_group(self, deliveries: GroupDelivery, state: DeliveryState,
+                  now_us: int) -> Outlet:
+        """An outlet for one pass over one of the group's states, in the order of this
+        call; ``finish`` after it."""
         candidates = deliveries.next_consumers()
+        put = self._putter(state, now_us)
         if deliveries.any_overdue():
-            return self._avoiding_expired(deliveries, candidates)
-        return self._round_robin(deliveries, candidates)
+            return self._avoiding_expired(deliveries, candidates, put)
+        return self._round_robin(deliveries, candidates, put)
 
-    def _round_robin(self, deliveries: GroupDelivery, candidates: list[Consumer]) -> Send:
+    def finish(self) -> None:
+        """The pass is over: what is batched goes."""
+        self.batch.close()
+
+    def _putter(self, state: DeliveryState, now_us: int) -> Put:
+        socket, batch = self.socket, self.batch
+        ack_timeout_us, with_headers = state.ack_timeout_us, state.with_headers
+
+        def put(consumer: Consumer, key: bytes, value: bytes, deliveries: int) -> bool:
+            """Sent to the consumer, or added to its batch; False: not taken."""
+            try:
+                if consumer.batches:
+                    batch.add(consumer, key, value, deliveries, now_us, ack_timeout_us,
+                              with_headers)
+                else:
+                    batch.close()
+                    send_headed(socket, consumer.head, delivery_frames(
+                        key, value, deliveries, now_us, ack_timeout_us, with_headers))
+            except zmq.Again:
+                return False  # its pipe is full
+            except zmq.ZMQError as exc:
+                self._unreachable(consumer, exc)
+                return False
+            return True
+        return put
+
+    def _round_robin(self, deliveries: GroupDelivery, candidates: list[Consumer],
+                     put: Put) -> Outlet:
+        """Each delivery to the next consumer with credit; one taking batches is
+        filled before the turn moves on."""
         count = len(candidates)
         owner = deliveries.owner
-        socket = self.socket
         turn = 0
 
-        def send(frames: list[bytes]) -> bool:
+        def send(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:
             nonlocal turn
             for _ in range(count):
                 consumer = candidates[turn]
-                turn = turn + 1 if turn + 1 < count else 0
                 held = consumer.held
-                if consumer.unreachable or len(held) >= consumer.window:
+                if consumer.unreachable or len(held) >= consumer.window \
+                        or not put(consumer, key, value, deliveries):
+                    turn = turn + 1 if turn + 1 < count else 0
                     continue
-                try:
-                    send_headed(socket, consumer.head, frames)
-                except zmq.Again:
-                    continue  # its pipe is full: the next one
-                except zmq.ZMQError as exc:
-                    self._unreachable(consumer, exc)
-                    continue
-                key = frames[0]
-                held_key = (key[:NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
+                if not consumer.batches:
+                    turn = turn + 1 if turn + 1 < count else 0
+                held_key = (key[:NODE_ID_LENGTH], seq)
                 held.add(held_key)
                 owner[held_key] = consumer
                 return True
@@ -78,57 +109,48 @@ class Sender:
             return False
         return send
 
-    def _avoiding_expired(self, deliveries: GroupDelivery, candidates: list[Consumer]) -> Send:
+    def _avoiding_expired(self, deliveries: GroupDelivery, candidates: list[Consumer],
+                          put: Put) -> Outlet:
         """The same, while some consumer has deliveries it let expire: one of those
         goes to another consumer first, and back to the same one only when no other
-        takes it (on the credit it still spends there)."""
+        takes it (on the credit it still spends)."""
         count = len(candidates)
-        offer = self._offerer(deliveries)
+        owner = deliveries.owner
         turn = 0
 
-        def send(frames: list[bytes]) -> bool:
-            nonlocal turn
-            key = frames[0]
-            held_key = (key[:NODE_ID_LENGTH], int(key[KEY_SEQ_AT:], 16))
-            expired_at = []
-            for _ in range(count):
-                consumer = candidates[turn]
-                turn = turn + 1 if turn + 1 < count else 0
-                if held_key in consumer.overdue:
-                    expired_at.append(consumer)  # it let this one expire: others first
-                elif offer(consumer, frames, held_key):
-                    return True
-            if any(offer(consumer, frames, held_key) for consumer in expired_at):
-                return True
-            self.blocked = True
-            return False
-        return send
-
-    def _offerer(self, deliveries: GroupDelivery) -> Callable[[Consumer, list[bytes], Key],
-                                                              bool]:
-        owner = deliveries.owner
-        socket = self.socket
-
-        def offer(consumer: Consumer, frames: list[bytes], held_key: Key) -> bool:
+        def offer(consumer: Consumer, key: bytes, value: bytes, deliveries: int,
+                  held_key: Key) -> bool:
             """Sent to this consumer if it has credit (one it let expire comes back on
             the credit it still spends)."""
             held, overdue = consumer.held, consumer.overdue
             again = held_key in overdue
             if consumer.unreachable or len(held) + len(overdue) - again >= consumer.window:
                 return False
-            try:
-                send_headed(socket, consumer.head, frames)
-            except zmq.Again:
-                return False  # its pipe is full: the next one
-            except zmq.ZMQError as exc:
-                self._unreachable(consumer, exc)
+            if not put(consumer, key, value, deliveries):
                 return False
             if again:
                 overdue.discard(held_key)
             held.add(held_key)
             owner[held_key] = consumer
             return True
-        return offer
+
+        def send(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:
+            nonlocal turn
+            held_key = (key[:NODE_ID_LENGTH], seq)
+            expired_at = []
+            for _ in range(count):
+                consumer = candidates[turn]
+                turn = turn + 1 if turn + 1 < count else 0
+                if held_key in consumer.overdue:
+                    expired_at.append(consumer)  # it let this one expire: others first
+                elif offer(consumer, key, value, deliveries, held_key):
+                    return True
+            if any(offer(consumer, key, value, deliveries, held_key)
+                   for consumer in expired_at):
+                return True
+            self.blocked = True
+            return False
+        return send
 
     def _unreachable(self, consumer: Consumer, exc: zmq.ZMQError) -> None:
         """A send found no peer: stop sending to it; its ACKs and BYE still count."""

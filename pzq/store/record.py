@@ -46,6 +46,12 @@ def encode(msg_id: bytes, headers: tuple[bytes, ...], parts: tuple[bytes, ...],
     return b"".join(chunks)
 
 
+def fixed(stored_us: int) -> bytes:
+    """A record's fixed fields: what comes before a produce batch's entry (which is
+    the rest of the record, msg id first) to make it a record."""
+    return FIXED.pack(VERSION, stored_us, 0, 0)
+
+
 def with_bookkeeping(value: bytes, first_delivered_us: int, deliveries: int) -> bytes:
     """The same record with its delivery bookkeeping replaced."""
     end = BOOKKEEPING_OFFSET + BOOKKEEPING.size
@@ -78,6 +84,27 @@ def headers_of(value: bytes) -> tuple[bytes, ...]:
     if offset > len(value):
         raise DecodeError("stored record is truncated")
     return tuple(headers)
+
+
+def header_group_at(value: bytes) -> int:
+    """Where the header group (count, then length-prefixed headers) starts: the tail
+    from there is the record's headers and parts as a delivery's batch carries them."""
+    msg_id_length: int = LENGTH.unpack_from(value, FIXED.size)[0]
+    return FIXED.size + LENGTH.size + msg_id_length
+
+
+def part_group_at(value: bytes) -> int:
+    """Where the part group (count, then length-prefixed parts) starts, without copying
+    anything (on every batched delivery)."""
+    unpack = LENGTH.unpack_from
+    offset = header_group_at(value)
+    count: int = unpack(value, offset)[0]
+    offset += LENGTH.size
+    for _ in range(count):
+        offset += LENGTH.size + unpack(value, offset)[0]
+    if offset + LENGTH.size > len(value):
+        raise DecodeError("stored record is truncated")
+    return offset
 
 
 def stored_us_of(value: bytes) -> int:

@@ -133,7 +133,7 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
                          capture_output=True, text=True, timeout=100, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
     rows = json.loads((tmp_path / "g.json").read_text())
-    assert len(rows) == 11 and all(row["rate"] > 0 for row in rows)
+    assert len(rows) == 17 and all(row["rate"] > 0 for row in rows)
     # every row is the median of both repeats, with their range; ratios in one repeat
     assert all(row["rate_range"][0] <= row["rate"] <= row["rate_range"][1] for row in rows)
     drain = next(row for row in rows if row["scenario"] == "drain, 3 groups at once: g1")

@@ -1,0 +1,180 @@
+"""Produce protocol 2 on --receive-dsn: many messages in one multipart message, and one
+ACK naming each one's result (docs/protocol.rst, "Produce batches").
+
+A producer learns that the node speaks it from one ordinary message carrying the
+header ``PROTOCOL:2`` (the node does not store that header; a node that does not know
+it stores it as any header, which consumers ignore): the ACK of that message carries
+the header frame ``PROTOCOL:2`` when the node speaks it. Only then does the producer
+send batches::
+
+    batch id | BATCH:n | (empty) | entries
+    entries: for each message, msg id length:4 msg id header count:4 (length:4 header)*
+             part count:4 (length:4 part)*        (numbers big-endian)
+
+Each entry is the stored record's layout after its fixed fields, so the node stores
+it as it came. The node answers the batch once every message in it has its answer::
+
+    batch id | status | BATCH:n | (empty) | results
+    results: for each message in order, status:1 ("1" or "0") length:2 status message
+
+The first status is ``1`` when every message's is. A batch the node cannot read at
+all (its frames or entries malformed) gets one ordinary ACK of the batch id with
+``0``: none of its messages is stored.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pzq.errors import DecodeError, ProduceRefused
+from pzq.protocol.frames import STATUS_FAILED, STATUS_OK, Produce, check_producer_header
+
+PROTOCOL_HEADER = b"PROTOCOL:2"
+BATCH = b"BATCH:"
+MAX_MESSAGES = 10_000  # in one batch
+LENGTH = struct.Struct(">I")
+RESULT = struct.Struct(">cH")  # status, length of the status message
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAck:
+    """A batch's ACK as the producer's DEALER receives it: each message's result."""
+
+    batch_id: bytes
+    results: tuple[tuple[bool, bytes], ...]
+
+
+def encode_entry(msg_id: bytes, headers: Sequence[bytes], parts: Sequence[bytes]) -> bytes:
+    """One message of a batch."""
+    pack = LENGTH.pack
+    chunks = [pack(len(msg_id)), msg_id, pack(len(headers))]
+    for header in headers:
+        chunks += (pack(len(header)), header)
+    chunks.append(pack(len(parts)))
+    for part in parts:
+        chunks += (pack(len(part)), part)
+    return b"".join(chunks)
+
+
+def encode_batch(batch_id: bytes, entries: list[bytes]) -> list[bytes]:
+    """What a producer's DEALER sends."""
+    return [batch_id, BATCH + b"%d" % len(entries), b"", b"".join(entries)]
+
+
+def is_batch(frames: list[bytes]) -> bool:
+    """A batch as the node's ROUTER receives it (after the routing id)?"""
+    return len(frames) > 2 and frames[2].startswith(BATCH)
+
+
+def decode_batch(frames: list[bytes], max_body_size: int
+                 ) -> list[tuple[Produce, bytes] | ProduceRefused]:
+    """``[routing id][batch id][BATCH:n][empty][entries]``: each message with its entry
+    (the record's bytes after its fixed fields), or why it is refused. ProduceRefused
+    (of the batch id) when the batch cannot be read at all."""
+    routing_id, batch_id = frames[0], frames[1]
+    count_text = frames[2][len(BATCH):]
+    if len(frames) != 5 or frames[3] != b"" or not count_text.isdigit() \
+            or not 1 <= int(count_text) <= MAX_MESSAGES:
+        raise ProduceRefused(f"a batch is batch id, BATCH:<1 to {MAX_MESSAGES}>, an empty "
+                             "frame and one frame of entries", routing_id, batch_id)
+    try:
+        found = _entries(routing_id, batch_id, frames[4], max_body_size)
+    except (struct.error, DecodeError):
+        found = []
+    if len(found) != int(count_text):
+        raise ProduceRefused(f"the batch's entries are not the {int(count_text)} messages "
+                             "its BATCH header says", routing_id, batch_id)
+    return found
+
+
+def _entries(routing_id: bytes, batch_id: bytes, data: bytes, max_body_size: int
+             ) -> list[tuple[Produce, bytes] | ProduceRefused]:
+    unpack = LENGTH.unpack_from
+    found: list[tuple[Produce, bytes] | ProduceRefused] = []
+    at, end = 0, len(data)
+    while at < end:
+        start = at
+        (length,) = unpack(data, at)
+        at += 4 + length
+        token = member_token(batch_id, len(found))
+        groups: list[list[bytes]] = []
+        for _ in range(2):  # headers, then parts
+            (count,) = unpack(data, at)
+            at += 4
+            items = []
+            for _ in range(count):
+                (length,) = unpack(data, at)
+                at += 4 + length
+                items.append(data[at - length:at])
+            groups.append(items)
+        if at > end:
+            raise DecodeError("truncated")
+        found.append(_member(routing_id, token, groups[0], groups[1], max_body_size,
+                             data[start:at]))
+    return found
+
+
+def _member(routing_id: bytes, token: bytes, headers: list[bytes], parts: list[bytes],
+            max_body_size: int, entry: bytes) -> tuple[Produce, bytes] | ProduceRefused:
+    body_size = sum(map(len, parts))
+    try:
+        if not parts:
+            raise ProduceRefused("message has no body part", routing_id, token)
+        if body_size > max_body_size:
+            raise ProduceRefused(f"message body of {body_size} bytes exceeds the limit of "
+                                 f"{max_body_size} bytes", routing_id, token)
+        for header in headers:
+            check_producer_header(header, routing_id, token)
+    except ProduceRefused as refused:
+        return refused
+    return Produce(routing_id, token, tuple(headers), (), body_size), entry
+
+
+def member_token(batch_id: bytes, index: int) -> bytes:
+    """How the node names the ``index``-th message of a batch until it is answered."""
+    return b"%s\x00%d" % (batch_id, index)
+
+
+def encode_batch_ack(routing_id: bytes, batch_id: bytes,
+                     results: Sequence[tuple[bool, bytes]]) -> list[bytes]:
+    """``[routing id][batch id][status][BATCH:n][empty][results]`` for the ROUTER."""
+    pack = RESULT.pack
+    body = b"".join([pack(STATUS_OK if ok else STATUS_FAILED, len(text)) + text
+                     for ok, text in results])
+    every = all(ok for ok, _ in results)
+    return [routing_id, batch_id, STATUS_OK if every else STATUS_FAILED,
+            BATCH + b"%d" % len(results), b"", body]
+
+
+def answered(ack: list[bytes]) -> int:
+    """How many messages a batch's ACK (from encode_batch_ack) answers."""
+    return int(ack[3][len(BATCH):])
+
+
+def is_batch_ack(frames: list[bytes]) -> bool:
+    return len(frames) > 2 and frames[2].startswith(BATCH)
+
+
+def decode_batch_ack(frames: list[bytes]) -> BatchAck:
+    """``[batch id][status][BATCH:n][empty][results]`` as the producer's DEALER sees it."""
+    count_text = frames[2][len(BATCH):]
+    if len(frames) != 5 or frames[3] != b"" or not count_text.isdigit():
+        raise DecodeError("a batch ACK is batch id, status, BATCH:n, empty, results")
+    data, results, at = frames[4], [], 0
+    try:
+        while at < len(data):
+            status, length = RESULT.unpack_from(data, at)
+            at += RESULT.size + length
+            results.append((status == STATUS_OK, data[at - length:at]))
+    except struct.error:
+        raise DecodeError("a batch ACK's results are truncated") from None
+    if at != len(data) or len(results) != int(count_text):
+        raise DecodeError("a batch ACK's results do not match its count")
+    return BatchAck(frames[0], tuple(results))
+
+
+def speaks_batches(frames: Iterable[bytes]) -> bool:
+    """Whether an ordinary ACK's header frames say the node speaks produce batches."""
+    return PROTOCOL_HEADER in frames

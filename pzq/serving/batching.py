@@ -1,0 +1,61 @@
+"""A BATCH on its way to one consumer (protocol 2 of the consume endpoint): many
+deliveries in one multipart message, their entries joined into one frame.
+
+A ROUTER refuses a message only at its first frame, so the batch's first frames go
+out as its first delivery is added (a refusal then leaves nothing half sent) and its
+entries frame when it is closed. Nothing else may be sent on the socket in between:
+the sender closes it before any other send and at the end of each pass.
+"""
+
+from __future__ import annotations
+
+from pzq.protocol import consume as wire
+from pzq.protocol.frames import delivery_headers
+from pzq.serving.holding import Consumer
+from pzq.store import record
+from pzq.zmqio import Socket, begin_frames, send_last
+
+MAX_BATCH_BYTES = 1 << 20  # a batch is closed once its entries reach this size
+NO_HEADERS = wire.LENGTH.pack(0)
+
+
+class OpenBatch:
+    def __init__(self, socket: Socket) -> None:
+        self.socket = socket
+        self.consumer: Consumer | None = None  # whose batch is open
+        self.entries: list[bytes] = []
+        self.size = 0
+
+    def add(self, consumer: Consumer, key: bytes, value: bytes, deliveries: int,
+            sent_us: int, ack_timeout_us: int, with_headers: bool) -> None:
+        """Add a delivery to the consumer's batch, opened first if it is not open;
+        raises zmq.Again (nothing added) when its pipe refuses a new batch."""
+        if consumer is not self.consumer:
+            self.close()
+            begin_frames(self.socket, [*consumer.head, b"%d" % sent_us,
+                                       b"%d" % ack_timeout_us])
+            self.consumer = consumer
+        if with_headers:
+            headers = delivery_headers(deliveries, record.headers_of(value))
+            header_group = counted(headers)
+        else:
+            header_group = NO_HEADERS
+        entry = wire.batch_entry(key, header_group, value[record.part_group_at(value):])
+        self.entries.append(entry)
+        self.size += len(entry)
+        if self.size >= MAX_BATCH_BYTES:
+            self.close()
+
+    def close(self) -> None:
+        """Send the open batch's entries, if one is open."""
+        if self.consumer is not None:
+            send_last(self.socket, b"".join(self.entries))
+            self.consumer = None
+            self.entries = []
+            self.size = 0
+
+
+def counted(frames: tuple[bytes, ...]) -> bytes:
+    """Frames as a batch entry's group: their count, then each after its length."""
+    pack = wire.LENGTH.pack
+    return b"".join([pack(len(frames)), *(pack(len(frame)) + frame for frame in frames)])

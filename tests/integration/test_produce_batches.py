@@ -14,7 +14,7 @@ from pzq.client import GroupConsumer, Producer
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
-from tests.harness import NodeProcess
+from tests.support.harness import NodeProcess
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,7 +12,7 @@ from pzq.client import GroupConsumer, Producer
 from pzq.errors import DecodeError
 from pzq.protocol import consume as wire
 from pzq.serving.batching import counted
-from tests.harness import NodeProcess, wait_until
+from tests.support.harness import NodeProcess, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

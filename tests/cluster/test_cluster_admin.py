@@ -139,7 +139,9 @@ def test_a_survivors_stats_name_what_a_takeover_serves_each_group(start_node, co
     assert taken["default"]["inflight"] == 0
     # not counted as the survivor's own group g1, nor as the node's (default's) work
     assert stats["topics"]["orders"]["groups"]["g1"]["acked"] == 0 and stats["acked"] == 0
-    shown = tool("pzq-monitor", "--dsn", survivor.monitor_dsn)
+    # wide enough that the cell is not wrapped (the column's head is the monitor's
+    # endpoint, a temporary path of any length)
+    shown = tool("pzq-monitor", "--dsn", survivor.monitor_dsn, columns=400)
     assert shown.returncode == 0, shown.stderr
     assert f"{origin_id}: 10 copies, 2 in flight" in shown.stdout
     metrics = scrape_metrics(survivor.monitor_dsn)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,10 +19,12 @@ pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
 
 
-def tool(name: str, *args: str, stdin: str = "", timeout: float = 40
+def tool(name: str, *args: str, stdin: str = "", timeout: float = 40, columns: int | None = None
          ) -> subprocess.CompletedProcess[str]:
+    """``columns``: the terminal width tables are drawn for (else the tool's default)."""
+    env = {**os.environ, "COLUMNS": str(columns)} if columns else None
     return subprocess.run([str(BIN / name), *args], input=stdin, capture_output=True, check=False,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=env)
 
 
 def one_line(stderr: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from pzq.bench.nodes import NodeProcess as BenchNode
 from pzq.bench.nodes import wait_until
 from pzq.client import Consumer, Producer, monitor_figures, request_monitor
+from tests.support.ports import port_below_ephemeral
 
 __all__ = ["NodeProcess", "wait_until", "run_pzq"]
 
@@ -25,6 +26,10 @@ class NodeProcess(BenchNode):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("log_level", "debug")
         super().__init__(*args, **kwargs)
+        # Ports of its own below the ephemeral range, not wildcards: a restart binds them
+        # again, and no other process's outgoing connection can take one meanwhile.
+        self.ports = {name: str(port_below_ephemeral()) if port == "*" else port
+                      for name, port in self.ports.items()}
 
     def figures(self) -> dict[str, int | str]:
         """MONITOR's ``key: value`` lines, numbers as ints."""

@@ -11,8 +11,6 @@ and monitor endpoints are not proxied: clients keep reaching every live node.
 
 from __future__ import annotations
 
-import random
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import permutations
@@ -21,6 +19,7 @@ from typing import Any
 
 from tests.support.faultproxy import DOWN, UP, ProxyNetwork
 from tests.support.harness import NodeProcess, wait_until
+from tests.support.ports import port_below_ephemeral
 
 
 @dataclass(frozen=True)
@@ -60,21 +59,6 @@ class LoggedNode(NodeProcess):
         return self.earlier_lines + current
 
 
-def free_port() -> int:
-    """A free port below the range the kernel hands out for port 0 and outgoing
-    connections (32768 and up on Linux): a node killed and restarted binds it again,
-    and meanwhile no connection of another process can be given it."""
-    for _ in range(200):
-        port = random.randrange(20_000, 32_700)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port on 127.0.0.1 below 32700")
-
-
 def link(source: int, target: int) -> str:
     """The proxy that carries node ``source``'s connection to node ``target``."""
     return f"{source}>{target}"
@@ -85,7 +69,7 @@ class ProxiedCluster:
                  log_level: str = "debug", consume: bool = False) -> None:
         self.size = size
         self.network = ProxyNetwork()
-        ports = [free_port() for _ in range(size)]
+        ports = [port_below_ephemeral() for _ in range(size)]
         self.cluster_endpoints = [f"tcp://127.0.0.1:{port}" for port in ports]
         for source, target in permutations(range(size), 2):
             self.network.add(link(source, target), ports[target])

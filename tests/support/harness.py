@@ -28,8 +28,29 @@ class NodeProcess(BenchNode):
         super().__init__(*args, **kwargs)
         # Ports of its own below the ephemeral range, not wildcards: a restart binds them
         # again, and no other process's outgoing connection can take one meanwhile.
-        self.ports = {name: str(port_below_ephemeral()) if port == "*" else port
-                      for name, port in self.ports.items()}
+        self._drawn = [name for name, port in self.ports.items() if port == "*"]
+        self._draw_ports()
+        self._started = False
+
+    def _draw_ports(self) -> None:
+        for name in self._drawn:
+            self.ports[name] = str(port_below_ephemeral())
+
+    def start(self) -> NodeProcess:
+        """Its first start draws other ports when another program holds one of those
+        drawn (a port free when drawn may be taken before the bind); a restart keeps
+        them."""
+        for attempt in range(3):
+            try:
+                super().start()
+            except RuntimeError as exc:
+                if self._started or attempt == 2 or "Address already in use" not in str(exc):
+                    raise
+                self._draw_ports()
+                continue
+            self._started = True
+            break
+        return self
 
     def figures(self) -> dict[str, int | str]:
         """MONITOR's ``key: value`` lines, numbers as ints."""

@@ -1,21 +1,42 @@
-"""Ports for test nodes that restart on the ports they were first given."""
+"""Ports for test nodes that restart on the ports they were first given.
+
+Below the range the kernel hands out for port 0 and outgoing connections (32768 and
+up on Linux), so that no other process's connection takes one between a node's stop
+and its restart. Each test worker (pytest-xdist runs two) draws from a range of its
+own, and a process never hands out a port twice; another program may still hold
+one, which the node's first bind finds (``NodeProcess.start`` then draws again).
+"""
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 
+LOWEST, HIGHEST = 20_000, 32_700
+WORKERS = 8  # ranges the span is cut into, one per xdist worker (gw0, gw1, ...)
+_handed_out: set[int] = set()
+
+
+def _own_range() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) % WORKERS if worker.isdigit() else 0
+    width = (HIGHEST - LOWEST) // WORKERS
+    return range(LOWEST + index * width, LOWEST + (index + 1) * width)
+
 
 def port_below_ephemeral() -> int:
-    """A free port below the range the kernel hands out for port 0 and outgoing
-    connections (32768 and up on Linux): a node stopped or killed and restarted binds
-    it again, and meanwhile no connection of another process can be given it."""
+    """A port free now, from this worker's range, not handed out before here."""
+    ports = _own_range()
     for _ in range(200):
-        port = random.randrange(20_000, 32_700)
+        port = random.choice(ports)
+        if port in _handed_out:
+            continue
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
-    raise RuntimeError("no free port on 127.0.0.1 below 32700")
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port on 127.0.0.1 in {ports.start}-{ports.stop - 1}")

@@ -20,7 +20,6 @@ FORGET_S is forgotten. A client that announces itself again starts from the end.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 
 import zmq
@@ -47,7 +46,9 @@ class RelayClient:
 
 
 class ZperRelay:
-    def __init__(self, archive: Archive, socket: Socket) -> None:
+    def __init__(self, archive: Archive, socket: Socket, now: float) -> None:
+        """``now``: monotonic seconds, when the clients known before a restart are
+        taken as last heard."""
         self.archive = archive
         self.socket = socket
         socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a full queue says so: flow control
@@ -56,9 +57,9 @@ class ZperRelay:
         self.refused = 0
         self._logged: set[str] = set()
         self._path = archive.directory / CLIENTS_FILE
-        self._load()
+        self._load(now)
 
-    def _load(self) -> None:
+    def _load(self, now: float) -> None:
         """The clients known before a restart, each from its topic's end now."""
         try:
             known = json.loads(self._path.read_text())
@@ -66,7 +67,7 @@ class ZperRelay:
         except (OSError, ValueError, AttributeError):
             return  # none kept, or unreadable: clients announce themselves again
         for identity, topic in pairs[:MAX_CLIENTS]:
-            self.clients[identity] = RelayClient(topic, self._end(topic), time.monotonic())
+            self.clients[identity] = RelayClient(topic, self._end(topic), now)
 
     def _save(self) -> None:
         try:

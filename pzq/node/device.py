@@ -67,7 +67,7 @@ class Device:
                                              self._tell_holders)
                                   .verbs(self.monitor.verbs[b"PENDING"]))
         self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
-                                config.archive_topic, config.batch_size)
+                                config.archive_topic, config.batch_size, Now.read().mono)
                      if endpoints.zper is not None and node.archiving is not None else None)
         # The parts the loop asks in turn, those that are on. The cluster first (peers'
         # frames before the consumers'); the archive before the groups (it learns the

@@ -67,12 +67,13 @@ def open_zper_sockets(context: Context, config: Config, curve: KeyPair | None,
 
 class ZperBroker(Part):
     def __init__(self, archive: Archive, zper: ZperSockets, default_topic: str,
-                 batch: int) -> None:
+                 batch: int, mono: float) -> None:
+        """``mono``: monotonic seconds now (the relay's clients known from before)."""
         self.sockets = zper
         self.batch = batch
         self.ack = ZperAck(zper.ack) if zper.ack is not None else None
         self.writer = ZperWriter(archive, default_topic, keep_all=self.ack is not None)
-        self.relay = ZperRelay(archive, zper.relay) if zper.relay is not None else None
+        self.relay = ZperRelay(archive, zper.relay, mono) if zper.relay is not None else None
         self.relay_due = False
         self.rates = Rates(("written", "bytes"))
 

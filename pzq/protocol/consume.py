@@ -39,10 +39,10 @@ Node to consumer::
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from pzq.errors import DecodeError
+from pzq.protocol.frame_groups import read_group
 from pzq.protocol.frames import parse_headers
 
 CONSUME = b"CONSUME"
@@ -64,7 +64,6 @@ PROTOCOL = b"PROTOCOL:"
 # it speaks; one that does not ask gets protocol 1.
 LATEST_PROTOCOL = 2
 KEY_SEPARATOR = b" "
-LENGTH = struct.Struct(">I")
 DELAY = b"DELAY:"
 MAX_DELAY_MS = 7 * 24 * 3600 * 1000  # a NACK's delay: a week at most
 REQUESTS = (CONSUME, ACK, NACK, WORKING, REJECT, HEARTBEAT, BYE)
@@ -317,7 +316,7 @@ def decode_batch(frames: list[bytes]) -> NodeMessage:
                           "decimal, expected 6")
     try:
         entries = _batch_entries(frames[5])
-    except (IndexError, struct.error):
+    except (IndexError, DecodeError):
         raise DecodeError("BATCH's entries are truncated") from None
     return NodeMessage(BATCH, frames[1].decode(), frames[2].decode(), b"",
                        int(frames[3]), int(frames[4]), entries=entries)
@@ -325,24 +324,14 @@ def decode_batch(frames: list[bytes]) -> NodeMessage:
 
 def _batch_entries(data: bytes) -> tuple[tuple[bytes, tuple[bytes, ...],
                                                tuple[bytes, ...]], ...]:
-    unpack = LENGTH.unpack_from
     entries = []
     at, end = 0, len(data)
     while at < end:
         key_end = at + 1 + data[at]
         key = data[at + 1:key_end]
-        groups = []
-        at = key_end
-        for _ in range(2):  # headers, then parts
-            (count,) = unpack(data, at)
-            at += 4
-            items = []
-            for _ in range(count):
-                (length,) = unpack(data, at)
-                at += 4 + length
-                items.append(data[at - length:at])
-            groups.append(tuple(items))
-        entries.append((key, groups[0], groups[1]))
+        headers, at = read_group(data, key_end)
+        parts, at = read_group(data, at)
+        entries.append((key, headers, parts))
     if at != end:
         raise DecodeError("BATCH's entries are truncated")
     return tuple(entries)

@@ -29,12 +29,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pzq.errors import DecodeError, ProduceRefused
+from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
 from pzq.protocol.frames import STATUS_FAILED, STATUS_OK, Produce, check_producer_header
 
 PROTOCOL_HEADER = b"PROTOCOL:2"
 BATCH = b"BATCH:"
 MAX_MESSAGES = 10_000  # in one batch
-LENGTH = struct.Struct(">I")
 RESULT = struct.Struct(">cH")  # status, length of the status message
 
 
@@ -48,14 +48,8 @@ class BatchAck:
 
 def encode_entry(msg_id: bytes, headers: Sequence[bytes], parts: Sequence[bytes]) -> bytes:
     """One message of a batch."""
-    pack = LENGTH.pack
-    chunks = [pack(len(msg_id)), msg_id, pack(len(headers))]
-    for header in headers:
-        chunks += (pack(len(header)), header)
-    chunks.append(pack(len(parts)))
-    for part in parts:
-        chunks += (pack(len(part)), part)
-    return b"".join(chunks)
+    return b"".join([LENGTH.pack(len(msg_id)), msg_id, *group_chunks(headers),
+                     *group_chunks(parts)])
 
 
 def encode_batch(batch_id: bytes, entries: list[bytes]) -> list[bytes]:
@@ -99,24 +93,15 @@ def _entries(routing_id: bytes, batch_id: bytes, data: bytes, max_body_size: int
         (length,) = unpack(data, at)
         at += 4 + length
         token = member_token(batch_id, len(found))
-        groups: list[list[bytes]] = []
-        for _ in range(2):  # headers, then parts
-            (count,) = unpack(data, at)
-            at += 4
-            items = []
-            for _ in range(count):
-                (length,) = unpack(data, at)
-                at += 4 + length
-                items.append(data[at - length:at])
-            groups.append(items)
-        if at > end:
-            raise DecodeError("truncated")
-        found.append(_member(routing_id, token, groups[0], groups[1], max_body_size,
+        headers, at = read_group(data, at)
+        parts, at = read_group(data, at)
+        found.append(_member(routing_id, token, headers, parts, max_body_size,
                              data[start:at]))
     return found
 
 
-def _member(routing_id: bytes, token: bytes, headers: list[bytes], parts: list[bytes],
+def _member(routing_id: bytes, token: bytes, headers: tuple[bytes, ...],
+            parts: tuple[bytes, ...],
             max_body_size: int, entry: bytes) -> tuple[Produce, bytes] | ProduceRefused:
     body_size = sum(map(len, parts))
     try:
@@ -129,7 +114,7 @@ def _member(routing_id: bytes, token: bytes, headers: list[bytes], parts: list[b
             check_producer_header(header, routing_id, token)
     except ProduceRefused as refused:
         return refused
-    return Produce(routing_id, token, tuple(headers), (), body_size), entry
+    return Produce(routing_id, token, headers, (), body_size), entry
 
 
 def member_token(batch_id: bytes, index: int) -> bytes:

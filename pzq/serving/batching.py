@@ -10,13 +10,14 @@ the sender closes it before any other send and at the end of each pass.
 from __future__ import annotations
 
 from pzq.protocol import consume as wire
+from pzq.protocol.frame_groups import group_chunks
 from pzq.protocol.frames import delivery_headers
 from pzq.serving.holding import Consumer
 from pzq.store import record
 from pzq.zmqio import Socket, begin_frames, send_last
 
 MAX_BATCH_BYTES = 1 << 20  # a batch is closed once its entries reach this size
-NO_HEADERS = wire.LENGTH.pack(0)
+NO_HEADERS = b"".join(group_chunks(()))
 
 
 class OpenBatch:
@@ -37,7 +38,7 @@ class OpenBatch:
             self.consumer = consumer
         if with_headers:
             headers = delivery_headers(deliveries, record.headers_of(value))
-            header_group = counted(headers)
+            header_group = b"".join(group_chunks(headers))
         else:
             header_group = NO_HEADERS
         entry = wire.batch_entry(key, header_group, value[record.part_group_at(value):])
@@ -54,8 +55,3 @@ class OpenBatch:
             self.entries = []
             self.size = 0
 
-
-def counted(frames: tuple[bytes, ...]) -> bytes:
-    """Frames as a batch entry's group: their count, then each after its length."""
-    pack = wire.LENGTH.pack
-    return b"".join([pack(len(frames)), *(pack(len(frame)) + frame for frame in frames)])

@@ -13,12 +13,12 @@ import struct
 from dataclasses import dataclass
 
 from pzq.errors import DecodeError
+from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
 
 VERSION = 1
 FIXED = struct.Struct(">BQQI")
 BOOKKEEPING = struct.Struct(">QI")  # first_delivered_us, deliveries
 BOOKKEEPING_OFFSET = 1 + 8
-LENGTH = struct.Struct(">I")
 
 # A message a batch stored, with whom to ACK: producer routing id, producer msg id,
 # seq, record (the intake makes them; the cluster copies them before the ACK).
@@ -37,13 +37,8 @@ class Record:
 
 def encode(msg_id: bytes, headers: tuple[bytes, ...], parts: tuple[bytes, ...],
            stored_us: int) -> bytes:
-    chunks = [FIXED.pack(VERSION, stored_us, 0, 0), LENGTH.pack(len(msg_id)), msg_id]
-    for group in (headers, parts):
-        chunks.append(LENGTH.pack(len(group)))
-        for item in group:
-            chunks.append(LENGTH.pack(len(item)))
-            chunks.append(item)
-    return b"".join(chunks)
+    return b"".join([FIXED.pack(VERSION, stored_us, 0, 0), LENGTH.pack(len(msg_id)), msg_id,
+                     *group_chunks(headers), *group_chunks(parts)])
 
 
 def fixed(stored_us: int) -> bytes:
@@ -66,24 +61,13 @@ def bookkeeping(value: bytes) -> tuple[int, int]:
 
 def headers_of(value: bytes) -> tuple[bytes, ...]:
     """The producer's header frames of a stored record, without reading its parts (on
-    every delivery of a topic's message: kept to a few struct calls)."""
+    every delivery of a topic's message)."""
     if len(value) < FIXED.size or value[0] != VERSION:
         raise DecodeError("stored record has an unknown version or is truncated")
     try:
-        offset = FIXED.size + LENGTH.size + LENGTH.unpack_from(value, FIXED.size)[0]
-        count = LENGTH.unpack_from(value, offset)[0]
-        offset += LENGTH.size
-        headers = []
-        for _ in range(count):
-            length = LENGTH.unpack_from(value, offset)[0]
-            offset += LENGTH.size
-            headers.append(value[offset:offset + length])
-            offset += length
-    except struct.error:
+        return read_group(value, header_group_at(value))[0]
+    except (struct.error, DecodeError):
         raise DecodeError("stored record is truncated") from None
-    if offset > len(value):
-        raise DecodeError("stored record is truncated")
-    return tuple(headers)
 
 
 def header_group_at(value: bytes) -> int:
@@ -118,21 +102,14 @@ def decode(value: bytes) -> Record:
     _, stored_us, first_delivered_us, deliveries = FIXED.unpack_from(value, 0)
     view = memoryview(value)
     msg_id, offset = _read_item(view, FIXED.size)
-    headers, offset = _read_group(view, offset)
-    parts, offset = _read_group(view, offset)
+    try:
+        headers, offset = read_group(value, offset)
+        parts, offset = read_group(value, offset)
+    except DecodeError:
+        raise DecodeError("stored record is truncated") from None
     if offset != len(value):
         raise DecodeError("stored record has trailing bytes")
     return Record(msg_id, headers, parts, stored_us, first_delivered_us, deliveries)
-
-
-def _read_group(view: memoryview, offset: int) -> tuple[tuple[bytes, ...], int]:
-    count = _read_length(view, offset)
-    offset += LENGTH.size
-    items = []
-    for _ in range(count):
-        item, offset = _read_item(view, offset)
-        items.append(item)
-    return tuple(items), offset
 
 
 def _read_item(view: memoryview, offset: int) -> tuple[bytes, int]:

@@ -11,12 +11,17 @@ import zmq
 from pzq.client import GroupConsumer, Producer
 from pzq.errors import DecodeError
 from pzq.protocol import consume as wire
-from pzq.serving.batching import counted
+from pzq.protocol.frame_groups import group_chunks
 from tests.support.harness import NodeProcess, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
 FAST = ("--ack-timeout", "30s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s")
+
+
+def group(frames: tuple[bytes, ...]) -> bytes:
+    """Frames as a batch entry carries them (a count, then each after its length)."""
+    return b"".join(group_chunks(frames))
 
 
 @pytest.fixture
@@ -164,8 +169,8 @@ def test_a_nack_of_many_keys_in_one_frame_gives_them_all_back(group_node, contex
 # -- the frames, as pure functions ------------------------------------------------
 
 def test_a_batch_decodes_to_its_entries():
-    entries = [wire.batch_entry(b"k1", counted((b"DELIVERY:2",)), counted((b"a", b""))),
-               wire.batch_entry(b"k2", counted(()), counted((b"b" * 300,)))]
+    entries = [wire.batch_entry(b"k1", group((b"DELIVERY:2",)), group((b"a", b""))),
+               wire.batch_entry(b"k2", group(()), group((b"b" * 300,)))]
     decoded = wire.decode_node_message([wire.BATCH, b"t", b"g", b"5", b"7",
                                         b"".join(entries)])
     assert (decoded.topic, decoded.group, decoded.sent_us, decoded.ack_timeout_us) == \
@@ -178,8 +183,8 @@ def test_a_batch_decodes_to_its_entries():
     [wire.BATCH, b"t", b"g", b"5", b"7"],
     [wire.BATCH, b"t", b"g", b"x", b"7", b""],
     [wire.BATCH, b"t", b"g", b"5", b"7", b"\x02k1\x00\x00"],
-    [wire.BATCH, b"t", b"g", b"5", b"7", wire.batch_entry(b"k", counted(()),
-                                                           counted((b"a",)))[:-1]],
+    [wire.BATCH, b"t", b"g", b"5", b"7", wire.batch_entry(b"k", group(()),
+                                                           group((b"a",)))[:-1]],
 ])
 def test_a_malformed_batch_is_a_decode_error(frames):
     with pytest.raises(DecodeError):

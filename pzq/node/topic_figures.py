@@ -59,6 +59,8 @@ def group_figures(group: Group, deliveries: NamedGroupDelivery | None, rates: Ra
         "credits": deliveries.room(),
         "oldest_unacked_seconds": (round((now_us - oldest.sent_us) / 1e6, 3)
                                    if oldest is not None else 0),
+        # from delivery to ACK over the last minute, as the node's own ack_latency_ms
+        "ack_latency_ms": deliveries.latency.percentiles_ms(mono),
         **{name: counters[name] for name in GROUP_COUNTERS},
     })
     return figures

@@ -444,6 +444,8 @@ def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node,
         assert 0 < orders["groups"]["billing"]["rates"]["acked_60s"] \
             <= orders["groups"]["billing"]["rates"]["delivered_60s"]
         assert orders["rates"]["received_60s"] > 0
+        latency = orders["groups"]["billing"]["ack_latency_ms"]  # of the one ACK
+        assert latency["samples"] == 1 and latency["p50"] == latency["max"] > 0
         assert set(orders["rates"]) == {"received_1s", "received_60s"}
         shown = tool("pzq-monitor", "--dsn", group_node.monitor_dsn)
         assert shown.returncode == 0, shown.stderr

@@ -25,6 +25,7 @@ class Counters:
     evicted: int = 0  # pushed out of the in-flight table by its size bound
     dead_lettered: int = 0  # moved to the dead letters after --max-deliveries
     queue_full: int = 0  # refused because --max-messages or --max-bytes was reached
+    moved: int = 0  # refused: another node owns the message's partition (MOVED)
     duplicates: int = 0  # repeats of a DEDUP-ID within its window: ACKed, not stored
     bad_consumer_acks: int = 0  # malformed consumer ACK frames
     unknown_acks: int = 0  # well-formed ACKs naming no stored message

@@ -112,13 +112,18 @@ class TopicAdmin:
         kind, names, options = _parse(arguments, b"DECLARE")
         batch = self.store.begin()
         if kind == "TOPIC":
-            _count(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D]")
+            _count(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B] "
+                             "[dedup_window=D] [partitions=P]")
+            partitions = _partitions(options.pop("partitions", None))
             topic = self.topics.topic(names[0], self.clock().wall_us)
             topic.max_messages = _number(options.pop("max_messages", topic.max_messages))
             topic.max_bytes = _number(options.pop("max_bytes", topic.max_bytes))
             if "dedup_window" in options:
                 topic.dedup_window_us = _duration(options.pop("dedup_window"))
-            self.topics.changed(topic)
+            if partitions is not None:
+                _same_partitions(topic, partitions)
+                topic.partitions = partitions
+            self.topics.changed(topic)  # the peers learn partitions with the next heartbeat
             reply = f"topic {topic.name}{_limits(topic)}\n"
         else:
             _count(names, 2, "DECLARE GROUP topic group [start=...] [filter=...]")
@@ -432,7 +437,26 @@ def _duration(text: str, name: str = "dedup_window") -> int:
     return found
 
 
+MOST_PARTITIONS = 4096
+
+
+def _partitions(given: str | None) -> int | None:
+    if given is None:
+        return None
+    partitions = _number(given)
+    if not 1 <= partitions <= MOST_PARTITIONS:
+        raise ValueError(f"partitions must be from 1 to {MOST_PARTITIONS}")
+    return partitions
+
+
+def _same_partitions(topic: Topic, partitions: int) -> None:
+    """A key's partition depends on the count: changing it would split a key's order."""
+    if topic.partitions and topic.partitions != partitions:
+        raise ValueError(f"topic {topic.name} has {topic.partitions} partitions; "
+                         "a partition count is fixed once declared")
+
+
 def _limits(topic: Topic) -> str:
     settings = (("max_messages", topic.max_messages), ("max_bytes", topic.max_bytes),
-                ("dedup_window_us", topic.dedup_window_us))
+                ("dedup_window_us", topic.dedup_window_us), ("partitions", topic.partitions))
     return "".join(f" {name}={value}" for name, value in settings if value)

@@ -85,6 +85,10 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     topic.add_argument("--dedup-window", default=None, metavar="D",
                        help="declare: how long the topic remembers a DEDUP-ID (e.g. 10m; "
                             "the node's --dedup-window when not set)")
+    topic.add_argument("--partitions", type=int, default=None, metavar="P",
+                       help="declare: split the topic over the cluster's nodes in P "
+                            "partitions (a KEY's messages stay in one, in order); fixed "
+                            "once declared")
     group = commands.add_parser("group", help="declare, remove, empty, seek a consumer group, "
                                 "or list its pending deliveries")
     group.add_argument("action", choices=(*ACTIONS, "pending", "seek"))
@@ -112,7 +116,8 @@ def _request(args: argparse.Namespace) -> str:
     if args.command == "topic":
         return " ".join([args.action.upper(), "TOPIC", args.name,
                          *_options(max_messages=args.max_messages, max_bytes=args.max_bytes,
-                                   dedup_window=args.dedup_window)])
+                                   dedup_window=args.dedup_window,
+                                   partitions=args.partitions)])
     if args.command == "group":
         return " ".join([args.action.upper(), "GROUP", args.topic, args.name,
                          *_options(start=args.start, filter=args.filter, to=args.to,

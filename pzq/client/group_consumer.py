@@ -119,6 +119,11 @@ class GroupConsumer(Consumer, of_groups=True):
             self.malformed += 1
             return None
 
+    @property
+    def socket(self) -> zmq.Socket[bytes]:
+        """Its socket, to wait on beside others (a routed consumer's)."""
+        return self._socket
+
     def receive(self, timeout: float | None = None) -> Message | None:
         """The next delivery, or None if none arrives within ``timeout`` seconds."""
         if self._arrived:

@@ -86,6 +86,11 @@ class Producer:
     def outstanding(self) -> int:
         return len(self._outstanding)
 
+    @property
+    def socket(self) -> zmq.Socket[bytes]:
+        """Its socket, to wait on beside others (a routed producer's)."""
+        return self._socket
+
     def next_msg_id(self) -> bytes:
         return b"%s-%d" % (self._id_prefix, next(self._counter))
 

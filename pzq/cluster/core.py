@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 from pzq.cluster.done import Dones
 from pzq.cluster.peers import PeerTable
+from pzq.cluster.placement import Placement
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
+from pzq.cluster.routes import Routes
 from pzq.cluster.senders import Senders
 from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.takeover import StateFactory, Takeovers
@@ -37,6 +39,7 @@ from pzq.protocol import cluster as cw
 from pzq.store.record import Stored
 from pzq.store.replicas import ReplicaStore, decode_holders, encode_holders
 from pzq.store.store import Batch, Participant, Store
+from pzq.store.topics import Topics
 
 log = get_logger("pzq.cluster")
 
@@ -67,11 +70,13 @@ Handler = Callable[[bytes, bytes, list[bytes], Batch, DeliveryState, float], Non
 
 class ClusterCore(Participant):
     def __init__(self, settings: ClusterSettings, store: Store, make_state: StateFactory,
-                 now: float) -> None:
+                 now: float, topics: Topics, client_endpoints: dict[str, str]) -> None:
         self.settings = settings
         self.node_id = store.node_id
         self.replicas = ReplicaStore(store)
         self.peers = PeerTable(settings.nodes, settings.timeout_nodes_s, now)
+        self.routes = Routes(Placement(settings.broadcast_dsn, self.peers), client_endpoints,
+                             topics)
         self.tracker = ReplicationTracker(settings.replicas, settings.timeout_replication_s)
         self.takeovers = Takeovers(self.replicas, self.peers, self.node_id, make_state, now)
         resend_s = max(0.5, settings.timeout_nodes_s / 4)
@@ -89,7 +94,8 @@ class ClusterCore(Participant):
         # A frame's command -> what a peer's frame does here (PING is answered first)
         self._handlers: dict[bytes, Handler] = {
             cw.REPLICATE: self._on_replicate, cw.REMOVE: self._on_remove,
-            cw.DONE: self._on_done, cw.APPLIED: self._on_applied, cw.TOPICS: self._on_topics}
+            cw.DONE: self._on_done, cw.APPLIED: self._on_applied, cw.TOPICS: self._on_topics,
+            cw.ROUTING: self._on_routing}
         # What ``default`` reads of our own topics (set by the node), and what each
         # peer was last told of it.
         self.own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads
@@ -120,6 +126,9 @@ class ClusterCore(Participant):
                         seconds_since_start=round(now - self.peers.started))
         self.takeovers.update(now)
         self.flush_removes(now)
+        routing = cw.encode_routing(self.node_id, self.routes.own_routing())
+        for peer in self.peers.reachable_peers():
+            self.outgoing.append(ToPeer(peer.endpoint, routing))
         reads = self.own_reads()
         for peer in self.peers.reachable_peers():
             # Again while it says something: a TOPICS frame lost on a full pipe is
@@ -299,6 +308,14 @@ class ClusterCore(Participant):
         if origin != sender:
             raise DecodeError("a node may only describe its own topics")
         self.replicas.describe_topics(batch, origin, reads)
+
+    def _on_routing(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                    batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, routing = cw.decode_routing_frame(frames)
+        if origin != sender:
+            raise DecodeError("a node may only describe its own routes")
+        endpoint, _ = self.senders.get(routing_id) or ("", b"")
+        self.routes.learned(endpoint, routing)
 
     def _pong(self, node_id: bytes, endpoint: str) -> list[bytes]:
         """Tombstones of the asker's messages, and those it must not deliver yet: out

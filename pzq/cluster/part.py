@@ -36,6 +36,7 @@ class ClusterPart(Part):
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self.replicated(self.links.receive(events, batch, self.own, now.mono))
+        self.core.routes.adopt(now.wall_us)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         self.replicated(self.core.expire(now.mono))

@@ -9,6 +9,7 @@ much as the consumers will take and the window allows; answer the monitor.
 
 from __future__ import annotations
 
+import json
 import math
 
 import zmq
@@ -54,13 +55,15 @@ class Device:
         self.stopping = False
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
-                             self.producer_acks, node.topics, node.dedup)
+                             self.producer_acks, node.topics, node.dedup, node.routes)
         answers = GroupAnswers(node.archiving or NoArchive(), node.removed)
         self.send = _send_endpoint(node, endpoints, answers)
         admin = Admin(node.store, self.figures, node.requeued,
                       lambda messages: node.copy_requeued(messages, Now.read().mono))
         self.monitor = Monitor(endpoints.monitor, endpoints.quiet_monitor, self.figures, admin,
                                node.counters)
+        self.monitor.verbs[b"ROUTES"] = lambda arguments: json.dumps(
+            node.routes.table(Now.read().mono), sort_keys=True).encode()
         self.consume = _consume_endpoint(node, endpoints, answers)
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery, Now.read,
@@ -148,7 +151,7 @@ class Device:
         for part in self.parts:
             part.take(events, batch, now)
         if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
-            accepted = self.intake.take(batch, now.wall_us)
+            accepted = self.intake.take(batch, now)
         if node.cluster is not None:
             node.cluster.owe_removes(batch, now.mono)
         return accepted

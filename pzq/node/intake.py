@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pzq.clock import Now
+from pzq.cluster.routes import Routes
 from pzq.counters import Counters
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
-from pzq.protocol.headers import dedup_id_of, topic_and_tag
+from pzq.protocol.headers import dedup_id_of, key_of, topic_and_tag
 from pzq.store import record
 from pzq.store.dedup import DedupIndex
 from pzq.store.record import Stored
@@ -37,8 +39,9 @@ class IntakeLimits:
 class Intake(Participant):
     def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
                  counters: Counters, acks: ProducerAcks, topics: Topics,
-                 dedup: DedupIndex) -> None:
+                 dedup: DedupIndex, routes: Routes) -> None:
         self.socket = socket
+        self.routes = routes
         self.topics = topics
         self.limits = limits
         self.store = store
@@ -49,8 +52,10 @@ class Intake(Participant):
         self._repeats: list[tuple[bytes, bytes]] = []
         store.register(self)
 
-    def take(self, batch: Batch, now_us: int) -> list[Stored]:
+    def take(self, batch: Batch, now: Now) -> list[Stored]:
         """Read what producers sent into ``batch``; refusals are answered at once."""
+        now_us = now.wall_us
+        self._mono = now.mono
         accepted: list[Stored] = []
         max_size = self.limits.max_message_size
         for raw in drain(self.socket, self.limits.batch_size):
@@ -97,6 +102,8 @@ class Intake(Participant):
         when not given."""
         try:
             topic, tag = self._topic(produce, now_us)
+            if topic.partitions:
+                self._check_partition(produce, topic)
             dedup_id = self._dedup_id(produce)
             seen_us = None if dedup_id is None else self.dedup.seen_at(topic.id, dedup_id)
             if dedup_id is not None and seen_us is not None \
@@ -122,6 +129,13 @@ class Intake(Participant):
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
         return self.topics.topic(name, now_us), tag
+
+    def _check_partition(self, produce: frames.Produce, topic: Topic) -> None:
+        """A message of a partition another node owns is refused, naming the owner."""
+        moved = self.routes.refusal(topic, key_of(produce.headers), self._mono)
+        if moved is not None:
+            self.counters.moved += 1
+            raise ProduceRefused(moved, produce.routing_id, produce.msg_id)
 
     @staticmethod
     def _dedup_id(produce: frames.Produce) -> bytes | None:

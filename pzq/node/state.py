@@ -13,6 +13,8 @@ from pzq.archive.archiving import Archiving
 from pzq.archive.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
+from pzq.cluster.placement import Placement
+from pzq.cluster.routes import Routes, advertised, host_of
 from pzq.counters import Counters
 from pzq.delivery.areas import Area, TakeoverArea
 from pzq.delivery.groups import DefaultArea
@@ -37,6 +39,18 @@ def who_reads(topics: Topics) -> DefaultReads:
     return replace(reads, groups=groups) if groups else reads
 
 
+LONE_NODE = "this-node"  # the route table's name of a node without a cluster
+
+
+def client_endpoints(config: Config) -> dict[str, str]:
+    """Where clients reach this node, by role: a wildcard host becomes the host of the
+    cluster endpoint (the one the peers reach), else the loopback address."""
+    host = host_of(config.broadcast_dsn) if config.broadcast_dsn else "127.0.0.1"
+    given = {"receive": config.receive_dsn, "send": config.send_dsn,
+             "consume": config.consume_dsn, "monitor": config.monitor_dsn}
+    return {role: advertised(endpoint, host) for role, endpoint in given.items() if endpoint}
+
+
 class NodeState:
     def __init__(self, config: Config, store: Store, now: Now) -> None:
         self.config = config
@@ -55,8 +69,12 @@ class NodeState:
         self.dedup = DedupIndex(store)
         store.register(self.dedup)
         cluster = config.cluster
-        self.cluster = (ClusterCore(cluster, store, self._delivery_state, now.mono)
+        clients = client_endpoints(config)
+        self.cluster = (ClusterCore(cluster, store, self._delivery_state, now.mono,
+                                    self.topics, clients)
                         if cluster is not None else None)
+        self.routes = (self.cluster.routes if self.cluster is not None
+                       else Routes(Placement(LONE_NODE, None), clients, self.topics))
         if self.cluster is not None:
             self.delivery.held_elsewhere = self.cluster.held_elsewhere
             self.cluster.own_reads = lambda: who_reads(self.topics)

@@ -9,6 +9,7 @@ peer. Requests go out on the DEALER; the peer's ROUTER answers on the same pipe.
     APPLIED    seqs                     (no answer: tombstones applied)
     TOPICS     origin, JSON             (no answer: who reads its topics)
     DONE       origin, done id, group, seqs  -> NOTED done id (once written)
+    ROUTING    origin, JSON             (no answer: its client endpoints, partitions)
 
 ``seqs``, ``tombstones`` and ``held`` are packed 8-byte big-endian sequence
 numbers. In a PONG, ``tombstones`` are the asker's messages acked on the answering
@@ -26,6 +27,10 @@ origin's messages ``seqs`` (acked or given up) while other groups may still hold
 them: the origin marks them done for that group, a holder marks its copies (and
 drops a copy every holding group is done with). It is kept and sent again until
 NOTED, as REMOVE is until REMOVED.
+
+ROUTING says where clients reach the origin and which topics it knows as
+partitioned (``pzq.protocol.routing``), with every heartbeat; a node that does not
+know it refuses it as it refuses TOPICS.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 
 from pzq.errors import DecodeError
 from pzq.protocol.message_keys import SEQ, is_node_id
+from pzq.protocol.routing import Routing, decode_routing
 from pzq.protocol.topic_reads import (
     DEFAULT_GROUP,
     DefaultReads,
@@ -49,6 +55,7 @@ REPLICATE, REPLICATED = b"REPLICATE", b"REPLICATED"
 REMOVE, REMOVED, APPLIED = b"REMOVE", b"REMOVED", b"APPLIED"
 TOPICS = b"TOPICS"
 DONE, NOTED = b"DONE", b"NOTED"
+ROUTING = b"ROUTING"
 BATCH_ID = struct.Struct(">Q")  # also the remove id
 
 
@@ -203,3 +210,13 @@ def decode_noted(frames: list[bytes]) -> int:
         raise DecodeError("NOTED needs an 8-byte done id")
     done_id: int = BATCH_ID.unpack(frames[1])[0]
     return done_id
+
+
+def encode_routing(origin: bytes, routing: Routing) -> list[bytes]:
+    return [ROUTING, origin, routing.encode()]
+
+
+def decode_routing_frame(frames: list[bytes]) -> tuple[bytes, Routing]:
+    if len(frames) != 3:
+        raise DecodeError("ROUTING needs origin and a JSON object")
+    return _node_id(frames[1]), decode_routing(frames[2])

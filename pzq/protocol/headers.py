@@ -1,5 +1,5 @@
-"""Producer header frames that pzq reads itself: ``TOPIC:name``, ``TAG:value`` and
-``DEDUP-ID:value``.
+"""Producer header frames that pzq reads itself: ``TOPIC:name``, ``TAG:value``,
+``DEDUP-ID:value`` and ``KEY:value``.
 
 One parser for every part that needs a message's topic (intake, the group logs, the
 copies of a cluster, the archive), so a message is stored, delivered and archived
@@ -15,6 +15,7 @@ from collections.abc import Container, Iterable
 TOPIC_HEADER = b"TOPIC:"
 TAG_HEADER = b"TAG:"
 DEDUP_HEADER = b"DEDUP-ID:"
+KEY_HEADER = b"KEY:"  # a partitioned topic's messages of one key stay in one partition
 DEDUP_ID_MAX = 255  # bytes
 TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 
@@ -52,4 +53,13 @@ def dedup_id_of(headers: Iterable[bytes]) -> bytes | None:
             found = header[size:]
     if found is not None and not 0 < len(found) <= DEDUP_ID_MAX:
         raise ValueError(f"DEDUP-ID must be 1 to {DEDUP_ID_MAX} bytes, got {len(found)}")
+    return found
+
+
+def key_of(headers: Iterable[bytes]) -> bytes | None:
+    """The message's partition key (None: it has none)."""
+    found = None
+    for header in headers:
+        if header[:4].upper() == KEY_HEADER:
+            found = header[4:]
     return found

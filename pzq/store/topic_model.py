@@ -101,6 +101,7 @@ class Topic:
     newest: int = -1  # the seq of its newest message stored while running (-1: unknown)
     dedup_window_us: int = 0  # how long a DEDUP-ID is remembered (0: the node's default)
     default_rule: str = DEFAULT_UNCLAIMED
+    partitions: int = 0  # 0: not partitioned; else fixed once declared (pzq.cluster.placement)
 
     @property
     def logged(self) -> bool:
@@ -122,7 +123,8 @@ class Topic:
                            "created_us": self.created_us, "max_messages": self.max_messages,
                            "max_bytes": self.max_bytes, "log_from": self.log_from,
                            "dedup_window_us": self.dedup_window_us,
-                           "default_rule": self.default_rule}).encode()
+                           "default_rule": self.default_rule,
+                           "partitions": self.partitions}).encode()
 
     @property
     def default_reads(self) -> bool:

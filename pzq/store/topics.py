@@ -89,7 +89,8 @@ class Topics(Participant):
                           meta["default_from"], meta["created_us"], meta["max_messages"],
                           meta["max_bytes"], log_from=meta.get("log_from", 0),
                           dedup_window_us=meta.get("dedup_window_us", 0),
-                          default_rule=meta.get("default_rule", _rule_before(meta)))
+                          default_rule=meta.get("default_rule", _rule_before(meta)),
+                          partitions=meta.get("partitions", 0))
             self._add_topic(topic)
         for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
             meta = json.loads(value)

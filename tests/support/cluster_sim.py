@@ -20,6 +20,7 @@ from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.protocol.message_keys import parse_message_key
 from pzq.store import record
 from pzq.store.store import Store
+from pzq.store.topics import Topics
 
 TIMEOUT_NODES_US = 1_000_000
 TIMEOUT_REPLICATION_US = 100_000
@@ -36,7 +37,8 @@ class SimNode:
         self.store.register(self.own)
         settings = ClusterSettings(endpoint, peers, replicas, TIMEOUT_NODES_US / 1e6,
                                    TIMEOUT_REPLICATION_US / 1e6)
-        self.core = ClusterCore(settings, self.store, self._state, now)
+        self.core = ClusterCore(settings, self.store, self._state, now,
+                                Topics(self.store, "default"), {})
         self.store.register(self.core)
         self.own.held_elsewhere = self.core.held_elsewhere
         self.acks: list[PendingAck] = []  # producer ACKs the core has finished

@@ -1,0 +1,55 @@
+"""What a node tells its peers about where clients reach it (ROUTING, see
+pzq.protocol.cluster), so that every node can answer the route table (ROUTES).
+
+A JSON object ``{"endpoints": {role: endpoint}, "partitions": {topic: count}}``:
+- ``endpoints``: the node's client endpoints as a client connects to them, by role:
+  ``receive`` (producers), ``send`` (the original consumers), ``consume`` (consumer
+  groups, absent when off) and ``monitor``;
+- ``partitions``: each partitioned topic the node knows, with its partition count.
+
+Readers ignore keys they do not know.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pzq.errors import DecodeError
+from pzq.protocol.headers import validate_topic
+
+ROLES = ("receive", "send", "consume", "monitor")
+
+
+@dataclass(frozen=True)
+class Routing:
+    endpoints: dict[str, str] = field(default_factory=dict)
+    partitions: dict[str, int] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return json.dumps({"endpoints": self.endpoints, "partitions": self.partitions},
+                          sort_keys=True).encode()
+
+
+def decode_routing(blob: bytes) -> Routing:
+    try:
+        found: Any = json.loads(blob)
+    except ValueError:
+        raise DecodeError("ROUTING is not JSON") from None
+    if not isinstance(found, dict):
+        raise DecodeError("ROUTING is not a JSON object")
+    endpoints, partitions = found.get("endpoints", {}), found.get("partitions", {})
+    if not isinstance(endpoints, dict) or not all(
+            role in ROLES and isinstance(endpoint, str) for role, endpoint in endpoints.items()):
+        raise DecodeError("ROUTING endpoints must map a role to an endpoint")
+    if not isinstance(partitions, dict):
+        raise DecodeError("ROUTING partitions must map a topic to a count")
+    for topic, count in partitions.items():
+        try:
+            validate_topic(topic)
+        except ValueError as exc:
+            raise DecodeError(f"ROUTING: {exc}") from None
+        if type(count) is not int or count < 1:
+            raise DecodeError(f"ROUTING: topic {topic} has no partition count")
+    return Routing(dict(endpoints), dict(partitions))

@@ -1,0 +1,156 @@
+"""Partitioned topics on real daemons: a declared count reaches every node, every node
+answers the same route table, a node refuses (MOVED, naming the owner) a message of a
+partition it does not own, routing clients send each key to its owner and read every
+node, and a dead owner's partitions move to a survivor with nothing ACKed lost."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_monitor
+from pzq.cluster.placement import partition_of
+from tests.cluster.test_groups_cluster import start_group_cluster
+from tests.support.harness import wait_until
+
+PARTITIONS = 6
+
+
+def routes(node) -> dict:
+    return json.loads(request_monitor(node.monitor_dsn, "ROUTES", 10))
+
+
+def ipc_cluster(tmp_path, count: int) -> list[str]:
+    return [f"ipc://{tmp_path}/node{i}.cluster" for i in range(count)]
+
+
+def declared_everywhere(nodes, topic: str = "orders") -> dict:
+    """The route table once every node knows the topic's partitions and its peers'
+    endpoints, and all answer the same owners."""
+    def agreed() -> dict | None:
+        tables = [routes(node) for node in nodes]
+        if any(table["topics"].get(topic, {}).get("partitions") != PARTITIONS
+               or any("receive" not in entry for entry in table["nodes"].values())
+               for table in tables):
+            return None
+        owners = {tuple(table["topics"][topic]["owners"]) for table in tables}
+        return tables[0] if len(owners) == 1 else None
+    return wait_until(agreed, 20, interval=0.1, message="one route table on every node")
+
+
+def node_by_cluster_endpoint(nodes, endpoints: list[str]) -> dict:
+    return dict(zip(endpoints, nodes, strict=True))
+
+
+def keyed_messages(count: int, keys: int) -> list[tuple[bytes, bytes]]:
+    return [(b"k%d" % (i % keys), b"m%d" % i) for i in range(count)]
+
+
+def drain_routed(consumer: RoutedGroupConsumer, count: int) -> list:
+    got: dict[bytes, object] = {}
+
+    def enough() -> bool:
+        messages = consumer.receive_many(100, 0.1)
+        for message in messages:
+            got.setdefault(message.parts[0], message)
+        consumer.ack_many(messages)
+        return len(got) >= count
+    wait_until(enough, 60, interval=0, message=f"{count} messages from every node")
+    return list(got.values())
+
+
+def test_a_declared_count_reaches_every_node_and_each_key_has_one_owner(
+        start_node, context, tmp_path):
+    endpoints = ipc_cluster(tmp_path, 3)
+    nodes = start_group_cluster(start_node, endpoints)
+    answer = nodes[0].ask(f"DECLARE TOPIC orders partitions={PARTITIONS}")
+    assert f"partitions={PARTITIONS}" in answer, answer
+    table = declared_everywhere(nodes)
+    by_endpoint = node_by_cluster_endpoint(nodes, endpoints)
+    assert set(table["nodes"]) == set(endpoints)
+    for endpoint, entry in table["nodes"].items():
+        assert entry["receive"] == by_endpoint[endpoint].receive_dsn
+        assert entry["consume"] == by_endpoint[endpoint].consume_dsn
+    # every node owns what the table says: STATS agrees partition by partition
+    owners = table["topics"]["orders"]["owners"]
+    for endpoint, node in by_endpoint.items():
+        owned = node.stats()["partitions"]["orders"]["owned"]
+        assert owned == [p for p, owner in enumerate(owners) if owner == endpoint]
+
+    # a plain producer on node 0: keys it owns are stored, the others MOVED to the owner
+    with Producer(nodes[0].receive_dsn, context=context, batch=1) as producer:
+        for key in (b"k%d" % i for i in range(30)):
+            ack = producer.produce([b"x"], headers=[b"KEY:" + key], topic="orders")
+            partition = partition_of(key, PARTITIONS)
+            owner = owners[partition]
+            if owner == endpoints[0]:
+                assert ack.ok, ack
+            else:
+                assert not ack.ok
+                assert ack.status_message.decode() == (
+                    f"MOVED orders {partition} {by_endpoint[owner].receive_dsn}")
+    assert nodes[0].stats()["moved"] > 0
+
+
+def test_routing_clients_keep_each_keys_order_and_lose_nothing_when_an_owner_dies(
+        start_node, context, tmp_path):
+    endpoints = ipc_cluster(tmp_path, 3)
+    nodes = start_group_cluster(start_node, endpoints)
+    nodes[1].ask(f"DECLARE TOPIC orders partitions={PARTITIONS}")
+    table = declared_everywhere(nodes)
+    consumer = RoutedGroupConsumer(nodes[2].monitor_dsn, "orders", "billing",
+                                   context=context)
+    with RoutedProducer(nodes[0].monitor_dsn, "orders", context=context) as producer:
+        first = keyed_messages(300, 12)
+        for key, body in first:
+            producer.send([body], key=key)
+        assert all(ack.ok and not ack.status_message for ack in producer.flush())
+        assert producer.moved == 0  # the table was right: nothing sent twice
+    got = drain_routed(consumer, len(first))
+    order: dict[bytes, list[int]] = defaultdict(list)
+    for message in got:  # arrival order per key is the producer's order
+        body = message.parts[0]
+        order[b"k%d" % (int(body[1:]) % 12)].append(int(body[1:]))
+    assert all(seqs == sorted(seqs) for seqs in order.values()), order
+
+    # the owner of most partitions dies: the survivors take its partitions (and its
+    # messages' copies); a routing producer follows and nothing ACKed is lost
+    owners = table["topics"]["orders"]["owners"]
+    victim = max(endpoints, key=owners.count)
+    by_endpoint = node_by_cluster_endpoint(nodes, endpoints)
+    survivors = [node for endpoint, node in by_endpoint.items() if endpoint != victim]
+    with RoutedProducer([node.monitor_dsn for node in survivors], "orders",
+                        context=context) as producer:
+        unread = keyed_messages(60, 12)
+        for key, body in unread:
+            producer.send([b"before-" + body], key=key)
+        assert all(ack.ok for ack in producer.flush())
+        by_endpoint[victim].kill()
+
+        def moved() -> bool:
+            table = routes(survivors[0])
+            return victim not in table["topics"]["orders"]["owners"]
+        wait_until(moved, 20, interval=0.1, message="the dead owner's partitions moved")
+        for key, body in unread:
+            producer.send([b"after-" + body], key=key)
+        acks = producer.flush()
+        assert all(ack.ok for ack in acks), [a for a in acks if not a.ok]
+    wanted = {b"before-" + body for _, body in unread} | {b"after-" + body
+                                                          for _, body in unread}
+    got = drain_routed(consumer, len(wanted))
+    assert wanted <= {message.parts[0] for message in got}
+    consumer.close()
+
+
+def test_bad_partition_declarations_are_refused_and_the_node_keeps_running(start_node):
+    node = start_node()
+    for bad in ("partitions=0", "partitions=abc", "partitions=5000"):
+        answer = node.ask(f"DECLARE TOPIC orders {bad}")
+        assert answer.startswith("ERROR"), answer
+    assert "partitions=4" in node.ask("DECLARE TOPIC orders partitions=4")
+    answer = node.ask("DECLARE TOPIC orders partitions=8")
+    assert answer.startswith("ERROR") and "fixed once declared" in answer, answer
+    # a lone node owns every partition of its topics
+    table = routes(node)
+    assert table["topics"]["orders"]["owners"] == [table["node"]] * 4
+    assert node.stats()["partitions"]["orders"]["owned"] == [0, 1, 2, 3]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pzq.cli.common import curve_from, endpoint, fail, positive_seconds, tool_parser, whole_number
 from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
-from pzq.client import Consumer, GroupConsumer
+from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
 from pzq.errors import ConsumeRefused, DecodeError, ExitCode
 from pzq.protocol import consume as wire
@@ -37,13 +37,16 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.topic is None) != (args.group is None):
         parser.error("--topic and --group go together (without them: the original queue)")
-    if args.group is None and (args.filter or args.start or args.window):
-        parser.error("--filter, --start and --window need --topic and --group")
-    dsns = args.dsn or [DEFAULT_SEND if args.group is None else DEFAULT_CONSUME]
+    if args.group is None and (args.filter or args.start or args.window or args.routes):
+        parser.error("--filter, --start, --window and --routes need --topic and --group")
+    if args.routes and args.dsn:
+        parser.error("--routes finds the nodes itself: give it instead of --dsn")
+    dsns = args.routes or args.dsn or [DEFAULT_SEND if args.group is None
+                                       else DEFAULT_CONSUME]
     curve = curve_from(parser, args)
     try:
         consumer = _consumer(args, dsns, curve)
-    except ConsumeRefused as exc:
+    except (ConsumeRefused, ValueError) as exc:  # ValueError: no node to read (--routes)
         return fail(parser.prog, str(exc), ExitCode.FAILURE)
     except TimeoutError as exc:
         return fail(parser.prog, f"{exc}: {_group_states(dsns, curve is not None)}",
@@ -74,6 +77,9 @@ def _group_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=whole_number(1, wire.MAX_WINDOW), default=None,
                         metavar="N", help="most unacked deliveries to this consumer, 1 to "
                                           f"{wire.MAX_WINDOW} (default 100)")
+    parser.add_argument("--routes", type=endpoint, action="append", metavar="MONITOR",
+                        help="a node's --monitor-dsn (repeatable): read the group on every "
+                             "node of the cluster, learned from the route table")
 
 
 def start_position(text: str) -> str:
@@ -87,10 +93,14 @@ def start_position(text: str) -> str:
 
 
 def _consumer(args: argparse.Namespace, dsns: list[str],
-              curve: ClientCurve | None) -> Consumer:
+              curve: ClientCurve | None) -> Consumer | RoutedGroupConsumer:
     if args.group is None:
         return Consumer(dsns, curve=curve)
     start = args.start or "earliest"
+    if args.routes:
+        return RoutedGroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
+                                   curve=curve, filter=args.filter,
+                                   start=int(start) if start.isdigit() else start)
     # Like the deliveries after it, the node's answer is awaited as --timeout or
     # --idle-timeout say, for ever without them, and the wait says why after a second.
     notice = Notice("pzq-consume")
@@ -130,14 +140,14 @@ def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:
     return received
 
 
-def _more_at_hand(consumer: Consumer) -> bool:
+def _more_at_hand(consumer: Consumer | RoutedGroupConsumer) -> bool:
     """Whether the consumer holds more of a batch it received, to print first."""
     return isinstance(consumer, GroupConsumer) and consumer.arrived > 0
 
 
-def _ack(consumer: Consumer, messages: list[Message]) -> None:
+def _ack(consumer: Consumer | RoutedGroupConsumer, messages: list[Message]) -> None:
     """ACK what was printed (a group's consumer in one ACK) and forget it."""
-    if isinstance(consumer, GroupConsumer):
+    if isinstance(consumer, GroupConsumer | RoutedGroupConsumer):
         consumer.ack_many(messages)
     else:
         for message in messages:

@@ -17,6 +17,7 @@ from pzq.cli.common import (
     positive_seconds,
     tool_parser,
 )
+from pzq.cli.routes_text import routes_text
 from pzq.client import request_monitor
 from pzq.errors import EndpointError, ExitCode, StoreError
 from pzq.store.repair import repair
@@ -37,6 +38,9 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         command = commands.add_parser(name, help=f"{what}: one dead letter, or all")
         command.add_argument("key", help="a dead letter's key, or ALL")
     commands.add_parser("pending", help="stored, in-flight and dead counts")
+    routes = commands.add_parser("routes", help="the route table: every node's endpoints and "
+                                 "each partitioned topic's owner per partition")
+    routes.add_argument("--json", action="store_true", help="print the table as JSON")
     _topic_commands(commands)
     for command in commands.choices.values():
         # The same options after the command (pzq-ctl pending --dsn ...); unset there,
@@ -63,7 +67,7 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
     if reply.startswith(b"ERROR"):
         print(f"pzq-ctl: {text}", file=sys.stderr)
         return ExitCode.FAILURE
-    print(text)
+    print(routes_text(reply) if args.command == "routes" and not args.json else text)
     return ExitCode.OK
 
 
@@ -127,7 +131,7 @@ def _request(args: argparse.Namespace) -> str:
     return {"dead": f"DEAD {getattr(args, 'limit', '')}",
             "requeue": f"REQUEUE {getattr(args, 'key', '')}",
             "purge": f"PURGE {getattr(args, 'key', '')}",
-            "pending": "PENDING", "topics": "TOPICS"}[args.command]
+            "pending": "PENDING", "topics": "TOPICS", "routes": "ROUTES"}[args.command]
 
 
 def _options(**options: object) -> list[str]:

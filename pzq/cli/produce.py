@@ -14,10 +14,11 @@ from pzq.cli.common import (
     tool_parser,
 )
 from pzq.cli.waiting import AckWait
-from pzq.client import Producer
+from pzq.client import Producer, RoutedProducer
 from pzq.client.producer import topic_headers
 from pzq.errors import ExitCode
 from pzq.protocol import frames as wire
+from pzq.protocol.headers import KEY_HEADER
 
 DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
 
@@ -32,6 +33,13 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
                         help="a header frame for every message, e.g. TOPIC:orders (repeatable)")
     parser.add_argument("--topic", help="the topic of every message (a TOPIC header)")
     parser.add_argument("--tag", help="the tag of every message (a TAG header)")
+    parser.add_argument("--key", help="the partition key of every message (a KEY header)")
+    parser.add_argument("--key-from-line", action="store_true",
+                        help="each line is KEY<tab>body: the key of that message")
+    parser.add_argument("--routes", type=endpoint, action="append", metavar="MONITOR",
+                        help="a node's --monitor-dsn (repeatable): send each message to "
+                             "the owner of its partition, learned from the route table "
+                             "(needs --topic)")
     parser.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="seconds to wait for ACKs")
     parser.add_argument("file", nargs="?", type=argparse.FileType("rb"), default=sys.stdin.buffer,
@@ -42,19 +50,37 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
     for header in args.header:
         if not wire.HEADER_PATTERN.match(header.encode()):
             parser.error(f"--header {header} is not NAME:value, e.g. TOPIC:orders")
+    if args.routes and not args.topic:
+        parser.error("--routes needs --topic (the partitioned topic)")
+    if args.key is not None and args.key_from_line:
+        parser.error("--key and --key-from-line go alone: one key for all, or one a line")
     curve = curve_from(parser, args)
+    if args.routes:
+        try:
+            routed = RoutedProducer(args.routes, args.topic, window=args.window, curve=curve)
+        except TimeoutError as exc:
+            return fail("pzq-produce", str(exc), ExitCode.FAILURE)
+        with routed:
+            return _produce_lines(routed, args, ", ".join(args.routes), curve is not None)
     with Producer(args.dsn, window=args.window, curve=curve) as producer:
-        return _produce_lines(producer, args, curve is not None)
+        return _produce_lines(producer, args, args.dsn, curve is not None)
 
 
-def _produce_lines(producer: Producer, args: argparse.Namespace, curve: bool) -> int:
+def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace, dsn: str,
+                   curve: bool) -> int:
     headers = [header.encode() for header in args.header]
-    headers += topic_headers(args.topic, args.tag)
-    waiting = AckWait(producer, "pzq-produce", args.dsn, args.timeout, curve)
+    headers += topic_headers(None if args.routes else args.topic, args.tag)
+    if args.key is not None:
+        headers.append(KEY_HEADER + args.key.encode())
+    waiting = AckWait(producer, "pzq-produce", dsn, args.timeout, curve)
     failed = 0
     try:
         for line in args.file:
-            waiting.send([line.rstrip(b"\n")], headers)
+            body, key = line.rstrip(b"\n"), []
+            if args.key_from_line:
+                found, tab, body = body.partition(b"\t")
+                key = [KEY_HEADER + found] if tab else []
+            waiting.send([body], headers + key)
             failed += _report_acks(producer.acks())
         failed += _report_acks(waiting.flush())
     except TimeoutError as exc:

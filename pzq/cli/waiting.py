@@ -13,7 +13,14 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pzq import reach
-from pzq.client import Consumer, Message, Producer, ProducerAck
+from pzq.client import (
+    Consumer,
+    Message,
+    Producer,
+    ProducerAck,
+    RoutedGroupConsumer,
+    RoutedProducer,
+)
 from pzq.client.common import NOTICE_AFTER_S
 
 T = TypeVar("T")
@@ -35,7 +42,7 @@ class Notice:
 class AckWait:
     """A producer's sends and flush, each given ``timeout`` seconds, that say why ACKs are late."""
 
-    def __init__(self, producer: Producer, prog: str, dsn: str, timeout: float,
+    def __init__(self, producer: Producer | RoutedProducer, prog: str, dsn: str, timeout: float,
                  curve: bool) -> None:
         self.producer = producer
         self.dsn = dsn
@@ -72,7 +79,8 @@ class AckWait:
 class DeliveryWait:
     """A consumer's wait for deliveries that says, once, what it waits for."""
 
-    def __init__(self, consumer: Consumer, prog: str, dsns: Sequence[str], curve: bool) -> None:
+    def __init__(self, consumer: Consumer | RoutedGroupConsumer, prog: str,
+                 dsns: Sequence[str], curve: bool) -> None:
         self.consumer = consumer
         self.dsns = list(dsns)
         self.curve = curve

@@ -26,7 +26,7 @@ import zmq
 from pzq.client.producer import Producer, topic_headers
 from pzq.client.route_table import RouteTable
 from pzq.protocol.frames import ProducerAck
-from pzq.protocol.headers import KEY_HEADER
+from pzq.protocol.headers import KEY_HEADER, key_of
 from pzq.security import ClientCurve
 from pzq.zmqio import Context
 
@@ -69,17 +69,17 @@ class RoutedProducer:
     def outstanding(self) -> int:
         return len(self._sent)
 
-    def send(self, parts: Sequence[bytes], key: bytes | str | None = None,
-             headers: Sequence[bytes] = (), tag: str | None = None,
-             dedup_id: str | bytes | None = None, timeout: float = 30.0) -> bytes:
-        """Send one message to its partition's owner (``key``: which partition; none:
-        any); waits while that owner's window is full."""
+    def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
+             timeout: float = 30.0, key: bytes | str | None = None, tag: str | None = None,
+             dedup_id: str | bytes | None = None) -> bytes:
+        """Send one message to its partition's owner (``key``, or a ``KEY:`` frame among
+        ``headers``, says which partition; none: any); waits while that owner's window
+        is full."""
         self.table.refresh_if_older(REFRESH_S)
-        if isinstance(key, str):
-            key = key.encode()
         frames = [*headers, *topic_headers(self.topic, tag, dedup_id)]
         if key is not None:
-            frames.append(KEY_HEADER + key)
+            frames.append(KEY_HEADER + (key.encode() if isinstance(key, str) else key))
+        key = key_of(frames)
         msg_id = b"%s-%d" % (self._id_prefix, next(self._counter))
         self._send(msg_id, list(parts), frames, self._endpoint_for(key), 0, timeout)
         return msg_id
@@ -138,7 +138,7 @@ class RoutedProducer:
             self.table.refresh_if_older(0.0)
             named = ack.status_message.split(b" ")[-1].decode(errors="replace")
             self._send(ack.msg_id, sent.parts, sent.headers,
-                       self._endpoint_for(_key_of(sent.headers), named), sent.moves + 1, 30.0)
+                       self._endpoint_for(key_of(sent.headers), named), sent.moves + 1, 30.0)
             return
         self._arrived.append(ack)
 
@@ -155,7 +155,7 @@ class RoutedProducer:
         for msg_id, sent in late:
             if sent.endpoint in live:
                 continue  # only slow
-            endpoint = self._endpoint_for(_key_of(sent.headers))
+            endpoint = self._endpoint_for(key_of(sent.headers))
             left.add(sent.endpoint)
             self.resent += 1
             self._send(msg_id, sent.parts, sent.headers, endpoint, sent.moves + 1, 30.0)
@@ -183,8 +183,3 @@ class RoutedProducer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _key_of(headers: Sequence[bytes]) -> bytes | None:
-    return next((header[len(KEY_HEADER):] for header in headers
-                 if header.startswith(KEY_HEADER)), None)

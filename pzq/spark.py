@@ -1,15 +1,19 @@
-"""A Spark 4 Python Data Source named ``zper`` over a pzq archive directory.
+"""A Spark 4 Python Data Source named ``zper`` over pzq archive directories.
 
     from pzq.spark import session
     spark = session("orders-report")  # or register ZperDataSource with your own session
     df = spark.read.format("zper").option("topics", "orders").load("/var/lib/pzq/archive")
 
-Partitions are planned from the segments' offset indexes (pzq.spark_plan): a segment
-is cut at record starts about every ``partition_bytes``. They are parsed on the
-executors (which need pzq and pyarrow installed, or pzq shipped with
-``--py-files``) straight into Arrow record batches (pzq.spark_arrow), by the exact
-reader from a damaged record on. A torn tail of a topic's last segment is skipped.
-Options: ``topics`` (comma separated; default all), ``start_offset`` and
+Several directories (a cluster's nodes') read as one table, each row's ``node``
+naming its directory: ``.load([DIR, ...])``, ``.load("DIR,DIR")`` or the
+``monitor`` option (pzq.spark_archives).
+
+Partitions are planned per directory from the segments' offset indexes
+(pzq.spark_plan): a segment is cut at record starts about every ``partition_bytes``.
+They are parsed on the executors (which need pzq and pyarrow installed, or pzq
+shipped with ``--py-files``) straight into Arrow record batches (pzq.spark_arrow),
+by the exact reader from a damaged record on. A torn tail of a topic's last segment
+is skipped. Options: ``topics`` (comma separated; default all), ``start_offset`` and
 ``end_offset`` (byte offsets within each topic, end exclusive), ``partition_bytes``
 (default 16 MiB), ``mode`` and ``columnNameOfCorruptRecord`` for damaged records
 (see ``pzq.spark_reads.ReadOptions``). ``spark.readStream.format("zper")`` streams
@@ -37,7 +41,7 @@ from pzq.archive.files import segment_items, within
 from pzq.archive.raw import RawRecord
 from pzq.archive.records import Record
 from pzq.archive.segments import Segment
-from pzq.spark_plan import plan_topic
+from pzq.spark_plan import plan_archive
 from pzq.spark_reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition
 from pzq.spark_stream import stream_reader
 
@@ -91,11 +95,9 @@ class ZperReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         options = self.options
-        topics = options.topics or tuple(sorted(path.name for path in
-                                                options.directory.iterdir() if path.is_dir()))
-        return [partition for topic in topics
-                for partition in plan_topic(options.directory, topic, options.begin,
-                                            options.end, options.partition_bytes)]
+        return [partition for archive in options.archives
+                for partition in plan_archive(archive, options.topics, options.begin,
+                                              options.end, options.partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SegmentPartition):
@@ -129,18 +131,19 @@ class ZperReader(DataSourceReader):
         segment = Segment(partition.start, Path(partition.path))
         items = segment_items(partition.topic, segment, partition.last, seek_to,
                               partition.raw)
+        node = {"node": partition.node}
         for item in within(items, begin, end):
             if isinstance(item, Record):
-                yield message_row(partition.topic, item)
+                yield message_row(partition.topic, item) | node
                 continue
             if isinstance(item, RawRecord):
-                yield raw_row(partition.topic, item)
+                yield raw_row(partition.topic, item) | node
                 continue
             if self.options.mode == FAILFAST:
                 raise item.error()
             log_damage(item)
             if self.options.corrupt_column:
-                yield damaged_row(item, self.options.corrupt_column)
+                yield damaged_row(item, self.options.corrupt_column) | node
 
 
 def message_row(topic: str, record: Record) -> dict[str, Any]:

@@ -36,7 +36,7 @@ FIELDS = [("topic", pa.string()), ("offset", pa.int64()), ("key", pa.binary()),
           ("msg_id", pa.binary()), ("stored_us", pa.int64()),
           ("first_delivered_us", pa.int64()), ("acked_us", pa.int64()),
           ("deliveries", pa.int32()), ("origin", pa.string()),
-          ("parts", pa.list_(pa.binary())), ("outcome", pa.string())]
+          ("parts", pa.list_(pa.binary())), ("outcome", pa.string()), ("node", pa.string())]
 # The metadata fields a row takes, with the types parse_metadata checks.
 METADATA = pa.schema([("topic", pa.string()), ("msg_id", pa.string()),
                       ("stored_us", pa.int64()), ("first_delivered_us", pa.int64()),
@@ -70,7 +70,7 @@ def fast_batches(partition: SegmentPartition, begin: int, end: int | None,
         batch = None
         if run.starts:
             batch = (raw_batch if partition.raw else message_batch)(
-                run, partition.topic, base, schema)
+                run, partition, base, schema)
             if batch is None:
                 return base + position  # metadata to read the exact way
             first = bisect_left(run.starts, begin - base)
@@ -84,27 +84,33 @@ def fast_batches(partition: SegmentPartition, begin: int, end: int | None,
     return None
 
 
-def message_batch(run: FrameRun, topic: str, base: int,
+def message_batch(run: FrameRun, partition: SegmentPartition, base: int,
                   schema: pa.Schema) -> pa.RecordBatch | None:
     """pzq records as a batch; None if any metadata needs the exact reader."""
     metadata = _metadata(run.metadata)
     if metadata is None:
         return None
     count = len(run.starts)
-    columns = {"topic": pa.repeat(pa.scalar(topic, pa.string()), count),
-               "offset": _offsets(run, base), "key": pa.array(run.keys, pa.binary()),
-               "parts": _parts(run)}
+    columns = {**_labels(partition, count), "offset": _offsets(run, base),
+               "key": pa.array(run.keys, pa.binary()), "parts": _parts(run)}
     for name in FROM_METADATA:
         columns[name] = metadata.column(name).combine_chunks()
     columns["msg_id"] = columns["msg_id"].cast(pa.binary())  # ASCII: its latin-1 bytes
     return _batch(columns, count, schema)
 
 
-def raw_batch(run: FrameRun, topic: str, base: int, schema: pa.Schema) -> pa.RecordBatch:
+def raw_batch(run: FrameRun, partition: SegmentPartition, base: int,
+              schema: pa.Schema) -> pa.RecordBatch:
     """A ZPER producer's records: their frames in ``parts``, the other columns null."""
     count = len(run.starts)
-    return _batch({"topic": pa.repeat(pa.scalar(topic, pa.string()), count),
-                   "offset": _offsets(run, base), "parts": _parts(run)}, count, schema)
+    return _batch({**_labels(partition, count), "offset": _offsets(run, base),
+                   "parts": _parts(run)}, count, schema)
+
+
+def _labels(partition: SegmentPartition, count: int) -> dict[str, pa.Array]:
+    """The columns every row of a partition has the same: its topic and node."""
+    return {name: pa.repeat(pa.scalar(value, pa.string()), count)
+            for name, value in (("topic", partition.topic), ("node", partition.node))}
 
 
 def _metadata(objects: list[bytes]) -> Any:

@@ -5,7 +5,8 @@ A partition is the records of one segment that start in a range of topic offsets
 A segment larger than ``partition_bytes`` is cut at index entries (record starts)
 about every ``partition_bytes``, so one large segment is read by several tasks at
 once, each reading only its own bytes (pzq.archive.windows). A segment without a
-usable index is one partition: a reader must walk it from its start anyway.
+usable index is one partition: a reader must walk it from its start anyway. A read
+of several archive directories plans each directory's segments apart.
 """
 
 from __future__ import annotations
@@ -15,11 +16,21 @@ from pathlib import Path
 from pzq.archive.raw import is_raw_topic
 from pzq.archive.segments import Segment, list_segments
 from pzq.archive.windows import usable_entries
+from pzq.spark_archives import ArchiveDir, archive_topics
 from pzq.spark_reads import PARTITION_BYTES, SegmentPartition
 
 
+def plan_archive(archive: ArchiveDir, topics: tuple[str, ...], begin: int, end: int | None,
+                 partition_bytes: int = PARTITION_BYTES) -> list[SegmentPartition]:
+    """The partitions of one directory's topics (every topic it holds if none given)."""
+    return [partition for topic in topics or archive_topics(archive.directory)
+            for partition in plan_topic(archive.directory, topic, begin, end,
+                                        partition_bytes, archive.node)]
+
+
 def plan_topic(directory: Path, topic: str, begin: int, end: int | None,
-               partition_bytes: int = PARTITION_BYTES) -> list[SegmentPartition]:
+               partition_bytes: int = PARTITION_BYTES,
+               node: str = "") -> list[SegmentPartition]:
     """The partitions of one topic's records that start in [begin, end)."""
     segments = list_segments(directory / topic)
     raw = is_raw_topic(directory / topic)
@@ -34,7 +45,7 @@ def plan_topic(directory: Path, topic: str, begin: int, end: int | None,
         for low, high in _cuts(segment, max(begin, segment.start), stop, raw,
                                partition_bytes):
             planned.append(SegmentPartition(topic, str(segment.path), segment.start, last,
-                                            raw, low, high))
+                                            raw, low, high, node))
     return planned
 
 

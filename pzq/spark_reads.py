@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql.datasource import InputPartition
 
+from pzq.spark_archives import ArchiveDir, archive_dirs
+
 SCHEMA = ("topic string, offset long, key binary, msg_id binary, stored_us long, "
           "first_delivered_us long, acked_us long, deliveries int, origin string, "
-          "parts array<binary>, outcome string")
+          "parts array<binary>, outcome string, node string")
 COLUMNS = tuple(column.split()[0] for column in SCHEMA.split(", "))
 PERMISSIVE, FAILFAST = "PERMISSIVE", "FAILFAST"
 PARTITION_BYTES = 16 << 20  # a few hundred milliseconds of one task's parsing
@@ -31,7 +32,7 @@ class ReadOptions:
     the message columns null; other rows have it null.
     """
 
-    directory: Path
+    archives: tuple[ArchiveDir, ...]  # pzq.spark_archives
     topics: tuple[str, ...]
     begin: int
     end: int | None
@@ -41,18 +42,16 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
-        if "path" not in options:
-            raise ValueError("give the archive directory: .load(ARCHIVE_DIR)")
-        directory = Path(options["path"])
-        if not directory.is_dir():
-            raise ValueError(f"the archive directory {directory} does not exist")
         topics = tuple(topic.strip() for topic in options.get("topics", "").split(",")
                        if topic.strip())
         end = options.get("end_offset")
-        return cls(directory, topics, _offset(options.get("start_offset", "0")),
-                   None if end is None else _offset(end), _mode(options.get("mode")),
-                   _corrupt_column(options.get("columnNameOfCorruptRecord")),
-                   _partition_bytes(options.get("partition_bytes")))
+        begin = _offset(options.get("start_offset", "0"))
+        mode = _mode(options.get("mode"))
+        corrupt = _corrupt_column(options.get("columnNameOfCorruptRecord"))
+        partition_bytes = _partition_bytes(options.get("partition_bytes"))
+        # Last: it may ask nodes for their directories, once the rest is known good.
+        return cls(archive_dirs(options), topics, begin,
+                   None if end is None else _offset(end), mode, corrupt, partition_bytes)
 
 
 def _offset(text: str) -> int:
@@ -91,3 +90,4 @@ class SegmentPartition(InputPartition):
     raw: bool = False  # a topic of raw ZPER records (pzq.archive.raw)
     begin: int = 0  # topic offsets: the records that start in [begin, end)
     end: int | None = None  # None: to the end of the segment
+    node: str = ""  # the archive directory's name in rows (pzq.spark_archives)

@@ -3,8 +3,9 @@
     stream = (spark.readStream.format("zper").option("topics", "orders")
               .load("/var/lib/pzq/archive"))
 
-The stream's offset is a JSON object of each topic's byte offset (``{"orders":
-70180}``): where the next micro-batch starts. A micro-batch reads, per topic, the
+The stream's offset is a JSON object of each archive directory's topics' byte
+offsets (``{"/var/lib/pzq/archive": {"orders": 70180}}``): where the next
+micro-batch starts. A micro-batch reads, per directory and topic, the
 whole records from there up to the end of the whole records in the files when it
 is planned (or, with the ``node`` option, up to the end the node has fsync'd),
 partitions planned as the batch reader's (pzq.spark_plan). A record is
@@ -15,8 +16,8 @@ Options, besides the batch reader's ``topics``, ``partition_bytes``, ``mode`` an
 ``columnNameOfCorruptRecord``: ``startingOffsets`` ``earliest`` (default: every
 record kept) or ``latest`` (only records appended after the query first starts);
 ``node``, a node's monitor endpoint (e.g. ``tcp://127.0.0.1:11133``), to read only
-what its last fsync made durable. Topics that appear later are read from their
-first offset.
+what its last fsync made durable (a stream of one directory). Topics, and
+directories, that appear later are read from their first offset.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 
 from pzq.archive.files import whole_end
 from pzq.archive.segments import list_segments
+from pzq.spark_archives import ArchiveDir, archive_topics
 from pzq.spark_plan import plan_topic
 from pzq.spark_reads import ReadOptions, SegmentPartition
 
 EARLIEST, LATEST = "earliest", "latest"
+Offsets = dict[str, dict[str, int]]  # archive directory -> topic -> byte offset
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,11 @@ class StreamOptions:
         starting = options.get("startingOffsets", EARLIEST).lower()
         if starting not in (EARLIEST, LATEST):
             raise ValueError(f"startingOffsets is {EARLIEST} or {LATEST}, not {starting!r}")
-        return cls(ReadOptions.parse(options), starting, options.get("node"))
+        read, node = ReadOptions.parse(options), options.get("node")
+        if node is not None and len(read.archives) > 1:
+            raise ValueError("node caps the stream of one archive directory, not of "
+                             f"{len(read.archives)}")
+        return cls(read, starting, node)
 
 
 # The batch reader (pzq.spark.ZperReader), which reads each planned range: passed in,
@@ -62,22 +69,24 @@ class ZperStreamReader(DataSourceStreamReader):
 
     # -- offsets (on the driver) ------------------------------------------------------
 
-    def _topics(self) -> tuple[str, ...]:
+    def _topics(self, archive: ArchiveDir) -> tuple[str, ...]:
         read = self.options.read
         if read.topics:
             return read.topics
-        return tuple(sorted(path.name for path in read.directory.iterdir()
-                            if path.is_dir() and list_segments(path)))
+        return tuple(topic for topic in archive_topics(archive.directory)
+                     if list_segments(archive.directory / topic))
 
-    def _ends(self) -> dict[str, int]:
+    def _ends(self) -> Offsets:
         """Each topic's end of whole records now (or of what the node fsync'd)."""
         flushed = self._node_flushed() if self.options.node else None
-        ends = {}
-        for topic in self._topics():
-            end = whole_end(self.options.read.directory, topic)[1]
-            if flushed is not None:
-                end = min(end, flushed.get(topic, 0))
-            ends[topic] = end
+        ends: Offsets = {}
+        for archive in self.options.read.archives:
+            ends[archive.key] = {}
+            for topic in self._topics(archive):
+                end = whole_end(archive.directory, topic)[1]
+                if flushed is not None:
+                    end = min(end, flushed.get(topic, 0))
+                ends[archive.key][topic] = end
         return ends
 
     def _node_flushed(self) -> dict[str, int]:
@@ -88,27 +97,43 @@ class ZperStreamReader(DataSourceStreamReader):
         return {topic: int(info["flushed_offset"])
                 for topic, info in stats.get("archive", {}).get("topics", {}).items()}
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> Offsets:
         if self.options.starting == LATEST:
             return self._ends()
-        return {topic: whole_end(self.options.read.directory, topic)[0]
-                for topic in self._topics()}
+        return {archive.key: {topic: whole_end(archive.directory, topic)[0]
+                              for topic in self._topics(archive)}
+                for archive in self.options.read.archives}
 
-    def latestOffset(self, start: dict[str, int] | None = None,
-                     limit: object = None) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any] | None = None,
+                     limit: object = None) -> Offsets:
+        before = self._per_directory(start or {})
         ends = self._ends()
-        # A topic never goes back: keep what the query already read past.
-        return {topic: max(end, (start or {}).get(topic, 0)) for topic, end in ends.items()} \
-            | {topic: offset for topic, offset in (start or {}).items() if topic not in ends}
+        # A topic never goes back: keep what the query already read past, and the
+        # offsets of a directory no longer read (it may be read again).
+        return before | {key: _at_least(topics, before.get(key, {}))
+                         for key, topics in ends.items()}
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any],
+                   end: dict[str, Any]) -> Sequence[InputPartition]:
         read = self.options.read
+        starts, ends = self._per_directory(start), self._per_directory(end)
         found: list[InputPartition] = []
-        for topic, stop in sorted(end.items()):
-            begin = start.get(topic, 0)
-            if stop > begin:
-                found += plan_topic(read.directory, topic, begin, stop, read.partition_bytes)
+        for archive in read.archives:
+            begins = starts.get(archive.key, {})  # a directory added later: from its start
+            for topic, stop in sorted(ends.get(archive.key, {}).items()):
+                begin = begins.get(topic, 0)
+                if stop > begin:
+                    found += plan_topic(archive.directory, topic, begin, stop,
+                                        read.partition_bytes, archive.node)
         return found
+
+    def _per_directory(self, offset: dict[str, Any]) -> Offsets:
+        """A checkpoint's offset as directory -> topic -> offset. One written before
+        a stream could read several directories is topic -> offset, of the one
+        directory it read then: the first given now."""
+        if offset and all(isinstance(value, int) for value in offset.values()):
+            return {self.options.read.archives[0].key: offset}
+        return offset
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: the archive's files are only read."""
@@ -124,6 +149,10 @@ class ZperStreamReader(DataSourceStreamReader):
             yield from self.batch_reader(whole).read(partition)
         except FileNotFoundError:
             return  # retention deleted the segment since the batch was planned
+
+
+def _at_least(ends: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return before | {topic: max(end, before.get(topic, 0)) for topic, end in ends.items()}
 
 
 def stream_reader(options: Mapping[str, str], batch_reader: BatchReader) -> ZperStreamReader:

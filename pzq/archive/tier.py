@@ -108,7 +108,9 @@ class ArchiveTier:
 
     def snapshot(self, now: float) -> dict[str, object]:
         """``now``: seconds since the epoch, for the ages of the fsyncs."""
-        return {"archived": self.archived, "failures": self.failures,
+        # archive_dir: where readers on this host find it (a Spark read's ``monitor``)
+        return {"archive_dir": str(self.archive.directory.absolute()),
+                "archived": self.archived, "failures": self.failures,
                 "fsync_age_s": round(self.archive.fsync_age_s(now), 3),
                 "unsynced_s": round(self.archive.unsynced_s(now), 3),
                 "topics": {topic: {"start_offset": info.start_offset,

@@ -62,7 +62,7 @@ def test_reads_typed_rows_one_partition_per_segment(spark, archive_dir):
         "topic": "string", "offset": "bigint", "key": "binary", "msg_id": "binary",
         "stored_us": "bigint", "first_delivered_us": "bigint", "acked_us": "bigint",
         "deliveries": "int", "origin": "string", "parts": "array<binary>",
-        "outcome": "string"}
+        "outcome": "string", "node": "string"}
     segments = sum(len(list_segments(archive_dir / t)) for t in ("orders", "audit"))
     assert frame.rdd.getNumPartitions() == segments > 2
     rows = frame.collect()
@@ -135,7 +135,7 @@ def test_an_empty_archive_or_an_unknown_topic_reads_zero_rows(spark, archive_dir
     (empty / "orders").mkdir()  # a topic whose first segment is not written yet
     assert spark.read.format("zper").load(str(empty)).count() == 0
     unknown = spark.read.format("zper").option("topics", "nope").load(str(archive_dir))
-    assert unknown.collect() == [] and len(unknown.columns) == 11
+    assert unknown.collect() == [] and len(unknown.columns) == 12
 
 
 def test_topic_and_offset_options(spark, archive_dir):
@@ -181,6 +181,71 @@ def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, co
                   tuple(bytes(p) for p in r.parts)) for r in rows)
     assert got == expected and len(got) == 60
     assert sum(1 for row in got if row[3] == 2) == 6
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory) -> tuple[Path, Path]:
+    """Two nodes' archives, each named ``archive``: 30 orders and 5 audit on the first,
+    12 orders on the second."""
+    root = tmp_path_factory.mktemp("cluster")
+    first, second = root / "node-a" / "archive", root / "node-b" / "archive"
+    for directory, counts in ((first, {"orders": 30, "audit": 5}), (second, {"orders": 12})):
+        archive = Archive(directory, segment_size=1000)
+        for topic, count in counts.items():
+            for n in range(count):
+                archive.append(message(n, topic, 1_700_000_000_000_000), now=0)
+        archive.close(now=0)
+    return first, second
+
+
+def test_several_directories_read_as_one_table_with_each_row_s_node(spark, two_nodes):
+    first, second = two_nodes
+    frame = spark.read.format("zper").load([str(first), str(second)])
+    counts = {(r.node, r.topic): r["count"] for r in frame.groupBy("node", "topic").count()
+              .collect()}
+    assert counts == {("node-a/archive", "orders"): 30, ("node-a/archive", "audit"): 5,
+                      ("node-b/archive", "orders"): 12}
+    segments = sum(len(list_segments(d / t)) for d in two_nodes for t in ("orders", "audit")
+                   if (d / t).is_dir())
+    assert frame.rdd.getNumPartitions() == segments  # each directory's own segments
+    orders = (spark.read.format("zper").option("topics", "orders")
+              .load(f"{first},{second}").collect())
+    assert sorted(r.node for r in orders) == ["node-a/archive"] * 30 + ["node-b/archive"] * 12
+    assert {r.offset for r in orders if r.node == "node-b/archive"} <= \
+        {r.offset for r in orders if r.node == "node-a/archive"}  # each log's own offsets
+
+
+def test_a_missing_directory_is_one_error_naming_it(spark, two_nodes, tmp_path):
+    from pyspark.errors import PySparkException
+
+    missing = tmp_path / "node-c" / "archive"
+    with pytest.raises(PySparkException) as raised:
+        spark.read.format("zper").load([str(two_nodes[0]), str(missing)]).collect()
+    assert f"the archive directory {missing} does not exist" in str(raised.value)
+
+
+def test_monitor_finds_each_node_s_archive(spark, start_node, context, tmp_path):
+    from pzq.client import Consumer, Producer
+
+    sent = {}
+    monitors = []
+    for name, count in (("a", 7), ("b", 4)):
+        node = start_node("--archive-dir", str(tmp_path / name / "archive"))
+        with Producer(node.receive_dsn, context=context) as producer:
+            for i in range(count):
+                producer.send([b"%s %d" % (name.encode(), i)], headers=[b"TOPIC:orders"])
+            producer.flush(15)
+        with Consumer(node.send_dsn, context=context) as consumer:
+            for _ in range(count):
+                consumer.receive(10).ack()
+        stats = node.wait_stats(lambda s, c=count: s["archive"]["archived"] == c,
+                                message="archived")
+        assert stats["archive"]["archive_dir"] == str(tmp_path / name / "archive")
+        sent[stats["node_id"]] = count
+        monitors.append(node.monitor_dsn)
+    frame = spark.read.format("zper").option("monitor", ",".join(monitors)).load()
+    counts = {row.node: row["count"] for row in frame.groupBy("node").count().collect()}
+    assert counts == sent and len(counts) == 2
 
 
 def docs_spark_snippet() -> str:

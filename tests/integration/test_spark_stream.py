@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import zmq
 
@@ -62,6 +64,39 @@ def test_a_stream_restarted_from_its_checkpoint_has_no_gap_and_no_duplicate(spar
     assert [list(row.parts) for row in clicks] == \
         [[b"click-%d" % n, b"x" * (n % 50)] for n in range(150)]
     assert all(row.key is None and row.acked_us is None for row in clicks)
+
+
+def test_a_stream_over_two_directories_reads_what_either_appends(spark, tmp_path):
+    first, second = tmp_path / "a" / "archive", tmp_path / "b" / "archive"
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+    append(first, 0, 10)
+    second.mkdir(parents=True)  # a node that has archived nothing yet
+    query = (spark.readStream.format("zper").option("topics", "orders")
+             .load(f"{first},{second}")
+             .writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(processingTime="100 milliseconds").start())
+
+    def per_node() -> dict[str, int]:
+        rows = spark.read.parquet(str(out)).groupBy("node").count().collect()
+        return {row.node: row["count"] for row in rows}
+
+    try:
+        query.processAllAvailable()
+        assert per_node() == {"a/archive": 10}
+        append(second, 100, 7)
+        query.processAllAvailable()
+        assert per_node() == {"a/archive": 10, "b/archive": 7}
+        append(first, 10, 3)
+        query.processAllAvailable()
+        assert per_node() == {"a/archive": 13, "b/archive": 7}
+    finally:
+        query.stop()
+    offsets = sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    last = offsets[-1].read_text().splitlines()[-1]
+    assert set(json.loads(last)) == {str(first), str(second)}  # offsets per directory
+    streamed = spark.read.parquet(str(out)).where("node = 'b/archive'").collect()
+    assert sorted(row.msg_id for row in streamed) == sorted(b"m%d" % n for n in range(100, 107))
 
 
 def test_latest_starts_after_what_is_there(spark, tmp_path):

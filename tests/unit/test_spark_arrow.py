@@ -29,7 +29,8 @@ CORRUPT = "_corrupt_record"
 
 def exact_rows(directory: Path, topic: str, begin: int = 0, end: int | None = None,
                corrupt: str | None = CORRUPT) -> list[dict[str, object]]:
-    """The rows as the exact reader makes them, a topic walked as one."""
+    """The rows as the exact reader makes them, a topic walked as one (a read of
+    one directory names its rows' node by the directory's name)."""
     rows: list[dict[str, object]] = []
     for item in topic_items(directory, topic, begin, end):
         if isinstance(item, Record):
@@ -38,7 +39,7 @@ def exact_rows(directory: Path, topic: str, begin: int = 0, end: int | None = No
             rows.append(raw_row(topic, item))
         elif isinstance(item, DamagedRecord) and corrupt:
             rows.append(damaged_row(item, corrupt))
-    return rows
+    return [row | {"node": directory.name} for row in rows]
 
 
 def source_rows(directory: Path, **options: str) -> tuple[list[dict[str, object]], int]:

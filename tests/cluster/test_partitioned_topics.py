@@ -8,9 +8,13 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+import pytest
+
 from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_monitor
 from pzq.cluster.placement import partition_of
+from pzq.errors import ExitCode
 from tests.cluster.test_groups_cluster import start_group_cluster
+from tests.integration.test_tools import one_line, tool
 from tests.support.harness import wait_until
 
 PARTITIONS = 6
@@ -154,3 +158,50 @@ def test_bad_partition_declarations_are_refused_and_the_node_keeps_running(start
     table = routes(node)
     assert table["topics"]["orders"]["owners"] == [table["node"]] * 4
     assert node.stats()["partitions"]["orders"]["owned"] == [0, 1, 2, 3]
+
+
+def test_the_tools_declare_show_produce_and_consume_a_partitioned_topic(start_node, tmp_path):
+    endpoints = ipc_cluster(tmp_path, 2)
+    nodes = start_group_cluster(start_node, endpoints)
+    declared = tool("pzq-ctl", "--dsn", nodes[0].monitor_dsn, "topic", "declare", "orders",
+                    "--partitions", "4")
+    assert declared.returncode == 0 and "partitions=4" in declared.stdout, declared
+    wait_until(lambda: all(routes(node)["topics"].get("orders") for node in nodes), 20,
+               interval=0.1, message="the count on both nodes")
+    shown = tool("pzq-ctl", "--dsn", nodes[1].monitor_dsn, "routes")
+    assert shown.returncode == 0, shown
+    assert "topic orders: 4 partitions" in shown.stdout
+    assert shown.stdout.count("  partition ") == 4
+    assert all(endpoint in shown.stdout for endpoint in endpoints)
+
+    lines = "".join(f"k{i % 5}\tm{i}\n" for i in range(40))
+    sent = tool("pzq-produce", "--routes", nodes[1].monitor_dsn, "--topic", "orders",
+                "--key-from-line", stdin=lines)
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.count(" ok") == 40 and "failed" not in sent.stdout, sent.stdout
+    read = tool("pzq-consume", "--routes", nodes[0].monitor_dsn, "--topic", "orders",
+                "--group", "billing", "--count", "40", "--timeout", "30")
+    assert read.returncode == 0, read.stderr
+    assert sorted(line.split(" ", 1)[1] for line in read.stdout.splitlines()) == sorted(
+        f"m{i}" for i in range(40))
+    assert sum(node.stats()["stored"] for node in nodes) == 40  # once, on its owner
+
+
+@pytest.mark.parametrize(("name", "args", "message"), [
+    ("pzq-produce", ("--routes", "tcp://127.0.0.1:9"), "--routes needs --topic"),
+    ("pzq-produce", ("--key", "a", "--key-from-line"), "--key and --key-from-line"),
+    ("pzq-consume", ("--routes", "tcp://127.0.0.1:9"), "need --topic and --group"),
+    ("pzq-consume", ("--routes", "tcp://127.0.0.1:9", "--dsn", "tcp://127.0.0.1:9",
+                     "--topic", "t", "--group", "g"), "instead of --dsn"),
+])
+def test_routing_options_used_wrongly_are_one_line(name, args, message):
+    done = tool(name, *args)
+    assert done.returncode == ExitCode.USAGE
+    assert message in one_line(done.stderr)
+
+
+def test_a_routing_tool_with_no_node_to_ask_says_so(tmp_path):
+    done = tool("pzq-produce", "--routes", f"ipc://{tmp_path}/nobody", "--topic", "orders",
+                stdin="x\n", timeout=60)
+    assert done.returncode == ExitCode.FAILURE
+    assert "no node answered ROUTES" in one_line(done.stderr)

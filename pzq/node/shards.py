@@ -46,6 +46,14 @@ class Child:
     delay_s: float = FIRST_DELAY_S
     start_at: float | None = None  # when to start it again
 
+    def schedule_start(self, now: float) -> float:
+        """Set when this shard starts again after exiting at ``now``; returns the delay."""
+        if now - self.started_at >= SETTLED_S:
+            self.delay_s = FIRST_DELAY_S
+        delay_s, self.delay_s = self.delay_s, min(self.delay_s * 2, LONGEST_DELAY_S)
+        self.start_at = now + delay_s
+        return delay_s
+
 
 def run_shards(config: Config, arguments: Sequence[str]) -> int:
     """Supervise the shards of ``config``; ``arguments`` are the supervisor's own, which
@@ -102,23 +110,18 @@ class Supervisor:
 
     def _start(self, child: Child) -> None:
         child.start_at = None
+        child.started_at = time.monotonic()
         try:
             child.process = start_shard(child.arguments)
         except OSError as exc:  # no memory or processes left to fork: try again later
             log.error("shard_start_failed", shard=child.shard.number, error=str(exc),
                       restarting_in_ms=self._schedule(child))
             return
-        child.started_at = time.monotonic()
         log.info("shard_started", shard=child.shard.number, pid=child.process.pid)
 
     def _schedule(self, child: Child) -> int:
         """Set when ``child`` starts again; returns the delay in milliseconds."""
-        now = time.monotonic()
-        if now - child.started_at >= SETTLED_S:
-            child.delay_s = FIRST_DELAY_S
-        delay_s, child.delay_s = child.delay_s, min(child.delay_s * 2, LONGEST_DELAY_S)
-        child.start_at = now + delay_s
-        return round(delay_s * 1000)
+        return round(child.schedule_start(time.monotonic()) * 1000)
 
     def _until_next_start(self) -> float | None:
         due = [child.start_at for child in self.children if child.start_at is not None]

@@ -111,7 +111,7 @@ def _supervise(config: Config, arguments: list[str]) -> int:
     """``--shards N``: this process starts and watches N nodes instead of being one."""
     try:
         return run_shards(config, arguments)
-    except PzqError as exc:  # shards that cannot run side by side, a --database in use
+    except PzqError as exc:  # shards that cannot run side by side, a --database holding more
         return _failed(exc)
 
 

@@ -141,6 +141,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeout_replication", "--timeout_replication", duration_us, 100_000,
            "how long to wait for replicas before ACKing with REPLICATION_FAILED" + DURATION,
            aliases=("--timeout-replication",)),
+    Option("shards", "--shards", int, 1,
+           "node processes on this host as one cluster, supervised: shard K stores in "
+           "DATABASE/shard-K and adds 10*K to every tcp port (1: this process is the node)"),
 )
 
 OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
@@ -191,6 +194,7 @@ class Config:
     timeout_nodes: int
     broadcast_dsn: str | None
     timeout_replication: int
+    shards: int
 
     # -- the views each part of the node takes, so no part needs the whole config
 
@@ -296,7 +300,7 @@ def validate(config: Config) -> None:
                 "prefetch", "max_message_size",
                 "batch_size", "timeout_nodes", "timeout_replication", "segment_size",
                 "flush_messages", "flush_interval", "retain_hours", "relay_poll",
-                "dedup_window")
+                "dedup_window", "shards")
     for name in positive:
         if getattr(config, name) <= 0:
             raise ConfigError(f"{OPTIONS_BY_NAME[name].flag} must be greater than 0")
@@ -334,6 +338,9 @@ def _validate_cluster(config: Config) -> None:
             raise ConfigError("--nodes must list the other nodes, not this node's --broadcast-dsn")
     if len(set(endpoints)) != len(endpoints):
         raise ConfigError("--nodes lists the same endpoint twice")
+    if config.shards > 1:
+        _validate_shards_cluster(config)
+        return  # the other shards are peers too: each shard's own settings are checked
     if config.replicas > len(endpoints):
         raise ConfigError(
             f"--replicas {config.replicas} needs at least that many --nodes "
@@ -341,6 +348,15 @@ def _validate_cluster(config: Config) -> None:
     if endpoints and config.broadcast_dsn is None:
         raise ConfigError("--nodes needs --broadcast-dsn, this node's own cluster endpoint")
     _validate_cluster_keys(config)
+
+
+def _validate_shards_cluster(config: Config) -> None:
+    # Per-node cluster keys need a key pair per node; the shards share one.
+    if config.cluster_authorized_keys is not None:
+        raise ConfigError("--shards cannot take --cluster-authorized-keys: the shards share "
+                          "one --curve-secret-key; without --cluster-authorized-keys they "
+                          "join with that key pair, whose public key must then be in "
+                          "--curve-authorized-keys")
 
 
 def _validate_cluster_keys(config: Config) -> None:

@@ -16,6 +16,7 @@ from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
 from pzq.node.config import OPTIONS, Config, Option, build_config
 from pzq.node.run import StopRequest, run
+from pzq.node.shards import run_shards
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import NodeCurve, load_node_curve
@@ -77,8 +78,11 @@ def parse_config(argv: Sequence[str] | None) -> Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = parse_config(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    config = parse_config(arguments)
     logs.configure(config.log_level, config.log_format)
+    if config.shards > 1:
+        return _supervise(config, arguments)
     log = logs.get_logger("pzq")
     try:
         curve = node_curve(config)
@@ -101,6 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         waker.close()
     log.info("node_stopped", messages=store.messages)
     return ExitCode.OK
+
+
+def _supervise(config: Config, arguments: list[str]) -> int:
+    """``--shards N``: this process starts and watches N nodes instead of being one."""
+    try:
+        return run_shards(config, arguments)
+    except PzqError as exc:  # shards that cannot run side by side, a --database holding more
+        return _failed(exc)
 
 
 def open_store(config: Config) -> Store:

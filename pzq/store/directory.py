@@ -29,3 +29,33 @@ def refuse_other_content(path: Path) -> None:
         shown = ", ".join(others[:SHOWN]) + (", ..." if len(others) > SHOWN else "")
         raise StoreError(f"--database {path} holds other files and no pzq store ({shown}): "
                          "give a new or empty directory, or the directory of a store")
+
+
+SHARD_STORE = re.compile(r"^shard-(\d+)$")
+SHARDS_PARENT_NAME = re.compile(r"^(shard-\d+|lost|lost\+found)$")
+
+
+def refuse_other_content_for_shards(path: Path) -> None:
+    """StoreError when ``path``, the --database of ``--shards``, holds anything but the
+    shards' stores: one node's store there would have the shards' folders inside it."""
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"--database {path} is not a directory")
+    if not path.is_dir():
+        return
+    if (path / "CURRENT").exists():
+        raise StoreError(f"--database {path} holds one node's store; --shards keeps each "
+                         f"shard's store in {path}/shard-K: give another directory")
+    others = sorted(entry.name for entry in path.iterdir()
+                    if not SHARDS_PARENT_NAME.match(entry.name))
+    if others:
+        shown = ", ".join(others[:SHOWN]) + (", ..." if len(others) > SHOWN else "")
+        raise StoreError(f"--database {path} holds other files than the shards' stores "
+                         f"({shown}): give a new or empty directory, or that of --shards")
+
+
+def unused_shard_stores(path: Path, shards: int) -> list[Path]:
+    """The stores of shards numbered ``shards`` and up, left by a run with more shards."""
+    if not path.is_dir():
+        return []
+    found = ((entry, SHARD_STORE.match(entry.name)) for entry in path.iterdir())
+    return sorted(entry for entry, number in found if number and int(number[1]) >= shards)

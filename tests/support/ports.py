@@ -27,16 +27,28 @@ def _own_range() -> range:
 
 def port_below_ephemeral() -> int:
     """A port free now, from this worker's range, not handed out before here."""
-    ports = _own_range()
+    return port_for_shards(1)
+
+
+def port_for_shards(shards: int, step: int = 10) -> int:
+    """A port P such that P, P + step, ... P + step·(shards - 1) are free now, from this
+    worker's range, none handed out before here: ``pzq --shards`` binds shard K's
+    endpoints on the given ports + 10·K."""
+    ports = range(_own_range().start, _own_range().stop - step * (shards - 1))
     for _ in range(200):
         port = random.choice(ports)
-        if port in _handed_out:
+        wanted = [port + step * shard for shard in range(shards)]
+        if _handed_out.intersection(wanted) or not all(map(_free, wanted)):
             continue
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _handed_out.add(port)
+        _handed_out.update(wanted)
         return port
     raise RuntimeError(f"no free port on 127.0.0.1 in {ports.start}-{ports.stop - 1}")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

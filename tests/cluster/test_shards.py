@@ -1,0 +1,230 @@
+"""pzq --shards N: one supervisor runs N nodes on this host as one cluster, starts a
+shard again when it dies, stops them all on SIGINT, and leaves none behind when it is
+killed itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pzq.client import Producer, request_monitor
+from tests.support.harness import consume_all, run_pzq, wait_until
+from tests.support.ports import port_for_shards
+
+pytestmark = [pytest.mark.timeout(120),
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="shards end with their supervisor on Linux only")]
+
+SHARDS = 2
+SERVICES = ("receive", "send", "monitor", "broadcast")
+STOP_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class ShardEndpoints:
+    """What a client of shard K connects to: the given port + 10·K."""
+
+    receive_dsn: str
+    send_dsn: str
+    monitor_dsn: str
+
+    def stats(self) -> dict[str, Any]:
+        answer: dict[str, Any] = json.loads(request_monitor(self.monitor_dsn, "STATS",
+                                                            timeout=10.0))
+        return answer
+
+
+class Supervisor:
+    """``pzq --shards N`` as a child of the test; its log and its shards' (one stderr)
+    is read as it comes."""
+
+    def __init__(self, database: Path, *options: str) -> None:
+        self.database = database  # named in a failing test's report (tests/conftest.py)
+        self.ports = {service: port_for_shards(SHARDS) for service in SERVICES}
+        self.options = options
+        self.stderr_lines: list[str] = []
+        self.process: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+
+    def command(self) -> list[str]:
+        endpoints = [argument for service, port in self.ports.items()
+                     for argument in (f"--{service}-dsn", f"tcp://127.0.0.1:{port}")]
+        return [sys.executable, "-P", "-m", "pzq", "--shards", str(SHARDS),
+                "--database", str(self.database), *endpoints, "--log-format", "json",
+                *self.options]
+
+    def start(self) -> Supervisor:
+        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            self.stderr_lines.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        found = []
+        for line in list(self.stderr_lines):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == name:
+                found.append(event)
+        return found
+
+    def pids(self, shard: int) -> list[int]:
+        """The pid of each start of ``shard``, the first first."""
+        return [event["pid"] for event in self.events("shard_started") if event["shard"] == shard]
+
+    def shard(self, number: int) -> ShardEndpoints:
+        def dsn(service: str) -> str:
+            return f"tcp://127.0.0.1:{self.ports[service] + 10 * number}"
+        return ShardEndpoints(dsn("receive"), dsn("send"), dsn("monitor"))
+
+    def signal_and_wait(self, signum: int) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        code = self.process.wait(STOP_TIMEOUT)
+        if self._reader is not None:
+            self._reader.join(5)
+        return code
+
+
+@pytest.fixture
+def start_shards(request: pytest.FixtureRequest,
+                 tmp_path: Path) -> Iterator[Callable[..., Supervisor]]:
+    """Start ``pzq --shards 2``; one still running at teardown is stopped, and so are
+    its shards."""
+    started: list[Supervisor] = []
+    request.node.pzq_nodes = started
+
+    def start(*options: str) -> Supervisor:
+        supervisor = Supervisor(tmp_path / f"shards{len(started)}", *options)
+        started.append(supervisor)
+        return supervisor.start()
+
+    yield start
+    for supervisor in started:
+        if supervisor.process is not None and supervisor.process.poll() is None:
+            supervisor.signal_and_wait(signal.SIGTERM)
+
+
+def exited(pid: int) -> bool:
+    """Gone, or a zombie nobody reaped yet (a container's init may be slow to)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def wait_every_shard_up(supervisor: Supervisor) -> None:
+    for number in range(SHARDS):
+        shard = supervisor.shard(number)
+        wait_until(lambda shard=shard: _peers_up(shard), 30, interval=0.1,
+                   message=f"shard {number} answering and seeing the other shard up")
+
+
+def _peers_up(shard: ShardEndpoints) -> bool:
+    try:
+        peers = shard.stats()["peers"]
+    except Exception:  # not bound yet: the monitor does not answer
+        return False
+    return len(peers) == SHARDS - 1 and all(peer["state"] == "up" for peer in peers)
+
+
+def produce(shard: ShardEndpoints, context: Any, first: int, count: int) -> set[bytes]:
+    """``count`` messages numbered from ``first``, each ACKed with its copy on a peer."""
+    with Producer(shard.receive_dsn, context=context) as producer:
+        for number in range(first, first + count):
+            producer.send([b"%06d" % number])
+        acks = producer.flush(30)
+    assert len(acks) == count
+    assert all(ack.ok and not ack.replication_failed for ack in acks), acks
+    return {b"%06d" % number for number in range(first, first + count)}
+
+
+@dataclass(frozen=True)
+class EveryShard:
+    """consume_all's node: one consumer connected to every shard."""
+
+    send_dsn: list[str]
+
+
+def test_shards_replicate_restart_a_killed_shard_and_stop_on_sigint(start_shards, context):
+    supervisor = start_shards("--replicas", "1", "--timeout-nodes", "2s",
+                              "--timeout_replication", "10s", "--ack-timeout", "2s",
+                              "--reaper-frequency", "200ms")
+    wait_every_shard_up(supervisor)
+    shards = [supervisor.shard(number) for number in range(SHARDS)]
+    everywhere = EveryShard([shard.send_dsn for shard in shards])
+
+    first = produce(shards[0], context, 0, 50) | produce(shards[1], context, 100, 50)
+    consume_all(everywhere, context, first)
+
+    acked = produce(shards[0], context, 200, 50) | produce(shards[1], context, 300, 50)
+    (killed,) = supervisor.pids(1)
+    os.kill(killed, signal.SIGKILL)
+    exit_event = wait_until(lambda: supervisor.events("shard_exited"), 20,
+                            message="the supervisor seeing shard 1 exit")[0]
+    assert (exit_event["shard"], exit_event["code"], exit_event["restarting_in_ms"]) == (
+        1, -signal.SIGKILL, 500)
+    wait_until(lambda: len(supervisor.pids(1)) == 2, 20, message="shard 1 started again")
+    assert supervisor.pids(1)[1] != killed and len(supervisor.pids(0)) == 1
+    consume_all(everywhere, context, acked)  # every message ACKed before the kill
+
+    children = supervisor.pids(0) + supervisor.pids(1)
+    assert supervisor.signal_and_wait(signal.SIGINT) == 0
+    assert all(exited(pid) for pid in children)
+    stopped = {event["shard"]: event["code"] for event in supervisor.events("shard_stopped")}
+    assert stopped == {0: 0, 1: 0}
+    assert supervisor.events("shards_stopping")[0]["signal"] == "SIGINT"
+
+
+def test_shards_stop_when_their_supervisor_is_killed(start_shards):
+    supervisor = start_shards()
+    wait_until(lambda: len(supervisor.events("node_ready")) == SHARDS, 30,
+               message="both shards ready")
+    children = supervisor.pids(0) + supervisor.pids(1)
+    assert supervisor.signal_and_wait(signal.SIGKILL) == -signal.SIGKILL
+    wait_until(lambda: all(exited(pid) for pid in children), 30,
+               message="the shards of a killed supervisor exiting")
+
+
+@pytest.mark.timeout(30)
+def test_shards_that_would_bind_one_port_are_refused_before_any_starts(tmp_path):
+    port = port_for_shards(SHARDS)
+    finished = run_pzq(["--shards", "2", "--database", str(tmp_path / "db"),
+                        "--receive-dsn", f"tcp://127.0.0.1:{port}",
+                        "--send-dsn", f"tcp://127.0.0.1:{port + 10}"])
+    assert finished.returncode == 2
+    assert finished.stderr == (
+        f"pzq: error: --shards 2: shard 1's --receive-dsn tcp://127.0.0.1:{port + 10} would "
+        f"bind where shard 0's --send-dsn tcp://127.0.0.1:{port + 10} does; shard K adds "
+        "10*K to every tcp port\n")
+    assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.timeout(30)
+def test_a_database_holding_one_nodes_store_is_refused(tmp_path):
+    (tmp_path / "db").mkdir()
+    (tmp_path / "db" / "CURRENT").write_text("MANIFEST-000001\n")
+    finished = run_pzq(["--shards", "2", "--database", str(tmp_path / "db")])
+    assert finished.returncode == 3
+    assert "holds one node's store; --shards keeps each shard's store in" in finished.stderr
+    assert sorted(path.name for path in (tmp_path / "db").iterdir()) == ["CURRENT"]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pzq.client import Producer, request_monitor
+from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_monitor
 from tests.support.harness import consume_all, run_pzq, wait_until
 from tests.support.ports import port_for_shards
 
@@ -228,3 +228,31 @@ def test_a_database_holding_one_nodes_store_is_refused(tmp_path):
     assert finished.returncode == 3
     assert "holds one node's store; --shards keeps each shard's store in" in finished.stderr
     assert sorted(path.name for path in (tmp_path / "db").iterdir()) == ["CURRENT"]
+
+
+def test_shards_split_a_partitioned_topic_and_routing_clients_use_both(start_shards, context):
+    supervisor = start_shards("--consume-dsn", f"tcp://127.0.0.1:{port_for_shards(SHARDS)}")
+    wait_every_shard_up(supervisor)
+    monitors = [supervisor.shard(number).monitor_dsn for number in range(SHARDS)]
+    request_monitor(monitors[0], "DECLARE TOPIC orders partitions=32", 10)
+
+    def routed_everywhere() -> bool:
+        tables = [json.loads(request_monitor(monitor, "ROUTES", 10)) for monitor in monitors]
+        return all("orders" in table["topics"] and all(
+            "consume" in node for node in table["nodes"].values()) for table in tables)
+    wait_until(routed_everywhere, 30, interval=0.1, message="both shards routing orders")
+    with RoutedProducer(monitors[:1], "orders", context=context) as producer:
+        for index in range(200):
+            producer.send([b"m%d" % index], key=b"k%d" % (index % 40))
+        assert all(ack.ok for ack in producer.flush())
+        assert producer.moved == 0
+    stored = [supervisor.shard(number).stats()["stored"] for number in range(SHARDS)]
+    assert sum(stored) == 200 and all(stored), stored  # each shard took its partitions
+    got: set[bytes] = set()
+    with RoutedGroupConsumer(monitors[1:], "orders", "billing", context=context) as consumer:
+        def drained() -> bool:
+            messages = consumer.receive_many(100, 0.1)
+            got.update(message.parts[0] for message in messages)
+            consumer.ack_many(messages)
+            return len(got) == 200
+        wait_until(drained, 30, interval=0, message="200 messages from both shards")

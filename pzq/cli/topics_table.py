@@ -24,13 +24,22 @@ def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
     for answer in answers:
         for topic, figures in sorted(((answer.stats or {}).get("topics") or {}).items()):
             node = answer.stats["node_id"] if answer.stats else ""
-            view.add_row(node, topic, "default" if figures.get("default_group") else "",
+            view.add_row(node, _topic_cell(topic, figures),
+                         "default" if figures.get("default_group") else "",
                          human.count(figures["messages"]), "", "", "", "", "", "",
                          _per_second(figures, "received_60s"), "")
             for group, numbers in sorted(figures.get("groups", {}).items()):
                 view.add_row(node, topic, group, *_group_cells(numbers))
             rows += 1
     return view if rows else None
+
+
+def _topic_cell(topic: str, figures: dict[str, Any]) -> str:
+    """A partitioned topic's name with the partitions this node owns: ``orders p0,3/8``."""
+    if not figures.get("partitions"):
+        return topic
+    owned = ",".join(str(partition) for partition in figures.get("partitions_owned", []))
+    return f"{topic} p{owned or '-'}/{figures['partitions']}"
 
 
 def _group_cells(numbers: dict[str, Any]) -> list[str]:

@@ -96,12 +96,6 @@ class Routes:
         where = self.clients.get(owner, {}).get("receive", "unknown")
         return f"{MOVED} {topic.name} {partition} {where}"
 
-    def figures(self, now: float) -> dict[str, dict[str, object]]:
-        """Per partitioned topic (STATS): its count and the partitions this node owns."""
-        return {name: {"partitions": count,
-                       "owned": self.placement.owned(name, count, now)}
-                for name, count in sorted(self.partition_counts().items())}
-
     def table(self, now: float) -> dict[str, object]:
         """The route table (ROUTES): every node with its state and client endpoints,
         and each partitioned topic's owner per partition (by cluster endpoint)."""

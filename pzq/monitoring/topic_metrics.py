@@ -43,11 +43,26 @@ GROUP_COUNTERS = (
 )
 
 
+PARTITION_GAUGES = (
+    ("pzq_topic_partitions", "partitions", "Partitions of the topic (partitioned topics)."),
+    ("pzq_topic_partitions_owned", "partitions_owned",
+     "Partitions of the topic this node owns now."),
+)
+
+
 def topic_families(live: list[StatsAnswer], labels_of: Labels) -> Iterator[Metric]:
     for name, key, documentation in TOPIC_GAUGES:
         gauge = GaugeMetricFamily(name, documentation, labels=["node", "monitor", "topic"])
         for answer, topic, figures in _topics(live):
             gauge.add_metric([*labels_of(answer), topic], float(figures.get(key, 0)))
+        yield gauge
+    for name, key, documentation in PARTITION_GAUGES:
+        gauge = GaugeMetricFamily(name, documentation, labels=["node", "monitor", "topic"])
+        for answer, topic, figures in _topics(live):
+            if key in figures:  # a list of partitions counts as its length
+                value = figures[key]
+                gauge.add_metric([*labels_of(answer), topic],
+                                 float(len(value) if isinstance(value, list) else value))
         yield gauge
     for family, table in ((GaugeMetricFamily, GROUP_GAUGES),
                           (CounterMetricFamily, GROUP_COUNTERS)):

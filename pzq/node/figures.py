@@ -43,5 +43,4 @@ def node_figures(node: NodeState, pending_producer_acks: int, consumers_connecte
                           "replication_failed": counters.acks_replication_failed},
         **(node.cluster.snapshot(mono) if node.cluster else NO_CLUSTER),
         "archive": node.archiving.tier.snapshot(wall_s) if node.archiving else {},
-        "partitions": node.routes.figures(mono),
     }

@@ -19,7 +19,7 @@ def topic_figures(node: NodeState, consume: ConsumeEndpoint | None, rates: Topic
     topics: dict[str, object] = {}
     for topic in node.topics.topics.values():
         deliveries = consume.groups if consume is not None else {}
-        topics[topic.name] = {
+        figures: dict[str, object] = {
             "messages": max(0, topic.messages),
             "bytes": max(0, topic.stored_bytes),
             "default_group": topic.default_reads,
@@ -29,6 +29,11 @@ def topic_figures(node: NodeState, consume: ConsumeEndpoint | None, rates: Topic
                                                  rates.groups.get(group.id), now_us, mono)
                        for group in topic.groups.values()},
         }
+        if topic.partitions:
+            figures["partitions"] = topic.partitions
+            figures["partitions_owned"] = node.routes.placement.owned(
+                topic.name, topic.partitions, mono)
+        topics[topic.name] = figures
     return topics
 
 

@@ -15,7 +15,7 @@ from pzq.cluster.placement import partition_of
 from pzq.errors import ExitCode
 from tests.cluster.test_groups_cluster import start_group_cluster
 from tests.integration.test_tools import one_line, tool
-from tests.support.harness import wait_until
+from tests.support.harness import scrape_metrics, wait_until
 
 PARTITIONS = 6
 
@@ -78,7 +78,7 @@ def test_a_declared_count_reaches_every_node_and_each_key_has_one_owner(
     # every node owns what the table says: STATS agrees partition by partition
     owners = table["topics"]["orders"]["owners"]
     for endpoint, node in by_endpoint.items():
-        owned = node.stats()["partitions"]["orders"]["owned"]
+        owned = node.stats()["topics"]["orders"]["partitions_owned"]
         assert owned == [p for p, owner in enumerate(owners) if owner == endpoint]
 
     # a plain producer on node 0: keys it owns are stored, the others MOVED to the owner
@@ -157,7 +157,16 @@ def test_bad_partition_declarations_are_refused_and_the_node_keeps_running(start
     # a lone node owns every partition of its topics
     table = routes(node)
     assert table["topics"]["orders"]["owners"] == [table["node"]] * 4
-    assert node.stats()["partitions"]["orders"]["owned"] == [0, 1, 2, 3]
+    figures = node.stats()["topics"]["orders"]
+    assert figures["partitions"] == 4 and figures["partitions_owned"] == [0, 1, 2, 3]
+    assert node.ask("TOPICS").splitlines()[0].startswith("orders messages=0 bytes=0")
+    assert "partitions=4" in node.ask("TOPICS").splitlines()[0]
+    shown = tool("pzq-monitor", "--dsn", node.monitor_dsn, columns=400)
+    assert shown.returncode == 0 and "orders p0,1,2,3/4" in shown.stdout, shown
+    metrics = scrape_metrics(node.monitor_dsn)
+    labels = f'monitor="{node.monitor_dsn}",node="{node.stats()["node_id"]}",topic="orders"'
+    assert f"pzq_topic_partitions{{{labels}}} 4.0" in metrics
+    assert f"pzq_topic_partitions_owned{{{labels}}} 4.0" in metrics
 
 
 def test_the_tools_declare_show_produce_and_consume_a_partitioned_topic(start_node, tmp_path):

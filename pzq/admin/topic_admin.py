@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pzq.admin import group_ops
 from pzq.admin.node_admin import Verb
 from pzq.clock import Now
+from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.delivery.state import DeliveryState
 from pzq.durations import duration_us
 from pzq.errors import DecodeError, StoreError
@@ -120,10 +121,9 @@ class TopicAdmin:
             topic.max_bytes = _number(options.pop("max_bytes", topic.max_bytes))
             if "dedup_window" in options:
                 topic.dedup_window_us = _duration(options.pop("dedup_window"))
-            if partitions is not None:
-                _same_partitions(topic, partitions)
-                topic.partitions = partitions
-            self.topics.changed(topic)  # the peers learn partitions with the next heartbeat
+            if partitions is not None:  # the peers learn it with the next heartbeat
+                self.topics.partition(topic, partitions)
+            self.topics.changed(topic)
             reply = f"topic {topic.name}{_limits(topic)}\n"
         else:
             _count(names, 2, "DECLARE GROUP topic group [start=...] [filter=...]")
@@ -437,9 +437,6 @@ def _duration(text: str, name: str = "dedup_window") -> int:
     return found
 
 
-MOST_PARTITIONS = 4096
-
-
 def _partitions(given: str | None) -> int | None:
     if given is None:
         return None
@@ -447,13 +444,6 @@ def _partitions(given: str | None) -> int | None:
     if not 1 <= partitions <= MOST_PARTITIONS:
         raise ValueError(f"partitions must be from 1 to {MOST_PARTITIONS}")
     return partitions
-
-
-def _same_partitions(topic: Topic, partitions: int) -> None:
-    """A key's partition depends on the count: changing it would split a key's order."""
-    if topic.partitions and topic.partitions != partitions:
-        raise ValueError(f"topic {topic.name} has {topic.partitions} partitions; "
-                         "a partition count is fixed once declared")
 
 
 def _limits(topic: Topic) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from pzq.cluster.peers import PeerTable
 
-SOLO = ""  # the one node of a node without a cluster
+MOST_PARTITIONS = 4096
 
 
 def partition_of(key: bytes, partitions: int) -> int:

@@ -69,8 +69,7 @@ class Routes:
         for name, (endpoint, count) in heard.items():
             topic = self.topics.topic(name, now_us)
             if not topic.partitions:
-                topic.partitions = count
-                self.topics.changed(topic)
+                self.topics.partition(topic, count)
                 log.info("partitions_learned", topic=name, partitions=count, peer=endpoint)
             elif topic.partitions != count and (endpoint, name) not in self._disagreed:
                 self._disagreed.add((endpoint, name))  # said once per peer and topic

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pzq.archive.tier import ArchiveSettings
+from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.cluster.settings import ClusterSettings
 from pzq.delivery.state import DeliverySettings
 from pzq.durations import DurationError, duration_us
@@ -141,6 +142,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeout_replication", "--timeout_replication", duration_us, 100_000,
            "how long to wait for replicas before ACKing with REPLICATION_FAILED" + DURATION,
            aliases=("--timeout-replication",)),
+    Option("partitions", "--partitions", str, "",
+           "partitioned topics to declare at start, NAME=COUNT separated by ',' "
+           "(e.g. orders=16,payments=4; see pzq-ctl topic declare --partitions)"),
     Option("shards", "--shards", int, 1,
            "node processes on this host as one cluster, supervised: shard K stores in "
            "DATABASE/shard-K and adds 10*K to every tcp port (1: this process is the node)"),
@@ -194,9 +198,15 @@ class Config:
     timeout_nodes: int
     broadcast_dsn: str | None
     timeout_replication: int
+    partitions: str
     shards: int
 
     # -- the views each part of the node takes, so no part needs the whole config
+
+    @property
+    def partitioned_topics(self) -> dict[str, int]:
+        """--partitions as topic -> count (validated when the config is built)."""
+        return parse_partitions(self.partitions)
 
     @property
     def peer_endpoints(self) -> tuple[str, ...]:
@@ -318,8 +328,28 @@ def validate(config: Config) -> None:
         raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
     _validate_cluster(config)
     _validate_archive(config)
+    parse_partitions(config.partitions)
     if (config.curve_secret_key is None) != (config.curve_authorized_keys is None):
         raise ConfigError("--curve-secret-key and --curve-authorized-keys go together")
+
+
+def parse_partitions(text: str) -> dict[str, int]:
+    """``orders=16,payments=4`` as {topic: count}; ConfigError for anything else."""
+    found: dict[str, int] = {}
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        name, equals, count = entry.partition("=")
+        try:
+            validate_topic(name.strip())
+        except ValueError as exc:
+            raise ConfigError(f"--partitions {entry}: {exc}") from None
+        if not equals or not count.strip().isdigit() \
+                or not 1 <= int(count) <= MOST_PARTITIONS:
+            raise ConfigError(f"--partitions {entry}: give NAME=COUNT, COUNT from 1 to "
+                              f"{MOST_PARTITIONS}")
+        found[name.strip()] = int(count)
+    return found
 
 
 def split_node(entry: str) -> tuple[str | None, str]:

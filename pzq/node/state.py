@@ -20,6 +20,7 @@ from pzq.delivery.areas import Area, TakeoverArea
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
+from pzq.errors import ConfigError
 from pzq.node.config import Config
 from pzq.protocol.topic_reads import DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
@@ -66,6 +67,11 @@ class NodeState:
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
         self.latency = LatencyWindow()
+        for name, count in config.partitioned_topics.items():  # --partitions
+            try:
+                self.topics.partition(self.topics.topic(name, now.wall_us), count)
+            except ValueError as exc:
+                raise ConfigError(f"--partitions: {exc}") from None
         self.dedup = DedupIndex(store)
         store.register(self.dedup)
         cluster = config.cluster

@@ -134,6 +134,16 @@ class Topics(Participant):
         self.default_restricted |= not topic.default_reads_all
         self._write_now(keyspace.topic_key(topic.name.encode()), topic.encode())
 
+    def partition(self, topic: Topic, partitions: int) -> None:
+        """Declare the topic partitioned; ValueError for another count than declared
+        before (a key's partition depends on it)."""
+        if topic.partitions and topic.partitions != partitions:
+            raise ValueError(f"topic {topic.name} has {topic.partitions} partitions; "
+                             "a partition count is fixed once declared")
+        if topic.partitions != partitions:
+            topic.partitions = partitions
+            self.changed(topic)
+
     def keep_default(self, topic: Topic) -> None:
         """``default`` reads the topic beside its named groups from now on (declared,
         or a consumer on --send-dsn ACKed one of its messages)."""

@@ -15,7 +15,7 @@ from pzq.cluster.placement import partition_of
 from pzq.errors import ExitCode
 from tests.cluster.test_groups_cluster import start_group_cluster
 from tests.integration.test_tools import one_line, tool
-from tests.support.harness import scrape_metrics, wait_until
+from tests.support.harness import run_pzq, scrape_metrics, wait_until
 
 PARTITIONS = 6
 
@@ -214,3 +214,23 @@ def test_a_routing_tool_with_no_node_to_ask_says_so(tmp_path):
                 stdin="x\n", timeout=60)
     assert done.returncode == ExitCode.FAILURE
     assert "no node answered ROUTES" in one_line(done.stderr)
+
+
+def test_partitions_declared_at_start_are_kept_and_a_change_is_refused(start_node, tmp_path):
+    node = start_node("--partitions", "orders=4, payments=2")
+    figures = node.stats()["topics"]
+    assert figures["orders"]["partitions"] == 4 and figures["payments"]["partitions"] == 2
+    node.stop()
+    node.start()  # the same count again: nothing to say
+    assert node.stats()["topics"]["orders"]["partitions"] == 4
+    node.stop()
+    done = run_pzq(["--database", str(node.database), "--partitions", "orders=8"])
+    assert done.returncode == ExitCode.USAGE
+    assert "orders has 4 partitions; a partition count is fixed" in one_line(done.stderr)
+
+
+@pytest.mark.parametrize("bad", ["orders", "orders=0", "orders=x", "../x=2", "orders=5000"])
+def test_a_bad_partitions_option_is_one_line(bad):
+    done = run_pzq(["--partitions", bad])
+    assert done.returncode == ExitCode.USAGE
+    assert "--partitions" in one_line(done.stderr)

@@ -288,6 +288,7 @@ def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_p
     node, served = group_node, served_groups
     scripted_run(node, context)
     billing = group_run(node, context)
+    assert "partitions=2" in node.ask("DECLARE TOPIC payments partitions=2")
     wait_until(lambda: len(history_of(served, node.monitor_dsn)["points"]) >= 10, 20,
                message="ten samples of history")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -319,6 +320,7 @@ def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_p
     rows = {(topic, group): dict(re.findall(r'<td data-column="([^"]+)">([^<]*)</td>', row))
             for topic, group, row in re.findall(
                 r'<tr data-topic="([^"]+)" data-group="([^"]+)">(.*?)</tr>', topics)}
+    assert ">payments p0,1/2<" in topics  # a partitioned topic: what this node owns
     billing_row = rows[("orders", "billing")]
     assert (billing_row["stored"], billing_row["backlog"], billing_row["in flight"],
             billing_row["consumers"]) == ("1", "1", "1", "1")  # the two ACKed went

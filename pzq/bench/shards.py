@@ -13,10 +13,12 @@ import os
 import random
 import signal
 import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -223,3 +225,51 @@ def _free(port: int) -> bool:
 
 def cores() -> int:
     return len(os.sched_getaffinity(0))
+
+
+FIGURES = (("produce", "produce_rate", "msg/s"), ("drain", "drain_rate", "msg/s"),
+           ("end to end", "end_to_end_rate", "msg/s"), ("end to end p50", "p50_ms", "ms"),
+           ("end to end p99", "p99_ms", "ms"), ("node CPU, produce", "node_us_produce", "µs/msg"),
+           ("node CPU, drain", "node_us_drain", "µs/msg"))
+
+
+def run_once(shards: int, directory: Path, count: int, workers: int) -> ShardFigures:
+    running = Shards(shards, directory / f"shards-{shards}", free_base_port(shards)).start()
+    try:
+        running.declare()
+        return measure_shards(running, count, workers, 100, 100)
+    finally:
+        running.stop()
+
+
+def compare_shards(shards: int, count: int, workers: int, repeats: int,
+                   json_path: Path | None = None) -> dict[str, dict[str, object]]:
+    """One node, then ``shards`` shards, ``repeats`` times; prints each repeat and the
+    table of medians and ratios (each taken within a repeat); returns the table."""
+    print(f"{cores()} cores; {count} messages of 100 B per figure, {workers} producers and "
+          f"{workers} consumers, {repeats} repeats", flush=True)
+    runs: list[tuple[ShardFigures, ShardFigures]] = []
+    with tempfile.TemporaryDirectory(prefix="pzq-bench-shards-") as folder:
+        for repeat in range(repeats):
+            one = run_once(1, Path(folder) / f"r{repeat}", count, workers)
+            many = run_once(shards, Path(folder) / f"r{repeat}", count, workers)
+            runs.append((one, many))
+            print(f"repeat {repeat + 1}: produce {one.produce_rate:,.0f} -> "
+                  f"{many.produce_rate:,.0f} msg/s, drain {one.drain_rate:,.0f} -> "
+                  f"{many.drain_rate:,.0f} msg/s", flush=True)
+    print(f"\n{'figure':<20}{'1 node':>16}{f'{shards} shards':>16}{'ratio':>8}{'range':>12}")
+    table: dict[str, dict[str, object]] = {}
+    for label, name, unit in FIGURES:
+        singles = [getattr(one, name) for one, _ in runs]
+        many_figures = [getattr(many, name) for _, many in runs]
+        ratios = [b / a if a else 0.0 for a, b in zip(singles, many_figures, strict=True)]
+        table[label] = {"one": statistics.median(singles),
+                        "shards": statistics.median(many_figures),
+                        "ratio": statistics.median(ratios), "unit": unit}
+        print(f"{label:<20}{statistics.median(singles):>9,.1f} {unit:<6}"
+              f"{statistics.median(many_figures):>9,.1f} {unit:<6}"
+              f"{statistics.median(ratios):>8.2f}{f'{min(ratios):.2f}-{max(ratios):.2f}':>12}")
+    if json_path is not None:
+        json_path.write_text(json.dumps({"figures": table, "runs": [
+            {"one": asdict(one), "shards": asdict(many)} for one, many in runs]}, indent=2))
+    return table

@@ -9,6 +9,7 @@ is measured (the ceiling shows what they reach).
     scripts/bench.py --quick                  about a minute
     scripts/bench.py --json out.json --png out.png
     scripts/bench.py --quick --original "$(scripts/build-original)"
+    pzq-bench --shards 2        a partitioned topic through 2 shards against one node
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from pzq.bench.options import positive
 from pzq.bench.original import check_binary
 from pzq.bench.report import draw_chart, matplotlib_installed, print_table
 from pzq.bench.scenarios import PLANS, run_benchmark
+from pzq.bench.shards import compare_shards
 from pzq.tool_base import ToolParser
 
 
@@ -34,7 +37,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="draw the ratios here (needs matplotlib: pip install 'pzq[bench]')")
     parser.add_argument("--original", type=Path, metavar="PATH",
                         help="the C++ original pzq's binary: measure it in the same run")
+    parser.add_argument("--shards", type=positive(int), metavar="N",
+                        help="instead: routing clients on a partitioned topic through "
+                             "pzq --shards N against one node (scripts/bench_shards.py)")
     args = parser.parse_args(argv)
+    if args.shards is not None:
+        count = 2_000 if args.smoke else 10_000 if args.quick else 20_000
+        compare_shards(args.shards, count, 2, 1 if args.smoke or args.quick else 3, args.json)
+        return 0
     if args.original is not None:
         problem = check_binary(args.original)
         if problem is not None:

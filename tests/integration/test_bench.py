@@ -162,3 +162,18 @@ def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
     assert ran.returncode == 2 and ran.stdout == ""
     assert ran.stderr.splitlines()[-1].endswith(f"argument {option}: 0 is not above 0")
     assert "Traceback" not in ran.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_shards_benchmark_smoke_run(tmp_path, capsys):
+    """pzq-bench --shards 2: one node and two shards under the same keyed load, every
+    figure in the table and the JSON, each ratio taken within the repeat."""
+    assert bench.main(["--shards", "2", "--smoke", "--json", str(tmp_path / "s.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "2 shards" in printed and "node CPU, drain" in printed
+    figures = json.loads((tmp_path / "s.json").read_text())["figures"]
+    assert {"produce", "drain", "end to end", "end to end p99"} <= set(figures)
+    for figure in figures.values():
+        assert figure["one"] > 0 and figure["shards"] > 0
+        assert figure["ratio"] == pytest.approx(figure["shards"] / figure["one"])

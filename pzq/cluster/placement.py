@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pzq.cluster.peers import PeerTable
 
 MOST_PARTITIONS = 4096
+KEPT_TABLES = 1024  # owner tables kept (per topic and view of the peers), then begun again
 
 
 def partition_of(key: bytes, partitions: int) -> int:
@@ -36,25 +37,47 @@ def ranking(topic: str, partition: int, endpoints: Iterable[str]) -> list[str]:
     return sorted(endpoints, key=score, reverse=True)
 
 
+View = tuple[str, ...] | None  # the peers counted alive; None: no view (the first candidates)
+
+
 class Placement:
-    """Owners as this node sees them: itself (``own``) and its peers' liveness."""
+    """Owners as this node sees them: itself (``own``) and its peers' liveness. Asked
+    for every message of a partitioned topic, so each topic's owners are kept per view
+    of the peers and computed again only when that view changes."""
 
     def __init__(self, own: str, peers: PeerTable | None) -> None:
         self.own = own
         self.peers = peers
         self.endpoints = (own, *(peers.peers if peers is not None else ()))
+        self._tables: dict[tuple[str, int, View], list[str]] = {}
 
-    def owner(self, topic: str, partition: int, now: float) -> str:
-        candidates = ranking(topic, partition, self.endpoints)
-        if self.peers is None or self.peers.in_grace(now) or not self.peers.quorum():
-            return candidates[0]  # no view of the others: the first, alive or not
-        for endpoint in candidates:
-            if endpoint == self.own or self.peers.peers[endpoint].up:
-                return endpoint
-        return self.own  # unreachable: this node is always a live candidate
+    def _view(self, now: float) -> View:
+        peers = self.peers
+        if peers is None or peers.in_grace(now) or not peers.quorum():
+            return None  # just started, or cut off from the majority
+        return tuple(peer.endpoint for peer in peers.peers.values() if peer.up)
 
     def owners(self, topic: str, partitions: int, now: float) -> list[str]:
-        return [self.owner(topic, partition, now) for partition in range(partitions)]
+        """Each partition's owner, partition 0 first."""
+        view = self._view(now)
+        table = self._tables.get((topic, partitions, view))
+        if table is None:
+            if len(self._tables) >= KEPT_TABLES:
+                self._tables.clear()
+            alive = None if view is None else {self.own, *view}
+            table = [self._first(ranking(topic, partition, self.endpoints), alive)
+                     for partition in range(partitions)]
+            self._tables[(topic, partitions, view)] = table
+        return table
+
+    @staticmethod
+    def _first(candidates: list[str], alive: set[str] | None) -> str:
+        if alive is None:
+            return candidates[0]
+        return next(endpoint for endpoint in candidates if endpoint in alive)
+
+    def owner(self, topic: str, partitions: int, partition: int, now: float) -> str:
+        return self.owners(topic, partitions, now)[partition]
 
     def owned(self, topic: str, partitions: int, now: float) -> list[int]:
         return [partition for partition, owner in enumerate(self.owners(topic, partitions, now))

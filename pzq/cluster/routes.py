@@ -82,15 +82,17 @@ class Routes:
         owns, or is offered to the owners in turn."""
         if not topic.partitions:
             return None
+        owners = self.placement.owners(topic.name, topic.partitions, now)
+        own = self.placement.own
         if key is not None:
             partition = partition_of(key, topic.partitions)
+        elif own in owners:
+            return None
         else:
-            if self.placement.owned(topic.name, topic.partitions, now):
-                return None
             self._spread += 1
             partition = self._spread % topic.partitions
-        owner = self.placement.owner(topic.name, partition, now)
-        if owner == self.placement.own:
+        owner = owners[partition]
+        if owner == own:
             return None
         where = self.clients.get(owner, {}).get("receive", "unknown")
         return f"{MOVED} {topic.name} {partition} {where}"

@@ -76,12 +76,17 @@ class RoutedProducer:
         ``headers``, says which partition; none: any); waits while that owner's window
         is full."""
         self.table.refresh_if_older(REFRESH_S)
+        self._leave_silent()  # a key's earlier messages go to its new owner before this one
         frames = [*headers, *topic_headers(self.topic, tag, dedup_id)]
         if key is not None:
             frames.append(KEY_HEADER + (key.encode() if isinstance(key, str) else key))
         key = key_of(frames)
         msg_id = b"%s-%d" % (self._id_prefix, next(self._counter))
-        self._send(msg_id, list(parts), frames, self._endpoint_for(key), 0, timeout)
+        try:
+            self._send(msg_id, list(parts), frames, self._endpoint_for(key), 0, timeout)
+        except TimeoutError:
+            self._sent.pop(msg_id, None)  # not sent (the window stayed full): the caller may retry
+            raise
         return msg_id
 
     def _endpoint_for(self, key: bytes | None, named: str | None = None) -> str:
@@ -116,10 +121,10 @@ class RoutedProducer:
             for producer in list(self._producers.values()):
                 for ack in producer.acks():
                     self._took(ack)
+            self._leave_silent()  # also while other nodes answer
             if self._arrived or time.monotonic() >= deadline or not self._sent:
                 break
             self._wait(min(deadline, time.monotonic() + self.resend_after / 4))
-            self._leave_silent()
         arrived, self._arrived = self._arrived, []
         return arrived
 
@@ -143,19 +148,22 @@ class RoutedProducer:
         self._arrived.append(ack)
 
     def _leave_silent(self) -> None:
-        """Messages a node has not answered for ``resend_after`` s go to their owner in
-        a fresh table when that table says the node is down; its producer is closed."""
-        due = time.monotonic() - self.resend_after
-        late = [(msg_id, sent) for msg_id, sent in self._sent.items() if sent.at < due]
-        if not late:
+        """Messages at a node the table counts down go to their owner in that table, and
+        their producer is closed; the table is asked afresh when a node has not answered
+        for ``resend_after`` s."""
+        if not self._sent:
             return
-        self.table.refresh_if_older(self.resend_after / 2)
-        live = set(self.table.every("receive", live=True))
+        due = time.monotonic() - self.resend_after
+        if any(sent.at < due for sent in self._sent.values()):
+            self.table.refresh_if_older(self.resend_after / 2)
+        down = set(self.table.every("receive")) - set(self.table.every("receive", live=True))
         left: set[str] = set()
-        for msg_id, sent in late:
-            if sent.endpoint in live:
-                continue  # only slow
+        for msg_id, sent in list(self._sent.items()):  # in the order sent: keys keep theirs
+            if sent.endpoint not in down:
+                continue
             endpoint = self._endpoint_for(key_of(sent.headers))
+            if endpoint in down or endpoint == sent.endpoint:
+                continue  # no live owner known yet: it waits
             left.add(sent.endpoint)
             self.resent += 1
             self._send(msg_id, sent.parts, sent.headers, endpoint, sent.moves + 1, 30.0)

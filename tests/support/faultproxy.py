@@ -137,11 +137,14 @@ class Connection:
 
 
 class LinkProxy:
-    """Listens on a free loopback port; forwards each connection to ``target_port``."""
+    """Listens on a free loopback port, or at the unix socket ``listen``; forwards each
+    connection to ``target``, a loopback port or a unix socket's path."""
 
-    def __init__(self, name: str, target_port: int, announce_as: str | None) -> None:
+    def __init__(self, name: str, target: int | str, announce_as: str | None,
+                 listen: str | None = None) -> None:
         self.name = name
-        self.target_port = target_port
+        self.target = target
+        self.listen = listen
         self.announce_as = announce_as
         self.faults = Faults()
         self.connections: set[Connection] = set()
@@ -152,11 +155,19 @@ class LinkProxy:
 
     @property
     def endpoint(self) -> str:
-        return f"tcp://{HOST}:{self.port}"
+        return f"ipc://{self.listen}" if self.listen else f"tcp://{HOST}:{self.port}"
 
     async def start(self) -> None:
+        if self.listen:
+            self.server = await asyncio.start_unix_server(self._accept, self.listen)
+            return
         self.server = await asyncio.start_server(self._accept, HOST, 0)
         self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if isinstance(self.target, str):
+            return await asyncio.open_unix_connection(self.target)
+        return await asyncio.open_connection(HOST, self.target)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
@@ -164,7 +175,7 @@ class LinkProxy:
             _abort(writer)
             return
         try:
-            server = await asyncio.open_connection(HOST, self.target_port)
+            server = await self._connect()
         except OSError:
             _abort(writer)  # the peer is not listening: refused, as without a proxy
             return
@@ -215,8 +226,9 @@ class ProxyNetwork:
             action()
         self._call(run)
 
-    def add(self, name: str, target_port: int, announce_as: str | None = None) -> LinkProxy:
-        proxy = LinkProxy(name, target_port, announce_as)
+    def add(self, name: str, target: int | str, announce_as: str | None = None,
+            listen: str | None = None) -> LinkProxy:
+        proxy = LinkProxy(name, target, announce_as, listen)
         self._call(proxy.start)
         self.proxies[name] = proxy
         return proxy

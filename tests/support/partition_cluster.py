@@ -81,6 +81,10 @@ class ProxiedCluster:
                                   *timings.args(), log_level=log_level, consume=consume)
                       for index in range(size)]
 
+    def peer_endpoint(self, observer: int, peer: int) -> str:
+        """What node ``observer`` calls node ``peer`` (in --nodes, in STATS)."""
+        return self.network.proxies[link(observer, peer)].endpoint
+
     def _args(self, index: int, replicas: int) -> list[str]:
         peers = [self.network.proxies[link(index, other)].endpoint
                  for other in range(self.size) if other != index]
@@ -108,7 +112,7 @@ class ProxiedCluster:
             for other in range(self.size):
                 if other == index or self.cluster_endpoints[other] not in running:
                     continue
-                if states.get(self.network.proxies[link(index, other)].endpoint) != "up":
+                if states.get(self.peer_endpoint(index, other)) != "up":
                     return False
         return True
 
@@ -172,7 +176,7 @@ class ProxiedCluster:
         figures = self.stats(observer)
         if figures is None:
             return None
-        endpoint = self.network.proxies[link(observer, peer)].endpoint
+        endpoint = self.peer_endpoint(observer, peer)
         for entry in figures["peers"]:
             if entry["endpoint"] == endpoint:
                 state: str = entry["state"]

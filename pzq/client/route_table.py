@@ -14,6 +14,8 @@ from pzq.cluster.placement import partition_of
 from pzq.errors import EndpointError
 from pzq.security import ClientCurve
 
+REFRESH_TIMEOUT_S = 1.0  # per node, when a client at work asks again
+
 
 class RouteTable:
     def __init__(self, monitors: str | Sequence[str], curve: ClientCurve | None = None,
@@ -28,12 +30,14 @@ class RouteTable:
         self.fetched = 0.0  # monotonic seconds of the last answer
         self.refresh()
 
-    def refresh(self) -> None:
-        """Ask the nodes in turn until one answers; TimeoutError if none does."""
+    def refresh(self, timeout: float | None = None) -> None:
+        """Ask the nodes in turn, the one that answered last first, until one answers
+        (each within ``timeout`` s, the table's own by default); TimeoutError if none
+        does."""
         tried = []
         for monitor in list(self.monitors):
             try:
-                answer = request_monitor(monitor, "ROUTES", self.timeout, self.curve)
+                answer = request_monitor(monitor, "ROUTES", timeout or self.timeout, self.curve)
             except (TimeoutError, EndpointError) as exc:
                 tried.append(f"{monitor}: {exc}")
                 continue
@@ -41,6 +45,8 @@ class RouteTable:
                 tried.append(f"{monitor}: {answer.decode(errors='replace')}")
                 continue
             self._take(json.loads(answer))
+            self.monitors.remove(monitor)
+            self.monitors.insert(0, monitor)
             return
         raise TimeoutError("no node answered ROUTES: " + "; ".join(tried))
 
@@ -53,11 +59,13 @@ class RouteTable:
                 self.monitors.append(monitor)
 
     def refresh_if_older(self, seconds: float) -> None:
+        """Ask again if the table is older than ``seconds``, briefly: a client at work
+        keeps the table it has when no node answers now (and is asked again later)."""
         if time.monotonic() - self.fetched >= seconds:
             try:
-                self.refresh()
+                self.refresh(REFRESH_TIMEOUT_S)
             except TimeoutError:
-                pass  # keep the table this client has; asked again later
+                self.fetched = time.monotonic()  # not again at once: the next period
 
     def partitions(self, topic: str) -> int:
         """The topic's partition count (0: not partitioned)."""

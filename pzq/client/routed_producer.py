@@ -34,6 +34,7 @@ MOVED = b"MOVED "
 MOST_MOVES = 5  # a message the owners keep sending on is answered as refused
 REFRESH_S = 5.0  # the table is asked for again this often while all goes well
 RESEND_AFTER_S = 2.0
+MOVED_REFRESH_S = 1.0  # a burst of MOVED answers asks for the table once
 
 
 class Sent(NamedTuple):
@@ -64,6 +65,8 @@ class RoutedProducer:
         self._id_prefix = os.urandom(6).hex().encode()
         self._counter = itertools.count()
         self._spread = itertools.count()
+        self._down: set[str] = set()  # receive endpoints of nodes the table counts down
+        self._down_of = -1.0  # the table (its fetch time) ``_down`` was taken from
 
     @property
     def outstanding(self) -> int:
@@ -140,7 +143,7 @@ class RoutedProducer:
             return
         if not ack.ok and ack.status_message.startswith(MOVED) and sent.moves < MOST_MOVES:
             self.moved += 1
-            self.table.refresh_if_older(0.0)
+            self.table.refresh_if_older(MOVED_REFRESH_S)  # the MOVED names the owner meanwhile
             named = ack.status_message.split(b" ")[-1].decode(errors="replace")
             self._send(ack.msg_id, sent.parts, sent.headers,
                        self._endpoint_for(key_of(sent.headers), named), sent.moves + 1, 30.0)
@@ -153,10 +156,12 @@ class RoutedProducer:
         for ``resend_after`` s."""
         if not self._sent:
             return
-        due = time.monotonic() - self.resend_after
-        if any(sent.at < due for sent in self._sent.values()):
+        oldest = next(iter(self._sent.values()))  # about the oldest: sent first, kept in order
+        if oldest.at < time.monotonic() - self.resend_after:
             self.table.refresh_if_older(self.resend_after / 2)
-        down = set(self.table.every("receive")) - set(self.table.every("receive", live=True))
+        down = self._nodes_down()
+        if not down:
+            return  # the common case, at every send: nothing to look at
         left: set[str] = set()
         for msg_id, sent in list(self._sent.items()):  # in the order sent: keys keep theirs
             if sent.endpoint not in down:
@@ -171,6 +176,13 @@ class RoutedProducer:
             producer = self._producers.pop(endpoint, None)
             if producer is not None:
                 producer.close()
+
+    def _nodes_down(self) -> set[str]:
+        if self._down_of != self.table.fetched:
+            self._down_of = self.table.fetched
+            self._down = set(self.table.every("receive")) - set(
+                self.table.every("receive", live=True))
+        return self._down
 
     def flush(self, timeout: float = 30.0) -> list[ProducerAck]:
         """Wait until every message sent is ACKed (after any MOVED, by its owner)."""

@@ -234,3 +234,22 @@ def test_a_bad_partitions_option_is_one_line(bad):
     done = run_pzq(["--partitions", bad])
     assert done.returncode == ExitCode.USAGE
     assert "--partitions" in one_line(done.stderr)
+
+
+def test_a_routed_send_that_times_out_is_not_sent_later(start_node, context):
+    """The caller got TimeoutError and may send again: the producer must not also send
+    it itself later (after newer messages of its key, or twice)."""
+    node = start_node("--partitions", "orders=2")
+    with RoutedProducer(node.monitor_dsn, "orders", window=1, batch=1,
+                        context=context) as producer:
+        first = producer.send([b"first"], key=b"k")
+        node.pause()
+        try:
+            with pytest.raises(TimeoutError):
+                producer.send([b"second"], key=b"k", timeout=0.5)
+            assert producer.outstanding == 1  # only the first, sent and unanswered
+        finally:
+            node.resume()
+        acks = producer.flush(10)
+    assert [ack.msg_id for ack in acks] == [first] and acks[0].ok
+    assert node.stats()["stored"] == 1

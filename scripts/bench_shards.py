@@ -36,9 +36,15 @@ def main() -> int:
     parser.add_argument("--shards", type=positive(int), default=2,
                         help="shards against one node")
     parser.add_argument("--repeats", type=positive(int), default=3)
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="copies on other shards before each ACK (one node has none)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    compare_shards(args.shards, args.count, args.workers, args.repeats, args.json)
+    if not 0 <= args.replicas < args.shards:
+        parser.error("--replicas must be 0 or more and below --shards (copies go to the other "
+                     "shards)")
+    compare_shards(args.shards, args.count, args.workers, args.repeats, args.json,
+                   args.replicas)
     return 0
 
 

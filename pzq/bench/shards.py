@@ -85,6 +85,7 @@ class Shards:
     shards: int
     directory: Path
     base_port: int
+    replicas: int = 0  # copies on other shards before a producer's ACK
     process: subprocess.Popen[bytes] | None = None
 
     def port(self, service: int, shard: int) -> int:
@@ -106,7 +107,8 @@ class Shards:
                    "--consume-dsn", f"tcp://127.0.0.1:{self.port(5, 0)}",
                    "--log-level", "warning"]
         if self.shards > 1:
-            command += ["--broadcast-dsn", f"tcp://127.0.0.1:{self.port(4, 0)}"]
+            command += ["--broadcast-dsn", f"tcp://127.0.0.1:{self.port(4, 0)}",
+                        "--replicas", str(self.replicas), "--timeout-replication", "5s"]
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for monitor in self.monitors:
@@ -167,6 +169,8 @@ class ShardFigures:
     p99_ms: float
     node_us_produce: float  # node CPU per message, all shards together
     node_us_drain: float
+    client_us_produce: float  # the routing clients' CPU per message, all together
+    client_us_drain: float
 
 
 def measure_shards(shards: Shards, count: int, workers: int, size: int,
@@ -194,7 +198,12 @@ def measure_shards(shards: Shards, count: int, workers: int, size: int,
     return ShardFigures(produce_rate, drain_rate,
                         sum(answer["count"] for answer in consumers) / seconds,
                         percentile(latencies, .5), percentile(latencies, .99),
-                        node_us_produce, node_us_drain)
+                        node_us_produce, node_us_drain, _cpu_us(produced, count),
+                        _cpu_us(drained, count))
+
+
+def _cpu_us(answers: list[dict[str, Any]], count: int) -> float:
+    return float(sum(answer["cpu_seconds"] for answer in answers)) / max(count, 1) * 1e6
 
 
 def _rate(answers: list[dict[str, Any]]) -> float:
@@ -230,11 +239,15 @@ def cores() -> int:
 FIGURES = (("produce", "produce_rate", "msg/s"), ("drain", "drain_rate", "msg/s"),
            ("end to end", "end_to_end_rate", "msg/s"), ("end to end p50", "p50_ms", "ms"),
            ("end to end p99", "p99_ms", "ms"), ("node CPU, produce", "node_us_produce", "µs/msg"),
-           ("node CPU, drain", "node_us_drain", "µs/msg"))
+           ("node CPU, drain", "node_us_drain", "µs/msg"),
+           ("client CPU, produce", "client_us_produce", "µs/msg"),
+           ("client CPU, drain", "client_us_drain", "µs/msg"))
 
 
-def run_once(shards: int, directory: Path, count: int, workers: int) -> ShardFigures:
-    running = Shards(shards, directory / f"shards-{shards}", free_base_port(shards)).start()
+def run_once(shards: int, directory: Path, count: int, workers: int,
+             replicas: int = 0) -> ShardFigures:
+    running = Shards(shards, directory / f"shards-{shards}", free_base_port(shards),
+                     replicas).start()
     try:
         running.declare()
         return measure_shards(running, count, workers, 100, 100)
@@ -243,16 +256,19 @@ def run_once(shards: int, directory: Path, count: int, workers: int) -> ShardFig
 
 
 def compare_shards(shards: int, count: int, workers: int, repeats: int,
-                   json_path: Path | None = None) -> dict[str, dict[str, object]]:
-    """One node, then ``shards`` shards, ``repeats`` times; prints each repeat and the
-    table of medians and ratios (each taken within a repeat); returns the table."""
+                   json_path: Path | None = None, replicas: int = 0
+                   ) -> dict[str, dict[str, object]]:
+    """One node, then ``shards`` shards (with ``replicas`` copies on other shards),
+    ``repeats`` times; prints each repeat and the table of medians and ratios (each
+    taken within a repeat); returns the table."""
     print(f"{cores()} cores; {count} messages of 100 B per figure, {workers} producers and "
-          f"{workers} consumers, {repeats} repeats", flush=True)
+          f"{workers} consumers, {repeats} repeats, shards with --replicas {replicas}",
+          flush=True)
     runs: list[tuple[ShardFigures, ShardFigures]] = []
     with tempfile.TemporaryDirectory(prefix="pzq-bench-shards-") as folder:
         for repeat in range(repeats):
             one = run_once(1, Path(folder) / f"r{repeat}", count, workers)
-            many = run_once(shards, Path(folder) / f"r{repeat}", count, workers)
+            many = run_once(shards, Path(folder) / f"r{repeat}", count, workers, replicas)
             runs.append((one, many))
             print(f"repeat {repeat + 1}: produce {one.produce_rate:,.0f} -> "
                   f"{many.produce_rate:,.0f} msg/s, drain {one.drain_rate:,.0f} -> "

@@ -12,7 +12,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 from pzq.bench.groups import cpu_seconds
 from pzq.bench.measure import percentile, run_workers
 from pzq.bench.nodes import wait_until
+from pzq.bench.ports import ports_free
 from pzq.client import RoutedGroupConsumer, RoutedProducer, request_monitor
 from pzq.errors import EndpointError
 
@@ -218,18 +218,9 @@ def free_base_port(shards: int) -> int:
         base = random.randrange(20_000, 30_000, 100)
         wanted = [base + service + STEP * shard for shard in range(shards)
                   for service in range(1, 6)]
-        if all(map(_free, wanted)):
+        if ports_free(wanted):
             return base
     raise RuntimeError("no free ports for the shards")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def cores() -> int:

@@ -16,22 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from pzq.bench.ports import ports_free
 from pzq.client import Consumer, Producer
 from tests.support.harness import wait_until
 
 ROOT = Path(__file__).parents[2]
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 SINGLE_NODE_PORTS = {11131, 11132, 11133}
-
-
-def ports_free(ports: list[int]) -> bool:
-    for port in ports:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
 
 
 def free_base_port() -> int:

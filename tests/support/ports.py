@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import random
-import socket
+
+from pzq.bench.ports import ports_free
 
 LOWEST, HIGHEST = 20_000, 32_700
 WORKERS = 8  # ranges the span is cut into, one per xdist worker (gw0, gw1, ...)
@@ -46,9 +47,4 @@ def port_for_shards(shards: int, step: int = 10) -> int:
 
 
 def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return ports_free([port])

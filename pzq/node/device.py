@@ -35,7 +35,12 @@ from pzq.node.zper import ZperBroker
 from pzq.parts import Part
 from pzq.protocol.frames import REPLICATION_FAILED
 from pzq.serving.answers import GroupAnswers, NoArchive
-from pzq.serving.consume_endpoint import ConsumeEndpoint, no_takeovers
+from pzq.serving.consume_endpoint import (
+    ConsumeEndpoint,
+    NamedGroups,
+    NoConsumeEndpoint,
+    no_takeovers,
+)
 from pzq.serving.holding import GroupDelivery
 from pzq.serving.send_endpoint import SendEndpoint, always
 from pzq.store.record import Stored
@@ -64,7 +69,8 @@ class Device:
                                node.counters)
         self.monitor.verbs[b"ROUTES"] = lambda arguments: json.dumps(
             node.routes.table(Now.read().mono), sort_keys=True).encode()
-        self.consume = _consume_endpoint(node, endpoints, answers)
+        consume = _consume_endpoint(node, endpoints, answers)
+        self.consume: NamedGroups = consume or NoConsumeEndpoint()
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery, Now.read,
                                              self._tell_holders)
@@ -82,7 +88,7 @@ class Device:
                    if endpoints.cluster is not None else None)
         archive = (ArchivePart(node.archiving, endpoints.readers)
                    if node.archiving is not None else None)
-        self.parts: list[Part] = [part for part in (cluster, archive, self.send, self.consume,
+        self.parts: list[Part] = [part for part in (cluster, archive, self.send, consume,
                                                     self.zper, self.monitor)
                                   if part is not None]
         self.topic_rates = TopicRates()

@@ -17,6 +17,7 @@ import zmq
 from pzq.admin.monitor import Monitor
 from pzq.admin.node_admin import Admin
 from pzq.admin.topic_admin import TopicAdmin
+from pzq.archive.archiving import Archiving
 from pzq.archive.part import ArchivePart
 from pzq.clock import Now
 from pzq.cluster.part import ClusterPart
@@ -34,7 +35,7 @@ from pzq.node.waker import Waker
 from pzq.node.zper import ZperBroker
 from pzq.parts import Part
 from pzq.protocol.frames import REPLICATION_FAILED
-from pzq.serving.answers import GroupAnswers, NoArchive
+from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import (
     ConsumeEndpoint,
     NamedGroups,
@@ -61,7 +62,7 @@ class Device:
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
                              self.producer_acks, node.topics, node.dedup, node.routes)
-        answers = GroupAnswers(node.archiving or NoArchive(), node.removed)
+        answers = GroupAnswers(node.archiving, node.removed)
         self.send = _send_endpoint(node, endpoints, answers)
         admin = Admin(node.store, self.figures, node.requeued,
                       lambda messages: node.copy_requeued(messages, Now.read().mono))
@@ -75,9 +76,10 @@ class Device:
                                              node.delivery, Now.read,
                                              self._tell_holders)
                                   .verbs(self.monitor.verbs[b"PENDING"]))
-        self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
+        archiving = node.archiving  # its loop parts need it on (ZPER needs --archive-dir)
+        self.zper = (ZperBroker(archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size, Now.read().mono)
-                     if endpoints.zper is not None and node.archiving is not None else None)
+                     if endpoints.zper is not None and isinstance(archiving, Archiving) else None)
         # The parts the loop asks in turn, those that are on. The cluster first (peers'
         # frames before the consumers'); the archive before the groups (it learns the
         # wake's time before their ACKs append) and before the ZPER broker (its fsync
@@ -86,8 +88,8 @@ class Device:
         # monitor last.
         cluster = (ClusterPart(endpoints.cluster, node.delivery, self._replicated)
                    if endpoints.cluster is not None else None)
-        archive = (ArchivePart(node.archiving, endpoints.readers)
-                   if node.archiving is not None else None)
+        archive = (ArchivePart(archiving, endpoints.readers)
+                   if isinstance(archiving, Archiving) else None)
         self.parts: list[Part] = [part for part in (cluster, archive, self.send, consume,
                                                     self.zper, self.monitor)
                                   if part is not None]

@@ -42,5 +42,5 @@ def node_figures(node: NodeState, pending_producer_acks: int, consumers_connecte
         "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
                           "replication_failed": counters.acks_replication_failed},
         **(node.cluster.snapshot(mono) if node.cluster else NO_CLUSTER),
-        "archive": node.archiving.tier.snapshot(wall_s) if node.archiving else {},
+        "archive": node.archiving.figures(wall_s),
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pzq.archive.archiving import Archiving
+from pzq.archive.archiving import Archiving, NoArchiving
 from pzq.archive.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
@@ -85,10 +85,12 @@ class NodeState:
             self.delivery.held_elsewhere = self.cluster.held_elsewhere
             self.cluster.own_reads = lambda: who_reads(self.topics)
         archive = config.archive
-        self.archiving = Archiving(ArchiveTier(archive)) if archive is not None else None
-        for participant in (self.delivery, self.cluster, self.archiving):
-            if participant is not None:
-                store.register(participant)
+        self.archiving: Archiving | NoArchiving = (Archiving(ArchiveTier(archive))
+                                                   if archive is not None else NoArchiving())
+        store.register(self.delivery)
+        if self.cluster is not None:
+            store.register(self.cluster)
+        store.register(self.archiving)
 
     def wake_at(self, now: Now) -> None:
         """The time of the loop's wake, for the store's timed sync (the archive learns it

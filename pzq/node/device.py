@@ -40,10 +40,9 @@ from pzq.serving.consume_endpoint import (
     ConsumeEndpoint,
     NamedGroups,
     NoConsumeEndpoint,
-    no_takeovers,
 )
 from pzq.serving.holding import GroupDelivery
-from pzq.serving.send_endpoint import SendEndpoint, always
+from pzq.serving.send_endpoint import SendEndpoint
 from pzq.store.record import Stored
 from pzq.store.store import Batch
 from pzq.store.topics import DEFAULT_GROUP
@@ -62,7 +61,7 @@ class Device:
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
                              self.producer_acks, node.topics, node.dedup, node.routes)
-        answers = GroupAnswers(node.archiving, node.removed)
+        answers = GroupAnswers(node.archiving, node.cluster.removed)
         self.send = _send_endpoint(node, endpoints, answers)
         admin = Admin(node.store, self.figures, node.requeued,
                       lambda messages: node.copy_requeued(messages, Now.read().mono))
@@ -98,7 +97,7 @@ class Device:
 
     def _tell_holders(self, batch: Batch, removed: list[int], group: str,
                       done: list[int]) -> None:
-        self.node.tell_holders(batch, removed, group, done, Now.read().mono)
+        self.node.cluster.tell_holders(batch, removed, group, done, Now.read().mono)
 
     def figures(self) -> dict[str, object]:
         now = Now.read()
@@ -109,8 +108,7 @@ class Device:
             figures["zper"] = self.zper.snapshot(mono)
         figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
                                           now.wall_us, mono)
-        cluster = self.node.cluster
-        figures["taken_over"] = cluster.takeovers.figures(now.wall_us) if cluster else {}
+        figures["taken_over"] = self.node.cluster.takeovers.figures(now.wall_us)
         return figures
 
     # -- what to wait for ------------------------------------------------------
@@ -160,8 +158,7 @@ class Device:
             part.take(events, batch, now)
         if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
             accepted = self.intake.take(batch, now)
-        if node.cluster is not None:
-            node.cluster.owe_removes(batch, now.mono)
+        node.cluster.owe_removes(batch, now.mono)
         return accepted
 
     def _send_out(self, events: Events, now: Now) -> None:
@@ -204,7 +201,7 @@ class Device:
             self._store_failing = False
             log.warning("store_write_recovered")
         node.counters.stored += len(accepted)
-        if node.cluster is not None and node.config.replicas and accepted:
+        if node.config.replicas and accepted:
             node.cluster.replicate(accepted, now.mono)
         else:
             self.intake.stored(accepted)
@@ -219,11 +216,10 @@ class Device:
 
     def finish_replication(self) -> bool:
         """True while producer ACKs wait for copies (a stopping node waits a little)."""
-        return self.node.cluster is not None and self.node.cluster.next_deadline() is not None
+        return self.node.cluster.next_deadline() is not None
 
     def fail_replication(self) -> None:
-        if self.node.cluster is not None:
-            self._replicated(self.node.cluster.fail_all())
+        self._replicated(self.node.cluster.fail_all())
 
     def hand_back(self, seconds: float) -> None:
         self.producer_acks.flush_before_exit(seconds)
@@ -237,12 +233,11 @@ def _send_endpoint(node: NodeState, endpoints: Endpoints,
                    answers: GroupAnswers) -> SendEndpoint:
     """``default``: own messages, and down nodes' this node took over."""
     cluster = node.cluster
-    deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery,
-                               (lambda: cluster.takeovers.states) if cluster is not None
-                               else dict, node.latency)
+    deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery, lambda: cluster.takeovers.states,
+                               node.latency)
     return SendEndpoint(endpoints.send, endpoints.consumers, deliveries, answers, node.window,
                         node.counters, node.config.batch_size, node.reap,
-                        cluster.own_delivery_allowed if cluster is not None else always)
+                        cluster.own_delivery_allowed)
 
 
 def _consume_endpoint(node: NodeState, endpoints: Endpoints,
@@ -254,11 +249,10 @@ def _consume_endpoint(node: NodeState, endpoints: Endpoints,
     consume = ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
                               node.topics, answers, config.delivery,
                               config.consume_heartbeat, config.batch_size,
-                              cluster.takeovers.taken if cluster is not None else no_takeovers)
-    if cluster is not None:  # the cluster's word on own messages, both ways
-        consume.own_allowed = cluster.own_delivery_allowed
-        consume.held_elsewhere = cluster.held_elsewhere
-        consume.lowest_held = cluster.lowest_held
-        cluster.done.own_group_done = consume.done_elsewhere
-        cluster.on_released = consume.rewind_own
+                              cluster.takeovers.taken)
+    # the cluster's word on own messages, both ways (a lone node's: all are its own)
+    consume.own_allowed = cluster.own_delivery_allowed
+    consume.held_elsewhere = cluster.held_elsewhere
+    consume.lowest_held = cluster.lowest_held
+    cluster.follow_groups(consume.done_elsewhere, consume.rewind_own)
     return consume

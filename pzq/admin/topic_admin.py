@@ -33,7 +33,7 @@ from pzq.durations import duration_us
 from pzq.errors import DecodeError, StoreError
 from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import parse_message_key
-from pzq.serving.consume_endpoint import ConsumeEndpoint
+from pzq.serving.consume_endpoint import NamedGroups
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
@@ -49,12 +49,12 @@ def tell_nobody(batch: Batch, removed: list[int], group: str, done: list[int]) -
 
 
 class TopicAdmin:
-    def __init__(self, store: Store, topics: Topics, consume: ConsumeEndpoint | None,
+    def __init__(self, store: Store, topics: Topics, consume: NamedGroups,
                  default: DeliveryState, clock: Clock, tell: Tell = tell_nobody) -> None:
         self.store = store
         self.tell = tell
         self.topics = topics
-        self.consume = consume
+        self.consume = consume  # the named groups of --consume-dsn
         self.default = default  # ``default``'s delivery state (--send-dsn)
         self.clock = clock
 
@@ -95,7 +95,7 @@ class TopicAdmin:
         return ("\n".join(lines) + "\n").encode() if lines else b"no topics\n"
 
     def _group_lines(self, group: Group, now: Now) -> list[str]:
-        deliveries = self.consume.groups.get(group.id) if self.consume else None
+        deliveries = self.consume.groups.get(group.id)
         if deliveries is None:
             return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0"]
         lines = [f"  group {group.name} backlog={max(0, group.backlog)} "
@@ -145,7 +145,7 @@ class TopicAdmin:
             if topic.default_rule != DEFAULT_ALL:
                 self.topics.keep_default(topic)
             return f"group {DEFAULT_GROUP} of topic {topic.name}\n"
-        if self.consume is None:
+        if not self.consume.served:
             raise ValueError("the node has no --consume-dsn: groups are read there")
         group = topic.groups.get(name)
         if group is None:
@@ -216,7 +216,7 @@ class TopicAdmin:
         moved = group_ops.seek(self.store, self.topics, batch, group, target)
         self.tell(batch, moved.deleted, group.name, moved.marked)
         self.store.commit(batch)
-        deliveries = self.consume.groups.get(group.id) if self.consume else None
+        deliveries = self.consume.groups.get(group.id)
         if deliveries is not None:
             group_ops.let_go_below(deliveries, target)
         return (f"group {group.name} of topic {topic.name} at seq {target}: "
@@ -245,7 +245,7 @@ class TopicAdmin:
                                                   "PENDING GROUP topic group [limit=N]")
         limit = _number(options.pop("limit", group_ops.PENDING_LIST))
         _no_more(options)
-        deliveries = self.consume.groups.get(group.id) if self.consume else None
+        deliveries = self.consume.groups.get(group.id)
         lines = ([] if deliveries is None
                  else group_ops.pending_lines(deliveries, self.clock().wall_us, limit))
         out = sum(" out " in line for line in lines)
@@ -320,11 +320,9 @@ class TopicAdmin:
         """Deleted messages and removed groups leave delivery."""
         for seq in deleted:
             self.default.forget(seq)
-            if self.consume is not None:
-                self.consume.forget(seq)
+            self.consume.forget(seq)
         for name in drop_groups:
-            if self.consume is not None:
-                self.consume.drop_group(topic, name)
+            self.consume.drop_group(topic, name)
 
     def _mark_all_done(self, topic: Topic, group_id: int, name: str) -> int:
         batch = self.store.begin()
@@ -344,7 +342,7 @@ class TopicAdmin:
 
     def forget_for(self, group_id: int) -> None:
         """The group's deliveries in memory are done with: let them go."""
-        if group_id == DEFAULT_GROUP_ID or self.consume is None:
+        if group_id == DEFAULT_GROUP_ID:
             return
         found = self.consume.groups.get(group_id)
         if found is not None:

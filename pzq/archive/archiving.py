@@ -17,6 +17,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.errors import ArchiveError
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import message_key
+from pzq.serving.answers import NoArchive
 from pzq.store.store import Batch, Participant
 
 log = get_logger("pzq.archive")
@@ -97,8 +98,25 @@ class Archiving(Participant):
         except ArchiveError as exc:
             self.failed_with(exc)
 
+    def figures(self, now: float) -> dict[str, object]:
+        """The archive's figures for STATS (``now``: seconds since the epoch)."""
+        return self.tier.snapshot(now)
+
     def prepare(self, batch: Batch) -> None:
         self._batch_syncs = batch.sync
 
     def before_write(self) -> None:
         self.tier.before_commit(self._batch_syncs)
+
+
+class NoArchiving(NoArchive, Participant):
+    """A node without --archive-dir: nothing to open, write, sync, close or count."""
+
+    def open(self, now: float) -> None:
+        pass
+
+    def close(self, now: float) -> None:
+        pass
+
+    def figures(self, now: float) -> dict[str, object]:
+        return {}

@@ -223,6 +223,36 @@ class ClusterCore(Participant):
         """Taken-over messages ``group`` acked or gave up here (see Dones)."""
         self.done.taken_over(origin, seqs, group)
 
+    def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
+                final: bool = True) -> None:
+        """A message ``group`` acked (or gave up) here; ``final``: no group holds it
+        any more. Every holder drops its copy once every group is done, and marks it
+        for the group before that."""
+        if origin != self.node_id:
+            self.removed_taken_over(origin, [seq], group)
+        elif final:
+            self.removed_own([seq])
+        else:
+            self.done_own(group, [seq])
+
+    def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
+                     now: float) -> None:
+        """An operator deleted own messages (``removed``) or made ``group`` done with
+        them (``done``): every holder drops or marks its copies, owed in the operator's
+        batch and sent with the next wake."""
+        self.tell_reads()  # groups gone: before the removes and dones
+        self.removed_own(removed)
+        self.done_own(group, done)
+        self.owe_removes(batch, now)
+        self.flush_removes(now)
+
+    def follow_groups(self, done_elsewhere: Callable[[Batch, str, list[int]], None],
+                      rewind: Callable[[], None]) -> None:
+        """The named groups' side of own messages: what a group finished on a node that
+        took them over, and a look again when a peer lets messages go."""
+        self.done.own_group_done = done_elsewhere
+        self.on_released = rewind
+
     def owe_removes(self, batch: Batch, now: float) -> None:
         """Persist this wake's removes and dones in its batch (see Dones)."""
         self.done.owe(batch, now)

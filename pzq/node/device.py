@@ -17,6 +17,7 @@ import zmq
 from pzq.admin.monitor import Monitor
 from pzq.admin.node_admin import Admin
 from pzq.admin.topic_admin import TopicAdmin
+from pzq.archive.archiving import Archiving
 from pzq.archive.part import ArchivePart
 from pzq.clock import Now
 from pzq.cluster.part import ClusterPart
@@ -34,10 +35,14 @@ from pzq.node.waker import Waker
 from pzq.node.zper import ZperBroker
 from pzq.parts import Part
 from pzq.protocol.frames import REPLICATION_FAILED
-from pzq.serving.answers import GroupAnswers, NoArchive
-from pzq.serving.consume_endpoint import ConsumeEndpoint, no_takeovers
+from pzq.serving.answers import GroupAnswers
+from pzq.serving.consume_endpoint import (
+    ConsumeEndpoint,
+    NamedGroups,
+    NoConsumeEndpoint,
+)
 from pzq.serving.holding import GroupDelivery
-from pzq.serving.send_endpoint import SendEndpoint, always
+from pzq.serving.send_endpoint import SendEndpoint
 from pzq.store.record import Stored
 from pzq.store.store import Batch
 from pzq.store.topics import DEFAULT_GROUP
@@ -56,7 +61,7 @@ class Device:
         self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
         self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
                              self.producer_acks, node.topics, node.dedup, node.routes)
-        answers = GroupAnswers(node.archiving or NoArchive(), node.removed)
+        answers = GroupAnswers(node.archiving, node.cluster.removed)
         self.send = _send_endpoint(node, endpoints, answers)
         admin = Admin(node.store, self.figures, node.requeued,
                       lambda messages: node.copy_requeued(messages, Now.read().mono))
@@ -64,14 +69,16 @@ class Device:
                                node.counters)
         self.monitor.verbs[b"ROUTES"] = lambda arguments: json.dumps(
             node.routes.table(Now.read().mono), sort_keys=True).encode()
-        self.consume = _consume_endpoint(node, endpoints, answers)
+        consume = _consume_endpoint(node, endpoints, answers)
+        self.consume: NamedGroups = consume or NoConsumeEndpoint()
         self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
                                              node.delivery, Now.read,
                                              self._tell_holders)
                                   .verbs(self.monitor.verbs[b"PENDING"]))
-        self.zper = (ZperBroker(node.archiving.tier.archive, endpoints.zper,
+        archiving = node.archiving  # its loop parts need it on (ZPER needs --archive-dir)
+        self.zper = (ZperBroker(archiving.tier.archive, endpoints.zper,
                                 config.archive_topic, config.batch_size, Now.read().mono)
-                     if endpoints.zper is not None and node.archiving is not None else None)
+                     if endpoints.zper is not None and isinstance(archiving, Archiving) else None)
         # The parts the loop asks in turn, those that are on. The cluster first (peers'
         # frames before the consumers'); the archive before the groups (it learns the
         # wake's time before their ACKs append) and before the ZPER broker (its fsync
@@ -80,9 +87,9 @@ class Device:
         # monitor last.
         cluster = (ClusterPart(endpoints.cluster, node.delivery, self._replicated)
                    if endpoints.cluster is not None else None)
-        archive = (ArchivePart(node.archiving, endpoints.readers)
-                   if node.archiving is not None else None)
-        self.parts: list[Part] = [part for part in (cluster, archive, self.send, self.consume,
+        archive = (ArchivePart(archiving, endpoints.readers)
+                   if isinstance(archiving, Archiving) else None)
+        self.parts: list[Part] = [part for part in (cluster, archive, self.send, consume,
                                                     self.zper, self.monitor)
                                   if part is not None]
         self.topic_rates = TopicRates()
@@ -90,7 +97,7 @@ class Device:
 
     def _tell_holders(self, batch: Batch, removed: list[int], group: str,
                       done: list[int]) -> None:
-        self.node.tell_holders(batch, removed, group, done, Now.read().mono)
+        self.node.cluster.tell_holders(batch, removed, group, done, Now.read().mono)
 
     def figures(self) -> dict[str, object]:
         now = Now.read()
@@ -101,8 +108,7 @@ class Device:
             figures["zper"] = self.zper.snapshot(mono)
         figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
                                           now.wall_us, mono)
-        cluster = self.node.cluster
-        figures["taken_over"] = cluster.takeovers.figures(now.wall_us) if cluster else {}
+        figures["taken_over"] = self.node.cluster.takeovers.figures(now.wall_us)
         return figures
 
     # -- what to wait for ------------------------------------------------------
@@ -152,8 +158,7 @@ class Device:
             part.take(events, batch, now)
         if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
             accepted = self.intake.take(batch, now)
-        if node.cluster is not None:
-            node.cluster.owe_removes(batch, now.mono)
+        node.cluster.owe_removes(batch, now.mono)
         return accepted
 
     def _send_out(self, events: Events, now: Now) -> None:
@@ -196,7 +201,7 @@ class Device:
             self._store_failing = False
             log.warning("store_write_recovered")
         node.counters.stored += len(accepted)
-        if node.cluster is not None and node.config.replicas and accepted:
+        if node.config.replicas and accepted:
             node.cluster.replicate(accepted, now.mono)
         else:
             self.intake.stored(accepted)
@@ -211,11 +216,10 @@ class Device:
 
     def finish_replication(self) -> bool:
         """True while producer ACKs wait for copies (a stopping node waits a little)."""
-        return self.node.cluster is not None and self.node.cluster.next_deadline() is not None
+        return self.node.cluster.next_deadline() is not None
 
     def fail_replication(self) -> None:
-        if self.node.cluster is not None:
-            self._replicated(self.node.cluster.fail_all())
+        self._replicated(self.node.cluster.fail_all())
 
     def hand_back(self, seconds: float) -> None:
         self.producer_acks.flush_before_exit(seconds)
@@ -229,12 +233,11 @@ def _send_endpoint(node: NodeState, endpoints: Endpoints,
                    answers: GroupAnswers) -> SendEndpoint:
     """``default``: own messages, and down nodes' this node took over."""
     cluster = node.cluster
-    deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery,
-                               (lambda: cluster.takeovers.states) if cluster is not None
-                               else dict, node.latency)
+    deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery, lambda: cluster.takeovers.states,
+                               node.latency)
     return SendEndpoint(endpoints.send, endpoints.consumers, deliveries, answers, node.window,
                         node.counters, node.config.batch_size, node.reap,
-                        cluster.own_delivery_allowed if cluster is not None else always)
+                        cluster.own_delivery_allowed)
 
 
 def _consume_endpoint(node: NodeState, endpoints: Endpoints,
@@ -246,11 +249,10 @@ def _consume_endpoint(node: NodeState, endpoints: Endpoints,
     consume = ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
                               node.topics, answers, config.delivery,
                               config.consume_heartbeat, config.batch_size,
-                              cluster.takeovers.taken if cluster is not None else no_takeovers)
-    if cluster is not None:  # the cluster's word on own messages, both ways
-        consume.own_allowed = cluster.own_delivery_allowed
-        consume.held_elsewhere = cluster.held_elsewhere
-        consume.lowest_held = cluster.lowest_held
-        cluster.done.own_group_done = consume.done_elsewhere
-        cluster.on_released = consume.rewind_own
+                              cluster.takeovers.taken)
+    # the cluster's word on own messages, both ways (a lone node's: all are its own)
+    consume.own_allowed = cluster.own_delivery_allowed
+    consume.held_elsewhere = cluster.held_elsewhere
+    consume.lowest_held = cluster.lowest_held
+    cluster.follow_groups(consume.done_elsewhere, consume.rewind_own)
     return consume

@@ -9,6 +9,7 @@ import zmq
 from pzq import sockets
 from pzq.cluster.core import ClusterCore
 from pzq.cluster.links import ClusterLinks
+from pzq.cluster.lone import Cluster
 from pzq.node.config import Config
 from pzq.node.zper import ZperSockets, open_zper_sockets
 from pzq.security import NodeCurve
@@ -67,7 +68,7 @@ class Endpoints:
 
 
 def open_endpoints(context: Context, config: Config, curve: NodeCurve | None,
-                   cluster: ClusterCore | None, mono: float) -> Endpoints:
+                   cluster: Cluster, mono: float) -> Endpoints:
     """Bind everything, or close what was bound and raise BindError."""
     opened: list[Socket] = []
     keys = curve.keys if curve is not None else None
@@ -82,7 +83,8 @@ def open_endpoints(context: Context, config: Config, curve: NodeCurve | None,
         consume = (_keep(opened, sockets.bind_consume(context, config.consume_dsn, keys,
                                                       config.consume_heartbeat // 1000))
                    if config.consume_dsn is not None else None)
-        links = (ClusterLinks(cluster, context, curve, mono) if cluster is not None else None)
+        links = (ClusterLinks(cluster, context, curve, mono)
+                 if isinstance(cluster, ClusterCore) else None)  # a lone node has no links
     except BaseException:
         for socket in opened:
             socket.close(0)

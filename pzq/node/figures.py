@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pzq import __version__
-from pzq.cluster.core import NO_CLUSTER
 from pzq.node.state import NodeState
 
 
@@ -41,6 +40,6 @@ def node_figures(node: NodeState, pending_producer_acks: int, consumers_connecte
         "ack_latency_histogram": node.latency.histogram.snapshot(),
         "producer_acks": {"ok": counters.acks_ok, "failed": counters.acks_failed,
                           "replication_failed": counters.acks_replication_failed},
-        **(node.cluster.snapshot(mono) if node.cluster else NO_CLUSTER),
-        "archive": node.archiving.tier.snapshot(wall_s) if node.archiving else {},
+        **node.cluster.snapshot(mono),
+        "archive": node.archiving.figures(wall_s),
     }

@@ -40,8 +40,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
     context = Context() if shared is None else shared
     authenticator = scheduler = endpoints = None
     try:
-        if node.archiving is not None:
-            node.archiving.open(Now.read().wall_us / 1e6)
+        node.archiving.open(Now.read().wall_us / 1e6)
         if curve is not None:
             authenticator = start_authenticator(context, curve)
         endpoints = open_endpoints(context, config, curve, node.cluster, Now.read().mono)
@@ -59,8 +58,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
             authenticator.stop()
         if shared is None:
             context.term()
-        if node.archiving is not None:
-            node.archiving.close(Now.read().wall_us / 1e6)
+        node.archiving.close(Now.read().wall_us / 1e6)
 
 
 def serve(device: Device, stop: StopRequest) -> None:

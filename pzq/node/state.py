@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pzq.archive.archiving import Archiving
+from pzq.archive.archiving import Archiving, NoArchiving
 from pzq.archive.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
+from pzq.cluster.lone import Cluster, NoCluster
 from pzq.cluster.placement import Placement
 from pzq.cluster.routes import Routes, advertised, host_of
 from pzq.counters import Counters
@@ -74,21 +75,23 @@ class NodeState:
                 raise ConfigError(f"--partitions: {exc}") from None
         self.dedup = DedupIndex(store)
         store.register(self.dedup)
-        cluster = config.cluster
+        store.register(self.delivery)
+        settings = config.cluster
         clients = client_endpoints(config)
-        self.cluster = (ClusterCore(cluster, store, self._delivery_state, now.mono,
-                                    self.topics, clients)
-                        if cluster is not None else None)
-        self.routes = (self.cluster.routes if self.cluster is not None
-                       else Routes(Placement(LONE_NODE, None), clients, self.topics))
-        if self.cluster is not None:
-            self.delivery.held_elsewhere = self.cluster.held_elsewhere
-            self.cluster.own_reads = lambda: who_reads(self.topics)
+        if settings is not None:
+            core = ClusterCore(settings, store, self._delivery_state, now.mono, self.topics,
+                               clients)
+            store.register(core)
+            self.delivery.held_elsewhere = core.held_elsewhere
+            core.own_reads = lambda: who_reads(self.topics)
+            self.cluster: Cluster = core
+        else:
+            self.cluster = NoCluster(Routes(Placement(LONE_NODE, None), clients, self.topics))
+        self.routes = self.cluster.routes
         archive = config.archive
-        self.archiving = Archiving(ArchiveTier(archive)) if archive is not None else None
-        for participant in (self.delivery, self.cluster, self.archiving):
-            if participant is not None:
-                store.register(participant)
+        self.archiving: Archiving | NoArchiving = (Archiving(ArchiveTier(archive))
+                                                   if archive is not None else NoArchiving())
+        store.register(self.archiving)
 
     def wake_at(self, now: Now) -> None:
         """The time of the loop's wake, for the store's timed sync (the archive learns it
@@ -106,44 +109,17 @@ class NodeState:
         topic, tag = self.topics.describe(value)
         self.topics.stored(batch, seq, topic, tag, len(value))
 
-    def removed(self, origin: bytes, seq: int, group: str = DEFAULT_GROUP,
-                final: bool = True) -> None:
-        """A message ``group`` acked (or gave up) here; ``final``: no group holds it
-        any more. The cluster tells the other nodes: every holder drops its copy once
-        every group is done, and marks it for the group before that."""
-        if self.cluster is None:
-            return
-        if origin != self.node_id:
-            self.cluster.removed_taken_over(origin, [seq], group)
-        elif final:
-            self.cluster.removed_own([seq])
-        else:
-            self.cluster.done_own(group, [seq])
-
-    def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
-                     mono: float) -> None:
-        """An operator deleted own messages (``removed``) or made ``group`` done with
-        them (``done``): every holder drops or marks its copies, owed in the operator's
-        batch and sent with the next wake."""
-        if self.cluster is None:
-            return
-        self.cluster.tell_reads()  # groups gone: before the removes and dones
-        self.cluster.removed_own(removed)
-        self.cluster.done_own(group, done)
-        self.cluster.owe_removes(batch, mono)
-        self.cluster.flush_removes(mono)
-
     def copy_requeued(self, messages: list[tuple[int, bytes]], mono: float) -> None:
         """Dead letters requeued as new messages: copied to the peers as new messages
         are (no producer waits for the confirmations)."""
-        if self.cluster is not None and self.config.replicas and messages:
+        if self.config.replicas and messages:
             self.cluster.replicate_quietly(messages, mono)
 
     def reap(self, now_us: int) -> int:
         """Taken-over deliveries whose deadline passed back (every group's; each group
         reaps its own), and de-duplication ids past every window let go. Returns how
         many taken-over deliveries expired."""
-        expired = self.cluster.takeovers.reap(now_us) if self.cluster is not None else 0
+        expired = self.cluster.takeovers.reap(now_us)
         self.dedup.expire(now_us - self.longest_dedup_window_us())
         return expired
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pzq.node.state import NodeState
 from pzq.node.topic_rates import GROUP_RATES, TOPIC_RATES, TopicRates
 from pzq.rates import Rates
-from pzq.serving.consume_endpoint import ConsumeEndpoint
+from pzq.serving.consume_endpoint import NamedGroups
 from pzq.serving.holding import NamedGroupDelivery
 from pzq.store.topics import Group
 
@@ -14,18 +14,17 @@ GROUP_COUNTERS = ("delivered", "redelivered", "acked", "late_acks", "nacked", "e
                   "evicted", "dead_lettered", "unknown_acks")
 
 
-def topic_figures(node: NodeState, consume: ConsumeEndpoint | None, rates: TopicRates,
+def topic_figures(node: NodeState, consume: NamedGroups, rates: TopicRates,
                   now_us: int, mono: float) -> dict[str, object]:
     topics: dict[str, object] = {}
     for topic in node.topics.topics.values():
-        deliveries = consume.groups if consume is not None else {}
         figures: dict[str, object] = {
             "messages": max(0, topic.messages),
             "bytes": max(0, topic.stored_bytes),
             "default_group": topic.default_reads,
             "default_rule": topic.default_rule,
             "rates": _rates(rates.topics.get(topic.id), TOPIC_RATES, mono, topic),
-            "groups": {group.name: group_figures(group, deliveries.get(group.id),
+            "groups": {group.name: group_figures(group, consume.groups.get(group.id),
                                                  rates.groups.get(group.id), now_us, mono)
                        for group in topic.groups.values()},
         }

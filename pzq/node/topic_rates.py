@@ -4,7 +4,7 @@ over 1 s and 60 s, sampled as the node's own rates are (see pzq.rates)."""
 from __future__ import annotations
 
 from pzq.rates import SAMPLE_EVERY_S, Rates
-from pzq.serving.consume_endpoint import ConsumeEndpoint
+from pzq.serving.consume_endpoint import NamedGroups
 from pzq.store.topics import Topics
 
 TOPIC_RATES = ("received",)
@@ -17,10 +17,10 @@ class TopicRates:
         self.groups: dict[int, Rates] = {}  # by group id
         self._sampled: float | None = None
 
-    def sample(self, now: float, topics: Topics, consume: ConsumeEndpoint | None) -> None:
+    def sample(self, now: float, topics: Topics, consume: NamedGroups) -> None:
         """A sample of every topic and group every SAMPLE_EVERY_S, and at once when
         one came or went; in between a wake costs nothing per topic."""
-        groups = consume.groups if consume is not None else {}
+        groups = consume.groups
         if self._sampled is not None and now - self._sampled < SAMPLE_EVERY_S \
                 and len(topics.topics) == len(self.topics) and len(groups) == len(self.groups):
             return

@@ -15,7 +15,8 @@ the group (they are made, as for any new name).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import zmq
 
@@ -40,12 +41,55 @@ from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
 log = get_logger("pzq.consume")
 
 
+class NamedGroups(Protocol):
+    """What the admin verbs and the figures ask of the named groups served on
+    --consume-dsn (ConsumeEndpoint), whether or not this node serves them."""
+
+    served: bool  # False: the node has no --consume-dsn
+
+    @property
+    def groups(self) -> Mapping[int, NamedGroupDelivery]: ...
+
+    def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
+                   pattern: str, now_us: int) -> Group: ...
+
+    def settings_changed(self, group: Group) -> None: ...
+
+    def forget(self, seq: int) -> None: ...
+
+    def drop_group(self, topic: Topic, name: str) -> None: ...
+
+
+class NoConsumeEndpoint:
+    """A node without --consume-dsn: no named group is served here, so none has
+    deliveries to show, to forget or to let go."""
+
+    served = False
+
+    def __init__(self) -> None:
+        self.groups: dict[int, NamedGroupDelivery] = {}
+
+    def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
+                   pattern: str, now_us: int) -> Group:
+        raise ValueError("the node has no --consume-dsn: groups are read there")
+
+    def settings_changed(self, group: Group) -> None:
+        pass
+
+    def forget(self, seq: int) -> None:
+        pass
+
+    def drop_group(self, topic: Topic, name: str) -> None:
+        pass
+
 
 def no_takeovers(topic: str, group: str) -> dict[bytes, DeliveryState]:
     return {}
 
 
 class ConsumeEndpoint(Part):
+    served = True
+
     def __init__(self, socket: Socket, events: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
                  heartbeat_us: int, batch_size: int,

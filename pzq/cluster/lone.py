@@ -1,0 +1,135 @@
+"""What the node asks of its cluster (``Cluster``, served by pzq.cluster.core), and the
+answer of a node without one (``NoCluster``, no --broadcast-dsn): nobody holds copies
+or has taken anything over, so there is nothing to tell, replicate or wait for, and
+every own message is this node's to deliver.
+
+The cluster's sockets (pzq.cluster.links) exist only with a cluster: the endpoints and
+the loop keep those optional.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from pzq.cluster.core import NO_CLUSTER
+from pzq.cluster.replication import PendingAck
+from pzq.cluster.routes import Routes
+from pzq.delivery.state import DeliveryState
+from pzq.protocol import cluster as cw
+from pzq.store.record import Stored
+from pzq.store.store import Batch
+
+
+class TakenOver(Protocol):
+    """Down nodes' messages this node serves (pzq.cluster.takeover)."""
+
+    @property
+    def states(self) -> dict[bytes, DeliveryState]: ...  # ``default``'s, by origin
+
+    def taken(self, topic: str, group: str) -> dict[bytes, DeliveryState]: ...
+
+    def reap(self, now_us: int) -> int: ...
+
+    def figures(self, now_us: int) -> dict[str, object]: ...
+
+
+class Cluster(Protocol):
+    """What the node, its endpoints' parts and its figures ask of the cluster."""
+
+    @property
+    def routes(self) -> Routes: ...
+
+    @property
+    def takeovers(self) -> TakenOver: ...
+
+    def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
+                final: bool = True) -> None: ...
+
+    def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
+                     now: float) -> None: ...
+
+    def owe_removes(self, batch: Batch, now: float) -> None: ...
+
+    def replicate(self, stored: list[Stored], now: float) -> None: ...
+
+    def replicate_quietly(self, messages: list[tuple[int, bytes]], now: float) -> None: ...
+
+    def next_deadline(self) -> float | None: ...
+
+    def fail_all(self) -> list[PendingAck]: ...
+
+    def own_delivery_allowed(self, now: float) -> bool: ...
+
+    def held_elsewhere(self, seq: int) -> bool: ...
+
+    def lowest_held(self) -> int | None: ...
+
+    def follow_groups(self, done_elsewhere: Callable[[Batch, str, list[int]], None],
+                      rewind: Callable[[], None]) -> None: ...
+
+    def snapshot(self, now: float) -> dict[str, object]: ...
+
+
+class NoTakeovers:
+    """Nothing taken over: no states, nothing to reap or show."""
+
+    def __init__(self) -> None:
+        self.states: dict[bytes, DeliveryState] = {}
+
+    def taken(self, topic: str, group: str) -> dict[bytes, DeliveryState]:
+        return {}
+
+    def reap(self, now_us: int) -> int:
+        return 0
+
+    def figures(self, now_us: int) -> dict[str, object]:
+        return {}
+
+
+class NoCluster:
+    """A node without --broadcast-dsn. It never replicates: --replicas needs --nodes,
+    which need --broadcast-dsn (pzq.node.config)."""
+
+    def __init__(self, routes: Routes) -> None:
+        self.routes = routes  # this node alone (LONE_NODE)
+        self.takeovers = NoTakeovers()
+
+    def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
+                final: bool = True) -> None:
+        pass
+
+    def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
+                     now: float) -> None:
+        pass
+
+    def owe_removes(self, batch: Batch, now: float) -> None:
+        pass
+
+    def replicate(self, stored: list[Stored], now: float) -> None:
+        pass
+
+    def replicate_quietly(self, messages: list[tuple[int, bytes]], now: float) -> None:
+        pass
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def fail_all(self) -> list[PendingAck]:
+        return []
+
+    def own_delivery_allowed(self, now: float) -> bool:
+        return True
+
+    def held_elsewhere(self, seq: int) -> bool:
+        return False
+
+    def lowest_held(self) -> int | None:
+        return None
+
+    def follow_groups(self, done_elsewhere: Callable[[Batch, str, list[int]], None],
+                      rewind: Callable[[], None]) -> None:
+        pass
+
+    def snapshot(self, now: float) -> dict[str, object]:
+        return NO_CLUSTER

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from pzq.client.monitor import request_monitor
-from pzq.cluster.placement import partition_of
 from pzq.errors import EndpointError
 from pzq.security import ClientCurve
 
@@ -70,15 +69,6 @@ class RouteTable:
     def partitions(self, topic: str) -> int:
         """The topic's partition count (0: not partitioned)."""
         return int(self.topics.get(topic, {}).get("partitions", 0))
-
-    def owner(self, topic: str, key: bytes) -> str | None:
-        """The cluster endpoint of the node owning the key's partition (None: the topic
-        is not partitioned)."""
-        count = self.partitions(topic)
-        if not count:
-            return None
-        owners: list[str] = self.topics[topic]["owners"]
-        return owners[partition_of(key, count)]
 
     def owners(self, topic: str) -> list[str]:
         """The nodes owning at least one partition, each once."""

@@ -25,6 +25,7 @@ import zmq
 
 from pzq.client.producer import Producer, topic_headers
 from pzq.client.route_table import RouteTable
+from pzq.cluster.placement import partition_of
 from pzq.protocol.frames import ProducerAck
 from pzq.protocol.headers import KEY_HEADER, key_of
 from pzq.security import ClientCurve
@@ -67,6 +68,9 @@ class RoutedProducer:
         self._spread = itertools.count()
         self._down: set[str] = set()  # receive endpoints of nodes the table counts down
         self._down_of = -1.0  # the table (its fetch time) ``_down`` was taken from
+        self._receivers_list: list[str | None] = []
+        self._receivers_of = -1.0
+        self._topic_frames = topic_headers(topic, None)
 
     @property
     def outstanding(self) -> int:
@@ -80,10 +84,13 @@ class RoutedProducer:
         is full."""
         self.table.refresh_if_older(REFRESH_S)
         self._leave_silent()  # a key's earlier messages go to its new owner before this one
-        frames = [*headers, *topic_headers(self.topic, tag, dedup_id)]
-        if key is not None:
-            frames.append(KEY_HEADER + (key.encode() if isinstance(key, str) else key))
-        key = key_of(frames)
+        frames = [*headers, *(self._topic_frames if tag is None and dedup_id is None
+                              else topic_headers(self.topic, tag, dedup_id))]
+        if key is None:
+            key = key_of(frames)
+        else:
+            key = key.encode() if isinstance(key, str) else key
+            frames.append(KEY_HEADER + key)
         msg_id = b"%s-%d" % (self._id_prefix, next(self._counter))
         try:
             self._send(msg_id, list(parts), frames, self._endpoint_for(key), 0, timeout)
@@ -96,9 +103,9 @@ class RoutedProducer:
         table = self.table
         if named is not None and named != "unknown":
             return named
-        if key is not None and table.partitions(self.topic):
-            owner = table.owner(self.topic, key)
-            found = table.endpoint(owner, "receive") if owner else None
+        receivers = self._receivers()
+        if key is not None and receivers:
+            found = receivers[partition_of(key, len(receivers))]
         else:
             owners = [table.endpoint(owner, "receive") for owner in table.owners(self.topic)]
             candidates = [owner for owner in owners if owner] or table.every("receive")
@@ -106,6 +113,15 @@ class RoutedProducer:
         if found is None:
             raise TimeoutError(f"the route table names no node for topic {self.topic}")
         return found
+
+    def _receivers(self) -> list[str | None]:
+        """Each partition's owner's receive endpoint, from the table as it is now (taken
+        once per table: asked for every message)."""
+        if self._receivers_of != self.table.fetched:
+            self._receivers_of = self.table.fetched
+            owners = self.table.topics.get(self.topic, {}).get("owners", [])
+            self._receivers_list = [self.table.endpoint(owner, "receive") for owner in owners]
+        return self._receivers_list
 
     def _send(self, msg_id: bytes, parts: list[bytes], headers: Sequence[bytes],
               endpoint: str, moves: int, timeout: float) -> None:

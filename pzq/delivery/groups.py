@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, load_delivered_below
+from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, delete_each, load_delivered_below
 from pzq.delivery.state import DeliverySettings
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
@@ -105,6 +105,9 @@ class DefaultArea(OwnArea):
         if topic.default_rule == DEFAULT_UNCLAIMED and not topic.groups:
             self.topics.keep_default(topic)  # read on --send-dsn: it stays so
         self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
+
+    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
+        return delete_each(self, batch, deletes)
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
         topic, tag = self._about(seq) or self.topics.describe(value)
@@ -332,6 +335,25 @@ class GroupArea:
         tag = self._tag(seq)
         if tag is not None:
             self.topics.done(batch, seq, self.group.topic, tag, size, self.group.id)
+
+    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
+        """``delete`` of each (seq, size), the topic's bookkeeping done for all at once;
+        for each, whether it left the store (no other group holds it)."""
+        if self._counted:
+            for seq, _ in deletes:
+                self._forget_count(batch, seq)
+        tags = self._tags
+        done: list[tuple[int, bytes, int]] = []  # seq, tag, size
+        known = []  # whether the message was still stored (else not done: not final)
+        for seq, size in deletes:
+            tag = tags.pop(seq, None)
+            if tag is None:
+                tag = self._tag(seq)
+            known.append(tag is not None)
+            if tag is not None:
+                done.append((seq, tag, size))
+        released = iter(self.topics.done_all(batch, self.group.topic, self.group.id, done))
+        return [next(released) if stored else False for stored in known]
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
         self._forget_count(batch, seq)

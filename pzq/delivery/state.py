@@ -159,19 +159,50 @@ class DeliveryState(Participant):
 
     def ack(self, batch: Batch, seq: int) -> InFlight | None:
         """Remove an acknowledged message; returns what was removed, None if unknown."""
-        entry = self.inflight.pop(seq)
         self._table_full = False
-        late = entry is None
+        entry = self.inflight.pop(seq)
         if entry is None:
-            entry = self.ready.remove(seq) or self.delayed.remove(seq)
-        if entry is None:
-            entry = self._stored_entry(batch, seq)
+            entry = self._acked_late(batch, seq)
+            if entry is None:
+                return None
+        self._delete(batch, seq, entry.size)
+        self.counters.acked += 1
+        return entry
+
+    def ack_all(self, batch: Batch, seqs: list[int]
+                ) -> tuple[list[tuple[InFlight, bool]], list[int]]:
+        """``ack`` of each seq, their deletes handed to the area in one call: the entries
+        removed, each with whether its message left the store (no other group holds
+        it), and the seqs not known."""
+        self._table_full = False
+        pop, deleting = self.inflight.pop, self._deleting
+        found: list[InFlight] = []
+        deletes: list[tuple[int, int]] = []
+        unknown: list[int] = []
+        for seq in seqs:
+            entry = pop(seq)
+            if entry is None:
+                entry = self._acked_late(batch, seq)
+                if entry is None:
+                    unknown.append(seq)
+                    continue
+            size = len(entry.value)
+            deleting[seq] = size  # before the next seq's look (a key ACKed twice)
+            deletes.append((seq, size))
+            found.append(entry)
+        finals = self.area.delete_all(batch, deletes)
+        self.counters.acked += len(found)
+        return list(zip(found, finals, strict=True)), unknown
+
+    def _acked_late(self, batch: Batch, seq: int) -> InFlight | None:
+        """An ACK of a message no longer in flight: given back and waiting, or only in
+        the store; counted late (None: unknown, counted so)."""
+        entry = self.ready.remove(seq) or self.delayed.remove(seq) \
+            or self._stored_entry(batch, seq)
         if entry is None:
             self.counters.unknown_acks += 1
             return None
-        self._delete(batch, seq, entry.size)
-        self.counters.acked += 1
-        self.counters.late_acks += late
+        self.counters.late_acks += 1
         return entry
 
     def peek(self, batch: Batch, seq: int) -> InFlight | None:

@@ -366,6 +366,63 @@ class Topics(Participant):
             self.counts.count_group(group, -1)
         self._leave(batch, seq, topic, others, size)
 
+    def done_all(self, batch: Batch, topic: Topic, group_id: int,
+                 done: list[tuple[int, bytes, int]]) -> list[bool]:
+        """``done`` for many (seq, tag, size) of one topic by one group: who holds each
+        is worked out once per tag where the seq no longer matters, the counts change
+        once. For each, whether the message was deleted."""
+        if not self._named_groups:
+            return [self.done(batch, seq, topic, tag, size, group_id)
+                    for seq, tag, size in done]
+        self._release_asked = NOT_ASKED
+        group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
+        counted_from = topic.log_from if group is not None else None
+        holders_of = HoldersByTag(topic, group_id)
+        is_done = self.marks.is_done
+        uncounted = 0
+        marked: list[int] = []
+        leaving: list[tuple[int, int, list[int]]] = []  # seq, size, the other holders
+        released = []
+        for seq, tag, size in done:
+            if counted_from is not None and seq >= counted_from:
+                uncounted += 1
+            holders, others = holders_of(seq, tag)
+            release = True
+            for holder in others:
+                if not is_done(holder, seq):
+                    release = False
+                    break
+            released.append(release)
+            if release:
+                leaving.append((seq, size, others))
+            elif group_id in holders:  # else its ACK came after it let go: nothing to mark
+                marked.append(seq)
+        if group is not None and uncounted:
+            self.counts.count_group(group, -uncounted)
+        for seq in marked:
+            self.marks.mark(batch, group_id, seq)
+        self._leave_all(batch, topic, leaving)
+        return released
+
+    def _leave_all(self, batch: Batch, topic: Topic,
+                   leaving: list[tuple[int, int, list[int]]]) -> None:
+        """Messages deleted from the store: their log entries, the other groups' marks,
+        their counts (``_leave`` for many)."""
+        if not leaving:
+            return
+        batch.delete_messages([(seq, size) for seq, size, _ in leaving])
+        keys = []
+        if topic.log_from is not None:
+            log_prefix = keyspace.topic_log_prefix(topic.id)
+            keys = [log_prefix + keyspace.SEQ.pack(seq) for seq, _, _ in leaving]
+            if self.recent:
+                for seq, _, _ in leaving:
+                    self.recent.pop(seq, None)
+        keys += [keyspace.group_done_key(holder, seq)
+                 for seq, _, others in leaving for holder in others]
+        batch.delete_keys(keys)
+        self.counts.count(topic, -len(leaving), -sum(size for _, size, _ in leaving))
+
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
                size: int) -> None:
         if topic.log_from is not None:
@@ -414,6 +471,30 @@ class Topics(Participant):
         self.marks.batch_ended()
         self._release_asked = NOT_ASKED
         self._batch = None
+
+
+class HoldersByTag:
+    """Who holds messages of one topic, and which holders besides ``group_id``: worked
+    out once per tag for the seqs at or past every holder's start (there the tag alone
+    decides), for each message below that."""
+
+    def __init__(self, topic: Topic, group_id: int) -> None:
+        self.topic = topic
+        self.group_id = group_id
+        self.settled_from = topic.holders_settled_from()
+        self._by_tag: dict[bytes, tuple[list[int], list[int]]] = {}
+
+    def __call__(self, seq: int, tag: bytes) -> tuple[list[int], list[int]]:
+        if seq >= self.settled_from:
+            found = self._by_tag.get(tag)
+            if found is None:
+                found = self._by_tag[tag] = self._work_out(seq, tag)
+            return found
+        return self._work_out(seq, tag)
+
+    def _work_out(self, seq: int, tag: bytes) -> tuple[list[int], list[int]]:
+        holders = self.topic.holders(seq, tag)
+        return holders, [holder for holder in holders if holder != self.group_id]
 
 
 def _rule_before(meta: dict[str, object]) -> str:

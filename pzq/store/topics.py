@@ -376,33 +376,48 @@ class Topics(Participant):
                     for seq, tag, size in done]
         self._release_asked = NOT_ASKED
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
-        counted_from = topic.log_from if group is not None else None
-        holders_of = HoldersByTag(topic, group_id)
-        is_done = self.marks.is_done
-        uncounted = 0
+        if group is not None and topic.log_from is not None:
+            counted_from = topic.log_from
+            uncounted = sum(1 for seq, _, _ in done if seq >= counted_from)
+            if uncounted:
+                self.counts.count_group(group, -uncounted)
+        released, leaving, marked = self._release_or_mark(topic, group_id, done)
+        for seq in marked:
+            self.marks.mark(batch, group_id, seq)
+        self._leave_all(batch, topic, leaving)
+        return released
+
+    def _release_or_mark(self, topic: Topic, group_id: int, done: list[tuple[int, bytes, int]]
+                         ) -> tuple[list[bool], list[tuple[int, int, list[int]]], list[int]]:
+        """For each message whether it leaves the store (every other holder is done with
+        it); those that leave (seq, size, the other holders); the seqs to mark done."""
+        # where every holder has started, who holds a message depends on its tag alone
+        settled_from = topic.holders_settled_from()
+        by_tag: dict[bytes, tuple[list[int], list[int]]] = {}  # holders, those but group_id
+        released: list[bool] = []
+        leaving: list[tuple[int, int, list[int]]] = []
         marked: list[int] = []
-        leaving: list[tuple[int, int, list[int]]] = []  # seq, size, the other holders
-        released = []
         for seq, tag, size in done:
-            if counted_from is not None and seq >= counted_from:
-                uncounted += 1
-            holders, others = holders_of(seq, tag)
-            release = True
-            for holder in others:
-                if not is_done(holder, seq):
-                    release = False
-                    break
+            found = by_tag.get(tag) if seq >= settled_from else None
+            if found is None:
+                found = _holders_besides(topic, seq, tag, group_id)
+                if seq >= settled_from:
+                    by_tag[tag] = found
+            holders, others = found
+            release = not others or self._all_done(others, seq)
             released.append(release)
             if release:
                 leaving.append((seq, size, others))
             elif group_id in holders:  # else its ACK came after it let go: nothing to mark
                 marked.append(seq)
-        if group is not None and uncounted:
-            self.counts.count_group(group, -uncounted)
-        for seq in marked:
-            self.marks.mark(batch, group_id, seq)
-        self._leave_all(batch, topic, leaving)
-        return released
+        return released, leaving, marked
+
+    def _all_done(self, groups: list[int], seq: int) -> bool:
+        is_done = self.marks.is_done
+        for group_id in groups:
+            if not is_done(group_id, seq):
+                return False
+        return True
 
     def _leave_all(self, batch: Batch, topic: Topic,
                    leaving: list[tuple[int, int, list[int]]]) -> None:
@@ -473,28 +488,11 @@ class Topics(Participant):
         self._batch = None
 
 
-class HoldersByTag:
-    """Who holds messages of one topic, and which holders besides ``group_id``: worked
-    out once per tag for the seqs at or past every holder's start (there the tag alone
-    decides), for each message below that."""
-
-    def __init__(self, topic: Topic, group_id: int) -> None:
-        self.topic = topic
-        self.group_id = group_id
-        self.settled_from = topic.holders_settled_from()
-        self._by_tag: dict[bytes, tuple[list[int], list[int]]] = {}
-
-    def __call__(self, seq: int, tag: bytes) -> tuple[list[int], list[int]]:
-        if seq >= self.settled_from:
-            found = self._by_tag.get(tag)
-            if found is None:
-                found = self._by_tag[tag] = self._work_out(seq, tag)
-            return found
-        return self._work_out(seq, tag)
-
-    def _work_out(self, seq: int, tag: bytes) -> tuple[list[int], list[int]]:
-        holders = self.topic.holders(seq, tag)
-        return holders, [holder for holder in holders if holder != self.group_id]
+def _holders_besides(topic: Topic, seq: int, tag: bytes, group_id: int
+                     ) -> tuple[list[int], list[int]]:
+    """Who holds the message, and who of them is not ``group_id``."""
+    holders = topic.holders(seq, tag)
+    return holders, [holder for holder in holders if holder != group_id]
 
 
 def _rule_before(meta: dict[str, object]) -> str:

@@ -76,6 +76,13 @@ class LatencyHistogram:
         self._counts[bisect.bisect_left(self.bounds_s, latency_s)] += 1
         self.sum_s += latency_s
 
+    def add_all(self, latencies_s: list[float]) -> None:
+        counts, bounds, total = self._counts, self.bounds_s, self.sum_s
+        for latency in latencies_s:
+            counts[bisect.bisect_left(bounds, latency)] += 1
+            total += latency  # in turn, as ``add`` would
+        self.sum_s = total
+
     def snapshot(self) -> dict[str, object]:
         """Cumulative counts per upper bound (seconds, as text), as Prometheus reads them."""
         cumulative = list(itertools.accumulate(self._counts))
@@ -98,6 +105,10 @@ class LatencyWindow:
     def add(self, now: float, latency_s: float) -> None:
         self._samples.append((now, latency_s))
         self.histogram.add(latency_s)
+
+    def add_all(self, now: float, latencies_s: list[float]) -> None:
+        self._samples.extend([(now, latency) for latency in latencies_s])
+        self.histogram.add_all(latencies_s)
 
     def percentiles_ms(self, now: float) -> dict[str, float | int]:
         while self._samples and now - self._samples[0][0] > KEEP_S - 1:

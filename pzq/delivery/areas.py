@@ -35,6 +35,7 @@ class Area(Protocol):
     def keep_delivered_below(self, batch: Batch, seq: int) -> None: ...
     def get(self, seq: int) -> bytes | None: ...
     def delete(self, batch: Batch, seq: int, size: int) -> None: ...
+    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]: ...
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def group_names(self, seq: int) -> tuple[str, ...]: ...
@@ -44,6 +45,16 @@ class Area(Protocol):
 def load_delivered_below(store: Store, group_id: int) -> int:
     stored = store.get(keyspace.delivered_key(group_id))
     return 0 if stored is None else int(keyspace.SEQ.unpack(stored)[0])
+
+
+def delete_each(area: Area, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
+    """Area.delete_all one (seq, size) at a time: for each, whether no group held it
+    any more (asked before its delete)."""
+    finals = []
+    for seq, size in deletes:
+        finals.append(area.would_release(seq))
+        area.delete(batch, seq, size)
+    return finals
 
 
 class OwnArea:
@@ -72,6 +83,11 @@ class OwnArea:
 
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         batch.delete_message(seq, size)
+
+    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
+        """Each (seq, size) deleted; for each, whether it left the store (always)."""
+        batch.delete_messages(deletes)
+        return [True] * len(deletes)
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         batch.rewrite_message(seq, value)
@@ -142,6 +158,9 @@ class TakeoverArea:
         in a DONE frame (see ClusterCore.removed_taken_over)."""
         self.replicas.group_done(batch, self.node_id, seq, self.group,
                                  tombstone=self.group == DEFAULT_GROUP)
+
+    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
+        return delete_each(self, batch, deletes)
 
     def group_names(self, seq: int) -> tuple[str, ...]:
         """For the archive: the groups holding the copy (none named: only default)."""

@@ -8,9 +8,7 @@ from typing import Generic, Protocol, TypeVar
 
 class Sized(Protocol):
     seq: int
-
-    @property
-    def size(self) -> int: ...
+    value: bytes  # its size is this record's length (read without a call per entry)
 
 
 E = TypeVar("E", bound=Sized)
@@ -37,20 +35,20 @@ class OrderedEntries(Generic[E]):
 
     def _append(self, entry: E) -> None:
         self._entries[entry.seq] = entry
-        self.bytes += entry.size
+        self.bytes += len(entry.value)
 
     def _first(self) -> E | None:
         return next(iter(self._entries.values()), None)
 
     def _pop_first(self) -> E:
         _, entry = self._entries.popitem(last=False)
-        self.bytes -= entry.size
+        self.bytes -= len(entry.value)
         return entry
 
     def _remove(self, seq: int) -> E | None:
         entry = self._entries.pop(seq, None)
         if entry is not None:
-            self.bytes -= entry.size
+            self.bytes -= len(entry.value)
         return entry
 
     def clear(self) -> None:

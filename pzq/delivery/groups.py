@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, load_delivered_below
+from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, delete_each, load_delivered_below
 from pzq.delivery.state import DeliverySettings
 from pzq.store import keyspace, record
 from pzq.store.store import Batch, Store
@@ -106,6 +106,9 @@ class DefaultArea(OwnArea):
             self.topics.keep_default(topic)  # read on --send-dsn: it stays so
         self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
 
+    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
+        return delete_each(self, batch, deletes)
+
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
         topic, tag = self._about(seq) or self.topics.describe(value)
         self._described.pop(seq, None)
@@ -172,7 +175,8 @@ class GroupArea:
                 break
             looked += len(wanted)
             done = self.topics.done_among(self.group.id, [seq for seq, _ in wanted])
-            open_ones = [(seq, tag) for seq, tag in wanted if seq not in done]
+            open_ones = [(seq, tag) for seq, tag in wanted if seq not in done] if done \
+                else wanted
             if open_ones:
                 return Chunk(self._found(open_ones), next_seq)
         return Chunk([], next_seq)
@@ -191,11 +195,13 @@ class GroupArea:
             return [], end  # newer messages are other topics'
         wanted: list[tuple[int, bytes]] = []
         looked = 0
-        for key, tag in self.store.iterate(keyspace.topic_log_prefix(group.topic.id),
-                                           keyspace.topic_log_key(group.topic.id, first)):
-            seq = keyspace.seq_at_end(key)
+        prefix = keyspace.topic_log_prefix(group.topic.id)
+        seq_of, seq_at = keyspace.SEQ.unpack_from, len(prefix)  # a log key: prefix, seq
+        every_tag = not group.filter
+        for key, tag in self.store.iterate(prefix, keyspace.topic_log_key(group.topic.id, first)):
+            seq = seq_of(key, seq_at)[0]
             looked += 1
-            if group.takes(tag):
+            if every_tag or group.takes(tag):
                 wanted.append((seq, tag))
             if seq >= newest:
                 break
@@ -209,11 +215,15 @@ class GroupArea:
         values = self._values([seq for seq, _ in wanted])
         counts = self._counts(wanted[0][0], wanted[-1][0]) if wanted else {}
         found = []
+        tags = self._tags
         for seq, tag in wanted:
             value = values.get(seq)
-            if value is not None:
-                self._tags[seq] = tag
-                found.append((seq, self._with_count(seq, value, counts.get(seq))))
+            if value is None:
+                continue
+            tags[seq] = tag
+            if counts or value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END] != ZERO_BOOKKEEPING:
+                value = self._with_count(seq, value, counts.get(seq))
+            found.append((seq, value))  # (as stored: no count kept, none set by default)
         return found
 
     def _counts(self, first: int, last: int) -> dict[int, bytes]:
@@ -273,9 +283,10 @@ class GroupArea:
         if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
             last, wanted = seqs[-1], set(seqs)
             walked: dict[int, bytes] = {}
+            seq_of, seq_at = keyspace.SEQ.unpack_from, len(keyspace.OWN_PREFIX)
             for key, stored in self.store.iterate(keyspace.OWN_PREFIX,
                                                   keyspace.own_key(seqs[0])):
-                seq = keyspace.own_seq(key)
+                seq = seq_of(key, seq_at)[0]
                 if seq in wanted:
                     walked[seq] = stored
                 if seq >= last:
@@ -332,6 +343,25 @@ class GroupArea:
         tag = self._tag(seq)
         if tag is not None:
             self.topics.done(batch, seq, self.group.topic, tag, size, self.group.id)
+
+    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
+        """``delete`` of each (seq, size), the topic's bookkeeping done for all at once;
+        for each, whether it left the store (no other group holds it)."""
+        if self._counted:
+            for seq, _ in deletes:
+                self._forget_count(batch, seq)
+        tags = self._tags
+        done: list[tuple[int, bytes, int]] = []  # seq, tag, size
+        known = []  # whether the message was still stored (else not done: not final)
+        for seq, size in deletes:
+            tag = tags.pop(seq, None)
+            if tag is None:
+                tag = self._tag(seq)
+            known.append(tag is not None)
+            if tag is not None:
+                done.append((seq, tag, size))
+        released = iter(self.topics.done_all(batch, self.group.topic, self.group.id, done))
+        return [next(released) if stored else False for stored in known]
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
         self._forget_count(batch, seq)

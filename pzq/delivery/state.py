@@ -35,6 +35,11 @@ Outlet = Callable[[int, bytes, bytes, int], bool]
 CURSOR_CHUNK = 256
 
 
+def never_held(seq: int) -> bool:
+    """No other node has any of this node's messages out (no cluster, or none yet)."""
+    return False
+
+
 @dataclass(frozen=True)
 class DeliverySettings:
     ack_timeout_us: int
@@ -84,7 +89,7 @@ class DeliveryState(Participant):
         self.paused = False
         # Messages another node has out with its consumers (it took them over while
         # this node was away): not delivered here until it lets them go.
-        self.held_elsewhere: Callable[[int], bool] = lambda seq: False
+        self.held_elsewhere: Callable[[int], bool] = never_held
 
     def apply(self, settings: DeliverySettings) -> None:
         """Settings from now on (an operator changed a group's): deliveries out keep
@@ -159,19 +164,50 @@ class DeliveryState(Participant):
 
     def ack(self, batch: Batch, seq: int) -> InFlight | None:
         """Remove an acknowledged message; returns what was removed, None if unknown."""
-        entry = self.inflight.pop(seq)
         self._table_full = False
-        late = entry is None
+        entry = self.inflight.pop(seq)
         if entry is None:
-            entry = self.ready.remove(seq) or self.delayed.remove(seq)
-        if entry is None:
-            entry = self._stored_entry(batch, seq)
+            entry = self._acked_late(batch, seq)
+            if entry is None:
+                return None
+        self._delete(batch, seq, entry.size)
+        self.counters.acked += 1
+        return entry
+
+    def ack_all(self, batch: Batch, seqs: list[int]
+                ) -> tuple[list[tuple[InFlight, bool]], list[int]]:
+        """``ack`` of each seq, their deletes handed to the area in one call: the entries
+        removed, each with whether its message left the store (no other group holds
+        it), and the seqs not known."""
+        self._table_full = False
+        pop, deleting = self.inflight.pop, self._deleting
+        found: list[InFlight] = []
+        deletes: list[tuple[int, int]] = []
+        unknown: list[int] = []
+        for seq in seqs:
+            entry = pop(seq)
+            if entry is None:
+                entry = self._acked_late(batch, seq)
+                if entry is None:
+                    unknown.append(seq)
+                    continue
+            size = len(entry.value)
+            deleting[seq] = size  # before the next seq's look (a key ACKed twice)
+            deletes.append((seq, size))
+            found.append(entry)
+        finals = self.area.delete_all(batch, deletes)
+        self.counters.acked += len(found)
+        return list(zip(found, finals, strict=True)), unknown
+
+    def _acked_late(self, batch: Batch, seq: int) -> InFlight | None:
+        """An ACK of a message no longer in flight: given back and waiting, or only in
+        the store; counted late (None: unknown, counted so)."""
+        entry = self.ready.remove(seq) or self.delayed.remove(seq) \
+            or self._stored_entry(batch, seq)
         if entry is None:
             self.counters.unknown_acks += 1
             return None
-        self._delete(batch, seq, entry.size)
-        self.counters.acked += 1
-        self.counters.late_acks += late
+        self.counters.late_acks += 1
         return entry
 
     def peek(self, batch: Batch, seq: int) -> InFlight | None:
@@ -325,12 +361,18 @@ class DeliveryState(Participant):
         start = self.cursor
         chunk = self.area.read(start, min(CURSOR_CHUNK, limit))
         sent = 0
+        inflight, delivered_before = self.inflight, self.delivered_before
+        # Mostly only the in-flight table holds any of them: the others are asked only
+        # when one of them has something (nothing is added to them while this runs,
+        # but for evictions, which end the loop).
+        look_further = self._others_may_hold()
+        bookkeeping_of, bookkeeping_at = record.BOOKKEEPING.unpack_from, record.BOOKKEEPING_OFFSET
         for seq, value in chunk.found:
-            if self._taken(seq):
+            if seq in inflight or (look_further and self._taken(seq)):
                 self.cursor = seq + 1
                 continue
-            first_delivered_us, deliveries = record.bookkeeping(value)
-            if seq < self.delivered_before:
+            first_delivered_us, deliveries = bookkeeping_of(value, bookkeeping_at)
+            if seq < delivered_before:
                 deliveries = max(deliveries, 1)  # out before the restart, count not kept
             entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
             if not self._send(send, entry, now_us):
@@ -341,6 +383,12 @@ class DeliveryState(Participant):
                 return sent, True
         self.cursor = max(self.cursor, chunk.next_seq)
         return sent, self.cursor > start  # no progress: a read that cannot go on
+
+    def _others_may_hold(self) -> bool:
+        """Whether a message may be taken by anything but the in-flight table."""
+        return bool(self._unwritten_deletes or self._deleting or self.ready or self.delayed
+                    or self._dead or self._dead_moving
+                    or self.held_elsewhere is not never_held)
 
     def _taken(self, seq: int) -> bool:
         """Out, waiting to go again, leaving the store, or another node's for now."""
@@ -372,7 +420,7 @@ class DeliveryState(Participant):
         return True
 
     def _room_for(self, entry: InFlight) -> bool:
-        if self.inflight.bytes + entry.size <= self.inflight.max_bytes:
+        if self.inflight.bytes + len(entry.value) <= self.inflight.max_bytes:
             return True
         oldest = self.inflight.oldest()
         return oldest is None or oldest.sent_us < self.evictable_before_us

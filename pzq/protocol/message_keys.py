@@ -9,6 +9,7 @@ sequence number is 8 bytes big-endian (``SEQ``).
 
 from __future__ import annotations
 
+import binascii
 import re
 import struct
 
@@ -17,6 +18,10 @@ from pzq.errors import DecodeError
 NODE_ID_LENGTH = 8  # ASCII hex characters
 SEQ = struct.Struct(">Q")
 MESSAGE_KEY_PATTERN = re.compile(rb"([0-9a-f]{8})-([0-9a-f]{16})")
+MESSAGE_KEY_LENGTH = NODE_ID_LENGTH + 1 + 16
+# Message keys joined by single spaces (an ACK's keys, checked with one match)
+MESSAGE_KEYS_PATTERN = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{16}(?: [0-9a-f]{8}-[0-9a-f]{16})*")
+RAW_KEY = struct.Struct(">4sQ")  # a message key's node id and seq, from hex
 NODE_ID_PATTERN = re.compile(rb"[0-9a-f]{8}")
 
 
@@ -30,6 +35,20 @@ def parse_message_key(key: bytes) -> tuple[bytes, int]:
     if match is None:
         raise DecodeError(f"{key[:40].decode(errors='replace')} is not a pzq message key")
     return match.group(1), int(match.group(2), 16)
+
+
+def parse_message_keys(keys: list[bytes] | tuple[bytes, ...]) -> list[tuple[bytes, int]] | None:
+    """(node id, seq) of every key, all checked by one match and their seqs read from
+    one hex decode (an ACK's keys, without a step per key); None when any is not a
+    message key (parse_message_key then says which)."""
+    joined = b" ".join(keys)
+    if (len(joined) != len(keys) * (MESSAGE_KEY_LENGTH + 1) - 1
+            or MESSAGE_KEYS_PATTERN.fullmatch(joined) is None):
+        return None
+    # each key, its dash and space gone, is 12 bytes: the node id's 4, the seq's 8
+    raw = binascii.unhexlify(joined.replace(b" ", b"").replace(b"-", b""))
+    return [(key[:NODE_ID_LENGTH], seq)
+            for key, (_, seq) in zip(keys, RAW_KEY.iter_unpack(raw), strict=True)]
 
 
 def is_node_id(frame: bytes) -> bool:

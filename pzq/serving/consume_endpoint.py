@@ -23,7 +23,7 @@ import zmq
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea, group_settings
-from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.delivery.state import DeliverySettings, DeliveryState, never_held
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
@@ -99,7 +99,7 @@ class ConsumeEndpoint(Part):
         # Set by a cluster node: whether own messages may go out yet (after a start),
         # and which of them another node still has out.
         self.own_allowed: Callable[[float], bool] = lambda mono: True
-        self._held_elsewhere: Callable[[int], bool] = lambda seq: False
+        self._held_elsewhere: Callable[[int], bool] = never_held
         self.lowest_held: Callable[[], int | None] = lambda: None
         self.store = store
         self.topics = topics

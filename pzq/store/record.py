@@ -81,7 +81,8 @@ def part_group_at(value: bytes) -> int:
     """Where the part group (count, then length-prefixed parts) starts, without copying
     anything (on every batched delivery)."""
     unpack = LENGTH.unpack_from
-    offset = header_group_at(value)
+    msg_id_length: int = unpack(value, FIXED.size)[0]
+    offset = FIXED.size + LENGTH.size + msg_id_length  # header_group_at, written out
     count: int = unpack(value, offset)[0]
     offset += LENGTH.size
     for _ in range(count):

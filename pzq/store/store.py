@@ -93,6 +93,15 @@ class Batch:
         self.byte_delta -= size
         self.operations += 1
 
+    def delete_messages(self, deletes: list[tuple[int, int]]) -> None:
+        """delete_message for each (seq, size), the counters changed once."""
+        delete, own_key = self._batch.delete, keyspace.own_key
+        for seq, _ in deletes:
+            delete(own_key(seq))
+        self.message_delta -= len(deletes)
+        self.byte_delta -= sum(size for _, size in deletes)
+        self.operations += len(deletes)
+
     def dead_letter(self, seq: int, value: bytes, stored_size: int) -> None:
         """Move an own message that was delivered too often to the dead letters."""
         self.delete_message(seq, stored_size)
@@ -118,6 +127,12 @@ class Batch:
     def delete(self, key: bytes) -> None:
         self._batch.delete(key)
         self.operations += 1
+
+    def delete_keys(self, keys: list[bytes]) -> None:
+        delete = self._batch.delete
+        for key in keys:
+            delete(key)
+        self.operations += len(keys)
 
     def write_with_metadata(self, next_seq: int, counters: bytes) -> None:
         """Write (Store.commit's job) with the metadata that moves with every batch."""

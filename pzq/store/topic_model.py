@@ -162,6 +162,12 @@ class Topic:
         names[DEFAULT_GROUP_ID] = DEFAULT_GROUP
         return tuple(sorted(names[holder] for holder in self.holders(seq, tag)))
 
+    def holders_settled_from(self) -> int:
+        """The seq from which who holds a message depends on its tag alone: every group
+        has started there, and ``default`` too where it reads from a seq."""
+        starts = [group.start_seq for group in self.groups.values()]
+        return max([*starts, self.default_from or 0])
+
     def holders(self, seq: int, tag: bytes) -> list[int]:
         """Ids of the groups that hold message ``seq`` (tagged ``tag``) of this topic."""
         if not self.groups:

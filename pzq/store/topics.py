@@ -366,6 +366,78 @@ class Topics(Participant):
             self.counts.count_group(group, -1)
         self._leave(batch, seq, topic, others, size)
 
+    def done_all(self, batch: Batch, topic: Topic, group_id: int,
+                 done: list[tuple[int, bytes, int]]) -> list[bool]:
+        """``done`` for many (seq, tag, size) of one topic by one group: who holds each
+        is worked out once per tag where the seq no longer matters, the counts change
+        once. For each, whether the message was deleted."""
+        if not self._named_groups:
+            return [self.done(batch, seq, topic, tag, size, group_id)
+                    for seq, tag, size in done]
+        self._release_asked = NOT_ASKED
+        group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
+        if group is not None and topic.log_from is not None:
+            counted_from = topic.log_from
+            uncounted = sum(1 for seq, _, _ in done if seq >= counted_from)
+            if uncounted:
+                self.counts.count_group(group, -uncounted)
+        released, leaving, marked = self._release_or_mark(topic, group_id, done)
+        for seq in marked:
+            self.marks.mark(batch, group_id, seq)
+        self._leave_all(batch, topic, leaving)
+        return released
+
+    def _release_or_mark(self, topic: Topic, group_id: int, done: list[tuple[int, bytes, int]]
+                         ) -> tuple[list[bool], list[tuple[int, int, list[int]]], list[int]]:
+        """For each message whether it leaves the store (every other holder is done with
+        it); those that leave (seq, size, the other holders); the seqs to mark done."""
+        # where every holder has started, who holds a message depends on its tag alone
+        settled_from = topic.holders_settled_from()
+        by_tag: dict[bytes, tuple[list[int], list[int]]] = {}  # holders, those but group_id
+        released: list[bool] = []
+        leaving: list[tuple[int, int, list[int]]] = []
+        marked: list[int] = []
+        for seq, tag, size in done:
+            found = by_tag.get(tag) if seq >= settled_from else None
+            if found is None:
+                found = _holders_besides(topic, seq, tag, group_id)
+                if seq >= settled_from:
+                    by_tag[tag] = found
+            holders, others = found
+            release = not others or self._all_done(others, seq)
+            released.append(release)
+            if release:
+                leaving.append((seq, size, others))
+            elif group_id in holders:  # else its ACK came after it let go: nothing to mark
+                marked.append(seq)
+        return released, leaving, marked
+
+    def _all_done(self, groups: list[int], seq: int) -> bool:
+        is_done = self.marks.is_done
+        for group_id in groups:
+            if not is_done(group_id, seq):
+                return False
+        return True
+
+    def _leave_all(self, batch: Batch, topic: Topic,
+                   leaving: list[tuple[int, int, list[int]]]) -> None:
+        """Messages deleted from the store: their log entries, the other groups' marks,
+        their counts (``_leave`` for many)."""
+        if not leaving:
+            return
+        batch.delete_messages([(seq, size) for seq, size, _ in leaving])
+        keys = []
+        if topic.log_from is not None:
+            log_prefix = keyspace.topic_log_prefix(topic.id)
+            keys = [log_prefix + keyspace.SEQ.pack(seq) for seq, _, _ in leaving]
+            if self.recent:
+                for seq, _, _ in leaving:
+                    self.recent.pop(seq, None)
+        keys += [keyspace.group_done_key(holder, seq)
+                 for seq, _, others in leaving for holder in others]
+        batch.delete_keys(keys)
+        self.counts.count(topic, -len(leaving), -sum(size for _, size, _ in leaving))
+
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
                size: int) -> None:
         if topic.log_from is not None:
@@ -414,6 +486,13 @@ class Topics(Participant):
         self.marks.batch_ended()
         self._release_asked = NOT_ASKED
         self._batch = None
+
+
+def _holders_besides(topic: Topic, seq: int, tag: bytes, group_id: int
+                     ) -> tuple[list[int], list[int]]:
+    """Who holds the message, and who of them is not ``group_id``."""
+    holders = topic.holders(seq, tag)
+    return holders, [holder for holder in holders if holder != group_id]
 
 
 def _rule_before(meta: dict[str, object]) -> str:

@@ -27,13 +27,13 @@ Figures = Callable[[], dict[str, Any]]
 
 
 class Monitor(Part):
-    """``quiet``: the socket's descriptor, polled instead of the socket (it is seldom
-    busy, and its edge-triggered descriptor must be drained when it fires)."""
+    """Polled by the socket's descriptor, not the socket (it is seldom busy, and its
+    edge-triggered descriptor must be drained when it fires)."""
 
-    def __init__(self, socket: Socket, quiet: QuietSocket, figures: Figures, admin: Admin,
+    def __init__(self, socket: Socket, figures: Figures, admin: Admin,
                  counters: Counters) -> None:
         self.socket = socket
-        self.quiet = quiet
+        self.quiet = QuietSocket(socket)
         self.counters = counters
         self.verbs: dict[bytes, Verb] = {
             b"MONITOR": lambda arguments: monitor_text(figures()),
@@ -41,6 +41,15 @@ class Monitor(Part):
             b"PING": lambda arguments: b"PONG",
             **admin.verbs(),
         }
+
+    def bound(self) -> dict[str, Socket]:
+        return {"monitor": self.socket}
+
+    def polled(self) -> list[Socket | int]:
+        return [self.quiet.fd]
+
+    def close(self) -> None:
+        self.socket.close()
 
     def answer(self, events: Events, now: Now) -> None:
         if self.quiet.due(events):

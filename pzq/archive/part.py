@@ -1,8 +1,9 @@
-"""The archive as a part of the node's loop (pzq.parts): the wake's time for the
-appends its ACKs make, a wake for its timed fsync
-(--flush-interval), the fsync after the wake's deliveries (before the ZPER broker
-says what is durable), retention at the scheduler's tick, and ZPER readers'
-requests (--archive-dsn) answered last.
+"""The archive as parts of the node's loop (pzq.parts).
+
+``ArchivePart`` (--archive-dir): the wake's time for the appends its ACKs make, a wake
+for its timed fsync (--flush-interval), the fsync after the wake's deliveries (before
+the ZPER broker says what is durable) and retention at the scheduler's tick.
+``ArchiveReaders`` (--archive-dsn): ZPER readers' OFFSET and FETCH, answered last.
 """
 
 from __future__ import annotations
@@ -10,16 +11,21 @@ from __future__ import annotations
 import math
 
 from pzq.archive.archiving import Archiving
+from pzq.archive.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.parts import RETENTION, Part
 from pzq.store.store import Batch
 from pzq.zmqio import POLLIN, Events, Socket
 
+RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
+
 
 class ArchivePart(Part):
-    def __init__(self, archiving: Archiving, readers: Socket | None) -> None:
+    def __init__(self, archiving: Archiving) -> None:
         self.archiving = archiving
-        self.readers = readers
+
+    def ticks(self) -> dict[bytes, int]:
+        return {RETENTION: RETENTION_PERIOD_US}
 
     def timeout_ms(self, now: Now) -> int | None:
         wait = self.archiving.tier.flush_wait_s(now.wall_us / 1e6)
@@ -35,6 +41,21 @@ class ArchivePart(Part):
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         self.archiving.flush(now.wall_us / 1e6)
 
+
+class ArchiveReaders(Part):
+    def __init__(self, tier: ArchiveTier, socket: Socket) -> None:
+        self.tier = tier
+        self.socket = socket
+
+    def bound(self) -> dict[str, Socket]:
+        return {"archive": self.socket}
+
+    def polled(self) -> list[Socket | int]:
+        return [self.socket]
+
     def answer(self, events: Events, now: Now) -> None:
-        if self.readers is not None and events.get(self.readers, 0) & POLLIN:
-            self.archiving.tier.answer_readers(self.readers)
+        if events.get(self.socket, 0) & POLLIN:
+            self.tier.answer_readers(self.socket)
+
+    def close(self) -> None:
+        self.socket.close()

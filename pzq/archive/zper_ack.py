@@ -20,10 +20,12 @@ from collections import deque
 
 import zmq
 
-from pzq.archive.zper_writer import Written
+from pzq.archive.zper_writer import DurableWrites, Written
+from pzq.clock import Now
 from pzq.logs import get_logger
+from pzq.parts import Figures, Part
 from pzq.protocol import zper as zp
-from pzq.zmqio import Socket, drain, send_frames
+from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
 
 SUBSCRIBE, UNSUBSCRIBE = 1, 0
 # Acks queued towards one subscriber (set before the bind: see pzq.sockets.bind).
@@ -105,3 +107,35 @@ class ZperAck:
             log.warning("zper_acks_dropped", dropped=count, kept=len(self._kept),
                         reason="a subscriber reads too slowly and the backlog is full")
         self.dropped += count
+
+
+class ZperAckPart(Part):
+    """--zper-ack-dsn in the loop: after the writer part has answered, the acks of what
+    became durable (and those a full queue refused before); subscriptions counted."""
+
+    def __init__(self, ack: ZperAck, writes: DurableWrites, batch: int) -> None:
+        self.ack = ack
+        self.writes = writes
+        self.batch = batch
+
+    def bound(self) -> dict[str, Socket]:
+        return {"zper_ack": self.ack.socket}
+
+    def polled(self) -> list[Socket | int]:
+        return [self.ack.socket]
+
+    def timeout_ms(self, now: Now) -> int | None:
+        return self.ack.timeout_ms()
+
+    def answer(self, events: Events, now: Now) -> None:
+        self.ack.publish(self.writes.durable_now)
+        if events.get(self.ack.socket, 0) & POLLIN:
+            self.ack.take_subscriptions(self.batch)
+
+    def figures(self, now: Now) -> Figures:
+        ack = self.ack
+        return {"zper": {"ack": {"subscriptions": ack.subscriptions, "published": ack.published,
+                                 "dropped": ack.dropped, "waiting": ack.waiting}}}
+
+    def close(self) -> None:
+        self.ack.socket.close()

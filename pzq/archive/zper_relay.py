@@ -26,10 +26,12 @@ import zmq
 
 from pzq.archive.codec import decode_records
 from pzq.archive.writer import Archive
+from pzq.clock import Now
 from pzq.errors import ArchiveFormatError, DecodeError
 from pzq.logs import get_logger
+from pzq.parts import RELAY_POLL, Figures, Part
 from pzq.protocol import zper as zp
-from pzq.zmqio import Socket, drain, send_frames
+from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
 
 log = get_logger("pzq.zper")
 READ_BYTES = 1 << 20  # read from a topic's log this much at a time
@@ -152,3 +154,43 @@ class ZperRelay:
                 client.unreachable_since = None
                 self.relayed += 1
             client.position += len(data)
+
+
+class ZperRelayPart(Part):
+    """--zper-relay-dsn in the loop: clients announcing themselves, and at each
+    --relay-poll tick the records their topics gained."""
+
+    def __init__(self, relay: ZperRelay, period_us: int, batch: int) -> None:
+        self.relay = relay
+        self.period_us = period_us
+        self.batch = batch
+        self.due = False
+
+    def bound(self) -> dict[str, Socket]:
+        return {"zper_relay": self.relay.socket}
+
+    def polled(self) -> list[Socket | int]:
+        return [self.relay.socket]
+
+    def ticks(self) -> dict[bytes, int]:
+        return {RELAY_POLL: self.period_us}
+
+    def on_ticks(self, reasons: bytes, now: Now) -> None:
+        if RELAY_POLL in reasons:
+            self.due = True
+
+    def answer(self, events: Events, now: Now) -> None:
+        if events.get(self.relay.socket, 0) & POLLIN:
+            self.relay.take(self.batch)
+        if self.due:
+            self.due = False
+            self.relay.push(now.mono)
+
+    def figures(self, now: Now) -> Figures:
+        relay = self.relay
+        return {"zper": {"relay": {"clients": relay.connected,
+                                   "known_clients": len(relay.clients),
+                                   "relayed": relay.relayed, "refused": relay.refused}}}
+
+    def close(self) -> None:
+        self.relay.socket.close()

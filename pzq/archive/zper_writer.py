@@ -24,15 +24,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import zmq
 
 from pzq.archive.codec import SHORT_HEADERS, SHORT_MAX, encode_frames_into, long_header
 from pzq.archive.writer import Archive
+from pzq.clock import Now
 from pzq.errors import ArchiveError, DecodeError
 from pzq.logs import get_logger
+from pzq.parts import Figures, Part
 from pzq.protocol import zper as zp
-from pzq.zmqio import NOBLOCK, Socket, readable, recv_frame, recv_rest, send_frames
+from pzq.rates import Rates
+from pzq.zmqio import (
+    NOBLOCK,
+    POLLIN,
+    Events,
+    Socket,
+    readable,
+    recv_frame,
+    recv_rest,
+    send_frames,
+)
 
 log = get_logger("pzq.zper")
 IDENTITY_CACHE = 4096  # producers remembered; past it the cache starts over
@@ -255,3 +268,58 @@ class ZperWriter:
                 self.figures.responses += 1
             except zmq.ZMQError:
                 pass  # the producer is gone or not reading: ZPER drops it too
+
+
+class DurableWrites(Protocol):
+    """The writes the last wake's flushes made durable (``ZperWriterPart``'s, or none
+    without a writer), for the ack publisher."""
+
+    durable_now: list[Written]
+
+
+class NoWrites:
+    """No --zper-writer-dsn: nothing is written, so nothing becomes durable."""
+
+    def __init__(self) -> None:
+        self.durable_now: list[Written] = []
+
+
+class ZperWriterPart(Part):
+    """--zper-writer-dsn in the loop: take writes, then answer those the archive's
+    flush made durable (the archive part flushes before this answers)."""
+
+    def __init__(self, writer: ZperWriter, socket: Socket, batch: int) -> None:
+        self.writer = writer
+        self.socket = socket
+        self.batch = batch
+        self.durable_now: list[Written] = []
+        self.rates = Rates(("written", "bytes"))
+
+    def bound(self) -> dict[str, Socket]:
+        return {"zper_writer": self.socket}
+
+    def polled(self) -> list[Socket | int]:
+        return [self.socket]
+
+    def answer(self, events: Events, now: Now) -> None:
+        writer = self.writer
+        if events.get(self.socket, 0) & POLLIN:
+            writer.take(self.socket, self.batch, now.wall_us / 1e6)
+        self.durable_now = writer.durable()
+        if self.durable_now:
+            writer.respond(self.socket, self.durable_now)
+        self.rates.sample(now.mono, writer.figures)
+
+    def figures(self, now: Now) -> Figures:
+        figures = self.writer.figures
+        rates = self.rates.rates(now.mono, figures)
+        return {"zper": {"writer": {
+            "written": figures.written, "bytes": figures.bytes, "refused": figures.refused,
+            "responses": figures.responses, "written_by_mode": list(figures.by_mode),
+            "messages_per_second_1s": rates["written_1s"],
+            "bytes_per_second_1s": rates["bytes_1s"],
+            "messages_per_second_60s": rates["written_60s"],
+            "bytes_per_second_60s": rates["bytes_60s"]}}}
+
+    def close(self) -> None:
+        self.socket.close()

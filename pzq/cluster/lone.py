@@ -3,8 +3,8 @@ answer of a node without one (``NoCluster``, no --broadcast-dsn): nobody holds c
 or has taken anything over, so there is nothing to tell, replicate or wait for, and
 every own message is this node's to deliver.
 
-The cluster's sockets (pzq.cluster.links) exist only with a cluster: the endpoints and
-the loop keep those optional.
+The cluster's sockets (pzq.cluster.links) exist only with a cluster: its part of the
+loop (pzq.cluster.part) is opened only then.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Protocol
 from pzq.cluster.core import NO_CLUSTER
 from pzq.cluster.replication import PendingAck
 from pzq.cluster.routes import Routes
-from pzq.delivery.state import DeliveryState
+from pzq.delivery.state import DeliveryState, never_held
 from pzq.protocol import cluster as cw
 from pzq.store.record import Stored
 from pzq.store.store import Batch
@@ -121,8 +121,8 @@ class NoCluster:
     def own_delivery_allowed(self, now: float) -> bool:
         return True
 
-    def held_elsewhere(self, seq: int) -> bool:
-        return False
+    # the very function the states compare with, so they skip the question per message
+    held_elsewhere = staticmethod(never_held)
 
     def lowest_held(self) -> int | None:
         return None

@@ -1,7 +1,8 @@
-"""The cluster as a part of the node's loop (pzq.parts): peers' frames into the wake's
-batch, the core's frames out after the write, heartbeats at the scheduler's tick, and a
-wake for the next replication deadline. Producer ACKs that waited for copies go to
-``replicated`` as they complete (all copies confirmed, or the deadline passed).
+"""The cluster as a part of the node's loop (pzq.parts): its sockets (pzq.cluster.links),
+peers' frames into the wake's batch, the core's frames out after the write, heartbeats
+at the scheduler's tick, and a wake for the next replication deadline. Producer ACKs
+that waited for copies go to ``replicated`` as they complete (all copies confirmed, or
+the deadline passed).
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ from pzq.cluster.replication import PendingAck
 from pzq.delivery.state import DeliveryState
 from pzq.parts import HEARTBEAT, Part
 from pzq.store.store import Batch
-from pzq.zmqio import Events
+from pzq.zmqio import Events, Socket
 
 Replicated = Callable[[list[PendingAck]], None]
+
+
+def heartbeat_period_us(timeout_nodes_s: float) -> int:
+    """Several heartbeats per --timeout-nodes, at least one a second, at most 100 a second."""
+    return max(10_000, min(1_000_000, round(timeout_nodes_s * 1_000_000) // 4))
 
 
 class ClusterPart(Part):
@@ -25,6 +31,18 @@ class ClusterPart(Part):
         self.core = links.core
         self.own = own  # this node's ``default`` state: what peers still have out
         self.replicated = replicated
+
+    def bound(self) -> dict[str, Socket]:
+        return {"cluster": self.links.router}
+
+    def polled(self) -> list[Socket | int]:
+        return list(self.links.sockets())
+
+    def ticks(self) -> dict[bytes, int]:
+        return {HEARTBEAT: heartbeat_period_us(self.core.settings.timeout_nodes_s)}
+
+    def start(self, now: Now) -> None:
+        self.links.heartbeat(now.mono, self.own)  # the peers hear of this node at once
 
     def timeout_ms(self, now: Now) -> int | None:
         deadline = self.core.next_deadline()
@@ -42,3 +60,6 @@ class ClusterPart(Part):
         self.replicated(self.core.expire(now.mono))
         self.core.flush_removes(now.mono)
         self.links.send()
+
+    def close(self) -> None:
+        self.links.close()

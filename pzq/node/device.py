@@ -14,98 +14,108 @@ import math
 
 import zmq
 
+from pzq import sockets
 from pzq.admin.monitor import Monitor
 from pzq.admin.node_admin import Admin
 from pzq.admin.topic_admin import TopicAdmin
-from pzq.archive.archiving import Archiving
-from pzq.archive.part import ArchivePart
 from pzq.clock import Now
-from pzq.cluster.part import ClusterPart
-from pzq.cluster.replication import PendingAck
 from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
-from pzq.node.endpoints import Endpoints
 from pzq.node.figures import node_figures
 from pzq.node.intake import Intake
 from pzq.node.outbox import RETRY_MS, ProducerAcks
+from pzq.node.registry import Wiring, close_parts, first, open_parts, the
 from pzq.node.state import NodeState
 from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
 from pzq.node.waker import Waker
-from pzq.node.zper import ZperBroker
-from pzq.parts import Part
-from pzq.protocol.frames import REPLICATION_FAILED
+from pzq.parts import Figures, Part, merge_figures
+from pzq.security import NodeCurve
 from pzq.serving.answers import GroupAnswers
-from pzq.serving.consume_endpoint import (
-    ConsumeEndpoint,
-    NamedGroups,
-    NoConsumeEndpoint,
-)
-from pzq.serving.holding import GroupDelivery
+from pzq.serving.consume_endpoint import ConsumeEndpoint, NamedGroups, NoConsumeEndpoint
 from pzq.serving.send_endpoint import SendEndpoint
 from pzq.store.record import Stored
 from pzq.store.store import Batch
-from pzq.store.topics import DEFAULT_GROUP
-from pzq.zmqio import POLLIN, Events
+from pzq.zmqio import POLLIN, Context, Events, Socket
 
 log = get_logger("pzq.device")
 
 
 class Device:
-    def __init__(self, node: NodeState, endpoints: Endpoints, waker: Waker) -> None:
+    """Binds the producers' socket, every part that is on (pzq.node.registry) and the
+    monitor, or closes what it bound and raises (BindError)."""
+
+    def __init__(self, node: NodeState, waker: Waker, context: Context,
+                 curve: NodeCurve | None) -> None:
         config = node.config
         self.node = node
-        self.endpoints = endpoints
         self.waker = waker
         self.stopping = False
-        self.producer_acks = ProducerAcks(endpoints.receive, node.counters)
-        self.intake = Intake(endpoints.receive, config.intake, node.store, node.counters,
+        keys = curve.keys if curve is not None else None
+        self.receive = sockets.bind_receive(context, config.receive_dsn, keys)
+        self.producer_acks = ProducerAcks(self.receive, node.counters)
+        self.intake = Intake(self.receive, config.intake, node.store, node.counters,
                              self.producer_acks, node.topics, node.dedup, node.routes)
         answers = GroupAnswers(node.archiving, node.cluster.removed)
-        self.send = _send_endpoint(node, endpoints, answers)
-        admin = Admin(node.store, self.figures, node.requeued,
-                      lambda messages: node.copy_requeued(messages, Now.read().mono))
-        self.monitor = Monitor(endpoints.monitor, endpoints.quiet_monitor, self.figures, admin,
-                               node.counters)
-        self.monitor.verbs[b"ROUTES"] = lambda arguments: json.dumps(
-            node.routes.table(Now.read().mono), sort_keys=True).encode()
-        consume = _consume_endpoint(node, endpoints, answers)
-        self.consume: NamedGroups = consume or NoConsumeEndpoint()
-        self.monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume,
-                                             node.delivery, Now.read,
-                                             self._tell_holders)
-                                  .verbs(self.monitor.verbs[b"PENDING"]))
-        archiving = node.archiving  # its loop parts need it on (ZPER needs --archive-dir)
-        self.zper = (ZperBroker(archiving.tier.archive, endpoints.zper,
-                                config.archive_topic, config.batch_size, Now.read().mono)
-                     if endpoints.zper is not None and isinstance(archiving, Archiving) else None)
-        # The parts the loop asks in turn, those that are on. The cluster first (peers'
-        # frames before the consumers'); the archive before the groups (it learns the
-        # wake's time before their ACKs append) and before the ZPER broker (its fsync
-        # before the broker says what is durable); ``default`` before the named groups
-        # (its reaper tick reaps the takeovers before any group reaps its own); the
-        # monitor last.
-        cluster = (ClusterPart(endpoints.cluster, node.delivery, self._replicated)
-                   if endpoints.cluster is not None else None)
-        archive = (ArchivePart(archiving, endpoints.readers)
-                   if isinstance(archiving, Archiving) else None)
-        self.parts: list[Part] = [part for part in (cluster, archive, self.send, consume,
-                                                    self.zper, self.monitor)
-                                  if part is not None]
+        self.parts: list[Part] = []
+        try:
+            self.parts = open_parts(Wiring(context, curve, node, answers,
+                                           self.producer_acks.replicated, Now.read()))
+            self.send = the(self.parts, SendEndpoint)
+            self.consume: NamedGroups = first(self.parts, ConsumeEndpoint) or NoConsumeEndpoint()
+            self.parts.append(self._monitor(sockets.bind_monitor(context, config.monitor_dsn,
+                                                                 keys)))
+        except BaseException:
+            self.close()
+            raise
         self.topic_rates = TopicRates()
         self._store_failing = False
+
+    def _monitor(self, socket: Socket) -> Monitor:
+        node = self.node
+        admin = Admin(node.store, self.figures, node.requeued,
+                      lambda messages: node.copy_requeued(messages, Now.read().mono))
+        monitor = Monitor(socket, self.figures, admin, node.counters)
+        monitor.verbs[b"ROUTES"] = lambda arguments: json.dumps(
+            node.routes.table(Now.read().mono), sort_keys=True).encode()
+        monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume, node.delivery,
+                                        Now.read, self._tell_holders)
+                             .verbs(monitor.verbs[b"PENDING"]))
+        return monitor
+
+    def bound(self) -> dict[str, str]:
+        """The endpoints actually bound (wildcard ports resolved), for node_ready."""
+        named = {"receive": self.receive}
+        for part in self.parts:
+            named.update(part.bound())
+        return {name: sockets.bound_endpoint(socket) for name, socket in named.items()}
+
+    def polled(self) -> list[Socket | int]:
+        return [polled for part in self.parts for polled in part.polled()]
+
+    def ticks(self) -> dict[bytes, int]:
+        """The scheduler's wake-ups the parts need: reason -> period in µs."""
+        return {reason: period for part in self.parts for reason, period in part.ticks().items()}
+
+    def start(self, now: Now) -> None:
+        for part in self.parts:
+            part.start(now)
+
+    def close(self) -> None:
+        close_parts(self.parts)
+        self.receive.close()
 
     def _tell_holders(self, batch: Batch, removed: list[int], group: str,
                       done: list[int]) -> None:
         self.node.cluster.tell_holders(batch, removed, group, done, Now.read().mono)
 
-    def figures(self) -> dict[str, object]:
+    def figures(self) -> Figures:
         now = Now.read()
         mono = now.mono
         figures = node_figures(self.node, len(self.producer_acks),
                                self.send.connections.connected, mono, now.wall_us / 1e6)
-        if self.zper is not None:
-            figures["zper"] = self.zper.snapshot(mono)
+        for part in self.parts:
+            merge_figures(figures, part.figures(now))
         figures["topics"] = topic_figures(self.node, self.consume, self.topic_rates,
                                           now.wall_us, mono)
         figures["taken_over"] = self.node.cluster.takeovers.figures(now.wall_us)
@@ -116,7 +126,7 @@ class Device:
     def interest(self, poller: zmq.Poller, now: Now) -> None:
         """Poll for what there is room and work for, so the loop never spins."""
         taking = not self.producer_acks.full and not self.stopping
-        poller.register(self.endpoints.receive, POLLIN if taking else 0)
+        poller.register(self.receive, POLLIN if taking else 0)
         for part in self.parts:
             part.interest(poller, now, not self.stopping)
 
@@ -152,11 +162,11 @@ class Device:
     def _take(self, events: Events, batch: Batch, now: Now) -> list[Stored]:
         """Everything waiting, into the batch: cluster traffic, producer messages,
         consumer ACKs, then what those retire (dead letters, copies to remove)."""
-        node, endpoints = self.node, self.endpoints
+        node = self.node
         accepted: list[Stored] = []
         for part in self.parts:
             part.take(events, batch, now)
-        if events.get(endpoints.receive, 0) & POLLIN and not self.stopping:
+        if events.get(self.receive, 0) & POLLIN and not self.stopping:
             accepted = self.intake.take(batch, now)
         node.cluster.owe_removes(batch, now.mono)
         return accepted
@@ -206,12 +216,6 @@ class Device:
         else:
             self.intake.stored(accepted)
 
-    def _replicated(self, done: list[PendingAck]) -> None:
-        """Producer ACKs that waited for copies: all confirmed, or the deadline passed."""
-        for ack in done:
-            self.producer_acks.owe(ack.routing_id, ack.msg_id, True,
-                                   b"" if ack.replicated else REPLICATION_FAILED)
-
     # -- stopping ----------------------------------------------------------------
 
     def finish_replication(self) -> bool:
@@ -219,7 +223,7 @@ class Device:
         return self.node.cluster.next_deadline() is not None
 
     def fail_replication(self) -> None:
-        self._replicated(self.node.cluster.fail_all())
+        self.producer_acks.replicated(self.node.cluster.fail_all())
 
     def hand_back(self, seconds: float) -> None:
         self.producer_acks.flush_before_exit(seconds)
@@ -228,31 +232,3 @@ class Device:
                  producer_acks_sent=node.counters.producer_acks_sent,
                  messages=node.store.messages, inflight=len(node.delivery.inflight))
 
-
-def _send_endpoint(node: NodeState, endpoints: Endpoints,
-                   answers: GroupAnswers) -> SendEndpoint:
-    """``default``: own messages, and down nodes' this node took over."""
-    cluster = node.cluster
-    deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery, lambda: cluster.takeovers.states,
-                               node.latency)
-    return SendEndpoint(endpoints.send, endpoints.consumers, deliveries, answers, node.window,
-                        node.counters, node.config.batch_size, node.reap,
-                        cluster.own_delivery_allowed)
-
-
-def _consume_endpoint(node: NodeState, endpoints: Endpoints,
-                      answers: GroupAnswers) -> ConsumeEndpoint | None:
-    if endpoints.consume is None or endpoints.consume_events is None:
-        return None
-    config = node.config
-    cluster = node.cluster
-    consume = ConsumeEndpoint(endpoints.consume, endpoints.consume_events, node.store,
-                              node.topics, answers, config.delivery,
-                              config.consume_heartbeat, config.batch_size,
-                              cluster.takeovers.taken)
-    # the cluster's word on own messages, both ways (a lone node's: all are its own)
-    consume.own_allowed = cluster.own_delivery_allowed
-    consume.held_elsewhere = cluster.held_elsewhere
-    consume.lowest_held = cluster.lowest_held
-    cluster.follow_groups(consume.done_elsewhere, consume.rewind_own)
-    return consume

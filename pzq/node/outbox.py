@@ -14,6 +14,7 @@ from collections import deque
 
 import zmq
 
+from pzq.cluster.replication import PendingAck
 from pzq.counters import Counters
 from pzq.node.batch_acks import BatchAcks
 from pzq.protocol import frames
@@ -63,6 +64,12 @@ class ProducerAcks:
             self._asked.discard((routing_id, msg_id))
             ack.insert(3, batches.PROTOCOL_HEADER)  # a header frame, before the empty one
         self._wait(ack, 1)
+
+    def replicated(self, done: list[PendingAck]) -> None:
+        """ACKs that waited for copies: all confirmed, or the deadline passed."""
+        for ack in done:
+            self.owe(ack.routing_id, ack.msg_id, True,
+                     b"" if ack.replicated else frames.REPLICATION_FAILED)
 
     def _wait(self, ack: list[bytes], answers: int) -> None:
         self._waiting.append((ack, answers))

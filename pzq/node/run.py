@@ -12,8 +12,7 @@ import zmq
 from pzq.clock import Now
 from pzq.logs import get_logger
 from pzq.node.device import Device
-from pzq.node.endpoints import open_endpoints
-from pzq.node.scheduler import start_scheduler, ticks
+from pzq.node.scheduler import start_scheduler
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import NodeCurve, start_authenticator
@@ -36,24 +35,22 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
     """Serve until ``stop`` is requested. The node makes its own ZeroMQ context and
     terminates it at the end, unless given a ``shared`` one (a node inside a test
     process, its endpoints on ``inproc://`` there), which it leaves to its owner."""
-    config = node.config
     context = Context() if shared is None else shared
-    authenticator = scheduler = endpoints = None
+    authenticator = scheduler = device = None
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
         if curve is not None:
             authenticator = start_authenticator(context, curve)
-        endpoints = open_endpoints(context, config, curve, node.cluster, Now.read().mono)
-        device = Device(node, endpoints, waker)
-        scheduler = start_scheduler(waker, ticks(config))
+        device = Device(node, waker, context, curve)
+        scheduler = start_scheduler(waker, device.ticks())
         log.info("node_ready", node_id=node.node_id.decode(), messages=node.store.messages,
-                 **endpoints.addresses())
+                 **device.bound())
         serve(device, stop)
     finally:
         if scheduler is not None:
             scheduler.shutdown(wait=False)
-        if endpoints is not None:
-            endpoints.close()
+        if device is not None:
+            device.close()
         if authenticator is not None:
             authenticator.stop()
         if shared is None:
@@ -64,10 +61,9 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
 def serve(device: Device, stop: StopRequest) -> None:
     poller = zmq.Poller()
     poller.register(device.waker.fileno(), zmq.POLLIN)
-    for socket in device.endpoints.pollable():
-        poller.register(socket, zmq.POLLIN)
-    if device.endpoints.cluster is not None:
-        device.endpoints.cluster.heartbeat(Now.read().mono, device.node.delivery)
+    for polled in device.polled():
+        poller.register(polled, zmq.POLLIN)
+    device.start(Now.read())
     while not stop.requested:
         _one_wake(device, poller)
     device.stopping = True

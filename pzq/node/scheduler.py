@@ -1,18 +1,15 @@
 """The scheduler: APScheduler interval jobs that only wake the loop.
 
-The reaper tick tells the loop to collect expired deliveries; the heartbeat tick
-(cluster only) tells it to ping its peers. Neither touches a socket or a table:
-the loop owns those.
+Each part of the loop names the wake-ups it needs (pzq.parts ``ticks``): the reaper,
+the cluster's heartbeats, archive retention, the ZPER relay's poll. A job only
+writes its reason to the waker: the loop owns every socket and table.
 """
 
 from __future__ import annotations
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from pzq.node.config import Config
-from pzq.node.waker import HEARTBEAT, REAP, RELAY_POLL, RETENTION, Waker
-
-RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
+from pzq.node.waker import Waker
 
 
 def start_scheduler(waker: Waker, ticks: dict[bytes, int]) -> BackgroundScheduler:
@@ -23,20 +20,3 @@ def start_scheduler(waker: Waker, ticks: dict[bytes, int]) -> BackgroundSchedule
                           id=reason.decode(), coalesce=True, max_instances=1)
     scheduler.start()
     return scheduler
-
-
-def ticks(config: Config) -> dict[bytes, int]:
-    """The wake-ups a node needs, each with its period in µs."""
-    periods = {REAP: config.reaper_frequency}
-    if config.archive_dir is not None:
-        periods[RETENTION] = RETENTION_PERIOD_US
-    if config.zper_relay_dsn is not None:
-        periods[RELAY_POLL] = config.relay_poll * 1000
-    if config.broadcast_dsn is not None:
-        periods[HEARTBEAT] = heartbeat_period_us(config.timeout_nodes)
-    return periods
-
-
-def heartbeat_period_us(timeout_nodes_us: int) -> int:
-    """Several heartbeats per --timeout-nodes, at least one a second, at most 100 a second."""
-    return max(10_000, min(1_000_000, timeout_nodes_us // 4))

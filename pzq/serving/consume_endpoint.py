@@ -15,7 +15,7 @@ the group (they are made, as for any new name).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
 import zmq
@@ -23,7 +23,7 @@ import zmq
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea, group_settings
-from pzq.delivery.state import DeliverySettings, DeliveryState, never_held
+from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
@@ -83,32 +83,43 @@ class NoConsumeEndpoint:
         pass
 
 
-def no_takeovers(topic: str, group: str) -> dict[bytes, DeliveryState]:
-    return {}
+class Takeovers(Protocol):
+    def taken(self, topic: str, group: str) -> dict[bytes, DeliveryState]: ...
+
+
+class ClusterWord(Protocol):
+    """What the endpoint asks of the cluster (pzq.cluster.lone.Cluster; a lone node's
+    says every own message is this node's to deliver now)."""
+
+    @property
+    def takeovers(self) -> Takeovers: ...  # down nodes' messages of a topic and group
+
+    def own_delivery_allowed(self, now: float) -> bool: ...  # not right after a start
+
+    def held_elsewhere(self, seq: int) -> bool: ...  # another node has it out
+
+    def lowest_held(self) -> int | None: ...
 
 
 class ConsumeEndpoint(Part):
     served = True
 
-    def __init__(self, socket: Socket, events: Socket, store: Store, topics: Topics,
+    def __init__(self, socket: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
-                 heartbeat_us: int, batch_size: int,
-                 taken_over: TakenOver = no_takeovers) -> None:
+                 heartbeat_us: int, batch_size: int, cluster: ClusterWord) -> None:
         self.socket = socket
-        self.taken_over = taken_over
-        # Set by a cluster node: whether own messages may go out yet (after a start),
-        # and which of them another node still has out.
-        self.own_allowed: Callable[[float], bool] = lambda mono: True
-        self._held_elsewhere: Callable[[int], bool] = never_held
-        self.lowest_held: Callable[[], int | None] = lambda: None
+        self.taken_over: TakenOver = cluster.takeovers.taken
+        self.own_allowed = cluster.own_delivery_allowed
+        self.held_elsewhere = cluster.held_elsewhere  # asked once per message
+        self.lowest_held = cluster.lowest_held
         self.store = store
         self.topics = topics
         self.settings = settings  # --delivery-headers applies here as on --send-dsn
         self.heartbeat_s = heartbeat_us / 1e6
         self.batch_size = batch_size
         self.answers = answers
-        self.events = events
-        self.liveness = ConsumerLiveness(socket, events, self.heartbeat_s)
+        self.events = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.liveness = ConsumerLiveness(socket, self.events, self.heartbeat_s)
         self.groups: dict[int, NamedGroupDelivery] = {}
         self.confirmations = verbs.Confirmations(self._send)
         self._refused_acks = verbs.RefusedAcks()
@@ -123,23 +134,19 @@ class ConsumeEndpoint(Part):
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group),
                                   group_settings(self.settings, group), Counters())
-            state.held_elsewhere = self._held_elsewhere
+            state.held_elsewhere = self.held_elsewhere
             self.store.register(state)
             found = self.groups[group.id] = NamedGroupDelivery(group, state, self.taken_over)
         return found
 
-    @property
-    def held_elsewhere(self) -> Callable[[int], bool]:
-        return self._held_elsewhere
-
-    @held_elsewhere.setter
-    def held_elsewhere(self, held: Callable[[int], bool]) -> None:
-        """Given to every group's state as it is (it is asked once per message)."""
-        self._held_elsewhere = held
-        for deliveries in self.groups.values():
-            deliveries.state.held_elsewhere = held
-
     # -- the loop's questions ------------------------------------------------------
+
+    def bound(self) -> dict[str, Socket]:
+        return {"consume": self.socket}
+
+    def close(self) -> None:
+        self.events.close()
+        self.socket.close()
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         poller.register(self.socket, POLLIN)

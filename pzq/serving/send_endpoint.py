@@ -43,13 +43,14 @@ class SendEndpoint(Part):
     """``reap_elsewhere``: the takeovers' expiry (every group's), run at the reaper's
     tick before any group reaps its own (the loop asks this part first)."""
 
-    def __init__(self, socket: Socket, connections: ConsumerCount, deliveries: GroupDelivery,
+    def __init__(self, socket: Socket, deliveries: GroupDelivery,
                  answers: GroupAnswers, window: DeliveryWindow, counters: Counters,
-                 batch_size: int, reap_elsewhere: ReapElsewhere,
+                 batch_size: int, reaper_period_us: int, reap_elsewhere: ReapElsewhere,
                  own_allowed: OwnAllowed = always) -> None:
         self.socket = socket
-        self.connections = connections
-        self.quiet_connections = QuietSocket(connections.events)
+        self.connections = ConsumerCount(socket)
+        self.reaper_period_us = reaper_period_us
+        self.quiet_connections = QuietSocket(self.connections.events)
         self.reap_elsewhere = reap_elsewhere
         self._polled_out = False  # the last poll looked for room to deliver
         self.deliveries = deliveries
@@ -70,6 +71,16 @@ class SendEndpoint(Part):
                 and self.window.room(self.unacked()) > 0)
 
     # -- the loop's questions ------------------------------------------------------
+
+    def bound(self) -> dict[str, Socket]:
+        return {"send": self.socket}
+
+    def ticks(self) -> dict[bytes, int]:
+        return {REAP: self.reaper_period_us}  # every group's reaper (--reaper-frequency)
+
+    def close(self) -> None:
+        self.connections.close()
+        self.socket.close()
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """ACKs always; room to deliver only when there is something to deliver."""

@@ -6,8 +6,6 @@ import pytest
 
 from pzq.errors import ConfigError
 from pzq.node.config import build_config
-from pzq.node.scheduler import ticks
-from pzq.node.waker import RELAY_POLL
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -21,7 +19,7 @@ def test_options_from_the_config_file_reach_the_archive(tmp_path):
     assert config.archive is not None and config.archive.retain_bytes == 1_000_000
     assert (config.zper_writer_dsn, config.zper_ack_dsn, config.zper_relay_dsn) == (
         "tcp://*:5555", "tcp://*:5557", "tcp://*:5558")
-    assert ticks(config)[RELAY_POLL] == 250_000  # µs
+    assert config.relay_poll == 250  # ms: the relay part's tick (tests/unit/test_registry.py)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -36,7 +34,3 @@ def test_options_from_the_config_file_reach_the_archive(tmp_path):
 def test_bad_values_are_refused_naming_the_option(values, message):
     with pytest.raises(ConfigError, match=message):
         build_config(values)
-
-
-def test_no_relay_no_relay_tick():
-    assert RELAY_POLL not in ticks(build_config({"archive_dir": "a"}))

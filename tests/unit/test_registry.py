@@ -1,0 +1,101 @@
+"""The node's parts opened from its options (pzq.node.registry), on inproc endpoints of
+a real context and a real store: which parts are on, what they bound, the scheduler's
+ticks they ask for, and that a bind that fails closes what was bound."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from pzq.archive.zper_ack import ZperAckPart
+from pzq.archive.zper_relay import ZperRelayPart
+from pzq.archive.zper_writer import NoWrites, ZperWriterPart
+from pzq.clock import Now
+from pzq.errors import BindError
+from pzq.node.device import Device
+from pzq.node.main import open_store, parse_config
+from pzq.node.state import NodeState
+from pzq.node.waker import Waker
+from pzq.parts import HEARTBEAT, REAP, RELAY_POLL, RETENTION
+from pzq.serving.consume_endpoint import ConsumeEndpoint, NoConsumeEndpoint
+
+pytestmark = pytest.mark.timeout(30)
+_names = itertools.count()
+
+
+@pytest.fixture
+def open_device(tmp_path: Path, context: zmq.Context) -> Iterator:
+    """A Device on inproc endpoints named for the test; closed, with its store, after."""
+    made: list[tuple[Device | None, NodeState]] = []
+
+    def make(*options: str, roles: tuple[str, ...] = ("receive", "send", "monitor")) -> Device:
+        name = f"inproc://registry-{next(_names)}"
+        endpoints = [arg for role in roles for arg in (f"--{role}-dsn", f"{name}-{role}")]
+        config = parse_config(["--database", str(tmp_path / f"db{len(made)}"), *endpoints,
+                               *options])
+        node = NodeState(config, open_store(config), Now.read())
+        made.append((None, node))
+        device = Device(node, Waker(), context, None)
+        made[-1] = (device, node)
+        return device
+
+    yield make
+    for device, node in made:
+        if device is not None:
+            device.close()
+        node.store.close()
+
+
+def test_a_plain_node_has_default_and_the_monitor(open_device):
+    device = open_device()
+    assert set(device.bound()) == {"receive", "send", "monitor"}
+    assert device.ticks() == {REAP: 2_500_000}  # --reaper-frequency, 2.5 s by default
+    assert isinstance(device.consume, NoConsumeEndpoint)
+    assert "zper" not in device.figures()
+
+
+def test_every_part_on(open_device, tmp_path):
+    device = open_device("--archive-dir", str(tmp_path / "archive"), "--relay-poll", "250",
+                         roles=("receive", "send", "monitor", "consume", "archive",
+                                "zper-writer", "zper-ack", "zper-relay"))
+    assert set(device.bound()) == {"receive", "send", "monitor", "consume", "archive",
+                                   "zper_writer", "zper_ack", "zper_relay"}
+    assert device.ticks() == {REAP: 2_500_000, RETENTION: 60_000_000, RELAY_POLL: 250_000}
+    assert isinstance(device.consume, ConsumeEndpoint)
+    ack = next(part for part in device.parts if isinstance(part, ZperAckPart))
+    assert isinstance(ack.writes, ZperWriterPart)  # acks of the writer's writes
+    zper = device.figures()["zper"]
+    assert isinstance(zper, dict) and set(zper) == {"writer", "ack", "relay"}
+
+
+def test_an_ack_publisher_without_a_writer_publishes_nothing(open_device, tmp_path):
+    device = open_device("--archive-dir", str(tmp_path / "archive"),
+                         roles=("receive", "send", "monitor", "zper-ack"))
+    ack = next(part for part in device.parts if isinstance(part, ZperAckPart))
+    assert isinstance(ack.writes, NoWrites)
+    assert not any(isinstance(part, (ZperWriterPart, ZperRelayPart)) for part in device.parts)
+    assert device.figures()["zper"] == {"ack": {"subscriptions": 0, "published": 0,
+                                                "dropped": 0, "waiting": 0}}
+
+
+def test_a_cluster_node_heartbeats(open_device):
+    device = open_device("--broadcast-dsn", "inproc://registry-cluster-a",
+                         "--nodes", "inproc://registry-cluster-b", "--timeout-nodes", "2s")
+    assert "cluster" in device.bound()
+    assert device.ticks()[HEARTBEAT] == 500_000  # a quarter of --timeout-nodes
+
+
+def test_a_bind_that_fails_closes_what_was_bound(open_device, context):
+    """The producers' socket, --send-dsn's and its connection monitor were bound before
+    --consume-dsn failed: the context fixture fails the test if any is left open."""
+    taken = context.socket(zmq.ROUTER)
+    try:
+        taken.bind("inproc://registry-taken")
+        with pytest.raises(BindError, match="--consume-dsn"):
+            open_device("--consume-dsn", "inproc://registry-taken")
+    finally:
+        taken.close(0)

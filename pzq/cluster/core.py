@@ -70,7 +70,10 @@ Handler = Callable[[bytes, bytes, list[bytes], Batch, DeliveryState, float], Non
 
 class ClusterCore(Participant):
     def __init__(self, settings: ClusterSettings, store: Store, make_state: StateFactory,
-                 now: float, topics: Topics, client_endpoints: dict[str, str]) -> None:
+                 now: float, topics: Topics, client_endpoints: dict[str, str],
+                 own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads) -> None:
+        """``own_reads``: what ``default`` and the named groups read of this node's
+        topics now, told to the peers holding copies (TOPICS)."""
         self.settings = settings
         self.node_id = store.node_id
         self.replicas = ReplicaStore(store)
@@ -96,10 +99,8 @@ class ClusterCore(Participant):
             cw.REPLICATE: self._on_replicate, cw.REMOVE: self._on_remove,
             cw.DONE: self._on_done, cw.APPLIED: self._on_applied, cw.TOPICS: self._on_topics,
             cw.ROUTING: self._on_routing}
-        # What ``default`` reads of our own topics (set by the node), and what each
-        # peer was last told of it.
-        self.own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads
-        self._reads_sent: dict[str, cw.DefaultReads] = {}
+        self.own_reads = own_reads
+        self._reads_sent: dict[str, cw.DefaultReads] = {}  # what each peer was last told
         # What else to look at again when a peer lets messages go.
         self.on_released: Callable[[], None] = lambda: None
 

@@ -80,10 +80,9 @@ class NodeState:
         clients = client_endpoints(config)
         if settings is not None:
             core = ClusterCore(settings, store, self._delivery_state, now.mono, self.topics,
-                               clients)
+                               clients, lambda: who_reads(self.topics))
             store.register(core)
             self.delivery.held_elsewhere = core.held_elsewhere
-            core.own_reads = lambda: who_reads(self.topics)
             self.cluster: Cluster = core
         else:
             self.cluster = NoCluster(Routes(Placement(LONE_NODE, None), clients, self.topics))

@@ -1,4 +1,6 @@
-"""pzq-monitor's table of topics and consumer groups: one row per topic and per group."""
+"""pzq-monitor's table of topics and consumer groups: one row per topic and per group of
+each node, and with several nodes a row per topic and group summed over the nodes that
+hold it (a partitioned topic's messages are spread over their owners)."""
 
 from __future__ import annotations
 
@@ -31,7 +33,40 @@ def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
             for group, numbers in sorted(figures.get("groups", {}).items()):
                 view.add_row(node, topic, group, *_group_cells(numbers))
             rows += 1
+    _cluster_rows(view, answers)
     return view if rows else None
+
+
+SUMMED = ("backlog", "inflight", "ready", "consumers", "delivered", "acked")
+
+
+def _cluster_rows(view: Table, answers: Sequence[StatsAnswer]) -> None:
+    """Each topic held by more than one of the nodes that answered: its figures summed
+    (the oldest unacked: the oldest of any node)."""
+    held: dict[str, list[dict[str, Any]]] = {}
+    for answer in answers:
+        for topic, figures in ((answer.stats or {}).get("topics") or {}).items():
+            held.setdefault(topic, []).append(figures)
+    for topic, on_nodes in sorted(held.items()):
+        if len(on_nodes) < 2:
+            continue
+        nodes = f"all {len(on_nodes)}"
+        view.add_row(nodes, topic, "", human.count(sum(f["messages"] for f in on_nodes)),
+                     "", "", "", "", "", "", human.rate(_summed_rate(on_nodes, "received_60s")),
+                     "")
+        groups = sorted({group for figures in on_nodes for group in figures.get("groups", {})})
+        for group in groups:
+            numbers = [figures["groups"][group] for figures in on_nodes
+                       if group in figures.get("groups", {})]
+            total: dict[str, Any] = {key: sum(n.get(key, 0) for n in numbers) for key in SUMMED}
+            total["oldest_unacked_seconds"] = max(n.get("oldest_unacked_seconds", 0)
+                                                  for n in numbers)
+            total["rates"] = {"acked_60s": _summed_rate(numbers, "acked_60s")}
+            view.add_row(nodes, topic, group, *_group_cells(total))
+
+
+def _summed_rate(figures: list[dict[str, Any]], name: str) -> float:
+    return sum((f.get("rates") or {}).get(name) or 0.0 for f in figures)
 
 
 def _topic_cell(topic: str, figures: dict[str, Any]) -> str:

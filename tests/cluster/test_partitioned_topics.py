@@ -94,6 +94,13 @@ def test_a_declared_count_reaches_every_node_and_each_key_has_one_owner(
                 assert ack.status_message.decode() == (
                     f"MOVED orders {partition} {by_endpoint[owner].receive_dsn}")
     assert nodes[0].stats()["moved"] > 0
+    # pzq-monitor over the three nodes: each node's row, and the topic summed over them
+    stored = sum(node.stats()["topics"]["orders"]["messages"] for node in nodes)
+    assert stored > 0
+    shown = tool("pzq-monitor", *(arg for node in nodes for arg in ("--dsn", node.monitor_dsn)),
+                 columns=400)
+    summed = [line for line in shown.stdout.splitlines() if "all 3" in line]
+    assert len(summed) == 1 and "orders" in summed[0] and f" {stored} " in summed[0], shown
 
 
 def test_routing_clients_keep_each_keys_order_and_lose_nothing_when_an_owner_dies(

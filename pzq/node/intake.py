@@ -237,8 +237,7 @@ class Intake(Participant):
 
     def stored(self, accepted: list[Stored]) -> None:
         """The batch is written: ACK its producers (no copies to wait for)."""
-        for routing_id, msg_id, _, _ in accepted:
-            self.acks.owe(routing_id, msg_id, True)
+        self.acks.stored([(routing_id, msg_id) for routing_id, msg_id, _, _ in accepted])
 
     def not_stored(self, accepted: list[Stored], reason: str) -> None:
         self.counters.store_failures += len(accepted)

@@ -76,32 +76,40 @@ class Intake(Participant):
         self._run = StoredRun()  # stored, not yet in the topic's log and counts
         store.register(self)
 
-    def take(self, batch: Batch, now: Now) -> list[Stored]:
-        """Read what producers sent into ``batch``; refusals are answered at once."""
+    def take(self, batch: Batch, now: Now, pace: int = 0) -> list[Stored]:
+        """Read what producers sent into ``batch``; refusals are answered at once.
+        ``pace``: stop once this many messages came (0: up to --batch-size frames)."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known_headers = self._known = None
         accepted: list[Stored] = []
-        max_size = self.limits.max_message_size
+        stop_at = self.counters.received + pace
         for raw in drain(self.socket, self.limits.batch_size):
             if batches.is_batch(raw):
                 self._take_batch(batch, raw, now_us, accepted)
-                continue
-            self.counters.received += 1
-            try:
-                produce = frames.decode_produce(raw, max_size)
-            except ProduceRefused as refused:
-                self._refuse(refused)
-                continue
-            except DecodeError:
-                continue  # a ROUTER always prepends the routing id; nothing to answer
-            if batches.PROTOCOL_HEADER in produce.headers:  # asks; not stored
-                self.acks.asked_protocol(produce.routing_id, produce.msg_id)
-                produce = replace(produce, headers=tuple(
-                    header for header in produce.headers if header != batches.PROTOCOL_HEADER))
-            self._accept(batch, produce, now_us, accepted)
+            else:
+                self._take_alone(batch, raw, now_us, accepted)
+            if pace and self.counters.received >= stop_at:
+                break
         self._flush_run(batch)
         return accepted
+
+    def _take_alone(self, batch: Batch, raw: list[bytes], now_us: int,
+                    accepted: list[Stored]) -> None:
+        """A message sent alone (the original frames)."""
+        self.counters.received += 1
+        try:
+            produce = frames.decode_produce(raw, self.limits.max_message_size)
+        except ProduceRefused as refused:
+            self._refuse(refused)
+            return
+        except DecodeError:
+            return  # a ROUTER always prepends the routing id; nothing to answer
+        if batches.PROTOCOL_HEADER in produce.headers:  # asks; not stored
+            self.acks.asked_protocol(produce.routing_id, produce.msg_id)
+            produce = replace(produce, headers=tuple(
+                header for header in produce.headers if header != batches.PROTOCOL_HEADER))
+        self._accept(batch, produce, now_us, accepted)
 
     def _take_batch(self, batch: Batch, raw: list[bytes], now_us: int,
                     accepted: list[Stored]) -> None:

@@ -64,6 +64,11 @@ class Part:
     def answer(self, events: Events, now: Now) -> None:
         """Questions and figures, last in a wake."""
 
+    def backlogged(self) -> bool:
+        """Consumers are connected and stored messages wait for them (the loop then
+        paces the producers' intake: pzq.node.device)."""
+        return False
+
     def figures(self, now: Now) -> Figures:
         """Sections of STATS: a section two parts share (``zper``) is merged."""
         return {}

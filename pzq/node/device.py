@@ -39,6 +39,7 @@ from pzq.store.store import Batch
 from pzq.zmqio import POLLIN, Context, Events, Socket
 
 log = get_logger("pzq.device")
+PACED_INTAKE = 16  # messages a wake takes while consumers are behind (a batch: whole)
 
 
 class Device:
@@ -167,9 +168,19 @@ class Device:
         for part in self.parts:
             part.take(events, batch, now)
         if events.get(self.receive, 0) & POLLIN and not self.stopping:
-            accepted = self.intake.take(batch, now)
+            accepted = self.intake.take(batch, now, self._intake_pace())
         node.cluster.owe_removes(batch, now.mono)
         return accepted
+
+    def _intake_pace(self) -> int:
+        """While consumers are connected and stored messages wait for them, a wake takes
+        a produce batch or PACED_INTAKE messages, then delivers: the one thread then
+        shares its time between the two, and a message waits behind a short backlog
+        instead of the run of what producers sent ahead (end-to-end latency). Under
+        --hard-sync a wake's fsync is shared by as many messages as came: no pace."""
+        if self.node.config.hard_sync or not any(part.backlogged() for part in self.parts):
+            return 0
+        return PACED_INTAKE
 
     def _send_out(self, events: Events, now: Now) -> None:
         """After the write: the batch's producer ACKs at once, then each part's (the

@@ -6,6 +6,7 @@ stored from the bytes it came in."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from pzq.clock import Now
 from pzq.cluster.routes import Routes
@@ -36,6 +37,25 @@ class IntakeLimits:
     dedup_window_us: int = 120_000_000  # a topic's DEDUP-IDs are remembered this long
 
 
+class HeaderFacts(NamedTuple):
+    """What the node reads of a message's headers (pzq.protocol.headers)."""
+
+    topic: Topic
+    tag: bytes
+    dedup_id: bytes | None
+    key: bytes | None  # a partitioned topic's
+
+
+class StoredRun:
+    """Messages of one topic and tag stored in a row."""
+
+    def __init__(self) -> None:
+        self.topic: Topic | None = None
+        self.tag = b""
+        self.seqs: list[int] = []
+        self.size = 0
+
+
 class Intake(Participant):
     def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
                  counters: Counters, acks: ProducerAcks, topics: Topics,
@@ -50,32 +70,46 @@ class Intake(Participant):
         self.dedup = dedup
         # Repeats of a message in the batch being built: answered once it is written.
         self._repeats: list[tuple[bytes, bytes]] = []
+        # The headers read last, and what they said (a topic can go between takes)
+        self._known_headers: tuple[bytes, ...] | None = None
+        self._known: HeaderFacts | None = None
+        self._run = StoredRun()  # stored, not yet in the topic's log and counts
         store.register(self)
 
-    def take(self, batch: Batch, now: Now) -> list[Stored]:
-        """Read what producers sent into ``batch``; refusals are answered at once."""
+    def take(self, batch: Batch, now: Now, pace: int = 0) -> list[Stored]:
+        """Read what producers sent into ``batch``; refusals are answered at once.
+        ``pace``: stop once this many messages came (0: up to --batch-size frames)."""
         now_us = now.wall_us
         self._mono = now.mono
+        self._known_headers = self._known = None
         accepted: list[Stored] = []
-        max_size = self.limits.max_message_size
+        stop_at = self.counters.received + pace
         for raw in drain(self.socket, self.limits.batch_size):
             if batches.is_batch(raw):
                 self._take_batch(batch, raw, now_us, accepted)
-                continue
-            self.counters.received += 1
-            try:
-                produce = frames.decode_produce(raw, max_size)
-            except ProduceRefused as refused:
-                self._refuse(refused)
-                continue
-            except DecodeError:
-                continue  # a ROUTER always prepends the routing id; nothing to answer
-            if batches.PROTOCOL_HEADER in produce.headers:  # asks; not stored
-                self.acks.asked_protocol(produce.routing_id, produce.msg_id)
-                produce = replace(produce, headers=tuple(
-                    header for header in produce.headers if header != batches.PROTOCOL_HEADER))
-            self._accept(batch, produce, now_us, accepted)
+            else:
+                self._take_alone(batch, raw, now_us, accepted)
+            if pace and self.counters.received >= stop_at:
+                break
+        self._flush_run(batch)
         return accepted
+
+    def _take_alone(self, batch: Batch, raw: list[bytes], now_us: int,
+                    accepted: list[Stored]) -> None:
+        """A message sent alone (the original frames)."""
+        self.counters.received += 1
+        try:
+            produce = frames.decode_produce(raw, self.limits.max_message_size)
+        except ProduceRefused as refused:
+            self._refuse(refused)
+            return
+        except DecodeError:
+            return  # a ROUTER always prepends the routing id; nothing to answer
+        if batches.PROTOCOL_HEADER in produce.headers:  # asks; not stored
+            self.acks.asked_protocol(produce.routing_id, produce.msg_id)
+            produce = replace(produce, headers=tuple(
+                header for header in produce.headers if header != batches.PROTOCOL_HEADER))
+        self._accept(batch, produce, now_us, accepted)
 
     def _take_batch(self, batch: Batch, raw: list[bytes], now_us: int,
                     accepted: list[Stored]) -> None:
@@ -101,10 +135,9 @@ class Intake(Participant):
         """Into the batch, unless refused or a repeat; ``value``: its record, made here
         when not given."""
         try:
-            topic, tag = self._topic(produce, now_us)
+            topic, tag, dedup_id, key = self._read_headers(produce, now_us)
             if topic.partitions:
-                self._check_partition(produce, topic)
-            dedup_id = self._dedup_id(produce)
+                self._check_partition(produce, topic, key)
             seen_us = None if dedup_id is None else self.dedup.seen_at(topic.id, dedup_id)
             if dedup_id is not None and seen_us is not None \
                     and self._repeated(produce, topic, dedup_id, seen_us, now_us):
@@ -118,33 +151,50 @@ class Intake(Participant):
         if value is None:
             value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
         seq = batch.add_message(value)
-        self.topics.stored(batch, seq, topic, tag, len(value))
+        self._note_stored(batch, seq, topic, tag, len(value))
         accepted.append((produce.routing_id, produce.msg_id, seq, value))
 
-    def _topic(self, produce: frames.Produce, now_us: int) -> tuple[Topic, bytes]:
-        """The message's topic (made when new) and tag; a bad topic name is refused."""
+    def _note_stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes,
+                     size: int) -> None:
+        """Messages of one topic and tag in a row go to the topic's log and counts
+        together (a produce batch's, mostly)."""
+        run = self._run
+        if topic is not run.topic or tag != run.tag:
+            self._flush_run(batch)
+            run.topic, run.tag = topic, tag
+        run.seqs.append(seq)
+        run.size += size
+
+    def _flush_run(self, batch: Batch) -> None:
+        run = self._run
+        if run.topic is not None and run.seqs:
+            self.topics.stored_run(batch, run.topic, run.tag, run.seqs, run.size)
+        run.topic, run.seqs, run.size = None, [], 0
+
+    def _read_headers(self, produce: frames.Produce, now_us: int) -> HeaderFacts:
+        """The message's topic (made when new), tag, DEDUP-ID and KEY; a bad topic or
+        DEDUP-ID is refused. A batch's members share one headers tuple when their
+        headers are the same (pzq.protocol.produce_batches): read once a take."""
+        headers = produce.headers
+        if headers is self._known_headers and self._known is not None:
+            return self._known
         try:
-            name, tag = topic_and_tag(produce.headers, self.topics.default_topic,
-                                      self.topics.topics)
+            name, tag = topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
+            dedup_id = dedup_id_of(headers) if headers else None
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
-        return self.topics.topic(name, now_us), tag
+        facts = HeaderFacts(self.topics.topic(name, now_us), tag, dedup_id,
+                            key_of(headers) if headers else None)
+        self._known_headers, self._known = headers, facts
+        return facts
 
-    def _check_partition(self, produce: frames.Produce, topic: Topic) -> None:
+    def _check_partition(self, produce: frames.Produce, topic: Topic,
+                         key: bytes | None) -> None:
         """A message of a partition another node owns is refused, naming the owner."""
-        moved = self.routes.refusal(topic, key_of(produce.headers), self._mono)
+        moved = self.routes.refusal(topic, key, self._mono)
         if moved is not None:
             self.counters.moved += 1
             raise ProduceRefused(moved, produce.routing_id, produce.msg_id)
-
-    @staticmethod
-    def _dedup_id(produce: frames.Produce) -> bytes | None:
-        if not produce.headers:
-            return None
-        try:
-            return dedup_id_of(produce.headers)
-        except ValueError as exc:
-            raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
 
     def _repeated(self, produce: frames.Produce, topic: Topic, dedup_id: bytes,
                   seen_us: int, now_us: int) -> bool:
@@ -175,6 +225,10 @@ class Intake(Participant):
         """Refuse, never drop, once the queue is at --max-messages or --max-bytes, or
         the topic at its own limits."""
         limits = self.limits
+        if not (limits.max_messages or limits.max_bytes or topic.max_messages
+                or topic.max_bytes):
+            return
+        self._flush_run(batch)  # the topic's counts of this batch, with the run's
         full = ((limits.max_messages
                  and self.store.messages + batch.message_delta >= limits.max_messages)
                 or (limits.max_bytes and self.store.bytes + batch.byte_delta >= limits.max_bytes)
@@ -191,8 +245,7 @@ class Intake(Participant):
 
     def stored(self, accepted: list[Stored]) -> None:
         """The batch is written: ACK its producers (no copies to wait for)."""
-        for routing_id, msg_id, _, _ in accepted:
-            self.acks.owe(routing_id, msg_id, True)
+        self.acks.stored([(routing_id, msg_id) for routing_id, msg_id, _, _ in accepted])
 
     def not_stored(self, accepted: list[Stored], reason: str) -> None:
         self.counters.store_failures += len(accepted)

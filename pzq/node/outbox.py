@@ -19,6 +19,7 @@ from pzq.counters import Counters
 from pzq.node.batch_acks import BatchAcks
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
+from pzq.protocol.produce_batches import answered as answered_by
 from pzq.zmqio import Socket, send_frames
 
 # Stop reading producers while this many ACKs wait for full producer pipes.
@@ -53,12 +54,26 @@ class ProducerAcks:
             self.counters.acks_replication_failed += 1
         else:
             self.counters.acks_ok += 1
+        self._answer(routing_id, msg_id, ok, status)
+
+    def stored(self, answered: list[tuple[bytes, bytes]]) -> None:
+        """ACK "1" for each (routing id, msg id), counted once."""
+        self.counters.acks_ok += len(answered)
+        for routing_id, msg_id in answered:
+            self._answer(routing_id, msg_id, True, b"")
+
+    def _answer(self, routing_id: bytes, msg_id: bytes, ok: bool, status: bytes) -> None:
+        """A batch's message is answered in the batch's one ACK once all are."""
         if self.batches:
             batch_ack = self.batches.answer(routing_id, msg_id, ok, status)
             if batch_ack is not None:
                 if batch_ack:
-                    self._wait(batch_ack, batches.answered(batch_ack))
+                    self._wait(batch_ack, answered_by(batch_ack))
                 return
+        self._plain(routing_id, msg_id, ok, status)
+
+    def _plain(self, routing_id: bytes, msg_id: bytes, ok: bool, status: bytes) -> None:
+        """The ACK of a message sent alone."""
         ack = frames.encode_producer_ack(routing_id, msg_id, ok, status)
         if self._asked and (routing_id, msg_id) in self._asked:
             self._asked.discard((routing_id, msg_id))

@@ -85,36 +85,62 @@ def decode_batch(frames: list[bytes], max_body_size: int
 
 def _entries(routing_id: bytes, batch_id: bytes, data: bytes, max_body_size: int
              ) -> list[tuple[Produce, bytes] | ProduceRefused]:
+    """Each entry's span, headers and body size. Members mostly repeat one header group
+    (``TOPIC:orders``): a group equal to the one before is not read or checked again,
+    and the members share its tuple. A part is only measured: the record keeps the
+    entry's bytes as they came."""
     unpack = LENGTH.unpack_from
     found: list[tuple[Produce, bytes] | ProduceRefused] = []
     at, end = 0, len(data)
+    # the header group before, its headers and why it is refused ("": it is not)
+    known_group, refusal = b"", ""
+    headers: tuple[bytes, ...] = ()
     while at < end:
         start = at
         (length,) = unpack(data, at)
         at += 4 + length
+        group_at = at
+        (count,) = unpack(data, at)
+        at += 4
+        for _ in range(count):
+            (length,) = unpack(data, at)
+            at += 4 + length
+        if at - group_at != len(known_group) or data[group_at:at] != known_group:
+            known_group = data[group_at:at]
+            headers = read_group(data, group_at)[0]
+            refusal = _header_refusal(headers)
+        (count,) = unpack(data, at)
+        at += 4
+        body_size = 0
+        for _ in range(count):
+            (length,) = unpack(data, at)
+            at += 4 + length
+            body_size += length
+        if at > end:
+            raise DecodeError("a batch entry runs past the end of the batch")
         token = member_token(batch_id, len(found))
-        headers, at = read_group(data, at)
-        parts, at = read_group(data, at)
-        found.append(_member(routing_id, token, headers, parts, max_body_size,
-                             data[start:at]))
+        if not count:
+            refusal_now = "message has no body part"
+        elif body_size > max_body_size:
+            refusal_now = (f"message body of {body_size} bytes exceeds the limit of "
+                           f"{max_body_size} bytes")
+        else:
+            refusal_now = refusal
+        if refusal_now:
+            found.append(ProduceRefused(refusal_now, routing_id, token))
+        else:
+            found.append((Produce(routing_id, token, headers, (), body_size), data[start:at]))
     return found
 
 
-def _member(routing_id: bytes, token: bytes, headers: tuple[bytes, ...],
-            parts: tuple[bytes, ...],
-            max_body_size: int, entry: bytes) -> tuple[Produce, bytes] | ProduceRefused:
-    body_size = sum(map(len, parts))
+def _header_refusal(headers: tuple[bytes, ...]) -> str:
+    """Why a header group is refused, or "" when it is not."""
     try:
-        if not parts:
-            raise ProduceRefused("message has no body part", routing_id, token)
-        if body_size > max_body_size:
-            raise ProduceRefused(f"message body of {body_size} bytes exceeds the limit of "
-                                 f"{max_body_size} bytes", routing_id, token)
         for header in headers:
-            check_producer_header(header, routing_id, token)
+            check_producer_header(header, b"", b"")
     except ProduceRefused as refused:
-        return refused
-    return Produce(routing_id, token, headers, (), body_size), entry
+        return refused.reason
+    return ""
 
 
 def member_token(batch_id: bytes, index: int) -> bytes:

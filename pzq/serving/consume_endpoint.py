@@ -300,6 +300,9 @@ class ConsumeEndpoint(Part):
 
     # -- deliveries ---------------------------------------------------------------
 
+    def backlogged(self) -> bool:
+        return self.has_work()  # a group with consumers has messages to deliver
+
     def has_work(self) -> bool:
         return any(group.consumers and any(state.has_work() for state in group.sources(True))
                    for group in self.groups.values())

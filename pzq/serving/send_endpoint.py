@@ -72,6 +72,10 @@ class SendEndpoint(Part):
 
     # -- the loop's questions ------------------------------------------------------
 
+    def backlogged(self) -> bool:
+        return bool(self.connections.connected) and any(
+            state.has_work() for state in self.deliveries.sources(True))
+
     def bound(self) -> dict[str, Socket]:
         return {"send": self.socket}
 

@@ -124,6 +124,12 @@ class Batch:
         self._batch.put(key, value)
         self.operations += 1
 
+    def put_all(self, items: list[tuple[bytes, bytes]]) -> None:
+        put = self._batch.put
+        for key, value in items:
+            put(key, value)
+        self.operations += len(items)
+
     def delete(self, key: bytes) -> None:
         self._batch.delete(key)
         self.operations += 1

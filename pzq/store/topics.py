@@ -299,6 +299,23 @@ class Topics(Participant):
             if group.holds(seq, tag):
                 self.counts.count_group(group, 1)
 
+    def stored_run(self, batch: Batch, topic: Topic, tag: bytes, seqs: list[int],
+                   size: int) -> None:
+        """New own messages of one topic and tag, ``seqs`` ascending and ``size`` their
+        bytes: as ``stored`` for each, with the counts changed once."""
+        self.counts.count(topic, len(seqs), size)
+        topic.received += len(seqs)
+        topic.newest = seqs[-1]
+        if topic.log_from is None:
+            return
+        prefix = keyspace.topic_log_prefix(topic.id)
+        batch.put_all([(prefix + keyspace.SEQ.pack(seq), tag) for seq in seqs])
+        for group in topic.groups.values():
+            if group.takes(tag):
+                start = group.start_seq
+                held = len(seqs) if seqs[0] >= start else sum(seq >= start for seq in seqs)
+                self.counts.count_group(group, held)
+
     def describe(self, value: bytes) -> tuple[Topic, bytes]:
         """The topic and tag of a stored record."""
         headers = record.headers_of(value)

@@ -108,6 +108,29 @@ def test_a_batch_is_answered_message_by_message(node, context, socket):
                                                                         (b"once",)]
 
 
+def test_a_batch_of_several_topics_and_tags_is_counted_per_topic_and_group(node, socket):
+    """Members of one topic and tag in a row are logged and counted together: each
+    topic, each group (a filter's too) counts exactly its own."""
+    for command in ("DECLARE TOPIC orders", "DECLARE GROUP orders all",
+                    "DECLARE GROUP orders eu filter=eu", "DECLARE TOPIC audit",
+                    "DECLARE GROUP audit all"):
+        assert not node.ask(command).startswith("ERROR")
+    members = [([b"TOPIC:orders", b"TAG:eu"], b"1"), ([b"TOPIC:orders", b"TAG:eu"], b"2"),
+               ([b"TOPIC:audit"], b"3"), ([b"TOPIC:orders", b"TAG:us"], b"4"),
+               ([b"TOPIC:orders"], b"5"), ([b"TOPIC:orders", b"TAG:eu"], b"6"),
+               ([b"TOPIC:orders", b"REPLICA:x"], b"refused")]
+    socket.send_multipart(batches.encode_batch(b"mixed", [
+        batches.encode_entry(b"%d" % n, headers, [body])
+        for n, (headers, body) in enumerate(members)]))
+    answer = batches.decode_batch_ack(receive(socket))
+    assert [ok for ok, _ in answer.results] == [True] * 6 + [False]
+    topics = node.stats()["topics"]
+    assert (topics["orders"]["messages"], topics["audit"]["messages"]) == (5, 1)
+    assert (topics["orders"]["groups"]["all"]["backlog"],
+            topics["orders"]["groups"]["eu"]["backlog"],
+            topics["audit"]["groups"]["all"]["backlog"]) == (5, 3, 1)
+
+
 @pytest.mark.parametrize("batch", [
     [b"batch-2", b"BATCH:3", b"", batches.encode_entry(b"a", [], [b"x"])],  # count wrong
     [b"batch-2", b"BATCH:1", b"", batches.encode_entry(b"a", [], [b"x"])[:-1]],  # cut

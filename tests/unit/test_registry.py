@@ -4,50 +4,17 @@ ticks they ask for, and that a bind that fails closes what was bound."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 import zmq
 
 from pzq.archive.zper_ack import ZperAckPart
 from pzq.archive.zper_relay import ZperRelayPart
 from pzq.archive.zper_writer import NoWrites, ZperWriterPart
-from pzq.clock import Now
 from pzq.errors import BindError
-from pzq.node.device import Device
-from pzq.node.main import open_store, parse_config
-from pzq.node.state import NodeState
-from pzq.node.waker import Waker
 from pzq.parts import HEARTBEAT, REAP, RELAY_POLL, RETENTION
 from pzq.serving.consume_endpoint import ConsumeEndpoint, NoConsumeEndpoint
 
 pytestmark = pytest.mark.timeout(30)
-_names = itertools.count()
-
-
-@pytest.fixture
-def open_device(tmp_path: Path, context: zmq.Context) -> Iterator:
-    """A Device on inproc endpoints named for the test; closed, with its store, after."""
-    made: list[tuple[Device | None, NodeState]] = []
-
-    def make(*options: str, roles: tuple[str, ...] = ("receive", "send", "monitor")) -> Device:
-        name = f"inproc://registry-{next(_names)}"
-        endpoints = [arg for role in roles for arg in (f"--{role}-dsn", f"{name}-{role}")]
-        config = parse_config(["--database", str(tmp_path / f"db{len(made)}"), *endpoints,
-                               *options])
-        node = NodeState(config, open_store(config), Now.read())
-        made.append((None, node))
-        device = Device(node, Waker(), context, None)
-        made[-1] = (device, node)
-        return device
-
-    yield make
-    for device, node in made:
-        if device is not None:
-            device.close()
-        node.store.close()
 
 
 def test_a_plain_node_has_default_and_the_monitor(open_device):

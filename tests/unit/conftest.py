@@ -1,0 +1,44 @@
+"""Fixtures of the unit tests: a node's Device on inproc endpoints of a real context,
+with a real store, driven wake by wake by the test (tests.support.devices.wake)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from pzq.clock import Now
+from pzq.node.device import Device
+from pzq.node.main import open_store, parse_config
+from pzq.node.state import NodeState
+from pzq.node.waker import Waker
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def open_device(tmp_path: Path, context: zmq.Context) -> Iterator[Callable[..., Device]]:
+    """A Device on inproc endpoints named for the test; closed, with its store, after."""
+    made: list[tuple[Device | None, NodeState]] = []
+
+    def make(*options: str, roles: tuple[str, ...] = ("receive", "send", "monitor")) -> Device:
+        name = f"inproc://registry-{next(_names)}"
+        endpoints = [arg for role in roles for arg in (f"--{role}-dsn", f"{name}-{role}")]
+        config = parse_config(["--database", str(tmp_path / f"db{len(made)}"), *endpoints,
+                               *options])
+        node = NodeState(config, open_store(config), Now.read())
+        made.append((None, node))
+        device = Device(node, waker, context, None)
+        made[-1] = (device, node)
+        return device
+
+    waker = Waker()
+    yield make
+    for device, node in made:
+        if device is not None:
+            device.close()
+        node.store.close()
+    waker.close()

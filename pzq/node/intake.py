@@ -44,6 +44,7 @@ class HeaderFacts(NamedTuple):
     tag: bytes
     dedup_id: bytes | None
     key: bytes | None  # a partitioned topic's
+    moved: str | None  # a key's partition is another node's: the refusal naming it
 
 
 class StoredRun:
@@ -71,8 +72,8 @@ class Intake(Participant):
         # Repeats of a message in the batch being built: answered once it is written.
         self._repeats: list[tuple[bytes, bytes]] = []
         # The headers read last, and what they said (a topic can go between takes)
-        self._known_headers: tuple[bytes, ...] | None = None
-        self._known: HeaderFacts | None = None
+        # What each header group said this take (a topic can go between takes)
+        self._known: dict[tuple[bytes, ...], HeaderFacts] = {}
         self._run = StoredRun()  # stored, not yet in the topic's log and counts
         store.register(self)
 
@@ -81,7 +82,7 @@ class Intake(Participant):
         ``pace``: stop once this many messages came (0: up to --batch-size frames)."""
         now_us = now.wall_us
         self._mono = now.mono
-        self._known_headers = self._known = None
+        self._known = {}
         accepted: list[Stored] = []
         stop_at = self.counters.received + pace
         for raw in drain(self.socket, self.limits.batch_size):
@@ -135,9 +136,10 @@ class Intake(Participant):
         """Into the batch, unless refused or a repeat; ``value``: its record, made here
         when not given."""
         try:
-            topic, tag, dedup_id, key = self._read_headers(produce, now_us)
+            facts = self._read_headers(produce, now_us)
+            topic, tag, dedup_id = facts.topic, facts.tag, facts.dedup_id
             if topic.partitions:
-                self._check_partition(produce, topic, key)
+                self._check_partition(produce, facts)
             seen_us = None if dedup_id is None else self.dedup.seen_at(topic.id, dedup_id)
             if dedup_id is not None and seen_us is not None \
                     and self._repeated(produce, topic, dedup_id, seen_us, now_us):
@@ -172,26 +174,31 @@ class Intake(Participant):
         run.topic, run.seqs, run.size = None, [], 0
 
     def _read_headers(self, produce: frames.Produce, now_us: int) -> HeaderFacts:
-        """The message's topic (made when new), tag, DEDUP-ID and KEY; a bad topic or
-        DEDUP-ID is refused. A batch's members share one headers tuple when their
-        headers are the same (pzq.protocol.produce_batches): read once a take."""
+        """The message's topic (made when new), tag, DEDUP-ID and KEY, and where a key
+        of a partitioned topic belongs; a bad topic or DEDUP-ID is refused. Read once
+        a take for each header group: a batch's members with the same headers share
+        one tuple (pzq.protocol.produce_batches), and keys repeat."""
         headers = produce.headers
-        if headers is self._known_headers and self._known is not None:
-            return self._known
+        facts = self._known.get(headers)
+        if facts is not None:
+            return facts
         try:
             name, tag = topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
             dedup_id = dedup_id_of(headers) if headers else None
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
-        facts = HeaderFacts(self.topics.topic(name, now_us), tag, dedup_id,
-                            key_of(headers) if headers else None)
-        self._known_headers, self._known = headers, facts
+        topic = self.topics.topic(name, now_us)
+        key = key_of(headers) if headers else None
+        # a key's owner holds for the take; a message without one is spread (each asks)
+        moved = (self.routes.refusal(topic, key, self._mono)
+                 if topic.partitions and key is not None else None)
+        facts = self._known[headers] = HeaderFacts(topic, tag, dedup_id, key, moved)
         return facts
 
-    def _check_partition(self, produce: frames.Produce, topic: Topic,
-                         key: bytes | None) -> None:
+    def _check_partition(self, produce: frames.Produce, facts: HeaderFacts) -> None:
         """A message of a partition another node owns is refused, naming the owner."""
-        moved = self.routes.refusal(topic, key, self._mono)
+        moved = facts.moved if facts.key is not None else self.routes.refusal(
+            facts.topic, None, self._mono)
         if moved is not None:
             self.counters.moved += 1
             raise ProduceRefused(moved, produce.routing_id, produce.msg_id)

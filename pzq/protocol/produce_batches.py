@@ -85,16 +85,15 @@ def decode_batch(frames: list[bytes], max_body_size: int
 
 def _entries(routing_id: bytes, batch_id: bytes, data: bytes, max_body_size: int
              ) -> list[tuple[Produce, bytes] | ProduceRefused]:
-    """Each entry's span, headers and body size. Members mostly repeat one header group
-    (``TOPIC:orders``): a group equal to the one before is not read or checked again,
-    and the members share its tuple. A part is only measured: the record keeps the
-    entry's bytes as they came."""
+    """Each entry's span, headers and body size. Members mostly repeat a few header
+    groups (``TOPIC:orders``, and a partitioned topic's keys): each group is read and
+    checked once, and its members share its tuple. A part is only measured: the record
+    keeps the entry's bytes as they came."""
     unpack = LENGTH.unpack_from
     found: list[tuple[Produce, bytes] | ProduceRefused] = []
     at, end = 0, len(data)
-    # the header group before, its headers and why it is refused ("": it is not)
-    known_group, refusal = b"", ""
-    headers: tuple[bytes, ...] = ()
+    # each header group's bytes: its headers and why it is refused ("": it is not)
+    groups: dict[bytes, tuple[tuple[bytes, ...], str]] = {}
     while at < end:
         start = at
         (length,) = unpack(data, at)
@@ -105,10 +104,12 @@ def _entries(routing_id: bytes, batch_id: bytes, data: bytes, max_body_size: int
         for _ in range(count):
             (length,) = unpack(data, at)
             at += 4 + length
-        if at - group_at != len(known_group) or data[group_at:at] != known_group:
-            known_group = data[group_at:at]
+        group = data[group_at:at]
+        known = groups.get(group)
+        if known is None:
             headers = read_group(data, group_at)[0]
-            refusal = _header_refusal(headers)
+            known = groups[group] = (headers, _header_refusal(headers))
+        headers, refusal = known
         (count,) = unpack(data, at)
         at += 4
         body_size = 0

@@ -71,7 +71,6 @@ class Intake(Participant):
         self.dedup = dedup
         # Repeats of a message in the batch being built: answered once it is written.
         self._repeats: list[tuple[bytes, bytes]] = []
-        # The headers read last, and what they said (a topic can go between takes)
         # What each header group said this take (a topic can go between takes)
         self._known: dict[tuple[bytes, ...], HeaderFacts] = {}
         self._run = StoredRun()  # stored, not yet in the topic's log and counts

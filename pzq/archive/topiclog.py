@@ -320,16 +320,21 @@ class TopicLog:
         """Damaged records that readers have met so far (each logged once)."""
         return self._reads.damaged_records
 
-    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+    def read(self, offset: int, max_bytes: int, up_to: int | None = None
+             ) -> bytes | memoryview:
         """Whole records from ``offset`` (a record start), at most ``max_bytes`` but at
-        least one record; empty at the end of the log. At a damaged record, exactly its
-        bytes (see pzq.archive.records). A view of the segment's mapping, no copy.
-        ValueError if out of range or not a record start."""
+        least one record, none past ``up_to`` (a record boundary; the log's end when
+        None); empty at the end. At a damaged record, exactly its bytes (see
+        pzq.archive.records). A view of the segment's mapping, no copy. ValueError if
+        out of range or not a record start."""
         if not self.start_offset <= offset <= self.end_offset:
             raise ValueError(f"offset {offset} is outside {self.start_offset}..{self.end_offset}")
+        end = self.end_offset if up_to is None else min(up_to, self.end_offset)
+        if offset >= end:
+            return b""
         for index, segment in enumerate(self.segments):
             following = (self.segments[index + 1].start if index + 1 < len(self.segments)
-                         else self.end_offset)
+                         else end)
             if segment.start <= offset < following:
                 return self._reads.read(segment, offset - segment.start,
                                         following - segment.start, max_bytes,

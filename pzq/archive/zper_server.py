@@ -8,9 +8,10 @@ even the newest segment qualifies; nothing found is status 101. An empty or
 unknown topic answers as ZPER's ``ZLog`` does, which always holds a segment 0 and
 whose file, not written yet, counts as last modified at 0: ``[0]`` for -2, ``[0, 0]``
 for -1 and for any time after the epoch. ``FETCH`` answers
-whole records from a record boundary within one segment (ZPER would hand out any
-byte range; pzq answers 101 for an offset inside a record, so no reader ever
-decodes half a record).
+whole records from a record boundary within one segment, up to what the last fsync
+made durable as ZPER's does (past that, none yet: 100 with no bytes, where ZPER
+answers 101 beyond its flushed offset); ZPER would hand out any byte range, and pzq
+answers 101 for an offset inside a record, so no reader ever decodes half a record.
 """
 
 from __future__ import annotations
@@ -87,11 +88,15 @@ def segment_offsets(log: TopicLog, timestamp_ms: int, max_entries: int | None) -
 
 
 def _fetch(log: TopicLog | None, offset: int, max_bytes: int) -> list[Frame]:
+    """Whole records up to what the archive's last fsync made durable, as ZPER's reader
+    answers up to its segment's flushed offset: a reader never holds a record that a
+    power cut could take back and a later write put other bytes at."""
     if log is None:
         if offset != 0:
             raise ValueError("no such offset in an empty topic")
         return [OK, b""]
-    return [OK, log.read(offset, max_bytes if max_bytes > 0 else log.end_offset - offset)]
+    durable = log.flushed_offset
+    return [OK, log.read(offset, max_bytes if max_bytes > 0 else durable - offset, durable)]
 
 
 def send_reply(socket: Socket, frames: list[Frame]) -> None:

@@ -133,6 +133,32 @@ def test_an_empty_topic_on_disk_answers_as_an_unknown_one(tmp_path):
     archive.close(now=0)
 
 
+def test_a_fetch_gets_only_what_an_fsync_made_durable(tmp_path):
+    """As ZPER's reader answers up to its segment's flushed offset: records appended
+    and not yet fsync'd are not handed out (a power cut could take them back, and a
+    later write put other bytes at their offsets); once synced, they are."""
+    archive = Archive(tmp_path, flush_messages=1000, flush_interval_ms=3_600_000)
+    archive.open(now=0)
+    identity = zp.make_identity("clicks")
+    archive.append_raw("clicks", [[b"one"], [b"two"]], now=0)
+    log = archive.log("clicks")
+    assert log is not None and log.end_offset > 0 and log.flushed_offset == 0
+    fetch = [b"FETCH", int64(0), int64(1 << 20)]
+    assert answer(archive, identity, fetch) == [OK, b""]  # nothing durable yet
+    assert answer(archive, identity, [b"OFFSET", int64(zp.LATEST)]) == [
+        OK, int64(0), int64(log.end_offset)]  # the end written, as ZPER's -1 answers
+    archive.sync(now=1)
+    written = log.end_offset
+    archive.append_raw("clicks", [[b"three"]], now=1)
+    reply = answer(archive, identity, fetch)
+    assert reply[0] == OK and len(reply[1]) == written  # the synced records, not "three"
+    assert [frames for _, frames in decode_records(bytes(reply[1]), 0)] == [[b"one"],
+                                                                             [b"two"]]
+    archive.sync(now=2)
+    assert len(answer(archive, identity, fetch)[1]) == log.end_offset
+    archive.close(now=2)
+
+
 def test_offsets_by_modification_time(tmp_path):
     """Segments modified at 1 000, 2 000 and 3 000 s after the epoch."""
     log = TopicLog(tmp_path / "t", segment_size=10, flush_messages=1, flush_interval_s=1)

@@ -12,6 +12,7 @@ minutes of every node, sampled every --sample-interval seconds.
 from __future__ import annotations
 
 import argparse
+import select
 import signal
 import threading
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from pzq.cli.common import (
 from pzq.errors import ExitCode
 from pzq.monitoring.history import History
 from pzq.monitoring.scrape import Scraper
+from pzq.node.waker import Waker
 from pzq.security import ClientCurve
 from pzq.tool_base import ToolParser
 
@@ -123,17 +125,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         return fail(parser.prog, f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                     EXIT_LISTEN)
-    stopping = threading.Event()
+    waker = Waker()
+    stops: list[int] = []
     # Set explicitly, as the daemon does: a shell starts background jobs with SIGINT
     # ignored, and a service manager stops with SIGTERM. Before the line below, which
-    # tells whoever waits for it that the exporter can be stopped.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopping.set())
+    # tells whoever waits for it that the exporter can be stopped. The handlers only
+    # note the signal; its wake-up byte ends the wait (a handler that took a lock the
+    # waiting thread held could never return).
+    previous = {signum: signal.signal(signum, lambda signum, frame: stops.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.set_wakeup_fd(waker.write_fd, warn_on_full_buffer=False)
     print(f"pzq-exporter: serving http://{host}:{exporter.port}/ for {', '.join(dsns)}",
           flush=True)
     try:
-        stopping.wait()
+        while not stops:
+            select.select([waker], [], [])
+            waker.drain()
     finally:
+        signal.set_wakeup_fd(-1)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        waker.close()
         exporter.stop()
     return EXIT_OK
 

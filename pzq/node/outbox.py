@@ -19,7 +19,6 @@ from pzq.counters import Counters
 from pzq.node.batch_acks import BatchAcks
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
-from pzq.protocol.produce_batches import answered as answered_by
 from pzq.zmqio import Socket, send_frames
 
 # Stop reading producers while this many ACKs wait for full producer pipes.
@@ -68,7 +67,7 @@ class ProducerAcks:
             batch_ack = self.batches.answer(routing_id, msg_id, ok, status)
             if batch_ack is not None:
                 if batch_ack:
-                    self._wait(batch_ack, answered_by(batch_ack))
+                    self._wait(batch_ack, batches.answered(batch_ack))
                 return
         self._plain(routing_id, msg_id, ok, status)
 

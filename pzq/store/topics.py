@@ -289,15 +289,7 @@ class Topics(Participant):
     def stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
         """A new own message: its topic log entry (a topic with named groups), and the
         topic's counters."""
-        self.counts.count(topic, 1, size)
-        topic.received += 1
-        topic.newest = seq
-        if topic.log_from is None:
-            return
-        batch.put(keyspace.topic_log_key(topic.id, seq), tag)
-        for group in topic.groups.values():
-            if group.holds(seq, tag):
-                self.counts.count_group(group, 1)
+        self.stored_run(batch, topic, tag, [seq], size)
 
     def stored_run(self, batch: Batch, topic: Topic, tag: bytes, seqs: list[int],
                    size: int) -> None:

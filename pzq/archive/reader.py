@@ -83,8 +83,9 @@ class ArchiveReader:
 
     def messages(self, offset: int | None = None,
                  max_bytes: int = 1 << 20) -> Iterator[tuple[int, ArchivedMessage]]:
-        """Every message from ``offset`` (default: the earliest) to the current end;
-        none when the topic has no log yet."""
+        """Every message from ``offset`` (default: the earliest) to the end the
+        archive's last fsync made durable (a FETCH hands out no more); none when the
+        topic has no log yet."""
         try:
             position = self.earliest() if offset is None else offset
             end = self.latest()

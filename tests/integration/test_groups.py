@@ -499,6 +499,7 @@ def test_archived_once_when_every_group_is_done_naming_the_groups(start_node, co
         assert node.stats()["archive"]["archived"] == 0  # default has not acked
         drain(plain, 3)
         node.wait_stats(lambda s: s["archive"]["archived"] == 3 and s["messages"] == 0)
+    node.wait_archive_durable()  # what a FETCH hands out
     with ArchiveReader(f"ipc://{tmp_path}/reader", "orders", context=context) as reader:
         orders = [message for _, message in reader.fetch(0)]
     with ArchiveReader(f"ipc://{tmp_path}/reader", "plain", context=context) as reader:

@@ -52,7 +52,9 @@ def producer(open_socket, node, kind: int, topic: str, mode: int) -> zmq.Socket:
 
 
 def fetch_all(open_socket, node, topic: str) -> list[tuple[int, list[bytes]]]:
-    """Every record of ``topic`` by ZPER's reader protocol, with its offset."""
+    """Every record of ``topic`` by ZPER's reader protocol, with its offset, once the
+    archive's fsync made them durable (a FETCH hands out no more)."""
+    node.wait_archive_durable()
     reader = open_socket(zmq.DEALER)
     reader.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
     reader.connect(node.archive_dsn)

@@ -63,6 +63,13 @@ class NodeProcess(BenchNode):
         return wait_until(lambda: (lambda f: f if condition(f) else None)(self.stats()),
                           timeout, message=message)
 
+    def wait_archive_durable(self, timeout: float = 10.0) -> dict:
+        """STATS once the archive's last fsync covers every topic's end: a FETCH hands
+        out only that much (as ZPER's reader does)."""
+        return self.wait_stats(lambda s: all(
+            topic["flushed_offset"] == topic["last_offset"]
+            for topic in s["archive"]["topics"].values()), timeout, "the archive's fsync")
+
     def wait_figures(self, condition: Callable[[dict], bool], timeout: float = 10.0,
                      message: str = "monitor figures") -> dict:
         return wait_until(lambda: (lambda f: f if condition(f) else None)(self.figures()),

@@ -2,7 +2,8 @@
 """Benchmark of the archive as a ZPER broker, every figure beside its baseline of the
 same run (see docs/performance.rst).
 
-    scripts/zper_bench.py [--count N] [--spark-rows N] [--no-spark | --spark-only]
+    scripts/zper_bench.py [--count N] [--spark-rows N] [--stream-seconds S]
+                          [--no-spark | --spark-only]
                           [--fetch-only MB] [--json FILE]
 
 ZPWriter mode 0 and mode 1 at 100 B and 4 KiB (messages/s, MB/s) against the echo
@@ -24,7 +25,7 @@ from typing import Any
 from pzq.archive.entry import ArchivedMessage
 from pzq.archive.writer import Archive
 from pzq.bench import zper as bench
-from pzq.bench.nodes import NodeProcess
+from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.bench.options import positive
 
 SIZES = (100, 4096)
@@ -59,16 +60,19 @@ def writer_figures(directory: Path, count: int) -> list[dict[str, Any]]:
                              "ceiling_msg_per_s": n / ceiling,
                              "vs_ceiling": ceiling / seconds,
                              "dd_mb_per_s": written / dd / bench.MB, "vs_dd": dd / seconds})
-        rows.append(fetch_row(directory, ready["archive"], f"m0s{SIZES[-1]}"))
+        rows.append(fetch_row(node, directory, ready["archive"], f"m0s{SIZES[-1]}"))
     finally:
         node.stop()
     return rows
 
 
-def fetch_row(directory: Path, dsn: str, topic: str) -> dict[str, Any]:
+def fetch_row(node: NodeProcess, directory: Path, dsn: str, topic: str) -> dict[str, Any]:
     """FETCH of a whole topic against reading its files, twice each: the first
-    FETCH of a record walks it (unless the node wrote it), the second need not."""
+    FETCH of a record walks it (unless the node wrote it), the second need not. Once
+    the node's fsync made the whole topic durable: a FETCH hands out no more."""
     end = sum(path.stat().st_size for path in (directory / "archive" / topic).glob("*.dat"))
+    wait_until(lambda: node.stats()["archive"]["topics"][topic]["flushed_offset"] >= end,
+               message=f"{topic}'s fsync")
     first, again = (bench.fetch_seconds(dsn, topic, end) for _ in range(2))
     files = min(bench.file_read_seconds(directory / "archive" / topic) for _ in range(2))
     ceiling = bench.fetch_ceiling_seconds(end)
@@ -92,12 +96,13 @@ def fetch_figures(directory: Path, megabytes: int) -> list[dict[str, Any]]:
     archive.close(now=0)
     node, ready = start_node(directory)
     try:
-        return [fetch_row(directory, ready["archive"], "fetch")]
+        return [fetch_row(node, directory, ready["archive"], "fetch")]
     finally:
         node.stop()
 
 
-def spark_figures(directory: Path, rows_wanted: int) -> list[dict[str, Any]]:
+def spark_figures(directory: Path, rows_wanted: int,
+                  stream_seconds: float) -> list[dict[str, Any]]:
     from pzq.spark import session
 
     spark = session("zper-bench", "local[2]", {"spark.ui.enabled": "false",
@@ -118,7 +123,7 @@ def spark_figures(directory: Path, rows_wanted: int) -> list[dict[str, Any]]:
         try:
             latencies = bench.stream_latencies_ms(
                 spark, directory / "stream" / "archive", directory / "checkpoint",
-                ready["zper_writer"], "live", rate=200, seconds=15)
+                ready["zper_writer"], "live", rate=200, seconds=stream_seconds)
         finally:
             node.stop()
         p50, p99 = bench.quantiles(latencies)
@@ -149,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fetch-only", type=positive(int), metavar="MB",
                         help="only FETCH, of a topic of MB megabytes written before the "
                         "node starts")
+    parser.add_argument("--stream-seconds", type=positive(float), default=15.0,
+                        help="how long the streaming latency is measured (default: 15)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="zper-bench-", dir=".") as work:
@@ -157,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else writer_figures(Path(work), args.count))
         print_rows(rows)
         if not args.no_spark and not args.fetch_only:
-            spark_rows = spark_figures(Path(work), args.spark_rows)
+            spark_rows = spark_figures(Path(work), args.spark_rows, args.stream_seconds)
             print_rows(spark_rows)
             rows += spark_rows
     if args.json:

@@ -92,7 +92,8 @@ def test_zper_benchmark_spark_only_run(tmp_path):
 
     script = Path(__file__).parents[2] / "scripts" / "zper_bench.py"
     ran = subprocess.run([sys.executable, str(script), "--spark-only", "--spark-rows", "3000",
-                          "--json", str(tmp_path / "z.json")], cwd=tmp_path,
+                          "--stream-seconds", "4", "--json", str(tmp_path / "z.json")],
+                         cwd=tmp_path,
                          capture_output=True, text=True, timeout=360, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
     rows = {row["what"]: row for row in json.loads((tmp_path / "z.json").read_text())}

@@ -249,6 +249,9 @@ def stream_latencies_ms(spark: Any, archive: Path, checkpoint: Path, writer_dsn:
             socket.send_multipart([ID.pack(n), ID.pack(time.time_ns())])
         wait_until(lambda: len(latencies) >= total, 120, interval=0.05, message="every row")
     finally:
+        # Stopping interrupts the query's thread, which Spark and Hadoop log as
+        # warnings with Java stack traces: noise once every row was measured.
+        spark.sparkContext.setLogLevel("ERROR")
         query.stop()
         context.destroy(linger=0)
     return latencies

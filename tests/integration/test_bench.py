@@ -129,14 +129,14 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
     from pathlib import Path
 
     script = Path(__file__).parents[2] / "scripts" / "bench_groups.py"
-    ran = subprocess.run([sys.executable, str(script), "--count", "400", "--repeats", "2",
+    # one repeat: the medians and ranges over repeats are tested on their own
+    ran = subprocess.run([sys.executable, str(script), "--count", "400", "--repeats", "1",
                           "--json", str(tmp_path / "g.json")], cwd=tmp_path,
                          capture_output=True, text=True, timeout=100, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
     rows = json.loads((tmp_path / "g.json").read_text())
     assert len(rows) == 17 and all(row["rate"] > 0 for row in rows)
-    # every row is the median of both repeats, with their range; ratios in one repeat
-    assert all(row["rate_range"][0] <= row["rate"] <= row["rate_range"][1] for row in rows)
+    assert all(row["rate_range"] == [row["rate"]] * 2 for row in rows)
     drain = next(row for row in rows if row["scenario"] == "drain, 3 groups at once: g1")
     assert drain["target"] == "ratio >= 0.8" and len(drain["ratio_range"]) == 2
     assert next(row for row in rows if "all three" in row["scenario"])["node_cpu_us"] > 0

@@ -88,7 +88,8 @@ def _entries(routing_id: bytes, batch_id: bytes, data: bytes, max_body_size: int
     """Each entry's span, headers and body size. Members mostly repeat a few header
     groups (``TOPIC:orders``, and a partitioned topic's keys): each group is read and
     checked once, and its members share its tuple. A part is only measured: the record
-    keeps the entry's bytes as they came."""
+    keeps the entry's bytes as they came. The groups are walked here, not by a
+    helper of pzq.protocol.frame_groups: its calls cost about 0.5 µs a message."""
     unpack = LENGTH.unpack_from
     found: list[tuple[Produce, bytes] | ProduceRefused] = []
     at, end = 0, len(data)

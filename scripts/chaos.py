@@ -307,7 +307,7 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 3, seed: int =
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="chaos", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to produce")
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs and restarts")

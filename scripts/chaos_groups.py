@@ -515,7 +515,7 @@ def group_names(text: str) -> list[str]:
 
 
 def make_argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="chaos_groups", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="chaos_groups", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
     parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
                         help="copies of each message (--nodes 3)")

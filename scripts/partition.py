@@ -45,7 +45,7 @@ COLUMNS = [("scenario", "scenario"), ("R", "replicas"), ("produced", "produced")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="partition", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="partition", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default="all",
                         help="a scenario name (see --list) or 'all' (default)")
     parser.add_argument("--seconds", type=positive(float), default=LONG.cut_s,

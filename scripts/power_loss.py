@@ -73,7 +73,7 @@ def mode(text: str) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="power_loss", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="power_loss", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=positive(int), default=20, help="per mode")
     parser.add_argument("--mode", type=mode, action="append",
                         help=f"hard-sync or a --sync-interval (default: {', '.join(MODES)})")

@@ -103,10 +103,18 @@ def run_owner_scenario(directory: Path, plan: OwnerPlan) -> OwnerRun:
 def _declare(cluster: AlikeCluster) -> list[int]:
     cluster.nodes[0].ask(f"DECLARE TOPIC {TOPIC} partitions={PARTITIONS}")
 
+    # The clients take the table from one node: it must name every node's endpoints
+    # (a peer's come with its ROUTING, a heartbeat after it is up), or they reach the
+    # victim only at their next refresh, after the cut.
     def agreed() -> list[int] | None:
+        if not all("receive" in entry and "consume" in entry
+                   for node in range(cluster.size)
+                   for entry in routes(cluster, node)["nodes"].values()):
+            return None
         tables = [owner_nodes(cluster, node) for node in range(cluster.size)]
         return tables[0] if tables[0] and all(t == tables[0] for t in tables) else None
-    owners: list[int] = wait_until(agreed, 20, interval=0.1, message="one table on every node")
+    owners: list[int] = wait_until(agreed, 20, interval=0.1,
+                                   message="one table on every node, naming every node")
     return owners
 
 

@@ -20,23 +20,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def keys(tmp_path):
-    made = {name: security.generate(tmp_path / "keys", name)
-            for name in ("node", "client", "stranger")}
-    authorized = tmp_path / "authorized"
-    authorized.mkdir()
-    for name in ("node", "client"):
-        (authorized / f"{name}.key").write_bytes(made[name][0].read_bytes())
-    pairs = {name: security.load_key_pair(secret) for name, (_, secret) in made.items()}
-    node_public = pairs["node"].public
-    return {
-        "args": ["--curve-secret-key", str(made["node"][1]),
-                 "--curve-authorized-keys", str(authorized)],
-        "client": ClientCurve(pairs["client"], node_public),
-        "stranger": ClientCurve(pairs["stranger"], node_public),
-        "stranger_args": ["--curve-secret-key", str(made["stranger"][1]),
-                          "--curve-authorized-keys", str(authorized)],
-    }
+def keys(curve_keys):
+    return curve_keys
 
 
 @pytest.fixture

@@ -113,8 +113,8 @@ def start_shards(request: pytest.FixtureRequest,
     started: list[Supervisor] = []
     request.node.pzq_nodes = started
 
-    def start(*options: str) -> Supervisor:
-        supervisor = Supervisor(tmp_path / f"shards{len(started)}", *options)
+    def start(*options: str, database: Path | None = None) -> Supervisor:
+        supervisor = Supervisor(database or tmp_path / f"shards{len(started)}", *options)
         started.append(supervisor)
         return supervisor.start()
 
@@ -204,6 +204,29 @@ def test_shards_stop_when_their_supervisor_is_killed(start_shards):
     assert supervisor.signal_and_wait(signal.SIGKILL) == -signal.SIGKILL
     wait_until(lambda: all(exited(pid) for pid in children), 30,
                message="the shards of a killed supervisor exiting")
+
+
+def test_a_shard_that_cannot_start_stops_the_supervisor_with_its_code_and_line(
+        start_shards):
+    """Stores made with orders=16, started with orders=8: each shard refuses (exit 2).
+    Started again it would refuse again, for ever: the supervisor stops instead."""
+    made = start_shards("--partitions", "orders=16")
+    wait_until(lambda: len(made.events("node_ready")) == SHARDS, 30, message="shards ready")
+    assert made.signal_and_wait(signal.SIGTERM) == 0
+    refused = start_shards("--partitions", "orders=8", database=made.database)
+    assert refused.process is not None
+    code = refused.process.wait(30)
+    assert refused._reader is not None
+    refused._reader.join(5)
+    assert code == 2
+    conflict = "orders has 16 partitions; a partition count is fixed"
+    last = refused.stderr_lines[-1]
+    assert last.startswith("pzq: error: shard ") and "cannot start (exit 2; not started " \
+        "again, the other shards are stopped)" in last and conflict in last
+    assert not refused.events("shard_exited")  # none started again
+    assert len(refused.events("shard_started")) <= SHARDS
+    (first, *_) = refused.events("shard_cannot_start")
+    assert first["code"] == 2 and conflict in first["error"]
 
 
 @pytest.mark.timeout(30)

@@ -136,6 +136,10 @@ def curve_keys(tmp_path: Path) -> dict[str, Any]:
     authorized.mkdir()
     for name in ("node", "client"):
         (authorized / f"{name}.key").write_bytes(made[name][0].read_bytes())
+    strangers = tmp_path / "authorized-by-the-stranger"
+    strangers.mkdir()
+    for name in ("stranger", "client"):
+        (strangers / f"{name}.key").write_bytes(made[name][0].read_bytes())
     pairs = {name: security.load_key_pair(secret) for name, (_, secret) in made.items()}
     node_public = pairs["node"].public
     return {
@@ -143,8 +147,10 @@ def curve_keys(tmp_path: Path) -> dict[str, Any]:
                  "--curve-authorized-keys", str(authorized)],
         "client": ClientCurve(pairs["client"], node_public),
         "stranger": ClientCurve(pairs["stranger"], node_public),
+        # A node of the stranger's own: it admits its own key and the client's, the
+        # node above admits neither the stranger nor it.
         "stranger_args": ["--curve-secret-key", str(made["stranger"][1]),
-                          "--curve-authorized-keys", str(authorized)],
+                          "--curve-authorized-keys", str(strangers)],
         "files": {"client": str(made["client"][1]), "stranger": str(made["stranger"][1]),
                   "node": str(made["node"][0])},
     }

@@ -15,12 +15,12 @@ from pzq.clock import Now
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
 from pzq.node.config import OPTIONS, Config, Option, build_config
+from pzq.node.keys import node_curve
 from pzq.node.run import StopRequest, run
 from pzq.node.shards import run_shards
 from pzq.node.start_report import NO_REPORT, StartReport, start_report
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
-from pzq.security import NodeCurve, load_node_curve
 from pzq.store.directory import refuse_other_content
 from pzq.store.store import Store
 
@@ -122,13 +122,6 @@ def open_store(config: Config) -> Store:
     refuse_other_content(Path(config.database))
     return Store.open(config.database, hard_sync=config.hard_sync,
                       sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
-
-
-def node_curve(config: Config) -> NodeCurve | None:
-    if config.curve_secret_key is None or config.curve_authorized_keys is None:
-        return None
-    return load_node_curve(config.curve_secret_key, config.curve_authorized_keys,
-                           config.cluster_authorized_keys, config.peer_key_names)
 
 
 def _failed(exc: PzqError, report: StartReport = NO_REPORT) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 from pzq import logs
 from pzq.errors import ExitCode, PzqError
 from pzq.node.config import Config
+from pzq.node.keys import node_curve
 from pzq.node.shard_layout import Shard, plan_shards
 from pzq.node.shard_process import start_shard
 from pzq.node.start_report import read_report
@@ -91,6 +92,7 @@ def run_shards(config: Config, arguments: Sequence[str]) -> int:
     """Supervise the shards of ``config``; ``arguments`` are the supervisor's own, which
     each shard's command line repeats before its own values (so those win)."""
     shards = plan_shards(config)
+    node_curve(shards[0].config, "the shards")  # each shard's keys, read as it will
     refuse_other_content_for_shards(Path(config.database))
     for path in unused_shard_stores(Path(config.database), config.shards):
         log.warning("shard_store_unused", path=str(path),

@@ -244,6 +244,22 @@ def test_shards_that_would_bind_one_port_are_refused_before_any_starts(tmp_path)
 
 
 @pytest.mark.timeout(30)
+def test_shards_whose_shared_key_is_not_authorized_are_refused_before_any_starts(
+        tmp_path, curve_keys):
+    """They would start and never join: each refusing the others' handshakes."""
+    secret = curve_keys["files"]["stranger"]
+    authorized = curve_keys["args"][3]  # the node's and the client's keys, not this one
+    finished = run_pzq(["--shards", "2", "--database", str(tmp_path / "db"),
+                        "--curve-secret-key", secret, "--curve-authorized-keys", authorized])
+    assert finished.returncode == 2
+    assert finished.stderr == (
+        f"pzq: error: the public key of --curve-secret-key {secret} is not in "
+        f"--curve-authorized-keys {authorized}, and the shards connect to each other with "
+        f"that key pair: they would never join; copy {secret[:-len('_secret')]} there\n")
+    assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.timeout(30)
 def test_a_database_holding_one_nodes_store_is_refused(tmp_path):
     (tmp_path / "db").mkdir()
     (tmp_path / "db" / "CURRENT").write_text("MANIFEST-000001\n")

@@ -275,7 +275,7 @@ def test_monitor_asks_a_node_with_curve_with_the_keys_given(spark, start_node, c
         b"secret %d" % i for i in range(3)]
     with pytest.raises(PySparkException, match="may have refused this client's CURVE"):
         read(files["stranger"])
-    with pytest.raises(PySparkException, match="cannot read CURVE key file .*none.key_sec"):
+    with pytest.raises(PySparkException, match="none.key_secret"):
         read(str(tmp_path / "none.key_secret"))
 
 

@@ -134,3 +134,27 @@ def generate(directory: str | Path, name: str) -> tuple[Path, Path]:
     public, secret = zmq.auth.create_certificates(str(directory), name)
     Path(secret).chmod(0o600)
     return Path(public), Path(secret)
+
+
+def refuse_unauthorized_shared_key(curve: NodeCurve, secret_key: str | Path, who: str) -> None:
+    """Nodes sharing one key pair (no --cluster-authorized-keys) connect to each other
+    with it, so each must admit its public key; without it they never join, and say
+    so only as refused handshakes. ``who`` names the nodes (``the shards``)."""
+    if curve.cluster_keys is not None:
+        return
+    directory = curve.client_keys
+    if not directory.is_dir():
+        raise ConfigError(f"--curve-authorized-keys {directory} is not a directory")
+    try:
+        admitted = zmq.auth.load_certificates(str(directory))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the keys in --curve-authorized-keys {directory}: "
+                          f"{exc}") from None
+    if curve.keys.public in admitted:
+        return
+    secret = Path(secret_key)
+    public = secret.with_suffix(".key") if secret.suffix == ".key_secret" else None
+    copy = f"copy {public} there" if public is not None else "copy its public key there"
+    raise ConfigError(f"the public key of --curve-secret-key {secret} is not in "
+                      f"--curve-authorized-keys {directory}, and {who} connect to each other "
+                      f"with that key pair: they would never join; {copy}")

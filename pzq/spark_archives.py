@@ -6,7 +6,10 @@ the nodes whose monitor endpoints ``monitor`` names (comma separated; each node'
 ``STATS`` gives its ``archive_dir``, which must be on this host). A row's ``node``
 is the node id for a directory found by ``monitor``, otherwise the directory's name,
 or as many of its last path parts as tell it from the other directories given
-(``a/archive`` and ``b/archive``).
+(``a/archive`` and ``b/archive``). With CURVE on the nodes, ``curve_client_key`` (this
+client's ``.key_secret`` file) and ``curve_server_key`` (the nodes' public ``.key`` file)
+are the keys the monitors are asked with, as ``--curve-client-key`` and
+``--curve-server-key`` are the tools'.
 """
 
 from __future__ import annotations
@@ -16,6 +19,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pzq import security
+from pzq.errors import ConfigError
+from pzq.security import ClientCurve
+
+MONITOR_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -32,7 +42,8 @@ class ArchiveDir:
 def archive_dirs(options: Mapping[str, str]) -> tuple[ArchiveDir, ...]:
     """The directories of a read, each checked to be a readable directory."""
     given = [Path(text) for text in _listed(options.get("path")) + _paths(options)]
-    found = [*_named(given), *_from_monitors(_listed(options.get("monitor")))]
+    monitors = _listed(options.get("monitor"))
+    found = [*_named(given), *_from_monitors(monitors, monitor_curve(options))]
     if not found:
         raise ValueError("give the archive directory: .load(ARCHIVE_DIR), several as "
                          ".load([DIR, ...]) or comma separated, or a node's monitor "
@@ -47,6 +58,28 @@ def archive_dirs(options: Mapping[str, str]) -> tuple[ArchiveDir, ...]:
 def archive_topics(directory: Path) -> tuple[str, ...]:
     """The topics an archive directory holds: its subdirectories."""
     return tuple(sorted(path.name for path in directory.iterdir() if path.is_dir()))
+
+
+def monitor_curve(options: Mapping[str, str]) -> ClientCurve | None:
+    """The CURVE keys to ask the nodes' monitors with (None: without CURVE)."""
+    return curve_from_files(options.get("curve_client_key"), options.get("curve_server_key"))
+
+
+def curve_from_files(client_key: str | None, server_key: str | None) -> ClientCurve | None:
+    """The keys in the files the options name; one error naming what is wrong."""
+    try:
+        return security.client_curve(client_key, server_key)
+    except ConfigError as exc:
+        raise ValueError(f"{exc} (options curve_client_key and curve_server_key)") from None
+
+
+def ask_stats(endpoint: str, curve: ClientCurve | None) -> dict[str, Any]:
+    """A node's STATS, on the driver; TimeoutError saying why when it does not answer."""
+    from pzq.client import request_monitor  # ZeroMQ, on the driver only
+
+    stats: dict[str, Any] = json.loads(request_monitor(endpoint, "STATS", MONITOR_TIMEOUT_S,
+                                                       curve))
+    return stats
 
 
 def _listed(text: str | None) -> list[str]:
@@ -77,12 +110,10 @@ def _named(directories: list[Path]) -> list[ArchiveDir]:
     return named
 
 
-def _from_monitors(endpoints: list[str]) -> list[ArchiveDir]:
-    from pzq.client import request_monitor  # ZeroMQ, on the driver only
-
+def _from_monitors(endpoints: list[str], curve: ClientCurve | None) -> list[ArchiveDir]:
     found = []
     for endpoint in endpoints:
-        stats = json.loads(request_monitor(endpoint, "STATS", timeout=10.0))
+        stats = ask_stats(endpoint, curve)
         directory = (stats.get("archive") or {}).get("archive_dir")
         if not directory:
             raise ValueError(f"the node at {endpoint} keeps no archive (no --archive-dir)")

@@ -16,13 +16,14 @@ Options, besides the batch reader's ``topics``, ``partition_bytes``, ``mode`` an
 ``columnNameOfCorruptRecord``: ``startingOffsets`` ``earliest`` (default: every
 record kept) or ``latest`` (only records appended after the query first starts);
 ``node``, a node's monitor endpoint (e.g. ``tcp://127.0.0.1:11133``), to read only
-what its last fsync made durable (a stream of one directory). Topics, and
-directories, that appear later are read from their first offset.
+what its last fsync made durable (a stream of one directory), asked with the keys of
+``curve_client_key`` and ``curve_server_key`` when the node serves CURVE (as for
+``monitor``, pzq.spark_archives). Topics, and directories, that appear later are
+read from their first offset.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +32,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 
 from pzq.archive.files import whole_end
 from pzq.archive.segments import list_segments
-from pzq.spark_archives import ArchiveDir, archive_topics
+from pzq.spark_archives import ArchiveDir, archive_topics, ask_stats, curve_from_files
 from pzq.spark_plan import plan_topic
 from pzq.spark_reads import ReadOptions, SegmentPartition
 
@@ -44,6 +45,9 @@ class StreamOptions:
     read: ReadOptions
     starting: str
     node: str | None
+    # The key files, read when the node is asked: the options travel to the executors,
+    # a secret key read from them need not.
+    curve_files: tuple[str | None, str | None] = (None, None)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
@@ -54,7 +58,9 @@ class StreamOptions:
         if node is not None and len(read.archives) > 1:
             raise ValueError("node caps the stream of one archive directory, not of "
                              f"{len(read.archives)}")
-        return cls(read, starting, node)
+        # Key files that do not read failed the query already (ReadOptions.parse).
+        curve_files = (options.get("curve_client_key"), options.get("curve_server_key"))
+        return cls(read, starting, node, curve_files)
 
 
 # The batch reader (pzq.spark.ZperReader), which reads each planned range: passed in,
@@ -90,10 +96,8 @@ class ZperStreamReader(DataSourceStreamReader):
         return ends
 
     def _node_flushed(self) -> dict[str, int]:
-        from pzq.client import request_monitor
-
         assert self.options.node is not None
-        stats = json.loads(request_monitor(self.options.node, "STATS", timeout=10.0))
+        stats = ask_stats(self.options.node, curve_from_files(*self.options.curve_files))
         return {topic: int(info["flushed_offset"])
                 for topic, info in stats.get("archive", {}).get("topics", {}).items()}
 

@@ -123,6 +123,40 @@ def start_inproc_node(context: zmq.Context,
 
 
 @pytest.fixture
+def curve_keys(tmp_path: Path) -> dict[str, Any]:
+    """Key pairs of a node, a client and a stranger in ``tmp_path/keys``, the node's and
+    the client's public keys authorized: the node's options (``args``), each client's
+    ClientCurve, and the files the tools and Spark take (``files``)."""
+    from pzq import security
+    from pzq.security import ClientCurve
+
+    made = {name: security.generate(tmp_path / "keys", name)
+            for name in ("node", "client", "stranger")}
+    authorized = tmp_path / "authorized"
+    authorized.mkdir()
+    for name in ("node", "client"):
+        (authorized / f"{name}.key").write_bytes(made[name][0].read_bytes())
+    strangers = tmp_path / "authorized-by-the-stranger"
+    strangers.mkdir()
+    for name in ("stranger", "client"):
+        (strangers / f"{name}.key").write_bytes(made[name][0].read_bytes())
+    pairs = {name: security.load_key_pair(secret) for name, (_, secret) in made.items()}
+    node_public = pairs["node"].public
+    return {
+        "args": ["--curve-secret-key", str(made["node"][1]),
+                 "--curve-authorized-keys", str(authorized)],
+        "client": ClientCurve(pairs["client"], node_public),
+        "stranger": ClientCurve(pairs["stranger"], node_public),
+        # A node of the stranger's own: it admits its own key and the client's, the
+        # node above admits neither the stranger nor it.
+        "stranger_args": ["--curve-secret-key", str(made["stranger"][1]),
+                          "--curve-authorized-keys", str(strangers)],
+        "files": {"client": str(made["client"][1]), "stranger": str(made["stranger"][1]),
+                  "node": str(made["node"][0])},
+    }
+
+
+@pytest.fixture
 def node(start_node: Callable[..., NodeProcess]) -> NodeProcess:
     return start_node("--ack-timeout", "1000000", "--reaper-frequency", "100000")
 

@@ -6,12 +6,15 @@ from collections.abc import Iterator
 
 import zmq
 
+from pzq import reach
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
 from pzq.archive.entry import ArchivedMessage
 from pzq.archive.records import Damaged, Record, walk
 from pzq.archive.segments import segment_name
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp
+from pzq.security import ClientCurve
+from pzq.sockets import dual_stack
 
 Context = zmq.Context[zmq.Socket[bytes]]
 EVERY_SEGMENT_MS = 1 << 62  # an OFFSET time after every segment's last change
@@ -22,23 +25,33 @@ class ArchiveReader:
 
     A damaged record is skipped: handed to ``on_damage`` (default: one warning line;
     ``pzq.archive.damage.raise_damage`` stops instead) and kept in ``damaged``.
+    With CURVE on the node, give ``curve`` (this client's key pair and the node's
+    public key), as to the other clients. A request not answered within ``timeout``
+    seconds raises TimeoutError saying why (no node there, a refused handshake).
     """
 
     def __init__(self, dsn: str, topic: str, context: Context | None = None,
-                 timeout: float = 10.0, on_damage: DamageHandler = log_damage) -> None:
+                 timeout: float = 10.0, on_damage: DamageHandler = log_damage,
+                 curve: ClientCurve | None = None) -> None:
+        self.dsn = dsn
         self.topic = topic
-        self.timeout_ms = int(timeout * 1000)
+        self.timeout = timeout
         self.on_damage = on_damage
         self.damaged: list[DamagedRecord] = []
+        self._curve = curve is not None
         self._socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
         self._socket.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            curve.apply(self._socket)
+        dual_stack(self._socket, dsn)
         self._socket.connect(dsn)
 
     def _request(self, frames: list[bytes]) -> list[bytes]:
         self._socket.send_multipart(frames)
-        if not self._socket.poll(self.timeout_ms):
-            raise TimeoutError("the archive reader did not answer")
+        if not self._socket.poll(int(self.timeout * 1000)):
+            why = reach.why_silent(self.dsn, self._curve, min(self.timeout, reach.PROBE_TIMEOUT_S))
+            raise TimeoutError(f"no answer from {self.dsn} within {self.timeout:g} s: {why}")
         status, *rest = self._socket.recv_multipart()
         if status[0] != zp.OK:
             raise ReaderError(status[0])

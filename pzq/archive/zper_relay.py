@@ -1,11 +1,14 @@
 """ZPRelay: every new record of a topic pushed to the clients that asked for it.
 
-A client is a DEALER with a ZPER identity naming its topic. libzmq's ROUTER tells
-the node about a peer only when it sends something, so a client announces itself
+A client is a DEALER with a ZPER identity naming its topic that announces itself
 once with any message (``ZMQ_PROBE_ROUTER`` set on the client sends an empty one
-as it connects). From then on, every ``--relay-poll`` ms, the node sends it each
-record appended to its topic since: one message per record, the record's frames as
-they are (a ZPER producer's frames, or pzq's ``[key][metadata][parts]``).
+as it connects). libzmq's ROUTER can send to a connected peer by the identity of
+its handshake, but tells the node of the peer only when it sends something
+(ZMQ_ROUTER_NOTIFY is a draft API, absent from pyzmq's builds), and a ZPER
+identity ends in 16 random bytes the node cannot work out from the topic. From then
+on, every ``--relay-poll`` ms, the node sends it each record appended to its topic
+since: one message per record, the record's frames as they are (a ZPER producer's
+frames, or pzq's ``[key][metadata][parts]``).
 
 Flow control is the high-water mark: when a client's queue is full the node stops
 sending to it and goes on from the same record at the next poll, so a slow client

@@ -15,11 +15,12 @@ from pzq.clock import Now
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
 from pzq.node.config import OPTIONS, Config, Option, build_config
+from pzq.node.keys import node_curve
 from pzq.node.run import StopRequest, run
 from pzq.node.shards import run_shards
+from pzq.node.start_report import NO_REPORT, StartReport, start_report
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
-from pzq.security import NodeCurve, load_node_curve
 from pzq.store.directory import refuse_other_content
 from pzq.store.store import Store
 
@@ -84,18 +85,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.shards > 1:
         return _supervise(config, arguments)
     log = logs.get_logger("pzq")
+    report = start_report()  # a shard's to its supervisor
     try:
         curve = node_curve(config)
         store = open_store(config)
     except PzqError as exc:
-        return _failed(exc)
+        return _failed(exc, report)
     waker = Waker()
     stop = StopRequest()
     previous = install_signal_handlers(stop, waker)
     try:
-        run(NodeState(config, store, Now.read()), waker, stop, curve)
+        run(NodeState(config, store, Now.read()), waker, stop, curve, report=report)
     except PzqError as exc:  # e.g. an endpoint in use, an archive that cannot be opened
-        return _failed(exc)
+        return _failed(exc, report)
     except Exception:
         log.exception("node_failed")
         return ExitCode.FAILURE
@@ -122,16 +124,10 @@ def open_store(config: Config) -> Store:
                       sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
 
 
-def node_curve(config: Config) -> NodeCurve | None:
-    if config.curve_secret_key is None or config.curve_authorized_keys is None:
-        return None
-    return load_node_curve(config.curve_secret_key, config.curve_authorized_keys,
-                           config.cluster_authorized_keys, config.peer_key_names)
-
-
-def _failed(exc: PzqError) -> int:
+def _failed(exc: PzqError, report: StartReport = NO_REPORT) -> int:
     """A node that cannot start says why in one line, and exits with the error's code."""
     print(f"pzq: error: {exc}", file=sys.stderr)
+    report.failed(str(exc))
     return exc.exit_code
 
 

@@ -13,6 +13,7 @@ from pzq.clock import Now
 from pzq.logs import get_logger
 from pzq.node.device import Device
 from pzq.node.scheduler import start_scheduler
+from pzq.node.start_report import NO_REPORT, StartReport
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import NodeCurve, start_authenticator
@@ -31,10 +32,11 @@ class StopRequest:
 
 
 def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | None,
-        shared: Context | None = None) -> None:
+        shared: Context | None = None, report: StartReport = NO_REPORT) -> None:
     """Serve until ``stop`` is requested. The node makes its own ZeroMQ context and
     terminates it at the end, unless given a ``shared`` one (a node inside a test
-    process, its endpoints on ``inproc://`` there), which it leaves to its owner."""
+    process, its endpoints on ``inproc://`` there), which it leaves to its owner.
+    ``report`` hears when the node is ready (a shard's supervisor)."""
     context = Context() if shared is None else shared
     authenticator = scheduler = device = None
     try:
@@ -45,6 +47,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
         scheduler = start_scheduler(waker, device.ticks())
         log.info("node_ready", node_id=node.node_id.decode(), messages=node.store.messages,
                  **device.bound())
+        report.ready()
         serve(device, stop)
     finally:
         if scheduler is not None:

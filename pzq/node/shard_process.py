@@ -1,5 +1,6 @@
 """How the supervisor of ``pzq --shards N`` starts one shard: the command, the
-environment, and the tie that ends the shard when the supervisor dies."""
+environment, the pipe it reports its start on (pzq.node.start_report), and the tie
+that ends the shard when the supervisor dies."""
 
 from __future__ import annotations
 
@@ -14,20 +15,31 @@ from pathlib import Path
 
 import pzq
 from pzq.errors import ExitCode
+from pzq.node.start_report import REPORT_FD
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def start_shard(arguments: Sequence[str]) -> subprocess.Popen[bytes]:
-    """``pzq ARGUMENTS`` as a child: its log goes where the supervisor's goes."""
-    # -P: the working directory is not put on sys.path, so a folder named pzq there
-    # (a clone, say) is not imported instead of the pzq this supervisor runs.
-    return subprocess.Popen(
-        [sys.executable, "-P", "-m", "pzq", *arguments], stdin=subprocess.DEVNULL,
-        env=_environment(), preexec_fn=_end_with_supervisor(),
-        # A process group of its own: a Ctrl-C in the terminal reaches the supervisor
-        # alone, which forwards it once; a second SIGINT would make a node exit at once.
-        process_group=0)
+def start_shard(arguments: Sequence[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """``pzq ARGUMENTS`` as a child, and the read end of the pipe it reports its start
+    on (pzq.node.start_report.read_report); its log goes where the supervisor's goes."""
+    read_end, write_end = os.pipe()
+    try:
+        # -P: the working directory is not put on sys.path, so a folder named pzq there
+        # (a clone, say) is not imported instead of the pzq this supervisor runs.
+        process = subprocess.Popen(
+            [sys.executable, "-P", "-m", "pzq", *arguments], stdin=subprocess.DEVNULL,
+            env={**_environment(), REPORT_FD: str(write_end)}, pass_fds=(write_end,),
+            preexec_fn=_end_with_supervisor(),
+            # A process group of its own: a Ctrl-C in the terminal reaches the supervisor
+            # alone, which forwards it once; a second SIGINT would make a node exit at once.
+            process_group=0)
+    except OSError:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)  # the shard's alone: its exit ends the pipe
+    return process, read_end
 
 
 def _environment() -> dict[str, str]:

@@ -4,7 +4,10 @@ It starts every shard (pzq.node.shard_layout says where each keeps its store and
 binds), starts one that exits again after a delay that doubles from 0.5 s to 10 s
 (and starts from 0.5 s again once the shard had run a while), and on SIGINT or
 SIGTERM forwards the signal to every shard, waits for them to stop, SIGKILLs what
-is left at a deadline, and exits 0. It logs one event per line.
+is left at a deadline, and exits 0. A shard that exits with a configuration or
+store error (exit 2 or 3) before it was ever ready can never start as it is: the
+supervisor stops the others as on SIGTERM and exits with that code, repeating the
+shard's error line. It logs one event per line.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from pzq import logs
-from pzq.errors import ExitCode
+from pzq.errors import ExitCode, PzqError
 from pzq.node.config import Config
+from pzq.node.keys import node_curve
 from pzq.node.shard_layout import Shard, plan_shards
 from pzq.node.shard_process import start_shard
+from pzq.node.start_report import read_report
 from pzq.node.waker import Waker
 from pzq.store.directory import refuse_other_content_for_shards, unused_shard_stores
 
@@ -31,8 +36,21 @@ LONGEST_DELAY_S = 10.0
 SETTLED_S = 30.0  # a shard that ran this long is started again after the first delay
 STOP_DEADLINE_S = 30.0  # a node hands back in seconds; past this it is SIGKILLed
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A shard that exits so before it was ever ready cannot start: starting it again is
+# the same refusal again.
+START_FAILURES = (ExitCode.USAGE, ExitCode.STORE)
 
 log = logs.get_logger("shards")
+
+
+class ShardCannotStart(PzqError):
+    """A shard exited with a configuration or store error before it was ever ready."""
+
+    def __init__(self, number: int, code: int, reason: str | None) -> None:
+        said = reason or "its error is in the log above"
+        super().__init__(f"shard {number} cannot start (exit {code}; not started again, "
+                         f"the other shards are stopped): {said}")
+        self.exit_code = ExitCode(code)
 
 
 @dataclass
@@ -42,9 +60,24 @@ class Child:
     shard: Shard
     arguments: list[str]
     process: subprocess.Popen[bytes] | None = None
+    report_fd: int | None = None  # the pipe its start is reported on (start_report)
+    ever_ready: bool = False
     started_at: float = 0.0
     delay_s: float = FIRST_DELAY_S
     start_at: float | None = None  # when to start it again
+
+    def cannot_start(self, code: int) -> bool:
+        """Whether exiting with ``code`` now says that this shard can never start."""
+        return not self.ever_ready and code in START_FAILURES
+
+    def take_report(self) -> str | None:
+        """Read what the exited shard reported; returns its error line, if it gave one."""
+        if self.report_fd is None:
+            return None
+        reported = read_report(self.report_fd)
+        self.report_fd = None
+        self.ever_ready = self.ever_ready or reported.ready
+        return reported.reason
 
     def schedule_start(self, now: float) -> float:
         """Set when this shard starts again after exiting at ``now``; returns the delay."""
@@ -59,6 +92,7 @@ def run_shards(config: Config, arguments: Sequence[str]) -> int:
     """Supervise the shards of ``config``; ``arguments`` are the supervisor's own, which
     each shard's command line repeats before its own values (so those win)."""
     shards = plan_shards(config)
+    node_curve(shards[0].config, "the shards")  # each shard's keys, read as it will
     refuse_other_content_for_shards(Path(config.database))
     for path in unused_shard_stores(Path(config.database), config.shards):
         log.warning("shard_store_unused", path=str(path),
@@ -71,13 +105,16 @@ class Supervisor:
         self.children = children
         self.waker = Waker()
         self.stop_signals: list[int] = []
+        self.cannot_start: ShardCannotStart | None = None
 
     def run(self) -> int:
+        """Exit code 0 once stopped on request; ShardCannotStart for a shard that can
+        never start."""
         previous = self._install_signal_handlers()
         try:
             for child in self.children:
                 self._start(child)
-            while not self.stop_signals:
+            while not self.stop_signals and self.cannot_start is None:
                 self._wait(self._until_next_start())
                 self._reap(restart=True)
                 self._start_due()
@@ -88,6 +125,8 @@ class Supervisor:
                 signal.signal(signum, handler)
             self.waker.close()
         log.info("shards_stopped")
+        if self.cannot_start is not None:
+            raise self.cannot_start
         return ExitCode.OK
 
     def _install_signal_handlers(self) -> dict[int, Any]:
@@ -112,7 +151,7 @@ class Supervisor:
         child.start_at = None
         child.started_at = time.monotonic()
         try:
-            child.process = start_shard(child.arguments)
+            child.process, child.report_fd = start_shard(child.arguments)
         except OSError as exc:  # no memory or processes left to fork: try again later
             log.error("shard_start_failed", shard=child.shard.number, error=str(exc),
                       restarting_in_ms=self._schedule(child))
@@ -130,7 +169,8 @@ class Supervisor:
     def _start_due(self) -> None:
         now = time.monotonic()
         for child in self.children:
-            if child.start_at is not None and child.start_at <= now and not self.stop_signals:
+            if child.start_at is not None and child.start_at <= now and not self.stop_signals \
+                    and self.cannot_start is None:
                 self._start(child)
 
     def _reap(self, restart: bool) -> None:
@@ -138,11 +178,17 @@ class Supervisor:
             if child.process is None or child.process.poll() is None:
                 continue
             code, child.process = child.process.returncode, None
-            if restart:
+            reason = child.take_report()
+            if not restart:
+                log.info("shard_stopped", shard=child.shard.number, code=code)
+            elif child.cannot_start(code):
+                log.error("shard_cannot_start", shard=child.shard.number, code=code,
+                          error=reason)
+                self.cannot_start = self.cannot_start or ShardCannotStart(
+                    child.shard.number, code, reason)
+            else:
                 log.warning("shard_exited", shard=child.shard.number, code=code,
                             restarting_in_ms=self._schedule(child))
-            else:
-                log.info("shard_stopped", shard=child.shard.number, code=code)
 
     def _running(self) -> list[subprocess.Popen[bytes]]:
         return [child.process for child in self.children if child.process is not None]
@@ -173,3 +219,4 @@ class Supervisor:
                 child.process.kill()
                 child.process.wait()
                 child.process = None
+                child.take_report()  # closes its pipe

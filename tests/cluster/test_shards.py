@@ -113,8 +113,8 @@ def start_shards(request: pytest.FixtureRequest,
     started: list[Supervisor] = []
     request.node.pzq_nodes = started
 
-    def start(*options: str) -> Supervisor:
-        supervisor = Supervisor(tmp_path / f"shards{len(started)}", *options)
+    def start(*options: str, database: Path | None = None) -> Supervisor:
+        supervisor = Supervisor(database or tmp_path / f"shards{len(started)}", *options)
         started.append(supervisor)
         return supervisor.start()
 
@@ -206,6 +206,29 @@ def test_shards_stop_when_their_supervisor_is_killed(start_shards):
                message="the shards of a killed supervisor exiting")
 
 
+def test_a_shard_that_cannot_start_stops_the_supervisor_with_its_code_and_line(
+        start_shards):
+    """Stores made with orders=16, started with orders=8: each shard refuses (exit 2).
+    Started again it would refuse again, for ever: the supervisor stops instead."""
+    made = start_shards("--partitions", "orders=16")
+    wait_until(lambda: len(made.events("node_ready")) == SHARDS, 30, message="shards ready")
+    assert made.signal_and_wait(signal.SIGTERM) == 0
+    refused = start_shards("--partitions", "orders=8", database=made.database)
+    assert refused.process is not None
+    code = refused.process.wait(30)
+    assert refused._reader is not None
+    refused._reader.join(5)
+    assert code == 2
+    conflict = "orders has 16 partitions; a partition count is fixed"
+    last = refused.stderr_lines[-1]
+    assert last.startswith("pzq: error: shard ") and "cannot start (exit 2; not started " \
+        "again, the other shards are stopped)" in last and conflict in last
+    assert not refused.events("shard_exited")  # none started again
+    assert len(refused.events("shard_started")) <= SHARDS
+    (first, *_) = refused.events("shard_cannot_start")
+    assert first["code"] == 2 and conflict in first["error"]
+
+
 @pytest.mark.timeout(30)
 def test_shards_that_would_bind_one_port_are_refused_before_any_starts(tmp_path):
     port = port_for_shards(SHARDS)
@@ -217,6 +240,22 @@ def test_shards_that_would_bind_one_port_are_refused_before_any_starts(tmp_path)
         f"pzq: error: --shards 2: shard 1's --receive-dsn tcp://127.0.0.1:{port + 10} would "
         f"bind where shard 0's --send-dsn tcp://127.0.0.1:{port + 10} does; shard K adds "
         "10*K to every tcp port\n")
+    assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.timeout(30)
+def test_shards_whose_shared_key_is_not_authorized_are_refused_before_any_starts(
+        tmp_path, curve_keys):
+    """They would start and never join: each refusing the others' handshakes."""
+    secret = curve_keys["files"]["stranger"]
+    authorized = curve_keys["args"][3]  # the node's and the client's keys, not this one
+    finished = run_pzq(["--shards", "2", "--database", str(tmp_path / "db"),
+                        "--curve-secret-key", secret, "--curve-authorized-keys", authorized])
+    assert finished.returncode == 2
+    assert finished.stderr == (
+        f"pzq: error: the public key of --curve-secret-key {secret} is not in "
+        f"--curve-authorized-keys {authorized}, and the shards connect to each other with "
+        f"that key pair: they would never join; copy {secret[:-len('_secret')]} there\n")
     assert not (tmp_path / "db").exists()
 
 

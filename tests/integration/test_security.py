@@ -20,23 +20,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def keys(tmp_path):
-    made = {name: security.generate(tmp_path / "keys", name)
-            for name in ("node", "client", "stranger")}
-    authorized = tmp_path / "authorized"
-    authorized.mkdir()
-    for name in ("node", "client"):
-        (authorized / f"{name}.key").write_bytes(made[name][0].read_bytes())
-    pairs = {name: security.load_key_pair(secret) for name, (_, secret) in made.items()}
-    node_public = pairs["node"].public
-    return {
-        "args": ["--curve-secret-key", str(made["node"][1]),
-                 "--curve-authorized-keys", str(authorized)],
-        "client": ClientCurve(pairs["client"], node_public),
-        "stranger": ClientCurve(pairs["stranger"], node_public),
-        "stranger_args": ["--curve-secret-key", str(made["stranger"][1]),
-                          "--curve-authorized-keys", str(authorized)],
-    }
+def keys(curve_keys):
+    return curve_keys
 
 
 @pytest.fixture
@@ -224,7 +209,7 @@ def test_a_leaked_client_key_cannot_join_a_cluster_of_keyed_nodes(start_node, no
 
 
 @pytest.mark.parametrize("case", ["same-directory", "unnamed", "names-without-directory",
-                                  "missing-key"])
+                                  "missing-key", "own-key-not-authorized"])
 def test_cluster_key_options_are_checked(node_keys, tmp_path, case):
     made = node_keys["made"]
     base = ["--curve-secret-key", str(made["n0"][1]),
@@ -239,6 +224,12 @@ def test_cluster_key_options_are_checked(node_keys, tmp_path, case):
                                     "give that directory"),
         "missing-key": ([*cluster, "--nodes", "n9=tcp://127.0.0.1:2"],
                         "cannot read CURVE key file"),
+        # Without a cluster directory the nodes share n0's key pair: each must admit it.
+        "own-key-not-authorized": (["--nodes", "tcp://127.0.0.1:2"], (
+            f"the public key of --curve-secret-key {made['n0'][1]} is not in "
+            f"--curve-authorized-keys {node_keys['clients']}, and the cluster's nodes "
+            f"connect to each other with that key pair: they would never join; copy "
+            f"{made['n0'][0]} there")),
     }[case]
     result = run_pzq([*base, *args, "--database", str(tmp_path / "db")])
     assert result.returncode == 2, result.stderr

@@ -248,6 +248,37 @@ def test_monitor_finds_each_node_s_archive(spark, start_node, context, tmp_path)
     assert counts == sent and len(counts) == 2
 
 
+def test_monitor_asks_a_node_with_curve_with_the_keys_given(spark, start_node, context,
+                                                          tmp_path, curve_keys):
+    from pyspark.errors import PySparkException
+
+    from pzq.client import Consumer, Producer
+
+    node = start_node(*curve_keys["args"], "--archive-dir", str(tmp_path / "archive"))
+    node.curve = curve = curve_keys["client"]
+    with Producer(node.receive_dsn, context=context, curve=curve) as producer:
+        for i in range(3):
+            producer.send([b"secret %d" % i], headers=[b"TOPIC:orders"])
+        producer.flush(15)
+    with Consumer(node.send_dsn, context=context, curve=curve) as consumer:
+        for _ in range(3):
+            consumer.receive(10).ack()
+    node.wait_stats(lambda s: s["archive"]["archived"] == 3, message="archived")
+    files = curve_keys["files"]
+
+    def read(client_key: str) -> list:
+        return (spark.read.format("zper").option("monitor", node.monitor_dsn)
+                .option("curve_client_key", client_key)
+                .option("curve_server_key", files["node"]).load().collect())
+
+    assert sorted(row.parts[0] for row in read(files["client"])) == [
+        b"secret %d" % i for i in range(3)]
+    with pytest.raises(PySparkException, match="may have refused this client's CURVE"):
+        read(files["stranger"])
+    with pytest.raises(PySparkException, match="none.key_secret"):
+        read(str(tmp_path / "none.key_secret"))
+
+
 def docs_spark_snippet() -> str:
     section = (ROOT / "docs" / "archive.rst").read_text().split("\nSpark\n-----\n", 1)[1]
     lines = section.split(".. code-block:: python\n\n", 1)[1].splitlines()

@@ -137,6 +137,38 @@ def test_a_zper_producer_s_messages_read_back_by_spark(spark, start_node, tmp_pa
     assert {row.topic for row in rows} == {"trades"} and rows[0].msg_id is None
 
 
+def test_a_stream_capped_by_a_node_with_curve_asks_it_with_the_keys_given(
+        spark, start_node, tmp_path, context, curve_keys):
+    from pzq.client import Consumer, Producer
+
+    archive, out, checkpoint = tmp_path / "archive", tmp_path / "out", tmp_path / "ck"
+    node = start_node(*curve_keys["args"], "--archive-dir", str(archive),
+                      "--flush-interval", "50")
+    node.curve = curve = curve_keys["client"]
+    with Producer(node.receive_dsn, context=context, curve=curve) as producer:
+        for i in range(5):
+            producer.send([b"secret %d" % i], headers=[b"TOPIC:orders"])
+        producer.flush(15)
+    with Consumer(node.send_dsn, context=context, curve=curve) as consumer:
+        for _ in range(5):
+            consumer.receive(10).ack()
+    node.wait_stats(lambda s: s["archive"]["archived"] == 5, message="archived")
+    node.wait_archive_durable()
+    files = curve_keys["files"]
+    query = (spark.readStream.format("zper").option("node", node.monitor_dsn)
+             .option("curve_client_key", files["client"])
+             .option("curve_server_key", files["node"]).load(str(archive))
+             .writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(processingTime="100 milliseconds").start())
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted(row.parts[0] for row in rows) == [b"secret %d" % i for i in range(5)]
+
+
 def report_job():
     import importlib.util
     import sys

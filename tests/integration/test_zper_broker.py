@@ -354,6 +354,35 @@ def test_relay_pushes_new_records_and_goes_on_from_the_end_after_a_restart(zper_
     assert stats["relayed"] == 8 and stats["clients"] == 1
 
 
+def test_a_relay_client_that_only_connects_is_served_from_its_first_message_on(
+        zper_node, open_socket):
+    """ZPER's README client connects and only receives. The node cannot know it (a
+    ROUTER hears of a peer when it sends; its identity ends in random bytes), so it gets
+    nothing until it sends once, as docs/archive.rst says; then it is a client."""
+    writer = producer(open_socket, zper_node, zmq.DEALER, "feed", 2)
+
+    def write(batch: list[list[bytes]]) -> None:
+        for frames in batch:
+            writer.send_multipart(frames)
+            assert writer.poll(10_000)
+            writer.recv_multipart()
+
+    silent = open_socket(zmq.DEALER)
+    silent.setsockopt(zmq.IDENTITY, zp.make_identity("feed"))
+    silent.connect(zper_node.zper["relay"])
+    announced = relay_client(open_socket, zper_node, "feed")
+    zper_node.wait_stats(lambda s: s["zper"]["relay"]["clients"] == 1, message="client")
+    unseen = messages(5)
+    write(unseen)
+    assert receive(announced, 5) == unseen
+    assert not silent.poll(200)
+    silent.send(b"")  # any message announces it
+    zper_node.wait_stats(lambda s: s["zper"]["relay"]["clients"] == 2, message="both")
+    seen = [[b"later-%d" % n, b"z"] for n in range(4)]
+    write(seen)
+    assert receive(silent, 4) == seen and receive(announced, 4) == seen
+
+
 def test_relay_flow_control_holds_records_for_a_slow_client(zper_node, open_socket):
     client = relay_client(open_socket, zper_node, "bulk")
     client.setsockopt(zmq.RCVHWM, 5)

@@ -1,12 +1,16 @@
-"""pzq --shards: how soon the supervisor starts a shard that exited."""
+"""pzq --shards: how soon the supervisor starts a shard that exited, and when it gives
+up instead (a shard that can never start, as its start report says)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from pzq.node.config import build_config
 from pzq.node.shard_layout import plan_shards
 from pzq.node.shards import Child
+from pzq.node.start_report import REPORT_FD, Reported, StartReport, read_report, start_report
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -30,3 +34,40 @@ def test_a_shard_that_ran_a_while_starts_after_the_first_delay_again():
     assert shard.schedule_start(now=129.0) == 8.0  # not long enough
     shard.started_at = 200.0
     assert shard.schedule_start(now=230.0) == 0.5
+
+
+@pytest.mark.parametrize("code, gives_up", [(2, True), (3, True), (1, False), (4, False),
+                                            (0, False), (-9, False)])
+def test_only_a_configuration_or_store_error_before_ready_stops_the_supervisor(code, gives_up):
+    shard = child()
+    assert shard.cannot_start(code) is gives_up
+    shard.ever_ready = True  # it ran: the same error later may pass (a disk freed, say)
+    assert shard.cannot_start(code) is False
+
+
+def report_pipe(monkeypatch: pytest.MonkeyPatch) -> tuple[StartReport, int]:
+    read_end, write_end = os.pipe()
+    monkeypatch.setenv(REPORT_FD, str(write_end))
+    return start_report(), read_end
+
+
+def test_a_shard_reports_ready_or_its_error_line_on_its_pipe(monkeypatch):
+    report, read_end = report_pipe(monkeypatch)
+    assert REPORT_FD not in os.environ  # not handed on to what the node might start
+    report.failed("--partitions: topic orders has 16 partitions;\nfixed")
+    os.close(report.fd)
+    assert read_report(read_end) == Reported(False, "--partitions: topic orders has 16 "
+                                                    "partitions; fixed")
+    report, read_end = report_pipe(monkeypatch)
+    report.ready()
+    report.failed("store write failed")  # after it served: not a start failure
+    os.close(report.fd)
+    assert read_report(read_end) == Reported(True, "store write failed")
+
+
+def test_a_node_without_a_supervisor_reports_nothing(monkeypatch):
+    monkeypatch.delenv(REPORT_FD, raising=False)
+    report = start_report()
+    assert type(report) is StartReport
+    report.ready()
+    report.failed("anything")

@@ -20,12 +20,10 @@ import zmq
 
 from pzq.client.common import NOTICE_AFTER_S, WaitNotice, connect, remaining_ms
 from pzq.client.message import Message
-from pzq.client.sessions.group import NOT_CONSUMING, GroupSession, Out
+from pzq.client.sessions.group import GroupSession, Out
 from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
 from pzq.zmqio import Context, recv_frames, send_frames
-
-__all__ = ["NOT_CONSUMING", "GroupConsumer"]
 
 # ZeroMQ heartbeats towards the node: a node that stops answering for this long is
 # taken as gone, and the socket connects again.

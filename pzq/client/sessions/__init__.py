@@ -15,7 +15,7 @@ clients need no wall clock, and a session never reads one.
 - ``delivered``: a delivered message's fields, shared by every shell's ``Message``
 - ``consumer``: the ``--send-dsn`` consumer's frames (``ConsumerSession``)
 - ``group``: a consumer of a group on ``--consume-dsn`` (``GroupSession``)
-- ``routes``: the route table as data (``Routes``), filled by a shell that asks
+- ``routes``: the route table as data (``KnownRoutes``), filled by a shell that asks
 - ``routed_producer``: which owner a partitioned topic's message goes to, and what
   goes again after a MOVED or a silent node (``RoutedProducerSession``)
 - ``routed_group``: the nodes a routed group consumer joins, and their turns

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -33,9 +33,10 @@ GROUP_OPTIONS = ("topic", "group", "window", "filter", "start", "timeout", "decl
 class Consumer:
     """Receives deliveries from one or more pzq nodes on --send-dsn."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, *args: Any, **kwargs: Any) -> Consumer:
         if cls is Consumer and any(name in kwargs for name in GROUP_OPTIONS):
-            return _group_consumer(args, kwargs)  # deprecated: not a Consumer
+            # deprecated: a GroupConsumer, typed as what the call names until it goes
+            return cast(Consumer, _group_consumer(args, kwargs))
         return super().__new__(cls)
 
     def __init__(self, dsn: str | Sequence[str], context: Context | None = None,

@@ -93,7 +93,7 @@ def start_position(text: str) -> str:
 
 
 def _consumer(args: argparse.Namespace, dsns: list[str],
-              curve: ClientCurve | None) -> Consumer | RoutedGroupConsumer:
+              curve: ClientCurve | None) -> Consumer | GroupConsumer | RoutedGroupConsumer:
     if args.group is None:
         return Consumer(dsns, curve=curve)
     start = args.start or "earliest"
@@ -140,12 +140,13 @@ def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:
     return received
 
 
-def _more_at_hand(consumer: Consumer | RoutedGroupConsumer) -> bool:
+def _more_at_hand(consumer: Consumer | GroupConsumer | RoutedGroupConsumer) -> bool:
     """Whether the consumer holds more of a batch it received, to print first."""
     return isinstance(consumer, GroupConsumer) and consumer.arrived > 0
 
 
-def _ack(consumer: Consumer | RoutedGroupConsumer, messages: list[Message]) -> None:
+def _ack(consumer: Consumer | GroupConsumer | RoutedGroupConsumer,
+         messages: list[Message]) -> None:
     """ACK what was printed (a group's consumer in one ACK) and forget it."""
     if isinstance(consumer, GroupConsumer | RoutedGroupConsumer):
         consumer.ack_many(messages)

@@ -15,6 +15,7 @@ from typing import TypeVar
 from pzq import reach
 from pzq.client import (
     Consumer,
+    GroupConsumer,
     Message,
     Producer,
     ProducerAck,
@@ -79,7 +80,7 @@ class AckWait:
 class DeliveryWait:
     """A consumer's wait for deliveries that says, once, what it waits for."""
 
-    def __init__(self, consumer: Consumer | RoutedGroupConsumer, prog: str,
+    def __init__(self, consumer: Consumer | GroupConsumer | RoutedGroupConsumer, prog: str,
                  dsns: Sequence[str], curve: bool) -> None:
         self.consumer = consumer
         self.dsns = list(dsns)

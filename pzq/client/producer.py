@@ -1,17 +1,14 @@
 """A windowed Producer: sends messages and collects their ACKs.
 
 It speaks the documented frame layouts (pzq.protocol.frames) over a plain ZeroMQ
-DEALER, so it also works against the original pzq. Its first message asks whether the
-node speaks produce batches (pzq.protocol.produce_batches); once the node says so,
-messages go in batches of up to ``batch``, each answered by one ACK, while earlier
-batches are out (the window, in messages, bounds them all). An instance owns its
-socket and must stay on the thread that made it.
+DEALER, so it also works against the original pzq. Its session
+(pzq.client.sessions.producer) keeps the window and the produce batches; this
+shell owns the socket and waits. An instance owns its socket and must stay on the
+thread that made it.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -19,27 +16,12 @@ from collections.abc import Sequence
 import zmq
 
 from pzq.client.common import connect, remaining_ms
-from pzq.errors import DecodeError
-from pzq.protocol import frames as wire
-from pzq.protocol import produce_batches as batches
+from pzq.client.sessions.producer import KEEP_ACKS, ProducerSession, topic_headers
 from pzq.protocol.frames import ProducerAck
-from pzq.protocol.headers import DEDUP_HEADER, TAG_HEADER, TOPIC_HEADER
 from pzq.security import ClientCurve
 from pzq.zmqio import Context
 
-
-def topic_headers(topic: str | None, tag: str | None,
-                  dedup_id: str | bytes | None = None) -> list[bytes]:
-    found = [] if topic is None else [TOPIC_HEADER + topic.encode()]
-    found += [] if tag is None else [TAG_HEADER + tag.encode()]
-    if dedup_id is not None:
-        found.append(DEDUP_HEADER + (dedup_id.encode() if isinstance(dedup_id, str)
-                                     else dedup_id))
-    return found
-
-
-KEEP_ACKS = 100_000  # ACKs not yet read with acks(), and latencies, a producer keeps
-MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this
+__all__ = ["KEEP_ACKS", "Producer", "topic_headers"]
 
 
 class Producer:
@@ -55,36 +37,43 @@ class Producer:
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
                  context: Context | None = None, curve: ClientCurve | None = None,
                  keep_acks: int = KEEP_ACKS, batch: int | None = None) -> None:
-        if window < 1:
-            raise ValueError("window must be at least 1")
-        self.batch = max(1, min(window // 4, MOST_IN_BATCH)) if batch is None else batch
-        if not 1 <= self.batch <= batches.MAX_MESSAGES:
-            raise ValueError(f"batch must be from 1 to {batches.MAX_MESSAGES}")
-        if keep_acks < 1:
-            raise ValueError("keep_acks must be at least 1")
-        self.window = window
-        self.keep_acks = keep_acks
-        self.acks_dropped = 0
+        self._session = ProducerSession(window, batch, keep_acks)
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 1000)
         self._socket.setsockopt(zmq.SNDHWM, max(1000, window * 2))
         self._socket.setsockopt(zmq.RCVHWM, max(1000, window * 2))
         connect(self._socket, dsn, curve)
-        self._id_prefix = os.urandom(6).hex().encode()
-        self._counter = itertools.count()
-        self._outstanding: dict[bytes, float] = {}  # msg id -> monotonic send time
-        self._arrived: deque[ProducerAck] = deque()
-        # seconds from send to ACK, in ACK order, the last ``keep_acks``
-        self.latencies: deque[float] = deque(maxlen=keep_acks)
-        self.protocol = 1  # 2 once the node said it speaks produce batches
-        self._asking: bytes | None = None  # the message that asked the node
-        self._pending: list[tuple[bytes, bytes]] = []  # msg id, entry: the next batch
-        self._batches: dict[bytes, list[bytes]] = {}  # batch id -> its msg ids, out
+
+    @property
+    def window(self) -> int:
+        return self._session.window
+
+    @property
+    def batch(self) -> int:
+        return self._session.batch
+
+    @property
+    def keep_acks(self) -> int:
+        return self._session.keep_acks
+
+    @property
+    def protocol(self) -> int:
+        """2 once the node said it speaks produce batches."""
+        return self._session.protocol
+
+    @property
+    def acks_dropped(self) -> int:
+        return self._session.acks_dropped
+
+    @property
+    def latencies(self) -> deque[float]:
+        """Seconds from send to ACK, in ACK order, the last ``keep_acks``."""
+        return self._session.latencies
 
     @property
     def outstanding(self) -> int:
-        return len(self._outstanding)
+        return len(self._session.unanswered)
 
     @property
     def socket(self) -> zmq.Socket[bytes]:
@@ -92,7 +81,7 @@ class Producer:
         return self._socket
 
     def next_msg_id(self) -> bytes:
-        return b"%s-%d" % (self._id_prefix, next(self._counter))
+        return self._session.next_msg_id()
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
              msg_id: bytes | None = None, timeout: float | None = 30.0,
@@ -102,54 +91,43 @@ class Producer:
         ``topic``, ``tag`` and ``dedup_id`` add the TOPIC, TAG and DEDUP-ID header
         frames (a repeat of a ``dedup_id`` within the topic's window is stored once)."""
         headers = [*headers, *topic_headers(topic, tag, dedup_id)]
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while len(self._outstanding) >= self.window:
-            if len(self._pending) == len(self._outstanding):  # nothing out: they go
-                self._send_pending()
-            if not self._receive(remaining_ms(deadline)):
-                raise TimeoutError(f"no ACK within {timeout} s with a full window")
-        msg_id = msg_id or self.next_msg_id()
-        self._outstanding[msg_id] = time.monotonic()
-        if self.protocol > 1:
-            self._pending.append((msg_id, batches.encode_entry(msg_id, headers, parts)))
-            # a full batch goes, and so does a message while nothing is out (no wait
-            # for a slow producer); else the batch fills while ACKs free the window
-            if len(self._pending) >= self.batch or len(self._outstanding) == 1:
-                self._send_pending()
-            return msg_id
-        if self.batch > 1 and self._asking is None:
-            self._asking = msg_id
-            headers.append(batches.PROTOCOL_HEADER)
-        self._socket.send_multipart(wire.encode_produce(msg_id, list(parts), tuple(headers)))
+        session = self._session
+        if len(session.unanswered) >= session.window:
+            self._wait_for_room(timeout)
+        msg_id = msg_id or session.next_msg_id()
+        frames = session.add(msg_id, parts, headers, time.monotonic())
+        if frames is not None:
+            self._socket.send_multipart(frames)
         return msg_id
 
-    def _send_pending(self) -> None:
-        """The messages waiting for a batch go now, in one."""
-        if self._pending:
-            batch_id = self.next_msg_id()
-            self._batches[batch_id] = [msg_id for msg_id, _ in self._pending]
-            self._socket.send_multipart(batches.encode_batch(
-                batch_id, [entry for _, entry in self._pending]))
-            self._pending = []
+    def _wait_for_room(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        session = self._session
+        while session.full:
+            self._send(session.due_batch())
+            if not self._receive(remaining_ms(deadline)):
+                raise TimeoutError(f"no ACK within {timeout} s with a full window")
+
+    def _send(self, frames: list[bytes] | None) -> None:
+        if frames is not None:
+            self._socket.send_multipart(frames)
 
     def acks(self, timeout: float = 0.0) -> list[ProducerAck]:
         """ACKs received so far, waiting up to ``timeout`` s for one if none is here."""
-        self._send_pending()
-        if not self._arrived:
+        self._send(self._session.pending_batch())
+        if not self._session.arrived:
             self._receive(int(timeout * 1000))
         while self._receive(0):
             pass
-        arrived = list(self._arrived)
-        self._arrived.clear()
-        return arrived
+        return self._session.take_acks()
 
     def flush(self, timeout: float = 30.0) -> list[ProducerAck]:
         """Wait until every sent message is ACKed; returns the ACKs not yet returned."""
         deadline = time.monotonic() + timeout
-        self._send_pending()
-        while self._outstanding:
+        self._send(self._session.pending_batch())
+        while self._session.unanswered:
             if not self._receive(remaining_ms(deadline)):
-                raise TimeoutError(f"{len(self._outstanding)} messages without ACK "
+                raise TimeoutError(f"{len(self._session.unanswered)} messages without ACK "
                                    f"after {timeout} s")
         return self.acks()
 
@@ -159,56 +137,22 @@ class Producer:
         """Send one message and wait for its own ACK."""
         msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag,
                            dedup_id=dedup_id)
-        self._send_pending()
+        self._send(self._session.pending_batch())
         deadline = time.monotonic() + timeout
-        while True:
-            for position, ack in enumerate(self._arrived):
-                if ack.msg_id == msg_id:
-                    del self._arrived[position]
-                    return ack
+        while (ack := self._session.take_ack(msg_id)) is None:
             if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"no ACK for {msg_id!r} within {timeout} s")
+        return ack
 
     def _receive(self, timeout_ms: int | None) -> bool:
-        """Take one ACK off the socket; False if none came within the timeout."""
+        """Take one frame off the socket; False if none came within the timeout."""
         if not self._socket.poll(timeout_ms, zmq.POLLIN):
             return False
-        frames = self._socket.recv_multipart()
-        try:
-            if batches.is_batch_ack(frames):
-                self._batch_answered(batches.decode_batch_ack(frames))
-                return True
-            ack = wire.decode_producer_ack(frames)
-        except DecodeError:
-            return True  # not an ACK we understand; the protocol says ignore it
-        if ack.msg_id == self._asking and batches.speaks_batches(frames[2:]):
-            self.protocol = 2
-        members = self._batches.pop(ack.msg_id, None)
-        if members is not None:  # a batch the node could not read: none stored
-            for msg_id in members:
-                self._took(ProducerAck(msg_id, ack.ok, ack.status_message))
-        else:
-            self._took(ack)
+        self._session.received(self._socket.recv_multipart(), time.monotonic())
         return True
 
-    def _batch_answered(self, answer: batches.BatchAck) -> None:
-        members = self._batches.pop(answer.batch_id, None)
-        if members is None or len(members) != len(answer.results):
-            return  # not a batch of ours: ignored, as any ACK we do not know
-        for msg_id, (ok, status_message) in zip(members, answer.results, strict=True):
-            self._took(ProducerAck(msg_id, ok, status_message))
-
-    def _took(self, ack: ProducerAck) -> None:
-        sent = self._outstanding.pop(ack.msg_id, None)
-        if sent is not None:
-            self.latencies.append(time.monotonic() - sent)
-            if len(self._arrived) >= self.keep_acks:
-                self._arrived.popleft()  # never read: the oldest goes
-                self.acks_dropped += 1
-            self._arrived.append(ack)
-
     def close(self) -> None:
-        self._send_pending()  # sent, as a message sent alone would have been
+        self._send(self._session.pending_batch())  # sent, as a message sent alone would be
         self._socket.close()
 
     def __enter__(self) -> Producer:

@@ -10,23 +10,20 @@ past a dead candidate only while it hears a majority (as a takeover does): one c
 keeps the partitions it ranks first and names the first candidate for the others.
 
 A message's partition is the CRC-32 (IEEE, as zlib computes it) of its ``KEY:``
-header's bytes modulo the topic's partition count, so any client can compute it.
+header's bytes modulo the topic's partition count, so any client can compute it
+(``pzq.protocol.headers.partition_of``, beside the header).
 """
 
 from __future__ import annotations
 
 import hashlib
-import zlib
 from collections.abc import Iterable
 
 from pzq.cluster.peers import PeerTable
+from pzq.protocol.headers import partition_of as partition_of  # the rule clients share
 
 MOST_PARTITIONS = 4096
 KEPT_TABLES = 1024  # owner tables kept (per topic and view of the peers), then begun again
-
-
-def partition_of(key: bytes, partitions: int) -> int:
-    return zlib.crc32(key) % partitions
 
 
 def ranking(topic: str, partition: int, endpoints: Iterable[str]) -> list[str]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 
-from pzq.cluster.placement import Placement, partition_of
+from pzq.cluster.placement import Placement
 from pzq.logs import get_logger
+from pzq.protocol.headers import partition_of
 from pzq.protocol.routing import Routing
 from pzq.store.topics import Topic, Topics
 

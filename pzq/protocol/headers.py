@@ -1,5 +1,5 @@
 """Producer header frames that pzq reads itself: ``TOPIC:name``, ``TAG:value``,
-``DEDUP-ID:value`` and ``KEY:value``.
+``DEDUP-ID:value`` and ``KEY:value``, and the partition a key belongs to.
 
 One parser for every part that needs a message's topic (intake, the group logs, the
 copies of a cluster, the archive), so a message is stored, delivered and archived
@@ -10,6 +10,7 @@ counts. A topic name is also a directory of the archive, hence its rule.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Container, Iterable
 
 TOPIC_HEADER = b"TOPIC:"
@@ -63,3 +64,9 @@ def key_of(headers: Iterable[bytes]) -> bytes | None:
         if header[:4].upper() == KEY_HEADER:
             found = header[4:]
     return found
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """A key's partition among ``partitions``: the CRC-32 (IEEE, as zlib computes it)
+    of its bytes, so that every node and every client computes the same."""
+    return zlib.crc32(key) % partitions

@@ -5,6 +5,8 @@ takes milliseconds and no port."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from pzq.client import Consumer, GroupConsumer, Producer
@@ -92,3 +94,23 @@ def test_unacked_messages_survive_a_stop_and_a_start(start_inproc_node, context)
     with Consumer(node.send_dsn, context=context) as consumer:
         got = sorted(consumer.receive(10).parts[0] for _ in range(5))
     assert got == [b"m%d" % n for n in range(5)]
+
+
+def test_consumer_with_topic_and_group_is_a_deprecated_group_consumer(start_inproc_node,
+                                                                      context):
+    """``Consumer(dsn, topic=..., group=...)`` still makes a GroupConsumer for a release,
+    saying what to write instead; a Consumer of --send-dsn says nothing."""
+    node = start_inproc_node(*FAST)
+    produce(node, context, [b"m0"])
+    with pytest.warns(DeprecationWarning, match=r"use GroupConsumer\(dsn, topic, group"):
+        consumer = Consumer(node.consume_dsn, topic="orders", group="billing",
+                            declare=True, context=context)
+    with consumer:
+        assert type(consumer) is GroupConsumer
+        message = consumer.receive(10)
+        assert message is not None and message.parts == (b"m0",)
+        message.ack()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Consumer(node.send_dsn, context=context) as plain:
+            assert type(plain) is Consumer

@@ -81,11 +81,11 @@ class TrackingProducer(RoutedProducer):
         self.bodies: dict[bytes, bytes] = {}  # msg id -> body
         self.sent_to: defaultdict[bytes, list[tuple[float, str]]] = defaultdict(list)
 
-    def _send(self, msg_id: bytes, parts: list[bytes], headers: Sequence[bytes],
-              endpoint: str, moves: int, timeout: float) -> None:
+    def _carry(self, msg_id: bytes, endpoint: str, parts: list[bytes],
+               headers: Sequence[bytes], timeout: float) -> None:
         self.bodies[msg_id] = parts[0]
         self.sent_to[msg_id].append((time.monotonic(), endpoint))
-        super()._send(msg_id, parts, headers, endpoint, moves, timeout)
+        super()._carry(msg_id, endpoint, parts, headers, timeout)
 
 
 class KeyedProducerLoop(Worker):

@@ -1,0 +1,213 @@
+"""The session of a consumer of one group on a node's --consume-dsn (docs/groups.rst,
+"The consume endpoint"; frames in pzq.protocol.consume).
+
+Joining: ``consume`` is the first CONSUME. Until the node's CONSUMING (``joined``),
+an ERROR refuses the group (ConsumeRefused), unless it refuses only the PROTOCOL
+option: an older node, asked again without it, in protocol 1. The session asks for
+protocol 2 (``LATEST_PROTOCOL``): deliveries come in batches and many keys go in
+one ACK frame.
+
+Joined: deliveries (DELIVER, or a BATCH decoded at once) wait in ``arrived`` in
+turn. An ERROR is kept in ``errors``; when it says the node does not know this
+connection (it restarted, or counted the consumer gone) the session joins again,
+and what the node held comes again. The keys of ACKs the node refused so (REFUSED)
+go with that CONSUME, which the node applies before it delivers anything. ACKED
+answers the ACKs awaited with confirmations.
+
+Time: a consumer stays alive through its connection's own heartbeats, so nothing
+here must happen for it to live; a HEARTBEAT goes when a period passed with
+nothing sent (``wake``, due at ``next_deadline``), so that a node that restarted
+says it does not know the connection, and the consumer joins again.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any, Generic
+
+from pzq.client.sessions.delivered import M, MakeMessage
+from pzq.errors import ConsumeRefused, DecodeError
+from pzq.protocol import consume as wire
+from pzq.protocol.frames import parse_headers
+
+NOT_CONSUMING = "before CONSUME: send CONSUME first"
+Out = Sequence[list[bytes]]  # messages to send now, in order
+NOTHING: Out = ()
+
+
+class GroupSession(Generic[M]):
+    """A consumer of ``subscribe``'s group, its deliveries made with ``make`` for
+    ``owner`` (the shell); ``now`` is when it starts."""
+
+    def __init__(self, subscribe: wire.Subscribe, make: MakeMessage[M], owner: Any,
+                 now: float) -> None:
+        self.subscribe = subscribe
+        self.protocol = 1  # what the node's CONSUMING agreed to
+        self.heartbeat_s = 1.0  # the node's, from CONSUMING
+        self.joined = False  # CONSUMING came
+        self.malformed = 0
+        self.errors: list[str] = []  # ERROR answers once joined (to ACK or NACK, ...)
+        self.arrived: deque[M] = deque()  # deliveries decoded, not yet taken
+        self._make = make
+        self._owner = owner
+        self._rejoining = False  # a CONSUME sent again is on its way
+        self._unconfirmed: set[bytes] = set()  # keys whose ACKED is awaited
+        self._last_sent = now
+
+    def consume(self, now: float) -> list[bytes]:
+        """The CONSUME that joins the group."""
+        self._last_sent = now
+        return wire.encode_consume(self.subscribe)
+
+    # -- frames in -------------------------------------------------------------------
+
+    def received(self, frames: list[bytes], now: float) -> Out:
+        """Whatever the node sent, at ``now``: deliveries go to ``arrived``; returns
+        what to send now (a CONSUME again, ACKs that go after it). Raises
+        ConsumeRefused when the node refuses the group before it is joined."""
+        verb = frames[0] if frames else b""
+        if verb == wire.BATCH:
+            try:
+                batch = wire.decode_batch(frames)
+            except DecodeError:
+                self.malformed += 1
+                return NOTHING
+            make, owner = self._make, self._owner
+            sent_us, ack_timeout_us = batch.sent_us, batch.ack_timeout_us
+            self.arrived.extend([make(key, parts, parse_headers(list(headers)) if headers
+                                      else {}, sent_us, ack_timeout_us, b"", owner)
+                                 for key, headers, parts in batch.entries])
+            return NOTHING
+        try:
+            message = wire.decode_node_message(frames)
+        except DecodeError:
+            self.malformed += 1
+            return NOTHING
+        if verb == wire.DELIVER:
+            self.arrived.append(self._make(message.key, message.parts, message.headers or {},
+                                           message.sent_us, message.ack_timeout_us, b"",
+                                           self._owner))
+            return NOTHING
+        if not self.joined:
+            return self._joining(message, now)
+        return self._node_said(message, now)
+
+    def _joining(self, message: wire.NodeMessage, now: float) -> Out:
+        if message.verb == wire.CONSUMING:
+            self.joined = True
+            self.heartbeat_s = message.heartbeat_ms / 1000
+            self.protocol = message.protocol
+        elif message.verb == wire.ERROR:
+            if self._protocol_refused(message.error):
+                return [self.consume(now)]
+            raise ConsumeRefused(message.error)
+        return NOTHING
+
+    def _protocol_refused(self, error: str) -> bool:
+        """A node older than the PROTOCOL option refuses it: CONSUME again without."""
+        if self.subscribe.protocol == 1 or "option b'PROTOCOL:" not in error:
+            return False
+        self.subscribe = replace(self.subscribe, protocol=1)
+        return True
+
+    def _node_said(self, message: wire.NodeMessage, now: float) -> Out:
+        verb = message.verb
+        if verb == wire.ERROR:
+            return self._refused(message.error, now)
+        if verb == wire.REFUSED:
+            return self._rejoin(message.keys, now)
+        if verb == wire.CONSUMING:
+            self._rejoining = False
+            self.protocol = message.protocol
+        elif verb == wire.ACKED:
+            self._unconfirmed.difference_update(message.keys)
+        return NOTHING
+
+    def _refused(self, error: str, now: float) -> Out:
+        """Keep the node's complaint; join again when it does not know this
+        connection. A refused ACK is followed by its keys (REFUSED), which go with
+        the CONSUME: that one waits for them."""
+        self.errors.append(error)
+        if not error.endswith(NOT_CONSUMING):
+            self._rejoining = False  # (a CONSUME sent again may have been refused)
+        elif not error.startswith("ACK "):
+            return self._rejoin((), now)
+        return NOTHING
+
+    def _rejoin(self, acked: tuple[bytes, ...], now: float) -> Out:
+        """CONSUME again, with the ACKs the node refused (it applies them before it
+        delivers anything); once a CONSUME is on its way, ACKs go after it."""
+        if self._rejoining:
+            return self.ack(list(acked), now) if acked else NOTHING
+        self._rejoining = True
+        self._last_sent = now
+        return [wire.encode_consume(replace(self.subscribe, acked=acked))]
+
+    # -- deliveries ----------------------------------------------------------------
+
+    def take(self, most: int) -> list[M]:
+        """Up to ``most`` of the deliveries that arrived, in turn."""
+        arrived = self.arrived
+        return [arrived.popleft() for _ in range(min(most, len(arrived)))]
+
+    # -- answers: what to send, sent at ``now`` ----------------------------------------
+
+    def ack(self, keys: list[bytes], now: float) -> Out:
+        return self._keys(wire.ACK, keys, now)
+
+    def nack(self, keys: list[bytes], now: float, delay: float | None = None) -> Out:
+        """Give them back: to go again at once, or after ``delay`` seconds."""
+        return self._keys(wire.NACK, keys, now, 0 if delay is None else round(delay * 1000))
+
+    def working(self, keys: list[bytes], now: float) -> Out:
+        return self._keys(wire.WORKING, keys, now)
+
+    def reject(self, keys: list[bytes], now: float) -> Out:
+        return self._keys(wire.REJECT, keys, now)
+
+    def _keys(self, verb: bytes, keys: list[bytes], now: float, delay_ms: int = 0) -> Out:
+        """At most MAX_KEYS keys in one message: more go in several."""
+        self._last_sent = now
+        most, protocol = wire.MAX_KEYS, self.protocol
+        if len(keys) <= most:  # the common case, at every ACK: one message
+            return [wire.encode_keys(verb, keys, delay_ms, protocol)] if keys else NOTHING
+        return [wire.encode_keys(verb, keys[start:start + most], delay_ms, protocol)
+                for start in range(0, len(keys), most)]
+
+    def confirm(self, keys: list[bytes], now: float) -> Out:
+        """ACK these and await the node's ACKED for each (``confirm=True``)."""
+        if not self.subscribe.confirm:
+            raise ValueError("ack_confirmed needs GroupConsumer(..., confirm=True)")
+        self._unconfirmed.update(keys)
+        return self.ack(keys, now)
+
+    def unconfirmed(self, keys: Iterable[bytes]) -> int:
+        """How many of these ACKs the node has not yet confirmed."""
+        return len(self._unconfirmed.intersection(keys))
+
+    def forget_unconfirmed(self, keys: Iterable[bytes]) -> None:
+        """Await these confirmations no more (the wait gave up)."""
+        self._unconfirmed.difference_update(keys)
+
+    def bye(self) -> list[bytes]:
+        """Going away: the node gives back what is unacked, at once."""
+        return [wire.BYE]
+
+    # -- time ----------------------------------------------------------------------
+
+    def heartbeat(self, now: float) -> list[bytes]:
+        self._last_sent = now
+        return [wire.HEARTBEAT]
+
+    def wake(self, now: float) -> Out:
+        """What time asks for at ``now``: a HEARTBEAT once a period passed with
+        nothing sent."""
+        if now - self._last_sent >= self.heartbeat_s:
+            return [self.heartbeat(now)]
+        return NOTHING
+
+    def next_deadline(self, now: float) -> float:
+        """When ``wake`` has something to send (nothing sent meanwhile)."""
+        return self._last_sent + self.heartbeat_s

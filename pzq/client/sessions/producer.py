@@ -1,0 +1,178 @@
+"""A producer's session with one node: its window, its produce batches, and which
+message each arriving ACK answers.
+
+The first message asks whether the node speaks produce batches
+(pzq.protocol.produce_batches); once the node says so, messages wait in a batch of
+up to ``batch`` and go together, each answered in one ACK, while earlier batches are
+out (the window, in messages, bounds them all). A shell sends what ``add`` and the
+batch questions return; ``received`` takes any frame the node sends and returns the
+ACKs it answers, so a shell may wait for the window or for one message's ACK alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import deque
+from collections.abc import Sequence
+
+from pzq.errors import DecodeError
+from pzq.protocol import frames as wire
+from pzq.protocol import produce_batches as batches
+from pzq.protocol.frames import ProducerAck
+from pzq.protocol.headers import DEDUP_HEADER, TAG_HEADER, TOPIC_HEADER
+
+KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
+MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this
+
+
+def topic_headers(topic: str | None, tag: str | None,
+                  dedup_id: str | bytes | None = None) -> list[bytes]:
+    """The TOPIC, TAG and DEDUP-ID header frames of a message's options."""
+    found = [] if topic is None else [TOPIC_HEADER + topic.encode()]
+    found += [] if tag is None else [TAG_HEADER + tag.encode()]
+    if dedup_id is not None:
+        found.append(DEDUP_HEADER + (dedup_id.encode() if isinstance(dedup_id, str)
+                                     else dedup_id))
+    return found
+
+
+class ProducerSession:
+    """Up to ``window`` messages unanswered, sent alone or in batches of ``batch``.
+
+    ``unanswered`` maps each message id to its send time until its ACK; ``arrived``
+    keeps the last ``keep_acks`` ACKs not yet taken (older ones are dropped and
+    counted in ``acks_dropped``), ``latencies`` the last ``keep_acks`` seconds from
+    send to ACK."""
+
+    def __init__(self, window: int = 100, batch: int | None = None,
+                 keep_acks: int = KEEP_ACKS, id_prefix: bytes | None = None) -> None:
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self.batch = max(1, min(window // 4, MOST_IN_BATCH)) if batch is None else batch
+        if not 1 <= self.batch <= batches.MAX_MESSAGES:
+            raise ValueError(f"batch must be from 1 to {batches.MAX_MESSAGES}")
+        if keep_acks < 1:
+            raise ValueError("keep_acks must be at least 1")
+        self.window = window
+        self.keep_acks = keep_acks
+        self.acks_dropped = 0
+        self.protocol = 1  # 2 once the node said it speaks produce batches
+        self.unanswered: dict[bytes, float] = {}  # msg id -> send time
+        self.arrived: deque[ProducerAck] = deque(maxlen=keep_acks)
+        self.latencies: deque[float] = deque(maxlen=keep_acks)  # in ACK order
+        self._id_prefix = id_prefix or os.urandom(6).hex().encode()
+        self._counter = itertools.count()
+        self._asking: bytes | None = None  # the message that asked the node
+        self._pending: list[tuple[bytes, bytes]] = []  # msg id, entry: the next batch
+        self._batches: dict[bytes, list[bytes]] = {}  # batch id -> its msg ids, out
+
+    def next_msg_id(self) -> bytes:
+        return b"%s-%d" % (self._id_prefix, next(self._counter))
+
+    @property
+    def full(self) -> bool:
+        """No room in the window: an ACK must come before the next message."""
+        return len(self.unanswered) >= self.window
+
+    def add(self, msg_id: bytes, parts: Sequence[bytes], headers: Sequence[bytes],
+            now: float) -> list[bytes] | None:
+        """One message, sent at ``now``: the frames to send now, or None while it
+        waits in the next batch. The shell makes room first (``full``)."""
+        self.unanswered[msg_id] = now
+        if self.protocol > 1:
+            pending = self._pending
+            pending.append((msg_id, batches.encode_entry(msg_id, headers, parts)))
+            # a full batch goes, and so does a message while nothing is out (no wait
+            # for a slow producer); else the batch fills while ACKs free the window
+            if len(pending) >= self.batch or len(self.unanswered) == 1:
+                return self.pending_batch()
+            return None
+        if self.batch > 1 and self._asking is None:
+            self._asking = msg_id
+            headers = [*headers, batches.PROTOCOL_HEADER]
+        return wire.encode_produce(msg_id, list(parts), tuple(headers))
+
+    def pending_batch(self) -> list[bytes] | None:
+        """The messages waiting for a batch, to go now in one (None: none waits)."""
+        if not self._pending:
+            return None
+        batch_id = self.next_msg_id()
+        self._batches[batch_id] = [msg_id for msg_id, _ in self._pending]
+        frames = batches.encode_batch(batch_id, [entry for _, entry in self._pending])
+        self._pending = []
+        return frames
+
+    def due_batch(self) -> list[bytes] | None:
+        """The waiting batch when nothing else of ours is out (no ACK would come to
+        send it): it goes now. None otherwise."""
+        if len(self._pending) == len(self.unanswered):
+            return self.pending_batch()
+        return None
+
+    def received(self, frames: list[bytes], now: float) -> list[ProducerAck]:
+        """A frame from the node, at ``now``: the ACKs of ours it answers, also kept in
+        ``arrived``. Anything else is ignored, as the protocol says."""
+        try:
+            if batches.is_batch_ack(frames):
+                return self._batch_answered(batches.decode_batch_ack(frames), now)
+            ack = wire.decode_producer_ack(frames)
+        except DecodeError:
+            return []
+        if ack.msg_id == self._asking and batches.speaks_batches(frames[2:]):
+            self.protocol = 2
+        members = self._batches.pop(ack.msg_id, None)
+        if members is None:
+            return self._took(ack, now)
+        # a batch the node could not read: none of it is stored
+        return [taken for msg_id in members
+                for taken in self._took(ProducerAck(msg_id, ack.ok, ack.status_message), now)]
+
+    def _batch_answered(self, answer: batches.BatchAck, now: float) -> list[ProducerAck]:
+        members = self._batches.pop(answer.batch_id, None)
+        if members is None or len(members) != len(answer.results):
+            return []  # not a batch of ours: ignored, as any ACK we do not know
+        unanswered, latencies = self.unanswered, self.latencies
+        taken = []
+        for msg_id, (ok, status_message) in zip(members, answer.results, strict=True):
+            sent = unanswered.pop(msg_id, None)
+            if sent is not None:
+                latencies.append(now - sent)
+                taken.append(ProducerAck(msg_id, ok, status_message))
+        self._keep(taken)
+        return taken
+
+    def _took(self, ack: ProducerAck, now: float) -> list[ProducerAck]:
+        """One ACK (of a message sent alone: per message, so without a loop)."""
+        sent = self.unanswered.pop(ack.msg_id, None)
+        if sent is None:
+            return []
+        self.latencies.append(now - sent)
+        if len(self.arrived) >= self.keep_acks:
+            self.acks_dropped += 1  # never taken: the oldest goes
+        self.arrived.append(ack)
+        return [ack]
+
+    def _keep(self, taken: list[ProducerAck]) -> None:
+        """Never taken, the oldest go (``arrived`` is bounded) and are counted."""
+        self.acks_dropped += max(0, len(self.arrived) + len(taken) - self.keep_acks)
+        self.arrived.extend(taken)
+
+    def take_acks(self) -> list[ProducerAck]:
+        """The ACKs kept so far, in the order they came; kept no more."""
+        arrived = list(self.arrived)
+        self.arrived.clear()
+        return arrived
+
+    def take_ack(self, msg_id: bytes) -> ProducerAck | None:
+        """One message's ACK, if it came; kept no more."""
+        for position, ack in enumerate(self.arrived):
+            if ack.msg_id == msg_id:
+                del self.arrived[position]
+                return ack
+        return None
+
+    def next_deadline(self, now: float) -> float | None:
+        """Nothing in a producer's session is timed (a waiting batch goes when it is
+        full, when nothing else is out, or when the shell flushes): None."""
+        return None

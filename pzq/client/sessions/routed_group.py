@@ -1,0 +1,56 @@
+"""A routed group consumer's session: the nodes it is joined to (every node in the
+route table serves the group: owners deliver their partitions, a survivor what it
+took over), when the table is asked again for nodes not yet joined, whose turn it is
+to be read, and which node each delivery's ACK goes back to. Without I/O: each
+member is a consumer shell of one node, with its own credits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+from pzq.client.sessions.delivered import M
+from pzq.client.sessions.routes import KnownRoutes
+
+REFRESH_S = 2.0  # how often the table is asked for nodes not yet joined
+C = TypeVar("C")  # a member: the consumer of one node
+
+
+class RoutedGroupSession(Generic[C]):
+    def __init__(self, routes: KnownRoutes) -> None:
+        self.routes = routes
+        self.members: dict[str, C] = {}  # consume endpoint -> its consumer
+        self._turn = 0
+
+    def table_age(self, now: float) -> float | None:
+        """The age past which the table is asked for again now (then ``to_join``);
+        None: not yet."""
+        return REFRESH_S if self.routes.older_than(REFRESH_S, now) else None
+
+    def to_join(self) -> list[str]:
+        """Consume endpoints in the table without a member yet (a node down at its
+        last try is tried again)."""
+        return [endpoint for endpoint in self.routes.every("consume")
+                if endpoint not in self.members]
+
+    def joined(self, endpoint: str, member: C) -> None:
+        self.members[endpoint] = member
+
+    def in_turn(self) -> list[C]:
+        """Every member, starting one further each time (none is always read last)."""
+        members = list(self.members.values())
+        self._turn = (self._turn + 1) % len(members)
+        return members[self._turn:] + members[:self._turn]
+
+    def by_member(self, messages: Iterable[M]) -> list[tuple[C, list[M]]]:
+        """The deliveries by the member they came from, to answer each in one."""
+        members = {id(member): member for member in self.members.values()}
+        found: dict[int, list[M]] = {}
+        for message in messages:
+            found.setdefault(id(message._consumer), []).append(message)
+        return [(members[key], group) for key, group in found.items()]
+
+    def next_deadline(self, now: float) -> float:
+        """When the table is due to be asked again."""
+        return self.routes.fetched + REFRESH_S

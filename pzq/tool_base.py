@@ -52,7 +52,12 @@ def quiet_on_closed_pipe(main: Callable[P, int]) -> Callable[P, int]:
     @functools.wraps(main)
     def run(*args: P.args, **kwargs: P.kwargs) -> int:
         try:
-            return main(*args, **kwargs)
+            try:
+                return main(*args, **kwargs)
+            finally:
+                # What is still buffered (--help's text too) goes out here, where a
+                # closed pipe is caught, not in the flush at exit, which exits 120.
+                sys.stdout.flush()
         except BrokenPipeError:
             # Python flushes stdout again as it exits: let that flush go nowhere.
             devnull = os.open(os.devnull, os.O_WRONLY)

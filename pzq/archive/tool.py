@@ -61,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "offsets":
             return topic_offsets(args.directory, args.topic)
         return verify(args.file)
+    except BrokenPipeError:
+        raise  # the reader stopped reading: not an error (quiet_on_closed_pipe)
     except (Refused, OSError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -32,7 +32,7 @@ from pzq.monitoring.history import History
 from pzq.monitoring.scrape import Scraper
 from pzq.node.waker import Waker
 from pzq.security import ClientCurve
-from pzq.tool_base import ToolParser
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe
 
 # Its meanings of the codes in pzq.errors:
 EXIT_OK = ExitCode.OK
@@ -111,6 +111,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@quiet_on_closed_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)

@@ -196,6 +196,25 @@ def test_a_refused_header_is_named_without_a_bytes_repr(producer):
     assert ack.status_message == b"header frame nocolon is not NAME:value"
 
 
+def into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """A tool run with its stdout a pipe nobody reads any more, as after ``| head -1``."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return subprocess.run([str(BIN / args[0]), *args[1:]], stdout=writer,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                              timeout=30, check=False)
+    finally:
+        os.close(writer)
+
+
+def test_a_tool_whose_output_pipe_closed_ends_quietly(tmp_path, node):
+    for args in (("pzq-keygen", str(tmp_path), "pair"),
+                 ("pzq-ctl", "--dsn", node.monitor_dsn, "pending")):
+        ran = into_closed_pipe(*args)
+        assert (ran.returncode, ran.stderr) == (0, ""), args
+
+
 def test_ctrl_c_stops_a_waiting_consumer_without_a_traceback(tmp_path):
     process = subprocess.Popen([str(BIN / "pzq-consume"), "--dsn", f"ipc://{tmp_path}/no-node"],
                                stderr=subprocess.PIPE, text=True)

@@ -1,5 +1,6 @@
 """What every command-line tool stands on, the archive's own included: an argument
-parser whose errors are one line, and a quiet end when the reader stops reading."""
+parser whose errors are one line, a quiet end when the reader stops reading, and a
+quiet exit 130 on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -63,5 +64,18 @@ def quiet_on_closed_pipe(main: Callable[P, int]) -> Callable[P, int]:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return ExitCode.OK
+
+    return run
+
+
+def quiet_on_interrupt(main: Callable[P, int]) -> Callable[P, int]:
+    """Ctrl-C ends a tool with exit 130 and no traceback: the one who pressed it knows why."""
+
+    @functools.wraps(main)
+    def run(*args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except KeyboardInterrupt:
+            return ExitCode.INTERRUPTED
 
     return run

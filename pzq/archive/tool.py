@@ -19,7 +19,7 @@ from pzq.archive.raw import RawRecord, is_raw_topic, raw_walk
 from pzq.archive.records import Damaged, TornTail, walk
 from pzq.archive.topiclog import list_segments
 from pzq.errors import ExitCode
-from pzq.tool_base import ToolParser, quiet_on_closed_pipe
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 PROG = "pzq-archive"
 EXIT_OK = ExitCode.OK
@@ -51,6 +51,7 @@ def make_argument_parser() -> ToolParser:
 
 
 @quiet_on_closed_pipe
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_argument_parser().parse_args(argv)
     try:

@@ -21,12 +21,13 @@ from pzq.cli.routes_text import routes_text
 from pzq.client import request_monitor
 from pzq.errors import EndpointError, ExitCode, StoreError
 from pzq.store.repair import repair
-from pzq.tool_base import quiet_on_closed_pipe
+from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 
 ACTIONS = ("declare", "remove", "empty")
 
 
 @quiet_on_closed_pipe
+@quiet_on_interrupt
 def ctl_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
     _node_options(parser, DEFAULT_MONITOR, 10.0)

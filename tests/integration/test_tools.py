@@ -225,3 +225,17 @@ def test_ctrl_c_stops_a_waiting_consumer_without_a_traceback(tmp_path):
     assert process.wait(20) == 130
     assert "Traceback" not in process.stderr.read()
     process.stderr.close()
+
+
+@pytest.mark.parametrize("args", [("pzq-ctl", "pending"), ("pzq-monitor",)])
+def test_ctrl_c_stops_a_waiting_ctl_or_monitor_with_130_and_no_traceback(tmp_path, args):
+    process = subprocess.Popen([str(BIN / args[0]), "--dsn", f"ipc://{tmp_path}/no-node",
+                                *args[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert "no answer yet from" in process.stderr.readline()  # it waits
+    finally:
+        process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=20)
+    assert process.returncode == 130
+    assert (stdout, stderr) == ("", "")

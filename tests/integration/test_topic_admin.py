@@ -90,6 +90,27 @@ def test_unknown_names_get_clear_errors(start_node, context):
         assert drain(plain, 1) == [b"x"]
 
 
+def test_a_refused_declare_makes_and_changes_nothing(start_node):
+    node = start_node(*FAST, consume=True)
+    assert ask(node, "DECLARE TOPIC orders max_messages=5").startswith("topic orders")
+    refused = {
+        "DECLARE TOPIC zzbad1 dedup_window=forever": "forever",
+        "DECLARE TOPIC zzbad1 max_messages=-1": "max_messages=-1 is not a whole number",
+        "DECLARE TOPIC zzbad1 max_bytes=lots": "max_bytes=lots is not a whole number",
+        "DECLARE TOPIC zzbad1 partitions=0": "partitions must be from 1",
+        "DECLARE TOPIC zzbad1 max_messages=3 colour=red": "unknown option 'colour'",
+        "DECLARE TOPIC orders max_messages=7 dedup_window=forever": "forever",
+        "DECLARE GROUP orders g colour=red": "unknown option 'colour'",
+        "DECLARE GROUP orders g ack_timeout=1s max_deliveries=-1": "max_deliveries=-1",
+        "DECLARE GROUP orders g start=yesterday": "START:yesterday",
+    }
+    for command, error in refused.items():
+        answer = ask(node, command)
+        assert answer.startswith("ERROR: ") and error in answer, (command, answer)
+        assert ask(node, "TOPICS") == ("orders messages=0 bytes=0 groups=default "
+                                       "max_messages=5\n"), command
+
+
 def test_pzq_ctl_topics_and_groups(start_node, context):
     node = start_node(*FAST, consume=True)
     declared = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "orders",

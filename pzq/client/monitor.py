@@ -23,10 +23,10 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
                     notice: Callable[[str], None] | None = None) -> bytes:
     """The node's answer to ``command``.
 
-    Raises EndpointError for an endpoint that cannot be connected to, and TimeoutError,
-    with the likely reason, when nothing answers within ``timeout`` seconds. After
-    NOTICE_AFTER_S without an answer, ``notice`` (when given) is told, once, what is
-    awaited and why it may not come.
+    Raises EndpointError for an endpoint that cannot be connected to or does not speak
+    the monitor protocol, and TimeoutError, with the likely reason, when nothing
+    answers within ``timeout`` seconds. After NOTICE_AFTER_S without an answer,
+    ``notice`` (when given) is told, once, what is awaited and why it may not come.
     """
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
@@ -43,10 +43,29 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
         if not _answered(socket, dsn, timeout, curve is not None, notice):
             reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))
             raise TimeoutError(f"no answer from {dsn} within {timeout:g} s: {reason}")
-        frames: list[bytes] = socket.recv_multipart()
-        return frames[-1]
+        return monitor_reply(dsn, socket.recv_multipart())
     finally:
         socket.close()
+
+
+def monitor_reply(dsn: str, frames: list[bytes]) -> bytes:
+    """The text of a monitor reply as a DEALER receives it (``empty, text``);
+    EndpointError, naming what answered, for anything else: another endpoint of the
+    node, or no pzq node at all, given as a --dsn by mistake."""
+    if len(frames) == 2 and frames[0] == b"" and len(frames[1]) > 1:
+        return frames[1]
+    raise EndpointError(f"{dsn} does not speak the monitor protocol ({_answered_as(frames)}); "
+                        "give the node's --monitor-dsn")
+
+
+def _answered_as(frames: list[bytes]) -> str:
+    if len(frames) == 4 and frames[1] in (b"0", b"1") and frames[2] == b"":
+        return "it answered as a node's --receive-dsn does, with a producer's ACK"
+    if len(frames) == 2 and frames[0] == b"" and len(frames[1]) == 1:
+        return "it answered as a node's --archive-dsn does, with a status byte"
+    if frames and frames[0] == b"ERROR":
+        return "it answered as a node's --consume-dsn does, with ERROR"
+    return f"its answer has {len(frames)} frames, not a monitor reply's empty frame and text"
 
 
 def _answered(socket: zmq.Socket[bytes], dsn: str, timeout: float, curve: bool,

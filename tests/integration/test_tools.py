@@ -239,3 +239,20 @@ def test_ctrl_c_stops_a_waiting_ctl_or_monitor_with_130_and_no_traceback(tmp_pat
     stdout, stderr = process.communicate(timeout=20)
     assert process.returncode == 130
     assert (stdout, stderr) == ("", "")
+
+
+def test_ctl_and_monitor_given_another_endpoint_of_the_node_say_so(start_node, tmp_path):
+    node = start_node("--archive-dir", str(tmp_path / "archive"), "--archive-dsn",
+                      "tcp://127.0.0.1:*", consume=True)
+    archive_dsn = node.event("node_ready")["archive"]
+    for dsn, kind in ((node.receive_dsn, "--receive-dsn"), (node.consume_dsn, "--consume-dsn"),
+                      (archive_dsn, "--archive-dsn")):
+        wrong = f"{dsn} does not speak the monitor protocol (it answered as a node's {kind} does"
+        ctl = tool("pzq-ctl", "--dsn", dsn, "topics")
+        assert ctl.returncode == 2 and ctl.stdout == ""
+        assert one_line(ctl.stderr).startswith(f"pzq-ctl: error: {wrong}")
+        assert one_line(ctl.stderr).endswith("; give the node's --monitor-dsn")
+    monitor = tool("pzq-monitor", "--dsn", node.receive_dsn, "--json")
+    assert monitor.returncode == 3
+    assert json.loads(monitor.stdout)["error"].startswith(
+        f"{node.receive_dsn} does not speak the monitor protocol")

@@ -125,5 +125,5 @@ def endpoint_state(dsn: str, curve: bool, awaited: str, awaited_with_curve: str)
     if answers is False:
         return f"{dsn}: nothing answers there yet (is the node running?)"
     if answers is None:
-        return f"{dsn}: connecting"
+        return f"{dsn}: {reach.unresolvable(dsn) or 'connecting'}"
     return f"{dsn}: connected, {awaited_with_curve if curve else awaited}"

@@ -23,10 +23,11 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
                     notice: Callable[[str], None] | None = None) -> bytes:
     """The node's answer to ``command``.
 
-    Raises EndpointError for an endpoint that cannot be connected to or does not speak
-    the monitor protocol, and TimeoutError, with the likely reason, when nothing
-    answers within ``timeout`` seconds. After NOTICE_AFTER_S without an answer,
-    ``notice`` (when given) is told, once, what is awaited and why it may not come.
+    Raises EndpointError for an endpoint that cannot be connected to (its host does
+    not resolve, too) or does not speak the monitor protocol, and TimeoutError, with
+    the likely reason, when nothing answers within ``timeout`` seconds. After
+    NOTICE_AFTER_S without an answer, ``notice`` (when given) is told, once, what is
+    awaited and why it may not come.
     """
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
@@ -39,6 +40,9 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
         except zmq.ZMQError as exc:
             reason = zmq.strerror(exc.errno or 0)
             raise EndpointError(f"cannot connect to {dsn}: {reason}") from None
+        unresolved = reach.unresolvable(dsn)
+        if unresolved:  # no wait would mend it: say so at once
+            raise EndpointError(f"cannot connect to {dsn}: {unresolved}")
         socket.send_multipart([b"", command.encode()])
         if not _answered(socket, dsn, timeout, curve is not None, notice):
             reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pzq import reach
 from pzq.cli import bench, human
+from pzq.cli.waiting import endpoint_state
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
@@ -256,3 +258,26 @@ def test_ctl_and_monitor_given_another_endpoint_of_the_node_say_so(start_node, t
     assert monitor.returncode == 3
     assert json.loads(monitor.stdout)["error"].startswith(
         f"{node.receive_dsn} does not speak the monitor protocol")
+
+
+NOWHERE_HOST = "tcp://node0.invalid:11133"  # .invalid never resolves (RFC 2606)
+
+
+def test_ctl_and_monitor_say_at_once_that_a_host_does_not_resolve():
+    started = time.monotonic()
+    ctl = tool("pzq-ctl", "--dsn", NOWHERE_HOST, "--timeout", "30", "pending")
+    assert ctl.returncode == 2
+    assert one_line(ctl.stderr).startswith(  # and no "no answer yet" line before it
+        f"pzq-ctl: error: cannot connect to {NOWHERE_HOST}: host node0.invalid does not "
+        "resolve (")
+    monitor = tool("pzq-monitor", "--dsn", NOWHERE_HOST, "--json", "--timeout", "30")
+    assert monitor.returncode == 3
+    assert "host node0.invalid does not resolve" in json.loads(monitor.stdout)["error"]
+    assert time.monotonic() - started < 25  # neither waited for its --timeout
+
+
+def test_waits_name_a_host_that_does_not_resolve():
+    assert reach.why_silent(NOWHERE_HOST, curve=False).startswith(
+        "host node0.invalid does not resolve (")
+    assert endpoint_state(NOWHERE_HOST, False, "", "").startswith(
+        f"{NOWHERE_HOST}: host node0.invalid does not resolve (")

@@ -36,6 +36,7 @@ from pzq.protocol.message_keys import parse_message_key
 from pzq.serving.consume_endpoint import NamedGroups
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
+from pzq.store.topic_model import MOST_BACKOFF_STEPS
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
 
 Clock = Callable[[], Now]  # read once per verb: time is passed in
@@ -414,9 +415,6 @@ def _number(value: int | str, name: str) -> int:
     if not value.isdigit():
         raise ValueError(f"{name}={value[:20]} is not a whole number 0 or more")
     return int(value)
-
-
-MOST_BACKOFF_STEPS = 32
 
 
 def topic_settings_given(options: dict[str, str]) -> dict[str, int]:

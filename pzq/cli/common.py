@@ -9,8 +9,10 @@ from collections.abc import Callable
 import zmq
 
 from pzq import reach, security
-from pzq.errors import ConfigError
+from pzq.durations import DurationError, duration_us
+from pzq.errors import ConfigError, DecodeError
 from pzq.node.config import DSN_PATTERN
+from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
 from pzq.tool_base import ToolParser
@@ -76,6 +78,27 @@ def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def start_position(text: str) -> str:
+    """An argparse type: where a new group starts, as the node reads it."""
+    try:
+        wire.decode_start(text)
+    except DecodeError:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not earliest, latest or a time in µs since the epoch") from None
+    return text
+
+
+def positive_duration(text: str) -> str:
+    """An argparse type: a duration above 0 (``10m``, ``5000000``), passed on as given."""
+    try:
+        value = duration_us(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: give a duration above 0")
+    return text
 
 
 def add_curve_options(parser: argparse.ArgumentParser, default: str | None = None) -> None:

@@ -5,11 +5,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from pzq.cli.common import curve_from, endpoint, fail, positive_seconds, tool_parser, whole_number
+from pzq.cli.common import (
+    curve_from,
+    endpoint,
+    fail,
+    positive_seconds,
+    start_position,
+    tool_parser,
+    whole_number,
+)
 from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
 from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
-from pzq.errors import ConsumeRefused, DecodeError, ExitCode
+from pzq.errors import ConsumeRefused, ExitCode
 from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
 from pzq.tool_base import quiet_on_closed_pipe
@@ -80,16 +88,6 @@ def _group_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--routes", type=endpoint, action="append", metavar="MONITOR",
                         help="a node's --monitor-dsn (repeatable): read the group on every "
                              "node of the cluster, learned from the route table")
-
-
-def start_position(text: str) -> str:
-    """An argparse type: where a new group starts, as the node reads it."""
-    try:
-        wire.decode_start(text)
-    except DecodeError:
-        raise argparse.ArgumentTypeError(
-            f"{text} is not earliest, latest or a time in µs since the epoch") from None
-    return text
 
 
 def _consumer(args: argparse.Namespace, dsns: list[str],

@@ -1,6 +1,6 @@
 """What every command-line tool stands on, the archive's own included: an argument
-parser whose errors are one line, a quiet end when the reader stops reading, and a
-quiet exit 130 on Ctrl-C."""
+parser whose errors are one line, whole numbers checked, a quiet end when the reader
+stops reading, and a quiet exit 130 on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -44,6 +44,22 @@ class ToolParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
+
+
+def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``least`` (to ``most``, when given)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
+        if value < least or (most is not None and value > most):
+            wanted = f"from {least} to {most}" if most is not None else f"{least} or more"
+            raise argparse.ArgumentTypeError(f"{text}: give a whole number {wanted}")
+        return value
+
+    return parse
 
 
 def quiet_on_closed_pipe(main: Callable[P, int]) -> Callable[P, int]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 import zmq
 
@@ -16,6 +15,7 @@ from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
 from pzq.tool_base import ToolParser
+from pzq.tool_base import whole_number as whole_number  # the tools import it from here
 
 DEFAULT_MONITOR = "ipc:///tmp/pzq-monitor"  # the quick-start node's monitor
 
@@ -62,22 +62,6 @@ def positive_seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text}: give a number of seconds greater than 0")
     return value
-
-
-def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
-    """An argparse type: a whole number from ``least`` (to ``most``, when given)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
-        if value < least or (most is not None and value > most):
-            wanted = f"from {least} to {most}" if most is not None else f"{least} or more"
-            raise argparse.ArgumentTypeError(f"{text}: give a whole number {wanted}")
-        return value
-
-    return parse
 
 
 def start_position(text: str) -> str:

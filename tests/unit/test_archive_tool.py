@@ -78,3 +78,11 @@ def test_a_closed_output_pipe_ends_the_tool_quietly(tmp_path, command):
     finally:
         os.close(writer)
     assert (ran.returncode, ran.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("option, value", [("--count", "-1"), ("--from", "-5"),
+                                           ("--count", "many")])
+def test_dump_refuses_a_count_or_offset_below_0_naming_the_option(tmp_path, option, value):
+    write_archive(tmp_path, count=10)
+    line = one_line_error(archive_tool("dump", str(tmp_path), "orders", option, value))
+    assert line.startswith(f"pzq-archive dump: error: argument {option}: {value}")

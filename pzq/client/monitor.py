@@ -20,16 +20,18 @@ from pzq.sockets import dual_stack
 
 def request_monitor(dsn: str, command: str, timeout: float = 5.0,
                     curve: ClientCurve | None = None,
-                    notice: Callable[[str], None] | None = None) -> bytes:
+                    notice: Callable[[str], None] | None = None,
+                    context: zmq.Context[zmq.Socket[bytes]] | None = None) -> bytes:
     """The node's answer to ``command``.
 
     Raises EndpointError for an endpoint that cannot be connected to (its host does
     not resolve, too) or does not speak the monitor protocol, and TimeoutError, with
     the likely reason, when nothing answers within ``timeout`` seconds. After
     NOTICE_AFTER_S without an answer, ``notice`` (when given) is told, once, what is
-    awaited and why it may not come.
+    awaited and why it may not come. A ``context`` of the caller's lets it end the
+    wait at once: terminated, it raises zmq.ContextTerminated here.
     """
-    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     dual_stack(socket, dsn)
     if curve is not None:
@@ -44,12 +46,14 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
         if unresolved:  # no wait would mend it: say so at once
             raise EndpointError(f"cannot connect to {dsn}: {unresolved}")
         socket.send_multipart([b"", command.encode()])
-        if not _answered(socket, dsn, timeout, curve is not None, notice):
-            reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))
-            raise TimeoutError(f"no answer from {dsn} within {timeout:g} s: {reason}")
-        return monitor_reply(dsn, socket.recv_multipart())
+        frames = (socket.recv_multipart()
+                  if _answered(socket, dsn, timeout, curve is not None, notice) else None)
     finally:
         socket.close()
+    if frames is None:  # probed with the socket closed: terminating its context needs no wait
+        reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))
+        raise TimeoutError(f"no answer from {dsn} within {timeout:g} s: {reason}")
+    return monitor_reply(dsn, frames)
 
 
 def monitor_reply(dsn: str, frames: list[bytes]) -> bytes:
@@ -105,9 +109,10 @@ class StatsAnswer:
 
 
 def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None,
-                notice: Callable[[str], None] | None = None) -> StatsAnswer:
+                notice: Callable[[str], None] | None = None,
+                context: zmq.Context[zmq.Socket[bytes]] | None = None) -> StatsAnswer:
     try:
-        reply = request_monitor(dsn, "STATS", timeout, curve, notice)
+        reply = request_monitor(dsn, "STATS", timeout, curve, notice, context)
     except (TimeoutError, EndpointError) as exc:
         return StatsAnswer(dsn, None, str(exc))
     try:

@@ -184,8 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(as_json(answers), indent=2, sort_keys=True))
     else:
-        if any(answer.up for answer in answers):
-            console().print(views(answers))
+        console().print(views(answers))  # a node down shows as DOWN, the reason on stderr
         report_down(answers)
     return EXIT_OK if all(answer.up for answer in answers) else EXIT_NO_ANSWER
 

@@ -108,10 +108,14 @@ def test_monitor_json_on_a_down_node_says_why(tmp_path):
     assert "nothing answers there" in answer["error"]
 
 
-def test_monitor_table_on_a_down_node_is_one_line(tmp_path):
-    result = tool("pzq-monitor", "--dsn", f"ipc://{tmp_path}/no-node", "--timeout", "0.5")
-    assert result.returncode == 3 and result.stdout == ""
-    assert "no answer from" in one_line(result.stderr)
+def test_monitor_table_of_its_only_node_down_shows_it_down(tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-node"
+    result = tool("pzq-monitor", "--dsn", nowhere, "--timeout", "0.5")
+    assert result.returncode == 3
+    assert nowhere in result.stdout
+    (node_row,) = [line for line in result.stdout.splitlines() if " node " in line]
+    assert "DOWN" in node_row
+    assert one_line(result.stderr).startswith(f"pzq-monitor: no answer from {nowhere}")
 
 
 def test_monitor_watch_json_prints_one_line_per_refresh(node):

@@ -95,9 +95,9 @@ def why_silent(dsn: str, curve: bool, timeout: float = PROBE_TIMEOUT_S) -> str:
         return "nothing answers there (is the node running?)"
     if answers is None:
         return unresolvable(dsn) or "still connecting"
-    if curve:
-        return ("it accepts connections but does not answer: the node may have refused this "
-                "client's CURVE handshake (is its public key in the node's "
-                "--curve-authorized-keys?)")
+    if curve:  # pzq.curve_probe tells which, given the client's keys
+        return ("it accepts connections but does not answer: a busy node, or one that "
+                "refused this client's CURVE handshake (its --curve-server-key not the "
+                "node's public key, or its public key not among the node's authorized keys)")
     return ("it accepts connections but does not answer: a busy node, not a pzq endpoint, "
             "or a node that requires CURVE (--curve-client-key, --curve-server-key)")

@@ -57,12 +57,12 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     except (ConsumeRefused, ValueError) as exc:  # ValueError: no node to read (--routes)
         return fail(parser.prog, str(exc), ExitCode.FAILURE)
     except TimeoutError as exc:
-        return fail(parser.prog, f"{exc}: {_group_states(dsns, curve is not None)}",
+        return fail(parser.prog, f"{exc}: {_group_states(dsns, curve)}",
                     ExitCode.FAILURE)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     with consumer:
-        waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve is not None)
+        waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve)
         try:
             received = _print_messages(waiting, args)
         except TimeoutError as exc:
@@ -107,10 +107,10 @@ def _consumer(args: argparse.Namespace, dsns: list[str],
                          curve=curve, timeout=args.timeout or args.idle_timeout,
                          notice=lambda: notice.once(lambda: (
                              f"waiting for the node to take group {args.group} of topic "
-                             f"{args.topic}: {_group_states(dsns, curve is not None)}")))
+                             f"{args.topic}: {_group_states(dsns, curve)}")))
 
 
-def _group_states(dsns: list[str], curve: bool) -> str:
+def _group_states(dsns: list[str], curve: ClientCurve | None) -> str:
     return "; ".join(endpoint_state(dsn, curve, "no answer yet",
                                     "no answer yet (the node may have refused this "
                                     "client's CURVE handshake)") for dsn in dsns)

@@ -10,7 +10,7 @@ from typing import Any
 
 import zmq
 
-from pzq import reach
+from pzq import curve_probe, reach
 from pzq.client.common import NOTICE_AFTER_S
 from pzq.errors import EndpointError
 from pzq.protocol.monitor_text import parse_monitor_text
@@ -47,11 +47,11 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
             raise EndpointError(f"cannot connect to {dsn}: {unresolved}")
         socket.send_multipart([b"", command.encode()])
         frames = (socket.recv_multipart()
-                  if _answered(socket, dsn, timeout, curve is not None, notice) else None)
+                  if _answered(socket, dsn, timeout, curve, notice) else None)
     finally:
         socket.close()
     if frames is None:  # probed with the socket closed: terminating its context needs no wait
-        reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))
+        reason = curve_probe.why_silent(dsn, curve, min(timeout, reach.PROBE_TIMEOUT_S))
         raise TimeoutError(f"no answer from {dsn} within {timeout:g} s: {reason}")
     return monitor_reply(dsn, frames)
 
@@ -76,15 +76,15 @@ def _answered_as(frames: list[bytes]) -> str:
     return f"its answer has {len(frames)} frames, not a monitor reply's empty frame and text"
 
 
-def _answered(socket: zmq.Socket[bytes], dsn: str, timeout: float, curve: bool,
-              notice: Callable[[str], None] | None) -> bool:
+def _answered(socket: zmq.Socket[bytes], dsn: str, timeout: float,
+              curve: ClientCurve | None, notice: Callable[[str], None] | None) -> bool:
     """Whether an answer came within ``timeout``; says once, on the way, why it is late."""
     if notice is None or timeout <= NOTICE_AFTER_S:
         return bool(socket.poll(int(timeout * 1000), zmq.POLLIN))
     if socket.poll(int(NOTICE_AFTER_S * 1000), zmq.POLLIN):
         return True
     started = time.monotonic() - NOTICE_AFTER_S
-    notice(f"no answer yet from {dsn}: {reach.why_silent(dsn, curve)}; "
+    notice(f"no answer yet from {dsn}: {curve_probe.why_silent(dsn, curve)}; "
            f"waiting up to {timeout:g} s")
     remaining = timeout - (time.monotonic() - started)
     return bool(socket.poll(max(0, int(remaining * 1000)), zmq.POLLIN))

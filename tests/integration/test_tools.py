@@ -283,5 +283,5 @@ def test_ctl_and_monitor_say_at_once_that_a_host_does_not_resolve():
 def test_waits_name_a_host_that_does_not_resolve():
     assert reach.why_silent(NOWHERE_HOST, curve=False).startswith(
         "host node0.invalid does not resolve (")
-    assert endpoint_state(NOWHERE_HOST, False, "", "").startswith(
+    assert endpoint_state(NOWHERE_HOST, None, "", "").startswith(
         f"{NOWHERE_HOST}: host node0.invalid does not resolve (")

@@ -45,9 +45,7 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
         unresolved = reach.unresolvable(dsn)
         if unresolved:  # no wait would mend it: say so at once
             raise EndpointError(f"cannot connect to {dsn}: {unresolved}")
-        socket.send_multipart([b"", command.encode()])
-        frames = (socket.recv_multipart()
-                  if _answered(socket, dsn, timeout, curve, notice) else None)
+        frames = _exchange(socket, dsn, command, timeout, curve, notice)
     finally:
         socket.close()
     if frames is None:  # probed with the socket closed: terminating its context needs no wait
@@ -76,18 +74,32 @@ def _answered_as(frames: list[bytes]) -> str:
     return f"its answer has {len(frames)} frames, not a monitor reply's empty frame and text"
 
 
-def _answered(socket: zmq.Socket[bytes], dsn: str, timeout: float,
-              curve: ClientCurve | None, notice: Callable[[str], None] | None) -> bool:
-    """Whether an answer came within ``timeout``; says once, on the way, why it is late."""
-    if notice is None or timeout <= NOTICE_AFTER_S:
-        return bool(socket.poll(int(timeout * 1000), zmq.POLLIN))
-    if socket.poll(int(NOTICE_AFTER_S * 1000), zmq.POLLIN):
-        return True
-    started = time.monotonic() - NOTICE_AFTER_S
-    notice(f"no answer yet from {dsn}: {curve_probe.why_silent(dsn, curve)}; "
-           f"waiting up to {timeout:g} s")
-    remaining = timeout - (time.monotonic() - started)
-    return bool(socket.poll(max(0, int(remaining * 1000)), zmq.POLLIN))
+def _exchange(socket: zmq.Socket[bytes], dsn: str, command: str, timeout: float,
+              curve: ClientCurve | None,
+              notice: Callable[[str], None] | None) -> list[bytes] | None:
+    """The answer to ``command``, sent and answered within ``timeout``; None when it
+    did not come. On the way, after NOTICE_AFTER_S, ``notice`` is told why it is late.
+
+    The send waits for the socket to take it: a DEALER whose handshakes fail (CURVE
+    refused) drops its connection's pipe and has none to send on, and a plain send
+    would wait for one forever.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    tell_at = started + NOTICE_AFTER_S if notice is not None else deadline
+    for event in (zmq.POLLOUT, zmq.POLLIN):
+        while not socket.poll(max(0, int((min(deadline, tell_at) - time.monotonic()) * 1000)),
+                              event):
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            if now >= tell_at and notice is not None:
+                notice(f"no answer yet from {dsn}: {curve_probe.why_silent(dsn, curve)}; "
+                       f"waiting up to {timeout:g} s")
+                tell_at = deadline
+        if event == zmq.POLLOUT:
+            socket.send_multipart([b"", command.encode()], zmq.NOBLOCK)
+    return socket.recv_multipart()
 
 
 def monitor_figures(dsn: str, timeout: float = 5.0,

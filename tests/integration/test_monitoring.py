@@ -200,7 +200,9 @@ def test_the_exporter_stops_on_sigterm_or_sigint(signum, started):
         pytest.fail(f"the exporter did not stop on {signal.Signals(signum).name}")
     took = time.monotonic() - signalled
     assert process.returncode == 0 and err == ""
-    assert took < 1.0, f"{took:.2f} s to stop"  # about 0.2 s, most of it Python's exit
+    # About 0.2 s on an idle machine, most of it Python's exit (a loaded one takes
+    # seconds to exit); waiting out the sample took the whole --timeout, 10 s.
+    assert took < 3.0, f"{took:.2f} s to stop"
 
 
 def test_a_listen_port_out_of_range_says_so():

@@ -118,7 +118,8 @@ class BindError(PzqError):
 
 
 class EndpointError(PzqError):
-    """A client cannot use an endpoint: it is malformed or cannot be connected to."""
+    """A client cannot use an endpoint: it is malformed, cannot be connected to, or
+    answers in another protocol than the client's."""
 
     exit_code = ExitCode.USAGE
 

@@ -2,7 +2,8 @@
 
 A plain ``connect`` needs no ZeroMQ handshake, so it also tells a live node from a
 dead one when the handshake would be refused (CURVE). It answers ``None`` for
-transports it cannot probe and for addresses it cannot resolve.
+transports it cannot probe and for addresses it cannot resolve; ``unresolvable``
+tells the latter, which no wait mends (ZeroMQ would try again forever).
 """
 
 from __future__ import annotations
@@ -34,6 +35,20 @@ def tcp_address(dsn: str) -> tuple[str, int] | None:
     elif host == "::":
         host = "::1"
     return host, int(port)
+
+
+def unresolvable(dsn: str) -> str | None:
+    """Why the host of a ``tcp://`` endpoint has no address (None: it has, or not tcp)."""
+    address = tcp_address(dsn)
+    if address is None:
+        return None
+    try:
+        socket.getaddrinfo(*address, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return f"host {address[0]} does not resolve ({exc.strerror})"
+    except OSError:
+        return None  # e.g. a port the resolver refuses: let the connection say more
+    return None
 
 
 def accepts_connections(dsn: str, timeout: float = PROBE_TIMEOUT_S) -> bool | None:
@@ -79,10 +94,10 @@ def why_silent(dsn: str, curve: bool, timeout: float = PROBE_TIMEOUT_S) -> str:
     if answers is False:
         return "nothing answers there (is the node running?)"
     if answers is None:
-        return "still connecting"
-    if curve:
-        return ("it accepts connections but does not answer: the node may have refused this "
-                "client's CURVE handshake (is its public key in the node's "
-                "--curve-authorized-keys?)")
+        return unresolvable(dsn) or "still connecting"
+    if curve:  # pzq.curve_probe tells which, given the client's keys
+        return ("it accepts connections but does not answer: a busy node, or one that "
+                "refused this client's CURVE handshake (its --curve-server-key not the "
+                "node's public key, or its public key not among the node's authorized keys)")
     return ("it accepts connections but does not answer: a busy node, not a pzq endpoint, "
             "or a node that requires CURVE (--curve-client-key, --curve-server-key)")

@@ -45,18 +45,25 @@ class ClientCurve:
 
 def load_key_pair(path: str | Path) -> KeyPair:
     """A secret key file (``NAME.key_secret``) holds both halves of the pair."""
-    try:
-        public, secret = zmq.auth.load_certificate(str(path))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read CURVE key file {path}: {exc}") from None
+    public, secret = _load_certificate(path)
     if secret is None:
         raise ConfigError(f"{path} holds only a public key; give the .key_secret file")
     return KeyPair(public, secret)
 
 
 def load_public_key(path: str | Path) -> bytes:
+    return _load_certificate(path)[0]
+
+
+def _load_certificate(path: str | Path) -> tuple[bytes, bytes | None]:
+    """ConfigError naming the file: pyzmq says 'Invalid certificate file' also for
+    one that is not there."""
+    if not Path(path).exists():
+        raise ConfigError(f"cannot read CURVE key file {path}: there is no such file")
+    if Path(path).is_dir():
+        raise ConfigError(f"cannot read CURVE key file {path}: it is a directory")
     try:
-        return zmq.auth.load_certificate(str(path))[0]
+        return zmq.auth.load_certificate(str(path))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read CURVE key file {path}: {exc}") from None
 

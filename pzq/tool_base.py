@@ -1,5 +1,6 @@
 """What every command-line tool stands on, the archive's own included: an argument
-parser whose errors are one line, and a quiet end when the reader stops reading."""
+parser whose errors are one line, whole numbers checked, a quiet end when the reader
+stops reading, and a quiet exit 130 on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -45,6 +46,22 @@ class ToolParser(argparse.ArgumentParser):
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
 
 
+def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``least`` (to ``most``, when given)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
+        if value < least or (most is not None and value > most):
+            wanted = f"from {least} to {most}" if most is not None else f"{least} or more"
+            raise argparse.ArgumentTypeError(f"{text}: give a whole number {wanted}")
+        return value
+
+    return parse
+
+
 def quiet_on_closed_pipe(main: Callable[P, int]) -> Callable[P, int]:
     """A tool whose reader stops reading (``| head -1``) ends quietly with exit 0: the
     reader has what it wanted, and a traceback would only hide its output."""
@@ -52,11 +69,29 @@ def quiet_on_closed_pipe(main: Callable[P, int]) -> Callable[P, int]:
     @functools.wraps(main)
     def run(*args: P.args, **kwargs: P.kwargs) -> int:
         try:
-            return main(*args, **kwargs)
+            try:
+                return main(*args, **kwargs)
+            finally:
+                # What is still buffered (--help's text too) goes out here, where a
+                # closed pipe is caught, not in the flush at exit, which exits 120.
+                sys.stdout.flush()
         except BrokenPipeError:
             # Python flushes stdout again as it exits: let that flush go nowhere.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return ExitCode.OK
+
+    return run
+
+
+def quiet_on_interrupt(main: Callable[P, int]) -> Callable[P, int]:
+    """Ctrl-C ends a tool with exit 130 and no traceback: the one who pressed it knows why."""
+
+    @functools.wraps(main)
+    def run(*args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except KeyboardInterrupt:
+            return ExitCode.INTERRUPTED
 
     return run

@@ -36,6 +36,7 @@ from pzq.protocol.message_keys import parse_message_key
 from pzq.serving.consume_endpoint import NamedGroups
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
+from pzq.store.topic_model import MOST_BACKOFF_STEPS
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
 
 Clock = Callable[[], Now]  # read once per verb: time is passed in
@@ -110,34 +111,44 @@ class TopicAdmin:
     # -- the verbs ---------------------------------------------------------------
 
     def _declare(self, arguments: list[bytes]) -> bytes:
+        """Every option is read and checked before anything is made or changed: a
+        refused declare leaves no topic or group behind."""
         kind, names, options = _parse(arguments, b"DECLARE")
-        batch = self.store.begin()
         if kind == "TOPIC":
             _count(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B] "
                              "[dedup_window=D] [partitions=P]")
             partitions = _partitions(options.pop("partitions", None))
-            topic = self.topics.topic(names[0], self.clock().wall_us)
-            topic.max_messages = _number(options.pop("max_messages", topic.max_messages))
-            topic.max_bytes = _number(options.pop("max_bytes", topic.max_bytes))
-            if "dedup_window" in options:
-                topic.dedup_window_us = _duration(options.pop("dedup_window"))
-            if partitions is not None:  # the peers learn it with the next heartbeat
-                self.topics.partition(topic, partitions)
-            self.topics.changed(topic)
-            reply = f"topic {topic.name}{_limits(topic)}\n"
-        else:
-            _count(names, 2, "DECLARE GROUP topic group [start=...] [filter=...]")
-            topic = self._topic(names[0])
-            _same_filter(topic, names[1], options.get("filter"))
-            reply = self._declare_group(batch, topic, names[1], options)
+            limits = topic_settings_given(options)
+            _no_more(options)
+            return self._declare_topic(names[0], partitions, limits).encode()
+        _count(names, 2, "DECLARE GROUP topic group [start=...] [filter=...]")
+        topic = self._topic(names[0])
+        _same_filter(topic, names[1], options.get("filter"))
+        start, pattern = options.pop("start", "earliest"), options.pop("filter", "")
+        subscribe = wire.Subscribe(topic.name, names[1], 1, pattern, wire.decode_start(start))
+        settings = group_settings_given(options)
         _no_more(options)
+        batch = self.store.begin()
+        reply = self._declare_group(batch, topic, subscribe, settings)
         self.store.commit(batch)
         return reply.encode()
 
-    def _declare_group(self, batch: Batch, topic: Topic, name: str,
-                       options: dict[str, str]) -> str:
-        start, pattern = options.pop("start", "earliest"), options.pop("filter", "")
-        settings = group_settings_given(options)
+    def _declare_topic(self, name: str, partitions: int | None,
+                       settings: dict[str, int]) -> str:
+        existing = self.topics.topics.get(name)
+        if existing is not None and partitions is not None:
+            self.topics.check_partitions(existing, partitions)
+        topic = self.topics.topic(name, self.clock().wall_us)
+        for field, value in settings.items():
+            setattr(topic, field, value)
+        if partitions is not None:  # the peers learn it with the next heartbeat
+            self.topics.partition(topic, partitions)
+        self.topics.changed(topic)
+        return f"topic {topic.name}{_limits(topic)}\n"
+
+    def _declare_group(self, batch: Batch, topic: Topic, subscribe: wire.Subscribe,
+                       settings: dict[str, object]) -> str:
+        name = subscribe.group
         if name == DEFAULT_GROUP:
             if settings:
                 raise ValueError("default's delivery settings are the node's options "
@@ -149,10 +160,8 @@ class TopicAdmin:
             raise ValueError("the node has no --consume-dsn: groups are read there")
         group = topic.groups.get(name)
         if group is None:
-            subscribe = wire.Subscribe(topic.name, name, 1, pattern,
-                                       wire.decode_start(start))
-            group = self.consume.make_group(batch, topic, name, subscribe.start, pattern,
-                                            self.clock().wall_us)
+            group = self.consume.make_group(batch, topic, name, subscribe.start,
+                                            subscribe.filter, self.clock().wall_us)
             reply = f"group {group.name} of topic {topic.name} start_seq={group.start_seq}"
         elif not settings:
             return f"group {name} of topic {topic.name} exists already\n"
@@ -243,7 +252,7 @@ class TopicAdmin:
     def _pending(self, arguments: list[bytes]) -> bytes:
         topic, group, options = self._named_group(arguments, b"PENDING",
                                                   "PENDING GROUP topic group [limit=N]")
-        limit = _number(options.pop("limit", group_ops.PENDING_LIST))
+        limit = _number(options.pop("limit", group_ops.PENDING_LIST), "limit")
         _no_more(options)
         deliveries = self.consume.groups.get(group.id)
         lines = ([] if deliveries is None
@@ -400,15 +409,23 @@ def _no_more(options: dict[str, str]) -> None:
         raise ValueError(f"unknown option {sorted(options)[0]!r}")
 
 
-def _number(value: int | str) -> int:
+def _number(value: int | str, name: str) -> int:
     if isinstance(value, int):
         return value
     if not value.isdigit():
-        raise ValueError(f"{value[:20]!r} is not a whole number")
+        raise ValueError(f"{name}={value[:20]} is not a whole number 0 or more")
     return int(value)
 
 
-MOST_BACKOFF_STEPS = 32
+def topic_settings_given(options: dict[str, str]) -> dict[str, int]:
+    """A topic's own limits among DECLARE TOPIC's options (taken out), as Topic fields."""
+    found: dict[str, int] = {}
+    for name in ("max_messages", "max_bytes"):
+        if name in options:
+            found[name] = _number(options.pop(name), name)
+    if "dedup_window" in options:
+        found["dedup_window_us"] = _duration(options.pop("dedup_window"))
+    return found
 
 
 def group_settings_given(options: dict[str, str]) -> dict[str, object]:
@@ -417,7 +434,7 @@ def group_settings_given(options: dict[str, str]) -> dict[str, object]:
     if "ack_timeout" in options:
         found["ack_timeout_us"] = _duration(options.pop("ack_timeout"), "ack_timeout")
     if "max_deliveries" in options:
-        found["max_deliveries"] = _number(options.pop("max_deliveries"))
+        found["max_deliveries"] = _number(options.pop("max_deliveries"), "max_deliveries")
     if "backoff" in options:
         steps = [step for step in options.pop("backoff").split(",") if step]
         if not 0 < len(steps) <= MOST_BACKOFF_STEPS:
@@ -438,7 +455,7 @@ def _duration(text: str, name: str = "dedup_window") -> int:
 def _partitions(given: str | None) -> int | None:
     if given is None:
         return None
-    partitions = _number(given)
+    partitions = _number(given, "partitions")
     if not 1 <= partitions <= MOST_PARTITIONS:
         raise ValueError(f"partitions must be from 1 to {MOST_PARTITIONS}")
     return partitions

@@ -19,7 +19,7 @@ from pzq.archive.raw import RawRecord, is_raw_topic, raw_walk
 from pzq.archive.records import Damaged, TornTail, walk
 from pzq.archive.topiclog import list_segments
 from pzq.errors import ExitCode
-from pzq.tool_base import ToolParser, quiet_on_closed_pipe
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt, whole_number
 
 PROG = "pzq-archive"
 EXIT_OK = ExitCode.OK
@@ -39,9 +39,11 @@ def make_argument_parser() -> ToolParser:
     dump = commands.add_parser("dump", help="print messages from an offset on")
     dump.add_argument("directory", type=Path)
     dump.add_argument("topic")
-    dump.add_argument("--from", dest="start", type=int, default=None,
+    dump.add_argument("--from", dest="start", type=whole_number(0), default=None,
+                      metavar="OFFSET",
                       help="the offset of a record to start at (default: the topic's first)")
-    dump.add_argument("--count", type=int, default=0, help="at most N messages (0: all)")
+    dump.add_argument("--count", type=whole_number(0), default=0, metavar="N",
+                      help="at most N messages (0: all)")
     offsets = commands.add_parser("offsets", help="a topic's first, flushed and last offsets")
     offsets.add_argument("directory", type=Path)
     offsets.add_argument("topic")
@@ -51,6 +53,7 @@ def make_argument_parser() -> ToolParser:
 
 
 @quiet_on_closed_pipe
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_argument_parser().parse_args(argv)
     try:
@@ -61,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "offsets":
             return topic_offsets(args.directory, args.topic)
         return verify(args.file)
+    except BrokenPipeError:
+        raise  # the reader stopped reading: not an error (quiet_on_closed_pipe)
     except (Refused, OSError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -25,9 +25,11 @@ from pzq.bench.original import check_binary
 from pzq.bench.report import draw_chart, matplotlib_installed, print_table
 from pzq.bench.scenarios import PLANS, run_benchmark
 from pzq.bench.shards import compare_shards
-from pzq.tool_base import ToolParser
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 
+@quiet_on_closed_pipe
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = ToolParser("pzq-bench", __doc__)
     parser.add_argument("--quick", action="store_true", help="about a minute")

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 import zmq
 
 from pzq import reach, security
-from pzq.errors import ConfigError
+from pzq.durations import DurationError, duration_us
+from pzq.errors import ConfigError, DecodeError
 from pzq.node.config import DSN_PATTERN
+from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
 from pzq.tool_base import ToolParser
+from pzq.tool_base import whole_number as whole_number  # the tools import it from here
 
 DEFAULT_MONITOR = "ipc:///tmp/pzq-monitor"  # the quick-start node's monitor
 
@@ -62,20 +64,25 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
-    """An argparse type: a whole number from ``least`` (to ``most``, when given)."""
+def start_position(text: str) -> str:
+    """An argparse type: where a new group starts, as the node reads it."""
+    try:
+        wire.decode_start(text)
+    except DecodeError:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not earliest, latest or a time in µs since the epoch") from None
+    return text
 
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
-        if value < least or (most is not None and value > most):
-            wanted = f"from {least} to {most}" if most is not None else f"{least} or more"
-            raise argparse.ArgumentTypeError(f"{text}: give a whole number {wanted}")
-        return value
 
-    return parse
+def positive_duration(text: str) -> str:
+    """An argparse type: a duration above 0 (``10m``, ``5000000``), passed on as given."""
+    try:
+        value = duration_us(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: give a duration above 0")
+    return text
 
 
 def add_curve_options(parser: argparse.ArgumentParser, default: str | None = None) -> None:

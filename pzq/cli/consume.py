@@ -5,11 +5,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from pzq.cli.common import curve_from, endpoint, fail, positive_seconds, tool_parser, whole_number
+from pzq.cli.common import (
+    curve_from,
+    endpoint,
+    fail,
+    positive_seconds,
+    start_position,
+    tool_parser,
+    whole_number,
+)
 from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
 from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
-from pzq.errors import ConsumeRefused, DecodeError, ExitCode
+from pzq.errors import ConsumeRefused, ExitCode
 from pzq.protocol import consume as wire
 from pzq.security import ClientCurve
 from pzq.tool_base import quiet_on_closed_pipe
@@ -49,12 +57,12 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     except (ConsumeRefused, ValueError) as exc:  # ValueError: no node to read (--routes)
         return fail(parser.prog, str(exc), ExitCode.FAILURE)
     except TimeoutError as exc:
-        return fail(parser.prog, f"{exc}: {_group_states(dsns, curve is not None)}",
+        return fail(parser.prog, f"{exc}: {_group_states(dsns, curve)}",
                     ExitCode.FAILURE)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     with consumer:
-        waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve is not None)
+        waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve)
         try:
             received = _print_messages(waiting, args)
         except TimeoutError as exc:
@@ -82,16 +90,6 @@ def _group_arguments(parser: argparse.ArgumentParser) -> None:
                              "node of the cluster, learned from the route table")
 
 
-def start_position(text: str) -> str:
-    """An argparse type: where a new group starts, as the node reads it."""
-    try:
-        wire.decode_start(text)
-    except DecodeError:
-        raise argparse.ArgumentTypeError(
-            f"{text} is not earliest, latest or a time in µs since the epoch") from None
-    return text
-
-
 def _consumer(args: argparse.Namespace, dsns: list[str],
               curve: ClientCurve | None) -> Consumer | GroupConsumer | RoutedGroupConsumer:
     if args.group is None:
@@ -109,10 +107,10 @@ def _consumer(args: argparse.Namespace, dsns: list[str],
                          curve=curve, timeout=args.timeout or args.idle_timeout,
                          notice=lambda: notice.once(lambda: (
                              f"waiting for the node to take group {args.group} of topic "
-                             f"{args.topic}: {_group_states(dsns, curve is not None)}")))
+                             f"{args.topic}: {_group_states(dsns, curve)}")))
 
 
-def _group_states(dsns: list[str], curve: bool) -> str:
+def _group_states(dsns: list[str], curve: ClientCurve | None) -> str:
     return "; ".join(endpoint_state(dsn, curve, "no answer yet",
                                     "no answer yet (the node may have refused this "
                                     "client's CURVE handshake)") for dsn in dsns)

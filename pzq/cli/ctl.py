@@ -14,29 +14,37 @@ from pzq.cli.common import (
     curve_from,
     endpoint,
     fail,
+    positive_duration,
     positive_seconds,
+    start_position,
     tool_parser,
+    whole_number,
 )
 from pzq.cli.routes_text import routes_text
 from pzq.client import request_monitor
-from pzq.errors import EndpointError, ExitCode, StoreError
+from pzq.cluster.placement import MOST_PARTITIONS
+from pzq.errors import DecodeError, EndpointError, ExitCode, StoreError
+from pzq.protocol.consume import START_WORDS
+from pzq.protocol.message_keys import parse_message_key
 from pzq.store.repair import repair
-from pzq.tool_base import quiet_on_closed_pipe
+from pzq.store.topic_model import MOST_BACKOFF_STEPS
+from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 
 ACTIONS = ("declare", "remove", "empty")
 
 
 @quiet_on_closed_pipe
+@quiet_on_interrupt
 def ctl_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
     _node_options(parser, DEFAULT_MONITOR, 10.0)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = commands.add_parser("dead", help="list dead letters")
-    listing.add_argument("--limit", type=int, default=100, metavar="N",
+    listing.add_argument("--limit", type=whole_number(0), default=100, metavar="N",
                          help="list at most this many")
     for name, what in (("requeue", "deliver again"), ("purge", "delete for good")):
         command = commands.add_parser(name, help=f"{what}: one dead letter, or all")
-        command.add_argument("key", help="a dead letter's key, or ALL")
+        command.add_argument("key", type=dead_letter_key, help="a dead letter's key, or ALL")
     commands.add_parser("pending", help="stored, in-flight and dead counts")
     routes = commands.add_parser("routes", help="the route table: every node's endpoints and "
                                  "each partitioned topic's owner per partition")
@@ -52,6 +60,7 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
     repairing.add_argument("--database", type=Path, default=Path("./pzq-data"),
                            help="the node's --database")
     args = parser.parse_args(argv)
+    check_options(parser, args)
     if args.command == "repair":
         return _repair(parser.prog, args.database)
     request = _request(args)
@@ -82,14 +91,15 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     topic = commands.add_parser("topic", help="declare, remove or empty a topic")
     topic.add_argument("action", choices=ACTIONS)
     topic.add_argument("name")
-    topic.add_argument("--max-messages", type=int, default=None, metavar="N",
+    topic.add_argument("--max-messages", type=whole_number(0), default=None, metavar="N",
                        help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
-    topic.add_argument("--max-bytes", type=int, default=None, metavar="B",
+    topic.add_argument("--max-bytes", type=whole_number(0), default=None, metavar="B",
                        help="declare: QUEUE_FULL for this topic beyond B bytes (0: none)")
-    topic.add_argument("--dedup-window", default=None, metavar="D",
+    topic.add_argument("--dedup-window", type=positive_duration, default=None, metavar="D",
                        help="declare: how long the topic remembers a DEDUP-ID (e.g. 10m; "
                             "the node's --dedup-window when not set)")
-    topic.add_argument("--partitions", type=int, default=None, metavar="P",
+    topic.add_argument("--partitions", type=whole_number(1, MOST_PARTITIONS), default=None,
+                       metavar="P",
                        help="declare: split the topic over the cluster's nodes in P "
                             "partitions (a KEY's messages stay in one, in order); fixed "
                             "once declared")
@@ -98,21 +108,77 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     group.add_argument("action", choices=(*ACTIONS, "pending", "seek"))
     group.add_argument("topic")
     group.add_argument("name")
-    group.add_argument("--start", default=None, metavar="WHERE",
+    group.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                        help="declare: earliest (default), latest, or µs since the epoch")
     group.add_argument("--filter", default=None, metavar="TAG",
                        help="declare: a TAG, or a prefix ending in '*'")
-    group.add_argument("--ack-timeout", default=None, metavar="D",
+    group.add_argument("--ack-timeout", type=positive_duration, default=None, metavar="D",
                        help="declare: the group's own ack timeout (e.g. 5m)")
-    group.add_argument("--max-deliveries", type=int, default=None, metavar="N",
+    group.add_argument("--max-deliveries", type=whole_number(0), default=None, metavar="N",
                        help="declare: the group's own --max-deliveries (0: no limit)")
-    group.add_argument("--backoff", default=None, metavar="D,D,...",
+    group.add_argument("--backoff", type=backoff_steps, default=None, metavar="D,D,...",
                        help="declare: waits before a delivery whose deadline passed goes "
                             "again, one per delivery, the last repeated (e.g. 1s,10s,1m)")
-    group.add_argument("--to", default=None, metavar="WHERE",
+    group.add_argument("--to", type=seek_target, default=None, metavar="WHERE",
                        help="seek: earliest, latest, µs since the epoch, or a message key")
-    group.add_argument("--limit", type=int, default=None, metavar="N",
+    group.add_argument("--limit", type=whole_number(0), default=None, metavar="N",
                        help="pending: at most N lines (100)")
+
+
+# The options of `topic` and `group` that one action alone takes, by argparse dest.
+ONE_ACTIONS_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    "topic": {"declare": ("max_messages", "max_bytes", "dedup_window", "partitions")},
+    "group": {"declare": ("start", "filter", "ack_timeout", "max_deliveries", "backoff"),
+              "seek": ("to",), "pending": ("limit",)},
+}
+
+
+def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit 2, naming the option, for one given to an action that does not take it and
+    for a seek without --to: the node would refuse them in its own words."""
+    for action, dests in ONE_ACTIONS_OPTIONS.get(args.command, {}).items():
+        for dest in dests:
+            if getattr(args, dest) is not None and args.action != action:
+                parser.error(f"--{dest.replace('_', '-')} is for {args.command} {action} "
+                             f"only, not {args.command} {args.action}")
+    if args.command == "group" and args.action == "seek" and args.to is None:
+        parser.error("group seek needs --to WHERE: earliest, latest, µs since the epoch "
+                     "or a message key")
+
+
+def seek_target(text: str) -> str:
+    """An argparse type: where a seek goes (the node finds the message or time)."""
+    if text in START_WORDS or text.isdigit():
+        return text
+    try:
+        parse_message_key(text.encode())
+    except DecodeError:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not earliest, latest, µs since the epoch or a message key") from None
+    return text
+
+
+def backoff_steps(text: str) -> str:
+    """An argparse type: 1 to MOST_BACKOFF_STEPS durations above 0, separated by ','."""
+    steps = [step for step in text.split(",") if step]
+    if not 0 < len(steps) <= MOST_BACKOFF_STEPS:
+        raise argparse.ArgumentTypeError(f"{text}: give 1 to {MOST_BACKOFF_STEPS} durations "
+                                         "separated by ',', e.g. 1s,10s,1m")
+    for step in steps:
+        positive_duration(step)
+    return text
+
+
+def dead_letter_key(text: str) -> str:
+    """An argparse type: a dead letter's message key, or ALL."""
+    if text.upper() == "ALL":
+        return text
+    try:
+        parse_message_key(text.encode())
+    except DecodeError:
+        raise argparse.ArgumentTypeError(f"{text} is not a message key (as dead lists "
+                                         "them) or ALL") from None
+    return text
 
 
 def _request(args: argparse.Namespace) -> str:

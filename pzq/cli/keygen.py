@@ -8,9 +8,11 @@ from pathlib import Path
 from pzq import security
 from pzq.cli.common import fail
 from pzq.errors import EXISTS, ExitCode
-from pzq.tool_base import ToolParser
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 
+@quiet_on_closed_pipe
+@quiet_on_interrupt
 def keygen_main(argv: Sequence[str] | None = None) -> int:
     parser = ToolParser("pzq-keygen", "Make a CURVE key pair for a node or a client.")
     parser.add_argument("directory", help="where to write NAME.key and NAME.key_secret")

@@ -34,7 +34,7 @@ from pzq.cli.topics_table import topics_table
 from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor, taken_over_inflight
 from pzq.errors import NO_ANSWER, EndpointError, ExitCode
 from pzq.security import ClientCurve
-from pzq.tool_base import ToolParser, quiet_on_closed_pipe
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 # Its meanings of the codes in pzq.errors:
 EXIT_OK = ExitCode.OK  # answered (and, with --check, healthy)
@@ -168,6 +168,7 @@ def monitor_command(text: str) -> str:
 
 
 @quiet_on_closed_pipe
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)
@@ -183,8 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(as_json(answers), indent=2, sort_keys=True))
     else:
-        if any(answer.up for answer in answers):
-            console().print(views(answers))
+        console().print(views(answers))  # a node down shows as DOWN, the reason on stderr
         report_down(answers)
     return EXIT_OK if all(answer.up for answer in answers) else EXIT_NO_ANSWER
 

@@ -19,6 +19,7 @@ from pzq.client.producer import topic_headers
 from pzq.errors import ExitCode
 from pzq.protocol import frames as wire
 from pzq.protocol.headers import KEY_HEADER
+from pzq.security import ClientCurve
 
 DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
 
@@ -61,13 +62,13 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
         except TimeoutError as exc:
             return fail("pzq-produce", str(exc), ExitCode.FAILURE)
         with routed:
-            return _produce_lines(routed, args, ", ".join(args.routes), curve is not None)
+            return _produce_lines(routed, args, ", ".join(args.routes), curve)
     with Producer(args.dsn, window=args.window, curve=curve) as producer:
-        return _produce_lines(producer, args, args.dsn, curve is not None)
+        return _produce_lines(producer, args, args.dsn, curve)
 
 
 def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace, dsn: str,
-                   curve: bool) -> int:
+                   curve: ClientCurve | None) -> int:
     headers = [header.encode() for header in args.header]
     headers += topic_headers(None if args.routes else args.topic, args.tag)
     if args.key is not None:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from pzq import reach
+from pzq import curve_probe, reach
 from pzq.client import (
     Consumer,
     GroupConsumer,
@@ -23,6 +23,7 @@ from pzq.client import (
     RoutedProducer,
 )
 from pzq.client.common import NOTICE_AFTER_S
+from pzq.security import ClientCurve
 
 T = TypeVar("T")
 
@@ -44,7 +45,7 @@ class AckWait:
     """A producer's sends and flush, each given ``timeout`` seconds, that say why ACKs are late."""
 
     def __init__(self, producer: Producer | RoutedProducer, prog: str, dsn: str, timeout: float,
-                 curve: bool) -> None:
+                 curve: ClientCurve | None) -> None:
         self.producer = producer
         self.dsn = dsn
         self.timeout = timeout
@@ -74,14 +75,14 @@ class AckWait:
                                              f"{self._why()}; waiting up to {self.timeout:g} s")
 
     def _why(self) -> str:
-        return reach.why_silent(self.dsn, self.curve)
+        return curve_probe.why_silent(self.dsn, self.curve)
 
 
 class DeliveryWait:
     """A consumer's wait for deliveries that says, once, what it waits for."""
 
     def __init__(self, consumer: Consumer | GroupConsumer | RoutedGroupConsumer, prog: str,
-                 dsns: Sequence[str], curve: bool) -> None:
+                 dsns: Sequence[str], curve: ClientCurve | None) -> None:
         self.consumer = consumer
         self.dsns = list(dsns)
         self.curve = curve
@@ -119,12 +120,18 @@ class DeliveryWait:
                               "this client's CURVE handshake)")
 
 
-def endpoint_state(dsn: str, curve: bool, awaited: str, awaited_with_curve: str) -> str:
-    """What a plain probe finds at ``dsn``, for a tool that waits on it: ``awaited``
-    names what has not come yet (``awaited_with_curve`` when CURVE may be the cause)."""
+def endpoint_state(dsn: str, curve: ClientCurve | None, awaited: str,
+                   awaited_with_curve: str) -> str:
+    """What a plain probe finds at ``dsn``, for a tool that waits on it, and for a CURVE
+    client what the node says to its handshake: ``awaited`` names what has not come
+    yet (``awaited_with_curve`` when CURVE may be the cause and the probe cannot tell)."""
     answers = reach.accepts_connections(dsn)
     if answers is False:
         return f"{dsn}: nothing answers there yet (is the node running?)"
     if answers is None:
-        return f"{dsn}: connecting"
-    return f"{dsn}: connected, {awaited_with_curve if curve else awaited}"
+        return f"{dsn}: {reach.unresolvable(dsn) or 'connecting'}"
+    if curve is None:
+        return f"{dsn}: connected, {awaited}"
+    refusal = curve_probe.curve_refusal(dsn, curve, reach.PROBE_TIMEOUT_S)
+    return f"{dsn}: connected, but {refusal}" if refusal else \
+        f"{dsn}: connected, {awaited_with_curve}"

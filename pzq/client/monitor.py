@@ -10,7 +10,7 @@ from typing import Any
 
 import zmq
 
-from pzq import reach
+from pzq import curve_probe, reach
 from pzq.client.common import NOTICE_AFTER_S
 from pzq.errors import EndpointError
 from pzq.protocol.monitor_text import parse_monitor_text
@@ -20,15 +20,18 @@ from pzq.sockets import dual_stack
 
 def request_monitor(dsn: str, command: str, timeout: float = 5.0,
                     curve: ClientCurve | None = None,
-                    notice: Callable[[str], None] | None = None) -> bytes:
+                    notice: Callable[[str], None] | None = None,
+                    context: zmq.Context[zmq.Socket[bytes]] | None = None) -> bytes:
     """The node's answer to ``command``.
 
-    Raises EndpointError for an endpoint that cannot be connected to, and TimeoutError,
-    with the likely reason, when nothing answers within ``timeout`` seconds. After
+    Raises EndpointError for an endpoint that cannot be connected to (its host does
+    not resolve, too) or does not speak the monitor protocol, and TimeoutError, with
+    the likely reason, when nothing answers within ``timeout`` seconds. After
     NOTICE_AFTER_S without an answer, ``notice`` (when given) is told, once, what is
-    awaited and why it may not come.
+    awaited and why it may not come. A ``context`` of the caller's lets it end the
+    wait at once: terminated, it raises zmq.ContextTerminated here.
     """
-    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     dual_stack(socket, dsn)
     if curve is not None:
@@ -39,28 +42,64 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
         except zmq.ZMQError as exc:
             reason = zmq.strerror(exc.errno or 0)
             raise EndpointError(f"cannot connect to {dsn}: {reason}") from None
-        socket.send_multipart([b"", command.encode()])
-        if not _answered(socket, dsn, timeout, curve is not None, notice):
-            reason = reach.why_silent(dsn, curve is not None, min(timeout, reach.PROBE_TIMEOUT_S))
-            raise TimeoutError(f"no answer from {dsn} within {timeout:g} s: {reason}")
-        frames: list[bytes] = socket.recv_multipart()
-        return frames[-1]
+        unresolved = reach.unresolvable(dsn)
+        if unresolved:  # no wait would mend it: say so at once
+            raise EndpointError(f"cannot connect to {dsn}: {unresolved}")
+        frames = _exchange(socket, dsn, command, timeout, curve, notice)
     finally:
         socket.close()
+    if frames is None:  # probed with the socket closed: terminating its context needs no wait
+        reason = curve_probe.why_silent(dsn, curve, min(timeout, reach.PROBE_TIMEOUT_S))
+        raise TimeoutError(f"no answer from {dsn} within {timeout:g} s: {reason}")
+    return monitor_reply(dsn, frames)
 
 
-def _answered(socket: zmq.Socket[bytes], dsn: str, timeout: float, curve: bool,
-              notice: Callable[[str], None] | None) -> bool:
-    """Whether an answer came within ``timeout``; says once, on the way, why it is late."""
-    if notice is None or timeout <= NOTICE_AFTER_S:
-        return bool(socket.poll(int(timeout * 1000), zmq.POLLIN))
-    if socket.poll(int(NOTICE_AFTER_S * 1000), zmq.POLLIN):
-        return True
-    started = time.monotonic() - NOTICE_AFTER_S
-    notice(f"no answer yet from {dsn}: {reach.why_silent(dsn, curve)}; "
-           f"waiting up to {timeout:g} s")
-    remaining = timeout - (time.monotonic() - started)
-    return bool(socket.poll(max(0, int(remaining * 1000)), zmq.POLLIN))
+def monitor_reply(dsn: str, frames: list[bytes]) -> bytes:
+    """The text of a monitor reply as a DEALER receives it (``empty, text``);
+    EndpointError, naming what answered, for anything else: another endpoint of the
+    node, or no pzq node at all, given as a --dsn by mistake."""
+    if len(frames) == 2 and frames[0] == b"" and len(frames[1]) > 1:
+        return frames[1]
+    raise EndpointError(f"{dsn} does not speak the monitor protocol ({_answered_as(frames)}); "
+                        "give the node's --monitor-dsn")
+
+
+def _answered_as(frames: list[bytes]) -> str:
+    if len(frames) == 4 and frames[1] in (b"0", b"1") and frames[2] == b"":
+        return "it answered as a node's --receive-dsn does, with a producer's ACK"
+    if len(frames) == 2 and frames[0] == b"" and len(frames[1]) == 1:
+        return "it answered as a node's --archive-dsn does, with a status byte"
+    if frames and frames[0] == b"ERROR":
+        return "it answered as a node's --consume-dsn does, with ERROR"
+    return f"its answer has {len(frames)} frames, not a monitor reply's empty frame and text"
+
+
+def _exchange(socket: zmq.Socket[bytes], dsn: str, command: str, timeout: float,
+              curve: ClientCurve | None,
+              notice: Callable[[str], None] | None) -> list[bytes] | None:
+    """The answer to ``command``, sent and answered within ``timeout``; None when it
+    did not come. On the way, after NOTICE_AFTER_S, ``notice`` is told why it is late.
+
+    The send waits for the socket to take it: a DEALER whose handshakes fail (CURVE
+    refused) drops its connection's pipe and has none to send on, and a plain send
+    would wait for one forever.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    tell_at = started + NOTICE_AFTER_S if notice is not None else deadline
+    for event in (zmq.POLLOUT, zmq.POLLIN):
+        while not socket.poll(max(0, int((min(deadline, tell_at) - time.monotonic()) * 1000)),
+                              event):
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            if now >= tell_at and notice is not None:
+                notice(f"no answer yet from {dsn}: {curve_probe.why_silent(dsn, curve)}; "
+                       f"waiting up to {timeout:g} s")
+                tell_at = deadline
+        if event == zmq.POLLOUT:
+            socket.send_multipart([b"", command.encode()], zmq.NOBLOCK)
+    return socket.recv_multipart()
 
 
 def monitor_figures(dsn: str, timeout: float = 5.0,
@@ -82,9 +121,10 @@ class StatsAnswer:
 
 
 def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None,
-                notice: Callable[[str], None] | None = None) -> StatsAnswer:
+                notice: Callable[[str], None] | None = None,
+                context: zmq.Context[zmq.Socket[bytes]] | None = None) -> StatsAnswer:
     try:
-        reply = request_monitor(dsn, "STATS", timeout, curve, notice)
+        reply = request_monitor(dsn, "STATS", timeout, curve, notice, context)
     except (TimeoutError, EndpointError) as exc:
         return StatsAnswer(dsn, None, str(exc))
     try:

@@ -32,13 +32,15 @@ from pzq.monitoring.history import History
 from pzq.monitoring.scrape import Scraper
 from pzq.node.waker import Waker
 from pzq.security import ClientCurve
-from pzq.tool_base import ToolParser
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe
 
 # Its meanings of the codes in pzq.errors:
 EXIT_OK = ExitCode.OK
 EXIT_USAGE = ExitCode.USAGE  # a bad option, or the monitoring extra is not installed
 EXIT_LISTEN = ExitCode.BIND  # the HTTP address could not be bound (in use, bad address)
 DEFAULT_LISTEN = "127.0.0.1:9646"
+# How often the HTTP loop looks for a stop: a stop waits up to this long for it.
+SHUTDOWN_POLL_S = 0.05
 
 if TYPE_CHECKING:
     from pzq.monitoring.server import QuietServer
@@ -57,10 +59,10 @@ class Exporter:
         return int(self.server.server_port)
 
     def stop(self) -> None:
+        self.scraper.close()  # first: a sample or scrape under way ends now
         self.history.stop()
         self.server.shutdown()
         self.server.server_close()
-        self.scraper.close()
 
 
 def serve(dsns: Sequence[str], host: str, port: int, timeout: float,
@@ -83,15 +85,18 @@ def serve(dsns: Sequence[str], host: str, port: int, timeout: float,
         scraper.close()
         raise
     history.start()
-    threading.Thread(target=server.serve_forever, name="pzq-http", daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S},
+                     name="pzq-http", daemon=True).start()
     return Exporter(server, history, scraper)
 
 
 def listen_address(text: str) -> tuple[str, int]:
     """An argparse type: HOST:PORT (the port may be 0 for any free one)."""
     host, _, port = text.rpartition(":")
-    if not port.isdigit() or int(port) > 65535:
+    if not port.isdigit():
         raise argparse.ArgumentTypeError(f"{text} is not HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    if int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{text}: port {port} is out of range (0 to 65535)")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -111,6 +116,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@quiet_on_closed_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)

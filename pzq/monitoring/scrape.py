@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+
+import zmq
 
 from pzq.client.monitor import StatsAnswer, fetch_stats
 from pzq.security import ClientCurve
 
 MAX_THREADS = 32
 CONCURRENT_SCRAPES = 3  # Prometheus, the history sampler and a page, at the same time
+STOPPING = "the exporter is stopping"
 
 
 class Scraper:
     """Scrapes a fixed list of monitor endpoints in parallel and remembers their node ids.
 
     A node that does not answer keeps the id it last answered with, so its series keep
-    their ``node`` label while it is down.
+    their ``node`` label while it is down. The requests use a context of the scraper's
+    own: ``close`` terminates it, which ends every wait for a node at once.
     """
 
     def __init__(self, dsns: Sequence[str], timeout: float,
@@ -27,10 +32,17 @@ class Scraper:
         self.node_ids: dict[str, str] = {}
         workers = min(MAX_THREADS, CONCURRENT_SCRAPES * len(self.dsns)) or 1
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="pzq-scrape")
+        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._closed = threading.Event()
 
     def scrape(self) -> list[StatsAnswer]:
         """Every node's answer, in ``dsns`` order; takes about one timeout at most."""
-        answers = list(self._pool.map(self._fetch, self.dsns))
+        try:
+            answers = list(self._pool.map(self._fetch, self.dsns))
+        except RuntimeError:  # the pool is shut down: closed while this began
+            if not self._closed.is_set():
+                raise
+            return [StatsAnswer(dsn, None, STOPPING) for dsn in self.dsns]
         for answer in answers:
             if answer.stats and "node_id" in answer.stats:
                 self.node_ids[answer.dsn] = str(answer.stats["node_id"])
@@ -40,7 +52,15 @@ class Scraper:
         return self.node_ids.get(dsn, "")
 
     def _fetch(self, dsn: str) -> StatsAnswer:
-        return fetch_stats(dsn, self.timeout, self.curve)
+        try:
+            return fetch_stats(dsn, self.timeout, self.curve, context=self._context)
+        except zmq.ZMQError:
+            if not self._closed.is_set():
+                raise
+            return StatsAnswer(dsn, None, STOPPING)  # the context was terminated
 
     def close(self) -> None:
+        """Stop at once: waits for a node under way end now, none starts after."""
+        self._closed.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._context.term()  # returns once each waiting request closed its socket

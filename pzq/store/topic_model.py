@@ -34,6 +34,7 @@ FIRST_ID = 1
 START_EARLIEST = "earliest"
 START_LATEST = "latest"
 COUNTS = struct.Struct(">qq")  # topic: messages, bytes; group: backlog, floor
+MOST_BACKOFF_STEPS = 32  # a group's backoff: one wait per delivery, the last repeated
 
 
 @dataclass(eq=False)

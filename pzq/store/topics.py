@@ -137,12 +137,17 @@ class Topics(Participant):
     def partition(self, topic: Topic, partitions: int) -> None:
         """Declare the topic partitioned; ValueError for another count than declared
         before (a key's partition depends on it)."""
-        if topic.partitions and topic.partitions != partitions:
-            raise ValueError(f"topic {topic.name} has {topic.partitions} partitions; "
-                             "a partition count is fixed once declared")
+        self.check_partitions(topic, partitions)
         if topic.partitions != partitions:
             topic.partitions = partitions
             self.changed(topic)
+
+    @staticmethod
+    def check_partitions(topic: Topic, partitions: int) -> None:
+        """ValueError when the topic was declared with another partition count."""
+        if topic.partitions and topic.partitions != partitions:
+            raise ValueError(f"topic {topic.name} has {topic.partitions} partitions; "
+                             "a partition count is fixed once declared")
 
     def keep_default(self, topic: Topic) -> None:
         """``default`` reads the topic beside its named groups from now on (declared,

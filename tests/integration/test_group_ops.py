@@ -106,7 +106,7 @@ def test_seek_to_a_time_before_the_groups_start(start_node, context):
     ("SEEK GROUP orders g to=yesterday", "to='yesterday' is not earliest, latest"),
     ("SEEK GROUP orders g to=00000000-0000000000000001", "another node's message"),
     ("SEEK TOPIC orders", "usage: SEEK GROUP topic group to=WHERE"),
-    ("PENDING GROUP orders g limit=x", "'x' is not a whole number"),
+    ("PENDING GROUP orders g limit=x", "limit=x is not a whole number"),
 ])
 def test_bad_seeks_and_pending_requests_get_one_clear_line(orders, command, error):
     answer = ask(orders, command)
@@ -162,7 +162,7 @@ def test_a_groups_settings_change_and_survive_a_restart(orders):
     ("DECLARE GROUP orders g ack_timeout=0", "ack_timeout '0' must be above 0"),
     ("DECLARE GROUP orders g backoff=1s,soon", "soon is not a duration"),
     ("DECLARE GROUP orders g backoff=,", "backoff takes 1 to 32 durations"),
-    ("DECLARE GROUP orders g max_deliveries=-1", "'-1' is not a whole number"),
+    ("DECLARE GROUP orders g max_deliveries=-1", "max_deliveries=-1 is not a whole number"),
     ("DECLARE GROUP orders default ack_timeout=1s", "default's delivery settings are the "
                                                     "node's options"),
 ])

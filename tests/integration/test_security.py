@@ -101,7 +101,9 @@ def test_curve_options_go_together_and_keys_must_exist(tmp_path, keys):
     assert lone.returncode == 2 and "go together" in lone.stderr
     missing = run_pzq(["--curve-secret-key", str(tmp_path / "none.key_secret"),
                        "--curve-authorized-keys", str(tmp_path)])
-    assert missing.returncode == 2 and "cannot read CURVE key file" in missing.stderr
+    assert missing.returncode == 2
+    assert (f"cannot read CURVE key file {tmp_path / 'none.key_secret'}: there is no such file"
+            in missing.stderr)
 
 
 def test_a_refused_handshake_is_logged_at_info_once_per_client(secure_node, keys, context):
@@ -130,15 +132,49 @@ def test_refusals_of_one_client_are_rate_limited():
         ("10.0.0.1", 0), ("10.0.0.2", 0), ("10.0.0.1", 49)]
 
 
-def test_a_refused_tool_says_its_handshake_may_have_been_refused(secure_node, tmp_path):
+def tool(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / name), *args], input=stdin,
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_a_refused_client_key_is_named_with_the_nodes_option(secure_node, tmp_path):
     keys = tmp_path / "keys"
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "pzq-produce"), "--dsn", secure_node.receive_dsn,
-         "--curve-client-key", str(keys / "stranger.key_secret"),
-         "--curve-server-key", str(keys / "node.key"), "--timeout", "2"],
-        input="x\n", capture_output=True, text=True, timeout=30, check=False)
+    result = tool("pzq-produce", "--dsn", secure_node.receive_dsn,
+                  "--curve-client-key", str(keys / "stranger.key_secret"),
+                  "--curve-server-key", str(keys / "node.key"), "--timeout", "2", stdin="x\n")
     assert result.returncode == 1
-    assert "may have refused this client's CURVE handshake" in result.stderr
+    assert result.stderr.splitlines()[-1].endswith(
+        "the node refused this client's public key (--curve-client-key): it is not among "
+        "the keys in the node's --curve-authorized-keys")
+
+
+def test_a_wrong_server_key_is_named_as_the_clients_option(secure_node, start_node, tmp_path):
+    keys = tmp_path / "keys"
+    wrong = tool("pzq-ctl", "--dsn", secure_node.monitor_dsn, "--timeout", "1.5",
+                 "--curve-client-key", str(keys / "client.key_secret"),
+                 "--curve-server-key", str(keys / "stranger.key"), "pending")
+    assert wrong.returncode == 1
+    error = wrong.stderr.splitlines()[-1]
+    assert error.endswith("the node could not read this client's CURVE handshake: the "
+                          "server key given (--curve-server-key) does not match the node's "
+                          "public key")
+    assert "--curve-authorized-keys" not in wrong.stderr
+    plain = start_node()  # no CURVE at all
+    unsealed = tool("pzq-ctl", "--dsn", plain.monitor_dsn, "--timeout", "1.5",
+                    "--curve-client-key", str(keys / "client.key_secret"),
+                    "--curve-server-key", str(keys / "node.key"), "pending")
+    assert unsealed.returncode == 1
+    assert "the node does not serve CURVE" in unsealed.stderr.splitlines()[-1]
+
+
+def test_a_missing_key_file_is_named(secure_node, tmp_path):
+    keys = tmp_path / "keys"
+    missing = tmp_path / "nowhere.key_secret"
+    result = tool("pzq-ctl", "--dsn", secure_node.monitor_dsn, "--curve-client-key",
+                  str(missing), "--curve-server-key", str(keys / "node.key"), "pending")
+    assert result.returncode == 2
+    assert result.stderr == (f"pzq-ctl: error: cannot read CURVE key file {missing}: there "
+                             "is no such file\n")
 
 
 @pytest.fixture

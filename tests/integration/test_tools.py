@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pzq import reach
 from pzq.cli import bench, human
+from pzq.cli.waiting import endpoint_state
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
@@ -106,10 +108,14 @@ def test_monitor_json_on_a_down_node_says_why(tmp_path):
     assert "nothing answers there" in answer["error"]
 
 
-def test_monitor_table_on_a_down_node_is_one_line(tmp_path):
-    result = tool("pzq-monitor", "--dsn", f"ipc://{tmp_path}/no-node", "--timeout", "0.5")
-    assert result.returncode == 3 and result.stdout == ""
-    assert "no answer from" in one_line(result.stderr)
+def test_monitor_table_of_its_only_node_down_shows_it_down(tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-node"
+    result = tool("pzq-monitor", "--dsn", nowhere, "--timeout", "0.5")
+    assert result.returncode == 3
+    assert nowhere in result.stdout
+    (node_row,) = [line for line in result.stdout.splitlines() if " node " in line]
+    assert "DOWN" in node_row
+    assert one_line(result.stderr).startswith(f"pzq-monitor: no answer from {nowhere}")
 
 
 def test_monitor_watch_json_prints_one_line_per_refresh(node):
@@ -196,6 +202,25 @@ def test_a_refused_header_is_named_without_a_bytes_repr(producer):
     assert ack.status_message == b"header frame nocolon is not NAME:value"
 
 
+def into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """A tool run with its stdout a pipe nobody reads any more, as after ``| head -1``."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return subprocess.run([str(BIN / args[0]), *args[1:]], stdout=writer,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                              timeout=30, check=False)
+    finally:
+        os.close(writer)
+
+
+def test_a_tool_whose_output_pipe_closed_ends_quietly(tmp_path, node):
+    for args in (("pzq-keygen", str(tmp_path), "pair"),
+                 ("pzq-ctl", "--dsn", node.monitor_dsn, "pending")):
+        ran = into_closed_pipe(*args)
+        assert (ran.returncode, ran.stderr) == (0, ""), args
+
+
 def test_ctrl_c_stops_a_waiting_consumer_without_a_traceback(tmp_path):
     process = subprocess.Popen([str(BIN / "pzq-consume"), "--dsn", f"ipc://{tmp_path}/no-node"],
                                stderr=subprocess.PIPE, text=True)
@@ -206,3 +231,57 @@ def test_ctrl_c_stops_a_waiting_consumer_without_a_traceback(tmp_path):
     assert process.wait(20) == 130
     assert "Traceback" not in process.stderr.read()
     process.stderr.close()
+
+
+@pytest.mark.parametrize("args", [("pzq-ctl", "pending"), ("pzq-monitor",)])
+def test_ctrl_c_stops_a_waiting_ctl_or_monitor_with_130_and_no_traceback(tmp_path, args):
+    process = subprocess.Popen([str(BIN / args[0]), "--dsn", f"ipc://{tmp_path}/no-node",
+                                *args[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert "no answer yet from" in process.stderr.readline()  # it waits
+    finally:
+        process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=20)
+    assert process.returncode == 130
+    assert (stdout, stderr) == ("", "")
+
+
+def test_ctl_and_monitor_given_another_endpoint_of_the_node_say_so(start_node, tmp_path):
+    node = start_node("--archive-dir", str(tmp_path / "archive"), "--archive-dsn",
+                      "tcp://127.0.0.1:*", consume=True)
+    archive_dsn = node.event("node_ready")["archive"]
+    for dsn, kind in ((node.receive_dsn, "--receive-dsn"), (node.consume_dsn, "--consume-dsn"),
+                      (archive_dsn, "--archive-dsn")):
+        wrong = f"{dsn} does not speak the monitor protocol (it answered as a node's {kind} does"
+        ctl = tool("pzq-ctl", "--dsn", dsn, "topics")
+        assert ctl.returncode == 2 and ctl.stdout == ""
+        assert one_line(ctl.stderr).startswith(f"pzq-ctl: error: {wrong}")
+        assert one_line(ctl.stderr).endswith("; give the node's --monitor-dsn")
+    monitor = tool("pzq-monitor", "--dsn", node.receive_dsn, "--json")
+    assert monitor.returncode == 3
+    assert json.loads(monitor.stdout)["error"].startswith(
+        f"{node.receive_dsn} does not speak the monitor protocol")
+
+
+NOWHERE_HOST = "tcp://node0.invalid:11133"  # .invalid never resolves (RFC 2606)
+
+
+def test_ctl_and_monitor_say_at_once_that_a_host_does_not_resolve():
+    started = time.monotonic()
+    ctl = tool("pzq-ctl", "--dsn", NOWHERE_HOST, "--timeout", "30", "pending")
+    assert ctl.returncode == 2
+    assert one_line(ctl.stderr).startswith(  # and no "no answer yet" line before it
+        f"pzq-ctl: error: cannot connect to {NOWHERE_HOST}: host node0.invalid does not "
+        "resolve (")
+    monitor = tool("pzq-monitor", "--dsn", NOWHERE_HOST, "--json", "--timeout", "30")
+    assert monitor.returncode == 3
+    assert "host node0.invalid does not resolve" in json.loads(monitor.stdout)["error"]
+    assert time.monotonic() - started < 25  # neither waited for its --timeout
+
+
+def test_waits_name_a_host_that_does_not_resolve():
+    assert reach.why_silent(NOWHERE_HOST, curve=False).startswith(
+        "host node0.invalid does not resolve (")
+    assert endpoint_state(NOWHERE_HOST, None, "", "").startswith(
+        f"{NOWHERE_HOST}: host node0.invalid does not resolve (")

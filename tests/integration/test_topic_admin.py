@@ -8,7 +8,7 @@ from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
 from pzq.store import keyspace
 from pzq.store.store import Store
 from tests.integration.test_groups import FAST, drain, produce
-from tests.integration.test_tools import tool
+from tests.integration.test_tools import one_line, tool
 
 
 def ask(node, command: str) -> str:
@@ -88,6 +88,60 @@ def test_unknown_names_get_clear_errors(start_node, context):
     assert ask(node, "DECLARE TOPIC orders colour=red") == "ERROR: unknown option 'colour'"
     with Consumer(node.send_dsn, context=context) as plain:
         assert drain(plain, 1) == [b"x"]
+
+
+def test_a_refused_declare_makes_and_changes_nothing(start_node):
+    node = start_node(*FAST, consume=True)
+    assert ask(node, "DECLARE TOPIC orders max_messages=5").startswith("topic orders")
+    refused = {
+        "DECLARE TOPIC zzbad1 dedup_window=forever": "forever",
+        "DECLARE TOPIC zzbad1 max_messages=-1": "max_messages=-1 is not a whole number",
+        "DECLARE TOPIC zzbad1 max_bytes=lots": "max_bytes=lots is not a whole number",
+        "DECLARE TOPIC zzbad1 partitions=0": "partitions must be from 1",
+        "DECLARE TOPIC zzbad1 max_messages=3 colour=red": "unknown option 'colour'",
+        "DECLARE TOPIC orders max_messages=7 dedup_window=forever": "forever",
+        "DECLARE GROUP orders g colour=red": "unknown option 'colour'",
+        "DECLARE GROUP orders g ack_timeout=1s max_deliveries=-1": "max_deliveries=-1",
+        "DECLARE GROUP orders g start=yesterday": "START:yesterday",
+    }
+    for command, error in refused.items():
+        answer = ask(node, command)
+        assert answer.startswith("ERROR: ") and error in answer, (command, answer)
+        assert ask(node, "TOPICS") == ("orders messages=0 bytes=0 groups=default "
+                                       "max_messages=5\n"), command
+
+
+def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
+    node = start_node(*FAST, consume=True)
+    refused = {
+        ("group", "declare", "orders", "g", "--start", "bogus"):
+            "group: error: argument --start: bogus is not earliest, latest or a time in µs",
+        ("group", "seek", "orders", "g"): ": error: group seek needs --to WHERE: earliest",
+        ("group", "seek", "orders", "g", "--to", "yesterday"):
+            "group: error: argument --to: yesterday is not earliest, latest, µs since",
+        ("group", "pending", "orders", "g", "--limit", "-5"):
+            "group: error: argument --limit: -5: give a whole number 0 or more",
+        ("dead", "--limit", "-5"): "dead: error: argument --limit: -5: give a whole number",
+        ("group", "declare", "orders", "g", "--backoff", "1s,soon"):
+            "group: error: argument --backoff: soon is not a duration",
+        ("group", "declare", "orders", "g", "--ack-timeout", "0"):
+            "group: error: argument --ack-timeout: 0: give a duration above 0",
+        ("topic", "declare", "zzbad1", "--dedup-window", "forever"):
+            "topic: error: argument --dedup-window: forever is not a duration",
+        ("topic", "declare", "zzbad1", "--max-messages", "-1"):
+            "topic: error: argument --max-messages: -1: give a whole number 0 or more",
+        ("topic", "declare", "zzbad1", "--partitions", "0"):
+            "topic: error: argument --partitions: 0: give a whole number from 1 to",
+        ("topic", "remove", "zzbad1", "--max-bytes", "5"):
+            ": error: --max-bytes is for topic declare only, not topic remove",
+        ("purge", "nokey"): "purge: error: argument key: nokey is not a message key",
+    }
+    for args, error in refused.items():
+        ran = tool("pzq-ctl", "--dsn", node.monitor_dsn, *args)
+        assert ran.returncode == 2, (args, ran)
+        assert one_line(ran.stderr).startswith(f"pzq-ctl {error}".replace(" :", ":")), \
+            (args, ran.stderr)
+    assert ask(node, "TOPICS") == "no topics\n"
 
 
 def test_pzq_ctl_topics_and_groups(start_node, context):

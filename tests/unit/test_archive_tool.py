@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -62,3 +64,25 @@ def test_dump_from_an_offset_deleted_by_retention_starts_at_the_first_kept(tmp_p
     assert dumped.stderr.strip() == (f"pzq-archive: offsets before {second.start} are "
                                      f"deleted (retention); starting at {second.start}")
     assert int(dumped.stdout.split()[0]) == second.start and second.start in offsets
+
+
+@pytest.mark.parametrize("command", [("dump", "orders"), ("topics",)])
+def test_a_closed_output_pipe_ends_the_tool_quietly(tmp_path, command):
+    write_archive(tmp_path, count=300, segment_size=5000)
+    reader, writer = os.pipe()
+    os.close(reader)  # as head -1 has done once it has its line: nobody reads on
+    try:
+        ran = subprocess.run([sys.executable, "-m", "pzq.archive.tool", command[0],
+                              str(tmp_path), *command[1:]], stdout=writer,
+                             stderr=subprocess.PIPE, text=True, timeout=30, check=False)
+    finally:
+        os.close(writer)
+    assert (ran.returncode, ran.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("option, value", [("--count", "-1"), ("--from", "-5"),
+                                           ("--count", "many")])
+def test_dump_refuses_a_count_or_offset_below_0_naming_the_option(tmp_path, option, value):
+    write_archive(tmp_path, count=10)
+    line = one_line_error(archive_tool("dump", str(tmp_path), "orders", option, value))
+    assert line.startswith(f"pzq-archive dump: error: argument {option}: {value}")

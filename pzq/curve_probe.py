@@ -1,0 +1,84 @@
+"""Why a node does not take this client's CURVE handshake, told by a socket that only
+shakes hands and watches how it ends.
+
+A client whose handshake fails hears nothing: ZeroMQ tries again, quietly. The
+socket's monitor tells the cases apart: the node's ZAP refused the client's public
+key (``HANDSHAKE_FAILED_AUTH``: not among its authorized keys); the node could not
+read the client's first command, sealed for a server key that is not its own, and
+hung up (``HANDSHAKE_FAILED_NO_DETAIL``); the node serves no CURVE at all (a
+mechanism mismatch).
+"""
+
+from __future__ import annotations
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from pzq import reach
+from pzq.security import ClientCurve
+from pzq.sockets import dual_stack
+
+EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+          | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+CLIENT_KEY_REFUSED = ("the node refused this client's public key (--curve-client-key): it is "
+                      "not among the keys in the node's --curve-authorized-keys")
+SERVER_KEY_WRONG = ("the node could not read this client's CURVE handshake: the server key "
+                    "given (--curve-server-key) does not match the node's public key")
+NO_CURVE_THERE = ("the node does not serve CURVE (started without --curve-secret-key?): "
+                  "leave out --curve-client-key and --curve-server-key")
+
+
+def why_silent(dsn: str, curve: ClientCurve | None,
+               timeout: float = reach.PROBE_TIMEOUT_S) -> str:
+    """reach.why_silent, and for a CURVE client that reaches a process there, what the
+    node says to its handshake."""
+    if curve is not None and reach.accepts_connections(dsn, timeout):
+        refusal = curve_refusal(dsn, curve, timeout)
+        if refusal is not None:
+            return refusal
+    return reach.why_silent(dsn, curve is not None, timeout)
+
+
+def curve_refusal(dsn: str, curve: ClientCurve, timeout: float) -> str | None:
+    """Why the node at ``dsn`` refuses ``curve``'s handshake; None when it takes it,
+    or when nothing is told within ``timeout`` seconds."""
+    ended = _handshake(dsn, curve, timeout)
+    if ended is None:
+        return None
+    event, value = ended
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return CLIENT_KEY_REFUSED
+    if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        # A node without CURVE may hang up as soon as it reads the greeting, too: it
+        # is the one that takes a handshake without keys.
+        plain = _handshake(dsn, None, timeout)
+        return NO_CURVE_THERE if plain and plain[0] == zmq.EVENT_HANDSHAKE_SUCCEEDED \
+            else SERVER_KEY_WRONG
+    if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        if value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+            return NO_CURVE_THERE
+        return f"the CURVE handshake broke off (ZeroMQ protocol error {value:#x})"
+    return None  # it succeeded: the keys are not the reason
+
+
+def _handshake(dsn: str, curve: ClientCurve | None, timeout: float) -> tuple[int, int] | None:
+    """How a handshake at ``dsn`` ended (its monitor's event and value); None when it
+    did not within ``timeout`` or the endpoint cannot be connected to."""
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    monitor = socket.get_monitor_socket(EVENTS)
+    try:
+        dual_stack(socket, dsn)
+        if curve is not None:
+            curve.apply(socket)
+        socket.connect(dsn)
+        if not monitor.poll(int(timeout * 1000)):
+            return None
+        event = recv_monitor_message(monitor)
+        return int(event["event"]), int(event["value"])
+    except zmq.ZMQError:
+        return None  # the endpoint itself is wrong: the caller's connect says how
+    finally:
+        socket.disable_monitor()
+        monitor.close()
+        socket.close()

@@ -35,7 +35,8 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tag", help="the tag of every message (a TAG header)")
     parser.add_argument("--key", help="the partition key of every message (a KEY header)")
     parser.add_argument("--key-from-line", action="store_true",
-                        help="each line is KEY<tab>body: the key of that message")
+                        help="each line is KEY<tab>body: the key of that message (a line "
+                             "without a tab stops the tool, exit 2)")
     parser.add_argument("--routes", type=endpoint, action="append", metavar="MONITOR",
                         help="a node's --monitor-dsn (repeatable): send each message to "
                              "the owner of its partition, learned from the route table "
@@ -75,19 +76,38 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
     waiting = AckWait(producer, "pzq-produce", dsn, args.timeout, curve)
     failed = 0
     try:
-        for line in args.file:
-            body, key = line.rstrip(b"\n"), []
+        for number, line in enumerate(args.file, 1):
+            body, key = line.rstrip(b"\n"), list[bytes]()
             if args.key_from_line:
-                found, tab, body = body.partition(b"\t")
-                key = [KEY_HEADER + found] if tab else []
+                body, key = _keyed(body, number)
             waiting.send([body], headers + key)
             failed += _report_acks(producer.acks())
         failed += _report_acks(waiting.flush())
+    except NotKeyed as exc:
+        try:  # what went before the line is reported, as if the input ended there
+            _report_acks(waiting.flush())
+        except TimeoutError as timeout:
+            fail("pzq-produce", str(timeout), ExitCode.FAILURE)
+        return fail("pzq-produce", str(exc), ExitCode.USAGE)
     except TimeoutError as exc:
         return fail("pzq-produce", str(exc), ExitCode.FAILURE)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     return ExitCode.OK if failed == 0 else ExitCode.FAILURE
+
+
+class NotKeyed(ValueError):
+    """A line without the tab that --key-from-line splits at."""
+
+
+def _keyed(line: bytes, number: int) -> tuple[bytes, list[bytes]]:
+    """The body and KEY header of a ``KEY<tab>body`` line. A line without a tab is
+    refused rather than sent without its text or its key."""
+    key, tab, body = line.partition(b"\t")
+    if not tab:
+        raise NotKeyed(f"line {number} has no tab: --key-from-line reads KEY<tab>body; "
+                       f"nothing from line {number} on was sent")
+    return body, [KEY_HEADER + key]
 
 
 def _report_acks(acks: list[wire.ProducerAck]) -> int:

@@ -14,9 +14,24 @@ from pathlib import Path
 import pytest
 
 from pzq.cli import bench, human
+from tests.support.harness import NodeProcess
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def shared_node(tmp_path_factory):
+    """One node for the tests that each keep to a topic of their own (and its groups),
+    with an ack timeout no test waits out: what comes back came back at once."""
+    node = NodeProcess(tmp_path_factory.mktemp("tools") / "db", "--ack-timeout", "60000000",
+                       consume=True).start()
+    yield node
+    node.kill()
+
+
+def topic_messages(node: NodeProcess, topic: str) -> int:
+    return node.stats()["topics"].get(topic, {}).get("messages", 0)
 
 
 def tool(name: str, *args: str, stdin: str = "", timeout: float = 40, columns: int | None = None
@@ -88,6 +103,17 @@ def test_produce_and_consume_against_a_node(node):
     consumed = tool("pzq-consume", "--dsn", node.send_dsn, "--count", "2")
     assert consumed.returncode == 0 and consumed.stderr == ""
     assert [line.split()[-1] for line in consumed.stdout.splitlines()] == ["one", "two"]
+
+
+def test_produce_refuses_a_line_without_a_key_and_sends_nothing_from_it_on(shared_node):
+    result = tool("pzq-produce", "--dsn", shared_node.receive_dsn, "--topic", "keyed",
+                  "--key-from-line", stdin="k1\tone\nno tab here\nk3\tthree\n")
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        "pzq-produce: error: line 2 has no tab: --key-from-line reads KEY<tab>body; "
+        "nothing from line 2 on was sent")
+    assert result.stdout.count(" ok") == 1  # line 1's ACK, reported before the error
+    assert topic_messages(shared_node, "keyed") == 1
 
 
 def test_produce_refuses_a_header_that_is_not_name_value():

@@ -19,10 +19,12 @@ from pzq.client.producer import topic_headers
 from pzq.errors import ExitCode
 from pzq.protocol import frames as wire
 from pzq.protocol.headers import KEY_HEADER
+from pzq.tool_base import quiet_on_closed_pipe
 
 DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
 
 
+@quiet_on_closed_pipe
 def produce_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-produce", "Send each input line as one message; report the ACKs.")
     parser.add_argument("--dsn", type=endpoint, default=DEFAULT_RECEIVE,

@@ -105,6 +105,16 @@ def test_produce_and_consume_against_a_node(node):
     assert [line.split()[-1] for line in consumed.stdout.splitlines()] == ["one", "two"]
 
 
+def test_produce_whose_output_pipe_closed_ends_quietly(shared_node):
+    process = subprocess.Popen([str(BIN / "pzq-produce"), "--dsn", shared_node.receive_dsn,
+                                "--topic", "unread-acks"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    process.stdout.close()  # as head -1 does once it has its line: no reader is left
+    _, stderr = process.communicate("".join(f"{n}\n" for n in range(3000)), timeout=30)
+    assert (process.returncode, stderr) == (0, "")
+
+
 def test_produce_refuses_a_line_without_a_key_and_sends_nothing_from_it_on(shared_node):
     result = tool("pzq-produce", "--dsn", shared_node.receive_dsn, "--topic", "keyed",
                   "--key-from-line", stdin="k1\tone\nno tab here\nk3\tthree\n")

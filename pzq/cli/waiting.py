@@ -49,6 +49,21 @@ class AckWait:
         self.timeout = timeout
         self.curve = curve
         self.notice = Notice(prog)
+        self._unanswered_since: float | None = None  # messages out, no ACK since then
+
+    def acks(self, timeout: float) -> list[ProducerAck]:
+        """ACKs that came within ``timeout`` s, between reads of the input: when none has
+        come for NOTICE_AFTER_S while messages are out, it says so, once."""
+        arrived = self.producer.acks(timeout)
+        now = time.monotonic()
+        if arrived or not self.producer.outstanding:
+            self._unanswered_since = None
+        elif self._unanswered_since is None:
+            self._unanswered_since = now
+        elif now - self._unanswered_since >= NOTICE_AFTER_S:
+            self.notice.once(lambda: f"no ACK yet from {self.dsn} for "
+                                     f"{self.producer.outstanding} messages: {self._why()}")
+        return arrived
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes]) -> bytes:
         return self._wait(lambda step: self.producer.send(parts, headers, timeout=step))

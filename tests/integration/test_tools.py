@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pzq.cli import bench, human
-from tests.support.harness import NodeProcess
+from tests.support.harness import NodeProcess, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
@@ -32,6 +34,13 @@ def shared_node(tmp_path_factory):
 
 def topic_messages(node: NodeProcess, topic: str) -> int:
     return node.stats()["topics"].get(topic, {}).get("messages", 0)
+
+
+def line_within(stream, seconds: float = 10) -> str:
+    """The next line a tool writes, failing after ``seconds`` without one."""
+    ready, _, _ = select.select([stream], [], [], seconds)
+    assert ready, f"no line within {seconds} s"
+    return stream.readline()
 
 
 def tool(name: str, *args: str, stdin: str = "", timeout: float = 40, columns: int | None = None
@@ -113,6 +122,35 @@ def test_produce_whose_output_pipe_closed_ends_quietly(shared_node):
     process.stdout.close()  # as head -1 does once it has its line: no reader is left
     _, stderr = process.communicate("".join(f"{n}\n" for n in range(3000)), timeout=30)
     assert (process.returncode, stderr) == (0, "")
+
+
+def test_produce_at_a_terminal_shows_each_ack_as_it_comes_and_what_an_interrupt_leaves(
+        shared_node):
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([str(BIN / "pzq-produce"), "--dsn", shared_node.receive_dsn,
+                                "--topic", "typed"], stdin=terminal, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        os.write(controller, b"first\n")
+        assert line_within(process.stdout).endswith(" ok\n")  # before the input ends
+        shared_node.pause()
+        try:
+            os.write(controller, b"second\n")
+            assert line_within(process.stderr).startswith(
+                f"pzq-produce: no ACK yet from {shared_node.receive_dsn} for 1 messages: ")
+            process.send_signal(signal.SIGINT)
+            assert process.wait(20) == 130
+        finally:
+            shared_node.resume()
+        assert process.stderr.read() == ("pzq-produce: interrupted with 1 messages sent and "
+                                         "not ACKed yet: the node may have stored them\n")
+        assert process.stdout.read() == ""
+    finally:
+        process.kill()
+        process.communicate()
+        os.close(controller)
+        os.close(terminal)
+    wait_until(lambda: topic_messages(shared_node, "typed") == 2, message="second stored")
 
 
 def test_produce_refuses_a_line_without_a_key_and_sends_nothing_from_it_on(shared_node):

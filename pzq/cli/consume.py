@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from pzq.cli.common import curve_from, endpoint, fail, positive_seconds, tool_parser, whole_number
+from pzq.cli.line_output import LineOutput, output_for
 from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
 from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
@@ -16,6 +18,9 @@ from pzq.tool_base import quiet_on_closed_pipe
 
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
 DEFAULT_CONSUME = "tcp://127.0.0.1:11135"
+# Deliveries a consumer of --send-dsn takes off its socket to give back when its reader
+# has gone (its prefetch, and some): the node sends more as NACKs come, also those NACKed.
+GIVE_BACK_MOST = 1000
 
 
 @quiet_on_closed_pipe
@@ -53,10 +58,11 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
                     ExitCode.FAILURE)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    output = output_for(sys.stdout)
     with consumer:
-        waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve is not None)
+        waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve is not None, output)
         try:
-            received = _print_messages(waiting, args)
+            received = _print_messages(waiting, output, args)
         except TimeoutError as exc:
             return fail(parser.prog, str(exc), ExitCode.FAILURE)
         except KeyboardInterrupt:
@@ -118,15 +124,15 @@ def _group_states(dsns: list[str], curve: bool) -> str:
                                     "client's CURVE handshake)") for dsn in dsns)
 
 
-def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:
+def _print_messages(waiting: DeliveryWait, output: LineOutput, args: argparse.Namespace) -> int:
     received = 0
-    unacked: list[Message] = []  # printed; ACKed together once a batch is printed
+    unacked: list[Message] = []  # handed on; ACKed together once a batch is handed on
     message = waiting.first(args.timeout, args.idle_timeout)
     try:
         while message is not None:
             body = b" ".join(message.parts).decode(errors="replace")
             count = "" if message.deliveries is None else f" deliveries={message.deliveries}"
-            print(f"{message.key.decode()}{count} {body}", flush=True)
+            output.hand_on(f"{message.key.decode()}{count} {body}")
             if not args.no_ack:
                 unacked.append(message)
                 if not _more_at_hand(waiting.consumer):
@@ -134,10 +140,28 @@ def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:
             received += 1
             if args.count and received >= args.count:
                 break
+            message = None  # handed on: nothing to give back if the wait ends the pipe
             message = waiting.next(args.idle_timeout)
+    except BrokenPipeError:
+        _give_back(waiting.consumer, message)
+        raise
     finally:
         _ack(waiting.consumer, unacked)
     return received
+
+
+def _give_back(consumer: Consumer | RoutedGroupConsumer, message: Message | None) -> None:
+    """The reader has gone: what it did not take goes back, to be delivered again. A
+    group's consumer says BYE as it closes, which gives back all it holds at once; a
+    consumer of --send-dsn NACKs what it holds (what the node sends it meanwhile, not
+    knowing it leaves, comes back at its ack deadline)."""
+    if isinstance(consumer, GroupConsumer | RoutedGroupConsumer):
+        return
+    held = [] if message is None else [message]
+    while len(held) < GIVE_BACK_MOST and (arrived := consumer.receive(0)) is not None:
+        held.append(arrived)
+    for message in held:
+        message.nack()
 
 
 def _more_at_hand(consumer: Consumer | RoutedGroupConsumer) -> bool:

@@ -7,12 +7,14 @@ tells about the endpoint (nothing there, connected, maybe refused by CURVE).
 
 from __future__ import annotations
 
+import errno
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pzq import reach
+from pzq.cli.line_output import LineOutput
 from pzq.client import (
     Consumer,
     Message,
@@ -24,6 +26,7 @@ from pzq.client import (
 from pzq.client.common import NOTICE_AFTER_S
 
 T = TypeVar("T")
+OUTPUT_WATCH_S = 0.1  # how soon a consumer waiting for deliveries sees its reader gone
 
 
 class Notice:
@@ -95,31 +98,47 @@ class DeliveryWait:
     """A consumer's wait for deliveries that says, once, what it waits for."""
 
     def __init__(self, consumer: Consumer | RoutedGroupConsumer, prog: str,
-                 dsns: Sequence[str], curve: bool) -> None:
+                 dsns: Sequence[str], curve: bool, output: LineOutput) -> None:
         self.consumer = consumer
         self.dsns = list(dsns)
         self.curve = curve
+        self.output = output
         self.notice = Notice(prog)
 
     def first(self, timeout: float | None, idle_timeout: float | None) -> Message | None:
         """The first delivery; TimeoutError after ``timeout``, None after ``idle_timeout``."""
         limit = timeout if timeout is not None else idle_timeout
         deadline = None if limit is None else time.monotonic() + limit
-        message = self.consumer.receive(NOTICE_AFTER_S if limit is None
-                                        else min(NOTICE_AFTER_S, limit))
+        message = self._receive(NOTICE_AFTER_S if limit is None
+                                else min(NOTICE_AFTER_S, limit))
         if message is not None:
             return message
         self.notice.once(lambda: "waiting for deliveries from " + "; ".join(
             self._state(dsn) for dsn in self.dsns))
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        message = self.consumer.receive(remaining)
+        message = self._receive(remaining)
         if message is None and timeout is not None:
             raise TimeoutError(f"nothing delivered within {timeout:g} s from "
                                + "; ".join(self._state(dsn) for dsn in self.dsns))
         return message
 
     def next(self, idle_timeout: float | None) -> Message | None:
-        return self.consumer.receive(idle_timeout)
+        return self._receive(idle_timeout)
+
+    def _receive(self, timeout: float | None) -> Message | None:
+        """The next delivery within ``timeout`` s (None: for ever); BrokenPipeError
+        once the output's reader has gone meanwhile: nothing could be handed on."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            message = self.consumer.receive(OUTPUT_WATCH_S if left is None
+                                            else min(left, OUTPUT_WATCH_S))
+            if message is not None:
+                return message
+            if self.output.closed():
+                raise BrokenPipeError(errno.EPIPE, "the output's reader has gone")
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
 
     def anyone_answers(self) -> bool:
         return any(reach.accepts_connections(dsn) is not False for dsn in self.dsns)

@@ -164,6 +164,66 @@ def test_produce_refuses_a_line_without_a_key_and_sends_nothing_from_it_on(share
     assert topic_messages(shared_node, "keyed") == 1
 
 
+def consume_into_head_3(*args: str) -> list[str]:
+    """``pzq-consume ARGS | head -3``: the bodies head printed, once pzq-consume has
+    ended quietly on its own."""
+    consume = subprocess.Popen([str(BIN / "pzq-consume"), *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    with consume:
+        try:
+            head = subprocess.run(["head", "-3"], stdin=consume.stdout, capture_output=True,
+                                  text=True, timeout=20, check=True)
+            consume.stdout.close()
+            assert consume.wait(10) == 0  # it saw its reader go
+        finally:
+            consume.kill()
+        assert consume.stderr.read() == ""
+    return [line.split()[-1] for line in head.stdout.splitlines()]
+
+
+def consume_whose_reader_left(*args: str) -> None:
+    """pzq-consume, waiting for a delivery, ends quietly and soon once its reader has gone."""
+    started = time.monotonic()
+    waiting = subprocess.Popen([str(BIN / "pzq-consume"), *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    with waiting:
+        waiting.stdout.close()  # as head does once it has its lines
+        try:
+            assert waiting.wait(10) == 0
+        finally:
+            waiting.kill()
+        assert waiting.stderr.read() == ""
+    assert time.monotonic() - started < 5
+
+
+def test_a_group_consumer_into_a_pipe_acks_only_what_its_reader_took(shared_node):
+    lines = "".join(f"{n}\n" for n in range(1, 51))
+    tool("pzq-produce", "--dsn", shared_node.receive_dsn, "--topic", "piped", stdin=lines)
+    group = ("--dsn", shared_node.consume_dsn, "--topic", "piped", "--group")
+    assert consume_into_head_3(*group, "g") == ["1", "2", "3"]
+
+    def figures() -> dict:
+        return shared_node.stats()["topics"]["piped"]["groups"]["g"]
+
+    # the 47 never read were given back at once (BYE), not at their ack deadline
+    wait_until(lambda: figures()["inflight"] == 0, message="unread deliveries back")
+    assert (figures()["acked"], figures()["backlog"]) == (3, 47)
+    consume_whose_reader_left(*group, "later", "--start", "latest")
+
+
+def test_a_send_dsn_consumer_into_a_pipe_acks_only_what_its_reader_took(start_node):
+    node = start_node("--ack-timeout", "2s")
+    tool("pzq-produce", "--dsn", node.receive_dsn, stdin="".join(f"{n}\n" for n in range(1, 51)))
+    assert consume_into_head_3("--dsn", node.send_dsn) == ["1", "2", "3"]
+    wait_until(lambda: node.figures()["messages"] == 47, message="3 ACKs")
+    # given back by NACKs, but what the node sent again as the consumer left comes
+    # back at its ack deadline only
+    rest = tool("pzq-consume", "--dsn", node.send_dsn, "--count", "47", "--idle-timeout", "5")
+    assert sorted(int(line.split()[-1]) for line in rest.stdout.splitlines()) == list(
+        range(4, 51))
+    consume_whose_reader_left("--dsn", node.send_dsn)
+
+
 def test_produce_refuses_a_header_that_is_not_name_value():
     result = tool("pzq-produce", "--header", "nocolon", stdin="x\n")
     assert result.returncode == 2

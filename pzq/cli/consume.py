@@ -7,13 +7,13 @@ import sys
 from collections.abc import Sequence
 
 from pzq.cli.common import curve_from, endpoint, fail, positive_seconds, tool_parser, whole_number
+from pzq.cli.consumer_endpoints import ConsumerEndpoints
 from pzq.cli.line_output import LineOutput, output_for
-from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
+from pzq.cli.waiting import DeliveryWait, Notice
 from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
 from pzq.errors import ConsumeRefused, DecodeError, ExitCode
 from pzq.protocol import consume as wire
-from pzq.security import ClientCurve
 from pzq.tool_base import quiet_on_closed_pipe
 
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
@@ -21,6 +21,7 @@ DEFAULT_CONSUME = "tcp://127.0.0.1:11135"
 # Deliveries a consumer of --send-dsn takes off its socket to give back when its reader
 # has gone (its prefetch, and some): the node sends more as NACKs come, also those NACKed.
 GIVE_BACK_MOST = 1000
+NO_ANSWER = "no answer yet"  # to a group's CONSUME
 
 
 @quiet_on_closed_pipe
@@ -48,27 +49,35 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
         parser.error("--routes finds the nodes itself: give it instead of --dsn")
     dsns = args.routes or args.dsn or [DEFAULT_SEND if args.group is None
                                        else DEFAULT_CONSUME]
-    curve = curve_from(parser, args)
+    endpoints = ConsumerEndpoints(curve_from(parser, args), group=args.group is not None)
     try:
-        consumer = _consumer(args, dsns, curve)
+        return _consume(parser.prog, args, dsns, endpoints)
+    finally:
+        endpoints.close()
+
+
+def _consume(prog: str, args: argparse.Namespace, dsns: list[str],
+             endpoints: ConsumerEndpoints) -> int:
+    try:
+        consumer = _consumer(args, dsns, endpoints)
     except (ConsumeRefused, ValueError) as exc:  # ValueError: no node to read (--routes)
-        return fail(parser.prog, str(exc), ExitCode.FAILURE)
+        return fail(prog, str(exc), ExitCode.FAILURE)
     except TimeoutError as exc:
-        return fail(parser.prog, f"{exc}: {_group_states(dsns, curve is not None)}",
-                    ExitCode.FAILURE)
+        return fail(prog, f"{exc}: {endpoints.states(dsns, NO_ANSWER)}", ExitCode.FAILURE)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     output = output_for(sys.stdout)
     with consumer:
-        waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve is not None, output)
+        waiting = DeliveryWait(consumer, "pzq-consume", dsns, output,
+                               lambda dsn: endpoints.state(dsn, "nothing to deliver yet"))
         try:
             received = _print_messages(waiting, output, args)
         except TimeoutError as exc:
-            return fail(parser.prog, str(exc), ExitCode.FAILURE)
+            return fail(prog, str(exc), ExitCode.FAILURE)
         except KeyboardInterrupt:
             return ExitCode.INTERRUPTED
     if received == 0 and not waiting.anyone_answers():
-        return fail(parser.prog, waiting.nothing_answers(), ExitCode.FAILURE)
+        return fail(prog, waiting.nothing_answers(), ExitCode.FAILURE)
     return ExitCode.OK
 
 
@@ -99,29 +108,24 @@ def start_position(text: str) -> str:
 
 
 def _consumer(args: argparse.Namespace, dsns: list[str],
-              curve: ClientCurve | None) -> Consumer | RoutedGroupConsumer:
+              endpoints: ConsumerEndpoints) -> Consumer | RoutedGroupConsumer:
+    curve, context = endpoints.curve, endpoints.watch.context
     if args.group is None:
-        return Consumer(dsns, curve=curve)
+        return Consumer(dsns, curve=curve, context=context)
     start = args.start or "earliest"
     if args.routes:
         return RoutedGroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
-                                   curve=curve, filter=args.filter,
+                                   context=context, curve=curve, filter=args.filter,
                                    start=int(start) if start.isdigit() else start)
     # Like the deliveries after it, the node's answer is awaited as --timeout or
     # --idle-timeout say, for ever without them, and the wait says why after a second.
     notice = Notice("pzq-consume")
     return GroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
                          filter=args.filter, start=int(start) if start.isdigit() else start,
-                         curve=curve, timeout=args.timeout or args.idle_timeout,
+                         context=context, curve=curve, timeout=args.timeout or args.idle_timeout,
                          notice=lambda: notice.once(lambda: (
                              f"waiting for the node to take group {args.group} of topic "
-                             f"{args.topic}: {_group_states(dsns, curve is not None)}")))
-
-
-def _group_states(dsns: list[str], curve: bool) -> str:
-    return "; ".join(endpoint_state(dsn, curve, "no answer yet",
-                                    "no answer yet (the node may have refused this "
-                                    "client's CURVE handshake)") for dsn in dsns)
+                             f"{args.topic}: {endpoints.states(dsns, NO_ANSWER)}")))
 
 
 def _print_messages(waiting: DeliveryWait, output: LineOutput, args: argparse.Namespace) -> int:

@@ -98,11 +98,12 @@ class DeliveryWait:
     """A consumer's wait for deliveries that says, once, what it waits for."""
 
     def __init__(self, consumer: Consumer | RoutedGroupConsumer, prog: str,
-                 dsns: Sequence[str], curve: bool, output: LineOutput) -> None:
+                 dsns: Sequence[str], output: LineOutput, state: Callable[[str], str]) -> None:
+        """``state``: what is found at an endpoint, as the wait says it."""
         self.consumer = consumer
         self.dsns = list(dsns)
-        self.curve = curve
         self.output = output
+        self.state = state
         self.notice = Notice(prog)
 
     def first(self, timeout: float | None, idle_timeout: float | None) -> Message | None:
@@ -114,12 +115,12 @@ class DeliveryWait:
         if message is not None:
             return message
         self.notice.once(lambda: "waiting for deliveries from " + "; ".join(
-            self._state(dsn) for dsn in self.dsns))
+            self.state(dsn) for dsn in self.dsns))
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         message = self._receive(remaining)
         if message is None and timeout is not None:
             raise TimeoutError(f"nothing delivered within {timeout:g} s from "
-                               + "; ".join(self._state(dsn) for dsn in self.dsns))
+                               + "; ".join(self.state(dsn) for dsn in self.dsns))
         return message
 
     def next(self, idle_timeout: float | None) -> Message | None:
@@ -145,11 +146,6 @@ class DeliveryWait:
 
     def nothing_answers(self) -> str:
         return f"nothing answers at {', '.join(self.dsns)} (is the node running?)"
-
-    def _state(self, dsn: str) -> str:
-        return endpoint_state(dsn, self.curve, "nothing to deliver yet",
-                              "nothing delivered yet (an empty queue, or the node refused "
-                              "this client's CURVE handshake)")
 
 
 def endpoint_state(dsn: str, curve: bool, awaited: str, awaited_with_curve: str) -> str:

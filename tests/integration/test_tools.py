@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pzq import security
 from pzq.cli import bench, human
 from tests.support.harness import NodeProcess, wait_until
 
@@ -87,6 +88,42 @@ def test_consume_idle_timeout_against_no_node_is_an_error(tmp_path):
     result = tool("pzq-consume", "--dsn", f"ipc://{tmp_path}/no-node", "--idle-timeout", "1.5")
     assert result.returncode == 1
     assert "error: nothing answers at" in result.stderr
+
+
+def tools_at_once(*commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+    """Tools run side by side (each waits its own seconds): their results, in order."""
+    processes = [subprocess.Popen([str(BIN / name), *args], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for name, *args in commands]
+    results = []
+    for process in processes:
+        with process:
+            stdout, stderr = process.communicate(timeout=40)
+        results.append(subprocess.CompletedProcess(process.args, process.returncode, stdout,
+                                                   stderr))
+    return results
+
+
+def test_consume_says_what_is_wrong_at_an_endpoint_that_will_not_deliver(shared_node,
+                                                                          tmp_path):
+    public, secret = security.generate(tmp_path, "client")
+    keys = ("--curve-client-key", str(secret), "--curve-server-key", str(public))
+    wait = ("pzq-consume", "--timeout", "1", "--dsn")
+    producer_port, consume_port, with_keys, group_at_send = tools_at_once(
+        (*wait, shared_node.receive_dsn), (*wait, shared_node.consume_dsn),
+        (*wait, shared_node.send_dsn, *keys),
+        (*wait, shared_node.send_dsn, "--topic", "t", "--group", "g"))
+    for result in (producer_port, consume_port):
+        assert result.returncode == 1
+        assert result.stderr.splitlines()[-1].endswith(
+            ": connected, but this is not a node's --send-dsn: a ROUTER answers there (its "
+            "--receive-dsn or --monitor-dsn; its --consume-dsn needs --topic and --group)")
+    assert with_keys.stderr.splitlines()[-1].endswith(
+        f"{shared_node.send_dsn}: the node does not use CURVE (NULL): leave out "
+        "--curve-client-key and --curve-server-key")
+    assert group_at_send.stderr.splitlines()[-1].endswith(
+        f"{shared_node.send_dsn}: connected, but this is not a node's --consume-dsn: no ROUTER "
+        "answers there (its --send-dsn? that needs no --topic and --group)")
 
 
 def test_consume_says_it_is_connected_and_waits_for_messages(node):

@@ -62,10 +62,13 @@ def _consume(prog: str, args: argparse.Namespace, dsns: list[str],
         consumer = _consumer(args, dsns, endpoints)
     except (ConsumeRefused, ValueError) as exc:  # ValueError: no node to read (--routes)
         return fail(prog, str(exc), ExitCode.FAILURE)
-    except TimeoutError as exc:
-        return fail(prog, f"{exc}: {endpoints.states(dsns, NO_ANSWER)}", ExitCode.FAILURE)
+    except TimeoutError as exc:  # the route table's error says why; CONSUME's does not
+        why = "" if args.routes else f": {endpoints.states(dsns, NO_ANSWER)}"
+        return fail(prog, f"{exc}{why}", ExitCode.FAILURE)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    if isinstance(consumer, RoutedGroupConsumer):  # waits on the nodes, not the monitors
+        dsns = consumer.table.every("consume")
     output = output_for(sys.stdout)
     with consumer:
         waiting = DeliveryWait(consumer, "pzq-consume", dsns, output,

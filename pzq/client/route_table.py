@@ -38,7 +38,7 @@ class RouteTable:
             try:
                 answer = request_monitor(monitor, "ROUTES", timeout or self.timeout, self.curve)
             except (TimeoutError, EndpointError) as exc:
-                tried.append(f"{monitor}: {exc}")
+                tried.append(str(exc))  # it names the monitor
                 continue
             if answer.startswith(b"ERROR"):
                 tried.append(f"{monitor}: {answer.decode(errors='replace')}")

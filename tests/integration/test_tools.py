@@ -126,6 +126,20 @@ def test_consume_says_what_is_wrong_at_an_endpoint_that_will_not_deliver(shared_
         "answers there (its --send-dsn? that needs no --topic and --group)")
 
 
+def test_a_routed_consumer_names_the_nodes_it_waits_on_and_a_cause_once(shared_node, tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-monitor"
+    routed = ("pzq-consume", "--topic", "routed", "--group", "g", "--routes")
+    waiting, no_table = tools_at_once((*routed, shared_node.monitor_dsn, "--timeout", "1"),
+                                      (*routed, nowhere))
+    state = f"{shared_node.consume_dsn}: connected, nothing to deliver yet"
+    assert waiting.stderr.splitlines() == [
+        f"pzq-consume: waiting for deliveries from {state}",
+        f"pzq-consume: error: nothing delivered within 1 s from {state}"]
+    assert one_line(no_table.stderr) == (
+        f"pzq-consume: error: no node answered ROUTES: no answer from {nowhere} within 5 s: "
+        "nothing answers there (is the node running?)")
+
+
 def test_consume_says_it_is_connected_and_waits_for_messages(node):
     result = tool("pzq-consume", "--dsn", node.send_dsn, "--timeout", "1.5")
     assert result.returncode == 1

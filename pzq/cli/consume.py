@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from pzq.cli.common import (
@@ -14,16 +15,21 @@ from pzq.cli.common import (
     tool_parser,
     whole_number,
 )
-from pzq.cli.waiting import DeliveryWait, Notice, endpoint_state
+from pzq.cli.consumer_endpoints import ConsumerEndpoints
+from pzq.cli.line_output import LineOutput, output_for
+from pzq.cli.waiting import DeliveryWait, Notice
 from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
 from pzq.errors import ConsumeRefused, ExitCode
 from pzq.protocol import consume as wire
-from pzq.security import ClientCurve
 from pzq.tool_base import quiet_on_closed_pipe
 
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
 DEFAULT_CONSUME = "tcp://127.0.0.1:11135"
+# Deliveries a consumer of --send-dsn takes off its socket to give back when its reader
+# has gone (its prefetch, and some): the node sends more as NACKs come, also those NACKed.
+GIVE_BACK_MOST = 1000
+NO_ANSWER = "no answer yet"  # to a group's CONSUME
 
 
 @quiet_on_closed_pipe
@@ -51,26 +57,38 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
         parser.error("--routes finds the nodes itself: give it instead of --dsn")
     dsns = args.routes or args.dsn or [DEFAULT_SEND if args.group is None
                                        else DEFAULT_CONSUME]
-    curve = curve_from(parser, args)
+    endpoints = ConsumerEndpoints(curve_from(parser, args), group=args.group is not None)
     try:
-        consumer = _consumer(args, dsns, curve)
+        return _consume(parser.prog, args, dsns, endpoints)
+    finally:
+        endpoints.close()
+
+
+def _consume(prog: str, args: argparse.Namespace, dsns: list[str],
+             endpoints: ConsumerEndpoints) -> int:
+    try:
+        consumer = _consumer(args, dsns, endpoints)
     except (ConsumeRefused, ValueError) as exc:  # ValueError: no node to read (--routes)
-        return fail(parser.prog, str(exc), ExitCode.FAILURE)
-    except TimeoutError as exc:
-        return fail(parser.prog, f"{exc}: {_group_states(dsns, curve)}",
-                    ExitCode.FAILURE)
+        return fail(prog, str(exc), ExitCode.FAILURE)
+    except TimeoutError as exc:  # the route table's error says why; CONSUME's does not
+        why = "" if args.routes else f": {endpoints.states(dsns, NO_ANSWER)}"
+        return fail(prog, f"{exc}{why}", ExitCode.FAILURE)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    if isinstance(consumer, RoutedGroupConsumer):  # waits on the nodes, not the monitors
+        dsns = consumer.table.every("consume")
+    output = output_for(sys.stdout)
     with consumer:
-        waiting = DeliveryWait(consumer, "pzq-consume", dsns, curve)
+        waiting = DeliveryWait(consumer, "pzq-consume", dsns, output,
+                               lambda dsn: endpoints.state(dsn, "nothing to deliver yet"))
         try:
-            received = _print_messages(waiting, args)
+            received = _print_messages(waiting, output, args)
         except TimeoutError as exc:
-            return fail(parser.prog, str(exc), ExitCode.FAILURE)
+            return fail(prog, str(exc), ExitCode.FAILURE)
         except KeyboardInterrupt:
             return ExitCode.INTERRUPTED
     if received == 0 and not waiting.anyone_answers():
-        return fail(parser.prog, waiting.nothing_answers(), ExitCode.FAILURE)
+        return fail(prog, waiting.nothing_answers(), ExitCode.FAILURE)
     return ExitCode.OK
 
 
@@ -91,40 +109,35 @@ def _group_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _consumer(args: argparse.Namespace, dsns: list[str],
-              curve: ClientCurve | None) -> Consumer | GroupConsumer | RoutedGroupConsumer:
+              endpoints: ConsumerEndpoints) -> Consumer | GroupConsumer | RoutedGroupConsumer:
+    curve, context = endpoints.curve, endpoints.watch.context
     if args.group is None:
-        return Consumer(dsns, curve=curve)
+        return Consumer(dsns, curve=curve, context=context)
     start = args.start or "earliest"
     if args.routes:
         return RoutedGroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
-                                   curve=curve, filter=args.filter,
+                                   context=context, curve=curve, filter=args.filter,
                                    start=int(start) if start.isdigit() else start)
     # Like the deliveries after it, the node's answer is awaited as --timeout or
     # --idle-timeout say, for ever without them, and the wait says why after a second.
     notice = Notice("pzq-consume")
     return GroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
                          filter=args.filter, start=int(start) if start.isdigit() else start,
-                         curve=curve, timeout=args.timeout or args.idle_timeout,
+                         context=context, curve=curve, timeout=args.timeout or args.idle_timeout,
                          notice=lambda: notice.once(lambda: (
                              f"waiting for the node to take group {args.group} of topic "
-                             f"{args.topic}: {_group_states(dsns, curve)}")))
+                             f"{args.topic}: {endpoints.states(dsns, NO_ANSWER)}")))
 
 
-def _group_states(dsns: list[str], curve: ClientCurve | None) -> str:
-    return "; ".join(endpoint_state(dsn, curve, "no answer yet",
-                                    "no answer yet (the node may have refused this "
-                                    "client's CURVE handshake)") for dsn in dsns)
-
-
-def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:
+def _print_messages(waiting: DeliveryWait, output: LineOutput, args: argparse.Namespace) -> int:
     received = 0
-    unacked: list[Message] = []  # printed; ACKed together once a batch is printed
+    unacked: list[Message] = []  # handed on; ACKed together once a batch is handed on
     message = waiting.first(args.timeout, args.idle_timeout)
     try:
         while message is not None:
             body = b" ".join(message.parts).decode(errors="replace")
             count = "" if message.deliveries is None else f" deliveries={message.deliveries}"
-            print(f"{message.key.decode()}{count} {body}", flush=True)
+            output.hand_on(f"{message.key.decode()}{count} {body}")
             if not args.no_ack:
                 unacked.append(message)
                 if not _more_at_hand(waiting.consumer):
@@ -132,10 +145,29 @@ def _print_messages(waiting: DeliveryWait, args: argparse.Namespace) -> int:
             received += 1
             if args.count and received >= args.count:
                 break
+            message = None  # handed on: nothing to give back if the wait ends the pipe
             message = waiting.next(args.idle_timeout)
+    except BrokenPipeError:
+        _give_back(waiting.consumer, message)
+        raise
     finally:
         _ack(waiting.consumer, unacked)
     return received
+
+
+def _give_back(consumer: Consumer | GroupConsumer | RoutedGroupConsumer,
+               message: Message | None) -> None:
+    """The reader has gone: what it did not take goes back, to be delivered again. A
+    group's consumer says BYE as it closes, which gives back all it holds at once; a
+    consumer of --send-dsn NACKs what it holds (what the node sends it meanwhile, not
+    knowing it leaves, comes back at its ack deadline)."""
+    if isinstance(consumer, GroupConsumer | GroupConsumer | RoutedGroupConsumer):
+        return
+    held = [] if message is None else [message]
+    while len(held) < GIVE_BACK_MOST and (arrived := consumer.receive(0)) is not None:
+        held.append(arrived)
+    for message in held:
+        message.nack()
 
 
 def _more_at_hand(consumer: Consumer | GroupConsumer | RoutedGroupConsumer) -> bool:

@@ -13,6 +13,7 @@ from pzq.cli.common import (
     positive_seconds,
     tool_parser,
 )
+from pzq.cli.input_lines import InputLines
 from pzq.cli.waiting import AckWait
 from pzq.client import Producer, RoutedProducer
 from pzq.client.producer import topic_headers
@@ -20,10 +21,13 @@ from pzq.errors import ExitCode
 from pzq.protocol import frames as wire
 from pzq.protocol.headers import KEY_HEADER
 from pzq.security import ClientCurve
+from pzq.tool_base import quiet_on_closed_pipe
 
 DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
+ACK_WAIT_S = 0.02  # while waiting for input with ACKs due: how often a line is looked for
 
 
+@quiet_on_closed_pipe
 def produce_main(argv: Sequence[str] | None = None) -> int:
     parser = tool_parser("pzq-produce", "Send each input line as one message; report the ACKs.")
     parser.add_argument("--dsn", type=endpoint, default=DEFAULT_RECEIVE,
@@ -36,7 +40,8 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tag", help="the tag of every message (a TAG header)")
     parser.add_argument("--key", help="the partition key of every message (a KEY header)")
     parser.add_argument("--key-from-line", action="store_true",
-                        help="each line is KEY<tab>body: the key of that message")
+                        help="each line is KEY<tab>body: the key of that message (a line "
+                             "without a tab stops the tool, exit 2)")
     parser.add_argument("--routes", type=endpoint, action="append", metavar="MONITOR",
                         help="a node's --monitor-dsn (repeatable): send each message to "
                              "the owner of its partition, learned from the route table "
@@ -61,6 +66,8 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
             routed = RoutedProducer(args.routes, args.topic, window=args.window, curve=curve)
         except TimeoutError as exc:
             return fail("pzq-produce", str(exc), ExitCode.FAILURE)
+        except KeyboardInterrupt:  # while the route table is asked for
+            return ExitCode.INTERRUPTED
         with routed:
             return _produce_lines(routed, args, ", ".join(args.routes), curve)
     with Producer(args.dsn, window=args.window, curve=curve) as producer:
@@ -74,27 +81,72 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
     if args.key is not None:
         headers.append(KEY_HEADER + args.key.encode())
     waiting = AckWait(producer, "pzq-produce", dsn, args.timeout, curve)
+    lines = InputLines(args.file)
     failed = 0
     try:
-        for line in args.file:
-            body, key = line.rstrip(b"\n"), []
-            if args.key_from_line:
-                found, tab, body = body.partition(b"\t")
-                key = [KEY_HEADER + found] if tab else []
-            waiting.send([body], headers + key)
+        while not lines.ended:
+            failed += _acks_until_input(waiting, lines)
+            first = lines.count + 1
+            for number, line in enumerate(lines.read(), first):
+                body, key = line, list[bytes]()
+                if args.key_from_line:
+                    body, key = _keyed(body, number)
+                waiting.send([body], headers + key)
+            # once per read, not per line: the producer's batches fill meanwhile
             failed += _report_acks(producer.acks())
         failed += _report_acks(waiting.flush())
+    except NotKeyed as exc:
+        try:  # what went before the line is reported, as if the input ended there
+            _report_acks(waiting.flush())
+        except TimeoutError as timeout:
+            fail("pzq-produce", str(timeout), ExitCode.FAILURE)
+        return fail("pzq-produce", str(exc), ExitCode.USAGE)
     except TimeoutError as exc:
         return fail("pzq-produce", str(exc), ExitCode.FAILURE)
     except KeyboardInterrupt:
-        return ExitCode.INTERRUPTED
+        return _interrupted(producer)
     return ExitCode.OK if failed == 0 else ExitCode.FAILURE
 
 
+def _acks_until_input(waiting: AckWait, lines: InputLines) -> int:
+    """While no input is there (a person typing, a slow writer), show each ACK as it
+    comes; returns how many were failures."""
+    failed = 0
+    while waiting.producer.outstanding and not lines.ready(0):
+        failed += _report_acks(waiting.acks(ACK_WAIT_S))
+    return failed
+
+
+def _interrupted(producer: Producer | RoutedProducer) -> int:
+    """Ctrl-C: show what the node ACKed before it, and say what has no ACK yet."""
+    _report_acks(producer.acks())
+    if producer.outstanding:
+        print(f"pzq-produce: interrupted with {producer.outstanding} messages sent and "
+              "not ACKed yet: the node may have stored them", file=sys.stderr, flush=True)
+    return ExitCode.INTERRUPTED
+
+
+class NotKeyed(ValueError):
+    """A line without the tab that --key-from-line splits at."""
+
+
+def _keyed(line: bytes, number: int) -> tuple[bytes, list[bytes]]:
+    """The body and KEY header of a ``KEY<tab>body`` line. A line without a tab is
+    refused rather than sent without its text or its key."""
+    key, tab, body = line.partition(b"\t")
+    if not tab:
+        raise NotKeyed(f"line {number} has no tab: --key-from-line reads KEY<tab>body; "
+                       f"nothing from line {number} on was sent")
+    return body, [KEY_HEADER + key]
+
+
 def _report_acks(acks: list[wire.ProducerAck]) -> int:
-    """Print one line per ACK; returns how many were failures."""
-    for ack in acks:
-        status = "ok" if ack.ok else "failed"
-        detail = f" {ack.status_message.decode(errors='replace')}" if ack.status_message else ""
-        print(f"{ack.msg_id.decode(errors='replace')} {status}{detail}", flush=True)
+    """Print one line per ACK, in one write; returns how many were failures."""
+    if not acks:
+        return 0
+    sys.stdout.write("".join(
+        f"{ack.msg_id.decode(errors='replace')} {'ok' if ack.ok else 'failed'}"
+        f"{' ' + ack.status_message.decode(errors='replace') if ack.status_message else ''}\n"
+        for ack in acks))
+    sys.stdout.flush()
     return sum(not ack.ok for ack in acks)

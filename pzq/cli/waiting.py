@@ -7,12 +7,14 @@ tells about the endpoint (nothing there, connected, maybe refused by CURVE).
 
 from __future__ import annotations
 
+import errno
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pzq import curve_probe, reach
+from pzq.cli.line_output import LineOutput
 from pzq.client import (
     Consumer,
     GroupConsumer,
@@ -26,6 +28,7 @@ from pzq.client.common import NOTICE_AFTER_S
 from pzq.security import ClientCurve
 
 T = TypeVar("T")
+OUTPUT_WATCH_S = 0.1  # how soon a consumer waiting for deliveries sees its reader gone
 
 
 class Notice:
@@ -51,6 +54,21 @@ class AckWait:
         self.timeout = timeout
         self.curve = curve
         self.notice = Notice(prog)
+        self._unanswered_since: float | None = None  # messages out, no ACK since then
+
+    def acks(self, timeout: float) -> list[ProducerAck]:
+        """ACKs that came within ``timeout`` s, between reads of the input: when none has
+        come for NOTICE_AFTER_S while messages are out, it says so, once."""
+        arrived = self.producer.acks(timeout)
+        now = time.monotonic()
+        if arrived or not self.producer.outstanding:
+            self._unanswered_since = None
+        elif self._unanswered_since is None:
+            self._unanswered_since = now
+        elif now - self._unanswered_since >= NOTICE_AFTER_S:
+            self.notice.once(lambda: f"no ACK yet from {self.dsn} for "
+                                     f"{self.producer.outstanding} messages: {self._why()}")
+        return arrived
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes]) -> bytes:
         return self._wait(lambda step: self.producer.send(parts, headers, timeout=step))
@@ -82,42 +100,54 @@ class DeliveryWait:
     """A consumer's wait for deliveries that says, once, what it waits for."""
 
     def __init__(self, consumer: Consumer | GroupConsumer | RoutedGroupConsumer, prog: str,
-                 dsns: Sequence[str], curve: ClientCurve | None) -> None:
+                 dsns: Sequence[str], output: LineOutput, state: Callable[[str], str]) -> None:
+        """``state``: what is found at an endpoint, as the wait says it."""
         self.consumer = consumer
         self.dsns = list(dsns)
-        self.curve = curve
+        self.output = output
+        self.state = state
         self.notice = Notice(prog)
 
     def first(self, timeout: float | None, idle_timeout: float | None) -> Message | None:
         """The first delivery; TimeoutError after ``timeout``, None after ``idle_timeout``."""
         limit = timeout if timeout is not None else idle_timeout
         deadline = None if limit is None else time.monotonic() + limit
-        message = self.consumer.receive(NOTICE_AFTER_S if limit is None
-                                        else min(NOTICE_AFTER_S, limit))
+        message = self._receive(NOTICE_AFTER_S if limit is None
+                                else min(NOTICE_AFTER_S, limit))
         if message is not None:
             return message
         self.notice.once(lambda: "waiting for deliveries from " + "; ".join(
-            self._state(dsn) for dsn in self.dsns))
+            self.state(dsn) for dsn in self.dsns))
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        message = self.consumer.receive(remaining)
+        message = self._receive(remaining)
         if message is None and timeout is not None:
             raise TimeoutError(f"nothing delivered within {timeout:g} s from "
-                               + "; ".join(self._state(dsn) for dsn in self.dsns))
+                               + "; ".join(self.state(dsn) for dsn in self.dsns))
         return message
 
     def next(self, idle_timeout: float | None) -> Message | None:
-        return self.consumer.receive(idle_timeout)
+        return self._receive(idle_timeout)
+
+    def _receive(self, timeout: float | None) -> Message | None:
+        """The next delivery within ``timeout`` s (None: for ever); BrokenPipeError
+        once the output's reader has gone meanwhile: nothing could be handed on."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            message = self.consumer.receive(OUTPUT_WATCH_S if left is None
+                                            else min(left, OUTPUT_WATCH_S))
+            if message is not None:
+                return message
+            if self.output.closed():
+                raise BrokenPipeError(errno.EPIPE, "the output's reader has gone")
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
 
     def anyone_answers(self) -> bool:
         return any(reach.accepts_connections(dsn) is not False for dsn in self.dsns)
 
     def nothing_answers(self) -> str:
         return f"nothing answers at {', '.join(self.dsns)} (is the node running?)"
-
-    def _state(self, dsn: str) -> str:
-        return endpoint_state(dsn, self.curve, "nothing to deliver yet",
-                              "nothing delivered yet (an empty queue, or the node refused "
-                              "this client's CURVE handshake)")
 
 
 def endpoint_state(dsn: str, curve: ClientCurve | None, awaited: str,

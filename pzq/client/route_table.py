@@ -33,7 +33,7 @@ class RouteTable(KnownRoutes):
             try:
                 answer = request_monitor(monitor, "ROUTES", timeout or self.timeout, self.curve)
             except (TimeoutError, EndpointError) as exc:
-                tried.append(f"{monitor}: {exc}")
+                tried.append(str(exc))  # it names the monitor
                 continue
             refusal = self.answered(monitor, answer, time.monotonic())
             if refusal is None:

@@ -177,6 +177,29 @@ def test_a_missing_key_file_is_named(secure_node, tmp_path):
                              "is no such file\n")
 
 
+def test_a_consumer_the_node_does_not_take_says_why(secure_node, tmp_path):
+    keys = tmp_path / "keys"
+    said = {
+        (): "the node requires CURVE: give --curve-client-key and --curve-server-key",
+        ("stranger.key_secret", "node.key"): "the node refused this client's CURVE key: is its "
+                                             "public key in the node's --curve-authorized-keys?",
+        ("client.key_secret", "stranger.key"): "the CURVE handshake fails: is "
+                                               "--curve-server-key the node's public key (its "
+                                               ".key file)?"}
+    runs = {files: subprocess.Popen(
+        [str(Path(sys.executable).parent / "pzq-consume"), "--dsn", secure_node.send_dsn,
+         "--timeout", "1", *(["--curve-client-key", str(keys / files[0]),
+                              "--curve-server-key", str(keys / files[1])] if files else [])],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for files in said}  # side by side: each waits its second
+    for files, process in runs.items():
+        with process:
+            _, stderr = process.communicate(timeout=30)
+        assert process.returncode == 1
+        assert stderr.splitlines()[-1] == (f"pzq-consume: error: nothing delivered within 1 s "
+                                           f"from {secure_node.send_dsn}: {said[files]}")
+
+
 @pytest.fixture
 def node_keys(tmp_path):
     """Two nodes with a key pair each, one client; each node's cluster directory holds

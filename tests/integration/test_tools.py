@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -13,12 +15,34 @@ from pathlib import Path
 
 import pytest
 
-from pzq import reach
+from pzq import reach, security
 from pzq.cli import bench, human
 from pzq.cli.waiting import endpoint_state
+from tests.support.harness import NodeProcess, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def shared_node(tmp_path_factory):
+    """One node for the tests that each keep to a topic of their own (and its groups),
+    with an ack timeout no test waits out: what comes back came back at once."""
+    node = NodeProcess(tmp_path_factory.mktemp("tools") / "db", "--ack-timeout", "60000000",
+                       consume=True).start()
+    yield node
+    node.kill()
+
+
+def topic_messages(node: NodeProcess, topic: str) -> int:
+    return node.stats()["topics"].get(topic, {}).get("messages", 0)
+
+
+def line_within(stream, seconds: float = 10) -> str:
+    """The next line a tool writes, failing after ``seconds`` without one."""
+    ready, _, _ = select.select([stream], [], [], seconds)
+    assert ready, f"no line within {seconds} s"
+    return stream.readline()
 
 
 def tool(name: str, *args: str, stdin: str = "", timeout: float = 40, columns: int | None = None
@@ -67,6 +91,56 @@ def test_consume_idle_timeout_against_no_node_is_an_error(tmp_path):
     assert "error: nothing answers at" in result.stderr
 
 
+def tools_at_once(*commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+    """Tools run side by side (each waits its own seconds): their results, in order."""
+    processes = [subprocess.Popen([str(BIN / name), *args], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for name, *args in commands]
+    results = []
+    for process in processes:
+        with process:
+            stdout, stderr = process.communicate(timeout=40)
+        results.append(subprocess.CompletedProcess(process.args, process.returncode, stdout,
+                                                   stderr))
+    return results
+
+
+def test_consume_says_what_is_wrong_at_an_endpoint_that_will_not_deliver(shared_node,
+                                                                          tmp_path):
+    public, secret = security.generate(tmp_path, "client")
+    keys = ("--curve-client-key", str(secret), "--curve-server-key", str(public))
+    wait = ("pzq-consume", "--timeout", "1", "--dsn")
+    producer_port, consume_port, with_keys, group_at_send = tools_at_once(
+        (*wait, shared_node.receive_dsn), (*wait, shared_node.consume_dsn),
+        (*wait, shared_node.send_dsn, *keys),
+        (*wait, shared_node.send_dsn, "--topic", "t", "--group", "g"))
+    for result in (producer_port, consume_port):
+        assert result.returncode == 1
+        assert result.stderr.splitlines()[-1].endswith(
+            ": connected, but this is not a node's --send-dsn: a ROUTER answers there (its "
+            "--receive-dsn or --monitor-dsn; its --consume-dsn needs --topic and --group)")
+    assert with_keys.stderr.splitlines()[-1].endswith(
+        f"{shared_node.send_dsn}: the node does not use CURVE (NULL): leave out "
+        "--curve-client-key and --curve-server-key")
+    assert group_at_send.stderr.splitlines()[-1].endswith(
+        f"{shared_node.send_dsn}: connected, but this is not a node's --consume-dsn: no ROUTER "
+        "answers there (its --send-dsn? that needs no --topic and --group)")
+
+
+def test_a_routed_consumer_names_the_nodes_it_waits_on_and_a_cause_once(shared_node, tmp_path):
+    nowhere = f"ipc://{tmp_path}/no-monitor"
+    routed = ("pzq-consume", "--topic", "routed", "--group", "g", "--routes")
+    waiting, no_table = tools_at_once((*routed, shared_node.monitor_dsn, "--timeout", "1"),
+                                      (*routed, nowhere))
+    state = f"{shared_node.consume_dsn}: connected, nothing to deliver yet"
+    assert waiting.stderr.splitlines() == [
+        f"pzq-consume: waiting for deliveries from {state}",
+        f"pzq-consume: error: nothing delivered within 1 s from {state}"]
+    assert one_line(no_table.stderr) == (
+        f"pzq-consume: error: no node answered ROUTES: no answer from {nowhere} within 5 s: "
+        "nothing answers there (is the node running?)")
+
+
 def test_consume_says_it_is_connected_and_waits_for_messages(node):
     result = tool("pzq-consume", "--dsn", node.send_dsn, "--timeout", "1.5")
     assert result.returncode == 1
@@ -90,6 +164,114 @@ def test_produce_and_consume_against_a_node(node):
     consumed = tool("pzq-consume", "--dsn", node.send_dsn, "--count", "2")
     assert consumed.returncode == 0 and consumed.stderr == ""
     assert [line.split()[-1] for line in consumed.stdout.splitlines()] == ["one", "two"]
+
+
+def test_produce_whose_output_pipe_closed_ends_quietly(shared_node):
+    process = subprocess.Popen([str(BIN / "pzq-produce"), "--dsn", shared_node.receive_dsn,
+                                "--topic", "unread-acks"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    process.stdout.close()  # as head -1 does once it has its line: no reader is left
+    _, stderr = process.communicate("".join(f"{n}\n" for n in range(3000)), timeout=30)
+    assert (process.returncode, stderr) == (0, "")
+
+
+def test_produce_at_a_terminal_shows_each_ack_as_it_comes_and_what_an_interrupt_leaves(
+        shared_node):
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([str(BIN / "pzq-produce"), "--dsn", shared_node.receive_dsn,
+                                "--topic", "typed"], stdin=terminal, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        os.write(controller, b"first\n")
+        assert line_within(process.stdout).endswith(" ok\n")  # before the input ends
+        shared_node.pause()
+        try:
+            os.write(controller, b"second\n")
+            assert line_within(process.stderr).startswith(
+                f"pzq-produce: no ACK yet from {shared_node.receive_dsn} for 1 messages: ")
+            process.send_signal(signal.SIGINT)
+            assert process.wait(20) == 130
+        finally:
+            shared_node.resume()
+        assert process.stderr.read() == ("pzq-produce: interrupted with 1 messages sent and "
+                                         "not ACKed yet: the node may have stored them\n")
+        assert process.stdout.read() == ""
+    finally:
+        process.kill()
+        process.communicate()
+        os.close(controller)
+        os.close(terminal)
+    wait_until(lambda: topic_messages(shared_node, "typed") == 2, message="second stored")
+
+
+def test_produce_refuses_a_line_without_a_key_and_sends_nothing_from_it_on(shared_node):
+    result = tool("pzq-produce", "--dsn", shared_node.receive_dsn, "--topic", "keyed",
+                  "--key-from-line", stdin="k1\tone\nno tab here\nk3\tthree\n")
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        "pzq-produce: error: line 2 has no tab: --key-from-line reads KEY<tab>body; "
+        "nothing from line 2 on was sent")
+    assert result.stdout.count(" ok") == 1  # line 1's ACK, reported before the error
+    assert topic_messages(shared_node, "keyed") == 1
+
+
+def consume_into_head_3(*args: str) -> list[str]:
+    """``pzq-consume ARGS | head -3``: the bodies head printed, once pzq-consume has
+    ended quietly on its own."""
+    consume = subprocess.Popen([str(BIN / "pzq-consume"), *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    with consume:
+        try:
+            head = subprocess.run(["head", "-3"], stdin=consume.stdout, capture_output=True,
+                                  text=True, timeout=20, check=True)
+            consume.stdout.close()
+            assert consume.wait(10) == 0  # it saw its reader go
+        finally:
+            consume.kill()
+        assert consume.stderr.read() == ""
+    return [line.split()[-1] for line in head.stdout.splitlines()]
+
+
+def consume_whose_reader_left(*args: str) -> None:
+    """pzq-consume, waiting for a delivery, ends quietly once its reader has gone."""
+    waiting = subprocess.Popen([str(BIN / "pzq-consume"), *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    with waiting:
+        waiting.stdout.close()  # as head does once it has its lines
+        try:
+            assert waiting.wait(10) == 0
+        finally:
+            waiting.kill()
+        assert waiting.stderr.read() == ""
+
+
+def test_a_group_consumer_into_a_pipe_acks_only_what_its_reader_took(shared_node):
+    lines = "".join(f"{n}\n" for n in range(1, 51))
+    tool("pzq-produce", "--dsn", shared_node.receive_dsn, "--topic", "piped", stdin=lines)
+    group = ("--dsn", shared_node.consume_dsn, "--topic", "piped", "--group")
+    assert consume_into_head_3(*group, "g") == ["1", "2", "3"]
+
+    def figures() -> dict:
+        return shared_node.stats()["topics"]["piped"]["groups"]["g"]
+
+    # the 47 never read were given back at once (BYE), not at their ack deadline
+    wait_until(lambda: figures()["inflight"] == 0, message="unread deliveries back")
+    assert (figures()["acked"], figures()["backlog"]) == (3, 47)
+    consume_whose_reader_left(*group, "later", "--start", "latest")
+
+
+def test_a_send_dsn_consumer_into_a_pipe_acks_only_what_its_reader_took(start_node):
+    node = start_node("--ack-timeout", "2s")
+    tool("pzq-produce", "--dsn", node.receive_dsn, stdin="".join(f"{n}\n" for n in range(1, 51)))
+    assert consume_into_head_3("--dsn", node.send_dsn) == ["1", "2", "3"]
+    wait_until(lambda: node.figures()["messages"] == 47, message="3 ACKs")
+    # given back by NACKs, but what the node sent again as the consumer left comes
+    # back at its ack deadline only
+    rest = tool("pzq-consume", "--dsn", node.send_dsn, "--count", "47", "--idle-timeout", "5")
+    assert sorted(int(line.split()[-1]) for line in rest.stdout.splitlines()) == list(
+        range(4, 51))
+    consume_whose_reader_left("--dsn", node.send_dsn)
 
 
 def test_produce_refuses_a_header_that_is_not_name_value():

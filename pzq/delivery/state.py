@@ -114,10 +114,13 @@ class DeliveryState(Participant):
                       *self._dead_moving]
         return min([self.cursor, *open_seqs])
 
-    def rewind(self) -> None:
+    def rewind(self, delivered_below: int = 0) -> None:
         """Look at every stored message again (the takeover rule's answer changed, or
-        an operator's seek): what the cursor passed was delivered, here or elsewhere."""
-        self.delivered_before = max(self.delivered_before, self.cursor)
+        an operator's seek): what the cursor passed was delivered, here or elsewhere,
+        and so was what lies below ``delivered_below`` (how far the area's first
+        deliveries went, as known now: a takeover's origin may have delivered more
+        since this state was made)."""
+        self.delivered_before = max(self.delivered_before, self.cursor, delivered_below)
         self.cursor = 0
         self._table_full = False
 

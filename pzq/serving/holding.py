@@ -24,13 +24,13 @@ from pzq.rates import LatencyWindow
 from pzq.store.topics import Group
 
 Key = tuple[bytes, int]  # origin node id, seq
+TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> by origin
+Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
 
 
 def wait_ms(due_us: int | None, now_us: int) -> int | None:
     """A poll timeout that ends when ``due_us`` (wall clock) comes (None: none)."""
     return None if due_us is None else max(0, -((now_us - due_us) // 1000))
-TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> by origin
-Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
 
 
 @dataclass(eq=False)

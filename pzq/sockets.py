@@ -1,9 +1,14 @@
-"""Creating and binding the node's sockets, with the options each one needs, and the
-one IPv6 rule every pzq socket follows."""
+"""Creating and binding the node's sockets, with the options each one needs, the one
+IPv6 rule every pzq socket follows, and the files of its ipc endpoints, removed when
+it stops (ZeroMQ leaves a named ipc endpoint's file behind)."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import zmq
 
@@ -75,6 +80,46 @@ def _may_be_ipv6(endpoint: str) -> bool:
 def bound_endpoint(socket: Socket) -> str:
     """The endpoint actually bound, with a wildcard port resolved."""
     return socket.getsockopt_string(zmq.LAST_ENDPOINT)
+
+
+@dataclass(frozen=True)
+class SocketFile:
+    """The file an ipc bind made, known by its inode: a file another node made at the
+    same path since (after a bind there replaced it) is a different one."""
+
+    path: str
+    device: int
+    inode: int
+
+
+def socket_files(endpoints: Iterable[str]) -> list[SocketFile]:
+    """The socket files of the bound ``endpoints`` (read right after the binds; none
+    for tcp, inproc or Linux's abstract namespace, ``ipc://@name``)."""
+    files = []
+    for endpoint in endpoints:
+        path = reach.ipc_path(endpoint)
+        if path is None or path.startswith("@"):
+            continue
+        try:
+            found = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISSOCK(found.st_mode):
+            files.append(SocketFile(path, found.st_dev, found.st_ino))
+    return files
+
+
+def remove_socket_files(files: Iterable[SocketFile]) -> None:
+    """Once the sockets are closed: remove each file that is still the one the bind
+    made (ZeroMQ removes only those of ``ipc://*``), and leave a file another node
+    made at that path since, which it still answers on."""
+    for file in files:
+        try:
+            found = os.stat(file.path)
+            if (found.st_dev, found.st_ino) == (file.device, file.inode):
+                os.unlink(file.path)
+        except OSError:
+            pass  # gone already, or not ours to remove
 
 
 def bind_receive(context: Context, dsn: str, curve: KeyPair | None) -> Socket:

@@ -149,8 +149,10 @@ class Nodes:
 
     def __init__(self, directory: Path, count: int, disk_fulls: bool, replicas: int = 1,
                  consume: bool = False, node_args: Sequence[str] = NODE_ARGS,
-                 timings: ClusterTimings = CLUSTER_TIMINGS) -> None:
-        """``consume`` serves consumer groups (--consume-dsn) too."""
+                 timings: ClusterTimings = CLUSTER_TIMINGS,
+                 cluster_args: tuple[str, ...] = ()) -> None:
+        """``consume`` serves consumer groups (--consume-dsn) too; ``cluster_args`` are
+        more options for each node of a cluster (``timings`` give its clocks)."""
         self.disks = StoreDisks([directory / f"node{i}" for i in range(count)]) \
             if disk_fulls else None
         self.cluster: ProxiedCluster | None = None
@@ -160,7 +162,8 @@ class Nodes:
             self.members = [NodeProcess(directory / "node0", *node_args, consume=consume)]
         else:
             self.cluster = ProxiedCluster(directory, count, replicas, timings,
-                                          log_level="info", consume=consume)
+                                          log_level="info", consume=consume,
+                                          extra_args=cluster_args)
             self.members = list(self.cluster.nodes)
 
     def start(self) -> None:

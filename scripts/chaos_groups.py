@@ -17,8 +17,11 @@ every duplicate is explained by something that came before it (a NACK, an ACK af
 the deadline, a consumer fault or a node fault while the message was out or its
 ACK was fresh) and their number stays within the bound the faults allow (the
 windows of the consumers they hit); and once every group ACKed everything, every
-node's store and every peer's copies are empty (STATS). Run it with the project's
-environment:
+node's store and every peer's copies are empty (STATS). The nodes send delivery
+counts (--delivery-headers): a delivery again whose count did not grow is counted
+by where the delivery before it and this one came from (the message's origin or a
+survivor that took it over), as are those that came again with count 1. Run it
+with the project's environment:
 
     .venv/bin/python scripts/chaos_groups.py --seconds 300 --kills 20 --consumer-faults 40
     .venv/bin/python scripts/chaos_groups.py --nodes 3 --replicas 2 --seconds 300 \\
@@ -68,7 +71,8 @@ NACK_SHARE = 0.02
 ACK_SETTLE_SECONDS = 2.0
 LATE_MARGIN_US = 300_000  # the reaper's period and then some: an ACK this close is late
 ACK_TIMEOUT_US = 5_000_000  # longer than any hold: a held message does not expire
-NODE_ARGS = ["--ack-timeout", str(ACK_TIMEOUT_US), "--reaper-frequency", "200000"]
+NODE_ARGS = ["--ack-timeout", str(ACK_TIMEOUT_US), "--reaper-frequency", "200000",
+             "--delivery-headers"]
 TIMINGS = ClusterTimings(timeout_nodes_us=1_000_000, ack_timeout_us=ACK_TIMEOUT_US,
                          timeout_replication_us=500_000, reaper_frequency_us=200_000)
 DOWN_SECONDS = (0.0, 2.0)  # how much longer a node stays down after its takeover
@@ -86,6 +90,10 @@ class GroupFigures:
     unexplained: int = 0
     bound: int = 0  # the most duplicates the NACKs, late ACKs and faults allow
     refused_answers: int = 0  # ACKs and NACKs the node answered with ERROR
+    # deliveries again whose DELIVERY count did not grow, by where the one before and
+    # this one came from ("origin>survivor": the origin's delivery, then a survivor's)
+    count_not_grown: dict[str, int] = field(default_factory=dict)
+    count_one_again: int = 0  # of those, the ones that came again with DELIVERY:1
 
 
 @dataclass
@@ -116,6 +124,7 @@ class Outstanding:
     node: int
     origin: bytes
     deadline_us: int  # after it the node may give the message out again
+    deliveries: int | None = None  # its DELIVERY count
 
 
 @dataclass(frozen=True)
@@ -130,9 +139,13 @@ class Ack:
 class GroupLedger:
     """What one group was given and answered, and why each body may come again."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, node_ids: Sequence[bytes]) -> None:
         self.name = name
+        self.node_ids = list(node_ids)
         self.deliveries: Counter[bytes] = Counter()
+        self.last_count: dict[bytes, tuple[int, str]] = {}  # count, where it came from
+        self.count_not_grown: Counter[str] = Counter()
+        self.count_one_again = 0
         self.out: dict[bytes, Outstanding] = {}
         self.fresh_acks: dict[bytes, Ack] = {}
         # ACKs given while a node was down: what they tell it can only go once it is back
@@ -146,7 +159,19 @@ class GroupLedger:
         self.deliveries[body] += 1
         if self.deliveries[body] > 1:
             self._explain(body)
+        self._count(body, held)
         self.out[body] = held
+
+    def _count(self, body: bytes, held: Outstanding) -> None:
+        """A delivery count that did not grow since the body's last delivery."""
+        if held.deliveries is None:
+            return
+        where = "origin" if self.node_ids[held.node] == held.origin else "survivor"
+        before = self.last_count.get(body)
+        if before is not None and held.deliveries <= before[0]:
+            self.count_not_grown[f"{before[1]}>{where}"] += 1
+            self.count_one_again += held.deliveries == 1
+        self.last_count[body] = (held.deliveries, where)
 
     def _explain(self, body: bytes) -> None:
         excuses = self.excuses.get(body)
@@ -210,15 +235,16 @@ class GroupLedger:
             lost=len(acked - self.deliveries.keys()),
             duplicates=sum(count - 1 for count in self.deliveries.values()),
             explained=dict(self.explained), unexplained=self.unexplained, bound=self.bound,
-            refused_answers=refused_answers)
+            refused_answers=refused_answers, count_not_grown=dict(self.count_not_grown),
+            count_one_again=self.count_one_again)
 
 
 class Ledgers:
     """Every group's ledger behind one lock (the consumers are threads)."""
 
-    def __init__(self, groups: Sequence[str]) -> None:
+    def __init__(self, groups: Sequence[str], node_ids: Sequence[bytes]) -> None:
         self.lock = threading.Lock()
-        self.groups = {name: GroupLedger(name) for name in groups}
+        self.groups = {name: GroupLedger(name, node_ids) for name in groups}
 
 
 class GroupWorker(threading.Thread):
@@ -272,7 +298,7 @@ class GroupWorker(threading.Thread):
         with self.ledgers.lock:
             self.ledgers.groups[self.group].delivered(
                 message.parts[0], Outstanding(self.number, self.node, origin,
-                                              message.deadline_us))
+                                              message.deadline_us, message.deliveries))
         now = time.monotonic()
         if self.rng.random() < NACK_SHARE:
             self._answer(consumer, [message], False)
@@ -358,8 +384,8 @@ class Chaos:
     def __init__(self, nodes: Nodes, groups: Sequence[str], report: GroupsReport,
                  seed: int) -> None:
         self.nodes, self.report = nodes, report
-        self.ledgers = Ledgers(groups)
         self.node_ids = declare_groups(nodes, groups)
+        self.ledgers = Ledgers(groups, self.node_ids)
         self.workers = [
             GroupWorker(number, self.ledgers, group, node, member.consume_dsn, style,
                         seed * 1000 + number)
@@ -450,7 +476,7 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2,
     with tempfile.TemporaryDirectory(prefix="pzq-chaos-groups-", dir=directory) as tmp, \
             ExitStack() as cleanup:
         nodes = Nodes(Path(tmp), nodes_count, False, replicas=replicas, consume=True,
-                      node_args=NODE_ARGS, timings=TIMINGS)
+                      node_args=NODE_ARGS, timings=TIMINGS, cluster_args=("--delivery-headers",))
         cleanup.callback(nodes.close)
         nodes.start()
         chaos = Chaos(nodes, groups, report, seed)
@@ -499,6 +525,13 @@ def print_table(report: GroupsReport) -> None:
         print(f"{g.group:<12}{g.acked:>9}{g.delivered:>11}{g.lost:>6}{g.duplicates:>12}"
               f"{g.duplicates - g.unexplained:>11}{g.bound:>8}{g.refused_answers:>9}  "
               f"{causes or '-'}")
+    for g in report.groups:
+        if g.count_not_grown:
+            kinds = ", ".join(f"{kind} {count}" for kind, count in
+                              sorted(g.count_not_grown.items()))
+            print(f"{g.group}: delivered again with a count that did not grow "
+                  f"{sum(g.count_not_grown.values())} ({kinds}), with DELIVERY:1 "
+                  f"{g.count_one_again}")
     left = {name: count for name, count in report.store_left.items() if count}
     print(f"store at the end: {left or 'empty'}")
 

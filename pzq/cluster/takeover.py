@@ -113,7 +113,9 @@ class Takeovers(Participant):
         self._take_over_groups(origin)
         for each in self._all(origin):
             each.paused = False
-            each.rewind()  # who is first in line may have changed
+            # Who is first in line may have changed; and a takeover resumed after a
+            # pause counts on from what the origin delivered while it was back.
+            each.rewind(each.area.delivered_below())
 
     def _take_over_groups(self, origin: bytes) -> None:
         """A state per named group the origin told us of (none from an older node)."""

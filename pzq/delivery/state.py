@@ -114,10 +114,13 @@ class DeliveryState(Participant):
                       *self._dead_moving]
         return min([self.cursor, *open_seqs])
 
-    def rewind(self) -> None:
+    def rewind(self, delivered_below: int = 0) -> None:
         """Look at every stored message again (the takeover rule's answer changed, or
-        an operator's seek): what the cursor passed was delivered, here or elsewhere."""
-        self.delivered_before = max(self.delivered_before, self.cursor)
+        an operator's seek): what the cursor passed was delivered, here or elsewhere,
+        and so was what lies below ``delivered_below`` (how far the area's first
+        deliveries went, as known now: a takeover's origin may have delivered more
+        since this state was made)."""
+        self.delivered_before = max(self.delivered_before, self.cursor, delivered_below)
         self.cursor = 0
         self._table_full = False
 
@@ -283,7 +286,7 @@ class DeliveryState(Participant):
             wait_us = self.settings.backoff_after(entry.deliveries)
             self._give_back(entry, now_us + wait_us if wait_us else 0)
         self.counters.expired += len(expired)
-        self._take_due(now_us)
+        self.take_due(now_us)
         return len(expired)
 
     def _to_dead(self, entry: InFlight) -> None:
@@ -295,11 +298,16 @@ class DeliveryState(Participant):
         self._newly_dead.append(entry)
         self.counters.dead_lettered += 1
 
-    def _take_due(self, now_us: int) -> None:
+    def take_due(self, now_us: int) -> None:
         """Delayed deliveries whose wait is over: ready to go again, in turn."""
         if self.delayed:
             for entry in self.delayed.take_due(now_us):
                 self.ready.push(entry)
+
+    def next_due_us(self) -> int | None:
+        """When the soonest delayed delivery is due (None: none waits): the loop wakes
+        then, so a backoff or a NACK's delay ends on time, not at a reaper run."""
+        return self.delayed.next_due_us() if self.delayed else None
 
     def _give_back(self, entry: InFlight, due_us: int = 0) -> None:
         """Ready again (at ``due_us``: after a wait), or to the dead letters once
@@ -334,7 +342,7 @@ class DeliveryState(Participant):
     def deliver_raw(self, send: Outlet, now_us: int, limit: int) -> int:
         """Hand up to ``limit`` stored records to ``send``, given-back ones first, until
         it says no."""
-        self._take_due(now_us)
+        self.take_due(now_us)
         sent = 0
         while sent < limit:
             if self.ready:

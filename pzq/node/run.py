@@ -2,13 +2,15 @@
 
 Stopping is ordered on purpose: stop taking producer messages and delivering,
 give producers whose copies are pending a moment for the peers' confirmations
-(then REPLICATION_FAILED), send every ACK owed, and only then close the sockets.
+(then REPLICATION_FAILED), send every ACK owed, and only then close the sockets,
+and remove the files of the ipc endpoints the node bound.
 """
 
 from __future__ import annotations
 
 import zmq
 
+from pzq import sockets
 from pzq.clock import Now
 from pzq.logs import get_logger
 from pzq.node.device import Device
@@ -39,14 +41,17 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
     ``report`` hears when the node is ready (a shard's supervisor)."""
     context = Context() if shared is None else shared
     authenticator = scheduler = device = None
+    files: list[sockets.SocketFile] = []
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
         if curve is not None:
             authenticator = start_authenticator(context, curve)
         device = Device(node, waker, context, curve)
+        bound = device.bound()
+        files = sockets.socket_files(bound.values())
         scheduler = start_scheduler(waker, device.ticks())
         log.info("node_ready", node_id=node.node_id.decode(), messages=node.store.messages,
-                 **device.bound())
+                 **bound)
         report.ready()
         serve(device, stop)
     finally:
@@ -58,6 +63,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
             authenticator.stop()
         if shared is None:
             context.term()
+        sockets.remove_socket_files(files)
         node.archiving.close(Now.read().wall_us / 1e6)
 
 

@@ -30,7 +30,7 @@ from pzq.parts import REAP, Part
 from pzq.protocol import consume as wire
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
-from pzq.serving.holding import Consumer, NamedGroupDelivery, TakenOver
+from pzq.serving.holding import Consumer, NamedGroupDelivery, TakenOver, wait_ms
 from pzq.serving.liveness import ConsumerLiveness
 from pzq.serving.sending import Sender
 from pzq.serving.subscribe import make_group, named_group
@@ -153,7 +153,12 @@ class ConsumeEndpoint(Part):
         poller.register(self.events, POLLIN)
 
     def timeout_ms(self, now: Now) -> int | None:
-        return self.liveness.timeout_ms(now.mono, self.sender.blocked)
+        """The consumers' liveness, and the soonest delayed delivery's due time."""
+        due = min((due for deliveries in self.groups.values()
+                   if (due := deliveries.next_due_us()) is not None), default=None)
+        waits = (self.liveness.timeout_ms(now.mono, self.sender.blocked),
+                 wait_ms(due, now.wall_us))
+        return min((wait for wait in waits if wait is not None), default=None)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
@@ -164,6 +169,8 @@ class ConsumeEndpoint(Part):
             self.take_requests(batch, now.wall_us, now.mono)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        for deliveries in self.groups.values():
+            deliveries.take_due(now.wall_us)
         if delivering:
             self.tick(now.mono, bool(events.get(self.events, 0) & POLLIN))
             self.deliver(now.wall_us, now.mono)

@@ -28,6 +28,11 @@ TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> 
 Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
 
 
+def wait_ms(due_us: int | None, now_us: int) -> int | None:
+    """A poll timeout that ends when ``due_us`` (wall clock) comes (None: none)."""
+    return None if due_us is None else max(0, -((now_us - due_us) // 1000))
+
+
 @dataclass(eq=False)
 class Consumer:
     routing_id: bytes
@@ -90,6 +95,17 @@ class GroupDelivery:
 
     def room(self) -> int:
         return sum(max(0, consumer.room) for consumer in self.consumers)
+
+    def take_due(self, now_us: int) -> None:
+        """Delayed deliveries whose wait is over, in every state: ready to go again
+        (whether or not a consumer has room, so their time is not asked again)."""
+        for state in self.every_state():
+            state.take_due(now_us)
+
+    def next_due_us(self) -> int | None:
+        """When the group's soonest delayed delivery is due (None: none waits)."""
+        return min((due for state in self.every_state()
+                    if (due := state.next_due_us()) is not None), default=None)
 
     def next_consumers(self) -> list[Consumer]:
         """Consumers with credit, starting after the last one served."""

@@ -62,13 +62,15 @@ class Topics(Participant):
         self.default_topic = default_topic
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[int, Topic] = {}
-        self.default_restricted = False  # some topic is not read by ``default``
+        # Derived from the whole registry (``_registry_changed``), never from a part
+        # of it: some topic is not read in full by ``default``; some has a named group.
+        self.default_restricted = False
         self.default_delivered_below = 0  # how far its first deliveries went (for TOPICS)
         self._next_id = FIRST_ID
         self._batch: Batch | None = None
         self.counts = TopicCounts()  # what the batch being built changes
         self.marks = GroupMarks(store)
-        self._named_groups = False  # some topic has a named group
+        self._named_groups = False
         self._release_asked = NOT_ASKED  # group id, seq, would_release's answer
         # Records a group read lately: the topic's other groups read them from here,
         # not from the store again (one read of a body for all groups, mostly).
@@ -102,8 +104,16 @@ class Topics(Participant):
                                        ack_timeout_us=meta.get("ack_timeout_us"),
                                        max_deliveries=meta.get("max_deliveries"),
                                        backoff_us=tuple(meta.get("backoff_us", ())))
-        self._named_groups = self.has_groups()
+        self._registry_changed()
         self._backfilling = {topic for topic in self.topics.values() if topic.log_short()}
+
+    def _registry_changed(self) -> None:
+        """What follows from every topic and group together, worked out again: after
+        the whole registry is loaded (a topic read before its groups reads as if
+        ``default`` held all of it) and after each change of a topic or group."""
+        self.default_restricted = any(not topic.default_reads_all
+                                      for topic in self.topics.values())
+        self._named_groups = self.has_groups()
 
     def _counts(self, owner_id: int) -> tuple[int, int]:
         stored = self.store.get(keyspace.counts_key(owner_id))
@@ -112,7 +122,6 @@ class Topics(Participant):
     def _add_topic(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self.by_id[topic.id] = topic
-        self.default_restricted |= not topic.default_reads_all
 
     def _take_id(self) -> int:
         taken, self._next_id = self._next_id, self._next_id + 1
@@ -123,7 +132,7 @@ class Topics(Participant):
         found = self.topics.get(name)
         if found is None:
             found = Topic(validate_name("topic", name), self._take_id(), created_us=now_us)
-            self._add_topic(found)
+            self._add_topic(found)  # read in full by ``default``: nothing derived changes
             self.counts.dirty.add(found)
             self._write_now(keyspace.topic_key(name.encode()), found.encode())
         return found
@@ -131,7 +140,7 @@ class Topics(Participant):
     def changed(self, topic: Topic) -> None:
         """An operator changed the topic's settings: write them with the next batch."""
         self.counts.dirty.add(topic)
-        self.default_restricted |= not topic.default_reads_all
+        self._registry_changed()
         self._write_now(keyspace.topic_key(topic.name.encode()), topic.encode())
 
     def partition(self, topic: Topic, partitions: int) -> None:
@@ -169,7 +178,7 @@ class Topics(Participant):
         del self.topics[topic.name]
         del self.by_id[topic.id]
         self._backfilling.discard(topic)
-        self._named_groups = self.has_groups()
+        self._registry_changed()
 
     def room(self, topic: Topic, size: int) -> bool:
         """Whether the topic takes one more message under its own limits."""
@@ -196,8 +205,7 @@ class Topics(Participant):
                                                  keyspace.topic_log_key(topic.id, start_seq))
             if group.takes(tag))
         topic.groups[name] = group
-        self._named_groups = True
-        self.default_restricted |= not topic.default_reads_all
+        self._registry_changed()
         if topic.log_short():
             self._backfilling.add(topic)
         self.counts.dirty_groups.add(group)
@@ -218,7 +226,7 @@ class Topics(Participant):
         return any(topic.groups for topic in self.topics.values())
 
     def group_removed(self) -> None:
-        self._named_groups = self.has_groups()
+        self._registry_changed()
         self._backfilling = {topic for topic in self.topics.values() if topic.log_short()}
 
     @property

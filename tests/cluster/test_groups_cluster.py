@@ -284,3 +284,65 @@ def test_a_takeover_counts_on_from_the_origins_deliveries(start_node, context, t
                 counts[message.parts[0]] = message.deliveries
                 message.ack()
             assert [counts[body] for body in bodies] == [2] * len(bodies)
+
+
+def heard_origin_since(node, origin_id: str, since: float, gap: float) -> bool:
+    """Whether ``node`` heard the origin at least ``gap`` seconds after ``since``."""
+    for peer in node.stats()["peers"]:
+        if peer["node_id"] == origin_id:
+            heard = peer["last_heard_seconds"]
+            return heard is not None and (time.monotonic() - since) - heard >= gap
+    return False
+
+
+def take_counts(consumers: list[GroupConsumer], count: int) -> dict[bytes, int]:
+    """The DELIVERY counts of the first ``count`` different messages the consumers get
+    (none ACKed)."""
+    counts: dict[bytes, int] = {}
+
+    def enough() -> bool:
+        for consumer in consumers:
+            for message in arrived(consumer, 0.005):
+                counts.setdefault(message.parts[0], message.deliveries)
+        return len(counts) >= count
+
+    wait_until(enough, 30, interval=0, message=f"{count} messages")
+    return counts
+
+
+def test_a_takeover_resumed_counts_on_from_what_the_origin_delivered_meanwhile(
+        start_node, context, closing, tmp_path):
+    """The origin dies, a survivor takes over and keeps a delivery out; the origin
+    returns (the takeover pauses, waiting for that ACK), delivers more and dies again:
+    the takeover resumes, and what the origin delivered while it was back comes with a
+    count of 2 (it counted on from its first start, and said 1)."""
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 3), "--delivery-headers",
+                                "--ack-timeout", "60s")  # nothing expires meanwhile
+    origin, survivors = nodes[0], nodes[1:]
+    origin_id = origin.stats()["node_id"]
+    declare(origin, "DECLARE TOPIC orders", "DECLARE GROUP orders g1")
+    produce(origin, context, [b"first"])
+    origin.kill()
+    for node in survivors:
+        node.wait_stats(lambda s: s["takeovers"], message="a takeover")
+    taking = [closing.enter_context(GroupConsumer(node.consume_dsn, "orders", "g1",
+                                                  context=context)) for node in survivors]
+    assert take_counts(taking, 1) == {b"first": 1}  # out with a survivor's consumer
+    origin.restart()
+    for node in survivors:
+        node.wait_stats(lambda s: not s["takeovers"], message="the takeover paused")
+    with GroupConsumer(origin.consume_dsn, "orders", "g1", context=context) as g1:
+        for body in (b"second", b"third"):  # two batches: each survivor first for one
+            produce(origin, context, [body])
+        assert take_counts([g1], 2) == {b"second": 1, b"third": 1}
+        produce(origin, context, [b"after"])  # a batch after the deliveries keeps them
+        since = time.monotonic()
+        for node in survivors:
+            wait_until(lambda node=node: heard_origin_since(node, origin_id, since, 0.8), 10,
+                       message="heartbeats (and TOPICS) after the batch")
+        origin.kill()
+    for node in survivors:
+        node.wait_stats(lambda s: s["takeovers"], message="the takeover resumed")
+    counts = take_counts(taking, 3)
+    assert {body: counts[body] for body in (b"second", b"third")} == {b"second": 2,
+                                                                      b"third": 2}

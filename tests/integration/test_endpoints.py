@@ -42,6 +42,24 @@ def test_a_stale_ipc_file_of_a_dead_node_is_taken_over(start_node, tmp_path):
     assert request_monitor(monitor, "PING", 5.0) == b"PONG"
 
 
+def test_a_stopped_node_removes_its_ipc_files_but_not_another_nodes(start_node, tmp_path):
+    """ZeroMQ leaves a named ipc endpoint's file behind; a node that stops removes the
+    files its binds made, and not one another node made at such a path since."""
+    roles = ("receive", "send", "monitor", "consume")
+    first = start_node(*[arg for role in roles
+                         for arg in (f"--{role}-dsn", f"ipc://{tmp_path}/{role}")],
+                       consume=True)
+    assert all((tmp_path / role).is_socket() for role in roles)
+    (tmp_path / "monitor").unlink()  # as a second node's bind there would replace it
+    second = start_node("--monitor-dsn", f"ipc://{tmp_path}/monitor",
+                        database=tmp_path / "second")
+    assert first.stop() == 0
+    assert sorted(path.name for path in tmp_path.iterdir() if path.is_socket()) == ["monitor"]
+    assert request_monitor(second.monitor_dsn, "PING", 5.0) == b"PONG"
+    assert second.stop() == 0
+    assert not (tmp_path / "monitor").exists()
+
+
 def test_any_ipc_endpoint_is_protected(tmp_path):
     path = tmp_path / "receive"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

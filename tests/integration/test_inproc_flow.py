@@ -5,6 +5,7 @@ takes milliseconds and no port."""
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import pytest
@@ -15,6 +16,7 @@ from tests.support.inproc import InprocNode
 pytestmark = pytest.mark.timeout(30)
 
 FAST = ("--ack-timeout", "30s", "--reaper-frequency", "100ms")
+LATE_AT_MOST = 0.25  # s a delayed delivery may come after its time (a loaded machine)
 
 
 def produce(node: InprocNode, context, bodies: list[bytes], topic: str = "orders") -> None:
@@ -114,3 +116,22 @@ def test_consumer_with_topic_and_group_is_a_deprecated_group_consumer(start_inpr
         warnings.simplefilter("error")
         with Consumer(node.send_dsn, context=context) as plain:
             assert type(plain) is Consumer
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0])
+def test_a_delayed_nack_comes_again_when_its_delay_ends(start_inproc_node, context, delay):
+    """The delay's end is a deadline of the loop: the message goes again right then,
+    not at the reaper's next run (a 2 s delay came back after 4.38 s)."""
+    node = start_inproc_node("--ack-timeout", "30s", "--reaper-frequency", "60s",
+                             "--delivery-headers")  # the reaper does not bring it back
+    produce(node, context, [b"later"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
+        first = consumer.receive(10)
+        assert first is not None
+        given_back = time.time_ns() // 1000
+        consumer.nack(first, delay=delay)
+        again = consumer.receive(delay + 5)
+        assert again is not None and (again.parts, again.deliveries) == ((b"later",), 2)
+        waited_us = again.sent_us - given_back
+        assert delay * 1e6 <= waited_us <= (delay + LATE_AT_MOST) * 1e6, waited_us
+        again.ack()

@@ -77,6 +77,19 @@ class SimNode:
                 state.deliver(send, now_us, 1000)
         return sent
 
+    def deliver_counted(self, now_us: int) -> dict[bytes, int]:
+        """Deliver what this node may: the key of each delivery, with its count."""
+        counts: dict[bytes, int] = {}
+
+        def send(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:
+            counts[key] = deliveries
+            return True
+
+        for state in self.delivery_states():
+            if state.has_work():
+                state.deliver_raw(send, now_us, 1000)
+        return counts
+
     def delivery_states(self) -> list[DeliveryState]:
         own = [self.own] if self.core.own_delivery_allowed(self.core.takeovers.now) else []
         return own + self.core.takeovers.active()

@@ -66,7 +66,9 @@ def link(source: int, target: int) -> str:
 
 class ProxiedCluster:
     def __init__(self, directory: Path, size: int, replicas: int, timings: ClusterTimings,
-                 log_level: str = "debug", consume: bool = False) -> None:
+                 log_level: str = "debug", consume: bool = False,
+                 extra_args: tuple[str, ...] = ()) -> None:
+        """``extra_args``: more options for every daemon (after the cluster's own)."""
         self.size = size
         self.network = ProxyNetwork()
         ports = [port_below_ephemeral() for _ in range(size)]
@@ -78,7 +80,8 @@ class ProxiedCluster:
             self.network.set_announce(link(source, target),
                                       self.network.proxies[link(target, source)].endpoint)
         self.nodes = [LoggedNode(directory / f"node{index}", *self._args(index, replicas),
-                                  *timings.args(), log_level=log_level, consume=consume)
+                                  *timings.args(), *extra_args, log_level=log_level,
+                                  consume=consume)
                       for index in range(size)]
 
     def peer_endpoint(self, observer: int, peer: int) -> str:

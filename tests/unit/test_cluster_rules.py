@@ -111,6 +111,38 @@ def test_takeover_by_the_first_live_holder_and_tombstones_for_the_origin(three):
     assert taker.core.replicas.tombstones[origin.node_id] == 0
 
 
+def test_a_resumed_takeover_counts_on_from_what_the_origin_delivered_since(three):
+    """A takeover paused while its deliveries were out resumes when the origin dies
+    again: what the origin delivered in between comes with a count of at least 2 (it
+    counted on from the figure of the first takeover and said 1)."""
+    origin, first, second = three.nodes
+    told = [0]  # how far the origin's first deliveries went, as it tells its peers
+    origin.core.own_reads = lambda: DefaultReads("default", delivered_below=told[0])
+    origin.produce([b"a"], T0)
+    three.step(T0)
+    origin.up = False
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    taken = first.deliver_counted(int(now * 1e6)) or second.deliver_counted(int(now * 1e6))
+    assert list(taken.values()) == [1]  # out with the survivor's consumer, not ACKed
+    origin.up = True  # back: the takeover pauses and waits for that ACK
+    now += 0.1
+    three.step(now, heartbeat=True)
+    assert [state.paused for node in (first, second)
+            for state in node.core.takeovers.states.values()] == [True]
+    for body in (b"b", b"c"):  # two batches: each survivor is first in line for one
+        origin.produce([body], now)
+    # delivered by the origin (seqs 1 and 2) and still out with its consumers
+    assert list(origin.deliver_counted(int(now * 1e6)).values()) == [1, 1]
+    told[0] = 3
+    three.step(now, heartbeat=True)
+    origin.up = False  # down again
+    now += AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    counts = {**first.deliver_counted(int(now * 1e6)), **second.deliver_counted(int(now * 1e6))}
+    assert counts == {message_key(origin.node_id, seq): 2 for seq in (1, 2)}
+
+
 # -- every ACK removes every copy ------------------------------------------------------
 
 def copies(node, origin) -> int:

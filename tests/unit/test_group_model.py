@@ -4,7 +4,13 @@ from a peer and ``default`` acking beside the group. After every step, no messag
 group still wants is unreachable: the live state has it out, waiting, or ahead of its
 cursor, and a restart now (a fresh read from the group's floor) would deliver it. A
 delivery count never falls: within a run it grows by one a delivery, and once a batch
-was written after a delivery it grows across a restart too."""
+was written after a delivery it grows across a restart too.
+
+The topic's ``default`` rule (what --send-dsn holds beside the group) is drawn:
+``unclaimed`` (the messages the group's filter leaves), ``all`` or ``none``, and an
+operator may declare ``default`` on an ``unclaimed`` topic midway (``all`` from the
+next message on). Before and after every restart ``default`` is given exactly what the
+rule says it holds, and the peers holding copies are told the same (TOPICS)."""
 
 from __future__ import annotations
 
@@ -28,11 +34,13 @@ from pzq.admin import group_ops
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.node.state import who_reads
 from pzq.protocol import frames as wire
 from pzq.protocol.message_keys import parse_message_key
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store import record
 from pzq.store.store import Batch, Store
-from pzq.store.topics import Group, Topics
+from pzq.store.topics import DEFAULT_ALL, DEFAULT_NONE, DEFAULT_UNCLAIMED, Group, Topics
 
 # PZQ_MODEL_EXAMPLES raises the count for a long run (the suite's takes seconds).
 EXAMPLES = int(os.environ.get("PZQ_MODEL_EXAMPLES", "60"))
@@ -43,6 +51,7 @@ SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20
                             with_headers=True, backoff_us=(ACK_TIMEOUT_US // 2,))
 EVERYTHING = 1 << 30  # credits and bytes of a probe that takes all it finds
 TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-*
+RULES = st.sampled_from([DEFAULT_UNCLAIMED, DEFAULT_ALL, DEFAULT_NONE])
 
 
 def seq_of(frames: list[bytes]) -> int:
@@ -64,6 +73,9 @@ class GroupModel(RuleBasedStateMachine):
         self.done: set[int] = set()  # what the group is done with (ACKed, peer's DONE)
         self.out: set[int] = set()  # the group's deliveries not yet answered
         self.default_done: set[int] = set()
+        self.gone: set[int] = set()  # deleted: every group holding it was done with it
+        self.rule = DEFAULT_UNCLAIMED  # ``default``'s rule (drawn in ``declare``)
+        self.default_from = 0  # with ``all``: every message from here on is default's
         # Delivery counts: the last one seen, those a batch has written since, and the
         # messages delivered since the last restart.
         self.counts: dict[int, int] = {}
@@ -85,17 +97,22 @@ class GroupModel(RuleBasedStateMachine):
         self.store.register(state)
         return state
 
-    @initialize()
-    def declare(self) -> None:
+    @initialize(rule=RULES)
+    def declare(self, rule: str) -> None:
         store = Store.open(self.path / "db")
         topics = Topics(store, "default")
         store.register(topics)
         batch = store.begin()
         orders = topics.topic("orders", 0)
-        topics.keep_default(orders)  # ``default`` acks beside the group
+        if rule == DEFAULT_ALL:
+            topics.keep_default(orders)  # ``default`` acks beside the group
+        elif rule == DEFAULT_NONE:
+            orders.remove_default()
+            topics.changed(orders)
         topics.add_group(orders, "g", 0, "eu-*", 0)
         store.commit(batch)
         store.close()
+        self.rule = rule
         self._open()
 
     def teardown(self) -> None:
@@ -112,6 +129,25 @@ class GroupModel(RuleBasedStateMachine):
         """What the group must still deliver: its topic's eu-* messages not done."""
         return {seq for seq, tag in self.tags.items()
                 if tag.startswith(b"eu-") and seq not in self.done}
+
+    def default_holds(self, seq: int) -> bool:
+        """Whether ``default`` holds the message, by its rule."""
+        unclaimed = not self.tags[seq].startswith(b"eu-")
+        if self.rule == DEFAULT_ALL:
+            return unclaimed or seq >= self.default_from
+        return self.rule == DEFAULT_UNCLAIMED and unclaimed
+
+    def default_wanted(self) -> set[int]:
+        """What ``default`` must still deliver: what it holds and is not done with."""
+        return {seq for seq in self.tags if self.default_holds(seq)
+                and seq not in self.default_done}
+
+    def _let_go(self, seqs: set[int]) -> None:
+        """Messages a holder is done with: deleted once every holder is."""
+        for seq in seqs:
+            group_done = seq in self.done or not self.tags[seq].startswith(b"eu-")
+            if group_done and (seq in self.default_done or not self.default_holds(seq)):
+                self.gone.add(seq)
 
     # -- what producers, consumers and peers do --------------------------------------
 
@@ -156,6 +192,7 @@ class GroupModel(RuleBasedStateMachine):
         self._commit(batch)
         self.out.difference_update(chosen)
         self.done.update(chosen)
+        self._let_go(set(chosen))
 
     @precondition(lambda self: self.out)
     @rule(data=st.data())
@@ -189,6 +226,7 @@ class GroupModel(RuleBasedStateMachine):
             assert self.state.ack(batch, seq) is not None
         self._commit(batch)
         self.done.update(chosen)
+        self._let_go(set(chosen))
 
     @rule(credits=st.integers(1, 60))
     def default_takes_and_acks(self, credits: int) -> None:
@@ -199,10 +237,22 @@ class GroupModel(RuleBasedStateMachine):
                              self.now_us, credits)
         batch = self.store.begin()
         for seq in sent:
-            assert seq not in self.default_done
+            assert seq in self.default_wanted(), (
+                f"default ({self.rule}) was given {seq}, which it does not hold "
+                f"or is done with")
             assert self.default.ack(batch, seq) is not None
         self._commit(batch)
         self.default_done.update(sent)
+        self._let_go(set(sent))
+
+    @precondition(lambda self: self.rule == DEFAULT_UNCLAIMED)
+    @rule()
+    def declare_default(self) -> None:
+        """An operator's DECLARE GROUP orders default: ``all`` from the next message."""
+        batch = self.store.begin()
+        self.topics.keep_default(self.topics.topics["orders"])
+        self._commit(batch)
+        self.rule, self.default_from = DEFAULT_ALL, self.store.next_seq
 
     @rule(data=st.data())
     def seek(self, data: st.DataObject) -> None:
@@ -219,9 +269,9 @@ class GroupModel(RuleBasedStateMachine):
                 self.state.forget(entry.seq)
         self.state.rewind()
         self.out = {seq for seq in self.out if seq >= target}
-        gone = self.done & self.default_done
-        again = {seq for seq in self.done if seq >= target and seq not in gone}
-        self.done = {seq for seq in self.tags if seq < target} | (self.done & gone)
+        again = {seq for seq in self.done if seq >= target and seq not in self.gone}
+        self.done = {seq for seq in self.tags if seq < target} | (self.done & self.gone)
+        self._let_go({seq for seq in self.tags if seq < target})
         # An ACK lets a message's count go: one delivered again after a seek back is
         # counted from 2 (it went out before, and a batch wrote so), not from what it
         # had reached; one whose delivery no batch wrote before a restart may count 1.
@@ -263,6 +313,34 @@ class GroupModel(RuleBasedStateMachine):
             f"after a restart: missing {sorted(self.wanted() - set(found))}, "
             f"again {sorted(set(found) - self.wanted())} (floor {self.group.floor})")
         assert found == sorted(found)
+
+    @invariant()
+    def default_gets_what_its_rule_holds_after_a_restart_now(self) -> None:
+        if not hasattr(self, "state"):
+            return
+        probe = DeliveryState(DefaultArea(self.store, self.topics),
+                              DeliverySettings(ACK_TIMEOUT_US, EVERYTHING), Counters())
+        found: list[int] = []
+        probe.deliver(lambda frames: found.append(seq_of(frames)) or True, self.now_us,
+                      EVERYTHING)
+        wanted = self.default_wanted()
+        assert set(found) == wanted, (
+            f"default ({self.rule}) after a restart: missing {sorted(wanted - set(found))}, "
+            f"not its own {sorted(set(found) - wanted)}")
+
+    @invariant()
+    def the_peers_are_told_what_default_holds(self) -> None:
+        """A node holding copies serves ``default`` in a takeover by what TOPICS says."""
+        if not hasattr(self, "state"):
+            return
+        reads = who_reads(self.topics)
+        for seq, tag in self.tags.items():
+            if seq in self.gone:
+                continue
+            told = DEFAULT_GROUP in reads.holders("orders", seq, tag)
+            assert told == self.default_holds(seq), (
+                f"TOPICS says default {'holds' if told else 'does not hold'} {seq} "
+                f"({tag!r}, rule {self.rule})")
 
 
 GroupModel.TestCase.settings = settings(

@@ -3,6 +3,8 @@ counts and floors across a reopen."""
 
 from __future__ import annotations
 
+import pytest
+
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.state import DeliverySettings, DeliveryState
@@ -300,6 +302,32 @@ def test_default_keeps_what_no_named_group_takes(tmp_path):
     ack(store, default, for_default)
     ack(store, group, for_group)
     assert store.messages == 0
+    store.close()
+
+
+@pytest.mark.parametrize("rule", [DEFAULT_UNCLAIMED, DEFAULT_ALL, DEFAULT_NONE])
+def test_default_gets_what_its_rule_holds_after_a_reopen(tmp_path, rule):
+    """Each rule as before a restart: the registry is read whole before anything is
+    derived from it (a topic read before its groups looked wholly default's)."""
+    store, topics = open_node(tmp_path / "db")
+    store_messages(store, topics, [b"eu"], tag=b"eu-west")
+    orders = topics.topics["orders"]
+    batch = store.begin()
+    topics.add_group(orders, "jobs", 0, "eu-*", 0)
+    if rule == DEFAULT_ALL:  # declared once the group was there: from the next one on
+        topics.keep_default(orders)
+    elif rule == DEFAULT_NONE:
+        orders.remove_default()
+        topics.changed(orders)
+    store.commit(batch)
+    store_messages(store, topics, [b"us"], tag=b"us")
+    store_messages(store, topics, [b"eu"], tag=b"eu-west")
+    expected = {DEFAULT_UNCLAIMED: [1], DEFAULT_ALL: [1, 2], DEFAULT_NONE: []}[rule]
+    assert deliver_all(state_for(store, DefaultArea(store, topics))) == expected
+    for _ in range(2):
+        store.close()
+        store, topics = open_node(tmp_path / "db")
+        assert deliver_all(state_for(store, DefaultArea(store, topics))) == expected
     store.close()
 
 

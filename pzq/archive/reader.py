@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import zmq
 
-from pzq import reach
+from pzq import curve_probe, reach
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
 from pzq.archive.entry import ArchivedMessage
 from pzq.archive.records import Damaged, Record, walk
@@ -38,7 +38,7 @@ class ArchiveReader:
         self.timeout = timeout
         self.on_damage = on_damage
         self.damaged: list[DamagedRecord] = []
-        self._curve = curve is not None
+        self._curve = curve
         self._socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -50,7 +50,8 @@ class ArchiveReader:
     def _request(self, frames: list[bytes]) -> list[bytes]:
         self._socket.send_multipart(frames)
         if not self._socket.poll(int(self.timeout * 1000)):
-            why = reach.why_silent(self.dsn, self._curve, min(self.timeout, reach.PROBE_TIMEOUT_S))
+            why = curve_probe.why_silent(self.dsn, self._curve,
+                                         min(self.timeout, reach.PROBE_TIMEOUT_S))
             raise TimeoutError(f"no answer from {self.dsn} within {self.timeout:g} s: {why}")
         status, *rest = self._socket.recv_multipart()
         if status[0] != zp.OK:

@@ -1,6 +1,6 @@
 """CURVE for every client that reads from a node: the archive reader, the exporter, and
 the routed clients' route table. Each reads with an authorized key, and with a key the
-node does not know fails within its timeout, saying the handshake may have been refused."""
+node does not know fails within its timeout, naming the refused key."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ import pytest
 
 from pzq.archive.reader import ArchiveReader
 from pzq.client import RoutedGroupConsumer, RoutedProducer
+from pzq.curve_probe import CLIENT_KEY_REFUSED
 from pzq.monitoring import exporter
 
 pytestmark = pytest.mark.timeout(90)
 
-REFUSED = "the node may have refused this client's CURVE handshake"
+REFUSED = re.escape(CLIENT_KEY_REFUSED)  # a pattern for pytest.raises
 
 
 @pytest.fixture
@@ -110,7 +111,7 @@ def test_the_exporter_scrapes_with_curve(secure_node, curve_keys):
                              curve=curve_keys["stranger"], sample_interval=60)
     try:
         answer = json.loads(scrape(refused.port, "/api/stats"))[secure_node.monitor_dsn]
-        assert answer["up"] is False and REFUSED in answer["error"]
+        assert answer["up"] is False and CLIENT_KEY_REFUSED in answer["error"]
     finally:
         refused.stop()
 

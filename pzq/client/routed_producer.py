@@ -36,6 +36,7 @@ MOST_MOVES = 5  # a message the owners keep sending on is answered as refused
 REFRESH_S = 5.0  # the table is asked for again this often while all goes well
 RESEND_AFTER_S = 2.0
 MOVED_REFRESH_S = 1.0  # a burst of MOVED answers asks for the table once
+UNKNOWN_OWNER_POLL_S = 0.1  # how often the table is asked while an owner's endpoints are unknown
 
 
 class Sent(NamedTuple):
@@ -93,13 +94,35 @@ class RoutedProducer:
             frames.append(KEY_HEADER + key)
         msg_id = b"%s-%d" % (self._id_prefix, next(self._counter))
         try:
-            self._send(msg_id, list(parts), frames, self._endpoint_for(key), 0, timeout)
+            self._send(msg_id, list(parts), frames, self._endpoint_awaited(key, timeout), 0,
+                       timeout)
         except TimeoutError:
             self._sent.pop(msg_id, None)  # not sent (the window stayed full): the caller may retry
             raise
         return msg_id
 
+    def _endpoint_awaited(self, key: bytes | None, timeout: float) -> str:
+        """The endpoint for ``key``, waiting up to ``timeout`` s while the table knows no
+        endpoint of its owner: right after a cluster starts, the node asked may name an
+        owner whose ROUTING (its endpoints) it has not heard yet."""
+        deadline = time.monotonic() + timeout
+        while (found := self._endpoint_known(key)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the route table names no node with endpoints for topic "
+                                   f"{self.topic} (its owner not heard from yet) within "
+                                   f"{timeout} s")
+            time.sleep(min(left, UNKNOWN_OWNER_POLL_S))  # the table has no event to wait on
+            self.table.refresh_if_older(UNKNOWN_OWNER_POLL_S)
+        return found
+
     def _endpoint_for(self, key: bytes | None, named: str | None = None) -> str:
+        found = self._endpoint_known(key, named)
+        if found is None:
+            raise TimeoutError(f"the route table names no node for topic {self.topic}")
+        return found
+
+    def _endpoint_known(self, key: bytes | None, named: str | None = None) -> str | None:
         table = self.table
         if named is not None and named != "unknown":
             return named
@@ -110,8 +133,6 @@ class RoutedProducer:
             owners = [table.endpoint(owner, "receive") for owner in table.owners(self.topic)]
             candidates = [owner for owner in owners if owner] or table.every("receive")
             found = candidates[next(self._spread) % len(candidates)] if candidates else None
-        if found is None:
-            raise TimeoutError(f"the route table names no node for topic {self.topic}")
         return found
 
     def _receivers(self) -> list[str | None]:

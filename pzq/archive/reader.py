@@ -23,6 +23,10 @@ EVERY_SEGMENT_MS = 1 << 62  # an OFFSET time after every segment's last change
 class ArchiveReader:
     """A ZPER reader client for one topic; resume by passing the offset you stored.
 
+    ``messages`` yields each record's start offset; ``next_offset`` is where a read goes
+    on after the record handed out last: keep that one to resume without reading the
+    record again.
+
     A damaged record is skipped: handed to ``on_damage`` (default: one warning line;
     ``pzq.archive.damage.raise_damage`` stops instead) and kept in ``damaged``.
     With CURVE on the node, give ``curve`` (this client's key pair and the node's
@@ -39,6 +43,7 @@ class ArchiveReader:
         self.on_damage = on_damage
         self.damaged: list[DamagedRecord] = []
         self._curve = curve
+        self.next_offset = 0  # after the last record ``messages`` handed out or skipped
         self._socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -98,8 +103,8 @@ class ArchiveReader:
     def messages(self, offset: int | None = None,
                  max_bytes: int = 1 << 20) -> Iterator[tuple[int, ArchivedMessage]]:
         """Every message from ``offset`` (default: the earliest) to the end the
-        archive's last fsync made durable (a FETCH hands out no more); none when the
-        topic has no log yet."""
+        archive's last fsync made durable (a FETCH hands out no more), with its start
+        offset; none when the topic has no log yet. ``next_offset`` follows."""
         try:
             position = self.earliest() if offset is None else offset
             end = self.latest()
@@ -107,6 +112,7 @@ class ArchiveReader:
             if exc.status == zp.INVALID_OFFSET:
                 return  # a server that answers 101 for a topic with no log yet
             raise
+        self.next_offset = position
         while position < end:
             items, replied = self._fetch(position, max_bytes)
             if not replied:
@@ -114,8 +120,10 @@ class ArchiveReader:
             if not items:
                 max_bytes *= 2  # a record longer than max_bytes, from a server that cuts
                 continue
-            yield from ((item.offset, item.message) for item in items
-                        if isinstance(item, Record))
+            for item in items:
+                self.next_offset = item.offset + item.size
+                if isinstance(item, Record):
+                    yield item.offset, item.message
             position = items[-1].offset + items[-1].size
 
     def close(self) -> None:

@@ -15,10 +15,17 @@ import zmq
 
 from pzq.client.producer import Producer
 from pzq.client.route_table import RouteTable
-from pzq.client.sessions.routed_producer import RESEND_AFTER_S, RoutedProducerSession
+from pzq.client.sessions.routed_producer import (
+    RESEND_AFTER_S,
+    OwnerUnknown,
+    Routed,
+    RoutedProducerSession,
+)
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientCurve
 from pzq.zmqio import Context
+
+UNKNOWN_OWNER_POLL_S = 0.1  # how often the table is asked while an owner is unknown
 
 
 class RoutedProducer:
@@ -57,13 +64,31 @@ class RoutedProducer:
         ``headers``, says which partition; none: any); waits while that owner's window
         is full."""
         self._settle(sending=True)  # a key's earlier messages go to its new owner first
-        routed = self._session.send(parts, headers, time.monotonic(), key, tag, dedup_id)
+        routed = self._routed(parts, headers, timeout, key, tag, dedup_id)
         try:
             self._carry(routed.msg_id, routed.endpoint, routed.parts, routed.headers, timeout)
         except TimeoutError:
             self._session.unsent(routed.msg_id)  # not sent: the caller may retry
             raise
         return routed.msg_id
+
+    def _routed(self, parts: Sequence[bytes], headers: Sequence[bytes], timeout: float,
+                key: bytes | str | None, tag: str | None,
+                dedup_id: str | bytes | None) -> Routed:
+        """The message as the session routes it, waiting up to ``timeout`` s while the
+        table knows no endpoint of its owner (the table has no event to wait on: it is
+        asked again every UNKNOWN_OWNER_POLL_S)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._session.send(parts, headers, time.monotonic(), key, tag,
+                                          dedup_id)
+            except OwnerUnknown as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise OwnerUnknown(f"{exc} within {timeout} s") from None
+                time.sleep(min(left, UNKNOWN_OWNER_POLL_S))
+                self.table.refresh_if_older(UNKNOWN_OWNER_POLL_S)
 
     def _settle(self, sending: bool = False) -> None:
         """The table asked for when it must be, and what goes again sent."""

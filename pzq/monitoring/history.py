@@ -3,7 +3,9 @@
 Each sample keeps the backlog (stored, in flight) and the rates since the previous
 sample (received, delivered, acked per second), from the nodes' counters (a group's
 rates are the node's own, in its answer). A node that does not answer gets an empty
-point, and is DOWN since its first failed sample.
+point, and is DOWN since its first failed sample. Each node's answer is kept as it
+comes: one that answers at once shows while another's timeout runs. A node with no
+point yet has not been asked to the end: the page shows it as waiting.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class History:
         self.interval_s = interval_s
         self.keep_s = keep_s
         self.clock = clock
+        self.started = clock()  # wall clock: since when the page waits for a first answer
         length = max(1, int(keep_s / interval_s))
         self.nodes = {dsn: NodeHistory(dsn, deque(maxlen=length)) for dsn in scraper.dsns}
         self._lock = threading.Lock()
@@ -85,13 +88,16 @@ class History:
                 self.nodes[answer.dsn].record(answer, now)
 
     def sample(self) -> None:
-        answers = self.scraper.scrape()
-        self.record(answers, self.clock())
+        """Every node once; each answer is recorded when it comes, at the time asked."""
+        asked = self.clock()
+        for answer in self.scraper.scrape_each():
+            self.record([answer], asked)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {"interval_seconds": self.interval_s, "keep_seconds": self.keep_s,
-                    "now": round(self.clock(), 3),
+                    "now": round(self.clock(), 3), "started": round(self.started, 3),
+                    "timeout_seconds": self.scraper.timeout,
                     "nodes": [node.as_json(self.scraper.node_id(dsn))
                               for dsn, node in self.nodes.items()]}
 

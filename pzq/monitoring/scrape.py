@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import zmq
 
@@ -44,9 +44,20 @@ class Scraper:
                 raise
             return [StatsAnswer(dsn, None, STOPPING) for dsn in self.dsns]
         for answer in answers:
-            if answer.stats and "node_id" in answer.stats:
-                self.node_ids[answer.dsn] = str(answer.stats["node_id"])
+            self._note_id(answer)
         return answers
+
+    def scrape_each(self) -> Iterator[StatsAnswer]:
+        """Every node's answer as it comes, so a node that answers is not kept waiting
+        for one that times out."""
+        for done in as_completed([self._pool.submit(self._fetch, dsn) for dsn in self.dsns]):
+            answer = done.result()
+            self._note_id(answer)
+            yield answer
+
+    def _note_id(self, answer: StatsAnswer) -> None:
+        if answer.stats and "node_id" in answer.stats:
+            self.node_ids[answer.dsn] = str(answer.stats["node_id"])
 
     def node_id(self, dsn: str) -> str:
         return self.node_ids.get(dsn, "")

@@ -44,7 +44,8 @@ def refuse_other_content_for_shards(path: Path) -> None:
         return
     if (path / "CURRENT").exists():
         raise StoreError(f"--database {path} holds one node's store; --shards keeps each "
-                         f"shard's store in {path}/shard-K: give another directory")
+                         f"shard's store in {path}/shard-K: give the shards a directory "
+                         f"of their own, e.g. --database {path.name}-shards")
     others = sorted(entry.name for entry in path.iterdir()
                     if not SHARDS_PARENT_NAME.match(entry.name))
     if others:

@@ -1,6 +1,6 @@
 """scripts/local-cluster: three nodes start, see each other, survive a kill, stop.
 
-Every run takes a base port whose twelve ports are free, so a node already running on
+Every run takes a base port whose fifteen ports are free, so a node already running on
 this machine can neither take the test's messages nor make it fail.
 """
 
@@ -17,23 +17,23 @@ from pathlib import Path
 import pytest
 
 from pzq.bench.ports import ports_free
-from pzq.client import Consumer, Producer
+from pzq.client import Consumer, GroupConsumer, Producer
 from tests.support.harness import wait_until
 
 ROOT = Path(__file__).parents[2]
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
-SINGLE_NODE_PORTS = {11131, 11132, 11133}
+SINGLE_NODE_PORTS = {11131, 11132}  # its tcp defaults; its monitor is on ipc
 
 
 def free_base_port() -> int:
-    """A base port P whose cluster ports P+1..P+24 are all free now, below the range
+    """A base port P whose cluster ports P+1..P+25 are all free now, below the range
     the kernel hands out for port 0 and outgoing connections (32768 and up on Linux),
     so no other test's node or connection takes one before the cluster binds it."""
     for _ in range(100):
         base = random.randrange(12_000, 32_700, 10)
-        if ports_free([base + offset for offset in range(1, 25)]):
+        if ports_free([base + offset for offset in range(1, 26)]):
             return base
-    raise RuntimeError("no free range of 24 ports on 127.0.0.1")
+    raise RuntimeError("no free range of 25 ports on 127.0.0.1")
 
 
 def run(tmp_path: Path, *args: str, base_port: int | None = None,
@@ -62,6 +62,11 @@ def test_local_cluster_start_status_kill_stop(tmp_path, context):
         with Producer(f"tcp://127.0.0.1:{base + 1}", context=context) as producer:
             assert all(not ack.replication_failed for ack in
                        [producer.produce([b"%d" % i]) for i in range(5)])
+        # every node takes consumer groups, as routed consumers need
+        for node in range(3):
+            with GroupConsumer(f"tcp://127.0.0.1:{base + 10 * node + 5}", "t", "g",
+                               declare=True, timeout=10, context=context) as group:
+                assert group.receive(0) is None
         local_cluster(tmp_path, "kill", "0")
         received = set()
         with Consumer([f"tcp://127.0.0.1:{base + 12}", f"tcp://127.0.0.1:{base + 22}"],
@@ -109,4 +114,4 @@ def test_default_ports_never_collide_with_a_single_nodes():
                              env={**os.environ, "PZQ_CLUSTER_DIR": "/nonexistent/cluster"},
                              capture_output=True, text=True, timeout=30, check=True).stdout
     ports = {int(port) for port in re.findall(r":(\d+)", listing)}
-    assert len(ports) == 12 and not ports & SINGLE_NODE_PORTS
+    assert len(ports) == 15 and not ports & SINGLE_NODE_PORTS

@@ -268,3 +268,23 @@ def test_a_routed_send_that_times_out_is_not_sent_later(start_node, context):
         acks = producer.flush(10)
     assert [ack.msg_id for ack in acks] == [first] and acks[0].ok
     assert node.stats()["stored"] == 1
+
+
+def test_a_routed_send_waits_for_an_owner_whose_endpoints_are_not_known_yet(
+        start_node, context, tmp_path):
+    """Right after a cluster starts, the table names owners whose ROUTING (their
+    endpoints) has not reached the node asked: a send to such an owner's partition
+    waits for the table to know it, rather than failing at once."""
+    first, second = ipc_cluster(tmp_path, 2)
+    partitions = ("--partitions", "orders=16")
+    node = start_node("--broadcast-dsn", first, "--nodes", second, *partitions)
+    with RoutedProducer(node.monitor_dsn, "orders", context=context) as producer:
+        owners = producer.table.topics["orders"]["owners"]
+        assert producer.table.endpoint(second, "receive") is None  # not heard from yet
+        key = next(b"k%d" % n for n in range(1000)
+                   if owners[partition_of(b"k%d" % n, 16)] == second)
+        other = start_node("--broadcast-dsn", second, "--nodes", first, *partitions)
+        producer.send([b"to the second node"], key=key, timeout=20)
+        acks = producer.flush(20)
+    assert [ack.ok for ack in acks] == [True]
+    assert other.stats()["stored"] == 1

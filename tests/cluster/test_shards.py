@@ -265,7 +265,10 @@ def test_a_database_holding_one_nodes_store_is_refused(tmp_path):
     (tmp_path / "db" / "CURRENT").write_text("MANIFEST-000001\n")
     finished = run_pzq(["--shards", "2", "--database", str(tmp_path / "db")])
     assert finished.returncode == 3
-    assert "holds one node's store; --shards keeps each shard's store in" in finished.stderr
+    assert finished.stderr == (
+        f"pzq: error: --database {tmp_path / 'db'} holds one node's store; --shards keeps "
+        f"each shard's store in {tmp_path / 'db'}/shard-K: give the shards a directory of "
+        "their own, e.g. --database db-shards\n")
     assert sorted(path.name for path in (tmp_path / "db").iterdir()) == ["CURRENT"]
 
 

@@ -42,6 +42,12 @@ def test_zper_reader_resumes_and_answers_bad_requests(archived_node, context, op
         middle_offset = everything[7][0]
         resumed = list(reader.messages(middle_offset))
         assert resumed == everything[7:]
+        # next_offset is where a resume goes on after the record handed out last
+        after: list[int] = []
+        for _ in reader.messages():
+            after.append(reader.next_offset)
+        assert after == [offset for offset, _ in everything[1:]] + [reader.latest()]
+        assert list(reader.messages(after[7])) == everything[8:]
         assert reader.latest() == archived_node.stats()["archive"]["topics"]["even"]["last_offset"]
         with pytest.raises(ReaderError) as raised:
             reader.fetch(reader.latest() + 10**6)

@@ -12,10 +12,13 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
 from pzq.client.monitor import StatsAnswer
 from pzq.monitoring import exporter
 from pzq.monitoring.history import NodeHistory
+from pzq.monitoring.server import status_page
 from tests.support.harness import wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -343,6 +347,97 @@ def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_p
     assert re.fullmatch(r"\d+ ms|\d+\.\d s", billing_row["oldest unacked"]), billing_row
     assert float(billing_row["acked/s"]) > 0, billing_row  # the node's rate over a minute
     assert "ZPER writer" in live  # the ZPER endpoint's line
+
+
+def chromium_dom(url: str, profile: Path, virtual_time_ms: int | None = None) -> str:
+    """The page's DOM as headless Chromium leaves it: at the load event, or after
+    ``virtual_time_ms`` of the page's own time (fetches pending hold that time)."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update",
+             f"--user-data-dir={profile}", "--window-size=1200,1100"]
+    if virtual_time_ms is not None:
+        flags.append(f"--virtual-time-budget={virtual_time_ms}")
+    return subprocess.run([chromium(), *flags, "--dump-dom", url], capture_output=True,
+                          text=True, timeout=60, check=False).stdout
+
+
+@contextmanager
+def page_server(history: bytes | None) -> Iterator[str]:
+    """The status page beside an /api/history that never answers (``history`` None), or
+    answers ``history`` once and then 503, as an exporter that went away behind a proxy."""
+    release, asked = threading.Event(), []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            if self.path == "/":
+                self._reply(200, "text/html", status_page())
+            elif history is None:
+                release.wait(30)  # held until the test is done with the page
+            else:
+                asked.append(self.path)
+                self._reply(200 if len(asked) == 1 else 503, "application/json", history)
+
+        def _reply(self, status: int, kind: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_status_page_shows_each_node_as_it_answers_and_what_it_waits_for(start_node,
+                                                                         tmp_path):
+    quick, slow = start_node(), start_node()
+    slow.pause()  # its STATS waits: the exporter's first sample of it takes long
+    running = exporter.serve([quick.monitor_dsn, slow.monitor_dsn], "127.0.0.1", 0,
+                             timeout=30, sample_interval=60)
+    served = f"http://127.0.0.1:{running.port}"
+    try:
+        wait_until(lambda: history_of(served, quick.monitor_dsn)["up"], 10,
+                   message="the quick node's figures while the slow one is waited for")
+        dom = chromium_dom(served + "/", tmp_path / "profile", virtual_time_ms=1000)
+        history = json.loads(get(served + "/api/history"))
+    finally:
+        slow.resume()
+        running.stop()
+    shown = card_of(dom, quick.monitor_dsn)
+    assert 'data-state="up"' in shown and f"node {quick.stats()['node_id']}" in shown
+    assert 'data-key="messages"><div class="value">0</div>' in shown
+    waiting = card_of(dom, slow.monitor_dsn)
+    assert 'data-state="waiting"' in waiting and ">WAITING<" in waiting
+    assert re.search(r"waiting for its first answer since \d\d:\d\d:\d\d", waiting)
+    assert "; waiting for the first answer of 1 of 2 nodes" in dom
+
+    # before the exporter's first answer: what the page waits for, and since when
+    with page_server(None) as url:
+        dom = chromium_dom(url, tmp_path / "profile-loading")
+    assert re.search(r'<div id="updated" class="loading">loading: waiting for the '
+                     r"exporter's first answer \(http://127\.0\.0\.1:\d+/api/history\) "
+                     r"since \d\d:\d\d:\d\d \(", dom), dom[:2000]
+
+    # an exporter that stops answering: since when, and the last figures stay
+    history["interval_seconds"] = 0.5
+    with page_server(json.dumps(history).encode()) as url:
+        dom = chromium_dom(url, tmp_path / "profile-failing", virtual_time_ms=3000)
+    assert re.search(r'<div id="updated" class="failing">the exporter \(http://127\.0\.0\.1:'
+                     r"\d+\) has not answered since \d\d:\d\d:\d\d \([^)]+\): Error: HTTP 503 "
+                     r"Service Unavailable; the figures below are from \d\d:\d\d:\d\d<", dom), \
+        dom[:2000]
+    assert 'data-state="up"' in card_of(dom, quick.monitor_dsn)
 
 
 def history_of(served: str, dsn: str) -> dict:

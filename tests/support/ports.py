@@ -48,3 +48,17 @@ def port_for_shards(shards: int, step: int = 10) -> int:
 
 def _free(port: int) -> bool:
     return ports_free([port])
+
+
+def block_of_ports(width: int) -> int:
+    """A port P such that P to P + width - 1 are free now, from this worker's range, none
+    handed out before here: a page of examples moves its fixed ports into it."""
+    starts = range(_own_range().start, _own_range().stop - width, width)
+    for _ in range(200):
+        start = random.choice(starts)
+        wanted = range(start, start + width)
+        if _handed_out.intersection(wanted) or not ports_free(wanted):
+            continue
+        _handed_out.update(wanted)
+        return start
+    raise RuntimeError(f"no {width} free ports on 127.0.0.1 in {starts.start}-{starts.stop}")

@@ -99,7 +99,7 @@ def test_a_key_goes_to_its_partition_s_owner_and_keyless_messages_spread():
 def test_no_node_for_the_topic_is_a_timeout_and_nothing_is_kept():
     known = KnownRoutes("tcp://a:3")
     session = RoutedProducerSession(known, "orders")
-    with pytest.raises(TimeoutError, match="names no node for topic orders"):
+    with pytest.raises(TimeoutError, match="names no node with endpoints for topic orders"):
         session.send([b"x"], [], 1.0)
     assert not session.sent
 

@@ -35,6 +35,12 @@ RESEND_AFTER_S = 2.0
 MOVED_REFRESH_S = 1.0  # a burst of MOVED answers asks for the table once
 
 
+
+class OwnerUnknown(TimeoutError):
+    """The table names no endpoint for a message's owner yet: right after a cluster
+    starts, the node asked may name an owner whose ROUTING (its endpoints) it has not
+    heard. Asking for the table again may tell."""
+
 class Sent(NamedTuple):
     parts: list[bytes]
     headers: Sequence[bytes]
@@ -184,7 +190,8 @@ class RoutedProducerSession:
             candidates = [owner for owner in owners if owner] or routes.every("receive")
             found = candidates[next(self._spread) % len(candidates)] if candidates else None
         if found is None:
-            raise TimeoutError(f"the route table names no node for topic {self.topic}")
+            raise OwnerUnknown(f"the route table names no node with endpoints for topic "
+                               f"{self.topic} (its owner not heard from yet)")
         return found
 
     def _receivers(self) -> list[str | None]:

@@ -144,6 +144,9 @@ def install_signal_handlers(stop: StopRequest, waker: Waker) -> dict[int, Any]:
     # A file-size limit must fail the write (and refuse that batch), not kill the node.
     previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.set_wakeup_fd(waker.write_fd, warn_on_full_buffer=False)
+    # A shard starts with these held (pzq.node.shard_process): one that came meanwhile
+    # is handled now, as a stop requested before the first wake.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     return previous
 
 

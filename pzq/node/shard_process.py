@@ -30,7 +30,7 @@ def start_shard(arguments: Sequence[str]) -> tuple[subprocess.Popen[bytes], int]
         process = subprocess.Popen(
             [sys.executable, "-P", "-m", "pzq", *arguments], stdin=subprocess.DEVNULL,
             env={**_environment(), REPORT_FD: str(write_end)}, pass_fds=(write_end,),
-            preexec_fn=_end_with_supervisor(),
+            preexec_fn=_prepare_child(),
             # A process group of its own: a Ctrl-C in the terminal reaches the supervisor
             # alone, which forwards it once; a second SIGINT would make a node exit at once.
             process_group=0)
@@ -51,6 +51,24 @@ def _environment() -> dict[str, str]:
     if root in {Path(path).resolve() for path in known} or str(root) in given.split(os.pathsep):
         return dict(os.environ)
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(root), given)))}
+
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _prepare_child() -> Callable[[], None]:
+    """Run in the child before exec: its stop signals held until the node can act on
+    them (pzq.node.main unblocks them once its handlers are in place: a stop the
+    supervisor forwards while a restarted shard still starts would otherwise kill it
+    with Python's default handlers), and its tie to the supervisor."""
+    tie = _end_with_supervisor()
+
+    def prepare() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        if tie is not None:
+            tie()
+
+    return prepare
 
 
 def _end_with_supervisor() -> Callable[[], None] | None:

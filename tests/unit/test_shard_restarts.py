@@ -4,11 +4,13 @@ up instead (a shard that can never start, as its start report says)."""
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
 from pzq.node.config import build_config
 from pzq.node.shard_layout import plan_shards
+from pzq.node.shard_process import start_shard
 from pzq.node.shards import Child
 from pzq.node.start_report import REPORT_FD, Reported, StartReport, read_report, start_report
 
@@ -71,3 +73,22 @@ def test_a_node_without_a_supervisor_reports_nothing(monkeypatch):
     assert type(report) is StartReport
     report.ready()
     report.failed("anything")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_that_comes_while_a_shard_starts_stops_it_gracefully(tmp_path, signum):
+    """The supervisor forwards a stop to a shard it has just started again: the shard,
+    still importing, holds the signal until its handlers are in place, then stops as
+    on request (exit 0), instead of dying by Python's default handler."""
+    process, report_fd = start_shard([
+        "--database", str(tmp_path / "db"), "--receive-dsn", f"ipc://{tmp_path}/r",
+        "--send-dsn", f"ipc://{tmp_path}/s", "--monitor-dsn", f"ipc://{tmp_path}/m"])
+    try:
+        process.send_signal(signum)  # long before the node could install a handler
+        assert process.wait(timeout=45) == 0
+    finally:
+        os.close(report_fd)
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -30,6 +30,7 @@ from pzq.logs import get_logger
 from pzq.store import keyspace
 from pzq.store.log_files import sync_log_files
 from pzq.store.log_sync import LogSync
+from pzq.store.store_format import STORE_FORMAT, encode_format, format_of, refuse_newer
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 # A larger memtable than LevelDB's 4 MiB means fewer level-0 files, so fewer
@@ -179,6 +180,7 @@ class Store:
             raise StoreError(f"database directory {path} is not writable")
         try:
             db = _open_leveldb(path)
+            _settle_format(db, path)
             read_everything(db)
         except plyvel.IOError as exc:
             if "lock" in str(exc).lower():
@@ -461,6 +463,24 @@ def _open_leveldb(path: Path) -> plyvel.DB:
         db.close()
         raise StoreError(f"cannot fsync database directory {path}: {exc.strerror}") from None
     return db
+
+
+def _settle_format(db: plyvel.DB, path: Path) -> None:
+    """Refuse a store of a format this release cannot read (closed, untouched); write
+    the version into a store that has none (see pzq.store.store_format)."""
+    found = db.get(keyspace.META_FORMAT)
+    try:
+        refuse_newer(path, format_of(found))
+    except ValueError as exc:
+        db.close()
+        raise StoreError(f"the store {path} is not one this pzq can read: {exc}") from None
+    except StoreError:
+        db.close()
+        raise
+    if found is None:
+        if db.get(keyspace.META_NODE_ID) is not None:  # a store of a release before versions
+            log.info("store_format_recorded", database=str(path), format=STORE_FORMAT)
+        db.put(keyspace.META_FORMAT, encode_format(), sync=True)
 
 
 def read_everything(db: plyvel.DB) -> None:

@@ -4,14 +4,18 @@ previous release (checked out from git history)."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 
 import plyvel
 import pytest
 
-from pzq.client import Consumer, GroupConsumer
+from pzq.client import Consumer, GroupConsumer, Producer
+from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.store import keyspace, record
 from pzq.store.replicas import split_value
 from pzq.store.store import Store
@@ -20,7 +24,10 @@ from pzq.store.topics import Topics
 from tests.support.harness import run_pzq
 
 pytestmark = pytest.mark.timeout(90)
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "store_format_1"
+ROOT = Path(__file__).parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "store_format_1"
+# The previous release: main as this one began, before the cluster frames had a version.
+PREVIOUS_RELEASE = "6e6f905b605ced6fc9c0e69f4cea2a280d19383a"
 LOOPBACK = ("--receive-dsn", "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
             "--monitor-dsn", "tcp://127.0.0.1:*")
 
@@ -151,3 +158,74 @@ def copies(store: Store, origin: str) -> list[str]:
     """The first parts of the copies ``store`` holds of ``origin``'s messages."""
     return [record.decode(split_value(value)[1]).parts[0].decode()
             for _, value in store.iterate(keyspace.replica_prefix(origin.encode()))]
+
+
+# -- a cluster of this release and the previous one ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def previous_release(tmp_path_factory) -> Path:
+    """The previous release's pzq package, from this clone's git history."""
+    found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e",
+                            f"{PREVIOUS_RELEASE}^{{commit}}"], capture_output=True, check=False)
+    if found.returncode != 0:
+        pytest.skip(f"the previous release (commit {PREVIOUS_RELEASE[:7]}) is not in this "
+                    "clone's git history (a shallow clone, or no git)")
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar",
+                              PREVIOUS_RELEASE, "pzq"], capture_output=True, check=True)
+    place = tmp_path_factory.mktemp("previous-release")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(place, filter="data")
+    return place
+
+
+def produce(node, context, count: int, prefix: bytes) -> None:
+    with Producer(node.receive_dsn, window=50, context=context) as producer:
+        for i in range(count):
+            producer.send([b"%s %d" % (prefix, i)])
+        acks = producer.flush(15)
+    assert [(ack.ok, ack.status_message) for ack in acks] == [(True, b"")] * count
+
+
+def consume(node, context, count: int) -> list[bytes]:
+    with Consumer(node.send_dsn, context=context) as consumer:
+        got = []
+        for _ in range(count):
+            message = consumer.receive(15)
+            assert message is not None, f"{len(got)} of {count} delivered"
+            got.append(message.parts[0])
+            message.ack()
+    return sorted(got)
+
+
+def peer(node) -> dict:
+    return node.stats()["peers"][0]
+
+
+def test_a_node_of_the_previous_release_copies_and_takes_over_beside_this_one(
+        start_node, context, tmp_path, previous_release):
+    here, there = f"ipc://{tmp_path}/new-cluster", f"ipc://{tmp_path}/old-cluster"
+    options = ("--replicas", "1", "--timeout-nodes", "2s")
+    new = start_node("--broadcast-dsn", here, "--nodes", there, *options)
+    old = start_node("--broadcast-dsn", there, "--nodes", here, *options,
+                     env={"PYTHONPATH": str(previous_release)})
+    new.wait_stats(lambda s: s["peers"][0]["reachable"] and s["peers"][0]["protocol"] == 1,
+                   message="the old peer heard, protocol 1")
+    old.wait_stats(lambda s: s["peers"][0]["reachable"], message="the new peer reached")
+    assert "protocol" not in peer(old)  # the previous release's daemon indeed
+
+    produce(new, context, 20, b"new")  # each ACK waited for the old node's copy
+    produce(old, context, 20, b"old")
+    assert peer(new)["replicas_held"] == peer(old)["replicas_held"] == 20
+    assert consume(new, context, 20) == sorted(b"new %d" % i for i in range(20))
+    assert consume(old, context, 20) == sorted(b"old %d" % i for i in range(20))
+    new.wait_stats(lambda s: s["replicas_held"] == 0, message="old's copies removed")
+    old.wait_stats(lambda s: s["replicas_held"] == 0, message="new's copies removed")
+
+    assert old.stats()["cluster_rejected"] == 0  # it read every frame of this release
+    produce(old, context, 5, b"kept")
+    old.kill()
+    assert consume(new, context, 5) == sorted(b"kept %d" % i for i in range(5))  # taken over
+    assert new.stats()["cluster_rejected"] == 0
+    said = [event for event in new.events if event.get("event") == "peer_protocol_older"]
+    assert [(event["peer_protocol"], event["protocol"]) for event in said] == [
+        (1, CLUSTER_PROTOCOL)]  # once, for all the heartbeats

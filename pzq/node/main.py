@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pzq import __version__, logs
+from pzq.backup.manifest import check_restore
 from pzq.clock import Now
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
@@ -118,9 +119,19 @@ def _supervise(config: Config, arguments: list[str]) -> int:
 
 
 def open_store(config: Config) -> Store:
-    """The node's store; a folder holding something else is refused."""
-    refuse_other_content(Path(config.database))
-    return Store.open(config.database, hard_sync=config.hard_sync,
+    """The node's store; a folder holding something else is refused, and so is a
+    backup's copy that is incomplete or changed (pzq.backup.manifest)."""
+    database = Path(config.database)
+    archive_dir = Path(config.archive_dir) if config.archive_dir else None
+    restored = check_restore(database, archive_dir)
+    if restored is not None:
+        archive = ("none in the backup" if restored.get("archive") is None else
+                   "checked" if archive_dir else "not restored (no --archive-dir)")
+        logs.get_logger("pzq").info("backup_restored", backup=restored["backup"],
+                                    taken_at=restored["taken_at"],
+                                    node_id=restored["node_id"], archive=archive)
+    refuse_other_content(database)
+    return Store.open(database, hard_sync=config.hard_sync,
                       sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
 
 

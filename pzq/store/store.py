@@ -158,6 +158,7 @@ class Store:
         self.log_sync = LogSync(hard_sync, sync_interval_s, now)
         self._now = now  # the time of this wake (monotonic seconds), see wake_at
         self.node_id = self._load_node_id()
+        self.format = STORE_FORMAT  # checked, or written, as it was opened
         self.next_seq = self._load_next_seq()
         self.messages, self.bytes, self.dead_letters = self._load_counters()
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
@@ -353,6 +354,12 @@ class Store:
         except plyvel.CorruptionError as exc:
             raise self._damaged(exc) from None
         return value
+
+    def snapshot(self) -> plyvel.Snapshot:
+        """The whole store as of now, for pzq.store.snapshot_copy: read later, across
+        wakes, while batches go on being written. Until it is closed LevelDB keeps
+        what it needs, so keys deleted since still take their room."""
+        return self._db.snapshot()
 
     def iterate(self, prefix: bytes, start: bytes | None = None,
                 values: bool = True) -> Iterator[tuple[bytes, bytes]]:

@@ -1,6 +1,5 @@
 """A backup's files, a chunk per step: copied from an open descriptor, or read where
-they lie, each hashed (sha256) on the way. A copied chunk is fsync'd as it is
-written, so no step waits for the disk to take more than one chunk."""
+they lie, each hashed (sha256) on the way and fsync'd at its end."""
 
 from __future__ import annotations
 
@@ -47,12 +46,10 @@ class FileCopy:
             view = memoryview(chunk)
             while view:  # an unbuffered write may take part of it (a disk filling up)
                 view = view[self._target.write(view):]
-            os.fsync(self._target.fileno())
         self.done += len(chunk)
         if self.done < self.length:
             return None
-        if self._target is None:
-            os.fsync(self.source)  # a file of the backup's own (little left unsynced)
+        os.fsync(self._target.fileno() if self._target is not None else self.source)
         self.close()
         return Digest(self.length, self._hash.hexdigest())
 

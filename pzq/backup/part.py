@@ -4,10 +4,13 @@
                   empty); answered at once with the backup's id and state
     BACKUP        the state of the running backup, or of the last one
 
-One backup at a time. While one runs the loop does not wait in its poll, and each
-wake does one step of it after everything else (``answer``), so producers and
-consumers go on and no wake takes longer than one step (measured: STATS ``backup``
-``longest_step_ms``). A backup the node stops during is given up and removed.
+One backup at a time. While one runs, each wake does one step of it after
+everything else (``answer``): a slice of the store's snapshot handed to the backup's
+writer thread (pzq.backup.job); the loop does not wait in its poll while there is a
+slice to read and room for it, and looks at least every POLL_MS for the writer's
+end. So producers and consumers go on, and no wake takes longer than its work plus
+one step (measured: STATS ``backup`` ``longest_step_ms``, the beginning included).
+A backup the node stops during is given up and removed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pzq.zmqio import Events
 log = get_logger("pzq.backup")
 
 Verb = Callable[[list[bytes]], bytes]  # arguments -> reply text
+POLL_MS = 50
 USAGE = "BACKUP DIR (a new or empty directory, its absolute path), or BACKUP for the state"
 
 
@@ -80,22 +84,23 @@ class Backups(Part):
         self.current.stepped("begin", time.perf_counter() - began)
         log.info("backup_started", backup=backup_id, directory=str(directory),
                  store_messages=self.store.messages,
-                 archive_bytes=self.current.progress.archive_total_bytes)
+                 archive_bytes=self.current.archive_total_bytes)
 
     def _status(self, now: Now) -> dict[str, object]:
         return {"state": "none"} if self.current is None else self.current.status(now)
 
     def timeout_ms(self, now: Now) -> int | None:
-        return 0 if self.running else None
+        if self.current is None or not self.running:
+            return None
+        return 0 if self.current.wants_step() else POLL_MS
 
     def answer(self, events: Events, now: Now) -> None:
         if not self.running:
             return
         assert self.current is not None
-        phase = self.current.phase
         began = time.perf_counter()  # the step's own length: the pause it adds to a wake
         self.current.step(now)
-        self.current.stepped(phase, time.perf_counter() - began)
+        self.current.stepped("slice", time.perf_counter() - began)
 
     def figures(self, now: Now) -> Figures:
         return {"backup": self._status(now)}

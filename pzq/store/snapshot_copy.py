@@ -1,14 +1,14 @@
-"""The store as of one moment, copied into a new LevelDB a slice at a time (a backup).
+"""The store as of one moment, copied into a new LevelDB (a backup).
 
-The copy reads a LevelDB snapshot taken when it is made, so the batches the node
-writes meanwhile are not in it. Its first step makes the new LevelDB (which fsyncs
-its first files); each step after copies a slice: at most SLICE_KEYS keys or
-SLICE_BYTES bytes, written to the copy in one batch with an fsync, so that no later
-step has more than a slice to wait for the disk. The loop that owns the store calls
-``step`` once a wake, so a backup never holds the loop for longer than one step (see
-docs/operations.rst, "Backup and restore", for the measured pause). Every value is
-read with its checksum checked: a damaged store fails the copy instead of copying
-the damage.
+Two halves, for two threads. ``SnapshotSlices`` is read by the loop that owns the
+store: it takes a LevelDB snapshot when it is made, so the batches the node writes
+meanwhile are not in it, and hands it out a slice at a time (at most SLICE_KEYS keys
+or SLICE_BYTES bytes), each read with its checksum checked (a damaged store fails
+the copy instead of copying the damage). The loop stays the only thread that
+touches the store: it may close and reopen its LevelDB (pzq.store.store, after a
+failed write), which a snapshot read elsewhere would not survive. ``CopyWriter``
+writes the slices into the new LevelDB on another thread, so that the copy's disk
+(its writes, its compactions, their stalls) never holds the loop.
 """
 
 from __future__ import annotations
@@ -23,54 +23,69 @@ from pzq.store.store import WRITE_BUFFER, Store, leveldb_reason
 SLICE_KEYS = 2048
 SLICE_BYTES = 1 << 20
 
+Slice = list[tuple[bytes, bytes]]
 
-class StoreCopy:
-    """``store`` as of now into a new LevelDB at ``target`` (which must hold none)."""
 
-    def __init__(self, store: Store, target: Path) -> None:
-        self.target = target
-        self.keys = 0
-        self.bytes = 0
-        self.done = False
+class SnapshotSlices:
+    """``store`` as of now, a slice per call, in key order."""
+
+    def __init__(self, store: Store) -> None:
         self._snapshot = store.snapshot()
         self._items = self._snapshot.iterator(fill_cache=False, verify_checksums=True)
-        self._copy: plyvel.DB | None = None
+        self.keys = 0
+        self.done = False
 
-    def step(self) -> bool:
-        """Make the copy's database, or copy one slice; True once every key is copied
-        and the copy closed. StoreError when that fails (a damaged store, a full disk)."""
-        if self._copy is None:
-            try:
-                self._copy = plyvel.DB(str(self.target), create_if_missing=True,
-                                       error_if_exists=True, write_buffer_size=WRITE_BUFFER)
-            except plyvel.Error as exc:
-                raise StoreError(f"cannot make the store's copy in {self.target}: "
-                                 f"{leveldb_reason(exc)}") from None
-            return False
+    def next_slice(self) -> Slice:
+        """The next keys and values; empty once every key was handed out (the snapshot is
+        then let go). StoreError when a read fails (damage, or the store was closed)."""
+        found: Slice = []
+        size = 0
         try:
-            batch = self._copy.write_batch(sync=True)
-            keys = size = 0
-            finished = True
             for key, value in self._items:
-                batch.put(key, value)
-                keys += 1
+                found.append((key, value))
                 size += len(key) + len(value)
-                if keys >= SLICE_KEYS or size >= SLICE_BYTES:
-                    finished = False
+                if len(found) >= SLICE_KEYS or size >= SLICE_BYTES:
                     break
-            batch.write()
         except (plyvel.Error, RuntimeError) as exc:  # RuntimeError: the store was closed
-            raise StoreError(f"cannot copy the store: {leveldb_reason(exc)}") from None
-        self.keys += keys
-        self.bytes += size
-        if finished:
+            raise StoreError(f"cannot read the store's snapshot: {leveldb_reason(exc)}") \
+                from None
+        self.keys += len(found)
+        if not found:
             self.close()
             self.done = True
-        return finished
+        return found
 
     def close(self) -> None:
-        """Let the snapshot go and close the copy (also when it is given up)."""
+        """Let the snapshot go (LevelDB keeps what it holds until then)."""
         self._items.close()
         self._snapshot.close()
-        if self._copy is not None and not self._copy.closed:
-            self._copy.close()
+
+
+class CopyWriter:
+    """A new LevelDB at ``target`` (which must hold none), written a slice at a time."""
+
+    def __init__(self, target: Path) -> None:
+        try:
+            self._db = plyvel.DB(str(target), create_if_missing=True, error_if_exists=True,
+                                 write_buffer_size=WRITE_BUFFER)
+        except plyvel.Error as exc:
+            raise StoreError(f"cannot make the store's copy in {target}: "
+                             f"{leveldb_reason(exc)}") from None
+        self.keys = 0
+        self.bytes = 0
+
+    def write(self, items: Slice) -> None:
+        """StoreError when the write fails (a full disk)."""
+        try:
+            with self._db.write_batch() as batch:
+                for key, value in items:
+                    batch.put(key, value)
+        except plyvel.Error as exc:
+            raise StoreError(f"cannot write the store's copy: {leveldb_reason(exc)}") from None
+        self.keys += len(items)
+        self.bytes += sum(len(key) + len(value) for key, value in items)
+
+    def close(self) -> None:
+        """Close it (its files are fsync'd by whoever reads them next: the backup)."""
+        if not self._db.closed:
+            self._db.close()

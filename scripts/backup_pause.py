@@ -9,8 +9,9 @@ Two probes run side by side, each on its own thread and socket: PING on the moni
 socket, and a producer sending one message at a time (each waits for its ACK, so
 it measures a whole wake: intake, write, ACK). Each probe's longest and 99th
 percentile round trip is taken for --probe-seconds without a backup, then for as
-long as the backup runs, and set beside the node's own figure: the longest step of
-the backup (STATS backup ``longest_step_ms``, the beginning included).
+long as the backup runs, and set beside the node's own figures: the longest step of
+the backup on the loop's thread, in wall time and in that thread's CPU time (STATS
+backup ``longest_step_ms`` and ``most_step_cpu_ms``, the beginning included).
 """
 
 from __future__ import annotations
@@ -152,7 +153,9 @@ def table(result: dict[str, Any]) -> str:
              f"(in {result['fill_seconds']:.1f} s); backup {backup['seconds']:.2f} s, "
              f"{backup['store_keys']:,} keys, {backup['store_bytes'] / 1e6:.1f} MB",
              f"longest backup step: {backup['longest_step_ms']:.1f} ms "
-             f"({backup['longest_step_phase']})",
+             f"({backup['longest_step_phase']}); CPU of one step: at most "
+             f"{backup['most_step_cpu_ms']:.1f} ms, {backup['mean_step_cpu_ms']:.2f} ms on "
+             f"average over {backup['steps']:,} steps",
              f"{'probe':<10} {'':<8} {'rounds':>7} {'median':>9} {'p99':>9} {'max':>9}"]
     for name in ("ping", "produce"):
         for when in ("baseline", "during"):

@@ -57,7 +57,10 @@ class Backup:
         self.directory = directory
         self.state, self.error = RUNNING, ""
         self.started_us, self.finished_us = now.wall_us, 0
-        self.longest_step_s, self.longest_step_phase = 0.0, ""  # measured by the part
+        # The longest step (measured by the part): its wall time and what it was, and
+        # the most CPU time a step took on the loop's thread.
+        self.longest_step_s, self.longest_step_phase, self.most_step_cpu_s = 0.0, "", 0.0
+        self.steps, self.steps_cpu_s = 0, 0.0
         topics: dict[str, DurableTopic] | None = None
         files: list[DurableFile] = []
         if archive is not None:
@@ -73,10 +76,14 @@ class Backup:
                                    _manifest(self, facts, store, topics))
         self.writer.start()
 
-    def stepped(self, phase: str, seconds: float) -> None:
-        """A step (or the beginning) took this long: the pause it added to its wake."""
+    def stepped(self, phase: str, seconds: float, cpu_seconds: float) -> None:
+        """A step (or the beginning) took this long, and this much of the loop thread's
+        CPU: the pause it added to its wake."""
         if seconds > self.longest_step_s:
             self.longest_step_s, self.longest_step_phase = seconds, phase
+        self.most_step_cpu_s = max(self.most_step_cpu_s, cpu_seconds)
+        self.steps += 1
+        self.steps_cpu_s += cpu_seconds
 
     @property
     def phase(self) -> str:
@@ -135,7 +142,10 @@ class Backup:
                 "archive_bytes": progress.archive_bytes,
                 "archive_total_bytes": self.archive_total_bytes,
                 "longest_step_ms": round(self.longest_step_s * 1000, 3),
-                "longest_step_phase": self.longest_step_phase, "error": self.error}
+                "longest_step_phase": self.longest_step_phase,
+                "most_step_cpu_ms": round(self.most_step_cpu_s * 1000, 3), "steps": self.steps,
+                "mean_step_cpu_ms": round(self.steps_cpu_s / max(1, self.steps) * 1000, 3),
+                "error": self.error}
 
 
 def _manifest(backup: Backup, facts: NodeFacts, store: Store,

@@ -11,9 +11,11 @@ every file (its bytes and sha256): the store's under ``store``, the archive's un
 
 A node that finds the manifest at start checks the copy before it opens anything
 (``check_restore``): a copy that is incomplete, or a file missing or changed, is
-refused with one line naming the file. A whole copy is taken, and its manifest is
-renamed ``backup-manifest.restored.json``, since the node's own writes change the
-files from then on.
+refused with one line naming the file. A whole copy is taken: the node opens its
+store, skips RESTORE_SEQ_GAP sequence numbers (message keys are unique across
+restarts, and the original node gave out some after the backup), and renames the
+manifest ``backup-manifest.restored.json`` (``restored``), since its own writes
+change the files from then on.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ MANIFEST = "backup-manifest.json"
 RESTORED = "backup-manifest.restored.json"
 MANIFEST_FORMAT = 1  # pzq_backup: the layout of this file
 # Files in the store's copy that LevelDB rewrites or leaves as it likes, not checked.
+# 2**48: at a million messages a second, nine years of the original's keys after the
+# backup; 65 536 restores fit in the 64-bit sequence numbers.
+RESTORE_SEQ_GAP = 1 << 48
 UNCHECKED = frozenset({"LOCK", "LOG", "LOG.old", MANIFEST, RESTORED})
 
 
@@ -48,10 +53,10 @@ def write_manifest(store_copy: Path, content: dict[str, Any]) -> None:
 
 
 def check_restore(database: Path, archive_dir: Path | None) -> dict[str, Any] | None:
-    """The manifest of a backup the node is started on, once the copy is checked (and
-    the manifest renamed); None when ``database`` holds none. StoreError, naming the
-    file, for a copy that is incomplete, missing a file or changed. The archive's
-    files are checked when the node is given an archive directory."""
+    """The manifest of a backup the node is started on, once the copy is checked; None
+    when ``database`` holds none. StoreError, naming the file, for a copy that is
+    incomplete, missing a file or changed. The archive's files are checked when the
+    node is given an archive directory."""
     path = database / MANIFEST
     if not path.is_file():
         return None
@@ -64,9 +69,16 @@ def check_restore(database: Path, archive_dir: Path | None) -> dict[str, Any] | 
     archive = content.get("archive")
     if archive is not None and archive_dir is not None:
         _check_files(archive_dir, archive["files"], path)
-    path.replace(database / RESTORED)
-    sync_directory(database)
     return content
+
+
+def restored(database: Path) -> None:
+    """The copy is the node's store now: its manifest is not checked again."""
+    try:
+        (database / MANIFEST).replace(database / RESTORED)
+        sync_directory(database)
+    except OSError as exc:
+        raise StoreError(f"cannot rename {database / MANIFEST}: {exc.strerror}") from None
 
 
 def _read(path: Path) -> dict[str, Any]:

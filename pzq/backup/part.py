@@ -9,7 +9,8 @@ everything else (``answer``): a slice of the store's snapshot handed to the back
 writer thread (pzq.backup.job); the loop does not wait in its poll while there is a
 slice to read and room for it, and looks at least every POLL_MS for the writer's
 end. So producers and consumers go on, and no wake takes longer than its work plus
-one step (measured: STATS ``backup`` ``longest_step_ms``, the beginning included).
+one step (measured: STATS ``backup`` ``longest_step_ms`` and ``most_step_cpu_ms``,
+the beginning included).
 A backup the node stops during is given up and removed.
 """
 
@@ -79,9 +80,9 @@ class Backups(Part):
             raise ValueError(f"{directory} exists and is not an empty directory: give a new "
                              "or empty one")
         backup_id = f"{self.facts.node_id}-{now.wall_us}"
-        began = time.perf_counter()  # fsync the archive, open its files, take the snapshot
+        began = _clocks()  # fsync the archive, open its files, take the snapshot
         self.current = Backup(backup_id, directory, self.store, self.archive, self.facts, now)
-        self.current.stepped("begin", time.perf_counter() - began)
+        self.current.stepped("begin", *_since(began))
         log.info("backup_started", backup=backup_id, directory=str(directory),
                  store_messages=self.store.messages,
                  archive_bytes=self.current.archive_total_bytes)
@@ -98,9 +99,9 @@ class Backups(Part):
         if not self.running:
             return
         assert self.current is not None
-        began = time.perf_counter()  # the step's own length: the pause it adds to a wake
+        began = _clocks()  # the step's own length: the pause it adds to a wake
         self.current.step(now)
-        self.current.stepped("slice", time.perf_counter() - began)
+        self.current.stepped("slice", *_since(began))
 
     def figures(self, now: Now) -> Figures:
         return {"backup": self._status(now)}
@@ -108,6 +109,17 @@ class Backups(Part):
     def close(self) -> None:
         if self.current is not None:
             self.current.cancel("the node stopped during the backup", self.clock())
+
+
+def _clocks() -> tuple[float, float]:
+    """Wall and this thread's CPU time: a step's wall time also counts the waits for
+    the CPU and the GIL, its CPU time only its own work."""
+    return time.perf_counter(), time.thread_time()
+
+
+def _since(began: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _clocks()
+    return wall - began[0], cpu - began[1]
 
 
 def _text(status: dict[str, object]) -> bytes:

@@ -13,6 +13,7 @@ writes the slices into the new LevelDB on another thread, so that the copy's dis
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import plyvel
@@ -20,8 +21,9 @@ import plyvel
 from pzq.errors import StoreError
 from pzq.store.store import WRITE_BUFFER, Store, leveldb_reason
 
-SLICE_KEYS = 2048
-SLICE_BYTES = 1 << 20
+SLICE_KEYS = 1024
+SLICE_BYTES = 1 << 19
+YIELD_EVERY = 256  # puts between two chances for the loop's thread to take the GIL
 
 Slice = list[tuple[bytes, bytes]]
 
@@ -78,8 +80,12 @@ class CopyWriter:
         """StoreError when the write fails (a full disk)."""
         try:
             with self._db.write_batch() as batch:
-                for key, value in items:
+                for index, (key, value) in enumerate(items, 1):
                     batch.put(key, value)
+                    if index % YIELD_EVERY == 0:
+                        # Let the loop's thread run now rather than at the interpreter's
+                        # next switch (5 ms): the puts hold the GIL, the write does not.
+                        time.sleep(0)
         except plyvel.Error as exc:
             raise StoreError(f"cannot write the store's copy: {leveldb_reason(exc)}") from None
         self.keys += len(items)

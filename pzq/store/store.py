@@ -230,6 +230,12 @@ class Store:
             participant.prepare(batch)
         return batch
 
+    def skip_seqs(self, count: int) -> None:
+        """Never give out the next ``count`` sequence numbers (a node restored from a
+        backup: the original gave some of them out after the backup), durably."""
+        self.next_seq += count
+        self._db.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(self.next_seq), sync=True)
+
     def take_seq(self) -> int:
         seq = self.next_seq
         self.next_seq += 1

@@ -19,6 +19,7 @@ import zmq
 from pzq.archive.damage import raise_damage
 from pzq.archive.files import DamagedRecord, read_topic, topic_items
 from pzq.archive.reader import ArchiveReader
+from pzq.backup.manifest import RESTORE_SEQ_GAP
 from pzq.client import Consumer, Producer
 from pzq.protocol.monitor_text import parse_monitor_text
 from pzq.store import keyspace, record
@@ -109,11 +110,12 @@ def ctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL, check=False)
 
 
-def stored_numbers(database: Path) -> set[tuple[bytes, int]]:
+def stored_numbers(database: Path) -> tuple[set[tuple[bytes, int]], int]:
+    """What a store holds, and the next sequence number it gives out."""
     store = Store.open(database)
     try:
         return {number_of(record.decode(value).parts[0])
-                for _, value in store.iterate(keyspace.OWN_PREFIX)}
+                for _, value in store.iterate(keyspace.OWN_PREFIX)}, store.next_seq
     finally:
         store.close()
 
@@ -169,7 +171,9 @@ def test_a_backup_under_load_keeps_every_message_acked_before_it(node, backup):
     finally:
         assert restored.stop() == 0
     assert (copy / "store" / "backup-manifest.restored.json").exists()
-    in_store = stored_numbers(copy / "store")
+    in_store, next_seq = stored_numbers(copy / "store")
+    # Its keys go on past those the original gave out after the backup.
+    assert next_seq >= RESTORE_SEQ_GAP + backup["manifest"]["store"]["keys"]
     acked_before = {(b"orders", number) for number in range(BEFORE)}
     # Nothing ACKed before the backup is lost: in the store, or archived as acked ...
     assert acked_before <= in_store | archived

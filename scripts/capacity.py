@@ -3,15 +3,15 @@
 a node's disk per stored message, its memory per message in flight, and the
 archive's disk per million messages, for bodies of each --sizes.
 
-    scripts/capacity.py [--count N] [--sizes 100,1000] [--json FILE]
+    scripts/capacity.py [--count N] [--inflight N] [--sizes 100,1000] [--json FILE]
 
 For each size a fresh node (the archive on) stores --count messages of random
 (incompressible) bytes on one topic, with no header but TOPIC; then:
 - stored: the store directory's bytes on disk (LevelDB's tables and log) per message,
   before and after the node is restarted (a restart writes the log as tables);
 - in flight: one consumer of a group (declared before the messages came) takes
-  every message without acking it (a window of --count, at most 100 000), and the
-  node's resident memory grows by this much per message (VmRSS from /proc);
+  --inflight messages without acking them (its window), and the node's resident
+  memory grows by this much per message (VmRSS from /proc);
 - archive: the consumer acks them all, and the archive's bytes per million messages.
 """
 
@@ -26,9 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pzq.bench.nodes import NodeProcess, wait_until
+from pzq.bench.nodes import NodeProcess
 from pzq.bench.options import positive
 from pzq.client import GroupConsumer, Message, Producer, request_monitor
+
+ACKED_AT_ONCE = 1000  # keys in one ACK, each ACK confirmed before the next
 
 
 def disk_bytes(directory: Path) -> int:
@@ -43,7 +45,7 @@ def resident_bytes(node: NodeProcess) -> int:
     raise RuntimeError("no VmRSS in /proc")
 
 
-def measure(work: Path, count: int, size: int) -> dict[str, Any]:
+def measure(work: Path, count: int, size: int, holding: int) -> dict[str, Any]:
     node = NodeProcess(work / "db", "--archive-dir", str(work / "archive"),
                        "--ack-timeout", "10m", consume=True).start()
     try:
@@ -59,24 +61,27 @@ def measure(work: Path, count: int, size: int) -> dict[str, Any]:
         restarted = disk_bytes(work / "db")
         time.sleep(2)  # the restarted node settles (its start reads the whole store)
         idle = resident_bytes(node)
-        with GroupConsumer(node.consume_dsn, "capacity", "hold", window=count) as consumer:
+        with GroupConsumer(node.consume_dsn, "capacity", "hold", window=holding,
+                           confirm=True) as consumer:
             held: list[Message] = []
-            while len(held) < count:
-                got = consumer.receive_many(count - len(held), timeout=60)
+            while len(held) < holding:
+                got = consumer.receive_many(holding - len(held), timeout=60)
                 if not got:
-                    raise SystemExit(f"{len(held)} of {count} delivered, then none for 60 s")
+                    raise SystemExit(f"{len(held)} of {holding} delivered, then none for 60 s")
                 held += got
             time.sleep(1)  # the node's last deliveries sent, its memory settled
             inflight = resident_bytes(node) - idle
-            for first in range(0, count, 1000):
-                consumer.ack_many(held[first:first + 1000])
-            wait_until(lambda: node.stats()["messages"] == 0, 600, interval=0.2)
+            for first in range(0, holding, ACKED_AT_ONCE):
+                consumer.ack_confirmed(held[first:first + ACKED_AT_ONCE], timeout=120)
+            while node.stats()["messages"]:
+                consumer.ack_confirmed(consumer.receive_many(ACKED_AT_ONCE, timeout=60),
+                                       timeout=120)
         archive = node.stats()["archive"]["topics"]["capacity"]["bytes"]
     finally:
         node.stop()
     return {"size": size, "count": count, "store_bytes_per_message": stored / count,
             "store_bytes_per_message_restarted": restarted / count,
-            "inflight_bytes_per_message": inflight / count,
+            "inflight": holding, "inflight_bytes_per_message": inflight / holding,
             "archive_bytes_per_million": archive / count * 1_000_000}
 
 
@@ -91,17 +96,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=positive(int), default=100_000,
-                        help="messages per size, at most 100 000 (default: %(default)s)")
+                        help="messages stored per size (default: %(default)s)")
+    parser.add_argument("--inflight", type=positive(int), default=20_000,
+                        help="of those, held in flight at once, at most --count "
+                             "(default: %(default)s)")
     parser.add_argument("--sizes", type=sizes, default=[100, 1000],
                         help="body sizes in bytes, comma-separated (default: 100,1000)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    if args.count > 100_000:
-        parser.error("--count: at most 100000 (a consumer's window holds them all)")
+    if args.inflight > min(args.count, 100_000):
+        parser.error("--inflight: at most --count, and 100000 (a consumer's window)")
     rows = []
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="pzq-capacity-") as scratch:
-            rows.append(measure(Path(scratch), args.count, size))
+            rows.append(measure(Path(scratch), args.count, size, args.inflight))
     print(f"{'body':>7} {'stored B/msg':>13} {'after restart':>14} {'in flight B/msg':>16} "
           f"{'archive MB/million':>19}")
     for row in rows:

@@ -222,7 +222,12 @@ def test_a_copy_altered_or_missing_a_file_is_refused_at_start_naming_it(backup, 
             f"pzq: error: {path} is missing from the backup (its manifest "
             f"{copy}/store/backup-manifest.json lists it): restore a whole copy")
         path.write_bytes(kept)  # the next area's file is the one at fault
-    assert (copy / "store" / "backup-manifest.json").exists()  # refused, nothing taken
+    manifest = copy / "store" / "backup-manifest.json"
+    manifest.write_text("{not json")
+    result = start_on(copy)
+    assert result.returncode == 3
+    assert one_line(result.stderr).startswith(
+        f"pzq: error: {manifest} is not a backup manifest this pzq can read (")
 
 
 @pytest.mark.parametrize("command, reason", [
@@ -253,6 +258,11 @@ def test_backup_refuses_a_directory_with_content_a_file_and_a_second_at_once(nod
     done = wait_until(lambda: (lambda s: s if s["backup"]["state"] != "running" else None)(
         node.stats()), 120, message="the first backup's end")
     assert done["backup"]["state"] == "done"
+    (tmp_path / "a-file").write_text("")
+    failed = ctl("backup", str(tmp_path / "a-file" / "below"), "--dsn", node.monitor_dsn)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1].endswith(
+        f"failed: {tmp_path}/a-file/below/store: Not a directory (what it wrote is removed)")
     spaced = ctl("backup", "has space", "--dsn", node.monitor_dsn)
     assert spaced.returncode == 2
     assert spaced.stderr.strip().endswith("has space: give a directory whose path holds no "

@@ -9,9 +9,11 @@ For each size a fresh node (the archive on) stores --count messages of random
 (incompressible) bytes on one topic, with no header but TOPIC; then:
 - stored: the store directory's bytes on disk (LevelDB's tables and log) per message,
   before and after the node is restarted (a restart writes the log as tables);
-- in flight: one consumer of a group (declared before the messages came) takes
-  --inflight messages without acking them (its window), and the node's resident
-  memory grows by this much per message (VmRSS from /proc);
+- in flight: a consumer of a group (declared before the messages came) takes
+  --inflight messages without acking them, then a second consumer as many, and the
+  node's anonymous resident memory grows by this much per message of the second lot
+  (RssAnon from /proc: LevelDB maps its tables, whose pages would count in VmRSS
+  as they are read; the first lot fills what the allocator had free already);
 - archive: the consumer acks them all, and the archive's bytes per million messages.
 """
 
@@ -40,9 +42,31 @@ def disk_bytes(directory: Path) -> int:
 def resident_bytes(node: NodeProcess) -> int:
     assert node.process is not None
     for line in Path(f"/proc/{node.process.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith("RssAnon:"):
             return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc")
+    raise RuntimeError("no RssAnon in /proc")
+
+
+def consumer_of(node: NodeProcess, window: int) -> GroupConsumer:
+    return GroupConsumer(node.consume_dsn, "capacity", "hold", window=window, confirm=True)
+
+
+def take(consumer: GroupConsumer, wanted: int) -> list[Message]:
+    """``wanted`` deliveries, held unacked; then a second for the node to settle (its
+    last deliveries sent)."""
+    held: list[Message] = []
+    while len(held) < wanted:
+        got = consumer.receive_many(wanted - len(held), timeout=60)
+        if not got:
+            raise SystemExit(f"{len(held)} of {wanted} delivered, then none for 60 s")
+        held += got
+    time.sleep(1)
+    return held
+
+
+def ack(consumer: GroupConsumer, held: list[Message]) -> None:
+    for first in range(0, len(held), ACKED_AT_ONCE):
+        consumer.ack_confirmed(held[first:first + ACKED_AT_ONCE], timeout=120)
 
 
 def measure(work: Path, count: int, size: int, holding: int) -> dict[str, Any]:
@@ -59,23 +83,15 @@ def measure(work: Path, count: int, size: int, holding: int) -> dict[str, Any]:
         node.stop()
         node.restart()
         restarted = disk_bytes(work / "db")
-        time.sleep(2)  # the restarted node settles (its start reads the whole store)
-        idle = resident_bytes(node)
-        with GroupConsumer(node.consume_dsn, "capacity", "hold", window=holding,
-                           confirm=True) as consumer:
-            held: list[Message] = []
-            while len(held) < holding:
-                got = consumer.receive_many(holding - len(held), timeout=60)
-                if not got:
-                    raise SystemExit(f"{len(held)} of {holding} delivered, then none for 60 s")
-                held += got
-            time.sleep(1)  # the node's last deliveries sent, its memory settled
-            inflight = resident_bytes(node) - idle
-            for first in range(0, holding, ACKED_AT_ONCE):
-                consumer.ack_confirmed(held[first:first + ACKED_AT_ONCE], timeout=120)
+        with consumer_of(node, holding) as first, consumer_of(node, holding) as second:
+            held = take(first, holding)
+            first_lot = resident_bytes(node)
+            held_too = take(second, holding)
+            inflight = resident_bytes(node) - first_lot
+            ack(first, held)
+            ack(second, held_too)
             while node.stats()["messages"]:
-                consumer.ack_confirmed(consumer.receive_many(ACKED_AT_ONCE, timeout=60),
-                                       timeout=120)
+                ack(first, first.receive_many(ACKED_AT_ONCE, timeout=60))
         archive = node.stats()["archive"]["topics"]["capacity"]["bytes"]
     finally:
         node.stop()
@@ -98,14 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=positive(int), default=100_000,
                         help="messages stored per size (default: %(default)s)")
     parser.add_argument("--inflight", type=positive(int), default=20_000,
-                        help="of those, held in flight at once, at most --count "
-                             "(default: %(default)s)")
+                        help="of those, held in flight in each of two lots, at most "
+                             "half of --count (default: %(default)s)")
     parser.add_argument("--sizes", type=sizes, default=[100, 1000],
                         help="body sizes in bytes, comma-separated (default: 100,1000)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    if args.inflight > min(args.count, 100_000):
-        parser.error("--inflight: at most --count, and 100000 (a consumer's window)")
+    if 2 * args.inflight > args.count or args.inflight > 100_000:
+        parser.error("--inflight: at most half of --count, and 100000 (a consumer's "
+                     "window)")
     rows = []
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="pzq-capacity-") as scratch:

@@ -30,8 +30,8 @@ from pzq.store.store import Store
 log = get_logger("pzq.backup")
 
 RUNNING, DONE, FAILED = "running", "done", "failed"
-QUEUED_SLICES = 8  # slices read ahead of the writer (at most 8 MiB)
-STOP_WAIT_S = 30.0  # a stopping node waits this long for its backup's writer to end
+QUEUED_SLICES = 8  # slices read ahead of the writer (at most 4 MiB)
+STOP_WAIT_S = 10.0  # a stopping node waits this long for its backup's writer to end
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class Backup:
 
     def wants_step(self) -> bool:
         """A slice to read and room for it: the loop should not wait in its poll."""
-        return (self.state == RUNNING and not self._slices.done and not self._queue.full()
+        return (self.state == RUNNING and self._slices.open and not self._queue.full()
                 and not self.writer.finished.is_set())
 
     def step(self, now: Now) -> None:
@@ -114,8 +114,7 @@ class Backup:
         self._ended(now)
 
     def _ended(self, now: Now) -> None:
-        if not self._slices.done:
-            self._slices.close()
+        self._slices.close()
         self.finished_us = now.wall_us
         if self.writer.error:
             self.state, self.error = FAILED, self.writer.error

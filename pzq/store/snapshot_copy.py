@@ -35,7 +35,7 @@ class SnapshotSlices:
         self._snapshot = store.snapshot()
         self._items = self._snapshot.iterator(fill_cache=False, verify_checksums=True)
         self.keys = 0
-        self.done = False
+        self.open = True  # until every key was handed out, or the copy was given up
 
     def next_slice(self) -> Slice:
         """The next keys and values; empty once every key was handed out (the snapshot is
@@ -54,13 +54,14 @@ class SnapshotSlices:
         self.keys += len(found)
         if not found:
             self.close()
-            self.done = True
         return found
 
     def close(self) -> None:
         """Let the snapshot go (LevelDB keeps what it holds until then)."""
-        self._items.close()
-        self._snapshot.close()
+        if self.open:
+            self.open = False
+            self._items.close()
+            self._snapshot.close()
 
 
 class CopyWriter:

@@ -320,3 +320,20 @@ def test_a_node_stopped_during_a_backup_removes_the_partial_copy(node, backup, t
     assert failed["error"] == ("the node stopped during the backup (what it wrote is "
                                "removed)")
     node.restart()  # the module's node, for what may come after
+
+
+@pytest.mark.slow
+def test_the_pause_script_measures_a_backup_beside_its_baseline(tmp_path):
+    """scripts/backup_pause.py, small: its figures for docs/operations.rst."""
+    script = Path(__file__).parents[2] / "scripts" / "backup_pause.py"
+    ran = subprocess.run([sys.executable, str(script), "--stored", "3000",
+                          "--probe-seconds", "0.5", "--json", str(tmp_path / "pause.json")],
+                         capture_output=True, text=True, timeout=150, check=False)
+    assert ran.returncode == 0, ran.stderr
+    figures = json.loads((tmp_path / "pause.json").read_text())
+    assert figures["backup"]["state"] == "done"
+    assert figures["backup"]["store_keys"] >= 3000
+    assert figures["backup"]["steps"] > 0 and figures["backup"]["longest_step_ms"] > 0
+    for when in ("baseline", "during"):
+        assert figures[when]["ping"]["rounds"] > 0 and figures[when]["produce"]["rounds"] > 0
+    assert "longest backup step:" in ran.stdout

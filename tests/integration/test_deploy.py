@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,17 @@ def test_the_image_builds_and_reports_healthy_where_docker_runs(tmp_path):
                        check=False)
         subprocess.run([docker, "rmi", "-f", tag], capture_output=True, timeout=60,
                        check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_capacity_script_gives_every_figure_of_the_page(tmp_path):
+    """scripts/capacity.py, small: the figures of docs/deploying.rst, "Capacity"."""
+    ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "capacity.py"), "--count",
+                          "3000", "--sizes", "200", "--json", str(tmp_path / "c.json")],
+                         capture_output=True, text=True, timeout=170, check=False)
+    assert ran.returncode == 0, ran.stderr
+    (row,) = json.loads((tmp_path / "c.json").read_text())
+    assert row["store_bytes_per_message"] > 200 and row["store_bytes_per_message_restarted"] > 200
+    assert row["inflight_bytes_per_message"] > 200  # the record it keeps, and more
+    assert row["archive_bytes_per_million"] > 200 * 1_000_000

@@ -79,11 +79,16 @@ def _wait(prog: str, backup_id: str, ask: Callable[[str], dict[str, str]]) -> in
             said = line
 
 
+PHASES = {"prepare": "beginning", "store": "copying the store",
+          "files": "hashing the store's copy", "archive": "copying the archive",
+          "manifest": "writing the manifest"}
+
+
 def _progress(status: dict[str, str]) -> str:
-    store = f"store {count(int(status['store_keys']))} keys ({size(int(status['store_bytes']))})"
-    archive = (f"archive {size(int(status['archive_bytes']))} of "
-               f"{size(int(status['archive_total_bytes']))}")
-    return f"{status['phase']}: {store}, {archive}"
+    return (f"{PHASES.get(status['phase'], status['phase'])}: store "
+            f"{count(int(status['store_keys']))} keys ({size(int(status['store_bytes']))}), "
+            f"archive {size(int(status['archive_bytes']))} of "
+            f"{size(int(status['archive_total_bytes']))}")
 
 
 def _summary(status: dict[str, str]) -> str:

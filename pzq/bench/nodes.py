@@ -8,6 +8,7 @@ reconnect after a crash (the soak in scripts/ and the tests build on it).
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -43,12 +44,13 @@ class NodeProcess:
 
     def __init__(self, database: Path, *extra_args: str,
                  preexec_fn: Callable[[], None] | None = None, log_level: str = "info",
-                 consume: bool = False) -> None:
+                 consume: bool = False, env: dict[str, str] | None = None) -> None:
         self.database = database
         self.log_level = log_level
         self.curve = None  # a pzq.security.ClientCurve when the node serves CURVE
         self.extra_args = list(extra_args)
         self.preexec_fn = preexec_fn
+        self.env = env  # the environment's additions (e.g. PYTHONPATH to another release)
         self.ports = {"receive": "*", "send": "*", "monitor": "*"}
         if consume:
             self.ports["consume"] = "*"  # consumer groups (--consume-dsn)
@@ -94,7 +96,8 @@ class NodeProcess:
         self.events, self.stderr_lines = [], []
         self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        preexec_fn=self.preexec_fn)
+                                        preexec_fn=self.preexec_fn,
+                                        env={**os.environ, **(self.env or {})})
         self._reader = threading.Thread(target=self._read_stderr, args=(self.process,),
                                         daemon=True)
         self._reader.start()

@@ -1,5 +1,5 @@
-"""``pzq-ctl``: administer a node over its monitor socket (dead letters, pending), and
-repair a stopped node's damaged store."""
+"""``pzq-ctl``: administer a node over its monitor socket (dead letters, pending, a
+backup), and repair a stopped node's damaged store."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pzq.cli.common import (
     tool_parser,
     whole_number,
 )
+from pzq.cli.ctl_backup import run_backup
 from pzq.cli.routes_text import routes_text
 from pzq.client import request_monitor
 from pzq.cluster.placement import MOST_PARTITIONS
@@ -50,6 +51,10 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
                                  "each partitioned topic's owner per partition")
     routes.add_argument("--json", action="store_true", help="print the table as JSON")
     _topic_commands(commands)
+    backing_up = commands.add_parser(
+        "backup", help="copy the running node's store and archive into DIR (new or empty, "
+                       "on the node's host), waiting for the end")
+    backing_up.add_argument("directory", type=Path, metavar="DIR")
     for command in commands.choices.values():
         # The same options after the command (pzq-ctl pending --dsn ...); unset there,
         # they leave what was given before it.
@@ -63,6 +68,9 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
     check_options(parser, args)
     if args.command == "repair":
         return _repair(parser.prog, args.database)
+    if args.command == "backup":
+        return run_backup(parser.prog, args.dsn, args.directory, args.timeout,
+                          curve_from(parser, args))
     request = _request(args)
     try:
         reply = request_monitor(args.dsn, request, args.timeout, curve_from(parser, args),

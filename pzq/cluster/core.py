@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pzq.cluster.done import Dones
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.placement import Placement
+from pzq.cluster.protocols import PeerProtocols
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
 from pzq.cluster.routes import Routes
@@ -94,6 +95,7 @@ class ClusterCore(Participant):
         # Own messages a peer still has out with its consumers (from its PONG).
         self._held: dict[str, set[int]] = {}
         self.senders = Senders()
+        self.protocols = PeerProtocols()  # what each peer speaks (its ROUTING says)
         # A frame's command -> what a peer's frame does here (PING is answered first)
         self._handlers: dict[bytes, Handler] = {
             cw.REPLICATE: self._on_replicate, cw.REMOVE: self._on_remove,
@@ -346,6 +348,7 @@ class ClusterCore(Participant):
         if origin != sender:
             raise DecodeError("a node may only describe its own routes")
         endpoint, _ = self.senders.get(routing_id) or ("", b"")
+        self.protocols.heard(endpoint, routing.protocol)
         self.routes.learned(endpoint, routing)
 
     def _pong(self, node_id: bytes, endpoint: str) -> list[bytes]:
@@ -464,6 +467,7 @@ class ClusterCore(Participant):
             "replication_lag": self.tracker.lag.get(peer.endpoint, 0),
             "removes_owed": self.removes.owed_to(peer.endpoint),
             "held_there": len(self._held.get(peer.endpoint, ())),
+            "protocol": self.protocols.spoken.get(peer.endpoint),  # None: not heard yet
         } for peer in self.peers.peers.values()]
 
 

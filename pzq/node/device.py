@@ -18,6 +18,7 @@ from pzq import sockets
 from pzq.admin.monitor import Monitor
 from pzq.admin.node_admin import Admin
 from pzq.admin.topic_admin import TopicAdmin
+from pzq.backup.part import Backups
 from pzq.clock import Now
 from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.logs import get_logger
@@ -82,6 +83,7 @@ class Device:
         monitor.verbs.update(TopicAdmin(node.store, node.topics, self.consume, node.delivery,
                                         Now.read, self._tell_holders)
                              .verbs(monitor.verbs[b"PENDING"]))
+        monitor.verbs.update(the(self.parts, Backups).verbs())
         return monitor
 
     def bound(self) -> dict[str, str]:

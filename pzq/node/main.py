@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pzq import __version__, logs
+from pzq.backup.manifest import RESTORE_SEQ_GAP, check_restore, restored
 from pzq.clock import Now
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
@@ -118,10 +119,23 @@ def _supervise(config: Config, arguments: list[str]) -> int:
 
 
 def open_store(config: Config) -> Store:
-    """The node's store; a folder holding something else is refused."""
-    refuse_other_content(Path(config.database))
-    return Store.open(config.database, hard_sync=config.hard_sync,
-                      sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
+    """The node's store; a folder holding something else is refused, and so is a
+    backup's copy that is incomplete or changed (pzq.backup.manifest)."""
+    database = Path(config.database)
+    archive_dir = Path(config.archive_dir) if config.archive_dir else None
+    backup = check_restore(database, archive_dir)
+    refuse_other_content(database)
+    store = Store.open(database, hard_sync=config.hard_sync,
+                       sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
+    if backup is not None:
+        store.skip_seqs(RESTORE_SEQ_GAP)
+        restored(database)
+        archive = ("none in the backup" if backup.get("archive") is None else
+                   "checked" if archive_dir else "not restored (no --archive-dir)")
+        logs.get_logger("pzq").info("backup_restored", backup=backup["backup"],
+                                    taken_at=backup["taken_at"], node_id=backup["node_id"],
+                                    archive=archive, next_seq=store.next_seq)
+    return store
 
 
 def _failed(exc: PzqError, report: StartReport = NO_REPORT) -> int:

@@ -8,8 +8,9 @@ The order is the loop's: the cluster first (peers' frames before the consumers')
 archive before the groups (it learns the wake's time before their ACKs append) and
 before the ZPER parts (its fsync before the writer says what is durable); ``default``
 (--send-dsn) before the named groups (its reaper tick reaps the takeovers before any
-group reaps its own); the ZPER writer before its ack publisher. The monitor, which
-answers for all of them, is the device's and comes last.
+group reaps its own); the ZPER writer before its ack publisher; backups after them
+all (a wake's step of a backup comes once its other work is done). The monitor,
+which answers for all of them, is the device's and comes last.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from typing import TypeVar
 
 import zmq
 
-from pzq import sockets
+from pzq import __version__, sockets
 from pzq.archive.archiving import Archiving
 from pzq.archive.part import ArchivePart, ArchiveReaders
 from pzq.archive.zper_ack import ACK_SNDHWM, ZperAck, ZperAckPart
 from pzq.archive.zper_relay import ZperRelay, ZperRelayPart
 from pzq.archive.zper_writer import NoWrites, ZperWriter, ZperWriterPart
+from pzq.backup.job import NodeFacts
+from pzq.backup.part import Backups
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
 from pzq.cluster.links import ClusterLinks
@@ -33,6 +36,7 @@ from pzq.cluster.part import ClusterPart, Replicated
 from pzq.node.config import Config
 from pzq.node.state import NodeState
 from pzq.parts import Part
+from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.security import KeyPair, NodeCurve
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint
@@ -162,6 +166,15 @@ def open_zper_relay(wiring: Wiring, opened: list[Part]) -> Part | None:
                          config.relay_poll * 1000, config.batch_size)
 
 
+def open_backups(wiring: Wiring, opened: list[Part]) -> Part | None:
+    """Always on: BACKUP on the monitor, the store and the archive (when on)."""
+    node = wiring.node
+    archiving = node.archiving
+    archive = archiving.tier.archive if isinstance(archiving, Archiving) else None
+    facts = NodeFacts(node.node_id.decode(), __version__, node.store.format, CLUSTER_PROTOCOL)
+    return Backups(node.store, archive, facts, Now.read)
+
+
 OPENERS: tuple[Opener, ...] = (
     open_cluster,
     open_archive,
@@ -171,6 +184,7 @@ OPENERS: tuple[Opener, ...] = (
     open_zper_writer,
     open_zper_ack,
     open_zper_relay,
+    open_backups,
 )
 
 

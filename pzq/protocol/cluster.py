@@ -28,9 +28,9 @@ them: the origin marks them done for that group, a holder marks its copies (and
 drops a copy every holding group is done with). It is kept and sent again until
 NOTED, as REMOVE is until REMOVED.
 
-ROUTING says where clients reach the origin and which topics it knows as
-partitioned (``pzq.protocol.routing``), with every heartbeat; a node that does not
-know it refuses it as it refuses TOPICS.
+ROUTING says where clients reach the origin, which topics it knows as partitioned
+and the cluster protocol it speaks (``pzq.protocol.routing``), with every heartbeat;
+a node that does not know it refuses it as it refuses TOPICS.
 """
 
 from __future__ import annotations

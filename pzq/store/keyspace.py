@@ -14,7 +14,8 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     o <id:8>             removes owed to a peer until it confirms them (cluster)
     O <id:8>             DONE frames (a group done with messages) owed to a peer until it
                          confirms them (cluster)
-    M <name>             metadata: node id, sequence high-water mark, counters
+    M <name>             metadata: node id, sequence high-water mark, counters, the
+                         store's format version (see pzq.store.store_format)
     T <topic>            a topic: JSON settings (id, limits, whether default reads it,
                          where its log starts)
     i <topic:4> <seq:8>  a topic's log, kept once it has a named group: one entry per own
@@ -68,6 +69,7 @@ META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
 META_COUNTERS = META_PREFIX + b"counters"
 META_NEXT_ID = META_PREFIX + b"next_id"  # the next topic or group id
+META_FORMAT = META_PREFIX + b"format"  # the store's format version, ASCII digits
 
 ID = struct.Struct(">I")  # topic and group ids
 

@@ -30,6 +30,7 @@ from pzq.logs import get_logger
 from pzq.store import keyspace
 from pzq.store.log_files import sync_log_files
 from pzq.store.log_sync import LogSync
+from pzq.store.store_format import STORE_FORMAT, encode_format, format_of, refuse_newer
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
 # A larger memtable than LevelDB's 4 MiB means fewer level-0 files, so fewer
@@ -157,6 +158,7 @@ class Store:
         self.log_sync = LogSync(hard_sync, sync_interval_s, now)
         self._now = now  # the time of this wake (monotonic seconds), see wake_at
         self.node_id = self._load_node_id()
+        self.format = STORE_FORMAT  # checked, or written, as it was opened
         self.next_seq = self._load_next_seq()
         self.messages, self.bytes, self.dead_letters = self._load_counters()
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
@@ -179,6 +181,7 @@ class Store:
             raise StoreError(f"database directory {path} is not writable")
         try:
             db = _open_leveldb(path)
+            _settle_format(db, path)
             read_everything(db)
         except plyvel.IOError as exc:
             if "lock" in str(exc).lower():
@@ -226,6 +229,12 @@ class Store:
         for participant in self._participants:
             participant.prepare(batch)
         return batch
+
+    def skip_seqs(self, count: int) -> None:
+        """Never give out the next ``count`` sequence numbers (a node restored from a
+        backup: the original gave some of them out after the backup), durably."""
+        self.next_seq += count
+        self._db.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(self.next_seq), sync=True)
 
     def take_seq(self) -> int:
         seq = self.next_seq
@@ -352,6 +361,12 @@ class Store:
             raise self._damaged(exc) from None
         return value
 
+    def snapshot(self) -> plyvel.Snapshot:
+        """The whole store as of now, for pzq.store.snapshot_copy: read later, across
+        wakes, while batches go on being written. Until it is closed LevelDB keeps
+        what it needs, so keys deleted since still take their room."""
+        return self._db.snapshot()
+
     def iterate(self, prefix: bytes, start: bytes | None = None,
                 values: bool = True) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix`` from ``start`` on, in key order; with
@@ -461,6 +476,24 @@ def _open_leveldb(path: Path) -> plyvel.DB:
         db.close()
         raise StoreError(f"cannot fsync database directory {path}: {exc.strerror}") from None
     return db
+
+
+def _settle_format(db: plyvel.DB, path: Path) -> None:
+    """Refuse a store of a format this release cannot read (closed, untouched); write
+    the version into a store that has none (see pzq.store.store_format)."""
+    found = db.get(keyspace.META_FORMAT)
+    try:
+        refuse_newer(path, format_of(found))
+    except ValueError as exc:
+        db.close()
+        raise StoreError(f"the store {path} is not one this pzq can read: {exc}") from None
+    except StoreError:
+        db.close()
+        raise
+    if found is None:
+        if db.get(keyspace.META_NODE_ID) is not None:  # a store of a release before versions
+            log.info("store_format_recorded", database=str(path), format=STORE_FORMAT)
+        db.put(keyspace.META_FORMAT, encode_format(), sync=True)
 
 
 def read_everything(db: plyvel.DB) -> None:

@@ -152,7 +152,9 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
                                             ("bench_peers.py", "--repeats"),
                                             ("zper_bench.py", "--count"),
                                             ("zper_bench.py", "--spark-rows"),
-                                            ("zper_bench.py", "--fetch-only")])
+                                            ("zper_bench.py", "--fetch-only"),
+                                            ("backup_pause.py", "--stored"),
+                                            ("capacity.py", "--count")])
 def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
     import subprocess
     import sys

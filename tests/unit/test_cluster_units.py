@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+import structlog
 
 from pzq.cluster.peers import PeerTable
+from pzq.cluster.protocols import PeerProtocols
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import ReplicationTracker
 from pzq.errors import DecodeError
 from pzq.protocol import cluster as cw
+from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.store import keyspace, record
 from pzq.store.replicas import ReplicaStore, encode_holders, split_value
 from pzq.store.store import Store
@@ -276,3 +279,15 @@ def test_topics_say_which_topics_default_holds_only_unclaimed_messages_of():
     with pytest.raises(DecodeError, match="default_unclaimed"):
         cw.decode_topics([cw.TOPICS, NODE, b'{"default_from": {}, "default_topic": "main", '
                           b'"default_unclaimed": [1]}'])
+
+
+def test_a_peer_of_another_protocol_is_said_once_and_again_when_it_changes():
+    protocols = PeerProtocols()
+    with structlog.testing.capture_logs() as logged:
+        for protocol in (CLUSTER_PROTOCOL + 1, CLUSTER_PROTOCOL + 1, CLUSTER_PROTOCOL,
+                         CLUSTER_PROTOCOL, 1, 1):
+            protocols.heard("tcp://b:1", protocol)
+        protocols.heard("tcp://c:1", CLUSTER_PROTOCOL)
+    assert [(line["event"], line["peer_protocol"]) for line in logged] == [
+        ("peer_protocol_newer", CLUSTER_PROTOCOL + 1), ("peer_protocol_older", 1)]
+    assert protocols.spoken == {"tcp://b:1": 1, "tcp://c:1": CLUSTER_PROTOCOL}

@@ -15,7 +15,12 @@ from pzq.cluster.peers import PeerTable
 from pzq.cluster.placement import Placement, partition_of, ranking
 from pzq.cluster.routes import advertised, host_of
 from pzq.errors import DecodeError
-from pzq.protocol.routing import Routing, decode_routing
+from pzq.protocol.routing import (
+    CLUSTER_PROTOCOL,
+    UNVERSIONED_PROTOCOL,
+    Routing,
+    decode_routing,
+)
 
 NODES = [f"tcp://10.0.0.{i}:7000" for i in range(1, 6)]
 TIMEOUT_S = 1.0
@@ -94,6 +99,13 @@ def test_the_cluster_host_is_taken_from_the_cluster_endpoint():
 def test_a_routing_frame_round_trips():
     routing = Routing({"receive": "tcp://a:1", "monitor": "tcp://a:3"}, {"orders": 6})
     assert decode_routing(routing.encode()) == routing
+    assert routing.protocol == CLUSTER_PROTOCOL
+
+
+def test_a_routing_frame_without_a_protocol_is_of_a_release_before_versions():
+    routing = decode_routing(b'{"endpoints": {"receive": "tcp://a:1"}, "partitions": {}}')
+    assert routing.protocol == UNVERSIONED_PROTOCOL == 1
+    assert decode_routing(b'{"protocol": 9, "spoken_later": [1]}').protocol == 9
 
 
 @pytest.mark.parametrize("blob", [
@@ -101,6 +113,7 @@ def test_a_routing_frame_round_trips():
     b'{"endpoints": {"receive": 7}}', b'{"partitions": {"orders": 0}}',
     b'{"partitions": {"orders": "6"}}', b'{"partitions": {"../x": 6}}',
     b'{"partitions": []}', b'{"partitions": {"orders": true}}',
+    b'{"protocol": 0}', b'{"protocol": "2"}', b'{"protocol": true}',
 ])
 def test_a_malformed_routing_frame_is_refused(blob):
     with pytest.raises(DecodeError):

@@ -1,0 +1,30 @@
+#!/bin/sh
+# The container image's build steps (deploy/Dockerfile runs them), also fit to install
+# pzq on a host for deploy/pzq.service. The test suite runs them in a temporary prefix.
+#
+#   deploy/build-steps.sh SOURCE PREFIX DATA ETC [USER]
+#
+# SOURCE  a copy of this repository
+# PREFIX  where pzq's virtual environment goes (the image: /opt/pzq)
+# DATA    the node's data directory (the image: /var/lib/pzq, a volume)
+# ETC     where its options go, as pzq.toml (the image: /etc/pzq)
+# USER    the dedicated user to make and give DATA to (as root; none: no user made)
+set -eu
+if [ $# -lt 4 ]; then
+    echo "usage: build-steps.sh SOURCE PREFIX DATA ETC [USER]" >&2
+    exit 2
+fi
+source=$1 prefix=$2 data=$3 etc=$4 user=${5:-}
+python3 -m venv "$prefix"
+"$prefix/bin/pip" install --quiet --disable-pip-version-check "$source"
+# Compiled once here: a read-only installation is not compiled at every start.
+"$prefix/bin/python" -m compileall -q "$prefix/lib"
+mkdir -p "$data" "$etc"
+sed "s|/var/lib/pzq|$data|g" "$source/deploy/pzq.toml" > "$etc/pzq.toml"
+if [ -n "$user" ]; then
+    id "$user" >/dev/null 2>&1 || \
+        useradd --system --user-group --home-dir "$data" --shell /usr/sbin/nologin "$user"
+    chown "$user:" "$data"
+    chmod 0750 "$data"
+fi
+"$prefix/bin/pzq" --version

@@ -1,0 +1,112 @@
+"""A backup's manifest: what the copy holds, with a checksum per file, written last.
+
+``<backup>/store/backup-manifest.json``, in the copy's store directory so that a node
+started on the copy (``pzq --database <backup>/store --archive-dir <backup>/archive``)
+finds it. A backup writes it first saying ``"complete": false`` and replaces it once
+every file is copied and fsync'd, so a copy cut short (the node killed, the disk
+full) is never taken for a whole one. The manifest names the node, the store's
+format, the time of the snapshot, each archive topic with its durable end, and
+every file (its bytes and sha256): the store's under ``store``, the archive's under
+``archive``, each by its path in that directory.
+
+A node that finds the manifest at start checks the copy before it opens anything
+(``check_restore``): a copy that is incomplete, or a file missing or changed, is
+refused with one line naming the file. A whole copy is taken: the node opens its
+store, skips RESTORE_SEQ_GAP sequence numbers (message keys are unique across
+restarts, and the original node gave out some after the backup), and renames the
+manifest ``backup-manifest.restored.json`` (``restored``), since its own writes
+change the files from then on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pzq.backup.files import Digest, digest_of
+from pzq.errors import StoreError
+from pzq.fsync import sync_directory
+
+MANIFEST = "backup-manifest.json"
+RESTORED = "backup-manifest.restored.json"
+MANIFEST_FORMAT = 1  # pzq_backup: the layout of this file
+# Files in the store's copy that LevelDB rewrites or leaves as it likes, not checked.
+# 2**48: at a million messages a second, nine years of the original's keys after the
+# backup; 65 536 restores fit in the 64-bit sequence numbers.
+RESTORE_SEQ_GAP = 1 << 48
+UNCHECKED = frozenset({"LOCK", "LOG", "LOG.old", MANIFEST, RESTORED})
+
+
+def write_manifest(store_copy: Path, content: dict[str, Any]) -> None:
+    """Write it whole under a temporary name, fsync, and put it in place (fsync'd)."""
+    path = store_copy / MANIFEST
+    partial = path.with_name(MANIFEST + ".partial")
+    with partial.open("w") as handle:
+        json.dump({"pzq_backup": MANIFEST_FORMAT, **content}, handle, indent=1,
+                  sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    partial.replace(path)
+    sync_directory(store_copy)
+
+
+def check_restore(database: Path, archive_dir: Path | None) -> dict[str, Any] | None:
+    """The manifest of a backup the node is started on, once the copy is checked; None
+    when ``database`` holds none. StoreError, naming the file, for a copy that is
+    incomplete, missing a file or changed. The archive's files are checked when the
+    node is given an archive directory."""
+    path = database / MANIFEST
+    if not path.is_file():
+        return None
+    content = _read(path)
+    if content.get("complete") is not True:
+        raise StoreError(f"{path} says the backup did not finish: the copy is partial "
+                         "(the node was stopped or its disk was full during it); "
+                         "restore another backup")
+    _check_files(database, content["store"]["files"], path)
+    archive = content.get("archive")
+    if archive is not None and archive_dir is not None:
+        _check_files(archive_dir, archive["files"], path)
+    return content
+
+
+def restored(database: Path) -> None:
+    """The copy is the node's store now: its manifest is not checked again."""
+    try:
+        (database / MANIFEST).replace(database / RESTORED)
+        sync_directory(database)
+    except OSError as exc:
+        raise StoreError(f"cannot rename {database / MANIFEST}: {exc.strerror}") from None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The manifest, whole or not (a backup cut short wrote one saying so)."""
+    unreadable = f"{path} is not a backup manifest this pzq can read"
+    try:
+        content = json.loads(path.read_text())
+        version, complete = content["pzq_backup"], content["complete"]
+        files = content["store"]["files"] if complete is True else {}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"{unreadable} ({type(exc).__name__}: {exc})") from None
+    if not isinstance(version, int) or not isinstance(files, dict):
+        raise StoreError(unreadable)
+    if version > MANIFEST_FORMAT:
+        raise StoreError(f"{path} is of a newer backup format ({version}) than this pzq "
+                         f"reads ({MANIFEST_FORMAT})")
+    return dict(content)
+
+
+def _check_files(directory: Path, files: dict[str, dict[str, Any]], manifest: Path) -> None:
+    for name, wanted in sorted(files.items()):
+        path = directory / name
+        if not path.is_file():
+            raise StoreError(f"{path} is missing from the backup (its manifest {manifest} "
+                             "lists it): restore a whole copy")
+        found = digest_of(path)
+        if found != Digest(wanted["bytes"], wanted["sha256"]):
+            raise StoreError(f"{path} differs from the backup's manifest ({found.bytes} bytes, "
+                             f"sha256 {found.sha256[:12]}..., not {wanted['bytes']} bytes, "
+                             f"{wanted['sha256'][:12]}...): it was changed or damaged since "
+                             "the backup; restore a whole copy")

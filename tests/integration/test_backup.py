@@ -1,0 +1,339 @@
+"""Backups of a running node (pzq-ctl backup, the monitor's BACKUP) and their restore:
+one node for the module, a backup taken while 100 000 messages are produced and
+others consumed, a node started on the copy, and the copy refused at start once
+altered, cut short or incomplete."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from pzq.archive.damage import raise_damage
+from pzq.archive.files import DamagedRecord, read_topic, topic_items
+from pzq.archive.reader import ArchiveReader
+from pzq.backup.manifest import RESTORE_SEQ_GAP
+from pzq.client import Consumer, Producer
+from pzq.protocol.monitor_text import parse_monitor_text
+from pzq.store import keyspace, record
+from pzq.store.store import Store
+from tests.support.harness import NodeProcess, run_pzq, wait_until
+from tests.support.small_disks import mount_tmpfs, unmount_lazily
+
+pytestmark = pytest.mark.timeout(180)
+CTL = str(Path(sys.executable).parent / "pzq-ctl")
+BEFORE = 30_000  # stored before the backup
+CONSUMED_BEFORE = 5_000  # of those, acked by a consumer before it
+DURING = 100_000  # produced while it runs
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("backups")
+
+
+@pytest.fixture(scope="module")
+def node(base):
+    node = NodeProcess(base / "db", "--archive-dir", str(base / "archive"),
+                       "--flush-interval", "50", "--ack-timeout", "60s").start()
+    yield node
+    if node.running:
+        node.kill()
+
+
+def body(topic: bytes, number: int) -> bytes:
+    return b"%s %07d " % (topic, number) + b"x" * 80
+
+
+def number_of(first_part: bytes) -> tuple[bytes, int]:
+    topic, number, _ = first_part.split(b" ", 2)
+    return topic, int(number)
+
+
+def produce(dsn: str, topic: str, count: int, acked: list[float] | None = None) -> None:
+    """``count`` messages in batches; each ACK's arrival time into ``acked``."""
+    context = zmq.Context()
+    try:
+        with Producer(dsn, window=10_000, context=context) as producer:
+            for number in range(count):
+                producer.send([body(topic.encode(), number)], topic=topic)
+                if acked is not None and number % 1000 == 0:
+                    acked.extend(time.monotonic() for ack in producer.acks() if ack.ok)
+            for ack in producer.flush(120):
+                assert ack.ok and not ack.status_message, ack
+                if acked is not None:
+                    acked.append(time.monotonic())
+    finally:
+        context.term()
+
+
+class Consuming(threading.Thread):
+    """Acks ``first`` deliveries from --send-dsn, waits for ``go``, then acks on until
+    told to stop: what it acked, and when. One consumer throughout: deliveries sent to
+    a consumer that left count in the node's window until their ack timeout."""
+
+    def __init__(self, dsn: str, first: int) -> None:
+        super().__init__(daemon=True)
+        self.dsn = dsn
+        self.first = first
+        self.acked: list[tuple[float, bytes]] = []
+        self.go = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        context = zmq.Context()
+        try:
+            with Consumer(self.dsn, context=context) as consumer:
+                while not self.stop.is_set():
+                    if len(self.acked) == self.first:
+                        self.go.wait()
+                    message = consumer.receive(0.1)
+                    if message is not None:
+                        message.ack()
+                        self.acked.append((time.monotonic(), message.parts[0]))
+        finally:
+            context.term()
+
+    def acked_before(self, moment: float) -> set[tuple[bytes, int]]:
+        return {number_of(first) for when, first in self.acked if when < moment}
+
+
+def ctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CTL, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, check=False)
+
+
+def stored_numbers(database: Path) -> tuple[set[tuple[bytes, int]], int]:
+    """What a store holds, and the next sequence number it gives out."""
+    store = Store.open(database)
+    try:
+        return {number_of(record.decode(value).parts[0])
+                for _, value in store.iterate(keyspace.OWN_PREFIX)}, store.next_seq
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def backup(node, base) -> dict:
+    """The backup taken under load, and what was ACKed and consumed around it."""
+    produce(node.receive_dsn, "orders", BEFORE)
+    consuming = Consuming(node.send_dsn, CONSUMED_BEFORE)
+    consuming.start()
+    node.wait_stats(lambda s: s["messages"] == BEFORE - CONSUMED_BEFORE, 30, "the acks")
+    node.wait_archive_durable()
+    during: list[float] = []
+    producing = threading.Thread(target=produce, args=(node.receive_dsn, "during", DURING,
+                                                       during), daemon=True)
+    producing.start()
+    wait_until(lambda: len(during) >= 10_000, 60, message="the producer under way")
+    consuming.go.set()
+    began = time.monotonic()
+    result = ctl("backup", str(base / "copy"), "--dsn", node.monitor_dsn)
+    ended = time.monotonic()
+    consuming.stop.set()
+    producing.join(120)
+    consuming.join(10)
+    assert result.returncode == 0, result.stderr
+    shutil.copytree(base / "copy", base / "untouched")  # a restore changes the copy
+    return {"dir": base / "copy", "untouched": base / "untouched", "began": began,
+            "ended": ended, "during": during, "consumed": consuming, "result": result,
+            "manifest": json.loads((base / "copy" / "store" /
+                                    "backup-manifest.json").read_text())}
+
+
+def test_a_backup_under_load_keeps_every_message_acked_before_it(node, backup):
+    result = backup["result"]
+    assert f"backup {backup['manifest']['backup']} done in " in result.stdout
+    assert f"restore it with: pzq --database {backup['dir']}/store --archive-dir " \
+           f"{backup['dir']}/archive" in result.stdout
+    assert " begun" in result.stderr
+    # Producers and consumers went on while it ran.
+    assert any(backup["began"] < when < backup["ended"] for when in backup["during"])
+    assert any(backup["began"] < when < backup["ended"]
+               for when, _ in backup["consumed"].acked)
+    copy = backup["dir"]
+    archived = {number_of(message.parts[0]) for _, message in
+                read_topic(copy / "archive", "orders", on_damage=raise_damage)}
+    restored = NodeProcess(copy / "store", "--archive-dir", str(copy / "archive"),
+                           "--archive-dsn", "tcp://127.0.0.1:*").start()
+    try:
+        assert restored.event("backup_restored")["archive"] == "checked"
+        assert restored.stats()["node_id"] == node.stats()["node_id"]
+        with ArchiveReader(restored.event("node_ready")["archive"], "orders") as reader:
+            assert len(list(reader.messages())) == len(archived)  # read whole over FETCH
+    finally:
+        assert restored.stop() == 0
+    assert (copy / "store" / "backup-manifest.restored.json").exists()
+    in_store, next_seq = stored_numbers(copy / "store")
+    # Its keys go on past those the original gave out after the backup.
+    assert next_seq >= RESTORE_SEQ_GAP + backup["manifest"]["store"]["keys"]
+    acked_before = {(b"orders", number) for number in range(BEFORE)}
+    # Nothing ACKed before the backup is lost: in the store, or archived as acked ...
+    assert acked_before <= in_store | archived
+    # ... and what no consumer had acked by its end is in the store.
+    assert acked_before - backup["consumed"].acked_before(backup["ended"]) \
+        - {(b"orders", number) for number in range(CONSUMED_BEFORE)} <= in_store
+    assert {(b"orders", number) for number in range(CONSUMED_BEFORE)} <= archived
+    items = list(topic_items(copy / "archive", "orders"))
+    assert not [item for item in items if isinstance(item, DamagedRecord)]
+    durable_end = backup["manifest"]["archive"]["topics"]["orders"]["durable_end"]
+    assert items[-1].offset + items[-1].size == durable_end  # whole, to its durable end
+
+
+
+# -- a copy refused at start ---------------------------------------------------------------
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def start_on(copy: Path) -> subprocess.CompletedProcess[str]:
+    return run_pzq(["--database", str(copy / "store"), "--archive-dir", str(copy / "archive"),
+                    "--receive-dsn", "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
+                    "--monitor-dsn", "tcp://127.0.0.1:*"], timeout=30)
+
+
+def test_a_copy_altered_or_missing_a_file_is_refused_at_start_naming_it(backup, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(backup["untouched"], copy)
+    for area in ("store", "archive"):
+        name = sorted(backup["manifest"][area]["files"])[-1]  # the store's log; a segment
+        path = copy / area / name
+        kept = path.read_bytes()
+        middle = len(kept) // 2
+        path.write_bytes(kept[:middle] + bytes([kept[middle] ^ 0x01]) + kept[middle + 1:])
+        result = start_on(copy)
+        assert result.returncode == 3
+        assert one_line(result.stderr).startswith(
+            f"pzq: error: {path} differs from the backup's manifest (")
+        path.unlink()
+        result = start_on(copy)
+        assert result.returncode == 3
+        assert one_line(result.stderr) == (
+            f"pzq: error: {path} is missing from the backup (its manifest "
+            f"{copy}/store/backup-manifest.json lists it): restore a whole copy")
+        path.write_bytes(kept)  # the next area's file is the one at fault
+    manifest = copy / "store" / "backup-manifest.json"
+    manifest.write_text("{not json")
+    result = start_on(copy)
+    assert result.returncode == 3
+    assert one_line(result.stderr).startswith(
+        f"pzq: error: {manifest} is not a backup manifest this pzq can read (")
+
+
+@pytest.mark.parametrize("command, reason", [
+    ("BACKUP relative/dir", "ERROR: relative/dir is not an absolute path"),
+    ("BACKUP /a /b", "ERROR: usage: BACKUP DIR"),
+])
+def test_backup_refuses_a_directory_it_cannot_take(node, command, reason):
+    assert node.ask(command).startswith(reason)
+
+
+def test_backup_refuses_a_directory_with_content_a_file_and_a_second_at_once(node, backup,
+                                                                              tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes").write_text("mine")
+    assert node.ask(f"BACKUP {tmp_path}/full") == (
+        f"ERROR: {tmp_path}/full exists and is not an empty directory: give a new or empty one")
+    assert node.ask(f"BACKUP {tmp_path}/full/notes").startswith(
+        f"ERROR: {tmp_path}/full/notes exists and is not an empty directory")
+    refused = ctl("backup", str(tmp_path / "full"), "--dsn", node.monitor_dsn)
+    assert (refused.returncode, refused.stderr.strip().splitlines()[-1]) == (
+        1, f"pzq-ctl: ERROR: {tmp_path}/full exists and is not an empty directory: give a "
+           "new or empty one")
+    first = node.ask(f"BACKUP {tmp_path}/first")
+    backup_id = first.split("\n")[0].removeprefix("backup: ")
+    assert node.ask(f"BACKUP {tmp_path}/second") == (
+        f"ERROR: backup {backup_id} into {tmp_path}/first is running: one at a time")
+    assert not (tmp_path / "second").exists()
+    done = wait_until(lambda: (lambda s: s if s["backup"]["state"] != "running" else None)(
+        node.stats()), 120, message="the first backup's end")
+    assert done["backup"]["state"] == "done"
+    (tmp_path / "a-file").write_text("")
+    failed = ctl("backup", str(tmp_path / "a-file" / "below"), "--dsn", node.monitor_dsn)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1].endswith(
+        f"failed: {tmp_path}/a-file/below/store: Not a directory (what it wrote is removed)")
+    spaced = ctl("backup", "has space", "--dsn", node.monitor_dsn)
+    assert spaced.returncode == 2
+    assert spaced.stderr.strip().endswith("has space: give a directory whose path holds no "
+                                          "spaces (the monitor's command is split at them)")
+
+
+def test_a_full_disk_fails_the_backup_with_the_reason_and_the_node_goes_on(node, backup,
+                                                                          tmp_path, context):
+    disk = tmp_path / "small"
+    why = mount_tmpfs(disk, 2)
+    if why is not None:
+        pytest.skip(f"no small disk to fill: {why}")
+    try:
+        result = ctl("backup", str(disk / "copy"), "--dsn", node.monitor_dsn)
+        assert result.returncode == 1
+        line = result.stderr.strip().splitlines()[-1]
+        assert line.startswith("pzq-ctl: error: backup ")
+        assert "No space left on device" in line and line.endswith("(what it wrote is removed)")
+        assert sorted(path.name for path in (disk / "copy").iterdir()) == []
+        with Producer(node.receive_dsn, context=context) as producer:
+            assert producer.produce([b"after the full disk"]).ok
+    finally:
+        unmount_lazily([disk])
+
+
+def copying(node) -> bool:
+    status = parse_monitor_text(node.ask("BACKUP").encode())
+    return status["state"] == "running" and int(status["store_keys"]) > 0
+
+
+def test_a_copy_whose_node_was_killed_during_the_backup_is_refused(node, backup, tmp_path):
+    partial = tmp_path / "partial"
+    assert "state: running" in node.ask(f"BACKUP {partial}")
+    wait_until(lambda: copying(node), 30, interval=0.001, message="the store's copy")
+    node.kill()
+    manifest = json.loads((partial / "store" / "backup-manifest.json").read_text())
+    assert manifest["complete"] is False
+    result = start_on(partial)
+    assert result.returncode == 3
+    assert one_line(result.stderr) == (
+        f"pzq: error: {partial}/store/backup-manifest.json says the backup did not finish: "
+        "the copy is partial (the node was stopped or its disk was full during it); "
+        "restore another backup")
+    node.restart()
+    assert node.ask("BACKUP") == "state: none\n"  # none since it started
+
+
+def test_a_node_stopped_during_a_backup_removes_the_partial_copy(node, backup, tmp_path):
+    stopped = tmp_path / "stopped"
+    assert "state: running" in node.ask(f"BACKUP {stopped}")
+    wait_until(lambda: copying(node), 30, interval=0.001, message="the store's copy")
+    assert node.stop() == 0
+    assert list(stopped.iterdir()) == []
+    failed = node.event("backup_failed")
+    assert failed["error"] == ("the node stopped during the backup (what it wrote is "
+                               "removed)")
+    node.restart()  # the module's node, for what may come after
+
+
+@pytest.mark.slow
+def test_the_pause_script_measures_a_backup_beside_its_baseline(tmp_path):
+    """scripts/backup_pause.py, small: its figures for docs/operations.rst."""
+    script = Path(__file__).parents[2] / "scripts" / "backup_pause.py"
+    ran = subprocess.run([sys.executable, str(script), "--stored", "3000",
+                          "--probe-seconds", "0.5", "--json", str(tmp_path / "pause.json")],
+                         capture_output=True, text=True, timeout=150, check=False)
+    assert ran.returncode == 0, ran.stderr
+    figures = json.loads((tmp_path / "pause.json").read_text())
+    assert figures["backup"]["state"] == "done"
+    assert figures["backup"]["store_keys"] >= 3000
+    assert figures["backup"]["steps"] > 0 and figures["backup"]["longest_step_ms"] > 0
+    for when in ("baseline", "during"):
+        assert figures[when]["ping"]["rounds"] > 0 and figures[when]["produce"]["rounds"] > 0
+    assert "longest backup step:" in ran.stdout

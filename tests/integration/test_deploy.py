@@ -1,0 +1,151 @@
+"""Deployment: the systemd unit passes systemd-analyze, and the container image's build
+steps install a node that starts as the image's CMD starts it and passes the image's
+health check (the image itself is built and run where a Docker engine answers)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.harness import wait_until
+from tests.support.ports import port_below_ephemeral
+
+ROOT = Path(__file__).parents[2]
+DEPLOY = ROOT / "deploy"
+pytestmark = pytest.mark.timeout(60)
+
+
+def instruction(name: str) -> str:
+    """One instruction of the Dockerfile, its continued lines joined."""
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    found = re.search(rf"^{name} (.*)$", text, re.MULTILINE)
+    assert found is not None, f"no {name} in deploy/Dockerfile"
+    return found[1]
+
+
+def exec_form(name: str) -> list[str]:
+    """The JSON array of a CMD or of a HEALTHCHECK's CMD."""
+    array: list[str] = json.loads(re.search(r"(\[.*\])", instruction(name))[1])
+    return array
+
+
+def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed here")
+    unit = (DEPLOY / "pzq.service").read_text()
+    for wanted in ("Restart=on-failure", "User=pzq", "ProtectSystem=strict", "NoNewPrivileges=true",
+                   "PrivateTmp=true", "ReadWritePaths=/var/lib/pzq", "LimitNOFILE="):
+        assert wanted in unit
+    # verify checks that ExecStart's program is there: the suite's own pzq stands in for
+    # the installed /opt/pzq/bin/pzq; every other line is verified as it is.
+    installed = Path(shutil.which("pzq") or ROOT / ".venv" / "bin" / "pzq")
+    (tmp_path / "pzq.service").write_text(unit.replace("/opt/pzq/bin/pzq", str(installed)))
+    result = subprocess.run([analyze, "verify", str(tmp_path / "pzq.service")],
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def test_the_image_runs_as_a_user_of_its_own_with_a_volume_and_asks_the_monitor():
+    assert re.match(r"python:[\d.]+-slim", instruction("FROM"))
+    assert instruction("USER") not in ("root", "0")
+    assert instruction("VOLUME") == '["/var/lib/pzq"]'
+    assert "deploy/build-steps.sh" in instruction("RUN")
+    assert exec_form("HEALTHCHECK")[:2] == ["/opt/pzq/bin/pzq-monitor", "--check"]
+
+
+def on_ports(text: str, ports: dict[str, int]) -> str:
+    """The image's ports 11131-11136 as ports drawn for this test (nodes of other tests
+    and other programs run beside it)."""
+    return re.sub(r":(1113\d)\b", lambda port: f":{ports[port[1]]}", text)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_the_image_s_build_steps_install_a_node_that_passes_its_health_check(tmp_path):
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "__pycache__", "*.egg-info", "build", "_build", "pzq-data"))
+    prefix, data, etc = tmp_path / "opt", tmp_path / "data", tmp_path / "etc"
+    built = subprocess.run([str(DEPLOY / "build-steps.sh"), str(source), str(prefix),
+                            str(data), str(etc)], capture_output=True, text=True,
+                           timeout=360, check=False)
+    assert built.returncode == 0, built.stderr
+    assert built.stdout.strip() == "pzq 0.1.0"
+    ports = {str(port): port_below_ephemeral() for port in range(11131, 11137)}
+    config = etc / "pzq.toml"
+    config.write_text(on_ports(config.read_text(), ports))
+
+    def as_installed(command: list[str]) -> list[str]:
+        return [on_ports(word.replace("/opt/pzq", str(prefix)).replace("/etc/pzq", str(etc)),
+                         ports) for word in command]
+
+    node = subprocess.Popen(as_installed(exec_form("CMD")), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        check = as_installed(exec_form("HEALTHCHECK"))
+
+        def healthy() -> subprocess.CompletedProcess[str] | None:
+            assert node.poll() is None, node.stderr.read() if node.stderr else ""
+            ran = subprocess.run(check, capture_output=True, text=True, timeout=30,
+                                 check=False)
+            return ran if ran.returncode == 0 else None
+
+        answer = wait_until(healthy, 60, interval=0.5, message="the health check")
+        assert answer.stdout.strip().endswith(": healthy")
+        assert (data / "store" / "CURRENT").exists() and (data / "archive").is_dir()
+    finally:
+        node.send_signal(signal.SIGTERM)
+        assert node.wait(30) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_image_builds_and_reports_healthy_where_docker_runs(tmp_path):
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "info"], capture_output=True, timeout=30,
+                                        check=False).returncode != 0:
+        pytest.skip("no Docker engine answers here: the build steps are tested as a script")
+    tag = f"pzq-test:{tmp_path.name.lower()}"
+    built = subprocess.run([docker, "build", "-f", str(DEPLOY / "Dockerfile"), "-t", tag,
+                            str(ROOT)], capture_output=True, text=True, timeout=600,
+                           check=False)
+    assert built.returncode == 0, built.stderr[-2000:]
+    started = subprocess.run([docker, "run", "-d", "--rm", tag], capture_output=True,
+                             text=True, timeout=60, check=True)
+    container = started.stdout.strip()
+    try:
+        def health() -> str | None:
+            state = subprocess.run([docker, "inspect", "-f", "{{.State.Health.Status}}",
+                                    container], capture_output=True, text=True, timeout=30,
+                                   check=False).stdout.strip()
+            assert state != "unhealthy"
+            return state if state == "healthy" else None
+
+        wait_until(health, 180, interval=2, message="the container's health check")
+    finally:
+        subprocess.run([docker, "rm", "-f", container], capture_output=True, timeout=60,
+                       check=False)
+        subprocess.run([docker, "rmi", "-f", tag], capture_output=True, timeout=60,
+                       check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_capacity_script_gives_every_figure_of_the_page(tmp_path):
+    """scripts/capacity.py, small: the figures of docs/deploying.rst, "Capacity"."""
+    ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "capacity.py"), "--count",
+                          "3000", "--sizes", "200", "--json", str(tmp_path / "c.json")],
+                         capture_output=True, text=True, timeout=170, check=False)
+    assert ran.returncode == 0, ran.stderr
+    (row,) = json.loads((tmp_path / "c.json").read_text())
+    assert row["store_bytes_per_message"] > 200 and row["store_bytes_per_message_restarted"] > 200
+    assert row["inflight_bytes_per_message"] > 200  # the record it keeps, and more
+    assert row["archive_bytes_per_million"] > 200 * 1_000_000

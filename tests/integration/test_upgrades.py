@@ -1,0 +1,231 @@
+"""Upgrades: the store's format version and a store kept from an earlier release (its
+fixture in tests/fixtures), and a node of this release in a cluster with one of the
+previous release (checked out from git history)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import plyvel
+import pytest
+
+from pzq.client import Consumer, GroupConsumer, Producer
+from pzq.protocol.routing import CLUSTER_PROTOCOL
+from pzq.store import keyspace, record
+from pzq.store.replicas import split_value
+from pzq.store.store import Store
+from pzq.store.store_format import STORE_FORMAT
+from pzq.store.topics import Topics
+from tests.support.harness import run_pzq
+
+pytestmark = pytest.mark.timeout(90)
+ROOT = Path(__file__).parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "store_format_1"
+# The previous release: main as this one began, before the cluster frames had a version.
+PREVIOUS_RELEASE = "6e6f905b605ced6fc9c0e69f4cea2a280d19383a"
+LOOPBACK = ("--receive-dsn", "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
+            "--monitor-dsn", "tcp://127.0.0.1:*")
+
+
+def stored_format(path: Path) -> bytes | None:
+    db = plyvel.DB(str(path))
+    try:
+        return db.get(keyspace.META_FORMAT)
+    finally:
+        db.close()
+
+
+def set_format(path: Path, value: bytes) -> None:
+    Store.open(path).close()
+    db = plyvel.DB(str(path))
+    try:
+        db.put(keyspace.META_FORMAT, value, sync=True)
+    finally:
+        db.close()
+
+
+# -- the store's format version -----------------------------------------------------------
+
+def test_a_new_store_is_written_with_this_release_s_format(tmp_path):
+    Store.open(tmp_path / "db").close()
+    assert stored_format(tmp_path / "db") == str(STORE_FORMAT).encode()
+
+
+@pytest.mark.parametrize("value, line", [
+    (b"2", "has format 2, newer than this pzq reads (format 1): run a release that reads "
+           "format 2, or start this one on a backup taken before the upgrade"),
+    (b"two", "is not one this pzq can read: its format version 'two' is not a whole "
+             "number from 1"),
+])
+def test_a_store_of_a_format_this_release_cannot_read_is_refused_untouched(tmp_path, value,
+                                                                           line):
+    database = tmp_path / "db"
+    set_format(database, value)
+    result = run_pzq(["--database", str(database), *LOOPBACK], timeout=20)
+    assert result.returncode == 3
+    assert result.stderr.strip().splitlines() == [f"pzq: error: the store {database} {line}"]
+    assert stored_format(database) == value
+
+
+# -- a store made by the release before format versions ----------------------------------------
+
+@pytest.fixture(scope="module")
+def expected() -> dict:
+    return json.loads((FIXTURE / "expected.json").read_text())
+
+
+def copy_of(tmp_path: Path, name: str) -> Path:
+    copy = tmp_path / name
+    shutil.copytree(FIXTURE / name, copy)
+    return copy
+
+
+def take(consumer, count: int) -> list[str]:
+    """Up to ``count`` deliveries' first parts, acked; then a look for one more."""
+    got = []
+    while len(got) < count:
+        message = consumer.receive(10)
+        if message is None:
+            break
+        got.append(message.parts[0].decode())
+        message.ack()
+    extra = consumer.receive(0.3)
+    if extra is not None:
+        got.append(extra.parts[0].decode())
+    return got
+
+
+def test_a_store_of_format_1_delivers_every_message_to_every_group(start_node, context,
+                                                                    tmp_path, expected):
+    database = copy_of(tmp_path, "node-a")
+    assert stored_format(database) is None  # made before versions were kept
+    node = start_node(database=database, consume=True)
+    assert node.event("store_format_recorded")["format"] == STORE_FORMAT
+    assert node.stats()["node_id"] == expected["node_a"]
+    dead = node.ask("DEAD")
+    assert dead.startswith("dead_letters: 1\n")
+    assert " poison-0 " in dead
+    for name, wanted in expected["deliveries"].items():
+        if name == "default":
+            with Consumer(node.send_dsn, context=context) as consumer:
+                assert take(consumer, len(wanted)) == wanted, name
+            continue
+        topic, group = name.split(":")
+        with GroupConsumer(node.consume_dsn, topic, group, window=10,
+                           context=context) as consumer:
+            assert take(consumer, len(wanted)) == wanted, name
+    node.stop()
+    assert stored_format(database) == str(STORE_FORMAT).encode()
+
+
+def test_a_store_of_format_1_keeps_its_settings_dead_letters_and_copies(tmp_path, expected):
+    store = Store.open(copy_of(tmp_path, "node-a"))
+    try:
+        topics = Topics(store, "default")
+        for name, settings in expected["topics"].items():
+            topic = topics.topics[name]
+            assert (topic.max_messages, topic.max_bytes, topic.dedup_window_us) == (
+                settings["max_messages"], settings["max_bytes"], settings["dedup_window_us"])
+            assert sorted(topic.groups) == sorted(settings["groups"])
+            for group_name, wanted in settings["groups"].items():
+                group = topic.groups[group_name]
+                assert {"filter": group.filter, "ack_timeout_us": group.ack_timeout_us,
+                        "max_deliveries": group.max_deliveries,
+                        "backoff_us": list(group.backoff_us)} == wanted, group_name
+        own = [record.decode(value).parts[0].decode()
+               for _, value in store.iterate(keyspace.OWN_PREFIX)]
+        assert own == expected["a_stored"]
+        assert [{"msg_id": stored.msg_id.decode(),
+                 "parts": [part.decode() for part in stored.parts]}
+                for stored in (record.decode(value) for _, value
+                               in store.iterate(keyspace.DEAD_PREFIX))] == expected["dead_letters"]
+        assert copies(store, expected["node_b"]) == expected["a_holds_of_b"]
+    finally:
+        store.close()
+    store = Store.open(copy_of(tmp_path, "node-b"))
+    try:
+        assert copies(store, expected["node_a"]) == expected["b_holds_of_a"]
+    finally:
+        store.close()
+
+
+def copies(store: Store, origin: str) -> list[str]:
+    """The first parts of the copies ``store`` holds of ``origin``'s messages."""
+    return [record.decode(split_value(value)[1]).parts[0].decode()
+            for _, value in store.iterate(keyspace.replica_prefix(origin.encode()))]
+
+
+# -- a cluster of this release and the previous one ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def previous_release(tmp_path_factory) -> Path:
+    """The previous release's pzq package, from this clone's git history."""
+    found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e",
+                            f"{PREVIOUS_RELEASE}^{{commit}}"], capture_output=True, check=False)
+    if found.returncode != 0:
+        pytest.skip(f"the previous release (commit {PREVIOUS_RELEASE[:7]}) is not in this "
+                    "clone's git history (a shallow clone, or no git)")
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar",
+                              PREVIOUS_RELEASE, "pzq"], capture_output=True, check=True)
+    place = tmp_path_factory.mktemp("previous-release")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(place, filter="data")
+    return place
+
+
+def produce(node, context, count: int, prefix: bytes) -> None:
+    with Producer(node.receive_dsn, window=50, context=context) as producer:
+        for i in range(count):
+            producer.send([b"%s %d" % (prefix, i)])
+        acks = producer.flush(15)
+    assert [(ack.ok, ack.status_message) for ack in acks] == [(True, b"")] * count
+
+
+def consume(node, context, count: int) -> list[bytes]:
+    with Consumer(node.send_dsn, context=context) as consumer:
+        got = []
+        for _ in range(count):
+            message = consumer.receive(15)
+            assert message is not None, f"{len(got)} of {count} delivered"
+            got.append(message.parts[0])
+            message.ack()
+    return sorted(got)
+
+
+def peer(node) -> dict:
+    return node.stats()["peers"][0]
+
+
+def test_a_node_of_the_previous_release_copies_and_takes_over_beside_this_one(
+        start_node, context, tmp_path, previous_release):
+    here, there = f"ipc://{tmp_path}/new-cluster", f"ipc://{tmp_path}/old-cluster"
+    options = ("--replicas", "1", "--timeout-nodes", "2s")
+    new = start_node("--broadcast-dsn", here, "--nodes", there, *options)
+    old = start_node("--broadcast-dsn", there, "--nodes", here, *options,
+                     env={"PYTHONPATH": str(previous_release)})
+    new.wait_stats(lambda s: s["peers"][0]["reachable"] and s["peers"][0]["protocol"] == 1,
+                   message="the old peer heard, protocol 1")
+    old.wait_stats(lambda s: s["peers"][0]["reachable"], message="the new peer reached")
+    assert "protocol" not in peer(old)  # the previous release's daemon indeed
+
+    produce(new, context, 20, b"new")  # each ACK waited for the old node's copy
+    produce(old, context, 20, b"old")
+    assert peer(new)["replicas_held"] == peer(old)["replicas_held"] == 20
+    assert consume(new, context, 20) == sorted(b"new %d" % i for i in range(20))
+    assert consume(old, context, 20) == sorted(b"old %d" % i for i in range(20))
+    new.wait_stats(lambda s: s["replicas_held"] == 0, message="old's copies removed")
+    old.wait_stats(lambda s: s["replicas_held"] == 0, message="new's copies removed")
+
+    assert old.stats()["cluster_rejected"] == 0  # it read every frame of this release
+    produce(old, context, 5, b"kept")
+    old.kill()
+    assert consume(new, context, 5) == sorted(b"kept %d" % i for i in range(5))  # taken over
+    assert new.stats()["cluster_rejected"] == 0
+    said = [event for event in new.events if event.get("event") == "peer_protocol_older"]
+    assert [(event["peer_protocol"], event["protocol"]) for event in said] == [
+        (1, CLUSTER_PROTOCOL)]  # once, for all the heartbeats

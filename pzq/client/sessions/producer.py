@@ -43,10 +43,13 @@ class ProducerSession:
     ``unanswered`` maps each message id to its send time until its ACK; ``arrived``
     keeps the last ``keep_acks`` ACKs not yet taken (older ones are dropped and
     counted in ``acks_dropped``), ``latencies`` the last ``keep_acks`` seconds from
-    send to ACK."""
+    send to ACK. A shell that takes each ACK from ``received``'s answer (the asyncio
+    one, which resolves a future a message) says ``keep_arrived=False``: then
+    ``arrived`` stays empty."""
 
     def __init__(self, window: int = 100, batch: int | None = None,
-                 keep_acks: int = KEEP_ACKS, id_prefix: bytes | None = None) -> None:
+                 keep_acks: int = KEEP_ACKS, id_prefix: bytes | None = None,
+                 keep_arrived: bool = True) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
         self.batch = max(1, min(window // 4, MOST_IN_BATCH)) if batch is None else batch
@@ -56,6 +59,7 @@ class ProducerSession:
             raise ValueError("keep_acks must be at least 1")
         self.window = window
         self.keep_acks = keep_acks
+        self.keep_arrived = keep_arrived
         self.acks_dropped = 0
         self.protocol = 1  # 2 once the node said it speaks produce batches
         self.unanswered: dict[bytes, float] = {}  # msg id -> send time
@@ -112,7 +116,8 @@ class ProducerSession:
 
     def received(self, frames: list[bytes], now: float) -> list[ProducerAck]:
         """A frame from the node, at ``now``: the ACKs of ours it answers, also kept in
-        ``arrived``. Anything else is ignored, as the protocol says."""
+        ``arrived`` (unless ``keep_arrived`` is off). Anything else is ignored, as the
+        protocol says."""
         try:
             if batches.is_batch_ack(frames):
                 return self._batch_answered(batches.decode_batch_ack(frames), now)
@@ -148,6 +153,8 @@ class ProducerSession:
         if sent is None:
             return []
         self.latencies.append(now - sent)
+        if not self.keep_arrived:
+            return [ack]
         if len(self.arrived) >= self.keep_acks:
             self.acks_dropped += 1  # never taken: the oldest goes
         self.arrived.append(ack)
@@ -155,6 +162,8 @@ class ProducerSession:
 
     def _keep(self, taken: list[ProducerAck]) -> None:
         """Never taken, the oldest go (``arrived`` is bounded) and are counted."""
+        if not self.keep_arrived:
+            return
         self.acks_dropped += max(0, len(self.arrived) + len(taken) - self.keep_acks)
         self.arrived.extend(taken)
 

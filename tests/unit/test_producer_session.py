@@ -198,6 +198,8 @@ def test_options_are_checked_and_headers_made():
         ProducerSession(keep_acks=0)
     assert ProducerSession(window=10_000).batch == 1000
     assert topic_headers("t", "eu", "d1") == [b"TOPIC:t", b"TAG:eu", b"DEDUP-ID:d1"]
+    assert topic_headers("t", None, key=b"k1") == [b"TOPIC:t", b"KEY:k1"]
+    assert topic_headers(None, None, b"d", "k") == [b"DEDUP-ID:d", b"KEY:k"]
     assert topic_headers(None, None, b"\x01") == [b"DEDUP-ID:\x01"]
 
 

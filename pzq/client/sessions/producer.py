@@ -20,21 +20,27 @@ from pzq.errors import DecodeError
 from pzq.protocol import frames as wire
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.frames import ProducerAck
-from pzq.protocol.headers import DEDUP_HEADER, TAG_HEADER, TOPIC_HEADER
+from pzq.protocol.headers import DEDUP_HEADER, KEY_HEADER, TAG_HEADER, TOPIC_HEADER
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
 MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this
 
 
 def topic_headers(topic: str | None, tag: str | None,
-                  dedup_id: str | bytes | None = None) -> list[bytes]:
-    """The TOPIC, TAG and DEDUP-ID header frames of a message's options."""
+                  dedup_id: str | bytes | None = None,
+                  key: str | bytes | None = None) -> list[bytes]:
+    """The TOPIC, TAG, DEDUP-ID and KEY header frames of a message's options."""
     found = [] if topic is None else [TOPIC_HEADER + topic.encode()]
     found += [] if tag is None else [TAG_HEADER + tag.encode()]
     if dedup_id is not None:
-        found.append(DEDUP_HEADER + (dedup_id.encode() if isinstance(dedup_id, str)
-                                     else dedup_id))
+        found.append(DEDUP_HEADER + _bytes(dedup_id))
+    if key is not None:
+        found.append(KEY_HEADER + _bytes(key))
     return found
+
+
+def _bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
 
 
 class ProducerSession:

@@ -39,12 +39,13 @@ class TrackedAsyncContext(zmq.asyncio.Context):
         return socket
 
 
-async def eventually(condition: Callable[[], Awaitable[T]], timeout: float = 10.0,
+async def eventually(condition: Callable[[], T], timeout: float = 10.0,
                      message: str = "condition") -> T:
-    """Await ``condition`` until it answers something true; fail after ``timeout`` s."""
+    """Ask ``condition`` until it answers something true, letting the loop run
+    between; fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:
-        found = await condition()
+        found = condition()
         if found:
             return found
         if time.monotonic() > deadline:

@@ -62,6 +62,8 @@ class Producer:
         self._futures: dict[bytes, asyncio.Future[ProducerAck]] = {}
         self._answered = asyncio.Event()  # set by the reader when ACKs came
         self._reader: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the first publish's
+        self._topic_frames: dict[str, list[bytes]] = {}  # a topic's TOPIC frame, made once
         self._failure: BaseException | None = None
         self._closed = False
 
@@ -110,20 +112,32 @@ class Producer:
         KEY, TAG and DEDUP-ID header frames; ``headers`` are more, as ``NAME:value``.
         Cancelled here, nothing was sent (the module's docstring)."""
         session = self._session
-        if session.full:
+        if len(session.unanswered) >= session.window:  # full (a step less a message)
             await self._room(timeout)
-        self._check_open()
-        msg_id = msg_id or session.next_msg_id()
-        if msg_id in self._futures:
+        if self._closed or self._failure is not None:
+            self._check_open()
+        if msg_id is None:
+            msg_id = session.next_msg_id()
+        elif msg_id in self._futures:
             raise ValueError(f"message id {msg_id!r} is already waiting for its ACK")
-        future: asyncio.Future[ProducerAck] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+            self._reader = loop.create_task(self._read())
+        future: asyncio.Future[ProducerAck] = loop.create_future()
         self._futures[msg_id] = future
-        frames = session.add(msg_id, parts, [*headers, *topic_headers(topic, tag, dedup_id,
-                                                                      key)],
-                             time.monotonic())
-        self._out.put(frames)
-        if self._reader is None:
-            self._reader = asyncio.get_running_loop().create_task(self._read())
+        if topic is not None and tag is None and dedup_id is None and key is None:
+            found = self._topic_frames.get(topic)
+            if found is None:
+                found = self._topic_frames[topic] = topic_headers(topic, None)
+            frames = session.add(msg_id, parts, [*headers, *found] if headers else found,
+                                 time.monotonic())
+        else:
+            frames = session.add(msg_id, parts,
+                                 [*headers, *topic_headers(topic, tag, dedup_id, key)],
+                                 time.monotonic())
+        if frames is not None:
+            self._out.put(frames)
         return future
 
     async def send(self, parts: Sequence[bytes], topic: str | None = None,
@@ -150,8 +164,13 @@ class Producer:
         self._out.put(self._session.pending_batch())
 
     async def _room(self, timeout: float | None) -> None:
-        """Wait until the window has room (ACKs came)."""
+        """Wait until the window has room (ACKs came). ACKs waiting in the socket are
+        taken here first, without a turn of the loop (the reader's wake is the slow
+        way, for when none is there yet)."""
         self._check_open()
+        self._take_acks()
+        if not self._session.full:
+            return
         self._out.put(self._session.due_batch())  # no ACK would come to send it
         try:
             async with asyncio.timeout(timeout):
@@ -194,19 +213,25 @@ class Producer:
         try:
             while True:
                 first = await socket.recv_multipart()
-                now = time.monotonic()
-                self._answer(session.received(first, now))
-                for frames in drain(socket, READ_AT_ONCE):
-                    self._answer(session.received(frames, now))
-                self._out.put(session.due_batch())
-                poke(socket)  # (the reads above may have taken the descriptor's signal)
-                self._answered.set()
+                self._answer(session.received(first, time.monotonic()))
+                self._take_acks()
         except zmq.ZMQError:
             pass  # closed under it
         except Exception as exc:  # no ACK can come any more: every waiter is told
             self._failure = exc
             self._fail(exc)
             self._answered.set()
+
+    def _take_acks(self) -> None:
+        """Every ACK waiting in the socket, each resolving its message's Future, and
+        the batch that waits when nothing else is out; waiters are told."""
+        session, socket = self._session, self._socket
+        now = time.monotonic()
+        for frames in drain(socket, READ_AT_ONCE):
+            self._answer(session.received(frames, now))
+        self._out.put(session.due_batch())
+        poke(socket)  # (the reads above may have taken the descriptor's signal)
+        self._answered.set()
 
     def _answer(self, acks: list[ProducerAck]) -> None:
         futures = self._futures

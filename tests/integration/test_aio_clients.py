@@ -135,7 +135,12 @@ def test_group_options_filter_start_protocol_and_confirm(node, aio_context):
         async with aio.GroupConsumer(node.consume_dsn, "t-options", "late", start="latest",
                                      context=aio_context) as late:
             await produce(node, aio_context, "t-options", [b"after"])
-            assert [m.parts[0] for m in await late.receive_many(10, 5)] == [b"after"]
+            taken = await late.receive_many(10, 5)
+            assert [m.parts[0] for m in taken] == [b"after"]
+            await late.nack_many(taken)  # given back: comes again
+            again = [message async for message in late.messages(idle_timeout=0.5)]
+            assert [m.parts[0] for m in again] == [b"after"]
+            await late.ack_many(again)
     run(main())
 
 

@@ -29,12 +29,12 @@ def rows_of(output: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)  # the asyncio rows add three workloads
 def test_pzq_alone_reports_every_workload_and_skips_missing_peers_in_one_line(tmp_path):
     missing = str(tmp_path / "no-such-server")
     ran = subprocess.run([sys.executable, str(SCRIPT), *TINY, "--redis-server", missing,
                           "--nats-server", missing, "--json", str(tmp_path / "p.json")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=280,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=400,
                          check=False)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "Traceback" not in ran.stderr

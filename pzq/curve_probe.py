@@ -33,9 +33,9 @@ def why_silent(dsn: str, curve: ClientCurve | None,
     """reach.why_silent, and for a CURVE client that reaches a process there, what the
     node says to its handshake."""
     if curve is not None and reach.accepts_connections(dsn, timeout):
-        refusal = curve_refusal(dsn, curve, timeout)
-        if refusal is not None:
-            return refusal
+        refused = curve_refusal(dsn, curve, timeout)
+        if refused is not None:
+            return refused
     return reach.why_silent(dsn, curve is not None, timeout)
 
 
@@ -43,15 +43,30 @@ def curve_refusal(dsn: str, curve: ClientCurve, timeout: float) -> str | None:
     """Why the node at ``dsn`` refuses ``curve``'s handshake; None when it takes it,
     or when nothing is told within ``timeout`` seconds."""
     ended = _handshake(dsn, curve, timeout)
+    plain = _handshake(dsn, None, timeout) if hung_up(ended) else None
+    return refusal(ended, plain)
+
+
+Ended = tuple[int, int] | None  # how a handshake ended: its monitor's event and value
+
+
+def hung_up(ended: Ended) -> bool:
+    """The node hung up without a word: a handshake without keys tells why (a node
+    without CURVE may hang up as soon as it reads the greeting, too)."""
+    return ended is not None and ended[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+
+
+def refusal(ended: Ended, plain: Ended) -> str | None:
+    """Why a handshake with the client's keys ended as it did (``plain``: how one
+    without keys ended, asked when the node ``hung_up``); None: not refused, or not
+    told. The asyncio clients shake hands without blocking and judge here too."""
     if ended is None:
         return None
     event, value = ended
     if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
         return CLIENT_KEY_REFUSED
     if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        # A node without CURVE may hang up as soon as it reads the greeting, too: it
-        # is the one that takes a handshake without keys.
-        plain = _handshake(dsn, None, timeout)
+        # the node that takes a handshake without keys serves no CURVE
         return NO_CURVE_THERE if plain and plain[0] == zmq.EVENT_HANDSHAKE_SUCCEEDED \
             else SERVER_KEY_WRONG
     if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
@@ -61,7 +76,7 @@ def curve_refusal(dsn: str, curve: ClientCurve, timeout: float) -> str | None:
     return None  # it succeeded: the keys are not the reason
 
 
-def _handshake(dsn: str, curve: ClientCurve | None, timeout: float) -> tuple[int, int] | None:
+def _handshake(dsn: str, curve: ClientCurve | None, timeout: float) -> Ended:
     """How a handshake at ``dsn`` ended (its monitor's event and value); None when it
     did not within ``timeout`` or the endpoint cannot be connected to."""
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)

@@ -62,6 +62,11 @@ class ConsumeRefused(PzqError):
     """The node answered a consumer's CONSUME with ERROR; the text says why."""
 
 
+class ClientClosed(PzqError):
+    """A client was used after its ``close()``, or closed while a call waited; a
+    message closed before its ACK came has this as its answer."""
+
+
 class ArchiveFormatError(DecodeError):
     """Archive bytes that are not whole ZPER records; ``offset`` is the first bad byte."""
 

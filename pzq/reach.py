@@ -91,10 +91,17 @@ def _tcp_accepts(address: tuple[str, int], timeout: float) -> bool | None:
 def why_silent(dsn: str, curve: bool, timeout: float = PROBE_TIMEOUT_S) -> str:
     """The likely reason an endpoint that should answer does not, in words to act on."""
     answers = accepts_connections(dsn, timeout)
+    return silence(answers, unresolvable(dsn) if answers is None else None, curve)
+
+
+def silence(answers: bool | None, unresolved: str | None, curve: bool) -> str:
+    """``why_silent``'s words, from what a probe found: whether a process accepts
+    connections there (None: cannot tell) and why its host does not resolve (None:
+    it does); the asyncio clients probe without blocking and say the same."""
     if answers is False:
         return "nothing answers there (is the node running?)"
     if answers is None:
-        return unresolvable(dsn) or "still connecting"
+        return unresolved or "still connecting"
     if curve:  # pzq.curve_probe tells which, given the client's keys
         return ("it accepts connections but does not answer: a busy node, or one that "
                 "refused this client's CURVE handshake (its --curve-server-key not the "

@@ -21,7 +21,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from pzq import handshakes
 from pzq.errors import ConfigError
 from pzq.zap import LoggingAuthenticator
-from pzq.zmqio import Context, Socket
+from pzq.zmqio import AnySocket, Context, Socket
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ClientCurve:
     keys: KeyPair
     server_public: bytes
 
-    def apply(self, socket: Socket) -> None:
+    def apply(self, socket: AnySocket) -> None:
         socket.curve_publickey = self.keys.public
         socket.curve_secretkey = self.keys.secret
         socket.curve_serverkey = self.server_public

@@ -15,7 +15,7 @@ import zmq
 from pzq import reach
 from pzq.errors import BindError
 from pzq.security import KeyPair, serve_curve
-from pzq.zmqio import Context, Socket
+from pzq.zmqio import AnySocket, Context, Socket
 
 # Producer ACKs must never be dropped: the receive ROUTER reports a full or gone
 # peer (ROUTER_MANDATORY) instead of discarding silently, and has room for the
@@ -63,7 +63,7 @@ def refuse_live_ipc(dsn: str, flag: str) -> None:
                         "(another node running?)")
 
 
-def dual_stack(socket: Socket, *endpoints: str) -> None:
+def dual_stack(socket: AnySocket, *endpoints: str) -> None:
     """pzq's one IPv6 rule, for every socket it binds or connects: IPv6 is on for a
     bracketed address, a wildcard host (bound on both families) and a host name
     (resolved either way); an IPv4 address stays IPv4."""

@@ -14,6 +14,7 @@ the socket once whether a second message waits before it reads until refused.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import zmq
 from zmq.backend import Socket as CompiledSocket
@@ -21,6 +22,8 @@ from zmq.backend import Socket as CompiledSocket
 # The socket and context types pzq uses everywhere: frames are bytes.
 Socket = zmq.Socket[bytes]
 Context = zmq.Context[Socket]
+# The compiled calls below work on any pyzmq socket, zmq.asyncio's too (pzq.aio).
+AnySocket = zmq.Socket[Any]
 Events = dict[Socket | int, int]  # what a poll found: sockets, and plain file descriptors
 
 NOBLOCK = int(zmq.NOBLOCK)
@@ -37,7 +40,7 @@ _recv = CompiledSocket.recv
 recv_frame = _recv
 
 
-def send_frames(socket: Socket, frames: list[bytes]) -> None:
+def send_frames(socket: AnySocket, frames: list[bytes]) -> None:
     """Send without blocking; raises zmq.Again (nothing sent) when there is no room."""
     last = len(frames) - 1
     for index, frame in enumerate(frames):
@@ -67,7 +70,7 @@ def send_last(socket: Socket, frame: bytes) -> None:
     _send(socket, frame, NOBLOCK)
 
 
-def recv_frames(socket: Socket) -> list[bytes]:
+def recv_frames(socket: AnySocket) -> list[bytes]:
     """Receive one whole message without blocking; raises zmq.Again when none waits."""
     frame = _recv(socket, NOBLOCK, False)
     frames = [frame.bytes]
@@ -87,7 +90,7 @@ def recv_rest(socket: Socket, frame: zmq.Frame) -> list[bytes]:
     return frames
 
 
-def drain(socket: Socket, limit: int) -> Iterator[list[bytes]]:
+def drain(socket: AnySocket, limit: int) -> Iterator[list[bytes]]:
     """Every message waiting on ``socket``, up to ``limit``, without blocking."""
     for count in range(limit):
         if count == 1 and not readable(socket):
@@ -98,7 +101,7 @@ def drain(socket: Socket, limit: int) -> Iterator[list[bytes]]:
             return
 
 
-def readable(socket: Socket) -> bool:
+def readable(socket: AnySocket) -> bool:
     return bool(int(socket.getsockopt(EVENTS)) & POLLIN)
 
 

@@ -47,6 +47,15 @@ def context() -> Iterator[zmq.Context]:
 
 
 @pytest.fixture
+def aio_context(context: zmq.Context) -> zmq.Context:
+    """The asyncio clients' context for a test: on the test's context (its inproc
+    endpoints, its leak check)."""
+    from tests.support.aio import TrackedAsyncContext
+
+    return TrackedAsyncContext(context)
+
+
+@pytest.fixture
 def open_socket(context: zmq.Context) -> Iterator[Callable[[int], zmq.Socket]]:
     """Raw sockets for a test, closed when it ends (before the leak check)."""
     opened: list[zmq.Socket] = []

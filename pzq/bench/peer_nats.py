@@ -25,7 +25,7 @@ from pzq.bench.peer_load import (
     wait_for,
 )
 from pzq.bench.peer_servers import find_binary, free_port, missing, nats_command, running
-from pzq.bench.peer_system import Served, Setup, System
+from pzq.bench.peer_system import NATIVE, Served, Setup, System
 
 STREAM = "s0"
 SUBJECT = "s0.m"
@@ -168,4 +168,4 @@ def system(binary: str | None = None) -> System:
     return System("JetStream", "NATS",
                   lambda: missing("nats-server", found, MODULES, INSTALL),
                   functools.partial(serve, binary=found or Path("nats-server")),
-                  produce, consume, hold, claim)
+                  produce, consume, hold, claim, NATIVE)

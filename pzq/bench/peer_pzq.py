@@ -22,7 +22,7 @@ from pzq.bench.peer_load import (
     say,
     wait_for,
 )
-from pzq.bench.peer_system import Served, Setup, System
+from pzq.bench.peer_system import AsyncioClient, Served, Setup, System
 from pzq.client import GroupConsumer, Producer
 
 TOPIC = "t0"
@@ -103,4 +103,7 @@ def claim(address: dict[str, str], group: str, count: int, ack_timeout: float, g
 
 
 def system() -> System:
-    return System("pzq", "pzq", lambda: None, serve, produce, consume, hold, claim)
+    from pzq.bench import peer_pzq_aio
+
+    return System("pzq", "pzq", lambda: None, serve, produce, consume, hold, claim,
+                  AsyncioClient(peer_pzq_aio.produce, peer_pzq_aio.consume))

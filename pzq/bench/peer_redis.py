@@ -28,7 +28,7 @@ from pzq.bench.peer_load import (
     wait_for,
 )
 from pzq.bench.peer_servers import find_binary, free_port, missing, redis_command, running
-from pzq.bench.peer_system import Served, Setup, System
+from pzq.bench.peer_system import AsyncioClient, Served, Setup, System
 
 STREAM = "s0"
 FIELD = b"b"  # the one field of an entry: the message's body
@@ -150,9 +150,13 @@ def claim(address: dict[str, str], group: str, count: int, ack_timeout: float, g
 
 
 def system(binary: str | None = None) -> System:
-    """Redis Streams with redis-server found on PATH, or at ``binary``."""
+    """Redis Streams with redis-server found on PATH, or at ``binary``; its asyncio
+    client is redis-py's (``redis.asyncio``)."""
+    from pzq.bench import peer_redis_aio
+
     found = find_binary("redis-server", binary)
     return System("Redis Streams", "Redis",
                   lambda: missing("redis-server", found, MODULES, INSTALL),
                   functools.partial(serve, binary=found or Path("redis-server")),
-                  produce, consume, hold, claim)
+                  produce, consume, hold, claim,
+                  AsyncioClient(peer_redis_aio.produce, peer_redis_aio.consume))

@@ -29,6 +29,15 @@ class Served:
 
 
 @dataclass(frozen=True)
+class AsyncioClient:
+    """A system's asyncio client, as its ``produce`` and ``consume`` load generators
+    (the same signatures as the system's own); each runs one event loop."""
+
+    produce: Callable[..., None]
+    consume: Callable[..., None]
+
+
+@dataclass(frozen=True)
 class System:
     """One system, measured with its own Python client. The load generators (``start``
     and ``ready`` are Events, or None):
@@ -39,6 +48,10 @@ class System:
     * ``hold(address, group, count, results)``: read ``count``, never ACK, hang
     * ``claim(address, group, count, ack_timeout, go, results)``: once ``go`` is set,
       join the group and take what another consumer held
+
+    ``asyncio``: its asyncio client, measured in the asyncio rows; ``NATIVE`` when
+    its one client is asyncio already (its own rows are its asyncio rows); None: it
+    has none.
     """
 
     name: str  # as the table heads its column
@@ -49,3 +62,7 @@ class System:
     consume: Callable[..., None]
     hold: Callable[..., None]
     claim: Callable[..., None]
+    asyncio: AsyncioClient | None = None
+
+
+NATIVE = AsyncioClient(lambda *args: None, lambda *args: None)  # its own client is asyncio

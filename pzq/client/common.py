@@ -7,13 +7,13 @@ from collections.abc import Callable, Sequence
 
 from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
-from pzq.zmqio import Socket
+from pzq.zmqio import AnySocket
 
 NOTICE_AFTER_S = 1.0  # silence after which a waiting tool says what it waits for
 WaitNotice = Callable[[], None]  # called once a wait has lasted NOTICE_AFTER_S
 
 
-def connect(socket: Socket, dsn: str | Sequence[str], curve: ClientCurve | None) -> None:
+def connect(socket: AnySocket, dsn: str | Sequence[str], curve: ClientCurve | None) -> None:
     """Connect to one endpoint, or to several (a list: the socket spreads over them)."""
     if curve is not None:
         curve.apply(socket)

@@ -127,6 +127,11 @@ def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None,
         reply = request_monitor(dsn, "STATS", timeout, curve, notice, context)
     except (TimeoutError, EndpointError) as exc:
         return StatsAnswer(dsn, None, str(exc))
+    return stats_answer(dsn, reply)
+
+
+def stats_answer(dsn: str, reply: bytes) -> StatsAnswer:
+    """A STATS reply read: its figures, or why they are none."""
     try:
         return StatsAnswer(dsn, json.loads(reply))
     except ValueError:

@@ -30,3 +30,21 @@ def test_a_row_misses_its_target_on_the_median_ratio_or_the_median_p99_ratio():
     late.add(100.0, 1.2, 5.0, 40.0, 2.0)
     assert late.met() is False
     assert Row("a baseline").met() is None
+
+
+def test_the_peers_table_gives_the_asyncio_client_over_the_sync_one_within_each_repeat():
+    from pzq.bench.peer_table import OVER_SYNC, Table
+
+    table = Table([("pzq", "pzq"), ("Redis Streams", "Redis")])
+    for sync, aio, redis_aio in ((100.0, 90.0, 45.0), (200.0, 100.0, 50.0)):
+        table.add_repeat({"pzq": {"produce": sync, "aio produce": aio},
+                          "Redis Streams": {"aio produce": redis_aio}})
+    found = {row["figure"]: row for row in table.summary()}
+    produced = found["asyncio: produce"]
+    assert produced[OVER_SYNC] == {"median": 0.7, "repeats": [0.9, 0.5]}
+    assert produced["pzq/Redis"]["repeats"] == [2.0, 2.0]
+    assert OVER_SYNC not in found["produce 100 B, window 100, ACK after write"]
+    lines = table.lines()
+    assert lines[0].endswith(OVER_SYNC)
+    (row,) = [line for line in lines if line.startswith("asyncio: produce ")]
+    assert row.endswith("0.70 (0.50-0.90)")

@@ -246,6 +246,16 @@ def test_a_heartbeat_goes_once_a_period_passed_with_nothing_sent():
     assert session.heartbeat(4.5) == [wire.HEARTBEAT] and session.next_deadline(4.5) == 6.5
 
 
+def test_an_answer_with_no_keys_sends_nothing_and_the_heartbeat_stays_due():
+    """A loop that answers every read, also an empty one (``ack_many([])``), sends
+    nothing then: the HEARTBEAT must still go, or a node that restarted never says it
+    does not know the connection and the consumer never joins again."""
+    session = joined(heartbeat_ms=1000)  # sent its CONSUME at 0
+    for now in (0.5, 1.0, 1.5):
+        assert session.ack([], now) == () and session.nack([], now) == ()
+    assert session.wake(1.5) == [[wire.HEARTBEAT]]
+
+
 def test_joining_again_counts_as_something_sent():
     session = joined(heartbeat_ms=1000)
     session.received(error("HEARTBEAT before CONSUME: send CONSUME first"), 7.0)

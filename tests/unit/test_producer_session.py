@@ -152,6 +152,25 @@ def test_a_batch_beyond_the_kept_acks_counts_what_it_drops():
     assert list(session.latencies) == [1.0, 1.0]  # m3's and m4's
 
 
+def test_a_shell_that_takes_acks_from_received_keeps_none():
+    """The asyncio shell resolves a future per ACK from ``received``'s answer:
+    ``arrived`` stays empty and nothing is counted as dropped, alone or in batches."""
+    session = ProducerSession(window=8, batch=2, keep_acks=1, id_prefix=b"p",
+                              keep_arrived=False)
+    first = session.add(b"first", [b"x"], [], now=0.0)
+    assert first is not None
+    taken = session.received(ack_of(first, speaks_batches=True), 0.5)
+    assert [ack.msg_id for ack in taken] == [b"first"] and session.protocol == 2
+    alone = session.add(b"m0", [b"0"], [], now=1.0)
+    batch = [session.add(b"m%d" % n, [b"x"], [], now=1.0) for n in (1, 2)][-1]
+    assert alone is not None and batch is not None
+    taken = session.received(batch_ack_of(alone), 2.0) + session.received(batch_ack_of(batch),
+                                                                           2.0)
+    assert [ack.msg_id for ack in taken] == [b"m0", b"m1", b"m2"]
+    assert not session.arrived and session.acks_dropped == 0 and not session.unanswered
+    assert list(session.latencies) == [1.0]  # keep_acks bounds the latencies still
+
+
 def test_one_message_s_ack_is_taken_alone():
     session = ProducerSession(window=4, batch=1)
     first, second = (session.add(b"m%d" % n, [b"x"], [], now=0.0) for n in range(2))
@@ -179,6 +198,8 @@ def test_options_are_checked_and_headers_made():
         ProducerSession(keep_acks=0)
     assert ProducerSession(window=10_000).batch == 1000
     assert topic_headers("t", "eu", "d1") == [b"TOPIC:t", b"TAG:eu", b"DEDUP-ID:d1"]
+    assert topic_headers("t", None, key=b"k1") == [b"TOPIC:t", b"KEY:k1"]
+    assert topic_headers(None, None, b"d", "k") == [b"DEDUP-ID:d", b"KEY:k"]
     assert topic_headers(None, None, b"\x01") == [b"DEDUP-ID:\x01"]
 
 

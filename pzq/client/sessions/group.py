@@ -168,11 +168,14 @@ class GroupSession(Generic[M]):
         return self._keys(wire.REJECT, keys, now)
 
     def _keys(self, verb: bytes, keys: list[bytes], now: float, delay_ms: int = 0) -> Out:
-        """At most MAX_KEYS keys in one message: more go in several."""
+        """At most MAX_KEYS keys in one message: more go in several; none, none (and
+        nothing sent: the heartbeat stays due)."""
+        if not keys:
+            return NOTHING
         self._last_sent = now
         most, protocol = wire.MAX_KEYS, self.protocol
         if len(keys) <= most:  # the common case, at every ACK: one message
-            return [wire.encode_keys(verb, keys, delay_ms, protocol)] if keys else NOTHING
+            return [wire.encode_keys(verb, keys, delay_ms, protocol)]
         return [wire.encode_keys(verb, keys[start:start + most], delay_ms, protocol)
                 for start in range(0, len(keys), most)]
 

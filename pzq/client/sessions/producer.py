@@ -20,21 +20,27 @@ from pzq.errors import DecodeError
 from pzq.protocol import frames as wire
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.frames import ProducerAck
-from pzq.protocol.headers import DEDUP_HEADER, TAG_HEADER, TOPIC_HEADER
+from pzq.protocol.headers import DEDUP_HEADER, KEY_HEADER, TAG_HEADER, TOPIC_HEADER
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
 MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this
 
 
 def topic_headers(topic: str | None, tag: str | None,
-                  dedup_id: str | bytes | None = None) -> list[bytes]:
-    """The TOPIC, TAG and DEDUP-ID header frames of a message's options."""
+                  dedup_id: str | bytes | None = None,
+                  key: str | bytes | None = None) -> list[bytes]:
+    """The TOPIC, TAG, DEDUP-ID and KEY header frames of a message's options."""
     found = [] if topic is None else [TOPIC_HEADER + topic.encode()]
     found += [] if tag is None else [TAG_HEADER + tag.encode()]
     if dedup_id is not None:
-        found.append(DEDUP_HEADER + (dedup_id.encode() if isinstance(dedup_id, str)
-                                     else dedup_id))
+        found.append(DEDUP_HEADER + _bytes(dedup_id))
+    if key is not None:
+        found.append(KEY_HEADER + _bytes(key))
     return found
+
+
+def _bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
 
 
 class ProducerSession:
@@ -43,10 +49,13 @@ class ProducerSession:
     ``unanswered`` maps each message id to its send time until its ACK; ``arrived``
     keeps the last ``keep_acks`` ACKs not yet taken (older ones are dropped and
     counted in ``acks_dropped``), ``latencies`` the last ``keep_acks`` seconds from
-    send to ACK."""
+    send to ACK. A shell that takes each ACK from ``received``'s answer (the asyncio
+    one, which resolves a future a message) says ``keep_arrived=False``: then
+    ``arrived`` stays empty."""
 
     def __init__(self, window: int = 100, batch: int | None = None,
-                 keep_acks: int = KEEP_ACKS, id_prefix: bytes | None = None) -> None:
+                 keep_acks: int = KEEP_ACKS, id_prefix: bytes | None = None,
+                 keep_arrived: bool = True) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
         self.batch = max(1, min(window // 4, MOST_IN_BATCH)) if batch is None else batch
@@ -56,6 +65,7 @@ class ProducerSession:
             raise ValueError("keep_acks must be at least 1")
         self.window = window
         self.keep_acks = keep_acks
+        self.keep_arrived = keep_arrived
         self.acks_dropped = 0
         self.protocol = 1  # 2 once the node said it speaks produce batches
         self.unanswered: dict[bytes, float] = {}  # msg id -> send time
@@ -112,7 +122,8 @@ class ProducerSession:
 
     def received(self, frames: list[bytes], now: float) -> list[ProducerAck]:
         """A frame from the node, at ``now``: the ACKs of ours it answers, also kept in
-        ``arrived``. Anything else is ignored, as the protocol says."""
+        ``arrived`` (unless ``keep_arrived`` is off). Anything else is ignored, as the
+        protocol says."""
         try:
             if batches.is_batch_ack(frames):
                 return self._batch_answered(batches.decode_batch_ack(frames), now)
@@ -148,6 +159,8 @@ class ProducerSession:
         if sent is None:
             return []
         self.latencies.append(now - sent)
+        if not self.keep_arrived:
+            return [ack]
         if len(self.arrived) >= self.keep_acks:
             self.acks_dropped += 1  # never taken: the oldest goes
         self.arrived.append(ack)
@@ -155,6 +168,8 @@ class ProducerSession:
 
     def _keep(self, taken: list[ProducerAck]) -> None:
         """Never taken, the oldest go (``arrived`` is bounded) and are counted."""
+        if not self.keep_arrived:
+            return
         self.acks_dropped += max(0, len(self.arrived) + len(taken) - self.keep_acks)
         self.arrived.extend(taken)
 

@@ -1,0 +1,143 @@
+"""The asyncio Consumer of a node's --send-dsn: the original pzq's delivery frames (its
+session: pzq.client.sessions.consumer) on a ``zmq.asyncio`` ROUTER, as the sync
+Consumer is on a plain socket. A consumer of a group on --consume-dsn is a
+``GroupConsumer``.
+
+``receive`` waits only where it has taken nothing (pzq.aio.socket_io), so a task
+cancelled there loses no delivery: the next ``receive`` takes it, or the node
+gives it back at its ack deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+
+import zmq
+
+from pzq.aio.message import Message
+from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke, wait_events
+from pzq.client.sessions.consumer import ConsumerSession
+from pzq.errors import ClientClosed
+from pzq.security import ClientCurve
+from pzq.zmqio import POLLIN, recv_frames
+
+GROUP_ONLY = ("{verb} is a group consumer's (--consume-dsn): the original protocol of "
+              "--send-dsn has ACK and give back only")
+
+
+class Consumer:
+    """Receives deliveries from one or more nodes on --send-dsn (a list of endpoints:
+    from each); ``prefetch`` bounds the deliveries waiting in the socket."""
+
+    def __init__(self, dsn: str | Sequence[str], prefetch: int = 256,
+                 curve: ClientCurve | None = None,
+                 context: AsyncContext | None = None) -> None:
+        self._session = ConsumerSession(Message, self)
+        self._socket = open_socket(context, zmq.ROUTER, dsn, curve,
+                                   {zmq.LINGER: 1000, zmq.RCVHWM: prefetch})
+        self._out = Outbox(self._socket, "consumer")
+        self._closed = False
+
+    @property
+    def malformed(self) -> int:
+        """Frames received that were no delivery (dropped)."""
+        return self._session.malformed
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def receive(self, timeout: float | None = None) -> Message | None:
+        """The next delivery, or None if none arrives within ``timeout`` seconds."""
+        self._check_open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        socket, session = self._socket, self._session
+        while True:
+            try:
+                frames = recv_frames(socket)
+            except zmq.Again:
+                poke(socket)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                await wait_events(socket, POLLIN, left, "consumer")
+                continue
+            message = session.received(frames)
+            if message is not None:
+                poke(socket)
+                return message
+
+    async def receive_many(self, most: int, timeout: float | None = None) -> list[Message]:
+        """Up to ``most`` deliveries: waits up to ``timeout`` s for the first, then takes
+        what has arrived already."""
+        found: list[Message] = []
+        message = await self.receive(timeout)
+        while message is not None:
+            found.append(message)
+            if len(found) >= most:
+                break
+            message = await self.receive(0)
+        return found
+
+    async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[Message]:
+        """Deliveries until none arrives for ``idle_timeout`` seconds."""
+        while (message := await self.receive(idle_timeout)) is not None:
+            yield message
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            message = await self.receive()
+        except ClientClosed:
+            raise StopAsyncIteration from None
+        assert message is not None
+        return message
+
+    async def ack(self, message: Message) -> None:
+        self._answer(self._session.answer(message, True))
+
+    async def ack_many(self, messages: Iterable[Message]) -> None:
+        """ACK each (the original protocol ACKs one delivery a message)."""
+        for message in messages:
+            self._answer(self._session.answer(message, True))
+
+    async def nack(self, message: Message, delay: float | None = None) -> None:
+        """Give it back: delivered again soon (the original protocol has no delay)."""
+        if delay is not None:
+            raise ValueError(GROUP_ONLY.format(verb="a NACK with a delay"))
+        self._answer(self._session.answer(message, False))
+
+    async def working(self, *messages: Message) -> None:
+        raise ValueError(GROUP_ONLY.format(verb="working()"))
+
+    async def reject(self, *messages: Message) -> None:
+        raise ValueError(GROUP_ONLY.format(verb="reject()"))
+
+    def _answer(self, frames: list[bytes]) -> None:
+        self._check_open()
+        self._out.put(frames)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("the consumer is closed")
+
+    async def close(self) -> None:
+        """Close; answers still waiting for room get up to a second to go."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._out.drained(1.0)
+        except ClientClosed:
+            pass
+        self._out.dropped()
+        self._socket.close()
+
+    async def __aenter__(self) -> Consumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

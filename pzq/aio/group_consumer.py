@@ -1,0 +1,298 @@
+"""The asyncio consumer of one group of a topic on a node's --consume-dsn: a shell over
+the group's session (pzq.client.sessions.group) on a ``zmq.asyncio`` DEALER, as the
+sync GroupConsumer is one on a plain socket. The session joins the group, joins
+again after the node restarted, agrees the protocol and keeps the deliveries; this
+shell reads the socket when a task asks for a delivery, and sends what the session
+gives in order (pzq.aio.socket_io.Outbox).
+
+Cancellation: ``receive`` waits only where it has taken nothing from the socket.
+What it took (a batch of deliveries in one message) waits in the session for the
+next ``receive``; a delivery no task takes goes back to the node at its ack
+deadline, or at ``close``. An answer (``ack``, ``nack``, ...) once given is sent
+whatever happens to the task that gave it.
+
+The consumer stays alive for the node through its connection's heartbeats (ZeroMQ's,
+in its I/O thread), whatever the tasks of the loop do; ``receive`` also sends a
+HEARTBEAT after a period with nothing sent, so that a node that restarted says it
+does not know the connection, and the consumer joins again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+
+import zmq
+
+from pzq.aio import probe
+from pzq.aio.message import Message
+from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, open_socket, poke, wait_events
+from pzq.client.group_consumer import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
+from pzq.client.sessions.group import GroupSession
+from pzq.errors import ClientClosed
+from pzq.protocol import consume as wire
+from pzq.security import ClientCurve
+from pzq.zmqio import POLLIN, recv_frames
+
+CLOSE_DRAIN_S = 1.0  # answers still waiting at close are given this long to go
+OPTIONS = ("filter", "start", "timeout", "declare", "confirm", "protocol")  # by name
+
+
+class GroupConsumer:
+    """Receives the deliveries of one consumer group, at most ``window`` unacked; the
+    options are the sync GroupConsumer's. It joins the group in ``async with`` (or at
+    its first ``receive``): TimeoutError when the node does not answer within
+    ``timeout`` s, ConsumeRefused when it refuses the group."""
+
+    def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
+                 filter: str = "", start: str | int = "earliest",
+                 curve: ClientCurve | None = None, timeout: float | None = 10.0,
+                 declare: bool = False, confirm: bool = False,
+                 protocol: int = wire.LATEST_PROTOCOL,
+                 context: AsyncContext | None = None) -> None:
+        self.dsn = dsn
+        self.curve = curve
+        self.timeout = timeout
+        subscribe = wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
+                                   declare=declare, protocol=protocol)
+        self._session = GroupSession(subscribe, Message, self, time.monotonic())
+        # No receive limit: credits bound what the node sends (the sync client's why).
+        self._socket = open_socket(context, zmq.DEALER, dsn, curve, {
+            zmq.LINGER: 1000, zmq.HEARTBEAT_IVL: HEARTBEAT_IVL_MS,
+            zmq.HEARTBEAT_TIMEOUT: HEARTBEAT_TIMEOUT_MS, zmq.RCVHWM: 0})
+        self._out = Outbox(self._socket, "consumer")
+        self._consume_sent = False
+        self._closed = False
+
+    @staticmethod
+    def check_options(options: Iterable[str]) -> None:
+        """TypeError naming any option given by name that a GroupConsumer does not take
+        (a routed consumer checks before it joins any node)."""
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown option {', '.join(unknown)}: a group consumer takes "
+                            f"{', '.join(OPTIONS)}")
+
+    # -- what the session knows --------------------------------------------------------
+
+    @property
+    def subscribe(self) -> wire.Subscribe:
+        return self._session.subscribe
+
+    @property
+    def protocol(self) -> int:
+        """What the node's CONSUMING agreed to."""
+        return self._session.protocol
+
+    @property
+    def joined(self) -> bool:
+        return self._session.joined
+
+    @property
+    def errors(self) -> list[str]:
+        """ERROR answers to ACK or NACK (and the others), in the order they came."""
+        return self._session.errors
+
+    @property
+    def malformed(self) -> int:
+        return self._session.malformed
+
+    @property
+    def arrived(self) -> int:
+        """Deliveries taken from the socket already, which receive returns at once."""
+        return len(self._session.arrived)
+
+    @property
+    def socket(self) -> AsyncSocket:
+        """Its socket, to wait on beside others (a routed consumer's)."""
+        return self._socket
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- joining -----------------------------------------------------------------------
+
+    async def join(self) -> None:
+        """Join the group (once; ``async with`` and the first ``receive`` do it):
+        TimeoutError after ``timeout`` s without the node's answer, ConsumeRefused
+        when it refuses; the consumer is closed then."""
+        self._check_open()
+        session = self._session
+        if session.joined:
+            return
+        if not self._consume_sent:
+            self._consume_sent = True
+            self._out.put(session.consume(time.monotonic()))
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            while not self._read(time.monotonic(), until_joined=True):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    why = await probe.why_silent(self.dsn, self.curve,
+                                                 min(self.timeout or 1, probe.PROBE_TIMEOUT_S))
+                    raise TimeoutError(f"no answer to CONSUME within {self.timeout:g} s: "
+                                       f"{why}")
+                await wait_events(self._socket, POLLIN, left, "consumer")
+        except Exception:  # refused, or no answer: closed (a cancellation may join later)
+            await self._shut(drain=False)
+            raise
+
+    # -- deliveries --------------------------------------------------------------------
+
+    async def receive(self, timeout: float | None = None) -> Message | None:
+        """The next delivery, or None if none arrives within ``timeout`` seconds
+        (None: waits as long as it takes)."""
+        self._check_open()
+        arrived = self._session.arrived
+        if arrived:
+            return arrived.popleft()
+        if not self._session.joined:
+            await self.join()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        session = self._session
+        while True:
+            now = time.monotonic()
+            if self._read(now):
+                return arrived.popleft()
+            if deadline is not None and now >= deadline:
+                return None
+            wake = session.next_deadline(now)
+            until = wake if deadline is None else min(deadline, wake)
+            await wait_events(self._socket, POLLIN, max(0.001, until - now), "consumer")
+
+    def _read(self, now: float, until_joined: bool = False) -> bool:
+        """Send what time asks for, then read the socket, a message at a time, until a
+        delivery is there (or the group is joined); True then. Never waits."""
+        session, socket, out = self._session, self._socket, self._out
+        if session.joined:
+            out.put_all(session.wake(now))
+        arrived = session.arrived
+        found = False
+        while not found:
+            try:
+                frames = recv_frames(socket)
+            except zmq.Again:
+                break
+            out.put_all(session.received(frames, now))
+            found = session.joined if until_joined else bool(arrived)
+        poke(socket)
+        return found
+
+    async def receive_many(self, most: int, timeout: float | None = None) -> list[Message]:
+        """Up to ``most`` deliveries: waits up to ``timeout`` s for the first, then takes
+        what has arrived already, without waiting more (whole batches at once)."""
+        first = await self.receive(timeout)
+        if first is None:
+            return []
+        found = [first]
+        session = self._session
+        while len(found) < most:
+            if not session.arrived and not self._read(time.monotonic()):
+                break
+            found += session.take(most - len(found))
+        return found
+
+    async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[Message]:
+        """Deliveries until none arrives for ``idle_timeout`` seconds."""
+        while (message := await self.receive(idle_timeout)) is not None:
+            yield message
+
+    def __aiter__(self) -> GroupConsumer:
+        """Every delivery as it comes, until the consumer is closed."""
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            message = await self.receive()
+        except ClientClosed:
+            raise StopAsyncIteration from None
+        assert message is not None  # without a timeout, receive waits for one
+        return message
+
+    # -- answers -----------------------------------------------------------------------
+
+    async def ack(self, message: Message) -> None:
+        self._answer(self._session.ack([message.key], time.monotonic()))
+
+    async def ack_many(self, messages: Iterable[Message]) -> None:
+        """ACK these deliveries in one ACK (cheaper for both ends than one each)."""
+        self._answer(self._session.ack([message.key for message in messages],
+                                       time.monotonic()))
+
+    async def nack(self, message: Message, delay: float | None = None) -> None:
+        """Give it back: to go again at once, or after ``delay`` seconds."""
+        self._answer(self._session.nack([message.key], time.monotonic(), delay))
+
+    async def nack_many(self, messages: Iterable[Message], delay: float | None = None) -> None:
+        self._answer(self._session.nack([message.key for message in messages],
+                                        time.monotonic(), delay))
+
+    async def working(self, *messages: Message) -> None:
+        """Still at work on these: each one's ack deadline starts again."""
+        self._answer(self._session.working([message.key for message in messages],
+                                           time.monotonic()))
+
+    async def reject(self, *messages: Message) -> None:
+        """Give these up for good: to the dead letters, never delivered again."""
+        self._answer(self._session.reject([message.key for message in messages],
+                                          time.monotonic()))
+
+    async def ack_confirmed(self, messages: Iterable[Message], timeout: float = 10.0) -> None:
+        """ACK and wait until the node says the ACKs are written (``confirm=True``);
+        TimeoutError if it has not within ``timeout`` s. Deliveries that come meanwhile
+        wait for ``receive``."""
+        session = self._session
+        keys = [message.key for message in messages]
+        self._answer(session.confirm(keys, time.monotonic()))
+        deadline = time.monotonic() + timeout
+        while session.unconfirmed(keys):
+            self._read(time.monotonic(), until_joined=False)
+            if not session.unconfirmed(keys):
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                waiting = session.unconfirmed(keys)
+                session.forget_unconfirmed(keys)
+                raise TimeoutError(f"{waiting} ACKs not confirmed within {timeout:g} s")
+            await wait_events(self._socket, POLLIN, left, "consumer")
+
+    def _answer(self, out: Sequence[list[bytes]]) -> None:
+        self._check_open()
+        self._out.put_all(out)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("the consumer is closed")
+
+    # -- closing -----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Send the answers still waiting (for up to a second), say BYE so the node
+        gives back what is unacked at once, and close. Tasks waiting in ``receive``
+        get ClientClosed (``async for`` ends)."""
+        await self._shut(drain=True)
+
+    async def _shut(self, drain: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        out = self._out
+        try:
+            if drain:
+                await out.drained(CLOSE_DRAIN_S)
+            if self._consume_sent:
+                out.put(self._session.bye())
+                out.push()
+        except ClientClosed:
+            pass
+        out.dropped()
+        self._session.arrived.clear()  # not taken: the node gives them back
+        self._socket.close()
+
+    async def __aenter__(self) -> GroupConsumer:
+        await self.join()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,115 @@
+"""Why an endpoint does not answer, told without blocking the loop: the asyncio form
+of pzq.reach and pzq.curve_probe, whose words it says (``reach.silence``,
+``curve_probe.refusal``).
+
+A plain connection tells whether a process accepts connections there; for a CURVE
+client, a socket that only shakes hands tells, by its monitor, whether the node
+refused the client's key, could not read its handshake, or serves no CURVE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket as sockets
+from collections.abc import Sequence
+
+import zmq
+import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message
+
+from pzq import curve_probe, reach
+from pzq.security import ClientCurve
+from pzq.sockets import dual_stack
+from pzq.zmqio import recv_frames
+
+PROBE_TIMEOUT_S = reach.PROBE_TIMEOUT_S
+
+
+async def why_silent(dsn: str | Sequence[str], curve: ClientCurve | None,
+                     timeout: float = PROBE_TIMEOUT_S) -> str:
+    """The likely reason ``dsn`` does not answer, in words to act on (several
+    endpoints: each one's, named)."""
+    if isinstance(dsn, str):
+        return await _why_silent(dsn, curve, timeout)
+    reasons = await asyncio.gather(*(_why_silent(each, curve, timeout) for each in dsn))
+    return "; ".join(f"{each}: {reason}" for each, reason in zip(dsn, reasons, strict=True))
+
+
+async def _why_silent(dsn: str, curve: ClientCurve | None, timeout: float) -> str:
+    answers = await accepts_connections(dsn, timeout)
+    if answers and curve is not None:
+        refused = await curve_refusal(dsn, curve, timeout)
+        if refused is not None:
+            return refused
+    unresolved = await unresolvable(dsn) if answers is None else None
+    return reach.silence(answers, unresolved, curve is not None)
+
+
+async def accepts_connections(dsn: str, timeout: float = PROBE_TIMEOUT_S) -> bool | None:
+    """True: a process accepts connections at ``dsn``; False: none does; None: cannot
+    tell (another transport, an unresolvable host, no answer in time)."""
+    path = reach.ipc_path(dsn)
+    address = reach.tcp_address(dsn)
+    if path is not None:
+        target = "\0" + path[1:] if path.startswith("@") else path
+        opening = asyncio.open_unix_connection(target)
+    elif address is not None:
+        opening = asyncio.open_connection(*address)
+    else:
+        return None
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await opening
+    except (FileNotFoundError, ConnectionRefusedError):
+        return False
+    except (OSError, TimeoutError):
+        return None
+    writer.close()
+    return True
+
+
+async def unresolvable(dsn: str) -> str | None:
+    """Why the host of a ``tcp://`` endpoint has no address (None: it has, or not tcp)."""
+    address = reach.tcp_address(dsn)
+    if address is None:
+        return None
+    try:
+        await asyncio.get_running_loop().getaddrinfo(*address, type=sockets.SOCK_STREAM)
+    except sockets.gaierror as exc:
+        return f"host {address[0]} does not resolve ({exc.strerror})"
+    except OSError:
+        return None
+    return None
+
+
+async def curve_refusal(dsn: str, curve: ClientCurve, timeout: float) -> str | None:
+    """Why the node at ``dsn`` refuses ``curve``'s handshake; None when it takes it,
+    or when nothing is told within ``timeout`` seconds."""
+    ended = await _handshake(dsn, curve, timeout)
+    plain = await _handshake(dsn, None, timeout) if curve_probe.hung_up(ended) else None
+    return curve_probe.refusal(ended, plain)
+
+
+async def _handshake(dsn: str, curve: ClientCurve | None,
+                     timeout: float) -> curve_probe.Ended:
+    """How a handshake at ``dsn`` ended; None when it did not within ``timeout``."""
+    socket = zmq.asyncio.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    monitor = socket.get_monitor_socket(curve_probe.EVENTS)
+    try:
+        dual_stack(socket, dsn)
+        if curve is not None:
+            curve.apply(socket)
+        socket.connect(dsn)
+        poller = zmq.asyncio.Poller()
+        poller.register(monitor, zmq.POLLIN)
+        if not await poller.poll(int(timeout * 1000)):
+            return None
+        event = parse_monitor_message(recv_frames(monitor))
+        return int(event["event"]), int(event["value"])
+    except zmq.ZMQError:
+        return None  # the endpoint itself is wrong: the caller's connect says how
+    finally:
+        socket.disable_monitor()
+        monitor.close()
+        socket.close()

@@ -1,0 +1,278 @@
+"""The asyncio Producer: a shell over the producer's session (pzq.client.sessions.producer)
+on a ``zmq.asyncio`` DEALER, as the sync Producer is one on a plain socket.
+
+``publish`` takes a message into the window and returns a Future that its ACK
+resolves; ``send`` is ``publish`` and the wait for that ACK. A task of the producer's
+own reads the node's ACKs as they come and resolves each message's Future, so any
+number of tasks may publish and wait at once, on the one event loop that made the
+producer (its socket is that loop's).
+
+Cancellation: ``publish`` waits in one place only, for room in the window, before
+the message is taken; from then on it does not wait. So a task cancelled inside
+``publish`` has sent nothing (the message is in no window, no batch and not on the
+socket), and once ``publish`` has returned the message is the producer's: it goes
+on the socket at once, or with its produce batch, whole (a cancellation cuts no
+multipart message: pzq.aio.socket_io), and its Future resolves at its ACK whatever
+happens to the task that waits for it (the producer holds it; a waiter that must
+survive its own cancellation awaits it through ``asyncio.shield``). ``send`` is
+cancelled either in ``publish`` (not sent) or while it waits for the ACK (sent):
+a task that must tell which after a cancellation uses the two steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import zmq
+
+from pzq.aio import probe
+from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke
+from pzq.client.sessions.producer import KEEP_ACKS, ProducerSession, topic_headers
+from pzq.errors import ClientClosed
+from pzq.protocol.frames import ProducerAck
+from pzq.security import ClientCurve
+from pzq.zmqio import drain
+
+__all__ = ["Producer"]
+
+READ_AT_ONCE = 1000  # ACK frames read in one wake before the loop runs other tasks
+
+
+class Producer:
+    """Sends messages to a node's --receive-dsn and resolves each one's Future at its
+    ACK, keeping up to ``window`` unanswered. ``batch``: most messages in one produce
+    batch (default a quarter of the window); 1 sends every message alone. ``curve``:
+    this client's key pair and the node's public key, with CURVE on the node.
+
+    An ACK carries what the sync client's does: ``ok``, and REPLICATION_FAILED,
+    DUPLICATE, MOVED or the reason of a refusal in ``status_message``."""
+
+    def __init__(self, dsn: str | Sequence[str], window: int = 100, batch: int | None = None,
+                 curve: ClientCurve | None = None, context: AsyncContext | None = None,
+                 keep_acks: int = KEEP_ACKS) -> None:
+        self.dsn = dsn
+        self.curve = curve
+        self._session = ProducerSession(window, batch, keep_acks, keep_arrived=False)
+        self._socket = open_socket(context, zmq.DEALER, dsn, curve, {
+            zmq.LINGER: 1000, zmq.SNDHWM: max(1000, window * 2),
+            zmq.RCVHWM: max(1000, window * 2)})
+        self._out = Outbox(self._socket, "producer")
+        self._futures: dict[bytes, asyncio.Future[ProducerAck]] = {}
+        self._answered = asyncio.Event()  # set by the reader when ACKs came
+        self._reader: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the first publish's
+        self._topic_frames: dict[str, list[bytes]] = {}  # a topic's TOPIC frame, made once
+        self._failure: BaseException | None = None
+        self._closed = False
+
+    # -- what the session knows --------------------------------------------------------
+
+    @property
+    def window(self) -> int:
+        return self._session.window
+
+    @property
+    def batch(self) -> int:
+        return self._session.batch
+
+    @property
+    def protocol(self) -> int:
+        """2 once the node said it speaks produce batches."""
+        return self._session.protocol
+
+    @property
+    def outstanding(self) -> int:
+        """Messages taken and not yet ACKed."""
+        return len(self._session.unanswered)
+
+    @property
+    def latencies(self) -> Sequence[float]:
+        """Seconds from send to ACK, in ACK order, the last ``keep_acks``."""
+        return self._session.latencies
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def next_msg_id(self) -> bytes:
+        return self._session.next_msg_id()
+
+    # -- sending -----------------------------------------------------------------------
+
+    async def publish(self, parts: Sequence[bytes], topic: str | None = None,
+                      key: str | bytes | None = None, tag: str | None = None,
+                      dedup_id: str | bytes | None = None, headers: Sequence[bytes] = (),
+                      timeout: float | None = 30.0,
+                      msg_id: bytes | None = None) -> asyncio.Future[ProducerAck]:
+        """Take one message and return its Future, which its ACK resolves. Waits while
+        the window is full: TimeoutError if no room comes within ``timeout`` s (the
+        message not taken). ``topic``, ``key``, ``tag`` and ``dedup_id`` add the TOPIC,
+        KEY, TAG and DEDUP-ID header frames; ``headers`` are more, as ``NAME:value``.
+        Cancelled here, nothing was sent (the module's docstring)."""
+        session = self._session
+        if len(session.unanswered) >= session.window:  # full (a step less a message)
+            await self._room(timeout)
+        if self._closed or self._failure is not None:
+            self._check_open()
+        if msg_id is None:
+            msg_id = session.next_msg_id()
+        elif msg_id in self._futures:
+            raise ValueError(f"message id {msg_id!r} is already waiting for its ACK")
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+            self._reader = loop.create_task(self._read())
+        future: asyncio.Future[ProducerAck] = loop.create_future()
+        self._futures[msg_id] = future
+        if topic is not None and tag is None and dedup_id is None and key is None:
+            found = self._topic_frames.get(topic)
+            if found is None:
+                found = self._topic_frames[topic] = topic_headers(topic, None)
+            frames = session.add(msg_id, parts, [*headers, *found] if headers else found,
+                                 time.monotonic())
+        else:
+            frames = session.add(msg_id, parts,
+                                 [*headers, *topic_headers(topic, tag, dedup_id, key)],
+                                 time.monotonic())
+        if frames is not None:
+            self._out.put(frames)
+        return future
+
+    async def send(self, parts: Sequence[bytes], topic: str | None = None,
+                   key: str | bytes | None = None, tag: str | None = None,
+                   dedup_id: str | bytes | None = None, headers: Sequence[bytes] = (),
+                   timeout: float | None = 30.0) -> ProducerAck:
+        """Send one message and return its ACK: ``publish``, then the wait for the ACK,
+        each within ``timeout`` s (TimeoutError). Cancelled, the message may have gone:
+        see the module's docstring for how a caller tells."""
+        future = await self.publish(parts, topic, key, tag, dedup_id, headers, timeout)
+        if not future.done():
+            self._out.put(self._session.due_batch())  # it alone: it goes now
+            try:
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(future)  # the producer's Future outlives a cancel
+            except TimeoutError:
+                raise TimeoutError(f"no ACK within {timeout:g} s: "
+                                   f"{await self._why_silent(timeout)}") from None
+        return future.result()
+
+    def send_batch(self) -> None:
+        """Send the produce batch that waits now, not when it fills or its turn comes."""
+        self._check_open()
+        self._out.put(self._session.pending_batch())
+
+    async def _room(self, timeout: float | None) -> None:
+        """Wait until the window has room (ACKs came). ACKs waiting in the socket are
+        taken here first, without a turn of the loop (the reader's wake is the slow
+        way, for when none is there yet)."""
+        self._check_open()
+        self._take_acks()
+        if not self._session.full:
+            return
+        self._out.put(self._session.due_batch())  # no ACK would come to send it
+        try:
+            async with asyncio.timeout(timeout):
+                while self._session.full:
+                    self._answered.clear()
+                    await self._answered.wait()
+                    self._check_open()
+        except TimeoutError:
+            raise TimeoutError(f"no ACK within {timeout:g} s with a full window: "
+                               f"{await self._why_silent(timeout)}") from None
+
+    async def flush(self, timeout: float = 30.0) -> None:
+        """Wait until every message taken is ACKed (each Future resolved);
+        TimeoutError naming how many are not, after ``timeout`` s."""
+        self._check_open()
+        self._out.put(self._session.pending_batch())
+        try:
+            async with asyncio.timeout(timeout):
+                while self._session.unanswered:
+                    self._answered.clear()
+                    await self._answered.wait()
+                    self._check_open()
+        except TimeoutError:
+            raise TimeoutError(f"{self.outstanding} messages without ACK after {timeout:g} s: "
+                               f"{await self._why_silent(timeout)}") from None
+
+    async def _why_silent(self, timeout: float | None) -> str:
+        return await probe.why_silent(self.dsn, self.curve,
+                                      min(timeout or probe.PROBE_TIMEOUT_S,
+                                          probe.PROBE_TIMEOUT_S))
+
+    # -- ACKs --------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        """The producer's reader: every ACK resolves its message's Future; a batch
+        that waits goes when nothing else is out. It waits in ``zmq.asyncio``'s own
+        receive, the cheapest wait there is: only ``close`` cancels this task, and
+        a frame a cancelled receive took is then nobody's."""
+        socket, session = self._socket, self._session
+        try:
+            while True:
+                first = await socket.recv_multipart()
+                self._answer(session.received(first, time.monotonic()))
+                self._take_acks()
+        except zmq.ZMQError:
+            pass  # closed under it
+        except Exception as exc:  # no ACK can come any more: every waiter is told
+            self._failure = exc
+            self._fail(exc)
+            self._answered.set()
+
+    def _take_acks(self) -> None:
+        """Every ACK waiting in the socket, each resolving its message's Future, and
+        the batch that waits when nothing else is out; waiters are told."""
+        session, socket = self._session, self._socket
+        now = time.monotonic()
+        for frames in drain(socket, READ_AT_ONCE):
+            self._answer(session.received(frames, now))
+        self._out.put(session.due_batch())
+        poke(socket)  # (the reads above may have taken the descriptor's signal)
+        self._answered.set()
+
+    def _answer(self, acks: list[ProducerAck]) -> None:
+        futures = self._futures
+        for ack in acks:
+            future = futures.pop(ack.msg_id, None)
+            if future is not None and not future.done():
+                future.set_result(ack)
+
+    def _fail(self, exc: BaseException) -> None:
+        futures, self._futures = self._futures, {}
+        for future in futures.values():
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # the closer knows: no warning for a Future unawaited
+
+    def _check_open(self) -> None:
+        if self._failure is not None:
+            raise ClientClosed(f"the producer stopped reading ACKs: {self._failure!r}")
+        if self._closed:
+            raise ClientClosed("the producer is closed")
+
+    # -- closing -----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Send the batch that waits and close. Messages not yet ACKed have their
+        Futures answered with ClientClosed (``flush`` first to wait for them)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._out.put(self._session.pending_batch())  # sent, as a message alone would be
+        self._out.push()
+        self._out.dropped()
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.wait([self._reader])  # (a cancellation of close's own task goes on)
+        self._fail(ClientClosed("the producer was closed before this message's ACK came"))
+        self._answered.set()
+        self._socket.close()
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,147 @@
+"""The asyncio consumer of one group of a topic across a cluster: one asyncio
+``GroupConsumer`` per node that serves the group; which nodes, in which turn, and
+where each ACK goes are the routed group's session (pzq.client.sessions.routed_group).
+A delivery's answers go back to the node it came from (``Message.ack`` knows its
+consumer). Nodes that join the table later are joined as the table is asked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from pzq.aio.group_consumer import GroupConsumer
+from pzq.aio.message import Message
+from pzq.aio.route_table import RouteTable
+from pzq.aio.socket_io import AsyncContext
+from pzq.client.sessions.routed_group import RoutedGroupSession
+from pzq.errors import ClientClosed, ConsumeRefused
+from pzq.security import ClientCurve
+
+
+class RoutedGroupConsumer:
+    """``options`` are GroupConsumer's (filter, start, confirm, ...); each node makes
+    the group when it has none (``declare``), and a node that is down is not waited
+    for longer than ``timeout`` (3 s): it is joined when it answers again."""
+
+    def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str, group: str,
+                 window: int = 100, curve: ClientCurve | None = None,
+                 context: AsyncContext | None = None, **options: Any) -> None:
+        self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
+        self.topic, self.group, self.window = topic, group, window
+        self.curve = curve
+        self.options = {"declare": True, "timeout": 3.0, **options}
+        GroupConsumer.check_options(self.options)
+        self._context = context
+        self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
+        self._closed = False
+
+    @property
+    def consumers(self) -> dict[str, GroupConsumer]:
+        """Consume endpoint -> its consumer."""
+        return self._session.members
+
+    async def join(self) -> None:
+        """Ask for the table (once) and join every node in it; ValueError when none has
+        a consume endpoint. ``async with`` and the first ``receive`` do it."""
+        self._check_open()
+        await self.table.known()
+        await self._join_new()
+        if not self.consumers:
+            raise ValueError("no node in the route table has a consume endpoint "
+                             "(--consume-dsn)")
+
+    async def _join_new(self) -> None:
+        for endpoint in self._session.to_join():
+            consumer = GroupConsumer(endpoint, self.topic, self.group, self.window,
+                                     curve=self.curve, context=self._context, **self.options)
+            try:
+                await consumer.join()
+            except (TimeoutError, ConsumeRefused):
+                continue  # a node that is down now: joined when it answers again
+            self._session.joined(endpoint, consumer)
+
+    async def receive(self, timeout: float | None = None) -> Message | None:
+        found = await self.receive_many(1, timeout)
+        return found[0] if found else None
+
+    async def receive_many(self, most: int, timeout: float | None = None) -> list[Message]:
+        """Up to ``most`` deliveries from any node: waits up to ``timeout`` s for the
+        first, then takes what has arrived, each node in turn."""
+        if not self.consumers:
+            await self.join()
+        session = self._session
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._check_open()
+            age = session.table_age(time.monotonic())
+            if age is not None:
+                await self.table.refresh_if_older(age)
+                await self._join_new()
+            found: list[Message] = []
+            for consumer in session.in_turn():
+                if len(found) >= most:
+                    break
+                found += await consumer.receive_many(most - len(found), 0)
+            if found:
+                return found
+            now = time.monotonic()
+            if deadline is not None and deadline <= now:
+                return []
+            wake = session.next_deadline(now)
+            await self._wait(wake if deadline is None else min(deadline, wake))
+
+    async def _wait(self, until: float) -> None:
+        """Until a node's socket has input, or ``until``; takes nothing."""
+        poller = zmq.asyncio.Poller()
+        for consumer in self.consumers.values():
+            if not consumer.closed:
+                poller.register(consumer.socket, zmq.POLLIN)
+        try:
+            await poller.poll(max(1, int((until - time.monotonic()) * 1000)))
+        except asyncio.CancelledError:  # a node's socket closed under the wait
+            task = asyncio.current_task()
+            if self._closed and task is not None and not task.cancelling():
+                raise ClientClosed("the consumer was closed while waiting") from None
+            raise
+
+    async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[Message]:
+        while (message := await self.receive(idle_timeout)) is not None:
+            yield message
+
+    def __aiter__(self) -> RoutedGroupConsumer:
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            message = await self.receive()
+        except ClientClosed:
+            raise StopAsyncIteration from None
+        assert message is not None
+        return message
+
+    async def ack_many(self, messages: Iterable[Message]) -> None:
+        """ACK these deliveries: one ACK per node they came from."""
+        for consumer, group in self._session.by_member(messages):
+            await consumer.ack_many(group)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("the consumer is closed")
+
+    async def close(self) -> None:
+        self._closed = True
+        for consumer in self.consumers.values():
+            await consumer.close()
+
+    async def __aenter__(self) -> RoutedGroupConsumer:
+        await self.join()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,118 @@
+"""pzq.aio under faults, on real daemons: a node SIGKILLed and restarted under an
+asyncio producer and group consumer, and CURVE, with a key the node refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from pzq import aio, curve_probe
+from pzq.errors import ClientClosed
+from pzq.security import ClientCurve
+from tests.support.aio import eventually, run
+
+pytestmark = pytest.mark.timeout(120)
+
+OPTIONS = ("--ack-timeout", "30s", "--reaper-frequency", "100ms", "--consume-heartbeat", "1s")
+
+
+def test_a_node_killed_and_restarted_under_async_clients_loses_no_acked_message(
+        start_node, aio_context):
+    node = start_node(*OPTIONS, consume=True)
+    acked: set[bytes] = set()
+    got: dict[bytes, int] = {}
+
+    def on_answer(body: bytes, answer: asyncio.Future) -> None:
+        if not answer.cancelled() and answer.exception() is None and answer.result().ok:
+            acked.add(body)
+
+    async def publish(producer: aio.Producer, numbers: range) -> None:
+        for n in numbers:
+            body = b"k%d" % n
+            answer = await producer.publish([body], topic="t-kill", timeout=3)
+            answer.add_done_callback(lambda future, body=body: on_answer(body, future))
+
+    async def consume(consumer: aio.GroupConsumer) -> None:
+        while True:
+            messages = await consumer.receive_many(50, 0.2)
+            for message in messages:
+                got[message.parts[0]] = got.get(message.parts[0], 0) + 1
+            await consumer.ack_many(messages)  # also while the node is down
+
+    async def main() -> None:
+        async with aio.GroupConsumer(node.consume_dsn, "t-kill", "g", window=50,
+                                     declare=True, context=aio_context) as consumer:
+            reading = asyncio.create_task(consume(consumer))
+            first = aio.Producer(node.receive_dsn, window=50, context=aio_context)
+            sending = asyncio.create_task(publish(first, range(3000)))
+            await eventually(lambda: len(acked) >= 500, 30, "500 ACKs before the kill")
+            await asyncio.to_thread(node.kill)  # mid-stream: ACKs, deliveries in flight
+            killed_with = len(acked)
+            await asyncio.to_thread(node.restart)
+            # what the node took before it died and never answered stays unanswered:
+            # the window fills, publish says so, and that producer is given up, as a
+            # sync one would be
+            try:
+                await sending
+            except TimeoutError as exc:
+                assert "full window" in str(exc)
+            await first.close()
+            async with aio.Producer(node.receive_dsn, window=50,
+                                    context=aio_context) as second:
+                await publish(second, range(3000, 3300))
+                await second.flush(30)
+            assert {b"k%d" % n for n in range(3000, 3300)} <= acked
+            await eventually(lambda: acked <= got.keys(), 60,
+                             "every ACKed message delivered (the consumer joined again)")
+            await eventually(lambda: _backlog(node) == 0, 30,
+                             "every delivery acked, those acked while the node was down too")
+            reading.cancel()
+            await asyncio.wait([reading])
+            print(f"acked {len(acked)} ({killed_with} before the kill), delivered {len(got)}, "
+                  f"again {sum(count - 1 for count in got.values())}")
+    run(main(), 110)
+
+
+def _backlog(node) -> int:
+    return int(node.stats()["topics"]["t-kill"]["groups"]["g"]["backlog"])
+
+
+def test_curve_works_and_a_refused_key_is_a_clear_error_within_the_timeout(
+        start_node, aio_context, curve_keys):
+    node = start_node(*curve_keys["args"], consume=True)
+    node.curve = client = curve_keys["client"]
+    stranger: ClientCurve = curve_keys["stranger"]
+    wrong_server = ClientCurve(client.keys, stranger.keys.public)
+
+    async def main() -> None:
+        async with aio.Producer(node.receive_dsn, curve=client, context=aio_context) as producer:
+            assert (await producer.send([b"secret"], topic="t-curve")).ok
+        async with aio.GroupConsumer(node.consume_dsn, "t-curve", "g", curve=client,
+                                     declare=True, start="earliest",
+                                     context=aio_context) as consumer:
+            message = await consumer.receive(10)
+            assert message is not None and message.parts == (b"secret",)
+            await message.ack()
+        assert await aio.request_monitor(node.monitor_dsn, "PING", curve=client) == b"PONG"
+        for curve, reason in ((stranger, curve_probe.CLIENT_KEY_REFUSED),
+                              (wrong_server, curve_probe.SERVER_KEY_WRONG)):
+            started = time.monotonic()
+            refused = aio.GroupConsumer(node.consume_dsn, "t-curve", "g", curve=curve,
+                                        timeout=2, context=aio_context)
+            with pytest.raises(TimeoutError, match="no answer to CONSUME within 2 s") as raised:
+                await refused.join()
+            assert reason in str(raised.value)
+            assert time.monotonic() - started < 5
+            with pytest.raises(ClientClosed):
+                await refused.receive()
+            with pytest.raises(TimeoutError) as raised:
+                await aio.request_monitor(node.monitor_dsn, "PING", 2, curve=curve)
+            assert reason in str(raised.value)
+        async with aio.Producer(node.receive_dsn, curve=stranger,
+                                context=aio_context) as producer:
+            with pytest.raises(TimeoutError) as raised:
+                await producer.send([b"never"], topic="t-curve", timeout=2)
+            assert curve_probe.CLIENT_KEY_REFUSED in str(raised.value)
+    run(main())

@@ -1,0 +1,82 @@
+"""Running the asyncio clients in plain tests: a coroutine run to its end by
+``asyncio.run`` within a deadline (no pytest plugin), and an asyncio context whose
+sockets the test's ``context`` fixture tracks (a leaked one fails the test)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import zmq
+import zmq.asyncio
+
+T = TypeVar("T")
+
+
+def run(coroutine: Awaitable[T], timeout: float = 60.0) -> T:
+    """Run ``coroutine`` on a new event loop; TimeoutError after ``timeout`` s."""
+    async def bounded() -> T:
+        async with asyncio.timeout(timeout):
+            return await coroutine
+    return asyncio.run(bounded())
+
+
+class TrackedAsyncContext(zmq.asyncio.Context):
+    """An asyncio context on a tracking context's own (inproc endpoints are shared),
+    whose sockets go into that context's list of those it made."""
+
+    made: list[Any]
+
+    def __init__(self, tracking: Any) -> None:
+        super().__init__(shadow=tracking.underlying)
+        self.made = tracking.made
+
+    def socket(self, *args: Any, **kwargs: Any) -> zmq.asyncio.Socket:  # type: ignore[override]
+        socket = super().socket(*args, **kwargs)
+        self.made.append(socket)
+        return socket
+
+
+async def eventually(condition: Callable[[], T], timeout: float = 10.0,
+                     message: str = "condition") -> T:
+    """Ask ``condition`` until it answers something true, letting the loop run
+    between; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = condition()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {message}")
+        await asyncio.sleep(0.02)
+
+
+class Ticker:
+    """How long the loop stalls: a task that asks to run every ``every`` s and keeps
+    how late each turn came (seconds)."""
+
+    def __init__(self, every: float = 0.001) -> None:
+        self.every = every
+        self.lates: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time()
+            await asyncio.sleep(self.every)
+            self.lates.append(loop.time() - asked - self.every)
+
+    async def stop(self) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.wait([self._task])
+
+    def percentile(self, fraction: float) -> float:
+        ordered = sorted(self.lates)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]

@@ -1,0 +1,60 @@
+"""pzq.aio.socket_io on real sockets, no node: what a socket cannot take now waits in
+the Outbox and goes first, whole and in order; a wait takes nothing and a close under
+it is ClientClosed, not a cancellation of the waiting task."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import zmq
+
+from pzq.aio.socket_io import Outbox, wait_events
+from pzq.errors import ClientClosed
+from tests.support.aio import run
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_what_the_socket_cannot_take_waits_and_goes_in_order_whole(aio_context):
+    async def main() -> None:
+        dealer = aio_context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.SNDHWM, 1)
+        dealer.setsockopt(zmq.LINGER, 0)
+        endpoint = "inproc://outbox-order"
+        dealer.connect(endpoint)  # nobody there yet: the pipe takes little
+        out = Outbox(dealer, "test")
+        for n in range(20):
+            out.put([b"m%d" % n, b"second", b"third"])
+        assert 0 < len(out) < 20  # the rest waits, in turn
+        router = aio_context.socket(zmq.ROUTER)
+        router.setsockopt(zmq.LINGER, 0)
+        router.bind(endpoint)
+        assert await out.drained(5)
+        got = [await router.recv_multipart() for _ in range(20)]
+        assert [frames[1:] for frames in got] == [[b"m%d" % n, b"second", b"third"]
+                                                  for n in range(20)]
+        out.dropped()
+        router.close(0)
+        dealer.close(0)
+    run(main())
+
+
+def test_a_close_under_a_wait_is_client_closed_and_a_cancel_stays_a_cancel(aio_context):
+    async def main() -> None:
+        socket = aio_context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect("inproc://nobody-here")
+        waiting = asyncio.create_task(wait_events(socket, zmq.POLLIN, None, "consumer"))
+        cancelled = asyncio.create_task(wait_events(socket, zmq.POLLIN, None, "consumer"))
+        await asyncio.sleep(0.01)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert not await wait_events(socket, zmq.POLLIN, 0.01)  # nothing came, nothing taken
+        socket.close(0)
+        with pytest.raises(ClientClosed, match="the consumer was closed while waiting"):
+            await waiting
+        with pytest.raises(ClientClosed, match="the consumer is closed"):
+            await wait_events(socket, zmq.POLLIN, 1, "consumer")
+    run(main())

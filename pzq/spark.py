@@ -37,10 +37,10 @@ from pyspark.sql.datasource import (
 )
 
 from pzq.archive.damage import DamagedRecord, log_damage
-from pzq.archive.files import segment_items, within
-from pzq.archive.raw import RawRecord
-from pzq.archive.records import Record
-from pzq.archive.segments import Segment
+from pzq.archive.format.files import segment_items, within
+from pzq.archive.format.raw import RawRecord
+from pzq.archive.format.records import Record
+from pzq.archive.format.segments import Segment
 from pzq.spark_plan import plan_archive
 from pzq.spark_reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition
 from pzq.spark_stream import stream_reader

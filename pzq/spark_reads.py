@@ -87,7 +87,7 @@ class SegmentPartition(InputPartition):
     path: str
     start: int  # the segment's first offset
     last: bool  # the topic's last segment: a torn tail there is a write in progress
-    raw: bool = False  # a topic of raw ZPER records (pzq.archive.raw)
+    raw: bool = False  # a topic of raw ZPER records (pzq.archive.format.raw)
     begin: int = 0  # topic offsets: the records that start in [begin, end)
     end: int | None = None  # None: to the end of the segment
     node: str = ""  # the archive directory's name in rows (pzq.spark_archives)

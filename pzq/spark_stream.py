@@ -30,8 +30,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
-from pzq.archive.files import whole_end
-from pzq.archive.segments import list_segments
+from pzq.archive.format.files import whole_end
+from pzq.archive.format.segments import list_segments
 from pzq.spark_archives import ArchiveDir, archive_topics, ask_stats, curve_from_files
 from pzq.spark_plan import plan_topic
 from pzq.spark_reads import ReadOptions, SegmentPartition

@@ -1,4 +1,4 @@
-"""Reading the archive from a node's ZPER reader socket (files: pzq.archive.files)."""
+"""Reading the archive from a node's ZPER reader socket (files: pzq.archive.format.files)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import zmq
 
 from pzq import curve_probe, reach
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.records import Damaged, Record, walk
-from pzq.archive.segments import segment_name
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.records import Damaged, Record, walk
+from pzq.archive.format.segments import segment_name
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp
 from pzq.security import ClientCurve

@@ -21,11 +21,11 @@ from typing import TypeVar
 import zmq
 
 from pzq import sockets
-from pzq.archive.archiving import Archiving
-from pzq.archive.part import ArchivePart, ArchiveReaders
-from pzq.archive.zper_ack import ACK_SNDHWM, ZperAck, ZperAckPart
-from pzq.archive.zper_relay import ZperRelay, ZperRelayPart
-from pzq.archive.zper_writer import NoWrites, ZperWriter, ZperWriterPart
+from pzq.archive.tier.archiving import Archiving
+from pzq.archive.tier.part import ArchivePart, ArchiveReaders
+from pzq.archive.zper.ack import ACK_SNDHWM, ZperAck, ZperAckPart
+from pzq.archive.zper.relay import ZperRelay, ZperRelayPart
+from pzq.archive.zper.writer import NoWrites, ZperWriter, ZperWriterPart
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
 from pzq.cluster.links import ClusterLinks

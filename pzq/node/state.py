@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pzq.archive.archiving import Archiving, NoArchiving
-from pzq.archive.tier import ArchiveTier
+from pzq.archive.tier.archiving import Archiving, NoArchiving
+from pzq.archive.tier.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
 from pzq.cluster.lone import Cluster, NoCluster
@@ -94,7 +94,7 @@ class NodeState:
 
     def wake_at(self, now: Now) -> None:
         """The time of the loop's wake, for the store's timed sync (the archive learns it
-        as a part of the loop: pzq.archive.part)."""
+        as a part of the loop: pzq.archive.tier.part)."""
         self.store.wake_at(now.mono)
 
     def _delivery_state(self, area: Area) -> DeliveryState:

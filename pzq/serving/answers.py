@@ -33,7 +33,7 @@ Removed = Callable[[bytes, int, str, bool], None]
 
 
 class Archive(Protocol):
-    """What a group's last holder being done asks of the archive (pzq.archive.archiving);
+    """What a group's last holder being done asks of the archive (pzq.archive.tier.archiving);
     False: it could not be written (the message stays where it is)."""
 
     def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,

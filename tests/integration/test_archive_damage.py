@@ -1,5 +1,5 @@
 """One rule for damaged archive records, in every reader: reported with topic, segment
-and offset, counted, skipped to the next whole record (pzq.archive.records)."""
+and offset, counted, skipped to the next whole record (pzq.archive.format.records)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 import pytest
 import zmq
 
-from pzq.archive.files import read_topic
+from pzq.archive.format.files import read_topic
 from pzq.archive.reader import ArchiveReader
-from pzq.archive.topiclog import list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import list_segments
 from pzq.protocol import zper as zp
 from tests.support.archive_damage import (
     archive_tool,

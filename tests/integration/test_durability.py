@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from pzq import fsync
-from pzq.archive import topiclog
-from pzq.archive.archiving import Archiving
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.tier import ArchiveSettings, ArchiveTier
-from pzq.archive.topiclog import TopicLog, list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier import topiclog
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.archiving import Archiving
+from pzq.archive.tier.tier import ArchiveSettings, ArchiveTier
+from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.client import Producer
 from pzq.errors import ExitCode
 from pzq.store import record

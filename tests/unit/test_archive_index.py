@@ -6,13 +6,13 @@ import random
 
 import pytest
 
-from pzq.archive.codec import encode_records
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.files import seek, topic_items
-from pzq.archive.index import ENTRY, INDEX_BYTES, OffsetIndex, index_path, read_index
-from pzq.archive.records import spans
-from pzq.archive.topiclog import TopicLog, list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.format.codec import encode_records
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.files import seek, topic_items
+from pzq.archive.format.index import ENTRY, INDEX_BYTES, OffsetIndex, index_path, read_index
+from pzq.archive.format.records import spans
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import TopicLog, list_segments
 from tests.support.archive_damage import archive_tool, damage_metadata, message, write_archive
 
 pytestmark = pytest.mark.timeout(60)
@@ -171,7 +171,7 @@ def test_offsets_names_first_flushed_and_last(tmp_path):
 
 def test_damage_in_a_raw_topic_resumes_at_the_next_indexed_record_start(tmp_path):
     from pzq.archive.damage import DamagedRecord
-    from pzq.archive.raw import RawRecord
+    from pzq.archive.format.raw import RawRecord
 
     archive = Archive(tmp_path, segment_size=10**9)
     archive.open(now=0)

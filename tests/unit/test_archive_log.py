@@ -6,15 +6,15 @@ import os
 
 import pytest
 
-from pzq.archive.codec import (
+from pzq.archive.format.codec import (
     decode_records,
     encode_record,
     encoded_size,
     valid_length,
 )
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.topiclog import TopicLog, list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.errors import ArchiveFormatError
 from pzq.protocol.headers import validate_topic
 

@@ -1,11 +1,11 @@
-"""The rule for damaged records on bytes: pzq.archive.records.walk."""
+"""The rule for damaged records on bytes: pzq.archive.format.records.walk."""
 
 from __future__ import annotations
 
 import pytest
 
-from pzq.archive.codec import encode_record
-from pzq.archive.records import Damaged, Record, TornTail, walk
+from pzq.archive.format.codec import encode_record
+from pzq.archive.format.records import Damaged, Record, TornTail, walk
 from tests.support.archive_damage import message
 
 pytestmark = pytest.mark.timeout(30)

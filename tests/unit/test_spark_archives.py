@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pzq.archive.writer import Archive
+from pzq.archive.tier.archive import Archive
 from pzq.spark import ZperReader
 from pzq.spark_archives import archive_dirs
 from pzq.spark_stream import stream_reader

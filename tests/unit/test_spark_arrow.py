@@ -9,14 +9,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pzq.archive.codec import encode_record
 from pzq.archive.damage import DamagedRecord
-from pzq.archive.files import topic_items
-from pzq.archive.frame_runs import frame_run
-from pzq.archive.raw import RawRecord
-from pzq.archive.records import Record
-from pzq.archive.segments import list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.format.codec import encode_record
+from pzq.archive.format.files import topic_items
+from pzq.archive.format.raw import RawRecord
+from pzq.archive.format.records import Record
+from pzq.archive.format.segments import list_segments
+from pzq.archive.format.walker import frame_run
+from pzq.archive.tier.archive import Archive
 from pzq.spark import ZperReader, damaged_row, message_row, raw_row
 from pzq.spark_arrow import arrow_schema
 from pzq.spark_plan import plan_topic

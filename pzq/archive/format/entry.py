@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pzq.archive.codec import encoded_size
+from pzq.archive.format.codec import encoded_size
 from pzq.errors import ArchiveFormatError
 
 METADATA_FIELDS: dict[str, type] = {

@@ -21,8 +21,8 @@ from collections.abc import Callable, Generator
 from contextlib import closing
 from pathlib import Path
 
-from pzq.archive.records import Buffer, Span, TornTail
-from pzq.archive.segments import SUFFIX
+from pzq.archive.format.records import Buffer, Span, TornTail
+from pzq.archive.format.segments import SUFFIX
 
 INDEX_SUFFIX = ".idx"
 INDEX_BYTES = 4096
@@ -40,7 +40,7 @@ class OffsetIndex:
     """Record starts of one segment; every start below ``covered`` is reachable by
     walking from the entry before it. Below ``whole_until`` every record is whole:
     the node appended it, or a reader walked it under the damage rule (see
-    pzq.archive.segment_reads), while the file was as ``file_state`` says."""
+    pzq.archive.tier.segment_reads), while the file was as ``file_state`` says."""
 
     def __init__(self, entries: list[int] | None = None, covered: int = 0) -> None:
         self.entries = entries or [0]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from pzq.archive.archiving import Archiving
-from pzq.archive.tier import ArchiveTier
+from pzq.archive.tier.archiving import Archiving
+from pzq.archive.tier.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.parts import RETENTION, Part
 from pzq.store.store import Batch

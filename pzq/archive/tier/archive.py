@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.topiclog import TopicLog
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.topiclog import TopicLog
 from pzq.errors import ArchiveError
 from pzq.fsync import make_directories
 from pzq.protocol.headers import validate_topic
@@ -20,7 +20,7 @@ class TopicInfo:
     bytes: int
     segments: int
     damaged_records: int  # met by ZPER readers since the node started
-    raw: bool  # written by ZPER producers (pzq.archive.raw)
+    raw: bool  # written by ZPER producers (pzq.archive.format.raw)
 
 
 class Archive:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import zmq
 
-from pzq.archive import zper_server
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.writer import Archive
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.archive import Archive
+from pzq.archive.zper import reader_server as zper_server
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import record
 from pzq.zmqio import Socket, drain
@@ -71,7 +71,7 @@ class ArchiveTier:
     def topic_of(self, headers: tuple[bytes, ...]) -> str:
         """The topic the message was stored under; the default one for a name the
         archive cannot take (stored before names were checked) or a ZPER producers'
-        topic, which holds their frames only (pzq.archive.raw)."""
+        topic, which holds their frames only (pzq.archive.format.raw)."""
         try:
             topic = topic_and_tag(headers, self.default_topic)[0]
         except ValueError:

@@ -10,8 +10,8 @@ delivered again later, and the failure is logged once per failing spell.
 
 from __future__ import annotations
 
-from pzq.archive.lock import ArchiveLock
-from pzq.archive.tier import ArchiveTier
+from pzq.archive.tier.lock import ArchiveLock
+from pzq.archive.tier.tier import ArchiveTier
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
 from pzq.errors import ArchiveError

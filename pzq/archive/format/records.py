@@ -17,8 +17,8 @@ import re
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from pzq.archive.codec import frame_at, record_end
-from pzq.archive.entry import ArchivedMessage, parse_metadata
+from pzq.archive.format.codec import frame_at, record_end
+from pzq.archive.format.entry import ArchivedMessage, parse_metadata
 from pzq.errors import ArchiveFormatError, TornRecordError
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap

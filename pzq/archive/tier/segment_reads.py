@@ -4,7 +4,7 @@ A reply never mixes a damaged record with whole ones: it stops before one, and a
 FETCH at a damaged record's offset gets exactly that record's bytes (to the next
 whole record), so a reader's offsets stay right and its next FETCH starts on a
 whole record. A FETCH at an offset inside a record is answered 101: each segment's
-offset index (pzq.archive.index) names a record start at most INDEX_BYTES before
+offset index (pzq.archive.format.index) names a record start at most INDEX_BYTES before
 any offset, and the records from there by their frames say whether one starts at it.
 The active segment's index is opened with the topic; a closed segment's the first
 time a FETCH reads it (rebuilt then if missing or torn), so a node with a long
@@ -28,10 +28,10 @@ import os
 from contextlib import closing
 
 from pzq.archive.damage import DamagedRecord, log_damage
-from pzq.archive.index import OffsetIndex, SpanWalk, open_index
-from pzq.archive.raw import raw_spans, raw_walk
-from pzq.archive.records import Buffer, Damaged, Record, TornTail, spans, walk
-from pzq.archive.segments import Segment, segment_name
+from pzq.archive.format.index import OffsetIndex, SpanWalk, open_index
+from pzq.archive.format.raw import raw_spans, raw_walk
+from pzq.archive.format.records import Buffer, Damaged, Record, TornTail, spans, walk
+from pzq.archive.format.segments import Segment, segment_name
 
 MAPS_KEPT = 32  # segments kept mapped per topic; a reply in flight keeps its own
 

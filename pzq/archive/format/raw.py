@@ -19,8 +19,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pzq.archive.codec import read_record, record_end
-from pzq.archive.records import Buffer, Damaged, Span, TornTail
+from pzq.archive.format.codec import read_record, record_end
+from pzq.archive.format.records import Buffer, Damaged, Span, TornTail
 from pzq.errors import ArchiveFormatError, TornRecordError
 
 RAW_MARKER = "zper-writer.topic"

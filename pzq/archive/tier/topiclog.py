@@ -20,12 +20,12 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import BinaryIO
 
-from pzq.archive.codec import encode_record, encode_records
-from pzq.archive.index import OffsetIndex, index_path, open_index
-from pzq.archive.raw import is_raw_topic, mark_raw
-from pzq.archive.segment_reads import TopicReads, mapped_bytes
-from pzq.archive.segments import Segment, segment_path
-from pzq.archive.segments import list_segments as list_segments
+from pzq.archive.format.codec import encode_record, encode_records
+from pzq.archive.format.index import OffsetIndex, index_path, open_index
+from pzq.archive.format.raw import is_raw_topic, mark_raw
+from pzq.archive.format.segments import Segment, segment_path
+from pzq.archive.format.segments import list_segments as list_segments
+from pzq.archive.tier.segment_reads import TopicReads, mapped_bytes
 from pzq.errors import ArchiveError
 from pzq.fsync import make_directories, sync_directory
 
@@ -125,7 +125,7 @@ class TopicLog:
 
     @property
     def raw(self) -> bool:
-        """The topic holds raw ZPER records (see pzq.archive.raw)."""
+        """The topic holds raw ZPER records (see pzq.archive.format.raw)."""
         return self._reads.raw
 
     def make_raw(self) -> None:
@@ -325,7 +325,7 @@ class TopicLog:
         """Whole records from ``offset`` (a record start), at most ``max_bytes`` but at
         least one record, none past ``up_to`` (a record boundary; the log's end when
         None); empty at the end. At a damaged record, exactly its bytes (see
-        pzq.archive.records). A view of the segment's mapping, no copy. ValueError if
+        pzq.archive.format.records). A view of the segment's mapping, no copy. ValueError if
         out of range or not a record start."""
         if not self.start_offset <= offset <= self.end_offset:
             raise ValueError(f"offset {offset} is outside {self.start_offset}..{self.end_offset}")

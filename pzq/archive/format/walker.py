@@ -5,7 +5,7 @@ each record's key, metadata and parts kept as byte strings in lists, nothing els
 built per record. It stops *before* the first record whose frames do not parse (a
 bad flag byte, a frame running past the bytes at hand, a pzq record with no
 metadata frame): that record and everything after it is for the exact walk of
-pzq.archive.records and pzq.archive.raw, which applies the damage rule. Metadata
+pzq.archive.format.records and pzq.archive.format.raw, which applies the damage rule. Metadata
 is not parsed here; whoever uses a run checks it (pzq.spark_arrow).
 """
 

@@ -16,8 +16,8 @@ answers 101 for an offset inside a record, so no reader ever decodes half a reco
 
 from __future__ import annotations
 
-from pzq.archive.topiclog import TopicLog
-from pzq.archive.writer import Archive
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import TopicLog
 from pzq.errors import ArchiveFormatError, DecodeError
 from pzq.protocol import zper as zp
 from pzq.zmqio import MORE_NOBLOCK, NOBLOCK, Socket, send_frames

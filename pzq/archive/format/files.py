@@ -1,12 +1,12 @@
 """Reading archive files directly, without a node (pzq-archive, Spark executors).
 
-Damaged records are skipped under the rule of ``pzq.archive.records`` and handed to
+Damaged records are skipped under the rule of ``pzq.archive.format.records`` and handed to
 an ``on_damage`` handler (default: one warning line each). A torn tail of a topic's
 last segment is a crash or a write in progress and is left quietly; one in an
 earlier segment, which the node closed whole, is damage. A read from an offset
-seeks with the segment's offset index (pzq.archive.index) when it is whole, and
+seeks with the segment's offset index (pzq.archive.format.index) when it is whole, and
 walks the segment from its start when it is missing or torn (it is never written
-here). A topic written by ZPER producers yields RawRecords (pzq.archive.raw).
+here). A topic written by ZPER producers yields RawRecords (pzq.archive.format.raw).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.index import OffsetIndex, read_index
-from pzq.archive.raw import RawRecord, is_raw_topic, raw_spans, raw_walk
-from pzq.archive.records import Damaged, Record, TornTail, spans, walk
-from pzq.archive.segments import Segment, list_segments, segment_name
-from pzq.archive.windows import read_window
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.index import OffsetIndex, read_index
+from pzq.archive.format.raw import RawRecord, is_raw_topic, raw_spans, raw_walk
+from pzq.archive.format.records import Damaged, Record, TornTail, spans, walk
+from pzq.archive.format.segments import Segment, list_segments, segment_name
+from pzq.archive.format.windows import read_window
 
 Item = Record | RawRecord | DamagedRecord
 CLOSED_TORN = "the segment ends inside a record, yet the node closes segments whole"

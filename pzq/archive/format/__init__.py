@@ -1,0 +1,1 @@
+"""The segment log's format, and reading it without a node."""

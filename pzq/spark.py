@@ -38,8 +38,7 @@ from pyspark.sql.datasource import (
 
 from pzq.archive.damage import DamagedRecord, log_damage
 from pzq.archive.format.files import segment_items, within
-from pzq.archive.format.raw import RawRecord
-from pzq.archive.format.records import Record
+from pzq.archive.format.records import RawRecord, Record
 from pzq.archive.format.segments import Segment
 from pzq.spark_plan import plan_archive
 from pzq.spark_reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition

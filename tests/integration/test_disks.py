@@ -18,8 +18,8 @@ import plyvel
 import pytest
 import zmq
 
-from pzq.archive.format.codec import decode_records
 from pzq.archive.format.files import read_topic
+from pzq.archive.format.records import decode_records
 from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.client import Consumer
 from pzq.errors import ArchiveError

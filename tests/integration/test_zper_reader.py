@@ -16,7 +16,7 @@ import time
 import pytest
 import zmq
 
-from pzq.archive.format.codec import decode_records
+from pzq.archive.format.records import decode_records
 from pzq.archive.reader import ArchiveReader
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.topiclog import TopicLog, list_segments

@@ -6,13 +6,9 @@ import os
 
 import pytest
 
-from pzq.archive.format.codec import (
-    decode_records,
-    encode_record,
-    encoded_size,
-    valid_length,
-)
+from pzq.archive.format.codec import encode_record, encoded_size
 from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.records import Damaged, Record, TornTail, decode_records, walk
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.errors import ArchiveFormatError
@@ -35,6 +31,12 @@ def test_frame_round_trip_at_length_boundaries(length):
     assert list(decode_records(encoded)) == [(0, [payload])]
 
 
+def whole_length(data: bytes) -> int:
+    """How many bytes are whole records, as a reader walks them (a torn tail is not)."""
+    tail = [item for item in walk(data, raw=True) if isinstance(item, TornTail)]
+    return tail[0].offset if tail else len(data)
+
+
 def long_form(frames: list[bytes]) -> bytes:
     """A record as pzq wrote it before: every frame with an 8-byte length."""
     last = len(frames) - 1
@@ -49,8 +51,8 @@ def test_a_255_byte_frame_in_the_long_form_still_reads():
     data = old + new
     assert list(decode_records(data)) == [(0, [b"k" * 255, b"v" * 255]),
                                           (len(old), [b"n" * 255])]
-    assert valid_length(data) == len(data)
-    assert valid_length(data[:-1]) == len(old)
+    assert whole_length(data) == len(data)
+    assert whole_length(data[:-1]) == len(old)
 
 
 def test_multi_frame_records_in_a_row():
@@ -64,7 +66,7 @@ def test_multi_frame_records_in_a_row():
 def test_torn_tail_is_not_a_record(cut):
     data = encode_record([b"whole"]) + encode_record([b"k", b"m", b"p" * 300])
     torn = data[:len(data) - cut]
-    assert valid_length(torn) == encoded_size([b"whole"])
+    assert whole_length(torn) == encoded_size([b"whole"])
 
 
 def test_bad_flag_is_an_error_with_its_offset():
@@ -81,9 +83,10 @@ def message(n: int, topic: str = "orders", size: int = 10) -> ArchivedMessage:
 
 def test_archived_message_round_trip():
     original = message(7)
-    assert ArchivedMessage.from_frames(original.frames()) == original
-    with pytest.raises(ArchiveFormatError):
-        ArchivedMessage.from_frames([b"key", b"not json"])
+    (record,) = walk(encode_record(original.frames()))
+    assert isinstance(record, Record) and record.message == original
+    (damaged,) = walk(encode_record([b"key", b"not json"]))
+    assert isinstance(damaged, Damaged) and damaged.reason.startswith("record metadata is not JSON")
 
 
 @pytest.mark.parametrize("bad", ["", ".hidden", "a/b", "x" * 256, "spa ce", "é"])
@@ -153,7 +156,8 @@ def test_torn_tail_recovery_then_clean_appends(tmp_path):
     assert reopened.repaired_bytes == len(full) - offsets[2] - 5
     assert reopened.append(message(9), now=0) == offsets[2]
     reopened.close(now=0)
-    records = [ArchivedMessage.from_frames(f) for _, f in decode_records(segment.path.read_bytes())]
+    records = [item.message for item in walk(segment.path.read_bytes())
+               if isinstance(item, Record)]
     assert [r.msg_id for r in records] == [b"m0", b"m1", b"m9"]
 
 

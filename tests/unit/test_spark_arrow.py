@@ -12,8 +12,7 @@ import pytest
 from pzq.archive.damage import DamagedRecord
 from pzq.archive.format.codec import encode_record
 from pzq.archive.format.files import topic_items
-from pzq.archive.format.raw import RawRecord
-from pzq.archive.format.records import Record
+from pzq.archive.format.records import RawRecord, Record
 from pzq.archive.format.segments import list_segments
 from pzq.archive.format.walker import frame_run
 from pzq.archive.tier.archive import Archive

@@ -11,8 +11,9 @@ import time
 import pytest
 import zmq
 
-from pzq.archive.format.codec import decode_records, encode_records
+from pzq.archive.format.codec import encode_records
 from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.records import decode_records
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.topiclog import list_segments
 from pzq.archive.zper.writer import ZperWriter

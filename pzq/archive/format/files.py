@@ -17,8 +17,8 @@ from pathlib import Path
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.index import OffsetIndex, read_index
-from pzq.archive.format.raw import RawRecord, is_raw_topic, raw_spans, raw_walk
-from pzq.archive.format.records import Damaged, Record, TornTail, spans, walk
+from pzq.archive.format.raw import is_raw_topic
+from pzq.archive.format.records import Damaged, RawRecord, Record, TornTail, walk
 from pzq.archive.format.segments import Segment, list_segments, segment_name
 from pzq.archive.format.windows import read_window
 
@@ -32,14 +32,9 @@ def segment_items(topic: str, segment: Segment, last: bool, begin: int = 0,
     the indexed record start at or before ``begin`` (a topic offset) on."""
     # Read, not mapped: a node cutting a torn tail at its start would fault a mapping.
     data = segment.path.read_bytes()
-    index = read_index(segment.path, data, raw_spans if raw else spans)
-    if raw:
-        items: Iterator[RawRecord | Record | Damaged | TornTail] = raw_walk(
-            data, segment.start, seek(data, index, begin - segment.start, raw),
-            resume_at=index.entries if index else None)
-    else:
-        items = walk(data, segment.start, seek(data, index, begin - segment.start, raw))
-    for item in items:
+    index = read_index(segment.path, data, raw)
+    for item in walk(data, segment.start, seek(data, index, begin - segment.start, raw),
+                     raw=raw, resume_at=index.entries if index else None):
         if isinstance(item, Record | RawRecord):
             yield item
         elif isinstance(item, Damaged):
@@ -117,6 +112,6 @@ def whole_end(directory: Path, topic: str) -> tuple[int, int, int]:
     raw = is_raw_topic(topic_dir)
     window = read_window(last.path, last.size, None, raw)
     index = OffsetIndex()
-    index.extend(window.data, raw_spans if raw else spans)
+    index.extend(window.data, raw)
     return (segments[0].start, last.start + window.start + index.covered,
             last.start + window.start + len(window.data))

@@ -28,9 +28,9 @@ import os
 from contextlib import closing
 
 from pzq.archive.damage import DamagedRecord, log_damage
-from pzq.archive.format.index import OffsetIndex, SpanWalk, open_index
-from pzq.archive.format.raw import raw_spans, raw_walk
-from pzq.archive.format.records import Buffer, Damaged, Record, TornTail, spans, walk
+from pzq.archive.format.codec import Buffer
+from pzq.archive.format.index import OffsetIndex, open_index
+from pzq.archive.format.records import Damaged, Record, TornTail, spans, walk
 from pzq.archive.format.segments import Segment, segment_name
 
 MAPS_KEPT = 32  # segments kept mapped per topic; a reply in flight keeps its own
@@ -46,10 +46,6 @@ class TopicReads:
         self._indexes: dict[int, OffsetIndex] = {}
         self._maps: dict[int, mmap.mmap] = {}  # by segment start
         self._reported: set[int] = set()
-
-    @property
-    def span_walk(self) -> SpanWalk:
-        return raw_spans if self.raw else spans
 
     def index(self, segment_start: int) -> OffsetIndex:
         index = self._indexes.get(segment_start)
@@ -81,15 +77,15 @@ class TopicReads:
         mapped, state = self._mapped(segment, size)
         index = self._indexes.get(segment.start)
         if index is None:  # a closed segment not read since the node started
-            index = open_index(segment.path, mapped, self.span_walk)
+            index = open_index(segment.path, mapped, self.raw)
             self._indexes[segment.start] = index
         if not active and index.file_state != state:
             index.whole_until, index.file_state = 0, state  # changed: walk it again
-        if not index.is_record_start(mapped, position, self.span_walk):
+        if not index.is_record_start(mapped, position, self.raw):
             raise ValueError(f"offset {segment.start + position} is not a record start")
         view = memoryview(mapped)
         if position < index.whole_until:
-            stop = index.whole_stop(mapped, position, position + max_bytes, self.span_walk)
+            stop = index.whole_stop(mapped, position, position + max_bytes, self.raw)
             if stop > position:
                 return view[position:stop]
         stop = self._records_from(segment, mapped, index, position, max_bytes)
@@ -112,8 +108,7 @@ class TopicReads:
     def _records_from(self, segment: Segment, mapped: mmap.mmap, index: OffsetIndex,
                       position: int, max_bytes: int) -> int:
         """Where the reply from ``position`` ends, walking under the damage rule."""
-        items = (raw_walk(mapped, start=position, resume_at=index.entries) if self.raw
-                 else walk(mapped, start=position))
+        items = walk(mapped, start=position, raw=self.raw, resume_at=index.entries)
         with closing(items):
             first = next(items, None)
             if first is None or isinstance(first, TornTail):
@@ -137,7 +132,7 @@ class TopicReads:
 
     @staticmethod
     def _raw_stop(mapped: mmap.mmap, position: int, stop: int, max_bytes: int) -> int:
-        with closing(raw_spans(mapped, stop)) as following:
+        with closing(spans(mapped, stop, raw=True)) as following:
             for item in following:
                 if isinstance(item, TornTail) or item.offset + item.size - position > max_bytes:
                     break

@@ -116,7 +116,7 @@ class TopicLog:
     def _open_index(self, segment: Segment) -> OffsetIndex:
         data = mapped_bytes(segment)
         try:
-            index = open_index(segment.path, data, self._reads.span_walk)
+            index = open_index(segment.path, data, self._reads.raw)
         finally:
             if isinstance(data, mmap.mmap):
                 data.close()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from pzq.archive.format.codec import decode_records
+from pzq.archive.format.records import decode_records
 from pzq.archive.tier.archive import Archive
 from pzq.clock import Now
 from pzq.errors import ArchiveFormatError, DecodeError

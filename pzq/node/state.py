@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pzq.archive.tier.archiving import Archiving, NoArchiving
+from pzq.archive.contract import NoArchiving
+from pzq.archive.tier.archiving import Archiving
 from pzq.archive.tier.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore

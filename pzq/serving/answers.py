@@ -12,9 +12,8 @@ is that one's now (its credit comes back, nothing more).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
-from pzq.delivery.inflight import InFlight
+from pzq.archive.contract import ArchiveWrites
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import message_key, parse_message_key, parse_message_keys
@@ -32,36 +31,13 @@ BULK_ACK_KEYS = 4
 Removed = Callable[[bytes, int, str, bool], None]
 
 
-class Archive(Protocol):
-    """What a group's last holder being done asks of the archive (pzq.archive.tier.archiving);
-    False: it could not be written (the message stays where it is)."""
-
-    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
-              now_us: int) -> bool: ...
-
-    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
-                               groups: tuple[str, ...]) -> bool: ...
-
-
-class NoArchive:
-    """A node without --archive-dir: nothing to write, so nothing fails."""
-
-    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
-              now_us: int) -> bool:
-        return True
-
-    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
-                               groups: tuple[str, ...]) -> bool:
-        return True
-
-
 class GroupAnswers:
-    def __init__(self, archiving: Archive, removed: Removed) -> None:
+    def __init__(self, archiving: ArchiveWrites, removed: Removed) -> None:
         self.archiving = archiving
         self.removed = removed
         # With an archive a message's last holder writes it before its delete, one by
         # one; without, ACKs are done with in bulk.
-        self.archives = not isinstance(archiving, NoArchive)
+        self.archives = archiving.writes
 
     def answer(self, batch: Batch, consumer: Consumer, ok: bool, keys: Iterable[bytes],
                now_us: int, mono: float, due_us: int = 0) -> None:

@@ -22,8 +22,9 @@ import zmq
 
 from pzq import sockets
 from pzq.archive.tier.archiving import Archiving
-from pzq.archive.tier.part import ArchivePart, ArchiveReaders
+from pzq.archive.tier.part import ArchivePart
 from pzq.archive.zper.ack import ACK_SNDHWM, ZperAck, ZperAckPart
+from pzq.archive.zper.reader_server import ArchiveReaders
 from pzq.archive.zper.relay import ZperRelay, ZperRelayPart
 from pzq.archive.zper.writer import NoWrites, ZperWriter, ZperWriterPart
 from pzq.clock import Now

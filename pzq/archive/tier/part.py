@@ -1,9 +1,9 @@
-"""The archive as parts of the node's loop (pzq.parts).
+"""The archive as a part of the node's loop (pzq.parts), with --archive-dir.
 
-``ArchivePart`` (--archive-dir): the wake's time for the appends its ACKs make, a wake
-for its timed fsync (--flush-interval), the fsync after the wake's deliveries (before
-the ZPER broker says what is durable) and retention at the scheduler's tick.
-``ArchiveReaders`` (--archive-dsn): ZPER readers' OFFSET and FETCH, answered last.
+The wake's time for the appends its ACKs make, a wake for its timed fsync
+(--flush-interval), the fsync after the wake's deliveries (before the ZPER broker
+says what is durable) and retention at the scheduler's tick. Its readers on
+--archive-dsn are pzq.archive.zper.reader_server's part.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 
 from pzq.archive.tier.archiving import Archiving
-from pzq.archive.tier.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.parts import RETENTION, Part
 from pzq.store.store import Batch
-from pzq.zmqio import POLLIN, Events, Socket
+from pzq.zmqio import Events
 
 RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
 
@@ -41,21 +40,3 @@ class ArchivePart(Part):
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         self.archiving.flush(now.wall_us / 1e6)
 
-
-class ArchiveReaders(Part):
-    def __init__(self, tier: ArchiveTier, socket: Socket) -> None:
-        self.tier = tier
-        self.socket = socket
-
-    def bound(self) -> dict[str, Socket]:
-        return {"archive": self.socket}
-
-    def polled(self) -> list[Socket | int]:
-        return [self.socket]
-
-    def answer(self, events: Events, now: Now) -> None:
-        if events.get(self.socket, 0) & POLLIN:
-            self.tier.answer_readers(self.socket)
-
-    def close(self) -> None:
-        self.socket.close()

@@ -104,10 +104,6 @@ class Topic:
     default_rule: str = DEFAULT_UNCLAIMED
     partitions: int = 0  # 0: not partitioned; else fixed once declared (pzq.cluster.placement)
 
-    @property
-    def logged(self) -> bool:
-        return self.log_from is not None
-
     def log_wanted_from(self) -> int | None:
         """The lowest seq its log must reach back to: its named groups' earliest start
         (None: no named group, no log needed)."""

@@ -76,16 +76,6 @@ def encode_records(records: list[list[bytes]]) -> tuple[bytearray, list[int]]:
     return data, starts
 
 
-def encoded_size(frames: list[bytes]) -> int:
-    """The bytes ``encode_record`` writes for these frames."""
-    return sum(len(frame) + header_size(len(frame)) for frame in frames)
-
-
-def header_size(length: int) -> int:
-    """A frame header's bytes as written now and as ZPER's clients count them."""
-    return 2 if length <= SHORT_MAX else 9
-
-
 def frame_at(data: Buffer, position: int, end: int) -> tuple[int, int, bool]:
     """(payload start, payload length, more frames follow) of the frame at ``position``:
     the frame rule, read frame by frame where a reader must say what is wrong.

@@ -43,7 +43,6 @@ class TopicLog:
         self.end_offset = 0
         self.flushed_offset = 0  # the end of what the last fsync made durable
         self.bytes = 0
-        self.messages_appended = 0
         self._active: BinaryIO | None = None
         self._active_size = 0
         self._unsynced = 0
@@ -54,28 +53,26 @@ class TopicLog:
 
     # -- opening and recovery ------------------------------------------------------
 
-    def open(self, now: float) -> int:
-        """Open for appending; cut a torn tail back. Returns the bytes cut off."""
+    def open(self, now: float) -> None:
+        """Open for appending; cut a torn tail back."""
         try:
             make_directories(self.directory)
             self._reads.raw = is_raw_topic(self.directory)
             self.segments = list_segments(self.directory) or [self._new_segment(0)]
-            cut = self._open_active()
+            self._open_active()
         except OSError as exc:
             raise ArchiveError(f"cannot open archive topic {self.directory}: {exc}") from None
         self.flushed_offset = self.end_offset
         self.bytes = sum(segment.size for segment in self.segments)
         self.synced_at = now
-        return cut
 
-    def _open_active(self) -> int:
+    def _open_active(self) -> None:
         last = self.segments[-1]
         self._reads.forget(last.start)
-        cut = self._recover(last)
+        self._recover(last)
         self._active_size = last.size
         self._active = last.path.open("ab", buffering=0)
         self.end_offset = last.start + self._active_size
-        return cut
 
     def _reopen(self, now: float) -> None:
         """After a failed write: cut what it left half written, or raise ArchiveError
@@ -100,7 +97,7 @@ class TopicLog:
         self._unsynced = 0
         self.flushed_offset = min(self.flushed_offset, self.end_offset)
 
-    def _recover(self, segment: Segment) -> int:
+    def _recover(self, segment: Segment) -> None:
         """Cut a tail that ends inside a record or is not records, with no whole record
         after it: a crash's torn or zero-filled write. Damage with a whole record after
         it stays (readers skip it), so no record after it is lost. The walk starts at
@@ -111,7 +108,6 @@ class TopicLog:
             with segment.path.open("r+b") as handle:
                 handle.truncate(whole)
                 os.fsync(handle.fileno())
-        return size - whole
 
     def _open_index(self, segment: Segment) -> OffsetIndex:
         data = mapped_bytes(segment)
@@ -169,7 +165,6 @@ class TopicLog:
         self.end_offset += len(record)
         self._active_size += len(record)
         self.bytes += len(record)
-        self.messages_appended += 1
         self._note_unsynced(1, now)
         if self._unsynced >= self.flush_messages:
             self.sync(now)
@@ -224,7 +219,6 @@ class TopicLog:
         self.end_offset += size
         self._active_size += size
         self.bytes += size
-        self.messages_appended += len(starts)
         self._note_unsynced(len(starts), now)
 
     def _note_unsynced(self, count: int, now: float) -> None:
@@ -271,11 +265,6 @@ class TopicLog:
             self._reads.index(active.start).save(index_path(active.path))
         except OSError:
             pass  # rebuilt from the segment when the topic is next opened
-
-    @property
-    def unsynced(self) -> int:
-        """Messages appended since the last fsync."""
-        return self._unsynced
 
     def flush_due_at(self) -> float | None:
         """When the oldest unsynced record will have waited --flush-interval (None:

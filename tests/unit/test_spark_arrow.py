@@ -16,10 +16,10 @@ from pzq.archive.format.records import RawRecord, Record
 from pzq.archive.format.segments import list_segments
 from pzq.archive.format.walker import frame_run
 from pzq.archive.tier.archive import Archive
-from pzq.spark import ZperReader, damaged_row, message_row, raw_row
-from pzq.spark_arrow import arrow_schema
-from pzq.spark_plan import plan_topic
-from pzq.spark_reads import ReadOptions
+from pzq.spark.arrow import arrow_schema
+from pzq.spark.plan import plan_topic
+from pzq.spark.reads import ReadOptions
+from pzq.spark.source import ZperReader, damaged_row, message_row, raw_row
 from tests.support.archive_damage import damage_metadata, message, write_archive
 
 pytestmark = pytest.mark.timeout(120)

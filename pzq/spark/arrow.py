@@ -27,7 +27,7 @@ import pyarrow.json as pa_json
 
 from pzq.archive.format.walker import FrameRun, frame_run
 from pzq.archive.format.windows import read_window
-from pzq.spark_reads import SegmentPartition
+from pzq.spark.reads import SegmentPartition
 
 ROWS_PER_BATCH = 4096
 BYTES_PER_BATCH = 64 << 20

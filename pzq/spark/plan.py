@@ -16,8 +16,8 @@ from pathlib import Path
 from pzq.archive.format.raw import is_raw_topic
 from pzq.archive.format.segments import Segment, list_segments
 from pzq.archive.format.windows import usable_entries
-from pzq.spark_archives import ArchiveDir, archive_topics
-from pzq.spark_reads import PARTITION_BYTES, SegmentPartition
+from pzq.spark.archives import ArchiveDir, archive_topics
+from pzq.spark.reads import PARTITION_BYTES, SegmentPartition
 
 
 def plan_archive(archive: ArchiveDir, topics: tuple[str, ...], begin: int, end: int | None,

@@ -35,7 +35,8 @@ from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.serving.consume_endpoint import NamedGroups
 from pzq.store import keyspace
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 from pzq.store.topic_model import MOST_BACKOFF_STEPS
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
 

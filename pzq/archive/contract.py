@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
-from pzq.store.store import Batch, Participant
+from pzq.store.batch import Batch, Participant
 
 
 class ArchiveWrites(Protocol):

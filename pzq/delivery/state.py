@@ -26,7 +26,7 @@ from pzq.delivery.redelivery import RedeliveryQueue
 from pzq.protocol import frames as wire
 from pzq.protocol.message_keys import message_key
 from pzq.store import record
-from pzq.store.store import Batch, Participant
+from pzq.store.batch import Batch, Participant
 
 SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
 # A delivery as the store holds it: seq, message key, stored record, its delivery count

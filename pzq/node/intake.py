@@ -18,9 +18,10 @@ from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.headers import dedup_id_of, key_of, topic_and_tag
 from pzq.store import record
+from pzq.store.batch import Batch, Participant
 from pzq.store.dedup import DedupIndex
 from pzq.store.record import Stored
-from pzq.store.store import Batch, Participant, Store
+from pzq.store.store import Store
 from pzq.store.topics import Topic, Topics
 from pzq.zmqio import Socket, drain
 

@@ -26,8 +26,9 @@ from pzq.errors import ConfigError
 from pzq.node.config import Config
 from pzq.protocol.topic_reads import DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
+from pzq.store.batch import Batch
 from pzq.store.dedup import DedupIndex
-from pzq.store.store import Batch, Store
+from pzq.store.store import Store
 from pzq.store.topics import DEFAULT_GROUP, Topics
 
 

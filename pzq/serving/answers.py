@@ -18,7 +18,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import message_key, parse_message_key, parse_message_keys
 from pzq.serving.holding import Consumer, GroupDelivery, Key
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 
 log = get_logger("pzq.answers")
 

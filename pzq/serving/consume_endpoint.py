@@ -34,7 +34,8 @@ from pzq.serving.holding import Consumer, NamedGroupDelivery, TakenOver, wait_ms
 from pzq.serving.liveness import ConsumerLiveness
 from pzq.serving.sending import Sender
 from pzq.serving.subscribe import make_group, named_group
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
 from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
 

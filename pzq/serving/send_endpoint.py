@@ -26,7 +26,7 @@ from pzq.serving.answers import GroupAnswers
 from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import Consumer, GroupDelivery
 from pzq.serving.sending import Sender
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 from pzq.zmqio import POLLIN, POLLOUT, Events, QuietSocket, Socket, drain, writable
 
 log = get_logger("pzq.send")

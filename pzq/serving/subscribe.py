@@ -13,7 +13,7 @@ from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import consume as wire
 from pzq.store import keyspace
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 from pzq.store.topics import DEFAULT_GROUP, Group, Topic, Topics
 
 log = get_logger("pzq.consume")

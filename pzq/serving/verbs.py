@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.serving.holding import Consumer
-from pzq.store.store import Participant
+from pzq.store.batch import Participant
 
 
 def extend(consumer: Consumer, keys: tuple[bytes, ...], now_us: int) -> None:

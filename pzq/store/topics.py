@@ -26,8 +26,9 @@ from pzq.logs import get_logger
 from pzq.protocol.cluster import DefaultReads
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import keyspace, record, topic_log
+from pzq.store.batch import Batch, Participant
 from pzq.store.group_marks import GroupMarks
-from pzq.store.store import Batch, Participant, Store
+from pzq.store.store import Store
 from pzq.store.topic_counts import TopicCounts
 from pzq.store.topic_model import (
     COUNTS,

@@ -17,7 +17,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.errors import ArchiveError
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import message_key
-from pzq.store.store import Batch, Participant
+from pzq.store.batch import Batch, Participant
 
 log = get_logger("pzq.archive")
 

@@ -13,7 +13,7 @@ import math
 from pzq.archive.tier.archiving import Archiving
 from pzq.clock import Now
 from pzq.parts import RETENTION, Part
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 from pzq.zmqio import Events
 
 RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute

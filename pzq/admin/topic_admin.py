@@ -33,12 +33,13 @@ from pzq.durations import duration_us
 from pzq.errors import DecodeError, StoreError
 from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import parse_message_key
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.serving.consume_endpoint import NamedGroups
 from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topic_model import MOST_BACKOFF_STEPS
-from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
+from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP_ID, Group, Topic, Topics
 
 Clock = Callable[[], Now]  # read once per verb: time is passed in
 # batch, own messages deleted, a group, own messages that group is now done with:

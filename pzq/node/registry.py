@@ -34,12 +34,12 @@ from pzq.cluster.part import ClusterPart, Replicated
 from pzq.node.config import Config
 from pzq.node.state import NodeState
 from pzq.parts import Part
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.security import KeyPair, NodeCurve
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.holding import GroupDelivery
 from pzq.serving.send_endpoint import SendEndpoint
-from pzq.store.topics import DEFAULT_GROUP
 from pzq.zmqio import Context, Socket
 
 WRITER_RCVHWM = 100_000  # ZPER writes queued before the loop takes them

@@ -24,12 +24,12 @@ from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import ConfigError
 from pzq.node.config import Config
-from pzq.protocol.topic_reads import DefaultReads, GroupReads
+from pzq.protocol.topic_reads import DEFAULT_GROUP, DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
 from pzq.store.batch import Batch
 from pzq.store.dedup import DedupIndex
 from pzq.store.store import Store
-from pzq.store.topics import DEFAULT_GROUP, Topics
+from pzq.store.topics import Topics
 
 
 def who_reads(topics: Topics) -> DefaultReads:

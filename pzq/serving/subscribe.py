@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import consume as wire
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store import keyspace
 from pzq.store.batch import Batch
-from pzq.store.topics import DEFAULT_GROUP, Group, Topic, Topics
+from pzq.store.topics import Group, Topic, Topics
 
 log = get_logger("pzq.consume")
 

@@ -27,9 +27,9 @@ import struct
 from dataclasses import dataclass, field
 
 from pzq.protocol.headers import validate_topic
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 
-DEFAULT_GROUP = "default"
-DEFAULT_GROUP_ID = 0
+DEFAULT_GROUP_ID = 0  # the group DEFAULT_GROUP (named in the protocol)
 FIRST_ID = 1
 START_EARLIEST = "earliest"
 START_LATEST = "latest"

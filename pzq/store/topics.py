@@ -33,7 +33,6 @@ from pzq.store.topic_counts import TopicCounts
 from pzq.store.topic_model import (
     COUNTS,
     DEFAULT_ALL,
-    DEFAULT_GROUP,
     DEFAULT_GROUP_ID,
     DEFAULT_NONE,
     DEFAULT_ONLY,
@@ -47,7 +46,7 @@ from pzq.store.topic_model import (
     validate_name,
 )
 
-__all__ = ["DEFAULT_ALL", "DEFAULT_GROUP", "DEFAULT_GROUP_ID", "DEFAULT_NONE", "DEFAULT_ONLY",
+__all__ = ["DEFAULT_ALL", "DEFAULT_GROUP_ID", "DEFAULT_NONE", "DEFAULT_ONLY",
            "DEFAULT_UNCLAIMED", "START_EARLIEST",
            "START_LATEST", "Group", "Topic", "Topics", "filter_takes", "validate_name"]
 

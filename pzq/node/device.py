@@ -225,7 +225,7 @@ class Device:
         if node.config.replicas and accepted:
             node.cluster.replicate(accepted, now.mono)
         else:
-            self.intake.stored(accepted)
+            self.intake.ack_stored(accepted)
 
     # -- stopping ----------------------------------------------------------------
 

@@ -170,7 +170,7 @@ class Intake(Participant):
     def _flush_run(self, batch: Batch) -> None:
         run = self._run
         if run.topic is not None and run.seqs:
-            self.topics.stored_run(batch, run.topic, run.tag, run.seqs, run.size)
+            self.topics.note_new_run(batch, run.topic, run.tag, run.seqs, run.size)
         run.topic, run.seqs, run.size = None, [], 0
 
     def _read_headers(self, produce: frames.Produce, now_us: int) -> HeaderFacts:
@@ -250,9 +250,9 @@ class Intake(Participant):
                   msg_id=refused.msg_id.hex())
         self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())
 
-    def stored(self, accepted: list[Stored]) -> None:
+    def ack_stored(self, accepted: list[Stored]) -> None:
         """The batch is written: ACK its producers (no copies to wait for)."""
-        self.acks.stored([(routing_id, msg_id) for routing_id, msg_id, _, _ in accepted])
+        self.acks.owe_ok([(routing_id, msg_id) for routing_id, msg_id, _, _ in accepted])
 
     def not_stored(self, accepted: list[Stored], reason: str) -> None:
         self.counters.store_failures += len(accepted)

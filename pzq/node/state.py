@@ -108,7 +108,7 @@ class NodeState:
     def requeued(self, batch: Batch, seq: int, value: bytes) -> None:
         """A dead letter stored again as a new message: into its topic's log."""
         topic, tag = self.topics.describe(value)
-        self.topics.stored(batch, seq, topic, tag, len(value))
+        self.topics.note_new(batch, seq, topic, tag, len(value))
 
     def copy_requeued(self, messages: list[tuple[int, bytes]], mono: float) -> None:
         """Dead letters requeued as new messages: copied to the peers as new messages

@@ -126,15 +126,15 @@ class Topics(TopicRegistry):
 
     # -- messages --------------------------------------------------------------
 
-    def stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
-        """A new own message: its topic log entry (a topic with named groups), and the
-        topic's counters."""
-        self.stored_run(batch, topic, tag, [seq], size)
+    def note_new(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
+        """Note a new own message in its topic: its topic log entry (a topic with named
+        groups), and the topic's counters."""
+        self.note_new_run(batch, topic, tag, [seq], size)
 
-    def stored_run(self, batch: Batch, topic: Topic, tag: bytes, seqs: list[int],
-                   size: int) -> None:
+    def note_new_run(self, batch: Batch, topic: Topic, tag: bytes, seqs: list[int],
+                     size: int) -> None:
         """New own messages of one topic and tag, ``seqs`` ascending and ``size`` their
-        bytes: as ``stored`` for each, with the counts changed once."""
+        bytes: as ``note_new`` for each, with the counts changed once."""
         self.counts.count(topic, len(seqs), size)
         topic.received += len(seqs)
         topic.newest = seqs[-1]

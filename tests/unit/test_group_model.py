@@ -160,7 +160,7 @@ class GroupModel(RuleBasedStateMachine):
         for tag in tags:
             value = record.encode(b"id", (b"TOPIC:orders", b"TAG:" + tag), (b"body",), 1)
             seq = batch.add_message(value)
-            self.topics.stored(batch, seq, topic, tag, len(value))
+            self.topics.note_new(batch, seq, topic, tag, len(value))
             added.append((seq, tag))
         self._commit(batch)
         self.tags.update(added)

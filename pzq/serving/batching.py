@@ -9,7 +9,7 @@ the sender closes it before any other send and at the end of each pass.
 
 from __future__ import annotations
 
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.protocol.frame_groups import group_chunks
 from pzq.protocol.frames import delivery_headers
 from pzq.serving.holding import Consumer
@@ -41,7 +41,7 @@ class OpenBatch:
             header_group = b"".join(group_chunks(headers))
         else:
             header_group = NO_HEADERS
-        entry = wire.batch_entry(key, header_group, value[record.part_group_at(value):])
+        entry = consume_wire.batch_entry(key, header_group, value[record.part_group_at(value):])
         self.entries.append(entry)
         self.size += len(entry)
         if self.size >= MAX_BATCH_BYTES:

@@ -27,7 +27,7 @@ from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.holding import Consumer, NamedGroupDelivery, TakenOver, wait_ms
@@ -186,54 +186,56 @@ class ConsumeEndpoint(Part):
             try:
                 if consumer is not None:
                     consumer.last_heard = mono
-                    keys = wire.ack_keys(raw[1:])
+                    keys = consume_wire.ack_keys(raw[1:])
                     if keys is not None:  # the common request, without a Request
                         self._answer(batch, consumer, True, keys, now_us, mono)
                         continue
-                request = wire.decode_request(raw[1:])
+                request = consume_wire.decode_request(raw[1:])
                 self._serve(batch, routing_id, consumer, request, now_us, mono)
             except DecodeError as exc:
                 self._error(routing_id, str(exc))
 
     def _serve(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
-               request: wire.Request, now_us: int, mono: float) -> None:
+               request: consume_wire.Request, now_us: int, mono: float) -> None:
         verb = request.verb
-        if verb == wire.CONSUME and request.subscribe is not None:
+        if verb == consume_wire.CONSUME and request.subscribe is not None:
             self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono)
-        elif verb == wire.HEARTBEAT:
+        elif verb == consume_wire.HEARTBEAT:
             if consumer is None:
                 raise DecodeError("HEARTBEAT before CONSUME: send CONSUME first")
         elif consumer is None:
-            if verb == wire.ACK:  # (a restart forgot the connection): its keys come back
+            if verb == consume_wire.ACK:  # (a restart forgot the connection): its keys come back
                 self._error(routing_id, "ACK before CONSUME: send CONSUME first")
-                self._send(wire.encode_refused(routing_id, request.keys))
+                self._send(consume_wire.encode_refused(routing_id, request.keys))
                 self._refused_acks.keep(routing_id, request.keys)
                 return
             raise DecodeError(f"{verb.decode()} before CONSUME: send CONSUME first")
-        elif verb == wire.BYE:
+        elif verb == consume_wire.BYE:
             self._gone(consumer, "bye")
-        elif verb == wire.WORKING:
+        elif verb == consume_wire.WORKING:
             verbs.extend(consumer, request.keys, now_us)
-        elif verb == wire.REJECT:
+        elif verb == consume_wire.REJECT:
             verbs.reject(consumer, request.keys)
         else:
             due_us = now_us + request.delay_ms * 1000 if request.delay_ms else 0
-            self._answer(batch, consumer, verb == wire.ACK, request.keys, now_us, mono, due_us)
+            self._answer(batch, consumer, verb == consume_wire.ACK, request.keys, now_us, mono,
+                         due_us)
 
     def _subscribe(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
-                   subscribe: wire.Subscribe, now_us: int, mono: float) -> None:
+                   subscribe: consume_wire.Subscribe, now_us: int, mono: float) -> None:
         if consumer is not None:
             raise DecodeError(f"this connection consumes group {consumer.group.name} of "
                               f"topic {consumer.group.topic} already; open another one")
         group = named_group(self.topics, batch, subscribe, now_us, self.taken_over)
         deliveries = self._deliveries_for(group)
-        head = wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame,
+        head = consume_wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame,
                                  subscribe.protocol)
         consumer = Consumer(routing_id, deliveries, subscribe.window, mono, head=head,
                             confirm=subscribe.confirm, batches=subscribe.protocol > 1)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
-        self._send(wire.encode_consuming(routing_id, subscribe, int(self.heartbeat_s * 1000)))
+        self._send(consume_wire.encode_consuming(routing_id, subscribe,
+                                                 int(self.heartbeat_s * 1000)))
         log.info("consumer_joined", topic=group.topic.name, group=group.name,
                  window=subscribe.window, consumers=len(deliveries.consumers))
         # ACKs refused on this connection before its CONSUME (kept here, and sent
@@ -343,7 +345,7 @@ class ConsumeEndpoint(Part):
 
     def _error(self, routing_id: bytes, text: str) -> None:
         log.debug("consume_request_refused", reason=text)
-        self._send(wire.encode_error(routing_id, text))
+        self._send(consume_wire.encode_error(routing_id, text))
 
     # -- consumers leaving, expiry ------------------------------------------------
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.serving.holding import Consumer
 from pzq.zmqio import Socket, readable, send_frames
 
@@ -77,7 +77,7 @@ class ConsumerLiveness:
     def _probe(self, consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
         gone = []
         for consumer in consumers:
-            if try_send(self.socket, [consumer.routing_id, wire.HEARTBEAT]) is None:
+            if try_send(self.socket, [consumer.routing_id, consume_wire.HEARTBEAT]) is None:
                 gone.append((consumer, "disconnected"))
             else:
                 consumer.unreachable = False  # its connection is there after all

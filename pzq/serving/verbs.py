@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.serving.holding import Consumer
 from pzq.store.batch import Participant
@@ -60,12 +60,13 @@ class Confirmations(Participant):
     def written(self) -> None:
         owed, self._owed = self._owed, {}
         for routing_id, keys in owed.items():
-            for start in range(0, len(keys), wire.MAX_KEYS):
-                self.send([routing_id, wire.ACKED, *keys[start:start + wire.MAX_KEYS]])
+            most = consume_wire.MAX_KEYS
+            for start in range(0, len(keys), most):
+                self.send([routing_id, consume_wire.ACKED, *keys[start:start + most]])
 
 
 REFUSED_CONNECTIONS = 1000  # connections whose refused ACKs are kept, the newest
-REFUSED_KEYS = 10 * wire.MAX_KEYS  # keys kept for one connection at most
+REFUSED_KEYS = 10 * consume_wire.MAX_KEYS  # keys kept for one connection at most
 
 
 class RefusedAcks:

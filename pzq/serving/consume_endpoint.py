@@ -30,7 +30,7 @@ from pzq.parts import REAP, Part
 from pzq.protocol import consume as consume_wire
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
-from pzq.serving.holding import Consumer, NamedGroupDelivery, TakenOver, wait_ms
+from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, wait_ms
 from pzq.serving.liveness import ConsumerLiveness
 from pzq.serving.sending import Sender
 from pzq.serving.subscribe import make_group, named_group
@@ -84,7 +84,9 @@ class NoConsumeEndpoint:
         pass
 
 
-class Takeovers(Protocol):
+class TakenOverGroups(Protocol):
+    """Down nodes' messages of a topic and group, by origin (pzq.cluster.takeover)."""
+
     def taken(self, topic: str, group: str) -> dict[bytes, DeliveryState]: ...
 
 
@@ -93,7 +95,7 @@ class ClusterWord(Protocol):
     says every own message is this node's to deliver now)."""
 
     @property
-    def takeovers(self) -> Takeovers: ...  # down nodes' messages of a topic and group
+    def takeovers(self) -> TakenOverGroups: ...
 
     def own_delivery_allowed(self, now: float) -> bool: ...  # not right after a start
 
@@ -125,7 +127,7 @@ class ConsumeEndpoint(Part):
         self.confirmations = verbs.Confirmations(self._send)
         self._refused_acks = verbs.RefusedAcks()
         store.register(self.confirmations)
-        self.consumers: dict[bytes, Consumer] = {}
+        self.consumers: dict[bytes, ServedConsumer] = {}
         self.sender = Sender(socket)
         for group in topics.groups():
             self._deliveries_for(group)
@@ -195,7 +197,7 @@ class ConsumeEndpoint(Part):
             except DecodeError as exc:
                 self._error(routing_id, str(exc))
 
-    def _serve(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
+    def _serve(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
                request: consume_wire.Request, now_us: int, mono: float) -> None:
         verb = request.verb
         if verb == consume_wire.CONSUME and request.subscribe is not None:
@@ -221,7 +223,7 @@ class ConsumeEndpoint(Part):
             self._answer(batch, consumer, verb == consume_wire.ACK, request.keys, now_us, mono,
                          due_us)
 
-    def _subscribe(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
+    def _subscribe(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
                    subscribe: consume_wire.Subscribe, now_us: int, mono: float) -> None:
         if consumer is not None:
             raise DecodeError(f"this connection consumes group {consumer.group.name} of "
@@ -230,7 +232,7 @@ class ConsumeEndpoint(Part):
         deliveries = self._deliveries_for(group)
         head = consume_wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame,
                                  subscribe.protocol)
-        consumer = Consumer(routing_id, deliveries, subscribe.window, mono, head=head,
+        consumer = ServedConsumer(routing_id, deliveries, subscribe.window, mono, head=head,
                             confirm=subscribe.confirm, batches=subscribe.protocol > 1)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
@@ -244,7 +246,7 @@ class ConsumeEndpoint(Part):
         if acked:
             self._answer(batch, consumer, True, acked, now_us, mono)
 
-    def _answer(self, batch: Batch, consumer: Consumer, ok: bool,
+    def _answer(self, batch: Batch, consumer: ServedConsumer, ok: bool,
                 keys: list[bytes] | tuple[bytes, ...], now_us: int, mono: float,
                 due_us: int = 0) -> None:
         if ok and consumer.confirm:  # ACKED once the batch holding them is written
@@ -349,7 +351,7 @@ class ConsumeEndpoint(Part):
 
     # -- consumers leaving, expiry ------------------------------------------------
 
-    def _gone(self, consumer: Consumer, reason: str) -> None:
+    def _gone(self, consumer: ServedConsumer, reason: str) -> None:
         """Give back what the consumer holds, at once."""
         if self.consumers.pop(consumer.routing_id, None) is None:
             return

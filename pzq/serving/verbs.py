@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
-from pzq.serving.holding import Consumer
+from pzq.serving.holding import ServedConsumer
 from pzq.store.batch import Participant
 
 
-def extend(consumer: Consumer, keys: tuple[bytes, ...], now_us: int) -> None:
+def extend(consumer: ServedConsumer, keys: tuple[bytes, ...], now_us: int) -> None:
     """WORKING: each delivery's deadline starts again (JetStream's in-progress)."""
     for key in keys:
         node_id, seq = parse_message_key(key)
@@ -27,7 +27,7 @@ def extend(consumer: Consumer, keys: tuple[bytes, ...], now_us: int) -> None:
             consumer.group.counters.unknown_acks += 1
 
 
-def reject(consumer: Consumer, keys: tuple[bytes, ...]) -> None:
+def reject(consumer: ServedConsumer, keys: tuple[bytes, ...]) -> None:
     """REJECT: the consumer gives these up: to the dead letters, never delivered again
     to the group (its credits come back)."""
     deliveries = consumer.group

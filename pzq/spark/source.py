@@ -35,7 +35,7 @@ from pyspark.sql.datasource import (
 
 from pzq.archive.damage import DamagedRecord, log_damage
 from pzq.archive.format.files import segment_items, within
-from pzq.archive.format.records import RawRecord, Record
+from pzq.archive.format.records import MessageRecord, RawRecord
 from pzq.archive.format.segments import Segment
 from pzq.spark.plan import plan_archive
 from pzq.spark.reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition
@@ -129,7 +129,7 @@ class ZperReader(DataSourceReader):
                               partition.raw)
         node = {"node": partition.node}
         for item in within(items, begin, end):
-            if isinstance(item, Record):
+            if isinstance(item, MessageRecord):
                 yield message_row(partition.topic, item) | node
                 continue
             if isinstance(item, RawRecord):
@@ -142,7 +142,7 @@ class ZperReader(DataSourceReader):
                 yield damaged_row(item, self.options.corrupt_column) | node
 
 
-def message_row(topic: str, record: Record) -> dict[str, Any]:
+def message_row(topic: str, record: MessageRecord) -> dict[str, Any]:
     message = record.message
     return {"topic": topic, "offset": record.offset, "key": message.key,
             "msg_id": message.msg_id, "stored_us": message.stored_us,

@@ -8,7 +8,7 @@ import pytest
 
 from pzq.archive.format.codec import encode_record
 from pzq.archive.format.entry import ArchivedMessage
-from pzq.archive.format.records import Damaged, Record, TornTail, decode_records, walk
+from pzq.archive.format.records import Damaged, MessageRecord, TornTail, decode_records, walk
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.errors import ArchiveFormatError
@@ -84,7 +84,7 @@ def message(n: int, topic: str = "orders", size: int = 10) -> ArchivedMessage:
 def test_archived_message_round_trip():
     original = message(7)
     (record,) = walk(encode_record(original.frames()))
-    assert isinstance(record, Record) and record.message == original
+    assert isinstance(record, MessageRecord) and record.message == original
     (damaged,) = walk(encode_record([b"key", b"not json"]))
     assert isinstance(damaged, Damaged) and damaged.reason.startswith("record metadata is not JSON")
 
@@ -157,7 +157,7 @@ def test_torn_tail_recovery_then_clean_appends(tmp_path):
     assert reopened.append(message(9), now=0) == offsets[2]
     reopened.close(now=0)
     records = [item.message for item in walk(segment.path.read_bytes())
-               if isinstance(item, Record)]
+               if isinstance(item, MessageRecord)]
     assert [r.msg_id for r in records] == [b"m0", b"m1", b"m9"]
 
 

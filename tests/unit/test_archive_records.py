@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pzq.archive.format.codec import encode_record
-from pzq.archive.format.records import Damaged, Record, TornTail, walk
+from pzq.archive.format.records import Damaged, MessageRecord, TornTail, walk
 from tests.support.archive_damage import message
 
 pytestmark = pytest.mark.timeout(30)
@@ -34,9 +34,9 @@ def test_frame_damage_skips_to_the_next_whole_record(where):
     position, new = changes[where]
     assert data[position:position + len(new)] != new
     items = list(walk(damage_at(data, position, new), base=1000))
-    assert [item.offset for item in items if isinstance(item, Record)] == [
+    assert [item.offset for item in items if isinstance(item, MessageRecord)] == [
         1000 + start for index, start in enumerate(starts[:-1]) if index != 2]
-    (damaged,) = [item for item in items if not isinstance(item, Record)]
+    (damaged,) = [item for item in items if not isinstance(item, MessageRecord)]
     assert isinstance(damaged, Damaged)
     assert (damaged.offset, damaged.size) == (1000 + record, starts[3] - record)
     assert damaged.first_bad >= damaged.offset  # found where parsing went wrong

@@ -12,7 +12,7 @@ import pytest
 from pzq.archive.damage import DamagedRecord
 from pzq.archive.format.codec import encode_record
 from pzq.archive.format.files import topic_items
-from pzq.archive.format.records import RawRecord, Record
+from pzq.archive.format.records import MessageRecord, RawRecord
 from pzq.archive.format.segments import list_segments
 from pzq.archive.format.walker import frame_run
 from pzq.archive.tier.archive import Archive
@@ -32,7 +32,7 @@ def exact_rows(directory: Path, topic: str, begin: int = 0, end: int | None = No
     one directory names its rows' node by the directory's name)."""
     rows: list[dict[str, object]] = []
     for item in topic_items(directory, topic, begin, end):
-        if isinstance(item, Record):
+        if isinstance(item, MessageRecord):
             rows.append(message_row(topic, item))
         elif isinstance(item, RawRecord):
             rows.append(raw_row(topic, item))

@@ -18,11 +18,11 @@ from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.index import OffsetIndex, read_index
 from pzq.archive.format.raw import is_raw_topic
-from pzq.archive.format.records import Damaged, RawRecord, Record, TornTail, walk
+from pzq.archive.format.records import Damaged, MessageRecord, RawRecord, TornTail, walk
 from pzq.archive.format.segments import Segment, list_segments, segment_name
 from pzq.archive.format.windows import read_window
 
-Item = Record | RawRecord | DamagedRecord
+Item = MessageRecord | RawRecord | DamagedRecord
 CLOSED_TORN = "the segment ends inside a record, yet the node closes segments whole"
 
 
@@ -35,7 +35,7 @@ def segment_items(topic: str, segment: Segment, last: bool, begin: int = 0,
     index = read_index(segment.path, data, raw)
     for item in walk(data, segment.start, seek(data, index, begin - segment.start, raw),
                      raw=raw, resume_at=index.entries if index else None):
-        if isinstance(item, Record | RawRecord):
+        if isinstance(item, MessageRecord | RawRecord):
             yield item
         elif isinstance(item, Damaged):
             yield DamagedRecord(topic, segment_name(segment.start), item.offset,
@@ -54,7 +54,7 @@ def seek(data: bytes, index: OffsetIndex | None, position: int, raw: bool) -> in
     start = index.floor(position)
     while start and not raw:
         first = next(walk(data, 0, start), None)
-        if isinstance(first, Record):
+        if isinstance(first, MessageRecord):
             break
         start = index.before(start) or 0
     return start
@@ -96,7 +96,7 @@ def read_topic(directory: Path, topic: str, begin: int = 0, end: int | None = No
     for item in topic_items(directory, topic, begin, end):
         if isinstance(item, DamagedRecord):
             on_damage(item)
-        elif isinstance(item, Record):
+        elif isinstance(item, MessageRecord):
             yield item.offset, item.message
 
 

@@ -46,7 +46,7 @@ class Span:
 
 
 @dataclass(frozen=True)
-class Record(Span):
+class MessageRecord(Span):
     message: ArchivedMessage
 
 
@@ -69,7 +69,7 @@ class TornTail:
     size: int
 
 
-Item = Record | RawRecord | Damaged | TornTail
+Item = MessageRecord | RawRecord | Damaged | TornTail
 
 
 def walk(buffer: Buffer | bytearray | memoryview, base: int = 0, start: int = 0,
@@ -127,7 +127,7 @@ def _records(data: Buffer, run: FrameRun, base: int,
                               _bad_metadata(data, at, metadata[index]))
             yield _moved(damaged, base)
             return at + damaged.size
-        yield Record(base + at, following - at, ArchivedMessage.from_metadata(
+        yield MessageRecord(base + at, following - at, ArchivedMessage.from_metadata(
             keys[index], meta, tuple(parts[first:first + count])))
         first += count
     return run.end

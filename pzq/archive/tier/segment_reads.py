@@ -30,7 +30,7 @@ from contextlib import closing
 from pzq.archive.damage import DamagedRecord, log_damage
 from pzq.archive.format.codec import Buffer
 from pzq.archive.format.index import OffsetIndex, open_index
-from pzq.archive.format.records import Damaged, Record, TornTail, spans, walk
+from pzq.archive.format.records import Damaged, MessageRecord, TornTail, spans, walk
 from pzq.archive.format.segments import Segment, segment_name
 
 MAPS_KEPT = 32  # segments kept mapped per topic; a reply in flight keeps its own
@@ -123,7 +123,7 @@ class TopicReads:
                 stop = self._raw_stop(mapped, position, stop, max_bytes)
             else:
                 for item in items:
-                    if not isinstance(item, Record) \
+                    if not isinstance(item, MessageRecord) \
                             or item.offset + item.size - position > max_bytes:
                         break
                     stop = item.offset + item.size

@@ -17,7 +17,7 @@ from __future__ import annotations
 import zmq
 
 from pzq.clock import Now
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
 
 # The scheduler's reasons to wake the loop (pzq.node.waker), given to ``on_ticks``:

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.writer import Archive
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.archive import Archive
 from pzq.bench import zper as bench
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.bench.options import positive

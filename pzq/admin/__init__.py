@@ -1,5 +1,7 @@
-"""What an operator asks of a node on the monitor socket: the monitor endpoint
-(``monitor``), the node's verbs (``node_admin``: the dead letters and requeue),
-topics and groups (``topic_admin``) with a group's pending list and seek
-(``group_ops``).
+"""What an operator asks of a node on the monitor socket.
+
+- ``monitor``: the monitor endpoint and its table of verbs
+- ``node_admin``: the dead letters and requeue
+- ``topic_admin``: topics and groups
+- ``group_ops``: a group's pending list and seek
 """

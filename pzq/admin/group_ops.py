@@ -21,7 +21,8 @@ from pzq.delivery.inflight import InFlight
 from pzq.protocol.message_keys import message_key
 from pzq.serving.holding import GroupDelivery
 from pzq.store import keyspace
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 from pzq.store.topics import Group, Topics
 
 PENDING_LIST = 100  # lines PENDING GROUP answers unless limit= says otherwise

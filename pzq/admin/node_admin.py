@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pzq.errors import DecodeError, StoreError
 from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import keyspace, record
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 
 Verb = Callable[[list[bytes]], bytes]  # arguments -> reply text
 DEFAULT_LIST = 100

@@ -31,13 +31,15 @@ from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.delivery.state import DeliveryState
 from pzq.durations import duration_us
 from pzq.errors import DecodeError, StoreError
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.serving.consume_endpoint import NamedGroups
 from pzq.store import keyspace
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 from pzq.store.topic_model import MOST_BACKOFF_STEPS
-from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics
+from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP_ID, Group, Topic, Topics
 
 Clock = Callable[[], Now]  # read once per verb: time is passed in
 # batch, own messages deleted, a group, own messages that group is now done with:
@@ -125,7 +127,8 @@ class TopicAdmin:
         topic = self._topic(names[0])
         _same_filter(topic, names[1], options.get("filter"))
         start, pattern = options.pop("start", "earliest"), options.pop("filter", "")
-        subscribe = wire.Subscribe(topic.name, names[1], 1, pattern, wire.decode_start(start))
+        subscribe = consume_wire.Subscribe(topic.name, names[1], 1, pattern,
+                                           consume_wire.decode_start(start))
         settings = group_settings_given(options)
         _no_more(options)
         batch = self.store.begin()
@@ -146,7 +149,7 @@ class TopicAdmin:
         self.topics.changed(topic)
         return f"topic {topic.name}{_limits(topic)}\n"
 
-    def _declare_group(self, batch: Batch, topic: Topic, subscribe: wire.Subscribe,
+    def _declare_group(self, batch: Batch, topic: Topic, subscribe: consume_wire.Subscribe,
                        settings: dict[str, object]) -> str:
         name = subscribe.group
         if name == DEFAULT_GROUP:
@@ -234,9 +237,9 @@ class TopicAdmin:
 
     def _seek_target(self, topic: Topic, where: str) -> int:
         """The seq a seek goes to."""
-        if where == wire.START_WORDS[0]:
+        if where == consume_wire.START_WORDS[0]:
             return 0
-        if where == wire.START_WORDS[1]:
+        if where == consume_wire.START_WORDS[1]:
             return self.store.next_seq
         if where.isdigit():
             return self.topics.first_stored_since(topic, int(where))

@@ -17,10 +17,10 @@ import zmq
 from pzq.aio import probe
 from pzq.aio.socket_io import AsyncContext, AsyncSocket, open_socket, wait_events
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
-from pzq.archive.entry import ArchivedMessage
+from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.reader import EVERY_SEGMENT_MS
-from pzq.archive.records import Damaged, Record, walk
-from pzq.archive.segments import segment_name
+from pzq.archive.format.records import Damaged, MessageRecord, walk
+from pzq.archive.format.segments import segment_name
 from pzq.errors import ClientClosed, ReaderError
 from pzq.protocol import zper as zp
 from pzq.security import ClientCurve
@@ -98,15 +98,15 @@ class ArchiveReader:
                     max_bytes: int = 1 << 20) -> list[tuple[int, ArchivedMessage]]:
         """The whole records of one FETCH; damaged ones are reported and left out."""
         return [(item.offset, item.message) for item in (await self._fetch(offset, max_bytes))[0]
-                if isinstance(item, Record)]
+                if isinstance(item, MessageRecord)]
 
-    async def _fetch(self, offset: int, max_bytes: int) -> tuple[list[Record | Damaged], int]:
+    async def _fetch(self, offset: int, max_bytes: int) -> tuple[list[MessageRecord | Damaged], int]:
         (data,) = await self._request(zp.encode_fetch_request(offset, max_bytes))
-        items: list[Record | Damaged] = []
+        items: list[MessageRecord | Damaged] = []
         for item in walk(data, base=offset):
             if isinstance(item, Damaged):
                 await self._report(item)
-            if isinstance(item, Record | Damaged):
+            if isinstance(item, MessageRecord | Damaged):
                 items.append(item)  # not a torn tail: a server that cut a record short
         return items, len(data)
 
@@ -137,7 +137,7 @@ class ArchiveReader:
                 max_bytes *= 2  # a record longer than max_bytes, from a server that cuts
                 continue
             for item in items:
-                if isinstance(item, Record):
+                if isinstance(item, MessageRecord):
                     yield item.offset, item.message
             position = items[-1].offset + items[-1].size
 

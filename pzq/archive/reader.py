@@ -1,4 +1,4 @@
-"""Reading the archive from a node's ZPER reader socket (files: pzq.archive.files)."""
+"""Reading the archive from a node's ZPER reader socket (files: pzq.archive.format.files)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import zmq
 
 from pzq import curve_probe, reach
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.records import Damaged, Record, walk
-from pzq.archive.segments import segment_name
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.records import Damaged, MessageRecord, walk
+from pzq.archive.format.segments import segment_name
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp
 from pzq.security import ClientCurve
@@ -79,16 +79,16 @@ class ArchiveReader:
         """The whole records of one FETCH; damaged ones are reported and left out
         (``messages`` walks past them)."""
         return [(item.offset, item.message) for item in self._fetch(offset, max_bytes)[0]
-                if isinstance(item, Record)]
+                if isinstance(item, MessageRecord)]
 
-    def _fetch(self, offset: int, max_bytes: int) -> tuple[list[Record | Damaged], int]:
+    def _fetch(self, offset: int, max_bytes: int) -> tuple[list[MessageRecord | Damaged], int]:
         """The records and damaged records of one FETCH, and the reply's length."""
         (data,) = self._request(zp.encode_fetch_request(offset, max_bytes))
-        items: list[Record | Damaged] = []
+        items: list[MessageRecord | Damaged] = []
         for item in walk(data, base=offset):
             if isinstance(item, Damaged):
                 self._report(item)
-            if isinstance(item, Record | Damaged):
+            if isinstance(item, MessageRecord | Damaged):
                 items.append(item)  # not a torn tail: a server that cut a record short
         return items, len(data)
 
@@ -122,7 +122,7 @@ class ArchiveReader:
                 continue
             for item in items:
                 self.next_offset = item.offset + item.size
-                if isinstance(item, Record):
+                if isinstance(item, MessageRecord):
                     yield item.offset, item.message
             position = items[-1].offset + items[-1].size
 

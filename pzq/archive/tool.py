@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pzq.archive.damage import DamagedRecord
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.files import segment_items, topic_items, whole_end
-from pzq.archive.raw import RawRecord, is_raw_topic, raw_walk
-from pzq.archive.records import Damaged, TornTail, walk
-from pzq.archive.topiclog import list_segments
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.files import segment_items, topic_items, whole_end
+from pzq.archive.format.raw import is_raw_topic
+from pzq.archive.format.records import Damaged, RawRecord, TornTail, walk
+from pzq.archive.tier.topiclog import list_segments
 from pzq.errors import ExitCode
 from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt, whole_number
 
@@ -178,7 +178,7 @@ def verify(path: Path) -> int:
     if not path.is_file():
         raise Refused(f"{path} is not a file")
     data = path.read_bytes()
-    items = (raw_walk(data) if is_raw_topic(path.parent) else walk(data))
+    items = walk(data, raw=is_raw_topic(path.parent))
     problems = [item for item in items if isinstance(item, Damaged | TornTail)]
     if not problems:
         print(f"{path}: ok, {len(data)} bytes of whole records")

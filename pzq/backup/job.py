@@ -1,7 +1,7 @@
 """One backup of a running node: the loop's half (see pzq.backup.part).
 
 It begins in one wake, at the end of it: the archive is fsync'd and its files opened
-up to that durable end (pzq.archive.durable), then the store's snapshot is taken
+up to that durable end (pzq.archive.tier.durable), then the store's snapshot is taken
 (pzq.store.snapshot_copy). So a message the snapshot no longer holds (acked, its
 delete written) is in the copied archive: its record was appended before its
 delete, and the fsync came after both. From then on the loop does one thing a
@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pzq.archive.durable import DurableFile, DurableTopic, close_all, durable_files
-from pzq.archive.writer import Archive
+from pzq.archive.tier.durable import DurableFile, DurableTopic, close_all, durable_files
+from pzq.archive.tier.archive import Archive
 from pzq.backup.writer import BackupWriter
 from pzq.clock import Now
 from pzq.errors import StoreError

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pzq.archive.writer import Archive
+from pzq.archive.tier.archive import Archive
 from pzq.backup.job import RUNNING, Backup, NodeFacts
 from pzq.clock import Now
 from pzq.errors import PzqError

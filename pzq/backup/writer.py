@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pzq.archive.durable import DurableFile, close_all
+from pzq.archive.tier.durable import DurableFile, close_all
 from pzq.backup.files import Digest, FileCopy
 from pzq.backup.manifest import UNCHECKED, write_manifest
 from pzq.errors import PzqError

@@ -17,7 +17,7 @@ from pzq.bench.load import NS, SILENCE_MS, _arrivals, produce_load
 from pzq.bench.measure import percentile, run_workers
 from pzq.bench.nodes import NodeProcess
 from pzq.client import request_monitor
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.zmqio import send_frames
 
 KEY_AT = 3  # DELIVER | topic | group | key ...
@@ -58,11 +58,11 @@ def group_consume_load(dsn: str, topic: str, group: str, window: int, count: int
         keys = [b"ACK"]
         bodies: list[bytes] = []
         for frames in arrived:
-            if frames[0] == wire.BATCH:
-                entries = wire.decode_batch(frames).entries
+            if frames[0] == consume_wire.BATCH:
+                entries = consume_wire.decode_batch(frames).entries
                 keys += [key for key, _, _ in entries]
                 bodies += [parts[0] for _, _, parts in entries]
-            elif frames[0] == wire.DELIVER:
+            elif frames[0] == consume_wire.DELIVER:
                 if ack_arrivals:
                     keys.append(frames[KEY_AT])
                 else:

@@ -11,7 +11,7 @@ from pzq import reach, security
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, DecodeError
 from pzq.node.config import DSN_PATTERN
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.security import ClientCurve
 from pzq.sockets import dual_stack
 from pzq.tool_base import ToolParser
@@ -67,7 +67,7 @@ def positive_seconds(text: str) -> float:
 def start_position(text: str) -> str:
     """An argparse type: where a new group starts, as the node reads it."""
     try:
-        wire.decode_start(text)
+        consume_wire.decode_start(text)
     except DecodeError:
         raise argparse.ArgumentTypeError(
             f"{text} is not earliest, latest or a time in µs since the epoch") from None

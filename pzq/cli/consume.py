@@ -21,7 +21,7 @@ from pzq.cli.waiting import DeliveryWait, Notice
 from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
 from pzq.errors import ConsumeRefused, ExitCode
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.tool_base import quiet_on_closed_pipe
 
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
@@ -100,9 +100,9 @@ def _group_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                         help="where a new group starts: earliest (default), latest, or a "
                              "time in µs since the epoch")
-    parser.add_argument("--window", type=whole_number(1, wire.MAX_WINDOW), default=None,
+    parser.add_argument("--window", type=whole_number(1, consume_wire.MAX_WINDOW), default=None,
                         metavar="N", help="most unacked deliveries to this consumer, 1 to "
-                                          f"{wire.MAX_WINDOW} (default 100)")
+                                          f"{consume_wire.MAX_WINDOW} (default 100)")
     parser.add_argument("--routes", type=endpoint, action="append", metavar="MONITOR",
                         help="a node's --monitor-dsn (repeatable): read the group on every "
                              "node of the cluster, learned from the route table")

@@ -18,7 +18,7 @@ from pzq.cli.waiting import AckWait
 from pzq.client import Producer, RoutedProducer
 from pzq.client.producer import topic_headers
 from pzq.errors import ExitCode
-from pzq.protocol import frames as wire
+from pzq.protocol.frames import HEADER_PATTERN, ProducerAck
 from pzq.protocol.headers import KEY_HEADER
 from pzq.security import ClientCurve
 from pzq.tool_base import quiet_on_closed_pipe
@@ -54,7 +54,7 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
     if args.window < 1:
         parser.error("--window must be at least 1")
     for header in args.header:
-        if not wire.HEADER_PATTERN.match(header.encode()):
+        if not HEADER_PATTERN.match(header.encode()):
             parser.error(f"--header {header} is not NAME:value, e.g. TOPIC:orders")
     if args.routes and not args.topic:
         parser.error("--routes needs --topic (the partitioned topic)")
@@ -140,7 +140,7 @@ def _keyed(line: bytes, number: int) -> tuple[bytes, list[bytes]]:
     return body, [KEY_HEADER + key]
 
 
-def _report_acks(acks: list[wire.ProducerAck]) -> int:
+def _report_acks(acks: list[ProducerAck]) -> int:
     """Print one line per ACK, in one write; returns how many were failures."""
     if not acks:
         return 0

@@ -21,7 +21,7 @@ import zmq
 from pzq.client.common import NOTICE_AFTER_S, WaitNotice, connect, remaining_ms
 from pzq.client.message import Message
 from pzq.client.sessions.group import GroupSession, Out
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.security import ClientCurve
 from pzq.zmqio import Context, recv_frames, send_frames
 
@@ -39,7 +39,7 @@ class GroupConsumer:
                  context: Context | None = None, curve: ClientCurve | None = None,
                  timeout: float | None = 10.0, notice: WaitNotice | None = None,
                  declare: bool = False, confirm: bool = False,
-                 protocol: int = wire.LATEST_PROTOCOL) -> None:
+                 protocol: int = consume_wire.LATEST_PROTOCOL) -> None:
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 1000)
@@ -49,7 +49,7 @@ class GroupConsumer:
         # stop the I/O thread reading, PINGs too, and a busy consumer would look dead.
         self._socket.setsockopt(zmq.RCVHWM, 0)
         connect(self._socket, dsn, curve)
-        subscribe = wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
+        subscribe = consume_wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
                                    declare=declare, protocol=protocol)
         now = time.monotonic()
         self._session = GroupSession(subscribe, Message, self, now)
@@ -63,7 +63,7 @@ class GroupConsumer:
     # -- what the session knows ------------------------------------------------------
 
     @property
-    def subscribe(self) -> wire.Subscribe:
+    def subscribe(self) -> consume_wire.Subscribe:
         """What it asked for (protocol 1 once an older node refused protocol 2)."""
         return self._session.subscribe
 

@@ -1,7 +1,13 @@
 """The cluster: copies before the ACK, removes after it, and takeover when a node dies.
 
-``core`` holds the rules and no socket (frames in, frames out, time passed in);
-``links`` moves those frames over ZeroMQ. Liveness (``peers``), producer ACKs
-waiting for copies (``replication``), removes kept until confirmed (``removes``)
-and the delivery of a down node's messages (``takeover``) each have a module.
+- ``core``: the rules, no socket: frames in, frames out, time passed in
+- ``links``: the cluster's sockets; ``senders``: which peer sent on which connection
+- ``part``: the cluster as a part of the node's loop
+- ``settings``: what the cluster is given
+- ``peers``: liveness of the other nodes
+- ``replication``: producer ACKs waiting for copies
+- ``removes``, ``done``: removes and groups' dones, kept until confirmed
+- ``takeover``: delivering a down node's messages, every group of them
+- ``placement``: which node owns each partition; ``routes``: the route table
+- ``lone``: what the node asks of its cluster, and a node without one
 """

@@ -37,9 +37,10 @@ from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import cluster as cw
+from pzq.store.batch import Batch, Participant
 from pzq.store.record import Stored
 from pzq.store.replicas import ReplicaStore, decode_holders, encode_holders
-from pzq.store.store import Batch, Participant, Store
+from pzq.store.store import Store
 from pzq.store.topics import Topics
 
 log = get_logger("pzq.cluster")

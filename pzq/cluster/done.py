@@ -25,8 +25,8 @@ from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.takeover import Takeovers
 from pzq.delivery.state import DeliveryState
 from pzq.protocol.topic_reads import DEFAULT_GROUP
+from pzq.store.batch import Batch
 from pzq.store.replicas import ReplicaStore
-from pzq.store.store import Batch
 
 
 class Dones:

@@ -18,7 +18,7 @@ from pzq.cluster.replication import PendingAck
 from pzq.delivery.state import DeliveryState
 from pzq.security import NodeCurve
 from pzq.sockets import bind, dual_stack
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 from pzq.zmqio import Context, Events, Socket, drain
 
 PEER_SNDHWM = 10_000

@@ -17,8 +17,8 @@ from pzq.cluster.replication import PendingAck
 from pzq.cluster.routes import Routes
 from pzq.delivery.state import DeliveryState, never_held
 from pzq.protocol import cluster as cw
+from pzq.store.batch import Batch
 from pzq.store.record import Stored
-from pzq.store.store import Batch
 
 
 class TakenOver(Protocol):

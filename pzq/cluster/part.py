@@ -14,7 +14,7 @@ from pzq.cluster.links import ClusterLinks
 from pzq.cluster.replication import PendingAck
 from pzq.delivery.state import DeliveryState
 from pzq.parts import HEARTBEAT, Part
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
 
 Replicated = Callable[[list[PendingAck]], None]

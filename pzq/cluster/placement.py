@@ -20,7 +20,6 @@ import hashlib
 from collections.abc import Iterable
 
 from pzq.cluster.peers import PeerTable
-from pzq.protocol.headers import partition_of as partition_of  # the rule clients share
 
 MOST_PARTITIONS = 4096
 KEPT_TABLES = 1024  # owner tables kept (per topic and view of the peers), then begun again

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pzq.errors import DecodeError
 from pzq.protocol import cluster as cw
 from pzq.store import keyspace
-from pzq.store.store import Batch, Participant, Store
+from pzq.store.batch import Batch, Participant
+from pzq.store.store import Store
 
 SHORT = struct.Struct(">H")
 

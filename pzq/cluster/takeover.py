@@ -19,8 +19,8 @@ from pzq.delivery.areas import Area, TakeoverArea
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.topic_reads import DEFAULT_GROUP
+from pzq.store.batch import Batch, Participant
 from pzq.store.replicas import Holders, ReplicaStore
-from pzq.store.store import Batch, Participant
 
 log = get_logger("pzq.cluster.takeover")
 

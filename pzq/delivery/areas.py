@@ -8,8 +8,9 @@ from typing import NamedTuple, Protocol
 
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store import keyspace
+from pzq.store.batch import Batch
 from pzq.store.replicas import ReplicaStore
-from pzq.store.store import Batch, Store
+from pzq.store.store import Store
 from pzq.store.topic_model import DEFAULT_GROUP_ID
 
 # Keys one read walks at most, so a long run of messages the reader skips (done with,

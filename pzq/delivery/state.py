@@ -23,10 +23,10 @@ from pzq.delivery.areas import Area
 from pzq.delivery.delayed import DelayedDeliveries
 from pzq.delivery.inflight import InFlight, InFlightTable
 from pzq.delivery.redelivery import RedeliveryQueue
-from pzq.protocol import frames as wire
+from pzq.protocol.frames import delivery_headers, encode_delivery
 from pzq.protocol.message_keys import message_key
 from pzq.store import record
-from pzq.store.store import Batch, Participant
+from pzq.store.batch import Batch, Participant
 
 SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
 # A delivery as the store holds it: seq, message key, stored record, its delivery count
@@ -439,5 +439,5 @@ def delivery_frames(key: bytes, value: bytes, deliveries: int, sent_us: int,
     """A stored record as one delivery in --send-dsn's frames (--delivery-headers:
     ``with_headers``)."""
     stored = record.decode(value)
-    headers = wire.delivery_headers(deliveries, stored.headers) if with_headers else ()
-    return wire.encode_delivery(key, sent_us, ack_timeout_us, stored.parts, headers)
+    headers = delivery_headers(deliveries, stored.headers) if with_headers else ()
+    return encode_delivery(key, sent_us, ack_timeout_us, stored.parts, headers)

@@ -1,1 +1,8 @@
-"""pzq-exporter: Prometheus metrics, a status page and its history, for pzq nodes."""
+"""pzq-exporter: Prometheus metrics, a status page and its history, for pzq nodes.
+
+- ``exporter``: the command and its life
+- ``scrape``: every node's STATS at once, each within its timeout
+- ``metrics``, ``topic_metrics``, ``zper_metrics``: metric families from STATS
+- ``history``: the last minutes of every node, for a fresh status page
+- ``server``: the HTTP side (``status.html`` is the page)
+"""

@@ -1,8 +1,19 @@
 """The node: one thread, every socket, and the order of work in each wake.
 
-``state`` is what a node keeps between wakes (no sockets); ``endpoints`` binds the
-sockets; ``intake`` and ``outbox`` own the producers' flow, pzq.serving the
-consumers', pzq.admin the operator's; ``device`` orders them in a wake and ``run``
-is the life of a node from bind to stop. Time is read once per wake (pzq.clock)
-and passed to every part.
+- ``config``: the options, one frozen object from CLI > config file > defaults
+- ``keys``: the node's CURVE keys, read and checked before anything binds
+- ``main``: the ``pzq`` daemon: options, start-up, signals, exit codes
+- ``run``: a node's life from bind to stop
+- ``state``: what a node keeps between wakes (no sockets)
+- ``registry``: its parts (pzq.parts), opened from the options
+- ``device``: the order of one wake
+- ``intake``, ``outbox``, ``batch_acks``: the producers' flow: messages into the
+  wake's batch, and the ACKs owed (a produce batch's once all are answered)
+- ``scheduler``, ``waker``: interval jobs that only wake the loop, through a pipe
+- ``figures``, ``topic_figures``, ``topic_rates``: MONITOR and STATS, from counters
+- ``shards``, ``shard_layout``, ``shard_process``, ``start_report``: ``pzq --shards N``:
+  the supervisor, where each shard lives, how it starts, how it says it started
+
+The consumers' flow is pzq.serving, the operator's pzq.admin. Time is read once per
+wake (pzq.clock) and passed to every part.
 """

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pzq.archive.tier import ArchiveSettings
+from pzq.archive.tier.tier import ArchiveSettings
 from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.cluster.settings import ClusterSettings
 from pzq.delivery.state import DeliverySettings

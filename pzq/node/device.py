@@ -35,8 +35,8 @@ from pzq.security import NodeCurve
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint, NamedGroups, NoConsumeEndpoint
 from pzq.serving.send_endpoint import SendEndpoint
+from pzq.store.batch import Batch
 from pzq.store.record import Stored
-from pzq.store.store import Batch
 from pzq.zmqio import POLLIN, Context, Events, Socket
 
 log = get_logger("pzq.device")
@@ -227,7 +227,7 @@ class Device:
         if node.config.replicas and accepted:
             node.cluster.replicate(accepted, now.mono)
         else:
-            self.intake.stored(accepted)
+            self.intake.ack_stored(accepted)
 
     # -- stopping ----------------------------------------------------------------
 

@@ -18,9 +18,10 @@ from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.headers import dedup_id_of, key_of, topic_and_tag
 from pzq.store import record
+from pzq.store.batch import Batch, Participant
 from pzq.store.dedup import DedupIndex
 from pzq.store.record import Stored
-from pzq.store.store import Batch, Participant, Store
+from pzq.store.store import Store
 from pzq.store.topics import Topic, Topics
 from pzq.zmqio import Socket, drain
 
@@ -169,7 +170,7 @@ class Intake(Participant):
     def _flush_run(self, batch: Batch) -> None:
         run = self._run
         if run.topic is not None and run.seqs:
-            self.topics.stored_run(batch, run.topic, run.tag, run.seqs, run.size)
+            self.topics.note_new_run(batch, run.topic, run.tag, run.seqs, run.size)
         run.topic, run.seqs, run.size = None, [], 0
 
     def _read_headers(self, produce: frames.Produce, now_us: int) -> HeaderFacts:
@@ -249,9 +250,9 @@ class Intake(Participant):
                   msg_id=refused.msg_id.hex())
         self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())
 
-    def stored(self, accepted: list[Stored]) -> None:
+    def ack_stored(self, accepted: list[Stored]) -> None:
         """The batch is written: ACK its producers (no copies to wait for)."""
-        self.acks.stored([(routing_id, msg_id) for routing_id, msg_id, _, _ in accepted])
+        self.acks.owe_ok([(routing_id, msg_id) for routing_id, msg_id, _, _ in accepted])
 
     def not_stored(self, accepted: list[Stored], reason: str) -> None:
         self.counters.store_failures += len(accepted)

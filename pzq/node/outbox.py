@@ -55,8 +55,8 @@ class ProducerAcks:
             self.counters.acks_ok += 1
         self._answer(routing_id, msg_id, ok, status)
 
-    def stored(self, answered: list[tuple[bytes, bytes]]) -> None:
-        """ACK "1" for each (routing id, msg id), counted once."""
+    def owe_ok(self, answered: list[tuple[bytes, bytes]]) -> None:
+        """ACK "1" owed for each (routing id, msg id), counted once."""
         self.counters.acks_ok += len(answered)
         for routing_id, msg_id in answered:
             self._answer(routing_id, msg_id, True, b"")

@@ -22,11 +22,12 @@ from typing import TypeVar
 import zmq
 
 from pzq import __version__, sockets
-from pzq.archive.archiving import Archiving
-from pzq.archive.part import ArchivePart, ArchiveReaders
-from pzq.archive.zper_ack import ACK_SNDHWM, ZperAck, ZperAckPart
-from pzq.archive.zper_relay import ZperRelay, ZperRelayPart
-from pzq.archive.zper_writer import NoWrites, ZperWriter, ZperWriterPart
+from pzq.archive.tier.archiving import Archiving
+from pzq.archive.tier.part import ArchivePart
+from pzq.archive.zper.ack import ACK_SNDHWM, ZperAck, ZperAckPart
+from pzq.archive.zper.reader_server import ArchiveReaders
+from pzq.archive.zper.relay import ZperRelay, ZperRelayPart
+from pzq.archive.zper.writer import NoWrites, ZperWriter, ZperWriterPart
 from pzq.backup.job import NodeFacts
 from pzq.backup.part import Backups
 from pzq.clock import Now
@@ -37,12 +38,12 @@ from pzq.node.config import Config
 from pzq.node.state import NodeState
 from pzq.parts import Part
 from pzq.protocol.routing import CLUSTER_PROTOCOL
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.security import KeyPair, NodeCurve
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.holding import GroupDelivery
 from pzq.serving.send_endpoint import SendEndpoint
-from pzq.store.topics import DEFAULT_GROUP
 from pzq.zmqio import Context, Socket
 
 WRITER_RCVHWM = 100_000  # ZPER writes queued before the loop takes them

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pzq.archive.archiving import Archiving, NoArchiving
-from pzq.archive.tier import ArchiveTier
+from pzq.archive.contract import NoArchiving
+from pzq.archive.tier.archiving import Archiving
+from pzq.archive.tier.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
 from pzq.cluster.lone import Cluster, NoCluster
@@ -23,11 +24,12 @@ from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import ConfigError
 from pzq.node.config import Config
-from pzq.protocol.topic_reads import DefaultReads, GroupReads
+from pzq.protocol.topic_reads import DEFAULT_GROUP, DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
+from pzq.store.batch import Batch
 from pzq.store.dedup import DedupIndex
-from pzq.store.store import Batch, Store
-from pzq.store.topics import DEFAULT_GROUP, Topics
+from pzq.store.store import Store
+from pzq.store.topics import Topics
 
 
 def who_reads(topics: Topics) -> DefaultReads:
@@ -94,7 +96,7 @@ class NodeState:
 
     def wake_at(self, now: Now) -> None:
         """The time of the loop's wake, for the store's timed sync (the archive learns it
-        as a part of the loop: pzq.archive.part)."""
+        as a part of the loop: pzq.archive.tier.part)."""
         self.store.wake_at(now.mono)
 
     def _delivery_state(self, area: Area) -> DeliveryState:
@@ -106,7 +108,7 @@ class NodeState:
     def requeued(self, batch: Batch, seq: int, value: bytes) -> None:
         """A dead letter stored again as a new message: into its topic's log."""
         topic, tag = self.topics.describe(value)
-        self.topics.stored(batch, seq, topic, tag, len(value))
+        self.topics.note_new(batch, seq, topic, tag, len(value))
 
     def copy_requeued(self, messages: list[tuple[int, bytes]], mono: float) -> None:
         """Dead letters requeued as new messages: copied to the peers as new messages

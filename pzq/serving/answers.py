@@ -12,14 +12,13 @@ is that one's now (its credit comes back, nothing more).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
-from pzq.delivery.inflight import InFlight
+from pzq.archive.contract import ArchiveWrites
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import message_key, parse_message_key, parse_message_keys
-from pzq.serving.holding import Consumer, GroupDelivery, Key
-from pzq.store.store import Batch
+from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
+from pzq.store.batch import Batch
 
 log = get_logger("pzq.answers")
 
@@ -32,38 +31,15 @@ BULK_ACK_KEYS = 4
 Removed = Callable[[bytes, int, str, bool], None]
 
 
-class Archive(Protocol):
-    """What a group's last holder being done asks of the archive (pzq.archive.archiving);
-    False: it could not be written (the message stays where it is)."""
-
-    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
-              now_us: int) -> bool: ...
-
-    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
-                               groups: tuple[str, ...]) -> bool: ...
-
-
-class NoArchive:
-    """A node without --archive-dir: nothing to write, so nothing fails."""
-
-    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
-              now_us: int) -> bool:
-        return True
-
-    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
-                               groups: tuple[str, ...]) -> bool:
-        return True
-
-
 class GroupAnswers:
-    def __init__(self, archiving: Archive, removed: Removed) -> None:
+    def __init__(self, archiving: ArchiveWrites, removed: Removed) -> None:
         self.archiving = archiving
         self.removed = removed
         # With an archive a message's last holder writes it before its delete, one by
         # one; without, ACKs are done with in bulk.
-        self.archives = not isinstance(archiving, NoArchive)
+        self.archives = archiving.writes
 
-    def answer(self, batch: Batch, consumer: Consumer, ok: bool, keys: Iterable[bytes],
+    def answer(self, batch: Batch, consumer: ServedConsumer, ok: bool, keys: Iterable[bytes],
                now_us: int, mono: float, due_us: int = 0) -> None:
         """ACK (``ok``) or NACK each key (a NACK's message goes again at ``due_us``)."""
         keys = keys if isinstance(keys, (list, tuple)) else list(keys)
@@ -74,7 +50,7 @@ class GroupAnswers:
                 return
         self._answer_each(batch, consumer, ok, keys, now_us, mono, due_us)
 
-    def _answer_each(self, batch: Batch, consumer: Consumer, ok: bool, keys: Iterable[bytes],
+    def _answer_each(self, batch: Batch, consumer: ServedConsumer, ok: bool, keys: Iterable[bytes],
                      now_us: int, mono: float, due_us: int) -> None:
         deliveries = consumer.group
         own = deliveries.state
@@ -100,7 +76,7 @@ class GroupAnswers:
                 if not self.ack(batch, deliveries, state, key, seq, now_us, mono):
                     log.debug("ack_unknown", key=key.decode(), group=deliveries.name)
 
-    def _ack_all(self, batch: Batch, consumer: Consumer, keys: list[Key], now_us: int,
+    def _ack_all(self, batch: Batch, consumer: ServedConsumer, keys: list[Key], now_us: int,
                  mono: float) -> None:
         """ACKs of many keys with no archive to write first: each state's messages are
         done with in one call (``ack`` for each, in bulk)."""
@@ -141,7 +117,7 @@ class GroupAnswers:
                 latencies.append((now_us - entry.sent_us) / 1e6)
         deliveries.latency.add_all(mono, latencies)
 
-    def _nack(self, consumer: Consumer, state: DeliveryState, held_key: Key,
+    def _nack(self, consumer: ServedConsumer, state: DeliveryState, held_key: Key,
               late: bool, due_us: int) -> None:
         """Give back what this consumer holds (to go again at once, or at ``due_us``);
         a NACK of what expired here was given back at its deadline, and another

@@ -9,10 +9,10 @@ the sender closes it before any other send and at the end of each pass.
 
 from __future__ import annotations
 
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.protocol.frame_groups import group_chunks
 from pzq.protocol.frames import delivery_headers
-from pzq.serving.holding import Consumer
+from pzq.serving.holding import ServedConsumer
 from pzq.store import record
 from pzq.zmqio import Socket, begin_frames, send_last
 
@@ -23,11 +23,11 @@ NO_HEADERS = b"".join(group_chunks(()))
 class OpenBatch:
     def __init__(self, socket: Socket) -> None:
         self.socket = socket
-        self.consumer: Consumer | None = None  # whose batch is open
+        self.consumer: ServedConsumer | None = None  # whose batch is open
         self.entries: list[bytes] = []
         self.size = 0
 
-    def add(self, consumer: Consumer, key: bytes, value: bytes, deliveries: int,
+    def add(self, consumer: ServedConsumer, key: bytes, value: bytes, deliveries: int,
             sent_us: int, ack_timeout_us: int, with_headers: bool) -> None:
         """Add a delivery to the consumer's batch, opened first if it is not open;
         raises zmq.Again (nothing added) when its pipe refuses a new batch."""
@@ -41,7 +41,7 @@ class OpenBatch:
             header_group = b"".join(group_chunks(headers))
         else:
             header_group = NO_HEADERS
-        entry = wire.batch_entry(key, header_group, value[record.part_group_at(value):])
+        entry = consume_wire.batch_entry(key, header_group, value[record.part_group_at(value):])
         self.entries.append(entry)
         self.size += len(entry)
         if self.size >= MAX_BATCH_BYTES:

@@ -27,14 +27,15 @@ from pzq.delivery.state import DeliverySettings, DeliveryState
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
-from pzq.serving.holding import Consumer, NamedGroupDelivery, TakenOver, wait_ms
+from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, wait_ms
 from pzq.serving.liveness import ConsumerLiveness
 from pzq.serving.sending import Sender
 from pzq.serving.subscribe import make_group, named_group
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
 from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
 
@@ -83,7 +84,9 @@ class NoConsumeEndpoint:
         pass
 
 
-class Takeovers(Protocol):
+class TakenOverGroups(Protocol):
+    """Down nodes' messages of a topic and group, by origin (pzq.cluster.takeover)."""
+
     def taken(self, topic: str, group: str) -> dict[bytes, DeliveryState]: ...
 
 
@@ -92,7 +95,7 @@ class ClusterWord(Protocol):
     says every own message is this node's to deliver now)."""
 
     @property
-    def takeovers(self) -> Takeovers: ...  # down nodes' messages of a topic and group
+    def takeovers(self) -> TakenOverGroups: ...
 
     def own_delivery_allowed(self, now: float) -> bool: ...  # not right after a start
 
@@ -124,7 +127,7 @@ class ConsumeEndpoint(Part):
         self.confirmations = verbs.Confirmations(self._send)
         self._refused_acks = verbs.RefusedAcks()
         store.register(self.confirmations)
-        self.consumers: dict[bytes, Consumer] = {}
+        self.consumers: dict[bytes, ServedConsumer] = {}
         self.sender = Sender(socket)
         for group in topics.groups():
             self._deliveries_for(group)
@@ -185,54 +188,56 @@ class ConsumeEndpoint(Part):
             try:
                 if consumer is not None:
                     consumer.last_heard = mono
-                    keys = wire.ack_keys(raw[1:])
+                    keys = consume_wire.ack_keys(raw[1:])
                     if keys is not None:  # the common request, without a Request
                         self._answer(batch, consumer, True, keys, now_us, mono)
                         continue
-                request = wire.decode_request(raw[1:])
+                request = consume_wire.decode_request(raw[1:])
                 self._serve(batch, routing_id, consumer, request, now_us, mono)
             except DecodeError as exc:
                 self._error(routing_id, str(exc))
 
-    def _serve(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
-               request: wire.Request, now_us: int, mono: float) -> None:
+    def _serve(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
+               request: consume_wire.Request, now_us: int, mono: float) -> None:
         verb = request.verb
-        if verb == wire.CONSUME and request.subscribe is not None:
+        if verb == consume_wire.CONSUME and request.subscribe is not None:
             self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono)
-        elif verb == wire.HEARTBEAT:
+        elif verb == consume_wire.HEARTBEAT:
             if consumer is None:
                 raise DecodeError("HEARTBEAT before CONSUME: send CONSUME first")
         elif consumer is None:
-            if verb == wire.ACK:  # (a restart forgot the connection): its keys come back
+            if verb == consume_wire.ACK:  # (a restart forgot the connection): its keys come back
                 self._error(routing_id, "ACK before CONSUME: send CONSUME first")
-                self._send(wire.encode_refused(routing_id, request.keys))
+                self._send(consume_wire.encode_refused(routing_id, request.keys))
                 self._refused_acks.keep(routing_id, request.keys)
                 return
             raise DecodeError(f"{verb.decode()} before CONSUME: send CONSUME first")
-        elif verb == wire.BYE:
+        elif verb == consume_wire.BYE:
             self._gone(consumer, "bye")
-        elif verb == wire.WORKING:
+        elif verb == consume_wire.WORKING:
             verbs.extend(consumer, request.keys, now_us)
-        elif verb == wire.REJECT:
+        elif verb == consume_wire.REJECT:
             verbs.reject(consumer, request.keys)
         else:
             due_us = now_us + request.delay_ms * 1000 if request.delay_ms else 0
-            self._answer(batch, consumer, verb == wire.ACK, request.keys, now_us, mono, due_us)
+            self._answer(batch, consumer, verb == consume_wire.ACK, request.keys, now_us, mono,
+                         due_us)
 
-    def _subscribe(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
-                   subscribe: wire.Subscribe, now_us: int, mono: float) -> None:
+    def _subscribe(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
+                   subscribe: consume_wire.Subscribe, now_us: int, mono: float) -> None:
         if consumer is not None:
             raise DecodeError(f"this connection consumes group {consumer.group.name} of "
                               f"topic {consumer.group.topic} already; open another one")
         group = named_group(self.topics, batch, subscribe, now_us, self.taken_over)
         deliveries = self._deliveries_for(group)
-        head = wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame,
+        head = consume_wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame,
                                  subscribe.protocol)
-        consumer = Consumer(routing_id, deliveries, subscribe.window, mono, head=head,
+        consumer = ServedConsumer(routing_id, deliveries, subscribe.window, mono, head=head,
                             confirm=subscribe.confirm, batches=subscribe.protocol > 1)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
-        self._send(wire.encode_consuming(routing_id, subscribe, int(self.heartbeat_s * 1000)))
+        self._send(consume_wire.encode_consuming(routing_id, subscribe,
+                                                 int(self.heartbeat_s * 1000)))
         log.info("consumer_joined", topic=group.topic.name, group=group.name,
                  window=subscribe.window, consumers=len(deliveries.consumers))
         # ACKs refused on this connection before its CONSUME (kept here, and sent
@@ -241,7 +246,7 @@ class ConsumeEndpoint(Part):
         if acked:
             self._answer(batch, consumer, True, acked, now_us, mono)
 
-    def _answer(self, batch: Batch, consumer: Consumer, ok: bool,
+    def _answer(self, batch: Batch, consumer: ServedConsumer, ok: bool,
                 keys: list[bytes] | tuple[bytes, ...], now_us: int, mono: float,
                 due_us: int = 0) -> None:
         if ok and consumer.confirm:  # ACKED once the batch holding them is written
@@ -342,11 +347,11 @@ class ConsumeEndpoint(Part):
 
     def _error(self, routing_id: bytes, text: str) -> None:
         log.debug("consume_request_refused", reason=text)
-        self._send(wire.encode_error(routing_id, text))
+        self._send(consume_wire.encode_error(routing_id, text))
 
     # -- consumers leaving, expiry ------------------------------------------------
 
-    def _gone(self, consumer: Consumer, reason: str) -> None:
+    def _gone(self, consumer: ServedConsumer, reason: str) -> None:
         """Give back what the consumer holds, at once."""
         if self.consumers.pop(consumer.routing_id, None) is None:
             return

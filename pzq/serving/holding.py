@@ -34,7 +34,10 @@ def wait_ms(due_us: int | None, now_us: int) -> int | None:
 
 
 @dataclass(eq=False)
-class Consumer:
+class ServedConsumer:
+    """A consumer as the node serves it: one connection on --consume-dsn, or the pool
+    of --send-dsn's (the Python client is pzq.client.Consumer)."""
+
     routing_id: bytes
     group: GroupDelivery
     window: int
@@ -71,8 +74,8 @@ class GroupDelivery:
         self.counters = state.counters
         self._taken_over = taken_over
         self.latency = latency  # from delivery to ACK
-        self.consumers: list[Consumer] = []
-        self.owner: dict[Key, Consumer] = {}
+        self.consumers: list[ServedConsumer] = []
+        self.owner: dict[Key, ServedConsumer] = {}
         self._turn = 0
 
     def taken_over(self) -> dict[bytes, DeliveryState]:
@@ -107,7 +110,7 @@ class GroupDelivery:
         return min((due for state in self.every_state()
                     if (due := state.next_due_us()) is not None), default=None)
 
-    def next_consumers(self) -> list[Consumer]:
+    def next_consumers(self) -> list[ServedConsumer]:
         """Consumers with credit, starting after the last one served."""
         count = len(self.consumers)
         self._turn = (self._turn + 1) % max(1, count)

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from pzq.protocol import consume as wire
-from pzq.serving.holding import Consumer
+from pzq.protocol import consume as consume_wire
+from pzq.serving.holding import ServedConsumer
 from pzq.zmqio import Socket, readable, send_frames
 
 
@@ -48,7 +48,7 @@ class ConsumerLiveness:
         self._looks_again: list[float] = []
 
     def tick(self, mono: float, disconnected: bool,
-             consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
+             consumers: Iterable[ServedConsumer]) -> list[tuple[ServedConsumer, str]]:
         """Returns the consumers gone, with why. ``disconnected``: the poll saw a
         disconnection event. What a consumer sent before it went (its last ACKs, its
         BYE) is read first: while input waits, the look is put off to the next wake,
@@ -74,10 +74,10 @@ class ConsumerLiveness:
         self._looks_again = [mono + min(LOOK_AGAIN_S, self.heartbeat_s),
                              mono + self.heartbeat_s]
 
-    def _probe(self, consumers: Iterable[Consumer]) -> list[tuple[Consumer, str]]:
+    def _probe(self, consumers: Iterable[ServedConsumer]) -> list[tuple[ServedConsumer, str]]:
         gone = []
         for consumer in consumers:
-            if try_send(self.socket, [consumer.routing_id, wire.HEARTBEAT]) is None:
+            if try_send(self.socket, [consumer.routing_id, consume_wire.HEARTBEAT]) is None:
                 gone.append((consumer, "disconnected"))
             else:
                 consumer.unreachable = False  # its connection is there after all

@@ -24,9 +24,9 @@ from pzq.parts import REAP, Part
 from pzq.protocol import frames
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.connections import ConsumerCount
-from pzq.serving.holding import Consumer, GroupDelivery
+from pzq.serving.holding import GroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 from pzq.zmqio import POLLIN, POLLOUT, Events, QuietSocket, Socket, drain, writable
 
 log = get_logger("pzq.send")
@@ -59,7 +59,7 @@ class SendEndpoint(Part):
         self.counters = counters
         self.batch_size = batch_size
         self.own_allowed = own_allowed
-        self.pool = Consumer(b"", deliveries, window=0, last_heard=0.0, pool=True)
+        self.pool = ServedConsumer(b"", deliveries, window=0, last_heard=0.0, pool=True)
         deliveries.consumers.append(self.pool)
         self.sender = Sender(socket)
 

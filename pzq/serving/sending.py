@@ -18,11 +18,11 @@ import zmq
 from pzq.delivery.state import DeliveryState, Outlet, delivery_frames
 from pzq.protocol.message_keys import NODE_ID_LENGTH
 from pzq.serving.batching import OpenBatch
-from pzq.serving.holding import Consumer, GroupDelivery, Key
+from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
 from pzq.zmqio import Socket, send_headed
 
 Send = Callable[[list[bytes]], bool]
-Put = Callable[[Consumer, bytes, bytes, int], bool]  # consumer, key, record, deliveries
+Put = Callable[[ServedConsumer, bytes, bytes, int], bool]  # consumer, key, record, deliveries
 
 
 class Sender:
@@ -32,7 +32,7 @@ class Sender:
         self.found_unreachable = False  # a send found a consumer gone
         self.batch = OpenBatch(socket)  # protocol 2: a BATCH being filled
 
-    def for_pool(self, pool: Consumer) -> Send:
+    def for_pool(self, pool: ServedConsumer) -> Send:
         """To the pool on --send-dsn: the socket picks the consumer, and the window
         bounds what is out, so nothing is kept per delivery (as fast as a bare send)."""
         socket, head = self.socket, pool.head
@@ -64,7 +64,7 @@ class Sender:
         socket, batch = self.socket, self.batch
         ack_timeout_us, with_headers = state.ack_timeout_us, state.with_headers
 
-        def put(consumer: Consumer, key: bytes, value: bytes, deliveries: int) -> bool:
+        def put(consumer: ServedConsumer, key: bytes, value: bytes, deliveries: int) -> bool:
             """Sent to the consumer, or added to its batch; False: not taken."""
             try:
                 if consumer.batches:
@@ -82,7 +82,7 @@ class Sender:
             return True
         return put
 
-    def _round_robin(self, deliveries: GroupDelivery, candidates: list[Consumer],
+    def _round_robin(self, deliveries: GroupDelivery, candidates: list[ServedConsumer],
                      put: Put) -> Outlet:
         """Each delivery to the next consumer with credit; one taking batches is
         filled before the turn moves on."""
@@ -109,7 +109,7 @@ class Sender:
             return False
         return send
 
-    def _avoiding_expired(self, deliveries: GroupDelivery, candidates: list[Consumer],
+    def _avoiding_expired(self, deliveries: GroupDelivery, candidates: list[ServedConsumer],
                           put: Put) -> Outlet:
         """The same, while some consumer has deliveries it let expire: one of those
         goes to another consumer first, and back to the same one only when no other
@@ -118,7 +118,7 @@ class Sender:
         owner = deliveries.owner
         turn = 0
 
-        def offer(consumer: Consumer, key: bytes, value: bytes, deliveries: int,
+        def offer(consumer: ServedConsumer, key: bytes, value: bytes, deliveries: int,
                   held_key: Key) -> bool:
             """Sent to this consumer if it has credit (one it let expire comes back on
             the credit it still spends)."""
@@ -152,7 +152,7 @@ class Sender:
             return False
         return send
 
-    def _unreachable(self, consumer: Consumer, exc: zmq.ZMQError) -> None:
+    def _unreachable(self, consumer: ServedConsumer, exc: zmq.ZMQError) -> None:
         """A send found no peer: stop sending to it; its ACKs and BYE still count."""
         if exc.errno != errno.EHOSTUNREACH:
             raise exc

@@ -11,17 +11,18 @@ from collections.abc import Callable
 
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store import keyspace
-from pzq.store.store import Batch
-from pzq.store.topics import DEFAULT_GROUP, Group, Topic, Topics
+from pzq.store.batch import Batch
+from pzq.store.topics import Group, Topic, Topics
 
 log = get_logger("pzq.consume")
 
 KnownElsewhere = Callable[[str, str], object]  # topic, group: a down node's, if truthy
 
 
-def named_group(topics: Topics, batch: Batch, subscribe: wire.Subscribe, now_us: int,
+def named_group(topics: Topics, batch: Batch, subscribe: consume_wire.Subscribe, now_us: int,
                 taken_over: KnownElsewhere) -> Group:
     """The group a CONSUME names, made when new."""
     if subscribe.group == DEFAULT_GROUP:
@@ -62,8 +63,8 @@ def make_group(topics: Topics, batch: Batch, topic: Topic, name: str, start: str
 
 
 def start_seq(topics: Topics, topic: Topic, start: str | int) -> int:
-    if start == wire.START_WORDS[0]:
+    if start == consume_wire.START_WORDS[0]:
         return 0
-    if start == wire.START_WORDS[1] or not isinstance(start, int):
+    if start == consume_wire.START_WORDS[1] or not isinstance(start, int):
         return topics.store.next_seq
     return topics.first_stored_since(topic, start)

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
-from pzq.serving.holding import Consumer
-from pzq.store.store import Participant
+from pzq.serving.holding import ServedConsumer
+from pzq.store.batch import Participant
 
 
-def extend(consumer: Consumer, keys: tuple[bytes, ...], now_us: int) -> None:
+def extend(consumer: ServedConsumer, keys: tuple[bytes, ...], now_us: int) -> None:
     """WORKING: each delivery's deadline starts again (JetStream's in-progress)."""
     for key in keys:
         node_id, seq = parse_message_key(key)
@@ -27,7 +27,7 @@ def extend(consumer: Consumer, keys: tuple[bytes, ...], now_us: int) -> None:
             consumer.group.counters.unknown_acks += 1
 
 
-def reject(consumer: Consumer, keys: tuple[bytes, ...]) -> None:
+def reject(consumer: ServedConsumer, keys: tuple[bytes, ...]) -> None:
     """REJECT: the consumer gives these up: to the dead letters, never delivered again
     to the group (its credits come back)."""
     deliveries = consumer.group
@@ -60,12 +60,13 @@ class Confirmations(Participant):
     def written(self) -> None:
         owed, self._owed = self._owed, {}
         for routing_id, keys in owed.items():
-            for start in range(0, len(keys), wire.MAX_KEYS):
-                self.send([routing_id, wire.ACKED, *keys[start:start + wire.MAX_KEYS]])
+            most = consume_wire.MAX_KEYS
+            for start in range(0, len(keys), most):
+                self.send([routing_id, consume_wire.ACKED, *keys[start:start + most]])
 
 
 REFUSED_CONNECTIONS = 1000  # connections whose refused ACKs are kept, the newest
-REFUSED_KEYS = 10 * wire.MAX_KEYS  # keys kept for one connection at most
+REFUSED_KEYS = 10 * consume_wire.MAX_KEYS  # keys kept for one connection at most
 
 
 class RefusedAcks:

@@ -11,7 +11,8 @@ reaper's tick, as part of a batch.
 from __future__ import annotations
 
 from pzq.store import keyspace
-from pzq.store.store import Batch, Participant, Store
+from pzq.store.batch import Batch, Participant
+from pzq.store.store import Store
 
 SEEN = keyspace.SEQ  # the value of ``u``: when the id was seen (µs)
 EXPIRED_PER_BATCH = 10_000  # ids let go in one batch, so a burst cannot stall a wake

@@ -10,7 +10,8 @@ which the highest mark of each group, kept in memory, says without a read.
 from __future__ import annotations
 
 from pzq.store import keyspace
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 
 
 class GroupMarks:

@@ -83,11 +83,6 @@ def own_seq(store_key: bytes) -> int:
     return seq
 
 
-def own_range_end() -> bytes:
-    """The first store key past the own-messages area."""
-    return bytes([OWN_PREFIX[0] + 1])
-
-
 def dead_key(seq: int) -> bytes:
     return DEAD_PREFIX + SEQ.pack(seq)
 

@@ -24,7 +24,8 @@ from pzq.protocol.cluster import DefaultReads, decode_default_reads
 from pzq.protocol.headers import topic_and_tag
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store import keyspace, record
-from pzq.store.store import Batch, Participant, Store
+from pzq.store.batch import Batch, Participant
+from pzq.store.store import Store
 
 Holders = tuple[bytes, ...]
 NO_READS = DefaultReads()

@@ -1,16 +1,17 @@
-"""This node's LevelDB store: own messages, group-committed batches, the cursor.
+"""This node's LevelDB store: its opening, group-committed writes, reads and recovery.
 
-Everything one wake of the loop changes goes into one Batch and is committed with
-one write (``sync=True`` under --hard-sync: one fsync per batch; otherwise the
+Everything one wake of the loop changes goes into one Batch (pzq.store.batch) and is
+committed with one write (``sync=True`` under --hard-sync: one fsync per batch; otherwise the
 logs are fsync'd after the first batch once --sync-interval has passed, see
 pzq.store.log_sync and pzq.store.log_files). The sequence
 high-water mark and the message counters ride along in every batch, so they are
 exactly as durable as the messages they count and the monitor never scans.
 
 Parts whose memory follows the store (delivery states, replicas, the cluster, the
-archive) register as participants: each batch starts with their ``prepare`` (what
-earlier batches left to write), and ends with ``written`` or ``failed``. This is
-the only module that touches plyvel.
+archive) register as participants (pzq.store.batch.Participant): each batch starts
+with their ``prepare`` (what earlier batches left to write), and ends with
+``written`` or ``failed``. This module and the batch's are the only ones that touch
+plyvel.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pzq.errors import PzqError, StoreDamaged, StoreError, StoreUnrecoverable
 from pzq.fsync import make_directories, sync_directory
 from pzq.logs import get_logger
 from pzq.store import keyspace
+from pzq.store.batch import Batch, Participant
 from pzq.store.log_files import sync_log_files
 from pzq.store.log_sync import LogSync
 from pzq.store.store_format import STORE_FORMAT, encode_format, format_of, refuse_newer
@@ -42,110 +44,6 @@ RECOVERY_MARGIN = 256 * 1024  # bytes free beyond the log's size, to reopen afte
 COARSE_CLOCK_NS = 20_000_000
 
 log = get_logger("pzq.store")
-
-
-class Participant:
-    """A part whose in-memory state follows the store's batches (hooks do nothing
-    unless overridden)."""
-
-    def prepare(self, batch: Batch) -> None:
-        """Add to a new batch what earlier batches left to write."""
-
-    def before_write(self) -> None:
-        """Last chance before the write (e.g. fsync what must be durable first);
-        raising a PzqError fails the batch."""
-
-    def written(self) -> None:
-        """The batch is in the store: apply what it changed."""
-
-    def failed(self) -> None:
-        """The batch was not written: keep what must be tried again."""
-
-
-class Batch:
-    """The changes of one wake: puts and deletes plus the counter deltas they imply."""
-
-    def __init__(self, store: Store, raw: plyvel.WriteBatch, sync: bool) -> None:
-        self._store = store
-        self._batch = raw
-        self.sync = sync  # the log is fsync'd with this batch (see Store.begin)
-        self.message_delta = 0
-        self.byte_delta = 0
-        self.dead_delta = 0
-        self.operations = 0
-
-    def add_message(self, value: bytes) -> int:
-        """Store a new own message; returns its sequence number."""
-        seq = self._store.take_seq()
-        self._batch.put(keyspace.own_key(seq), value)
-        self.message_delta += 1
-        self.byte_delta += len(value)
-        self.operations += 1
-        return seq
-
-    def rewrite_message(self, seq: int, value: bytes) -> None:
-        """Replace a stored message with the same length (delivery bookkeeping)."""
-        self._batch.put(keyspace.own_key(seq), value)
-        self.operations += 1
-
-    def delete_message(self, seq: int, size: int) -> None:
-        self._batch.delete(keyspace.own_key(seq))
-        self.message_delta -= 1
-        self.byte_delta -= size
-        self.operations += 1
-
-    def delete_messages(self, deletes: list[tuple[int, int]]) -> None:
-        """delete_message for each (seq, size), the counters changed once."""
-        delete, own_key = self._batch.delete, keyspace.own_key
-        for seq, _ in deletes:
-            delete(own_key(seq))
-        self.message_delta -= len(deletes)
-        self.byte_delta -= sum(size for _, size in deletes)
-        self.operations += len(deletes)
-
-    def dead_letter(self, seq: int, value: bytes, stored_size: int) -> None:
-        """Move an own message that was delivered too often to the dead letters."""
-        self.delete_message(seq, stored_size)
-        self.put(keyspace.dead_key(seq), value)
-        self.dead_delta += 1
-
-    def add_dead_letter(self, value: bytes) -> int:
-        """A dead letter that was not one of this node's messages (a takeover's)."""
-        seq = self._store.take_seq()
-        self.put(keyspace.dead_key(seq), value)
-        self.dead_delta += 1
-        return seq
-
-    def drop_dead_letter(self, seq: int) -> None:
-        self.delete(keyspace.dead_key(seq))
-        self.dead_delta -= 1
-
-    def put(self, key: bytes, value: bytes) -> None:
-        """Any other area of the key layout (replicas, tombstones)."""
-        self._batch.put(key, value)
-        self.operations += 1
-
-    def put_all(self, items: list[tuple[bytes, bytes]]) -> None:
-        put = self._batch.put
-        for key, value in items:
-            put(key, value)
-        self.operations += len(items)
-
-    def delete(self, key: bytes) -> None:
-        self._batch.delete(key)
-        self.operations += 1
-
-    def delete_keys(self, keys: list[bytes]) -> None:
-        delete = self._batch.delete
-        for key in keys:
-            delete(key)
-        self.operations += len(keys)
-
-    def write_with_metadata(self, next_seq: int, counters: bytes) -> None:
-        """Write (Store.commit's job) with the metadata that moves with every batch."""
-        self._batch.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(next_seq))
-        self._batch.put(keyspace.META_COUNTERS, counters)
-        self._batch.write()
 
 
 class Store:
@@ -225,7 +123,7 @@ class Store:
         # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs
         # after the write (see pzq.store.log_files for why not sync=True).
         sync = self.log_sync.due(self._now)
-        batch = Batch(self, self._db.write_batch(sync=self.hard_sync), sync)
+        batch = Batch(self.take_seq, self._db.write_batch(sync=self.hard_sync), sync)
         for participant in self._participants:
             participant.prepare(batch)
         return batch

@@ -10,7 +10,7 @@ figures once the batch is written; ``dropped`` forgets the changes of a failed o
 from __future__ import annotations
 
 from pzq.store import keyspace
-from pzq.store.store import Batch
+from pzq.store.batch import Batch
 from pzq.store.topic_model import COUNTS, Group, Topic
 
 

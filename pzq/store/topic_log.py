@@ -18,7 +18,8 @@ from collections.abc import Iterator
 
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import keyspace, record
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 from pzq.store.topic_model import Topic
 
 BACKFILL_CHUNK = 5000  # own messages looked at per batch

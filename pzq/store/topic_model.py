@@ -27,9 +27,9 @@ import struct
 from dataclasses import dataclass, field
 
 from pzq.protocol.headers import validate_topic
+from pzq.protocol.topic_reads import DEFAULT_GROUP
 
-DEFAULT_GROUP = "default"
-DEFAULT_GROUP_ID = 0
+DEFAULT_GROUP_ID = 0  # the group DEFAULT_GROUP (named in the protocol)
 FIRST_ID = 1
 START_EARLIEST = "earliest"
 START_LATEST = "latest"
@@ -103,10 +103,6 @@ class Topic:
     dedup_window_us: int = 0  # how long a DEDUP-ID is remembered (0: the node's default)
     default_rule: str = DEFAULT_UNCLAIMED
     partitions: int = 0  # 0: not partitioned; else fixed once declared (pzq.cluster.placement)
-
-    @property
-    def logged(self) -> bool:
-        return self.log_from is not None
 
     def log_wanted_from(self) -> int | None:
         """The lowest seq its log must reach back to: its named groups' earliest start

@@ -13,31 +13,27 @@ message only ``default`` holds is deleted at its ACK as it always was.
 
 Per topic the node keeps its stored messages and bytes; they ride along with each
 batch that changes them, as the store's own counters do, so nothing is counted by a
-scan. The registries of topics and groups are read at start (a few keys, no message).
+scan. The registries of topics and groups, which Topics is built on, are
+pzq.store.topic_registry.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 
 from pzq.errors import PzqError
 from pzq.logs import get_logger
-from pzq.protocol.cluster import DefaultReads
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import keyspace, record, topic_log
+from pzq.store.batch import Batch
 from pzq.store.group_marks import GroupMarks
-from pzq.store.store import Batch, Participant, Store
-from pzq.store.topic_counts import TopicCounts
+from pzq.store.store import Store
 from pzq.store.topic_model import (
-    COUNTS,
     DEFAULT_ALL,
-    DEFAULT_GROUP,
     DEFAULT_GROUP_ID,
     DEFAULT_NONE,
     DEFAULT_ONLY,
     DEFAULT_UNCLAIMED,
-    FIRST_ID,
     START_EARLIEST,
     START_LATEST,
     Group,
@@ -45,8 +41,9 @@ from pzq.store.topic_model import (
     filter_takes,
     validate_name,
 )
+from pzq.store.topic_registry import TopicRegistry
 
-__all__ = ["DEFAULT_ALL", "DEFAULT_GROUP", "DEFAULT_GROUP_ID", "DEFAULT_NONE", "DEFAULT_ONLY",
+__all__ = ["DEFAULT_ALL", "DEFAULT_GROUP_ID", "DEFAULT_NONE", "DEFAULT_ONLY",
            "DEFAULT_UNCLAIMED", "START_EARLIEST",
            "START_LATEST", "Group", "Topic", "Topics", "filter_takes", "validate_name"]
 
@@ -54,185 +51,17 @@ log = get_logger("pzq.topics")
 
 NOT_ASKED = (-1, -1, False)
 
-class Topics(Participant):
+
+class Topics(TopicRegistry):
     """The topics and groups of this node's own messages, and who is done with what."""
 
     def __init__(self, store: Store, default_topic: str) -> None:
-        self.store = store
-        self.default_topic = default_topic
-        self.topics: dict[str, Topic] = {}
-        self.by_id: dict[int, Topic] = {}
-        # Derived from the whole registry (``_registry_changed``), never from a part
-        # of it: some topic is not read in full by ``default``; some has a named group.
-        self.default_restricted = False
-        self.default_delivered_below = 0  # how far its first deliveries went (for TOPICS)
-        self._next_id = FIRST_ID
-        self._batch: Batch | None = None
-        self.counts = TopicCounts()  # what the batch being built changes
         self.marks = GroupMarks(store)
-        self._named_groups = False
         self._release_asked = NOT_ASKED  # group id, seq, would_release's answer
         # Records a group read lately: the topic's other groups read them from here,
         # not from the store again (one read of a body for all groups, mostly).
         self.recent: dict[int, bytes] = {}
-        self._backfilling: set[Topic] = set()  # topics whose logs are short of a start
-        self._load()
-
-    # -- the registries ------------------------------------------------------
-
-    def _load(self) -> None:
-        stored = self.store.get(keyspace.META_NEXT_ID)
-        self._next_id = keyspace.ID.unpack(stored)[0] if stored else FIRST_ID
-        for key, value in self.store.iterate(keyspace.TOPIC_PREFIX):
-            meta = json.loads(value)
-            messages, stored_bytes = self._counts(meta["id"])
-            # a store from before logs were kept only for topics with groups: complete
-            topic = Topic(key[1:].decode(), meta["id"], messages, stored_bytes,
-                          meta["default_from"], meta["created_us"], meta["max_messages"],
-                          meta["max_bytes"], log_from=meta.get("log_from", 0),
-                          dedup_window_us=meta.get("dedup_window_us", 0),
-                          default_rule=meta.get("default_rule", _rule_before(meta)),
-                          partitions=meta.get("partitions", 0))
-            self._add_topic(topic)
-        for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
-            meta = json.loads(value)
-            owner = self.by_id[keyspace.ID.unpack_from(key, 1)[0]]
-            name = key[1 + keyspace.ID.size:].decode()
-            owner.groups[name] = Group(owner, name, meta["id"], meta["start_seq"],
-                                       meta["filter"], meta["created_us"],
-                                       *self._counts(meta["id"]),
-                                       ack_timeout_us=meta.get("ack_timeout_us"),
-                                       max_deliveries=meta.get("max_deliveries"),
-                                       backoff_us=tuple(meta.get("backoff_us", ())))
-        self._registry_changed()
-        self._backfilling = {topic for topic in self.topics.values() if topic.log_short()}
-
-    def _registry_changed(self) -> None:
-        """What follows from every topic and group together, worked out again: after
-        the whole registry is loaded (a topic read before its groups reads as if
-        ``default`` held all of it) and after each change of a topic or group."""
-        self.default_restricted = any(not topic.default_reads_all
-                                      for topic in self.topics.values())
-        self._named_groups = self.has_groups()
-
-    def _counts(self, owner_id: int) -> tuple[int, int]:
-        stored = self.store.get(keyspace.counts_key(owner_id))
-        return COUNTS.unpack(stored) if stored else (0, 0)
-
-    def _add_topic(self, topic: Topic) -> None:
-        self.topics[topic.name] = topic
-        self.by_id[topic.id] = topic
-
-    def _take_id(self) -> int:
-        taken, self._next_id = self._next_id, self._next_id + 1
-        return taken
-
-    def topic(self, name: str, now_us: int) -> Topic:
-        """The topic of that name, made (and written with the next batch) when new."""
-        found = self.topics.get(name)
-        if found is None:
-            found = Topic(validate_name("topic", name), self._take_id(), created_us=now_us)
-            self._add_topic(found)  # read in full by ``default``: nothing derived changes
-            self.counts.dirty.add(found)
-            self._write_now(keyspace.topic_key(name.encode()), found.encode())
-        return found
-
-    def changed(self, topic: Topic) -> None:
-        """An operator changed the topic's settings: write them with the next batch."""
-        self.counts.dirty.add(topic)
-        self._registry_changed()
-        self._write_now(keyspace.topic_key(topic.name.encode()), topic.encode())
-
-    def partition(self, topic: Topic, partitions: int) -> None:
-        """Declare the topic partitioned; ValueError for another count than declared
-        before (a key's partition depends on it)."""
-        self.check_partitions(topic, partitions)
-        if topic.partitions != partitions:
-            topic.partitions = partitions
-            self.changed(topic)
-
-    @staticmethod
-    def check_partitions(topic: Topic, partitions: int) -> None:
-        """ValueError when the topic was declared with another partition count."""
-        if topic.partitions and topic.partitions != partitions:
-            raise ValueError(f"topic {topic.name} has {topic.partitions} partitions; "
-                             "a partition count is fixed once declared")
-
-    def keep_default(self, topic: Topic) -> None:
-        """``default`` reads the topic beside its named groups from now on (declared,
-        or a consumer on --send-dsn ACKed one of its messages)."""
-        topic.keep_default(self.store.next_seq)
-        self.changed(topic)
-
-    def forget_topic(self, topic: Topic) -> None:
-        """Remove a topic whose messages are gone: its entry and its groups'."""
-        batch = self.store.begin()
-        batch.delete(keyspace.topic_key(topic.name.encode()))
-        batch.delete(keyspace.counts_key(topic.id))
-        for group in topic.groups.values():
-            batch.delete(keyspace.group_key(topic.id, group.name.encode()))
-            batch.delete(keyspace.counts_key(group.id))
-            batch.delete(keyspace.delivered_key(group.id))
-        self.counts.forget(topic)
-        self.store.commit(batch)
-        del self.topics[topic.name]
-        del self.by_id[topic.id]
-        self._backfilling.discard(topic)
-        self._registry_changed()
-
-    def room(self, topic: Topic, size: int) -> bool:
-        """Whether the topic takes one more message under its own limits."""
-        messages, stored = self.counts.pending(topic)
-        return not ((topic.max_messages and topic.messages + messages >= topic.max_messages)
-                    or (topic.max_bytes and topic.stored_bytes + stored >= topic.max_bytes))
-
-    def _write_now(self, key: bytes, value: bytes) -> None:
-        """Into the batch being built, if any, so that a batch holding nothing else
-        is still written (before_write writes the final value)."""
-        if self._batch is not None:
-            self._batch.put(key, value)
-
-    def add_group(self, topic: Topic, name: str, start_seq: int, pattern: str,
-                  now_us: int) -> Group:
-        """A new group; its backlog is counted with one walk of the topic's log."""
-        group = Group(topic, validate_name("group", name), self._take_id(), start_seq,
-                      pattern, now_us)
-        if topic.log_from is None:  # its first named group: the log starts here
-            topic.log_from = self.store.next_seq
-            self.changed(topic)
-        group.backlog = sum(
-            1 for key, tag in self.store.iterate(keyspace.topic_log_prefix(topic.id),
-                                                 keyspace.topic_log_key(topic.id, start_seq))
-            if group.takes(tag))
-        topic.groups[name] = group
-        self._registry_changed()
-        if topic.log_short():
-            self._backfilling.add(topic)
-        self.counts.dirty_groups.add(group)
-        self._write_now(keyspace.group_key(topic.id, name.encode()), group.encode())
-        return group
-
-    def default_reads(self) -> DefaultReads:
-        """What ``default`` reads of these topics, for the peers holding copies."""
-        if not self.default_restricted:
-            return DefaultReads(self.default_topic, delivered_below=self.default_delivered_below)
-        return DefaultReads(self.default_topic, {
-            topic.name: topic.default_from for topic in self.topics.values()
-            if topic.default_from != 0}, delivered_below=self.default_delivered_below,
-            unclaimed=tuple(sorted(topic.name for topic in self.topics.values()
-                                   if topic.groups and topic.default_rule == DEFAULT_UNCLAIMED)))
-
-    def has_groups(self) -> bool:
-        return any(topic.groups for topic in self.topics.values())
-
-    def group_removed(self) -> None:
-        self._registry_changed()
-        self._backfilling = {topic for topic in self.topics.values() if topic.log_short()}
-
-    @property
-    def named_groups(self) -> bool:
-        """Whether some topic has a named group (else ``default`` leaves no marks)."""
-        return self._named_groups
+        super().__init__(store, default_topic)
 
     # -- the logs ----------------------------------------------------------------
 
@@ -294,20 +123,18 @@ class Topics(Participant):
             self._backfilling.discard(topic)
             log.info("topic_backfilled", topic=topic.name, log_from=topic.log_from)
 
-    def groups(self) -> list[Group]:
-        return [group for topic in self.topics.values() for group in topic.groups.values()]
 
     # -- messages --------------------------------------------------------------
 
-    def stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
-        """A new own message: its topic log entry (a topic with named groups), and the
-        topic's counters."""
-        self.stored_run(batch, topic, tag, [seq], size)
+    def note_new(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
+        """Note a new own message in its topic: its topic log entry (a topic with named
+        groups), and the topic's counters."""
+        self.note_new_run(batch, topic, tag, [seq], size)
 
-    def stored_run(self, batch: Batch, topic: Topic, tag: bytes, seqs: list[int],
-                   size: int) -> None:
+    def note_new_run(self, batch: Batch, topic: Topic, tag: bytes, seqs: list[int],
+                     size: int) -> None:
         """New own messages of one topic and tag, ``seqs`` ascending and ``size`` their
-        bytes: as ``stored`` for each, with the counts changed once."""
+        bytes: as ``note_new`` for each, with the counts changed once."""
         self.counts.count(topic, len(seqs), size)
         topic.received += len(seqs)
         topic.newest = seqs[-1]
@@ -484,30 +311,11 @@ class Topics(Participant):
 
     # -- batches -----------------------------------------------------------------
 
-    def prepare(self, batch: Batch) -> None:
-        self._batch = batch
-        self.counts.put_registry(batch)
-
-    def before_write(self) -> None:
-        """Counts and registry entries go with the batch that changed them."""
-        if self._batch is not None:
-            self.counts.put_counts(self._batch)
-            self._batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
-
-    def written(self) -> None:
-        self.counts.applied()
-        self._batch_ended()
-
-    def failed(self) -> None:
-        """Counts stay as they were; new topics and groups are written with the next
-        batch; the delivery states redo the deletes and marks they still owe."""
-        self.counts.dropped()
-        self._batch_ended()
-
     def _batch_ended(self) -> None:
+        """The delivery states redo the deletes and marks a failed batch still owed."""
+        super()._batch_ended()
         self.marks.batch_ended()
         self._release_asked = NOT_ASKED
-        self._batch = None
 
 
 def _holders_besides(topic: Topic, seq: int, tag: bytes, group_id: int
@@ -517,7 +325,3 @@ def _holders_besides(topic: Topic, seq: int, tag: bytes, group_id: int
     return holders, [holder for holder in holders if holder != group_id]
 
 
-def _rule_before(meta: dict[str, object]) -> str:
-    """A topic from a store written before named groups took topics over: ``default``
-    keeps reading it (nothing is let go by the upgrade) unless it had been removed."""
-    return DEFAULT_NONE if meta["default_from"] is None else DEFAULT_ALL

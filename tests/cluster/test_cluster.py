@@ -9,7 +9,7 @@ import time
 import pytest
 import zmq
 
-from pzq.archive.files import read_topic
+from pzq.archive.format.files import read_topic
 from pzq.client import Consumer, Producer
 from pzq.protocol import cluster as cluster_wire
 from tests.support.harness import NodeProcess, wait_until

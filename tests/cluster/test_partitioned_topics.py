@@ -11,8 +11,8 @@ from collections import defaultdict
 import pytest
 
 from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_monitor
-from pzq.cluster.placement import partition_of
 from pzq.errors import ExitCode
+from pzq.protocol.headers import partition_of
 from tests.cluster.test_groups_cluster import start_group_cluster
 from tests.integration.test_tools import one_line, tool
 from tests.support.harness import run_pzq, scrape_metrics, wait_until

@@ -1,5 +1,5 @@
 """One rule for damaged archive records, in every reader: reported with topic, segment
-and offset, counted, skipped to the next whole record (pzq.archive.records)."""
+and offset, counted, skipped to the next whole record (pzq.archive.format.records)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 import pytest
 import zmq
 
-from pzq.archive.files import read_topic
+from pzq.archive.format.files import read_topic
 from pzq.archive.reader import ArchiveReader
-from pzq.archive.topiclog import list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import list_segments
 from pzq.protocol import zper as zp
 from tests.support.archive_damage import (
     archive_tool,
@@ -87,10 +87,11 @@ def test_a_torn_closed_segment_is_damage(tmp_path):
 
 def test_damage_in_the_last_segment_is_not_cut_at_restart(tmp_path):
     offsets = write_archive(tmp_path, count=20, segment_size=10**6)
-    overwrite(tmp_path, "orders", offsets[5], b"\x80")  # a bad flag byte mid-segment
+    segment = overwrite(tmp_path, "orders", offsets[5], b"\x80")  # a bad flag byte mid-segment
+    size = segment.size
     archive = Archive(tmp_path, segment_size=10**6)
     archive.open(now=0)
-    assert archive.repaired_bytes == 0  # before: everything from the bad byte was cut
+    assert segment.size == size  # before: everything from the bad byte was cut
     archive.append(message(99), now=0)
     archive.close(now=0)
     read = [m.msg_id for _, m in read_topic(tmp_path, "orders", on_damage=lambda _: None)]
@@ -105,7 +106,7 @@ def test_a_zero_filled_tail_is_cut_at_restart(tmp_path):
         handle.write(bytes(64))  # a power cut after the size, before the data, was written
     archive = Archive(tmp_path, segment_size=10**6)
     archive.open(now=0)
-    assert archive.repaired_bytes == 64
+    assert segment.size == end  # the 64 bytes cut
     assert archive.append(message(5), now=0) == end
     archive.close(now=0)
     assert len(list(read_topic(tmp_path, "orders"))) == len(offsets) + 1

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from pzq.archive.files import read_topic
+from pzq.archive.format.files import read_topic
 from pzq.archive.reader import ArchiveReader
-from pzq.archive.topiclog import list_segments
+from pzq.archive.tier.topiclog import list_segments
 from pzq.client import Consumer, Producer
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp

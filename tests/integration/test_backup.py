@@ -17,7 +17,8 @@ import pytest
 import zmq
 
 from pzq.archive.damage import raise_damage
-from pzq.archive.files import DamagedRecord, read_topic, topic_items
+from pzq.archive.damage import DamagedRecord
+from pzq.archive.format.files import read_topic, topic_items
 from pzq.archive.reader import ArchiveReader
 from pzq.backup.manifest import RESTORE_SEQ_GAP
 from pzq.client import Consumer, Producer

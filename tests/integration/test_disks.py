@@ -18,9 +18,9 @@ import plyvel
 import pytest
 import zmq
 
-from pzq.archive.codec import decode_records
-from pzq.archive.files import read_topic
-from pzq.archive.topiclog import TopicLog, list_segments
+from pzq.archive.format.files import read_topic
+from pzq.archive.format.records import decode_records
+from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.client import Consumer
 from pzq.errors import ArchiveError
 from pzq.store import keyspace, record

@@ -511,7 +511,7 @@ def test_archived_once_when_every_group_is_done_naming_the_groups(start_node, co
 
 def test_given_up_by_the_last_group_is_archived_as_a_dead_letter(start_node, context,
                                                                  tmp_path):
-    from pzq.archive.files import read_topic
+    from pzq.archive.format.files import read_topic
     node = start_node(*FAST, "--archive-dir", str(tmp_path / "archive"), "--max-deliveries",
                       "2", "--flush-interval", "50", consume=True)
     produce(node, context, [b"first"])  # the topic exists once used

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pzq.archive.codec import encode_record
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.topiclog import list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.format.codec import encode_record
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import list_segments
 from pzq.curve_probe import CLIENT_KEY_REFUSED
 from tests.support.archive_damage import damage_metadata, segment_of, write_archive
 
@@ -153,7 +153,7 @@ def test_topic_and_offset_options(spark, archive_dir):
 
 def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, context,
                                                           tmp_path):
-    from pzq.archive.files import read_topic
+    from pzq.archive.format.files import read_topic
     from pzq.client import Consumer, Producer
 
     archive = tmp_path / "archive"

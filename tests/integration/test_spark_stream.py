@@ -7,7 +7,7 @@ import json
 import pytest
 import zmq
 
-from pzq.archive.writer import Archive
+from pzq.archive.tier.archive import Archive
 from pzq.protocol import zper as zp
 from tests.support.archive_damage import message
 

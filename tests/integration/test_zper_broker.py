@@ -12,7 +12,7 @@ import time
 import pytest
 import zmq
 
-from pzq.archive.codec import decode_records
+from pzq.archive.format.records import decode_records
 from pzq.bench.nodes import wait_until
 from pzq.protocol import zper as zp
 from tests.support.harness import produce_and_consume

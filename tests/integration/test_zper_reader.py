@@ -16,11 +16,11 @@ import time
 import pytest
 import zmq
 
-from pzq.archive.codec import decode_records
+from pzq.archive.format.records import decode_records
 from pzq.archive.reader import ArchiveReader
-from pzq.archive.topiclog import TopicLog, list_segments
-from pzq.archive.writer import Archive
-from pzq.archive.zper_server import answer, segment_offsets
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import TopicLog, list_segments
+from pzq.archive.zper.reader_server import answer, segment_offsets
 from pzq.protocol import zper as zp
 from tests.support.harness import produce_and_consume
 

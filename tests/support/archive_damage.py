@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.topiclog import Segment, list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import Segment, list_segments
 
 START_US = 1_700_000_000_000_000
 GARBAGE = b"\xff\x00\x13"  # not UTF-8 from the first byte on

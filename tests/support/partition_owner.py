@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pzq.client import request_monitor
-from pzq.cluster.placement import partition_of, ranking
+from pzq.cluster.placement import ranking
+from pzq.protocol.headers import partition_of
 from tests.support.harness import wait_until
 from tests.support.partition_alike import AlikeCluster
 from tests.support.partition_cluster import ClusterTimings

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pzq.archive.files import read_topic
+from pzq.archive.format.files import read_topic
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.client import Consumer, Producer
 from pzq.zmqio import Context

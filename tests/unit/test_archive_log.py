@@ -6,15 +6,11 @@ import os
 
 import pytest
 
-from pzq.archive.codec import (
-    decode_records,
-    encode_record,
-    encoded_size,
-    valid_length,
-)
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.topiclog import TopicLog, list_segments
-from pzq.archive.writer import Archive
+from pzq.archive.format.codec import encode_record
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.records import Damaged, MessageRecord, TornTail, decode_records, walk
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.errors import ArchiveFormatError
 from pzq.protocol.headers import validate_topic
 
@@ -26,13 +22,19 @@ def test_frame_round_trip_at_length_boundaries(length):
     payload = bytes(range(256)) * (length // 256) + bytes(length % 256)
     encoded = encode_record([payload])
     header = 2 if length <= 255 else 9  # ZMTP/2.0's rule, as ZPER's clients count
-    assert len(encoded) == header + length == encoded_size([payload])
+    assert len(encoded) == header + length
     assert encoded[0] == (0x02 if length > 255 else 0x00)
     if length > 255:
         assert encoded[1:9] == length.to_bytes(8, "big")
     else:
         assert encoded[1] == length
     assert list(decode_records(encoded)) == [(0, [payload])]
+
+
+def whole_length(data: bytes) -> int:
+    """How many bytes are whole records, as a reader walks them (a torn tail is not)."""
+    tail = [item for item in walk(data, raw=True) if isinstance(item, TornTail)]
+    return tail[0].offset if tail else len(data)
 
 
 def long_form(frames: list[bytes]) -> bytes:
@@ -49,22 +51,22 @@ def test_a_255_byte_frame_in_the_long_form_still_reads():
     data = old + new
     assert list(decode_records(data)) == [(0, [b"k" * 255, b"v" * 255]),
                                           (len(old), [b"n" * 255])]
-    assert valid_length(data) == len(data)
-    assert valid_length(data[:-1]) == len(old)
+    assert whole_length(data) == len(data)
+    assert whole_length(data[:-1]) == len(old)
 
 
 def test_multi_frame_records_in_a_row():
     first, second = [b"key", b"{}", b"a" * 300], [b"k2", b"", b"x"]
     data = encode_record(first) + encode_record(second)
     assert data[0] == 0x01 and data[5] == 0x01  # more frames follow
-    assert list(decode_records(data)) == [(0, first), (encoded_size(first), second)]
+    assert list(decode_records(data)) == [(0, first), (len(encode_record(first)), second)]
 
 
 @pytest.mark.parametrize("cut", [1, 3, 9, 20])
 def test_torn_tail_is_not_a_record(cut):
     data = encode_record([b"whole"]) + encode_record([b"k", b"m", b"p" * 300])
     torn = data[:len(data) - cut]
-    assert valid_length(torn) == encoded_size([b"whole"])
+    assert whole_length(torn) == len(encode_record([b"whole"]))
 
 
 def test_bad_flag_is_an_error_with_its_offset():
@@ -81,9 +83,10 @@ def message(n: int, topic: str = "orders", size: int = 10) -> ArchivedMessage:
 
 def test_archived_message_round_trip():
     original = message(7)
-    assert ArchivedMessage.from_frames(original.frames()) == original
-    with pytest.raises(ArchiveFormatError):
-        ArchivedMessage.from_frames([b"key", b"not json"])
+    (record,) = walk(encode_record(original.frames()))
+    assert isinstance(record, MessageRecord) and record.message == original
+    (damaged,) = walk(encode_record([b"key", b"not json"]))
+    assert isinstance(damaged, Damaged) and damaged.reason.startswith("record metadata is not JSON")
 
 
 @pytest.mark.parametrize("bad", ["", ".hidden", "a/b", "x" * 256, "spa ce", "é"])
@@ -96,7 +99,7 @@ def test_rolling_keeps_offsets_continuous(tmp_path):
     log = TopicLog(tmp_path / "t", segment_size=100, flush_messages=1000, flush_interval_s=1)
     log.open(now=0)
     offsets = [log.append(message(i).frames(), now=0) for i in range(10)]
-    sizes = [encoded_size(message(i).frames()) for i in range(10)]
+    sizes = [len(encode_record(message(i).frames())) for i in range(10)]
     assert offsets == [sum(sizes[:i]) for i in range(10)]
     segments = list_segments(tmp_path / "t")
     assert len(segments) > 2
@@ -150,10 +153,11 @@ def test_torn_tail_recovery_then_clean_appends(tmp_path):
 
     reopened = Archive(tmp_path, segment_size=10**6)
     reopened.open(now=0)
-    assert reopened.repaired_bytes == len(full) - offsets[2] - 5
+    assert segment.size == offsets[2]  # the torn record cut
     assert reopened.append(message(9), now=0) == offsets[2]
     reopened.close(now=0)
-    records = [ArchivedMessage.from_frames(f) for _, f in decode_records(segment.path.read_bytes())]
+    records = [item.message for item in walk(segment.path.read_bytes())
+               if isinstance(item, MessageRecord)]
     assert [r.msg_id for r in records] == [b"m0", b"m1", b"m9"]
 
 

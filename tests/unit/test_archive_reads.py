@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.writer import Archive
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.archive import Archive
 from tests.support.archive_damage import damage_metadata
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pzq.archive.topiclog import list_segments
+from pzq.archive.tier.topiclog import list_segments
 from tests.support.archive_damage import archive_tool, write_archive
 
 pytestmark = pytest.mark.timeout(60)

@@ -39,7 +39,8 @@ from pzq.protocol import frames as wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store import record
-from pzq.store.store import Batch, Store
+from pzq.store.batch import Batch
+from pzq.store.store import Store
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_NONE, DEFAULT_UNCLAIMED, Group, Topics
 
 # PZQ_MODEL_EXAMPLES raises the count for a long run (the suite's takes seconds).
@@ -159,7 +160,7 @@ class GroupModel(RuleBasedStateMachine):
         for tag in tags:
             value = record.encode(b"id", (b"TOPIC:orders", b"TAG:" + tag), (b"body",), 1)
             seq = batch.add_message(value)
-            self.topics.stored(batch, seq, topic, tag, len(value))
+            self.topics.note_new(batch, seq, topic, tag, len(value))
             added.append((seq, tag))
         self._commit(batch)
         self.tags.update(added)

@@ -12,9 +12,10 @@ import pytest
 
 from pzq.cli.routes_text import routes_text
 from pzq.cluster.peers import PeerTable
-from pzq.cluster.placement import Placement, partition_of, ranking
+from pzq.cluster.placement import Placement, ranking
 from pzq.cluster.routes import advertised, host_of
 from pzq.errors import DecodeError
+from pzq.protocol.headers import partition_of
 from pzq.protocol.routing import (
     CLUSTER_PROTOCOL,
     UNVERSIONED_PROTOCOL,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from pzq.archive.zper_ack import ZperAckPart
-from pzq.archive.zper_relay import ZperRelayPart
-from pzq.archive.zper_writer import NoWrites, ZperWriterPart
+from pzq.archive.zper.ack import ZperAckPart
+from pzq.archive.zper.relay import ZperRelayPart
+from pzq.archive.zper.writer import NoWrites, ZperWriterPart
 from pzq.errors import BindError
 from pzq.parts import HEARTBEAT, REAP, RELAY_POLL, RETENTION
 from pzq.serving.consume_endpoint import ConsumeEndpoint, NoConsumeEndpoint

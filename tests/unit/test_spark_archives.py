@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from pzq.archive.writer import Archive
-from pzq.spark import ZperReader
-from pzq.spark_archives import archive_dirs
-from pzq.spark_stream import stream_reader
+from pzq.archive.tier.archive import Archive
+from pzq.spark.archives import archive_dirs
+from pzq.spark.source import ZperReader
+from pzq.spark.stream import stream_reader
 from tests.support.archive_damage import message
 
 pytestmark = pytest.mark.timeout(60)

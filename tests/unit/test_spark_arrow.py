@@ -9,18 +9,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pzq.archive.codec import encode_record
 from pzq.archive.damage import DamagedRecord
-from pzq.archive.files import topic_items
-from pzq.archive.frame_runs import frame_run
-from pzq.archive.raw import RawRecord
-from pzq.archive.records import Record
-from pzq.archive.segments import list_segments
-from pzq.archive.writer import Archive
-from pzq.spark import ZperReader, damaged_row, message_row, raw_row
-from pzq.spark_arrow import arrow_schema
-from pzq.spark_plan import plan_topic
-from pzq.spark_reads import ReadOptions
+from pzq.archive.format.codec import encode_record
+from pzq.archive.format.files import topic_items
+from pzq.archive.format.records import MessageRecord, RawRecord
+from pzq.archive.format.segments import list_segments
+from pzq.archive.format.walker import frame_run
+from pzq.archive.tier.archive import Archive
+from pzq.spark.arrow import arrow_schema
+from pzq.spark.plan import plan_topic
+from pzq.spark.reads import ReadOptions
+from pzq.spark.source import ZperReader, damaged_row, message_row, raw_row
 from tests.support.archive_damage import damage_metadata, message, write_archive
 
 pytestmark = pytest.mark.timeout(120)
@@ -33,7 +32,7 @@ def exact_rows(directory: Path, topic: str, begin: int = 0, end: int | None = No
     one directory names its rows' node by the directory's name)."""
     rows: list[dict[str, object]] = []
     for item in topic_items(directory, topic, begin, end):
-        if isinstance(item, Record):
+        if isinstance(item, MessageRecord):
             rows.append(message_row(topic, item))
         elif isinstance(item, RawRecord):
             rows.append(raw_row(topic, item))

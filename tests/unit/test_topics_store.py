@@ -36,7 +36,7 @@ def store_messages(store, topics, bodies, topic="orders", tag=b""):
     for body in bodies:
         value = record.encode(b"id", (b"TOPIC:" + topic.encode(), b"TAG:" + tag), (body,), 1)
         seq = batch.add_message(value)
-        topics.stored(batch, seq, topics.topic(topic, 1), tag, len(value))
+        topics.note_new(batch, seq, topics.topic(topic, 1), tag, len(value))
     store.commit(batch)
 
 

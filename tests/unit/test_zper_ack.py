@@ -7,8 +7,8 @@ import pytest
 import zmq
 
 from pzq import sockets
-from pzq.archive.zper_ack import ZperAck
-from pzq.archive.zper_writer import Written
+from pzq.archive.zper.ack import ZperAck
+from pzq.archive.zper.writer import Written
 from pzq.bench.nodes import wait_until
 from pzq.protocol import zper as zp
 

@@ -11,11 +11,12 @@ import time
 import pytest
 import zmq
 
-from pzq.archive.codec import decode_records, encode_records
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.topiclog import list_segments
-from pzq.archive.writer import Archive
-from pzq.archive.zper_writer import ZperWriter
+from pzq.archive.format.codec import encode_records
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.records import decode_records
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.topiclog import list_segments
+from pzq.archive.zper.writer import ZperWriter
 from pzq.protocol import zper as zp
 
 pytestmark = pytest.mark.timeout(30)

@@ -8,7 +8,7 @@ from typing import Any, Generic
 
 from pzq.client.sessions.delivered import M, MakeMessage
 from pzq.errors import DecodeError
-from pzq.protocol import frames as wire
+from pzq.protocol.frames import decode_delivery, encode_consumer_ack
 
 
 class ConsumerSession(Generic[M]):
@@ -23,7 +23,7 @@ class ConsumerSession(Generic[M]):
     def received(self, frames: list[bytes]) -> M | None:
         """What the consumer's ROUTER received (the node's routing id first)."""
         try:
-            delivery = wire.decode_delivery(frames)
+            delivery = decode_delivery(frames)
         except DecodeError:
             self.malformed += 1
             return None
@@ -32,7 +32,7 @@ class ConsumerSession(Generic[M]):
 
     def answer(self, message: M, ok: bool) -> list[bytes]:
         """The ACK (``ok``) or the give-back of a delivery, to its node."""
-        return wire.encode_consumer_ack(message.peer, message.key, ok)
+        return encode_consumer_ack(message.peer, message.key, ok)
 
     def next_deadline(self, now: float) -> float | None:
         """Nothing is timed: None."""

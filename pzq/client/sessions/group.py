@@ -29,7 +29,7 @@ from typing import Any, Generic
 
 from pzq.client.sessions.delivered import M, MakeMessage
 from pzq.errors import ConsumeRefused, DecodeError
-from pzq.protocol import consume as wire
+from pzq.protocol import consume as consume_wire
 from pzq.protocol.frames import parse_headers
 
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
@@ -41,7 +41,7 @@ class GroupSession(Generic[M]):
     """A consumer of ``subscribe``'s group, its deliveries made with ``make`` for
     ``owner`` (the shell); ``now`` is when it starts."""
 
-    def __init__(self, subscribe: wire.Subscribe, make: MakeMessage[M], owner: Any,
+    def __init__(self, subscribe: consume_wire.Subscribe, make: MakeMessage[M], owner: Any,
                  now: float) -> None:
         self.subscribe = subscribe
         self.protocol = 1  # what the node's CONSUMING agreed to
@@ -59,7 +59,7 @@ class GroupSession(Generic[M]):
     def consume(self, now: float) -> list[bytes]:
         """The CONSUME that joins the group."""
         self._last_sent = now
-        return wire.encode_consume(self.subscribe)
+        return consume_wire.encode_consume(self.subscribe)
 
     # -- frames in -------------------------------------------------------------------
 
@@ -68,9 +68,9 @@ class GroupSession(Generic[M]):
         what to send now (a CONSUME again, ACKs that go after it). Raises
         ConsumeRefused when the node refuses the group before it is joined."""
         verb = frames[0] if frames else b""
-        if verb == wire.BATCH:
+        if verb == consume_wire.BATCH:
             try:
-                batch = wire.decode_batch(frames)
+                batch = consume_wire.decode_batch(frames)
             except DecodeError:
                 self.malformed += 1
                 return NOTHING
@@ -81,11 +81,11 @@ class GroupSession(Generic[M]):
                                  for key, headers, parts in batch.entries])
             return NOTHING
         try:
-            message = wire.decode_node_message(frames)
+            message = consume_wire.decode_node_message(frames)
         except DecodeError:
             self.malformed += 1
             return NOTHING
-        if verb == wire.DELIVER:
+        if verb == consume_wire.DELIVER:
             self.arrived.append(self._make(message.key, message.parts, message.headers or {},
                                            message.sent_us, message.ack_timeout_us, b"",
                                            self._owner))
@@ -94,12 +94,12 @@ class GroupSession(Generic[M]):
             return self._joining(message, now)
         return self._node_said(message, now)
 
-    def _joining(self, message: wire.NodeMessage, now: float) -> Out:
-        if message.verb == wire.CONSUMING:
+    def _joining(self, message: consume_wire.NodeMessage, now: float) -> Out:
+        if message.verb == consume_wire.CONSUMING:
             self.joined = True
             self.heartbeat_s = message.heartbeat_ms / 1000
             self.protocol = message.protocol
-        elif message.verb == wire.ERROR:
+        elif message.verb == consume_wire.ERROR:
             if self._protocol_refused(message.error):
                 return [self.consume(now)]
             raise ConsumeRefused(message.error)
@@ -112,16 +112,16 @@ class GroupSession(Generic[M]):
         self.subscribe = replace(self.subscribe, protocol=1)
         return True
 
-    def _node_said(self, message: wire.NodeMessage, now: float) -> Out:
+    def _node_said(self, message: consume_wire.NodeMessage, now: float) -> Out:
         verb = message.verb
-        if verb == wire.ERROR:
+        if verb == consume_wire.ERROR:
             return self._refused(message.error, now)
-        if verb == wire.REFUSED:
+        if verb == consume_wire.REFUSED:
             return self._rejoin(message.keys, now)
-        if verb == wire.CONSUMING:
+        if verb == consume_wire.CONSUMING:
             self._rejoining = False
             self.protocol = message.protocol
-        elif verb == wire.ACKED:
+        elif verb == consume_wire.ACKED:
             self._unconfirmed.difference_update(message.keys)
         return NOTHING
 
@@ -143,7 +143,7 @@ class GroupSession(Generic[M]):
             return self.ack(list(acked), now) if acked else NOTHING
         self._rejoining = True
         self._last_sent = now
-        return [wire.encode_consume(replace(self.subscribe, acked=acked))]
+        return [consume_wire.encode_consume(replace(self.subscribe, acked=acked))]
 
     # -- deliveries ----------------------------------------------------------------
 
@@ -155,17 +155,17 @@ class GroupSession(Generic[M]):
     # -- answers: what to send, sent at ``now`` ----------------------------------------
 
     def ack(self, keys: list[bytes], now: float) -> Out:
-        return self._keys(wire.ACK, keys, now)
+        return self._keys(consume_wire.ACK, keys, now)
 
     def nack(self, keys: list[bytes], now: float, delay: float | None = None) -> Out:
         """Give them back: to go again at once, or after ``delay`` seconds."""
-        return self._keys(wire.NACK, keys, now, 0 if delay is None else round(delay * 1000))
+        return self._keys(consume_wire.NACK, keys, now, 0 if delay is None else round(delay * 1000))
 
     def working(self, keys: list[bytes], now: float) -> Out:
-        return self._keys(wire.WORKING, keys, now)
+        return self._keys(consume_wire.WORKING, keys, now)
 
     def reject(self, keys: list[bytes], now: float) -> Out:
-        return self._keys(wire.REJECT, keys, now)
+        return self._keys(consume_wire.REJECT, keys, now)
 
     def _keys(self, verb: bytes, keys: list[bytes], now: float, delay_ms: int = 0) -> Out:
         """At most MAX_KEYS keys in one message: more go in several; none, none (and
@@ -173,10 +173,10 @@ class GroupSession(Generic[M]):
         if not keys:
             return NOTHING
         self._last_sent = now
-        most, protocol = wire.MAX_KEYS, self.protocol
+        most, protocol = consume_wire.MAX_KEYS, self.protocol
         if len(keys) <= most:  # the common case, at every ACK: one message
-            return [wire.encode_keys(verb, keys, delay_ms, protocol)]
-        return [wire.encode_keys(verb, keys[start:start + most], delay_ms, protocol)
+            return [consume_wire.encode_keys(verb, keys, delay_ms, protocol)]
+        return [consume_wire.encode_keys(verb, keys[start:start + most], delay_ms, protocol)
                 for start in range(0, len(keys), most)]
 
     def confirm(self, keys: list[bytes], now: float) -> Out:
@@ -196,13 +196,13 @@ class GroupSession(Generic[M]):
 
     def bye(self) -> list[bytes]:
         """Going away: the node gives back what is unacked, at once."""
-        return [wire.BYE]
+        return [consume_wire.BYE]
 
     # -- time ----------------------------------------------------------------------
 
     def heartbeat(self, now: float) -> list[bytes]:
         self._last_sent = now
-        return [wire.HEARTBEAT]
+        return [consume_wire.HEARTBEAT]
 
     def wake(self, now: float) -> Out:
         """What time asks for at ``now``: a HEARTBEAT once a period passed with

@@ -17,9 +17,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from pzq.errors import DecodeError
-from pzq.protocol import frames as wire
 from pzq.protocol import produce_batches as batches
-from pzq.protocol.frames import ProducerAck
+from pzq.protocol.frames import ProducerAck, decode_producer_ack, encode_produce
 from pzq.protocol.headers import DEDUP_HEADER, KEY_HEADER, TAG_HEADER, TOPIC_HEADER
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
@@ -101,7 +100,7 @@ class ProducerSession:
         if self.batch > 1 and self._asking is None:
             self._asking = msg_id
             headers = [*headers, batches.PROTOCOL_HEADER]
-        return wire.encode_produce(msg_id, list(parts), tuple(headers))
+        return encode_produce(msg_id, list(parts), tuple(headers))
 
     def pending_batch(self) -> list[bytes] | None:
         """The messages waiting for a batch, to go now in one (None: none waits)."""
@@ -127,7 +126,7 @@ class ProducerSession:
         try:
             if batches.is_batch_ack(frames):
                 return self._batch_answered(batches.decode_batch_ack(frames), now)
-            ack = wire.decode_producer_ack(frames)
+            ack = decode_producer_ack(frames)
         except DecodeError:
             return []
         if ack.msg_id == self._asking and batches.speaks_batches(frames[2:]):

@@ -1,7 +1,7 @@
-"""What one read of a pzq archive is, for the batch reader (pzq.spark) and the
-streaming reader (pzq.spark_stream) alike: its columns, its options and its
+"""What one read of a pzq archive is, for the batch reader (pzq.spark.source) and the
+streaming reader (pzq.spark.stream) alike: its columns, its options and its
 partitions, each the records of one segment that start in a range of offsets
-(planned by pzq.spark_plan)."""
+(planned by pzq.spark.plan)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from pzq.spark_archives import ArchiveDir, archive_dirs
+from pzq.spark.archives import ArchiveDir, archive_dirs
 
 SCHEMA = ("topic string, offset long, key binary, msg_id binary, stored_us long, "
           "first_delivered_us long, acked_us long, deliveries int, origin string, "
@@ -32,7 +32,7 @@ class ReadOptions:
     the message columns null; other rows have it null.
     """
 
-    archives: tuple[ArchiveDir, ...]  # pzq.spark_archives
+    archives: tuple[ArchiveDir, ...]  # pzq.spark.archives
     topics: tuple[str, ...]
     begin: int
     end: int | None
@@ -87,7 +87,7 @@ class SegmentPartition(InputPartition):
     path: str
     start: int  # the segment's first offset
     last: bool  # the topic's last segment: a torn tail there is a write in progress
-    raw: bool = False  # a topic of raw ZPER records (pzq.archive.raw)
+    raw: bool = False  # a topic of raw ZPER records (pzq.archive.format.raw)
     begin: int = 0  # topic offsets: the records that start in [begin, end)
     end: int | None = None  # None: to the end of the segment
-    node: str = ""  # the archive directory's name in rows (pzq.spark_archives)
+    node: str = ""  # the archive directory's name in rows (pzq.spark.archives)

@@ -1,4 +1,4 @@
-"""The device's side of the archive: acked messages in, ZPER readers answered.
+"""The device's side of the archive: acked and given-up messages in, fsync'd in time.
 
 A message is appended here before its store delete is written; under --hard-sync
 the archive is fsync'd before that write (``before_commit``). Time is passed in
@@ -10,16 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import zmq
-
-from pzq.archive import zper_server
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.writer import Archive
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.archive import Archive
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import record
-from pzq.zmqio import Socket, drain
-
-READER_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -71,7 +65,7 @@ class ArchiveTier:
     def topic_of(self, headers: tuple[bytes, ...]) -> str:
         """The topic the message was stored under; the default one for a name the
         archive cannot take (stored before names were checked) or a ZPER producers'
-        topic, which holds their frames only (pzq.archive.raw)."""
+        topic, which holds their frames only (pzq.archive.format.raw)."""
         try:
             topic = topic_and_tag(headers, self.default_topic)[0]
         except ValueError:
@@ -97,14 +91,6 @@ class ArchiveTier:
 
     def apply_retention(self, now: float) -> int:
         return self.archive.apply_retention(now)
-
-    def answer_readers(self, socket: Socket) -> None:
-        for identity, *request in drain(socket, READER_BATCH):
-            try:
-                zper_server.send_reply(socket, [identity, *zper_server.answer(
-                    self.archive, identity, request)])
-            except zmq.ZMQError:
-                pass  # the reader is gone or not reading
 
     def snapshot(self, now: float) -> dict[str, object]:
         """``now``: seconds since the epoch, for the ages of the fsyncs."""

@@ -3,7 +3,7 @@ before one position to the indexed start at or after another.
 
 A bulk reader splits a segment at its index entries and reads each piece alone.
 It trusts an index only as far as a reader of the whole file would
-(pzq.archive.index): whole 8-byte entries, ascending from 0, inside the file, and
+(pzq.archive.format.index): whole 8-byte entries, ascending from 0, inside the file, and
 the last one a record start, here checked by the frames from the entry before it.
 Without such an index a window is the whole file.
 """
@@ -15,8 +15,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from pzq.archive.frame_runs import frame_run
-from pzq.archive.index import ENTRY, index_path
+from pzq.archive.format.index import ENTRY, index_path
+from pzq.archive.format.walker import frame_run
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,24 @@ delivered again later, and the failure is logged once per failing spell.
 
 from __future__ import annotations
 
-from pzq.archive.lock import ArchiveLock
-from pzq.archive.tier import ArchiveTier
+from pzq.archive.tier.lock import ArchiveLock
+from pzq.archive.tier.tier import ArchiveTier
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
 from pzq.errors import ArchiveError
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import message_key
-from pzq.serving.answers import NoArchive
-from pzq.store.store import Batch, Participant
+from pzq.store.batch import Batch, Participant
 
 log = get_logger("pzq.archive")
 
 
 class Archiving(Participant):
+    """The node's archive (pzq.archive.contract.ArchiveWrites; without --archive-dir the
+    node has pzq.archive.contract.NoArchiving)."""
+
+    writes = True
+
     def __init__(self, tier: ArchiveTier) -> None:
         self.tier = tier
         self.lock = ArchiveLock(tier.archive.directory)
@@ -107,16 +111,3 @@ class Archiving(Participant):
 
     def before_write(self) -> None:
         self.tier.before_commit(self._batch_syncs)
-
-
-class NoArchiving(NoArchive, Participant):
-    """A node without --archive-dir: nothing to open, write, sync, close or count."""
-
-    def open(self, now: float) -> None:
-        pass
-
-    def close(self, now: float) -> None:
-        pass
-
-    def figures(self, now: float) -> dict[str, object]:
-        return {}

@@ -8,7 +8,7 @@ offsets (``{"/var/lib/pzq/archive": {"orders": 70180}}``): where the next
 micro-batch starts. A micro-batch reads, per directory and topic, the
 whole records from there up to the end of the whole records in the files when it
 is planned (or, with the ``node`` option, up to the end the node has fsync'd),
-partitions planned as the batch reader's (pzq.spark_plan). A record is
+partitions planned as the batch reader's (pzq.spark.plan). A record is
 read by exactly one batch, so a query stopped and restarted from its checkpoint
 goes on where the last committed batch ended, with no gap and no duplicate.
 
@@ -18,7 +18,7 @@ record kept) or ``latest`` (only records appended after the query first starts);
 ``node``, a node's monitor endpoint (e.g. ``tcp://127.0.0.1:11133``), to read only
 what its last fsync made durable (a stream of one directory), asked with the keys of
 ``curve_client_key`` and ``curve_server_key`` when the node serves CURVE (as for
-``monitor``, pzq.spark_archives). Topics, and directories, that appear later are
+``monitor``, pzq.spark.archives). Topics, and directories, that appear later are
 read from their first offset.
 """
 
@@ -30,11 +30,11 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
-from pzq.archive.files import whole_end
-from pzq.archive.segments import list_segments
-from pzq.spark_archives import ArchiveDir, archive_topics, ask_stats, curve_from_files
-from pzq.spark_plan import plan_topic
-from pzq.spark_reads import ReadOptions, SegmentPartition
+from pzq.archive.format.files import whole_end
+from pzq.archive.format.segments import list_segments
+from pzq.spark.archives import ArchiveDir, archive_topics, ask_stats, curve_from_files
+from pzq.spark.plan import plan_topic
+from pzq.spark.reads import ReadOptions, SegmentPartition
 
 EARLIEST, LATEST = "earliest", "latest"
 Offsets = dict[str, dict[str, int]]  # archive directory -> topic -> byte offset
@@ -63,8 +63,8 @@ class StreamOptions:
         return cls(read, starting, node, curve_files)
 
 
-# The batch reader (pzq.spark.ZperReader), which reads each planned range: passed in,
-# as pzq.spark builds on this module.
+# The batch reader (pzq.spark.source.ZperReader), which reads each planned range:
+# passed in, as pzq.spark.source builds on this module.
 BatchReader = Callable[[ReadOptions], DataSourceReader]
 
 

@@ -4,7 +4,7 @@
 opens each segment up to there (and the marker of a ZPER producers' topic): a
 retention that deletes a segment meanwhile cannot take it from the copy, and what
 the node appends later lies past the lengths taken here. The offset indexes are
-left out: a node rebuilds an index it does not find (pzq.archive.index).
+left out: a node rebuilds an index it does not find (pzq.archive.format.index).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pzq.archive.raw import RAW_MARKER
-from pzq.archive.writer import Archive
+from pzq.archive.format.raw import RAW_MARKER
+from pzq.archive.tier.archive import Archive
 
 
 @dataclass(frozen=True)

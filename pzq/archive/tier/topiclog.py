@@ -20,12 +20,12 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import BinaryIO
 
-from pzq.archive.codec import encode_record, encode_records
-from pzq.archive.index import OffsetIndex, index_path, open_index
-from pzq.archive.raw import is_raw_topic, mark_raw
-from pzq.archive.segment_reads import TopicReads, mapped_bytes
-from pzq.archive.segments import Segment, segment_path
-from pzq.archive.segments import list_segments as list_segments
+from pzq.archive.format.codec import encode_record, encode_records
+from pzq.archive.format.index import OffsetIndex, index_path, open_index
+from pzq.archive.format.raw import is_raw_topic, mark_raw
+from pzq.archive.format.segments import Segment, segment_path
+from pzq.archive.format.segments import list_segments as list_segments
+from pzq.archive.tier.segment_reads import TopicReads, mapped_bytes
 from pzq.errors import ArchiveError
 from pzq.fsync import make_directories, sync_directory
 
@@ -43,7 +43,6 @@ class TopicLog:
         self.end_offset = 0
         self.flushed_offset = 0  # the end of what the last fsync made durable
         self.bytes = 0
-        self.messages_appended = 0
         self._active: BinaryIO | None = None
         self._active_size = 0
         self._unsynced = 0
@@ -54,28 +53,26 @@ class TopicLog:
 
     # -- opening and recovery ------------------------------------------------------
 
-    def open(self, now: float) -> int:
-        """Open for appending; cut a torn tail back. Returns the bytes cut off."""
+    def open(self, now: float) -> None:
+        """Open for appending; cut a torn tail back."""
         try:
             make_directories(self.directory)
             self._reads.raw = is_raw_topic(self.directory)
             self.segments = list_segments(self.directory) or [self._new_segment(0)]
-            cut = self._open_active()
+            self._open_active()
         except OSError as exc:
             raise ArchiveError(f"cannot open archive topic {self.directory}: {exc}") from None
         self.flushed_offset = self.end_offset
         self.bytes = sum(segment.size for segment in self.segments)
         self.synced_at = now
-        return cut
 
-    def _open_active(self) -> int:
+    def _open_active(self) -> None:
         last = self.segments[-1]
         self._reads.forget(last.start)
-        cut = self._recover(last)
+        self._recover(last)
         self._active_size = last.size
         self._active = last.path.open("ab", buffering=0)
         self.end_offset = last.start + self._active_size
-        return cut
 
     def _reopen(self, now: float) -> None:
         """After a failed write: cut what it left half written, or raise ArchiveError
@@ -100,7 +97,7 @@ class TopicLog:
         self._unsynced = 0
         self.flushed_offset = min(self.flushed_offset, self.end_offset)
 
-    def _recover(self, segment: Segment) -> int:
+    def _recover(self, segment: Segment) -> None:
         """Cut a tail that ends inside a record or is not records, with no whole record
         after it: a crash's torn or zero-filled write. Damage with a whole record after
         it stays (readers skip it), so no record after it is lost. The walk starts at
@@ -111,12 +108,11 @@ class TopicLog:
             with segment.path.open("r+b") as handle:
                 handle.truncate(whole)
                 os.fsync(handle.fileno())
-        return size - whole
 
     def _open_index(self, segment: Segment) -> OffsetIndex:
         data = mapped_bytes(segment)
         try:
-            index = open_index(segment.path, data, self._reads.span_walk)
+            index = open_index(segment.path, data, self._reads.raw)
         finally:
             if isinstance(data, mmap.mmap):
                 data.close()
@@ -125,7 +121,7 @@ class TopicLog:
 
     @property
     def raw(self) -> bool:
-        """The topic holds raw ZPER records (see pzq.archive.raw)."""
+        """The topic holds raw ZPER records (see pzq.archive.format.raw)."""
         return self._reads.raw
 
     def make_raw(self) -> None:
@@ -169,7 +165,6 @@ class TopicLog:
         self.end_offset += len(record)
         self._active_size += len(record)
         self.bytes += len(record)
-        self.messages_appended += 1
         self._note_unsynced(1, now)
         if self._unsynced >= self.flush_messages:
             self.sync(now)
@@ -224,7 +219,6 @@ class TopicLog:
         self.end_offset += size
         self._active_size += size
         self.bytes += size
-        self.messages_appended += len(starts)
         self._note_unsynced(len(starts), now)
 
     def _note_unsynced(self, count: int, now: float) -> None:
@@ -271,11 +265,6 @@ class TopicLog:
             self._reads.index(active.start).save(index_path(active.path))
         except OSError:
             pass  # rebuilt from the segment when the topic is next opened
-
-    @property
-    def unsynced(self) -> int:
-        """Messages appended since the last fsync."""
-        return self._unsynced
 
     def flush_due_at(self) -> float | None:
         """When the oldest unsynced record will have waited --flush-interval (None:
@@ -325,7 +314,7 @@ class TopicLog:
         """Whole records from ``offset`` (a record start), at most ``max_bytes`` but at
         least one record, none past ``up_to`` (a record boundary; the log's end when
         None); empty at the end. At a damaged record, exactly its bytes (see
-        pzq.archive.records). A view of the segment's mapping, no copy. ValueError if
+        pzq.archive.format.records). A view of the segment's mapping, no copy. ValueError if
         out of range or not a record start."""
         if not self.start_offset <= offset <= self.end_offset:
             raise ValueError(f"offset {offset} is outside {self.start_offset}..{self.end_offset}")

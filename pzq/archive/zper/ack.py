@@ -20,7 +20,7 @@ from collections import deque
 
 import zmq
 
-from pzq.archive.zper_writer import DurableWrites, Written
+from pzq.archive.zper.writer import DurableWrites, Written
 from pzq.clock import Now
 from pzq.logs import get_logger
 from pzq.parts import Figures, Part

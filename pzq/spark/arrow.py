@@ -1,9 +1,9 @@
 """A partition's records as Arrow record batches built column-wise: the executors'
 fast path.
 
-Frames are walked in one loop (pzq.archive.frame_runs) and every metadata object of
+Frames are walked in one loop (pzq.archive.format.walker) and every metadata object of
 a batch is parsed at once by Arrow's JSON reader, with the types pzq's metadata
-must have. The fast path only ever yields rows the exact reader (pzq.archive.records
+must have. The fast path only ever yields rows the exact reader (pzq.archive.format.records
 with ``parse_metadata``) would yield the same: at the first batch it is not sure
 of (frames that do not parse, metadata Arrow refuses or that could read otherwise
 in Python: a missing or null field, a line break, a msg_id beyond ASCII, bytes
@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from pzq.archive.frame_runs import FrameRun, frame_run
-from pzq.archive.windows import read_window
-from pzq.spark_reads import SegmentPartition
+from pzq.archive.format.walker import FrameRun, frame_run
+from pzq.archive.format.windows import read_window
+from pzq.spark.reads import SegmentPartition
 
 ROWS_PER_BATCH = 4096
 BYTES_PER_BATCH = 64 << 20

@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pzq.archive.codec import encoded_size
 from pzq.errors import ArchiveFormatError
 
 METADATA_FIELDS: dict[str, type] = {
@@ -45,19 +44,6 @@ class ArchivedMessage:
         if self.groups:
             metadata["groups"] = list(self.groups)
         return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
-
-    @classmethod
-    def from_frames(cls, frames: list[bytes], offset: int = 0,
-                    metadata_at: int | None = None) -> ArchivedMessage:
-        """The message of the record at ``offset``; ArchiveFormatError names the first
-        bad byte (``metadata_at``: where the metadata payload starts, if known)."""
-        if len(frames) < 2:
-            raise ArchiveFormatError("record has no metadata frame", offset)
-        if metadata_at is None:
-            metadata_at = offset + encoded_size(frames[:1]) + encoded_size([frames[1]]) \
-                - len(frames[1])
-        return cls.from_metadata(frames[0], parse_metadata(frames[1], metadata_at),
-                                 tuple(frames[2:]))
 
     @classmethod
     def from_metadata(cls, key: bytes, meta: dict[str, Any],

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import zmq
 
-from pzq.archive.codec import decode_records
-from pzq.archive.writer import Archive
+from pzq.archive.format.records import decode_records
+from pzq.archive.tier.archive import Archive
 from pzq.clock import Now
 from pzq.errors import ArchiveFormatError, DecodeError
 from pzq.logs import get_logger

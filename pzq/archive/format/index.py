@@ -10,26 +10,24 @@ from the segment, so it is never fsync'd. An index that is missing, not a whole
 number of entries, not ascending, past the segment's end, or whose last entry is
 not a record start is *torn*: the node rebuilds it (the active segment's when it
 opens the topic, a closed one's when a FETCH first reads there), and readers
-without a node walk the segment from its start instead.
+without a node walk the segment from its start instead. Whatever walks records
+takes ``raw``: the segment holds raw ZPER records (pzq.archive.format.raw).
 """
 
 from __future__ import annotations
 
 import struct
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Generator
 from contextlib import closing
 from pathlib import Path
 
-from pzq.archive.records import Buffer, Span, TornTail
-from pzq.archive.segments import SUFFIX
+from pzq.archive.format.codec import Buffer
+from pzq.archive.format.records import TornTail, spans
+from pzq.archive.format.segments import SUFFIX
 
 INDEX_SUFFIX = ".idx"
 INDEX_BYTES = 4096
 ENTRY = struct.Struct(">Q")
-
-# Where records start by their frames alone: pzq's spans, or raw ZPER records'.
-SpanWalk = Callable[[Buffer, int], Generator[Span | TornTail, None, None]]
 
 
 def index_path(segment_path: Path) -> Path:
@@ -40,7 +38,7 @@ class OffsetIndex:
     """Record starts of one segment; every start below ``covered`` is reachable by
     walking from the entry before it. Below ``whole_until`` every record is whole:
     the node appended it, or a reader walked it under the damage rule (see
-    pzq.archive.segment_reads), while the file was as ``file_state`` says."""
+    pzq.archive.tier.segment_reads), while the file was as ``file_state`` says."""
 
     def __init__(self, entries: list[int] | None = None, covered: int = 0) -> None:
         self.entries = entries or [0]
@@ -82,14 +80,14 @@ class OffsetIndex:
             self.whole_until = stop
 
     def whole_stop(self, data: Buffer, position: int, limit: int,
-                   span_walk: SpanWalk) -> int:
+                   raw: bool) -> int:
         """Where the whole records from ``position`` (a record start below
         ``whole_until``) end, at most at ``limit``: the last indexed start by then,
         then by frames at most INDEX_BYTES and one record on. ``position`` when even
         the first record ends past it."""
         limit = min(limit, self.whole_until)
         stop = max(position, self.floor(limit))
-        with closing(span_walk(data, stop)) as items:
+        with closing(spans(data, stop, raw=raw)) as items:
             for item in items:
                 end = item.offset + item.size
                 if isinstance(item, TornTail) or end > limit:
@@ -111,18 +109,18 @@ class OffsetIndex:
         at = bisect_right(self.entries, position)
         return self.entries[at] if at < len(self.entries) else None
 
-    def extend(self, data: Buffer, span_walk: SpanWalk) -> None:
+    def extend(self, data: Buffer, raw: bool) -> None:
         """Note the records from ``covered`` on, up to a torn tail."""
-        with closing(span_walk(data, self.covered)) as items:
+        with closing(spans(data, self.covered, raw=raw)) as items:
             for item in items:
                 if isinstance(item, TornTail):
                     return
                 self.note(item.offset, item.size)
 
-    def is_record_start(self, data: Buffer, position: int, span_walk: SpanWalk) -> bool:
+    def is_record_start(self, data: Buffer, position: int, raw: bool) -> bool:
         if position >= self.covered:
-            self.extend(data, span_walk)
-        return _starts_at(data, self.floor(position), position, span_walk)
+            self.extend(data, raw)
+        return _starts_at(data, self.floor(position), position, raw)
 
     # -- the file ----------------------------------------------------------------------
 
@@ -135,55 +133,55 @@ class OffsetIndex:
         self._saved = len(self.entries)
 
     @classmethod
-    def load(cls, path: Path, data: Buffer, span_walk: SpanWalk) -> OffsetIndex | None:
+    def load(cls, path: Path, data: Buffer, raw: bool) -> OffsetIndex | None:
         """The index in ``path`` for a segment holding ``data``; None if missing or torn."""
         try:
-            raw = path.read_bytes()
+            packed = path.read_bytes()
         except OSError:
             return None
-        if not raw or len(raw) % ENTRY.size:
+        if not packed or len(packed) % ENTRY.size:
             return None
-        entries = [value for (value,) in ENTRY.iter_unpack(raw)]
+        entries = [value for (value,) in ENTRY.iter_unpack(packed)]
         size = len(data)
         if entries[0] != 0 or any(b <= a for a, b in zip(entries, entries[1:], strict=False)) \
                 or entries[-1] >= max(size, 1):
             return None
-        if len(entries) > 1 and not _starts_at(data, entries[-2], entries[-1], span_walk):
+        if len(entries) > 1 and not _starts_at(data, entries[-2], entries[-1], raw):
             return None  # the last entry is not where a record starts
         index = cls(entries, entries[-1])
         index._saved = len(entries)
         return index
 
     @classmethod
-    def build(cls, data: Buffer, span_walk: SpanWalk) -> OffsetIndex:
+    def build(cls, data: Buffer, raw: bool) -> OffsetIndex:
         index = cls()
-        index.extend(data, span_walk)
+        index.extend(data, raw)
         return index
 
 
-def _starts_at(data: Buffer, known: int, position: int, span_walk: SpanWalk) -> bool:
+def _starts_at(data: Buffer, known: int, position: int, raw: bool) -> bool:
     """A record starts at ``position``, walking from the record start ``known`` (a
     damaged record's start too, where a walk by frames stops)."""
-    with closing(span_walk(data, known)) as items:
+    with closing(spans(data, known, raw=raw)) as items:
         for item in items:
             if item.offset >= position:
                 return item.offset == position
     return False
 
 
-def open_index(segment_path: Path, data: Buffer, span_walk: SpanWalk) -> OffsetIndex:
+def open_index(segment_path: Path, data: Buffer, raw: bool) -> OffsetIndex:
     """The segment's index, rebuilt and rewritten when missing or torn (the node's way)."""
     path = index_path(segment_path)
-    index = OffsetIndex.load(path, data, span_walk)
+    index = OffsetIndex.load(path, data, raw)
     if index is None:
-        index = OffsetIndex.build(data, span_walk)
+        index = OffsetIndex.build(data, raw)
         path.unlink(missing_ok=True)
         index.save(path)
     else:
-        index.extend(data, span_walk)
+        index.extend(data, raw)
     return index
 
 
-def read_index(segment_path: Path, data: Buffer, span_walk: SpanWalk) -> OffsetIndex | None:
+def read_index(segment_path: Path, data: Buffer, raw: bool) -> OffsetIndex | None:
     """The segment's index for a reader without a node: never written, None if unusable."""
-    return OffsetIndex.load(index_path(segment_path), data, span_walk)
+    return OffsetIndex.load(index_path(segment_path), data, raw)

@@ -1,23 +1,20 @@
-"""A Spark 4 Python Data Source named ``zper`` over pzq archive directories.
-
-    from pzq.spark import session
-    spark = session("orders-report")  # or register ZperDataSource with your own session
-    df = spark.read.format("zper").option("topics", "orders").load("/var/lib/pzq/archive")
+"""A Spark 4 Python Data Source named ``zper`` over pzq archive directories (its
+users import ``session`` and ``ZperDataSource`` from pzq.spark).
 
 Several directories (a cluster's nodes') read as one table, each row's ``node``
 naming its directory: ``.load([DIR, ...])``, ``.load("DIR,DIR")`` or the
-``monitor`` option (pzq.spark_archives).
+``monitor`` option (pzq.spark.archives).
 
 Partitions are planned per directory from the segments' offset indexes
-(pzq.spark_plan): a segment is cut at record starts about every ``partition_bytes``.
+(pzq.spark.plan): a segment is cut at record starts about every ``partition_bytes``.
 They are parsed on the executors (which need pzq and pyarrow installed, or pzq
-shipped with ``--py-files``) straight into Arrow record batches (pzq.spark_arrow),
+shipped with ``--py-files``) straight into Arrow record batches (pzq.spark.arrow),
 by the exact reader from a damaged record on. A torn tail of a topic's last segment
 is skipped. Options: ``topics`` (comma separated; default all), ``start_offset`` and
 ``end_offset`` (byte offsets within each topic, end exclusive), ``partition_bytes``
 (default 16 MiB), ``mode`` and ``columnNameOfCorruptRecord`` for damaged records
-(see ``pzq.spark_reads.ReadOptions``). ``spark.readStream.format("zper")`` streams
-it (pzq.spark_stream).
+(see ``pzq.spark.reads.ReadOptions``). ``spark.readStream.format("zper")`` streams
+it (pzq.spark.stream).
 """
 
 from __future__ import annotations
@@ -37,13 +34,12 @@ from pyspark.sql.datasource import (
 )
 
 from pzq.archive.damage import DamagedRecord, log_damage
-from pzq.archive.files import segment_items, within
-from pzq.archive.raw import RawRecord
-from pzq.archive.records import Record
-from pzq.archive.segments import Segment
-from pzq.spark_plan import plan_archive
-from pzq.spark_reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition
-from pzq.spark_stream import stream_reader
+from pzq.archive.format.files import segment_items, within
+from pzq.archive.format.records import MessageRecord, RawRecord
+from pzq.archive.format.segments import Segment
+from pzq.spark.plan import plan_archive
+from pzq.spark.reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition
+from pzq.spark.stream import stream_reader
 
 WORKER_PYTHON = "spark.pyspark.python"
 
@@ -102,7 +98,7 @@ class ZperReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SegmentPartition):
             return  # Spark's stand-in partition when there are none: nothing to read
-        from pzq.spark_arrow import arrow_schema, fast_batches  # pyarrow, on the executor
+        from pzq.spark.arrow import arrow_schema, fast_batches  # pyarrow, on the executor
 
         begin, end = self._range(partition)
         schema = arrow_schema(self.options.corrupt_column)
@@ -133,7 +129,7 @@ class ZperReader(DataSourceReader):
                               partition.raw)
         node = {"node": partition.node}
         for item in within(items, begin, end):
-            if isinstance(item, Record):
+            if isinstance(item, MessageRecord):
                 yield message_row(partition.topic, item) | node
                 continue
             if isinstance(item, RawRecord):
@@ -146,7 +142,7 @@ class ZperReader(DataSourceReader):
                 yield damaged_row(item, self.options.corrupt_column) | node
 
 
-def message_row(topic: str, record: Record) -> dict[str, Any]:
+def message_row(topic: str, record: MessageRecord) -> dict[str, Any]:
     message = record.message
     return {"topic": topic, "offset": record.offset, "key": message.key,
             "msg_id": message.msg_id, "stored_us": message.stored_us,

@@ -4,7 +4,7 @@ A reply never mixes a damaged record with whole ones: it stops before one, and a
 FETCH at a damaged record's offset gets exactly that record's bytes (to the next
 whole record), so a reader's offsets stay right and its next FETCH starts on a
 whole record. A FETCH at an offset inside a record is answered 101: each segment's
-offset index (pzq.archive.index) names a record start at most INDEX_BYTES before
+offset index (pzq.archive.format.index) names a record start at most INDEX_BYTES before
 any offset, and the records from there by their frames say whether one starts at it.
 The active segment's index is opened with the topic; a closed segment's the first
 time a FETCH reads it (rebuilt then if missing or torn), so a node with a long
@@ -28,10 +28,10 @@ import os
 from contextlib import closing
 
 from pzq.archive.damage import DamagedRecord, log_damage
-from pzq.archive.index import OffsetIndex, SpanWalk, open_index
-from pzq.archive.raw import raw_spans, raw_walk
-from pzq.archive.records import Buffer, Damaged, Record, TornTail, spans, walk
-from pzq.archive.segments import Segment, segment_name
+from pzq.archive.format.codec import Buffer
+from pzq.archive.format.index import OffsetIndex, open_index
+from pzq.archive.format.records import Damaged, MessageRecord, TornTail, spans, walk
+from pzq.archive.format.segments import Segment, segment_name
 
 MAPS_KEPT = 32  # segments kept mapped per topic; a reply in flight keeps its own
 
@@ -46,10 +46,6 @@ class TopicReads:
         self._indexes: dict[int, OffsetIndex] = {}
         self._maps: dict[int, mmap.mmap] = {}  # by segment start
         self._reported: set[int] = set()
-
-    @property
-    def span_walk(self) -> SpanWalk:
-        return raw_spans if self.raw else spans
 
     def index(self, segment_start: int) -> OffsetIndex:
         index = self._indexes.get(segment_start)
@@ -81,15 +77,15 @@ class TopicReads:
         mapped, state = self._mapped(segment, size)
         index = self._indexes.get(segment.start)
         if index is None:  # a closed segment not read since the node started
-            index = open_index(segment.path, mapped, self.span_walk)
+            index = open_index(segment.path, mapped, self.raw)
             self._indexes[segment.start] = index
         if not active and index.file_state != state:
             index.whole_until, index.file_state = 0, state  # changed: walk it again
-        if not index.is_record_start(mapped, position, self.span_walk):
+        if not index.is_record_start(mapped, position, self.raw):
             raise ValueError(f"offset {segment.start + position} is not a record start")
         view = memoryview(mapped)
         if position < index.whole_until:
-            stop = index.whole_stop(mapped, position, position + max_bytes, self.span_walk)
+            stop = index.whole_stop(mapped, position, position + max_bytes, self.raw)
             if stop > position:
                 return view[position:stop]
         stop = self._records_from(segment, mapped, index, position, max_bytes)
@@ -112,8 +108,7 @@ class TopicReads:
     def _records_from(self, segment: Segment, mapped: mmap.mmap, index: OffsetIndex,
                       position: int, max_bytes: int) -> int:
         """Where the reply from ``position`` ends, walking under the damage rule."""
-        items = (raw_walk(mapped, start=position, resume_at=index.entries) if self.raw
-                 else walk(mapped, start=position))
+        items = walk(mapped, start=position, raw=self.raw, resume_at=index.entries)
         with closing(items):
             first = next(items, None)
             if first is None or isinstance(first, TornTail):
@@ -128,7 +123,7 @@ class TopicReads:
                 stop = self._raw_stop(mapped, position, stop, max_bytes)
             else:
                 for item in items:
-                    if not isinstance(item, Record) \
+                    if not isinstance(item, MessageRecord) \
                             or item.offset + item.size - position > max_bytes:
                         break
                     stop = item.offset + item.size
@@ -137,7 +132,7 @@ class TopicReads:
 
     @staticmethod
     def _raw_stop(mapped: mmap.mmap, position: int, stop: int, max_bytes: int) -> int:
-        with closing(raw_spans(mapped, stop)) as following:
+        with closing(spans(mapped, stop, raw=True)) as following:
             for item in following:
                 if isinstance(item, TornTail) or item.offset + item.size - position > max_bytes:
                     break

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.topiclog import TopicLog
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.topiclog import TopicLog
 from pzq.errors import ArchiveError
 from pzq.fsync import make_directories
 from pzq.protocol.headers import validate_topic
@@ -20,7 +20,7 @@ class TopicInfo:
     bytes: int
     segments: int
     damaged_records: int  # met by ZPER readers since the node started
-    raw: bool  # written by ZPER producers (pzq.archive.raw)
+    raw: bool  # written by ZPER producers (pzq.archive.format.raw)
 
 
 class Archive:
@@ -34,7 +34,6 @@ class Archive:
         self.retain_s = retain_hours * 3600
         self.retain_bytes = retain_bytes  # per topic; 0: no limit
         self.logs: dict[str, TopicLog] = {}
-        self.repaired_bytes = 0  # torn tails cut at the last open
         self._next_flush: float | None = None  # no later than any log's flush_due_at
         self.opened_at = 0.0
 
@@ -51,24 +50,23 @@ class Archive:
                     validate_topic(path.name)
                 except ValueError:
                     continue  # not ours
-                self.repaired_bytes += self._log(path.name, now, opening=True)[1]
+                self._log(path.name, now)
 
-    def _log(self, topic: str, now: float, opening: bool = False) -> tuple[TopicLog, int]:
+    def _log(self, topic: str, now: float) -> TopicLog:
         log = self.logs.get(topic)
-        if log is not None:
-            return log, 0
-        log = TopicLog(self.directory / validate_topic(topic), self.segment_size,
-                       self.flush_messages, self.flush_interval_s)
-        cut = log.open(now)
-        self.logs[topic] = log
-        return log, cut
+        if log is None:
+            log = TopicLog(self.directory / validate_topic(topic), self.segment_size,
+                           self.flush_messages, self.flush_interval_s)
+            log.open(now)
+            self.logs[topic] = log
+        return log
 
     def log(self, topic: str) -> TopicLog | None:
         return self.logs.get(topic)
 
     def append(self, message: ArchivedMessage, now: float) -> int:
         """Write one message to its topic's log; returns its offset. ArchiveError on failure."""
-        offset = self._log(message.topic, now)[0].append(message.frames(), now)
+        offset = self._log(message.topic, now).append(message.frames(), now)
         self._flush_by(now)
         return offset
 
@@ -77,7 +75,7 @@ class Archive:
         """Write ZPER producers' messages, frames as they are, to their topic (marked
         raw on its first write); their offsets. ArchiveError on failure or when the
         topic holds pzq's records; ValueError for a topic that is not a name."""
-        log = self._log(topic, now)[0]
+        log = self._log(topic, now)
         log.make_raw()
         offsets = log.append_many(messages, now)
         self._flush_by(now)
@@ -87,7 +85,7 @@ class Archive:
                        now: float) -> int:
         """As ``append_raw``, for records already encoded end to end (each starting at
         its entry of ``starts``); the offset of the first."""
-        log = self._log(topic, now)[0]
+        log = self._log(topic, now)
         log.make_raw()
         first = log.append_encoded(data, starts, now)
         self._flush_by(now)
@@ -130,10 +128,6 @@ class Archive:
             return None
         # A log that could not sync (a failing disk) is tried again an interval later.
         return min(due) if min(due) > now else now + self.flush_interval_s
-
-    def unsynced(self) -> bool:
-        """Some record is not yet fsync'd."""
-        return any(log.unsynced_since is not None for log in self.logs.values())
 
     def unsynced_s(self, now: float) -> float:
         """Age of the oldest record not yet fsync'd: what a power cut would lose now."""

@@ -4,7 +4,7 @@ and their offset indexes.
 A partition is the records of one segment that start in a range of topic offsets.
 A segment larger than ``partition_bytes`` is cut at index entries (record starts)
 about every ``partition_bytes``, so one large segment is read by several tasks at
-once, each reading only its own bytes (pzq.archive.windows). A segment without a
+once, each reading only its own bytes (pzq.archive.format.windows). A segment without a
 usable index is one partition: a reader must walk it from its start anyway. A read
 of several archive directories plans each directory's segments apart.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pzq.archive.raw import is_raw_topic
-from pzq.archive.segments import Segment, list_segments
-from pzq.archive.windows import usable_entries
-from pzq.spark_archives import ArchiveDir, archive_topics
-from pzq.spark_reads import PARTITION_BYTES, SegmentPartition
+from pzq.archive.format.raw import is_raw_topic
+from pzq.archive.format.segments import Segment, list_segments
+from pzq.archive.format.windows import usable_entries
+from pzq.spark.archives import ArchiveDir, archive_topics
+from pzq.spark.reads import PARTITION_BYTES, SegmentPartition
 
 
 def plan_archive(archive: ArchiveDir, topics: tuple[str, ...], begin: int, end: int | None,

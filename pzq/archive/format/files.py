@@ -1,12 +1,12 @@
 """Reading archive files directly, without a node (pzq-archive, Spark executors).
 
-Damaged records are skipped under the rule of ``pzq.archive.records`` and handed to
+Damaged records are skipped under the rule of ``pzq.archive.format.records`` and handed to
 an ``on_damage`` handler (default: one warning line each). A torn tail of a topic's
 last segment is a crash or a write in progress and is left quietly; one in an
 earlier segment, which the node closed whole, is damage. A read from an offset
-seeks with the segment's offset index (pzq.archive.index) when it is whole, and
+seeks with the segment's offset index (pzq.archive.format.index) when it is whole, and
 walks the segment from its start when it is missing or torn (it is never written
-here). A topic written by ZPER producers yields RawRecords (pzq.archive.raw).
+here). A topic written by ZPER producers yields RawRecords (pzq.archive.format.raw).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
-from pzq.archive.entry import ArchivedMessage
-from pzq.archive.index import OffsetIndex, read_index
-from pzq.archive.raw import RawRecord, is_raw_topic, raw_spans, raw_walk
-from pzq.archive.records import Damaged, Record, TornTail, spans, walk
-from pzq.archive.segments import Segment, list_segments, segment_name
-from pzq.archive.windows import read_window
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.index import OffsetIndex, read_index
+from pzq.archive.format.raw import is_raw_topic
+from pzq.archive.format.records import Damaged, MessageRecord, RawRecord, TornTail, walk
+from pzq.archive.format.segments import Segment, list_segments, segment_name
+from pzq.archive.format.windows import read_window
 
-Item = Record | RawRecord | DamagedRecord
+Item = MessageRecord | RawRecord | DamagedRecord
 CLOSED_TORN = "the segment ends inside a record, yet the node closes segments whole"
 
 
@@ -32,15 +32,10 @@ def segment_items(topic: str, segment: Segment, last: bool, begin: int = 0,
     the indexed record start at or before ``begin`` (a topic offset) on."""
     # Read, not mapped: a node cutting a torn tail at its start would fault a mapping.
     data = segment.path.read_bytes()
-    index = read_index(segment.path, data, raw_spans if raw else spans)
-    if raw:
-        items: Iterator[RawRecord | Record | Damaged | TornTail] = raw_walk(
-            data, segment.start, seek(data, index, begin - segment.start, raw),
-            resume_at=index.entries if index else None)
-    else:
-        items = walk(data, segment.start, seek(data, index, begin - segment.start, raw))
-    for item in items:
-        if isinstance(item, Record | RawRecord):
+    index = read_index(segment.path, data, raw)
+    for item in walk(data, segment.start, seek(data, index, begin - segment.start, raw),
+                     raw=raw, resume_at=index.entries if index else None):
+        if isinstance(item, MessageRecord | RawRecord):
             yield item
         elif isinstance(item, Damaged):
             yield DamagedRecord(topic, segment_name(segment.start), item.offset,
@@ -59,7 +54,7 @@ def seek(data: bytes, index: OffsetIndex | None, position: int, raw: bool) -> in
     start = index.floor(position)
     while start and not raw:
         first = next(walk(data, 0, start), None)
-        if isinstance(first, Record):
+        if isinstance(first, MessageRecord):
             break
         start = index.before(start) or 0
     return start
@@ -101,7 +96,7 @@ def read_topic(directory: Path, topic: str, begin: int = 0, end: int | None = No
     for item in topic_items(directory, topic, begin, end):
         if isinstance(item, DamagedRecord):
             on_damage(item)
-        elif isinstance(item, Record):
+        elif isinstance(item, MessageRecord):
             yield item.offset, item.message
 
 
@@ -117,6 +112,6 @@ def whole_end(directory: Path, topic: str) -> tuple[int, int, int]:
     raw = is_raw_topic(topic_dir)
     window = read_window(last.path, last.size, None, raw)
     index = OffsetIndex()
-    index.extend(window.data, raw_spans if raw else spans)
+    index.extend(window.data, raw)
     return (segments[0].start, last.start + window.start + index.covered,
             last.start + window.start + len(window.data))

@@ -16,12 +16,18 @@ answers 101 for an offset inside a record, so no reader ever decodes half a reco
 
 from __future__ import annotations
 
-from pzq.archive.topiclog import TopicLog
-from pzq.archive.writer import Archive
-from pzq.errors import ArchiveFormatError, DecodeError
-from pzq.protocol import zper as zp
-from pzq.zmqio import MORE_NOBLOCK, NOBLOCK, Socket, send_frames
+import zmq
 
+from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.tier import ArchiveTier
+from pzq.archive.tier.topiclog import TopicLog
+from pzq.clock import Now
+from pzq.errors import ArchiveFormatError, DecodeError
+from pzq.parts import Part
+from pzq.protocol import zper as zp
+from pzq.zmqio import MORE_NOBLOCK, NOBLOCK, POLLIN, Events, Socket, drain, send_frames
+
+READER_BATCH = 64  # requests answered per wake
 OK = bytes((zp.OK,))
 Frame = bytes | memoryview  # a FETCH reply's records: a view of the segment's bytes
 ZERO_COPY_BYTES = 65_536  # a frame below this is copied: cheaper than lending it
@@ -109,3 +115,28 @@ def send_reply(socket: Socket, frames: list[Frame]) -> None:
     for frame in head:
         socket.send(frame, MORE_NOBLOCK)
     socket.send(last, NOBLOCK, copy=False)
+
+
+class ArchiveReaders(Part):
+    """--archive-dsn in the loop: ZPER readers' OFFSET and FETCH, answered last."""
+
+    def __init__(self, tier: ArchiveTier, socket: Socket) -> None:
+        self.archive = tier.archive
+        self.socket = socket
+
+    def bound(self) -> dict[str, Socket]:
+        return {"archive": self.socket}
+
+    def polled(self) -> list[Socket | int]:
+        return [self.socket]
+
+    def answer(self, events: Events, now: Now) -> None:
+        if events.get(self.socket, 0) & POLLIN:
+            for identity, *request in drain(self.socket, READER_BATCH):
+                try:
+                    send_reply(self.socket, [identity, *answer(self.archive, identity, request)])
+                except zmq.ZMQError:
+                    pass  # the reader is gone or not reading
+
+    def close(self) -> None:
+        self.socket.close()

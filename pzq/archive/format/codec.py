@@ -13,8 +13,8 @@ wrote before) still reads.
 
 from __future__ import annotations
 
+import mmap
 import struct
-from collections.abc import Iterator
 
 from pzq.errors import ArchiveFormatError, TornRecordError
 
@@ -22,6 +22,7 @@ MORE = 0x01
 LONG = 0x02
 LONG_LENGTH = struct.Struct(">Q")
 SHORT_MAX = 255  # the longest frame written with a one-byte length
+Buffer = bytes | mmap.mmap  # what readers walk: slices of either are bytes
 # Every short header, by flag (last frame, more follow) and length: built once.
 SHORT_HEADERS = [[bytes((flag, length)) for length in range(SHORT_MAX + 1)]
                  for flag in (0, MORE)]
@@ -75,83 +76,22 @@ def encode_records(records: list[list[bytes]]) -> tuple[bytearray, list[int]]:
     return data, starts
 
 
-def decode_records(buffer: bytes | memoryview, start: int = 0,
-                   end: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
-    """Yield (offset, frames) of each whole record in ``buffer[start:end]``.
+def frame_at(data: Buffer, position: int, end: int) -> tuple[int, int, bool]:
+    """(payload start, payload length, more frames follow) of the frame at ``position``:
+    the frame rule, read frame by frame where a reader must say what is wrong.
 
-    Stops quietly at a torn record at the end (use ``valid_length`` to find where);
-    raises ArchiveFormatError for a bad flag byte.
+    ArchiveFormatError for a flag byte with unknown bits; TornRecordError when the
+    frame runs past ``end`` (its offset is the frame's flag byte).
     """
-    view = memoryview(buffer)
-    end = len(view) if end is None else end
-    position = start
-    while position < end:
-        try:
-            frames, next_position = read_record(view, position, end)
-        except TornRecordError:
-            return
-        yield position, frames
-        position = next_position
-
-
-def valid_length(buffer: bytes | memoryview, start: int = 0) -> int:
-    """How many bytes from ``start`` are whole records (a torn tail is not)."""
-    view = memoryview(buffer)
-    position = start
-    while position < len(view):
-        try:  # by the frames as they are: an old long-form header counts 9 bytes
-            position = record_end(view, position, len(view))
-        except TornRecordError:
-            break
-    return position - start
-
-
-def encoded_size(frames: list[bytes]) -> int:
-    """The bytes ``encode_record`` writes for these frames."""
-    return sum(len(frame) + header_size(len(frame)) for frame in frames)
-
-
-def header_size(length: int) -> int:
-    """A frame header's bytes as written now and as ZPER's clients count them."""
-    return 2 if length <= SHORT_MAX else 9
-
-
-def read_record(view: memoryview, position: int, end: int) -> tuple[list[bytes], int]:
-    """The frames of the record at ``position`` and where the next one starts.
-
-    ArchiveFormatError for a flag byte with unknown bits; TornRecordError when a
-    frame runs past ``end`` (its offset is that frame's flag byte).
-    """
-    frames = []
-    while True:
-        payload, length, more = frame_at(view, position, end)
-        frames.append(bytes(view[payload:payload + length]))
-        position = payload + length
-        if not more:
-            return frames, position
-
-
-def record_end(view: memoryview, position: int, end: int) -> int:
-    """Where the record whose frames go on from ``position`` ends, by its frames alone
-    (nothing copied); errors as ``read_record``."""
-    more = True
-    while more:
-        payload, length, more = frame_at(view, position, end)
-        position = payload + length
-    return position
-
-
-def frame_at(view: memoryview, position: int, end: int) -> tuple[int, int, bool]:
-    """(payload start, payload length, more frames follow) of the frame at ``position``."""
     if position >= end:
         raise TornRecordError("the record's last frame is missing", position)
-    flag = view[position]
+    flag = data[position]
     if flag & ~(MORE | LONG):
         raise ArchiveFormatError(f"bad flag byte 0x{flag:02x}", position)
     header = 9 if flag & LONG else 2
     if position + header > end:
         raise TornRecordError("a frame header runs past the end", position)
-    length = LONG_LENGTH.unpack_from(view, position + 1)[0] if flag & LONG else view[position + 1]
+    length = LONG_LENGTH.unpack_from(data, position + 1)[0] if flag & LONG else data[position + 1]
     if position + header + length > end:
         raise TornRecordError(f"a frame of {length} bytes runs past the end", position)
     return position + header, int(length), bool(flag & MORE)

@@ -1,7 +1,7 @@
 """ZPER's writer: ZPER producers write straight into the archive, frames as they are.
 
 A producer's identity names its topic and mode (pzq.protocol.zper). Each message it
-sends is one raw record of its topic (pzq.archive.raw); an empty first frame
+sends is one raw record of its topic (pzq.archive.format.raw); an empty first frame
 followed by more is a REQ socket's delimiter, not part of the message. The writes
 the loop takes in one wake go to each topic's log in one write; each frame is
 copied once, from ZeroMQ's buffer into that write's bytes. The reply,
@@ -28,8 +28,8 @@ from typing import Protocol
 
 import zmq
 
-from pzq.archive.codec import SHORT_HEADERS, SHORT_MAX, encode_frames_into, long_header
-from pzq.archive.writer import Archive
+from pzq.archive.format.codec import SHORT_HEADERS, SHORT_MAX, encode_frames_into, long_header
+from pzq.archive.tier.archive import Archive
 from pzq.clock import Now
 from pzq.errors import ArchiveError, DecodeError
 from pzq.logs import get_logger

@@ -1,0 +1,51 @@
+"""What the rest of the node asks of the archive, and the archive of a node without one.
+
+``ArchiveWrites`` is what a message's last holder being done asks (pzq.serving.answers):
+write the message before it leaves the store, acked or given up. The node's archive
+(pzq.archive.tier.archiving.Archiving) answers it; ``NoArchiving``, the null object of a
+node without --archive-dir, has nothing to write, so nothing fails.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pzq.delivery.inflight import InFlight
+from pzq.delivery.state import DeliveryState
+from pzq.store.batch import Batch, Participant
+
+
+class ArchiveWrites(Protocol):
+    """False from a write: it could not be written (the message stays where it is)."""
+
+    @property
+    def writes(self) -> bool: ...  # messages go through it one by one before their delete
+
+    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
+              now_us: int) -> bool: ...
+
+    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
+                               groups: tuple[str, ...]) -> bool: ...
+
+
+class NoArchiving(Participant):
+    """A node without --archive-dir: nothing to open, write, sync, close or count."""
+
+    writes = False
+
+    def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
+              now_us: int) -> bool:
+        return True
+
+    def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
+                               groups: tuple[str, ...]) -> bool:
+        return True
+
+    def open(self, now: float) -> None:
+        pass
+
+    def close(self, now: float) -> None:
+        pass
+
+    def figures(self, now: float) -> dict[str, object]:
+        return {}

@@ -1,0 +1,42 @@
+"""The archive as a part of the node's loop (pzq.parts), with --archive-dir.
+
+The wake's time for the appends its ACKs make, a wake for its timed fsync
+(--flush-interval), the fsync after the wake's deliveries (before the ZPER broker
+says what is durable) and retention at the scheduler's tick. Its readers on
+--archive-dsn are pzq.archive.zper.reader_server's part.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pzq.archive.tier.archiving import Archiving
+from pzq.clock import Now
+from pzq.parts import RETENTION, Part
+from pzq.store.batch import Batch
+from pzq.zmqio import Events
+
+RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
+
+
+class ArchivePart(Part):
+    def __init__(self, archiving: Archiving) -> None:
+        self.archiving = archiving
+
+    def ticks(self) -> dict[bytes, int]:
+        return {RETENTION: RETENTION_PERIOD_US}
+
+    def timeout_ms(self, now: Now) -> int | None:
+        wait = self.archiving.tier.flush_wait_s(now.wall_us / 1e6)
+        return None if wait is None else math.ceil(wait * 1000)
+
+    def take(self, events: Events, batch: Batch, now: Now) -> None:
+        self.archiving.wake_at(now.wall_us / 1e6)  # the time of this wake's appends
+
+    def on_ticks(self, reasons: bytes, now: Now) -> None:
+        if RETENTION in reasons:
+            self.archiving.apply_retention(now.wall_us / 1e6)
+
+    def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        self.archiving.flush(now.wall_us / 1e6)
+

@@ -1,0 +1,121 @@
+"""The changes of one wake of the loop, and the parts whose memory follows them.
+
+A Batch gathers every put and delete of a wake with the counter deltas they imply;
+the Store (pzq.store.store) writes it with one write, the sequence high-water mark
+and the counters beside it. A Participant registered with the store prepares each
+batch (adds what earlier batches left to write), has a last word before the write,
+and learns whether it was written or failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import plyvel
+
+from pzq.store import keyspace
+
+
+class Participant:
+    """A part whose in-memory state follows the store's batches (hooks do nothing
+    unless overridden)."""
+
+    def prepare(self, batch: Batch) -> None:
+        """Add to a new batch what earlier batches left to write."""
+
+    def before_write(self) -> None:
+        """Last chance before the write (e.g. fsync what must be durable first);
+        raising a PzqError fails the batch."""
+
+    def written(self) -> None:
+        """The batch is in the store: apply what it changed."""
+
+    def failed(self) -> None:
+        """The batch was not written: keep what must be tried again."""
+
+
+class Batch:
+    """The changes of one wake: puts and deletes plus the counter deltas they imply."""
+
+    def __init__(self, take_seq: Callable[[], int], raw: plyvel.WriteBatch,
+                 sync: bool) -> None:
+        self._take_seq = take_seq  # the store's next sequence number
+        self._batch = raw
+        self.sync = sync  # the log is fsync'd with this batch (see Store.begin)
+        self.message_delta = 0
+        self.byte_delta = 0
+        self.dead_delta = 0
+        self.operations = 0
+
+    def add_message(self, value: bytes) -> int:
+        """Store a new own message; returns its sequence number."""
+        seq = self._take_seq()
+        self._batch.put(keyspace.own_key(seq), value)
+        self.message_delta += 1
+        self.byte_delta += len(value)
+        self.operations += 1
+        return seq
+
+    def rewrite_message(self, seq: int, value: bytes) -> None:
+        """Replace a stored message with the same length (delivery bookkeeping)."""
+        self._batch.put(keyspace.own_key(seq), value)
+        self.operations += 1
+
+    def delete_message(self, seq: int, size: int) -> None:
+        self._batch.delete(keyspace.own_key(seq))
+        self.message_delta -= 1
+        self.byte_delta -= size
+        self.operations += 1
+
+    def delete_messages(self, deletes: list[tuple[int, int]]) -> None:
+        """delete_message for each (seq, size), the counters changed once."""
+        delete, own_key = self._batch.delete, keyspace.own_key
+        for seq, _ in deletes:
+            delete(own_key(seq))
+        self.message_delta -= len(deletes)
+        self.byte_delta -= sum(size for _, size in deletes)
+        self.operations += len(deletes)
+
+    def dead_letter(self, seq: int, value: bytes, stored_size: int) -> None:
+        """Move an own message that was delivered too often to the dead letters."""
+        self.delete_message(seq, stored_size)
+        self.put(keyspace.dead_key(seq), value)
+        self.dead_delta += 1
+
+    def add_dead_letter(self, value: bytes) -> int:
+        """A dead letter that was not one of this node's messages (a takeover's)."""
+        seq = self._take_seq()
+        self.put(keyspace.dead_key(seq), value)
+        self.dead_delta += 1
+        return seq
+
+    def drop_dead_letter(self, seq: int) -> None:
+        self.delete(keyspace.dead_key(seq))
+        self.dead_delta -= 1
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Any other area of the key layout (replicas, tombstones)."""
+        self._batch.put(key, value)
+        self.operations += 1
+
+    def put_all(self, items: list[tuple[bytes, bytes]]) -> None:
+        put = self._batch.put
+        for key, value in items:
+            put(key, value)
+        self.operations += len(items)
+
+    def delete(self, key: bytes) -> None:
+        self._batch.delete(key)
+        self.operations += 1
+
+    def delete_keys(self, keys: list[bytes]) -> None:
+        delete = self._batch.delete
+        for key in keys:
+            delete(key)
+        self.operations += len(keys)
+
+    def write_with_metadata(self, next_seq: int, counters: bytes) -> None:
+        """Write (Store.commit's job) with the metadata that moves with every batch."""
+        self._batch.put(keyspace.META_NEXT_SEQ, keyspace.SEQ.pack(next_seq))
+        self._batch.put(keyspace.META_COUNTERS, counters)
+        self._batch.write()

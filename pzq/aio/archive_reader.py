@@ -18,9 +18,9 @@ from pzq.aio import probe
 from pzq.aio.socket_io import AsyncContext, AsyncSocket, open_socket, wait_events
 from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
 from pzq.archive.format.entry import ArchivedMessage
-from pzq.archive.reader import EVERY_SEGMENT_MS
 from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
+from pzq.archive.reader import EVERY_SEGMENT_MS
 from pzq.errors import ClientClosed, ReaderError
 from pzq.protocol import zper as zp
 from pzq.security import ClientCurve
@@ -100,7 +100,8 @@ class ArchiveReader:
         return [(item.offset, item.message) for item in (await self._fetch(offset, max_bytes))[0]
                 if isinstance(item, MessageRecord)]
 
-    async def _fetch(self, offset: int, max_bytes: int) -> tuple[list[MessageRecord | Damaged], int]:
+    async def _fetch(self, offset: int,
+                     max_bytes: int) -> tuple[list[MessageRecord | Damaged], int]:
         (data,) = await self._request(zp.encode_fetch_request(offset, max_bytes))
         items: list[MessageRecord | Damaged] = []
         for item in walk(data, base=offset):

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pzq.archive.tier.durable import DurableFile, DurableTopic, close_all, durable_files
 from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.durable import DurableFile, DurableTopic, close_all, durable_files
 from pzq.backup.writer import BackupWriter
 from pzq.clock import Now
 from pzq.errors import StoreError

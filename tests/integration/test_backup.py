@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from pzq.archive.damage import raise_damage
-from pzq.archive.damage import DamagedRecord
+from pzq.archive.damage import DamagedRecord, raise_damage
 from pzq.archive.format.files import read_topic, topic_items
 from pzq.archive.reader import ArchiveReader
 from pzq.backup.manifest import RESTORE_SEQ_GAP

@@ -13,7 +13,7 @@ from pzq.archive.records import Damaged, Record, walk
 from pzq.archive.segments import segment_name
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp
-from pzq.security import ClientCurve
+from pzq.security import PLAIN, ClientSecurity
 from pzq.sockets import dual_stack
 
 Context = zmq.Context[zmq.Socket[bytes]]
@@ -32,7 +32,7 @@ class ArchiveReader:
 
     def __init__(self, dsn: str, topic: str, context: Context | None = None,
                  timeout: float = 10.0, on_damage: DamageHandler = log_damage,
-                 curve: ClientCurve | None = None) -> None:
+                 curve: ClientSecurity = PLAIN) -> None:
         self.dsn = dsn
         self.topic = topic
         self.timeout = timeout
@@ -42,8 +42,7 @@ class ArchiveReader:
         self._socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
         self._socket.setsockopt(zmq.LINGER, 0)
-        if curve is not None:
-            curve.apply(self._socket)
+        curve.apply(self._socket)
         dual_stack(self._socket, dsn)
         self._socket.connect(dsn)
 

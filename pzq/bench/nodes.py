@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pzq.client import request_monitor
+from pzq.security import PLAIN, ClientSecurity
 
 T = TypeVar("T")
 START_TIMEOUT = 20.0
@@ -46,7 +47,7 @@ class NodeProcess:
                  consume: bool = False) -> None:
         self.database = database
         self.log_level = log_level
-        self.curve = None  # a pzq.security.ClientCurve when the node serves CURVE
+        self.curve: ClientSecurity = PLAIN  # a ClientCurve when the node serves CURVE
         self.extra_args = list(extra_args)
         self.preexec_fn = preexec_fn
         self.ports = {"receive": "*", "send": "*", "monitor": "*"}

@@ -17,14 +17,14 @@ from pzq.client.producer import Producer
 from pzq.client.route_table import RouteTable
 from pzq.client.sessions.routed_producer import RESEND_AFTER_S, RoutedProducerSession
 from pzq.protocol.frames import ProducerAck
-from pzq.security import ClientCurve
+from pzq.security import PLAIN, ClientSecurity
 from pzq.zmqio import Context
 
 
 class RoutedProducer:
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str,
                  window: int = 100, context: Context | None = None,
-                 curve: ClientCurve | None = None, batch: int | None = None,
+                 curve: ClientSecurity = PLAIN, batch: int | None = None,
                  resend_after: float = RESEND_AFTER_S) -> None:
         self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
         self.topic = topic

@@ -16,7 +16,7 @@ import zmq
 from pzq.cluster.core import ClusterCore, Reply, ToPeer
 from pzq.cluster.replication import PendingAck
 from pzq.delivery.state import DeliveryState
-from pzq.security import NodeCurve
+from pzq.security import NodeSecurity
 from pzq.sockets import bind, dual_stack
 from pzq.store.store import Batch
 from pzq.zmqio import Context, Events, Socket, drain
@@ -27,14 +27,13 @@ RECEIVE_BATCH = 1024
 
 class ClusterLinks:
     def __init__(self, core: ClusterCore, context: Context,
-                 curve: NodeCurve | None, now: float) -> None:
+                 security: NodeSecurity, now: float) -> None:
         """Bind the ROUTER and connect to every peer, with the node's CURVE keys when
         it has them (the ROUTER in the cluster's ZAP domain when nodes have their own)."""
         self.core = core
         settings = core.settings
         self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
-                           curve.keys if curve else None,
-                           curve.cluster_domain if curve else None)
+                           security, cluster=True)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.dealers: dict[str, Socket] = {}
         self._connected_at: dict[str, float] = {}
@@ -44,8 +43,7 @@ class ClusterLinks:
             dealer.setsockopt(zmq.IMMEDIATE, 1)  # nothing queues for a peer that is away
             dealer.setsockopt(zmq.SNDHWM, PEER_SNDHWM)
             dual_stack(dealer, endpoint)
-            if curve is not None:
-                curve.to_peer(endpoint).apply(dealer)
+            security.to_peer(endpoint).apply(dealer)
             dealer.connect(endpoint)
             self.dealers[endpoint] = dealer
             self._connected_at[endpoint] = now

@@ -30,7 +30,7 @@ from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
 from pzq.node.waker import Waker
 from pzq.parts import Figures, Part, merge_figures
-from pzq.security import NodeCurve
+from pzq.security import NodeSecurity
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint, NamedGroups, NoConsumeEndpoint
 from pzq.serving.send_endpoint import SendEndpoint
@@ -47,25 +47,24 @@ class Device:
     monitor, or closes what it bound and raises (BindError)."""
 
     def __init__(self, node: NodeState, waker: Waker, context: Context,
-                 curve: NodeCurve | None) -> None:
+                 security: NodeSecurity) -> None:
         config = node.config
         self.node = node
         self.waker = waker
         self.stopping = False
-        keys = curve.keys if curve is not None else None
-        self.receive = sockets.bind_receive(context, config.receive_dsn, keys)
+        self.receive = sockets.bind_receive(context, config.receive_dsn, security)
         self.producer_acks = ProducerAcks(self.receive, node.counters)
         self.intake = Intake(self.receive, config.intake, node.store, node.counters,
                              self.producer_acks, node.topics, node.dedup, node.routes)
         answers = GroupAnswers(node.archiving, node.cluster.removed)
         self.parts: list[Part] = []
         try:
-            self.parts = open_parts(Wiring(context, curve, node, answers,
+            self.parts = open_parts(Wiring(context, security, node, answers,
                                            self.producer_acks.replicated, Now.read()))
             self.send = the(self.parts, SendEndpoint)
             self.consume: NamedGroups = first(self.parts, ConsumeEndpoint) or NoConsumeEndpoint()
             self.parts.append(self._monitor(sockets.bind_monitor(context, config.monitor_dsn,
-                                                                 keys)))
+                                                                 security)))
         except BaseException:
             self.close()
             raise

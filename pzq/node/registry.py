@@ -33,7 +33,7 @@ from pzq.cluster.part import ClusterPart, Replicated
 from pzq.node.config import Config
 from pzq.node.state import NodeState
 from pzq.parts import Part
-from pzq.security import KeyPair, NodeCurve
+from pzq.security import NodeSecurity
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.holding import GroupDelivery
@@ -52,7 +52,7 @@ class Wiring:
     groups' one path for answers, and where producer ACKs that waited for copies go."""
 
     context: Context
-    curve: NodeCurve | None
+    security: NodeSecurity
     node: NodeState
     answers: GroupAnswers
     replicated: Replicated
@@ -62,13 +62,9 @@ class Wiring:
     def config(self) -> Config:
         return self.node.config
 
-    @property
-    def keys(self) -> KeyPair | None:
-        return self.curve.keys if self.curve is not None else None
-
     def bind(self, kind: int, dsn: str, flag: str,
              options: dict[int, int] | None = None) -> Socket:
-        return sockets.bind(self.context, kind, dsn, flag, self.keys, options=options)
+        return sockets.bind(self.context, kind, dsn, flag, self.security, options=options)
 
 
 Opener = Callable[[Wiring, list[Part]], Part | None]
@@ -91,7 +87,7 @@ def open_cluster(wiring: Wiring, opened: list[Part]) -> Part | None:
     cluster = wiring.node.cluster
     if not isinstance(cluster, ClusterCore):  # a lone node has no links
         return None
-    links = ClusterLinks(cluster, wiring.context, wiring.curve, wiring.now.mono)
+    links = ClusterLinks(cluster, wiring.context, wiring.security, wiring.now.mono)
     return ClusterPart(links, wiring.node.delivery, wiring.replicated)
 
 
@@ -113,7 +109,7 @@ def open_send(wiring: Wiring, opened: list[Part]) -> Part | None:
     cluster = node.cluster
     deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery, lambda: cluster.takeovers.states,
                                node.latency)
-    socket = sockets.bind_send(wiring.context, config.send_dsn, wiring.keys)
+    socket = sockets.bind_send(wiring.context, config.send_dsn, wiring.security)
     return SendEndpoint(socket, deliveries, wiring.answers, node.window, node.counters,
                         config.batch_size, config.reaper_frequency, node.reap,
                         cluster.own_delivery_allowed)
@@ -123,7 +119,7 @@ def open_consume(wiring: Wiring, opened: list[Part]) -> Part | None:
     node, config = wiring.node, wiring.config
     if config.consume_dsn is None:
         return None
-    socket = sockets.bind_consume(wiring.context, config.consume_dsn, wiring.keys,
+    socket = sockets.bind_consume(wiring.context, config.consume_dsn, wiring.security,
                                   config.consume_heartbeat // 1000)
     consume = ConsumeEndpoint(socket, node.store, node.topics, wiring.answers,
                               config.delivery, config.consume_heartbeat, config.batch_size,

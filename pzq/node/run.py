@@ -18,7 +18,7 @@ from pzq.node.scheduler import start_scheduler
 from pzq.node.start_report import NO_REPORT, StartReport
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
-from pzq.security import NodeCurve, start_authenticator
+from pzq.security import NodeSecurity, NothingToStop, Stoppable
 from pzq.zmqio import Context
 
 log = get_logger("pzq.node")
@@ -33,20 +33,20 @@ class StopRequest:
         self.requested = False
 
 
-def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | None,
+def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity,
         shared: Context | None = None, report: StartReport = NO_REPORT) -> None:
     """Serve until ``stop`` is requested. The node makes its own ZeroMQ context and
     terminates it at the end, unless given a ``shared`` one (a node inside a test
     process, its endpoints on ``inproc://`` there), which it leaves to its owner.
     ``report`` hears when the node is ready (a shard's supervisor)."""
     context = Context() if shared is None else shared
-    authenticator = scheduler = device = None
+    authenticator: Stoppable = NothingToStop()
+    scheduler = device = None
     files: list[sockets.SocketFile] = []
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
-        if curve is not None:
-            authenticator = start_authenticator(context, curve)
-        device = Device(node, waker, context, curve)
+        authenticator = security.start(context)
+        device = Device(node, waker, context, security)
         bound = device.bound()
         files = sockets.socket_files(bound.values())
         scheduler = start_scheduler(waker, device.ticks())
@@ -59,8 +59,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | Non
             scheduler.shutdown(wait=False)
         if device is not None:
             device.close()
-        if authenticator is not None:
-            authenticator.stop()
+        authenticator.stop()
         if shared is None:
             context.term()
         sockets.remove_socket_files(files)

@@ -13,8 +13,9 @@ import errno
 
 import zmq
 
-from pzq.cluster.core import ClusterCore, Reply, ToPeer
+from pzq.cluster.core import ClusterCore
 from pzq.cluster.replication import PendingAck
+from pzq.cluster.sends import Reply, ToPeer
 from pzq.delivery.state import DeliveryState
 from pzq.security import NodeSecurity
 from pzq.sockets import bind, dual_stack

@@ -9,13 +9,12 @@ loop (pzq.cluster.part) is opened only then.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
-from pzq.cluster.core import NO_CLUSTER
+from pzq.cluster.figures import NO_CLUSTER
 from pzq.cluster.replication import PendingAck
 from pzq.cluster.routes import Routes
-from pzq.delivery.state import DeliveryState, never_held
+from pzq.delivery.state import DeliveryState
 from pzq.protocol import cluster as cw
 from pzq.store.record import Stored
 from pzq.store.store import Batch
@@ -60,13 +59,6 @@ class Cluster(Protocol):
     def fail_all(self) -> list[PendingAck]: ...
 
     def own_delivery_allowed(self, now: float) -> bool: ...
-
-    def held_elsewhere(self, seq: int) -> bool: ...
-
-    def lowest_held(self) -> int | None: ...
-
-    def follow_groups(self, done_elsewhere: Callable[[Batch, str, list[int]], None],
-                      rewind: Callable[[], None]) -> None: ...
 
     def snapshot(self, now: float) -> dict[str, object]: ...
 
@@ -120,16 +112,6 @@ class NoCluster:
 
     def own_delivery_allowed(self, now: float) -> bool:
         return True
-
-    # the very function the states compare with, so they skip the question per message
-    held_elsewhere = staticmethod(never_held)
-
-    def lowest_held(self) -> int | None:
-        return None
-
-    def follow_groups(self, done_elsewhere: Callable[[Batch, str, list[int]], None],
-                      rewind: Callable[[], None]) -> None:
-        pass
 
     def snapshot(self, now: float) -> dict[str, object]:
         return NO_CLUSTER

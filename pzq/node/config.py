@@ -18,7 +18,7 @@ from typing import Any
 from pzq.archive.tier import ArchiveSettings
 from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.cluster.settings import ClusterSettings
-from pzq.delivery.state import DeliverySettings
+from pzq.delivery.settings import DeliverySettings
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError
 from pzq.node.intake import IntakeLimits

@@ -123,8 +123,7 @@ def open_consume(wiring: Wiring, opened: list[Part]) -> Part | None:
                                   config.consume_heartbeat // 1000)
     consume = ConsumeEndpoint(socket, node.store, node.topics, wiring.answers,
                               config.delivery, config.consume_heartbeat, config.batch_size,
-                              node.cluster)
-    node.cluster.follow_groups(consume.done_elsewhere, consume.rewind_own)
+                              node.cluster, node.holds, node.hub)
     return consume
 
 

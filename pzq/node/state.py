@@ -13,6 +13,7 @@ from pzq.archive.archiving import Archiving, NoArchiving
 from pzq.archive.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
+from pzq.cluster.held import PeerHolds
 from pzq.cluster.lone import Cluster, NoCluster
 from pzq.cluster.placement import Placement
 from pzq.cluster.routes import Routes, advertised, host_of
@@ -22,6 +23,7 @@ from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import ConfigError
+from pzq.events import EventHub
 from pzq.node.config import Config
 from pzq.protocol.topic_reads import DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
@@ -60,10 +62,13 @@ class NodeState:
         self.node_id = store.node_id
         self.started = now.mono
         self.counters = Counters()
+        self.hub = EventHub()  # what happens in one part and others act on (pzq.events)
+        self.holds = PeerHolds()  # own messages the peers have out (none without a cluster)
         self.topics = Topics(store, config.archive_topic)
         store.register(self.topics)  # first: the delivery states' deletes go through it
         self.default_area = DefaultArea(store, self.topics)
-        self.delivery = self._delivery_state(self.default_area)
+        self.delivery = DeliveryState(self.default_area, config.delivery, self.counters,
+                                      self.holds)
         self.window = DeliveryWindow(config.prefetch, config.ack_timeout, now.wall_us)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
@@ -80,9 +85,8 @@ class NodeState:
         clients = client_endpoints(config)
         if settings is not None:
             core = ClusterCore(settings, store, self._delivery_state, now.mono, self.topics,
-                               clients, lambda: who_reads(self.topics))
+                               clients, self.holds, self.hub, lambda: who_reads(self.topics))
             store.register(core)
-            self.delivery.held_elsewhere = core.held_elsewhere
             self.cluster: Cluster = core
         else:
             self.cluster = NoCluster(Routes(Placement(LONE_NODE, None), clients, self.topics))
@@ -98,8 +102,9 @@ class NodeState:
         self.store.wake_at(now.mono)
 
     def _delivery_state(self, area: Area) -> DeliveryState:
-        # A named group taken over counts its own work (STATS shows it per origin and
-        # group), as an own named group does; ``default``'s is the node's.
+        """A taken-over area's. A named group taken over counts its own work (STATS
+        shows it per origin and group), as an own named group does; ``default``'s is
+        the node's."""
         named = isinstance(area, TakeoverArea) and area.group != DEFAULT_GROUP
         return DeliveryState(area, self.config.delivery, Counters() if named else self.counters)
 

@@ -23,8 +23,11 @@ import zmq
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea, group_settings
-from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.delivery.held import HeldElsewhere
+from pzq.delivery.settings import DeliverySettings
+from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
+from pzq.events import EventHub, GroupDoneElsewhere, PeersReleased
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import consume as wire
@@ -96,22 +99,22 @@ class ClusterWord(Protocol):
 
     def own_delivery_allowed(self, now: float) -> bool: ...  # not right after a start
 
-    def held_elsewhere(self, seq: int) -> bool: ...  # another node has it out
-
-    def lowest_held(self) -> int | None: ...
-
 
 class ConsumeEndpoint(Part):
+    """``held``: own messages other nodes have out, which no group delivers meanwhile.
+    From the node's ``hub`` it hears of own messages a peer let go (each group looks
+    again) and of those a group finished on a node that took them over."""
+
     served = True
 
     def __init__(self, socket: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
-                 heartbeat_us: int, batch_size: int, cluster: ClusterWord) -> None:
+                 heartbeat_us: int, batch_size: int, cluster: ClusterWord,
+                 held: HeldElsewhere, hub: EventHub) -> None:
         self.socket = socket
         self.taken_over: TakenOver = cluster.takeovers.taken
         self.own_allowed = cluster.own_delivery_allowed
-        self.held_elsewhere = cluster.held_elsewhere  # asked once per message
-        self.lowest_held = cluster.lowest_held
+        self.held = held
         self.store = store
         self.topics = topics
         self.settings = settings  # --delivery-headers applies here as on --send-dsn
@@ -128,13 +131,14 @@ class ConsumeEndpoint(Part):
         self.sender = Sender(socket)
         for group in topics.groups():
             self._deliveries_for(group)
+        hub.subscribe(PeersReleased, self.rewind_own)
+        hub.subscribe(GroupDoneElsewhere, self.done_elsewhere)
 
     def _deliveries_for(self, group: Group) -> NamedGroupDelivery:
         found = self.groups.get(group.id)
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group),
-                                  group_settings(self.settings, group), Counters())
-            state.held_elsewhere = self.held_elsewhere
+                                  group_settings(self.settings, group), Counters(), self.held)
             self.store.register(state)
             found = self.groups[group.id] = NamedGroupDelivery(group, state, self.taken_over)
         return found
@@ -261,12 +265,12 @@ class ConsumeEndpoint(Part):
         if found is not None:
             found.state.apply(group_settings(self.settings, group))
 
-    def done_elsewhere(self, batch: Batch, name: str, seqs: list[int]) -> None:
-        """Own messages the group ``name`` of their topic finished on a node that took
-        them over while this one was down (a group this node does not know is that
-        node's own). One the last holding group finished is deleted everywhere."""
-        node_id = self.store.node_id
-        for seq in seqs:
+    def done_elsewhere(self, done: GroupDoneElsewhere) -> None:
+        """Own messages the group of their topic finished on a node that took them over
+        while this one was down (a group this node does not know is that node's own).
+        One the last holding group finished is deleted everywhere."""
+        node_id, batch, name = self.store.node_id, done.batch, done.group
+        for seq in done.seqs:
             value = self.store.get_own(seq)
             if value is None:
                 continue
@@ -279,7 +283,7 @@ class ConsumeEndpoint(Part):
             if deliveries.state.ack(batch, seq) is not None and final:
                 self.answers.removed(node_id, seq, name, True)
 
-    def rewind_own(self) -> None:
+    def rewind_own(self, released: PeersReleased) -> None:
         """Another node let messages go: look at each group's messages again."""
         for deliveries in self.groups.values():
             deliveries.state.rewind()
@@ -373,7 +377,7 @@ class ConsumeEndpoint(Part):
         restart reads on from where the group is, not from its start)."""
         for deliveries in self.groups.values():
             self.answers.reap(deliveries, now_us)
-            held = self.lowest_held()
+            held = self.held.lowest()
             floor = deliveries.state.lowest_open()
             self.topics.counts.raise_floor(deliveries.group, floor if held is None
                                     else min(floor, held))

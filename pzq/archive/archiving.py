@@ -11,11 +11,13 @@ delivered again later, and the failure is logged once per failing spell.
 from __future__ import annotations
 
 from pzq.archive.lock import ArchiveLock
+from pzq.archive.part import ArchivePart
 from pzq.archive.tier import ArchiveTier
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
-from pzq.errors import ArchiveError
+from pzq.errors import ArchiveError, ConfigError
 from pzq.logs import get_logger
+from pzq.parts import Part
 from pzq.protocol.message_keys import message_key
 from pzq.serving.answers import NoArchive
 from pzq.store.store import Batch, Participant
@@ -45,6 +47,10 @@ class Archiving(Participant):
             self.tier.close(now)
         finally:
             self.lock.release()
+
+    def part(self) -> Part:
+        """Its part of the loop: the wake's time, timed fsyncs, retention."""
+        return ArchivePart(self)
 
     def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
               now_us: int) -> bool:
@@ -110,13 +116,23 @@ class Archiving(Participant):
 
 
 class NoArchiving(NoArchive, Participant):
-    """A node without --archive-dir: nothing to open, write, sync, close or count."""
+    """A node without --archive-dir: nothing to open, write, sync, close or count, and
+    nothing for the loop to do (a part that does nothing)."""
 
     def open(self, now: float) -> None:
         pass
 
     def close(self, now: float) -> None:
         pass
+
+    def part(self) -> Part:
+        return Part()
+
+    @property
+    def tier(self) -> ArchiveTier:
+        """Asked only by the archive's endpoints, which the options refuse without
+        --archive-dir."""
+        raise ConfigError("the archive's endpoints need --archive-dir")
 
     def figures(self, now: float) -> dict[str, object]:
         return {}

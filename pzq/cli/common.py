@@ -10,7 +10,7 @@ import zmq
 from pzq import reach, security
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, DecodeError
-from pzq.node.config import DSN_PATTERN
+from pzq.node.config_checks import DSN_PATTERN
 from pzq.protocol import consume as wire
 from pzq.security import ClientSecurity
 from pzq.sockets import dual_stack

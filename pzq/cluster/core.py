@@ -24,9 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pzq.clock import Now
 from pzq.cluster.done import Dones
 from pzq.cluster.figures import peer_figures
 from pzq.cluster.held import PeerHolds
+from pzq.cluster.links import ClusterLinks
+from pzq.cluster.part import ClusterPart
 from pzq.cluster.peer_frames import PeerFrames
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.placement import Placement
@@ -41,11 +44,14 @@ from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.events import EventHub, PeersReleased
 from pzq.logs import get_logger
+from pzq.parts import Part
 from pzq.protocol import cluster as cw
+from pzq.security import NodeSecurity
 from pzq.store.record import Stored
 from pzq.store.replicas import ReplicaStore, encode_holders
 from pzq.store.store import Batch, Participant, Store
 from pzq.store.topics import Topics
+from pzq.zmqio import Context
 
 log = get_logger("pzq.cluster")
 
@@ -83,6 +89,11 @@ class ClusterCore(Participant):
                                  self.takeovers, self.routes, self.senders, self._after_write)
         self.own_reads = own_reads
         self._reads_sent: dict[str, cw.DefaultReads] = {}  # what each peer was last told
+
+    def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
+                  now: Now) -> Part:
+        """Its part of the node's loop, with its sockets bound and connected."""
+        return ClusterPart(ClusterLinks(self, context, security, now.mono), own, self.hub)
 
     def take_outgoing(self) -> list[Send]:
         outgoing, self.outgoing = self.outgoing, []

@@ -10,12 +10,15 @@ a fresh connect.
 from __future__ import annotations
 
 import errno
+from typing import Protocol
 
 import zmq
 
-from pzq.cluster.core import ClusterCore
+from pzq.cluster.peers import PeerTable
 from pzq.cluster.replication import PendingAck
-from pzq.cluster.sends import Reply, ToPeer
+from pzq.cluster.routes import Routes
+from pzq.cluster.sends import Reply, Send, ToPeer
+from pzq.cluster.settings import ClusterSettings
 from pzq.delivery.state import DeliveryState
 from pzq.security import NodeSecurity
 from pzq.sockets import bind, dual_stack
@@ -26,8 +29,39 @@ PEER_SNDHWM = 10_000
 RECEIVE_BATCH = 1024
 
 
+class LinkedCore(Protocol):
+    """What the sockets and the loop ask of the cluster's rules (pzq.cluster.core)."""
+
+    @property
+    def settings(self) -> ClusterSettings: ...
+
+    @property
+    def peers(self) -> PeerTable: ...
+
+    @property
+    def routes(self) -> Routes: ...
+
+    def heartbeat(self, now: float, own: DeliveryState) -> None: ...
+
+    def receive_request(self, routing_id: bytes, frames: list[bytes], batch: Batch,
+                        own: DeliveryState, now: float) -> None: ...
+
+    def receive_reply(self, endpoint: str, frames: list[bytes], batch: Batch,
+                      own: DeliveryState, now: float) -> list[PendingAck]: ...
+
+    def take_outgoing(self) -> list[Send]: ...
+
+    def next_deadline(self) -> float | None: ...
+
+    def expire(self, now: float) -> list[PendingAck]: ...
+
+    def owe_removes(self, batch: Batch, now: float) -> None: ...
+
+    def flush_removes(self, now: float) -> None: ...
+
+
 class ClusterLinks:
-    def __init__(self, core: ClusterCore, context: Context,
+    def __init__(self, core: LinkedCore, context: Context,
                  security: NodeSecurity, now: float) -> None:
         """Bind the ROUTER and connect to every peer, with the node's CURVE keys when
         it has them (the ROUTER in the cluster's ZAP domain when nodes have their own)."""

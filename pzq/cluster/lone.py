@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from pzq.clock import Now
 from pzq.cluster.figures import NO_CLUSTER
 from pzq.cluster.replication import PendingAck
 from pzq.cluster.routes import Routes
 from pzq.delivery.state import DeliveryState
+from pzq.parts import Part
 from pzq.protocol import cluster as cw
+from pzq.security import NodeSecurity
 from pzq.store.record import Stored
 from pzq.store.store import Batch
+from pzq.zmqio import Context
 
 
 class TakenOver(Protocol):
@@ -42,13 +46,14 @@ class Cluster(Protocol):
     @property
     def takeovers(self) -> TakenOver: ...
 
+    def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
+                  now: Now) -> Part: ...  # its sockets in the node's loop
+
     def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
                 final: bool = True) -> None: ...
 
     def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
                      now: float) -> None: ...
-
-    def owe_removes(self, batch: Batch, now: float) -> None: ...
 
     def replicate(self, stored: list[Stored], now: float) -> None: ...
 
@@ -87,15 +92,16 @@ class NoCluster:
         self.routes = routes  # this node alone (LONE_NODE)
         self.takeovers = NoTakeovers()
 
+    def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
+                  now: Now) -> Part:
+        return Part()  # no sockets: nothing for the loop to do
+
     def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
                 final: bool = True) -> None:
         pass
 
     def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
                      now: float) -> None:
-        pass
-
-    def owe_removes(self, batch: Batch, now: float) -> None:
         pass
 
     def replicate(self, stored: list[Stored], now: float) -> None:

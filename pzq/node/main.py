@@ -14,8 +14,9 @@ from pzq import __version__, logs
 from pzq.clock import Now
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
-from pzq.node.config import OPTIONS, Config, Option, build_config
+from pzq.node.config import Config
 from pzq.node.keys import node_curve
+from pzq.node.options import OPTIONS, Option, build_config
 from pzq.node.run import StopRequest, run
 from pzq.node.shards import run_shards
 from pzq.node.start_report import NO_REPORT, StartReport, start_report
@@ -121,7 +122,7 @@ def open_store(config: Config) -> Store:
     """The node's store; a folder holding something else is refused."""
     refuse_other_content(Path(config.database))
     return Store.open(config.database, hard_sync=config.hard_sync,
-                      sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
+                      sync_interval_s=config.sync_interval_s, now=Now.read().mono)
 
 
 def _failed(exc: PzqError, report: StartReport = NO_REPORT) -> int:

@@ -46,13 +46,15 @@ def who_reads(topics: Topics) -> DefaultReads:
 LONE_NODE = "this-node"  # the route table's name of a node without a cluster
 
 
+CLIENT_ROLES = ("receive", "send", "consume", "monitor")  # the route table's endpoints
+
+
 def client_endpoints(config: Config) -> dict[str, str]:
     """Where clients reach this node, by role: a wildcard host becomes the host of the
     cluster endpoint (the one the peers reach), else the loopback address."""
     host = host_of(config.broadcast_dsn) if config.broadcast_dsn else "127.0.0.1"
-    given = {"receive": config.receive_dsn, "send": config.send_dsn,
-             "consume": config.consume_dsn, "monitor": config.monitor_dsn}
-    return {role: advertised(endpoint, host) for role, endpoint in given.items() if endpoint}
+    return {role: advertised(config.endpoints[role], host) for role in CLIENT_ROLES
+            if role in config.endpoints}
 
 
 class NodeState:
@@ -69,7 +71,7 @@ class NodeState:
         self.default_area = DefaultArea(store, self.topics)
         self.delivery = DeliveryState(self.default_area, config.delivery, self.counters,
                                       self.holds)
-        self.window = DeliveryWindow(config.prefetch, config.ack_timeout, now.wall_us)
+        self.window = DeliveryWindow(config.prefetch, config.ack_timeout_us, now.wall_us)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
         self.latency = LatencyWindow()
@@ -95,11 +97,6 @@ class NodeState:
         self.archiving: Archiving | NoArchiving = (Archiving(ArchiveTier(archive))
                                                    if archive is not None else NoArchiving())
         store.register(self.archiving)
-
-    def wake_at(self, now: Now) -> None:
-        """The time of the loop's wake, for the store's timed sync (the archive learns it
-        as a part of the loop: pzq.archive.part)."""
-        self.store.wake_at(now.mono)
 
     def _delivery_state(self, area: Area) -> DeliveryState:
         """A taken-over area's. A named group taken over counts its own work (STATS
@@ -129,5 +126,5 @@ class NodeState:
 
     def longest_dedup_window_us(self) -> int:
         """Ids older than every topic's window are let go."""
-        return max([self.config.dedup_window,
+        return max([self.config.dedup_window_us,
                     *(topic.dedup_window_us for topic in self.topics.topics.values())])

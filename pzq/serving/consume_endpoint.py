@@ -145,8 +145,8 @@ class ConsumeEndpoint(Part):
 
     # -- the loop's questions ------------------------------------------------------
 
-    def bound(self) -> dict[str, Socket]:
-        return {"consume": self.socket}
+    def bound(self) -> list[Socket]:
+        return [self.socket]
 
     def close(self) -> None:
         self.events.close()

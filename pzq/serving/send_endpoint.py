@@ -76,8 +76,8 @@ class SendEndpoint(Part):
         return bool(self.connections.connected) and any(
             state.has_work() for state in self.deliveries.sources(True))
 
-    def bound(self) -> dict[str, Socket]:
-        return {"send": self.socket}
+    def bound(self) -> list[Socket]:
+        return [self.socket]
 
     def ticks(self) -> dict[bytes, int]:
         return {REAP: self.reaper_period_us}  # every group's reaper (--reaper-frequency)

@@ -32,7 +32,7 @@ def open_device(tmp_path: Path, context: zmq.Context) -> Iterator[Callable[..., 
                                *options])
         node = NodeState(config, open_store(config), Now.read())
         made.append((None, node))
-        device = Device(node, waker, context, NO_CURVE)
+        device = Device(node, waker, context, NO_CURVE, Now.read())
         made[-1] = (device, node)
         return device
 

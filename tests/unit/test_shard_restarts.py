@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pzq.node.config import build_config
+from pzq.node.options import build_config
 from pzq.node.shard_layout import plan_shards
 from pzq.node.shards import Child
 from pzq.node.start_report import REPORT_FD, Reported, StartReport, read_report, start_report

@@ -40,7 +40,7 @@ from pzq.errors import DecodeError, StoreError
 from pzq.parts import Verb
 from pzq.protocol import consume as wire
 from pzq.protocol.message_keys import parse_message_key
-from pzq.serving.consume_endpoint import NamedGroups
+from pzq.serving.named_groups import NamedGroups
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from pzq.delivery.state import DeliveryState
-from pzq.serving.consume_endpoint import NamedGroups
+from pzq.serving.named_groups import NamedGroups
 from pzq.store import keyspace
 from pzq.store.store import Batch, Store
 from pzq.store.topics import DEFAULT_GROUP, DEFAULT_GROUP_ID, Group, Topic, Topics

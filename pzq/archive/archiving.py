@@ -26,6 +26,8 @@ log = get_logger("pzq.archive")
 
 
 class Archiving(Participant):
+    archives = True
+
     def __init__(self, tier: ArchiveTier) -> None:
         self.tier = tier
         self.lock = ArchiveLock(tier.archive.directory)

@@ -12,7 +12,7 @@ from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
 from pzq.parts import Figures, Part
 from pzq.serving.connections import ConsumerCount
-from pzq.serving.consume_endpoint import NamedGroups
+from pzq.serving.named_groups import NamedGroups
 from pzq.zmqio import Events
 
 

@@ -31,8 +31,9 @@ from pzq.node.wiring import NodeWiring
 from pzq.parts import Parts
 from pzq.security import NodeSecurity
 from pzq.serving.answers import GroupAnswers
-from pzq.serving.consume_endpoint import ConsumeEndpoint, NamedGroups, NoConsumeEndpoint
+from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.holding import GroupDelivery
+from pzq.serving.named_groups import NamedGroups, NoConsumeEndpoint
 from pzq.serving.send_endpoint import SendEndpoint
 from pzq.store.topics import DEFAULT_GROUP
 from pzq.zmqio import Context

@@ -18,7 +18,7 @@ from pzq.cluster.lone import Cluster, NoCluster
 from pzq.cluster.placement import Placement
 from pzq.cluster.routes import Routes, advertised, host_of
 from pzq.counters import Counters
-from pzq.delivery.areas import Area, TakeoverArea
+from pzq.delivery.areas import TakeoverArea
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
@@ -98,11 +98,11 @@ class NodeState:
                                                    if archive is not None else NoArchiving())
         store.register(self.archiving)
 
-    def _delivery_state(self, area: Area) -> DeliveryState:
+    def _delivery_state(self, area: TakeoverArea) -> DeliveryState:
         """A taken-over area's. A named group taken over counts its own work (STATS
         shows it per origin and group), as an own named group does; ``default``'s is
         the node's."""
-        named = isinstance(area, TakeoverArea) and area.group != DEFAULT_GROUP
+        named = area.group != DEFAULT_GROUP
         return DeliveryState(area, self.config.delivery, Counters() if named else self.counters)
 
     def requeued(self, batch: Batch, seq: int, value: bytes) -> None:

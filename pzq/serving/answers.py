@@ -34,7 +34,11 @@ Removed = Callable[[bytes, int, str, bool], None]
 
 class Archive(Protocol):
     """What a group's last holder being done asks of the archive (pzq.archive.archiving);
-    False: it could not be written (the message stays where it is)."""
+    False: it could not be written (the message stays where it is). ``archives``:
+    it writes anything at all."""
+
+    @property
+    def archives(self) -> bool: ...
 
     def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
               now_us: int) -> bool: ...
@@ -45,6 +49,8 @@ class Archive(Protocol):
 
 class NoArchive:
     """A node without --archive-dir: nothing to write, so nothing fails."""
+
+    archives = False
 
     def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
               now_us: int) -> bool:
@@ -61,7 +67,7 @@ class GroupAnswers:
         self.removed = removed
         # With an archive a message's last holder writes it before its delete, one by
         # one; without, ACKs are done with in bulk.
-        self.archives = not isinstance(archiving, NoArchive)
+        self.archives = archiving.archives
 
     def answer(self, batch: Batch, consumer: Consumer, ok: bool, keys: Iterable[bytes],
                now_us: int, mono: float, due_us: int = 0) -> None:

@@ -15,7 +15,7 @@ the group (they are made, as for any new name).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Protocol
 
 import zmq
@@ -42,48 +42,8 @@ from pzq.store.topics import Group, Topic, Topics
 from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
 
 log = get_logger("pzq.consume")
-
-
-class NamedGroups(Protocol):
-    """What the admin verbs and the figures ask of the named groups served on
-    --consume-dsn (ConsumeEndpoint), whether or not this node serves them."""
-
-    served: bool  # False: the node has no --consume-dsn
-
-    @property
-    def groups(self) -> Mapping[int, NamedGroupDelivery]: ...
-
-    def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
-                   pattern: str, now_us: int) -> Group: ...
-
-    def settings_changed(self, group: Group) -> None: ...
-
-    def forget(self, seq: int) -> None: ...
-
-    def drop_group(self, topic: Topic, name: str) -> None: ...
-
-
-class NoConsumeEndpoint:
-    """A node without --consume-dsn: no named group is served here, so none has
-    deliveries to show, to forget or to let go."""
-
-    served = False
-
-    def __init__(self) -> None:
-        self.groups: dict[int, NamedGroupDelivery] = {}
-
-    def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
-                   pattern: str, now_us: int) -> Group:
-        raise ValueError("the node has no --consume-dsn: groups are read there")
-
-    def settings_changed(self, group: Group) -> None:
-        pass
-
-    def forget(self, seq: int) -> None:
-        pass
-
-    def drop_group(self, topic: Topic, name: str) -> None:
-        pass
+# the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
+Handler = Callable[[Batch, Consumer, wire.Request, int, float], None]
 
 
 class Takeovers(Protocol):
@@ -129,6 +89,12 @@ class ConsumeEndpoint(Part):
         store.register(self.confirmations)
         self.consumers: dict[bytes, Consumer] = {}
         self.sender = Sender(socket)
+        # What each verb does for a consumer of this connection (CONSUME is taken first,
+        # and the rest before it by one rule, _before_consume); a new verb is its entry
+        # here, its decoder (pzq.protocol.consume) and its client's method.
+        self._verbs: dict[bytes, Handler] = {
+            wire.ACK: self._ack, wire.NACK: self._nack, wire.WORKING: self._working,
+            wire.REJECT: self._reject, wire.HEARTBEAT: self._heartbeat, wire.BYE: self._bye}
         for group in topics.groups():
             self._deliveries_for(group)
         hub.subscribe(PeersReleased, self.rewind_own)
@@ -200,28 +166,48 @@ class ConsumeEndpoint(Part):
 
     def _serve(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
                request: wire.Request, now_us: int, mono: float) -> None:
-        verb = request.verb
-        if verb == wire.CONSUME and request.subscribe is not None:
+        if request.subscribe is not None:  # CONSUME
             self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono)
-        elif verb == wire.HEARTBEAT:
-            if consumer is None:
-                raise DecodeError("HEARTBEAT before CONSUME: send CONSUME first")
         elif consumer is None:
-            if verb == wire.ACK:  # (a restart forgot the connection): its keys come back
-                self._error(routing_id, "ACK before CONSUME: send CONSUME first")
-                self._send(wire.encode_refused(routing_id, request.keys))
-                self._refused_acks.keep(routing_id, request.keys)
-                return
-            raise DecodeError(f"{verb.decode()} before CONSUME: send CONSUME first")
-        elif verb == wire.BYE:
-            self._gone(consumer, "bye")
-        elif verb == wire.WORKING:
-            verbs.extend(consumer, request.keys, now_us)
-        elif verb == wire.REJECT:
-            verbs.reject(consumer, request.keys)
+            self._before_consume(routing_id, request)
         else:
-            due_us = now_us + request.delay_ms * 1000 if request.delay_ms else 0
-            self._answer(batch, consumer, verb == wire.ACK, request.keys, now_us, mono, due_us)
+            self._verbs[request.verb](batch, consumer, request, now_us, mono)
+
+    def _before_consume(self, routing_id: bytes, request: wire.Request) -> None:
+        """Every verb but CONSUME is refused on a connection that has not said CONSUME
+        (or one a restart of the node forgot): the keys of an ACK come back too
+        (REFUSED), and are kept, to be applied once the connection says CONSUME."""
+        self._error(routing_id, f"{request.verb.decode()} before CONSUME: send CONSUME first")
+        if request.verb == wire.ACK:
+            self._send(wire.encode_refused(routing_id, request.keys))
+            self._refused_acks.keep(routing_id, request.keys)
+
+    # -- one handler per verb of a consumer that said CONSUME ----------------------
+
+    def _ack(self, batch: Batch, consumer: Consumer, request: wire.Request, now_us: int,
+             mono: float) -> None:
+        self._answer(batch, consumer, True, request.keys, now_us, mono)
+
+    def _nack(self, batch: Batch, consumer: Consumer, request: wire.Request, now_us: int,
+              mono: float) -> None:
+        due_us = now_us + request.delay_us if request.delay_us else 0
+        self._answer(batch, consumer, False, request.keys, now_us, mono, due_us)
+
+    def _working(self, batch: Batch, consumer: Consumer, request: wire.Request, now_us: int,
+                 mono: float) -> None:
+        verbs.extend(consumer, request.keys, now_us)
+
+    def _reject(self, batch: Batch, consumer: Consumer, request: wire.Request, now_us: int,
+                mono: float) -> None:
+        verbs.reject(consumer, request.keys)
+
+    def _heartbeat(self, batch: Batch, consumer: Consumer, request: wire.Request,
+                   now_us: int, mono: float) -> None:
+        pass  # heard: its connection is alive (``last_heard``, set for every request)
+
+    def _bye(self, batch: Batch, consumer: Consumer, request: wire.Request, now_us: int,
+             mono: float) -> None:
+        self._gone(consumer, "bye")
 
     def _subscribe(self, batch: Batch, routing_id: bytes, consumer: Consumer | None,
                    subscribe: wire.Subscribe, now_us: int, mono: float) -> None:

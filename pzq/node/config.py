@@ -125,6 +125,11 @@ class Config:
         """--consume-heartbeat in ZeroMQ's heartbeat milliseconds."""
         return self.consume_heartbeat_us // US_PER_MS
 
+    @property
+    def consume_heartbeat_s(self) -> float:
+        """--consume-heartbeat in the loop's monotonic seconds (consumers' liveness)."""
+        return self.consume_heartbeat_us / 1e6
+
 
 def parse_partitions(text: str) -> dict[str, int]:
     """``orders=16,payments=4`` as {topic: count}; ConfigError for anything else."""

@@ -111,5 +111,5 @@ def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
     socket = sockets.bind_consume(wiring.context, dsn, wiring.security,
                                   config.consume_heartbeat_ms)
     return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
-                           config.consume_heartbeat_us, config.batch_size, node.cluster,
-                           node.holds, node.hub)
+                           config.consume_heartbeat_ms, config.consume_heartbeat_s,
+                           config.batch_size, node.cluster, node.holds, node.hub)

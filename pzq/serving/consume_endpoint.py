@@ -61,7 +61,9 @@ class ClusterWord(Protocol):
 
 
 class ConsumeEndpoint(Part):
-    """``held``: own messages other nodes have out, which no group delivers meanwhile.
+    """``heartbeat_ms`` and ``heartbeat_s``: --consume-heartbeat in ZeroMQ's unit and in
+    the loop's clock's. ``held``: own messages other nodes have out, which no group
+    delivers meanwhile.
     From the node's ``hub`` it hears of own messages a peer let go (each group looks
     again) and of those a group finished on a node that took them over."""
 
@@ -69,7 +71,7 @@ class ConsumeEndpoint(Part):
 
     def __init__(self, socket: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
-                 heartbeat_us: int, batch_size: int, cluster: ClusterWord,
+                 heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
                  held: HeldElsewhere, hub: EventHub) -> None:
         self.socket = socket
         self.taken_over: TakenOver = cluster.takeovers.taken
@@ -78,11 +80,11 @@ class ConsumeEndpoint(Part):
         self.store = store
         self.topics = topics
         self.settings = settings  # --delivery-headers applies here as on --send-dsn
-        self.heartbeat_s = heartbeat_us / 1e6
+        self.heartbeat_ms = heartbeat_ms  # --consume-heartbeat, as CONSUMING says it
         self.batch_size = batch_size
         self.answers = answers
         self.events = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        self.liveness = ConsumerLiveness(socket, self.events, self.heartbeat_s)
+        self.liveness = ConsumerLiveness(socket, self.events, heartbeat_s)
         self.groups: dict[int, NamedGroupDelivery] = {}
         self.confirmations = verbs.Confirmations(self._send)
         self._refused_acks = verbs.RefusedAcks()
@@ -92,7 +94,7 @@ class ConsumeEndpoint(Part):
         # What each verb does for a consumer of this connection (CONSUME is taken first,
         # and the rest before it by one rule, _before_consume); a new verb is its entry
         # here, its decoder (pzq.protocol.consume) and its client's method.
-        self._verbs: dict[bytes, Handler] = {
+        self.handlers: dict[bytes, Handler] = {
             wire.ACK: self._ack, wire.NACK: self._nack, wire.WORKING: self._working,
             wire.REJECT: self._reject, wire.HEARTBEAT: self._heartbeat, wire.BYE: self._bye}
         for group in topics.groups():
@@ -171,7 +173,7 @@ class ConsumeEndpoint(Part):
         elif consumer is None:
             self._before_consume(routing_id, request)
         else:
-            self._verbs[request.verb](batch, consumer, request, now_us, mono)
+            self.handlers[request.verb](batch, consumer, request, now_us, mono)
 
     def _before_consume(self, routing_id: bytes, request: wire.Request) -> None:
         """Every verb but CONSUME is refused on a connection that has not said CONSUME
@@ -222,7 +224,7 @@ class ConsumeEndpoint(Part):
                             confirm=subscribe.confirm, batches=subscribe.protocol > 1)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
-        self._send(wire.encode_consuming(routing_id, subscribe, int(self.heartbeat_s * 1000)))
+        self._send(wire.encode_consuming(routing_id, subscribe, self.heartbeat_ms))
         log.info("consumer_joined", topic=group.topic.name, group=group.name,
                  window=subscribe.window, consumers=len(deliveries.consumers))
         # ACKs refused on this connection before its CONSUME (kept here, and sent

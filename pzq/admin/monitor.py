@@ -57,6 +57,9 @@ class Monitor(Part):
     def polled(self) -> list[Socket | int]:
         return [self.quiet.fd]
 
+    def timeout_ms(self, now: Now) -> int | None:
+        return 0 if self.quiet.unread else None  # a request its descriptor will not tell
+
     def close(self) -> None:
         self.socket.close()
 

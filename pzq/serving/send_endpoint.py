@@ -82,6 +82,9 @@ class SendEndpoint(Part):
     def ticks(self) -> dict[bytes, int]:
         return {REAP: self.reaper_period_us}  # every group's reaper (--reaper-frequency)
 
+    def timeout_ms(self, now: Now) -> int | None:
+        return 0 if self.quiet_connections.unread else None  # connections to count
+
     def close(self) -> None:
         self.connections.close()
         self.socket.close()

@@ -5,9 +5,11 @@ metrics), the consumer verbs' tables, and the config's units."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pytest
+import zmq
 from prometheus_client.core import Metric
 
 from pzq.client.monitor import StatsAnswer
@@ -23,6 +25,7 @@ from pzq.node.shard_layout import BASE_BROADCAST, shard_overrides
 from pzq.parts import Figures, Part, Parts, Verb
 from pzq.protocol import consume as wire
 from pzq.serving.consume_endpoint import ConsumeEndpoint
+from tests.support.devices import wake
 
 pytestmark = pytest.mark.timeout(30)
 NOW = Now(1_000_000, 1.0)
@@ -141,3 +144,22 @@ def test_durations_are_kept_in_microseconds_and_given_to_each_part_in_its_unit()
     assert (config.archive.flush_interval_ms, config.archive.retain_hours) == (250, 2)
     assert (config.consume_heartbeat_ms, config.consume_heartbeat_s) == (1500, 1.5)
 
+
+def test_a_request_its_descriptor_no_longer_tells_is_answered_without_waiting(open_device,
+                                                                           open_socket):
+    """The monitor's descriptor signals once: a request that came just before the monitor
+    looked whether input is left (which takes the signal) must not wait for another
+    event to wake the loop (a node's first PING went unanswered for 10 s so)."""
+    device = open_device()
+    monitor = list(device.parts)[-1]
+    wake(device)  # the monitor looks once at the start: nothing yet
+    asker = open_socket(zmq.DEALER)
+    asker.connect(device.bound()["monitor"])
+    asker.send_multipart([b"", b"PING"])
+    deadline = time.monotonic() + 5
+    while not monitor.quiet.unread:  # type: ignore[attr-defined]
+        monitor.quiet.served()  # type: ignore[attr-defined]  (as after a wake's answers)
+        assert time.monotonic() < deadline, "the request never reached the monitor"
+    assert device.poll_timeout_ms(Now.read()) == 0
+    wake(device)
+    assert asker.poll(1000) and asker.recv_multipart() == [b"", b"PONG"]

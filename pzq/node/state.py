@@ -1,8 +1,9 @@
 """What a node keeps between wakes, none of it a socket: built and tested in process.
 
 The store and its participants (this node's delivery state, the cluster, the
-archive), the delivery window, counters, rates and latencies. The socket side
-(pzq.node.device) reads and writes through these.
+archive), the delivery window, counters, rates and latencies, the event hub its
+parts subscribe to (pzq.events) and what the peers have out of its messages. The
+socket side (the parts, pzq.node.registry) reads and writes through these.
 """
 
 from __future__ import annotations

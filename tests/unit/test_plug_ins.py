@@ -130,7 +130,7 @@ def test_every_consumer_verb_has_a_handler(open_device):
 def test_the_monitors_verbs_are_its_own_then_those_the_parts_contribute(open_device):
     device = open_device()
     monitor = list(device.parts)[-1]
-    assert list(monitor.table) == [  # type: ignore[attr-defined]
+    assert list(monitor.table) == [
         b"MONITOR", b"STATS", b"PING", b"DEAD", b"REQUEUE", b"PURGE", b"PENDING", b"ROUTES",
         b"TOPICS", b"DECLARE", b"REMOVE", b"EMPTY", b"SEEK"]
 
@@ -157,8 +157,8 @@ def test_a_request_its_descriptor_no_longer_tells_is_answered_without_waiting(op
     asker.connect(device.bound()["monitor"])
     asker.send_multipart([b"", b"PING"])
     deadline = time.monotonic() + 5
-    while not monitor.quiet.unread:  # type: ignore[attr-defined]
-        monitor.quiet.served()  # type: ignore[attr-defined]  (as after a wake's answers)
+    while not monitor.quiet.unread:
+        monitor.quiet.served()  # as after a wake's answers
         assert time.monotonic() < deadline, "the request never reached the monitor"
     assert device.poll_timeout_ms(Now.read()) == 0
     wake(device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -14,3 +15,9 @@ class Now:
     @classmethod
     def read(cls) -> Now:
         return cls(time.time_ns() // 1000, time.monotonic())
+
+
+def poll_ms(wait_s: float) -> int:
+    """A wait in seconds as the poll's timeout: whole milliseconds, rounded up (the
+    deadline is never missed by a wake that comes a fraction early)."""
+    return math.ceil(wait_s * 1000)

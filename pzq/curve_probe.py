@@ -15,7 +15,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from pzq import reach
-from pzq.security import ClientCurve
+from pzq.security import PLAIN, ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 
 EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -28,22 +28,23 @@ NO_CURVE_THERE = ("the node does not serve CURVE (started without --curve-secret
                   "leave out --curve-client-key and --curve-server-key")
 
 
-def why_silent(dsn: str, curve: ClientCurve | None,
+def why_silent(dsn: str, curve: ClientSecurity | None,
                timeout: float = reach.PROBE_TIMEOUT_S) -> str:
     """reach.why_silent, and for a CURVE client that reaches a process there, what the
     node says to its handshake."""
-    if curve is not None and reach.accepts_connections(dsn, timeout):
+    curve = plain_if_none(curve)
+    if curve.on and reach.accepts_connections(dsn, timeout):
         refused = curve_refusal(dsn, curve, timeout)
         if refused is not None:
             return refused
-    return reach.why_silent(dsn, curve is not None, timeout)
+    return reach.why_silent(dsn, curve.on, timeout)
 
 
-def curve_refusal(dsn: str, curve: ClientCurve, timeout: float) -> str | None:
+def curve_refusal(dsn: str, curve: ClientSecurity, timeout: float) -> str | None:
     """Why the node at ``dsn`` refuses ``curve``'s handshake; None when it takes it,
     or when nothing is told within ``timeout`` seconds."""
     ended = _handshake(dsn, curve, timeout)
-    plain = _handshake(dsn, None, timeout) if hung_up(ended) else None
+    plain = _handshake(dsn, PLAIN, timeout) if hung_up(ended) else None
     return refusal(ended, plain)
 
 
@@ -76,7 +77,7 @@ def refusal(ended: Ended, plain: Ended) -> str | None:
     return None  # it succeeded: the keys are not the reason
 
 
-def _handshake(dsn: str, curve: ClientCurve | None, timeout: float) -> Ended:
+def _handshake(dsn: str, curve: ClientSecurity, timeout: float) -> Ended:
     """How a handshake at ``dsn`` ended (its monitor's event and value); None when it
     did not within ``timeout`` or the endpoint cannot be connected to."""
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
@@ -84,8 +85,7 @@ def _handshake(dsn: str, curve: ClientCurve | None, timeout: float) -> Ended:
     monitor = socket.get_monitor_socket(EVENTS)
     try:
         dual_stack(socket, dsn)
-        if curve is not None:
-            curve.apply(socket)
+        curve.apply(socket)
         socket.connect(dsn)
         if not monitor.poll(int(timeout * 1000)):
             return None

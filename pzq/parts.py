@@ -1,18 +1,23 @@
-"""What every part of a node with sockets offers the loop, so the loop holds a list of
-parts and asks each in turn; a part that is off is not in the list (pzq.node.registry
-opens the list from the options).
+"""What every part of a node offers the loop, so the loop holds a list of parts and
+asks each in turn; a part that is off is not in the list (pzq.node.registry opens the
+list from the options).
 
-A part owns its sockets from its opening to ``close``. It names the endpoints it bound
-(``bound``), what the loop polls for it at all times (``polled``) and the scheduler's
-periods it needs (``ticks``). A wake asks, in this order: what to poll
-(``interest``) and how long at most (``timeout_ms``); the timer's reasons
-(``on_ticks``); what waits on its sockets, into the wake's one store batch
-(``take``); after the write, what it sends (``send_out``); last, questions it answers
-(``answer``). ``figures`` adds its sections to STATS. Each method does nothing unless
-a part has something to do then.
+A part owns its sockets from its opening to ``close``. It names the socket it bound
+(``bound``; node_ready names it by the part's declaration, pzq.endpoints), what the
+loop polls for it at all times (``polled``) and the scheduler's periods it needs
+(``ticks``). A wake asks, in this order: what to poll (``interest``) and how long at
+most (``timeout_ms``); the timer's reasons (``on_ticks``); what waits on its sockets,
+into the wake's one store batch (``take``); what the takes leave owed, into the same
+batch (``finish``); the batch is written (or ``write_failed`` says why not); after
+the write, what it sends (``send_out``); last, what it answers (``answer``).
+``figures`` adds its section to STATS and ``verbs`` its commands to the monitor's.
+At a stop, ``owes`` keeps the loop turning a little, and ``hand_back`` sends what is
+owed. Each method does nothing unless a part has something to do then.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 import zmq
 
@@ -27,12 +32,13 @@ RETENTION = b"T"  # delete archive segments past --retain-hours
 RELAY_POLL = b"P"  # push new archive records to ZPER relay clients
 
 Figures = dict[str, object]
+Verb = Callable[[list[bytes], Now], bytes]  # a monitor command: arguments, time -> reply
 
 
 class Part:
-    def bound(self) -> dict[str, Socket]:
-        """The endpoints this part bound, by the name node_ready gives them."""
-        return {}
+    def bound(self) -> list[Socket]:
+        """The socket of the endpoint this part bound (node_ready's, by its declaration)."""
+        return []
 
     def polled(self) -> list[Socket | int]:
         """What the loop polls for input at every wake (the rest: ``interest``)."""
@@ -58,6 +64,12 @@ class Part:
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         """What waits, into the wake's batch."""
 
+    def finish(self, batch: Batch, now: Now) -> None:
+        """After every part took: what the takes leave owed, into the same batch."""
+
+    def write_failed(self, reason: str) -> None:
+        """The wake's batch was not written (``reason``: the store's words)."""
+
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         """After the batch is written."""
 
@@ -65,24 +77,126 @@ class Part:
         """Questions and figures, last in a wake."""
 
     def backlogged(self) -> bool:
-        """Consumers are connected and stored messages wait for them (the loop then
-        paces the producers' intake: pzq.node.device)."""
+        """Consumers are connected and stored messages wait for them (the producers'
+        intake then paces itself: pzq.node.intake_part)."""
         return False
 
     def figures(self, now: Now) -> Figures:
-        """Sections of STATS: a section two parts share (``zper``) is merged."""
+        """This part's section of STATS (where it goes: its declaration's ``stats``)."""
+        return {}
+
+    def verbs(self) -> dict[bytes, Verb]:
+        """The monitor commands this part answers."""
+        return {}
+
+    def owes(self) -> bool:
+        """At a stop: something is owed that is worth a short wait (producer ACKs
+        waiting for copies)."""
+        return False
+
+    def hand_back(self, seconds: float) -> Figures:
+        """At a stop, after the last wake: send what is owed, within ``seconds``; what
+        could not be, for the node's last log line."""
         return {}
 
     def close(self) -> None:
         """Close the part's sockets (the loop has stopped)."""
 
 
-def merge_figures(into: Figures, more: Figures) -> None:
-    """A part's sections into STATS; a section that is there already (two ZPER parts'
-    ``zper``) gets the part's keys beside its own."""
-    for section, value in more.items():
-        there = into.get(section)
-        if isinstance(there, dict) and isinstance(value, dict):
-            there.update(value)
-        else:
-            into[section] = value
+class Parts:
+    """The node's parts in the loop's order, asked together. Each is added with its
+    declaration's role (the name node_ready gives its socket) and STATS section."""
+
+    def __init__(self) -> None:
+        self._parts: list[Part] = []
+        self._declared: list[tuple[Part, str, tuple[str, ...]]] = []
+
+    def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
+        self._parts.append(part)
+        self._declared.append((part, role, section))
+
+    def __iter__(self) -> Iterator[Part]:
+        return iter(self._parts)
+
+    def bound(self) -> dict[str, Socket]:
+        return {role: socket for part, role, _ in self._declared for socket in part.bound()}
+
+    def polled(self) -> list[Socket | int]:
+        return [polled for part in self._parts for polled in part.polled()]
+
+    def ticks(self) -> dict[bytes, int]:
+        return {reason: period for part in self._parts
+                for reason, period in part.ticks().items()}
+
+    def start(self, now: Now) -> None:
+        for part in self._parts:
+            part.start(now)
+
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
+        for part in self._parts:
+            part.interest(poller, now, delivering)
+
+    def timeout_ms(self, now: Now) -> int | None:
+        waits = [wait for part in self._parts if (wait := part.timeout_ms(now)) is not None]
+        return min(waits) if waits else None
+
+    def on_ticks(self, reasons: bytes, now: Now) -> None:
+        for part in self._parts:
+            part.on_ticks(reasons, now)
+
+    def take(self, events: Events, batch: Batch, now: Now) -> None:
+        for part in self._parts:
+            part.take(events, batch, now)
+        for part in self._parts:
+            part.finish(batch, now)
+
+    def write_failed(self, reason: str) -> None:
+        for part in self._parts:
+            part.write_failed(reason)
+
+    def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        for part in self._parts:
+            part.send_out(events, now, delivering)
+
+    def answer(self, events: Events, now: Now) -> None:
+        for part in self._parts:
+            part.answer(events, now)
+
+    def backlogged(self) -> bool:
+        return any(part.backlogged() for part in self._parts)
+
+    def figures(self, now: Now) -> Figures:
+        """STATS: each part's figures in its section; a section two parts share (ZPER's
+        ``zper``) holds the keys of both."""
+        figures: Figures = {}
+        for part, _, section in self._declared:
+            place(figures, section, part.figures(now))
+        return figures
+
+    def verbs(self) -> dict[bytes, Verb]:
+        return {verb: answer for part in self._parts for verb, answer in part.verbs().items()}
+
+    def owes(self) -> bool:
+        return any(part.owes() for part in self._parts)
+
+    def hand_back(self, seconds: float) -> Figures:
+        left: Figures = {}
+        for part in self._parts:
+            left.update(part.hand_back(seconds))
+        return left
+
+    def close(self) -> None:
+        for part in self._parts:
+            part.close()
+
+
+def place(into: Figures, section: tuple[str, ...], figures: Figures) -> None:
+    """A part's figures into STATS at ``section`` (at the top for ``()``), beside what
+    another part put there."""
+    if not figures:
+        return
+    for key in section:
+        inner = into.setdefault(key, {})
+        assert isinstance(inner, dict)
+        into = inner
+    into.update(figures)

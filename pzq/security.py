@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar, Protocol
 
 import zmq
 import zmq.auth
@@ -30,17 +31,46 @@ class KeyPair:
     secret: bytes
 
 
+class ClientSecurity(Protocol):
+    """How a client's socket speaks to a node: CURVE (``ClientCurve``) or in plain
+    text (``PLAIN``), applied before it connects."""
+
+    @property
+    def on(self) -> bool: ...  # CURVE is on
+
+    def apply(self, socket: AnySocket) -> None: ...
+
+
 @dataclass(frozen=True)
 class ClientCurve:
     """What a client needs: its own key pair and the server's public key."""
 
     keys: KeyPair
     server_public: bytes
+    on: ClassVar[bool] = True
 
     def apply(self, socket: AnySocket) -> None:
         socket.curve_publickey = self.keys.public
         socket.curve_secretkey = self.keys.secret
         socket.curve_serverkey = self.server_public
+
+
+class PlainClient:
+    """A client without CURVE: its socket is left as it is."""
+
+    on: ClassVar[bool] = False
+
+    def apply(self, socket: AnySocket) -> None:
+        pass
+
+
+PLAIN = PlainClient()
+
+
+def plain_if_none(curve: ClientSecurity | None) -> ClientSecurity:
+    """The clients' public ``curve=None`` (no CURVE, as every client has taken it) as
+    the object that says so."""
+    return PLAIN if curve is None else curve
 
 
 def load_key_pair(path: str | Path) -> KeyPair:
@@ -68,16 +98,34 @@ def _load_certificate(path: str | Path) -> tuple[bytes, bytes | None]:
         raise ConfigError(f"cannot read CURVE key file {path}: {exc}") from None
 
 
-def client_curve(client_secret_file: str | None, server_key_file: str | None) -> ClientCurve | None:
-    """The client side from two key files, or None when neither is given."""
+def client_curve(client_secret_file: str | None, server_key_file: str | None) -> ClientSecurity:
+    """The client side from two key files, or PLAIN when neither is given."""
     if client_secret_file is None and server_key_file is None:
-        return None
+        return PLAIN
     if client_secret_file is None or server_key_file is None:
         raise ConfigError("CURVE needs both the client's secret key and the server's public key")
     return ClientCurve(load_key_pair(client_secret_file), load_public_key(server_key_file))
 
 
 CLUSTER_DOMAIN = "pzq-cluster"  # the ZAP domain of the cluster endpoint with per-node keys
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+class NodeSecurity(Protocol):
+    """How a node's sockets speak: CURVE (``NodeCurve``) or in plain text (``NO_CURVE``).
+    ``serve`` and ``serve_cluster`` are applied before a bind, ``to_peer`` before the
+    cluster's connects; ``start`` starts what admits the clients' keys (ZAP)."""
+
+    def serve(self, socket: Socket) -> None: ...
+
+    def serve_cluster(self, socket: Socket) -> None: ...
+
+    def to_peer(self, endpoint: str) -> ClientSecurity: ...
+
+    def start(self, context: Context) -> Stoppable: ...
 
 
 @dataclass(frozen=True)
@@ -90,13 +138,44 @@ class NodeCurve:
     cluster_keys: Path | None = None
     peer_keys: dict[str, bytes] = field(default_factory=dict)  # endpoint -> public key
 
-    @property
-    def cluster_domain(self) -> str | None:
-        return CLUSTER_DOMAIN if self.cluster_keys is not None else None
+    def serve(self, socket: Socket) -> None:
+        serve_curve(socket, self.keys)
+
+    def serve_cluster(self, socket: Socket) -> None:
+        """The cluster endpoint admits the peers' own keys when nodes have their own."""
+        serve_curve(socket, self.keys, CLUSTER_DOMAIN if self.cluster_keys is not None
+                    else None)
 
     def to_peer(self, endpoint: str) -> ClientCurve:
         """What our DEALER to a peer presents, and the server key it expects there."""
         return ClientCurve(self.keys, self.peer_keys.get(endpoint, self.keys.public))
+
+    def start(self, context: Context) -> Stoppable:
+        return start_authenticator(context, self)
+
+
+class NothingToStop:
+    def stop(self) -> None:
+        pass
+
+
+class NoCurve:
+    """A node without --curve-secret-key: every socket in plain text, no ZAP."""
+
+    def serve(self, socket: Socket) -> None:
+        pass
+
+    def serve_cluster(self, socket: Socket) -> None:
+        pass
+
+    def to_peer(self, endpoint: str) -> ClientSecurity:
+        return PLAIN
+
+    def start(self, context: Context) -> Stoppable:
+        return NothingToStop()
+
+
+NO_CURVE = NoCurve()
 
 
 def load_node_curve(secret_key: str, client_keys: str, cluster_keys: str | None,

@@ -14,7 +14,7 @@ import zmq
 
 from pzq import reach
 from pzq.errors import BindError
-from pzq.security import KeyPair, serve_curve
+from pzq.security import NO_CURVE, NodeSecurity
 from pzq.zmqio import AnySocket, Context, Socket
 
 # Producer ACKs must never be dropped: the receive ROUTER reports a full or gone
@@ -31,20 +31,19 @@ MAX_HEARTBEAT_TTL_MS = 6_553_500  # ZMTP carries the TTL in 16 bits of decisecon
 IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
-def bind(context: Context, kind: int, dsn: str, flag: str,
-         curve: KeyPair | None = None, zap_domain: str | None = None,
-         options: dict[int, int] | None = None) -> Socket:
+def bind(context: Context, kind: int, dsn: str, flag: str, security: NodeSecurity = NO_CURVE,
+         options: dict[int, int] | None = None, cluster: bool = False) -> Socket:
     """``options`` are set before the bind: a listener copies the socket's options
     when it is bound, so a peer that connects later gets the high-water marks and
-    heartbeats the socket had then, whatever is set after (libzmq 4.3)."""
+    heartbeats the socket had then, whatever is set after (libzmq 4.3). The cluster's
+    endpoint (``cluster``) admits the peers' keys, the others the clients'."""
     refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)  # unless ``options`` say otherwise
     for option, value in (options or {}).items():
         socket.setsockopt(option, value)
     dual_stack(socket, dsn)
-    if curve is not None:
-        serve_curve(socket, curve, zap_domain)
+    (security.serve_cluster if cluster else security.serve)(socket)
     try:
         socket.bind(dsn)
     except zmq.ZMQError as exc:
@@ -122,22 +121,22 @@ def remove_socket_files(files: Iterable[SocketFile]) -> None:
             pass  # gone already, or not ours to remove
 
 
-def bind_receive(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
-    return bind(context, zmq.ROUTER, dsn, "--receive-dsn", curve,
+def bind_receive(context: Context, dsn: str, security: NodeSecurity) -> Socket:
+    return bind(context, zmq.ROUTER, dsn, "--receive-dsn", security,
                 options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: RECEIVE_SNDHWM})
 
 
-def bind_send(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
+def bind_send(context: Context, dsn: str, security: NodeSecurity) -> Socket:
     # LINGER 0: what was not sent yet is still stored
-    return bind(context, zmq.DEALER, dsn, "--send-dsn", curve,
+    return bind(context, zmq.DEALER, dsn, "--send-dsn", security,
                 options={zmq.SNDHWM: SEND_SNDHWM, zmq.LINGER: 0})
 
 
-def bind_monitor(context: Context, dsn: str, curve: KeyPair | None) -> Socket:
-    return bind(context, zmq.ROUTER, dsn, "--monitor-dsn", curve)
+def bind_monitor(context: Context, dsn: str, security: NodeSecurity) -> Socket:
+    return bind(context, zmq.ROUTER, dsn, "--monitor-dsn", security)
 
 
-def bind_consume(context: Context, dsn: str, curve: KeyPair | None,
+def bind_consume(context: Context, dsn: str, security: NodeSecurity,
                  heartbeat_ms: int) -> Socket:
     """Consumer groups: ROUTER_MANDATORY, so a send to a consumer that is gone says so
     (its deliveries are given back) and a full pipe refuses instead of dropping.
@@ -146,7 +145,7 @@ def bind_consume(context: Context, dsn: str, curve: KeyPair | None,
     CONSUME_HEARTBEAT_MISSES periods; the TTL asks the consumer's side to do the same."""
     heartbeat_ms = max(1, heartbeat_ms)  # 0 would turn them off
     silent_ms = CONSUME_HEARTBEAT_MISSES * heartbeat_ms
-    return bind(context, zmq.ROUTER, dsn, "--consume-dsn", curve,
+    return bind(context, zmq.ROUTER, dsn, "--consume-dsn", security,
                 options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: CONSUME_SNDHWM,
                          zmq.HEARTBEAT_IVL: heartbeat_ms, zmq.HEARTBEAT_TIMEOUT: silent_ms,
                          zmq.HEARTBEAT_TTL: min(silent_ms, MAX_HEARTBEAT_TTL_MS)})

@@ -115,13 +115,20 @@ class QuietSocket:
 
     The descriptor only says that something changed, once: so once it fires the
     socket is served until it reports no more input, and any input left (a read cut
-    short by its limit, or one that came during a send) is served on the next wake.
+    short by its limit, or one that came during a send or just before ``served``
+    looked, which takes the descriptor's signal) is served on the next wake, which
+    must then come at once (``unread``: the part's ``timeout_ms`` is 0).
     """
 
     def __init__(self, socket: Socket) -> None:
         self.socket = socket
         self.fd = int(socket.getsockopt(zmq.FD))
         self._unread = True  # unknown at the start: look once
+
+    @property
+    def unread(self) -> bool:
+        """Input is known to wait, and the descriptor will not say so again."""
+        return self._unread
 
     def due(self, events: Events) -> bool:
         return self._unread or bool(events.get(self.fd, 0) & POLLIN)

@@ -36,7 +36,7 @@ from pzq.bench.nodes import NodeProcess
 from pzq.bench.options import positive
 from pzq.client import GroupConsumer, Producer, request_monitor
 from pzq.clock import Now
-from pzq.node.config import build_config
+from pzq.node.options import build_config
 from pzq.node.state import NodeState
 from pzq.store import record
 from pzq.store.store import Store

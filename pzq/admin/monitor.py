@@ -2,61 +2,73 @@
 
 A request's last frame is the command, ``VERB [argument...]``; the reply goes back
 along the request's envelope (REQ and DEALER alike): ``(envelope), (empty), text``.
+MONITOR, STATS and PING are the monitor's own; every other verb is contributed by
+the part that owns it (pzq.parts ``verbs``: the administration of dead letters,
+topics and groups, the route table), and answered with the wake's time.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 import zmq
 
-from pzq.admin.node_admin import Admin, Verb
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.errors import DecodeError
-from pzq.parts import Part
+from pzq.parts import Figures, Part, Verb
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
 from pzq.zmqio import Events, QuietSocket, Socket, drain
 
 MONITOR_BATCH = 64
 
-Figures = Callable[[], dict[str, Any]]
+
+class Others(Protocol):
+    """What the monitor answers for: every other part's figures and verbs."""
+
+    def figures(self, now: Now) -> Figures: ...
+
+    def verbs(self) -> dict[bytes, Verb]: ...
 
 
 class Monitor(Part):
     """Polled by the socket's descriptor, not the socket (it is seldom busy, and its
-    edge-triggered descriptor must be drained when it fires)."""
+    edge-triggered descriptor must be drained when it fires). Opened last: the verbs
+    of the parts opened before it are its table."""
 
-    def __init__(self, socket: Socket, figures: Figures, admin: Admin,
-                 counters: Counters) -> None:
+    def __init__(self, socket: Socket, parts: Others, counters: Counters) -> None:
         self.socket = socket
         self.quiet = QuietSocket(socket)
         self.counters = counters
-        self.verbs: dict[bytes, Verb] = {
-            b"MONITOR": lambda arguments: monitor_text(figures()),
-            b"STATS": lambda arguments: json.dumps(figures(), sort_keys=True).encode(),
-            b"PING": lambda arguments: b"PONG",
-            **admin.verbs(),
+        self.parts = parts
+        self.table: dict[bytes, Verb] = {
+            b"MONITOR": lambda arguments, now: monitor_text(parts.figures(now)),
+            b"STATS": lambda arguments, now: json.dumps(parts.figures(now),
+                                                        sort_keys=True).encode(),
+            b"PING": lambda arguments, now: b"PONG",
+            **parts.verbs(),
         }
 
-    def bound(self) -> dict[str, Socket]:
-        return {"monitor": self.socket}
+    def bound(self) -> list[Socket]:
+        return [self.socket]
 
     def polled(self) -> list[Socket | int]:
         return [self.quiet.fd]
+
+    def timeout_ms(self, now: Now) -> int | None:
+        return 0 if self.quiet.unread else None  # a request its descriptor will not tell
 
     def close(self) -> None:
         self.socket.close()
 
     def answer(self, events: Events, now: Now) -> None:
         if self.quiet.due(events):
-            self.answer_waiting()
+            self.answer_waiting(now)
             self.quiet.served()
 
-    def answer_waiting(self) -> None:
+    def answer_waiting(self, now: Now) -> None:
         for request in drain(self.socket, MONITOR_BATCH):
             self.counters.monitor_requests += 1
             try:
@@ -64,18 +76,17 @@ class Monitor(Part):
             except DecodeError as exc:
                 envelope, reply = request[:1], f"ERROR: {exc}".encode()
             else:
-                reply = self.reply(verb, arguments)
+                reply = self.reply(verb, arguments, now)
             try:
                 self.socket.send_multipart(frames.encode_monitor_reply(envelope, reply),
                                            zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass  # the asker is gone or not reading; a monitor reply is not owed
 
-    def reply(self, verb: bytes, arguments: list[bytes]) -> bytes:
-        handler = self.verbs.get(verb)
+    def reply(self, verb: bytes, arguments: list[bytes], now: Now) -> bytes:
+        handler = self.table.get(verb)
         if handler is not None:
-            return handler(arguments)
-        known = ", ".join(name.decode() for name in self.verbs)
+            return handler(arguments, now)
+        known = ", ".join(name.decode() for name in self.table)
         shown = verb[:40].decode(errors="replace")
         return f"ERROR: unknown command {shown!r}; known commands: {known}".encode()
-

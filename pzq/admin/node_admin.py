@@ -11,42 +11,48 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pzq.clock import Now
+from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError, StoreError
+from pzq.parts import Verb
 from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import keyspace, record
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 
-Verb = Callable[[list[bytes]], bytes]  # arguments -> reply text
 DEFAULT_LIST = 100
 MOST_PER_COMMAND = 100_000
+Requeued = Callable[[Batch, int, bytes], None]  # a message stored again: into its topic's log
+# requeued messages once written (monotonic now): to the peers, as new messages are
+Copy = Callable[[list[tuple[int, bytes]], float], None]
 
 
 class Admin:
-    def __init__(self, store: Store, pending: Callable[[], dict[str, object]],
-                 requeued: Callable[[Batch, int, bytes], None] | None = None,
-                 copy: Callable[[list[tuple[int, bytes]]], None] | None = None) -> None:
+    """``default``: ``default``'s delivery state, whose figures PENDING shows."""
+
+    def __init__(self, store: Store, default: DeliveryState, requeued: Requeued,
+                 copy: Copy) -> None:
         self.store = store
-        self.pending = pending  # the node's figures, for PENDING
-        self.requeued = requeued  # a message stored again: into its topic's log
-        self.copy = copy  # requeued messages once written: to the peers, as new ones
+        self.default = default
+        self.requeued = requeued
+        self.copy = copy
 
     def verbs(self) -> dict[bytes, Verb]:
         return {b"DEAD": self._dead, b"REQUEUE": self._move(b"REQUEUE", self._requeue),
                 b"PURGE": self._move(b"PURGE", self._purge), b"PENDING": self._pending}
 
-    def _dead(self, arguments: list[bytes]) -> bytes:
+    def _dead(self, arguments: list[bytes], now: Now) -> bytes:
         try:
             return self._list(int(arguments[0]) if arguments else DEFAULT_LIST)
         except ValueError as exc:
             return f"ERROR: {exc}".encode()
 
-    def _move(self, verb: bytes, move: Callable[[list[int]], int]) -> Verb:
-        def answer(arguments: list[bytes]) -> bytes:
+    def _move(self, verb: bytes, move: Callable[[list[int], Now], int]) -> Verb:
+        def answer(arguments: list[bytes], now: Now) -> bytes:
             if len(arguments) != 1:
                 return f"ERROR: {verb.decode()} needs one key, or ALL".encode()
             try:
-                moved = move(self._select(arguments[0]))
+                moved = move(self._select(arguments[0]), now)
             except (ValueError, DecodeError, StoreError) as exc:
                 return f"ERROR: {exc}".encode()
             if not moved and arguments[0].upper() != b"ALL":  # one key asked for, and absent
@@ -65,10 +71,11 @@ class Admin:
                                    f"bytes={sum(len(part) for part in stored.parts)}")))
         return ("\n".join(lines) + "\n").encode()
 
-    def _pending(self, arguments: list[bytes]) -> bytes:
-        figures = self.pending()
-        keys = ("messages", "messages_inflight", "messages_ready", "dead_letters")
-        return "".join(f"{key}: {figures[key]}\n" for key in keys).encode()
+    def _pending(self, arguments: list[bytes], now: Now) -> bytes:
+        store, default = self.store, self.default
+        figures = (("messages", store.messages), ("messages_inflight", len(default.inflight)),
+                   ("messages_ready", len(default.ready)), ("dead_letters", store.dead_letters))
+        return "".join(f"{key}: {value}\n" for key, value in figures).encode()
 
     def _select(self, argument: bytes) -> list[int]:
         if argument.upper() == b"ALL":
@@ -79,7 +86,7 @@ class Admin:
             raise ValueError(f"{argument.decode()} is not a key of this node")
         return [seq]
 
-    def _requeue(self, seqs: list[int]) -> int:
+    def _requeue(self, seqs: list[int], now: Now) -> int:
         batch = self.store.begin()
         moved = []
         for seq in seqs:
@@ -88,15 +95,13 @@ class Admin:
                 batch.drop_dead_letter(seq)
                 fresh = record.with_bookkeeping(value, 0, 0)
                 new_seq = batch.add_message(fresh)
-                if self.requeued is not None:
-                    self.requeued(batch, new_seq, fresh)
+                self.requeued(batch, new_seq, fresh)
                 moved.append((new_seq, fresh))
         self.store.commit(batch)
-        if self.copy is not None:
-            self.copy(moved)
+        self.copy(moved, now.mono)
         return len(moved)
 
-    def _purge(self, seqs: list[int]) -> int:
+    def _purge(self, seqs: list[int], now: Now) -> int:
         batch = self.store.begin()
         purged = 0
         for seq in seqs:

@@ -23,7 +23,7 @@ from pzq.archive.format.segments import segment_name
 from pzq.archive.reader import EVERY_SEGMENT_MS
 from pzq.errors import ClientClosed, ReaderError
 from pzq.protocol import zper as zp
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, POLLOUT, recv_frames, send_frames
 
 
@@ -34,7 +34,7 @@ class ArchiveReader:
     With CURVE on the node, give ``curve``, as to the other clients."""
 
     def __init__(self, dsn: str, topic: str, timeout: float = 10.0,
-                 on_damage: DamageHandler = log_damage, curve: ClientCurve | None = None,
+                 on_damage: DamageHandler = log_damage, curve: ClientSecurity | None = None,
                  context: AsyncContext | None = None) -> None:
         self.dsn = dsn
         self.topic = topic

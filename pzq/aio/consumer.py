@@ -19,7 +19,7 @@ from pzq.aio.message import Message
 from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke, wait_events
 from pzq.client.sessions.consumer import ConsumerSession
 from pzq.errors import ClientClosed
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, recv_frames
 
 GROUP_ONLY = ("{verb} is a group consumer's (--consume-dsn): the original protocol of "
@@ -31,7 +31,7 @@ class Consumer:
     from each); ``prefetch`` bounds the deliveries waiting in the socket."""
 
     def __init__(self, dsn: str | Sequence[str], prefetch: int = 256,
-                 curve: ClientCurve | None = None,
+                 curve: ClientSecurity | None = None,
                  context: AsyncContext | None = None) -> None:
         self._session = ConsumerSession(Message, self)
         self._socket = open_socket(context, zmq.ROUTER, dsn, curve,

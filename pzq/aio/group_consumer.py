@@ -31,7 +31,7 @@ from pzq.client.group_consumer import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from pzq.client.sessions.group import GroupSession
 from pzq.errors import ClientClosed
 from pzq.protocol import consume as wire
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, recv_frames
 
 CLOSE_DRAIN_S = 1.0  # answers still waiting at close are given this long to go
@@ -46,7 +46,7 @@ class GroupConsumer:
 
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
                  filter: str = "", start: str | int = "earliest",
-                 curve: ClientCurve | None = None, timeout: float | None = 10.0,
+                 curve: ClientSecurity | None = None, timeout: float | None = 10.0,
                  declare: bool = False, confirm: bool = False,
                  protocol: int = wire.LATEST_PROTOCOL,
                  context: AsyncContext | None = None) -> None:

@@ -13,12 +13,12 @@ from pzq.aio.socket_io import AsyncContext, AsyncSocket, open_socket, wait_event
 from pzq.client.monitor import StatsAnswer, monitor_reply, stats_answer
 from pzq.errors import EndpointError
 from pzq.protocol.monitor_text import parse_monitor_text
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, POLLOUT, recv_frames, send_frames
 
 
 async def request_monitor(dsn: str, command: str, timeout: float = 5.0,
-                          curve: ClientCurve | None = None,
+                          curve: ClientSecurity | None = None,
                           context: AsyncContext | None = None) -> bytes:
     """The node's answer to ``command``. EndpointError for an endpoint that cannot be
     connected to (a host that does not resolve, too) or does not speak the monitor
@@ -57,11 +57,11 @@ async def _exchange(socket: AsyncSocket, command: str,
 
 
 async def monitor_figures(dsn: str, timeout: float = 5.0,
-                          curve: ClientCurve | None = None) -> dict[str, str]:
+                          curve: ClientSecurity | None = None) -> dict[str, str]:
     return parse_monitor_text(await request_monitor(dsn, "MONITOR", timeout, curve))
 
 
-async def fetch_stats(dsn: str, timeout: float = 5.0, curve: ClientCurve | None = None,
+async def fetch_stats(dsn: str, timeout: float = 5.0, curve: ClientSecurity | None = None,
                       context: AsyncContext | None = None) -> StatsAnswer:
     """The node's STATS, or why there are none (``StatsAnswer.error``)."""
     try:

@@ -18,14 +18,14 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from pzq import curve_probe, reach
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 from pzq.zmqio import recv_frames
 
 PROBE_TIMEOUT_S = reach.PROBE_TIMEOUT_S
 
 
-async def why_silent(dsn: str | Sequence[str], curve: ClientCurve | None,
+async def why_silent(dsn: str | Sequence[str], curve: ClientSecurity | None,
                      timeout: float = PROBE_TIMEOUT_S) -> str:
     """The likely reason ``dsn`` does not answer, in words to act on (several
     endpoints: each one's, named)."""
@@ -35,14 +35,15 @@ async def why_silent(dsn: str | Sequence[str], curve: ClientCurve | None,
     return "; ".join(f"{each}: {reason}" for each, reason in zip(dsn, reasons, strict=True))
 
 
-async def _why_silent(dsn: str, curve: ClientCurve | None, timeout: float) -> str:
+async def _why_silent(dsn: str, curve: ClientSecurity | None, timeout: float) -> str:
     answers = await accepts_connections(dsn, timeout)
-    if answers and curve is not None:
+    curve = plain_if_none(curve)
+    if answers and curve.on:
         refused = await curve_refusal(dsn, curve, timeout)
         if refused is not None:
             return refused
     unresolved = await unresolvable(dsn) if answers is None else None
-    return reach.silence(answers, unresolved, curve is not None)
+    return reach.silence(answers, unresolved, curve.on)
 
 
 async def accepts_connections(dsn: str, timeout: float = PROBE_TIMEOUT_S) -> bool | None:
@@ -82,7 +83,7 @@ async def unresolvable(dsn: str) -> str | None:
     return None
 
 
-async def curve_refusal(dsn: str, curve: ClientCurve, timeout: float) -> str | None:
+async def curve_refusal(dsn: str, curve: ClientSecurity, timeout: float) -> str | None:
     """Why the node at ``dsn`` refuses ``curve``'s handshake; None when it takes it,
     or when nothing is told within ``timeout`` seconds."""
     ended = await _handshake(dsn, curve, timeout)
@@ -90,7 +91,7 @@ async def curve_refusal(dsn: str, curve: ClientCurve, timeout: float) -> str | N
     return curve_probe.refusal(ended, plain)
 
 
-async def _handshake(dsn: str, curve: ClientCurve | None,
+async def _handshake(dsn: str, curve: ClientSecurity | None,
                      timeout: float) -> curve_probe.Ended:
     """How a handshake at ``dsn`` ended; None when it did not within ``timeout``."""
     socket = zmq.asyncio.Context.instance().socket(zmq.DEALER)
@@ -98,8 +99,7 @@ async def _handshake(dsn: str, curve: ClientCurve | None,
     monitor = socket.get_monitor_socket(curve_probe.EVENTS)
     try:
         dual_stack(socket, dsn)
-        if curve is not None:
-            curve.apply(socket)
+        plain_if_none(curve).apply(socket)
         socket.connect(dsn)
         poller = zmq.asyncio.Poller()
         poller.register(monitor, zmq.POLLIN)

@@ -32,7 +32,7 @@ from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke
 from pzq.client.sessions.producer import KEEP_ACKS, ProducerSession, topic_headers
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import drain
 
 __all__ = ["Producer"]
@@ -50,7 +50,7 @@ class Producer:
     DUPLICATE, MOVED or the reason of a refusal in ``status_message``."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100, batch: int | None = None,
-                 curve: ClientCurve | None = None, context: AsyncContext | None = None,
+                 curve: ClientSecurity | None = None, context: AsyncContext | None = None,
                  keep_acks: int = KEEP_ACKS) -> None:
         self.dsn = dsn
         self.curve = curve

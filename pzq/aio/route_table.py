@@ -11,14 +11,14 @@ from pzq.aio.monitor import request_monitor
 from pzq.client.route_table import REFRESH_TIMEOUT_S
 from pzq.client.sessions.routes import KnownRoutes
 from pzq.errors import EndpointError
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 
 class RouteTable(KnownRoutes):
     """Asked for at the routing client's first call (``refresh``), then as its
     session says."""
 
-    def __init__(self, monitors: str | Sequence[str], curve: ClientCurve | None = None,
+    def __init__(self, monitors: str | Sequence[str], curve: ClientSecurity | None = None,
                  timeout: float = 5.0) -> None:
         super().__init__(monitors)
         self.curve = curve

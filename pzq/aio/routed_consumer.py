@@ -21,7 +21,7 @@ from pzq.aio.route_table import RouteTable
 from pzq.aio.socket_io import AsyncContext
 from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.errors import ClientClosed, ConsumeRefused
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 
 class RoutedGroupConsumer:
@@ -30,7 +30,7 @@ class RoutedGroupConsumer:
     for longer than ``timeout`` (3 s): it is joined when it answers again."""
 
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str, group: str,
-                 window: int = 100, curve: ClientCurve | None = None,
+                 window: int = 100, curve: ClientSecurity | None = None,
                  context: AsyncContext | None = None, **options: Any) -> None:
         self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
         self.topic, self.group, self.window = topic, group, window

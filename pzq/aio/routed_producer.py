@@ -22,7 +22,7 @@ from pzq.aio.socket_io import AsyncContext
 from pzq.client.sessions.routed_producer import RESEND_AFTER_S, Routed, RoutedProducerSession
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 REROUTE_TIMEOUT_S = 30.0  # room at the new owner for a message that goes again
 
@@ -30,7 +30,7 @@ REROUTE_TIMEOUT_S = 30.0  # room at the new owner for a message that goes again
 class RoutedProducer:
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str,
                  window: int = 100, batch: int | None = None,
-                 curve: ClientCurve | None = None, context: AsyncContext | None = None,
+                 curve: ClientSecurity | None = None, context: AsyncContext | None = None,
                  resend_after: float = RESEND_AFTER_S) -> None:
         self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
         self.topic = topic

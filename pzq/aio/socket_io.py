@@ -26,7 +26,7 @@ import zmq.asyncio
 
 from pzq.client.common import connect
 from pzq.errors import ClientClosed
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import POLLOUT, send_frames
 
 AsyncContext = zmq.asyncio.Context
@@ -34,7 +34,7 @@ AsyncSocket = zmq.asyncio.Socket
 
 
 def open_socket(context: AsyncContext | None, kind: int, dsn: str | Sequence[str],
-                curve: ClientCurve | None, options: dict[int, int | bytes]) -> AsyncSocket:
+                curve: ClientSecurity | None, options: dict[int, int | bytes]) -> AsyncSocket:
     """A socket of ``context`` (default: the asyncio context of the process), its
     ``options`` set, connected to ``dsn`` (a list: the socket spreads over them)."""
     socket = (context or zmq.asyncio.Context.instance()).socket(kind)

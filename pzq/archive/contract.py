@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from pzq.archive.tier.tier import ArchiveTier
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
+from pzq.errors import ConfigError
+from pzq.parts import Part
 from pzq.store.batch import Batch, Participant
 
 
@@ -29,7 +32,8 @@ class ArchiveWrites(Protocol):
 
 
 class NoArchiving(Participant):
-    """A node without --archive-dir: nothing to open, write, sync, close or count."""
+    """A node without --archive-dir: nothing to open, write, sync, close or count, and
+    nothing for the loop to do (a part that does nothing)."""
 
     writes = False
 
@@ -46,6 +50,15 @@ class NoArchiving(Participant):
 
     def close(self, now: float) -> None:
         pass
+
+    def part(self) -> Part:
+        return Part()
+
+    @property
+    def tier(self) -> ArchiveTier:
+        """Asked only by the archive's endpoints, which the options refuse without
+        --archive-dir."""
+        raise ConfigError("the archive's endpoints need --archive-dir")
 
     def figures(self, now: float) -> dict[str, object]:
         return {}

@@ -13,7 +13,7 @@ from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 
 Context = zmq.Context[zmq.Socket[bytes]]
@@ -36,19 +36,18 @@ class ArchiveReader:
 
     def __init__(self, dsn: str, topic: str, context: Context | None = None,
                  timeout: float = 10.0, on_damage: DamageHandler = log_damage,
-                 curve: ClientCurve | None = None) -> None:
+                 curve: ClientSecurity | None = None) -> None:
         self.dsn = dsn
         self.topic = topic
         self.timeout = timeout
         self.on_damage = on_damage
         self.damaged: list[DamagedRecord] = []
-        self._curve = curve
+        self._curve = plain_if_none(curve)
         self.next_offset = 0  # after the last record ``messages`` handed out or skipped
         self._socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.IDENTITY, zp.make_identity(topic))
         self._socket.setsockopt(zmq.LINGER, 0)
-        if curve is not None:
-            curve.apply(self._socket)
+        self._curve.apply(self._socket)
         dual_stack(self._socket, dsn)
         self._socket.connect(dsn)
 

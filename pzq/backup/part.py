@@ -25,13 +25,12 @@ from pzq.backup.job import RUNNING, Backup, NodeFacts
 from pzq.clock import Now
 from pzq.errors import PzqError
 from pzq.logs import get_logger
-from pzq.parts import Figures, Part
+from pzq.parts import Figures, Part, Verb
 from pzq.store.store import Store
 from pzq.zmqio import Events
 
 log = get_logger("pzq.backup")
 
-Verb = Callable[[list[bytes]], bytes]  # arguments -> reply text
 POLL_MS = 50
 USAGE = "BACKUP DIR (a new or empty directory, its absolute path), or BACKUP for the state"
 
@@ -42,7 +41,7 @@ class Backups(Part):
         self.store = store
         self.archive = archive
         self.facts = facts
-        self.clock = clock  # read once per verb: time is passed in
+        self.clock = clock  # read at a close, which no wake passes time to
         self.current: Backup | None = None  # the running backup, or the last one
 
     def verbs(self) -> dict[bytes, Verb]:
@@ -52,8 +51,7 @@ class Backups(Part):
     def running(self) -> bool:
         return self.current is not None and self.current.state == RUNNING
 
-    def _verb(self, arguments: list[bytes]) -> bytes:
-        now = self.clock()
+    def _verb(self, arguments: list[bytes], now: Now) -> bytes:
         if not arguments:
             return _text(self._status(now))
         if len(arguments) != 1:

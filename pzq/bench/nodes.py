@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pzq.client import request_monitor
+from pzq.security import ClientSecurity
 
 T = TypeVar("T")
 START_TIMEOUT = 20.0
@@ -47,7 +48,7 @@ class NodeProcess:
                  consume: bool = False, env: dict[str, str] | None = None) -> None:
         self.database = database
         self.log_level = log_level
-        self.curve = None  # a pzq.security.ClientCurve when the node serves CURVE
+        self.curve: ClientSecurity | None = None  # a ClientCurve when the node serves CURVE
         self.extra_args = list(extra_args)
         self.preexec_fn = preexec_fn
         self.env = env  # the environment's additions (e.g. PYTHONPATH to another release)

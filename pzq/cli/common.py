@@ -10,9 +10,9 @@ import zmq
 from pzq import reach, security
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, DecodeError
-from pzq.node.config import DSN_PATTERN
+from pzq.node.config_checks import DSN_PATTERN
 from pzq.protocol import consume as consume_wire
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.sockets import dual_stack
 from pzq.tool_base import ToolParser
 from pzq.tool_base import whole_number as whole_number  # the tools import it from here
@@ -92,7 +92,7 @@ def add_curve_options(parser: argparse.ArgumentParser, default: str | None = Non
                         help="the node's public CURVE key (a .key file)")
 
 
-def curve_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ClientCurve | None:
+def curve_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ClientSecurity:
     try:
         return security.client_curve(args.curve_client_key, args.curve_server_key)
     except ConfigError as exc:

@@ -16,7 +16,7 @@ from pzq import reach
 from pzq.cli import endpoint_probe
 from pzq.cli.handshake_watch import FAILED, KEY_REFUSED, HandshakeWatch
 from pzq.cli.waiting import endpoint_state
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 NOT_ZEROMQ = ("connected, but nothing greets there as ZeroMQ does (not a pzq endpoint, or a "
               "node that is stopped)")
@@ -38,7 +38,7 @@ class ConsumerEndpoints:
     """``group``: the consumer is a group's (on --consume-dsn), else of --send-dsn.
     Its client takes ``watch.context``, so that its handshakes are seen."""
 
-    def __init__(self, curve: ClientCurve | None, group: bool) -> None:
+    def __init__(self, curve: ClientSecurity, group: bool) -> None:
         self.curve = curve
         self.group = group
         self.watch = HandshakeWatch()
@@ -57,13 +57,13 @@ class ConsumerEndpoints:
         mechanism = endpoint_probe.mechanism(dsn)
         if mechanism is None:
             return NOT_ZEROMQ
-        if (mechanism == "CURVE") != (self.curve is not None):
-            return NEEDS_CURVE if self.curve is None else NO_CURVE.format(mechanism=mechanism)
+        if (mechanism == "CURVE") != self.curve.on:
+            return NO_CURVE.format(mechanism=mechanism) if self.curve.on else NEEDS_CURVE
         ended = self.watch.outcome(dsn)
         if ended == KEY_REFUSED:
             return KEY_NOT_TAKEN
         if ended == FAILED:
-            return CURVE_FAILED if self.curve is not None else HANDSHAKE_FAILED
+            return CURVE_FAILED if self.curve.on else HANDSHAKE_FAILED
         router = endpoint_probe.is_router(dsn, self.curve)
         if router != self.group:
             return NOT_CONSUME if self.group else NOT_SEND

@@ -18,13 +18,13 @@ from pzq.cli.human import count, duration, size
 from pzq.client import request_monitor
 from pzq.errors import EndpointError, ExitCode
 from pzq.protocol.monitor_text import parse_monitor_text
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 POLL_S = 0.5
 
 
 def run_backup(prog: str, dsn: str, directory: Path, timeout: float,
-               curve: ClientCurve | None) -> int:
+               curve: ClientSecurity | None) -> int:
     target = directory.absolute()
     if any(character.isspace() for character in str(target)):
         return fail(prog, f"{target}: give a directory whose path holds no spaces (the "

@@ -15,7 +15,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from pzq import reach
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.sockets import dual_stack
 from pzq.zmqio import Socket
 
@@ -69,14 +69,13 @@ def _connected(dsn: str, timeout: float) -> socket.socket:
     return socket.create_connection(address, timeout)
 
 
-def is_router(dsn: str, curve: ClientCurve | None,
+def is_router(dsn: str, curve: ClientSecurity,
               timeout: float = reach.PROBE_TIMEOUT_S) -> bool:
     """Whether a ROUTER answers at ``dsn`` (for a CURVE node, one that takes ``curve``):
     a REQ socket's handshake succeeds there."""
     probe: Socket = zmq.Context.instance().socket(zmq.REQ)
     probe.setsockopt(zmq.LINGER, 0)
-    if curve is not None:
-        curve.apply(probe)
+    curve.apply(probe)
     monitor = probe.get_monitor_socket(HANDSHAKE_ENDED)
     try:
         dual_stack(probe, dsn)

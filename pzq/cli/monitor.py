@@ -33,7 +33,7 @@ from pzq.cli.common import (
 from pzq.cli.topics_table import topics_table
 from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor, taken_over_inflight
 from pzq.errors import NO_ANSWER, EndpointError, ExitCode
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 # Its meanings of the codes in pzq.errors:
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK if all(answer.up for answer in answers) else EXIT_NO_ANSWER
 
 
-def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientCurve | None,
+def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientSecurity,
               notice: Callable[[str], None] | None = None) -> list[StatsAnswer]:
     return [fetch_stats(dsn, timeout, curve, notice) for dsn in dsns]
 
@@ -212,7 +212,7 @@ def report_down(answers: Sequence[StatsAnswer]) -> None:
 
 
 def raw_command(dsns: list[str], command: str, timeout: float,
-                curve: ClientCurve | None) -> int:
+                curve: ClientSecurity) -> int:
     for dsn in dsns:
         try:
             reply = request_monitor(dsn, command, timeout, curve, say_waiting)
@@ -226,7 +226,7 @@ def raw_command(dsns: list[str], command: str, timeout: float,
     return EXIT_OK
 
 
-def check(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> int:
+def check(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity) -> int:
     before = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
     if all(answer.up for answer in before):
         time.sleep(min(args.interval, 1.0))  # two looks, to see failure counts move
@@ -244,7 +244,7 @@ def check(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) 
     return worst
 
 
-def watch(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> int:
+def watch(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity) -> int:
     try:
         if args.json:
             watch_json(dsns, args, curve)
@@ -264,13 +264,13 @@ def _refreshes(args: argparse.Namespace) -> Iterator[int]:
         refreshes += 1
 
 
-def watch_json(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> None:
+def watch_json(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity) -> None:
     for _ in _refreshes(args):
         print(json.dumps(as_json(fetch_all(dsns, args.timeout, curve)), sort_keys=True),
               flush=True)
 
 
-def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientCurve | None) -> None:
+def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity) -> None:
     history: dict[str, deque[float]] = {dsn: deque(maxlen=HISTORY) for dsn in dsns}
     with Live(console=console(), auto_refresh=False,
               screen=args.iterations == 0 and sys.stdout.isatty()) as live:

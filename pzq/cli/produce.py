@@ -20,7 +20,7 @@ from pzq.client.producer import topic_headers
 from pzq.errors import ExitCode
 from pzq.protocol.frames import HEADER_PATTERN, ProducerAck
 from pzq.protocol.headers import KEY_HEADER
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.tool_base import quiet_on_closed_pipe
 
 DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
@@ -75,7 +75,7 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace, dsn: str,
-                   curve: ClientCurve | None) -> int:
+                   curve: ClientSecurity) -> int:
     headers = [header.encode() for header in args.header]
     headers += topic_headers(None if args.routes else args.topic, args.tag)
     if args.key is not None:

@@ -25,7 +25,7 @@ from pzq.client import (
     RoutedProducer,
 )
 from pzq.client.common import NOTICE_AFTER_S
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 T = TypeVar("T")
 OUTPUT_WATCH_S = 0.1  # how soon a consumer waiting for deliveries sees its reader gone
@@ -48,7 +48,7 @@ class AckWait:
     """A producer's sends and flush, each given ``timeout`` seconds, that say why ACKs are late."""
 
     def __init__(self, producer: Producer | RoutedProducer, prog: str, dsn: str, timeout: float,
-                 curve: ClientCurve | None) -> None:
+                 curve: ClientSecurity) -> None:
         self.producer = producer
         self.dsn = dsn
         self.timeout = timeout
@@ -150,7 +150,7 @@ class DeliveryWait:
         return f"nothing answers at {', '.join(self.dsns)} (is the node running?)"
 
 
-def endpoint_state(dsn: str, curve: ClientCurve | None, awaited: str,
+def endpoint_state(dsn: str, curve: ClientSecurity, awaited: str,
                    awaited_with_curve: str) -> str:
     """What a plain probe finds at ``dsn``, for a tool that waits on it, and for a CURVE
     client what the node says to its handshake: ``awaited`` names what has not come
@@ -160,7 +160,7 @@ def endpoint_state(dsn: str, curve: ClientCurve | None, awaited: str,
         return f"{dsn}: nothing answers there yet (is the node running?)"
     if answers is None:
         return f"{dsn}: {reach.unresolvable(dsn) or 'connecting'}"
-    if curve is None:
+    if not curve.on:
         return f"{dsn}: connected, {awaited}"
     refusal = curve_probe.curve_refusal(dsn, curve, reach.PROBE_TIMEOUT_S)
     return f"{dsn}: connected, but {refusal}" if refusal else \

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 from pzq.zmqio import AnySocket
 
@@ -13,10 +13,10 @@ NOTICE_AFTER_S = 1.0  # silence after which a waiting tool says what it waits fo
 WaitNotice = Callable[[], None]  # called once a wait has lasted NOTICE_AFTER_S
 
 
-def connect(socket: AnySocket, dsn: str | Sequence[str], curve: ClientCurve | None) -> None:
+def connect(socket: AnySocket, dsn: str | Sequence[str],
+            curve: ClientSecurity | None = None) -> None:
     """Connect to one endpoint, or to several (a list: the socket spreads over them)."""
-    if curve is not None:
-        curve.apply(socket)
+    plain_if_none(curve).apply(socket)
     endpoints = [dsn] if isinstance(dsn, str) else list(dsn)
     dual_stack(socket, *endpoints)
     for endpoint in endpoints:

@@ -21,7 +21,7 @@ from pzq.client.common import connect, remaining_ms
 from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
 from pzq.client.sessions.consumer import ConsumerSession
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
 __all__ = ["Consumer", "Message"]
@@ -40,7 +40,7 @@ class Consumer:
         return super().__new__(cls)
 
     def __init__(self, dsn: str | Sequence[str], context: Context | None = None,
-                 prefetch: int = 256, curve: ClientCurve | None = None) -> None:
+                 prefetch: int = 256, curve: ClientSecurity | None = None) -> None:
         self._session = ConsumerSession(Message, self)
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.ROUTER)

@@ -22,7 +22,7 @@ from pzq.client.common import NOTICE_AFTER_S, WaitNotice, connect, remaining_ms
 from pzq.client.message import Message
 from pzq.client.sessions.group import GroupSession, Out
 from pzq.protocol import consume as consume_wire
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import Context, recv_frames, send_frames
 
 # ZeroMQ heartbeats towards the node: a node that stops answering for this long is
@@ -36,7 +36,7 @@ class GroupConsumer:
 
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
                  filter: str = "", start: str | int = "earliest",
-                 context: Context | None = None, curve: ClientCurve | None = None,
+                 context: Context | None = None, curve: ClientSecurity | None = None,
                  timeout: float | None = 10.0, notice: WaitNotice | None = None,
                  declare: bool = False, confirm: bool = False,
                  protocol: int = consume_wire.LATEST_PROTOCOL) -> None:

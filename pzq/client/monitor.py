@@ -14,12 +14,12 @@ from pzq import curve_probe, reach
 from pzq.client.common import NOTICE_AFTER_S
 from pzq.errors import EndpointError
 from pzq.protocol.monitor_text import parse_monitor_text
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 
 
 def request_monitor(dsn: str, command: str, timeout: float = 5.0,
-                    curve: ClientCurve | None = None,
+                    curve: ClientSecurity | None = None,
                     notice: Callable[[str], None] | None = None,
                     context: zmq.Context[zmq.Socket[bytes]] | None = None) -> bytes:
     """The node's answer to ``command``.
@@ -31,11 +31,11 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
     awaited and why it may not come. A ``context`` of the caller's lets it end the
     wait at once: terminated, it raises zmq.ContextTerminated here.
     """
+    curve = plain_if_none(curve)
     socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     dual_stack(socket, dsn)
-    if curve is not None:
-        curve.apply(socket)
+    curve.apply(socket)
     try:
         try:
             socket.connect(dsn)
@@ -75,7 +75,7 @@ def _answered_as(frames: list[bytes]) -> str:
 
 
 def _exchange(socket: zmq.Socket[bytes], dsn: str, command: str, timeout: float,
-              curve: ClientCurve | None,
+              curve: ClientSecurity,
               notice: Callable[[str], None] | None) -> list[bytes] | None:
     """The answer to ``command``, sent and answered within ``timeout``; None when it
     did not come. On the way, after NOTICE_AFTER_S, ``notice`` is told why it is late.
@@ -103,7 +103,7 @@ def _exchange(socket: zmq.Socket[bytes], dsn: str, command: str, timeout: float,
 
 
 def monitor_figures(dsn: str, timeout: float = 5.0,
-                    curve: ClientCurve | None = None) -> dict[str, str]:
+                    curve: ClientSecurity | None = None) -> dict[str, str]:
     return parse_monitor_text(request_monitor(dsn, "MONITOR", timeout, curve))
 
 
@@ -120,7 +120,7 @@ class StatsAnswer:
         return self.stats is not None
 
 
-def fetch_stats(dsn: str, timeout: float, curve: ClientCurve | None = None,
+def fetch_stats(dsn: str, timeout: float, curve: ClientSecurity | None = None,
                 notice: Callable[[str], None] | None = None,
                 context: zmq.Context[zmq.Socket[bytes]] | None = None) -> StatsAnswer:
     try:

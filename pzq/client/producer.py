@@ -18,7 +18,7 @@ import zmq
 from pzq.client.common import connect, remaining_ms
 from pzq.client.sessions.producer import KEEP_ACKS, ProducerSession, topic_headers
 from pzq.protocol.frames import ProducerAck
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
 __all__ = ["KEEP_ACKS", "Producer", "topic_headers"]
@@ -35,7 +35,7 @@ class Producer:
     so that four batches are out at once); 1 sends every message alone."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
-                 context: Context | None = None, curve: ClientCurve | None = None,
+                 context: Context | None = None, curve: ClientSecurity | None = None,
                  keep_acks: int = KEEP_ACKS, batch: int | None = None) -> None:
         self._session = ProducerSession(window, batch, keep_acks)
         self._context = context or zmq.Context.instance()

@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from pzq.client.monitor import request_monitor
 from pzq.client.sessions.routes import KnownRoutes
 from pzq.errors import EndpointError
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 REFRESH_TIMEOUT_S = 1.0  # per node, when a client at work asks again
 
 
 class RouteTable(KnownRoutes):
-    def __init__(self, monitors: str | Sequence[str], curve: ClientCurve | None = None,
+    def __init__(self, monitors: str | Sequence[str], curve: ClientSecurity | None = None,
                  timeout: float = 5.0) -> None:
         super().__init__(monitors)
         self.curve = curve

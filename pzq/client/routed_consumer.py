@@ -18,14 +18,14 @@ from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
 from pzq.client.route_table import RouteTable
 from pzq.client.sessions.routed_group import RoutedGroupSession
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
 
 class RoutedGroupConsumer:
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str, group: str,
                  window: int = 100, context: Context | None = None,
-                 curve: ClientCurve | None = None, **options: Any) -> None:
+                 curve: ClientSecurity | None = None, **options: Any) -> None:
         self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
         self.topic, self.group, self.window = topic, group, window
         self.curve = curve

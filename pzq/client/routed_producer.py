@@ -22,7 +22,7 @@ from pzq.client.sessions.routed_producer import (
     RoutedProducerSession,
 )
 from pzq.protocol.frames import ProducerAck
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
 UNKNOWN_OWNER_POLL_S = 0.1  # how often the table is asked while an owner is unknown
@@ -31,7 +31,7 @@ UNKNOWN_OWNER_POLL_S = 0.1  # how often the table is asked while an owner is unk
 class RoutedProducer:
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str,
                  window: int = 100, context: Context | None = None,
-                 curve: ClientCurve | None = None, batch: int | None = None,
+                 curve: ClientSecurity | None = None, batch: int | None = None,
                  resend_after: float = RESEND_AFTER_S) -> None:
         self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
         self.topic = topic

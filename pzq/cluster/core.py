@@ -15,15 +15,22 @@ again, and from a node that took over, so the returning origin does not.
 
 ``pzq.cluster.links`` moves the frames: what this class wants sent waits in
 ``outgoing``; confirmations of copies written here wait for the batch that holds
-them (``written``). Producer ACKs come back as return values, never callbacks.
+them (``written``). Producer ACKs come back as return values, never callbacks; what
+other parts act on (a peer let own messages go, a group done elsewhere) is published
+on the node's hub (pzq.events).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from pzq.clock import Now
 from pzq.cluster.done import Dones
+from pzq.cluster.figures import peer_figures
+from pzq.cluster.held import PeerHolds
+from pzq.cluster.links import ClusterLinks
+from pzq.cluster.part import ClusterPart
+from pzq.cluster.peer_frames import PeerFrames
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.placement import Placement
 from pzq.cluster.protocols import PeerProtocols
@@ -31,51 +38,35 @@ from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
 from pzq.cluster.routes import Routes
 from pzq.cluster.senders import Senders
+from pzq.cluster.sends import Reply, Send, ToPeer
 from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.takeover import StateFactory, Takeovers
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
+from pzq.events import EventHub, PeersReleased
 from pzq.logs import get_logger
+from pzq.parts import Part
 from pzq.protocol import cluster as cw
+from pzq.security import NodeSecurity
 from pzq.store.batch import Batch, Participant
 from pzq.store.record import Stored
-from pzq.store.replicas import ReplicaStore, decode_holders, encode_holders
+from pzq.store.replicas import ReplicaStore, encode_holders
 from pzq.store.store import Store
 from pzq.store.topics import Topics
+from pzq.zmqio import Context
 
 log = get_logger("pzq.cluster")
-
-TOMBSTONES_PER_PONG = 10_000
-HELD_PER_PONG = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class ToPeer:
-    """Frames for a peer's ROUTER, over our DEALER connected to it."""
-
-    endpoint: str
-    frames: list[bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """Frames back to whoever sent a request to our ROUTER."""
-
-    routing_id: bytes
-    frames: list[bytes]
-
-
-Send = ToPeer | Reply
-# routing id, sender's node id, frames, the wake's batch, own delivery state, now
-Handler = Callable[[bytes, bytes, list[bytes], Batch, DeliveryState, float], None]
 
 
 class ClusterCore(Participant):
     def __init__(self, settings: ClusterSettings, store: Store, make_state: StateFactory,
                  now: float, topics: Topics, client_endpoints: dict[str, str],
+                 holds: PeerHolds, hub: EventHub,
                  own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads) -> None:
         """``own_reads``: what ``default`` and the named groups read of this node's
-        topics now, told to the peers holding copies (TOPICS)."""
+        topics now, told to the peers holding copies (TOPICS). ``holds``: own messages
+        the peers have out, which the node's delivery states ask about; ``hub``: the
+        node's, where what other parts act on is published."""
         self.settings = settings
         self.node_id = store.node_id
         self.replicas = ReplicaStore(store)
@@ -87,25 +78,26 @@ class ClusterCore(Participant):
         resend_s = max(0.5, settings.timeout_nodes_s / 4)
         self.removes = RemoveLedger(store, settings.nodes, resend_s)
         self.done = Dones(self.removes, self.replicas, self.peers, self.takeovers, settings,
-                          self.node_id)
+                          self.node_id, hub)
+        self.holds = holds
+        self.hub = hub
         self.outgoing: list[Send] = []
         self.rejected = 0  # cluster frames from strangers, or malformed
         self._after_write: list[Send] = []
         self._synced: set[str] = set()  # peers whose tombstones for us are all applied
         self._rotation = 0
-        # Own messages a peer still has out with its consumers (from its PONG).
-        self._held: dict[str, set[int]] = {}
         self.senders = Senders()
         self.protocols = PeerProtocols()  # what each peer speaks (its ROUTING says)
-        # A frame's command -> what a peer's frame does here (PING is answered first)
-        self._handlers: dict[bytes, Handler] = {
-            cw.REPLICATE: self._on_replicate, cw.REMOVE: self._on_remove,
-            cw.DONE: self._on_done, cw.APPLIED: self._on_applied, cw.TOPICS: self._on_topics,
-            cw.ROUTING: self._on_routing}
+        self.frames = PeerFrames(self.node_id, self.replicas, self.done, self.removes,
+                                 self.takeovers, self.routes, self.senders, self.protocols,
+                                 self._after_write)
         self.own_reads = own_reads
         self._reads_sent: dict[str, cw.DefaultReads] = {}  # what each peer was last told
-        # What else to look at again when a peer lets messages go.
-        self.on_released: Callable[[], None] = lambda: None
+
+    def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
+                  now: Now) -> Part:
+        """Its part of the node's loop, with its sockets bound and connected."""
+        return ClusterPart(ClusterLinks(self, context, security, now.mono), own, self.hub)
 
     def take_outgoing(self) -> list[Send]:
         outgoing, self.outgoing = self.outgoing, []
@@ -120,7 +112,7 @@ class ClusterCore(Participant):
         for peer in self.peers.refresh(now):
             self._synced.discard(peer.endpoint)
             self._reads_sent.pop(peer.endpoint, None)
-            if self._held.pop(peer.endpoint, None):  # a down peer's consumers cannot ack it
+            if self.holds.drop(peer.endpoint):  # a down peer's consumers cannot ack it
                 self._released(own)
             log.warning("peer_down", endpoint=peer.endpoint,
                         node_id=(peer.node_id or b"?").decode())
@@ -250,13 +242,6 @@ class ClusterCore(Participant):
         self.owe_removes(batch, now)
         self.flush_removes(now)
 
-    def follow_groups(self, done_elsewhere: Callable[[Batch, str, list[int]], None],
-                      rewind: Callable[[], None]) -> None:
-        """The named groups' side of own messages: what a group finished on a node that
-        took them over, and a look again when a peer lets messages go."""
-        self.done.own_group_done = done_elsewhere
-        self.on_released = rewind
-
     def owe_removes(self, batch: Batch, now: float) -> None:
         """Persist this wake's removes and dones in its batch (see Dones)."""
         self.done.owe(batch, now)
@@ -272,15 +257,6 @@ class ClusterCore(Participant):
             self._tell_reads(endpoint, self.own_reads())
         for frames in due:
             self.outgoing.append(ToPeer(endpoint, frames))
-
-    def held_elsewhere(self, seq: int) -> bool:
-        """An own message a peer still has out (taken over while we were away)."""
-        return any(seq in held for held in self._held.values())
-
-    def lowest_held(self) -> int | None:
-        """The lowest own message a peer still has out (None: none), below which a
-        group's floor must stay: the group has skipped it, not finished it."""
-        return min((min(held) for held in self._held.values() if held), default=None)
 
     # -- incoming traffic ----------------------------------------------------------------
 
@@ -302,79 +278,14 @@ class ClusterCore(Participant):
                 raise DecodeError(f"PING from {endpoint!r}, which is not in --nodes")
             self.senders.pinged(routing_id, endpoint, node_id)
             self._heard(endpoint, node_id, now)
-            self.outgoing.append(Reply(routing_id, self._pong(node_id, endpoint)))
+            self.outgoing.append(Reply(routing_id, self.frames.pong(node_id, endpoint)))
             return
         sender = self.senders.get(routing_id)
         if sender is None:
             raise DecodeError("cluster frame from a sender that never said PING")
         sender_endpoint, sender_node = sender
         self._heard(sender_endpoint, sender_node, now)
-        handle = self._handlers.get(command)
-        if handle is None:
-            raise DecodeError(f"unknown cluster command {command[:20]!r}")
-        handle(routing_id, sender_node, frames, batch, own, now)
-
-    # -- one handler per frame a peer sends, after its PING -----------------------------
-
-    def _on_replicate(self, routing_id: bytes, sender: bytes, frames: list[bytes],
-                      batch: Batch, own: DeliveryState, now: float) -> None:
-        self._store_copies(routing_id, sender, cw.decode_replicate(frames), batch)
-
-    def _on_remove(self, routing_id: bytes, sender: bytes, frames: list[bytes],
-                   batch: Batch, own: DeliveryState, now: float) -> None:
-        origin, remove_id, seqs = cw.decode_remove(frames)
-        self.done.apply_remove(origin, seqs, batch, own, now)
-        self._after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
-
-    def _on_done(self, routing_id: bytes, sender: bytes, frames: list[bytes],
-                 batch: Batch, own: DeliveryState, now: float) -> None:
-        origin, done_id, group, seqs = cw.decode_done(frames)
-        self.done.apply_done(origin, group, seqs, batch, own)
-        self._after_write.append(Reply(routing_id, cw.encode_noted(done_id)))
-
-    def _on_applied(self, routing_id: bytes, sender: bytes, frames: list[bytes],
-                    batch: Batch, own: DeliveryState, now: float) -> None:
-        self.replicas.drop_tombstones(batch, sender, cw.decode_applied(frames))
-
-    def _on_topics(self, routing_id: bytes, sender: bytes, frames: list[bytes],
-                   batch: Batch, own: DeliveryState, now: float) -> None:
-        origin, reads = cw.decode_topics(frames)
-        if origin != sender:
-            raise DecodeError("a node may only describe its own topics")
-        self.replicas.describe_topics(batch, origin, reads)
-
-    def _on_routing(self, routing_id: bytes, sender: bytes, frames: list[bytes],
-                    batch: Batch, own: DeliveryState, now: float) -> None:
-        origin, routing = cw.decode_routing_frame(frames)
-        if origin != sender:
-            raise DecodeError("a node may only describe its own routes")
-        endpoint, _ = self.senders.get(routing_id) or ("", b"")
-        self.protocols.heard(endpoint, routing.protocol)
-        self.routes.learned(endpoint, routing)
-
-    def _pong(self, node_id: bytes, endpoint: str) -> list[bytes]:
-        """Tombstones of the asker's messages, and those it must not deliver yet: out
-        with our consumers, or acked here and the remove not confirmed by it."""
-        tombstones: list[int] = []
-        if self.replicas.tombstones[node_id] > 0:
-            tombstones = self.replicas.tombstone_seqs(node_id, TOMBSTONES_PER_PONG + 1)
-        more = len(tombstones) > TOMBSTONES_PER_PONG
-        held = self.takeovers.out_with_consumers(node_id) | self.removes.unconfirmed(
-            node_id, endpoint)
-        return cw.encode_pong(self.node_id, tombstones[:TOMBSTONES_PER_PONG], more,
-                              sorted(held)[:HELD_PER_PONG])
-
-    def _store_copies(self, routing_id: bytes, sender_node: bytes,
-                      replicate: cw.Replicate, batch: Batch) -> None:
-        if replicate.origin != sender_node:
-            raise DecodeError("a node may only replicate its own messages")
-        holders = decode_holders(replicate.holders)
-        log.debug("replicas_received", origin=sender_node.decode(),
-                  batch_id=replicate.batch_id, messages=len(replicate.messages))
-        for seq, value in replicate.messages:
-            self.replicas.add(batch, replicate.origin, seq, holders, value)
-        # Confirm only once the batch holding the copies is written.
-        self._after_write.append(Reply(routing_id, cw.encode_replicated(replicate.batch_id)))
+        self.frames.handle(command, routing_id, sender_node, frames, batch, own, now)
 
     def receive_reply(self, endpoint: str, frames: list[bytes], batch: Batch,
                       own: DeliveryState, now: float) -> list[PendingAck]:
@@ -396,7 +307,8 @@ class ClusterCore(Participant):
                 for seq in pong.tombstones:
                     own.ack(batch, seq)
                 self._after_write.append(ToPeer(endpoint, cw.encode_applied(pong.tombstones)))
-            self._update_held(endpoint, set(pong.held), own)
+            if self.holds.update(endpoint, set(pong.held)):
+                self._released(own)
             if not pong.more:
                 self._synced.add(endpoint)
             return []
@@ -413,17 +325,11 @@ class ClusterCore(Participant):
             return []
         raise DecodeError(f"unknown cluster reply {command[:20]!r}")
 
-    def _update_held(self, endpoint: str, held: set[int], own: DeliveryState) -> None:
-        released = self._held.get(endpoint, set()) - held
-        self._held[endpoint] = held
-        if released:
-            self._released(own)
-
     def _released(self, own: DeliveryState) -> None:
         """A peer let own messages go (gave them up, confirmed them, or went down with
         them out): they were skipped while held, so every reader looks again."""
         own.rewind()
-        self.on_released()
+        self.hub.publish(PeersReleased())
 
     # -- batch participant -------------------------------------------------------------
 
@@ -446,31 +352,11 @@ class ClusterCore(Participant):
 
     def snapshot(self, now: float) -> dict[str, object]:
         return {
-            "peers": self._peer_figures(now),
+            "peers": peer_figures(self.peers, self.replicas, self.tracker, self.removes,
+                                  self.holds, self.protocols, now),
             "replication_failures": self.tracker.failures,
             "cluster_rejected": self.rejected,
             "replicas_held": sum(self.replicas.counts.values()),
             "tombstones_held": sum(self.replicas.tombstones.values()),
             "takeovers": [origin.decode() for origin in self.takeovers.active_origins()],
         }
-
-    def _peer_figures(self, now: float) -> list[dict[str, object]]:
-        return [{
-            "endpoint": peer.endpoint,
-            "node_id": (peer.node_id or b"").decode(),
-            # up: it talks to us and answers us; unreachable: it talks to us, but our
-            # link to it gets no answer (so no copies go to it); down: silent.
-            "state": ("up" if peer.reachable else "unreachable") if peer.up else "down",
-            "reachable": peer.reachable,
-            "last_heard_seconds": (None if peer.last_heard is None
-                                   else round(now - peer.last_heard, 3)),
-            "replicas_held": self.replicas.counts[peer.node_id] if peer.node_id else 0,
-            "replication_lag": self.tracker.lag.get(peer.endpoint, 0),
-            "removes_owed": self.removes.owed_to(peer.endpoint),
-            "held_there": len(self._held.get(peer.endpoint, ())),
-            "protocol": self.protocols.spoken.get(peer.endpoint),  # None: not heard yet
-        } for peer in self.peers.peers.values()]
-
-
-NO_CLUSTER: dict[str, object] = {"peers": [], "replication_failures": 0, "cluster_rejected": 0,
-                                 "replicas_held": 0, "tombstones_held": 0, "takeovers": []}

@@ -17,13 +17,13 @@ those messages back (they are in the ``held`` of our PONG).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.takeover import Takeovers
 from pzq.delivery.state import DeliveryState
+from pzq.events import EventHub, GroupDoneElsewhere
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store.batch import Batch
 from pzq.store.replicas import ReplicaStore
@@ -31,13 +31,13 @@ from pzq.store.replicas import ReplicaStore
 
 class Dones:
     def __init__(self, ledger: RemoveLedger, replicas: ReplicaStore, peers: PeerTable,
-                 takeovers: Takeovers, settings: ClusterSettings, node_id: bytes) -> None:
+                 takeovers: Takeovers, settings: ClusterSettings, node_id: bytes,
+                 hub: EventHub) -> None:
         self.ledger = ledger
         self.replicas = replicas
         self.peers = peers
         self.takeovers = takeovers
-        # Own named groups done elsewhere: applied by the node's consume endpoint.
-        self.own_group_done: Callable[[Batch, str, list[int]], None] = lambda b, g, s: None
+        self.hub = hub  # own named groups done elsewhere: published, for their endpoint
         self.settings = settings
         self.node_id = node_id
         self._removes: defaultdict[bytes, list[int]] = defaultdict(list)
@@ -102,7 +102,7 @@ class Dones:
         over), or copies we hold (marked, dropped once every group is done)."""
         if origin == self.node_id:
             if group != DEFAULT_GROUP:
-                self.own_group_done(batch, group, seqs)
+                self.hub.publish(GroupDoneElsewhere(batch, group, seqs))
                 return
             for seq in seqs:
                 own.ack(batch, seq)

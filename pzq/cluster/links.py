@@ -10,13 +10,17 @@ a fresh connect.
 from __future__ import annotations
 
 import errno
+from typing import Protocol
 
 import zmq
 
-from pzq.cluster.core import ClusterCore, Reply, ToPeer
+from pzq.cluster.peers import PeerTable
 from pzq.cluster.replication import PendingAck
+from pzq.cluster.routes import Routes
+from pzq.cluster.sends import Reply, Send, ToPeer
+from pzq.cluster.settings import ClusterSettings
 from pzq.delivery.state import DeliveryState
-from pzq.security import NodeCurve
+from pzq.security import NodeSecurity
 from pzq.sockets import bind, dual_stack
 from pzq.store.batch import Batch
 from pzq.zmqio import Context, Events, Socket, drain
@@ -25,16 +29,46 @@ PEER_SNDHWM = 10_000
 RECEIVE_BATCH = 1024
 
 
+class LinkedCore(Protocol):
+    """What the sockets and the loop ask of the cluster's rules (pzq.cluster.core)."""
+
+    @property
+    def settings(self) -> ClusterSettings: ...
+
+    @property
+    def peers(self) -> PeerTable: ...
+
+    @property
+    def routes(self) -> Routes: ...
+
+    def heartbeat(self, now: float, own: DeliveryState) -> None: ...
+
+    def receive_request(self, routing_id: bytes, frames: list[bytes], batch: Batch,
+                        own: DeliveryState, now: float) -> None: ...
+
+    def receive_reply(self, endpoint: str, frames: list[bytes], batch: Batch,
+                      own: DeliveryState, now: float) -> list[PendingAck]: ...
+
+    def take_outgoing(self) -> list[Send]: ...
+
+    def next_deadline(self) -> float | None: ...
+
+    def expire(self, now: float) -> list[PendingAck]: ...
+
+    def owe_removes(self, batch: Batch, now: float) -> None: ...
+
+    def flush_removes(self, now: float) -> None: ...
+
+
 class ClusterLinks:
-    def __init__(self, core: ClusterCore, context: Context,
-                 curve: NodeCurve | None, now: float) -> None:
+    def __init__(self, core: LinkedCore, context: Context,
+                 security: NodeSecurity, now: float) -> None:
         """Bind the ROUTER and connect to every peer, with the node's CURVE keys when
         it has them (the ROUTER in the cluster's ZAP domain when nodes have their own)."""
         self.core = core
         settings = core.settings
         self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
-                           curve.keys if curve else None,
-                           curve.cluster_domain if curve else None)
+                           security, cluster=True)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.dealers: dict[str, Socket] = {}
         self._connected_at: dict[str, float] = {}
@@ -44,8 +78,7 @@ class ClusterLinks:
             dealer.setsockopt(zmq.IMMEDIATE, 1)  # nothing queues for a peer that is away
             dealer.setsockopt(zmq.SNDHWM, PEER_SNDHWM)
             dual_stack(dealer, endpoint)
-            if curve is not None:
-                curve.to_peer(endpoint).apply(dealer)
+            security.to_peer(endpoint).apply(dealer)
             dealer.connect(endpoint)
             self.dealers[endpoint] = dealer
             self._connected_at[endpoint] = now

@@ -9,16 +9,19 @@ loop (pzq.cluster.part) is opened only then.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
-from pzq.cluster.core import NO_CLUSTER
+from pzq.clock import Now
+from pzq.cluster.figures import NO_CLUSTER
 from pzq.cluster.replication import PendingAck
 from pzq.cluster.routes import Routes
-from pzq.delivery.state import DeliveryState, never_held
+from pzq.delivery.state import DeliveryState
+from pzq.parts import Part
 from pzq.protocol import cluster as cw
+from pzq.security import NodeSecurity
 from pzq.store.batch import Batch
 from pzq.store.record import Stored
+from pzq.zmqio import Context
 
 
 class TakenOver(Protocol):
@@ -43,13 +46,14 @@ class Cluster(Protocol):
     @property
     def takeovers(self) -> TakenOver: ...
 
+    def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
+                  now: Now) -> Part: ...  # its sockets in the node's loop
+
     def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
                 final: bool = True) -> None: ...
 
     def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
                      now: float) -> None: ...
-
-    def owe_removes(self, batch: Batch, now: float) -> None: ...
 
     def replicate(self, stored: list[Stored], now: float) -> None: ...
 
@@ -60,13 +64,6 @@ class Cluster(Protocol):
     def fail_all(self) -> list[PendingAck]: ...
 
     def own_delivery_allowed(self, now: float) -> bool: ...
-
-    def held_elsewhere(self, seq: int) -> bool: ...
-
-    def lowest_held(self) -> int | None: ...
-
-    def follow_groups(self, done_elsewhere: Callable[[Batch, str, list[int]], None],
-                      rewind: Callable[[], None]) -> None: ...
 
     def snapshot(self, now: float) -> dict[str, object]: ...
 
@@ -95,15 +92,16 @@ class NoCluster:
         self.routes = routes  # this node alone (LONE_NODE)
         self.takeovers = NoTakeovers()
 
+    def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
+                  now: Now) -> Part:
+        return Part()  # no sockets: nothing for the loop to do
+
     def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
                 final: bool = True) -> None:
         pass
 
     def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
                      now: float) -> None:
-        pass
-
-    def owe_removes(self, batch: Batch, now: float) -> None:
         pass
 
     def replicate(self, stored: list[Stored], now: float) -> None:
@@ -120,16 +118,6 @@ class NoCluster:
 
     def own_delivery_allowed(self, now: float) -> bool:
         return True
-
-    # the very function the states compare with, so they skip the question per message
-    held_elsewhere = staticmethod(never_held)
-
-    def lowest_held(self) -> int | None:
-        return None
-
-    def follow_groups(self, done_elsewhere: Callable[[Batch, str, list[int]], None],
-                      rewind: Callable[[], None]) -> None:
-        pass
 
     def snapshot(self, now: float) -> dict[str, object]:
         return NO_CLUSTER

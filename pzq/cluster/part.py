@@ -1,23 +1,21 @@
 """The cluster as a part of the node's loop (pzq.parts): its sockets (pzq.cluster.links),
-peers' frames into the wake's batch, the core's frames out after the write, heartbeats
-at the scheduler's tick, and a wake for the next replication deadline. Producer ACKs
-that waited for copies go to ``replicated`` as they complete (all copies confirmed, or
-the deadline passed).
+peers' frames into the wake's batch, what the wake's ACKs leave owed to the peers
+into the same batch, the core's frames out after the write, heartbeats at the
+scheduler's tick, and a wake for the next replication deadline. Producer ACKs that
+waited for copies are published on the node's hub as they complete (all copies
+confirmed, or the deadline passed), for the producers' endpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pzq.clock import Now
 from pzq.cluster.links import ClusterLinks
-from pzq.cluster.replication import PendingAck
+from pzq.cluster.replication import CopiesSettled, PendingAck
 from pzq.delivery.state import DeliveryState
+from pzq.events import EventHub
 from pzq.parts import HEARTBEAT, Part
 from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
-
-Replicated = Callable[[list[PendingAck]], None]
 
 
 def heartbeat_period_us(timeout_nodes_s: float) -> int:
@@ -26,14 +24,14 @@ def heartbeat_period_us(timeout_nodes_s: float) -> int:
 
 
 class ClusterPart(Part):
-    def __init__(self, links: ClusterLinks, own: DeliveryState, replicated: Replicated) -> None:
+    def __init__(self, links: ClusterLinks, own: DeliveryState, hub: EventHub) -> None:
         self.links = links
         self.core = links.core
         self.own = own  # this node's ``default`` state: what peers still have out
-        self.replicated = replicated
+        self.hub = hub
 
-    def bound(self) -> dict[str, Socket]:
-        return {"cluster": self.links.router}
+    def bound(self) -> list[Socket]:
+        return [self.links.router]
 
     def polled(self) -> list[Socket | int]:
         return list(self.links.sockets())
@@ -53,13 +51,21 @@ class ClusterPart(Part):
             self.links.heartbeat(now.mono, self.own)
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
-        self.replicated(self.links.receive(events, batch, self.own, now.mono))
+        self._settled(self.links.receive(events, batch, self.own, now.mono))
         self.core.routes.adopt(now.wall_us)
 
+    def finish(self, batch: Batch, now: Now) -> None:
+        """The removes and dones the wake's ACKs owe the peers, persisted with them."""
+        self.core.owe_removes(batch, now.mono)
+
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        self.replicated(self.core.expire(now.mono))
+        self._settled(self.core.expire(now.mono))
         self.core.flush_removes(now.mono)
         self.links.send()
+
+    def _settled(self, acks: list[PendingAck]) -> None:
+        if acks:
+            self.hub.publish(CopiesSettled(acks))
 
     def close(self) -> None:
         self.links.close()

@@ -21,6 +21,14 @@ class PendingAck:
     replicated: bool = False  # done with every copy confirmed (else REPLICATION_FAILED)
 
 
+@dataclass(frozen=True)
+class CopiesSettled:
+    """Producer ACKs that waited for copies, now due: every copy confirmed, or the
+    deadline passed (an event on the node's hub, for the producers' endpoint)."""
+
+    acks: list[PendingAck]
+
+
 @dataclass
 class SentBatch:
     endpoint: str

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pzq.cluster.peers import PeerTable
-from pzq.delivery.areas import Area, TakeoverArea
+from pzq.delivery.areas import TakeoverArea
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.topic_reads import DEFAULT_GROUP
@@ -24,7 +24,7 @@ from pzq.store.replicas import Holders, ReplicaStore
 
 log = get_logger("pzq.cluster.takeover")
 
-StateFactory = Callable[[Area], DeliveryState]
+StateFactory = Callable[[TakeoverArea], DeliveryState]
 GROUP_COUNTS = ("delivered", "redelivered", "acked", "nacked", "expired", "dead_lettered")
 
 

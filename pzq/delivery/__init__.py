@@ -1,12 +1,14 @@
 """Delivery: which stored message goes to a consumer next, and what happens after.
 
 - ``state``: a DeliveryState walks one store area through stored, in flight, acked
-  or ready again
+  or ready again (``settings``: what it is given; ``owed``: what it owes the store)
 - ``areas``: the areas (this node's messages, or a down node's it took over)
 - ``groups``: the areas consumer groups read
 - ``entries``, ``inflight``, ``redelivery``: ordered tables for the in-flight LRU and
   the redelivery queue
 - ``delayed``: deliveries that wait out a backoff or a delayed NACK
+- ``held``: whether another node has a message out
+- ``framing``: --send-dsn's frames
 - ``window``: how many deliveries may be unacked at once
 
 No sockets here; time comes in.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, delete_each, load_delivered_below
-from pzq.delivery.state import DeliverySettings
+from pzq.delivery.settings import DeliverySettings
 from pzq.store import keyspace, record
 from pzq.store.batch import Batch
 from pzq.store.store import Store

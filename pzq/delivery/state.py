@@ -10,54 +10,40 @@ nothing in memory) every stored message is ready again, oldest first. A rewind o
 the cursor is safe: what is in flight or waiting is skipped.
 
 No socket is touched here: ``deliver`` is given a send function, and every time
-comes in as ``now_us``, so the state machine is tested without sleeping.
+comes in as ``now_us``, so the state machine is tested without sleeping. What is
+owed to the store is kept apart (pzq.delivery.owed), and so is the answer to
+whether another node has a message out (pzq.delivery.held), given at creation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pzq.counters import Counters
 from pzq.delivery.areas import Area
 from pzq.delivery.delayed import DelayedDeliveries
+from pzq.delivery.framing import SendFrames, delivery_frames
+from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.inflight import InFlight, InFlightTable
+from pzq.delivery.owed import OwedWrites
 from pzq.delivery.redelivery import RedeliveryQueue
-from pzq.protocol.frames import delivery_headers, encode_delivery
+from pzq.delivery.settings import DeliverySettings
 from pzq.protocol.message_keys import message_key
 from pzq.store import record
 from pzq.store.batch import Batch, Participant
 
-SendFrames = Callable[[list[bytes]], bool]  # False: no consumer can take it now
 # A delivery as the store holds it: seq, message key, stored record, its delivery count
 # with this one; False: no consumer can take it now. The endpoint encodes it.
 Outlet = Callable[[int, bytes, bytes, int], bool]
 CURSOR_CHUNK = 256
 
 
-def never_held(seq: int) -> bool:
-    """No other node has any of this node's messages out (no cluster, or none yet)."""
-    return False
-
-
-@dataclass(frozen=True)
-class DeliverySettings:
-    ack_timeout_us: int
-    inflight_size: int  # bytes of messages tracked in flight
-    max_deliveries: int = 0  # 0: deliver again for ever
-    with_headers: bool = False  # --delivery-headers
-    # waits before a delivery whose deadline passed goes again: the n-th entry after
-    # the n-th delivery, the last one for every later delivery (none: at once)
-    backoff_us: tuple[int, ...] = ()
-
-    def backoff_after(self, deliveries: int) -> int:
-        if not self.backoff_us:
-            return 0
-        return self.backoff_us[min(deliveries, len(self.backoff_us)) - 1]
-
-
 class DeliveryState(Participant):
-    def __init__(self, area: Area, settings: DeliverySettings, counters: Counters) -> None:
+    """``held``: which of this node's messages another node has out (it took them over
+    while this node was away); not delivered here until it lets them go."""
+
+    def __init__(self, area: Area, settings: DeliverySettings, counters: Counters,
+                 held: HeldElsewhere = NOBODY_ELSE) -> None:
         self.area = area
         self.apply(settings)
         self.counters = counters
@@ -68,28 +54,18 @@ class DeliveryState(Participant):
         # Where the first deliveries had gone before a restart (or on the origin, for a
         # takeover): a message below it comes again with a count of at least 2.
         self.delivered_before = area.delivered_below()
-        self._delivered_kept = self.delivered_before  # the figure last written
+        self.owed = OwedWrites(self.delivered_before)
         # Deliveries sent before the last reaper run may be evicted; younger ones
         # may not, so a full table waits for ACKs or the next run instead of
         # churning out duplicates as fast as consumers take them.
         self.evictable_before_us = 0
         self._table_full = False  # set when nothing could be evicted; cleared by any change
-        # Work that must reach the store with the next batch: bookkeeping of given-back
-        # messages, and deletes whose batch failed to write.
-        self._rewrites: dict[int, bytes] = {}
-        self._rewriting: dict[int, bytes] = {}  # ... in the batch being built
-        self._delivered_writing = 0  # the figure kept before the batch being built
-        self._unwritten_deletes: dict[int, int] = {}
-        self._deleting: dict[int, int] = {}  # deletes in the batch being built
-        self._dead: dict[int, bytes] = {}  # delivered too often: to the dead letters
-        self._dead_moving: dict[int, bytes] = {}  # ... in the batch being built
         self._newly_dead: list[InFlight] = []  # for the archive: take_newly_dead
         # A paused state delivers nothing and lets expired deliveries go: its area's
         # origin is back and delivers them itself. ACKs are still applied.
         self.paused = False
-        # Messages another node has out with its consumers (it took them over while
-        # this node was away): not delivered here until it lets them go.
-        self.held_elsewhere: Callable[[int], bool] = never_held
+        self.held = held
+        self.held_elsewhere = held.holds  # asked once per message
 
     def apply(self, settings: DeliverySettings) -> None:
         """Settings from now on (an operator changed a group's): deliveries out keep
@@ -110,9 +86,7 @@ class DeliveryState(Participant):
         or its delete under way): what a restart need not walk again."""
         open_seqs = [entry.seq for table in (self.inflight, self.ready, self.delayed)
                      for entry in table.entries()]
-        open_seqs += [*self._unwritten_deletes, *self._dead, *self._deleting,
-                      *self._dead_moving]
-        return min([self.cursor, *open_seqs])
+        return min([self.cursor, *open_seqs, *self.owed.leaving_seqs()])
 
     def rewind(self, delivered_below: int = 0) -> None:
         """Look at every stored message again (the takeover rule's answer changed, or
@@ -128,40 +102,15 @@ class DeliveryState(Participant):
 
     def prepare(self, batch: Batch) -> None:
         """Start a batch with what earlier wakes left to write: how far the first
-        deliveries went, and the counts of messages delivered again."""
-        self._delivered_writing = self._delivered_kept
-        if self.cursor > self._delivered_kept:
-            self.area.keep_delivered_below(batch, self.cursor)
-            self._delivered_kept = self.cursor
-        for seq, value in self._rewrites.items():
-            self.area.rewrite(batch, seq, value)
-        self._rewriting, self._rewrites = self._rewrites, {}
-        unwritten, self._unwritten_deletes = self._unwritten_deletes, {}
-        for seq, size in unwritten.items():
-            self._delete(batch, seq, size)
-        self._dead_moving, self._dead = self._dead, {}
-        for seq, value in self._dead_moving.items():
-            self.area.dead_letter(batch, seq, value)
+        deliveries went, the counts of messages delivered again, deletes, dead letters."""
+        self.owed.prepare(batch, self.area, self.cursor)
 
     def written(self) -> None:
-        self._deleting = {}
-        self._dead_moving = {}
-        self._rewriting = {}
+        self.owed.written()
 
     def failed(self) -> None:
-        """Keep the batch's deletes for the next one; ACKed messages must not linger.
-        Counts and how far deliveries went are written again too."""
-        self._delivered_kept = self._delivered_writing
-        self._rewrites = {**self._rewriting, **self._rewrites}
-        self._rewriting = {}
-        self._unwritten_deletes.update(self._deleting)
-        self._deleting = {}
-        self._dead.update(self._dead_moving)
-        self._dead_moving = {}
-
-    def _delete(self, batch: Batch, seq: int, size: int) -> None:
-        self._deleting[seq] = size
-        self.area.delete(batch, seq, size)
+        """Keep the batch's deletes for the next one; ACKed messages must not linger."""
+        self.owed.failed()
 
     # -- consumer ACKs -------------------------------------------------------
 
@@ -173,7 +122,7 @@ class DeliveryState(Participant):
             entry = self._acked_late(batch, seq)
             if entry is None:
                 return None
-        self._delete(batch, seq, entry.size)
+        self.owed.delete(batch, self.area, seq, entry.size)
         self.counters.acked += 1
         return entry
 
@@ -183,7 +132,7 @@ class DeliveryState(Participant):
         removed, each with whether its message left the store (no other group holds
         it), and the seqs not known."""
         self._table_full = False
-        pop, deleting = self.inflight.pop, self._deleting
+        pop, deleting = self.inflight.pop, self.owed.deleting
         found: list[InFlight] = []
         deletes: list[tuple[int, int]] = []
         unknown: list[int] = []
@@ -220,8 +169,7 @@ class DeliveryState(Participant):
 
     def _stored_entry(self, batch: Batch, seq: int) -> InFlight | None:
         """A message ACKed after it left memory (e.g. sent before a restart)."""
-        if (seq in self._deleting or seq in self._unwritten_deletes
-                or seq in self._dead or seq in self._dead_moving):
+        if self.owed.leaving(seq):
             return None
         value = self.area.get(seq)
         if value is None:
@@ -237,7 +185,7 @@ class DeliveryState(Participant):
     def forget(self, seq: int) -> None:
         """Acked on another node: stop tracking the message here (and write nothing of
         it: a count written after its delete would bring it back)."""
-        self._rewrites.pop(seq, None)
+        self.owed.rewrites.pop(seq, None)
         self.inflight.pop(seq)
         self.ready.remove(seq)
         self.delayed.remove(seq)
@@ -293,8 +241,8 @@ class DeliveryState(Participant):
         """To the dead letters with the next batch, with its history."""
         entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
                                               entry.deliveries)
-        self._rewrites.pop(entry.seq, None)
-        self._dead[entry.seq] = entry.value
+        self.owed.rewrites.pop(entry.seq, None)
+        self.owed.dead[entry.seq] = entry.value
         self._newly_dead.append(entry)
         self.counters.dead_lettered += 1
 
@@ -394,16 +342,12 @@ class DeliveryState(Participant):
 
     def _others_may_hold(self) -> bool:
         """Whether a message may be taken by anything but the in-flight table."""
-        return bool(self._unwritten_deletes or self._deleting or self.ready or self.delayed
-                    or self._dead or self._dead_moving
-                    or self.held_elsewhere is not never_held)
+        return bool(self.ready or self.delayed or self.owed.any_leaving() or self.held.any())
 
     def _taken(self, seq: int) -> bool:
         """Out, waiting to go again, leaving the store, or another node's for now."""
-        return (seq in self._unwritten_deletes or seq in self._deleting
-                or seq in self.inflight or seq in self.ready or seq in self.delayed
-                or seq in self._dead or seq in self._dead_moving
-                or self.held_elsewhere(seq))
+        return (seq in self.inflight or seq in self.ready or seq in self.delayed
+                or self.owed.leaving(seq) or self.held_elsewhere(seq))
 
     def _send(self, send: Outlet, entry: InFlight, now_us: int) -> bool:
         if not self._room_for(entry):
@@ -418,7 +362,7 @@ class DeliveryState(Participant):
         entry.deliveries = deliveries
         entry.first_delivered_us = entry.first_delivered_us or now_us
         if deliveries > 1:  # kept, so that the count only grows across a restart
-            self._rewrites[entry.seq] = record.with_bookkeeping(
+            self.owed.rewrites[entry.seq] = record.with_bookkeeping(
                 entry.value, entry.first_delivered_us, deliveries)
         for evicted in self.inflight.add(entry):
             self.counters.evicted += 1
@@ -432,12 +376,3 @@ class DeliveryState(Participant):
             return True
         oldest = self.inflight.oldest()
         return oldest is None or oldest.sent_us < self.evictable_before_us
-
-
-def delivery_frames(key: bytes, value: bytes, deliveries: int, sent_us: int,
-                    ack_timeout_us: int, with_headers: bool) -> list[bytes]:
-    """A stored record as one delivery in --send-dsn's frames (--delivery-headers:
-    ``with_headers``)."""
-    stored = record.decode(value)
-    headers = delivery_headers(deliveries, stored.headers) if with_headers else ()
-    return encode_delivery(key, sent_us, ack_timeout_us, stored.parts, headers)

@@ -31,7 +31,7 @@ from pzq.errors import ExitCode
 from pzq.monitoring.history import History
 from pzq.monitoring.scrape import Scraper
 from pzq.node.waker import Waker
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 from pzq.tool_base import ToolParser, quiet_on_closed_pipe
 
 # Its meanings of the codes in pzq.errors:
@@ -66,7 +66,7 @@ class Exporter:
 
 
 def serve(dsns: Sequence[str], host: str, port: int, timeout: float,
-          curve: ClientCurve | None = None, sample_interval: float = 2.0,
+          curve: ClientSecurity | None = None, sample_interval: float = 2.0,
           history_minutes: float = 10.0) -> Exporter:
     """Start serving in background threads; OSError when the address cannot be bound."""
     # Imported here: without the monitoring extra, main() says what to install.

@@ -17,9 +17,9 @@ from prometheus_client.core import (
 )
 
 from pzq.client.monitor import StatsAnswer, taken_over_inflight
+from pzq.monitoring.endpoint_metrics import endpoint_families
 from pzq.monitoring.scrape import Scraper
 from pzq.monitoring.topic_metrics import topic_families
-from pzq.monitoring.zper_metrics import zper_families
 
 LABELS = ["node", "monitor"]
 
@@ -87,7 +87,7 @@ class PzqCollector:
         live = [answer for answer in answers if answer.stats is not None]
         yield from self._simple(live)
         yield from self._archive(live)
-        yield from zper_families(live, self._labels)
+        yield from endpoint_families(live, self._labels)
         yield from self._labelled(live)
         yield from self._takeovers(live)
         yield from topic_families(live, self._labels)

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import zmq
 
 from pzq.client.monitor import StatsAnswer, fetch_stats
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 MAX_THREADS = 32
 CONCURRENT_SCRAPES = 3  # Prometheus, the history sampler and a page, at the same time
@@ -25,7 +25,7 @@ class Scraper:
     """
 
     def __init__(self, dsns: Sequence[str], timeout: float,
-                 curve: ClientCurve | None = None) -> None:
+                 curve: ClientSecurity | None = None) -> None:
         self.dsns = list(dsns)
         self.timeout = timeout
         self.curve = curve

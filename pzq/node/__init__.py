@@ -1,14 +1,18 @@
 """The node: one thread, every socket, and the order of work in each wake.
 
-- ``config``: the options, one frozen object from CLI > config file > defaults
+- ``options``: the option rows; ``config``: the options, one frozen object from CLI >
+  config file > defaults, in one unit per kind; ``config_checks``: what they must agree on
 - ``keys``: the node's CURVE keys, read and checked before anything binds
 - ``main``: the ``pzq`` daemon: options, start-up, signals, exit codes
 - ``run``: a node's life from bind to stop
 - ``state``: what a node keeps between wakes (no sockets)
-- ``registry``: its parts (pzq.parts), opened from the options
+- ``registry``: its parts (pzq.parts), opened from the options and wired; the
+  endpoints declared once in ``endpoints``, plug-ins given ``wiring``
 - ``device``: the order of one wake
-- ``intake``, ``outbox``, ``batch_acks``: the producers' flow: messages into the
-  wake's batch, and the ACKs owed (a produce batch's once all are answered)
+- ``intake_part`` with ``intake``, ``outbox``, ``batch_acks``: the producers'
+  endpoint: messages into the wake's batch, and the ACKs owed (a produce batch's once
+  all are answered)
+- ``upkeep``: the node's own timed work, as a part
 - ``scheduler``, ``waker``: interval jobs that only wake the loop, through a pipe
 - ``figures``, ``topic_figures``, ``topic_rates``: MONITOR and STATS, from counters
 - ``shards``, ``shard_layout``, ``shard_process``, ``start_report``: ``pzq --shards N``:

@@ -1,9 +1,47 @@
-"""The node's figures for MONITOR and STATS, all from counters kept as work happens."""
+"""The node's figures for MONITOR and STATS, all from counters kept as work happens,
+and the part of the loop that keeps their rates and gives them."""
 
 from __future__ import annotations
 
+from collections.abc import Sized
+
 from pzq import __version__
+from pzq.clock import Now
 from pzq.node.state import NodeState
+from pzq.node.topic_figures import topic_figures
+from pzq.node.topic_rates import TopicRates
+from pzq.parts import Figures, Part
+from pzq.serving.connections import ConsumerCount
+from pzq.serving.named_groups import NamedGroups
+from pzq.zmqio import Events
+
+
+class NodeFigures(Part):
+    """The node's sections of STATS; the rates are sampled once a wake, before the
+    monitor answers. ``acks``: producer ACKs waiting to be sent; ``connections``: the
+    consumers on --send-dsn; ``consume``: the named groups."""
+
+    def __init__(self, node: NodeState, acks: Sized, connections: ConsumerCount,
+                 consume: NamedGroups) -> None:
+        self.node = node
+        self.acks = acks
+        self.connections = connections
+        self.consume = consume
+        self.topic_rates = TopicRates()
+
+    def answer(self, events: Events, now: Now) -> None:
+        node = self.node
+        node.rates.sample(now.mono, node.counters)
+        self.topic_rates.sample(now.mono, node.topics, self.consume)
+
+    def figures(self, now: Now) -> Figures:
+        node = self.node
+        figures = node_figures(node, len(self.acks), self.connections.connected, now.mono,
+                               now.wall_us / 1e6)
+        figures["topics"] = topic_figures(node, self.consume, self.topic_rates, now.wall_us,
+                                          now.mono)
+        figures["taken_over"] = node.cluster.takeovers.figures(now.wall_us)
+        return figures
 
 
 def node_figures(node: NodeState, pending_producer_acks: int, consumers_connected: int,

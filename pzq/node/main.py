@@ -15,8 +15,9 @@ from pzq.backup.manifest import RESTORE_SEQ_GAP, check_restore, restored
 from pzq.clock import Now
 from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
-from pzq.node.config import OPTIONS, Config, Option, build_config
+from pzq.node.config import Config
 from pzq.node.keys import node_curve
+from pzq.node.options import OPTIONS, Option, build_config
 from pzq.node.run import StopRequest, run
 from pzq.node.shards import run_shards
 from pzq.node.start_report import NO_REPORT, StartReport, start_report
@@ -126,7 +127,7 @@ def open_store(config: Config) -> Store:
     backup = check_restore(database, archive_dir)
     refuse_other_content(database)
     store = Store.open(database, hard_sync=config.hard_sync,
-                       sync_interval_s=config.sync_interval / 1e6, now=Now.read().mono)
+                       sync_interval_s=config.sync_interval_s, now=Now.read().mono)
     if backup is not None:
         store.skip_seqs(RESTORE_SEQ_GAP)
         restored(database)

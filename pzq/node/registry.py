@@ -1,209 +1,126 @@
-"""The node's parts (pzq.parts), one opener a part, in the order the loop asks them.
+"""The node's parts (pzq.parts), opened in the order the loop asks them, each wired to
+what it needs by name here, where the whole wiring can be read.
 
-An opener reads the options and returns its part with its sockets bound, or None
-when the part is off; it may use the parts opened before it. A new endpoint is a
-module with its part, an option in pzq.node.config and a line in ``OPENERS``.
-
-The order is the loop's: the cluster first (peers' frames before the consumers'); the
-archive before the groups (it learns the wake's time before their ACKs append) and
-before the ZPER parts (its fsync before the writer says what is durable); ``default``
-(--send-dsn) before the named groups (its reaper tick reaps the takeovers before any
-group reaps its own); the ZPER writer before its ack publisher; backups after them
-all (a wake's step of a backup comes once its other work is done). The monitor,
-which answers for all of them, is the device's and comes last.
+The node's own parts first: its upkeep (the store's timed fsync, backfill), the
+cluster (peers' frames before the consumers'; a part that does nothing without a
+cluster), the producers' intake (--receive-dsn), the archive (it learns the wake's
+time before the ACKs append, and fsyncs before the ZPER parts say what is durable),
+``default`` (--send-dsn; its reaper tick reaps the takeovers before any group reaps
+its own), the named groups (--consume-dsn) and the node's figures. Then the plug-in
+endpoints that are on (pzq.node.endpoints), the administration, and last the
+monitor, which answers for all of them. A part that is off is not opened, and the
+loop, the scheduler's jobs, node_ready and the close ask only the list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
-
-import zmq
-
 from pzq import __version__, sockets
-from pzq.archive.tier.archiving import Archiving
-from pzq.archive.tier.part import ArchivePart
-from pzq.archive.zper.ack import ACK_SNDHWM, ZperAck, ZperAckPart
-from pzq.archive.zper.reader_server import ArchiveReaders
-from pzq.archive.zper.relay import ZperRelay, ZperRelayPart
-from pzq.archive.zper.writer import NoWrites, ZperWriter, ZperWriterPart
+from pzq.admin.monitor import Monitor
+from pzq.admin.node_admin import Admin
+from pzq.admin.part import Administration
+from pzq.admin.topic_admin import TopicAdmin
 from pzq.backup.job import NodeFacts
 from pzq.backup.part import Backups
 from pzq.clock import Now
-from pzq.cluster.core import ClusterCore
-from pzq.cluster.links import ClusterLinks
-from pzq.cluster.part import ClusterPart, Replicated
-from pzq.node.config import Config
+from pzq.node.endpoints import CLUSTER, CONSUME, MONITOR, PLUG_INS, RECEIVE, SEND
+from pzq.node.figures import NodeFigures
+from pzq.node.intake import Intake
+from pzq.node.intake_part import IntakePart
+from pzq.node.outbox import ProducerAcks
 from pzq.node.state import NodeState
-from pzq.parts import Part
+from pzq.node.upkeep import NodeUpkeep
+from pzq.node.wiring import NodeWiring
+from pzq.parts import Parts
 from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.protocol.topic_reads import DEFAULT_GROUP
-from pzq.security import KeyPair, NodeCurve
+from pzq.security import NodeSecurity
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.holding import GroupDelivery
+from pzq.serving.named_groups import NamedGroups, NoConsumeEndpoint
 from pzq.serving.send_endpoint import SendEndpoint
-from pzq.zmqio import Context, Socket
-
-WRITER_RCVHWM = 100_000  # ZPER writes queued before the loop takes them
-
-PartT = TypeVar("PartT", bound=Part)
+from pzq.zmqio import Context
 
 
-@dataclass(frozen=True)
-class Wiring:
-    """What an opener may use: the context to bind in, the node's keys and state, the
-    groups' one path for answers, and where producer ACKs that waited for copies go."""
-
-    context: Context
-    curve: NodeCurve | None
-    node: NodeState
-    answers: GroupAnswers
-    replicated: Replicated
-    now: Now
-
-    @property
-    def config(self) -> Config:
-        return self.node.config
-
-    @property
-    def keys(self) -> KeyPair | None:
-        return self.curve.keys if self.curve is not None else None
-
-    def bind(self, kind: int, dsn: str, flag: str,
-             options: dict[int, int] | None = None) -> Socket:
-        return sockets.bind(self.context, kind, dsn, flag, self.keys, options=options)
+def open_parts(node: NodeState, context: Context, security: NodeSecurity, now: Now) -> Parts:
+    """Every part that is on, bound; or, when one cannot bind, close those that were
+    and raise (BindError)."""
+    parts = Parts()
+    try:
+        _open(parts, NodeWiring(context, security, node.config, node.archiving, node.hub, now),
+              node)
+    except BaseException:
+        parts.close()
+        raise
+    return parts
 
 
-Opener = Callable[[Wiring, list[Part]], Part | None]
+def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
+    endpoints = node.config.endpoints
+    answers = GroupAnswers(node.archiving, node.cluster.removed)
+    parts.add(NodeUpkeep(node.store, node.topics))
+    parts.add(node.cluster.open_part(wiring.context, wiring.security, node.delivery,
+                                     wiring.now), CLUSTER.role)
+    intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)
+    parts.add(intake, RECEIVE.role)
+    parts.add(node.archiving.part())
+    send = open_send(wiring, node, endpoints[SEND.role], answers)
+    parts.add(send, SEND.role)
+    consume: NamedGroups = NoConsumeEndpoint()
+    if CONSUME.role in endpoints:
+        consume = opened = open_consume(wiring, node, endpoints[CONSUME.role], answers)
+        parts.add(opened, CONSUME.role)
+    parts.add(NodeFigures(node, intake.acks, send.connections, consume))
+    for plug_in in PLUG_INS:
+        dsn = endpoints.get(plug_in.endpoint.role)
+        if dsn is not None:
+            parts.add(plug_in.open(wiring, dsn), plug_in.endpoint.role, plug_in.endpoint.stats)
+    parts.add(open_backups(node))
+    parts.add(Administration(
+        Admin(node.store, node.delivery, node.requeued, node.copy_requeued),
+        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster),
+        node.routes))
+    monitor = sockets.bind_monitor(wiring.context, endpoints[MONITOR.role], wiring.security)
+    parts.add(Monitor(monitor, parts, node.counters), MONITOR.role)
 
 
-def first(parts: list[Part], kind: type[PartT]) -> PartT | None:
-    """The part of this kind among those opened, if it is on."""
-    return next((part for part in parts if isinstance(part, kind)), None)
-
-
-def the(parts: list[Part], kind: type[PartT]) -> PartT:
-    """The part of this kind, which is always on (--send-dsn's)."""
-    found = first(parts, kind)
-    if found is None:
-        raise LookupError(f"no {kind.__name__} among the parts")
-    return found
-
-
-def open_cluster(wiring: Wiring, opened: list[Part]) -> Part | None:
-    cluster = wiring.node.cluster
-    if not isinstance(cluster, ClusterCore):  # a lone node has no links
-        return None
-    links = ClusterLinks(cluster, wiring.context, wiring.curve, wiring.now.mono)
-    return ClusterPart(links, wiring.node.delivery, wiring.replicated)
-
-
-def open_archive(wiring: Wiring, opened: list[Part]) -> Part | None:
-    archiving = wiring.node.archiving
-    return ArchivePart(archiving) if isinstance(archiving, Archiving) else None
-
-
-def open_archive_readers(wiring: Wiring, opened: list[Part]) -> Part | None:
-    archiving, dsn = wiring.node.archiving, wiring.config.archive_dsn
-    if dsn is None or not isinstance(archiving, Archiving):
-        return None
-    return ArchiveReaders(archiving.tier, wiring.bind(zmq.ROUTER, dsn, "--archive-dsn"))
-
-
-def open_send(wiring: Wiring, opened: list[Part]) -> Part | None:
-    """``default``: own messages, and down nodes' this node took over."""
-    node, config = wiring.node, wiring.config
-    cluster = node.cluster
-    deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery, lambda: cluster.takeovers.states,
-                               node.latency)
-    socket = sockets.bind_send(wiring.context, config.send_dsn, wiring.keys)
-    return SendEndpoint(socket, deliveries, wiring.answers, node.window, node.counters,
-                        config.batch_size, config.reaper_frequency, node.reap,
-                        cluster.own_delivery_allowed)
-
-
-def open_consume(wiring: Wiring, opened: list[Part]) -> Part | None:
-    node, config = wiring.node, wiring.config
-    if config.consume_dsn is None:
-        return None
-    socket = sockets.bind_consume(wiring.context, config.consume_dsn, wiring.keys,
-                                  config.consume_heartbeat // 1000)
-    consume = ConsumeEndpoint(socket, node.store, node.topics, wiring.answers,
-                              config.delivery, config.consume_heartbeat, config.batch_size,
-                              node.cluster)
-    node.cluster.follow_groups(consume.done_elsewhere, consume.rewind_own)
-    return consume
-
-
-def open_zper_writer(wiring: Wiring, opened: list[Part]) -> Part | None:
-    archiving, config = wiring.node.archiving, wiring.config
-    if config.zper_writer_dsn is None or not isinstance(archiving, Archiving):
-        return None
-    writer = ZperWriter(archiving.tier.archive, config.archive_topic,
-                        keep_all=config.zper_ack_dsn is not None)  # acks for mode 0 too
-    socket = wiring.bind(zmq.ROUTER, config.zper_writer_dsn, "--zper-writer-dsn",
-                         {zmq.RCVHWM: WRITER_RCVHWM})
-    return ZperWriterPart(writer, socket, config.batch_size)
-
-
-def open_zper_ack(wiring: Wiring, opened: list[Part]) -> Part | None:
-    config = wiring.config
-    if config.zper_ack_dsn is None or not isinstance(wiring.node.archiving, Archiving):
-        return None
-    socket = wiring.bind(zmq.XPUB, config.zper_ack_dsn, "--zper-ack-dsn",
-                         {zmq.SNDHWM: ACK_SNDHWM})
-    return ZperAckPart(ZperAck(socket), first(opened, ZperWriterPart) or NoWrites(),
-                       config.batch_size)
-
-
-def open_zper_relay(wiring: Wiring, opened: list[Part]) -> Part | None:
-    archiving, config = wiring.node.archiving, wiring.config
-    if config.zper_relay_dsn is None or not isinstance(archiving, Archiving):
-        return None
-    socket = wiring.bind(zmq.ROUTER, config.zper_relay_dsn, "--zper-relay-dsn")
-    return ZperRelayPart(ZperRelay(archiving.tier.archive, socket, wiring.now.mono),
-                         config.relay_poll * 1000, config.batch_size)
-
-
-def open_backups(wiring: Wiring, opened: list[Part]) -> Part | None:
+def open_backups(node: NodeState) -> Backups:
     """Always on: BACKUP on the monitor, the store and the archive (when on)."""
-    node = wiring.node
-    archiving = node.archiving
-    archive = archiving.tier.archive if isinstance(archiving, Archiving) else None
+    archive = node.archiving.tier.archive if node.config.archive_dir else None
     facts = NodeFacts(node.node_id.decode(), __version__, node.store.format, CLUSTER_PROTOCOL)
     return Backups(node.store, archive, facts, Now.read)
 
 
-OPENERS: tuple[Opener, ...] = (
-    open_cluster,
-    open_archive,
-    open_archive_readers,
-    open_send,
-    open_consume,
-    open_zper_writer,
-    open_zper_ack,
-    open_zper_relay,
-    open_backups,
-)
+def open_intake(wiring: NodeWiring, node: NodeState, dsn: str, parts: Parts) -> IntakePart:
+    """The producers' endpoint; it paces itself by the other parts' backlog."""
+    config = node.config
+    socket = sockets.bind_receive(wiring.context, dsn, wiring.security)
+    acks = ProducerAcks(socket, node.counters)
+    intake = Intake(socket, config.intake, node.store, node.counters, acks, node.topics,
+                    node.dedup, node.routes)
+    part = IntakePart(socket, intake, acks, node.cluster, node.counters, parts,
+                      config.replicas, config.hard_sync, node.hub)
+    node.store.register(part)
+    return part
 
 
-def open_parts(wiring: Wiring) -> list[Part]:
-    """Every part that is on, bound; or, when one cannot bind, close those that were
-    and raise (BindError)."""
-    opened: list[Part] = []
-    try:
-        for opener in OPENERS:
-            part = opener(wiring, opened)
-            if part is not None:
-                opened.append(part)
-    except BaseException:
-        close_parts(opened)
-        raise
-    return opened
+def open_send(wiring: NodeWiring, node: NodeState, dsn: str,
+              answers: GroupAnswers) -> SendEndpoint:
+    """``default``: own messages, and down nodes' this node took over."""
+    config, cluster = node.config, node.cluster
+    deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery, lambda: cluster.takeovers.states,
+                               node.latency)
+    socket = sockets.bind_send(wiring.context, dsn, wiring.security)
+    return SendEndpoint(socket, deliveries, answers, node.window, node.counters,
+                        config.batch_size, config.reaper_period_us, node.reap,
+                        cluster.own_delivery_allowed)
 
 
-def close_parts(parts: list[Part]) -> None:
-    for part in parts:
-        part.close()
+def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
+                 answers: GroupAnswers) -> ConsumeEndpoint:
+    config = node.config
+    socket = sockets.bind_consume(wiring.context, dsn, wiring.security,
+                                  config.consume_heartbeat_ms)
+    return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
+                           config.consume_heartbeat_ms, config.consume_heartbeat_s,
+                           config.batch_size, node.cluster, node.holds, node.hub)

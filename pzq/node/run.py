@@ -18,7 +18,8 @@ from pzq.node.scheduler import start_scheduler
 from pzq.node.start_report import NO_REPORT, StartReport
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
-from pzq.security import NodeCurve, start_authenticator
+from pzq.parts import Figures
+from pzq.security import NodeSecurity, NothingToStop, Stoppable
 from pzq.zmqio import Context
 
 log = get_logger("pzq.node")
@@ -33,41 +34,44 @@ class StopRequest:
         self.requested = False
 
 
-def run(node: NodeState, waker: Waker, stop: StopRequest, curve: NodeCurve | None,
+def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity,
         shared: Context | None = None, report: StartReport = NO_REPORT) -> None:
     """Serve until ``stop`` is requested. The node makes its own ZeroMQ context and
     terminates it at the end, unless given a ``shared`` one (a node inside a test
     process, its endpoints on ``inproc://`` there), which it leaves to its owner.
     ``report`` hears when the node is ready (a shard's supervisor)."""
     context = Context() if shared is None else shared
-    authenticator = scheduler = device = None
+    authenticator: Stoppable = NothingToStop()
+    scheduler = device = None
     files: list[sockets.SocketFile] = []
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
-        if curve is not None:
-            authenticator = start_authenticator(context, curve)
-        device = Device(node, waker, context, curve)
+        authenticator = security.start(context)
+        device = Device(node, waker, context, security, Now.read())
         bound = device.bound()
         files = sockets.socket_files(bound.values())
         scheduler = start_scheduler(waker, device.ticks())
         log.info("node_ready", node_id=node.node_id.decode(), messages=node.store.messages,
                  **bound)
         report.ready()
-        serve(device, stop)
+        left = serve(device, stop)
+        log.info("node_stopping", **left, producer_acks_sent=node.counters.producer_acks_sent,
+                 messages=node.store.messages, inflight=len(node.delivery.inflight))
     finally:
         if scheduler is not None:
             scheduler.shutdown(wait=False)
         if device is not None:
             device.close()
-        if authenticator is not None:
-            authenticator.stop()
+        authenticator.stop()
         if shared is None:
             context.term()
         sockets.remove_socket_files(files)
         node.archiving.close(Now.read().wall_us / 1e6)
 
 
-def serve(device: Device, stop: StopRequest) -> None:
+def serve(device: Device, stop: StopRequest) -> Figures:
+    """Wakes until ``stop`` is requested, then a few more for what is owed; returns what
+    the parts could not hand back."""
     poller = zmq.Poller()
     poller.register(device.waker.fileno(), zmq.POLLIN)
     for polled in device.polled():
@@ -77,10 +81,9 @@ def serve(device: Device, stop: StopRequest) -> None:
         _one_wake(device, poller)
     device.stopping = True
     give_up = Now.read().mono + STOP_FLUSH_SECONDS
-    while device.finish_replication() and Now.read().mono < give_up:
+    while device.owes() and Now.read().mono < give_up:
         _one_wake(device, poller)
-    device.fail_replication()
-    device.hand_back(STOP_FLUSH_SECONDS)
+    return device.hand_back(STOP_FLUSH_SECONDS)
 
 
 def _one_wake(device: Device, poller: zmq.Poller) -> None:

@@ -13,19 +13,20 @@ supervisor (pzq.node.shards) starts the children.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pzq.endpoints import SHARD_CLUSTER
 from pzq.errors import ConfigError
-from pzq.node.config import OPTIONS_BY_NAME, Config, validate
+from pzq.node.config import Config
+from pzq.node.config_checks import validate
+from pzq.node.endpoints import ENDPOINTS
+from pzq.node.options import OPTIONS_BY_NAME, with_options
 
 PORT_STEP = 10
+FLAGS = {endpoint.role: endpoint.flag for endpoint in ENDPOINTS}
 BASE_BROADCAST = "tcp://127.0.0.1:11134"  # the shards' cluster endpoint without --broadcast-dsn
-# Every option naming an endpoint the node binds: each shard needs its own.
-BOUND_ENDPOINTS = ("receive_dsn", "send_dsn", "monitor_dsn", "consume_dsn", "archive_dsn",
-                   "zper_writer_dsn", "zper_ack_dsn", "zper_relay_dsn", "broadcast_dsn")
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def plan_shards(config: Config) -> list[Shard]:
     _refuse_shards_in_nodes([overrides["broadcast_dsn"] for overrides in every], config.nodes)
     shards = []
     for number, overrides in enumerate(every):
-        shard_config = dataclasses.replace(config, **overrides)
+        shard_config = with_options(config, overrides)
         try:
             validate(shard_config)
         except ConfigError as exc:
@@ -69,10 +70,11 @@ def shard_overrides(config: Config, base_broadcast: str, number: int) -> dict[st
     overrides: dict[str, Any] = {"database": str(Path(config.database) / f"shard-{number}")}
     if config.archive_dir is not None:  # an archive directory is one node's (it is locked)
         overrides["archive_dir"] = str(Path(config.archive_dir) / f"shard-{number}")
-    for name in BOUND_ENDPOINTS:
-        dsn = base_broadcast if name == "broadcast_dsn" else getattr(config, name)
+    for endpoint in ENDPOINTS:  # each shard binds its own
+        dsn = (base_broadcast if endpoint.shard == SHARD_CLUSTER
+               else config.endpoints.get(endpoint.role))
         if dsn is not None:
-            overrides[name] = shard_endpoint(dsn, number, OPTIONS_BY_NAME[name].flag)
+            overrides[endpoint.option] = shard_endpoint(dsn, number, endpoint.flag)
     others = tuple(shard_endpoint(base_broadcast, other, "--broadcast-dsn")
                    for other in range(config.shards) if other != number)
     overrides["nodes"] = others + config.nodes
@@ -113,12 +115,11 @@ def _refuse_collisions(shards: list[Shard]) -> None:
     """Endpoints of two shards on one tcp port or one ipc path: refused before any starts."""
     taken: dict[tuple[str, str], tuple[int, str, str]] = {}
     for shard in shards:
-        for name in BOUND_ENDPOINTS:
-            dsn = getattr(shard.config, name)
+        for role, dsn in shard.config.endpoints.items():
             key = _binding(dsn)
             if key is None:
                 continue
-            flag = OPTIONS_BY_NAME[name].flag
+            flag = FLAGS[role]
             other = taken.setdefault(key, (shard.number, flag, dsn))
             if other[0] != shard.number:
                 why = f"; shard K adds {PORT_STEP}*K to every tcp port" if key[0] == "tcp" else ""
@@ -127,10 +128,8 @@ def _refuse_collisions(shards: list[Shard]) -> None:
                     f"where shard {other[0]}'s {other[1]} {other[2]} does{why}")
 
 
-def _binding(dsn: str | None) -> tuple[str, str] | None:
+def _binding(dsn: str) -> tuple[str, str] | None:
     """What two binds must not share: a tcp port, or an ipc path (wildcards never clash)."""
-    if dsn is None:
-        return None
     scheme, _, rest = dsn.partition("://")
     if scheme == "tcp":
         port = rest.rpartition(":")[2]

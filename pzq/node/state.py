@@ -1,8 +1,9 @@
 """What a node keeps between wakes, none of it a socket: built and tested in process.
 
 The store and its participants (this node's delivery state, the cluster, the
-archive), the delivery window, counters, rates and latencies. The socket side
-(pzq.node.device) reads and writes through these.
+archive), the delivery window, counters, rates and latencies, the event hub its
+parts subscribe to (pzq.events) and what the peers have out of its messages. The
+socket side (the parts, pzq.node.registry) reads and writes through these.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from pzq.archive.tier.archiving import Archiving
 from pzq.archive.tier.tier import ArchiveTier
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
+from pzq.cluster.held import PeerHolds
 from pzq.cluster.lone import Cluster, NoCluster
 from pzq.cluster.placement import Placement
 from pzq.cluster.routes import Routes, advertised, host_of
 from pzq.counters import Counters
-from pzq.delivery.areas import Area, TakeoverArea
+from pzq.delivery.areas import TakeoverArea
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import ConfigError
+from pzq.events import EventHub
 from pzq.node.config import Config
 from pzq.protocol.topic_reads import DEFAULT_GROUP, DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
@@ -46,13 +49,15 @@ def who_reads(topics: Topics) -> DefaultReads:
 LONE_NODE = "this-node"  # the route table's name of a node without a cluster
 
 
+CLIENT_ROLES = ("receive", "send", "consume", "monitor")  # the route table's endpoints
+
+
 def client_endpoints(config: Config) -> dict[str, str]:
     """Where clients reach this node, by role: a wildcard host becomes the host of the
     cluster endpoint (the one the peers reach), else the loopback address."""
     host = host_of(config.broadcast_dsn) if config.broadcast_dsn else "127.0.0.1"
-    given = {"receive": config.receive_dsn, "send": config.send_dsn,
-             "consume": config.consume_dsn, "monitor": config.monitor_dsn}
-    return {role: advertised(endpoint, host) for role, endpoint in given.items() if endpoint}
+    return {role: advertised(config.endpoints[role], host) for role in CLIENT_ROLES
+            if role in config.endpoints}
 
 
 class NodeState:
@@ -62,11 +67,14 @@ class NodeState:
         self.node_id = store.node_id
         self.started = now.mono
         self.counters = Counters()
+        self.hub = EventHub()  # what happens in one part and others act on (pzq.events)
+        self.holds = PeerHolds()  # own messages the peers have out (none without a cluster)
         self.topics = Topics(store, config.archive_topic)
         store.register(self.topics)  # first: the delivery states' deletes go through it
         self.default_area = DefaultArea(store, self.topics)
-        self.delivery = self._delivery_state(self.default_area)
-        self.window = DeliveryWindow(config.prefetch, config.ack_timeout, now.wall_us)
+        self.delivery = DeliveryState(self.default_area, config.delivery, self.counters,
+                                      self.holds)
+        self.window = DeliveryWindow(config.prefetch, config.ack_timeout_us, now.wall_us)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
         self.latency = LatencyWindow()
@@ -82,9 +90,8 @@ class NodeState:
         clients = client_endpoints(config)
         if settings is not None:
             core = ClusterCore(settings, store, self._delivery_state, now.mono, self.topics,
-                               clients, lambda: who_reads(self.topics))
+                               clients, self.holds, self.hub, lambda: who_reads(self.topics))
             store.register(core)
-            self.delivery.held_elsewhere = core.held_elsewhere
             self.cluster: Cluster = core
         else:
             self.cluster = NoCluster(Routes(Placement(LONE_NODE, None), clients, self.topics))
@@ -94,15 +101,11 @@ class NodeState:
                                                    if archive is not None else NoArchiving())
         store.register(self.archiving)
 
-    def wake_at(self, now: Now) -> None:
-        """The time of the loop's wake, for the store's timed sync (the archive learns it
-        as a part of the loop: pzq.archive.tier.part)."""
-        self.store.wake_at(now.mono)
-
-    def _delivery_state(self, area: Area) -> DeliveryState:
-        # A named group taken over counts its own work (STATS shows it per origin and
-        # group), as an own named group does; ``default``'s is the node's.
-        named = isinstance(area, TakeoverArea) and area.group != DEFAULT_GROUP
+    def _delivery_state(self, area: TakeoverArea) -> DeliveryState:
+        """A taken-over area's. A named group taken over counts its own work (STATS
+        shows it per origin and group), as an own named group does; ``default``'s is
+        the node's."""
+        named = area.group != DEFAULT_GROUP
         return DeliveryState(area, self.config.delivery, Counters() if named else self.counters)
 
     def requeued(self, batch: Batch, seq: int, value: bytes) -> None:
@@ -126,5 +129,5 @@ class NodeState:
 
     def longest_dedup_window_us(self) -> int:
         """Ids older than every topic's window are let go."""
-        return max([self.config.dedup_window,
+        return max([self.config.dedup_window_us,
                     *(topic.dedup_window_us for topic in self.topics.topics.values())])

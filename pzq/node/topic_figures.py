@@ -6,8 +6,8 @@ from __future__ import annotations
 from pzq.node.state import NodeState
 from pzq.node.topic_rates import GROUP_RATES, TOPIC_RATES, TopicRates
 from pzq.rates import Rates
-from pzq.serving.consume_endpoint import NamedGroups
 from pzq.serving.holding import NamedGroupDelivery
+from pzq.serving.named_groups import NamedGroups
 from pzq.store.topics import Group
 
 GROUP_COUNTERS = ("delivered", "redelivered", "acked", "late_acks", "nacked", "expired",

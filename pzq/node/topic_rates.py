@@ -4,7 +4,7 @@ over 1 s and 60 s, sampled as the node's own rates are (see pzq.rates)."""
 from __future__ import annotations
 
 from pzq.rates import SAMPLE_EVERY_S, Rates
-from pzq.serving.consume_endpoint import NamedGroups
+from pzq.serving.named_groups import NamedGroups
 from pzq.store.topics import Topics
 
 TOPIC_RATES = ("received",)

@@ -39,6 +39,7 @@ Node to consumer::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pzq.errors import DecodeError
@@ -66,8 +67,7 @@ LATEST_PROTOCOL = 2
 KEY_SEPARATOR = b" "
 DELAY = b"DELAY:"
 MAX_DELAY_MS = 7 * 24 * 3600 * 1000  # a NACK's delay: a week at most
-REQUESTS = (CONSUME, ACK, NACK, WORKING, REJECT, HEARTBEAT, BYE)
-VERBS_TEXT = "send CONSUME, ACK, NACK, WORKING, REJECT, HEARTBEAT or BYE"
+US_PER_MS = 1000
 MAX_WINDOW = 100_000
 MAX_KEYS = 10_000  # keys in one ACK or NACK
 START_WORDS = ("earliest", "latest")
@@ -92,6 +92,10 @@ class Request:
     subscribe: Subscribe | None = None  # CONSUME
     keys: tuple[bytes, ...] = ()  # ACK, NACK, WORKING, REJECT
     delay_ms: int = 0  # NACK with DELAY:ms
+
+    @property
+    def delay_us(self) -> int:
+        return self.delay_ms * US_PER_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,18 +126,42 @@ def decode_request(frames: list[bytes]) -> Request:
     if not frames:
         raise DecodeError(f"empty request; {VERBS_TEXT}")
     verb, rest = frames[0], frames[1:]
-    if verb == CONSUME:
-        return Request(verb, subscribe=_decode_subscribe(rest))
-    if verb == NACK and rest and rest[0].startswith(DELAY):
+    decode = REQUEST_DECODERS.get(verb)
+    if decode is None:
+        shown = verb[:40].decode(errors="replace")
+        raise DecodeError(f"unknown request {shown!r}; {VERBS_TEXT}")
+    return decode(verb, rest)
+
+
+def _subscribe_request(verb: bytes, rest: list[bytes]) -> Request:
+    return Request(verb, subscribe=_decode_subscribe(rest))
+
+
+def _keys_request(verb: bytes, rest: list[bytes]) -> Request:
+    return Request(verb, keys=_decode_keys(verb, rest))
+
+
+def _nack_request(verb: bytes, rest: list[bytes]) -> Request:
+    if rest and rest[0].startswith(DELAY):
         return Request(verb, keys=_decode_keys(verb, rest[1:]), delay_ms=_delay_ms(rest[0]))
-    if verb in (ACK, NACK, WORKING, REJECT):
-        return Request(verb, keys=_decode_keys(verb, rest))
-    if verb in (HEARTBEAT, BYE):
-        if rest:
-            raise DecodeError(f"{verb.decode()} takes no frames after it, got {len(rest)}")
-        return Request(verb)
-    shown = verb[:40].decode(errors="replace")
-    raise DecodeError(f"unknown request {shown!r}; {VERBS_TEXT}")
+    return _keys_request(verb, rest)
+
+
+def _bare_request(verb: bytes, rest: list[bytes]) -> Request:
+    if rest:
+        raise DecodeError(f"{verb.decode()} takes no frames after it, got {len(rest)}")
+    return Request(verb)
+
+
+# Every verb a consumer sends, with what reads the frames after it: a new verb is its
+# entry here, its handler (pzq.serving.consume_endpoint) and its client's method.
+REQUEST_DECODERS: dict[bytes, Callable[[bytes, list[bytes]], Request]] = {
+    CONSUME: _subscribe_request, ACK: _keys_request, NACK: _nack_request,
+    WORKING: _keys_request, REJECT: _keys_request, HEARTBEAT: _bare_request,
+    BYE: _bare_request}
+REQUESTS = tuple(REQUEST_DECODERS)
+VERBS_TEXT = ("send " + ", ".join(verb.decode() for verb in REQUESTS[:-1])
+              + f" or {REQUESTS[-1].decode()}")
 
 
 def _delay_ms(frame: bytes) -> int:

@@ -7,5 +7,6 @@ through one path.
 - ``answers``: what an ACK, a NACK, a dead letter and an expiry do
 - ``send_endpoint``: --send-dsn; ``connections``: how many consumers it has
 - ``consume_endpoint``: --consume-dsn, with ``liveness`` (consumers still there),
-  ``verbs`` (answers beyond ACK and NACK) and ``subscribe`` (the group a CONSUME names)
+  ``verbs`` (the consumer verbs' table) and ``subscribe`` (the group a CONSUME names)
+- ``named_groups``: the named groups as the other parts see them
 """

@@ -15,7 +15,7 @@ the group (they are made, as for any new name).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Protocol
 
 import zmq
@@ -23,11 +23,15 @@ import zmq
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea, group_settings
-from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.delivery.held import HeldElsewhere
+from pzq.delivery.settings import DeliverySettings
+from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
+from pzq.events import EventHub, GroupDoneElsewhere, PeersReleased
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import consume as consume_wire
+from pzq.protocol.consume import Request
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, wait_ms
@@ -40,48 +44,8 @@ from pzq.store.topics import Group, Topic, Topics
 from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
 
 log = get_logger("pzq.consume")
-
-
-class NamedGroups(Protocol):
-    """What the admin verbs and the figures ask of the named groups served on
-    --consume-dsn (ConsumeEndpoint), whether or not this node serves them."""
-
-    served: bool  # False: the node has no --consume-dsn
-
-    @property
-    def groups(self) -> Mapping[int, NamedGroupDelivery]: ...
-
-    def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
-                   pattern: str, now_us: int) -> Group: ...
-
-    def settings_changed(self, group: Group) -> None: ...
-
-    def forget(self, seq: int) -> None: ...
-
-    def drop_group(self, topic: Topic, name: str) -> None: ...
-
-
-class NoConsumeEndpoint:
-    """A node without --consume-dsn: no named group is served here, so none has
-    deliveries to show, to forget or to let go."""
-
-    served = False
-
-    def __init__(self) -> None:
-        self.groups: dict[int, NamedGroupDelivery] = {}
-
-    def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
-                   pattern: str, now_us: int) -> Group:
-        raise ValueError("the node has no --consume-dsn: groups are read there")
-
-    def settings_changed(self, group: Group) -> None:
-        pass
-
-    def forget(self, seq: int) -> None:
-        pass
-
-    def drop_group(self, topic: Topic, name: str) -> None:
-        pass
+# the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
+Handler = Callable[[Batch, ServedConsumer, Request, int, float], None]
 
 
 class TakenOverGroups(Protocol):
@@ -99,53 +63,63 @@ class ClusterWord(Protocol):
 
     def own_delivery_allowed(self, now: float) -> bool: ...  # not right after a start
 
-    def held_elsewhere(self, seq: int) -> bool: ...  # another node has it out
-
-    def lowest_held(self) -> int | None: ...
-
 
 class ConsumeEndpoint(Part):
+    """``heartbeat_ms`` and ``heartbeat_s``: --consume-heartbeat in ZeroMQ's unit and in
+    the loop's clock's. ``held``: own messages other nodes have out, which no group
+    delivers meanwhile.
+    From the node's ``hub`` it hears of own messages a peer let go (each group looks
+    again) and of those a group finished on a node that took them over."""
+
     served = True
 
     def __init__(self, socket: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
-                 heartbeat_us: int, batch_size: int, cluster: ClusterWord) -> None:
+                 heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
+                 held: HeldElsewhere, hub: EventHub) -> None:
         self.socket = socket
         self.taken_over: TakenOver = cluster.takeovers.taken
         self.own_allowed = cluster.own_delivery_allowed
-        self.held_elsewhere = cluster.held_elsewhere  # asked once per message
-        self.lowest_held = cluster.lowest_held
+        self.held = held
         self.store = store
         self.topics = topics
         self.settings = settings  # --delivery-headers applies here as on --send-dsn
-        self.heartbeat_s = heartbeat_us / 1e6
+        self.heartbeat_ms = heartbeat_ms  # --consume-heartbeat, as CONSUMING says it
         self.batch_size = batch_size
         self.answers = answers
         self.events = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        self.liveness = ConsumerLiveness(socket, self.events, self.heartbeat_s)
+        self.liveness = ConsumerLiveness(socket, self.events, heartbeat_s)
         self.groups: dict[int, NamedGroupDelivery] = {}
         self.confirmations = verbs.Confirmations(self._send)
         self._refused_acks = verbs.RefusedAcks()
         store.register(self.confirmations)
         self.consumers: dict[bytes, ServedConsumer] = {}
         self.sender = Sender(socket)
+        # What each verb does for a consumer of this connection (CONSUME is taken first,
+        # and the rest before it by one rule, _before_consume); a new verb is its entry
+        # here, its decoder (pzq.protocol.consume) and its client's method.
+        self.handlers: dict[bytes, Handler] = {
+            consume_wire.ACK: self._ack, consume_wire.NACK: self._nack,
+            consume_wire.WORKING: self._working, consume_wire.REJECT: self._reject,
+            consume_wire.HEARTBEAT: self._heartbeat, consume_wire.BYE: self._bye}
         for group in topics.groups():
             self._deliveries_for(group)
+        hub.subscribe(PeersReleased, self.rewind_own)
+        hub.subscribe(GroupDoneElsewhere, self.done_elsewhere)
 
     def _deliveries_for(self, group: Group) -> NamedGroupDelivery:
         found = self.groups.get(group.id)
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group),
-                                  group_settings(self.settings, group), Counters())
-            state.held_elsewhere = self.held_elsewhere
+                                  group_settings(self.settings, group), Counters(), self.held)
             self.store.register(state)
             found = self.groups[group.id] = NamedGroupDelivery(group, state, self.taken_over)
         return found
 
     # -- the loop's questions ------------------------------------------------------
 
-    def bound(self) -> dict[str, Socket]:
-        return {"consume": self.socket}
+    def bound(self) -> list[Socket]:
+        return [self.socket]
 
     def close(self) -> None:
         self.events.close()
@@ -198,30 +172,49 @@ class ConsumeEndpoint(Part):
                 self._error(routing_id, str(exc))
 
     def _serve(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
-               request: consume_wire.Request, now_us: int, mono: float) -> None:
-        verb = request.verb
-        if verb == consume_wire.CONSUME and request.subscribe is not None:
+               request: Request, now_us: int, mono: float) -> None:
+        if request.subscribe is not None:  # CONSUME
             self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono)
-        elif verb == consume_wire.HEARTBEAT:
-            if consumer is None:
-                raise DecodeError("HEARTBEAT before CONSUME: send CONSUME first")
         elif consumer is None:
-            if verb == consume_wire.ACK:  # (a restart forgot the connection): its keys come back
-                self._error(routing_id, "ACK before CONSUME: send CONSUME first")
-                self._send(consume_wire.encode_refused(routing_id, request.keys))
-                self._refused_acks.keep(routing_id, request.keys)
-                return
-            raise DecodeError(f"{verb.decode()} before CONSUME: send CONSUME first")
-        elif verb == consume_wire.BYE:
-            self._gone(consumer, "bye")
-        elif verb == consume_wire.WORKING:
-            verbs.extend(consumer, request.keys, now_us)
-        elif verb == consume_wire.REJECT:
-            verbs.reject(consumer, request.keys)
+            self._before_consume(routing_id, request)
         else:
-            due_us = now_us + request.delay_ms * 1000 if request.delay_ms else 0
-            self._answer(batch, consumer, verb == consume_wire.ACK, request.keys, now_us, mono,
-                         due_us)
+            self.handlers[request.verb](batch, consumer, request, now_us, mono)
+
+    def _before_consume(self, routing_id: bytes, request: Request) -> None:
+        """Every verb but CONSUME is refused on a connection that has not said CONSUME
+        (or one a restart of the node forgot): the keys of an ACK come back too
+        (REFUSED), and are kept, to be applied once the connection says CONSUME."""
+        self._error(routing_id, f"{request.verb.decode()} before CONSUME: send CONSUME first")
+        if request.verb == consume_wire.ACK:
+            self._send(consume_wire.encode_refused(routing_id, request.keys))
+            self._refused_acks.keep(routing_id, request.keys)
+
+    # -- one handler per verb of a consumer that said CONSUME ----------------------
+
+    def _ack(self, batch: Batch, consumer: ServedConsumer, request: Request, now_us: int,
+             mono: float) -> None:
+        self._answer(batch, consumer, True, request.keys, now_us, mono)
+
+    def _nack(self, batch: Batch, consumer: ServedConsumer, request: Request, now_us: int,
+              mono: float) -> None:
+        due_us = now_us + request.delay_us if request.delay_us else 0
+        self._answer(batch, consumer, False, request.keys, now_us, mono, due_us)
+
+    def _working(self, batch: Batch, consumer: ServedConsumer, request: Request, now_us: int,
+                 mono: float) -> None:
+        verbs.extend(consumer, request.keys, now_us)
+
+    def _reject(self, batch: Batch, consumer: ServedConsumer, request: Request, now_us: int,
+                mono: float) -> None:
+        verbs.reject(consumer, request.keys)
+
+    def _heartbeat(self, batch: Batch, consumer: ServedConsumer, request: Request,
+                   now_us: int, mono: float) -> None:
+        pass  # heard: its connection is alive (``last_heard``, set for every request)
+
+    def _bye(self, batch: Batch, consumer: ServedConsumer, request: Request, now_us: int,
+             mono: float) -> None:
+        self._gone(consumer, "bye")
 
     def _subscribe(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
                    subscribe: consume_wire.Subscribe, now_us: int, mono: float) -> None:
@@ -236,8 +229,7 @@ class ConsumeEndpoint(Part):
                             confirm=subscribe.confirm, batches=subscribe.protocol > 1)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
-        self._send(consume_wire.encode_consuming(routing_id, subscribe,
-                                                 int(self.heartbeat_s * 1000)))
+        self._send(consume_wire.encode_consuming(routing_id, subscribe, self.heartbeat_ms))
         log.info("consumer_joined", topic=group.topic.name, group=group.name,
                  window=subscribe.window, consumers=len(deliveries.consumers))
         # ACKs refused on this connection before its CONSUME (kept here, and sent
@@ -266,12 +258,12 @@ class ConsumeEndpoint(Part):
         if found is not None:
             found.state.apply(group_settings(self.settings, group))
 
-    def done_elsewhere(self, batch: Batch, name: str, seqs: list[int]) -> None:
-        """Own messages the group ``name`` of their topic finished on a node that took
-        them over while this one was down (a group this node does not know is that
-        node's own). One the last holding group finished is deleted everywhere."""
-        node_id = self.store.node_id
-        for seq in seqs:
+    def done_elsewhere(self, done: GroupDoneElsewhere) -> None:
+        """Own messages the group of their topic finished on a node that took them over
+        while this one was down (a group this node does not know is that node's own).
+        One the last holding group finished is deleted everywhere."""
+        node_id, batch, name = self.store.node_id, done.batch, done.group
+        for seq in done.seqs:
             value = self.store.get_own(seq)
             if value is None:
                 continue
@@ -284,7 +276,7 @@ class ConsumeEndpoint(Part):
             if deliveries.state.ack(batch, seq) is not None and final:
                 self.answers.removed(node_id, seq, name, True)
 
-    def rewind_own(self) -> None:
+    def rewind_own(self, released: PeersReleased) -> None:
         """Another node let messages go: look at each group's messages again."""
         for deliveries in self.groups.values():
             deliveries.state.rewind()
@@ -378,7 +370,7 @@ class ConsumeEndpoint(Part):
         restart reads on from where the group is, not from its start)."""
         for deliveries in self.groups.values():
             self.answers.reap(deliveries, now_us)
-            held = self.lowest_held()
+            held = self.held.lowest()
             floor = deliveries.state.lowest_open()
             self.topics.counts.raise_floor(deliveries.group, floor if held is None
                                     else min(floor, held))

@@ -76,11 +76,14 @@ class SendEndpoint(Part):
         return bool(self.connections.connected) and any(
             state.has_work() for state in self.deliveries.sources(True))
 
-    def bound(self) -> dict[str, Socket]:
-        return {"send": self.socket}
+    def bound(self) -> list[Socket]:
+        return [self.socket]
 
     def ticks(self) -> dict[bytes, int]:
         return {REAP: self.reaper_period_us}  # every group's reaper (--reaper-frequency)
+
+    def timeout_ms(self, now: Now) -> int | None:
+        return 0 if self.quiet_connections.unread else None  # connections to count
 
     def close(self) -> None:
         self.connections.close()

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import zmq
 
-from pzq.delivery.state import DeliveryState, Outlet, delivery_frames
+from pzq.delivery.framing import delivery_frames
+from pzq.delivery.state import DeliveryState, Outlet
 from pzq.protocol.message_keys import NODE_ID_LENGTH
 from pzq.serving.batching import OpenBatch
 from pzq.serving.holding import GroupDelivery, Key, ServedConsumer

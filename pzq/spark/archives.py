@@ -23,7 +23,7 @@ from typing import Any
 
 from pzq import security
 from pzq.errors import ConfigError
-from pzq.security import ClientCurve
+from pzq.security import ClientSecurity
 
 MONITOR_TIMEOUT_S = 10.0
 
@@ -60,12 +60,12 @@ def archive_topics(directory: Path) -> tuple[str, ...]:
     return tuple(sorted(path.name for path in directory.iterdir() if path.is_dir()))
 
 
-def monitor_curve(options: Mapping[str, str]) -> ClientCurve | None:
+def monitor_curve(options: Mapping[str, str]) -> ClientSecurity:
     """The CURVE keys to ask the nodes' monitors with (None: without CURVE)."""
     return curve_from_files(options.get("curve_client_key"), options.get("curve_server_key"))
 
 
-def curve_from_files(client_key: str | None, server_key: str | None) -> ClientCurve | None:
+def curve_from_files(client_key: str | None, server_key: str | None) -> ClientSecurity:
     """The keys in the files the options name; one error naming what is wrong."""
     try:
         return security.client_curve(client_key, server_key)
@@ -73,7 +73,7 @@ def curve_from_files(client_key: str | None, server_key: str | None) -> ClientCu
         raise ValueError(f"{exc} (options curve_client_key and curve_server_key)") from None
 
 
-def ask_stats(endpoint: str, curve: ClientCurve | None) -> dict[str, Any]:
+def ask_stats(endpoint: str, curve: ClientSecurity) -> dict[str, Any]:
     """A node's STATS, on the driver; TimeoutError saying why when it does not answer."""
     from pzq.client import request_monitor  # ZeroMQ, on the driver only
 
@@ -110,7 +110,7 @@ def _named(directories: list[Path]) -> list[ArchiveDir]:
     return named
 
 
-def _from_monitors(endpoints: list[str], curve: ClientCurve | None) -> list[ArchiveDir]:
+def _from_monitors(endpoints: list[str], curve: ClientSecurity) -> list[ArchiveDir]:
     found = []
     for endpoint in endpoints:
         stats = ask_stats(endpoint, curve)

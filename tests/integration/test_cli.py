@@ -8,8 +8,8 @@ import pytest
 
 from pzq.client import Consumer, Producer
 from pzq.errors import ConfigError, ExitCode
-from pzq.node.config import build_config, defaults, read_config_file
 from pzq.node.main import parse_config
+from pzq.node.options import build_config, defaults, read_config_file
 from tests.support.harness import run_pzq
 
 EXIT_BIND, EXIT_STORE, EXIT_USAGE = ExitCode.BIND, ExitCode.STORE, ExitCode.USAGE
@@ -20,14 +20,15 @@ EXAMPLE = Path(__file__).parents[2] / "config" / "pzq.toml"
 
 def test_defaults_are_the_original_pzqs():
     config = parse_config([])
-    assert config.ack_timeout == 5_000_000
-    assert config.reaper_frequency == 2_500_000
+    assert config.ack_timeout_us == 5_000_000
+    assert config.reaper_period_us == 2_500_000
     assert config.inflight_size == 31_457_280
     assert config.hard_sync is False
-    assert (config.receive_dsn, config.send_dsn, config.monitor_dsn) == (
+    assert (config.endpoints["receive"], config.endpoints["send"],
+            config.endpoints["monitor"]) == (
         "tcp://*:11131", "tcp://*:11132", "ipc:///tmp/pzq-monitor")
-    assert (config.replicas, config.nodes, config.timeout_nodes,
-            config.timeout_replication) == (0, (), 10_000_000, 100_000)
+    assert (config.replicas, config.nodes, config.timeout_nodes_us,
+            config.timeout_replication_us) == (0, (), 10_000_000, 100_000)
 
 
 def test_the_example_config_file_holds_the_defaults():
@@ -41,10 +42,10 @@ def test_cli_beats_file_beats_defaults(tmp_path):
     path.write_text('ack-timeout = 7000000\nhard_sync = true\nnodes = "tcp://a:1, tcp://b:2"\n'
                     'broadcast-dsn = "tcp://127.0.0.1:5000"\n')
     config = parse_config(["--config", str(path), "--ack-timeout", "9000000"])
-    assert config.ack_timeout == 9_000_000
+    assert config.ack_timeout_us == 9_000_000
     assert config.hard_sync is True
     assert config.nodes == ("tcp://a:1", "tcp://b:2")
-    assert config.reaper_frequency == 2_500_000
+    assert config.reaper_period_us == 2_500_000
 
 
 @pytest.mark.parametrize("content, message", [
@@ -128,12 +129,12 @@ def test_help_lists_every_option():
 def test_durations_on_the_command_line_and_in_the_config_file(tmp_path, text, microseconds):
     flags = ("--ack-timeout", "--reaper-frequency", "--timeout-nodes", "--timeout_replication")
     config = parse_config([argument for flag in flags for argument in (flag, text)])
-    assert (config.ack_timeout, config.reaper_frequency, config.timeout_nodes,
-            config.timeout_replication) == (microseconds,) * 4
+    assert (config.ack_timeout_us, config.reaper_period_us, config.timeout_nodes_us,
+            config.timeout_replication_us) == (microseconds,) * 4
     path = tmp_path / "pzq.toml"
     path.write_text("".join(f'{name} = "{text}"\n' for name in (
         "ack-timeout", "reaper-frequency", "timeout-nodes", "timeout_replication")))
-    assert build_config({}, path).timeout_replication == microseconds
+    assert build_config({}, path).timeout_replication_us == microseconds
 
 
 def test_a_node_takes_its_ack_timeout_with_a_unit(start_node, context):

@@ -49,7 +49,7 @@ def test_readme_links_every_docs_page_and_each_link_finds_its_page():
 
 @pytest.mark.timeout(10)
 def test_every_node_option_is_in_the_options_table():
-    from pzq.node.config import OPTIONS
+    from pzq.node.options import OPTIONS
 
     table = (ROOT / "docs" / "options.rst").read_text()
     assert [option.flag for option in OPTIONS if f"``{option.flag}" not in table] == []

@@ -12,7 +12,7 @@ import zmq
 
 from pzq import handshakes, security
 from pzq.client import Consumer, Producer, request_monitor
-from pzq.security import ClientCurve
+from pzq.security import PLAIN, ClientCurve
 from pzq.zap import RefusalLog
 from tests.support.harness import run_pzq, wait_until
 
@@ -43,7 +43,7 @@ def test_authorized_client_does_everything(secure_node, keys, context):
 
 @pytest.mark.parametrize("who", ["stranger", "plain"])
 def test_others_cannot_produce_consume_or_monitor(secure_node, keys, context, who):
-    curve = keys["stranger"] if who == "stranger" else None
+    curve = keys["stranger"] if who == "stranger" else PLAIN
     with Producer(secure_node.receive_dsn, context=context, curve=curve) as producer:
         with pytest.raises(TimeoutError):
             producer.produce([b"intruder"], timeout=1.5)

@@ -11,12 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from pzq.cluster.core import ClusterCore, Reply, ToPeer
+from pzq.cluster.core import ClusterCore
+from pzq.cluster.held import PeerHolds
 from pzq.cluster.replication import PendingAck
+from pzq.cluster.sends import Reply, ToPeer
 from pzq.cluster.settings import ClusterSettings
 from pzq.counters import Counters
 from pzq.delivery.areas import Area, OwnArea
-from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.delivery.settings import DeliverySettings
+from pzq.delivery.state import DeliveryState
+from pzq.events import EventHub
 from pzq.protocol.message_keys import parse_message_key
 from pzq.store import record
 from pzq.store.store import Store
@@ -33,14 +37,15 @@ class SimNode:
         self.endpoint = endpoint
         self.store = Store.open(directory / endpoint.replace("/", "_"))
         self.counters = Counters()
-        self.own = DeliveryState(OwnArea(self.store), DELIVERY, self.counters)
+        self.hub = EventHub()
+        holds = PeerHolds()
+        self.own = DeliveryState(OwnArea(self.store), DELIVERY, self.counters, holds)
         self.store.register(self.own)
         settings = ClusterSettings(endpoint, peers, replicas, TIMEOUT_NODES_US / 1e6,
                                    TIMEOUT_REPLICATION_US / 1e6)
         self.core = ClusterCore(settings, self.store, self._state, now,
-                                Topics(self.store, "default"), {})
+                                Topics(self.store, "default"), {}, holds, self.hub)
         self.store.register(self.core)
-        self.own.held_elsewhere = self.core.held_elsewhere
         self.acks: list[PendingAck] = []  # producer ACKs the core has finished
         self.up = True
 

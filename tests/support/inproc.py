@@ -32,6 +32,7 @@ from pzq.node.run import StopRequest, run
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.protocol.monitor_text import parse_monitor_text
+from pzq.security import NO_CURVE
 from pzq.zmqio import Context
 from tests.support.harness import wait_until
 
@@ -111,7 +112,7 @@ class InprocNode:
 
     def _serve(self, state: NodeState, waker: Waker, stop: StopRequest) -> None:
         try:
-            run(state, waker, stop, None, shared=self.context)
+            run(state, waker, stop, NO_CURVE, shared=self.context)
         except BaseException as exc:  # handed to the test by stop() and ask()
             self._failure = exc
         finally:

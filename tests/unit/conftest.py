@@ -15,6 +15,7 @@ from pzq.node.device import Device
 from pzq.node.main import open_store, parse_config
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
+from pzq.security import NO_CURVE
 
 _names = itertools.count()
 
@@ -31,7 +32,7 @@ def open_device(tmp_path: Path, context: zmq.Context) -> Iterator[Callable[..., 
                                *options])
         node = NodeState(config, open_store(config), Now.read())
         made.append((None, node))
-        device = Device(node, waker, context, None)
+        device = Device(node, waker, context, NO_CURVE, Now.read())
         made[-1] = (device, node)
         return device
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from pzq.events import GroupDoneElsewhere
 from pzq.protocol import cluster as cw
 from pzq.protocol.cluster import DefaultReads, GroupReads
 from pzq.protocol.message_keys import message_key, parse_message_key
@@ -402,7 +403,7 @@ def test_a_takeover_serves_every_group_what_it_holds_and_tells_the_origin(three)
     assert copies(first, origin) == copies(second, origin) == 0
     # the origin returns: every DONE reaches it, and default's last ACKs as tombstones
     done: dict[str, set[int]] = {"g1": set(), "g2": set()}
-    origin.core.done.own_group_done = lambda batch, group, seqs: done[group].update(seqs)
+    origin.hub.subscribe(GroupDoneElsewhere, lambda event: done[event.group].update(event.seqs))
     origin.up = True
     for step in range(3):
         three.step(now + 0.1 * (step + 1), heartbeat=True)

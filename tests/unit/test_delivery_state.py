@@ -6,7 +6,8 @@ import pytest
 
 from pzq.counters import Counters
 from pzq.delivery.areas import OwnArea
-from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.delivery.settings import DeliverySettings
+from pzq.delivery.state import DeliveryState
 from pzq.protocol import frames as wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.store import record

@@ -33,7 +33,8 @@ from hypothesis.stateful import (
 from pzq.admin import group_ops
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
-from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.delivery.settings import DeliverySettings
+from pzq.delivery.state import DeliveryState
 from pzq.node.state import who_reads
 from pzq.protocol import frames as wire
 from pzq.protocol.message_keys import parse_message_key

@@ -10,10 +10,12 @@ from collections.abc import Callable
 import pytest
 import zmq
 
-from pzq.node.device import PACED_INTAKE, Device
+from pzq.node.device import Device
+from pzq.node.intake_part import PACED_INTAKE
 from pzq.protocol import consume as wire
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
+from pzq.serving.consume_endpoint import ConsumeEndpoint
 from tests.support.devices import wake
 
 pytestmark = pytest.mark.timeout(30)
@@ -61,8 +63,8 @@ def behind(open_device: Callable[..., Device], open_socket: Sockets
         consumer.setsockopt(zmq.LINGER, 0)
         consumer.connect(device.bound()["consume"])
         consumer.send_multipart([wire.CONSUME, b"orders", b"g", b"5", b"DECLARE:1"])
-        while not any(len(group.state.inflight) == 5
-                      for group in device.consume.groups.values()):
+        consume = next(part for part in device.parts if isinstance(part, ConsumeEndpoint))
+        while not any(len(group.state.inflight) == 5 for group in consume.groups.values()):
             wake(device, 1000)
         assert any(part.backlogged() for part in device.parts)
         return device

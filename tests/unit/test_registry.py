@@ -9,10 +9,11 @@ import zmq
 
 from pzq.archive.zper.ack import ZperAckPart
 from pzq.archive.zper.relay import ZperRelayPart
-from pzq.archive.zper.writer import NoWrites, ZperWriterPart
+from pzq.archive.zper.writer import WritesDurable, ZperWriterPart
+from pzq.clock import Now
 from pzq.errors import BindError
 from pzq.parts import HEARTBEAT, REAP, RELAY_POLL, RETENTION
-from pzq.serving.consume_endpoint import ConsumeEndpoint, NoConsumeEndpoint
+from pzq.serving.consume_endpoint import ConsumeEndpoint
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -21,8 +22,8 @@ def test_a_plain_node_has_default_and_the_monitor(open_device):
     device = open_device()
     assert set(device.bound()) == {"receive", "send", "monitor"}
     assert device.ticks() == {REAP: 2_500_000}  # --reaper-frequency, 2.5 s by default
-    assert isinstance(device.consume, NoConsumeEndpoint)
-    assert "zper" not in device.figures()
+    assert not any(isinstance(part, ConsumeEndpoint) for part in device.parts)
+    assert "zper" not in device.figures(Now.read())
 
 
 def test_every_part_on(open_device, tmp_path):
@@ -32,10 +33,9 @@ def test_every_part_on(open_device, tmp_path):
     assert set(device.bound()) == {"receive", "send", "monitor", "consume", "archive",
                                    "zper_writer", "zper_ack", "zper_relay"}
     assert device.ticks() == {REAP: 2_500_000, RETENTION: 60_000_000, RELAY_POLL: 250_000}
-    assert isinstance(device.consume, ConsumeEndpoint)
-    ack = next(part for part in device.parts if isinstance(part, ZperAckPart))
-    assert isinstance(ack.writes, ZperWriterPart)  # acks of the writer's writes
-    zper = device.figures()["zper"]
+    assert any(isinstance(part, ConsumeEndpoint) for part in device.parts)
+    assert device.node.hub.heard(WritesDurable)  # the ack publisher acks the writer's writes
+    zper = device.figures(Now.read())["zper"]
     assert isinstance(zper, dict) and set(zper) == {"writer", "ack", "relay"}
 
 
@@ -43,9 +43,9 @@ def test_an_ack_publisher_without_a_writer_publishes_nothing(open_device, tmp_pa
     device = open_device("--archive-dir", str(tmp_path / "archive"),
                          roles=("receive", "send", "monitor", "zper-ack"))
     ack = next(part for part in device.parts if isinstance(part, ZperAckPart))
-    assert isinstance(ack.writes, NoWrites)
+    assert not ack.durable  # no writes heard of
     assert not any(isinstance(part, (ZperWriterPart, ZperRelayPart)) for part in device.parts)
-    assert device.figures()["zper"] == {"ack": {"subscriptions": 0, "published": 0,
+    assert device.figures(Now.read())["zper"] == {"ack": {"subscriptions": 0, "published": 0,
                                                 "dropped": 0, "waiting": 0}}
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pzq.errors import ConfigError
-from pzq.node.config import build_config
 from pzq.node.main import parse_config
+from pzq.node.options import build_config
 from pzq.node.shard_layout import plan_shards, shard_endpoint
 
 pytestmark = pytest.mark.timeout(10)
@@ -18,18 +18,19 @@ def plan(**values):
 
 def test_the_defaults_step_every_tcp_port_by_ten_and_suffix_ipc_paths():
     shards = plan(shards=3)
-    assert [(s.config.receive_dsn, s.config.send_dsn, s.config.monitor_dsn) for s in shards] == [
+    assert [tuple(s.config.endpoints[role] for role in ("receive", "send", "monitor"))
+            for s in shards] == [
         ("tcp://*:11131", "tcp://*:11132", "ipc:///tmp/pzq-monitor-0"),
         ("tcp://*:11141", "tcp://*:11142", "ipc:///tmp/pzq-monitor-1"),
         ("tcp://*:11151", "tcp://*:11152", "ipc:///tmp/pzq-monitor-2")]
     assert [s.config.database for s in shards] == [
         "pzq-data/shard-0", "pzq-data/shard-1", "pzq-data/shard-2"]
-    assert all(s.config.shards == 1 and s.config.consume_dsn is None for s in shards)
+    assert all(s.config.shards == 1 and "consume" not in s.config.endpoints for s in shards)
 
 
 def test_the_shards_are_one_cluster_with_the_nodes_given():
     shards = plan(shards=3, replicas=2, nodes=("tcp://far:7000",))
-    assert [s.config.broadcast_dsn for s in shards] == [
+    assert [s.config.endpoints["cluster"] for s in shards] == [
         "tcp://127.0.0.1:11134", "tcp://127.0.0.1:11144", "tcp://127.0.0.1:11154"]
     assert shards[1].config.nodes == (
         "tcp://127.0.0.1:11134", "tcp://127.0.0.1:11154", "tcp://far:7000")
@@ -38,7 +39,7 @@ def test_the_shards_are_one_cluster_with_the_nodes_given():
 
 def test_a_broadcast_dsn_given_is_the_base_of_the_shards():
     shards = plan(shards=2, broadcast_dsn="ipc:///run/pzq-cluster")
-    assert [s.config.broadcast_dsn for s in shards] == [
+    assert [s.config.endpoints["cluster"] for s in shards] == [
         "ipc:///run/pzq-cluster-0", "ipc:///run/pzq-cluster-1"]
     assert shards[0].config.nodes == ("ipc:///run/pzq-cluster-1",)
 
@@ -48,9 +49,10 @@ def test_every_bound_endpoint_and_the_archive_are_the_shards_own():
                   archive_dsn="tcp://127.0.0.1:*", zper_writer_dsn="ipc://*",
                   zper_relay_dsn="inproc://relay")
     second = shards[1].config
-    assert (second.consume_dsn, second.archive_dir, second.archive_dsn) == (
+    assert (second.endpoints["consume"], second.archive_dir, second.endpoints["archive"]) == (
         "tcp://127.0.0.1:9015", "arch/shard-1", "tcp://127.0.0.1:*")
-    assert (second.zper_writer_dsn, second.zper_relay_dsn) == ("ipc://*", "inproc://relay")
+    assert (second.endpoints["zper_writer"], second.endpoints["zper_relay"]) == (
+        "ipc://*", "inproc://relay")
 
 
 @pytest.mark.parametrize(("dsn", "shard", "expected"), [
@@ -69,7 +71,8 @@ def test_the_command_line_of_a_shard_wins_over_the_supervisors_and_its_file(tmp_
     shard = plan_shards(parse_config(given))[1]
     child = parse_config([*given, *shard.arguments()])
     assert child == shard.config
-    assert (child.database, child.receive_dsn, child.send_dsn, child.hard_sync, child.shards) == (
+    assert (child.database, child.endpoints["receive"], child.endpoints["send"],
+            child.hard_sync, child.shards) == (
         "filed/shard-1", "tcp://*:9011", "tcp://*:9012", True, 1)
 
 

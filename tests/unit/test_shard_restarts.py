@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from pzq.node.config import build_config
+from pzq.node.options import build_config
 from pzq.node.shard_layout import plan_shards
 from pzq.node.shard_process import start_shard
 from pzq.node.shards import Child

@@ -7,7 +7,8 @@ import pytest
 
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
-from pzq.delivery.state import DeliverySettings, DeliveryState
+from pzq.delivery.settings import DeliverySettings
+from pzq.delivery.state import DeliveryState
 from pzq.protocol.headers import topic_and_tag
 from pzq.protocol.message_keys import parse_message_key
 from pzq.store import keyspace, record

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pzq.errors import ConfigError
-from pzq.node.config import build_config
+from pzq.node.options import build_config
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -17,9 +17,9 @@ def test_options_from_the_config_file_reach_the_archive(tmp_path):
                     'zper-relay-dsn = "tcp://*:5558"\nrelay-poll = 250\n')
     config = build_config({}, path)
     assert config.archive is not None and config.archive.retain_bytes == 1_000_000
-    assert (config.zper_writer_dsn, config.zper_ack_dsn, config.zper_relay_dsn) == (
-        "tcp://*:5555", "tcp://*:5557", "tcp://*:5558")
-    assert config.relay_poll == 250  # ms: the relay part's tick (tests/unit/test_registry.py)
+    assert (config.endpoints["zper_writer"], config.endpoints["zper_ack"],
+            config.endpoints["zper_relay"]) == ("tcp://*:5555", "tcp://*:5557", "tcp://*:5558")
+    assert config.relay_poll_us == 250_000  # 250 ms: the relay part's tick (test_registry.py)
 
 
 @pytest.mark.parametrize("values, message", [

@@ -11,11 +11,13 @@ delivered again later, and the failure is logged once per failing spell.
 from __future__ import annotations
 
 from pzq.archive.tier.lock import ArchiveLock
+from pzq.archive.tier.part import ArchivePart
 from pzq.archive.tier.tier import ArchiveTier
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
 from pzq.errors import ArchiveError
 from pzq.logs import get_logger
+from pzq.parts import Part
 from pzq.protocol.message_keys import message_key
 from pzq.store.batch import Batch, Participant
 
@@ -49,6 +51,10 @@ class Archiving(Participant):
             self.tier.close(now)
         finally:
             self.lock.release()
+
+    def part(self) -> Part:
+        """Its part of the loop: the wake's time, timed fsyncs, retention."""
+        return ArchivePart(self)
 
     def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
               now_us: int) -> bool:

@@ -8,10 +8,10 @@ says what is durable) and retention at the scheduler's tick. Its readers on
 
 from __future__ import annotations
 
-import math
+from typing import Protocol
 
-from pzq.archive.tier.archiving import Archiving
-from pzq.clock import Now
+from pzq.archive.tier.tier import ArchiveTier
+from pzq.clock import Now, poll_ms
 from pzq.parts import RETENTION, Part
 from pzq.store.batch import Batch
 from pzq.zmqio import Events
@@ -19,8 +19,21 @@ from pzq.zmqio import Events
 RETENTION_PERIOD_US = 60_000_000  # look for expired archive segments once a minute
 
 
+class Archived(Protocol):
+    """The archive's side of ACKs and dead letters (pzq.archive.tier.archiving)."""
+
+    @property
+    def tier(self) -> ArchiveTier: ...
+
+    def wake_at(self, now: float) -> None: ...
+
+    def flush(self, now: float) -> None: ...
+
+    def apply_retention(self, now: float) -> None: ...
+
+
 class ArchivePart(Part):
-    def __init__(self, archiving: Archiving) -> None:
+    def __init__(self, archiving: Archived) -> None:
         self.archiving = archiving
 
     def ticks(self) -> dict[bytes, int]:
@@ -28,7 +41,7 @@ class ArchivePart(Part):
 
     def timeout_ms(self, now: Now) -> int | None:
         wait = self.archiving.tier.flush_wait_s(now.wall_us / 1e6)
-        return None if wait is None else math.ceil(wait * 1000)
+        return None if wait is None else poll_ms(wait)
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self.archiving.wake_at(now.wall_us / 1e6)  # the time of this wake's appends

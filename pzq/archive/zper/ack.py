@@ -20,8 +20,11 @@ from collections import deque
 
 import zmq
 
-from pzq.archive.zper.writer import DurableWrites, Written
+from pzq.archive.wiring import ArchiveWiring
+from pzq.archive.zper.writer import WritesDurable, Written
 from pzq.clock import Now
+from pzq.endpoints import Endpoint, Metric, PlugIn
+from pzq.events import EventHub
 from pzq.logs import get_logger
 from pzq.parts import Figures, Part
 from pzq.protocol import zper as zp
@@ -111,15 +114,20 @@ class ZperAck:
 
 class ZperAckPart(Part):
     """--zper-ack-dsn in the loop: after the writer part has answered, the acks of what
-    became durable (and those a full queue refused before); subscriptions counted."""
+    became durable (and those a full queue refused before); subscriptions counted.
+    Without a writer nothing becomes durable, and nothing is published."""
 
-    def __init__(self, ack: ZperAck, writes: DurableWrites, batch: int) -> None:
+    def __init__(self, ack: ZperAck, batch: int, hub: EventHub) -> None:
         self.ack = ack
-        self.writes = writes
         self.batch = batch
+        self.durable: list[Written] = []  # heard this wake, from the writer
+        hub.subscribe(WritesDurable, self._durable)
 
-    def bound(self) -> dict[str, Socket]:
-        return {"zper_ack": self.ack.socket}
+    def _durable(self, durable: WritesDurable) -> None:
+        self.durable.extend(durable.writes)
+
+    def bound(self) -> list[Socket]:
+        return [self.ack.socket]
 
     def polled(self) -> list[Socket | int]:
         return [self.ack.socket]
@@ -128,14 +136,34 @@ class ZperAckPart(Part):
         return self.ack.timeout_ms()
 
     def answer(self, events: Events, now: Now) -> None:
-        self.ack.publish(self.writes.durable_now)
+        durable, self.durable = self.durable, []
+        self.ack.publish(durable)
         if events.get(self.ack.socket, 0) & POLLIN:
             self.ack.take_subscriptions(self.batch)
 
     def figures(self, now: Now) -> Figures:
         ack = self.ack
-        return {"zper": {"ack": {"subscriptions": ack.subscriptions, "published": ack.published,
-                                 "dropped": ack.dropped, "waiting": ack.waiting}}}
+        return {"subscriptions": ack.subscriptions, "published": ack.published,
+                "dropped": ack.dropped, "waiting": ack.waiting}
 
     def close(self) -> None:
         self.ack.socket.close()
+
+
+def open_ack(wiring: ArchiveWiring, dsn: str) -> Part:
+    socket = wiring.bind(zmq.XPUB, dsn, ZPER_ACK_DSN.flag, {zmq.SNDHWM: ACK_SNDHWM})
+    return ZperAckPart(ZperAck(socket), wiring.config.batch_size, wiring.hub)
+
+
+ZPER_ACK_DSN = Endpoint(
+    "zper_ack", "zper_ack_dsn", "archive: endpoint publishing ZPER acks after each flush "
+    "(off when unset)", needs=("archive_dir",), stats=("zper", "ack"),
+    metrics=(Metric("pzq_zper_acks_published", "published", "ZPAck acks sent (to every "
+                    "subscriber of their topic, or to none)."),
+             Metric("pzq_zper_acks_dropped", "dropped", "ZPAck acks dropped: a "
+                    "subscriber's queue and the node's backlog were full."),
+             Metric("pzq_zper_ack_subscriptions", "subscriptions", "Open ZPAck subscriptions.",
+                    counter=False),
+             Metric("pzq_zper_acks_waiting", "waiting",
+                    "ZPAck acks kept until a subscriber's queue has room.", counter=False)))
+ZPER_ACK = PlugIn(ZPER_ACK_DSN, open_ack)

@@ -21,7 +21,9 @@ import zmq
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.tier import ArchiveTier
 from pzq.archive.tier.topiclog import TopicLog
+from pzq.archive.wiring import ArchiveWiring
 from pzq.clock import Now
+from pzq.endpoints import Endpoint, PlugIn
 from pzq.errors import ArchiveFormatError, DecodeError
 from pzq.parts import Part
 from pzq.protocol import zper as zp
@@ -118,14 +120,15 @@ def send_reply(socket: Socket, frames: list[Frame]) -> None:
 
 
 class ArchiveReaders(Part):
-    """--archive-dsn in the loop: ZPER readers' OFFSET and FETCH, answered last."""
+    """--archive-dsn in the loop (a plug-in endpoint): ZPER readers' OFFSET and FETCH,
+    answered last."""
 
     def __init__(self, tier: ArchiveTier, socket: Socket) -> None:
         self.archive = tier.archive
         self.socket = socket
 
-    def bound(self) -> dict[str, Socket]:
-        return {"archive": self.socket}
+    def bound(self) -> list[Socket]:
+        return [self.socket]
 
     def polled(self) -> list[Socket | int]:
         return [self.socket]
@@ -140,3 +143,12 @@ class ArchiveReaders(Part):
 
     def close(self) -> None:
         self.socket.close()
+
+
+def open_readers(wiring: ArchiveWiring, dsn: str) -> Part:
+    return ArchiveReaders(wiring.archive, wiring.bind(zmq.ROUTER, dsn, ARCHIVE_DSN.flag))
+
+
+ARCHIVE_DSN = Endpoint("archive", "archive_dsn", "archive: endpoint of the ZPER-compatible "
+                       "reader (off when unset)", needs=("archive_dir",))
+ARCHIVE_READERS = PlugIn(ARCHIVE_DSN, open_readers)

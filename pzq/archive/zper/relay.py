@@ -29,7 +29,9 @@ import zmq
 
 from pzq.archive.format.records import decode_records
 from pzq.archive.tier.archive import Archive
+from pzq.archive.wiring import ArchiveWiring
 from pzq.clock import Now
+from pzq.endpoints import Endpoint, Metric, PlugIn
 from pzq.errors import ArchiveFormatError, DecodeError
 from pzq.logs import get_logger
 from pzq.parts import RELAY_POLL, Figures, Part
@@ -169,8 +171,8 @@ class ZperRelayPart(Part):
         self.batch = batch
         self.due = False
 
-    def bound(self) -> dict[str, Socket]:
-        return {"zper_relay": self.relay.socket}
+    def bound(self) -> list[Socket]:
+        return [self.relay.socket]
 
     def polled(self) -> list[Socket | int]:
         return [self.relay.socket]
@@ -191,9 +193,23 @@ class ZperRelayPart(Part):
 
     def figures(self, now: Now) -> Figures:
         relay = self.relay
-        return {"zper": {"relay": {"clients": relay.connected,
-                                   "known_clients": len(relay.clients),
-                                   "relayed": relay.relayed, "refused": relay.refused}}}
+        return {"clients": relay.connected, "known_clients": len(relay.clients),
+                "relayed": relay.relayed, "refused": relay.refused}
 
     def close(self) -> None:
         self.relay.socket.close()
+
+
+def open_relay(wiring: ArchiveWiring, dsn: str) -> Part:
+    socket = wiring.bind(zmq.ROUTER, dsn, ZPER_RELAY_DSN.flag)
+    return ZperRelayPart(ZperRelay(wiring.archive.archive, socket, wiring.now.mono),
+                         wiring.config.relay_poll_us, wiring.config.batch_size)
+
+
+ZPER_RELAY_DSN = Endpoint(
+    "zper_relay", "zper_relay_dsn", "archive: endpoint of the ZPER relay, pushing new "
+    "records (off when unset)", needs=("archive_dir",), stats=("zper", "relay"),
+    metrics=(Metric("pzq_zper_relayed", "relayed", "Records pushed to ZPER relay clients."),
+             Metric("pzq_zper_relay_clients", "clients", "ZPER relay clients connected.",
+                    counter=False)))
+ZPER_RELAY = PlugIn(ZPER_RELAY_DSN, open_relay)

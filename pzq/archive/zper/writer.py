@@ -24,14 +24,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import zmq
 
 from pzq.archive.format.codec import SHORT_HEADERS, SHORT_MAX, encode_frames_into, long_header
 from pzq.archive.tier.archive import Archive
+from pzq.archive.wiring import ArchiveWiring
 from pzq.clock import Now
+from pzq.endpoints import Endpoint, Metric, PlugIn
 from pzq.errors import ArchiveError, DecodeError
+from pzq.events import EventHub
 from pzq.logs import get_logger
 from pzq.parts import Figures, Part
 from pzq.protocol import zper as zp
@@ -52,6 +54,7 @@ IDENTITY_CACHE = 4096  # producers remembered; past it the cache starts over
 REFUSALS_LOGGED = 4096  # distinct (producer, reason) pairs logged before going quiet
 NO_ENVELOPE: list[bytes] = []  # a DEALER's write: no REQ delimiter (never changed)
 MessageId = bytes | zmq.Frame  # a frame of ZeroMQ's, copied only if it is answered
+WRITER_RCVHWM = 100_000  # ZPER writes queued before the loop takes them
 
 
 @dataclass(frozen=True)
@@ -270,56 +273,72 @@ class ZperWriter:
                 pass  # the producer is gone or not reading: ZPER drops it too
 
 
-class DurableWrites(Protocol):
-    """The writes the last wake's flushes made durable (``ZperWriterPart``'s, or none
-    without a writer), for the ack publisher."""
+@dataclass(frozen=True)
+class WritesDurable:
+    """The writes a wake's flushes made durable (an event on the node's hub, for the
+    ack publisher); while some part acts on it, mode 0 writes are kept until flushed
+    too."""
 
-    durable_now: list[Written]
-
-
-class NoWrites:
-    """No --zper-writer-dsn: nothing is written, so nothing becomes durable."""
-
-    def __init__(self) -> None:
-        self.durable_now: list[Written] = []
+    writes: list[Written]
 
 
 class ZperWriterPart(Part):
     """--zper-writer-dsn in the loop: take writes, then answer those the archive's
     flush made durable (the archive part flushes before this answers)."""
 
-    def __init__(self, writer: ZperWriter, socket: Socket, batch: int) -> None:
+    def __init__(self, writer: ZperWriter, socket: Socket, batch: int, hub: EventHub) -> None:
         self.writer = writer
         self.socket = socket
         self.batch = batch
-        self.durable_now: list[Written] = []
+        self.hub = hub
         self.rates = Rates(("written", "bytes"))
 
-    def bound(self) -> dict[str, Socket]:
-        return {"zper_writer": self.socket}
+    def bound(self) -> list[Socket]:
+        return [self.socket]
 
     def polled(self) -> list[Socket | int]:
         return [self.socket]
 
     def answer(self, events: Events, now: Now) -> None:
         writer = self.writer
+        writer.keep_all = self.hub.heard(WritesDurable)  # acks for mode 0 too
         if events.get(self.socket, 0) & POLLIN:
             writer.take(self.socket, self.batch, now.wall_us / 1e6)
-        self.durable_now = writer.durable()
-        if self.durable_now:
-            writer.respond(self.socket, self.durable_now)
+        durable = writer.durable()
+        if durable:
+            writer.respond(self.socket, durable)
+        self.hub.publish(WritesDurable(durable))
         self.rates.sample(now.mono, writer.figures)
 
     def figures(self, now: Now) -> Figures:
         figures = self.writer.figures
         rates = self.rates.rates(now.mono, figures)
-        return {"zper": {"writer": {
+        return {
             "written": figures.written, "bytes": figures.bytes, "refused": figures.refused,
             "responses": figures.responses, "written_by_mode": list(figures.by_mode),
             "messages_per_second_1s": rates["written_1s"],
             "bytes_per_second_1s": rates["bytes_1s"],
             "messages_per_second_60s": rates["written_60s"],
-            "bytes_per_second_60s": rates["bytes_60s"]}}}
+            "bytes_per_second_60s": rates["bytes_60s"]}
 
     def close(self) -> None:
         self.socket.close()
+
+
+def open_writer(wiring: ArchiveWiring, dsn: str) -> Part:
+    config = wiring.config
+    writer = ZperWriter(wiring.archive.archive, config.archive_topic, keep_all=False)
+    socket = wiring.bind(zmq.ROUTER, dsn, ZPER_WRITER_DSN.flag, {zmq.RCVHWM: WRITER_RCVHWM})
+    return ZperWriterPart(writer, socket, config.batch_size, wiring.hub)
+
+
+ZPER_WRITER_DSN = Endpoint(
+    "zper_writer", "zper_writer_dsn", "archive: endpoint of the ZPER writer, where ZPER "
+    "producers write (off when unset)", needs=("archive_dir",), stats=("zper", "writer"),
+    metrics=(Metric("pzq_zper_written", "written", "Messages ZPER producers wrote."),
+             Metric("pzq_zper_written_bytes", "bytes",
+                    "Bytes of the frames ZPER producers wrote."),
+             Metric("pzq_zper_refused", "refused", "ZPER writes refused: bad identity, hash "
+                    "or mode, or a topic not theirs."),
+             Metric("pzq_zper_responses", "responses", "Replies sent to ZPER producers.")))
+ZPER_WRITER = PlugIn(ZPER_WRITER_DSN, open_writer)

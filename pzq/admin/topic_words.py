@@ -1,0 +1,98 @@
+"""The words of a topic or group command on the monitor socket (pzq.admin.topic_admin):
+``TOPIC|GROUP``, names and ``name=value`` options, each value checked before anything is
+made or changed; and a topic's limits as its lines show them."""
+
+from __future__ import annotations
+
+from pzq.cluster.placement import MOST_PARTITIONS
+from pzq.durations import duration_us
+from pzq.store.topic_model import MOST_BACKOFF_STEPS
+from pzq.store.topics import Topic
+
+
+def same_filter(topic: Topic, name: str, given: str | None) -> None:
+    """A declare of a group that exists, naming another filter than the group's, is
+    refused rather than answered "exists already" with the filter ignored."""
+    group = topic.groups.get(name)
+    if group is not None and given is not None and given != group.filter:
+        held = f"the filter {group.filter}" if group.filter else "no filter"
+        raise ValueError(f"group {name} of topic {topic.name} exists with {held}, "
+                         f"not {given}; remove the group to declare it anew")
+
+
+def parse_words(arguments: list[bytes], verb: bytes) -> tuple[str, list[str], dict[str, str]]:
+    """(TOPIC or GROUP, names, name=value options)."""
+    words = [argument.decode(errors="replace") for argument in arguments]
+    if not words or words[0].upper() not in ("TOPIC", "GROUP"):
+        raise ValueError(f"{verb.decode()} TOPIC ... or {verb.decode()} GROUP ...")
+    names = [word for word in words[1:] if "=" not in word]
+    options = dict(word.split("=", 1) for word in words[1:] if "=" in word)
+    return words[0].upper(), names, options
+
+
+def count_names(names: list[str], wanted: int, usage: str) -> None:
+    if len(names) != wanted:
+        raise ValueError(f"usage: {usage}")
+
+
+def no_more(options: dict[str, str]) -> None:
+    if options:
+        raise ValueError(f"unknown option {sorted(options)[0]!r}")
+
+
+def number(value: int | str, name: str) -> int:
+    if isinstance(value, int):
+        return value
+    if not value.isdigit():
+        raise ValueError(f"{name}={value[:20]} is not a whole number 0 or more")
+    return int(value)
+
+
+def topic_settings_given(options: dict[str, str]) -> dict[str, int]:
+    """A topic's own limits among DECLARE TOPIC's options (taken out), as Topic fields."""
+    found: dict[str, int] = {}
+    for name in ("max_messages", "max_bytes"):
+        if name in options:
+            found[name] = number(options.pop(name), name)
+    if "dedup_window" in options:
+        found["dedup_window_us"] = _duration(options.pop("dedup_window"))
+    return found
+
+
+def group_settings_given(options: dict[str, str]) -> dict[str, object]:
+    """A group's own delivery settings among DECLARE GROUP's options (taken out)."""
+    found: dict[str, object] = {}
+    if "ack_timeout" in options:
+        found["ack_timeout_us"] = _duration(options.pop("ack_timeout"), "ack_timeout")
+    if "max_deliveries" in options:
+        found["max_deliveries"] = number(options.pop("max_deliveries"), "max_deliveries")
+    if "backoff" in options:
+        steps = [step for step in options.pop("backoff").split(",") if step]
+        if not 0 < len(steps) <= MOST_BACKOFF_STEPS:
+            raise ValueError(f"backoff takes 1 to {MOST_BACKOFF_STEPS} durations, "
+                             "separated by ',' (e.g. 1s,10s,1m)")
+        found["backoff_us"] = tuple(_duration(step, "backoff") for step in steps)
+    return found
+
+
+def _duration(text: str, name: str = "dedup_window") -> int:
+    """A duration setting (``10m``), above 0."""
+    found = duration_us(text)
+    if found <= 0:
+        raise ValueError(f"{name} {text[:20]!r} must be above 0")
+    return found
+
+
+def partitions_given(given: str | None) -> int | None:
+    if given is None:
+        return None
+    partitions = number(given, "partitions")
+    if not 1 <= partitions <= MOST_PARTITIONS:
+        raise ValueError(f"partitions must be from 1 to {MOST_PARTITIONS}")
+    return partitions
+
+
+def limits_text(topic: Topic) -> str:
+    settings = (("max_messages", topic.max_messages), ("max_bytes", topic.max_bytes),
+                ("dedup_window_us", topic.dedup_window_us), ("partitions", topic.partitions))
+    return "".join(f" {name}={value}" for name, value in settings if value)

@@ -1,0 +1,117 @@
+"""What a peer's frame does here, once its sender said PING (pzq.cluster.core answers
+PING and keeps who is alive): one handler per command, through one table. Copies
+are stored, removes and dones applied, tombstones dropped, a peer's topics and
+routes noted; confirmations wait for the batch that holds what they confirm
+(``after_write``, shared with the core, which sends them once it is written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pzq.cluster.done import Dones
+from pzq.cluster.protocols import PeerProtocols
+from pzq.cluster.removes import RemoveLedger
+from pzq.cluster.routes import Routes
+from pzq.cluster.senders import Senders
+from pzq.cluster.sends import Reply, Send
+from pzq.cluster.takeover import Takeovers
+from pzq.delivery.state import DeliveryState
+from pzq.errors import DecodeError
+from pzq.logs import get_logger
+from pzq.protocol import cluster as cw
+from pzq.store.batch import Batch
+from pzq.store.replicas import ReplicaStore, decode_holders
+
+log = get_logger("pzq.cluster")
+
+TOMBSTONES_PER_PONG = 10_000
+HELD_PER_PONG = 10_000
+# routing id, sender's node id, frames, the wake's batch, own delivery state, now
+Handler = Callable[[bytes, bytes, list[bytes], Batch, DeliveryState, float], None]
+
+
+class PeerFrames:
+    def __init__(self, node_id: bytes, replicas: ReplicaStore, done: Dones,
+                 removes: RemoveLedger, takeovers: Takeovers, routes: Routes,
+                 senders: Senders, protocols: PeerProtocols, after_write: list[Send]) -> None:
+        self.node_id = node_id
+        self.replicas = replicas
+        self.done = done
+        self.removes = removes
+        self.takeovers = takeovers
+        self.routes = routes
+        self.senders = senders
+        self.protocols = protocols
+        self.after_write = after_write
+        # A frame's command -> what a peer's frame does here (PING is answered first)
+        self.handlers: dict[bytes, Handler] = {
+            cw.REPLICATE: self._on_replicate, cw.REMOVE: self._on_remove,
+            cw.DONE: self._on_done, cw.APPLIED: self._on_applied, cw.TOPICS: self._on_topics,
+            cw.ROUTING: self._on_routing}
+
+    def handle(self, command: bytes, routing_id: bytes, sender: bytes, frames: list[bytes],
+               batch: Batch, own: DeliveryState, now: float) -> None:
+        handle = self.handlers.get(command)
+        if handle is None:
+            raise DecodeError(f"unknown cluster command {command[:20]!r}")
+        handle(routing_id, sender, frames, batch, own, now)
+
+    def pong(self, node_id: bytes, endpoint: str) -> list[bytes]:
+        """Tombstones of the asker's messages, and those it must not deliver yet: out
+        with our consumers, or acked here and the remove not confirmed by it."""
+        tombstones: list[int] = []
+        if self.replicas.tombstones[node_id] > 0:
+            tombstones = self.replicas.tombstone_seqs(node_id, TOMBSTONES_PER_PONG + 1)
+        more = len(tombstones) > TOMBSTONES_PER_PONG
+        held = self.takeovers.out_with_consumers(node_id) | self.removes.unconfirmed(
+            node_id, endpoint)
+        return cw.encode_pong(self.node_id, tombstones[:TOMBSTONES_PER_PONG], more,
+                              sorted(held)[:HELD_PER_PONG])
+
+    # -- one handler per frame a peer sends, after its PING -----------------------------
+
+    def _on_replicate(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                      batch: Batch, own: DeliveryState, now: float) -> None:
+        replicate = cw.decode_replicate(frames)
+        if replicate.origin != sender:
+            raise DecodeError("a node may only replicate its own messages")
+        holders = decode_holders(replicate.holders)
+        log.debug("replicas_received", origin=sender.decode(),
+                  batch_id=replicate.batch_id, messages=len(replicate.messages))
+        for seq, value in replicate.messages:
+            self.replicas.add(batch, replicate.origin, seq, holders, value)
+        # Confirm only once the batch holding the copies is written.
+        self.after_write.append(Reply(routing_id, cw.encode_replicated(replicate.batch_id)))
+
+    def _on_remove(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                   batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, remove_id, seqs = cw.decode_remove(frames)
+        self.done.apply_remove(origin, seqs, batch, own, now)
+        self.after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
+
+    def _on_done(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                 batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, done_id, group, seqs = cw.decode_done(frames)
+        self.done.apply_done(origin, group, seqs, batch, own)
+        self.after_write.append(Reply(routing_id, cw.encode_noted(done_id)))
+
+    def _on_applied(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                    batch: Batch, own: DeliveryState, now: float) -> None:
+        self.replicas.drop_tombstones(batch, sender, cw.decode_applied(frames))
+
+    def _on_topics(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                   batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, reads = cw.decode_topics(frames)
+        if origin != sender:
+            raise DecodeError("a node may only describe its own topics")
+        self.replicas.describe_topics(batch, origin, reads)
+
+    def _on_routing(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                    batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, routing = cw.decode_routing_frame(frames)
+        if origin != sender:
+            raise DecodeError("a node may only describe its own routes")
+        endpoint, _ = self.senders.get(routing_id) or ("", b"")
+        self.protocols.heard(endpoint, routing.protocol)
+        self.routes.learned(endpoint, routing)

@@ -1,0 +1,70 @@
+"""What a delivery state owes the store, written with the next batch: how far its
+first deliveries went, the counts of messages delivered again, the deletes of ACKed
+messages and the moves to the dead letters. A batch that fails to write keeps them
+for the next one (an ACKed message must not linger), and a message on its way out
+is not delivered meanwhile (``leaving``).
+"""
+
+from __future__ import annotations
+
+from pzq.delivery.areas import Area
+from pzq.store.batch import Batch
+
+
+class OwedWrites:
+    def __init__(self, delivered_below: int) -> None:
+        self.delivered_kept = delivered_below  # how far first deliveries went, as written
+        self.delivered_writing = 0  # the figure kept before the batch being built
+        self.rewrites: dict[int, bytes] = {}  # given-back messages' counts
+        self.rewriting: dict[int, bytes] = {}  # ... in the batch being built
+        self.unwritten_deletes: dict[int, int] = {}  # deletes whose batch failed
+        self.deleting: dict[int, int] = {}  # deletes in the batch being built
+        self.dead: dict[int, bytes] = {}  # delivered too often: to the dead letters
+        self.dead_moving: dict[int, bytes] = {}  # ... in the batch being built
+
+    def prepare(self, batch: Batch, area: Area, cursor: int) -> None:
+        """Start a batch with what earlier wakes left to write."""
+        self.delivered_writing = self.delivered_kept
+        if cursor > self.delivered_kept:
+            area.keep_delivered_below(batch, cursor)
+            self.delivered_kept = cursor
+        for seq, value in self.rewrites.items():
+            area.rewrite(batch, seq, value)
+        self.rewriting, self.rewrites = self.rewrites, {}
+        unwritten, self.unwritten_deletes = self.unwritten_deletes, {}
+        for seq, size in unwritten.items():
+            self.delete(batch, area, seq, size)
+        self.dead_moving, self.dead = self.dead, {}
+        for seq, value in self.dead_moving.items():
+            area.dead_letter(batch, seq, value)
+
+    def written(self) -> None:
+        self.deleting = {}
+        self.dead_moving = {}
+        self.rewriting = {}
+
+    def failed(self) -> None:
+        """Keep the batch's deletes for the next one; counts and how far deliveries went
+        are written again too."""
+        self.delivered_kept = self.delivered_writing
+        self.rewrites = {**self.rewriting, **self.rewrites}
+        self.rewriting = {}
+        self.unwritten_deletes.update(self.deleting)
+        self.deleting = {}
+        self.dead.update(self.dead_moving)
+        self.dead_moving = {}
+
+    def delete(self, batch: Batch, area: Area, seq: int, size: int) -> None:
+        self.deleting[seq] = size
+        area.delete(batch, seq, size)
+
+    def leaving(self, seq: int) -> bool:
+        """Its delete or its move to the dead letters is under way."""
+        return (seq in self.deleting or seq in self.unwritten_deletes
+                or seq in self.dead or seq in self.dead_moving)
+
+    def any_leaving(self) -> bool:
+        return bool(self.unwritten_deletes or self.deleting or self.dead or self.dead_moving)
+
+    def leaving_seqs(self) -> list[int]:
+        return [*self.unwritten_deletes, *self.dead, *self.deleting, *self.dead_moving]

@@ -1,0 +1,103 @@
+"""The checks of a whole configuration, once its values are each in range
+(pzq.node.options): every endpoint an endpoint and what it needs given, the cluster's
+peers and keys, the archive's topic, --partitions, CURVE's two options together. A
+shard's configuration is checked again with its own endpoints (pzq.node.shard_layout).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pzq.errors import ConfigError
+from pzq.node.config import Config, parse_partitions
+from pzq.node.endpoints import ENDPOINTS
+from pzq.protocol.headers import validate_topic
+
+DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
+
+
+def validate(config: Config) -> None:
+    if not config.database:
+        raise ConfigError("--database must name a directory")
+    for endpoint in ENDPOINTS:
+        dsn = config.endpoints.get(endpoint.role)
+        if dsn is None:
+            continue
+        check_dsn(endpoint.flag, dsn)
+        for needed in endpoint.needs:
+            if getattr(config, needed) is None:
+                raise ConfigError(f"{endpoint.flag} needs --{needed.replace('_', '-')}")
+    _validate_cluster(config)
+    try:
+        validate_topic(config.archive_topic)
+    except ValueError as exc:
+        raise ConfigError(f"--archive-topic: {exc}") from None
+    parse_partitions(config.partitions)
+    if (config.curve_secret_key is None) != (config.curve_authorized_keys is None):
+        raise ConfigError("--curve-secret-key and --curve-authorized-keys go together")
+
+
+def _validate_cluster(config: Config) -> None:
+    endpoints = config.peer_endpoints
+    for node in endpoints:
+        check_dsn("--nodes", node)
+    if config.broadcast_dsn is not None and config.broadcast_dsn in endpoints:
+        raise ConfigError("--nodes must list the other nodes, not this node's --broadcast-dsn")
+    if len(set(endpoints)) != len(endpoints):
+        raise ConfigError("--nodes lists the same endpoint twice")
+    if config.shards > 1:
+        _validate_shards_cluster(config)
+        return  # the other shards are peers too: each shard's own settings are checked
+    if config.replicas > len(endpoints):
+        raise ConfigError(
+            f"--replicas {config.replicas} needs at least that many --nodes "
+            f"(got {len(endpoints)})")
+    if endpoints and config.broadcast_dsn is None:
+        raise ConfigError("--nodes needs --broadcast-dsn, this node's own cluster endpoint")
+    _validate_cluster_keys(config)
+
+
+def _validate_shards_cluster(config: Config) -> None:
+    # Per-node cluster keys need a key pair per node; the shards share one.
+    if config.cluster_authorized_keys is not None:
+        raise ConfigError("--shards cannot take --cluster-authorized-keys: the shards share "
+                          "one --curve-secret-key; without --cluster-authorized-keys they "
+                          "join with that key pair, whose public key must then be in "
+                          "--curve-authorized-keys")
+
+
+def _validate_cluster_keys(config: Config) -> None:
+    names = config.peer_key_names
+    if config.cluster_authorized_keys is None:
+        if names:
+            raise ConfigError("--nodes NAME=ENDPOINT names a key in --cluster-authorized-keys; "
+                              "give that directory, or plain endpoints")
+        return
+    flag = "--cluster-authorized-keys"
+    if config.curve_secret_key is None or config.broadcast_dsn is None:
+        raise ConfigError(f"{flag} needs --curve-secret-key and --broadcast-dsn")
+    if not Path(config.cluster_authorized_keys).is_dir():
+        raise ConfigError(f"{flag} {config.cluster_authorized_keys} is not a directory")
+    if config.curve_authorized_keys is not None and Path(config.curve_authorized_keys).resolve() \
+            == Path(config.cluster_authorized_keys).resolve():
+        raise ConfigError(f"{flag} must not be --curve-authorized-keys: every client key "
+                          "there could join the cluster")
+    unnamed = [endpoint for endpoint in config.peer_endpoints if endpoint not in names]
+    if unnamed:
+        raise ConfigError(f"with {flag} every --nodes entry is NAME=ENDPOINT, the key "
+                          f"being NAME.key there (not named: {', '.join(unnamed)})")
+
+
+def check_dsn(flag: str, dsn: str) -> None:
+    if not DSN_PATTERN.match(dsn):
+        raise ConfigError(f"{flag} {dsn!r} is not a ZeroMQ endpoint such as tcp://*:11131")
+    if dsn.startswith("tcp://") and not _tcp_port_in_range(dsn):
+        raise ConfigError(f"{flag} {dsn!r} needs a port from 1 to 65535, or * for any "
+                          "free port, e.g. tcp://*:11131")
+
+
+def _tcp_port_in_range(dsn: str) -> bool:
+    # ZeroMQ takes a port modulo 65536 (99999 binds 34463): check it before it wraps.
+    port = dsn.rpartition(":")[2]
+    return port == "*" or (port.isdigit() and 0 < int(port) < 65536)

@@ -1,0 +1,124 @@
+"""The producers' endpoint (--receive-dsn) as a part of the loop, like every other.
+
+It takes what producers sent into the wake's batch (pzq.node.intake); once the batch
+is written its producers are ACKed, or its messages copied to the peers first (their
+ACKs come back on the node's hub as ``CopiesSettled``); a batch that failed is
+refused to its producers. ACKs go out after the cluster's frames, and again at the
+next wake when a full pipe refused them; while many wait it stops reading producers.
+At a stop it gives the peers a moment for the copies' confirmations, then ACKs what
+waits (REPLICATION_FAILED) before the node closes.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import zmq
+
+from pzq.clock import Now
+from pzq.cluster.lone import Cluster
+from pzq.cluster.replication import CopiesSettled
+from pzq.counters import Counters
+from pzq.events import EventHub
+from pzq.logs import get_logger
+from pzq.node.intake import Intake
+from pzq.node.outbox import RETRY_MS, ProducerAcks
+from pzq.parts import Figures, Part
+from pzq.store.batch import Batch, Participant
+from pzq.store.record import Stored
+from pzq.zmqio import POLLIN, Events, Socket
+
+log = get_logger("pzq.intake")
+PACED_INTAKE = 16  # messages a wake takes while consumers are behind (a batch: whole)
+
+
+class Backlog(Protocol):
+    def backlogged(self) -> bool: ...  # consumers connected, stored messages waiting
+
+
+class IntakePart(Part, Participant):
+    def __init__(self, socket: Socket, intake: Intake, acks: ProducerAcks, cluster: Cluster,
+                 counters: Counters, backlog: Backlog, replicas: int, hard_sync: bool,
+                 hub: EventHub) -> None:
+        self.socket = socket
+        self.intake = intake
+        self.acks = acks
+        self.cluster = cluster
+        self.counters = counters
+        self.backlog = backlog  # the node's parts: whether consumers wait behind stored ones
+        self.replicas = replicas
+        self.hard_sync = hard_sync
+        self._taking = False  # producers are read this wake
+        self._accepted: list[Stored] = []  # stored in the batch being written
+        self._mono = 0.0
+        self._failing = False  # the store refuses writes (logged once per spell)
+        hub.subscribe(CopiesSettled, self._settled)
+
+    def _settled(self, settled: CopiesSettled) -> None:
+        self.acks.replicated(settled.acks)
+
+    # -- the loop's questions ------------------------------------------------------
+
+    def bound(self) -> list[Socket]:
+        return [self.socket]
+
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
+        """Producers are read while there is room for their ACKs and the node runs."""
+        self._taking = delivering and not self.acks.full
+        poller.register(self.socket, POLLIN if self._taking else 0)
+
+    def timeout_ms(self, now: Now) -> int | None:
+        return RETRY_MS if self.acks else None  # ACKs a full pipe refused, again
+
+    def take(self, events: Events, batch: Batch, now: Now) -> None:
+        self._mono = now.mono
+        if self._taking and events.get(self.socket, 0) & POLLIN:
+            self._accepted = self.intake.take(batch, now, self._pace())
+
+    def _pace(self) -> int:
+        """While consumers are connected and stored messages wait for them, a wake takes
+        a produce batch or PACED_INTAKE messages, then delivers: the one thread then
+        shares its time between the two, and a message waits behind a short backlog
+        instead of the run of what producers sent ahead (end-to-end latency). Under
+        --hard-sync a wake's fsync is shared by as many messages as came: no pace."""
+        if self.hard_sync or not self.backlog.backlogged():
+            return 0
+        return PACED_INTAKE
+
+    def written(self) -> None:
+        """The batch holding the messages is written: ACK their producers, or copy them
+        to the peers first."""
+        if self._failing:
+            self._failing = False
+            log.warning("store_write_recovered")
+        accepted, self._accepted = self._accepted, []
+        self.counters.stored += len(accepted)
+        if self.replicas and accepted:
+            self.cluster.replicate(accepted, self._mono)
+        elif accepted:
+            self.intake.ack_stored(accepted)
+
+    def write_failed(self, reason: str) -> None:
+        if not self._failing:  # once per failing spell, not once per wake
+            self._failing = True
+            log.error("store_write_failed", error=reason, refused=len(self._accepted))
+        accepted, self._accepted = self._accepted, []
+        self.intake.not_stored(accepted, reason)
+        self.acks.flush()
+
+    def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        self.acks.flush()
+
+    # -- stopping ------------------------------------------------------------------
+
+    def owes(self) -> bool:
+        """Producer ACKs wait for copies (a stopping node waits a little for them)."""
+        return self.cluster.next_deadline() is not None
+
+    def hand_back(self, seconds: float) -> Figures:
+        self.acks.replicated(self.cluster.fail_all())
+        self.acks.flush_before_exit(seconds)
+        return {"unsent_producer_acks": len(self.acks)}
+
+    def close(self) -> None:
+        self.socket.close()

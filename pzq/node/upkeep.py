@@ -1,0 +1,27 @@
+"""The node's own upkeep as a part of the loop, first in a wake: a wake for the store's
+timed fsync (--sync-interval), and a new group's older messages backfilled into its
+topic's log, a chunk a wake, right after the write."""
+
+from __future__ import annotations
+
+from pzq.clock import Now, poll_ms
+from pzq.parts import Part
+from pzq.store.store import Store
+from pzq.store.topics import Topics
+from pzq.zmqio import Events
+
+
+class NodeUpkeep(Part):
+    def __init__(self, store: Store, topics: Topics) -> None:
+        self.store = store
+        self.topics = topics
+
+    def timeout_ms(self, now: Now) -> int | None:
+        if self.topics.backfill_due():
+            return 0
+        sync_wait = self.store.sync_wait_s()
+        return None if sync_wait is None else poll_ms(sync_wait)
+
+    def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        if self.topics.backfill_due():
+            self.topics.backfill()

@@ -1,0 +1,54 @@
+"""The named groups of --consume-dsn as the administration and the figures see them,
+whether or not this node serves them: the consume endpoint (pzq.serving.consume_endpoint),
+or ``NoConsumeEndpoint`` on a node without --consume-dsn."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from pzq.serving.holding import NamedGroupDelivery
+from pzq.store.batch import Batch
+from pzq.store.topics import Group, Topic
+
+
+class NamedGroups(Protocol):
+    """What the admin verbs and the figures ask of the named groups served on
+    --consume-dsn (ConsumeEndpoint), whether or not this node serves them."""
+
+    served: bool  # False: the node has no --consume-dsn
+
+    @property
+    def groups(self) -> Mapping[int, NamedGroupDelivery]: ...
+
+    def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
+                   pattern: str, now_us: int) -> Group: ...
+
+    def settings_changed(self, group: Group) -> None: ...
+
+    def forget(self, seq: int) -> None: ...
+
+    def drop_group(self, topic: Topic, name: str) -> None: ...
+
+
+class NoConsumeEndpoint:
+    """A node without --consume-dsn: no named group is served here, so none has
+    deliveries to show, to forget or to let go."""
+
+    served = False
+
+    def __init__(self) -> None:
+        self.groups: dict[int, NamedGroupDelivery] = {}
+
+    def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,
+                   pattern: str, now_us: int) -> Group:
+        raise ValueError("the node has no --consume-dsn: groups are read there")
+
+    def settings_changed(self, group: Group) -> None:
+        pass
+
+    def forget(self, seq: int) -> None:
+        pass
+
+    def drop_group(self, topic: Topic, name: str) -> None:
+        pass

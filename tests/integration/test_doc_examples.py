@@ -53,8 +53,8 @@ from pzq.cli.common import DEFAULT_MONITOR
 from pzq.cli.consume import DEFAULT_CONSUME, DEFAULT_SEND
 from pzq.cli.produce import DEFAULT_RECEIVE
 from pzq.client import request_monitor
-from pzq.node.options import OPTIONS_BY_NAME
 from pzq.node.main import parse_config
+from pzq.node.options import OPTIONS_BY_NAME
 from pzq.node.shard_layout import BASE_BROADCAST, plan_shards
 from tests.support.harness import wait_until
 from tests.support.ports import block_of_ports

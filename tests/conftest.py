@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from pzq.client import Consumer, Producer
-from tests.support.harness import NodeProcess
+from tests.support.harness import NodeProcess, shown_on_failure
 from tests.support.inproc import InprocNode
 
 LOG_LINES_ON_FAILURE = 200
@@ -74,7 +74,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        for node in getattr(item, "pzq_nodes", []):
+        for node in (node for nodes in getattr(item, "pzq_nodes", []) for node in nodes):
             report.sections.append((f"pzq node {node.database.name}: last log lines",
                                     "\n".join(node.stderr_lines[-LOG_LINES_ON_FAILURE:])))
 
@@ -84,7 +84,7 @@ def start_node(request: pytest.FixtureRequest,
                tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
     """Start real pzq daemons; every one still running is killed at teardown."""
     nodes: list[NodeProcess] = []
-    request.node.pzq_nodes = nodes
+    shown_on_failure(request).append(nodes)
 
     def start(*extra_args: str, database: Path | None = None, **kwargs) -> NodeProcess:
         node = NodeProcess(database or tmp_path / f"db{len(nodes)}", *extra_args, **kwargs)
@@ -98,16 +98,18 @@ def start_node(request: pytest.FixtureRequest,
 
 
 @pytest.fixture
-def start_inproc_node(context: zmq.Context,
+def start_inproc_node(request: pytest.FixtureRequest, context: zmq.Context,
                       tmp_path: Path) -> Iterator[Callable[..., InprocNode]]:
-    """Start real nodes in this process (tests.support.inproc), on the test's context;
-    each is stopped at teardown, before the context's leak check, and a node whose
-    loop failed fails the test."""
+    """Start real nodes in this process (tests.support.inproc), on the test's context
+    (or, ``tcp=True``, on loopback ports of their own); each is stopped at teardown,
+    before the context's leak check, and a node whose loop failed fails the test."""
     nodes: list[InprocNode] = []
+    shown_on_failure(request).append(nodes)
 
-    def start(*options: str, database: Path | None = None, consume: bool = True) -> InprocNode:
+    def start(*options: str, database: Path | None = None, consume: bool = True,
+              tcp: bool = False) -> InprocNode:
         node = InprocNode(context, database or tmp_path / f"inproc{len(nodes)}", *options,
-                          consume=consume)
+                          consume=consume, tcp=tcp)
         nodes.append(node)
         return node.start()
 

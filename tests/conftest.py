@@ -158,9 +158,20 @@ def curve_keys(tmp_path: Path) -> dict[str, Any]:
     }
 
 
+NODE_OPTIONS = ("--ack-timeout", "1000000", "--reaper-frequency", "100000")
+
+
 @pytest.fixture
 def node(start_node: Callable[..., NodeProcess]) -> NodeProcess:
-    return start_node("--ack-timeout", "1000000", "--reaper-frequency", "100000")
+    return start_node(*NODE_OPTIONS)
+
+
+@pytest.fixture
+def inproc_node(start_inproc_node: Callable[..., InprocNode]) -> InprocNode:
+    """The ``node`` fixture's node in this process, on loopback ports of its own: a
+    module whose tests need no daemon makes it its ``node`` (and so the ``producer``'s
+    and the ``consumer``'s)."""
+    return start_inproc_node(*NODE_OPTIONS, consume=False, tcp=True)
 
 
 @pytest.fixture
@@ -176,11 +187,26 @@ def consumer(node: NodeProcess, context: zmq.Context) -> Iterator[Consumer]:
 
 
 @pytest.fixture
-def archived_node(start_node, tmp_path):
-    node = start_node("--archive-dir", str(tmp_path / "archive"), "--archive-dsn",
-                      "tcp://127.0.0.1:*", "--segment-size", "600", "--flush-messages", "5",
-                      "--flush-interval", "100", "--ack-timeout", "60000000",
-                      "--hard-sync")
+def archived_node(start_inproc_node, tmp_path):
+    """A node archiving in ``tmp_path/archive`` in small segments, its ZPER reader
+    endpoint on a loopback port, in this process."""
+    return archiving(start_inproc_node(*archive_options(tmp_path), consume=False, tcp=True),
+                     tmp_path)
+
+
+@pytest.fixture
+def archived_daemon(start_node, tmp_path):
+    """``archived_node``'s node as a daemon (to be SIGKILLed)."""
+    return archiving(start_node(*archive_options(tmp_path)), tmp_path)
+
+
+def archive_options(tmp_path: Path) -> tuple[str, ...]:
+    return ("--archive-dir", str(tmp_path / "archive"), "--archive-dsn", "tcp://127.0.0.1:*",
+            "--segment-size", "600", "--flush-messages", "5", "--flush-interval", "100",
+            "--ack-timeout", "60000000", "--hard-sync")
+
+
+def archiving(node: Any, tmp_path: Path) -> Any:
     node.archive_dir = tmp_path / "archive"
     node.archive_dsn = node.event("node_ready")["archive"]
     return node

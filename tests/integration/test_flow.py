@@ -14,10 +14,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def node(start_inproc_node):
-    """The node the ``producer`` and ``consumer`` fixtures (tests/conftest.py) use."""
-    return start_inproc_node("--ack-timeout", "1000000", "--reaper-frequency", "100000",
-                             consume=False, tcp=True)
+def node(inproc_node):
+    return inproc_node
 
 
 def consume(consumer: Consumer, count: int, ack: bool = True, timeout: float = 15.0) -> list:

@@ -13,7 +13,9 @@ and close of pzq.node.run. Its log (structlog, as JSON lines) is kept as a daemo
 stderr is: ``events``, ``stderr_lines``, printed when a test fails.
 
 What needs a process stays with NodeProcess (tests.support.harness): a crash
-(SIGKILL), start-up errors and exit codes, signals, CURVE, clusters.
+(SIGKILL), start-up errors and exit codes, signals, clusters, the tools as a user runs
+them, and CURVE (the node here serves none: the tests of it read the refusals the
+authenticator's own thread logs, which only a daemon's stderr keeps whole).
 """
 
 from __future__ import annotations
@@ -82,9 +84,31 @@ def _log_to_threads() -> None:
         cache_logger_on_first_use=False)
 
 
+class _Waker(Waker):
+    """The daemon's waker, closed once no wake-up can reach it: the scheduler's thread
+    may still run a wake-up it had queued when the node stopped, and in a process that
+    goes on, the descriptor it wrote to may be another file's by then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def wake(self, reason: bytes) -> None:
+        with self._lock:
+            if not self._closed:
+                super().wake(reason)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            super().close()
+
+
 class InprocNode(NodeWaits):
     """One node in a thread of this process; ``options`` as the ``pzq`` command takes
-    them (the endpoints and the database are the node's own)."""
+    them (the endpoints and the database are the node's own), kept in ``extra_args``
+    as a daemon's are, where a test may change them for the next start."""
 
     curve = None  # CURVE needs a daemon: clients connect in the clear
 
@@ -92,7 +116,7 @@ class InprocNode(NodeWaits):
                  consume: bool = True, tcp: bool = False) -> None:
         self.context = context
         self.database = database
-        self.options = list(options)
+        self.extra_args = list(options)
         self.consume = consume
         self.tcp = tcp
         self.dsns: dict[str, str] = {}
@@ -100,10 +124,13 @@ class InprocNode(NodeWaits):
         self.stderr_lines: list[str] = []
         self._thread: threading.Thread | None = None
         self._stop: StopRequest | None = None
-        self._waker: Waker | None = None
+        self._waker: _Waker | None = None
         self._failure: BaseException | None = None
 
     # -- endpoints -----------------------------------------------------------------
+
+    def dsn(self, name: str) -> str:
+        return self.dsns[name]
 
     @property
     def receive_dsn(self) -> str:
@@ -135,6 +162,10 @@ class InprocNode(NodeWaits):
         else:
             name = f"inproc://pzq-{next(_names)}"
             self.dsns = {part: f"{name}-{part}" for part in self._parts()}
+        # an endpoint the test gives in the options is the node's
+        given = dict(zip(self.extra_args, self.extra_args[1:], strict=False))
+        self.dsns.update({part: given[f"--{part}-dsn"] for part in self._parts()
+                          if f"--{part}-dsn" in given})
 
     # -- life cycle ----------------------------------------------------------------
 
@@ -157,7 +188,7 @@ class InprocNode(NodeWaits):
         config = parse_config(["--database", str(self.database),
                                *(arg for part, dsn in self.dsns.items()
                                  for arg in (f"--{part}-dsn", dsn)),
-                               *self.options])
+                               *self.extra_args])
         _log_to_threads()
         self.events, self.stderr_lines = [], []
         store = open_store(config)
@@ -166,7 +197,7 @@ class InprocNode(NodeWaits):
         except BaseException:
             store.close()
             raise
-        self._stop, self._waker, self._failure = StopRequest(), Waker(), None
+        self._stop, self._waker, self._failure = StopRequest(), _Waker(), None
         self._thread = threading.Thread(target=self._serve, args=(state, self._waker,
                                                                  self._stop),
                                         name=f"pzq node {self.database.name}", daemon=True)

@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from pzq.client import Consumer, Producer
-from tests.support.harness import NodeProcess
+from tests.support.harness import NodeProcess, shown_on_failure
 from tests.support.inproc import InprocNode
 
 LOG_LINES_ON_FAILURE = 200
@@ -83,7 +83,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        for node in getattr(item, "pzq_nodes", []):
+        for node in (node for nodes in getattr(item, "pzq_nodes", []) for node in nodes):
             report.sections.append((f"pzq node {node.database.name}: last log lines",
                                     "\n".join(node.stderr_lines[-LOG_LINES_ON_FAILURE:])))
 
@@ -93,7 +93,7 @@ def start_node(request: pytest.FixtureRequest,
                tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
     """Start real pzq daemons; every one still running is killed at teardown."""
     nodes: list[NodeProcess] = []
-    request.node.pzq_nodes = nodes
+    shown_on_failure(request).append(nodes)
 
     def start(*extra_args: str, database: Path | None = None, **kwargs) -> NodeProcess:
         node = NodeProcess(database or tmp_path / f"db{len(nodes)}", *extra_args, **kwargs)
@@ -107,16 +107,18 @@ def start_node(request: pytest.FixtureRequest,
 
 
 @pytest.fixture
-def start_inproc_node(context: zmq.Context,
+def start_inproc_node(request: pytest.FixtureRequest, context: zmq.Context,
                       tmp_path: Path) -> Iterator[Callable[..., InprocNode]]:
-    """Start real nodes in this process (tests.support.inproc), on the test's context;
-    each is stopped at teardown, before the context's leak check, and a node whose
-    loop failed fails the test."""
+    """Start real nodes in this process (tests.support.inproc), on the test's context
+    (or, ``tcp=True``, on loopback ports of their own); each is stopped at teardown,
+    before the context's leak check, and a node whose loop failed fails the test."""
     nodes: list[InprocNode] = []
+    shown_on_failure(request).append(nodes)
 
-    def start(*options: str, database: Path | None = None, consume: bool = True) -> InprocNode:
+    def start(*options: str, database: Path | None = None, consume: bool = True,
+              tcp: bool = False) -> InprocNode:
         node = InprocNode(context, database or tmp_path / f"inproc{len(nodes)}", *options,
-                          consume=consume)
+                          consume=consume, tcp=tcp)
         nodes.append(node)
         return node.start()
 
@@ -165,9 +167,20 @@ def curve_keys(tmp_path: Path) -> dict[str, Any]:
     }
 
 
+NODE_OPTIONS = ("--ack-timeout", "1000000", "--reaper-frequency", "100000")
+
+
 @pytest.fixture
 def node(start_node: Callable[..., NodeProcess]) -> NodeProcess:
-    return start_node("--ack-timeout", "1000000", "--reaper-frequency", "100000")
+    return start_node(*NODE_OPTIONS)
+
+
+@pytest.fixture
+def inproc_node(start_inproc_node: Callable[..., InprocNode]) -> InprocNode:
+    """The ``node`` fixture's node in this process, on loopback ports of its own: a
+    module whose tests need no daemon makes it its ``node`` (and so the ``producer``'s
+    and the ``consumer``'s)."""
+    return start_inproc_node(*NODE_OPTIONS, consume=False, tcp=True)
 
 
 @pytest.fixture
@@ -183,11 +196,26 @@ def consumer(node: NodeProcess, context: zmq.Context) -> Iterator[Consumer]:
 
 
 @pytest.fixture
-def archived_node(start_node, tmp_path):
-    node = start_node("--archive-dir", str(tmp_path / "archive"), "--archive-dsn",
-                      "tcp://127.0.0.1:*", "--segment-size", "600", "--flush-messages", "5",
-                      "--flush-interval", "100", "--ack-timeout", "60000000",
-                      "--hard-sync")
+def archived_node(start_inproc_node, tmp_path):
+    """A node archiving in ``tmp_path/archive`` in small segments, its ZPER reader
+    endpoint on a loopback port, in this process."""
+    return archiving(start_inproc_node(*archive_options(tmp_path), consume=False, tcp=True),
+                     tmp_path)
+
+
+@pytest.fixture
+def archived_daemon(start_node, tmp_path):
+    """``archived_node``'s node as a daemon (to be SIGKILLed)."""
+    return archiving(start_node(*archive_options(tmp_path)), tmp_path)
+
+
+def archive_options(tmp_path: Path) -> tuple[str, ...]:
+    return ("--archive-dir", str(tmp_path / "archive"), "--archive-dsn", "tcp://127.0.0.1:*",
+            "--segment-size", "600", "--flush-messages", "5", "--flush-interval", "100",
+            "--ack-timeout", "60000000", "--hard-sync")
+
+
+def archiving(node: Any, tmp_path: Path) -> Any:
     node.archive_dir = tmp_path / "archive"
     node.archive_dsn = node.event("node_ready")["archive"]
     return node

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_monitor
-from tests.support.harness import consume_all, run_pzq, wait_until
+from tests.support.harness import consume_all, run_pzq, shown_on_failure, wait_until
 from tests.support.ports import port_for_shards
 
 pytestmark = [pytest.mark.timeout(120),
@@ -111,7 +111,7 @@ def start_shards(request: pytest.FixtureRequest,
     """Start ``pzq --shards 2``; one still running at teardown is stopped, and so are
     its shards."""
     started: list[Supervisor] = []
-    request.node.pzq_nodes = started
+    shown_on_failure(request).append(started)
 
     def start(*options: str, database: Path | None = None) -> Supervisor:
         supervisor = Supervisor(database or tmp_path / f"shards{len(started)}", *options)

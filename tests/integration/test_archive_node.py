@@ -1,4 +1,5 @@
-"""The archive through a real node: every acked message, readable by ZPER readers."""
+"""The archive through a real node: every acked message, readable by ZPER readers (the
+nodes in this process, on loopback ports of their own, but the SIGKILLed daemons)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def test_zper_reader_resumes_and_answers_bad_requests(archived_node, context, op
     assert archived_node.figures()["messages"] == 0  # the node kept running and serving
 
 
-def test_torn_archive_tail_is_cut_on_restart(archived_node, context):
+def test_torn_archive_tail_is_cut_on_restart(archived_daemon, context):
+    archived_node = archived_daemon  # a daemon: it is SIGKILLed
     produce_and_consume(archived_node, context, 6)
     archived_node.wait_stats(lambda s: s["archive"]["archived"] == 6, message="archived")
     archived_node.kill()
@@ -117,9 +119,10 @@ def test_segments_of_a_real_run_parse_with_an_independent_reader(archived_node, 
     assert all(record[3] == b"tail" and record[0].count(b"-") == 1 for record in records)
 
 
-def test_dead_letters_are_archived_with_their_history(start_node, context, tmp_path):
-    node = start_node("--archive-dir", str(tmp_path / "archive"), "--max-deliveries", "2",
-                      "--ack-timeout", "200000", "--reaper-frequency", "50000")
+def test_dead_letters_are_archived_with_their_history(start_inproc_node, context, tmp_path):
+    node = start_inproc_node("--archive-dir", str(tmp_path / "archive"), "--max-deliveries",
+                             "2", "--ack-timeout", "200000", "--reaper-frequency", "50000",
+                             consume=False, tcp=True)
     with Producer(node.receive_dsn, context=context) as producer:
         producer.produce([b"poison"], headers=[b"TOPIC:bad"])
     with Consumer(node.send_dsn, context=context) as consumer:

@@ -1,4 +1,7 @@
-"""Bad input gets a clear answer, the node keeps running and nothing stored is lost."""
+"""Bad input gets a clear answer, the node keeps running and nothing stored is lost.
+
+The nodes run in this process (tests.support.inproc, on loopback ports of their own),
+but the one whose writes a file-size limit makes fail: a daemon, SIGKILLed after."""
 
 from __future__ import annotations
 
@@ -12,6 +15,11 @@ from pzq.protocol.message_keys import message_key, parse_message_key
 from tests.support.harness import consume_all, produce_until_refused, run_pzq
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def node(inproc_node):
+    return inproc_node
 
 
 def raw_produce(node, context, frames: list[bytes]) -> list[bytes]:
@@ -51,8 +59,8 @@ def test_malformed_producer_message_gets_ack_0(node, context, stored_one, consum
     assert delivered.parts == (stored_one,)
 
 
-def test_body_over_max_message_size_is_refused(start_node, context):
-    node = start_node("--max-message-size", "1000")
+def test_body_over_max_message_size_is_refused(start_inproc_node, context):
+    node = start_inproc_node("--max-message-size", "1000", consume=False, tcp=True)
     with Producer(node.receive_dsn, context=context) as producer:
         assert producer.produce([b"x" * 600, b"y" * 400]).ok
         ack = producer.produce([b"x" * 600, b"y" * 401])

@@ -1,5 +1,6 @@
 """Protocol 2 of the consume endpoint: BATCH deliveries and many keys in one ACK frame,
-agreed with CONSUME's PROTOCOL option, beside protocol 1 for consumers that do not ask."""
+agreed with CONSUME's PROTOCOL option, beside protocol 1 for consumers that do not ask
+(on nodes in this process, on loopback ports of their own)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pzq.client import GroupConsumer, Producer
 from pzq.errors import DecodeError
 from pzq.protocol import consume as wire
 from pzq.protocol.frame_groups import group_chunks
-from tests.support.harness import NodeProcess, wait_until
+from tests.support.harness import wait_until
+from tests.support.inproc import AnyNode, InprocNode
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,11 +27,11 @@ def group(frames: tuple[bytes, ...]) -> bytes:
 
 
 @pytest.fixture
-def group_node(start_node) -> NodeProcess:
-    return start_node(*FAST, consume=True)
+def group_node(start_inproc_node) -> InprocNode:
+    return start_inproc_node(*FAST, tcp=True)
 
 
-def produce(node: NodeProcess, context: zmq.Context, messages: list[list[bytes]],
+def produce(node: AnyNode, context: zmq.Context, messages: list[list[bytes]],
             topic: str = "orders") -> None:
     with Producer(node.receive_dsn, window=50, context=context) as producer:
         for parts in messages:
@@ -37,7 +39,7 @@ def produce(node: NodeProcess, context: zmq.Context, messages: list[list[bytes]]
         assert all(ack.ok for ack in producer.flush(15))
 
 
-def raw_consumer(node: NodeProcess, context: zmq.Context, *options: bytes,
+def raw_consumer(node: AnyNode, context: zmq.Context, *options: bytes,
                  window: int = 100) -> tuple[zmq.Socket, list[bytes]]:
     """A consumer's DEALER that sent CONSUME, and the node's answer."""
     socket = context.socket(zmq.DEALER)
@@ -53,7 +55,7 @@ def receive(socket: zmq.Socket, timeout_ms: int = 10_000) -> list[bytes]:
     return socket.recv_multipart()
 
 
-def pending(node: NodeProcess) -> int:
+def pending(node: AnyNode) -> int:
     return node.stats()["topics"]["orders"]["groups"]["g1"]["backlog"]
 
 
@@ -107,8 +109,8 @@ def test_protocol_2_sends_what_the_credits_allow_in_one_batch(group_node, contex
         socket.close()
 
 
-def test_batches_carry_headers_with_delivery_headers(start_node, context):
-    node = start_node(*FAST, "--delivery-headers", consume=True)
+def test_batches_carry_headers_with_delivery_headers(start_inproc_node, context):
+    node = start_inproc_node(*FAST, "--delivery-headers", tcp=True)
     consumer = GroupConsumer(node.consume_dsn, "orders", "g1", window=10, declare=True,
                              context=context)
     try:

@@ -1,4 +1,5 @@
-"""Producer de-duplication (DEDUP-ID) on real nodes, and its index over a real store."""
+"""Producer de-duplication (DEDUP-ID) on real nodes (in this process, on loopback ports
+of their own, but across a SIGKILL a daemon), and its index over a real store."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def produce_ids(node, context, ids: list[str], topic: str = "orders") -> list:
     return [acks[msg_id] for msg_id in sent]
 
 
-def test_a_repeat_is_stored_once_and_acked_as_a_duplicate(start_node, context):
-    node = start_node()
+def test_a_repeat_is_stored_once_and_acked_as_a_duplicate(start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
     first = produce_ids(node, context, ["order-1", "order-2"])
     assert [(ack.ok, ack.duplicate) for ack in first] == [(True, False), (True, False)]
     again = produce_ids(node, context, ["order-1", "order-3"])  # after a lost ACK, say
@@ -40,14 +41,15 @@ def test_a_repeat_is_stored_once_and_acked_as_a_duplicate(start_node, context):
         assert consumer.receive(0.3) is None
 
 
-def test_repeats_in_one_batch_are_answered_once_it_is_written(start_node, context):
-    node = start_node()
+def test_repeats_in_one_batch_are_answered_once_it_is_written(start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
     acks = produce_ids(node, context, ["same"] * 5)
     assert all(ack.ok for ack in acks)
     assert sum(not ack.duplicate for ack in acks) == 1
     node.wait_stats(lambda s: s["messages"] == 1)
 
 
+# On a daemon: the point is the SIGKILL.
 def test_ids_are_kept_across_a_sigkill(start_node, context):
     node = start_node()
     assert not produce_ids(node, context, ["kept"])[0].duplicate
@@ -57,8 +59,9 @@ def test_ids_are_kept_across_a_sigkill(start_node, context):
     assert node.stats()["messages"] == 1
 
 
-def test_an_id_is_per_topic_and_for_the_topics_window(start_node, context):
-    node = start_node("--dedup-window", "300ms", "--reaper-frequency", "100ms")
+def test_an_id_is_per_topic_and_for_the_topics_window(start_inproc_node, context):
+    node = start_inproc_node("--dedup-window", "300ms", "--reaper-frequency", "100ms",
+                             consume=False, tcp=True)
     assert not request_monitor(node.monitor_dsn, "DECLARE TOPIC slow dedup_window=1h",
                                10).startswith(b"ERROR")
     for topic in ("orders", "clicks", "slow"):
@@ -76,8 +79,8 @@ def test_an_id_is_per_topic_and_for_the_topics_window(start_node, context):
 @pytest.mark.parametrize("header, reason", [
     (b"DEDUP-ID:", b"DEDUP-ID must be 1 to 255 bytes, got 0"),
     (b"dedup-id:" + b"x" * 256, b"DEDUP-ID must be 1 to 255 bytes, got 256")])
-def test_a_bad_id_is_refused_and_the_node_goes_on(start_node, context, header, reason):
-    node = start_node()
+def test_a_bad_id_is_refused_and_the_node_goes_on(start_inproc_node, context, header, reason):
+    node = start_inproc_node(consume=False, tcp=True)
     with Producer(node.receive_dsn, context=context) as producer:
         refused = producer.produce([b"bad"], headers=[header])
         assert (refused.ok, refused.status_message) == (False, reason)

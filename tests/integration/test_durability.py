@@ -1,6 +1,7 @@
 """What reaches the disk, and when: the store's timed log sync (--sync-interval), the
 archive's flush timer, and the directories of new files. Time is passed in; the
-node tests poll its figures with a deadline."""
+node tests (a node in this process, on loopback ports of its own) poll its figures
+with a deadline."""
 
 from __future__ import annotations
 
@@ -99,8 +100,8 @@ def _produce(node, context, count: int) -> None:
             assert producer.produce([b"m%d" % i]).ok
 
 
-def test_an_idle_node_syncs_its_log_within_the_interval(start_node, context):
-    node = start_node("--sync-interval", "200ms")
+def test_an_idle_node_syncs_its_log_within_the_interval(start_inproc_node, context):
+    node = start_inproc_node("--sync-interval", "200ms", consume=False, tcp=True)
     _produce(node, context, 3)
     # No other traffic wakes the node: it wakes for the sync on its own.
     stats = node.wait_stats(lambda s: s["log_syncs"] >= 1 and s["store_unsynced_s"] == 0,
@@ -108,8 +109,8 @@ def test_an_idle_node_syncs_its_log_within_the_interval(start_node, context):
     assert stats["store_sync_age_s"] < 10
 
 
-def test_sync_interval_0_leaves_the_log_to_the_page_cache(start_node, context):
-    node = start_node("--sync-interval", "0")
+def test_sync_interval_0_leaves_the_log_to_the_page_cache(start_inproc_node, context):
+    node = start_inproc_node("--sync-interval", "0", consume=False, tcp=True)
     _produce(node, context, 3)
     stats = node.wait_stats(lambda s: s["store_unsynced_s"] >= 1.0,
                             message="an unsynced write a second old")
@@ -236,9 +237,9 @@ def test_a_raw_topics_marker_is_fsynced_in_its_directory(tmp_path, monkeypatch):
     archive.close(1.0)
 
 
-def test_the_archive_node_reports_its_fsync_ages(start_node, context, tmp_path):
-    node = start_node("--archive-dir", str(tmp_path / "archive"), "--flush-interval", "300",
-                      "--ack-timeout", "60s")
+def test_the_archive_node_reports_its_fsync_ages(start_inproc_node, context, tmp_path):
+    node = start_inproc_node("--archive-dir", str(tmp_path / "archive"), "--flush-interval",
+                             "300", "--ack-timeout", "60s", consume=False, tcp=True)
     produce_and_consume(node, context, 3)
     stats = node.wait_stats(
         lambda s: s["archive"]["archived"] == 3 and s["archive"]["unsynced_s"] == 0,

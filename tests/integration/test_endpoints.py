@@ -42,17 +42,19 @@ def test_a_stale_ipc_file_of_a_dead_node_is_taken_over(start_node, tmp_path):
     assert request_monitor(monitor, "PING", 5.0) == b"PONG"
 
 
-def test_a_stopped_node_removes_its_ipc_files_but_not_another_nodes(start_node, tmp_path):
+def test_a_stopped_node_removes_its_ipc_files_but_not_another_nodes(start_inproc_node,
+                                                                     tmp_path):
     """ZeroMQ leaves a named ipc endpoint's file behind; a node that stops removes the
-    files its binds made, and not one another node made at such a path since."""
+    files its binds made, and not one another node made at such a path since (the
+    nodes in this process: their stop is the daemon's)."""
     roles = ("receive", "send", "monitor", "consume")
-    first = start_node(*[arg for role in roles
-                         for arg in (f"--{role}-dsn", f"ipc://{tmp_path}/{role}")],
-                       consume=True)
+    first = start_inproc_node(*[arg for role in roles
+                                for arg in (f"--{role}-dsn", f"ipc://{tmp_path}/{role}")],
+                              tcp=True)
     assert all((tmp_path / role).is_socket() for role in roles)
     (tmp_path / "monitor").unlink()  # as a second node's bind there would replace it
-    second = start_node("--monitor-dsn", f"ipc://{tmp_path}/monitor",
-                        database=tmp_path / "second")
+    second = start_inproc_node("--monitor-dsn", f"ipc://{tmp_path}/monitor",
+                               database=tmp_path / "second", consume=False, tcp=True)
     assert first.stop() == 0
     assert sorted(path.name for path in tmp_path.iterdir() if path.is_socket()) == ["monitor"]
     assert request_monitor(second.monitor_dsn, "PING", 5.0) == b"PONG"

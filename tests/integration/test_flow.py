@@ -1,4 +1,6 @@
-"""Produce, deliver, ACK and give back through a real daemon on loopback."""
+"""Produce, deliver, ACK and give back through a real node on loopback, in this process
+(tests.support.inproc, ``tcp=True``: the daemon's loop and store, its endpoints on
+ports of its own, so consumers' connections are seen as a daemon sees them)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,11 @@ from pzq.client import Consumer, Producer
 from tests.support.harness import wait_until
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def node(inproc_node):
+    return inproc_node
 
 
 def consume(consumer: Consumer, count: int, ack: bool = True, timeout: float = 15.0) -> list:
@@ -134,10 +141,10 @@ def test_many_producers_and_consumers(node, context, closing):
 
 
 @pytest.fixture
-def counting_node(start_node):
+def counting_node(start_inproc_node):
     """A node that tells consumers how often each message was delivered."""
-    return start_node("--ack-timeout", "1000000", "--reaper-frequency", "100000",
-                      "--delivery-headers")
+    return start_inproc_node("--ack-timeout", "1000000", "--reaper-frequency", "100000",
+                             "--delivery-headers", consume=False, tcp=True)
 
 
 def test_delivery_headers_carry_the_count_and_the_producer_headers(counting_node, context):
@@ -215,9 +222,10 @@ def test_late_ack_still_removes(node, producer, consumer):
     assert figures["acked"] == 1
 
 
-def test_inflight_lru_eviction_delivers_again(start_node, context):
-    node = start_node("--inflight-size", "2000", "--ack-timeout", "60000000",
-                      "--reaper-frequency", "100000", "--delivery-headers")
+def test_inflight_lru_eviction_delivers_again(start_inproc_node, context):
+    node = start_inproc_node("--inflight-size", "2000", "--ack-timeout", "60000000",
+                             "--reaper-frequency", "100000", "--delivery-headers",
+                             consume=False, tcp=True)
     with Producer(node.receive_dsn, context=context) as producer, \
             Consumer(node.send_dsn, context=context) as consumer:
         for i in range(10):

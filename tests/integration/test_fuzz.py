@@ -1,4 +1,5 @@
-"""Random and mutated multipart messages on every socket of a running node.
+"""Random and mutated multipart messages on every socket of a running node (in this
+process, on loopback ports of its own: a loop that failed fails the test at its end).
 
 After each burst the node must still answer, and every message stored before the
 fuzzing must come out intact.
@@ -13,7 +14,8 @@ from hypothesis import strategies as st
 
 from pzq.client import Consumer, Producer, request_monitor
 from pzq.protocol import frames as wire
-from tests.support.harness import NodeProcess, wait_until
+from tests.support.harness import wait_until
+from tests.support.inproc import InprocNode
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -28,12 +30,12 @@ REFERENCE = [b"reference %d" % i + bytes(range(256)) for i in range(20)]
 @pytest.fixture(scope="module")
 def fuzzed_node(tmp_path_factory):
     endpoint = f"ipc://{tmp_path_factory.mktemp('cluster')}/fuzz.cluster"
-    node = NodeProcess(tmp_path_factory.mktemp("fuzz") / "db", "--broadcast-dsn", endpoint,
-                       "--nodes", "ipc:///nonexistent/peer", "--timeout-nodes", "300000",
-                       "--max-message-size", "4096",
-                       "--ack-timeout", "1000000", "--reaper-frequency", "200000").start()
-    node.cluster_dsn = endpoint
     context = zmq.Context()
+    node = InprocNode(context, tmp_path_factory.mktemp("fuzz") / "db", "--broadcast-dsn",
+                      endpoint, "--nodes", "ipc:///nonexistent/peer", "--timeout-nodes",
+                      "300000", "--max-message-size", "4096", "--ack-timeout", "1000000",
+                      "--reaper-frequency", "200000", consume=False, tcp=True).start()
+    node.cluster_dsn = endpoint
     with Producer(node.receive_dsn, context=context) as producer:
         for body in REFERENCE:
             assert producer.produce([body, b"second part"]).ok
@@ -49,7 +51,9 @@ def fuzzed_node(tmp_path_factory):
     assert sockets["send"].poll(10000)
     node.peer_id = sockets["send"].recv_multipart()[0]
     yield node
-    node.kill()
+    for socket in sockets.values():
+        socket.close()
+    node.stop()
     context.destroy(linger=0)
 
 

@@ -1,6 +1,7 @@
-"""What a group consumer can answer besides ACK and NACK, on real nodes: still working
-(WORKING), give up now (REJECT), give back for later (NACK with DELAY), confirmed ACKs
-(CONFIRM:1); and a consumer that declares its topic, takes many, iterates."""
+"""What a group consumer can answer besides ACK and NACK, on real nodes in this process
+(tests.support.inproc, on loopback ports of their own): still working (WORKING), give
+up now (REJECT), give back for later (NACK with DELAY), confirmed ACKs (CONFIRM:1); and
+a consumer that declares its topic, takes many, iterates."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ QUICK = ("--ack-timeout", "2s", "--reaper-frequency", "100ms", "--delivery-heade
 
 
 @pytest.fixture
-def node(start_node):
-    return start_node(*QUICK, consume=True)
+def node(start_inproc_node):
+    return start_inproc_node(*QUICK, tcp=True)
 
 
 def group_figures(node, name: str = "g") -> dict:

@@ -1,7 +1,12 @@
 """What a consumer of a group can rely on, on real nodes: it is alive as long as its
 connection is, whatever its code is doing; one that is killed or cut off has its
 deliveries given back within seconds; an expired delivery goes to another consumer,
-and the one that let it expire gets less credit, not more."""
+and the one that let it expire gets less credit, not more.
+
+The nodes run in this process (tests.support.inproc, on loopback ports of their own:
+ZeroMQ's heartbeats are its I/O threads', not the interpreter's); the consumers that
+are killed or frozen are processes (tests/support/group_worker.py), and the node that
+is SIGKILLed is a daemon."""
 
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ import zmq
 from pzq.client import GroupConsumer, Producer
 from pzq.protocol import consume as wire
 from tests.support.faultproxy import UP, ProxyNetwork
-from tests.support.harness import NodeProcess, wait_until
+from tests.support.harness import wait_until
+from tests.support.inproc import AnyNode, InprocNode
 
 WORKER = Path(__file__).parents[1] / "support" / "group_worker.py"
 ROOT = Path(__file__).parents[2]
@@ -28,7 +34,7 @@ EXPIRY = ("--ack-timeout", "1s", "--reaper-frequency", "100ms", "--consume-heart
           "--delivery-headers")
 
 
-def produce(node: NodeProcess, context: zmq.Context, bodies: list[bytes],
+def produce(node: AnyNode, context: zmq.Context, bodies: list[bytes],
             topic: str = "orders") -> None:
     with Producer(node.receive_dsn, window=100, context=context) as producer:
         for body in bodies:
@@ -36,16 +42,16 @@ def produce(node: NodeProcess, context: zmq.Context, bodies: list[bytes],
         assert all(ack.ok for ack in producer.flush(15))
 
 
-def group_figures(node: NodeProcess, group: str = "g") -> dict:
+def group_figures(node: AnyNode, group: str = "g") -> dict:
     return node.stats()["topics"]["orders"]["groups"][group]
 
 
 @pytest.fixture
-def expiry_node(start_node) -> NodeProcess:
-    return start_node(*EXPIRY, consume=True)
+def expiry_node(start_inproc_node) -> InprocNode:
+    return start_inproc_node(*EXPIRY, tcp=True)
 
 
-def wait_delivered(node: NodeProcess, count: int) -> None:
+def wait_delivered(node: AnyNode, count: int) -> None:
     node.wait_stats(lambda s: s["topics"]["orders"]["groups"].get("g", {})
                     .get("delivered", 0) >= count, message=f"{count} deliveries")
 
@@ -63,7 +69,7 @@ def deliveries_in(socket: zmq.Socket) -> list[bytes]:
 class Worker:
     """tests/support/group_worker.py running: a consumer in its own process."""
 
-    def __init__(self, node: NodeProcess, window: int, count: int, work_s: float) -> None:
+    def __init__(self, node: AnyNode, window: int, count: int, work_s: float) -> None:
         self.process = subprocess.Popen(
             [sys.executable, str(WORKER), node.consume_dsn, "orders", "g", str(window),
              str(count), str(work_s)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
@@ -95,8 +101,8 @@ class Worker:
 
 
 @pytest.fixture
-def liveness_node(start_node) -> NodeProcess:
-    return start_node(*LIVENESS, consume=True)
+def liveness_node(start_inproc_node) -> InprocNode:
+    return start_inproc_node(*LIVENESS, tcp=True)
 
 
 def test_a_busy_consumer_keeps_its_delivery(liveness_node, context):
@@ -261,11 +267,11 @@ def test_a_hung_consumer_does_not_get_its_expired_deliveries_back(expiry_node, c
         hung.close(0)
 
 
-def test_a_late_answer_gives_the_credit_back_and_takes_nothing_from_another(start_node,
-                                                                            context):
+def test_a_late_answer_gives_the_credit_back_and_takes_nothing_from_another(
+        start_inproc_node, context):
     # 3 s: what the live consumer holds stays its own while the test looks
-    node = start_node("--ack-timeout", "3s", "--reaper-frequency", "100ms",
-                      "--delivery-headers", consume=True)
+    node = start_inproc_node("--ack-timeout", "3s", "--reaper-frequency", "100ms",
+                             "--delivery-headers", tcp=True)
     produce(node, context, [b"a"])
     slow = GroupConsumer(node.consume_dsn, "orders", "g", window=1, context=context)
     first = slow.receive(5)

@@ -1,4 +1,6 @@
-"""Poison messages go to the dead letters; a full queue refuses, never drops."""
+"""Poison messages go to the dead letters (listed and moved with pzq-ctl, on daemons); a
+full queue refuses, never drops (on nodes in this process, on loopback ports of their
+own)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ def ctl(node, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=30)
 
 
+# On a daemon: pzq-ctl runs as a user runs it.
 def test_poison_message_moves_to_dead_letters_and_can_be_requeued(start_node, context):
     node = start_node("--max-deliveries", "2", "--ack-timeout", "300000",
                       "--reaper-frequency", "50000", "--delivery-headers")
@@ -55,6 +58,7 @@ def test_poison_message_moves_to_dead_letters_and_can_be_requeued(start_node, co
                           message="requeued message acked")
 
 
+# On a daemon: pzq-ctl runs as a user runs it.
 def test_purge_and_bad_ctl_requests(start_node, context):
     node = start_node("--max-deliveries", "1", "--ack-timeout", "200000",
                       "--reaper-frequency", "50000")
@@ -72,8 +76,8 @@ def test_purge_and_bad_ctl_requests(start_node, context):
     assert node.figures()["dead_letters"] == 0
 
 
-def test_full_queue_refuses_with_queue_full_and_accepts_again(start_node, context):
-    node = start_node("--max-messages", "3")
+def test_full_queue_refuses_with_queue_full_and_accepts_again(start_inproc_node, context):
+    node = start_inproc_node("--max-messages", "3", consume=False, tcp=True)
     with Producer(node.receive_dsn, context=context) as producer, \
             Consumer(node.send_dsn, context=context) as consumer:
         acks = [producer.produce([b"%d" % i]) for i in range(5)]
@@ -85,8 +89,8 @@ def test_full_queue_refuses_with_queue_full_and_accepts_again(start_node, contex
         assert producer.produce([b"again"]).ok
 
 
-def test_byte_limit_refuses_too(start_node, context):
-    node = start_node("--max-bytes", "2000")
+def test_byte_limit_refuses_too(start_inproc_node, context):
+    node = start_inproc_node("--max-bytes", "2000", consume=False, tcp=True)
     with Producer(node.receive_dsn, context=context) as producer:
         results = [producer.produce([b"x" * 500]).ok for _ in range(6)]
     assert results[:3] == [True] * 3 and results[-1] is False

@@ -1,4 +1,6 @@
-"""STATS, pzq-monitor, the Prometheus exporter and the status page against real nodes."""
+"""STATS, pzq-monitor, the Prometheus exporter and the status page against real nodes
+(in this process, on loopback ports of their own: what runs as a process here is the
+exporter, the browser)."""
 
 from __future__ import annotations
 
@@ -37,6 +39,11 @@ pytestmark = pytest.mark.timeout(90)
 ROOT = Path(__file__).parents[2]
 # No process answers here: a socket path nobody binds, not a port someone might use.
 DEAD_DSN = "ipc:///nonexistent/pzq-test/dead-node"
+
+
+@pytest.fixture
+def node(inproc_node):
+    return inproc_node
 
 
 def scripted_run(node, context) -> None:
@@ -143,8 +150,9 @@ def test_exporter_metrics_against_a_real_node_and_a_dead_one(node, context, serv
     assert answers[node.monitor_dsn]["acked"] == 12
 
 
-def test_archive_and_queue_full_are_exported(start_node, context, tmp_path):
-    node = start_node("--archive-dir", str(tmp_path / "archive"), "--max-messages", "2")
+def test_archive_and_queue_full_are_exported(start_inproc_node, context, tmp_path):
+    node = start_inproc_node("--archive-dir", str(tmp_path / "archive"), "--max-messages", "2",
+                             consume=False, tcp=True)
     with Producer(node.receive_dsn, context=context) as producer:
         refused = [producer.produce([b"%d" % i]) for i in range(3)]
     assert [ack.ok for ack in refused] == [True, True, False]
@@ -275,12 +283,12 @@ def chromium() -> str | None:
 
 
 @pytest.fixture
-def group_node(start_node, tmp_path):
+def group_node(start_inproc_node, tmp_path):
     """A node with the consume endpoint and a ZPER writer endpoint, as well as the
     original ones; a consumer that sends nothing for a while is not counted gone."""
-    return start_node("--ack-timeout", "1000000", "--reaper-frequency", "100000",
-                      "--archive-dir", str(tmp_path / "archive"), "--zper-writer-dsn",
-                      "tcp://127.0.0.1:*", "--consume-heartbeat", "30s", consume=True)
+    return start_inproc_node("--ack-timeout", "1000000", "--reaper-frequency", "100000",
+                             "--archive-dir", str(tmp_path / "archive"), "--zper-writer-dsn",
+                             "tcp://127.0.0.1:*", "--consume-heartbeat", "30s", tcp=True)
 
 
 def group_run(node, context) -> GroupConsumer:

@@ -1,6 +1,6 @@
 """Produce protocol 2 on --receive-dsn: a Producer asks with its first message, then
 sends batches answered by one ACK each; producers that do not ask see the original
-frames."""
+frames (on nodes in this process, on loopback ports of their own)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,19 @@ from pzq.client import GroupConsumer, Producer
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
-from tests.support.harness import NodeProcess
+from tests.support.inproc import AnyNode, InprocNode
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def node(start_node) -> NodeProcess:
-    return start_node("--ack-timeout", "30s", "--delivery-headers", "--max-message-size",
-                      "1000", consume=True)
+def node(start_inproc_node) -> InprocNode:
+    return start_inproc_node("--ack-timeout", "30s", "--delivery-headers",
+                             "--max-message-size", "1000", tcp=True)
 
 
 @pytest.fixture
-def socket(node: NodeProcess, context: zmq.Context) -> Iterator[zmq.Socket]:
+def socket(node: AnyNode, context: zmq.Context) -> Iterator[zmq.Socket]:
     """A producer's DEALER of one's own, speaking frames."""
     dealer = context.socket(zmq.DEALER)
     dealer.setsockopt(zmq.LINGER, 0)
@@ -40,7 +40,7 @@ def receive(socket: zmq.Socket, timeout_ms: int = 10_000) -> list[bytes]:
     return socket.recv_multipart()
 
 
-def consume(node: NodeProcess, context: zmq.Context, count: int) -> list:
+def consume(node: AnyNode, context: zmq.Context, count: int) -> list:
     consumer = GroupConsumer(node.consume_dsn, "orders", "g1", window=1000, context=context)
     try:
         got: list = []
@@ -55,7 +55,7 @@ def consume(node: NodeProcess, context: zmq.Context, count: int) -> list:
         consumer.close()
 
 
-def declare(node: NodeProcess) -> None:
+def declare(node: AnyNode) -> None:
     for command in ("DECLARE TOPIC orders", "DECLARE GROUP orders g1"):
         assert not node.ask(command).startswith("ERROR")
 

@@ -1,4 +1,6 @@
-"""Administration of topics and groups over the monitor socket and pzq-ctl, on real nodes."""
+"""Administration of topics and groups over the monitor socket, on real nodes in this
+process (tests.support.inproc, on loopback ports of their own), and with pzq-ctl, on
+daemons."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ def ask(node, command: str) -> str:
     return request_monitor(node.monitor_dsn, command, timeout=10).decode()
 
 
-def test_declare_query_remove_and_empty(start_node, context):
-    node = start_node(*FAST, consume=True)
+def test_declare_query_remove_and_empty(start_inproc_node, context):
+    node = start_inproc_node(*FAST, tcp=True)
     assert ask(node, "TOPICS") == "no topics\n"
     assert ask(node, "DECLARE TOPIC orders max_messages=3").startswith("topic orders")
     assert ask(node, "DECLARE GROUP orders audit start=earliest") \
@@ -45,8 +47,8 @@ def test_declare_query_remove_and_empty(start_node, context):
     assert ask(node, "TOPICS") == "no topics\n"
 
 
-def test_removing_a_group_lets_go_what_only_it_held(start_node, context):
-    node = start_node(*FAST, consume=True)
+def test_removing_a_group_lets_go_what_only_it_held(start_inproc_node, context):
+    node = start_inproc_node(*FAST, tcp=True)
     produce(node, context, [b"first"])
     node.keep_default()
     ask(node, "DECLARE GROUP orders slow")
@@ -60,9 +62,9 @@ def test_removing_a_group_lets_go_what_only_it_held(start_node, context):
     node.wait_stats(lambda s: s["messages"] == 0)
 
 
-def test_what_the_last_named_group_leaves_goes_to_send_dsn(start_node, context):
+def test_what_the_last_named_group_leaves_goes_to_send_dsn(start_inproc_node, context):
     """Nothing is stranded: a topic without named groups is --send-dsn's again."""
-    node = start_node(*FAST, consume=True)
+    node = start_inproc_node(*FAST, tcp=True)
     produce(node, context, [b"first"])
     ask(node, "DECLARE GROUP orders slow")
     produce(node, context, [b"second"])
@@ -75,8 +77,8 @@ def test_what_the_last_named_group_leaves_goes_to_send_dsn(start_node, context):
     assert ask(node, "TOPICS") == "orders messages=0 bytes=0 groups=default\n"
 
 
-def test_unknown_names_get_clear_errors(start_node, context):
-    node = start_node(*FAST, consume=True)
+def test_unknown_names_get_clear_errors(start_inproc_node, context):
+    node = start_inproc_node(*FAST, tcp=True)
     produce(node, context, [b"x"])
     assert ask(node, "REMOVE TOPIC ordres") == "ERROR: no topic 'ordres' (topics: orders)"
     assert ask(node, "EMPTY GROUP orders nobody") == \
@@ -90,8 +92,8 @@ def test_unknown_names_get_clear_errors(start_node, context):
         assert drain(plain, 1) == [b"x"]
 
 
-def test_a_refused_declare_makes_and_changes_nothing(start_node):
-    node = start_node(*FAST, consume=True)
+def test_a_refused_declare_makes_and_changes_nothing(start_inproc_node):
+    node = start_inproc_node(*FAST, tcp=True)
     assert ask(node, "DECLARE TOPIC orders max_messages=5").startswith("topic orders")
     refused = {
         "DECLARE TOPIC zzbad1 dedup_window=forever": "forever",
@@ -111,6 +113,7 @@ def test_a_refused_declare_makes_and_changes_nothing(start_node):
                                        "max_messages=5\n"), command
 
 
+# On a daemon: pzq-ctl runs as a user runs it.
 def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
     node = start_node(*FAST, consume=True)
     refused = {
@@ -144,6 +147,7 @@ def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
     assert ask(node, "TOPICS") == "no topics\n"
 
 
+# On a daemon: pzq-ctl runs as a user runs it.
 def test_pzq_ctl_topics_and_groups(start_node, context):
     node = start_node(*FAST, consume=True)
     declared = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "orders",
@@ -163,10 +167,10 @@ def test_pzq_ctl_topics_and_groups(start_node, context):
 
 @pytest.mark.parametrize("command", ["EMPTY GROUP orders g", "REMOVE GROUP orders g",
                                      "EMPTY TOPIC orders", "REMOVE TOPIC orders"])
-def test_an_operators_command_takes_a_groups_delivery_counts_along(start_node, context,
-                                                                   command):
+def test_an_operators_command_takes_a_groups_delivery_counts_along(start_inproc_node,
+                                                                   context, command):
     """Counts kept for messages delivered again go with what the command ends."""
-    node = start_node(*FAST, consume=True)
+    node = start_inproc_node(*FAST, tcp=True)
     produce(node, context, [b"a", b"b"])
     with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as g:
         taken = [g.receive(10) for _ in range(2)]

@@ -1,4 +1,5 @@
-"""The archive as a ZPER broker: ZPWriter, ZPAck and ZPRelay against a real node.
+"""The archive as a ZPER broker: ZPWriter, ZPAck and ZPRelay against a real node (in
+this process, on loopback ports of its own; a daemon where it is SIGKILLed).
 
 Producers speak as ZPER's own clients do: a ZPER identity (hash, mode, length,
 topic, uuid) on a DEALER or REQ socket; what they wrote is read back with ZPER's
@@ -8,6 +9,7 @@ reader protocol (OFFSET, FETCH) and ZPER's frame format.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import pytest
 import zmq
@@ -20,15 +22,19 @@ from tests.support.harness import produce_and_consume
 pytestmark = pytest.mark.timeout(60)
 
 
+FLUSH = ("--flush-messages", "5", "--flush-interval", "100")
+
+
 @pytest.fixture
-def zper_node(start_node, tmp_path):
-    return start_zper_node(start_node, tmp_path, "--flush-messages", "5",
-                           "--flush-interval", "100")
+def zper_node(start_inproc_node, tmp_path):
+    return start_zper_node(partial(start_inproc_node, consume=False, tcp=True), tmp_path,
+                           *FLUSH)
 
 
 def start_zper_node(start_node, tmp_path, *flush_flags: str):
-    """Wildcard ports, then the ports bound written into its arguments, so that a
-    restart binds the same ones (clients reconnect there)."""
+    """A node (``start_node`` starts it, in this process or a daemon) on wildcard ports,
+    then the ports bound written into its arguments, so that a restart binds the same
+    ones (clients reconnect there)."""
     flags = {"archive": "--archive-dsn", "zper_writer": "--zper-writer-dsn",
              "zper_ack": "--zper-ack-dsn", "zper_relay": "--zper-relay-dsn"}
     wildcards = [part for flag in flags.values() for part in (flag, "tcp://127.0.0.1:*")]
@@ -217,10 +223,11 @@ def test_zpack_offsets_agree_with_fetch(zper_node, open_socket):
     assert zper_node.stats()["zper"]["ack"]["published"] == 30
 
 
-def test_a_subscriber_that_keeps_up_gets_every_ack_of_a_burst(start_node, tmp_path,
+def test_a_subscriber_that_keeps_up_gets_every_ack_of_a_burst(start_inproc_node, tmp_path,
                                                                open_socket):
     """20 000 writes made durable by one timed flush are acked at once, far past
     libzmq's default queue of 1 000: none may be lost, and none is dropped."""
+    start_node = partial(start_inproc_node, consume=False, tcp=True)
     node = start_zper_node(start_node, tmp_path, "--flush-messages", "1000000",
                            "--flush-interval", "300", "--segment-size", "1000000")
     subscriber = ack_subscriber(open_socket, node, "burst")
@@ -240,11 +247,12 @@ def test_a_subscriber_that_keeps_up_gets_every_ack_of_a_burst(start_node, tmp_pa
         (20_000, 0, 0)
 
 
-def test_acks_a_full_queue_refused_go_out_once_the_subscriber_reads(start_node, tmp_path,
-                                                                   open_socket):
+def test_acks_a_full_queue_refused_go_out_once_the_subscriber_reads(start_inproc_node,
+                                                                   tmp_path, open_socket):
     """A subscriber that reads nothing for a while: past its queue the node keeps the
     acks of one flush (by count, of the last write) and sends them, in order, as the
     subscriber reads; no write comes meanwhile."""
+    start_node = partial(start_inproc_node, consume=False, tcp=True)
     node = start_zper_node(start_node, tmp_path, "--flush-messages", "30000",
                            "--flush-interval", "100000", "--segment-size", "100000000")
     subscriber = open_socket(zmq.SUB)
@@ -468,7 +476,8 @@ def test_status_page_zper_line_in_javascript(tmp_path, zper, line):
     assert ran.stdout.strip() == "archive: clicks 5.3kB; " + line, ran.stderr
 
 
-def test_answered_writes_survive_a_sigkill(zper_node, open_socket):
+def test_answered_writes_survive_a_sigkill(start_node, tmp_path, open_socket):
+    zper_node = start_zper_node(start_node, tmp_path, *FLUSH)  # a daemon, to be SIGKILLed
     every = producer(open_socket, zper_node, zmq.DEALER, "ledger", 2)
     at_flush = producer(open_socket, zper_node, zmq.DEALER, "journal", 1)
     answered_every = []

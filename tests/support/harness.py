@@ -16,10 +16,41 @@ from pzq.bench.nodes import wait_until
 from pzq.client import Consumer, Producer, monitor_figures, request_monitor
 from tests.support.ports import port_below_ephemeral
 
-__all__ = ["NodeProcess", "wait_until", "run_pzq"]
+__all__ = ["NodeProcess", "NodeWaits", "wait_until", "run_pzq", "shown_on_failure"]
 
 
-class NodeProcess(BenchNode):
+class NodeWaits:
+    """What tests wait for and set up on a node, daemon or in process, through the
+    node's own ``stats``, ``figures`` and ``ask``."""
+
+    stats: Callable[[], dict[str, Any]]
+    figures: Callable[[], dict[str, int | str]]
+    ask: Callable[[str], str]
+
+    def wait_stats(self, condition: Callable[[dict], bool], timeout: float = 10.0,
+                   message: str = "STATS figures") -> dict:
+        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.stats()),
+                          timeout, message=message)
+
+    def wait_archive_durable(self, timeout: float = 10.0) -> dict:
+        """STATS once the archive's last fsync covers every topic's end: a FETCH hands
+        out only that much (as ZPER's reader does)."""
+        return self.wait_stats(lambda s: all(
+            topic["flushed_offset"] == topic["last_offset"]
+            for topic in s["archive"]["topics"].values()), timeout, "the archive's fsync")
+
+    def wait_figures(self, condition: Callable[[dict], bool], timeout: float = 10.0,
+                     message: str = "monitor figures") -> dict:
+        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.figures()),
+                          timeout, message=message)
+
+    def keep_default(self, topic: str = "orders") -> None:
+        """--send-dsn reads every message of the topic beside its named groups."""
+        assert self.ask(f"DECLARE TOPIC {topic}").startswith("topic ")
+        assert self.ask(f"DECLARE GROUP {topic} default").startswith("group default")
+
+
+class NodeProcess(NodeWaits, BenchNode):
     """A daemon logging at debug level (a failing test prints its log), with figures to
     poll and SIGSTOP/SIGCONT."""
 
@@ -58,38 +89,25 @@ class NodeProcess(BenchNode):
         return {key: int(value) if value.lstrip("-").isdigit() else value
                 for key, value in raw.items()}
 
-    def wait_stats(self, condition: Callable[[dict], bool], timeout: float = 10.0,
-                   message: str = "STATS figures") -> dict:
-        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.stats()),
-                          timeout, message=message)
-
-    def wait_archive_durable(self, timeout: float = 10.0) -> dict:
-        """STATS once the archive's last fsync covers every topic's end: a FETCH hands
-        out only that much (as ZPER's reader does)."""
-        return self.wait_stats(lambda s: all(
-            topic["flushed_offset"] == topic["last_offset"]
-            for topic in s["archive"]["topics"].values()), timeout, "the archive's fsync")
-
-    def wait_figures(self, condition: Callable[[dict], bool], timeout: float = 10.0,
-                     message: str = "monitor figures") -> dict:
-        return wait_until(lambda: (lambda f: f if condition(f) else None)(self.figures()),
-                          timeout, message=message)
-
     def ask(self, command: str) -> str:
         """One monitor request, answered as text."""
         return request_monitor(self.monitor_dsn, command, timeout=10,
                                curve=self.curve).decode()
-
-    def keep_default(self, topic: str = "orders") -> None:
-        """--send-dsn reads every message of the topic beside its named groups."""
-        assert self.ask(f"DECLARE TOPIC {topic}").startswith("topic ")
-        assert self.ask(f"DECLARE GROUP {topic} default").startswith("group default")
 
     def pause(self) -> None:
         self.process.send_signal(signal.SIGSTOP)
 
     def resume(self) -> None:
         self.process.send_signal(signal.SIGCONT)
+
+
+def shown_on_failure(request: Any) -> list[list[Any]]:
+    """The lists of nodes (daemons, in-process nodes, supervisors) a test started whose
+    logs it shows when it fails (tests/conftest.py): a fixture appends its list."""
+    if not hasattr(request.node, "pzq_nodes"):
+        request.node.pzq_nodes = []
+    shown: list[list[Any]] = request.node.pzq_nodes
+    return shown
 
 
 def run_pzq(args: Sequence[str], timeout: float = 30.0,

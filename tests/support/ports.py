@@ -15,15 +15,18 @@ import random
 from pzq.bench.ports import ports_free
 
 LOWEST, HIGHEST = 20_000, 32_700
+# Blocks of ports have a span of their own: single ports drawn at random over a
+# worker's range for hours leave no long run of free ones among them.
+BLOCKS_LOWEST, BLOCKS_HIGHEST = 14_000, 20_000
 WORKERS = 8  # ranges the span is cut into, one per xdist worker (gw0, gw1, ...)
 _handed_out: set[int] = set()
 
 
-def _own_range() -> range:
+def _own_range(lowest: int = LOWEST, highest: int = HIGHEST) -> range:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     index = int(worker) % WORKERS if worker.isdigit() else 0
-    width = (HIGHEST - LOWEST) // WORKERS
-    return range(LOWEST + index * width, LOWEST + (index + 1) * width)
+    width = (highest - lowest) // WORKERS
+    return range(lowest + index * width, lowest + (index + 1) * width)
 
 
 def port_below_ephemeral() -> int:
@@ -53,7 +56,8 @@ def _free(port: int) -> bool:
 def block_of_ports(width: int) -> int:
     """A port P such that P to P + width - 1 are free now, from this worker's range, none
     handed out before here: a page of examples moves its fixed ports into it."""
-    starts = range(_own_range().start, _own_range().stop - width, width)
+    own = _own_range(BLOCKS_LOWEST, BLOCKS_HIGHEST)
+    starts = range(own.start, own.stop - width, width)
     for _ in range(200):
         start = random.choice(starts)
         wanted = range(start, start + width)

@@ -87,7 +87,9 @@ def _exchange(socket: zmq.Socket[bytes], dsn: str, command: str, timeout: float,
     started = time.monotonic()
     deadline = started + timeout
     tell_at = started + NOTICE_AFTER_S if notice is not None else deadline
-    for event in (zmq.POLLOUT, zmq.POLLIN):
+    sent = False
+    while True:
+        event = zmq.POLLIN if sent else zmq.POLLOUT
         while not socket.poll(max(0, int((min(deadline, tell_at) - time.monotonic()) * 1000)),
                               event):
             now = time.monotonic()
@@ -97,9 +99,13 @@ def _exchange(socket: zmq.Socket[bytes], dsn: str, command: str, timeout: float,
                 notice(f"no answer yet from {dsn}: {curve_probe.why_silent(dsn, curve)}; "
                        f"waiting up to {timeout:g} s")
                 tell_at = deadline
-        if event == zmq.POLLOUT:
+        if sent:
+            return socket.recv_multipart()
+        try:
             socket.send_multipart([b"", command.encode()], zmq.NOBLOCK)
-    return socket.recv_multipart()
+            sent = True
+        except zmq.Again:
+            pass  # the pipe it had room in went with a failed handshake: wait again
 
 
 def monitor_figures(dsn: str, timeout: float = 5.0,

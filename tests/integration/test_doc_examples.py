@@ -53,6 +53,7 @@ from pzq.cli.common import DEFAULT_MONITOR
 from pzq.cli.consume import DEFAULT_CONSUME, DEFAULT_SEND
 from pzq.cli.produce import DEFAULT_RECEIVE
 from pzq.client import request_monitor
+from pzq.node.endpoints import MONITOR
 from pzq.node.main import parse_config
 from pzq.node.options import OPTIONS_BY_NAME
 from pzq.node.shard_layout import BASE_BROADCAST, plan_shards
@@ -199,7 +200,8 @@ class Page:
         argv = [*defaults, *given]
         config = parse_config(argv)
         shards = plan_shards(config) if config.shards > 1 else []
-        monitors = [shard.config.monitor_dsn for shard in shards] or [config.monitor_dsn]
+        monitors = ([shard.config.endpoints[MONITOR.role] for shard in shards]
+                    or [config.endpoints[MONITOR.role]])
         log = self.directory / f"node-{len(list(self.directory.glob('node-*.log')))}.log"
         with log.open("wb") as output:
             process = subprocess.Popen([str(BIN / "pzq"), *argv], cwd=self.directory,

@@ -28,9 +28,7 @@ from pzq.bench.shards import compare_shards
 from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 
-@quiet_on_closed_pipe
-@quiet_on_interrupt
-def main(argv: Sequence[str] | None = None) -> int:
+def make_argument_parser() -> ToolParser:
     parser = ToolParser("pzq-bench", __doc__)
     parser.add_argument("--quick", action="store_true", help="about a minute")
     parser.add_argument("--smoke", action="store_true", help="seconds: only checks it runs")
@@ -42,6 +40,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shards", type=positive(int), metavar="N",
                         help="instead: routing clients on a partitioned topic through "
                              "pzq --shards N against one node (scripts/bench_shards.py)")
+    return parser
+
+
+@quiet_on_closed_pipe
+@quiet_on_interrupt
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_argument_parser()
     args = parser.parse_args(argv)
     if args.shards is not None:
         count = 2_000 if args.smoke else 10_000 if args.quick else 20_000

@@ -34,9 +34,7 @@ from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 ACTIONS = ("declare", "remove", "empty")
 
 
-@quiet_on_closed_pipe
-@quiet_on_interrupt
-def ctl_main(argv: Sequence[str] | None = None) -> int:
+def make_argument_parser() -> argparse.ArgumentParser:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
     _node_options(parser, DEFAULT_MONITOR, 10.0)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -64,6 +62,13 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         "repair", help="run LevelDB's repair on a stopped node's store (no --dsn needed)")
     repairing.add_argument("--database", type=Path, default=Path("./pzq-data"),
                            help="the node's --database")
+    return parser
+
+
+@quiet_on_closed_pipe
+@quiet_on_interrupt
+def ctl_main(argv: Sequence[str] | None = None) -> int:
+    parser = make_argument_parser()
     args = parser.parse_args(argv)
     check_options(parser, args)
     if args.command == "repair":

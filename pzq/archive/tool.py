@@ -2,7 +2,7 @@
 
     pzq-archive topics DIR                      topics, segments, offsets and sizes
     pzq-archive dump DIR TOPIC [--from OFFSET] [--count N]
-    pzq-archive offsets DIR TOPIC               first, flushed and last offsets
+    pzq-archive offsets DIR TOPIC               first offset, end of whole records, end
     pzq-archive verify FILE                     check a segment's frames and metadata
 """
 
@@ -44,7 +44,8 @@ def make_argument_parser() -> ToolParser:
                       help="the offset of a record to start at (default: the topic's first)")
     dump.add_argument("--count", type=whole_number(0), default=0, metavar="N",
                       help="at most N messages (0: all)")
-    offsets = commands.add_parser("offsets", help="a topic's first, flushed and last offsets")
+    offsets = commands.add_parser("offsets", help="a topic's first offset, the end of its whole "
+                                 "records and the end of its bytes")
     offsets.add_argument("directory", type=Path)
     offsets.add_argument("topic")
     verify = commands.add_parser("verify", help="check one segment file")
@@ -98,7 +99,9 @@ def topic_offsets(directory: Path, topic: str) -> int:
     whole records (what a reader can read), the end of the bytes (with a torn tail)."""
     check_topic(directory, topic)
     first, whole, end = whole_end(directory, topic)
-    print(f"{topic}: first {first} flushed {whole} last {end}")
+    # "whole", not "flushed": STATS's flushed_offset is the fsync'd end, which a file
+    # alone cannot tell
+    print(f"{topic}: first {first} whole {whole} last {end}")
     return EXIT_OK
 
 

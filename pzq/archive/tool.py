@@ -35,10 +35,10 @@ def make_argument_parser() -> ToolParser:
     parser = ToolParser(prog=PROG, description=(__doc__ or "").splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     topics = commands.add_parser("topics", help="list topics and their segments")
-    topics.add_argument("directory", type=Path)
+    topics.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
     dump = commands.add_parser("dump", help="print messages from an offset on")
-    dump.add_argument("directory", type=Path)
-    dump.add_argument("topic")
+    dump.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
+    dump.add_argument("topic", help="the topic to print")
     dump.add_argument("--from", dest="start", type=whole_number(0), default=None,
                       metavar="OFFSET",
                       help="the offset of a record to start at (default: the topic's first)")
@@ -46,10 +46,10 @@ def make_argument_parser() -> ToolParser:
                       help="at most N messages (0: all)")
     offsets = commands.add_parser("offsets", help="a topic's first offset, the end of its whole "
                                  "records and the end of its bytes")
-    offsets.add_argument("directory", type=Path)
-    offsets.add_argument("topic")
+    offsets.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
+    offsets.add_argument("topic", help="the topic")
     verify = commands.add_parser("verify", help="check one segment file")
-    verify.add_argument("file", type=Path)
+    verify.add_argument("file", type=Path, help="a segment file (<start offset>.dat)")
     return parser
 
 

@@ -52,7 +52,8 @@ def make_argument_parser() -> argparse.ArgumentParser:
     backing_up = commands.add_parser(
         "backup", help="copy the running node's store and archive into DIR (new or empty, "
                        "on the node's host), waiting for the end")
-    backing_up.add_argument("directory", type=Path, metavar="DIR")
+    backing_up.add_argument("directory", type=Path, metavar="DIR",
+                            help="where the node writes the backup, on its host")
     for command in commands.choices.values():
         # The same options after the command (pzq-ctl pending --dsn ...); unset there,
         # they leave what was given before it.
@@ -103,7 +104,7 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     commands.add_parser("topics", help="every topic: messages, bytes, groups")
     topic = commands.add_parser("topic", help="declare, remove or empty a topic")
     topic.add_argument("action", choices=ACTIONS)
-    topic.add_argument("name")
+    topic.add_argument("name", help="the topic")
     topic.add_argument("--max-messages", type=whole_number(0), default=None, metavar="N",
                        help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
     topic.add_argument("--max-bytes", type=whole_number(0), default=None, metavar="B",
@@ -119,8 +120,8 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     group = commands.add_parser("group", help="declare, remove, empty, seek a consumer group, "
                                 "or list its pending deliveries")
     group.add_argument("action", choices=(*ACTIONS, "pending", "seek"))
-    group.add_argument("topic")
-    group.add_argument("name")
+    group.add_argument("topic", help="the group's topic")
+    group.add_argument("name", help="the group")
     group.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                        help="declare: earliest (default), latest, or µs since the epoch")
     group.add_argument("--filter", default=None, metavar="TAG",

@@ -1,11 +1,26 @@
 """Sphinx settings for pzq's documentation (built by scripts/build-docs)."""
 
+import sys
+from pathlib import Path
+
 project = "pzq"
 author = "pzq's authors"
 copyright = "pzq's authors"
 
-extensions: list[str] = []
-exclude_patterns = ["_build"]
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
+
+# pzq_reference: the tools' options, the log events and the Spark options, from the code
+extensions: list[str] = ["sphinx.ext.autodoc", "pzq_reference"]
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+autodoc_default_options = {"members": True, "show-inheritance": False}
+# Types of other libraries, and pzq's inner parts the API reference does not list, are
+# shown by name without a link.
+nitpick_ignore_regex = [
+    ("py:class", r"(collections|collections\.abc|typing|_asyncio|asyncio|pathlib|zmq)\..*"),
+    ("py:class", r"pzq\.(client\.sessions|protocol)\..*"),
+]
+exclude_patterns = ["_build", "_ext"]
 root_doc = "index"
 language = "en"
 highlight_language = "none"  # a plain ``::`` block is frames or output, not code

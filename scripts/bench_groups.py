@@ -26,6 +26,7 @@ import contextlib
 import json
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -42,6 +43,7 @@ from pzq.bench.groups import (  # noqa: E402
 from pzq.bench.measure import measure_end_to_end, run_workers  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.bench.options import positive  # noqa: E402
+from pzq.bench.run_line import run_line  # noqa: E402
 
 GROUPS = ["g1", "g2", "g3"]
 # the group end-to-end scenarios: row, credits, whether the consumer ACKs all that one
@@ -155,6 +157,7 @@ def main() -> int:
     args = parser.parse_args()
     count = args.count - args.count % 4
     rows = make_rows()
+    started = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="pzq-bench-groups-") as folder, \
             contextlib.ExitStack() as stack:
         nodes = Nodes(Path(folder), stack)
@@ -162,6 +165,7 @@ def main() -> int:
             produce_repeat(nodes, count, rows)
             drain_repeat(nodes, count, rows)
             end_to_end_repeat(nodes, count, rows)
+    print(run_line(started))
     print_rows(list(rows.values()))
     if args.json:
         args.json.write_text(json.dumps([row.summary() for row in rows.values()], indent=2))

@@ -19,6 +19,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from pzq.archive.tier.archive import Archive
 from pzq.bench import zper as bench
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.bench.options import positive
+from pzq.bench.run_line import run_line
 
 SIZES = (100, 4096)
 
@@ -158,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="how long the streaming latency is measured (default: 15)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    print(run_line(datetime.now(UTC)), flush=True)
     with tempfile.TemporaryDirectory(prefix="zper-bench-", dir=".") as work:
         rows = ([] if args.spark_only
                 else fetch_figures(Path(work), args.fetch_only) if args.fetch_only

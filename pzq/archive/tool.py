@@ -2,7 +2,7 @@
 
     pzq-archive topics DIR                      topics, segments, offsets and sizes
     pzq-archive dump DIR TOPIC [--from OFFSET] [--count N]
-    pzq-archive offsets DIR TOPIC               first, flushed and last offsets
+    pzq-archive offsets DIR TOPIC               first offset, end of whole records, end
     pzq-archive verify FILE                     check a segment's frames and metadata
 """
 
@@ -35,20 +35,21 @@ def make_argument_parser() -> ToolParser:
     parser = ToolParser(prog=PROG, description=(__doc__ or "").splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     topics = commands.add_parser("topics", help="list topics and their segments")
-    topics.add_argument("directory", type=Path)
+    topics.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
     dump = commands.add_parser("dump", help="print messages from an offset on")
-    dump.add_argument("directory", type=Path)
-    dump.add_argument("topic")
+    dump.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
+    dump.add_argument("topic", help="the topic to print")
     dump.add_argument("--from", dest="start", type=whole_number(0), default=None,
                       metavar="OFFSET",
                       help="the offset of a record to start at (default: the topic's first)")
     dump.add_argument("--count", type=whole_number(0), default=0, metavar="N",
                       help="at most N messages (0: all)")
-    offsets = commands.add_parser("offsets", help="a topic's first, flushed and last offsets")
-    offsets.add_argument("directory", type=Path)
-    offsets.add_argument("topic")
+    offsets = commands.add_parser("offsets", help="a topic's first offset, the end of its whole "
+                                 "records and the end of its bytes")
+    offsets.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
+    offsets.add_argument("topic", help="the topic")
     verify = commands.add_parser("verify", help="check one segment file")
-    verify.add_argument("file", type=Path)
+    verify.add_argument("file", type=Path, help="a segment file (<start offset>.dat)")
     return parser
 
 
@@ -98,7 +99,9 @@ def topic_offsets(directory: Path, topic: str) -> int:
     whole records (what a reader can read), the end of the bytes (with a torn tail)."""
     check_topic(directory, topic)
     first, whole, end = whole_end(directory, topic)
-    print(f"{topic}: first {first} flushed {whole} last {end}")
+    # "whole", not "flushed": STATS's flushed_offset is the fsync'd end, which a file
+    # alone cannot tell
+    print(f"{topic}: first {first} whole {whole} last {end}")
     return EXIT_OK
 
 

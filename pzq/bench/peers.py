@@ -27,6 +27,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pzq.bench import peer_nats, peer_pzq, peer_redis
@@ -34,6 +35,7 @@ from pzq.bench.options import positive
 from pzq.bench.peer_system import NATIVE, System
 from pzq.bench.peer_table import PZQ, Table
 from pzq.bench.peer_workloads import ASYNCIO, Figures, Load, Workloads
+from pzq.bench.run_line import run_line
 
 PEERS = ("redis", "nats")
 
@@ -143,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = Load(args.count, args.size, args.window, args.ack_timeout)
     table = Table([(system.name, system.short) for system in systems])
     assert systems[0].name == PZQ
+    started = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="pzq-bench-peers-") as folder:
         workloads = Workloads(Path(folder), load)
         for repeat in range(args.repeats):
@@ -150,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{', '.join(system.name for system in systems)}", file=sys.stderr,
                   flush=True)
             table.add_repeat(run_repeat(workloads, systems, args.asyncio))
+    print(run_line(started))
     print(f"{args.count} messages of {args.size} B a workload, window {args.window}, "
           f"ack timeout {args.ack_timeout:g} s; medians of {args.repeats} repeats")
     for line in table.lines():

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from pzq.bench.groups import cpu_seconds
 from pzq.bench.measure import percentile, run_workers
 from pzq.bench.nodes import wait_until
 from pzq.bench.ports import ports_free
+from pzq.bench.run_line import run_line
 from pzq.client import RoutedGroupConsumer, RoutedProducer, request_monitor
 from pzq.errors import EndpointError
 
@@ -252,6 +254,7 @@ def compare_shards(shards: int, count: int, workers: int, repeats: int,
     """One node, then ``shards`` shards (with ``replicas`` copies on other shards),
     ``repeats`` times; prints each repeat and the table of medians and ratios (each
     taken within a repeat); returns the table."""
+    print(run_line(datetime.now(UTC)))
     print(f"{cores()} cores; {count} messages of 100 B per figure, {workers} producers and "
           f"{workers} consumers, {repeats} repeats, shards with --replicas {replicas}",
           flush=True)

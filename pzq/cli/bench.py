@@ -18,19 +18,19 @@ import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pzq.bench.options import positive
 from pzq.bench.original import check_binary
 from pzq.bench.report import draw_chart, matplotlib_installed, print_table
+from pzq.bench.run_line import run_line
 from pzq.bench.scenarios import PLANS, run_benchmark
 from pzq.bench.shards import compare_shards
 from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 
-@quiet_on_closed_pipe
-@quiet_on_interrupt
-def main(argv: Sequence[str] | None = None) -> int:
+def make_argument_parser() -> ToolParser:
     parser = ToolParser("pzq-bench", __doc__)
     parser.add_argument("--quick", action="store_true", help="about a minute")
     parser.add_argument("--smoke", action="store_true", help="seconds: only checks it runs")
@@ -42,6 +42,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shards", type=positive(int), metavar="N",
                         help="instead: routing clients on a partitioned topic through "
                              "pzq --shards N against one node (scripts/bench_shards.py)")
+    return parser
+
+
+@quiet_on_closed_pipe
+@quiet_on_interrupt
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_argument_parser()
     args = parser.parse_args(argv)
     if args.shards is not None:
         count = 2_000 if args.smoke else 10_000 if args.quick else 20_000
@@ -55,8 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--png needs matplotlib, which is not installed: "
                      "pip install 'pzq[bench]' (or leave out --png)")
     plan = PLANS["smoke" if args.smoke else "quick" if args.quick else "full"]
+    started = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="pzq-bench-") as directory:
         figures = run_benchmark(plan, Path(directory), args.original)
+    print(run_line(started))
     print_table(figures)
     if args.json:
         args.json.write_text(json.dumps([asdict(figure) for figure in figures], indent=2))

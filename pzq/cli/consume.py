@@ -32,8 +32,7 @@ GIVE_BACK_MOST = 1000
 NO_ANSWER = "no answer yet"  # to a group's CONSUME
 
 
-@quiet_on_closed_pipe
-def consume_main(argv: Sequence[str] | None = None) -> int:
+def make_argument_parser() -> argparse.ArgumentParser:
     parser = tool_parser("pzq-consume", "Print delivered messages and ACK them.")
     parser.add_argument("--dsn", type=endpoint, action="append",
                         help=f"a node's --send-dsn, repeatable (default: {DEFAULT_SEND}); "
@@ -48,6 +47,12 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
                         metavar="SECONDS",
                         help="stop (exit 0) when nothing arrives for this many seconds")
     _group_arguments(parser)
+    return parser
+
+
+@quiet_on_closed_pipe
+def consume_main(argv: Sequence[str] | None = None) -> int:
+    parser = make_argument_parser()
     args = parser.parse_args(argv)
     if (args.topic is None) != (args.group is None):
         parser.error("--topic and --group go together (without them: the original queue)")

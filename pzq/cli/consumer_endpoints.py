@@ -30,6 +30,9 @@ CURVE_FAILED = ("the CURVE handshake fails: is --curve-server-key the node's pub
 HANDSHAKE_FAILED = "connected, but the ZeroMQ handshake fails (a socket of another kind?)"
 NOT_SEND = ("connected, but this is not a node's --send-dsn: a ROUTER answers there (its "
             "--receive-dsn or --monitor-dsn; its --consume-dsn needs --topic and --group)")
+# A node runs without --consume-dsn unless told: "is the node running?" alone misleads.
+NO_CONSUME_ENDPOINT = ("nothing answers there yet (is the node running, and started with "
+                       "--consume-dsn? consumer groups are off without it)")
 NOT_CONSUME = ("connected, but this is not a node's --consume-dsn: no ROUTER answers there "
                "(its --send-dsn? that needs no --topic and --group)")
 
@@ -49,7 +52,10 @@ class ConsumerEndpoints:
     def state(self, dsn: str, awaited: str) -> str:
         """What is found at ``dsn``; ``awaited`` names what has not come, when nothing
         is wrong there."""
-        if reach.accepts_connections(dsn) is not True:
+        answers = reach.accepts_connections(dsn)
+        if answers is False and self.group:
+            return f"{dsn}: {NO_CONSUME_ENDPOINT}"
+        if answers is not True:
             return endpoint_state(dsn, self.curve, awaited, awaited)
         return f"{dsn}: {self._problem(dsn) or 'connected, ' + awaited}"
 

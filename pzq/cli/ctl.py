@@ -34,9 +34,7 @@ from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 ACTIONS = ("declare", "remove", "empty")
 
 
-@quiet_on_closed_pipe
-@quiet_on_interrupt
-def ctl_main(argv: Sequence[str] | None = None) -> int:
+def make_argument_parser() -> argparse.ArgumentParser:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
     _node_options(parser, DEFAULT_MONITOR, 10.0)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -54,7 +52,8 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
     backing_up = commands.add_parser(
         "backup", help="copy the running node's store and archive into DIR (new or empty, "
                        "on the node's host), waiting for the end")
-    backing_up.add_argument("directory", type=Path, metavar="DIR")
+    backing_up.add_argument("directory", type=Path, metavar="DIR",
+                            help="where the node writes the backup, on its host")
     for command in commands.choices.values():
         # The same options after the command (pzq-ctl pending --dsn ...); unset there,
         # they leave what was given before it.
@@ -64,6 +63,13 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
         "repair", help="run LevelDB's repair on a stopped node's store (no --dsn needed)")
     repairing.add_argument("--database", type=Path, default=Path("./pzq-data"),
                            help="the node's --database")
+    return parser
+
+
+@quiet_on_closed_pipe
+@quiet_on_interrupt
+def ctl_main(argv: Sequence[str] | None = None) -> int:
+    parser = make_argument_parser()
     args = parser.parse_args(argv)
     check_options(parser, args)
     if args.command == "repair":
@@ -98,7 +104,7 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     commands.add_parser("topics", help="every topic: messages, bytes, groups")
     topic = commands.add_parser("topic", help="declare, remove or empty a topic")
     topic.add_argument("action", choices=ACTIONS)
-    topic.add_argument("name")
+    topic.add_argument("name", help="the topic")
     topic.add_argument("--max-messages", type=whole_number(0), default=None, metavar="N",
                        help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
     topic.add_argument("--max-bytes", type=whole_number(0), default=None, metavar="B",
@@ -114,8 +120,8 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     group = commands.add_parser("group", help="declare, remove, empty, seek a consumer group, "
                                 "or list its pending deliveries")
     group.add_argument("action", choices=(*ACTIONS, "pending", "seek"))
-    group.add_argument("topic")
-    group.add_argument("name")
+    group.add_argument("topic", help="the group's topic")
+    group.add_argument("name", help="the group")
     group.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                        help="declare: earliest (default), latest, or µs since the epoch")
     group.add_argument("--filter", default=None, metavar="TAG",

@@ -11,15 +11,20 @@ from pzq.errors import EXISTS, ExitCode
 from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 
-@quiet_on_closed_pipe
-@quiet_on_interrupt
-def keygen_main(argv: Sequence[str] | None = None) -> int:
+def make_argument_parser() -> ToolParser:
     parser = ToolParser("pzq-keygen", "Make a CURVE key pair for a node or a client.")
     parser.add_argument("directory", help="where to write NAME.key and NAME.key_secret")
     parser.add_argument("name", help="the pair's name, e.g. node or producer-1")
     parser.add_argument("--force", action="store_true",
                         help="replace a key pair of that name (clients holding the old "
                              "public key are locked out)")
+    return parser
+
+
+@quiet_on_closed_pipe
+@quiet_on_interrupt
+def keygen_main(argv: Sequence[str] | None = None) -> int:
+    parser = make_argument_parser()
     args = parser.parse_args(argv)
     existing = [path for path in security.key_pair_paths(args.directory, args.name)
                 if path.exists()]

@@ -27,8 +27,7 @@ DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
 ACK_WAIT_S = 0.02  # while waiting for input with ACKs due: how often a line is looked for
 
 
-@quiet_on_closed_pipe
-def produce_main(argv: Sequence[str] | None = None) -> int:
+def make_argument_parser() -> argparse.ArgumentParser:
     parser = tool_parser("pzq-produce", "Send each input line as one message; report the ACKs.")
     parser.add_argument("--dsn", type=endpoint, default=DEFAULT_RECEIVE,
                         help="the node's --receive-dsn")
@@ -50,6 +49,12 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
                         help="seconds to wait for ACKs")
     parser.add_argument("file", nargs="?", type=argparse.FileType("rb"), default=sys.stdin.buffer,
                         help="lines to send (default: standard input)")
+    return parser
+
+
+@quiet_on_closed_pipe
+def produce_main(argv: Sequence[str] | None = None) -> int:
+    parser = make_argument_parser()
     args = parser.parse_args(argv)
     if args.window < 1:
         parser.error("--window must be at least 1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,26 @@ def test_defaults_are_the_original_pzqs():
             config.timeout_replication_us) == (0, (), 10_000_000, 100_000)
 
 
-def test_the_example_config_file_holds_the_defaults():
+# ``# name = value  # ... (off unless set)``: an option whose default is "off" (None),
+# which TOML cannot write, shown commented out with an example value.
+COMMENTED_OUT = re.compile(r"^#\s*([a-z][a-z_-]*)\s*=\s*(.+?)\s+#.*\boff unless set\b", re.M)
+
+
+def test_the_example_config_file_holds_every_option_at_its_default(tmp_path):
+    """config/pzq.toml names every option of the node: set to its default, or, for an
+    option off unless set, commented out with an example the node would take."""
     values = read_config_file(EXAMPLE)
-    assert {name: values[name] for name in values} == {
-        name: defaults()[name] for name in values}
+    assert values == {name: defaults()[name] for name in values}
+    text = EXAMPLE.read_text()
+    off = {found[1].replace("-", "_"): found[2] for found in COMMENTED_OUT.finditer(text)}
+    assert not set(off) & set(values), "an option both set and commented out"
+    assert {name for name in off if defaults()[name] is not None} == set(), (
+        "only an option off unless set (no default TOML can write) may be commented out")
+    missing = set(defaults()) - set(values) - set(off)
+    assert not missing, f"config/pzq.toml lacks {sorted(missing)}"
+    example = tmp_path / "example.toml"  # each example value is one the node would take
+    example.write_text("".join(f"{name} = {value}\n" for name, value in off.items()))
+    assert set(read_config_file(example)) == set(off)
 
 
 def test_cli_beats_file_beats_defaults(tmp_path):

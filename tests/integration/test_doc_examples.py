@@ -1,12 +1,15 @@
 """The examples of the pages a new user follows run as written, against real nodes, so an
 example that stops working fails here.
 
-Each page's ``python`` and ``sh`` code blocks run in the page's order, in a directory
-of their own, as a user pasting them one after the other would: an sh block line by
-line with bash, a python block as a script. A block that cannot run here (several
-hosts, Spark, a transcript with output) has an rst comment right before it,
-``.. excerpt: <why>``; every other python or sh block of these pages runs, and a code
-block of another language fails the test until it is run or marked.
+Each page's code blocks run in the page's order, in a directory of their own, as a
+user pasting them one after the other would: an sh block line by line with bash, a
+python block as a script (one with ``await`` at its top level as ``python -m
+asyncio`` runs it, in an event loop), a toml block is read as the node reads its
+``--config`` file (every key an option, every value of its type). A block that
+cannot run here (several hosts, Spark, root, a transcript with output, a benchmark
+of minutes) has an rst comment right before it, ``.. excerpt: <why>``; every other
+block of every page runs, and a code block of another language fails the test until
+it is run or marked.
 
 One rewrite, ``Page.moved``, makes the examples hermetic, and nothing else is changed:
 
@@ -53,19 +56,31 @@ from pzq.cli.common import DEFAULT_MONITOR
 from pzq.cli.consume import DEFAULT_CONSUME, DEFAULT_SEND
 from pzq.cli.produce import DEFAULT_RECEIVE
 from pzq.client import request_monitor
+from pzq.errors import ConfigError
 from pzq.node.endpoints import MONITOR
 from pzq.node.main import parse_config
-from pzq.node.options import OPTIONS_BY_NAME
+from pzq.node.options import OPTIONS_BY_NAME, read_config_file
 from pzq.node.shard_layout import BASE_BROADCAST, plan_shards
 from tests.support.harness import wait_until
 from tests.support.ports import block_of_ports
 
 ROOT = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent
-PAGES = ["tutorial.rst", "groups.rst", "cluster.rst", "archive.rst", "monitoring.rst"]
+PAGES = ["tutorial.rst", "groups.rst", "cluster.rst", "archive.rst", "monitoring.rst",
+         "asyncio.rst", "operations.rst", "deploying.rst", "development.rst",
+         "performance.rst"]
 # The tutorial starts after README's quick start, whose node runs in another terminal
-# (tests/integration/test_readme.py starts it from a fresh clone).
-PRELUDE = {"tutorial.rst": "scripts/start-node"}
+# (tests/integration/test_readme.py starts it from a fresh clone); so does asyncio's.
+PRELUDE = {"tutorial.rst": "scripts/start-node", "asyncio.rst": "scripts/start-node"}
+# Python with ``await`` at its top level, run as the asyncio REPL runs what is pasted.
+TOP_LEVEL_AWAIT = """\
+import ast, asyncio, sys
+source = open(sys.argv[1]).read()
+code = compile(source, sys.argv[1], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+running = eval(code, {"__name__": "__main__"})
+if running is not None:
+    asyncio.run(running)
+"""
 LINE_TIMEOUT_S = 90
 DOC_PORTS, CLUSTER_PORTS = range(11130, 11160), range(21130, 21160)
 TOOL_DEFAULTS = {"produce": DEFAULT_RECEIVE, "monitor": DEFAULT_MONITOR, "ctl": DEFAULT_MONITOR}
@@ -135,6 +150,7 @@ class Node:
     process: subprocess.Popen[bytes]
     log: Path
     monitors: list[str]
+    curve: bool  # its monitor answers only clients with a key it admits
 
 
 @dataclass
@@ -207,7 +223,7 @@ class Page:
             process = subprocess.Popen([str(BIN / "pzq"), *argv], cwd=self.directory,
                                        stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                                        env=self.environment(), start_new_session=True)
-        self.node = Node(command, process, log, monitors)
+        self.node = Node(command, process, log, monitors, config.curve_secret_key is not None)
         wait_until(lambda: self._ready(len(monitors)), 30, interval=0.05,
                    message=f"{self.name}: the node of '{command}'")
 
@@ -219,8 +235,9 @@ class Page:
         return self.node.log.read_text(errors="replace").count("node_ready") >= shards
 
     def settle(self) -> None:
-        """Nothing in flight, no ACK owed to a producer, the archive fsync'd to its end."""
-        for monitor in self.node.monitors if self.node else []:
+        """Nothing in flight, no ACK owed to a producer, the archive fsync'd to its end
+        (a CURVE node's own block checked it with its keys)."""
+        for monitor in self.node.monitors if self.node and not self.node.curve else []:
             wait_until(lambda monitor=monitor: settled(monitor), 20, interval=0.05,
                        message=f"{self.name}: {monitor} settled")
 
@@ -265,11 +282,13 @@ def run_page(page: Page, blocks: list[Block], prelude: str | None = None) -> Non
     if prelude is not None:
         page.start(prelude)
     for number, block in enumerate(runnable):
-        assert block.language in ("python", "sh"), (
+        assert block.language in ("python", "sh", "toml"), (
             f"{block.where()}: run it here, or mark it '.. excerpt: <why>'")
         page.settle()
         if block.language == "sh":
             run_sh(page, block)
+        elif block.language == "toml":
+            read_as_config(page, block, number)
         else:
             run_python(page, block, number)
 
@@ -287,10 +306,24 @@ def run_sh(page: Page, block: Block) -> None:
         assert ran.returncode == 0, failure(page, block, line, command, ran)
 
 
+def read_as_config(page: Page, block: Block, number: int) -> None:
+    path = page.directory / f"block-{number}.toml"
+    path.write_text(block.code)
+    try:
+        read_config_file(path)
+    except ConfigError as exc:
+        raise AssertionError(f"{block.where()}: {exc}") from None
+
+
 def run_python(page: Page, block: Block, number: int) -> None:
     script = page.directory / f"block-{number}.py"
     script.write_text(page.moved(block.code))
-    ran = subprocess.run([sys.executable, str(script)], cwd=page.directory,
+    try:
+        compile(block.code, str(script), "exec")
+        run = [sys.executable, str(script)]
+    except SyntaxError:  # await outside a function: a block for the asyncio REPL
+        run = [sys.executable, "-c", TOP_LEVEL_AWAIT, str(script)]
+    ran = subprocess.run(run, cwd=page.directory,
                          env=page.environment(), capture_output=True, text=True,
                          timeout=LINE_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)
     assert ran.returncode == 0, failure(page, block, "", str(script), ran)
@@ -342,3 +375,11 @@ def test_what_is_not_run_says_why_and_what_runs_reaches_only_its_own_nodes(tmp_p
             if block.excerpt is None:
                 moved = page.command_line(block.code)  # a port it cannot move fails here
                 assert "ipc:///tmp/pzq-" not in moved, block.where()
+
+
+@pytest.mark.timeout(20)
+def test_every_page_with_a_code_block_is_run_here():
+    pages = [path for path in sorted((ROOT / "docs").rglob("*.rst"))
+             if "_build" not in path.parts and ".. code-block::" in path.read_text()]
+    assert [str(path.relative_to(ROOT / "docs")) for path in pages
+            if path.name not in PAGES] == []

@@ -98,7 +98,8 @@ def test_group_consume_against_nothing_says_why_and_honours_idle_timeout(tmp_pat
                   "--idle-timeout", "3")
     assert time.monotonic() - started < 9  # not the 10 s the client waited before
     assert result.returncode == 1
-    absent = f"{nowhere}: nothing answers there yet (is the node running?)"
+    absent = (f"{nowhere}: nothing answers there yet (is the node running, and started with "
+              "--consume-dsn? consumer groups are off without it)")
     assert result.stderr.splitlines() == [
         f"pzq-consume: waiting for the node to take group g of topic t: {absent}",
         f"pzq-consume: error: no answer to CONSUME within 3 s: {absent}"]

@@ -21,8 +21,11 @@ README = (ROOT / "README.rst").read_text()
 
 
 def quick_start_commands() -> list[str]:
-    block = README.split("Quick start", 1)[1].split(".. code-block:: sh", 1)[1]
-    return [line.split("#")[0].strip() for line in block.split("\n\n")[1].splitlines()]
+    """The quick start's set-up commands (``scripts/...``), in the README's order."""
+    section = README.split(".. begin-quick-start", 1)[1].split(".. end-quick-start", 1)[0]
+    blocks = re.findall(r"^\.\. code-block:: sh\n\n((?:   .*\n)+)", section, re.M)
+    lines = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line.startswith("scripts/")]
 
 
 @pytest.mark.timeout(20)

@@ -162,7 +162,7 @@ def test_offsets_names_first_flushed_and_last(tmp_path):
         handle.write(b"\x01\x09torn")
     ran = archive_tool("offsets", str(tmp_path), "orders")
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == f"orders: first {segments[0].start} flushed {end} last {end + 6}\n"
+    assert ran.stdout == f"orders: first {segments[0].start} whole {end} last {end + 6}\n"
     unknown = archive_tool("offsets", str(tmp_path), "ordres")
     assert unknown.returncode == 2
     assert unknown.stderr == (f"pzq-archive: error: no topic 'ordres' in {tmp_path}; "

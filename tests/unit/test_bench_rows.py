@@ -1,8 +1,14 @@
 """A groups benchmark row over its repeats: medians, ranges and whether the target is met."""
 
+import os
+import subprocess
+from datetime import UTC, datetime
+
 import pytest
 
+import pzq
 from pzq.bench.groups import Row
+from pzq.bench.run_line import run_line
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -48,3 +54,28 @@ def test_the_peers_table_gives_the_asyncio_client_over_the_sync_one_within_each_
     assert lines[0].endswith(OVER_SYNC)
     (row,) = [line for line in lines if line.startswith("asyncio: produce ")]
     assert row.endswith("0.70 (0.50-0.90)")
+
+
+# -- the run line a benchmark prints before its table -----------------------------------
+
+def _git(directory, *arguments):
+    return subprocess.run(["git", "-C", str(directory), *arguments], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def test_the_run_line_says_when_which_commit_and_what_machine(tmp_path):
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    _git(clone, "init", "-q")
+    (clone / "a.txt").write_text("one\n")
+    _git(clone, "add", "a.txt")
+    _git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    commit = _git(clone, "rev-parse", "--short", "HEAD")
+    line = run_line(datetime(2026, 11, 29, 2, 14, 30, tzinfo=UTC), clone)
+    assert line.startswith(f"run: 2026-11-29 02:14 UTC, commit {commit}, "
+                           f"{os.cpu_count()} cores (")
+    assert ", load " in line and ", Python 3." in line
+    (clone / "a.txt").write_text("two\n")
+    assert f"commit {commit} with uncommitted changes," in run_line(datetime.now(UTC), clone)
+    assert f", pzq {pzq.__version__} (not a git checkout), " in run_line(datetime.now(UTC),
+                                                                       tmp_path)

@@ -22,10 +22,10 @@ from pzq.bench.peer_load import (
     say,
     wait_for,
 )
+from pzq.bench.peer_names import PZQ_TOPIC
 from pzq.bench.peer_system import AsyncioClient, Served, Setup, System
 from pzq.client import GroupConsumer, Producer
 
-TOPIC = "t0"
 REAPER = "100ms"  # how soon an expired delivery is seen (the Redis claimer polls as often)
 
 
@@ -54,7 +54,7 @@ def produce(address: dict[str, str], count: int, size: int, window: int, start: 
         wait_for(start)
         tally = ProduceTally()
         for _ in range(count):
-            producer.send([body(size)], topic=TOPIC)
+            producer.send([body(size)], topic=PZQ_TOPIC)
         acks = producer.flush(120)
     results.put(tally.report(count, sum(not ack.ok for ack in acks)))
 
@@ -62,7 +62,7 @@ def produce(address: dict[str, str], count: int, size: int, window: int, start: 
 def consume(address: dict[str, str], group: str, count: int, window: int,
             from_connect: bool, ready: Any, results: Any) -> None:
     tally = ConsumeTally(from_connect)
-    consumer = GroupConsumer(address["consume"], TOPIC, group, window=window)
+    consumer = GroupConsumer(address["consume"], PZQ_TOPIC, group, window=window)
     say(ready)
     while tally.count < count:
         messages = consumer.receive_many(window, timeout=SILENCE_S)
@@ -75,7 +75,7 @@ def consume(address: dict[str, str], group: str, count: int, window: int,
 
 
 def hold(address: dict[str, str], group: str, count: int, results: Any) -> None:
-    consumer = GroupConsumer(address["consume"], TOPIC, group, window=count)
+    consumer = GroupConsumer(address["consume"], PZQ_TOPIC, group, window=count)
     taken = 0
     while taken < count:
         messages = consumer.receive_many(count - taken, timeout=SILENCE_S)
@@ -89,7 +89,7 @@ def hold(address: dict[str, str], group: str, count: int, results: Any) -> None:
 def claim(address: dict[str, str], group: str, count: int, ack_timeout: float, go: Any,
           results: Any) -> None:
     go.wait()
-    consumer = GroupConsumer(address["consume"], TOPIC, group, window=count)
+    consumer = GroupConsumer(address["consume"], PZQ_TOPIC, group, window=count)
     results.put({"role": "ready"})
     tally = ClaimTally()
     while len(tally.seen) < count:

@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 from pzq.bench.peer_load import SILENCE_S, ConsumeTally, ProduceTally, body, say, wait_for
-from pzq.bench.peer_pzq import TOPIC
+from pzq.bench.peer_names import PZQ_TOPIC
 
 ANSWER_TIMEOUT_S = 120.0
 
@@ -26,7 +26,7 @@ async def _produce(address: dict[str, str], count: int, size: int, window: int,
     async with aio.Producer(address["receive"], window=window) as producer:
         await asyncio.get_running_loop().run_in_executor(None, wait_for, start)
         tally = ProduceTally()
-        answers = [await producer.publish([body(size)], topic=TOPIC) for _ in range(count)]
+        answers = [await producer.publish([body(size)], topic=PZQ_TOPIC) for _ in range(count)]
         await producer.flush(ANSWER_TIMEOUT_S)
         failed = sum(not answer.result().ok for answer in answers)
         return tally.report(count - failed, failed)
@@ -42,7 +42,7 @@ async def _consume(address: dict[str, str], group: str, count: int, window: int,
     from pzq import aio
 
     tally = ConsumeTally(from_connect)
-    async with aio.GroupConsumer(address["consume"], TOPIC, group, window=window) as consumer:
+    async with aio.GroupConsumer(address["consume"], PZQ_TOPIC, group, window=window) as consumer:
         say(ready)
         while tally.count < count:
             messages = await consumer.receive_many(window, timeout=SILENCE_S)

@@ -27,11 +27,10 @@ from pzq.bench.peer_load import (
     say,
     wait_for,
 )
+from pzq.bench.peer_names import REDIS_FIELD, REDIS_STREAM
 from pzq.bench.peer_servers import find_binary, free_port, missing, redis_command, running
 from pzq.bench.peer_system import AsyncioClient, Served, Setup, System
 
-STREAM = "s0"
-FIELD = b"b"  # the one field of an entry: the message's body
 MODULES = {"redis": "redis", "hiredis": "hiredis"}
 INSTALL = "apt-get install redis-server, or give --redis-server PATH"
 
@@ -60,7 +59,7 @@ def serve(folder: Path, setup: Setup, binary: Path) -> Iterator[Served]:
         client = _client(address)
         wait_until(lambda: _answers(client), 20, message="redis-server's PING")
         for group in setup.groups:
-            client.xgroup_create(STREAM, group, id="0", mkstream=True)
+            client.xgroup_create(REDIS_STREAM, group, id="0", mkstream=True)
         client.close()
         yield Served(process.pid, address)
 
@@ -75,7 +74,7 @@ def produce(address: dict[str, str], count: int, size: int, window: int, start: 
     sent = 0
     while sent < count:
         for _ in range(min(window, count - sent)):
-            pipe.xadd(STREAM, {FIELD: body(size)})
+            pipe.xadd(REDIS_STREAM, {REDIS_FIELD: body(size)})
             sent += 1
         pipe.execute()
     results.put(tally.report(sent))
@@ -98,17 +97,17 @@ def consume(address: dict[str, str], group: str, count: int, window: int,
     ids: list[bytes] = []
     while tally.count < count:
         if ids:
-            pipe.xack(STREAM, group, *ids)  # the last read's, with the next read
-        pipe.xreadgroup(group, name, {STREAM: ">"}, count=window,
+            pipe.xack(REDIS_STREAM, group, *ids)  # the last read's, with the next read
+        pipe.xreadgroup(group, name, {REDIS_STREAM: ">"}, count=window,
                         block=round(SILENCE_S * 1000))
         entries = _entries(pipe.execute()[-1])
         if not entries:
             ids = []
             break
         ids = [entry_id for entry_id, _ in entries]
-        tally.took(fields[FIELD] for _, fields in entries)
+        tally.took(fields[REDIS_FIELD] for _, fields in entries)
     if ids:
-        client.xack(STREAM, group, *ids)
+        client.xack(REDIS_STREAM, group, *ids)
     results.put(tally.report(group))
     client.close()
 
@@ -117,7 +116,7 @@ def hold(address: dict[str, str], group: str, count: int, results: Any) -> None:
     client = _client(address)
     taken = 0
     while taken < count:
-        entries = _entries(client.xreadgroup(group, "holder", {STREAM: ">"},
+        entries = _entries(client.xreadgroup(group, "holder", {REDIS_STREAM: ">"},
                                              count=count - taken,
                                              block=round(SILENCE_S * 1000)))
         if not entries:
@@ -136,15 +135,15 @@ def claim(address: dict[str, str], group: str, count: int, ack_timeout: float, g
     tally = ClaimTally()
     deadline = time.monotonic() + ack_timeout + SILENCE_S
     while len(tally.seen) < count and time.monotonic() < deadline:
-        answer = client.xautoclaim(STREAM, group, "claimer",
+        answer = client.xautoclaim(REDIS_STREAM, group, "claimer",
                                    min_idle_time=round(ack_timeout * 1000),
                                    start_id="0-0", count=count)
         entries = [entry for entry in answer[1] if entry[1]]  # deleted ones come empty
         if not entries:
             time.sleep(CLAIM_POLL_S)
             continue
-        tally.took(fields[FIELD] for _, fields in entries)
-        client.xack(STREAM, group, *(entry_id for entry_id, _ in entries))
+        tally.took(fields[REDIS_FIELD] for _, fields in entries)
+        client.xack(REDIS_STREAM, group, *(entry_id for entry_id, _ in entries))
     results.put(tally.report())
     client.close()
 

@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from pzq.bench.peer_load import SILENCE_S, ConsumeTally, ProduceTally, body, say, wait_for
-from pzq.bench.peer_redis import FIELD, STREAM
+from pzq.bench.peer_names import REDIS_FIELD, REDIS_STREAM
 
 
 def _client(address: dict[str, str]) -> Any:
@@ -34,7 +34,7 @@ async def _produce(address: dict[str, str], count: int, size: int, window: int,
     while sent < count:
         pipe = client.pipeline(transaction=False)
         for _ in range(min(window, count - sent)):
-            pipe.xadd(STREAM, {FIELD: body(size)})
+            pipe.xadd(REDIS_STREAM, {REDIS_FIELD: body(size)})
             sent += 1
         await pipe.execute()
     report = tally.report(sent)
@@ -58,8 +58,8 @@ async def _consume(address: dict[str, str], group: str, count: int, window: int,
     while tally.count < count:
         pipe = client.pipeline(transaction=False)
         if ids:
-            pipe.xack(STREAM, group, *ids)  # the last read's, with the next read
-        pipe.xreadgroup(group, name, {STREAM: ">"}, count=window,
+            pipe.xack(REDIS_STREAM, group, *ids)  # the last read's, with the next read
+        pipe.xreadgroup(group, name, {REDIS_STREAM: ">"}, count=window,
                         block=round(SILENCE_S * 1000))
         read = (await pipe.execute())[-1]
         entries = list(read[0][1]) if read else []
@@ -67,9 +67,9 @@ async def _consume(address: dict[str, str], group: str, count: int, window: int,
             ids = []
             break
         ids = [entry_id for entry_id, _ in entries]
-        tally.took(fields[FIELD] for _, fields in entries)
+        tally.took(fields[REDIS_FIELD] for _, fields in entries)
     if ids:
-        await client.xack(STREAM, group, *ids)
+        await client.xack(REDIS_STREAM, group, *ids)
     report = tally.report(group)
     await client.aclose()
     return report

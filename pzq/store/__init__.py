@@ -3,6 +3,7 @@
 - ``keyspace``: the key layout, in one place
 - ``record``: the stored message
 - ``store``: the Store: opening, group-committed writes, reads, recovery after a failed write
+- ``leveldb``: LevelDB as the store opens it: options, fsyncs, errors as text, the format
 - ``batch``: one wake's changes (``Batch``) and the parts that follow them (``Participant``)
 - ``log_sync``, ``log_files``: when LevelDB's log reaches the disk, and fsyncing it
 - ``replicas``: copies and tombstones of other nodes' messages

@@ -15,7 +15,8 @@ import plyvel
 
 from pzq.errors import StoreError
 from pzq.store import keyspace
-from pzq.store.store import COUNTERS, leveldb_reason, read_everything
+from pzq.store.leveldb import leveldb_reason, read_everything
+from pzq.store.store import COUNTERS
 
 
 @dataclass(frozen=True)

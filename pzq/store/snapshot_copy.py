@@ -19,7 +19,8 @@ from pathlib import Path
 import plyvel
 
 from pzq.errors import StoreError
-from pzq.store.store import WRITE_BUFFER, Store, leveldb_reason
+from pzq.store.leveldb import WRITE_BUFFER, leveldb_reason
+from pzq.store.store import Store
 
 SLICE_KEYS = 1024
 SLICE_BYTES = 1 << 19

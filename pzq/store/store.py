@@ -10,8 +10,8 @@ exactly as durable as the messages they count and the monitor never scans.
 Parts whose memory follows the store (delivery states, replicas, the cluster, the
 archive) register as participants (pzq.store.batch.Participant): each batch starts
 with their ``prepare`` (what earlier batches left to write), and ends with
-``written`` or ``failed``. This module and the batch's are the only ones that touch
-plyvel.
+``written`` or ``failed``. This module, the batch's and pzq.store.leveldb (opening
+LevelDB) are the only ones that touch plyvel.
 """
 
 from __future__ import annotations
@@ -30,14 +30,19 @@ from pzq.fsync import make_directories, sync_directory
 from pzq.logs import get_logger
 from pzq.store import keyspace
 from pzq.store.batch import Batch, Participant
+from pzq.store.leveldb import (
+    REPAIR_HINT,
+    leveldb_reason,
+    open_leveldb,
+    read_everything,
+    refuse_files_in_the_way,
+    settle_format,
+)
 from pzq.store.log_files import sync_log_files
 from pzq.store.log_sync import LogSync
-from pzq.store.store_format import STORE_FORMAT, encode_format, format_of, refuse_newer
+from pzq.store.store_format import STORE_FORMAT
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
-# A larger memtable than LevelDB's 4 MiB means fewer level-0 files, so fewer
-# compactions and write stalls while a large backlog builds up.
-WRITE_BUFFER = 32 * 1024 * 1024
 RECOVERY_MARGIN = 256 * 1024  # bytes free beyond the log's size, to reopen after a failure
 # A directory's mtime comes from the kernel's coarse clock, up to a tick behind the
 # real time: a change this close to the last directory fsync may have followed it.
@@ -70,7 +75,7 @@ class Store:
              now: float = 0.0) -> Store:
         """``now``: monotonic seconds, the clock of ``wake_at``."""
         path = Path(path)
-        _refuse_files_in_the_way(path)
+        refuse_files_in_the_way(path)
         try:
             make_directories(path)
         except OSError as exc:
@@ -78,8 +83,8 @@ class Store:
         if not os.access(path, os.W_OK | os.X_OK):
             raise StoreError(f"database directory {path} is not writable")
         try:
-            db = _open_leveldb(path)
-            _settle_format(db, path)
+            db = open_leveldb(path)
+            settle_format(db, path)
             read_everything(db)
         except plyvel.IOError as exc:
             if "lock" in str(exc).lower():
@@ -88,7 +93,7 @@ class Store:
             raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
         except plyvel.CorruptionError as exc:
             raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}; "
-                             f"{_REPAIR_HINT.format(path=path)}") from None
+                             f"{REPAIR_HINT.format(path=path)}") from None
         except plyvel.Error as exc:
             raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
         return cls(db, path, hard_sync, sync_interval_s, now)
@@ -234,7 +239,7 @@ class Store:
             return
         self._db.close()
         try:
-            self._db = _open_leveldb(self.path)
+            self._db = open_leveldb(self.path)
         except plyvel.Error as exc:
             raise StoreUnrecoverable(f"cannot reopen the store after a failed write: "
                                      f"{leveldb_reason(exc)}") from None
@@ -279,7 +284,7 @@ class Store:
 
     def _damaged(self, exc: plyvel.Error) -> StoreDamaged:
         return StoreDamaged(f"the store {self.path} is damaged: {leveldb_reason(exc)}; "
-                            f"{_REPAIR_HINT.format(path=self.path)}")
+                            f"{REPAIR_HINT.format(path=self.path)}")
 
     def iterate_back(self, prefix: bytes, below: bytes) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix`` and below the key ``below``, last first."""
@@ -338,69 +343,6 @@ class Store:
     def _load_counters(self) -> tuple[int, int, int]:
         stored = self._db.get(keyspace.META_COUNTERS)
         return COUNTERS.unpack(stored) if stored else (0, 0, 0)
-
-
-def _refuse_files_in_the_way(path: Path) -> None:
-    """Say which file stands where the database directory (or one above it) should be."""
-    for place in (path, *path.parents):
-        if place.exists():
-            if place == path and not place.is_dir():
-                raise StoreError(f"--database {path} is a file, not a directory")
-            if not place.is_dir():
-                raise StoreError(f"cannot create database directory {path}: {place} is a file")
-            return
-
-
-def leveldb_reason(exc: Exception) -> str:
-    """plyvel carries LevelDB's status text as bytes: say it as text, not as a repr."""
-    reason = exc.args[0] if exc.args else exc
-    return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
-
-
-_REPAIR_HINT = ("with the node stopped, pzq-ctl repair --database {path} brings back "
-                "what is intact")
-
-
-def _open_leveldb(path: Path) -> plyvel.DB:
-    """Open, then fsync the directory: an open writes a new MANIFEST and points CURRENT
-    at it by a rename that LevelDB leaves to a later directory fsync, and the
-    LevelDB plyvel ships (1.22) does not fsync a new database's first MANIFEST at
-    all, so a power cut before that fsync left a database that did not open."""
-    db = plyvel.DB(str(path), create_if_missing=True, write_buffer_size=WRITE_BUFFER,
-                   paranoid_checks=True)
-    try:
-        sync_directory(path)
-    except OSError as exc:
-        db.close()
-        raise StoreError(f"cannot fsync database directory {path}: {exc.strerror}") from None
-    return db
-
-
-def _settle_format(db: plyvel.DB, path: Path) -> None:
-    """Refuse a store of a format this release cannot read (closed, untouched); write
-    the version into a store that has none (see pzq.store.store_format)."""
-    found = db.get(keyspace.META_FORMAT)
-    try:
-        refuse_newer(path, format_of(found))
-    except ValueError as exc:
-        db.close()
-        raise StoreError(f"the store {path} is not one this pzq can read: {exc}") from None
-    except StoreError:
-        db.close()
-        raise
-    if found is None:
-        if db.get(keyspace.META_NODE_ID) is not None:  # a store of a release before versions
-            log.info("store_format_recorded", database=str(path), format=STORE_FORMAT)
-        db.put(keyspace.META_FORMAT, encode_format(), sync=True)
-
-
-def read_everything(db: plyvel.DB) -> None:
-    """Read every block once with its checksum checked, so damage is met at start (one
-    clear error naming the repair) and not by a delivery hours later. It costs about
-    a second per million stored messages."""
-    with db.iterator(verify_checksums=True, fill_cache=False) as iterator:
-        for _ in iterator:
-            pass
 
 
 def _mb(size: int) -> str:

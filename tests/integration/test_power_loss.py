@@ -75,7 +75,8 @@ def test_power_cuts_lose_nothing_acked_outside_the_window(start_node, context, p
 # for its compaction. What survives must be a prefix of the batches.
 WRITE_AND_DIE = """
 import os, sys
-from pzq.store.store import WRITE_BUFFER, Store
+from pzq.store.leveldb import WRITE_BUFFER
+from pzq.store.store import Store
 store = Store.open(sys.argv[1], sync_interval_s=1.0, now=0.0)
 for now, values in ((0.0, [b"a" * 100] * 10), (0.1, [os.urandom(WRITE_BUFFER + 1)]),
                     (0.2, [b"c"])):

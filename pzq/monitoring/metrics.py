@@ -127,19 +127,25 @@ class PzqCollector:
         damaged = CounterMetricFamily("pzq_archive_damaged_records", "Damaged archive records "
                                       "ZPER readers met since the node started.",
                                       labels=[*LABELS, "topic"])
+        forbidden = CounterMetricFamily("pzq_forbidden", "Requests refused by the "
+                                        "--authorization rules, by kind (produce: messages, "
+                                        "consume: CONSUMEs and --send-dsn handshakes, admin: "
+                                        "monitor commands).", labels=[*LABELS, "kind"])
         for answer in live:
             stats, labels = _stats(answer), self._labels(answer)
             for outcome in ACK_OUTCOMES:
                 acks.add_metric([*labels, outcome], float(stats.get(outcome, 0)))
             for outcome, count in stats.get("producer_acks", {}).items():
                 producer.add_metric([*labels, outcome], float(count))
+            for kind, count in stats.get("forbidden", {}).items():
+                forbidden.add_metric([*labels, kind], float(count))
             for peer in stats.get("peers", []):
                 peers.add_metric([*labels, peer["endpoint"]],
                                  1.0 if peer["state"] == "up" else 0.0)
             for topic, info in (stats.get("archive") or {}).get("topics", {}).items():
                 archive.add_metric([*labels, topic], float(info["last_offset"]))
                 damaged.add_metric([*labels, topic], float(info.get("damaged_records", 0)))
-        yield from (acks, producer, peers, archive, damaged)
+        yield from (acks, producer, peers, archive, damaged, forbidden)
 
     def _takeovers(self, live: list[StatsAnswer]) -> Iterator[Metric]:
         """Per origin a node takes over: the copies it holds, what is out (all groups)."""

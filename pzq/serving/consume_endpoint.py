@@ -20,6 +20,7 @@ from typing import Protocol
 
 import zmq
 
+from pzq.authorization import CONSUME, NO_AUTHORIZATION, Authorization
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea, group_settings
@@ -41,7 +42,7 @@ from pzq.serving.subscribe import make_group, named_group
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
-from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
+from pzq.zmqio import POLLIN, Events, Socket, drain_framed, send_frames
 
 log = get_logger("pzq.consume")
 # the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
@@ -76,8 +77,10 @@ class ConsumeEndpoint(Part):
     def __init__(self, socket: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
                  heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
-                 held: HeldElsewhere, hub: EventHub) -> None:
+                 held: HeldElsewhere, hub: EventHub,
+                 authorization: Authorization = NO_AUTHORIZATION) -> None:
         self.socket = socket
+        self.authorization = authorization  # which keys may consume which groups
         self.taken_over: TakenOver = cluster.takeovers.taken
         self.own_allowed = cluster.own_delivery_allowed
         self.held = held
@@ -156,7 +159,7 @@ class ConsumeEndpoint(Part):
 
     def take_requests(self, batch: Batch, now_us: int, mono: float) -> None:
         consumers = self.consumers
-        for raw in drain(self.socket, self.batch_size):
+        for first, raw in drain_framed(self.socket, self.batch_size):
             routing_id = raw[0]
             consumer = consumers.get(routing_id)
             try:
@@ -167,18 +170,31 @@ class ConsumeEndpoint(Part):
                         self._answer(batch, consumer, True, keys, now_us, mono)
                         continue
                 request = consume_wire.decode_request(raw[1:])
-                self._serve(batch, routing_id, consumer, request, now_us, mono)
+                self._serve(batch, first, consumer, request, now_us, mono)
             except DecodeError as exc:
                 self._error(routing_id, str(exc))
 
-    def _serve(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
+    def _serve(self, batch: Batch, first: zmq.Frame, consumer: ServedConsumer | None,
                request: Request, now_us: int, mono: float) -> None:
+        """``first``: the request's first frame, its connection's routing id (and, with
+        CURVE, its key)."""
+        routing_id = first.bytes
         if request.subscribe is not None:  # CONSUME
+            self._check_allowed(first, request.subscribe)
             self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono)
         elif consumer is None:
             self._before_consume(routing_id, request)
         else:
             self.handlers[request.verb](batch, consumer, request, now_us, mono)
+
+    def _check_allowed(self, first: zmq.Frame, subscribe: consume_wire.Subscribe) -> None:
+        """A key may consume only the groups its rights name (pzq.authorization); a
+        refused CONSUME makes and changes nothing."""
+        if not self.authorization.of(first).may_consume(subscribe.topic, subscribe.group):
+            self.authorization.refused(CONSUME)
+            raise DecodeError(f"FORBIDDEN consume {subscribe.topic}:{subscribe.group}: "
+                              "this client key may not consume that group of that topic "
+                              "(see the node's --authorization file)")
 
     def _before_consume(self, routing_id: bytes, request: Request) -> None:
         """Every verb but CONSUME is refused on a connection that has not said CONSUME

@@ -89,10 +89,6 @@ class AllRights(Rights):
         return True
 
 
-EVERYTHING = AllRights(admin=True)
-NOTHING = Rights()
-
-
 def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """One expression for a list of globs; none matches nothing."""
     if not patterns:
@@ -105,6 +101,10 @@ def _remember(answers: dict[str, bool], asked: str, answer: bool) -> bool:
         answers.clear()  # names made up one after another cannot grow it for ever
     answers[asked] = answer
     return answer
+
+
+EVERYTHING = AllRights(admin=True)
+NOTHING = Rights()
 
 
 class Rules:
@@ -122,11 +122,19 @@ class Rules:
 # -- the file ------------------------------------------------------------------
 
 
+class Mistake(ValueError):
+    """What is wrong in the file, and a text to find the line it is on (``found``)."""
+
+    def __init__(self, message: str, found: str) -> None:
+        super().__init__(message)
+        self.found = found
+
+
 def load_rules(path: str | Path) -> Rules:
-    """The rules of ``path``; ConfigError naming the file and what is wrong where."""
+    """The rules of ``path``; ConfigError naming the file, the line and what is wrong."""
     try:
-        with Path(path).open("rb") as handle:
-            raw = tomllib.load(handle)
+        text = Path(path).read_bytes().decode()
+        raw = tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"--authorization {path} does not exist") from None
     except UnicodeDecodeError as exc:
@@ -134,58 +142,64 @@ def load_rules(path: str | Path) -> Rules:
                           f"{exc.object[exc.start]:#04x} at position {exc.start}") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"--authorization {path} could not be read: {exc}") from None
-    return parse_rules(raw, str(path))
+    try:
+        return parse_rules(raw, str(path))
+    except Mistake as mistake:
+        line = next((number for number, content in enumerate(text.splitlines(), 1)
+                     if mistake.found in content), None)
+        at = f", line {line}" if line is not None else ""
+        raise ConfigError(f"--authorization {path}{at}: {mistake}") from None
 
 
-def parse_rules(raw: Mapping[str, Any], path: str) -> Rules:
+def parse_rules(raw: Mapping[str, Any], path: str = "") -> Rules:
+    """The rules of a parsed file; Mistake for anything that is not as documented."""
     for name in raw:
         if name not in ("default", "clients"):
-            raise ConfigError(f"--authorization {path}: unknown table or key {name!r} "
-                              "(the file holds [default] and [clients.\"KEY\"] tables)")
-    default = _rights(raw.get("default", {}), path, "[default]")
+            raise Mistake(f"unknown table or key {name!r} (the file holds [default] and "
+                          "[clients.\"KEY\"] tables)", name)
+    default = _rights(raw.get("default", {}), "[default]")
     clients = raw.get("clients", {})
     if not isinstance(clients, dict):
-        raise ConfigError(f"--authorization {path}: clients must be tables, "
-                          "[clients.\"KEY\"]")
+        raise Mistake("clients must be tables, [clients.\"KEY\"]", "clients")
     rights = {}
     for key, table in clients.items():
         where = f"[clients.\"{key}\"]"
         if not Z85_KEY.fullmatch(key):
-            raise ConfigError(f"--authorization {path}: {where}: not a CURVE public key "
-                              "(40 characters of Z85, as in the client's NAME.key file)")
-        rights[key] = _rights(table, path, where)
+            raise Mistake(f"{where}: not a CURVE public key (40 characters of Z85, as in "
+                          "the client's NAME.key file)", key)
+        rights[key] = _rights(table, where)
     return Rules(default, rights, path)
 
 
-def _rights(table: Any, path: str, where: str) -> Rights:
+def _rights(table: Any, where: str) -> Rights:
     if not isinstance(table, dict):
-        raise ConfigError(f"--authorization {path}: {where} must be a table")
+        raise Mistake(f"{where} must be a table", where.strip("[]"))
     for name in table:
         if name not in KINDS:
-            raise ConfigError(f"--authorization {path}: {where}: unknown key {name!r} "
-                              "(produce, consume and admin are known)")
+            raise Mistake(f"{where}: unknown key {name!r} (produce, consume and admin are "
+                          "known)", name)
     admin = table.get(ADMIN, False)
     if not isinstance(admin, bool):
-        raise ConfigError(f"--authorization {path}: {where}: admin must be true or false")
-    produce = _patterns(table.get(PRODUCE, []), path, f"{where} produce", False)
-    consume = _patterns(table.get(CONSUME, []), path, f"{where} consume", True)
+        raise Mistake(f"{where}: admin must be true or false", ADMIN)
+    produce = _patterns(table.get(PRODUCE, []), f"{where} {PRODUCE}", False)
+    consume = _patterns(table.get(CONSUME, []), f"{where} {CONSUME}", True)
     return Rights(produce, consume, admin)
 
 
-def _patterns(value: Any, path: str, where: str, grouped: bool) -> tuple[str, ...]:
+def _patterns(value: Any, where: str, grouped: bool) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(f"--authorization {path}: {where} must be a list of patterns")
+        raise Mistake(f"{where} must be a list of patterns", where.rpartition(" ")[2])
     for pattern in value:
         parts = pattern.split(":") if grouped else [pattern]
         if grouped and len(parts) != 2:
-            raise ConfigError(f"--authorization {path}: {where}: {pattern!r} must be "
-                              "TOPIC:GROUP (\"orders:*\" is every group of orders)")
+            raise Mistake(f"{where}: {pattern!r} must be TOPIC:GROUP (\"orders:*\" is every "
+                          "group of orders)", f'"{pattern}"')
         for part in parts:
-            _check_pattern(part, pattern, path, where)
+            _check_pattern(part, pattern, where)
     return tuple(value)
 
 
-def _check_pattern(part: str, pattern: str, path: str, where: str) -> None:
+def _check_pattern(part: str, pattern: str, where: str) -> None:
     problem = None
     if not PATTERN_CHARACTERS.fullmatch(part):
         problem = ("a name pattern is 1-255 of A-Z a-z 0-9 . _ - and the glob "
@@ -193,8 +207,7 @@ def _check_pattern(part: str, pattern: str, path: str, where: str) -> None:
     elif "[" in BRACKETS.sub("", part) or "]" in BRACKETS.sub("", part):
         problem = "its [ and ] do not pair"
     if problem is not None:
-        raise ConfigError(f"--authorization {path}: {where}: bad pattern {pattern!r}: "
-                          f"{problem}")
+        raise Mistake(f"{where}: bad pattern {pattern!r}: {problem}", f'"{pattern}"')
 
 
 # -- the node's side -------------------------------------------------------------

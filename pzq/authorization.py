@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fnmatch import translate
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, Protocol
 
 import zmq
 
@@ -32,6 +33,7 @@ log = get_logger("pzq.authorization")
 
 PRODUCE, CONSUME, ADMIN = "produce", "consume", "admin"
 KINDS = (PRODUCE, CONSUME, ADMIN)
+USER_ID = b"User-Id"  # the property ZAP sets: as bytes, pyzmq skips an encode per ask
 SEND_GROUP = "default"  # the group of the consumers on --send-dsn, of every topic
 # a pattern: a topic's or group's letters with glob characters
 PATTERN_CHARACTERS = re.compile(r"[A-Za-z0-9._*?\[\]!-]{1,255}")
@@ -213,12 +215,23 @@ def _check_pattern(part: str, pattern: str, where: str) -> None:
 # -- the node's side -------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class RulesReloaded:
+    """New rules are in force (SIGHUP): what was allowed under the old ones is looked
+    at again (the consumers of named groups)."""
+
+
 class Authorization(Protocol):
     """Who may do what on a node (``Authorizing``), or everyone everything
     (``NO_AUTHORIZATION``). ``of``: the rights of the client that sent the message
-    whose first frame is ``frame``; ``refused`` counts a refusal of its kind."""
+    whose first frame is ``frame`` (``key_of`` its key, ``rights`` a key's rights);
+    ``refused`` counts a refusal of its kind."""
 
     def of(self, frame: zmq.Frame) -> Rights: ...
+
+    def key_of(self, frame: zmq.Frame) -> str: ...
+
+    def rights(self, key: str) -> Rights: ...
 
     def refused(self, kind: str) -> None: ...
 
@@ -226,7 +239,7 @@ class Authorization(Protocol):
 
     def ask_reload(self) -> None: ...  # a signal handler's: only sets a flag
 
-    def reload_if_asked(self) -> None: ...
+    def reload_if_asked(self) -> bool: ...  # new rules are in force
 
     def figures(self) -> dict[str, object]: ...
 
@@ -234,9 +247,13 @@ class Authorization(Protocol):
 class Everyone:
     """No --authorization: everything allowed, nothing read per message."""
 
-    on: ClassVar[bool] = False
-
     def of(self, frame: zmq.Frame) -> Rights:
+        return EVERYTHING
+
+    def key_of(self, frame: zmq.Frame) -> str:
+        return ""
+
+    def rights(self, key: str) -> Rights:
         return EVERYTHING
 
     def refused(self, kind: str) -> None:
@@ -248,8 +265,8 @@ class Everyone:
     def ask_reload(self) -> None:
         pass
 
-    def reload_if_asked(self) -> None:
-        pass
+    def reload_if_asked(self) -> bool:
+        return False
 
     def figures(self) -> dict[str, object]:
         return {"forbidden": dict.fromkeys(KINDS, 0)}
@@ -264,8 +281,6 @@ class Authorizing:
     node serves CURVE, so each message names its key (User-Id); without it every
     client has ``[default]``'s rights."""
 
-    on: ClassVar[bool] = True
-
     def __init__(self, rules: Rules, keyed: bool) -> None:
         self.rules = rules
         self.keyed = keyed
@@ -276,9 +291,16 @@ class Authorizing:
         self._reload_asked = False
 
     def of(self, frame: zmq.Frame) -> Rights:
+        rules = self.rules
         if not self.keyed:
-            return self.rules.default
-        return self.rules.of(cast(str, frame.get("User-Id")))  # a property: text
+            return rules.default
+        return rules.clients.get(frame.get(USER_ID), rules.default)  # per message: inline
+
+    def key_of(self, frame: zmq.Frame) -> str:
+        return frame.get(USER_ID) if self.keyed else ""
+
+    def rights(self, key: str) -> Rights:
+        return self.rules.of(key) if self.keyed else self.rules.default
 
     def refused(self, kind: str) -> None:
         self.counts[kind] += 1
@@ -292,9 +314,9 @@ class Authorizing:
     def ask_reload(self) -> None:
         self._reload_asked = True
 
-    def reload_if_asked(self) -> None:
+    def reload_if_asked(self) -> bool:
         if not self._reload_asked:
-            return
+            return False
         self._reload_asked = False
         try:
             rules = load_rules(self.rules.path)
@@ -302,10 +324,11 @@ class Authorizing:
             self.reloads_refused += 1
             log.error("authorization_reload_refused", error=str(exc),
                       kept=self.rules.path)
-            return
+            return False
         self.rules = rules
         self.reloads += 1
         log.info("authorization_reloaded", path=rules.path, clients=len(rules.clients))
+        return True
 
     def figures(self) -> dict[str, object]:
         counts = dict(self.counts)

@@ -61,7 +61,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     endpoints = node.config.endpoints
     answers = GroupAnswers(node.archiving, node.cluster.removed)
     parts.add(NodeUpkeep(node.store, node.topics))
-    parts.add(AuthorizationPart(node.authorization))
+    parts.add(AuthorizationPart(node.authorization, node.hub))
     parts.add(node.cluster.open_part(wiring.context, wiring.security, node.delivery,
                                      wiring.now), CLUSTER.role)
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)

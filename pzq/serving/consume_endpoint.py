@@ -20,7 +20,7 @@ from typing import Protocol
 
 import zmq
 
-from pzq.authorization import CONSUME, NO_AUTHORIZATION, Authorization
+from pzq.authorization import CONSUME, NO_AUTHORIZATION, Authorization, RulesReloaded
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea, group_settings
@@ -109,6 +109,7 @@ class ConsumeEndpoint(Part):
             self._deliveries_for(group)
         hub.subscribe(PeersReleased, self.rewind_own)
         hub.subscribe(GroupDoneElsewhere, self.done_elsewhere)
+        hub.subscribe(RulesReloaded, self.recheck)
 
     def _deliveries_for(self, group: Group) -> NamedGroupDelivery:
         found = self.groups.get(group.id)
@@ -181,7 +182,8 @@ class ConsumeEndpoint(Part):
         routing_id = first.bytes
         if request.subscribe is not None:  # CONSUME
             self._check_allowed(first, request.subscribe)
-            self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono)
+            self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono,
+                            self.authorization.key_of(first))
         elif consumer is None:
             self._before_consume(routing_id, request)
         else:
@@ -233,7 +235,8 @@ class ConsumeEndpoint(Part):
         self._gone(consumer, "bye")
 
     def _subscribe(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
-                   subscribe: consume_wire.Subscribe, now_us: int, mono: float) -> None:
+                   subscribe: consume_wire.Subscribe, now_us: int, mono: float,
+                   key: str = "") -> None:
         if consumer is not None:
             raise DecodeError(f"this connection consumes group {consumer.group.name} of "
                               f"topic {consumer.group.topic} already; open another one")
@@ -242,7 +245,8 @@ class ConsumeEndpoint(Part):
         head = consume_wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame,
                                  subscribe.protocol)
         consumer = ServedConsumer(routing_id, deliveries, subscribe.window, mono, head=head,
-                            confirm=subscribe.confirm, batches=subscribe.protocol > 1)
+                                  confirm=subscribe.confirm, batches=subscribe.protocol > 1,
+                                  key=key)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
         self._send(consume_wire.encode_consuming(routing_id, subscribe, self.heartbeat_ms))
@@ -291,6 +295,18 @@ class ConsumeEndpoint(Part):
             final = deliveries.state.area.would_release(seq)
             if deliveries.state.ack(batch, seq) is not None and final:
                 self.answers.removed(node_id, seq, name, True)
+
+    def recheck(self, reloaded: RulesReloaded) -> None:
+        """New rules: a consumer whose key may no longer consume its group is told
+        (ERROR, as a refused CONSUME) and let go, its deliveries given back."""
+        for consumer in list(self.consumers.values()):
+            group = consumer.group
+            if not self.authorization.rights(consumer.key).may_consume(group.topic,
+                                                                       group.name):
+                self.authorization.refused(CONSUME)
+                self._error(consumer.routing_id, f"FORBIDDEN consume {group.topic}:"
+                            f"{group.name}: the node's --authorization rules changed")
+                self._gone(consumer, "forbidden")
 
     def rewind_own(self, released: PeersReleased) -> None:
         """Another node let messages go: look at each group's messages again."""

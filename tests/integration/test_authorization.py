@@ -32,8 +32,10 @@ def clients(curve_keys, tmp_path):
             "key": {name: curve.keys.public.decode() for name, curve in made.items()}}
 
 
-def rules(clients, client_produce=("orders", "audit.*")) -> str:
+def rules(clients, client_produce=("orders", "audit.*"), client_consume=("orders:billing",)
+          ) -> str:
     produce = ", ".join(json.dumps(topic) for topic in client_produce)
+    consume = ", ".join(json.dumps(pattern) for pattern in client_consume)
     return f"""
 [default]
 produce = ["public"]
@@ -42,7 +44,7 @@ admin = false
 
 [clients."{clients['key']['client']}"]
 produce = [{produce}]
-consume = ["orders:billing"]
+consume = [{consume}]
 admin = false
 
 [clients."{clients['key']['ops']}"]
@@ -148,11 +150,22 @@ def test_sighup_reads_the_rules_again_and_keeps_them_when_the_file_is_bad(
         guarded, clients, rules_file, context):
     curve = clients["curve"]
     assert not produce(guarded, curve["client"], "later", context).ok
-    rules_file.write_text(rules(clients, ("orders", "later")))
+    assert produce(guarded, curve["client"], "orders", context).ok
+    billing = GroupConsumer(guarded.consume_dsn, "orders", "billing", context=context,
+                            curve=curve["client"])
+    billing.receive(10).ack()
+    rules_file.write_text(rules(clients, ("orders", "later"), ()))
     guarded.process.send_signal(signal.SIGHUP)
     wait_until(lambda: guarded.event("authorization_reloaded"), 10, message="reloaded")
     assert produce(guarded, curve["client"], "later", context).ok
     assert not produce(guarded, curve["client"], "audit.eu", context).ok
+    # a consumer let in under the old rules is told, and let go
+    assert produce(guarded, curve["client"], "orders", context).ok
+    assert billing.receive(1.0) is None
+    assert any(error.startswith("FORBIDDEN consume orders:billing") for error in billing.errors)
+    billing.close()
+    stats = guarded.stats()
+    assert stats["topics"]["orders"]["groups"]["billing"]["consumers"] == 0
 
     rules_file.write_text(rules(clients).replace("admin = true", "admin = \"yes\""))
     guarded.process.send_signal(signal.SIGHUP)

@@ -49,8 +49,8 @@ def open_parts(node: NodeState, context: Context, security: NodeSecurity, now: N
     and raise (BindError)."""
     parts = Parts()
     try:
-        _open(parts, NodeWiring(context, security, node.config, node.archiving, node.hub, now),
-              node)
+        _open(parts, NodeWiring(context, security, node.config, node.archiving, node.hub, now,
+                                node.authorization), node)
     except BaseException:
         parts.close()
         raise

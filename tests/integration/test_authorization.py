@@ -240,3 +240,14 @@ def test_without_the_option_everything_is_allowed_and_nothing_forbidden(start_in
     stats = json.loads(node.ask("STATS"))
     assert stats["forbidden"] == {"produce": 0, "consume": 0, "admin": 0}
     assert "authorization" not in stats
+
+
+def test_the_config_file_gives_the_rules_too(tmp_path):
+    rules_path = tmp_path / "rules.toml"
+    rules_path.write_text('[default]\nproduce = ["a b"]\n')
+    config = tmp_path / "pzq.toml"
+    config.write_text(f'authorization = "{rules_path}"\ndatabase = "{tmp_path / "db"}"\n')
+    result = run_pzq(["--config", str(config)])
+    assert result.returncode == 2
+    assert f"--authorization {rules_path}, line 2: [default] produce: bad pattern 'a b'" \
+        in result.stderr

@@ -251,3 +251,28 @@ def test_the_config_file_gives_the_rules_too(tmp_path):
     assert result.returncode == 2
     assert f"--authorization {rules_path}, line 2: [default] produce: bad pattern 'a b'" \
         in result.stderr
+
+
+def test_the_clusters_own_traffic_is_not_subject_to_the_rules(start_node, clients, tmp_path,
+                                                             context):
+    """Rules that give every key but one nothing, the node's shared key among them: the
+    nodes still join, copy, and remove everywhere what a consumer ACKed."""
+    path = tmp_path / "rules.toml"
+    path.write_text(f'[clients."{clients["key"]["client"]}"]\nproduce = ["orders"]\n'
+                    'consume = ["orders:billing"]\n')
+    endpoints = [f"ipc://{tmp_path}/n{number}.cluster" for number in (0, 1)]
+    nodes = [start_node(*clients["args"], "--authorization", str(path), "--replicas", "1",
+                        "--broadcast-dsn", endpoints[number], "--nodes", endpoints[1 - number],
+                        consume=True) for number in (0, 1)]
+    for node in nodes:
+        node.curve = clients["curve"]["client"]
+        node.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="peer up")
+    ack = produce(nodes[0], clients["curve"]["client"], "orders", context)
+    assert ack.ok and not ack.replication_failed
+    nodes[1].wait_stats(lambda s: s["replicas_held"] == 1, message="the copy held")
+    with GroupConsumer(nodes[0].consume_dsn, "orders", "billing", context=context,
+                       curve=clients["curve"]["client"]) as billing:
+        billing.receive(10).ack()
+    nodes[1].wait_stats(lambda s: s["replicas_held"] == 0, message="the copy removed")
+    assert all(node.stats()["forbidden"] == {"produce": 0, "consume": 0, "admin": 0}
+               for node in nodes)

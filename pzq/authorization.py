@@ -8,8 +8,8 @@ Patterns are globs (``*``, ``?``, ``[...]``). A key's messages are known by the
 User-Id that ZAP gives a CURVE connection (pyzmq's authenticator: the key in Z85);
 without CURVE no message names a key and ``[default]`` applies to all.
 
-The rules are parsed and checked once (a mistake is a ConfigError naming the table
-and key), the patterns compiled, and each key's answers kept per topic, so a message
+The rules are parsed and checked once (a mistake is a ConfigError naming the line,
+the table and the key), the patterns compiled, and each key's answers kept per topic, so a message
 costs a dictionary look-up or two, not a glob match. ``NO_AUTHORIZATION`` stands for
 a node without the option: everything is allowed, nothing is read per message.
 """
@@ -106,7 +106,6 @@ def _remember(answers: dict[str, bool], asked: str, answer: bool) -> bool:
 
 
 EVERYTHING = AllRights(admin=True)
-NOTHING = Rights()
 
 
 class Rules:
@@ -125,11 +124,20 @@ class Rules:
 
 
 class Mistake(ValueError):
-    """What is wrong in the file, and a text to find the line it is on (``found``)."""
+    """What is wrong in the file, and a text to find the line it is on (``found``, the
+    first line holding it after the first holding ``after``: its table's header)."""
 
-    def __init__(self, message: str, found: str) -> None:
+    def __init__(self, message: str, found: str, after: str = "") -> None:
         super().__init__(message)
         self.found = found
+        self.after = after
+
+    def line(self, text: str) -> int | None:
+        lines = text.splitlines()
+        start = next((index for index, content in enumerate(lines) if self.after in content),
+                     0)
+        return next((index + 1 for index in range(start, len(lines))
+                     if self.found in lines[index]), None)
 
 
 def load_rules(path: str | Path) -> Rules:
@@ -147,8 +155,7 @@ def load_rules(path: str | Path) -> Rules:
     try:
         return parse_rules(raw, str(path))
     except Mistake as mistake:
-        line = next((number for number, content in enumerate(text.splitlines(), 1)
-                     if mistake.found in content), None)
+        line = mistake.line(text)
         at = f", line {line}" if line is not None else ""
         raise ConfigError(f"--authorization {path}{at}: {mistake}") from None
 
@@ -159,7 +166,7 @@ def parse_rules(raw: Mapping[str, Any], path: str = "") -> Rules:
         if name not in ("default", "clients"):
             raise Mistake(f"unknown table or key {name!r} (the file holds [default] and "
                           "[clients.\"KEY\"] tables)", name)
-    default = _rights(raw.get("default", {}), "[default]")
+    default = _rights(raw.get("default", {}), "[default]", "[default]")
     clients = raw.get("clients", {})
     if not isinstance(clients, dict):
         raise Mistake("clients must be tables, [clients.\"KEY\"]", "clients")
@@ -169,11 +176,20 @@ def parse_rules(raw: Mapping[str, Any], path: str = "") -> Rules:
         if not Z85_KEY.fullmatch(key):
             raise Mistake(f"{where}: not a CURVE public key (40 characters of Z85, as in "
                           "the client's NAME.key file)", key)
-        rights[key] = _rights(table, where)
+        rights[key] = _rights(table, where, key)
     return Rules(default, rights, path)
 
 
-def _rights(table: Any, where: str) -> Rights:
+def _rights(table: Any, where: str, header: str) -> Rights:
+    """A table's rights; a Mistake in it is looked for below ``header``."""
+    try:
+        return _table_rights(table, where)
+    except Mistake as mistake:
+        mistake.after = mistake.after or header
+        raise
+
+
+def _table_rights(table: Any, where: str) -> Rights:
     if not isinstance(table, dict):
         raise Mistake(f"{where} must be a table", where.strip("[]"))
     for name in table:

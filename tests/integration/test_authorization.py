@@ -196,7 +196,8 @@ BAD_FILES = {
     "unpaired bracket": ('[default]\nproduce = ["o[rders"]\n', "its [ and ] do not pair"),
     "not a key": ('[default]\n[clients."abc"]\nadmin = true\n',
                   'line 2: [clients."abc"]: not a CURVE public key'),
-    "admin": ('[default]\nadmin = "yes"\n', "line 2: [default]: admin must be true or false"),
+    "admin": (f'[default]\nadmin = false\n\n[clients."{"x" * 40}"]\nadmin = "yes"\n',
+              f'line 5: [clients."{"x" * 40}"]: admin must be true or false'),
     "TOML": ('[default]\nproduce = ["a"]\nadmin = yes\n', "line 3"),
 }
 

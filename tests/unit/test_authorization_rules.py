@@ -4,8 +4,9 @@ and that answers kept per topic stay right."""
 from __future__ import annotations
 
 import pytest
+import zmq
 
-from pzq.authorization import REMEMBERED, Mistake, Rights, parse_rules
+from pzq.authorization import REMEMBERED, Authorizing, Mistake, Rights, parse_rules
 
 KEY = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"
 
@@ -61,3 +62,15 @@ def test_without_default_an_unlisted_key_may_do_nothing():
 def test_mistakes_are_refused(raw):
     with pytest.raises(Mistake):
         parse_rules(raw)
+
+
+def test_a_message_without_a_key_has_the_default_rights():
+    """A frame no connection gave a User-Id (none without CURVE) falls to [default]."""
+    rules = parse_rules({"default": {"produce": ["public"]},
+                         "clients": {KEY: {"produce": ["orders"]}}})
+    frame = zmq.Frame(b"routing id")
+    for keyed in (True, False):
+        authorization = Authorizing(rules, keyed=keyed)
+        assert authorization.of(frame).may_produce("public")
+        assert not authorization.of(frame).may_produce("orders")
+        assert authorization.key_of(frame) == ""

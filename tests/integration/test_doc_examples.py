@@ -199,7 +199,8 @@ class Page:
         argv = [*defaults, *given]
         config = parse_config(argv)
         shards = plan_shards(config) if config.shards > 1 else []
-        monitors = [shard.config.monitor_dsn for shard in shards] or [config.monitor_dsn]
+        monitors = [shard.config.endpoints["monitor"] for shard in shards] or [
+            config.endpoints["monitor"]]
         log = self.directory / f"node-{len(list(self.directory.glob('node-*.log')))}.log"
         with log.open("wb") as output:
             process = subprocess.Popen([str(BIN / "pzq"), *argv], cwd=self.directory,

@@ -12,6 +12,7 @@ import zmq
 from pzq import reach, sockets
 from pzq.client import request_monitor
 from pzq.errors import ExitCode
+from pzq.security import NO_CURVE
 from tests.support.harness import run_pzq
 
 EXIT_BIND = ExitCode.BIND
@@ -121,7 +122,7 @@ def test_a_peer_that_connects_after_the_bind_gets_the_endpoints_high_water_mark(
         context, bind_endpoint, hwm, routed, size):
     """libzmq gives a later peer's pipe the options the socket had when it was bound:
     set after the bind, every endpoint's pipes had the default 1 000."""
-    node_socket = bind_endpoint(context, "tcp://127.0.0.1:*", None)
+    node_socket = bind_endpoint(context, "tcp://127.0.0.1:*", NO_CURVE)
     peer = context.socket(zmq.DEALER)
     try:
         peer.setsockopt(zmq.RCVHWM, 1)

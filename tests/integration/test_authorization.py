@@ -111,6 +111,10 @@ def test_each_key_does_what_its_rights_say(guarded, clients, context):
     # --send-dsn: group default of every topic, for keys with *:default only
     with Consumer(guarded.send_dsn, context=context, curve=curve["client"]) as refused_pool:
         assert refused_pool.receive(1.0) is None
+    wait_until(lambda: any(event.get("event") == "handshake_refused" and event["reason"]
+                           == "FORBIDDEN consume *:default (--send-dsn)"
+                           and event["client_key"] == clients["key"]["client"]
+                           for event in list(guarded.events)), 10, message="the refusal logged")
     with Consumer(guarded.send_dsn, context=context, curve=curve["ops"]) as pool:
         assert pool.receive(10) is not None
 

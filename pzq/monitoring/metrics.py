@@ -43,7 +43,8 @@ GAUGES = (
 COUNTERS = (
     ("pzq_received", "received", "Producer messages received."),
     ("pzq_stored", "stored", "Producer messages written to the store."),
-    ("pzq_rejected", "rejected", "Producer messages refused as malformed, too large or forged."),
+    ("pzq_rejected", "rejected", "Producer messages refused as malformed, too large, forged "
+     "or forbidden (--authorization)."),
     ("pzq_queue_full", "queue_full",
      "Producer messages refused with QUEUE_FULL (--max-messages or --max-bytes reached)."),
     ("pzq_duplicates", "duplicates",

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from pzq.authorization import REMEMBERED, Authorizing, Mistake, Rights, parse_rules
+from pzq.authorization import (
+    REMEMBERED,
+    Authorizing,
+    Mistake,
+    Rights,
+    load_rules,
+    parse_rules,
+)
+from pzq.errors import ConfigError
 
 KEY = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"
 
@@ -74,3 +82,36 @@ def test_a_message_without_a_key_has_the_default_rights():
         assert authorization.of(frame).may_produce("public")
         assert not authorization.of(frame).may_produce("orders")
         assert authorization.key_of(frame) == ""
+
+
+BAD_FILES = {
+    "unknown table": ("[defaults]\nproduce = []\n", "line 1: unknown table or key 'defaults'"),
+    "unknown key": ("[default]\nproduce = []\nread = []\n",
+                    "line 3: [default]: unknown key 'read'"),
+    "a pattern": ('[default]\n\nproduce = ["orders/*"]\n',
+                  "line 3: [default] produce: bad pattern 'orders/*'"),
+    "consume without group": ('[default]\nconsume = ["orders"]\n',
+                              "line 2: [default] consume: 'orders' must be TOPIC:GROUP"),
+    "unpaired bracket": ('[default]\nproduce = ["o[rders"]\n', "its [ and ] do not pair"),
+    "not a key": ('[default]\n[clients."abc"]\nadmin = true\n',
+                  'line 2: [clients."abc"]: not a CURVE public key'),
+    "admin": (f'[default]\nadmin = false\n\n[clients."{"x" * 40}"]\nadmin = "yes"\n',
+              f'line 5: [clients."{"x" * 40}"]: admin must be true or false'),
+    "TOML": ('[default]\nproduce = ["a"]\nadmin = yes\n', "line 3"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_files_mistake_is_named_with_its_line(tmp_path, case):
+    text, said = BAD_FILES[case]
+    path = tmp_path / "rules.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_rules(path)
+    assert str(raised.value).startswith(f"--authorization {path}")
+    assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_rules(tmp_path / "none.toml")

@@ -298,17 +298,27 @@ class Authorizing:
     client has ``[default]``'s rights."""
 
     def __init__(self, rules: Rules, keyed: bool) -> None:
-        self.rules = rules
         self.keyed = keyed
+        self.rules = rules
         self.counts = dict.fromkeys(KINDS, 0)
         self.send_refusals = 0  # counted by ZAP's thread alone (refused handshakes)
         self.reloads = 0
         self.reloads_refused = 0
         self._reload_asked = False
 
+    @property
+    def rules(self) -> Rules:
+        return self._rules
+
+    @rules.setter
+    def rules(self, rules: Rules) -> None:
+        self._rules = rules
+        # a key is read from a message only when it can make a difference
+        self._by_key = self.keyed and bool(rules.clients)
+
     def of(self, frame: zmq.Frame) -> Rights:
-        rules = self.rules
-        if not self.keyed:
+        rules = self._rules
+        if not self._by_key:
             return rules.default
         try:  # per message: inline (a try costs nothing until it catches)
             return rules.clients.get(frame.get(USER_ID), rules.default)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 class Counters:
     received: int = 0  # producer messages read from the receive socket
     stored: int = 0  # of those, written to the store
-    rejected: int = 0  # refused as malformed, too large or forged (ACK "0")
+    rejected: int = 0  # refused as malformed, too large, forged or forbidden (ACK "0")
     store_failures: int = 0  # refused because the store write failed (ACK "0")
     acks_ok: int = 0  # producer ACKs "1" owed, by outcome
     acks_replication_failed: int = 0  # "1" with REPLICATION_FAILED

@@ -20,7 +20,9 @@ def configure(level: str, fmt: str) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # each line and its newline in one write: the shards of --shards share one
+        # stderr, and with PYTHONUNBUFFERED print's two writes interleave between them
+        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
 

@@ -6,11 +6,14 @@ public key files as ``pzq-keygen`` writes them). With ``--cluster-authorized-key
 each node of a cluster has its own key pair: its cluster endpoint admits only the
 keys in that directory (a ZAP domain of its own, so a client key cannot join),
 and it connects to each peer expecting that peer's key. Without it, the nodes
-share one key pair, authorized as clients are.
+share one key pair, authorized as clients are. --send-dsn has a ZAP domain of its
+own too: its consumers cannot be told apart once connected (a DEALER), so a key
+without the right to consume there (pzq.authorization) is refused at its handshake.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -108,6 +111,12 @@ def client_curve(client_secret_file: str | None, server_key_file: str | None) ->
 
 
 CLUSTER_DOMAIN = "pzq-cluster"  # the ZAP domain of the cluster endpoint with per-node keys
+SEND_DOMAIN = "pzq-send"  # the ZAP domain of --send-dsn: the keys that may consume there
+SendGate = Callable[[str], bool]  # a Z85 key admitted as a client -> may it use --send-dsn
+
+
+def admit_all(key: str) -> bool:
+    return True
 
 
 class Stoppable(Protocol):
@@ -116,16 +125,19 @@ class Stoppable(Protocol):
 
 class NodeSecurity(Protocol):
     """How a node's sockets speak: CURVE (``NodeCurve``) or in plain text (``NO_CURVE``).
-    ``serve`` and ``serve_cluster`` are applied before a bind, ``to_peer`` before the
-    cluster's connects; ``start`` starts what admits the clients' keys (ZAP)."""
+    ``serve``, ``serve_send`` and ``serve_cluster`` are applied before a bind,
+    ``to_peer`` before the cluster's connects; ``start`` starts what admits the
+    clients' keys (ZAP), --send-dsn's those ``send_gate`` admits of them."""
 
     def serve(self, socket: Socket) -> None: ...
+
+    def serve_send(self, socket: Socket) -> None: ...
 
     def serve_cluster(self, socket: Socket) -> None: ...
 
     def to_peer(self, endpoint: str) -> ClientSecurity: ...
 
-    def start(self, context: Context) -> Stoppable: ...
+    def start(self, context: Context, send_gate: SendGate = admit_all) -> Stoppable: ...
 
 
 @dataclass(frozen=True)
@@ -141,6 +153,9 @@ class NodeCurve:
     def serve(self, socket: Socket) -> None:
         serve_curve(socket, self.keys)
 
+    def serve_send(self, socket: Socket) -> None:
+        serve_curve(socket, self.keys, SEND_DOMAIN)
+
     def serve_cluster(self, socket: Socket) -> None:
         """The cluster endpoint admits the peers' own keys when nodes have their own."""
         serve_curve(socket, self.keys, CLUSTER_DOMAIN if self.cluster_keys is not None
@@ -150,8 +165,8 @@ class NodeCurve:
         """What our DEALER to a peer presents, and the server key it expects there."""
         return ClientCurve(self.keys, self.peer_keys.get(endpoint, self.keys.public))
 
-    def start(self, context: Context) -> Stoppable:
-        return start_authenticator(context, self)
+    def start(self, context: Context, send_gate: SendGate = admit_all) -> Stoppable:
+        return start_authenticator(context, self, send_gate)
 
 
 class NothingToStop:
@@ -165,13 +180,16 @@ class NoCurve:
     def serve(self, socket: Socket) -> None:
         pass
 
+    def serve_send(self, socket: Socket) -> None:
+        pass
+
     def serve_cluster(self, socket: Socket) -> None:
         pass
 
     def to_peer(self, endpoint: str) -> ClientSecurity:
         return PLAIN
 
-    def start(self, context: Context) -> Stoppable:
+    def start(self, context: Context, send_gate: SendGate = admit_all) -> Stoppable:
         return NothingToStop()
 
 
@@ -198,12 +216,14 @@ def serve_curve(socket: Socket, keys: KeyPair, zap_domain: str | None = None) ->
         socket.zap_domain = zap_domain.encode()
 
 
-def start_authenticator(context: Context, curve: NodeCurve) -> ThreadAuthenticator:
+def start_authenticator(context: Context, curve: NodeCurve,
+                        send_gate: SendGate = admit_all) -> ThreadAuthenticator:
     if not curve.client_keys.is_dir():
         raise ConfigError(f"--curve-authorized-keys {curve.client_keys} is not a directory")
-    authenticator = LoggingAuthenticator(context)
+    authenticator = LoggingAuthenticator(context, send_domain=SEND_DOMAIN, send_gate=send_gate)
     authenticator.start()
     authenticator.configure_curve(domain="*", location=str(curve.client_keys))
+    authenticator.configure_curve(domain=SEND_DOMAIN, location=str(curve.client_keys))
     if curve.cluster_keys is not None:
         authenticator.configure_curve(domain=CLUSTER_DOMAIN, location=str(curve.cluster_keys))
     return authenticator

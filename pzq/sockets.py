@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import zmq
@@ -32,18 +32,22 @@ IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
 def bind(context: Context, kind: int, dsn: str, flag: str, security: NodeSecurity = NO_CURVE,
-         options: dict[int, int] | None = None, cluster: bool = False) -> Socket:
+         options: dict[int, int] | None = None, cluster: bool = False,
+         serve: Callable[[Socket], None] | None = None) -> Socket:
     """``options`` are set before the bind: a listener copies the socket's options
     when it is bound, so a peer that connects later gets the high-water marks and
     heartbeats the socket had then, whatever is set after (libzmq 4.3). The cluster's
-    endpoint (``cluster``) admits the peers' keys, the others the clients'."""
+    endpoint (``cluster``) admits the peers' keys, the others the clients' (``serve``:
+    an endpoint's own way, --send-dsn's)."""
     refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)  # unless ``options`` say otherwise
     for option, value in (options or {}).items():
         socket.setsockopt(option, value)
     dual_stack(socket, dsn)
-    (security.serve_cluster if cluster else security.serve)(socket)
+    if serve is None:
+        serve = security.serve_cluster if cluster else security.serve
+    serve(socket)
     try:
         socket.bind(dsn)
     except zmq.ZMQError as exc:
@@ -129,7 +133,7 @@ def bind_receive(context: Context, dsn: str, security: NodeSecurity) -> Socket:
 def bind_send(context: Context, dsn: str, security: NodeSecurity) -> Socket:
     # LINGER 0: what was not sent yet is still stored
     return bind(context, zmq.DEALER, dsn, "--send-dsn", security,
-                options={zmq.SNDHWM: SEND_SNDHWM, zmq.LINGER: 0})
+                options={zmq.SNDHWM: SEND_SNDHWM, zmq.LINGER: 0}, serve=security.serve_send)
 
 
 def bind_monitor(context: Context, dsn: str, security: NodeSecurity) -> Socket:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from zmq.auth.thread import ThreadAuthenticator
@@ -56,11 +57,16 @@ class RefusalLog:
 
 
 class LoggingAuthenticator(ThreadAuthenticator):
-    """pyzmq's thread authenticator that logs every refused handshake (rate-limited)."""
+    """pyzmq's thread authenticator that logs every refused handshake (rate-limited).
+    In ``send_domain`` a key admitted as a client must also pass ``send_gate`` (the
+    right to consume on --send-dsn: pzq.authorization)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, send_domain: str = "",
+                 send_gate: Callable[[str], bool] = lambda key: True, **kwargs: Any) -> None:
         kwargs.setdefault("log", _forwarding_logger())
         super().__init__(*args, **kwargs)
+        self.send_domain = send_domain
+        self.send_gate = send_gate
         self.refusals = RefusalLog()
         self._request: tuple[str, str, str] = ("", "", "")
         # Clients without CURVE never reach ZAP: their sockets' monitors tell.
@@ -83,6 +89,13 @@ class LoggingAuthenticator(ThreadAuthenticator):
                 and len(msg[6]) == 32 else ""
             self._request = (address, mechanism, key)
         await super().handle_zap_message(msg)
+
+    async def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, bytes]:
+        allowed, reason = await super()._authenticate_curve(domain, client_key)
+        if allowed and domain and domain == self.send_domain \
+                and not self.send_gate(z85.encode(client_key).decode()):
+            return False, b"FORBIDDEN consume *:default (--send-dsn)"
+        return allowed, reason
 
     def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes,
                         user_id: str = "anonymous") -> None:

@@ -80,7 +80,7 @@ def recv_frames(socket: AnySocket) -> list[bytes]:
     return frames
 
 
-def recv_rest(socket: Socket, frame: zmq.Frame) -> list[bytes]:
+def recv_rest(socket: AnySocket, frame: zmq.Frame) -> list[bytes]:
     """A message whose first frame, ``frame``, was received as a zmq.Frame: every frame
     from it on, as bytes."""
     frames = [frame.bytes]
@@ -99,6 +99,19 @@ def drain(socket: AnySocket, limit: int) -> Iterator[list[bytes]]:
             yield recv_frames(socket)
         except zmq.Again:
             return
+
+
+def drain_framed(socket: AnySocket, limit: int) -> Iterator[tuple[zmq.Frame, list[bytes]]]:
+    """As ``drain``, each message with its first frame as a zmq.Frame, whose properties
+    (the User-Id ZAP gave its connection) can be asked."""
+    for count in range(limit):
+        if count == 1 and not readable(socket):
+            return
+        try:
+            first = _recv(socket, NOBLOCK, False)
+        except zmq.Again:
+            return
+        yield first, recv_rest(socket, first)
 
 
 def readable(socket: AnySocket) -> bool:

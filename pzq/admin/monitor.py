@@ -5,6 +5,11 @@ along the request's envelope (REQ and DEALER alike): ``(envelope), (empty), text
 MONITOR, STATS and PING are the monitor's own; every other verb is contributed by
 the part that owns it (pzq.parts ``verbs``: the administration of dead letters,
 topics and groups, the route table), and answered with the wake's time.
+
+With --authorization, a verb that is not one of ``OPEN_VERBS`` (those that only
+read) changes the node, and is answered only to a client key with ``admin = true``;
+any other gets ERROR naming the verb. A verb added later needs admin unless it is
+listed here.
 """
 
 from __future__ import annotations
@@ -14,15 +19,20 @@ from typing import Protocol
 
 import zmq
 
+from pzq.authorization import ADMIN, NO_AUTHORIZATION, Authorization
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.errors import DecodeError
 from pzq.parts import Figures, Part, Verb
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
-from pzq.zmqio import Events, QuietSocket, Socket, drain
+from pzq.zmqio import Events, QuietSocket, Socket, drain_framed
 
 MONITOR_BATCH = 64
+# the verbs that only read figures, names and keys: every key may ask them; the rest
+# change the node and need admin
+OPEN_VERBS = frozenset((b"MONITOR", b"STATS", b"PING", b"TOPICS", b"PENDING", b"DEAD",
+                        b"ROUTES"))
 
 
 class Others(Protocol):
@@ -38,8 +48,10 @@ class Monitor(Part):
     edge-triggered descriptor must be drained when it fires). Opened last: the verbs
     of the parts opened before it are its table."""
 
-    def __init__(self, socket: Socket, parts: Others, counters: Counters) -> None:
+    def __init__(self, socket: Socket, parts: Others, counters: Counters,
+                 authorization: Authorization = NO_AUTHORIZATION) -> None:
         self.socket = socket
+        self.authorization = authorization
         self.quiet = QuietSocket(socket)
         self.counters = counters
         self.parts = parts
@@ -69,19 +81,28 @@ class Monitor(Part):
             self.quiet.served()
 
     def answer_waiting(self, now: Now) -> None:
-        for request in drain(self.socket, MONITOR_BATCH):
+        for first, request in drain_framed(self.socket, MONITOR_BATCH):
             self.counters.monitor_requests += 1
             try:
                 envelope, verb, arguments = frames.decode_monitor_request(request)
             except DecodeError as exc:
                 envelope, reply = request[:1], f"ERROR: {exc}".encode()
             else:
-                reply = self.reply(verb, arguments, now)
+                if verb in OPEN_VERBS or verb not in self.table \
+                        or self.authorization.of(first).admin:
+                    reply = self.reply(verb, arguments, now)
+                else:
+                    reply = self._forbidden(verb)
             try:
                 self.socket.send_multipart(frames.encode_monitor_reply(envelope, reply),
                                            zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass  # the asker is gone or not reading; a monitor reply is not owed
+
+    def _forbidden(self, verb: bytes) -> bytes:
+        self.authorization.refused(ADMIN)
+        return (f"ERROR: FORBIDDEN {verb.decode()}: this client key may not administer "
+                "the node (admin = false in the --authorization file)").encode()
 
     def reply(self, verb: bytes, arguments: list[bytes], now: Now) -> bytes:
         handler = self.table.get(verb)

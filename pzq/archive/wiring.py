@@ -1,14 +1,15 @@
 """What the node lends the archive's plug-in endpoints when it opens them (the ZPER
 readers' endpoint, the ZPER writer, ack publisher and relay): the archive, the
-node's event hub, a few settings, the time, and a bind with the node's CURVE
-(pzq.node.wiring meets it). Each is opened only with --archive-dir (checked when
-the options are read)."""
+node's event hub, what each client key may do, a few settings, the time, and a bind
+with the node's CURVE (pzq.node.wiring meets it). Each is opened only with
+--archive-dir (checked when the options are read)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from pzq.archive.tier.tier import ArchiveTier
+from pzq.authorization import Authorization
 from pzq.clock import Now
 from pzq.events import EventHub
 from pzq.zmqio import Socket
@@ -31,6 +32,9 @@ class ArchiveWiring(Protocol):
 
     @property
     def hub(self) -> EventHub: ...
+
+    @property
+    def authorization(self) -> Authorization: ...  # who may write to which topics
 
     @property
     def config(self) -> PlugInSettings: ...

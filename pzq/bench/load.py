@@ -9,6 +9,7 @@ from typing import Any
 
 import zmq
 
+from pzq.security import PLAIN, ClientSecurity
 from pzq.zmqio import Socket, recv_frames, send_frames
 
 COUNTER = struct.Struct(">Q")
@@ -33,13 +34,15 @@ def _arrivals(socket: Socket, timeout_ms: int = SILENCE_MS) -> list[list[bytes]]
 
 
 def produce_load(dsn: str, count: int, size: int, window: int, results: Any,
-                 topics: int = 0) -> None:
+                 topics: int = 0, curve: ClientSecurity = PLAIN) -> None:
     """Send ``count`` messages keeping ``window`` unanswered; report rate and latencies.
-    With ``topics``, each message goes to one of that many topics in turn."""
+    With ``topics``, each message goes to one of that many topics in turn; ``curve``:
+    the producer's keys, for a node that serves CURVE."""
     context = zmq.Context()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.SNDHWM, 0)
     socket.setsockopt(zmq.RCVHWM, 0)
+    curve.apply(socket)
     socket.connect(dsn)
     headers = [b"TOPIC:t%d" % n for n in range(topics)]
     padding = b"x" * max(0, size - NS.size)

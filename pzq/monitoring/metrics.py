@@ -43,7 +43,8 @@ GAUGES = (
 COUNTERS = (
     ("pzq_received", "received", "Producer messages received."),
     ("pzq_stored", "stored", "Producer messages written to the store."),
-    ("pzq_rejected", "rejected", "Producer messages refused as malformed, too large or forged."),
+    ("pzq_rejected", "rejected", "Producer messages refused as malformed, too large, forged "
+     "or forbidden (--authorization)."),
     ("pzq_queue_full", "queue_full",
      "Producer messages refused with QUEUE_FULL (--max-messages or --max-bytes reached)."),
     ("pzq_duplicates", "duplicates",
@@ -127,19 +128,25 @@ class PzqCollector:
         damaged = CounterMetricFamily("pzq_archive_damaged_records", "Damaged archive records "
                                       "ZPER readers met since the node started.",
                                       labels=[*LABELS, "topic"])
+        forbidden = CounterMetricFamily("pzq_forbidden", "Requests refused by the "
+                                        "--authorization rules, by kind (produce: messages, "
+                                        "consume: CONSUMEs and --send-dsn handshakes, admin: "
+                                        "monitor commands).", labels=[*LABELS, "kind"])
         for answer in live:
             stats, labels = _stats(answer), self._labels(answer)
             for outcome in ACK_OUTCOMES:
                 acks.add_metric([*labels, outcome], float(stats.get(outcome, 0)))
             for outcome, count in stats.get("producer_acks", {}).items():
                 producer.add_metric([*labels, outcome], float(count))
+            for kind, count in stats.get("forbidden", {}).items():
+                forbidden.add_metric([*labels, kind], float(count))
             for peer in stats.get("peers", []):
                 peers.add_metric([*labels, peer["endpoint"]],
                                  1.0 if peer["state"] == "up" else 0.0)
             for topic, info in (stats.get("archive") or {}).get("topics", {}).items():
                 archive.add_metric([*labels, topic], float(info["last_offset"]))
                 damaged.add_metric([*labels, topic], float(info.get("damaged_records", 0)))
-        yield from (acks, producer, peers, archive, damaged)
+        yield from (acks, producer, peers, archive, damaged, forbidden)
 
     def _takeovers(self, live: list[StatsAnswer]) -> Iterator[Metric]:
         """Per origin a node takes over: the copies it holds, what is out (all groups)."""

@@ -54,6 +54,7 @@ class Config:
     curve_secret_key: str | None
     curve_authorized_keys: str | None
     cluster_authorized_keys: str | None
+    authorization: str | None  # the rules' file (pzq.authorization)
     log_level: str
     log_format: str
     replicas: int

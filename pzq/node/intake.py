@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
 from pzq.clock import Now
 from pzq.cluster.routes import Routes
 from pzq.counters import Counters
@@ -23,7 +24,7 @@ from pzq.store.dedup import DedupIndex
 from pzq.store.record import Stored
 from pzq.store.store import Store
 from pzq.store.topics import Topic, Topics
-from pzq.zmqio import Socket, drain
+from pzq.zmqio import Socket, drain_framed
 
 log = get_logger("pzq.intake")
 
@@ -61,8 +62,10 @@ class StoredRun:
 class Intake(Participant):
     def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
                  counters: Counters, acks: ProducerAcks, topics: Topics,
-                 dedup: DedupIndex, routes: Routes) -> None:
+                 dedup: DedupIndex, routes: Routes,
+                 authorization: Authorization = NO_AUTHORIZATION) -> None:
         self.socket = socket
+        self.authorization = authorization  # who may produce to which topics
         self.routes = routes
         self.topics = topics
         self.limits = limits
@@ -85,18 +88,20 @@ class Intake(Participant):
         self._known = {}
         accepted: list[Stored] = []
         stop_at = self.counters.received + pace
-        for raw in drain(self.socket, self.limits.batch_size):
+        rights_of = self.authorization.of
+        for first, raw in drain_framed(self.socket, self.limits.batch_size):
+            rights = rights_of(first)
             if batches.is_batch(raw):
-                self._take_batch(batch, raw, now_us, accepted)
+                self._take_batch(batch, raw, now_us, accepted, rights)
             else:
-                self._take_alone(batch, raw, now_us, accepted)
+                self._take_alone(batch, raw, now_us, accepted, rights)
             if pace and self.counters.received >= stop_at:
                 break
         self._flush_run(batch)
         return accepted
 
     def _take_alone(self, batch: Batch, raw: list[bytes], now_us: int,
-                    accepted: list[Stored]) -> None:
+                    accepted: list[Stored], rights: Rights) -> None:
         """A message sent alone (the original frames)."""
         self.counters.received += 1
         try:
@@ -110,10 +115,10 @@ class Intake(Participant):
             self.acks.asked_protocol(produce.routing_id, produce.msg_id)
             produce = replace(produce, headers=tuple(
                 header for header in produce.headers if header != batches.PROTOCOL_HEADER))
-        self._accept(batch, produce, now_us, accepted)
+        self._accept(batch, produce, now_us, accepted, rights)
 
     def _take_batch(self, batch: Batch, raw: list[bytes], now_us: int,
-                    accepted: list[Stored]) -> None:
+                    accepted: list[Stored], rights: Rights) -> None:
         """A produce batch: each message taken as one sent alone, stored from its entry
         as it came; the batch is answered once all are."""
         try:
@@ -129,14 +134,14 @@ class Intake(Participant):
             if isinstance(member, ProduceRefused):
                 self._refuse(member)
             else:
-                self._accept(batch, member[0], now_us, accepted, fixed + member[1])
+                self._accept(batch, member[0], now_us, accepted, rights, fixed + member[1])
 
     def _accept(self, batch: Batch, produce: frames.Produce, now_us: int,
-                accepted: list[Stored], value: bytes | None = None) -> None:
+                accepted: list[Stored], rights: Rights, value: bytes | None = None) -> None:
         """Into the batch, unless refused or a repeat; ``value``: its record, made here
-        when not given."""
+        when not given. ``rights``: its producer's (pzq.authorization)."""
         try:
-            facts = self._read_headers(produce, now_us)
+            facts = self._read_headers(produce, now_us, rights)
             topic, tag, dedup_id = facts.topic, facts.tag, facts.dedup_id
             if topic.partitions:
                 self._check_partition(produce, facts)
@@ -173,20 +178,24 @@ class Intake(Participant):
             self.topics.note_new_run(batch, run.topic, run.tag, run.seqs, run.size)
         run.topic, run.seqs, run.size = None, [], 0
 
-    def _read_headers(self, produce: frames.Produce, now_us: int) -> HeaderFacts:
+    def _read_headers(self, produce: frames.Produce, now_us: int,
+                      rights: Rights) -> HeaderFacts:
         """The message's topic (made when new), tag, DEDUP-ID and KEY, and where a key
-        of a partitioned topic belongs; a bad topic or DEDUP-ID is refused. Read once
-        a take for each header group: a batch's members with the same headers share
-        one tuple (pzq.protocol.produce_batches), and keys repeat."""
+        of a partitioned topic belongs; a bad topic or DEDUP-ID is refused, and so is a
+        topic the producer may not produce to (before it is made). Read once a take
+        for each header group: a batch's members with the same headers share one
+        tuple (pzq.protocol.produce_batches), and keys repeat."""
         headers = produce.headers
         facts = self._known.get(headers)
         if facts is not None:
+            self._check_allowed(produce, facts.topic.name, rights)
             return facts
         try:
             name, tag = topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
             dedup_id = dedup_id_of(headers) if headers else None
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
+        self._check_allowed(produce, name, rights)
         topic = self.topics.topic(name, now_us)
         key = key_of(headers) if headers else None
         # a key's owner holds for the take; a message without one is spread (each asks)
@@ -194,6 +203,12 @@ class Intake(Participant):
                  if topic.partitions and key is not None else None)
         facts = self._known[headers] = HeaderFacts(topic, tag, dedup_id, key, moved)
         return facts
+
+    def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:
+        if not rights.may_produce(topic):
+            self.authorization.refused(PRODUCE)
+            raise ProduceRefused(f"FORBIDDEN produce {topic}", produce.routing_id,
+                                 produce.msg_id)
 
     def _check_partition(self, produce: frames.Produce, facts: HeaderFacts) -> None:
         """A message of a partition another node owns is refused, naming the owner."""

@@ -8,9 +8,10 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from pzq import __version__, logs
+from pzq.authorization import NO_AUTHORIZATION
 from pzq.backup.manifest import RESTORE_SEQ_GAP, check_restore, restored
 from pzq.clock import Now
 from pzq.durations import DurationError, duration_us
@@ -25,6 +26,10 @@ from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.store.directory import refuse_other_content
 from pzq.store.store import Store
+
+
+class Reloadable(Protocol):
+    def ask_reload(self) -> None: ...  # only sets a flag: the loop reads the file
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -93,11 +98,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = open_store(config)
     except PzqError as exc:
         return _failed(exc, report)
+    try:
+        node = NodeState(config, store, Now.read())  # e.g. an --authorization file's mistake
+    except PzqError as exc:
+        store.close()
+        return _failed(exc, report)
     waker = Waker()
     stop = StopRequest()
-    previous = install_signal_handlers(stop, waker)
+    previous = install_signal_handlers(stop, waker, node.authorization)
     try:
-        run(NodeState(config, store, Now.read()), waker, stop, curve, report=report)
+        run(node, waker, stop, curve, report=report)
     except PzqError as exc:  # e.g. an endpoint in use, an archive that cannot be opened
         return _failed(exc, report)
     except Exception:
@@ -146,22 +156,28 @@ def _failed(exc: PzqError, report: StartReport = NO_REPORT) -> int:
     return exc.exit_code
 
 
-def install_signal_handlers(stop: StopRequest, waker: Waker) -> dict[int, Any]:
-    """First SIGTERM/SIGINT: stop taking work and hand back. Second: exit at once."""
+def install_signal_handlers(stop: StopRequest, waker: Waker,
+                            reloads: Reloadable = NO_AUTHORIZATION) -> dict[int, Any]:
+    """First SIGTERM/SIGINT: stop taking work and hand back. Second: exit at once.
+    SIGHUP: read the --authorization file again (at the wake the signal causes)."""
 
     def on_stop(signum: int, frame: object) -> None:
         if stop.requested:
             os._exit(ExitCode.INTERRUPTED)
         stop.requested = True
 
+    def on_reload(signum: int, frame: object) -> None:
+        reloads.ask_reload()
+
     previous: dict[int, Any] = {signum: signal.signal(signum, on_stop)
                                 for signum in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_reload)
     # A file-size limit must fail the write (and refuse that batch), not kill the node.
     previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.set_wakeup_fd(waker.write_fd, warn_on_full_buffer=False)
     # A shard starts with these held (pzq.node.shard_process): one that came meanwhile
     # is handled now, as a stop requested before the first wake.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
     return previous
 
 

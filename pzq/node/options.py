@@ -145,6 +145,10 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
     Option("cluster_authorized_keys", "--cluster-authorized-keys", str, None,
            "directory of the other nodes' public keys, NAME.key for each NAME=ENDPOINT "
            "in --nodes: each node its own key pair, and only these keys join the cluster"),
+    Option("authorization", "--authorization", str, None,
+           "TOML file of what each client key may do: the topics it may produce to and "
+           "consume, and whether it may administer (read again on SIGHUP; off when unset: "
+           "everything allowed)"),
     Option("log_level", "--log-level", str, "info", "one of " + ", ".join(LOG_LEVELS),
            choices=LOG_LEVELS),
     Option("log_format", "--log-format", str, "console", "one of " + ", ".join(LOG_FORMATS),

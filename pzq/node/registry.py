@@ -1,7 +1,8 @@
 """The node's parts (pzq.parts), opened in the order the loop asks them, each wired to
 what it needs by name here, where the whole wiring can be read.
 
-The node's own parts first: its upkeep (the store's timed fsync, backfill), the
+The node's own parts first: its upkeep (the store's timed fsync, backfill), what
+each client key may do (read again on SIGHUP before the wake takes anything), the
 cluster (peers' frames before the consumers'; a part that does nothing without a
 cluster), the producers' intake (--receive-dsn), the archive (it learns the wake's
 time before the ACKs append, and fsyncs before the ZPER parts say what is durable),
@@ -22,6 +23,7 @@ from pzq.admin.topic_admin import TopicAdmin
 from pzq.backup.job import NodeFacts
 from pzq.backup.part import Backups
 from pzq.clock import Now
+from pzq.node.authorization_part import AuthorizationPart
 from pzq.node.endpoints import CLUSTER, CONSUME, MONITOR, PLUG_INS, RECEIVE, SEND
 from pzq.node.figures import NodeFigures
 from pzq.node.intake import Intake
@@ -47,8 +49,8 @@ def open_parts(node: NodeState, context: Context, security: NodeSecurity, now: N
     and raise (BindError)."""
     parts = Parts()
     try:
-        _open(parts, NodeWiring(context, security, node.config, node.archiving, node.hub, now),
-              node)
+        _open(parts, NodeWiring(context, security, node.config, node.archiving, node.hub, now,
+                                node.authorization), node)
     except BaseException:
         parts.close()
         raise
@@ -59,6 +61,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     endpoints = node.config.endpoints
     answers = GroupAnswers(node.archiving, node.cluster.removed)
     parts.add(NodeUpkeep(node.store, node.topics))
+    parts.add(AuthorizationPart(node.authorization, node.hub))
     parts.add(node.cluster.open_part(wiring.context, wiring.security, node.delivery,
                                      wiring.now), CLUSTER.role)
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)
@@ -81,7 +84,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
         TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster),
         node.routes))
     monitor = sockets.bind_monitor(wiring.context, endpoints[MONITOR.role], wiring.security)
-    parts.add(Monitor(monitor, parts, node.counters), MONITOR.role)
+    parts.add(Monitor(monitor, parts, node.counters, node.authorization), MONITOR.role)
 
 
 def open_backups(node: NodeState) -> Backups:
@@ -97,7 +100,7 @@ def open_intake(wiring: NodeWiring, node: NodeState, dsn: str, parts: Parts) -> 
     socket = sockets.bind_receive(wiring.context, dsn, wiring.security)
     acks = ProducerAcks(socket, node.counters)
     intake = Intake(socket, config.intake, node.store, node.counters, acks, node.topics,
-                    node.dedup, node.routes)
+                    node.dedup, node.routes, node.authorization)
     part = IntakePart(socket, intake, acks, node.cluster, node.counters, parts,
                       config.replicas, config.hard_sync, node.hub)
     node.store.register(part)
@@ -123,4 +126,5 @@ def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
                                   config.consume_heartbeat_ms)
     return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
                            config.consume_heartbeat_ms, config.consume_heartbeat_s,
-                           config.batch_size, node.cluster, node.holds, node.hub)
+                           config.batch_size, node.cluster, node.holds, node.hub,
+                           node.authorization)

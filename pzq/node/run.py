@@ -46,7 +46,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
     files: list[sockets.SocketFile] = []
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
-        authenticator = security.start(context)
+        authenticator = security.start(context, node.authorization.admits_send)
         device = Device(node, waker, context, security, Now.read())
         bound = device.bound()
         files = sockets.socket_files(bound.values())

@@ -53,18 +53,19 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(root), given)))}
 
 
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+# held until the node's handlers are in place (SIGHUP: its rules read again)
+HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _prepare_child() -> Callable[[], None]:
-    """Run in the child before exec: its stop signals held until the node can act on
-    them (pzq.node.main unblocks them once its handlers are in place: a stop the
-    supervisor forwards while a restarted shard still starts would otherwise kill it
-    with Python's default handlers), and its tie to the supervisor."""
+    """Run in the child before exec: its stop signals and SIGHUP held until the node
+    can act on them (pzq.node.main unblocks them once its handlers are in place: a
+    signal the supervisor forwards while a restarted shard still starts would
+    otherwise kill it with Python's default handlers), and its tie to the supervisor."""
     tie = _end_with_supervisor()
 
     def prepare() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
         if tie is not None:
             tie()
 

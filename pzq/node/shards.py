@@ -4,7 +4,8 @@ It starts every shard (pzq.node.shard_layout says where each keeps its store and
 binds), starts one that exits again after a delay that doubles from 0.5 s to 10 s
 (and starts from 0.5 s again once the shard had run a while), and on SIGINT or
 SIGTERM forwards the signal to every shard, waits for them to stop, SIGKILLs what
-is left at a deadline, and exits 0. A shard that exits with a configuration or
+is left at a deadline, and exits 0; SIGHUP it forwards to every shard running (each
+reads its --authorization file again). A shard that exits with a configuration or
 store error (exit 2 or 3) before it was ever ready can never start as it is: the
 supervisor stops the others as on SIGTERM and exits with that code, repeating the
 shard's error line. It logs one event per line.
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pzq import logs
+from pzq.authorization import load_rules
 from pzq.errors import ExitCode, PzqError
 from pzq.node.config import Config
 from pzq.node.keys import node_curve
@@ -93,6 +95,8 @@ def run_shards(config: Config, arguments: Sequence[str]) -> int:
     each shard's command line repeats before its own values (so those win)."""
     shards = plan_shards(config)
     node_curve(shards[0].config, "the shards")  # each shard's keys, read as it will
+    if config.authorization is not None:
+        load_rules(config.authorization)  # every shard's rules: a mistake stops them all
     refuse_other_content_for_shards(Path(config.database))
     for path in unused_shard_stores(Path(config.database), config.shards):
         log.warning("shard_store_unused", path=str(path),
@@ -105,6 +109,7 @@ class Supervisor:
         self.children = children
         self.waker = Waker()
         self.stop_signals: list[int] = []
+        self.reloads_asked = 0  # SIGHUPs not forwarded yet
         self.cannot_start: ShardCannotStart | None = None
 
     def run(self) -> int:
@@ -116,6 +121,7 @@ class Supervisor:
                 self._start(child)
             while not self.stop_signals and self.cannot_start is None:
                 self._wait(self._until_next_start())
+                self._forward_reloads()
                 self._reap(restart=True)
                 self._start_due()
         finally:
@@ -136,9 +142,13 @@ class Supervisor:
         def on_child(signum: int, frame: object) -> None:
             pass  # installed for its wake-up byte: a shard exited
 
+        def on_reload(signum: int, frame: object) -> None:
+            self.reloads_asked += 1
+
         previous: dict[int, Any] = {signum: signal.signal(signum, on_stop)
                                     for signum in STOP_SIGNALS}
         previous[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, on_child)
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_reload)
         # Every signal writes a byte the wait below sees, also one that comes just before.
         signal.set_wakeup_fd(self.waker.write_fd, warn_on_full_buffer=False)
         return previous
@@ -146,6 +156,14 @@ class Supervisor:
     def _wait(self, timeout: float | None) -> None:
         select.select([self.waker], [], [], None if timeout is None else max(timeout, 0.0))
         self.waker.drain()
+
+    def _forward_reloads(self) -> None:
+        """SIGHUP to every shard running (one starting holds it until it can act)."""
+        if self.reloads_asked:
+            self.reloads_asked = 0
+            for process in self._running():
+                process.send_signal(signal.SIGHUP)
+            log.info("shards_reload_forwarded", shards=len(self._running()))
 
     def _start(self, child: Child) -> None:
         child.start_at = None

@@ -1,9 +1,10 @@
 """What a node keeps between wakes, none of it a socket: built and tested in process.
 
 The store and its participants (this node's delivery state, the cluster, the
-archive), the delivery window, counters, rates and latencies, the event hub its
-parts subscribe to (pzq.events) and what the peers have out of its messages. The
-socket side (the parts, pzq.node.registry) reads and writes through these.
+archive), what each client key may do, the delivery window, counters, rates and
+latencies, the event hub its parts subscribe to (pzq.events) and what the peers
+have out of its messages. The socket side (the parts, pzq.node.registry) reads and
+writes through these.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import replace
 from pzq.archive.contract import NoArchiving
 from pzq.archive.tier.archiving import Archiving
 from pzq.archive.tier.tier import ArchiveTier
+from pzq.authorization import Authorization, authorization
 from pzq.clock import Now
 from pzq.cluster.core import ClusterCore
 from pzq.cluster.held import PeerHolds
@@ -67,6 +69,10 @@ class NodeState:
         self.node_id = store.node_id
         self.started = now.mono
         self.counters = Counters()
+        # what each client key may do (--authorization; everything without it): read
+        # here, so a bad file stops the start (ConfigError)
+        self.authorization: Authorization = authorization(
+            config.authorization, keyed=config.curve_secret_key is not None)
         self.hub = EventHub()  # what happens in one part and others act on (pzq.events)
         self.holds = PeerHolds()  # own messages the peers have out (none without a cluster)
         self.topics = Topics(store, config.archive_topic)

@@ -1,7 +1,7 @@
 """What the node lends the plug-in endpoints it opens (pzq.node.endpoints): its context,
-CURVE and event hub, its settings, its archive, the time of the opening, and a bind
-that applies the node's CURVE. Each plug-in asks for what it uses through a protocol
-of its own (pzq.archive.wiring), which this meets."""
+CURVE and event hub, what each client key may do, its settings, its archive, the time
+of the opening, and a bind that applies the node's CURVE. Each plug-in asks for what
+it uses through a protocol of its own (pzq.archive.wiring), which this meets."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pzq import sockets
 from pzq.archive.contract import NoArchiving
 from pzq.archive.tier.archiving import Archiving
 from pzq.archive.tier.tier import ArchiveTier
+from pzq.authorization import Authorization
 from pzq.clock import Now
 from pzq.events import EventHub
 from pzq.node.config import Config
@@ -26,6 +27,7 @@ class NodeWiring:
     archiving: Archiving | NoArchiving
     hub: EventHub
     now: Now
+    authorization: Authorization
 
     @property
     def archive(self) -> ArchiveTier:

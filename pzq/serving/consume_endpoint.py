@@ -20,6 +20,7 @@ from typing import Protocol
 
 import zmq
 
+from pzq.authorization import CONSUME, NO_AUTHORIZATION, Authorization, RulesReloaded
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.groups import GroupArea, group_settings
@@ -41,7 +42,7 @@ from pzq.serving.subscribe import make_group, named_group
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
-from pzq.zmqio import POLLIN, Events, Socket, drain, send_frames
+from pzq.zmqio import POLLIN, Events, Socket, drain_framed, send_frames
 
 log = get_logger("pzq.consume")
 # the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
@@ -76,8 +77,10 @@ class ConsumeEndpoint(Part):
     def __init__(self, socket: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
                  heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
-                 held: HeldElsewhere, hub: EventHub) -> None:
+                 held: HeldElsewhere, hub: EventHub,
+                 authorization: Authorization = NO_AUTHORIZATION) -> None:
         self.socket = socket
+        self.authorization = authorization  # which keys may consume which groups
         self.taken_over: TakenOver = cluster.takeovers.taken
         self.own_allowed = cluster.own_delivery_allowed
         self.held = held
@@ -106,6 +109,7 @@ class ConsumeEndpoint(Part):
             self._deliveries_for(group)
         hub.subscribe(PeersReleased, self.rewind_own)
         hub.subscribe(GroupDoneElsewhere, self.done_elsewhere)
+        hub.subscribe(RulesReloaded, self.recheck)
 
     def _deliveries_for(self, group: Group) -> NamedGroupDelivery:
         found = self.groups.get(group.id)
@@ -156,7 +160,7 @@ class ConsumeEndpoint(Part):
 
     def take_requests(self, batch: Batch, now_us: int, mono: float) -> None:
         consumers = self.consumers
-        for raw in drain(self.socket, self.batch_size):
+        for first, raw in drain_framed(self.socket, self.batch_size):
             routing_id = raw[0]
             consumer = consumers.get(routing_id)
             try:
@@ -167,18 +171,32 @@ class ConsumeEndpoint(Part):
                         self._answer(batch, consumer, True, keys, now_us, mono)
                         continue
                 request = consume_wire.decode_request(raw[1:])
-                self._serve(batch, routing_id, consumer, request, now_us, mono)
+                self._serve(batch, first, consumer, request, now_us, mono)
             except DecodeError as exc:
                 self._error(routing_id, str(exc))
 
-    def _serve(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
+    def _serve(self, batch: Batch, first: zmq.Frame, consumer: ServedConsumer | None,
                request: Request, now_us: int, mono: float) -> None:
+        """``first``: the request's first frame, its connection's routing id (and, with
+        CURVE, its key)."""
+        routing_id = first.bytes
         if request.subscribe is not None:  # CONSUME
-            self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono)
+            self._check_allowed(first, request.subscribe)
+            self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono,
+                            self.authorization.key_of(first))
         elif consumer is None:
             self._before_consume(routing_id, request)
         else:
             self.handlers[request.verb](batch, consumer, request, now_us, mono)
+
+    def _check_allowed(self, first: zmq.Frame, subscribe: consume_wire.Subscribe) -> None:
+        """A key may consume only the groups its rights name (pzq.authorization); a
+        refused CONSUME makes and changes nothing."""
+        if not self.authorization.of(first).may_consume(subscribe.topic, subscribe.group):
+            self.authorization.refused(CONSUME)
+            raise DecodeError(f"FORBIDDEN consume {subscribe.topic}:{subscribe.group}: "
+                              "this client key may not consume that group of that topic "
+                              "(see the node's --authorization file)")
 
     def _before_consume(self, routing_id: bytes, request: Request) -> None:
         """Every verb but CONSUME is refused on a connection that has not said CONSUME
@@ -217,7 +235,8 @@ class ConsumeEndpoint(Part):
         self._gone(consumer, "bye")
 
     def _subscribe(self, batch: Batch, routing_id: bytes, consumer: ServedConsumer | None,
-                   subscribe: consume_wire.Subscribe, now_us: int, mono: float) -> None:
+                   subscribe: consume_wire.Subscribe, now_us: int, mono: float,
+                   key: str = "") -> None:
         if consumer is not None:
             raise DecodeError(f"this connection consumes group {consumer.group.name} of "
                               f"topic {consumer.group.topic} already; open another one")
@@ -226,7 +245,8 @@ class ConsumeEndpoint(Part):
         head = consume_wire.deliver_head(routing_id, deliveries.topic_frame, deliveries.group_frame,
                                  subscribe.protocol)
         consumer = ServedConsumer(routing_id, deliveries, subscribe.window, mono, head=head,
-                            confirm=subscribe.confirm, batches=subscribe.protocol > 1)
+                                  confirm=subscribe.confirm, batches=subscribe.protocol > 1,
+                                  key=key)
         deliveries.consumers.append(consumer)
         self.consumers[routing_id] = consumer
         self._send(consume_wire.encode_consuming(routing_id, subscribe, self.heartbeat_ms))
@@ -275,6 +295,18 @@ class ConsumeEndpoint(Part):
             final = deliveries.state.area.would_release(seq)
             if deliveries.state.ack(batch, seq) is not None and final:
                 self.answers.removed(node_id, seq, name, True)
+
+    def recheck(self, reloaded: RulesReloaded) -> None:
+        """New rules: a consumer whose key may no longer consume its group is told
+        (ERROR, as a refused CONSUME) and let go, its deliveries given back."""
+        for consumer in list(self.consumers.values()):
+            group = consumer.group
+            if not self.authorization.rights(consumer.key).may_consume(group.topic,
+                                                                       group.name):
+                self.authorization.refused(CONSUME)
+                self._error(consumer.routing_id, f"FORBIDDEN consume {group.topic}:"
+                            f"{group.name}: the node's --authorization rules changed")
+                self._gone(consumer, "forbidden")
 
     def rewind_own(self, released: PeersReleased) -> None:
         """Another node let messages go: look at each group's messages again."""

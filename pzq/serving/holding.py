@@ -53,6 +53,7 @@ class ServedConsumer:
     # the consumers on --send-dsn: the socket picks one, the window bounds what is out,
     # so neither credits nor holders are kept per delivery
     pool: bool = False
+    key: str = ""  # its CURVE key, with --authorization (its rights looked at again)
 
     @property
     def room(self) -> int:

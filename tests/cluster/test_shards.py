@@ -298,3 +298,36 @@ def test_shards_split_a_partitioned_topic_and_routing_clients_use_both(start_sha
             consumer.ack_many(messages)
             return len(got) == 200
         wait_until(drained, 30, interval=0, message="200 messages from both shards")
+
+
+def test_every_shard_applies_the_authorization_file_and_sighup_reaches_them(
+        start_shards, tmp_path, context):
+    """Without CURVE every client has [default]'s rights, on every shard alike."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[default]\nproduce = ["open"]\n')
+    supervisor = start_shards("--authorization", str(rules))
+    wait_until(lambda: len(supervisor.events("node_ready")) == SHARDS, 30,
+               message="both shards ready")
+    shards = [supervisor.shard(number) for number in range(SHARDS)]
+
+    def answers(topic: str) -> list[bytes]:
+        found = []
+        for shard in shards:
+            with Producer(shard.receive_dsn, context=context) as producer:
+                found.append(producer.produce([b"m"], topic=topic, timeout=10).status_message)
+        return found
+
+    assert answers("closed") == [b"FORBIDDEN produce closed"] * SHARDS
+    rules.write_text('[default]\nproduce = ["open", "closed"]\n')
+    assert supervisor.process is not None
+    supervisor.process.send_signal(signal.SIGHUP)
+    wait_until(lambda: len(supervisor.events("authorization_reloaded")) == SHARDS, 30,
+               message="every shard reading its rules again")
+    assert answers("closed") == [b""] * SHARDS
+    assert supervisor.signal_and_wait(signal.SIGTERM) == 0
+
+    rules.write_text('[default]\nproduce = ["open/"]\n')  # refused before any shard starts
+    refused = run_pzq(["--shards", "2", "--database", str(tmp_path / "db"),
+                       "--authorization", str(rules)], timeout=30)
+    assert refused.returncode == 2 and "bad pattern 'open/'" in refused.stderr
+    assert "shard_started" not in refused.stderr

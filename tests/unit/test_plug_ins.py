@@ -12,6 +12,7 @@ import pytest
 import zmq
 from prometheus_client.core import Metric
 
+from pzq.admin.monitor import OPEN_VERBS
 from pzq.client.monitor import StatsAnswer
 from pzq.clock import Now
 from pzq.endpoints import SHARD_CLUSTER, Endpoint
@@ -133,6 +134,8 @@ def test_the_monitors_verbs_are_its_own_then_those_the_parts_contribute(open_dev
     assert list(monitor.table) == [
         b"MONITOR", b"STATS", b"PING", b"BACKUP", b"DEAD", b"REQUEUE", b"PURGE", b"PENDING",
         b"ROUTES", b"TOPICS", b"DECLARE", b"REMOVE", b"EMPTY", b"SEEK"]
+    # the verbs every key may ask under --authorization are verbs of the table
+    assert OPEN_VERBS <= set(monitor.table)
 
 
 def test_durations_are_kept_in_microseconds_and_given_to_each_part_in_its_unit():

@@ -17,6 +17,7 @@ from pzq.archive.format.records import decode_records
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.topiclog import list_segments
 from pzq.archive.zper.writer import ZperWriter
+from pzq.authorization import Authorizing, parse_rules
 from pzq.protocol import zper as zp
 
 pytestmark = pytest.mark.timeout(30)
@@ -104,3 +105,27 @@ def test_one_wake_of_mixed_producers_writes_each_message_as_encoded_alone(tmp_pa
         [(offset, frames[0], (), 1) for offset, frames in taken
          if frames[0].startswith(b"id-") and int(frames[0][3:]) % 2 == 0]
     archive.close(now=0)
+
+
+def test_a_topic_the_authorization_rules_forbid_is_refused_and_counted(tmp_path, router):
+    """Without CURVE every producer has [default]'s rights: clicks, not views; a
+    producer's identity is known after its first write, and its rights are still
+    asked at every write."""
+    context, socket = router
+    archive = Archive(tmp_path)
+    archive.open(now=0)
+    authorization = Authorizing(parse_rules({"default": {"produce": ["clicks"]}}), keyed=False)
+    writer = ZperWriter(archive, "pzq", keep_all=False, authorization=authorization)
+    allowed = producer(context, zmq.DEALER, "clicks", 0)
+    forbidden = producer(context, zmq.DEALER, "views", 0)
+    for number in range(3):
+        allowed.send_multipart([b"a%d" % number, b"x"])
+        forbidden.send_multipart([b"f%d" % number, b"y"])
+    deadline = time.monotonic() + 10
+    while writer.figures.written + writer.figures.refused < 6:
+        assert time.monotonic() < deadline, "the writes did not all come"
+        wait_for_any(socket)
+        writer.take(socket, 100, now=0)
+    assert (writer.figures.written, writer.figures.refused) == (3, 3)
+    assert authorization.counts["produce"] == 3
+    assert archive.log("views") is None and archive.log("clicks") is not None

@@ -16,8 +16,9 @@ one, and the first frame of the message (ZPER's message id):
   2 are fsync'd after each batch the loop takes, then every write is answered.
 
 A write that cannot be taken (a bad identity, hash or mode, an empty message, a
-topic that holds pzq's records or is ``--archive-topic``, a failing disk) is
-dropped, counted in ``refused`` and logged once per producer and reason.
+topic that holds pzq's records or is ``--archive-topic``, a topic the producer's
+key may not produce to under --authorization, a failing disk) is dropped, counted
+in ``refused`` and logged once per producer and reason.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import zmq
 from pzq.archive.format.codec import SHORT_HEADERS, SHORT_MAX, encode_frames_into, long_header
 from pzq.archive.tier.archive import Archive
 from pzq.archive.wiring import ArchiveWiring
+from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
 from pzq.clock import Now
 from pzq.endpoints import Endpoint, Metric, PlugIn
 from pzq.errors import ArchiveError, DecodeError
@@ -124,9 +126,12 @@ class WriterFigures:
 
 
 class ZperWriter:
-    def __init__(self, archive: Archive, default_topic: str, keep_all: bool) -> None:
-        """``keep_all``: remember mode 0 writes until flushed too (for ZPAck)."""
+    def __init__(self, archive: Archive, default_topic: str, keep_all: bool,
+                 authorization: Authorization = NO_AUTHORIZATION) -> None:
+        """``keep_all``: remember mode 0 writes until flushed too (for ZPAck);
+        ``authorization``: which keys may write to which topics."""
         self.archive = archive
+        self.authorization = authorization
         self.default_topic = default_topic
         self.keep_all = keep_all
         self.figures = WriterFigures()
@@ -141,6 +146,7 @@ class ZperWriter:
         """Every waiting write, appended per topic in one write each."""
         batches: dict[str, TopicBatch] = {}
         known = self._identities
+        rights_of = self.authorization.of
         for count in range(limit):
             if count == 1 and not readable(socket):
                 break  # one message is the common case: no refused receive to end it
@@ -150,12 +156,14 @@ class ZperWriter:
                 break
             identity = frame.bytes
             producer = known.get(identity)
+            rights = rights_of(frame)
             if not frame.more:
-                self._take_frames(identity, [], batches)
+                self._take_frames(identity, [], batches, rights)
                 continue
             frame = recv_frame(socket, NOBLOCK, False)  # the rest of a message always comes
-            if type(producer) is not zp.WriterIdentity or not len(frame):
-                self._take_frames(identity, recv_rest(socket, frame), batches)
+            if type(producer) is not zp.WriterIdentity or not len(frame) \
+                    or not rights.may_produce(producer.topic):
+                self._take_frames(identity, recv_rest(socket, frame), batches, rights)
                 continue
             # The common case: the frames go from ZeroMQ's buffers into the batch.
             batch = batches.get(producer.topic)
@@ -179,12 +187,16 @@ class ZperWriter:
         self._sync_now.clear()
 
     def _take_frames(self, identity: bytes, frames: list[bytes],
-                     batches: dict[str, TopicBatch]) -> None:
+                     batches: dict[str, TopicBatch], rights: Rights) -> None:
         """A write off the common path: a producer not seen yet or refused, an empty
-        message, a REQ delimiter."""
+        message, a REQ delimiter, a topic its key may not write to (``rights``)."""
         parsed = self._parse(identity)
         if isinstance(parsed, str):
             self._refuse(identity, parsed)
+            return
+        if not rights.may_produce(parsed.topic):
+            self.authorization.refused(PRODUCE)
+            self._refuse(identity, f"FORBIDDEN produce {parsed.topic}")
             return
         envelope, message = zp.split_envelope(frames)
         if not message:
@@ -327,7 +339,8 @@ class ZperWriterPart(Part):
 
 def open_writer(wiring: ArchiveWiring, dsn: str) -> Part:
     config = wiring.config
-    writer = ZperWriter(wiring.archive.archive, config.archive_topic, keep_all=False)
+    writer = ZperWriter(wiring.archive.archive, config.archive_topic, keep_all=False,
+                        authorization=wiring.authorization)
     socket = wiring.bind(zmq.ROUTER, dsn, ZPER_WRITER_DSN.flag, {zmq.RCVHWM: WRITER_RCVHWM})
     return ZperWriterPart(writer, socket, config.batch_size, wiring.hub)
 

@@ -1,0 +1,269 @@
+"""--authorization: what each CURVE client key may produce, consume and administer, on
+real daemons; the file read again on SIGHUP; its mistakes refused at start."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from pzq import security
+from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer, request_monitor
+from pzq.client.monitor import StatsAnswer
+from pzq.monitoring.metrics import PzqCollector
+from pzq.security import ClientCurve
+from tests.support.harness import run_pzq, wait_until
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def clients(curve_keys, tmp_path):
+    """The node's keys (``args``) and three admitted clients: ``client`` (listed with
+    narrow rights), ``ops`` (listed, admin) and ``guest`` (not listed: [default])."""
+    node_public = curve_keys["client"].server_public
+    made = {"client": curve_keys["client"]}
+    for name in ("ops", "guest"):
+        public, secret = security.generate(tmp_path / "keys", name)
+        (tmp_path / "authorized" / f"{name}.key").write_bytes(public.read_bytes())
+        made[name] = ClientCurve(security.load_key_pair(secret), node_public)
+    return {"args": curve_keys["args"], "curve": made,
+            "key": {name: curve.keys.public.decode() for name, curve in made.items()}}
+
+
+def rules(clients, client_produce=("orders", "audit.*"), client_consume=("orders:billing",)
+          ) -> str:
+    produce = ", ".join(json.dumps(topic) for topic in client_produce)
+    consume = ", ".join(json.dumps(pattern) for pattern in client_consume)
+    return f"""
+[default]
+produce = ["public"]
+consume = ["public:*"]
+admin = false
+
+[clients."{clients['key']['client']}"]
+produce = [{produce}]
+consume = [{consume}]
+admin = false
+
+[clients."{clients['key']['ops']}"]
+produce = []
+consume = ["*:default"]
+admin = true
+"""
+
+
+@pytest.fixture
+def rules_file(tmp_path, clients):
+    path = tmp_path / "authorization.toml"
+    path.write_text(rules(clients))
+    return path
+
+
+@pytest.fixture
+def guarded(start_node, clients, rules_file):
+    node = start_node(*clients["args"], "--authorization", str(rules_file), consume=True)
+    node.curve = clients["curve"]["ops"]
+    return node
+
+
+def produce(node, curve, topic, context, body=b"m"):
+    with Producer(node.receive_dsn, context=context, curve=curve) as producer:
+        return producer.produce([body], topic=topic, timeout=10)
+
+
+def ask(node, curve, command):
+    return request_monitor(node.monitor_dsn, command, timeout=10, curve=curve).decode()
+
+
+def test_each_key_does_what_its_rights_say(guarded, clients, context):
+    curve = clients["curve"]
+    assert produce(guarded, curve["client"], "orders", context).ok
+    assert produce(guarded, curve["client"], "audit.eu", context).ok
+    refused = produce(guarded, curve["client"], "secret", context)
+    assert not refused.ok and refused.status_message == b"FORBIDDEN produce secret"
+    # a message without TOPIC: is the default topic's
+    assert produce(guarded, curve["client"], None, context).status_message \
+        == b"FORBIDDEN produce default"
+    assert produce(guarded, curve["guest"], "public", context).ok
+    assert produce(guarded, curve["guest"], "orders", context).status_message \
+        == b"FORBIDDEN produce orders"
+    assert produce(guarded, curve["ops"], "orders", context).status_message \
+        == b"FORBIDDEN produce orders"
+    # nothing refused was stored, nor its topic made
+    topics = ask(guarded, curve["client"], "TOPICS")
+    assert "secret" not in topics and "audit.eu" in topics
+    assert guarded.stats()["messages"] == 3
+
+    with GroupConsumer(guarded.consume_dsn, "orders", "billing", context=context,
+                       curve=curve["client"]) as billing:
+        assert billing.receive(10).parts == (b"m",)
+    with pytest.raises(ConsumeRefused, match="FORBIDDEN consume orders:shipping"):
+        with GroupConsumer(guarded.consume_dsn, "orders", "shipping", context=context,
+                           curve=curve["client"]) as shipping:
+            shipping.receive(5)
+    with GroupConsumer(guarded.consume_dsn, "public", "any", context=context,
+                       curve=curve["guest"]) as public:
+        assert public.receive(10).parts == (b"m",)
+    assert "shipping" not in ask(guarded, curve["client"], "TOPICS")
+
+    # --send-dsn: group default of every topic, for keys with *:default only
+    with Consumer(guarded.send_dsn, context=context, curve=curve["client"]) as refused_pool:
+        assert refused_pool.receive(1.0) is None
+    wait_until(lambda: any(event.get("event") == "handshake_refused" and event["reason"]
+                           == "FORBIDDEN consume *:default (--send-dsn)"
+                           and event["client_key"] == clients["key"]["client"]
+                           for event in list(guarded.events)), 10, message="the refusal logged")
+    with Consumer(guarded.send_dsn, context=context, curve=curve["ops"]) as pool:
+        assert pool.receive(10) is not None
+
+    # the monitor: reading is open, changing needs admin
+    assert ask(guarded, curve["client"], "PING") == "PONG"
+    assert ask(guarded, curve["client"], "DECLARE TOPIC made") == (
+        "ERROR: FORBIDDEN DECLARE: this client key may not administer the node "
+        "(admin = false in the --authorization file)")
+    assert ask(guarded, curve["guest"], "PURGE ALL").startswith("ERROR: FORBIDDEN PURGE")
+    assert "made" not in ask(guarded, curve["client"], "TOPICS")
+    assert not ask(guarded, curve["ops"], "DECLARE TOPIC made").startswith("ERROR")
+
+    stats = guarded.stats()
+    assert stats["forbidden"]["produce"] == 4 and stats["forbidden"]["admin"] == 2
+    assert stats["forbidden"]["consume"] >= 2  # the CONSUME, and each refused handshake
+    assert stats["authorization"]["clients"] == 2
+    metrics = {sample.labels["kind"]: sample.value
+               for family in PzqCollector(_OneAnswer(guarded.monitor_dsn, stats)).collect()
+               if family.name == "pzq_forbidden" for sample in family.samples}
+    assert metrics["produce"] == 4 and metrics["admin"] == 2
+
+
+class _OneAnswer:
+    """A scraper with one node's STATS already asked (the exporter's collector)."""
+
+    def __init__(self, dsn: str, stats: dict) -> None:
+        self.answer = StatsAnswer(dsn, stats)
+
+    def scrape(self):
+        return [self.answer]
+
+    def node_id(self, dsn: str) -> str:
+        return "n"
+
+
+def test_sighup_reads_the_rules_again_and_keeps_them_when_the_file_is_bad(
+        guarded, clients, rules_file, context):
+    curve = clients["curve"]
+    assert not produce(guarded, curve["client"], "later", context).ok
+    assert produce(guarded, curve["client"], "orders", context).ok
+    billing = GroupConsumer(guarded.consume_dsn, "orders", "billing", context=context,
+                            curve=curve["client"])
+    billing.receive(10).ack()
+    rules_file.write_text(rules(clients, ("orders", "later"), ()))
+    guarded.process.send_signal(signal.SIGHUP)
+    wait_until(lambda: guarded.event("authorization_reloaded"), 10, message="reloaded")
+    assert produce(guarded, curve["client"], "later", context).ok
+    assert not produce(guarded, curve["client"], "audit.eu", context).ok
+    # a consumer let in under the old rules is told, and let go
+    assert produce(guarded, curve["client"], "orders", context).ok
+    assert billing.receive(1.0) is None
+    assert any(error.startswith("FORBIDDEN consume orders:billing") for error in billing.errors)
+    billing.close()
+    stats = guarded.stats()
+    assert stats["topics"]["orders"]["groups"]["billing"]["consumers"] == 0
+
+    rules_file.write_text(rules(clients).replace("admin = true", "admin = \"yes\""))
+    guarded.process.send_signal(signal.SIGHUP)
+    refused = wait_until(lambda: guarded.event("authorization_reload_refused"), 10,
+                         message="reload refused")
+    assert "admin" in refused["error"] and str(rules_file) in refused["error"]
+    assert produce(guarded, curve["client"], "later", context).ok  # the old rules stay
+    assert guarded.stats()["authorization"]["reloads_refused"] == 1
+
+    guarded.stop()  # a restart reads the file as it is: a bad one stops the start
+    with pytest.raises(RuntimeError, match="admin must be true or false"):
+        guarded.start()
+    rules_file.write_text(rules(clients))
+    guarded.start()
+    assert not produce(guarded, curve["client"], "later", context).ok
+    assert produce(guarded, curve["client"], "audit.eu", context).ok
+    assert guarded.stats()["forbidden"]["produce"] == 1  # counted since this start
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('[default]\nproduce = []\nread = []\n', "line 3: [default]: unknown key 'read'"),
+    ('[default]\n[clients."abc"]\nadmin = true\n',
+     'line 2: [clients."abc"]: not a CURVE public key')])
+def test_a_bad_file_stops_the_start_naming_what_is_wrong(tmp_path, text, said):
+    """Each mistake's line: tests/unit/test_authorization_rules.py."""
+    path = tmp_path / "rules.toml"
+    path.write_text(text)
+    result = run_pzq(["--authorization", str(path), "--database", str(tmp_path / "db")])
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"pzq: error: --authorization {path}, {said}")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_without_curve_every_client_has_the_default_rights(start_inproc_node, tmp_path,
+                                                           context):
+    path = tmp_path / "rules.toml"
+    path.write_text('[default]\nproduce = ["open.*"]\nconsume = ["open.*:readers"]\n')
+    node = start_inproc_node("--authorization", str(path))
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x"], topic="open.a").ok
+        assert producer.produce([b"x"], topic="closed").status_message \
+            == b"FORBIDDEN produce closed"
+    with GroupConsumer(node.consume_dsn, "open.a", "readers", context=context) as readers:
+        assert readers.receive(10).parts == (b"x",)
+    with pytest.raises(ConsumeRefused, match="FORBIDDEN consume open.a:writers"):
+        with GroupConsumer(node.consume_dsn, "open.a", "writers", context=context) as other:
+            other.receive(5)
+    assert node.ask("DECLARE TOPIC t").startswith("ERROR: FORBIDDEN DECLARE")
+    assert json.loads(node.ask("STATS"))["forbidden"] == {"produce": 1, "consume": 1,
+                                                          "admin": 1}
+
+
+def test_without_the_option_everything_is_allowed_and_nothing_forbidden(start_inproc_node,
+                                                                        context):
+    node = start_inproc_node()
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x"], topic="any").ok
+    assert not node.ask("DECLARE TOPIC t").startswith("ERROR")
+    stats = json.loads(node.ask("STATS"))
+    assert stats["forbidden"] == {"produce": 0, "consume": 0, "admin": 0}
+    assert "authorization" not in stats
+
+
+def test_the_config_file_gives_the_rules_too(tmp_path):
+    rules_path = tmp_path / "rules.toml"
+    rules_path.write_text('[default]\nproduce = ["a b"]\n')
+    config = tmp_path / "pzq.toml"
+    config.write_text(f'authorization = "{rules_path}"\ndatabase = "{tmp_path / "db"}"\n')
+    result = run_pzq(["--config", str(config)])
+    assert result.returncode == 2
+    assert f"--authorization {rules_path}, line 2: [default] produce: bad pattern 'a b'" \
+        in result.stderr
+
+
+def test_the_clusters_own_traffic_is_not_subject_to_the_rules(start_node, clients, tmp_path,
+                                                             context):
+    """Rules that give every key but one nothing, the node's shared key among them: the
+    nodes still join, copy, and remove everywhere what a consumer ACKed."""
+    path = tmp_path / "rules.toml"
+    path.write_text(f'[clients."{clients["key"]["client"]}"]\nproduce = ["orders"]\n'
+                    'consume = ["orders:billing"]\n')
+    endpoints = [f"ipc://{tmp_path}/n{number}.cluster" for number in (0, 1)]
+    nodes = [start_node(*clients["args"], "--authorization", str(path), "--replicas", "1",
+                        "--broadcast-dsn", endpoints[number], "--nodes", endpoints[1 - number],
+                        consume=True) for number in (0, 1)]
+    for node in nodes:
+        node.curve = clients["curve"]["client"]
+        node.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="peer up")
+    ack = produce(nodes[0], clients["curve"]["client"], "orders", context)
+    assert ack.ok and not ack.replication_failed
+    nodes[1].wait_stats(lambda s: s["replicas_held"] == 1, message="the copy held")
+    with GroupConsumer(nodes[0].consume_dsn, "orders", "billing", context=context,
+                       curve=clients["curve"]["client"]) as billing:
+        billing.receive(10).ack()
+    nodes[1].wait_stats(lambda s: s["replicas_held"] == 0, message="the copy removed")
+    assert all(node.stats()["forbidden"] == {"produce": 0, "consume": 0, "admin": 0}
+               for node in nodes)

@@ -5,7 +5,8 @@ Each page's code blocks run in the page's order, in a directory of their own, as
 user pasting them one after the other would: an sh block line by line with bash, a
 python block as a script (one with ``await`` at its top level as ``python -m
 asyncio`` runs it, in an event loop), a toml block is read as the node reads its
-``--config`` file (every key an option, every value of its type). A block that
+``--config`` file (every key an option, every value of its type), or as its
+``--authorization`` file when its tables are ``[default]`` and ``[clients.KEY]``. A block that
 cannot run here (several hosts, Spark, root, a transcript with output, a benchmark
 of minutes) has an rst comment right before it, ``.. excerpt: <why>``; every other
 block of every page runs, and a code block of another language fails the test until
@@ -52,6 +53,7 @@ from pathlib import Path
 
 import pytest
 
+from pzq.authorization import load_rules
 from pzq.cli.common import DEFAULT_MONITOR
 from pzq.cli.consume import DEFAULT_CONSUME, DEFAULT_SEND
 from pzq.cli.produce import DEFAULT_RECEIVE
@@ -307,10 +309,13 @@ def run_sh(page: Page, block: Block) -> None:
 
 
 def read_as_config(page: Page, block: Block, number: int) -> None:
+    """A node's config file, or an --authorization file (its tables say which), read as
+    the node reads it."""
     path = page.directory / f"block-{number}.toml"
     path.write_text(block.code)
+    rules = re.search(r"^\[(default|clients\.)", block.code, flags=re.MULTILINE)
     try:
-        read_config_file(path)
+        (load_rules if rules else read_config_file)(path)
     except ConfigError as exc:
         raise AssertionError(f"{block.where()}: {exc}") from None
 

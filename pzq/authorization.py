@@ -70,6 +70,12 @@ class Rights:
                                self._consume.fullmatch(both) is not None)
         return answer
 
+    def may_read_archive(self, topic: str) -> bool:
+        """The archive holds what every group of the topic was given: reading it takes
+        a consume right over every group (``orders:*``, ``*:*``) or the right to
+        administer (which backs the archive up anyway)."""
+        return self.admin or self.may_consume(topic, "*")
+
     def may_consume_send(self) -> bool:
         """--send-dsn delivers group ``default`` of every topic: a pattern must give
         that group of every topic (``*:default`` or ``*:*``)."""
@@ -85,6 +91,9 @@ class AllRights(Rights):
         return True
 
     def may_consume(self, topic: str, group: str) -> bool:
+        return True
+
+    def may_read_archive(self, topic: str) -> bool:
         return True
 
     def may_consume_send(self) -> bool:

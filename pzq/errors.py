@@ -95,8 +95,19 @@ class ReaderError(PzqError):
     """An archive reader socket answered with an error status (ZPER's status byte)."""
 
     def __init__(self, status: int) -> None:
-        super().__init__(f"archive reader answered status {status}")
+        why = READER_STATUSES.get(status)
+        super().__init__(f"archive reader answered status {status}"
+                         + (f": {why}" if why else ""))
         self.status = status
+
+
+READER_STATUSES = {
+    101: "no such offset (not a record's start, or past the end)",
+    102: "not a request this reader knows",
+    103: "forbidden: this client's key may not read the topic's archive (the node's "
+         "--authorization gives it no consume right over every group of the topic)",
+    255: "the node failed to read its archive",
+}
 
 
 class ProduceRefused(PzqError):

@@ -17,6 +17,7 @@ from pzq.errors import DecodeError
 OK = 100
 INVALID_OFFSET = 101
 INVALID_COMMAND = 102
+FORBIDDEN = 103  # pzq's own: the client's key may not read this topic (--authorization)
 INTERNAL_ERROR = 255  # -1 as a signed byte, as ZPER writes it
 LATEST = -1  # ZPER's own code: -1 latest, -2 earliest
 EARLIEST = -2

@@ -9,8 +9,10 @@ import signal
 import pytest
 
 from pzq import security
+from pzq.archive.reader import ArchiveReader
 from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer, request_monitor
 from pzq.client.monitor import StatsAnswer
+from pzq.errors import ReaderError
 from pzq.monitoring.metrics import PzqCollector
 from pzq.security import ClientCurve
 from tests.support.harness import run_pzq, wait_until
@@ -135,6 +137,35 @@ def test_each_key_does_what_its_rights_say(guarded, clients, context):
                for family in PzqCollector(_OneAnswer(guarded.monitor_dsn, stats)).collect()
                if family.name == "pzq_forbidden" for sample in family.samples}
     assert metrics["produce"] == 4 and metrics["admin"] == 2
+
+
+def test_a_topics_archive_is_read_with_a_right_over_all_its_groups(start_node, clients,
+                                                                   rules_file, tmp_path,
+                                                                   context):
+    node = start_node(*clients["args"], "--authorization", str(rules_file), "--archive-dir",
+                      str(tmp_path / "archive"), "--archive-dsn", "tcp://127.0.0.1:*",
+                      "--flush-interval", "50")
+    curve = clients["curve"]
+    node.curve = curve["ops"]
+    for number in range(3):
+        assert produce(node, curve["guest"], "public", context, b"p%d" % number).ok
+    with Consumer(node.send_dsn, context=context, curve=curve["ops"]) as pool:
+        for _ in range(3):
+            pool.receive(10).ack()
+    node.wait_stats(lambda s: s["archive"]["archived"] == 3, message="archived")
+    node.wait_archive_durable()
+    dsn = node.event("node_ready")["archive"]
+
+    def bodies(who: str) -> list[bytes]:
+        with ArchiveReader(dsn, "public", context=context, curve=curve[who]) as reader:
+            return sorted(message.parts[0] for _, message in reader.messages())
+
+    assert bodies("guest") == [b"p0", b"p1", b"p2"]  # public:* in [default]
+    assert bodies("ops") == [b"p0", b"p1", b"p2"]  # admin
+    with pytest.raises(ReaderError, match="status 103: forbidden") as refused:
+        bodies("client")  # orders:billing only
+    assert refused.value.status == 103
+    assert node.stats()["forbidden"]["consume"] == 1
 
 
 class _OneAnswer:

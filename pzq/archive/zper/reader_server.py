@@ -22,15 +22,17 @@ from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.tier import ArchiveTier
 from pzq.archive.tier.topiclog import TopicLog
 from pzq.archive.wiring import ArchiveWiring
+from pzq.authorization import CONSUME, NO_AUTHORIZATION, Authorization
 from pzq.clock import Now
 from pzq.endpoints import Endpoint, PlugIn
 from pzq.errors import ArchiveFormatError, DecodeError
 from pzq.parts import Part
 from pzq.protocol import zper as zp
-from pzq.zmqio import MORE_NOBLOCK, NOBLOCK, POLLIN, Events, Socket, drain, send_frames
+from pzq.zmqio import MORE_NOBLOCK, NOBLOCK, POLLIN, Events, Socket, drain_framed, send_frames
 
 READER_BATCH = 64  # requests answered per wake
 OK = bytes((zp.OK,))
+FORBIDDEN = bytes((zp.FORBIDDEN,))
 Frame = bytes | memoryview  # a FETCH reply's records: a view of the segment's bytes
 ZERO_COPY_BYTES = 65_536  # a frame below this is copied: cheaper than lending it
 
@@ -121,11 +123,14 @@ def send_reply(socket: Socket, frames: list[Frame]) -> None:
 
 class ArchiveReaders(Part):
     """--archive-dsn in the loop (a plug-in endpoint): ZPER readers' OFFSET and FETCH,
-    answered last."""
+    answered last. Under --authorization a key reads a topic only with a consume right
+    over all its groups, or admin (FORBIDDEN otherwise, counted as a consume refused)."""
 
-    def __init__(self, tier: ArchiveTier, socket: Socket) -> None:
+    def __init__(self, tier: ArchiveTier, socket: Socket,
+                 authorization: Authorization = NO_AUTHORIZATION) -> None:
         self.archive = tier.archive
         self.socket = socket
+        self.authorization = authorization
 
     def bound(self) -> list[Socket]:
         return [self.socket]
@@ -135,18 +140,31 @@ class ArchiveReaders(Part):
 
     def answer(self, events: Events, now: Now) -> None:
         if events.get(self.socket, 0) & POLLIN:
-            for identity, *request in drain(self.socket, READER_BATCH):
+            for first, (identity, *request) in drain_framed(self.socket, READER_BATCH):
                 try:
-                    send_reply(self.socket, [identity, *answer(self.archive, identity, request)])
+                    send_reply(self.socket, [identity, *self._reply(first, identity, request)])
                 except zmq.ZMQError:
                     pass  # the reader is gone or not reading
+
+    def _reply(self, first: zmq.Frame, identity: bytes, request: list[bytes]) -> list[Frame]:
+        try:
+            allowed = self.authorization.of(first).may_read_archive(
+                zp.identity_topic(identity))
+        except DecodeError:
+            allowed = True  # no topic in its identity: answered INVALID_COMMAND
+        if not allowed:
+            self.authorization.refused(CONSUME)
+            envelope, _ = zp.split_envelope(request)
+            return [*envelope, FORBIDDEN]
+        return answer(self.archive, identity, request)
 
     def close(self) -> None:
         self.socket.close()
 
 
 def open_readers(wiring: ArchiveWiring, dsn: str) -> Part:
-    return ArchiveReaders(wiring.archive, wiring.bind(zmq.ROUTER, dsn, ARCHIVE_DSN.flag))
+    return ArchiveReaders(wiring.archive, wiring.bind(zmq.ROUTER, dsn, ARCHIVE_DSN.flag),
+                          wiring.authorization)
 
 
 ARCHIVE_DSN = Endpoint("archive", "archive_dsn", "archive: endpoint of the ZPER-compatible "

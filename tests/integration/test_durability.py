@@ -19,6 +19,7 @@ from pzq.archive.tier.tier import ArchiveSettings, ArchiveTier
 from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.client import Producer
 from pzq.errors import ExitCode
+from pzq.store import leveldb as leveldb_module
 from pzq.store import record
 from pzq.store import store as store_module
 from pzq.store.log_sync import LogSync
@@ -204,8 +205,8 @@ def test_a_roll_fsyncs_the_old_segment_and_the_new_name(tmp_path, monkeypatch):
     assert offsets[-1] >= segments[-1].start
 
 
-def spy_directory_syncs(monkeypatch, module) -> list[Path]:
-    """The directories ``module`` fsyncs, each fsync still done for real."""
+def spy_directory_syncs(monkeypatch, *modules) -> list[Path]:
+    """The directories ``modules`` fsync, each fsync still done for real."""
     synced: list[Path] = []
     real = fsync.sync_directory
 
@@ -213,7 +214,8 @@ def spy_directory_syncs(monkeypatch, module) -> list[Path]:
         synced.append(Path(directory))
         real(directory)
 
-    monkeypatch.setattr(module, "sync_directory", sync_directory)
+    for module in modules:
+        monkeypatch.setattr(module, "sync_directory", sync_directory)
     return synced
 
 
@@ -254,7 +256,7 @@ def test_the_archive_node_reports_its_fsync_ages(start_inproc_node, context, tmp
 # -- LevelDB's directory ----------------------------------------------------------------------
 
 def test_leveldbs_new_names_are_fsynced_in_their_directory(tmp_path, monkeypatch):
-    synced = spy_directory_syncs(monkeypatch, store_module)
+    synced = spy_directory_syncs(monkeypatch, store_module, leveldb_module)
     store = Store.open(tmp_path / "db", hard_sync=True)
     logs_before = set((tmp_path / "db").glob("*.log"))
 
@@ -276,7 +278,7 @@ def test_leveldbs_new_names_are_fsynced_in_their_directory(tmp_path, monkeypatch
     synced.clear()
     # A value larger than LevelDB's write buffer fills it: the next write starts a new
     # log, whose name LevelDB leaves to its next MANIFEST write.
-    write(store_module.WRITE_BUFFER + 1)
+    write(leveldb_module.WRITE_BUFFER + 1)
     write(10)
     assert set((tmp_path / "db").glob("*.log")) != logs_before
     assert synced, "the new log's name was not fsync'd"

@@ -33,6 +33,7 @@ from pzq.node.wiring import NodeWiring
 from pzq.parts import Parts
 from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.protocol.topic_reads import DEFAULT_GROUP
+from pzq.replay.part import Replays
 from pzq.security import NodeSecurity
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint
@@ -57,18 +58,22 @@ def open_parts(node: NodeState, context: Context, security: NodeSecurity, now: N
 
 def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     endpoints = node.config.endpoints
-    answers = GroupAnswers(node.archiving, node.cluster.removed)
+    replays = Replays(node.store, node.topics, node.archiving.logs, node.config.delivery,
+                      node.config.replay_rate, node.hub)
+    answers = GroupAnswers(node.archiving, replays.removed_filter(node.cluster.removed))
     parts.add(NodeUpkeep(node.store, node.topics))
     parts.add(node.cluster.open_part(wiring.context, wiring.security, node.delivery,
                                      wiring.now), CLUSTER.role)
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)
     parts.add(intake, RECEIVE.role)
     parts.add(node.archiving.part())
+    parts.add(replays)
     send = open_send(wiring, node, endpoints[SEND.role], answers)
     parts.add(send, SEND.role)
     consume: NamedGroups = NoConsumeEndpoint()
     if CONSUME.role in endpoints:
-        consume = opened = open_consume(wiring, node, endpoints[CONSUME.role], answers)
+        consume = opened = open_consume(wiring, node, endpoints[CONSUME.role], answers,
+                                        replays)
         parts.add(opened, CONSUME.role)
     parts.add(NodeFigures(node, intake.acks, send.connections, consume))
     for plug_in in PLUG_INS:
@@ -78,7 +83,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     parts.add(open_backups(node))
     parts.add(Administration(
         Admin(node.store, node.delivery, node.requeued, node.copy_requeued),
-        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster),
+        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster, replays),
         node.routes))
     monitor = sockets.bind_monitor(wiring.context, endpoints[MONITOR.role], wiring.security)
     parts.add(Monitor(monitor, parts, node.counters), MONITOR.role)
@@ -117,10 +122,10 @@ def open_send(wiring: NodeWiring, node: NodeState, dsn: str,
 
 
 def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
-                 answers: GroupAnswers) -> ConsumeEndpoint:
+                 answers: GroupAnswers, replays: Replays) -> ConsumeEndpoint:
     config = node.config
     socket = sockets.bind_consume(wiring.context, dsn, wiring.security,
                                   config.consume_heartbeat_ms)
     return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
                            config.consume_heartbeat_ms, config.consume_heartbeat_s,
-                           config.batch_size, node.cluster, node.holds, node.hub)
+                           config.batch_size, node.cluster, node.holds, node.hub, replays)

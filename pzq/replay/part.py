@@ -154,8 +154,7 @@ class Replays(Part, Participant):
         """When the budget allows the next chunk of a replay that can read."""
         if not any(self._can_read(replay) for replay in self.replays.values()):
             return None
-        wanted = min(CHUNK, max(1.0, self.rate / 20))
-        short = wanted - self._budget(now.mono)
+        short = self._wanted() - self._budget(now.mono)
         return 0 if short <= 0 else math.ceil(short / self.rate * 1000)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
@@ -172,8 +171,14 @@ class Replays(Part, Participant):
             elif self._all_done(replay):
                 self._finish(replay, batch)
 
+    def _wanted(self) -> float:
+        """A chunk worth a wake: a twentieth of a second's rate, at most CHUNK."""
+        return min(CHUNK, max(1.0, self.rate / 20))
+
     def _budget(self, mono: float) -> float:
-        self.budget = min(float(max(CHUNK, self.rate)),
+        """What the rate allows now; saved up for a tenth of a second at most, so a
+        replay that waited for ACKs does not then read in one burst."""
+        self.budget = min(max(self._wanted(), self.rate / 10),
                           self.budget + (mono - self.budget_at) * self.rate)
         self.budget_at = mono
         return self.budget

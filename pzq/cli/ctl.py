@@ -158,7 +158,8 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     for action, dests in ONE_ACTIONS_OPTIONS.get(args.command, {}).items():
         for dest in dests:
             if getattr(args, dest) is not None and args.action != action:
-                parser.error(f"--{dest.replace('_', '-')} is for {args.command} {action} "
+                flag = "--from" if dest == "replay_from" else f"--{dest.replace('_', '-')}"
+                parser.error(f"{flag} is for {args.command} {action} "
                              f"only, not {args.command} {args.action}")
     if args.command == "group":
         _check_group(parser, args)

@@ -8,11 +8,14 @@ For each --replay-rate in --rates a node (a daemon, archive on) archives --archi
 messages of topic ``old`` (produced, then consumed and ACKed by its group ``g``).
 Then live traffic runs for --seconds: a producer (window 1000) and a consumer of
 group ``l`` of topic ``live`` (window 1000, ACKs of each batch), each on its own
-thread, as fast as they go. It runs twice: alone, then beside a replay of all of
-``old`` to ``g``, whose consumer ACKs what it gets. The table gives the live rates
-(messages a second produced and consumed), the producer's ACK latency (median and
-99th percentile of the messages sent alone, one a round, between the batches) and
-the replay's own rate.
+thread, as fast as they go. It runs alone, then beside a replay of all of ``old``
+to ``g`` whose consumer ACKs what it gets, --repeats times in turn (a new replay
+each time), and the medians are shown: the live rates (messages a second produced
+and consumed), the producer's ACK latency (median and 99th percentile of messages
+sent alone, one a round, between its batches), the replay's own rate, and the
+node's CPU: its share of one core, and its CPU time per message consumed (live and
+replayed together). On a machine that other work shares, the rates move with that
+work; the CPU per message moves much less.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pzq.bench.groups import cpu_seconds
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.bench.options import positive
 from pzq.client import GroupConsumer, Producer, request_monitor
@@ -100,9 +104,11 @@ def live(node: NodeProcess, seconds: float, replaying: bool) -> dict[str, float]
     time.sleep(1.0)  # the clients joined, the pipes full
     counts = {side: load.count for side, load in loads.items()}
     latencies = len(loads["produce"].latencies)
-    began = time.monotonic()
+    assert node.process is not None
+    cpu_before, began = cpu_seconds(node.process.pid), time.monotonic()
     time.sleep(seconds)
     took = time.monotonic() - began
+    cpu = cpu_seconds(node.process.pid) - cpu_before
     done = {side: (load.count - counts[side]) / took for side, load in loads.items()}
     sent_alone = loads["produce"].latencies[latencies:]
     for load in loads.values():
@@ -110,35 +116,55 @@ def live(node: NodeProcess, seconds: float, replaying: bool) -> dict[str, float]
         load.join(60)
     result = {"produced_per_s": done["produce"], "consumed_per_s": done["consume"],
               "ack_p50_ms": statistics.median(sent_alone) * 1000,
-              "ack_p99_ms": sorted(sent_alone)[int(len(sent_alone) * 0.99)] * 1000}
+              "ack_p99_ms": sorted(sent_alone)[int(len(sent_alone) * 0.99)] * 1000,
+              "node_core_share": cpu / took,
+              "node_cpu_us_per_message": cpu / max(1.0, (done["consume"]
+                                                         + done.get("replay", 0)) * took) * 1e6}
     if replaying:
         result["replayed_per_s"] = done["replay"]
+        request_monitor(node.monitor_dsn, "REPLAY CANCEL " + replay_id(node), 30)
     return result
 
 
-def one_rate(rate: int, archived: int, seconds: float) -> dict[str, Any]:
+def replay_id(node: NodeProcess) -> str:
+    return request_monitor(node.monitor_dsn, "REPLAYS", 10).decode().split()[0]
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {name: statistics.median(run[name] for run in runs) for name in runs[0]}
+
+
+def one_rate(rate: int, archived: int, seconds: float, repeats: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pzq-bench-replay-") as scratch:
         work = Path(scratch)
         node = NodeProcess(work / "db", "--archive-dir", str(work / "archive"),
                            "--replay-rate", str(rate), consume=True).start()
         try:
             archive(node, archived)
-            return {"rate": rate, "alone": live(node, seconds, False),
-                    "beside": live(node, seconds, True)}
+            alone, beside = [], []
+            for _ in range(repeats):
+                alone.append(live(node, seconds, False))
+                beside.append(live(node, seconds, True))
+            return {"rate": rate, "alone": medians(alone), "beside": medians(beside),
+                    "runs": {"alone": alone, "beside": beside}}
         finally:
             node.stop()
 
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [f"{'--replay-rate':>13} {'live':<7} {'produced/s':>10} {'consumed/s':>10} "
-             f"{'ACK p50':>8} {'ACK p99':>8} {'replayed/s':>10}"]
+             f"{'ACK p50':>8} {'ACK p99':>8} {'replayed/s':>10} {'node CPU':>8} "
+             f"{'µs/msg':>7}"]
     for result in results:
         for when in ("alone", "beside"):
             row = result[when]
-            replayed = f"{row['replayed_per_s']:>10.0f}" if "replayed_per_s" in row else ""
+            replayed = (f"{row['replayed_per_s']:>10.0f}" if "replayed_per_s" in row
+                        else f"{'':>10}")
             lines.append(f"{result['rate']:>13} {when:<7} {row['produced_per_s']:>10.0f} "
                          f"{row['consumed_per_s']:>10.0f} {row['ack_p50_ms']:>6.2f}ms "
-                         f"{row['ack_p99_ms']:>6.2f}ms {replayed}")
+                         f"{row['ack_p99_ms']:>6.2f}ms {replayed} "
+                         f"{row['node_core_share']:>7.0%} "
+                         f"{row['node_cpu_us_per_message']:>7.0f}")
     return "\n".join(lines)
 
 
@@ -151,13 +177,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="each run of live traffic (default: %(default)s)")
     parser.add_argument("--rates", default="1000,5000,20000",
                         help="the --replay-rate of each node (default: %(default)s)")
+    parser.add_argument("--repeats", type=positive(int), default=3,
+                        help="runs alone and beside a replay, in turn (default: %(default)s)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     try:
         rates = [int(rate) for rate in args.rates.split(",")]
     except ValueError:
         parser.error(f"--rates {args.rates}: whole numbers separated by ','")
-    results = [one_rate(rate, args.archived, args.seconds) for rate in rates]
+    results = [one_rate(rate, args.archived, args.seconds, args.repeats) for rate in rates]
     print(table(results))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

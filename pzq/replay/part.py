@@ -166,8 +166,11 @@ class Replays(Part, Participant):
     def finish(self, batch: Batch, now: Now) -> None:
         """Read what the rate allows, into the wake's batch; finish replays done with."""
         for replay in list(self.replays.values()):
-            if self._can_read(replay) and self._budget(now.mono) >= 1:
-                self._read(replay, batch)
+            group = self._group_of(replay.record)
+            if group is None:
+                self._drop(replay, batch)
+            elif self._can_read(replay) and self._budget(now.mono) >= 1:
+                self._read(replay, batch, group)
             elif self._all_done(replay):
                 self._finish(replay, batch)
 
@@ -188,17 +191,26 @@ class Replays(Part, Participant):
         return (record.state == READING and record.position < record.end
                 and replay.area.left < AHEAD)
 
-    def _read(self, replay: Replay, batch: Batch) -> None:
+    def _drop(self, replay: Replay, batch: Batch) -> None:
+        """The group was removed: so is its replay, in the wake's batch."""
+        record, area = replay.record, replay.area
+        batch.delete_keys([key for key, _ in self.store.iterate(area.prefix, values=False)])
+        batch.delete(keyspace.replay_record_key(area.node_id))
+        del self.replays[area.node_id]
+        if replay.state is not None:
+            self._drop_state(replay)
+        log.info("replay_dropped", replay=record.id, topic=record.topic, group=record.group,
+                 reason="the group was removed")
+
+    def _read(self, replay: Replay, batch: Batch, group: Group) -> None:
         record, area = replay.record, replay.area
         log_ = self.logs.log(record.topic)
         most = min(CHUNK, int(self.budget), AHEAD - area.left)
         if log_ is None:
             return
-        group = self._group_of(record)
-        takes = group.takes if group is not None else (lambda tag: True)
         try:
             chunk = read_chunk(log_, record.position, record.end, most, record.from_us,
-                               record.to_us, takes)
+                               record.to_us, group.takes)
         except (ValueError, ArchiveError, OSError) as exc:
             log.error("replay_read_failed", replay=record.id, position=record.position,
                       error=str(exc))

@@ -164,6 +164,17 @@ def test_cancel_deletes_what_is_left_and_the_consumers_credit_comes_back(start_i
         assert g.receive(0.5) is None  # nothing of it came back
 
 
+def test_a_replay_goes_with_its_group(start_inproc_node, context, tmp_path):
+    node = archived_node(start_inproc_node, tmp_path, "--replay-rate", "20")
+    archived_and_gone(node, context, [b"r%d" % n for n in range(100)])
+    ask(node, "REPLAY GROUP orders g from=earliest")
+    assert replays(node)[0]["state"] == "reading"
+    assert ask(node, "REMOVE GROUP orders g").startswith("removed group g")
+    wait_until(lambda: replays(node) == [], 10, message="the replay gone with its group")
+    node.restart()
+    assert replays(node) == []
+
+
 def test_the_rate_limits_the_reader(start_inproc_node, context, tmp_path):
     node = archived_node(start_inproc_node, tmp_path, "--replay-rate", "200")
     archived_and_gone(node, context, [b"r%d" % n for n in range(300)])

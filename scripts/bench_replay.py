@@ -7,8 +7,8 @@ beside live traffic").
 For each --replay-rate in --rates a node (a daemon, archive on) archives --archived
 messages of topic ``old`` (produced, then consumed and ACKed by its group ``g``).
 Then live traffic runs for --seconds: a producer (window 1000) and a consumer of
-group ``l`` of topic ``live`` (window 1000, ACKs of each batch), each on its own
-thread, as fast as they go. It runs alone, then beside a replay of all of ``old``
+group ``l`` of topic ``live`` (window 1000, ACKs of each batch), each a process of
+its own, as fast as they go. It runs alone, then beside a replay of all of ``old``
 to ``g`` whose consumer ACKs what it gets, --repeats times in turn (a new replay
 each time), and the medians are shown: the live rates (messages a second produced
 and consumed), the producer's ACK latency (median and 99th percentile of messages
@@ -24,9 +24,9 @@ import argparse
 import json
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
+from multiprocessing import Process, Queue
 from pathlib import Path
 from typing import Any
 
@@ -58,65 +58,66 @@ def archive(node: NodeProcess, count: int) -> None:
                and node.stats()["messages"] == 0, 600, interval=0.2)
 
 
-class Load(threading.Thread):
-    """One side of the live traffic, until told to stop: ``count`` messages done."""
+def load(dsn: str, side: str, warmup: float, seconds: float, out: Queue) -> None:
+    """One side of the live traffic (or the replay's consumer), in a process of its
+    own: (messages done in the measured ``seconds``, latencies of messages sent alone)
+    into ``out``."""
+    counted = [0]
+    latencies: list[float] = []
+    began = time.monotonic()
+    start, stop = began + warmup, began + warmup + seconds
 
-    def __init__(self, node: NodeProcess, side: str) -> None:
-        super().__init__(daemon=True)
-        self.node, self.side = node, side
-        self.count = 0
-        self.latencies: list[float] = []
-        self.stop = threading.Event()
+    def count(done: int) -> None:
+        if start <= time.monotonic() < stop:
+            counted[0] += done
 
-    def run(self) -> None:
-        if self.side == "produce":
-            self._produce()
-        else:
-            self._consume()
-
-    def _produce(self) -> None:
-        with Producer(self.node.receive_dsn, window=1000) as producer:
-            while not self.stop.is_set():
+    if side == "produce":
+        with Producer(dsn, window=1000) as producer:
+            while time.monotonic() < stop:
                 for _ in range(1000):
                     producer.send([BODY], topic="live")
-                self.count += sum(ack.ok for ack in producer.flush(60))
-                began = time.perf_counter()
+                count(sum(ack.ok for ack in producer.flush(60)))
+                sent = time.perf_counter()
                 assert producer.produce([BODY], topic="live", timeout=60).ok
-                self.latencies.append(time.perf_counter() - began)
-                self.count += 1
-
-    def _consume(self) -> None:
-        topic, group = ("live", "l") if self.side == "consume" else ("old", "g")
-        with GroupConsumer(self.node.consume_dsn, topic, group, window=1000) as consumer:
-            while not self.stop.is_set():
+                if start <= time.monotonic() < stop:
+                    latencies.append(time.perf_counter() - sent)
+                count(1)
+    else:
+        topic, group = ("live", "l") if side == "consume" else ("old", "g")
+        with GroupConsumer(dsn, topic, group, window=1000) as consumer:
+            while time.monotonic() < stop:
                 batch = consumer.receive_many(1000, timeout=0.2)
                 consumer.ack_many(batch)
-                self.count += len(batch)
+                count(len(batch))
+    out.put((side, counted[0] / seconds, latencies))
 
 
 def live(node: NodeProcess, seconds: float, replaying: bool) -> dict[str, float]:
-    sides = ["produce", "consume"] + (["replay"] if replaying else [])
-    loads = {side: Load(node, side) for side in sides}
+    sides = {"produce": node.receive_dsn, "consume": node.consume_dsn}
     if replaying:
+        sides["replay"] = node.consume_dsn
         request_monitor(node.monitor_dsn, "REPLAY GROUP old g from=earliest", 30)
-    for load in loads.values():
-        load.start()
-    time.sleep(1.0)  # the clients joined, the pipes full
-    counts = {side: load.count for side, load in loads.items()}
-    latencies = len(loads["produce"].latencies)
+    out: Queue = Queue()
+    warmup = 1.5  # the clients joined, the pipes full
+    workers = [Process(target=load, args=(dsn, side, warmup, seconds, out))
+               for side, dsn in sides.items()]
     assert node.process is not None
+    for worker in workers:
+        worker.start()
+    time.sleep(warmup)
     cpu_before, began = cpu_seconds(node.process.pid), time.monotonic()
     time.sleep(seconds)
     took = time.monotonic() - began
     cpu = cpu_seconds(node.process.pid) - cpu_before
-    done = {side: (load.count - counts[side]) / took for side, load in loads.items()}
-    sent_alone = loads["produce"].latencies[latencies:]
-    for load in loads.values():
-        load.stop.set()
-        load.join(60)
+    answers = {side: (rate, latencies) for side, rate, latencies
+               in (out.get(timeout=120) for _ in workers)}
+    for worker in workers:
+        worker.join(60)
+    done = {side: rate for side, (rate, _) in answers.items()}
+    sent_alone = sorted(answers["produce"][1])
     result = {"produced_per_s": done["produce"], "consumed_per_s": done["consume"],
               "ack_p50_ms": statistics.median(sent_alone) * 1000,
-              "ack_p99_ms": sorted(sent_alone)[int(len(sent_alone) * 0.99)] * 1000,
+              "ack_p99_ms": sent_alone[int(len(sent_alone) * 0.99)] * 1000,
               "node_core_share": cpu / took,
               "node_cpu_us_per_message": cpu / max(1.0, (done["consume"]
                                                          + done.get("replay", 0)) * took) * 1e6}

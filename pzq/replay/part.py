@@ -179,9 +179,10 @@ class Replays(Part, Participant):
         return min(CHUNK, max(1.0, self.rate / 20))
 
     def _budget(self, mono: float) -> float:
-        """What the rate allows now; saved up for a tenth of a second at most, so a
-        replay that waited for ACKs does not then read in one burst."""
-        self.budget = min(max(self._wanted(), self.rate / 10),
+        """What the rate allows now, saved up for a second at most: a node whose wakes
+        come late (its core shared) keeps the rate, and one whose replay waited for
+        ACKs reads at most a second's worth, CHUNK a wake, before it paces again."""
+        self.budget = min(max(self._wanted(), float(self.rate)),
                           self.budget + (mono - self.budget_at) * self.rate)
         self.budget_at = mono
         return self.budget

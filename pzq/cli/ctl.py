@@ -136,7 +136,7 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
                        help="replay: deliver the topic's archive to the group again from "
                             "earliest, a time (ISO 8601, or µs since the epoch) or an "
                             "archive offset")
-    group.add_argument("--to", default=None, metavar="WHERE",
+    group.add_argument("--to", type=seek_or_replay_end, default=None, metavar="WHERE",
                        help="seek: earliest, latest, µs since the epoch, or a message key; "
                             "replay: up to this time or archive offset (the archive's end)")
     group.add_argument("--cancel", default=None, metavar="ID",
@@ -216,6 +216,18 @@ def replay_bound(earliest_ok: bool) -> Callable[[str], str]:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return text
     return bound
+
+
+def seek_or_replay_end(text: str) -> str:
+    """An argparse type: where a seek goes or a replay ends (which one: the action's)."""
+    try:
+        return seek_target(text)
+    except argparse.ArgumentTypeError:
+        try:
+            return replay_bound(False)(text)
+        except argparse.ArgumentTypeError:
+            pass
+        raise
 
 
 def seek_target(text: str) -> str:

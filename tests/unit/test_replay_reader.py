@@ -1,0 +1,120 @@
+"""The replays' reader over a real store and a real archive, in process: a chunk a
+wake within the rate, a batch that fails to write reads the same records again (no
+gap, no repeat), and the position and counts come back from the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.archive import Archive
+from pzq.clock import Now
+from pzq.delivery.replay_area import READ, READING
+from pzq.delivery.settings import DeliverySettings
+from pzq.errors import StoreError
+from pzq.events import EventHub
+from pzq.replay.part import Replays
+from pzq.replay.range import Bound, parse_bound
+from pzq.store import keyspace, record
+from pzq.store.batch import Participant
+from pzq.store.store import Store
+from pzq.store.topics import Topics
+
+SETTINGS = DeliverySettings(30_000_000, 1 << 20, 0)
+
+
+class FailNext(Participant):
+    """Fails the next batch before its write, as a store that cannot write would."""
+
+    armed = False
+
+    def before_write(self) -> None:
+        if self.armed:
+            self.armed = False
+            raise StoreError("the disk is full")
+
+
+def archive_of(path, count: int) -> Archive:
+    archive = Archive(path)
+    archive.open(1.0)
+    for number in range(count):
+        archive.append(ArchivedMessage(b"0a1b2c3d-%016x" % number, b"id%d" % number, "orders",
+                                       1_000 + number, 2, 3, 1, "0a1b2c3d", (b"m%d" % number,),
+                                       headers=(b"TAG:eu",)), 1.0)
+    return archive
+
+
+def opened(tmp_path, archive: Archive, rate: int = 1000):
+    store = Store.open(tmp_path / "db")
+    topics = Topics(store, "default")
+    store.register(topics)
+    failing = FailNext()
+    store.register(failing)
+    batch = store.begin()
+    group = topics.add_group(topics.topic("orders", 1), "g", 0, "", 1)
+    store.commit(batch)
+    replays = Replays(store, topics, archive, SETTINGS, rate, EventHub())
+    return store, topics, group, replays, failing
+
+
+def wake(store: Store, replays: Replays, mono: float) -> None:
+    batch = store.begin()
+    replays.finish(batch, Now(1, mono))
+    try:
+        store.commit(batch)
+    except StoreError:
+        pass
+
+
+def stored_bodies(store: Store, replay_id: bytes) -> list[bytes]:
+    return [record.decode(value).parts[0]
+            for _, value in store.iterate(keyspace.replay_prefix(replay_id))]
+
+
+def test_a_failed_batch_reads_the_same_records_again(tmp_path):
+    archive = archive_of(tmp_path / "archive", 30)
+    store, _, group, replays, failing = opened(tmp_path, archive, rate=10)
+    replays.start(Now(1, 0.0))
+    answer = replays.begin(group, Bound(offset=0), None, {"from": "earliest"}, Now(1, 0.0))
+    assert ": 30 messages from archive offset 0 to " in answer
+    (replay,) = replays.replays.values()
+    wake(store, replays, 1.0)  # a second of the rate: 10
+    assert (replay.record.written, len(stored_bodies(store, replay.area.node_id))) == (10, 10)
+    failing.armed = True
+    wake(store, replays, 2.0)  # read, but not written: undone
+    assert replay.record.written == 10 and replay.area.left == 10
+    wake(store, replays, 3.0)
+    wake(store, replays, 4.0)
+    assert stored_bodies(store, replay.area.node_id) == [b"m%d" % n for n in range(30)]
+    assert (replay.record.state, replay.record.position) == (READ, archive.log("orders")
+                                                              .end_offset)
+    value = store.get(keyspace.replay_key(replay.area.node_id, 0))
+    assert record.decode(value).headers == (b"TOPIC:orders", b"TAG:eu")  # as produced
+    store.close()
+
+
+def test_a_restart_goes_on_from_the_stored_position(tmp_path):
+    archive = archive_of(tmp_path / "archive", 30)
+    store, _, group, replays, _ = opened(tmp_path, archive, rate=10)
+    replays.start(Now(1, 0.0))
+    replays.begin(group, Bound(offset=0), None, {"from": "earliest"}, Now(1, 0.0))
+    wake(store, replays, 1.0)
+    (before,) = replays.replays.values()
+    store.close()
+    store, _, group, replays, _ = opened(tmp_path, archive, rate=10)
+    (after,) = replays.replays.values()
+    assert (after.record.id, after.record.written, after.record.position, after.record.state) \
+        == (before.record.id, 10, before.record.position, READING)
+    assert after.area.left == 10 and after.state is not None
+    store.close()
+
+
+@pytest.mark.parametrize("text, bound", [
+    ("earliest", Bound(offset=0)), ("1234", Bound(offset=1234)),
+    ("1764000000000000", Bound(time_us=1_764_000_000_000_000)),
+    ("2025-11-24T16:00:00Z", Bound(time_us=1_764_000_000_000_000)),
+    ("2025-11-24T16:00:00", Bound(time_us=1_764_000_000_000_000)),  # UTC without a zone
+    ("2025-11-24T17:00:00+01:00", Bound(time_us=1_764_000_000_000_000)),
+])
+def test_a_bound_is_an_offset_or_a_time(text, bound):
+    assert parse_bound(text, "from", earliest_ok=True) == bound

@@ -120,6 +120,11 @@ def test_the_groups_ordinary_deliveries_nack_reject_and_dead_letters(start_inpro
                        confirm=True) as g:
         one, two, three = (g.receive(10) for _ in range(3))
         assert [one.parts[0], two.parts[0], three.parts[0]] == [b"one", b"two", b"three"]
+        pending = ask(node, "PENDING GROUP orders g").splitlines()
+        assert pending[0] == "group g of topic orders: 3 out, 0 waiting"
+        assert [line.split()[0] for line in pending[1:]] == [
+            m.key.decode() for m in (one, two, three)]
+        g.working(one)  # its deadline starts again, as a live delivery's
         g.reject(two)  # to the dead letters
         g.nack(three, delay=0.2)
         g.nack(one)

@@ -118,3 +118,20 @@ def test_a_restart_goes_on_from_the_stored_position(tmp_path):
 ])
 def test_a_bound_is_an_offset_or_a_time(text, bound):
     assert parse_bound(text, "from", earliest_ok=True) == bound
+
+
+def test_a_long_range_is_estimated_and_said_so(tmp_path, monkeypatch):
+    archive = archive_of(tmp_path / "archive", 300)
+    monkeypatch.setattr("pzq.replay.range.COUNT_EXACT_BYTES", 4096)  # counted up to 4 KiB
+    monkeypatch.setattr("pzq.replay.range.SAMPLE_BYTES", 2048)
+    store, _, group, replays, _ = opened(tmp_path, archive, rate=100_000)
+    replays.start(Now(1, 0.0))
+    answer = replays.begin(group, Bound(offset=0), None, {"from": "earliest"}, Now(1, 0.0))
+    about = int(answer.split("about ")[1].split()[0])
+    assert "messages (an estimate) from archive offset 0" in answer and 250 <= about <= 350
+    (replay,) = replays.replays.values()
+    assert " left=~" in replay.line()
+    for second in range(1, 5):
+        wake(store, replays, float(second))
+    assert (replay.record.expected, replay.record.estimated) == (300, False)  # read: exact
+    store.close()

@@ -5,7 +5,8 @@ The node's own parts first: its upkeep (the store's timed fsync, backfill), the
 cluster (peers' frames before the consumers'; a part that does nothing without a
 cluster), the producers' intake (--receive-dsn), the archive (it learns the wake's
 time before the ACKs append, and fsyncs before the ZPER parts say what is durable),
-``default`` (--send-dsn; its reaper tick reaps the takeovers before any group reaps
+the replays of the archive (pzq.replay: their reaper tick before the groups settle
+who holds what), ``default`` (--send-dsn; its reaper tick reaps the takeovers before any group reaps
 its own), the named groups (--consume-dsn) and the node's figures. Then the plug-in
 endpoints that are on (pzq.node.endpoints), the administration, and last the
 monitor, which answers for all of them. A part that is off is not opened, and the

@@ -58,6 +58,7 @@ class Replay:
         self.area = area
         self.state = state
         self.undo: tuple[int, int, str, list[int]] | None = None  # a read being written
+        self.broken = ""  # why its reader stopped (the archive could not be read), if it did
 
     @property
     def finished(self) -> bool:
@@ -73,6 +74,8 @@ class Replay:
             shown = str(area.left)
         state = "delivering" if record.state != DONE and record.position >= record.end \
             else record.state
+        if self.broken:
+            state = f"stopped ({self.broken})"
         return (f"{record.id} topic={record.topic} group={record.group} {asked} "
                 f"offsets={record.start}..{record.end} position={record.position} "
                 f"read={record.written} delivered={min(record.delivered, record.written)} "
@@ -190,7 +193,7 @@ class Replays(Part, Participant):
     def _can_read(self, replay: Replay) -> bool:
         record = replay.record
         return (record.state == READING and record.position < record.end
-                and replay.area.left < AHEAD)
+                and replay.area.left < AHEAD and not replay.broken)
 
     def _drop(self, replay: Replay, batch: Batch) -> None:
         """The group was removed: so is its replay, in the wake's batch."""
@@ -207,12 +210,14 @@ class Replays(Part, Participant):
         record, area = replay.record, replay.area
         log_ = self.logs.log(record.topic)
         most = min(CHUNK, int(self.budget), AHEAD - area.left)
-        if log_ is None:
-            return
         try:
+            if log_ is None:
+                raise ArchiveError(f"the archive has no topic {record.topic}")
             chunk = read_chunk(log_, record.position, record.end, most, record.from_us,
                                record.to_us, group.takes)
         except (ValueError, ArchiveError, OSError) as exc:
+            # stopped until the node starts again (what it read is delivered meanwhile)
+            replay.broken = str(exc)
             log.error("replay_read_failed", replay=record.id, position=record.position,
                       error=str(exc))
             return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pzq.archive.contract import NoLogs
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.tier.archive import Archive
 from pzq.clock import Now
@@ -134,4 +135,23 @@ def test_a_long_range_is_estimated_and_said_so(tmp_path, monkeypatch):
     for second in range(1, 5):
         wake(store, replays, float(second))
     assert (replay.record.expected, replay.record.estimated) == (300, False)  # read: exact
+    store.close()
+
+
+def test_a_replay_whose_archive_is_gone_stops_and_says_why(tmp_path):
+    archive = archive_of(tmp_path / "archive", 30)
+    store, _, group, replays, _ = opened(tmp_path, archive, rate=10)
+    replays.start(Now(1, 0.0))
+    replays.begin(group, Bound(offset=0), None, {"from": "earliest"}, Now(1, 0.0))
+    wake(store, replays, 1.0)
+    store.close()
+    store = Store.open(tmp_path / "db")  # started again without --archive-dir
+    topics = Topics(store, "default")
+    replays = Replays(store, topics, NoLogs(), SETTINGS, 10, EventHub())
+    replays.start(Now(1, 0.0))
+    wake(store, replays, 5.0)
+    (replay,) = replays.replays.values()
+    assert replay.line().endswith("state=stopped (the archive has no topic orders)")
+    assert replays.timeout_ms(Now(1, 6.0)) is None  # no wake for a reader that cannot read
+    assert replay.state is not None and replay.area.left == 10  # what it read is delivered
     store.close()

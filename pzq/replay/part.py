@@ -309,14 +309,13 @@ class Replays(Part, Participant):
         options = dict(word.split("=", 1) for word in words[1:] if "=" in word)
         if kind != "GROUP" or len(names) != 2 or "from" not in options:
             raise ValueError(USAGE)
+        asked = {name: options[name] for name in ("from", "to") if name in options}
         first = parse_bound(options.pop("from"), "from", earliest_ok=True)
         last = parse_bound(options.pop("to"), "to", earliest_ok=False) \
             if "to" in options else None
         if options:
             raise ValueError(f"unknown option {sorted(options)[0]!r}; {USAGE}")
         group = self._named_group(names[0], names[1])
-        asked = {name: word.split("=", 1)[1] for word in words[1:] if "=" in word
-                 for name in (word.split("=", 1)[0],)}
         return self.begin(group, first, last, asked, now).encode()
 
     def begin(self, group: Group, first: Bound, last: Bound | None, asked: dict[str, str],

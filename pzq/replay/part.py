@@ -309,7 +309,8 @@ class Replays(Part, Participant):
         options = dict(word.split("=", 1) for word in words[1:] if "=" in word)
         if kind != "GROUP" or len(names) != 2 or "from" not in options:
             raise ValueError(USAGE)
-        asked = {name: options[name] for name in ("from", "to") if name in options}
+        asked: dict[str, str] = {name: options[name] for name in ("from", "to")
+                                 if name in options}
         first = parse_bound(options.pop("from"), "from", earliest_ok=True)
         last = parse_bound(options.pop("to"), "to", earliest_ok=False) \
             if "to" in options else None

@@ -33,6 +33,7 @@ SAMPLE_BYTES = 1 << 20
 # An offset and a time in µs are told apart by size: µs since the epoch are 16
 # digits from 2001 on; an archive offset that large is 1 PB into one topic's log.
 TIME_DIGITS_AT_LEAST = 16
+MTIME_SLACK_US = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -110,13 +111,15 @@ def _check_offset(log: TopicLog, offset: int, name: str) -> None:
 
 
 def _first_segment_since(log: TopicLog, from_us: int) -> int:
-    """The start of the first segment last written at or after ``from_us``."""
+    """The start of the first segment last written at or after ``from_us`` (less
+    MTIME_SLACK_US: a file's modification time is the kernel's coarse clock, which
+    runs milliseconds behind the one a store time is read from)."""
     for segment in log.segments:
         try:
             modified_us = os.stat(segment.path).st_mtime_ns // 1000
         except OSError:
             continue  # gone with retention
-        if modified_us >= from_us:
+        if modified_us >= from_us - MTIME_SLACK_US:
             return segment.start
     return log.end_offset
 

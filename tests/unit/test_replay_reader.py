@@ -4,6 +4,8 @@ gap, no repeat), and the position and counts come back from the store."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pzq.archive.contract import NoLogs
@@ -15,7 +17,7 @@ from pzq.delivery.settings import DeliverySettings
 from pzq.errors import StoreError
 from pzq.events import EventHub
 from pzq.replay.part import Replays
-from pzq.replay.range import Bound, parse_bound
+from pzq.replay.range import Bound, parse_bound, resolve
 from pzq.store import keyspace, record
 from pzq.store.batch import Participant
 from pzq.store.store import Store
@@ -35,13 +37,13 @@ class FailNext(Participant):
             raise StoreError("the disk is full")
 
 
-def archive_of(path, count: int) -> Archive:
+def archive_of(path, count: int, stored_from_us: int = 1_000) -> Archive:
     archive = Archive(path)
     archive.open(1.0)
     for number in range(count):
         archive.append(ArchivedMessage(b"0a1b2c3d-%016x" % number, b"id%d" % number, "orders",
-                                       1_000 + number, 2, 3, 1, "0a1b2c3d", (b"m%d" % number,),
-                                       headers=(b"TAG:eu",)), 1.0)
+                                       stored_from_us + number, 2, 3, 1, "0a1b2c3d",
+                                       (b"m%d" % number,), headers=(b"TAG:eu",)), 1.0)
     return archive
 
 
@@ -155,3 +157,15 @@ def test_a_replay_whose_archive_is_gone_stops_and_says_why(tmp_path):
     assert replays.timeout_ms(Now(1, 6.0)) is None  # no wake for a reader that cannot read
     assert replay.state is not None and replay.area.left == 10  # what it read is delivered
     store.close()
+
+
+def test_a_segment_whose_coarse_mtime_runs_behind_is_still_read(tmp_path):
+    """A file's mtime comes from the kernel's coarse clock, milliseconds behind the
+    store times of the records written to it: the segment is not skipped for that."""
+    written_us = 1_700_000_000_000_000
+    archive = archive_of(tmp_path / "archive", 3, stored_from_us=written_us + 4_000)
+    (segment,) = archive.log("orders").segments
+    os.utime(segment.path, ns=(written_us * 1000, written_us * 1000))
+    found = resolve(archive.log("orders"), Bound(time_us=written_us + 4_000), None,
+                    lambda tag: True)
+    assert (found.start, found.expected, found.estimated) == (0, 3, False)

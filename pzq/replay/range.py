@@ -7,8 +7,9 @@ time does): a record is in the range when that time lies in [from, to). Records 
 in archive order (the order groups were done with them), which store times follow
 but for redeliveries, so a time range is a filter on the walk, and the walk starts
 at the first segment written to at or after ``from`` (a segment last written before
-it holds no record of the range). An offset is a byte position of the log, as
-ZPER's readers use them, each a record's start (the log's end too, for ``to=``).
+it holds no record of the range; its mtime is given a second's slack). An offset is
+a byte position of the log, as ZPER's readers use them, each a record's start (the
+log's end too, for ``to=``).
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ class ArchivedMessage:
     parts: tuple[bytes, ...]
     outcome: str = "acked"  # or "dead_letter": given up after --max-deliveries
     groups: tuple[str, ...] = ()  # consumer groups done with it, when not only default
+    # the producer's header frames but its TOPIC (in ``topic``), when it gave others: a
+    # replay delivers them as produced (TAG, KEY, ...)
+    headers: tuple[bytes, ...] = ()
 
     def frames(self) -> list[bytes]:
         metadata: dict[str, object] = {
@@ -43,6 +46,8 @@ class ArchivedMessage:
             "origin": self.origin, "outcome": self.outcome}
         if self.groups:
             metadata["groups"] = list(self.groups)
+        if self.headers:
+            metadata["headers"] = [header.decode("latin-1") for header in self.headers]
         return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
 
     @classmethod
@@ -52,7 +57,9 @@ class ArchivedMessage:
         return cls(key, meta["msg_id"].encode("latin-1"), meta["topic"], meta["stored_us"],
                    meta["first_delivered_us"], meta["acked_us"], meta["deliveries"],
                    meta["origin"], parts, meta.get("outcome", "acked"),
-                   tuple(str(group) for group in meta.get("groups", ())))
+                   tuple(str(group) for group in meta.get("groups", ())),
+                   tuple(str(header).encode("latin-1", errors="replace")
+                         for header in meta.get("headers", ())))
 
 
 def parse_metadata(payload: bytes, at: int = 0) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from pzq.node.figures import NodeFigures
 from pzq.node.intake import Intake
 from pzq.node.intake_part import IntakePart
 from pzq.node.outbox import ProducerAcks
+from pzq.node.release import ScheduledRelease
 from pzq.node.state import NodeState
 from pzq.node.upkeep import NodeUpkeep
 from pzq.node.wiring import NodeWiring
@@ -63,6 +64,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
                                      wiring.now), CLUSTER.role)
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)
     parts.add(intake, RECEIVE.role)
+    parts.add(ScheduledRelease(node.scheduled, node.store, node.requeued, node.copy_requeued))
     parts.add(node.archiving.part())
     send = open_send(wiring, node, endpoints[SEND.role], answers)
     parts.add(send, SEND.role)
@@ -97,7 +99,7 @@ def open_intake(wiring: NodeWiring, node: NodeState, dsn: str, parts: Parts) -> 
     socket = sockets.bind_receive(wiring.context, dsn, wiring.security)
     acks = ProducerAcks(socket, node.counters)
     intake = Intake(socket, config.intake, node.store, node.counters, acks, node.topics,
-                    node.dedup, node.routes)
+                    node.dedup, node.routes, node.scheduled)
     part = IntakePart(socket, intake, acks, node.cluster, node.counters, parts,
                       config.replicas, config.hard_sync, node.hub)
     node.store.register(part)

@@ -31,6 +31,7 @@ from pzq.protocol.topic_reads import DEFAULT_GROUP, DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
 from pzq.store.batch import Batch
 from pzq.store.dedup import DedupIndex
+from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.topics import Topics
 
@@ -85,6 +86,8 @@ class NodeState:
                 raise ConfigError(f"--partitions: {exc}") from None
         self.dedup = DedupIndex(store)
         store.register(self.dedup)
+        self.scheduled = ScheduledArea(store)  # DELAY:, NOT-BEFORE: until due
+        store.register(self.scheduled)
         store.register(self.delivery)
         settings = config.cluster
         clients = client_endpoints(config)

@@ -23,6 +23,8 @@ def topic_figures(node: NodeState, consume: NamedGroups, rates: TopicRates,
             "bytes": max(0, topic.stored_bytes),
             "default_group": topic.default_reads,
             "default_rule": topic.default_rule,
+            "scheduled": node.scheduled.counts.get(topic.name, 0),
+            "next_due_us": node.scheduled.next_due_us(topic.name) or 0,
             "rates": _rates(rates.topics.get(topic.id), TOPIC_RATES, mono, topic),
             "groups": {group.name: group_figures(group, consume.groups.get(group.id),
                                                  rates.groups.get(group.id), now_us, mono)

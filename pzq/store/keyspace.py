@@ -32,6 +32,10 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     u <topic:4> <id>     a producer's DEDUP-ID seen in a topic: when (µs) and the seq stored
     U <µs:8> <topic:4> <id>
                          the same, in the order they expire (see pzq.store.dedup)
+    S <len:1> <topic> <due µs:8> <seq:8>
+                         a scheduled message (DELAY:, NOT-BEFORE:) before its due time: its
+                         record, per topic in due-time order (pzq.store.scheduled; format 2)
+    Z <topic>            how many scheduled messages a topic has waiting (format 2)
 
 ``<node:8>`` is the other node's id, 8 ASCII hex characters, and ``<seq:8>`` a
 sequence number, as in the message key (see pzq.protocol.message_keys). ``<topic:4>`` and
@@ -64,6 +68,8 @@ DELIVERED_PREFIX = b"D"
 GROUP_COUNT_PREFIX = b"c"
 DEDUP_PREFIX = b"u"
 DEDUP_AGE_PREFIX = b"U"
+SCHEDULED_PREFIX = b"S"
+SCHEDULED_COUNT_PREFIX = b"Z"
 
 META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
@@ -194,3 +200,23 @@ def seq_at_end(store_key: bytes) -> int:
     """The sequence number that ends a topic log or group key."""
     seq: int = SEQ.unpack_from(store_key, len(store_key) - SEQ.size)[0]
     return seq
+
+
+def scheduled_prefix(topic: str) -> bytes:
+    name = topic.encode()
+    return SCHEDULED_PREFIX + bytes([len(name)]) + name
+
+
+def scheduled_key(topic: str, due_us: int, seq: int) -> bytes:
+    return scheduled_prefix(topic) + SEQ.pack(due_us) + SEQ.pack(seq)
+
+
+def split_scheduled_key(store_key: bytes) -> tuple[int, int]:
+    """(due µs, seq) of an ``S`` key."""
+    due_us, seq = SEQ.unpack_from(store_key, len(store_key) - 16)[0], \
+        SEQ.unpack_from(store_key, len(store_key) - 8)[0]
+    return due_us, seq
+
+
+def scheduled_count_key(topic: str) -> bytes:
+    return SCHEDULED_COUNT_PREFIX + topic.encode()

@@ -1,0 +1,176 @@
+"""Time in messages on real nodes: the time headers refused when malformed, in both
+produce protocols, with nothing stored; delayed and scheduled delivery (DELAY:,
+NOT-BEFORE:) to ``default`` and to named groups, in due-time order, held across a
+restart and a SIGKILL (a daemon's)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
+from pzq.store import keyspace
+from pzq.store.scheduled import ScheduledArea
+from pzq.store.store import Store
+from tests.integration.test_groups import FAST
+from tests.support.harness import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+# -- the headers refused ----------------------------------------------------------------
+
+@pytest.mark.parametrize("batch", [1, 20], ids=["original frames", "produce batches"])
+def test_a_bad_time_header_is_refused_naming_it_and_nothing_is_stored(start_inproc_node,
+                                                                      context, batch):
+    node = start_inproc_node(consume=False, tcp=True)
+    bad = [[b"DELAY:soon"], [b"PRIORITY:10"], [b"TTL:5", b"EXPIRES:5"], [b"NOT-BEFORE:-1"]]
+    with Producer(node.receive_dsn, window=40, batch=batch, context=context) as producer:
+        assert producer.produce([b"first"], topic="orders").ok  # asks for batches
+        sent = [producer.send([b"bad"], headers, topic="orders") for headers in bad]
+        good = producer.send([b"good"], topic="orders", priority=3, ttl=60)
+        acks = {ack.msg_id: ack for ack in producer.flush(10)}
+    assert [(acks[msg_id].ok, acks[msg_id].status_message) for msg_id in sent] == [
+        (False, b"DELAY:soon is not a whole number of milliseconds"),
+        (False, b"PRIORITY:10 is out of range: give 0 to 9 (a priority)"),
+        (False, b"TTL and EXPIRES both given: give one"),
+        (False, b"NOT-BEFORE:-1 is not a whole number of \xc2\xb5s since the epoch")]
+    assert acks[good].ok
+    stats = node.stats()
+    assert (stats["messages"], stats["scheduled"], stats["rejected"]) == (2, 0, 4)
+
+
+# -- delayed and scheduled delivery -------------------------------------------------------
+
+def test_a_delayed_message_is_delivered_at_its_time_and_not_before(start_inproc_node,
+                                                                   context):
+    node = start_inproc_node(consume=False, tcp=True)
+    before = now_us()
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"later"], topic="orders", delay=1.5).ok
+        assert producer.produce([b"at once"], topic="orders", delay=0).ok
+    stats = node.stats()
+    assert (stats["messages"], stats["scheduled"]) == (1, 1)
+    orders = stats["topics"]["orders"]
+    assert orders["scheduled"] == 1
+    assert before + 1_500_000 <= orders["next_due_us"] <= now_us() + 1_500_000
+    with Consumer(node.send_dsn, context=context) as consumer:
+        first = consumer.receive(5)
+        assert first is not None and first.parts[0] == b"at once"
+        first.ack()
+        later = consumer.receive(10)
+        assert later is not None and later.parts[0] == b"later"
+        assert later.sent_us >= before + 1_500_000  # its delivery, not before its time
+        later.ack()
+    node.wait_stats(lambda s: s["messages"] == 0 and s["scheduled"] == 0
+                    and s["topics"]["orders"]["next_due_us"] == 0)
+
+
+def test_due_messages_go_in_due_time_order_then_arrival_order(start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    due = now_us() + 1_000_000
+    with Producer(node.receive_dsn, window=10, context=context) as producer:
+        for body, at, topic in [(b"c", due + 2, "b"), (b"a1", due, "a"), (b"b", due + 1, "a"),
+                                (b"a2", due, "b"), (b"a3", due, "a")]:
+            producer.send([body], topic=topic, not_before=at)
+        assert all(ack.ok for ack in producer.flush(10))
+    assert node.stats()["scheduled"] == 5
+    with Consumer(node.send_dsn, context=context) as consumer:
+        got = []
+        for _ in range(5):
+            message = consumer.receive(10)
+            assert message is not None
+            got.append(message.parts[0])
+            message.ack()
+    assert got == [b"a1", b"a2", b"a3", b"b", b"c"]
+
+
+def test_a_named_group_gets_a_scheduled_message_at_its_time(start_inproc_node, context):
+    node = start_inproc_node(*FAST, tcp=True)
+    assert request_monitor(node.monitor_dsn, "DECLARE TOPIC orders", 10) == b"topic orders\n"
+    with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as group:
+        before = now_us()
+        with Producer(node.receive_dsn, context=context) as producer:
+            assert producer.produce([b"later"], topic="orders", delay=1).ok
+            assert producer.produce([b"now"], topic="orders").ok
+        first = group.receive(5)
+        assert first is not None and first.parts[0] == b"now"
+        group.ack(first)
+        later = group.receive(10)
+        assert later is not None and later.parts[0] == b"later"
+        assert now_us() >= before + 1_000_000
+        group.ack(later)
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["backlog"] == 0)
+
+
+def test_a_message_not_before_a_past_time_is_delivered_at_once(start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"late already"], not_before=now_us() - 10_000_000).ok
+    assert (node.stats()["messages"], node.stats()["scheduled"]) == (1, 0)
+
+
+def test_scheduled_messages_are_kept_across_a_restart(start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"next year"], topic="orders", delay=365 * 86400).ok
+        assert producer.produce([b"soon"], topic="orders", delay=1).ok
+    node.restart()
+    stats = node.stats()
+    assert (stats["scheduled"], stats["topics"]["orders"]["scheduled"]) == (2, 2)
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(10)
+        assert message is not None and message.parts[0] == b"soon"
+        message.ack()
+        assert consumer.receive(0.5) is None
+    node.wait_stats(lambda s: s["scheduled"] == 1 and s["messages"] == 0)
+
+
+# On a daemon: the point is the SIGKILL.
+def test_an_acked_scheduled_message_is_delivered_after_a_sigkill_not_before_its_time(
+        start_node, context):
+    node = start_node()
+    before = now_us()
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"scheduled"], topic="orders", delay=3).ok
+    node.kill()
+    node.restart()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(15)
+        assert message is not None and message.parts[0] == b"scheduled"
+        assert message.sent_us >= before + 3_000_000
+        message.ack()
+    node.wait_figures(lambda f: f["messages"] == 0)
+
+
+def test_the_area_keeps_its_counts_and_order_in_the_store(tmp_path):
+    """A topic's count moves with the batch that adds or releases; the next due time
+    is the first key's, and nothing is due before it."""
+    store = Store.open(tmp_path / "db")
+    area = ScheduledArea(store)
+    store.register(area)
+    batch = store.begin()
+    for due, topic in [(300, "a"), (100, "b"), (200, "a")]:
+        area.add(batch, topic, due, batch.take_seq(), b"record %d" % due)
+    store.commit(batch)
+    assert (area.counts, area.next_due_us(), area.next_due_us("a")) == ({"a": 2, "b": 1},
+                                                                        100, 200)
+    assert area.due(99, 10) == []
+    due = area.due(250, 10)
+    assert [(message.topic, message.due_us) for message in due] == [("b", 100), ("a", 200)]
+    batch = store.begin()
+    for message in due:
+        area.released(batch, message)
+    store.commit(batch)
+    assert (area.counts, area.next_due_us()) == ({"a": 1}, 300)
+    store.close()
+    store = Store.open(tmp_path / "db")
+    again = ScheduledArea(store)
+    assert (again.counts, again.next_due_us()) == ({"a": 1}, 300)
+    assert len(list(store.iterate(keyspace.SCHEDULED_PREFIX))) == 1
+    store.close()

@@ -21,6 +21,8 @@ change of groups reaches them in TOPICS. Every verb is given the wake's time.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from pzq.admin import group_ops
 from pzq.admin.topic_walks import Holders, TopicWalks
 from pzq.admin.topic_words import (
@@ -44,14 +46,17 @@ from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.serving.named_groups import NamedGroups
 from pzq.store import keyspace
 from pzq.store.batch import Batch
+from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP_ID, Group, Topic, Topics
 
 
 class TopicAdmin:
     def __init__(self, store: Store, topics: Topics, consume: NamedGroups,
-                 default: DeliveryState, holders: Holders) -> None:
+                 default: DeliveryState, holders: Holders,
+                 scheduled: ScheduledArea | None = None) -> None:
         self.store = store
+        self.scheduled = scheduled or ScheduledArea(store)  # DELAY:, NOT-BEFORE: waiting
         self.holders = holders
         self.topics = topics
         self.consume = consume  # the named groups of --consume-dsn
@@ -88,10 +93,18 @@ class TopicAdmin:
             lines.append(f"{topic.name} messages={max(0, topic.messages)} "
                          f"bytes={max(0, topic.stored_bytes)} groups={','.join(groups)}"
                          + (" default=unclaimed" if topic.default_takes_unclaimed else "")
-                         + limits_text(topic))
+                         + limits_text(topic) + self._scheduled_text(topic.name))
             for name in sorted(topic.groups):
                 lines += self._group_lines(topic.groups[name], now)
         return ("\n".join(lines) + "\n").encode() if lines else b"no topics\n"
+
+    def _scheduled_text(self, topic: str) -> str:
+        """`` scheduled=N next_due=<UTC time>`` while the topic has scheduled messages."""
+        waiting = self.scheduled.counts.get(topic, 0)
+        if not waiting:
+            return ""
+        due = datetime.fromtimestamp((self.scheduled.next_due_us(topic) or 0) / 1e6, UTC)
+        return f" scheduled={waiting} next_due={due.isoformat(timespec='milliseconds')}"
 
     def _group_lines(self, group: Group, now: Now) -> list[str]:
         deliveries = self.consume.groups.get(group.id)

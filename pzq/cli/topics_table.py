@@ -5,6 +5,7 @@ hold it (a partitioned topic's messages are spread over their owners)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.table import Table
@@ -12,8 +13,8 @@ from rich.table import Table
 from pzq.cli import human
 from pzq.client.monitor import StatsAnswer
 
-COLUMNS = ("node", "topic", "group", "stored / backlog", "in flight", "ready", "consumers",
-           "delivered", "acked", "oldest unacked", "received/s", "acked/s")
+COLUMNS = ("node", "topic", "group", "stored / backlog", "scheduled", "in flight", "ready",
+           "consumers", "delivered", "acked", "oldest unacked", "received/s", "acked/s")
 # received/s on a topic's row, acked/s on a group's: per second over the last minute
 
 
@@ -28,8 +29,8 @@ def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
             node = answer.stats["node_id"] if answer.stats else ""
             view.add_row(node, _topic_cell(topic, figures),
                          "default" if figures.get("default_group") else "",
-                         human.count(figures["messages"]), "", "", "", "", "", "",
-                         _per_second(figures, "received_60s"), "")
+                         human.count(figures["messages"]), _scheduled_cell(figures), "",
+                         "", "", "", "", "", _per_second(figures, "received_60s"), "")
             for group, numbers in sorted(figures.get("groups", {}).items()):
                 view.add_row(node, topic, group, *_group_cells(numbers))
             rows += 1
@@ -52,6 +53,7 @@ def _cluster_rows(view: Table, answers: Sequence[StatsAnswer]) -> None:
             continue
         nodes = f"all {len(on_nodes)}"
         view.add_row(nodes, topic, "", human.count(sum(f["messages"] for f in on_nodes)),
+                     human.count(sum(f.get("scheduled", 0) for f in on_nodes)),
                      "", "", "", "", "", "", human.rate(_summed_rate(on_nodes, "received_60s")),
                      "")
         groups = sorted({group for figures in on_nodes for group in figures.get("groups", {})})
@@ -77,9 +79,18 @@ def _topic_cell(topic: str, figures: dict[str, Any]) -> str:
     return f"{topic} p{owned or '-'}/{figures['partitions']}"
 
 
+def _scheduled_cell(figures: dict[str, Any]) -> str:
+    """Scheduled messages and when the next is due: ``12 next 09:00:00Z``."""
+    waiting = figures.get("scheduled", 0)
+    if not waiting:
+        return ""
+    due = datetime.fromtimestamp(figures.get("next_due_us", 0) / 1e6, UTC)
+    return f"{human.count(waiting)} next {due.strftime('%H:%M:%SZ')}"
+
+
 def _group_cells(numbers: dict[str, Any]) -> list[str]:
     oldest = numbers.get("oldest_unacked_seconds", 0)
-    return [human.count(numbers.get("backlog", 0)),
+    return [human.count(numbers.get("backlog", 0)), "",
             *(human.count(numbers.get(key, 0)) for key in ("inflight", "ready", "consumers",
                                                            "delivered", "acked")),
             human.duration(oldest) if oldest else "", "", _per_second(numbers, "acked_60s")]

@@ -80,7 +80,8 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     parts.add(open_backups(node))
     parts.add(Administration(
         Admin(node.store, node.delivery, node.requeued, node.copy_requeued),
-        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster),
+        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster,
+                   node.scheduled),
         node.routes))
     monitor = sockets.bind_monitor(wiring.context, endpoints[MONITOR.role], wiring.security)
     parts.add(Monitor(monitor, parts, node.counters), MONITOR.role)

@@ -5,6 +5,7 @@ restart and a SIGKILL (a daemon's)."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from pzq.store import keyspace
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from tests.integration.test_groups import FAST
-from tests.support.harness import wait_until
+from tests.support.harness import scrape_metrics
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,6 +60,14 @@ def test_a_delayed_message_is_delivered_at_its_time_and_not_before(start_inproc_
     orders = stats["topics"]["orders"]
     assert orders["scheduled"] == 1
     assert before + 1_500_000 <= orders["next_due_us"] <= now_us() + 1_500_000
+    topics = request_monitor(node.monitor_dsn, "TOPICS", 10).decode()
+    assert re.search(r"^orders messages=1 .* scheduled=1 next_due=20\d\d-\S+\+00:00$",
+                     topics, re.MULTILINE), topics
+    metrics = scrape_metrics(node.monitor_dsn)
+    assert re.search(r'pzq_topic_scheduled\{[^}]*topic="orders"\} 1\.0', metrics)
+    due_s = re.search(r'pzq_topic_next_due_timestamp_seconds\{[^}]*topic="orders"\} (\S+)',
+                      metrics)
+    assert due_s is not None and float(due_s.group(1)) == orders["next_due_us"] / 1e6
     with Consumer(node.send_dsn, context=context) as consumer:
         first = consumer.receive(5)
         assert first is not None and first.parts[0] == b"at once"

@@ -53,6 +53,7 @@ from pzq.cli.common import DEFAULT_MONITOR
 from pzq.cli.consume import DEFAULT_CONSUME, DEFAULT_SEND
 from pzq.cli.produce import DEFAULT_RECEIVE
 from pzq.client import request_monitor
+from pzq.node.endpoints import MONITOR
 from pzq.node.main import parse_config
 from pzq.node.options import OPTIONS_BY_NAME
 from pzq.node.shard_layout import BASE_BROADCAST, plan_shards
@@ -61,10 +62,11 @@ from tests.support.ports import block_of_ports
 
 ROOT = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent
-PAGES = ["tutorial.rst", "groups.rst", "cluster.rst", "archive.rst", "monitoring.rst"]
+PAGES = ["tutorial.rst", "groups.rst", "time.rst", "cluster.rst", "archive.rst",
+         "monitoring.rst"]
 # The tutorial starts after README's quick start, whose node runs in another terminal
 # (tests/integration/test_readme.py starts it from a fresh clone).
-PRELUDE = {"tutorial.rst": "scripts/start-node"}
+PRELUDE = {"tutorial.rst": "scripts/start-node", "time.rst": "scripts/start-node"}
 LINE_TIMEOUT_S = 90
 DOC_PORTS, CLUSTER_PORTS = range(11130, 11160), range(21130, 21160)
 TOOL_DEFAULTS = {"produce": DEFAULT_RECEIVE, "monitor": DEFAULT_MONITOR, "ctl": DEFAULT_MONITOR}
@@ -199,7 +201,8 @@ class Page:
         argv = [*defaults, *given]
         config = parse_config(argv)
         shards = plan_shards(config) if config.shards > 1 else []
-        monitors = [shard.config.monitor_dsn for shard in shards] or [config.monitor_dsn]
+        monitors = ([shard.config.endpoints[MONITOR.role] for shard in shards]
+                    or [config.endpoints[MONITOR.role]])
         log = self.directory / f"node-{len(list(self.directory.glob('node-*.log')))}.log"
         with log.open("wb") as output:
             process = subprocess.Popen([str(BIN / "pzq"), *argv], cwd=self.directory,

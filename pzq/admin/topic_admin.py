@@ -1,7 +1,8 @@
 """Administration of topics and consumer groups over the monitor socket (pzq-ctl).
 
     TOPICS                                       every topic with its groups
-    DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D]
+    DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D] [max_age=D]
+                  [on_expire=dead|drop]
     DECLARE GROUP topic group [start=earliest|latest|µs] [filter=F]
                   [ack_timeout=D] [max_deliveries=N] [backoff=D,D,...]
     REMOVE TOPIC name                            its messages and groups go
@@ -127,7 +128,8 @@ class TopicAdmin:
         kind, names, options = parse_words(arguments, b"DECLARE")
         if kind == "TOPIC":
             count_names(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B] "
-                                  "[dedup_window=D] [partitions=P]")
+                                  "[dedup_window=D] [partitions=P] [max_age=D] "
+                                  "[on_expire=dead|drop]")
             partitions = partitions_given(options.pop("partitions", None))
             limits = topic_settings_given(options)
             no_more(options)
@@ -146,7 +148,7 @@ class TopicAdmin:
         return reply.encode()
 
     def _declare_topic(self, name: str, partitions: int | None,
-                       settings: dict[str, int], now: Now) -> str:
+                       settings: dict[str, object], now: Now) -> str:
         existing = self.topics.topics.get(name)
         if existing is not None and partitions is not None:
             self.topics.check_partitions(existing, partitions)

@@ -51,6 +51,8 @@ COUNTERS = (
     ("pzq_delivered", "delivered", "Deliveries sent, first ones and again."),
     ("pzq_redelivered", "redelivered", "Deliveries of messages delivered before."),
     ("pzq_expired", "expired", "Deliveries not ACKed within the ack timeout (delivered again)."),
+    ("pzq_ttl_expired", "ttl_expired",
+     "Messages past their TTL, EXPIRES or topic max_age: never delivered again."),
     ("pzq_evicted", "evicted",
      "Deliveries pushed out of the in-flight table by --inflight-size (delivered again)."),
     ("pzq_dead_lettered", "dead_lettered", "Messages moved to the dead letters."),

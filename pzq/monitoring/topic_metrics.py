@@ -21,6 +21,8 @@ TOPIC_GAUGES = (
     ("pzq_topic_scheduled", "scheduled",
      "Messages of the topic stored with a time to deliver them from (DELAY, NOT-BEFORE) "
      "that has not come."),
+    ("pzq_topic_ttl_expired", "ttl_expired",
+     "Messages of the topic past their TTL, EXPIRES or max_age since the node started."),
     ("pzq_topic_next_due_timestamp_seconds", "next_due_us",
      "When the topic's next scheduled message is due, in seconds since the epoch (0: none "
      "waits)."),

@@ -41,6 +41,8 @@ class Config:
     batch_size: int
     max_deliveries: int
     dedup_window_us: int
+    max_age_us: int
+    on_expire: str
     max_messages: int
     max_bytes: int
     archive_dir: str | None

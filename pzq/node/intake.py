@@ -11,6 +11,7 @@ from typing import NamedTuple
 from pzq.clock import Now
 from pzq.cluster.routes import Routes
 from pzq.counters import Counters
+from pzq.delivery.expiry import MessageExpiry
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.outbox import ProducerAcks
@@ -64,9 +65,11 @@ class StoredRun:
 class Intake(Participant):
     def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
                  counters: Counters, acks: ProducerAcks, topics: Topics,
-                 dedup: DedupIndex, routes: Routes, scheduled: ScheduledArea) -> None:
+                 dedup: DedupIndex, routes: Routes, scheduled: ScheduledArea,
+                 expiry: MessageExpiry) -> None:
         self.socket = socket
-        self.scheduled = scheduled
+        self.scheduled = scheduled  # DELAY:, NOT-BEFORE: until due
+        self.expiry = expiry  # TTL:, EXPIRES: in the expiry index
         self.routes = routes
         self.topics = topics
         self.limits = limits
@@ -163,6 +166,8 @@ class Intake(Participant):
             self._scheduled.append((produce.routing_id, produce.msg_id))
             return
         seq = batch.add_message(value)
+        if facts.times.expires_us:
+            self.expiry.track(batch, facts.times.expires_us, seq)
         self._note_stored(batch, seq, topic, tag, len(value))
         accepted.append((produce.routing_id, produce.msg_id, seq, value))
 

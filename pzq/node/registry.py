@@ -23,6 +23,7 @@ from pzq.backup.job import NodeFacts
 from pzq.backup.part import Backups
 from pzq.clock import Now
 from pzq.node.endpoints import CLUSTER, CONSUME, MONITOR, PLUG_INS, RECEIVE, SEND
+from pzq.node.expiry_sweep import ExpirySweep
 from pzq.node.figures import NodeFigures
 from pzq.node.intake import Intake
 from pzq.node.intake_part import IntakePart
@@ -64,7 +65,8 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
                                      wiring.now), CLUSTER.role)
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)
     parts.add(intake, RECEIVE.role)
-    parts.add(ScheduledRelease(node.scheduled, node.store, node.requeued, node.copy_requeued))
+    parts.add(ScheduledRelease(node.scheduled, node.store, node.requeued, node.copy_requeued,
+                               node.expiry))
     parts.add(node.archiving.part())
     send = open_send(wiring, node, endpoints[SEND.role], answers)
     parts.add(send, SEND.role)
@@ -72,6 +74,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     if CONSUME.role in endpoints:
         consume = opened = open_consume(wiring, node, endpoints[CONSUME.role], answers)
         parts.add(opened, CONSUME.role)
+    parts.add(ExpirySweep(node.expiry, node.store, node.topics, node.delivery, consume))
     parts.add(NodeFigures(node, intake.acks, send.connections, consume))
     for plug_in in PLUG_INS:
         dsn = endpoints.get(plug_in.endpoint.role)
@@ -100,7 +103,7 @@ def open_intake(wiring: NodeWiring, node: NodeState, dsn: str, parts: Parts) -> 
     socket = sockets.bind_receive(wiring.context, dsn, wiring.security)
     acks = ProducerAcks(socket, node.counters)
     intake = Intake(socket, config.intake, node.store, node.counters, acks, node.topics,
-                    node.dedup, node.routes, node.scheduled)
+                    node.dedup, node.routes, node.scheduled, node.expiry)
     part = IntakePart(socket, intake, acks, node.cluster, node.counters, parts,
                       config.replicas, config.hard_sync, node.hub)
     node.store.register(part)
@@ -126,4 +129,5 @@ def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
                                   config.consume_heartbeat_ms)
     return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
                            config.consume_heartbeat_ms, config.consume_heartbeat_s,
-                           config.batch_size, node.cluster, node.holds, node.hub)
+                           config.batch_size, node.cluster, node.holds, node.hub,
+                           node.expiry)

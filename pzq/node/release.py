@@ -15,7 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pzq.clock import Now, poll_ms
+from pzq.delivery.expiry import DEAD, MessageExpiry
+from pzq.delivery.owed import EXPIRED
 from pzq.parts import Figures, Part
+from pzq.protocol.time_headers import message_times
+from pzq.store import keyspace, record
 from pzq.store.batch import Batch, Participant
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
@@ -30,8 +34,9 @@ Copied = Callable[[list[tuple[int, bytes]], float], None]  # new own messages to
 
 class ScheduledRelease(Part, Participant):
     def __init__(self, area: ScheduledArea, store: Store, into_topic: Requeued,
-                 copy: Copied) -> None:
+                 copy: Copied, expiry: MessageExpiry) -> None:
         self.area = area
+        self.expiry = expiry
         self.into_topic = into_topic
         self.copy = copy
         self._released: list[tuple[int, bytes]] = []  # seq, record: in the batch
@@ -51,10 +56,25 @@ class ScheduledRelease(Part, Participant):
             return
         self._mono = now.mono
         for message in self.area.due(now.wall_us, RELEASE_PER_WAKE):
-            seq = batch.add_message(message.value)
-            self.into_topic(batch, seq, message.value)
             self.area.released(batch, message)
-            self._released.append((seq, message.value))
+            self._release(batch, message.value, now.wall_us)
+
+    def _release(self, batch: Batch, value: bytes, now_us: int) -> None:
+        """Into its topic as a new message, or, expired already (its TTL counts from
+        when it was stored), to the dead letters or nowhere as its topic says."""
+        stored_us = record.stored_us_of(value)
+        fate = self.expiry.verdict_of(value, now_us, stored_us)
+        if fate:
+            if fate == DEAD:
+                batch.put(keyspace.dead_reason_key(batch.add_dead_letter(value)), EXPIRED)
+            self.expiry.expired_final(value)
+            return
+        seq = batch.add_message(value)
+        self.into_topic(batch, seq, value)
+        expires_us = message_times(record.headers_of(value), stored_us).expires_us
+        if expires_us:
+            self.expiry.track(batch, expires_us, seq)
+        self._released.append((seq, value))
 
     def written(self) -> None:
         released, self._released = self._released, []

@@ -21,6 +21,7 @@ from pzq.cluster.placement import Placement
 from pzq.cluster.routes import Routes, advertised, host_of
 from pzq.counters import Counters
 from pzq.delivery.areas import TakeoverArea
+from pzq.delivery.expiry import MessageExpiry
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
@@ -33,6 +34,7 @@ from pzq.store.batch import Batch
 from pzq.store.dedup import DedupIndex
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
+from pzq.store.topic_model import ON_EXPIRE_DEAD
 from pzq.store.topics import Topics
 
 
@@ -73,8 +75,11 @@ class NodeState:
         self.topics = Topics(store, config.archive_topic)
         store.register(self.topics)  # first: the delivery states' deletes go through it
         self.default_area = DefaultArea(store, self.topics)
+        # before the delivery states: their batches' expiries are counted after its own
+        self.expiry = MessageExpiry(store, self.topics, self.counters)
+        store.register(self.expiry)
         self.delivery = DeliveryState(self.default_area, config.delivery, self.counters,
-                                      self.holds)
+                                      self.holds, self.expiry)
         self.window = DeliveryWindow(config.prefetch, config.ack_timeout_us, now.wall_us)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
@@ -84,6 +89,7 @@ class NodeState:
                 self.topics.partition(self.topics.topic(name, now.wall_us), count)
             except ValueError as exc:
                 raise ConfigError(f"--partitions: {exc}") from None
+        self._default_topic_expiry(config, now)
         self.dedup = DedupIndex(store)
         store.register(self.dedup)
         self.scheduled = ScheduledArea(store)  # DELAY:, NOT-BEFORE: until due
@@ -103,6 +109,14 @@ class NodeState:
         self.archiving: Archiving | NoArchiving = (Archiving(ArchiveTier(archive))
                                                    if archive is not None else NoArchiving())
         store.register(self.archiving)
+
+    def _default_topic_expiry(self, config: Config, now: Now) -> None:
+        """--max-age and --on-expire, when given, are the default topic's settings."""
+        if config.max_age_us or config.on_expire != ON_EXPIRE_DEAD:
+            topic = self.topics.topic(config.archive_topic, now.wall_us)
+            topic.max_age_us = config.max_age_us or topic.max_age_us
+            topic.on_expire = config.on_expire
+            self.topics.changed(topic)
 
     def _delivery_state(self, area: TakeoverArea) -> DeliveryState:
         """A taken-over area's. A named group taken over counts its own work (STATS

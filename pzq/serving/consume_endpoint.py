@@ -22,6 +22,7 @@ import zmq
 
 from pzq.clock import Now
 from pzq.counters import Counters
+from pzq.delivery.expiry import NO_EXPIRY, Expiry
 from pzq.delivery.groups import GroupArea, group_settings
 from pzq.delivery.held import HeldElsewhere
 from pzq.delivery.settings import DeliverySettings
@@ -76,8 +77,9 @@ class ConsumeEndpoint(Part):
     def __init__(self, socket: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
                  heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
-                 held: HeldElsewhere, hub: EventHub) -> None:
+                 held: HeldElsewhere, hub: EventHub, expiry: Expiry = NO_EXPIRY) -> None:
         self.socket = socket
+        self.expiry = expiry  # the node's own messages' (pzq.delivery.expiry)
         self.taken_over: TakenOver = cluster.takeovers.taken
         self.own_allowed = cluster.own_delivery_allowed
         self.held = held
@@ -111,7 +113,8 @@ class ConsumeEndpoint(Part):
         found = self.groups.get(group.id)
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group),
-                                  group_settings(self.settings, group), Counters(), self.held)
+                                  group_settings(self.settings, group), Counters(), self.held,
+                                  self.expiry)
             self.store.register(state)
             found = self.groups[group.id] = NamedGroupDelivery(group, state, self.taken_over)
         return found

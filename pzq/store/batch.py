@@ -96,6 +96,7 @@ class Batch:
 
     def drop_dead_letter(self, seq: int) -> None:
         self.delete(keyspace.dead_key(seq))
+        self.delete(keyspace.dead_reason_key(seq))
         self.dead_delta -= 1
 
     def put(self, key: bytes, value: bytes) -> None:

@@ -36,6 +36,10 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
                          a scheduled message (DELAY:, NOT-BEFORE:) before its due time: its
                          record, per topic in due-time order (pzq.store.scheduled; format 2)
     Z <topic>            how many scheduled messages a topic has waiting (format 2)
+    X <expires µs:8> <seq:8>
+                         an own message's expiry (TTL:, EXPIRES:), in time order (see
+                         pzq.delivery.expiry; format 2)
+    E <seq:8>            why a dead letter is one, when it is not its deliveries (expired)
 
 ``<node:8>`` is the other node's id, 8 ASCII hex characters, and ``<seq:8>`` a
 sequence number, as in the message key (see pzq.protocol.message_keys). ``<topic:4>`` and
@@ -70,6 +74,8 @@ DEDUP_PREFIX = b"u"
 DEDUP_AGE_PREFIX = b"U"
 SCHEDULED_PREFIX = b"S"
 SCHEDULED_COUNT_PREFIX = b"Z"
+EXPIRY_PREFIX = b"X"
+DEAD_REASON_PREFIX = b"E"
 
 META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
@@ -220,3 +226,17 @@ def split_scheduled_key(store_key: bytes) -> tuple[int, int]:
 
 def scheduled_count_key(topic: str) -> bytes:
     return SCHEDULED_COUNT_PREFIX + topic.encode()
+
+
+def expiry_key(expires_us: int, seq: int) -> bytes:
+    return EXPIRY_PREFIX + SEQ.pack(expires_us) + SEQ.pack(seq)
+
+
+def split_expiry_key(store_key: bytes) -> tuple[int, int]:
+    """(expires µs, seq) of an ``X`` key."""
+    expires_us, seq = SEQ.unpack_from(store_key, 1)[0], SEQ.unpack_from(store_key, 9)[0]
+    return expires_us, seq
+
+
+def dead_reason_key(seq: int) -> bytes:
+    return DEAD_REASON_PREFIX + SEQ.pack(seq)

@@ -6,7 +6,10 @@ restart and a SIGKILL (a daemon's)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,10 +21,22 @@ from tests.integration.test_groups import FAST
 from tests.support.harness import scrape_metrics
 
 pytestmark = pytest.mark.timeout(60)
+BIN = Path(sys.executable).parent
+
+
+def tool(name: str, *args: str, input: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / name), *args], capture_output=True, check=False,
+                          text=True, timeout=40, input=input)
 
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+def let_time_pass(seconds: float) -> None:
+    """A wait for the wall clock itself (a message's age), not for the node: nothing
+    the node does can end it sooner."""
+    time.sleep(seconds)
 
 
 # -- the headers refused ----------------------------------------------------------------
@@ -183,3 +198,167 @@ def test_the_area_keeps_its_counts_and_order_in_the_store(tmp_path):
     assert (again.counts, again.next_due_us()) == ({"a": 1}, 300)
     assert len(list(store.iterate(keyspace.SCHEDULED_PREFIX))) == 1
     store.close()
+
+
+# -- expiry -------------------------------------------------------------------------------
+
+def dead_lines(node) -> list[str]:
+    return request_monitor(node.monitor_dsn, "DEAD", 10).decode().splitlines()[1:]
+
+
+def test_an_expired_message_is_never_delivered_and_goes_to_the_dead_letters(
+        start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"stale soon"], topic="orders", ttl=0.3).ok
+        assert producer.produce([b"fresh"], topic="orders", ttl=3600).ok
+    node.wait_stats(lambda s: s["ttl_expired"] == 1 and s["dead_letters"] == 1, 10)
+    stats = node.stats()
+    assert (stats["messages"], stats["topics"]["orders"]["ttl_expired"]) == (1, 1)
+    assert stats["expired"] == 0  # ack timeouts keep their own count
+    [line] = dead_lines(node)
+    assert line.endswith(" deliveries=0 bytes=10 reason=expired"), line
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(5)
+        assert message is not None and message.parts[0] == b"fresh"
+        message.ack()
+        assert consumer.receive(0.3) is None
+    metrics = scrape_metrics(node.monitor_dsn)
+    assert re.search(r"pzq_ttl_expired_total\{[^}]*\} 1\.0", metrics)
+    assert re.search(r'pzq_topic_ttl_expired\{[^}]*topic="orders"\} 1\.0', metrics)
+
+
+def test_a_topic_that_drops_expired_messages_keeps_no_dead_letter(start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    answer = request_monitor(node.monitor_dsn, "DECLARE TOPIC orders on_expire=drop", 10)
+    assert answer == b"topic orders on_expire=drop\n"
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"stale soon"], topic="orders", expires=now_us() + 300_000).ok
+    node.wait_stats(lambda s: s["ttl_expired"] == 1 and s["messages"] == 0, 10)
+    assert node.stats()["dead_letters"] == 0
+
+
+def test_every_group_lets_an_expired_message_go_and_it_is_counted_once(start_inproc_node,
+                                                                        context):
+    node = start_inproc_node(*FAST, tcp=True)
+    for command in ("DECLARE TOPIC orders", "DECLARE GROUP orders billing",
+                    "DECLARE GROUP orders audit"):
+        assert not request_monitor(node.monitor_dsn, command, 10).startswith(b"ERROR")
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"stale soon"], topic="orders", ttl=0.3).ok
+        assert producer.produce([b"fresh"], topic="orders").ok
+    node.wait_stats(lambda s: s["ttl_expired"] == 1 and s["dead_letters"] == 1, 10)
+    for name in ("billing", "audit"):
+        with GroupConsumer(node.consume_dsn, "orders", name, context=context) as group:
+            message = group.receive(5)
+            assert message is not None and message.parts[0] == b"fresh"
+            group.ack(message)
+            assert group.receive(0.3) is None
+    node.wait_stats(lambda s: s["messages"] == 0)
+
+
+def test_a_delivery_out_at_expiry_is_not_taken_back_and_its_ack_counts(start_inproc_node,
+                                                                        context):
+    node = start_inproc_node("--ack-timeout", "30s", consume=False, tcp=True)
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"kept"], topic="orders", ttl=0.5).ok
+        assert producer.produce([b"given back"], topic="orders", ttl=0.5).ok
+    with Consumer(node.send_dsn, context=context) as consumer:
+        kept, given_back = consumer.receive(5), consumer.receive(5)
+        assert kept is not None and given_back is not None
+        node.wait_stats(lambda s: s["expired_lingering"] == 2, 10)  # swept, both out
+        kept.ack()  # accepted: it was delivered in time
+        given_back.nack()  # back after its expiry: to the dead letters, not again
+        assert consumer.receive(0.5) is None
+    node.wait_stats(lambda s: s["messages"] == 0 and s["dead_letters"] == 1
+                    and s["acked"] == 1 and s["ttl_expired"] == 1, 10)
+    [line] = dead_lines(node)
+    assert "deliveries=1" in line and line.endswith("reason=expired")
+
+
+def test_a_topic_s_max_age_expires_its_older_messages(start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    answer = request_monitor(node.monitor_dsn, "DECLARE TOPIC orders max_age=400ms", 10)
+    assert answer == b"topic orders max_age_us=400000\n"
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"old"], topic="orders").ok
+        assert producer.produce([b"other topic"], topic="clicks").ok
+    let_time_pass(0.6)  # the message ages past max_age with no consumer
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(5)
+        assert message is not None and message.parts[0] == b"other topic"
+        message.ack()
+        assert consumer.receive(0.3) is None
+    stats = node.stats()
+    assert (stats["ttl_expired"], stats["dead_letters"], stats["messages"]) == (1, 1, 0)
+
+
+def test_the_node_s_max_age_and_on_expire_are_the_default_topic_s(start_inproc_node,
+                                                                     context):
+    node = start_inproc_node("--max-age", "300ms", "--on-expire", "drop", consume=False,
+                             tcp=True)
+    topic = node.stats()["topics"]["default"]
+    assert (topic["max_age_us"], topic["on_expire"]) == (300_000, "drop")
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"no topic"]).ok
+    let_time_pass(0.5)
+    with Consumer(node.send_dsn, context=context) as consumer:
+        assert consumer.receive(0.5) is None
+    stats = node.stats()
+    assert (stats["ttl_expired"], stats["dead_letters"], stats["messages"]) == (1, 0, 0)
+
+
+def test_a_scheduled_message_that_expires_before_its_time_is_never_delivered(
+        start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"too late"], topic="orders", delay=0.5, ttl=0.2).ok
+        assert producer.produce([b"in time"], topic="orders", delay=0.5, ttl=60).ok
+    node.wait_stats(lambda s: s["scheduled"] == 0 and s["ttl_expired"] == 1, 10)
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(5)
+        assert message is not None and message.parts[0] == b"in time"
+        message.ack()
+        assert consumer.receive(0.3) is None
+    [line] = dead_lines(node)
+    assert line.endswith("reason=expired")
+
+
+# On a daemon: the point is the SIGKILL.
+def test_expiry_holds_across_a_sigkill(start_node, context):
+    node = start_node()
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"expires"], topic="orders", ttl=2).ok
+        assert producer.produce([b"stays"], topic="orders").ok
+    node.kill()
+    let_time_pass(2.2)  # it expires while the node is down
+    node.restart()
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(10)
+        assert message is not None and message.parts[0] == b"stays"
+        message.ack()
+        assert consumer.receive(0.5) is None
+    node.wait_figures(lambda f: f["messages"] == 0)
+
+
+# -- the tools ----------------------------------------------------------------------------
+
+def test_the_tools_declare_expiry_and_send_time_headers(start_inproc_node):
+    node = start_inproc_node(consume=False, tcp=True)
+    declared = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "orders",
+                    "--max-age", "1h", "--on-expire", "drop")
+    assert (declared.returncode, declared.stdout) == (
+        0, "topic orders max_age_us=3600000000 on_expire=drop\n"), declared.stderr
+    sent = tool("pzq-produce", "--dsn", node.receive_dsn, "--topic", "orders", "--delay",
+                "1d", "--ttl", "2d", "--priority", "9", input="later\n")
+    assert sent.returncode == 0, sent.stderr
+    stats = node.stats()
+    assert (stats["scheduled"], stats["topics"]["orders"]["scheduled"]) == (1, 1)
+    refused = tool("pzq-produce", "--dsn", node.receive_dsn, "--delay", "1s",
+                   "--not-before", "2026-12-01T09:00:00Z", input="x\n")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith(
+        "--delay and --not-before go alone: one time to deliver from")
+    bad = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "orders",
+               "--on-expire", "keep")
+    assert bad.returncode == 2 and "invalid choice: 'keep'" in bad.stderr

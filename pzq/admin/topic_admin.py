@@ -38,6 +38,7 @@ from pzq.admin.topic_words import (
     topic_settings_given,
 )
 from pzq.clock import Now
+from pzq.delivery.ages import TopicAges, age_seconds
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError, StoreError
 from pzq.parts import Verb
@@ -63,6 +64,7 @@ class TopicAdmin:
         self.consume = consume  # the named groups of --consume-dsn
         self.default = default  # ``default``'s delivery state (--send-dsn)
         self.walks = TopicWalks(store, topics, consume, default, holders)
+        self.ages = TopicAges(store, topics)
 
     def verbs(self, node_pending: Verb) -> dict[bytes, Verb]:
         """The verbs of topics and groups; PENDING without GROUP is ``node_pending``."""
@@ -94,10 +96,17 @@ class TopicAdmin:
             lines.append(f"{topic.name} messages={max(0, topic.messages)} "
                          f"bytes={max(0, topic.stored_bytes)} groups={','.join(groups)}"
                          + (" default=unclaimed" if topic.default_takes_unclaimed else "")
-                         + limits_text(topic) + self._scheduled_text(topic.name))
+                         + limits_text(topic) + self._scheduled_text(topic.name)
+                         + self._oldest_text(topic, now))
             for name in sorted(topic.groups):
                 lines += self._group_lines(topic.groups[name], now)
         return ("\n".join(lines) + "\n").encode() if lines else b"no topics\n"
+
+    def _oldest_text(self, topic: Topic, now: Now) -> str:
+        """`` oldest_seconds=S`` while the topic has messages stored."""
+        if topic.messages <= 0:
+            return ""
+        return f" oldest_seconds={self.ages.oldest_seconds(now.wall_us).get(topic.name, 0)}"
 
     def _scheduled_text(self, topic: str) -> str:
         """`` scheduled=N next_due=<UTC time>`` while the topic has scheduled messages."""
@@ -111,9 +120,12 @@ class TopicAdmin:
         deliveries = self.consume.groups.get(group.id)
         if deliveries is None:
             return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0"]
+        oldest = deliveries.state.oldest_open() if group.backlog > 0 else None
+        lag_s = f" lag_seconds={age_seconds(oldest[1], now.wall_us)}" if oldest else ""
         lines = [f"  group {group.name} backlog={max(0, group.backlog)} "
                  f"lag={deliveries.lag()} inflight={len(deliveries.state.inflight)} "
-                 f"ready={len(deliveries.state.ready)} consumers={len(deliveries.consumers)}"]
+                 f"ready={len(deliveries.state.ready)} consumers={len(deliveries.consumers)}"
+                 + lag_s]
         for consumer in deliveries.consumers:
             lines.append(f"    consumer {consumer.routing_id.hex()} held={len(consumer.held)} "
                          f"window={consumer.window} "

@@ -91,6 +91,19 @@ class DeliveryState(Participant):
                      for entry in table.entries()]
         return min([self.cursor, *open_seqs, *self.owed.leaving_seqs()])
 
+    def oldest_open(self) -> tuple[int, bytes] | None:
+        """(seq, record) of the oldest message the group has not ACKed, held or not
+        (None: none): the lowest of what is out or given back, and the first message
+        at the cursor (one read). For figures, not per message."""
+        found = [entry for table in (self.inflight, self.ready, self.delayed)
+                 if (entry := table.lowest()) is not None]
+        best = min(((entry.seq, entry.value) for entry in found), default=None)
+        if best is None or best[0] > self.cursor:
+            for seq, value in self.area.read(self.cursor, 1).found[:1]:
+                if best is None or seq < best[0]:
+                    best = (seq, value)
+        return best
+
     def rewind(self, delivered_below: int = 0) -> None:
         """Look at every stored message again (the takeover rule's answer changed, or
         an operator's seek): what the cursor passed was delivered, here or elsewhere,

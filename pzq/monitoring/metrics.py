@@ -28,6 +28,10 @@ GAUGES = (
     ("pzq_messages_stored", "messages", "Messages stored and not yet acked."),
     ("pzq_messages_inflight", "messages_inflight", "Deliveries awaiting a consumer ACK."),
     ("pzq_messages_ready", "messages_ready", "Messages waiting to be delivered again."),
+    ("pzq_lag_seconds", "lag_seconds", "Age of the oldest message the default group "
+     "(--send-dsn) has not ACKed, out at a consumer or not."),
+    ("pzq_scheduled", "scheduled",
+     "Messages stored with a time to deliver them from that has not come."),
     ("pzq_dead_letters", "dead_letters", "Messages in the dead letters."),
     ("pzq_stored_bytes", "db_size", "Bytes of stored messages."),
     ("pzq_inflight_bytes", "inflight_db_size", "Bytes of messages in flight."),

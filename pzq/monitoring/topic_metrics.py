@@ -21,6 +21,8 @@ TOPIC_GAUGES = (
     ("pzq_topic_scheduled", "scheduled",
      "Messages of the topic stored with a time to deliver them from (DELAY, NOT-BEFORE) "
      "that has not come."),
+    ("pzq_topic_oldest_seconds", "oldest_seconds",
+     "Age of the topic's oldest stored message (since its due time, if scheduled)."),
     ("pzq_topic_ttl_expired", "ttl_expired",
      "Messages of the topic past their TTL, EXPIRES or max_age since the node started."),
     ("pzq_topic_next_due_timestamp_seconds", "next_due_us",
@@ -35,6 +37,8 @@ GROUP_GAUGES = (
     ("pzq_group_messages_delayed", "delayed",
      "The group's messages waiting out a backoff or a delayed NACK."),
     ("pzq_group_lag", "lag", "The group's backlog not yet delivered (less what is out)."),
+    ("pzq_group_lag_seconds", "lag_seconds",
+     "Age of the oldest message the group has not ACKed, out at a consumer or not."),
     ("pzq_group_consumers", "consumers", "Consumers of the group connected."),
     ("pzq_group_oldest_unacked_seconds", "oldest_unacked_seconds",
      "Age of the group's oldest unacked delivery."),

@@ -76,7 +76,7 @@ def test_a_delayed_message_is_delivered_at_its_time_and_not_before(start_inproc_
     assert orders["scheduled"] == 1
     assert before + 1_500_000 <= orders["next_due_us"] <= now_us() + 1_500_000
     topics = request_monitor(node.monitor_dsn, "TOPICS", 10).decode()
-    assert re.search(r"^orders messages=1 .* scheduled=1 next_due=20\d\d-\S+\+00:00$",
+    assert re.search(r"^orders messages=1 .* scheduled=1 next_due=20\d\d-\S+\+00:00 ",
                      topics, re.MULTILINE), topics
     metrics = scrape_metrics(node.monitor_dsn)
     assert re.search(r'pzq_topic_scheduled\{[^}]*topic="orders"\} 1\.0', metrics)
@@ -362,3 +362,57 @@ def test_the_tools_declare_expiry_and_send_time_headers(start_inproc_node):
     bad = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "orders",
                "--on-expire", "keep")
     assert bad.returncode == 2 and "invalid choice: 'keep'" in bad.stderr
+
+
+# -- lag in seconds ---------------------------------------------------------------------
+
+def test_lag_seconds_is_the_age_of_the_oldest_message_not_acked_held_or_not(
+        start_inproc_node, context):
+    node = start_inproc_node(*FAST, tcp=True)
+    for command in ("DECLARE TOPIC orders", "DECLARE GROUP orders billing"):
+        assert not request_monitor(node.monitor_dsn, command, 10).startswith(b"ERROR")
+    stats = node.stats()
+    assert (stats["lag_seconds"], stats["topics"]["orders"]["oldest_seconds"],
+            stats["topics"]["orders"]["groups"]["billing"]["lag_seconds"]) == (0, 0, 0)
+    before = now_us()
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"first"], topic="orders").ok
+        assert producer.produce([b"second"], topic="orders").ok
+        assert producer.produce([b"elsewhere"], topic="clicks").ok
+    let_time_pass(0.5)
+    with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as group:
+        first = group.receive(5)
+        assert first is not None and first.parts[0] == b"first"  # held, not acked
+        stats = node.stats()
+        orders = stats["topics"]["orders"]
+        waited = (now_us() - before) / 1e6
+        assert 0.5 <= orders["groups"]["billing"]["lag_seconds"] <= waited
+        assert 0.5 <= orders["oldest_seconds"] <= waited
+        assert 0.5 <= stats["topics"]["clicks"]["oldest_seconds"] <= waited
+        assert 0.5 <= stats["lag_seconds"] <= waited  # default, on --send-dsn: clicks
+        topics = request_monitor(node.monitor_dsn, "TOPICS", 10).decode()
+        assert re.search(r"^orders messages=2 .* oldest_seconds=\d+\.\d+$", topics, re.M)
+        assert re.search(r"^  group billing backlog=2 .* lag_seconds=\d+\.\d+$", topics, re.M)
+        metrics = scrape_metrics(node.monitor_dsn)
+        assert re.search(r'pzq_group_lag_seconds\{[^}]*group="billing"[^}]*\} 0\.[5-9]|'
+                         r'pzq_group_lag_seconds\{[^}]*group="billing"[^}]*\} [1-9]', metrics)
+        assert re.search(r'pzq_topic_oldest_seconds\{[^}]*topic="orders"\} ', metrics)
+        group.ack(first)
+        second = group.receive(5)
+        assert second is not None
+        group.ack(second)
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["lag_seconds"] == 0
+                    and s["topics"]["orders"]["oldest_seconds"] == 0)
+
+
+def test_a_scheduled_message_s_lag_counts_from_its_due_time(start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    before = now_us()
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"later"], topic="orders", delay=0.6).ok
+    node.wait_stats(lambda s: s["scheduled"] == 0, 10)
+    let_time_pass(0.2)
+    stats = node.stats()
+    since_stored = (now_us() - before) / 1e6
+    assert 0.2 <= stats["lag_seconds"] <= since_stored - 0.5
+    assert 0.2 <= stats["topics"]["orders"]["oldest_seconds"] <= since_stored - 0.5

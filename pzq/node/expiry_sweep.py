@@ -7,6 +7,13 @@ topic: each that holds it lets it go (to the dead letters, or deleted on a topic
 ``on_expire=drop``) with the next batch, and one that has it out at a consumer keeps
 it (its ACK is accepted). The message's index key stays until it has left the store
 (looked at on the reaper's tick), so a restart sweeps again what is left.
+
+A topic's ``max_age`` needs no index: own messages are stored in time order, so for
+each max_age the topics have, one walk of the own messages from where it stopped
+last goes on while they are older than that age, and hands those of the topics of
+that age to their groups the same way (a scheduled message released late has an
+older stored time than its neighbours: the check at delivery finds it, if this walk
+has passed it).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from pzq.delivery.expiry import FAR, MessageExpiry
 from pzq.delivery.state import DeliveryState
 from pzq.parts import REAP, Part
 from pzq.serving.named_groups import NamedGroups
+from pzq.store import record
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import Topic, Topics
@@ -34,9 +42,14 @@ class ExpirySweep(Part):
         self.default = default
         self.named = named
         self._look_gone = False  # the reaper's tick: lingering messages that left go
+        self._aged_from: dict[int, int] = {}  # a max_age (µs) -> the seq its walk goes on
+        self._next_aged_us = 0  # when the next message becomes too old (0: look now)
+        self._ages: frozenset[int] = frozenset()  # the topics' max_ages at the last walk
 
     def timeout_ms(self, now: Now) -> int | None:
         soonest = self.expiry.soonest_us
+        if self.topics.age_limit_us:
+            soonest = min(soonest, self._next_aged_us)
         if soonest >= FAR:
             return None
         return min(LONGEST_WAIT_MS, poll_ms(max(0, soonest - now.wall_us) / 1e6))
@@ -49,6 +62,9 @@ class ExpirySweep(Part):
         if self._look_gone:
             self._look_gone = False
             self.expiry.gone(batch)
+        if self.topics.age_limit_us and (now.wall_us >= self._next_aged_us
+                                         or self.topics.max_ages != self._ages):
+            self._sweep_aged(now.wall_us)
         if now.wall_us < self.expiry.soonest_us:
             return
         for key, seq in self.expiry.due(now.wall_us, SWEEP_PER_WAKE):
@@ -61,6 +77,30 @@ class ExpirySweep(Part):
             for state in self._states(topic):
                 state.expire(seq, value, fate)
             self.expiry.lingering.add(seq)
+
+    def _sweep_aged(self, now_us: int) -> None:
+        """For each max_age the topics have, the own messages older than it, from
+        where its walk stopped, SWEEP_PER_WAKE at most; the loop wakes again when the
+        first younger one becomes too old."""
+        ages = self._ages = self.topics.max_ages
+        self._next_aged_us = FAR
+        for age_us in ages:
+            start = self._aged_from.get(age_us, 0)
+            chunk = self.store.read_own(start, SWEEP_PER_WAKE)
+            # past the end, the next to age is one stored from now on
+            next_us = now_us if len(chunk) == SWEEP_PER_WAKE else now_us + age_us
+            for seq, value in chunk:
+                stored_us = record.stored_us_of(value)
+                if stored_us > now_us - age_us:  # younger: the rest are too
+                    next_us = stored_us + age_us
+                    break
+                start = seq + 1
+                topic = self.topics.describe(value)[0]
+                if topic.max_age_us == age_us:
+                    for state in self._states(topic):
+                        state.expire(seq, value, self.expiry.fate(topic))
+            self._aged_from[age_us] = start
+            self._next_aged_us = min(self._next_aged_us, next_us)
 
     def _states(self, topic: Topic) -> list[DeliveryState]:
         """``default``'s and the topic's named groups' (each knows whether it holds it)."""

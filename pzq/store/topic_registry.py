@@ -92,6 +92,8 @@ class TopicRegistry(Participant):
         # cannot be too old (pzq.delivery.expiry)
         self.age_limit_us = min((topic.max_age_us for topic in self.topics.values()
                                  if topic.max_age_us), default=0)
+        self.max_ages = frozenset(topic.max_age_us for topic in self.topics.values()
+                                  if topic.max_age_us)
 
     def _counts(self, owner_id: int) -> tuple[int, int]:
         stored = self.store.get(keyspace.counts_key(owner_id))

@@ -32,21 +32,20 @@ IDLE_SHARE = 0.05
 SETTLE_MOST_S = 300.0
 
 
-def settle(node: NodeProcess) -> float:
-    """Wait until the node's process (its LevelDB threads too) is idle; the seconds."""
+def cpu_s(node: NodeProcess) -> float:
+    """CPU seconds the node's process (its LevelDB threads too) has spent."""
     assert node.process is not None
-    stat = Path(f"/proc/{node.process.pid}/stat")
-    ticks = os.sysconf("SC_CLK_TCK")
+    fields = Path(f"/proc/{node.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
-    def cpu_s() -> float:
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
 
+def settle(node: NodeProcess) -> float:
+    """Wait until the node is idle; the seconds it took."""
     started = time.monotonic()
     while time.monotonic() - started < SETTLE_MOST_S:
-        before = cpu_s()
+        before = cpu_s(node)
         time.sleep(1.0)
-        if cpu_s() - before < IDLE_SHARE:
+        if cpu_s(node) - before < IDLE_SHARE:
             break
     return time.monotonic() - started
 
@@ -73,12 +72,23 @@ def run(directory: Path, count: int, backlog: int) -> dict[str, float]:
             figures["settle_s"] = settle(node)
         else:
             figures["settle_s"] = settle(node)
+        before = cpu_s(node)
         figures["produce"] = measure_produce(node.receive_dsn, count, 100, 100)[0]
+        middle = cpu_s(node)
         figures["drain"] = measure_drain(node.send_dsn, count)
+        # the node's CPU per message: less moved by other work on the machine than rates
+        figures["produce_cpu_us"] = (middle - before) / count * 1e6
+        figures["drain_cpu_us"] = (cpu_s(node) - middle) / count * 1e6
         figures["rss_mb"] = rss_mb(node)
         return figures
     finally:
         node.stop()
+
+
+def describe(figures: dict[str, float]) -> str:
+    return (f"{figures['produce']:.0f} produced/s ({figures['produce_cpu_us']:.0f} µs CPU "
+            f"each), {figures['drain']:.0f} drained/s ({figures['drain_cpu_us']:.0f} µs), "
+            f"{figures['rss_mb']:.0f} MB")
 
 
 def main() -> None:
@@ -87,7 +97,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    ratios: dict[str, list[float]] = {"produce": [], "drain": []}
+    ratios: dict[str, list[float]] = {"produce": [], "drain": [], "produce_cpu_us": [],
+                                      "drain_cpu_us": []}
     rows = []
     with tempfile.TemporaryDirectory(prefix="pzq-bench-scheduled-") as temporary:
         for repeat in range(args.repeats):
@@ -96,13 +107,11 @@ def main() -> None:
             for name in ratios:
                 ratios[name].append(loaded[name] / plain[name])
             rows.append((repeat, plain, loaded))
-            print(f"repeat {repeat}: without {plain['produce']:.0f} produced/s "
-                  f"{plain['drain']:.0f} drained/s {plain['rss_mb']:.0f} MB; with "
-                  f"{args.backlog} scheduled {loaded['produce']:.0f} produced/s "
-                  f"{loaded['drain']:.0f} drained/s {loaded['rss_mb']:.0f} MB "
+            print(f"repeat {repeat}: without {describe(plain)}; with {args.backlog} "
+                  f"scheduled {describe(loaded)} "
                   f"(scheduling them took {loaded['schedule_s']:.1f} s, then idle after "
                   f"{loaded['settle_s']:.0f} s)", flush=True)
-    for name, values in ratios.items():
+    for name, values in ratios.items():  # rates: higher is better; CPU: lower
         print(f"{name}: with the backlog / without, median {statistics.median(values):.2f} "
               f"(range {min(values):.2f}-{max(values):.2f}) over {len(values)} repeats")
 

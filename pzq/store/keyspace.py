@@ -32,9 +32,14 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     u <topic:4> <id>     a producer's DEDUP-ID seen in a topic: when (µs) and the seq stored
     U <µs:8> <topic:4> <id>
                          the same, in the order they expire (see pzq.store.dedup)
-    S <len:1> <topic> <due µs:8> <seq:8>
+    w <len:1> <topic> <due µs:8> <seq:8>
                          a scheduled message (DELAY:, NOT-BEFORE:) before its due time: its
-                         record, per topic in due-time order (pzq.store.scheduled; format 2)
+                         record, per topic in due-time order (pzq.store.scheduled; format 2).
+                         Its letter sorts above every area a wake writes (``D`` to ``u``):
+                         LevelDB compacts a wake's new files only with the files their key
+                         range overlaps, so a backlog of scheduled messages inside that
+                         range was rewritten again and again (produce at a third of its
+                         rate beside 1 000 000 of them under ``S``)
     Z <topic>            how many scheduled messages a topic has waiting (format 2)
     X <expires µs:8> <seq:8>
                          an own message's expiry (TTL:, EXPIRES:), in time order (see
@@ -72,7 +77,7 @@ DELIVERED_PREFIX = b"D"
 GROUP_COUNT_PREFIX = b"c"
 DEDUP_PREFIX = b"u"
 DEDUP_AGE_PREFIX = b"U"
-SCHEDULED_PREFIX = b"S"
+SCHEDULED_PREFIX = b"w"
 SCHEDULED_COUNT_PREFIX = b"Z"
 EXPIRY_PREFIX = b"X"
 DEAD_REASON_PREFIX = b"E"

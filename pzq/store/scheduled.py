@@ -1,7 +1,7 @@
 """Scheduled messages: stored and ACKed at once, delivered to no group before their time.
 
 A message whose ``DELAY:`` or ``NOT-BEFORE:`` (pzq.protocol.time_headers) puts its due
-time in the future is kept outside the areas the groups read, under ``S <topic> <due
+time in the future is kept outside the areas the groups read, under ``w <topic> <due
 µs:8> <seq:8>`` with its record as produced, so the groups' cursors never meet it and
 the live path pays nothing for it: each topic's keys sort by due time, then arrival,
 and a topic's next due time is its first key (one seek after a batch changed the

@@ -8,7 +8,7 @@ goes on (the upgrade in place from the releases before versions). A store of a
 newer format than this release reads is refused at start, naming both versions,
 before anything is written to it.
 
-Format 2 adds the scheduled messages' areas (``S`` by due time, ``Z`` their counts
+Format 2 adds the scheduled messages' areas (``w`` by due time, ``Z`` their counts
 per topic; pzq.store.scheduled): a release of format 1 would not see them, and would
 lose every scheduled message, so it must refuse such a store. A store of format 1
 is brought up to 2 at start by writing the version alone: its areas are read as

@@ -70,7 +70,10 @@ class TopicAges:
         found: dict[str, bytes] = {}
         start = min(self._hints.get(name, 0) for name in wanted)
         looked, last = 0, start - 1
-        for seq, value in self.store.read_own(start, WALK_AT_MOST):
+        for key, value in self.store.iterate(keyspace.OWN_PREFIX, keyspace.own_key(start)):
+            if looked >= WALK_AT_MOST:
+                break
+            seq = keyspace.own_seq(key)
             last, looked = seq, looked + 1
             name = self.topics.describe(value)[0].name
             if name in wanted and name not in found and seq >= self._hints.get(name, 0):

@@ -98,8 +98,8 @@ class DeliveryState(Participant):
         found = [entry for table in (self.inflight, self.ready, self.delayed)
                  if (entry := table.lowest()) is not None]
         best = min(((entry.seq, entry.value) for entry in found), default=None)
-        if best is None or best[0] > self.cursor:
-            for seq, value in self.area.read(self.cursor, 1).found[:1]:
+        if best is None or best[0] > self.cursor:  # a chunk: an area skips what it lacks
+            for seq, value in self.area.read(self.cursor, CURSOR_CHUNK).found[:1]:
                 if best is None or seq < best[0]:
                     best = (seq, value)
         return best

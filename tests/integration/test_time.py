@@ -5,15 +5,18 @@ restart and a SIGKILL (a daemon's)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
+from pzq import aio
+from pzq.client import Consumer, GroupConsumer, Producer, RoutedProducer, request_monitor
 from pzq.store import keyspace
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
@@ -420,3 +423,32 @@ def test_a_scheduled_message_s_lag_counts_from_its_due_time(start_inproc_node, c
     since_stored = (now_us() - before) / 1e6
     assert 0.2 <= stats["lag_seconds"] <= since_stored - 0.5
     assert 0.2 <= stats["topics"]["orders"]["oldest_seconds"] <= since_stored - 0.5
+
+
+# -- every producer shell -------------------------------------------------------------------
+
+def test_every_producer_shell_sends_the_time_options(start_inproc_node, context, aio_context):
+    node = start_inproc_node("--partitions", "orders=2", consume=False, tcp=True)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    with RoutedProducer(node.monitor_dsn, "orders", context=context) as routed:
+        routed.send([b"routed"], key=b"k", delay=60, ttl=3600, priority=9)
+        assert all(ack.ok for ack in routed.flush(10))
+
+    async def the_asyncio_shells() -> None:
+        async with aio.Producer(node.receive_dsn, context=aio_context) as producer:
+            ack = await producer.send([b"aio"], topic="plain", not_before=later, priority=1)
+            assert ack.ok
+            future = await producer.publish([b"aio published"], topic="plain", delay=30)
+            await producer.flush(10)
+            assert future.result().ok
+            with pytest.raises(ValueError, match="priority must be"):
+                await producer.send([b"bad"], topic="plain", priority=10)
+        async with aio.RoutedProducer(node.monitor_dsn, "orders",
+                                      context=aio_context) as routed_aio:
+            assert (await routed_aio.send([b"aio routed"], key=b"k", expires=later,
+                                          delay=1)).ok
+
+    asyncio.run(the_asyncio_shells())
+    stats = node.stats()
+    assert (stats["topics"]["orders"]["scheduled"], stats["topics"]["plain"]["scheduled"],
+            stats["rejected"]) == (2, 2, 0)

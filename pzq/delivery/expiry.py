@@ -34,6 +34,7 @@ from pzq.store.store import Store
 from pzq.store.topic_model import ON_EXPIRE_DROP
 from pzq.store.topics import Topic, Topics
 
+EXPIRED = b"expired"  # a dead letter's reason (keyspace ``E``)
 KEEP = 0  # a verdict: not expired
 DEAD = 1  # expired: to the dead letters
 DROP = 2  # expired: deleted
@@ -47,7 +48,7 @@ class Expiry(Protocol):
 
     def verdict(self, seq: int, value: bytes, now_us: int) -> int: ...
 
-    def expired_final(self, value: bytes) -> None: ...
+    def expired_final(self, batch: Batch, seq: int, value: bytes, dead: bool) -> None: ...
 
 
 class NoExpiry:
@@ -59,11 +60,51 @@ class NoExpiry:
     def verdict(self, seq: int, value: bytes, now_us: int) -> int:
         return KEEP
 
-    def expired_final(self, value: bytes) -> None:
+    def expired_final(self, batch: Batch, seq: int, value: bytes, dead: bool) -> None:
         pass
 
 
 NO_EXPIRY = NoExpiry()
+
+
+def record_expiry(value: bytes, topic: Topic) -> int:
+    """When a stored record expires (µs; 0: never): its own TTL or EXPIRES, read
+    against its stored time, or its topic's max_age, whichever comes first."""
+    stored_us = record.stored_us_of(value)
+    try:
+        headers = record.headers_of(value)
+        expires_us = message_times(headers, stored_us).expires_us if headers else 0
+    except (DecodeError, ValueError):  # a header stored before they were checked
+        return 0
+    if topic.max_age_us:
+        aged_at = stored_us + topic.max_age_us
+        expires_us = min(expires_us, aged_at) if expires_us else aged_at
+    return expires_us
+
+
+class CopyExpiry:
+    """Another node's messages this node took over while it is down: their copies
+    carry the same headers, read against the same stored time, so each is checked
+    when it would be delivered (a takeover's deliveries are few: its headers are read
+    each time); its topic's max_age and on_expire are this node's."""
+
+    def __init__(self, topics: Topics, counters: Counters) -> None:
+        self.topics = topics
+        self.counters = counters
+
+    def watching(self, now_us: int) -> bool:
+        return True
+
+    def verdict(self, seq: int, value: bytes, now_us: int) -> int:
+        topic = self.topics.describe(value)[0]
+        expires_us = record_expiry(value, topic)
+        if not expires_us or expires_us > now_us:
+            return KEEP
+        return MessageExpiry.fate(topic)
+
+    def expired_final(self, batch: Batch, seq: int, value: bytes, dead: bool) -> None:
+        self.counters.ttl_expired += 1
+        self.topics.describe(value)[0].ttl_expired += 1
 
 
 class MessageExpiry(Participant):
@@ -113,21 +154,15 @@ class MessageExpiry(Participant):
         if now_us < self.soonest_us and not (age_limit_us
                                              and stored_us <= now_us - age_limit_us):
             return KEEP
-        return self.verdict_of(value, now_us, stored_us)
+        return self.verdict_of(value, now_us)
 
-    def verdict_of(self, value: bytes, now_us: int, stored_us: int) -> int:
-        try:
-            headers = record.headers_of(value)
-            expires_us = message_times(headers, stored_us).expires_us if headers else 0
-        except (DecodeError, ValueError):  # a header stored before they were checked
-            return KEEP
+    def verdict_of(self, value: bytes, now_us: int) -> int:
+        """KEEP, DEAD or DROP for a record, its headers read."""
         topic = self.topics.describe(value)[0]
-        if topic.max_age_us:
-            aged_at = stored_us + topic.max_age_us
-            expires_us = min(expires_us, aged_at) if expires_us else aged_at
+        expires_us = record_expiry(value, topic)
         if not expires_us or expires_us > now_us:
             return KEEP
-        return DROP if topic.on_expire == ON_EXPIRE_DROP else DEAD
+        return self.fate(topic)
 
     def _fate(self, value: bytes) -> int:
         return self.fate(self.topics.describe(value)[0])
@@ -137,10 +172,13 @@ class MessageExpiry(Participant):
         """What an expired message of the topic becomes."""
         return DROP if topic.on_expire == ON_EXPIRE_DROP else DEAD
 
-    def expired_final(self, value: bytes) -> None:
-        """The last group holding the message let it go as expired: counted once."""
+    def expired_final(self, batch: Batch, seq: int, value: bytes, dead: bool) -> None:
+        """The last group holding the message let it go as expired: counted once, and
+        its dead letter (``seq``'s, the same as the message's) says why."""
         self.counters.ttl_expired += 1
         self.topics.describe(value)[0].ttl_expired += 1
+        if dead:
+            batch.put(keyspace.dead_reason_key(seq), EXPIRED)
 
     # -- the sweep ---------------------------------------------------------------------
 

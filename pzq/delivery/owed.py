@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pzq.delivery.areas import Area
-from pzq.store import keyspace
 from pzq.store.batch import Batch
 
-EXPIRED = b"expired"  # a dead letter's reason (keyspace ``E``)
+# The last group holding an expired message let it go: batch, seq, record, whether it
+# goes to the dead letters (pzq.delivery.expiry counts it and says why).
+Final = Callable[[Batch, int, bytes, bool], None]
 
 
 class OwedWrites:
@@ -31,8 +32,7 @@ class OwedWrites:
         self.expired: set[int] = set()  # of the dead and dropping, those that expired
         self.expired_now: set[int] = set()  # ... in the batch being built
 
-    def prepare(self, batch: Batch, area: Area, cursor: int,
-                expired_final: Callable[[bytes], None]) -> None:
+    def prepare(self, batch: Batch, area: Area, cursor: int, expired_final: Final) -> None:
         """Start a batch with what earlier wakes left to write. An expired message the
         group lets go is counted (``expired_final``) when no other group holds it, and
         its dead letter says why."""
@@ -51,14 +51,13 @@ class OwedWrites:
         self.expired_now, self.expired = self.expired, set()
         for seq, value in self.dead_moving.items():
             if seq in self.expired_now and area.would_release(seq):
-                expired_final(value)
-                batch.put(keyspace.dead_reason_key(seq), EXPIRED)
+                expired_final(batch, seq, value, True)
             area.dead_letter(batch, seq, value)
         for seq, size in self.dropping_now.items():
             if area.would_release(seq):
                 stored = area.get(seq)
                 if stored is not None:
-                    expired_final(stored)
+                    expired_final(batch, seq, stored, False)
             area.delete(batch, seq, size)
 
     def written(self) -> None:

@@ -16,10 +16,9 @@ from collections.abc import Callable
 
 from pzq.clock import Now, poll_ms
 from pzq.delivery.expiry import DEAD, MessageExpiry
-from pzq.delivery.owed import EXPIRED
 from pzq.parts import Figures, Part
 from pzq.protocol.time_headers import message_times
-from pzq.store import keyspace, record
+from pzq.store import record
 from pzq.store.batch import Batch, Participant
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
@@ -63,11 +62,10 @@ class ScheduledRelease(Part, Participant):
         """Into its topic as a new message, or, expired already (its TTL counts from
         when it was stored), to the dead letters or nowhere as its topic says."""
         stored_us = record.stored_us_of(value)
-        fate = self.expiry.verdict_of(value, now_us, stored_us)
+        fate = self.expiry.verdict_of(value, now_us)
         if fate:
-            if fate == DEAD:
-                batch.put(keyspace.dead_reason_key(batch.add_dead_letter(value)), EXPIRED)
-            self.expiry.expired_final(value)
+            dead_seq = batch.add_dead_letter(value) if fate == DEAD else 0
+            self.expiry.expired_final(batch, dead_seq, value, fate == DEAD)
             return
         seq = batch.add_message(value)
         self.into_topic(batch, seq, value)

@@ -21,7 +21,7 @@ from pzq.cluster.placement import Placement
 from pzq.cluster.routes import Routes, advertised, host_of
 from pzq.counters import Counters
 from pzq.delivery.areas import TakeoverArea
-from pzq.delivery.expiry import MessageExpiry
+from pzq.delivery.expiry import CopyExpiry, MessageExpiry
 from pzq.delivery.groups import DefaultArea
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
@@ -123,7 +123,9 @@ class NodeState:
         shows it per origin and group), as an own named group does; ``default``'s is
         the node's."""
         named = area.group != DEFAULT_GROUP
-        return DeliveryState(area, self.config.delivery, Counters() if named else self.counters)
+        counters = Counters() if named else self.counters
+        return DeliveryState(area, self.config.delivery, counters,
+                             expiry=CopyExpiry(self.topics, self.counters))
 
     def requeued(self, batch: Batch, seq: int, value: bytes) -> None:
         """A dead letter stored again as a new message: into its topic's log."""

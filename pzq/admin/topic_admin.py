@@ -2,7 +2,7 @@
 
     TOPICS                                       every topic with its groups
     DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D] [max_age=D]
-                  [on_expire=dead|drop]
+                  [on_expire=dead|drop] [priorities=on|off]
     DECLARE GROUP topic group [start=earliest|latest|µs] [filter=F]
                   [ack_timeout=D] [max_deliveries=N] [backoff=D,D,...]
     REMOVE TOPIC name                            its messages and groups go
@@ -141,7 +141,7 @@ class TopicAdmin:
         if kind == "TOPIC":
             count_names(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B] "
                                   "[dedup_window=D] [partitions=P] [max_age=D] "
-                                  "[on_expire=dead|drop]")
+                                  "[on_expire=dead|drop] [priorities=on|off]")
             partitions = partitions_given(options.pop("partitions", None))
             limits = topic_settings_given(options)
             no_more(options)

@@ -60,6 +60,11 @@ def topic_settings_given(options: dict[str, str]) -> dict[str, object]:
     if "max_age" in options:  # 0 takes it away
         given = options.pop("max_age")
         found["max_age_us"] = 0 if given == "0" else _duration(given, "max_age")
+    if "priorities" in options:
+        given = options.pop("priorities").lower()
+        if given not in ("on", "off"):
+            raise ValueError("priorities must be on or off")
+        found["priorities"] = given == "on"
     if "on_expire" in options:
         found["on_expire"] = options.pop("on_expire").lower()
         if found["on_expire"] not in ON_EXPIRE:
@@ -104,5 +109,6 @@ def limits_text(topic: Topic) -> str:
     settings = (("max_messages", topic.max_messages), ("max_bytes", topic.max_bytes),
                 ("dedup_window_us", topic.dedup_window_us), ("partitions", topic.partitions),
                 ("max_age_us", topic.max_age_us),
-                ("on_expire", "" if topic.on_expire == ON_EXPIRE_DEAD else topic.on_expire))
+                ("on_expire", "" if topic.on_expire == ON_EXPIRE_DEAD else topic.on_expire),
+                ("priorities", "on" if topic.priorities else ""))
     return "".join(f" {name}={value}" for name, value in settings if value)

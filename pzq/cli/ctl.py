@@ -112,6 +112,9 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     topic.add_argument("--on-expire", choices=ON_EXPIRE, default=None,
                        help="declare: an expired message goes to the dead letters (dead, "
                             "the default) or is deleted (drop)")
+    topic.add_argument("--priorities", action="store_const", const="on", default=None,
+                       help="declare: a message's PRIORITY header (1-9, 9 first) puts it "
+                            "before the topic's backlog")
     topic.add_argument("--partitions", type=whole_number(1, MOST_PARTITIONS), default=None,
                        metavar="P",
                        help="declare: split the topic over the cluster's nodes in P "
@@ -142,7 +145,7 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
 # The options of `topic` and `group` that one action alone takes, by argparse dest.
 ONE_ACTIONS_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "topic": {"declare": ("max_messages", "max_bytes", "dedup_window", "partitions",
-                          "max_age", "on_expire")},
+                          "max_age", "on_expire", "priorities")},
     "group": {"declare": ("start", "filter", "ack_timeout", "max_deliveries", "backoff"),
               "seek": ("to",), "pending": ("limit",)},
 }
@@ -203,7 +206,7 @@ def _request(args: argparse.Namespace) -> str:
                          *_options(max_messages=args.max_messages, max_bytes=args.max_bytes,
                                    dedup_window=args.dedup_window,
                                    partitions=args.partitions, max_age=args.max_age,
-                                   on_expire=args.on_expire)])
+                                   on_expire=args.on_expire, priorities=args.priorities)])
     if args.command == "group":
         return " ".join([args.action.upper(), "GROUP", args.topic, args.name,
                          *_options(start=args.start, filter=args.filter, to=args.to,

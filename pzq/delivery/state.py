@@ -26,6 +26,7 @@ from pzq.delivery.expiry import DROP, NO_EXPIRY, Expiry
 from pzq.delivery.framing import SendFrames, delivery_frames
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.inflight import InFlight, InFlightTable
+from pzq.delivery.lanes import NO_LANES, Lanes, NoLanes, TopicLanes
 from pzq.delivery.owed import OwedWrites
 from pzq.delivery.redelivery import RedeliveryQueue
 from pzq.delivery.settings import DeliverySettings
@@ -44,7 +45,8 @@ class DeliveryState(Participant):
     while this node was away); not delivered here until it lets them go."""
 
     def __init__(self, area: Area, settings: DeliverySettings, counters: Counters,
-                 held: HeldElsewhere = NOBODY_ELSE, expiry: Expiry = NO_EXPIRY) -> None:
+                 held: HeldElsewhere = NOBODY_ELSE, expiry: Expiry = NO_EXPIRY,
+                 lanes: Lanes | TopicLanes | NoLanes = NO_LANES) -> None:
         self.area = area
         self.apply(settings)
         self.counters = counters
@@ -64,6 +66,8 @@ class DeliveryState(Participant):
         self._newly_dead: list[InFlight] = []  # for the archive: take_newly_dead
         self._newly_dropped: list[InFlight] = []  # expired and deleted: take_newly_dropped
         self.expiry = expiry  # whether a message expired (pzq.delivery.expiry)
+        self.lanes = lanes  # messages with a priority, served first (pzq.delivery.lanes)
+        self._lane_passed: set[int] = set()  # lane messages at or past the cursor taken
         # A paused state delivers nothing and lets expired deliveries go: its area's
         # origin is back and delivers them itself. ACKs are still applied.
         self.paused = False
@@ -345,6 +349,7 @@ class DeliveryState(Participant):
         self.take_due(now_us)
         sent = 0
         watching = self.expiry.watching(now_us)
+        lanes = self.lanes.waiting  # once a run, after what was given back
         while sent < limit:
             if self.ready:
                 entry = self.ready.pop()
@@ -358,6 +363,13 @@ class DeliveryState(Participant):
                     self.ready.push_front(entry)
                     break
                 sent += 1
+                continue
+            if lanes:
+                lanes = False
+                new, blocked = self._deliver_lanes(send, now_us, limit - sent, watching)
+                sent += new
+                if blocked:
+                    break
                 continue
             new, more = self._deliver_new(send, now_us, limit - sent, watching)
             sent += new
@@ -401,6 +413,39 @@ class DeliveryState(Participant):
                 return sent, True
         self.cursor = max(self.cursor, chunk.next_seq)
         return sent, self.cursor > start  # no progress: a read that cannot go on
+
+    def _deliver_lanes(self, send: Outlet, now_us: int, limit: int,
+                       watching: bool) -> tuple[int, bool]:
+        """Lane messages at or past the cursor that the group holds and has not taken,
+        highest priority first; returns (sent, whether a send was refused). Below the
+        cursor every message is out, waiting or done already (the invariant)."""
+        sent, cursor, passed = 0, self.cursor, self._lane_passed
+        if passed and min(passed) < cursor:
+            passed.difference_update([seq for seq in passed if seq < cursor])
+        for key, seq in self.lanes.entries():
+            if sent >= limit:
+                break
+            if seq < cursor or seq in passed or self._taken(seq):
+                continue
+            value = self.area.get(seq)  # None: not the group's, done, or gone
+            if value is None or not self.area.holds(seq, value):
+                passed.add(seq)
+                if value is None and not self.lanes.exists(seq):
+                    self.lanes.gone(key)
+                continue
+            first_delivered_us, deliveries = record.bookkeeping(value)
+            if seq < self.delivered_before:
+                deliveries = max(deliveries, 1)  # out before the restart, count not kept
+            entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
+            passed.add(seq)
+            if watching and (fate := self.expiry.verdict(seq, value, now_us)):
+                self._expire(entry, fate)
+                continue
+            if not self._send(send, entry, now_us):
+                passed.discard(seq)
+                return sent, True
+            sent += 1
+        return sent, False
 
     def _others_may_hold(self) -> bool:
         """Whether a message may be taken by anything but the in-flight table."""

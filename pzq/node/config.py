@@ -43,6 +43,7 @@ class Config:
     dedup_window_us: int
     max_age_us: int
     on_expire: str
+    send_priorities: bool
     max_messages: int
     max_bytes: int
     archive_dir: str | None

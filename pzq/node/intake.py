@@ -12,6 +12,7 @@ from pzq.clock import Now
 from pzq.cluster.routes import Routes
 from pzq.counters import Counters
 from pzq.delivery.expiry import MessageExpiry
+from pzq.delivery.lanes import Lanes
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.outbox import ProducerAcks
@@ -66,8 +67,9 @@ class Intake(Participant):
     def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
                  counters: Counters, acks: ProducerAcks, topics: Topics,
                  dedup: DedupIndex, routes: Routes, scheduled: ScheduledArea,
-                 expiry: MessageExpiry) -> None:
+                 expiry: MessageExpiry, lanes: Lanes) -> None:
         self.socket = socket
+        self.lanes = lanes  # PRIORITY: on a topic with priorities=on
         self.scheduled = scheduled  # DELAY:, NOT-BEFORE: until due
         self.expiry = expiry  # TTL:, EXPIRES: in the expiry index
         self.routes = routes
@@ -168,6 +170,8 @@ class Intake(Participant):
         seq = batch.add_message(value)
         if facts.times.expires_us:
             self.expiry.track(batch, facts.times.expires_us, seq)
+        if facts.times.priority and topic.priorities:
+            self.lanes.add(batch, topic, facts.times.priority, seq)
         self._note_stored(batch, seq, topic, tag, len(value))
         accepted.append((produce.routing_id, produce.msg_id, seq, value))
 

@@ -122,6 +122,10 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
            "what an expired message of the default topic becomes: a dead letter (dead) "
            "or nothing (drop); set on that topic at each start when drop",
            choices=("dead", "drop")),
+    Option("send_priorities", "--send-priorities", bool, False,
+           "messages of the default topic (those without a TOPIC header, on --send-dsn) "
+           "go by their PRIORITY header, 9 first: the topic's priorities=on, set at "
+           "each start when given"),
     Option("max_messages", "--max-messages", int, 0,
            "stored messages beyond which producers get QUEUE_FULL (0: no limit)", least=0),
     Option("max_bytes", "--max-bytes", int, 0,

@@ -66,7 +66,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)
     parts.add(intake, RECEIVE.role)
     parts.add(ScheduledRelease(node.scheduled, node.store, node.requeued, node.copy_requeued,
-                               node.expiry))
+                               node.expiry, node.lanes, node.topics))
     parts.add(node.archiving.part())
     send = open_send(wiring, node, endpoints[SEND.role], answers)
     parts.add(send, SEND.role)
@@ -103,7 +103,7 @@ def open_intake(wiring: NodeWiring, node: NodeState, dsn: str, parts: Parts) -> 
     socket = sockets.bind_receive(wiring.context, dsn, wiring.security)
     acks = ProducerAcks(socket, node.counters)
     intake = Intake(socket, config.intake, node.store, node.counters, acks, node.topics,
-                    node.dedup, node.routes, node.scheduled, node.expiry)
+                    node.dedup, node.routes, node.scheduled, node.expiry, node.lanes)
     part = IntakePart(socket, intake, acks, node.cluster, node.counters, parts,
                       config.replicas, config.hard_sync, node.hub)
     node.store.register(part)
@@ -130,4 +130,4 @@ def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
     return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
                            config.consume_heartbeat_ms, config.consume_heartbeat_s,
                            config.batch_size, node.cluster, node.holds, node.hub,
-                           node.expiry)
+                           node.expiry, node.lanes)

@@ -16,12 +16,14 @@ from collections.abc import Callable
 
 from pzq.clock import Now, poll_ms
 from pzq.delivery.expiry import DEAD, MessageExpiry
+from pzq.delivery.lanes import Lanes
 from pzq.parts import Figures, Part
 from pzq.protocol.time_headers import message_times
 from pzq.store import record
 from pzq.store.batch import Batch, Participant
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
+from pzq.store.topics import Topics
 from pzq.zmqio import Events
 
 RELEASE_PER_WAKE = 1000  # a burst of due messages cannot stall a wake
@@ -33,9 +35,11 @@ Copied = Callable[[list[tuple[int, bytes]], float], None]  # new own messages to
 
 class ScheduledRelease(Part, Participant):
     def __init__(self, area: ScheduledArea, store: Store, into_topic: Requeued,
-                 copy: Copied, expiry: MessageExpiry) -> None:
+                 copy: Copied, expiry: MessageExpiry, lanes: Lanes, topics: Topics) -> None:
         self.area = area
         self.expiry = expiry
+        self.lanes = lanes
+        self.topics = topics
         self.into_topic = into_topic
         self.copy = copy
         self._released: list[tuple[int, bytes]] = []  # seq, record: in the batch
@@ -69,9 +73,12 @@ class ScheduledRelease(Part, Participant):
             return
         seq = batch.add_message(value)
         self.into_topic(batch, seq, value)
-        expires_us = message_times(record.headers_of(value), stored_us).expires_us
-        if expires_us:
-            self.expiry.track(batch, expires_us, seq)
+        times = message_times(record.headers_of(value), stored_us)
+        if times.expires_us:
+            self.expiry.track(batch, times.expires_us, seq)
+        topic = self.topics.describe(value)[0]
+        if times.priority and topic.priorities:
+            self.lanes.add(batch, topic, times.priority, seq)
         self._released.append((seq, value))
 
     def written(self) -> None:

@@ -23,6 +23,7 @@ from pzq.counters import Counters
 from pzq.delivery.areas import TakeoverArea
 from pzq.delivery.expiry import CopyExpiry, MessageExpiry
 from pzq.delivery.groups import DefaultArea
+from pzq.delivery.lanes import Lanes
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import ConfigError
@@ -78,8 +79,10 @@ class NodeState:
         # before the delivery states: their batches' expiries are counted after its own
         self.expiry = MessageExpiry(store, self.topics, self.counters)
         store.register(self.expiry)
+        self.lanes = Lanes(store, self.topics)  # PRIORITY: on a topic with priorities=on
+        store.register(self.lanes)
         self.delivery = DeliveryState(self.default_area, config.delivery, self.counters,
-                                      self.holds, self.expiry)
+                                      self.holds, self.expiry, self.lanes)
         self.window = DeliveryWindow(config.prefetch, config.ack_timeout_us, now.wall_us)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
@@ -111,11 +114,13 @@ class NodeState:
         store.register(self.archiving)
 
     def _default_topic_expiry(self, config: Config, now: Now) -> None:
-        """--max-age and --on-expire, when given, are the default topic's settings."""
-        if config.max_age_us or config.on_expire != ON_EXPIRE_DEAD:
+        """--max-age, --on-expire and --send-priorities, when given, are the default
+        topic's settings."""
+        if config.max_age_us or config.on_expire != ON_EXPIRE_DEAD or config.send_priorities:
             topic = self.topics.topic(config.archive_topic, now.wall_us)
             topic.max_age_us = config.max_age_us or topic.max_age_us
             topic.on_expire = config.on_expire
+            topic.priorities = topic.priorities or config.send_priorities
             self.topics.changed(topic)
 
     def _delivery_state(self, area: TakeoverArea) -> DeliveryState:

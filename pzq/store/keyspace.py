@@ -45,6 +45,9 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
                          an own message's expiry (TTL:, EXPIRES:), in time order (see
                          pzq.delivery.expiry; format 2)
     E <seq:8>            why a dead letter is one, when it is not its deliveries (expired)
+    L <topic:4> <9-priority:1> <seq:8>
+                         a message of a topic with priorities, PRIORITY 1 to 9: the lanes
+                         its groups serve before their backlog (pzq.delivery.lanes; format 2)
 
 ``<node:8>`` is the other node's id, 8 ASCII hex characters, and ``<seq:8>`` a
 sequence number, as in the message key (see pzq.protocol.message_keys). ``<topic:4>`` and
@@ -81,6 +84,7 @@ SCHEDULED_PREFIX = b"w"
 SCHEDULED_COUNT_PREFIX = b"Z"
 EXPIRY_PREFIX = b"X"
 DEAD_REASON_PREFIX = b"E"
+LANE_PREFIX = b"L"
 
 META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
@@ -245,3 +249,11 @@ def split_expiry_key(store_key: bytes) -> tuple[int, int]:
 
 def dead_reason_key(seq: int) -> bytes:
     return DEAD_REASON_PREFIX + SEQ.pack(seq)
+
+
+def lane_prefix(topic_id: int) -> bytes:
+    return LANE_PREFIX + ID.pack(topic_id)
+
+
+def lane_key(topic_id: int, priority: int, seq: int) -> bytes:
+    return LANE_PREFIX + ID.pack(topic_id) + bytes([9 - priority]) + SEQ.pack(seq)

@@ -109,6 +109,7 @@ class Topic:
     max_age_us: int = 0  # a message older than this expires (0: none; pzq.delivery.expiry)
     on_expire: str = ON_EXPIRE_DEAD  # what an expired message becomes: dead letter or gone
     ttl_expired: int = 0  # its messages expired since start (not stored)
+    priorities: bool = False  # PRIORITY: 1-9 goes before the backlog (pzq.delivery.lanes)
 
     def log_wanted_from(self) -> int | None:
         """The lowest seq its log must reach back to: its named groups' earliest start
@@ -128,7 +129,8 @@ class Topic:
                            "dedup_window_us": self.dedup_window_us,
                            "default_rule": self.default_rule,
                            "partitions": self.partitions, "max_age_us": self.max_age_us,
-                           "on_expire": self.on_expire}).encode()
+                           "on_expire": self.on_expire,
+                           "priorities": self.priorities}).encode()
 
     @property
     def default_reads(self) -> bool:

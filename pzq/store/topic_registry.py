@@ -66,7 +66,8 @@ class TopicRegistry(Participant):
                           default_rule=meta.get("default_rule", _rule_before(meta)),
                           partitions=meta.get("partitions", 0),
                           max_age_us=meta.get("max_age_us", 0),
-                          on_expire=meta.get("on_expire", ON_EXPIRE_DEAD))
+                          on_expire=meta.get("on_expire", ON_EXPIRE_DEAD),
+                          priorities=meta.get("priorities", False))
             self._add_topic(topic)
         for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
             meta = json.loads(value)

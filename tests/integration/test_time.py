@@ -353,9 +353,10 @@ def test_expiry_holds_across_a_sigkill(start_node, context):
 def test_the_tools_declare_expiry_and_send_time_headers(start_inproc_node):
     node = start_inproc_node(consume=False, tcp=True)
     declared = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "orders",
-                    "--max-age", "1h", "--on-expire", "drop")
+                    "--max-age", "1h", "--on-expire", "drop", "--priorities")
     assert (declared.returncode, declared.stdout) == (
-        0, "topic orders max_age_us=3600000000 on_expire=drop\n"), declared.stderr
+        0, "topic orders max_age_us=3600000000 on_expire=drop priorities=on\n"), \
+        declared.stderr
     sent = tool("pzq-produce", "--dsn", node.receive_dsn, "--topic", "orders", "--delay",
                 "1d", "--ttl", "2d", "--priority", "9", input="later\n")
     assert sent.returncode == 0, sent.stderr
@@ -452,3 +453,87 @@ def test_every_producer_shell_sends_the_time_options(start_inproc_node, context,
     stats = node.stats()
     assert (stats["topics"]["orders"]["scheduled"], stats["topics"]["plain"]["scheduled"],
             stats["rejected"]) == (2, 2, 0)
+
+
+# -- priorities ---------------------------------------------------------------------------
+
+def produce_prioritised(node, context, messages: list[tuple[bytes, int | None]],
+                        topic: str | None = "orders") -> None:
+    with Producer(node.receive_dsn, window=50, context=context) as producer:
+        for body, priority in messages:
+            producer.send([body], topic=topic, priority=priority)
+        assert all(ack.ok for ack in producer.flush(10))
+
+
+def take_all(consumer, count: int) -> list[bytes]:
+    got = []
+    for _ in range(count):
+        message = consumer.receive(10)
+        assert message is not None, f"only {got}"
+        got.append(message.parts[0])
+        message.ack()
+    return got
+
+
+BACKLOG_AND_URGENT = [(b"b0", None), (b"b1", 0), (b"p5a", 5), (b"p9a", 9), (b"b2", None),
+                      (b"p5b", 5), (b"p9b", 9), (b"b3", None)]
+BY_PRIORITY = [b"p9a", b"p9b", b"p5a", b"p5b", b"b0", b"b1", b"b2", b"b3"]
+
+
+def test_a_topic_with_priorities_delivers_9_first_and_fifo_within_a_priority(
+        start_inproc_node, context):
+    node = start_inproc_node(consume=False, tcp=True)
+    assert request_monitor(node.monitor_dsn, "DECLARE TOPIC orders priorities=on", 10) == \
+        b"topic orders priorities=on\n"
+    produce_prioritised(node, context, BACKLOG_AND_URGENT)
+    produce_prioritised(node, context, BACKLOG_AND_URGENT, topic="plain")  # no priorities
+    with Consumer(node.send_dsn, context=context) as consumer:
+        got = take_all(consumer, 16)
+    assert [body for body in got[:8]] == BY_PRIORITY
+    assert got[8:] == [body for body, _ in BACKLOG_AND_URGENT]  # plain: as they came
+    node.wait_stats(lambda s: s["messages"] == 0)
+
+
+def test_priorities_hold_across_a_restart_and_for_named_groups(start_inproc_node, context):
+    node = start_inproc_node(*FAST, tcp=True)
+    for command in ("DECLARE TOPIC orders priorities=on", "DECLARE GROUP orders billing"):
+        assert not request_monitor(node.monitor_dsn, command, 10).startswith(b"ERROR")
+    produce_prioritised(node, context, BACKLOG_AND_URGENT)
+    node.restart()
+    with GroupConsumer(node.consume_dsn, "orders", "billing", window=1,
+                       context=context) as group:
+        got = []
+        for _ in range(8):
+            message = group.receive(10)
+            assert message is not None
+            got.append(message.parts[0])
+            group.ack(message)
+    assert got == BY_PRIORITY
+
+
+def test_an_urgent_message_overtakes_the_backlog_not_what_is_out(start_inproc_node, context):
+    node = start_inproc_node(*FAST, tcp=True)
+    for command in ("DECLARE TOPIC orders priorities=on", "DECLARE GROUP orders billing"):
+        assert not request_monitor(node.monitor_dsn, command, 10).startswith(b"ERROR")
+    produce_prioritised(node, context, [(b"b0", None), (b"b1", None), (b"b2", None)])
+    with GroupConsumer(node.consume_dsn, "orders", "billing", window=1,
+                       context=context) as group:
+        first = group.receive(10)
+        assert first is not None and first.parts[0] == b"b0"  # out: not recalled
+        produce_prioritised(node, context, [(b"urgent", 9)])
+        group.ack(first)
+        got = []
+        for _ in range(3):
+            message = group.receive(10)
+            assert message is not None
+            got.append(message.parts[0])
+            group.ack(message)
+    assert got == [b"urgent", b"b1", b"b2"]
+
+
+def test_the_node_option_gives_the_default_topic_priorities(start_inproc_node, context):
+    node = start_inproc_node("--send-priorities", consume=False, tcp=True)
+    assert node.stats()["topics"]["default"]["priorities"] is True
+    produce_prioritised(node, context, [(b"low", None), (b"high", 9)], topic=None)
+    with Consumer(node.send_dsn, context=context) as consumer:
+        assert take_all(consumer, 2) == [b"high", b"low"]

@@ -15,7 +15,11 @@ rule says it holds, and the peers holding copies are told the same (TOPICS).
 Time: some messages carry a TTL. One that has expired is never delivered, to the
 group or to ``default``, whether the sweep found it first (at a step of its own) or a
 delivery meets it; one out at a consumer when it expires keeps its ACK; after a
-restart the sweep finds what is left. An expired message is no longer wanted."""
+restart the sweep finds what is left. An expired message is no longer wanted.
+
+Priorities: the topic has ``priorities=on`` and some messages a PRIORITY; the lanes
+they are served from first keep every promise above (nothing delivered twice while
+out, nothing the group wants left unreachable)."""
 
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ from pzq.admin import group_ops
 from pzq.counters import Counters
 from pzq.delivery.expiry import MessageExpiry
 from pzq.delivery.groups import DefaultArea, GroupArea
+from pzq.delivery.lanes import Lanes, TopicLanes
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.node.state import who_reads
@@ -60,6 +65,7 @@ SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20
 EVERYTHING = 1 << 30  # credits and bytes of a probe that takes all it finds
 TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-*
 TTLS_MS = st.one_of(st.none(), st.integers(1, 3000))  # most messages have none
+PRIORITIES = st.one_of(st.none(), st.integers(0, 9))
 RULES = st.sampled_from([DEFAULT_UNCLAIMED, DEFAULT_ALL, DEFAULT_NONE])
 
 
@@ -91,6 +97,7 @@ class GroupModel(RuleBasedStateMachine):
         self.durable: dict[int, int] = {}
         self.this_run: set[int] = set()
         self.expires: dict[int, int] = {}  # messages with a TTL: when they expire (µs)
+        self.priorities: dict[int, int] = {}  # messages with a PRIORITY above 0
 
     # -- the real parts -------------------------------------------------------------
 
@@ -100,12 +107,15 @@ class GroupModel(RuleBasedStateMachine):
         self.store.register(self.topics)
         self.expiry = MessageExpiry(self.store, self.topics, Counters())
         self.store.register(self.expiry)
+        self.lanes = Lanes(self.store, self.topics)
+        self.store.register(self.lanes)
         self.group: Group = self.topics.topics["orders"].groups["g"]
-        self.state = self._state(GroupArea(self.store, self.topics, self.group))
-        self.default = self._state(DefaultArea(self.store, self.topics))
+        self.state = self._state(GroupArea(self.store, self.topics, self.group),
+                                 self.lanes.for_topic(self.group.topic))
+        self.default = self._state(DefaultArea(self.store, self.topics), self.lanes)
 
-    def _state(self, area: GroupArea | DefaultArea) -> DeliveryState:
-        state = DeliveryState(area, SETTINGS, Counters(), expiry=self.expiry)
+    def _state(self, area: GroupArea | DefaultArea, lanes: Lanes | TopicLanes) -> DeliveryState:
+        state = DeliveryState(area, SETTINGS, Counters(), expiry=self.expiry, lanes=lanes)
         self.store.register(state)
         return state
 
@@ -116,6 +126,8 @@ class GroupModel(RuleBasedStateMachine):
         store.register(topics)
         batch = store.begin()
         orders = topics.topic("orders", 0)
+        orders.priorities = True
+        topics.changed(orders)
         if rule == DEFAULT_ALL:
             topics.keep_default(orders)  # ``default`` acks beside the group
         elif rule == DEFAULT_NONE:
@@ -136,6 +148,10 @@ class GroupModel(RuleBasedStateMachine):
         """A batch written: with it the counts of every delivery before it."""
         self.store.commit(batch)
         self.durable.update({seq: self.counts[seq] for seq in self.this_run})
+
+    def priority_order(self, seq: int) -> tuple[int, int]:
+        """A fresh state's order: the highest priority first, then arrival."""
+        return -self.priorities.get(seq, 0), seq
 
     def expired(self, seq: int) -> bool:
         return seq in self.expires and self.expires[seq] <= self.now_us
@@ -167,19 +183,23 @@ class GroupModel(RuleBasedStateMachine):
 
     # -- what producers, consumers and peers do --------------------------------------
 
-    @rule(messages=st.lists(st.tuples(TAGS, TTLS_MS), min_size=1, max_size=40))
-    def produce(self, messages: list[tuple[bytes, int | None]]) -> None:
+    @rule(messages=st.lists(st.tuples(TAGS, TTLS_MS, PRIORITIES), min_size=1, max_size=40))
+    def produce(self, messages: list[tuple[bytes, int | None, int | None]]) -> None:
         batch = self.store.begin()
         topic = self.topics.topic("orders", self.now_us)
         added, expiring = [], {}
-        for tag, ttl_ms in messages:
+        for tag, ttl_ms, priority in messages:
             headers = (b"TOPIC:orders", b"TAG:" + tag,
-                       *([b"TTL:%d" % ttl_ms] if ttl_ms is not None else []))
+                       *([b"TTL:%d" % ttl_ms] if ttl_ms is not None else []),
+                       *([b"PRIORITY:%d" % priority] if priority is not None else []))
             value = record.encode(b"id", headers, (b"body",), self.now_us)
             seq = batch.add_message(value)
             if ttl_ms is not None:
                 expiring[seq] = self.now_us + ttl_ms * 1000
                 self.expiry.track(batch, expiring[seq], seq)
+            if priority:
+                self.lanes.add(batch, topic, priority, seq)
+                self.priorities[seq] = priority
             self.topics.note_new(batch, seq, topic, tag, len(value))
             added.append((seq, tag))
         self._commit(batch)
@@ -349,14 +369,14 @@ class GroupModel(RuleBasedStateMachine):
             return
         probe = DeliveryState(GroupArea(self.store, self.topics, self.group),
                               DeliverySettings(ACK_TIMEOUT_US, EVERYTHING), Counters(),
-                              expiry=self.expiry)
+                              expiry=self.expiry, lanes=self.lanes.for_topic(self.group.topic))
         found: list[int] = []
         probe.deliver(lambda frames: found.append(seq_of(frames)) or True, self.now_us,
                       EVERYTHING)
         assert set(found) == self.wanted(), (
             f"after a restart: missing {sorted(self.wanted() - set(found))}, "
             f"again {sorted(set(found) - self.wanted())} (floor {self.group.floor})")
-        assert found == sorted(found)
+        assert found == sorted(found, key=self.priority_order), found
 
     @invariant()
     def default_gets_what_its_rule_holds_after_a_restart_now(self) -> None:
@@ -364,7 +384,7 @@ class GroupModel(RuleBasedStateMachine):
             return
         probe = DeliveryState(DefaultArea(self.store, self.topics),
                               DeliverySettings(ACK_TIMEOUT_US, EVERYTHING), Counters(),
-                              expiry=self.expiry)
+                              expiry=self.expiry, lanes=self.lanes)
         found: list[int] = []
         probe.deliver(lambda frames: found.append(seq_of(frames)) or True, self.now_us,
                       EVERYTHING)

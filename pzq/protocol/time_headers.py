@@ -75,6 +75,14 @@ def message_times(headers: Iterable[bytes], now_us: int) -> MessageTimes:
     return MessageTimes(due, ends, given.get(b"PRIORITY", 0))
 
 
+def time_headers_of(headers: Iterable[bytes]) -> tuple[str, ...]:
+    """The time headers among a message's, as text, as they were sent (for the
+    archive's metadata)."""
+    return tuple(header.decode(errors="replace") for header in headers
+                 if header and header[0] & 0xDF in _FIRST
+                 and header.partition(b":")[0].upper() in _RANGES)
+
+
 def _whole(value: bytes, name: str, most: int, unit: str, least: int = 0) -> int:
     """The header's value as a whole number from ``least`` to ``most``."""
     text = value.decode(errors="replace")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pzq import aio
+from pzq.archive.format.files import read_topic
 from pzq.client import Consumer, GroupConsumer, Producer, RoutedProducer, request_monitor
 from pzq.store import keyspace
 from pzq.store.scheduled import ScheduledArea
@@ -537,3 +538,22 @@ def test_the_node_option_gives_the_default_topic_priorities(start_inproc_node, c
     produce_prioritised(node, context, [(b"low", None), (b"high", 9)], topic=None)
     with Consumer(node.send_dsn, context=context) as consumer:
         assert take_all(consumer, 2) == [b"high", b"low"]
+
+
+# -- the archive ----------------------------------------------------------------------------
+
+def test_the_archive_keeps_a_message_s_time_headers_as_produced(start_inproc_node, context,
+                                                                tmp_path):
+    archive = tmp_path / "archive"
+    node = start_inproc_node("--archive-dir", str(archive), "--flush-interval", "50",
+                             consume=False, tcp=True)
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"timed"], topic="orders", ttl=3600, priority=9).ok
+        assert producer.produce([b"plain"], topic="orders").ok
+    with Consumer(node.send_dsn, context=context) as consumer:
+        assert sorted(take_all(consumer, 2)) == [b"plain", b"timed"]
+    node.wait_stats(lambda s: s["archive"]["archived"] == 2, message="archived")
+    node.wait_archive_durable()
+    archived = {message.parts[0]: message for _, message in read_topic(archive, "orders")}
+    assert archived[b"timed"].times == ("TTL:3600000", "PRIORITY:9")
+    assert archived[b"plain"].times == ()

@@ -117,6 +117,7 @@ class MessageExpiry(Participant):
         self.lingering: set[int] = set()  # swept, still stored (a group has it out)
         self.soonest_us = FAR  # the earliest index key not lingering (FAR: none)
         self._adding: list[int] = []  # expiries the batch being built adds
+        self._counting: list[Topic] = []  # expired in the batch being built: counted once
         for key, _ in store.iterate(keyspace.EXPIRY_PREFIX, values=False):
             self.soonest_us = keyspace.split_expiry_key(key)[0]
             break
@@ -132,9 +133,15 @@ class MessageExpiry(Participant):
         if self._adding:
             self.soonest_us = min(self.soonest_us, *self._adding)
             self._adding = []
+        if self._counting:  # counted when written: a failed batch is prepared again
+            self.counters.ttl_expired += len(self._counting)
+            for topic in self._counting:
+                topic.ttl_expired += 1
+            self._counting = []
 
     def failed(self) -> None:
         self._adding = []
+        self._counting = []
 
     # -- what delivery states ask ------------------------------------------------------
 
@@ -175,8 +182,7 @@ class MessageExpiry(Participant):
     def expired_final(self, batch: Batch, seq: int, value: bytes, dead: bool) -> None:
         """The last group holding the message let it go as expired: counted once, and
         its dead letter (``seq``'s, the same as the message's) says why."""
-        self.counters.ttl_expired += 1
-        self.topics.describe(value)[0].ttl_expired += 1
+        self._counting.append(self.topics.describe(value)[0])
         if dead:
             batch.put(keyspace.dead_reason_key(seq), EXPIRED)
 

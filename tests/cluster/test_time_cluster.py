@@ -16,7 +16,7 @@ def test_a_scheduled_message_is_copied_when_released_and_the_copy_goes_with_its_
         start_node, context, tmp_path):
     origin, peer = start_cluster(start_node, ipc_endpoints(tmp_path, 2), replicas=1)
     with Producer(origin.receive_dsn, context=context) as producer:
-        ack = producer.produce([b"later"], topic="orders", delay=1.5)
+        ack = producer.produce([b"later"], topic="orders", delay=3)
         now = producer.produce([b"now"], topic="orders")
     # stored, not copied until released (docs/time.rst)
     assert ack.ok and ack.replication_failed

@@ -8,6 +8,7 @@ import pytest
 from pzq.client import Consumer, Producer
 from tests.cluster.test_cluster import ipc_endpoints, replicas_held, start_cluster
 from tests.integration.test_time import let_time_pass
+from tests.support.harness import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -63,3 +64,37 @@ def test_a_survivor_never_delivers_a_taken_over_copy_that_expired(start_node, co
         assert consumer.receive(1.0) is None
     peer.wait_stats(lambda s: s["ttl_expired"] == 1 and s["dead_letters"] == 1
                     and s["replicas_held"] == 0, 10)
+
+
+def test_on_three_nodes_no_survivor_delivers_an_expired_copy(start_node, context, closing,
+                                                             tmp_path):
+    """Both survivors hold copies; the one that takes over delivers the message that
+    has not expired, once, and neither delivers the one that has."""
+    nodes = start_cluster(start_node, ipc_endpoints(tmp_path, 3), replicas=2)
+    with Producer(nodes[0].receive_dsn, context=context) as producer:
+        assert producer.produce([b"expires"], topic="orders", ttl=1.5).ok
+        assert producer.produce([b"stays"], topic="orders").ok
+    nodes[0].kill()
+    for node in nodes[1:]:
+        node.wait_stats(lambda s: s["peers"] and all(
+            p["state"] != "up" for p in s["peers"] if p["endpoint"].endswith("node0.cluster")),
+            15, message="the origin down")
+    let_time_pass(1.5)
+    consumers = [closing.enter_context(Consumer(node.send_dsn, context=context))
+                 for node in nodes[1:]]
+    delivered: list[bytes] = []
+
+    def stays_delivered() -> bool:
+        for consumer in consumers:
+            message = consumer.receive(0.01)
+            if message is not None:
+                delivered.append(message.parts[0])
+                message.ack()
+        return b"stays" in delivered
+
+    wait_until(stays_delivered, 20, interval=0, message="the other message delivered")
+    for consumer in consumers:
+        assert consumer.receive(0.5) is None
+    assert delivered == [b"stays"]
+    wait_until(lambda: sum(node.stats()["ttl_expired"] for node in nodes[1:]) == 1, 10,
+               message="the expired copy let go by the survivor")

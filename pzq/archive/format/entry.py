@@ -1,7 +1,9 @@
 """An archived message: the record ``[key][metadata][part 1..N]`` and its metadata.
 
 ``acked_us`` is when the consumer ACKed it, or for a dead letter (``outcome``
-``dead_letter``) when it was given up.
+``dead_letter``) when it was given up. ``times``, only when the message had any: its
+time headers as the producer sent them (``DELAY:30000``, ``TTL:600000``,
+``PRIORITY:9`` ...; pzq.protocol.time_headers), read against ``stored_us``.
 
 Metadata is one compact JSON object, small and self-describing, so that readers in
 any language (and Spark) can use it without this module.
@@ -34,6 +36,7 @@ class ArchivedMessage:
     parts: tuple[bytes, ...]
     outcome: str = "acked"  # or "dead_letter": given up after --max-deliveries
     groups: tuple[str, ...] = ()  # consumer groups done with it, when not only default
+    times: tuple[str, ...] = ()  # its time headers as produced (DELAY:, TTL:, ...)
 
     def frames(self) -> list[bytes]:
         metadata: dict[str, object] = {
@@ -43,6 +46,8 @@ class ArchivedMessage:
             "origin": self.origin, "outcome": self.outcome}
         if self.groups:
             metadata["groups"] = list(self.groups)
+        if self.times:
+            metadata["times"] = list(self.times)
         return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
 
     @classmethod
@@ -52,7 +57,8 @@ class ArchivedMessage:
         return cls(key, meta["msg_id"].encode("latin-1"), meta["topic"], meta["stored_us"],
                    meta["first_delivered_us"], meta["acked_us"], meta["deliveries"],
                    meta["origin"], parts, meta.get("outcome", "acked"),
-                   tuple(str(group) for group in meta.get("groups", ())))
+                   tuple(str(group) for group in meta.get("groups", ())),
+                   tuple(str(header) for header in meta.get("times", ())))
 
 
 def parse_metadata(payload: bytes, at: int = 0) -> dict[str, Any]:

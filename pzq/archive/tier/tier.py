@@ -13,6 +13,7 @@ from pathlib import Path
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.tier.archive import Archive
 from pzq.protocol.headers import topic_and_tag
+from pzq.protocol.time_headers import time_headers_of
 from pzq.store import record
 
 
@@ -58,7 +59,8 @@ class ArchiveTier:
             key=key, msg_id=stored.msg_id, topic=self.topic_of(stored.headers),
             stored_us=stored.stored_us, first_delivered_us=first_delivered_us,
             acked_us=acked_us, deliveries=deliveries, origin=origin,
-            parts=stored.parts, outcome=outcome, groups=groups), acked_us / 1e6)
+            parts=stored.parts, outcome=outcome, groups=groups,
+            times=time_headers_of(stored.headers)), acked_us / 1e6)
         self.archived += 1
         self._dirty = self._appended = True
 

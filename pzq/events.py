@@ -56,3 +56,12 @@ class GroupDoneElsewhere:
     batch: Batch
     group: str
     seqs: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayEnded:
+    """A replay of the named group ``group`` of ``topic`` was cancelled or finished: its
+    deliveries are no longer anyone's (pzq.replay)."""
+
+    topic: str
+    group: str

@@ -10,7 +10,9 @@
     EMPTY TOPIC name                             its messages go, its groups stay
     EMPTY GROUP topic group                      the group is done with what is stored
     SEEK GROUP topic group to=WHERE              deliver from WHERE on: earliest, latest,
-                                                 µs since the epoch, or a message key
+                                                 µs since the epoch, or a message key; to a
+                                                 time, the archive's messages stored since
+                                                 are replayed to the group (pzq.replay)
     PENDING GROUP topic group [limit=N]          what the group has out or waiting again
 
 REMOVE and EMPTY walk the topic's messages once (pzq.admin.topic_walks) and write one
@@ -23,6 +25,7 @@ change of groups reaches them in TOPICS. Every verb is given the wake's time.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Protocol
 
 from pzq.admin import group_ops
 from pzq.admin.topic_walks import Holders, TopicWalks
@@ -53,11 +56,19 @@ from pzq.store.store import Store
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP_ID, Group, Topic, Topics
 
 
+class ArchiveSeek(Protocol):
+    """A seek to a time goes on into the archive (pzq.replay.part.Replays): the line
+    saying what it replays, or ""."""
+
+    def from_time(self, group: Group, since_us: int, now: Now) -> str: ...
+
+
 class TopicAdmin:
     def __init__(self, store: Store, topics: Topics, consume: NamedGroups,
-                 default: DeliveryState, holders: Holders,
+                 default: DeliveryState, holders: Holders, archive_seek: ArchiveSeek,
                  scheduled: ScheduledArea | None = None) -> None:
         self.store = store
+        self.archive_seek = archive_seek
         self.scheduled = scheduled or ScheduledArea(store)  # DELAY:, NOT-BEFORE: waiting
         self.holders = holders
         self.topics = topics
@@ -256,9 +267,11 @@ class TopicAdmin:
         deliveries = self.consume.groups.get(group.id)
         if deliveries is not None:
             group_ops.let_go_below(deliveries, target)
+        archived = self.archive_seek.from_time(group, int(where), now) if where.isdigit() \
+            else ""
         return (f"group {group.name} of topic {topic.name} at seq {target}: "
                 f"{len(moved.deleted) + len(moved.marked)} now done, "
-                f"{len(moved.to_deliver)} to be delivered\n").encode()
+                f"{len(moved.to_deliver)} to be delivered{archived.rstrip()}\n").encode()
 
     def _seek_target(self, topic: Topic, where: str) -> int:
         """The seq a seek goes to."""

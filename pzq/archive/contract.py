@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pzq.archive.tier.tier import ArchiveTier
+from pzq.archive.tier.topiclog import TopicLog
 from pzq.delivery.inflight import InFlight
 from pzq.delivery.state import DeliveryState
 from pzq.errors import ConfigError
@@ -29,6 +30,23 @@ class ArchiveWrites(Protocol):
 
     def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
                                groups: tuple[str, ...]) -> bool: ...
+
+
+class ArchiveLogs(Protocol):
+    """The archive's topic logs as a replay reads them (pzq.archive.tier.archive.Archive;
+    ``NoLogs`` without --archive-dir)."""
+
+    @property
+    def present(self) -> bool: ...
+
+    def log(self, topic: str) -> TopicLog | None: ...
+
+
+class NoLogs:
+    present = False
+
+    def log(self, topic: str) -> TopicLog | None:
+        return None
 
 
 class NoArchiving(Participant):
@@ -62,3 +80,7 @@ class NoArchiving(Participant):
 
     def figures(self, now: float) -> dict[str, object]:
         return {}
+
+    @property
+    def logs(self) -> ArchiveLogs:
+        return NoLogs()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pzq.cli.common import (
@@ -27,6 +27,7 @@ from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.errors import DecodeError, EndpointError, ExitCode, StoreError
 from pzq.protocol.consume import START_WORDS
 from pzq.protocol.message_keys import parse_message_key
+from pzq.replay.range import parse_bound
 from pzq.store.repair import repair
 from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE
 from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
@@ -127,10 +128,11 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
                             "partitions (a KEY's messages stay in one, in order); fixed "
                             "once declared")
     group = commands.add_parser("group", help="declare, remove, empty, seek a consumer group, "
-                                "or list its pending deliveries")
-    group.add_argument("action", choices=(*ACTIONS, "pending", "seek"))
-    group.add_argument("topic", help="the group's topic")
-    group.add_argument("name", help="the group")
+                                "list its pending deliveries, or replay its archive")
+    group.add_argument("action", choices=(*ACTIONS, "pending", "seek", "replay", "replays"))
+    group.add_argument("topic", nargs="?",
+                       help="the topic (replays: only its replays; replay --cancel: none)")
+    group.add_argument("name", nargs="?", help="the group's name (replays: none)")
     group.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                        help="declare: earliest (default), latest, or µs since the epoch")
     group.add_argument("--filter", default=None, metavar="TAG",
@@ -142,10 +144,18 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     group.add_argument("--backoff", type=backoff_steps, default=None, metavar="D,D,...",
                        help="declare: waits before a delivery whose deadline passed goes "
                             "again, one per delivery, the last repeated (e.g. 1s,10s,1m)")
-    group.add_argument("--to", type=seek_target, default=None, metavar="WHERE",
-                       help="seek: earliest, latest, µs since the epoch, or a message key")
     group.add_argument("--limit", type=whole_number(0), default=None, metavar="N",
                        help="pending: at most N lines (100)")
+    group.add_argument("--from", dest="replay_from", type=replay_bound(True), default=None,
+                       metavar="WHERE",
+                       help="replay: deliver the topic's archive to the group again from "
+                            "earliest, a time (ISO 8601, or µs since the epoch) or an "
+                            "archive offset")
+    group.add_argument("--to", type=seek_or_replay_end, default=None, metavar="WHERE",
+                       help="seek: earliest, latest, µs since the epoch, or a message key; "
+                            "replay: up to this time or archive offset (the archive's end)")
+    group.add_argument("--cancel", default=None, metavar="ID",
+                       help="replay: cancel the replay ID (as replays lists it)")
 
 
 # The options of `topic` and `group` that one action alone takes, by argparse dest.
@@ -153,8 +163,9 @@ ONE_ACTIONS_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "topic": {"declare": ("max_messages", "max_bytes", "dedup_window", "partitions",
                           "max_age", "on_expire", "priorities")},
     "group": {"declare": ("start", "filter", "ack_timeout", "max_deliveries", "backoff"),
-              "seek": ("to",), "pending": ("limit",)},
+              "pending": ("limit",), "replay": ("replay_from", "cancel")},
 }
+GROUPLESS = ("replays",)  # group actions without TOPIC and NAME
 
 
 def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -163,11 +174,76 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     for action, dests in ONE_ACTIONS_OPTIONS.get(args.command, {}).items():
         for dest in dests:
             if getattr(args, dest) is not None and args.action != action:
-                parser.error(f"--{dest.replace('_', '-')} is for {args.command} {action} "
+                flag = "--from" if dest == "replay_from" else f"--{dest.replace('_', '-')}"
+                parser.error(f"{flag} is for {args.command} {action} "
                              f"only, not {args.command} {args.action}")
-    if args.command == "group" and args.action == "seek" and args.to is None:
-        parser.error("group seek needs --to WHERE: earliest, latest, µs since the epoch "
-                     "or a message key")
+    if args.command == "group":
+        _check_group(parser, args)
+
+
+def _check_group(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The words of one group action: its names, --to's form, replay's --from or
+    --cancel."""
+    action = args.action
+    if args.to is not None and action not in ("seek", "replay"):
+        parser.error(f"--to is for group seek and group replay only, not group {action}")
+    if action == "replays":
+        if args.name is not None:
+            parser.error("group replays takes at most a TOPIC")
+        return
+    if action == "replay" and args.cancel is not None:
+        if args.topic is not None or args.replay_from is not None or args.to is not None:
+            parser.error("group replay --cancel ID takes no TOPIC, GROUP, --from or --to")
+        return
+    if args.topic is None or args.name is None:
+        parser.error(f"group {action} needs TOPIC and NAME")
+    if action == "seek":
+        if args.to is None:
+            parser.error("group seek needs --to WHERE: earliest, latest, µs since the epoch "
+                         "or a message key")
+        _argument(parser, seek_target, args.to, "--to")
+    elif action == "replay":
+        _check_replay(parser, args)
+
+
+def _check_replay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.replay_from is None:
+        parser.error("group replay needs --from WHERE: earliest, a time or an archive "
+                     "offset (or --cancel ID)")
+    if args.to is not None:
+        _argument(parser, replay_bound(False), args.to, "--to")
+
+
+def _argument(parser: argparse.ArgumentParser, kind: Callable[[str], str], text: str,
+              flag: str) -> None:
+    try:
+        kind(text)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"argument {flag}: {exc}")
+
+
+def replay_bound(earliest_ok: bool) -> Callable[[str], str]:
+    """An argparse type: where a replay begins (``earliest_ok``) or ends, as the node
+    reads it."""
+    def bound(text: str) -> str:
+        try:
+            parse_bound(text, "from" if earliest_ok else "to", earliest_ok)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+    return bound
+
+
+def seek_or_replay_end(text: str) -> str:
+    """An argparse type: where a seek goes or a replay ends (which one: the action's)."""
+    try:
+        return seek_target(text)
+    except argparse.ArgumentTypeError:
+        try:
+            return replay_bound(False)(text)
+        except argparse.ArgumentTypeError:
+            pass
+        raise
 
 
 def seek_target(text: str) -> str:
@@ -213,6 +289,8 @@ def _request(args: argparse.Namespace) -> str:
                                    dedup_window=args.dedup_window,
                                    partitions=args.partitions, max_age=args.max_age,
                                    on_expire=args.on_expire, priorities=args.priorities)])
+    if args.command == "group" and args.action in ("replay", "replays"):
+        return _replay_request(args)
     if args.command == "group":
         return " ".join([args.action.upper(), "GROUP", args.topic, args.name,
                          *_options(start=args.start, filter=args.filter, to=args.to,
@@ -223,6 +301,15 @@ def _request(args: argparse.Namespace) -> str:
             "requeue": f"REQUEUE {getattr(args, 'key', '')}",
             "purge": f"PURGE {getattr(args, 'key', '')}",
             "pending": "PENDING", "topics": "TOPICS", "routes": "ROUTES"}[args.command]
+
+
+def _replay_request(args: argparse.Namespace) -> str:
+    if args.action == "replays":
+        return " ".join(["REPLAYS", *([args.topic] if args.topic else [])])
+    if args.cancel is not None:
+        return f"REPLAY CANCEL {args.cancel}"
+    return " ".join(["REPLAY", "GROUP", args.topic, args.name,
+                     *_options(**{"from": args.replay_from, "to": args.to})])
 
 
 def _options(**options: object) -> list[str]:

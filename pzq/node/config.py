@@ -54,6 +54,7 @@ class Config:
     archive_topic: str
     retain_bytes: int
     relay_poll_us: int
+    replay_rate: int
     curve_secret_key: str | None
     curve_authorized_keys: str | None
     cluster_authorized_keys: str | None

@@ -150,6 +150,9 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
     Option("relay_poll", "--relay-poll", int, 1000,
            "archive: how often the relay looks for new records (milliseconds)",
            field="relay_poll_us", scale=US_PER_MS, least=1),
+    Option("replay_rate", "--replay-rate", int, 1000,
+           "archive: messages a second the node's replays read back from the archive, "
+           "all together (a rate the live path keeps its pace beside)", least=1),
     Option("curve_secret_key", "--curve-secret-key", str, None,
            "this node's CURVE key pair (a .key_secret file): encrypt every socket"),
     Option("curve_authorized_keys", "--curve-authorized-keys", str, None,

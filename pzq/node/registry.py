@@ -6,7 +6,8 @@ each client key may do (read again on SIGHUP before the wake takes anything), th
 cluster (peers' frames before the consumers'; a part that does nothing without a
 cluster), the producers' intake (--receive-dsn), the archive (it learns the wake's
 time before the ACKs append, and fsyncs before the ZPER parts say what is durable),
-``default`` (--send-dsn; its reaper tick reaps the takeovers before any group reaps
+the replays of the archive (pzq.replay: their reaper tick before the groups settle
+who holds what), ``default`` (--send-dsn; its reaper tick reaps the takeovers before any group reaps
 its own), the named groups (--consume-dsn) and the node's figures. Then the plug-in
 endpoints that are on (pzq.node.endpoints), the administration, and last the
 monitor, which answers for all of them. A part that is off is not opened, and the
@@ -37,6 +38,7 @@ from pzq.node.wiring import NodeWiring
 from pzq.parts import Parts
 from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.protocol.topic_reads import DEFAULT_GROUP
+from pzq.replay.part import Replays
 from pzq.security import NodeSecurity
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.consume_endpoint import ConsumeEndpoint
@@ -61,7 +63,9 @@ def open_parts(node: NodeState, context: Context, security: NodeSecurity, now: N
 
 def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     endpoints = node.config.endpoints
-    answers = GroupAnswers(node.archiving, node.cluster.removed)
+    replays = Replays(node.store, node.topics, node.archiving.logs, node.config.delivery,
+                      node.config.replay_rate, node.hub)
+    answers = GroupAnswers(node.archiving, replays.removed_filter(node.cluster.removed))
     parts.add(NodeUpkeep(node.store, node.topics))
     parts.add(AuthorizationPart(node.authorization, node.hub))
     parts.add(node.cluster.open_part(wiring.context, wiring.security, node.delivery,
@@ -71,11 +75,13 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     parts.add(ScheduledRelease(node.scheduled, node.store, node.requeued, node.copy_requeued,
                                node.expiry, node.lanes, node.topics))
     parts.add(node.archiving.part())
+    parts.add(replays)
     send = open_send(wiring, node, endpoints[SEND.role], answers)
     parts.add(send, SEND.role)
     consume: NamedGroups = NoConsumeEndpoint()
     if CONSUME.role in endpoints:
-        consume = opened = open_consume(wiring, node, endpoints[CONSUME.role], answers)
+        consume = opened = open_consume(wiring, node, endpoints[CONSUME.role], answers,
+                                        replays)
         parts.add(opened, CONSUME.role)
     parts.add(ExpirySweep(node.expiry, node.store, node.topics, node.delivery, consume))
     parts.add(NodeFigures(node, intake.acks, send.connections, consume))
@@ -86,7 +92,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     parts.add(open_backups(node))
     parts.add(Administration(
         Admin(node.store, node.delivery, node.requeued, node.copy_requeued),
-        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster,
+        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster, replays,
                    node.scheduled),
         node.routes))
     monitor = sockets.bind_monitor(wiring.context, endpoints[MONITOR.role], wiring.security)
@@ -127,11 +133,11 @@ def open_send(wiring: NodeWiring, node: NodeState, dsn: str,
 
 
 def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
-                 answers: GroupAnswers) -> ConsumeEndpoint:
+                 answers: GroupAnswers, replays: Replays) -> ConsumeEndpoint:
     config = node.config
     socket = sockets.bind_consume(wiring.context, dsn, wiring.security,
                                   config.consume_heartbeat_ms)
     return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
                            config.consume_heartbeat_ms, config.consume_heartbeat_s,
                            config.batch_size, node.cluster, node.holds, node.hub,
-                           node.expiry, node.lanes, node.authorization)
+                           node.expiry, node.lanes, node.authorization, replays)

@@ -10,7 +10,8 @@ code is doing.
 While this node has taken over down nodes, a group also gets their messages of its
 topic that their group of the same name holds (``pzq.serving.holding``); a
 CONSUME for such a group is accepted here even before this node has the topic or
-the group (they are made, as for any new name).
+the group (they are made, as for any new name). A group being replayed gets the
+replay's messages the same way, each replay as one more origin (pzq.replay).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pzq.delivery.lanes import NO_LANES, Lanes, NoLanes
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
-from pzq.events import EventHub, GroupDoneElsewhere, PeersReleased
+from pzq.events import EventHub, GroupDoneElsewhere, PeersReleased, ReplayEnded
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import consume as consume_wire
@@ -57,6 +58,34 @@ class TakenOverGroups(Protocol):
     def taken(self, topic: str, group: str) -> dict[bytes, DeliveryState]: ...
 
 
+class NoReplays:
+    """A node whose groups are not replayed (tests of the endpoint alone)."""
+
+    def states(self, topic: str, group: str) -> dict[bytes, DeliveryState]:
+        return {}
+
+
+class Replayed(Protocol):
+    """The replays of a named group, by replay id (pzq.replay.part.Replays)."""
+
+    def states(self, topic: str, group: str) -> dict[bytes, DeliveryState]: ...
+
+
+def joined(taken: TakenOver, replays: Replayed) -> TakenOver:
+    """A group's other origins: the down nodes it took over, and its replays (a dict of
+    both only while it has a replay)."""
+    replayed = replays.states
+
+    def others(topic: str, group: str) -> dict[bytes, DeliveryState]:
+        found = taken(topic, group)
+        extra = replayed(topic, group)
+        return {**found, **extra} if extra else found
+    return others
+
+
+NO_REPLAYS = NoReplays()
+
+
 class ClusterWord(Protocol):
     """What the endpoint asks of the cluster (pzq.cluster.lone.Cluster; a lone node's
     says every own message is this node's to deliver now)."""
@@ -81,12 +110,13 @@ class ConsumeEndpoint(Part):
                  heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
                  held: HeldElsewhere, hub: EventHub, expiry: Expiry = NO_EXPIRY,
                  lanes: Lanes | NoLanes = NO_LANES,
-                 authorization: Authorization = NO_AUTHORIZATION) -> None:
+                 authorization: Authorization = NO_AUTHORIZATION,
+                 replays: Replayed = NO_REPLAYS) -> None:
         self.socket = socket
         self.authorization = authorization  # which keys may consume which groups
         self.expiry = expiry  # the node's own messages' (pzq.delivery.expiry)
         self.lanes = lanes  # priorities (pzq.delivery.lanes)
-        self.taken_over: TakenOver = cluster.takeovers.taken
+        self.taken_over: TakenOver = joined(cluster.takeovers.taken, replays)
         self.own_allowed = cluster.own_delivery_allowed
         self.held = held
         self.store = store
@@ -115,6 +145,7 @@ class ConsumeEndpoint(Part):
         hub.subscribe(PeersReleased, self.rewind_own)
         hub.subscribe(GroupDoneElsewhere, self.done_elsewhere)
         hub.subscribe(RulesReloaded, self.recheck)
+        hub.subscribe(ReplayEnded, self.replay_ended)
 
     def _deliveries_for(self, group: Group) -> NamedGroupDelivery:
         found = self.groups.get(group.id)
@@ -313,6 +344,12 @@ class ConsumeEndpoint(Part):
                 self._error(consumer.routing_id, f"FORBIDDEN consume {group.topic}:"
                             f"{group.name}: the node's --authorization rules changed")
                 self._gone(consumer, "forbidden")
+
+    def replay_ended(self, ended: ReplayEnded) -> None:
+        """A replay of a group ended: what its consumers held of it is theirs no more."""
+        for deliveries in self.groups.values():
+            if deliveries.topic == ended.topic and deliveries.name == ended.group:
+                deliveries.settle()
 
     def rewind_own(self, released: PeersReleased) -> None:
         """Another node let messages go: look at each group's messages again."""

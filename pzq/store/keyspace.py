@@ -48,8 +48,12 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     L <topic:4> <9-priority:1> <seq:8>
                          a message of a topic with priorities, PRIORITY 1 to 9: the lanes
                          its groups serve before their backlog (pzq.delivery.lanes; format 2)
+    p <replay:8> <seq:8> a replay's messages read back from the archive, one group's only
+    P <replay:8>         a replay's record: its group, range, position in the archive and
+                         counts (JSON; see pzq.delivery.replay_area)
 
-``<node:8>`` is the other node's id, 8 ASCII hex characters, and ``<seq:8>`` a
+``<node:8>`` is the other node's id, 8 ASCII hex characters (``<replay:8>`` a replay's
+id, of the same form: its messages' keys name it in the node id's place), and ``<seq:8>`` a
 sequence number, as in the message key (see pzq.protocol.message_keys). ``<topic:4>`` and
 ``<group:4>`` are big-endian ids the node gives topics and groups when they are made
 (group 0 is ``default``, the consumers on --send-dsn).
@@ -85,6 +89,8 @@ SCHEDULED_COUNT_PREFIX = b"Z"
 EXPIRY_PREFIX = b"X"
 DEAD_REASON_PREFIX = b"E"
 LANE_PREFIX = b"L"
+REPLAY_PREFIX = b"p"  # a replay's messages: p <replay id> <seq>
+REPLAY_RECORD_PREFIX = b"P"  # a replay's record: P <replay id>
 
 META_NODE_ID = META_PREFIX + b"node_id"
 META_NEXT_SEQ = META_PREFIX + b"next_seq"
@@ -102,6 +108,18 @@ def own_key(seq: int) -> bytes:
 def own_seq(store_key: bytes) -> int:
     seq: int = SEQ.unpack_from(store_key, len(OWN_PREFIX))[0]
     return seq
+
+
+def replay_prefix(replay_id: bytes) -> bytes:
+    return REPLAY_PREFIX + replay_id
+
+
+def replay_key(replay_id: bytes, seq: int) -> bytes:
+    return REPLAY_PREFIX + replay_id + SEQ.pack(seq)
+
+
+def replay_record_key(replay_id: bytes) -> bytes:
+    return REPLAY_RECORD_PREFIX + replay_id
 
 
 def dead_key(seq: int) -> bytes:

@@ -132,8 +132,8 @@ def test_the_monitors_verbs_are_its_own_then_those_the_parts_contribute(open_dev
     device = open_device()
     monitor = list(device.parts)[-1]
     assert list(monitor.table) == [
-        b"MONITOR", b"STATS", b"PING", b"BACKUP", b"DEAD", b"REQUEUE", b"PURGE", b"PENDING",
-        b"ROUTES", b"TOPICS", b"DECLARE", b"REMOVE", b"EMPTY", b"SEEK"]
+        b"MONITOR", b"STATS", b"PING", b"REPLAY", b"REPLAYS", b"BACKUP", b"DEAD", b"REQUEUE",
+        b"PURGE", b"PENDING", b"ROUTES", b"TOPICS", b"DECLARE", b"REMOVE", b"EMPTY", b"SEEK"]
     # the verbs every key may ask under --authorization are verbs of the table
     assert OPEN_VERBS <= set(monitor.table)
 

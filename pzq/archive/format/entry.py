@@ -1,9 +1,10 @@
 """An archived message: the record ``[key][metadata][part 1..N]`` and its metadata.
 
 ``acked_us`` is when the consumer ACKed it, or for a dead letter (``outcome``
-``dead_letter``) when it was given up. ``times``, only when the message had any: its
-time headers as the producer sent them (``DELAY:30000``, ``TTL:600000``,
-``PRIORITY:9`` ...; pzq.protocol.time_headers), read against ``stored_us``.
+``dead_letter``) when it was given up. ``headers``, only when the message had any
+besides TOPIC: the producer's header frames as sent (TAG, KEY, DEDUP-ID, and the
+time headers, ``DELAY:30000``, ``TTL:600000``, ``PRIORITY:9`` ..., read against
+``stored_us``; ``times`` picks those out).
 
 Metadata is one compact JSON object, small and self-describing, so that readers in
 any language (and Spark) can use it without this module.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pzq.errors import ArchiveFormatError
+from pzq.protocol.time_headers import time_headers_of
 
 METADATA_FIELDS: dict[str, type] = {
     "topic": str, "msg_id": str, "stored_us": int, "first_delivered_us": int,
@@ -36,7 +38,14 @@ class ArchivedMessage:
     parts: tuple[bytes, ...]
     outcome: str = "acked"  # or "dead_letter": given up after --max-deliveries
     groups: tuple[str, ...] = ()  # consumer groups done with it, when not only default
-    times: tuple[str, ...] = ()  # its time headers as produced (DELAY:, TTL:, ...)
+    # the producer's header frames but its TOPIC (in ``topic``), when it gave others: a
+    # replay delivers them as produced (TAG, KEY, ...)
+    headers: tuple[bytes, ...] = ()
+
+    @property
+    def times(self) -> tuple[str, ...]:
+        """Its time headers as produced, as text (pzq.protocol.time_headers)."""
+        return time_headers_of(self.headers)
 
     def frames(self) -> list[bytes]:
         metadata: dict[str, object] = {
@@ -46,8 +55,8 @@ class ArchivedMessage:
             "origin": self.origin, "outcome": self.outcome}
         if self.groups:
             metadata["groups"] = list(self.groups)
-        if self.times:
-            metadata["times"] = list(self.times)
+        if self.headers:
+            metadata["headers"] = [header.decode("latin-1") for header in self.headers]
         return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
 
     @classmethod
@@ -58,7 +67,8 @@ class ArchivedMessage:
                    meta["first_delivered_us"], meta["acked_us"], meta["deliveries"],
                    meta["origin"], parts, meta.get("outcome", "acked"),
                    tuple(str(group) for group in meta.get("groups", ())),
-                   tuple(str(header) for header in meta.get("times", ())))
+                   tuple(str(header).encode("latin-1", errors="replace")
+                         for header in meta.get("headers", ())))
 
 
 def parse_metadata(payload: bytes, at: int = 0) -> dict[str, Any]:

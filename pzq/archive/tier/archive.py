@@ -24,6 +24,8 @@ class TopicInfo:
 
 
 class Archive:
+    present = True  # an archive a replay reads (pzq.archive.contract.ArchiveLogs)
+
     def __init__(self, directory: Path, segment_size: int = 536_870_912,
                  flush_messages: int = 10_000, flush_interval_ms: int = 1000,
                  retain_hours: float = 168, retain_bytes: int = 0) -> None:

@@ -10,6 +10,7 @@ delivered again later, and the failure is logged once per failing spell.
 
 from __future__ import annotations
 
+from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.lock import ArchiveLock
 from pzq.archive.tier.part import ArchivePart
 from pzq.archive.tier.tier import ArchiveTier
@@ -51,6 +52,11 @@ class Archiving(Participant):
             self.tier.close(now)
         finally:
             self.lock.release()
+
+    @property
+    def logs(self) -> Archive:
+        """Its topic logs, as a replay reads them."""
+        return self.tier.archive
 
     def part(self) -> Part:
         """Its part of the loop: the wake's time, timed fsyncs, retention."""

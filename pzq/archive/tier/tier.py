@@ -12,8 +12,7 @@ from pathlib import Path
 
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.tier.archive import Archive
-from pzq.protocol.headers import topic_and_tag
-from pzq.protocol.time_headers import time_headers_of
+from pzq.protocol.headers import TOPIC_HEADER, topic_and_tag
 from pzq.store import record
 
 
@@ -60,7 +59,8 @@ class ArchiveTier:
             stored_us=stored.stored_us, first_delivered_us=first_delivered_us,
             acked_us=acked_us, deliveries=deliveries, origin=origin,
             parts=stored.parts, outcome=outcome, groups=groups,
-            times=time_headers_of(stored.headers)), acked_us / 1e6)
+            headers=tuple(header for header in stored.headers
+                          if header[:6].upper() != TOPIC_HEADER)), acked_us / 1e6)
         self.archived += 1
         self._dirty = self._appended = True
 

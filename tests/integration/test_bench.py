@@ -180,3 +180,26 @@ def test_shards_benchmark_smoke_run(tmp_path, capsys):
     for figure in figures.values():
         assert figure["one"] > 0 and figure["shards"] > 0
         assert figure["ratio"] == pytest.approx(figure["shards"] / figure["one"])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("script, arguments, last_words", [
+    ("bench_scheduled.py", ["--backlog", "2000", "--count", "500", "--repeats", "1"],
+     "over 1 repeats"),
+    ("bench_replay.py", ["--archived", "300", "--seconds", "1", "--rates", "1000",
+                         "--repeats", "1"], "beside"),
+    ("authorization_cost.py", ["--count", "500", "--runs", "1"], "}")])
+def test_the_time_replay_and_authorization_benchmarks_run_to_their_figures(
+        tmp_path, script, arguments, last_words):
+    """Short runs of the benchmarks behind docs/time.rst's, the replay's and the
+    authorization's figures: each ends by itself, its nodes stopped, with its table."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "scripts" / script
+    ran = subprocess.run([sys.executable, str(path), *arguments], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=100, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    lines = ran.stdout.strip().splitlines()
+    assert lines and last_words in "\n".join(lines[-3:]), ran.stdout[-2000:]

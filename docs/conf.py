@@ -17,7 +17,8 @@ autodoc_default_options = {"members": True, "show-inheritance": False}
 # Types of other libraries, and pzq's inner parts the API reference does not list, are
 # shown by name without a link.
 nitpick_ignore_regex = [
-    ("py:class", r"(collections|collections\.abc|typing|_asyncio|asyncio|pathlib|zmq)\..*"),
+    ("py:class",
+     r"(collections|collections\.abc|typing|_asyncio|asyncio|pathlib|zmq|datetime)\..*"),
     ("py:class", r"pzq\.(client\.sessions|protocol)\..*"),
 ]
 exclude_patterns = ["_build", "_ext"]

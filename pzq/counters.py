@@ -24,6 +24,7 @@ class Counters:
     expired: int = 0  # ack timeout passed: delivered again
     evicted: int = 0  # pushed out of the in-flight table by its size bound
     dead_lettered: int = 0  # moved to the dead letters after --max-deliveries
+    ttl_expired: int = 0  # messages expired (TTL, EXPIRES, a topic's max_age): never delivered
     queue_full: int = 0  # refused because --max-messages or --max-bytes was reached
     moved: int = 0  # refused: another node owns the message's partition (MOVED)
     duplicates: int = 0  # repeats of a DEDUP-ID within its window: ACKed, not stored

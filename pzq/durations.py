@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 UNITS_US = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
-            "min": 60_000_000, "h": 3_600_000_000}
+            "min": 60_000_000, "h": 3_600_000_000,
+            "d": 86_400_000_000}
 PATTERN = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([a-zµ]*)$")
-EXAMPLES = "microseconds (5000000) or a number with a unit: 250ms, 5s, 2m, 1h"
+EXAMPLES = "microseconds (5000000) or a number with a unit: 250ms, 5s, 2m, 1h, 2d"
 
 
 class DurationError(ValueError):

@@ -65,10 +65,12 @@ class Admin:
         for store_key, value in self.store.scan(keyspace.DEAD_PREFIX, limit=limit):
             seq = keyspace.SEQ.unpack_from(store_key, 1)[0]
             stored = record.decode(value)
+            reason = self.store.get(keyspace.dead_reason_key(seq))
             lines.append(" ".join((message_key(self.store.node_id, seq).decode(),
                                    stored.msg_id.decode(errors="replace"),
                                    f"deliveries={stored.deliveries}",
-                                   f"bytes={sum(len(part) for part in stored.parts)}")))
+                                   f"bytes={sum(len(part) for part in stored.parts)}",
+                                   *([f"reason={reason.decode()}"] if reason else []))))
         return ("\n".join(lines) + "\n").encode()
 
     def _pending(self, arguments: list[bytes], now: Now) -> bytes:

@@ -1,7 +1,8 @@
 """Administration of topics and consumer groups over the monitor socket (pzq-ctl).
 
     TOPICS                                       every topic with its groups
-    DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D]
+    DECLARE TOPIC name [max_messages=N] [max_bytes=B] [dedup_window=D] [max_age=D]
+                  [on_expire=dead|drop] [priorities=on|off]
     DECLARE GROUP topic group [start=earliest|latest|µs] [filter=F]
                   [ack_timeout=D] [max_deliveries=N] [backoff=D,D,...]
     REMOVE TOPIC name                            its messages and groups go
@@ -23,6 +24,7 @@ change of groups reaches them in TOPICS. Every verb is given the wake's time.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Protocol
 
 from pzq.admin import group_ops
@@ -39,6 +41,7 @@ from pzq.admin.topic_words import (
     topic_settings_given,
 )
 from pzq.clock import Now
+from pzq.delivery.ages import TopicAges, age_seconds
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError, StoreError
 from pzq.parts import Verb
@@ -48,6 +51,7 @@ from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.serving.named_groups import NamedGroups
 from pzq.store import keyspace
 from pzq.store.batch import Batch
+from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.topics import DEFAULT_ALL, DEFAULT_GROUP_ID, Group, Topic, Topics
 
@@ -61,14 +65,17 @@ class ArchiveSeek(Protocol):
 
 class TopicAdmin:
     def __init__(self, store: Store, topics: Topics, consume: NamedGroups,
-                 default: DeliveryState, holders: Holders, archive_seek: ArchiveSeek) -> None:
+                 default: DeliveryState, holders: Holders, archive_seek: ArchiveSeek,
+                 scheduled: ScheduledArea | None = None) -> None:
         self.store = store
         self.archive_seek = archive_seek
+        self.scheduled = scheduled or ScheduledArea(store)  # DELAY:, NOT-BEFORE: waiting
         self.holders = holders
         self.topics = topics
         self.consume = consume  # the named groups of --consume-dsn
         self.default = default  # ``default``'s delivery state (--send-dsn)
         self.walks = TopicWalks(store, topics, consume, default, holders)
+        self.ages = TopicAges(store, topics)
 
     def verbs(self, node_pending: Verb) -> dict[bytes, Verb]:
         """The verbs of topics and groups; PENDING without GROUP is ``node_pending``."""
@@ -100,18 +107,36 @@ class TopicAdmin:
             lines.append(f"{topic.name} messages={max(0, topic.messages)} "
                          f"bytes={max(0, topic.stored_bytes)} groups={','.join(groups)}"
                          + (" default=unclaimed" if topic.default_takes_unclaimed else "")
-                         + limits_text(topic))
+                         + limits_text(topic) + self._scheduled_text(topic.name)
+                         + self._oldest_text(topic, now))
             for name in sorted(topic.groups):
                 lines += self._group_lines(topic.groups[name], now)
         return ("\n".join(lines) + "\n").encode() if lines else b"no topics\n"
+
+    def _oldest_text(self, topic: Topic, now: Now) -> str:
+        """`` oldest_seconds=S`` while the topic has messages stored."""
+        if topic.messages <= 0:
+            return ""
+        return f" oldest_seconds={self.ages.oldest_seconds(now.wall_us).get(topic.name, 0)}"
+
+    def _scheduled_text(self, topic: str) -> str:
+        """`` scheduled=N next_due=<UTC time>`` while the topic has scheduled messages."""
+        waiting = self.scheduled.counts.get(topic, 0)
+        if not waiting:
+            return ""
+        due = datetime.fromtimestamp((self.scheduled.next_due_us(topic) or 0) / 1e6, UTC)
+        return f" scheduled={waiting} next_due={due.isoformat(timespec='milliseconds')}"
 
     def _group_lines(self, group: Group, now: Now) -> list[str]:
         deliveries = self.consume.groups.get(group.id)
         if deliveries is None:
             return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0"]
+        oldest = deliveries.state.oldest_open() if group.backlog > 0 else None
+        lag_s = f" lag_seconds={age_seconds(oldest[1], now.wall_us)}" if oldest else ""
         lines = [f"  group {group.name} backlog={max(0, group.backlog)} "
                  f"lag={deliveries.lag()} inflight={len(deliveries.state.inflight)} "
-                 f"ready={len(deliveries.state.ready)} consumers={len(deliveries.consumers)}"]
+                 f"ready={len(deliveries.state.ready)} consumers={len(deliveries.consumers)}"
+                 + lag_s]
         for consumer in deliveries.consumers:
             lines.append(f"    consumer {consumer.routing_id.hex()} held={len(consumer.held)} "
                          f"window={consumer.window} "
@@ -126,7 +151,8 @@ class TopicAdmin:
         kind, names, options = parse_words(arguments, b"DECLARE")
         if kind == "TOPIC":
             count_names(names, 1, "DECLARE TOPIC name [max_messages=N] [max_bytes=B] "
-                                  "[dedup_window=D] [partitions=P]")
+                                  "[dedup_window=D] [partitions=P] [max_age=D] "
+                                  "[on_expire=dead|drop] [priorities=on|off]")
             partitions = partitions_given(options.pop("partitions", None))
             limits = topic_settings_given(options)
             no_more(options)
@@ -145,7 +171,7 @@ class TopicAdmin:
         return reply.encode()
 
     def _declare_topic(self, name: str, partitions: int | None,
-                       settings: dict[str, int], now: Now) -> str:
+                       settings: dict[str, object], now: Now) -> str:
         existing = self.topics.topics.get(name)
         if existing is not None and partitions is not None:
             self.topics.check_partitions(existing, partitions)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.durations import duration_us
-from pzq.store.topic_model import MOST_BACKOFF_STEPS
+from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE, ON_EXPIRE_DEAD
 from pzq.store.topics import Topic
 
 
@@ -48,14 +48,27 @@ def number(value: int | str, name: str) -> int:
     return int(value)
 
 
-def topic_settings_given(options: dict[str, str]) -> dict[str, int]:
-    """A topic's own limits among DECLARE TOPIC's options (taken out), as Topic fields."""
-    found: dict[str, int] = {}
+def topic_settings_given(options: dict[str, str]) -> dict[str, object]:
+    """A topic's own settings among DECLARE TOPIC's options (taken out), as Topic fields:
+    its limits, its DEDUP-ID window, its messages' age and what expiry makes of them."""
+    found: dict[str, object] = {}
     for name in ("max_messages", "max_bytes"):
         if name in options:
             found[name] = number(options.pop(name), name)
     if "dedup_window" in options:
         found["dedup_window_us"] = _duration(options.pop("dedup_window"))
+    if "max_age" in options:  # 0 takes it away
+        given = options.pop("max_age")
+        found["max_age_us"] = 0 if given == "0" else _duration(given, "max_age")
+    if "priorities" in options:
+        given = options.pop("priorities").lower()
+        if given not in ("on", "off"):
+            raise ValueError("priorities must be on or off")
+        found["priorities"] = given == "on"
+    if "on_expire" in options:
+        found["on_expire"] = options.pop("on_expire").lower()
+        if found["on_expire"] not in ON_EXPIRE:
+            raise ValueError(f"on_expire must be one of {', '.join(ON_EXPIRE)}")
     return found
 
 
@@ -94,5 +107,8 @@ def partitions_given(given: str | None) -> int | None:
 
 def limits_text(topic: Topic) -> str:
     settings = (("max_messages", topic.max_messages), ("max_bytes", topic.max_bytes),
-                ("dedup_window_us", topic.dedup_window_us), ("partitions", topic.partitions))
+                ("dedup_window_us", topic.dedup_window_us), ("partitions", topic.partitions),
+                ("max_age_us", topic.max_age_us),
+                ("on_expire", "" if topic.on_expire == ON_EXPIRE_DEAD else topic.on_expire),
+                ("priorities", "on" if topic.priorities else ""))
     return "".join(f" {name}={value}" for name, value in settings if value)

@@ -29,7 +29,13 @@ import zmq
 
 from pzq.aio import probe
 from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke
-from pzq.client.sessions.producer import KEEP_ACKS, ProducerSession, topic_headers
+from pzq.client.sessions.producer import (
+    KEEP_ACKS,
+    Moment,
+    ProducerSession,
+    time_headers,
+    topic_headers,
+)
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
@@ -105,12 +111,19 @@ class Producer:
                       key: str | bytes | None = None, tag: str | None = None,
                       dedup_id: str | bytes | None = None, headers: Sequence[bytes] = (),
                       timeout: float | None = 30.0,
-                      msg_id: bytes | None = None) -> asyncio.Future[ProducerAck]:
+                      msg_id: bytes | None = None, *, delay: float | None = None,
+                      not_before: Moment | None = None, ttl: float | None = None,
+                      expires: Moment | None = None, priority: int | None = None
+                      ) -> asyncio.Future[ProducerAck]:
         """Take one message and return its Future, which its ACK resolves. Waits while
         the window is full: TimeoutError if no room comes within ``timeout`` s (the
         message not taken). ``topic``, ``key``, ``tag`` and ``dedup_id`` add the TOPIC,
-        KEY, TAG and DEDUP-ID header frames; ``headers`` are more, as ``NAME:value``.
-        Cancelled here, nothing was sent (the module's docstring)."""
+        KEY, TAG and DEDUP-ID header frames; ``headers`` are more, as ``NAME:value``;
+        the time options are the sync Producer.send's. Cancelled here, nothing was sent
+        (the module's docstring)."""
+        times = time_headers(delay, not_before, ttl, expires, priority)
+        if times:
+            headers = [*headers, *times]
         session = self._session
         if len(session.unanswered) >= session.window:  # full (a step less a message)
             await self._room(timeout)
@@ -143,11 +156,15 @@ class Producer:
     async def send(self, parts: Sequence[bytes], topic: str | None = None,
                    key: str | bytes | None = None, tag: str | None = None,
                    dedup_id: str | bytes | None = None, headers: Sequence[bytes] = (),
-                   timeout: float | None = 30.0) -> ProducerAck:
+                   timeout: float | None = 30.0, *, delay: float | None = None,
+                   not_before: Moment | None = None, ttl: float | None = None,
+                   expires: Moment | None = None, priority: int | None = None) -> ProducerAck:
         """Send one message and return its ACK: ``publish``, then the wait for the ACK,
         each within ``timeout`` s (TimeoutError). Cancelled, the message may have gone:
         see the module's docstring for how a caller tells."""
-        future = await self.publish(parts, topic, key, tag, dedup_id, headers, timeout)
+        future = await self.publish(parts, topic, key, tag, dedup_id, headers, timeout,
+                                    delay=delay, not_before=not_before, ttl=ttl,
+                                    expires=expires, priority=priority)
         if not future.done():
             self._out.put(self._session.due_batch())  # it alone: it goes now
             try:

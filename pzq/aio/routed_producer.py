@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pzq.aio.producer import Producer
 from pzq.aio.route_table import RouteTable
 from pzq.aio.socket_io import AsyncContext
+from pzq.client.sessions.producer import Moment, time_headers
 from pzq.client.sessions.routed_producer import RESEND_AFTER_S, Routed, RoutedProducerSession
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
@@ -63,10 +64,17 @@ class RoutedProducer:
     async def publish(self, parts: Sequence[bytes], topic: str | None = None,
                       key: str | bytes | None = None, tag: str | None = None,
                       dedup_id: str | bytes | None = None, headers: Sequence[bytes] = (),
-                      timeout: float | None = 30.0) -> asyncio.Future[ProducerAck]:
+                      timeout: float | None = 30.0, *, delay: float | None = None,
+                      not_before: Moment | None = None, ttl: float | None = None,
+                      expires: Moment | None = None, priority: int | None = None
+                      ) -> asyncio.Future[ProducerAck]:
         """Take one message for its partition's owner (``key``, or a ``KEY:`` frame
         among ``headers``, says which partition; none: any) and return its Future;
-        waits while that owner's window is full. ``topic``: the producer's, if given."""
+        waits while that owner's window is full. ``topic``: the producer's, if given;
+        the time options: the sync Producer.send's."""
+        times = time_headers(delay, not_before, ttl, expires, priority)
+        if times:
+            headers = [*headers, *times]
         self._check_open()
         if topic is not None and topic != self.topic:
             raise ValueError(f"this RoutedProducer sends to topic {self.topic!r}, not {topic!r}")
@@ -88,10 +96,14 @@ class RoutedProducer:
     async def send(self, parts: Sequence[bytes], topic: str | None = None,
                    key: str | bytes | None = None, tag: str | None = None,
                    dedup_id: str | bytes | None = None, headers: Sequence[bytes] = (),
-                   timeout: float | None = 30.0) -> ProducerAck:
+                   timeout: float | None = 30.0, *, delay: float | None = None,
+                   not_before: Moment | None = None, ttl: float | None = None,
+                   expires: Moment | None = None, priority: int | None = None) -> ProducerAck:
         """``publish``, then the wait for the message's final ACK (within ``timeout`` s
         each)."""
-        future = await self.publish(parts, topic, key, tag, dedup_id, headers, timeout)
+        future = await self.publish(parts, topic, key, tag, dedup_id, headers, timeout,
+                                    delay=delay, not_before=not_before, ttl=ttl,
+                                    expires=expires, priority=priority)
         for producer in self._producers.values():
             producer.send_batch()
         async with asyncio.timeout(timeout):

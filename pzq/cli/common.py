@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
 
 import zmq
 
@@ -12,6 +13,7 @@ from pzq.durations import DurationError, duration_us
 from pzq.errors import ConfigError, DecodeError
 from pzq.node.config_checks import DSN_PATTERN
 from pzq.protocol import consume as consume_wire
+from pzq.protocol.time_headers import epoch_us
 from pzq.security import ClientSecurity
 from pzq.sockets import dual_stack
 from pzq.tool_base import ToolParser
@@ -83,6 +85,31 @@ def positive_duration(text: str) -> str:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text}: give a duration above 0")
     return text
+
+
+def seconds_of_duration(text: str) -> float:
+    """An argparse type: a duration from 0 (``30s``, ``10m``, ``2d``), in seconds."""
+    try:
+        value = duration_us(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text}: give a duration from 0")
+    return value / 1e6
+
+
+def moment_us(text: str) -> int:
+    """An argparse type: a time, ISO 8601 (``2026-12-01T09:00:00Z``; without a zone:
+    UTC) or µs since the epoch."""
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+        return epoch_us(moment, "the time")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a time: give ISO 8601 (2026-12-01T09:00:00Z) or µs since "
+            "the epoch") from None
 
 
 def add_curve_options(parser: argparse.ArgumentParser, default: str | None = None) -> None:

@@ -29,7 +29,7 @@ from pzq.protocol.consume import START_WORDS
 from pzq.protocol.message_keys import parse_message_key
 from pzq.replay.range import parse_bound
 from pzq.store.repair import repair
-from pzq.store.topic_model import MOST_BACKOFF_STEPS
+from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE
 from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 
 ACTIONS = ("declare", "remove", "empty")
@@ -113,6 +113,15 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     topic.add_argument("--dedup-window", type=positive_duration, default=None, metavar="D",
                        help="declare: how long the topic remembers a DEDUP-ID (e.g. 10m; "
                             "the node's --dedup-window when not set)")
+    topic.add_argument("--max-age", type=positive_duration, default=None, metavar="D",
+                       help="declare: a message of the topic older than this expires "
+                            "(e.g. 1h; never delivered after, see --on-expire)")
+    topic.add_argument("--on-expire", choices=ON_EXPIRE, default=None,
+                       help="declare: an expired message goes to the dead letters (dead, "
+                            "the default) or is deleted (drop)")
+    topic.add_argument("--priorities", action="store_const", const="on", default=None,
+                       help="declare: a message's PRIORITY header (1-9, 9 first) puts it "
+                            "before the topic's backlog")
     topic.add_argument("--partitions", type=whole_number(1, MOST_PARTITIONS), default=None,
                        metavar="P",
                        help="declare: split the topic over the cluster's nodes in P "
@@ -151,7 +160,8 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
 
 # The options of `topic` and `group` that one action alone takes, by argparse dest.
 ONE_ACTIONS_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    "topic": {"declare": ("max_messages", "max_bytes", "dedup_window", "partitions")},
+    "topic": {"declare": ("max_messages", "max_bytes", "dedup_window", "partitions",
+                          "max_age", "on_expire", "priorities")},
     "group": {"declare": ("start", "filter", "ack_timeout", "max_deliveries", "backoff"),
               "pending": ("limit",), "replay": ("replay_from", "cancel")},
 }
@@ -277,7 +287,8 @@ def _request(args: argparse.Namespace) -> str:
         return " ".join([args.action.upper(), "TOPIC", args.name,
                          *_options(max_messages=args.max_messages, max_bytes=args.max_bytes,
                                    dedup_window=args.dedup_window,
-                                   partitions=args.partitions)])
+                                   partitions=args.partitions, max_age=args.max_age,
+                                   on_expire=args.on_expire, priorities=args.priorities)])
     if args.command == "group" and args.action in ("replay", "replays"):
         return _replay_request(args)
     if args.command == "group":

@@ -10,13 +10,15 @@ from pzq.cli.common import (
     curve_from,
     endpoint,
     fail,
+    moment_us,
     positive_seconds,
+    seconds_of_duration,
     tool_parser,
 )
 from pzq.cli.input_lines import InputLines
 from pzq.cli.waiting import AckWait
 from pzq.client import Producer, RoutedProducer
-from pzq.client.producer import topic_headers
+from pzq.client.producer import time_headers, topic_headers
 from pzq.errors import ExitCode
 from pzq.protocol.frames import HEADER_PATTERN, ProducerAck
 from pzq.protocol.headers import KEY_HEADER
@@ -41,6 +43,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--key-from-line", action="store_true",
                         help="each line is KEY<tab>body: the key of that message (a line "
                              "without a tab stops the tool, exit 2)")
+    _add_time_options(parser)
     parser.add_argument("--routes", type=endpoint, action="append", metavar="MONITOR",
                         help="a node's --monitor-dsn (repeatable): send each message to "
                              "the owner of its partition, learned from the route table "
@@ -65,6 +68,7 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
         parser.error("--routes needs --topic (the partitioned topic)")
     if args.key is not None and args.key_from_line:
         parser.error("--key and --key-from-line go alone: one key for all, or one a line")
+    args.time_headers = _time_headers(parser, args)
     curve = curve_from(parser, args)
     if args.routes:
         try:
@@ -79,12 +83,47 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
         return _produce_lines(producer, args, args.dsn, curve)
 
 
+def _add_time_options(parser: argparse.ArgumentParser) -> None:
+    times = parser.add_argument_group("time and order of every message")
+    times.add_argument("--delay", type=seconds_of_duration, metavar="DURATION",
+                       help="deliver no sooner than this after the node stores it, "
+                            "e.g. 30s, 10m, 2d (a DELAY header)")
+    times.add_argument("--not-before", type=moment_us, metavar="TIME",
+                       help="deliver no sooner than this time: ISO 8601 such as "
+                            "2026-12-01T09:00:00Z, or µs since the epoch (a NOT-BEFORE "
+                            "header)")
+    times.add_argument("--ttl", type=seconds_of_duration, metavar="DURATION",
+                       help="never deliver once this long has passed since the node "
+                            "stored it, e.g. 10m (a TTL header)")
+    times.add_argument("--expires", type=moment_us, metavar="TIME",
+                       help="never deliver from this time on, as --not-before takes "
+                            "it (an EXPIRES header)")
+    times.add_argument("--priority", type=int, choices=range(10), metavar="0-9",
+                       help="9 first, on a topic declared with priorities=on (a "
+                            "PRIORITY header)")
+
+
+def _time_headers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[bytes]:
+    """The time options' header frames, the same for every message."""
+    if args.delay is not None and args.not_before is not None:
+        parser.error("--delay and --not-before go alone: one time to deliver from")
+    if args.ttl is not None and args.expires is not None:
+        parser.error("--ttl and --expires go alone: one time to expire at")
+    try:
+        return time_headers(args.delay, args.not_before, args.ttl, args.expires,
+                            args.priority)
+    except ValueError as exc:  # the option is named as the Python argument is
+        option = str(exc).split()[0]
+        parser.error(f"--{option.replace('_', '-')}{str(exc)[len(option):]}")
+
+
 def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace, dsn: str,
                    curve: ClientSecurity) -> int:
     headers = [header.encode() for header in args.header]
     headers += topic_headers(None if args.routes else args.topic, args.tag)
     if args.key is not None:
         headers.append(KEY_HEADER + args.key.encode())
+    headers += args.time_headers
     waiting = AckWait(producer, "pzq-produce", dsn, args.timeout, curve)
     lines = InputLines(args.file)
     failed = 0

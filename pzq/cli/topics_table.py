@@ -5,6 +5,7 @@ hold it (a partitioned topic's messages are spread over their owners)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.table import Table
@@ -12,9 +13,11 @@ from rich.table import Table
 from pzq.cli import human
 from pzq.client.monitor import StatsAnswer
 
-COLUMNS = ("node", "topic", "group", "stored / backlog", "in flight", "ready", "consumers",
-           "delivered", "acked", "oldest unacked", "received/s", "acked/s")
-# received/s on a topic's row, acked/s on a group's: per second over the last minute
+COLUMNS = ("node", "topic", "group", "stored / backlog", "scheduled", "in flight", "ready",
+           "consumers", "delivered", "acked", "oldest unacked", "lag / oldest", "received/s",
+           "acked/s")
+# received/s on a topic's row, acked/s on a group's: per second over the last minute;
+# lag / oldest: a group's lag_seconds, a topic's oldest_seconds
 
 
 def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
@@ -28,7 +31,8 @@ def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
             node = answer.stats["node_id"] if answer.stats else ""
             view.add_row(node, _topic_cell(topic, figures),
                          "default" if figures.get("default_group") else "",
-                         human.count(figures["messages"]), "", "", "", "", "", "",
+                         human.count(figures["messages"]), _scheduled_cell(figures), "",
+                         "", "", "", "", "", _age_cell(figures, "oldest_seconds"),
                          _per_second(figures, "received_60s"), "")
             for group, numbers in sorted(figures.get("groups", {}).items()):
                 view.add_row(node, topic, group, *_group_cells(numbers))
@@ -52,7 +56,11 @@ def _cluster_rows(view: Table, answers: Sequence[StatsAnswer]) -> None:
             continue
         nodes = f"all {len(on_nodes)}"
         view.add_row(nodes, topic, "", human.count(sum(f["messages"] for f in on_nodes)),
-                     "", "", "", "", "", "", human.rate(_summed_rate(on_nodes, "received_60s")),
+                     human.count(sum(f.get("scheduled", 0) for f in on_nodes)),
+                     "", "", "", "", "", "",
+                     _age_cell({"oldest_seconds": max(f.get("oldest_seconds", 0)
+                                                      for f in on_nodes)}, "oldest_seconds"),
+                     human.rate(_summed_rate(on_nodes, "received_60s")),
                      "")
         groups = sorted({group for figures in on_nodes for group in figures.get("groups", {})})
         for group in groups:
@@ -61,6 +69,7 @@ def _cluster_rows(view: Table, answers: Sequence[StatsAnswer]) -> None:
             total: dict[str, Any] = {key: sum(n.get(key, 0) for n in numbers) for key in SUMMED}
             total["oldest_unacked_seconds"] = max(n.get("oldest_unacked_seconds", 0)
                                                   for n in numbers)
+            total["lag_seconds"] = max(n.get("lag_seconds", 0) for n in numbers)
             total["rates"] = {"acked_60s": _summed_rate(numbers, "acked_60s")}
             view.add_row(nodes, topic, group, *_group_cells(total))
 
@@ -77,12 +86,27 @@ def _topic_cell(topic: str, figures: dict[str, Any]) -> str:
     return f"{topic} p{owned or '-'}/{figures['partitions']}"
 
 
+def _scheduled_cell(figures: dict[str, Any]) -> str:
+    """Scheduled messages and when the next is due: ``12 next 09:00:00Z``."""
+    waiting = figures.get("scheduled", 0)
+    if not waiting:
+        return ""
+    due = datetime.fromtimestamp(figures.get("next_due_us", 0) / 1e6, UTC)
+    return f"{human.count(waiting)} next {due.strftime('%H:%M:%SZ')}"
+
+
 def _group_cells(numbers: dict[str, Any]) -> list[str]:
     oldest = numbers.get("oldest_unacked_seconds", 0)
-    return [human.count(numbers.get("backlog", 0)),
+    return [human.count(numbers.get("backlog", 0)), "",
             *(human.count(numbers.get(key, 0)) for key in ("inflight", "ready", "consumers",
                                                            "delivered", "acked")),
-            human.duration(oldest) if oldest else "", "", _per_second(numbers, "acked_60s")]
+            human.duration(oldest) if oldest else "", _age_cell(numbers, "lag_seconds"), "",
+            _per_second(numbers, "acked_60s")]
+
+
+def _age_cell(figures: dict[str, Any], name: str) -> str:
+    seconds = figures.get(name, 0)
+    return human.duration(seconds) if seconds else ""
 
 
 def _per_second(figures: dict[str, Any], name: str) -> str:

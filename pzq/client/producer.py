@@ -16,12 +16,18 @@ from collections.abc import Sequence
 import zmq
 
 from pzq.client.common import connect, remaining_ms
-from pzq.client.sessions.producer import KEEP_ACKS, ProducerSession, topic_headers
+from pzq.client.sessions.producer import (
+    KEEP_ACKS,
+    Moment,
+    ProducerSession,
+    time_headers,
+    topic_headers,
+)
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
-__all__ = ["KEEP_ACKS", "Producer", "topic_headers"]
+__all__ = ["KEEP_ACKS", "Moment", "Producer", "time_headers", "topic_headers"]
 
 
 class Producer:
@@ -86,11 +92,20 @@ class Producer:
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
              msg_id: bytes | None = None, timeout: float | None = 30.0,
              topic: str | None = None, tag: str | None = None,
-             dedup_id: str | bytes | None = None) -> bytes:
+             dedup_id: str | bytes | None = None, *, delay: float | None = None,
+             not_before: Moment | None = None, ttl: float | None = None,
+             expires: Moment | None = None, priority: int | None = None) -> bytes:
         """Send one message; waits (collecting ACKs) while the window is full.
         ``topic``, ``tag`` and ``dedup_id`` add the TOPIC, TAG and DEDUP-ID header
-        frames (a repeat of a ``dedup_id`` within the topic's window is stored once)."""
+        frames (a repeat of a ``dedup_id`` within the topic's window is stored once).
+        ``delay`` (seconds) or ``not_before`` (a datetime or µs since the epoch): not
+        delivered before; ``ttl`` (seconds) or ``expires``: worthless after;
+        ``priority`` 0-9 (9 first, on a topic with priorities on): their header frames
+        (pzq.protocol.time_headers; ValueError for a value the node would refuse)."""
         headers = [*headers, *topic_headers(topic, tag, dedup_id)]
+        times = time_headers(delay, not_before, ttl, expires, priority)
+        if times:
+            headers = [*headers, *times]
         session = self._session
         if len(session.unanswered) >= session.window:
             self._wait_for_room(timeout)
@@ -133,10 +148,14 @@ class Producer:
 
     def produce(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
                 timeout: float = 30.0, topic: str | None = None,
-                tag: str | None = None, dedup_id: str | bytes | None = None) -> ProducerAck:
-        """Send one message and wait for its own ACK."""
+                tag: str | None = None, dedup_id: str | bytes | None = None, *,
+                delay: float | None = None, not_before: Moment | None = None,
+                ttl: float | None = None, expires: Moment | None = None,
+                priority: int | None = None) -> ProducerAck:
+        """Send one message and wait for its own ACK (the options: ``send``'s)."""
         msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag,
-                           dedup_id=dedup_id)
+                           dedup_id=dedup_id, delay=delay, not_before=not_before, ttl=ttl,
+                           expires=expires, priority=priority)
         self._send(self._session.pending_batch())
         deadline = time.monotonic() + timeout
         while (ack := self._session.take_ack(msg_id)) is None:

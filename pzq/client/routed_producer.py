@@ -15,6 +15,7 @@ import zmq
 
 from pzq.client.producer import Producer
 from pzq.client.route_table import RouteTable
+from pzq.client.sessions.producer import Moment, time_headers
 from pzq.client.sessions.routed_producer import (
     RESEND_AFTER_S,
     OwnerUnknown,
@@ -59,10 +60,15 @@ class RoutedProducer:
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
              timeout: float = 30.0, key: bytes | str | None = None, tag: str | None = None,
-             dedup_id: str | bytes | None = None) -> bytes:
+             dedup_id: str | bytes | None = None, *, delay: float | None = None,
+             not_before: Moment | None = None, ttl: float | None = None,
+             expires: Moment | None = None, priority: int | None = None) -> bytes:
         """Send one message to its partition's owner (``key``, or a ``KEY:`` frame among
         ``headers``, says which partition; none: any); waits while that owner's window
-        is full."""
+        is full. The time options: Producer.send's."""
+        times = time_headers(delay, not_before, ttl, expires, priority)
+        if times:
+            headers = [*headers, *times]
         self._settle(sending=True)  # a key's earlier messages go to its new owner first
         routed = self._routed(parts, headers, timeout, key, tag, dedup_id)
         try:

@@ -41,6 +41,7 @@ class Area(Protocol):
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def group_names(self, seq: int) -> tuple[str, ...]: ...
     def would_release(self, seq: int) -> bool: ...
+    def holds(self, seq: int, value: bytes) -> bool: ...
 
 
 def load_delivered_below(store: Store, group_id: int) -> int:
@@ -104,6 +105,11 @@ class OwnArea:
         """Whether being done with the message deletes it (no other group holds it)."""
         return True
 
+    def holds(self, seq: int, value: bytes) -> bool:
+        """Whether the group holds a stored message and is not done with it (every own
+        message, without named groups)."""
+        return True
+
 
 class TakeoverArea:
     """Replicas of a down node that this node is first in line to deliver, to one of
@@ -134,6 +140,9 @@ class TakeoverArea:
 
     def _holds(self, seq: int, value: bytes) -> bool:
         return self.replicas.group_holds(self.node_id, seq, value, self.group, self.topic)
+
+    def holds(self, seq: int, value: bytes) -> bool:
+        return self._holds(seq, value)
 
     def get(self, seq: int) -> bytes | None:
         found = self.replicas.get(self.node_id, seq)

@@ -30,6 +30,10 @@ class OrderedEntries(Generic[E]):
     def entries(self) -> list[E]:
         return list(self._entries.values())
 
+    def lowest(self) -> E | None:
+        """The entry of the lowest seq (a walk of the table: for figures, not per message)."""
+        return min(self._entries.values(), key=lambda entry: entry.seq, default=None)
+
     def get(self, seq: int) -> E | None:
         return self._entries.get(seq)
 

@@ -44,6 +44,9 @@ class DefaultArea(OwnArea):
             if kept or looked >= LOOK_AT_MOST:
                 return Chunk(kept, start_seq)
 
+    def holds(self, seq: int, value: bytes) -> bool:
+        return bool(self._keep([(seq, value)]))
+
     def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         # ``default`` leaves marks only while named groups exist
         done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
@@ -164,6 +167,13 @@ class GroupArea:
         if log_from is None or log_from > self.group.start_seq:
             return 0
         return self.store.next_seq
+
+    def holds(self, seq: int, value: bytes) -> bool:
+        group = self.group
+        if seq < max(group.start_seq, group.floor) or self.topics.is_done(group.id, seq):
+            return False
+        topic, tag = self.topics.describe(value)
+        return topic is group.topic and group.takes(tag)
 
     def read(self, start_seq: int, limit: int) -> Chunk:
         """Up to ``limit`` messages of the topic from ``start_seq`` on that the group

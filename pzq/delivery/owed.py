@@ -7,8 +7,14 @@ is not delivered meanwhile (``leaving``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pzq.delivery.areas import Area
 from pzq.store.batch import Batch
+
+# The last group holding an expired message let it go: batch, seq, record, whether it
+# goes to the dead letters (pzq.delivery.expiry counts it and says why).
+Final = Callable[[Batch, int, bytes, bool], None]
 
 
 class OwedWrites:
@@ -21,9 +27,15 @@ class OwedWrites:
         self.deleting: dict[int, int] = {}  # deletes in the batch being built
         self.dead: dict[int, bytes] = {}  # delivered too often: to the dead letters
         self.dead_moving: dict[int, bytes] = {}  # ... in the batch being built
+        self.dropping: dict[int, int] = {}  # expired on a topic that drops them: seq, size
+        self.dropping_now: dict[int, int] = {}  # ... in the batch being built
+        self.expired: set[int] = set()  # of the dead and dropping, those that expired
+        self.expired_now: set[int] = set()  # ... in the batch being built
 
-    def prepare(self, batch: Batch, area: Area, cursor: int) -> None:
-        """Start a batch with what earlier wakes left to write."""
+    def prepare(self, batch: Batch, area: Area, cursor: int, expired_final: Final) -> None:
+        """Start a batch with what earlier wakes left to write. An expired message the
+        group lets go is counted (``expired_final``) when no other group holds it, and
+        its dead letter says why."""
         self.delivered_writing = self.delivered_kept
         if cursor > self.delivered_kept:
             area.keep_delivered_below(batch, cursor)
@@ -35,13 +47,25 @@ class OwedWrites:
         for seq, size in unwritten.items():
             self.delete(batch, area, seq, size)
         self.dead_moving, self.dead = self.dead, {}
+        self.dropping_now, self.dropping = self.dropping, {}
+        self.expired_now, self.expired = self.expired, set()
         for seq, value in self.dead_moving.items():
+            if seq in self.expired_now and area.would_release(seq):
+                expired_final(batch, seq, value, True)
             area.dead_letter(batch, seq, value)
+        for seq, size in self.dropping_now.items():
+            if area.would_release(seq):
+                stored = area.get(seq)
+                if stored is not None:
+                    expired_final(batch, seq, stored, False)
+            area.delete(batch, seq, size)
 
     def written(self) -> None:
         self.deleting = {}
         self.dead_moving = {}
         self.rewriting = {}
+        self.dropping_now = {}
+        self.expired_now = set()
 
     def failed(self) -> None:
         """Keep the batch's deletes for the next one; counts and how far deliveries went
@@ -53,6 +77,10 @@ class OwedWrites:
         self.deleting = {}
         self.dead.update(self.dead_moving)
         self.dead_moving = {}
+        self.dropping.update(self.dropping_now)
+        self.dropping_now = {}
+        self.expired |= self.expired_now
+        self.expired_now = set()
 
     def delete(self, batch: Batch, area: Area, seq: int, size: int) -> None:
         self.deleting[seq] = size
@@ -61,10 +89,13 @@ class OwedWrites:
     def leaving(self, seq: int) -> bool:
         """Its delete or its move to the dead letters is under way."""
         return (seq in self.deleting or seq in self.unwritten_deletes
-                or seq in self.dead or seq in self.dead_moving)
+                or seq in self.dead or seq in self.dead_moving
+                or seq in self.dropping or seq in self.dropping_now)
 
     def any_leaving(self) -> bool:
-        return bool(self.unwritten_deletes or self.deleting or self.dead or self.dead_moving)
+        return bool(self.unwritten_deletes or self.deleting or self.dead or self.dead_moving
+                    or self.dropping or self.dropping_now)
 
     def leaving_seqs(self) -> list[int]:
-        return [*self.unwritten_deletes, *self.dead, *self.deleting, *self.dead_moving]
+        return [*self.unwritten_deletes, *self.dead, *self.deleting, *self.dead_moving,
+                *self.dropping, *self.dropping_now]

@@ -133,3 +133,7 @@ class ReplayArea:
         """Never: an ACK of a replayed message only deletes it here (it is archived
         already, and no peer holds it)."""
         return False
+
+    def holds(self, seq: int, value: bytes) -> bool:
+        """Every message in the area is the replayed group's until it is done with it."""
+        return True

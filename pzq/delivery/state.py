@@ -22,9 +22,11 @@ from collections.abc import Callable
 from pzq.counters import Counters
 from pzq.delivery.areas import Area
 from pzq.delivery.delayed import DelayedDeliveries
+from pzq.delivery.expiry import DROP, NO_EXPIRY, Expiry
 from pzq.delivery.framing import SendFrames, delivery_frames
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.inflight import InFlight, InFlightTable
+from pzq.delivery.lanes import NO_LANES, Lanes, NoLanes, TopicLanes
 from pzq.delivery.owed import OwedWrites
 from pzq.delivery.redelivery import RedeliveryQueue
 from pzq.delivery.settings import DeliverySettings
@@ -43,7 +45,8 @@ class DeliveryState(Participant):
     while this node was away); not delivered here until it lets them go."""
 
     def __init__(self, area: Area, settings: DeliverySettings, counters: Counters,
-                 held: HeldElsewhere = NOBODY_ELSE) -> None:
+                 held: HeldElsewhere = NOBODY_ELSE, expiry: Expiry = NO_EXPIRY,
+                 lanes: Lanes | TopicLanes | NoLanes = NO_LANES) -> None:
         self.area = area
         self.apply(settings)
         self.counters = counters
@@ -61,6 +64,10 @@ class DeliveryState(Participant):
         self.evictable_before_us = 0
         self._table_full = False  # set when nothing could be evicted; cleared by any change
         self._newly_dead: list[InFlight] = []  # for the archive: take_newly_dead
+        self._newly_dropped: list[InFlight] = []  # expired and deleted: take_newly_dropped
+        self.expiry = expiry  # whether a message expired (pzq.delivery.expiry)
+        self.lanes = lanes  # messages with a priority, served first (pzq.delivery.lanes)
+        self._lane_passed: set[int] = set()  # lane messages at or past the cursor taken
         # A paused state delivers nothing and lets expired deliveries go: its area's
         # origin is back and delivers them itself. ACKs are still applied.
         self.paused = False
@@ -88,6 +95,19 @@ class DeliveryState(Participant):
                      for entry in table.entries()]
         return min([self.cursor, *open_seqs, *self.owed.leaving_seqs()])
 
+    def oldest_open(self) -> tuple[int, bytes] | None:
+        """(seq, record) of the oldest message the group has not ACKed, held or not
+        (None: none): the lowest of what is out or given back, and the first message
+        at the cursor (one read). For figures, not per message."""
+        found = [entry for table in (self.inflight, self.ready, self.delayed)
+                 if (entry := table.lowest()) is not None]
+        best = min(((entry.seq, entry.value) for entry in found), default=None)
+        if best is None or best[0] > self.cursor:  # a chunk: an area skips what it lacks
+            for seq, value in self.area.read(self.cursor, CURSOR_CHUNK).found[:1]:
+                if best is None or seq < best[0]:
+                    best = (seq, value)
+        return best
+
     def rewind(self, delivered_below: int = 0) -> None:
         """Look at every stored message again (the takeover rule's answer changed, or
         an operator's seek): what the cursor passed was delivered, here or elsewhere,
@@ -103,7 +123,7 @@ class DeliveryState(Participant):
     def prepare(self, batch: Batch) -> None:
         """Start a batch with what earlier wakes left to write: how far the first
         deliveries went, the counts of messages delivered again, deletes, dead letters."""
-        self.owed.prepare(batch, self.area, self.cursor)
+        self.owed.prepare(batch, self.area, self.cursor, self.expiry.expired_final)
 
     def written(self) -> None:
         self.owed.written()
@@ -181,6 +201,42 @@ class DeliveryState(Participant):
         """Messages moved to the dead letters since the last call."""
         dead, self._newly_dead = self._newly_dead, []
         return dead
+
+    def take_newly_dropped(self) -> list[InFlight]:
+        """Expired messages deleted (a topic with on_expire=drop) since the last call."""
+        dropped, self._newly_dropped = self._newly_dropped, []
+        return dropped
+
+    def expire(self, seq: int, value: bytes, fate: int) -> bool:
+        """The sweep found the message expired: if this group holds it, it goes now
+        (``fate``: DEAD or DROP), unless it is out at a consumer, which keeps it (True:
+        out; checked again if it comes back)."""
+        if seq in self.inflight:
+            return True
+        if self.paused or self.owed.leaving(seq):
+            return False
+        entry = self.ready.remove(seq) or self.delayed.remove(seq)
+        if entry is None:
+            if self.held_elsewhere(seq) or not self.area.holds(seq, value):
+                return False
+            first_delivered_us, deliveries = record.bookkeeping(value)
+            entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
+        self._table_full = False
+        self._expire(entry, fate)
+        return False
+
+    def _expire(self, entry: InFlight, fate: int) -> None:
+        """Never delivered again: to the dead letters or deleted with the next batch."""
+        self.owed.rewrites.pop(entry.seq, None)
+        self.owed.expired.add(entry.seq)
+        if fate == DROP:
+            self.owed.dropping[entry.seq] = len(entry.value)
+            self._newly_dropped.append(entry)
+            return
+        entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
+                                              entry.deliveries)
+        self.owed.dead[entry.seq] = entry.value
+        self._newly_dead.append(entry)
 
     def forget(self, seq: int) -> None:
         """Acked on another node: stop tracking the message here (and write nothing of
@@ -292,23 +348,37 @@ class DeliveryState(Participant):
         it says no."""
         self.take_due(now_us)
         sent = 0
+        watching = self.expiry.watching(now_us)
+        lanes = self.lanes.waiting  # once a run, after what was given back
         while sent < limit:
             if self.ready:
                 entry = self.ready.pop()
                 if self.held_elsewhere(entry.seq):
                     continue  # stays stored; a rewind finds it once it is let go
+                if watching and (fate := self.expiry.verdict(entry.seq, entry.value,
+                                                             now_us)):
+                    self._expire(entry, fate)
+                    continue
                 if not self._send(send, entry, now_us):
                     self.ready.push_front(entry)
                     break
                 sent += 1
                 continue
-            new, more = self._deliver_new(send, now_us, limit - sent)
+            if lanes:
+                lanes = False
+                new, blocked = self._deliver_lanes(send, now_us, limit - sent, watching)
+                sent += new
+                if blocked:
+                    break
+                continue
+            new, more = self._deliver_new(send, now_us, limit - sent, watching)
             sent += new
             if not more:
                 break
         return sent
 
-    def _deliver_new(self, send: Outlet, now_us: int, limit: int) -> tuple[int, bool]:
+    def _deliver_new(self, send: Outlet, now_us: int, limit: int,
+                     watching: bool = False) -> tuple[int, bool]:
         """Messages from the cursor on; returns (sent, whether to go on). The cursor
         moves past a message once it went out or was found taken, and past what the
         read looked at and skipped, never further."""
@@ -331,6 +401,10 @@ class DeliveryState(Participant):
             if seq < delivered_before:
                 deliveries = max(deliveries, 1)  # out before the restart, count not kept
             entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
+            if watching and (fate := self.expiry.verdict(seq, value, now_us)):
+                self._expire(entry, fate)  # never delivered once expired
+                self.cursor = seq + 1
+                continue
             if not self._send(send, entry, now_us):
                 return sent, False
             self.cursor = seq + 1
@@ -339,6 +413,39 @@ class DeliveryState(Participant):
                 return sent, True
         self.cursor = max(self.cursor, chunk.next_seq)
         return sent, self.cursor > start  # no progress: a read that cannot go on
+
+    def _deliver_lanes(self, send: Outlet, now_us: int, limit: int,
+                       watching: bool) -> tuple[int, bool]:
+        """Lane messages at or past the cursor that the group holds and has not taken,
+        highest priority first; returns (sent, whether a send was refused). Below the
+        cursor every message is out, waiting or done already (the invariant)."""
+        sent, cursor, passed = 0, self.cursor, self._lane_passed
+        if passed and min(passed) < cursor:
+            passed.difference_update([seq for seq in passed if seq < cursor])
+        for key, seq in self.lanes.entries():
+            if sent >= limit:
+                break
+            if seq < cursor or seq in passed or self._taken(seq):
+                continue
+            value = self.area.get(seq)  # None: not the group's, done, or gone
+            if value is None or not self.area.holds(seq, value):
+                passed.add(seq)
+                if value is None and not self.lanes.exists(seq):
+                    self.lanes.gone(key)
+                continue
+            first_delivered_us, deliveries = record.bookkeeping(value)
+            if seq < self.delivered_before:
+                deliveries = max(deliveries, 1)  # out before the restart, count not kept
+            entry = InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
+            passed.add(seq)
+            if watching and (fate := self.expiry.verdict(seq, value, now_us)):
+                self._expire(entry, fate)
+                continue
+            if not self._send(send, entry, now_us):
+                passed.discard(seq)
+                return sent, True
+            sent += 1
+        return sent, False
 
     def _others_may_hold(self) -> bool:
         """Whether a message may be taken by anything but the in-flight table."""

@@ -18,7 +18,18 @@ Labels = Callable[[StatsAnswer], list[str]]
 TOPIC_GAUGES = (
     ("pzq_topic_messages_stored", "messages", "Messages of the topic stored."),
     ("pzq_topic_stored_bytes", "bytes", "Bytes of the topic's stored messages."),
+    ("pzq_topic_scheduled", "scheduled",
+     "Messages of the topic stored with a time to deliver them from (DELAY, NOT-BEFORE) "
+     "that has not come."),
+    ("pzq_topic_oldest_seconds", "oldest_seconds",
+     "Age of the topic's oldest stored message (since its due time, if scheduled)."),
+    ("pzq_topic_ttl_expired", "ttl_expired",
+     "Messages of the topic past their TTL, EXPIRES or max_age since the node started."),
+    ("pzq_topic_next_due_timestamp_seconds", "next_due_us",
+     "When the topic's next scheduled message is due, in seconds since the epoch (0: none "
+     "waits)."),
 )
+SCALES = {"next_due_us": 1e-6}  # µs in STATS, seconds here
 GROUP_GAUGES = (
     ("pzq_group_backlog", "backlog", "Stored messages the group holds and is not done with."),
     ("pzq_group_messages_inflight", "inflight", "The group's deliveries awaiting an ACK."),
@@ -26,6 +37,8 @@ GROUP_GAUGES = (
     ("pzq_group_messages_delayed", "delayed",
      "The group's messages waiting out a backoff or a delayed NACK."),
     ("pzq_group_lag", "lag", "The group's backlog not yet delivered (less what is out)."),
+    ("pzq_group_lag_seconds", "lag_seconds",
+     "Age of the oldest message the group has not ACKed, out at a consumer or not."),
     ("pzq_group_consumers", "consumers", "Consumers of the group connected."),
     ("pzq_group_oldest_unacked_seconds", "oldest_unacked_seconds",
      "Age of the group's oldest unacked delivery."),
@@ -54,7 +67,8 @@ def topic_families(live: list[StatsAnswer], labels_of: Labels) -> Iterator[Metri
     for name, key, documentation in TOPIC_GAUGES:
         gauge = GaugeMetricFamily(name, documentation, labels=["node", "monitor", "topic"])
         for answer, topic, figures in _topics(live):
-            gauge.add_metric([*labels_of(answer), topic], float(figures.get(key, 0)))
+            gauge.add_metric([*labels_of(answer), topic],
+                             float(figures.get(key, 0)) * SCALES.get(key, 1))
         yield gauge
     for name, key, documentation in PARTITION_GAUGES:
         gauge = GaugeMetricFamily(name, documentation, labels=["node", "monitor", "topic"])

@@ -41,6 +41,9 @@ class Config:
     batch_size: int
     max_deliveries: int
     dedup_window_us: int
+    max_age_us: int
+    on_expire: str
+    send_priorities: bool
     max_messages: int
     max_bytes: int
     archive_dir: str | None

@@ -7,6 +7,7 @@ from collections.abc import Sized
 
 from pzq import __version__
 from pzq.clock import Now
+from pzq.delivery.ages import TopicAges, age_seconds
 from pzq.node.state import NodeState
 from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
@@ -28,6 +29,7 @@ class NodeFigures(Part):
         self.connections = connections
         self.consume = consume
         self.topic_rates = TopicRates()
+        self.ages = TopicAges(node.store, node.topics)
 
     def answer(self, events: Events, now: Now) -> None:
         node = self.node
@@ -39,7 +41,10 @@ class NodeFigures(Part):
         figures = node_figures(node, len(self.acks), self.connections.connected, now.mono,
                                now.wall_us / 1e6)
         figures["topics"] = topic_figures(node, self.consume, self.topic_rates, now.wall_us,
-                                          now.mono)
+                                          now.mono, self.ages)
+        oldest = node.delivery.oldest_open()  # ``default``'s, on --send-dsn
+        figures["lag_seconds"] = age_seconds(None if oldest is None else oldest[1],
+                                             now.wall_us)
         figures["taken_over"] = node.cluster.takeovers.figures(now.wall_us)
         return figures
 

@@ -12,16 +12,20 @@ from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
 from pzq.clock import Now
 from pzq.cluster.routes import Routes
 from pzq.counters import Counters
+from pzq.delivery.expiry import MessageExpiry
+from pzq.delivery.lanes import Lanes
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.headers import dedup_id_of, key_of, topic_and_tag
+from pzq.protocol.time_headers import NO_TIMES, MessageTimes, message_times
 from pzq.store import record
 from pzq.store.batch import Batch, Participant
 from pzq.store.dedup import DedupIndex
 from pzq.store.record import Stored
+from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.topics import Topic, Topics
 from pzq.zmqio import Socket, drain_framed
@@ -47,6 +51,7 @@ class HeaderFacts(NamedTuple):
     dedup_id: bytes | None
     key: bytes | None  # a partitioned topic's
     moved: str | None  # a key's partition is another node's: the refusal naming it
+    times: MessageTimes  # its due time, expiry and priority (pzq.protocol.time_headers)
 
 
 class StoredRun:
@@ -62,10 +67,14 @@ class StoredRun:
 class Intake(Participant):
     def __init__(self, socket: Socket, limits: IntakeLimits, store: Store,
                  counters: Counters, acks: ProducerAcks, topics: Topics,
-                 dedup: DedupIndex, routes: Routes,
+                 dedup: DedupIndex, routes: Routes, scheduled: ScheduledArea,
+                 expiry: MessageExpiry, lanes: Lanes,
                  authorization: Authorization = NO_AUTHORIZATION) -> None:
         self.socket = socket
         self.authorization = authorization  # who may produce to which topics
+        self.lanes = lanes  # PRIORITY: on a topic with priorities=on
+        self.scheduled = scheduled  # DELAY:, NOT-BEFORE: until due
+        self.expiry = expiry  # TTL:, EXPIRES: in the expiry index
         self.routes = routes
         self.topics = topics
         self.limits = limits
@@ -75,6 +84,8 @@ class Intake(Participant):
         self.dedup = dedup
         # Repeats of a message in the batch being built: answered once it is written.
         self._repeats: list[tuple[bytes, bytes]] = []
+        # Scheduled messages in the batch being built: ACKed once it is written.
+        self._scheduled: list[tuple[bytes, bytes]] = []
         # What each header group said this take (a topic can go between takes)
         self._known: dict[tuple[bytes, ...], HeaderFacts] = {}
         self._run = StoredRun()  # stored, not yet in the topic's log and counts
@@ -157,7 +168,15 @@ class Intake(Participant):
             self.dedup.remember(batch, topic.id, dedup_id, now_us, seen_us)
         if value is None:
             value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
+        if facts.times.due_us > now_us:  # kept apart until due (pzq.store.scheduled)
+            self.scheduled.add(batch, topic.name, facts.times.due_us, batch.take_seq(), value)
+            self._scheduled.append((produce.routing_id, produce.msg_id))
+            return
         seq = batch.add_message(value)
+        if facts.times.expires_us:
+            self.expiry.track(batch, facts.times.expires_us, seq)
+        if facts.times.priority and topic.priorities:
+            self.lanes.add(batch, topic, facts.times.priority, seq)
         self._note_stored(batch, seq, topic, tag, len(value))
         accepted.append((produce.routing_id, produce.msg_id, seq, value))
 
@@ -193,6 +212,7 @@ class Intake(Participant):
         try:
             name, tag = topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
             dedup_id = dedup_id_of(headers) if headers else None
+            times = message_times(headers, now_us) if headers else NO_TIMES
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
         self._check_allowed(produce, name, rights)
@@ -201,7 +221,8 @@ class Intake(Participant):
         # a key's owner holds for the take; a message without one is spread (each asks)
         moved = (self.routes.refusal(topic, key, self._mono)
                  if topic.partitions and key is not None else None)
-        facts = self._known[headers] = HeaderFacts(topic, tag, dedup_id, key, moved)
+        facts = self._known[headers] = HeaderFacts(topic, tag, dedup_id, key, moved,
+                                                       times)
         return facts
 
     def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:
@@ -238,10 +259,21 @@ class Intake(Participant):
             self.acks.owe(routing_id, msg_id, True, frames.DUPLICATE)
         self._repeats = []
 
+    def ack_scheduled(self, copies_wanted: bool) -> None:
+        """The batch is written: ACK its scheduled messages. They are copied to the
+        peers when released, not before: with --replicas they are ACKed as stored
+        without copies (REPLICATION_FAILED), as the protocol says of such a message."""
+        status = frames.REPLICATION_FAILED if copies_wanted else b""
+        for routing_id, msg_id in self._scheduled:
+            self.acks.owe(routing_id, msg_id, True, status)
+        self.counters.stored += len(self._scheduled)
+        self._scheduled = []
+
     def failed(self) -> None:
-        for routing_id, msg_id in self._repeats:
+        for routing_id, msg_id in self._repeats + self._scheduled:
             self.acks.owe(routing_id, msg_id, False, b"not stored: the store write failed")
         self._repeats = []
+        self._scheduled = []
 
     def _check_room(self, batch: Batch, produce: frames.Produce, topic: Topic) -> None:
         """Refuse, never drop, once the queue is at --max-messages or --max-bytes, or

@@ -93,6 +93,7 @@ class IntakePart(Part, Participant):
             log.warning("store_write_recovered")
         accepted, self._accepted = self._accepted, []
         self.counters.stored += len(accepted)
+        self.intake.ack_scheduled(self.replicas > 0)
         if self.replicas and accepted:
             self.cluster.replicate(accepted, self._mono)
         elif accepted:

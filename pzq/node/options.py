@@ -114,6 +114,18 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
     _duration("dedup_window", "--dedup-window", 120_000_000,
               "how long a topic remembers a producer's DEDUP-ID, storing a repeat once "
               "(a topic's own dedup_window overrides it)"),
+    _duration("max_age", "--max-age", 0,
+              "messages of the default topic (--archive-topic: those without a TOPIC "
+              "header) older than this expire and are never delivered; set on that topic "
+              "at each start when given (0: leave the topic's own max_age)", least=0),
+    Option("on_expire", "--on-expire", str, "dead",
+           "what an expired message of the default topic becomes: a dead letter (dead) "
+           "or nothing (drop); set on that topic at each start when drop",
+           choices=("dead", "drop")),
+    Option("send_priorities", "--send-priorities", bool, False,
+           "messages of the default topic (those without a TOPIC header, on --send-dsn) "
+           "go by their PRIORITY header, 9 first: the topic's priorities=on, set at "
+           "each start when given"),
     Option("max_messages", "--max-messages", int, 0,
            "stored messages beyond which producers get QUEUE_FULL (0: no limit)", least=0),
     Option("max_bytes", "--max-bytes", int, 0,

@@ -26,10 +26,12 @@ from pzq.backup.part import Backups
 from pzq.clock import Now
 from pzq.node.authorization_part import AuthorizationPart
 from pzq.node.endpoints import CLUSTER, CONSUME, MONITOR, PLUG_INS, RECEIVE, SEND
+from pzq.node.expiry_sweep import ExpirySweep
 from pzq.node.figures import NodeFigures
 from pzq.node.intake import Intake
 from pzq.node.intake_part import IntakePart
 from pzq.node.outbox import ProducerAcks
+from pzq.node.release import ScheduledRelease
 from pzq.node.state import NodeState
 from pzq.node.upkeep import NodeUpkeep
 from pzq.node.wiring import NodeWiring
@@ -70,6 +72,8 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
                                      wiring.now), CLUSTER.role)
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)
     parts.add(intake, RECEIVE.role)
+    parts.add(ScheduledRelease(node.scheduled, node.store, node.requeued, node.copy_requeued,
+                               node.expiry, node.lanes, node.topics))
     parts.add(node.archiving.part())
     parts.add(replays)
     send = open_send(wiring, node, endpoints[SEND.role], answers)
@@ -79,6 +83,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
         consume = opened = open_consume(wiring, node, endpoints[CONSUME.role], answers,
                                         replays)
         parts.add(opened, CONSUME.role)
+    parts.add(ExpirySweep(node.expiry, node.store, node.topics, node.delivery, consume))
     parts.add(NodeFigures(node, intake.acks, send.connections, consume))
     for plug_in in PLUG_INS:
         dsn = endpoints.get(plug_in.endpoint.role)
@@ -87,7 +92,8 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     parts.add(open_backups(node))
     parts.add(Administration(
         Admin(node.store, node.delivery, node.requeued, node.copy_requeued),
-        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster, replays),
+        TopicAdmin(node.store, node.topics, consume, node.delivery, node.cluster, replays,
+                   node.scheduled),
         node.routes))
     monitor = sockets.bind_monitor(wiring.context, endpoints[MONITOR.role], wiring.security)
     parts.add(Monitor(monitor, parts, node.counters, node.authorization), MONITOR.role)
@@ -106,7 +112,8 @@ def open_intake(wiring: NodeWiring, node: NodeState, dsn: str, parts: Parts) -> 
     socket = sockets.bind_receive(wiring.context, dsn, wiring.security)
     acks = ProducerAcks(socket, node.counters)
     intake = Intake(socket, config.intake, node.store, node.counters, acks, node.topics,
-                    node.dedup, node.routes, node.authorization)
+                    node.dedup, node.routes, node.scheduled, node.expiry, node.lanes,
+                    node.authorization)
     part = IntakePart(socket, intake, acks, node.cluster, node.counters, parts,
                       config.replicas, config.hard_sync, node.hub)
     node.store.register(part)
@@ -133,4 +140,4 @@ def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
     return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
                            config.consume_heartbeat_ms, config.consume_heartbeat_s,
                            config.batch_size, node.cluster, node.holds, node.hub,
-                           node.authorization, replays)
+                           node.expiry, node.lanes, node.authorization, replays)

@@ -23,7 +23,9 @@ from pzq.cluster.placement import Placement
 from pzq.cluster.routes import Routes, advertised, host_of
 from pzq.counters import Counters
 from pzq.delivery.areas import TakeoverArea
+from pzq.delivery.expiry import CopyExpiry, MessageExpiry
 from pzq.delivery.groups import DefaultArea
+from pzq.delivery.lanes import Lanes
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import ConfigError
@@ -33,7 +35,9 @@ from pzq.protocol.topic_reads import DEFAULT_GROUP, DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
 from pzq.store.batch import Batch
 from pzq.store.dedup import DedupIndex
+from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
+from pzq.store.topic_model import ON_EXPIRE_DEAD
 from pzq.store.topics import Topics
 
 
@@ -78,8 +82,13 @@ class NodeState:
         self.topics = Topics(store, config.archive_topic)
         store.register(self.topics)  # first: the delivery states' deletes go through it
         self.default_area = DefaultArea(store, self.topics)
+        # before the delivery states: their batches' expiries are counted after its own
+        self.expiry = MessageExpiry(store, self.topics, self.counters)
+        store.register(self.expiry)
+        self.lanes = Lanes(store, self.topics)  # PRIORITY: on a topic with priorities=on
+        store.register(self.lanes)
         self.delivery = DeliveryState(self.default_area, config.delivery, self.counters,
-                                      self.holds)
+                                      self.holds, self.expiry, self.lanes)
         self.window = DeliveryWindow(config.prefetch, config.ack_timeout_us, now.wall_us)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from
@@ -89,8 +98,11 @@ class NodeState:
                 self.topics.partition(self.topics.topic(name, now.wall_us), count)
             except ValueError as exc:
                 raise ConfigError(f"--partitions: {exc}") from None
+        self._default_topic_expiry(config, now)
         self.dedup = DedupIndex(store)
         store.register(self.dedup)
+        self.scheduled = ScheduledArea(store)  # DELAY:, NOT-BEFORE: until due
+        store.register(self.scheduled)
         store.register(self.delivery)
         settings = config.cluster
         clients = client_endpoints(config)
@@ -107,12 +119,24 @@ class NodeState:
                                                    if archive is not None else NoArchiving())
         store.register(self.archiving)
 
+    def _default_topic_expiry(self, config: Config, now: Now) -> None:
+        """--max-age, --on-expire and --send-priorities, when given, are the default
+        topic's settings."""
+        if config.max_age_us or config.on_expire != ON_EXPIRE_DEAD or config.send_priorities:
+            topic = self.topics.topic(config.archive_topic, now.wall_us)
+            topic.max_age_us = config.max_age_us or topic.max_age_us
+            topic.on_expire = config.on_expire
+            topic.priorities = topic.priorities or config.send_priorities
+            self.topics.changed(topic)
+
     def _delivery_state(self, area: TakeoverArea) -> DeliveryState:
         """A taken-over area's. A named group taken over counts its own work (STATS
         shows it per origin and group), as an own named group does; ``default``'s is
         the node's."""
         named = area.group != DEFAULT_GROUP
-        return DeliveryState(area, self.config.delivery, Counters() if named else self.counters)
+        counters = Counters() if named else self.counters
+        return DeliveryState(area, self.config.delivery, counters,
+                             expiry=CopyExpiry(self.topics, self.counters))
 
     def requeued(self, batch: Batch, seq: int, value: bytes) -> None:
         """A dead letter stored again as a new message: into its topic's log."""

@@ -3,6 +3,8 @@ happens: the topic's counters, each group's delivery state and counters."""
 
 from __future__ import annotations
 
+from pzq.delivery.ages import TopicAges, age_seconds
+from pzq.delivery.state import DeliveryState
 from pzq.node.state import NodeState
 from pzq.node.topic_rates import GROUP_RATES, TOPIC_RATES, TopicRates
 from pzq.rates import Rates
@@ -15,14 +17,22 @@ GROUP_COUNTERS = ("delivered", "redelivered", "acked", "late_acks", "nacked", "e
 
 
 def topic_figures(node: NodeState, consume: NamedGroups, rates: TopicRates,
-                  now_us: int, mono: float) -> dict[str, object]:
+                  now_us: int, mono: float, ages: TopicAges) -> dict[str, object]:
     topics: dict[str, object] = {}
+    oldest = ages.oldest_seconds(now_us)
     for topic in node.topics.topics.values():
         figures: dict[str, object] = {
             "messages": max(0, topic.messages),
             "bytes": max(0, topic.stored_bytes),
+            "oldest_seconds": oldest.get(topic.name, 0),
             "default_group": topic.default_reads,
             "default_rule": topic.default_rule,
+            "ttl_expired": topic.ttl_expired,
+            "max_age_us": topic.max_age_us,
+            "on_expire": topic.on_expire,
+            "priorities": topic.priorities,
+            "scheduled": node.scheduled.counts.get(topic.name, 0),
+            "next_due_us": node.scheduled.next_due_us(topic.name) or 0,
             "rates": _rates(rates.topics.get(topic.id), TOPIC_RATES, mono, topic),
             "groups": {group.name: group_figures(group, consume.groups.get(group.id),
                                                  rates.groups.get(group.id), now_us, mono)
@@ -52,6 +62,7 @@ def group_figures(group: Group, deliveries: NamedGroupDelivery | None, rates: Ra
         "ready": len(state.ready),
         "delayed": len(state.delayed),
         "lag": deliveries.lag(),
+        "lag_seconds": age_seconds(_oldest_record(state), now_us),
         "ack_timeout_us": state.settings.ack_timeout_us,
         "max_deliveries": state.settings.max_deliveries,
         "backoff_us": list(state.settings.backoff_us),
@@ -69,6 +80,11 @@ def group_figures(group: Group, deliveries: NamedGroupDelivery | None, rates: Ra
     })
     return figures
 
+
+
+def _oldest_record(state: DeliveryState) -> bytes | None:
+    found = state.oldest_open()
+    return None if found is None else found[1]
 
 
 def _rates(rates: Rates | None, names: tuple[str, ...], mono: float,

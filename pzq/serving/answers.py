@@ -159,6 +159,9 @@ class GroupAnswers:
                     self.archiving.given_up_by_last_group(entry, now_us, area.node_id,
                                                           area.group_names(entry.seq))
                 self.removed(area.node_id, entry.seq, deliveries.name, final)
+            for entry in state.take_newly_dropped():  # expired: deleted, not archived
+                self.removed(area.node_id, entry.seq, deliveries.name,
+                             area.would_release(entry.seq))
 
     def reap(self, deliveries: GroupDelivery, now_us: int) -> int:
         """Expired deliveries back (overdue at the consumer that let them expire; a

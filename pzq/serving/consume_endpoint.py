@@ -24,8 +24,10 @@ import zmq
 from pzq.authorization import CONSUME, NO_AUTHORIZATION, Authorization, RulesReloaded
 from pzq.clock import Now
 from pzq.counters import Counters
+from pzq.delivery.expiry import NO_EXPIRY, Expiry
 from pzq.delivery.groups import GroupArea, group_settings
 from pzq.delivery.held import HeldElsewhere
+from pzq.delivery.lanes import NO_LANES, Lanes, NoLanes
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
@@ -106,11 +108,14 @@ class ConsumeEndpoint(Part):
     def __init__(self, socket: Socket, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
                  heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
-                 held: HeldElsewhere, hub: EventHub,
+                 held: HeldElsewhere, hub: EventHub, expiry: Expiry = NO_EXPIRY,
+                 lanes: Lanes | NoLanes = NO_LANES,
                  authorization: Authorization = NO_AUTHORIZATION,
                  replays: Replayed = NO_REPLAYS) -> None:
         self.socket = socket
         self.authorization = authorization  # which keys may consume which groups
+        self.expiry = expiry  # the node's own messages' (pzq.delivery.expiry)
+        self.lanes = lanes  # priorities (pzq.delivery.lanes)
         self.taken_over: TakenOver = joined(cluster.takeovers.taken, replays)
         self.own_allowed = cluster.own_delivery_allowed
         self.held = held
@@ -146,7 +151,8 @@ class ConsumeEndpoint(Part):
         found = self.groups.get(group.id)
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group),
-                                  group_settings(self.settings, group), Counters(), self.held)
+                                  group_settings(self.settings, group), Counters(), self.held,
+                                  self.expiry, self.lanes.for_topic(group.topic))
             self.store.register(state)
             found = self.groups[group.id] = NamedGroupDelivery(group, state, self.taken_over)
         return found

@@ -47,6 +47,11 @@ class Batch:
         self.dead_delta = 0
         self.operations = 0
 
+    def take_seq(self) -> int:
+        """A new sequence number for a record kept outside the own messages (a
+        scheduled message's, see pzq.store.scheduled)."""
+        return self._take_seq()
+
     def add_message(self, value: bytes) -> int:
         """Store a new own message; returns its sequence number."""
         seq = self._take_seq()
@@ -91,6 +96,7 @@ class Batch:
 
     def drop_dead_letter(self, seq: int) -> None:
         self.delete(keyspace.dead_key(seq))
+        self.delete(keyspace.dead_reason_key(seq))
         self.dead_delta -= 1
 
     def put(self, key: bytes, value: bytes) -> None:

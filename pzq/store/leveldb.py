@@ -73,6 +73,10 @@ def settle_format(db: plyvel.DB, path: Path) -> None:
         if db.get(keyspace.META_NODE_ID) is not None:  # a store of a release before versions
             log.info("store_format_recorded", database=str(path), format=STORE_FORMAT)
         db.put(keyspace.META_FORMAT, encode_format(), sync=True)
+    elif format_of(found) < STORE_FORMAT:  # nothing to convert: see store_format
+        log.info("store_format_upgraded", database=str(path), found=format_of(found),
+                 format=STORE_FORMAT)
+        db.put(keyspace.META_FORMAT, encode_format(), sync=True)
 
 
 def read_everything(db: plyvel.DB) -> None:

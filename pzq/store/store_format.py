@@ -6,8 +6,13 @@ under ``M format``. A store made before the version was kept has no such key: it
 format is 1, the format of every store so far, and the node writes the key and
 goes on (the upgrade in place from the releases before versions). A store of a
 newer format than this release reads is refused at start, naming both versions,
-before anything is written to it. The release that first writes format 2 will
-bring a store of format 1 up to it at start, and this module is where it says how.
+before anything is written to it.
+
+Format 2 adds the scheduled messages' areas (``w`` by due time, ``Z`` their counts
+per topic; pzq.store.scheduled): a release of format 1 would not see them, and would
+lose every scheduled message, so it must refuse such a store. A store of format 1
+is brought up to 2 at start by writing the version alone: its areas are read as
+they were, and the new ones start empty.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 
 from pzq.errors import StoreError
 
-STORE_FORMAT = 1  # what this release writes and reads
+STORE_FORMAT = 2  # what this release writes and reads (and 1, brought up to 2)
 UNVERSIONED = 1  # the format of a store without the key (made before versions were kept)
 
 

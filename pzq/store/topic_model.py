@@ -34,6 +34,9 @@ FIRST_ID = 1
 START_EARLIEST = "earliest"
 START_LATEST = "latest"
 COUNTS = struct.Struct(">qq")  # topic: messages, bytes; group: backlog, floor
+ON_EXPIRE_DEAD = "dead"  # an expired message goes to the dead letters (reason expired)
+ON_EXPIRE_DROP = "drop"  # it is deleted
+ON_EXPIRE = (ON_EXPIRE_DEAD, ON_EXPIRE_DROP)
 MOST_BACKOFF_STEPS = 32  # a group's backoff: one wait per delivery, the last repeated
 
 
@@ -103,6 +106,10 @@ class Topic:
     dedup_window_us: int = 0  # how long a DEDUP-ID is remembered (0: the node's default)
     default_rule: str = DEFAULT_UNCLAIMED
     partitions: int = 0  # 0: not partitioned; else fixed once declared (pzq.cluster.placement)
+    max_age_us: int = 0  # a message older than this expires (0: none; pzq.delivery.expiry)
+    on_expire: str = ON_EXPIRE_DEAD  # what an expired message becomes: dead letter or gone
+    ttl_expired: int = 0  # its messages expired since start (not stored)
+    priorities: bool = False  # PRIORITY: 1-9 goes before the backlog (pzq.delivery.lanes)
 
     def log_wanted_from(self) -> int | None:
         """The lowest seq its log must reach back to: its named groups' earliest start
@@ -121,7 +128,9 @@ class Topic:
                            "max_bytes": self.max_bytes, "log_from": self.log_from,
                            "dedup_window_us": self.dedup_window_us,
                            "default_rule": self.default_rule,
-                           "partitions": self.partitions}).encode()
+                           "partitions": self.partitions, "max_age_us": self.max_age_us,
+                           "on_expire": self.on_expire,
+                           "priorities": self.priorities}).encode()
 
     @property
     def default_reads(self) -> bool:

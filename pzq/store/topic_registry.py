@@ -24,6 +24,7 @@ from pzq.store.topic_model import (
     DEFAULT_NONE,
     DEFAULT_UNCLAIMED,
     FIRST_ID,
+    ON_EXPIRE_DEAD,
     Group,
     Topic,
     validate_name,
@@ -63,7 +64,10 @@ class TopicRegistry(Participant):
                           meta["max_bytes"], log_from=meta.get("log_from", 0),
                           dedup_window_us=meta.get("dedup_window_us", 0),
                           default_rule=meta.get("default_rule", _rule_before(meta)),
-                          partitions=meta.get("partitions", 0))
+                          partitions=meta.get("partitions", 0),
+                          max_age_us=meta.get("max_age_us", 0),
+                          on_expire=meta.get("on_expire", ON_EXPIRE_DEAD),
+                          priorities=meta.get("priorities", False))
             self._add_topic(topic)
         for key, value in self.store.iterate(keyspace.GROUP_PREFIX):
             meta = json.loads(value)
@@ -85,6 +89,12 @@ class TopicRegistry(Participant):
         self.default_restricted = any(not topic.default_reads_all
                                       for topic in self.topics.values())
         self._named_groups = self.has_groups()
+        # the shortest max_age of any topic (0: none): a message stored more recently
+        # cannot be too old (pzq.delivery.expiry)
+        self.age_limit_us = min((topic.max_age_us for topic in self.topics.values()
+                                 if topic.max_age_us), default=0)
+        self.max_ages = frozenset(topic.max_age_us for topic in self.topics.values()
+                                  if topic.max_age_us)
 
     def _counts(self, owner_id: int) -> tuple[int, int]:
         stored = self.store.get(keyspace.counts_key(owner_id))

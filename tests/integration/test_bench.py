@@ -184,13 +184,15 @@ def test_shards_benchmark_smoke_run(tmp_path, capsys):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("script, arguments, last_words", [
+    ("bench_scheduled.py", ["--backlog", "2000", "--count", "500", "--repeats", "1"],
+     "over 1 repeats"),
     ("bench_replay.py", ["--archived", "300", "--seconds", "1", "--rates", "1000",
                          "--repeats", "1"], "beside"),
     ("authorization_cost.py", ["--count", "500", "--runs", "1"], "}")])
-def test_the_replay_and_authorization_benchmarks_run_to_their_figures(
+def test_the_time_replay_and_authorization_benchmarks_run_to_their_figures(
         tmp_path, script, arguments, last_words):
-    """Short runs of the benchmarks behind the replay's and the authorization's
-    figures: each ends by itself, its nodes stopped, with its table."""
+    """Short runs of the benchmarks behind docs/time.rst's, the replay's and the
+    authorization's figures: each ends by itself, its nodes stopped, with its table."""
     import subprocess
     import sys
     from pathlib import Path

@@ -68,12 +68,14 @@ from tests.support.ports import block_of_ports
 
 ROOT = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent
-PAGES = ["tutorial.rst", "groups.rst", "cluster.rst", "archive.rst", "monitoring.rst",
-         "asyncio.rst", "operations.rst", "deploying.rst", "development.rst",
-         "performance.rst"]
+PAGES = ["tutorial.rst", "groups.rst", "time.rst", "cluster.rst", "archive.rst",
+         "monitoring.rst", "asyncio.rst", "operations.rst", "deploying.rst",
+         "development.rst", "performance.rst"]
 # The tutorial starts after README's quick start, whose node runs in another terminal
-# (tests/integration/test_readme.py starts it from a fresh clone); so does asyncio's.
-PRELUDE = {"tutorial.rst": "scripts/start-node", "asyncio.rst": "scripts/start-node"}
+# (tests/integration/test_readme.py starts it from a fresh clone); so do asyncio's
+# and time's.
+PRELUDE = {"tutorial.rst": "scripts/start-node", "asyncio.rst": "scripts/start-node",
+           "time.rst": "scripts/start-node"}
 # Python with ``await`` at its top level, run as the asyncio REPL runs what is pasted.
 TOP_LEVEL_AWAIT = """\
 import ast, asyncio, sys

@@ -175,11 +175,13 @@ def test_figures_per_topic_and_group_in_pzq_monitor_and_the_exporter(group_node,
         assert "topics and groups" in shown.stdout
         row = next(line for line in shown.stdout.splitlines() if "billing" in line)
         assert row.split("│")[4].strip() == "2"  # backlog: c, and b held unacked
+        assert row.split("│")[12].strip().endswith(("ms", "s"))  # lag / oldest: its age
         assert float(row.split("│")[-2].replace(",", "")) > 0  # acked/s over the last minute
         listed = group_node.ask("TOPICS").splitlines()
-        assert listed[0] == "orders messages=2 bytes=136 groups=billing default=unclaimed"
-        assert listed[1].startswith("  group billing backlog=2 lag=") \
-            and listed[1].endswith("consumers=1")
+        assert re.fullmatch(r"orders messages=2 bytes=136 groups=billing default=unclaimed "
+                            r"oldest_seconds=\d+(\.\d+)?", listed[0]), listed[0]
+        assert re.fullmatch(r"  group billing backlog=2 lag=\d+ .* consumers=1 "
+                            r"lag_seconds=\d+(\.\d+)?", listed[1]), listed[1]
         assert re.fullmatch(r"    consumer [0-9a-f]+ held=[12] window=5 idle_ms=\d+", listed[2])
         metrics = scrape_metrics(group_node.monitor_dsn)
     node_id = group_node.stats()["node_id"]

@@ -525,7 +525,9 @@ def test_alert_rules_and_dashboard_use_exported_metrics(group_node, context, ser
             "pzq_topic_stored_bytes", "pzq_group_backlog", "pzq_group_messages_inflight",
             "pzq_group_consumers", "pzq_group_oldest_unacked_seconds", "pzq_group_acked_total",
             "pzq_zper_written_total", "pzq_zper_written_bytes_total", "pzq_zper_refused_total",
-            "pzq_zper_relay_clients", "pzq_zper_ack_subscriptions", "pzq_archive_bytes"} <= charted
+            "pzq_zper_relay_clients", "pzq_zper_ack_subscriptions", "pzq_archive_bytes",
+            "pzq_group_lag_seconds", "pzq_topic_oldest_seconds", "pzq_topic_scheduled",
+            "pzq_ttl_expired_total"} <= charted
     labels = {"node", "monitor", "outcome", "peer", "topic", "group"}
     texts = [target["legendFormat"] for target in targets]
     texts += [rule["annotations"]["summary"] for rule in alerts.values()]

@@ -57,8 +57,8 @@ def test_a_new_store_is_written_with_this_release_s_format(tmp_path):
 
 
 @pytest.mark.parametrize("value, line", [
-    (b"2", "has format 2, newer than this pzq reads (format 1): run a release that reads "
-           "format 2, or start this one on a backup taken before the upgrade"),
+    (b"3", "has format 3, newer than this pzq reads (format 2): run a release that reads "
+           "format 3, or start this one on a backup taken before the upgrade"),
     (b"two", "is not one this pzq can read: its format version 'two' is not a whole "
              "number from 1"),
 ])
@@ -70,6 +70,17 @@ def test_a_store_of_a_format_this_release_cannot_read_is_refused_untouched(tmp_p
     assert result.returncode == 3
     assert result.stderr.strip().splitlines() == [f"pzq: error: the store {database} {line}"]
     assert stored_format(database) == value
+
+
+def test_a_store_of_format_1_is_brought_up_to_this_release_s_format(tmp_path):
+    """Format 2 only adds areas: a store that says format 1 is written as 2 at start,
+    so a release of format 1 refuses it from then on (it would not see scheduled
+    messages)."""
+    database = tmp_path / "db"
+    Store.open(database).close()
+    set_format(database, b"1")
+    Store.open(database).close()
+    assert stored_format(database) == str(STORE_FORMAT).encode() == b"2"
 
 
 # -- a store made by the release before format versions ----------------------------------------

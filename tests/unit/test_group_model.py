@@ -10,7 +10,16 @@ The topic's ``default`` rule (what --send-dsn holds beside the group) is drawn:
 ``unclaimed`` (the messages the group's filter leaves), ``all`` or ``none``, and an
 operator may declare ``default`` on an ``unclaimed`` topic midway (``all`` from the
 next message on). Before and after every restart ``default`` is given exactly what the
-rule says it holds, and the peers holding copies are told the same (TOPICS)."""
+rule says it holds, and the peers holding copies are told the same (TOPICS).
+
+Time: some messages carry a TTL. One that has expired is never delivered, to the
+group or to ``default``, whether the sweep found it first (at a step of its own) or a
+delivery meets it; one out at a consumer when it expires keeps its ACK; after a
+restart the sweep finds what is left. An expired message is no longer wanted.
+
+Priorities: the topic has ``priorities=on`` and some messages a PRIORITY; the lanes
+they are served from first keep every promise above (nothing delivered twice while
+out, nothing the group wants left unreachable)."""
 
 from __future__ import annotations
 
@@ -32,7 +41,9 @@ from hypothesis.stateful import (
 
 from pzq.admin import group_ops
 from pzq.counters import Counters
+from pzq.delivery.expiry import MessageExpiry
 from pzq.delivery.groups import DefaultArea, GroupArea
+from pzq.delivery.lanes import Lanes, TopicLanes
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.node.state import who_reads
@@ -53,6 +64,8 @@ SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20
                             with_headers=True, backoff_us=(ACK_TIMEOUT_US // 2,))
 EVERYTHING = 1 << 30  # credits and bytes of a probe that takes all it finds
 TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-*
+TTLS_MS = st.one_of(st.none(), st.integers(1, 3000))  # most messages have none
+PRIORITIES = st.one_of(st.none(), st.integers(0, 9))
 RULES = st.sampled_from([DEFAULT_UNCLAIMED, DEFAULT_ALL, DEFAULT_NONE])
 
 
@@ -83,6 +96,8 @@ class GroupModel(RuleBasedStateMachine):
         self.counts: dict[int, int] = {}
         self.durable: dict[int, int] = {}
         self.this_run: set[int] = set()
+        self.expires: dict[int, int] = {}  # messages with a TTL: when they expire (µs)
+        self.priorities: dict[int, int] = {}  # messages with a PRIORITY above 0
 
     # -- the real parts -------------------------------------------------------------
 
@@ -90,12 +105,17 @@ class GroupModel(RuleBasedStateMachine):
         self.store = Store.open(self.path / "db")
         self.topics = Topics(self.store, "default")
         self.store.register(self.topics)
+        self.expiry = MessageExpiry(self.store, self.topics, Counters())
+        self.store.register(self.expiry)
+        self.lanes = Lanes(self.store, self.topics)
+        self.store.register(self.lanes)
         self.group: Group = self.topics.topics["orders"].groups["g"]
-        self.state = self._state(GroupArea(self.store, self.topics, self.group))
-        self.default = self._state(DefaultArea(self.store, self.topics))
+        self.state = self._state(GroupArea(self.store, self.topics, self.group),
+                                 self.lanes.for_topic(self.group.topic))
+        self.default = self._state(DefaultArea(self.store, self.topics), self.lanes)
 
-    def _state(self, area: GroupArea | DefaultArea) -> DeliveryState:
-        state = DeliveryState(area, SETTINGS, Counters())
+    def _state(self, area: GroupArea | DefaultArea, lanes: Lanes | TopicLanes) -> DeliveryState:
+        state = DeliveryState(area, SETTINGS, Counters(), expiry=self.expiry, lanes=lanes)
         self.store.register(state)
         return state
 
@@ -106,6 +126,8 @@ class GroupModel(RuleBasedStateMachine):
         store.register(topics)
         batch = store.begin()
         orders = topics.topic("orders", 0)
+        orders.priorities = True
+        topics.changed(orders)
         if rule == DEFAULT_ALL:
             topics.keep_default(orders)  # ``default`` acks beside the group
         elif rule == DEFAULT_NONE:
@@ -127,10 +149,18 @@ class GroupModel(RuleBasedStateMachine):
         self.store.commit(batch)
         self.durable.update({seq: self.counts[seq] for seq in self.this_run})
 
+    def priority_order(self, seq: int) -> tuple[int, int]:
+        """A fresh state's order: the highest priority first, then arrival."""
+        return -self.priorities.get(seq, 0), seq
+
+    def expired(self, seq: int) -> bool:
+        return seq in self.expires and self.expires[seq] <= self.now_us
+
     def wanted(self) -> set[int]:
-        """What the group must still deliver: its topic's eu-* messages not done."""
+        """What the group must still deliver: its topic's eu-* messages not done and
+        not expired."""
         return {seq for seq, tag in self.tags.items()
-                if tag.startswith(b"eu-") and seq not in self.done}
+                if tag.startswith(b"eu-") and seq not in self.done and not self.expired(seq)}
 
     def default_holds(self, seq: int) -> bool:
         """Whether ``default`` holds the message, by its rule."""
@@ -142,7 +172,7 @@ class GroupModel(RuleBasedStateMachine):
     def default_wanted(self) -> set[int]:
         """What ``default`` must still deliver: what it holds and is not done with."""
         return {seq for seq in self.tags if self.default_holds(seq)
-                and seq not in self.default_done}
+                and seq not in self.default_done and not self.expired(seq)}
 
     def _let_go(self, seqs: set[int]) -> None:
         """Messages a holder is done with: deleted once every holder is."""
@@ -153,18 +183,47 @@ class GroupModel(RuleBasedStateMachine):
 
     # -- what producers, consumers and peers do --------------------------------------
 
-    @rule(tags=st.lists(TAGS, min_size=1, max_size=40))
-    def produce(self, tags: list[bytes]) -> None:
+    @rule(messages=st.lists(st.tuples(TAGS, TTLS_MS, PRIORITIES), min_size=1, max_size=40))
+    def produce(self, messages: list[tuple[bytes, int | None, int | None]]) -> None:
         batch = self.store.begin()
         topic = self.topics.topic("orders", self.now_us)
-        added = []
-        for tag in tags:
-            value = record.encode(b"id", (b"TOPIC:orders", b"TAG:" + tag), (b"body",), 1)
+        added, expiring = [], {}
+        for tag, ttl_ms, priority in messages:
+            headers = (b"TOPIC:orders", b"TAG:" + tag,
+                       *([b"TTL:%d" % ttl_ms] if ttl_ms is not None else []),
+                       *([b"PRIORITY:%d" % priority] if priority is not None else []))
+            value = record.encode(b"id", headers, (b"body",), self.now_us)
             seq = batch.add_message(value)
+            if ttl_ms is not None:
+                expiring[seq] = self.now_us + ttl_ms * 1000
+                self.expiry.track(batch, expiring[seq], seq)
+            if priority:
+                self.lanes.add(batch, topic, priority, seq)
+                self.priorities[seq] = priority
             self.topics.note_new(batch, seq, topic, tag, len(value))
             added.append((seq, tag))
         self._commit(batch)
         self.tags.update(added)
+        self.expires.update(expiring)
+
+    @rule(advance_ms=st.integers(0, 2000))
+    def sweep(self, advance_ms: int) -> None:
+        """Time passes and the node's sweep runs (pzq.node.expiry_sweep): each expired
+        message to every state, which lets it go unless it is out; written with the
+        next batch."""
+        self.now_us += advance_ms * 1000
+        batch = self.store.begin()
+        for key, seq in self.expiry.due(self.now_us, 1000):
+            value = self.store.get_own(seq)
+            if value is None:
+                batch.delete(key)
+                continue
+            for state in (self.default, self.state):
+                state.expire(seq, value, self.expiry.fate(self.topics.topics["orders"]))
+            self.expiry.lingering.add(seq)
+        self.expiry.gone(batch)
+        self._commit(batch)
+        self._commit(self.store.begin())
 
     @rule(credits=st.integers(1, 60))
     def deliver(self, credits: int) -> None:
@@ -173,6 +232,7 @@ class GroupModel(RuleBasedStateMachine):
                            or True, self.now_us, credits)
         assert len(sent) <= credits
         for seq, count in sent:
+            assert not self.expired(seq), f"delivered {seq}, expired at {self.expires[seq]}"
             assert seq in self.wanted(), f"delivered {seq}, which the group is done with"
             assert seq not in self.out, f"delivered {seq} while it was out already"
             assert count > self.durable.get(seq, 0), f"{seq}: count {count} after a batch"
@@ -218,7 +278,7 @@ class GroupModel(RuleBasedStateMachine):
 
     @precondition(lambda self: self.wanted() - self.out)
     @rule(data=st.data())
-    def peer_done(self, data: st.DataObject) -> None:
+    def peer_done(self, data: st.DataObject) -> None:  # (an expired one: not wanted)
         """A node that took these messages over while this one was down says the
         group finished them there (a DONE frame): applied as an ACK."""
         chosen = data.draw(st.lists(st.sampled_from(sorted(self.wanted() - self.out)),
@@ -239,6 +299,7 @@ class GroupModel(RuleBasedStateMachine):
                              self.now_us, credits)
         batch = self.store.begin()
         for seq in sent:
+            assert not self.expired(seq), f"default was given {seq}, expired"
             assert seq in self.default_wanted(), (
                 f"default ({self.rule}) was given {seq}, which it does not hold "
                 f"or is done with")
@@ -307,21 +368,23 @@ class GroupModel(RuleBasedStateMachine):
         if not hasattr(self, "state"):
             return
         probe = DeliveryState(GroupArea(self.store, self.topics, self.group),
-                              DeliverySettings(ACK_TIMEOUT_US, EVERYTHING), Counters())
+                              DeliverySettings(ACK_TIMEOUT_US, EVERYTHING), Counters(),
+                              expiry=self.expiry, lanes=self.lanes.for_topic(self.group.topic))
         found: list[int] = []
         probe.deliver(lambda frames: found.append(seq_of(frames)) or True, self.now_us,
                       EVERYTHING)
         assert set(found) == self.wanted(), (
             f"after a restart: missing {sorted(self.wanted() - set(found))}, "
             f"again {sorted(set(found) - self.wanted())} (floor {self.group.floor})")
-        assert found == sorted(found)
+        assert found == sorted(found, key=self.priority_order), found
 
     @invariant()
     def default_gets_what_its_rule_holds_after_a_restart_now(self) -> None:
         if not hasattr(self, "state"):
             return
         probe = DeliveryState(DefaultArea(self.store, self.topics),
-                              DeliverySettings(ACK_TIMEOUT_US, EVERYTHING), Counters())
+                              DeliverySettings(ACK_TIMEOUT_US, EVERYTHING), Counters(),
+                              expiry=self.expiry, lanes=self.lanes)
         found: list[int] = []
         probe.deliver(lambda frames: found.append(seq_of(frames)) or True, self.now_us,
                       EVERYTHING)

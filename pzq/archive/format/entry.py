@@ -1,7 +1,10 @@
 """An archived message: the record ``[key][metadata][part 1..N]`` and its metadata.
 
 ``acked_us`` is when the consumer ACKed it, or for a dead letter (``outcome``
-``dead_letter``) when it was given up.
+``dead_letter``) when it was given up. ``headers``, only when the message had any
+besides TOPIC: the producer's header frames as sent (TAG, KEY, DEDUP-ID, and the
+time headers, ``DELAY:30000``, ``TTL:600000``, ``PRIORITY:9`` ..., read against
+``stored_us``; ``times`` picks those out).
 
 Metadata is one compact JSON object, small and self-describing, so that readers in
 any language (and Spark) can use it without this module.
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pzq.errors import ArchiveFormatError
+from pzq.protocol.time_headers import time_headers_of
 
 METADATA_FIELDS: dict[str, type] = {
     "topic": str, "msg_id": str, "stored_us": int, "first_delivered_us": int,
@@ -37,6 +41,11 @@ class ArchivedMessage:
     # the producer's header frames but its TOPIC (in ``topic``), when it gave others: a
     # replay delivers them as produced (TAG, KEY, ...)
     headers: tuple[bytes, ...] = ()
+
+    @property
+    def times(self) -> tuple[str, ...]:
+        """Its time headers as produced, as text (pzq.protocol.time_headers)."""
+        return time_headers_of(self.headers)
 
     def frames(self) -> list[bytes]:
         metadata: dict[str, object] = {

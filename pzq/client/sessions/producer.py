@@ -20,6 +20,9 @@ from pzq.errors import DecodeError
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.frames import ProducerAck, decode_producer_ack, encode_produce
 from pzq.protocol.headers import DEDUP_HEADER, KEY_HEADER, TAG_HEADER, TOPIC_HEADER
+from pzq.protocol.time_headers import Moment, time_headers
+
+__all__ = ["KEEP_ACKS", "Moment", "ProducerSession", "time_headers", "topic_headers"]
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
 MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this

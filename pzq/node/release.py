@@ -1,0 +1,96 @@
+"""Scheduled messages released when due, as a part of the loop.
+
+The poll waits at most until the earliest due time (pzq.store.scheduled keeps it);
+a wake at or past it moves what is due, up to RELEASE_PER_WAKE, into the wake's
+batch as new own messages of their topics (a fresh seq each, so every group's cursor
+meets them in due-time order, then arrival order), and deletes their scheduled keys
+in the same batch: a crash before the write leaves them scheduled, after it
+released, never both. Once written they are copied to the peers as new messages
+are. The owner's clock decides: a message is due when this node's wall clock says
+so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pzq.clock import Now, poll_ms
+from pzq.delivery.expiry import DEAD, MessageExpiry
+from pzq.delivery.lanes import Lanes
+from pzq.parts import Figures, Part
+from pzq.protocol.time_headers import message_times
+from pzq.store import record
+from pzq.store.batch import Batch, Participant
+from pzq.store.scheduled import ScheduledArea
+from pzq.store.store import Store
+from pzq.store.topics import Topics
+from pzq.zmqio import Events
+
+RELEASE_PER_WAKE = 1000  # a burst of due messages cannot stall a wake
+LONGEST_WAIT_MS = 60_000  # asked again at least this often (a wall clock set forward)
+
+Requeued = Callable[[Batch, int, bytes], None]  # a new own message into its topic's log
+Copied = Callable[[list[tuple[int, bytes]], float], None]  # new own messages to the peers
+
+
+class ScheduledRelease(Part, Participant):
+    def __init__(self, area: ScheduledArea, store: Store, into_topic: Requeued,
+                 copy: Copied, expiry: MessageExpiry, lanes: Lanes, topics: Topics) -> None:
+        self.area = area
+        self.expiry = expiry
+        self.lanes = lanes
+        self.topics = topics
+        self.into_topic = into_topic
+        self.copy = copy
+        self._released: list[tuple[int, bytes]] = []  # seq, record: in the batch
+        self._mono = 0.0
+        self.released = 0  # since start
+        store.register(self)
+
+    def timeout_ms(self, now: Now) -> int | None:
+        due = self.area.next_due_us()
+        if due is None:
+            return None
+        return min(LONGEST_WAIT_MS, poll_ms(max(0, due - now.wall_us) / 1e6))
+
+    def take(self, events: Events, batch: Batch, now: Now) -> None:
+        due = self.area.next_due_us()
+        if due is None or due > now.wall_us:
+            return
+        self._mono = now.mono
+        for message in self.area.due(now.wall_us, RELEASE_PER_WAKE):
+            self.area.released(batch, message)
+            self._release(batch, message.value, now.wall_us)
+
+    def _release(self, batch: Batch, value: bytes, now_us: int) -> None:
+        """Into its topic as a new message, or, expired already (its TTL counts from
+        when it was stored), to the dead letters or nowhere as its topic says."""
+        stored_us = record.stored_us_of(value)
+        fate = self.expiry.verdict_of(value, now_us)
+        if fate:
+            dead_seq = batch.add_dead_letter(value) if fate == DEAD else 0
+            self.expiry.expired_final(batch, dead_seq, value, fate == DEAD)
+            return
+        seq = batch.add_message(value)
+        self.into_topic(batch, seq, value)
+        times = message_times(record.headers_of(value), stored_us)
+        if times.expires_us:
+            self.expiry.track(batch, times.expires_us, seq)
+        topic = self.topics.describe(value)[0]
+        if times.priority and topic.priorities:
+            self.lanes.add(batch, topic, times.priority, seq)
+        self._released.append((seq, value))
+
+    def written(self) -> None:
+        released, self._released = self._released, []
+        if released:
+            self.released += len(released)
+            self.copy(released, self._mono)
+
+    def failed(self) -> None:
+        self._released = []  # still scheduled: released again at the next wake
+
+    def figures(self, now: Now) -> Figures:
+        due = self.area.next_due_us()
+        return {"scheduled": self.area.waiting, "scheduled_released": self.released,
+                "next_due_us": due or 0}

@@ -1,0 +1,100 @@
+"""Time in messages on a real two-node cluster: a scheduled message is copied to the
+peer when it is released, and an expired message's copies go with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq.client import Consumer, Producer
+from tests.cluster.test_cluster import ipc_endpoints, replicas_held, start_cluster
+from tests.integration.test_time import let_time_pass
+from tests.support.harness import wait_until
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def test_a_scheduled_message_is_copied_when_released_and_the_copy_goes_with_its_ack(
+        start_node, context, tmp_path):
+    origin, peer = start_cluster(start_node, ipc_endpoints(tmp_path, 2), replicas=1)
+    with Producer(origin.receive_dsn, context=context) as producer:
+        ack = producer.produce([b"later"], topic="orders", delay=3)
+        now = producer.produce([b"now"], topic="orders")
+    # stored, not copied until released (docs/time.rst)
+    assert ack.ok and ack.replication_failed
+    assert now.ok and not now.replication_failed
+    assert origin.stats()["scheduled"] == 1 and replicas_held(peer) == 1
+    peer.wait_stats(lambda s: s["replicas_held"] == 2, 10, message="the released copy")
+    with Consumer(origin.send_dsn, context=context) as consumer:
+        for _ in range(2):
+            message = consumer.receive(10)
+            assert message is not None
+            message.ack()
+    peer.wait_stats(lambda s: s["replicas_held"] == 0, 10, message="copies removed")
+
+
+def test_an_expired_message_s_copies_go_with_it(start_node, context, tmp_path):
+    origin, peer = start_cluster(start_node, ipc_endpoints(tmp_path, 2), replicas=1)
+    with Producer(origin.receive_dsn, context=context) as producer:
+        ack = producer.produce([b"worth a moment"], topic="orders", ttl=0.5)
+    assert ack.ok and not ack.replication_failed
+    assert replicas_held(peer) == 1
+    origin.wait_stats(lambda s: s["ttl_expired"] == 1 and s["dead_letters"] == 1, 10)
+    peer.wait_stats(lambda s: s["replicas_held"] == 0, 10, message="the copy removed")
+    with Consumer(origin.send_dsn, context=context) as consumer:
+        assert consumer.receive(0.5) is None
+
+
+def test_a_survivor_never_delivers_a_taken_over_copy_that_expired(start_node, context,
+                                                                   tmp_path):
+    """The origin dies before its message expires; the survivor that takes its copies
+    over lets the expired one go (a dead letter here, as a takeover's are) and delivers
+    the other."""
+    origin, peer = start_cluster(start_node, ipc_endpoints(tmp_path, 2), replicas=1)
+    with Producer(origin.receive_dsn, context=context) as producer:
+        assert producer.produce([b"expires"], topic="orders", ttl=1.5).ok
+        assert producer.produce([b"stays"], topic="orders").ok
+    assert replicas_held(peer) == 2
+    origin.kill()
+    peer.wait_stats(lambda s: bool(s["takeovers"]), 15, message="the takeover")
+    let_time_pass(1.5)  # the copy's TTL, read against its stored time, passes
+    with Consumer(peer.send_dsn, context=context) as consumer:
+        message = consumer.receive(10)
+        assert message is not None and message.parts[0] == b"stays"
+        message.ack()
+        assert consumer.receive(1.0) is None
+    peer.wait_stats(lambda s: s["ttl_expired"] == 1 and s["dead_letters"] == 1
+                    and s["replicas_held"] == 0, 10)
+
+
+def test_on_three_nodes_no_survivor_delivers_an_expired_copy(start_node, context, closing,
+                                                             tmp_path):
+    """Both survivors hold copies; the one that takes over delivers the message that
+    has not expired, once, and neither delivers the one that has."""
+    nodes = start_cluster(start_node, ipc_endpoints(tmp_path, 3), replicas=2)
+    with Producer(nodes[0].receive_dsn, context=context) as producer:
+        assert producer.produce([b"expires"], topic="orders", ttl=1.5).ok
+        assert producer.produce([b"stays"], topic="orders").ok
+    nodes[0].kill()
+    for node in nodes[1:]:
+        node.wait_stats(lambda s: s["peers"] and all(
+            p["state"] != "up" for p in s["peers"] if p["endpoint"].endswith("node0.cluster")),
+            15, message="the origin down")
+    let_time_pass(1.5)
+    consumers = [closing.enter_context(Consumer(node.send_dsn, context=context))
+                 for node in nodes[1:]]
+    delivered: list[bytes] = []
+
+    def stays_delivered() -> bool:
+        for consumer in consumers:
+            message = consumer.receive(0.01)
+            if message is not None:
+                delivered.append(message.parts[0])
+                message.ack()
+        return b"stays" in delivered
+
+    wait_until(stays_delivered, 20, interval=0, message="the other message delivered")
+    for consumer in consumers:
+        assert consumer.receive(0.5) is None
+    assert delivered == [b"stays"]
+    wait_until(lambda: sum(node.stats()["ttl_expired"] for node in nodes[1:]) == 1, 10,
+               message="the expired copy let go by the survivor")

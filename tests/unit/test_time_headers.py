@@ -1,0 +1,82 @@
+"""The time headers (pzq.protocol.time_headers): what the node reads of them, what it
+refuses naming the header, and what the clients make of their arguments."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from pzq.protocol.time_headers import NO_TIMES, MessageTimes, message_times, time_headers
+
+NOW = 1_700_000_000_000_000
+
+
+def test_a_message_without_time_headers_has_none():
+    assert message_times([b"TOPIC:orders", b"TAG:eu", b"KEY:7"], NOW) is NO_TIMES
+
+
+@pytest.mark.parametrize("headers, times", [
+    ([b"DELAY:1500"], MessageTimes(NOW + 1_500_000, 0, 0)),
+    ([b"not-before:1800000000000000"], MessageTimes(1_800_000_000_000_000, 0, 0)),
+    ([b"TTL:60000", b"PRIORITY:9"], MessageTimes(0, NOW + 60_000_000, 9)),
+    ([b"EXPIRES:1800000000000000", b"DELAY:0"], MessageTimes(NOW, 1_800_000_000_000_000, 0)),
+    ([b"PRIORITY:1", b"PRIORITY:4"], MessageTimes(0, 0, 4)),  # the last one counts
+])
+def test_times_are_absolute_from_when_the_node_stores_the_message(headers, times):
+    assert message_times(headers, NOW) == times
+
+
+@pytest.mark.parametrize("header, reason", [
+    (b"DELAY:soon", "DELAY:soon is not a whole number of milliseconds"),
+    (b"DELAY:-5", "DELAY:-5 is not a whole number of milliseconds"),
+    (b"DELAY:", "DELAY: is not a whole number of milliseconds"),
+    (b"DELAY:9999999999999999", "DELAY:9999999999999999 is out of range: give 0 to "
+                                "3162240000000 (milliseconds)"),
+    (b"NOT-BEFORE:2026-12-01", "NOT-BEFORE:2026-12-01 is not a whole number of µs since "
+                               "the epoch"),
+    (b"TTL:0", "TTL:0 is out of range: give 1 to 3162240000000 (milliseconds)"),
+    (b"EXPIRES:1.5", "EXPIRES:1.5 is not a whole number of µs since the epoch"),
+    (b"EXPIRES:999999999999999999", "EXPIRES:999999999999999999 is out of range: give 0 "
+                                    "to 253402300799999999 (µs since the epoch)"),
+    (b"PRIORITY:10", "PRIORITY:10 is out of range: give 0 to 9 (a priority)"),
+    (b"PRIORITY:high", "PRIORITY:high is not a whole number of a priority"),
+])
+def test_a_bad_value_is_refused_naming_its_header(header, reason):
+    with pytest.raises(ValueError) as refused:
+        message_times([b"TOPIC:orders", header], NOW)
+    assert str(refused.value) == reason
+
+
+@pytest.mark.parametrize("headers, reason", [
+    ([b"DELAY:5", b"NOT-BEFORE:5"], "DELAY and NOT-BEFORE both given: give one"),
+    ([b"TTL:5", b"EXPIRES:5"], "TTL and EXPIRES both given: give one"),
+])
+def test_both_of_a_pair_are_refused(headers, reason):
+    with pytest.raises(ValueError, match=reason):
+        message_times(headers, NOW)
+
+
+def test_the_clients_make_the_frames_the_node_reads():
+    moment = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    frames = time_headers(delay=30, ttl=0.5, priority=9)
+    assert frames == [b"DELAY:30000", b"TTL:500", b"PRIORITY:9"]
+    assert time_headers(not_before=moment, expires=1_800_000_000_000_000) == [
+        b"NOT-BEFORE:1796115600000000", b"EXPIRES:1800000000000000"]
+    # a naive datetime is UTC; another zone counts as itself
+    assert time_headers(not_before=moment.replace(tzinfo=None)) == \
+        time_headers(not_before=moment.astimezone(timezone(timedelta(hours=2))))
+    assert message_times(time_headers(not_before=moment), NOW).due_us == 1_796_115_600_000_000
+    assert time_headers() == []
+
+
+@pytest.mark.parametrize("options, reason", [
+    ({"priority": 10}, "priority must be a whole number from 0 to 9"),
+    ({"priority": True}, "priority must be a whole number from 0 to 9"),
+    ({"delay": -1}, "delay must be from 0 s to a century"),
+    ({"ttl": 0}, "ttl must be from 0.001 s to a century"),
+    ({"not_before": datetime(1969, 1, 1, tzinfo=UTC)}, "not_before must be a time from"),
+])
+def test_the_clients_refuse_what_the_node_would(options, reason):
+    with pytest.raises(ValueError, match=reason):
+        time_headers(**options)

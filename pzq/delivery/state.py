@@ -444,6 +444,9 @@ class DeliveryState(Participant):
             if not self._send(send, entry, now_us):
                 passed.discard(seq)
                 return sent, True
+            if entry.deliveries == 1:  # past the cursor: no delivered-below mark covers it
+                self.owed.rewrites[seq] = record.with_bookkeeping(
+                    entry.value, entry.first_delivered_us, 1)
             sent += 1
         return sent, False
 

@@ -419,9 +419,7 @@ class DeliveryState(Participant):
         """Lane messages at or past the cursor that the group holds and has not taken,
         highest priority first; returns (sent, whether a send was refused). Below the
         cursor every message is out, waiting or done already (the invariant)."""
-        sent, cursor, passed = 0, self.cursor, self._lane_passed
-        if passed and min(passed) < cursor:
-            passed.difference_update([seq for seq in passed if seq < cursor])
+        sent, cursor, passed = 0, self.cursor, self._lanes_passed_from(self.cursor)
         for key, seq in self.lanes.entries():
             if sent >= limit:
                 break
@@ -449,6 +447,14 @@ class DeliveryState(Participant):
                     entry.value, entry.first_delivered_us, 1)
             sent += 1
         return sent, False
+
+    def _lanes_passed_from(self, cursor: int) -> set[int]:
+        """The lane messages looked at and passed over, forgetting those the cursor
+        has overtaken (below it, the cursor's own bookkeeping covers them)."""
+        passed = self._lane_passed
+        if passed and min(passed) < cursor:
+            passed.difference_update([seq for seq in passed if seq < cursor])
+        return passed
 
     def _others_may_hold(self) -> bool:
         """Whether a message may be taken by anything but the in-flight table."""

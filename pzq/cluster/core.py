@@ -23,6 +23,7 @@ on the node's hub (pzq.events).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from pzq.clock import Now
 from pzq.cluster.done import Dones
@@ -37,6 +38,7 @@ from pzq.cluster.protocols import PeerProtocols
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
 from pzq.cluster.routes import Routes
+from pzq.cluster.scheduled_takeover import ScheduledTakeover
 from pzq.cluster.senders import Senders
 from pzq.cluster.sends import Reply, Send, ToPeer
 from pzq.cluster.settings import ClusterSettings
@@ -49,27 +51,33 @@ from pzq.parts import Part
 from pzq.protocol import cluster as cw
 from pzq.security import NodeSecurity
 from pzq.store.batch import Batch, Participant
-from pzq.store.record import Stored
+from pzq.store.record import ScheduledStored, Stored
 from pzq.store.replicas import ReplicaStore, encode_holders
+from pzq.store.scheduled import ScheduledArea
+from pzq.store.scheduled_copies import ScheduledCopies
 from pzq.store.store import Store
 from pzq.store.topics import Topics
 from pzq.zmqio import Context
 
 log = get_logger("pzq.cluster")
 
+Encoder = Callable[[bytes, int, bytes, list[Any]], list[bytes]]  # REPLICATE or SCHEDULE
+
 
 class ClusterCore(Participant):
     def __init__(self, settings: ClusterSettings, store: Store, make_state: StateFactory,
                  now: float, topics: Topics, client_endpoints: dict[str, str],
-                 holds: PeerHolds, hub: EventHub,
+                 holds: PeerHolds, hub: EventHub, scheduled: ScheduledArea,
                  own_reads: Callable[[], cw.DefaultReads] = cw.DefaultReads) -> None:
         """``own_reads``: what ``default`` and the named groups read of this node's
         topics now, told to the peers holding copies (TOPICS). ``holds``: own messages
         the peers have out, which the node's delivery states ask about; ``hub``: the
-        node's, where what other parts act on is published."""
+        node's, where what other parts act on is published; ``scheduled``: the node's
+        own scheduled messages (one a peer released in a takeover is dropped)."""
         self.settings = settings
         self.node_id = store.node_id
         self.replicas = ReplicaStore(store)
+        self.copies = ScheduledCopies(store, self.replicas.removed_before)
         self.peers = PeerTable(settings.nodes, settings.timeout_nodes_s, now)
         self.routes = Routes(Placement(settings.broadcast_dsn, self.peers), client_endpoints,
                              topics)
@@ -78,7 +86,9 @@ class ClusterCore(Participant):
         resend_s = max(0.5, settings.timeout_nodes_s / 4)
         self.removes = RemoveLedger(store, settings.nodes, resend_s)
         self.done = Dones(self.removes, self.replicas, self.peers, self.takeovers, settings,
-                          self.node_id, hub)
+                          self.node_id, hub, scheduled, self.copies)
+        self.taken_copies = ScheduledTakeover(self.copies, self.takeovers, self.replicas,
+                                              self.done)
         self.holds = holds
         self.hub = hub
         self.outgoing: list[Send] = []
@@ -88,7 +98,8 @@ class ClusterCore(Participant):
         self._rotation = 0
         self.senders = Senders()
         self.protocols = PeerProtocols()  # what each peer speaks (its ROUTING says)
-        self.frames = PeerFrames(self.node_id, self.replicas, self.done, self.removes,
+        self.frames = PeerFrames(self.node_id, self.replicas, self.copies, self.done,
+                                 self.removes,
                                  self.takeovers, self.routes, self.senders, self.protocols,
                                  self._after_write)
         self.own_reads = own_reads
@@ -121,6 +132,7 @@ class ClusterCore(Participant):
             log.warning("peer_never_reached", endpoint=peer.endpoint,
                         seconds_since_start=round(now - self.peers.started))
         self.takeovers.update(now)
+        self.taken_copies.reset()
         self.flush_removes(now)
         routing = cw.encode_routing(self.node_id, self.routes.own_routing())
         for peer in self.peers.reachable_peers():
@@ -178,8 +190,15 @@ class ClusterCore(Participant):
         """Copies of messages no producer waits for (a requeued dead letter)."""
         self._copy([], messages, now)
 
-    def _copy(self, producers: list[tuple[bytes, bytes]], messages: list[tuple[int, bytes]],
-              now: float) -> None:
+    def replicate_scheduled(self, scheduled: list[ScheduledStored], now: float) -> None:
+        """Send a written batch's scheduled messages to ``replicas`` live peers, each
+        with its due time (SCHEDULE); their producer ACKs wait as ``replicate``'s do."""
+        self._copy([(rid, mid) for rid, mid, _, _, _ in scheduled],
+                   [(seq, due_us, value) for _, _, seq, due_us, value in scheduled], now,
+                   cw.encode_schedule)
+
+    def _copy(self, producers: list[tuple[bytes, bytes]], messages: list[Any],
+              now: float, encode: Encoder = cw.encode_replicate) -> None:
         live = self.peers.reachable_peers()
         if live:
             self._rotation = (self._rotation + 1) % len(live)
@@ -190,8 +209,8 @@ class ClusterCore(Participant):
         reads = self.own_reads()
         for endpoint, batch_id in batch_ids.items():
             self._tell_reads(endpoint, reads)  # before the copies it concerns
-            self.outgoing.append(ToPeer(endpoint, cw.encode_replicate(
-                self.node_id, batch_id, holders, messages)))
+            self.outgoing.append(ToPeer(endpoint, encode(self.node_id, batch_id, holders,
+                                                         messages)))
 
     def expire(self, now: float) -> list[PendingAck]:
         """Producer ACKs whose copies did not come in time (REPLICATION_FAILED)."""
@@ -305,7 +324,7 @@ class ClusterCore(Participant):
             self._heard(endpoint, pong.node_id, now, answer=True)
             if pong.tombstones:
                 for seq in pong.tombstones:
-                    own.ack(batch, seq)
+                    self.done.gone_own(batch, seq, own)
                 self._after_write.append(ToPeer(endpoint, cw.encode_applied(pong.tombstones)))
             if self.holds.update(endpoint, set(pong.held)):
                 self._released(own)
@@ -339,12 +358,14 @@ class ClusterCore(Participant):
 
     def written(self) -> None:
         self.replicas.written()
+        self.copies.written()
         self.takeovers.written()
         self.outgoing.extend(self._after_write)
         self._after_write.clear()
 
     def failed(self) -> None:
         self.replicas.failed()
+        self.copies.failed()
         self.takeovers.failed()
         self._after_write.clear()
 
@@ -357,6 +378,7 @@ class ClusterCore(Participant):
             "replication_failures": self.tracker.failures,
             "cluster_rejected": self.rejected,
             "replicas_held": sum(self.replicas.counts.values()),
+            "scheduled_copies_held": self.copies.held,
             "tombstones_held": sum(self.replicas.tombstones.values()),
             "takeovers": [origin.decode() for origin in self.takeovers.active_origins()],
         }

@@ -27,14 +27,18 @@ from pzq.events import EventHub, GroupDoneElsewhere
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store.batch import Batch
 from pzq.store.replicas import ReplicaStore
+from pzq.store.scheduled import ScheduledArea
+from pzq.store.scheduled_copies import ScheduledCopies
 
 
 class Dones:
     def __init__(self, ledger: RemoveLedger, replicas: ReplicaStore, peers: PeerTable,
                  takeovers: Takeovers, settings: ClusterSettings, node_id: bytes,
-                 hub: EventHub) -> None:
+                 hub: EventHub, scheduled: ScheduledArea, copies: ScheduledCopies) -> None:
         self.ledger = ledger
         self.replicas = replicas
+        self.scheduled = scheduled  # own scheduled messages: one a peer released goes
+        self.copies = copies  # scheduled copies held for peers
         self.peers = peers
         self.takeovers = takeovers
         self.hub = hub  # own named groups done elsewhere: published, for their endpoint
@@ -89,12 +93,22 @@ class Dones:
         away), or copies we hold (a tombstone kept for an origin that is down)."""
         if origin == self.node_id:
             for seq in seqs:
-                own.ack(batch, seq)
+                self.gone_own(batch, seq, own)
             return
         origin_down = not self.peers.node_alive(origin, now)
         for seq in seqs:
+            if self.copies.remove(batch, origin, seq):  # a scheduled copy: released
+                if origin_down:
+                    self.replicas.tombstone(batch, origin, seq)
+                continue
             self.takeovers.forget(origin, seq)
             self.replicas.remove(batch, origin, seq, tombstone=origin_down)
+
+    def gone_own(self, batch: Batch, seq: int, own: DeliveryState) -> None:
+        """An own message done with elsewhere (a peer's tombstone or remove): acked, or,
+        when it is still scheduled here, released by the peer that took this node over."""
+        if not self.scheduled.drop(batch, seq):
+            own.ack(batch, seq)
 
     def apply_done(self, origin: bytes, group: str, seqs: list[int], batch: Batch,
                    own: DeliveryState) -> None:

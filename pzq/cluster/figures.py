@@ -11,7 +11,8 @@ from pzq.cluster.replication import ReplicationTracker
 from pzq.store.replicas import ReplicaStore
 
 NO_CLUSTER: dict[str, object] = {"peers": [], "replication_failures": 0, "cluster_rejected": 0,
-                                 "replicas_held": 0, "tombstones_held": 0, "takeovers": []}
+                                 "replicas_held": 0, "scheduled_copies_held": 0,
+                                 "tombstones_held": 0, "takeovers": []}
 
 
 def peer_figures(peers: PeerTable, replicas: ReplicaStore, tracker: ReplicationTracker,

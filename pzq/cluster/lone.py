@@ -20,7 +20,8 @@ from pzq.parts import Part
 from pzq.protocol import cluster as cw
 from pzq.security import NodeSecurity
 from pzq.store.batch import Batch
-from pzq.store.record import Stored
+from pzq.store.record import ScheduledStored, Stored
+from pzq.store.scheduled_copies import HeldCopy
 from pzq.zmqio import Context
 
 
@@ -37,6 +38,16 @@ class TakenOver(Protocol):
     def figures(self, now_us: int) -> dict[str, object]: ...
 
 
+class TakenCopies(Protocol):
+    """Down nodes' scheduled copies this node releases (pzq.cluster.scheduled_takeover)."""
+
+    def next_due_us(self) -> int | None: ...
+
+    def due(self, now_us: int, limit: int) -> list[HeldCopy]: ...
+
+    def release(self, batch: Batch, copy: HeldCopy) -> None: ...
+
+
 class Cluster(Protocol):
     """What the node, its endpoints' parts and its figures ask of the cluster."""
 
@@ -45,6 +56,9 @@ class Cluster(Protocol):
 
     @property
     def takeovers(self) -> TakenOver: ...
+
+    @property
+    def taken_copies(self) -> TakenCopies: ...
 
     def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
                   now: Now) -> Part: ...  # its sockets in the node's loop
@@ -58,6 +72,8 @@ class Cluster(Protocol):
     def replicate(self, stored: list[Stored], now: float) -> None: ...
 
     def replicate_quietly(self, messages: list[tuple[int, bytes]], now: float) -> None: ...
+
+    def replicate_scheduled(self, scheduled: list[ScheduledStored], now: float) -> None: ...
 
     def next_deadline(self) -> float | None: ...
 
@@ -84,6 +100,19 @@ class NoTakeovers:
         return {}
 
 
+class NoTakenCopies:
+    """No copies held: nothing comes due."""
+
+    def next_due_us(self) -> int | None:
+        return None
+
+    def due(self, now_us: int, limit: int) -> list[HeldCopy]:
+        return []
+
+    def release(self, batch: Batch, copy: HeldCopy) -> None:
+        pass
+
+
 class NoCluster:
     """A node without --broadcast-dsn. It never replicates: --replicas needs --nodes,
     which need --broadcast-dsn (pzq.node.config)."""
@@ -91,6 +120,7 @@ class NoCluster:
     def __init__(self, routes: Routes) -> None:
         self.routes = routes  # this node alone (LONE_NODE)
         self.takeovers = NoTakeovers()
+        self.taken_copies = NoTakenCopies()
 
     def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
                   now: Now) -> Part:
@@ -108,6 +138,9 @@ class NoCluster:
         pass
 
     def replicate_quietly(self, messages: list[tuple[int, bytes]], now: float) -> None:
+        pass
+
+    def replicate_scheduled(self, scheduled: list[ScheduledStored], now: float) -> None:
         pass
 
     def next_deadline(self) -> float | None:

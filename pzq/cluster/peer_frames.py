@@ -1,7 +1,8 @@
 """What a peer's frame does here, once its sender said PING (pzq.cluster.core answers
 PING and keeps who is alive): one handler per command, through one table. Copies
 are stored, removes and dones applied, tombstones dropped, a peer's topics and
-routes noted; confirmations wait for the batch that holds what they confirm
+routes noted, scheduled copies kept until their origin releases them;
+confirmations wait for the batch that holds what they confirm
 (``after_write``, shared with the core, which sends them once it is written).
 """
 
@@ -22,6 +23,7 @@ from pzq.logs import get_logger
 from pzq.protocol import cluster as cw
 from pzq.store.batch import Batch
 from pzq.store.replicas import ReplicaStore, decode_holders
+from pzq.store.scheduled_copies import ScheduledCopies
 
 log = get_logger("pzq.cluster")
 
@@ -32,11 +34,12 @@ Handler = Callable[[bytes, bytes, list[bytes], Batch, DeliveryState, float], Non
 
 
 class PeerFrames:
-    def __init__(self, node_id: bytes, replicas: ReplicaStore, done: Dones,
-                 removes: RemoveLedger, takeovers: Takeovers, routes: Routes,
+    def __init__(self, node_id: bytes, replicas: ReplicaStore, copies: ScheduledCopies,
+                 done: Dones, removes: RemoveLedger, takeovers: Takeovers, routes: Routes,
                  senders: Senders, protocols: PeerProtocols, after_write: list[Send]) -> None:
         self.node_id = node_id
         self.replicas = replicas
+        self.copies = copies
         self.done = done
         self.removes = removes
         self.takeovers = takeovers
@@ -46,7 +49,8 @@ class PeerFrames:
         self.after_write = after_write
         # A frame's command -> what a peer's frame does here (PING is answered first)
         self.handlers: dict[bytes, Handler] = {
-            cw.REPLICATE: self._on_replicate, cw.REMOVE: self._on_remove,
+            cw.REPLICATE: self._on_replicate, cw.SCHEDULE: self._on_schedule,
+            cw.REMOVE: self._on_remove,
             cw.DONE: self._on_done, cw.APPLIED: self._on_applied, cw.TOPICS: self._on_topics,
             cw.ROUTING: self._on_routing}
 
@@ -83,6 +87,16 @@ class PeerFrames:
             self.replicas.add(batch, replicate.origin, seq, holders, value)
         # Confirm only once the batch holding the copies is written.
         self.after_write.append(Reply(routing_id, cw.encode_replicated(replicate.batch_id)))
+
+    def _on_schedule(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                     batch: Batch, own: DeliveryState, now: float) -> None:
+        schedule = cw.decode_schedule(frames)
+        if schedule.origin != sender:
+            raise DecodeError("a node may only replicate its own messages")
+        holders = decode_holders(schedule.holders)
+        for seq, due_us, value in schedule.messages:
+            self.copies.add(batch, schedule.origin, seq, due_us, holders, value)
+        self.after_write.append(Reply(routing_id, cw.encode_replicated(schedule.batch_id)))
 
     def _on_remove(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                    batch: Batch, own: DeliveryState, now: float) -> None:

@@ -24,7 +24,7 @@ from pzq.protocol.time_headers import NO_TIMES, MessageTimes, message_times
 from pzq.store import record
 from pzq.store.batch import Batch, Participant
 from pzq.store.dedup import DedupIndex
-from pzq.store.record import Stored
+from pzq.store.record import ScheduledStored, Stored
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.topics import Topic, Topics
@@ -84,8 +84,8 @@ class Intake(Participant):
         self.dedup = dedup
         # Repeats of a message in the batch being built: answered once it is written.
         self._repeats: list[tuple[bytes, bytes]] = []
-        # Scheduled messages in the batch being built: ACKed once it is written.
-        self._scheduled: list[tuple[bytes, bytes]] = []
+        # Scheduled messages in the batch being built: ACKed (or copied) once written.
+        self._scheduled: list[ScheduledStored] = []
         # What each header group said this take (a topic can go between takes)
         self._known: dict[tuple[bytes, ...], HeaderFacts] = {}
         self._run = StoredRun()  # stored, not yet in the topic's log and counts
@@ -169,8 +169,10 @@ class Intake(Participant):
         if value is None:
             value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
         if facts.times.due_us > now_us:  # kept apart until due (pzq.store.scheduled)
-            self.scheduled.add(batch, topic.name, facts.times.due_us, batch.take_seq(), value)
-            self._scheduled.append((produce.routing_id, produce.msg_id))
+            seq = batch.take_seq()
+            self.scheduled.add(batch, topic.name, facts.times.due_us, seq, value)
+            self._scheduled.append((produce.routing_id, produce.msg_id, seq,
+                                    facts.times.due_us, value))
             return
         seq = batch.add_message(value)
         if facts.times.expires_us:
@@ -259,18 +261,14 @@ class Intake(Participant):
             self.acks.owe(routing_id, msg_id, True, frames.DUPLICATE)
         self._repeats = []
 
-    def ack_scheduled(self, copies_wanted: bool) -> None:
-        """The batch is written: ACK its scheduled messages. They are copied to the
-        peers when released, not before: with --replicas they are ACKed as stored
-        without copies (REPLICATION_FAILED), as the protocol says of such a message."""
-        status = frames.REPLICATION_FAILED if copies_wanted else b""
-        for routing_id, msg_id in self._scheduled:
-            self.acks.owe(routing_id, msg_id, True, status)
-        self.counters.stored += len(self._scheduled)
-        self._scheduled = []
+    def take_scheduled(self) -> list[ScheduledStored]:
+        """The batch is written: its scheduled messages, to ACK or to copy first."""
+        scheduled, self._scheduled = self._scheduled, []
+        self.counters.stored += len(scheduled)
+        return scheduled
 
     def failed(self) -> None:
-        for routing_id, msg_id in self._repeats + self._scheduled:
+        for routing_id, msg_id in self._repeats + [(r, m) for r, m, _, _, _ in self._scheduled]:
             self.acks.owe(routing_id, msg_id, False, b"not stored: the store write failed")
         self._repeats = []
         self._scheduled = []
@@ -297,9 +295,9 @@ class Intake(Participant):
                   msg_id=refused.msg_id.hex())
         self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())
 
-    def ack_stored(self, accepted: list[Stored]) -> None:
+    def ack_stored(self, accepted: list[Stored] | list[ScheduledStored]) -> None:
         """The batch is written: ACK its producers (no copies to wait for)."""
-        self.acks.owe_ok([(routing_id, msg_id) for routing_id, msg_id, _, _ in accepted])
+        self.acks.owe_ok([(stored[0], stored[1]) for stored in accepted])
 
     def not_stored(self, accepted: list[Stored], reason: str) -> None:
         self.counters.store_failures += len(accepted)

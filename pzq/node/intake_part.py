@@ -93,11 +93,15 @@ class IntakePart(Part, Participant):
             log.warning("store_write_recovered")
         accepted, self._accepted = self._accepted, []
         self.counters.stored += len(accepted)
-        self.intake.ack_scheduled(self.replicas > 0)
+        scheduled = self.intake.take_scheduled()
         if self.replicas and accepted:
             self.cluster.replicate(accepted, self._mono)
         elif accepted:
             self.intake.ack_stored(accepted)
+        if self.replicas and scheduled:  # copied as any message, with their due times
+            self.cluster.replicate_scheduled(scheduled, self._mono)
+        elif scheduled:
+            self.intake.ack_stored(scheduled)
 
     def write_failed(self, reason: str) -> None:
         if not self._failing:  # once per failing spell, not once per wake

@@ -25,13 +25,14 @@ from pzq.backup.job import NodeFacts
 from pzq.backup.part import Backups
 from pzq.clock import Now
 from pzq.node.authorization_part import AuthorizationPart
+from pzq.node.copy_release import CopyRelease
 from pzq.node.endpoints import CLUSTER, CONSUME, MONITOR, PLUG_INS, RECEIVE, SEND
 from pzq.node.expiry_sweep import ExpirySweep
 from pzq.node.figures import NodeFigures
 from pzq.node.intake import Intake
 from pzq.node.intake_part import IntakePart
 from pzq.node.outbox import ProducerAcks
-from pzq.node.release import ScheduledRelease
+from pzq.node.release import Releaser, ScheduledRelease
 from pzq.node.state import NodeState
 from pzq.node.upkeep import NodeUpkeep
 from pzq.node.wiring import NodeWiring
@@ -72,8 +73,10 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
                                      wiring.now), CLUSTER.role)
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)
     parts.add(intake, RECEIVE.role)
-    parts.add(ScheduledRelease(node.scheduled, node.store, node.requeued, node.copy_requeued,
-                               node.expiry, node.lanes, node.topics))
+    parts.add(ScheduledRelease(node.scheduled, releaser(node), node.released,
+                               node.cluster.own_delivery_allowed))
+    if node.config.cluster is not None:
+        parts.add(CopyRelease(node.cluster.taken_copies, releaser(node)))
     parts.add(node.archiving.part())
     parts.add(replays)
     send = open_send(wiring, node, endpoints[SEND.role], answers)
@@ -97,6 +100,13 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
         node.routes))
     monitor = sockets.bind_monitor(wiring.context, endpoints[MONITOR.role], wiring.security)
     parts.add(Monitor(monitor, parts, node.counters, node.authorization), MONITOR.role)
+
+
+def releaser(node: NodeState) -> Releaser:
+    """Scheduled records made new own messages (the node's own, or copies of a node
+    taken over)."""
+    return Releaser(node.store, node.requeued, node.copy_requeued, node.expiry, node.lanes,
+                    node.topics)
 
 
 def open_backups(node: NodeState) -> Backups:

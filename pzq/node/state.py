@@ -108,7 +108,8 @@ class NodeState:
         clients = client_endpoints(config)
         if settings is not None:
             core = ClusterCore(settings, store, self._delivery_state, now.mono, self.topics,
-                               clients, self.holds, self.hub, lambda: who_reads(self.topics))
+                               clients, self.holds, self.hub, self.scheduled,
+                               lambda: who_reads(self.topics))
             store.register(core)
             self.cluster: Cluster = core
         else:
@@ -142,6 +143,11 @@ class NodeState:
         """A dead letter stored again as a new message: into its topic's log."""
         topic, tag = self.topics.describe(value)
         self.topics.note_new(batch, seq, topic, tag, len(value))
+
+    def released(self, seq: int) -> None:
+        """An own scheduled message was released (or expired): the peers drop their
+        copies of it."""
+        self.cluster.removed(self.node_id, seq)
 
     def copy_requeued(self, messages: list[tuple[int, bytes]], mono: float) -> None:
         """Dead letters requeued as new messages: copied to the peers as new messages

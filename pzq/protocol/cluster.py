@@ -5,6 +5,7 @@ peer. Requests go out on the DEALER; the peer's ROUTER answers on the same pipe.
 
     PING       node id, endpoint        -> PONG node id, more, tombstones, held
     REPLICATE  origin, batch id, holders, (seq, record)*  -> REPLICATED batch id
+    SCHEDULE   origin, batch id, holders, (seq due, record)*  -> REPLICATED batch id
     REMOVE     origin, remove id, seqs  -> REMOVED remove id (once written)
     APPLIED    seqs                     (no answer: tombstones applied)
     TOPICS     origin, JSON             (no answer: who reads its topics)
@@ -27,6 +28,14 @@ origin's messages ``seqs`` (acked or given up) while other groups may still hold
 them: the origin marks them done for that group, a holder marks its copies (and
 drops a copy every holding group is done with). It is kept and sent again until
 NOTED, as REMOVE is until REMOVED.
+
+SCHEDULE copies scheduled messages (DELAY:, NOT-BEFORE:) as REPLICATE copies the
+others, each with its due time (``seq due``: two 8-byte big-endian numbers, the due
+time in µs since the epoch as the origin fixed it): the holders keep them until the
+origin releases them (a new message, copied as any, and a REMOVE of the scheduled
+one), and a node that took the origin over releases them at that time. A node of
+protocol 2 refuses it as an unknown command: the producer's ACK says
+REPLICATION_FAILED, as it did before.
 
 ROUTING says where clients reach the origin, which topics it knows as partitioned
 and the cluster protocol it speaks (``pzq.protocol.routing``), with every heartbeat;
@@ -52,6 +61,8 @@ __all__ = ["DEFAULT_GROUP", "DefaultReads", "GroupReads", "decode_default_reads"
 
 PING, PONG = b"PING", b"PONG"
 REPLICATE, REPLICATED = b"REPLICATE", b"REPLICATED"
+SCHEDULE = b"SCHEDULE"
+SEQ_DUE = struct.Struct(">QQ")  # a scheduled copy's seq and due µs
 REMOVE, REMOVED, APPLIED = b"REMOVE", b"REMOVED", b"APPLIED"
 TOPICS = b"TOPICS"
 DONE, NOTED = b"DONE", b"NOTED"
@@ -133,6 +144,38 @@ def decode_replicate(frames: list[bytes]) -> Replicate:
             raise DecodeError("REPLICATE sequence number is not 8 bytes")
         messages.append((SEQ.unpack(frames[index])[0], frames[index + 1]))
     return Replicate(_node_id(frames[1]), BATCH_ID.unpack(frames[2])[0], frames[3], messages)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    origin: bytes
+    batch_id: int
+    holders: bytes  # encoded holder list, kept as sent
+    messages: list[tuple[int, int, bytes]]  # (seq, due µs, record)
+
+
+def encode_schedule(origin: bytes, batch_id: int, holders: bytes,
+                    messages: list[tuple[int, int, bytes]]) -> list[bytes]:
+    frames = [SCHEDULE, origin, BATCH_ID.pack(batch_id), holders]
+    for seq, due_us, value in messages:
+        frames.append(SEQ_DUE.pack(seq, due_us))
+        frames.append(value)
+    return frames
+
+
+def decode_schedule(frames: list[bytes]) -> Schedule:
+    if len(frames) < 6 or len(frames) % 2:
+        raise DecodeError("SCHEDULE needs origin, batch id, holders and (seq due, record) "
+                          "pairs")
+    if len(frames[2]) != BATCH_ID.size:
+        raise DecodeError("SCHEDULE batch id is not 8 bytes")
+    messages = []
+    for index in range(4, len(frames), 2):
+        if len(frames[index]) != SEQ_DUE.size:
+            raise DecodeError("SCHEDULE seq and due time are not 16 bytes")
+        seq, due_us = SEQ_DUE.unpack(frames[index])
+        messages.append((seq, due_us, frames[index + 1]))
+    return Schedule(_node_id(frames[1]), BATCH_ID.unpack(frames[2])[0], frames[3], messages)
 
 
 def encode_replicated(batch_id: int) -> list[bytes]:

@@ -26,8 +26,8 @@ from pzq.protocol.headers import validate_topic
 
 ROLES = ("receive", "send", "consume", "monitor")
 # Protocol 1: the frames of the releases before versions. Protocol 2: the same frames,
-# and ROUTING says the protocol.
-CLUSTER_PROTOCOL = 2
+# and ROUTING says the protocol. Protocol 3: SCHEDULE copies scheduled messages.
+CLUSTER_PROTOCOL = 3
 UNVERSIONED_PROTOCOL = 1
 
 

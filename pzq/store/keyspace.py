@@ -41,6 +41,13 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
                          range was rewritten again and again (produce at a third of its
                          rate beside 1 000 000 of them under ``S``)
     Z <topic>            how many scheduled messages a topic has waiting (format 2)
+    v <seq:8>            a scheduled message's ``w`` key, by its seq: a peer that released it
+                         in a takeover names the seq alone (format 3)
+    x <node:8> <due µs:8> <seq:8>
+                         another node's scheduled message held here as a copy until its
+                         origin releases it: holders and record, in due-time order
+                         (pzq.store.scheduled_copies; format 3)
+    y <node:8> <seq:8>   that copy's due µs, by its seq: a remove names the seq alone
     X <expires µs:8> <seq:8>
                          an own message's expiry (TTL:, EXPIRES:), in time order (see
                          pzq.delivery.expiry; format 2)
@@ -86,6 +93,9 @@ DEDUP_PREFIX = b"u"
 DEDUP_AGE_PREFIX = b"U"
 SCHEDULED_PREFIX = b"w"
 SCHEDULED_COUNT_PREFIX = b"Z"
+SCHEDULED_SEQ_PREFIX = b"v"
+SCHEDULED_COPY_PREFIX = b"x"
+SCHEDULED_COPY_SEQ_PREFIX = b"y"
 EXPIRY_PREFIX = b"X"
 DEAD_REASON_PREFIX = b"E"
 LANE_PREFIX = b"L"
@@ -253,6 +263,22 @@ def split_scheduled_key(store_key: bytes) -> tuple[int, int]:
 
 def scheduled_count_key(topic: str) -> bytes:
     return SCHEDULED_COUNT_PREFIX + topic.encode()
+
+
+def scheduled_seq_key(seq: int) -> bytes:
+    return SCHEDULED_SEQ_PREFIX + SEQ.pack(seq)
+
+
+def scheduled_copy_prefix(origin: bytes) -> bytes:
+    return SCHEDULED_COPY_PREFIX + origin
+
+
+def scheduled_copy_key(origin: bytes, due_us: int, seq: int) -> bytes:
+    return SCHEDULED_COPY_PREFIX + origin + SEQ.pack(due_us) + SEQ.pack(seq)
+
+
+def scheduled_copy_seq_key(origin: bytes, seq: int) -> bytes:
+    return SCHEDULED_COPY_SEQ_PREFIX + origin + SEQ.pack(seq)
 
 
 def expiry_key(expires_us: int, seq: int) -> bytes:

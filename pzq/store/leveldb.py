@@ -12,7 +12,13 @@ from pzq.errors import StoreError
 from pzq.fsync import sync_directory
 from pzq.logs import get_logger
 from pzq.store import keyspace
-from pzq.store.store_format import STORE_FORMAT, encode_format, format_of, refuse_newer
+from pzq.store.store_format import (
+    STORE_FORMAT,
+    encode_format,
+    format_of,
+    refuse_newer,
+    upgrade,
+)
 
 # A larger memtable than LevelDB's 4 MiB means fewer level-0 files, so fewer
 # compactions and write stalls while a large backlog builds up.
@@ -73,9 +79,10 @@ def settle_format(db: plyvel.DB, path: Path) -> None:
         if db.get(keyspace.META_NODE_ID) is not None:  # a store of a release before versions
             log.info("store_format_recorded", database=str(path), format=STORE_FORMAT)
         db.put(keyspace.META_FORMAT, encode_format(), sync=True)
-    elif format_of(found) < STORE_FORMAT:  # nothing to convert: see store_format
+    elif format_of(found) < STORE_FORMAT:  # see store_format
         log.info("store_format_upgraded", database=str(path), found=format_of(found),
                  format=STORE_FORMAT)
+        upgrade(db, format_of(found))
         db.put(keyspace.META_FORMAT, encode_format(), sync=True)
 
 

@@ -23,6 +23,8 @@ BOOKKEEPING_OFFSET = 1 + 8
 # A message a batch stored, with whom to ACK: producer routing id, producer msg id,
 # seq, record (the intake makes them; the cluster copies them before the ACK).
 Stored = tuple[bytes, bytes, int, bytes]
+# A scheduled message a batch stored: the same, and its due µs before the record.
+ScheduledStored = tuple[bytes, bytes, int, int, bytes]
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,11 +129,21 @@ class ReplicaStore(Participant):
         self._copies[(origin, seq)] = False
         self._count_delta[origin] -= 1
         self._drop_marks(batch, origin, seq)
-        if tombstone and not self._has_tombstone(origin, seq):
+        if tombstone:
+            self.tombstone(batch, origin, seq)
+        return True
+
+    def removed_before(self, origin: bytes, seq: int) -> bool:
+        """Whether a remove named this copy before it came."""
+        return (origin, seq) in self._removed_early
+
+    def tombstone(self, batch: Batch, origin: bytes, seq: int) -> None:
+        """Remember, for the origin's return, that its message was done with here
+        (acked, or a scheduled copy released in a takeover)."""
+        if not self._has_tombstone(origin, seq):
             batch.put(keyspace.tombstone_key(origin, seq), b"")
             self._tombs[(origin, seq)] = True
             self._tomb_delta[origin] += 1
-        return True
 
     def describe_topics(self, batch: Batch, origin: bytes, reads: DefaultReads) -> None:
         """The origin said what ``default`` reads of its topics: kept from now on."""

@@ -10,7 +10,9 @@ topic's scheduled messages, none otherwise). When due, the node releases it
 seq that every cursor meets in order, and its scheduled key is deleted. How many
 each topic has waiting rides along with the batches (``Z <topic>``), as every count
 does: nothing is counted by a scan, and memory holds two numbers per topic with
-scheduled messages, whatever their number.
+scheduled messages, whatever their number. ``v <seq:8>`` leads from a seq to its
+key: a peer that released the message in a takeover (pzq.node.copy_release) names
+the seq alone, and the message is then dropped here (``drop``), not released again.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class ScheduledArea(Participant):
             self.counts[key[1:].decode()] = COUNT.unpack(value)[0]
         self._next: dict[str, int] = {}  # topic -> its earliest due µs (looked up once)
         self._deltas: dict[str, int] = {}  # this batch's changes
+        self._gone: set[bytes] = set()  # keys this batch deletes (not released twice)
         self._batch: Batch | None = None
 
     @property
@@ -65,7 +68,9 @@ class ScheduledArea(Participant):
         return found
 
     def add(self, batch: Batch, topic: str, due_us: int, seq: int, value: bytes) -> None:
-        batch.put(keyspace.scheduled_key(topic, due_us, seq), value)
+        key = keyspace.scheduled_key(topic, due_us, seq)
+        batch.put(key, value)
+        batch.put(keyspace.scheduled_seq_key(seq), key)
         self._deltas[topic] = self._deltas.get(topic, 0) + 1
 
     def due(self, now_us: int, limit: int) -> list[Due]:
@@ -84,12 +89,28 @@ class ScheduledArea(Participant):
         for key, value in self.store.iterate(keyspace.scheduled_prefix(topic)):
             if key >= stop or len(found) >= limit:
                 break
-            found.append(Due(key, topic, value))
+            if key not in self._gone:
+                found.append(Due(key, topic, value))
         return found
 
     def released(self, batch: Batch, due: Due) -> None:
-        batch.delete(due.key)
-        self._deltas[due.topic] = self._deltas.get(due.topic, 0) - 1
+        self._delete(batch, due.key, due.topic, due.seq)
+
+    def drop(self, batch: Batch, seq: int) -> bool:
+        """A peer released the message while this node was down: it goes without a
+        release here. False: no scheduled message has that seq."""
+        key = self.store.get(keyspace.scheduled_seq_key(seq))
+        if key is None or key in self._gone:
+            return False
+        topic = key[2:2 + key[1]].decode()
+        self._delete(batch, key, topic, seq)
+        return True
+
+    def _delete(self, batch: Batch, key: bytes, topic: str, seq: int) -> None:
+        batch.delete(key)
+        batch.delete(keyspace.scheduled_seq_key(seq))
+        self._gone.add(key)
+        self._deltas[topic] = self._deltas.get(topic, 0) - 1
 
     # -- batches -------------------------------------------------------------------
 
@@ -116,9 +137,9 @@ class ScheduledArea(Participant):
             else:
                 self.counts.pop(topic, None)
             self._next.pop(topic, None)  # looked up again when asked
-        self._deltas = {}
-        self._batch = None
+        self.failed()
 
     def failed(self) -> None:
         self._deltas = {}
+        self._gone = set()
         self._batch = None

@@ -13,15 +13,25 @@ per topic; pzq.store.scheduled): a release of format 1 would not see them, and w
 lose every scheduled message, so it must refuse such a store. A store of format 1
 is brought up to 2 at start by writing the version alone: its areas are read as
 they were, and the new ones start empty.
+
+Format 3 adds the scheduled messages' keys by seq (``v``) and the scheduled copies
+held for peers (``x`` by due time, ``y`` by seq; pzq.store.scheduled_copies): a
+release of format 2 would not see the copies, and would release a scheduled message
+a peer released in a takeover again. A store of format 2 is brought up to 3 at start
+by one pass over its scheduled messages, writing each one's ``v`` key; one of format 1
+has none, and takes the version alone.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pzq.errors import StoreError
+import plyvel
 
-STORE_FORMAT = 2  # what this release writes and reads (and 1, brought up to 2)
+from pzq.errors import StoreError
+from pzq.store import keyspace
+
+STORE_FORMAT = 3  # what this release writes and reads (and 1 and 2, brought up to 3)
 UNVERSIONED = 1  # the format of a store without the key (made before versions were kept)
 
 
@@ -47,3 +57,13 @@ def refuse_newer(path: Path, version: int) -> None:
             f"the store {path} has format {version}, newer than this pzq reads "
             f"(format {STORE_FORMAT}): run a release that reads format {version}, or "
             f"start this one on a backup taken before the upgrade")
+
+
+def upgrade(db: plyvel.DB, version: int) -> None:
+    """Bring a store of format ``version`` up to STORE_FORMAT (the version is written
+    after, by the caller): format 2's scheduled messages get their keys by seq."""
+    if version != 2:
+        return
+    with db.write_batch() as batch:
+        for key in db.iterator(prefix=keyspace.SCHEDULED_PREFIX, include_value=False):
+            batch.put(keyspace.scheduled_seq_key(keyspace.split_scheduled_key(key)[1]), key)

@@ -82,7 +82,8 @@ class ClusterCore(Participant):
         self.routes = Routes(Placement(settings.broadcast_dsn, self.peers), client_endpoints,
                              topics)
         self.tracker = ReplicationTracker(settings.replicas, settings.timeout_replication_s)
-        self.takeovers = Takeovers(self.replicas, self.peers, self.node_id, make_state, now)
+        self.takeovers = Takeovers(self.replicas, self.copies, self.peers, self.node_id,
+                                   make_state, now)
         resend_s = max(0.5, settings.timeout_nodes_s / 4)
         self.removes = RemoveLedger(store, settings.nodes, resend_s)
         self.done = Dones(self.removes, self.replicas, self.peers, self.takeovers, settings,

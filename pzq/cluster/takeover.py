@@ -21,6 +21,7 @@ from pzq.logs import get_logger
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.store.batch import Batch, Participant
 from pzq.store.replicas import Holders, ReplicaStore
+from pzq.store.scheduled_copies import ScheduledCopies
 
 log = get_logger("pzq.cluster.takeover")
 
@@ -36,9 +37,10 @@ def state_figures(state: DeliveryState, now_us: int) -> dict[str, object]:
 
 
 class Takeovers(Participant):
-    def __init__(self, replicas: ReplicaStore, peers: PeerTable, node_id: bytes,
-                 make_state: StateFactory, now: float) -> None:
+    def __init__(self, replicas: ReplicaStore, copies: ScheduledCopies, peers: PeerTable,
+                 node_id: bytes, make_state: StateFactory, now: float) -> None:
         self.replicas = replicas
+        self.copies = copies  # an origin's scheduled copies are taken over too
         self.peers = peers
         self.node_id = node_id
         self.make_state = make_state
@@ -66,7 +68,7 @@ class Takeovers(Participant):
         others must not deliver what the majority side delivers."""
         self.now = now
         quorum = self.peers.quorum()
-        for origin in set(self.replicas.origins()) | set(self.states):
+        for origin in set(self.replicas.origins()) | set(self.copies.counts) | set(self.states):
             if quorum and not self.peers.node_alive(origin, now):
                 self._take_over(origin)
             else:

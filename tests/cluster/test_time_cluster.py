@@ -1,7 +1,10 @@
-"""Time in messages on a real two-node cluster: a scheduled message is copied to the
-peer when it is released, and an expired message's copies go with it."""
+"""Time in messages on real clusters: a scheduled message is copied at once and
+released at its time by its origin, or by a survivor when the origin is killed; an
+expired message's copies go with it."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -13,23 +16,106 @@ from tests.support.harness import wait_until
 pytestmark = pytest.mark.timeout(90)
 
 
-def test_a_scheduled_message_is_copied_when_released_and_the_copy_goes_with_its_ack(
+def in_seconds(seconds: float) -> int:
+    """A NOT-BEFORE time (µs since the epoch) this many seconds from now."""
+    return int((time.time() + seconds) * 1e6)
+
+
+def scheduled_copies(node) -> int:
+    return node.stats()["scheduled_copies_held"]
+
+
+def test_a_scheduled_message_is_copied_at_once_and_its_copy_goes_when_released(
         start_node, context, tmp_path):
     origin, peer = start_cluster(start_node, ipc_endpoints(tmp_path, 2), replicas=1)
     with Producer(origin.receive_dsn, context=context) as producer:
         ack = producer.produce([b"later"], topic="orders", delay=3)
         now = producer.produce([b"now"], topic="orders")
-    # stored, not copied until released (docs/time.rst)
-    assert ack.ok and ack.replication_failed
+    # copied before its ACK, as any message is (docs/time.rst)
+    assert ack.ok and not ack.replication_failed, ack
     assert now.ok and not now.replication_failed
-    assert origin.stats()["scheduled"] == 1 and replicas_held(peer) == 1
-    peer.wait_stats(lambda s: s["replicas_held"] == 2, 10, message="the released copy")
+    assert origin.stats()["scheduled"] == 1
+    assert scheduled_copies(peer) == 1 and replicas_held(peer) == 1
+    # released: the peer gets the new message's copy and drops the scheduled one
+    peer.wait_stats(lambda s: s["replicas_held"] == 2 and s["scheduled_copies_held"] == 0,
+                    10, message="the released copy")
     with Consumer(origin.send_dsn, context=context) as consumer:
         for _ in range(2):
             message = consumer.receive(10)
             assert message is not None
             message.ack()
     peer.wait_stats(lambda s: s["replicas_held"] == 0, 10, message="copies removed")
+
+
+def receive_all(consumers, delivered: list[tuple[bytes, float]]) -> None:
+    """What the consumers have now, each message ACKed and noted with when it came."""
+    for consumer in consumers:
+        message = consumer.receive(0.01)
+        if message is not None:
+            delivered.append((message.parts[0], time.time()))
+            message.ack()
+
+
+def test_a_survivor_delivers_a_killed_origin_s_scheduled_message_at_its_time_once(
+        start_node, context, closing, tmp_path):
+    """The holder restarts (SIGKILL) and keeps the copy indexed; the origin is killed
+    while the message waits; the survivor delivers it at its time, not at the takeover,
+    and once; the origin, back, drops it (the survivor's tombstone) instead of
+    releasing it again."""
+    origin, peer = start_cluster(start_node, ipc_endpoints(tmp_path, 2), replicas=1)
+    due_us = in_seconds(4)
+    with Producer(origin.receive_dsn, context=context) as producer:
+        acks = [producer.produce([b"scheduled"], topic="orders", not_before=due_us),
+                producer.produce([b"plain"], topic="orders")]
+    assert all(ack.ok and not ack.replication_failed for ack in acks), acks
+    peer.kill()
+    peer.restart()
+    assert scheduled_copies(peer) == 1  # still held and indexed after the SIGKILL
+    peer.wait_stats(lambda s: all(p["state"] == "up" for p in s["peers"]), 10,
+                    message="the origin up again")
+    origin.kill()
+    peer.wait_stats(lambda s: bool(s["takeovers"]), 15, message="the takeover")
+    consumer = closing.enter_context(Consumer(peer.send_dsn, context=context))
+    delivered: list[tuple[bytes, float]] = []
+    wait_until(lambda: receive_all([consumer], delivered) or len(delivered) == 2, 20,
+               interval=0, message="both messages delivered by the survivor")
+    assert [body for body, _ in delivered] == [b"plain", b"scheduled"]
+    assert delivered[1][1] >= due_us / 1e6  # not before its time
+    assert consumer.receive(1.0) is None  # once
+    peer.wait_stats(lambda s: s["scheduled_copies_held"] == 0 and s["replicas_held"] == 0,
+                    10, message="nothing held once delivered")
+
+    origin.restart()
+    origin.wait_stats(lambda s: s["scheduled"] == 0 and s["messages"] == 0, 15,
+                      message="the origin dropped what the survivor released")
+    with Consumer(origin.send_dsn, context=context) as again:
+        assert again.receive(1.0) is None
+    peer.wait_stats(lambda s: s["tombstones_held"] == 0, 10, message="tombstones applied")
+
+
+def test_on_three_nodes_one_survivor_releases_a_scheduled_copy_at_its_time(
+        start_node, context, closing, tmp_path):
+    """Both survivors hold the scheduled copy; the first in its holder list releases it
+    at its time, the other drops its copy, and it is delivered once."""
+    nodes = start_cluster(start_node, ipc_endpoints(tmp_path, 3), replicas=2)
+    due_us = in_seconds(4)
+    with Producer(nodes[0].receive_dsn, context=context) as producer:
+        ack = producer.produce([b"scheduled"], topic="orders", not_before=due_us)
+    assert ack.ok and not ack.replication_failed, ack
+    assert [scheduled_copies(node) for node in nodes] == [0, 1, 1]
+    nodes[0].kill()
+    consumers = [closing.enter_context(Consumer(node.send_dsn, context=context))
+                 for node in nodes[1:]]
+    delivered: list[tuple[bytes, float]] = []
+    wait_until(lambda: receive_all(consumers, delivered) or bool(delivered), 20,
+               interval=0, message="the scheduled message delivered")
+    assert delivered[0][1] >= due_us / 1e6
+    for consumer in consumers:
+        assert consumer.receive(1.0) is None
+    assert [body for body, _ in delivered] == [b"scheduled"]
+    for node in nodes[1:]:
+        node.wait_stats(lambda s: s["scheduled_copies_held"] == 0, 10,
+                        message="no scheduled copy left")
 
 
 def test_an_expired_message_s_copies_go_with_it(start_node, context, tmp_path):

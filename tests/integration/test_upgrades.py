@@ -18,6 +18,7 @@ from pzq.client import Consumer, GroupConsumer, Producer
 from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.store import keyspace, record
 from pzq.store.replicas import split_value
+from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.store_format import STORE_FORMAT
 from pzq.store.topics import Topics
@@ -57,8 +58,8 @@ def test_a_new_store_is_written_with_this_release_s_format(tmp_path):
 
 
 @pytest.mark.parametrize("value, line", [
-    (b"3", "has format 3, newer than this pzq reads (format 2): run a release that reads "
-           "format 3, or start this one on a backup taken before the upgrade"),
+    (b"4", "has format 4, newer than this pzq reads (format 3): run a release that reads "
+           "format 4, or start this one on a backup taken before the upgrade"),
     (b"two", "is not one this pzq can read: its format version 'two' is not a whole "
              "number from 1"),
 ])
@@ -73,14 +74,50 @@ def test_a_store_of_a_format_this_release_cannot_read_is_refused_untouched(tmp_p
 
 
 def test_a_store_of_format_1_is_brought_up_to_this_release_s_format(tmp_path):
-    """Format 2 only adds areas: a store that says format 1 is written as 2 at start,
-    so a release of format 1 refuses it from then on (it would not see scheduled
-    messages)."""
+    """Formats 2 and 3 only add areas to format 1: a store that says format 1 is
+    written as 3 at start, so a release of format 1 refuses it from then on (it would
+    not see scheduled messages)."""
     database = tmp_path / "db"
     Store.open(database).close()
     set_format(database, b"1")
     Store.open(database).close()
-    assert stored_format(database) == str(STORE_FORMAT).encode() == b"2"
+    assert stored_format(database) == str(STORE_FORMAT).encode() == b"3"
+
+
+def test_a_store_of_format_2_gets_its_scheduled_messages_keys_by_seq(tmp_path):
+    """Format 3 finds a scheduled message by its seq (a peer that released it in a
+    takeover names the seq alone): a store of format 2 gets those keys at start, and
+    its scheduled messages are dropped by seq as well as released by time."""
+    database = tmp_path / "db"
+    store = Store.open(database)
+    area = ScheduledArea(store)
+    store.register(area)
+    batch = store.begin()
+    seqs = [batch.take_seq() for _ in range(2)]
+    for seq, due in zip(seqs, (100, 200), strict=True):
+        area.add(batch, "orders", due, seq, b"record %d" % due)
+    store.commit(batch)
+    store.close()
+    db = plyvel.DB(str(database))  # as a release of format 2 wrote it: no keys by seq
+    for seq in seqs:
+        db.delete(keyspace.scheduled_seq_key(seq))
+    db.put(keyspace.META_FORMAT, b"2", sync=True)
+    db.close()
+
+    store = Store.open(database)
+    assert stored_format_of(store) == b"3"
+    area = ScheduledArea(store)
+    store.register(area)
+    batch = store.begin()
+    assert area.drop(batch, seqs[0]) and not area.drop(batch, 12345)
+    store.commit(batch)
+    assert (area.counts, area.next_due_us()) == ({"orders": 1}, 200)
+    assert [message.seq for message in area.due(1000, 10)] == [seqs[1]]
+    store.close()
+
+
+def stored_format_of(store: Store) -> bytes | None:
+    return store.get(keyspace.META_FORMAT)
 
 
 # -- a store made by the release before format versions ----------------------------------------

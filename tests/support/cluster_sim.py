@@ -23,6 +23,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.events import EventHub
 from pzq.protocol.message_keys import parse_message_key
 from pzq.store import record
+from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.topics import Topics
 
@@ -43,8 +44,11 @@ class SimNode:
         self.store.register(self.own)
         settings = ClusterSettings(endpoint, peers, replicas, TIMEOUT_NODES_US / 1e6,
                                    TIMEOUT_REPLICATION_US / 1e6)
+        self.scheduled = ScheduledArea(self.store)
+        self.store.register(self.scheduled)
         self.core = ClusterCore(settings, self.store, self._state, now,
-                                Topics(self.store, "default"), {}, holds, self.hub)
+                                Topics(self.store, "default"), {}, holds, self.hub,
+                                self.scheduled)
         self.store.register(self.core)
         self.acks: list[PendingAck] = []  # producer ACKs the core has finished
         self.up = True

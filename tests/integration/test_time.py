@@ -20,6 +20,7 @@ from pzq.archive.format.files import read_topic
 from pzq.client import Consumer, GroupConsumer, Producer, RoutedProducer, request_monitor
 from pzq.store import keyspace
 from pzq.store.scheduled import ScheduledArea
+from pzq.store.scheduled_copies import ScheduledCopies
 from pzq.store.store import Store
 from tests.integration.test_groups import FAST
 from tests.support.harness import scrape_metrics
@@ -207,6 +208,35 @@ def test_the_area_keeps_its_counts_and_order_in_the_store(tmp_path):
     again = ScheduledArea(store)
     assert (again.counts, again.next_due_us()) == ({"a": 1}, 300)
     assert len(list(store.iterate(keyspace.SCHEDULED_PREFIX))) == 1
+    store.close()
+
+
+def test_scheduled_copies_are_indexed_by_due_time_and_found_by_seq_across_a_reopen(
+        tmp_path):
+    """A holder's copies: read by due time up to now, dropped by seq (a remove names
+    the seq alone), counted per origin, and all of it as it was after a restart."""
+    store = Store.open(tmp_path / "db")
+    copies = ScheduledCopies(store, lambda origin, seq: seq == 9)
+    store.register(copies)
+    batch = store.begin()
+    for origin, seq, due in [(b"aaaaaaaa", 1, 300), (b"aaaaaaaa", 2, 100),
+                             (b"aaaaaaaa", 3, 200), (b"bbbbbbbb", 1, 50)]:
+        assert copies.add(batch, origin, seq, due, (b"cccccccc",), b"record %d" % seq)
+    assert not copies.add(batch, b"aaaaaaaa", 9, 10, (), b"removed before it came")
+    store.commit(batch)
+    assert [(c.seq, c.due_us, c.holders) for c in copies.due(b"aaaaaaaa", 250, 10)] == [
+        (2, 100, (b"cccccccc",)), (3, 200, (b"cccccccc",))]
+    batch = store.begin()
+    assert copies.remove(batch, b"aaaaaaaa", 2) and not copies.remove(batch, b"aaaaaaaa", 7)
+    store.commit(batch)
+    store.close()
+    store = Store.open(tmp_path / "db")
+    again = ScheduledCopies(store, lambda origin, seq: False)
+    assert dict(again.counts) == {b"aaaaaaaa": 2, b"bbbbbbbb": 1} and again.held == 3
+    assert again.next_due_us(b"aaaaaaaa") == 200
+    first = again.due(b"aaaaaaaa", 1000, 10)
+    assert [(c.seq, c.value) for c in first] == [(3, b"record 3"), (1, b"record 1")]
+    assert again.next_due_us(b"aaaaaaaa", first[0].key) == 300  # past a passed-over one
     store.close()
 
 

@@ -49,6 +49,7 @@ from pzq.events import EventHub, PeersReleased
 from pzq.logs import get_logger
 from pzq.parts import Part
 from pzq.protocol import cluster as cw
+from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.security import NodeSecurity
 from pzq.store.batch import Batch, Participant
 from pzq.store.record import ScheduledStored, Stored
@@ -61,6 +62,7 @@ from pzq.zmqio import Context
 
 log = get_logger("pzq.cluster")
 
+SCHEDULE_PROTOCOL = 3  # the first protocol with SCHEDULE
 Encoder = Callable[[bytes, int, bytes, list[Any]], list[bytes]]  # REPLICATE or SCHEDULE
 
 
@@ -196,11 +198,17 @@ class ClusterCore(Participant):
         with its due time (SCHEDULE); their producer ACKs wait as ``replicate``'s do."""
         self._copy([(rid, mid) for rid, mid, _, _, _ in scheduled],
                    [(seq, due_us, value) for _, _, seq, due_us, value in scheduled], now,
-                   cw.encode_schedule)
+                   cw.encode_schedule, self._schedules)
+
+    def _schedules(self, endpoint: str) -> bool:
+        """Whether the peer reads SCHEDULE: a peer of an earlier protocol gets no
+        scheduled copy (its producer's ACK says REPLICATION_FAILED, as before)."""
+        return self.protocols.spoken.get(endpoint, CLUSTER_PROTOCOL) >= SCHEDULE_PROTOCOL
 
     def _copy(self, producers: list[tuple[bytes, bytes]], messages: list[Any],
-              now: float, encode: Encoder = cw.encode_replicate) -> None:
-        live = self.peers.reachable_peers()
+              now: float, encode: Encoder = cw.encode_replicate,
+              fit: Callable[[str], bool] = lambda endpoint: True) -> None:
+        live = [peer for peer in self.peers.reachable_peers() if fit(peer.endpoint)]
         if live:
             self._rotation = (self._rotation + 1) % len(live)
             live = live[self._rotation:] + live[:self._rotation]

@@ -269,6 +269,10 @@ def test_a_node_of_the_previous_release_copies_and_takes_over_beside_this_one(
     new.wait_stats(lambda s: s["replicas_held"] == 0, message="old's copies removed")
     old.wait_stats(lambda s: s["replicas_held"] == 0, message="new's copies removed")
 
+    with Producer(new.receive_dsn, context=context) as producer:
+        # no SCHEDULE to a node of protocol 1: stored here alone, as that release did
+        later = producer.produce([b"later"], delay=3600)
+    assert later.ok and later.replication_failed, later
     assert old.stats()["cluster_rejected"] == 0  # it read every frame of this release
     produce(old, context, 5, b"kept")
     old.kill()

@@ -8,6 +8,10 @@ is (DONE), so that:
 - the origin, when it returns from being down, does not deliver again what a group
   finished on the node that took over (and deletes it once every group is done).
 
+A remove of a scheduled message (its origin released it, or a node that took the
+origin over did) drops the holders' scheduled copies, and the origin's scheduled
+message when a survivor released it (``gone_own``).
+
 Both are persisted in the batch of the ACK that caused them and sent again until
 each peer answers (``pzq.cluster.removes``). A DONE for the origin is kept while the
 origin is down, to be sent when it answers again; until then the origin holds

@@ -1,8 +1,10 @@
 """The cluster protocol each peer speaks, from its ROUTING (pzq.protocol.routing).
 
 A peer of another protocol stays in the cluster: protocol 2 adds only the version
-in ROUTING to protocol 1, so each reads all the other sends. A later protocol that
-changes a frame will speak its predecessor's frames to a peer that announces it.
+in ROUTING to protocol 1, so each reads all the other sends; protocol 3 adds
+SCHEDULE, sent only to peers that announce 3 or later (pzq.cluster.core). A later
+protocol that changes a frame will speak its predecessor's frames to a peer that
+announces it.
 What differs is said once per peer (and again only when the peer's protocol
 changes, as when it is upgraded), with both numbers: a peer of a newer protocol
 means this node is the one to upgrade, and a frame of it that this node cannot

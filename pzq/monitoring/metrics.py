@@ -38,6 +38,8 @@ GAUGES = (
     ("pzq_consumers_connected", "consumers_connected", "Consumer connections."),
     ("pzq_pending_producer_acks", "pending_producer_acks", "Producer ACKs waiting for room."),
     ("pzq_replicas_held", "replicas_held", "Copies of other nodes' messages held here."),
+    ("pzq_scheduled_copies_held", "scheduled_copies_held",
+     "Copies of other nodes' scheduled messages held here until released."),
     ("pzq_uptime_seconds", "uptime_seconds", "Seconds since the node started."),
     ("pzq_store_sync_age_seconds", "store_sync_age_s",
      "Seconds since the store's log was last fsync'd."),

@@ -4,7 +4,9 @@ what it needs by name here, where the whole wiring can be read.
 The node's own parts first: its upkeep (the store's timed fsync, backfill), what
 each client key may do (read again on SIGHUP before the wake takes anything), the
 cluster (peers' frames before the consumers'; a part that does nothing without a
-cluster), the producers' intake (--receive-dsn), the archive (it learns the wake's
+cluster), the producers' intake (--receive-dsn), the scheduled messages' releases
+(the node's own, then, with a cluster, a down node's copies; after the cluster's
+frames, which may drop one a peer released), the archive (it learns the wake's
 time before the ACKs append, and fsyncs before the ZPER parts say what is durable),
 the replays of the archive (pzq.replay: their reaper tick before the groups settle
 who holds what), ``default`` (--send-dsn; its reaper tick reaps the takeovers before any group reaps

@@ -31,6 +31,12 @@ class Machine:
     def when(self) -> str:
         return self.started.strftime("%Y-%m-%d %H:%M UTC")
 
+    def code_and_tree(self) -> str:
+        """The commit, and whether the clone had changes (the run measured those too)."""
+        if self.code.startswith("commit ") and "uncommitted" not in self.code:
+            return f"{self.code}, no uncommitted changes"
+        return self.code
+
     def hardware(self) -> str:
         return (f"{self.cores} cores ({self.cpu}), {self.ram_gib:.1f} GiB RAM, {self.kernel}, "
                 f"load average {self.load:.2f} as the run began")

@@ -199,13 +199,13 @@ def header(machine: Machine, outcome: Outcome, software: Sequence[str], quick: b
                   "   cells show the table's form only; quote no figure of them.", ""]
     lines += [f":Run: {machine.when()}; this benchmark began "
               f"{outcome.began.strftime('%H:%M UTC')} and took {minutes(outcome.seconds)}",
-              f":Code: {machine.code}",
+              f":Code: {machine.code_and_tree()}",
               f":Machine: {machine.hardware()}",
               f":Software: {machine.versions([*CORE_SOFTWARE, *software])}",
               f":Command: ``{' '.join(outcome.command)}``", ""]
     for note in outcome.notes:
         lines += [f"{note}", ""]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def write_page_part(benchmark: Benchmark, outcome: Outcome, machine: Machine,
@@ -225,7 +225,8 @@ def write_summary(outcomes: dict[str, Outcome], machine: Machine,
     total = sum(outcome.seconds for outcome in outcomes.values())
     kind = "A --quick run (a smoke test, no figures to quote)" if args.quick else "The run"
     lines = [".. Written by scripts/performance_run.py: run it again rather than edit this.",
-             "", f"{kind} of {machine.when()}, {machine.code}, took {minutes(total)} on "
+             "", f"{kind} of {machine.when()}, {machine.code_and_tree()}, "
+             f"took {minutes(total)} on "
              f"{machine.hardware()}; {machine.versions(CORE_SOFTWARE)}.", "",
              ".. list-table::", "   :header-rows: 1", "",
              "   * - table", "     - command", "     - began", "     - took"]

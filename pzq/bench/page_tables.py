@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pzq.bench.rst_table import Table, number, ratio, spread
+from pzq.bench.shards import FIGURES as SHARD_FIGURES
 
 NOT_RUN = "not run"
 
@@ -72,15 +73,12 @@ def peers(found: Any, skipped: Sequence[str]) -> list[Table]:
 def shards(found: Any, skipped: Sequence[str]) -> list[Table]:
     """scripts/bench_shards.py: one node against the shards, each ratio in its repeat."""
     runs = found["runs"]
-    table = Table(["figure", "1 node", "shards", "ratio (range)"])
-    keys = {"produce": "produce_rate", "drain": "drain_rate", "end to end": "e2e_rate"}
-    for label, figure in found["figures"].items():
-        unit = figure["unit"]
-        name = keys.get(label)
-        ratios = ([run["shards"][name] / run["one"][name] for run in runs
-                   if run["one"][name]] if name else [])
+    table = Table(["figure", "1 node", "shards", "shards / 1 node (range)"])
+    for label, name, unit in SHARD_FIGURES:
+        figure = found["figures"][label]
+        ratios = [run["shards"][name] / run["one"][name] for run in runs if run["one"][name]]
         table.add(label, f"{number(figure['one'])} {unit}", f"{number(figure['shards'])} {unit}",
-                  spread(ratios) if ratios else ratio(figure["ratio"]))
+                  spread(ratios))
     return [table]
 
 
@@ -150,7 +148,9 @@ def authorization(found: Any, skipped: Sequence[str]) -> list[Table]:
     """scripts/authorization_cost.py: CURVE without --authorization and with it."""
     runs = found["runs"]
     table = Table(["figure", "without", "with"])
-    table.add(f"messages per second (median of {len(runs['without'])} runs)",
+    count = len(runs["without"])
+    table.add(f"messages per second, {'median of ' if count > 1 else ''}"
+              f"{count} run{'s' if count > 1 else ''}",
               spread([rate for rate, _ in runs["without"]], "number"),
               spread([rate for rate, _ in runs["with"]], "number"))
     table.add("node CPU per message, every thread, µs",
@@ -177,19 +177,31 @@ def capacity(found: Any, skipped: Sequence[str]) -> list[Table]:
     return [table]
 
 
+BACKUP_FIGURES = (("seconds", "the backup's time, s"), ("store_keys", "keys copied"),
+                  ("store_bytes", "the store's copy, bytes"),
+                  ("archive_bytes", "the archive's copy, bytes"), ("steps", "the loop's steps"),
+                  ("longest_step_ms", "the longest step, wall time, ms"),
+                  ("longest_step_phase", "the longest step's phase"),
+                  ("most_step_cpu_ms", "most CPU in one step, ms"),
+                  ("mean_step_cpu_ms", "CPU a step on average, ms"))
+
+
 def backup(found: Any, skipped: Sequence[str]) -> list[Table]:
-    """scripts/backup_pause.py: the probes' answers without and during a backup."""
+    """scripts/backup_pause.py: the backup's own figures, and the probes' answers
+    without and during it."""
     state = found["backup"]
-    table = Table(["probe", "without a backup: median / p99 / longest, ms",
-                   "during the backup: median / p99 / longest, ms"])
+    steps = Table(["figure", "value"],
+                  caption=f"A backup of a node holding {number(found['stored'])} messages of "
+                          f"{found['size']} B, the archive on:")
+    for key, label in BACKUP_FIGURES:
+        if key in state:
+            steps.add(label, _cell(state[key]))
+    probes = Table(["probe", "without a backup: median / p99 / longest, ms",
+                    "during the backup: median / p99 / longest, ms"])
     for name, label in (("ping", "``PING`` on the monitor"),
                         ("produce", "a message produced, window 1")):
-        table.add(label, _probe(found["baseline"][name]), _probe(found["during"][name]))
-    summary = ", ".join(f"{key.replace('_', ' ')} {_cell(value)}"
-                        for key, value in state.items() if not isinstance(value, dict | list))
-    table.caption = (f"A backup of a node holding {number(found['stored'])} messages of "
-                     f"{found['size']} B, the archive on ({summary}):")
-    return [table]
+        probes.add(label, _probe(found["baseline"][name]), _probe(found["during"][name]))
+    return [steps, probes]
 
 
 Render = Callable[[Any, Sequence[str]], list[Table]]

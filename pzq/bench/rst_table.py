@@ -30,11 +30,11 @@ class Table:
 
 
 def number(value: float | None) -> str:
-    """Rates with spaces between thousands, small figures with three significant digits;
-    nothing for no figure."""
+    """Counts and rates whole, with spaces between thousands; small figures with two
+    decimals or three digits; nothing for no figure."""
     if value is None:
         return ""
-    if abs(value) >= 100:
+    if isinstance(value, int) or abs(value) >= 100:  # a count, or a rate
         return f"{value:,.0f}".replace(",", " ")
     if abs(value) >= 10:
         return f"{value:.1f}"

@@ -73,3 +73,24 @@ def test_a_peer_that_did_not_run_has_its_cells_marked_not_run():
                           "not run", "20 500", "not run", "2.40 (2.30-2.50)"]]
     assert aio.rows[0][-1] == "0.80" and aio.rows[0][3] == "not run"
     parsed(sync.rst() + "\n" + aio.rst())
+
+
+def test_the_rows_only_the_full_run_measures_have_tables_too():
+    """Spark's rows and the C++ original's column are measured only in the full run
+    (with Spark and --original): the form of the figures test_bench.py checks."""
+    (table,) = page_tables.zper([
+        {"what": "Spark batch read (every column)", "rows": 3000, "rows_per_s": 90_000.0,
+         "parquet_rows_per_s": 400_000.0, "vs_parquet": 0.225},
+        {"what": "streaming, write to row in the sink", "rows": 40, "p50_ms": 350.0,
+         "p99_ms": 800.0}], [])
+    assert table.rows == [
+        ["Spark batch read (every column), 3 000 rows", "90 000 rows/s", "",
+         "Parquet 400 000 rows/s", "0.23"],
+        ["streaming, write to row in the sink, 40 rows", "p50 350 ms, p99 800 ms", "", "", ""]]
+    (table,) = page_tables.ceiling([
+        {"scenario": "drain 100 B", "target": "original", "rate": 1300.0, "p50_ms": 0.0,
+         "p99_ms": 0.0, "rss_mb": 0.0, "ratio": None, "vs_original": None, "extra": {}},
+        {"scenario": "drain 100 B", "target": "pzq", "rate": 27_000.0, "p50_ms": 0.0,
+         "p99_ms": 0.0, "rss_mb": 0.0, "ratio": 0.39, "vs_original": 20.77, "extra": {}}], [])
+    assert table.heads[-1] == "/orig" and table.rows[1][-2:] == ["0.39", "20.77"]
+    parsed(table.rst())

@@ -20,6 +20,7 @@ from pzq.bench import page_tables, peer_nats, peer_redis
 from pzq.bench.machine import Machine, server_version, spark_versions, this_machine
 from pzq.bench.peer_servers import find_binary
 from pzq.bench.run_line import CHECKOUT
+from pzq.tool_base import quiet_on_interrupt
 
 SCRIPTS = CHECKOUT / "scripts"
 OUT = CHECKOUT / "docs" / "performance"
@@ -103,6 +104,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     machine = this_machine()

@@ -21,7 +21,8 @@ nitpick_ignore_regex = [
      r"(collections|collections\.abc|typing|_asyncio|asyncio|pathlib|zmq|datetime)\..*"),
     ("py:class", r"pzq\.(client\.sessions|protocol)\..*"),
 ]
-exclude_patterns = ["_build", "_ext"]
+# performance/: the benchmark run's tables, which performance.rst includes
+exclude_patterns = ["_build", "_ext", "performance/*.rst"]
 root_doc = "index"
 language = "en"
 highlight_language = "none"  # a plain ``::`` block is frames or output, not code

@@ -8,6 +8,7 @@ that --authorization adds to each message's intake (see docs/operations.rst,
 "Authorization per client key").
 
     scripts/authorization_cost.py [--count N] [--size BYTES] [--window N] [--runs N]
+                                  [--json FILE]
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def main() -> None:
     parser.add_argument("--size", type=positive(int), default=100)
     parser.add_argument("--window", type=positive(int), default=1000)
     parser.add_argument("--runs", type=positive(int), default=5)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     given = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         folder = Path(directory)
@@ -129,7 +131,7 @@ def main() -> None:
         calls = calls_us(folder, curve, key, node_options)
     rates = {case: statistics.median(run[0] for run in taken) for case, taken in runs.items()}
     cpu = {case: statistics.median(run[1] for run in taken) for case, taken in runs.items()}
-    print(json.dumps({
+    figures = {
         "messages_per_second": {case: round(value) for case, value in rates.items()},
         "node_cpu_us_per_message": {case: round(value, 2) for case, value in cpu.items()},
         "runs": {case: [(round(rate), round(us, 2)) for rate, us in taken]
@@ -137,7 +139,10 @@ def main() -> None:
         "rate_change_percent": round(100 * (rates["with"] / rates["without"] - 1), 1),
         "cpu_us_per_message_added": round(cpu["with"] - cpu["without"], 2),
         "intake_calls_us_per_message": calls,
-    }, indent=2))
+    }
+    print(json.dumps(figures, indent=2))
+    if given.json is not None:
+        given.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

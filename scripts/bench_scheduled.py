@@ -5,12 +5,13 @@ of them (DELAY a year ahead), measured in one run, one after the other, on fresh
 nodes, ``--repeats`` times; the ratio is taken within each repeat.
 
     .venv/bin/python scripts/bench_scheduled.py                  # 1 000 000 scheduled
-    .venv/bin/python scripts/bench_scheduled.py --backlog 100000 --count 20000
+    .venv/bin/python scripts/bench_scheduled.py --backlog 100000 --count 20000 --json s.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -96,6 +97,7 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=1_000_000)
     parser.add_argument("--count", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     ratios: dict[str, list[float]] = {"produce": [], "drain": [], "produce_cpu_us": [],
                                       "drain_cpu_us": []}
@@ -114,6 +116,11 @@ def main() -> None:
     for name, values in ratios.items():  # rates: higher is better; CPU: lower
         print(f"{name}: with the backlog / without, median {statistics.median(values):.2f} "
               f"(range {min(values):.2f}-{max(values):.2f}) over {len(values)} repeats")
+    if args.json is not None:
+        args.json.write_text(json.dumps({
+            "backlog": args.backlog, "count": args.count,
+            "repeats": [{"without": plain, "with": loaded} for _, plain, loaded in rows],
+            "ratios": ratios}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

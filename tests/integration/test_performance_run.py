@@ -1,0 +1,96 @@
+"""scripts/performance_run.py: one run of every benchmark writes the performance page's
+tables, each headed by the run's date, commit and machine (a --quick run here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from docutils.core import publish_doctree
+from docutils.utils import Reporter
+
+from pzq.bench import page_tables
+from pzq.bench.performance_run import BENCHMARKS
+
+SCRIPT = Path(__file__).parents[2] / "scripts" / "performance_run.py"
+HEADER = (":Run: ", ":Code: commit ", ":Machine: ", ":Software: Python ", ":Command: ``scripts/")
+
+
+def parsed(text: str) -> None:
+    """Fails on any reStructuredText warning, as the docs build does."""
+    publish_doctree(text, settings_overrides={"halt_level": Reporter.WARNING_LEVEL,
+                                              "report_level": Reporter.SEVERE_LEVEL})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_quick_run_writes_every_table_with_its_run_machine_and_commit(tmp_path):
+    ran = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=1400,
+                         check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    for benchmark in BENCHMARKS:
+        text = (tmp_path / f"{benchmark.name}.rst").read_text()
+        for field in HEADER:
+            assert f"\n{field}" in text, (benchmark.name, field, text[:1000])
+        assert "A ``--quick`` run" in text
+        assert ".. list-table::" in text and "   * - " in text, benchmark.name
+        assert json.loads((tmp_path / f"{benchmark.name}.json").read_text())
+        parsed(text)
+    summary = (tmp_path / "run.rst").read_text()
+    assert "A --quick run" in summary
+    assert all(f"   * - {benchmark.name}\n" in summary for benchmark in BENCHMARKS)
+    parsed(summary)
+
+
+@pytest.mark.timeout(60)
+def test_an_original_that_is_not_a_file_is_a_usage_error(tmp_path):
+    ran = subprocess.run([sys.executable, str(SCRIPT), "--original", str(tmp_path / "none"),
+                          "--out", str(tmp_path)], capture_output=True, text=True,
+                         timeout=50, check=False)
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert ran.stderr.splitlines()[-1].endswith("none: not a file")
+    assert list(tmp_path.iterdir()) == []  # nothing ran
+
+
+PEERS = [{"figure": "produce 100 B, window 100, ACK after write", "unit": "msg/s",
+          "pzq": {"median": 50_000.0, "repeats": [50_000.0, 48_000.0]},
+          "JetStream": {"median": 20_000.0, "repeats": [20_000.0, 21_000.0]},
+          "pzq/NATS": {"median": 2.4, "repeats": [2.5, 2.3]}},
+         {"figure": "asyncio: produce", "unit": "msg/s",
+          "pzq": {"median": 40_000.0, "repeats": [40_000.0]},
+          "pzq asyncio/sync": {"median": 0.8, "repeats": [0.8]}}]
+
+
+def test_a_peer_that_did_not_run_has_its_cells_marked_not_run():
+    sync, aio = page_tables.peers(PEERS, ["Redis Streams"])
+    assert sync.heads == ["figure", "unit", "pzq", "Redis Streams", "JetStream", "pzq/Redis",
+                          "pzq/NATS"]
+    assert sync.rows == [["produce 100 B, window 100, ACK after write", "msg/s", "49 000",
+                          "not run", "20 500", "not run", "2.40 (2.30-2.50)"]]
+    assert aio.rows[0][-1] == "0.80" and aio.rows[0][3] == "not run"
+    parsed(sync.rst() + "\n" + aio.rst())
+
+
+def test_the_rows_only_the_full_run_measures_have_tables_too():
+    """Spark's rows and the C++ original's column are measured only in the full run
+    (with Spark and --original): the form of the figures test_bench.py checks."""
+    (table,) = page_tables.zper([
+        {"what": "Spark batch read (every column)", "rows": 3000, "rows_per_s": 90_000.0,
+         "parquet_rows_per_s": 400_000.0, "vs_parquet": 0.225},
+        {"what": "streaming, write to row in the sink", "rows": 40, "p50_ms": 350.0,
+         "p99_ms": 800.0}], [])
+    assert table.rows == [
+        ["Spark batch read (every column), 3 000 rows", "90 000 rows/s", "",
+         "Parquet 400 000 rows/s", "0.23"],
+        ["streaming, write to row in the sink, 40 rows", "p50 350 ms, p99 800 ms", "", "", ""]]
+    (table,) = page_tables.ceiling([
+        {"scenario": "drain 100 B", "target": "original", "rate": 1300.0, "p50_ms": 0.0,
+         "p99_ms": 0.0, "rss_mb": 0.0, "ratio": None, "vs_original": None, "extra": {}},
+        {"scenario": "drain 100 B", "target": "pzq", "rate": 27_000.0, "p50_ms": 0.0,
+         "p99_ms": 0.0, "rss_mb": 0.0, "ratio": 0.39, "vs_original": 20.77, "extra": {}}], [])
+    assert table.heads[-1] == "/orig" and table.rows[1][-2:] == ["0.39", "20.77"]
+    parsed(table.rst())

@@ -50,7 +50,15 @@ class Scraper:
     def scrape_each(self) -> Iterator[StatsAnswer]:
         """Every node's answer as it comes, so a node that answers is not kept waiting
         for one that times out."""
-        for done in as_completed([self._pool.submit(self._fetch, dsn) for dsn in self.dsns]):
+        try:
+            asked = [self._pool.submit(self._fetch, dsn) for dsn in self.dsns]
+        except RuntimeError:  # the pool is shut down: closed while this began
+            if not self._closed.is_set():
+                raise
+            return
+        for done in as_completed(asked):
+            if done.cancelled():  # closed before it began: nothing more is wanted
+                continue
             answer = done.result()
             self._note_id(answer)
             yield answer

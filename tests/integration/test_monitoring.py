@@ -32,6 +32,7 @@ from pzq.client import Consumer, GroupConsumer, Producer, request_monitor
 from pzq.client.monitor import StatsAnswer
 from pzq.monitoring import exporter
 from pzq.monitoring.history import NodeHistory
+from pzq.monitoring.scrape import Scraper
 from pzq.monitoring.server import status_page
 from tests.support.harness import wait_until
 
@@ -181,6 +182,14 @@ def test_down_nodes_are_scraped_in_parallel(tmp_path):
         running.stop()
     assert metrics.count("pzq_up{") == 3
     assert took < 2.0  # one timeout, not three
+
+
+def test_a_scraper_closed_as_the_history_samples_asks_no_node_and_raises_nothing(tmp_path):
+    """The history's thread may begin a sample as the exporter stops: once closed,
+    the scraper answers with nothing instead of scheduling on a pool shut down."""
+    scraper = Scraper([f"ipc://{tmp_path}/dead"], timeout=1.0)
+    scraper.close()
+    assert list(scraper.scrape_each()) == []
 
 
 def exporter_process(*args: str, **kwargs: Any) -> subprocess.Popen[str]:

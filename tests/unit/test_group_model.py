@@ -325,7 +325,7 @@ class GroupModel(RuleBasedStateMachine):
         """An operator's SEEK GROUP: done below the target, to deliver from it on (what
         is still stored; one that every holder was done with is gone)."""
         target = data.draw(st.integers(0, len(self.tags)))
-        batch = self.store.begin()
+        batch = self.store.begin_settled()  # as the node's SEEK GROUP begins its walk
         group_ops.seek(self.store, self.topics, batch, self.group, target)
         self._commit(batch)
         state = self.state

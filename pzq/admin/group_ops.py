@@ -77,7 +77,9 @@ def seek(store: Store, topics: Topics, batch: Batch, group: Group, target: int) 
             value = store.get_own(seq)
             if value is not None:
                 gone = topics.done(batch, seq, topic, tag, len(value), group.id)
-                batch.delete(keyspace.group_count_key(group.id, seq))
+                if gone or seq < group.delivered_below:  # (else a priority message's
+                    # count may be all that says it went out: see GroupArea._forget_count)
+                    batch.delete(keyspace.group_count_key(group.id, seq))
                 (moved.deleted if gone else moved.marked).append(seq)
         elif seq >= target and done:
             topics.not_done(batch, group, seq)

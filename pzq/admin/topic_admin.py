@@ -260,7 +260,7 @@ class TopicAdmin:
         if where is None:
             raise ValueError("SEEK needs to=earliest|latest|<µs since the epoch>|<key>")
         target = self._seek_target(topic, where)
-        batch = self.store.begin()
+        batch = self.store.begin_settled()
         moved = group_ops.seek(self.store, self.topics, batch, group, target)
         self.holders.tell_holders(batch, moved.deleted, group.name, moved.marked, now.mono)
         self.store.commit(batch)

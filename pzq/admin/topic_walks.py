@@ -45,7 +45,7 @@ class TopicWalks:
     def delete(self, topic: Topic, delete: Callable[[int, bytes], bool], mono: float,
                drop_groups: tuple[str, ...] = (), removed: tuple[Group, ...] = ()) -> int:
         """Delete the topic's messages ``delete`` picks, with their marks, in one batch."""
-        batch = self.store.begin()
+        batch = self.store.begin_settled()
         holders_of = {group.id for group in (*topic.groups.values(), *removed)}
         holders_of.add(DEFAULT_GROUP_ID)
         deleted = []
@@ -93,7 +93,7 @@ class TopicWalks:
             self.consume.drop_group(topic, name)
 
     def mark_all_done(self, topic: Topic, group_id: int, name: str, mono: float) -> int:
-        batch = self.store.begin()
+        batch = self.store.begin_settled()
         deleted: list[int] = []  # the group was the last holder
         marked: list[int] = []  # other groups still hold them
         for seq, tag in self.topics.walk(topic):

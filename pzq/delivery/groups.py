@@ -139,6 +139,7 @@ def remember(recent: dict[int, bytes], seq: int, value: bytes) -> None:
 
 ZERO_BOOKKEEPING = bytes(record.BOOKKEEPING.size)
 BOOKKEEPING_END = record.BOOKKEEPING_OFFSET + record.BOOKKEEPING.size
+ONCE = record.BOOKKEEPING.pack(0, 1)  # a group's count of a message it delivered once
 
 
 def without_bookkeeping(value: bytes) -> bytes:
@@ -274,7 +275,24 @@ class GroupArea:
 
     def keep_delivered_below(self, batch: Batch, seq: int) -> None:
         batch.put(keyspace.delivered_key(self.group.id), keyspace.SEQ.pack(seq))
-        self.group.delivered_below = seq
+        below, self.group.delivered_below = self.group.delivered_below, seq
+        if self._highest_counted() >= below:  # (mostly a priority message's count)
+            self._drop_passed_counts(batch, below, seq)
+
+    def _drop_passed_counts(self, batch: Batch, start: int, end: int) -> None:
+        """The counts kept from ``start`` to ``end`` of messages the group is done with
+        (priority messages delivered ahead of its first deliveries: see _forget_count)
+        go: how far its first deliveries went now covers them."""
+        group_id = self.group.id
+        for key, _ in self.store.iterate(keyspace.group_count_prefix(group_id),
+                                         keyspace.group_count_key(group_id, start),
+                                         values=False):
+            seq = keyspace.seq_at_end(key)
+            if seq >= end:
+                break
+            if self.topics.is_done(group_id, seq) or self.store.get_own(seq) is None:
+                batch.delete(key)
+                self._counted.discard(seq)
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         """The group's count of a message delivered again (the record's is default's)."""
@@ -284,9 +302,17 @@ class GroupArea:
         self._highest_count = max(self._highest_counted(), seq)
 
     def _forget_count(self, batch: Batch, seq: int) -> None:
+        """The group is done with the message: its count goes. One at or past how far
+        the group's first deliveries went (a priority message, sent ahead of them)
+        keeps a count of 1 instead, the only record that it went out, so a seek back
+        counts it from 2 as any other; it goes once they pass it."""
         if seq in self._counted:
             self._counted.discard(seq)
-            batch.delete(keyspace.group_count_key(self.group.id, seq))
+            key = keyspace.group_count_key(self.group.id, seq)
+            if seq < self.group.delivered_below:
+                batch.delete(key)
+            else:
+                batch.put(key, ONCE)
 
     def _values(self, seqs: list[int]) -> dict[int, bytes]:
         """The stored records of ``seqs`` (ascending): one walk of the own messages when

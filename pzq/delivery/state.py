@@ -116,6 +116,7 @@ class DeliveryState(Participant):
         since this state was made)."""
         self.delivered_before = max(self.delivered_before, self.cursor, delivered_below)
         self.cursor = 0
+        self._lane_passed.clear()  # a seek back may make them the group's again
         self._table_full = False
 
     # -- store batches -------------------------------------------------------

@@ -133,6 +133,14 @@ class Store:
             participant.prepare(batch)
         return batch
 
+    def begin_settled(self) -> Batch:
+        """A batch for an operator's walk of the stored messages (a seek, an EMPTY, a
+        REMOVE): what the participants owe from earlier wakes (deletes, dead letters,
+        expired messages) is written first in a batch of its own, so the walk reads
+        the store they left and does not delete a message a second time."""
+        self.commit(self.begin())
+        return self.begin()
+
     def skip_seqs(self, count: int) -> None:
         """Never give out the next ``count`` sequence numbers (a node restored from a
         backup: the original gave some of them out after the backup), durably."""

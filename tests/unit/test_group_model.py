@@ -87,6 +87,7 @@ class GroupModel(RuleBasedStateMachine):
         self.tags: dict[int, bytes] = {}  # every message stored, with its tag
         self.done: set[int] = set()  # what the group is done with (ACKed, peer's DONE)
         self.out: set[int] = set()  # the group's deliveries not yet answered
+        self.deadlines: dict[int, int] = {}  # when each of those goes back (µs)
         self.default_done: set[int] = set()
         self.gone: set[int] = set()  # deleted: every group holding it was done with it
         self.rule = DEFAULT_UNCLAIMED  # ``default``'s rule (drawn in ``declare``)
@@ -241,6 +242,7 @@ class GroupModel(RuleBasedStateMachine):
             self.counts[seq] = count
             self.this_run.add(seq)
         self.out.update(seq for seq, _ in sent)
+        self.deadlines.update((seq, self.now_us + ACK_TIMEOUT_US) for seq, _ in sent)
 
     @precondition(lambda self: self.out)
     @rule(data=st.data())
@@ -265,14 +267,15 @@ class GroupModel(RuleBasedStateMachine):
 
     @rule(late=st.booleans())
     def reap(self, late: bool) -> None:
-        """The reaper, as the node runs it: expired deliveries back, the floor raised
+        """The reaper, as the node runs it: expired deliveries back (those whose ack
+        timeout passed, also while the sweep moved the clock on), the floor raised
         (written with the next batch)."""
         self.now_us += ACK_TIMEOUT_US + 1 if late else 1000
         expired = self.state.reap(self.now_us)
         self.default.reap(self.now_us)
-        if late:
-            assert expired == len(self.out)
-            self.out.clear()
+        back = {seq for seq in self.out if self.deadlines[seq] <= self.now_us}
+        assert expired == len(back), f"{expired} deliveries back, {sorted(back)} due"
+        self.out -= back
         self.topics.counts.raise_floor(self.group, self.state.lowest_open())
         self._commit(self.store.begin())
 
@@ -322,7 +325,7 @@ class GroupModel(RuleBasedStateMachine):
         """An operator's SEEK GROUP: done below the target, to deliver from it on (what
         is still stored; one that every holder was done with is gone)."""
         target = data.draw(st.integers(0, len(self.tags)))
-        batch = self.store.begin()
+        batch = self.store.begin_settled()  # as the node's SEEK GROUP begins its walk
         group_ops.seek(self.store, self.topics, batch, self.group, target)
         self._commit(batch)
         state = self.state

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pzq.admin import group_ops
 from pzq.counters import Counters
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.settings import DeliverySettings
@@ -372,4 +373,26 @@ def test_a_store_from_before_the_rule_keeps_default_on_every_topic(tmp_path):
     default = state_for(store, DefaultArea(store, topics))
     assert len(deliver_all(default)) == 1 and group.topic.holders(0, b"") == [group.id,
                                                                             DEFAULT_GROUP_ID]
+    store.close()
+
+
+def test_a_seek_after_a_dead_letter_owed_moves_each_message_once(tmp_path):
+    """A REJECT (or an expiry found at delivery) leaves a move to the dead letters for
+    the next batch; a SEEK GROUP answered in the same wake began its batch with that
+    move and then walked the store, where the message still was: it deleted it a
+    second time, and the store's counts went below zero (the write failed)."""
+    store, topics = open_node(tmp_path / "db")
+    orders = topics.topic("orders", 0)
+    topics.add_group(orders, "g", 0, "", 0)
+    store_messages(store, topics, [b"m0", b"m1"])
+    group = orders.groups["g"]
+    state = state_for(store, GroupArea(store, topics, group))
+    first, second = deliver_all(state)
+    assert state.reject(first)  # to the dead letters with the next batch
+    batch = store.begin_settled()  # as SEEK GROUP begins its walk
+    moved = group_ops.seek(store, topics, batch, group, second + 1)
+    store.commit(batch)
+    assert moved.deleted == [second]
+    assert (store.messages, store.dead_letters) == (0, 1)
+    assert (orders.messages, orders.stored_bytes) == (0, 0)
     store.close()

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import zmq
 
 from pzq.aio import probe
-from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke
+from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke, wait_events
 from pzq.client.sessions.producer import (
     KEEP_ACKS,
     Moment,
@@ -39,7 +39,7 @@ from pzq.client.sessions.producer import (
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
-from pzq.zmqio import drain
+from pzq.zmqio import POLLIN, drain
 
 __all__ = ["Producer"]
 
@@ -223,16 +223,13 @@ class Producer:
 
     async def _read(self) -> None:
         """The producer's reader: every ACK resolves its message's Future; a batch
-        that waits goes when nothing else is out. It waits in ``zmq.asyncio``'s own
-        receive, the cheapest wait there is: only ``close`` cancels this task, and
-        a frame a cancelled receive took is then nobody's."""
-        socket, session = self._socket, self._session
+        that waits goes when nothing else is out. Only ``close`` stops it."""
+        socket = self._socket
         try:
             while True:
-                first = await socket.recv_multipart()
-                self._answer(session.received(first, time.monotonic()))
+                await wait_events(socket, POLLIN, None, "producer")
                 self._take_acks()
-        except zmq.ZMQError:
+        except ClientClosed:
             pass  # closed under it
         except Exception as exc:  # no ACK can come any more: every waiter is told
             self._failure = exc

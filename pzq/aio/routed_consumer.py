@@ -7,21 +7,18 @@ consumer). Nodes that join the table later are joined as the table is asked agai
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-import zmq
-import zmq.asyncio
-
 from pzq.aio.group_consumer import GroupConsumer
 from pzq.aio.message import Message
 from pzq.aio.route_table import RouteTable
-from pzq.aio.socket_io import AsyncContext
+from pzq.aio.socket_io import AsyncContext, wait_any
 from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.errors import ClientClosed, ConsumeRefused
 from pzq.security import ClientSecurity
+from pzq.zmqio import POLLIN
 
 
 class RoutedGroupConsumer:
@@ -98,17 +95,11 @@ class RoutedGroupConsumer:
 
     async def _wait(self, until: float) -> None:
         """Until a node's socket has input, or ``until``; takes nothing."""
-        poller = zmq.asyncio.Poller()
-        for consumer in self.consumers.values():
-            if not consumer.closed:
-                poller.register(consumer.socket, zmq.POLLIN)
+        sockets = [consumer.socket for consumer in self.consumers.values() if not consumer.closed]
         try:
-            await poller.poll(max(1, int((until - time.monotonic()) * 1000)))
-        except asyncio.CancelledError:  # a node's socket closed under the wait
-            task = asyncio.current_task()
-            if self._closed and task is not None and not task.cancelling():
-                raise ClientClosed("the consumer was closed while waiting") from None
-            raise
+            await wait_any(sockets, POLLIN, max(0.001, until - time.monotonic()), "consumer")
+        except ClientClosed:  # a node's consumer closed under the wait: look again
+            self._check_open()
 
     async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[Message]:
         while (message := await self.receive(idle_timeout)) is not None:

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 import zmq
 
-from pzq.aio.socket_io import Outbox, wait_events
+from pzq.aio.socket_io import AsyncSocket, Outbox, wait_any, wait_events
 from pzq.errors import ClientClosed
 from tests.support.aio import run
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(30)
 
 def test_what_the_socket_cannot_take_waits_and_goes_in_order_whole(aio_context):
     async def main() -> None:
-        dealer = aio_context.socket(zmq.DEALER)
+        dealer = aio_context.socket(zmq.DEALER, socket_class=AsyncSocket)
         dealer.setsockopt(zmq.SNDHWM, 1)
         dealer.setsockopt(zmq.LINGER, 0)
         endpoint = "inproc://outbox-order"
@@ -42,7 +42,7 @@ def test_what_the_socket_cannot_take_waits_and_goes_in_order_whole(aio_context):
 
 def test_a_close_under_a_wait_is_client_closed_and_a_cancel_stays_a_cancel(aio_context):
     async def main() -> None:
-        socket = aio_context.socket(zmq.DEALER)
+        socket = aio_context.socket(zmq.DEALER, socket_class=AsyncSocket)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect("inproc://nobody-here")
         waiting = asyncio.create_task(wait_events(socket, zmq.POLLIN, None, "consumer"))

@@ -8,20 +8,22 @@ consumer). Nodes that join the table later are joined as the table is asked agai
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from pzq.aio.deliveries import Deliveries
 from pzq.aio.group_consumer import GroupConsumer
 from pzq.aio.message import Message
 from pzq.aio.route_table import RouteTable
 from pzq.aio.socket_io import AsyncContext, wait_any
+from pzq.client import setup
 from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.errors import ClientClosed, ConsumeRefused
 from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN
 
 
-class RoutedGroupConsumer:
+class RoutedGroupConsumer(Deliveries):
     """``options`` are GroupConsumer's (filter, start, confirm, ...); each node makes
     the group when it has none (``declare``), and a node that is down is not waited
     for longer than ``timeout`` (3 s): it is joined when it answers again."""
@@ -32,7 +34,7 @@ class RoutedGroupConsumer:
         self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
         self.topic, self.group, self.window = topic, group, window
         self.curve = curve
-        self.options = {"declare": True, "timeout": 3.0, **options}
+        self.options = setup.routed_group_options(options)
         GroupConsumer.check_options(self.options)
         self._context = context
         self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
@@ -101,20 +103,6 @@ class RoutedGroupConsumer:
         except ClientClosed:  # a node's consumer closed under the wait: look again
             self._check_open()
 
-    async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[Message]:
-        while (message := await self.receive(idle_timeout)) is not None:
-            yield message
-
-    def __aiter__(self) -> RoutedGroupConsumer:
-        return self
-
-    async def __anext__(self) -> Message:
-        try:
-            message = await self.receive()
-        except ClientClosed:
-            raise StopAsyncIteration from None
-        assert message is not None
-        return message
 
     async def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries: one ACK per node they came from."""

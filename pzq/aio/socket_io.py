@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
 import zmq
 import zmq.asyncio
 from zmq.backend import Socket as CompiledSocket
 
-from pzq.client.common import connect
+from pzq.client import common
+from pzq.client.common import SocketOptions
 from pzq.errors import ClientClosed
 from pzq.security import ClientSecurity
 from pzq.zmqio import EVENTS, POLLOUT, send_frames
@@ -41,8 +42,8 @@ Waiter = tuple[int, "asyncio.Future[bool]", str]  # events, the waiting task's F
 
 class AsyncSocket(zmq.asyncio.Socket):
     """A ``zmq.asyncio`` socket whose waits (``wait_events``) are a Future each, woken
-    by one reader on the descriptor, on the loop of the first wait; closing it tells
-    each waiter ClientClosed."""
+    by one reader on the descriptor, on the loop that waits; closing it tells each
+    waiter ClientClosed."""
 
     # (pyzmq makes the socket: no __init__ here. The list is never changed in place,
     # only replaced, so the class's empty one stays empty.)
@@ -72,9 +73,12 @@ class AsyncSocket(zmq.asyncio.Socket):
 
     def wait_on(self, waiter: Waiter) -> None:
         """Wake ``waiter`` when its events come (the caller looked just before)."""
-        if self._watched is None:
-            self._watched = asyncio.get_running_loop()
-            self._watched.add_reader(self.FD, self._wake)
+        loop = asyncio.get_running_loop()
+        if self._watched is not loop:  # the first wait (or a loop after another's end)
+            if self._watched is not None and not self._watched.is_closed():
+                self._watched.remove_reader(self.FD)
+            self._watched = loop
+            loop.add_reader(self.FD, self._wake)
         self._waiters = [*self._waiters, waiter]
 
     def forget(self, future: asyncio.Future[bool]) -> None:
@@ -94,19 +98,17 @@ class AsyncSocket(zmq.asyncio.Socket):
 
 
 def open_socket(context: AsyncContext | None, kind: int, dsn: str | Sequence[str],
-                curve: ClientSecurity | None, options: dict[int, int | bytes]) -> AsyncSocket:
+                curve: ClientSecurity | None, options: SocketOptions) -> AsyncSocket:
     """A socket of ``context`` (default: the asyncio context of the process), its
     ``options`` set, connected to ``dsn`` (a list: the socket spreads over them)."""
-    socket = cast(AsyncSocket, (context or zmq.asyncio.Context.instance()).socket(
-        kind, socket_class=AsyncSocket))
-    try:
-        for option, value in options.items():
-            socket.setsockopt(option, value)
-        connect(socket, dsn, curve)
-    except BaseException:
-        socket.close(0)
-        raise
-    return socket
+    return cast(AsyncSocket, common.open_socket(context or zmq.asyncio.Context.instance(),
+                                                kind, dsn, curve, options, AsyncSocket))
+
+
+def opener(context: AsyncContext | None, dsn: str | Sequence[str],
+           curve: ClientSecurity | None) -> Callable[[int, SocketOptions], AsyncSocket]:
+    """An asyncio shell's ``open_socket`` for pzq.client.setup."""
+    return lambda kind, options: open_socket(context, kind, dsn, curve, options)
 
 
 def poke(socket: AsyncSocket) -> None:

@@ -80,7 +80,6 @@ class Consumer(Deliveries):
             message = await self.receive(0)
         return found
 
-
     async def ack(self, message: Message) -> None:
         self._answer(self._session.answer(message, True))
 

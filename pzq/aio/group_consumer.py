@@ -168,7 +168,6 @@ class GroupConsumer(GroupView[Message], Deliveries):
             found += session.take(most - len(found))
         return found
 
-
     # -- answers -----------------------------------------------------------------------
 
     async def ack(self, message: Message) -> None:

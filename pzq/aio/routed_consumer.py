@@ -103,7 +103,6 @@ class RoutedGroupConsumer(Deliveries):
         except ClientClosed:  # a node's consumer closed under the wait: look again
             self._check_open()
 
-
     async def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries: one ACK per node they came from."""
         for consumer, group in self._session.by_member(messages):

@@ -19,7 +19,8 @@ autodoc_default_options = {"members": True, "show-inheritance": False}
 nitpick_ignore_regex = [
     ("py:class",
      r"(collections|collections\.abc|typing|_asyncio|asyncio|pathlib|zmq|datetime)\..*"),
-    ("py:class", r"pzq\.(client\.sessions|protocol)\..*"),
+    ("py:class", r"pzq\.(client\.sessions|client\.session_views|protocol)\..*"),
+    ("py:class", r"pzq\.aio\.(deliveries|socket_io)\..*"),
 ]
 # performance/: the benchmark run's tables, which performance.rst includes
 exclude_patterns = ["_build", "_ext", "performance/*.rst"]

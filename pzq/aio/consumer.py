@@ -11,13 +11,14 @@ gives it back at its ack deadline.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import zmq
 
+from pzq.aio.deliveries import Deliveries
 from pzq.aio.message import Message
-from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke, wait_events
-from pzq.client.sessions.consumer import ConsumerSession
+from pzq.aio.socket_io import AsyncContext, Outbox, opener, poke, wait_events
+from pzq.client import setup
 from pzq.errors import ClientClosed
 from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, recv_frames
@@ -26,16 +27,15 @@ GROUP_ONLY = ("{verb} is a group consumer's (--consume-dsn): the original protoc
               "--send-dsn has ACK and give back only")
 
 
-class Consumer:
+class Consumer(Deliveries):
     """Receives deliveries from one or more nodes on --send-dsn (a list of endpoints:
     from each); ``prefetch`` bounds the deliveries waiting in the socket."""
 
     def __init__(self, dsn: str | Sequence[str], prefetch: int = 256,
                  curve: ClientSecurity | None = None,
                  context: AsyncContext | None = None) -> None:
-        self._session = ConsumerSession(Message, self)
-        self._socket = open_socket(context, zmq.ROUTER, dsn, curve,
-                                   {zmq.LINGER: 1000, zmq.RCVHWM: prefetch})
+        self._session, self._socket = setup.consumer(prefetch, Message, self,
+                                                     opener(context, dsn, curve))
         self._out = Outbox(self._socket, "consumer")
         self._closed = False
 
@@ -79,22 +79,6 @@ class Consumer:
                 break
             message = await self.receive(0)
         return found
-
-    async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[Message]:
-        """Deliveries until none arrives for ``idle_timeout`` seconds."""
-        while (message := await self.receive(idle_timeout)) is not None:
-            yield message
-
-    def __aiter__(self) -> Consumer:
-        return self
-
-    async def __anext__(self) -> Message:
-        try:
-            message = await self.receive()
-        except ClientClosed:
-            raise StopAsyncIteration from None
-        assert message is not None
-        return message
 
     async def ack(self, message: Message) -> None:
         self._answer(self._session.answer(message, True))

@@ -20,15 +20,16 @@ does not know the connection, and the consumer joins again.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import zmq
 
 from pzq.aio import probe
+from pzq.aio.deliveries import Deliveries
 from pzq.aio.message import Message
-from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, open_socket, poke, wait_events
-from pzq.client.group_consumer import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
-from pzq.client.sessions.group import GroupSession
+from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, opener, poke, wait_events
+from pzq.client import setup
+from pzq.client.session_views import GroupView
 from pzq.errors import ClientClosed
 from pzq.protocol import consume as wire
 from pzq.security import ClientSecurity
@@ -38,7 +39,7 @@ CLOSE_DRAIN_S = 1.0  # answers still waiting at close are given this long to go
 OPTIONS = ("filter", "start", "timeout", "declare", "confirm", "protocol")  # by name
 
 
-class GroupConsumer:
+class GroupConsumer(GroupView[Message], Deliveries):
     """Receives the deliveries of one consumer group, at most ``window`` unacked; the
     options are the sync GroupConsumer's. It joins the group in ``async with`` (or at
     its first ``receive``): TimeoutError when the node does not answer within
@@ -55,11 +56,8 @@ class GroupConsumer:
         self.timeout = timeout
         subscribe = wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
                                    declare=declare, protocol=protocol)
-        self._session = GroupSession(subscribe, Message, self, time.monotonic())
-        # No receive limit: credits bound what the node sends (the sync client's why).
-        self._socket = open_socket(context, zmq.DEALER, dsn, curve, {
-            zmq.LINGER: 1000, zmq.HEARTBEAT_IVL: HEARTBEAT_IVL_MS,
-            zmq.HEARTBEAT_TIMEOUT: HEARTBEAT_TIMEOUT_MS, zmq.RCVHWM: 0})
+        self._session, self._socket = setup.group_consumer(
+            subscribe, Message, self, time.monotonic(), opener(context, dsn, curve))
         self._out = Outbox(self._socket, "consumer")
         self._consume_sent = False
         self._closed = False
@@ -76,31 +74,8 @@ class GroupConsumer:
     # -- what the session knows --------------------------------------------------------
 
     @property
-    def subscribe(self) -> wire.Subscribe:
-        return self._session.subscribe
-
-    @property
-    def protocol(self) -> int:
-        """What the node's CONSUMING agreed to."""
-        return self._session.protocol
-
-    @property
     def joined(self) -> bool:
         return self._session.joined
-
-    @property
-    def errors(self) -> list[str]:
-        """ERROR answers to ACK or NACK (and the others), in the order they came."""
-        return self._session.errors
-
-    @property
-    def malformed(self) -> int:
-        return self._session.malformed
-
-    @property
-    def arrived(self) -> int:
-        """Deliveries taken from the socket already, which receive returns at once."""
-        return len(self._session.arrived)
 
     @property
     def socket(self) -> AsyncSocket:
@@ -192,23 +167,6 @@ class GroupConsumer:
                 break
             found += session.take(most - len(found))
         return found
-
-    async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[Message]:
-        """Deliveries until none arrives for ``idle_timeout`` seconds."""
-        while (message := await self.receive(idle_timeout)) is not None:
-            yield message
-
-    def __aiter__(self) -> GroupConsumer:
-        """Every delivery as it comes, until the consumer is closed."""
-        return self
-
-    async def __anext__(self) -> Message:
-        try:
-            message = await self.receive()
-        except ClientClosed:
-            raise StopAsyncIteration from None
-        assert message is not None  # without a timeout, receive waits for one
-        return message
 
     # -- answers -----------------------------------------------------------------------
 

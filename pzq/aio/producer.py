@@ -25,28 +25,22 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-import zmq
-
 from pzq.aio import probe
-from pzq.aio.socket_io import AsyncContext, Outbox, open_socket, poke
-from pzq.client.sessions.producer import (
-    KEEP_ACKS,
-    Moment,
-    ProducerSession,
-    time_headers,
-    topic_headers,
-)
+from pzq.aio.socket_io import AsyncContext, Outbox, opener, poke, wait_events
+from pzq.client import setup
+from pzq.client.session_views import ProducerView
+from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
-from pzq.zmqio import drain
+from pzq.zmqio import POLLIN, drain
 
 __all__ = ["Producer"]
 
 READ_AT_ONCE = 1000  # ACK frames read in one wake before the loop runs other tasks
 
 
-class Producer:
+class Producer(ProducerView):
     """Sends messages to a node's --receive-dsn and resolves each one's Future at its
     ACK, keeping up to ``window`` unanswered. ``batch``: most messages in one produce
     batch (default a quarter of the window); 1 sends every message alone. ``curve``:
@@ -60,10 +54,9 @@ class Producer:
                  keep_acks: int = KEEP_ACKS) -> None:
         self.dsn = dsn
         self.curve = curve
-        self._session = ProducerSession(window, batch, keep_acks, keep_arrived=False)
-        self._socket = open_socket(context, zmq.DEALER, dsn, curve, {
-            zmq.LINGER: 1000, zmq.SNDHWM: max(1000, window * 2),
-            zmq.RCVHWM: max(1000, window * 2)})
+        self._session, self._socket = setup.producer(window, batch, keep_acks,
+                                                     opener(context, dsn, curve),
+                                                     keep_arrived=False)
         self._out = Outbox(self._socket, "producer")
         self._futures: dict[bytes, asyncio.Future[ProducerAck]] = {}
         self._answered = asyncio.Event()  # set by the reader when ACKs came
@@ -76,34 +69,8 @@ class Producer:
     # -- what the session knows --------------------------------------------------------
 
     @property
-    def window(self) -> int:
-        return self._session.window
-
-    @property
-    def batch(self) -> int:
-        return self._session.batch
-
-    @property
-    def protocol(self) -> int:
-        """2 once the node said it speaks produce batches."""
-        return self._session.protocol
-
-    @property
-    def outstanding(self) -> int:
-        """Messages taken and not yet ACKed."""
-        return len(self._session.unanswered)
-
-    @property
-    def latencies(self) -> Sequence[float]:
-        """Seconds from send to ACK, in ACK order, the last ``keep_acks``."""
-        return self._session.latencies
-
-    @property
     def closed(self) -> bool:
         return self._closed
-
-    def next_msg_id(self) -> bytes:
-        return self._session.next_msg_id()
 
     # -- sending -----------------------------------------------------------------------
 
@@ -223,16 +190,13 @@ class Producer:
 
     async def _read(self) -> None:
         """The producer's reader: every ACK resolves its message's Future; a batch
-        that waits goes when nothing else is out. It waits in ``zmq.asyncio``'s own
-        receive, the cheapest wait there is: only ``close`` cancels this task, and
-        a frame a cancelled receive took is then nobody's."""
-        socket, session = self._socket, self._session
+        that waits goes when nothing else is out. Only ``close`` stops it."""
+        socket = self._socket
         try:
             while True:
-                first = await socket.recv_multipart()
-                self._answer(session.received(first, time.monotonic()))
+                await wait_events(socket, POLLIN, None, "producer")
                 self._take_acks()
-        except zmq.ZMQError:
+        except ClientClosed:
             pass  # closed under it
         except Exception as exc:  # no ACK can come any more: every waiter is told
             self._failure = exc

@@ -7,24 +7,23 @@ consumer). Nodes that join the table later are joined as the table is asked agai
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import zmq
-import zmq.asyncio
-
+from pzq.aio.deliveries import Deliveries
 from pzq.aio.group_consumer import GroupConsumer
 from pzq.aio.message import Message
 from pzq.aio.route_table import RouteTable
-from pzq.aio.socket_io import AsyncContext
+from pzq.aio.socket_io import AsyncContext, wait_any
+from pzq.client import setup
 from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.errors import ClientClosed, ConsumeRefused
 from pzq.security import ClientSecurity
+from pzq.zmqio import POLLIN
 
 
-class RoutedGroupConsumer:
+class RoutedGroupConsumer(Deliveries):
     """``options`` are GroupConsumer's (filter, start, confirm, ...); each node makes
     the group when it has none (``declare``), and a node that is down is not waited
     for longer than ``timeout`` (3 s): it is joined when it answers again."""
@@ -35,7 +34,7 @@ class RoutedGroupConsumer:
         self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
         self.topic, self.group, self.window = topic, group, window
         self.curve = curve
-        self.options = {"declare": True, "timeout": 3.0, **options}
+        self.options = setup.routed_group_options(options)
         GroupConsumer.check_options(self.options)
         self._context = context
         self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
@@ -98,32 +97,11 @@ class RoutedGroupConsumer:
 
     async def _wait(self, until: float) -> None:
         """Until a node's socket has input, or ``until``; takes nothing."""
-        poller = zmq.asyncio.Poller()
-        for consumer in self.consumers.values():
-            if not consumer.closed:
-                poller.register(consumer.socket, zmq.POLLIN)
+        sockets = [consumer.socket for consumer in self.consumers.values() if not consumer.closed]
         try:
-            await poller.poll(max(1, int((until - time.monotonic()) * 1000)))
-        except asyncio.CancelledError:  # a node's socket closed under the wait
-            task = asyncio.current_task()
-            if self._closed and task is not None and not task.cancelling():
-                raise ClientClosed("the consumer was closed while waiting") from None
-            raise
-
-    async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[Message]:
-        while (message := await self.receive(idle_timeout)) is not None:
-            yield message
-
-    def __aiter__(self) -> RoutedGroupConsumer:
-        return self
-
-    async def __anext__(self) -> Message:
-        try:
-            message = await self.receive()
-        except ClientClosed:
-            raise StopAsyncIteration from None
-        assert message is not None
-        return message
+            await wait_any(sockets, POLLIN, max(0.001, until - time.monotonic()), "consumer")
+        except ClientClosed:  # a node's consumer closed under the wait: look again
+            self._check_open()
 
     async def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries: one ACK per node they came from."""

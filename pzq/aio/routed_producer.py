@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pzq.aio.producer import Producer
 from pzq.aio.route_table import RouteTable
 from pzq.aio.socket_io import AsyncContext
+from pzq.client.session_views import RoutedProducerView
 from pzq.client.sessions.producer import Moment, time_headers
 from pzq.client.sessions.routed_producer import RESEND_AFTER_S, Routed, RoutedProducerSession
 from pzq.errors import ClientClosed
@@ -28,7 +29,7 @@ from pzq.security import ClientSecurity
 REROUTE_TIMEOUT_S = 30.0  # room at the new owner for a message that goes again
 
 
-class RoutedProducer:
+class RoutedProducer(RoutedProducerView):
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str,
                  window: int = 100, batch: int | None = None,
                  curve: ClientSecurity | None = None, context: AsyncContext | None = None,
@@ -46,20 +47,6 @@ class RoutedProducer:
         self._changed = asyncio.Event()  # an ACK came, or a MOVED: look again
         self._watcher: asyncio.Task[None] | None = None
         self._closed = False
-
-    @property
-    def outstanding(self) -> int:
-        return len(self._session.sent)
-
-    @property
-    def moved(self) -> int:
-        """Messages sent again to another node after a MOVED."""
-        return self._session.moved
-
-    @property
-    def resent(self) -> int:
-        """Messages sent again to another node after a silence."""
-        return self._session.resent
 
     async def publish(self, parts: Sequence[bytes], topic: str | None = None,
                       key: str | bytes | None = None, tag: str | None = None,

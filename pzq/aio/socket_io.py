@@ -9,70 +9,150 @@ which takes nothing from the socket: a task cancelled there has taken nothing an
 sent nothing. Between a wait and what follows it, no ``await``: what is taken is
 taken whole, in one step of the loop.
 
-``zmq.asyncio`` wakes a waiting task from the socket's file descriptor, which says
-only that something changed, once; a call here may swallow that signal while input
-waits. ``poke`` asks the socket's events through ``zmq.asyncio``, which wakes any
-task that waits on them (one option read, after each call that took or sent).
+The sockets are ``AsyncSocket``: a ``zmq.asyncio`` socket whose waits are its own,
+one reader on its file descriptor for all of them and a Future a waiting task (a
+``zmq.asyncio`` Poller made a wait cost two Futures, a watcher and a turn of the
+loop more, at every wake). The descriptor says only that something changed, once;
+a call here may swallow that signal while input waits. ``poke`` looks at the
+socket's events after each call that took or sent, when a task waits on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 import zmq
 import zmq.asyncio
+from zmq.backend import Socket as CompiledSocket
 
-from pzq.client.common import connect
+from pzq.client import common
+from pzq.client.common import SocketOptions
 from pzq.errors import ClientClosed
 from pzq.security import ClientSecurity
-from pzq.zmqio import POLLOUT, send_frames
+from pzq.zmqio import EVENTS, POLLOUT, send_frames
 
 AsyncContext = zmq.asyncio.Context
-AsyncSocket = zmq.asyncio.Socket
+_events = CompiledSocket.get  # past zmq.asyncio's get, which schedules its own waiters
+
+Waiter = tuple[int, "asyncio.Future[bool]", str]  # events, the waiting task's Future, what
+
+
+class AsyncSocket(zmq.asyncio.Socket):
+    """A ``zmq.asyncio`` socket whose waits (``wait_events``) are a Future each, woken
+    by one reader on the descriptor, on the loop that waits; closing it tells each
+    waiter ClientClosed."""
+
+    # (pyzmq makes the socket: no __init__ here. The list is never changed in place,
+    # only replaced, so the class's empty one stays empty.)
+    _waiters: list[Waiter] = []
+    _watched: asyncio.AbstractEventLoop | None = None
+
+    def ready(self) -> int:
+        """The socket's events now; each waiter whose events are there is woken."""
+        events = int(_events(self, EVENTS))
+        waiters = self._waiters
+        if waiters:
+            still: list[Waiter] = []
+            for waiter in waiters:
+                future = waiter[1]
+                if future.done():
+                    continue
+                if waiter[0] & events:
+                    future.set_result(True)
+                else:
+                    still.append(waiter)
+            self._waiters = still
+        return events
+
+    def _wake(self) -> None:
+        if not self.closed:
+            self.ready()  # (also when none waits: reading the events clears the signal)
+
+    def wait_on(self, waiter: Waiter) -> None:
+        """Wake ``waiter`` when its events come (the caller looked just before)."""
+        loop = asyncio.get_running_loop()
+        if self._watched is not loop:  # the first wait (or a loop after another's end)
+            if self._watched is not None and not self._watched.is_closed():
+                self._watched.remove_reader(self.FD)
+            self._watched = loop
+            loop.add_reader(self.FD, self._wake)
+        self._waiters = [*self._waiters, waiter]
+
+    def forget(self, future: asyncio.Future[bool]) -> None:
+        self._waiters = [waiter for waiter in self._waiters if waiter[1] is not future]
+
+    def close(self, linger: int | None = None) -> None:
+        if self.closed:
+            return
+        waiters, self._waiters = self._waiters, []
+        for _, future, what in waiters:
+            if not future.done():
+                future.set_exception(ClientClosed(f"the {what} was closed while waiting"))
+        loop, self._watched = self._watched, None
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self.FD)
+        super().close(linger)
 
 
 def open_socket(context: AsyncContext | None, kind: int, dsn: str | Sequence[str],
-                curve: ClientSecurity | None, options: dict[int, int | bytes]) -> AsyncSocket:
+                curve: ClientSecurity | None, options: SocketOptions) -> AsyncSocket:
     """A socket of ``context`` (default: the asyncio context of the process), its
     ``options`` set, connected to ``dsn`` (a list: the socket spreads over them)."""
-    socket = (context or zmq.asyncio.Context.instance()).socket(kind)
-    try:
-        for option, value in options.items():
-            socket.setsockopt(option, value)
-        connect(socket, dsn, curve)
-    except BaseException:
-        socket.close(0)
-        raise
-    return socket
+    return cast(AsyncSocket, common.open_socket(context or zmq.asyncio.Context.instance(),
+                                                kind, dsn, curve, options, AsyncSocket))
+
+
+def opener(context: AsyncContext | None, dsn: str | Sequence[str],
+           curve: ClientSecurity | None) -> Callable[[int, SocketOptions], AsyncSocket]:
+    """An asyncio shell's ``open_socket`` for pzq.client.setup."""
+    return lambda kind, options: open_socket(context, kind, dsn, curve, options)
 
 
 def poke(socket: AsyncSocket) -> None:
     """After a call here: a task waiting on the socket wakes if its event is there."""
-    if not socket.closed:
-        socket.get(zmq.EVENTS)  # zmq.asyncio's get: it looks at its waiters
+    if socket._waiters and not socket.closed:
+        socket.ready()
 
 
 async def wait_events(socket: AsyncSocket, events: int, timeout: float | None,
-                   what: str = "client") -> bool:
+                      what: str = "client") -> bool:
     """Wait until the socket has ``events`` (POLLIN, POLLOUT), at most ``timeout``
     seconds (None: as long as it takes); False when they did not come. Takes
     nothing. ClientClosed when the socket is closed, also by another task while this
-    one waits (``zmq.asyncio`` cancels the wait then: that is no cancellation of
-    this task)."""
-    if socket.closed:
-        raise ClientClosed(f"the {what} is closed")
-    wait_ms = None if timeout is None else max(0, int(timeout * 1000))
-    poller = zmq.asyncio.Poller()
-    poller.register(socket, events)
+    one waits (that is no cancellation of this task)."""
+    return await wait_any([socket], events, timeout, what)
+
+
+async def wait_any(sockets: Sequence[AsyncSocket], events: int, timeout: float | None,
+                   what: str = "client") -> bool:
+    """``wait_events`` on several sockets at once: True once any has ``events``."""
+    for socket in sockets:
+        if socket.closed:
+            raise ClientClosed(f"the {what} is closed")
+        if socket.ready() & events:
+            return True
+    if timeout is not None and timeout <= 0:
+        return False
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[bool] = loop.create_future()
+    for socket in sockets:
+        socket.wait_on((events, future, what))
+    timer = None if timeout is None else loop.call_later(timeout, _expire, future)
     try:
-        return bool(await poller.poll(wait_ms))
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if socket.closed and task is not None and not task.cancelling():
-            raise ClientClosed(f"the {what} was closed while waiting") from None
-        raise
+        return await future
+    finally:
+        if timer is not None:
+            timer.cancel()
+        for socket in sockets:  # (timed out, cancelled, or woken by another socket)
+            socket.forget(future)
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
 
 
 def remaining(deadline: float | None, now: float) -> float | None:

@@ -7,7 +7,8 @@ Redis Streams (redis-py with hiredis: XADD pipelined, XREADGROUP COUNT with the 
 pipelined; appendfsync everysec, or always), JetStream (nats-py: publish_async,
 a durable pull consumer, explicit ACKs; fsync every 2 min, or always). A peer whose
 server or client is not installed is skipped with one line. The asyncio rows run
-produce, drain and end to end again with each system's asyncio client (pzq.aio,
+produce, drain and end to end again with each system's asyncio client, each right
+after the same workload with the system's own client (pzq.aio,
 redis-py's redis.asyncio; nats-py is asyncio already: its own figures), and give
 pzq's asyncio client over its sync one (--no-asyncio leaves them out).
 
@@ -96,22 +97,25 @@ def chosen_systems(args: argparse.Namespace) -> list[System]:
 
 def run_repeat(workloads: Workloads, systems: list[System],
                asyncio: bool = True) -> dict[str, Figures]:
-    """Every workload on every system, one system after the other; then, with
-    ``asyncio``, produce, drain and end to end with each system's asyncio client."""
+    """Every workload on every system, one system after the other; with ``asyncio``,
+    produce, drain and end to end again with each system's asyncio client right
+    after the same workload with its own client (so that the load of the machine at
+    that moment weighs on both alike)."""
     found: dict[str, Figures] = {system.name: {} for system in systems}
-    steps: list[Callable[[System], Figures]] = [
-        lambda s: workloads.produce(s, False), lambda s: workloads.produce(s, True),
-             lambda s: workloads.drain(s, ("g1",)),
-             lambda s: workloads.drain(s, ("g1", "g2", "g3")), workloads.end_to_end,
-             lambda s: workloads.redelivery(s, True),
-             lambda s: workloads.redelivery(s, False)]
-    for step in steps:
+    twins = iter(asyncio_workloads(workloads) if asyncio else [])
+    steps: list[tuple[Callable[[System], Figures], AsyncioWorkload | None]] = [
+        (lambda s: workloads.produce(s, False), next(twins, None)),
+        (lambda s: workloads.produce(s, True), None),
+        (lambda s: workloads.drain(s, ("g1",)), next(twins, None)),
+        (lambda s: workloads.drain(s, ("g1", "g2", "g3")), None),
+        (workloads.end_to_end, next(twins, None)),
+        (lambda s: workloads.redelivery(s, True), None),
+        (lambda s: workloads.redelivery(s, False), None)]
+    for step, twin in steps:
         for system in systems:
             found[system.name].update(step(system))
-    if asyncio:
-        for measure in asyncio_workloads(workloads):
-            for system in systems:
-                found[system.name].update(measure(system, found[system.name]))
+            if twin is not None:
+                found[system.name].update(twin(system, found[system.name]))
     return found
 
 
@@ -122,21 +126,21 @@ AsyncioWorkload = Callable[[System, Figures], Figures]
 
 def asyncio_workloads(workloads: Workloads) -> list[AsyncioWorkload]:
     """Produce, drain and end to end with a system's asyncio client (none: nothing);
-    one whose own client is asyncio (JetStream's nats-py) has its own figures there."""
+    one whose own client is asyncio (JetStream's nats-py) has its own figures there,
+    those of the workload just run with it."""
     runs: list[Callable[[System], Figures]] = [
         lambda s: workloads.produce(s, False, s.asyncio),
         lambda s: workloads.drain(s, ("g1",), s.asyncio),
         lambda s: workloads.end_to_end(s, s.asyncio)]
 
-    def measured(run: Callable[[System], Figures], first: bool) -> AsyncioWorkload:
+    def measured(run: Callable[[System], Figures]) -> AsyncioWorkload:
         def measure(system: System, own: Figures) -> Figures:
             if system.asyncio is NATIVE:
-                return {ASYNCIO + key: own[key] for key in ASYNCIO_KEYS
-                        if key in own} if first else {}
+                return {ASYNCIO + key: own[key] for key in ASYNCIO_KEYS if key in own}
             return run(system) if system.asyncio is not None else {}
         return measure
 
-    return [measured(run, index == 0) for index, run in enumerate(runs)]
+    return [measured(run) for run in runs]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import zmq
 
 from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
@@ -11,6 +14,35 @@ from pzq.zmqio import AnySocket
 
 NOTICE_AFTER_S = 1.0  # silence after which a waiting tool says what it waits for
 WaitNotice = Callable[[], None]  # called once a wait has lasted NOTICE_AFTER_S
+
+
+SocketOptions = dict[int, int | bytes]  # socket option -> its value
+
+
+def open_socket(context: zmq.Context[Any], kind: int, dsn: str | Sequence[str],
+                curve: ClientSecurity | None, options: SocketOptions,
+                socket_class: type[AnySocket] | None = None) -> Any:
+    """A socket of ``context`` (of ``socket_class``: the context's own by default), its
+    ``options`` set, connected to ``dsn`` (a list: the socket spreads over them)."""
+    socket = context.socket(kind, socket_class=socket_class)
+    try:
+        for option, value in options.items():
+            socket.setsockopt(option, value)
+        connect(socket, dsn, curve)
+    except BaseException:
+        socket.close(0)
+        raise
+    return socket
+
+
+def opener(context: zmq.Context[zmq.Socket[bytes]] | None, dsn: str | Sequence[str],
+           curve: ClientSecurity | None) -> Callable[[int, SocketOptions], zmq.Socket[bytes]]:
+    """A sync shell's ``open_socket`` for pzq.client.setup: plain sockets of ``context``
+    (default: the process's), connected to ``dsn``."""
+    def open_plain(kind: int, options: SocketOptions) -> zmq.Socket[bytes]:
+        return cast(zmq.Socket[bytes], open_socket(context or zmq.Context.instance(), kind,
+                                                   dsn, curve, options))
+    return open_plain
 
 
 def connect(socket: AnySocket, dsn: str | Sequence[str],

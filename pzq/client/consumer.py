@@ -17,10 +17,10 @@ from typing import Any, cast
 
 import zmq
 
-from pzq.client.common import connect, remaining_ms
+from pzq.client import setup
+from pzq.client.common import opener, remaining_ms
 from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
-from pzq.client.sessions.consumer import ConsumerSession
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
@@ -41,12 +41,8 @@ class Consumer:
 
     def __init__(self, dsn: str | Sequence[str], context: Context | None = None,
                  prefetch: int = 256, curve: ClientSecurity | None = None) -> None:
-        self._session = ConsumerSession(Message, self)
-        self._context = context or zmq.Context.instance()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 1000)
-        self._socket.setsockopt(zmq.RCVHWM, prefetch)
-        connect(self._socket, dsn, curve)
+        self._session, self._socket = setup.consumer(
+            prefetch, Message, self, opener(context, dsn, curve))
 
     @property
     def malformed(self) -> int:

@@ -18,20 +18,20 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import zmq
 
-from pzq.client.common import NOTICE_AFTER_S, WaitNotice, connect, remaining_ms
+from pzq.client import setup
+from pzq.client.common import NOTICE_AFTER_S, WaitNotice, opener, remaining_ms
 from pzq.client.message import Message
-from pzq.client.sessions.group import GroupSession, Out
+from pzq.client.session_views import GroupView
+from pzq.client.sessions.group import Out
+from pzq.client.setup import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from pzq.protocol import consume as consume_wire
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context, recv_frames, send_frames
 
-# ZeroMQ heartbeats towards the node: a node that stops answering for this long is
-# taken as gone, and the socket connects again.
-HEARTBEAT_IVL_MS = 1000
-HEARTBEAT_TIMEOUT_MS = 3000
+__all__ = ["HEARTBEAT_IVL_MS", "HEARTBEAT_TIMEOUT_MS", "GroupConsumer"]
 
 
-class GroupConsumer:
+class GroupConsumer(GroupView[Message]):
     """Receives the deliveries of one consumer group, at most ``window`` unacked."""
 
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
@@ -40,19 +40,11 @@ class GroupConsumer:
                  timeout: float | None = 10.0, notice: WaitNotice | None = None,
                  declare: bool = False, confirm: bool = False,
                  protocol: int = consume_wire.LATEST_PROTOCOL) -> None:
-        self._context = context or zmq.Context.instance()
-        self._socket = self._context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.LINGER, 1000)
-        self._socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
-        self._socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
-        # No receive limit: credits bound what the node sends. A full queue would
-        # stop the I/O thread reading, PINGs too, and a busy consumer would look dead.
-        self._socket.setsockopt(zmq.RCVHWM, 0)
-        connect(self._socket, dsn, curve)
         subscribe = consume_wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
-                                   declare=declare, protocol=protocol)
+                                           declare=declare, protocol=protocol)
         now = time.monotonic()
-        self._session = GroupSession(subscribe, Message, self, now)
+        self._session, self._socket = setup.group_consumer(
+            subscribe, Message, self, now, opener(context, dsn, curve))
         self._socket.send_multipart(self._session.consume(now))
         try:
             self._await_consuming(timeout, notice)
@@ -63,34 +55,8 @@ class GroupConsumer:
     # -- what the session knows ------------------------------------------------------
 
     @property
-    def subscribe(self) -> consume_wire.Subscribe:
-        """What it asked for (protocol 1 once an older node refused protocol 2)."""
-        return self._session.subscribe
-
-    @property
-    def protocol(self) -> int:
-        """What the node's CONSUMING agreed to."""
-        return self._session.protocol
-
-    @property
     def heartbeat_s(self) -> float:
         return self._session.heartbeat_s
-
-    @property
-    def errors(self) -> list[str]:
-        """ERROR answers to ACK or NACK (and the others), in the order they came."""
-        return self._session.errors
-
-    @property
-    def malformed(self) -> int:
-        """Frames from the node that were nothing it sends (dropped)."""
-        return self._session.malformed
-
-    @property
-    def arrived(self) -> int:
-        """Deliveries decoded already (the rest of a batch), which receive returns
-        without waiting."""
-        return len(self._session.arrived)
 
     @property
     def socket(self) -> zmq.Socket[bytes]:

@@ -10,19 +10,14 @@ thread that made it.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Sequence
 
 import zmq
 
-from pzq.client.common import connect, remaining_ms
-from pzq.client.sessions.producer import (
-    KEEP_ACKS,
-    Moment,
-    ProducerSession,
-    time_headers,
-    topic_headers,
-)
+from pzq.client import setup
+from pzq.client.common import opener, remaining_ms
+from pzq.client.session_views import ProducerView
+from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
@@ -30,7 +25,7 @@ from pzq.zmqio import Context
 __all__ = ["KEEP_ACKS", "Moment", "Producer", "time_headers", "topic_headers"]
 
 
-class Producer:
+class Producer(ProducerView):
     """Sends messages and collects their ACKs, keeping up to ``window`` unanswered.
 
     A long-lived producer stays the same size: it keeps the last ``keep_acks`` ACKs
@@ -43,51 +38,21 @@ class Producer:
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
                  context: Context | None = None, curve: ClientSecurity | None = None,
                  keep_acks: int = KEEP_ACKS, batch: int | None = None) -> None:
-        self._session = ProducerSession(window, batch, keep_acks)
-        self._context = context or zmq.Context.instance()
-        self._socket = self._context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.LINGER, 1000)
-        self._socket.setsockopt(zmq.SNDHWM, max(1000, window * 2))
-        self._socket.setsockopt(zmq.RCVHWM, max(1000, window * 2))
-        connect(self._socket, dsn, curve)
-
-    @property
-    def window(self) -> int:
-        return self._session.window
-
-    @property
-    def batch(self) -> int:
-        return self._session.batch
+        self._session, self._socket = setup.producer(
+            window, batch, keep_acks, opener(context, dsn, curve))
 
     @property
     def keep_acks(self) -> int:
         return self._session.keep_acks
 
     @property
-    def protocol(self) -> int:
-        """2 once the node said it speaks produce batches."""
-        return self._session.protocol
-
-    @property
     def acks_dropped(self) -> int:
         return self._session.acks_dropped
-
-    @property
-    def latencies(self) -> deque[float]:
-        """Seconds from send to ACK, in ACK order, the last ``keep_acks``."""
-        return self._session.latencies
-
-    @property
-    def outstanding(self) -> int:
-        return len(self._session.unanswered)
 
     @property
     def socket(self) -> zmq.Socket[bytes]:
         """Its socket, to wait on beside others (a routed producer's)."""
         return self._socket
-
-    def next_msg_id(self) -> bytes:
-        return self._session.next_msg_id()
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
              msg_id: bytes | None = None, timeout: float | None = 30.0,

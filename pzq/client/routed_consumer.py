@@ -14,6 +14,7 @@ from typing import Any
 
 import zmq
 
+from pzq.client import setup
 from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
 from pzq.client.route_table import RouteTable
@@ -29,9 +30,7 @@ class RoutedGroupConsumer:
         self.table = routes if isinstance(routes, RouteTable) else RouteTable(routes, curve)
         self.topic, self.group, self.window = topic, group, window
         self.curve = curve
-        # GroupConsumer's: filter, start, confirm, ...; each node makes the group when it
-        # has none (a group lives on each node), and a node that is down is not waited for
-        self.options = {"declare": True, "timeout": 3.0, **options}
+        self.options = setup.routed_group_options(options)  # GroupConsumer's, each node's
         self._context = context or zmq.Context.instance()
         self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
         self._join_new()

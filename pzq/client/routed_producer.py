@@ -15,6 +15,7 @@ import zmq
 
 from pzq.client.producer import Producer
 from pzq.client.route_table import RouteTable
+from pzq.client.session_views import RoutedProducerView
 from pzq.client.sessions.producer import Moment, time_headers
 from pzq.client.sessions.routed_producer import (
     RESEND_AFTER_S,
@@ -29,7 +30,7 @@ from pzq.zmqio import Context
 UNKNOWN_OWNER_POLL_S = 0.1  # how often the table is asked while an owner is unknown
 
 
-class RoutedProducer:
+class RoutedProducer(RoutedProducerView):
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str,
                  window: int = 100, context: Context | None = None,
                  curve: ClientSecurity | None = None, batch: int | None = None,
@@ -43,20 +44,6 @@ class RoutedProducer:
         self._session = RoutedProducerSession(self.table, topic, resend_after)
         self._context = context or zmq.Context.instance()
         self._producers: dict[str, Producer] = {}  # receive endpoint -> its producer
-
-    @property
-    def outstanding(self) -> int:
-        return len(self._session.sent)
-
-    @property
-    def moved(self) -> int:
-        """Messages sent again to another node after a MOVED."""
-        return self._session.moved
-
-    @property
-    def resent(self) -> int:
-        """Messages sent again to another node after a silence."""
-        return self._session.resent
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
              timeout: float = 30.0, key: bytes | str | None = None, tag: str | None = None,

@@ -95,6 +95,40 @@ def test_ratios_are_taken_within_each_repeat():
         "msg/s", "20.0", "40.0", "0.50", "(0.25-0.80)"]
 
 
+class RecordedWorkloads:
+    """Workloads that only note the order they are asked for in."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    def _note(self, name: str, client: object) -> dict[str, float]:
+        self.order.append(name if client is None else "aio " + name)
+        return {}
+
+    def produce(self, system, fsync, client=None):
+        return self._note("produce fsync" if fsync else "produce", client)
+
+    def drain(self, system, groups, client=None):
+        return self._note(f"drain {len(groups)}", client)
+
+    def end_to_end(self, system, client=None):
+        return self._note("e2e", client)
+
+    def redelivery(self, system, killed):
+        return self._note(f"redelivery {'killed' if killed else 'hung'}", None)
+
+
+def test_each_asyncio_workload_runs_right_after_its_sync_twin():
+    workloads = RecordedWorkloads()
+    peers.run_repeat(workloads, [peers.peer_pzq.system()])
+    assert workloads.order == ["produce", "aio produce", "produce fsync", "drain 1",
+                               "aio drain 1", "drain 3", "e2e", "aio e2e",
+                               "redelivery killed", "redelivery hung"]
+    workloads = RecordedWorkloads()
+    peers.run_repeat(workloads, [peers.peer_pzq.system()], asyncio=False)
+    assert "aio produce" not in workloads.order
+
+
 def peers_installed() -> list[str]:
     return [name for name, system in (("redis", peers.peer_redis.system()),
                                       ("nats", peers.peer_nats.system()))

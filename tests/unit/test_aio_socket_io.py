@@ -9,8 +9,9 @@ import asyncio
 import pytest
 import zmq
 
-from pzq.aio.socket_io import Outbox, wait_events
+from pzq.aio.socket_io import AsyncSocket, Outbox, wait_any, wait_events
 from pzq.errors import ClientClosed
+from pzq.zmqio import recv_frames
 from tests.support.aio import run
 
 pytestmark = pytest.mark.timeout(30)
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.timeout(30)
 
 def test_what_the_socket_cannot_take_waits_and_goes_in_order_whole(aio_context):
     async def main() -> None:
-        dealer = aio_context.socket(zmq.DEALER)
+        dealer = aio_context.socket(zmq.DEALER, socket_class=AsyncSocket)
         dealer.setsockopt(zmq.SNDHWM, 1)
         dealer.setsockopt(zmq.LINGER, 0)
         endpoint = "inproc://outbox-order"
@@ -42,7 +43,7 @@ def test_what_the_socket_cannot_take_waits_and_goes_in_order_whole(aio_context):
 
 def test_a_close_under_a_wait_is_client_closed_and_a_cancel_stays_a_cancel(aio_context):
     async def main() -> None:
-        socket = aio_context.socket(zmq.DEALER)
+        socket = aio_context.socket(zmq.DEALER, socket_class=AsyncSocket)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect("inproc://nobody-here")
         waiting = asyncio.create_task(wait_events(socket, zmq.POLLIN, None, "consumer"))
@@ -57,4 +58,30 @@ def test_a_close_under_a_wait_is_client_closed_and_a_cancel_stays_a_cancel(aio_c
             await waiting
         with pytest.raises(ClientClosed, match="the consumer is closed"):
             await wait_events(socket, zmq.POLLIN, 1, "consumer")
+    run(main())
+
+
+def test_a_wait_on_several_sockets_wakes_at_the_first_input_and_leaves_no_waiter(aio_context):
+    async def main() -> None:
+        pairs = []
+        for name in ("a", "b"):
+            ours = aio_context.socket(zmq.PAIR, socket_class=AsyncSocket)
+            theirs = aio_context.socket(zmq.PAIR)
+            for socket in (ours, theirs):
+                socket.setsockopt(zmq.LINGER, 0)
+            ours.bind(f"inproc://several-{name}")
+            theirs.connect(f"inproc://several-{name}")
+            pairs.append((ours, theirs))
+        (a, _), (b, b_peer) = pairs
+        assert not await wait_any([a, b], zmq.POLLIN, 0.05)  # nothing: False at the timeout
+        waiting = asyncio.create_task(wait_any([a, b], zmq.POLLIN, 5))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        b_peer.send(b"hello")
+        assert await waiting
+        assert recv_frames(b) == [b"hello"]  # the wait took nothing
+        assert not a._waiters and not b._waiters
+        for ours, theirs in pairs:
+            ours.close(0)
+            theirs.close(0)
     run(main())

@@ -91,10 +91,9 @@ class Dones:
             for seq in seqs:
                 own.ack(batch, seq)
             return
-        origin_down = not self.peers.node_alive(origin, now)
-        for seq in seqs:
-            self.takeovers.forget(origin, seq)
-            self.replicas.remove(batch, origin, seq, tombstone=origin_down)
+        self.takeovers.forget_all(origin, seqs)
+        self.replicas.remove_all(batch, origin, seqs,
+                                 tombstone=not self.peers.node_alive(origin, now))
 
     def apply_done(self, origin: bytes, group: str, seqs: list[int], batch: Batch,
                    own: DeliveryState) -> None:

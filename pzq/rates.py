@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections import deque
+from collections import Counter, deque
+from functools import partial
 
 SAMPLE_EVERY_S = 0.5
 KEEP_S = 61.0
@@ -77,11 +78,13 @@ class LatencyHistogram:
         self.sum_s += latency_s
 
     def add_all(self, latencies_s: list[float]) -> None:
-        counts, bounds, total = self._counts, self.bounds_s, self.sum_s
-        for latency in latencies_s:
-            counts[bisect.bisect_left(bounds, latency)] += 1
-            total += latency  # in turn, as ``add`` would
-        self.sum_s = total
+        """``add`` of each, the buckets found and the sum taken in C (an ACK's many)."""
+        counts = self._counts
+        for at, count in Counter(map(partial(bisect.bisect_left, self.bounds_s),
+                                     latencies_s)).items():
+            counts[at] += count
+        # summed in turn, as ``add`` would (the last of the running sums)
+        self.sum_s = deque(itertools.accumulate(latencies_s, initial=self.sum_s), maxlen=1)[0]
 
     def snapshot(self) -> dict[str, object]:
         """Cumulative counts per upper bound (seconds, as text), as Prometheus reads them."""

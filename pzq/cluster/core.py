@@ -23,6 +23,8 @@ on the node's hub (pzq.events).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import compress
+from operator import not_
 from typing import Any
 
 from pzq.clock import Now
@@ -258,6 +260,15 @@ class ClusterCore(Participant):
             self.removed_own([seq])
         else:
             self.done_own(group, [seq])
+
+    def removed_all(self, origin: bytes, seqs: list[int], group: str,
+                    finals: list[bool]) -> None:
+        """``removed`` of each seq (``finals``: each one's final), told in two lists."""
+        if origin != self.node_id:
+            self.removed_taken_over(origin, seqs, group)
+            return
+        self.removed_own(list(compress(seqs, finals)))
+        self.done_own(group, list(compress(seqs, map(not_, finals))))
 
     def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
                      now: float) -> None:

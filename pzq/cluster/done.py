@@ -100,13 +100,12 @@ class Dones:
                 self.gone_own(batch, seq, own)
             return
         origin_down = not self.peers.node_alive(origin, now)
-        for seq in seqs:
-            if self.copies.remove(batch, origin, seq):  # a scheduled copy: released
-                if origin_down:
-                    self.replicas.tombstone(batch, origin, seq)
-                continue
-            self.takeovers.forget(origin, seq)
-            self.replicas.remove(batch, origin, seq, tombstone=origin_down)
+        released, seqs = self.copies.remove_any(batch, origin, seqs)
+        if origin_down:  # a scheduled copy released: the origin learns it at its return
+            for seq in released:
+                self.replicas.tombstone(batch, origin, seq)
+        self.takeovers.forget_all(origin, seqs)
+        self.replicas.remove_all(batch, origin, seqs, tombstone=origin_down)
 
     def gone_own(self, batch: Batch, seq: int, own: DeliveryState) -> None:
         """An own message done with elsewhere (a peer's tombstone or remove): acked, or,

@@ -66,6 +66,9 @@ class Cluster(Protocol):
     def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
                 final: bool = True) -> None: ...
 
+    def removed_all(self, origin: bytes, seqs: list[int], group: str,
+                    finals: list[bool]) -> None: ...  # ``removed`` of each seq
+
     def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
                      now: float) -> None: ...
 
@@ -128,6 +131,10 @@ class NoCluster:
 
     def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
                 final: bool = True) -> None:
+        pass
+
+    def removed_all(self, origin: bytes, seqs: list[int], group: str,
+                    finals: list[bool]) -> None:
         pass
 
     def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],

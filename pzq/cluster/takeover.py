@@ -145,6 +145,13 @@ class Takeovers(Participant):
             if group in (None, name):
                 named.forget(seq)
 
+    def forget_all(self, origin: bytes, seqs: list[int]) -> None:
+        """``forget`` of each seq by every group (nothing to do, mostly: the origin is
+        up and nothing of it is taken over)."""
+        if origin in self.states or self.groups.get(origin):
+            for seq in seqs:
+                self.forget(origin, seq)
+
     def every_state(self) -> list[DeliveryState]:
         return [state for origin in self.states for state in self._all(origin)]
 

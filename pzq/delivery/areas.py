@@ -36,7 +36,7 @@ class Area(Protocol):
     def keep_delivered_below(self, batch: Batch, seq: int) -> None: ...
     def get(self, seq: int) -> bytes | None: ...
     def delete(self, batch: Batch, seq: int, size: int) -> None: ...
-    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]: ...
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]: ...
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def group_names(self, seq: int) -> tuple[str, ...]: ...
@@ -49,11 +49,11 @@ def load_delivered_below(store: Store, group_id: int) -> int:
     return 0 if stored is None else int(keyspace.SEQ.unpack(stored)[0])
 
 
-def delete_each(area: Area, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
-    """Area.delete_all one (seq, size) at a time: for each, whether no group held it
-    any more (asked before its delete)."""
+def delete_each(area: Area, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+    """Area.delete_all one seq (and its size) at a time: for each, whether no group held
+    it any more (asked before its delete)."""
     finals = []
-    for seq, size in deletes:
+    for seq, size in zip(seqs, sizes, strict=True):
         finals.append(area.would_release(seq))
         area.delete(batch, seq, size)
     return finals
@@ -86,10 +86,10 @@ class OwnArea:
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         batch.delete_message(seq, size)
 
-    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
-        """Each (seq, size) deleted; for each, whether it left the store (always)."""
-        batch.delete_messages(deletes)
-        return [True] * len(deletes)
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+        """Each seq (of its size) deleted; for each, whether it left the store (always)."""
+        batch.delete_messages(seqs, sum(sizes))
+        return [True] * len(seqs)
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         batch.rewrite_message(seq, value)
@@ -169,8 +169,8 @@ class TakeoverArea:
         self.replicas.group_done(batch, self.node_id, seq, self.group,
                                  tombstone=self.group == DEFAULT_GROUP)
 
-    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
-        return delete_each(self, batch, deletes)
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+        return delete_each(self, batch, seqs, sizes)
 
     def group_names(self, seq: int) -> tuple[str, ...]:
         """For the archive: the groups holding the copy (none named: only default)."""

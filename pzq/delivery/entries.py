@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import repeat
+from operator import attrgetter
 from typing import Generic, Protocol, TypeVar
 
 
@@ -12,6 +14,7 @@ class Sized(Protocol):
 
 
 E = TypeVar("E", bound=Sized)
+VALUE = attrgetter("value")
 
 
 class OrderedEntries(Generic[E]):
@@ -54,6 +57,16 @@ class OrderedEntries(Generic[E]):
         if entry is not None:
             self.bytes -= len(entry.value)
         return entry
+
+    def _remove_all(self, seqs: list[int]) -> tuple[list[E], list[int]]:
+        """``_remove`` of each seq, the table walked in C: the entries removed, and the
+        seqs it did not hold (a seq given twice is held once)."""
+        found = list(map(self._entries.pop, seqs, repeat(None)))
+        removed = [entry for entry in found if entry is not None]
+        self.bytes -= sum(map(len, map(VALUE, removed)))
+        missing = ([] if len(removed) == len(seqs)
+                   else [seq for seq, entry in zip(seqs, found, strict=True) if entry is None])
+        return removed, missing
 
     def clear(self) -> None:
         self._entries.clear()

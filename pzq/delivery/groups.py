@@ -14,7 +14,10 @@ A group's delivery counts are its own: the stored record's bookkeeping belongs t
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import compress, repeat
+from typing import cast
 
+from pzq.bulk import each
 from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, delete_each, load_delivered_below
 from pzq.delivery.settings import DeliverySettings
 from pzq.store import keyspace, record
@@ -110,8 +113,19 @@ class DefaultArea(OwnArea):
             self.topics.keep_default(topic)  # read on --send-dsn: it stays so
         self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
 
-    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
-        return delete_each(self, batch, deletes)
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+        """``delete`` of each seq, in bulk when every one was read here and they are of
+        one topic (the common ACK); else one by one."""
+        abouts = [about for about in map(self._described.get, seqs) if about is not None]
+        topic = abouts[0][0] if abouts else None
+        if (topic is None or len(abouts) < len(seqs)
+                or [about for about in abouts if about[0] is not topic]):
+            return delete_each(self, batch, seqs, sizes)
+        each(self._described.pop, seqs, repeat(None))
+        if topic.default_rule == DEFAULT_UNCLAIMED and not topic.groups:
+            self.topics.keep_default(topic)  # read on --send-dsn: it stays so
+        return self.topics.done_all(batch, topic, DEFAULT_GROUP_ID, seqs,
+                                    [tag for _, tag in abouts], sizes)
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
         topic, tag = self._about(seq) or self.topics.describe(value)
@@ -381,23 +395,28 @@ class GroupArea:
         if tag is not None:
             self.topics.done(batch, seq, self.group.topic, tag, size, self.group.id)
 
-    def delete_all(self, batch: Batch, deletes: list[tuple[int, int]]) -> list[bool]:
-        """``delete`` of each (seq, size), the topic's bookkeeping done for all at once;
-        for each, whether it left the store (no other group holds it)."""
-        if self._counted:
-            for seq, _ in deletes:
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+        """``delete`` of each seq, the topic's bookkeeping done for all at once; for
+        each, whether it left the store (no other group holds it)."""
+        if self._counted:  # delivered more than once: their counts go
+            for seq in self._counted.intersection(seqs):
                 self._forget_count(batch, seq)
-        tags = self._tags
-        done: list[tuple[int, bytes, int]] = []  # seq, tag, size
-        known = []  # whether the message was still stored (else not done: not final)
-        for seq, size in deletes:
-            tag = tags.pop(seq, None)
-            if tag is None:
-                tag = self._tag(seq)
-            known.append(tag is not None)
-            if tag is not None:
-                done.append((seq, tag, size))
-        released = iter(self.topics.done_all(batch, self.group.topic, self.group.id, done))
+        tags = list(map(self._tags.pop, seqs, repeat(None)))
+        if None in tags:
+            return self._delete_read_again(batch, seqs, tags, sizes)
+        return self.topics.done_all(batch, self.group.topic, self.group.id, seqs,
+                                    cast(list[bytes], tags), sizes)
+
+    def _delete_read_again(self, batch: Batch, seqs: list[int], tags: list[bytes | None],
+                           sizes: list[int]) -> list[bool]:
+        """``delete_all`` where some tags were not kept (read from the store again);
+        a message no longer stored is not done with here (not final)."""
+        tags = [self._tag(seq) if tag is None else tag
+                for seq, tag in zip(seqs, tags, strict=True)]
+        known = [tag is not None for tag in tags]
+        released = iter(self.topics.done_all(
+            batch, self.group.topic, self.group.id, list(compress(seqs, known)),
+            cast(list[bytes], list(compress(tags, known))), list(compress(sizes, known))))
         return [next(released) if stored else False for stored in known]
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:

@@ -52,6 +52,7 @@ class InFlightTable(OrderedEntries[InFlight]):
 
     # (the same function, no call in between: one for every ACK)
     pop = OrderedEntries._remove
+    pop_all = OrderedEntries._remove_all
 
     def expire(self, now_us: int) -> list[InFlight]:
         """Remove and return every entry whose deadline has passed."""

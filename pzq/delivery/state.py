@@ -18,6 +18,7 @@ whether another node has a message out (pzq.delivery.held), given at creation.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 from pzq.counters import Counters
 from pzq.delivery.areas import Area
@@ -38,6 +39,7 @@ from pzq.store.batch import Batch, Participant
 # with this one; False: no consumer can take it now. The endpoint encodes it.
 Outlet = Callable[[int, bytes, bytes, int], bool]
 CURSOR_CHUNK = 256
+SEQ_OF, VALUE_OF = attrgetter("seq"), attrgetter("value")  # of entries, in C
 
 
 class DeliveryState(Participant):
@@ -148,29 +150,39 @@ class DeliveryState(Participant):
         return entry
 
     def ack_all(self, batch: Batch, seqs: list[int]
-                ) -> tuple[list[tuple[InFlight, bool]], list[int]]:
-        """``ack`` of each seq, their deletes handed to the area in one call: the entries
-        removed, each with whether its message left the store (no other group holds
-        it), and the seqs not known."""
+                ) -> tuple[list[InFlight], list[bool], list[int]]:
+        """``ack`` of each seq, the in-flight table and the area's deletes done in bulk:
+        the entries removed, for each whether its message left the store (no other
+        group holds it), and the seqs not known."""
         self._table_full = False
-        pop, deleting = self.inflight.pop, self.owed.deleting
-        found: list[InFlight] = []
-        deletes: list[tuple[int, int]] = []
+        found, missing = self.inflight.pop_all(seqs)
+        self._owe_deletes(found)  # (before the look at the others: a key ACKed twice)
         unknown: list[int] = []
-        for seq in seqs:
-            entry = pop(seq)
-            if entry is None:
-                entry = self._acked_late(batch, seq)
-                if entry is None:
-                    unknown.append(seq)
-                    continue
-            size = len(entry.value)
-            deleting[seq] = size  # before the next seq's look (a key ACKed twice)
-            deletes.append((seq, size))
-            found.append(entry)
-        finals = self.area.delete_all(batch, deletes)
+        if missing:  # given back, or stored only: one by one
+            found += self._acked_late_all(batch, missing, unknown)
+        finals = self.area.delete_all(batch, list(map(SEQ_OF, found)),
+                                      list(map(len, map(VALUE_OF, found))))
         self.counters.acked += len(found)
-        return list(zip(found, finals, strict=True)), unknown
+        return found, finals, unknown
+
+    def _owe_deletes(self, entries: list[InFlight]) -> None:
+        """Their deletes go with the batch being built (and again if it fails)."""
+        self.owed.deleting.update(zip(map(SEQ_OF, entries), map(len, map(VALUE_OF, entries)),
+                                      strict=True))
+
+    def _acked_late_all(self, batch: Batch, seqs: list[int], unknown: list[int]
+                        ) -> list[InFlight]:
+        """``_acked_late`` of each seq, its delete owed before the next one's look (a
+        key ACKed twice); the unknown ones added to ``unknown``."""
+        late = []
+        for seq in seqs:
+            entry = self._acked_late(batch, seq)
+            if entry is None:
+                unknown.append(seq)
+            else:
+                self.owed.deleting[seq] = len(entry.value)
+                late.append(entry)
+        return late
 
     def _acked_late(self, batch: Batch, seq: int) -> InFlight | None:
         """An ACK of a message no longer in flight: given back and waiting, or only in

@@ -68,7 +68,8 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     endpoints = node.config.endpoints
     replays = Replays(node.store, node.topics, node.archiving.logs, node.config.delivery,
                       node.config.replay_rate, node.hub)
-    answers = GroupAnswers(node.archiving, replays.removed_filter(node.cluster.removed))
+    answers = GroupAnswers(node.archiving, replays.removed_filter(node.cluster.removed),
+                           replays.removed_all_filter(node.cluster.removed_all))
     parts.add(NodeUpkeep(node.store, node.topics))
     parts.add(AuthorizationPart(node.authorization, node.hub))
     parts.add(node.cluster.open_part(wiring.context, wiring.security, node.delivery,

@@ -51,5 +51,11 @@ def parse_message_keys(keys: list[bytes] | tuple[bytes, ...]) -> list[tuple[byte
             for key, (_, seq) in zip(keys, RAW_KEY.iter_unpack(raw), strict=True)]
 
 
+def first_bad_key(keys: list[bytes]) -> int:
+    """The index of the first of ``keys`` that is no message key (len(keys): none)."""
+    fullmatch = MESSAGE_KEY_PATTERN.fullmatch
+    return next((at for at, key in enumerate(keys) if fullmatch(key) is None), len(keys))
+
+
 def is_node_id(frame: bytes) -> bool:
     return NODE_ID_PATTERN.fullmatch(frame) is not None

@@ -47,6 +47,7 @@ USAGE = ("usage: REPLAY GROUP topic group from=earliest|TIME|OFFSET [to=TIME|OFF
          "or REPLAY CANCEL id")
 # origin, seq, group, final: a group was done with a message (pzq.serving.answers)
 Removed = Callable[[bytes, int, str, bool], None]
+RemovedAll = Callable[[bytes, list[int], str, list[bool]], None]
 
 
 class Replay:
@@ -116,6 +117,15 @@ class Replays(Part, Participant):
         def filtered(origin: bytes, seq: int, group: str, final: bool) -> None:
             if origin not in replays:
                 removed(origin, seq, group, final)
+        return filtered
+
+    def removed_all_filter(self, removed_all: RemovedAll) -> RemovedAll:
+        """``removed_all`` for every message but a replay's."""
+        replays = self.replays
+
+        def filtered(origin: bytes, seqs: list[int], group: str, finals: list[bool]) -> None:
+            if origin not in replays:
+                removed_all(origin, seqs, group, finals)
         return filtered
 
     # -- loading -------------------------------------------------------------------

@@ -12,6 +12,7 @@ is that one's now (its credit comes back, nothing more).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import repeat
 
 from pzq.archive.contract import ArchiveWrites
 from pzq.delivery.state import DeliveryState
@@ -29,21 +30,25 @@ BULK_ACK_KEYS = 4
 
 # origin, seq, group, final: done with here; final: deleted, drop the copies
 Removed = Callable[[bytes, int, str, bool], None]
+# the same for many seqs of one origin, each with its final
+RemovedAll = Callable[[bytes, list[int], str, list[bool]], None]
 
 
 class GroupAnswers:
-    def __init__(self, archiving: ArchiveWrites, removed: Removed) -> None:
+    def __init__(self, archiving: ArchiveWrites, removed: Removed,
+                 removed_all: RemovedAll) -> None:
         self.archiving = archiving
         self.removed = removed
+        self.removed_all = removed_all
         # With an archive a message's last holder writes it before its delete, one by
-        # one; without, ACKs are done with in bulk.
+        # one (the rest of an ACK of many keys is done in bulk all the same).
         self.archives = archiving.writes
 
     def answer(self, batch: Batch, consumer: ServedConsumer, ok: bool, keys: Iterable[bytes],
                now_us: int, mono: float, due_us: int = 0) -> None:
         """ACK (``ok``) or NACK each key (a NACK's message goes again at ``due_us``)."""
         keys = keys if isinstance(keys, (list, tuple)) else list(keys)
-        if ok and not self.archives and len(keys) >= BULK_ACK_KEYS:
+        if ok and len(keys) >= BULK_ACK_KEYS:
             parsed = parse_message_keys(keys)
             if parsed is not None:  # else one is no key: each in turn, up to that one
                 self._ack_all(batch, consumer, parsed, now_us, mono)
@@ -78,44 +83,47 @@ class GroupAnswers:
 
     def _ack_all(self, batch: Batch, consumer: ServedConsumer, keys: list[Key], now_us: int,
                  mono: float) -> None:
-        """ACKs of many keys with no archive to write first: each state's messages are
-        done with in one call (``ack`` for each, in bulk)."""
+        """ACKs of many keys: each state's messages are done with in one call (``ack``
+        for each, in bulk, the keys walked in C), after the archive's writes."""
         deliveries = consumer.group
+        if consumer.overdue:  # those it let expire: their credit comes back
+            consumer.overdue.difference_update(keys)
         own_id = deliveries.state.area.node_id
-        overdue = consumer.overdue
-        by_origin: dict[bytes, list[int]] = {own_id: []}
-        for held_key in keys:
-            if overdue and held_key in overdue:  # it let this one expire: credit back
-                overdue.discard(held_key)
-            seqs = by_origin.get(held_key[0])
-            if seqs is None:
-                seqs = by_origin[held_key[0]] = []
-            seqs.append(held_key[1])
-        for origin, seqs in by_origin.items():
+        origins = {origin for origin, _ in keys}
+        by_origin = ({own_id: keys} if origins == {own_id}
+                     else {origin: [key for key in keys if key[0] == origin]
+                           for origin in origins})  # taken-over messages too
+        for origin, held_keys in by_origin.items():
             state = deliveries.state_for(origin)
             if state is None:
-                deliveries.counters.unknown_acks += len(seqs)
-            elif seqs:
-                self._ack_from(batch, deliveries, state, origin, seqs, now_us, mono)
+                deliveries.counters.unknown_acks += len(held_keys)
+            else:
+                self._ack_from(batch, deliveries, state, origin, held_keys, now_us, mono)
 
     def _ack_from(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
-                  origin: bytes, seqs: list[int], now_us: int, mono: float) -> None:
-        owner = deliveries.owner
-        for seq in seqs:
-            holder = owner.pop((origin, seq), None)  # whoever has it now: it is done
-            if holder is not None:
-                holder.held.discard((origin, seq))
-        acked, unknown = state.ack_all(batch, seqs)
+                  origin: bytes, keys: list[Key], now_us: int, mono: float) -> None:
+        _let_go(deliveries, keys)
+        seqs = [seq for _, seq in keys]
+        if self.archives:
+            seqs = self._archived(batch, state, origin, seqs, now_us)
+        acked, finals, unknown = state.ack_all(batch, seqs)
         for seq in unknown:
             log.debug("ack_unknown", key=message_key(origin, seq).decode(),
                       group=deliveries.name)
-        removed, name = self.removed, deliveries.name
-        latencies = []
-        for entry, final in acked:
-            removed(origin, entry.seq, name, final)
-            if entry.sent_us:
-                latencies.append((now_us - entry.sent_us) / 1e6)
-        deliveries.latency.add_all(mono, latencies)
+        self.removed_all(origin, [entry.seq for entry in acked], deliveries.name, finals)
+        deliveries.latency.add_all(mono, [(now_us - entry.sent_us) / 1e6 for entry in acked
+                                          if entry.sent_us])
+
+    def _archived(self, batch: Batch, state: DeliveryState, origin: bytes, seqs: list[int],
+                  now_us: int) -> list[int]:
+        """The archive's write of each message whose last holder this group is, one by
+        one (each key once), before the ACKs; returns the seqs to ACK: one whose write
+        failed stays stored, to be delivered again."""
+        kept = {seq for seq in dict.fromkeys(seqs)
+                if state.area.would_release(seq)
+                and not self.archiving.acked(state, batch, message_key(origin, seq), seq,
+                                             now_us)}
+        return [seq for seq in seqs if seq not in kept] if kept else seqs
 
     def _nack(self, consumer: ServedConsumer, state: DeliveryState, held_key: Key,
               late: bool, due_us: int) -> None:
@@ -171,3 +179,12 @@ class GroupAnswers:
             deliveries.settle(expired=True)
         self.retire_dead(deliveries, now_us)
         return expired
+
+
+def _let_go(deliveries: GroupDelivery, keys: list[Key]) -> None:
+    """Whoever holds these deliveries now is done with them (the consumer that ACKed
+    them, mostly; another, if one expired and went there): the owners are dropped in C,
+    then each holder's set in one step."""
+    for holder in set(map(deliveries.owner.pop, keys, repeat(None))):
+        if holder is not None:
+            holder.held.difference_update(keys)

@@ -13,6 +13,8 @@ class ConsumerCount:
     def __init__(self, send: Socket) -> None:
         self.events = send.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self.connected = 0
+        # connections over inproc:// make no monitor events: none is ever counted
+        self.counts = not bytes(send.getsockopt(zmq.LAST_ENDPOINT)).startswith(b"inproc://")
 
     def update(self) -> None:
         while self.events.poll(0):

@@ -22,6 +22,7 @@ from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import frames
+from pzq.protocol.message_keys import first_bad_key
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import GroupDelivery, ServedConsumer
@@ -53,6 +54,10 @@ class SendEndpoint(Part):
         self.quiet_connections = QuietSocket(self.connections.events)
         self.reap_elsewhere = reap_elsewhere
         self._polled_out = False  # the last poll looked for room to deliver
+        # whether the socket may hold consumers' answers: polled only then (a node that
+        # only takes messages pays no EVENTS call a wake for it)
+        self._listening = True
+        self._answers_may_wait = True  # a connection came or went: look once more
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -90,9 +95,15 @@ class SendEndpoint(Part):
         self.socket.close()
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        """ACKs always; room to deliver only when there is something to deliver."""
-        self._polled_out = delivering and self.has_work(now.mono)
-        poller.register(self.socket, POLLIN | (POLLOUT if self._polled_out else 0))
+        """ACKs while consumers are connected, and once more after one came or went
+        (the answers it sent before it left are read); room to deliver only when there
+        is something to deliver. With no consumer the socket is not polled at all: each
+        ZeroMQ socket in the poll costs a wake an EVENTS call or two."""
+        self._listening = (self._answers_may_wait or not self.connections.counts
+                           or self.connections.connected > 0)
+        self._polled_out = self._listening and delivering and self.has_work(now.mono)
+        poller.register(self.socket, (POLLIN | (POLLOUT if self._polled_out else 0))
+                        if self._listening else 0)  # 0: out of the poll
         poller.register(self.quiet_connections.fd, POLLIN)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
@@ -100,33 +111,66 @@ class SendEndpoint(Part):
             self.reap(now.wall_us, self.reap_elsewhere(now.wall_us))
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
-        if events.get(self.socket, 0) & POLLIN:
+        answers = events.get(self.socket, 0) & POLLIN
+        if answers:
             self.take_acks(batch, now.wall_us, now.mono)
+        if self._listening:  # polled: what it said is all there was, or more comes
+            self._answers_may_wait = bool(answers)
         self.retire_dead(now.wall_us)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        """The poll said whether consumers had room, when it looked."""
+        """The poll said whether consumers had room, when it looked (and with none
+        connected there is none)."""
         if delivering:
-            room = bool(events.get(self.socket, 0) & POLLOUT) if self._polled_out else None
+            room = (bool(events.get(self.socket, 0) & POLLOUT) if self._polled_out
+                    else None if self._listening else False)
             self.deliver(now.wall_us, now.mono, room)
 
     def answer(self, events: Events, now: Now) -> None:
         if self.quiet_connections.due(events):
             self.connections.update()
             self.quiet_connections.served()
+            self._answers_may_wait = True
 
     # -- consumer ACKs ---------------------------------------------------------------
 
     def take_acks(self, batch: Batch, now_us: int, mono: float) -> None:
+        """Every answer waiting: the ACKs in a row applied in one call (one bulk ACK
+        for a wake's many consumer messages), each NACK in its turn."""
         answered = self.counters.acked + self.counters.nacked
+        acks: list[bytes] = []
         for raw in drain(self.socket, self.batch_size):
             try:
                 key, ok = frames.decode_consumer_ack(raw)
-                self.answers.answer(batch, self.pool, ok, (key,), now_us, mono)
-            except DecodeError as exc:  # a bad frame or key: nothing was applied
-                self.counters.bad_consumer_acks += 1
-                log.debug("consumer_ack_malformed", reason=str(exc))
+            except DecodeError as exc:  # a bad frame: nothing was applied
+                self._malformed(exc)
+                continue
+            if ok:
+                acks.append(key)
+                continue
+            self._ack_run(batch, acks, now_us, mono)
+            acks = []
+            try:
+                self.answers.answer(batch, self.pool, False, (key,), now_us, mono)
+            except DecodeError as exc:  # a bad key: nothing was applied
+                self._malformed(exc)
+        self._ack_run(batch, acks, now_us, mono)
         self.window.acked(self.counters.acked + self.counters.nacked - answered)
+
+    def _ack_run(self, batch: Batch, keys: list[bytes], now_us: int, mono: float) -> None:
+        """ACKs in a row. A key that is no message key stops their answer where it
+        stands (those before it are applied): it is counted, and the rest go on."""
+        while keys:
+            try:
+                self.answers.answer(batch, self.pool, True, keys, now_us, mono)
+                return
+            except DecodeError as exc:
+                self._malformed(exc)
+                keys = keys[first_bad_key(keys) + 1:]
+
+    def _malformed(self, exc: DecodeError) -> None:
+        self.counters.bad_consumer_acks += 1
+        log.debug("consumer_ack_malformed", reason=str(exc))
 
     def retire_dead(self, now_us: int) -> None:
         """Messages ``default`` gave up this wake (by a NACK past --max-deliveries)."""
@@ -144,8 +188,9 @@ class SendEndpoint(Part):
         """``room_known``: whether the last poll found room on the socket (None when
         it did not look); without room nothing is read that could not be sent."""
         self.window.update(now_us)
-        if room_known is False or (room_known is None and not writable(self.socket)):
-            return
+        if room_known is False or (room_known is None and not (self.has_work(mono)
+                                                               and writable(self.socket))):
+            return  # (nothing to send: no EVENTS call to ask for room)
         deliveries, pool = self.deliveries, self.pool
         for state in deliveries.sources(self.own_allowed(mono)):
             if not state.has_work():

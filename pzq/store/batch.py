@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import plyvel
 
+from pzq.bulk import each
 from pzq.store import keyspace
 
 
@@ -72,14 +73,13 @@ class Batch:
         self.byte_delta -= size
         self.operations += 1
 
-    def delete_messages(self, deletes: list[tuple[int, int]]) -> None:
-        """delete_message for each (seq, size), the counters changed once."""
-        delete, own_key = self._batch.delete, keyspace.own_key
-        for seq, _ in deletes:
-            delete(own_key(seq))
-        self.message_delta -= len(deletes)
-        self.byte_delta -= sum(size for _, size in deletes)
-        self.operations += len(deletes)
+    def delete_messages(self, seqs: list[int], size: int) -> None:
+        """delete_message for each seq (``size``: their bytes together), the counters
+        changed once."""
+        each(self._batch.delete, keyspace.own_keys(seqs))
+        self.message_delta -= len(seqs)
+        self.byte_delta -= size
+        self.operations += len(seqs)
 
     def dead_letter(self, seq: int, value: bytes, stored_size: int) -> None:
         """Move an own message that was delivered too often to the dead letters."""
@@ -115,9 +115,7 @@ class Batch:
         self.operations += 1
 
     def delete_keys(self, keys: list[bytes]) -> None:
-        delete = self._batch.delete
-        for key in keys:
-            delete(key)
+        each(self._batch.delete, keys)
         self.operations += len(keys)
 
     def write_with_metadata(self, next_seq: int, counters: bytes) -> None:

@@ -9,6 +9,9 @@ which the highest mark of each group, kept in memory, says without a read.
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import and_
+
 from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.store import Store
@@ -56,10 +59,40 @@ class GroupMarks:
                 break  # not on past deleted keys to find the end (see GroupArea.read)
         return done
 
+    def done_by_all(self, group_ids: list[int], seqs: list[int]) -> list[bool]:
+        """For each seq whether every one of ``group_ids`` is done with it: a read of
+        each mark, made in C (an ACK's many), none past a group's highest mark."""
+        done = [True] * len(seqs)
+        for group_id in group_ids:
+            done = list(map(and_, done, self._done_each(group_id, seqs)))
+        return done
+
+    def _done_each(self, group_id: int, seqs: list[int]) -> list[bool]:
+        if not seqs or min(seqs) > self.highest(group_id):  # no mark that far
+            return [False] * len(seqs)
+        stored = self.store.get_all(self.keys(group_id, seqs))
+        marking = self._marking
+        return [value is not None or (group_id, seq) in marking
+                for seq, value in zip(seqs, stored, strict=True)]
+
+    @staticmethod
+    def keys(group_id: int, seqs: list[int]) -> list[bytes]:
+        """The mark keys of ``seqs`` for ``group_id``, made in C."""
+        return list(map(keyspace.group_done_prefix(group_id).__add__,
+                        map(keyspace.SEQ.pack, seqs)))
+
     def mark(self, batch: Batch, group_id: int, seq: int) -> None:
         batch.put(keyspace.group_done_key(group_id, seq), b"")
         self._marking.add((group_id, seq))
         self._highest[group_id] = max(self.highest(group_id), seq)
+
+    def mark_all(self, batch: Batch, group_id: int, seqs: list[int]) -> None:
+        """``mark`` of each seq, the keys made in C."""
+        if not seqs:
+            return
+        batch.put_all(list(zip(self.keys(group_id, seqs), repeat(b""))))
+        self._marking.update(zip(repeat(group_id), seqs))
+        self._highest[group_id] = max(self.highest(group_id), max(seqs))
 
     def batch_ended(self) -> None:
         """Written (the marks are in the store) or failed (the delivery states redo

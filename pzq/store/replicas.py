@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
+from itertools import repeat
 
+from pzq.bulk import each
 from pzq.errors import DecodeError
 from pzq.protocol.cluster import DefaultReads, decode_default_reads
 from pzq.protocol.headers import topic_and_tag
@@ -144,6 +146,35 @@ class ReplicaStore(Participant):
             batch.put(keyspace.tombstone_key(origin, seq), b"")
             self._tombs[(origin, seq)] = True
             self._tomb_delta[origin] += 1
+
+    def remove_all(self, batch: Batch, origin: bytes, seqs: list[int], tombstone: bool) -> None:
+        """``remove`` of each seq: in bulk (the keys made, looked up and deleted in C)
+        when every copy is here and no tombstone or group mark is involved; else one
+        by one."""
+        reads = self.default_reads.get(origin)
+        if tombstone or (reads is not None and reads.groups) or len(set(seqs)) < len(seqs):
+            self._remove_each(batch, origin, seqs, tombstone)
+            return
+        pending = [(origin, seq) for seq in seqs]
+        store_keys = list(map(keyspace.replica_prefix(origin).__add__,
+                              map(keyspace.SEQ.pack, seqs)))
+        known = list(map(self._copies.get, pending))
+        if None in known:  # not put or deleted in this batch: the store says
+            stored = self.store.get_all(store_keys)
+            known = [held if held is not None else value is not None
+                     for held, value in zip(known, stored, strict=True)]
+        if not all(known):  # some not here (yet): remembered one by one
+            self._remove_each(batch, origin, seqs, tombstone)
+            return
+        batch.delete_keys(store_keys)
+        self._copies.update(zip(pending, repeat(False)))
+        self._count_delta[origin] -= len(seqs)
+        each(self._marks.pop, pending, repeat(None))  # (no groups: no marks stored)
+
+    def _remove_each(self, batch: Batch, origin: bytes, seqs: list[int],
+                     tombstone: bool) -> None:
+        for seq in seqs:
+            self.remove(batch, origin, seq, tombstone)
 
     def describe_topics(self, batch: Batch, origin: bytes, reads: DefaultReads) -> None:
         """The origin said what ``default`` reads of its topics: kept from now on."""

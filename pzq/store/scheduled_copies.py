@@ -87,6 +87,19 @@ class ScheduledCopies(Participant):
         self._delete(batch, origin, DUE.unpack(found)[0], seq)
         return True
 
+    def remove_any(self, batch: Batch, origin: bytes,
+                   seqs: list[int]) -> tuple[list[int], list[int]]:
+        """Drop whichever of ``seqs`` are scheduled copies held of ``origin``; returns
+        (those dropped, the others). Nothing is read when none of its copies is held
+        or coming: the common case of a REMOVE of ordinary copies costs no lookup."""
+        if not self.counts.get(origin) and not self._delta.get(origin):
+            return [], seqs
+        dropped: list[int] = []
+        others: list[int] = []
+        for seq in seqs:
+            (dropped if self.remove(batch, origin, seq) else others).append(seq)
+        return dropped, others
+
     def released(self, batch: Batch, copy: HeldCopy) -> None:
         self._delete(batch, copy.origin, copy.due_us, copy.seq)
 

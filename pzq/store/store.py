@@ -21,6 +21,7 @@ import shutil
 import struct
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import plyvel
@@ -321,6 +322,13 @@ class Store:
         """Up to ``limit`` own messages with seq >= start_seq, in arrival order."""
         return [(keyspace.own_seq(key), value) for key, value
                 in self.scan(keyspace.OWN_PREFIX, keyspace.own_key(start_seq), limit)]
+
+    def get_all(self, keys: list[bytes]) -> list[bytes | None]:
+        """``get`` of each key, the reads made in C (many at once)."""
+        try:
+            return list(map(partial(self._db.get, verify_checksums=True), keys))
+        except plyvel.CorruptionError as exc:
+            raise self._damaged(exc) from None
 
     def get_own(self, seq: int) -> bytes | None:
         return self.get(keyspace.own_key(seq))

@@ -20,7 +20,10 @@ pzq.store.topic_registry.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import compress, repeat
+from operator import not_
 
+from pzq.bulk import each
 from pzq.errors import PzqError
 from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
@@ -215,38 +218,74 @@ class Topics(TopicRegistry):
             self.counts.count_group(group, -1)
         self._leave(batch, seq, topic, others, size)
 
-    def done_all(self, batch: Batch, topic: Topic, group_id: int,
-                 done: list[tuple[int, bytes, int]]) -> list[bool]:
-        """``done`` for many (seq, tag, size) of one topic by one group: who holds each
-        is worked out once per tag where the seq no longer matters, the counts change
-        once. For each, whether the message was deleted."""
-        if not self._named_groups:
-            return [self.done(batch, seq, topic, tag, size, group_id)
-                    for seq, tag, size in done]
+    def done_all(self, batch: Batch, topic: Topic, group_id: int, seqs: list[int],
+                 tags: list[bytes], sizes: list[int]) -> list[bool]:
+        """``done`` for many messages of one topic by one group (each seq with its tag
+        and size): who holds them is worked out once per tag where the seq no longer
+        matters, the counts change once, the deletes go in bulk. For each, whether the
+        message was deleted."""
         self._release_asked = NOT_ASKED
+        if not self._named_groups:  # the single queue: nobody else holds anything
+            self._leave_all(batch, topic, seqs, sum(sizes), [])
+            return [True] * len(seqs)
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
         if group is not None and topic.log_from is not None:
-            counted_from = topic.log_from
-            uncounted = sum(1 for seq, _, _ in done if seq >= counted_from)
+            uncounted = sum(map(topic.log_from.__le__, seqs))  # counted(): in C
             if uncounted:
                 self.counts.count_group(group, -uncounted)
-        released, leaving, marked = self._release_or_mark(topic, group_id, done)
+        settled = self._settled_holders(topic, group_id, seqs, tags)
+        if settled is not None and not settled[1]:  # no other holder: every one leaves
+            self._leave_all(batch, topic, seqs, sum(sizes), [])
+            return [True] * len(seqs)
+        if settled is not None:
+            return self._done_by_marks(batch, topic, group_id, seqs, sizes, *settled)
+        released, leaving, marked = self._release_or_mark(topic, group_id, seqs, tags)
         for seq in marked:
             self.marks.mark(batch, group_id, seq)
-        self._leave_all(batch, topic, leaving)
+        self._leave_all(batch, topic, [seq for seq, _, _ in leaving],
+                        sum([sizes[at] for _, at, _ in leaving]),
+                        [keyspace.group_done_key(holder, seq)
+                         for seq, _, others in leaving for holder in others])
         return released
 
-    def _release_or_mark(self, topic: Topic, group_id: int, done: list[tuple[int, bytes, int]]
+    @staticmethod
+    def _settled_holders(topic: Topic, group_id: int, seqs: list[int], tags: list[bytes]
+                         ) -> tuple[list[int], list[int]] | None:
+        """Who holds every one of the messages, and who of them is not ``group_id``,
+        when that is the same for all (known from their tags alone); else None."""
+        if min(seqs, default=0) < topic.holders_settled_from():
+            return None
+        found = {tuple(topic.holders(topic.holders_settled_from(), tag)) for tag in set(tags)}
+        if len(found) != 1:
+            return None
+        holders = list(found.pop())
+        return holders, [holder for holder in holders if holder != group_id]
+
+    def _done_by_marks(self, batch: Batch, topic: Topic, group_id: int, seqs: list[int],
+                       sizes: list[int], holders: list[int], others: list[int]) -> list[bool]:
+        """``done_all`` where the same other groups hold every message: those every
+        other holder is done with leave the store with their marks, the rest are
+        marked done for ``group_id``."""
+        released = self.marks.done_by_all(others, seqs)
+        if group_id in holders:  # else its ACK came after it let go: nothing to mark
+            self.marks.mark_all(batch, group_id, list(compress(seqs, map(not_, released))))
+        gone = list(compress(seqs, released))
+        self._leave_all(batch, topic, gone, sum(compress(sizes, released)),
+                        [key for other in others for key in self.marks.keys(other, gone)])
+        return released
+
+    def _release_or_mark(self, topic: Topic, group_id: int, seqs: list[int],
+                         tags: list[bytes]
                          ) -> tuple[list[bool], list[tuple[int, int, list[int]]], list[int]]:
         """For each message whether it leaves the store (every other holder is done with
-        it); those that leave (seq, size, the other holders); the seqs to mark done."""
+        it); those that leave (seq, index, the other holders); the seqs to mark done."""
         # where every holder has started, who holds a message depends on its tag alone
         settled_from = topic.holders_settled_from()
         by_tag: dict[bytes, tuple[list[int], list[int]]] = {}  # holders, those but group_id
         released: list[bool] = []
         leaving: list[tuple[int, int, list[int]]] = []
         marked: list[int] = []
-        for seq, tag, size in done:
+        for at, (seq, tag) in enumerate(zip(seqs, tags, strict=True)):
             found = by_tag.get(tag) if seq >= settled_from else None
             if found is None:
                 found = _holders_besides(topic, seq, tag, group_id)
@@ -256,7 +295,7 @@ class Topics(TopicRegistry):
             release = not others or self._all_done(others, seq)
             released.append(release)
             if release:
-                leaving.append((seq, size, others))
+                leaving.append((seq, at, others))
             elif group_id in holders:  # else its ACK came after it let go: nothing to mark
                 marked.append(seq)
         return released, leaving, marked
@@ -268,24 +307,21 @@ class Topics(TopicRegistry):
                 return False
         return True
 
-    def _leave_all(self, batch: Batch, topic: Topic,
-                   leaving: list[tuple[int, int, list[int]]]) -> None:
-        """Messages deleted from the store: their log entries, the other groups' marks,
-        their counts (``_leave`` for many)."""
-        if not leaving:
+    def _leave_all(self, batch: Batch, topic: Topic, seqs: list[int], size: int,
+                   marks: list[bytes]) -> None:
+        """Messages (``size``: their bytes) deleted from the store: their log entries,
+        the other groups' marks (their keys), their counts (``_leave`` for many)."""
+        if not seqs:
             return
-        batch.delete_messages([(seq, size) for seq, size, _ in leaving])
-        keys = []
+        batch.delete_messages(seqs, size)
         if topic.log_from is not None:
             log_prefix = keyspace.topic_log_prefix(topic.id)
-            keys = [log_prefix + keyspace.SEQ.pack(seq) for seq, _, _ in leaving]
+            batch.delete_keys(list(map(log_prefix.__add__, map(keyspace.SEQ.pack, seqs))))
             if self.recent:
-                for seq, _, _ in leaving:
-                    self.recent.pop(seq, None)
-        keys += [keyspace.group_done_key(holder, seq)
-                 for seq, _, others in leaving for holder in others]
-        batch.delete_keys(keys)
-        self.counts.count(topic, -len(leaving), -sum(size for _, size, _ in leaving))
+                each(self.recent.pop, seqs, repeat(None))
+        if marks:
+            batch.delete_keys(marks)
+        self.counts.count(topic, -len(seqs), -size)
 
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
                size: int) -> None:

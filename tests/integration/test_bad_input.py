@@ -91,6 +91,25 @@ def test_malformed_or_unknown_consumer_ack_is_ignored(node, stored_one, open_soc
     node.wait_figures(lambda f: f["messages"] == 0, message="real ack applied")
 
 
+def test_a_bad_key_among_many_acks_costs_only_itself(node, producer, open_socket):
+    """ACKs that arrive together are applied together; one that is no message key in
+    their middle is counted and the others before and after it still apply."""
+    for n in range(6):
+        assert producer.produce([b"m%d" % n]).ok
+    router = open_socket(zmq.ROUTER)
+    router.connect(node.send_dsn)
+    keys = []
+    while len(keys) < 6:
+        assert router.poll(10000), "not every message was delivered"
+        peer, key, *_ = router.recv_multipart()
+        keys.append(key)
+    for key in [*keys[:2], b"not-a-key", *keys[2:]]:
+        router.send_multipart([peer, key, b"1"])
+    figures = node.wait_figures(lambda f: f["messages"] == 0, message="acks applied")
+    assert figures["bad_consumer_acks"] == 1 and figures["acked"] == 6
+    assert figures["unknown_acks"] == 0
+
+
 def test_ack_for_unknown_sequence_of_this_node(node, stored_one, consumer):
     message = consumer.receive(10)
     node_id, seq = parse_message_key(message.key)

@@ -9,6 +9,7 @@ import time
 import warnings
 
 import pytest
+import zmq
 
 from pzq.client import Consumer, GroupConsumer, Producer
 from tests.support.inproc import InprocNode
@@ -135,3 +136,20 @@ def test_a_delayed_nack_comes_again_when_its_delay_ends(start_inproc_node, conte
         waited_us = again.sent_us - given_back
         assert delay * 1e6 <= waited_us <= (delay + LATE_AT_MOST) * 1e6, waited_us
         again.ack()
+
+
+def test_acks_sent_just_before_the_consumer_left_are_applied(start_inproc_node):
+    """With no consumer connected the send socket is left out of the poll; the ACKs a
+    consumer sent just before it went are still read (over TCP, where connections are
+    counted), and a consumer that comes later is served."""
+    node = start_inproc_node(*FAST, tcp=True)
+    with zmq.Context() as context:
+        for round_trip in range(2):  # the second: messages come while none is connected
+            produce(node, context, [b"m%d" % n for n in range(5)])
+            with Consumer(node.send_dsn, context=context) as consumer:
+                for _ in range(5):
+                    message = consumer.receive(10)
+                    assert message is not None, f"round {round_trip}: not delivered"
+                    message.ack()
+            node.wait_figures(lambda f: f["messages"] == 0,
+                              message=f"round {round_trip}: its acks applied")

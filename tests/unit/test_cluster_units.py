@@ -252,6 +252,37 @@ def test_a_copy_whose_seq_ends_in_255_is_removed_with_its_marks(tmp_path):
     store.close()
 
 
+def test_a_remove_of_many_copies_is_a_remove_of_each(tmp_path):
+    """REMOVE of many seqs at once (in bulk): the copies held go and are counted once,
+    a seq given twice or a copy that has not come yet is handled one by one (the late
+    copy is dropped when it comes), and a down origin gets its tombstones."""
+    store = Store.open(tmp_path / "db")
+    replicas = ReplicaStore(store)
+    value = record.encode(b"m", (), (b"a",), 1)
+    batch = store.begin()
+    for seq in range(10):
+        replicas.add(batch, NODE, seq, (NODE,), value)
+    store.commit(batch)
+    replicas.written()
+    batch = store.begin()
+    replicas.remove_all(batch, NODE, [0, 1, 2], tombstone=False)  # from the store
+    replicas.add(batch, NODE, 10, (NODE,), value)
+    replicas.remove_all(batch, NODE, [3, 10], tombstone=False)  # one put in this batch
+    replicas.remove_all(batch, NODE, [4, 4], tombstone=False)  # twice
+    replicas.remove_all(batch, NODE, [5, 11], tombstone=False)  # 11 comes later
+    replicas.remove_all(batch, NODE, [6, 7], tombstone=True)  # its origin is down
+    store.commit(batch)
+    replicas.written()
+    batch = store.begin()
+    assert not replicas.add(batch, NODE, 11, (NODE,), value)  # removed before it came
+    store.commit(batch)
+    replicas.written()
+    assert [seq for seq in range(12) if replicas.holds(NODE, seq)] == [8, 9]
+    assert replicas.counts[NODE] == 2
+    assert replicas.tombstones[NODE] == 2
+    store.close()
+
+
 def test_a_peer_that_reconnects_often_leaves_two_routing_ids_known(tmp_path):
     """Each reconnect is a new routing id on the ROUTER: the table kept every one."""
     network = SimNetwork(tmp_path, 3, replicas=1)

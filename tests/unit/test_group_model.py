@@ -251,8 +251,7 @@ class GroupModel(RuleBasedStateMachine):
         chosen = data.draw(st.lists(st.sampled_from(sorted(self.out)), min_size=1,
                                     unique=True))
         batch = self.store.begin()
-        for seq in chosen:
-            assert self.state.ack(batch, seq) is not None
+        self._acks(self.state, batch, chosen, data)
         self._commit(batch)
         self.out.difference_update(chosen)
         self.done.update(chosen)
@@ -287,14 +286,29 @@ class GroupModel(RuleBasedStateMachine):
         chosen = data.draw(st.lists(st.sampled_from(sorted(self.wanted() - self.out)),
                                     min_size=1, max_size=20, unique=True))
         batch = self.store.begin()
-        for seq in chosen:
-            assert self.state.ack(batch, seq) is not None
+        self._acks(self.state, batch, chosen, data)
         self._commit(batch)
         self.done.update(chosen)
         self._let_go(set(chosen))
 
-    @rule(credits=st.integers(1, 60))
-    def default_takes_and_acks(self, credits: int) -> None:
+    @staticmethod
+    def _acks(state: DeliveryState, batch: Batch, chosen: list[int],
+              data: st.DataObject) -> None:
+        """ACKs of ``chosen`` one by one, or in bulk (one ``ack_all``, as an ACK frame
+        of many keys is applied), perhaps with a key given twice (unknown the second
+        time: its message is leaving)."""
+        if not data.draw(st.booleans(), label="bulk"):
+            for seq in chosen:
+                assert state.ack(batch, seq) is not None
+            return
+        twice = chosen[:1] if data.draw(st.booleans(), label="a key twice") else []
+        acked, finals, unknown = state.ack_all(batch, [*chosen, *twice])
+        assert sorted(entry.seq for entry in acked) == sorted(chosen)
+        assert len(finals) == len(acked)
+        assert unknown == twice
+
+    @rule(credits=st.integers(1, 60), data=st.data())
+    def default_takes_and_acks(self, credits: int, data: st.DataObject) -> None:
         """``default`` (--send-dsn) reads the same messages; the last holder done
         deletes a message."""
         sent: list[int] = []
@@ -306,7 +320,7 @@ class GroupModel(RuleBasedStateMachine):
             assert seq in self.default_wanted(), (
                 f"default ({self.rule}) was given {seq}, which it does not hold "
                 f"or is done with")
-            assert self.default.ack(batch, seq) is not None
+        self._acks(self.default, batch, sent, data)
         self._commit(batch)
         self.default_done.update(sent)
         self._let_go(set(sent))

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
@@ -77,6 +77,9 @@ TIMINGS = ClusterTimings(timeout_nodes_us=1_000_000, ack_timeout_us=ACK_TIMEOUT_
                          timeout_replication_us=500_000, reaper_frequency_us=200_000)
 DOWN_SECONDS = (0.0, 2.0)  # how much longer a node stays down after its takeover
 NACK, LATE_ACK, CONSUMER_FAULT, NODE_FAULT = "NACK", "late ACK", "consumer fault", "node fault"
+STORY_SECONDS = 30.0  # how long a body's deliveries and answers are kept for its story
+CLUSTER_EVENTS = ("peer_down", "peer_up", "takeover_started", "takeover_stopped",
+                  "takeover_resumed")  # the nodes' log events a story shows
 
 
 @dataclass
@@ -94,6 +97,9 @@ class GroupFigures:
     # this one came from ("origin>survivor": the origin's delivery, then a survivor's)
     count_not_grown: dict[str, int] = field(default_factory=dict)
     count_one_again: int = 0  # of those, the ones that came again with DELIVERY:1
+    # each unexplained duplicate's story: its body's deliveries and answers, with the
+    # faults and the nodes' cluster events around them (seconds from its first delivery)
+    stories: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -154,8 +160,40 @@ class GroupLedger:
         self.explained: Counter[str] = Counter()
         self.unexplained = 0
         self.bound = 0
+        self.history: dict[bytes, list[tuple[float, str]]] = {}  # the last STORY_SECONDS'
+        self._recorded: deque[tuple[float, bytes]] = deque()
+        self.events: deque[tuple[float, str]] = deque()  # faults and cluster events
+        self.stories: list[str] = []
+
+    def record(self, body: bytes, text: str) -> None:
+        """A step in the body's story; what is older than STORY_SECONDS is let go."""
+        now = time.monotonic()
+        self.history.setdefault(body, []).append((now, text))
+        self._recorded.append((now, body))
+        while self._recorded[0][0] < now - STORY_SECONDS:
+            _, old = self._recorded.popleft()
+            steps = self.history.get(old)
+            if steps is not None and steps[-1][0] < now - STORY_SECONDS:
+                del self.history[old]
+        while self.events and self.events[0][0] < now - 2 * STORY_SECONDS:
+            self.events.popleft()
+
+    def event(self, text: str) -> None:
+        self.events.append((time.monotonic(), text))
+
+    def story(self, body: bytes) -> str:
+        steps = self.history.get(body, [])
+        first, last = (steps[0][0], steps[-1][0]) if steps else (0.0, 0.0)
+        told = sorted(steps + [(at, text) for at, text in self.events
+                               if first - STORY_SECONDS / 3 <= at <= last])
+        return "\n".join([f"{self.name} {body!r}:",
+                          *(f"  {at - first:+8.3f} {text}" for at, text in told)])
 
     def delivered(self, body: bytes, held: Outstanding) -> None:
+        where = "origin" if self.node_ids[held.node] == held.origin else "survivor"
+        self.record(body, f"delivered by node{held.node} ({where}) to consumer "
+                          f"{held.consumer}, count {held.deliveries}, deadline in "
+                          f"{(held.deadline_us - time.time() * 1e6) / 1e6:.2f} s")
         self.deliveries[body] += 1
         if self.deliveries[body] > 1:
             self._explain(body)
@@ -184,9 +222,11 @@ class GroupLedger:
             self.bound += 1
         else:
             self.unexplained += 1
+            self.stories.append(self.story(body))
 
     def answered(self, body: bytes, ok: bool, node: int, late: bool) -> None:
         held = self.out.pop(body, None)
+        self.record(body, f"{'ACK' if ok else 'NACK'} to node{node}{' (late)' if late else ''}")
         if not ok:
             self._excuse(body, NACK, 1)
         elif late:
@@ -197,6 +237,7 @@ class GroupLedger:
                 acks[body] = self.fresh_acks[body]
 
     def consumer_fault(self, consumer: int) -> None:
+        self.event(f"consumer {consumer} closed abruptly")
         for body in [body for body, held in self.out.items() if held.consumer == consumer]:
             del self.out[body]
             self.excuses[body].append(CONSUMER_FAULT)
@@ -210,6 +251,7 @@ class GroupLedger:
         origin dies before it told the node. An ACK given while a node was down counts
         as given when it returns: only then can what it says reach that node."""
         now = time.monotonic()
+        self.event(f"node{node} {'killed' if killed else 'back'}")
         self.fresh_acks = {body: ack for body, ack in self.fresh_acks.items()
                            if ack.at >= now - ACK_SETTLE_SECONDS}
         caught = [body for body, held in self.out.items()
@@ -236,7 +278,7 @@ class GroupLedger:
             duplicates=sum(count - 1 for count in self.deliveries.values()),
             explained=dict(self.explained), unexplained=self.unexplained, bound=self.bound,
             refused_answers=refused_answers, count_not_grown=dict(self.count_not_grown),
-            count_one_again=self.count_one_again)
+            count_one_again=self.count_one_again, stories=list(self.stories))
 
 
 class Ledgers:
@@ -396,6 +438,25 @@ class Chaos:
     def start(self) -> None:
         for worker in self.workers:
             worker.start()
+        threading.Thread(target=self._watch_cluster_events, daemon=True).start()
+
+    def _watch_cluster_events(self) -> None:
+        """The nodes' cluster events (a peer down, a takeover), for the stories: a node
+        a peer found silent, not killed, shows here only."""
+        names = {node_id.decode(): f"node{index}" for index, node_id in enumerate(self.node_ids)}
+        read: dict[int, tuple[int, int]] = {}  # node -> (its event list, how far read)
+        while True:
+            for index, member in enumerate(self.nodes.members):
+                events = member.events  # a new list at each start
+                seen, done = read.get(index, (0, 0))
+                new = events[done if id(events) == seen else 0:]
+                for event in new:
+                    if event.get("event") in CLUSTER_EVENTS:
+                        about = str(event.get("origin") or event.get("node_id"))
+                        self._event(f"node{index} logs {event['event']} "
+                                    f"{names.get(about, about)}")
+                read[index] = (id(events), (done if id(events) == seen else 0) + len(new))
+            time.sleep(0.05)
 
     def consumer_fault(self, node: int, rng: random.Random) -> None:
         rng.choice(self.workers).fail_now()
@@ -406,9 +467,15 @@ class Chaos:
         self._node_fault(index, killed=True)
         if self.nodes.cluster is not None and rng.random() < 0.5:
             self._await_takeover(index)
+            self._event(f"node{index} taken over")
             time.sleep(rng.uniform(*DOWN_SECONDS))  # the outage's length, not a wait
         member.restart()
         self._node_fault(index, killed=False)
+
+    def _event(self, text: str) -> None:
+        with self.ledgers.lock:
+            for ledger in self.ledgers.groups.values():
+                ledger.event(text)
 
     def _node_fault(self, index: int, killed: bool) -> None:
         consumers = len(self.nodes.members) * len(STYLES)  # of each group
@@ -532,6 +599,9 @@ def print_table(report: GroupsReport) -> None:
             print(f"{g.group}: delivered again with a count that did not grow "
                   f"{sum(g.count_not_grown.values())} ({kinds}), with DELIVERY:1 "
                   f"{g.count_one_again}")
+    for g in report.groups:
+        for story in g.stories:
+            print(f"unexplained: {story}")
     left = {name: count for name, count in report.store_left.items() if count}
     print(f"store at the end: {left or 'empty'}")
 

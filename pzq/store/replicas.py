@@ -68,9 +68,10 @@ class ReplicaStore(Participant):
         self.counts: defaultdict[bytes, int] = defaultdict(int)
         self.tombstones: defaultdict[bytes, int] = defaultdict(int)
         self._next_seq: defaultdict[bytes, int] = defaultdict(int)
-        # The batch being built: copies and tombstones put (True) or deleted (False),
-        # and what that changes in the counts once it is written.
-        self._copies: dict[tuple[bytes, int], bool] = {}
+        # The batch being built: copies put (their stored value) or deleted (None),
+        # tombstones put (True) or deleted (False), and what that changes in the counts
+        # once it is written.
+        self._copies: dict[tuple[bytes, int], bytes | None] = {}
         self._tombs: dict[tuple[bytes, int], bool] = {}
         self._count_delta: defaultdict[bytes, int] = defaultdict(int)
         self._tomb_delta: defaultdict[bytes, int] = defaultdict(int)
@@ -95,9 +96,8 @@ class ReplicaStore(Participant):
                 pass  # unreadable: default reads everything until the origin says again
 
     def holds(self, origin: bytes, seq: int) -> bool:
-        pending = self._copies.get((origin, seq))
-        if pending is not None:
-            return pending
+        if (origin, seq) in self._copies:
+            return self._copies[(origin, seq)] is not None
         return self.store.get(keyspace.replica_key(origin, seq)) is not None
 
     def _has_tombstone(self, origin: bytes, seq: int) -> bool:
@@ -114,8 +114,9 @@ class ReplicaStore(Participant):
         self._next_seq[origin] = max(self._next_seq[origin], seq + 1)
         if (origin, seq) in self._removed_early or self.holds(origin, seq):
             return False
-        batch.put(keyspace.replica_key(origin, seq), encode_holders(holders) + record_value)
-        self._copies[(origin, seq)] = True
+        value = encode_holders(holders) + record_value
+        batch.put(keyspace.replica_key(origin, seq), value)
+        self._copies[(origin, seq)] = value
         self._count_delta[origin] += 1
         return True
 
@@ -128,7 +129,7 @@ class ReplicaStore(Participant):
                 self._removed_early.popitem(last=False)
             return False
         batch.delete(keyspace.replica_key(origin, seq))
-        self._copies[(origin, seq)] = False
+        self._copies[(origin, seq)] = None
         self._count_delta[origin] -= 1
         self._drop_marks(batch, origin, seq)
         if tombstone:
@@ -238,7 +239,7 @@ class ReplicaStore(Participant):
                    tombstone: bool) -> bool:
         """``group`` is done with the copy: mark it, or drop the copy when every group
         holding it is done (``tombstone`` as in ``remove``). True when dropped."""
-        found = None if self._copies.get((origin, seq)) is False else self.get(origin, seq)
+        found = self.get(origin, seq)
         if found is None:
             return False  # gone, or not here yet (then held for every group: at least once)
         if self._last(origin, seq, found[1], group):
@@ -248,8 +249,10 @@ class ReplicaStore(Participant):
         return False
 
     def _drop_marks(self, batch: Batch, origin: bytes, seq: int) -> None:
-        """The copy goes: so do its groups' marks (only an origin with groups has any)."""
-        self._marks.pop((origin, seq), None)
+        """The copy goes: so do its groups' marks (only an origin with groups has any),
+        those of the batch being built too."""
+        for group in self._marks.pop((origin, seq), ()):
+            batch.delete(keyspace.replica_done_key(origin, seq, group))
         reads = self.default_reads.get(origin)
         if reads is None or not reads.groups:
             return
@@ -286,7 +289,12 @@ class ReplicaStore(Participant):
         return self._next_seq[origin]
 
     def get(self, origin: bytes, seq: int) -> tuple[Holders, bytes] | None:
-        value = self.store.get(keyspace.replica_key(origin, seq))
+        """The copy, as the batch being built leaves it: a DONE read in the wake that
+        brought its copy marks that copy, not a copy "not here yet"."""
+        if (origin, seq) in self._copies:
+            value = self._copies[(origin, seq)]
+        else:
+            value = self.store.get(keyspace.replica_key(origin, seq))
         return None if value is None else split_value(value)
 
     def read(self, origin: bytes, start_seq: int, limit: int,

@@ -74,7 +74,7 @@ def test_groups_under_faults_lose_nothing_and_leave_an_empty_store(tmp_path, nod
     assert report.acked > 500  # of 2 400 at 400 a second: the run did produce
     for group in report.groups:
         assert group.lost == 0, group
-        assert group.unexplained == 0, group
+        assert group.unexplained == 0, "\n".join([str(group), *group.stories])
         assert group.duplicates <= group.bound, group
     assert not any(report.store_left.values()), report.store_left
 
@@ -91,3 +91,23 @@ def test_groups_soak_refuses_bad_options_in_one_line(capsys, argv, complaint):
     assert exited.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert complaint in error[-1] and "Traceback" not in "".join(error)
+
+
+def test_an_unexplained_duplicate_comes_with_its_story():
+    """What the soak tells of a duplicate nothing excuses: each delivery (node, whose
+    message, count), the ACK and the faults around them, in order."""
+    chaos_groups = load_script("chaos_groups")
+    ledger = chaos_groups.GroupLedger("audit", [b"n0", b"n1", b"n2"])
+    ledger.event("node2 killed")
+    ledger.delivered(b"m", chaos_groups.Outstanding(0, 0, b"n0", 9 * 10**15, 1))
+    ledger.answered(b"m", True, 0, late=False)
+    ledger.delivered(b"m", chaos_groups.Outstanding(5, 1, b"n0", 9 * 10**15, 2))
+    figures = ledger.figures({b"m"}, 0)
+    assert (figures.duplicates, figures.unexplained) == (1, 1)
+    (story,) = figures.stories
+    lines = story.splitlines()
+    assert lines[0] == "audit b'm':"
+    steps = [line.split(maxsplit=1)[1] for line in lines[1:]]  # without their times
+    assert len(steps) == 4 and steps[0] == "node2 killed" and steps[2] == "ACK to node0"
+    assert steps[1].startswith("delivered by node0 (origin) to consumer 0, count 1,")
+    assert steps[3].startswith("delivered by node1 (survivor) to consumer 5, count 2,")

@@ -173,6 +173,30 @@ class SimNetwork:
                 return
         raise AssertionError("the cluster did not go quiet")
 
+    def step_in_one_wake(self, now: float) -> None:
+        """The frames queued now, each node reading all of those sent to it in one
+        wake (one batch), as a busy node does; then their replies, and a ``step``."""
+        for target in self.nodes:
+            queued = [(source, item) for source in self.nodes
+                      for item in source.core.outgoing
+                      if isinstance(item, ToPeer) and item.endpoint == target.endpoint
+                      and self._passes(source.endpoint, target.endpoint)]
+            if not queued:
+                continue
+            batch = target.store.begin()
+            for source, item in queued:
+                source.core.outgoing.remove(item)
+                target.core.receive_request(source.endpoint.encode(), item.frames, batch,
+                                            target.own, now)
+            target.store.commit(batch)
+            sources = {source.endpoint.encode(): source for source, _ in queued}
+            for reply in target.core.take_outgoing():
+                if isinstance(reply, Reply):
+                    self._reply(target, sources[reply.routing_id], reply, now)
+                else:
+                    target.core.outgoing.append(reply)
+        self.step(now)
+
     def _deliver_all(self, now: float) -> bool:
         moved = False
         for node in self.nodes:

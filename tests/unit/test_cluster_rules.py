@@ -412,6 +412,29 @@ def test_a_takeover_serves_every_group_what_it_holds_and_tells_the_origin(three)
     assert all(node.core.removes.owed_to(origin.endpoint) == 0 for node in survivors)
 
 
+def test_a_done_read_in_the_wake_of_its_copy_is_not_served_again_by_a_takeover(three):
+    """A busy holder reads the copy and, in the same wake, the DONE of a group that
+    ACKed the message at the origin at once: the copy is marked all the same."""
+    origin, first, second = three.nodes
+    origin.core.own_reads = lambda: ORDERS
+    origin.produce([b"e1"], T0, headers=(b"TOPIC:orders", b"TAG:eu-1"))  # copies queued
+    batch = origin.store.begin()
+    origin.core.done_own("g1", [0])
+    origin.core.owe_removes(batch, T0)
+    origin.store.commit(batch)
+    origin.core.flush_removes(T0)  # the DONE follows the copies on each link
+    three.step_in_one_wake(T0)
+    assert copies(first, origin) == copies(second, origin) == 1  # kept for g2, default
+    origin.up = False
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    survivors = (first, second)
+    served = {group: serve(survivors, lambda node, g=group: list(
+        node.core.takeovers.taken("orders", g).values()), int(now * 1e6))
+        for group in ("g1", "g2")}
+    assert {group: sorted(seqs) for group, seqs in served.items()} == {"g1": [], "g2": [0]}
+
+
 def test_a_group_done_at_the_origin_is_not_served_again_by_a_takeover(three):
     origin, first, second = three.nodes
     origin.core.own_reads = lambda: ORDERS

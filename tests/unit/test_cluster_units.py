@@ -230,6 +230,37 @@ def test_a_copy_goes_when_every_group_holding_it_is_done(tmp_path):
     store.close()
 
 
+def test_a_done_read_in_the_wake_that_brought_its_copy_marks_the_copy(tmp_path):
+    """A busy holder reads the REPLICATE and the DONE that follows it (an ACK at the
+    origin at once) in one wake: the mark was skipped ("not here yet"), and after the
+    origin's fall a takeover served the group again what it had ACKed."""
+    store = Store.open(tmp_path / "db")
+    replicas = ReplicaStore(store)
+    value = record.encode(b"m", (b"TOPIC:orders",), (b"a",), 1)
+    batch = store.begin()
+    replicas.describe_topics(batch, NODE, cw.DefaultReads("main", {}, {
+        "orders": (cw.GroupReads("g1"), cw.GroupReads("g2"))}))
+    replicas.add(batch, NODE, 0, (NODE,), value)
+    assert replicas.group_done(batch, NODE, 0, "g1", False) is False  # g2 holds it
+    store.commit(batch)
+    replicas.written()
+    assert replicas.is_done(NODE, 0, "g1")
+    assert not replicas.group_holds(NODE, 0, value, "g1", "orders")
+    assert replicas.group_holds(NODE, 0, value, "g2", "orders")
+    batch = store.begin()
+    replicas.add(batch, NODE, 1, (NODE,), value)
+    assert replicas.group_done(batch, NODE, 1, "g1", False) is False
+    assert replicas.group_done(batch, NODE, 1, "g2", False) is False  # default holds it
+    assert replicas.group_done(batch, NODE, 1, "default", True) is True  # the last
+    assert replicas.get(NODE, 1) is None
+    store.commit(batch)
+    replicas.written()
+    assert replicas.counts[NODE] == 1 and replicas.get(NODE, 1) is None
+    assert [key for key, _ in store.iterate(keyspace.REPLICA_DONE_PREFIX)] == [
+        keyspace.replica_done_key(NODE, 0, "g1")]
+    store.close()
+
+
 def test_a_copy_whose_seq_ends_in_255_is_removed_with_its_marks(tmp_path):
     store = Store.open(tmp_path / "db")
     replicas = ReplicaStore(store)

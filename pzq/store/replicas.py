@@ -32,6 +32,7 @@ from pzq.store.store import Store
 Holders = tuple[bytes, ...]
 NO_READS = DefaultReads()
 REMEMBERED_REMOVES = 100_000  # removes of copies not held yet, kept in case one comes
+NOT_IN_BATCH = object()  # a copy neither put nor deleted in the batch being built
 
 
 def encode_holders(holders: Holders) -> bytes:
@@ -159,16 +160,18 @@ class ReplicaStore(Participant):
         pending = [(origin, seq) for seq in seqs]
         store_keys = list(map(keyspace.replica_prefix(origin).__add__,
                               map(keyspace.SEQ.pack, seqs)))
-        known = list(map(self._copies.get, pending))
-        if None in known:  # not put or deleted in this batch: the store says
+        # What the batch being built says of each (a value, or None: deleted in it);
+        # the store for the others.
+        found: list[object] = list(map(self._copies.get, pending, repeat(NOT_IN_BATCH)))
+        if NOT_IN_BATCH in found:
             stored = self.store.get_all(store_keys)
-            known = [held if held is not None else value is not None
-                     for held, value in zip(known, stored, strict=True)]
-        if not all(known):  # some not here (yet): remembered one by one
+            found = [value if in_batch is NOT_IN_BATCH else in_batch
+                     for in_batch, value in zip(found, stored, strict=True)]
+        if None in found:  # some not here (yet): remembered one by one
             self._remove_each(batch, origin, seqs, tombstone)
             return
         batch.delete_keys(store_keys)
-        self._copies.update(zip(pending, repeat(False)))
+        self._copies.update(zip(pending, repeat(None)))
         self._count_delta[origin] -= len(seqs)
         each(self._marks.pop, pending, repeat(None))  # (no groups: no marks stored)
 

@@ -189,11 +189,18 @@ def run(benchmark: Benchmark, extra: list[str], scratch: Path, out: Path) -> Out
     except subprocess.TimeoutExpired:
         problem = f"still running after {MOST_S:.0f} s"
     seconds = time.monotonic() - started
-    shown = ["scripts/" + benchmark.script, *extra]
+    shown = ["scripts/" + benchmark.script, *map(without_machine_paths, extra)]
     if problem is not None:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:]
         problem += f": {tail[0]}" if tail else ""
     return Outcome(shown, began, seconds, problem)
+
+
+def without_machine_paths(argument: str) -> str:
+    """A command line as a reader would type it: the original's binary (a path of
+    this machine's cache) as the command that builds it."""
+    return '"$(scripts/build-original)"' if Path(argument).name == "pzq" \
+        and Path(argument).is_absolute() else argument
 
 
 def header(machine: Machine, outcome: Outcome, software: Sequence[str], quick: bool) -> str:

@@ -94,3 +94,12 @@ def test_the_rows_only_the_full_run_measures_have_tables_too():
          "p99_ms": 0.0, "rss_mb": 0.0, "ratio": 0.39, "vs_original": 20.77, "extra": {}}], [])
     assert table.heads[-1] == "/orig" and table.rows[1][-2:] == ["0.39", "20.77"]
     parsed(table.rst())
+
+
+def test_the_original_s_binary_is_shown_as_the_command_that_builds_it():
+    """A table's command line names no path of the machine it ran on."""
+    from pzq.bench.performance_run import without_machine_paths
+    assert without_machine_paths("/home/someone/.cache/pzq-original/build/pzq") \
+        == '"$(scripts/build-original)"'
+    assert without_machine_paths("--count") == "--count"
+    assert without_machine_paths("20000") == "20000"

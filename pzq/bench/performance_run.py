@@ -52,7 +52,7 @@ BENCHMARKS = (
               ("--count", "10000", "--repeats", "2", "--replicas", "1"),
               ("--count", "1000", "--repeats", "1", "--replicas", "1"), page_tables.shards),
     Benchmark("scheduled", "bench_scheduled.py",
-              ("--backlog", "1000000", "--count", "20000", "--repeats", "1"),
+              ("--backlog", "1000000", "--count", "20000", "--repeats", "3"),
               ("--backlog", "2000", "--count", "500", "--repeats", "1"), page_tables.scheduled),
     Benchmark("replay", "bench_replay.py",
               ("--archived", "20000", "--seconds", "4", "--rates", "1000,5000",

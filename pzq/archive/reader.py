@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import zmq
@@ -11,6 +12,7 @@ from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
+from pzq.client.common import remaining_ms, send_before
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp
 from pzq.security import ClientSecurity, plain_if_none
@@ -52,8 +54,9 @@ class ArchiveReader:
         self._socket.connect(dsn)
 
     def _request(self, frames: list[bytes]) -> list[bytes]:
-        self._socket.send_multipart(frames)
-        if not self._socket.poll(int(self.timeout * 1000)):
+        deadline = time.monotonic() + self.timeout
+        if not (send_before(self._socket, frames, deadline)
+                and self._socket.poll(remaining_ms(deadline))):
             why = curve_probe.why_silent(self.dsn, self._curve,
                                          min(self.timeout, reach.PROBE_TIMEOUT_S))
             raise TimeoutError(f"no answer from {self.dsn} within {self.timeout:g} s: {why}")

@@ -10,7 +10,7 @@ import zmq
 
 from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
-from pzq.zmqio import AnySocket
+from pzq.zmqio import AnySocket, send_frames
 
 NOTICE_AFTER_S = 1.0  # silence after which a waiting tool says what it waits for
 WaitNotice = Callable[[], None]  # called once a wait has lasted NOTICE_AFTER_S
@@ -60,3 +60,23 @@ def remaining_ms(deadline: float | None) -> int | None:
     if deadline is None:
         return None
     return max(0, int((deadline - time.monotonic()) * 1000))
+
+
+def send_before(socket: zmq.Socket[bytes], frames: list[bytes],
+                deadline: float | None) -> bool:
+    """Send ``frames`` once the socket takes them, waiting until a monotonic
+    ``deadline`` (None: for ever); False when it did not take them in time.
+
+    A DEALER whose handshake failed (a CURVE key refused, a node without CURVE) drops
+    its connection's pipe and has none to send on until it connects again: a blocking
+    send would wait for one for ever, past every timeout its caller gave.
+    """
+    while True:
+        try:
+            send_frames(socket, frames)
+            return True
+        except zmq.Again:
+            left = remaining_ms(deadline)
+            if left == 0:
+                return False
+            socket.poll(left, zmq.POLLOUT)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import zmq
 
 from pzq.client import setup
-from pzq.client.common import NOTICE_AFTER_S, WaitNotice, opener, remaining_ms
+from pzq.client.common import NOTICE_AFTER_S, WaitNotice, opener, remaining_ms, send_before
 from pzq.client.message import Message
 from pzq.client.session_views import GroupView
 from pzq.client.sessions.group import Out
@@ -45,8 +45,11 @@ class GroupConsumer(GroupView[Message]):
         now = time.monotonic()
         self._session, self._socket = setup.group_consumer(
             subscribe, Message, self, now, opener(context, dsn, curve))
-        self._socket.send_multipart(self._session.consume(now))
         try:
+            if not send_before(self._socket, self._session.consume(now),
+                               None if timeout is None else now + timeout):
+                raise TimeoutError(f"CONSUME not sent within {timeout:g} s: "
+                                   "no connection took it")
             self._await_consuming(timeout, notice)
         except BaseException:
             self._socket.close(0)

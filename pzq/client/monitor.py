@@ -11,7 +11,7 @@ from typing import Any
 import zmq
 
 from pzq import curve_probe, reach
-from pzq.client.common import NOTICE_AFTER_S
+from pzq.client.common import NOTICE_AFTER_S, remaining_ms, send_before
 from pzq.errors import EndpointError
 from pzq.protocol.monitor_text import parse_monitor_text
 from pzq.security import ClientSecurity, plain_if_none
@@ -80,32 +80,25 @@ def _exchange(socket: zmq.Socket[bytes], dsn: str, command: str, timeout: float,
     """The answer to ``command``, sent and answered within ``timeout``; None when it
     did not come. On the way, after NOTICE_AFTER_S, ``notice`` is told why it is late.
 
-    The send waits for the socket to take it: a DEALER whose handshakes fail (CURVE
-    refused) drops its connection's pipe and has none to send on, and a plain send
-    would wait for one forever.
+    The send waits for the socket to take it within the deadline (send_before).
     """
     started = time.monotonic()
     deadline = started + timeout
     tell_at = started + NOTICE_AFTER_S if notice is not None else deadline
     sent = False
     while True:
-        event = zmq.POLLIN if sent else zmq.POLLOUT
-        while not socket.poll(max(0, int((min(deadline, tell_at) - time.monotonic()) * 1000)),
-                              event):
-            now = time.monotonic()
-            if now >= deadline:
-                return None
-            if now >= tell_at and notice is not None:
-                notice(f"no answer yet from {dsn}: {curve_probe.why_silent(dsn, curve)}; "
-                       f"waiting up to {timeout:g} s")
-                tell_at = deadline
-        if sent:
+        wait_until = min(deadline, tell_at)
+        if not sent:
+            sent = send_before(socket, [b"", command.encode()], wait_until)
+        if sent and socket.poll(remaining_ms(wait_until), zmq.POLLIN):
             return socket.recv_multipart()
-        try:
-            socket.send_multipart([b"", command.encode()], zmq.NOBLOCK)
-            sent = True
-        except zmq.Again:
-            pass  # the pipe it had room in went with a failed handshake: wait again
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        if now >= tell_at and notice is not None:
+            notice(f"no answer yet from {dsn}: {curve_probe.why_silent(dsn, curve)}; "
+                   f"waiting up to {timeout:g} s")
+            tell_at = deadline
 
 
 def monitor_figures(dsn: str, timeout: float = 5.0,

@@ -15,12 +15,14 @@ from collections.abc import Sequence
 import zmq
 
 from pzq.client import setup
-from pzq.client.common import opener, remaining_ms
+from pzq.client.common import opener, remaining_ms, send_before
 from pzq.client.session_views import ProducerView
 from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
+
+CLOSE_SEND_S = 1.0  # how long close waits for the socket to take the last batch
 
 __all__ = ["KEEP_ACKS", "Moment", "Producer", "time_headers", "topic_headers"]
 
@@ -75,22 +77,25 @@ class Producer(ProducerView):
         if len(session.unanswered) >= session.window:
             self._wait_for_room(timeout)
         msg_id = msg_id or session.next_msg_id()
-        frames = session.add(msg_id, parts, headers, time.monotonic())
-        if frames is not None:
-            self._socket.send_multipart(frames)
+        self._send(session.add(msg_id, parts, headers, time.monotonic()), timeout)
         return msg_id
 
     def _wait_for_room(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         session = self._session
         while session.full:
-            self._send(session.due_batch())
+            self._send(session.due_batch(), timeout)
             if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"no ACK within {timeout} s with a full window")
 
-    def _send(self, frames: list[bytes] | None) -> None:
-        if frames is not None:
-            self._socket.send_multipart(frames)
+    def _send(self, frames: list[bytes] | None, timeout: float | None = 30.0) -> None:
+        """Send ``frames`` (None: nothing is due); TimeoutError when the socket has
+        not taken them within ``timeout`` s (no connection to send on, as after a
+        refused CURVE handshake, or the node far behind)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if frames is not None and not send_before(self._socket, frames, deadline):
+            raise TimeoutError(f"the producer could not send within {timeout:g} s: "
+                               "no connection took the message")
 
     def acks(self, timeout: float = 0.0) -> list[ProducerAck]:
         """ACKs received so far, waiting up to ``timeout`` s for one if none is here."""
@@ -104,7 +109,7 @@ class Producer(ProducerView):
     def flush(self, timeout: float = 30.0) -> list[ProducerAck]:
         """Wait until every sent message is ACKed; returns the ACKs not yet returned."""
         deadline = time.monotonic() + timeout
-        self._send(self._session.pending_batch())
+        self._send(self._session.pending_batch(), timeout)
         while self._session.unanswered:
             if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"{len(self._session.unanswered)} messages without ACK "
@@ -121,7 +126,7 @@ class Producer(ProducerView):
         msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag,
                            dedup_id=dedup_id, delay=delay, not_before=not_before, ttl=ttl,
                            expires=expires, priority=priority)
-        self._send(self._session.pending_batch())
+        self._send(self._session.pending_batch(), timeout)
         deadline = time.monotonic() + timeout
         while (ack := self._session.take_ack(msg_id)) is None:
             if not self._receive(remaining_ms(deadline)):
@@ -136,7 +141,10 @@ class Producer(ProducerView):
         return True
 
     def close(self) -> None:
-        self._send(self._session.pending_batch())  # sent, as a message sent alone would be
+        try:  # sent, as a message sent alone would be
+            self._send(self._session.pending_batch(), CLOSE_SEND_S)
+        except TimeoutError:
+            pass  # nothing took it: those messages were never ACKed, as flush says
         self._socket.close()
 
     def __enter__(self) -> Producer:

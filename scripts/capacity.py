@@ -12,12 +12,14 @@ no header but TOPIC:
   restart writes the log as tables);
 - archive: a consumer of a group takes a tenth of them and acks them, and the
   archive's bytes per million messages acked;
-- in flight: the node's delivery state, built as the daemon builds it
-  (pzq.node.state), on a store of its own in this process, sends every message to a
-  consumer that takes them all and acks none (--inflight-size out of the way), and
-  tracemalloc counts what stays allocated per delivery: the record it keeps and its
-  bookkeeping. (A process's resident memory says little here: LevelDB's caches and
-  the allocator's free lists move it by more than the deliveries do.)
+- waiting and in flight: the node's state, built as the daemon builds it
+  (pzq.node.state), on a store of its own in this process, stores every message
+  (waiting: what stays allocated per message stored and not yet delivered), then
+  sends every one to a consumer that takes them all and acks none (--inflight-size
+  out of the way); tracemalloc counts what stays allocated per delivery (in flight:
+  the record it keeps and its bookkeeping). (A process's resident memory says
+  little here: LevelDB's caches and the allocator's free lists move it by more
+  than the deliveries do.)
 """
 
 from __future__ import annotations
@@ -78,13 +80,18 @@ def stored_and_archived(work: Path, count: int, size: int) -> dict[str, float]:
             "archive_bytes_per_million": archive / acked * 1_000_000}
 
 
-def in_flight(work: Path, count: int, size: int) -> float:
-    """Bytes that stay allocated per delivery in flight."""
+def node_memory(work: Path, count: int, size: int) -> dict[str, float]:
+    """Bytes that stay allocated in the node's process per message stored and
+    waiting, and per delivery in flight (LevelDB's own memory is not Python's: its
+    write buffer and caches are bounded by their settings, not by the messages)."""
     config = build_config({"database": str(work / "db"), "inflight_size": 1 << 40,
                            "prefetch": count}, None)
     store = Store.open(work / "db")
     try:
         node = NodeState(config, store, Now.read())
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
         batch = store.begin()
         for number in range(count):
             value = record.encode(b"%d" % number, (b"TOPIC:capacity",), (os.urandom(size),),
@@ -94,15 +101,16 @@ def in_flight(work: Path, count: int, size: int) -> float:
                 store.commit(batch)
                 batch = store.begin()
         store.commit(batch)
+        del batch, value
         gc.collect()
-        tracemalloc.start()
-        before = tracemalloc.get_traced_memory()[0]
+        stored = tracemalloc.get_traced_memory()[0]
         sent = node.delivery.deliver(lambda frames: True, Now.read().wall_us, count)
         gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - before
+        in_flight = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         assert sent == count == len(node.delivery.inflight), (sent, count)
-        return grown / count
+        return {"waiting_bytes_per_message": (stored - before) / count,
+                "inflight_bytes_per_message": (in_flight - stored) / count}
     finally:
         store.close()
 
@@ -129,13 +137,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             work = Path(scratch)
             row: dict[str, Any] = {"size": size, "count": args.count,
                                    **stored_and_archived(work / "node", args.count, size)}
-            row["inflight_bytes_per_message"] = in_flight(work / "state", args.count, size)
+            row.update(node_memory(work / "state", args.count, size))
             rows.append(row)
-    print(f"{'body':>7} {'stored B/msg':>13} {'after restart':>14} {'in flight B/msg':>16} "
-          f"{'archive MB/million':>19}")
+    print(f"{'body':>7} {'stored B/msg':>13} {'after restart':>14} {'waiting, memory B/msg':>22} "
+          f"{'in flight B/msg':>16} {'archive MB/million':>19}")
     for row in rows:
         print(f"{row['size']:>5} B {row['store_bytes_per_message']:>13.0f} "
               f"{row['store_bytes_per_message_restarted']:>14.0f} "
+              f"{row['waiting_bytes_per_message']:>22.0f} "
               f"{row['inflight_bytes_per_message']:>16.0f} "
               f"{row['archive_bytes_per_million'] / 1e6:>19.0f}")
     if args.json is not None:

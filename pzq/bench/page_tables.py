@@ -170,6 +170,7 @@ def capacity(found: Any, skipped: Sequence[str]) -> list[Table]:
              "log), B", 1.0),
             ("store_bytes_per_message_restarted", "store on disk per message, after a restart "
              "(as tables), B", 1.0),
+            ("waiting_bytes_per_message", "memory per message stored and waiting, B", 1.0),
             ("inflight_bytes_per_message", "memory per message in flight, B", 1.0),
             ("archive_bytes_per_million", "archive on disk per million messages ACKed, MB",
              1e-6)):

@@ -148,4 +148,5 @@ def test_the_capacity_script_gives_every_figure_of_the_page(tmp_path):
     (row,) = json.loads((tmp_path / "c.json").read_text())
     assert row["store_bytes_per_message"] > 200 and row["store_bytes_per_message_restarted"] > 200
     assert row["inflight_bytes_per_message"] > 200  # the record it keeps, and more
+    assert 0 <= row["waiting_bytes_per_message"] < row["inflight_bytes_per_message"]
     assert row["archive_bytes_per_million"] > 200 * 1_000_000

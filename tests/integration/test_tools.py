@@ -24,6 +24,12 @@ pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
 
 
+def at_a_terminal() -> None:
+    """Ctrl-C as at a terminal: a suite started in the background (where the shell
+    ignores SIGINT, and its children inherit that) still tests the tools' handling."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def shared_node(tmp_path_factory):
     """One node for the tests that each keep to a topic of their own (and its groups),
@@ -181,7 +187,7 @@ def test_produce_at_a_terminal_shows_each_ack_as_it_comes_and_what_an_interrupt_
     controller, terminal = pty.openpty()
     process = subprocess.Popen([str(BIN / "pzq-produce"), "--dsn", shared_node.receive_dsn,
                                 "--topic", "typed"], stdin=terminal, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=at_a_terminal)
     try:
         os.write(controller, b"first\n")
         assert line_within(process.stdout).endswith(" ok\n")  # before the input ends
@@ -405,7 +411,7 @@ def test_a_tool_whose_output_pipe_closed_ends_quietly(tmp_path, node):
 
 def test_ctrl_c_stops_a_waiting_consumer_without_a_traceback(tmp_path):
     process = subprocess.Popen([str(BIN / "pzq-consume"), "--dsn", f"ipc://{tmp_path}/no-node"],
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=at_a_terminal)
     try:
         assert "waiting for deliveries" in process.stderr.readline()
     finally:
@@ -419,7 +425,7 @@ def test_ctrl_c_stops_a_waiting_consumer_without_a_traceback(tmp_path):
 def test_ctrl_c_stops_a_waiting_ctl_or_monitor_with_130_and_no_traceback(tmp_path, args):
     process = subprocess.Popen([str(BIN / args[0]), "--dsn", f"ipc://{tmp_path}/no-node",
                                 *args[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=at_a_terminal)
     try:
         assert "no answer yet from" in process.stderr.readline()  # it waits
     finally:

@@ -73,42 +73,44 @@ class PeerFrames:
         return cw.encode_pong(self.node_id, tombstones[:TOMBSTONES_PER_PONG], more,
                               sorted(held)[:HELD_PER_PONG])
 
+    def _confirm_once_written(self, routing_id: bytes, frames: list[bytes]) -> None:
+        """The answer goes once the wake's batch, which holds what it confirms, is
+        written (the core sends ``after_write`` then)."""
+        self.after_write.append(Reply(routing_id, frames))
+
     # -- one handler per frame a peer sends, after its PING -----------------------------
 
     def _on_replicate(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                       batch: Batch, own: DeliveryState, now: float) -> None:
         replicate = cw.decode_replicate(frames)
-        if replicate.origin != sender:
-            raise DecodeError("a node may only replicate its own messages")
+        _own(replicate.origin, sender, "replicate its own messages")
         holders = decode_holders(replicate.holders)
         log.debug("replicas_received", origin=sender.decode(),
                   batch_id=replicate.batch_id, messages=len(replicate.messages))
         for seq, value in replicate.messages:
             self.replicas.add(batch, replicate.origin, seq, holders, value)
-        # Confirm only once the batch holding the copies is written.
-        self.after_write.append(Reply(routing_id, cw.encode_replicated(replicate.batch_id)))
+        self._confirm_once_written(routing_id, cw.encode_replicated(replicate.batch_id))
 
     def _on_schedule(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                      batch: Batch, own: DeliveryState, now: float) -> None:
         schedule = cw.decode_schedule(frames)
-        if schedule.origin != sender:
-            raise DecodeError("a node may only replicate its own messages")
+        _own(schedule.origin, sender, "replicate its own messages")
         holders = decode_holders(schedule.holders)
         for seq, due_us, value in schedule.messages:
             self.copies.add(batch, schedule.origin, seq, due_us, holders, value)
-        self.after_write.append(Reply(routing_id, cw.encode_replicated(schedule.batch_id)))
+        self._confirm_once_written(routing_id, cw.encode_replicated(schedule.batch_id))
 
     def _on_remove(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                    batch: Batch, own: DeliveryState, now: float) -> None:
         origin, remove_id, seqs = cw.decode_remove(frames)
         self.done.apply_remove(origin, seqs, batch, own, now)
-        self.after_write.append(Reply(routing_id, cw.encode_removed(remove_id)))
+        self._confirm_once_written(routing_id, cw.encode_removed(remove_id))
 
     def _on_done(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                  batch: Batch, own: DeliveryState, now: float) -> None:
         origin, done_id, group, seqs = cw.decode_done(frames)
         self.done.apply_done(origin, group, seqs, batch, own)
-        self.after_write.append(Reply(routing_id, cw.encode_noted(done_id)))
+        self._confirm_once_written(routing_id, cw.encode_noted(done_id))
 
     def _on_applied(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                     batch: Batch, own: DeliveryState, now: float) -> None:
@@ -117,15 +119,19 @@ class PeerFrames:
     def _on_topics(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                    batch: Batch, own: DeliveryState, now: float) -> None:
         origin, reads = cw.decode_topics(frames)
-        if origin != sender:
-            raise DecodeError("a node may only describe its own topics")
+        _own(origin, sender, "describe its own topics")
         self.replicas.describe_topics(batch, origin, reads)
 
     def _on_routing(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                     batch: Batch, own: DeliveryState, now: float) -> None:
         origin, routing = cw.decode_routing_frame(frames)
-        if origin != sender:
-            raise DecodeError("a node may only describe its own routes")
+        _own(origin, sender, "describe its own routes")
         endpoint, _ = self.senders.get(routing_id) or ("", b"")
         self.protocols.heard(endpoint, routing.protocol)
         self.routes.learned(endpoint, routing)
+
+
+def _own(origin: bytes, sender: bytes, what: str) -> None:
+    """A peer speaks for itself only: a frame naming another origin is refused."""
+    if origin != sender:
+        raise DecodeError(f"a node may only {what}")

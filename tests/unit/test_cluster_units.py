@@ -11,7 +11,7 @@ from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import ReplicationTracker
 from pzq.errors import DecodeError
 from pzq.protocol import cluster as cw
-from pzq.protocol.routing import CLUSTER_PROTOCOL
+from pzq.protocol.routing import CLUSTER_PROTOCOL, Routing
 from pzq.store import keyspace, record
 from pzq.store.replicas import ReplicaStore, encode_holders, split_value
 from pzq.store.store import Store
@@ -353,3 +353,30 @@ def test_a_peer_of_another_protocol_is_said_once_and_again_when_it_changes():
     assert [(line["event"], line["peer_protocol"]) for line in logged] == [
         ("peer_protocol_newer", CLUSTER_PROTOCOL + 1), ("peer_protocol_older", 1)]
     assert protocols.spoken == {"tcp://b:1": 1, "tcp://c:1": CLUSTER_PROTOCOL}
+
+
+@pytest.mark.parametrize("forged", [
+    lambda other: cw.encode_replicate(other, 1, b"\x00", [(1, b"copy")]),
+    lambda other: cw.encode_schedule(other, 1, b"\x00", [(1, 2**50, b"copy")]),
+    lambda other: cw.encode_topics(other, cw.DefaultReads("main", {})),
+    lambda other: cw.encode_routing(other, Routing()),
+], ids=["replicate", "schedule", "topics", "routing"])
+def test_a_peer_that_speaks_for_another_node_is_refused(tmp_path, forged):
+    """A peer's frames name their origin: one naming another node's is refused
+    (counted, its reason logged), not stored under that node, and not confirmed."""
+    network = SimNetwork(tmp_path, 3, replicas=1)
+    node, peer, other = network.nodes
+    batch = node.store.begin()
+    node.core.receive_request(b"peer", cw.encode_ping(peer.node_id, peer.endpoint), batch,
+                              node.own, 1000.0)
+    node.core.take_outgoing()  # the PONG
+    with structlog.testing.capture_logs() as logs:
+        node.core.receive_request(b"peer", forged(other.node_id), batch, node.own, 1000.0)
+    node.store.commit(batch)
+    assert node.core.rejected == 1
+    assert [entry["reason"] for entry in logs if entry["event"] == "cluster_frame_rejected"
+            ][0].startswith(("a node may only replicate its own", "a node may only describe"))
+    assert node.core.take_outgoing() == []
+    assert list(node.store.iterate(keyspace.REPLICA_PREFIX)) == []
+    assert list(node.store.iterate(keyspace.SCHEDULED_COPY_PREFIX)) == []
+    network.close()

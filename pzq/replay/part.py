@@ -31,9 +31,10 @@ from pzq.errors import ArchiveError, DecodeError, StoreError
 from pzq.events import EventHub, ReplayEnded
 from pzq.logs import get_logger
 from pzq.parts import REAP, Figures, Part, Verb
-from pzq.protocol.topic_reads import DEFAULT_GROUP
-from pzq.replay.range import Bound, Resolved, parse_bound, resolve
+from pzq.replay.entry import Replay
+from pzq.replay.range import Bound, Resolved, resolve
 from pzq.replay.reader import read_chunk
+from pzq.replay.request import Cancel, named_group, parse_request, range_words
 from pzq.store import keyspace
 from pzq.store.batch import Batch, Participant
 from pzq.store.store import Store
@@ -43,44 +44,9 @@ log = get_logger("pzq.replay")
 
 AHEAD = 10_000  # a replay's messages in the store not yet ACKed, at most
 CHUNK = 512  # messages one replay reads in one wake, at most
-USAGE = ("usage: REPLAY GROUP topic group from=earliest|TIME|OFFSET [to=TIME|OFFSET], "
-         "or REPLAY CANCEL id")
 # origin, seq, group, final: a group was done with a message (pzq.serving.answers)
 Removed = Callable[[bytes, int, str, bool], None]
 RemovedAll = Callable[[bytes, list[int], str, list[bool]], None]
-
-
-class Replay:
-    """One replay: its record, its area, and its delivery state while it has one."""
-
-    def __init__(self, record: ReplayRecord, area: ReplayArea,
-                 state: DeliveryState | None) -> None:
-        self.record = record
-        self.area = area
-        self.state = state
-        self.undo: tuple[int, int, str, list[int]] | None = None  # a read being written
-        self.broken = ""  # why its reader stopped (the archive could not be read), if it did
-
-    @property
-    def finished(self) -> bool:
-        return self.record.state == DONE
-
-    def line(self) -> str:
-        record, area = self.record, self.area
-        asked = " ".join(f"{name}={value}" for name, value in record.asked.items())
-        if record.state == READING:
-            left = max(0, record.expected - area.acked - record.dead)
-            shown = f"{'~' if record.estimated else ''}{left}"
-        else:
-            shown = str(area.left)
-        state = "delivering" if record.state != DONE and record.position >= record.end \
-            else record.state
-        if self.broken:
-            state = f"stopped ({self.broken})"
-        return (f"{record.id} topic={record.topic} group={record.group} {asked} "
-                f"offsets={record.start}..{record.end} position={record.position} "
-                f"read={record.written} delivered={min(record.delivered, record.written)} "
-                f"acked={area.acked} dead={record.dead} left={shown} state={state}")
 
 
 class Replays(Part, Participant):
@@ -311,23 +277,11 @@ class Replays(Part, Participant):
         return answer
 
     def _replay(self, arguments: list[bytes], now: Now) -> bytes:
-        words = [argument.decode(errors="replace") for argument in arguments]
-        kind = words[0].upper() if words else ""
-        if kind == "CANCEL" and len(words) == 2:
-            return self._cancel(words[1]).encode()
-        names = [word for word in words[1:] if "=" not in word]
-        options = dict(word.split("=", 1) for word in words[1:] if "=" in word)
-        if kind != "GROUP" or len(names) != 2 or "from" not in options:
-            raise ValueError(USAGE)
-        asked: dict[str, str] = {name: options[name] for name in ("from", "to")
-                                 if name in options}
-        first = parse_bound(options.pop("from"), "from", earliest_ok=True)
-        last = parse_bound(options.pop("to"), "to", earliest_ok=False) \
-            if "to" in options else None
-        if options:
-            raise ValueError(f"unknown option {sorted(options)[0]!r}; {USAGE}")
-        group = self._named_group(names[0], names[1])
-        return self.begin(group, first, last, asked, now).encode()
+        request = parse_request(arguments)
+        if isinstance(request, Cancel):
+            return self._cancel(request.replay_id).encode()
+        group = named_group(self.topics, request.topic, request.group)
+        return self.begin(group, request.first, request.last, request.asked, now).encode()
 
     def begin(self, group: Group, first: Bound, last: Bound | None, asked: dict[str, str],
               now: Now) -> str:
@@ -343,7 +297,7 @@ class Replays(Part, Participant):
         found = resolve(log_, first, last, group.takes)
         if not found.expected:
             raise ValueError(f"nothing to replay: the archive of topic {topic} holds no "
-                             f"message {_range_words(asked)} (offsets {found.start} to "
+                             f"message {range_words(asked)} (offsets {found.start} to "
                              f"{found.end})")
         replay = self._create(group, found, asked, now)
         about = (f"about {found.expected} messages (an estimate)" if found.estimated
@@ -383,20 +337,6 @@ class Replays(Part, Participant):
             return ""
         return "; from the archive: " + line
 
-    def _named_group(self, topic_name: str, name: str) -> Group:
-        topic = self.topics.topics.get(topic_name)
-        if topic is None:
-            known = ", ".join(sorted(self.topics.topics)) or "none yet"
-            raise ValueError(f"no topic {topic_name[:60]!r} (topics: {known})")
-        if name == DEFAULT_GROUP:
-            raise ValueError("default is the consumers on --send-dsn; a replay is for a "
-                             "named group of --consume-dsn")
-        group = topic.groups.get(name)
-        if group is None:
-            known = ", ".join(sorted(topic.groups)) or "none"
-            raise ValueError(f"no group {name[:60]!r} in topic {topic.name} (groups: {known})")
-        return group
-
     def _cancel(self, replay_id: str) -> str:
         replay = self.replays.get(replay_id.encode())
         if replay is None:
@@ -430,6 +370,3 @@ class Replays(Part, Participant):
             "left": replay.area.left, "state": replay.record.state}
             for replay in self.replays.values()}}
 
-
-def _range_words(asked: dict[str, str]) -> str:
-    return " ".join(f"{name}={value}" for name, value in asked.items())

@@ -78,7 +78,8 @@ class Archiving(Participant):
         (kept stored, to be delivered again)."""
         peek = state.peek
         entries = [entry for entry in [peek(batch, seq) for seq in seqs] if entry is not None]
-        # (an unknown one: nothing to archive, the ACK path counts it)
+        if not entries:  # (an unknown one: nothing to archive, the ACK path counts it)
+            return set()
         group_names = state.area.group_names
         unwritten, error = self.tier.append_acked(
             state.area.node_id, entries, [group_names(entry.seq) for entry in entries], now_us)

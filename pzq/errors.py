@@ -53,6 +53,12 @@ class ArchiveError(PzqError):
 
     exit_code = ExitCode.STORE
 
+    def __init__(self, message: str, written: int = 0) -> None:
+        super().__init__(message)
+        # Of a write of several records: how many of the first went in before it failed
+        # (those a roll to a new segment had put in; the rest are none of them).
+        self.written = written
+
 
 class DecodeError(PzqError):
     """A frame layout from the wire or the store could not be decoded."""

@@ -23,10 +23,13 @@ class ArchiveWrites(Protocol):
     """False from a write: it could not be written (the message stays where it is)."""
 
     @property
-    def writes(self) -> bool: ...  # messages go through it one by one before their delete
+    def writes(self) -> bool: ...  # messages go through it before their delete
 
     def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
               now_us: int) -> bool: ...
+
+    def acked_all(self, state: DeliveryState, batch: Batch, seqs: list[int],
+                  now_us: int) -> set[int]: ...  # those not written
 
     def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
                                groups: tuple[str, ...]) -> bool: ...
@@ -58,6 +61,10 @@ class NoArchiving(Participant):
     def acked(self, state: DeliveryState, batch: Batch, key: bytes, seq: int,
               now_us: int) -> bool:
         return True
+
+    def acked_all(self, state: DeliveryState, batch: Batch, seqs: list[int],
+                  now_us: int) -> set[int]:
+        return set()
 
     def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
                                groups: tuple[str, ...]) -> bool:

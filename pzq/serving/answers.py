@@ -40,8 +40,8 @@ class GroupAnswers:
         self.archiving = archiving
         self.removed = removed
         self.removed_all = removed_all
-        # With an archive a message's last holder writes it before its delete, one by
-        # one (the rest of an ACK of many keys is done in bulk all the same).
+        # With an archive a message's last holder writes it before its delete (an ACK of
+        # many keys writes its messages in one call).
         self.archives = archiving.writes
 
     def answer(self, batch: Batch, consumer: ServedConsumer, ok: bool, keys: Iterable[bytes],
@@ -105,7 +105,7 @@ class GroupAnswers:
         _let_go(deliveries, keys)
         seqs = [seq for _, seq in keys]
         if self.archives:
-            seqs = self._archived(batch, state, origin, seqs, now_us)
+            seqs = self._archived(batch, state, seqs, now_us)
         acked, finals, unknown = state.ack_all(batch, seqs)
         for seq in unknown:
             log.debug("ack_unknown", key=message_key(origin, seq).decode(),
@@ -114,15 +114,14 @@ class GroupAnswers:
         deliveries.latency.add_all(mono, [(now_us - entry.sent_us) / 1e6 for entry in acked
                                           if entry.sent_us])
 
-    def _archived(self, batch: Batch, state: DeliveryState, origin: bytes, seqs: list[int],
+    def _archived(self, batch: Batch, state: DeliveryState, seqs: list[int],
                   now_us: int) -> list[int]:
-        """The archive's write of each message whose last holder this group is, one by
-        one (each key once), before the ACKs; returns the seqs to ACK: one whose write
+        """The archive's write of the messages whose last holder this group is (each key
+        once), in one call before the ACKs; returns the seqs to ACK: one whose write
         failed stays stored, to be delivered again."""
-        kept = {seq for seq in dict.fromkeys(seqs)
-                if state.area.would_release(seq)
-                and not self.archiving.acked(state, batch, message_key(origin, seq), seq,
-                                             now_us)}
+        would_release = state.area.would_release
+        finals = [seq for seq in dict.fromkeys(seqs) if would_release(seq)]
+        kept = self.archiving.acked_all(state, batch, finals, now_us) if finals else None
         return [seq for seq in seqs if seq not in kept] if kept else seqs
 
     def _nack(self, consumer: ServedConsumer, state: DeliveryState, held_key: Key,

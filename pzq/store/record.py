@@ -100,31 +100,26 @@ def stored_us_of(value: bytes) -> int:
 
 
 def decode(value: bytes) -> Record:
-    if len(value) < FIXED.size or value[0] != VERSION:
-        raise DecodeError("stored record has an unknown version or is truncated")
-    _, stored_us, first_delivered_us, deliveries = FIXED.unpack_from(value, 0)
-    view = memoryview(value)
-    msg_id, offset = _read_item(view, FIXED.size)
-    try:
-        headers, offset = read_group(value, offset)
-        parts, offset = read_group(value, offset)
-    except DecodeError:
-        raise DecodeError("stored record is truncated") from None
-    if offset != len(value):
-        raise DecodeError("stored record has trailing bytes")
+    stored_us, first_delivered_us, deliveries, msg_id, headers, parts = fields(value)
     return Record(msg_id, headers, parts, stored_us, first_delivered_us, deliveries)
 
 
-def _read_item(view: memoryview, offset: int) -> tuple[bytes, int]:
-    length = _read_length(view, offset)
-    start = offset + LENGTH.size
-    if start + length > len(view):
-        raise DecodeError("stored record is truncated")
-    return bytes(view[start:start + length]), start + length
-
-
-def _read_length(view: memoryview, offset: int) -> int:
-    if offset + LENGTH.size > len(view):
-        raise DecodeError("stored record is truncated")
-    length: int = LENGTH.unpack_from(view, offset)[0]
-    return length
+def fields(value: bytes) -> tuple[int, int, int, bytes, tuple[bytes, ...], tuple[bytes, ...]]:
+    """stored_us, first_delivered_us, deliveries, msg_id, headers and parts, with no
+    Record made (the archive's bulk writes); DecodeError for a record that is not one."""
+    if len(value) < FIXED.size or value[0] != VERSION:
+        raise DecodeError("stored record has an unknown version or is truncated")
+    _, stored_us, first_delivered_us, deliveries = FIXED.unpack_from(value, 0)
+    msg_id_at = FIXED.size + LENGTH.size
+    try:
+        msg_id_end = msg_id_at + LENGTH.unpack_from(value, FIXED.size)[0]
+        if msg_id_end > len(value):
+            raise DecodeError("stored record is truncated")
+        headers, offset = read_group(value, msg_id_end)
+        parts, offset = read_group(value, offset)
+    except (struct.error, DecodeError):
+        raise DecodeError("stored record is truncated") from None
+    if offset != len(value):
+        raise DecodeError("stored record has trailing bytes")
+    return (stored_us, first_delivered_us, deliveries, value[msg_id_at:msg_id_end], headers,
+            parts)

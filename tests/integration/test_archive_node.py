@@ -9,9 +9,10 @@ import zmq
 from pzq.archive.format.files import read_topic
 from pzq.archive.reader import ArchiveReader
 from pzq.archive.tier.topiclog import list_segments
-from pzq.client import Consumer, Producer
+from pzq.client import Consumer, GroupConsumer, Producer
 from pzq.errors import ReaderError
 from pzq.protocol import zper as zp
+from tests.support.archive_damage import archive_tool
 from tests.support.harness import produce_and_consume, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -166,3 +167,56 @@ def test_a_header_is_read_one_way_for_the_store_and_the_archive(archived_node, c
     archived_node.wait_stats(lambda s: s["archive"]["archived"] == 2, message="archived")
     assert sorted(m.parts[0] for _, m in read_topic(archived_node.archive_dir, "orders")) \
         == [b"lower", b"repeated"]
+
+
+def test_an_ack_of_many_keys_archives_what_acks_of_one_key_each_do(start_inproc_node, context,
+                                                                    tmp_path):
+    """One node's group ACKs 60 deliveries in one frame (their messages archived in one
+    call), another's one key a frame (one by one): the same records, in produce order,
+    read from the files, by ArchiveReader and by pzq-archive dump."""
+    read: dict[str, list[tuple[object, ...]]] = {}
+    for name, per_frame in (("many", 60), ("one", 1)):
+        archive = tmp_path / name  # (--hard-sync: the reader serves what was fsync'd)
+        node = start_inproc_node("--archive-dir", str(archive), "--archive-dsn",
+                                 "tcp://127.0.0.1:*", "--segment-size", "2000",
+                                 "--ack-timeout", "60000000", "--hard-sync", tcp=True)
+        consumer = GroupConsumer(node.consume_dsn, "orders", "g1", window=100, declare=True,
+                                 context=context)
+        try:
+            with Producer(node.receive_dsn, context=context) as producer:
+                for i in range(60):
+                    producer.send([b"body %d" % i, b"x" * (i * 9)],  # frames past 255 bytes
+                                  headers=[b"TOPIC:orders", *([b"TAG:t%d" % i] if i % 3 else [])])
+                assert all(ack.ok for ack in producer.flush(15))
+            got = consumer.receive_many(60, timeout=10)
+            while len(got) < 60:
+                got += consumer.receive_many(60 - len(got), timeout=10)
+            for at in range(0, 60, per_frame):
+                consumer.ack_many(got[at:at + per_frame])
+            node.wait_stats(lambda s: s["archive"]["archived"] == 60, message="archived")
+        finally:
+            consumer.close()
+        in_files = [message for _, message in read_topic(archive, "orders")]
+        with ArchiveReader(node.event("node_ready")["archive"], "orders",
+                           context=context) as reader:
+            assert [message for _, message in reader.messages()] == in_files
+        dumped = archive_tool("dump", str(archive), "orders")
+        assert dumped.returncode == 0 and dumped.stderr == ""
+        assert [line.split()[1].encode() for line in dumped.stdout.splitlines()] == [
+            message.key for message in in_files]
+        assert len(list_segments(archive / "orders")) > 1  # it rolled
+        read[name] = [(m.topic, m.parts, m.headers, m.groups, m.outcome, m.deliveries)
+                      for m in in_files]
+    assert [parts[0] for _, parts, *_ in read["many"]] == [b"body %d" % i for i in range(60)]
+    assert read["many"] == read["one"]
+
+
+def test_acks_of_many_keys_on_send_dsn_archive_each_topic_in_order(archived_node, context):
+    """``default`` on --send-dsn reads across topics: a wake's ACKs of messages of two
+    topics, applied at once, archive each topic's in order, once."""
+    unacked = produce_and_consume(archived_node, context, 40, ack_every=1)
+    assert unacked == []
+    archived_node.wait_stats(lambda s: s["archive"]["archived"] == 40, message="archived")
+    for topic, first in (("even", 0), ("odd", 1)):
+        bodies = [m.parts[0] for _, m in read_topic(archived_node.archive_dir, topic)]
+        assert bodies == [b"body %d" % i for i in range(first, 40, 2)]

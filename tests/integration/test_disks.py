@@ -21,7 +21,7 @@ import zmq
 from pzq.archive.format.files import read_topic
 from pzq.archive.format.records import decode_records
 from pzq.archive.tier.topiclog import TopicLog, list_segments
-from pzq.client import Consumer
+from pzq.client import Consumer, GroupConsumer, Producer
 from pzq.errors import ArchiveError
 from pzq.store import keyspace, record
 from tests.support.harness import consume_all, produce_until_refused, run_pzq, wait_until
@@ -203,6 +203,64 @@ def test_an_archive_log_on_a_full_disk_cuts_its_half_record_and_goes_on(small_fi
     log.close(now=1.5)
     data = list_segments(disk / "topic")[0].path.read_bytes()
     assert [frames for _, frames in decode_records(data)] == [*written, [b"later", b"z"]]
+    assert log.end_offset == len(data) == log.bytes
+
+
+def test_a_full_archive_disk_under_acks_of_many_keys_archives_each_message_once(
+        start_node, context, small_filesystem):
+    """An ACK frame's messages go to the archive in one write: one that fails part-way
+    leaves none of them archived (all stay stored), so each is archived once in the
+    end, none twice and none lost."""
+    disk = small_filesystem(4)
+    node = start_node("--archive-dir", str(disk / "archive"), "--ack-timeout", "500000",
+                      "--reaper-frequency", "100000", consume=True)
+    consumer = GroupConsumer(node.consume_dsn, "t", "g", window=100, declare=True,
+                             context=context)
+    try:
+        bodies = {b"%06d" % i + b"." * 1000 for i in range(1500)}  # 1.5 MB to archive
+        with Producer(node.receive_dsn, window=50, context=context) as producer:
+            for body in sorted(bodies):
+                producer.send([body], headers=[b"TOPIC:t"])
+            assert all(ack.ok for ack in producer.flush(30))
+
+        def acked_a_frame() -> int:
+            messages = consumer.receive_many(100, timeout=0.2)
+            if messages:
+                consumer.ack_many(messages)
+            return int(node.stats()["archive"]["failures"])
+        wait_until(acked_a_frame, 60, message="an archive write failing on a full disk")
+        assert consumer.protocol == 2
+        (disk / "filler").unlink()
+        wait_until(lambda: acked_a_frame() >= 0 and node.figures()["messages"] == 0, 60,
+                   message="every message archived")
+    finally:
+        consumer.close()
+    archived = [message.parts[0] for _, message in read_topic(disk / "archive", "t")]
+    assert len(archived) == len(bodies) and set(archived) == bodies
+
+
+def test_an_archive_write_of_many_records_on_a_full_disk_leaves_none_of_them(
+        small_filesystem):
+    disk = small_filesystem(4)  # 0.4 MB left once the filler is in
+    log = TopicLog(disk / "topic", segment_size=150_000, flush_messages=1 << 30,
+                   flush_interval_s=3600)
+    log.open(now=0.0)
+    first = [[b"first %d" % i, b"x" * 10_000] for i in range(10)]
+    log.append_many(first, now=0.0)
+    many = [[b"many %d" % i, b"y" * 10_000] for i in range(70)]  # 0.7 MB: too much
+    with pytest.raises(ArchiveError, match="No space left on device") as raised:
+        log.append_many(many, now=0.0)
+    # Those in segments it rolled from went in (each fsync'd as it rolled); the rest,
+    # half written to the last one, were cut back at once.
+    written = raised.value.written
+    segments = list_segments(disk / "topic")
+    assert 0 < written < len(many) and len(segments) > 2
+    assert segments[-1].size == 0 and log.end_offset == segments[-1].start
+    (disk / "filler").unlink()
+    log.append_many(many[written:], now=1.5)
+    log.close(now=1.5)
+    data = b"".join(segment.path.read_bytes() for segment in list_segments(disk / "topic"))
+    assert [frames for _, frames in decode_records(data)] == [*first, *many]
     assert log.end_offset == len(data) == log.bytes
 
 

@@ -13,16 +13,23 @@ any language (and Spark) can use it without this module.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from pzq.errors import ArchiveFormatError
 from pzq.protocol.time_headers import time_headers_of
 
+# A JSON string as json.dumps writes it (ASCII, quoted): the C function it calls.
+json_string: Callable[[str], str] = encode_basestring_ascii
 METADATA_FIELDS: dict[str, type] = {
     "topic": str, "msg_id": str, "stored_us": int, "first_delivered_us": int,
     "acked_us": int, "deliveries": int, "origin": str, "outcome": str}
 KIND_NAMES = {str: "a string", int: "an integer"}
+# The metadata object as json.dumps writes it (ASCII, no spaces), fields in this order.
+METADATA = ('{"topic":%s,"msg_id":%s,"stored_us":%d,"first_delivered_us":%d,"acked_us":%d,'
+            '"deliveries":%d,"origin":%s,"outcome":%s%s}')
 
 
 @dataclass(frozen=True)
@@ -48,16 +55,11 @@ class ArchivedMessage:
         return time_headers_of(self.headers)
 
     def frames(self) -> list[bytes]:
-        metadata: dict[str, object] = {
-            "topic": self.topic, "msg_id": self.msg_id.decode("latin-1"),
-            "stored_us": self.stored_us, "first_delivered_us": self.first_delivered_us,
-            "acked_us": self.acked_us, "deliveries": self.deliveries,
-            "origin": self.origin, "outcome": self.outcome}
-        if self.groups:
-            metadata["groups"] = list(self.groups)
-        if self.headers:
-            metadata["headers"] = [header.decode("latin-1") for header in self.headers]
-        return [self.key, json.dumps(metadata, separators=(",", ":")).encode(), *self.parts]
+        return [self.key, metadata_json(
+            json_string(self.topic), self.msg_id, self.stored_us, self.first_delivered_us,
+            self.acked_us, self.deliveries, json_string(self.origin),
+            json_string(self.outcome), optional_fields(self.groups, self.headers)),
+            *self.parts]
 
     @classmethod
     def from_metadata(cls, key: bytes, meta: dict[str, Any],
@@ -69,6 +71,32 @@ class ArchivedMessage:
                    tuple(str(group) for group in meta.get("groups", ())),
                    tuple(str(header).encode("latin-1", errors="replace")
                          for header in meta.get("headers", ())))
+
+
+def metadata_json(quoted_topic: str, msg_id: bytes, stored_us: int, first_delivered_us: int,
+                  acked_us: int, deliveries: int, quoted_origin: str, quoted_outcome: str,
+                  optional: str) -> bytes:
+    """The metadata frame: what ``json.dumps`` with separators ``,`` and ``:`` writes of
+    the fields in this order (the quoted strings as ``json_string`` gives them,
+    ``optional`` as ``optional_fields`` does), with one format operation: the
+    archive's bulk writes quote the strings of a whole ACK once."""
+    return (METADATA % (quoted_topic, json_string(msg_id.decode("latin-1")), stored_us,
+                        first_delivered_us, acked_us, deliveries, quoted_origin,
+                        quoted_outcome, optional)).encode()
+
+
+def optional_fields(groups: tuple[str, ...], headers: tuple[bytes, ...]) -> str:
+    """The metadata's ``groups`` and ``headers``, each only when there are any."""
+    fields = ""
+    if groups:
+        fields += ',"groups":' + json_list(groups)
+    if headers:
+        fields += ',"headers":' + json_list([header.decode("latin-1") for header in headers])
+    return fields
+
+
+def json_list(items: list[str] | tuple[str, ...]) -> str:
+    return "[" + ",".join(map(json_string, items)) + "]"
 
 
 def parse_metadata(payload: bytes, at: int = 0) -> dict[str, Any]:

@@ -72,6 +72,16 @@ class Archive:
         self._flush_by(now)
         return offset
 
+    def append_records(self, topic: str, data: bytearray, starts: list[int],
+                       now: float) -> int:
+        """Write pzq's records, encoded end to end (each starting at its entry of
+        ``starts``), to their topic's log with one write (a roll to a new segment
+        aside); the offset of the first. ArchiveError on failure, with none of them
+        written but its ``written`` first ones (see TopicLog.append_encoded)."""
+        first = self._log(topic, now).append_encoded(data, starts, now)
+        self._flush_by(now)
+        return first
+
     def append_raw(self, topic: str, messages: list[list[bytes]],
                    now: float) -> list[int]:
         """Write ZPER producers' messages, frames as they are, to their topic (marked

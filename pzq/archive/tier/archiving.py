@@ -71,6 +71,24 @@ class Archiving(Participant):
         return self._append(key, entry, now_us, state.area.node_id, "acked",
                             state.area.group_names(seq))
 
+    def acked_all(self, state: DeliveryState, batch: Batch, seqs: list[int],
+                  now_us: int) -> set[int]:
+        """Archive the messages of one ACK whose last holder the group is (``seqs``,
+        each once), each topic's in one write; the seqs that could not be written
+        (kept stored, to be delivered again)."""
+        peek = state.peek
+        entries = [entry for entry in [peek(batch, seq) for seq in seqs] if entry is not None]
+        if not entries:  # (an unknown one: nothing to archive, the ACK path counts it)
+            return set()
+        group_names = state.area.group_names
+        unwritten, error = self.tier.append_acked(
+            state.area.node_id, entries, [group_names(entry.seq) for entry in entries], now_us)
+        if error is not None:
+            self.failed_with(error, len(unwritten))
+        else:
+            self._recovered()
+        return set(unwritten)
+
     def given_up_by_last_group(self, entry: InFlight, now_us: int, origin: bytes,
                                groups: tuple[str, ...]) -> bool:
         """A message the last group holding it gave up, naming the groups that held
@@ -86,13 +104,17 @@ class Archiving(Participant):
         except ArchiveError as exc:
             self.failed_with(exc)
             return False
+        self._recovered()
+        return True
+
+    def _recovered(self) -> None:
         if self._failing:
             self._failing = False
             log.warning("archive_write_recovered")
-        return True
 
-    def failed_with(self, exc: ArchiveError) -> None:
-        self.tier.failures += 1
+    def failed_with(self, exc: ArchiveError, messages: int = 1) -> None:
+        """``messages``: how many it left stored (archive.failures counts each)."""
+        self.tier.failures += messages
         if not self._failing:  # once per failing spell
             self._failing = True
             log.error("archive_write_failed", error=str(exc))

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.tier.acked_records import AckedRecords
 from pzq.archive.tier.archive import Archive
+from pzq.delivery.inflight import InFlight
+from pzq.errors import ArchiveError
 from pzq.protocol.headers import TOPIC_HEADER, topic_and_tag
 from pzq.store import record
 
@@ -63,6 +66,34 @@ class ArchiveTier:
                           if header[:6].upper() != TOPIC_HEADER)), acked_us / 1e6)
         self.archived += 1
         self._dirty = self._appended = True
+
+    def append_acked(self, origin: bytes, entries: list[InFlight],
+                     groups: list[tuple[str, ...]], acked_us: int
+                     ) -> tuple[list[int], ArchiveError | None]:
+        """Archive the messages of one ACK (each an entry of a message's last holder,
+        with the groups done with it), each topic's in one write; the seqs that were
+        not written, and why (None: every one was). A topic's failed write leaves
+        none of its messages archived (but those a roll to a new segment had put
+        in): they stay stored, to be delivered again."""
+        records = AckedRecords(self.topic_of, origin, acked_us)
+        records.add_all(entries, groups)
+        now = acked_us / 1e6
+        unwritten: list[int] = []
+        error: ArchiveError | None = None
+        written = 0
+        for topic, topic_records in records.by_topic.items():
+            try:
+                self.archive.append_records(topic, topic_records.data, topic_records.starts,
+                                            now)
+                written += len(topic_records.starts)
+            except ArchiveError as exc:
+                error = error or exc
+                written += exc.written
+                unwritten += topic_records.seqs[exc.written:]
+        if written:
+            self.archived += written
+            self._dirty = self._appended = True
+        return unwritten, error
 
     def topic_of(self, headers: tuple[bytes, ...]) -> str:
         """The topic the message was stored under; the default one for a name the

@@ -9,7 +9,10 @@ Appends are unbuffered: a record is in the kernel when ``append`` returns, so a
 store delete written after it cannot outlive it in a crash of the process, and a
 full or read-only disk fails the append itself, not a later flush. After a failed
 write or fsync the log is reopened (its torn tail cut) before the next append, at
-most once every ``REOPEN_AFTER_S`` seconds.
+most once every ``REOPEN_AFTER_S`` seconds. A write of several records that fails is
+cut back at once to where it began in its segment: none of them stays in the log to
+be written again by a retry (ArchiveError.written counts those a roll to a new
+segment had put in before).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class TopicLog:
         self.synced_at = 0.0  # when the last fsync (or the opening) was
         self._reads = TopicReads(directory.name)
         self._failure: tuple[float, str] | None = None  # (when, why) until reopened
+        self._cut_to: tuple[int, int] | None = None  # (segment start, size) for the reopen
 
     # -- opening and recovery ------------------------------------------------------
 
@@ -88,14 +92,25 @@ class TopicLog:
                 pass  # its data went with the failure; the reopen cuts what is torn
             self._active = None
         try:
+            self._cut_failed_run()
             self._open_active()
             self.bytes = sum(segment.size for segment in self.segments)
         except OSError as exc:
             self._failure = (now, str(exc))
             raise ArchiveError(f"archive not writable: {exc}") from None
         self._failure = None
+        self._cut_to = None
         self._unsynced = 0
         self.flushed_offset = min(self.flushed_offset, self.end_offset)
+
+    def _cut_failed_run(self) -> None:
+        """What a failed write of several records left, cut if that failed at once."""
+        if self._cut_to is None:
+            return
+        start, size = self._cut_to
+        last = self.segments[-1]
+        if last.start == start and last.path.stat().st_size > size:
+            os.truncate(last.path, size)
 
     def _recover(self, segment: Segment) -> None:
         """Cut a tail that ends inside a record or is not records, with no whole record
@@ -181,27 +196,33 @@ class TopicLog:
         """Write records already encoded end to end in ``data``, each starting at its
         entry of ``starts`` (ascending, the first 0), with one write per segment they
         go to; the offset of the first (the others follow without a gap). A record
-        goes where ``append`` would put it. ArchiveError as ``append``."""
+        goes where ``append`` would put it. ArchiveError as ``append``; then none of
+        the records is in the segment the failure was in (its ``written``: how many
+        went in before, into segments rolled from)."""
         if self._failure is not None:
             self._reopen(now)
         first = self.end_offset
         view = memoryview(data)
         begin = 0  # the first byte of data not written yet, a record start
+        written = 0  # records in the log already (in segments rolled from)
         try:
             while starts:
                 # A record starting before the active segment is full goes in it.
                 room = self.segment_size - self._active_size
                 split = bisect_left(starts, begin + room)
                 stop = starts[split] if split < len(starts) else len(data)
-                self._write_run(view[begin:stop], starts[bisect_left(starts, begin):split],
-                                begin, now)
+                run = starts[bisect_left(starts, begin):split]
+                self._write_run(view[begin:stop], run, begin, now)
+                written += len(run)
                 if split == len(starts):
                     break
                 self._roll(now)
                 begin = stop
         except OSError as exc:
             self._failure = (now, str(exc))
-            raise ArchiveError(f"archive write failed: {exc}") from None
+            raise ArchiveError(f"archive write failed: {exc}", written) from None
+        except ArchiveError as exc:  # the fsync of the segment rolled from
+            raise ArchiveError(str(exc), written) from None
         if self._unsynced >= self.flush_messages:
             self.sync(now)
         return first
@@ -211,7 +232,11 @@ class TopicLog:
         ``begin``) to the active segment."""
         assert self._active is not None, "open() first"
         if run:
-            self._write_all(self._active, run)
+            try:
+                self._write_all(self._active, run)
+            except OSError:
+                self._cut_back()
+                raise
         shift = self._active_size - begin
         size = len(run)
         self._reads.index(self.segments[-1].start).note_run(starts, shift,
@@ -225,6 +250,16 @@ class TopicLog:
         if count and self.unsynced_since is None:
             self.unsynced_since = now
         self._unsynced += count
+
+    def _cut_back(self) -> None:
+        """Cut the active segment back to the records it holds after a failed write
+        (what of the run went in, whole records too); left to the reopen if this
+        fails as well."""
+        assert self._active is not None
+        try:
+            os.ftruncate(self._active.fileno(), self._active_size)
+        except OSError:
+            self._cut_to = (self.segments[-1].start, self._active_size)
 
     @staticmethod
     def _write_all(handle: BinaryIO, record: bytes | memoryview) -> None:

@@ -19,6 +19,8 @@ VERSION = 1
 FIXED = struct.Struct(">BQQI")
 BOOKKEEPING = struct.Struct(">QI")  # first_delivered_us, deliveries
 BOOKKEEPING_OFFSET = 1 + 8
+NEVER_DELIVERED = bytes(BOOKKEEPING.size)  # the bookkeeping of a record not yet delivered
+NO_HEADER_COUNT = bytes(LENGTH.size)  # a group of no items: its count alone
 
 # A message a batch stored, with whom to ACK: producer routing id, producer msg id,
 # seq, record (the intake makes them; the cluster copies them before the ACK).
@@ -70,6 +72,17 @@ def headers_of(value: bytes) -> tuple[bytes, ...]:
         return read_group(value, header_group_at(value))[0]
     except (struct.error, DecodeError):
         raise DecodeError("stored record is truncated") from None
+
+
+def part_groups(values: list[bytes]) -> list[bytes]:
+    """``value[part_group_at(value):]`` of each record, in one pass for those without
+    producer headers (the others one at a time): a run of batched deliveries."""
+    unpack, msg_id_at, fixed_size = LENGTH.unpack_from, FIXED.size, FIXED.size + LENGTH.size
+    header_ats = [fixed_size + unpack(value, msg_id_at)[0] for value in values]
+    return [value[at + LENGTH.size:]
+            if len(value) >= at + 2 * LENGTH.size and value.startswith(NO_HEADER_COUNT, at)
+            else value[part_group_at(value):]
+            for value, at in zip(values, header_ats, strict=True)]
 
 
 def header_group_at(value: bytes) -> int:

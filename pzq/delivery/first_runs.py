@@ -5,15 +5,15 @@ of n messages costs a few calls plus work over the n done in C.
 A run holds only what needs nothing of its own: not taken (out, waiting, leaving,
 another node's), never delivered (no count to rewrite), and within the in-flight
 table's bytes (nothing evicted). The first message that needs more ends the run;
-it and the rest of the read go one at a time (pzq.delivery.state), as does all of
-a read while expiry is watched.
+it and the rest of the read go one at a time (pzq.delivery.state), as does an
+expired one (while expiry is watched, the run's verdicts are asked in one pass).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -23,6 +23,7 @@ from pzq.store import record
 # Origin node id, seqs, records of first deliveries (their count 1) in seq order: how
 # many of them, from the first, the outlet took (the rest are not sent).
 RunOutlet = Callable[[bytes, list[int], list[bytes]], int]
+Verdict = Callable[[int, bytes, int], int]  # seq, record, now µs: KEEP (0) or its fate
 
 
 def one_by_one(node_id: bytes, seqs: list[int], values: list[bytes]) -> int:
@@ -63,6 +64,16 @@ def first_run(found: list[tuple[int, bytes]], taken: set[int], delivered_before:
     if fit < len(sizes):
         del seqs[fit:], values[fit:], sizes[fit:]
     return Run(seqs, values, sizes)
+
+
+def unexpired(run: Run, verdict: Verdict, now_us: int) -> Run:
+    """The run up to its first message expired by ``now_us`` (which goes alone, to
+    expire), the verdicts asked in one pass."""
+    expired = list(map(bool, map(verdict, run.seqs, run.values, repeat(now_us))))
+    if True not in expired:
+        return run
+    end = expired.index(True)
+    return Run(run.seqs[:end], run.values[:end], run.sizes[:end])
 
 
 def first_deliveries(run: Run, count: int, now_us: int, deadline_us: int) -> list[InFlight]:

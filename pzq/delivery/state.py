@@ -24,7 +24,14 @@ from pzq.counters import Counters
 from pzq.delivery.areas import Area
 from pzq.delivery.delayed import DelayedDeliveries
 from pzq.delivery.expiry import DROP, NO_EXPIRY, Expiry
-from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet, first_deliveries, first_run, rest_of
+from pzq.delivery.first_runs import (
+    ONE_BY_ONE,
+    RunOutlet,
+    first_deliveries,
+    first_run,
+    rest_of,
+    unexpired,
+)
 from pzq.delivery.framing import SendFrames, delivery_frames
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.inflight import InFlight, InFlightTable
@@ -405,8 +412,8 @@ class DeliveryState(Participant):
         found, sent = chunk.found, 0
         # (the pool's outlet takes no run: not even the run is looked for, a window of 1
         # would pay it on every message)
-        if send_run is not ONE_BY_ONE and not watching and found:
-            sent = self._deliver_run(send_run, found, now_us)
+        if send_run is not ONE_BY_ONE and found:
+            sent = self._deliver_run(send_run, found, now_us, watching)
             found = rest_of(found, self.cursor)
         inflight, delivered_before = self.inflight, self.delivered_before
         # Mostly only the in-flight table holds any of them: the others are asked only
@@ -436,12 +443,14 @@ class DeliveryState(Participant):
         return sent, self.cursor > start  # no progress: a read that cannot go on
 
     def _deliver_run(self, send_run: RunOutlet, found: list[tuple[int, bytes]],
-                     now_us: int) -> int:
+                     now_us: int, watching: bool) -> int:
         """The run of first deliveries at the start of a read, to ``send_run``: those
         it took are tracked and the cursor moves past them; returns how many."""
         inflight = self.inflight
         run = first_run(found, self._taken_among([seq for seq, _ in found]),
                         self.delivered_before, inflight.max_bytes - inflight.bytes)
+        if watching and run.seqs:
+            run = unexpired(run, self.expiry.verdict, now_us)
         if not run.seqs:
             return 0
         count = send_run(self.area.node_id, run.seqs, run.values)

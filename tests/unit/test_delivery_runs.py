@@ -8,11 +8,13 @@ import pytest
 
 from pzq.counters import Counters
 from pzq.delivery.areas import OwnArea
-from pzq.delivery.held import HeldElsewhere
+from pzq.delivery.expiry import DROP, KEEP, NO_EXPIRY, Expiry
+from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import record
+from pzq.store.batch import Batch
 from pzq.store.store import Store
 
 pytestmark = pytest.mark.timeout(20)
@@ -72,6 +74,22 @@ class HeldOnes(HeldElsewhere):
         return min(self.seqs, default=None)
 
 
+class ExpiredOnes:
+    """Expiry watched, and these messages expired (dropped)."""
+
+    def __init__(self, seqs: set[int]) -> None:
+        self.seqs = seqs
+
+    def watching(self, now_us: int) -> bool:
+        return True
+
+    def verdict(self, seq: int, value: bytes, now_us: int) -> int:
+        return DROP if seq in self.seqs else KEEP
+
+    def expired_final(self, batch: Batch, seq: int, value: bytes, dead: bool) -> None:
+        pass
+
+
 @pytest.fixture
 def store(tmp_path):
     store = Store.open(tmp_path / "db")
@@ -79,11 +97,10 @@ def store(tmp_path):
     store.close()
 
 
-def new_state(store: Store, inflight_size: int = 1 << 20,
-              held: HeldElsewhere | None = None) -> DeliveryState:
+def new_state(store: Store, inflight_size: int = 1 << 20, held: HeldElsewhere = NOBODY_ELSE,
+              expiry: Expiry = NO_EXPIRY) -> DeliveryState:
     settings = DeliverySettings(TIMEOUT, inflight_size, with_headers=True)
-    state = (DeliveryState(OwnArea(store), settings, Counters()) if held is None
-             else DeliveryState(OwnArea(store), settings, Counters(), held=held))
+    state = DeliveryState(OwnArea(store), settings, Counters(), held=held, expiry=expiry)
     store.register(state)
     return state
 
@@ -202,3 +219,13 @@ def test_a_message_given_back_and_stored_again_goes_alone(store):
     assert run.runs == [seqs[:1]] and each.sent == [(seqs[1], 2), (seqs[2], 1)]
     assert message_key(store.node_id, seqs[1]) in {
         message_key(store.node_id, entry.seq) for entry in state.inflight.entries()}
+
+
+def test_an_expired_message_ends_the_run_and_is_never_delivered(store):
+    seqs = stored(store, 5)
+    state = new_state(store, expiry=ExpiredOnes({seqs[2]}))
+    each, run = EachConsumer(), RunConsumer()
+    assert state.deliver_raw(each, 100, 100, run) == 4
+    assert run.runs == [seqs[:2]] and each.sent == [(seqs[3], 1), (seqs[4], 1)]
+    assert [entry.seq for entry in state.take_newly_dropped()] == [seqs[2]]
+    assert sorted(entry.seq for entry in state.inflight.entries()) == [0, 1, 3, 4]

@@ -169,3 +169,17 @@ def test_a_refused_batch_leaves_nothing_half_sent_and_goes_later(store, context)
     received = node.received(b"A") + node.received(b"B")
     assert sent == 3 and [seq for batch in received for seq in batch] == big[3:]
     assert sorted(entry.seq for entry in node.state.inflight.entries()) == seqs + big
+
+
+def test_what_goes_alone_after_a_run_joins_its_consumers_batch(store, context):
+    """A consumer taking batches keeps its turn after a run, as after each delivery."""
+    node = Node(store, context)
+    node.consumer(b"A", 10)
+    node.consumer(b"B", 10)
+    seqs = stored(store, 4)
+    batch = store.begin()  # the last was given back once: it goes alone
+    node.state.area.rewrite(batch, seqs[3], record.with_bookkeeping(store.get_own(seqs[3]),
+                                                                    50, 1))
+    store.commit(batch)
+    assert node.deliver(100, 100) == 4
+    assert node.received(b"B") == [seqs] and node.received(b"A") == []

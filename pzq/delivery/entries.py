@@ -31,7 +31,7 @@ class OrderedEntries(Generic[E]):
         return seq in self._entries
 
     def among(self, seqs: list[int]) -> set[int]:
-        """Those of ``seqs`` the table holds (looked up in C)."""
+        """Those of ``seqs`` the table holds (no call per seq)."""
         entries = self._entries
         return {seq for seq in seqs if seq in entries} if entries else set()
 

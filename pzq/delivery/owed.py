@@ -93,7 +93,8 @@ class OwedWrites:
                 or seq in self.dropping or seq in self.dropping_now)
 
     def leaving_among(self, seqs: list[int]) -> set[int]:
-        """Those of ``seqs`` whose delete or move is under way (``leaving``, in C)."""
+        """Those of ``seqs`` whose delete or move is under way (``leaving`` of each,
+        with no call per seq)."""
         deleting, unwritten, dead = self.deleting, self.unwritten_deletes, self.dead
         moving, dropping, dropping_now = self.dead_moving, self.dropping, self.dropping_now
         return {seq for seq in seqs if seq in deleting or seq in unwritten or seq in dead

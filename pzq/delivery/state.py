@@ -21,17 +21,11 @@ from collections.abc import Callable
 from operator import attrgetter
 
 from pzq.counters import Counters
+from pzq.delivery import first_runs as runs
 from pzq.delivery.areas import Area
 from pzq.delivery.delayed import DelayedDeliveries
 from pzq.delivery.expiry import DROP, NO_EXPIRY, Expiry
-from pzq.delivery.first_runs import (
-    ONE_BY_ONE,
-    RunOutlet,
-    first_deliveries,
-    first_run,
-    rest_of,
-    unexpired,
-)
+from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import SendFrames, delivery_frames
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.inflight import InFlight, InFlightTable
@@ -414,7 +408,7 @@ class DeliveryState(Participant):
         # would pay it on every message)
         if send_run is not ONE_BY_ONE and found:
             sent = self._deliver_run(send_run, found, now_us, watching)
-            found = rest_of(found, self.cursor)
+            found = runs.rest_of(found, self.cursor)
         inflight, delivered_before = self.inflight, self.delivered_before
         # Mostly only the in-flight table holds any of them: the others are asked only
         # when one of them has something (nothing is added to them while this runs,
@@ -447,15 +441,16 @@ class DeliveryState(Participant):
         """The run of first deliveries at the start of a read, to ``send_run``: those
         it took are tracked and the cursor moves past them; returns how many."""
         inflight = self.inflight
-        run = first_run(found, self._taken_among([seq for seq, _ in found]),
+        run = runs.first_run(found, self._taken_among([seq for seq, _ in found]),
                         self.delivered_before, inflight.max_bytes - inflight.bytes)
         if watching and run.seqs:
-            run = unexpired(run, self.expiry.verdict, now_us)
+            run = runs.unexpired(run, self.expiry.verdict, now_us)
         if not run.seqs:
             return 0
         count = send_run(self.area.node_id, run.seqs, run.values)
         if count:
-            inflight.add_run(first_deliveries(run, count, now_us, now_us + self.ack_timeout_us),
+            deadline_us = now_us + self.ack_timeout_us
+            inflight.add_run(runs.first_deliveries(run, count, now_us, deadline_us),
                              run.sizes[count - 1])
             self.counters.delivered += count
             self.cursor = run.seqs[count - 1] + 1

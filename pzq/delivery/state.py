@@ -77,6 +77,7 @@ class DeliveryState(Participant):
         self.paused = False
         self.held = held
         self.held_elsewhere = held.holds  # asked once per message
+        self.run_at_least = runs.RUN_AT_LEAST  # a shorter read goes one at a time
 
     def apply(self, settings: DeliverySettings) -> None:
         """Settings from now on (an operator changed a group's): deliveries out keep
@@ -406,7 +407,7 @@ class DeliveryState(Participant):
         found, sent = chunk.found, 0
         # (the pool's outlet takes no run: not even the run is looked for, a window of 1
         # would pay it on every message)
-        if send_run is not ONE_BY_ONE and found:
+        if send_run is not ONE_BY_ONE and len(found) >= self.run_at_least:
             sent = self._deliver_run(send_run, found, now_us, watching)
             found = runs.rest_of(found, self.cursor)
         inflight, delivered_before = self.inflight, self.delivered_before

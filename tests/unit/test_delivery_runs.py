@@ -9,6 +9,7 @@ import pytest
 from pzq.counters import Counters
 from pzq.delivery.areas import OwnArea
 from pzq.delivery.expiry import DROP, KEEP, NO_EXPIRY, Expiry
+from pzq.delivery.first_runs import RUN_AT_LEAST
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
@@ -101,6 +102,7 @@ def new_state(store: Store, inflight_size: int = 1 << 20, held: HeldElsewhere = 
               expiry: Expiry = NO_EXPIRY) -> DeliveryState:
     settings = DeliverySettings(TIMEOUT, inflight_size, with_headers=True)
     state = DeliveryState(OwnArea(store), settings, Counters(), held=held, expiry=expiry)
+    state.run_at_least = 1  # runs of any length: each edge shows with a few messages
     store.register(state)
     return state
 
@@ -229,3 +231,15 @@ def test_an_expired_message_ends_the_run_and_is_never_delivered(store):
     assert run.runs == [seqs[:2]] and each.sent == [(seqs[3], 1), (seqs[4], 1)]
     assert [entry.seq for entry in state.take_newly_dropped()] == [seqs[2]]
     assert sorted(entry.seq for entry in state.inflight.entries()) == [0, 1, 3, 4]
+
+
+def test_a_read_shorter_than_a_run_is_worth_goes_one_at_a_time(store):
+    state = new_state(store)
+    state.run_at_least = RUN_AT_LEAST
+    seqs = stored(store, RUN_AT_LEAST + 1)
+    each, run = EachConsumer(), RunConsumer()
+    assert state.deliver_raw(each, 100, RUN_AT_LEAST - 1, run) == RUN_AT_LEAST - 1
+    assert run.runs == [] and [seq for seq, _ in each.sent] == seqs[:RUN_AT_LEAST - 1]
+    stored(store, RUN_AT_LEAST)
+    assert state.deliver_raw(each, 100, 100, run) == RUN_AT_LEAST + 2
+    assert run.seqs() == list(range(RUN_AT_LEAST - 1, 2 * RUN_AT_LEAST + 1))

@@ -239,6 +239,7 @@ class GroupModel(RuleBasedStateMachine):
             sent.extend((seq, 1) for seq in seqs[:taken])
             return taken
 
+        self.state.run_at_least = 1  # runs of any length, so that every edge shows
         each = self.state.framing(
             lambda frames: sent.append((seq_of(frames), count_of(frames))) or True, self.now_us)
         self.state.deliver_raw(each, self.now_us, credits,

@@ -52,6 +52,7 @@ class Node:
         self.router.bind("inproc://consume")
         self.state = DeliveryState(OwnArea(store), DeliverySettings(TIMEOUT, inflight_size),
                                    Counters())
+        self.state.run_at_least = 1  # runs of any length: each edge with a few messages
         store.register(self.state)
         self.group = GroupDelivery("g", self.state, dict, LatencyWindow(), "t")
         self.sender = Sender(self.router)

@@ -30,6 +30,11 @@ class OrderedEntries(Generic[E]):
     def __contains__(self, seq: int) -> bool:
         return seq in self._entries
 
+    def among(self, seqs: list[int]) -> set[int]:
+        """Those of ``seqs`` the table holds (no call per seq)."""
+        entries = self._entries
+        return {seq for seq in seqs if seq in entries} if entries else set()
+
     def entries(self) -> list[E]:
         return list(self._entries.values())
 

@@ -8,6 +8,7 @@ and the LRU bound (the least recently sent entry is at the front too).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 from pzq.delivery.entries import OrderedEntries
 
@@ -26,6 +27,7 @@ class InFlight:
         return len(self.value)
 
 
+SEQ = attrgetter("seq")
 NONE_EVICTED: list[InFlight] = []  # (never changed: no list made per delivery)
 
 
@@ -49,6 +51,12 @@ class InFlightTable(OrderedEntries[InFlight]):
         while self.bytes > self.max_bytes and len(self) > 1:
             evicted.append(self._pop_first())
         return evicted
+
+    def add_run(self, entries: list[InFlight], size: int) -> None:
+        """Track deliveries newer than any in the table, whose records are ``size``
+        bytes together, known to fit within max_bytes (nothing is evicted)."""
+        self._entries.update(zip(map(SEQ, entries), entries, strict=True))
+        self.bytes += size
 
     # (the same function, no call in between: one for every ACK)
     pop = OrderedEntries._remove

@@ -92,6 +92,14 @@ class OwedWrites:
                 or seq in self.dead or seq in self.dead_moving
                 or seq in self.dropping or seq in self.dropping_now)
 
+    def leaving_among(self, seqs: list[int]) -> set[int]:
+        """Those of ``seqs`` whose delete or move is under way (``leaving`` of each,
+        with no call per seq)."""
+        deleting, unwritten, dead = self.deleting, self.unwritten_deletes, self.dead
+        moving, dropping, dropping_now = self.dead_moving, self.dropping, self.dropping_now
+        return {seq for seq in seqs if seq in deleting or seq in unwritten or seq in dead
+                or seq in moving or seq in dropping or seq in dropping_now}
+
     def any_leaving(self) -> bool:
         return bool(self.unwritten_deletes or self.deleting or self.dead or self.dead_moving
                     or self.dropping or self.dropping_now)

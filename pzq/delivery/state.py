@@ -21,9 +21,11 @@ from collections.abc import Callable
 from operator import attrgetter
 
 from pzq.counters import Counters
+from pzq.delivery import first_runs as runs
 from pzq.delivery.areas import Area
 from pzq.delivery.delayed import DelayedDeliveries
 from pzq.delivery.expiry import DROP, NO_EXPIRY, Expiry
+from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import SendFrames, delivery_frames
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.inflight import InFlight, InFlightTable
@@ -75,6 +77,7 @@ class DeliveryState(Participant):
         self.paused = False
         self.held = held
         self.held_elsewhere = held.holds  # asked once per message
+        self.run_at_least = runs.RUN_AT_LEAST  # a shorter read goes one at a time
 
     def apply(self, settings: DeliverySettings) -> None:
         """Settings from now on (an operator changed a group's): deliveries out keep
@@ -356,9 +359,10 @@ class DeliveryState(Participant):
                                         with_headers))
         return outlet
 
-    def deliver_raw(self, send: Outlet, now_us: int, limit: int) -> int:
+    def deliver_raw(self, send: Outlet, now_us: int, limit: int,
+                    send_run: RunOutlet = ONE_BY_ONE) -> int:
         """Hand up to ``limit`` stored records to ``send``, given-back ones first, until
-        it says no."""
+        it says no; runs of first deliveries to ``send_run`` (pzq.delivery.first_runs)."""
         self.take_due(now_us)
         sent = 0
         watching = self.expiry.watching(now_us)
@@ -384,29 +388,35 @@ class DeliveryState(Participant):
                 if blocked:
                     break
                 continue
-            new, more = self._deliver_new(send, now_us, limit - sent, watching)
+            new, more = self._deliver_new(send, now_us, limit - sent, watching, send_run)
             sent += new
             if not more:
                 break
         return sent
 
-    def _deliver_new(self, send: Outlet, now_us: int, limit: int,
-                     watching: bool = False) -> tuple[int, bool]:
-        """Messages from the cursor on; returns (sent, whether to go on). The cursor
-        moves past a message once it went out or was found taken, and past what the
-        read looked at and skipped, never further."""
+    def _deliver_new(self, send: Outlet, now_us: int, limit: int, watching: bool = False,
+                     send_run: RunOutlet = ONE_BY_ONE) -> tuple[int, bool]:
+        """Messages from the cursor on, a run of first deliveries at the read's start in
+        one go; returns (sent, whether to go on). The cursor moves past a message once
+        it went out or was found taken, and past what the read looked at and skipped,
+        never further."""
         if self.cursor >= self.area.end_seq():
             return 0, False
         start = self.cursor
         chunk = self.area.read(start, min(CURSOR_CHUNK, limit))
-        sent = 0
+        found, sent = chunk.found, 0
+        # (the pool's outlet takes no run: not even the run is looked for, a window of 1
+        # would pay it on every message)
+        if send_run is not ONE_BY_ONE and len(found) >= self.run_at_least:
+            sent = self._deliver_run(send_run, found, now_us, watching)
+            found = runs.rest_of(found, self.cursor)
         inflight, delivered_before = self.inflight, self.delivered_before
         # Mostly only the in-flight table holds any of them: the others are asked only
         # when one of them has something (nothing is added to them while this runs,
         # but for evictions, which end the loop).
         look_further = self._others_may_hold()
         bookkeeping_of, bookkeeping_at = record.BOOKKEEPING.unpack_from, record.BOOKKEEPING_OFFSET
-        for seq, value in chunk.found:
+        for seq, value in found:
             if seq in inflight or (look_further and self._taken(seq)):
                 self.cursor = seq + 1
                 continue
@@ -426,6 +436,26 @@ class DeliveryState(Participant):
                 return sent, True
         self.cursor = max(self.cursor, chunk.next_seq)
         return sent, self.cursor > start  # no progress: a read that cannot go on
+
+    def _deliver_run(self, send_run: RunOutlet, found: list[tuple[int, bytes]],
+                     now_us: int, watching: bool) -> int:
+        """The run of first deliveries at the start of a read, to ``send_run``: those
+        it took are tracked and the cursor moves past them; returns how many."""
+        inflight = self.inflight
+        run = runs.first_run(found, self._taken_among([seq for seq, _ in found]),
+                        self.delivered_before, inflight.max_bytes - inflight.bytes)
+        if watching and run.seqs:
+            run = runs.unexpired(run, self.expiry.verdict, now_us)
+        if not run.seqs:
+            return 0
+        count = send_run(self.area.node_id, run.seqs, run.values)
+        if count:
+            deadline_us = now_us + self.ack_timeout_us
+            inflight.add_run(runs.first_deliveries(run, count, now_us, deadline_us),
+                             run.sizes[count - 1])
+            self.counters.delivered += count
+            self.cursor = run.seqs[count - 1] + 1
+        return count
 
     def _deliver_lanes(self, send: Outlet, now_us: int, limit: int,
                        watching: bool) -> tuple[int, bool]:
@@ -472,6 +502,16 @@ class DeliveryState(Participant):
     def _others_may_hold(self) -> bool:
         """Whether a message may be taken by anything but the in-flight table."""
         return bool(self.ready or self.delayed or self.owed.any_leaving() or self.held.any())
+
+    def _taken_among(self, seqs: list[int]) -> set[int]:
+        """Those of ``seqs`` that are ``_taken``, each table looked at in one go."""
+        taken = self.inflight.among(seqs)
+        if self._others_may_hold():
+            taken |= self.ready.among(seqs) | self.delayed.among(seqs) \
+                | self.owed.leaving_among(seqs)
+            if self.held.any():  # (a takeover's aftermath: rare)
+                taken.update(filter(self.held_elsewhere, seqs))
+        return taken
 
     def _taken(self, seq: int) -> bool:
         """Out, waiting to go again, leaving the store, or another node's for now."""

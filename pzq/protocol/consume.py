@@ -43,8 +43,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pzq.errors import DecodeError
-from pzq.protocol.frame_groups import read_group
+from pzq.protocol.frame_groups import group_chunks, read_group
 from pzq.protocol.frames import parse_headers
+from pzq.protocol.message_keys import message_key
 
 CONSUME = b"CONSUME"
 ACK = b"ACK"
@@ -65,6 +66,7 @@ PROTOCOL = b"PROTOCOL:"
 # it speaks; one that does not ask gets protocol 1.
 LATEST_PROTOCOL = 2
 KEY_SEPARATOR = b" "
+NO_HEADER_GROUP = b"".join(group_chunks(()))  # a delivery's headers when none go
 DELAY = b"DELAY:"
 MAX_DELAY_MS = 7 * 24 * 3600 * 1000  # a NACK's delay: a week at most
 US_PER_MS = 1000
@@ -272,6 +274,15 @@ def batch_entry(key: bytes, header_group: bytes, part_group: bytes) -> bytes:
     """One delivery in a BATCH's entries frame; the groups are counted, length-prefixed
     frames (``part_group`` as the stored record holds it, copied whole)."""
     return b"%c%s%s%s" % (len(key), key, header_group, part_group)
+
+
+def plain_batch_entries(node_id: bytes, seqs: list[int], part_groups: list[bytes]
+                        ) -> list[bytes]:
+    """``batch_entry`` of each message (its key ``message_key(node_id, seq)``, no
+    headers), in one pass: a run of deliveries to consumers that take no headers."""
+    head = b"%c%s-" % (len(message_key(node_id, 0)), node_id)  # every key is as long
+    return [b"%s%016x%s%s" % (head, seq, NO_HEADER_GROUP, part_group)
+            for seq, part_group in zip(seqs, part_groups, strict=True)]
 
 
 def encode_consuming(routing_id: bytes, subscribe: Subscribe, heartbeat_ms: int) -> list[bytes]:

@@ -9,6 +9,9 @@ the sender closes it before any other send and at the end of each pass.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import accumulate
+
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.frame_groups import group_chunks
 from pzq.protocol.frames import delivery_headers
@@ -17,7 +20,6 @@ from pzq.store import record
 from pzq.zmqio import Socket, begin_frames, send_last
 
 MAX_BATCH_BYTES = 1 << 20  # a batch is closed once its entries reach this size
-NO_HEADERS = b"".join(group_chunks(()))
 
 
 class OpenBatch:
@@ -40,12 +42,32 @@ class OpenBatch:
             headers = delivery_headers(deliveries, record.headers_of(value))
             header_group = b"".join(group_chunks(headers))
         else:
-            header_group = NO_HEADERS
+            header_group = consume_wire.NO_HEADER_GROUP
         entry = consume_wire.batch_entry(key, header_group, value[record.part_group_at(value):])
         self.entries.append(entry)
         self.size += len(entry)
         if self.size >= MAX_BATCH_BYTES:
             self.close()
+
+    def add_run(self, consumer: ServedConsumer, entries: list[bytes], start: int, stop: int,
+                sent_us: int, ack_timeout_us: int) -> int:
+        """Add ``entries[start:stop]`` (batch entries made already) to the consumer's
+        batch, opened first if it is not open, as far as the batch takes them: it is
+        closed once full, as ``add`` closes it. Returns where the entries added end;
+        raises zmq.Again (nothing added) when its pipe refuses a new batch."""
+        if consumer is not self.consumer:
+            self.close()
+            begin_frames(self.socket, [*consumer.head, b"%d" % sent_us,
+                                       b"%d" % ack_timeout_us])
+            self.consumer = consumer
+        sizes = list(accumulate(map(len, entries[start:stop]), initial=self.size))
+        # the entry that brings the batch to its bound is its last (as with ``add``)
+        count = min(bisect_left(sizes, MAX_BATCH_BYTES, 1), stop - start)
+        self.entries += entries[start:start + count]
+        self.size = sizes[count]
+        if self.size >= MAX_BATCH_BYTES:
+            self.close()
+        return start + count
 
     def close(self) -> None:
         """Send the open batch's entries, if one is open."""

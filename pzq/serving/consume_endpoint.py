@@ -395,8 +395,9 @@ class ConsumeEndpoint(Part):
                 room = deliveries.room()
                 if room > 0 and state.has_work():
                     evicted = state.counters.evicted
-                    state.deliver_raw(sender.for_group(deliveries, state, now_us), now_us,
-                                      min(room, self.batch_size))
+                    outlets = sender.for_group(deliveries, state, now_us)
+                    state.deliver_raw(outlets.each, now_us, min(room, self.batch_size),
+                                      outlets.run)
                     sender.finish()
                     if state.counters.evicted != evicted:
                         deliveries.settle()

@@ -4,7 +4,9 @@ speaks protocol 2 gets its deliveries in batches (pzq.serving.batching), filled 
 as its credit goes before the next consumer's turn.
 
 Per message only what must be: the send (after each consumer's fixed frames, built
-once) or the batch entry, and who holds it. Deliveries expire only at a reap, so
+once) or the batch entry, and who holds it; a run of first deliveries to consumers
+taking batches costs a few calls whatever its length (its entries made in one pass,
+each consumer filled to its credit in one step). Deliveries expire only at a reap, so
 when no consumer has one overdue now, none will have during one send.
 """
 
@@ -12,18 +14,30 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
+from itertools import repeat
+from typing import NamedTuple
 
 import zmq
 
+from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import delivery_frames
 from pzq.delivery.state import DeliveryState, Outlet
+from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import NODE_ID_LENGTH
 from pzq.serving.batching import OpenBatch
 from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
+from pzq.store import record
 from pzq.zmqio import Socket, send_headed
 
 Send = Callable[[list[bytes]], bool]
 Put = Callable[[ServedConsumer, bytes, bytes, int], bool]  # consumer, key, record, deliveries
+
+
+class Outlets(NamedTuple):
+    """Where one pass's deliveries go: each alone, and runs of first deliveries."""
+
+    each: Outlet
+    run: RunOutlet
 
 
 class Sender:
@@ -48,14 +62,14 @@ class Sender:
         return send
 
     def for_group(self, deliveries: GroupDelivery, state: DeliveryState,
-                  now_us: int) -> Outlet:
-        """An outlet for one pass over one of the group's states, in the order of this
+                  now_us: int) -> Outlets:
+        """Outlets for one pass over one of the group's states, in the order of this
         call; ``finish`` after it."""
         candidates = deliveries.next_consumers()
         put = self._putter(state, now_us)
         if deliveries.any_overdue():
-            return self._avoiding_expired(deliveries, candidates, put)
-        return self._round_robin(deliveries, candidates, put)
+            return Outlets(self._avoiding_expired(deliveries, candidates, put), ONE_BY_ONE)
+        return self._round_robin(deliveries, candidates, put, state, now_us)
 
     def finish(self) -> None:
         """The pass is over: what is batched goes."""
@@ -84,9 +98,10 @@ class Sender:
         return put
 
     def _round_robin(self, deliveries: GroupDelivery, candidates: list[ServedConsumer],
-                     put: Put) -> Outlet:
+                     put: Put, state: DeliveryState, now_us: int) -> Outlets:
         """Each delivery to the next consumer with credit; one taking batches is
-        filled before the turn moves on."""
+        filled before the turn moves on. Runs go the same way, in one call each, when
+        every consumer takes batches and no delivery carries headers."""
         count = len(candidates)
         owner = deliveries.owner
         turn = 0
@@ -108,7 +123,47 @@ class Sender:
                 return True
             self.blocked = True
             return False
-        return send
+
+        if state.with_headers or not all(consumer.batches for consumer in candidates):
+            return Outlets(send, ONE_BY_ONE)
+        sent_us, ack_timeout_us = now_us, state.ack_timeout_us
+
+        def send_run(node_id: bytes, seqs: list[int], values: list[bytes]) -> int:
+            """As ``send`` of each, in turn: each consumer filled to its credit."""
+            nonlocal turn
+            entries = consume_wire.plain_batch_entries(node_id, seqs, record.part_groups(values))
+            total, taken = len(entries), 0
+            for _ in range(count):
+                consumer = candidates[turn]
+                took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
+                if took > taken:
+                    held_keys = [(node_id, seq) for seq in seqs[taken:took]]
+                    consumer.held.update(held_keys)
+                    owner.update(zip(held_keys, repeat(consumer)))
+                    taken = took
+                    if taken == total:
+                        return taken
+                turn = turn + 1 if turn + 1 < count else 0
+            self.blocked = True
+            return taken
+        return Outlets(send, send_run)
+
+    def _fill(self, consumer: ServedConsumer, entries: list[bytes], start: int, stop: int,
+              sent_us: int, ack_timeout_us: int) -> int:
+        """Batch entries from ``start`` on to the consumer, as far as its credit and
+        its pipe go; returns where those it took end."""
+        if consumer.unreachable:
+            return start
+        stop = min(stop, start + consumer.window - len(consumer.held))
+        add_run, at = self.batch.add_run, start
+        try:
+            while at < stop:
+                at = add_run(consumer, entries, at, stop, sent_us, ack_timeout_us)
+        except zmq.Again:
+            pass  # its pipe is full
+        except zmq.ZMQError as exc:
+            self._unreachable(consumer, exc)
+        return at
 
     def _avoiding_expired(self, deliveries: GroupDelivery, candidates: list[ServedConsumer],
                           put: Put) -> Outlet:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from operator import sub
 
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
@@ -19,6 +20,7 @@ VERSION = 1
 FIXED = struct.Struct(">BQQI")
 BOOKKEEPING = struct.Struct(">QI")  # first_delivered_us, deliveries
 BOOKKEEPING_OFFSET = 1 + 8
+NEVER_DELIVERED = bytes(BOOKKEEPING.size)  # the bookkeeping of a record not yet delivered
 
 # A message a batch stored, with whom to ACK: producer routing id, producer msg id,
 # seq, record (the intake makes them; the cluster copies them before the ACK).
@@ -70,6 +72,21 @@ def headers_of(value: bytes) -> tuple[bytes, ...]:
         return read_group(value, header_group_at(value))[0]
     except (struct.error, DecodeError):
         raise DecodeError("stored record is truncated") from None
+
+
+def part_groups(values: list[bytes]) -> list[bytes]:
+    """``value[part_group_at(value):]`` of each record, read in one pass over the records
+    for each header the most headed of them has (a run of batched deliveries)."""
+    unpack, length = LENGTH.unpack_from, LENGTH.size
+    header_ats = [FIXED.size + length + unpack(value, FIXED.size)[0] for value in values]
+    counts = [unpack(value, at)[0] for value, at in zip(values, header_ats, strict=True)]
+    ats = [at + length for at in header_ats]
+    for header in range(max(counts, default=0)):
+        ats = [at + length + unpack(value, at)[0] if header < count else at
+               for value, at, count in zip(values, ats, counts, strict=True)]
+    if values and min(map(sub, map(len, values), ats)) < length:  # no part count
+        raise DecodeError("stored record is truncated")
+    return [value[at:] for value, at in zip(values, ats, strict=True)]
 
 
 def header_group_at(value: bytes) -> int:

@@ -1,5 +1,6 @@
 """A named group's delivery state against a small model, over a real store: random
-produce, deliveries with any credit, ACKs in any order, NACKs, expiry, restarts, DONEs
+produce, deliveries with any credit (one at a time, or in runs of first deliveries
+taken in part or whole), ACKs in any order, NACKs, expiry, restarts, DONEs
 from a peer and ``default`` acking beside the group. After every step, no message the
 group still wants is unreachable: the live state has it out, waiting, or ahead of its
 cursor, and a restart now (a fresh read from the group's floor) would deliver it. A
@@ -42,6 +43,7 @@ from hypothesis.stateful import (
 from pzq.admin import group_ops
 from pzq.counters import Counters
 from pzq.delivery.expiry import MessageExpiry
+from pzq.delivery.first_runs import ONE_BY_ONE
 from pzq.delivery.groups import DefaultArea, GroupArea
 from pzq.delivery.lanes import Lanes, TopicLanes
 from pzq.delivery.settings import DeliverySettings
@@ -226,11 +228,22 @@ class GroupModel(RuleBasedStateMachine):
         self._commit(batch)
         self._commit(self.store.begin())
 
-    @rule(credits=st.integers(1, 60))
-    def deliver(self, credits: int) -> None:
+    @rule(credits=st.integers(1, 60), run_at_most=st.none() | st.integers(0, 60))
+    def deliver(self, credits: int, run_at_most: int | None) -> None:
+        """One at a time, or with runs of first deliveries taken up to ``run_at_most``
+        each (as consumers taking batches do)."""
         sent: list[tuple[int, int]] = []
-        self.state.deliver(lambda frames: sent.append((seq_of(frames), count_of(frames)))
-                           or True, self.now_us, credits)
+
+        def send_run(node_id: bytes, seqs: list[int], values: list[bytes]) -> int:
+            taken = min(len(seqs), run_at_most or 0)
+            sent.extend((seq, 1) for seq in seqs[:taken])
+            return taken
+
+        self.state.run_at_least = 1  # runs of any length, so that every edge shows
+        each = self.state.framing(
+            lambda frames: sent.append((seq_of(frames), count_of(frames))) or True, self.now_us)
+        self.state.deliver_raw(each, self.now_us, credits,
+                               ONE_BY_ONE if run_at_most is None else send_run)
         assert len(sent) <= credits
         for seq, count in sent:
             assert not self.expired(seq), f"delivered {seq}, expired at {self.expires[seq]}"

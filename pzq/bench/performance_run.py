@@ -98,10 +98,24 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--original", type=Path, metavar="PATH",
                         help="the C++ original pzq's binary, measured beside pzq by "
                              "scripts/bench.py (scripts/build-original builds one)")
+    parser.add_argument("--only", type=table_names, metavar="TABLE[,TABLE]",
+                        help="run these benchmarks only and write their tables; the run's "
+                             "summary (run.rst) is left as it is. Tables: "
+                             + ", ".join(benchmark.name for benchmark in BENCHMARKS))
     args = parser.parse_args(argv)
     if args.original is not None and not args.original.is_file():
         parser.error(f"--original {args.original}: not a file")
     return args
+
+
+def table_names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    known = [benchmark.name for benchmark in BENCHMARKS]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{(unknown or [text])[0]!r} is not a table: choose from {', '.join(known)}")
+    return names
 
 
 @quiet_on_interrupt
@@ -113,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes: dict[str, Outcome] = {}
     with tempfile.TemporaryDirectory(prefix="pzq-performance-run-") as scratch:
         for benchmark in BENCHMARKS:
+            if args.only is not None and benchmark.name not in args.only:
+                continue
             extra = extra_arguments(benchmark, args, skipped)
             print(f"performance_run: {benchmark.name}: {benchmark.script} "
                   f"{' '.join(extra)}", file=sys.stderr, flush=True)
@@ -124,7 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 outcome.notes += ("Spark: not run in a --quick run.",)
             outcomes[benchmark.name] = outcome
             write_page_part(benchmark, outcome, machine, args)
-    write_summary(outcomes, machine, args)
+    if args.only is None:  # the summary is of a whole run
+        write_summary(outcomes, machine, args)
     failed = [name for name, outcome in outcomes.items() if outcome.problem]
     if failed:
         print(f"performance_run: failed: {', '.join(failed)} (their files say why)",

@@ -12,6 +12,7 @@ import pytest
 
 from pzq.bench import peer_servers, peers
 from pzq.bench.peer_table import KINDS, Table
+from tests.support.page_tables import renders_as_its_page_table
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "bench_peers.py"
 TINY = ["--count", "200", "--repeats", "1", "--window", "50", "--ack-timeout", "0.5"]
@@ -56,6 +57,9 @@ def test_pzq_alone_reports_every_workload_and_skips_missing_peers_in_one_line(tm
     figures = json.loads((tmp_path / "p.json").read_text())
     assert [figure["figure"] for figure in figures] == [kind.label for kind in KINDS]
     assert all(list(figure["pzq"]["repeats"]) for figure in figures)
+    page = renders_as_its_page_table("peers", tmp_path / "p.json",
+                                     ["Redis Streams", "JetStream"])
+    assert "not run" in page
 
 
 def test_a_missing_server_or_client_is_one_line_each(tmp_path, capsys, monkeypatch):

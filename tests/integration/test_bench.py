@@ -8,6 +8,7 @@ import os
 import pytest
 
 from pzq.cli import bench
+from tests.support.page_tables import renders_as_its_page_table
 
 
 @pytest.mark.slow
@@ -30,6 +31,7 @@ def test_benchmark_smoke_run_reports_every_section(tmp_path, capsys):
     assert any(figure["rss_mb"] > 0 for figure in figures)
     assert (tmp_path / "b.png").stat().st_size > 5_000
     assert "/ceil" in capsys.readouterr().out
+    renders_as_its_page_table("ceiling", tmp_path / "b.json")
 
 
 @pytest.mark.timeout(60)
@@ -81,6 +83,7 @@ def test_zper_benchmark_smoke_run(tmp_path):
             row = rows[f"ZPWriter mode {mode}, {size} B"]
             assert row["msg_per_s"] > 0 and row["vs_ceiling"] > 0 and row["vs_dd"] > 0
     assert rows["FETCH, 1 MiB at a time"]["vs_files"] > 0
+    renders_as_its_page_table("zper", tmp_path / "z.json", ["Spark"])
 
 
 @pytest.mark.slow
@@ -143,6 +146,7 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
     assert any(row["scenario"] == "end to end window 100, a group, 1000 credits, one ACK each"
                for row in rows)
     assert "a group, 100 credits, one ACK per read" in ran.stdout.splitlines()[-1]
+    renders_as_its_page_table("groups", tmp_path / "g.json")
 
 
 @pytest.mark.timeout(60)
@@ -183,14 +187,14 @@ def test_shards_benchmark_smoke_run(tmp_path, capsys):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("script, arguments, last_words", [
+@pytest.mark.parametrize("script, arguments, last_words, table", [
     ("bench_scheduled.py", ["--backlog", "2000", "--count", "500", "--repeats", "1"],
-     "over 1 repeats"),
+     "over 1 repeats", "scheduled"),
     ("bench_replay.py", ["--archived", "300", "--seconds", "1", "--rates", "1000",
-                         "--repeats", "1"], "beside"),
-    ("authorization_cost.py", ["--count", "500", "--runs", "1"], "}")])
+                         "--repeats", "1"], "beside", "replay"),
+    ("authorization_cost.py", ["--count", "500", "--runs", "1"], "}", "authorization")])
 def test_the_time_replay_and_authorization_benchmarks_run_to_their_figures(
-        tmp_path, script, arguments, last_words):
+        tmp_path, script, arguments, last_words, table):
     """Short runs of the benchmarks behind docs/time.rst's, the replay's and the
     authorization's figures: each ends by itself, its nodes stopped, with its table."""
     import subprocess
@@ -198,8 +202,10 @@ def test_the_time_replay_and_authorization_benchmarks_run_to_their_figures(
     from pathlib import Path
 
     path = Path(__file__).parents[2] / "scripts" / script
-    ran = subprocess.run([sys.executable, str(path), *arguments], cwd=tmp_path,
+    ran = subprocess.run([sys.executable, str(path), *arguments, "--json",
+                          str(tmp_path / "f.json")], cwd=tmp_path,
                          capture_output=True, text=True, timeout=100, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
     lines = ran.stdout.strip().splitlines()
     assert lines and last_words in "\n".join(lines[-3:]), ran.stdout[-2000:]
+    renders_as_its_page_table(table, tmp_path / "f.json")

@@ -33,11 +33,7 @@ class OpenBatch:
             sent_us: int, ack_timeout_us: int, with_headers: bool) -> None:
         """Add a delivery to the consumer's batch, opened first if it is not open;
         raises zmq.Again (nothing added) when its pipe refuses a new batch."""
-        if consumer is not self.consumer:
-            self.close()
-            begin_frames(self.socket, [*consumer.head, b"%d" % sent_us,
-                                       b"%d" % ack_timeout_us])
-            self.consumer = consumer
+        self._open_for(consumer, sent_us, ack_timeout_us)
         if with_headers:
             headers = delivery_headers(deliveries, record.headers_of(value))
             header_group = b"".join(group_chunks(headers))
@@ -55,11 +51,7 @@ class OpenBatch:
         batch, opened first if it is not open, as far as the batch takes them: it is
         closed once full, as ``add`` closes it. Returns where the entries added end;
         raises zmq.Again (nothing added) when its pipe refuses a new batch."""
-        if consumer is not self.consumer:
-            self.close()
-            begin_frames(self.socket, [*consumer.head, b"%d" % sent_us,
-                                       b"%d" % ack_timeout_us])
-            self.consumer = consumer
+        self._open_for(consumer, sent_us, ack_timeout_us)
         sizes = list(accumulate(map(len, entries[start:stop]), initial=self.size))
         # the entry that brings the batch to its bound is its last (as with ``add``)
         count = min(bisect_left(sizes, MAX_BATCH_BYTES, 1), stop - start)
@@ -68,6 +60,15 @@ class OpenBatch:
         if self.size >= MAX_BATCH_BYTES:
             self.close()
         return start + count
+
+    def _open_for(self, consumer: ServedConsumer, sent_us: int, ack_timeout_us: int) -> None:
+        """The consumer's batch open (another one's closed first): its first frames go
+        now, so a refusal (zmq.Again) comes before anything of it is added."""
+        if consumer is not self.consumer:
+            self.close()
+            begin_frames(self.socket, [*consumer.head, b"%d" % sent_us,
+                                       b"%d" % ack_timeout_us])
+            self.consumer = consumer
 
     def close(self) -> None:
         """Send the open batch's entries, if one is open."""

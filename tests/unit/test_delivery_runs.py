@@ -17,6 +17,7 @@ from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import record
 from pzq.store.batch import Batch
 from pzq.store.store import Store
+from tests.support.stored import stored
 
 pytestmark = pytest.mark.timeout(20)
 TIMEOUT = 1_000
@@ -107,12 +108,6 @@ def new_state(store: Store, inflight_size: int = 1 << 20, held: HeldElsewhere = 
     return state
 
 
-def stored(store: Store, count: int, size: int = 10) -> list[int]:
-    batch = store.begin()
-    seqs = [batch.add_message(record.encode(b"m%d" % i, (), (b"x" * size,), 1))
-            for i in range(count)]
-    store.commit(batch)
-    return seqs
 
 
 def ack_all(state: DeliveryState, seqs: list[int]) -> None:

@@ -12,6 +12,7 @@ from pzq.protocol import frames as wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.store import record
 from pzq.store.store import Store
+from tests.support.stored import stored
 
 pytestmark = pytest.mark.timeout(20)
 TIMEOUT = 1_000
@@ -47,14 +48,6 @@ def new_state(store: Store, settings: DeliverySettings, counters: Counters) -> D
     state = DeliveryState(OwnArea(store), settings, counters)
     store.register(state)
     return state
-
-
-def stored(store: Store, count: int, size: int = 10) -> list[int]:
-    batch = store.begin()
-    seqs = [batch.add_message(record.encode(b"m%d" % i, (), (b"x" * size,), 1))
-            for i in range(count)]
-    store.commit(batch)
-    return seqs
 
 
 def ack(state: DeliveryState, seq: int, ok: bool = True) -> None:

@@ -21,6 +21,7 @@ from pzq.serving.holding import GroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
 from pzq.store import record
 from pzq.store.store import Store
+from tests.support.stored import stored
 
 pytestmark = pytest.mark.timeout(30)
 TIMEOUT = 1_000_000
@@ -105,18 +106,10 @@ class Node:
             assert self.dealers[name].recv_multipart() == [b"filler"]
 
 
-def stored(store: Store, count: int, size: int = 10) -> list[int]:
-    batch = store.begin()
-    seqs = [batch.add_message(record.encode(b"m%d" % i, (b"TOPIC:t",), (b"x" * size,), 1))
-            for i in range(count)]
-    store.commit(batch)
-    return seqs
-
-
 def test_a_run_fills_each_consumer_to_its_credit_in_turn(store, context):
     node = Node(store, context)
     first, second = node.consumer(b"A", 3), node.consumer(b"B", 4)
-    seqs = stored(store, 10)
+    seqs = stored_of_topic_t(store, 10)
     assert node.deliver(100, 2) == 2  # B's turn first: it holds two
     assert node.received(b"B") == [seqs[:2]] and second.held == {
         (store.node_id, seq) for seq in seqs[:2]}
@@ -131,7 +124,7 @@ def test_a_run_fills_each_consumer_to_its_credit_in_turn(store, context):
 
 
 def test_a_run_stops_at_the_in_flight_bytes_and_the_rest_goes_after_acks(store, context):
-    seqs = stored(store, 10)
+    seqs = stored_of_topic_t(store, 10)
     size = len(store.get_own(seqs[0]))
     node = Node(store, context, inflight_size=6 * size)
     node.consumer(b"A", 100)
@@ -152,11 +145,11 @@ def test_a_refused_batch_leaves_nothing_half_sent_and_goes_later(store, context)
     room = node.fill_pipe(b"M")  # a pipe's size, in messages
     node.consumer(b"A", 100)
     node.consumer(b"B", 100)
-    seqs = stored(store, 3)
+    seqs = stored_of_topic_t(store, 3)
     assert node.fill_pipe(b"A") == room
     # B's turn first: its pipe takes one batch of what fits in it, not the second
     node.fill_pipe(b"B", leaving=room - 1)
-    big = stored(store, 6, size=400_000)  # three to a batch (1 MiB)
+    big = stored_of_topic_t(store, 6, size=400_000)  # three to a batch (1 MiB)
     node.group.consumers.reverse()  # A's turn first now: it refuses, so B gets them
     assert node.deliver(100, 100) == 6  # B: seqs and three big ones; A nothing
     node.drain_fillers(b"B", room - 1)
@@ -177,10 +170,15 @@ def test_what_goes_alone_after_a_run_joins_its_consumers_batch(store, context):
     node = Node(store, context)
     node.consumer(b"A", 10)
     node.consumer(b"B", 10)
-    seqs = stored(store, 4)
+    seqs = stored_of_topic_t(store, 4)
     batch = store.begin()  # the last was given back once: it goes alone
     node.state.area.rewrite(batch, seqs[3], record.with_bookkeeping(store.get_own(seqs[3]),
                                                                     50, 1))
     store.commit(batch)
     assert node.deliver(100, 100) == 4
     assert node.received(b"B") == [seqs] and node.received(b"A") == []
+
+
+def stored_of_topic_t(store: Store, count: int, size: int = 10) -> list[int]:
+    """Messages of topic t."""
+    return stored(store, count, size, (b"TOPIC:t",))

@@ -143,15 +143,20 @@ def group_settings(node: DeliverySettings, group: Group) -> DeliverySettings:
 
 
 RECENT_RECORDS = 4096  # records kept for the other groups of a topic
+RECENT_RECORD_BYTES = 4096  # a longer one is read from the store by each group
 DENSE_AT_LEAST = 16  # messages a read must want before it walks the own messages
 
 
 def remember(recent: dict[int, bytes], seqs: list[int], values: list[bytes | None]) -> None:
     """The records read (None: not stored) kept for the topic's other groups, the
-    oldest let go past RECENT_RECORDS."""
+    oldest let go past RECENT_RECORDS; none longer than RECENT_RECORD_BYTES, so what
+    is kept stays within RECENT_RECORDS times that (16 MiB) whatever the messages."""
     if None in values:
         stored = [value is not None for value in values]
         seqs, values = list(compress(seqs, stored)), list(compress(values, stored))
+    short = list(map(RECENT_RECORD_BYTES.__ge__, map(len, cast(list[bytes], values))))
+    if not all(short):
+        seqs, values = list(compress(seqs, short)), list(compress(values, short))
     recent.update(zip(seqs, cast(list[bytes], values), strict=True))
     over = len(recent) - RECENT_RECORDS
     if over > 0:

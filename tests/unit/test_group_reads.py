@@ -7,7 +7,7 @@ from __future__ import annotations
 from pzq.admin.topic_walks import TopicWalks
 from pzq.cluster.lone import NoCluster
 from pzq.counters import Counters
-from pzq.delivery.groups import DENSE_AT_LEAST, DefaultArea, GroupArea
+from pzq.delivery.groups import DENSE_AT_LEAST, RECENT_RECORD_BYTES, DefaultArea, GroupArea
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.serving.named_groups import NoConsumeEndpoint
@@ -26,11 +26,11 @@ def open_node(path):
     return store, topics
 
 
-def store_messages(store, topics, count, topic="orders", tag=b""):
+def store_messages(store, topics, count, topic="orders", tag=b"", size=0):
     batch = store.begin()
     for at in range(count):
         value = record.encode(b"id", (b"TOPIC:" + topic.encode(), b"TAG:" + tag),
-                              (b"m%d" % at,), 1)
+                              ((b"m%d" % at).ljust(size, b"."),), 1)
         seq = batch.add_message(value)
         topics.note_new(batch, seq, topics.topic(topic, 1), tag, len(value))
     store.commit(batch)
@@ -85,6 +85,17 @@ def test_records_kept_for_other_groups_carry_each_group_s_own_counts_and_marks(t
     found = dict(c.read(0, COUNT).found)  # nothing of b's for c
     assert sorted(found) == seqs
     assert {record.bookkeeping(value) for value in found.values()} == {(0, 0)}
+    store.close()
+
+
+def test_long_records_are_not_kept_for_other_groups(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    a, b, _ = three_groups(store, topics)
+    store_messages(store, topics, COUNT // 2)
+    store_messages(store, topics, COUNT // 2, size=RECENT_RECORD_BYTES + 1)
+    found = a.read(0, COUNT).found
+    assert sorted(topics.recent) == [seq for seq, _ in found[:COUNT // 2]]
+    assert b.read(0, COUNT).found == found
     store.close()
 
 

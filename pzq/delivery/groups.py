@@ -383,11 +383,15 @@ class GroupArea:
                 return values
         if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
             first, last = seqs[0], seqs[-1]
+            last_key = keyspace.own_key(last)
             pairs = self.store.read_up_to(keyspace.OWN_PREFIX, keyspace.own_key(first),
-                                          keyspace.own_key(last), last - first + 1)
-            walked = dict(zip(map(int.from_bytes, map(OWN_SEQ, map(KEY, pairs))),
-                              map(VALUE, pairs), strict=True))
-            found = list(map(walked.get, seqs))
+                                          last_key, last - first + 1)
+            if len(pairs) == len(seqs) == last - first + 1 and pairs[-1][0] == last_key:
+                found = list(map(VALUE, pairs))  # every seq of the span, in order
+            else:
+                walked = dict(zip(map(int.from_bytes, map(OWN_SEQ, map(KEY, pairs))),
+                                  map(VALUE, pairs), strict=True))
+                found = list(map(walked.get, seqs))
         else:
             found = [recent.get(seq) or self.store.get_own(seq) for seq in seqs] if shared \
                 else self.store.get_all(list(keyspace.own_keys(seqs)))

@@ -128,3 +128,20 @@ def test_store_reads_a_range_up_to_a_key(tmp_path):
     assert log_range(store, topic_id, 8, 20, 100) == [8, 9]  # the last not stored
     assert log_range(store, topic_id, 0, 20, 4) == [0, 1, 2, 3]
     store.close()
+
+
+def test_a_dense_read_takes_each_record_of_its_own_seq(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    a, _, _ = three_groups(store, topics)
+    for _ in range(COUNT):  # the topic's messages with another topic's in between
+        store_messages(store, topics, 1)
+        store_messages(store, topics, 1, topic="other")
+    store_messages(store, topics, COUNT)  # then a span of the topic's alone
+    found = a.read(0, 3 * COUNT).found
+    seqs = list(range(0, 2 * COUNT, 2)) + list(range(2 * COUNT, 3 * COUNT))
+    assert [seq for seq, _ in found] == seqs
+    assert [value for _, value in found] == [store.get_own(seq) for seq in seqs]
+    topics.recent.clear()  # a walk again, of the span the topic has alone
+    found = a.read(2 * COUNT, COUNT).found
+    assert found == [(seq, store.get_own(seq)) for seq in range(2 * COUNT, 3 * COUNT)]
+    store.close()

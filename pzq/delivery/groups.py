@@ -14,7 +14,8 @@ A group's delivery counts are its own: the stored record's bookkeeping belongs t
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
+from operator import itemgetter
 from typing import cast
 
 from pzq.bulk import each
@@ -142,18 +143,33 @@ def group_settings(node: DeliverySettings, group: Group) -> DeliverySettings:
 
 
 RECENT_RECORDS = 4096  # records kept for the other groups of a topic
+RECENT_RECORD_BYTES = 4096  # a longer one is read from the store by each group
 DENSE_AT_LEAST = 16  # messages a read must want before it walks the own messages
 
 
-def remember(recent: dict[int, bytes], seq: int, value: bytes) -> None:
-    recent[seq] = value
-    if len(recent) > RECENT_RECORDS:
-        del recent[next(iter(recent))]  # the oldest
+def remember(recent: dict[int, bytes], seqs: list[int], values: list[bytes | None]) -> None:
+    """The records read (None: not stored) kept for the topic's other groups, the
+    oldest let go past RECENT_RECORDS; none longer than RECENT_RECORD_BYTES, so what
+    is kept stays within RECENT_RECORDS times that (16 MiB) whatever the messages."""
+    if None in values:
+        stored = [value is not None for value in values]
+        seqs, values = list(compress(seqs, stored)), list(compress(values, stored))
+    short = list(map(RECENT_RECORD_BYTES.__ge__, map(len, cast(list[bytes], values))))
+    if not all(short):
+        seqs, values = list(compress(seqs, short)), list(compress(values, short))
+    recent.update(zip(seqs, cast(list[bytes], values), strict=True))
+    over = len(recent) - RECENT_RECORDS
+    if over > 0:
+        each(recent.pop, list(islice(recent, over)))
 
 
 ZERO_BOOKKEEPING = bytes(record.BOOKKEEPING.size)
 BOOKKEEPING_END = record.BOOKKEEPING_OFFSET + record.BOOKKEEPING.size
 ONCE = record.BOOKKEEPING.pack(0, 1)  # a group's count of a message it delivered once
+BOOKKEEPING_OF = itemgetter(slice(record.BOOKKEEPING_OFFSET, BOOKKEEPING_END))
+KEY, VALUE = itemgetter(0), itemgetter(1)
+OWN_SEQ = itemgetter(slice(len(keyspace.OWN_PREFIX), None))  # an own key: prefix, seq
+LOG_SEQ = itemgetter(slice(len(keyspace.topic_log_prefix(0)), None))  # a log key: prefix, seq
 
 
 def without_bookkeeping(value: bytes) -> bytes:
@@ -196,20 +212,21 @@ class GroupArea:
         cut, so a run of them never reads as the end."""
         next_seq, looked = start_seq, 0
         while looked < LOOK_AT_MOST:
-            wanted, next_seq = self._walk_log(next_seq, limit)
-            if not wanted:
+            seqs, tags, next_seq = self._walk_log(next_seq, limit)
+            if not seqs:
                 break
-            looked += len(wanted)
-            done = self.topics.done_among(self.group.id, [seq for seq, _ in wanted])
-            open_ones = [(seq, tag) for seq, tag in wanted if seq not in done] if done \
-                else wanted
-            if open_ones:
-                return Chunk(self._found(open_ones), next_seq)
+            looked += len(seqs)
+            done = self.topics.done_among(self.group.id, seqs)
+            if done:
+                kept = [seq not in done for seq in seqs]
+                seqs, tags = list(compress(seqs, kept)), list(compress(tags, kept))
+            if seqs:
+                return Chunk(self._found(seqs, tags), next_seq)
         return Chunk([], next_seq)
 
-    def _walk_log(self, start_seq: int, limit: int) -> tuple[list[tuple[int, bytes]], int]:
-        """Up to ``limit`` log entries the group's filter takes, looking at no more than
-        LOOK_AT_MOST keys; with the seq the next walk starts at."""
+    def _walk_log(self, start_seq: int, limit: int) -> tuple[list[int], list[bytes], int]:
+        """The seqs and tags of up to ``limit`` log entries the group's filter takes,
+        looking at no more than LOOK_AT_MOST keys; with the seq the next walk starts at."""
         group = self.group
         first = max(start_seq, group.start_seq, group.floor)
         # LevelDB finds the end of a range by walking on to the next live key, past
@@ -218,35 +235,60 @@ class GroupArea:
         newest = group.topic.newest if group.topic.newest >= 0 else self.store.next_seq - 1
         end = max(first, self.end_seq())
         if first > newest:
-            return [], end  # newer messages are other topics'
-        wanted: list[tuple[int, bytes]] = []
+            return [], [], end  # newer messages are other topics'
+        if group.filter:
+            return self._walk_filtered(first, newest, end, limit)
+        topic_id = group.topic.id
+        count = min(limit, LOOK_AT_MOST)
+        pairs = self.store.read_up_to(keyspace.topic_log_prefix(topic_id),
+                                      keyspace.topic_log_key(topic_id, first),
+                                      keyspace.topic_log_key(topic_id, newest), count)
+        if not pairs:
+            return [], [], end
+        seqs = list(map(int.from_bytes, map(LOG_SEQ, map(KEY, pairs))))
+        tags = list(map(VALUE, pairs))
+        if seqs[-1] >= newest or len(pairs) < count:
+            return seqs, tags, end
+        return seqs, tags, seqs[-1] + 1
+
+    def _walk_filtered(self, first: int, newest: int, end: int,
+                       limit: int) -> tuple[list[int], list[bytes], int]:
+        """_walk_log for a group with a filter: a look at each tag."""
+        group = self.group
+        seqs: list[int] = []
+        tags: list[bytes] = []
         looked = 0
         prefix = keyspace.topic_log_prefix(group.topic.id)
         seq_of, seq_at = keyspace.SEQ.unpack_from, len(prefix)  # a log key: prefix, seq
-        every_tag = not group.filter
         for key, tag in self.store.iterate(prefix, keyspace.topic_log_key(group.topic.id, first)):
             seq = seq_of(key, seq_at)[0]
             looked += 1
-            if every_tag or group.takes(tag):
-                wanted.append((seq, tag))
+            if group.takes(tag):
+                seqs.append(seq)
+                tags.append(tag)
             if seq >= newest:
                 break
-            if len(wanted) >= limit or looked >= LOOK_AT_MOST:
-                return wanted, seq + 1
-        return wanted, end
+            if len(seqs) >= limit or looked >= LOOK_AT_MOST:
+                return seqs, tags, seq + 1
+        return seqs, tags, end
 
-    def _found(self, wanted: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-        """The stored records of the log entries ``wanted``, tags kept for their ACKs,
-        with the group's own delivery counts."""
-        values = self._values([seq for seq, _ in wanted])
-        counts = self._counts(wanted[0][0], wanted[-1][0]) if wanted else {}
+    def _found(self, seqs: list[int], tags: list[bytes]) -> list[tuple[int, bytes]]:
+        """The stored records of the log entries ``seqs`` (with their ``tags``), tags kept
+        for their ACKs, with the group's own delivery counts."""
+        values = self._values(seqs)
+        if None not in values and seqs[0] > self._highest_counted():
+            records = cast(list[bytes], values)
+            if not any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, records))):
+                # the common read: every record stored, no count kept, none set by default
+                self._tags.update(zip(seqs, tags, strict=True))
+                return list(zip(seqs, records, strict=True))
+        counts = self._counts(seqs[0], seqs[-1])
         found = []
-        tags = self._tags
-        for seq, tag in wanted:
-            value = values.get(seq)
+        kept_tags = self._tags
+        for seq, tag, value in zip(seqs, tags, values, strict=True):
             if value is None:
                 continue
-            tags[seq] = tag
+            kept_tags[seq] = tag
             if counts or value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END] != ZERO_BOOKKEEPING:
                 value = self._with_count(seq, value, counts.get(seq))
             found.append((seq, value))  # (as stored: no count kept, none set by default)
@@ -328,34 +370,34 @@ class GroupArea:
             else:
                 batch.put(key, ONCE)
 
-    def _values(self, seqs: list[int]) -> dict[int, bytes]:
-        """The stored records of ``seqs`` (ascending): one walk of the own messages when
-        the topic fills most of that span, else the recent records or a read each."""
-        if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
-            last, wanted = seqs[-1], set(seqs)
-            walked: dict[int, bytes] = {}
-            seq_of, seq_at = keyspace.SEQ.unpack_from, len(keyspace.OWN_PREFIX)
-            for key, stored in self.store.iterate(keyspace.OWN_PREFIX,
-                                                  keyspace.own_key(seqs[0])):
-                seq = seq_of(key, seq_at)[0]
-                if seq in wanted:
-                    walked[seq] = stored
-                if seq >= last:
-                    break
-            return walked
-        recent = self.topics.recent
+    def _values(self, seqs: list[int]) -> list[bytes | None]:
+        """The stored records of ``seqs`` (ascending; None: not stored), from the recent
+        records where the topic has other groups; else one walk of the own messages
+        when the topic fills most of the span, or a read each. (The log walk found
+        the seqs: a record kept there of a message deleted since is never asked for.)"""
         shared = len(self.group.topic.groups) > 1
-        values: dict[int, bytes] = {}
-        for seq in seqs:
-            value = recent.get(seq)
-            if value is None:
-                value = self.store.get_own(seq)
-                if value is None:
-                    continue
-                if shared:
-                    remember(recent, seq, value)
-            values[seq] = value
-        return values
+        recent = self.topics.recent
+        if shared and recent:
+            values = list(map(recent.get, seqs))
+            if None not in values:
+                return values
+        if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
+            first, last = seqs[0], seqs[-1]
+            last_key = keyspace.own_key(last)
+            pairs = self.store.read_up_to(keyspace.OWN_PREFIX, keyspace.own_key(first),
+                                          last_key, last - first + 1)
+            if len(pairs) == len(seqs) == last - first + 1 and pairs[-1][0] == last_key:
+                found = list(map(VALUE, pairs))  # every seq of the span, in order
+            else:
+                walked = dict(zip(map(int.from_bytes, map(OWN_SEQ, map(KEY, pairs))),
+                                  map(VALUE, pairs), strict=True))
+                found = list(map(walked.get, seqs))
+        else:
+            found = [recent.get(seq) or self.store.get_own(seq) for seq in seqs] if shared \
+                else self.store.get_all(list(keyspace.own_keys(seqs)))
+        if shared:
+            remember(recent, seqs, found)
+        return found
 
     def get(self, seq: int) -> bytes | None:
         value = self.store.get_own(seq)

@@ -22,6 +22,7 @@ import struct
 import time
 from collections.abc import Iterator
 from functools import partial
+from itertools import islice
 from pathlib import Path
 
 import plyvel
@@ -294,6 +295,28 @@ class Store:
     def _damaged(self, exc: plyvel.Error) -> StoreDamaged:
         return StoreDamaged(f"the store {self.path} is damaged: {leveldb_reason(exc)}; "
                             f"{REPAIR_HINT.format(path=self.path)}")
+
+    def read_up_to(self, prefix: bytes, start: bytes, last: bytes,
+                   count: int) -> list[tuple[bytes, bytes]]:
+        """Up to ``count`` (key, value) pairs under ``prefix`` from ``start`` on, none past
+        the key ``last``: taken in C, and LevelDB is asked for nothing after ``last``
+        (finding the key after it walks on past every deleted key, those of acked
+        messages until a compaction). With ``last`` not stored, up to ``count`` pairs."""
+        if start > last:
+            return []
+        try:
+            with self._db.iterator(start=start, stop=keyspace.prefix_end(prefix),
+                                   verify_checksums=True) as iterator:
+                # read after the walk's view is taken: stored then, it is stored still
+                last_value = self._db.get(last, verify_checksums=True)
+                if last_value is None:
+                    return list(islice(iterator, count))
+                pairs = list(islice(iter(iterator.__next__, (last, last_value)), count))
+        except plyvel.CorruptionError as exc:
+            raise self._damaged(exc) from None
+        if len(pairs) < count and (not pairs or pairs[-1][0] < last):
+            pairs.append((last, last_value))  # the walk stopped on it
+        return pairs
 
     def iterate_back(self, prefix: bytes, below: bytes) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix`` and below the key ``below``, last first."""

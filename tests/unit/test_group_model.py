@@ -7,11 +7,13 @@ cursor, and a restart now (a fresh read from the group's floor) would deliver it
 delivery count never falls: within a run it grows by one a delivery, and once a batch
 was written after a delivery it grows across a restart too.
 
-The topic's ``default`` rule (what --send-dsn holds beside the group) is drawn:
-``unclaimed`` (the messages the group's filter leaves), ``all`` or ``none``, and an
-operator may declare ``default`` on an ``unclaimed`` topic midway (``all`` from the
-next message on). Before and after every restart ``default`` is given exactly what the
-rule says it holds, and the peers holding copies are told the same (TOPICS).
+The group's filter is drawn: ``eu-*`` or none (every tag; the read that takes the
+log without a look at each tag). The topic's ``default`` rule (what --send-dsn holds
+beside the group) is drawn: ``unclaimed`` (the messages the group's filter leaves),
+``all`` or ``none``, and an operator may declare ``default`` on an ``unclaimed``
+topic midway (``all`` from the next message on). Before and after every restart
+``default`` is given exactly what the rule says it holds, and the peers holding
+copies are told the same (TOPICS).
 
 Time: some messages carry a TTL. One that has expired is never delivered, to the
 group or to ``default``, whether the sweep found it first (at a step of its own) or a
@@ -65,7 +67,7 @@ ACK_TIMEOUT_US = 1_000_000
 SETTINGS = DeliverySettings(ack_timeout_us=ACK_TIMEOUT_US, inflight_size=1 << 20,
                             with_headers=True, backoff_us=(ACK_TIMEOUT_US // 2,))
 EVERYTHING = 1 << 30  # credits and bytes of a probe that takes all it finds
-TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-*
+TAGS = st.sampled_from([b"eu-west", b"eu-north", b"us"])  # the group takes eu-* (or all)
 TTLS_MS = st.one_of(st.none(), st.integers(1, 3000))  # most messages have none
 PRIORITIES = st.one_of(st.none(), st.integers(0, 9))
 RULES = st.sampled_from([DEFAULT_UNCLAIMED, DEFAULT_ALL, DEFAULT_NONE])
@@ -93,6 +95,7 @@ class GroupModel(RuleBasedStateMachine):
         self.default_done: set[int] = set()
         self.gone: set[int] = set()  # deleted: every group holding it was done with it
         self.rule = DEFAULT_UNCLAIMED  # ``default``'s rule (drawn in ``declare``)
+        self.pattern = "eu-*"  # the group's filter (drawn in ``declare``)
         self.default_from = 0  # with ``all``: every message from here on is default's
         # Delivery counts: the last one seen, those a batch has written since, and the
         # messages delivered since the last restart.
@@ -122,8 +125,8 @@ class GroupModel(RuleBasedStateMachine):
         self.store.register(state)
         return state
 
-    @initialize(rule=RULES)
-    def declare(self, rule: str) -> None:
+    @initialize(rule=RULES, everything=st.booleans())
+    def declare(self, rule: str, everything: bool) -> None:
         store = Store.open(self.path / "db")
         topics = Topics(store, "default")
         store.register(topics)
@@ -136,7 +139,8 @@ class GroupModel(RuleBasedStateMachine):
         elif rule == DEFAULT_NONE:
             orders.remove_default()
             topics.changed(orders)
-        topics.add_group(orders, "g", 0, "eu-*", 0)
+        self.pattern = "" if everything else "eu-*"  # no filter: the group takes all
+        topics.add_group(orders, "g", 0, self.pattern, 0)
         store.commit(batch)
         store.close()
         self.rule = rule
@@ -159,15 +163,19 @@ class GroupModel(RuleBasedStateMachine):
     def expired(self, seq: int) -> bool:
         return seq in self.expires and self.expires[seq] <= self.now_us
 
+    def takes(self, tag: bytes) -> bool:
+        """Whether the group's filter takes the tag (eu-*, or every tag without one)."""
+        return not self.pattern or tag.startswith(b"eu-")
+
     def wanted(self) -> set[int]:
-        """What the group must still deliver: its topic's eu-* messages not done and
-        not expired."""
+        """What the group must still deliver: its topic's messages its filter takes,
+        not done and not expired."""
         return {seq for seq, tag in self.tags.items()
-                if tag.startswith(b"eu-") and seq not in self.done and not self.expired(seq)}
+                if self.takes(tag) and seq not in self.done and not self.expired(seq)}
 
     def default_holds(self, seq: int) -> bool:
         """Whether ``default`` holds the message, by its rule."""
-        unclaimed = not self.tags[seq].startswith(b"eu-")
+        unclaimed = not self.takes(self.tags[seq])
         if self.rule == DEFAULT_ALL:
             return unclaimed or seq >= self.default_from
         return self.rule == DEFAULT_UNCLAIMED and unclaimed
@@ -180,7 +188,7 @@ class GroupModel(RuleBasedStateMachine):
     def _let_go(self, seqs: set[int]) -> None:
         """Messages a holder is done with: deleted once every holder is."""
         for seq in seqs:
-            group_done = seq in self.done or not self.tags[seq].startswith(b"eu-")
+            group_done = seq in self.done or not self.takes(self.tags[seq])
             if group_done and (seq in self.default_done or not self.default_holds(seq)):
                 self.gone.add(seq)
 

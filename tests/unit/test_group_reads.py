@@ -1,0 +1,147 @@
+"""A named group's read (GroupArea.read) where the records come from the ones kept for
+the topic's other groups (Topics.recent), and the walk the reads take in C
+(Store.read_up_to): what a read returns is what the store holds."""
+
+from __future__ import annotations
+
+from pzq.admin.topic_walks import TopicWalks
+from pzq.cluster.lone import NoCluster
+from pzq.counters import Counters
+from pzq.delivery.groups import DENSE_AT_LEAST, RECENT_RECORD_BYTES, DefaultArea, GroupArea
+from pzq.delivery.settings import DeliverySettings
+from pzq.delivery.state import DeliveryState
+from pzq.serving.named_groups import NoConsumeEndpoint
+from pzq.store import keyspace, record
+from pzq.store.store import Store
+from pzq.store.topics import Topics
+
+SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
+COUNT = 2 * DENSE_AT_LEAST  # enough for a read of the own messages in one walk
+
+
+def open_node(path):
+    store = Store.open(path)
+    topics = Topics(store, "default")
+    store.register(topics)
+    return store, topics
+
+
+def store_messages(store, topics, count, topic="orders", tag=b"", size=0):
+    batch = store.begin()
+    for at in range(count):
+        value = record.encode(b"id", (b"TOPIC:" + topic.encode(), b"TAG:" + tag),
+                              ((b"m%d" % at).ljust(size, b"."),), 1)
+        seq = batch.add_message(value)
+        topics.note_new(batch, seq, topics.topic(topic, 1), tag, len(value))
+    store.commit(batch)
+
+
+def three_groups(store, topics):
+    orders = topics.topic("orders", 0)
+    batch = store.begin()
+    groups = [topics.add_group(orders, name, 0, "", 0) for name in ("a", "b", "c")]
+    store.commit(batch)
+    return [GroupArea(store, topics, group) for group in groups]
+
+
+def seqs_of(chunk):
+    return [seq for seq, _ in chunk.found]
+
+
+def test_a_kept_record_of_a_purged_message_is_not_read(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    a, b, _ = three_groups(store, topics)
+    store_messages(store, topics, COUNT)
+    seqs = seqs_of(a.read(0, COUNT))
+    assert len(seqs) == COUNT and set(seqs) <= topics.recent.keys()
+    orders = topics.topics["orders"]
+    default = DeliveryState(DefaultArea(store, topics), SETTINGS, Counters())
+    walks = TopicWalks(store, topics, NoConsumeEndpoint(), default, NoCluster(None))
+    purged = set(seqs[::2])
+    assert walks.delete(orders, lambda seq, _tag: seq in purged, 0.0) == len(purged)
+    assert purged <= topics.recent.keys()  # a purge leaves the kept records as they are
+    assert seqs_of(b.read(0, COUNT)) == seqs[1::2]
+    assert [store.get_own(seq) for seq in purged] == [None] * len(purged)
+    store.close()
+
+
+def test_records_kept_for_other_groups_carry_each_group_s_own_counts_and_marks(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    a, b, c = three_groups(store, topics)
+    store_messages(store, topics, COUNT)
+    seqs = seqs_of(a.read(0, COUNT))
+    counted, done, by_default = seqs[3], seqs[5], seqs[7]
+    batch = store.begin()
+    b.rewrite(batch, counted, record.with_bookkeeping(store.get_own(counted), 7, 2))
+    topics.marks.mark(batch, b.group.id, done)
+    batch.rewrite_message(by_default, record.with_bookkeeping(store.get_own(by_default), 9, 3))
+    store.commit(batch)
+    found = dict(b.read(0, COUNT).found)
+    assert sorted(found) == [seq for seq in seqs if seq != done]
+    assert record.bookkeeping(found[counted]) == (7, 2)
+    assert record.bookkeeping(found[by_default]) == (0, 0)  # default's own, not b's
+    assert {record.bookkeeping(value) for seq, value in found.items()
+            if seq != counted} == {(0, 0)}
+    found = dict(c.read(0, COUNT).found)  # nothing of b's for c
+    assert sorted(found) == seqs
+    assert {record.bookkeeping(value) for value in found.values()} == {(0, 0)}
+    store.close()
+
+
+def test_long_records_are_not_kept_for_other_groups(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    a, b, _ = three_groups(store, topics)
+    store_messages(store, topics, COUNT // 2)
+    store_messages(store, topics, COUNT // 2, size=RECENT_RECORD_BYTES + 1)
+    found = a.read(0, COUNT).found
+    assert sorted(topics.recent) == [seq for seq, _ in found[:COUNT // 2]]
+    assert b.read(0, COUNT).found == found
+    store.close()
+
+
+def test_a_read_of_the_log_stops_at_the_newest_message(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    a, _, _ = three_groups(store, topics)
+    store_messages(store, topics, 10)
+    store_messages(store, topics, 5, topic="other")
+    a.group.topic.newest = 5  # (a message of the topic still being written, say)
+    chunk = a.read(0, 100)
+    assert (seqs_of(chunk), chunk.next_seq) == (list(range(6)), 15)
+    store.close()
+
+
+def log_range(store, topic_id, first, last, count):
+    return [keyspace.seq_at_end(key) for key, _ in store.read_up_to(
+        keyspace.topic_log_prefix(topic_id), keyspace.topic_log_key(topic_id, first),
+        keyspace.topic_log_key(topic_id, last), count)]
+
+
+def test_store_reads_a_range_up_to_a_key(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    three_groups(store, topics)
+    store_messages(store, topics, 10)
+    topic_id = topics.topics["orders"].id
+    assert log_range(store, topic_id, 2, 6, 100) == [2, 3, 4, 5, 6]
+    assert log_range(store, topic_id, 2, 6, 3) == [2, 3, 4]
+    assert log_range(store, topic_id, 6, 6, 100) == [6]
+    assert log_range(store, topic_id, 7, 6, 100) == []
+    assert log_range(store, topic_id, 8, 20, 100) == [8, 9]  # the last not stored
+    assert log_range(store, topic_id, 0, 20, 4) == [0, 1, 2, 3]
+    store.close()
+
+
+def test_a_dense_read_takes_each_record_of_its_own_seq(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    a, _, _ = three_groups(store, topics)
+    for _ in range(COUNT):  # the topic's messages with another topic's in between
+        store_messages(store, topics, 1)
+        store_messages(store, topics, 1, topic="other")
+    store_messages(store, topics, COUNT)  # then a span of the topic's alone
+    found = a.read(0, 3 * COUNT).found
+    seqs = list(range(0, 2 * COUNT, 2)) + list(range(2 * COUNT, 3 * COUNT))
+    assert [seq for seq, _ in found] == seqs
+    assert [value for _, value in found] == [store.get_own(seq) for seq in seqs]
+    topics.recent.clear()  # a walk again, of the span the topic has alone
+    found = a.read(2 * COUNT, COUNT).found
+    assert found == [(seq, store.get_own(seq)) for seq in range(2 * COUNT, 3 * COUNT)]
+    store.close()

@@ -92,8 +92,10 @@ class Producer(ProducerView):
         """Send ``frames`` (None: nothing is due); TimeoutError when the socket has
         not taken them within ``timeout`` s (no connection to send on, as after a
         refused CURVE handshake, or the node far behind)."""
+        if frames is None:
+            return
         deadline = None if timeout is None else time.monotonic() + timeout
-        if frames is not None and not send_before(self._socket, frames, deadline):
+        if not send_before(self._socket, frames, deadline):
             raise TimeoutError(f"the producer could not send within {timeout:g} s: "
                                "no connection took the message")
 

@@ -69,15 +69,7 @@ class Node:
 
     def deliver(self, credits: int) -> list[tuple[int, int]]:
         """(seq, DELIVERY:n) of each message sent."""
-        sent: list[tuple[int, int]] = []
-
-        def send(frames: list[bytes]) -> bool:
-            count = wire.decode_delivery([b"consumer", *frames]).deliveries
-            assert count is not None
-            sent.append((parse_message_key(frames[0])[1], count))
-            return True
-        self.state.deliver(send, NOW_US, credits)
-        return sent
+        return counts_sent(self.state, credits)
 
     def ack(self, seqs: list[int]) -> None:
         batch = self.store.begin()
@@ -166,6 +158,7 @@ def default_of(node: Node) -> DeliveryState:
 
 
 def counts_sent(state: DeliveryState, credits: int) -> list[tuple[int, int]]:
+    """(seq, DELIVERY:n) of each message the state sent."""
     sent: list[tuple[int, int]] = []
 
     def send(frames: list[bytes]) -> bool:

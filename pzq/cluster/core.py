@@ -23,8 +23,6 @@ on the node's hub (pzq.events).
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import compress
-from operator import not_
 from typing import Any
 
 from pzq.clock import Now
@@ -251,24 +249,12 @@ class ClusterCore(Participant):
 
     def removed(self, origin: bytes, seq: int, group: str = cw.DEFAULT_GROUP,
                 final: bool = True) -> None:
-        """A message ``group`` acked (or gave up) here; ``final``: no group holds it
-        any more. Every holder drops its copy once every group is done, and marks it
-        for the group before that."""
-        if origin != self.node_id:
-            self.removed_taken_over(origin, [seq], group)
-        elif final:
-            self.removed_own([seq])
-        else:
-            self.done_own(group, [seq])
+        """A message ``group`` acked (or gave up) here (see Dones.removed_all)."""
+        self.done.removed_all(origin, [seq], group, [final])
 
     def removed_all(self, origin: bytes, seqs: list[int], group: str,
                     finals: list[bool]) -> None:
-        """``removed`` of each seq (``finals``: each one's final), told in two lists."""
-        if origin != self.node_id:
-            self.removed_taken_over(origin, seqs, group)
-            return
-        self.removed_own(list(compress(seqs, finals)))
-        self.done_own(group, list(compress(seqs, map(not_, finals))))
+        self.done.removed_all(origin, seqs, group, finals)
 
     def tell_holders(self, batch: Batch, removed: list[int], group: str, done: list[int],
                      now: float) -> None:

@@ -21,6 +21,8 @@ those messages back (they are in the ``held`` of our PONG).
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import compress
+from operator import not_
 
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
@@ -61,6 +63,17 @@ class Dones:
         their copies."""
         if self.settings.replicas and seqs:
             self._dones[(self.node_id, group)].extend(seqs)
+
+    def removed_all(self, origin: bytes, seqs: list[int], group: str,
+                    finals: list[bool]) -> None:
+        """Messages ``group`` acked (or gave up) here; ``finals``: whether each was the
+        last group holding it. Every holder drops its copy once every group is done,
+        and marks it for the group before that."""
+        if origin != self.node_id:
+            self.taken_over(origin, seqs, group)
+            return
+        self.removed_own(list(compress(seqs, finals)))
+        self.done_own(group, list(compress(seqs, map(not_, finals))))
 
     def taken_over(self, origin: bytes, seqs: list[int], group: str) -> None:
         """Taken-over messages ``group`` acked or gave up here (the copy is marked, or

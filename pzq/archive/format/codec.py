@@ -76,6 +76,8 @@ def encode_records(records: list[list[bytes]]) -> tuple[bytearray, list[int]]:
     pack_length = LONG_LENGTH.pack
     for frames in records:
         starts.append(len(data))
+        if not frames:
+            continue  # (nothing written, as encode_frames_into writes nothing)
         *more, last = frames
         for frame in more:
             length = len(frame)

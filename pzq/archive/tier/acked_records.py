@@ -62,7 +62,7 @@ class AckedRecords:
             groups_json = groups_jsons.get(names)
             if groups_json is None:
                 groups_json = groups_jsons[names] = optional_fields(names, ())
-            # entry.metadata_json, written out
+            # pzq.archive.format.entry.metadata_json, written out
             metadata = (METADATA % (quoted_topic, json_string(msg_id.decode("latin-1")),
                                     stored_us, entry.first_delivered_us, acked_us,
                                     entry.deliveries, quoted_origin, ACKED,

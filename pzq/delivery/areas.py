@@ -40,7 +40,9 @@ class Area(Protocol):
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def group_names(self, seq: int) -> tuple[str, ...]: ...
+    def group_names_all(self, seqs: list[int]) -> list[tuple[str, ...]]: ...
     def would_release(self, seq: int) -> bool: ...
+    def would_release_all(self, seqs: list[int]) -> list[bool]: ...
     def holds(self, seq: int, value: bytes) -> bool: ...
 
 
@@ -57,6 +59,16 @@ def delete_each(area: Area, batch: Batch, seqs: list[int], sizes: list[int]) -> 
         finals.append(area.would_release(seq))
         area.delete(batch, seq, size)
     return finals
+
+
+def release_each(area: Area, seqs: list[int]) -> list[bool]:
+    """Area.would_release_all one seq at a time."""
+    return list(map(area.would_release, seqs))
+
+
+def names_each(area: Area, seqs: list[int]) -> list[tuple[str, ...]]:
+    """Area.group_names_all one seq at a time."""
+    return list(map(area.group_names, seqs))
 
 
 class OwnArea:
@@ -101,9 +113,17 @@ class OwnArea:
         """Consumer groups done with the message, for the archive (none: only default)."""
         return ()
 
+    def group_names_all(self, seqs: list[int]) -> list[tuple[str, ...]]:
+        """``group_names`` of each (an ACK's many, archived)."""
+        return [()] * len(seqs)
+
     def would_release(self, seq: int) -> bool:
         """Whether being done with the message deletes it (no other group holds it)."""
         return True
+
+    def would_release_all(self, seqs: list[int]) -> list[bool]:
+        """``would_release`` of each (an ACK's many, archived)."""
+        return [True] * len(seqs)
 
     def holds(self, seq: int, value: bytes) -> bool:
         """Whether the group holds a stored message and is not done with it (every own
@@ -162,6 +182,9 @@ class TakeoverArea:
         """Whether this group being done with the copy leaves no group holding it."""
         return self.replicas.would_release(self.node_id, seq, self.group)
 
+    def would_release_all(self, seqs: list[int]) -> list[bool]:
+        return release_each(self, seqs)
+
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         """Done with by this group. When ``default`` is the last, a tombstone tells the
         origin when it comes back (as before groups); any other group's done travels
@@ -178,6 +201,9 @@ class TakeoverArea:
         holders = [] if found is None else self.replicas.holding_groups(self.node_id, seq,
                                                                          found[1])
         return () if holders in ([], [DEFAULT_GROUP]) else tuple(sorted(holders))
+
+    def group_names_all(self, seqs: list[int]) -> list[tuple[str, ...]]:
+        return names_each(self, seqs)
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:
         """Delivery bookkeeping of replicas stays in memory: the origin owns the record."""

@@ -45,6 +45,10 @@ class OrderedEntries(Generic[E]):
     def get(self, seq: int) -> E | None:
         return self._entries.get(seq)
 
+    def get_all(self, seqs: list[int]) -> list[E | None]:
+        """``get`` of each seq, the table walked in C."""
+        return list(map(self._entries.get, seqs))
+
     def _append(self, entry: E) -> None:
         self._entries[entry.seq] = entry
         self.bytes += len(entry.value)

@@ -19,7 +19,15 @@ from operator import itemgetter
 from typing import cast
 
 from pzq.bulk import each
-from pzq.delivery.areas import LOOK_AT_MOST, Chunk, OwnArea, delete_each, load_delivered_below
+from pzq.delivery.areas import (
+    LOOK_AT_MOST,
+    Chunk,
+    OwnArea,
+    delete_each,
+    load_delivered_below,
+    names_each,
+    release_each,
+)
 from pzq.delivery.settings import DeliverySettings
 from pzq.store import keyspace, record
 from pzq.store.batch import Batch
@@ -103,6 +111,30 @@ class DefaultArea(OwnArea):
         about = self._about(seq)
         return about is None or self.topics.would_release(seq, *about, DEFAULT_GROUP_ID)
 
+    def group_names_all(self, seqs: list[int]) -> list[tuple[str, ...]]:
+        about = self._one_topic(seqs)
+        return names_each(self, seqs) if about is None else about[0].holder_names_all(seqs,
+                                                                                      about[1])
+
+    def would_release_all(self, seqs: list[int]) -> list[bool]:
+        if not self.topics.named_groups:
+            return [True] * len(seqs)
+        about = self._one_topic(seqs)
+        return (release_each(self, seqs) if about is None
+                else self.topics.would_release_all(about[0], DEFAULT_GROUP_ID, seqs, about[1]))
+
+    def _one_topic(self, seqs: list[int]) -> tuple[Topic, list[bytes]] | None:
+        """The topic and tags of ``seqs`` when every one was read here and all are of
+        one topic (an ACK's many, mostly); else None."""
+        abouts = list(map(self._described.get, seqs))
+        if not abouts or None in abouts:
+            return None
+        topic = cast(tuple[Topic, bytes], abouts[0])[0]
+        known = cast(list[tuple[Topic, bytes]], abouts)
+        if [about for about in known if about[0] is not topic]:
+            return None
+        return topic, [tag for _, tag in known]
+
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         about = self._about(seq)
         self._described.pop(seq, None)
@@ -117,16 +149,14 @@ class DefaultArea(OwnArea):
     def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
         """``delete`` of each seq, in bulk when every one was read here and they are of
         one topic (the common ACK); else one by one."""
-        abouts = [about for about in map(self._described.get, seqs) if about is not None]
-        topic = abouts[0][0] if abouts else None
-        if (topic is None or len(abouts) < len(seqs)
-                or [about for about in abouts if about[0] is not topic]):
+        about = self._one_topic(seqs)
+        if about is None:
             return delete_each(self, batch, seqs, sizes)
+        topic, tags = about
         each(self._described.pop, seqs, repeat(None))
         if topic.default_rule == DEFAULT_UNCLAIMED and not topic.groups:
             self.topics.keep_default(topic)  # read on --send-dsn: it stays so
-        return self.topics.done_all(batch, topic, DEFAULT_GROUP_ID, seqs,
-                                    [tag for _, tag in abouts], sizes)
+        return self.topics.done_all(batch, topic, DEFAULT_GROUP_ID, seqs, tags, sizes)
 
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
         topic, tag = self._about(seq) or self.topics.describe(value)
@@ -430,6 +460,20 @@ class GroupArea:
                 return False
             self._tags[seq] = tag
         return self.topics.would_release(seq, self.group.topic, tag, self.group.id)
+
+    def group_names_all(self, seqs: list[int]) -> list[tuple[str, ...]]:
+        tags = list(map(self._tags.get, seqs))
+        if None in tags:
+            return names_each(self, seqs)
+        return self.group.topic.holder_names_all(seqs, cast(list[bytes], tags))
+
+    def would_release_all(self, seqs: list[int]) -> list[bool]:
+        """``would_release`` of each, in bulk where every tag was kept (an ACK's many)."""
+        tags = list(map(self._tags.get, seqs))
+        if None in tags:
+            return release_each(self, seqs)
+        return self.topics.would_release_all(self.group.topic, self.group.id, seqs,
+                                             cast(list[bytes], tags))
 
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         self._forget_count(batch, seq)

@@ -129,10 +129,16 @@ class ReplayArea:
     def group_names(self, seq: int) -> tuple[str, ...]:
         return ()
 
+    def group_names_all(self, seqs: list[int]) -> list[tuple[str, ...]]:
+        return [()] * len(seqs)
+
     def would_release(self, seq: int) -> bool:
         """Never: an ACK of a replayed message only deletes it here (it is archived
         already, and no peer holds it)."""
         return False
+
+    def would_release_all(self, seqs: list[int]) -> list[bool]:
+        return [False] * len(seqs)
 
     def holds(self, seq: int, value: bytes) -> bool:
         """Every message in the area is the replayed group's until it is done with it."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import binascii
 import re
 import struct
+from itertools import repeat
 
 from pzq.errors import DecodeError
 
@@ -19,6 +20,7 @@ NODE_ID_LENGTH = 8  # ASCII hex characters
 SEQ = struct.Struct(">Q")
 MESSAGE_KEY_PATTERN = re.compile(rb"([0-9a-f]{8})-([0-9a-f]{16})")
 MESSAGE_KEY_LENGTH = NODE_ID_LENGTH + 1 + 16
+MESSAGE_KEY_FORMAT = b"%s-%016x"  # (node id, seq)
 # Message keys joined by single spaces (an ACK's keys, checked with one match)
 MESSAGE_KEYS_PATTERN = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{16}(?: [0-9a-f]{8}-[0-9a-f]{16})*")
 RAW_KEY = struct.Struct(">4sQ")  # a message key's node id and seq, from hex
@@ -26,7 +28,12 @@ NODE_ID_PATTERN = re.compile(rb"[0-9a-f]{8}")
 
 
 def message_key(node_id: bytes, seq: int) -> bytes:
-    return b"%s-%016x" % (node_id, seq)
+    return MESSAGE_KEY_FORMAT % (node_id, seq)
+
+
+def message_keys(node_id: bytes, seqs: list[int]) -> list[bytes]:
+    """``message_key`` of each seq, made in C."""
+    return list(map(MESSAGE_KEY_FORMAT.__mod__, zip(repeat(node_id), seqs)))
 
 
 def parse_message_key(key: bytes) -> tuple[bytes, int]:

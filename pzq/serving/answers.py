@@ -12,7 +12,7 @@ is that one's now (its credit comes back, nothing more).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import repeat
+from itertools import compress, repeat
 
 from pzq.archive.contract import ArchiveWrites
 from pzq.delivery.state import DeliveryState
@@ -119,8 +119,8 @@ class GroupAnswers:
         """The archive's write of the messages whose last holder this group is (each key
         once), in one call before the ACKs; returns the seqs to ACK: one whose write
         failed stays stored, to be delivered again."""
-        would_release = state.area.would_release
-        finals = [seq for seq in dict.fromkeys(seqs) if would_release(seq)]
+        once = list(dict.fromkeys(seqs))
+        finals = list(compress(once, state.area.would_release_all(once)))
         kept = self.archiving.acked_all(state, batch, finals, now_us) if finals else None
         return [seq for seq in seqs if seq not in kept] if kept else seqs
 

@@ -168,6 +168,17 @@ class Topic:
         names[DEFAULT_GROUP_ID] = DEFAULT_GROUP
         return tuple(sorted(names[holder] for holder in self.holders(seq, tag)))
 
+    def holder_names_all(self, seqs: list[int], tags: list[bytes]) -> list[tuple[str, ...]]:
+        """``holder_names`` of each message (``seqs`` with their ``tags``): once a tag
+        where who holds a message depends on its tag alone (an ACK's many, archived)."""
+        if not self.groups:
+            return [()] * len(seqs)
+        settled_from = self.holders_settled_from()
+        if min(seqs, default=settled_from) < settled_from:
+            return list(map(self.holder_names, seqs, tags))
+        names = {tag: self.holder_names(settled_from, tag) for tag in set(tags)}
+        return list(map(names.__getitem__, tags))
+
     def holders_settled_from(self) -> int:
         """The seq from which who holds a message depends on its tag alone: every group
         has started there, and ``default`` too where it reads from a seq."""

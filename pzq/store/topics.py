@@ -175,6 +175,18 @@ class Topics(TopicRegistry):
         self._release_asked = (group_id, seq, answer)
         return answer
 
+    def would_release_all(self, topic: Topic, group_id: int, seqs: list[int],
+                          tags: list[bytes]) -> list[bool]:
+        """``would_release`` of each message of one topic (``seqs`` with their ``tags``),
+        the other holders' marks read in C where the same groups hold every one (an
+        ACK's many, archived before their ``done_all``)."""
+        if not self._named_groups:  # the single queue: nobody else holds anything
+            return [True] * len(seqs)
+        settled = self._settled_holders(topic, group_id, seqs, tags)
+        if settled is None:
+            return list(map(self.would_release, seqs, repeat(topic), tags, repeat(group_id)))
+        return self.marks.done_by_all(settled[1], seqs)
+
     def _releases(self, seq: int, holders: list[int], group_id: int) -> bool:
         for holder in holders:
             if holder != group_id and not self.is_done(holder, seq):

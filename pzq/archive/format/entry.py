@@ -79,7 +79,8 @@ def metadata_json(quoted_topic: str, msg_id: bytes, stored_us: int, first_delive
     """The metadata frame: what ``json.dumps`` with separators ``,`` and ``:`` writes of
     the fields in this order (the quoted strings as ``json_string`` gives them,
     ``optional`` as ``optional_fields`` does), with one format operation: the
-    archive's bulk writes quote the strings of a whole ACK once."""
+    archive's bulk writes quote the strings of a whole ACK once (and write this
+    function out, pzq.archive.tier.acked_records)."""
     return (METADATA % (quoted_topic, json_string(msg_id.decode("latin-1")), stored_us,
                         first_delivered_us, acked_us, deliveries, quoted_origin,
                         quoted_outcome, optional)).encode()

@@ -10,6 +10,8 @@ delivered again later, and the failure is logged once per failing spell.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.lock import ArchiveLock
 from pzq.archive.tier.part import ArchivePart
@@ -23,6 +25,7 @@ from pzq.protocol.message_keys import message_key
 from pzq.store.batch import Batch, Participant
 
 log = get_logger("pzq.archive")
+SEQ_OF = attrgetter("seq")  # of entries, in C
 
 
 class Archiving(Participant):
@@ -76,13 +79,12 @@ class Archiving(Participant):
         """Archive the messages of one ACK whose last holder the group is (``seqs``,
         each once), each topic's in one write; the seqs that could not be written
         (kept stored, to be delivered again)."""
-        peek = state.peek
-        entries = [entry for entry in [peek(batch, seq) for seq in seqs] if entry is not None]
+        entries = state.peek_all(batch, seqs)
         if not entries:  # (an unknown one: nothing to archive, the ACK path counts it)
             return set()
-        group_names = state.area.group_names
         unwritten, error = self.tier.append_acked(
-            state.area.node_id, entries, [group_names(entry.seq) for entry in entries], now_us)
+            state.area.node_id, entries,
+            state.area.group_names_all(list(map(SEQ_OF, entries))), now_us)
         if error is not None:
             self.failed_with(error, len(unwritten))
         else:

@@ -82,10 +82,10 @@ class ArchiveTier:
         error: ArchiveError | None = None
         written = 0
         for topic, topic_records in records.by_topic.items():
+            data, starts = topic_records.encoded()
             try:
-                self.archive.append_records(topic, topic_records.data, topic_records.starts,
-                                            now)
-                written += len(topic_records.starts)
+                self.archive.append_records(topic, data, starts, now)
+                written += len(starts)
             except ArchiveError as exc:
                 error = error or exc
                 written += exc.written

@@ -221,7 +221,8 @@ class GroupArea:
                 kept = [seq not in done for seq in seqs]
                 seqs, tags = list(compress(seqs, kept)), list(compress(tags, kept))
             if seqs:
-                return Chunk(self._found(seqs, tags), next_seq)
+                found, fresh = self._found(seqs, tags)
+                return Chunk(found, next_seq, fresh)
         return Chunk([], next_seq)
 
     def _walk_log(self, start_seq: int, limit: int) -> tuple[list[int], list[bytes], int]:
@@ -272,16 +273,18 @@ class GroupArea:
                 return seqs, tags, seq + 1
         return seqs, tags, end
 
-    def _found(self, seqs: list[int], tags: list[bytes]) -> list[tuple[int, bytes]]:
+    def _found(self, seqs: list[int], tags: list[bytes]
+               ) -> tuple[list[tuple[int, bytes]], bool]:
         """The stored records of the log entries ``seqs`` (with their ``tags``), tags kept
-        for their ACKs, with the group's own delivery counts."""
+        for their ACKs, with the group's own delivery counts; and whether none of them
+        has a count (so a run of first deliveries need not look again)."""
         values = self._values(seqs)
         if None not in values and seqs[0] > self._highest_counted():
             records = cast(list[bytes], values)
             if not any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, records))):
                 # the common read: every record stored, no count kept, none set by default
                 self._tags.update(zip(seqs, tags, strict=True))
-                return list(zip(seqs, records, strict=True))
+                return list(zip(seqs, records, strict=True)), True
         counts = self._counts(seqs[0], seqs[-1])
         found = []
         kept_tags = self._tags
@@ -292,7 +295,7 @@ class GroupArea:
             if counts or value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END] != ZERO_BOOKKEEPING:
                 value = self._with_count(seq, value, counts.get(seq))
             found.append((seq, value))  # (as stored: no count kept, none set by default)
-        return found
+        return found, False
 
     def _counts(self, first: int, last: int) -> dict[int, bytes]:
         """The group's kept counts from ``first`` to ``last``: one short walk, and none

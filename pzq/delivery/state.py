@@ -408,7 +408,7 @@ class DeliveryState(Participant):
         # (the pool's outlet takes no run: not even the run is looked for, a window of 1
         # would pay it on every message)
         if send_run is not ONE_BY_ONE and len(found) >= self.run_at_least:
-            sent = self._deliver_run(send_run, found, now_us, watching)
+            sent = self._deliver_run(send_run, found, now_us, watching, chunk.fresh)
             found = runs.rest_of(found, self.cursor)
         inflight, delivered_before = self.inflight, self.delivered_before
         # Mostly only the in-flight table holds any of them: the others are asked only
@@ -438,12 +438,12 @@ class DeliveryState(Participant):
         return sent, self.cursor > start  # no progress: a read that cannot go on
 
     def _deliver_run(self, send_run: RunOutlet, found: list[tuple[int, bytes]],
-                     now_us: int, watching: bool) -> int:
+                     now_us: int, watching: bool, fresh: bool) -> int:
         """The run of first deliveries at the start of a read, to ``send_run``: those
         it took are tracked and the cursor moves past them; returns how many."""
         inflight = self.inflight
         run = runs.first_run(found, self._taken_among([seq for seq, _ in found]),
-                        self.delivered_before, inflight.max_bytes - inflight.bytes)
+                             self.delivered_before, inflight.max_bytes - inflight.bytes, fresh)
         if watching and run.seqs:
             run = runs.unexpired(run, self.expiry.verdict, now_us)
         if not run.seqs:
@@ -452,7 +452,7 @@ class DeliveryState(Participant):
         if count:
             deadline_us = now_us + self.ack_timeout_us
             inflight.add_run(runs.first_deliveries(run, count, now_us, deadline_us),
-                             run.sizes[count - 1])
+                             run.size_of(count))
             self.counters.delivered += count
             self.cursor = run.seqs[count - 1] + 1
         return count

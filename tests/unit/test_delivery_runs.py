@@ -9,7 +9,8 @@ import pytest
 from pzq.counters import Counters
 from pzq.delivery.areas import OwnArea
 from pzq.delivery.expiry import DROP, KEEP, NO_EXPIRY, Expiry
-from pzq.delivery.first_runs import RUN_AT_LEAST
+from pzq.delivery.first_runs import RUN_AT_LEAST, first_run
+from pzq.delivery.groups import GroupArea
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
@@ -17,6 +18,7 @@ from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import record
 from pzq.store.batch import Batch
 from pzq.store.store import Store
+from pzq.store.topics import Topics
 from tests.support.stored import stored
 
 pytestmark = pytest.mark.timeout(20)
@@ -238,3 +240,36 @@ def test_a_read_shorter_than_a_run_is_worth_goes_one_at_a_time(store):
     stored(store, RUN_AT_LEAST)
     assert state.deliver_raw(each, 100, 100, run) == RUN_AT_LEAST + 2
     assert run.seqs() == list(range(RUN_AT_LEAST - 1, 2 * RUN_AT_LEAST + 1))
+
+
+def test_a_named_groups_kept_count_ends_its_run_and_a_fresh_read_is_not_looked_at_again(
+        store):
+    """A named group's read says whether any record it found has a count of the
+    group's (kept once a message went out more than once): a fresh one is a run
+    whole, without a look at each record; one with a count ends the run before it."""
+    topics = Topics(store, "default")
+    store.register(topics)
+    group = topics.add_group(topics.topic("orders", 0), "audit", 0, "", 0)
+    batch = store.begin()
+    for body in (b"a", b"b", b"c", b"d"):
+        value = record.encode(b"id", (b"TOPIC:orders",), (body,), 1)
+        topics.note_new(batch, batch.add_message(value), topics.topics["orders"], b"",
+                        len(value))
+    store.commit(batch)
+    area = GroupArea(store, topics, group)
+    chunk = area.read(0, 100)
+    assert chunk.fresh and [seq for seq, _ in chunk.found] == [0, 1, 2, 3]
+    batch = store.begin()
+    area.rewrite(batch, 2, record.with_bookkeeping(chunk.found[2][1], 50, 2))
+    store.commit(batch)
+    again = GroupArea(store, topics, group).read(0, 100)
+    assert not again.fresh and record.bookkeeping(again.found[2][1]) == (50, 2)
+    run = first_run(again.found, set(), 0, 1 << 20, again.fresh)
+    assert run.seqs == [0, 1] and run.size == sum(len(v) for _, v in again.found[:2])
+    state = DeliveryState(GroupArea(store, topics, group),
+                          DeliverySettings(TIMEOUT, 1 << 20), Counters())
+    state.run_at_least = 1
+    store.register(state)
+    each, runs = EachConsumer(), RunConsumer()
+    assert state.deliver_raw(each, 100, 100, runs) == 4
+    assert runs.runs == [[0, 1]] and each.sent == [(2, 3), (3, 1)]  # the rest one by one

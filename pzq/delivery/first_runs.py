@@ -17,7 +17,6 @@ from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
-from pzq.delivery.inflight import InFlight
 from pzq.store import record
 
 # Origin node id, seqs, records of first deliveries (their count 1) in seq order: how
@@ -104,12 +103,6 @@ def unexpired(run: Run, verdict: Verdict, now_us: int) -> Run:
         return run
     end = expired.index(True)
     return Run(run.seqs[:end], run.values[:end], run.size_of(end))
-
-
-def first_deliveries(run: Run, count: int, now_us: int, deadline_us: int) -> list[InFlight]:
-    """The in-flight entries of the first ``count`` of a run, sent at ``now_us``."""
-    return [InFlight(seq, value, now_us, deadline_us, 1, now_us)
-            for seq, value in zip(run.seqs[:count], run.values[:count], strict=True)]
 
 
 def rest_of(found: list[tuple[int, bytes]], cursor: int) -> list[tuple[int, bytes]]:

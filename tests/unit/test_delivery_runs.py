@@ -12,6 +12,7 @@ from pzq.delivery.expiry import DROP, KEEP, NO_EXPIRY, Expiry
 from pzq.delivery.first_runs import RUN_AT_LEAST, first_run
 from pzq.delivery.groups import GroupArea
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
+from pzq.delivery.inflight import InFlight
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.protocol.message_keys import message_key, parse_message_key
@@ -273,3 +274,34 @@ def test_a_named_groups_kept_count_ends_its_run_and_a_fresh_read_is_not_looked_a
     each, runs = EachConsumer(), RunConsumer()
     assert state.deliver_raw(each, 100, 100, runs) == 4
     assert runs.runs == [[0, 1]] and each.sent == [(2, 3), (3, 1)]  # the rest one by one
+
+
+def test_a_runs_deliveries_held_compactly_are_whole_deliveries_to_acks_reaps_and_looks(
+        store):
+    """A run's deliveries are held as (record, sent, deadline): an ACK of keys of runs
+    and of single deliveries together, a look, and a reap see each as it was sent."""
+    state = new_state(store)
+    seqs = stored(store, 4)
+    each, run = EachConsumer(), RunConsumer()
+    assert state.deliver_raw(each, 100, 100, run) == 4 and run.runs == [seqs]
+    more = stored(store, 2)
+    assert state.deliver_raw(each, 200, 100, RunConsumer(room=0)) == 2  # one by one
+    assert each.sent == [(more[0], 1), (more[1], 1)]
+    value = store.get_own(seqs[0])
+    assert state.inflight.get(seqs[0]) == InFlight(seqs[0], value, 100, 100 + TIMEOUT, 1, 100)
+    assert state.inflight.lowest() == state.inflight.oldest() == state.inflight.get(seqs[0])
+    batch = store.begin()
+    acked, finals, unknown = state.ack_all(batch, [seqs[1], more[0], seqs[1]])
+    store.commit(batch)
+    assert (acked.seqs, acked.sent_us, finals, unknown) == (
+        [seqs[1], more[0]], [100, 200], [True, True], [seqs[1]])
+    assert state.inflight.bytes == sum(len(store.get_own(seq))
+                                       for seq in (seqs[0], seqs[2], seqs[3], more[1]))
+    assert state.inflight.seqs() == [seqs[0], seqs[2], seqs[3], more[1]]
+    assert state.reap(100 + TIMEOUT) == 3  # the run's deadline came, not the later one's
+    assert [entry.seq for entry in state.inflight.entries()] == [more[1]]
+    assert [(entry.seq, record.bookkeeping(entry.value)) for entry in state.ready.entries()
+            ] == [(seq, (100, 1)) for seq in (seqs[0], seqs[2], seqs[3])]
+    assert state.deliver_raw(each, 300 + TIMEOUT, 100, run) == 3
+    assert each.sent[2:] == [(seqs[0], 2), (seqs[2], 2), (seqs[3], 2)]
+    assert state.lowest_open() == seqs[0]

@@ -324,8 +324,8 @@ class GroupModel(RuleBasedStateMachine):
             return
         twice = chosen[:1] if data.draw(st.booleans(), label="a key twice") else []
         acked, finals, unknown = state.ack_all(batch, [*chosen, *twice])
-        assert sorted(entry.seq for entry in acked) == sorted(chosen)
-        assert len(finals) == len(acked)
+        assert sorted(acked.seqs) == sorted(chosen)
+        assert len(finals) == len(acked.seqs) == len(acked.sent_us)
         assert unknown == twice
 
     @rule(credits=st.integers(1, 60), data=st.data())

@@ -85,9 +85,14 @@ def part_groups(values: list[bytes]) -> list[bytes]:
                           repeat(FIXED.size + length)))
     counts = list(map(FIRST, map(unpack, values, header_ats)))
     ats = list(map(add, header_ats, repeat(length)))
+    fewest = min(counts, default=0)
     for header in range(max(counts, default=0)):
-        ats = [at + length + unpack(value, at)[0] if header < count else at
-               for value, at, count in zip(values, ats, counts, strict=True)]
+        if header < fewest:  # every record has this header (a topic's: one, TOPIC)
+            ats = list(map(add, ats, map(add, map(FIRST, map(unpack, values, ats)),
+                                         repeat(length))))
+        else:
+            ats = [at + length + unpack(value, at)[0] if header < count else at
+                   for value, at, count in zip(values, ats, counts, strict=True)]
     if values and min(map(sub, map(len, values), ats)) < length:  # no part count
         raise DecodeError("stored record is truncated")
     return [value[at:] for value, at in zip(values, ats, strict=True)]

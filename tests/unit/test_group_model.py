@@ -44,9 +44,10 @@ from hypothesis.stateful import (
 
 from pzq.admin import group_ops
 from pzq.counters import Counters
+from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.expiry import MessageExpiry
 from pzq.delivery.first_runs import ONE_BY_ONE
-from pzq.delivery.groups import DefaultArea, GroupArea
+from pzq.delivery.groups import GroupArea
 from pzq.delivery.lanes import Lanes, TopicLanes
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState

@@ -135,7 +135,10 @@ class Sender:
         if state.with_headers or not all(consumer.batches for consumer in candidates):
             return Outlets(send, ONE_BY_ONE)
         sent_us, ack_timeout_us = now_us, state.ack_timeout_us
-        batch_entries = self._shared_entries if deliveries.shares_reads() else _batch_entries
+        # (this node's own messages only: their seqs are never given out again, where a
+        # replay's id may be, once it ended)
+        shared = deliveries.shares_reads() and state is deliveries.state
+        batch_entries = self._shared_entries if shared else _batch_entries
 
         def send_run(node_id: bytes, seqs: list[int], values: list[bytes]) -> int:
             """As ``send`` of each, in turn: each consumer filled to its credit."""

@@ -3,7 +3,8 @@
 - ``state``: a DeliveryState walks one store area through stored, in flight, acked
   or ready again (``settings``: what it is given; ``owed``: what it owes the store)
 - ``areas``: the areas (this node's messages, or a down node's it took over)
-- ``groups``: the areas consumer groups read
+- ``groups``, ``default_area``: the areas consumer groups read (``recent``: what one
+  group read or made, kept for the topic's other groups)
 - ``entries``, ``inflight``, ``redelivery``: ordered tables for the in-flight LRU and
   the redelivery queue
 - ``delayed``: deliveries that wait out a backoff or a delayed NACK

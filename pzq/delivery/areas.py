@@ -25,6 +25,7 @@ class Chunk(NamedTuple):
 
     found: list[tuple[int, bytes]]
     next_seq: int
+    fresh: bool = False  # the reader saw that no record found has a delivery count
 
 
 class Area(Protocol):

@@ -35,6 +35,9 @@ class OrderedEntries(Generic[E]):
         entries = self._entries
         return {seq for seq in seqs if seq in entries} if entries else set()
 
+    def seqs(self) -> list[int]:
+        return list(self._entries)
+
     def entries(self) -> list[E]:
         return list(self._entries.values())
 

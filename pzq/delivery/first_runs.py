@@ -17,7 +17,6 @@ from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
-from pzq.delivery.inflight import InFlight
 from pzq.store import record
 
 # Origin node id, seqs, records of first deliveries (their count 1) in seq order: how
@@ -36,37 +35,64 @@ ONE_BY_ONE: RunOutlet = one_by_one
 # this goes one at a time (measured: about even at 8, a run of 1 costs twice as much).
 RUN_AT_LEAST = 8
 SEQ_OF, VALUE_OF = itemgetter(0), itemgetter(1)  # of what a read found
+BOOKKEEPING_OF = itemgetter(slice(record.BOOKKEEPING_OFFSET,
+                                  record.BOOKKEEPING_OFFSET + record.BOOKKEEPING.size))
 
 
 class Run(NamedTuple):
     seqs: list[int]
     values: list[bytes]
-    sizes: list[int]  # the records' lengths added up: the first n take sizes[n - 1]
+    size: int  # the records' lengths added up
+
+    def size_of(self, count: int) -> int:
+        """The bytes of the first ``count`` records."""
+        return self.size if count == len(self.values) else sum(map(len, self.values[:count]))
 
 
-NO_RUN = Run([], [], [])
+NO_RUN = Run([], [], 0)
 
 
 def first_run(found: list[tuple[int, bytes]], taken: set[int], delivered_before: int,
-              room_bytes: int) -> Run:
+              room_bytes: int, fresh: bool = False) -> Run:
     """The messages of a read, from its start, to deliver a first time in one go:
     those not ``taken`` up to the first one that was delivered before (its count
-    stored, or below ``delivered_before``), as many as fit in ``room_bytes``."""
+    stored, or below ``delivered_before``), as many as fit in ``room_bytes``.
+    ``fresh``: the reader found no count in any record (none is looked at again)."""
+    if taken:
+        return _first_run_past(found, taken, delivered_before, room_bytes)
+    if not found or found[0][0] < delivered_before:  # (seq order: the first is lowest)
+        return NO_RUN
+    seqs, values = list(map(SEQ_OF, found)), list(map(VALUE_OF, found))
+    if not fresh:  # the counts side by side: the first one set ends the run
+        counts = b"".join(map(BOOKKEEPING_OF, values))
+        end = (len(counts) - len(counts.lstrip(b"\0"))) // record.BOOKKEEPING.size
+        if end < len(seqs):
+            del seqs[end:], values[end:]
+    return _within(seqs, values, room_bytes)
+
+
+def _first_run_past(found: list[tuple[int, bytes]], taken: set[int], delivered_before: int,
+                    room_bytes: int) -> Run:
+    """``first_run`` of a read where some messages are taken (after a rewind, say):
+    those are passed over, one look at each."""
     at, never = record.BOOKKEEPING_OFFSET, record.NEVER_DELIVERED
     again = [seq for seq, value in found
              if (seq < delivered_before or not value.startswith(never, at)) and seq not in taken]
     if again:
         found = found[:_index_of(found, again[0])]
-    if taken:
-        found = [(seq, value) for seq, value in found if seq not in taken]
-    if not found:
-        return NO_RUN
-    seqs, values = list(map(SEQ_OF, found)), list(map(VALUE_OF, found))
-    sizes = list(accumulate(map(len, values)))
-    fit = bisect_right(sizes, room_bytes)
-    if fit < len(sizes):
-        del seqs[fit:], values[fit:], sizes[fit:]
-    return Run(seqs, values, sizes)
+    found = [(seq, value) for seq, value in found if seq not in taken]
+    return _within(list(map(SEQ_OF, found)), list(map(VALUE_OF, found)), room_bytes)
+
+
+def _within(seqs: list[int], values: list[bytes], room_bytes: int) -> Run:
+    """The run of these messages, as many as fit in ``room_bytes``."""
+    size = sum(map(len, values))
+    if size > room_bytes:  # (rare: the in-flight table nearly full)
+        sizes = list(accumulate(map(len, values)))
+        fit = bisect_right(sizes, room_bytes)
+        del seqs[fit:], values[fit:]
+        size = sizes[fit - 1] if fit else 0
+    return Run(seqs, values, size) if seqs else NO_RUN
 
 
 def unexpired(run: Run, verdict: Verdict, now_us: int) -> Run:
@@ -76,13 +102,7 @@ def unexpired(run: Run, verdict: Verdict, now_us: int) -> Run:
     if True not in expired:
         return run
     end = expired.index(True)
-    return Run(run.seqs[:end], run.values[:end], run.sizes[:end])
-
-
-def first_deliveries(run: Run, count: int, now_us: int, deadline_us: int) -> list[InFlight]:
-    """The in-flight entries of the first ``count`` of a run, sent at ``now_us``."""
-    return [InFlight(seq, value, now_us, deadline_us, 1, now_us)
-            for seq, value in zip(run.seqs[:count], run.values[:count], strict=True)]
+    return Run(run.seqs[:end], run.values[:end], run.size_of(end))
 
 
 def rest_of(found: list[tuple[int, bytes]], cursor: int) -> list[tuple[int, bytes]]:

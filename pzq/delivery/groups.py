@@ -1,10 +1,8 @@
-"""The store areas of consumer groups, for DeliveryState: what a group delivers, and
-what its ACK does (see pzq.store.topics for who holds a message).
-
-``DefaultArea`` is the group ``default`` on --send-dsn: every own message in arrival
-order, as before, less what ``default`` is done with while other groups still hold
-it. ``GroupArea`` is one named group of one topic: that topic's log from the group's
-start, less what its filter leaves out and what it is done with.
+"""The store area of a named consumer group, for DeliveryState: what it delivers, and
+what its ACK does (see pzq.store.topics for who holds a message). ``GroupArea`` is
+one named group of one topic: that topic's log from the group's start, less what its
+filter leaves out and what it is done with (``default``'s is
+pzq.delivery.default_area).
 
 A group's delivery counts are its own: the stored record's bookkeeping belongs to
 ``default``, so a named group reads records with it replaced by the group's own count
@@ -14,154 +12,23 @@ A group's delivery counts are its own: the stored record's bookkeeping belongs t
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import compress, islice, repeat
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import cast
 
-from pzq.bulk import each
 from pzq.delivery.areas import (
     LOOK_AT_MOST,
     Chunk,
-    OwnArea,
-    delete_each,
     load_delivered_below,
     names_each,
     release_each,
 )
+from pzq.delivery.recent import remember
 from pzq.delivery.settings import DeliverySettings
 from pzq.store import keyspace, record
 from pzq.store.batch import Batch
 from pzq.store.store import Store
-from pzq.store.topics import DEFAULT_GROUP_ID, DEFAULT_UNCLAIMED, Group, Topic, Topics
-
-
-class DefaultArea(OwnArea):
-    def __init__(self, store: Store, topics: Topics) -> None:
-        super().__init__(store)
-        self.topics = topics
-        # Topic and tag of messages read and not yet done with, so an ACK needs no read.
-        self._described: dict[int, tuple[Topic, bytes]] = {}
-
-    def read(self, start_seq: int, limit: int) -> Chunk:
-        """Up to ``limit`` messages from ``start_seq`` on that ``default`` still holds,
-        reading on past those it does not (within LOOK_AT_MOST)."""
-        looked = 0
-        while True:
-            chunk = self.store.read_own(start_seq, limit)
-            kept = self._keep(chunk)
-            if len(chunk) < limit:  # the walk reached the end
-                return Chunk(kept, max(start_seq, self.end_seq()))
-            start_seq = chunk[-1][0] + 1
-            looked += len(chunk)
-            if kept or looked >= LOOK_AT_MOST:
-                return Chunk(kept, start_seq)
-
-    def holds(self, seq: int, value: bytes) -> bool:
-        return bool(self._keep([(seq, value)]))
-
-    def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-        # ``default`` leaves marks only while named groups exist
-        done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
-                if self.topics.named_groups else set())
-        kept = []
-        for seq, value in chunk:
-            if seq in done:
-                continue
-            topic, tag = self.topics.describe(value)
-            if self.topics.default_restricted and DEFAULT_GROUP_ID not in topic.holders(seq,
-                                                                                        tag):
-                continue
-            self._described[seq] = (topic, tag)
-            kept.append((seq, value))
-        return kept
-
-    def get(self, seq: int) -> bytes | None:
-        value = self.store.get_own(seq)
-        if value is None or self.topics.is_done(DEFAULT_GROUP_ID, seq):
-            return None
-        return value
-
-    def delivered_below(self) -> int:
-        self.topics.default_delivered_below = super().delivered_below()
-        return self.topics.default_delivered_below
-
-    def keep_delivered_below(self, batch: Batch, seq: int) -> None:
-        super().keep_delivered_below(batch, seq)
-        self.topics.default_delivered_below = seq
-
-    def _about(self, seq: int) -> tuple[Topic, bytes] | None:
-        found = self._described.get(seq)
-        if found is None:
-            value = self.store.get_own(seq)
-            if value is None:
-                return None
-            found = self.topics.describe(value)
-        return found
-
-    def group_names(self, seq: int) -> tuple[str, ...]:
-        """For the archive: the groups that were done with the message."""
-        about = self._about(seq)
-        return () if about is None else about[0].holder_names(seq, about[1])
-
-    def would_release(self, seq: int) -> bool:
-        """Whether an ACK by ``default`` deletes the message (then it is archived and
-        its copies removed; else other groups still hold it)."""
-        if not self.topics.named_groups:
-            return True
-        about = self._about(seq)
-        return about is None or self.topics.would_release(seq, *about, DEFAULT_GROUP_ID)
-
-    def group_names_all(self, seqs: list[int]) -> list[tuple[str, ...]]:
-        about = self._one_topic(seqs)
-        return names_each(self, seqs) if about is None else about[0].holder_names_all(seqs,
-                                                                                      about[1])
-
-    def would_release_all(self, seqs: list[int]) -> list[bool]:
-        if not self.topics.named_groups:
-            return [True] * len(seqs)
-        about = self._one_topic(seqs)
-        return (release_each(self, seqs) if about is None
-                else self.topics.would_release_all(about[0], DEFAULT_GROUP_ID, seqs, about[1]))
-
-    def _one_topic(self, seqs: list[int]) -> tuple[Topic, list[bytes]] | None:
-        """The topic and tags of ``seqs`` when every one was read here and all are of
-        one topic (an ACK's many, mostly); else None."""
-        abouts = list(map(self._described.get, seqs))
-        if not abouts or None in abouts:
-            return None
-        topic = cast(tuple[Topic, bytes], abouts[0])[0]
-        known = cast(list[tuple[Topic, bytes]], abouts)
-        if [about for about in known if about[0] is not topic]:
-            return None
-        return topic, [tag for _, tag in known]
-
-    def delete(self, batch: Batch, seq: int, size: int) -> None:
-        about = self._about(seq)
-        self._described.pop(seq, None)
-        if about is None:
-            batch.delete_message(seq, size)  # gone already: a delete changes nothing
-            return
-        topic = about[0]
-        if topic.default_rule == DEFAULT_UNCLAIMED and not topic.groups:
-            self.topics.keep_default(topic)  # read on --send-dsn: it stays so
-        self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
-
-    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
-        """``delete`` of each seq, in bulk when every one was read here and they are of
-        one topic (the common ACK); else one by one."""
-        about = self._one_topic(seqs)
-        if about is None:
-            return delete_each(self, batch, seqs, sizes)
-        topic, tags = about
-        each(self._described.pop, seqs, repeat(None))
-        if topic.default_rule == DEFAULT_UNCLAIMED and not topic.groups:
-            self.topics.keep_default(topic)  # read on --send-dsn: it stays so
-        return self.topics.done_all(batch, topic, DEFAULT_GROUP_ID, seqs, tags, sizes)
-
-    def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None:
-        topic, tag = self._about(seq) or self.topics.describe(value)
-        self._described.pop(seq, None)
-        give_up(self.topics, batch, seq, topic, tag, value, DEFAULT_GROUP_ID)
+from pzq.store.topics import Group, Topic, Topics
 
 
 def group_settings(node: DeliverySettings, group: Group) -> DeliverySettings:
@@ -172,25 +39,7 @@ def group_settings(node: DeliverySettings, group: Group) -> DeliverySettings:
                    backoff_us=group.backoff_us)
 
 
-RECENT_RECORDS = 4096  # records kept for the other groups of a topic
-RECENT_RECORD_BYTES = 4096  # a longer one is read from the store by each group
 DENSE_AT_LEAST = 16  # messages a read must want before it walks the own messages
-
-
-def remember(recent: dict[int, bytes], seqs: list[int], values: list[bytes | None]) -> None:
-    """The records read (None: not stored) kept for the topic's other groups, the
-    oldest let go past RECENT_RECORDS; none longer than RECENT_RECORD_BYTES, so what
-    is kept stays within RECENT_RECORDS times that (16 MiB) whatever the messages."""
-    if None in values:
-        stored = [value is not None for value in values]
-        seqs, values = list(compress(seqs, stored)), list(compress(values, stored))
-    short = list(map(RECENT_RECORD_BYTES.__ge__, map(len, cast(list[bytes], values))))
-    if not all(short):
-        seqs, values = list(compress(seqs, short)), list(compress(values, short))
-    recent.update(zip(seqs, cast(list[bytes], values), strict=True))
-    over = len(recent) - RECENT_RECORDS
-    if over > 0:
-        each(recent.pop, list(islice(recent, over)))
 
 
 ZERO_BOOKKEEPING = bytes(record.BOOKKEEPING.size)
@@ -251,7 +100,8 @@ class GroupArea:
                 kept = [seq not in done for seq in seqs]
                 seqs, tags = list(compress(seqs, kept)), list(compress(tags, kept))
             if seqs:
-                return Chunk(self._found(seqs, tags), next_seq)
+                found, fresh = self._found(seqs, tags)
+                return Chunk(found, next_seq, fresh)
         return Chunk([], next_seq)
 
     def _walk_log(self, start_seq: int, limit: int) -> tuple[list[int], list[bytes], int]:
@@ -302,16 +152,18 @@ class GroupArea:
                 return seqs, tags, seq + 1
         return seqs, tags, end
 
-    def _found(self, seqs: list[int], tags: list[bytes]) -> list[tuple[int, bytes]]:
+    def _found(self, seqs: list[int], tags: list[bytes]
+               ) -> tuple[list[tuple[int, bytes]], bool]:
         """The stored records of the log entries ``seqs`` (with their ``tags``), tags kept
-        for their ACKs, with the group's own delivery counts."""
+        for their ACKs, with the group's own delivery counts; and whether none of them
+        has a count (so a run of first deliveries need not look again)."""
         values = self._values(seqs)
         if None not in values and seqs[0] > self._highest_counted():
             records = cast(list[bytes], values)
             if not any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, records))):
                 # the common read: every record stored, no count kept, none set by default
                 self._tags.update(zip(seqs, tags, strict=True))
-                return list(zip(seqs, records, strict=True))
+                return list(zip(seqs, records, strict=True)), True
         counts = self._counts(seqs[0], seqs[-1])
         found = []
         kept_tags = self._tags
@@ -322,7 +174,7 @@ class GroupArea:
             if counts or value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END] != ZERO_BOOKKEEPING:
                 value = self._with_count(seq, value, counts.get(seq))
             found.append((seq, value))  # (as stored: no count kept, none set by default)
-        return found
+        return found, False
 
     def _counts(self, first: int, last: int) -> dict[int, bytes]:
         """The group's kept counts from ``first`` to ``last``: one short walk, and none

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import cast
+from typing import NamedTuple, cast
 
 from pzq.counters import Counters
 from pzq.delivery import first_runs as runs
@@ -43,6 +43,14 @@ from pzq.store.batch import Batch, Participant
 Outlet = Callable[[int, bytes, bytes, int], bool]
 CURSOR_CHUNK = 256
 SEQ_OF, VALUE_OF = attrgetter("seq"), attrgetter("value")  # of entries, in C
+
+
+class Acked(NamedTuple):
+    """Deliveries an ACK of many keys removed: their seqs, and when each was sent (0:
+    not since the node started)."""
+
+    seqs: list[int]
+    sent_us: list[int]
 
 
 class DeliveryState(Participant):
@@ -97,9 +105,8 @@ class DeliveryState(Participant):
     def lowest_open(self) -> int:
         """Every message below this seq that the state read is done with (acked, dead,
         or its delete under way): what a restart need not walk again."""
-        open_seqs = [entry.seq for table in (self.inflight, self.ready, self.delayed)
-                     for entry in table.entries()]
-        return min([self.cursor, *open_seqs, *self.owed.leaving_seqs()])
+        return min([self.cursor, *self.inflight.seqs(), *self.ready.seqs(),
+                    *self.delayed.seqs(), *self.owed.leaving_seqs()])
 
     def oldest_open(self) -> tuple[int, bytes] | None:
         """(seq, record) of the oldest message the group has not ACKed, held or not
@@ -153,26 +160,25 @@ class DeliveryState(Participant):
         self.counters.acked += 1
         return entry
 
-    def ack_all(self, batch: Batch, seqs: list[int]
-                ) -> tuple[list[InFlight], list[bool], list[int]]:
+    def ack_all(self, batch: Batch, seqs: list[int]) -> tuple[Acked, list[bool], list[int]]:
         """``ack`` of each seq, the in-flight table and the area's deletes done in bulk:
-        the entries removed, for each whether its message left the store (no other
-        group holds it), and the seqs not known."""
+        what was removed, for each whether its message left the store (no other group
+        holds it), and the seqs not known."""
         self._table_full = False
-        found, missing = self.inflight.pop_all(seqs)
-        self._owe_deletes(found)  # (before the look at the others: a key ACKed twice)
+        taken = self.inflight.take_all(seqs)
+        seqs, values, sent_us = taken.seqs, taken.values, taken.sent_us
+        sizes = list(map(len, values))
+        # their deletes go with the batch being built (and again if it fails); before
+        # the look at the others (a key ACKed twice)
+        self.owed.deleting.update(zip(seqs, sizes, strict=True))
         unknown: list[int] = []
-        if missing:  # given back, or stored only: one by one
-            found += self._acked_late_all(batch, missing, unknown)
-        finals = self.area.delete_all(batch, list(map(SEQ_OF, found)),
-                                      list(map(len, map(VALUE_OF, found))))
-        self.counters.acked += len(found)
-        return found, finals, unknown
-
-    def _owe_deletes(self, entries: list[InFlight]) -> None:
-        """Their deletes go with the batch being built (and again if it fails)."""
-        self.owed.deleting.update(zip(map(SEQ_OF, entries), map(len, map(VALUE_OF, entries)),
-                                      strict=True))
+        if taken.missing:  # given back, or stored only: one by one
+            late = self._acked_late_all(batch, taken.missing, unknown)
+            seqs, sent_us = seqs + list(map(SEQ_OF, late)), sent_us + [e.sent_us for e in late]
+            sizes += map(len, map(VALUE_OF, late))
+        finals = self.area.delete_all(batch, seqs, sizes)
+        self.counters.acked += len(seqs)
+        return Acked(seqs, sent_us), finals, unknown
 
     def _acked_late_all(self, batch: Batch, seqs: list[int], unknown: list[int]
                         ) -> list[InFlight]:
@@ -418,7 +424,7 @@ class DeliveryState(Participant):
         # (the pool's outlet takes no run: not even the run is looked for, a window of 1
         # would pay it on every message)
         if send_run is not ONE_BY_ONE and len(found) >= self.run_at_least:
-            sent = self._deliver_run(send_run, found, now_us, watching)
+            sent = self._deliver_run(send_run, found, now_us, watching, chunk.fresh)
             found = runs.rest_of(found, self.cursor)
         inflight, delivered_before = self.inflight, self.delivered_before
         # Mostly only the in-flight table holds any of them: the others are asked only
@@ -448,21 +454,20 @@ class DeliveryState(Participant):
         return sent, self.cursor > start  # no progress: a read that cannot go on
 
     def _deliver_run(self, send_run: RunOutlet, found: list[tuple[int, bytes]],
-                     now_us: int, watching: bool) -> int:
+                     now_us: int, watching: bool, fresh: bool) -> int:
         """The run of first deliveries at the start of a read, to ``send_run``: those
         it took are tracked and the cursor moves past them; returns how many."""
         inflight = self.inflight
         run = runs.first_run(found, self._taken_among([seq for seq, _ in found]),
-                        self.delivered_before, inflight.max_bytes - inflight.bytes)
+                             self.delivered_before, inflight.max_bytes - inflight.bytes, fresh)
         if watching and run.seqs:
             run = runs.unexpired(run, self.expiry.verdict, now_us)
         if not run.seqs:
             return 0
         count = send_run(self.area.node_id, run.seqs, run.values)
         if count:
-            deadline_us = now_us + self.ack_timeout_us
-            inflight.add_run(runs.first_deliveries(run, count, now_us, deadline_us),
-                             run.sizes[count - 1])
+            inflight.add_run(run.seqs[:count], run.values[:count], now_us,
+                             now_us + self.ack_timeout_us, run.size_of(count))
             self.counters.delivered += count
             self.cursor = run.seqs[count - 1] + 1
         return count

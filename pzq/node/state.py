@@ -23,8 +23,8 @@ from pzq.cluster.placement import Placement
 from pzq.cluster.routes import Routes, advertised, host_of
 from pzq.counters import Counters
 from pzq.delivery.areas import TakeoverArea
+from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.expiry import CopyExpiry, MessageExpiry
-from pzq.delivery.groups import DefaultArea
 from pzq.delivery.lanes import Lanes
 from pzq.delivery.state import DeliveryState
 from pzq.delivery.window import DeliveryWindow

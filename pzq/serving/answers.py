@@ -110,9 +110,9 @@ class GroupAnswers:
         for seq in unknown:
             log.debug("ack_unknown", key=message_key(origin, seq).decode(),
                       group=deliveries.name)
-        self.removed_all(origin, [entry.seq for entry in acked], deliveries.name, finals)
-        deliveries.latency.add_all(mono, [(now_us - entry.sent_us) / 1e6 for entry in acked
-                                          if entry.sent_us])
+        self.removed_all(origin, acked.seqs, deliveries.name, finals)
+        deliveries.latency.add_all(mono, [(now_us - sent_us) / 1e6 for sent_us in acked.sent_us
+                                          if sent_us])
 
     def _archived(self, batch: Batch, state: DeliveryState, seqs: list[int],
                   now_us: int) -> list[int]:

@@ -137,6 +137,10 @@ class GroupDelivery:
     def any_overdue(self) -> bool:
         return any(consumer.overdue for consumer in self.consumers)
 
+    def shares_reads(self) -> bool:
+        """Whether other groups read the same messages (what one made, the others use)."""
+        return False
+
 
 class NamedGroupDelivery(GroupDelivery):
     """A named group of a topic, on --consume-dsn."""
@@ -148,6 +152,9 @@ class NamedGroupDelivery(GroupDelivery):
         self.group = group
         self.topic_frame = topic.encode()
         self.group_frame = group.name.encode()
+
+    def shares_reads(self) -> bool:
+        return len(self.group.topic.groups) > 1
 
     def lag(self) -> int:
         """Not yet delivered since the start (Redis's lag): the backlog less what is out

@@ -15,12 +15,13 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable
 from itertools import repeat
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import zmq
 
 from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import delivery_frames
+from pzq.delivery.recent import remember
 from pzq.delivery.state import DeliveryState, Outlet
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import NODE_ID_LENGTH
@@ -31,6 +32,11 @@ from pzq.zmqio import Socket, send_headed
 
 Send = Callable[[list[bytes]], bool]
 Put = Callable[[ServedConsumer, bytes, bytes, int], bool]  # consumer, key, record, deliveries
+
+
+def _batch_entries(node_id: bytes, seqs: list[int], values: list[bytes]) -> list[bytes]:
+    """A run's batch entries (no headers)."""
+    return consume_wire.plain_batch_entries(node_id, seqs, record.part_groups(values))
 
 
 class Outlets(NamedTuple):
@@ -46,6 +52,8 @@ class Sender:
         self.blocked = False  # no consumer's pipe took a delivery: try again soon
         self.found_unreachable = False  # a send found a consumer gone
         self.batch = OpenBatch(socket)  # protocol 2: a BATCH being filled
+        # Batch entries of runs lately sent, by origin and seq, for a topic's other groups
+        self._made: dict[bytes, dict[int, bytes]] = {}
 
     def for_pool(self, pool: ServedConsumer) -> Send:
         """To the pool on --send-dsn: the socket picks the consumer, and the window
@@ -127,11 +135,15 @@ class Sender:
         if state.with_headers or not all(consumer.batches for consumer in candidates):
             return Outlets(send, ONE_BY_ONE)
         sent_us, ack_timeout_us = now_us, state.ack_timeout_us
+        # (this node's own messages only: their seqs are never given out again, where a
+        # replay's id may be, once it ended)
+        shared = deliveries.shares_reads() and state is deliveries.state
+        batch_entries = self._shared_entries if shared else _batch_entries
 
         def send_run(node_id: bytes, seqs: list[int], values: list[bytes]) -> int:
             """As ``send`` of each, in turn: each consumer filled to its credit."""
             nonlocal turn
-            entries = consume_wire.plain_batch_entries(node_id, seqs, record.part_groups(values))
+            entries = batch_entries(node_id, seqs, values)
             total, taken = len(entries), 0
             for _ in range(count):
                 consumer = candidates[turn]
@@ -147,6 +159,24 @@ class Sender:
             self.blocked = True
             return taken
         return Outlets(send, send_run)
+
+    def _shared_entries(self, node_id: bytes, seqs: list[int], values: list[bytes]
+                        ) -> list[bytes]:
+        """A run's batch entries, kept for the other groups of its topic, which send
+        the same messages in the same entries (each made once, not once a group)."""
+        made = self._made.get(node_id)
+        if made is None:
+            made = self._made[node_id] = {}
+        found = list(map(made.get, seqs))
+        if None not in found:
+            return cast(list[bytes], found)
+        # another group made those up to here (it is ahead): only the rest are made
+        at = found.index(None)
+        if found.count(None) != len(found) - at:
+            at = 0  # (gaps: made again whole)
+        entries = _batch_entries(node_id, seqs[at:], values[at:])
+        remember(made, seqs[at:], entries)
+        return cast(list[bytes], found[:at]) + entries
 
     def _fill(self, consumer: ServedConsumer, entries: list[bytes], start: int, stop: int,
               sent_us: int, ack_timeout_us: int) -> int:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from operator import sub
+from itertools import repeat
+from operator import add, itemgetter, sub
 
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
@@ -21,6 +22,7 @@ FIXED = struct.Struct(">BQQI")
 BOOKKEEPING = struct.Struct(">QI")  # first_delivered_us, deliveries
 BOOKKEEPING_OFFSET = 1 + 8
 NEVER_DELIVERED = bytes(BOOKKEEPING.size)  # the bookkeeping of a record not yet delivered
+FIRST = itemgetter(0)  # of what an unpack found
 
 # A message a batch stored, with whom to ACK: producer routing id, producer msg id,
 # seq, record (the intake makes them; the cluster copies them before the ACK).
@@ -75,15 +77,22 @@ def headers_of(value: bytes) -> tuple[bytes, ...]:
 
 
 def part_groups(values: list[bytes]) -> list[bytes]:
-    """``value[part_group_at(value):]`` of each record, read in one pass over the records
-    for each header the most headed of them has (a run of batched deliveries)."""
+    """``value[part_group_at(value):]`` of each record, each step a pass over the
+    records done in C (a run of batched deliveries); one more pass for each header
+    the most headed of them has."""
     unpack, length = LENGTH.unpack_from, LENGTH.size
-    header_ats = [FIXED.size + length + unpack(value, FIXED.size)[0] for value in values]
-    counts = [unpack(value, at)[0] for value, at in zip(values, header_ats, strict=True)]
-    ats = [at + length for at in header_ats]
+    header_ats = list(map(add, map(FIRST, map(unpack, values, repeat(FIXED.size))),
+                          repeat(FIXED.size + length)))
+    counts = list(map(FIRST, map(unpack, values, header_ats)))
+    ats = list(map(add, header_ats, repeat(length)))
+    fewest = min(counts, default=0)
     for header in range(max(counts, default=0)):
-        ats = [at + length + unpack(value, at)[0] if header < count else at
-               for value, at, count in zip(values, ats, counts, strict=True)]
+        if header < fewest:  # every record has this header (a topic's: one, TOPIC)
+            ats = list(map(add, ats, map(add, map(FIRST, map(unpack, values, ats)),
+                                         repeat(length))))
+        else:
+            ats = [at + length + unpack(value, at)[0] if header < count else at
+                   for value, at, count in zip(values, ats, counts, strict=True)]
     if values and min(map(sub, map(len, values), ats)) < length:  # no part count
         raise DecodeError("stored record is truncated")
     return [value[at:] for value, at in zip(values, ats, strict=True)]

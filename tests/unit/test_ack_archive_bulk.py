@@ -9,7 +9,8 @@ import pytest
 
 from pzq.archive.format.codec import encode_record, encode_records
 from pzq.counters import Counters
-from pzq.delivery.groups import DefaultArea, GroupArea
+from pzq.delivery.default_area import DefaultArea
+from pzq.delivery.groups import GroupArea
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError

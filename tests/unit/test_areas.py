@@ -65,7 +65,8 @@ def test_reads_in_arrival_order_from_any_start(filled):
     assert seqs_read(area, 0) == seqs
     assert bodies(area.read(0, 2).found) == [b"body 0", b"body 1"]
     assert seqs_read(area, seqs[2]) == seqs[2:]
-    assert area.read(area.end_seq(), 100) == ([], area.end_seq())
+    chunk = area.read(area.end_seq(), 100)
+    assert (chunk.found, chunk.next_seq) == ([], area.end_seq())
     assert area.end_seq() > seqs[-1]
 
 

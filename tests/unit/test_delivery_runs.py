@@ -9,14 +9,17 @@ import pytest
 from pzq.counters import Counters
 from pzq.delivery.areas import OwnArea
 from pzq.delivery.expiry import DROP, KEEP, NO_EXPIRY, Expiry
-from pzq.delivery.first_runs import RUN_AT_LEAST
+from pzq.delivery.first_runs import RUN_AT_LEAST, first_run
+from pzq.delivery.groups import GroupArea
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
+from pzq.delivery.inflight import InFlight
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import record
 from pzq.store.batch import Batch
 from pzq.store.store import Store
+from pzq.store.topics import Topics
 from tests.support.stored import stored
 
 pytestmark = pytest.mark.timeout(20)
@@ -238,3 +241,67 @@ def test_a_read_shorter_than_a_run_is_worth_goes_one_at_a_time(store):
     stored(store, RUN_AT_LEAST)
     assert state.deliver_raw(each, 100, 100, run) == RUN_AT_LEAST + 2
     assert run.seqs() == list(range(RUN_AT_LEAST - 1, 2 * RUN_AT_LEAST + 1))
+
+
+def test_a_named_groups_kept_count_ends_its_run_and_a_fresh_read_is_not_looked_at_again(
+        store):
+    """A named group's read says whether any record it found has a count of the
+    group's (kept once a message went out more than once): a fresh one is a run
+    whole, without a look at each record; one with a count ends the run before it."""
+    topics = Topics(store, "default")
+    store.register(topics)
+    group = topics.add_group(topics.topic("orders", 0), "audit", 0, "", 0)
+    batch = store.begin()
+    for body in (b"a", b"b", b"c", b"d"):
+        value = record.encode(b"id", (b"TOPIC:orders",), (body,), 1)
+        topics.note_new(batch, batch.add_message(value), topics.topics["orders"], b"",
+                        len(value))
+    store.commit(batch)
+    area = GroupArea(store, topics, group)
+    chunk = area.read(0, 100)
+    assert chunk.fresh and [seq for seq, _ in chunk.found] == [0, 1, 2, 3]
+    batch = store.begin()
+    area.rewrite(batch, 2, record.with_bookkeeping(chunk.found[2][1], 50, 2))
+    store.commit(batch)
+    again = GroupArea(store, topics, group).read(0, 100)
+    assert not again.fresh and record.bookkeeping(again.found[2][1]) == (50, 2)
+    run = first_run(again.found, set(), 0, 1 << 20, again.fresh)
+    assert run.seqs == [0, 1] and run.size == sum(len(v) for _, v in again.found[:2])
+    state = DeliveryState(GroupArea(store, topics, group),
+                          DeliverySettings(TIMEOUT, 1 << 20), Counters())
+    state.run_at_least = 1
+    store.register(state)
+    each, runs = EachConsumer(), RunConsumer()
+    assert state.deliver_raw(each, 100, 100, runs) == 4
+    assert runs.runs == [[0, 1]] and each.sent == [(2, 3), (3, 1)]  # the rest one by one
+
+
+def test_a_runs_deliveries_held_compactly_are_whole_deliveries_to_acks_reaps_and_looks(
+        store):
+    """A run's deliveries are held as (record, sent, deadline): an ACK of keys of runs
+    and of single deliveries together, a look, and a reap see each as it was sent."""
+    state = new_state(store)
+    seqs = stored(store, 4)
+    each, run = EachConsumer(), RunConsumer()
+    assert state.deliver_raw(each, 100, 100, run) == 4 and run.runs == [seqs]
+    more = stored(store, 2)
+    assert state.deliver_raw(each, 200, 100, RunConsumer(room=0)) == 2  # one by one
+    assert each.sent == [(more[0], 1), (more[1], 1)]
+    value = store.get_own(seqs[0])
+    assert state.inflight.get(seqs[0]) == InFlight(seqs[0], value, 100, 100 + TIMEOUT, 1, 100)
+    assert state.inflight.lowest() == state.inflight.oldest() == state.inflight.get(seqs[0])
+    batch = store.begin()
+    acked, finals, unknown = state.ack_all(batch, [seqs[1], more[0], seqs[1]])
+    store.commit(batch)
+    assert (acked.seqs, acked.sent_us, finals, unknown) == (
+        [seqs[1], more[0]], [100, 200], [True, True], [seqs[1]])
+    assert state.inflight.bytes == sum(len(store.get_own(seq))
+                                       for seq in (seqs[0], seqs[2], seqs[3], more[1]))
+    assert state.inflight.seqs() == [seqs[0], seqs[2], seqs[3], more[1]]
+    assert state.reap(100 + TIMEOUT) == 3  # the run's deadline came, not the later one's
+    assert [entry.seq for entry in state.inflight.entries()] == [more[1]]
+    assert [(entry.seq, record.bookkeeping(entry.value)) for entry in state.ready.entries()
+            ] == [(seq, (100, 1)) for seq in (seqs[0], seqs[2], seqs[3])]
+    assert state.deliver_raw(each, 300 + TIMEOUT, 100, run) == 3
+    assert each.sent[2:] == [(seqs[0], 2), (seqs[2], 2), (seqs[3], 2)]
+    assert state.lowest_open() == seqs[0]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from pzq.admin import group_ops
 from pzq.counters import Counters
-from pzq.delivery.groups import DefaultArea, GroupArea
+from pzq.delivery.default_area import DefaultArea
+from pzq.delivery.groups import GroupArea
 from pzq.delivery.lanes import Lanes
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState

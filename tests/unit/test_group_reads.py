@@ -7,7 +7,9 @@ from __future__ import annotations
 from pzq.admin.topic_walks import TopicWalks
 from pzq.cluster.lone import NoCluster
 from pzq.counters import Counters
-from pzq.delivery.groups import DENSE_AT_LEAST, RECENT_RECORD_BYTES, DefaultArea, GroupArea
+from pzq.delivery.default_area import DefaultArea
+from pzq.delivery.groups import DENSE_AT_LEAST, GroupArea
+from pzq.delivery.recent import RECENT_RECORD_BYTES
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.serving.named_groups import NoConsumeEndpoint

@@ -17,10 +17,11 @@ from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.rates import LatencyWindow
-from pzq.serving.holding import GroupDelivery, ServedConsumer
+from pzq.serving.holding import GroupDelivery, NamedGroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
 from pzq.store import record
 from pzq.store.store import Store
+from pzq.store.topics import Topics
 from tests.support.stored import stored
 
 pytestmark = pytest.mark.timeout(30)
@@ -182,3 +183,30 @@ def test_what_goes_alone_after_a_run_joins_its_consumers_batch(store, context):
 def stored_of_topic_t(store: Store, count: int, size: int = 10) -> list[int]:
     """Messages of topic t."""
     return stored(store, count, size, (b"TOPIC:t",))
+
+
+def test_a_topics_groups_send_the_entries_one_of_them_made_and_make_only_the_rest(
+        store, context):
+    """Two groups of one topic behind one ROUTER: the second sends the batch entries the
+    first made for the messages both deliver, and makes those of the rest; each
+    consumer gets every message whole, its own key and body."""
+    topics = Topics(store, "default")
+    topic = topics.topic("t", 0)
+    groups = [topics.add_group(topic, name, 0, "", 0) for name in ("g1", "g2")]
+    node = Node(store, context)  # (its ROUTER and sender; its own group is not used)
+    seqs = stored_of_topic_t(store, 6)
+    bodies = {seq: record.decode(store.get_own(seq)).parts for seq in seqs}
+    for group, name, window in zip(groups, (b"A", b"B"), (4, 6), strict=True):
+        state = DeliveryState(OwnArea(store), DeliverySettings(TIMEOUT, 1 << 30), Counters())
+        state.run_at_least = 1
+        store.register(state)
+        node.state, node.group = state, NamedGroupDelivery(group, state, lambda t, g: {})
+        assert node.group.shares_reads()
+        node.consumer(name, window)
+        assert node.deliver(100, window) == window  # (A reads four: B two more)
+    for name, window in ((b"A", 4), (b"B", 6)):
+        message = consume_wire.decode_node_message(node.dealers[name].recv_multipart())
+        assert [(parse_message_key(key), parts) for key, _, parts in message.entries] == [
+            ((store.node_id, seq), bodies[seq]) for seq in seqs[:window]]
+    made = node.sender._made[store.node_id]
+    assert sorted(made) == seqs  # kept for a third group

@@ -34,6 +34,20 @@ def test_record_with_trailing_bytes_is_a_decode_error():
         record.decode(record.encode(b"m", (), (b"b",), 1) + b"x")
 
 
+def test_part_groups_of_many_records_are_each_ones_part_group():
+    """A run's part groups, read in passes over all the records: records with as many
+    headers each (a topic's), with different counts, none, and a truncated one."""
+    alike = [record.encode(b"m%d" % i, (b"TOPIC:t", b"TAG:%d" % i), (b"x" * i, b"y"), 1)
+             for i in range(20)]
+    mixed = [record.encode(b"id" * i, (b"h" * i,) * (i % 3), (b"p%d" % i,), 1)
+             for i in range(20)]
+    for values in (alike, mixed, [], alike[:1]):
+        assert record.part_groups(values) == [
+            value[record.part_group_at(value):] for value in values]
+    with pytest.raises(DecodeError):
+        record.part_groups([*alike[:2], alike[2][:record.part_group_at(alike[2]) + 2]])
+
+
 def test_message_keys():
     key = message_key(b"0a1b2c3d", 2**40 + 5)
     assert key == b"0a1b2c3d-0000010000000005"

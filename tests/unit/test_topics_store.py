@@ -7,7 +7,8 @@ import pytest
 
 from pzq.admin import group_ops
 from pzq.counters import Counters
-from pzq.delivery.groups import DefaultArea, GroupArea
+from pzq.delivery.default_area import DefaultArea
+from pzq.delivery.groups import GroupArea
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.protocol.headers import topic_and_tag

@@ -1,0 +1,31 @@
+"""What one group read or made of a topic's messages, kept for the topic's other
+groups, which deliver the same messages: the records (pzq.delivery.groups) and the
+batch entries of runs (pzq.serving.sending), each read or made once for all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import compress, islice
+from typing import cast
+
+from pzq.bulk import each
+
+RECENT_RECORDS = 4096  # records kept for the other groups of a topic
+RECENT_RECORD_BYTES = 4096  # a longer one is read from the store by each group
+
+
+def remember(recent: dict[int, bytes], seqs: list[int], values: Sequence[bytes | None]) -> None:
+    """The records read (or batch entries made; None: not stored) kept for the topic's
+    other groups, the oldest let go past RECENT_RECORDS; none longer than
+    RECENT_RECORD_BYTES, so what is kept stays within RECENT_RECORDS times that
+    (16 MiB) whatever the messages."""
+    if None in values:
+        stored = [value is not None for value in values]
+        seqs, values = list(compress(seqs, stored)), list(compress(values, stored))
+    if max(map(len, cast(list[bytes], values)), default=0) > RECENT_RECORD_BYTES:
+        short = list(map(RECENT_RECORD_BYTES.__ge__, map(len, cast(list[bytes], values))))
+        seqs, values = list(compress(seqs, short)), list(compress(values, short))
+    recent.update(zip(seqs, cast(list[bytes], values), strict=True))
+    over = len(recent) - RECENT_RECORDS
+    if over > 0:
+        each(recent.pop, list(islice(recent, over)))

@@ -38,7 +38,7 @@ class InFlight:
 # count is 1 and it was first delivered when sent).
 Sent = tuple[bytes, int, int]
 Held = InFlight | Sent
-RECORD, SENT_US = itemgetter(0), itemgetter(1)  # of a Sent
+RECORD, SENT_US, DEADLINE_US = itemgetter(0), itemgetter(1), itemgetter(2)  # of a Sent
 NONE_EVICTED: list[InFlight] = []  # (never changed: no list made per delivery)
 
 
@@ -93,8 +93,15 @@ class InFlightTable:
         return None if held is None else entry_of(seq, held)
 
     def get_all(self, seqs: list[int]) -> list[InFlight | None]:
-        """``get`` of each seq (for the archive of an ACK's many: an InFlight each)."""
-        return list(map(self.get, seqs))
+        """``get`` of each seq (for the archive of an ACK's many: an InFlight each),
+        a run's deliveries made into entries with no call a message but the entry's."""
+        held = list(map(self._entries.get, seqs))
+        if not all(map(isinstance, held, repeat(tuple))):  # (given back, or not held)
+            return list(map(self.get, seqs))
+        sents = cast(list[Sent], held)
+        sent_us = list(map(SENT_US, sents))
+        return list(map(InFlight, seqs, map(RECORD, sents), sent_us, map(DEADLINE_US, sents),
+                        repeat(1), sent_us))
 
     def oldest(self) -> InFlight | None:
         for seq, held in self._entries.items():

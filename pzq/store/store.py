@@ -130,7 +130,8 @@ class Store:
         # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs
         # after the write (see pzq.store.log_files for why not sync=True).
         sync = self.log_sync.due(self._now)
-        batch = Batch(self.take_seq, self._db.write_batch(sync=self.hard_sync), sync)
+        batch = Batch(self.take_seq, self.take_seqs, self._db.write_batch(sync=self.hard_sync),
+                      sync)
         for participant in self._participants:
             participant.prepare(batch)
         return batch
@@ -153,6 +154,12 @@ class Store:
         seq = self.next_seq
         self.next_seq += 1
         return seq
+
+    def take_seqs(self, count: int) -> range:
+        """The next ``count`` sequence numbers at once (a run of messages)."""
+        first = self.next_seq
+        self.next_seq += count
+        return range(first, first + count)
 
     def commit(self, batch: Batch) -> None:
         """Write the batch with the metadata that must move with it, then tell the

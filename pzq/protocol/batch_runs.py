@@ -51,10 +51,13 @@ def member_token(batch_id: bytes, index: int) -> bytes:
 def read_runs(routing_id: bytes, batch_id: bytes, data: bytes, count: int,
               max_body_size: int) -> list[Member]:
     """The ``count`` entries of ``data`` in runs, or why each refused one is; DecodeError
-    (or struct.error) when the entries cannot be read or are not ``count``."""
-    uniform = _uniform(routing_id, batch_id, data, count, max_body_size)
-    found = uniform if uniform is not None else _walk(routing_id, batch_id, data,
-                                                      max_body_size)
+    when the entries cannot be read or are not ``count``."""
+    try:
+        uniform = _uniform(routing_id, batch_id, data, count, max_body_size)
+        found = uniform if uniform is not None else _walk(routing_id, batch_id, data,
+                                                          max_body_size)
+    except struct.error:
+        raise DecodeError("a batch entry is truncated") from None
     if sum(len(member.entries) if isinstance(member, MemberRun) else 1
            for member in found) != count:
         raise DecodeError("the batch's entries are not as many as it says")

@@ -77,7 +77,7 @@ def decode_runs(frames: list[bytes], max_body_size: int) -> list[Member]:
                              "frame and one frame of entries", routing_id, batch_id)
     try:
         return read_runs(routing_id, batch_id, frames[4], int(count_text), max_body_size)
-    except (struct.error, DecodeError):
+    except DecodeError:
         raise ProduceRefused(f"the batch's entries are not the {int(count_text)} messages "
                              "its BATCH header says", routing_id, batch_id) from None
 

@@ -41,6 +41,7 @@ def shape(found: list[MemberRun | ProduceRefused]) -> list[tuple[int, int] | str
     ([entry(b"%02d" % n, b"body") for n in range(5)], [(0, 5)]),  # one shape: cut in C
     # one size, not one shape (ids and bodies of other lengths): entry by entry
     ([entry(b"a", b"xyz"), entry(b"abc", b"x")], [(0, 2)]),
+    ([entry(b"a", b"1", [b"TOPIC:ab"]), entry(b"b", b"2", [b"TOPIC:cd"])], [(0, 1), (1, 1)]),
     ([entry(b"a", b"1"), entry(b"b", b"2"), entry(b"c", b"3", [b"TOPIC:audit"]),
       entry(b"d", b"4")], [(0, 2), (2, 1), (3, 1)]),
     ([entry(b"a", b"1"), entry(b"b", b"2", [b"REPLICA:x"]), entry(b"c", b"3"),
@@ -50,7 +51,7 @@ def shape(found: list[MemberRun | ProduceRefused]) -> list[tuple[int, int] | str
     ([entry(b"%d" % n, b"1", [b"REPLICA:x"]) for n in range(3)], ["header"] * 3),
     ([entry(b"%d" % n, b"x" * 200) for n in range(3)], ["message"] * 3),
     ([entry(b"a", b"1"), batches.encode_entry(b"b", TOPIC, [])], [(0, 1), "message"]),
-], ids=["one-shape", "one-size", "groups", "refused-group", "too-big", "one-shape-refused",
+], ids=["one-shape", "one-size", "one-size-two-groups", "groups", "refused-group", "too-big", "one-shape-refused",
         "one-shape-too-big", "no-body"])
 def test_members_in_runs(entries, expected):
     found = read_runs(b"rid", b"B", b"".join(entries), len(entries), 100)
@@ -64,12 +65,16 @@ def test_members_in_runs(entries, expected):
                for member in refused)
 
 
-def test_a_run_knows_its_sizes_and_tokens():
-    entries = [entry(b"a", b"xyz"), entry(b"abc", b"x"), entry(b"b", b"xy")]
-    (run,) = read_runs(b"rid", b"B%d", b"".join(entries), 3, 100)
+@pytest.mark.parametrize("entries, sizes", [
+    ([entry(b"a", b"xyz"), entry(b"abc", b"x"), entry(b"b", b"xy")], [3, 1, 2]),
+    ([entry(b"a", b"xyz"), entry(b"abc", b"x")], [3, 1]),  # one size, not one shape
+    ([entry(b"a", b"xyz"), entry(b"b", b"abc")], [3, 3]),
+])
+def test_a_run_knows_its_sizes_and_tokens(entries, sizes):
+    (run,) = read_runs(b"rid", b"B%d", b"".join(entries), len(entries), 100)
     assert isinstance(run, MemberRun) and run.headers == tuple(TOPIC)
-    assert run.body_sizes == [3, 1, 2]
-    assert run.tokens(b"B%d") == [member_token(b"B%d", n) for n in range(3)]
+    assert run.body_sizes == sizes
+    assert run.tokens(b"B%d") == [member_token(b"B%d", n) for n in range(len(entries))]
 
 
 @pytest.mark.parametrize("data, count", [

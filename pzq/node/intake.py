@@ -5,6 +5,7 @@ stored from the bytes it came in."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import repeat
 from typing import NamedTuple
@@ -44,6 +45,10 @@ class IntakeLimits:
     max_messages: int  # 0: no limit
     max_bytes: int  # 0: no limit
     dedup_window_us: int = 120_000_000  # a topic's DEDUP-IDs are remembered this long
+
+
+def always() -> bool:
+    return True
 
 
 class HeaderFacts(NamedTuple):
@@ -113,14 +118,16 @@ class Intake(Participant):
         self._run = StoredRun()  # stored, not yet in the topic's log and counts
         store.register(self)
 
-    def take(self, batch: Batch, now: Now, pace: int = 0) -> Accepted:
+    def take(self, batch: Batch, now: Now, pace: int = 0,
+             paced: Callable[[], bool] = always) -> Accepted:
         """Read what producers sent into ``batch``; refusals are answered at once.
-        ``pace``: stop once this many messages came (0: up to --batch-size frames)."""
+        ``pace``: stop once this many messages came, if ``paced()`` says so then (asked
+        once, and only by a take that many came to; 0: up to --batch-size frames)."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
         accepted = Accepted()
-        stop_at = self.counters.received + pace
+        stop_at = self.counters.received + pace if pace else None
         rights_of = self.authorization.of
         for first, raw in drain_framed(self.socket, self.limits.batch_size):
             rights = rights_of(first)
@@ -128,8 +135,10 @@ class Intake(Participant):
                 self._take_batch(batch, raw, now_us, accepted, rights)
             else:
                 self._take_alone(batch, raw, now_us, accepted, rights)
-            if pace and self.counters.received >= stop_at:
-                break
+            if stop_at is not None and self.counters.received >= stop_at:
+                if paced():
+                    break
+                stop_at = None
         self._flush_run(batch)
         return accepted
 

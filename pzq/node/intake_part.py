@@ -47,6 +47,14 @@ class IntakePart(Part, Participant):
         self.backlog = backlog  # the node's parts: whether consumers wait behind stored ones
         self.replicas = replicas
         self.hard_sync = hard_sync
+        # While consumers are connected and stored messages wait for them, a wake takes
+        # a produce batch or PACED_INTAKE messages, then delivers: the one thread then
+        # shares its time between the two, and a message waits behind a short backlog
+        # instead of the run of what producers sent ahead (end-to-end latency). Whether
+        # they wait is asked only of a wake that many messages came to, not of every
+        # wake of a single message. Under --hard-sync a wake's fsync is shared by as
+        # many messages as came: no pace.
+        self._pace = 0 if hard_sync else PACED_INTAKE
         self._taking = False  # producers are read this wake
         self._accepted: Accepted = NOTHING_ACCEPTED  # stored in the batch being written
         self._mono = 0.0
@@ -72,17 +80,8 @@ class IntakePart(Part, Participant):
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self._mono = now.mono
         if self._taking and events.get(self.socket, 0) & POLLIN:
-            self._accepted = self.intake.take(batch, now, self._pace())
-
-    def _pace(self) -> int:
-        """While consumers are connected and stored messages wait for them, a wake takes
-        a produce batch or PACED_INTAKE messages, then delivers: the one thread then
-        shares its time between the two, and a message waits behind a short backlog
-        instead of the run of what producers sent ahead (end-to-end latency). Under
-        --hard-sync a wake's fsync is shared by as many messages as came: no pace."""
-        if self.hard_sync or not self.backlog.backlogged():
-            return 0
-        return PACED_INTAKE
+            self._accepted = self.intake.take(batch, now, self._pace,
+                                              self.backlog.backlogged)
 
     def written(self) -> None:
         """The batch holding the messages is written: ACK their producers, or copy them

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from itertools import repeat
+from itertools import islice, repeat
 from typing import NamedTuple
 
 from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
@@ -186,14 +186,17 @@ class Intake(Participant):
         each: then each is taken as one sent alone."""
         routing_id = open_batch.routing_id
         tokens = run.tokens(open_batch.batch_id)
+        alone = 0  # the first member taken as one sent alone
         try:
             facts: HeaderFacts | None = self._read_headers(
                 frames.Produce(routing_id, tokens[0], run.headers, (), run.body_sizes[0]),
                 now_us, rights)
-        except ProduceRefused:
-            facts = None  # each is refused on its own, below
+        except ProduceRefused as refused:
+            self._refuse(refused)  # the first; each other one is refused on its own
+            facts, alone = None, 1
         if facts is None or not self._together(facts, now_us):
-            for token, entry, size in zip(tokens, run.entries, run.body_sizes, strict=True):
+            for token, entry, size in islice(zip(tokens, run.entries, run.body_sizes,
+                                                 strict=True), alone, None):
                 self._accept(batch, frames.Produce(routing_id, token, run.headers, (), size),
                              now_us, accepted.alone, rights, fixed + entry)
             return

@@ -51,8 +51,8 @@ def shape(found: list[MemberRun | ProduceRefused]) -> list[tuple[int, int] | str
     ([entry(b"%d" % n, b"1", [b"REPLICA:x"]) for n in range(3)], ["header"] * 3),
     ([entry(b"%d" % n, b"x" * 200) for n in range(3)], ["message"] * 3),
     ([entry(b"a", b"1"), batches.encode_entry(b"b", TOPIC, [])], [(0, 1), "message"]),
-], ids=["one-shape", "one-size", "one-size-two-groups", "groups", "refused-group", "too-big", "one-shape-refused",
-        "one-shape-too-big", "no-body"])
+], ids=["one-shape", "one-size", "one-size-two-groups", "groups", "refused-group", "too-big",
+        "one-shape-refused", "one-shape-too-big", "no-body"])
 def test_members_in_runs(entries, expected):
     found = read_runs(b"rid", b"B", b"".join(entries), len(entries), 100)
     assert shape(found) == expected
@@ -213,3 +213,21 @@ def test_a_run_not_written_is_refused_member_by_member_and_its_seqs_skipped(devi
     assert [r.msg_id for r in stored_records(device)] == [b"%d" % n for n in range(4)]
     assert device.node.store.next_seq == seq + 4
     assert device.node.counters.store_failures == 4
+
+
+def test_a_forbidden_run_is_refused_and_counted_member_by_member(open_device, open_socket,
+                                                                  tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[default]\nproduce = ["open.*"]\n')
+    device = open_device("--authorization", str(rules))
+    socket = open_socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(device.bound()["receive"])
+    topics = [b"open.a", b"open.a", b"closed", b"closed", b"closed", b"open.a"]
+    socket.send_multipart(batches.encode_batch(b"B", [
+        entry(b"%d" % n, b"body", [b"TOPIC:" + topic]) for n, topic in enumerate(topics)]))
+    answer = answer_of(device, socket)
+    assert answer.results == ((True, b""),) * 2 + ((False, b"FORBIDDEN produce closed"),) * 3 \
+        + ((True, b""),)
+    assert device.node.authorization.figures()["forbidden"]["produce"] == 3
+    assert device.node.counters.rejected == 3 and device.node.store.messages == 3

@@ -186,7 +186,7 @@ class Intake(Participant):
         each: then each is taken as one sent alone."""
         routing_id = open_batch.routing_id
         tokens = run.tokens(open_batch.batch_id)
-        alone = 0  # the first member taken as one sent alone
+        alone = 0  # where the members taken one by one start (the first: refused)
         try:
             facts: HeaderFacts | None = self._read_headers(
                 frames.Produce(routing_id, tokens[0], run.headers, (), run.body_sizes[0]),

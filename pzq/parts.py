@@ -110,10 +110,28 @@ class Parts:
     def __init__(self) -> None:
         self._parts: list[Part] = []
         self._declared: list[tuple[Part, str, tuple[str, ...]]] = []
+        # for each step of a wake, the parts that do something then (a wake asks no
+        # part whose method is Part's, which does nothing)
+        self._interest: list[Part] = []
+        self._timeout: list[Part] = []
+        self._on_ticks: list[Part] = []
+        self._take: list[Part] = []
+        self._finish: list[Part] = []
+        self._send_out: list[Part] = []
+        self._answer: list[Part] = []
+        self._backlogged: list[Part] = []
 
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
         self._parts.append(part)
         self._declared.append((part, role, section))
+        self._interest = doing(self._parts, "interest")
+        self._timeout = doing(self._parts, "timeout_ms")
+        self._on_ticks = doing(self._parts, "on_ticks")
+        self._take = doing(self._parts, "take")
+        self._finish = doing(self._parts, "finish")
+        self._send_out = doing(self._parts, "send_out")
+        self._answer = doing(self._parts, "answer")
+        self._backlogged = doing(self._parts, "backlogged")
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self._parts)
@@ -133,21 +151,21 @@ class Parts:
             part.start(now)
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        for part in self._parts:
+        for part in self._interest:
             part.interest(poller, now, delivering)
 
     def timeout_ms(self, now: Now) -> int | None:
-        waits = [wait for part in self._parts if (wait := part.timeout_ms(now)) is not None]
+        waits = [wait for part in self._timeout if (wait := part.timeout_ms(now)) is not None]
         return min(waits) if waits else None
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
-        for part in self._parts:
+        for part in self._on_ticks:
             part.on_ticks(reasons, now)
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
-        for part in self._parts:
+        for part in self._take:
             part.take(events, batch, now)
-        for part in self._parts:
+        for part in self._finish:
             part.finish(batch, now)
 
     def write_failed(self, reason: str) -> None:
@@ -155,15 +173,15 @@ class Parts:
             part.write_failed(reason)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        for part in self._parts:
+        for part in self._send_out:
             part.send_out(events, now, delivering)
 
     def answer(self, events: Events, now: Now) -> None:
-        for part in self._parts:
+        for part in self._answer:
             part.answer(events, now)
 
     def backlogged(self) -> bool:
-        return any(part.backlogged() for part in self._parts)
+        return any(part.backlogged() for part in self._backlogged)
 
     def figures(self, now: Now) -> Figures:
         """STATS: each part's figures in its section; a section two parts share (ZPER's
@@ -200,3 +218,9 @@ def place(into: Figures, section: tuple[str, ...], figures: Figures) -> None:
         assert isinstance(inner, dict)
         into = inner
     into.update(figures)
+
+
+def doing(parts: list[Part], step: str) -> list[Part]:
+    """The parts whose ``step`` is their own (Part's does nothing)."""
+    return [part for part in parts if getattr(type(part), step) is not getattr(Part, step)
+            or step in getattr(part, "__dict__", {})]

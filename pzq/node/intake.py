@@ -5,7 +5,9 @@ stored from the bytes it came in."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from itertools import islice, repeat
 from typing import NamedTuple
 
 from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
@@ -16,9 +18,11 @@ from pzq.delivery.expiry import MessageExpiry
 from pzq.delivery.lanes import Lanes
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
+from pzq.node.batch_acks import OpenBatch
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
+from pzq.protocol.batch_runs import MemberRun
 from pzq.protocol.headers import dedup_id_of, key_of, topic_and_tag
 from pzq.protocol.time_headers import NO_TIMES, MessageTimes, message_times
 from pzq.store import record
@@ -43,6 +47,10 @@ class IntakeLimits:
     dedup_window_us: int = 120_000_000  # a topic's DEDUP-IDs are remembered this long
 
 
+def always() -> bool:
+    return True
+
+
 class HeaderFacts(NamedTuple):
     """What the node reads of a message's headers (pzq.protocol.headers)."""
 
@@ -52,6 +60,25 @@ class HeaderFacts(NamedTuple):
     key: bytes | None  # a partitioned topic's
     moved: str | None  # a key's partition is another node's: the refusal naming it
     times: MessageTimes  # its due time, expiry and priority (pzq.protocol.time_headers)
+
+
+class Accepted:
+    """A take's stored messages: those taken one by one (answered each on its own)
+    and a produce batch's runs stored together (answered together)."""
+
+    def __init__(self) -> None:
+        self.alone: list[Stored] = []
+        self.runs: list[tuple[OpenBatch, int, list[Stored]]] = []  # batch, first member
+        self.in_runs = 0  # messages in the runs
+
+    def __len__(self) -> int:
+        return len(self.alone) + self.in_runs
+
+    def every(self) -> list[Stored]:
+        return self.alone + [stored for _, _, run in self.runs for stored in run]
+
+
+NOTHING_ACCEPTED = Accepted()  # (never added to: a take makes its own)
 
 
 class StoredRun:
@@ -91,14 +118,16 @@ class Intake(Participant):
         self._run = StoredRun()  # stored, not yet in the topic's log and counts
         store.register(self)
 
-    def take(self, batch: Batch, now: Now, pace: int = 0) -> list[Stored]:
+    def take(self, batch: Batch, now: Now, pace: int = 0,
+             paced: Callable[[], bool] = always) -> Accepted:
         """Read what producers sent into ``batch``; refusals are answered at once.
-        ``pace``: stop once this many messages came (0: up to --batch-size frames)."""
+        ``pace``: stop once this many messages came, if ``paced()`` says so then (asked
+        once, and only by a take that many came to; 0: up to --batch-size frames)."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
-        accepted: list[Stored] = []
-        stop_at = self.counters.received + pace
+        accepted = Accepted()
+        stop_at = self.counters.received + pace if pace else None
         rights_of = self.authorization.of
         for first, raw in drain_framed(self.socket, self.limits.batch_size):
             rights = rights_of(first)
@@ -106,13 +135,15 @@ class Intake(Participant):
                 self._take_batch(batch, raw, now_us, accepted, rights)
             else:
                 self._take_alone(batch, raw, now_us, accepted, rights)
-            if pace and self.counters.received >= stop_at:
-                break
+            if stop_at is not None and self.counters.received >= stop_at:
+                if paced():
+                    break
+                stop_at = None
         self._flush_run(batch)
         return accepted
 
     def _take_alone(self, batch: Batch, raw: list[bytes], now_us: int,
-                    accepted: list[Stored], rights: Rights) -> None:
+                    accepted: Accepted, rights: Rights) -> None:
         """A message sent alone (the original frames)."""
         self.counters.received += 1
         try:
@@ -126,26 +157,66 @@ class Intake(Participant):
             self.acks.asked_protocol(produce.routing_id, produce.msg_id)
             produce = replace(produce, headers=tuple(
                 header for header in produce.headers if header != batches.PROTOCOL_HEADER))
-        self._accept(batch, produce, now_us, accepted, rights)
+        self._accept(batch, produce, now_us, accepted.alone, rights)
 
     def _take_batch(self, batch: Batch, raw: list[bytes], now_us: int,
-                    accepted: list[Stored], rights: Rights) -> None:
-        """A produce batch: each message taken as one sent alone, stored from its entry
-        as it came; the batch is answered once all are."""
+                    accepted: Accepted, rights: Rights) -> None:
+        """A produce batch: its runs of members (pzq.protocol.batch_runs) each stored
+        from their entries as they came; the batch is answered once all are."""
         try:
-            members = batches.decode_batch(raw, self.limits.max_message_size)
+            members = batches.decode_runs(raw, self.limits.max_message_size)
         except ProduceRefused as refused:
             self.counters.received += 1
             self._refuse(refused)
             return
-        self.counters.received += len(members)
-        self.acks.batches.expect(raw[0], raw[1], len(members))
+        count = int(raw[2][len(batches.BATCH):])  # (decode_runs checked it)
+        self.counters.received += count
+        open_batch = self.acks.batches.expect(raw[0], raw[1], count)
         fixed = record.fixed(now_us)
         for member in members:
             if isinstance(member, ProduceRefused):
                 self._refuse(member)
             else:
-                self._accept(batch, member[0], now_us, accepted, rights, fixed + member[1])
+                self._take_run(batch, member, open_batch, now_us, accepted, rights, fixed)
+
+    def _take_run(self, batch: Batch, run: MemberRun, open_batch: OpenBatch, now_us: int,
+                  accepted: Accepted, rights: Rights, fixed: bytes) -> None:
+        """Members in a row with one header group. Stored together (records, keys and
+        the topic's log made in C over them) unless their headers ask for a look at
+        each: then each is taken as one sent alone."""
+        routing_id = open_batch.routing_id
+        tokens = run.tokens(open_batch.batch_id)
+        alone = 0  # where the members taken one by one start (the first: refused)
+        try:
+            facts: HeaderFacts | None = self._read_headers(
+                frames.Produce(routing_id, tokens[0], run.headers, (), run.body_sizes[0]),
+                now_us, rights)
+        except ProduceRefused as refused:
+            self._refuse(refused)  # the first; each other one is refused on its own
+            facts, alone = None, 1
+        if facts is None or not self._together(facts, now_us):
+            for token, entry, size in islice(zip(tokens, run.entries, run.body_sizes,
+                                                 strict=True), alone, None):
+                self._accept(batch, frames.Produce(routing_id, token, run.headers, (), size),
+                             now_us, accepted.alone, rights, fixed + entry)
+            return
+        values = list(map(fixed.__add__, run.entries))
+        size = sum(map(len, values))
+        seqs = batch.add_messages(values, size)
+        self._note_stored_seqs(batch, seqs, facts.topic, facts.tag, size)
+        stored = list(zip(repeat(routing_id), tokens, seqs, values))
+        accepted.runs.append((open_batch, run.first, stored))
+        accepted.in_runs += len(stored)
+
+    def _together(self, facts: HeaderFacts, now_us: int) -> bool:
+        """Whether messages with these headers need no look at each: no DEDUP-ID, no
+        due time, expiry or priority, no partitions and no limit of room to check."""
+        topic, times, limits = facts.topic, facts.times, self.limits
+        return (facts.dedup_id is None and not topic.partitions
+                and times.due_us <= now_us and not times.expires_us
+                and not (times.priority and topic.priorities)
+                and not (limits.max_messages or limits.max_bytes or topic.max_messages
+                         or topic.max_bytes))
 
     def _accept(self, batch: Batch, produce: frames.Produce, now_us: int,
                 accepted: list[Stored], rights: Rights, value: bytes | None = None) -> None:
@@ -191,6 +262,16 @@ class Intake(Participant):
             self._flush_run(batch)
             run.topic, run.tag = topic, tag
         run.seqs.append(seq)
+        run.size += size
+
+    def _note_stored_seqs(self, batch: Batch, seqs: range, topic: Topic, tag: bytes,
+                          size: int) -> None:
+        """_note_stored of many at once."""
+        run = self._run
+        if topic is not run.topic or tag != run.tag:
+            self._flush_run(batch)
+            run.topic, run.tag = topic, tag
+        run.seqs += seqs
         run.size += size
 
     def _flush_run(self, batch: Batch) -> None:
@@ -295,12 +376,20 @@ class Intake(Participant):
                   msg_id=refused.msg_id.hex())
         self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())
 
-    def ack_stored(self, accepted: list[Stored] | list[ScheduledStored]) -> None:
-        """The batch is written: ACK its producers (no copies to wait for)."""
-        self.acks.owe_ok([(stored[0], stored[1]) for stored in accepted])
+    def ack_stored(self, accepted: Accepted) -> None:
+        """The batch is written: ACK its producers (no copies to wait for), a run of a
+        produce batch at once."""
+        if accepted.alone:
+            self.acks.owe_ok([(stored[0], stored[1]) for stored in accepted.alone])
+        for open_batch, first, stored in accepted.runs:
+            self.acks.owe_run(open_batch, first, len(stored))
 
-    def not_stored(self, accepted: list[Stored], reason: str) -> None:
+    def ack_scheduled(self, scheduled: list[ScheduledStored]) -> None:
+        """The batch is written: ACK the producers of its scheduled messages."""
+        self.acks.owe_ok([(stored[0], stored[1]) for stored in scheduled])
+
+    def not_stored(self, accepted: Accepted, reason: str) -> None:
         self.counters.store_failures += len(accepted)
         status = f"not stored: {reason}".encode()
-        for routing_id, msg_id, _, _ in accepted:
+        for routing_id, msg_id, _, _ in accepted.every():
             self.acks.owe(routing_id, msg_id, False, status)

@@ -21,11 +21,10 @@ from pzq.cluster.replication import CopiesSettled
 from pzq.counters import Counters
 from pzq.events import EventHub
 from pzq.logs import get_logger
-from pzq.node.intake import Intake
+from pzq.node.intake import NOTHING_ACCEPTED, Accepted, Intake
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.parts import Figures, Part
 from pzq.store.batch import Batch, Participant
-from pzq.store.record import Stored
 from pzq.zmqio import POLLIN, Events, Socket
 
 log = get_logger("pzq.intake")
@@ -48,8 +47,16 @@ class IntakePart(Part, Participant):
         self.backlog = backlog  # the node's parts: whether consumers wait behind stored ones
         self.replicas = replicas
         self.hard_sync = hard_sync
+        # While consumers are connected and stored messages wait for them, a wake takes
+        # a produce batch or PACED_INTAKE messages, then delivers: the one thread then
+        # shares its time between the two, and a message waits behind a short backlog
+        # instead of the run of what producers sent ahead (end-to-end latency). Whether
+        # they wait is asked only of a wake that many messages came to, not of every
+        # wake of a single message. Under --hard-sync a wake's fsync is shared by as
+        # many messages as came: no pace.
+        self._pace = 0 if hard_sync else PACED_INTAKE
         self._taking = False  # producers are read this wake
-        self._accepted: list[Stored] = []  # stored in the batch being written
+        self._accepted: Accepted = NOTHING_ACCEPTED  # stored in the batch being written
         self._mono = 0.0
         self._failing = False  # the store refuses writes (logged once per spell)
         hub.subscribe(CopiesSettled, self._settled)
@@ -73,17 +80,8 @@ class IntakePart(Part, Participant):
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self._mono = now.mono
         if self._taking and events.get(self.socket, 0) & POLLIN:
-            self._accepted = self.intake.take(batch, now, self._pace())
-
-    def _pace(self) -> int:
-        """While consumers are connected and stored messages wait for them, a wake takes
-        a produce batch or PACED_INTAKE messages, then delivers: the one thread then
-        shares its time between the two, and a message waits behind a short backlog
-        instead of the run of what producers sent ahead (end-to-end latency). Under
-        --hard-sync a wake's fsync is shared by as many messages as came: no pace."""
-        if self.hard_sync or not self.backlog.backlogged():
-            return 0
-        return PACED_INTAKE
+            self._accepted = self.intake.take(batch, now, self._pace,
+                                              self.backlog.backlogged)
 
     def written(self) -> None:
         """The batch holding the messages is written: ACK their producers, or copy them
@@ -91,23 +89,23 @@ class IntakePart(Part, Participant):
         if self._failing:
             self._failing = False
             log.warning("store_write_recovered")
-        accepted, self._accepted = self._accepted, []
+        accepted, self._accepted = self._accepted, NOTHING_ACCEPTED
         self.counters.stored += len(accepted)
         scheduled = self.intake.take_scheduled()
         if self.replicas and accepted:
-            self.cluster.replicate(accepted, self._mono)
+            self.cluster.replicate(accepted.every(), self._mono)
         elif accepted:
             self.intake.ack_stored(accepted)
         if self.replicas and scheduled:  # copied as any message, with their due times
             self.cluster.replicate_scheduled(scheduled, self._mono)
         elif scheduled:
-            self.intake.ack_stored(scheduled)
+            self.intake.ack_scheduled(scheduled)
 
     def write_failed(self, reason: str) -> None:
         if not self._failing:  # once per failing spell, not once per wake
             self._failing = True
             log.error("store_write_failed", error=reason, refused=len(self._accepted))
-        accepted, self._accepted = self._accepted, []
+        accepted, self._accepted = self._accepted, NOTHING_ACCEPTED
         self.intake.not_stored(accepted, reason)
         self.acks.flush()
 

@@ -16,7 +16,7 @@ import zmq
 
 from pzq.cluster.replication import PendingAck
 from pzq.counters import Counters
-from pzq.node.batch_acks import BatchAcks
+from pzq.node.batch_acks import BatchAcks, OpenBatch
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
 from pzq.zmqio import Socket, send_frames
@@ -60,6 +60,14 @@ class ProducerAcks:
         self.counters.acks_ok += len(answered)
         for routing_id, msg_id in answered:
             self._answer(routing_id, msg_id, True, b"")
+
+    def owe_run(self, batch: OpenBatch, first: int, count: int) -> None:
+        """ACK "1" owed for the members ``first`` to ``first + count`` of a produce
+        batch, stored together: counted and answered at once."""
+        self.counters.acks_ok += count
+        batch_ack = self.batches.answer_run(batch, first, count)
+        if batch_ack:
+            self._wait(batch_ack, batches.answered(batch_ack))
 
     def _answer(self, routing_id: bytes, msg_id: bytes, ok: bool, status: bytes) -> None:
         """A batch's message is answered in the batch's one ACK once all are."""

@@ -29,13 +29,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pzq.errors import DecodeError, ProduceRefused
-from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
-from pzq.protocol.frames import STATUS_FAILED, STATUS_OK, Produce, check_producer_header
+from pzq.protocol.batch_runs import Member, member_token, read_runs
+from pzq.protocol.frame_groups import LENGTH, group_chunks
+from pzq.protocol.frames import STATUS_FAILED, STATUS_OK, Produce
 
 PROTOCOL_HEADER = b"PROTOCOL:2"
 BATCH = b"BATCH:"
 MAX_MESSAGES = 10_000  # in one batch
 RESULT = struct.Struct(">cH")  # status, length of the status message
+_STORED = (True, b"")  # the result of a message stored
+_STORED_RESULT = RESULT.pack(STATUS_OK, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +65,10 @@ def is_batch(frames: list[bytes]) -> bool:
     return len(frames) > 2 and frames[2].startswith(BATCH)
 
 
-def decode_batch(frames: list[bytes], max_body_size: int
-                 ) -> list[tuple[Produce, bytes] | ProduceRefused]:
-    """``[routing id][batch id][BATCH:n][empty][entries]``: each message with its entry
-    (the record's bytes after its fixed fields), or why it is refused. ProduceRefused
-    (of the batch id) when the batch cannot be read at all."""
+def decode_runs(frames: list[bytes], max_body_size: int) -> list[Member]:
+    """``[routing id][batch id][BATCH:n][empty][entries]``: its members in runs, or why
+    each refused one is (pzq.protocol.batch_runs). ProduceRefused (of the batch id)
+    when the batch cannot be read at all."""
     routing_id, batch_id = frames[0], frames[1]
     count_text = frames[2][len(BATCH):]
     if len(frames) != 5 or frames[3] != b"" or not count_text.isdigit() \
@@ -74,89 +76,39 @@ def decode_batch(frames: list[bytes], max_body_size: int
         raise ProduceRefused(f"a batch is batch id, BATCH:<1 to {MAX_MESSAGES}>, an empty "
                              "frame and one frame of entries", routing_id, batch_id)
     try:
-        found = _entries(routing_id, batch_id, frames[4], max_body_size)
-    except (struct.error, DecodeError):
-        found = []
-    if len(found) != int(count_text):
+        return read_runs(routing_id, batch_id, frames[4], int(count_text), max_body_size)
+    except DecodeError:
         raise ProduceRefused(f"the batch's entries are not the {int(count_text)} messages "
-                             "its BATCH header says", routing_id, batch_id)
-    return found
+                             "its BATCH header says", routing_id, batch_id) from None
 
 
-def _entries(routing_id: bytes, batch_id: bytes, data: bytes, max_body_size: int
-             ) -> list[tuple[Produce, bytes] | ProduceRefused]:
-    """Each entry's span, headers and body size. Members mostly repeat a few header
-    groups (``TOPIC:orders``, and a partitioned topic's keys): each group is read and
-    checked once, and its members share its tuple. A part is only measured: the record
-    keeps the entry's bytes as they came. The groups are walked here, not by a
-    helper of pzq.protocol.frame_groups: its calls cost about 0.5 µs a message."""
-    unpack = LENGTH.unpack_from
+def decode_batch(frames: list[bytes], max_body_size: int
+                 ) -> list[tuple[Produce, bytes] | ProduceRefused]:
+    """decode_runs with each message on its own: with its entry (the record's bytes
+    after its fixed fields), or why it is refused."""
+    routing_id, batch_id = frames[0], frames[1]
     found: list[tuple[Produce, bytes] | ProduceRefused] = []
-    at, end = 0, len(data)
-    # each header group's bytes: its headers and why it is refused ("": it is not)
-    groups: dict[bytes, tuple[tuple[bytes, ...], str]] = {}
-    while at < end:
-        start = at
-        (length,) = unpack(data, at)
-        at += 4 + length
-        group_at = at
-        (count,) = unpack(data, at)
-        at += 4
-        for _ in range(count):
-            (length,) = unpack(data, at)
-            at += 4 + length
-        group = data[group_at:at]
-        known = groups.get(group)
-        if known is None:
-            headers = read_group(data, group_at)[0]
-            known = groups[group] = (headers, _header_refusal(headers))
-        headers, refusal = known
-        (count,) = unpack(data, at)
-        at += 4
-        body_size = 0
-        for _ in range(count):
-            (length,) = unpack(data, at)
-            at += 4 + length
-            body_size += length
-        if at > end:
-            raise DecodeError("a batch entry runs past the end of the batch")
-        token = member_token(batch_id, len(found))
-        if not count:
-            refusal_now = "message has no body part"
-        elif body_size > max_body_size:
-            refusal_now = (f"message body of {body_size} bytes exceeds the limit of "
-                           f"{max_body_size} bytes")
-        else:
-            refusal_now = refusal
-        if refusal_now:
-            found.append(ProduceRefused(refusal_now, routing_id, token))
-        else:
-            found.append((Produce(routing_id, token, headers, (), body_size), data[start:at]))
+    for member in decode_runs(frames, max_body_size):
+        if isinstance(member, ProduceRefused):
+            found.append(member)
+            continue
+        for index, (entry, size) in enumerate(zip(member.entries, member.body_sizes,
+                                                  strict=True), member.first):
+            found.append((Produce(routing_id, member_token(batch_id, index), member.headers,
+                                  (), size), entry))
     return found
-
-
-def _header_refusal(headers: tuple[bytes, ...]) -> str:
-    """Why a header group is refused, or "" when it is not."""
-    try:
-        for header in headers:
-            check_producer_header(header, b"", b"")
-    except ProduceRefused as refused:
-        return refused.reason
-    return ""
-
-
-def member_token(batch_id: bytes, index: int) -> bytes:
-    """How the node names the ``index``-th message of a batch until it is answered."""
-    return b"%s\x00%d" % (batch_id, index)
 
 
 def encode_batch_ack(routing_id: bytes, batch_id: bytes,
                      results: Sequence[tuple[bool, bytes]]) -> list[bytes]:
     """``[routing id][batch id][status][BATCH:n][empty][results]`` for the ROUTER."""
-    pack = RESULT.pack
-    body = b"".join([pack(STATUS_OK if ok else STATUS_FAILED, len(text)) + text
-                     for ok, text in results])
-    every = all(ok for ok, _ in results)
+    if results.count(_STORED) == len(results):  # all stored: one result repeated, in C
+        body, every = _STORED_RESULT * len(results), True
+    else:
+        pack = RESULT.pack
+        body = b"".join([pack(STATUS_OK if ok else STATUS_FAILED, len(text)) + text
+                         for ok, text in results])
+        every = all(ok for ok, _ in results)
     return [routing_id, batch_id, STATUS_OK if every else STATUS_FAILED,
             BATCH + b"%d" % len(results), b"", body]
 

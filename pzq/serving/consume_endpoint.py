@@ -45,7 +45,7 @@ from pzq.serving.subscribe import make_group, named_group
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
-from pzq.zmqio import POLLIN, Events, Socket, drain_framed, send_frames
+from pzq.zmqio import POLLIN, Events, QuietSocket, Socket, drain_framed, send_frames
 
 log = get_logger("pzq.consume")
 # the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
@@ -126,6 +126,7 @@ class ConsumeEndpoint(Part):
         self.batch_size = batch_size
         self.answers = answers
         self.events = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.quiet_events = QuietSocket(self.events)  # polled by its descriptor
         self.liveness = ConsumerLiveness(socket, self.events, heartbeat_s)
         self.groups: dict[int, NamedGroupDelivery] = {}
         self.confirmations = verbs.Confirmations(self._send)
@@ -168,7 +169,7 @@ class ConsumeEndpoint(Part):
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         poller.register(self.socket, POLLIN)
-        poller.register(self.events, POLLIN)
+        poller.register(self.quiet_events.fd, POLLIN)
 
     def timeout_ms(self, now: Now) -> int | None:
         """The consumers' liveness, and the soonest delayed delivery's due time."""
@@ -176,7 +177,8 @@ class ConsumeEndpoint(Part):
                    if (due := deliveries.next_due_us()) is not None), default=None)
         waits = (self.liveness.timeout_ms(now.mono, self.sender.blocked),
                  wait_ms(due, now.wall_us))
-        return min((wait for wait in waits if wait is not None), default=None)
+        return 0 if self.quiet_events.unread else min(  # (disconnections to read: at once)
+            (wait for wait in waits if wait is not None), default=None)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
@@ -190,7 +192,10 @@ class ConsumeEndpoint(Part):
         for deliveries in self.groups.values():
             deliveries.take_due(now.wall_us)
         if delivering:
-            self.tick(now.mono, bool(events.get(self.events, 0) & POLLIN))
+            disconnected = self.quiet_events.due(events)
+            self.tick(now.mono, disconnected)
+            if disconnected:
+                self.quiet_events.served()
             self.deliver(now.wall_us, now.mono)
 
     # -- requests ---------------------------------------------------------------

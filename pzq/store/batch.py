@@ -9,7 +9,7 @@ and learns whether it was written or failed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import plyvel
 
@@ -35,12 +35,20 @@ class Participant:
         """The batch was not written: keep what must be tried again."""
 
 
+def hooked(participants: list[Participant], hook: str) -> list[Participant]:
+    """The participants whose ``hook`` is their own (Participant's does nothing)."""
+    return [participant for participant in participants
+            if getattr(type(participant), hook) is not getattr(Participant, hook)
+            or hook in getattr(participant, "__dict__", {})]
+
+
 class Batch:
     """The changes of one wake: puts and deletes plus the counter deltas they imply."""
 
-    def __init__(self, take_seq: Callable[[], int], raw: plyvel.WriteBatch,
-                 sync: bool) -> None:
+    def __init__(self, take_seq: Callable[[], int], take_seqs: Callable[[int], range],
+                 raw: plyvel.WriteBatch, sync: bool) -> None:
         self._take_seq = take_seq  # the store's next sequence number
+        self._take_seqs = take_seqs  # its next n
         self._batch = raw
         self.sync = sync  # the log is fsync'd with this batch (see Store.begin)
         self.message_delta = 0
@@ -61,6 +69,16 @@ class Batch:
         self.byte_delta += len(value)
         self.operations += 1
         return seq
+
+    def add_messages(self, values: list[bytes], size: int) -> range:
+        """add_message for each value (``size``: their bytes together), the keys made
+        and put in C; returns their sequence numbers."""
+        seqs = self._take_seqs(len(values))
+        each(self._batch.put, keyspace.own_keys(seqs), values)
+        self.message_delta += len(values)
+        self.byte_delta += size
+        self.operations += len(values)
+        return seqs
 
     def rewrite_message(self, seq: int, value: bytes) -> None:
         """Replace a stored message with the same length (delivery bookkeeping)."""
@@ -109,6 +127,11 @@ class Batch:
         for key, value in items:
             put(key, value)
         self.operations += len(items)
+
+    def put_many(self, keys: Iterable[bytes], values: Iterable[bytes], count: int) -> None:
+        """put of each key with its value in step (``count`` of them), in C."""
+        each(self._batch.put, keys, values)
+        self.operations += count
 
     def delete(self, key: bytes) -> None:
         self._batch.delete(key)

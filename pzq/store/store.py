@@ -31,7 +31,7 @@ from pzq.errors import PzqError, StoreDamaged, StoreError, StoreUnrecoverable
 from pzq.fsync import make_directories, sync_directory
 from pzq.logs import get_logger
 from pzq.store import keyspace
-from pzq.store.batch import Batch, Participant
+from pzq.store.batch import Batch, Participant, hooked
 from pzq.store.leveldb import (
     REPAIR_HINT,
     leveldb_reason,
@@ -58,6 +58,8 @@ class Store:
                  sync_interval_s: float = 0.0, now: float = 0.0) -> None:
         self._db = db
         self._participants: list[Participant] = []
+        self._preparing: list[Participant] = []
+        self._checking: list[Participant] = []
         self.path = path
         self.hard_sync = hard_sync
         self.log_sync = LogSync(hard_sync, sync_interval_s, now)
@@ -113,6 +115,9 @@ class Store:
 
     def register(self, participant: Participant) -> None:
         self._participants.append(participant)
+        # each hook's participants: a batch asks none whose hook does nothing
+        self._preparing = hooked(self._participants, "prepare")
+        self._checking = hooked(self._participants, "before_write")
 
     def wake_at(self, now: float) -> None:
         """The time of the loop's wake (monotonic seconds): batches begun from now on
@@ -130,8 +135,9 @@ class Store:
         # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs
         # after the write (see pzq.store.log_files for why not sync=True).
         sync = self.log_sync.due(self._now)
-        batch = Batch(self.take_seq, self._db.write_batch(sync=self.hard_sync), sync)
-        for participant in self._participants:
+        batch = Batch(self.take_seq, self.take_seqs, self._db.write_batch(sync=self.hard_sync),
+                      sync)
+        for participant in self._preparing:
             participant.prepare(batch)
         return batch
 
@@ -153,6 +159,12 @@ class Store:
         seq = self.next_seq
         self.next_seq += 1
         return seq
+
+    def take_seqs(self, count: int) -> range:
+        """The next ``count`` sequence numbers at once (a run of messages)."""
+        first = self.next_seq
+        self.next_seq += count
+        return range(first, first + count)
 
     def commit(self, batch: Batch) -> None:
         """Write the batch with the metadata that must move with it, then tell the
@@ -176,7 +188,7 @@ class Store:
     def _write(self, batch: Batch) -> None:
         if self._torn_log:
             self._refuse_until_recovered()
-        for participant in self._participants:
+        for participant in self._checking:
             participant.before_write()
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta

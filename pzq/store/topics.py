@@ -144,7 +144,8 @@ class Topics(TopicRegistry):
         if topic.log_from is None:
             return
         prefix = keyspace.topic_log_prefix(topic.id)
-        batch.put_all([(prefix + keyspace.SEQ.pack(seq), tag) for seq in seqs])
+        batch.put_many(map(prefix.__add__, map(keyspace.SEQ.pack, seqs)), repeat(tag),
+                       len(seqs))
         for group in topic.groups.values():
             if group.takes(tag):
                 start = group.start_seq

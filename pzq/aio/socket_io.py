@@ -142,12 +142,16 @@ async def wait_any(sockets: Sequence[AsyncSocket], events: int, timeout: float |
         socket.wait_on((events, future, what))
     timer = None if timeout is None else loop.call_later(timeout, _expire, future)
     try:
-        return await future
+        woken = await future
     finally:
         if timer is not None:
             timer.cancel()
         for socket in sockets:  # (timed out, cancelled, or woken by another socket)
             socket.forget(future)
+    for socket in sockets:  # woken by its events, then closed before this task ran
+        if socket.closed:
+            raise ClientClosed(f"the {what} was closed while waiting")
+    return woken
 
 
 def _expire(future: asyncio.Future[bool]) -> None:

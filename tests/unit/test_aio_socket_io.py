@@ -48,7 +48,7 @@ def test_a_close_under_a_wait_is_client_closed_and_a_cancel_stays_a_cancel(aio_c
         socket.connect("inproc://nobody-here")
         waiting = asyncio.create_task(wait_events(socket, zmq.POLLIN, None, "consumer"))
         cancelled = asyncio.create_task(wait_events(socket, zmq.POLLIN, None, "consumer"))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # each task runs to its wait
         cancelled.cancel()
         with pytest.raises(asyncio.CancelledError):
             await cancelled
@@ -58,6 +58,30 @@ def test_a_close_under_a_wait_is_client_closed_and_a_cancel_stays_a_cancel(aio_c
             await waiting
         with pytest.raises(ClientClosed, match="the consumer is closed"):
             await wait_events(socket, zmq.POLLIN, 1, "consumer")
+    run(main())
+
+
+def test_a_wait_woken_by_input_then_closed_before_it_runs_is_client_closed(aio_context):
+    # A consumer's receive woken by the node's answer while another task closes it:
+    # the wait must not return to a read of a closed socket.
+    async def main() -> None:
+        ours = aio_context.socket(zmq.PAIR, socket_class=AsyncSocket)
+        theirs = aio_context.socket(zmq.PAIR)
+        for socket in (ours, theirs):
+            socket.setsockopt(zmq.LINGER, 0)
+        ours.bind("inproc://woken-then-closed")
+        theirs.connect("inproc://woken-then-closed")
+        waiting = asyncio.create_task(wait_events(ours, zmq.POLLIN, 5, "consumer"))
+        await asyncio.sleep(0)  # the task waits on its future now
+        theirs.send(b"answer")
+        deadline = asyncio.get_running_loop().time() + 5
+        while not ours.ready() & zmq.POLLIN:  # wakes the waiter, which has not run yet
+            assert asyncio.get_running_loop().time() < deadline, "no input came"
+            await asyncio.sleep(0.001)
+        ours.close(0)
+        with pytest.raises(ClientClosed, match="the consumer was closed while waiting"):
+            await waiting
+        theirs.close(0)
     run(main())
 
 
@@ -75,7 +99,7 @@ def test_a_wait_on_several_sockets_wakes_at_the_first_input_and_leaves_no_waiter
         (a, _), (b, b_peer) = pairs
         assert not await wait_any([a, b], zmq.POLLIN, 0.05)  # nothing: False at the timeout
         waiting = asyncio.create_task(wait_any([a, b], zmq.POLLIN, 5))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # each task runs to its wait
         assert not waiting.done()
         b_peer.send(b"hello")
         assert await waiting

@@ -25,7 +25,7 @@ from pzq.store import record
 # A delivery as the store holds it: seq, message key, stored record, its delivery count
 # with this one; False: no consumer can take it now. The endpoint encodes it.
 Outlet = Callable[[int, bytes, bytes, int], bool]
-CURSOR_CHUNK = 256
+CURSOR_CHUNK = 256  # messages one read from the cursor looks at, at most
 
 
 class Delivering(Tracking):

@@ -25,8 +25,8 @@ from pzq.store.batch import Participant
 
 
 class Tracking(Participant):
-    """The tables and marks of one store area's delivery (its fields are the sides'),
-    the reaper, and the moves that take a delivery back or out without an ACK."""
+    """The tables and marks of one store area's delivery, kept for both its sides; the
+    reaper, and the moves that take a delivery back or out without an ACK."""
 
     def __init__(self, area: Area, settings: DeliverySettings, counters: Counters,
                  held: HeldElsewhere = NOBODY_ELSE, expiry: Expiry = NO_EXPIRY,

@@ -5,7 +5,7 @@ of n messages costs a few calls plus work over the n done in C.
 A run holds only what needs nothing of its own: not taken (out, waiting, leaving,
 another node's), never delivered (no count to rewrite), and within the in-flight
 table's bytes (nothing evicted). The first message that needs more ends the run;
-it and the rest of the read go one at a time (pzq.delivery.state), as does an
+it and the rest of the read go one at a time (pzq.delivery.delivering), as does an
 expired one (while expiry is watched, the run's verdicts are asked in one pass).
 """
 

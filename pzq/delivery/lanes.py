@@ -8,9 +8,9 @@ the index meets the highest priority first, then arrival order. A named group wa
 its topic's (``for_topic``: nothing for a topic without priorities), ``default`` those
 of every topic with priorities, merged. A group's delivery state serves, after
 what was given back, the lane messages from its cursor on that it holds and has not
-taken, then reads on at its cursor (pzq.delivery.state): its cursor, floors and logs
-are those of every message, and a lane message the cursor meets later was out, done
-with or waiting already, as any message the state took. Strict priority: a lane
+taken, then reads on at its cursor (pzq.delivery.delivering): its cursor, floors and
+logs are those of every message, and a lane message the cursor meets later was out,
+done with or waiting already, as any message the state took. Strict priority: a lane
 message always goes before the backlog (a backlog of them starves the backlog; that
 is what was asked). What is out or in a consumer's window is not recalled.
 

@@ -19,10 +19,11 @@ from typing import NamedTuple, cast
 
 import zmq
 
+from pzq.delivery.delivering import Outlet
 from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import delivery_frames
 from pzq.delivery.recent import remember
-from pzq.delivery.state import DeliveryState, Outlet
+from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import NODE_ID_LENGTH
 from pzq.serving.batching import OpenBatch

@@ -17,7 +17,6 @@ replay's messages the same way, each replay as one more origin (pzq.replay).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 import zmq
 
@@ -40,8 +39,15 @@ from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, wait_ms
 from pzq.serving.liveness import ConsumerLiveness
+from pzq.serving.other_origins import (
+    NO_REPLAYS,
+    ClusterWord,
+    Replayed,
+    finish_done_elsewhere,
+    joined,
+)
 from pzq.serving.sending import Sender
-from pzq.serving.subscribe import make_group, named_group
+from pzq.serving.subscribe import check_allowed, make_group, named_group
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
@@ -50,50 +56,6 @@ from pzq.zmqio import POLLIN, Events, QuietSocket, Socket, drain_framed, send_fr
 log = get_logger("pzq.consume")
 # the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
 Handler = Callable[[Batch, ServedConsumer, Request, int, float], None]
-
-
-class TakenOverGroups(Protocol):
-    """Down nodes' messages of a topic and group, by origin (pzq.cluster.takeover)."""
-
-    def taken(self, topic: str, group: str) -> dict[bytes, DeliveryState]: ...
-
-
-class NoReplays:
-    """A node whose groups are not replayed (tests of the endpoint alone)."""
-
-    def states(self, topic: str, group: str) -> dict[bytes, DeliveryState]:
-        return {}
-
-
-class Replayed(Protocol):
-    """The replays of a named group, by replay id (pzq.replay.part.Replays)."""
-
-    def states(self, topic: str, group: str) -> dict[bytes, DeliveryState]: ...
-
-
-def joined(taken: TakenOver, replays: Replayed) -> TakenOver:
-    """A group's other origins: the down nodes it took over, and its replays (a dict of
-    both only while it has a replay)."""
-    replayed = replays.states
-
-    def others(topic: str, group: str) -> dict[bytes, DeliveryState]:
-        found = taken(topic, group)
-        extra = replayed(topic, group)
-        return {**found, **extra} if extra else found
-    return others
-
-
-NO_REPLAYS = NoReplays()
-
-
-class ClusterWord(Protocol):
-    """What the endpoint asks of the cluster (pzq.cluster.lone.Cluster; a lone node's
-    says every own message is this node's to deliver now)."""
-
-    @property
-    def takeovers(self) -> TakenOverGroups: ...
-
-    def own_delivery_allowed(self, now: float) -> bool: ...  # not right after a start
 
 
 class ConsumeEndpoint(Part):
@@ -223,22 +185,13 @@ class ConsumeEndpoint(Part):
         CURVE, its key)."""
         routing_id = first.bytes
         if request.subscribe is not None:  # CONSUME
-            self._check_allowed(first, request.subscribe)
+            check_allowed(self.authorization, first, request.subscribe)
             self._subscribe(batch, routing_id, consumer, request.subscribe, now_us, mono,
                             self.authorization.key_of(first))
         elif consumer is None:
             self._before_consume(routing_id, request)
         else:
             self.handlers[request.verb](batch, consumer, request, now_us, mono)
-
-    def _check_allowed(self, first: zmq.Frame, subscribe: consume_wire.Subscribe) -> None:
-        """A key may consume only the groups its rights name (pzq.authorization); a
-        refused CONSUME makes and changes nothing."""
-        if not self.authorization.of(first).may_consume(subscribe.topic, subscribe.group):
-            self.authorization.refused(CONSUME)
-            raise DecodeError(f"FORBIDDEN consume {subscribe.topic}:{subscribe.group}: "
-                              "this client key may not consume that group of that topic "
-                              "(see the node's --authorization file)")
 
     def _before_consume(self, routing_id: bytes, request: Request) -> None:
         """Every verb but CONSUME is refused on a connection that has not said CONSUME
@@ -321,22 +274,7 @@ class ConsumeEndpoint(Part):
             found.state.apply(group_settings(self.settings, group))
 
     def done_elsewhere(self, done: GroupDoneElsewhere) -> None:
-        """Own messages the group of their topic finished on a node that took them over
-        while this one was down (a group this node does not know is that node's own).
-        One the last holding group finished is deleted everywhere."""
-        node_id, batch, name = self.store.node_id, done.batch, done.group
-        for seq in done.seqs:
-            value = self.store.get_own(seq)
-            if value is None:
-                continue
-            group = self.topics.describe(value)[0].groups.get(name)
-            deliveries = self.groups.get(group.id) if group is not None else None
-            if deliveries is None:
-                continue
-            deliveries.release((node_id, seq))
-            final = deliveries.state.area.would_release(seq)
-            if deliveries.state.ack(batch, seq) is not None and final:
-                self.answers.removed(node_id, seq, name, True)
+        finish_done_elsewhere(done, self.store, self.topics, self.groups, self.answers)
 
     def recheck(self, reloaded: RulesReloaded) -> None:
         """New rules: a consumer whose key may no longer consume its group is told

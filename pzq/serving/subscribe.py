@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import zmq
+
+from pzq.authorization import CONSUME, Authorization
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import consume as consume_wire
@@ -68,3 +71,15 @@ def start_seq(topics: Topics, topic: Topic, start: str | int) -> int:
     if start == consume_wire.START_WORDS[1] or not isinstance(start, int):
         return topics.store.next_seq
     return topics.first_stored_since(topic, start)
+
+
+def check_allowed(authorization: Authorization, first: zmq.Frame,
+                  subscribe: consume_wire.Subscribe) -> None:
+    """A key may consume only the groups its rights name (pzq.authorization); a
+    refused CONSUME makes and changes nothing. ``first``: the request's first frame
+    (with CURVE, it carries the client's key)."""
+    if not authorization.of(first).may_consume(subscribe.topic, subscribe.group):
+        authorization.refused(CONSUME)
+        raise DecodeError(f"FORBIDDEN consume {subscribe.topic}:{subscribe.group}: "
+                          "this client key may not consume that group of that topic "
+                          "(see the node's --authorization file)")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 import zmq
 
 from pzq.clock import Now
+from pzq.hooks import overriding
 from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
 
@@ -124,14 +125,14 @@ class Parts:
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
         self._parts.append(part)
         self._declared.append((part, role, section))
-        self._interest = doing(self._parts, "interest")
-        self._timeout = doing(self._parts, "timeout_ms")
-        self._on_ticks = doing(self._parts, "on_ticks")
-        self._take = doing(self._parts, "take")
-        self._finish = doing(self._parts, "finish")
-        self._send_out = doing(self._parts, "send_out")
-        self._answer = doing(self._parts, "answer")
-        self._backlogged = doing(self._parts, "backlogged")
+        self._interest = overriding(self._parts, Part, "interest")
+        self._timeout = overriding(self._parts, Part, "timeout_ms")
+        self._on_ticks = overriding(self._parts, Part, "on_ticks")
+        self._take = overriding(self._parts, Part, "take")
+        self._finish = overriding(self._parts, Part, "finish")
+        self._send_out = overriding(self._parts, Part, "send_out")
+        self._answer = overriding(self._parts, Part, "answer")
+        self._backlogged = overriding(self._parts, Part, "backlogged")
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self._parts)
@@ -218,9 +219,3 @@ def place(into: Figures, section: tuple[str, ...], figures: Figures) -> None:
         assert isinstance(inner, dict)
         into = inner
     into.update(figures)
-
-
-def doing(parts: list[Part], step: str) -> list[Part]:
-    """The parts whose ``step`` is their own (Part's does nothing)."""
-    return [part for part in parts if getattr(type(part), step) is not getattr(Part, step)
-            or step in getattr(part, "__dict__", {})]

@@ -35,13 +35,6 @@ class Participant:
         """The batch was not written: keep what must be tried again."""
 
 
-def hooked(participants: list[Participant], hook: str) -> list[Participant]:
-    """The participants whose ``hook`` is their own (Participant's does nothing)."""
-    return [participant for participant in participants
-            if getattr(type(participant), hook) is not getattr(Participant, hook)
-            or hook in getattr(participant, "__dict__", {})]
-
-
 class Batch:
     """The changes of one wake: puts and deletes plus the counter deltas they imply."""
 

@@ -29,9 +29,10 @@ import plyvel
 
 from pzq.errors import PzqError, StoreDamaged, StoreError, StoreUnrecoverable
 from pzq.fsync import make_directories, sync_directory
+from pzq.hooks import overriding
 from pzq.logs import get_logger
 from pzq.store import keyspace
-from pzq.store.batch import Batch, Participant, hooked
+from pzq.store.batch import Batch, Participant
 from pzq.store.leveldb import (
     REPAIR_HINT,
     leveldb_reason,
@@ -114,10 +115,9 @@ class Store:
     # -- batches -----------------------------------------------------------
 
     def register(self, participant: Participant) -> None:
-        self._participants.append(participant)
-        # each hook's participants: a batch asks none whose hook does nothing
-        self._preparing = hooked(self._participants, "prepare")
-        self._checking = hooked(self._participants, "before_write")
+        self._participants.append(participant)  # (a batch asks only those with a hook)
+        self._preparing = overriding(self._participants, Participant, "prepare")
+        self._checking = overriding(self._participants, Participant, "before_write")
 
     def wake_at(self, now: float) -> None:
         """The time of the loop's wake (monotonic seconds): batches begun from now on

@@ -10,10 +10,11 @@ import pytest
 import zmq
 
 from pzq.clock import Now
+from pzq.hooks import overriding
 from pzq.node.device import Device
-from pzq.parts import Part, doing
+from pzq.parts import Part
 from pzq.serving.consume_endpoint import ConsumeEndpoint
-from pzq.store.batch import Batch, Participant, hooked
+from pzq.store.batch import Batch, Participant
 from pzq.zmqio import Events
 from tests.support.devices import wake
 
@@ -34,12 +35,12 @@ def test_a_step_is_asked_only_of_the_parts_and_participants_that_have_it():
     quiet, taking, patched = Part(), Taking(), Part()
     patched.finish = lambda batch, now: None  # type: ignore[method-assign]
     parts = [quiet, taking, patched]
-    assert doing(parts, "take") == [taking]
-    assert doing(parts, "finish") == [patched]
-    assert doing(parts, "answer") == []
+    assert overriding(parts, Part, "take") == [taking]
+    assert overriding(parts, Part, "finish") == [patched]
+    assert overriding(parts, Part, "answer") == []
     idle, preparing = Participant(), Preparing()
-    assert hooked([idle, preparing], "prepare") == [preparing]
-    assert hooked([idle, preparing], "before_write") == []
+    assert overriding([idle, preparing], Participant, "prepare") == [preparing]
+    assert overriding([idle, preparing], Participant, "before_write") == []
 
 
 def test_a_node_polls_its_idle_monitors_by_descriptor(open_device: Callable[..., Device]):

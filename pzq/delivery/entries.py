@@ -14,15 +14,15 @@ class Sized(Protocol):
 
 
 E = TypeVar("E", bound=Sized)
+H = TypeVar("H")  # what a table holds for a seq
 VALUE = attrgetter("value")
 
 
-class OrderedEntries(Generic[E]):
-    """O(1) add at the end, removal by seq, and pop of the oldest; ``bytes`` kept."""
+class SeqTable(Generic[H]):
+    """Entries by seq in the order they came, and the looks every table answers."""
 
     def __init__(self) -> None:
-        self.bytes = 0
-        self._entries: OrderedDict[int, E] = OrderedDict()
+        self._entries: OrderedDict[int, H] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -37,6 +37,14 @@ class OrderedEntries(Generic[E]):
 
     def seqs(self) -> list[int]:
         return list(self._entries)
+
+
+class OrderedEntries(SeqTable[E]):
+    """O(1) add at the end, removal by seq, and pop of the oldest; ``bytes`` kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
 
     def entries(self) -> list[E]:
         return list(self._entries.values())

@@ -13,11 +13,12 @@ looked at).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import itemgetter
 from typing import NamedTuple, cast
+
+from pzq.delivery.entries import SeqTable
 
 
 @dataclass(slots=True)
@@ -60,25 +61,11 @@ class Taken(NamedTuple):
     missing: list[int]
 
 
-class InFlightTable:
+class InFlightTable(SeqTable[Held]):
     def __init__(self, max_bytes: int) -> None:
+        super().__init__()
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict[int, Held] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, seq: int) -> bool:
-        return seq in self._entries
-
-    def among(self, seqs: list[int]) -> set[int]:
-        """Those of ``seqs`` the table holds (no call per seq)."""
-        entries = self._entries
-        return {seq for seq in seqs if seq in entries} if entries else set()
-
-    def seqs(self) -> list[int]:
-        return list(self._entries)
 
     def entries(self) -> list[InFlight]:
         return list(map(entry_of, self._entries, self._entries.values()))

@@ -1,10 +1,13 @@
-"""Messages put straight into a real store, for tests of what reads and delivers them."""
+"""Messages put straight into a real store, for tests of what reads and delivers them;
+a store that fails its next write."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pzq.errors import StoreError
 from pzq.store import record
+from pzq.store.batch import Participant
 from pzq.store.store import Store
 
 
@@ -17,3 +20,14 @@ def stored(store: Store, count: int, size: int = 10,
             for i in range(count)]
     store.commit(batch)
     return seqs
+
+
+class FailNext(Participant):
+    """Fails the next batch before its write, as a store that cannot write would."""
+
+    armed = False
+
+    def before_write(self) -> None:
+        if self.armed:
+            self.armed = False
+            raise StoreError("the disk is full")

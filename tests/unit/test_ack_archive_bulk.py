@@ -8,48 +8,18 @@ from __future__ import annotations
 import pytest
 
 from pzq.archive.format.codec import encode_record, encode_records
-from pzq.counters import Counters
 from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.groups import GroupArea
-from pzq.delivery.settings import DeliverySettings
-from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
-from pzq.protocol.message_keys import message_key, message_keys, parse_message_key
+from pzq.protocol.message_keys import message_key, message_keys
 from pzq.store import record
-from pzq.store.store import Store
-from pzq.store.topics import Topics
+from tests.support.topic_store import deliver_all, open_node, state_for, store_messages
 
 pytestmark = pytest.mark.timeout(60)
 
-SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
 
-
-def open_node(path):
-    store = Store.open(path)
-    topics = Topics(store, "default")
-    store.register(topics)
-    return store, topics
-
-
-def store_messages(store, topics, tags, topic="orders"):
-    batch = store.begin()
-    for tag in tags:
-        value = record.encode(b"id", (b"TOPIC:" + topic.encode(), b"TAG:" + tag), (tag,), 1)
-        seq = batch.add_message(value)
-        topics.note_new(batch, seq, topics.topic(topic, 1), tag, len(value))
-    store.commit(batch)
-
-
-def state_for(store, area):
-    state = DeliveryState(area, SETTINGS, Counters())
-    store.register(state)
-    return state
-
-
-def deliver_all(state):
-    keys = []
-    state.deliver(lambda frames: keys.append(frames[0]) or True, 10, 1000)
-    return [parse_message_key(key)[1] for key in keys]
+def store_tagged(store, topics, tags, topic="orders"):
+    store_messages(store, topics, tags, topic, tags=tags)  # each tag its own body too
 
 
 def ack(store, state, seqs):
@@ -70,7 +40,7 @@ def test_the_answers_for_many_are_each_message_s(tmp_path, late_start):
     store, topics = open_node(tmp_path / "db")
     orders = topics.topic("orders", 0)
     topics.keep_default(orders)  # default reads beside the groups
-    store_messages(store, topics, [b"eu-1", b"us-1"])
+    store_tagged(store, topics, [b"eu-1", b"us-1"])
     batch = store.begin()
     audit = topics.add_group(orders, "audit", 0, "", 0)
     eu = topics.add_group(orders, "eu", 0, "eu-*", 0)
@@ -78,7 +48,7 @@ def test_the_answers_for_many_are_each_message_s(tmp_path, late_start):
     store.commit(batch)
     while topics.backfill_due():  # the log of the two stored before the groups
         topics.backfill()
-    store_messages(store, topics, [b"eu-%d" % n if n % 3 else b"us-%d" % n for n in range(12)])
+    store_tagged(store, topics, [b"eu-%d" % n if n % 3 else b"us-%d" % n for n in range(12)])
     default = state_for(store, DefaultArea(store, topics))
     groups = {group.name: state_for(store, GroupArea(store, topics, group))
               for group in (audit, eu, late)}
@@ -109,7 +79,7 @@ def test_a_message_not_read_here_is_asked_alone(tmp_path):
     batch = store.begin()
     audit = topics.add_group(orders, "audit", 0, "", 0)
     store.commit(batch)
-    store_messages(store, topics, [b"a", b"b", b"c"])
+    store_tagged(store, topics, [b"a", b"b", b"c"])
     first = state_for(store, GroupArea(store, topics, audit))
     seqs = deliver_all(first)
     ack(store, state_for(store, DefaultArea(store, topics)), seqs[:1])
@@ -121,7 +91,7 @@ def test_a_message_not_read_here_is_asked_alone(tmp_path):
 
 def test_the_in_flight_entries_of_an_ack_are_what_each_peek_gives(tmp_path):
     store, topics = open_node(tmp_path / "db")
-    store_messages(store, topics, [b"a", b"b", b"c", b"d"])
+    store_tagged(store, topics, [b"a", b"b", b"c", b"d"])
     state = state_for(store, DefaultArea(store, topics))
     seqs = deliver_all(state)
     state.nack(seqs[1])  # given back: ready again, not in flight

@@ -10,15 +10,15 @@ from collections.abc import Callable
 import pytest
 import zmq
 
-from pzq.errors import DecodeError, ProduceRefused, StoreError
+from pzq.errors import DecodeError, ProduceRefused
 from pzq.node.batch_acks import BatchAcks
 from pzq.node.device import Device
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.batch_runs import MemberRun, member_token, read_runs
 from pzq.store import keyspace, record
-from pzq.store.batch import Participant
 from tests.support.devices import wake
+from tests.support.stored import FailNext
 
 pytestmark = pytest.mark.timeout(30)
 Sockets = Callable[[int], zmq.Socket]
@@ -116,17 +116,6 @@ def test_a_batch_id_used_again_while_open_keeps_each_batch_apart():
 
 
 # -- a node's loop ----------------------------------------------------------------
-
-class FailNext(Participant):
-    """Fails the next batch before its write, as a store that cannot write would."""
-
-    armed = False
-
-    def before_write(self) -> None:
-        if self.armed:
-            self.armed = False
-            raise StoreError("the disk is full")
-
 
 @pytest.fixture
 def device(open_device: Callable[..., Device]) -> Device:

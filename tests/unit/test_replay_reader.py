@@ -19,22 +19,11 @@ from pzq.events import EventHub
 from pzq.replay.part import Replays
 from pzq.replay.range import Bound, parse_bound, resolve
 from pzq.store import keyspace, record
-from pzq.store.batch import Participant
 from pzq.store.store import Store
 from pzq.store.topics import Topics
+from tests.support.stored import FailNext
 
 SETTINGS = DeliverySettings(30_000_000, 1 << 20, 0)
-
-
-class FailNext(Participant):
-    """Fails the next batch before its write, as a store that cannot write would."""
-
-    armed = False
-
-    def before_write(self) -> None:
-        if self.armed:
-            self.armed = False
-            raise StoreError("the disk is full")
 
 
 def archive_of(path, count: int, stored_from_us: int = 1_000) -> Archive:

@@ -6,53 +6,19 @@ from __future__ import annotations
 import pytest
 
 from pzq.admin import group_ops
-from pzq.counters import Counters
 from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.groups import GroupArea
-from pzq.delivery.settings import DeliverySettings
-from pzq.delivery.state import DeliveryState
 from pzq.protocol.headers import topic_and_tag
 from pzq.protocol.message_keys import parse_message_key
-from pzq.store import keyspace, record
-from pzq.store.store import Store
+from pzq.store import keyspace
 from pzq.store.topics import (
     DEFAULT_ALL,
     DEFAULT_GROUP_ID,
     DEFAULT_NONE,
     DEFAULT_UNCLAIMED,
-    Topics,
     filter_takes,
 )
-
-SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
-
-
-def open_node(path):
-    store = Store.open(path)
-    topics = Topics(store, "default")
-    store.register(topics)
-    return store, topics
-
-
-def store_messages(store, topics, bodies, topic="orders", tag=b""):
-    batch = store.begin()
-    for body in bodies:
-        value = record.encode(b"id", (b"TOPIC:" + topic.encode(), b"TAG:" + tag), (body,), 1)
-        seq = batch.add_message(value)
-        topics.note_new(batch, seq, topics.topic(topic, 1), tag, len(value))
-    store.commit(batch)
-
-
-def state_for(store, area):
-    state = DeliveryState(area, SETTINGS, Counters())
-    store.register(state)
-    return state
-
-
-def deliver_all(state):
-    keys = []
-    state.deliver(lambda frames: keys.append(frames[0]) or True, 10, 1000)
-    return [parse_message_key(key)[1] for key in keys]
+from tests.support.topic_store import deliver_all, open_node, state_for, store_messages
 
 
 def ack(store, state, seqs):

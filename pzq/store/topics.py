@@ -362,10 +362,13 @@ class Topics(TopicRegistry):
         self.marks.written()
         super().written()
 
+    def failed(self) -> None:
+        self.marks.failed()
+        super().failed()
+
     def _batch_ended(self) -> None:
         """The delivery states redo the deletes and marks a failed batch still owed."""
         super()._batch_ended()
-        self.marks.batch_ended()
         self._release_asked = NOT_ASKED
 
 

@@ -1,17 +1,21 @@
 """Group marks kept in memory over a real store: the same answers as the stored keys
-give, across a reopen, past the number kept, after a failed batch and after the last
-group's ACK or a seek back takes marks away."""
+give, across a reopen, past the number kept, after a failed batch, after the last
+group's ACK or a seek back takes marks away, and after an operator's purge."""
 
 from __future__ import annotations
 
 import pytest
 
+from pzq.admin.topic_walks import TopicWalks
+from pzq.cluster.lone import NoCluster
 from pzq.counters import Counters
+from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.groups import GroupArea
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.errors import StoreError
 from pzq.protocol.message_keys import parse_message_key
+from pzq.serving.named_groups import NoConsumeEndpoint
 from pzq.store import group_marks, keyspace, record
 from pzq.store.batch import Participant
 from pzq.store.store import Store
@@ -148,5 +152,22 @@ def test_the_last_group_s_ack_and_a_seek_back_take_marks_away(tmp_path):
     assert stored_marks(store, groups[0].id) == set()
     assert stored_marks(store, groups[1].id) == {seqs[5]}
     assert stored_marks(store, groups[2].id) == {seqs[5]}
+    assert_answers_are_the_store_s(store, topics, groups, seqs)
+    store.close()
+
+
+def test_marks_an_operator_s_purge_deleted_are_gone_from_memory(tmp_path):
+    store, topics, _ = open_node(tmp_path / "db")
+    groups, states = three_groups(store, topics, 6)
+    seqs = deliver_all(states[0])
+    for state in states[1:]:
+        deliver_all(state)
+    ack(store, states[0], seqs)
+    ack(store, states[1], seqs[:3])
+    default = DeliveryState(DefaultArea(store, topics), SETTINGS, Counters())
+    walks = TopicWalks(store, topics, NoConsumeEndpoint(), default, NoCluster(None))
+    purged = set(seqs[1::2])
+    assert walks.delete(topics.topics["orders"], lambda seq, _tag: seq in purged, 0.0) == 3
+    assert not any(topics.is_done(groups[0].id, seq) for seq in purged)
     assert_answers_are_the_store_s(store, topics, groups, seqs)
     store.close()

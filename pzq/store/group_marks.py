@@ -8,7 +8,8 @@ seqs, read from the store once (at the group's first question or mark) and chang
 with the batch that writes them, so an ACK's questions are set lookups made in C, not
 a read per key; a failed batch has them read again. A group with more than
 MARKS_KEPT marks (one far ahead of a slow one) is asked in the store instead, a read
-per key, none past its highest mark, which is kept in memory.
+per key, none past its highest mark, which is kept in memory; it is read again once
+its marks are down to half that (counted as they are made and deleted).
 """
 
 from __future__ import annotations
@@ -20,16 +21,15 @@ from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 
-# A set of seqs costs about 60 bytes a mark: past this many a group's marks are read
-# from the store instead (until the node restarts or an operator's walk rereads them).
-MARKS_KEPT = 200_000
+# A set of seqs costs about 74 bytes a mark: at most about 5 MB a group.
+MARKS_KEPT = 65_536
 
 
 class GroupMarks:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._kept: dict[int, set[int]] = {}  # group id -> the seqs of its marks
-        self._unkept: set[int] = set()  # groups with more than MARKS_KEPT marks
+        self._unkept: dict[int, int] = {}  # groups with too many marks -> about how many
         self._marking: set[tuple[int, int]] = set()  # (unkept group id, seq) in this batch
         self._highest: dict[int, int] = {}  # unkept group id -> its highest mark's seq
 
@@ -105,7 +105,8 @@ class GroupMarks:
             kept = set(map(keyspace.seq_at_end,
                            map(itemgetter(0), islice(keys, MARKS_KEPT + 1))))
             if len(kept) > MARKS_KEPT:
-                self._unkept.add(group_id)
+                self._unkept[group_id] = len(kept)
+                self._highest.pop(group_id, None)  # (may be from when it last had many)
                 return None
             self._kept[group_id] = kept
         return kept
@@ -131,6 +132,7 @@ class GroupMarks:
         else:
             self._marking.update(zip(repeat(group_id), seqs))
             self._highest[group_id] = max(self.highest(group_id), max(seqs))
+            self._unkept[group_id] += len(seqs)
 
     def unmark(self, batch: Batch, group_id: int, seq: int) -> None:
         """The group's mark of ``seq`` goes (the message left, or is to go again)."""
@@ -144,16 +146,27 @@ class GroupMarks:
         kept = self._kept_of(group_id)
         if kept is not None:
             kept.difference_update(seqs)
-        elif self._marking:
-            self._marking.difference_update(zip(repeat(group_id), seqs))
+        else:
+            self._unkept[group_id] -= len(seqs)
+            if self._marking:
+                self._marking.difference_update(zip(repeat(group_id), seqs))
 
     def written(self) -> None:
-        """The batch's marks are stored; a group with too many lets its set go."""
+        """The batch's marks are stored; a group with too many lets its set go, one
+        with few again is read at its next question."""
         self._marking = set()
         for group_id in [group_id for group_id, kept in self._kept.items()
                          if len(kept) > MARKS_KEPT]:
-            del self._kept[group_id]
-            self._unkept.add(group_id)
+            self._unkept[group_id] = len(self._kept.pop(group_id))
+            self._highest.pop(group_id, None)  # not kept while its marks were
+        if self._unkept:
+            for group_id in [group_id for group_id, count in self._unkept.items()
+                             if count <= MARKS_KEPT // 2]:
+                del self._unkept[group_id]
+
+    def kept(self) -> int:
+        """How many marks are kept in memory (of every group)."""
+        return sum(map(len, self._kept.values()))
 
     def failed(self) -> None:
         """Nothing of the batch is stored (the delivery states redo the marks they still
@@ -164,6 +177,6 @@ class GroupMarks:
         """Marks changed other than by this batch's calls (a failed batch, an operator's
         walk): each group's are read again at its next question."""
         self._kept = {}
-        self._unkept = set()
+        self._unkept = {}
         self._marking = set()
         self._highest = {}

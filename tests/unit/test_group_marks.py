@@ -171,3 +171,26 @@ def test_marks_an_operator_s_purge_deleted_are_gone_from_memory(tmp_path):
     assert not any(topics.is_done(groups[0].id, seq) for seq in purged)
     assert_answers_are_the_store_s(store, topics, groups, seqs)
     store.close()
+
+
+def test_a_group_with_too_many_marks_is_asked_in_the_store_until_it_has_few(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setattr(group_marks, "MARKS_KEPT", 4)
+    store, topics, _ = open_node(tmp_path / "db")
+    groups, states = three_groups(store, topics, 16)
+    seqs = deliver_all(states[0])
+    for state in states[1:]:
+        deliver_all(state)
+    billing = groups[0].id
+    ack(store, states[0], seqs[:10])  # ten marks: asked in the store
+    assert topics.is_done(billing, seqs[9]) and not topics.is_done(billing, seqs[10])
+    assert topics.marks.kept() == 0
+    ack(store, states[1], seqs[:9])
+    ack(store, states[2], seqs[:9])  # billing's marks down to one: kept again
+    assert_answers_are_the_store_s(store, topics, groups, seqs)
+    assert topics.marks.kept() == 1
+    ack(store, states[0], seqs[10:])  # seven again: to the store, its highest sought anew
+    assert topics.is_done(billing, seqs[15])
+    assert topics.marks.kept() == 0
+    assert_answers_are_the_store_s(store, topics, groups, seqs)
+    store.close()

@@ -95,7 +95,7 @@ class Topics(TopicRegistry):
 
     def not_done(self, batch: Batch, group: Group, seq: int) -> None:
         """The group is to deliver the message again (a seek back): its mark goes."""
-        batch.delete(keyspace.group_done_key(group.id, seq))
+        self.marks.unmark(batch, group.id, seq)
         if self.counted(group.topic, seq):
             self.counts.count_group(group, 1)
 
@@ -239,7 +239,7 @@ class Topics(TopicRegistry):
         message was deleted."""
         self._release_asked = NOT_ASKED
         if not self._named_groups:  # the single queue: nobody else holds anything
-            self._leave_all(batch, topic, seqs, sum(sizes), [])
+            self._leave_all(batch, topic, seqs, sum(sizes))
             return [True] * len(seqs)
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
         if group is not None and topic.log_from is not None:
@@ -248,17 +248,18 @@ class Topics(TopicRegistry):
                 self.counts.count_group(group, -uncounted)
         settled = self._settled_holders(topic, group_id, seqs, tags)
         if settled is not None and not settled[1]:  # no other holder: every one leaves
-            self._leave_all(batch, topic, seqs, sum(sizes), [])
+            self._leave_all(batch, topic, seqs, sum(sizes))
             return [True] * len(seqs)
         if settled is not None:
             return self._done_by_marks(batch, topic, group_id, seqs, sizes, *settled)
         released, leaving, marked = self._release_or_mark(topic, group_id, seqs, tags)
         for seq in marked:
             self.marks.mark(batch, group_id, seq)
+        for seq, _, others in leaving:
+            for holder in others:
+                self.marks.unmark(batch, holder, seq)
         self._leave_all(batch, topic, [seq for seq, _, _ in leaving],
-                        sum([sizes[at] for _, at, _ in leaving]),
-                        [keyspace.group_done_key(holder, seq)
-                         for seq, _, others in leaving for holder in others])
+                        sum([sizes[at] for _, at, _ in leaving]))
         return released
 
     @staticmethod
@@ -283,8 +284,9 @@ class Topics(TopicRegistry):
         if group_id in holders:  # else its ACK came after it let go: nothing to mark
             self.marks.mark_all(batch, group_id, list(compress(seqs, map(not_, released))))
         gone = list(compress(seqs, released))
-        self._leave_all(batch, topic, gone, sum(compress(sizes, released)),
-                        [key for other in others for key in self.marks.keys(other, gone)])
+        for other in others:
+            self.marks.unmark_all(batch, other, gone)
+        self._leave_all(batch, topic, gone, sum(compress(sizes, released)))
         return released
 
     def _release_or_mark(self, topic: Topic, group_id: int, seqs: list[int],
@@ -320,10 +322,9 @@ class Topics(TopicRegistry):
                 return False
         return True
 
-    def _leave_all(self, batch: Batch, topic: Topic, seqs: list[int], size: int,
-                   marks: list[bytes]) -> None:
-        """Messages (``size``: their bytes) deleted from the store: their log entries,
-        the other groups' marks (their keys), their counts (``_leave`` for many)."""
+    def _leave_all(self, batch: Batch, topic: Topic, seqs: list[int], size: int) -> None:
+        """Messages (``size``: their bytes) deleted from the store: their log entries
+        and their counts (``_leave`` for many; the other groups' marks go before)."""
         if not seqs:
             return
         batch.delete_messages(seqs, size)
@@ -332,8 +333,6 @@ class Topics(TopicRegistry):
             batch.delete_keys(list(map(log_prefix.__add__, map(keyspace.SEQ.pack, seqs))))
             if self.recent:
                 each(self.recent.pop, seqs, repeat(None))
-        if marks:
-            batch.delete_keys(marks)
         self.counts.count(topic, -len(seqs), -size)
 
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
@@ -342,7 +341,7 @@ class Topics(TopicRegistry):
             batch.delete(keyspace.topic_log_key(topic.id, seq))
             self.recent.pop(seq, None)
         for holder in others:
-            batch.delete(keyspace.group_done_key(holder, seq))
+            self.marks.unmark(batch, holder, seq)
         self.counts.count(topic, -1, -size)
 
     @staticmethod
@@ -360,10 +359,17 @@ class Topics(TopicRegistry):
 
     # -- batches -----------------------------------------------------------------
 
+    def written(self) -> None:
+        self.marks.written()
+        super().written()
+
+    def failed(self) -> None:
+        self.marks.failed()
+        super().failed()
+
     def _batch_ended(self) -> None:
         """The delivery states redo the deletes and marks a failed batch still owed."""
         super()._batch_ended()
-        self.marks.batch_ended()
         self._release_asked = NOT_ASKED
 
 

@@ -38,6 +38,7 @@ from pzq.protocol import consume as consume_wire
 from pzq.protocol.consume import Request
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
+from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, wait_ms
 from pzq.serving.liveness import ConsumerLiveness
 from pzq.serving.sending import Sender
@@ -105,7 +106,7 @@ class ConsumeEndpoint(Part):
 
     served = True
 
-    def __init__(self, socket: Socket, store: Store, topics: Topics,
+    def __init__(self, socket: Socket, connections: ConsumerCount, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
                  heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
                  held: HeldElsewhere, hub: EventHub, expiry: Expiry = NO_EXPIRY,
@@ -125,9 +126,14 @@ class ConsumeEndpoint(Part):
         self.heartbeat_ms = heartbeat_ms  # --consume-heartbeat, as CONSUMING says it
         self.batch_size = batch_size
         self.answers = answers
-        self.events = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        self.quiet_events = QuietSocket(self.events)  # polled by its descriptor
-        self.liveness = ConsumerLiveness(socket, self.events, heartbeat_s)
+        # The socket is polled only while consumers are connected, and once more after
+        # one came or went (what it sent before it left is read); its monitor, by its
+        # descriptor. Each ZeroMQ socket in the poll costs every wake an EVENTS call.
+        self.connections = connections  # watching the socket since before its bind
+        self.quiet_events = QuietSocket(connections.events)
+        self._listening = True
+        self._requests_may_wait = True
+        self.liveness = ConsumerLiveness(socket, heartbeat_s)
         self.groups: dict[int, NamedGroupDelivery] = {}
         self.confirmations = verbs.Confirmations(self._send)
         self._refused_acks = verbs.RefusedAcks()
@@ -164,11 +170,14 @@ class ConsumeEndpoint(Part):
         return [self.socket]
 
     def close(self) -> None:
-        self.events.close()
+        self.connections.close()
         self.socket.close()
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        poller.register(self.socket, POLLIN)
+        connections = self.connections
+        self._listening = (self._requests_may_wait or not connections.counts
+                           or connections.connected > 0)
+        poller.register(self.socket, POLLIN if self._listening else 0)  # 0: out of the poll
         poller.register(self.quiet_events.fd, POLLIN)
 
     def timeout_ms(self, now: Now) -> int | None:
@@ -177,7 +186,7 @@ class ConsumeEndpoint(Part):
                    if (due := deliveries.next_due_us()) is not None), default=None)
         waits = (self.liveness.timeout_ms(now.mono, self.sender.blocked),
                  wait_ms(due, now.wall_us))
-        return 0 if self.quiet_events.unread else min(  # (disconnections to read: at once)
+        return 0 if self.quiet_events.unread else min(  # (connections to count: at once)
             (wait for wait in waits if wait is not None), default=None)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
@@ -185,17 +194,22 @@ class ConsumeEndpoint(Part):
             self.reap(now.wall_us)
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
-        if events.get(self.socket, 0) & POLLIN:
+        requests = events.get(self.socket, 0) & POLLIN
+        if requests:
             self.take_requests(batch, now.wall_us, now.mono)
+        if self._listening:  # polled: what it said is all there was, or more comes
+            self._requests_may_wait = bool(requests)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         for deliveries in self.groups.values():
             deliveries.take_due(now.wall_us)
+        if self.quiet_events.due(events):  # a connection came or went
+            if self.connections.update():
+                self.liveness.look_soon(now.mono)
+            self.quiet_events.served()
+            self._requests_may_wait = True
         if delivering:
-            disconnected = self.quiet_events.due(events)
-            self.tick(now.mono, disconnected)
-            if disconnected:
-                self.quiet_events.served()
+            self.tick(now.mono)
             self.deliver(now.wall_us, now.mono)
 
     # -- requests ---------------------------------------------------------------
@@ -439,10 +453,9 @@ class ConsumeEndpoint(Part):
         log.info("consumer_left", topic=deliveries.topic, group=deliveries.name,
                  reason=reason, given_back=len(held))
 
-    def tick(self, mono: float, disconnected: bool) -> None:
+    def tick(self, mono: float) -> None:
         """What consumers whose connection went held is given back."""
-        for consumer, reason in self.liveness.tick(mono, disconnected,
-                                                   list(self.consumers.values())):
+        for consumer, reason in self.liveness.tick(mono, list(self.consumers.values())):
             self._gone(consumer, reason)
 
     def reap(self, now_us: int) -> None:

@@ -44,12 +44,12 @@ class SendEndpoint(Part):
     """``reap_elsewhere``: the takeovers' expiry (every group's), run at the reaper's
     tick before any group reaps its own (the loop asks this part first)."""
 
-    def __init__(self, socket: Socket, deliveries: GroupDelivery,
+    def __init__(self, socket: Socket, connections: ConsumerCount, deliveries: GroupDelivery,
                  answers: GroupAnswers, window: DeliveryWindow, counters: Counters,
                  batch_size: int, reaper_period_us: int, reap_elsewhere: ReapElsewhere,
                  own_allowed: OwnAllowed = always) -> None:
         self.socket = socket
-        self.connections = ConsumerCount(socket)
+        self.connections = connections  # watching the socket since before its bind
         self.reaper_period_us = reaper_period_us
         self.quiet_connections = QuietSocket(self.connections.events)
         self.reap_elsewhere = reap_elsewhere

@@ -12,6 +12,7 @@ import zmq
 from pzq.clock import Now
 from pzq.node.device import Device
 from pzq.parts import Part, doing
+from pzq.protocol import consume as consume_wire
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.store.batch import Batch, Participant, hooked
 from pzq.zmqio import Events
@@ -49,7 +50,46 @@ def test_a_node_polls_its_idle_monitors_by_descriptor(open_device: Callable[...,
     poller = zmq.Poller()
     device.interest(poller, Now.read())
     polled = [item for item, flags in poller.sockets if flags]
-    assert consume.events not in polled and consume.quiet_events.fd in polled
+    assert consume.connections.events not in polled and consume.quiet_events.fd in polled
     assert consume.socket in polled and device.parts.bound()["receive"] in polled
     assert not consume.quiet_events.unread
     assert device.poll_timeout_ms(Now.read()) != 0  # nothing to read: no wake at once
+
+
+def polled_now(device: Device) -> list[object]:
+    poller = zmq.Poller()
+    device.interest(poller, Now.read())
+    return [item for item, flags in poller.sockets if flags]
+
+
+def wake_until(device: Device, done: Callable[[], bool], what: str) -> None:
+    for _ in range(500):
+        if done():
+            return
+        wake(device, 10)
+    raise AssertionError(f"not within 500 wakes: {what}")
+
+
+def test_the_consume_socket_is_polled_only_while_consumers_are_connected(
+        open_device: Callable[..., Device], context: zmq.Context):
+    """No consumer: the ROUTER is out of the poll (its monitor, by descriptor, is in);
+    a connection puts it back, so the consumer's first request is answered; once the
+    consumer went and what it sent before is read, it is out again."""
+    device = open_device(roles=("receive", "consume"), tcp=True)
+    consume = next(part for part in device.parts if isinstance(part, ConsumeEndpoint))
+    wake(device, 0)
+    wake(device, 0)  # the first wakes look once at whatever waits
+    assert consume.socket not in polled_now(device)
+    assert consume.quiet_events.fd in polled_now(device)
+    client = context.socket(zmq.DEALER)
+    client.connect(device.bound()["consume"])
+    try:
+        client.send_multipart([consume_wire.HEARTBEAT])  # before CONSUME: an ERROR back
+        wake_until(device, lambda: client.poll(0) != 0, "the first request answered")
+        assert client.recv_multipart()[0] == consume_wire.ERROR
+        assert consume.connections.connected == 1 and consume.socket in polled_now(device)
+    finally:
+        client.close(0)
+    wake_until(device, lambda: consume.socket not in polled_now(device), "out of the poll")
+    assert consume.connections.connected == 0
+

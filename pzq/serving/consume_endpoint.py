@@ -39,7 +39,7 @@ from pzq.protocol.consume import Request
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.connections import ConsumerCount
-from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, wait_ms
+from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, ms_until
 from pzq.serving.liveness import ConsumerLiveness
 from pzq.serving.sending import Sender
 from pzq.serving.subscribe import make_group, named_group
@@ -169,6 +169,9 @@ class ConsumeEndpoint(Part):
     def bound(self) -> list[Socket]:
         return [self.socket]
 
+    def polled(self) -> list[Socket | int]:
+        return [self.quiet_events.fd]
+
     def close(self) -> None:
         self.connections.close()
         self.socket.close()
@@ -178,16 +181,18 @@ class ConsumeEndpoint(Part):
         self._listening = (self._requests_may_wait or not connections.counts
                            or connections.connected > 0)
         poller.register(self.socket, POLLIN if self._listening else 0)  # 0: out of the poll
-        poller.register(self.quiet_events.fd, POLLIN)
 
     def timeout_ms(self, now: Now) -> int | None:
         """The consumers' liveness, and the soonest delayed delivery's due time."""
-        due = min((due for deliveries in self.groups.values()
-                   if (due := deliveries.next_due_us()) is not None), default=None)
-        waits = (self.liveness.timeout_ms(now.mono, self.sender.blocked),
-                 wait_ms(due, now.wall_us))
-        return 0 if self.quiet_events.unread else min(  # (connections to count: at once)
-            (wait for wait in waits if wait is not None), default=None)
+        if self.quiet_events.unread:  # connections to count: at once
+            return 0
+        dues = [due for deliveries in self.groups.values()
+                if (due := deliveries.next_due_us()) is not None]
+        wait = self.liveness.timeout_ms(now.mono, self.sender.blocked)
+        if not dues:
+            return wait
+        due_wait = ms_until(min(dues), now.wall_us)
+        return due_wait if wait is None else min(wait, due_wait)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
@@ -410,7 +415,7 @@ class ConsumeEndpoint(Part):
         sender.blocked = sender.found_unreachable = False
         own_allowed = self.own_allowed(mono)
         for deliveries in self.groups.values():
-            for state in deliveries.sources(own_allowed):
+            for state in deliveries.sources(own_allowed) if deliveries.consumers else ():
                 room = deliveries.room()
                 if room > 0 and state.has_work():
                     evicted = state.counters.evicted

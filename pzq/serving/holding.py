@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from pzq.delivery.state import DeliveryState
 from pzq.rates import LatencyWindow
@@ -30,7 +31,11 @@ Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over state
 
 def wait_ms(due_us: int | None, now_us: int) -> int | None:
     """A poll timeout that ends when ``due_us`` (wall clock) comes (None: none)."""
-    return None if due_us is None else max(0, -((now_us - due_us) // 1000))
+    return None if due_us is None else ms_until(due_us, now_us)
+
+
+def ms_until(due_us: int, now_us: int) -> int:
+    return max(0, -((now_us - due_us) // 1000))
 
 
 @dataclass(eq=False)
@@ -84,17 +89,17 @@ class GroupDelivery:
         return self._taken_over()
 
     def every_state(self) -> list[DeliveryState]:
-        return [self.state, *self.taken_over().values()]
+        return [self.state, *self._taken_over().values()]
 
     def state_for(self, origin: bytes) -> DeliveryState | None:
         if origin == self.state.area.node_id:
             return self.state
-        return self.taken_over().get(origin)
+        return self._taken_over().get(origin)
 
     def sources(self, own_allowed: bool) -> list[DeliveryState]:
         """What to deliver from: own messages first (once the cluster lets us), then
         taken-over ones while their origin is down."""
-        taken = [state for state in self.taken_over().values() if not state.paused]
+        taken = [state for state in self._taken_over().values() if not state.paused]
         return ([self.state] if own_allowed else []) + taken
 
     def room(self) -> int:
@@ -104,12 +109,14 @@ class GroupDelivery:
         """Delayed deliveries whose wait is over, in every state: ready to go again
         (whether or not a consumer has room, so their time is not asked again)."""
         for state in self.every_state():
-            state.take_due(now_us)
+            if state.delayed:  # (asked of the states that have any)
+                state.take_due(now_us)
 
     def next_due_us(self) -> int | None:
         """When the group's soonest delayed delivery is due (None: none waits)."""
-        return min((due for state in self.every_state()
-                    if (due := state.next_due_us()) is not None), default=None)
+        dues = [due for state in self.every_state()
+                if state.delayed and (due := state.delayed.next_due_us()) is not None]
+        return min(dues) if dues else None
 
     def next_consumers(self) -> list[ServedConsumer]:
         """Consumers with credit, starting after the last one served."""
@@ -147,7 +154,7 @@ class NamedGroupDelivery(GroupDelivery):
 
     def __init__(self, group: Group, state: DeliveryState, taken_over: TakenOver) -> None:
         topic = group.topic.name
-        super().__init__(group.name, state, lambda: taken_over(topic, group.name),
+        super().__init__(group.name, state, partial(taken_over, topic, group.name),
                          LatencyWindow(), topic)
         self.group = group
         self.topic_frame = topic.encode()

@@ -87,6 +87,9 @@ class SendEndpoint(Part):
     def ticks(self) -> dict[bytes, int]:
         return {REAP: self.reaper_period_us}  # every group's reaper (--reaper-frequency)
 
+    def polled(self) -> list[Socket | int]:
+        return [self.quiet_connections.fd]
+
     def timeout_ms(self, now: Now) -> int | None:
         return 0 if self.quiet_connections.unread else None  # connections to count
 
@@ -104,7 +107,6 @@ class SendEndpoint(Part):
         self._polled_out = self._listening and delivering and self.has_work(now.mono)
         poller.register(self.socket, (POLLIN | (POLLOUT if self._polled_out else 0))
                         if self._listening else 0)  # 0: out of the poll
-        poller.register(self.quiet_connections.fd, POLLIN)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:

@@ -43,23 +43,23 @@ def test_a_step_is_asked_only_of_the_parts_and_participants_that_have_it():
     assert hooked([idle, preparing], "before_write") == []
 
 
+def polled_now(device: Device) -> list[object]:
+    poller = zmq.Poller()
+    for polled in device.polled():
+        poller.register(polled, zmq.POLLIN)
+    device.interest(poller, Now.read())
+    return [item for item, flags in poller.sockets if flags]
+
+
 def test_a_node_polls_its_idle_monitors_by_descriptor(open_device: Callable[..., Device]):
     device = open_device(roles=("receive", "send", "monitor", "consume"))
     consume = next(part for part in device.parts if isinstance(part, ConsumeEndpoint))
     wake(device, 0)  # the first wake reads whatever the monitors hold
-    poller = zmq.Poller()
-    device.interest(poller, Now.read())
-    polled = [item for item, flags in poller.sockets if flags]
+    polled = polled_now(device)
     assert consume.connections.events not in polled and consume.quiet_events.fd in polled
     assert consume.socket in polled and device.parts.bound()["receive"] in polled
     assert not consume.quiet_events.unread
     assert device.poll_timeout_ms(Now.read()) != 0  # nothing to read: no wake at once
-
-
-def polled_now(device: Device) -> list[object]:
-    poller = zmq.Poller()
-    device.interest(poller, Now.read())
-    return [item for item, flags in poller.sockets if flags]
 
 
 def wake_until(device: Device, done: Callable[[], bool], what: str) -> None:

@@ -131,7 +131,7 @@ class Replays(Part, Participant):
 
     def timeout_ms(self, now: Now) -> int | None:
         """When the budget allows the next chunk of a replay that can read."""
-        if not any(self._can_read(replay) for replay in self.replays.values()):
+        if not self.replays or not any(self._can_read(replay) for replay in self.replays.values()):
             return None
         short = self._wanted() - self._budget(now.mono)
         return 0 if short <= 0 else math.ceil(short / self.rate * 1000)

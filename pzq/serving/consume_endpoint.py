@@ -206,8 +206,6 @@ class ConsumeEndpoint(Part):
             self._requests_may_wait = bool(requests)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        for deliveries in self.groups.values():
-            deliveries.take_due(now.wall_us)
         if self.quiet_events.due(events):  # a connection came or went
             if self.connections.update():
                 self.liveness.look_soon(now.mono)
@@ -215,7 +213,7 @@ class ConsumeEndpoint(Part):
             self._requests_may_wait = True
         if delivering:
             self.tick(now.mono)
-            self.deliver(now.wall_us, now.mono)
+        self.deliver(now.wall_us, now.mono, delivering)
 
     # -- requests ---------------------------------------------------------------
 
@@ -410,12 +408,22 @@ class ConsumeEndpoint(Part):
         return any(group.consumers and any(state.has_work() for state in group.sources(True))
                    for group in self.groups.values())
 
-    def deliver(self, now_us: int, mono: float) -> None:
+    def deliver(self, now_us: int, mono: float, delivering: bool = True) -> None:
+        """Delayed deliveries whose wait is over are ready again, whether or not a
+        consumer has room (so their time is not asked again); then, unless the node is
+        stopping, each group's consumers get what they have room for. A group's states
+        are asked for once."""
         sender = self.sender
         sender.blocked = sender.found_unreachable = False
         own_allowed = self.own_allowed(mono)
         for deliveries in self.groups.values():
-            for state in deliveries.sources(own_allowed) if deliveries.consumers else ():
+            states = deliveries.every_state()
+            for state in states:
+                if state.delayed:
+                    state.take_due(now_us)
+            if not delivering:
+                continue
+            for state in deliveries.sources(own_allowed, states) if deliveries.consumers else ():
                 room = deliveries.room()
                 if room > 0 and state.has_work():
                     evicted = state.counters.evicted
@@ -427,7 +435,7 @@ class ConsumeEndpoint(Part):
                         deliveries.settle()
             # also those given back dead by a NACK this wake, before the next batch
             # deletes them
-            self.answers.retire_dead(deliveries, now_us)
+            self.answers.retire_dead(deliveries, now_us, states)
         if sender.found_unreachable:  # what it sent before it went is read first
             self.liveness.look_soon(mono)
 

@@ -96,21 +96,17 @@ class GroupDelivery:
             return self.state
         return self._taken_over().get(origin)
 
-    def sources(self, own_allowed: bool) -> list[DeliveryState]:
+    def sources(self, own_allowed: bool,
+                states: list[DeliveryState] | None = None) -> list[DeliveryState]:
         """What to deliver from: own messages first (once the cluster lets us), then
-        taken-over ones while their origin is down."""
-        taken = [state for state in self._taken_over().values() if not state.paused]
+        taken-over ones while their origin is down (``states``: every_state's, asked
+        already)."""
+        others = self._taken_over().values() if states is None else states[1:]
+        taken = [state for state in others if not state.paused]
         return ([self.state] if own_allowed else []) + taken
 
     def room(self) -> int:
         return sum(max(0, consumer.room) for consumer in self.consumers)
-
-    def take_due(self, now_us: int) -> None:
-        """Delayed deliveries whose wait is over, in every state: ready to go again
-        (whether or not a consumer has room, so their time is not asked again)."""
-        for state in self.every_state():
-            if state.delayed:  # (asked of the states that have any)
-                state.take_due(now_us)
 
     def next_due_us(self) -> int | None:
         """When the group's soonest delayed delivery is due (None: none waits)."""

@@ -238,6 +238,8 @@ class Replays(Part, Participant):
     # -- batch participant: the states' writes, and the reads undone on a failure ----
 
     def _states(self) -> list[DeliveryState]:
+        if not self.replays:  # (a wake with no replay makes no list)
+            return []
         return [replay.state for replay in self.replays.values() if replay.state is not None]
 
     def prepare(self, batch: Batch) -> None:
@@ -247,9 +249,10 @@ class Replays(Part, Participant):
     def written(self) -> None:
         for state in self._states():
             state.written()
-        for replay in self.reading:
-            replay.undo = None
-        self.reading = []
+        if self.reading:
+            for replay in self.reading:
+                replay.undo = None
+            self.reading = []
 
     def failed(self) -> None:
         for state in self._states():

@@ -130,6 +130,8 @@ class ScheduledArea(Participant):
                 self._batch.delete(key)
 
     def written(self) -> None:
+        if self._batch is None and not self._deltas and not self._gone:
+            return  # a batch that scheduled nothing
         for topic, change in self._deltas.items():
             left = self.counts.get(topic, 0) + change
             if left > 0:

@@ -130,8 +130,9 @@ class ScheduledArea(Participant):
                 self._batch.delete(key)
 
     def written(self) -> None:
-        if self._batch is None and not self._deltas and not self._gone:
-            return  # a batch that scheduled nothing
+        if not self._deltas and not self._gone:  # a batch that scheduled nothing
+            self._batch = None
+            return
         for topic, change in self._deltas.items():
             left = self.counts.get(topic, 0) + change
             if left > 0:

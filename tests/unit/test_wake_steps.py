@@ -10,6 +10,7 @@ import pytest
 import zmq
 
 from pzq.clock import Now
+from pzq.errors import BindError
 from pzq.node.device import Device
 from pzq.parts import Part, doing
 from pzq.protocol import consume as consume_wire
@@ -93,3 +94,18 @@ def test_the_consume_socket_is_polled_only_while_consumers_are_connected(
     wake_until(device, lambda: consume.socket not in polled_now(device), "out of the poll")
     assert consume.connections.connected == 0
 
+
+
+@pytest.mark.parametrize("role", ["send", "consume"])
+def test_an_endpoint_that_cannot_bind_leaves_no_monitor_open(
+        open_device: Callable[..., Device], context: zmq.Context, role: str):
+    """The connection count's monitor is made before the bind: a bind that fails closes
+    it (the test's context finds no socket left open)."""
+    taken = context.socket(zmq.ROUTER)
+    try:
+        taken.bind("tcp://127.0.0.1:*")
+        with pytest.raises(BindError, match=f"cannot bind --{role}-dsn"):
+            open_device(f"--{role}-dsn", taken.getsockopt_string(zmq.LAST_ENDPOINT),
+                        roles=("receive", role), tcp=True)
+    finally:
+        taken.close(0)

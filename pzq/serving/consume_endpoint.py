@@ -186,13 +186,13 @@ class ConsumeEndpoint(Part):
         """The consumers' liveness, and the soonest delayed delivery's due time."""
         if self.quiet_events.unread:  # connections to count: at once
             return 0
-        dues = [due for deliveries in self.groups.values()
-                if (due := deliveries.next_due_us()) is not None]
         wait = self.liveness.timeout_ms(now.mono, self.sender.blocked)
-        if not dues:
-            return wait
-        due_wait = ms_until(min(dues), now.wall_us)
-        return due_wait if wait is None else min(wait, due_wait)
+        for deliveries in self.groups.values():  # the soonest delayed delivery's due time
+            for state in deliveries.every_state():
+                if state.delayed and (due := state.next_due_us()) is not None:
+                    due_wait = ms_until(due, now.wall_us)
+                    wait = due_wait if wait is None else min(wait, due_wait)
+        return wait
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:

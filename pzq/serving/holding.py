@@ -108,12 +108,6 @@ class GroupDelivery:
     def room(self) -> int:
         return sum(max(0, consumer.room) for consumer in self.consumers)
 
-    def next_due_us(self) -> int | None:
-        """When the group's soonest delayed delivery is due (None: none waits)."""
-        dues = [due for state in self.every_state()
-                if state.delayed and (due := state.delayed.next_due_us()) is not None]
-        return min(dues) if dues else None
-
     def next_consumers(self) -> list[ServedConsumer]:
         """Consumers with credit, starting after the last one served."""
         count = len(self.consumers)

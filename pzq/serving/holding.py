@@ -29,12 +29,8 @@ TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> 
 Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
 
 
-def wait_ms(due_us: int | None, now_us: int) -> int | None:
-    """A poll timeout that ends when ``due_us`` (wall clock) comes (None: none)."""
-    return None if due_us is None else ms_until(due_us, now_us)
-
-
 def ms_until(due_us: int, now_us: int) -> int:
+    """A poll timeout that ends when ``due_us`` (wall clock) comes."""
     return max(0, -((now_us - due_us) // 1000))
 
 

@@ -156,8 +156,12 @@ class Parts:
             part.interest(poller, now, delivering)
 
     def timeout_ms(self, now: Now) -> int | None:
-        waits = [wait for part in self._timeout if (wait := part.timeout_ms(now)) is not None]
-        return min(waits) if waits else None
+        soonest = None
+        for part in self._timeout:
+            wait = part.timeout_ms(now)
+            if wait is not None and (soonest is None or wait < soonest):
+                soonest = wait
+        return soonest
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         for part in self._on_ticks:

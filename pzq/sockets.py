@@ -33,12 +33,14 @@ IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 def bind(context: Context, kind: int, dsn: str, flag: str, security: NodeSecurity = NO_CURVE,
          options: dict[int, int] | None = None, cluster: bool = False,
-         serve: Callable[[Socket], None] | None = None) -> Socket:
+         serve: Callable[[Socket], None] | None = None,
+         watch: Callable[[Socket], None] | None = None) -> Socket:
     """``options`` are set before the bind: a listener copies the socket's options
     when it is bound, so a peer that connects later gets the high-water marks and
     heartbeats the socket had then, whatever is set after (libzmq 4.3). The cluster's
     endpoint (``cluster``) admits the peers' keys, the others the clients' (``serve``:
-    an endpoint's own way, --send-dsn's)."""
+    an endpoint's own way, --send-dsn's). ``watch`` is called with the socket just
+    before the bind (a monitor made then hears of every connection)."""
     refuse_live_ipc(dsn, flag)
     socket = context.socket(kind)
     socket.setsockopt(zmq.LINGER, LINGER_MS)  # unless ``options`` say otherwise
@@ -48,6 +50,8 @@ def bind(context: Context, kind: int, dsn: str, flag: str, security: NodeSecurit
     if serve is None:
         serve = security.serve_cluster if cluster else security.serve
     serve(socket)
+    if watch is not None:
+        watch(socket)
     try:
         socket.bind(dsn)
     except zmq.ZMQError as exc:
@@ -130,10 +134,12 @@ def bind_receive(context: Context, dsn: str, security: NodeSecurity) -> Socket:
                 options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: RECEIVE_SNDHWM})
 
 
-def bind_send(context: Context, dsn: str, security: NodeSecurity) -> Socket:
+def bind_send(context: Context, dsn: str, security: NodeSecurity,
+              watch: Callable[[Socket], None] | None = None) -> Socket:
     # LINGER 0: what was not sent yet is still stored
     return bind(context, zmq.DEALER, dsn, "--send-dsn", security,
-                options={zmq.SNDHWM: SEND_SNDHWM, zmq.LINGER: 0}, serve=security.serve_send)
+                options={zmq.SNDHWM: SEND_SNDHWM, zmq.LINGER: 0}, serve=security.serve_send,
+                watch=watch)
 
 
 def bind_monitor(context: Context, dsn: str, security: NodeSecurity) -> Socket:
@@ -141,7 +147,7 @@ def bind_monitor(context: Context, dsn: str, security: NodeSecurity) -> Socket:
 
 
 def bind_consume(context: Context, dsn: str, security: NodeSecurity,
-                 heartbeat_ms: int) -> Socket:
+                 heartbeat_ms: int, watch: Callable[[Socket], None] | None = None) -> Socket:
     """Consumer groups: ROUTER_MANDATORY, so a send to a consumer that is gone says so
     (its deliveries are given back) and a full pipe refuses instead of dropping.
     ZeroMQ's own heartbeats (PING and PONG, answered by each side's I/O thread, not
@@ -152,4 +158,5 @@ def bind_consume(context: Context, dsn: str, security: NodeSecurity,
     return bind(context, zmq.ROUTER, dsn, "--consume-dsn", security,
                 options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: CONSUME_SNDHWM,
                          zmq.HEARTBEAT_IVL: heartbeat_ms, zmq.HEARTBEAT_TIMEOUT: silent_ms,
-                         zmq.HEARTBEAT_TTL: min(silent_ms, MAX_HEARTBEAT_TTL_MS)})
+                         zmq.HEARTBEAT_TTL: min(silent_ms, MAX_HEARTBEAT_TTL_MS)},
+                watch=watch)

@@ -136,16 +136,13 @@ class QuietSocket:
     def __init__(self, socket: Socket) -> None:
         self.socket = socket
         self.fd = int(socket.getsockopt(zmq.FD))
-        self._unread = True  # unknown at the start: look once
-
-    @property
-    def unread(self) -> bool:
-        """Input is known to wait, and the descriptor will not say so again."""
-        return self._unread
+        # input is known to wait, and the descriptor will not say so again (unknown at
+        # the start: look once)
+        self.unread = True
 
     def due(self, events: Events) -> bool:
-        return self._unread or bool(events.get(self.fd, 0) & POLLIN)
+        return self.unread or bool(events.get(self.fd, 0) & POLLIN)
 
     def served(self) -> None:
         """Call after serving: whether input is left decides the next wake's ``due``."""
-        self._unread = readable(self.socket)
+        self.unread = readable(self.socket)

@@ -18,6 +18,8 @@ loop, the scheduler's jobs, node_ready and the close ask only the list.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pzq import __version__, sockets
 from pzq.admin.monitor import Monitor
 from pzq.admin.node_admin import Admin
@@ -26,6 +28,7 @@ from pzq.admin.topic_admin import TopicAdmin
 from pzq.backup.job import NodeFacts
 from pzq.backup.part import Backups
 from pzq.clock import Now
+from pzq.errors import BindError
 from pzq.node.authorization_part import AuthorizationPart
 from pzq.node.copy_release import CopyRelease
 from pzq.node.endpoints import CLUSTER, CONSUME, MONITOR, PLUG_INS, RECEIVE, SEND
@@ -44,11 +47,12 @@ from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.replay.part import Replays
 from pzq.security import NodeSecurity
 from pzq.serving.answers import GroupAnswers
+from pzq.serving.connections import ConsumerCount
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.holding import GroupDelivery
 from pzq.serving.named_groups import NamedGroups, NoConsumeEndpoint
 from pzq.serving.send_endpoint import SendEndpoint
-from pzq.zmqio import Context
+from pzq.zmqio import Context, Socket
 
 
 def open_parts(node: NodeState, context: Context, security: NodeSecurity, now: Now) -> Parts:
@@ -139,8 +143,10 @@ def open_send(wiring: NodeWiring, node: NodeState, dsn: str,
     config, cluster = node.config, node.cluster
     deliveries = GroupDelivery(DEFAULT_GROUP, node.delivery, lambda: cluster.takeovers.states,
                                node.latency)
-    socket = sockets.bind_send(wiring.context, dsn, wiring.security)
-    return SendEndpoint(socket, deliveries, answers, node.window, node.counters,
+    connections = ConsumerCount(dsn)
+    socket = watched(connections, lambda: sockets.bind_send(wiring.context, dsn,
+                                                            wiring.security, connections.watch))
+    return SendEndpoint(socket, connections, deliveries, answers, node.window, node.counters,
                         config.batch_size, config.reaper_period_us, node.reap,
                         cluster.own_delivery_allowed)
 
@@ -148,9 +154,20 @@ def open_send(wiring: NodeWiring, node: NodeState, dsn: str,
 def open_consume(wiring: NodeWiring, node: NodeState, dsn: str,
                  answers: GroupAnswers, replays: Replays) -> ConsumeEndpoint:
     config = node.config
-    socket = sockets.bind_consume(wiring.context, dsn, wiring.security,
-                                  config.consume_heartbeat_ms)
-    return ConsumeEndpoint(socket, node.store, node.topics, answers, config.delivery,
+    connections = ConsumerCount(dsn)
+    socket = watched(connections, lambda: sockets.bind_consume(
+        wiring.context, dsn, wiring.security, config.consume_heartbeat_ms, connections.watch))
+    return ConsumeEndpoint(socket, connections, node.store, node.topics, answers, config.delivery,
                            config.consume_heartbeat_ms, config.consume_heartbeat_s,
                            config.batch_size, node.cluster, node.holds, node.hub,
                            node.expiry, node.lanes, node.authorization, replays)
+
+
+def watched(connections: ConsumerCount, bind: Callable[[], Socket]) -> Socket:
+    """The socket ``bind`` bound, its connections counted; the count's monitor closed
+    if it could not bind."""
+    try:
+        return bind()
+    except BindError:
+        connections.close()
+        raise

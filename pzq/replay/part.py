@@ -131,7 +131,7 @@ class Replays(Part, Participant):
 
     def timeout_ms(self, now: Now) -> int | None:
         """When the budget allows the next chunk of a replay that can read."""
-        if not any(self._can_read(replay) for replay in self.replays.values()):
+        if not self.replays or not any(self._can_read(replay) for replay in self.replays.values()):
             return None
         short = self._wanted() - self._budget(now.mono)
         return 0 if short <= 0 else math.ceil(short / self.rate * 1000)
@@ -238,6 +238,8 @@ class Replays(Part, Participant):
     # -- batch participant: the states' writes, and the reads undone on a failure ----
 
     def _states(self) -> list[DeliveryState]:
+        if not self.replays:  # (a wake with no replay makes no list)
+            return []
         return [replay.state for replay in self.replays.values() if replay.state is not None]
 
     def prepare(self, batch: Batch) -> None:
@@ -247,9 +249,10 @@ class Replays(Part, Participant):
     def written(self) -> None:
         for state in self._states():
             state.written()
-        for replay in self.reading:
-            replay.undo = None
-        self.reading = []
+        if self.reading:
+            for replay in self.reading:
+                replay.undo = None
+            self.reading = []
 
     def failed(self) -> None:
         for state in self._states():

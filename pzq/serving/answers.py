@@ -153,12 +153,14 @@ class GroupAnswers:
             deliveries.latency.add(mono, (now_us - entry.sent_us) / 1e6)
         return True
 
-    def retire_dead(self, deliveries: GroupDelivery, now_us: int) -> None:
+    def retire_dead(self, deliveries: GroupDelivery, now_us: int,
+                    states: list[DeliveryState] | None = None) -> None:
         """Messages the group gave up (counted already): the group is done with them.
         One no other group holds moves to the dead letters with the next batch and is
         archived now, naming the groups that held it (a failed write leaves it in the
-        dead letters); one others still hold is archived once they are done with it."""
-        for state in deliveries.every_state():
+        dead letters); one others still hold is archived once they are done with it.
+        ``states``: the group's every_state, when the caller asked already."""
+        for state in deliveries.every_state() if states is None else states:
             area = state.area
             for entry in state.take_newly_dead():
                 final = area.would_release(entry.seq)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import zmq
 
-from pzq.authorization import CONSUME, NO_AUTHORIZATION, Authorization, RulesReloaded
+from pzq.authorization import NO_AUTHORIZATION, Authorization, RulesReloaded
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.expiry import NO_EXPIRY, Expiry
@@ -37,7 +37,8 @@ from pzq.protocol import consume as consume_wire
 from pzq.protocol.consume import Request
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
-from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, wait_ms
+from pzq.serving.connections import ConsumerCount
+from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, soonest_due_ms
 from pzq.serving.liveness import ConsumerLiveness
 from pzq.serving.other_origins import (
     NO_REPLAYS,
@@ -47,11 +48,11 @@ from pzq.serving.other_origins import (
     joined,
 )
 from pzq.serving.sending import Sender
-from pzq.serving.subscribe import check_allowed, make_group, named_group
+from pzq.serving.subscribe import check_allowed, make_group, named_group, no_longer_allowed
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
-from pzq.zmqio import POLLIN, Events, QuietSocket, Socket, drain_framed, send_frames
+from pzq.zmqio import POLLIN, Events, Socket, drain_framed, send_frames
 
 log = get_logger("pzq.consume")
 # the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
@@ -67,7 +68,7 @@ class ConsumeEndpoint(Part):
 
     served = True
 
-    def __init__(self, socket: Socket, store: Store, topics: Topics,
+    def __init__(self, socket: Socket, connections: ConsumerCount, store: Store, topics: Topics,
                  answers: GroupAnswers, settings: DeliverySettings,
                  heartbeat_ms: int, heartbeat_s: float, batch_size: int, cluster: ClusterWord,
                  held: HeldElsewhere, hub: EventHub, expiry: Expiry = NO_EXPIRY,
@@ -87,9 +88,8 @@ class ConsumeEndpoint(Part):
         self.heartbeat_ms = heartbeat_ms  # --consume-heartbeat, as CONSUMING says it
         self.batch_size = batch_size
         self.answers = answers
-        self.events = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        self.quiet_events = QuietSocket(self.events)  # polled by its descriptor
-        self.liveness = ConsumerLiveness(socket, self.events, heartbeat_s)
+        self.connections = connections  # watching the socket since before its bind
+        self.liveness = ConsumerLiveness(socket, heartbeat_s)
         self.groups: dict[int, NamedGroupDelivery] = {}
         self.confirmations = verbs.Confirmations(self._send)
         self._refused_acks = verbs.RefusedAcks()
@@ -125,40 +125,39 @@ class ConsumeEndpoint(Part):
     def bound(self) -> list[Socket]:
         return [self.socket]
 
+    def polled(self) -> list[Socket | int]:
+        return [self.connections.quiet.fd]
+
     def close(self) -> None:
-        self.events.close()
+        self.connections.close()
         self.socket.close()
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        poller.register(self.socket, POLLIN)
-        poller.register(self.quiet_events.fd, POLLIN)
+        poller.register(self.socket, POLLIN if self.connections.listen() else 0)  # 0: not
 
     def timeout_ms(self, now: Now) -> int | None:
         """The consumers' liveness, and the soonest delayed delivery's due time."""
-        due = min((due for deliveries in self.groups.values()
-                   if (due := deliveries.next_due_us()) is not None), default=None)
-        waits = (self.liveness.timeout_ms(now.mono, self.sender.blocked),
-                 wait_ms(due, now.wall_us))
-        return 0 if self.quiet_events.unread else min(  # (disconnections to read: at once)
-            (wait for wait in waits if wait is not None), default=None)
+        if self.connections.quiet.unread:  # connections to count: at once
+            return 0
+        return soonest_due_ms(self.groups.values(), now.wall_us,
+                              self.liveness.timeout_ms(now.mono, self.sender.blocked))
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
             self.reap(now.wall_us)
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
-        if events.get(self.socket, 0) & POLLIN:
+        requests = events.get(self.socket, 0) & POLLIN
+        if requests:
             self.take_requests(batch, now.wall_us, now.mono)
+        self.connections.heard(bool(requests))
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        for deliveries in self.groups.values():
-            deliveries.take_due(now.wall_us)
+        if self.connections.came_or_went(events):  # one went: its consumer is looked at
+            self.liveness.look_soon(now.mono)
         if delivering:
-            disconnected = self.quiet_events.due(events)
-            self.tick(now.mono, disconnected)
-            if disconnected:
-                self.quiet_events.served()
-            self.deliver(now.wall_us, now.mono)
+            self.tick(now.mono)
+        self.deliver(now.wall_us, now.mono, delivering)
 
     # -- requests ---------------------------------------------------------------
 
@@ -279,14 +278,9 @@ class ConsumeEndpoint(Part):
     def recheck(self, reloaded: RulesReloaded) -> None:
         """New rules: a consumer whose key may no longer consume its group is told
         (ERROR, as a refused CONSUME) and let go, its deliveries given back."""
-        for consumer in list(self.consumers.values()):
-            group = consumer.group
-            if not self.authorization.rights(consumer.key).may_consume(group.topic,
-                                                                       group.name):
-                self.authorization.refused(CONSUME)
-                self._error(consumer.routing_id, f"FORBIDDEN consume {group.topic}:"
-                            f"{group.name}: the node's --authorization rules changed")
-                self._gone(consumer, "forbidden")
+        for consumer, why in no_longer_allowed(self.authorization, self.consumers.values()):
+            self._error(consumer.routing_id, why)
+            self._gone(consumer, "forbidden")
 
     def replay_ended(self, ended: ReplayEnded) -> None:
         """A replay of a group ended: what its consumers held of it is theirs no more."""
@@ -329,12 +323,22 @@ class ConsumeEndpoint(Part):
         return any(group.consumers and any(state.has_work() for state in group.sources(True))
                    for group in self.groups.values())
 
-    def deliver(self, now_us: int, mono: float) -> None:
+    def deliver(self, now_us: int, mono: float, delivering: bool = True) -> None:
+        """Delayed deliveries whose wait is over are ready again, whether or not a
+        consumer has room (so their time is not asked again); then, unless the node is
+        stopping, each group's consumers get what they have room for. A group's states
+        are asked for once."""
         sender = self.sender
         sender.blocked = sender.found_unreachable = False
         own_allowed = self.own_allowed(mono)
         for deliveries in self.groups.values():
-            for state in deliveries.sources(own_allowed):
+            states = deliveries.every_state()
+            for state in states:
+                if state.delayed:
+                    state.take_due(now_us)
+            if not delivering:
+                continue
+            for state in deliveries.sources(own_allowed, states) if deliveries.consumers else ():
                 room = deliveries.room()
                 if room > 0 and state.has_work():
                     evicted = state.counters.evicted
@@ -346,7 +350,7 @@ class ConsumeEndpoint(Part):
                         deliveries.settle()
             # also those given back dead by a NACK this wake, before the next batch
             # deletes them
-            self.answers.retire_dead(deliveries, now_us)
+            self.answers.retire_dead(deliveries, now_us, states)
         if sender.found_unreachable:  # what it sent before it went is read first
             self.liveness.look_soon(mono)
 
@@ -377,10 +381,9 @@ class ConsumeEndpoint(Part):
         log.info("consumer_left", topic=deliveries.topic, group=deliveries.name,
                  reason=reason, given_back=len(held))
 
-    def tick(self, mono: float, disconnected: bool) -> None:
+    def tick(self, mono: float) -> None:
         """What consumers whose connection went held is given back."""
-        for consumer, reason in self.liveness.tick(mono, disconnected,
-                                                   list(self.consumers.values())):
+        for consumer, reason in self.liveness.tick(mono, list(self.consumers.values())):
             self._gone(consumer, reason)
 
     def reap(self, now_us: int) -> None:

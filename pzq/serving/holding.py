@@ -16,8 +16,9 @@ window (pzq.delivery.window) shrinks instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from pzq.delivery.state import DeliveryState
 from pzq.rates import LatencyWindow
@@ -28,9 +29,21 @@ TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> 
 Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
 
 
-def wait_ms(due_us: int | None, now_us: int) -> int | None:
-    """A poll timeout that ends when ``due_us`` (wall clock) comes (None: none)."""
-    return None if due_us is None else max(0, -((now_us - due_us) // 1000))
+def ms_until(due_us: int, now_us: int) -> int:
+    """A poll timeout that ends when ``due_us`` (wall clock) comes."""
+    return max(0, -((now_us - due_us) // 1000))
+
+
+def soonest_due_ms(groups: Iterable[GroupDelivery], now_us: int, wait: int | None
+                   ) -> int | None:
+    """``wait`` (ms, None: none), or sooner: when the first delayed delivery of
+    ``groups`` is due (only states holding some are asked)."""
+    for deliveries in groups:
+        for state in deliveries.every_state():
+            if state.delayed and (due := state.next_due_us()) is not None:
+                due_wait = ms_until(due, now_us)
+                wait = due_wait if wait is None else min(wait, due_wait)
+    return wait
 
 
 @dataclass(eq=False)
@@ -84,32 +97,24 @@ class GroupDelivery:
         return self._taken_over()
 
     def every_state(self) -> list[DeliveryState]:
-        return [self.state, *self.taken_over().values()]
+        return [self.state, *self._taken_over().values()]
 
     def state_for(self, origin: bytes) -> DeliveryState | None:
         if origin == self.state.area.node_id:
             return self.state
-        return self.taken_over().get(origin)
+        return self._taken_over().get(origin)
 
-    def sources(self, own_allowed: bool) -> list[DeliveryState]:
+    def sources(self, own_allowed: bool,
+                states: list[DeliveryState] | None = None) -> list[DeliveryState]:
         """What to deliver from: own messages first (once the cluster lets us), then
-        taken-over ones while their origin is down."""
-        taken = [state for state in self.taken_over().values() if not state.paused]
+        taken-over ones while their origin is down (``states``: every_state's, asked
+        already)."""
+        others = self._taken_over().values() if states is None else states[1:]
+        taken = [state for state in others if not state.paused]
         return ([self.state] if own_allowed else []) + taken
 
     def room(self) -> int:
         return sum(max(0, consumer.room) for consumer in self.consumers)
-
-    def take_due(self, now_us: int) -> None:
-        """Delayed deliveries whose wait is over, in every state: ready to go again
-        (whether or not a consumer has room, so their time is not asked again)."""
-        for state in self.every_state():
-            state.take_due(now_us)
-
-    def next_due_us(self) -> int | None:
-        """When the group's soonest delayed delivery is due (None: none waits)."""
-        return min((due for state in self.every_state()
-                    if (due := state.next_due_us()) is not None), default=None)
 
     def next_consumers(self) -> list[ServedConsumer]:
         """Consumers with credit, starting after the last one served."""
@@ -147,7 +152,7 @@ class NamedGroupDelivery(GroupDelivery):
 
     def __init__(self, group: Group, state: DeliveryState, taken_over: TakenOver) -> None:
         topic = group.topic.name
-        super().__init__(group.name, state, lambda: taken_over(topic, group.name),
+        super().__init__(group.name, state, partial(taken_over, topic, group.name),
                          LatencyWindow(), topic)
         self.group = group
         self.topic_frame = topic.encode()

@@ -14,7 +14,6 @@ import errno
 from collections.abc import Iterable
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from pzq.protocol import consume as consume_wire
 from pzq.serving.holding import ServedConsumer
@@ -38,25 +37,20 @@ LOOK_AGAIN_S = 0.05
 
 
 class ConsumerLiveness:
-    def __init__(self, socket: Socket, events: Socket, heartbeat_s: float) -> None:
+    def __init__(self, socket: Socket, heartbeat_s: float) -> None:
         self.socket = socket
-        self.events = events  # the socket's disconnections: look for who went
         self.heartbeat_s = heartbeat_s
         self._probe_due = 0.0  # when a look for gone consumers was asked for (0: none)
         # Looks again after a disconnection: the socket may still know the closed
         # connection's peer for a moment after the event (measured: a few ms).
         self._looks_again: list[float] = []
 
-    def tick(self, mono: float, disconnected: bool,
+    def tick(self, mono: float,
              consumers: Iterable[ServedConsumer]) -> list[tuple[ServedConsumer, str]]:
-        """Returns the consumers gone, with why. ``disconnected``: the poll saw a
-        disconnection event. What a consumer sent before it went (its last ACKs, its
-        BYE) is read first: while input waits, the look is put off to the next wake,
-        for at most a heartbeat period."""
-        if disconnected:
-            while self.events.poll(0):
-                recv_monitor_message(self.events)
-            self.look_soon(mono)
+        """Returns the consumers gone, with why (a disconnection asked for a look:
+        ``look_soon``). What a consumer sent before it went (its last ACKs, its BYE) is
+        read first: while input waits, the look is put off to the next wake, for at
+        most a heartbeat period."""
         if self._looks_again and mono >= self._looks_again[0]:
             self._looks_again = [at for at in self._looks_again if at > mono]
             self._probe_due = self._probe_due or mono

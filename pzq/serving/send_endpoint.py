@@ -28,7 +28,7 @@ from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import GroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
 from pzq.store.batch import Batch
-from pzq.zmqio import POLLIN, POLLOUT, Events, QuietSocket, Socket, drain, writable
+from pzq.zmqio import POLLIN, POLLOUT, Events, Socket, drain, writable
 
 log = get_logger("pzq.send")
 
@@ -44,20 +44,15 @@ class SendEndpoint(Part):
     """``reap_elsewhere``: the takeovers' expiry (every group's), run at the reaper's
     tick before any group reaps its own (the loop asks this part first)."""
 
-    def __init__(self, socket: Socket, deliveries: GroupDelivery,
+    def __init__(self, socket: Socket, connections: ConsumerCount, deliveries: GroupDelivery,
                  answers: GroupAnswers, window: DeliveryWindow, counters: Counters,
                  batch_size: int, reaper_period_us: int, reap_elsewhere: ReapElsewhere,
                  own_allowed: OwnAllowed = always) -> None:
         self.socket = socket
-        self.connections = ConsumerCount(socket)
+        self.connections = connections  # watching the socket since before its bind
         self.reaper_period_us = reaper_period_us
-        self.quiet_connections = QuietSocket(self.connections.events)
         self.reap_elsewhere = reap_elsewhere
         self._polled_out = False  # the last poll looked for room to deliver
-        # whether the socket may hold consumers' answers: polled only then (a node that
-        # only takes messages pays no EVENTS call a wake for it)
-        self._listening = True
-        self._answers_may_wait = True  # a connection came or went: look once more
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -87,8 +82,11 @@ class SendEndpoint(Part):
     def ticks(self) -> dict[bytes, int]:
         return {REAP: self.reaper_period_us}  # every group's reaper (--reaper-frequency)
 
+    def polled(self) -> list[Socket | int]:
+        return [self.connections.quiet.fd]
+
     def timeout_ms(self, now: Now) -> int | None:
-        return 0 if self.quiet_connections.unread else None  # connections to count
+        return 0 if self.connections.quiet.unread else None  # connections to count
 
     def close(self) -> None:
         self.connections.close()
@@ -99,12 +97,10 @@ class SendEndpoint(Part):
         (the answers it sent before it left are read); room to deliver only when there
         is something to deliver. With no consumer the socket is not polled at all: each
         ZeroMQ socket in the poll costs a wake an EVENTS call or two."""
-        self._listening = (self._answers_may_wait or not self.connections.counts
-                           or self.connections.connected > 0)
-        self._polled_out = self._listening and delivering and self.has_work(now.mono)
+        listening = self.connections.listen()
+        self._polled_out = listening and delivering and self.has_work(now.mono)
         poller.register(self.socket, (POLLIN | (POLLOUT if self._polled_out else 0))
-                        if self._listening else 0)  # 0: out of the poll
-        poller.register(self.quiet_connections.fd, POLLIN)
+                        if listening else 0)  # 0: out of the poll
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
@@ -114,8 +110,7 @@ class SendEndpoint(Part):
         answers = events.get(self.socket, 0) & POLLIN
         if answers:
             self.take_acks(batch, now.wall_us, now.mono)
-        if self._listening:  # polled: what it said is all there was, or more comes
-            self._answers_may_wait = bool(answers)
+        self.connections.heard(bool(answers))
         self.retire_dead(now.wall_us)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
@@ -123,14 +118,11 @@ class SendEndpoint(Part):
         connected there is none)."""
         if delivering:
             room = (bool(events.get(self.socket, 0) & POLLOUT) if self._polled_out
-                    else None if self._listening else False)
+                    else None if self.connections.listening else False)
             self.deliver(now.wall_us, now.mono, room)
 
     def answer(self, events: Events, now: Now) -> None:
-        if self.quiet_connections.due(events):
-            self.connections.update()
-            self.quiet_connections.served()
-            self._answers_may_wait = True
+        self.connections.came_or_went(events)
 
     # -- consumer ACKs ---------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Which group a CONSUME (or an operator's DECLARE GROUP) names, made when new.
+"""Which group a CONSUME (or an operator's DECLARE GROUP) names, made when new, and
+whether the client's key may consume it (pzq.authorization), also after new rules.
 
 A new group's start is fixed here: ``earliest`` every message still stored,
 ``latest`` the next new one, a time the first message stored at or after it.
@@ -7,7 +8,7 @@ Every refusal is a DecodeError whose text the consumer gets.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import zmq
 
@@ -16,6 +17,7 @@ from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.topic_reads import DEFAULT_GROUP
+from pzq.serving.holding import ServedConsumer
 from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.topics import Group, Topic, Topics
@@ -83,3 +85,17 @@ def check_allowed(authorization: Authorization, first: zmq.Frame,
         raise DecodeError(f"FORBIDDEN consume {subscribe.topic}:{subscribe.group}: "
                           "this client key may not consume that group of that topic "
                           "(see the node's --authorization file)")
+
+
+def no_longer_allowed(authorization: Authorization, consumers: Iterable[ServedConsumer]
+                      ) -> list[tuple[ServedConsumer, str]]:
+    """After new rules: the consumers whose key may no longer consume their group (each
+    counted as a refused CONSUME), with what they are told."""
+    refused = []
+    for consumer in consumers:
+        group = consumer.group
+        if not authorization.rights(consumer.key).may_consume(group.topic, group.name):
+            authorization.refused(CONSUME)
+            refused.append((consumer, f"FORBIDDEN consume {group.topic}:{group.name}: the "
+                                      "node's --authorization rules changed"))
+    return refused

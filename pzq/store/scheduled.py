@@ -55,7 +55,9 @@ class ScheduledArea(Participant):
         """When the topic's (or any topic's) earliest scheduled message is due (µs;
         None: none waits)."""
         topics = self.counts if topic is None else [topic] if topic in self.counts else []
-        return min((self._first_due(name) for name in topics), default=None)
+        if not topics:  # (the common case, asked every wake)
+            return None
+        return min(map(self._first_due, topics))
 
     def _first_due(self, topic: str) -> int:
         found = self._next.get(topic)
@@ -130,6 +132,9 @@ class ScheduledArea(Participant):
                 self._batch.delete(key)
 
     def written(self) -> None:
+        if not self._deltas and not self._gone:  # a batch that scheduled nothing
+            self._batch = None
+            return
         for topic, change in self._deltas.items():
             left = self.counts.get(topic, 0) + change
             if left > 0:

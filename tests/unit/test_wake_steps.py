@@ -10,9 +10,11 @@ import pytest
 import zmq
 
 from pzq.clock import Now
+from pzq.errors import BindError
 from pzq.hooks import overriding
 from pzq.node.device import Device
 from pzq.parts import Part
+from pzq.protocol import consume as consume_wire
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.store.batch import Batch, Participant
 from pzq.zmqio import Events
@@ -43,14 +45,68 @@ def test_a_step_is_asked_only_of_the_parts_and_participants_that_have_it():
     assert overriding([idle, preparing], Participant, "before_write") == []
 
 
+def polled_now(device: Device) -> list[object]:
+    poller = zmq.Poller()
+    for polled in device.polled():
+        poller.register(polled, zmq.POLLIN)
+    device.interest(poller, Now.read())
+    return [item for item, flags in poller.sockets if flags]
+
+
 def test_a_node_polls_its_idle_monitors_by_descriptor(open_device: Callable[..., Device]):
     device = open_device(roles=("receive", "send", "monitor", "consume"))
     consume = next(part for part in device.parts if isinstance(part, ConsumeEndpoint))
     wake(device, 0)  # the first wake reads whatever the monitors hold
-    poller = zmq.Poller()
-    device.interest(poller, Now.read())
-    polled = [item for item, flags in poller.sockets if flags]
-    assert consume.events not in polled and consume.quiet_events.fd in polled
+    polled = polled_now(device)
+    assert consume.connections.events not in polled and consume.connections.quiet.fd in polled
     assert consume.socket in polled and device.parts.bound()["receive"] in polled
-    assert not consume.quiet_events.unread
+    assert not consume.connections.quiet.unread
     assert device.poll_timeout_ms(Now.read()) != 0  # nothing to read: no wake at once
+
+
+def wake_until(device: Device, done: Callable[[], bool], what: str) -> None:
+    for _ in range(500):
+        if done():
+            return
+        wake(device, 10)
+    raise AssertionError(f"not within 500 wakes: {what}")
+
+
+def test_the_consume_socket_is_polled_only_while_consumers_are_connected(
+        open_device: Callable[..., Device], context: zmq.Context):
+    """No consumer: the ROUTER is out of the poll (its monitor, by descriptor, is in);
+    a connection puts it back, so the consumer's first request is answered; once the
+    consumer went and what it sent before is read, it is out again."""
+    device = open_device(roles=("receive", "consume"), tcp=True)
+    consume = next(part for part in device.parts if isinstance(part, ConsumeEndpoint))
+    wake(device, 0)
+    wake(device, 0)  # the first wakes look once at whatever waits
+    assert consume.socket not in polled_now(device)
+    assert consume.connections.quiet.fd in polled_now(device)
+    client = context.socket(zmq.DEALER)
+    client.connect(device.bound()["consume"])
+    try:
+        client.send_multipart([consume_wire.HEARTBEAT])  # before CONSUME: an ERROR back
+        wake_until(device, lambda: client.poll(0) != 0, "the first request answered")
+        assert client.recv_multipart()[0] == consume_wire.ERROR
+        assert consume.connections.connected == 1 and consume.socket in polled_now(device)
+    finally:
+        client.close(0)
+    wake_until(device, lambda: consume.socket not in polled_now(device), "out of the poll")
+    assert consume.connections.connected == 0
+
+
+
+@pytest.mark.parametrize("role", ["send", "consume"])
+def test_an_endpoint_that_cannot_bind_leaves_no_monitor_open(
+        open_device: Callable[..., Device], context: zmq.Context, role: str):
+    """The connection count's monitor is made before the bind: a bind that fails closes
+    it (the test's context finds no socket left open)."""
+    taken = context.socket(zmq.ROUTER)
+    try:
+        taken.bind("tcp://127.0.0.1:*")
+        with pytest.raises(BindError, match=f"cannot bind --{role}-dsn"):
+            open_device(f"--{role}-dsn", taken.getsockopt_string(zmq.LAST_ENDPOINT),
+                        roles=("receive", role), tcp=True)
+    finally:
+        taken.close(0)

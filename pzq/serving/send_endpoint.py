@@ -198,4 +198,7 @@ class SendEndpoint(Part):
             room = self.window.room(self.unacked())
             if room == 0:
                 return
-            state.deliver(self.sender.for_pool(pool), now_us, min(room, self.batch_size))
+            sender = self.sender  # (runs of first deliveries in one go each)
+            state.deliver_raw(state.framing(sender.for_pool(pool), now_us), now_us,
+                              min(room, self.batch_size),
+                              sender.for_pool_run(pool, state, now_us))

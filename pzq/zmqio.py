@@ -36,6 +36,8 @@ POLLOUT = int(zmq.POLLOUT)
 # checks arguments on every call: a quarter of the cost of a small frame.
 _send = CompiledSocket.send
 _recv = CompiledSocket.recv
+# (socket, frame, flags): for a run of frames sent by map (pzq.serving.frame_runs)
+send_compiled = _send
 # (socket, flags, copy): with copy False a zmq.Frame, whose buffer is ZeroMQ's own.
 recv_frame = _recv
 

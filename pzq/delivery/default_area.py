@@ -5,6 +5,7 @@ groups still hold it (see pzq.store.topics for who holds a message)."""
 from __future__ import annotations
 
 from itertools import repeat
+from operator import itemgetter
 from typing import cast
 
 from pzq.bulk import each
@@ -17,9 +18,12 @@ from pzq.delivery.areas import (
     release_each,
 )
 from pzq.delivery.groups import give_up
+from pzq.store import record
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import DEFAULT_GROUP_ID, DEFAULT_UNCLAIMED, Topic, Topics
+
+SEQ_OF, VALUE_OF = itemgetter(0), itemgetter(1)  # of what a read found
 
 
 class DefaultArea(OwnArea):
@@ -50,13 +54,28 @@ class DefaultArea(OwnArea):
         # ``default`` leaves marks only while named groups exist
         done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
                 if self.topics.named_groups else set())
+        if self.topics.default_restricted:
+            return self._keep_held(chunk, done)
+        kept = [found for found in chunk if found[0] not in done] if done else chunk
+        if kept:  # each distinct header group described once (mostly one a read)
+            values = list(map(VALUE_OF, kept))
+            groups = record.header_groups(values)
+            firsts = dict(zip(reversed(groups), reversed(values), strict=True))
+            about = dict(zip(firsts, map(self.topics.describe, firsts.values()), strict=True))
+            self._described.update(zip(map(SEQ_OF, kept), map(about.__getitem__, groups),
+                                       strict=True))
+        return kept
+
+    def _keep_held(self, chunk: list[tuple[int, bytes]], done: set[int]
+                   ) -> list[tuple[int, bytes]]:
+        """``_keep`` while some topics keep their messages from ``default``: each
+        message's holders asked."""
         kept = []
         for seq, value in chunk:
             if seq in done:
                 continue
             topic, tag = self.topics.describe(value)
-            if self.topics.default_restricted and DEFAULT_GROUP_ID not in topic.holders(seq,
-                                                                                        tag):
+            if DEFAULT_GROUP_ID not in topic.holders(seq, tag):
                 continue
             self._described[seq] = (topic, tag)
             kept.append((seq, value))

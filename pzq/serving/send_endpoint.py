@@ -12,6 +12,7 @@ status gives the message back; a malformed one is counted and ignored.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 
 import zmq
 
@@ -34,10 +35,22 @@ log = get_logger("pzq.send")
 
 OwnAllowed = Callable[[float], bool]  # monotonic now -> own messages may go out
 ReapElsewhere = Callable[[int], int]  # µs now -> taken-over deliveries that expired
+FIRST, SECOND = itemgetter(0), itemgetter(1)
 
 
 def always(mono: float) -> bool:
     return True
+
+
+def _all_acks(raws: list[list[bytes]]) -> list[bytes] | None:
+    """The keys of consumer answers that are all ACKs as decode_consumer_ack reads them
+    (a key and the status ``1``), in one pass each; None when any is not one."""
+    if set(map(len, raws)) != {2}:
+        return None
+    keys = list(map(FIRST, raws))
+    if set(map(SECOND, raws)) != {frames.STATUS_OK} or b"" in keys:
+        return None
+    return keys
 
 
 class SendEndpoint(Part):
@@ -130,8 +143,14 @@ class SendEndpoint(Part):
         """Every answer waiting: the ACKs in a row applied in one call (one bulk ACK
         for a wake's many consumer messages), each NACK in its turn."""
         answered = self.counters.acked + self.counters.nacked
-        acks: list[bytes] = []
-        for raw in drain(self.socket, self.batch_size):
+        raws = list(drain(self.socket, self.batch_size))
+        acks = _all_acks(raws)
+        if acks is not None:  # (mostly: each a well-formed ACK, looked at in C)
+            self._ack_run(batch, acks, now_us, mono)
+            self.window.acked(self.counters.acked + self.counters.nacked - answered)
+            return
+        acks = []
+        for raw in raws:
             try:
                 key, ok = frames.decode_consumer_ack(raw)
             except DecodeError as exc:  # a bad frame: nothing was applied
@@ -190,4 +209,7 @@ class SendEndpoint(Part):
             room = self.window.room(self.unacked())
             if room == 0:
                 return
-            state.deliver(self.sender.for_pool(pool), now_us, min(room, self.batch_size))
+            sender = self.sender  # (runs of first deliveries in one go each)
+            state.deliver_raw(state.framing(sender.for_pool(pool), now_us), now_us,
+                              min(room, self.batch_size),
+                              sender.for_pool_run(pool, state, now_us))

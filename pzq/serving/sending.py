@@ -4,9 +4,11 @@ speaks protocol 2 gets its deliveries in batches (pzq.serving.batching), filled 
 as its credit goes before the next consumer's turn.
 
 Per message only what must be: the send (after each consumer's fixed frames, built
-once) or the batch entry, and who holds it; a run of first deliveries to consumers
-taking batches costs a few calls whatever its length (its entries made in one pass,
-each consumer filled to its credit in one step). Deliveries expire only at a reap, so
+once) or the batch entry, and who holds it; a run of first deliveries costs a few
+calls whatever its length: to consumers taking batches, its entries made in one pass
+and each consumer filled to its credit in one step; to the pool and to consumers
+taking one message a delivery, its frames made and sent by map
+(pzq.serving.frame_runs). Deliveries expire only at a reap, so
 when no consumer has one overdue now, none will have during one send.
 """
 
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
-from itertools import repeat
+from itertools import compress, repeat
+from operator import is_
 from typing import NamedTuple, cast
 
 import zmq
@@ -27,6 +30,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import NODE_ID_LENGTH
 from pzq.serving.batching import OpenBatch
+from pzq.serving.frame_runs import delivery_frames_of_run, round_robin_turns, send_deliveries
 from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
 from pzq.store import record
 from pzq.zmqio import Socket, send_headed
@@ -70,6 +74,24 @@ class Sender:
             return True
         return send
 
+    def for_pool_run(self, pool: ServedConsumer, state: DeliveryState, now_us: int
+                     ) -> RunOutlet:
+        """Runs of first deliveries to the pool, each in one go (none with headers)."""
+        if state.with_headers:
+            return ONE_BY_ONE
+        socket, heads, ack_timeout_us = self.socket, repeat(tuple(pool.head)), \
+            state.ack_timeout_us
+
+        def send_run(node_id: bytes, seqs: list[int], values: list[bytes]) -> int:
+            sent, error = send_deliveries(socket, heads, delivery_frames_of_run(
+                node_id, seqs, values, now_us, ack_timeout_us))
+            if isinstance(error, zmq.Again):
+                self.blocked = True
+            elif error is not None:
+                raise error
+            return sent
+        return send_run
+
     def for_group(self, deliveries: GroupDelivery, state: DeliveryState,
                   now_us: int) -> Outlets:
         """Outlets for one pass over one of the group's states, in the order of this
@@ -110,7 +132,7 @@ class Sender:
                      put: Put, state: DeliveryState, now_us: int) -> Outlets:
         """Each delivery to the next consumer with credit; one taking batches is
         filled before the turn moves on. Runs go the same way, in one call each, when
-        every consumer takes batches and no delivery carries headers."""
+        no delivery carries headers and every consumer takes batches, or none does."""
         count = len(candidates)
         owner = deliveries.owner
         turn = 0
@@ -133,33 +155,75 @@ class Sender:
             self.blocked = True
             return False
 
-        if state.with_headers or not all(consumer.batches for consumer in candidates):
+        if state.with_headers:
             return Outlets(send, ONE_BY_ONE)
-        sent_us, ack_timeout_us = now_us, state.ack_timeout_us
+        if not any(consumer.batches for consumer in candidates):
+            runs = self._plain_run
+        elif all(consumer.batches for consumer in candidates):
+            runs = self._batched_run
+        else:
+            return Outlets(send, ONE_BY_ONE)
+
+        def send_run(node_id: bytes, seqs: list[int], values: list[bytes]) -> int:
+            """As ``send`` of each, in turn."""
+            nonlocal turn
+            taken, turn = runs(deliveries, candidates, turn, state, now_us, node_id, seqs,
+                               values)
+            return taken
+        return Outlets(send, send_run)
+
+    def _batched_run(self, deliveries: GroupDelivery, candidates: list[ServedConsumer],
+                     turn: int, state: DeliveryState, sent_us: int, node_id: bytes,
+                     seqs: list[int], values: list[bytes]) -> tuple[int, int]:
+        """A run to consumers taking batches, each filled to its credit in turn from
+        ``turn``; returns how many went and the next turn."""
         # (this node's own messages only: their seqs are never given out again, where a
         # replay's id may be, once it ended)
         shared = deliveries.shares_reads() and state is deliveries.state
-        batch_entries = self._shared_entries if shared else _batch_entries
+        entries = (self._shared_entries if shared else _batch_entries)(node_id, seqs, values)
+        count, owner, ack_timeout_us = len(candidates), deliveries.owner, state.ack_timeout_us
+        total, taken = len(entries), 0
+        for _ in range(count):
+            consumer = candidates[turn]
+            took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
+            if took > taken:
+                held_keys = [(node_id, seq) for seq in seqs[taken:took]]
+                consumer.held.update(held_keys)
+                owner.update(zip(held_keys, repeat(consumer)))
+                taken = took
+                if taken == total:
+                    return taken, turn
+            turn = turn + 1 if turn + 1 < count else 0
+        self.blocked = True
+        return taken, turn
 
-        def send_run(node_id: bytes, seqs: list[int], values: list[bytes]) -> int:
-            """As ``send`` of each, in turn: each consumer filled to its credit."""
-            nonlocal turn
-            entries = batch_entries(node_id, seqs, values)
-            total, taken = len(entries), 0
-            for _ in range(count):
-                consumer = candidates[turn]
-                took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
-                if took > taken:
-                    held_keys = [(node_id, seq) for seq in seqs[taken:took]]
-                    consumer.held.update(held_keys)
-                    owner.update(zip(held_keys, repeat(consumer)))
-                    taken = took
-                    if taken == total:
-                        return taken
-                turn = turn + 1 if turn + 1 < count else 0
-            self.blocked = True
-            return taken
-        return Outlets(send, send_run)
+    def _plain_run(self, deliveries: GroupDelivery, candidates: list[ServedConsumer],
+                   turn: int, state: DeliveryState, sent_us: int, node_id: bytes,
+                   seqs: list[int], values: list[bytes]) -> tuple[int, int]:
+        """A run to consumers taking one message a delivery, round robin from
+        ``turn`` as far as their credit goes; returns how many went and the next turn
+        (a refused one's: one at a time goes on from it with the rest)."""
+        order = round_robin_turns(candidates, turn, len(seqs))
+        if not order:
+            return 0, turn  # (no credit: one at a time says it is blocked)
+        self.batch.close()
+        heads = {consumer: tuple(consumer.head) for consumer in candidates}
+        sent, error = send_deliveries(self.socket, map(heads.__getitem__, order),
+                                      delivery_frames_of_run(
+                                          node_id, seqs[:len(order)], values[:len(order)],
+                                          sent_us, state.ack_timeout_us))
+        if sent:
+            given = order[:sent]
+            held_keys = list(zip(repeat(node_id), seqs[:sent]))
+            for consumer in set(given):
+                consumer.held.update(compress(held_keys, map(is_, given, repeat(consumer))))
+            deliveries.owner.update(zip(held_keys, given, strict=True))
+        if error is None:
+            return sent, (candidates.index(order[-1]) + 1) % len(candidates)
+        refused = order[sent]
+        if not isinstance(error, zmq.Again):
+            self._unreachable(refused, error)
+        return sent, candidates.index(refused)
 
     def _shared_entries(self, node_id: bytes, seqs: list[int], values: list[bytes]
                         ) -> list[bytes]:

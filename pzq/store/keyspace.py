@@ -70,6 +70,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
+from itertools import repeat
+from operator import itemgetter
 
 from pzq.protocol.message_keys import NODE_ID_LENGTH as NODE_ID_LENGTH
 from pzq.protocol.message_keys import SEQ as SEQ
@@ -110,6 +112,7 @@ META_NEXT_ID = META_PREFIX + b"next_id"  # the next topic or group id
 META_FORMAT = META_PREFIX + b"format"  # the store's format version, ASCII digits
 
 ID = struct.Struct(">I")  # topic and group ids
+FIRST, SECOND = itemgetter(0), itemgetter(1)
 
 
 def own_key(seq: int) -> bytes:
@@ -124,6 +127,12 @@ def own_keys(seqs: Iterable[int]) -> Iterator[bytes]:
 def own_seq(store_key: bytes) -> int:
     seq: int = SEQ.unpack_from(store_key, len(OWN_PREFIX))[0]
     return seq
+
+
+def own_messages(pairs: list[tuple[bytes, bytes]]) -> list[tuple[int, bytes]]:
+    """(seq, record) of each own message's (key, record), the seqs read in C."""
+    seqs = map(FIRST, map(SEQ.unpack_from, map(FIRST, pairs), repeat(len(OWN_PREFIX))))
+    return list(zip(seqs, map(SECOND, pairs), strict=True))
 
 
 def replay_prefix(replay_id: bytes) -> bytes:

@@ -10,9 +10,11 @@ consumer is rewritten by splicing 12 bytes, without decoding its body.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
-from operator import add, itemgetter, sub
+from operator import add, getitem, itemgetter, sub
+from typing import cast
 
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
@@ -23,6 +25,7 @@ BOOKKEEPING = struct.Struct(">QI")  # first_delivered_us, deliveries
 BOOKKEEPING_OFFSET = 1 + 8
 NEVER_DELIVERED = bytes(BOOKKEEPING.size)  # the bookkeeping of a record not yet delivered
 FIRST = itemgetter(0)  # of what an unpack found
+SLICE_OF = cast(Callable[[bytes, slice], bytes], getitem)  # value[a slice of it]
 
 # A message a batch stored, with whom to ACK: producer routing id, producer msg id,
 # seq, record (the intake makes them; the cluster copies them before the ACK).
@@ -96,6 +99,16 @@ def part_groups(values: list[bytes]) -> list[bytes]:
     if values and min(map(sub, map(len, values), ats)) < length:  # no part count
         raise DecodeError("stored record is truncated")
     return [value[at:] for value, at in zip(values, ats, strict=True)]
+
+
+def header_groups(values: list[bytes]) -> list[bytes]:
+    """The header group of each record (its count and length-prefixed headers), each
+    step a pass over the records done in C: records of the same headers (one topic's,
+    say) have equal groups, so what they say is read once."""
+    header_ats = list(map(add, map(FIRST, map(LENGTH.unpack_from, values, repeat(FIXED.size))),
+                          repeat(FIXED.size + LENGTH.size)))
+    part_ats = list(map(sub, map(len, values), map(len, part_groups(values))))
+    return list(map(SLICE_OF, values, map(slice, header_ats, part_ats)))
 
 
 def header_group_at(value: bytes) -> int:

@@ -345,18 +345,18 @@ class Store:
 
     def scan(self, prefix: bytes, start: bytes | None = None,
              limit: int | None = None) -> list[tuple[bytes, bytes]]:
-        """Up to ``limit`` (key, value) pairs under ``prefix`` from ``start`` on."""
-        found = []
-        for pair in self.iterate(prefix, start):
-            found.append(pair)
-            if limit is not None and len(found) >= limit:
-                break
-        return found
+        """Up to ``limit`` (key, value) pairs under ``prefix`` from ``start`` on, in C."""
+        try:
+            with self._db.iterator(start=start or prefix, stop=keyspace.prefix_end(prefix),
+                                   verify_checksums=True) as iterator:
+                return list(islice(iterator, limit))
+        except plyvel.CorruptionError as exc:
+            raise self._damaged(exc) from None
 
     def read_own(self, start_seq: int, limit: int) -> list[tuple[int, bytes]]:
         """Up to ``limit`` own messages with seq >= start_seq, in arrival order."""
-        return [(keyspace.own_seq(key), value) for key, value
-                in self.scan(keyspace.OWN_PREFIX, keyspace.own_key(start_seq), limit)]
+        return keyspace.own_messages(self.scan(keyspace.OWN_PREFIX,
+                                               keyspace.own_key(start_seq), limit))
 
     def get_all(self, keys: list[bytes]) -> list[bytes | None]:
         """``get`` of each key, the reads made in C (many at once)."""

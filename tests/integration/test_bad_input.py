@@ -110,6 +110,27 @@ def test_a_bad_key_among_many_acks_costs_only_itself(node, producer, open_socket
     assert figures["unknown_acks"] == 0
 
 
+def test_a_nack_among_acks_read_together_gives_only_its_message_back(node, producer,
+                                                                     open_socket):
+    """ACKs read in one wake go in one answer only when every one is an ACK: a NACK
+    among them gives its message back and the others are done."""
+    for n in range(6):
+        assert producer.produce([b"m%d" % n]).ok
+    router = open_socket(zmq.ROUTER)
+    router.connect(node.send_dsn)
+    keys = []
+    while len(keys) < 6:
+        assert router.poll(10000), "not every message was delivered"
+        peer, key, *_ = router.recv_multipart()
+        keys.append(key)
+    for key in keys:
+        router.send_multipart([peer, key, b"0" if key == keys[3] else b"1"])
+    assert router.poll(10000), "the NACKed message was not delivered again"
+    assert router.recv_multipart()[1] == keys[3]
+    figures = node.wait_figures(lambda f: f["acked"] == 5, message="acks applied")
+    assert figures["messages"] == 1 and figures["nacked"] == 1
+
+
 def test_ack_for_unknown_sequence_of_this_node(node, stored_one, consumer):
     message = consumer.receive(10)
     node_id, seq = parse_message_key(message.key)

@@ -42,28 +42,31 @@ def original_monitor(socket: zmq.Socket) -> dict[str, str]:
     return data
 
 
+COUNT = 12  # enough for a run of first deliveries sent in one go (pzq.serving.frame_runs)
+
+
 def test_original_producer_consumer_and_monitor(node, open_socket):
     producer = open_socket(zmq.DEALER)
     producer.connect(node.receive_dsn)
-    for i in range(5):
+    for i in range(COUNT):
         response = original_produce(producer, b"php-%d" % i, [b"hello %d" % i, b"part two"])
         assert response[1] == b"1", response
 
     consumer = open_socket(zmq.ROUTER)
     consumer.connect(node.send_dsn)
     bodies = []
-    for _ in range(5):
+    for _ in range(COUNT):
         message = original_consume(consumer)
         sent_s = int(message["sent"]) / 1e6
         # The original client drops deliveries older than their ack timeout.
         assert time.time() - sent_s < int(message["ack_timeout"]) / 1e6
         bodies.append(message["message"])
         consumer.send_multipart([message["peer"], message["id"], b"1"])
-    assert bodies == [[b"hello %d" % i, b"part two"] for i in range(5)]
+    assert bodies == [[b"hello %d" % i, b"part two"] for i in range(COUNT)]
 
     monitor = open_socket(zmq.REQ)
     monitor.connect(node.monitor_dsn)
-    node.wait_figures(lambda f: f["acked"] == 5, message="the five ACKs applied")
+    node.wait_figures(lambda f: f["acked"] == COUNT, message="the ACKs applied")
     figures = original_monitor(monitor)
     assert figures["messages"] == "0" and figures["messages_inflight"] == "0"
     for key in ("db_size", "inflight_db_size", "syncs", "expired_messages"):

@@ -147,3 +147,26 @@ def test_a_dense_read_takes_each_record_of_its_own_seq(tmp_path):
     found = a.read(2 * COUNT, COUNT).found
     assert found == [(seq, store.get_own(seq)) for seq in range(2 * COUNT, 3 * COUNT)]
     store.close()
+
+
+def test_defaults_read_describes_each_message_of_mixed_topics_from_one_look_a_header_set(
+        tmp_path):
+    """``default``'s read describes its messages by their header groups in one pass:
+    interleaved topics, tags and a message with no headers each get their own."""
+    store, topics = open_node(tmp_path / "db")
+    batch, expected = store.begin(), {}
+    for at in range(12):
+        topic, tag = (("orders", b"red"), ("users", b""), ("orders", b""), (None, b""))[at % 4]
+        headers = () if topic is None else (b"TOPIC:" + topic.encode(), b"TAG:" + tag)
+        value = record.encode(b"id", headers, (b"m%d" % at,), 1)
+        seq = batch.add_message(value)
+        about = topics.topic(topic or "default", 1)
+        topics.note_new(batch, seq, about, tag, len(value))
+        expected[seq] = (about, tag)
+    store.commit(batch)
+    area = DefaultArea(store, topics)
+    assert seqs_of(area.read(0, 100)) == sorted(expected)
+    assert area._described == expected
+    assert [area.group_names(seq) for seq in expected] == [
+        about.holder_names(seq, tag) for seq, (about, tag) in expected.items()]
+    store.close()

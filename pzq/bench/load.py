@@ -94,12 +94,29 @@ def slow_consume_load(dsns: list[str], count: int, work_s: float, results: Any) 
     _consume(dsns, count, work_s, results)
 
 
+def _send_waiting(socket: Socket, frames: list[bytes]) -> None:
+    """Send, waiting for room while the pipe is full (the target reads it meanwhile),
+    as long as a target's silence ends a run; then the answer is dropped."""
+    deadline = time.monotonic() + SILENCE_MS / 1000
+    while True:
+        try:
+            send_frames(socket, frames)
+            return
+        except zmq.Again:
+            if time.monotonic() >= deadline:
+                return
+            socket.poll(100, zmq.POLLOUT)
+
+
 def _consume(dsns: list[str], count: int, work_s: float, results: Any,
              from_connect: bool = False) -> None:
     """Count distinct messages (by body) and every delivery, duplicates included."""
     context = zmq.Context()
     socket = context.socket(zmq.ROUTER)
     socket.setsockopt(zmq.RCVHWM, 1000)
+    # an ACK waits for room rather than being dropped (a ROUTER drops what a full pipe
+    # cannot take, and the target then sends the message again after its ack timeout)
+    socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
     for dsn in dsns:
         socket.connect(dsn)
     latencies = []
@@ -116,7 +133,7 @@ def _consume(dsns: list[str], count: int, work_s: float, results: Any,
                 started = time.perf_counter()
             if work_s:
                 time.sleep(work_s)  # the consumer's own work on the message
-            send_frames(socket, [frames[0], frames[1], b"1"])
+            _send_waiting(socket, [frames[0], frames[1], b"1"])
             body = frames[frames.index(b"", 2) + 1]
             deliveries += 1
             if body in seen:

@@ -1,5 +1,6 @@
-"""Fixtures of the unit tests: a node's Device on inproc endpoints of a real context,
-with a real store, driven wake by wake by the test (tests.support.devices.wake)."""
+"""Fixtures of the unit tests: a real store, and a node's Device on inproc endpoints
+of a real context, with a real store, driven wake by wake by the test
+(tests.support.devices.wake)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,17 @@ from pzq.node.main import open_store, parse_config
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import NO_CURVE
+from pzq.store.store import Store
 
 _names = itertools.count()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A real store of the test's own, closed after."""
+    opened = Store.open(tmp_path / "db")
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

@@ -95,13 +95,6 @@ class ExpiredOnes:
         pass
 
 
-@pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "db")
-    yield store
-    store.close()
-
-
 def new_state(store: Store, inflight_size: int = 1 << 20, held: HeldElsewhere = NOBODY_ELSE,
               expiry: Expiry = NO_EXPIRY) -> DeliveryState:
     settings = DeliverySettings(TIMEOUT, inflight_size, with_headers=True)

@@ -36,13 +36,6 @@ class Consumers:
         return [parse_message_key(d.key)[1] for d in self.sent]
 
 
-@pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "db")
-    yield store
-    store.close()
-
-
 def new_state(store: Store, settings: DeliverySettings, counters: Counters) -> DeliveryState:
     """A delivery state of the store's own messages, following its batches."""
     state = DeliveryState(OwnArea(store), settings, counters)

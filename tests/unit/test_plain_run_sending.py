@@ -31,14 +31,8 @@ TIMEOUT = 1_000_000
 
 
 @pytest.fixture
-def store(tmp_path):
-    store = Store.open(tmp_path / "db")
-    yield store
-    store.close()
-
-
-@pytest.fixture
 def context():
+    """A context destroyed after, whatever sockets the test left open."""
     context = zmq.Context()
     yield context
     context.destroy(linger=0)

@@ -49,3 +49,10 @@ def deliver_all(state: DeliveryState) -> list[int]:
     keys: list[bytes] = []
     state.deliver(lambda frames: keys.append(frames[0]) or True, 10, 1000)
     return [parse_message_key(key)[1] for key in keys]
+
+
+def ack_all(store: Store, state: DeliveryState, seqs: list[int]) -> None:
+    """An ACK of ``seqs`` in one go, in a batch of its own."""
+    batch = store.begin()
+    state.ack_all(batch, seqs)
+    store.commit(batch)

@@ -13,19 +13,19 @@ from pzq.delivery.groups import GroupArea
 from pzq.errors import DecodeError
 from pzq.protocol.message_keys import message_key, message_keys
 from pzq.store import record
-from tests.support.topic_store import deliver_all, open_node, state_for, store_messages
+from tests.support.topic_store import (
+    ack_all,
+    deliver_all,
+    open_node,
+    state_for,
+    store_messages,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def store_tagged(store, topics, tags, topic="orders"):
     store_messages(store, topics, tags, topic, tags=tags)  # each tag its own body too
-
-
-def ack(store, state, seqs):
-    batch = store.begin()
-    state.ack_all(batch, seqs)
-    store.commit(batch)
 
 
 def each_and_all(area, seqs):
@@ -57,10 +57,10 @@ def test_the_answers_for_many_are_each_message_s(tmp_path, late_start):
     assert len(seqs) == 14 and read["audit"] == seqs
     acked = {"audit": seqs[::2], "eu": read["eu"][::2], "late": read["late"][-5:],
              "default": seqs[4:10]}
-    ack(store, groups["audit"], acked["audit"])  # marks: these done with, the others not
-    ack(store, groups["late"], acked["late"])
-    ack(store, groups["eu"], acked["eu"])
-    ack(store, default, acked["default"])
+    ack_all(store, groups["audit"], acked["audit"])  # marks: these done with, the others not
+    ack_all(store, groups["late"], acked["late"])
+    ack_all(store, groups["eu"], acked["eu"])
+    ack_all(store, default, acked["default"])
     read["default"] = seqs
     for name, state in {"default": default, **groups}.items():
         held = [seq for seq in read[name] if seq not in acked.get(name, ())]
@@ -82,7 +82,7 @@ def test_a_message_not_read_here_is_asked_alone(tmp_path):
     store_tagged(store, topics, [b"a", b"b", b"c"])
     first = state_for(store, GroupArea(store, topics, audit))
     seqs = deliver_all(first)
-    ack(store, state_for(store, DefaultArea(store, topics)), seqs[:1])
+    ack_all(store, state_for(store, DefaultArea(store, topics)), seqs[:1])
     again = GroupArea(store, topics, audit)  # a restart's: no tag kept
     alone, together = each_and_all(again, seqs)
     assert together == alone == ([True, False, False], [("audit", "default")] * 3)

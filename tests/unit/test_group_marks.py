@@ -11,31 +11,18 @@ from pzq.cluster.lone import NoCluster
 from pzq.counters import Counters
 from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.groups import GroupArea
-from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.errors import StoreError
-from pzq.protocol.message_keys import parse_message_key
 from pzq.serving.named_groups import NoConsumeEndpoint
 from pzq.store import group_marks, keyspace, record
-from pzq.store.batch import Participant
 from pzq.store.store import Store
 from pzq.store.topics import Topics
+from tests.support.stored import FailNext
+from tests.support.topic_store import SETTINGS, ack_all, deliver_all
 
 pytestmark = pytest.mark.timeout(60)
 
-SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
 GROUPS = ("billing", "audit", "search")
-
-
-class FailNext(Participant):
-    """Fails the next batch before its write, as a store that cannot write would."""
-
-    armed = False
-
-    def before_write(self) -> None:
-        if self.armed:
-            self.armed = False
-            raise StoreError("the disk is full")
 
 
 def open_node(path):
@@ -65,16 +52,14 @@ def three_groups(store, topics, count):
     return groups, states
 
 
-def deliver_all(state):
-    keys = []
-    state.deliver(lambda frames: keys.append(frames[0]) or True, 100, 1000)
-    return [parse_message_key(key)[1] for key in keys]
-
-
-def ack(store, state, seqs):
-    batch = store.begin()
-    state.ack_all(batch, seqs)
-    store.commit(batch)
+def three_groups_read(store, topics, count):
+    """``three_groups``, each group having read every message: the groups, their
+    states and the messages' seqs."""
+    groups, states = three_groups(store, topics, count)
+    seqs = deliver_all(states[0])
+    for state in states[1:]:
+        deliver_all(state)
+    return groups, states, seqs
 
 
 def stored_marks(store, group_id):
@@ -99,9 +84,9 @@ def test_marks_answer_as_the_stored_keys_across_a_reopen(tmp_path, monkeypatch, 
     groups, states = three_groups(store, topics, 12)
     seqs = deliver_all(states[0])
     assert len(seqs) == 12 and deliver_all(states[1]) == seqs and deliver_all(states[2]) == seqs
-    ack(store, states[0], seqs[:8])  # marks: billing 0-7
-    ack(store, states[1], seqs[2:5] + seqs[9:])  # audit 2-4, 9-11
-    ack(store, states[2], seqs[4:6] + seqs[10:11])  # search: 4 leaves, 5 and 10 marked
+    ack_all(store, states[0], seqs[:8])  # marks: billing 0-7
+    ack_all(store, states[1], seqs[2:5] + seqs[9:])  # audit 2-4, 9-11
+    ack_all(store, states[2], seqs[4:6] + seqs[10:11])  # search: 4 leaves, 5 and 10 marked
     assert store.messages == 11
     assert stored_marks(store, groups[0].id) == set(seqs[:8]) - {seqs[4]}
     assert stored_marks(store, groups[2].id) == {seqs[5], seqs[10]}
@@ -117,11 +102,8 @@ def test_marks_answer_as_the_stored_keys_across_a_reopen(tmp_path, monkeypatch, 
 def test_marks_of_a_failed_batch_are_not_taken_for_done(tmp_path, monkeypatch, kept):
     monkeypatch.setattr(group_marks, "MARKS_KEPT", kept)
     store, topics, failing = open_node(tmp_path / "db")
-    groups, states = three_groups(store, topics, 6)
-    seqs = deliver_all(states[0])
-    for state in states[1:]:
-        deliver_all(state)
-    ack(store, states[1], seqs[:2])
+    groups, states, seqs = three_groups_read(store, topics, 6)
+    ack_all(store, states[1], seqs[:2])
     batch = store.begin()
     topics.marks.mark_all(batch, groups[0].id, seqs)
     topics.marks.unmark_all(batch, groups[1].id, seqs[:1])
@@ -137,17 +119,14 @@ def test_marks_of_a_failed_batch_are_not_taken_for_done(tmp_path, monkeypatch, k
 
 def test_the_last_group_s_ack_and_a_seek_back_take_marks_away(tmp_path):
     store, topics, _ = open_node(tmp_path / "db")
-    groups, states = three_groups(store, topics, 6)
-    seqs = deliver_all(states[0])
-    for state in states[1:]:
-        deliver_all(state)
-    ack(store, states[0], seqs)
-    ack(store, states[1], seqs)
+    groups, states, seqs = three_groups_read(store, topics, 6)
+    ack_all(store, states[0], seqs)
+    ack_all(store, states[1], seqs)
     batch = store.begin()
     topics.not_done(batch, groups[0], seqs[5])  # billing is to read it again
     store.commit(batch)
     assert not topics.is_done(groups[0].id, seqs[5])
-    ack(store, states[2], seqs)
+    ack_all(store, states[2], seqs)
     assert store.messages == 1  # the one billing reads again
     assert stored_marks(store, groups[0].id) == set()
     assert stored_marks(store, groups[1].id) == {seqs[5]}
@@ -158,12 +137,9 @@ def test_the_last_group_s_ack_and_a_seek_back_take_marks_away(tmp_path):
 
 def test_marks_an_operator_s_purge_deleted_are_gone_from_memory(tmp_path):
     store, topics, _ = open_node(tmp_path / "db")
-    groups, states = three_groups(store, topics, 6)
-    seqs = deliver_all(states[0])
-    for state in states[1:]:
-        deliver_all(state)
-    ack(store, states[0], seqs)
-    ack(store, states[1], seqs[:3])
+    groups, states, seqs = three_groups_read(store, topics, 6)
+    ack_all(store, states[0], seqs)
+    ack_all(store, states[1], seqs[:3])
     default = DeliveryState(DefaultArea(store, topics), SETTINGS, Counters())
     walks = TopicWalks(store, topics, NoConsumeEndpoint(), default, NoCluster(None))
     purged = set(seqs[1::2])
@@ -177,19 +153,16 @@ def test_a_group_with_too_many_marks_is_asked_in_the_store_until_it_has_few(tmp_
                                                                              monkeypatch):
     monkeypatch.setattr(group_marks, "MARKS_KEPT", 4)
     store, topics, _ = open_node(tmp_path / "db")
-    groups, states = three_groups(store, topics, 16)
-    seqs = deliver_all(states[0])
-    for state in states[1:]:
-        deliver_all(state)
+    groups, states, seqs = three_groups_read(store, topics, 16)
     billing = groups[0].id
-    ack(store, states[0], seqs[:10])  # ten marks: asked in the store
+    ack_all(store, states[0], seqs[:10])  # ten marks: asked in the store
     assert topics.is_done(billing, seqs[9]) and not topics.is_done(billing, seqs[10])
     assert topics.marks.kept() == 0
-    ack(store, states[1], seqs[:9])
-    ack(store, states[2], seqs[:9])  # billing's marks down to one: kept again
+    ack_all(store, states[1], seqs[:9])
+    ack_all(store, states[2], seqs[:9])  # billing's marks down to one: kept again
     assert_answers_are_the_store_s(store, topics, groups, seqs)
     assert topics.marks.kept() == 1
-    ack(store, states[0], seqs[10:])  # seven again: to the store, its highest sought anew
+    ack_all(store, states[0], seqs[10:])  # seven again: to the store, its highest sought anew
     assert topics.is_done(billing, seqs[15])
     assert topics.marks.kept() == 0
     assert_answers_are_the_store_s(store, topics, groups, seqs)

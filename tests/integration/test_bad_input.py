@@ -91,9 +91,9 @@ def test_malformed_or_unknown_consumer_ack_is_ignored(node, stored_one, open_soc
     node.wait_figures(lambda f: f["messages"] == 0, message="real ack applied")
 
 
-def test_a_bad_key_among_many_acks_costs_only_itself(node, producer, open_socket):
-    """ACKs that arrive together are applied together; one that is no message key in
-    their middle is counted and the others before and after it still apply."""
+def six_delivered(node, producer, open_socket):
+    """Six messages produced and delivered on --send-dsn to one consumer: its socket,
+    the node's routing id there, and the messages' keys."""
     for n in range(6):
         assert producer.produce([b"m%d" % n]).ok
     router = open_socket(zmq.ROUTER)
@@ -103,6 +103,13 @@ def test_a_bad_key_among_many_acks_costs_only_itself(node, producer, open_socket
         assert router.poll(10000), "not every message was delivered"
         peer, key, *_ = router.recv_multipart()
         keys.append(key)
+    return router, peer, keys
+
+
+def test_a_bad_key_among_many_acks_costs_only_itself(node, producer, open_socket):
+    """ACKs that arrive together are applied together; one that is no message key in
+    their middle is counted and the others before and after it still apply."""
+    router, peer, keys = six_delivered(node, producer, open_socket)
     for key in [*keys[:2], b"not-a-key", *keys[2:]]:
         router.send_multipart([peer, key, b"1"])
     figures = node.wait_figures(lambda f: f["messages"] == 0, message="acks applied")
@@ -114,15 +121,7 @@ def test_a_nack_among_acks_read_together_gives_only_its_message_back(node, produ
                                                                      open_socket):
     """ACKs read in one wake go in one answer only when every one is an ACK: a NACK
     among them gives its message back and the others are done."""
-    for n in range(6):
-        assert producer.produce([b"m%d" % n]).ok
-    router = open_socket(zmq.ROUTER)
-    router.connect(node.send_dsn)
-    keys = []
-    while len(keys) < 6:
-        assert router.poll(10000), "not every message was delivered"
-        peer, key, *_ = router.recv_multipart()
-        keys.append(key)
+    router, peer, keys = six_delivered(node, producer, open_socket)
     for key in keys:
         router.send_multipart([peer, key, b"0" if key == keys[3] else b"1"])
     assert router.poll(10000), "the NACKed message was not delivered again"

@@ -74,6 +74,7 @@ class TopicWalks:
                     batch.delete(key)
         self.store.commit(batch)
         self.topics.marks.reread()  # their marks went by key, not through Topics
+        self.topics.log_windows.changed(topic.id)  # and its log entries
         self.topics.group_removed()
         self._let_go(topic, deleted, drop_groups)
         return len(deleted)

@@ -60,9 +60,10 @@ class TopicWalks:
             if topic.log_from is not None:
                 batch.delete(keyspace.topic_log_key(topic.id, seq))
             for holder in holders_of:
-                batch.delete(keyspace.group_done_key(holder, seq))
                 batch.delete(keyspace.group_count_key(holder, seq))
             deleted.append(seq)
+        for holder in holders_of:  # their marks: the bits cleared, one write a block
+            self.topics.marks.unmark_all(batch, holder, deleted)
         self.holders.tell_holders(batch, deleted, DEFAULT_GROUP, [], mono)
         for group in removed:
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))

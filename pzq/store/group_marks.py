@@ -88,9 +88,9 @@ class GroupMarks:
         if kept is None and group_id not in self._unkept:
             kept = set()
             for key, value in self.store.iterate(keyspace.group_done_prefix(group_id)):
-                first, bits = keyspace.seq_at_end(key), int.from_bytes(value, "little")
-                self._blocks.setdefault((group_id, first), bits)
-                kept.update(keyspace.marked_seqs(first, bits))
+                first = keyspace.seq_at_end(key)
+                bits = self._blocks.setdefault((group_id, first), int.from_bytes(value, "little"))
+                kept.update(keyspace.marked_seqs(first, bits))  # (as with this batch)
                 if len(kept) > MARKS_KEPT:
                     self._unkept[group_id] = len(kept)  # (at least)
                     return None

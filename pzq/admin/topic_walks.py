@@ -74,7 +74,7 @@ class TopicWalks:
                 for key, _ in self.store.iterate(prefix, values=False):
                     batch.delete(key)
         self.store.commit(batch)
-        self.topics.marks.reread()  # their marks went by key, not through Topics
+        self.topics.marks.reread()  # a removed group's marks went by key, not through Topics
         self.topics.log_windows.changed(topic.id)  # and its log entries
         self.topics.group_removed()
         self._let_go(topic, deleted, drop_groups)

@@ -60,9 +60,10 @@ class TopicWalks:
             if topic.log_from is not None:
                 batch.delete(keyspace.topic_log_key(topic.id, seq))
             for holder in holders_of:
-                batch.delete(keyspace.group_done_key(holder, seq))
                 batch.delete(keyspace.group_count_key(holder, seq))
             deleted.append(seq)
+        for holder in holders_of:  # their marks: the bits cleared, one write a block
+            self.topics.marks.unmark_all(batch, holder, deleted)
         self.holders.tell_holders(batch, deleted, DEFAULT_GROUP, [], mono)
         for group in removed:
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))
@@ -73,7 +74,8 @@ class TopicWalks:
                 for key, _ in self.store.iterate(prefix, values=False):
                     batch.delete(key)
         self.store.commit(batch)
-        self.topics.marks.reread()  # their marks went by key, not through Topics
+        self.topics.marks.reread()  # a removed group's marks went by key, not through Topics
+        self.topics.log_windows.changed(topic.id)  # and its log entries
         self.topics.group_removed()
         self._let_go(topic, deleted, drop_groups)
         return len(deleted)

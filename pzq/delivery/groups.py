@@ -120,6 +120,12 @@ class GroupArea:
             return self._walk_filtered(first, newest, end, limit)
         topic_id = group.topic.id
         count = min(limit, LOOK_AT_MOST)
+        if len(group.topic.groups) > 1:  # the topic's log read ahead once for its groups
+            seqs, tags, reached = self.topics.log_windows.of(topic_id).read(first, newest,
+                                                                            count)
+            if not seqs:
+                return [], [], end
+            return seqs, tags, end if reached else seqs[-1] + 1
         pairs = self.store.read_up_to(keyspace.topic_log_prefix(topic_id),
                                       keyspace.topic_log_key(topic_id, first),
                                       keyspace.topic_log_key(topic_id, newest), count)

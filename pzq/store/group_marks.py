@@ -1,28 +1,40 @@
-"""Marks ``a <group> <seq>``: the messages a group is done with (acked, dead or filtered
-out) that other groups still hold. The last group done deletes the message and the
-marks (see pzq.store.topics).
+"""Marks: the messages a group is done with (acked, dead or filtered out) that other
+groups still hold. The last group done deletes the message and the marks (see
+pzq.store.topics).
+
+On disk a group's marks are blocks of MARK_BLOCK seqs, a bitmap each (pzq.store.keyspace,
+format 4): a group's ACK of a run of messages writes the block or two the run falls in,
+not a key a message, and the last group's ACK clears the run's bits in the other
+groups' blocks (a block left empty is deleted). The blocks a batch changes are kept in
+memory as ints as they are with the batch, so a run's bits are set or cleared with one
+mask a block, made in C.
 
 Marks are read on every ACK (is the message done for every other holder?) and when a
 group reads on after a restart. Each group's marks are kept in memory as a set of
 seqs, read from the store once (at the group's first question or mark) and changed
 with the batch that writes them, so an ACK's questions are set lookups made in C, not
 a read per key; a failed batch has them read again. A group with more than
-MARKS_KEPT marks (one far ahead of a slow one) is asked in the store instead, a read
-per key, none past its highest mark, which is kept in memory; it is read again once
-its marks are down to half that (counted as they are made and deleted).
+MARKS_KEPT marks (one far ahead of a slow one) is asked in its blocks instead, a
+look a seq; it is read again once its marks are down to half that (counted as they
+are made and deleted).
 """
 
 from __future__ import annotations
 
-from itertools import compress, islice, repeat
-from operator import and_, is_not, itemgetter
+from functools import partial
+from itertools import compress, repeat
+from operator import and_, lshift, sub
 
 from pzq.store import keyspace
 from pzq.store.batch import Batch
+from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF
 from pzq.store.store import Store
 
 # A set of seqs costs about 74 bytes a mark: at most about 5 MB a group.
 MARKS_KEPT = 65_536
+SPAN_AT_ONCE = 1 << 16  # seqs a change spans at most for its masks made in one int
+BLOCK_BITS = (1 << MARK_BLOCK) - 1
+ONE_SHIFTED = partial(lshift, 1)  # 1 << n
 
 
 class GroupMarks:
@@ -30,50 +42,22 @@ class GroupMarks:
         self.store = store
         self._kept: dict[int, set[int]] = {}  # group id -> the seqs of its marks
         self._unkept: dict[int, int] = {}  # groups with too many marks -> about how many
-        self._marking: set[tuple[int, int]] = set()  # (unkept group id, seq) in this batch
-        self._highest: dict[int, int] = {}  # unkept group id -> its highest mark's seq
+        # (group id, block's first seq) -> its bitmap as it is with this batch (never 0)
+        self._blocks: dict[tuple[int, int], int] = {}
 
     def is_done(self, group_id: int, seq: int) -> bool:
         kept = self._kept_of(group_id)
         if kept is not None:
             return seq in kept
-        if (group_id, seq) in self._marking:
-            return True
-        if seq > self.highest(group_id):  # no mark that far: no read
-            return False
-        return self.store.get(keyspace.group_done_key(group_id, seq)) is not None
-
-    def highest(self, group_id: int) -> int:
-        """The highest seq ``group_id`` has a mark for (-1: none); one seek per group
-        and run, then kept as marks are made (a deleted mark leaves it an upper bound)."""
-        found = self._highest.get(group_id)
-        if found is None:
-            found = -1
-            for key, _ in self.store.iterate_reverse(keyspace.group_done_prefix(group_id)):
-                found = keyspace.seq_at_end(key)
-                break
-            self._highest[group_id] = found
-        return found
+        first = seq & MARK_BLOCK_OF
+        return bool(self._bits(group_id, first) >> (seq - first) & 1)
 
     def done_among(self, group_id: int, seqs: list[int]) -> set[int]:
-        """Which of ``seqs`` (ascending) ``group_id`` is done with: in memory, or one walk
-        of its marks, none when it has no mark that far (a group reading new ones)."""
+        """Which of ``seqs`` ``group_id`` is done with."""
         kept = self._kept_of(group_id)
         if kept is not None:
             return kept.intersection(seqs)
-        if not seqs or seqs[0] > self.highest(group_id):
-            return set()
-        prefix = keyspace.group_done_prefix(group_id)
-        done = {seq for seq in seqs if (group_id, seq) in self._marking}
-        for key, _ in self.store.iterate(prefix, keyspace.group_done_key(group_id, seqs[0]),
-                                         values=False):
-            seq = keyspace.seq_at_end(key)
-            if seq > seqs[-1]:
-                break
-            done.add(seq)
-            if seq == seqs[-1]:
-                break  # not on past deleted keys to find the end (see GroupArea.read)
-        return done
+        return set(compress(seqs, self._done_each(group_id, seqs)))
 
     def done_by_all(self, group_ids: list[int], seqs: list[int]) -> list[bool]:
         """For each seq whether every one of ``group_ids`` is done with it, made in C
@@ -87,51 +71,45 @@ class GroupMarks:
         kept = self._kept_of(group_id)
         if kept is not None:
             return list(map(kept.__contains__, seqs))
-        if not seqs or min(seqs) > self.highest(group_id):  # no mark that far
-            return [False] * len(seqs)
-        stored = list(map(is_not, self.store.get_all(self.keys(group_id, seqs)), repeat(None)))
-        if not self._marking:
-            return stored
-        marking = set(compress(seqs, map(self._marking.__contains__,
-                                         zip(repeat(group_id), seqs))))
-        return list(map(bool.__or__, stored, map(marking.__contains__, seqs)))
+        return list(map(self.is_done, repeat(group_id), seqs))  # (many marks: a look each)
+
+    def _bits(self, group_id: int, first: int) -> int:
+        """The bitmap of the group's block from ``first``, as it is with this batch."""
+        bits = self._blocks.get((group_id, first))
+        if bits is None:
+            stored = self.store.get(keyspace.mark_block_key(group_id, first))
+            bits = 0 if stored is None else int.from_bytes(stored, "little")
+        return bits
 
     def _kept_of(self, group_id: int) -> set[int] | None:
-        """The group's marks in memory (read from the store the first time); None: too
-        many to keep, asked in the store."""
+        """The group's marks in memory (read from the store the first time, its blocks
+        with them); None: too many to keep, asked in the store."""
         kept = self._kept.get(group_id)
         if kept is None and group_id not in self._unkept:
-            keys = self.store.iterate(keyspace.group_done_prefix(group_id), values=False)
-            kept = set(map(keyspace.seq_at_end,
-                           map(itemgetter(0), islice(keys, MARKS_KEPT + 1))))
-            if len(kept) > MARKS_KEPT:
-                self._unkept[group_id] = len(kept)
-                self._highest.pop(group_id, None)  # (may be from when it last had many)
-                return None
+            kept = set()
+            for key, value in self.store.iterate(keyspace.group_done_prefix(group_id)):
+                first = keyspace.seq_at_end(key)
+                bits = self._blocks.setdefault((group_id, first), int.from_bytes(value, "little"))
+                kept.update(keyspace.marked_seqs(first, bits))  # (as with this batch)
+                if len(kept) > MARKS_KEPT:
+                    self._unkept[group_id] = len(kept)  # (at least)
+                    return None
             self._kept[group_id] = kept
         return kept
-
-    @staticmethod
-    def keys(group_id: int, seqs: list[int]) -> list[bytes]:
-        """The mark keys of ``seqs`` for ``group_id``, made in C."""
-        return list(map(keyspace.group_done_prefix(group_id).__add__,
-                        map(keyspace.SEQ.pack, seqs)))
 
     def mark(self, batch: Batch, group_id: int, seq: int) -> None:
         self.mark_all(batch, group_id, [seq])
 
     def mark_all(self, batch: Batch, group_id: int, seqs: list[int]) -> None:
-        """The group is done with ``seqs`` (others still hold them): their marks are
-        written, the keys made in C."""
+        """The group is done with ``seqs`` (others still hold them): their bits are set
+        in the group's blocks, one write a block."""
         if not seqs:
             return
-        batch.put_all(list(zip(self.keys(group_id, seqs), repeat(b""))))
-        kept = self._kept_of(group_id)
+        kept = self._kept_of(group_id)  # (read before the blocks change)
+        self._change(batch, group_id, seqs, True)
         if kept is not None:
             kept.update(seqs)  # past MARKS_KEPT: let go once written
         else:
-            self._marking.update(zip(repeat(group_id), seqs))
-            self._highest[group_id] = max(self.highest(group_id), max(seqs))
             self._unkept[group_id] += len(seqs)
 
     def unmark(self, batch: Batch, group_id: int, seq: int) -> None:
@@ -139,26 +117,39 @@ class GroupMarks:
         self.unmark_all(batch, group_id, [seq])
 
     def unmark_all(self, batch: Batch, group_id: int, seqs: list[int]) -> None:
-        """``unmark`` of each seq, the keys made in C."""
+        """``unmark`` of each seq: their bits cleared, one write a block."""
         if not seqs:
             return
-        batch.delete_keys(self.keys(group_id, seqs))
         kept = self._kept_of(group_id)
+        self._change(batch, group_id, seqs, False)
         if kept is not None:
             kept.difference_update(seqs)
         else:
             self._unkept[group_id] -= len(seqs)
-            if self._marking:
-                self._marking.difference_update(zip(repeat(group_id), seqs))
+
+    def _change(self, batch: Batch, group_id: int, seqs: list[int], marked: bool) -> None:
+        """The bits of ``seqs`` set (``marked``) or cleared in the group's blocks, each
+        block changed written once (deleted when left empty)."""
+        blocks = self._blocks
+        for first, mask in _masks(seqs):
+            old = self._bits(group_id, first)
+            bits = old | mask if marked else old & ~mask
+            if bits == old:
+                continue
+            key = keyspace.mark_block_key(group_id, first)
+            if bits:
+                blocks[group_id, first] = bits
+                batch.put(key, bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
+            else:
+                blocks.pop((group_id, first), None)
+                batch.delete(key)
 
     def written(self) -> None:
         """The batch's marks are stored; a group with too many lets its set go, one
         with few again is read at its next question."""
-        self._marking = set()
         for group_id in [group_id for group_id, kept in self._kept.items()
                          if len(kept) > MARKS_KEPT]:
             self._unkept[group_id] = len(self._kept.pop(group_id))
-            self._highest.pop(group_id, None)  # not kept while its marks were
         if self._unkept:
             for group_id in [group_id for group_id, count in self._unkept.items()
                              if count <= MARKS_KEPT // 2]:
@@ -178,5 +169,25 @@ class GroupMarks:
         walk): each group's are read again at its next question."""
         self._kept = {}
         self._unkept = {}
-        self._marking = set()
-        self._highest = {}
+        self._blocks = {}
+
+
+def _masks(seqs: list[int]) -> list[tuple[int, int]]:
+    """(block's first seq, the bits of ``seqs`` in it) for each block ``seqs`` fall in:
+    one int over the span made in C (a run: one shift), cut a block at a time."""
+    low, high = min(seqs), max(seqs)
+    if high - low >= SPAN_AT_ONCE:  # far apart: a block each, seq by seq
+        masks: dict[int, int] = {}
+        for seq in set(seqs):
+            first = seq & MARK_BLOCK_OF
+            masks[first] = masks.get(first, 0) | 1 << (seq - first)
+        return sorted(masks.items())
+    distinct = set(seqs)
+    if len(distinct) == high - low + 1:
+        span = (1 << len(distinct)) - 1  # a run: every seq from low to high
+    else:
+        span = sum(map(ONE_SHIFTED, map(sub, distinct, repeat(low))))
+    start = low & MARK_BLOCK_OF
+    span <<= low - start
+    return [(first, span >> (first - start) & BLOCK_BITS)
+            for first in range(start, high + 1, MARK_BLOCK)]

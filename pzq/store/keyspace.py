@@ -24,7 +24,10 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     n <id:4>             counts that move with the batches: a topic's stored messages and
                          bytes, a group's backlog and floor
     a <group:4> <seq:8>  messages a group is done with (acked, dead or filtered) that
-                         other groups still hold (see pzq.store.topics)
+                         other groups still hold (see pzq.store.topics), in blocks of
+                         MARK_BLOCK seqs: the key's seq is the block's first, the value a
+                         bitmap of the block, bit i for seq first + i, little-endian, no
+                         trailing zero bytes (format 4; before, a key per seq, value empty)
     D <group:4>          how far a group's first deliveries went (its cursor, written with
                          the batches): a message below it was delivered at least once
     c <group:4> <seq:8>  a named group's delivery count of a message it delivered more than
@@ -70,7 +73,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from itertools import repeat
+from itertools import compress, repeat
 from operator import itemgetter
 
 from pzq.protocol.message_keys import NODE_ID_LENGTH as NODE_ID_LENGTH
@@ -225,7 +228,23 @@ def group_done_prefix(group_id: int) -> bytes:
 
 
 def group_done_key(group_id: int, seq: int) -> bytes:
+    """A mark of one seq as stores before format 4 kept it (their upgrade reads them)."""
     return GROUP_DONE_PREFIX + ID.pack(group_id) + SEQ.pack(seq)
+
+
+MARK_BLOCK = 1024  # seqs a block of marks covers (a bitmap of at most 128 bytes)
+MARK_BLOCK_OF = ~(MARK_BLOCK - 1)  # a seq's block's first seq: seq & MARK_BLOCK_OF
+
+
+def mark_block_key(group_id: int, first: int) -> bytes:
+    """The key of the block of marks from ``first`` (a multiple of MARK_BLOCK)."""
+    return GROUP_DONE_PREFIX + ID.pack(group_id) + SEQ.pack(first)
+
+
+def marked_seqs(first: int, bits: int) -> list[int]:
+    """The seqs a block's bitmap marks, ascending, picked in C."""
+    digits = bin(bits)[:1:-1]  # bit 0 first
+    return list(compress(range(first, first + len(digits)), map("1".__eq__, digits)))
 
 
 def delivered_key(group_id: int) -> bytes:

@@ -78,6 +78,7 @@ def settle_format(db: plyvel.DB, path: Path) -> None:
     if found is None:
         if db.get(keyspace.META_NODE_ID) is not None:  # a store of a release before versions
             log.info("store_format_recorded", database=str(path), format=STORE_FORMAT)
+        upgrade(db, format_of(found))  # (a store made before versions: its marks)
         db.put(keyspace.META_FORMAT, encode_format(), sync=True)
     elif format_of(found) < STORE_FORMAT:  # see store_format
         log.info("store_format_upgraded", database=str(path), found=format_of(found),

@@ -20,6 +20,15 @@ release of format 2 would not see the copies, and would release a scheduled mess
 a peer released in a takeover again. A store of format 2 is brought up to 3 at start
 by one pass over its scheduled messages, writing each one's ``v`` key; one of format 1
 has none, and takes the version alone.
+
+Format 4 keeps a group's marks (``a``: the messages it is done with that other groups
+still hold) in blocks of seqs, a bitmap each, where earlier formats kept a key a mark
+with an empty value (pzq.store.group_marks): a release of format 3 would take a block
+for the mark of its first seq alone and deliver the others again. A store of any
+earlier format is brought up to 4 at start by one pass over its marks, the keys of a
+block replaced by the block in one write; a block's value is never empty, so a pass
+cut short by a crash is taken up again at the next start without reading a block as a
+mark.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import plyvel
 from pzq.errors import StoreError
 from pzq.store import keyspace
 
-STORE_FORMAT = 3  # what this release writes and reads (and 1 and 2, brought up to 3)
+STORE_FORMAT = 4  # what this release writes and reads (and 1 to 3, brought up to 4)
 UNVERSIONED = 1  # the format of a store without the key (made before versions were kept)
 
 
@@ -61,9 +70,55 @@ def refuse_newer(path: Path, version: int) -> None:
 
 def upgrade(db: plyvel.DB, version: int) -> None:
     """Bring a store of format ``version`` up to STORE_FORMAT (the version is written
-    after, by the caller): format 2's scheduled messages get their keys by seq."""
-    if version != 2:
-        return
-    with db.write_batch() as batch:
-        for key in db.iterator(prefix=keyspace.SCHEDULED_PREFIX, include_value=False):
-            batch.put(keyspace.scheduled_seq_key(keyspace.split_scheduled_key(key)[1]), key)
+    after, by the caller): format 2's scheduled messages get their keys by seq, and
+    the marks of every format before 4 go into blocks."""
+    if version == 2:
+        with db.write_batch() as batch:
+            for key in db.iterator(prefix=keyspace.SCHEDULED_PREFIX, include_value=False):
+                batch.put(keyspace.scheduled_seq_key(keyspace.split_scheduled_key(key)[1]),
+                          key)
+    if version < 4:
+        marks_into_blocks(db)
+
+
+def marks_into_blocks(db: plyvel.DB) -> None:
+    """Each group's marks of a key a seq (empty values) into blocks of MARK_BLOCK seqs
+    (a bitmap each, merged with a block already made), a block's keys deleted and the
+    block written in the same batch (the block's key may be one of them: deleted
+    first); a batch written every BLOCKS_A_BATCH blocks."""
+    seq_at = len(keyspace.group_done_prefix(0))
+    block: tuple[bytes, int] | None = None  # (group's prefix, first seq) being gathered
+    bits, old_keys, written = 0, list[bytes](), 0
+    batch = db.write_batch(sync=True)
+    for key, value in db.iterator(prefix=keyspace.GROUP_DONE_PREFIX):  # (a snapshot)
+        seq = keyspace.SEQ.unpack_from(key, seq_at)[0]
+        first = seq & keyspace.MARK_BLOCK_OF
+        at = (key[:seq_at], first)
+        if at != block:
+            written += _write_block(batch, block, bits, old_keys)
+            if written >= BLOCKS_A_BATCH:
+                batch.write()
+                batch, written = db.write_batch(sync=True), 0
+            block, bits, old_keys = at, 0, []
+        if value:  # a block made already (a pass cut short)
+            bits |= int.from_bytes(value, "little")
+        else:
+            bits |= 1 << (seq - first)
+            old_keys.append(key)
+    _write_block(batch, block, bits, old_keys)
+    batch.write()
+
+
+BLOCKS_A_BATCH = 1024
+
+
+def _write_block(batch: plyvel.WriteBatch, block: tuple[bytes, int] | None, bits: int,
+                 old_keys: list[bytes]) -> int:
+    """The block's keys of one seq replaced by the block; 1 if written."""
+    if block is None or not old_keys:
+        return 0
+    for key in old_keys:
+        batch.delete(key)
+    batch.put(block[0] + keyspace.SEQ.pack(block[1]),
+              bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
+    return 1

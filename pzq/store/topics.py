@@ -30,6 +30,7 @@ from pzq.protocol.headers import topic_and_tag
 from pzq.store import keyspace, record, topic_log
 from pzq.store.batch import Batch
 from pzq.store.group_marks import GroupMarks
+from pzq.store.log_window import LogWindows
 from pzq.store.store import Store
 from pzq.store.topic_model import (
     DEFAULT_ALL,
@@ -64,6 +65,7 @@ class Topics(TopicRegistry):
         # Records a group read lately: the topic's other groups read them from here,
         # not from the store again (one read of a body for all groups, mostly).
         self.recent: dict[int, bytes] = {}
+        self.log_windows = LogWindows(store)  # the logs read ahead for their groups
         super().__init__(store, default_topic)
 
     # -- the logs ----------------------------------------------------------------
@@ -109,6 +111,7 @@ class Topics(TopicRegistry):
             return
         before = topic.log_from
         batch = self.store.begin()
+        self.log_windows.changed(topic.id)
         indexed, topic.log_from = topic_log.backfill_chunk(self.store, batch, topic, down_to,
                                                            self.default_topic, limit)
         for seq, tag in indexed:
@@ -331,6 +334,7 @@ class Topics(TopicRegistry):
         if topic.log_from is not None:
             log_prefix = keyspace.topic_log_prefix(topic.id)
             batch.delete_keys(list(map(log_prefix.__add__, map(keyspace.SEQ.pack, seqs))))
+            self.log_windows.left(topic.id, seqs)
             if self.recent:
                 each(self.recent.pop, seqs, repeat(None))
         self.counts.count(topic, -len(seqs), -size)
@@ -340,6 +344,7 @@ class Topics(TopicRegistry):
         if topic.log_from is not None:
             batch.delete(keyspace.topic_log_key(topic.id, seq))
             self.recent.pop(seq, None)
+            self.log_windows.left(topic.id, [seq])
         for holder in others:
             self.marks.unmark(batch, holder, seq)
         self.counts.count(topic, -1, -size)

@@ -58,8 +58,8 @@ def test_a_new_store_is_written_with_this_release_s_format(tmp_path):
 
 
 @pytest.mark.parametrize("value, line", [
-    (b"4", "has format 4, newer than this pzq reads (format 3): run a release that reads "
-           "format 4, or start this one on a backup taken before the upgrade"),
+    (b"5", "has format 5, newer than this pzq reads (format 4): run a release that reads "
+           "format 5, or start this one on a backup taken before the upgrade"),
     (b"two", "is not one this pzq can read: its format version 'two' is not a whole "
              "number from 1"),
 ])
@@ -74,14 +74,14 @@ def test_a_store_of_a_format_this_release_cannot_read_is_refused_untouched(tmp_p
 
 
 def test_a_store_of_format_1_is_brought_up_to_this_release_s_format(tmp_path):
-    """Formats 2 and 3 only add areas to format 1: a store that says format 1 is
-    written as 3 at start, so a release of format 1 refuses it from then on (it would
-    not see scheduled messages)."""
+    """Formats 2 and 3 only add areas to format 1 (and 4 changes the marks, of which this
+    store has none): a store that says format 1 is written as 4 at start, so a release
+    of format 1 refuses it from then on (it would not see scheduled messages)."""
     database = tmp_path / "db"
     Store.open(database).close()
     set_format(database, b"1")
     Store.open(database).close()
-    assert stored_format(database) == str(STORE_FORMAT).encode() == b"3"
+    assert stored_format(database) == str(STORE_FORMAT).encode() == b"4"
 
 
 def test_a_store_of_format_2_gets_its_scheduled_messages_keys_by_seq(tmp_path):
@@ -105,7 +105,7 @@ def test_a_store_of_format_2_gets_its_scheduled_messages_keys_by_seq(tmp_path):
     db.close()
 
     store = Store.open(database)
-    assert stored_format_of(store) == b"3"
+    assert stored_format_of(store) == b"4"
     area = ScheduledArea(store)
     store.register(area)
     batch = store.begin()
@@ -118,6 +118,36 @@ def test_a_store_of_format_2_gets_its_scheduled_messages_keys_by_seq(tmp_path):
 
 def stored_format_of(store: Store) -> bytes | None:
     return store.get(keyspace.META_FORMAT)
+
+
+@pytest.mark.parametrize("version", [b"3", None])
+def test_a_store_of_format_3_gets_its_marks_in_blocks(tmp_path, version):
+    """Format 4 keeps a group's marks in blocks of seqs: the keys a mark of a store of
+    format 3 (or one made before versions) become blocks at start, merged with a block
+    a pass cut short made already, and every group is done with what it was done with."""
+    database = tmp_path / "db"
+    Store.open(database).close()
+    marks = {2: [0, 5, 1023, 1024, 5000], 7: [3, 4]}
+    db = plyvel.DB(str(database))  # as a release of format 3 wrote them: a key a mark
+    for group_id, seqs in marks.items():
+        for seq in seqs:
+            db.put(keyspace.group_done_key(group_id, seq), b"")
+    db.put(keyspace.mark_block_key(7, 0), (1 << 9).to_bytes(2, "little"))  # made already
+    marks[7].append(9)
+    if version is None:
+        db.delete(keyspace.META_FORMAT)
+    else:
+        db.put(keyspace.META_FORMAT, version, sync=True)
+    db.close()
+
+    store = Store.open(database)
+    assert stored_format_of(store) == b"4"
+    assert [keyspace.seq_at_end(key) for key, _ in store.iterate(
+        keyspace.group_done_prefix(2))] == [0, 1024, 4096]
+    topics = Topics(store, "default")
+    for group_id, seqs in marks.items():
+        assert topics.done_among(group_id, list(range(6000))) == set(seqs)
+    store.close()
 
 
 # -- a store made by the release before format versions ----------------------------------------

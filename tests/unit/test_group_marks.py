@@ -63,8 +63,13 @@ def three_groups_read(store, topics, count):
 
 
 def stored_marks(store, group_id):
-    return {keyspace.seq_at_end(key)
-            for key, _ in store.iterate(keyspace.group_done_prefix(group_id), values=False)}
+    """The seqs the group's stored blocks of marks mark (none of them empty)."""
+    marked = set()
+    for key, value in store.iterate(keyspace.group_done_prefix(group_id)):
+        assert value and value[-1], "a block is never empty, nor has trailing zero bytes"
+        marked.update(keyspace.marked_seqs(keyspace.seq_at_end(key),
+                                           int.from_bytes(value, "little")))
+    return marked
 
 
 def assert_answers_are_the_store_s(store, topics, groups, seqs):
@@ -95,6 +100,45 @@ def test_marks_answer_as_the_stored_keys_across_a_reopen(tmp_path, monkeypatch, 
     store, topics, _ = open_node(tmp_path / "db")  # read from the store again
     groups = [topics.topics["orders"].groups[name] for name in GROUPS]
     assert_answers_are_the_store_s(store, topics, groups, seqs)
+    store.close()
+
+
+@pytest.mark.parametrize("kept", [group_marks.MARKS_KEPT, 100])
+def test_runs_across_blocks_scattered_acks_and_releases_are_stored_as_marked(
+        tmp_path, monkeypatch, kept):
+    """Marks are stored in blocks of MARK_BLOCK seqs: runs that cross a block's end,
+    ACKs of every seventh message, repeated seqs, and the last group's ACK clearing
+    the others' bits (a block left empty goes) read back the same after a reopen."""
+    monkeypatch.setattr(group_marks, "MARKS_KEPT", kept)  # 100: asked in the blocks
+    store, topics, _ = open_node(tmp_path / "db")
+    count = 2 * keyspace.MARK_BLOCK + 200
+    groups, states, seqs = three_groups_read(store, topics, count)
+    edge = keyspace.MARK_BLOCK
+    ack_all(store, states[0], seqs[edge - 50:edge + 50])  # a run across a block's end
+    ack_all(store, states[0], seqs[::7])  # scattered, some acked already
+    ack_all(store, states[1], seqs[edge - 60:edge + 40] + seqs[5:6] * 3)  # repeated
+    ack_all(store, states[2], seqs[edge - 70:edge + 30])  # the last: those leave
+    done = [set(seqs[edge - 50:edge + 50]) | set(seqs[::7]),
+            set(seqs[edge - 60:edge + 40]) | {seqs[5]}, set(seqs[edge - 70:edge + 30])]
+    left = done[0] & done[1] & done[2]
+    assert store.messages == count - len(left)
+    for group, marked in zip(groups, done, strict=True):
+        assert stored_marks(store, group.id) == marked - left
+    assert_answers_are_the_store_s(store, topics, groups, seqs)
+    batch = store.begin()  # marks far apart: a mask a block
+    topics.marks.mark_all(batch, groups[1].id, [seqs[1], seqs[1] + group_marks.SPAN_AT_ONCE])
+    topics.marks.unmark_all(batch, groups[1].id, [seqs[5], seqs[5] + 3 * keyspace.MARK_BLOCK])
+    store.commit(batch)
+    done[1] = (done[1] | {seqs[1], seqs[1] + group_marks.SPAN_AT_ONCE}) - {seqs[5]}
+    assert stored_marks(store, groups[1].id) == done[1] - left
+    asked = [*seqs, seqs[1] + group_marks.SPAN_AT_ONCE]
+    assert_answers_are_the_store_s(store, topics, groups, asked)
+    store.close()
+    store, topics, _ = open_node(tmp_path / "db")  # read from the store again
+    groups = [topics.topics["orders"].groups[name] for name in GROUPS]
+    for group, marked in zip(groups, done, strict=True):
+        assert {seq for seq in asked if topics.is_done(group.id, seq)} == marked - left
+    assert_answers_are_the_store_s(store, topics, groups, asked)
     store.close()
 
 

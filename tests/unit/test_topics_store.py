@@ -55,7 +55,9 @@ def test_a_message_goes_when_the_last_holder_is_done(tmp_path):
     assert store.messages == 2 and topics.is_done(DEFAULT_GROUP_ID, seqs[0])
     ack(store, audit, seqs[:1])
     assert store.messages == 1 and topics.topics["orders"].messages == 1
-    assert store.get(keyspace.group_done_key(DEFAULT_GROUP_ID, seqs[0])) is None
+    first = seqs[0] & keyspace.MARK_BLOCK_OF
+    block = store.get(keyspace.mark_block_key(DEFAULT_GROUP_ID, first)) or b""
+    assert keyspace.marked_seqs(first, int.from_bytes(block, "little")) == seqs[1:]
     assert store.get(keyspace.topic_log_key(topics.topics["orders"].id, seqs[0])) is None
     assert group.backlog == 1
     store.close()

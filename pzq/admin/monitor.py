@@ -15,10 +15,12 @@ listed here.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Protocol
 
 import zmq
 
+from pzq.agenda import Agenda
 from pzq.authorization import ADMIN, NO_AUTHORIZATION, Authorization
 from pzq.clock import Now
 from pzq.counters import Counters
@@ -62,6 +64,11 @@ class Monitor(Part):
             b"PING": lambda arguments, now: b"PONG",
             **parts.verbs(),
         }
+
+    tells_wait = True  # a request its descriptor will not tell (pzq.agenda)
+
+    def join(self, agenda: Agenda) -> None:
+        self.quiet.on_unread = partial(agenda.changed, self)
 
     def bound(self) -> list[Socket]:
         return [self.socket]

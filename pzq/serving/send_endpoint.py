@@ -12,10 +12,12 @@ status gives the message back; a malformed one is counted and ignored.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from operator import itemgetter
 
 import zmq
 
+from pzq.agenda import Agenda
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.window import DeliveryWindow
@@ -97,6 +99,11 @@ class SendEndpoint(Part):
 
     def polled(self) -> list[Socket | int]:
         return [self.connections.quiet.fd]
+
+    tells_wait = True  # connections to count: told by the monitor's socket (pzq.agenda)
+
+    def join(self, agenda: Agenda) -> None:
+        self.connections.quiet.on_unread = partial(agenda.changed, self)
 
     def timeout_ms(self, now: Now) -> int | None:
         return 0 if self.connections.quiet.unread else None  # connections to count

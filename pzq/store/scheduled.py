@@ -18,7 +18,9 @@ the seq alone, and the message is then dropped here (``drop``), not released aga
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
+from pzq.hooks import nothing
 from pzq.store import keyspace
 from pzq.store.batch import Batch, Participant
 from pzq.store.store import Store
@@ -46,6 +48,7 @@ class ScheduledArea(Participant):
         self._deltas: dict[str, int] = {}  # this batch's changes
         self._gone: set[bytes] = set()  # keys this batch deletes (not released twice)
         self._batch: Batch | None = None
+        self.on_change: Callable[[], None] = nothing  # told when a batch changed the times
 
     @property
     def waiting(self) -> int:
@@ -143,6 +146,7 @@ class ScheduledArea(Participant):
                 self.counts.pop(topic, None)
             self._next.pop(topic, None)  # looked up again when asked
         self.failed()
+        self.on_change()
 
     def failed(self) -> None:
         self._deltas = {}

@@ -28,7 +28,7 @@ class NodeUpkeep(Part):
     def timeout_ms(self, now: Now) -> int | None:
         if self.topics.backfill_due():
             return 0
-        sync_wait = self.store.sync_wait_s()
+        sync_wait = self.store.log_sync.wait_s(now.mono)  # from now (its deadline is kept)
         return None if sync_wait is None else poll_ms(sync_wait)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:

@@ -28,7 +28,7 @@ from pzq.errors import DecodeError
 from pzq.parts import Figures, Part, Verb
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
-from pzq.zmqio import Events, QuietSocket, Socket, drain_framed
+from pzq.zmqio import POLLIN, Events, QuietSocket, Socket, drain_framed
 
 MONITOR_BATCH = 64
 # the verbs that only read figures, names and keys: every key may ask them; the rest
@@ -83,7 +83,8 @@ class Monitor(Part):
         self.socket.close()
 
     def answer(self, events: Events, now: Now) -> None:
-        if self.quiet.due(events):
+        quiet = self.quiet
+        if quiet.unread or events.get(quiet.fd, 0) & POLLIN:  # (QuietSocket.due, inline)
             self.answer_waiting(now)
             self.quiet.served()
 

@@ -104,9 +104,8 @@ class Backups(Part):
         return 0 if self.current.wants_step() else POLL_MS
 
     def answer(self, events: Events, now: Now) -> None:
-        if not self.running:
+        if self.current is None or self.current.state != RUNNING:  # (``running``, inline)
             return
-        assert self.current is not None
         began = _clocks()  # the step's own length: the pause it adds to a wake
         self.current.step(now)
         self.current.stepped("slice", *_since(began))

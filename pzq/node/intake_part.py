@@ -61,6 +61,8 @@ class IntakePart(Part, Participant):
         # many messages as came: no pace.
         self._pace = 0 if hard_sync else PACED_INTAKE
         self._taking = False  # producers are read this wake
+        self._registered: bool | None = None  # whether it is in ``_poller``, as it was last
+        self._poller: zmq.Poller | None = None
         self._accepted: Accepted = NOTHING_ACCEPTED  # stored in the batch being written
         self._mono = 0.0
         self._failing = False  # the store refuses writes (logged once per spell)
@@ -76,8 +78,10 @@ class IntakePart(Part, Participant):
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """Producers are read while there is room for their ACKs and the node runs."""
-        self._taking = delivering and not self.acks.full
-        poller.register(self.socket, POLLIN if self._taking else 0)
+        self._taking = taking = delivering and not self.acks.full
+        if taking != self._registered or poller is not self._poller:  # (not again as it was)
+            poller.register(self.socket, POLLIN if taking else 0)
+            self._registered, self._poller = taking, poller
 
     tells_wait = True  # told after a send that left ACKs (pzq.agenda)
 

@@ -62,6 +62,7 @@ class Releaser(Participant):
         self._released: list[tuple[int, bytes]] = []  # seq, record: in the batch
         self._mono = 0.0
         self.released = 0  # since start
+        self.idle = True  # (Participant) until a release in the batch being built
         store.register(self)
 
     def release(self, batch: Batch, value: bytes, now: Now) -> None:
@@ -81,15 +82,18 @@ class Releaser(Participant):
         if times.priority and topic.priorities:
             self.lanes.add(batch, topic, times.priority, seq)
         self._released.append((seq, value))
+        self.idle = False
 
     def written(self) -> None:
         released, self._released = self._released, []
+        self.idle = True
         if released:
             self.released += len(released)
             self.copy(released, self._mono)
 
     def failed(self) -> None:
         self._released = []  # still scheduled: released again at the next wake
+        self.idle = True
 
 
 class ScheduledRelease(Part):

@@ -72,6 +72,7 @@ class Replays(Part, Participant):
         self.budget = 0.0  # messages the readers may take now
         self.budget_at = 0.0  # monotonic seconds when the budget was last filled
         self.reading: list[Replay] = []  # replays whose reader read in this batch
+        self.idle = True  # (Participant) while no replay runs
         self._load()
         store.register(self)
 
@@ -120,6 +121,7 @@ class Replays(Part, Participant):
             state = DeliveryState(area, group_settings(self.settings, group), Counters())
             self.by_group.setdefault((record.topic, record.group), {})[area.node_id] = state
         replay = self.replays[area.node_id] = Replay(record, area, state)
+        self.idle = False
         self._wait_changed()
         return replay
 
@@ -224,6 +226,7 @@ class Replays(Part, Participant):
         self.budget -= len(chunk.records)
         record.save(batch)
         self.reading.append(replay)
+        self.idle = False
 
     def _all_done(self, replay: Replay) -> bool:
         state = replay.state
@@ -265,6 +268,7 @@ class Replays(Part, Participant):
             for replay in self.reading:
                 replay.undo = None
             self.reading = []
+        self.idle = not self.replays
 
     def failed(self) -> None:
         for state in self._states():

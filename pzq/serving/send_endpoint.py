@@ -68,6 +68,8 @@ class SendEndpoint(Part):
         self.reaper_period_us = reaper_period_us
         self.reap_elsewhere = reap_elsewhere
         self._polled_out = False  # the last poll looked for room to deliver
+        self._flags = -1  # what the socket is registered for in ``_poller`` (-1: nothing yet)
+        self._poller: zmq.Poller | None = None
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -119,8 +121,10 @@ class SendEndpoint(Part):
         ZeroMQ socket in the poll costs a wake an EVENTS call or two."""
         listening = self.connections.listen()
         self._polled_out = listening and delivering and self.has_work(now.mono)
-        poller.register(self.socket, (POLLIN | (POLLOUT if self._polled_out else 0))
-                        if listening else 0)  # 0: out of the poll
+        flags = (POLLIN | (POLLOUT if self._polled_out else 0)) if listening else 0
+        if flags != self._flags or poller is not self._poller:  # (as it was: not again)
+            poller.register(self.socket, flags)  # 0: out of the poll
+            self._flags, self._poller = flags, poller
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:

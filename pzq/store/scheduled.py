@@ -49,6 +49,7 @@ class ScheduledArea(Participant):
         self._gone: set[bytes] = set()  # keys this batch deletes (not released twice)
         self._batch: Batch | None = None
         self.on_change: Callable[[], None] = nothing  # told when a batch changed the times
+        self.idle = True  # (Participant) until a batch adds or deletes one
 
     @property
     def waiting(self) -> int:
@@ -77,6 +78,8 @@ class ScheduledArea(Participant):
         batch.put(key, value)
         batch.put(keyspace.scheduled_seq_key(seq), key)
         self._deltas[topic] = self._deltas.get(topic, 0) + 1
+        self._batch = batch
+        self.idle = False
 
     def due(self, now_us: int, limit: int) -> list[Due]:
         """Up to ``limit`` messages due at ``now_us``, every topic's, in due-time order,
@@ -116,6 +119,8 @@ class ScheduledArea(Participant):
         batch.delete(keyspace.scheduled_seq_key(seq))
         self._gone.add(key)
         self._deltas[topic] = self._deltas.get(topic, 0) - 1
+        self._batch = batch
+        self.idle = False
 
     # -- batches -------------------------------------------------------------------
 
@@ -137,6 +142,7 @@ class ScheduledArea(Participant):
     def written(self) -> None:
         if not self._deltas and not self._gone:  # a batch that scheduled nothing
             self._batch = None
+            self.idle = True
             return
         for topic, change in self._deltas.items():
             left = self.counts.get(topic, 0) + change
@@ -152,3 +158,4 @@ class ScheduledArea(Participant):
         self._deltas = {}
         self._gone = set()
         self._batch = None
+        self.idle = True

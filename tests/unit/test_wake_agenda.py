@@ -13,8 +13,11 @@ import zmq
 
 from pzq.agenda import Agenda
 from pzq.clock import Now
+from pzq.delivery.expiry import FAR
 from pzq.node.device import Device
 from pzq.protocol import frames
+from pzq.store.batch import Batch, Participant
+from pzq.store.store import Store
 from tests.support.devices import wake
 
 pytestmark = pytest.mark.timeout(30)
@@ -150,3 +153,58 @@ def test_a_wake_with_nothing_changed_asks_no_part_its_wait(open_device: Callable
     produce(device, socket, b"DELAY:60000")
     assert device.poll_timeout_ms(Now.read()) is not None
     assert asked == ["ScheduledRelease"]
+
+
+class Lane(Participant):
+    """A participant that keeps ``idle``: given work by ``owe``, done once written."""
+
+    def __init__(self) -> None:
+        self.idle = True
+        self.steps: list[str] = []
+
+    def owe(self) -> None:
+        self.idle = False
+
+    def prepare(self, batch: Batch) -> None:
+        self.steps.append("prepare")
+
+    def written(self) -> None:
+        self.steps.append("written")
+        self.idle = True
+
+
+def test_a_batch_asks_an_idle_participant_nothing(store: Store):
+    lane = Lane()
+    store.register(lane)
+    store.commit(store.begin())
+    assert lane.steps == []
+    batch = store.begin()
+    lane.owe()  # given work in the wake: the batch's write is told
+    store.commit(batch)
+    assert lane.steps == ["written"]
+    lane.owe()  # given work for the next batch: prepared and told
+    store.commit(store.begin())
+    assert lane.steps == ["written", "prepare", "written"]
+    store.commit(store.begin())
+    assert lane.steps == ["written", "prepare", "written"]
+
+
+def test_the_store_participants_given_work_in_a_wake_write_it(
+        open_device: Callable[..., Device], open_socket: Sockets):
+    """Each participant that keeps ``idle`` is idle at rest, is not once a message
+    gives it work, and is again after the write (its work done: the dedup id is
+    remembered, the scheduled message counted, the expiry tracked)."""
+    device = open_device("--sync-interval", "0")
+    node = device.node
+    idle_ones = [node.dedup, node.scheduled, node.expiry, node.lanes]
+    socket = producer(open_socket, device)
+    settle(device)
+    assert all(part.idle for part in idle_ones)
+    produce(device, socket, b"DEDUP-ID:a", b"TTL:60000")
+    produce(device, socket, b"DELAY:60000")
+    assert all(part.idle for part in idle_ones)
+    topic_id = node.topics.topics["t"].id
+    assert node.dedup.seen_at(topic_id, b"a") is not None
+    assert not node.dedup.in_batch(topic_id, b"a")  # written: no longer in a batch
+    assert node.scheduled.waiting == 1
+    assert node.expiry.soonest_us < FAR

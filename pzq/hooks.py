@@ -8,6 +8,10 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+def nothing() -> None:
+    """What a hook no one set calls."""
+
+
 def overriding(objects: list[T], base: type, step: str) -> list[T]:
     """The objects whose ``step`` is their own: their class's, or set on the object,
     rather than ``base``'s (which does nothing)."""

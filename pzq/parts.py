@@ -6,10 +6,12 @@ A part owns its sockets from its opening to ``close``. It names the socket it bo
 (``bound``; node_ready names it by the part's declaration, pzq.endpoints), what the
 loop polls for it at all times (``polled``) and the scheduler's periods it needs
 (``ticks``). A wake asks, in this order: what to poll (``interest``) and how long at
-most (``timeout_ms``); the timer's reasons (``on_ticks``); what waits on its sockets,
-into the wake's one store batch (``take``); what the takes leave owed, into the same
-batch (``finish``); the batch is written (or ``write_failed`` says why not); after
-the write, what it sends (``send_out``); last, what it answers (``answer``).
+most (``timeout_ms``: of a part that ``tells_wait``, only when it said its wait may
+have shortened or its last deadline came, pzq.agenda); the timer's reasons
+(``on_ticks``); what waits on its sockets, into the wake's one store batch
+(``take``); what the takes leave owed, into the same batch (``finish``); the batch
+is written (or ``write_failed`` says why not); after the write, what it sends
+(``send_out``); last, what it answers (``answer``).
 ``figures`` adds its section to STATS and ``verbs`` its commands to the monitor's.
 At a stop, ``owes`` keeps the loop turning a little, and ``hand_back`` sends what is
 owed. Each method does nothing unless a part has something to do then.
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 import zmq
 
+from pzq.agenda import Agenda
 from pzq.clock import Now
 from pzq.hooks import overriding
 from pzq.store.batch import Batch
@@ -37,6 +40,14 @@ Verb = Callable[[list[bytes], Now], bytes]  # a monitor command: arguments, time
 
 
 class Part:
+    # True: the part says when its wait may have shortened (``join``'s agenda), and is
+    # asked ``timeout_ms`` only then and when its last deadline comes
+    tells_wait = False
+
+    def join(self, agenda: Agenda) -> None:
+        """The loop's agenda, once, when the part is added (a part that tells its wait
+        keeps it, and wires what changes its wait to it)."""
+
     def bound(self) -> list[Socket]:
         """The socket of the endpoint this part bound (node_ready's, by its declaration)."""
         return []
@@ -110,6 +121,7 @@ class Parts:
 
     def __init__(self) -> None:
         self._parts: list[Part] = []
+        self.agenda = Agenda()  # the waits of the parts that tell them
         self._declared: list[tuple[Part, str, tuple[str, ...]]] = []
         # for each step of a wake, the parts that do something then (a wake asks no
         # part whose method is Part's, which does nothing)
@@ -125,8 +137,12 @@ class Parts:
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
         self._parts.append(part)
         self._declared.append((part, role, section))
+        part.join(self.agenda)
+        if part.tells_wait:
+            self.agenda.keep(part)
         self._interest = overriding(self._parts, Part, "interest")
-        self._timeout = overriding(self._parts, Part, "timeout_ms")
+        self._timeout = [part for part in overriding(self._parts, Part, "timeout_ms")
+                         if not part.tells_wait]
         self._on_ticks = overriding(self._parts, Part, "on_ticks")
         self._take = overriding(self._parts, Part, "take")
         self._finish = overriding(self._parts, Part, "finish")
@@ -156,7 +172,7 @@ class Parts:
             part.interest(poller, now, delivering)
 
     def timeout_ms(self, now: Now) -> int | None:
-        soonest = None
+        soonest = self.agenda.timeout_ms(now)
         for part in self._timeout:
             wait = part.timeout_ms(now)
             if wait is not None and (soonest is None or wait < soonest):

@@ -13,11 +13,13 @@ the socket once whether a second message waits before it reads until refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import zmq
 from zmq.backend import Socket as CompiledSocket
+
+from pzq.hooks import nothing
 
 # The socket and context types pzq uses everywhere: frames are bytes.
 Socket = zmq.Socket[bytes]
@@ -132,7 +134,8 @@ class QuietSocket:
     socket is served until it reports no more input, and any input left (a read cut
     short by its limit, or one that came during a send or just before ``served``
     looked, which takes the descriptor's signal) is served on the next wake, which
-    must then come at once (``unread``: the part's ``timeout_ms`` is 0).
+    must then come at once (``unread``: the part's ``timeout_ms`` is 0, and
+    ``on_unread`` tells the loop so).
     """
 
     def __init__(self, socket: Socket) -> None:
@@ -141,6 +144,7 @@ class QuietSocket:
         # input is known to wait, and the descriptor will not say so again (unknown at
         # the start: look once)
         self.unread = True
+        self.on_unread: Callable[[], None] = nothing
 
     def due(self, events: Events) -> bool:
         return self.unread or bool(events.get(self.fd, 0) & POLLIN)
@@ -148,3 +152,5 @@ class QuietSocket:
     def served(self) -> None:
         """Call after serving: whether input is left decides the next wake's ``due``."""
         self.unread = readable(self.socket)
+        if self.unread:
+            self.on_unread()

@@ -15,10 +15,12 @@ listed here.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Protocol
 
 import zmq
 
+from pzq.agenda import Agenda
 from pzq.authorization import ADMIN, NO_AUTHORIZATION, Authorization
 from pzq.clock import Now
 from pzq.counters import Counters
@@ -26,7 +28,7 @@ from pzq.errors import DecodeError
 from pzq.parts import Figures, Part, Verb
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
-from pzq.zmqio import Events, QuietSocket, Socket, drain_framed
+from pzq.zmqio import POLLIN, Events, QuietSocket, Socket, drain_framed
 
 MONITOR_BATCH = 64
 # the verbs that only read figures, names and keys: every key may ask them; the rest
@@ -63,6 +65,11 @@ class Monitor(Part):
             **parts.verbs(),
         }
 
+    tells_wait = True  # a request its descriptor will not tell (pzq.agenda)
+
+    def join(self, agenda: Agenda) -> None:
+        self.quiet.on_unread = partial(agenda.changed, self)
+
     def bound(self) -> list[Socket]:
         return [self.socket]
 
@@ -76,7 +83,8 @@ class Monitor(Part):
         self.socket.close()
 
     def answer(self, events: Events, now: Now) -> None:
-        if self.quiet.due(events):
+        quiet = self.quiet
+        if quiet.unread or events.get(quiet.fd, 0) & POLLIN:  # (QuietSocket.due, inline)
             self.answer_waiting(now)
             self.quiet.served()
 

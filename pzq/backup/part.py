@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+from pzq.agenda import Agenda
 from pzq.archive.tier.archive import Archive
 from pzq.backup.job import RUNNING, Backup, NodeFacts
 from pzq.clock import Now
 from pzq.errors import PzqError
+from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.parts import Figures, Part, Verb
 from pzq.store.store import Store
@@ -38,11 +41,17 @@ USAGE = "BACKUP DIR (a new or empty directory, its absolute path), or BACKUP for
 class Backups(Part):
     def __init__(self, store: Store, archive: Archive | None, facts: NodeFacts,
                  clock: Callable[[], Now]) -> None:
+        self._wait_changed: Callable[[], None] = nothing  # until joined
         self.store = store
         self.archive = archive
         self.facts = facts
         self.clock = clock  # read at a close, which no wake passes time to
         self.current: Backup | None = None  # the running backup, or the last one
+
+    tells_wait = True  # told when a backup begins and after each of its steps (pzq.agenda)
+
+    def join(self, agenda: Agenda) -> None:
+        self._wait_changed = partial(agenda.changed, self)
 
     def verbs(self) -> dict[bytes, Verb]:
         return {b"BACKUP": self._verb}
@@ -81,6 +90,7 @@ class Backups(Part):
         began = _clocks()  # fsync the archive, open its files, take the snapshot
         self.current = Backup(backup_id, directory, self.store, self.archive, self.facts, now)
         self.current.stepped("begin", *_since(began))
+        self._wait_changed()
         log.info("backup_started", backup=backup_id, directory=str(directory),
                  store_messages=self.store.messages,
                  archive_bytes=self.current.archive_total_bytes)
@@ -94,12 +104,12 @@ class Backups(Part):
         return 0 if self.current.wants_step() else POLL_MS
 
     def answer(self, events: Events, now: Now) -> None:
-        if not self.running:
+        if self.current is None or self.current.state != RUNNING:  # (``running``, inline)
             return
-        assert self.current is not None
         began = _clocks()  # the step's own length: the pause it adds to a wake
         self.current.step(now)
         self.current.stepped("slice", *_since(began))
+        self._wait_changed()
 
     def figures(self, now: Now) -> Figures:
         return {"backup": self._status(now)}

@@ -118,6 +118,7 @@ class MessageExpiry(Participant):
         self.soonest_us = FAR  # the earliest index key not lingering (FAR: none)
         self._adding: list[int] = []  # expiries the batch being built adds
         self._counting: list[Topic] = []  # expired in the batch being built: counted once
+        self.idle = True  # (Participant) until the batch being built tracks or counts one
         for key, _ in store.iterate(keyspace.EXPIRY_PREFIX, values=False):
             self.soonest_us = keyspace.split_expiry_key(key)[0]
             break
@@ -128,6 +129,7 @@ class MessageExpiry(Participant):
         """A new own message with this expiry, in ``batch``."""
         batch.put(keyspace.expiry_key(expires_us, seq), b"")
         self._adding.append(expires_us)
+        self.idle = False
 
     def written(self) -> None:
         if self._adding:
@@ -138,10 +140,12 @@ class MessageExpiry(Participant):
             for topic in self._counting:
                 topic.ttl_expired += 1
             self._counting = []
+        self.idle = True
 
     def failed(self) -> None:
         self._adding = []
         self._counting = []
+        self.idle = True
 
     # -- what delivery states ask ------------------------------------------------------
 
@@ -183,6 +187,7 @@ class MessageExpiry(Participant):
         """The last group holding the message let it go as expired: counted once, and
         its dead letter (``seq``'s, the same as the message's) says why."""
         self._counting.append(self.topics.describe(value)[0])
+        self.idle = False
         if dead:
             batch.put(keyspace.dead_reason_key(seq), EXPIRED)
 

@@ -86,6 +86,7 @@ class Lanes(Participant):
             break
         self._gone: list[bytes] = []  # keys of messages that left the store
         self._adding = False
+        self.idle = True  # (Participant) until a key is added or goes
 
     def for_topic(self, topic: Topic) -> TopicLanes:
         return TopicLanes(self, topic)
@@ -93,6 +94,7 @@ class Lanes(Participant):
     def add(self, batch: Batch, topic: Topic, priority: int, seq: int) -> None:
         batch.put(keyspace.lane_key(topic.id, priority, seq), b"")
         self._adding = True
+        self.idle = False
 
     def entries(self, topics: list[Topic] | None = None) -> Iterator[tuple[bytes, int]]:
         """(index key, seq) of the topics' lanes (None: every topic with priorities),
@@ -118,6 +120,7 @@ class Lanes(Participant):
 
     def gone(self, key: bytes) -> None:
         self._gone.append(key)
+        self.idle = False
 
     def prepare(self, batch: Batch) -> None:
         if self._gone:
@@ -128,6 +131,8 @@ class Lanes(Participant):
         if self._adding:
             self.waiting = True
             self._adding = False
+        self.idle = not self._gone
 
     def failed(self) -> None:
         self._adding = False
+        self.idle = not self._gone

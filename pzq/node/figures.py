@@ -12,6 +12,7 @@ from pzq.node.state import NodeState
 from pzq.node.topic_figures import topic_figures
 from pzq.node.topic_rates import TopicRates
 from pzq.parts import Figures, Part
+from pzq.rates import SAMPLE_EVERY_S
 from pzq.serving.connections import ConsumerCount
 from pzq.serving.named_groups import NamedGroups
 from pzq.zmqio import Events
@@ -30,9 +31,17 @@ class NodeFigures(Part):
         self.consume = consume
         self.topic_rates = TopicRates()
         self.ages = TopicAges(node.store, node.topics)
+        self._next_sample = 0.0  # monotonic seconds: the node's rates sample again then
 
     def answer(self, events: Events, now: Now) -> None:
-        node = self.node
+        """The rates sample every SAMPLE_EVERY_S, and the topics' at once when a topic
+        or group came or went (TopicRates.sample): a wake in between asks neither."""
+        node, rates = self.node, self.topic_rates
+        if now.mono < self._next_sample and len(node.topics.topics) == len(rates.topics) \
+                and len(self.consume.groups) == len(rates.groups):
+            return
+        if now.mono >= self._next_sample:
+            self._next_sample = now.mono + SAMPLE_EVERY_S
         node.rates.sample(now.mono, node.counters)
         self.topic_rates.sample(now.mono, node.topics, self.consume)
 

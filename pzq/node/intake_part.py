@@ -11,15 +11,19 @@ waits (REPLICATION_FAILED) before the node closes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 import zmq
 
+from pzq.agenda import Agenda
 from pzq.clock import Now
 from pzq.cluster.lone import Cluster
 from pzq.cluster.replication import CopiesSettled
 from pzq.counters import Counters
 from pzq.events import EventHub
+from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.node.intake import NOTHING_ACCEPTED, Accepted, Intake
 from pzq.node.outbox import RETRY_MS, ProducerAcks
@@ -39,6 +43,7 @@ class IntakePart(Part, Participant):
     def __init__(self, socket: Socket, intake: Intake, acks: ProducerAcks, cluster: Cluster,
                  counters: Counters, backlog: Backlog, replicas: int, hard_sync: bool,
                  hub: EventHub) -> None:
+        self._wait_changed: Callable[[], None] = nothing  # until joined
         self.socket = socket
         self.intake = intake
         self.acks = acks
@@ -56,6 +61,8 @@ class IntakePart(Part, Participant):
         # many messages as came: no pace.
         self._pace = 0 if hard_sync else PACED_INTAKE
         self._taking = False  # producers are read this wake
+        self._registered: bool | None = None  # whether it is in ``_poller``, as it was last
+        self._poller: zmq.Poller | None = None
         self._accepted: Accepted = NOTHING_ACCEPTED  # stored in the batch being written
         self._mono = 0.0
         self._failing = False  # the store refuses writes (logged once per spell)
@@ -71,8 +78,15 @@ class IntakePart(Part, Participant):
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """Producers are read while there is room for their ACKs and the node runs."""
-        self._taking = delivering and not self.acks.full
-        poller.register(self.socket, POLLIN if self._taking else 0)
+        self._taking = taking = delivering and not self.acks.full
+        if taking != self._registered or poller is not self._poller:  # (not again as it was)
+            poller.register(self.socket, POLLIN if taking else 0)
+            self._registered, self._poller = taking, poller
+
+    tells_wait = True  # told after a send that left ACKs (pzq.agenda)
+
+    def join(self, agenda: Agenda) -> None:
+        self._wait_changed = partial(agenda.changed, self)
 
     def timeout_ms(self, now: Now) -> int | None:
         return RETRY_MS if self.acks else None  # ACKs a full pipe refused, again
@@ -111,6 +125,8 @@ class IntakePart(Part, Participant):
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         self.acks.flush()
+        if self.acks:  # a full pipe refused some: sent again after a while
+            self._wait_changed()
 
     # -- stopping ------------------------------------------------------------------
 

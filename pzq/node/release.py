@@ -16,7 +16,9 @@ survivor released while this node was down is dropped here, not released again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
+from pzq.agenda import Agenda
 from pzq.clock import Now, poll_ms
 from pzq.delivery.expiry import DEAD, MessageExpiry
 from pzq.delivery.lanes import Lanes
@@ -60,6 +62,7 @@ class Releaser(Participant):
         self._released: list[tuple[int, bytes]] = []  # seq, record: in the batch
         self._mono = 0.0
         self.released = 0  # since start
+        self.idle = True  # (Participant) until a release in the batch being built
         store.register(self)
 
     def release(self, batch: Batch, value: bytes, now: Now) -> None:
@@ -79,19 +82,25 @@ class Releaser(Participant):
         if times.priority and topic.priorities:
             self.lanes.add(batch, topic, times.priority, seq)
         self._released.append((seq, value))
+        self.idle = False
 
     def written(self) -> None:
         released, self._released = self._released, []
+        self.idle = True
         if released:
             self.released += len(released)
             self.copy(released, self._mono)
 
     def failed(self) -> None:
         self._released = []  # still scheduled: released again at the next wake
+        self.idle = True
 
 
 class ScheduledRelease(Part):
-    """This node's own scheduled messages, released when due."""
+    """This node's own scheduled messages, released when due. Its wait is asked when a
+    batch changed the scheduled times, and when it comes (pzq.agenda)."""
+
+    tells_wait = True
 
     def __init__(self, area: ScheduledArea, releaser: Releaser, removed: Removed,
                  allowed: Allowed) -> None:
@@ -100,6 +109,9 @@ class ScheduledRelease(Part):
         self.removed = removed
         self.allowed = allowed
 
+    def join(self, agenda: Agenda) -> None:
+        self.area.on_change = partial(agenda.changed, self)
+
     def timeout_ms(self, now: Now) -> int | None:
         wait = wait_ms(self.area.next_due_us(), now)
         if wait is not None and not self.allowed(now.mono):
@@ -107,6 +119,8 @@ class ScheduledRelease(Part):
         return wait
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
+        if not self.area.counts:  # none waits (the common wake)
+            return
         due = self.area.next_due_us()
         if due is None or due > now.wall_us or not self.allowed(now.mono):
             return

@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from functools import partial
 
+from pzq.agenda import Agenda
 from pzq.archive.contract import ArchiveLogs
 from pzq.clock import Now
 from pzq.counters import Counters
@@ -29,6 +31,7 @@ from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.errors import ArchiveError, DecodeError, StoreError
 from pzq.events import EventHub, ReplayEnded
+from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.parts import REAP, Figures, Part, Verb
 from pzq.replay.entry import Replay
@@ -55,6 +58,7 @@ class Replays(Part, Participant):
 
     def __init__(self, store: Store, topics: Topics, logs: ArchiveLogs,
                  settings: DeliverySettings, rate: int, hub: EventHub) -> None:
+        self._wait_changed: Callable[[], None] = nothing  # until joined
         self.store = store
         self.topics = topics
         self.logs = logs
@@ -68,6 +72,7 @@ class Replays(Part, Participant):
         self.budget = 0.0  # messages the readers may take now
         self.budget_at = 0.0  # monotonic seconds when the budget was last filled
         self.reading: list[Replay] = []  # replays whose reader read in this batch
+        self.idle = True  # (Participant) while no replay runs
         self._load()
         store.register(self)
 
@@ -116,6 +121,8 @@ class Replays(Part, Participant):
             state = DeliveryState(area, group_settings(self.settings, group), Counters())
             self.by_group.setdefault((record.topic, record.group), {})[area.node_id] = state
         replay = self.replays[area.node_id] = Replay(record, area, state)
+        self.idle = False
+        self._wait_changed()
         return replay
 
     def _delete(self, record: ReplayRecord, area: ReplayArea) -> None:
@@ -125,6 +132,11 @@ class Replays(Part, Participant):
         self.store.commit(batch)
 
     # -- the loop ------------------------------------------------------------------
+
+    tells_wait = True  # told when a replay is added, and at each wake while any runs
+
+    def join(self, agenda: Agenda) -> None:
+        self._wait_changed = partial(agenda.changed, self)
 
     def start(self, now: Now) -> None:
         self.budget_at = now.mono
@@ -144,6 +156,8 @@ class Replays(Part, Participant):
 
     def finish(self, batch: Batch, now: Now) -> None:
         """Read what the rate allows, into the wake's batch; finish replays done with."""
+        if self.replays:
+            self._wait_changed()
         for replay in list(self.replays.values()):
             group = self._group_of(replay.record)
             if group is None:
@@ -212,6 +226,7 @@ class Replays(Part, Participant):
         self.budget -= len(chunk.records)
         record.save(batch)
         self.reading.append(replay)
+        self.idle = False
 
     def _all_done(self, replay: Replay) -> bool:
         state = replay.state
@@ -253,6 +268,7 @@ class Replays(Part, Participant):
             for replay in self.reading:
                 replay.undo = None
             self.reading = []
+        self.idle = not self.replays
 
     def failed(self) -> None:
         for state in self._states():

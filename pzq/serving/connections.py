@@ -12,7 +12,7 @@ from __future__ import annotations
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from pzq.zmqio import Events, QuietSocket, Socket
+from pzq.zmqio import POLLIN, Events, QuietSocket, Socket
 
 
 class ConsumerCount:
@@ -58,8 +58,9 @@ class ConsumerCount:
     def came_or_went(self, events: Events) -> bool | None:
         """Counts what the monitor said this wake, if it spoke (None: it did not); True
         if a connection went."""
-        quiet = self.quiet
-        if not quiet.due(events):
+        quiet = self._quiet  # (a wake asks this of each endpoint: no property, no call)
+        assert quiet is not None, "watch() the socket before binding it"
+        if not (quiet.unread or events.get(quiet.fd, 0) & POLLIN):
             return None
         went = self.update()
         quiet.served()

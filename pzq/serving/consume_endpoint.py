@@ -17,9 +17,11 @@ replay's messages the same way, each replay as one more origin (pzq.replay).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import zmq
 
+from pzq.agenda import Agenda
 from pzq.authorization import NO_AUTHORIZATION, Authorization, RulesReloaded
 from pzq.clock import Now
 from pzq.counters import Counters
@@ -31,6 +33,7 @@ from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.events import EventHub, GroupDoneElsewhere, PeersReleased, ReplayEnded
+from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import consume as consume_wire
@@ -40,6 +43,7 @@ from pzq.serving.answers import GroupAnswers
 from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, soonest_due_ms
 from pzq.serving.liveness import ConsumerLiveness
+from pzq.serving.named_groups import drop_served_group, forget_served, settle_served
 from pzq.serving.other_origins import (
     NO_REPLAYS,
     ClusterWord,
@@ -96,6 +100,7 @@ class ConsumeEndpoint(Part):
         store.register(self.confirmations)
         self.consumers: dict[bytes, ServedConsumer] = {}
         self.sender = Sender(socket)
+        self.wait_changed: Callable[[], None] = nothing  # the loop's agenda, once joined
         # What each verb does for a consumer of this connection (CONSUME is taken first,
         # and the rest before it by one rule, _before_consume); a new verb is its entry
         # here, its decoder (pzq.protocol.consume) and its client's method.
@@ -135,6 +140,11 @@ class ConsumeEndpoint(Part):
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         poller.register(self.socket, POLLIN if self.connections.listen() else 0)  # 0: not
 
+    tells_wait = True  # asked in a wake with consumers, requests, (dis)connections, reaping
+
+    def join(self, agenda: Agenda) -> None:
+        self.connections.quiet.on_unread = self.wait_changed = partial(agenda.changed, self)
+
     def timeout_ms(self, now: Now) -> int | None:
         """The consumers' liveness, and the soonest delayed delivery's due time."""
         if self.connections.quiet.unread:  # connections to count: at once
@@ -145,16 +155,21 @@ class ConsumeEndpoint(Part):
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
             self.reap(now.wall_us)
+            self.wait_changed()
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         requests = events.get(self.socket, 0) & POLLIN
         if requests:
             self.take_requests(batch, now.wall_us, now.mono)
+            self.wait_changed()
         self.connections.heard(bool(requests))
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        if self.connections.came_or_went(events):  # one went: its consumer is looked at
+        went = self.connections.came_or_went(events)
+        if went:  # its consumer is looked at
             self.liveness.look_soon(now.mono)
+        if went is not None or self.consumers:
+            self.wait_changed()
         if delivering:
             self.tick(now.mono)
         self.deliver(now.wall_us, now.mono, delivering)
@@ -284,9 +299,7 @@ class ConsumeEndpoint(Part):
 
     def replay_ended(self, ended: ReplayEnded) -> None:
         """A replay of a group ended: what its consumers held of it is theirs no more."""
-        for deliveries in self.groups.values():
-            if deliveries.topic == ended.topic and deliveries.name == ended.group:
-                deliveries.settle()
+        settle_served(self.groups, ended.topic, ended.group)
 
     def rewind_own(self, released: PeersReleased) -> None:
         """Another node let messages go: look at each group's messages again."""
@@ -297,22 +310,11 @@ class ConsumeEndpoint(Part):
 
     def forget(self, seq: int) -> None:
         """An operator deleted the message: no group delivers it any more."""
-        for deliveries in self.groups.values():
-            deliveries.state.forget(seq)
-            deliveries.release((self.store.node_id, seq))
+        forget_served(self.groups, self.store.node_id, seq)
 
     def drop_group(self, topic: Topic, name: str) -> None:
         """An operator removed the group: its consumers are told and let go."""
-        for group_id, deliveries in list(self.groups.items()):
-            if deliveries.group.topic is topic and deliveries.group.name == name:
-                for consumer in list(deliveries.consumers):
-                    self._error(consumer.routing_id, f"group {name} of topic {topic.name} "
-                                "was removed")
-                    self.consumers.pop(consumer.routing_id, None)
-                deliveries.consumers.clear()
-                deliveries.owner.clear()
-                deliveries.state.paused = True
-                del self.groups[group_id]
+        drop_served_group(self.groups, self.consumers, topic, name, self._error)
 
     # -- deliveries ---------------------------------------------------------------
 

@@ -4,10 +4,10 @@ or ``NoConsumeEndpoint`` on a node without --consume-dsn."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from pzq.serving.holding import NamedGroupDelivery
+from pzq.serving.holding import NamedGroupDelivery, ServedConsumer
 from pzq.store.batch import Batch
 from pzq.store.topics import Group, Topic
 
@@ -52,3 +52,32 @@ class NoConsumeEndpoint:
 
     def drop_group(self, topic: Topic, name: str) -> None:
         pass
+
+
+def drop_served_group(groups: dict[int, NamedGroupDelivery], consumers: dict[bytes, ServedConsumer],
+                      topic: Topic, name: str, error: Callable[[bytes, str], None]) -> None:
+    """An operator removed the group: its consumers are told (``error``) and let go, its
+    deliveries stop."""
+    for group_id, deliveries in list(groups.items()):
+        if deliveries.group.topic is topic and deliveries.group.name == name:
+            for consumer in list(deliveries.consumers):
+                error(consumer.routing_id, f"group {name} of topic {topic.name} was removed")
+                consumers.pop(consumer.routing_id, None)
+            deliveries.consumers.clear()
+            deliveries.owner.clear()
+            deliveries.state.paused = True
+            del groups[group_id]
+
+
+def forget_served(groups: dict[int, NamedGroupDelivery], node_id: bytes, seq: int) -> None:
+    """An operator deleted the own message ``seq``: no group delivers it any more."""
+    for deliveries in groups.values():
+        deliveries.state.forget(seq)
+        deliveries.release((node_id, seq))
+
+
+def settle_served(groups: dict[int, NamedGroupDelivery], topic: str, name: str) -> None:
+    """A replay of the group ended: what its consumers held of it is theirs no more."""
+    for deliveries in groups.values():
+        if deliveries.topic == topic and deliveries.name == name:
+            deliveries.settle()

@@ -12,10 +12,12 @@ status gives the message back; a malformed one is counted and ignored.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from operator import itemgetter
 
 import zmq
 
+from pzq.agenda import Agenda
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.window import DeliveryWindow
@@ -66,6 +68,8 @@ class SendEndpoint(Part):
         self.reaper_period_us = reaper_period_us
         self.reap_elsewhere = reap_elsewhere
         self._polled_out = False  # the last poll looked for room to deliver
+        self._flags = -1  # what the socket is registered for in ``_poller`` (-1: nothing yet)
+        self._poller: zmq.Poller | None = None
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -98,6 +102,11 @@ class SendEndpoint(Part):
     def polled(self) -> list[Socket | int]:
         return [self.connections.quiet.fd]
 
+    tells_wait = True  # connections to count: told by the monitor's socket (pzq.agenda)
+
+    def join(self, agenda: Agenda) -> None:
+        self.connections.quiet.on_unread = partial(agenda.changed, self)
+
     def timeout_ms(self, now: Now) -> int | None:
         return 0 if self.connections.quiet.unread else None  # connections to count
 
@@ -112,8 +121,10 @@ class SendEndpoint(Part):
         ZeroMQ socket in the poll costs a wake an EVENTS call or two."""
         listening = self.connections.listen()
         self._polled_out = listening and delivering and self.has_work(now.mono)
-        poller.register(self.socket, (POLLIN | (POLLOUT if self._polled_out else 0))
-                        if listening else 0)  # 0: out of the poll
+        flags = (POLLIN | (POLLOUT if self._polled_out else 0)) if listening else 0
+        if flags != self._flags or poller is not self._poller:  # (as it was: not again)
+            poller.register(self.socket, flags)  # 0: out of the poll
+            self._flags, self._poller = flags, poller
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:

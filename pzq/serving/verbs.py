@@ -53,12 +53,15 @@ class Confirmations(Participant):
     def __init__(self, send: Send) -> None:
         self.send = send
         self._owed: dict[bytes, list[bytes]] = {}  # routing id -> keys
+        self.idle = True  # (Participant) until some are owed
 
     def owe(self, routing_id: bytes, keys: list[bytes] | tuple[bytes, ...]) -> None:
         self._owed.setdefault(routing_id, []).extend(keys)
+        self.idle = False
 
     def written(self) -> None:
         owed, self._owed = self._owed, {}
+        self.idle = True
         for routing_id, keys in owed.items():
             most = consume_wire.MAX_KEYS
             for start in range(0, len(keys), most):

@@ -21,6 +21,11 @@ class Participant:
     """A part whose in-memory state follows the store's batches (hooks do nothing
     unless overridden)."""
 
+    # True while no hook but ``failed`` has anything to do: a batch asks it nothing.
+    # A participant that keeps this sets it False as soon as it is given work (for
+    # the next batch, or for this one's write) and True again once that is done.
+    idle = False
+
     def prepare(self, batch: Batch) -> None:
         """Add to a new batch what earlier batches left to write."""
 

@@ -23,6 +23,7 @@ class DedupIndex(Participant):
         self.store = store
         self._batch_ids: dict[tuple[int, bytes], int] = {}  # in the batch being built
         self._expire_before_us: int | None = None  # set by the reaper's tick
+        self.idle = True  # (Participant) until an id is remembered or ids expire
 
     def seen_at(self, topic_id: int, dedup_id: bytes) -> int | None:
         """When the topic last stored a message with this id (µs; None: never, or so
@@ -50,10 +51,12 @@ class DedupIndex(Participant):
         batch.put(keyspace.dedup_key(topic_id, dedup_id), SEEN.pack(now_us))
         batch.put(keyspace.dedup_age_key(now_us, topic_id, dedup_id), b"")
         self._batch_ids[(topic_id, dedup_id)] = now_us
+        self.idle = False
 
     def expire(self, before_us: int) -> None:
         """Let ids seen before ``before_us`` go, with the next batch."""
         self._expire_before_us = before_us
+        self.idle = False
 
     def prepare(self, batch: Batch) -> None:
         if self._expire_before_us is None:
@@ -71,6 +74,8 @@ class DedupIndex(Participant):
 
     def written(self) -> None:
         self._batch_ids.clear()
+        self.idle = self._expire_before_us is None
 
     def failed(self) -> None:
         self._batch_ids.clear()
+        self.idle = self._expire_before_us is None

@@ -10,6 +10,10 @@ interval of 0 never syncs by time. Pure bookkeeping with the time passed in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from pzq.hooks import nothing
+
 
 class LogSync:
     def __init__(self, hard: bool, interval_s: float, now: float) -> None:
@@ -18,6 +22,9 @@ class LogSync:
         self.synced_at = now  # opening LevelDB leaves everything before it on disk
         self.unsynced_since: float | None = None  # the oldest write not yet synced
         self._retry_at = 0.0  # after a failed write, not before this
+        # told when a sync becomes owed (the loop's agenda: pzq.agenda); the wait only
+        # grows otherwise
+        self.on_sooner: Callable[[], None] = nothing
 
     def due(self, now: float) -> bool:
         """The next write must be synced."""
@@ -32,6 +39,7 @@ class LogSync:
             self.unsynced_since = None
         elif self.unsynced_since is None:
             self.unsynced_since = now
+            self.on_sooner()
 
     def failed(self, now: float) -> None:
         """A write failed: try the sync again an interval later, not on every wake."""

@@ -18,7 +18,9 @@ the seq alone, and the message is then dropped here (``drop``), not released aga
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
+from pzq.hooks import nothing
 from pzq.store import keyspace
 from pzq.store.batch import Batch, Participant
 from pzq.store.store import Store
@@ -46,6 +48,8 @@ class ScheduledArea(Participant):
         self._deltas: dict[str, int] = {}  # this batch's changes
         self._gone: set[bytes] = set()  # keys this batch deletes (not released twice)
         self._batch: Batch | None = None
+        self.on_change: Callable[[], None] = nothing  # told when a batch changed the times
+        self.idle = True  # (Participant) until a batch adds or deletes one
 
     @property
     def waiting(self) -> int:
@@ -74,6 +78,8 @@ class ScheduledArea(Participant):
         batch.put(key, value)
         batch.put(keyspace.scheduled_seq_key(seq), key)
         self._deltas[topic] = self._deltas.get(topic, 0) + 1
+        self._batch = batch
+        self.idle = False
 
     def due(self, now_us: int, limit: int) -> list[Due]:
         """Up to ``limit`` messages due at ``now_us``, every topic's, in due-time order,
@@ -113,6 +119,8 @@ class ScheduledArea(Participant):
         batch.delete(keyspace.scheduled_seq_key(seq))
         self._gone.add(key)
         self._deltas[topic] = self._deltas.get(topic, 0) - 1
+        self._batch = batch
+        self.idle = False
 
     # -- batches -------------------------------------------------------------------
 
@@ -134,6 +142,7 @@ class ScheduledArea(Participant):
     def written(self) -> None:
         if not self._deltas and not self._gone:  # a batch that scheduled nothing
             self._batch = None
+            self.idle = True
             return
         for topic, change in self._deltas.items():
             left = self.counts.get(topic, 0) + change
@@ -143,8 +152,10 @@ class ScheduledArea(Participant):
                 self.counts.pop(topic, None)
             self._next.pop(topic, None)  # looked up again when asked
         self.failed()
+        self.on_change()
 
     def failed(self) -> None:
         self._deltas = {}
         self._gone = set()
         self._batch = None
+        self.idle = True

@@ -61,6 +61,7 @@ class Store:
         self._participants: list[Participant] = []
         self._preparing: list[Participant] = []
         self._checking: list[Participant] = []
+        self._writing: list[Participant] = []
         self.path = path
         self.hard_sync = hard_sync
         self.log_sync = LogSync(hard_sync, sync_interval_s, now)
@@ -118,6 +119,7 @@ class Store:
         self._participants.append(participant)  # (a batch asks only those with a hook)
         self._preparing = overriding(self._participants, Participant, "prepare")
         self._checking = overriding(self._participants, Participant, "before_write")
+        self._writing = overriding(self._participants, Participant, "written")
 
     def wake_at(self, now: float) -> None:
         """The time of the loop's wake (monotonic seconds): batches begun from now on
@@ -138,7 +140,8 @@ class Store:
         batch = Batch(self.take_seq, self.take_seqs, self._db.write_batch(sync=self.hard_sync),
                       sync)
         for participant in self._preparing:
-            participant.prepare(batch)
+            if not participant.idle:
+                participant.prepare(batch)
         return batch
 
     def begin_settled(self) -> Batch:
@@ -182,14 +185,16 @@ class Store:
             for participant in self._participants:
                 participant.failed()
             raise
-        for participant in self._participants:
-            participant.written()
+        for participant in self._writing:
+            if not participant.idle:
+                participant.written()
 
     def _write(self, batch: Batch) -> None:
         if self._torn_log:
             self._refuse_until_recovered()
         for participant in self._checking:
-            participant.before_write()
+            if not participant.idle:
+                participant.before_write()
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta
         dead = self.dead_letters + batch.dead_delta

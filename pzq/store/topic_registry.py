@@ -12,7 +12,9 @@ Who is done with which message is pzq.store.topics, built on this.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
+from pzq.hooks import nothing
 from pzq.protocol.cluster import DefaultReads
 from pzq.store import keyspace
 from pzq.store.batch import Batch, Participant
@@ -48,6 +50,7 @@ class TopicRegistry(Participant):
         self.counts = TopicCounts()  # what the batch being built changes
         self._named_groups = False
         self._backfilling: set[Topic] = set()  # topics whose logs are short of a start
+        self.on_backfill: Callable[[], None] = nothing  # told when one is added (the loop)
         self._load()
 
     # -- the registries ------------------------------------------------------
@@ -189,6 +192,7 @@ class TopicRegistry(Participant):
         self._registry_changed()
         if topic.log_short():
             self._backfilling.add(topic)
+            self.on_backfill()
         self.counts.dirty_groups.add(group)
         self._write_now(keyspace.group_key(topic.id, name.encode()), group.encode())
         return group

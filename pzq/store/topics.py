@@ -93,6 +93,7 @@ class Topics(TopicRegistry):
         group.start_seq = start_seq
         if topic.log_short():
             self._backfilling.add(topic)
+            self.on_backfill()
         self.counts.dirty_groups.add(group)
 
     def not_done(self, batch: Batch, group: Group, seq: int) -> None:

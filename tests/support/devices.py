@@ -10,9 +10,12 @@ from pzq.node.device import Device
 
 def wake(device: Device, timeout_ms: int = 0) -> None:
     """One wake of the node's loop (pzq.node.run), waiting up to ``timeout_ms`` for
-    something to do."""
+    something to do (the node's own timeout is asked, as the loop asks it, so the parts
+    that tell their waits are asked when the loop would ask them)."""
     poller = zmq.Poller()
     for polled in device.polled():  # as pzq.node.run's poller holds them from the start
         poller.register(polled, zmq.POLLIN)
-    device.interest(poller, Now.read())
+    now = Now.read()
+    device.interest(poller, now)
+    device.poll_timeout_ms(now)
     device.wake(dict(poller.poll(timeout_ms)), Now.read())

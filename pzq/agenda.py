@@ -1,0 +1,58 @@
+"""When the loop must wake next, told by the parts rather than asked at every wake.
+
+A part that keeps an agenda entry is asked its wait (``timeout_ms``) only when it
+said that the wait may have become shorter (``changed``: a scheduled message stored,
+the log written after a sync, a socket left with input unread) and when the deadline
+of its last answer comes. A wait that grows (what was due went) needs no word: the
+part is asked at the old deadline and answers anew. So a wake in which nothing changed
+costs the loop one comparison, however many parts have timers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from pzq.clock import Now
+
+NEVER = math.inf
+AT_ONCE = -math.inf
+
+
+class Timed(Protocol):
+    def timeout_ms(self, now: Now) -> int | None: ...
+
+
+class Agenda:
+    def __init__(self) -> None:
+        self._due: dict[Timed, float] = {}  # monotonic seconds; AT_ONCE: ask again
+        self._soonest = NEVER
+
+    def keep(self, timed: Timed) -> None:
+        """An entry for ``timed``, asked at the next wake."""
+        self.changed(timed)
+
+    def changed(self, timed: Timed) -> None:
+        """``timed``'s wait may be shorter than it last said: ask it before the next poll."""
+        self._due[timed] = AT_ONCE
+        self._soonest = AT_ONCE
+
+    def timeout_ms(self, now: Now) -> int | None:
+        """The poll's longest wait for the entries (None: none has a deadline)."""
+        mono = now.mono
+        if self._soonest <= mono:
+            self._soonest = self._ask(now)
+        if self._soonest == NEVER:
+            return None
+        # whole milliseconds, rounded up from whole µs (not from a float's last bits)
+        return max(0, math.ceil(round((self._soonest - mono) * 1_000_000) / 1000))
+
+    def _ask(self, now: Now) -> float:
+        """Asks the entries whose deadline came or that changed; the soonest deadline."""
+        mono = now.mono
+        due = self._due
+        for timed, at in list(due.items()):
+            if at <= mono:
+                wait = timed.timeout_ms(now)
+                due[timed] = NEVER if wait is None else mono + wait / 1000
+        return min(due.values(), default=NEVER)

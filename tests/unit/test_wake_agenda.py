@@ -1,0 +1,210 @@
+"""The poll's timeout from the parts' agenda (pzq.agenda): a part is asked its wait
+only when it said the wait may have shortened or when its last deadline came, and the
+timers it tells of still wake the node on time (a node's loop on inproc endpoints,
+driven wake by wake)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+import zmq
+
+from pzq.agenda import Agenda
+from pzq.clock import Now
+from pzq.delivery.expiry import FAR
+from pzq.node.device import Device
+from pzq.protocol import frames
+from pzq.store.batch import Batch, Participant
+from pzq.store.store import Store
+from tests.support.devices import wake
+
+pytestmark = pytest.mark.timeout(30)
+
+Sockets = Callable[[int], zmq.Socket]  # tests/conftest.py's open_socket: closed after
+
+
+class Timer:
+    """Something with a wait, which counts how often it is asked."""
+
+    def __init__(self, wait_ms: int | None) -> None:
+        self.wait_ms = wait_ms
+        self.asked = 0
+
+    def timeout_ms(self, now: Now) -> int | None:
+        self.asked += 1
+        return self.wait_ms
+
+
+def test_an_entry_is_asked_when_it_changed_or_its_deadline_came():
+    agenda, idle, timed = Agenda(), Timer(None), Timer(50)
+    agenda.keep(idle)
+    agenda.keep(timed)
+    assert agenda.timeout_ms(Now(0, 100.0)) == 50  # both asked once, at the first wake
+    assert (idle.asked, timed.asked) == (1, 1)
+    idle.wait_ms = 5  # not told: not asked
+    assert agenda.timeout_ms(Now(0, 100.02)) == 30
+    assert (idle.asked, timed.asked) == (1, 1)
+    agenda.changed(idle)  # told: asked again, and only it
+    assert agenda.timeout_ms(Now(0, 100.02)) == 5
+    assert (idle.asked, timed.asked) == (2, 1)
+    idle.wait_ms = None
+    assert agenda.timeout_ms(Now(0, 100.03)) == 20  # idle's deadline came: asked (None)
+    assert (idle.asked, timed.asked) == (3, 1)
+    timed.wait_ms = None  # a wait that grows is found at the old deadline
+    assert agenda.timeout_ms(Now(0, 100.05)) is None
+    assert (idle.asked, timed.asked) == (3, 2)
+    assert agenda.timeout_ms(Now(0, 200.0)) is None  # nothing to ask any more
+    assert (idle.asked, timed.asked) == (3, 2)
+
+
+def producer(open_socket: Sockets, device: Device) -> zmq.Socket:
+    socket = open_socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(device.bound()["receive"])
+    return socket
+
+
+def produce(device: Device, socket: zmq.Socket, *headers: bytes) -> None:
+    """One message, stored and ACKed."""
+    socket.send_multipart(frames.encode_produce(b"1", [b"x"], (b"TOPIC:t", *headers)))
+    for _ in range(100):
+        wake(device, 10)
+        if socket.poll(0):
+            assert frames.decode_producer_ack(socket.recv_multipart()).ok
+            return
+    raise AssertionError("no ACK within 100 wakes")
+
+
+def wake_on_own_timeout(device: Device, done: Callable[[], bool], seconds: float) -> float:
+    """Wakes as the node's loop does, each poll as long as the node's own timeout (an
+    idle node that has none would wait for ever: that fails here); how long it took."""
+    began = time.monotonic()
+    while not done():
+        timeout = device.poll_timeout_ms(Now.read())
+        assert timeout is not None, "nothing would wake the node"
+        wake(device, timeout)
+        assert time.monotonic() - began < seconds, "not on time"
+    return time.monotonic() - began
+
+
+def settle(device: Device) -> None:
+    """The first wakes ask every part once and read whatever the monitors hold."""
+    for _ in range(3):
+        wake(device, 0)
+
+
+def test_the_timed_fsync_wakes_an_idle_node(open_device: Callable[..., Device],
+                                             open_socket: Sockets):
+    device = open_device("--sync-interval", "300ms")
+    log_sync = device.node.store.log_sync
+    socket = producer(open_socket, device)
+    settle(device)
+    assert device.poll_timeout_ms(Now.read()) is None  # nothing owed, no timer
+    produce(device, socket)
+    assert log_sync.unsynced_since is not None
+    assert 0 < (device.poll_timeout_ms(Now.read()) or 0) <= 300
+    took = wake_on_own_timeout(device, lambda: log_sync.unsynced_since is None, 2.0)
+    assert took < 1.0
+    assert device.poll_timeout_ms(Now.read()) is None  # synced: no timer left
+
+
+def test_a_scheduled_message_wakes_an_idle_node_when_due(open_device: Callable[..., Device],
+                                                         open_socket: Sockets):
+    device = open_device("--sync-interval", "0")  # no timed fsync to wake it meanwhile
+    scheduled = device.node.scheduled
+    socket = producer(open_socket, device)
+    settle(device)
+    assert device.poll_timeout_ms(Now.read()) is None
+    produce(device, socket, b"DELAY:200")
+    assert scheduled.waiting == 1
+    assert 0 < (device.poll_timeout_ms(Now.read()) or 0) <= 200
+    took = wake_on_own_timeout(device, lambda: scheduled.waiting == 0, 2.0)
+    assert 0.1 < took < 1.0
+    assert device.node.store.messages == 1  # released into the store
+
+
+def test_a_wake_with_nothing_changed_asks_no_part_its_wait(open_device: Callable[..., Device],
+                                                           open_socket: Sockets):
+    """With producers at work, the parts that tell their waits are asked none at a
+    wake that changed none (a scheduled message's wait asked once, when stored)."""
+    device = open_device("--sync-interval", "0", roles=("receive", "send", "monitor",
+                                                        "consume"))
+    socket = producer(open_socket, device)
+    settle(device)
+    produce(device, socket)  # the log's first write since the start: a sync owed (none)
+    device.poll_timeout_ms(Now.read())
+    asked: list[str] = []
+    for part in device.parts:
+        if part.tells_wait:
+            timeout_ms = part.timeout_ms
+
+            def counted(now: Now, part_timeout: Callable[[Now], int | None] = timeout_ms,
+                        name: str = type(part).__name__) -> int | None:
+                asked.append(name)
+                return part_timeout(now)
+            part.timeout_ms = counted  # type: ignore[method-assign]
+    assert len([part for part in device.parts if part.tells_wait]) >= 6
+    for _ in range(5):
+        produce(device, socket)
+    device.poll_timeout_ms(Now.read())
+    assert asked == []
+    produce(device, socket, b"DELAY:60000")
+    assert device.poll_timeout_ms(Now.read()) is not None
+    assert asked == ["ScheduledRelease"]
+
+
+class Lane(Participant):
+    """A participant that keeps ``idle``: given work by ``owe``, done once written."""
+
+    def __init__(self) -> None:
+        self.idle = True
+        self.steps: list[str] = []
+
+    def owe(self) -> None:
+        self.idle = False
+
+    def prepare(self, batch: Batch) -> None:
+        self.steps.append("prepare")
+
+    def written(self) -> None:
+        self.steps.append("written")
+        self.idle = True
+
+
+def test_a_batch_asks_an_idle_participant_nothing(store: Store):
+    lane = Lane()
+    store.register(lane)
+    store.commit(store.begin())
+    assert lane.steps == []
+    batch = store.begin()
+    lane.owe()  # given work in the wake: the batch's write is told
+    store.commit(batch)
+    assert lane.steps == ["written"]
+    lane.owe()  # given work for the next batch: prepared and told
+    store.commit(store.begin())
+    assert lane.steps == ["written", "prepare", "written"]
+    store.commit(store.begin())
+    assert lane.steps == ["written", "prepare", "written"]
+
+
+def test_the_store_participants_given_work_in_a_wake_write_it(
+        open_device: Callable[..., Device], open_socket: Sockets):
+    """Each participant that keeps ``idle`` is idle at rest, is not once a message
+    gives it work, and is again after the write (its work done: the dedup id is
+    remembered, the scheduled message counted, the expiry tracked)."""
+    device = open_device("--sync-interval", "0")
+    node = device.node
+    idle_ones = [node.dedup, node.scheduled, node.expiry, node.lanes]
+    socket = producer(open_socket, device)
+    settle(device)
+    assert all(part.idle for part in idle_ones)
+    produce(device, socket, b"DEDUP-ID:a", b"TTL:60000")
+    produce(device, socket, b"DELAY:60000")
+    assert all(part.idle for part in idle_ones)
+    topic_id = node.topics.topics["t"].id
+    assert node.dedup.seen_at(topic_id, b"a") is not None
+    assert not node.dedup.in_batch(topic_id, b"a")  # written: no longer in a batch
+    assert node.scheduled.waiting == 1
+    assert node.expiry.soonest_us < FAR

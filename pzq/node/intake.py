@@ -136,10 +136,11 @@ class Intake(Participant):
         except ProduceRefused as refused:
             self._refuse(refused)
             return 1
-        if not together(facts, self.limits, now_us):
+        count = alone_runs.run_length(raws, at, produce.headers) \
+            if at + 1 < len(raws) and together(facts, self.limits, now_us) else 1
+        if count == 1:  # (a wake of one message, mostly: no run's few calls)
             self._accept(batch, produce, now_us, accepted.alone, rights)
             return 1
-        count = alone_runs.run_length(raws, at, produce.headers)
         run = raws[at:at + count]
         parts_at = 3 + len(produce.headers)
         if max(alone_runs.body_sizes(run, parts_at)) > self.limits.max_message_size:

@@ -1,7 +1,9 @@
 """Producer messages into the wake's batch: decoded, checked, refused, stored, or
 answered as a duplicate of one stored already (its DEDUP-ID within the window). A
 produce batch's messages (pzq.protocol.produce_batches) go the same way, each one
-stored from the bytes it came in."""
+stored from the bytes it came in. Messages sent alone in a row with one shape
+(pzq.protocol.alone_runs), like a batch's members with one header group, are
+checked once and stored together when their headers ask for no look at each."""
 
 from __future__ import annotations
 
@@ -78,7 +80,8 @@ class Intake(Participant):
         """Read what producers sent into ``batch``; refusals are answered at once.
         ``pace``: stop once this many messages came, if ``paced()`` says so then (asked
         once, and only by a take that many came to; 0: up to --batch-size frames).
-        Read in chunks that end where the old one-by-one reading looked at the pace."""
+        Read in chunks, each ending where the pace is looked at: once it is reached,
+        or after a produce batch (a batch is taken whole)."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}

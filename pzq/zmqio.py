@@ -45,7 +45,7 @@ send_compiled = _send
 recv_frame = _recv
 
 
-def send_frames(socket: AnySocket, frames: list[bytes]) -> None:
+def send_frames(socket: AnySocket, frames: Sequence[bytes]) -> None:
     """Send without blocking; raises zmq.Again (nothing sent) when there is no room."""
     last = len(frames) - 1
     for index, frame in enumerate(frames):

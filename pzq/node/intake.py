@@ -142,7 +142,7 @@ class Intake(Participant):
         count = alone_runs.run_length(raws, at, produce.headers) \
             if at + 1 < len(raws) and together(facts, self.limits, now_us) else 1
         if count == 1:  # (a wake of one message, mostly: no run's few calls)
-            self._accept(batch, produce, now_us, accepted.alone, rights)
+            self._accept(batch, produce, now_us, accepted.alone, rights, facts=facts)
             return 1
         run = raws[at:at + count]
         parts_at = 3 + len(produce.headers)
@@ -238,11 +238,14 @@ class Intake(Participant):
         accepted.in_runs += len(stored)
 
     def _accept(self, batch: Batch, produce: frames.Produce, now_us: int,
-                accepted: list[Stored], rights: Rights, value: bytes | None = None) -> None:
+                accepted: list[Stored], rights: Rights, value: bytes | None = None,
+                facts: HeaderFacts | None = None) -> None:
         """Into the batch, unless refused or a repeat; ``value``: its record, made here
-        when not given. ``rights``: its producer's (pzq.authorization)."""
+        when not given. ``rights``: its producer's (pzq.authorization); ``facts``: what
+        its headers say, when they were read for it already."""
         try:
-            facts = self._read_headers(produce, now_us, rights)
+            if facts is None:
+                facts = self._read_headers(produce, now_us, rights)
             topic, tag, dedup_id = facts.topic, facts.tag, facts.dedup_id
             if topic.partitions:
                 self._check_partition(produce, facts)

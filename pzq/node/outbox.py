@@ -23,7 +23,7 @@ from pzq.counters import Counters
 from pzq.node.batch_acks import BatchAcks, OpenBatch
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
-from pzq.zmqio import Socket, send_messages
+from pzq.zmqio import Socket, send_frames, send_messages
 
 # Stop reading producers while this many ACKs wait for full producer pipes.
 LIMIT = 200_000
@@ -118,7 +118,9 @@ class ProducerAcks:
         """Send what the pipes take now, by map (pzq.zmqio.send_messages); an ACK a full
         pipe refuses waits for the next wake, one to a producer gone is dropped, and
         those after either are sent."""
-        if not self._waiting:
+        if len(self._waiting) <= 1:  # (a wake of one message: no map's few calls)
+            if self._waiting:
+                self._flush_one()
             return
         waiting = list(self._waiting)
         acks = list(map(FRAMES, waiting))
@@ -132,15 +134,33 @@ class ProducerAcks:
             start = end + 1
             if error is None:
                 break
-            if isinstance(error, zmq.Again):
+            self._waiting = refused + deque(waiting[end:])  # (if it raises)
+            if self._refused(waiting[end], error):
                 refused.append(waiting[end])
-                continue
-            if error.errno != errno.EHOSTUNREACH:
-                self._waiting = refused + deque(waiting[end:])
-                raise error
-            self.counters.producer_acks_dropped += waiting[end][1]  # that producer is gone
-            self._answers -= waiting[end][1]
         self._waiting = refused
+
+    def _flush_one(self) -> None:
+        ack = self._waiting[0]
+        try:
+            send_frames(self.socket, ack[0])
+        except zmq.ZMQError as error:
+            if self._refused(ack, error):
+                return
+        else:
+            self.counters.producer_acks_sent += ack[1]
+            self._answers -= ack[1]
+        self._waiting.clear()
+
+    def _refused(self, ack: Ack, error: zmq.ZMQError) -> bool:
+        """An ACK not sent: True when it waits for room (a full pipe), False when it is
+        dropped (its producer is gone); any other error is raised."""
+        if isinstance(error, zmq.Again):
+            return True
+        if error.errno != errno.EHOSTUNREACH:
+            raise error
+        self.counters.producer_acks_dropped += ack[1]  # that producer is gone
+        self._answers -= ack[1]
+        return False
 
     def flush_before_exit(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

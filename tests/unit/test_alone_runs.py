@@ -6,6 +6,7 @@ ACKs that full pipes and gone producers refuse."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -161,6 +162,26 @@ def test_acks_a_full_pipe_refuses_wait_and_a_gone_producers_are_dropped(open_soc
         acks.flush()
     assert sorted(received) == sorted([msg_id, b"1", b""] for msg_id in many)
     assert (counters.producer_acks_sent, counters.acks_ok, len(acks)) == (30, 31, 0)
+    acks.owe_ok([b"gone"], [b"y"])  # one alone: dropped as well
+    acks.flush()
+    assert (counters.producer_acks_dropped, len(acks)) == (2, 0)
+    acks.owe_ok([b"slow"] * 5, many[:5])
+    flush_until(acks, 1)  # four fill the pipe: the last one waits, alone
+    acks.flush()
+    assert len(acks) == 1
+    assert len(acks_of(slow, 4)) == 4
+    flush_until(acks, 0)
+    assert acks_of(slow, 1) == [[many[4], b"1", b""]]
+
+
+def flush_until(acks: ProducerAcks, left: int) -> None:
+    """Flush until ``left`` ACKs wait (the ROUTER learns of room its peer's reads made
+    as it sends, not at once)."""
+    deadline = time.monotonic() + 5
+    acks.flush()
+    while len(acks) != left:
+        assert time.monotonic() < deadline, f"{len(acks)} ACKs wait, not {left}"
+        acks.flush()
 
 
 def test_send_messages_says_where_a_refusal_stopped_it(open_socket: Sockets):

@@ -70,8 +70,8 @@ class ProducerAcks:
         if self.batches or self._asked:
             each(self._answer, routing_ids, msg_ids, repeat(True), repeat(b""))
             return
-        self._waiting += zip(zip(routing_ids, msg_ids, repeat(frames.STATUS_OK), repeat(b""),
-                                 strict=False), repeat(1))
+        self._waiting += zip(zip(routing_ids, msg_ids, repeat(frames.STATUS_OK), repeat(b"")),
+                             repeat(1))
         self._answers += len(msg_ids)
 
     def owe_run(self, batch: OpenBatch, first: int, count: int) -> None:

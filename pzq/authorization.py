@@ -254,6 +254,8 @@ class Authorization(Protocol):
 
     def of(self, frame: zmq.Frame) -> Rights: ...
 
+    def shared(self) -> Rights | None: ...  # every client's rights, when they are one
+
     def key_of(self, frame: zmq.Frame) -> str: ...
 
     def rights(self, key: str) -> Rights: ...
@@ -273,6 +275,9 @@ class Everyone:
     """No --authorization: everything allowed, nothing read per message."""
 
     def of(self, frame: zmq.Frame) -> Rights:
+        return EVERYTHING
+
+    def shared(self) -> Rights | None:
         return EVERYTHING
 
     def key_of(self, frame: zmq.Frame) -> str:
@@ -333,6 +338,11 @@ class Authorizing:
             return rules.clients.get(frame.get(USER_ID), rules.default)
         except zmq.ZMQError:  # no User-Id (no key): ZAP always gives one with CURVE
             return rules.default
+
+    def shared(self) -> Rights | None:
+        """The rights of every client when no message's key can change them (None:
+        ask ``of`` for each message)."""
+        return None if self._by_key else self._rules.default
 
     def key_of(self, frame: zmq.Frame) -> str:
         try:

@@ -13,7 +13,10 @@ the socket once whether a second message waits before it reads until refused.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache, partial
+from itertools import accumulate, chain, islice, repeat, takewhile
+from operator import ge
 from typing import Any
 
 import zmq
@@ -44,11 +47,36 @@ send_compiled = _send
 recv_frame = _recv
 
 
-def send_frames(socket: AnySocket, frames: list[bytes]) -> None:
+def send_frames(socket: AnySocket, frames: Sequence[bytes]) -> None:
     """Send without blocking; raises zmq.Again (nothing sent) when there is no room."""
     last = len(frames) - 1
     for index, frame in enumerate(frames):
         _send(socket, frame, MORE_NOBLOCK if index < last else NOBLOCK)
+
+
+@lru_cache(maxsize=64)
+def _flags(count: int) -> tuple[int, ...]:
+    """Each frame's send flags for a message of ``count`` frames."""
+    return (MORE_NOBLOCK,) * (count - 1) + (NOBLOCK,)
+
+
+def send_messages(socket: AnySocket, messages: Sequence[Sequence[bytes]], start: int
+                  ) -> tuple[int, zmq.ZMQError | None]:
+    """Each message from ``start`` on, whole, by map over the compiled send (a few
+    calls however many there are); returns where the sending stopped: the index of
+    the message an error refused, with it (none of its frames went: only a first
+    frame is refused), or ``len(messages)`` and None when all went."""
+    sent: list[object] = []
+    try:
+        sent.extend(map(_send, repeat(socket),
+                        chain.from_iterable(islice(messages, start, None)),
+                        chain.from_iterable(map(_flags, map(len, islice(messages, start,
+                                                                           None))))))
+    except zmq.ZMQError as exc:
+        whole = takewhile(partial(ge, len(sent)),
+                          accumulate(map(len, islice(messages, start, None))))
+        return start + len(list(whole)), exc
+    return len(messages), None
 
 
 def send_headed(socket: Socket, head: list[bytes], frames: list[bytes]) -> None:
@@ -116,6 +144,33 @@ def drain_framed(socket: AnySocket, limit: int) -> Iterator[tuple[zmq.Frame, lis
         except zmq.Again:
             return
         yield first, recv_rest(socket, first)
+
+
+def drain_some(socket: AnySocket, limit: int, taken: int, stop_after: bytes | None
+               ) -> tuple[list[zmq.Frame], list[list[bytes]], bool]:
+    """Up to ``limit`` messages as ``drain_framed`` reads them, in one call: their first
+    frames as zmq.Frames, the messages as bytes, and whether the socket had no more.
+    ``taken``: messages this drain read before (the socket is asked once whether a
+    second waits); ``stop_after``: the reading ends after a message whose third frame
+    starts with it."""
+    firsts: list[zmq.Frame] = []
+    messages: list[list[bytes]] = []
+    for count in range(taken, taken + limit):
+        if count == 1 and not readable(socket):
+            return firsts, messages, True
+        try:
+            frame = _recv(socket, NOBLOCK, False)
+        except zmq.Again:
+            return firsts, messages, True
+        firsts.append(frame)
+        frames = [frame.bytes]
+        while frame.more:
+            frame = _recv(socket, NOBLOCK, False)
+            frames.append(frame.bytes)
+        messages.append(frames)
+        if stop_after is not None and len(frames) > 2 and frames[2].startswith(stop_after):
+            break
+    return firsts, messages, False
 
 
 def readable(socket: AnySocket) -> bool:

@@ -16,7 +16,7 @@ from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.cluster.settings import ClusterSettings
 from pzq.delivery.settings import DeliverySettings
 from pzq.errors import ConfigError
-from pzq.node.intake import IntakeLimits
+from pzq.node.intake_model import IntakeLimits
 from pzq.protocol.headers import validate_topic
 
 NAMED_NODE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(\w+://.+)$")

@@ -1,14 +1,17 @@
 """Producer messages into the wake's batch: decoded, checked, refused, stored, or
 answered as a duplicate of one stored already (its DEDUP-ID within the window). A
 produce batch's messages (pzq.protocol.produce_batches) go the same way, each one
-stored from the bytes it came in."""
+stored from the bytes it came in. Messages sent alone in a row with one shape
+(pzq.protocol.alone_runs), like a batch's members with one header group, are
+checked once and stored together when their headers ask for no look at each."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import islice, repeat
-from typing import NamedTuple
+
+import zmq
 
 from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
 from pzq.clock import Now
@@ -19,12 +22,20 @@ from pzq.delivery.lanes import Lanes
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.batch_acks import OpenBatch
+from pzq.node.intake_model import (
+    Accepted,
+    HeaderFacts,
+    IntakeLimits,
+    StoredRun,
+    always,
+    together,
+)
 from pzq.node.outbox import ProducerAcks
-from pzq.protocol import frames
+from pzq.protocol import alone_runs, frames
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.batch_runs import MemberRun
 from pzq.protocol.headers import dedup_id_of, key_of, topic_and_tag
-from pzq.protocol.time_headers import NO_TIMES, MessageTimes, message_times
+from pzq.protocol.time_headers import NO_TIMES, message_times
 from pzq.store import record
 from pzq.store.batch import Batch, Participant
 from pzq.store.dedup import DedupIndex
@@ -32,63 +43,9 @@ from pzq.store.record import ScheduledStored, Stored
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.topics import Topic, Topics
-from pzq.zmqio import Socket, drain_framed
+from pzq.zmqio import Socket, drain_some
 
 log = get_logger("pzq.intake")
-
-
-
-@dataclass(frozen=True)
-class IntakeLimits:
-    batch_size: int  # most messages read in one wake
-    max_message_size: int
-    max_messages: int  # 0: no limit
-    max_bytes: int  # 0: no limit
-    dedup_window_us: int = 120_000_000  # a topic's DEDUP-IDs are remembered this long
-
-
-def always() -> bool:
-    return True
-
-
-class HeaderFacts(NamedTuple):
-    """What the node reads of a message's headers (pzq.protocol.headers)."""
-
-    topic: Topic
-    tag: bytes
-    dedup_id: bytes | None
-    key: bytes | None  # a partitioned topic's
-    moved: str | None  # a key's partition is another node's: the refusal naming it
-    times: MessageTimes  # its due time, expiry and priority (pzq.protocol.time_headers)
-
-
-class Accepted:
-    """A take's stored messages: those taken one by one (answered each on its own)
-    and a produce batch's runs stored together (answered together)."""
-
-    def __init__(self) -> None:
-        self.alone: list[Stored] = []
-        self.runs: list[tuple[OpenBatch, int, list[Stored]]] = []  # batch, first member
-        self.in_runs = 0  # messages in the runs
-
-    def __len__(self) -> int:
-        return len(self.alone) + self.in_runs
-
-    def every(self) -> list[Stored]:
-        return self.alone + [stored for _, _, run in self.runs for stored in run]
-
-
-NOTHING_ACCEPTED = Accepted()  # (never added to: a take makes its own)
-
-
-class StoredRun:
-    """Messages of one topic and tag stored in a row."""
-
-    def __init__(self) -> None:
-        self.topic: Topic | None = None
-        self.tag = b""
-        self.seqs: list[int] = []
-        self.size = 0
 
 
 class Intake(Participant):
@@ -122,19 +79,23 @@ class Intake(Participant):
              paced: Callable[[], bool] = always) -> Accepted:
         """Read what producers sent into ``batch``; refusals are answered at once.
         ``pace``: stop once this many messages came, if ``paced()`` says so then (asked
-        once, and only by a take that many came to; 0: up to --batch-size frames)."""
+        once, and only by a take that many came to; 0: up to --batch-size frames).
+        Read in chunks, each ending where the pace is looked at: once it is reached,
+        or after a produce batch (a batch is taken whole)."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
         accepted = Accepted()
         stop_at = self.counters.received + pace if pace else None
-        rights_of = self.authorization.of
-        for first, raw in drain_framed(self.socket, self.limits.batch_size):
-            rights = rights_of(first)
-            if batches.is_batch(raw):
-                self._take_batch(batch, raw, now_us, accepted, rights)
-            else:
-                self._take_alone(batch, raw, now_us, accepted, rights)
+        left = self.limits.batch_size
+        while left > 0:
+            want = left if stop_at is None else min(left, stop_at - self.counters.received)
+            firsts, raws, drained = drain_some(self.socket, want, self.limits.batch_size - left,
+                                               None if stop_at is None else batches.BATCH)
+            left -= len(raws)
+            self._take_messages(batch, firsts, raws, now_us, accepted)
+            if drained:
+                break
             if stop_at is not None and self.counters.received >= stop_at:
                 if paced():
                     break
@@ -142,22 +103,90 @@ class Intake(Participant):
         self._flush_run(batch)
         return accepted
 
+    def _take_messages(self, batch: Batch, firsts: list[zmq.Frame], raws: list[list[bytes]],
+                       now_us: int, accepted: Accepted) -> None:
+        """Produce batches, and runs of messages sent alone that share one shape."""
+        rights = self.authorization.shared()
+        each_rights = None if rights is not None else list(map(self.authorization.of, firsts))
+        at = 0
+        while at < len(raws):
+            raw = raws[at]
+            if each_rights is not None:
+                rights = each_rights[at]
+            assert rights is not None
+            if batches.is_batch(raw):
+                self._take_batch(batch, raw, now_us, accepted, rights)
+                at += 1
+            elif each_rights is not None:  # a run shares its first's rights: not here
+                self._take_alone(batch, raw, now_us, accepted, rights)
+                at += 1
+            else:
+                at += self._take_singles(batch, raws, at, now_us, accepted, rights)
+
+    def _take_singles(self, batch: Batch, raws: list[list[bytes]], at: int, now_us: int,
+                      accepted: Accepted, rights: Rights) -> int:
+        """The message sent alone at ``at``, with those after it of its shape when its
+        headers ask for no look at each (pzq.protocol.alone_runs): stored together,
+        their records, keys and the topic's log made in C; returns how many it took."""
+        produce = self._decoded(raws[at])
+        if produce is None:
+            return 1
+        if batches.PROTOCOL_HEADER in produce.headers:
+            self._accept(batch, self._asking(produce), now_us, accepted.alone, rights)
+            return 1
+        try:
+            facts = self._read_headers(produce, now_us, rights)
+        except ProduceRefused as refused:
+            self._refuse(refused)
+            return 1
+        count = alone_runs.run_length(raws, at, produce.headers) \
+            if at + 1 < len(raws) and together(facts, self.limits, now_us) else 1
+        if count == 1:  # (a wake of one message, mostly: no run's few calls)
+            self._accept(batch, produce, now_us, accepted.alone, rights, facts=facts)
+            return 1
+        run = raws[at:at + count]
+        parts_at = 3 + len(produce.headers)
+        if max(alone_runs.body_sizes(run, parts_at)) > self.limits.max_message_size:
+            self._accept(batch, produce, now_us, accepted.alone, rights)
+            for raw in run[1:]:  # each refused or taken on its own
+                self._take_alone(batch, raw, now_us, accepted, rights)
+            return count
+        self.counters.received += count - 1  # (the first: counted when decoded)
+        values = alone_runs.records(run, parts_at, produce.headers, record.fixed(now_us))
+        size = sum(map(len, values))
+        seqs = batch.add_messages(values, size)
+        self._note_stored_seqs(batch, seqs, facts.topic, facts.tag, size)
+        accepted.alone += zip(map(alone_runs.ROUTING_ID, run), map(alone_runs.MSG_ID, run),
+                              seqs, values, strict=True)
+        return count
+
     def _take_alone(self, batch: Batch, raw: list[bytes], now_us: int,
                     accepted: Accepted, rights: Rights) -> None:
         """A message sent alone (the original frames)."""
+        produce = self._decoded(raw)
+        if produce is not None:
+            self._accept(batch, self._asking(produce), now_us, accepted.alone, rights)
+
+    def _decoded(self, raw: list[bytes]) -> frames.Produce | None:
+        """A message sent alone, counted as received; None when it is refused (answered
+        here) or cannot be read."""
         self.counters.received += 1
         try:
-            produce = frames.decode_produce(raw, self.limits.max_message_size)
+            return frames.decode_produce(raw, self.limits.max_message_size)
         except ProduceRefused as refused:
             self._refuse(refused)
-            return
         except DecodeError:
-            return  # a ROUTER always prepends the routing id; nothing to answer
-        if batches.PROTOCOL_HEADER in produce.headers:  # asks; not stored
-            self.acks.asked_protocol(produce.routing_id, produce.msg_id)
-            produce = replace(produce, headers=tuple(
-                header for header in produce.headers if header != batches.PROTOCOL_HEADER))
-        self._accept(batch, produce, now_us, accepted.alone, rights)
+            pass  # a ROUTER always prepends the routing id; nothing to answer
+        return None
+
+    def _asking(self, produce: frames.Produce) -> frames.Produce:
+        """A message that asks whether the node speaks produce batches: its ACK says so,
+        and the header that asked is not stored."""
+        if batches.PROTOCOL_HEADER not in produce.headers:
+            return produce
+        self.acks.asked_protocol(produce.routing_id, produce.msg_id)
+        return replace(produce, headers=tuple(
+            header for header in produce.headers if header != batches.PROTOCOL_HEADER))
 
     def _take_batch(self, batch: Batch, raw: list[bytes], now_us: int,
                     accepted: Accepted, rights: Rights) -> None:
@@ -194,7 +223,7 @@ class Intake(Participant):
         except ProduceRefused as refused:
             self._refuse(refused)  # the first; each other one is refused on its own
             facts, alone = None, 1
-        if facts is None or not self._together(facts, now_us):
+        if facts is None or not together(facts, self.limits, now_us):
             for token, entry, size in islice(zip(tokens, run.entries, run.body_sizes,
                                                  strict=True), alone, None):
                 self._accept(batch, frames.Produce(routing_id, token, run.headers, (), size),
@@ -208,22 +237,15 @@ class Intake(Participant):
         accepted.runs.append((open_batch, run.first, stored))
         accepted.in_runs += len(stored)
 
-    def _together(self, facts: HeaderFacts, now_us: int) -> bool:
-        """Whether messages with these headers need no look at each: no DEDUP-ID, no
-        due time, expiry or priority, no partitions and no limit of room to check."""
-        topic, times, limits = facts.topic, facts.times, self.limits
-        return (facts.dedup_id is None and not topic.partitions
-                and times.due_us <= now_us and not times.expires_us
-                and not (times.priority and topic.priorities)
-                and not (limits.max_messages or limits.max_bytes or topic.max_messages
-                         or topic.max_bytes))
-
     def _accept(self, batch: Batch, produce: frames.Produce, now_us: int,
-                accepted: list[Stored], rights: Rights, value: bytes | None = None) -> None:
+                accepted: list[Stored], rights: Rights, value: bytes | None = None,
+                facts: HeaderFacts | None = None) -> None:
         """Into the batch, unless refused or a repeat; ``value``: its record, made here
-        when not given. ``rights``: its producer's (pzq.authorization)."""
+        when not given. ``rights``: its producer's (pzq.authorization); ``facts``: what
+        its headers say, when they were read for it already."""
         try:
-            facts = self._read_headers(produce, now_us, rights)
+            if facts is None:
+                facts = self._read_headers(produce, now_us, rights)
             topic, tag, dedup_id = facts.topic, facts.tag, facts.dedup_id
             if topic.partitions:
                 self._check_partition(produce, facts)
@@ -375,21 +397,3 @@ class Intake(Participant):
         log.debug("producer_message_rejected", reason=refused.reason,
                   msg_id=refused.msg_id.hex())
         self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())
-
-    def ack_stored(self, accepted: Accepted) -> None:
-        """The batch is written: ACK its producers (no copies to wait for), a run of a
-        produce batch at once."""
-        if accepted.alone:
-            self.acks.owe_ok([(stored[0], stored[1]) for stored in accepted.alone])
-        for open_batch, first, stored in accepted.runs:
-            self.acks.owe_run(open_batch, first, len(stored))
-
-    def ack_scheduled(self, scheduled: list[ScheduledStored]) -> None:
-        """The batch is written: ACK the producers of its scheduled messages."""
-        self.acks.owe_ok([(stored[0], stored[1]) for stored in scheduled])
-
-    def not_stored(self, accepted: Accepted, reason: str) -> None:
-        self.counters.store_failures += len(accepted)
-        status = f"not stored: {reason}".encode()
-        for routing_id, msg_id, _, _ in accepted.every():
-            self.acks.owe(routing_id, msg_id, False, status)

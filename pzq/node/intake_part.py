@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from operator import itemgetter
 from typing import Protocol
 
 import zmq
@@ -25,13 +26,16 @@ from pzq.counters import Counters
 from pzq.events import EventHub
 from pzq.hooks import nothing
 from pzq.logs import get_logger
-from pzq.node.intake import NOTHING_ACCEPTED, Accepted, Intake
+from pzq.node.intake import Intake
+from pzq.node.intake_model import NOTHING_ACCEPTED, Accepted
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.parts import Figures, Part
 from pzq.store.batch import Batch, Participant
 from pzq.zmqio import POLLIN, Events, Socket
 
 log = get_logger("pzq.intake")
+ROUTING_ID = itemgetter(0)  # of a stored message (pzq.store.record.Stored)
+MSG_ID = itemgetter(1)
 PACED_INTAKE = 16  # messages a wake takes while consumers are behind (a batch: whole)
 
 
@@ -109,18 +113,30 @@ class IntakePart(Part, Participant):
         if self.replicas and accepted:
             self.cluster.replicate(accepted.every(), self._mono)
         elif accepted:
-            self.intake.ack_stored(accepted)
+            self._ack_stored(accepted)
         if self.replicas and scheduled:  # copied as any message, with their due times
             self.cluster.replicate_scheduled(scheduled, self._mono)
         elif scheduled:
-            self.intake.ack_scheduled(scheduled)
+            self.acks.owe_ok(list(map(ROUTING_ID, scheduled)), list(map(MSG_ID, scheduled)))
+
+    def _ack_stored(self, accepted: Accepted) -> None:
+        """ACK the producers of what the batch stored (no copies to wait for): those
+        sent alone together, each run of a produce batch at once."""
+        if accepted.alone:
+            alone = accepted.alone
+            self.acks.owe_ok(list(map(ROUTING_ID, alone)), list(map(MSG_ID, alone)))
+        for open_batch, first, stored in accepted.runs:
+            self.acks.owe_run(open_batch, first, len(stored))
 
     def write_failed(self, reason: str) -> None:
         if not self._failing:  # once per failing spell, not once per wake
             self._failing = True
             log.error("store_write_failed", error=reason, refused=len(self._accepted))
         accepted, self._accepted = self._accepted, NOTHING_ACCEPTED
-        self.intake.not_stored(accepted, reason)
+        self.counters.store_failures += len(accepted)
+        status = f"not stored: {reason}".encode()
+        for routing_id, msg_id, _, _ in accepted.every():
+            self.acks.owe(routing_id, msg_id, False, status)
         self.acks.flush()
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:

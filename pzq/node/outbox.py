@@ -11,19 +11,26 @@ from __future__ import annotations
 import errno
 import time
 from collections import deque
+from collections.abc import Sequence
+from itertools import islice, repeat
+from operator import itemgetter
 
 import zmq
 
+from pzq.bulk import each
 from pzq.cluster.replication import PendingAck
 from pzq.counters import Counters
 from pzq.node.batch_acks import BatchAcks, OpenBatch
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
-from pzq.zmqio import Socket, send_frames
+from pzq.zmqio import Socket, send_frames, send_messages
 
 # Stop reading producers while this many ACKs wait for full producer pipes.
 LIMIT = 200_000
 RETRY_MS = 5  # how soon to retry ACKs a full pipe refused
+Ack = tuple[Sequence[bytes], int]  # an ACK's frames, and how many messages it answers
+FRAMES = itemgetter(0)
+ANSWERS = itemgetter(1)
 
 
 class ProducerAcks:
@@ -32,7 +39,7 @@ class ProducerAcks:
         self.counters = counters
         # each ACK with how many messages it answers (a produce batch's: all of them),
         # which the figures count
-        self._waiting: deque[tuple[list[bytes], int]] = deque()
+        self._waiting: deque[Ack] = deque()
         self._answers = 0  # messages the waiting ACKs answer
         self.batches = BatchAcks()  # produce batches: one ACK once all are answered
         # messages whose ACK says the node speaks produce batches (they asked)
@@ -55,11 +62,17 @@ class ProducerAcks:
             self.counters.acks_ok += 1
         self._answer(routing_id, msg_id, ok, status)
 
-    def owe_ok(self, answered: list[tuple[bytes, bytes]]) -> None:
-        """ACK "1" owed for each (routing id, msg id), counted once."""
-        self.counters.acks_ok += len(answered)
-        for routing_id, msg_id in answered:
-            self._answer(routing_id, msg_id, True, b"")
+    def owe_ok(self, routing_ids: list[bytes], msg_ids: list[bytes]) -> None:
+        """ACK "1" owed for each routing id and msg id in step, counted once: made in C
+        (the frames of encode_producer_ack) unless a produce batch waits for answers
+        or a message asked whether the node speaks them."""
+        self.counters.acks_ok += len(msg_ids)
+        if self.batches or self._asked:
+            each(self._answer, routing_ids, msg_ids, repeat(True), repeat(b""))
+            return
+        self._waiting += zip(zip(routing_ids, msg_ids, repeat(frames.STATUS_OK), repeat(b"")),
+                             repeat(1))
+        self._answers += len(msg_ids)
 
     def owe_run(self, batch: OpenBatch, first: int, count: int) -> None:
         """ACK "1" owed for the members ``first`` to ``first + count`` of a produce
@@ -93,7 +106,7 @@ class ProducerAcks:
             self.owe(ack.routing_id, ack.msg_id, True,
                      b"" if ack.replicated else frames.REPLICATION_FAILED)
 
-    def _wait(self, ack: list[bytes], answers: int) -> None:
+    def _wait(self, ack: Sequence[bytes], answers: int) -> None:
         self._waiting.append((ack, answers))
         self._answers += answers
 
@@ -102,22 +115,52 @@ class ProducerAcks:
         self._asked.add((routing_id, msg_id))
 
     def flush(self) -> None:
-        """Send what the pipes take now; keep the rest for the next wake."""
-        refused: deque[tuple[list[bytes], int]] = deque()
-        while self._waiting:
-            ack, answers = waiting = self._waiting.popleft()
-            try:
-                send_frames(self.socket, ack)
-                self.counters.producer_acks_sent += answers
-            except zmq.Again:
-                refused.append(waiting)
-                continue
-            except zmq.ZMQError as exc:
-                if exc.errno != errno.EHOSTUNREACH:
-                    raise
-                self.counters.producer_acks_dropped += answers  # that producer is gone
+        """Send what the pipes take now, by map (pzq.zmqio.send_messages); an ACK a full
+        pipe refuses waits for the next wake, one to a producer gone is dropped, and
+        those after either are sent."""
+        if len(self._waiting) <= 1:  # (a wake of one message: no map's few calls)
+            if self._waiting:
+                self._flush_one()
+            return
+        waiting = list(self._waiting)
+        acks = list(map(FRAMES, waiting))
+        refused: deque[Ack] = deque()
+        start = 0
+        while start < len(acks):
+            end, error = send_messages(self.socket, acks, start)
+            answers = sum(map(ANSWERS, islice(waiting, start, end)))
+            self.counters.producer_acks_sent += answers
             self._answers -= answers
+            start = end + 1
+            if error is None:
+                break
+            self._waiting = refused + deque(waiting[end:])  # (if it raises)
+            if self._refused(waiting[end], error):
+                refused.append(waiting[end])
         self._waiting = refused
+
+    def _flush_one(self) -> None:
+        ack = self._waiting[0]
+        try:
+            send_frames(self.socket, ack[0])
+        except zmq.ZMQError as error:
+            if self._refused(ack, error):
+                return
+        else:
+            self.counters.producer_acks_sent += ack[1]
+            self._answers -= ack[1]
+        self._waiting.clear()
+
+    def _refused(self, ack: Ack, error: zmq.ZMQError) -> bool:
+        """An ACK not sent: True when it waits for room (a full pipe), False when it is
+        dropped (its producer is gone); any other error is raised."""
+        if isinstance(error, zmq.Again):
+            return True
+        if error.errno != errno.EHOSTUNREACH:
+            raise error
+        self.counters.producer_acks_dropped += ack[1]  # that producer is gone
+        self._answers -= ack[1]
+        return False
 
     def flush_before_exit(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -1,0 +1,76 @@
+"""What a take of producer messages (pzq.node.intake) works with: the limits it
+checks, what a header group says, and what it stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from pzq.node.batch_acks import OpenBatch
+from pzq.protocol.time_headers import MessageTimes
+from pzq.store.record import Stored
+from pzq.store.topics import Topic
+
+
+@dataclass(frozen=True)
+class IntakeLimits:
+    batch_size: int  # most messages read in one wake
+    max_message_size: int
+    max_messages: int  # 0: no limit
+    max_bytes: int  # 0: no limit
+    dedup_window_us: int = 120_000_000  # a topic's DEDUP-IDs are remembered this long
+
+
+def always() -> bool:
+    return True
+
+
+class HeaderFacts(NamedTuple):
+    """What the node reads of a message's headers (pzq.protocol.headers)."""
+
+    topic: Topic
+    tag: bytes
+    dedup_id: bytes | None
+    key: bytes | None  # a partitioned topic's
+    moved: str | None  # a key's partition is another node's: the refusal naming it
+    times: MessageTimes  # its due time, expiry and priority (pzq.protocol.time_headers)
+
+
+class Accepted:
+    """A take's stored messages: those sent alone (answered each on its own) and a
+    produce batch's runs stored together (answered together)."""
+
+    def __init__(self) -> None:
+        self.alone: list[Stored] = []
+        self.runs: list[tuple[OpenBatch, int, list[Stored]]] = []  # batch, first member
+        self.in_runs = 0  # messages in the runs
+
+    def __len__(self) -> int:
+        return len(self.alone) + self.in_runs
+
+    def every(self) -> list[Stored]:
+        return self.alone + [stored for _, _, run in self.runs for stored in run]
+
+
+NOTHING_ACCEPTED = Accepted()  # (never added to: a take makes its own)
+
+
+class StoredRun:
+    """Messages of one topic and tag stored in a row."""
+
+    def __init__(self) -> None:
+        self.topic: Topic | None = None
+        self.tag = b""
+        self.seqs: list[int] = []
+        self.size = 0
+
+
+def together(facts: HeaderFacts, limits: IntakeLimits, now_us: int) -> bool:
+    """Whether messages with these headers need no look at each: no DEDUP-ID, no
+    due time, expiry or priority, no partitions and no limit of room to check."""
+    topic, times = facts.topic, facts.times
+    return (facts.dedup_id is None and not topic.partitions
+            and times.due_us <= now_us and not times.expires_us
+            and not (times.priority and topic.priorities)
+            and not (limits.max_messages or limits.max_bytes or topic.max_messages
+                     or topic.max_bytes))

@@ -7,6 +7,7 @@ import pytest
 from pzq.errors import DecodeError
 from pzq.protocol import consume as cw
 from pzq.protocol import frames as wire
+from pzq.protocol.frame_groups import group_chunks
 from pzq.protocol.message_keys import message_key, parse_message_key, parse_message_keys
 
 pytestmark = pytest.mark.timeout(10)
@@ -124,6 +125,18 @@ def test_an_acks_keys_with_one_bad_are_none(bad):
     keys = [message_key(b"0a1b2c3d", 7), bad, message_key(b"0a1b2c3d", 8)]
     assert parse_message_keys(keys) is None
     assert parse_message_keys([bad]) is None
+
+
+def test_a_runs_plain_batch_entries_are_each_messages_entry():
+    parts = [b"".join(group_chunks((b"a", b""))), b"".join(group_chunks((b"b" * 300,))),
+             b"".join(group_chunks(()))]
+    seqs = [0, 2**64 - 1, 0x1234]
+    assert cw.plain_batch_entries(b"0a1b2c3d", seqs, parts) == [
+        cw.batch_entry(message_key(b"0a1b2c3d", seq), b"".join(group_chunks(())), part)
+        for seq, part in zip(seqs, parts, strict=True)]
+    assert cw.plain_batch_entries(b"0a1b2c3d", [], []) == []
+    with pytest.raises(ValueError):
+        cw.plain_batch_entries(b"0a1b2c3d", seqs, parts[:2])
 
 
 @pytest.mark.parametrize("frames", [[b"k"], [b"k", b"1", b"x"], [b"", b"1"], [b"k", b""], []])

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import repeat
 
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import group_chunks, read_group
@@ -68,7 +67,6 @@ PROTOCOL = b"PROTOCOL:"
 LATEST_PROTOCOL = 2
 KEY_SEPARATOR = b" "
 NO_HEADER_GROUP = b"".join(group_chunks(()))  # a delivery's headers when none go
-PLAIN_ENTRY = b"%s%016x%s%s"  # a batch entry with no headers: key's length and node, seq, ...
 DELAY = b"DELAY:"
 MAX_DELAY_MS = 7 * 24 * 3600 * 1000  # a NACK's delay: a week at most
 US_PER_MS = 1000
@@ -283,10 +281,8 @@ def plain_batch_entries(node_id: bytes, seqs: list[int], part_groups: list[bytes
     """``batch_entry`` of each message (its key ``message_key(node_id, seq)``, no
     headers), in one pass: a run of deliveries to consumers that take no headers."""
     head = b"%c%s-" % (len(message_key(node_id, 0)), node_id)  # every key is as long
-    if len(seqs) != len(part_groups):
-        raise ValueError(f"{len(seqs)} seqs for {len(part_groups)} part groups")
-    return list(map(PLAIN_ENTRY.__mod__, zip(repeat(head), seqs, repeat(NO_HEADER_GROUP),
-                                             part_groups)))
+    return [b"%s%016x%s%s" % (head, seq, NO_HEADER_GROUP, part_group)
+            for seq, part_group in zip(seqs, part_groups, strict=True)]
 
 
 def encode_consuming(routing_id: bytes, subscribe: Subscribe, heartbeat_ms: int) -> list[bytes]:

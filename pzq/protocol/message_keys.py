@@ -13,7 +13,6 @@ import binascii
 import re
 import struct
 from itertools import repeat
-from operator import itemgetter
 
 from pzq.errors import DecodeError
 
@@ -26,8 +25,6 @@ MESSAGE_KEY_FORMAT = b"%s-%016x"  # (node id, seq)
 MESSAGE_KEYS_PATTERN = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{16}(?: [0-9a-f]{8}-[0-9a-f]{16})*")
 RAW_KEY = struct.Struct(">4sQ")  # a message key's node id and seq, from hex
 NODE_ID_PATTERN = re.compile(rb"[0-9a-f]{8}")
-NODE_ID_OF = itemgetter(slice(0, NODE_ID_LENGTH))  # a message key's node id
-SECOND = itemgetter(1)
 
 
 def message_key(node_id: bytes, seq: int) -> bytes:
@@ -57,9 +54,8 @@ def parse_message_keys(keys: list[bytes] | tuple[bytes, ...]) -> list[tuple[byte
         return None
     # each key, its dash and space gone, is 12 bytes: the node id's 4, the seq's 8
     raw = binascii.unhexlify(joined.replace(b" ", b"").replace(b"-", b""))
-    # as many as keys (the length and the match say so), paired by zip in C
-    return list(zip(map(NODE_ID_OF, keys), map(SECOND, RAW_KEY.iter_unpack(raw)),
-                    strict=True))
+    return [(key[:NODE_ID_LENGTH], seq)
+            for key, (_, seq) in zip(keys, RAW_KEY.iter_unpack(raw), strict=True)]
 
 
 def first_bad_key(keys: list[bytes]) -> int:

@@ -187,7 +187,7 @@ class Sender:
             consumer = candidates[turn]
             took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
             if took > taken:
-                held_keys = list(zip(repeat(node_id), seqs[taken:took]))  # in C
+                held_keys = [(node_id, seq) for seq in seqs[taken:took]]
                 consumer.held.update(held_keys)
                 owner.update(zip(held_keys, repeat(consumer)))
                 taken = took

@@ -7,6 +7,8 @@ import pytest
 from pzq.errors import DecodeError
 from pzq.protocol import consume as cw
 from pzq.protocol import frames as wire
+from pzq.protocol.frame_groups import group_chunks
+from pzq.protocol.message_keys import message_key, parse_message_key, parse_message_keys
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -108,6 +110,31 @@ def test_consumer_ack_round_trip():
     assert wire.decode_consumer_ack(frames[1:]) == (b"k", True)
     assert wire.decode_consumer_ack([b"k", b"0"]) == (b"k", False)
     assert wire.decode_consumer_ack([b"k", b"anything"]) == (b"k", False)
+
+
+def test_an_acks_keys_parsed_at_once_are_each_keys():
+    keys = [message_key(b"0a1b2c3d", 7), message_key(b"ffffffff", 2**64 - 1),
+            message_key(b"0a1b2c3d", 0), message_key(b"12345678", 0x1234_5678_9abc)]
+    assert parse_message_keys(keys) == [parse_message_key(key) for key in keys]
+    assert parse_message_keys(keys[:1]) == [(b"0a1b2c3d", 7)]
+
+
+@pytest.mark.parametrize("bad", [b"0a1b2c3d-000000000000000g", b"0a1b2c3d-00000000000000007",
+                                 b"0a1b2c3d_0000000000000007", b""])
+def test_an_acks_keys_with_one_bad_are_none(bad):
+    keys = [message_key(b"0a1b2c3d", 7), bad, message_key(b"0a1b2c3d", 8)]
+    assert parse_message_keys(keys) is None
+    assert parse_message_keys([bad]) is None
+
+
+def test_a_runs_plain_batch_entries_are_each_messages_entry():
+    parts = [b"".join(group_chunks((b"a", b""))), b"".join(group_chunks((b"b" * 300,))),
+             b"".join(group_chunks(()))]
+    seqs = [0, 2**64 - 1, 0x1234]
+    assert cw.plain_batch_entries(b"0a1b2c3d", seqs, parts) == [
+        cw.batch_entry(message_key(b"0a1b2c3d", seq), b"".join(group_chunks(())), part)
+        for seq, part in zip(seqs, parts, strict=True)]
+    assert cw.plain_batch_entries(b"0a1b2c3d", [], []) == []
 
 
 @pytest.mark.parametrize("frames", [[b"k"], [b"k", b"1", b"x"], [b"", b"1"], [b"k", b""], []])

@@ -1,15 +1,17 @@
 """LevelDB as the store opens it: its options, the directory fsync after an open, the
 file that stands where the database should be, LevelDB's reasons as text, the store's
-format settled, and a read of every block at the start."""
+format settled, and a read of every block at the start; the store's database opened
+with its errors told as StoreError."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import plyvel
 
 from pzq.errors import StoreError
-from pzq.fsync import sync_directory
+from pzq.fsync import make_directories, sync_directory
 from pzq.logs import get_logger
 from pzq.store import keyspace
 from pzq.store.store_format import (
@@ -94,3 +96,30 @@ def read_everything(db: plyvel.DB) -> None:
     with db.iterator(verify_checksums=True, fill_cache=False) as iterator:
         for _ in iterator:
             pass
+
+
+def open_store_database(path: Path) -> plyvel.DB:
+    """The store's LevelDB opened, its format settled and every block read once, or a
+    StoreError that says why not (in use, damaged, not writable)."""
+    refuse_files_in_the_way(path)
+    try:
+        make_directories(path)
+    except OSError as exc:
+        raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise StoreError(f"database directory {path} is not writable")
+    try:
+        db = open_leveldb(path)
+        settle_format(db, path)
+        read_everything(db)
+    except plyvel.IOError as exc:
+        if "lock" in str(exc).lower():
+            raise StoreError(f"database directory {path} is in use by another "
+                             "process (its LevelDB lock is held)") from None
+        raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
+    except plyvel.CorruptionError as exc:
+        raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}; "
+                         f"{REPAIR_HINT.format(path=path)}") from None
+    except plyvel.Error as exc:
+        raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
+    return db

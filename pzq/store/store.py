@@ -28,7 +28,7 @@ from pathlib import Path
 import plyvel
 
 from pzq.errors import PzqError, StoreDamaged, StoreError, StoreUnrecoverable
-from pzq.fsync import make_directories, sync_directory
+from pzq.fsync import sync_directory
 from pzq.hooks import overriding
 from pzq.logs import get_logger
 from pzq.store import keyspace
@@ -37,9 +37,7 @@ from pzq.store.leveldb import (
     REPAIR_HINT,
     leveldb_reason,
     open_leveldb,
-    read_everything,
-    refuse_files_in_the_way,
-    settle_format,
+    open_store_database,
 )
 from pzq.store.log_files import sync_log_files
 from pzq.store.log_sync import LogSync
@@ -81,27 +79,7 @@ class Store:
              now: float = 0.0) -> Store:
         """``now``: monotonic seconds, the clock of ``wake_at``."""
         path = Path(path)
-        refuse_files_in_the_way(path)
-        try:
-            make_directories(path)
-        except OSError as exc:
-            raise StoreError(f"cannot create database directory {path}: {exc.strerror}") from None
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise StoreError(f"database directory {path} is not writable")
-        try:
-            db = open_leveldb(path)
-            settle_format(db, path)
-            read_everything(db)
-        except plyvel.IOError as exc:
-            if "lock" in str(exc).lower():
-                raise StoreError(f"database directory {path} is in use by another "
-                                 "process (its LevelDB lock is held)") from None
-            raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
-        except plyvel.CorruptionError as exc:
-            raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}; "
-                             f"{REPAIR_HINT.format(path=path)}") from None
-        except plyvel.Error as exc:
-            raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
+        db = open_store_database(path)
         return cls(db, path, hard_sync, sync_interval_s, now)
 
     def close(self) -> None:

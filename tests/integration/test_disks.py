@@ -390,8 +390,8 @@ def test_repair_refuses_a_store_a_node_has_open(node, tmp_path):
 def test_repair_reads_every_block_with_its_checksum(tmp_path):
     """Damage that still parses must not outlive a repair: LevelDB's repair keeps such
     a block unless it checks checksums (a quarter of these places failed before)."""
+    from pzq.store.leveldb import read_everything
     from pzq.store.repair import repair
-    from pzq.store.store import read_everything
     base = tmp_path / "base"
     db = plyvel.DB(str(base), create_if_missing=True)
     for i in range(3000):

@@ -9,6 +9,7 @@ import pytest
 
 from pzq.client.message import Message
 from pzq.client.sessions.consumer import ConsumerSession
+from pzq.client.sessions.delivered import keys_of
 from pzq.client.sessions.group import GroupSession
 from pzq.errors import ConsumeRefused
 from pzq.protocol import consume as wire
@@ -349,3 +350,11 @@ def test_a_delivery_behaves_as_a_record():
         list(first)
     with pytest.raises(AttributeError):
         first.key = b"k2"  # type: ignore[misc]
+
+
+def test_an_answer_s_keys_are_read_from_any_iterable_of_deliveries():
+    session = joined()
+    session.received(batch(*[(b"k%d" % n, (), (b"x",)) for n in range(3)]), 1.0)
+    taken = session.take(3)
+    assert keys_of(message for message in taken) == [b"k0", b"k1", b"k2"] == keys_of(taken)
+    assert request(session.ack(keys_of(iter(taken)), 2.0)[0]).keys == (b"k0", b"k1", b"k2")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NoReturn, TypeVar
 
 from pzq.protocol.frames import delivery_count
@@ -83,3 +83,11 @@ def deliveries(make: type[M], rows: Iterable[Row]) -> Iterator[M]:
     """A delivery of class ``make`` from each row (its fields in FIELDS' order, then
     the consumer), each made in C."""
     return map(tuple.__new__, repeat(make), rows)
+
+
+_KEY = attrgetter("key")
+
+
+def keys_of(messages: Iterable[Delivered]) -> list[bytes]:
+    """The deliveries' keys, read in C (an ACK's, a NACK's)."""
+    return list(map(_KEY, messages))

@@ -40,6 +40,7 @@ MAX_MESSAGES = 10_000  # in one batch
 RESULT = struct.Struct(">cH")  # status, length of the status message
 _STORED = (True, b"")  # the result of a message stored
 _STORED_RESULT = RESULT.pack(STATUS_OK, 0)
+_ONE = LENGTH.pack(1)  # a group of one frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,10 @@ class BatchAck:
 def encode_entry(msg_id: bytes, headers: Sequence[bytes], parts: Sequence[bytes]) -> bytes:
     """One message of a batch: group_chunks' layout, each item's length packed in C."""
     pack = LENGTH.pack
+    if len(headers) == 1 and len(parts) == 1:  # the common message: no iterators
+        (header,), (part,) = headers, parts
+        return b"".join((pack(len(msg_id)), msg_id, _ONE, pack(len(header)), header, _ONE,
+                         pack(len(part)), part))
     return b"".join([pack(len(msg_id)), msg_id, pack(len(headers)),
                      *chain.from_iterable(zip(map(pack, map(len, headers)), headers, strict=True)),
                      pack(len(parts)),

@@ -30,6 +30,7 @@ from pzq.aio.message import Message
 from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, opener, poke, wait_events
 from pzq.client import setup
 from pzq.client.session_views import GroupView
+from pzq.client.sessions.delivered import keys_of
 from pzq.errors import ClientClosed
 from pzq.protocol import consume as wire
 from pzq.security import ClientSecurity
@@ -175,7 +176,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
 
     async def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries in one ACK (cheaper for both ends than one each)."""
-        self._answer(self._session.ack([message.key for message in messages],
+        self._answer(self._session.ack(keys_of(messages),
                                        time.monotonic()))
 
     async def nack(self, message: Message, delay: float | None = None) -> None:
@@ -183,17 +184,17 @@ class GroupConsumer(GroupView[Message], Deliveries):
         self._answer(self._session.nack([message.key], time.monotonic(), delay))
 
     async def nack_many(self, messages: Iterable[Message], delay: float | None = None) -> None:
-        self._answer(self._session.nack([message.key for message in messages],
+        self._answer(self._session.nack(keys_of(messages),
                                         time.monotonic(), delay))
 
     async def working(self, *messages: Message) -> None:
         """Still at work on these: each one's ack deadline starts again."""
-        self._answer(self._session.working([message.key for message in messages],
+        self._answer(self._session.working(keys_of(messages),
                                            time.monotonic()))
 
     async def reject(self, *messages: Message) -> None:
         """Give these up for good: to the dead letters, never delivered again."""
-        self._answer(self._session.reject([message.key for message in messages],
+        self._answer(self._session.reject(keys_of(messages),
                                           time.monotonic()))
 
     async def ack_confirmed(self, messages: Iterable[Message], timeout: float = 10.0) -> None:
@@ -201,7 +202,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
         TimeoutError if it has not within ``timeout`` s. Deliveries that come meanwhile
         wait for ``receive``."""
         session = self._session
-        keys = [message.key for message in messages]
+        keys = keys_of(messages)
         self._answer(session.confirm(keys, time.monotonic()))
         deadline = time.monotonic() + timeout
         while session.unconfirmed(keys):

@@ -88,16 +88,16 @@ class Producer(ProducerView):
         KEY, TAG and DEDUP-ID header frames; ``headers`` are more, as ``NAME:value``;
         the time options are the sync Producer.send's. Cancelled here, nothing was sent
         (the module's docstring)."""
-        times = time_headers(delay, not_before, ttl, expires, priority)
-        if times:
-            headers = [*headers, *times]
+        if delay is not None or not_before is not None or ttl is not None \
+                or expires is not None or priority is not None:
+            headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
         session = self._session
         if len(session.unanswered) >= session.window:  # full (a step less a message)
             await self._room(timeout)
         if self._closed or self._failure is not None:
             self._check_open()
         if msg_id is None:
-            msg_id = session.next_msg_id()
+            msg_id = next(session.ids)
         elif msg_id in self._futures:
             raise ValueError(f"message id {msg_id!r} is already waiting for its ACK")
         loop = self._loop

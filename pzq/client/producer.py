@@ -42,6 +42,7 @@ class Producer(ProducerView):
                  keep_acks: int = KEEP_ACKS, batch: int | None = None) -> None:
         self._session, self._socket = setup.producer(
             window, batch, keep_acks, opener(context, dsn, curve))
+        self._topic_frames: dict[str | None, list[bytes]] = {}  # a topic's TOPIC frame
 
     @property
     def keep_acks(self) -> int:
@@ -69,15 +70,23 @@ class Producer(ProducerView):
         delivered before; ``ttl`` (seconds) or ``expires``: worthless after;
         ``priority`` 0-9 (9 first, on a topic with priorities on): their header frames
         (pzq.protocol.time_headers; ValueError for a value the node would refuse)."""
-        headers = [*headers, *topic_headers(topic, tag, dedup_id)]
-        times = time_headers(delay, not_before, ttl, expires, priority)
-        if times:
-            headers = [*headers, *times]
+        if tag is None and dedup_id is None:  # a topic's frame is made once
+            found = self._topic_frames.get(topic)
+            if found is None:
+                found = self._topic_frames[topic] = topic_headers(topic, None)
+            headers = [*headers, *found] if headers else found
+        else:
+            headers = [*headers, *topic_headers(topic, tag, dedup_id)]
+        if delay is not None or not_before is not None or ttl is not None \
+                or expires is not None or priority is not None:
+            headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
         session = self._session
         if len(session.unanswered) >= session.window:
             self._wait_for_room(timeout)
-        msg_id = msg_id or session.next_msg_id()
-        self._send(session.add(msg_id, parts, headers, time.monotonic()), timeout)
+        msg_id = msg_id or next(session.ids)
+        frames = session.add(msg_id, parts, headers, time.monotonic())
+        if frames is not None:  # else it waits in the next batch
+            self._send(frames, timeout)
         return msg_id
 
     def _wait_for_room(self, timeout: float | None) -> None:

@@ -27,10 +27,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol.batch_runs import Member, member_token, read_runs
-from pzq.protocol.frame_groups import LENGTH, group_chunks
+from pzq.protocol.frame_groups import LENGTH
 from pzq.protocol.frames import STATUS_FAILED, STATUS_OK, Produce
 
 PROTOCOL_HEADER = b"PROTOCOL:2"
@@ -39,6 +40,7 @@ MAX_MESSAGES = 10_000  # in one batch
 RESULT = struct.Struct(">cH")  # status, length of the status message
 _STORED = (True, b"")  # the result of a message stored
 _STORED_RESULT = RESULT.pack(STATUS_OK, 0)
+_ONE = LENGTH.pack(1)  # a group of one frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +52,16 @@ class BatchAck:
 
 
 def encode_entry(msg_id: bytes, headers: Sequence[bytes], parts: Sequence[bytes]) -> bytes:
-    """One message of a batch."""
-    return b"".join([LENGTH.pack(len(msg_id)), msg_id, *group_chunks(headers),
-                     *group_chunks(parts)])
+    """One message of a batch: group_chunks' layout, each item's length packed in C."""
+    pack = LENGTH.pack
+    if len(headers) == 1 and len(parts) == 1:  # the common message: no iterators
+        (header,), (part,) = headers, parts
+        return b"".join((pack(len(msg_id)), msg_id, _ONE, pack(len(header)), header, _ONE,
+                         pack(len(part)), part))
+    return b"".join([pack(len(msg_id)), msg_id, pack(len(headers)),
+                     *chain.from_iterable(zip(map(pack, map(len, headers)), headers, strict=True)),
+                     pack(len(parts)),
+                     *chain.from_iterable(zip(map(pack, map(len, parts)), parts, strict=True))])
 
 
 def encode_batch(batch_id: bytes, entries: list[bytes]) -> list[bytes]:
@@ -128,6 +137,9 @@ def decode_batch_ack(frames: list[bytes]) -> BatchAck:
     if len(frames) != 5 or frames[3] != b"" or not count_text.isdigit():
         raise DecodeError("a batch ACK is batch id, status, BATCH:n, empty, results")
     data, results, at = frames[4], [], 0
+    count = int(count_text)
+    if data == _STORED_RESULT * count:  # every one stored (the common answer), in C
+        return BatchAck(frames[0], (_STORED,) * count)
     try:
         while at < len(data):
             status, length = RESULT.unpack_from(data, at)
@@ -135,7 +147,7 @@ def decode_batch_ack(frames: list[bytes]) -> BatchAck:
             results.append((status == STATUS_OK, data[at - length:at]))
     except struct.error:
         raise DecodeError("a batch ACK's results are truncated") from None
-    if at != len(data) or len(results) != int(count_text):
+    if at != len(data) or len(results) != count:
         raise DecodeError("a batch ACK's results do not match its count")
     return BatchAck(frames[0], tuple(results))
 

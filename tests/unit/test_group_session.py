@@ -3,10 +3,13 @@ own encoders) and times in, frames to send and deliveries out."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from pzq.client.message import Message
 from pzq.client.sessions.consumer import ConsumerSession
+from pzq.client.sessions.delivered import keys_of
 from pzq.client.sessions.group import GroupSession
 from pzq.errors import ConsumeRefused
 from pzq.protocol import consume as wire
@@ -284,3 +287,74 @@ def test_the_original_deliveries_and_answers():
 def test_frames_that_are_no_delivery_are_counted(garbage):
     session = ConsumerSession(Message, OWNER)
     assert session.received(garbage) is None and session.malformed == 1
+
+
+def test_a_batch_of_one_shape_is_read_in_columns_as_entry_by_entry():
+    """Entries of one shape (no headers, one part, keys and parts as long) are read in
+    columns; a batch of any other shape entry by entry: the same deliveries."""
+    session = joined()
+    shapes = [
+        [(b"k%d" % n, (), (b"%03d" % n,)) for n in range(5)],  # one shape
+        [(b"k1", (), (b"ab",)), (b"k2", (), (b"cd",)), (b"k3", (b"TAG:x",), (b"e",))],
+        [(b"k1", (), (b"ab",)), (b"k2", (), (b"c", b"d"))],  # two parts, as long
+        [(b"k1", (), (b"abc",)), (b"key2", (), (b"d",))],  # two entries of 11 B, unalike
+        [(b"k", (), (b"",)), (b"k", (), (b"",))],  # empty parts
+    ]
+    for entries in shapes:
+        session.received(batch(*entries, sent_us=10, ack_timeout_us=3), 1.0)
+        taken = session.take(100)
+        assert [(m.key, m.parts, m.headers, m.sent_us, m.ack_timeout_us, m.peer)
+                for m in taken] == [(key, parts, dict(h.decode().split(":", 1) for h in
+                                                      headers), 10, 3, b"")
+                                    for key, headers, parts in entries]
+        assert all(m._consumer is OWNER for m in taken)
+    first, second = (session.received(batch(*shapes[0]), 1.0), session.take(2))[1]
+    assert first.headers is not second.headers  # each its own dict
+    assert session.malformed == 0
+
+
+@pytest.mark.parametrize("entries", [
+    b"\x02k1\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x02ab" * 2 + b"\x02k1",  # cut short
+    b"\x02k1\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x09ab",  # a part past the end
+])
+def test_a_truncated_batch_is_garbage_in_columns_too(entries):
+    session = joined()
+    session.received(node_says([*wire.deliver_head(b"rid", b"orders", b"g", protocol=2),
+                                b"5", b"7", entries]), 1.0)
+    assert session.malformed == 1 and not session.arrived
+
+
+def test_taking_part_of_what_arrived_leaves_the_rest_in_turn():
+    session = joined()
+    session.received(batch(*[(b"k%d" % n, (), (b"x",)) for n in range(5)]), 1.0)
+    arrived = session.arrived
+    assert [m.key for m in session.take(2)] == [b"k0", b"k1"]
+    assert session.arrived is arrived and [m.key for m in arrived] == [b"k2", b"k3", b"k4"]
+    assert [m.key for m in session.take(3)] == [b"k2", b"k3", b"k4"] and not arrived
+
+
+def test_a_delivery_behaves_as_a_record():
+    session = joined()
+    session.received(batch((b"k1", (), (b"a",)), (b"k1", (), (b"a",))), 1.0)
+    first, second = session.take(2)
+    assert first == second and first != (b"k1",) and not first != second
+    assert repr(first) == ("Message(key=b'k1', parts=(b'a',), headers={}, sent_us=5, "
+                           "ack_timeout_us=7, peer=b'')")
+    assert copy.copy(first) == first and copy.copy(first)._consumer is OWNER
+    made = Message(key=b"k1", parts=(b"a",), headers={}, sent_us=5, ack_timeout_us=7,
+                   peer=b"", _consumer=OWNER)
+    assert made == first and bool(made)
+    with pytest.raises(TypeError):
+        hash(first)
+    with pytest.raises(TypeError):
+        list(first)
+    with pytest.raises(AttributeError):
+        first.key = b"k2"  # type: ignore[misc]
+
+
+def test_an_answer_s_keys_are_read_from_any_iterable_of_deliveries():
+    session = joined()
+    session.received(batch(*[(b"k%d" % n, (), (b"x",)) for n in range(3)]), 1.0)
+    taken = session.take(3)
+    assert keys_of(message for message in taken) == [b"k0", b"k1", b"k2"] == keys_of(taken)
+    assert request(session.ack(keys_of(iter(taken)), 2.0)[0]).keys == (b"k0", b"k1", b"k2")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from pzq.client.sessions.producer import ProducerSession, topic_headers
-from pzq.errors import ProduceRefused
+from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol import frames as wire
 from pzq.protocol import produce_batches as batches
+from pzq.protocol.frame_groups import LENGTH, group_chunks
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -215,3 +216,59 @@ def test_a_batch_s_members_are_what_the_node_reads():
     assert not any(isinstance(member, ProduceRefused) for member in members)
     assert [(produce.headers, produce.body_size) for produce, _ in members] == [
         ((b"TOPIC:t",), 2), ((b"KEY:k",), 1)]
+
+
+@pytest.mark.parametrize(("headers", "parts"), [
+    ((), (b"",)), ((b"TOPIC:t",), (b"body",)),
+    ((b"TOPIC:t", b"TAG:x" * 70), (b"a", b"", b"c" * 300)),
+])
+def test_an_entry_is_the_frame_groups_layout(headers, parts):
+    """Wire bytes as ever: the message id after its length, then two counted groups."""
+    entry = batches.encode_entry(b"m-1", headers, parts)
+    assert entry == b"".join([LENGTH.pack(3), b"m-1", *group_chunks(headers),
+                              *group_chunks(parts)])
+
+
+def test_an_all_stored_answer_and_a_mixed_one_read_alike():
+    stored = batches.encode_batch_ack(b"rid", b"b", [(True, b"")] * 3)[1:]
+    assert batches.decode_batch_ack(stored).results == ((True, b""),) * 3
+    mixed = batches.encode_batch_ack(b"rid", b"b", [(True, b""), (False, b"no"),
+                                                    (True, b"DUPLICATE")])[1:]
+    assert batches.decode_batch_ack(mixed).results == ((True, b""), (False, b"no"),
+                                                       (True, b"DUPLICATE"))
+    short = [*stored[:4], stored[4][:-3]]  # two results for BATCH:3
+    with pytest.raises(DecodeError):
+        batches.decode_batch_ack(short)
+
+
+def test_a_batch_whose_member_was_answered_already_answers_the_rest():
+    """The bulk answer needs every member unanswered; else member by member."""
+    session, _ = learnt(window=8, batch=3)
+    session.add(b"m0", [b"0"], [], now=2.0)  # alone
+    session.add(b"m1", [b"1"], [], now=2.0)
+    session.add(b"m2", [b"2"], [], now=2.0)
+    sent = session.add(b"m3", [b"3"], [], now=2.0)
+    assert sent is not None
+    del session.unanswered[b"m2"]  # (as if answered before: nothing to take)
+    acks = session.received(batch_ack_of(sent), 2.5)
+    assert acks == [wire.ProducerAck(b"m1", True, b""), wire.ProducerAck(b"m3", True, b"")]
+    assert list(session.latencies) == [1.0, 0.5, 0.5]
+
+
+def test_acks_of_a_stored_batch_are_whole_acks():
+    session, _ = learnt(window=8, batch=2)
+    session.add(b"m0", [b"0"], [], now=2.0)
+    session.add(b"m1", [b"1"], [], now=2.0)
+    sent = session.add(b"m2", [b"2"], [], now=2.0)
+    assert sent is not None
+    acks = session.received(batch_ack_of(sent), 3.0)
+    assert [type(ack) for ack in acks] == [wire.ProducerAck] * 2
+    assert [(ack.msg_id, ack.ok, ack.status_message, ack.duplicate, ack.replication_failed)
+            for ack in acks] == [(b"m1", True, b"", False, False),
+                                 (b"m2", True, b"", False, False)]
+    assert list(session.latencies) == [1.0, 1.0, 1.0]
+
+
+def test_message_ids_are_the_prefix_and_a_count_whatever_the_prefix_holds():
+    session = ProducerSession(window=4, id_prefix=b"p%d%s")
+    assert [session.next_msg_id(), next(session.ids)] == [b"p%d%s-0", b"p%d%s-1"]

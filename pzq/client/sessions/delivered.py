@@ -2,32 +2,43 @@
 answers (``ack``, ``nack``, ...) on the shell's own ``Message``, which asks the
 consumer that received it (``_consumer``).
 
-A session makes each delivery with the shell's class and the shell as its consumer
-(``MakeMessage``), in one call a delivery, so a batch of deliveries costs no more
-than the objects themselves.
+A delivery is a tuple underneath, its fields read by name (in C): a session makes a
+batch's deliveries in one pass (``deliveries``) without a Python call for each.
+Otherwise it behaves as a plain record: equal to a delivery of its class with equal
+fields, unhashable, not iterable, its fields read-only, copied and pickled whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Iterable, Iterator
+from itertools import repeat
+from operator import attrgetter, itemgetter
+from typing import Any, NoReturn, TypeVar
 
 from pzq.protocol.frames import delivery_count
 
+FIELDS = ("key", "parts", "headers", "sent_us", "ack_timeout_us", "peer")
+Row = tuple[bytes, tuple[bytes, ...], dict[str, str], int, int, bytes, Any]
 
-@dataclass
-class Delivered:
+
+class Delivered(tuple[Any, ...]):
     """One delivery. ``peer``: the node's routing id on ``--send-dsn`` (empty on
     ``--consume-dsn``, whose connection is the consumer's own)."""
 
-    key: bytes
-    parts: tuple[bytes, ...]
-    headers: dict[str, str]
-    sent_us: int
-    ack_timeout_us: int
-    peer: bytes
-    _consumer: Any = field(repr=False)  # the shell that answers for it
+    __slots__ = ()
+
+    def __new__(cls: type[D], key: bytes, parts: tuple[bytes, ...], headers: dict[str, str],
+                sent_us: int, ack_timeout_us: int, peer: bytes, _consumer: Any) -> D:
+        return tuple.__new__(cls, (key, parts, headers, sent_us, ack_timeout_us, peer,
+                                   _consumer))
+
+    key: bytes = property(itemgetter(0))  # type: ignore[assignment]
+    parts: tuple[bytes, ...] = property(itemgetter(1))  # type: ignore[assignment]
+    headers: dict[str, str] = property(itemgetter(2))  # type: ignore[assignment]
+    sent_us: int = property(itemgetter(3))  # type: ignore[assignment]
+    ack_timeout_us: int = property(itemgetter(4))  # type: ignore[assignment]
+    peer: bytes = property(itemgetter(5))  # type: ignore[assignment]
+    _consumer: Any = property(itemgetter(6))  # the shell that answers for it
 
     @property
     def deadline_us(self) -> int:
@@ -39,7 +50,44 @@ class Delivered:
         --delivery-headers (the original layout carries no count)."""
         return delivery_count(self.headers)
 
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in zip(FIELDS, self[:6],
+                                                                        strict=True))
+        return f"{type(self).__name__}({fields})"
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return tuple.__ne__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]  # a record with a dict in it
+
+    def __iter__(self) -> NoReturn:
+        raise TypeError(f"a {type(self).__name__} is not iterable: read its fields")
+
+    def __getnewargs__(self) -> tuple[Any, ...]:  # copy and pickle: __new__'s arguments
+        return self[:]
+
+
+D = TypeVar("D", bound=Delivered)
 M = TypeVar("M", bound=Delivered)
-# (key, parts, headers, sent µs, ack timeout µs, peer, consumer) -> the shell's message
-MakeMessage = Callable[[bytes, tuple[bytes, ...], dict[str, str], int, int, bytes, Any], M]
+MakeMessage = type[M]  # the shell's message class
+
+
+def deliveries(make: type[M], rows: Iterable[Row]) -> Iterator[M]:
+    """A delivery of class ``make`` from each row (its fields in FIELDS' order, then
+    the consumer), each made in C."""
+    return map(tuple.__new__, repeat(make), rows)
+
+
+_KEY = attrgetter("key")
+
+
+def keys_of(messages: Iterable[Delivered]) -> list[bytes]:
+    """The deliveries' keys, read in C (an ACK's, a NACK's)."""
+    return list(map(_KEY, messages))

@@ -7,10 +7,11 @@ option: an older node, asked again without it, in protocol 1. The session asks f
 protocol 2 (``LATEST_PROTOCOL``): deliveries come in batches and many keys go in
 one ACK frame.
 
-Joined: deliveries (DELIVER, or a BATCH decoded at once) wait in ``arrived`` in
-turn. An ERROR is kept in ``errors``; when it says the node does not know this
-connection (it restarted, or counted the consumer gone) the session joins again,
-and what the node held comes again. The keys of ACKs the node refused so (REFUSED)
+Joined: deliveries (DELIVER, or a BATCH decoded at once, in columns, its
+deliveries made in one pass) wait in ``arrived`` in turn. An ERROR is kept in
+``errors``; when it says the node does not know this connection (it restarted,
+or counted the consumer gone) the session joins again, and what the node held
+comes again. The keys of ACKs the node refused so (REFUSED)
 go with that CONSUME, which the node applies before it delivers anything. ACKED
 answers the ACKs awaited with confirmations.
 
@@ -25,11 +26,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from itertools import islice, repeat
 from typing import Any, Generic
 
-from pzq.client.sessions.delivered import M, MakeMessage
+from pzq.client.sessions.delivered import M, MakeMessage, deliveries
 from pzq.errors import ConsumeRefused, DecodeError
 from pzq.protocol import consume as consume_wire
+from pzq.protocol.batch_columns import decode_batch_columns
 from pzq.protocol.frames import parse_headers
 
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
@@ -70,15 +73,18 @@ class GroupSession(Generic[M]):
         verb = frames[0] if frames else b""
         if verb == consume_wire.BATCH:
             try:
-                batch = consume_wire.decode_batch(frames)
+                batch = decode_batch_columns(frames)
             except DecodeError:
                 self.malformed += 1
                 return NOTHING
-            make, owner = self._make, self._owner
-            sent_us, ack_timeout_us = batch.sent_us, batch.ack_timeout_us
-            self.arrived.extend([make(key, parts, parse_headers(list(headers)) if headers
-                                      else {}, sent_us, ack_timeout_us, b"", owner)
-                                 for key, headers, parts in batch.entries])
+            count = len(batch.keys)
+            headers = (map(dict, repeat((), count)) if batch.headers is None
+                       else [parse_headers(list(found)) if found else {}
+                             for found in batch.headers])
+            self.arrived.extend(deliveries(self._make, zip(
+                batch.keys, batch.parts, headers, repeat(batch.sent_us, count),
+                repeat(batch.ack_timeout_us, count), repeat(b"", count),
+                repeat(self._owner, count), strict=True)))
             return NOTHING
         try:
             message = consume_wire.decode_node_message(frames)
@@ -150,7 +156,15 @@ class GroupSession(Generic[M]):
     def take(self, most: int) -> list[M]:
         """Up to ``most`` of the deliveries that arrived, in turn."""
         arrived = self.arrived
-        return [arrived.popleft() for _ in range(min(most, len(arrived)))]
+        if most >= len(arrived):  # the common case: all of them
+            taken = list(arrived)
+            arrived.clear()
+            return taken
+        taken = list(islice(arrived, most))
+        rest = list(islice(arrived, most, None))
+        arrived.clear()
+        arrived.extend(rest)
+        return taken
 
     # -- answers: what to send, sent at ``now`` ----------------------------------------
 

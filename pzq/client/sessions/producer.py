@@ -15,6 +15,7 @@ import itertools
 import os
 from collections import deque
 from collections.abc import Sequence
+from itertools import repeat
 
 from pzq.errors import DecodeError
 from pzq.protocol import produce_batches as batches
@@ -74,13 +75,15 @@ class ProducerSession:
         self.arrived: deque[ProducerAck] = deque(maxlen=keep_acks)
         self.latencies: deque[float] = deque(maxlen=keep_acks)  # in ACK order
         self._id_prefix = id_prefix or os.urandom(6).hex().encode()
-        self._counter = itertools.count()
+        # each message's id (and each batch's), made in C: ``next(session.ids)``
+        self.ids = map((self._id_prefix.replace(b"%", b"%%") + b"-%d").__mod__,
+                       itertools.count())
         self._asking: bytes | None = None  # the message that asked the node
         self._pending: list[tuple[bytes, bytes]] = []  # msg id, entry: the next batch
         self._batches: dict[bytes, list[bytes]] = {}  # batch id -> its msg ids, out
 
     def next_msg_id(self) -> bytes:
-        return b"%s-%d" % (self._id_prefix, next(self._counter))
+        return next(self.ids)
 
     @property
     def full(self) -> bool:
@@ -109,7 +112,7 @@ class ProducerSession:
         """The messages waiting for a batch, to go now in one (None: none waits)."""
         if not self._pending:
             return None
-        batch_id = self.next_msg_id()
+        batch_id = next(self.ids)
         self._batches[batch_id] = [msg_id for msg_id, _ in self._pending]
         frames = batches.encode_batch(batch_id, [entry for _, entry in self._pending])
         self._pending = []
@@ -146,6 +149,13 @@ class ProducerSession:
         if members is None or len(members) != len(answer.results):
             return []  # not a batch of ours: ignored, as any ACK we do not know
         unanswered, latencies = self.unanswered, self.latencies
+        if members and all(map(unanswered.__contains__, members)):  # the common case: in C
+            latencies.extend(map(now.__sub__, map(unanswered.pop, members)))
+            oks, texts = zip(*answer.results, strict=True)
+            taken = list(map(tuple.__new__, repeat(ProducerAck),
+                             zip(members, oks, texts, strict=True)))
+            self._keep(taken)
+            return taken
         taken = []
         for msg_id, (ok, status_message) in zip(members, answer.results, strict=True):
             sent = unanswered.pop(msg_id, None)

@@ -46,6 +46,10 @@ class TopicRegistry(Participant):
         self.default_restricted = False
         self.default_delivered_below = 0  # how far its first deliveries went (for TOPICS)
         self._next_id = FIRST_ID
+        # The next id as the store holds it: a batch writes it only when an id was
+        # taken since (not once a batch: most batches take none).
+        self._stored_next_id = FIRST_ID
+        self._writing_next_id: int | None = None  # the value the batch being written puts
         self._batch: Batch | None = None
         self.counts = TopicCounts()  # what the batch being built changes
         self._named_groups = False
@@ -58,6 +62,7 @@ class TopicRegistry(Participant):
     def _load(self) -> None:
         stored = self.store.get(keyspace.META_NEXT_ID)
         self._next_id = keyspace.ID.unpack(stored)[0] if stored else FIRST_ID
+        self._stored_next_id = self._next_id
         for key, value in self.store.iterate(keyspace.TOPIC_PREFIX):
             meta = json.loads(value)
             messages, stored_bytes = self._counts(meta["id"])
@@ -232,10 +237,14 @@ class TopicRegistry(Participant):
         """Counts and registry entries go with the batch that changed them."""
         if self._batch is not None:
             self.counts.put_counts(self._batch)
-            self._batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
+            if self._next_id != self._stored_next_id:
+                self._writing_next_id = self._next_id
+                self._batch.put(keyspace.META_NEXT_ID, keyspace.ID.pack(self._next_id))
 
     def written(self) -> None:
         self.counts.applied()
+        if self._writing_next_id is not None:
+            self._stored_next_id = self._writing_next_id
         self._batch_ended()
 
     def failed(self) -> None:
@@ -246,6 +255,7 @@ class TopicRegistry(Participant):
 
     def _batch_ended(self) -> None:
         self._batch = None
+        self._writing_next_id = None
 
 
 def _rule_before(meta: dict[str, object]) -> str:

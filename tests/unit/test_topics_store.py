@@ -8,9 +8,10 @@ import pytest
 from pzq.admin import group_ops
 from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.groups import GroupArea
+from pzq.errors import StoreError
 from pzq.protocol.headers import topic_and_tag
 from pzq.protocol.message_keys import parse_message_key
-from pzq.store import keyspace
+from pzq.store import keyspace, record
 from pzq.store.topics import (
     DEFAULT_ALL,
     DEFAULT_GROUP_ID,
@@ -18,6 +19,7 @@ from pzq.store.topics import (
     DEFAULT_UNCLAIMED,
     filter_takes,
 )
+from tests.support.stored import FailNext
 from tests.support.topic_store import deliver_all, open_node, state_for, store_messages
 
 
@@ -97,6 +99,30 @@ def test_a_changed_topic_is_written_even_by_a_batch_with_nothing_else(tmp_path):
     store, topics = open_node(tmp_path / "db")
     assert topics.topics["audit"].default_from is None
     assert topics.topics["audit"].default_rule == DEFAULT_NONE
+    store.close()
+
+
+def test_the_next_id_goes_only_with_the_batches_that_take_ids(tmp_path):
+    """Not rewritten by every batch; one taken in a failed batch goes with the next,
+    and a reopen gives out no id twice."""
+    store, topics = open_node(tmp_path / "db")
+    failing = FailNext()
+    store.register(failing)
+    store_messages(store, topics, [b"a"], topic="orders")  # takes an id
+    batch = store.begin()
+    batch.add_message(record.encode(b"id", (b"TOPIC:orders",), (b"b",), 1))
+    store.commit(batch)
+    assert batch.operations == 1  # the record alone: no id taken, no next id written
+    audit = topics.topic("audit", 1)
+    failing.armed = True
+    with pytest.raises(StoreError):
+        store.commit(store.begin())
+    store.commit(store.begin())  # the topic, and the next id, with the next batch
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    assert topics.topics["audit"].id == audit.id
+    taken = {topic.id for topic in topics.topics.values()}
+    assert topics.topic("search", 2).id not in taken
     store.close()
 
 

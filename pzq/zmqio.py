@@ -183,7 +183,6 @@ def drain_some(socket: AnySocket, limit: int, taken: int, stop_after: bytes | No
     firsts: list[zmq.Frame] = []
     messages: list[list[bytes]] = []
     append = messages.append
-    keep = firsts.append if framed else _ignore
     mark = b"" if stop_after is None else stop_after
     cut = len(mark)
     for count in range(taken, taken + limit):
@@ -193,7 +192,8 @@ def drain_some(socket: AnySocket, limit: int, taken: int, stop_after: bytes | No
             first = _recv(socket, NOBLOCK, False)
         except zmq.Again:
             return firsts, messages, True
-        keep(first)
+        if framed:
+            firsts.append(first)
         if not first.more:
             append([first.bytes])
             continue
@@ -215,10 +215,6 @@ def drain_some(socket: AnySocket, limit: int, taken: int, stop_after: bytes | No
         if cut and head[:cut] == mark:
             break
     return firsts, messages, False
-
-
-def _ignore(frame: zmq.Frame) -> None:
-    """In place of keeping first frames nobody asked for."""
 
 
 def readable(socket: AnySocket) -> bool:

@@ -133,6 +133,31 @@ def drain(socket: AnySocket, limit: int) -> Iterator[list[bytes]]:
             return
 
 
+def drain_list(socket: AnySocket, limit: int) -> list[list[bytes]]:
+    """As ``drain``, in one call: no generator resumed and no call for each message
+    (a message of one or two frames, as a consumer's ACK, costs its receives and one
+    append)."""
+    messages: list[list[bytes]] = []
+    append = messages.append
+    for count in range(limit):
+        if count == 1 and not readable(socket):
+            break
+        try:
+            first = _recv(socket, NOBLOCK, False)
+        except zmq.Again:
+            break
+        if not first.more:
+            append([first.bytes])
+            continue
+        frame = _recv(socket, NOBLOCK, False)
+        frames = [first.bytes, frame.bytes]
+        while frame.more:
+            frame = _recv(socket, NOBLOCK, False)
+            frames.append(frame.bytes)
+        append(frames)
+    return messages
+
+
 def drain_framed(socket: AnySocket, limit: int) -> Iterator[tuple[zmq.Frame, list[bytes]]]:
     """As ``drain``, each message with its first frame as a zmq.Frame, whose properties
     (the User-Id ZAP gave its connection) can be asked."""
@@ -146,29 +171,48 @@ def drain_framed(socket: AnySocket, limit: int) -> Iterator[tuple[zmq.Frame, lis
         yield first, recv_rest(socket, first)
 
 
-def drain_some(socket: AnySocket, limit: int, taken: int, stop_after: bytes | None
-               ) -> tuple[list[zmq.Frame], list[list[bytes]], bool]:
+def drain_some(socket: AnySocket, limit: int, taken: int, stop_after: bytes | None,
+               framed: bool = True) -> tuple[list[zmq.Frame], list[list[bytes]], bool]:
     """Up to ``limit`` messages as ``drain_framed`` reads them, in one call: their first
-    frames as zmq.Frames, the messages as bytes, and whether the socket had no more.
-    ``taken``: messages this drain read before (the socket is asked once whether a
-    second waits); ``stop_after``: the reading ends after a message whose third frame
-    starts with it."""
+    frames as zmq.Frames (none unless ``framed``), the messages as bytes, and whether
+    the socket had no more. ``taken``: messages this drain read before (the socket is
+    asked once whether a second waits); ``stop_after``: the reading ends after a
+    message whose third frame starts with it. A message of up to four frames (a
+    producer's alone on a ROUTER) is made in one step, and the third frame looked at
+    by slices: no call for each message but its receives and one append."""
     firsts: list[zmq.Frame] = []
     messages: list[list[bytes]] = []
+    append = messages.append
+    mark = b"" if stop_after is None else stop_after
+    cut = len(mark)
     for count in range(taken, taken + limit):
         if count == 1 and not readable(socket):
             return firsts, messages, True
         try:
-            frame = _recv(socket, NOBLOCK, False)
+            first = _recv(socket, NOBLOCK, False)
         except zmq.Again:
             return firsts, messages, True
-        firsts.append(frame)
-        frames = [frame.bytes]
-        while frame.more:
+        if framed:
+            firsts.append(first)
+        if not first.more:
+            append([first.bytes])
+            continue
+        second = _recv(socket, NOBLOCK, False)
+        if not second.more:
+            append([first.bytes, second.bytes])
+            continue
+        third = _recv(socket, NOBLOCK, False)
+        head = third.bytes
+        if not third.more:
+            frames = [first.bytes, second.bytes, head]
+        else:
             frame = _recv(socket, NOBLOCK, False)
-            frames.append(frame.bytes)
-        messages.append(frames)
-        if stop_after is not None and len(frames) > 2 and frames[2].startswith(stop_after):
+            frames = [first.bytes, second.bytes, head, frame.bytes]
+            while frame.more:
+                frame = _recv(socket, NOBLOCK, False)
+                frames.append(frame.bytes)
+        append(frames)
+        if cut and head[:cut] == mark:
             break
     return firsts, messages, False
 

@@ -78,10 +78,10 @@ class Intake(Participant):
     def take(self, batch: Batch, now: Now, pace: int = 0,
              paced: Callable[[], bool] = always) -> Accepted:
         """Read what producers sent into ``batch``; refusals are answered at once.
-        ``pace``: stop once this many messages came, if ``paced()`` says so then (asked
-        once, and only by a take that many came to; 0: up to --batch-size frames).
-        Read in chunks, each ending where the pace is looked at: once it is reached,
-        or after a produce batch (a batch is taken whole)."""
+        ``pace``: stop once this many messages came, or a produce batch (taken whole),
+        if ``paced()`` says so then (asked once, and only by a take that came so far; 0:
+        up to --batch-size frames). Read in chunks, each ending where the pace is looked
+        at: once it is reached, or after a produce batch."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
@@ -90,23 +90,27 @@ class Intake(Participant):
         left = self.limits.batch_size
         while left > 0:
             want = left if stop_at is None else min(left, stop_at - self.counters.received)
+            rights = self.authorization.shared()  # (None: each message's own, by its frame)
             firsts, raws, drained = drain_some(self.socket, want, self.limits.batch_size - left,
-                                               None if stop_at is None else batches.BATCH)
+                                               None if stop_at is None else batches.BATCH,
+                                               rights is None)
             left -= len(raws)
-            self._take_messages(batch, firsts, raws, now_us, accepted)
+            self._take_messages(batch, rights, firsts, raws, now_us, accepted)
             if drained:
                 break
-            if stop_at is not None and self.counters.received >= stop_at:
+            if stop_at is not None and (self.counters.received >= stop_at
+                                        or batches.is_batch(raws[-1])):  # (one batch a wake)
                 if paced():
                     break
                 stop_at = None
         self._flush_run(batch)
         return accepted
 
-    def _take_messages(self, batch: Batch, firsts: list[zmq.Frame], raws: list[list[bytes]],
-                       now_us: int, accepted: Accepted) -> None:
-        """Produce batches, and runs of messages sent alone that share one shape."""
-        rights = self.authorization.shared()
+    def _take_messages(self, batch: Batch, rights: Rights | None, firsts: list[zmq.Frame],
+                       raws: list[list[bytes]], now_us: int, accepted: Accepted) -> None:
+        """Produce batches, and runs of messages sent alone that share one shape
+        (``rights``: every client's, or None when each message's is read from its first
+        frame, in ``firsts``)."""
         each_rights = None if rights is not None else list(map(self.authorization.of, firsts))
         at = 0
         while at < len(raws):

@@ -31,7 +31,7 @@ from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import GroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
 from pzq.store.batch import Batch
-from pzq.zmqio import POLLIN, POLLOUT, Events, Socket, drain, writable
+from pzq.zmqio import POLLIN, POLLOUT, Events, Socket, drain_list, writable
 
 log = get_logger("pzq.send")
 
@@ -154,7 +154,7 @@ class SendEndpoint(Part):
         """Every answer waiting: the ACKs in a row applied in one call (one bulk ACK
         for a wake's many consumer messages), each NACK in its turn."""
         answered = self.counters.acked + self.counters.nacked
-        raws = list(drain(self.socket, self.batch_size))
+        raws = drain_list(self.socket, self.batch_size)
         acks = _all_acks(raws)
         if acks is not None:  # (mostly: each a well-formed ACK, looked at in C)
             self._ack_run(batch, acks, now_us, mono)

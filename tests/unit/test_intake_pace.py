@@ -103,3 +103,12 @@ def test_without_consumers_a_wake_takes_all_that_waits(open_device, open_socket)
     assert not any(part.backlogged() for part in device.parts)  # stored, unread
     send_batches(socket, 3)
     assert taken_in_one_wake(device) == 3 * BATCH
+
+
+def test_a_batch_after_messages_sent_alone_ends_the_wake(behind, open_socket):
+    device = behind()
+    socket = producer(open_socket, device)
+    for number in range(5):  # fewer than the pace
+        socket.send_multipart(frames.encode_produce(b"%d" % number, [b"x"], (b"TOPIC:orders",)))
+    send_batches(socket, 3)
+    assert taken_in_one_wake(device) == 5 + BATCH

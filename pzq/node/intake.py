@@ -72,7 +72,7 @@ class Intake(Participant):
         self._scheduled: list[ScheduledStored] = []
         # What each header group said this take (a topic can go between takes)
         self._known: dict[tuple[bytes, ...], HeaderFacts] = {}
-        self._run = StoredRun()  # stored, not yet in the topic's log and counts
+        self._run = StoredRun(topics)  # stored, not yet in the topic's log and counts
         store.register(self)
 
     def take(self, batch: Batch, now: Now, pace: int = 0,
@@ -103,7 +103,7 @@ class Intake(Participant):
                 if paced():
                     break
                 stop_at = None
-        self._flush_run(batch)
+        self._run.flush(batch)
         return accepted
 
     def _take_messages(self, batch: Batch, rights: Rights | None, firsts: list[zmq.Frame],
@@ -159,7 +159,7 @@ class Intake(Participant):
         values = alone_runs.records(run, parts_at, produce.headers, record.fixed(now_us))
         size = sum(map(len, values))
         seqs = batch.add_messages(values, size)
-        self._note_stored_seqs(batch, seqs, facts.topic, facts.tag, size)
+        self._run.note_seqs(batch, seqs, facts.topic, facts.tag, size)
         accepted.alone += zip(map(alone_runs.ROUTING_ID, run), map(alone_runs.MSG_ID, run),
                               seqs, values, strict=True)
         return count
@@ -236,7 +236,7 @@ class Intake(Participant):
         values = list(map(fixed.__add__, run.entries))
         size = sum(map(len, values))
         seqs = batch.add_messages(values, size)
-        self._note_stored_seqs(batch, seqs, facts.topic, facts.tag, size)
+        self._run.note_seqs(batch, seqs, facts.topic, facts.tag, size)
         stored = list(zip(repeat(routing_id), tokens, seqs, values))
         accepted.runs.append((open_batch, run.first, stored))
         accepted.in_runs += len(stored)
@@ -276,35 +276,8 @@ class Intake(Participant):
             self.expiry.track(batch, facts.times.expires_us, seq)
         if facts.times.priority and topic.priorities:
             self.lanes.add(batch, topic, facts.times.priority, seq)
-        self._note_stored(batch, seq, topic, tag, len(value))
+        self._run.note(batch, seq, topic, tag, len(value))
         accepted.append((produce.routing_id, produce.msg_id, seq, value))
-
-    def _note_stored(self, batch: Batch, seq: int, topic: Topic, tag: bytes,
-                     size: int) -> None:
-        """Messages of one topic and tag in a row go to the topic's log and counts
-        together (a produce batch's, mostly)."""
-        run = self._run
-        if topic is not run.topic or tag != run.tag:
-            self._flush_run(batch)
-            run.topic, run.tag = topic, tag
-        run.seqs.append(seq)
-        run.size += size
-
-    def _note_stored_seqs(self, batch: Batch, seqs: range, topic: Topic, tag: bytes,
-                          size: int) -> None:
-        """_note_stored of many at once."""
-        run = self._run
-        if topic is not run.topic or tag != run.tag:
-            self._flush_run(batch)
-            run.topic, run.tag = topic, tag
-        run.seqs += seqs
-        run.size += size
-
-    def _flush_run(self, batch: Batch) -> None:
-        run = self._run
-        if run.topic is not None and run.seqs:
-            self.topics.note_new_run(batch, run.topic, run.tag, run.seqs, run.size)
-        run.topic, run.seqs, run.size = None, [], 0
 
     def _read_headers(self, produce: frames.Produce, now_us: int,
                       rights: Rights) -> HeaderFacts:
@@ -387,7 +360,7 @@ class Intake(Participant):
         if not (limits.max_messages or limits.max_bytes or topic.max_messages
                 or topic.max_bytes):
             return
-        self._flush_run(batch)  # the topic's counts of this batch, with the run's
+        self._run.flush(batch)  # the topic's counts of this batch, with the run's
         full = ((limits.max_messages
                  and self.store.messages + batch.message_delta >= limits.max_messages)
                 or (limits.max_bytes and self.store.bytes + batch.byte_delta >= limits.max_bytes)

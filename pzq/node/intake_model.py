@@ -3,13 +3,15 @@ checks, what a header group says, and what it stored."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from pzq.node.batch_acks import OpenBatch
 from pzq.protocol.time_headers import MessageTimes
+from pzq.store.batch import Batch
 from pzq.store.record import Stored
-from pzq.store.topics import Topic
+from pzq.store.topics import Topic, Topics
 
 
 @dataclass(frozen=True)
@@ -56,13 +58,32 @@ NOTHING_ACCEPTED = Accepted()  # (never added to: a take makes its own)
 
 
 class StoredRun:
-    """Messages of one topic and tag stored in a row."""
+    """Messages of one topic and tag stored in a row: they go to the topic's log and
+    counts together (a produce batch's, mostly)."""
 
-    def __init__(self) -> None:
+    def __init__(self, topics: Topics) -> None:
+        self.topics = topics
         self.topic: Topic | None = None
         self.tag = b""
         self.seqs: list[int] = []
         self.size = 0
+
+    def note(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
+        self.note_seqs(batch, (seq,), topic, tag, size)
+
+    def note_seqs(self, batch: Batch, seqs: Iterable[int], topic: Topic, tag: bytes,
+                  size: int) -> None:
+        """``note`` of many at once."""
+        if topic is not self.topic or tag != self.tag:
+            self.flush(batch)
+            self.topic, self.tag = topic, tag
+        self.seqs += seqs
+        self.size += size
+
+    def flush(self, batch: Batch) -> None:
+        if self.topic is not None and self.seqs:
+            self.topics.note_new_run(batch, self.topic, self.tag, self.seqs, self.size)
+        self.topic, self.seqs, self.size = None, [], 0
 
 
 def together(facts: HeaderFacts, limits: IntakeLimits, now_us: int) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import time
 
@@ -187,7 +186,7 @@ def test_taken_over_messages_dead_letter_and_archive_under_their_origin(
         wait_until(settled, 30, message="one acked and one dead-lettered on the survivor")
         # An ACK naming a taken-over origin's key that does not exist counts once.
         bogus = f"{origin}-{10**6:016x}".encode()
-        consumer.ack(dataclasses.replace(received[0], key=bogus))
+        consumer.ack(received[0]._replace(key=bogus))
         nodes[1].wait_stats(lambda s: s["unknown_acks"] == 1, message="one unknown ack")
     stats = nodes[1].stats()
     assert stats["replicas_held"] == 0 and stats["unknown_acks"] == 1

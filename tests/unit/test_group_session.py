@@ -350,6 +350,12 @@ def test_a_delivery_behaves_as_a_record():
         list(first)
     with pytest.raises(AttributeError):
         first.key = b"k2"  # type: ignore[misc]
+    changed = first._replace(key=b"k2")
+    assert (changed.key, changed.parts, changed.sent_us, changed._consumer) == (
+        b"k2", (b"a",), 5, OWNER)
+    assert type(changed) is type(first) and first.key == b"k1"
+    with pytest.raises(TypeError, match="no field"):
+        first._replace(body=b"x")
 
 
 def test_an_answer_s_keys_are_read_from_any_iterable_of_deliveries():

@@ -73,6 +73,18 @@ class Delivered(tuple[Any, ...]):
     def __getnewargs__(self) -> tuple[Any, ...]:  # copy and pickle: __new__'s arguments
         return self[:]
 
+    def _replace(self: D, **changes: Any) -> D:
+        """A copy with the named fields changed (as a named tuple's ``_replace``; it
+        answers to the same consumer)."""
+        fields = dict(zip(FIELDS, self[:6], strict=True))
+        unknown = changes.keys() - fields.keys()
+        if unknown:
+            raise TypeError(f"a {type(self).__name__} has no field {', '.join(sorted(unknown))}")
+        fields.update(changes)
+        return type(self)(**fields, _consumer=self[6])
+
+    __replace__ = _replace  # copy.replace (Python 3.13)
+
 
 D = TypeVar("D", bound=Delivered)
 M = TypeVar("M", bound=Delivered)

@@ -36,7 +36,7 @@ from pzq.zmqio import POLLIN, Events, Socket
 log = get_logger("pzq.intake")
 ROUTING_ID = itemgetter(0)  # of a stored message (pzq.store.record.Stored)
 MSG_ID = itemgetter(1)
-PACED_INTAKE = 64  # messages sent alone a wake takes while consumers are behind
+PACED_INTAKE = 16  # messages sent alone a wake takes while consumers are behind
 
 
 class Backlog(Protocol):
@@ -60,9 +60,9 @@ class IntakePart(Part, Participant):
         # one produce batch (whole) or PACED_INTAKE messages, then delivers: the one
         # thread then shares its time between the two, and a message waits behind a
         # short backlog instead of the run of what producers sent ahead (end-to-end
-        # latency). A wake's own cost is shared by the messages it takes: at 16 it was
-        # half a message's calls, end to end, with no lower latency than at 64
-        # (docs/performance.rst). Whether they wait is asked only of a wake that came
+        # latency). At 64 a wake's own cost is shared by more messages, but groups fed
+        # by producers of single messages waited five times longer (docs/performance.rst
+        # "The end to end's reads and pace"). Whether they wait is asked only of a wake that came
         # that far, not of every wake of a single message. Under --hard-sync a wake's
         # fsync is shared by as many messages as came: no pace.
         self._pace = 0 if hard_sync else PACED_INTAKE

@@ -11,7 +11,7 @@ waits (REPLICATION_FAILED) before the node closes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from operator import itemgetter
 from typing import Protocol
@@ -31,6 +31,7 @@ from pzq.node.intake_model import NOTHING_ACCEPTED, Accepted
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.parts import Figures, Part
 from pzq.store.batch import Batch, Participant
+from pzq.store.record import ScheduledStored, Stored
 from pzq.zmqio import POLLIN, Events, Socket
 
 log = get_logger("pzq.intake")
@@ -119,16 +120,19 @@ class IntakePart(Part, Participant):
         if self.replicas and scheduled:  # copied as any message, with their due times
             self.cluster.replicate_scheduled(scheduled, self._mono)
         elif scheduled:
-            self.acks.owe_ok(list(map(ROUTING_ID, scheduled)), list(map(MSG_ID, scheduled)))
+            self._owe_ok_to(scheduled)
 
     def _ack_stored(self, accepted: Accepted) -> None:
         """ACK the producers of what the batch stored (no copies to wait for): those
         sent alone together, each run of a produce batch at once."""
         if accepted.alone:
-            alone = accepted.alone
-            self.acks.owe_ok(list(map(ROUTING_ID, alone)), list(map(MSG_ID, alone)))
+            self._owe_ok_to(accepted.alone)
         for open_batch, first, stored in accepted.runs:
             self.acks.owe_run(open_batch, first, len(stored))
+
+    def _owe_ok_to(self, stored: Sequence[Stored | ScheduledStored]) -> None:
+        """An ACK "1" owed to the producer of each stored message, made at once."""
+        self.acks.owe_ok(list(map(ROUTING_ID, stored)), list(map(MSG_ID, stored)))
 
     def write_failed(self, reason: str) -> None:
         if not self._failing:  # once per failing spell, not once per wake

@@ -44,6 +44,7 @@ from tests.support.partition_cluster import ClusterTimings, ProxiedCluster  # no
 from tests.support.small_disks import mount_tmpfs, unmount_lazily  # noqa: E402
 
 EXIT_LOST = ExitCode.FAILURE  # some ACKed message was never consumed
+OVERTIME_SECONDS = 60.0  # how long producing may go on past --seconds for --at-least
 STORE_DISK_MB = 64  # each node's store filesystem with --disk-fulls
 FAULT_SECONDS = (0.5, 3.0)  # how long a partition or a full disk lasts
 NODE_ARGS = ["--ack-timeout", "1000000", "--reaper-frequency", "200000"]
@@ -231,12 +232,20 @@ class Faults(threading.Thread):
 
 def produce_for(nodes: list[NodeProcess], seconds: float, report: ProducerTally,
                 acked: set[bytes], rng: random.Random, topic: str | None = None,
-                rate: float | None = None) -> None:
+                rate: float | None = None, at_least: int = 0) -> None:
     """Send windowed streams to random nodes (to ``topic``, at most ``rate`` messages
-    a second if given); a node that stops answering is left for another one."""
+    a second if given) for ``seconds``, and on until ``at_least`` messages were ACKed
+    (for at most OVERTIME_SECONDS more); a node that stops answering is left for
+    another one."""
     context = zmq.Context()
     started = time.monotonic()
-    while time.monotonic() - started < seconds:
+
+    def producing() -> bool:
+        elapsed = time.monotonic() - started
+        return elapsed < seconds or (len(acked) < at_least
+                                     and elapsed < seconds + OVERTIME_SECONDS)
+
+    while producing():
         node = rng.choice(nodes)
         with Producer(node.receive_dsn, window=100, context=context) as producer:
             for _ in range(rng.randint(50, 500)):
@@ -272,8 +281,10 @@ def _count_acks(acks: list[ProducerAck], report: ProducerTally, acked: set[bytes
 
 def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 3, seed: int = 1,
         drain_timeout: float = 60.0, directory: Path | None = None, partitions: int = 0,
-        disk_fulls: int = 0) -> Report:
-    """One soak; raises Unavailable when a fault asked for cannot be made here."""
+        disk_fulls: int = 0, at_least: int = 0) -> Report:
+    """One soak; raises Unavailable when a fault asked for cannot be made here.
+    ``at_least`` keeps producing past ``seconds`` until that many messages were
+    ACKed, so that a slow machine still checks a soak of a known size."""
     if partitions and nodes_count == 1:
         raise Unavailable("--partitions needs a cluster: --nodes 3")
     rng = random.Random(seed)
@@ -291,7 +302,7 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 3, seed: int =
         faults = Faults(nodes, seconds, {"restarts": kills, "partitions": partitions,
                                          "disk_fulls": disk_fulls}, report, rng)
         faults.start()
-        produce_for(nodes.members, seconds, report, acked, rng)
+        produce_for(nodes.members, seconds, report, acked, rng, at_least=at_least)
         faults.join()  # a slow machine may not have given every fault while producing
         if faults.error is not None:
             raise faults.error
@@ -313,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to produce")
+    parser.add_argument("--at-least", type=int, default=0, metavar="MESSAGES",
+                        help="produce past --seconds (at most 60 s more) until this many "
+                             "messages were ACKed")
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs and restarts")
     parser.add_argument("--partitions", type=int, default=0,
                         help="cuts of a node's cluster links, healed after 0.5-3 s "
@@ -322,9 +336,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
+    if args.seconds <= 0 or min(args.kills, args.partitions, args.disk_fulls,
+                                args.at_least) < 0:
+        parser.exit(ExitCode.USAGE, "chaos: error: --seconds must be above 0; --kills, "
+                                    "--partitions, --disk-fulls and --at-least not below\n")
     try:
         report = run(args.nodes, args.seconds, args.kills, args.seed,
-                     partitions=args.partitions, disk_fulls=args.disk_fulls)
+                     partitions=args.partitions, disk_fulls=args.disk_fulls,
+                     at_least=args.at_least)
     except Unavailable as exc:
         parser.exit(ExitCode.USAGE, f"chaos: error: {exc}\n")
     if args.json:

@@ -533,8 +533,9 @@ class Chaos:
 def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2,
         consumer_faults: int = 4, replicas: int = 1, groups: Sequence[str] = ("billing", "audit"),
         rate: float = 400.0, seed: int = 1, drain_timeout: float = 60.0,
-        directory: Path | None = None) -> GroupsReport:
-    """One soak of groups; raises Unavailable for a cluster it cannot make."""
+        directory: Path | None = None, at_least: int = 0) -> GroupsReport:
+    """One soak of groups; raises Unavailable for a cluster it cannot make.
+    ``at_least`` keeps producing past ``seconds`` until that many were ACKed."""
     if nodes_count == 1 and replicas != 1:
         raise Unavailable("--replicas needs a cluster: --nodes 3")
     rng = random.Random(seed)  # the faults': their moments and targets repeat per seed
@@ -554,7 +555,7 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2,
                                       "consumer_faults": chaos.consumer_fault})
         faults.start()
         produce_for(nodes.members, seconds, report, acked, random.Random(seed + 1),
-                    topic=TOPIC, rate=rate)
+                    topic=TOPIC, rate=rate, at_least=at_least)
         faults.join()
         for error in [faults.error, *chaos.errors()]:
             if error is not None:
@@ -626,6 +627,9 @@ def make_argument_parser() -> argparse.ArgumentParser:
                         help="the topic's groups, comma separated")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to produce")
     parser.add_argument("--rate", type=float, default=400.0, help="messages a second")
+    parser.add_argument("--at-least", type=int, default=0, metavar="MESSAGES",
+                        help="produce past --seconds (at most 60 s more) until this many "
+                             "messages were ACKed")
     parser.add_argument("--kills", type=int, default=6, help="node SIGKILLs and restarts")
     parser.add_argument("--consumer-faults", type=int, default=10,
                         help="group consumers closed abruptly and started again")
@@ -637,12 +641,15 @@ def make_argument_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)
-    if args.rate <= 0 or args.seconds <= 0 or args.kills < 0 or args.consumer_faults < 0:
+    if args.rate <= 0 or args.seconds <= 0 or min(args.kills, args.consumer_faults,
+                                                  args.at_least) < 0:
         parser.exit(ExitCode.USAGE, "chaos_groups: error: --rate and --seconds must be "
-                                    "above 0, --kills and --consumer-faults not below\n")
+                                    "above 0, --kills, --consumer-faults and --at-least "
+                                    "not below\n")
     try:
         report = run(args.nodes, args.seconds, args.kills, args.consumer_faults,
-                     args.replicas, args.groups, args.rate, args.seed)
+                     args.replicas, args.groups, args.rate, args.seed,
+                     at_least=args.at_least)
     except Unavailable as exc:
         parser.exit(ExitCode.USAGE, f"chaos_groups: error: {exc}\n")
     if args.json:

@@ -30,10 +30,10 @@ def load_chaos():  # noqa: ANN201 - scripts/chaos.py as a module
 @pytest.mark.parametrize("nodes, kills", [(1, 4), (3, 3)], ids=["single-node", "cluster"])
 def test_short_soak_loses_nothing(tmp_path, nodes, kills):
     report = load_chaos().run(nodes_count=nodes, seconds=6.0, kills=kills, seed=7,
-                              directory=tmp_path)
+                              directory=tmp_path, at_least=1000)
     print(report)
     assert report.restarts == kills
-    assert report.acked > 1000
+    assert report.acked >= 1000  # producing goes on past 6 s on a slow machine
     assert report.lost == 0
 
 
@@ -43,14 +43,22 @@ def test_short_soak_with_partitions_and_full_disks_loses_nothing(tmp_path):
     chaos = load_chaos()
     try:
         report = chaos.run(nodes_count=3, seconds=8.0, kills=1, partitions=3, disk_fulls=2,
-                           seed=11, directory=tmp_path)
+                           seed=11, directory=tmp_path, at_least=1000)
     except chaos.Unavailable as exc:
         pytest.skip(str(exc))
     print(report)
     assert (report.restarts, report.partitions, report.disk_fulls) == (1, 3, 2)
-    assert report.acked > 1000
+    assert report.acked >= 1000
     assert report.lost == 0
     assert report.consumed >= report.acked
+
+
+@pytest.mark.timeout(90)
+def test_a_soak_produces_past_its_seconds_until_it_has_its_messages(tmp_path):
+    report = load_chaos().run(nodes_count=1, seconds=0.2, kills=0, seed=3,
+                              directory=tmp_path, at_least=1500)
+    assert report.acked >= 1500
+    assert report.lost == 0
 
 
 def test_partitions_need_a_cluster():
@@ -68,10 +76,10 @@ def test_groups_under_faults_lose_nothing_and_leave_an_empty_store(tmp_path, nod
     (ACKed, never delivered to a group, still stored)."""
     report = load_script("chaos_groups").run(
         nodes_count=nodes, replicas=replicas, seconds=6.0, kills=2, consumer_faults=4,
-        seed=5, directory=tmp_path)
+        seed=5, directory=tmp_path, at_least=500)
     print(report)
     assert (report.restarts, report.consumer_faults) == (2, 4)
-    assert report.acked > 500  # of 2 400 at 400 a second: the run did produce
+    assert report.acked >= 500  # of 2 400 at 400 a second: the run did produce
     for group in report.groups:
         assert group.lost == 0, group
         assert group.unexplained == 0, "\n".join([str(group), *group.stories])

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import zmq
+
 from pzq.agenda import Agenda
 from pzq.clock import Now
 from pzq.hooks import overriding
-from pzq.polling import Poller
 from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
 
@@ -62,7 +63,7 @@ class Part:
     def start(self, now: Now) -> None:
         """Once, before the first wake."""
 
-    def interest(self, poller: Poller, now: Now, delivering: bool) -> None:
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """Register what to poll (``delivering``: the node is not stopping)."""
 
     def timeout_ms(self, now: Now) -> int | None:
@@ -166,7 +167,7 @@ class Parts:
         for part in self._parts:
             part.start(now)
 
-    def interest(self, poller: Poller, now: Now, delivering: bool) -> None:
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         for part in self._interest:
             part.interest(poller, now, delivering)
 

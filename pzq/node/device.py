@@ -11,6 +11,8 @@ and the window allow); answer the monitor and the readers.
 
 from __future__ import annotations
 
+import zmq
+
 from pzq import sockets
 from pzq.clock import Now
 from pzq.errors import PzqError, StoreUnrecoverable
@@ -18,7 +20,6 @@ from pzq.node.registry import open_parts
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.parts import Figures, Parts
-from pzq.polling import Poller
 from pzq.security import NodeSecurity
 from pzq.zmqio import Context, Events, Socket
 
@@ -57,7 +58,7 @@ class Device:
 
     # -- what to wait for ------------------------------------------------------
 
-    def interest(self, poller: Poller, now: Now) -> None:
+    def interest(self, poller: zmq.Poller, now: Now) -> None:
         """Poll for what there is room and work for, so the loop never spins."""
         self.parts.interest(poller, now, not self.stopping)
 

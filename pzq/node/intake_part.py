@@ -16,6 +16,8 @@ from functools import partial
 from operator import itemgetter
 from typing import Protocol
 
+import zmq
+
 from pzq.agenda import Agenda
 from pzq.clock import Now
 from pzq.cluster.lone import Cluster
@@ -28,7 +30,6 @@ from pzq.node.intake import Intake
 from pzq.node.intake_model import NOTHING_ACCEPTED, Accepted
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.parts import Figures, Part
-from pzq.polling import Poller
 from pzq.store.batch import Batch, Participant
 from pzq.store.record import ScheduledStored, Stored
 from pzq.zmqio import POLLIN, Events, Socket
@@ -68,7 +69,7 @@ class IntakePart(Part, Participant):
         self._pace = 0 if hard_sync else PACED_INTAKE
         self._taking = False  # producers are read this wake
         self._registered: bool | None = None  # whether it is in ``_poller``, as it was last
-        self._poller: Poller | None = None
+        self._poller: zmq.Poller | None = None
         self._accepted: Accepted = NOTHING_ACCEPTED  # stored in the batch being written
         self._mono = 0.0
         self._failing = False  # the store refuses writes (logged once per spell)
@@ -82,7 +83,7 @@ class IntakePart(Part, Participant):
     def bound(self) -> list[Socket]:
         return [self.socket]
 
-    def interest(self, poller: Poller, now: Now, delivering: bool) -> None:
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """Producers are read while there is room for their ACKs and the node runs."""
         self._taking = taking = delivering and not self.acks.full
         if taking != self._registered or poller is not self._poller:  # (not again as it was)

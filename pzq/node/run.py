@@ -8,6 +8,8 @@ and remove the files of the ipc endpoints the node bound.
 
 from __future__ import annotations
 
+import zmq
+
 from pzq import sockets
 from pzq.clock import Now
 from pzq.logs import get_logger
@@ -17,9 +19,8 @@ from pzq.node.start_report import NO_REPORT, StartReport
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.parts import Figures
-from pzq.polling import WakePoller
 from pzq.security import NodeSecurity, NothingToStop, Stoppable
-from pzq.zmqio import POLLIN, Context
+from pzq.zmqio import Context
 
 log = get_logger("pzq.node")
 
@@ -71,10 +72,10 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
 def serve(device: Device, stop: StopRequest) -> Figures:
     """Wakes until ``stop`` is requested, then a few more for what is owed; returns what
     the parts could not hand back."""
-    poller = WakePoller()
-    poller.register(device.waker.fileno(), POLLIN)
+    poller = zmq.Poller()
+    poller.register(device.waker.fileno(), zmq.POLLIN)
     for polled in device.polled():
-        poller.register(polled, POLLIN)
+        poller.register(polled, zmq.POLLIN)
     device.start(Now.read())
     while not stop.requested:
         _one_wake(device, poller)
@@ -85,8 +86,8 @@ def serve(device: Device, stop: StopRequest) -> Figures:
     return device.hand_back(STOP_FLUSH_SECONDS)
 
 
-def _one_wake(device: Device, poller: WakePoller) -> None:
+def _one_wake(device: Device, poller: zmq.Poller) -> None:
     now = Now.read()
     device.interest(poller, now)
-    events = poller.poll(device.poll_timeout_ms(now))
+    events = dict(poller.poll(device.poll_timeout_ms(now)))
     device.wake(events, Now.read())

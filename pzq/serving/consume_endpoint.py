@@ -36,7 +36,6 @@ from pzq.events import EventHub, GroupDoneElsewhere, PeersReleased, ReplayEnded
 from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
-from pzq.polling import Poller
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.consume import Request
 from pzq.serving import verbs
@@ -138,7 +137,7 @@ class ConsumeEndpoint(Part):
         self.connections.close()
         self.socket.close()
 
-    def interest(self, poller: Poller, now: Now, delivering: bool) -> None:
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         poller.register(self.socket, POLLIN if self.connections.listen() else 0)  # 0: not
 
     tells_wait = True  # asked in a wake with consumers, requests, (dis)connections, reaping

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from functools import partial
 from operator import itemgetter
 
+import zmq
+
 from pzq.agenda import Agenda
 from pzq.clock import Now
 from pzq.counters import Counters
@@ -22,7 +24,6 @@ from pzq.delivery.window import DeliveryWindow
 from pzq.errors import DecodeError
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
-from pzq.polling import Poller
 from pzq.protocol import frames
 from pzq.protocol.message_keys import first_bad_key
 from pzq.serving.answers import GroupAnswers
@@ -68,7 +69,7 @@ class SendEndpoint(Part):
         self.reap_elsewhere = reap_elsewhere
         self._polled_out = False  # the last poll looked for room to deliver
         self._flags = -1  # what the socket is registered for in ``_poller`` (-1: nothing yet)
-        self._poller: Poller | None = None
+        self._poller: zmq.Poller | None = None
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -113,7 +114,7 @@ class SendEndpoint(Part):
         self.connections.close()
         self.socket.close()
 
-    def interest(self, poller: Poller, now: Now, delivering: bool) -> None:
+    def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """ACKs while consumers are connected, and once more after one came or went
         (the answers it sent before it left are read); room to deliver only when there
         is something to deliver. With no consumer the socket is not polled at all: each

@@ -93,6 +93,11 @@ class Part:
         intake then paces itself: pzq.node.intake_part)."""
         return False
 
+    def acked(self) -> int:
+        """Messages this part's consumers ACKed so far (the producers' intake keeps
+        within a bound of those of all parts: pzq.node.intake_part)."""
+        return 0
+
     def figures(self, now: Now) -> Figures:
         """This part's section of STATS (where it goes: its declaration's ``stats``)."""
         return {}
@@ -133,6 +138,7 @@ class Parts:
         self._send_out: list[Part] = []
         self._answer: list[Part] = []
         self._backlogged: list[Part] = []
+        self._acked: list[Part] = []
 
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
         self._parts.append(part)
@@ -149,6 +155,7 @@ class Parts:
         self._send_out = overriding(self._parts, Part, "send_out")
         self._answer = overriding(self._parts, Part, "answer")
         self._backlogged = overriding(self._parts, Part, "backlogged")
+        self._acked = overriding(self._parts, Part, "acked")
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self._parts)
@@ -203,6 +210,9 @@ class Parts:
 
     def backlogged(self) -> bool:
         return any(part.backlogged() for part in self._backlogged)
+
+    def acked(self) -> int:
+        return sum(part.acked() for part in self._acked)
 
     def figures(self, now: Now) -> Figures:
         """STATS: each part's figures in its section; a section two parts share (ZPER's

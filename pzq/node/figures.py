@@ -45,6 +45,12 @@ class NodeFigures(Part):
         node.rates.sample(now.mono, node.counters)
         self.topic_rates.sample(now.mono, node.topics, self.consume)
 
+    def acked(self) -> int:
+        """Node-wide: what ``default``'s consumers ACKed (--send-dsn, the takeovers'
+        included) and each named group's own."""
+        return self.node.counters.acked + sum(
+            group.counters.acked for group in self.consume.groups.values())
+
     def figures(self, now: Now) -> Figures:
         node = self.node
         figures = node_figures(node, len(self.acks), self.connections.connected, now.mono,

@@ -27,8 +27,8 @@ from pzq.node.intake_model import (
     HeaderFacts,
     IntakeLimits,
     StoredRun,
-    always,
     together,
+    unpaced,
 )
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import alone_runs, frames
@@ -76,17 +76,20 @@ class Intake(Participant):
         store.register(self)
 
     def take(self, batch: Batch, now: Now, pace: int = 0,
-             paced: Callable[[], bool] = always) -> Accepted:
+             paced: Callable[[], int] = unpaced) -> Accepted:
         """Read what producers sent into ``batch``; refusals are answered at once.
-        ``pace``: stop once this many messages came, or a produce batch (taken whole),
-        if ``paced()`` says so then (asked once, and only by a take that came so far; 0:
-        up to --batch-size frames). Read in chunks, each ending where the pace is looked
-        at: once it is reached, or after a produce batch."""
+        ``pace``: once this many messages came, or a produce batch (taken whole), the
+        take asks ``paced()`` how many messages the wake takes in all (asked once, and
+        only by a take that came so far): 0, no pace (up to --batch-size frames); else
+        it stops there, or at once after a batch. Read in chunks, each ending where the
+        pace is looked at: once it is reached, or after a produce batch."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
         accepted = Accepted()
-        stop_at = self.counters.received + pace if pace else None
+        start = self.counters.received
+        stop_at = start + pace if pace else None
+        asked = False
         left = self.limits.batch_size
         while left > 0:
             want = left if stop_at is None else min(left, stop_at - self.counters.received)
@@ -100,9 +103,15 @@ class Intake(Participant):
                 break
             if stop_at is not None and (self.counters.received >= stop_at
                                         or batches.is_batch(raws[-1])):  # (one batch a wake)
-                if paced():
+                if asked:
                     break
-                stop_at = None
+                asked, whole = True, paced()
+                if not whole:
+                    stop_at = None
+                elif whole <= self.counters.received - start or batches.is_batch(raws[-1]):
+                    break
+                else:
+                    stop_at = start + whole
         self._run.flush(batch)
         return accepted
 

@@ -23,8 +23,8 @@ class IntakeLimits:
     dedup_window_us: int = 120_000_000  # a topic's DEDUP-IDs are remembered this long
 
 
-def always() -> bool:
-    return True
+def unpaced() -> int:
+    return 0  # a take's pace: none (pzq.node.intake.Intake.take)
 
 
 class HeaderFacts(NamedTuple):

@@ -37,11 +37,14 @@ from pzq.zmqio import POLLIN, Events, Socket
 log = get_logger("pzq.intake")
 ROUTING_ID = itemgetter(0)  # of a stored message (pzq.store.record.Stored)
 MSG_ID = itemgetter(1)
-PACED_INTAKE = 16  # messages sent alone a wake takes while consumers are behind
+PACED_INTAKE = 16  # messages sent alone a wake takes at least while consumers are behind
+MOST_AHEAD = 128  # messages stored and not yet ACKed past which a wake takes no more
 
 
 class Backlog(Protocol):
     def backlogged(self) -> bool: ...  # consumers connected, stored messages waiting
+
+    def acked(self) -> int: ...  # messages consumers ACKed so far, node-wide
 
 
 class IntakePart(Part, Participant):
@@ -58,15 +61,21 @@ class IntakePart(Part, Participant):
         self.replicas = replicas
         self.hard_sync = hard_sync
         # While consumers are connected and stored messages wait for them, a wake takes
-        # one produce batch (whole) or PACED_INTAKE messages, then delivers: the one
-        # thread then shares its time between the two, and a message waits behind a
-        # short backlog instead of the run of what producers sent ahead (end-to-end
-        # latency). At 64 a wake's own cost is shared by more messages, but groups fed
-        # by producers of single messages waited five times longer (docs/performance.rst
-        # "The end to end's reads and pace"). Whether they wait is asked only of a wake that came
-        # that far, not of every wake of a single message. Under --hard-sync a wake's
-        # fsync is shared by as many messages as came: no pace.
+        # one produce batch (whole), or messages sent alone until those stored and not
+        # yet ACKed by a consumer (of --send-dsn or of any named group) would pass
+        # MOST_AHEAD, and PACED_INTAKE at least; then it delivers. The one thread shares
+        # its time between the two, and intake does not run far ahead of what consumers
+        # take, whichever they are: a message waits behind a short backlog, not behind
+        # all that producers sent ahead (end-to-end latency). While consumers keep up a
+        # wake takes many, and its own cost is shared by them; a fixed 16 paid that cost
+        # every 16 messages, a fixed 64 let a named group fed by producers of single
+        # messages fall behind (docs/performance.rst "The pace of the intake follows the
+        # consumers' ACKs"). Only a wake that came to PACED_INTAKE messages (or a batch)
+        # asks, not every wake of a single message. Under --hard-sync a wake's fsync is
+        # shared by as many messages as came: no pace.
         self._pace = 0 if hard_sync else PACED_INTAKE
+        self._stored = self._acked = 0  # messages stored, and ACKed: at the last ask
+        self._ahead = 0  # stored messages the ACKs since have not matched
         self._taking = False  # producers are read this wake
         self._registered: bool | None = None  # whether it is in ``_poller``, as it was last
         self._poller: zmq.Poller | None = None
@@ -101,8 +110,20 @@ class IntakePart(Part, Participant):
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self._mono = now.mono
         if self._taking and events.get(self.socket, 0) & POLLIN:
-            self._accepted = self.intake.take(batch, now, self._pace,
-                                              self.backlog.backlogged)
+            self._accepted = self.intake.take(batch, now, self._pace, self._paced)
+
+    def _paced(self) -> int:
+        """How many messages sent alone this wake takes in all, asked once it came to
+        PACED_INTAKE: 0 (no pace) when no consumer is behind; else what keeps the
+        messages stored and not yet ACKed by a consumer within MOST_AHEAD, and at least
+        PACED_INTAKE (producers are never held up)."""
+        if not self.backlog.backlogged():
+            return 0
+        stored, acked = self.counters.stored, self.backlog.acked()
+        # (at least 0: a message ACKed by several groups is no credit for the next)
+        self._ahead = max(0, self._ahead + stored - self._stored - acked + self._acked)
+        self._stored, self._acked = stored, acked
+        return max(PACED_INTAKE, MOST_AHEAD - self._ahead)
 
     def written(self) -> None:
         """The batch holding the messages is written: ACK their producers, or copy them

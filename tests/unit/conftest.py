@@ -33,14 +33,16 @@ def store(tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def open_device(tmp_path: Path, context: zmq.Context) -> Iterator[Callable[..., Device]]:
     """A Device on inproc endpoints named for the test (``tcp``: on loopback ports, where
-    connections make monitor events); closed, with its store, after."""
+    connections make monitor events; True, or the roles that are); closed, with its
+    store, after."""
     made: list[tuple[Device | None, NodeState]] = []
 
     def make(*options: str, roles: tuple[str, ...] = ("receive", "send", "monitor"),
-             tcp: bool = False) -> Device:
+             tcp: bool | tuple[str, ...] = False) -> Device:
         name = f"inproc://registry-{next(_names)}"
+        on_tcp = roles if tcp is True else tcp or ()
         endpoints = [arg for role in roles for arg in (
-            f"--{role}-dsn", "tcp://127.0.0.1:*" if tcp else f"{name}-{role}")]
+            f"--{role}-dsn", "tcp://127.0.0.1:*" if role in on_tcp else f"{name}-{role}")]
         config = parse_config(["--database", str(tmp_path / f"db{len(made)}"), *endpoints,
                                *options])
         node = NodeState(config, open_store(config), Now.read())

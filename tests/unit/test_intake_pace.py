@@ -1,7 +1,9 @@
 """While consumers are connected and stored messages wait for them, a wake takes one
-produce batch (or PACED_INTAKE messages sent alone) before it delivers; otherwise, and
-under --hard-sync, it takes all that waits (up to --batch-size frames). A node's loop
-on inproc endpoints, driven wake by wake."""
+produce batch, or messages sent alone up to what keeps those stored and not yet ACKed
+by a consumer within MOST_AHEAD (at least PACED_INTAKE), before it delivers; otherwise,
+and under --hard-sync, it takes all that waits (up to --batch-size frames). A node's
+loop on inproc endpoints (on loopback for --send-dsn, whose consumers are counted by
+their connections), driven wake by wake."""
 
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ import pytest
 import zmq
 
 from pzq.node.device import Device
-from pzq.node.intake_part import PACED_INTAKE
+from pzq.node.intake_part import MOST_AHEAD, PACED_INTAKE
 from pzq.protocol import consume as wire
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
 from pzq.serving.consume_endpoint import ConsumeEndpoint
+from pzq.serving.send_endpoint import SendEndpoint
 from tests.support.devices import wake
 
 pytestmark = pytest.mark.timeout(30)
@@ -87,12 +90,106 @@ def test_a_wake_takes_one_batch_while_consumers_are_behind(behind, open_socket, 
         assert all(ok for ok, _ in batches.decode_batch_ack(socket.recv_multipart()).results)
 
 
+def send_alone(socket: zmq.Socket, count: int) -> None:
+    for number in range(count):
+        socket.send_multipart(frames.encode_produce(b"%d" % number, [b"x"], (b"TOPIC:orders",)))
+
+
 def test_messages_sent_alone_are_taken_a_pace_at_a_time(behind, open_socket):
+    """25 stored, none ACKed: a wake takes up to MOST_AHEAD of them unACKed, and past it
+    PACED_INTAKE a wake, however far ahead: producers are never held up."""
     device = behind()
     socket = producer(open_socket, device)
-    for number in range(3 * PACED_INTAKE):
-        socket.send_multipart(frames.encode_produce(b"%d" % number, [b"x"], (b"TOPIC:orders",)))
+    send_alone(socket, MOST_AHEAD + 3 * PACED_INTAKE)
+    assert taken_in_one_wake(device) == MOST_AHEAD - BATCH
     assert taken_in_one_wake(device) == PACED_INTAKE
+    assert taken_in_one_wake(device) == PACED_INTAKE
+    for _ in range(MOST_AHEAD - BATCH + 2 * PACED_INTAKE):  # each one stored, ACKed
+        assert socket.poll(1000) and socket.recv_multipart()[1] == b"1"
+
+
+class GroupConsumer:
+    """A named group's consumer on --consume-dsn (protocol 1): ACKs what it took."""
+
+    def __init__(self, open_socket: Sockets, device: Device) -> None:
+        self.socket = open_socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(device.bound()["consume"])
+        self.socket.send_multipart([wire.CONSUME, b"orders", b"g", b"1000", b"DECLARE:1"])
+        self.keys: list[bytes] = []
+        while not self.socket.poll(0):  # (its CONSUMING)
+            wake(device, 100)
+        assert self.socket.recv_multipart()[0] == wire.CONSUMING
+
+    def take(self) -> None:
+        while self.socket.poll(0):
+            message = self.socket.recv_multipart()
+            if message[0] == wire.DELIVER:
+                self.keys.append(message[3])
+
+    def ack(self, count: int) -> None:
+        keys, self.keys = self.keys[:count], self.keys[count:]
+        self.socket.send_multipart([wire.ACK, *keys])
+
+
+class SendConsumer:
+    """A consumer of --send-dsn (the original protocol: a ROUTER, each key ACKed)."""
+
+    def __init__(self, open_socket: Sockets, device: Device) -> None:
+        self.socket = open_socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(device.bound()["send"])
+        self.keys: list[tuple[bytes, bytes]] = []
+        send = next(part for part in device.parts if isinstance(part, SendEndpoint))
+        while not send.connections.connected:  # counted from the socket's events
+            wake(device, 100)
+
+    def take(self) -> None:
+        while self.socket.poll(0):
+            peer, key, *_ = self.socket.recv_multipart()
+            self.keys.append((peer, key))
+
+    def ack(self, count: int) -> None:
+        keys, self.keys = self.keys[:count], self.keys[count:]
+        for peer, key in keys:
+            self.socket.send_multipart([peer, key, b"1"])
+
+
+def ahead(device: Device) -> int:
+    """Messages stored and not yet ACKed by a consumer: --send-dsn's and the groups'."""
+    consume = [part for part in device.parts if isinstance(part, ConsumeEndpoint)]
+    counters = device.node.counters
+    return counters.stored - counters.acked - sum(
+        group.counters.acked for part in consume for group in part.groups.values())
+
+
+@pytest.mark.parametrize("consumer", [GroupConsumer, SendConsumer], ids=["group", "send-dsn"])
+def test_the_pace_follows_what_consumers_acked(open_device, open_socket, consumer):
+    """Each wake takes what keeps the messages stored and not yet ACKed within
+    MOST_AHEAD (at least PACED_INTAKE), counted before the wake; as the consumer ACKs,
+    wakes take more again."""
+    device = open_device(roles=ROLES, tcp=("send",) if consumer is SendConsumer else False)
+    socket = producer(open_socket, device)
+    send_alone(socket, 1)  # the topic
+    while device.node.counters.stored < 1:
+        wake(device, 1000)
+    reader = consumer(open_socket, device)
+    send_alone(socket, 2 * MOST_AHEAD)
+    paces, aheads = [], []
+    for step in range(100):  # (--send-dsn's window grows as its consumers keep up)
+        before, counters = ahead(device), device.node.counters
+        stored = counters.stored
+        wake(device, 1000)
+        paces.append(counters.stored - stored)
+        aheads.append(before)
+        assert paces[-1] == max(PACED_INTAKE, MOST_AHEAD - before), (step, paces)
+        if step > 2 and paces[-1] > PACED_INTAKE:
+            break
+        send_alone(socket, paces[-1])  # as many waiting again
+        reader.take()
+        if step >= 2:  # all it took, counted by the next wake (after this one's intake)
+            reader.ack(len(reader.keys))
+    assert paces[1:3] == [PACED_INTAKE] * 2 and paces[-1] > PACED_INTAKE, (paces, aheads)
 
 
 def test_without_consumers_a_wake_takes_all_that_waits(open_device, open_socket):
@@ -108,7 +205,6 @@ def test_without_consumers_a_wake_takes_all_that_waits(open_device, open_socket)
 def test_a_batch_after_messages_sent_alone_ends_the_wake(behind, open_socket):
     device = behind()
     socket = producer(open_socket, device)
-    for number in range(5):  # fewer than the pace
-        socket.send_multipart(frames.encode_produce(b"%d" % number, [b"x"], (b"TOPIC:orders",)))
+    send_alone(socket, 5)  # fewer than the pace
     send_batches(socket, 3)
     assert taken_in_one_wake(device) == 5 + BATCH

@@ -111,8 +111,7 @@ class GroupAnswers:
             log.debug("ack_unknown", key=message_key(origin, seq).decode(),
                       group=deliveries.name)
         self.removed_all(origin, acked.seqs, deliveries.name, finals)
-        deliveries.latency.add_all(mono, [(now_us - sent_us) / 1e6 for sent_us in acked.sent_us
-                                          if sent_us])
+        deliveries.latency.add_sent(mono, now_us, acked.sent_us)
 
     def _archived(self, batch: Batch, state: DeliveryState, seqs: list[int],
                   now_us: int) -> list[int]:

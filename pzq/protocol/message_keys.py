@@ -23,7 +23,7 @@ MESSAGE_KEY_PATTERN = re.compile(rb"([0-9a-f]{8})-([0-9a-f]{16})")
 MESSAGE_KEY_LENGTH = NODE_ID_LENGTH + 1 + 16
 MESSAGE_KEY_FORMAT = b"%s-%016x"  # (node id, seq)
 HEX_DIGITS = b"0123456789abcdef"
-RAW_KEY_SEQ = b"4xQ"  # a message key's seq, from hex: past its node id's 4 bytes
+RAW_KEY = b"IQ"  # a message key's node id and seq, from hex
 NODE_ID_OF = itemgetter(slice(NODE_ID_LENGTH))  # of a message key
 NODE_ID_PATTERN = re.compile(rb"[0-9a-f]{8}")
 
@@ -61,7 +61,10 @@ def parse_message_keys(keys: list[bytes] | tuple[bytes, ...]) -> list[tuple[byte
     if len(digits) != count * (MESSAGE_KEY_LENGTH - 1) or digits.translate(None, HEX_DIGITS):
         return None
     # each key, its dash and space gone, is 12 bytes: the node id's 4, the seq's 8
-    seqs = struct.unpack(b">" + RAW_KEY_SEQ * count, binascii.unhexlify(digits))
+    numbers = struct.unpack(b">" + RAW_KEY * count, binascii.unhexlify(digits))
+    node_ids, seqs = numbers[::2], numbers[1::2]
+    if node_ids.count(node_ids[0]) == count:  # (mostly: one node's) one node id for all
+        return list(zip(repeat(keys[0][:NODE_ID_LENGTH]), seqs))
     return list(zip(map(NODE_ID_OF, keys), seqs, strict=True))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from itertools import compress, repeat
+from operator import itemgetter
 
 from pzq.archive.contract import ArchiveWrites
 from pzq.delivery.state import DeliveryState
@@ -27,6 +28,7 @@ log = get_logger("pzq.answers")
 # single key does not win back: a consumer ACKing each delivery alone (protocol 1,
 # --send-dsn) cost the node 45 µs a message through it against 35 one by one.
 BULK_ACK_KEYS = 4
+ORIGIN = itemgetter(0)  # of a held key
 
 # origin, seq, group, final: done with here; final: deleted, drop the copies
 Removed = Callable[[bytes, int, str, bool], None]
@@ -89,7 +91,7 @@ class GroupAnswers:
         if consumer.overdue:  # those it let expire: their credit comes back
             consumer.overdue.difference_update(keys)
         own_id = deliveries.state.area.node_id
-        origins = {origin for origin, _ in keys}
+        origins = set(map(ORIGIN, keys))
         by_origin = ({own_id: keys} if origins == {own_id}
                      else {origin: [key for key in keys if key[0] == origin]
                            for origin in origins})  # taken-over messages too

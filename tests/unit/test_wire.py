@@ -117,6 +117,10 @@ def test_an_acks_keys_parsed_at_once_are_each_keys():
             message_key(b"0a1b2c3d", 0), message_key(b"12345678", 0x1234_5678_9abc)]
     assert parse_message_keys(keys) == [parse_message_key(key) for key in keys]
     assert parse_message_keys(keys[:1]) == [(b"0a1b2c3d", 7)]
+    one_node = [message_key(b"0a1b2c3d", seq) for seq in (5, 2**64 - 1, 0, 6)]
+    assert parse_message_keys(one_node) == [parse_message_key(key) for key in one_node]
+    other_last = [*one_node, message_key(b"0a1b2c3e", 9)]  # one node id differs, last
+    assert parse_message_keys(other_last) == [parse_message_key(key) for key in other_last]
 
 
 @pytest.mark.parametrize("bad", [b"0a1b2c3d-000000000000000g", b"0a1b2c3d-00000000000000007",

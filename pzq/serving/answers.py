@@ -28,7 +28,7 @@ log = get_logger("pzq.answers")
 # single key does not win back: a consumer ACKing each delivery alone (protocol 1,
 # --send-dsn) cost the node 45 µs a message through it against 35 one by one.
 BULK_ACK_KEYS = 4
-ORIGIN = itemgetter(0)  # of a held key
+ORIGIN, SEQ = itemgetter(0), itemgetter(1)  # of a held key
 
 # origin, seq, group, final: done with here; final: deleted, drop the copies
 Removed = Callable[[bytes, int, str, bool], None]
@@ -105,7 +105,7 @@ class GroupAnswers:
     def _ack_from(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
                   origin: bytes, keys: list[Key], now_us: int, mono: float) -> None:
         _let_go(deliveries, keys)
-        seqs = [seq for _, seq in keys]
+        seqs = list(map(SEQ, keys))
         if self.archives:
             seqs = self._archived(batch, state, seqs, now_us)
         acked, finals, unknown = state.ack_all(batch, seqs)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from heapq import merge
-from itertools import compress, repeat
+from itertools import compress, count, repeat
 from operator import attrgetter, itemgetter
 from typing import NamedTuple, cast
 
@@ -117,13 +117,22 @@ class InFlightTable(SeqTable[InFlight]):
 
     def _run_order(self) -> list[int]:
         """The runs' seqs still out, in the order sent."""
+        return [seq for run in self._runs for seq in self._out_of(run)]
+
+    def _out_of(self, run: RunOrder) -> list[int]:
+        """The run's seqs still out (in C: those the table holds from the run)."""
         sent = self._sent
-        return [seq for run in self._runs for seq in run.seqs[run.at:]
-                if (held := sent.get(seq)) is not None and held[2] == run.deadline_us]
+        held = list(compress(run.seqs[run.at:], map(sent.__contains__, run.seqs[run.at:])))
+        deadlines = map(DEADLINE_US, map(sent.__getitem__, held))
+        return list(compress(held, map(run.deadline_us.__eq__, deadlines)))
+
+    def held_seqs(self) -> list[int]:
+        """Every seq, in no order (for a minimum: none worked out)."""
+        return [*self._entries, *self._sent]
 
     def lowest(self) -> InFlight | None:
         """The entry of the lowest seq (a walk of the table: for figures, not per message)."""
-        seq = min(self.seqs(), default=None)
+        seq = min(self.held_seqs(), default=None)
         return None if seq is None else self.get(seq)
 
     def get(self, seq: int) -> InFlight | None:
@@ -154,16 +163,19 @@ class InFlightTable(SeqTable[InFlight]):
         return run
 
     def _run_front(self) -> tuple[int, Sent] | None:
-        """The oldest run delivery still out; the runs' orders before it let go."""
+        """The oldest run delivery still out; the runs' orders before it let go (each
+        seq looked at once, in C)."""
         runs, sent = self._runs, self._sent
         while runs:
             run = runs[0]
-            seqs, deadline_us = run.seqs, run.deadline_us
-            for at in range(run.at, len(seqs)):
-                held = sent.get(seqs[at])
-                if held is not None and held[2] == deadline_us:
+            seqs, deadline_us, at = run.seqs, run.deadline_us, run.at
+            while (at := next(compress(count(at), map(sent.__contains__, seqs[at:])),
+                              -1)) >= 0:
+                held = sent[seqs[at]]
+                if held[2] == deadline_us:
                     run.at = at
                     return seqs[at], held
+                at += 1  # (out again, in a later run: that run's)
             runs.popleft()
             self._run_seqs -= len(seqs)
         return None
@@ -198,14 +210,7 @@ class InFlightTable(SeqTable[InFlight]):
     def _compact(self) -> None:
         """The runs' orders without the seqs no longer out (those ACKed behind one
         that is still out), so that they hold no more than what is out and a bound."""
-        sent = self._sent
-        kept = []
-        for run in self._runs:
-            deadline_us = run.deadline_us
-            out = [seq for seq in run.seqs[run.at:]
-                   if (held := sent.get(seq)) is not None and held[2] == deadline_us]
-            if out:
-                kept.append(RunOrder(out, deadline_us))
+        kept = [RunOrder(out, run.deadline_us) for run in self._runs if (out := self._out_of(run))]
         self._runs = deque(kept)
         self._run_seqs = sum(len(run.seqs) for run in kept)
 

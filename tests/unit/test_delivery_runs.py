@@ -333,3 +333,16 @@ def test_the_in_flight_tables_run_orders_stay_bounded_behind_one_left_out():
         assert table.take_all(seqs).missing == []
         assert table._run_seqs <= 2 * (1 + len(seqs)) + COMPACT_PAST  # at most out at once
     assert table.seqs() == [0] and table.oldest() == InFlight(0, b"r", 0, 1_000, 1, 0)
+
+
+def test_a_delivery_out_again_in_a_later_run_keeps_that_runs_place():
+    """A seq an older run's order still lists (ACKed there, say, then out again after a
+    rewind) is in the order of the run that sent it last, not the first one's."""
+    table = InFlightTable(max_bytes=1_000)
+    table.add_run([1, 2], [b"a", b"b"], 0, 100, 2)
+    assert table.take_all([1]).seqs == [1]
+    table.add_run([1, 3], [b"a", b"c"], 50, 150, 2)
+    assert table.seqs() == [2, 1, 3] and table.oldest() == InFlight(2, b"b", 0, 100, 1, 0)
+    assert [entry.seq for entry in table.expire(100)] == [2]
+    assert table.oldest() == InFlight(1, b"a", 50, 150, 1, 50)
+    assert [entry.seq for entry in table.expire(150)] == [1, 3] and len(table) == 0

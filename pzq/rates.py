@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter, deque
-from functools import partial
+from collections.abc import Iterable
 
 SAMPLE_EVERY_S = 0.5
 KEEP_S = 61.0
@@ -77,13 +77,13 @@ class LatencyHistogram:
         self._counts[bisect.bisect_left(self.bounds_s, latency_s)] += 1
         self.sum_s += latency_s
 
-    def add_all(self, latencies_s: list[float]) -> None:
-        """``add`` of each, the buckets found and the sum taken in C (an ACK's many)."""
-        counts = self._counts
-        for at, count in Counter(map(partial(bisect.bisect_left, self.bounds_s),
-                                     latencies_s)).items():
-            counts[at] += count
-        # summed in turn, as ``add`` would (the last of the running sums)
+    def add_repeated(self, latency_s: float, count: int) -> None:
+        """``add`` of the same latency ``count`` times: its bucket found once."""
+        self._counts[bisect.bisect_left(self.bounds_s, latency_s)] += count
+        self._sum_in_turn(itertools.repeat(latency_s, count))
+
+    def _sum_in_turn(self, latencies_s: Iterable[float]) -> None:
+        """Summed in turn, as ``add`` would (the last of the running sums), in C."""
         self.sum_s = deque(itertools.accumulate(latencies_s, initial=self.sum_s), maxlen=1)[0]
 
     def snapshot(self) -> dict[str, object]:
@@ -109,9 +109,22 @@ class LatencyWindow:
         self._samples.append((now, latency_s))
         self.histogram.add(latency_s)
 
-    def add_all(self, now: float, latencies_s: list[float]) -> None:
-        self._samples.extend([(now, latency) for latency in latencies_s])
-        self.histogram.add_all(latencies_s)
+    def add_sent(self, now: float, now_us: int, sent_us: list[int]) -> None:
+        """``add`` of the latency of each delivery sent at ``sent_us`` (µs; 0: not
+        known, left out) and ACKed at ``now_us``, worked out once per send time: the
+        deliveries of a run share theirs, so an ACK of many has one or a few (its
+        samples go in grouped by send time, not in the ACK's order)."""
+        if not sent_us:
+            return
+        first = sent_us[0]
+        times: dict[int, int] = ({first: len(sent_us)}
+                                 if sent_us.count(first) == len(sent_us) else Counter(sent_us))
+        times.pop(0, None)
+        samples, histogram = self._samples, self.histogram
+        for sent, count in times.items():
+            latency = (now_us - sent) / 1e6
+            samples.extend(itertools.repeat((now, latency), count))
+            histogram.add_repeated(latency, count)
 
     def percentiles_ms(self, now: float) -> dict[str, float | int]:
         while self._samples and now - self._samples[0][0] > KEEP_S - 1:

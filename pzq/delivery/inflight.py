@@ -1,21 +1,27 @@
 """Deliveries awaiting a consumer ACK, bounded in bytes, oldest first.
 
-Every delivery gets the same ack timeout, so send order is deadline order: one
-insertion-ordered dict serves both the reaper (expired entries are at the front)
-and the LRU bound (the least recently sent entry is at the front too).
+Every delivery gets the same ack timeout, so send order is deadline order: the
+reaper takes expired entries from the front, and the LRU bound evicts the least
+recently sent from the front too.
 
 A run of first deliveries (pzq.delivery.first_runs) is tracked compactly: each of
-its messages as a tuple (record, sent µs, deadline µs), made in C as the run is added,
-and an ACK of many keys takes them back in C too. Everything else sees an InFlight,
-made from the tuple when it is asked for (a delivery given back, expired, evicted,
-looked at).
+its messages as a tuple (record, sent µs, deadline µs) in a plain dict, made in C as
+the run is added, and an ACK of many keys takes them back in C too; the run's order
+is kept once for the run (its seqs, as sent), not per message. Anything else (a
+delivery sent alone: given back, a lane's, extended) is an InFlight in an
+insertion-ordered table. The oldest entry is the older of the two fronts (a run's
+first on equal deadlines: sent in the same wake, the one sent alone is never older).
+Everything outside sees an InFlight, made from the tuple when it is asked for (a
+delivery given back, expired, evicted, looked at).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import itemgetter
+from heapq import merge
+from itertools import compress, count, repeat
+from operator import attrgetter, itemgetter
 from typing import NamedTuple, cast
 
 from pzq.delivery.entries import SeqTable
@@ -40,6 +46,7 @@ class InFlight:
 Sent = tuple[bytes, int, int]
 Held = InFlight | Sent
 RECORD, SENT_US, DEADLINE_US = itemgetter(0), itemgetter(1), itemgetter(2)  # of a Sent
+DEADLINE_OF = attrgetter("deadline_us")  # of an InFlight
 NONE_EVICTED: list[InFlight] = []  # (never changed: no list made per delivery)
 
 
@@ -61,29 +68,82 @@ class Taken(NamedTuple):
     missing: list[int]
 
 
-class InFlightTable(SeqTable[Held]):
+@dataclass(slots=True)
+class RunOrder:
+    """A run's place in the send order: its seqs as sent, and from where on in them
+    one may still be out (those before are not)."""
+
+    seqs: list[int]
+    deadline_us: int
+    at: int = 0
+
+
+COMPACT_PAST = 4096  # run seqs kept past those still out, at most twice as many and this
+
+
+class InFlightTable(SeqTable[InFlight]):
     def __init__(self, max_bytes: int) -> None:
-        super().__init__()
+        super().__init__()  # the deliveries sent alone, in the order sent
         self.max_bytes = max_bytes
         self.bytes = 0
+        self._sent: dict[int, Sent] = {}  # the runs' deliveries still out
+        self._runs: deque[RunOrder] = deque()  # the runs, in the order sent
+        self._run_seqs = 0  # seqs the runs' orders hold, those no longer out included
+
+    def __len__(self) -> int:
+        return len(self._entries) + len(self._sent)
+
+    def __contains__(self, seq: int) -> bool:
+        return seq in self._sent or seq in self._entries
+
+    def among(self, seqs: list[int]) -> set[int]:
+        """Those of ``seqs`` the table holds (no call per seq)."""
+        taken = self._sent.keys() & seqs if self._sent else set()
+        return taken | (self._entries.keys() & seqs) if self._entries else taken
+
+    def seqs(self) -> list[int]:
+        """Every seq, oldest first (for the reaper and figures, not per message)."""
+        if not self._sent:
+            return list(self._entries)
+        return [entry.seq for entry in self.entries()]
 
     def entries(self) -> list[InFlight]:
-        return list(map(entry_of, self._entries, self._entries.values()))
+        """Every entry, oldest first."""
+        alone = list(self._entries.values())
+        if not self._sent:
+            return alone
+        runs = [entry_of(seq, self._sent[seq]) for seq in self._run_order()]
+        return list(merge(runs, alone, key=DEADLINE_OF))
+
+    def _run_order(self) -> list[int]:
+        """The runs' seqs still out, in the order sent."""
+        return [seq for run in self._runs for seq in self._out_of(run)]
+
+    def _out_of(self, run: RunOrder) -> list[int]:
+        """The run's seqs still out (in C: those the table holds from the run)."""
+        sent = self._sent
+        held = list(compress(run.seqs[run.at:], map(sent.__contains__, run.seqs[run.at:])))
+        deadlines = map(DEADLINE_US, map(sent.__getitem__, held))
+        return list(compress(held, map(run.deadline_us.__eq__, deadlines)))
+
+    def held_seqs(self) -> list[int]:
+        """Every seq, in no order (for a minimum: none worked out)."""
+        return [*self._entries, *self._sent]
 
     def lowest(self) -> InFlight | None:
         """The entry of the lowest seq (a walk of the table: for figures, not per message)."""
-        seq = min(self._entries, default=None)
-        return None if seq is None else entry_of(seq, self._entries[seq])
+        seq = min(self.held_seqs(), default=None)
+        return None if seq is None else self.get(seq)
 
     def get(self, seq: int) -> InFlight | None:
-        held = self._entries.get(seq)
-        return None if held is None else entry_of(seq, held)
+        held = self._sent.get(seq)
+        return entry_of(seq, held) if held is not None else self._entries.get(seq)
 
     def get_all(self, seqs: list[int]) -> list[InFlight | None]:
         """``get`` of each seq (for the archive of an ACK's many: an InFlight each),
         a run's deliveries made into entries with no call a message but the entry's."""
-        held = list(map(self._entries.get, seqs))
-        if not all(map(isinstance, held, repeat(tuple))):  # (given back, or not held)
+        held = list(map(self._sent.get, seqs))
+        if not all(held):  # (sent alone, or not held: a tuple is never false)
             return list(map(self.get, seqs))
         sents = cast(list[Sent], held)
         sent_us = list(map(SENT_US, sents))
@@ -91,8 +151,33 @@ class InFlightTable(SeqTable[Held]):
                         repeat(1), sent_us))
 
     def oldest(self) -> InFlight | None:
-        for seq, held in self._entries.items():
-            return entry_of(seq, held)
+        front = self._front()
+        return None if front is None else entry_of(*front)
+
+    def _front(self) -> tuple[int, Held] | None:
+        """The oldest entry's seq and what the table holds for it."""
+        alone = next(iter(self._entries.items()), None)
+        run = self._run_front() if self._sent else None
+        if run is None or (alone is not None and alone[1].deadline_us < run[1][2]):
+            return alone
+        return run
+
+    def _run_front(self) -> tuple[int, Sent] | None:
+        """The oldest run delivery still out; the runs' orders before it let go (each
+        seq looked at once, in C)."""
+        runs, sent = self._runs, self._sent
+        while runs:
+            run = runs[0]
+            seqs, deadline_us, at = run.seqs, run.deadline_us, run.at
+            while (at := next(compress(count(at), map(sent.__contains__, seqs[at:])),
+                              -1)) >= 0:
+                held = sent[seqs[at]]
+                if held[2] == deadline_us:
+                    run.at = at
+                    return seqs[at], held
+                at += 1  # (out again, in a later run: that run's)
+            runs.popleft()
+            self._run_seqs -= len(seqs)
         return None
 
     def add(self, entry: InFlight) -> list[InFlight]:
@@ -105,7 +190,7 @@ class InFlightTable(SeqTable[Held]):
         if self.bytes <= self.max_bytes:
             return NONE_EVICTED
         evicted = []
-        while self.bytes > self.max_bytes and len(self._entries) > 1:
+        while self.bytes > self.max_bytes and len(self) > 1:
             evicted.append(self._pop_first())
         return evicted
 
@@ -114,27 +199,41 @@ class InFlightTable(SeqTable[Held]):
         """Track first deliveries sent at ``sent_us``, newer than any in the table, whose
         records are ``size`` bytes together, known to fit within max_bytes (nothing is
         evicted)."""
-        self._entries.update(zip(seqs, zip(values, repeat(sent_us), repeat(deadline_us)),
-                                 strict=True))
+        self._sent.update(zip(seqs, zip(values, repeat(sent_us), repeat(deadline_us)),
+                              strict=True))
+        self._runs.append(RunOrder(seqs, deadline_us))
+        self._run_seqs += len(seqs)
         self.bytes += size
+        if self._run_seqs > 2 * len(self._sent) + COMPACT_PAST:
+            self._compact()
+
+    def _compact(self) -> None:
+        """The runs' orders without the seqs no longer out (those ACKed behind one
+        that is still out), so that they hold no more than what is out and a bound."""
+        kept = [RunOrder(out, run.deadline_us) for run in self._runs if (out := self._out_of(run))]
+        self._runs = deque(kept)
+        self._run_seqs = sum(len(run.seqs) for run in kept)
 
     def pop(self, seq: int) -> InFlight | None:
-        held = self._entries.pop(seq, None)
-        if held is None:
+        held = self._sent.pop(seq, None)
+        entry = self._entries.pop(seq, None) if held is None else entry_of(seq, held)
+        if entry is None:
             return None
-        entry = entry_of(seq, held)
         self.bytes -= len(entry.value)
         return entry
 
     def take_all(self, seqs: list[int]) -> Taken:
         """``pop`` of each seq, the table walked in C and no InFlight made for a run's
         delivery (a seq given twice is held once: missing the second time)."""
-        found = list(map(self._entries.pop, seqs, repeat(None)))
+        found: list[Held | None] = list(map(self._sent.pop, seqs, repeat(None)))
         missing: list[int] = []
-        if None in found:
-            held = [entry is not None for entry in found]
-            missing = [seq for seq, entry in zip(seqs, found, strict=True) if entry is None]
-            seqs, found = list(compress(seqs, held)), list(compress(found, held))
+        if not all(found):  # (sent alone, or not held: a tuple is never false)
+            found = [held or self._entries.pop(seq, None)
+                     for seq, held in zip(seqs, found, strict=True)]
+            if None in found:
+                kept = [entry is not None for entry in found]
+                missing = [seq for seq, entry in zip(seqs, found, strict=True) if entry is None]
+                seqs, found = list(compress(seqs, kept)), list(compress(found, kept))
         if all(map(isinstance, found, repeat(tuple))):  # (the common ACK: runs only)
             sents = cast(list[Sent], found)
             values, sent_us = list(map(RECORD, sents)), list(map(SENT_US, sents))
@@ -153,11 +252,15 @@ class InFlightTable(SeqTable[Held]):
         return expired
 
     def _pop_first(self) -> InFlight:
-        seq, held = self._entries.popitem(last=False)
-        entry = entry_of(seq, held)
-        self.bytes -= len(entry.value)
+        front = self._front()
+        assert front is not None  # (asked only of a table that holds an entry)
+        entry = self.pop(front[0])
+        assert entry is not None
         return entry
 
     def clear(self) -> None:
         self._entries.clear()
+        self._sent.clear()
+        self._runs.clear()
+        self._run_seqs = 0
         self.bytes = 0

@@ -40,7 +40,7 @@ class DeliveryState(Delivering, Acking):
     def lowest_open(self) -> int:
         """Every message below this seq that the state read is done with (acked, dead,
         or its delete under way): what a restart need not walk again."""
-        return min([self.cursor, *self.inflight.seqs(), *self.ready.seqs(),
+        return min([self.cursor, *self.inflight.held_seqs(), *self.ready.seqs(),
                     *self.delayed.seqs(), *self.owed.leaving_seqs()])
 
     def oldest_open(self) -> tuple[int, bytes] | None:

@@ -13,6 +13,7 @@ import binascii
 import re
 import struct
 from itertools import repeat
+from operator import itemgetter
 
 from pzq.errors import DecodeError
 
@@ -21,9 +22,9 @@ SEQ = struct.Struct(">Q")
 MESSAGE_KEY_PATTERN = re.compile(rb"([0-9a-f]{8})-([0-9a-f]{16})")
 MESSAGE_KEY_LENGTH = NODE_ID_LENGTH + 1 + 16
 MESSAGE_KEY_FORMAT = b"%s-%016x"  # (node id, seq)
-# Message keys joined by single spaces (an ACK's keys, checked with one match)
-MESSAGE_KEYS_PATTERN = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{16}(?: [0-9a-f]{8}-[0-9a-f]{16})*")
-RAW_KEY = struct.Struct(">4sQ")  # a message key's node id and seq, from hex
+HEX_DIGITS = b"0123456789abcdef"
+RAW_KEY = b"IQ"  # a message key's node id and seq, from hex
+NODE_ID_OF = itemgetter(slice(NODE_ID_LENGTH))  # of a message key
 NODE_ID_PATTERN = re.compile(rb"[0-9a-f]{8}")
 
 
@@ -45,17 +46,26 @@ def parse_message_key(key: bytes) -> tuple[bytes, int]:
 
 
 def parse_message_keys(keys: list[bytes] | tuple[bytes, ...]) -> list[tuple[bytes, int]] | None:
-    """(node id, seq) of every key, all checked by one match and their seqs read from
-    one hex decode (an ACK's keys, without a step per key); None when any is not a
-    message key (parse_message_key then says which)."""
+    """(node id, seq) of every key, all checked and their seqs read by a few passes in
+    C over the keys joined (an ACK's keys, without a step per key); None when any is
+    not a message key (parse_message_key then says which)."""
+    count = len(keys)
     joined = b" ".join(keys)
-    if (len(joined) != len(keys) * (MESSAGE_KEY_LENGTH + 1) - 1
-            or MESSAGE_KEYS_PATTERN.fullmatch(joined) is None):
+    # each as MESSAGE_KEY_PATTERN, joined by single spaces: a dash and a space at
+    # their places in each key's 26 bytes, and nothing but lowercase hex digits between
+    if (len(joined) != count * (MESSAGE_KEY_LENGTH + 1) - 1
+            or joined[NODE_ID_LENGTH::MESSAGE_KEY_LENGTH + 1] != b"-" * count
+            or joined[MESSAGE_KEY_LENGTH::MESSAGE_KEY_LENGTH + 1] != b" " * (count - 1)):
+        return None
+    digits = joined.replace(b" ", b"").replace(b"-", b"")
+    if len(digits) != count * (MESSAGE_KEY_LENGTH - 1) or digits.translate(None, HEX_DIGITS):
         return None
     # each key, its dash and space gone, is 12 bytes: the node id's 4, the seq's 8
-    raw = binascii.unhexlify(joined.replace(b" ", b"").replace(b"-", b""))
-    return [(key[:NODE_ID_LENGTH], seq)
-            for key, (_, seq) in zip(keys, RAW_KEY.iter_unpack(raw), strict=True)]
+    numbers = struct.unpack(b">" + RAW_KEY * count, binascii.unhexlify(digits))
+    node_ids, seqs = numbers[::2], numbers[1::2]
+    if node_ids.count(node_ids[0]) == count:  # (mostly: one node's) one node id for all
+        return list(zip(repeat(keys[0][:NODE_ID_LENGTH]), seqs))
+    return list(zip(map(NODE_ID_OF, keys), seqs, strict=True))
 
 
 def first_bad_key(keys: list[bytes]) -> int:

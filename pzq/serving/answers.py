@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from itertools import compress, repeat
+from operator import itemgetter
 
 from pzq.archive.contract import ArchiveWrites
 from pzq.delivery.state import DeliveryState
@@ -27,6 +28,7 @@ log = get_logger("pzq.answers")
 # single key does not win back: a consumer ACKing each delivery alone (protocol 1,
 # --send-dsn) cost the node 45 µs a message through it against 35 one by one.
 BULK_ACK_KEYS = 4
+ORIGIN, SEQ = itemgetter(0), itemgetter(1)  # of a held key
 
 # origin, seq, group, final: done with here; final: deleted, drop the copies
 Removed = Callable[[bytes, int, str, bool], None]
@@ -89,7 +91,7 @@ class GroupAnswers:
         if consumer.overdue:  # those it let expire: their credit comes back
             consumer.overdue.difference_update(keys)
         own_id = deliveries.state.area.node_id
-        origins = {origin for origin, _ in keys}
+        origins = set(map(ORIGIN, keys))
         by_origin = ({own_id: keys} if origins == {own_id}
                      else {origin: [key for key in keys if key[0] == origin]
                            for origin in origins})  # taken-over messages too
@@ -103,7 +105,7 @@ class GroupAnswers:
     def _ack_from(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
                   origin: bytes, keys: list[Key], now_us: int, mono: float) -> None:
         _let_go(deliveries, keys)
-        seqs = [seq for _, seq in keys]
+        seqs = list(map(SEQ, keys))
         if self.archives:
             seqs = self._archived(batch, state, seqs, now_us)
         acked, finals, unknown = state.ack_all(batch, seqs)
@@ -111,8 +113,7 @@ class GroupAnswers:
             log.debug("ack_unknown", key=message_key(origin, seq).decode(),
                       group=deliveries.name)
         self.removed_all(origin, acked.seqs, deliveries.name, finals)
-        deliveries.latency.add_all(mono, [(now_us - sent_us) / 1e6 for sent_us in acked.sent_us
-                                          if sent_us])
+        deliveries.latency.add_sent(mono, now_us, acked.sent_us)
 
     def _archived(self, batch: Batch, state: DeliveryState, seqs: list[int],
                   now_us: int) -> list[int]:

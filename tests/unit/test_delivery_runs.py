@@ -12,7 +12,7 @@ from pzq.delivery.expiry import DROP, KEEP, NO_EXPIRY, Expiry
 from pzq.delivery.first_runs import RUN_AT_LEAST, first_run
 from pzq.delivery.groups import GroupArea
 from pzq.delivery.held import NOBODY_ELSE, HeldElsewhere
-from pzq.delivery.inflight import InFlight
+from pzq.delivery.inflight import COMPACT_PAST, InFlight, InFlightTable
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.protocol.message_keys import message_key, parse_message_key
@@ -298,3 +298,51 @@ def test_a_runs_deliveries_held_compactly_are_whole_deliveries_to_acks_reaps_and
     assert state.deliver_raw(each, 300 + TIMEOUT, 100, run) == 3
     assert each.sent[2:] == [(seqs[0], 2), (seqs[2], 2), (seqs[3], 2)]
     assert state.lowest_open() == seqs[0]
+
+
+def test_the_in_flight_tables_runs_and_single_deliveries_keep_one_send_order():
+    """Runs are ordered once each, deliveries sent alone one by one: the reaper and the
+    LRU bound take the oldest of both, a run's first on equal deadlines (never the
+    delivery just added), and what an ACK left of a run's order is let go."""
+    table = InFlightTable(max_bytes=10 * 3)
+    record_of = b"%03d".__mod__
+    table.add_run([1, 2, 3], list(map(record_of, [1, 2, 3])), 10, 110, 9)
+    table.add(InFlight(7, record_of(7), 20, 120, 2, 5))
+    table.add_run([4, 5], list(map(record_of, [4, 5])), 30, 130, 6)
+    table.add(InFlight(8, record_of(8), 30, 130, 1, 30))  # sent alone in the run's wake
+    assert table.seqs() == [1, 2, 3, 7, 4, 5, 8] and len(table) == 7
+    assert table.among([9, 8, 5, 1]) == {8, 5, 1} and 3 in table and 6 not in table
+    taken = table.take_all([2, 8, 1, 2])
+    assert (taken.seqs, taken.sent_us, taken.missing) == ([2, 8, 1], [10, 30, 10], [2])
+    assert table.oldest() == InFlight(3, record_of(3), 10, 110, 1, 10)
+    assert [entry.seq for entry in table.expire(120)] == [3, 7]
+    # full: the oldest go, the run's deliveries of the same deadline before the new one
+    assert [entry.seq for entry in table.add(InFlight(9, b"x" * 28, 30, 130, 2, 1))] == [4, 5]
+    assert table.seqs() == [9] and table.bytes == 28
+    assert table.pop(9) is not None and table.bytes == 0 and table.oldest() is None
+
+
+def test_the_in_flight_tables_run_orders_stay_bounded_behind_one_left_out():
+    """A run delivery that is never ACKed does not keep the order of every run after it:
+    once the orders hold more than twice what is out (and a bound), they are compacted."""
+    table = InFlightTable(max_bytes=1 << 30)
+    table.add_run([0], [b"r"], 0, 1_000, 1)  # never ACKed
+    for first in range(1, 20 * COMPACT_PAST, 100):
+        seqs = list(range(first, first + 100))
+        table.add_run(seqs, [b"r"] * 100, first, first + 1_000, 100)
+        assert table.take_all(seqs).missing == []
+        assert table._run_seqs <= 2 * (1 + len(seqs)) + COMPACT_PAST  # at most out at once
+    assert table.seqs() == [0] and table.oldest() == InFlight(0, b"r", 0, 1_000, 1, 0)
+
+
+def test_a_delivery_out_again_in_a_later_run_keeps_that_runs_place():
+    """A seq an older run's order still lists (ACKed there, say, then out again after a
+    rewind) is in the order of the run that sent it last, not the first one's."""
+    table = InFlightTable(max_bytes=1_000)
+    table.add_run([1, 2], [b"a", b"b"], 0, 100, 2)
+    assert table.take_all([1]).seqs == [1]
+    table.add_run([1, 3], [b"a", b"c"], 50, 150, 2)
+    assert table.seqs() == [2, 1, 3] and table.oldest() == InFlight(2, b"b", 0, 100, 1, 0)
+    assert [entry.seq for entry in table.expire(100)] == [2]
+    assert table.oldest() == InFlight(1, b"a", 50, 150, 1, 50)
+    assert [entry.seq for entry in table.expire(150)] == [1, 3] and len(table) == 0

@@ -45,3 +45,19 @@ def test_latency_histogram_is_cumulative_and_kept_since_start():
     assert (buckets["0.001"], buckets["0.005"], buckets["0.25"], buckets["10"],
             buckets["300"]) == (2, 3, 4, 5, 5)
     assert list(buckets.values()) == sorted(buckets.values())
+
+
+def test_latencies_by_send_time_are_each_deliverys_as_added_one_by_one():
+    """An ACK's many: a latency worked out once per send time (0: not known, left
+    out) counts as one sample per delivery, in the histogram and its sum as well."""
+    sent_us = [1_000, 1_000, 0, 4_000, 1_000, 4_000, 9_000]
+    grouped, each = LatencyWindow(), LatencyWindow()
+    grouped.add_sent(5.0, 12_000, sent_us)
+    grouped.add_sent(5.0, 12_000, [7_000] * 3)
+    grouped.add_sent(5.0, 12_000, [])
+    for sent in [*sent_us, 7_000, 7_000, 7_000]:
+        if sent:
+            each.add(5.0, (12_000 - sent) / 1e6)
+    assert grouped.percentiles_ms(5.0) == each.percentiles_ms(5.0)
+    assert grouped.percentiles_ms(5.0)["samples"] == 9
+    assert grouped.histogram.snapshot() == each.histogram.snapshot()

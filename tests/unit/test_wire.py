@@ -117,14 +117,28 @@ def test_an_acks_keys_parsed_at_once_are_each_keys():
             message_key(b"0a1b2c3d", 0), message_key(b"12345678", 0x1234_5678_9abc)]
     assert parse_message_keys(keys) == [parse_message_key(key) for key in keys]
     assert parse_message_keys(keys[:1]) == [(b"0a1b2c3d", 7)]
+    one_node = [message_key(b"0a1b2c3d", seq) for seq in (5, 2**64 - 1, 0, 6)]
+    assert parse_message_keys(one_node) == [parse_message_key(key) for key in one_node]
+    other_last = [*one_node, message_key(b"0a1b2c3e", 9)]  # one node id differs, last
+    assert parse_message_keys(other_last) == [parse_message_key(key) for key in other_last]
 
 
 @pytest.mark.parametrize("bad", [b"0a1b2c3d-000000000000000g", b"0a1b2c3d-00000000000000007",
-                                 b"0a1b2c3d_0000000000000007", b""])
+                                 b"0a1b2c3d_0000000000000007", b"", b"0A1B2C3D-0000000000000007",
+                                 b"0a1b2c3d-00000000000000 7", b"0a1b2c3d--000000000000007",
+                                 b"0a1b2c3d-000000000000007", b"0a1b2c3d-0000000000000007 "])
 def test_an_acks_keys_with_one_bad_are_none(bad):
     keys = [message_key(b"0a1b2c3d", 7), bad, message_key(b"0a1b2c3d", 8)]
     assert parse_message_keys(keys) is None
     assert parse_message_keys([bad]) is None
+    assert parse_message_keys([bad, *keys[:1]]) is None
+
+
+def test_keys_that_join_into_the_right_length_are_still_each_checked():
+    """A key one byte short beside one a byte long (the joined length right) is no key."""
+    key = message_key(b"0a1b2c3d", 7)
+    assert parse_message_keys([key[:-1], key[-1:] + key]) is None
+    assert parse_message_keys([key[:-1] + b" ", key[:-1]]) is None
 
 
 def test_a_runs_plain_batch_entries_are_each_messages_entry():

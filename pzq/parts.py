@@ -14,7 +14,9 @@ is written (or ``write_failed`` says why not); after the write, what it sends
 (``send_out``); last, what it answers (``answer``).
 ``figures`` adds its section to STATS and ``verbs`` its commands to the monitor's.
 At a stop, ``owes`` keeps the loop turning a little, and ``hand_back`` sends what is
-owed. Each method does nothing unless a part has something to do then.
+owed. Each method does nothing unless a part has something to do then, and a part
+that has nothing for a step for a while says so and is not asked there (the agenda's
+``rest`` and ``ask``).
 """
 
 from __future__ import annotations
@@ -115,13 +117,18 @@ class Part:
         """Close the part's sockets (the loop has stopped)."""
 
 
+# the steps a part may rest from while it has nothing for them (Agenda.rest)
+ROLLED = ("interest", "take", "finish", "send_out", "answer")
+
+
 class Parts:
     """The node's parts in the loop's order, asked together. Each is added with its
     declaration's role (the name node_ready gives its socket) and STATS section."""
 
     def __init__(self) -> None:
         self._parts: list[Part] = []
-        self.agenda = Agenda()  # the waits of the parts that tell them
+        self.agenda = Agenda()  # the waits of the parts that tell them, and their rests
+        self.agenda.on_roll = self._roll
         self._declared: list[tuple[Part, str, tuple[str, ...]]] = []
         # for each step of a wake, the parts that do something then (a wake asks no
         # part whose method is Part's, which does nothing)
@@ -140,15 +147,19 @@ class Parts:
         part.join(self.agenda)
         if part.tells_wait:
             self.agenda.keep(part)
-        self._interest = overriding(self._parts, Part, "interest")
         self._timeout = [part for part in overriding(self._parts, Part, "timeout_ms")
                          if not part.tells_wait]
         self._on_ticks = overriding(self._parts, Part, "on_ticks")
-        self._take = overriding(self._parts, Part, "take")
-        self._finish = overriding(self._parts, Part, "finish")
-        self._send_out = overriding(self._parts, Part, "send_out")
-        self._answer = overriding(self._parts, Part, "answer")
         self._backlogged = overriding(self._parts, Part, "backlogged")
+        for step in ROLLED:
+            self._roll(step)
+
+    def _roll(self, step: str) -> None:
+        """The parts a wake asks at ``step``: those whose method does something and that
+        do not rest from it (pzq.agenda)."""
+        resting = self.agenda.resting
+        setattr(self, "_" + step, [part for part in overriding(self._parts, Part, step)
+                                   if not resting(part, step)])
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self._parts)

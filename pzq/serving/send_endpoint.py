@@ -22,6 +22,7 @@ from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import DecodeError
+from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import frames
@@ -70,6 +71,8 @@ class SendEndpoint(Part):
         self._polled_out = False  # the last poll looked for room to deliver
         self._flags = -1  # what the socket is registered for in ``_poller`` (-1: nothing yet)
         self._poller: zmq.Poller | None = None
+        self._unpolled: Callable[[], None] = nothing  # the interest's rest (pzq.agenda)
+        self._polled: Callable[[], None] = nothing
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -106,6 +109,8 @@ class SendEndpoint(Part):
 
     def join(self, agenda: Agenda) -> None:
         self.connections.quiet.on_unread = partial(agenda.changed, self)
+        self._unpolled = partial(agenda.rest, self, "interest")
+        self._polled = partial(agenda.ask, self, "interest")
 
     def timeout_ms(self, now: Now) -> int | None:
         return 0 if self.connections.quiet.unread else None  # connections to count
@@ -125,6 +130,8 @@ class SendEndpoint(Part):
         if flags != self._flags or poller is not self._poller:  # (as it was: not again)
             poller.register(self.socket, flags)  # 0: out of the poll
             self._flags, self._poller = flags, poller
+        if not flags:
+            self._unpolled()  # no consumer: asked again when the monitor speaks (``answer``)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
@@ -146,7 +153,8 @@ class SendEndpoint(Part):
             self.deliver(now.wall_us, now.mono, room)
 
     def answer(self, events: Events, now: Now) -> None:
-        self.connections.came_or_went(events)
+        if self.connections.came_or_went(events) is not None:
+            self._polled()
 
     # -- consumer ACKs ---------------------------------------------------------------
 

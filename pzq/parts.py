@@ -119,6 +119,7 @@ class Part:
 
 # the steps a part may rest from while it has nothing for them (Agenda.rest)
 ROLLED = ("interest", "take", "finish", "send_out", "answer")
+ALWAYS = -1  # (no descriptor: a part asked at every wake)
 
 
 class Parts:
@@ -132,13 +133,13 @@ class Parts:
         self._declared: list[tuple[Part, str, tuple[str, ...]]] = []
         # for each step of a wake, the parts that do something then (a wake asks no
         # part whose method is Part's, which does nothing)
-        self._interest: list[Part] = []
+        self._interest: list[tuple[Part, int]] = []
         self._timeout: list[Part] = []
         self._on_ticks: list[Part] = []
-        self._take: list[Part] = []
-        self._finish: list[Part] = []
-        self._send_out: list[Part] = []
-        self._answer: list[Part] = []
+        self._take: list[tuple[Part, int]] = []
+        self._finish: list[tuple[Part, int]] = []
+        self._send_out: list[tuple[Part, int]] = []
+        self._answer: list[tuple[Part, int]] = []
         self._backlogged: list[Part] = []
 
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
@@ -155,11 +156,16 @@ class Parts:
             self._roll(step)
 
     def _roll(self, step: str) -> None:
-        """The parts a wake asks at ``step``: those whose method does something and that
-        do not rest from it (pzq.agenda)."""
-        resting = self.agenda.resting
-        setattr(self, "_" + step, [part for part in overriding(self._parts, Part, step)
-                                   if not resting(part, step)])
+        """The parts a wake asks at ``step``: those whose method does something, each
+        with the descriptor whose input alone asks it while it rests (pzq.agenda: -1,
+        always asked); a part resting without one is left out."""
+        agenda, asked = self.agenda, []
+        for part in overriding(self._parts, Part, step):
+            if not agenda.resting(part, step):
+                asked.append((part, ALWAYS))
+            elif (fd := agenda.woken_by(part, step)) is not None:
+                asked.append((part, fd))
+        setattr(self, "_" + step, asked)
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self._parts)
@@ -179,8 +185,9 @@ class Parts:
             part.start(now)
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        for part in self._interest:
-            part.interest(poller, now, delivering)
+        for part, fd in self._interest:
+            if fd == ALWAYS:  # (before the poll: no input asks a resting part yet)
+                part.interest(poller, now, delivering)
 
     def timeout_ms(self, now: Now) -> int | None:
         soonest = self.agenda.timeout_ms(now)
@@ -195,22 +202,26 @@ class Parts:
             part.on_ticks(reasons, now)
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
-        for part in self._take:
-            part.take(events, batch, now)
-        for part in self._finish:
-            part.finish(batch, now)
+        for part, fd in self._take:
+            if fd == ALWAYS or fd in events:
+                part.take(events, batch, now)
+        for part, fd in self._finish:
+            if fd == ALWAYS or fd in events:
+                part.finish(batch, now)
 
     def write_failed(self, reason: str) -> None:
         for part in self._parts:
             part.write_failed(reason)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        for part in self._send_out:
-            part.send_out(events, now, delivering)
+        for part, fd in self._send_out:
+            if fd == ALWAYS or fd in events:
+                part.send_out(events, now, delivering)
 
     def answer(self, events: Events, now: Now) -> None:
-        for part in self._answer:
-            part.answer(events, now)
+        for part, fd in self._answer:
+            if fd == ALWAYS or fd in events:
+                part.answer(events, now)
 
     def backlogged(self) -> bool:
         return any(part.backlogged() for part in self._backlogged)

@@ -73,6 +73,7 @@ class SendEndpoint(Part):
         self._poller: zmq.Poller | None = None
         self._unpolled: Callable[[], None] = nothing  # the interest's rest (pzq.agenda)
         self._polled: Callable[[], None] = nothing
+        self._silent: Callable[[], None] = nothing  # the answer's rest until the monitor speaks
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -108,9 +109,14 @@ class SendEndpoint(Part):
     tells_wait = True  # connections to count: told by the monitor's socket (pzq.agenda)
 
     def join(self, agenda: Agenda) -> None:
-        self.connections.quiet.on_unread = partial(agenda.changed, self)
+        self.connections.quiet.on_unread = partial(self._unread, agenda)
         self._unpolled = partial(agenda.rest, self, "interest")
         self._polled = partial(agenda.ask, self, "interest")
+        self._silent = partial(agenda.rest, self, "answer", self.connections.quiet.fd)
+
+    def _unread(self, agenda: Agenda) -> None:
+        agenda.changed(self)  # the next wake at once, and its answer asked
+        agenda.ask(self, "answer")
 
     def timeout_ms(self, now: Now) -> int | None:
         return 0 if self.connections.quiet.unread else None  # connections to count
@@ -153,8 +159,12 @@ class SendEndpoint(Part):
             self.deliver(now.wall_us, now.mono, room)
 
     def answer(self, events: Events, now: Now) -> None:
+        """The monitor's word on connections: asked only in a wake whose poll found its
+        descriptor ready, or while it holds input unread."""
         if self.connections.came_or_went(events) is not None:
             self._polled()
+        if not self.connections.quiet.unread:
+            self._silent()
 
     # -- consumer ACKs ---------------------------------------------------------------
 

@@ -233,20 +233,26 @@ def test_a_resting_part_is_not_asked_at_its_step_until_it_asks():
     parts.take({}, cast(Batch, None), Now(0, 1.0))
     assert (first.taken, second.taken) == (1, 2)
     assert list(parts) == [first, second]  # (asked in the loop's order again)
+    parts.agenda.rest(first, "take", until_input=7)  # a quiet socket's descriptor
+    parts.take({}, cast(Batch, None), Now(0, 1.0))
+    assert (first.taken, second.taken) == (1, 3)
+    parts.take({7: zmq.POLLIN}, cast(Batch, None), Now(0, 1.0))  # its input: asked
+    assert (first.taken, second.taken) == (2, 4)
 
 
 def test_a_wake_with_producers_at_work_asks_no_idle_part(open_device: Callable[..., Device],
                                                         open_socket: Sockets):
     """The scheduled release, the replays, the backfill and the backup rest while
-    they have nothing: a produce wake asks none of them, and a scheduled message
-    stored puts the release's take back in the wake."""
+    they have nothing, and the monitor and ``--send-dsn``'s connection count until
+    their descriptors fire: a produce wake asks none of them; a scheduled message
+    stored puts the release's take back in the wake, a request the monitor's answer."""
     device = open_device("--sync-interval", "0", roles=("receive", "send", "monitor",
                                                         "consume"))
     socket = producer(open_socket, device)
     settle(device)
     asked: list[str] = []
     watched = {"ScheduledRelease": "take", "Replays": "finish", "NodeUpkeep": "send_out",
-               "Backups": "answer"}
+               "Backups": "answer", "Monitor": "answer", "SendEndpoint": "answer"}
     for part in device.parts:
         step = watched.get(type(part).__name__)
         if step is not None:
@@ -264,3 +270,12 @@ def test_a_wake_with_producers_at_work_asks_no_idle_part(open_device: Callable[.
     produce(device, socket, b"DELAY:60000")
     wake(device, 0)
     assert "ScheduledRelease" in asked
+    monitor = open_socket(zmq.DEALER)
+    monitor.connect(device.bound()["monitor"])
+    monitor.send_multipart([b"PING"])
+    for _ in range(100):
+        wake(device, 10)
+        if monitor.poll(0):
+            break
+    assert monitor.recv_multipart()[-1] == b"PONG"
+    assert "Monitor" in asked

@@ -245,14 +245,16 @@ def test_a_wake_with_producers_at_work_asks_no_idle_part(open_device: Callable[.
     """The scheduled release, the replays, the backfill and the backup rest while
     they have nothing, and the monitor and ``--send-dsn``'s connection count until
     their descriptors fire: a produce wake asks none of them; a scheduled message
-    stored puts the release's take back in the wake, a request the monitor's answer."""
+    stored puts the release's take back in the wake, a request the monitor's answer,
+    a message's expiry the sweep's take when it comes."""
     device = open_device("--sync-interval", "0", roles=("receive", "send", "monitor",
                                                         "consume"))
     socket = producer(open_socket, device)
     settle(device)
     asked: list[str] = []
     watched = {"ScheduledRelease": "take", "Replays": "finish", "NodeUpkeep": "send_out",
-               "Backups": "answer", "Monitor": "answer", "SendEndpoint": "answer"}
+               "Backups": "answer", "Monitor": "answer", "SendEndpoint": "answer",
+               "ExpirySweep": "take"}
     for part in device.parts:
         step = watched.get(type(part).__name__)
         if step is not None:
@@ -278,4 +280,7 @@ def test_a_wake_with_producers_at_work_asks_no_idle_part(open_device: Callable[.
         if monitor.poll(0):
             break
     assert monitor.recv_multipart()[-1] == b"PONG"
-    assert "Monitor" in asked
+    assert "Monitor" in asked and "ExpirySweep" not in asked
+    produce(device, socket, b"TTL:100")  # the sweep asked when it is due, on its own wait
+    wake_on_own_timeout(device, lambda: "ExpirySweep" in asked, 2.0)
+    assert device.node.expiry.soonest_us >= FAR  # swept

@@ -14,7 +14,9 @@ is written (or ``write_failed`` says why not); after the write, what it sends
 (``send_out``); last, what it answers (``answer``).
 ``figures`` adds its section to STATS and ``verbs`` its commands to the monitor's.
 At a stop, ``owes`` keeps the loop turning a little, and ``hand_back`` sends what is
-owed. Each method does nothing unless a part has something to do then.
+owed. Each method does nothing unless a part has something to do then, and a part
+that has nothing for a step for a while says so and is not asked there (the agenda's
+``rest`` and ``ask``).
 """
 
 from __future__ import annotations
@@ -120,23 +122,29 @@ class Part:
         """Close the part's sockets (the loop has stopped)."""
 
 
+# the steps a part may rest from while it has nothing for them (Agenda.rest)
+ROLLED = ("interest", "take", "finish", "send_out", "answer")
+ALWAYS = -1  # (no descriptor: a part asked at every wake)
+
+
 class Parts:
     """The node's parts in the loop's order, asked together. Each is added with its
     declaration's role (the name node_ready gives its socket) and STATS section."""
 
     def __init__(self) -> None:
         self._parts: list[Part] = []
-        self.agenda = Agenda()  # the waits of the parts that tell them
+        self.agenda = Agenda()  # the waits of the parts that tell them, and their rests
+        self.agenda.on_roll = self._roll
         self._declared: list[tuple[Part, str, tuple[str, ...]]] = []
         # for each step of a wake, the parts that do something then (a wake asks no
         # part whose method is Part's, which does nothing)
-        self._interest: list[Part] = []
+        self._interest: list[tuple[Part, int]] = []
         self._timeout: list[Part] = []
         self._on_ticks: list[Part] = []
-        self._take: list[Part] = []
-        self._finish: list[Part] = []
-        self._send_out: list[Part] = []
-        self._answer: list[Part] = []
+        self._take: list[tuple[Part, int]] = []
+        self._finish: list[tuple[Part, int]] = []
+        self._send_out: list[tuple[Part, int]] = []
+        self._answer: list[tuple[Part, int]] = []
         self._backlogged: list[Part] = []
         self._acked: list[Part] = []
 
@@ -146,16 +154,25 @@ class Parts:
         part.join(self.agenda)
         if part.tells_wait:
             self.agenda.keep(part)
-        self._interest = overriding(self._parts, Part, "interest")
         self._timeout = [part for part in overriding(self._parts, Part, "timeout_ms")
                          if not part.tells_wait]
         self._on_ticks = overriding(self._parts, Part, "on_ticks")
-        self._take = overriding(self._parts, Part, "take")
-        self._finish = overriding(self._parts, Part, "finish")
-        self._send_out = overriding(self._parts, Part, "send_out")
-        self._answer = overriding(self._parts, Part, "answer")
         self._backlogged = overriding(self._parts, Part, "backlogged")
         self._acked = overriding(self._parts, Part, "acked")
+        for step in ROLLED:
+            self._roll(step)
+
+    def _roll(self, step: str) -> None:
+        """The parts a wake asks at ``step``: those whose method does something, each
+        with the descriptor whose input alone asks it while it rests (pzq.agenda: -1,
+        always asked); a part resting without one is left out."""
+        agenda, asked = self.agenda, []
+        for part in overriding(self._parts, Part, step):
+            if not agenda.resting(part, step):
+                asked.append((part, ALWAYS))
+            elif (fd := agenda.woken_by(part, step)) is not None:
+                asked.append((part, fd))
+        setattr(self, "_" + step, asked)
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self._parts)
@@ -175,8 +192,9 @@ class Parts:
             part.start(now)
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        for part in self._interest:
-            part.interest(poller, now, delivering)
+        for part, fd in self._interest:
+            if fd == ALWAYS:  # (before the poll: no input asks a resting part yet)
+                part.interest(poller, now, delivering)
 
     def timeout_ms(self, now: Now) -> int | None:
         soonest = self.agenda.timeout_ms(now)
@@ -191,22 +209,26 @@ class Parts:
             part.on_ticks(reasons, now)
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
-        for part in self._take:
-            part.take(events, batch, now)
-        for part in self._finish:
-            part.finish(batch, now)
+        for part, fd in self._take:
+            if fd == ALWAYS or fd in events:
+                part.take(events, batch, now)
+        for part, fd in self._finish:
+            if fd == ALWAYS or fd in events:
+                part.finish(batch, now)
 
     def write_failed(self, reason: str) -> None:
         for part in self._parts:
             part.write_failed(reason)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        for part in self._send_out:
-            part.send_out(events, now, delivering)
+        for part, fd in self._send_out:
+            if fd == ALWAYS or fd in events:
+                part.send_out(events, now, delivering)
 
     def answer(self, events: Events, now: Now) -> None:
-        for part in self._answer:
-            part.answer(events, now)
+        for part, fd in self._answer:
+            if fd == ALWAYS or fd in events:
+                part.answer(events, now)
 
     def backlogged(self) -> bool:
         return any(part.backlogged() for part in self._backlogged)

@@ -15,6 +15,7 @@ listed here.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from typing import Protocol
 
@@ -25,6 +26,7 @@ from pzq.authorization import ADMIN, NO_AUTHORIZATION, Authorization
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.errors import DecodeError
+from pzq.hooks import nothing
 from pzq.parts import Figures, Part, Verb
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
@@ -55,6 +57,7 @@ class Monitor(Part):
         self.socket = socket
         self.authorization = authorization
         self.quiet = QuietSocket(socket)
+        self._rest: Callable[[], None] = nothing  # from the answer, until input (joined)
         self.counters = counters
         self.parts = parts
         self.table: dict[bytes, Verb] = {
@@ -68,7 +71,12 @@ class Monitor(Part):
     tells_wait = True  # a request its descriptor will not tell (pzq.agenda)
 
     def join(self, agenda: Agenda) -> None:
-        self.quiet.on_unread = partial(agenda.changed, self)
+        self.quiet.on_unread = partial(self._unread, agenda)
+        self._rest = partial(agenda.rest, self, "answer", self.quiet.fd)
+
+    def _unread(self, agenda: Agenda) -> None:
+        agenda.changed(self)  # the next wake at once, and its answer asked
+        agenda.ask(self, "answer")
 
     def bound(self) -> list[Socket]:
         return [self.socket]
@@ -87,6 +95,8 @@ class Monitor(Part):
         if quiet.unread or events.get(quiet.fd, 0) & POLLIN:  # (QuietSocket.due, inline)
             self.answer_waiting(now)
             self.quiet.served()
+            if not quiet.unread:
+                self._rest()  # asked again when its descriptor fires
 
     def answer_waiting(self, now: Now) -> None:
         for first, request in drain_framed(self.socket, MONITOR_BATCH):

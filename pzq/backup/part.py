@@ -42,6 +42,8 @@ class Backups(Part):
     def __init__(self, store: Store, archive: Archive | None, facts: NodeFacts,
                  clock: Callable[[], Now]) -> None:
         self._wait_changed: Callable[[], None] = nothing  # until joined
+        self._steps: Callable[[], None] = nothing
+        self._rest: Callable[[], None] = nothing
         self.store = store
         self.archive = archive
         self.facts = facts
@@ -52,6 +54,9 @@ class Backups(Part):
 
     def join(self, agenda: Agenda) -> None:
         self._wait_changed = partial(agenda.changed, self)
+        self._steps = partial(agenda.ask, self, "answer")  # while a backup runs
+        self._rest = partial(agenda.rest, self, "answer")
+        self._rest()
 
     def verbs(self) -> dict[bytes, Verb]:
         return {b"BACKUP": self._verb}
@@ -91,6 +96,7 @@ class Backups(Part):
         self.current = Backup(backup_id, directory, self.store, self.archive, self.facts, now)
         self.current.stepped("begin", *_since(began))
         self._wait_changed()
+        self._steps()
         log.info("backup_started", backup=backup_id, directory=str(directory),
                  store_messages=self.store.messages,
                  archive_bytes=self.current.archive_total_bytes)
@@ -105,11 +111,14 @@ class Backups(Part):
 
     def answer(self, events: Events, now: Now) -> None:
         if self.current is None or self.current.state != RUNNING:  # (``running``, inline)
+            self._rest()  # asked again when the next backup begins
             return
         began = _clocks()  # the step's own length: the pause it adds to a wake
         self.current.step(now)
         self.current.stepped("slice", *_since(began))
         self._wait_changed()
+        if self.current.state != RUNNING:
+            self._rest()
 
     def figures(self, now: Now) -> Figures:
         return {"backup": self._status(now)}

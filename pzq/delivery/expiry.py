@@ -23,10 +23,12 @@ nothing per message (``NO_EXPIRY``, or ``watching`` false).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from pzq.counters import Counters
 from pzq.errors import DecodeError
+from pzq.hooks import nothing
 from pzq.protocol.time_headers import message_times
 from pzq.store import keyspace, record
 from pzq.store.batch import Batch, Participant
@@ -116,6 +118,7 @@ class MessageExpiry(Participant):
         self.counters = counters
         self.lingering: set[int] = set()  # swept, still stored (a group has it out)
         self.soonest_us = FAR  # the earliest index key not lingering (FAR: none)
+        self.on_sooner: Callable[[], None] = nothing  # told when it comes sooner (the loop)
         self._adding: list[int] = []  # expiries the batch being built adds
         self._counting: list[Topic] = []  # expired in the batch being built: counted once
         self.idle = True  # (Participant) until the batch being built tracks or counts one
@@ -133,8 +136,11 @@ class MessageExpiry(Participant):
 
     def written(self) -> None:
         if self._adding:
-            self.soonest_us = min(self.soonest_us, *self._adding)
+            soonest = min(self.soonest_us, *self._adding)
             self._adding = []
+            if soonest < self.soonest_us:
+                self.soonest_us = soonest
+                self.on_sooner()
         if self._counting:  # counted when written: a failed batch is prepared again
             self.counters.ttl_expired += len(self._counting)
             for topic in self._counting:

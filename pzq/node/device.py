@@ -32,6 +32,7 @@ class Device:
                  security: NodeSecurity, now: Now) -> None:
         self.node = node
         self.waker = waker
+        self._ticked = waker.fileno()  # (asked at every wake: no call)
         self.stopping = False
         self.parts: Parts = open_parts(node, context, security, now)
 
@@ -67,9 +68,18 @@ class Device:
 
     # -- one wake ----------------------------------------------------------------
 
+    def one_wake(self, poller: zmq.Poller) -> None:
+        """What to poll and how long, the poll, the wake (the loop's turn: the poll
+        asked of libzmq directly, as zmq.Poller.poll does)."""
+        parts, now = self.parts, Now.read()
+        parts.interest(poller, now, not self.stopping)
+        timeout = parts.timeout_ms(now)
+        self.wake(dict(zmq.zmq_poll(poller.sockets, -1 if timeout is None else timeout)),
+                  Now.read())
+
     def wake(self, events: Events, now: Now) -> None:
         parts, store = self.parts, self.node.store
-        if self.waker.fileno() in events:
+        if self._ticked in events:
             parts.on_ticks(self.waker.drain(), now)
         store.wake_at(now.mono)  # the time of the batch's timed fsync
         batch = store.begin()

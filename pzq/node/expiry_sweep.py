@@ -18,6 +18,7 @@ has passed it).
 
 from __future__ import annotations
 
+from pzq.agenda import Agenda
 from pzq.clock import Now, poll_ms
 from pzq.delivery.expiry import FAR, MessageExpiry
 from pzq.delivery.state import DeliveryState
@@ -46,19 +47,43 @@ class ExpirySweep(Part):
         self._next_aged_us = 0  # when the next message becomes too old (0: look now)
         self._ages: frozenset[int] = frozenset()  # the topics' max_ages at the last walk
 
+    # told when an expiry comes sooner or the topics' max ages change (pzq.agenda)
+    tells_wait = True
+
+    def join(self, agenda: Agenda) -> None:
+        self.agenda = agenda
+        self.expiry.on_sooner = self.topics.on_ages = self._changed
+
+    def _changed(self) -> None:
+        self.agenda.changed(self)
+        self.agenda.ask(self, "take")
+
     def timeout_ms(self, now: Now) -> int | None:
         soonest = self.expiry.soonest_us
         if self.topics.age_limit_us:
             soonest = min(soonest, self._next_aged_us)
         if soonest >= FAR:
             return None
+        if soonest <= now.wall_us:
+            self.agenda.ask(self, "take")  # due: this wake sweeps
         return min(LONGEST_WAIT_MS, poll_ms(max(0, soonest - now.wall_us) / 1e6))
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
             self._look_gone = True
+            self.agenda.ask(self, "take")
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
+        """The wake's sweep; asked only while something may be due (its rest else)."""
+        self._sweep(batch, now)
+        wall = now.wall_us
+        if not self._look_gone and wall < self.expiry.soonest_us and not (
+                self.topics.age_limit_us and (wall >= self._next_aged_us
+                                              or self.topics.max_ages != self._ages)):
+            self.agenda.rest(self, "take")  # asked again by its wait or a change
+        self.agenda.changed(self)  # what it swept moves its wait
+
+    def _sweep(self, batch: Batch, now: Now) -> None:
         if self._look_gone:
             self._look_gone = False
             self.expiry.gone(batch)

@@ -16,7 +16,6 @@ survivor released while this node was down is dropped here, not released again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 from pzq.agenda import Agenda
 from pzq.clock import Now, poll_ms
@@ -110,7 +109,18 @@ class ScheduledRelease(Part):
         self.allowed = allowed
 
     def join(self, agenda: Agenda) -> None:
-        self.area.on_change = partial(agenda.changed, self)
+        self.agenda = agenda
+        self.area.on_change = self._changed
+        self._changed()
+
+    def _changed(self) -> None:
+        """A batch changed the scheduled times: the wait asked again, and the take
+        asked only while any waits (the common wake has none)."""
+        self.agenda.changed(self)
+        if self.area.counts:
+            self.agenda.ask(self, "take")
+        else:
+            self.agenda.rest(self, "take")
 
     def timeout_ms(self, now: Now) -> int | None:
         wait = wait_ms(self.area.next_due_us(), now)
@@ -119,8 +129,6 @@ class ScheduledRelease(Part):
         return wait
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
-        if not self.area.counts:  # none waits (the common wake)
-            return
         due = self.area.next_due_us()
         if due is None or due > now.wall_us or not self.allowed(now.mono):
             return

@@ -78,16 +78,10 @@ def serve(device: Device, stop: StopRequest) -> Figures:
         poller.register(polled, zmq.POLLIN)
     device.start(Now.read())
     while not stop.requested:
-        _one_wake(device, poller)
+        device.one_wake(poller)
     device.stopping = True
     give_up = Now.read().mono + STOP_FLUSH_SECONDS
     while device.owes() and Now.read().mono < give_up:
-        _one_wake(device, poller)
+        device.one_wake(poller)
     return device.hand_back(STOP_FLUSH_SECONDS)
 
-
-def _one_wake(device: Device, poller: zmq.Poller) -> None:
-    now = Now.read()
-    device.interest(poller, now)
-    events = dict(poller.poll(device.poll_timeout_ms(now)))
-    device.wake(events, Now.read())

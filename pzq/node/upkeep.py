@@ -23,7 +23,15 @@ class NodeUpkeep(Part):
         self.topics = topics
 
     def join(self, agenda: Agenda) -> None:
-        self.store.log_sync.on_sooner = self.topics.on_backfill = partial(agenda.changed, self)
+        self.agenda = agenda
+        self.store.log_sync.on_sooner = partial(agenda.changed, self)
+        self.topics.on_backfill = self._backfill_added
+        if not self.topics.backfill_due():
+            agenda.rest(self, "send_out")  # (the common wake: nothing to backfill)
+
+    def _backfill_added(self) -> None:
+        self.agenda.changed(self)
+        self.agenda.ask(self, "send_out")
 
     def timeout_ms(self, now: Now) -> int | None:
         if self.topics.backfill_due():
@@ -34,3 +42,5 @@ class NodeUpkeep(Part):
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         if self.topics.backfill_due():
             self.topics.backfill()  # a chunk: the wait (0 while more is due) asked again
+        if not self.topics.backfill_due():
+            self.agenda.rest(self, "send_out")

@@ -59,6 +59,8 @@ class Replays(Part, Participant):
     def __init__(self, store: Store, topics: Topics, logs: ArchiveLogs,
                  settings: DeliverySettings, rate: int, hub: EventHub) -> None:
         self._wait_changed: Callable[[], None] = nothing  # until joined
+        self._reads: Callable[[], None] = nothing
+        self._rest: Callable[[], None] = nothing
         self.store = store
         self.topics = topics
         self.logs = logs
@@ -123,6 +125,7 @@ class Replays(Part, Participant):
         replay = self.replays[area.node_id] = Replay(record, area, state)
         self.idle = False
         self._wait_changed()
+        self._reads()
         return replay
 
     def _delete(self, record: ReplayRecord, area: ReplayArea) -> None:
@@ -137,6 +140,10 @@ class Replays(Part, Participant):
 
     def join(self, agenda: Agenda) -> None:
         self._wait_changed = partial(agenda.changed, self)
+        self._reads = partial(agenda.ask, self, "finish")  # while any replay is on
+        self._rest = partial(agenda.rest, self, "finish")
+        if not self.replays:
+            self._rest()
 
     def start(self, now: Now) -> None:
         self.budget_at = now.mono
@@ -156,8 +163,10 @@ class Replays(Part, Participant):
 
     def finish(self, batch: Batch, now: Now) -> None:
         """Read what the rate allows, into the wake's batch; finish replays done with."""
-        if self.replays:
-            self._wait_changed()
+        if not self.replays:
+            self._rest()  # asked again when one is added
+            return
+        self._wait_changed()
         for replay in list(self.replays.values()):
             group = self._group_of(replay.record)
             if group is None:

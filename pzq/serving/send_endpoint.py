@@ -22,6 +22,7 @@ from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import DecodeError
+from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import frames
@@ -70,6 +71,9 @@ class SendEndpoint(Part):
         self._polled_out = False  # the last poll looked for room to deliver
         self._flags = -1  # what the socket is registered for in ``_poller`` (-1: nothing yet)
         self._poller: zmq.Poller | None = None
+        self._unpolled: Callable[[], None] = nothing  # the interest's rest (pzq.agenda)
+        self._polled: Callable[[], None] = nothing
+        self._silent: Callable[[], None] = nothing  # the answer's rest until the monitor speaks
         self.deliveries = deliveries
         self.answers = answers
         self.window = window
@@ -105,7 +109,14 @@ class SendEndpoint(Part):
     tells_wait = True  # connections to count: told by the monitor's socket (pzq.agenda)
 
     def join(self, agenda: Agenda) -> None:
-        self.connections.quiet.on_unread = partial(agenda.changed, self)
+        self.connections.quiet.on_unread = partial(self._unread, agenda)
+        self._unpolled = partial(agenda.rest, self, "interest")
+        self._polled = partial(agenda.ask, self, "interest")
+        self._silent = partial(agenda.rest, self, "answer", self.connections.quiet.fd)
+
+    def _unread(self, agenda: Agenda) -> None:
+        agenda.changed(self)  # the next wake at once, and its answer asked
+        agenda.ask(self, "answer")
 
     def timeout_ms(self, now: Now) -> int | None:
         return 0 if self.connections.quiet.unread else None  # connections to count
@@ -125,6 +136,8 @@ class SendEndpoint(Part):
         if flags != self._flags or poller is not self._poller:  # (as it was: not again)
             poller.register(self.socket, flags)  # 0: out of the poll
             self._flags, self._poller = flags, poller
+        if not flags:
+            self._unpolled()  # no consumer: asked again when the monitor speaks (``answer``)
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
@@ -146,7 +159,12 @@ class SendEndpoint(Part):
             self.deliver(now.wall_us, now.mono, room)
 
     def answer(self, events: Events, now: Now) -> None:
-        self.connections.came_or_went(events)
+        """The monitor's word on connections: asked only in a wake whose poll found its
+        descriptor ready, or while it holds input unread."""
+        if self.connections.came_or_went(events) is not None:
+            self._polled()
+        if not self.connections.quiet.unread:
+            self._silent()
 
     # -- consumer ACKs ---------------------------------------------------------------
 

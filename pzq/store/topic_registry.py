@@ -55,6 +55,8 @@ class TopicRegistry(Participant):
         self._named_groups = False
         self._backfilling: set[Topic] = set()  # topics whose logs are short of a start
         self.on_backfill: Callable[[], None] = nothing  # told when one is added (the loop)
+        self.max_ages: frozenset[int] = frozenset()  # the topics' max_ages (µs)
+        self.on_ages: Callable[[], None] = nothing  # told when they change (the loop)
         self._load()
 
     # -- the registries ------------------------------------------------------
@@ -101,8 +103,11 @@ class TopicRegistry(Participant):
         # cannot be too old (pzq.delivery.expiry)
         self.age_limit_us = min((topic.max_age_us for topic in self.topics.values()
                                  if topic.max_age_us), default=0)
-        self.max_ages = frozenset(topic.max_age_us for topic in self.topics.values()
-                                  if topic.max_age_us)
+        max_ages = frozenset(topic.max_age_us for topic in self.topics.values()
+                             if topic.max_age_us)
+        if max_ages != self.max_ages:
+            self.max_ages = max_ages
+            self.on_ages()
 
     def _counts(self, owner_id: int) -> tuple[int, int]:
         stored = self.store.get(keyspace.counts_key(owner_id))

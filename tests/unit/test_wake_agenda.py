@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 import zmq
@@ -15,9 +16,11 @@ from pzq.agenda import Agenda
 from pzq.clock import Now
 from pzq.delivery.expiry import FAR
 from pzq.node.device import Device
+from pzq.parts import Part, Parts
 from pzq.protocol import frames
 from pzq.store.batch import Batch, Participant
 from pzq.store.store import Store
+from pzq.zmqio import Events
 from tests.support.devices import wake
 
 pytestmark = pytest.mark.timeout(30)
@@ -208,3 +211,76 @@ def test_the_store_participants_given_work_in_a_wake_write_it(
     assert not node.dedup.in_batch(topic_id, b"a")  # written: no longer in a batch
     assert node.scheduled.waiting == 1
     assert node.expiry.soonest_us < FAR
+
+
+def test_a_resting_part_is_not_asked_at_its_step_until_it_asks():
+    parts = Parts()
+
+    class Taker(Part):
+        def __init__(self) -> None:
+            self.taken = 0
+
+        def take(self, events: Events, batch: Batch, now: Now) -> None:
+            self.taken += 1
+
+    first, second = Taker(), Taker()
+    parts.add(first)
+    parts.add(second)
+    parts.agenda.rest(first, "take")
+    parts.take({}, cast(Batch, None), Now(0, 1.0))
+    assert (first.taken, second.taken) == (0, 1)
+    parts.agenda.ask(first, "take")
+    parts.take({}, cast(Batch, None), Now(0, 1.0))
+    assert (first.taken, second.taken) == (1, 2)
+    assert list(parts) == [first, second]  # (asked in the loop's order again)
+    parts.agenda.rest(first, "take", until_input=7)  # a quiet socket's descriptor
+    parts.take({}, cast(Batch, None), Now(0, 1.0))
+    assert (first.taken, second.taken) == (1, 3)
+    parts.take({7: zmq.POLLIN}, cast(Batch, None), Now(0, 1.0))  # its input: asked
+    assert (first.taken, second.taken) == (2, 4)
+
+
+def test_a_wake_with_producers_at_work_asks_no_idle_part(open_device: Callable[..., Device],
+                                                        open_socket: Sockets):
+    """The scheduled release, the replays, the backfill and the backup rest while
+    they have nothing, and the monitor and ``--send-dsn``'s connection count until
+    their descriptors fire: a produce wake asks none of them; a scheduled message
+    stored puts the release's take back in the wake, a request the monitor's answer,
+    a message's expiry the sweep's take when it comes."""
+    device = open_device("--sync-interval", "0", roles=("receive", "send", "monitor",
+                                                        "consume"))
+    socket = producer(open_socket, device)
+    settle(device)
+    asked: list[str] = []
+    watched = {"ScheduledRelease": "take", "Replays": "finish", "NodeUpkeep": "send_out",
+               "Backups": "answer", "Monitor": "answer", "SendEndpoint": "answer",
+               "ExpirySweep": "take"}
+    for part in device.parts:
+        step = watched.get(type(part).__name__)
+        if step is not None:
+            method = getattr(part, step)
+
+            def counted(*args: object, method: Callable[..., None] = method,
+                        name: str = type(part).__name__) -> None:
+                asked.append(name)
+                method(*args)
+            setattr(part, step, counted)
+    assert len(asked) == 0
+    for _ in range(5):
+        produce(device, socket)
+    assert asked == []
+    produce(device, socket, b"DELAY:60000")
+    wake(device, 0)
+    assert "ScheduledRelease" in asked
+    monitor = open_socket(zmq.DEALER)
+    monitor.connect(device.bound()["monitor"])
+    monitor.send_multipart([b"PING"])
+    for _ in range(100):
+        wake(device, 10)
+        if monitor.poll(0):
+            break
+    assert monitor.recv_multipart()[-1] == b"PONG"
+    assert "Monitor" in asked and "ExpirySweep" not in asked
+    produce(device, socket, b"TTL:100")  # the sweep asked when it is due, on its own wait
+    wake_on_own_timeout(device, lambda: "ExpirySweep" in asked, 2.0)
+    assert device.node.expiry.soonest_us >= FAR  # swept

@@ -15,7 +15,9 @@ from pzq.hooks import overriding
 from pzq.node.device import Device
 from pzq.parts import Part
 from pzq.protocol import consume as consume_wire
+from pzq.protocol import frames
 from pzq.serving.consume_endpoint import ConsumeEndpoint
+from pzq.serving.send_endpoint import SendEndpoint
 from pzq.store.batch import Batch, Participant
 from pzq.zmqio import Events
 from tests.support.devices import wake
@@ -95,6 +97,37 @@ def test_the_consume_socket_is_polled_only_while_consumers_are_connected(
     wake_until(device, lambda: consume.socket not in polled_now(device), "out of the poll")
     assert consume.connections.connected == 0
 
+
+
+def test_the_send_socket_rests_out_of_the_poll_until_a_consumer_comes(
+        open_device: Callable[..., Device], context: zmq.Context):
+    """No consumer on --send-dsn: the endpoint is not asked what to poll at all (it
+    rests from ``interest``) and its socket is out of the poll; a connection, told by
+    its monitor, puts it back, and the message stored meanwhile is delivered."""
+    device = open_device(roles=("receive", "send"), tcp=True)
+    send = next(part for part in device.parts if isinstance(part, SendEndpoint))
+    producer = context.socket(zmq.DEALER)
+    producer.connect(device.bound()["receive"])
+    try:
+        producer.send_multipart(frames.encode_produce(b"1", [b"x"], ()))
+        wake_until(device, lambda: producer.poll(0) != 0, "the message stored and ACKed")
+    finally:
+        producer.close(0)
+    for _ in range(3):  # the monitor's first look, and a read of what may wait
+        wake(device, 0)
+    assert device.parts.agenda.resting(send, "interest")
+    assert send.socket not in polled_now(device)
+    consumer = context.socket(zmq.ROUTER)
+    consumer.connect(device.bound()["send"])
+    try:
+        wake_until(device, lambda: consumer.poll(0) != 0, "the stored message delivered")
+        assert not device.parts.agenda.resting(send, "interest")
+        assert send.socket in polled_now(device)
+    finally:
+        consumer.close(0)
+    wake_until(device, lambda: device.parts.agenda.resting(send, "interest"),
+               "out of the poll again")
+    assert send.socket not in polled_now(device)
 
 
 @pytest.mark.parametrize("role", ["send", "consume"])

@@ -68,6 +68,12 @@ class Agenda:
         self._due[timed] = AT_ONCE
         self._soonest = AT_ONCE
 
+    def changed_at(self, timed: Timed, step: str) -> None:
+        """``changed``, and ``timed`` has work for ``step`` again (``ask``): what a part
+        told of new work says (input waiting, something due)."""
+        self.changed(timed)
+        self.ask(timed, step)
+
     def timeout_ms(self, now: Now) -> int | None:
         """The poll's longest wait for the entries (None: none has a deadline)."""
         mono = now.mono

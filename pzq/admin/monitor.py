@@ -71,12 +71,9 @@ class Monitor(Part):
     tells_wait = True  # a request its descriptor will not tell (pzq.agenda)
 
     def join(self, agenda: Agenda) -> None:
-        self.quiet.on_unread = partial(self._unread, agenda)
+        # input left unread: the next wake at once, and its answer asked
+        self.quiet.on_unread = partial(agenda.changed_at, self, "answer")
         self._rest = partial(agenda.rest, self, "answer", self.quiet.fd)
-
-    def _unread(self, agenda: Agenda) -> None:
-        agenda.changed(self)  # the next wake at once, and its answer asked
-        agenda.ask(self, "answer")
 
     def bound(self) -> list[Socket]:
         return [self.socket]

@@ -18,6 +18,8 @@ has passed it).
 
 from __future__ import annotations
 
+from functools import partial
+
 from pzq.agenda import Agenda
 from pzq.clock import Now, poll_ms
 from pzq.delivery.expiry import FAR, MessageExpiry
@@ -52,11 +54,7 @@ class ExpirySweep(Part):
 
     def join(self, agenda: Agenda) -> None:
         self.agenda = agenda
-        self.expiry.on_sooner = self.topics.on_ages = self._changed
-
-    def _changed(self) -> None:
-        self.agenda.changed(self)
-        self.agenda.ask(self, "take")
+        self.expiry.on_sooner = self.topics.on_ages = partial(agenda.changed_at, self, "take")
 
     def timeout_ms(self, now: Now) -> int | None:
         soonest = self.expiry.soonest_us

@@ -25,13 +25,9 @@ class NodeUpkeep(Part):
     def join(self, agenda: Agenda) -> None:
         self.agenda = agenda
         self.store.log_sync.on_sooner = partial(agenda.changed, self)
-        self.topics.on_backfill = self._backfill_added
+        self.topics.on_backfill = partial(agenda.changed_at, self, "send_out")
         if not self.topics.backfill_due():
             agenda.rest(self, "send_out")  # (the common wake: nothing to backfill)
-
-    def _backfill_added(self) -> None:
-        self.agenda.changed(self)
-        self.agenda.ask(self, "send_out")
 
     def timeout_ms(self, now: Now) -> int | None:
         if self.topics.backfill_due():

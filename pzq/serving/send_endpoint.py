@@ -109,14 +109,11 @@ class SendEndpoint(Part):
     tells_wait = True  # connections to count: told by the monitor's socket (pzq.agenda)
 
     def join(self, agenda: Agenda) -> None:
-        self.connections.quiet.on_unread = partial(self._unread, agenda)
+        # input left unread: the next wake at once, and its answer asked
+        self.connections.quiet.on_unread = partial(agenda.changed_at, self, "answer")
         self._unpolled = partial(agenda.rest, self, "interest")
         self._polled = partial(agenda.ask, self, "interest")
         self._silent = partial(agenda.rest, self, "answer", self.connections.quiet.fd)
-
-    def _unread(self, agenda: Agenda) -> None:
-        agenda.changed(self)  # the next wake at once, and its answer asked
-        agenda.ask(self, "answer")
 
     def timeout_ms(self, now: Now) -> int | None:
         return 0 if self.connections.quiet.unread else None  # connections to count

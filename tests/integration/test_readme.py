@@ -38,7 +38,9 @@ def test_readme_is_valid_restructuredtext():
 def test_ci_runs_the_readme_test_command():
     start, test = quick_start_commands()
     assert (start, test) == ("scripts/start-node", "scripts/run-tests")
-    assert f"exec {test}" in (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(rf"^{test} \|\| tests=\$\?$", ci, re.M), ci
+    assert ci.rstrip().endswith('exit "$failed"')  # a failed check fails CI too
 
 
 @pytest.mark.timeout(10)
@@ -59,8 +61,11 @@ def test_every_node_option_is_in_the_options_table():
 
 
 @pytest.mark.timeout(10)
-def test_ci_builds_the_docs():
-    assert "scripts/build-docs" in (ROOT / ".ci" / "run").read_text()
+def test_ci_checks_the_code_beside_the_tests():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert '"$venv/bin/ruff" check .' in ci and '"$venv/bin/mypy"' in ci
+    # the docs are built by the suite (test_docs_build_without_a_warning), once
+    assert "scripts/build-docs" not in ci
 
 
 @pytest.mark.timeout(180)

@@ -132,22 +132,28 @@ class IntakePart(Part, Participant):
             self._failing = False
             log.warning("store_write_recovered")
         accepted, self._accepted = self._accepted, NOTHING_ACCEPTED
-        self.counters.stored += len(accepted)
-        scheduled = self.intake.take_scheduled()
-        if self.replicas and accepted:
+        alone = accepted.alone
+        stored = len(alone) + accepted.in_runs  # (len(accepted), without its call)
+        self.counters.stored += stored
+        if self.replicas and stored:
             self.cluster.replicate(accepted.every(), self._mono)
-        elif accepted:
-            self._ack_stored(accepted)
-        if self.replicas and scheduled:  # copied as any message, with their due times
-            self.cluster.replicate_scheduled(scheduled, self._mono)
-        elif scheduled:
-            self._owe_ok_to(scheduled)
+        elif stored:
+            self._ack_stored(accepted, alone)
+        if self.intake.scheduled:
+            scheduled = self.intake.take_scheduled()
+            if self.replicas:  # copied as any message, with their due times
+                self.cluster.replicate_scheduled(scheduled, self._mono)
+            else:
+                self._owe_ok_to(scheduled)
 
-    def _ack_stored(self, accepted: Accepted) -> None:
+    def _ack_stored(self, accepted: Accepted, alone: list[Stored]) -> None:
         """ACK the producers of what the batch stored (no copies to wait for): those
         sent alone together, each run of a produce batch at once."""
-        if accepted.alone:
-            self._owe_ok_to(accepted.alone)
+        if len(alone) == 1:  # (a message sent alone in its wake: no lists made for it)
+            routing_id, msg_id, _, _ = alone[0]
+            self.acks.owe_one_ok(routing_id, msg_id)
+        elif alone:
+            self._owe_ok_to(alone)
         for open_batch, first, stored in accepted.runs:
             self.acks.owe_run(open_batch, first, len(stored))
 
@@ -167,8 +173,7 @@ class IntakePart(Part, Participant):
         self.acks.flush()
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        self.acks.flush()
-        if self.acks:  # a full pipe refused some: sent again after a while
+        if self.acks.flush():  # a full pipe refused some: sent again after a while
             self._wait_changed()
 
     # -- stopping ------------------------------------------------------------------

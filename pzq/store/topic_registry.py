@@ -236,7 +236,8 @@ class TopicRegistry(Participant):
 
     def prepare(self, batch: Batch) -> None:
         self._batch = batch
-        self.counts.put_registry(batch)
+        if self.counts.dirty or self.counts.dirty_groups:
+            self.counts.put_registry(batch)
 
     def before_write(self) -> None:
         """Counts and registry entries go with the batch that changed them."""

@@ -131,7 +131,7 @@ class Intake(Participant):
             if each_rights is not None:
                 rights = each_rights[at]
             assert rights is not None
-            if batches.is_batch(raw):
+            if len(raw) > 2 and raw[2].startswith(batches.BATCH):  # (is_batch, no call)
                 self._take_batch(batch, raw, now_us, accepted, rights)
                 at += 1
             elif each_rights is not None:  # a run shares its first's rights: not here
@@ -309,15 +309,18 @@ class Intake(Participant):
         headers = produce.headers
         facts = self._known.get(headers)
         if facts is not None:
-            self._check_allowed(produce, facts.topic.name, rights)
+            if not rights.produces_anywhere:
+                self._check_allowed(produce, facts.topic.name, rights)
             return facts
         try:
-            name, tag = topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
+            name, tag = (topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
+                         if headers else (self.topics.default_topic, b""))
             dedup_id = dedup_id_of(headers) if headers else None
             times = message_times(headers, now_us) if headers else NO_TIMES
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
-        self._check_allowed(produce, name, rights)
+        if not rights.produces_anywhere:
+            self._check_allowed(produce, name, rights)
         topic = self.topics.topic(name, now_us)
         key = key_of(headers) if headers else None
         # a key's owner holds for the take; a message without one is spread (each asks)

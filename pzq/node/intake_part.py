@@ -28,6 +28,7 @@ from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.node.intake import Intake
 from pzq.node.intake_model import NOTHING_ACCEPTED, Accepted
+from pzq.node.outbox import LIMIT as ACKS_LIMIT
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.parts import Figures, Part
 from pzq.store.batch import Batch, Participant
@@ -94,7 +95,7 @@ class IntakePart(Part, Participant):
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """Producers are read while there is room for their ACKs and the node runs."""
-        self._taking = taking = delivering and not self.acks.full
+        self._taking = taking = delivering and self.acks.answers < ACKS_LIMIT  # (not full)
         if taking != self._registered or poller is not self._poller:  # (not again as it was)
             poller.register(self.socket, POLLIN if taking else 0)
             self._registered, self._poller = taking, poller
@@ -105,7 +106,7 @@ class IntakePart(Part, Participant):
         self._wait_changed = partial(agenda.changed, self)
 
     def timeout_ms(self, now: Now) -> int | None:
-        return RETRY_MS if self.acks else None  # ACKs a full pipe refused, again
+        return RETRY_MS if self.acks.answers else None  # ACKs a full pipe refused, again
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self._mono = now.mono

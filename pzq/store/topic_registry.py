@@ -251,7 +251,7 @@ class TopicRegistry(Participant):
         self.counts.applied()
         if self._writing_next_id is not None:
             self._stored_next_id = self._writing_next_id
-        self._batch_ended()
+        self._batch = self._writing_next_id = None  # (``_batch_ended``'s, on every batch)
 
     def failed(self) -> None:
         """Counts stay as they were; new topics and groups are written with the next

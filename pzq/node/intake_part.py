@@ -138,8 +138,11 @@ class IntakePart(Part, Participant):
         self.counters.stored += stored
         if self.replicas and stored:
             self.cluster.replicate(accepted.every(), self._mono)
+        elif stored == 1 and alone:  # (a message sent alone in its wake: no lists for it)
+            routing_id, msg_id, _, _ = alone[0]
+            self.acks.owe_one_ok(routing_id, msg_id)
         elif stored:
-            self._ack_stored(accepted, alone)
+            self._ack_stored(accepted)
         if self.intake.scheduled:
             scheduled = self.intake.take_scheduled()
             if self.replicas:  # copied as any message, with their due times
@@ -147,14 +150,11 @@ class IntakePart(Part, Participant):
             else:
                 self._owe_ok_to(scheduled)
 
-    def _ack_stored(self, accepted: Accepted, alone: list[Stored]) -> None:
+    def _ack_stored(self, accepted: Accepted) -> None:
         """ACK the producers of what the batch stored (no copies to wait for): those
         sent alone together, each run of a produce batch at once."""
-        if len(alone) == 1:  # (a message sent alone in its wake: no lists made for it)
-            routing_id, msg_id, _, _ = alone[0]
-            self.acks.owe_one_ok(routing_id, msg_id)
-        elif alone:
-            self._owe_ok_to(alone)
+        if accepted.alone:
+            self._owe_ok_to(accepted.alone)
         for open_batch, first, stored in accepted.runs:
             self.acks.owe_run(open_batch, first, len(stored))
 

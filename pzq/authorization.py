@@ -45,6 +45,8 @@ REMEMBERED = 4096  # answers kept per key before they are forgotten (and found a
 class Rights:
     """One key's rights, its patterns compiled; answers kept per topic (and group)."""
 
+    produces_anywhere = False  # True: ``may_produce`` is True for every topic (not asked)
+
     def __init__(self, produce: tuple[str, ...] = (), consume: tuple[str, ...] = (),
                  admin: bool = False) -> None:
         self.produce_patterns = produce
@@ -86,6 +88,8 @@ class Rights:
 
 class AllRights(Rights):
     """A node without --authorization: every key may do everything."""
+
+    produces_anywhere = True
 
     def may_produce(self, topic: str) -> bool:
         return True

@@ -25,14 +25,15 @@ class OpenBatch:
 
 class BatchAcks:
     def __init__(self) -> None:
-        self._open: dict[tuple[bytes, bytes], OpenBatch] = {}  # by routing id, batch id
+        # by routing id, batch id (asked as ``open``, not by a call, on every ACK)
+        self.open: dict[tuple[bytes, bytes], OpenBatch] = {}
 
     def __bool__(self) -> bool:
-        return bool(self._open)
+        return bool(self.open)
 
     def expect(self, routing_id: bytes, batch_id: bytes, count: int) -> OpenBatch:
         """A batch of ``count`` messages came: each is named by its token until answered."""
-        batch = self._open[routing_id, batch_id] = OpenBatch(routing_id, batch_id, count)
+        batch = self.open[routing_id, batch_id] = OpenBatch(routing_id, batch_id, count)
         return batch
 
     def answer(self, routing_id: bytes, token: bytes, ok: bool,
@@ -40,7 +41,7 @@ class BatchAcks:
         """None: not a batch's message; []: answered, the batch waits for others; else
         the batch's ACK, ready to send."""
         batch_id, sep, index_text = token.rpartition(b"\x00")
-        batch = self._open.get((routing_id, batch_id)) if sep else None
+        batch = self.open.get((routing_id, batch_id)) if sep else None
         if batch is None or not index_text.isdigit():
             return None
         index = int(index_text)
@@ -61,8 +62,8 @@ class BatchAcks:
     def _settled(self, batch: OpenBatch) -> list[bytes]:
         if batch.waiting:
             return []
-        if self._open.get((batch.routing_id, batch.batch_id)) is batch:
-            del self._open[batch.routing_id, batch.batch_id]
+        if self.open.get((batch.routing_id, batch.batch_id)) is batch:
+            del self.open[batch.routing_id, batch.batch_id]
         results: list[Result] = batch.results  # type: ignore[assignment]  # all answered
         return batches.encode_batch_ack(batch.routing_id, batch.batch_id, results)
 

@@ -57,7 +57,7 @@ class Intake(Participant):
         self.socket = socket
         self.authorization = authorization  # who may produce to which topics
         self.lanes = lanes  # PRIORITY: on a topic with priorities=on
-        self.scheduled = scheduled  # DELAY:, NOT-BEFORE: until due
+        self.scheduled_area = scheduled  # DELAY:, NOT-BEFORE: until due
         self.expiry = expiry  # TTL:, EXPIRES: in the expiry index
         self.routes = routes
         self.topics = topics
@@ -68,8 +68,12 @@ class Intake(Participant):
         self.dedup = dedup
         # Repeats of a message in the batch being built: answered once it is written.
         self._repeats: list[tuple[bytes, bytes]] = []
-        # Scheduled messages in the batch being built: ACKed (or copied) once written.
-        self._scheduled: list[ScheduledStored] = []
+        self.idle = True  # (Participant) until the batch being built holds a repeat
+        # Scheduled messages in the batch being built: ACKed (or copied) once written
+        # (asked only when there are some: pzq.node.intake_part).
+        self.scheduled: list[ScheduledStored] = []
+        # Whether any limit of room is set node-wide (a topic's own are looked at each)
+        self._room_limited = bool(limits.max_messages or limits.max_bytes)
         # What each header group said this take (a topic can go between takes)
         self._known: dict[tuple[bytes, ...], HeaderFacts] = {}
         self._run = StoredRun(topics)  # stored, not yet in the topic's log and counts
@@ -127,7 +131,7 @@ class Intake(Participant):
             if each_rights is not None:
                 rights = each_rights[at]
             assert rights is not None
-            if batches.is_batch(raw):
+            if len(raw) > 2 and raw[2].startswith(batches.BATCH):  # (is_batch, no call)
                 self._take_batch(batch, raw, now_us, accepted, rights)
                 at += 1
             elif each_rights is not None:  # a run shares its first's rights: not here
@@ -153,7 +157,7 @@ class Intake(Participant):
             self._refuse(refused)
             return 1
         count = alone_runs.run_length(raws, at, produce.headers) \
-            if at + 1 < len(raws) and together(facts, self.limits, now_us) else 1
+            if at + 1 < len(raws) and together(facts, now_us) else 1
         if count == 1:  # (a wake of one message, mostly: no run's few calls)
             self._accept(batch, produce, now_us, accepted.alone, rights, facts=facts)
             return 1
@@ -236,7 +240,7 @@ class Intake(Participant):
         except ProduceRefused as refused:
             self._refuse(refused)  # the first; each other one is refused on its own
             facts, alone = None, 1
-        if facts is None or not together(facts, self.limits, now_us):
+        if facts is None or not together(facts, now_us):
             for token, entry, size in islice(zip(tokens, run.entries, run.body_sizes,
                                                  strict=True), alone, None):
                 self._accept(batch, frames.Produce(routing_id, token, run.headers, (), size),
@@ -266,7 +270,8 @@ class Intake(Participant):
             if dedup_id is not None and seen_us is not None \
                     and self._repeated(produce, topic, dedup_id, seen_us, now_us):
                 return
-            self._check_room(batch, produce, topic)
+            if facts.room_limited:
+                self._check_room(batch, produce, topic)
         except ProduceRefused as refused:
             self._refuse(refused)
             return
@@ -276,17 +281,23 @@ class Intake(Participant):
             value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
         if facts.times.due_us > now_us:  # kept apart until due (pzq.store.scheduled)
             seq = batch.take_seq()
-            self.scheduled.add(batch, topic.name, facts.times.due_us, seq, value)
-            self._scheduled.append((produce.routing_id, produce.msg_id, seq,
+            self.scheduled_area.add(batch, topic.name, facts.times.due_us, seq, value)
+            self.scheduled.append((produce.routing_id, produce.msg_id, seq,
                                     facts.times.due_us, value))
             return
         seq = batch.add_message(value)
-        if facts.times.expires_us:
-            self.expiry.track(batch, facts.times.expires_us, seq)
-        if facts.times.priority and topic.priorities:
-            self.lanes.add(batch, topic, facts.times.priority, seq)
+        if facts.times.expires_us or facts.times.priority:
+            self._index(batch, facts, seq)
         self._run.note(batch, seq, topic, tag, len(value))
         accepted.append((produce.routing_id, produce.msg_id, seq, value))
+
+    def _index(self, batch: Batch, facts: HeaderFacts, seq: int) -> None:
+        """A stored message with an expiry or a priority in their indexes."""
+        times, topic = facts.times, facts.topic
+        if times.expires_us:
+            self.expiry.track(batch, times.expires_us, seq)
+        if times.priority and topic.priorities:
+            self.lanes.add(batch, topic, times.priority, seq)
 
     def _read_headers(self, produce: frames.Produce, now_us: int,
                       rights: Rights) -> HeaderFacts:
@@ -298,22 +309,26 @@ class Intake(Participant):
         headers = produce.headers
         facts = self._known.get(headers)
         if facts is not None:
-            self._check_allowed(produce, facts.topic.name, rights)
+            if not rights.produces_anywhere:
+                self._check_allowed(produce, facts.topic.name, rights)
             return facts
         try:
-            name, tag = topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
+            name, tag = (topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
+                         if headers else (self.topics.default_topic, b""))
             dedup_id = dedup_id_of(headers) if headers else None
             times = message_times(headers, now_us) if headers else NO_TIMES
         except ValueError as exc:
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
-        self._check_allowed(produce, name, rights)
+        if not rights.produces_anywhere:
+            self._check_allowed(produce, name, rights)
         topic = self.topics.topic(name, now_us)
         key = key_of(headers) if headers else None
         # a key's owner holds for the take; a message without one is spread (each asks)
         moved = (self.routes.refusal(topic, key, self._mono)
                  if topic.partitions and key is not None else None)
+        limited = self._room_limited or bool(topic.max_messages or topic.max_bytes)
         facts = self._known[headers] = HeaderFacts(topic, tag, dedup_id, key, moved,
-                                                       times)
+                                                       times, limited)
         return facts
 
     def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:
@@ -341,6 +356,7 @@ class Intake(Participant):
         self.counters.duplicates += 1
         if self.dedup.in_batch(topic.id, dedup_id):
             self._repeats.append((produce.routing_id, produce.msg_id))
+            self.idle = False
         else:
             self.acks.owe(produce.routing_id, produce.msg_id, True, frames.DUPLICATE)
         return True
@@ -349,18 +365,20 @@ class Intake(Participant):
         for routing_id, msg_id in self._repeats:
             self.acks.owe(routing_id, msg_id, True, frames.DUPLICATE)
         self._repeats = []
+        self.idle = True
 
     def take_scheduled(self) -> list[ScheduledStored]:
         """The batch is written: its scheduled messages, to ACK or to copy first."""
-        scheduled, self._scheduled = self._scheduled, []
+        scheduled, self.scheduled = self.scheduled, []
         self.counters.stored += len(scheduled)
         return scheduled
 
     def failed(self) -> None:
-        for routing_id, msg_id in self._repeats + [(r, m) for r, m, _, _, _ in self._scheduled]:
+        for routing_id, msg_id in self._repeats + [(r, m) for r, m, _, _, _ in self.scheduled]:
             self.acks.owe(routing_id, msg_id, False, b"not stored: the store write failed")
         self._repeats = []
-        self._scheduled = []
+        self.scheduled = []
+        self.idle = True
 
     def _check_room(self, batch: Batch, produce: frames.Produce, topic: Topic) -> None:
         """Refuse, never drop, once the queue is at --max-messages or --max-bytes, or

@@ -36,6 +36,7 @@ class HeaderFacts(NamedTuple):
     key: bytes | None  # a partitioned topic's
     moved: str | None  # a key's partition is another node's: the refusal naming it
     times: MessageTimes  # its due time, expiry and priority (pzq.protocol.time_headers)
+    room_limited: bool  # a limit of room to check (--max-messages, --max-bytes, the topic's)
 
 
 class Accepted:
@@ -69,7 +70,14 @@ class StoredRun:
         self.size = 0
 
     def note(self, batch: Batch, seq: int, topic: Topic, tag: bytes, size: int) -> None:
-        self.note_seqs(batch, (seq,), topic, tag, size)
+        """``note_seqs`` of one (a message sent alone: no tuple, no calls but the
+        flush of a run of another topic or tag)."""
+        if topic is not self.topic or tag != self.tag:
+            if self.topic is not None:
+                self.flush(batch)
+            self.topic, self.tag = topic, tag
+        self.seqs.append(seq)
+        self.size += size
 
     def note_seqs(self, batch: Batch, seqs: Iterable[int], topic: Topic, tag: bytes,
                   size: int) -> None:
@@ -86,12 +94,11 @@ class StoredRun:
         self.topic, self.seqs, self.size = None, [], 0
 
 
-def together(facts: HeaderFacts, limits: IntakeLimits, now_us: int) -> bool:
+def together(facts: HeaderFacts, now_us: int) -> bool:
     """Whether messages with these headers need no look at each: no DEDUP-ID, no
     due time, expiry or priority, no partitions and no limit of room to check."""
     topic, times = facts.topic, facts.times
     return (facts.dedup_id is None and not topic.partitions
             and times.due_us <= now_us and not times.expires_us
             and not (times.priority and topic.priorities)
-            and not (limits.max_messages or limits.max_bytes or topic.max_messages
-                     or topic.max_bytes))
+            and not facts.room_limited)

@@ -28,6 +28,7 @@ from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.node.intake import Intake
 from pzq.node.intake_model import NOTHING_ACCEPTED, Accepted
+from pzq.node.outbox import LIMIT as ACKS_LIMIT
 from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.parts import Figures, Part
 from pzq.store.batch import Batch, Participant
@@ -94,7 +95,7 @@ class IntakePart(Part, Participant):
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """Producers are read while there is room for their ACKs and the node runs."""
-        self._taking = taking = delivering and not self.acks.full
+        self._taking = taking = delivering and self.acks.answers < ACKS_LIMIT  # (not full)
         if taking != self._registered or poller is not self._poller:  # (not again as it was)
             poller.register(self.socket, POLLIN if taking else 0)
             self._registered, self._poller = taking, poller
@@ -105,7 +106,7 @@ class IntakePart(Part, Participant):
         self._wait_changed = partial(agenda.changed, self)
 
     def timeout_ms(self, now: Now) -> int | None:
-        return RETRY_MS if self.acks else None  # ACKs a full pipe refused, again
+        return RETRY_MS if self.acks.answers else None  # ACKs a full pipe refused, again
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self._mono = now.mono
@@ -132,16 +133,22 @@ class IntakePart(Part, Participant):
             self._failing = False
             log.warning("store_write_recovered")
         accepted, self._accepted = self._accepted, NOTHING_ACCEPTED
-        self.counters.stored += len(accepted)
-        scheduled = self.intake.take_scheduled()
-        if self.replicas and accepted:
+        alone = accepted.alone
+        stored = len(alone) + accepted.in_runs  # (len(accepted), without its call)
+        self.counters.stored += stored
+        if self.replicas and stored:
             self.cluster.replicate(accepted.every(), self._mono)
-        elif accepted:
+        elif stored == 1 and alone:  # (a message sent alone in its wake: no lists for it)
+            routing_id, msg_id, _, _ = alone[0]
+            self.acks.owe_one_ok(routing_id, msg_id)
+        elif stored:
             self._ack_stored(accepted)
-        if self.replicas and scheduled:  # copied as any message, with their due times
-            self.cluster.replicate_scheduled(scheduled, self._mono)
-        elif scheduled:
-            self._owe_ok_to(scheduled)
+        if self.intake.scheduled:
+            scheduled = self.intake.take_scheduled()
+            if self.replicas:  # copied as any message, with their due times
+                self.cluster.replicate_scheduled(scheduled, self._mono)
+            else:
+                self._owe_ok_to(scheduled)
 
     def _ack_stored(self, accepted: Accepted) -> None:
         """ACK the producers of what the batch stored (no copies to wait for): those
@@ -167,8 +174,7 @@ class IntakePart(Part, Participant):
         self.acks.flush()
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        self.acks.flush()
-        if self.acks:  # a full pipe refused some: sent again after a while
+        if self.acks.flush():  # a full pipe refused some: sent again after a while
             self._wait_changed()
 
     # -- stopping ------------------------------------------------------------------

@@ -40,18 +40,18 @@ class ProducerAcks:
         # each ACK with how many messages it answers (a produce batch's: all of them),
         # which the figures count
         self._waiting: deque[Ack] = deque()
-        self._answers = 0  # messages the waiting ACKs answer
+        self.answers = 0  # messages the waiting ACKs answer (asked as this, not by len)
         self.batches = BatchAcks()  # produce batches: one ACK once all are answered
         # messages whose ACK says the node speaks produce batches (they asked)
         self._asked: set[tuple[bytes, bytes]] = set()
 
     def __len__(self) -> int:
         """Messages whose ACK waits to be sent."""
-        return self._answers
+        return self.answers
 
     @property
     def full(self) -> bool:
-        return self._answers >= LIMIT
+        return self.answers >= LIMIT
 
     def owe(self, routing_id: bytes, msg_id: bytes, ok: bool, status: bytes = b"") -> None:
         if not ok:
@@ -67,12 +67,21 @@ class ProducerAcks:
         (the frames of encode_producer_ack) unless a produce batch waits for answers
         or a message asked whether the node speaks them."""
         self.counters.acks_ok += len(msg_ids)
-        if self.batches or self._asked:
+        if self.batches.open or self._asked:
             each(self._answer, routing_ids, msg_ids, repeat(True), repeat(b""))
             return
         self._waiting += zip(zip(routing_ids, msg_ids, repeat(frames.STATUS_OK), repeat(b"")),
                              repeat(1))
-        self._answers += len(msg_ids)
+        self.answers += len(msg_ids)
+
+    def owe_one_ok(self, routing_id: bytes, msg_id: bytes) -> None:
+        """``owe_ok`` of one message (a wake's message sent alone: no lists, no map)."""
+        self.counters.acks_ok += 1
+        if self.batches.open or self._asked:
+            self._answer(routing_id, msg_id, True, b"")
+            return
+        self._waiting.append(((routing_id, msg_id, frames.STATUS_OK, b""), 1))
+        self.answers += 1
 
     def owe_run(self, batch: OpenBatch, first: int, count: int) -> None:
         """ACK "1" owed for the members ``first`` to ``first + count`` of a produce
@@ -108,20 +117,18 @@ class ProducerAcks:
 
     def _wait(self, ack: Sequence[bytes], answers: int) -> None:
         self._waiting.append((ack, answers))
-        self._answers += answers
+        self.answers += answers
 
     def asked_protocol(self, routing_id: bytes, msg_id: bytes) -> None:
         """The message asked whether the node speaks produce batches: its ACK says so."""
         self._asked.add((routing_id, msg_id))
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
         """Send what the pipes take now, by map (pzq.zmqio.send_messages); an ACK a full
         pipe refuses waits for the next wake, one to a producer gone is dropped, and
-        those after either are sent."""
+        those after either are sent. True when some wait still."""
         if len(self._waiting) <= 1:  # (a wake of one message: no map's few calls)
-            if self._waiting:
-                self._flush_one()
-            return
+            return bool(self._waiting) and self._flush_one()
         waiting = list(self._waiting)
         acks = list(map(FRAMES, waiting))
         refused: deque[Ack] = deque()
@@ -130,7 +137,7 @@ class ProducerAcks:
             end, error = send_messages(self.socket, acks, start)
             answers = sum(map(ANSWERS, islice(waiting, start, end)))
             self.counters.producer_acks_sent += answers
-            self._answers -= answers
+            self.answers -= answers
             start = end + 1
             if error is None:
                 break
@@ -138,18 +145,21 @@ class ProducerAcks:
             if self._refused(waiting[end], error):
                 refused.append(waiting[end])
         self._waiting = refused
+        return bool(refused)
 
-    def _flush_one(self) -> None:
+    def _flush_one(self) -> bool:
+        """``flush`` of the one ACK waiting: True when it waits still."""
         ack = self._waiting[0]
         try:
             send_frames(self.socket, ack[0])
         except zmq.ZMQError as error:
             if self._refused(ack, error):
-                return
+                return True
         else:
             self.counters.producer_acks_sent += ack[1]
-            self._answers -= ack[1]
+            self.answers -= ack[1]
         self._waiting.clear()
+        return False
 
     def _refused(self, ack: Ack, error: zmq.ZMQError) -> bool:
         """An ACK not sent: True when it waits for room (a full pipe), False when it is
@@ -159,7 +169,7 @@ class ProducerAcks:
         if error.errno != errno.EHOSTUNREACH:
             raise error
         self.counters.producer_acks_dropped += ack[1]  # that producer is gone
-        self._answers -= ack[1]
+        self.answers -= ack[1]
         return False
 
     def flush_before_exit(self, seconds: float) -> None:

@@ -95,7 +95,7 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
     if not parts:
         raise ProduceRefused("message has no body part after the empty frame",
                                routing_id, msg_id)
-    body_size = sum(len(part) for part in parts)
+    body_size = sum(map(len, parts))
     if body_size > max_body_size:
         raise ProduceRefused(
             f"message body of {body_size} bytes exceeds the limit of {max_body_size} bytes",

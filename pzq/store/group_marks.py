@@ -147,6 +147,8 @@ class GroupMarks:
     def written(self) -> None:
         """The batch's marks are stored; a group with too many lets its set go, one
         with few again is read at its next question."""
+        if not self._kept and not self._unkept:  # (no named group has asked)
+            return
         for group_id in [group_id for group_id, kept in self._kept.items()
                          if len(kept) > MARKS_KEPT]:
             self._unkept[group_id] = len(self._kept.pop(group_id))

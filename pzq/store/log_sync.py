@@ -30,8 +30,9 @@ class LogSync:
         """The next write must be synced."""
         if self.hard:
             return True
-        wait = self.wait_s(now)
-        return wait is not None and wait <= 0
+        if self.unsynced_since is None or self.interval_s <= 0:  # (``wait_s`` None)
+            return False
+        return max(self.unsynced_since + self.interval_s, self._retry_at) <= now
 
     def written(self, synced: bool, now: float) -> None:
         if synced:

@@ -21,6 +21,8 @@ from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
 
 VERSION = 1
 FIXED = struct.Struct(">BQQI")
+HEAD = struct.Struct(">BQQII")  # the fixed fields and the msg id's length
+NO_HEADERS_ONE_PART = struct.Struct(">III")  # no headers; one part, its length
 BOOKKEEPING = struct.Struct(">QI")  # first_delivered_us, deliveries
 BOOKKEEPING_OFFSET = 1 + 8
 NEVER_DELIVERED = bytes(BOOKKEEPING.size)  # the bookkeeping of a record not yet delivered
@@ -46,6 +48,10 @@ class Record:
 
 def encode(msg_id: bytes, headers: tuple[bytes, ...], parts: tuple[bytes, ...],
            stored_us: int) -> bytes:
+    if not headers and len(parts) == 1:  # (most messages sent alone: two packs)
+        part = parts[0]
+        return b"".join((HEAD.pack(VERSION, stored_us, 0, 0, len(msg_id)), msg_id,
+                         NO_HEADERS_ONE_PART.pack(0, 1, len(part)), part))
     return b"".join([FIXED.pack(VERSION, stored_us, 0, 0), LENGTH.pack(len(msg_id)), msg_id,
                      *group_chunks(headers), *group_chunks(parts)])
 

@@ -65,11 +65,14 @@ class TopicCounts:
         """The final registry entries and counts, just before the batch is written."""
         for topic in self.dirty:
             batch.put(keyspace.topic_key(topic.name.encode()), topic.encode())
-        for topic in self.dirty | set(self.deltas):
+        # (the sets made only when entries changed: most batches change counts alone)
+        for topic in self.dirty | self.deltas.keys() if self.dirty else self.deltas:
             messages, size = self.deltas.get(topic, (0, 0))
             batch.put(keyspace.counts_key(topic.id),
                       COUNTS.pack(topic.messages + messages, topic.stored_bytes + size))
-        for group in self.dirty_groups | set(self.group_deltas):
+        if not (self.dirty_groups or self.group_deltas):
+            return
+        for group in self.dirty_groups | self.group_deltas.keys():
             if group.topic.groups.get(group.name) is not group:
                 continue  # removed meanwhile
             if group in self.dirty_groups:
@@ -79,15 +82,21 @@ class TopicCounts:
             batch.put(keyspace.counts_key(group.id), COUNTS.pack(backlog, group.floor))
 
     def applied(self) -> None:
-        for topic, (messages, size) in self.deltas.items():
-            topic.messages += messages
-            topic.stored_bytes += size
-        for group, change in self.group_deltas.items():
-            group.backlog += change
-        self.deltas = {}
-        self.group_deltas = {}
-        self.dirty = set()
-        self.dirty_groups = set()
+        """The batch is written: its changes are the figures (containers made anew
+        only when something was in them)."""
+        if self.deltas:
+            for topic, (messages, size) in self.deltas.items():
+                topic.messages += messages
+                topic.stored_bytes += size
+            self.deltas = {}
+        if self.group_deltas:
+            for group, change in self.group_deltas.items():
+                group.backlog += change
+            self.group_deltas = {}
+        if self.dirty:
+            self.dirty = set()
+        if self.dirty_groups:
+            self.dirty_groups = set()
 
     def dropped(self) -> None:
         """Counts stay as they were; changed entries are written with the next batch."""

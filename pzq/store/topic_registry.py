@@ -236,7 +236,8 @@ class TopicRegistry(Participant):
 
     def prepare(self, batch: Batch) -> None:
         self._batch = batch
-        self.counts.put_registry(batch)
+        if self.counts.dirty or self.counts.dirty_groups:
+            self.counts.put_registry(batch)
 
     def before_write(self) -> None:
         """Counts and registry entries go with the batch that changed them."""
@@ -250,7 +251,7 @@ class TopicRegistry(Participant):
         self.counts.applied()
         if self._writing_next_id is not None:
             self._stored_next_id = self._writing_next_id
-        self._batch_ended()
+        self._batch = self._writing_next_id = None  # (``_batch_ended``'s, on every batch)
 
     def failed(self) -> None:
         """Counts stay as they were; new topics and groups are written with the next

@@ -367,7 +367,8 @@ class Topics(TopicRegistry):
 
     def written(self) -> None:
         self.marks.written()
-        super().written()
+        super().written()  # (not by ``_batch_ended``: its calls on every batch)
+        self._release_asked = NOT_ASKED
 
     def failed(self) -> None:
         self.marks.failed()

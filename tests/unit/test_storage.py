@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pzq.errors import DecodeError, StoreError
+from pzq.protocol.frame_groups import LENGTH, group_chunks
 from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import keyspace, record
 from pzq.store.store import Store
@@ -20,6 +21,16 @@ def test_record_round_trip_and_bookkeeping_splice():
     assert len(spliced) == len(value)
     assert record.bookkeeping(spliced) == (99, 3)
     assert record.decode(spliced).parts == stored.parts
+
+
+def test_a_record_of_one_part_without_headers_has_the_layout_of_every_record():
+    """Such a record (most messages sent alone) is packed in one step of its own."""
+    for msg_id, part in ((b"m1", b"body"), (b"", b""), (b"id" * 40, b"x" * 70_000)):
+        value = record.encode(msg_id, (), (part,), stored_us=7)
+        assert value == b"".join([record.FIXED.pack(record.VERSION, 7, 0, 0),
+                                  LENGTH.pack(len(msg_id)), msg_id, *group_chunks(()),
+                                  *group_chunks((part,))])
+        assert record.decode(value) == record.Record(msg_id, (), (part,), 7, 0, 0)
 
 
 @pytest.mark.parametrize("cut", [0, 5, 21, 30, -1])

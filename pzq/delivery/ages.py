@@ -59,9 +59,8 @@ class TopicAges:
         return ages
 
     def _first_logged(self, topic: Topic) -> bytes | None:
-        for key, _ in self.store.iterate(keyspace.topic_log_prefix(topic.id), values=False):
-            return self.store.get_own(keyspace.seq_at_end(key))
-        return None
+        seq = self.topics.logs.oldest(topic.id)
+        return None if seq is None else self.store.get_own(seq)
 
     def _walk(self, wanted: set[str]) -> dict[str, bytes]:
         """The first stored record of each wanted topic, looking at WALK_AT_MOST own

@@ -260,10 +260,13 @@ def mark_block_key(group_id: int, first: int) -> bytes:
     return GROUP_DONE_PREFIX + ID.pack(group_id) + SEQ.pack(first)
 
 
+BIT_DIGITS = bytes.maketrans(b"01", b"\x00\x01")  # a bitmap's digits as bytes 0 and 1
+
+
 def marked_seqs(first: int, bits: int) -> list[int]:
-    """The seqs a block's bitmap marks, ascending, picked in C."""
-    digits = bin(bits)[:1:-1]  # bit 0 first
-    return list(compress(range(first, first + len(digits)), map("1".__eq__, digits)))
+    """The seqs a block's bitmap marks, ascending, picked in C (no call a bit)."""
+    digits = bin(bits)[:1:-1].encode().translate(BIT_DIGITS)  # bit 0 first
+    return list(compress(range(first, first + len(digits)), digits))
 
 
 def delivered_key(group_id: int) -> bytes:

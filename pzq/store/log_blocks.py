@@ -156,7 +156,16 @@ class LogBlocks:
             start = firsts[at]
             if start > newest:
                 break
-            _expand(blocks[start], start, window(start, first, newest + 1), takes, seqs, tags)
+            # the seqs a dense block holds first, then the rest only if they fall short
+            block = blocks[start]
+            low, top = max(first, start), min(newest + 1, start + MARK_BLOCK)
+            cut = low + count - len(seqs)
+            if cut < top:
+                _expand(block, start, low, window(start, low, cut), takes, seqs, tags)
+                if len(seqs) < count:
+                    _expand(block, start, cut, window(start, cut, top), takes, seqs, tags)
+            else:
+                _expand(block, start, low, window(start, low, top), takes, seqs, tags)
             if len(seqs) >= count:
                 del seqs[count:], tags[count:]
                 return seqs, tags, seqs[-1] >= newest
@@ -211,21 +220,23 @@ def window(start: int, first: int, top: int) -> int:
     return bits
 
 
-def _expand(block: dict[bytes, int], start: int, bounds: int,
+def _expand(block: dict[bytes, int], start: int, low: int, bounds: int,
             takes: Callable[[bytes], bool] | None, seqs: list[int], tags: list[bytes]) -> None:
-    """The seqs (and tags) of the block from ``start`` within ``bounds`` of the tags
-    ``takes``, added to ``seqs`` and ``tags`` in order, expanded in C."""
+    """The seqs (and tags) of the block from ``start`` within ``bounds`` (none below
+    ``low``) of the tags ``takes``, added to ``seqs`` and ``tags`` in order, expanded
+    in C from ``low``."""
+    shift = low - start
     if len(block) == 1:  # (mostly: one tag)
         ((tag, bits),) = block.items()
         if takes is None or takes(tag):
-            found = marked_seqs(start, bits & bounds)
+            found = marked_seqs(low, (bits & bounds) >> shift)
             seqs += found
             tags += repeat(tag, len(found))
         return
     pairs: list[tuple[int, bytes]] = []
     for tag, bits in block.items():
         if takes is None or takes(tag):
-            pairs += zip(marked_seqs(start, bits & bounds), repeat(tag))
+            pairs += zip(marked_seqs(low, (bits & bounds) >> shift), repeat(tag))
     pairs.sort(key=FIRST)
     seqs += map(FIRST, pairs)
     tags += map(SECOND, pairs)

@@ -136,3 +136,29 @@ def test_the_oldest_logged_message_is_the_lowest_bit_of_the_first_block(tmp_path
     assert topics.logs.oldest(orders) == 1025
     assert topics.logs.kept() == 1
     store.close()
+
+
+def test_a_read_is_the_reference_s_for_any_start_end_count_and_filter(tmp_path):
+    """Blocks dense and sparse, tags mixed: every read the first ``count`` of what a
+    sorted list of the log says from ``first`` to ``newest``, and says it reached
+    ``newest`` only when nothing is left (and surely when it returned fewer)."""
+    store, topics = open_node(tmp_path / "db")
+    rng = random.Random(5)
+    logged = sorted(rng.sample(range(6000), 2500) + list(range(6000, 7100)))
+    tagged = [(seq, rng.choice((b"a", b"b", b"ab"))) for seq in logged]
+    batch = store.begin()
+    topics.logs.add_tagged(batch, 9, tagged)
+    store.commit(batch)
+    takes_a = b"a".__le__  # (any order of tags will do: a filter of some of them)
+    for _ in range(400):
+        first, newest = sorted(rng.randrange(7300) for _ in range(2))
+        count = rng.choice((1, 3, 100, 1000, 5000))
+        takes = rng.choice((None, takes_a))
+        wanted = [(seq, tag) for seq, tag in tagged if first <= seq <= newest
+                  and (takes is None or takes(tag))]
+        seqs, tags, reached = topics.logs.read(9, first, newest, count, takes)
+        assert list(zip(seqs, tags, strict=True)) == wanted[:count], (first, newest, count)
+        assert reached <= (len(wanted) <= count)  # reached: nothing more (less: sure)
+        assert reached >= (len(wanted) < count)
+    assert topics.logs.walk(9) == tagged == stored_log(store, 9)
+    store.close()

@@ -57,11 +57,10 @@ class TopicWalks:
                 batch.delete_message(seq, len(value))
                 self.topics.counts.count(topic, -1, -len(value))
                 self._out_of_backlogs(topic, seq, tag)
-            if topic.log_from is not None:
-                batch.delete(keyspace.topic_log_key(topic.id, seq))
             for holder in holders_of:
                 batch.delete(keyspace.group_count_key(holder, seq))
             deleted.append(seq)
+        self.topics.logs.remove(batch, topic.id, deleted)  # one write a block, as the marks
         for holder in holders_of:  # their marks: the bits cleared, one write a block
             self.topics.marks.unmark_all(batch, holder, deleted)
         self.holders.tell_holders(batch, deleted, DEFAULT_GROUP, [], mono)
@@ -75,7 +74,6 @@ class TopicWalks:
                     batch.delete(key)
         self.store.commit(batch)
         self.topics.marks.reread()  # a removed group's marks went by key, not through Topics
-        self.topics.log_windows.changed(topic.id)  # and its log entries
         self.topics.group_removed()
         self._let_go(topic, deleted, drop_groups)
         return len(deleted)

@@ -6,9 +6,9 @@ A message's age runs from when it could first be delivered: when it was stored, 
 its due time for a scheduled one (pzq.protocol.time_headers). A group's oldest is its
 delivery state's (pzq.delivery.state.DeliveryState.oldest_open: what is out or given
 back, and one read at its cursor). A topic with a log has its oldest at the log's
-first key; the others' are found by one walk of the own messages for all of them,
-from where the last walk found each (messages below that are other topics', or
-gone), at most WALK_AT_MOST keys a call.
+first message (pzq.store.log_blocks, in memory); the others' are found by one walk
+of the own messages for all of them, from where the last walk found each (messages
+below that are other topics', or gone), at most WALK_AT_MOST keys a call.
 """
 
 from __future__ import annotations
@@ -59,9 +59,8 @@ class TopicAges:
         return ages
 
     def _first_logged(self, topic: Topic) -> bytes | None:
-        for key, _ in self.store.iterate(keyspace.topic_log_prefix(topic.id), values=False):
-            return self.store.get_own(keyspace.seq_at_end(key))
-        return None
+        seq = self.topics.logs.oldest(topic.id)
+        return None if seq is None else self.store.get_own(seq)
 
     def _walk(self, wanted: set[str]) -> dict[str, bytes]:
         """The first stored record of each wanted topic, looking at WALK_AT_MOST own

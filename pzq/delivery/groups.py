@@ -48,7 +48,6 @@ ONCE = record.BOOKKEEPING.pack(0, 1)  # a group's count of a message it delivere
 BOOKKEEPING_OF = itemgetter(slice(record.BOOKKEEPING_OFFSET, BOOKKEEPING_END))
 KEY, VALUE = itemgetter(0), itemgetter(1)
 OWN_SEQ = itemgetter(slice(len(keyspace.OWN_PREFIX), None))  # an own key: prefix, seq
-LOG_SEQ = itemgetter(slice(len(keyspace.topic_log_prefix(0)), None))  # a log key: prefix, seq
 
 
 def without_bookkeeping(value: bytes) -> bytes:
@@ -105,58 +104,22 @@ class GroupArea:
         return Chunk([], next_seq)
 
     def _walk_log(self, start_seq: int, limit: int) -> tuple[list[int], list[bytes], int]:
-        """The seqs and tags of up to ``limit`` log entries the group's filter takes,
-        looking at no more than LOOK_AT_MOST keys; with the seq the next walk starts at."""
+        """The seqs and tags of up to ``limit`` messages of the topic's log (in memory,
+        shared by its groups) the group's filter takes, no more than LOOK_AT_MOST; with
+        the seq the next walk starts at."""
         group = self.group
         first = max(start_seq, group.start_seq, group.floor)
-        # LevelDB finds the end of a range by walking on to the next live key, past
-        # every deleted one (those of acked messages, until a compaction): a walk
-        # stops at the newest message instead.
+        # a read stops at the topic's newest message (the seqs past it are other topics')
         newest = group.topic.newest if group.topic.newest >= 0 else self.store.next_seq - 1
         end = max(first, self.end_seq())
         if first > newest:
             return [], [], end  # newer messages are other topics'
-        if group.filter:
-            return self._walk_filtered(first, newest, end, limit)
-        topic_id = group.topic.id
         count = min(limit, LOOK_AT_MOST)
-        if len(group.topic.groups) > 1:  # the topic's log read ahead once for its groups
-            seqs, tags, reached = self.topics.log_windows.of(topic_id).read(first, newest,
-                                                                            count)
-            if not seqs:
-                return [], [], end
-            return seqs, tags, end if reached else seqs[-1] + 1
-        pairs = self.store.read_up_to(keyspace.topic_log_prefix(topic_id),
-                                      keyspace.topic_log_key(topic_id, first),
-                                      keyspace.topic_log_key(topic_id, newest), count)
-        if not pairs:
-            return [], [], end
-        seqs = list(map(int.from_bytes, map(LOG_SEQ, map(KEY, pairs))))
-        tags = list(map(VALUE, pairs))
-        if seqs[-1] >= newest or len(pairs) < count:
+        seqs, tags, reached = self.topics.logs.read(group.topic.id, first, newest, count,
+                                                    group.takes if group.filter else None)
+        if not seqs or reached:
             return seqs, tags, end
         return seqs, tags, seqs[-1] + 1
-
-    def _walk_filtered(self, first: int, newest: int, end: int,
-                       limit: int) -> tuple[list[int], list[bytes], int]:
-        """_walk_log for a group with a filter: a look at each tag."""
-        group = self.group
-        seqs: list[int] = []
-        tags: list[bytes] = []
-        looked = 0
-        prefix = keyspace.topic_log_prefix(group.topic.id)
-        seq_of, seq_at = keyspace.SEQ.unpack_from, len(prefix)  # a log key: prefix, seq
-        for key, tag in self.store.iterate(prefix, keyspace.topic_log_key(group.topic.id, first)):
-            seq = seq_of(key, seq_at)[0]
-            looked += 1
-            if group.takes(tag):
-                seqs.append(seq)
-                tags.append(tag)
-            if seq >= newest:
-                break
-            if len(seqs) >= limit or looked >= LOOK_AT_MOST:
-                return seqs, tags, seq + 1
-        return seqs, tags, end
 
     def _found(self, seqs: list[int], tags: list[bytes]
                ) -> tuple[list[tuple[int, bytes]], bool]:

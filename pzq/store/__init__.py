@@ -11,6 +11,7 @@
 - ``topic_registry``: the registries of topics and groups
 - ``topics``: one stored copy of each message and who is done with it (``Topics``)
 - ``topic_log``: a topic's log of its messages' tags, and its backfill
+- ``log_blocks``: the topics' logs in blocks of seqs by tag, on disk and in memory
 - ``topic_counts``: the figures and registry entries a batch changes
 - ``group_marks``: what a group is done with before the others
 - ``dedup``: producers' de-duplication ids

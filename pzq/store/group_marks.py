@@ -131,7 +131,7 @@ class GroupMarks:
         """The bits of ``seqs`` set (``marked``) or cleared in the group's blocks, each
         block changed written once (deleted when left empty)."""
         blocks = self._blocks
-        for first, mask in _masks(seqs):
+        for first, mask in block_masks(seqs):
             old = self._bits(group_id, first)
             bits = old | mask if marked else old & ~mask
             if bits == old:
@@ -174,7 +174,7 @@ class GroupMarks:
         self._blocks = {}
 
 
-def _masks(seqs: list[int]) -> list[tuple[int, int]]:
+def block_masks(seqs: list[int]) -> list[tuple[int, int]]:
     """(block's first seq, the bits of ``seqs`` in it) for each block ``seqs`` fall in:
     one int over the span made in C (a run: one shift), cut a block at a time."""
     low, high = min(seqs), max(seqs)

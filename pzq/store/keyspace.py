@@ -18,8 +18,13 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
                          store's format version (see pzq.store.store_format)
     T <topic>            a topic: JSON settings (id, limits, whether default reads it,
                          where its log starts)
-    i <topic:4> <seq:8>  a topic's log, kept once it has a named group: one entry per own
-                         message of it, value its TAG (see pzq.store.topic_log)
+    j <topic:4> <block:8> <tag>
+                         a topic's log, kept once it has a named group: its own messages of
+                         one TAG in blocks of MARK_BLOCK seqs, the key's seq the block's
+                         first, the value a bitmap of the block as the marks' (see
+                         pzq.store.log_blocks; format 5)
+    i <topic:4> <seq:8>  the same log as stores before format 5 kept it: an entry a
+                         message, value its TAG (their upgrade reads it)
     G <topic:4> <group>  a consumer group of a topic: JSON settings (id, start seq, filter)
     n <id:4>             counts that move with the batches: a topic's stored messages and
                          bytes, a group's backlog and floor
@@ -89,7 +94,8 @@ OWED_DONE_PREFIX = b"O"
 REPLICA_DONE_PREFIX = b"R"
 META_PREFIX = b"M"
 TOPIC_PREFIX = b"T"
-TOPIC_LOG_PREFIX = b"i"
+TOPIC_LOG_PREFIX = b"i"  # before format 5
+LOG_BLOCK_PREFIX = b"j"
 GROUP_PREFIX = b"G"
 GROUP_DONE_PREFIX = b"a"
 COUNTS_PREFIX = b"n"
@@ -211,12 +217,25 @@ def counts_key(owner_id: int) -> bytes:
     return COUNTS_PREFIX + ID.pack(owner_id)
 
 
-def topic_log_prefix(topic_id: int) -> bytes:
-    return TOPIC_LOG_PREFIX + ID.pack(topic_id)
-
-
 def topic_log_key(topic_id: int, seq: int) -> bytes:
+    """A log entry of one seq as stores before format 5 kept it (their upgrade reads them)."""
     return TOPIC_LOG_PREFIX + ID.pack(topic_id) + SEQ.pack(seq)
+
+
+def log_block_prefix(topic_id: int) -> bytes:
+    return LOG_BLOCK_PREFIX + ID.pack(topic_id)
+
+
+def log_block_key(topic_id: int, first: int, tag: bytes) -> bytes:
+    """The key of the topic's block of messages of ``tag`` from ``first`` (a multiple of
+    MARK_BLOCK)."""
+    return LOG_BLOCK_PREFIX + ID.pack(topic_id) + SEQ.pack(first) + tag
+
+
+def split_log_block_key(store_key: bytes) -> tuple[int, int, bytes]:
+    """(topic id, block's first seq, tag) of a ``j`` key."""
+    return (ID.unpack_from(store_key, 1)[0], SEQ.unpack_from(store_key, 1 + ID.size)[0],
+            store_key[1 + ID.size + SEQ.size:])
 
 
 def group_key(topic_id: int, name: bytes) -> bytes:
@@ -241,10 +260,13 @@ def mark_block_key(group_id: int, first: int) -> bytes:
     return GROUP_DONE_PREFIX + ID.pack(group_id) + SEQ.pack(first)
 
 
+BIT_DIGITS = bytes.maketrans(b"01", b"\x00\x01")  # a bitmap's digits as bytes 0 and 1
+
+
 def marked_seqs(first: int, bits: int) -> list[int]:
-    """The seqs a block's bitmap marks, ascending, picked in C."""
-    digits = bin(bits)[:1:-1]  # bit 0 first
-    return list(compress(range(first, first + len(digits)), map("1".__eq__, digits)))
+    """The seqs a block's bitmap marks, ascending, picked in C (no call a bit)."""
+    digits = bin(bits)[:1:-1].encode().translate(BIT_DIGITS)  # bit 0 first
+    return list(compress(range(first, first + len(digits)), digits))
 
 
 def delivered_key(group_id: int) -> bytes:

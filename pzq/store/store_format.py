@@ -29,10 +29,21 @@ earlier format is brought up to 4 at start by one pass over its marks, the keys 
 block replaced by the block in one write; a block's value is never empty, so a pass
 cut short by a crash is taken up again at the next start without reading a block as a
 mark.
+
+Format 5 keeps a topic's log (the own messages of a topic with a named group, by tag)
+in blocks of seqs, a key a block and tag under ``j`` with the block's bitmap
+(pzq.store.log_blocks), where earlier formats kept an entry a message under ``i``,
+its value the tag: a release of format 4 would find no log and deliver nothing to a
+named group. A store of any earlier format is brought up to 5 at start by one pass
+over its log entries, those of a block replaced by its keys in one write, a bounded
+number of entries a write (ENTRIES_A_BATCH, whole blocks); the entries left are
+still under ``i``, so a pass cut short by a crash goes on at the next start with
+them (a block it meets made already is merged with them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import plyvel
@@ -40,7 +51,7 @@ import plyvel
 from pzq.errors import StoreError
 from pzq.store import keyspace
 
-STORE_FORMAT = 4  # what this release writes and reads (and 1 to 3, brought up to 4)
+STORE_FORMAT = 5  # what this release writes and reads (and 1 to 4, brought up to 5)
 UNVERSIONED = 1  # the format of a store without the key (made before versions were kept)
 
 
@@ -70,8 +81,9 @@ def refuse_newer(path: Path, version: int) -> None:
 
 def upgrade(db: plyvel.DB, version: int) -> None:
     """Bring a store of format ``version`` up to STORE_FORMAT (the version is written
-    after, by the caller): format 2's scheduled messages get their keys by seq, and
-    the marks of every format before 4 go into blocks."""
+    after, by the caller): format 2's scheduled messages get their keys by seq, the
+    marks of every format before 4 go into blocks, and the topics' logs of every
+    format before 5."""
     if version == 2:
         with db.write_batch() as batch:
             for key in db.iterator(prefix=keyspace.SCHEDULED_PREFIX, include_value=False):
@@ -79,6 +91,9 @@ def upgrade(db: plyvel.DB, version: int) -> None:
                           key)
     if version < 4:
         marks_into_blocks(db)
+    if version < 5:
+        for _ in log_into_blocks(db):
+            pass
 
 
 def marks_into_blocks(db: plyvel.DB) -> None:
@@ -122,3 +137,53 @@ def _write_block(batch: plyvel.WriteBatch, block: tuple[bytes, int] | None, bits
     batch.put(block[0] + keyspace.SEQ.pack(block[1]),
               bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
     return 1
+
+
+ENTRIES_A_BATCH = 65_536  # log entries a write of the log's upgrade replaces, at least
+
+
+def log_into_blocks(db: plyvel.DB, entries_a_batch: int = ENTRIES_A_BATCH
+                    ) -> Iterator[int]:
+    """Each topic's log of an entry a message (``i``, value its tag) into blocks of
+    MARK_BLOCK seqs by tag (``j``), the block's entries deleted and its keys written in
+    the same batch (merged with a key made already); a batch written at the end of
+    the block that brings it to ``entries_a_batch`` entries. Yields the entries
+    replaced so far after each write (a step of a pass that a crash may cut)."""
+    blocks: dict[bytes, int] = {}  # the block being gathered: its keys by tag -> bits
+    block: tuple[int, int] | None = None  # its (topic id, first seq)
+    old_keys: list[bytes] = []
+    batch, in_batch, done = db.write_batch(sync=True), 0, 0
+    topic_at, seq_at = len(keyspace.TOPIC_LOG_PREFIX), len(keyspace.TOPIC_LOG_PREFIX) + 4
+    for key, tag in db.iterator(prefix=keyspace.TOPIC_LOG_PREFIX):  # (a snapshot)
+        seq = keyspace.SEQ.unpack_from(key, seq_at)[0]
+        at = (keyspace.ID.unpack_from(key, topic_at)[0], seq & keyspace.MARK_BLOCK_OF)
+        if at != block:
+            in_batch += _write_log_block(db, batch, block, blocks, old_keys)
+            if in_batch >= entries_a_batch:
+                batch.write()
+                done += in_batch
+                yield done
+                batch, in_batch = db.write_batch(sync=True), 0
+            block, blocks, old_keys = at, {}, []
+        blocks[tag] = blocks.get(tag, 0) | 1 << (seq - at[1])
+        old_keys.append(key)
+    in_batch += _write_log_block(db, batch, block, blocks, old_keys)
+    batch.write()
+    if in_batch:
+        yield done + in_batch
+
+
+def _write_log_block(db: plyvel.DB, batch: plyvel.WriteBatch, block: tuple[int, int] | None,
+                     blocks: dict[bytes, int], old_keys: list[bytes]) -> int:
+    """The block's entries replaced by its keys, a key a tag; how many entries went."""
+    if block is None:
+        return 0
+    for key in old_keys:
+        batch.delete(key)
+    for tag, bits in blocks.items():
+        key = keyspace.log_block_key(block[0], block[1], tag)
+        made = db.get(key)  # (by a pass cut short)
+        if made:
+            bits |= int.from_bytes(made, "little")
+        batch.put(key, bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
+    return len(old_keys)

@@ -18,6 +18,7 @@ from pzq.hooks import nothing
 from pzq.protocol.cluster import DefaultReads
 from pzq.store import keyspace
 from pzq.store.batch import Batch, Participant
+from pzq.store.log_blocks import LogBlocks
 from pzq.store.store import Store
 from pzq.store.topic_counts import TopicCounts
 from pzq.store.topic_model import (
@@ -52,6 +53,7 @@ class TopicRegistry(Participant):
         self._writing_next_id: int | None = None  # the value the batch being written puts
         self._batch: Batch | None = None
         self.counts = TopicCounts()  # what the batch being built changes
+        self.logs = LogBlocks(store)  # the topics' logs, in blocks
         self._named_groups = False
         self._backfilling: set[Topic] = set()  # topics whose logs are short of a start
         self.on_backfill: Callable[[], None] = nothing  # told when one is added (the loop)
@@ -188,16 +190,13 @@ class TopicRegistry(Participant):
 
     def add_group(self, topic: Topic, name: str, start_seq: int, pattern: str,
                   now_us: int) -> Group:
-        """A new group; its backlog is counted with one walk of the topic's log."""
+        """A new group; its backlog is counted in the topic's log (in memory)."""
         group = Group(topic, validate_name("group", name), self._take_id(), start_seq,
                       pattern, now_us)
         if topic.log_from is None:  # its first named group: the log starts here
             topic.log_from = self.store.next_seq
             self.changed(topic)
-        group.backlog = sum(
-            1 for key, tag in self.store.iterate(keyspace.topic_log_prefix(topic.id),
-                                                 keyspace.topic_log_key(topic.id, start_seq))
-            if group.takes(tag))
+        group.backlog = self.logs.count(topic.id, start_seq, None, group.takes)
         topic.groups[name] = group
         self._registry_changed()
         if topic.log_short():

@@ -2,8 +2,8 @@
 
 Every own message stays once under ``m <seq>`` (arrival order across all topics: the
 group ``default`` on --send-dsn walks it as before). A topic with a named group also
-has a log ``i <topic> <seq>`` whose value is the message's TAG, so a group of one
-topic walks only that topic and filters without reading bodies (see
+has a log of its messages' seqs by TAG, in blocks (pzq.store.log_blocks), so a group
+of one topic reads only that topic and filters without reading bodies (see
 pzq.store.topic_log; who holds a message: pzq.store.topic_model).
 
 A message is deleted (and archived, once) when every group holding it is done with
@@ -27,10 +27,9 @@ from pzq.bulk import each
 from pzq.errors import PzqError
 from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
-from pzq.store import keyspace, record, topic_log
+from pzq.store import record, topic_log
 from pzq.store.batch import Batch
 from pzq.store.group_marks import GroupMarks
-from pzq.store.log_window import LogWindows
 from pzq.store.store import Store
 from pzq.store.topic_model import (
     DEFAULT_ALL,
@@ -65,17 +64,17 @@ class Topics(TopicRegistry):
         # Records a group read lately: the topic's other groups read them from here,
         # not from the store again (one read of a body for all groups, mostly).
         self.recent: dict[int, bytes] = {}
-        self.log_windows = LogWindows(store)  # the logs read ahead for their groups
         super().__init__(store, default_topic)
 
     # -- the logs ----------------------------------------------------------------
 
     def walk(self, topic: Topic) -> Iterator[tuple[int, bytes]]:
         """(seq, tag) of the topic's stored messages (an operator's walk)."""
-        return topic_log.walk(self.store, topic, self.default_topic)
+        return topic_log.walk(self.store, self.logs, topic, self.default_topic)
 
     def first_stored_since(self, topic: Topic, since_us: int) -> int:
-        return topic_log.first_stored_since(self.store, topic, self.default_topic, since_us)
+        return topic_log.first_stored_since(self.store, self.logs, topic, self.default_topic,
+                                            since_us)
 
     def backfill_due(self) -> bool:
         return bool(self._backfilling)
@@ -85,11 +84,8 @@ class Topics(TopicRegistry):
         messages from there on, counted now where logged and by a backfill below."""
         topic = group.topic
         if topic.log_from is not None:
-            group.backlog += sum(
-                1 for key, tag in self.store.iterate(
-                    keyspace.topic_log_prefix(topic.id),
-                    keyspace.topic_log_key(topic.id, max(start_seq, topic.log_from)))
-                if keyspace.seq_at_end(key) < group.start_seq and group.takes(tag))
+            group.backlog += self.logs.count(topic.id, max(start_seq, topic.log_from),
+                                             group.start_seq, group.takes)
         group.start_seq = start_seq
         if topic.log_short():
             self._backfilling.add(topic)
@@ -112,9 +108,8 @@ class Topics(TopicRegistry):
             return
         before = topic.log_from
         batch = self.store.begin()
-        self.log_windows.changed(topic.id)
-        indexed, topic.log_from = topic_log.backfill_chunk(self.store, batch, topic, down_to,
-                                                           self.default_topic, limit)
+        indexed, topic.log_from = topic_log.backfill_chunk(self.store, self.logs, batch, topic,
+                                                           down_to, self.default_topic, limit)
         for seq, tag in indexed:
             for group in topic.groups.values():
                 if group.holds(seq, tag) and not self.is_done(group.id, seq):
@@ -147,9 +142,7 @@ class Topics(TopicRegistry):
         topic.newest = seqs[-1]
         if topic.log_from is None:
             return
-        prefix = keyspace.topic_log_prefix(topic.id)
-        batch.put_many(map(prefix.__add__, map(keyspace.SEQ.pack, seqs)), repeat(tag),
-                       len(seqs))
+        self.logs.add(batch, topic.id, tag, seqs)
         for group in topic.groups.values():
             if group.takes(tag):
                 start = group.start_seq
@@ -333,9 +326,7 @@ class Topics(TopicRegistry):
             return
         batch.delete_messages(seqs, size)
         if topic.log_from is not None:
-            log_prefix = keyspace.topic_log_prefix(topic.id)
-            batch.delete_keys(list(map(log_prefix.__add__, map(keyspace.SEQ.pack, seqs))))
-            self.log_windows.left(topic.id, seqs)
+            self.logs.remove(batch, topic.id, seqs)
             if self.recent:
                 each(self.recent.pop, seqs, repeat(None))
         self.counts.count(topic, -len(seqs), -size)
@@ -343,9 +334,8 @@ class Topics(TopicRegistry):
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
                size: int) -> None:
         if topic.log_from is not None:
-            batch.delete(keyspace.topic_log_key(topic.id, seq))
+            self.logs.remove(batch, topic.id, [seq])
             self.recent.pop(seq, None)
-            self.log_windows.left(topic.id, [seq])
         for holder in others:
             self.marks.unmark(batch, holder, seq)
         self.counts.count(topic, -1, -size)
@@ -372,6 +362,7 @@ class Topics(TopicRegistry):
 
     def failed(self) -> None:
         self.marks.failed()
+        self.logs.failed()
         super().failed()
 
     def _batch_ended(self) -> None:

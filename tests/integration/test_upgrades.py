@@ -7,7 +7,9 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import signal
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import plyvel
 import pytest
 
 from pzq.client import Consumer, GroupConsumer, Producer
+from pzq.delivery.groups import GroupArea
 from pzq.protocol.routing import CLUSTER_PROTOCOL
 from pzq.store import keyspace, record
 from pzq.store.replicas import split_value
@@ -23,6 +26,7 @@ from pzq.store.store import Store
 from pzq.store.store_format import STORE_FORMAT
 from pzq.store.topics import Topics
 from tests.support.harness import run_pzq
+from tests.support.stored import stored_log
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = Path(__file__).parents[2]
@@ -58,8 +62,8 @@ def test_a_new_store_is_written_with_this_release_s_format(tmp_path):
 
 
 @pytest.mark.parametrize("value, line", [
-    (b"5", "has format 5, newer than this pzq reads (format 4): run a release that reads "
-           "format 5, or start this one on a backup taken before the upgrade"),
+    (b"6", "has format 6, newer than this pzq reads (format 5): run a release that reads "
+           "format 6, or start this one on a backup taken before the upgrade"),
     (b"two", "is not one this pzq can read: its format version 'two' is not a whole "
              "number from 1"),
 ])
@@ -74,14 +78,15 @@ def test_a_store_of_a_format_this_release_cannot_read_is_refused_untouched(tmp_p
 
 
 def test_a_store_of_format_1_is_brought_up_to_this_release_s_format(tmp_path):
-    """Formats 2 and 3 only add areas to format 1 (and 4 changes the marks, of which this
-    store has none): a store that says format 1 is written as 4 at start, so a release
-    of format 1 refuses it from then on (it would not see scheduled messages)."""
+    """Formats 2 and 3 only add areas to format 1 (and 4 and 5 change the marks and the
+    topics' logs, of which this store has none): a store that says format 1 is written as
+    5 at start, so a release of format 1 refuses it from then on (it would not see
+    scheduled messages)."""
     database = tmp_path / "db"
     Store.open(database).close()
     set_format(database, b"1")
     Store.open(database).close()
-    assert stored_format(database) == str(STORE_FORMAT).encode() == b"4"
+    assert stored_format(database) == str(STORE_FORMAT).encode() == b"5"
 
 
 def test_a_store_of_format_2_gets_its_scheduled_messages_keys_by_seq(tmp_path):
@@ -105,7 +110,7 @@ def test_a_store_of_format_2_gets_its_scheduled_messages_keys_by_seq(tmp_path):
     db.close()
 
     store = Store.open(database)
-    assert stored_format_of(store) == b"4"
+    assert stored_format_of(store) == b"5"
     area = ScheduledArea(store)
     store.register(area)
     batch = store.begin()
@@ -141,12 +146,110 @@ def test_a_store_of_format_3_gets_its_marks_in_blocks(tmp_path, version):
     db.close()
 
     store = Store.open(database)
-    assert stored_format_of(store) == b"4"
+    assert stored_format_of(store) == b"5"
     assert [keyspace.seq_at_end(key) for key, _ in store.iterate(
         keyspace.group_done_prefix(2))] == [0, 1024, 4096]
     topics = Topics(store, "default")
     for group_id, seqs in marks.items():
         assert topics.done_among(group_id, list(range(6000))) == set(seqs)
+    store.close()
+
+
+def format_4_store(database: Path) -> dict[int, list[tuple[int, bytes]]]:
+    """A store of format 4 with two topics' logs as that format kept them (an entry a
+    message under ``i``, value its tag), across blocks and with tags mixed in a block:
+    the (seq, tag) of each topic's log, by topic id."""
+    store = Store.open(database)
+    topics = Topics(store, "default")
+    store.register(topics)
+    batch = store.begin()
+    for name in ("orders", "audit"):
+        topics.add_group(topics.topic(name, 0), "g", 0, "", 0)
+    store.commit(batch)
+    for number in range(5000):
+        name, tag = ("orders", b"eu" if number % 3 else b"us") if number % 5 else ("audit", b"")
+        batch = store.begin()
+        value = record.encode(b"id", (b"TOPIC:" + name.encode(), b"TAG:" + tag), (b"m",), 1)
+        seq = batch.add_message(value)
+        topics.note_new(batch, seq, topics.topics[name], tag, len(value))
+        store.commit(batch)
+    logs = {topic.id: stored_log(store, topic.id) for topic in topics.topics.values()}
+    store.close()
+    db = plyvel.DB(str(database))  # as a release of format 4 wrote them: a key a message
+    with db.write_batch() as batch:
+        for key in db.iterator(prefix=keyspace.LOG_BLOCK_PREFIX, include_value=False):
+            batch.delete(key)
+        for topic_id, logged in logs.items():
+            for seq, tag in logged:
+                batch.put(keyspace.topic_log_key(topic_id, seq), tag)
+    db.put(keyspace.META_FORMAT, b"4", sync=True)
+    db.close()
+    return logs
+
+
+def assert_log_in_blocks(store: Store, logs: dict[int, list[tuple[int, bytes]]]) -> None:
+    """No entry of format 4 left; every topic's log as it was; each group reads it."""
+    assert stored_format_of(store) == b"5"
+    assert list(store.iterate(keyspace.TOPIC_LOG_PREFIX)) == []
+    topics = Topics(store, "default")
+    for topic_id, logged in logs.items():
+        assert stored_log(store, topic_id) == logged
+        assert topics.logs.walk(topic_id) == logged
+        (group,) = topics.by_id[topic_id].groups.values()
+        assert group.backlog == len(logged)
+        chunk = GroupArea(store, topics, group).read(0, 10_000)
+        assert [seq for seq, _ in chunk.found] == [seq for seq, _ in logged]
+
+
+def test_a_store_of_format_4_gets_its_topics_logs_in_blocks(tmp_path):
+    """Format 5 keeps a topic's log in blocks of seqs by tag: the entries of a store of
+    format 4 become blocks at start, in writes of whole blocks."""
+    database = tmp_path / "db"
+    logs = format_4_store(database)
+    assert sum(map(len, logs.values())) == 5000
+    store = Store.open(database)
+    assert_log_in_blocks(store, logs)
+    assert len(list(store.iterate(keyspace.LOG_BLOCK_PREFIX))) == 5 + 5 * 2  # blocks, tags
+    store.close()
+
+
+UPGRADE_STEPS = """
+import sys
+import plyvel
+from pzq.store.store_format import log_into_blocks
+db = plyvel.DB(sys.argv[1])
+for done in log_into_blocks(db, entries_a_batch=1024):
+    print(done, flush=True)
+    if done >= 2048:
+        sys.stdin.readline()  # (killed here)
+"""
+
+
+def test_an_upgrade_of_the_log_killed_midway_goes_on_at_the_next_start(tmp_path):
+    """The log's upgrade killed (SIGKILL) after two of its writes, the store unclosed:
+    the blocks written and the entries left are both there, and the next start goes on
+    with the entries left, merging them into the blocks."""
+    database = tmp_path / "db"
+    logs = format_4_store(database)
+    upgrading = subprocess.Popen([sys.executable, "-c", UPGRADE_STEPS, str(database)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert upgrading.stdout is not None
+        steps = [int(upgrading.stdout.readline()) for _ in range(2)]
+        assert 1024 <= steps[0] < 2048 <= steps[1] < 5000
+    finally:
+        upgrading.send_signal(signal.SIGKILL)
+        upgrading.wait(timeout=20)
+    db = plyvel.DB(str(database))
+    try:
+        entries_left = sum(1 for _ in db.iterator(prefix=keyspace.TOPIC_LOG_PREFIX))
+        blocks = sum(1 for _ in db.iterator(prefix=keyspace.LOG_BLOCK_PREFIX))
+        assert (entries_left, db.get(keyspace.META_FORMAT)) == (5000 - steps[1], b"4")
+        assert blocks > 0
+    finally:
+        db.close()
+    store = Store.open(database)
+    assert_log_in_blocks(store, logs)
     store.close()
 
 

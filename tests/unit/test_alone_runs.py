@@ -20,6 +20,7 @@ from pzq.protocol import produce_batches as batches
 from pzq.store import keyspace, record
 from pzq.zmqio import send_messages
 from tests.support.devices import wake
+from tests.support.stored import stored_log
 
 pytestmark = pytest.mark.timeout(30)
 Sockets = Callable[[int], zmq.Socket]
@@ -120,8 +121,7 @@ def test_a_wake_of_messages_sent_alone_stores_runs_and_answers_each_as_alone(
     orders, audit = topics.topic("orders", 1), topics.topic("audit", 1)
     assert (orders.received, audit.received) == (8, 2)
     seqs = [keyspace.own_seq(key) for key, _ in store.scan(keyspace.OWN_PREFIX)]
-    logged = [keyspace.SEQ.unpack(key[-8:])[0] for topic in (orders, audit)
-              for key, _ in store.scan(keyspace.topic_log_prefix(topic.id))]
+    logged = [seq for topic in (orders, audit) for seq, _ in stored_log(store, topic.id)]
     assert sorted(logged) == seqs
     assert (orders.groups["g"].backlog, audit.groups["g"].backlog) == (8, 2)
     counters = device.node.counters

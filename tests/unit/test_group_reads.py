@@ -112,23 +112,21 @@ def test_a_read_of_the_log_stops_at_the_newest_message(tmp_path):
     store.close()
 
 
-def log_range(store, topic_id, first, last, count):
-    return [keyspace.seq_at_end(key) for key, _ in store.read_up_to(
-        keyspace.topic_log_prefix(topic_id), keyspace.topic_log_key(topic_id, first),
-        keyspace.topic_log_key(topic_id, last), count)]
+def own_range(store, first, last, count):
+    return [keyspace.own_seq(key) for key, _ in store.read_up_to(
+        keyspace.OWN_PREFIX, keyspace.own_key(first), keyspace.own_key(last), count)]
 
 
 def test_store_reads_a_range_up_to_a_key(tmp_path):
     store, topics = open_node(tmp_path / "db")
     three_groups(store, topics)
     store_messages(store, topics, 10)
-    topic_id = topics.topics["orders"].id
-    assert log_range(store, topic_id, 2, 6, 100) == [2, 3, 4, 5, 6]
-    assert log_range(store, topic_id, 2, 6, 3) == [2, 3, 4]
-    assert log_range(store, topic_id, 6, 6, 100) == [6]
-    assert log_range(store, topic_id, 7, 6, 100) == []
-    assert log_range(store, topic_id, 8, 20, 100) == [8, 9]  # the last not stored
-    assert log_range(store, topic_id, 0, 20, 4) == [0, 1, 2, 3]
+    assert own_range(store, 2, 6, 100) == [2, 3, 4, 5, 6]
+    assert own_range(store, 2, 6, 3) == [2, 3, 4]
+    assert own_range(store, 6, 6, 100) == [6]
+    assert own_range(store, 7, 6, 100) == []
+    assert own_range(store, 8, 20, 100) == [8, 9]  # the last not stored
+    assert own_range(store, 0, 20, 4) == [0, 1, 2, 3]
     store.close()
 
 

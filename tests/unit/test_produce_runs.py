@@ -18,7 +18,7 @@ from pzq.protocol import produce_batches as batches
 from pzq.protocol.batch_runs import MemberRun, member_token, read_runs
 from pzq.store import keyspace, record
 from tests.support.devices import wake
-from tests.support.stored import FailNext
+from tests.support.stored import FailNext, stored_log
 
 pytestmark = pytest.mark.timeout(30)
 Sockets = Callable[[int], zmq.Socket]
@@ -174,8 +174,8 @@ def test_a_mixed_batch_stores_its_runs_together_and_the_rest_one_by_one(device, 
     orders, audit = topics.topic("orders", 1), topics.topic("audit", 1)
     assert (orders.received, audit.received) == (4, 2)
     seqs = [keyspace.own_seq(key) for key, _ in device.node.store.scan(keyspace.OWN_PREFIX)]
-    logged = [(keyspace.SEQ.unpack(key[-8:])[0], tag) for topic in (orders, audit)
-              for key, tag in device.node.store.scan(keyspace.topic_log_prefix(topic.id))]
+    logged = [found for topic in (orders, audit)
+              for found in stored_log(device.node.store, topic.id)]
     assert sorted(logged) == [(seq, b"") for seq in seqs]
     assert (orders.groups["g"].backlog, audit.groups["g"].backlog) == (4, 2)
     counters = device.node.counters

@@ -19,7 +19,7 @@ from pzq.store.topics import (
     DEFAULT_UNCLAIMED,
     filter_takes,
 )
-from tests.support.stored import FailNext
+from tests.support.stored import FailNext, stored_log
 from tests.support.topic_store import deliver_all, open_node, state_for, store_messages
 
 
@@ -60,7 +60,7 @@ def test_a_message_goes_when_the_last_holder_is_done(tmp_path):
     first = seqs[0] & keyspace.MARK_BLOCK_OF
     block = store.get(keyspace.mark_block_key(DEFAULT_GROUP_ID, first)) or b""
     assert keyspace.marked_seqs(first, int.from_bytes(block, "little")) == seqs[1:]
-    assert store.get(keyspace.topic_log_key(topics.topics["orders"].id, seqs[0])) is None
+    assert seqs[0] not in [seq for seq, _ in stored_log(store, topics.topics["orders"].id)]
     assert group.backlog == 1
     store.close()
 
@@ -127,8 +127,7 @@ def test_the_next_id_goes_only_with_the_batches_that_take_ids(tmp_path):
 
 
 def log_keys(store, topic):
-    return [keyspace.seq_at_end(key) for key, _ in
-            store.iterate(keyspace.topic_log_prefix(topic.id))]
+    return [seq for seq, _ in stored_log(store, topic.id)]
 
 
 def test_a_topic_only_default_reads_has_no_log(tmp_path):
@@ -201,7 +200,7 @@ def test_a_store_from_before_logs_were_kept_only_for_groups_has_complete_logs(tm
     del settings["log_from"]  # as such a store wrote it: every topic had its log
     batch = store.begin()
     batch.put(keyspace.topic_key(b"orders"), json.dumps(settings).encode())
-    batch.put(keyspace.topic_log_key(orders.id, 0), b"")
+    batch.put(keyspace.log_block_key(orders.id, 0, b""), b"\x01")
     store.commit(batch)
     store.close()
     store, topics = open_node(tmp_path / "db")

@@ -1,0 +1,164 @@
+"""A topic's log in blocks (pzq.store.log_blocks): what the groups of a topic read from
+the blocks in memory is what the stored blocks hold, while groups ACK, messages come,
+a group seeks back, and after a failed batch; a group's filter reads the tags of the
+log alone, never a body."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pzq.delivery.groups import GroupArea
+from pzq.errors import StoreError
+from pzq.store import keyspace, record
+from pzq.store.store import Store
+from pzq.store.topics import Topics
+from tests.support.stored import FailNext, stored_log
+from tests.unit.test_group_reads import open_node, seqs_of, store_messages, three_groups
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def held(store, topics, area, first, limit):
+    """What a group's read from ``first`` must return, from the stored blocks: of the
+    first ``limit`` messages of the topic's log from there, those the group is not done
+    with (the next ``limit`` when it is done with all), less messages no longer stored."""
+    logged = [seq for seq, _ in stored_log(store, area.group.topic.id) if seq >= first]
+    for at in range(0, len(logged), limit):
+        kept = [seq for seq in logged[at:at + limit] if not topics.is_done(area.group.id, seq)]
+        if kept:
+            return [seq for seq in kept if store.get_own(seq) is not None]
+    return []
+
+
+def test_each_read_is_what_the_store_holds_while_groups_ack_and_messages_come(tmp_path):
+    """Three groups at their own pace, with ACKs (the last group's deletes the message),
+    new messages and a seek back in between, across blocks: every read as the stored
+    blocks say, and the blocks in memory the stored ones, also once read again."""
+    store, topics = open_node(tmp_path / "db")
+    areas = three_groups(store, topics)
+    store_messages(store, topics, 1500)
+    cursors = [0, 0, 0]
+    rng = random.Random(41)
+    for step in range(400):
+        at = rng.randrange(3)
+        area = areas[at]
+        if step % 50 == 49:
+            store_messages(store, topics, 300)
+        if step == 200:
+            cursors[at] = 0  # a seek back: the group reads from the start again
+        limit = rng.choice((1, 7, 30, 100))
+        expected = held(store, topics, area, cursors[at], limit)
+        chunk = area.read(cursors[at], limit)
+        assert seqs_of(chunk) == expected, (step, at, cursors[at], limit)
+        assert [value for _, value in chunk.found] == list(map(store.get_own, expected))
+        cursors[at] = chunk.next_seq
+        acked = seqs_of(chunk)[:rng.randrange(len(chunk.found) + 1)]
+        batch = store.begin()
+        area.delete_all(batch, acked, [len(store.get_own(seq)) for seq in acked])
+        store.commit(batch)
+    orders = topics.topics["orders"].id
+    stored = stored_log(store, orders)
+    assert stored[0][0] > 0 and len(stored) < 1500 + 8 * 300  # some left, not every one
+    assert topics.logs.walk(orders) == stored
+    topics.logs.failed()  # read again from the store
+    assert topics.logs.walk(orders) == stored
+    store.close()
+
+
+def test_a_group_s_filter_reads_the_log_s_tags_and_no_body(tmp_path, monkeypatch):
+    """Tags mixed within a block, and a block mostly of a tag it does not take: a filtered
+    group reads the seqs of its tags in order from the log alone (a key a block and tag),
+    and its backlog is counted the same way."""
+    store, topics = open_node(tmp_path / "db")
+    orders = topics.topic("orders", 0)
+    batch = store.begin()
+    eu = topics.add_group(orders, "eu", 0, "eu-*", 0)
+    store.commit(batch)
+    tags = [b"eu-west", b"us", b"eu-north"] * 400 + [b"us"] * 1100 + [b"eu-west"] * 10
+    for tag in tags:
+        store_messages(store, topics, 1, tag=tag)
+    wanted = [seq for seq, tag in enumerate(tags) if tag.startswith(b"eu-")]
+    reads = []
+    for name in ("get", "get_own", "get_all", "iterate", "read_up_to", "scan"):
+        monkeypatch.setattr(store, name, lambda *args, _name=name: reads.append(_name))
+    seqs, found_tags, next_seq = GroupArea(store, topics, eu)._walk_log(0, 10_000)
+    assert reads == []
+    assert seqs == wanted and found_tags == [tags[seq] for seq in wanted]
+    assert next_seq == len(tags)
+    assert topics.logs.count(orders.id, 0, None, eu.takes) == len(wanted) == eu.backlog
+    assert topics.logs.count(orders.id, 1000, 2400, eu.takes) == len(
+        [seq for seq in wanted if 1000 <= seq < 2400])
+    monkeypatch.undo()
+    batch = store.begin()
+    late = topics.add_group(orders, "late", 0, "eu-north", 0)  # counted from the log
+    store.commit(batch)
+    assert late.backlog == tags.count(b"eu-north")
+    assert len([key for key, _ in store.iterate(keyspace.log_block_prefix(orders.id))]) == 8
+    store.close()
+
+
+def test_a_failed_batch_s_log_is_read_again_from_the_store(tmp_path):
+    store = Store.open(tmp_path / "db")
+    topics = Topics(store, "default")
+    store.register(topics)
+    failing = FailNext()
+    store.register(failing)
+    (area, *_) = three_groups(store, topics)
+    store_messages(store, topics, 10)
+    orders = topics.topics["orders"]
+    batch = store.begin()
+    value = record.encode(b"id", (b"TOPIC:orders",), (b"x",), 1)
+    seq = batch.add_message(value)
+    topics.note_new(batch, seq, orders, b"", len(value))
+    topics.drop(batch, 3, orders, b"", 0, area.group.id)
+    assert [seq for seq, _ in topics.logs.walk(orders.id)] == [*range(3), *range(4, 11)]
+    failing.armed = True
+    with pytest.raises(StoreError):
+        store.commit(batch)
+    assert topics.logs.walk(orders.id) == stored_log(store, orders.id) == [
+        (seq, b"") for seq in range(10)]
+    assert seqs_of(area.read(0, 100)) == list(range(10))
+    store.close()
+
+
+def test_the_oldest_logged_message_is_the_lowest_bit_of_the_first_block(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    areas = three_groups(store, topics)
+    orders = topics.topics["orders"].id
+    assert topics.logs.oldest(orders) is None
+    store_messages(store, topics, 1030)
+    batch = store.begin()
+    for area in areas:  # every group done with the first 1 025: gone, a block with them
+        area.delete_all(batch, list(range(1025)), [0] * 1025)
+    store.commit(batch)
+    assert topics.logs.oldest(orders) == 1025
+    assert topics.logs.kept() == 1
+    store.close()
+
+
+def test_a_read_is_the_reference_s_for_any_start_end_count_and_filter(tmp_path):
+    """Blocks dense and sparse, tags mixed: every read the first ``count`` of what a
+    sorted list of the log says from ``first`` to ``newest``, and says it reached
+    ``newest`` only when nothing is left (and surely when it returned fewer)."""
+    store, topics = open_node(tmp_path / "db")
+    rng = random.Random(5)
+    logged = sorted(rng.sample(range(6000), 2500) + list(range(6000, 7100)))
+    tagged = [(seq, rng.choice((b"a", b"b", b"ab"))) for seq in logged]
+    batch = store.begin()
+    topics.logs.add_tagged(batch, 9, tagged)
+    store.commit(batch)
+    takes_a = b"a".__le__  # (any order of tags will do: a filter of some of them)
+    for _ in range(400):
+        first, newest = sorted(rng.randrange(7300) for _ in range(2))
+        count = rng.choice((1, 3, 100, 1000, 5000))
+        takes = rng.choice((None, takes_a))
+        wanted = [(seq, tag) for seq, tag in tagged if first <= seq <= newest
+                  and (takes is None or takes(tag))]
+        seqs, tags, reached = topics.logs.read(9, first, newest, count, takes)
+        assert list(zip(seqs, tags, strict=True)) == wanted[:count], (first, newest, count)
+        assert reached <= (len(wanted) <= count)  # reached: nothing more (less: sure)
+        assert reached >= (len(wanted) < count)
+    assert topics.logs.walk(9) == tagged == stored_log(store, 9)
+    store.close()

@@ -22,14 +22,7 @@ from pzq.delivery.lanes import Lanes
 from pzq.errors import DecodeError, ProduceRefused, QueueFull
 from pzq.logs import get_logger
 from pzq.node.batch_acks import OpenBatch
-from pzq.node.intake_model import (
-    Accepted,
-    HeaderFacts,
-    IntakeLimits,
-    StoredRun,
-    together,
-    unpaced,
-)
+from pzq.node.intake_model import Accepted, HeaderFacts, IntakeLimits, StoredRun, together, unpaced
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import alone_runs, frames
 from pzq.protocol import produce_batches as batches

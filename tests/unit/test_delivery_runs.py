@@ -258,7 +258,7 @@ def test_a_named_groups_kept_count_ends_its_run_and_a_fresh_read_is_not_looked_a
     store.commit(batch)
     again = GroupArea(store, topics, group).read(0, 100)
     assert not again.fresh and record.bookkeeping(again.found[2][1]) == (50, 2)
-    run = first_run(again.found, set(), 0, 1 << 20, again.fresh)
+    run = first_run(again.seqs, again.values, set(), 0, 1 << 20, again.fresh)
     assert run.seqs == [0, 1] and run.size == sum(len(v) for _, v in again.found[:2])
     state = DeliveryState(GroupArea(store, topics, group),
                           DeliverySettings(TIMEOUT, 1 << 20), Counters())

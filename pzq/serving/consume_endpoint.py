@@ -41,7 +41,14 @@ from pzq.protocol.consume import Request
 from pzq.serving import verbs
 from pzq.serving.answers import GroupAnswers
 from pzq.serving.connections import ConsumerCount
-from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, soonest_due_ms
+from pzq.serving.holding import (
+    SEQ_MASK,
+    NamedGroupDelivery,
+    ServedConsumer,
+    TakenOver,
+    origin_of,
+    soonest_due_ms,
+)
 from pzq.serving.liveness import ConsumerLiveness
 from pzq.serving.named_groups import drop_served_group, forget_served, settle_served
 from pzq.serving.other_origins import (
@@ -377,9 +384,9 @@ class ConsumeEndpoint(Part):
         held = sorted(consumer.held)
         for key in held:
             deliveries.release(key)
-            state = deliveries.state_for(key[0])
+            state = deliveries.state_for(origin_of(key))
             if state is not None:
-                state.nack(key[1])
+                state.nack(key & SEQ_MASK)
         log.info("consumer_left", topic=deliveries.topic, group=deliveries.name,
                  reason=reason, given_back=len(held))
 

@@ -141,6 +141,16 @@ class GroupDelivery:
         ordered = self.consumers[self._turn:] + self.consumers[:self._turn]
         return [consumer for consumer in ordered if consumer.room > 0]
 
+    def give_back_held(self, consumer: ServedConsumer) -> int:
+        """What the consumer holds goes again at once (it left); returns how many."""
+        held = sorted(consumer.held)
+        for key in held:
+            self.release(key)
+            state = self.state_for(origin_of(key))
+            if state is not None:
+                state.nack(key & SEQ_MASK)
+        return len(held)
+
     def release(self, key: Key) -> None:
         consumer = self.owner.pop(key, None)
         if consumer is not None:

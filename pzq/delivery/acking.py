@@ -52,12 +52,12 @@ class Acking(Tracking):
         sizes = list(map(len, values))
         # their deletes go with the batch being built (and again if it fails); before
         # the look at the others (a key ACKed twice)
-        self.owed.deleting.update(zip(seqs, sizes, strict=True))
+        self.owed.delete_run(seqs, sizes)
         unknown: list[int] = []
         if taken.missing:  # given back, or stored only: one by one
             late = self._acked_late_all(batch, taken.missing, unknown)
             seqs, sent_us = seqs + list(map(SEQ_OF, late)), sent_us + [e.sent_us for e in late]
-            sizes += map(len, map(VALUE_OF, late))
+            sizes = sizes + list(map(len, map(VALUE_OF, late)))  # (the run's kept as owed)
         finals = self.area.delete_all(batch, seqs, sizes)
         self.counters.acked += len(seqs)
         return Acked(seqs, sent_us), finals, unknown

@@ -4,6 +4,7 @@ the replicas of a node that is down and whose delivery this node has taken over.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import NamedTuple, Protocol
 
 from pzq.protocol.topic_reads import DEFAULT_GROUP
@@ -16,16 +17,29 @@ from pzq.store.topic_model import DEFAULT_GROUP_ID
 # Keys one read walks at most, so a long run of messages the reader skips (done with,
 # filtered out, another holder's) cannot stall the loop: the next read goes on from there.
 LOOK_AT_MOST = 4096
+SEQ_OF, VALUE_OF, VALUE_OF_TRIPLE = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 class Chunk(NamedTuple):
-    """What one read found, and where the next read starts. The reader looked at every
-    message below ``next_seq``: a cursor moved there passes nothing it did not see.
-    ``found`` may be empty while ``next_seq`` is still short of the end."""
+    """What one read found (``seqs`` ascending, each with its record in ``values``), and
+    where the next read starts. The reader looked at every message below ``next_seq``:
+    a cursor moved there passes nothing it did not see. It may have found nothing while
+    ``next_seq`` is still short of the end."""
 
-    found: list[tuple[int, bytes]]
+    seqs: list[int]
+    values: list[bytes]
     next_seq: int
     fresh: bool = False  # the reader saw that no record found has a delivery count
+
+    @classmethod
+    def of_pairs(cls, found: list[tuple[int, bytes]], next_seq: int) -> Chunk:
+        """The chunk of a read that found (seq, record) pairs."""
+        return cls(list(map(SEQ_OF, found)), list(map(VALUE_OF, found)), next_seq)
+
+    @property
+    def found(self) -> list[tuple[int, bytes]]:
+        """(seq, record) of each message found (for a look at a few, not per message)."""
+        return list(zip(self.seqs, self.values, strict=True))
 
 
 class Area(Protocol):
@@ -83,8 +97,8 @@ class OwnArea:
     def read(self, start_seq: int, limit: int) -> Chunk:
         found = self.store.read_own(start_seq, limit)
         if len(found) < limit:  # the walk reached the end
-            return Chunk(found, max(start_seq, self.end_seq()))
-        return Chunk(found, found[-1][0] + 1)
+            return Chunk.of_pairs(found, max(start_seq, self.end_seq()))
+        return Chunk.of_pairs(found, found[-1][0] + 1)
 
     def get(self, seq: int) -> bytes | None:
         return self.store.get_own(seq)
@@ -153,7 +167,7 @@ class TakeoverArea:
     def read(self, start_seq: int, limit: int) -> Chunk:
         found, next_seq = self.replicas.read(self.node_id, start_seq, limit, self._serves,
                                              LOOK_AT_MOST)
-        return Chunk([(seq, value) for seq, _, value in found],
+        return Chunk(list(map(SEQ_OF, found)), list(map(VALUE_OF_TRIPLE, found)),
                      max(start_seq, self.end_seq()) if next_seq is None else next_seq)
 
     def _serves(self, seq: int, holders: tuple[bytes, ...], value: bytes) -> bool:

@@ -41,11 +41,11 @@ class DefaultArea(OwnArea):
             chunk = self.store.read_own(start_seq, limit)
             kept = self._keep(chunk)
             if len(chunk) < limit:  # the walk reached the end
-                return Chunk(kept, max(start_seq, self.end_seq()))
+                return Chunk.of_pairs(kept, max(start_seq, self.end_seq()))
             start_seq = chunk[-1][0] + 1
             looked += len(chunk)
             if kept or looked >= LOOK_AT_MOST:
-                return Chunk(kept, start_seq)
+                return Chunk.of_pairs(kept, start_seq)
 
     def holds(self, seq: int, value: bytes) -> bool:
         return bool(self._keep([(seq, value)]))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pzq.delivery import first_runs as runs
+from pzq.delivery.areas import Chunk
 from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import SendFrames, delivery_frames
 from pzq.delivery.inflight import InFlight
@@ -90,19 +91,21 @@ class Delivering(Tracking):
             return 0, False
         start = self.cursor
         chunk = self.area.read(start, min(CURSOR_CHUNK, limit))
-        found, sent = chunk.found, 0
+        seqs, values, sent = chunk.seqs, chunk.values, 0
         # (the pool's outlet takes no run: not even the run is looked for, a window of 1
         # would pay it on every message)
-        if send_run is not ONE_BY_ONE and len(found) >= self.run_at_least:
-            sent = self._deliver_run(send_run, found, now_us, watching, chunk.fresh)
-            found = runs.rest_of(found, self.cursor)
+        if send_run is not ONE_BY_ONE and len(seqs) >= self.run_at_least:
+            sent = self._deliver_run(send_run, chunk, now_us, watching)
+            at = runs.rest_at(seqs, self.cursor)
+            if at:
+                seqs, values = seqs[at:], values[at:]
         inflight, delivered_before = self.inflight, self.delivered_before
         # Mostly only the in-flight table holds any of them: the others are asked only
         # when one of them has something (nothing is added to them while this runs,
         # but for evictions, which end the loop).
         look_further = self._others_may_hold()
         bookkeeping_of, bookkeeping_at = record.BOOKKEEPING.unpack_from, record.BOOKKEEPING_OFFSET
-        for seq, value in found:
+        for seq, value in zip(seqs, values, strict=True):
             if seq in inflight or (look_further and self._taken(seq)):
                 self.cursor = seq + 1
                 continue
@@ -123,13 +126,14 @@ class Delivering(Tracking):
         self.cursor = max(self.cursor, chunk.next_seq)
         return sent, self.cursor > start  # no progress: a read that cannot go on
 
-    def _deliver_run(self, send_run: RunOutlet, found: list[tuple[int, bytes]],
-                     now_us: int, watching: bool, fresh: bool) -> int:
+    def _deliver_run(self, send_run: RunOutlet, chunk: Chunk, now_us: int,
+                     watching: bool) -> int:
         """The run of first deliveries at the start of a read, to ``send_run``: those
         it took are tracked and the cursor moves past them; returns how many."""
         inflight = self.inflight
-        run = runs.first_run(found, self._taken_among([seq for seq, _ in found]),
-                             self.delivered_before, inflight.max_bytes - inflight.bytes, fresh)
+        run = runs.first_run(chunk.seqs, chunk.values, self._taken_among(chunk.seqs),
+                             self.delivered_before, inflight.max_bytes - inflight.bytes,
+                             chunk.fresh)
         if watching and run.seqs:
             run = runs.unexpired(run, self.expiry.verdict, now_us)
         if not run.seqs:

@@ -11,9 +11,9 @@ expired one (while expiry is watched, the run's verdicts are asked in one pass).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from itertools import accumulate, repeat
+from itertools import accumulate, compress, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -34,7 +34,6 @@ ONE_BY_ONE: RunOutlet = one_by_one
 # A run costs a few times one delivery's calls whatever its length: a read shorter than
 # this goes one at a time (measured: about even at 8, a run of 1 costs twice as much).
 RUN_AT_LEAST = 8
-SEQ_OF, VALUE_OF = itemgetter(0), itemgetter(1)  # of what a read found
 BOOKKEEPING_OF = itemgetter(slice(record.BOOKKEEPING_OFFSET,
                                   record.BOOKKEEPING_OFFSET + record.BOOKKEEPING.size))
 
@@ -52,45 +51,45 @@ class Run(NamedTuple):
 NO_RUN = Run([], [], 0)
 
 
-def first_run(found: list[tuple[int, bytes]], taken: set[int], delivered_before: int,
+def first_run(seqs: list[int], values: list[bytes], taken: set[int], delivered_before: int,
               room_bytes: int, fresh: bool = False) -> Run:
-    """The messages of a read, from its start, to deliver a first time in one go:
-    those not ``taken`` up to the first one that was delivered before (its count
-    stored, or below ``delivered_before``), as many as fit in ``room_bytes``.
-    ``fresh``: the reader found no count in any record (none is looked at again)."""
+    """The messages of a read (``seqs`` with their records ``values``; neither is
+    changed), from its start, to deliver a first time in one go: those not ``taken`` up
+    to the first one that was delivered before (its count stored, or below
+    ``delivered_before``), as many as fit in ``room_bytes``. ``fresh``: the reader found
+    no count in any record (none is looked at again)."""
     if taken:
-        return _first_run_past(found, taken, delivered_before, room_bytes)
-    if not found or found[0][0] < delivered_before:  # (seq order: the first is lowest)
+        return _first_run_past(seqs, values, taken, delivered_before, room_bytes)
+    if not seqs or seqs[0] < delivered_before:  # (seq order: the first is lowest)
         return NO_RUN
-    seqs, values = list(map(SEQ_OF, found)), list(map(VALUE_OF, found))
     if not fresh:  # the counts side by side: the first one set ends the run
         counts = b"".join(map(BOOKKEEPING_OF, values))
         end = (len(counts) - len(counts.lstrip(b"\0"))) // record.BOOKKEEPING.size
         if end < len(seqs):
-            del seqs[end:], values[end:]
+            return _within(seqs[:end], values[:end], room_bytes)
     return _within(seqs, values, room_bytes)
 
 
-def _first_run_past(found: list[tuple[int, bytes]], taken: set[int], delivered_before: int,
-                    room_bytes: int) -> Run:
+def _first_run_past(seqs: list[int], values: list[bytes], taken: set[int],
+                    delivered_before: int, room_bytes: int) -> Run:
     """``first_run`` of a read where some messages are taken (after a rewind, say):
     those are passed over, one look at each."""
     at, never = record.BOOKKEEPING_OFFSET, record.NEVER_DELIVERED
-    again = [seq for seq, value in found
+    again = [seq for seq, value in zip(seqs, values, strict=True)
              if (seq < delivered_before or not value.startswith(never, at)) and seq not in taken]
-    if again:
-        found = found[:_index_of(found, again[0])]
-    found = [(seq, value) for seq, value in found if seq not in taken]
-    return _within(list(map(SEQ_OF, found)), list(map(VALUE_OF, found)), room_bytes)
+    end = bisect_left(seqs, again[0]) if again else len(seqs)
+    kept = [seq not in taken for seq in seqs[:end]]
+    return _within(list(compress(seqs, kept)), list(compress(values, kept)), room_bytes)
 
 
 def _within(seqs: list[int], values: list[bytes], room_bytes: int) -> Run:
-    """The run of these messages, as many as fit in ``room_bytes``."""
+    """The run of these messages, as many as fit in ``room_bytes`` (the lists are not
+    changed: a run may be a read's own, shared with the topic's other groups)."""
     size = sum(map(len, values))
     if size > room_bytes:  # (rare: the in-flight table nearly full)
         sizes = list(accumulate(map(len, values)))
         fit = bisect_right(sizes, room_bytes)
-        del seqs[fit:], values[fit:]
+        seqs, values = seqs[:fit], values[:fit]
         size = sizes[fit - 1] if fit else 0
     return Run(seqs, values, size) if seqs else NO_RUN
 
@@ -105,11 +104,6 @@ def unexpired(run: Run, verdict: Verdict, now_us: int) -> Run:
     return Run(run.seqs[:end], run.values[:end], run.size_of(end))
 
 
-def rest_of(found: list[tuple[int, bytes]], cursor: int) -> list[tuple[int, bytes]]:
-    """What a read found at or past ``cursor``."""
-    return found[_index_of(found, cursor):] if found and found[0][0] < cursor else found
-
-
-def _index_of(found: list[tuple[int, bytes]], seq: int) -> int:
-    """Where ``seq`` is, or would be, in a read (in seq order)."""
-    return bisect_right(found, (seq,))
+def rest_at(seqs: list[int], cursor: int) -> int:
+    """Where what a read found at or past ``cursor`` starts (in seq order)."""
+    return bisect_left(seqs, cursor) if seqs and seqs[0] < cursor else 0

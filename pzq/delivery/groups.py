@@ -99,9 +99,8 @@ class GroupArea:
                 kept = [seq not in done for seq in seqs]
                 seqs, tags = list(compress(seqs, kept)), list(compress(tags, kept))
             if seqs:
-                found, fresh = self._found(seqs, tags)
-                return Chunk(found, next_seq, fresh)
-        return Chunk([], next_seq)
+                return self._found(seqs, tags, next_seq)
+        return Chunk([], [], next_seq)
 
     def _walk_log(self, start_seq: int, limit: int) -> tuple[list[int], list[bytes], int]:
         """The seqs and tags of up to ``limit`` messages of the topic's log (in memory,
@@ -121,10 +120,9 @@ class GroupArea:
             return seqs, tags, end
         return seqs, tags, seqs[-1] + 1
 
-    def _found(self, seqs: list[int], tags: list[bytes]
-               ) -> tuple[list[tuple[int, bytes]], bool]:
+    def _found(self, seqs: list[int], tags: list[bytes], next_seq: int) -> Chunk:
         """The stored records of the log entries ``seqs`` (with their ``tags``), tags kept
-        for their ACKs, with the group's own delivery counts; and whether none of them
+        for their ACKs, with the group's own delivery counts; fresh when none of them
         has a count (so a run of first deliveries need not look again)."""
         values = self._values(seqs)
         if None not in values and seqs[0] > self._highest_counted():
@@ -132,9 +130,10 @@ class GroupArea:
             if not any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, records))):
                 # the common read: every record stored, no count kept, none set by default
                 self._tags.update(zip(seqs, tags, strict=True))
-                return list(zip(seqs, records, strict=True)), True
+                return Chunk(seqs, records, next_seq, True)
         counts = self._counts(seqs[0], seqs[-1])
-        found = []
+        found_seqs: list[int] = []
+        found_values: list[bytes] = []
         kept_tags = self._tags
         for seq, tag, value in zip(seqs, tags, values, strict=True):
             if value is None:
@@ -142,8 +141,9 @@ class GroupArea:
             kept_tags[seq] = tag
             if counts or value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END] != ZERO_BOOKKEEPING:
                 value = self._with_count(seq, value, counts.get(seq))
-            found.append((seq, value))  # (as stored: no count kept, none set by default)
-        return found, False
+            found_seqs.append(seq)  # (as stored: no count kept, none set by default)
+            found_values.append(value)
+        return Chunk(found_seqs, found_values, next_seq)
 
     def _counts(self, first: int, last: int) -> dict[int, bytes]:
         """The group's kept counts from ``first`` to ``last``: one short walk, and none

@@ -25,6 +25,9 @@ class OwedWrites:
         self.rewriting: dict[int, bytes] = {}  # ... in the batch being built
         self.unwritten_deletes: dict[int, int] = {}  # deletes whose batch failed
         self.deleting: dict[int, int] = {}  # deletes in the batch being built
+        # ... an ACK's many, as its lists (seqs, sizes): put in ``deleting`` only when a
+        # look needs them (mostly none does before the batch is written)
+        self._deleting_runs: list[tuple[list[int], list[int]]] = []
         self.dead: dict[int, bytes] = {}  # delivered too often: to the dead letters
         self.dead_moving: dict[int, bytes] = {}  # ... in the batch being built
         self.dropping: dict[int, int] = {}  # expired on a topic that drops them: seq, size
@@ -62,6 +65,7 @@ class OwedWrites:
 
     def written(self) -> None:
         self.deleting = {}
+        self._deleting_runs = []
         self.dead_moving = {}
         self.rewriting = {}
         self.dropping_now = {}
@@ -73,7 +77,7 @@ class OwedWrites:
         self.delivered_kept = self.delivered_writing
         self.rewrites = {**self.rewriting, **self.rewrites}
         self.rewriting = {}
-        self.unwritten_deletes.update(self.deleting)
+        self.unwritten_deletes.update(self._deleting())
         self.deleting = {}
         self.dead.update(self.dead_moving)
         self.dead_moving = {}
@@ -86,24 +90,39 @@ class OwedWrites:
         self.deleting[seq] = size
         area.delete(batch, seq, size)
 
+    def delete_run(self, seqs: list[int], sizes: list[int]) -> None:
+        """The deletes of many messages (each seq with its record's size) go with the
+        batch being built (its area's deletes are the caller's); the lists are kept as
+        they are, not changed after."""
+        self._deleting_runs.append((seqs, sizes))
+
+    def _deleting(self) -> dict[int, int]:
+        """``deleting``, the runs put in."""
+        if self._deleting_runs:
+            for seqs, sizes in self._deleting_runs:
+                self.deleting.update(zip(seqs, sizes, strict=True))
+            self._deleting_runs = []
+        return self.deleting
+
     def leaving(self, seq: int) -> bool:
         """Its delete or its move to the dead letters is under way."""
-        return (seq in self.deleting or seq in self.unwritten_deletes
+        return (seq in self._deleting() or seq in self.unwritten_deletes
                 or seq in self.dead or seq in self.dead_moving
                 or seq in self.dropping or seq in self.dropping_now)
 
     def leaving_among(self, seqs: list[int]) -> set[int]:
         """Those of ``seqs`` whose delete or move is under way (``leaving`` of each,
         with no call per seq)."""
-        deleting, unwritten, dead = self.deleting, self.unwritten_deletes, self.dead
+        deleting, unwritten, dead = self._deleting(), self.unwritten_deletes, self.dead
         moving, dropping, dropping_now = self.dead_moving, self.dropping, self.dropping_now
         return {seq for seq in seqs if seq in deleting or seq in unwritten or seq in dead
                 or seq in moving or seq in dropping or seq in dropping_now}
 
     def any_leaving(self) -> bool:
-        return bool(self.unwritten_deletes or self.deleting or self.dead or self.dead_moving
+        return bool(self.unwritten_deletes or self.deleting or self._deleting_runs
+                    or self.dead or self.dead_moving
                     or self.dropping or self.dropping_now)
 
     def leaving_seqs(self) -> list[int]:
-        return [*self.unwritten_deletes, *self.dead, *self.deleting, *self.dead_moving,
+        return [*self.unwritten_deletes, *self.dead, *self._deleting(), *self.dead_moving,
                 *self.dropping, *self.dropping_now]

@@ -93,8 +93,8 @@ class ReplayArea:
         found = [(keyspace.seq_at_end(key), value) for key, value in self.store.scan(
             self.prefix, keyspace.replay_key(self.node_id, start_seq), limit)]
         if len(found) < limit:
-            return Chunk(found, max(start_seq, self.end_seq()))
-        return Chunk(found, found[-1][0] + 1)
+            return Chunk.of_pairs(found, max(start_seq, self.end_seq()))
+        return Chunk.of_pairs(found, found[-1][0] + 1)
 
     def get(self, seq: int) -> bytes | None:
         return self.store.get(keyspace.replay_key(self.node_id, seq))

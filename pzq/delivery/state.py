@@ -51,9 +51,9 @@ class DeliveryState(Delivering, Acking):
                  if (entry := table.lowest()) is not None]
         best = min(((entry.seq, entry.value) for entry in found), default=None)
         if best is None or best[0] > self.cursor:  # a chunk: an area skips what it lacks
-            for seq, value in self.area.read(self.cursor, CURSOR_CHUNK).found[:1]:
-                if best is None or seq < best[0]:
-                    best = (seq, value)
+            chunk = self.area.read(self.cursor, CURSOR_CHUNK)
+            if chunk.seqs and (best is None or chunk.seqs[0] < best[0]):
+                best = (chunk.seqs[0], chunk.values[0])
         return best
 
     def rewind(self, delivered_below: int = 0) -> None:

@@ -39,8 +39,11 @@ Node to consumer::
 
 from __future__ import annotations
 
+import binascii
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat
 
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import group_chunks, read_group
@@ -281,8 +284,14 @@ def plain_batch_entries(node_id: bytes, seqs: list[int], part_groups: list[bytes
     """``batch_entry`` of each message (its key ``message_key(node_id, seq)``, no
     headers), in one pass: a run of deliveries to consumers that take no headers."""
     head = b"%c%s-" % (len(message_key(node_id, 0)), node_id)  # every key is as long
-    return [b"%s%016x%s%s" % (head, seq, NO_HEADER_GROUP, part_group)
-            for seq, part_group in zip(seqs, part_groups, strict=True)]
+    # the seqs' hex digits made in one pass (a % format a seq cost about as much again)
+    if len(seqs) != len(part_groups):
+        raise ValueError(f"{len(seqs)} seqs for {len(part_groups)} part groups")
+    if not seqs:
+        return []
+    digits = binascii.hexlify(struct.pack(b">%dQ" % len(seqs), *seqs), b" ", 8).split(b" ")
+    return list(map(b"".join, zip(repeat(head), digits, repeat(NO_HEADER_GROUP), part_groups,
+                                  strict=False)))  # (the repeats never end)
 
 
 def encode_consuming(routing_id: bytes, subscribe: Subscribe, heartbeat_ms: int) -> list[bytes]:

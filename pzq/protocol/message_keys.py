@@ -46,9 +46,22 @@ def parse_message_key(key: bytes) -> tuple[bytes, int]:
 
 
 def parse_message_keys(keys: list[bytes] | tuple[bytes, ...]) -> list[tuple[bytes, int]] | None:
-    """(node id, seq) of every key, all checked and their seqs read by a few passes in
-    C over the keys joined (an ACK's keys, without a step per key); None when any is
-    not a message key (parse_message_key then says which)."""
+    """(node id, seq) of every key (``message_key_numbers``, the node ids as bytes);
+    None when any is not a message key (parse_message_key then says which)."""
+    numbers = message_key_numbers(keys)
+    if numbers is None:
+        return None
+    node_ids, seqs = numbers
+    if node_ids.count(node_ids[0]) == len(keys):  # (mostly: one node's) one node id for all
+        return list(zip(repeat(keys[0][:NODE_ID_LENGTH]), seqs))
+    return list(zip(map(NODE_ID_OF, keys), seqs, strict=True))
+
+
+def message_key_numbers(keys: list[bytes] | tuple[bytes, ...]
+                        ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The node ids (as numbers: ``int(node_id, 16)``) and seqs of the keys, in two
+    tuples, all checked and read by a few passes in C over the keys joined (an ACK's
+    keys, without a step or an object per key); None when any is not a message key."""
     count = len(keys)
     joined = b" ".join(keys)
     # each as MESSAGE_KEY_PATTERN, joined by single spaces: a dash and a space at
@@ -62,10 +75,7 @@ def parse_message_keys(keys: list[bytes] | tuple[bytes, ...]) -> list[tuple[byte
         return None
     # each key, its dash and space gone, is 12 bytes: the node id's 4, the seq's 8
     numbers = struct.unpack(b">" + RAW_KEY * count, binascii.unhexlify(digits))
-    node_ids, seqs = numbers[::2], numbers[1::2]
-    if node_ids.count(node_ids[0]) == count:  # (mostly: one node's) one node id for all
-        return list(zip(repeat(keys[0][:NODE_ID_LENGTH]), seqs))
-    return list(zip(map(NODE_ID_OF, keys), seqs, strict=True))
+    return numbers[::2], numbers[1::2]
 
 
 def first_bad_key(keys: list[bytes]) -> int:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from itertools import compress, repeat
-from operator import itemgetter
 
 from pzq.archive.contract import ArchiveWrites
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
-from pzq.protocol.message_keys import message_key, parse_message_key, parse_message_keys
-from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
+from pzq.protocol.message_keys import message_key, message_key_numbers, parse_message_key
+from pzq.serving.holding import SEQ_BITS, GroupDelivery, Key, ServedConsumer, held_key
 from pzq.store.batch import Batch
 
 log = get_logger("pzq.answers")
@@ -28,7 +27,6 @@ log = get_logger("pzq.answers")
 # single key does not win back: a consumer ACKing each delivery alone (protocol 1,
 # --send-dsn) cost the node 45 µs a message through it against 35 one by one.
 BULK_ACK_KEYS = 4
-ORIGIN, SEQ = itemgetter(0), itemgetter(1)  # of a held key
 
 # origin, seq, group, final: done with here; final: deleted, drop the copies
 Removed = Callable[[bytes, int, str, bool], None]
@@ -51,9 +49,9 @@ class GroupAnswers:
         """ACK (``ok``) or NACK each key (a NACK's message goes again at ``due_us``)."""
         keys = keys if isinstance(keys, (list, tuple)) else list(keys)
         if ok and len(keys) >= BULK_ACK_KEYS:
-            parsed = parse_message_keys(keys)
+            parsed = message_key_numbers(keys)
             if parsed is not None:  # else one is no key: each in turn, up to that one
-                self._ack_all(batch, consumer, parsed, now_us, mono)
+                self._ack_all(batch, consumer, *parsed, now_us, mono)
                 return
         self._answer_each(batch, consumer, ok, keys, now_us, mono, due_us)
 
@@ -66,46 +64,48 @@ class GroupAnswers:
         overdue = consumer.overdue
         for key in keys:
             node_id, seq = parse_message_key(key)
-            held_key = (node_id, seq)
+            key_held = held_key(node_id, seq)
             # it let this one expire: its credit comes back (no hashing while none did)
-            late = held_key in overdue if overdue else False
+            late = key_held in overdue if overdue else False
             if late:
-                overdue.discard(held_key)
+                overdue.discard(key_held)
             state = own if node_id == own_id else deliveries.state_for(node_id)
             if state is None:
                 deliveries.counters.unknown_acks += 1
             elif not ok:
-                self._nack(consumer, state, held_key, late, due_us)
+                self._nack(consumer, state, key_held, seq, late, due_us)
             else:
-                holder = owner.pop(held_key, None)  # whoever has it now: it is done
+                holder = owner.pop(key_held, None)  # whoever has it now: it is done
                 if holder is not None:
-                    holder.held.discard(held_key)
+                    holder.held.discard(key_held)
                 if not self.ack(batch, deliveries, state, key, seq, now_us, mono):
                     log.debug("ack_unknown", key=key.decode(), group=deliveries.name)
 
-    def _ack_all(self, batch: Batch, consumer: ServedConsumer, keys: list[Key], now_us: int,
-                 mono: float) -> None:
-        """ACKs of many keys: each state's messages are done with in one call (``ack``
-        for each, in bulk, the keys walked in C), after the archive's writes."""
+    def _ack_all(self, batch: Batch, consumer: ServedConsumer, node_ids: tuple[int, ...],
+                 seqs: tuple[int, ...], now_us: int, mono: float) -> None:
+        """ACKs of many keys (``message_key_numbers``: their node ids as numbers, and
+        seqs): each state's messages are done with in one call (``ack`` for each, in
+        bulk, the keys walked in C), after the archive's writes."""
         deliveries = consumer.group
-        if consumer.overdue:  # those it let expire: their credit comes back
-            consumer.overdue.difference_update(keys)
-        own_id = deliveries.state.area.node_id
-        origins = set(map(ORIGIN, keys))
-        by_origin = ({own_id: keys} if origins == {own_id}
-                     else {origin: [key for key in keys if key[0] == origin]
-                           for origin in origins})  # taken-over messages too
-        for origin, held_keys in by_origin.items():
+        first = node_ids[0]
+        by_origin = ({first: list(seqs)} if node_ids.count(first) == len(node_ids)
+                     else _by_origin(node_ids, seqs))  # taken-over messages too
+        for number, origin_seqs in by_origin.items():
+            keys = list(map((number << SEQ_BITS).__or__, origin_seqs))
+            if consumer.overdue:  # those it let expire: their credit comes back
+                consumer.overdue.difference_update(keys)
+            origin = b"%08x" % number
             state = deliveries.state_for(origin)
             if state is None:
-                deliveries.counters.unknown_acks += len(held_keys)
+                deliveries.counters.unknown_acks += len(keys)
             else:
-                self._ack_from(batch, deliveries, state, origin, held_keys, now_us, mono)
+                self._ack_from(batch, deliveries, state, origin, keys, origin_seqs, now_us,
+                               mono)
 
     def _ack_from(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
-                  origin: bytes, keys: list[Key], now_us: int, mono: float) -> None:
+                  origin: bytes, keys: list[Key], seqs: list[int], now_us: int,
+                  mono: float) -> None:
         _let_go(deliveries, keys)
-        seqs = list(map(SEQ, keys))
         if self.archives:
             seqs = self._archived(batch, state, seqs, now_us)
         acked, finals, unknown = state.ack_all(batch, seqs)
@@ -125,16 +125,16 @@ class GroupAnswers:
         kept = self.archiving.acked_all(state, batch, finals, now_us) if finals else None
         return [seq for seq in seqs if seq not in kept] if kept else seqs
 
-    def _nack(self, consumer: ServedConsumer, state: DeliveryState, held_key: Key,
+    def _nack(self, consumer: ServedConsumer, state: DeliveryState, key: Key, seq: int,
               late: bool, due_us: int) -> None:
         """Give back what this consumer holds (to go again at once, or at ``due_us``);
         a NACK of what expired here was given back at its deadline, and another
         consumer may have it now: left alone."""
         if consumer.pool:  # nothing is kept per delivery to the pool (--send-dsn)
-            state.nack(held_key[1], due_us)
-        elif consumer.group.owner.get(held_key) is consumer:
-            consumer.group.release(held_key)
-            state.nack(held_key[1], due_us)
+            state.nack(seq, due_us)
+        elif consumer.group.owner.get(key) is consumer:
+            consumer.group.release(key)
+            state.nack(seq, due_us)
         elif not late:
             state.counters.unknown_acks += 1
 
@@ -181,6 +181,14 @@ class GroupAnswers:
             deliveries.settle(expired=True)
         self.retire_dead(deliveries, now_us)
         return expired
+
+
+def _by_origin(node_ids: tuple[int, ...], seqs: tuple[int, ...]) -> dict[int, list[int]]:
+    """The seqs of each origin (by its node id's number), in the ACK's order."""
+    found: dict[int, list[int]] = {}
+    for number, seq in zip(node_ids, seqs, strict=True):
+        found.setdefault(number, []).append(seq)
+    return found
 
 
 def _let_go(deliveries: GroupDelivery, keys: list[Key]) -> None:

@@ -159,25 +159,29 @@ class ConsumeEndpoint(Part):
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         requests = events.get(self.socket, 0) & POLLIN
-        if requests:
-            self.take_requests(batch, now.wall_us, now.mono)
-            self.wait_changed()
+        if requests and self.take_requests(batch, now.wall_us, now.mono):
+            self.wait_changed()  # (a NACK's delay, a consumer come or gone)
         self.connections.heard(bool(requests))
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        """The wait is told only when the consumers' liveness changed (a connection came
+        or went, a pipe full, one gone): a pass delays nothing (a NACK's delays are told
+        in ``take``, a reap's in ``on_ticks``, the takeovers' and replays' reaps' wake)."""
+        liveness, sender = self.liveness, self.sender
+        told = liveness.wait_key(sender.blocked)
         went = self.connections.came_or_went(events)
         if went:  # its consumer is looked at
-            self.liveness.look_soon(now.mono)
-        if went is not None or self.consumers:
-            self.wait_changed()
+            liveness.look_soon(now.mono)
         if delivering:
             self.tick(now.mono)
         self.deliver(now.wall_us, now.mono, delivering)
+        if went is not None or liveness.wait_key(sender.blocked) != told:
+            self.wait_changed()
 
     # -- requests ---------------------------------------------------------------
 
-    def take_requests(self, batch: Batch, now_us: int, mono: float) -> None:
-        consumers = self.consumers
+    def take_requests(self, batch: Batch, now_us: int, mono: float) -> bool:
+        consumers, others = self.consumers, False  # others: a request but a plain ACK
         for first, raw in drain_framed(self.socket, self.batch_size):
             routing_id = raw[0]
             consumer = consumers.get(routing_id)
@@ -188,10 +192,12 @@ class ConsumeEndpoint(Part):
                     if keys is not None:  # the common request, without a Request
                         self._answer(batch, consumer, True, keys, now_us, mono)
                         continue
+                others = True
                 request = consume_wire.decode_request(raw[1:])
                 self._serve(batch, first, consumer, request, now_us, mono)
             except DecodeError as exc:
                 self._error(routing_id, str(exc))
+        return others
 
     def _serve(self, batch: Batch, first: zmq.Frame, consumer: ServedConsumer | None,
                request: Request, now_us: int, mono: float) -> None:
@@ -350,8 +356,7 @@ class ConsumeEndpoint(Part):
                     sender.finish()
                     if state.counters.evicted != evicted:
                         deliveries.settle()
-            # also those given back dead by a NACK this wake, before the next batch
-            # deletes them
+            # also those given back dead by a NACK this wake, before the next batch deletes them
             self.answers.retire_dead(deliveries, now_us, states)
         if sender.found_unreachable:  # what it sent before it went is read first
             self.liveness.look_soon(mono)
@@ -374,14 +379,9 @@ class ConsumeEndpoint(Part):
             return
         deliveries = consumer.group
         deliveries.consumers.remove(consumer)
-        held = sorted(consumer.held)
-        for key in held:
-            deliveries.release(key)
-            state = deliveries.state_for(key[0])
-            if state is not None:
-                state.nack(key[1])
+        given_back = deliveries.give_back_held(consumer)
         log.info("consumer_left", topic=deliveries.topic, group=deliveries.name,
-                 reason=reason, given_back=len(held))
+                 reason=reason, given_back=given_back)
 
     def tick(self, mono: float) -> None:
         """What consumers whose connection went held is given back."""

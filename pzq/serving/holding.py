@@ -3,8 +3,10 @@ endpoint: ``default`` on --send-dsn, a named group of a topic on --consume-dsn.
 
 A group's messages come from its own delivery state (this node's messages it holds)
 and, while this node has taken over down nodes, from each one's state for the group
-of the same name. Deliveries are keyed by (origin node id, seq), as the message key
-``<node id>-<seq hex>`` names them, so ACKs and NACKs reach the right state.
+of the same name. Deliveries are keyed by origin node id and seq, as the message key
+``<node id>-<seq hex>`` names them, so ACKs and NACKs reach the right state: both in
+one int (``held_key``), the node id's number above the seq's 64 bits, so that a run's
+keys are made by one map over its seqs and hashed as ints, no tuple a delivery.
 
 A delivery whose ack deadline passed goes to another consumer of the group first,
 and keeps its credit spent at the consumer that let it expire until that one answers
@@ -24,9 +26,25 @@ from pzq.delivery.state import DeliveryState
 from pzq.rates import LatencyWindow
 from pzq.store.topics import Group
 
-Key = tuple[bytes, int]  # origin node id, seq
+Key = int  # origin node id (as a number) above the seq: held_key
+SEQ_BITS = 64
+SEQ_MASK = (1 << SEQ_BITS) - 1
 TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> by origin
 Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
+
+
+def origin_base(node_id: bytes) -> int:
+    """The held keys of one origin are this ``|`` each seq (a node id is 8 hex digits)."""
+    return int(node_id, 16) << SEQ_BITS
+
+
+def held_key(node_id: bytes, seq: int) -> Key:
+    return int(node_id, 16) << SEQ_BITS | seq
+
+
+def origin_of(key: Key) -> bytes:
+    """The node id of a held key's origin (as the message key writes it)."""
+    return b"%08x" % (key >> SEQ_BITS)
 
 
 def ms_until(due_us: int, now_us: int) -> int:
@@ -123,6 +141,16 @@ class GroupDelivery:
         ordered = self.consumers[self._turn:] + self.consumers[:self._turn]
         return [consumer for consumer in ordered if consumer.room > 0]
 
+    def give_back_held(self, consumer: ServedConsumer) -> int:
+        """What the consumer holds goes again at once (it left); returns how many."""
+        held = sorted(consumer.held)
+        for key in held:
+            self.release(key)
+            state = self.state_for(origin_of(key))
+            if state is not None:
+                state.nack(key & SEQ_MASK)
+        return len(held)
+
     def release(self, key: Key) -> None:
         consumer = self.owner.pop(key, None)
         if consumer is not None:
@@ -131,9 +159,14 @@ class GroupDelivery:
     def settle(self, expired: bool = False) -> None:
         """Forget owners of deliveries the states took back: evicted, or ``expired``
         (after a reap), which stay overdue at the consumer that let them expire."""
+        states: dict[int, DeliveryState | None] = {}  # by origin (as a number)
         for key in list(self.owner):
-            state = self.state_for(key[0])
-            if state is None or key[1] not in state.inflight:
+            number = key >> SEQ_BITS
+            if number in states:
+                state = states[number]
+            else:
+                state = states[number] = self.state_for(origin_of(key))
+            if state is None or key & SEQ_MASK not in state.inflight:
                 consumer = self.owner.pop(key)
                 consumer.held.discard(key)
                 if expired and state is not None and not state.paused and not consumer.pool:

@@ -77,6 +77,11 @@ class ConsumerLiveness:
                 consumer.unreachable = False  # its connection is there after all
         return gone
 
+    def wait_key(self, blocked: bool) -> tuple[bool, float | None]:
+        """What ``timeout_ms`` goes by, but for the time: a wake whose key did not
+        change has no shorter wait to tell."""
+        return blocked or bool(self._probe_due), self._looks_again[0] if self._looks_again else None
+
     def timeout_ms(self, mono: float, blocked: bool) -> int | None:
         if blocked or self._probe_due:
             return 5

@@ -28,10 +28,9 @@ from pzq.delivery.framing import delivery_frames
 from pzq.delivery.recent import remember
 from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
-from pzq.protocol.message_keys import NODE_ID_LENGTH
 from pzq.serving.batching import OpenBatch
 from pzq.serving.frame_runs import delivery_frames_of_run, round_robin_turns, send_deliveries
-from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
+from pzq.serving.holding import GroupDelivery, Key, ServedConsumer, origin_base
 from pzq.store import record
 from pzq.zmqio import Socket, send_headed
 
@@ -99,7 +98,8 @@ class Sender:
         candidates = deliveries.next_consumers()
         put = self._putter(state, now_us)
         if deliveries.any_overdue():
-            return Outlets(self._avoiding_expired(deliveries, candidates, put), ONE_BY_ONE)
+            return Outlets(self._avoiding_expired(deliveries, candidates, put,
+                                                  origin_base(state.area.node_id)), ONE_BY_ONE)
         return self._round_robin(deliveries, candidates, put, state, now_us)
 
     def finish(self) -> None:
@@ -135,6 +135,7 @@ class Sender:
         no delivery carries headers and every consumer takes batches, or none does."""
         count = len(candidates)
         owner = deliveries.owner
+        base = origin_base(state.area.node_id)  # (every key sent here is its own)
         turn = 0
 
         def send(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:
@@ -148,7 +149,7 @@ class Sender:
                     continue
                 if not consumer.batches:
                     turn = turn + 1 if turn + 1 < count else 0
-                held_key = (key[:NODE_ID_LENGTH], seq)
+                held_key = base | seq
                 held.add(held_key)
                 owner[held_key] = consumer
                 return True
@@ -182,12 +183,12 @@ class Sender:
         shared = deliveries.shares_reads() and state is deliveries.state
         entries = (self._shared_entries if shared else _batch_entries)(node_id, seqs, values)
         count, owner, ack_timeout_us = len(candidates), deliveries.owner, state.ack_timeout_us
-        total, taken = len(entries), 0
+        total, taken, base = len(entries), 0, origin_base(node_id)
         for _ in range(count):
             consumer = candidates[turn]
             took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
             if took > taken:
-                held_keys = [(node_id, seq) for seq in seqs[taken:took]]
+                held_keys = list(map(base.__or__, seqs[taken:took]))
                 consumer.held.update(held_keys)
                 owner.update(zip(held_keys, repeat(consumer)))
                 taken = took
@@ -214,7 +215,7 @@ class Sender:
                                           sent_us, state.ack_timeout_us))
         if sent:
             given = order[:sent]
-            held_keys = list(zip(repeat(node_id), seqs[:sent]))
+            held_keys = list(map(origin_base(node_id).__or__, seqs[:sent]))
             for consumer in set(given):
                 consumer.held.update(compress(held_keys, map(is_, given, repeat(consumer))))
             deliveries.owner.update(zip(held_keys, given, strict=True))
@@ -261,7 +262,7 @@ class Sender:
         return at
 
     def _avoiding_expired(self, deliveries: GroupDelivery, candidates: list[ServedConsumer],
-                          put: Put) -> Outlet:
+                          put: Put, base: int) -> Outlet:
         """The same, while some consumer has deliveries it let expire: one of those
         goes to another consumer first, and back to the same one only when no other
         takes it (on the credit it still spends)."""
@@ -287,7 +288,7 @@ class Sender:
 
         def send(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:
             nonlocal turn
-            held_key = (key[:NODE_ID_LENGTH], seq)
+            held_key = base | seq  # (``origin_base`` of the state's origin)
             expired_at = []
             for _ in range(count):
                 consumer = candidates[turn]

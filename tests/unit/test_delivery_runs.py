@@ -112,6 +112,25 @@ def ack_all(state: DeliveryState, seqs: list[int]) -> None:
     state.area.store.commit(batch)
 
 
+def test_an_acks_deletes_are_leaving_until_written_and_owed_again_when_the_write_failed(store):
+    state = new_state(store)
+    seqs = stored(store, 5)
+    assert state.deliver_raw(EachConsumer(), 100, 100, RunConsumer()) == 5
+    batch = store.begin()
+    state.ack_all(batch, [*seqs[:3], seqs[0]])  # one key twice: unknown the second time
+    assert [state.owed.leaving(seq) for seq in seqs] == [True, True, True, False, False]
+    assert state.counters.unknown_acks == 1 and state.owed.any_leaving()
+    assert sorted(state.owed.leaving_seqs()) == seqs[:3]
+    state.failed()  # the batch was not written: nothing of it applied
+    assert store.messages == 5 and all(map(state.owed.leaving, seqs[:3]))
+    state.rewind()  # a look at every message again: those leaving are not delivered
+    each = EachConsumer()
+    assert state.deliver_raw(each, 200, 100) == 0 and each.sent == []
+    store.commit(store.begin())  # the next batch writes the deletes owed
+    assert store.messages == 2 and not state.owed.any_leaving()
+    assert [seq for seq in seqs if store.get_own(seq) is not None] == seqs[3:]
+
+
 def test_a_read_of_first_deliveries_goes_in_one_run_and_is_tracked(store):
     state = new_state(store)
     seqs = stored(store, 7)
@@ -258,7 +277,7 @@ def test_a_named_groups_kept_count_ends_its_run_and_a_fresh_read_is_not_looked_a
     store.commit(batch)
     again = GroupArea(store, topics, group).read(0, 100)
     assert not again.fresh and record.bookkeeping(again.found[2][1]) == (50, 2)
-    run = first_run(again.found, set(), 0, 1 << 20, again.fresh)
+    run = first_run(again.seqs, again.values, set(), 0, 1 << 20, again.fresh)
     assert run.seqs == [0, 1] and run.size == sum(len(v) for _, v in again.found[:2])
     state = DeliveryState(GroupArea(store, topics, group),
                           DeliverySettings(TIMEOUT, 1 << 20), Counters())

@@ -17,7 +17,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.rates import LatencyWindow
-from pzq.serving.holding import GroupDelivery, NamedGroupDelivery, ServedConsumer
+from pzq.serving.holding import GroupDelivery, NamedGroupDelivery, ServedConsumer, held_key
 from pzq.serving.sending import Sender
 from pzq.store import record
 from pzq.store.store import Store
@@ -107,13 +107,13 @@ def test_a_run_fills_each_consumer_to_its_credit_in_turn(store, context):
     seqs = stored_of_topic_t(store, 10)
     assert node.deliver(100, 2) == 2  # B's turn first: it holds two
     assert node.received(b"B") == [seqs[:2]] and second.held == {
-        (store.node_id, seq) for seq in seqs[:2]}
+        held_key(store.node_id, seq) for seq in seqs[:2]}
     assert node.deliver(200, 8) == 5  # then A's turn: 3, and B's credit left, 2
     assert node.received(b"A") == [seqs[2:5]] and node.received(b"B") == [seqs[5:7]]
     assert len(first.held) == 3 and len(second.held) == 4
     assert {key: consumer.routing_id for key, consumer in node.group.owner.items()} == {
-        **{(store.node_id, seq): b"B" for seq in seqs[:2] + seqs[5:7]},
-        **{(store.node_id, seq): b"A" for seq in seqs[2:5]}}
+        **{held_key(store.node_id, seq): b"B" for seq in seqs[:2] + seqs[5:7]},
+        **{held_key(store.node_id, seq): b"A" for seq in seqs[2:5]}}
     assert sorted(entry.seq for entry in node.state.inflight.entries()) == seqs[:7]
     assert node.state.cursor == seqs[6] + 1 and node.sender.blocked
 

@@ -143,3 +143,35 @@ def test_an_endpoint_that_cannot_bind_leaves_no_monitor_open(
                         roles=("receive", role), tcp=True)
     finally:
         taken.close(0)
+
+
+def test_the_consume_endpoint_tells_its_wait_only_when_it_may_be_shorter(
+        open_device: Callable[..., Device], context: zmq.Context):
+    """A wake of plain ACKs leaves the agenda's wait for the endpoint as it was (an ACK
+    only takes deliveries out); a NACK, which may delay a delivery, tells it."""
+    device = open_device(roles=("receive", "consume"), tcp=True)
+    consume = next(part for part in device.parts if isinstance(part, ConsumeEndpoint))
+    consume.topics.topic("orders", Now.read().wall_us)  # as a first message makes it
+    told: list[bool] = []
+    consume.wait_changed = lambda: told.append(True)
+    client = context.socket(zmq.DEALER)
+    client.connect(device.bound()["consume"])
+    try:
+        client.send_multipart([consume_wire.CONSUME, b"orders", b"billing", b"10"])
+        wake_until(device, lambda: client.poll(0) != 0, "CONSUMING")
+        assert client.recv_multipart()[0] == consume_wire.CONSUMING
+        (group,) = consume.groups.values()
+        wake_until(device, lambda: consume.connections.connected == 1, "the connection")
+        for _ in range(3):
+            wake(device, 0)
+        told.clear()
+        key = b"%s-%016x" % (group.state.area.node_id, 12345)  # out nowhere: unknown
+        client.send_multipart([consume_wire.ACK, key])
+        wake_until(device, lambda: group.counters.unknown_acks == 1, "the ACK")
+        wake(device, 0)
+        assert told == []
+        client.send_multipart([consume_wire.NACK, key])
+        wake_until(device, lambda: group.counters.unknown_acks == 2, "the NACK")
+        assert told
+    finally:
+        client.close(0)

@@ -8,7 +8,13 @@ from pzq.errors import DecodeError
 from pzq.protocol import consume as cw
 from pzq.protocol import frames as wire
 from pzq.protocol.frame_groups import group_chunks
-from pzq.protocol.message_keys import message_key, parse_message_key, parse_message_keys
+from pzq.protocol.message_keys import (
+    message_key,
+    message_key_numbers,
+    parse_message_key,
+    parse_message_keys,
+)
+from pzq.serving.holding import SEQ_BITS, SEQ_MASK, held_key, origin_base, origin_of
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -121,6 +127,18 @@ def test_an_acks_keys_parsed_at_once_are_each_keys():
     assert parse_message_keys(one_node) == [parse_message_key(key) for key in one_node]
     other_last = [*one_node, message_key(b"0a1b2c3e", 9)]  # one node id differs, last
     assert parse_message_keys(other_last) == [parse_message_key(key) for key in other_last]
+
+
+def test_an_acks_key_numbers_are_each_keys_node_id_and_seq_and_make_its_held_key():
+    keys = [message_key(b"0a1b2c3d", 7), message_key(b"ffffffff", 2**64 - 1),
+            message_key(b"00000000", 0)]
+    node_ids, seqs = message_key_numbers(keys)
+    assert node_ids == (0x0a1b2c3d, 0xffffffff, 0) and seqs == (7, 2**64 - 1, 0)
+    assert message_key_numbers([keys[0], b"0a1b2c3d-000000000000000g"]) is None
+    held = [held_key(*parse_message_key(key)) for key in keys]
+    assert held == [node_id << SEQ_BITS | seq for node_id, seq in zip(node_ids, seqs, strict=True)]
+    assert [(origin_of(key), key & SEQ_MASK) for key in held] == list(map(parse_message_key, keys))
+    assert len(set(held)) == 3 and origin_base(b"0a1b2c3d") | 7 == held[0]
 
 
 @pytest.mark.parametrize("bad", [b"0a1b2c3d-000000000000000g", b"0a1b2c3d-00000000000000007",

@@ -84,7 +84,7 @@ def _first_run_past(seqs: list[int], values: list[bytes], taken: set[int],
 
 def _within(seqs: list[int], values: list[bytes], room_bytes: int) -> Run:
     """The run of these messages, as many as fit in ``room_bytes`` (the lists are not
-    changed: a run may be a read's own, shared with the topic's other groups)."""
+    changed: they may be the read's own, kept by its chunk)."""
     size = sum(map(len, values))
     if size > room_bytes:  # (rare: the in-flight table nearly full)
         sizes = list(accumulate(map(len, values)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from itertools import islice, repeat
+from itertools import islice
 
 import zmq
 
@@ -26,7 +26,7 @@ from pzq.node.intake_model import Accepted, HeaderFacts, IntakeLimits, StoredRun
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import alone_runs, frames
 from pzq.protocol import produce_batches as batches
-from pzq.protocol.batch_runs import MemberRun
+from pzq.protocol.batch_runs import MemberRun, member_token
 from pzq.protocol.headers import dedup_id_of, key_of, topic_and_tag
 from pzq.protocol.time_headers import NO_TIMES, message_times
 from pzq.store import record
@@ -224,28 +224,31 @@ class Intake(Participant):
         the topic's log made in C over them) unless their headers ask for a look at
         each: then each is taken as one sent alone."""
         routing_id = open_batch.routing_id
-        tokens = run.tokens(open_batch.batch_id)
         alone = 0  # where the members taken one by one start (the first: refused)
         try:
             facts: HeaderFacts | None = self._read_headers(
-                frames.Produce(routing_id, tokens[0], run.headers, (), run.body_sizes[0]),
-                now_us, rights)
+                frames.Produce(routing_id, member_token(open_batch.batch_id, run.first),
+                               run.headers, (), run.body_sizes[0]), now_us, rights)
         except ProduceRefused as refused:
             self._refuse(refused)  # the first; each other one is refused on its own
             facts, alone = None, 1
         if facts is None or not together(facts, now_us):
-            for token, entry, size in islice(zip(tokens, run.entries, run.body_sizes,
-                                                 strict=True), alone, None):
+            for token, entry, size in islice(zip(run.tokens(open_batch.batch_id),
+                                                 run.entries, run.body_sizes, strict=True),
+                                             alone, None):
                 self._accept(batch, frames.Produce(routing_id, token, run.headers, (), size),
                              now_us, accepted.alone, rights, fixed + entry)
             return
-        values = list(map(fixed.__add__, run.entries))
-        size = sum(map(len, values))
+        if run.size:  # (entries of one size: their records made by one join)
+            values = record.records_of(fixed, run.entries, run.size)
+            size = len(values) * (len(fixed) + run.size)
+        else:
+            values = list(map(fixed.__add__, run.entries))
+            size = sum(map(len, values))
         seqs = batch.add_messages(values, size)
         self._run.note_seqs(batch, seqs, facts.topic, facts.tag, size)
-        stored = list(zip(repeat(routing_id), tokens, seqs, values))
-        accepted.runs.append((open_batch, run.first, stored))
-        accepted.in_runs += len(stored)
+        accepted.runs.append((open_batch, run, seqs, values))
+        accepted.in_runs += len(values)
 
     def _accept(self, batch: Batch, produce: frames.Produce, now_us: int,
                 accepted: list[Stored], rights: Rights, value: bytes | None = None,

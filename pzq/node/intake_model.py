@@ -3,11 +3,13 @@ checks, what a header group says, and what it stored."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import NamedTuple
 
 from pzq.node.batch_acks import OpenBatch
+from pzq.protocol.batch_runs import MemberRun
 from pzq.protocol.time_headers import MessageTimes
 from pzq.store.batch import Batch
 from pzq.store.record import Stored
@@ -45,14 +47,20 @@ class Accepted:
 
     def __init__(self) -> None:
         self.alone: list[Stored] = []
-        self.runs: list[tuple[OpenBatch, int, list[Stored]]] = []  # batch, first member
+        # Each run: its batch, its members, their seqs and records (each one's Stored
+        # made only when asked for: its ACK is the run's, by its first member and size)
+        self.runs: list[tuple[OpenBatch, MemberRun, range, Sequence[bytes]]] = []
         self.in_runs = 0  # messages in the runs
 
     def __len__(self) -> int:
         return len(self.alone) + self.in_runs
 
     def every(self) -> list[Stored]:
-        return self.alone + [stored for _, _, run in self.runs for stored in run]
+        every = list(self.alone)
+        for open_batch, run, seqs, values in self.runs:
+            every += zip(repeat(open_batch.routing_id), run.tokens(open_batch.batch_id),
+                         seqs, values)
+        return every
 
 
 NOTHING_ACCEPTED = Accepted()  # (never added to: a take makes its own)

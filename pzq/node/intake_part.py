@@ -155,8 +155,8 @@ class IntakePart(Part, Participant):
         sent alone together, each run of a produce batch at once."""
         if accepted.alone:
             self._owe_ok_to(accepted.alone)
-        for open_batch, first, stored in accepted.runs:
-            self.acks.owe_run(open_batch, first, len(stored))
+        for open_batch, run, seqs, _ in accepted.runs:
+            self.acks.owe_run(open_batch, run.first, len(seqs))
 
     def _owe_ok_to(self, stored: Sequence[Stored | ScheduledStored]) -> None:
         """An ACK "1" owed to the producer of each stored message, made at once."""

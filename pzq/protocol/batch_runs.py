@@ -13,11 +13,12 @@ equal-sized messages) is checked and cut up in C, without a step per entry.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
-from operator import itemgetter
 
+from pzq.bulk import CUT_AT_ONCE, cut
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol.frame_groups import LENGTH, read_group
 from pzq.protocol.frames import check_producer_header
@@ -31,8 +32,9 @@ class MemberRun:
 
     headers: tuple[bytes, ...]
     first: int  # the batch index of its first member
-    entries: list[bytes]  # each one's entry: the record's bytes after its fixed fields
+    entries: Sequence[bytes]  # each one's entry: the record's bytes after its fixed fields
     body_sizes: list[int]
+    size: int = 0  # every entry's size when they are all one (0: they are not)
 
     def tokens(self, batch_id: bytes) -> list[bytes]:
         """Each member's token (produce_batches.member_token), made in C."""
@@ -75,6 +77,7 @@ def _walk(routing_id: bytes, batch_id: bytes, data: bytes,
     headers: tuple[bytes, ...] = ()
     refusal = ""
     run: MemberRun | None = None
+    entries: list[bytes] = []  # the run's
     while at < end:
         start = at
         (length,) = unpack(data, at)
@@ -105,9 +108,10 @@ def _walk(routing_id: bytes, batch_id: bytes, data: bytes,
             run = None
         else:
             if run is None or run.headers is not headers:
-                run = MemberRun(headers, index, [], [])
+                entries = []
+                run = MemberRun(headers, index, entries, [])
                 found.append(run)
-            run.entries.append(data[start:at])
+            entries.append(data[start:at])
             run.body_sizes.append(body_size)
         index += 1
     return found
@@ -128,31 +132,44 @@ def _uniform(routing_id: bytes, batch_id: bytes, data: bytes, count: int,
     if parts != 1 or size * count != len(data):
         return None
     group = data[group_at:group_end]
-    shape = _shape(id_size, len(group), body_size)
-    if list(shape.iter_unpack(data)).count((id_size, group, 1, body_size)) != count:
+    if not _same_shape(data, (id_size, group, 1, body_size), size, count):
         return None
     headers, refusal = _header_group(group)
     refused = _refusal(parts, body_size, max_body_size) or refusal
     if refused:
         return [ProduceRefused(refused, routing_id, member_token(batch_id, index))
                 for index in range(count)]
-    entries = list(map(_FIRST, _cuts(size).iter_unpack(data)))
-    return [MemberRun(headers, 0, entries, list(repeat(body_size, count)))]
+    return [MemberRun(headers, 0, cut(data, size, count), list(repeat(body_size, count)),
+                      size)]
 
 
 _TWO = struct.Struct(">II")  # a part count and the first part's length
-_FIRST = itemgetter(0)
+
+
+def _same_shape(data: bytes, shape: tuple[int, bytes, int, int], size: int,
+                count: int) -> bool:
+    """Whether every entry's fixed fields (its msg id's length, its header group, one
+    part and that part's length) are ``shape``: read by struct unpacks of up to
+    CUT_AT_ONCE entries each, one tuple for them all compared with ``shape`` repeated
+    (no tuple an entry)."""
+    at_once = min(count, CUT_AT_ONCE)
+    whole = count - count % at_once
+    id_size, group, _, body_size = shape
+    fields = _shape(id_size, len(group), body_size, at_once)
+    if whole == count == at_once:
+        return fields.unpack(data) == shape * at_once
+    expected = shape * at_once
+    if any(map(expected.__ne__, fields.iter_unpack(memoryview(data)[:whole * size]))):
+        return False
+    rest = count - whole
+    return not rest or _shape(id_size, len(group), body_size, rest).unpack_from(
+        data, whole * size) == shape * rest
 
 
 @lru_cache(maxsize=64)
-def _shape(id_size: int, group_size: int, body_size: int) -> struct.Struct:
-    """An entry's fixed fields with its msg id and body skipped."""
-    return struct.Struct(f">I{id_size}x{group_size}sII{body_size}x")
-
-
-@lru_cache(maxsize=64)
-def _cuts(size: int) -> struct.Struct:
-    return struct.Struct(f"{size}s")
+def _shape(id_size: int, group_size: int, body_size: int, count: int) -> struct.Struct:
+    """``count`` entries' fixed fields, their msg ids and bodies skipped."""
+    return struct.Struct(">" + f"I{id_size}x{group_size}sII{body_size}x" * count)
 
 
 def _refusal(parts: int, body_size: int, max_body_size: int) -> str:

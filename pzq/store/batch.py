@@ -9,7 +9,7 @@ and learns whether it was written or failed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import plyvel
 
@@ -68,11 +68,11 @@ class Batch:
         self.operations += 1
         return seq
 
-    def add_messages(self, values: list[bytes], size: int) -> range:
+    def add_messages(self, values: Sequence[bytes], size: int) -> range:
         """add_message for each value (``size``: their bytes together), the keys made
         and put in C; returns their sequence numbers."""
         seqs = self._take_seqs(len(values))
-        each(self._batch.put, keyspace.own_keys(seqs), values)
+        each(self._batch.put, keyspace.own_keys_of_run(seqs), values)
         self.message_delta += len(values)
         self.byte_delta += size
         self.operations += len(values)

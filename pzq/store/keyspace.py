@@ -77,14 +77,17 @@ sequence number, as in the message key (see pzq.protocol.message_keys). ``<topic
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
 from itertools import compress, repeat
 from operator import itemgetter
 
+from pzq.bulk import CUT_AT_ONCE, cut
 from pzq.protocol.message_keys import NODE_ID_LENGTH as NODE_ID_LENGTH
 from pzq.protocol.message_keys import SEQ as SEQ
 
 OWN_PREFIX = b"m"
+OWN_KEY_SIZE = len(OWN_PREFIX) + SEQ.size
 REPLICA_PREFIX = b"r"
 TOMBSTONE_PREFIX = b"t"
 READS_PREFIX = b"s"
@@ -131,6 +134,26 @@ def own_key(seq: int) -> bytes:
 def own_keys(seqs: Iterable[int]) -> Iterator[bytes]:
     """``own_key`` of each seq, made in C (many deletes at once)."""
     return map(OWN_PREFIX.__add__, map(SEQ.pack, seqs))
+
+
+def own_keys_of_run(seqs: range) -> Sequence[bytes]:
+    """``own_key`` of each seq of a run, made by one struct pack of up to CUT_AT_ONCE
+    of them (the prefix and the seq of each, put in place in one list), cut into keys:
+    no object a key but the key."""
+    if len(seqs) > CUT_AT_ONCE:
+        keys: list[bytes] = []
+        for start in range(0, len(seqs), CUT_AT_ONCE):
+            keys += own_keys_of_run(seqs[start:start + CUT_AT_ONCE])
+        return keys
+    count = len(seqs)
+    fields: list[bytes | int] = [OWN_PREFIX] * (2 * count)
+    fields[1::2] = seqs
+    return cut(_own_run(count).pack(*fields), OWN_KEY_SIZE, count)
+
+
+@lru_cache(maxsize=CUT_AT_ONCE)
+def _own_run(count: int) -> struct.Struct:
+    return struct.Struct(">" + f"{len(OWN_PREFIX)}sQ" * count)
 
 
 def own_seq(store_key: bytes) -> int:

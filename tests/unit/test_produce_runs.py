@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 import zmq
 
+from pzq.bulk import CUT_AT_ONCE
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.node.batch_acks import BatchAcks
 from pzq.node.device import Device
@@ -86,6 +87,25 @@ def test_a_run_knows_its_sizes_and_tokens(entries, sizes):
 def test_entries_that_are_not_what_the_batch_says_are_not_read(data, count):
     with pytest.raises(DecodeError):
         read_runs(b"rid", b"B", data, count, 100)
+
+
+@pytest.mark.parametrize("count", [1, CUT_AT_ONCE, CUT_AT_ONCE + 1, 2 * CUT_AT_ONCE + 44])
+@pytest.mark.parametrize("odd_at", [None, 0, -1, CUT_AT_ONCE + 3])
+def test_a_batch_of_one_shape_is_one_run_of_its_entries_and_records_of_any_length(count,
+                                                                                   odd_at):
+    """Read and made CUT_AT_ONCE entries at a time: one entry of another shape, in any
+    of the struct's pieces, makes the batch walked entry by entry (same runs)."""
+    entries = [entry(b"%05d" % n, b"body%04d" % n) for n in range(count)]
+    one_shape = odd_at is None or count == 1 or not -count <= odd_at < count
+    if not one_shape:
+        entries[odd_at] = entry(b"%05d" % (odd_at % count), b"longer body")
+    (run,) = read_runs(b"rid", b"B", b"".join(entries), count, 100)
+    assert isinstance(run, MemberRun) and list(run.entries) == entries
+    assert run.size == (len(entries[0]) if one_shape else 0)
+    if one_shape:
+        fixed = record.fixed(123)
+        assert list(record.records_of(fixed, run.entries, run.size)) == \
+            [fixed + one for one in entries]
 
 
 # -- the batch's one ACK ------------------------------------------------------------

@@ -77,6 +77,13 @@ def test_own_keys_sort_in_arrival_order():
                                                                       2**32, 2**63), strict=False))
 
 
+@pytest.mark.parametrize("first, count", [(0, 1), (255, 127), (2**32 - 3, 128),
+                                          (7, 129), (2**63 - 400, 399)])
+def test_a_runs_own_keys_made_together_are_each_ones_key(first, count):
+    seqs = range(first, first + count)
+    assert list(keyspace.own_keys_of_run(seqs)) == [keyspace.own_key(seq) for seq in seqs]
+
+
 def test_a_prefix_ending_in_255_has_an_end(tmp_path):
     assert keyspace.prefix_end(b"a\x00\x01") == b"a\x00\x02"
     assert keyspace.prefix_end(b"a\x00\xff\xff") == b"a\x01"

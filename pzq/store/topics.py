@@ -363,6 +363,7 @@ class Topics(TopicRegistry):
     def failed(self) -> None:
         self.marks.failed()
         self.logs.failed()
+        self.recent.clear()  # as the logs: nothing read stays kept across a failed batch
         super().failed()
 
     def _batch_ended(self) -> None:

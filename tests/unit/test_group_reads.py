@@ -95,6 +95,31 @@ def test_records_kept_for_other_groups_carry_each_group_s_own_counts_and_marks(t
     store.close()
 
 
+def test_records_are_kept_with_default_s_counts_zeroed_and_each_group_s_own_put_in(tmp_path):
+    """A record ``default`` counted before any group read it: the first read looks at it
+    and keeps it zeroed, so the other groups take it as it is kept; a group's own
+    count still goes in, and the store's record keeps default's."""
+    store, topics = open_node(tmp_path / "db")
+    a, b, c = three_groups(store, topics)
+    store_messages(store, topics, COUNT)
+    by_default = 7
+    batch = store.begin()
+    batch.rewrite_message(by_default, record.with_bookkeeping(store.get_own(by_default), 9, 3))
+    c.rewrite(batch, by_default, record.with_bookkeeping(store.get_own(by_default), 4, 2))
+    store.commit(batch)
+    assert {record.bookkeeping(value) for value in a.read(0, COUNT).values} == {(0, 0)}
+    assert record.bookkeeping(topics.recent[by_default]) == (0, 0)
+    assert record.bookkeeping(store.get_own(by_default)) == (9, 3)
+    chunk = b.read(0, COUNT)
+    assert chunk.fresh and {record.bookkeeping(value) for value in chunk.values} == {(0, 0)}
+    found = dict(c.read(0, COUNT).found)
+    assert record.bookkeeping(found.pop(by_default)) == (4, 2)
+    assert {record.bookkeeping(value) for value in found.values()} == {(0, 0)}
+    assert chunk.values == [record.with_bookkeeping(value, 0, 0)
+                            for value in map(store.get_own, chunk.seqs)]
+    store.close()
+
+
 def test_long_records_are_not_kept_for_other_groups(tmp_path):
     store, topics = open_node(tmp_path / "db")
     a, b, _ = three_groups(store, topics)

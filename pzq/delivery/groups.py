@@ -124,10 +124,10 @@ class GroupArea:
         """The stored records of the log entries ``seqs`` (with their ``tags``), tags kept
         for their ACKs, with the group's own delivery counts; fresh when none of them
         has a count (so a run of first deliveries need not look again)."""
-        values = self._values(seqs)
+        values, plain = self._values(seqs)
         if None not in values and seqs[0] > self._highest_counted():
             records = cast(list[bytes], values)
-            if not any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, records))):
+            if plain or not any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, records))):
                 # the common read: every record stored, no count kept, none set by default
                 self._tags.update(zip(seqs, tags, strict=True))
                 return Chunk(seqs, records, next_seq, True)
@@ -221,17 +221,19 @@ class GroupArea:
             else:
                 batch.put(key, ONCE)
 
-    def _values(self, seqs: list[int]) -> list[bytes | None]:
+    def _values(self, seqs: list[int]) -> tuple[list[bytes | None], bool]:
         """The stored records of ``seqs`` (ascending; None: not stored), from the recent
         records where the topic has other groups; else one walk of the own messages
         when the topic fills most of the span, or a read each. (The log walk found
-        the seqs: a record kept there of a message deleted since is never asked for.)"""
+        the seqs: a record kept there of a message deleted since is never asked for.)
+        Where the topic has other groups, the records come with ``default``'s counts
+        zeroed, as kept for them (so each group need not look: True)."""
         shared = len(self.group.topic.groups) > 1
         recent = self.topics.recent
         if shared and recent:
             values = list(map(recent.get, seqs))
             if None not in values:
-                return values
+                return values, True
         if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
             first, last = seqs[0], seqs[-1]
             last_key = keyspace.own_key(last)
@@ -246,9 +248,12 @@ class GroupArea:
         else:
             found = [recent.get(seq) or self.store.get_own(seq) for seq in seqs] if shared \
                 else self.store.get_all(list(keyspace.own_keys(seqs)))
-        if shared:
-            remember(recent, seqs, found)
-        return found
+        if not shared:
+            return found, False
+        if any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, filter(None, found)))):
+            found = [None if value is None else without_bookkeeping(value) for value in found]
+        remember(recent, seqs, found)
+        return found, True
 
     def get(self, seq: int) -> bytes | None:
         value = self.store.get_own(seq)

@@ -1,6 +1,7 @@
 """What one group read or made of a topic's messages, kept for the topic's other
-groups, which deliver the same messages: the records (pzq.delivery.groups) and the
-batch entries of runs (pzq.serving.sending), each read or made once for all."""
+groups, which deliver the same messages: the records (pzq.delivery.groups, with
+``default``'s delivery counts zeroed, as every named group reads them) and the batch
+entries of runs (pzq.serving.sending), each read, looked at or made once for all."""
 
 from __future__ import annotations
 

@@ -61,8 +61,9 @@ class Topics(TopicRegistry):
     def __init__(self, store: Store, default_topic: str) -> None:
         self.marks = GroupMarks(store)
         self._release_asked = NOT_ASKED  # group id, seq, would_release's answer
-        # Records a group read lately: the topic's other groups read them from here,
-        # not from the store again (one read of a body for all groups, mostly).
+        # Records a group read lately (default's counts zeroed): the topic's other
+        # groups read them from here, not from the store again (one read of a body
+        # for all groups, mostly).
         self.recent: dict[int, bytes] = {}
         super().__init__(store, default_topic)
 
@@ -363,6 +364,7 @@ class Topics(TopicRegistry):
     def failed(self) -> None:
         self.marks.failed()
         self.logs.failed()
+        self.recent.clear()  # as the logs: nothing read stays kept across a failed batch
         super().failed()
 
     def _batch_ended(self) -> None:

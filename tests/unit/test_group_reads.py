@@ -1,21 +1,26 @@
 """A named group's read (GroupArea.read) where the records come from the ones kept for
-the topic's other groups (Topics.recent), and the walk the reads take in C
-(Store.read_up_to): what a read returns is what the store holds."""
+the topic's other groups (Topics.recent: bounded, the messages that left and a failed
+batch's reads dropped), and the walk the reads take in C (Store.read_up_to): what a
+read returns is what the store holds."""
 
 from __future__ import annotations
+
+import pytest
 
 from pzq.admin.topic_walks import TopicWalks
 from pzq.cluster.lone import NoCluster
 from pzq.counters import Counters
 from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.groups import DENSE_AT_LEAST, GroupArea
-from pzq.delivery.recent import RECENT_RECORD_BYTES
+from pzq.delivery.recent import RECENT_RECORD_BYTES, RECENT_RECORDS, remember
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
+from pzq.errors import StoreError
 from pzq.serving.named_groups import NoConsumeEndpoint
 from pzq.store import keyspace, record
 from pzq.store.store import Store
 from pzq.store.topics import Topics
+from tests.support.stored import FailNext
 
 SETTINGS = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
 COUNT = 2 * DENSE_AT_LEAST  # enough for a read of the own messages in one walk
@@ -90,6 +95,31 @@ def test_records_kept_for_other_groups_carry_each_group_s_own_counts_and_marks(t
     store.close()
 
 
+def test_records_are_kept_with_default_s_counts_zeroed_and_each_group_s_own_put_in(tmp_path):
+    """A record ``default`` counted before any group read it: the first read looks at it
+    and keeps it zeroed, so the other groups take it as it is kept; a group's own
+    count still goes in, and the store's record keeps default's."""
+    store, topics = open_node(tmp_path / "db")
+    a, b, c = three_groups(store, topics)
+    store_messages(store, topics, COUNT)
+    by_default = 7
+    batch = store.begin()
+    batch.rewrite_message(by_default, record.with_bookkeeping(store.get_own(by_default), 9, 3))
+    c.rewrite(batch, by_default, record.with_bookkeeping(store.get_own(by_default), 4, 2))
+    store.commit(batch)
+    assert {record.bookkeeping(value) for value in a.read(0, COUNT).values} == {(0, 0)}
+    assert record.bookkeeping(topics.recent[by_default]) == (0, 0)
+    assert record.bookkeeping(store.get_own(by_default)) == (9, 3)
+    chunk = b.read(0, COUNT)
+    assert chunk.fresh and {record.bookkeeping(value) for value in chunk.values} == {(0, 0)}
+    found = dict(c.read(0, COUNT).found)
+    assert record.bookkeeping(found.pop(by_default)) == (4, 2)
+    assert {record.bookkeeping(value) for value in found.values()} == {(0, 0)}
+    assert chunk.values == [record.with_bookkeeping(value, 0, 0)
+                            for value in map(store.get_own, chunk.seqs)]
+    store.close()
+
+
 def test_long_records_are_not_kept_for_other_groups(tmp_path):
     store, topics = open_node(tmp_path / "db")
     a, b, _ = three_groups(store, topics)
@@ -98,6 +128,64 @@ def test_long_records_are_not_kept_for_other_groups(tmp_path):
     found = a.read(0, COUNT).found
     assert sorted(topics.recent) == [seq for seq, _ in found[:COUNT // 2]]
     assert b.read(0, COUNT).found == found
+    store.close()
+
+
+def test_the_kept_records_are_bounded_in_count_the_oldest_let_go():
+    recent: dict[int, bytes] = {}
+    remember(recent, list(range(RECENT_RECORDS - 10)), [b"r"] * (RECENT_RECORDS - 10))
+    remember(recent, list(range(RECENT_RECORDS - 10, RECENT_RECORDS + 90)),
+             [b"r", None] * 50)  # (None: not stored, never kept)
+    assert len(recent) == RECENT_RECORDS
+    assert sorted(recent) == [*range(40, RECENT_RECORDS - 10),
+                              *range(RECENT_RECORDS - 10, RECENT_RECORDS + 90, 2)]
+
+
+def test_messages_every_group_is_done_with_leave_the_kept_records(tmp_path):
+    """The last group's ACK takes the records it deletes out of those kept, so a read
+    of any group never serves a message that left, even once a read reaches it again."""
+    store, topics = open_node(tmp_path / "db")
+    areas = three_groups(store, topics)
+    store_messages(store, topics, COUNT)
+    seqs = seqs_of(areas[0].read(0, COUNT))
+    gone = seqs[:COUNT // 2]
+    assert set(gone) <= topics.recent.keys()
+    batch = store.begin()
+    for area in areas:
+        area.read(0, COUNT)
+        area.delete_all(batch, gone, [0] * len(gone))
+    store.commit(batch)
+    assert not set(gone) & topics.recent.keys()
+    assert [store.get_own(seq) for seq in gone] == [None] * len(gone)
+    store_messages(store, topics, 3)
+    chunk = areas[1].read(0, 2 * COUNT)
+    assert seqs_of(chunk) == seqs[COUNT // 2:] + [COUNT, COUNT + 1, COUNT + 2]
+    assert chunk.values == list(map(store.get_own, chunk.seqs))
+    store.close()
+
+
+def test_a_failed_batch_drops_the_kept_records(tmp_path):
+    """A batch that fails leaves the store as it was, and nothing read before it stays
+    kept (as the topic's log and marks, read again): the reads after it are the store's."""
+    store, topics = open_node(tmp_path / "db")
+    failing = FailNext()
+    store.register(failing)
+    areas = three_groups(store, topics)
+    store_messages(store, topics, COUNT)
+    seqs = seqs_of(areas[0].read(0, COUNT))
+    assert set(seqs) <= topics.recent.keys()
+    batch = store.begin()
+    for area in areas:
+        area.read(0, COUNT)
+        area.delete_all(batch, seqs[:4], [0] * 4)
+    failing.armed = True
+    with pytest.raises(StoreError):
+        store.commit(batch)
+    assert not topics.recent
+    for area in areas:
+        chunk = area.read(0, COUNT)
+        assert chunk.seqs == seqs
+        assert chunk.values == list(map(store.get_own, seqs))
     store.close()
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pzq.delivery.inflight import InFlight
 from pzq.protocol.message_keys import message_key
-from pzq.serving.holding import GroupDelivery, held_key
+from pzq.serving.holding import GroupDelivery
 from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.store import Store
@@ -43,7 +43,7 @@ def pending_lines(deliveries: GroupDelivery, now_us: int, limit: int) -> list[st
 
 def _line(deliveries: GroupDelivery, origin: bytes, entry: InFlight, where: str,
           now_us: int) -> str:
-    owner = deliveries.owner.get(held_key(origin, entry.seq)) if where == "out" else None
+    owner = deliveries.owner.get(deliveries.key_of(origin, entry.seq)) if where == "out" else None
     consumer = owner.routing_id.hex() if owner is not None else "-"
     deadline = (f" deadline_in_ms={max(0, entry.deadline_us - now_us) // 1000}"
                 if where == "out" else "")
@@ -99,5 +99,5 @@ def let_go_below(deliveries: GroupDelivery, target: int) -> None:
                   *state.delayed.entries()]:
         if entry.seq < target:
             state.forget(entry.seq)
-            deliveries.release(held_key(origin, entry.seq))
+            deliveries.release(deliveries.key_of(origin, entry.seq))
     state.rewind()

@@ -10,7 +10,6 @@ from typing import Protocol
 
 from pzq.delivery.state import DeliveryState
 from pzq.protocol.topic_reads import DEFAULT_GROUP
-from pzq.serving.holding import held_key
 from pzq.serving.named_groups import NamedGroups
 from pzq.store import keyspace
 from pzq.store.batch import Batch
@@ -120,4 +119,4 @@ class TopicWalks:
             for seq in [*state.inflight.entries(), *state.ready.entries(),
                         *state.delayed.entries()]:
                 found.state.forget(seq.seq)
-                found.release(held_key(found.state.area.node_id, seq.seq))
+                found.release(found.key_of(found.own_id, seq.seq))

@@ -18,7 +18,7 @@ from pzq.archive.contract import ArchiveWrites
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import message_key, message_key_numbers, parse_message_key
-from pzq.serving.holding import SEQ_BITS, GroupDelivery, Key, ServedConsumer, held_key
+from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
 from pzq.store.batch import Batch
 
 log = get_logger("pzq.answers")
@@ -64,7 +64,7 @@ class GroupAnswers:
         overdue = consumer.overdue
         for key in keys:
             node_id, seq = parse_message_key(key)
-            key_held = held_key(node_id, seq)
+            key_held = deliveries.key_of(node_id, seq)
             # it let this one expire: its credit comes back (no hashing while none did)
             late = key_held in overdue if overdue else False
             if late:
@@ -91,7 +91,8 @@ class GroupAnswers:
         by_origin = ({first: list(seqs)} if node_ids.count(first) == len(node_ids)
                      else _by_origin(node_ids, seqs))  # taken-over messages too
         for number, origin_seqs in by_origin.items():
-            keys = list(map((number << SEQ_BITS).__or__, origin_seqs))
+            base = deliveries.base_of(number)  # (0: the own's keys are the seqs)
+            keys = list(map(base.__or__, origin_seqs)) if base else origin_seqs
             if consumer.overdue:  # those it let expire: their credit comes back
                 consumer.overdue.difference_update(keys)
             origin = b"%08x" % number

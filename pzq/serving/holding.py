@@ -5,8 +5,10 @@ A group's messages come from its own delivery state (this node's messages it hol
 and, while this node has taken over down nodes, from each one's state for the group
 of the same name. Deliveries are keyed by origin node id and seq, as the message key
 ``<node id>-<seq hex>`` names them, so ACKs and NACKs reach the right state: both in
-one int (``held_key``), the node id's number above the seq's 64 bits, so that a run's
-keys are made by one map over its seqs and hashed as ints, no tuple a delivery.
+one int (``GroupDelivery.key_of``). The node's own messages, nearly all of them, are
+keyed by the seq alone, so a run's keys are its seqs as they are (no int made a
+delivery, small ints hashed); a taken-over origin's are its node id's number plus one
+above the seq's 64 bits.
 
 A delivery whose ack deadline passed goes to another consumer of the group first,
 and keeps its credit spent at the consumer that let it expire until that one answers
@@ -26,25 +28,11 @@ from pzq.delivery.state import DeliveryState
 from pzq.rates import LatencyWindow
 from pzq.store.topics import Group
 
-Key = int  # origin node id (as a number) above the seq: held_key
+Key = int  # the seq (own messages), or a taken-over origin's number + 1 above it: key_of
 SEQ_BITS = 64
 SEQ_MASK = (1 << SEQ_BITS) - 1
 TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> by origin
 Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
-
-
-def origin_base(node_id: bytes) -> int:
-    """The held keys of one origin are this ``|`` each seq (a node id is 8 hex digits)."""
-    return int(node_id, 16) << SEQ_BITS
-
-
-def held_key(node_id: bytes, seq: int) -> Key:
-    return int(node_id, 16) << SEQ_BITS | seq
-
-
-def origin_of(key: Key) -> bytes:
-    """The node id of a held key's origin (as the message key writes it)."""
-    return b"%08x" % (key >> SEQ_BITS)
 
 
 def ms_until(due_us: int, now_us: int) -> int:
@@ -103,12 +91,38 @@ class GroupDelivery:
         self.name = name
         self.topic = topic  # "": ``default``, which reads every topic
         self.state = state  # this node's own messages
+        self.own_id = state.area.node_id
+        self.own_number = int(self.own_id, 16)
         self.counters = state.counters
         self._taken_over = taken_over
         self.latency = latency  # from delivery to ACK
         self.consumers: list[ServedConsumer] = []
         self.owner: dict[Key, ServedConsumer] = {}
         self._turn = 0
+
+    def base_of(self, number: int) -> int:
+        """The held keys of the origin whose node id is ``number`` are this ``|`` each
+        seq: 0 for the own (its keys are the seqs), the number plus one above the seq's
+        bits for another (so a node id of 0 is told from the own)."""
+        return 0 if number == self.own_number else (number + 1) << SEQ_BITS
+
+    def base_for(self, node_id: bytes) -> int:
+        return 0 if node_id == self.own_id else (int(node_id, 16) + 1) << SEQ_BITS
+
+    def keys_of(self, node_id: bytes, seqs: list[int]) -> list[Key]:
+        """The held keys of ``seqs`` of one origin: the own's are the list itself (not
+        to be changed by the caller)."""
+        if node_id == self.own_id:
+            return seqs
+        return list(map(self.base_for(node_id).__or__, seqs))
+
+    def key_of(self, node_id: bytes, seq: int) -> Key:
+        return seq if node_id == self.own_id else (int(node_id, 16) + 1) << SEQ_BITS | seq
+
+    def origin_of(self, key: Key) -> bytes:
+        """The node id of a held key's origin (as the message key writes it)."""
+        number = key >> SEQ_BITS
+        return self.own_id if number == 0 else b"%08x" % (number - 1)
 
     def taken_over(self) -> dict[bytes, DeliveryState]:
         """Down nodes' messages this group gets here, by origin."""
@@ -146,7 +160,7 @@ class GroupDelivery:
         held = sorted(consumer.held)
         for key in held:
             self.release(key)
-            state = self.state_for(origin_of(key))
+            state = self.state_for(self.origin_of(key))
             if state is not None:
                 state.nack(key & SEQ_MASK)
         return len(held)
@@ -165,7 +179,7 @@ class GroupDelivery:
             if number in states:
                 state = states[number]
             else:
-                state = states[number] = self.state_for(origin_of(key))
+                state = states[number] = self.state_for(self.origin_of(key))
             if state is None or key & SEQ_MASK not in state.inflight:
                 consumer = self.owner.pop(key)
                 consumer.held.discard(key)

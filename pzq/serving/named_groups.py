@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, held_key
+from pzq.serving.holding import NamedGroupDelivery, ServedConsumer
 from pzq.store.batch import Batch
 from pzq.store.topics import Group, Topic
 
@@ -73,7 +73,7 @@ def forget_served(groups: dict[int, NamedGroupDelivery], node_id: bytes, seq: in
     """An operator deleted the own message ``seq``: no group delivers it any more."""
     for deliveries in groups.values():
         deliveries.state.forget(seq)
-        deliveries.release(held_key(node_id, seq))
+        deliveries.release(deliveries.key_of(node_id, seq))
 
 
 def settle_served(groups: dict[int, NamedGroupDelivery], topic: str, name: str) -> None:

@@ -11,7 +11,7 @@ from typing import Protocol
 from pzq.delivery.state import DeliveryState
 from pzq.events import GroupDoneElsewhere
 from pzq.serving.answers import GroupAnswers
-from pzq.serving.holding import NamedGroupDelivery, TakenOver, held_key
+from pzq.serving.holding import NamedGroupDelivery, TakenOver
 from pzq.store.store import Store
 from pzq.store.topics import Topics
 
@@ -75,7 +75,7 @@ def finish_done_elsewhere(done: GroupDoneElsewhere, store: Store, topics: Topics
         deliveries = groups.get(group.id) if group is not None else None
         if deliveries is None:
             continue
-        deliveries.release(held_key(node_id, seq))
+        deliveries.release(deliveries.key_of(node_id, seq))
         final = deliveries.state.area.would_release(seq)
         if deliveries.state.ack(batch, seq) is not None and final:
             answers.removed(node_id, seq, name, True)

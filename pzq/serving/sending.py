@@ -30,7 +30,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.serving.batching import OpenBatch
 from pzq.serving.frame_runs import delivery_frames_of_run, round_robin_turns, send_deliveries
-from pzq.serving.holding import GroupDelivery, Key, ServedConsumer, origin_base
+from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
 from pzq.store import record
 from pzq.zmqio import Socket, send_headed
 
@@ -99,7 +99,8 @@ class Sender:
         put = self._putter(state, now_us)
         if deliveries.any_overdue():
             return Outlets(self._avoiding_expired(deliveries, candidates, put,
-                                                  origin_base(state.area.node_id)), ONE_BY_ONE)
+                                                  deliveries.base_for(state.area.node_id)),
+                           ONE_BY_ONE)
         return self._round_robin(deliveries, candidates, put, state, now_us)
 
     def finish(self) -> None:
@@ -135,7 +136,7 @@ class Sender:
         no delivery carries headers and every consumer takes batches, or none does."""
         count = len(candidates)
         owner = deliveries.owner
-        base = origin_base(state.area.node_id)  # (every key sent here is its own)
+        base = deliveries.base_for(state.area.node_id)  # (every key sent here is its own)
         turn = 0
 
         def send(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:
@@ -183,12 +184,12 @@ class Sender:
         shared = deliveries.shares_reads() and state is deliveries.state
         entries = (self._shared_entries if shared else _batch_entries)(node_id, seqs, values)
         count, owner, ack_timeout_us = len(candidates), deliveries.owner, state.ack_timeout_us
-        total, taken, base = len(entries), 0, origin_base(node_id)
+        total, taken = len(entries), 0
         for _ in range(count):
             consumer = candidates[turn]
             took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
             if took > taken:
-                held_keys = list(map(base.__or__, seqs[taken:took]))
+                held_keys = deliveries.keys_of(node_id, seqs[taken:took])
                 consumer.held.update(held_keys)
                 owner.update(zip(held_keys, repeat(consumer)))
                 taken = took
@@ -215,7 +216,7 @@ class Sender:
                                           sent_us, state.ack_timeout_us))
         if sent:
             given = order[:sent]
-            held_keys = list(map(origin_base(node_id).__or__, seqs[:sent]))
+            held_keys = deliveries.keys_of(node_id, seqs[:sent])
             for consumer in set(given):
                 consumer.held.update(compress(held_keys, map(is_, given, repeat(consumer))))
             deliveries.owner.update(zip(held_keys, given, strict=True))
@@ -288,7 +289,7 @@ class Sender:
 
         def send(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:
             nonlocal turn
-            held_key = base | seq  # (``origin_base`` of the state's origin)
+            held_key = base | seq  # (``base_for`` the state's origin)
             expired_at = []
             for _ in range(count):
                 consumer = candidates[turn]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
-from pzq.serving.holding import ServedConsumer, held_key
+from pzq.serving.holding import ServedConsumer
 from pzq.store.batch import Participant
 
 
@@ -22,7 +22,7 @@ def extend(consumer: ServedConsumer, keys: tuple[bytes, ...], now_us: int) -> No
     for key in keys:
         node_id, seq = parse_message_key(key)
         state = consumer.group.state_for(node_id)
-        held = consumer.group.owner.get(held_key(node_id, seq)) is consumer
+        held = consumer.group.owner.get(consumer.group.key_of(node_id, seq)) is consumer
         if state is None or not held or not state.extend(seq, now_us):
             consumer.group.counters.unknown_acks += 1
 
@@ -33,7 +33,7 @@ def reject(consumer: ServedConsumer, keys: tuple[bytes, ...]) -> None:
     deliveries = consumer.group
     for key in keys:
         node_id, seq = parse_message_key(key)
-        key_held = held_key(node_id, seq)
+        key_held = deliveries.key_of(node_id, seq)
         consumer.overdue.discard(key_held)
         state = deliveries.state_for(node_id)
         if state is None or deliveries.owner.get(key_held) is not consumer:

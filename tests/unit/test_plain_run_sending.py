@@ -20,7 +20,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.rates import LatencyWindow
-from pzq.serving.holding import SEQ_MASK, GroupDelivery, ServedConsumer, held_key
+from pzq.serving.holding import SEQ_MASK, GroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
 from pzq.store import record
 from pzq.store.store import Store
@@ -107,8 +107,8 @@ def test_a_run_goes_round_robin_one_message_a_delivery_within_each_credit(store,
     assert node.deliver(100, 10) == 6
     assert node.received(b"A", 100) == [seqs[1], seqs[3]]
     assert node.received(b"B", 100) == [seqs[0], seqs[2], seqs[4], seqs[5]]
-    assert first.held == {held_key(store.node_id, seq) for seq in (seqs[1], seqs[3])}
-    assert second.held == {held_key(store.node_id, seq) for seq in (seqs[0], seqs[2], *seqs[4:6])}
+    assert first.held == {seqs[1], seqs[3]}  # (the own messages' keys are their seqs)
+    assert second.held == {seqs[0], seqs[2], *seqs[4:6]}
     assert {key & SEQ_MASK: consumer.routing_id for key, consumer in node.group.owner.items()} == {
         seqs[1]: b"A", seqs[3]: b"A", **{seq: b"B" for seq in (seqs[0], seqs[2], *seqs[4:6])}}
     assert sorted(entry.seq for entry in node.state.inflight.entries()) == seqs[:6]

@@ -17,7 +17,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.rates import LatencyWindow
-from pzq.serving.holding import GroupDelivery, NamedGroupDelivery, ServedConsumer, held_key
+from pzq.serving.holding import SEQ_MASK, GroupDelivery, NamedGroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
 from pzq.store import record
 from pzq.store.store import Store
@@ -106,16 +106,29 @@ def test_a_run_fills_each_consumer_to_its_credit_in_turn(store, context):
     first, second = node.consumer(b"A", 3), node.consumer(b"B", 4)
     seqs = stored_of_topic_t(store, 10)
     assert node.deliver(100, 2) == 2  # B's turn first: it holds two
-    assert node.received(b"B") == [seqs[:2]] and second.held == {
-        held_key(store.node_id, seq) for seq in seqs[:2]}
+    assert node.received(b"B") == [seqs[:2]] and second.held == set(seqs[:2])  # own: seqs
     assert node.deliver(200, 8) == 5  # then A's turn: 3, and B's credit left, 2
     assert node.received(b"A") == [seqs[2:5]] and node.received(b"B") == [seqs[5:7]]
     assert len(first.held) == 3 and len(second.held) == 4
     assert {key: consumer.routing_id for key, consumer in node.group.owner.items()} == {
-        **{held_key(store.node_id, seq): b"B" for seq in seqs[:2] + seqs[5:7]},
-        **{held_key(store.node_id, seq): b"A" for seq in seqs[2:5]}}
+        **{seq: b"B" for seq in seqs[:2] + seqs[5:7]}, **{seq: b"A" for seq in seqs[2:5]}}
     assert sorted(entry.seq for entry in node.state.inflight.entries()) == seqs[:7]
     assert node.state.cursor == seqs[6] + 1 and node.sender.blocked
+
+
+def test_a_groups_held_keys_are_the_own_seqs_and_tell_every_other_origin_apart(store, context):
+    """The own messages' keys are their seqs (a run's list as it is); another origin's,
+    its node id's number plus one above the seq, so a node id of 0 is not the own."""
+    group = Node(store, context).group
+    own, zero, top = store.node_id, b"00000000", b"ffffffff"
+    seqs = [0, 7, 2**64 - 1]
+    assert group.keys_of(own, seqs) is seqs and [group.key_of(own, seq) for seq in seqs] == seqs
+    others = [group.key_of(node_id, seq) for node_id in (zero, top) for seq in seqs]
+    assert others == [*group.keys_of(zero, seqs), *group.keys_of(top, seqs)]
+    assert len({*seqs, *others}) == 9 and group.keys_of(zero, [5]) == [1 << 64 | 5]
+    assert [(group.origin_of(key), key & SEQ_MASK) for key in [*seqs, *others]] == [
+        (node_id, seq) for node_id in (own, zero, top) for seq in seqs]
+    assert group.base_of(int(own, 16)) == 0 and group.base_of(0) | 5 == group.key_of(zero, 5)
 
 
 def test_a_run_stops_at_the_in_flight_bytes_and_the_rest_goes_after_acks(store, context):

@@ -177,6 +177,9 @@ class GroupMarks:
 def block_masks(seqs: list[int]) -> list[tuple[int, int]]:
     """(block's first seq, the bits of ``seqs`` in it) for each block ``seqs`` fall in:
     one int over the span made in C (a run: one shift), cut a block at a time."""
+    if len(seqs) == 1:  # (a message ACKed alone: its one bit, without the span's work)
+        first = seqs[0] & MARK_BLOCK_OF
+        return [(first, 1 << (seqs[0] - first))]
     low, high = min(seqs), max(seqs)
     if high - low >= SPAN_AT_ONCE:  # far apart: a block each, seq by seq
         masks: dict[int, int] = {}

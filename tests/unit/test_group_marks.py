@@ -211,3 +211,12 @@ def test_a_group_with_too_many_marks_is_asked_in_the_store_until_it_has_few(tmp_
     assert topics.marks.kept() == 0
     assert_answers_are_the_store_s(store, topics, groups, seqs)
     store.close()
+
+
+@pytest.mark.timeout(10)
+def test_a_seq_alone_has_the_bit_a_run_of_it_and_its_neighbour_gives_it():
+    for seq in (0, 1, 1023, 1024, 5000, 2**63 - 1):
+        (first, mask), = group_marks.block_masks([seq])
+        assert first == seq - seq % keyspace.MARK_BLOCK and mask == 1 << (seq % 1024)
+        pair = dict(group_marks.block_masks([seq, seq - 1] if seq else [seq, seq + 1]))
+        assert pair[first] & mask == mask

@@ -64,6 +64,11 @@ class LogBlocks:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._logs: dict[int, TopicLog] | None = None  # None: to be read from the store
+        # Blocks cleared by ``leave`` (topic id, first seq, tag), written once by
+        # ``flush`` before their batch is: an ACK of one message a frame would rewrite
+        # its block's bitmap at each.
+        self._left: set[tuple[int, int, bytes]] = set()
+        self._left_in: Batch | None = None
 
     def _all(self) -> dict[int, TopicLog]:
         """The logs, read with one walk of the area the first time (and after a failed
@@ -134,9 +139,53 @@ class LogBlocks:
             if not block:
                 log.drop(first)
 
+    def leave(self, batch: Batch, topic_id: int, seq: int) -> None:
+        """``remove`` of one message, its block written by ``flush`` with the others
+        cleared in the same batch."""
+        log = self._all().get(topic_id)
+        if log is None:
+            return
+        first = seq & MARK_BLOCK_OF
+        block = log.blocks.get(first)
+        if block is None:
+            return
+        if self._left and self._left_in is not batch:  # (another batch's: written first)
+            self.flush()
+        mask = 1 << (seq - first)
+        for tag, bits in block.items():
+            if bits & mask:
+                if bits == mask:
+                    del block[tag]
+                else:
+                    block[tag] = bits & ~mask
+                self._left.add((topic_id, first, tag))
+                self._left_in = batch
+                break
+        if not block:
+            log.drop(first)
+
+    def flush(self) -> None:
+        """The blocks ``leave`` cleared put into their batch (about to be written), or
+        deleted when left empty."""
+        batch, self._left_in = self._left_in, None
+        if batch is None:
+            return
+        logs = self._all()
+        for topic_id, first, tag in self._left:
+            log = logs.get(topic_id)
+            block = log.blocks.get(first) if log is not None else None
+            bits = block.get(tag, 0) if block is not None else 0
+            key = keyspace.log_block_prefix(topic_id) + SEQ.pack(first) + tag
+            if bits:
+                batch.put(key, encode_bits(bits))
+            else:
+                batch.delete(key)
+        self._left = set()
+
     def failed(self) -> None:
         """Nothing of the batch is stored: the logs are read again at the next question."""
         self._logs = None
+        self._left, self._left_in = set(), None
 
     # -- questions ---------------------------------------------------------------------
 

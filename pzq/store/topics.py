@@ -335,7 +335,7 @@ class Topics(TopicRegistry):
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
                size: int) -> None:
         if topic.log_from is not None:
-            self.logs.remove(batch, topic.id, [seq])
+            self.logs.leave(batch, topic.id, seq)  # (its block written once a batch)
             self.recent.pop(seq, None)
         for holder in others:
             self.marks.unmark(batch, holder, seq)

@@ -162,3 +162,28 @@ def test_a_read_is_the_reference_s_for_any_start_end_count_and_filter(tmp_path):
         assert reached >= (len(wanted) < count)
     assert topics.logs.walk(9) == tagged == stored_log(store, 9)
     store.close()
+
+
+def test_messages_acked_one_by_one_leave_the_stored_blocks_as_those_in_memory(tmp_path):
+    """Three groups ACK messages alone, several a batch and across blocks (the last
+    group's ACK is the message's leaving; its block is written once a batch): after each
+    batch the stored blocks are those in memory, and none is left at the end."""
+    store, topics = open_node(tmp_path / "db")
+    areas = three_groups(store, topics)
+    store_messages(store, topics, 3000)
+    orders = topics.topics["orders"].id
+    rng = random.Random(7)
+    pending = [list(range(3000)) for _ in areas]
+    while any(pending):
+        batch = store.begin()
+        for area, seqs in zip(areas, pending, strict=True):
+            for _ in range(min(len(seqs), rng.randrange(1, 60))):
+                seq = seqs.pop(rng.randrange(len(seqs)) if rng.random() < 0.3 else 0)
+                area.read(seq, 1)  # (the tag the ACK needs is kept by a read)
+                area.delete(batch, seq, len(store.get_own(seq)))
+        store.commit(batch)
+        assert topics.logs.walk(orders) == stored_log(store, orders)
+    assert stored_log(store, orders) == []
+    topics.logs.failed()
+    assert topics.logs.walk(orders) == []
+    store.close()

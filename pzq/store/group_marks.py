@@ -139,7 +139,7 @@ class GroupMarks:
             key = keyspace.mark_block_key(group_id, first)
             if bits:
                 blocks[group_id, first] = bits
-                batch.put(key, bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
+                batch.put(key, keyspace.encode_bits(bits))
             else:
                 blocks.pop((group_id, first), None)
                 batch.delete(key)

@@ -249,6 +249,12 @@ def log_block_prefix(topic_id: int) -> bytes:
     return LOG_BLOCK_PREFIX + ID.pack(topic_id)
 
 
+def encode_bits(bits: int) -> bytes:
+    """A block's bitmap as stored (a group's marks, a topic's log): little-endian, no
+    byte past its highest bit."""
+    return bits.to_bytes((bits.bit_length() + 7) // 8, "little")
+
+
 def log_block_key(topic_id: int, first: int, tag: bytes) -> bytes:
     """The key of the topic's block of messages of ``tag`` from ``first`` (a multiple of
     MARK_BLOCK)."""

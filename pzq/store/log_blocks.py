@@ -24,7 +24,7 @@ from operator import itemgetter
 from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.group_marks import BLOCK_BITS, block_masks
-from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF, SEQ, marked_seqs
+from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF, SEQ, encode_bits, marked_seqs
 from pzq.store.store import Store
 
 FIRST, SECOND = itemgetter(0), itemgetter(1)
@@ -52,10 +52,6 @@ class TopicLog:
         """An empty block goes (mostly the first)."""
         del self.blocks[first]
         self.firsts.pop(bisect_left(self.firsts, first))
-
-
-def encode_bits(bits: int) -> bytes:
-    return bits.to_bytes((bits.bit_length() + 7) // 8, "little")
 
 
 class LogBlocks:
@@ -175,7 +171,7 @@ class LogBlocks:
             log = logs.get(topic_id)
             block = log.blocks.get(first) if log is not None else None
             bits = block.get(tag, 0) if block is not None else 0
-            key = keyspace.log_block_prefix(topic_id) + SEQ.pack(first) + tag
+            key = keyspace.log_block_key(topic_id, first, tag)
             if bits:
                 batch.put(key, encode_bits(bits))
             else:

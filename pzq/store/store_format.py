@@ -135,7 +135,7 @@ def _write_block(batch: plyvel.WriteBatch, block: tuple[bytes, int] | None, bits
     for key in old_keys:
         batch.delete(key)
     batch.put(block[0] + keyspace.SEQ.pack(block[1]),
-              bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
+              keyspace.encode_bits(bits))
     return 1
 
 
@@ -185,5 +185,5 @@ def _write_log_block(db: plyvel.DB, batch: plyvel.WriteBatch, block: tuple[int, 
         made = db.get(key)  # (by a pass cut short)
         if made:
             bits |= int.from_bytes(made, "little")
-        batch.put(key, bits.to_bytes((bits.bit_length() + 7) // 8, "little"))
+        batch.put(key, keyspace.encode_bits(bits))
     return len(old_keys)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -52,22 +51,15 @@ def curve_produce_load(dsn: str, count: int, size: int, window: int, curve: Clie
     produce_load(dsn, count, size, window, results, curve=curve)
 
 
-def cpu_seconds(node: NodeProcess) -> float:
-    """The node's CPU time so far, user and system (Linux)."""
-    assert node.process is not None
-    fields = Path(f"/proc/{node.process.pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def rate(folder: Path, name: str, options: list[str], curve: ClientCurve, count: int,
          size: int, window: int) -> tuple[float, float]:
     """Messages per second, and the node's CPU µs per message."""
     node = NodeProcess(folder / name, *options).start()
     try:
-        before = cpu_seconds(node)
+        before = node.cpu_seconds()
         (answer,) = run_workers([(curve_produce_load, (node.receive_dsn, count, size, window,
                                                        curve))])
-        used = cpu_seconds(node) - before
+        used = node.cpu_seconds() - before
     finally:
         node.stop()
     assert answer["unanswered"] == 0, answer

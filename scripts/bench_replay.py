@@ -30,7 +30,7 @@ from multiprocessing import Process, Queue
 from pathlib import Path
 from typing import Any
 
-from pzq.bench.groups import cpu_seconds
+from pzq.bench.cpu import cpu_seconds
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.bench.options import positive
 from pzq.client import GroupConsumer, Producer, request_monitor

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -33,20 +32,13 @@ IDLE_SHARE = 0.05
 SETTLE_MOST_S = 300.0
 
 
-def cpu_s(node: NodeProcess) -> float:
-    """CPU seconds the node's process (its LevelDB threads too) has spent."""
-    assert node.process is not None
-    fields = Path(f"/proc/{node.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
 def settle(node: NodeProcess) -> float:
     """Wait until the node is idle; the seconds it took."""
     started = time.monotonic()
     while time.monotonic() - started < SETTLE_MOST_S:
-        before = cpu_s(node)
+        before = node.cpu_seconds()
         time.sleep(1.0)
-        if cpu_s(node) - before < IDLE_SHARE:
+        if node.cpu_seconds() - before < IDLE_SHARE:
             break
     return time.monotonic() - started
 
@@ -73,13 +65,13 @@ def run(directory: Path, count: int, backlog: int) -> dict[str, float]:
             figures["settle_s"] = settle(node)
         else:
             figures["settle_s"] = settle(node)
-        before = cpu_s(node)
+        before = node.cpu_seconds()
         figures["produce"] = measure_produce(node.receive_dsn, count, 100, 100)[0]
-        middle = cpu_s(node)
+        middle = node.cpu_seconds()
         figures["drain"] = measure_drain(node.send_dsn, count)
         # the node's CPU per message: less moved by other work on the machine than rates
         figures["produce_cpu_us"] = (middle - before) / count * 1e6
-        figures["drain_cpu_us"] = (cpu_s(node) - middle) / count * 1e6
+        figures["drain_cpu_us"] = (node.cpu_seconds() - middle) / count * 1e6
         figures["rss_mb"] = rss_mb(node)
         return figures
     finally:
@@ -106,8 +98,9 @@ def main() -> None:
         for repeat in range(args.repeats):
             plain = run(Path(temporary), args.count, 0)
             loaded = run(Path(temporary), args.count, args.backlog)
-            for name in ratios:
-                ratios[name].append(loaded[name] / plain[name])
+            for name in ratios:  # (a figure too small to measure gives no ratio)
+                if plain[name]:
+                    ratios[name].append(loaded[name] / plain[name])
             rows.append((repeat, plain, loaded))
             print(f"repeat {repeat}: without {describe(plain)}; with {args.backlog} "
                   f"scheduled {describe(loaded)} "

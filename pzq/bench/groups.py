@@ -4,15 +4,14 @@ each against its --send-dsn or one-topic baseline in the same run."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import zmq
 
+from pzq.bench.cpu import cpu_seconds
 from pzq.bench.load import NS, SILENCE_MS, _arrivals, produce_load
 from pzq.bench.measure import percentile, run_workers
 from pzq.bench.nodes import NodeProcess
@@ -126,11 +125,6 @@ def measure_group_drains(dsn: str, topic: str, groups: list[str], count: int,
                   node_cpu / max(delivered, 1) * 1e6,
                   sum(answer["cpu_seconds"] for answer in answers) / max(delivered, 1) * 1e6)
 
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure_group_end_to_end(receive: str, consume: str, count: int, window: int,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pzq.bench.cpu import cpu_seconds
 from pzq.client import request_monitor
 from pzq.security import ClientSecurity
 
@@ -134,6 +135,11 @@ class NodeProcess:
             if event.get("event") == name:
                 return event
         return None
+
+    def cpu_seconds(self) -> float:
+        """The node's CPU time so far, user and system, all its threads."""
+        assert self.process is not None
+        return cpu_seconds(self.process.pid)
 
     def kill(self) -> None:
         """SIGKILL: a crash, nothing handed back."""

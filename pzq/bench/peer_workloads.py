@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pzq.bench.groups import cpu_seconds
+from pzq.bench.cpu import cpu_seconds
 from pzq.bench.measure import percentile, run_workers
 from pzq.bench.peer_redelivery import measure_redelivery
 from pzq.bench.peer_system import AsyncioClient, Served, Setup, System

@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pzq.bench.groups import cpu_seconds
+from pzq.bench.cpu import cpu_seconds
 from pzq.bench.measure import percentile, run_workers
 from pzq.bench.nodes import wait_until
 from pzq.bench.ports import ports_free

@@ -78,8 +78,8 @@ class Intake(Participant):
         ``pace``: once this many messages came, or a produce batch (taken whole), the
         take asks ``paced()`` how many messages the wake takes in all (asked once, and
         only by a take that came so far): 0, no pace (up to --batch-size frames); else
-        it stops there, or at once after a batch. Read in chunks, each ending where the
-        pace is looked at: once it is reached, or after a produce batch."""
+        it stops there, or after the batch that passed it (whole). Read in chunks, each
+        ending where the pace is looked at: once it is reached, or after a batch."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
@@ -99,16 +99,15 @@ class Intake(Participant):
             if drained:
                 break
             if stop_at is not None and (self.counters.received >= stop_at
-                                        or batches.is_batch(raws[-1])):  # (one batch a wake)
-                if asked:
-                    break
-                asked, whole = True, paced()
-                if not whole:
-                    stop_at = None
-                elif whole <= self.counters.received - start or batches.is_batch(raws[-1]):
-                    break
-                else:
+                                        or batches.is_batch(raws[-1])):
+                if not asked:
+                    asked, whole = True, paced()
+                    if not whole:
+                        stop_at = None
+                        continue
                     stop_at = start + whole
+                if self.counters.received >= stop_at:  # (a batch that passed it: whole)
+                    break
         self._run.flush(batch)
         return accepted
 

@@ -62,9 +62,11 @@ class IntakePart(Part, Participant):
         self.replicas = replicas
         self.hard_sync = hard_sync
         # While consumers are connected and stored messages wait for them, a wake takes
-        # one produce batch (whole), or messages sent alone until those stored and not
-        # yet ACKed by a consumer (of --send-dsn or of any named group) would pass
-        # MOST_AHEAD, and PACED_INTAKE at least; then it delivers. The one thread shares
+        # messages sent alone and produce batches (each whole) until those stored and
+        # not yet ACKed by a consumer (of --send-dsn or of any named group) would pass
+        # MOST_AHEAD, and PACED_INTAKE at least (the batch that passes it is taken
+        # whole; one batch a wake paid the wake's cost every 25 messages of the usual
+        # batch while the node was behind); then it delivers. The one thread shares
         # its time between the two, and intake does not run far ahead of what consumers
         # take, whichever they are: a message waits behind a short backlog, not behind
         # all that producers sent ahead (end-to-end latency). While consumers keep up a

@@ -1,6 +1,7 @@
-"""While consumers are connected and stored messages wait for them, a wake takes one
-produce batch, or messages sent alone up to what keeps those stored and not yet ACKed
-by a consumer within MOST_AHEAD (at least PACED_INTAKE), before it delivers; otherwise,
+"""While consumers are connected and stored messages wait for them, a wake takes
+messages, sent alone or in produce batches (each whole), up to what keeps those stored
+and not yet ACKed by a consumer within MOST_AHEAD (at least PACED_INTAKE), before it
+delivers; otherwise,
 and under --hard-sync, it takes all that waits (up to --batch-size frames). A node's
 loop on inproc endpoints (on loopback for --send-dsn, whose consumers are counted by
 their connections), driven wake by wake."""
@@ -76,16 +77,23 @@ def behind(open_device: Callable[..., Device], open_socket: Sockets
 
 @pytest.mark.parametrize("options, paced", [((), True), (("--hard-sync",), False)],
                          ids=["paced", "hard-sync"])
-def test_a_wake_takes_one_batch_while_consumers_are_behind(behind, open_socket, options,
-                                                            paced):
+def test_produce_batches_are_taken_whole_up_to_the_pace(behind, open_socket, options, paced):
+    """25 stored, none ACKed: a wake takes whole batches while those stored and not yet
+    ACKed stay within MOST_AHEAD, the one that passes it whole; past it, one a wake."""
     device = behind(*options)
     socket = producer(open_socket, device)
-    send_batches(socket, 3)
+    sent = 8
+    send_batches(socket, sent)
+    whole = -(-(MOST_AHEAD - BATCH) // BATCH)  # batches until the bound is passed
+    assert whole + 1 < sent  # (the bound is reached before all that waits)
     taken = taken_in_one_wake(device)
-    assert taken == (BATCH if paced else 3 * BATCH)
-    while taken < 3 * BATCH:  # the rest in the next wakes
+    assert taken == (whole * BATCH if paced else sent * BATCH)
+    if paced:  # past the bound: one batch a wake
+        assert taken_in_one_wake(device) == BATCH
+        taken += BATCH
+    while taken < sent * BATCH:  # the rest in the next wakes
         taken += taken_in_one_wake(device)
-    for _ in range(3):  # each batch answered, every message stored
+    for _ in range(sent):  # each batch answered, every message stored
         assert socket.poll(1000), "a batch without its ACK"
         assert all(ok for ok, _ in batches.decode_batch_ack(socket.recv_multipart()).results)
 
@@ -202,9 +210,12 @@ def test_without_consumers_a_wake_takes_all_that_waits(open_device, open_socket)
     assert taken_in_one_wake(device) == 3 * BATCH
 
 
-def test_a_batch_after_messages_sent_alone_ends_the_wake(behind, open_socket):
+def test_a_batch_after_messages_sent_alone_counts_with_them(behind, open_socket):
+    """Five sent alone, then batches: the pace counts them all, the batch that passes
+    it is taken whole."""
     device = behind()
     socket = producer(open_socket, device)
     send_alone(socket, 5)  # fewer than the pace
-    send_batches(socket, 3)
-    assert taken_in_one_wake(device) == 5 + BATCH
+    send_batches(socket, 6)
+    whole = -(-(MOST_AHEAD - BATCH - 5) // BATCH)
+    assert taken_in_one_wake(device) == 5 + whole * BATCH

@@ -110,22 +110,19 @@ class LogBlocks:
             self.add(batch, topic_id, tag, sorted(seqs))
 
     def remove(self, batch: Batch, topic_id: int, seqs: list[int]) -> None:
-        """Messages of the topic left the store: their bits cleared in memory (whatever
-        their tags), each changed block written once by ``flush``, just before the
-        batch is."""
+        """Messages of the topic left the store: ``clear`` of their bits, a block at a
+        time (whatever their tags)."""
         if not seqs:
             return
+        clear = self.clear
         for first, mask in block_masks(seqs):
-            self._clear(batch, topic_id, first, mask)
+            clear(batch, topic_id, first, mask)
 
-    def leave(self, batch: Batch, topic_id: int, seq: int) -> None:
-        """``remove`` of one message (an ACK of one: its one bit, without a list)."""
-        first = seq & MARK_BLOCK_OF
-        self._clear(batch, topic_id, first, 1 << (seq - first))
-
-    def _clear(self, batch: Batch, topic_id: int, first: int, mask: int) -> None:
-        """The bits of ``mask`` cleared in the topic's block from ``first``, in memory;
-        the block (and tag) noted for ``flush``, which writes it into ``batch``."""
+    def clear(self, batch: Batch, topic_id: int, first: int, mask: int) -> None:
+        """Messages of the topic left the store: the bits of ``mask`` cleared in its
+        block from ``first`` (whatever their tags), in memory, and the block noted; each
+        block noted is written once by ``flush``, just before ``batch`` is. (A message
+        ACKed alone comes here straight, its one bit: no list, no call more.)"""
         logs = self._logs
         log = (logs if logs is not None else self._all()).get(topic_id)
         if log is None:
@@ -137,20 +134,20 @@ class LogBlocks:
             self.flush()
         self._changed_in = batch
         changed = self._changed
-        if len(block) == 1:  # (mostly: one tag)
-            ((tag, bits),) = block.items()
+        emptied: tuple[bytes, ...] = ()  # (tags whose last bit goes: deleted after the walk)
+        for tag, bits in block.items():
             if bits & mask:
                 changed.add((topic_id, first, tag))
                 left = bits & ~mask
                 if left:
-                    block[tag] = left
+                    block[tag] = left  # (a value replaced: the walk goes on)
                 else:
-                    log.drop(first)
-            return
-        for tag in _clear_tags(block, mask):
-            changed.add((topic_id, first, tag))
-        if not block:
-            log.drop(first)
+                    emptied += (tag,)
+        if emptied:
+            for tag in emptied:
+                del block[tag]
+            if not block:
+                log.drop(first)
 
     def flush(self) -> None:
         """The blocks changed since the last flush put into their batch (about to be
@@ -256,21 +253,6 @@ def window(start: int, first: int, top: int) -> int:
     if top - start < MARK_BLOCK:
         bits &= (1 << (top - start)) - 1
     return bits
-
-
-def _clear_tags(block: dict[bytes, int], mask: int) -> list[bytes]:
-    """The bits of ``mask`` cleared in each tag's bitmap of the block (a tag left with
-    none goes); the tags changed."""
-    changed = []
-    for tag, bits in list(block.items()):
-        if bits & mask:
-            changed.append(tag)
-            left = bits & ~mask
-            if left:
-                block[tag] = left
-            else:
-                del block[tag]
-    return changed
 
 
 def _expand(block: dict[bytes, int], start: int, low: int, bounds: int,

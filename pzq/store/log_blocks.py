@@ -62,7 +62,7 @@ class LogBlocks:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._logs: dict[int, TopicLog] | None = None  # None: to be read from the store
-        # Blocks cleared by ``remove`` (topic id, first seq, tag) and the batch that
+        # Blocks cleared by ``clear`` (topic id, first seq, tag) and the batch that
         # cleared them, written once by ``flush`` before that batch is: ACKs of one
         # message a frame would rewrite their block's bitmap at each.
         self._changed: set[tuple[int, int, bytes]] = set()

@@ -4,8 +4,10 @@ group holds, with their tags, for its groups' reads (see pzq.store.topic_log).
 On disk a topic's log is a key a block of MARK_BLOCK seqs and TAG (``j <topic> <block>
 <tag>``, pzq.store.keyspace), its value the bitmap of the block's stored messages of
 that tag, as a group's marks are kept (pzq.store.group_marks): storing a run of
-messages sets their bits, one write a block, and a message leaving clears its bit
-(a block left empty is deleted). The tag in the key lets a group's filter pass over
+messages sets their bits, one write a block, and messages leaving (one ACKed alone,
+or many) clear their bits in memory, each changed block written once a batch just
+before the batch is (``flush``, from pzq.store.topic_registry's ``before_write``; a
+block left empty is deleted). The tag in the key lets a group's filter pass over
 whole blocks of tags it does not take without reading a body.
 
 In memory the logs are ints, a topic's blocks by their first seq with a bitmap a tag,
@@ -60,11 +62,11 @@ class LogBlocks:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._logs: dict[int, TopicLog] | None = None  # None: to be read from the store
-        # Blocks cleared by ``leave`` (topic id, first seq, tag), written once by
-        # ``flush`` before their batch is: an ACK of one message a frame would rewrite
-        # its block's bitmap at each.
-        self._left: set[tuple[int, int, bytes]] = set()
-        self._left_in: Batch | None = None
+        # Blocks cleared by ``clear`` (topic id, first seq, tag) and the batch that
+        # cleared them, written once by ``flush`` before that batch is: ACKs of one
+        # message a frame would rewrite their block's bitmap at each.
+        self._changed: set[tuple[int, int, bytes]] = set()
+        self._changed_in: Batch | None = None
 
     def _all(self) -> dict[int, TopicLog]:
         """The logs, read with one walk of the area the first time (and after a failed
@@ -108,66 +110,53 @@ class LogBlocks:
             self.add(batch, topic_id, tag, sorted(seqs))
 
     def remove(self, batch: Batch, topic_id: int, seqs: list[int]) -> None:
-        """Messages of the topic left the store: their bits cleared (whatever their
-        tags), one write a block and tag changed."""
+        """Messages of the topic left the store: ``clear`` of their bits, a block at a
+        time (whatever their tags)."""
         if not seqs:
             return
-        log = self._all().get(topic_id)
-        if log is None:
-            return
-        prefix = keyspace.log_block_prefix(topic_id)
-        blocks = log.blocks
+        clear = self.clear
         for first, mask in block_masks(seqs):
-            block = blocks.get(first)
-            if block is None:
-                continue
-            for tag, bits in list(block.items()):
-                if not bits & mask:
-                    continue
-                bits &= ~mask
-                key = prefix + SEQ.pack(first) + tag
-                if bits:
-                    block[tag] = bits
-                    batch.put(key, encode_bits(bits))
-                else:
-                    del block[tag]
-                    batch.delete(key)
-            if not block:
-                log.drop(first)
+            clear(batch, topic_id, first, mask)
 
-    def leave(self, batch: Batch, topic_id: int, seq: int) -> None:
-        """``remove`` of one message, its block written by ``flush`` with the others
-        cleared in the same batch."""
-        log = self._all().get(topic_id)
+    def clear(self, batch: Batch, topic_id: int, first: int, mask: int) -> None:
+        """Messages of the topic left the store: the bits of ``mask`` cleared in its
+        block from ``first`` (whatever their tags), in memory, and the block noted; each
+        block noted is written once by ``flush``, just before ``batch`` is. (A message
+        ACKed alone comes here straight, its one bit: no list, no call more.)"""
+        logs = self._logs
+        log = (logs if logs is not None else self._all()).get(topic_id)
         if log is None:
             return
-        first = seq & MARK_BLOCK_OF
         block = log.blocks.get(first)
         if block is None:
             return
-        if self._left and self._left_in is not batch:  # (another batch's: written first)
+        if self._changed_in is not batch and self._changed:  # another batch's: put first
             self.flush()
-        mask = 1 << (seq - first)
+        self._changed_in = batch
+        changed = self._changed
+        emptied: tuple[bytes, ...] = ()  # (tags whose last bit goes: deleted after the walk)
         for tag, bits in block.items():
             if bits & mask:
-                if bits == mask:
-                    del block[tag]
+                changed.add((topic_id, first, tag))
+                left = bits & ~mask
+                if left:
+                    block[tag] = left  # (a value replaced: the walk goes on)
                 else:
-                    block[tag] = bits & ~mask
-                self._left.add((topic_id, first, tag))
-                self._left_in = batch
-                break
-        if not block:
-            log.drop(first)
+                    emptied += (tag,)
+        if emptied:
+            for tag in emptied:
+                del block[tag]
+            if not block:
+                log.drop(first)
 
     def flush(self) -> None:
-        """The blocks ``leave`` cleared put into their batch (about to be written), or
-        deleted when left empty."""
-        batch, self._left_in = self._left_in, None
+        """The blocks changed since the last flush put into their batch (about to be
+        written), each once and as memory holds it now, or deleted when left empty."""
+        batch, self._changed_in = self._changed_in, None
         if batch is None:
             return
         logs = self._all()
-        for topic_id, first, tag in self._left:
+        for topic_id, first, tag in self._changed:
             log = logs.get(topic_id)
             block = log.blocks.get(first) if log is not None else None
             bits = block.get(tag, 0) if block is not None else 0
@@ -176,12 +165,13 @@ class LogBlocks:
                 batch.put(key, encode_bits(bits))
             else:
                 batch.delete(key)
-        self._left = set()
+        self._changed = set()
 
     def failed(self) -> None:
-        """Nothing of the batch is stored: the logs are read again at the next question."""
+        """Nothing of the batch is stored: the logs are read again at the next question
+        (the changed blocks with them: nothing is left to write)."""
         self._logs = None
-        self._left, self._left_in = set(), None
+        self._changed, self._changed_in = set(), None
 
     # -- questions ---------------------------------------------------------------------
 

@@ -239,8 +239,8 @@ class TopicRegistry(Participant):
             self.counts.put_registry(batch)
 
     def before_write(self) -> None:
-        """Counts, registry entries and the log blocks single messages left go with the
-        batch that changed them."""
+        """Counts, registry entries and the log blocks messages left go with the batch
+        that changed them."""
         self.logs.flush()
         if self._batch is not None:
             self.counts.put_counts(self._batch)

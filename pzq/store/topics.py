@@ -30,6 +30,7 @@ from pzq.protocol.headers import topic_and_tag
 from pzq.store import record, topic_log
 from pzq.store.batch import Batch
 from pzq.store.group_marks import GroupMarks
+from pzq.store.keyspace import MARK_BLOCK_OF
 from pzq.store.store import Store
 from pzq.store.topic_model import (
     DEFAULT_ALL,
@@ -335,7 +336,8 @@ class Topics(TopicRegistry):
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
                size: int) -> None:
         if topic.log_from is not None:
-            self.logs.leave(batch, topic.id, seq)  # (its block written once a batch)
+            first = seq & MARK_BLOCK_OF  # its bit (its block written once a batch)
+            self.logs.clear(batch, topic.id, first, 1 << (seq - first))
             self.recent.pop(seq, None)
         for holder in others:
             self.marks.unmark(batch, holder, seq)

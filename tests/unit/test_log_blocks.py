@@ -9,13 +9,26 @@ import random
 
 import pytest
 
+from pzq.admin import group_ops
+from pzq.admin.topic_walks import TopicWalks
+from pzq.cluster.lone import NoCluster
+from pzq.counters import Counters
+from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.groups import GroupArea
+from pzq.delivery.state import DeliveryState
 from pzq.errors import StoreError
+from pzq.serving.named_groups import NoConsumeEndpoint
 from pzq.store import keyspace, record
 from pzq.store.store import Store
 from pzq.store.topics import Topics
 from tests.support.stored import FailNext, stored_log
-from tests.unit.test_group_reads import open_node, seqs_of, store_messages, three_groups
+from tests.unit.test_group_reads import (
+    SETTINGS,
+    open_node,
+    seqs_of,
+    store_messages,
+    three_groups,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -113,13 +126,41 @@ def test_a_failed_batch_s_log_is_read_again_from_the_store(tmp_path):
     seq = batch.add_message(value)
     topics.note_new(batch, seq, orders, b"", len(value))
     topics.drop(batch, 3, orders, b"", 0, area.group.id)
-    assert [seq for seq, _ in topics.logs.walk(orders.id)] == [*range(3), *range(4, 11)]
+    topics.logs.remove(batch, orders.id, [5, 6])
+    assert [seq for seq, _ in topics.logs.walk(orders.id)] == [0, 1, 2, 4, *range(7, 11)]
     failing.armed = True
     with pytest.raises(StoreError):
         store.commit(batch)
     assert topics.logs.walk(orders.id) == stored_log(store, orders.id) == [
         (seq, b"") for seq in range(10)]
     assert seqs_of(area.read(0, 100)) == list(range(10))
+    store.close()
+
+
+def test_blocks_cleared_in_a_batch_go_with_it_when_another_is_written_first(tmp_path):
+    """Messages leave in one batch while another is begun and written before it: the
+    blocks the first cleared are put into the first (written after), not lost, and
+    those the second clears go with the second. (Blocks of their own: a batch written
+    first that clears a block an earlier one cleared too would be undone by the
+    earlier's write, as when each removal put its block at once; the node never has
+    two such batches open.)"""
+    store, topics = open_node(tmp_path / "db")
+    three_groups(store, topics)
+    store_messages(store, topics, 2100)
+    orders = topics.topics["orders"].id
+    first = store.begin()
+    topics.logs.clear(first, orders, 0, 1 << 5)  # (a message ACKed alone: its bit)
+    topics.logs.remove(first, orders, [1030, 1031])
+    second = store.begin()
+    topics.logs.remove(second, orders, [2060])
+    second.delete(b"unrelated")  # (a batch with something in it is written)
+    store.commit(second)
+    stored = [seq for seq, _ in stored_log(store, orders)]
+    assert 2060 not in stored and {5, 1030, 1031} <= set(stored)  # the first's: not yet
+    first.delete(b"unrelated")
+    store.commit(first)
+    left = [(seq, b"") for seq in range(2100) if seq not in (5, 1030, 1031, 2060)]
+    assert topics.logs.walk(orders) == stored_log(store, orders) == left
     store.close()
 
 
@@ -186,4 +227,31 @@ def test_messages_acked_one_by_one_leave_the_stored_blocks_as_those_in_memory(tm
     assert stored_log(store, orders) == []
     topics.logs.failed()
     assert topics.logs.walk(orders) == []
+    store.close()
+
+
+def test_an_operator_s_walks_leave_their_blocks_stored_as_those_in_memory(tmp_path):
+    """An operator's REMOVE of messages (many leave at once), an EMPTY of two groups
+    (marks alone) and a seek of the third past most of the rest (each message leaving
+    alone as that group is done with it), each in its settled batch: the blocks they
+    cleared in memory are written with that batch, as the store reopened reads them."""
+    store, topics = open_node(tmp_path / "db")
+    a, b, c = three_groups(store, topics)
+    store_messages(store, topics, 3000)
+    orders = topics.topics["orders"]
+    default = DeliveryState(DefaultArea(store, topics), SETTINGS, Counters())
+    walks = TopicWalks(store, topics, NoConsumeEndpoint(), default, NoCluster(None))
+    purged = set(range(0, 3000, 3))
+    assert walks.delete(orders, lambda seq, _tag: seq in purged, 0.0) == len(purged)
+    for area in (a, b):
+        walks.mark_all_done(orders, area.group.id, area.group.name, 0.0)
+    batch = store.begin_settled()
+    moved = group_ops.seek(store, topics, batch, c.group, 2500)
+    store.commit(batch)
+    left = [(seq, b"") for seq in range(2500, 3000) if seq not in purged]
+    assert len(moved.deleted) == 2500 - len(purged & set(range(2500)))
+    assert topics.logs.walk(orders.id) == stored_log(store, orders.id) == left
+    store.close()
+    store, topics = open_node(tmp_path / "db")
+    assert topics.logs.walk(orders.id) == stored_log(store, orders.id) == left
     store.close()

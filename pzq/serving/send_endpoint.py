@@ -159,7 +159,7 @@ class SendEndpoint(Part):
         if answers:
             self.take_acks(batch, now.wall_us, now.mono)
         self.connections.heard(bool(answers))
-        self.retire_dead(now.wall_us)
+        self.answers.retire_dead(self.deliveries, now.wall_us)  # (``retire_dead``'s)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         """The poll said whether consumers had room, when it looked (and with none

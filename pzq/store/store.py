@@ -114,7 +114,7 @@ class Store:
             self._recover()
         # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs
         # after the write (see pzq.store.log_files for why not sync=True).
-        sync = self.log_sync.due(self._now)
+        sync = self.log_sync.due_at <= self._now  # (``due``, without its call)
         batch = Batch(self.take_seq, self.take_seqs, self._db.write_batch(sync=self.hard_sync),
                       sync)
         for participant in self._preparing:

@@ -179,3 +179,30 @@ def test_the_consume_endpoint_tells_its_wait_only_when_it_may_be_shorter(
         assert told
     finally:
         client.close(0)
+
+
+def test_a_producer_is_acked_the_moment_the_batch_is_written(
+        open_device: Callable[..., Device], context: zmq.Context,
+        monkeypatch: pytest.MonkeyPatch):
+    """Without copies, the producers' intake is the store's first participant and sends
+    its ACKs from ``written``: the topics, registered with the store before it, find
+    the ACK already at the producer when they are told (the other participants'
+    bookkeeping and the other parts' sends come after it)."""
+    device = open_device(roles=("receive", "send"))
+    producer = context.socket(zmq.DEALER)
+    producer.connect(device.bound()["receive"])
+    topics = device.node.topics
+    told = topics.written
+    seen: list[bool] = []
+
+    def written() -> None:
+        seen.append(producer.poll(0) != 0)
+        told()
+
+    monkeypatch.setattr(topics, "written", written)
+    try:
+        producer.send_multipart(frames.encode_produce(b"1", [b"x"], ()))
+        wake_until(device, lambda: producer.poll(0) != 0, "the message stored and ACKed")
+        assert seen[-1], "the ACK waited for the participants registered before the intake"
+    finally:
+        producer.close(0)

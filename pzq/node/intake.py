@@ -8,7 +8,6 @@ checked once and stored together when their headers ask for no look at each."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from itertools import islice
 
 import zmq
@@ -39,6 +38,7 @@ from pzq.store.topics import Topic, Topics
 from pzq.zmqio import Socket, drain_some
 
 log = get_logger("pzq.intake")
+_NEW_TUPLE = tuple.__new__
 
 
 class Intake(Participant):
@@ -195,7 +195,7 @@ class Intake(Participant):
         if batches.PROTOCOL_HEADER not in produce.headers:
             return produce
         self.acks.asked_protocol(produce.routing_id, produce.msg_id)
-        return replace(produce, headers=tuple(
+        return produce._replace(headers=tuple(
             header for header in produce.headers if header != batches.PROTOCOL_HEADER))
 
     def _take_batch(self, batch: Batch, raw: list[bytes], now_us: int,
@@ -323,8 +323,8 @@ class Intake(Participant):
         moved = (self.routes.refusal(topic, key, self._mono)
                  if topic.partitions and key is not None else None)
         limited = self._room_limited or bool(topic.max_messages or topic.max_bytes)
-        facts = self._known[headers] = HeaderFacts(topic, tag, dedup_id, key, moved,
-                                                       times, limited)
+        facts = self._known[headers] = _NEW_TUPLE(  # (HeaderFacts(...) without its call)
+            HeaderFacts, (topic, tag, dedup_id, key, moved, times, limited))
         return facts
 
     def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:

@@ -181,8 +181,9 @@ class IntakePart(Part, Participant):
         self.acks.flush()
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        if self.acks.flush():  # a full pipe refused some: sent again after a while
-            self._wait_changed()
+        # (mostly none waits: ``written`` sent them; ``answers`` is how many do)
+        if self.acks.answers and self.acks.flush():  # a full pipe refused some: sent
+            self._wait_changed()  # again after a while
 
     # -- stopping ------------------------------------------------------------------
 

@@ -95,7 +95,11 @@ class Intake(Participant):
                                                None if stop_at is None else batches.BATCH,
                                                rights is None)
             left -= len(raws)
-            self._take_messages(batch, rights, firsts, raws, now_us, accepted)
+            if len(raws) == 1 and rights is not None and not (
+                    len(raws[0]) > 2 and raws[0][2].startswith(batches.BATCH)):
+                self._take_singles(batch, raws, 0, now_us, accepted, rights)  # (a wake's one)
+            else:
+                self._take_messages(batch, rights, firsts, raws, now_us, accepted)
             if drained:
                 break
             if stop_at is not None and (self.counters.received >= stop_at

@@ -158,7 +158,8 @@ class SendEndpoint(Part):
         answers = events.get(self.socket, 0) & POLLIN
         if answers:
             self.take_acks(batch, now.wall_us, now.mono)
-        self.connections.heard(bool(answers))
+        if answers or self.connections.listening:  # (else it has nothing to hear)
+            self.connections.heard(bool(answers))
         self.answers.retire_dead(self.deliveries, now.wall_us)  # (``retire_dead``'s)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:

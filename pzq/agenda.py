@@ -81,8 +81,10 @@ class Agenda:
             self._soonest = self._ask(now)
         if self._soonest == NEVER:
             return None
-        # whole milliseconds, rounded up from whole µs (not from a float's last bits)
-        return max(0, math.ceil(round((self._soonest - mono) * 1_000_000) / 1000))
+        # whole milliseconds, rounded up from whole µs (not from a float's last bits),
+        # by integers alone
+        wait_us = round((self._soonest - mono) * 1_000_000)
+        return -(-wait_us // 1000) if wait_us > 0 else 0
 
     def _ask(self, now: Now) -> float:
         """Asks the entries whose deadline came or that changed; the soonest deadline."""

@@ -43,19 +43,32 @@ class OwedWrites:
         if cursor > self.delivered_kept:
             area.keep_delivered_below(batch, cursor)
             self.delivered_kept = cursor
-        for seq, value in self.rewrites.items():
-            area.rewrite(batch, seq, value)
-        self.rewriting, self.rewrites = self.rewrites, {}
-        unwritten, self.unwritten_deletes = self.unwritten_deletes, {}
-        for seq, size in unwritten.items():
-            self.delete(batch, area, seq, size)
+        # (each container swapped only when it holds something: most batches of a
+        # node that only takes producers owe none, and make no new ones)
+        if self.rewrites:
+            for seq, value in self.rewrites.items():
+                area.rewrite(batch, seq, value)
+            self.rewriting, self.rewrites = self.rewrites, {}
+        if self.unwritten_deletes:
+            unwritten, self.unwritten_deletes = self.unwritten_deletes, {}
+            for seq, size in unwritten.items():
+                self.delete(batch, area, seq, size)
+        if self.expired:
+            self.expired_now, self.expired = self.expired, set()
+        if self.dead:
+            self._move_dead(batch, area, expired_final)
+        if self.dropping:
+            self._drop(batch, area, expired_final)
+
+    def _move_dead(self, batch: Batch, area: Area, expired_final: Final) -> None:
         self.dead_moving, self.dead = self.dead, {}
-        self.dropping_now, self.dropping = self.dropping, {}
-        self.expired_now, self.expired = self.expired, set()
         for seq, value in self.dead_moving.items():
             if seq in self.expired_now and area.would_release(seq):
                 expired_final(batch, seq, value, True)
             area.dead_letter(batch, seq, value)
+
+    def _drop(self, batch: Batch, area: Area, expired_final: Final) -> None:
+        self.dropping_now, self.dropping = self.dropping, {}
         for seq, size in self.dropping_now.items():
             if area.would_release(seq):
                 stored = area.get(seq)
@@ -64,12 +77,20 @@ class OwedWrites:
             area.delete(batch, seq, size)
 
     def written(self) -> None:
-        self.deleting = {}
-        self._deleting_runs = []
-        self.dead_moving = {}
-        self.rewriting = {}
-        self.dropping_now = {}
-        self.expired_now = set()
+        """The batch's containers emptied (made anew only when something was in them:
+        ``prepare`` leaves them empty otherwise)."""
+        if self.deleting:
+            self.deleting = {}
+        if self._deleting_runs:
+            self._deleting_runs = []
+        if self.dead_moving:
+            self.dead_moving = {}
+        if self.rewriting:
+            self.rewriting = {}
+        if self.dropping_now:
+            self.dropping_now = {}
+        if self.expired_now:
+            self.expired_now = set()
 
     def failed(self) -> None:
         """Keep the batch's deletes for the next one; counts and how far deliveries went

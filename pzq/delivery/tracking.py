@@ -47,8 +47,9 @@ class Tracking(Participant):
         # churning out duplicates as fast as consumers take them.
         self.evictable_before_us = 0
         self._table_full = False  # set when nothing could be evicted; cleared by any change
-        self._newly_dead: list[InFlight] = []  # for the archive: take_newly_dead
-        self._newly_dropped: list[InFlight] = []  # expired and deleted: take_newly_dropped
+        # (read to see whether any are there, without a call; taken by the take_ below)
+        self.newly_dead: list[InFlight] = []  # for the archive: take_newly_dead
+        self.newly_dropped: list[InFlight] = []  # expired and deleted: take_newly_dropped
         self.expiry = expiry  # whether a message expired (pzq.delivery.expiry)
         self.lanes = lanes  # messages with a priority, served first (pzq.delivery.lanes)
         self._lane_passed: set[int] = set()  # lane messages at or past the cursor taken
@@ -90,7 +91,7 @@ class Tracking(Participant):
                                               entry.deliveries)
         self.owed.rewrites.pop(entry.seq, None)
         self.owed.dead[entry.seq] = entry.value
-        self._newly_dead.append(entry)
+        self.newly_dead.append(entry)
         self.counters.dead_lettered += 1
 
 
@@ -143,20 +144,20 @@ class Tracking(Participant):
         self.owed.expired.add(entry.seq)
         if fate == DROP:
             self.owed.dropping[entry.seq] = len(entry.value)
-            self._newly_dropped.append(entry)
+            self.newly_dropped.append(entry)
             return
         entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
                                               entry.deliveries)
         self.owed.dead[entry.seq] = entry.value
-        self._newly_dead.append(entry)
+        self.newly_dead.append(entry)
 
     def take_newly_dead(self) -> list[InFlight]:
         """Messages moved to the dead letters since the last call."""
-        dead, self._newly_dead = self._newly_dead, []
+        dead, self.newly_dead = self.newly_dead, []
         return dead
 
     def take_newly_dropped(self) -> list[InFlight]:
         """Expired messages deleted (a topic with on_expire=drop) since the last call."""
-        dropped, self._newly_dropped = self._newly_dropped, []
+        dropped, self.newly_dropped = self.newly_dropped, []
         return dropped
 

@@ -8,7 +8,6 @@ checked once and stored together when their headers ask for no look at each."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from itertools import islice
 
 import zmq
@@ -39,6 +38,7 @@ from pzq.store.topics import Topic, Topics
 from pzq.zmqio import Socket, drain_some
 
 log = get_logger("pzq.intake")
+_NEW_TUPLE = tuple.__new__
 
 
 class Intake(Participant):
@@ -95,7 +95,11 @@ class Intake(Participant):
                                                None if stop_at is None else batches.BATCH,
                                                rights is None)
             left -= len(raws)
-            self._take_messages(batch, rights, firsts, raws, now_us, accepted)
+            if len(raws) == 1 and rights is not None and not (
+                    len(raws[0]) > 2 and raws[0][2].startswith(batches.BATCH)):
+                self._take_singles(batch, raws, 0, now_us, accepted, rights)  # (a wake's one)
+            else:
+                self._take_messages(batch, rights, firsts, raws, now_us, accepted)
             if drained:
                 break
             if stop_at is not None and (self.counters.received >= stop_at
@@ -194,7 +198,7 @@ class Intake(Participant):
         if batches.PROTOCOL_HEADER not in produce.headers:
             return produce
         self.acks.asked_protocol(produce.routing_id, produce.msg_id)
-        return replace(produce, headers=tuple(
+        return produce._replace(headers=tuple(
             header for header in produce.headers if header != batches.PROTOCOL_HEADER))
 
     def _take_batch(self, batch: Batch, raw: list[bytes], now_us: int,
@@ -322,8 +326,8 @@ class Intake(Participant):
         moved = (self.routes.refusal(topic, key, self._mono)
                  if topic.partitions and key is not None else None)
         limited = self._room_limited or bool(topic.max_messages or topic.max_bytes)
-        facts = self._known[headers] = HeaderFacts(topic, tag, dedup_id, key, moved,
-                                                       times, limited)
+        facts = self._known[headers] = _NEW_TUPLE(  # (HeaderFacts(...) without its call)
+            HeaderFacts, (topic, tag, dedup_id, key, moved, times, limited))
         return facts
 
     def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:

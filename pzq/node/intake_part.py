@@ -3,8 +3,10 @@
 It takes what producers sent into the wake's batch (pzq.node.intake); once the batch
 is written its producers are ACKed, or its messages copied to the peers first (their
 ACKs come back on the node's hub as ``CopiesSettled``); a batch that failed is
-refused to its producers. ACKs go out after the cluster's frames, and again at the
-next wake when a full pipe refused them; while many wait it stops reading producers.
+refused to its producers. Without copies the ACKs go out the moment the batch is
+written (this part is the store's first participant); with copies, after the cluster's
+frames; and again at the next wake when a full pipe refused them; while many wait it
+stops reading producers.
 At a stop it gives the peers a moment for the copies' confirmations, then ACKs what
 waits (REPLICATION_FAILED) before the node closes.
 """
@@ -151,6 +153,11 @@ class IntakePart(Part, Participant):
                 self.cluster.replicate_scheduled(scheduled, self._mono)
             else:
                 self._owe_ok_to(scheduled)
+        if not self.replicas:
+            # Sent now, before the other participants' bookkeeping and the other
+            # parts' sends: a producer waiting for its ACK waits for nothing else of
+            # the wake (``send_out`` sends again those a full pipe refused).
+            self.acks.flush()
 
     def _ack_stored(self, accepted: Accepted) -> None:
         """ACK the producers of what the batch stored (no copies to wait for): those
@@ -176,8 +183,9 @@ class IntakePart(Part, Participant):
         self.acks.flush()
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
-        if self.acks.flush():  # a full pipe refused some: sent again after a while
-            self._wait_changed()
+        # (mostly none waits: ``written`` sent them; ``answers`` is how many do)
+        if self.acks.answers and self.acks.flush():  # a full pipe refused some: sent
+            self._wait_changed()  # again after a while
 
     # -- stopping ------------------------------------------------------------------
 

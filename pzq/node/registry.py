@@ -133,7 +133,7 @@ def open_intake(wiring: NodeWiring, node: NodeState, dsn: str, parts: Parts) -> 
                     node.authorization)
     part = IntakePart(socket, intake, acks, node.cluster, node.counters, parts,
                       config.replicas, config.hard_sync, node.hub)
-    node.store.register(part)
+    node.store.register(part, first=True)  # its ACKs before the others' bookkeeping
     return part
 
 

@@ -29,9 +29,9 @@ RESERVED_HEADERS = frozenset({b"REPLICA", b"ORIGIN", b"REMOVE", b"NODE", b"CLUST
 HEADER_PATTERN = re.compile(rb"^([A-Za-z][A-Za-z0-9_.-]{0,63}):(.*)$", re.DOTALL)
 
 
-@dataclass(frozen=True, slots=True)
-class Produce:
-    """A producer message as the device's ROUTER received it."""
+class Produce(NamedTuple):
+    """A producer message as the device's ROUTER received it (a tuple: one is made for
+    each message sent alone, by decode_produce without a call of __new__)."""
 
     routing_id: bytes
     msg_id: bytes
@@ -103,7 +103,10 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
     headers = tuple(frames[2:delimiter])
     for header in headers:
         check_producer_header(header, routing_id, msg_id)
-    return Produce(routing_id, msg_id, headers, parts, body_size)
+    return _NEW_TUPLE(Produce, (routing_id, msg_id, headers, parts, body_size))
+
+
+_NEW_TUPLE = tuple.__new__
 
 
 def check_producer_header(header: bytes, routing_id: bytes, msg_id: bytes) -> None:

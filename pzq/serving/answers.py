@@ -163,6 +163,8 @@ class GroupAnswers:
         dead letters); one others still hold is archived once they are done with it.
         ``states``: the group's every_state, when the caller asked already."""
         for state in deliveries.every_state() if states is None else states:
+            if not (state.newly_dead or state.newly_dropped):
+                continue  # (most wakes: none gone, no calls)
             area = state.area
             for entry in state.take_newly_dead():
                 final = area.would_release(entry.seq)

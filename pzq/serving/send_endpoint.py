@@ -45,6 +45,18 @@ def always(mono: float) -> bool:
     return True
 
 
+def _rest_unpolled(agenda: Agenda, part: Part) -> None:
+    """No consumer connected: ``interest`` and ``send_out`` have nothing to do."""
+    agenda.rest(part, "interest")
+    agenda.rest(part, "send_out")
+
+
+def _ask_polled(agenda: Agenda, part: Part) -> None:
+    """A consumer came or went: both are asked again."""
+    agenda.ask(part, "interest")
+    agenda.ask(part, "send_out")
+
+
 def _all_acks(raws: list[list[bytes]]) -> list[bytes] | None:
     """The keys of consumer answers that are all ACKs as decode_consumer_ack reads them
     (a key and the status ``1``), in one pass each; None when any is not one."""
@@ -111,8 +123,8 @@ class SendEndpoint(Part):
     def join(self, agenda: Agenda) -> None:
         # input left unread: the next wake at once, and its answer asked
         self.connections.quiet.on_unread = partial(agenda.changed_at, self, "answer")
-        self._unpolled = partial(agenda.rest, self, "interest")
-        self._polled = partial(agenda.ask, self, "interest")
+        self._unpolled = partial(_rest_unpolled, agenda, self)
+        self._polled = partial(_ask_polled, agenda, self)
         self._silent = partial(agenda.rest, self, "answer", self.connections.quiet.fd)
 
     def timeout_ms(self, now: Now) -> int | None:
@@ -134,7 +146,9 @@ class SendEndpoint(Part):
             poller.register(self.socket, flags)  # 0: out of the poll
             self._flags, self._poller = flags, poller
         if not flags:
-            self._unpolled()  # no consumer: asked again when the monitor speaks (``answer``)
+            # no consumer: not asked (nor is ``send_out``, which has no one to deliver
+            # to) until the monitor speaks (``answer``)
+            self._unpolled()
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
         if REAP in reasons:
@@ -144,8 +158,9 @@ class SendEndpoint(Part):
         answers = events.get(self.socket, 0) & POLLIN
         if answers:
             self.take_acks(batch, now.wall_us, now.mono)
-        self.connections.heard(bool(answers))
-        self.retire_dead(now.wall_us)
+        if answers or self.connections.listening:  # (else it has nothing to hear)
+            self.connections.heard(bool(answers))
+        self.answers.retire_dead(self.deliveries, now.wall_us)  # (``retire_dead``'s)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         """The poll said whether consumers had room, when it looked (and with none

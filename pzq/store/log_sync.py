@@ -10,6 +10,7 @@ interval of 0 never syncs by time. Pure bookkeeping with the time passed in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from pzq.hooks import nothing
@@ -22,29 +23,38 @@ class LogSync:
         self.synced_at = now  # opening LevelDB leaves everything before it on disk
         self.unsynced_since: float | None = None  # the oldest write not yet synced
         self._retry_at = 0.0  # after a failed write, not before this
+        # when the next write must be synced (monotonic seconds; inf: no sync waits),
+        # kept as they change, so a wake asks ``due`` with no call
+        self.due_at = 0.0 if hard else math.inf
         # told when a sync becomes owed (the loop's agenda: pzq.agenda); the wait only
         # grows otherwise
         self.on_sooner: Callable[[], None] = nothing
 
     def due(self, now: float) -> bool:
         """The next write must be synced."""
+        return self.due_at <= now
+
+    def _due(self) -> float:
         if self.hard:
-            return True
+            return 0.0
         if self.unsynced_since is None or self.interval_s <= 0:  # (``wait_s`` None)
-            return False
-        return max(self.unsynced_since + self.interval_s, self._retry_at) <= now
+            return math.inf
+        return max(self.unsynced_since + self.interval_s, self._retry_at)
 
     def written(self, synced: bool, now: float) -> None:
         if synced:
             self.synced_at = now
             self.unsynced_since = None
+            self.due_at = self._due()
         elif self.unsynced_since is None:
             self.unsynced_since = now
+            self.due_at = self._due()
             self.on_sooner()
 
     def failed(self, now: float) -> None:
         """A write failed: try the sync again an interval later, not on every wake."""
         self._retry_at = now + self.interval_s
+        self.due_at = self._due()
 
     def wait_s(self, now: float) -> float | None:
         """Seconds until a sync is due; None while nothing waits for one."""

@@ -93,8 +93,13 @@ class Store:
 
     # -- batches -----------------------------------------------------------
 
-    def register(self, participant: Participant) -> None:
-        self._participants.append(participant)  # (a batch asks only those with a hook)
+    def register(self, participant: Participant, first: bool = False) -> None:
+        """``first``: asked before those registered earlier (the producers' intake,
+        whose ACKs go out the moment the batch is written)."""
+        if first:
+            self._participants.insert(0, participant)
+        else:
+            self._participants.append(participant)  # (a batch asks only those with a hook)
         self._preparing = overriding(self._participants, Participant, "prepare")
         self._checking = overriding(self._participants, Participant, "before_write")
         self._writing = overriding(self._participants, Participant, "written")
@@ -114,7 +119,7 @@ class Store:
             self._recover()
         # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs
         # after the write (see pzq.store.log_files for why not sync=True).
-        sync = self.log_sync.due(self._now)
+        sync = self.log_sync.due_at <= self._now  # (``due``, without its call)
         batch = Batch(self.take_seq, self.take_seqs, self._db.write_batch(sync=self.hard_sync),
                       sync)
         for participant in self._preparing:

@@ -102,8 +102,9 @@ def test_the_consume_socket_is_polled_only_while_consumers_are_connected(
 def test_the_send_socket_rests_out_of_the_poll_until_a_consumer_comes(
         open_device: Callable[..., Device], context: zmq.Context):
     """No consumer on --send-dsn: the endpoint is not asked what to poll at all (it
-    rests from ``interest``) and its socket is out of the poll; a connection, told by
-    its monitor, puts it back, and the message stored meanwhile is delivered."""
+    rests from ``interest``), nor to deliver (``send_out``), and its socket is out of
+    the poll; a connection, told by its monitor, puts it back, and the message stored
+    meanwhile is delivered."""
     device = open_device(roles=("receive", "send"), tcp=True)
     send = next(part for part in device.parts if isinstance(part, SendEndpoint))
     producer = context.socket(zmq.DEALER)
@@ -116,17 +117,20 @@ def test_the_send_socket_rests_out_of_the_poll_until_a_consumer_comes(
     for _ in range(3):  # the monitor's first look, and a read of what may wait
         wake(device, 0)
     assert device.parts.agenda.resting(send, "interest")
+    assert device.parts.agenda.resting(send, "send_out")
     assert send.socket not in polled_now(device)
     consumer = context.socket(zmq.ROUTER)
     consumer.connect(device.bound()["send"])
     try:
         wake_until(device, lambda: consumer.poll(0) != 0, "the stored message delivered")
         assert not device.parts.agenda.resting(send, "interest")
+        assert not device.parts.agenda.resting(send, "send_out")
         assert send.socket in polled_now(device)
     finally:
         consumer.close(0)
     wake_until(device, lambda: device.parts.agenda.resting(send, "interest"),
                "out of the poll again")
+    assert device.parts.agenda.resting(send, "send_out")
     assert send.socket not in polled_now(device)
 
 
@@ -175,3 +179,30 @@ def test_the_consume_endpoint_tells_its_wait_only_when_it_may_be_shorter(
         assert told
     finally:
         client.close(0)
+
+
+def test_a_producer_is_acked_the_moment_the_batch_is_written(
+        open_device: Callable[..., Device], context: zmq.Context,
+        monkeypatch: pytest.MonkeyPatch):
+    """Without copies, the producers' intake is the store's first participant and sends
+    its ACKs from ``written``: the topics, registered with the store before it, find
+    the ACK already at the producer when they are told (the other participants'
+    bookkeeping and the other parts' sends come after it)."""
+    device = open_device(roles=("receive", "send"))
+    producer = context.socket(zmq.DEALER)
+    producer.connect(device.bound()["receive"])
+    topics = device.node.topics
+    told = topics.written
+    seen: list[bool] = []
+
+    def written() -> None:
+        seen.append(producer.poll(0) != 0)
+        told()
+
+    monkeypatch.setattr(topics, "written", written)
+    try:
+        producer.send_multipart(frames.encode_produce(b"1", [b"x"], ()))
+        wake_until(device, lambda: producer.poll(0) != 0, "the message stored and ACKed")
+        assert seen[-1], "the ACK waited for the participants registered before the intake"
+    finally:
+        producer.close(0)

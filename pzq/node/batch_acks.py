@@ -16,6 +16,8 @@ Result = tuple[bool, bytes]
 
 
 class OpenBatch:
+    __slots__ = ("batch_id", "results", "routing_id", "waiting")  # (one a produce batch)
+
     def __init__(self, routing_id: bytes, batch_id: bytes, count: int) -> None:
         self.routing_id = routing_id
         self.batch_id = batch_id

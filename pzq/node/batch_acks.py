@@ -16,6 +16,8 @@ Result = tuple[bool, bytes]
 
 
 class OpenBatch:
+    __slots__ = ("batch_id", "results", "routing_id", "waiting")  # (one a produce batch)
+
     def __init__(self, routing_id: bytes, batch_id: bytes, count: int) -> None:
         self.routing_id = routing_id
         self.batch_id = batch_id
@@ -55,6 +57,11 @@ class BatchAcks:
     def answer_run(self, batch: OpenBatch, first: int, count: int) -> list[bytes]:
         """The members ``first`` to ``first + count`` of ``batch`` are stored (ok, no
         status message): [] while the batch waits for others, else its ACK."""
+        if count == batch.waiting == len(batch.results):  # the whole batch, one run
+            batch.waiting = 0
+            if self.open.get((batch.routing_id, batch.batch_id)) is batch:
+                del self.open[batch.routing_id, batch.batch_id]
+            return batches.encode_stored_batch_ack(batch.routing_id, batch.batch_id, count)
         batch.results[first:first + count] = [OK] * count
         batch.waiting -= count
         return self._settled(batch)

@@ -70,6 +70,7 @@ class Intake(Participant):
         # What each header group said this take (a topic can go between takes)
         self._known: dict[tuple[bytes, ...], HeaderFacts] = {}
         self._run = StoredRun(topics)  # stored, not yet in the topic's log and counts
+        self._fixed = b""  # a record's fixed fields this take (pzq.store.record.fixed)
         store.register(self)
 
     def take(self, batch: Batch, now: Now, pace: int = 0,
@@ -83,6 +84,7 @@ class Intake(Participant):
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
+        self._fixed = record.fixed(now_us)  # a record's fixed fields, stored this take
         accepted = Accepted()
         start = self.counters.received
         stop_at = start + pace if pace else None
@@ -165,7 +167,7 @@ class Intake(Participant):
                 self._take_alone(batch, raw, now_us, accepted, rights)
             return count
         self.counters.received += count - 1  # (the first: counted when decoded)
-        values = alone_runs.records(run, parts_at, produce.headers, record.fixed(now_us))
+        values = alone_runs.records(run, parts_at, produce.headers, self._fixed)
         size = sum(map(len, values))
         seqs = batch.add_messages(values, size)
         self._run.note_seqs(batch, seqs, facts.topic, facts.tag, size)
@@ -214,7 +216,7 @@ class Intake(Participant):
         count = int(raw[2][len(batches.BATCH):])  # (decode_runs checked it)
         self.counters.received += count
         open_batch = self.acks.batches.expect(raw[0], raw[1], count)
-        fixed = record.fixed(now_us)
+        fixed = self._fixed
         for member in members:
             if isinstance(member, ProduceRefused):
                 self._refuse(member)
@@ -228,13 +230,16 @@ class Intake(Participant):
         each: then each is taken as one sent alone."""
         routing_id = open_batch.routing_id
         alone = 0  # where the members taken one by one start (the first: refused)
-        try:
-            facts: HeaderFacts | None = self._read_headers(
-                frames.Produce(routing_id, member_token(open_batch.batch_id, run.first),
-                               run.headers, (), run.body_sizes[0]), now_us, rights)
-        except ProduceRefused as refused:
-            self._refuse(refused)  # the first; each other one is refused on its own
-            facts, alone = None, 1
+        # (headers read this take, by a producer who may produce anywhere: no look)
+        facts = self._known.get(run.headers) if rights.produces_anywhere else None
+        if facts is None:
+            try:
+                facts = self._read_headers(
+                    frames.Produce(routing_id, member_token(open_batch.batch_id, run.first),
+                                   run.headers, (), run.body_sizes[0]), now_us, rights)
+            except ProduceRefused as refused:
+                self._refuse(refused)  # the first; each other one is refused on its own
+                alone = 1
         if facts is None or not together(facts, now_us):
             for token, entry, size in islice(zip(run.tokens(open_batch.batch_id),
                                                  run.entries, run.body_sizes, strict=True),

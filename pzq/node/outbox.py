@@ -88,8 +88,8 @@ class ProducerAcks:
         batch, stored together: counted and answered at once."""
         self.counters.acks_ok += count
         batch_ack = self.batches.answer_run(batch, first, count)
-        if batch_ack:
-            self._wait(batch_ack, batches.answered(batch_ack))
+        if batch_ack:  # (it answers every member of the batch)
+            self._wait(batch_ack, len(batch.results))
 
     def _answer(self, routing_id: bytes, msg_id: bytes, ok: bool, status: bytes) -> None:
         """A batch's message is answered in the batch's one ACK once all are."""

@@ -16,7 +16,6 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import repeat
 
 from pzq.bulk import CUT_AT_ONCE, cut
 from pzq.errors import DecodeError, ProduceRefused
@@ -56,8 +55,9 @@ def read_runs(routing_id: bytes, batch_id: bytes, data: bytes, count: int,
     when the entries cannot be read or are not ``count``."""
     try:
         uniform = _uniform(routing_id, batch_id, data, count, max_body_size)
-        found = uniform if uniform is not None else _walk(routing_id, batch_id, data,
-                                                          max_body_size)
+        if uniform is not None:  # (``count`` entries of its size: nothing to count)
+            return uniform
+        found = _walk(routing_id, batch_id, data, max_body_size)
     except struct.error:
         raise DecodeError("a batch entry is truncated") from None
     if sum(len(member.entries) if isinstance(member, MemberRun) else 1
@@ -117,12 +117,51 @@ def _walk(routing_id: bytes, batch_id: bytes, data: bytes,
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What every entry of a batch of one shape has (pzq.protocol.batch_runs._uniform):
+    the fields checked in each, its size and what its header group says."""
+
+    fields: tuple[int, bytes, int, int]  # msg id length, header group, parts (1), body length
+    size: int  # an entry's bytes
+    headers: tuple[bytes, ...]
+    refusal: str  # why each is refused ("": it is not)
+    check: struct.Struct | None  # every entry's fields at once (None: over CUT_AT_ONCE)
+    expected: tuple[int | bytes, ...]  # what ``check`` finds in a batch of this shape
+
+
+# Shapes by a batch's size, count and limit: a producer's next batch of equal messages
+# is mostly the last one's shape, checked with one unpack (at most _GROUPS kept)
+_SHAPES: dict[tuple[int, int, int], _Shape] = {}
+
+
 def _uniform(routing_id: bytes, batch_id: bytes, data: bytes, count: int,
              max_body_size: int) -> list[Member] | None:
     """Every entry cut and checked in C when all have the first one's shape (its msg
-    id's length, its header group, one part of its size); None when they do not."""
-    unpack = LENGTH.unpack_from
-    (id_size,) = unpack(data, 0)
+    id's length, its header group, one part of its size); None when they do not. The
+    shape of the batch before of this size and count is tried first: a batch of it
+    costs one dict look-up, one unpack and one compare before its entries are cut."""
+    key = (len(data), count, max_body_size)
+    shape = _SHAPES.get(key)
+    if shape is None or not (shape.check.unpack(data) == shape.expected  # (_same_shape's)
+                             if shape.check is not None else _same_shape(data, shape, count)):
+        shape = _shape_of(data, count, max_body_size)
+        if shape is None or not _same_shape(data, shape, count):
+            return None
+        if len(_SHAPES) >= _GROUPS:
+            _SHAPES.clear()
+        _SHAPES[key] = shape
+    if shape.refusal:
+        return [ProduceRefused(shape.refusal, routing_id, member_token(batch_id, index))
+                for index in range(count)]
+    body_size = shape.fields[3]
+    return [MemberRun(shape.headers, 0, cut(data, shape.size, count), [body_size] * count,
+                      shape.size)]
+
+
+def _shape_of(data: bytes, count: int, max_body_size: int) -> _Shape | None:
+    """The first entry's shape, when ``count`` entries of its size make ``data``."""
+    (id_size,) = LENGTH.unpack_from(data, 0)
     group_at = 4 + id_size
     group_end = read_group(data, group_at)[1]
     if len(data) < group_end + 8:
@@ -132,38 +171,33 @@ def _uniform(routing_id: bytes, batch_id: bytes, data: bytes, count: int,
     if parts != 1 or size * count != len(data):
         return None
     group = data[group_at:group_end]
-    if not _same_shape(data, (id_size, group, 1, body_size), size, count):
-        return None
     headers, refusal = _header_group(group)
-    refused = _refusal(parts, body_size, max_body_size) or refusal
-    if refused:
-        return [ProduceRefused(refused, routing_id, member_token(batch_id, index))
-                for index in range(count)]
-    return [MemberRun(headers, 0, cut(data, size, count), list(repeat(body_size, count)),
-                      size)]
+    fields = (id_size, group, 1, body_size)
+    at_once = count <= CUT_AT_ONCE
+    return _Shape(fields, size, headers, _refusal(parts, body_size, max_body_size) or refusal,
+                  _shape(id_size, len(group), body_size, count) if at_once else None,
+                  fields * count if at_once else ())
 
 
 _TWO = struct.Struct(">II")  # a part count and the first part's length
 
 
-def _same_shape(data: bytes, shape: tuple[int, bytes, int, int], size: int,
-                count: int) -> bool:
+def _same_shape(data: bytes, shape: _Shape, count: int) -> bool:
     """Whether every entry's fixed fields (its msg id's length, its header group, one
-    part and that part's length) are ``shape``: read by struct unpacks of up to
-    CUT_AT_ONCE entries each, one tuple for them all compared with ``shape`` repeated
+    part and that part's length) are ``shape``'s: read by struct unpacks of up to
+    CUT_AT_ONCE entries each, one tuple for them all compared with the fields repeated
     (no tuple an entry)."""
-    at_once = min(count, CUT_AT_ONCE)
-    whole = count - count % at_once
-    id_size, group, _, body_size = shape
-    fields = _shape(id_size, len(group), body_size, at_once)
-    if whole == count == at_once:
-        return fields.unpack(data) == shape * at_once
-    expected = shape * at_once
-    if any(map(expected.__ne__, fields.iter_unpack(memoryview(data)[:whole * size]))):
+    if shape.check is not None:
+        return shape.check.unpack(data) == shape.expected
+    id_size, group, _, body_size = shape.fields
+    whole = count - count % CUT_AT_ONCE
+    expected = shape.fields * CUT_AT_ONCE
+    fields = _shape(id_size, len(group), body_size, CUT_AT_ONCE)
+    if any(map(expected.__ne__, fields.iter_unpack(memoryview(data)[:whole * shape.size]))):
         return False
     rest = count - whole
     return not rest or _shape(id_size, len(group), body_size, rest).unpack_from(
-        data, whole * size) == shape * rest
+        data, whole * shape.size) == shape.fields * rest
 
 
 @lru_cache(maxsize=64)

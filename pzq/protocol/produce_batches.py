@@ -122,6 +122,12 @@ def encode_batch_ack(routing_id: bytes, batch_id: bytes,
             BATCH + b"%d" % len(results), b"", body]
 
 
+def encode_stored_batch_ack(routing_id: bytes, batch_id: bytes, count: int) -> list[bytes]:
+    """``encode_batch_ack`` of ``count`` messages all stored (a batch stored whole)."""
+    return [routing_id, batch_id, STATUS_OK, BATCH + b"%d" % count, b"",
+            _STORED_RESULT * count]
+
+
 def answered(ack: list[bytes]) -> int:
     """How many messages a batch's ACK (from encode_batch_ack) answers."""
     return int(ack[3][len(BATCH):])

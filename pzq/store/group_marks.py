@@ -174,6 +174,15 @@ class GroupMarks:
         self._blocks = {}
 
 
+def run_masks(low: int, count: int) -> list[tuple[int, int]]:
+    """``block_masks`` of the ``count`` seqs from ``low`` on, a run: one shift, with no
+    look at each seq (a batch's new messages)."""
+    start = low & MARK_BLOCK_OF
+    span = ((1 << count) - 1) << (low - start)
+    return [(first, span >> (first - start) & BLOCK_BITS)
+            for first in range(start, low + count, MARK_BLOCK)]
+
+
 def block_masks(seqs: list[int]) -> list[tuple[int, int]]:
     """(block's first seq, the bits of ``seqs`` in it) for each block ``seqs`` fall in:
     one int over the span made in C (a run: one shift), cut a block at a time."""

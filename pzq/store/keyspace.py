@@ -78,11 +78,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from functools import lru_cache
 from itertools import compress, repeat
 from operator import itemgetter
 
-from pzq.bulk import CUT_AT_ONCE, cut
+from pzq.bulk import cut
 from pzq.protocol.message_keys import NODE_ID_LENGTH as NODE_ID_LENGTH
 from pzq.protocol.message_keys import SEQ as SEQ
 
@@ -137,23 +136,25 @@ def own_keys(seqs: Iterable[int]) -> Iterator[bytes]:
 
 
 def own_keys_of_run(seqs: range) -> Sequence[bytes]:
-    """``own_key`` of each seq of a run, made by one struct pack of up to CUT_AT_ONCE
-    of them (the prefix and the seq of each, put in place in one list), cut into keys:
-    no object a key but the key."""
-    if len(seqs) > CUT_AT_ONCE:
-        keys: list[bytes] = []
-        for start in range(0, len(seqs), CUT_AT_ONCE):
-            keys += own_keys_of_run(seqs[start:start + CUT_AT_ONCE])
-        return keys
-    count = len(seqs)
-    fields: list[bytes | int] = [OWN_PREFIX] * (2 * count)
-    fields[1::2] = seqs
-    return cut(_own_run(count).pack(*fields), OWN_KEY_SIZE, count)
+    """``own_key`` of each seq of a run (``seqs`` a range of step 1): the keys of the
+    seqs that share all but their last byte are that head joined around those last
+    bytes (single bytes, which Python keeps made), one join a 256 seqs; the keys cut
+    apart by one struct unpack: no object a key but the key, no int packed a key."""
+    start, stop, count = seqs.start, seqs.stop, len(seqs)
+    low = start & 0xFF
+    if 0 < count <= 256 - low:  # (a batch's run, mostly: one head)
+        head = OWN_PREFIX + SEQ.pack(start)[:-1]
+        return cut(head + head.join(_LAST_BYTES[low:low + count]), OWN_KEY_SIZE, count)
+    pieces = []
+    while start < stop:
+        end = min(stop, (start | 0xFF) + 1)
+        head = OWN_PREFIX + SEQ.pack(start)[:-1]
+        pieces.append(head + head.join(_LAST_BYTES[start & 0xFF:((end - 1) & 0xFF) + 1]))
+        start = end
+    return cut(b"".join(pieces), OWN_KEY_SIZE, count)
 
 
-@lru_cache(maxsize=CUT_AT_ONCE)
-def _own_run(count: int) -> struct.Struct:
-    return struct.Struct(">" + f"{len(OWN_PREFIX)}sQ" * count)
+_LAST_BYTES = [bytes((value,)) for value in range(256)]  # a seq's last byte, each
 
 
 def own_seq(store_key: bytes) -> int:

@@ -108,6 +108,35 @@ def test_a_batch_of_one_shape_is_one_run_of_its_entries_and_records_of_any_lengt
             [fixed + one for one in entries]
 
 
+def test_a_batch_of_the_last_ones_size_and_count_is_read_as_its_own_shape():
+    """Shapes are kept by a batch's size and count: one of another header group, msg
+    id length or body size with the same ones, or of no one shape, is its own."""
+    ab, cd = [b"TOPIC:ab"], [b"TOPIC:cd"]
+    batches_in_turn = [  # (entries, their header group, their body sizes)
+        ([entry(b"%02d" % n, b"body", ab) for n in range(3)], ab, [4] * 3),
+        ([entry(b"%02d" % n, b"body", cd) for n in range(3)], cd, [4] * 3),
+        ([entry(b"%03d" % n, b"bod", cd) for n in range(3)], cd, [3] * 3),
+        ([entry(b"0", b"bodyy", ab), entry(b"011", b"bod", ab), entry(b"02", b"body", ab)],
+         ab, [5, 3, 4]),  # no one shape
+        ([entry(b"%02d" % n, b"body", ab) for n in range(3)], ab, [4] * 3),
+    ]
+    assert len({len(b"".join(entries)) for entries, _, _ in batches_in_turn}) == 1
+    for entries, headers, sizes in batches_in_turn:
+        (run,) = read_runs(b"rid", b"B", b"".join(entries), 3, 100)
+        assert isinstance(run, MemberRun) and list(run.entries) == entries
+        assert (run.headers, run.body_sizes) == (tuple(headers), sizes)
+    (refused,) = read_runs(b"rid", b"B", entry(b"a", b"x" * 101), 1, 100)
+    (run,) = read_runs(b"rid", b"B", entry(b"a", b"x" * 101), 1, 200)  # another limit
+    assert isinstance(refused, ProduceRefused) and isinstance(run, MemberRun)
+
+
+def test_a_batch_stored_whole_is_answered_as_every_answer_would_be():
+    acks = BatchAcks()
+    whole = acks.answer_run(acks.expect(b"rid", b"B", 3), 0, 3)
+    assert not acks.open
+    assert whole == batches.encode_batch_ack(b"rid", b"B", [(True, b"")] * 3)
+
+
 # -- the batch's one ACK ------------------------------------------------------------
 
 def test_a_batch_is_answered_once_by_runs_and_members_in_any_order():

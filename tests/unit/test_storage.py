@@ -78,7 +78,8 @@ def test_own_keys_sort_in_arrival_order():
 
 
 @pytest.mark.parametrize("first, count", [(0, 1), (255, 127), (2**32 - 3, 128),
-                                          (7, 129), (2**63 - 400, 399)])
+                                          (7, 129), (2**63 - 400, 399), (0, 0), (200, 56),
+                                          (200, 57), (256, 256), (250, 600)])
 def test_a_runs_own_keys_made_together_are_each_ones_key(first, count):
     seqs = range(first, first + count)
     assert list(keyspace.own_keys_of_run(seqs)) == [keyspace.own_key(seq) for seq in seqs]

@@ -125,7 +125,7 @@ class GroupArea:
         for their ACKs, with the group's own delivery counts; fresh when none of them
         has a count (so a run of first deliveries need not look again)."""
         values, plain = self._values(seqs)
-        if None not in values and seqs[0] > self._highest_counted():
+        if all(values) and seqs[0] > self._highest_counted():  # (a record is never empty)
             records = cast(list[bytes], values)
             if plain or not any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, records))):
                 # the common read: every record stored, no count kept, none set by default
@@ -232,7 +232,7 @@ class GroupArea:
         recent = self.topics.recent
         if shared and recent:
             values = list(map(recent.get, seqs))
-            if None not in values:
+            if all(values):  # (no None: a record is never empty)
                 return values, True
         if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
             first, last = seqs[0], seqs[-1]
@@ -313,8 +313,10 @@ class GroupArea:
         if self._counted:  # delivered more than once: their counts go
             for seq in self._counted.intersection(seqs):
                 self._forget_count(batch, seq)
-        tags = list(map(self._tags.pop, seqs, repeat(None)))
-        if None in tags:
+        kept = self._tags
+        before = len(kept)
+        tags = list(map(kept.pop, seqs, repeat(None)))
+        if before - len(kept) != len(seqs):  # one not kept (a None: no compare a tag)
             return self._delete_read_again(batch, seqs, tags, sizes)
         return self.topics.done_all(batch, self.group.topic, self.group.id, seqs,
                                     cast(list[bytes], tags), sizes)

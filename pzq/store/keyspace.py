@@ -77,7 +77,7 @@ sequence number, as in the message key (see pzq.protocol.message_keys). ``<topic
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import compress, repeat
 from operator import itemgetter
@@ -131,15 +131,16 @@ def own_key(seq: int) -> bytes:
     return OWN_PREFIX + SEQ.pack(seq)
 
 
-def own_keys(seqs: Iterable[int]) -> Iterator[bytes]:
-    """``own_key`` of each seq, made in C (many deletes at once)."""
-    return map(OWN_PREFIX.__add__, map(SEQ.pack, seqs))
+def own_keys(seqs: Sequence[int]) -> Sequence[bytes]:
+    """``own_key`` of each seq, made in C (many deletes at once: an ACK's): as a run's,
+    by struct packs, not a pack and a concatenation a key."""
+    return own_keys_of_run(seqs)
 
 
-def own_keys_of_run(seqs: range) -> Sequence[bytes]:
-    """``own_key`` of each seq of a run, made by one struct pack of up to CUT_AT_ONCE
-    of them (the prefix and the seq of each, put in place in one list), cut into keys:
-    no object a key but the key."""
+def own_keys_of_run(seqs: Sequence[int]) -> Sequence[bytes]:
+    """``own_key`` of each seq of a run (or any seqs), made by one struct pack of up to
+    CUT_AT_ONCE of them (the prefix and the seq of each, put in place in one list), cut
+    into keys: no object a key but the key."""
     if len(seqs) > CUT_AT_ONCE:
         keys: list[bytes] = []
         for start in range(0, len(seqs), CUT_AT_ONCE):

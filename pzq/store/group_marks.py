@@ -25,6 +25,7 @@ from functools import partial
 from itertools import compress, repeat
 from operator import and_, lshift, sub
 
+from pzq.bulk import low_high
 from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF
@@ -180,7 +181,7 @@ def block_masks(seqs: list[int]) -> list[tuple[int, int]]:
     if len(seqs) == 1:  # (a message ACKed alone: its one bit, without the span's work)
         first = seqs[0] & MARK_BLOCK_OF
         return [(first, 1 << (seqs[0] - first))]
-    low, high = min(seqs), max(seqs)
+    low, high = low_high(seqs)
     if high - low >= SPAN_AT_ONCE:  # far apart: a block each, seq by seq
         masks: dict[int, int] = {}
         for seq in set(seqs):

@@ -16,7 +16,7 @@ from itertools import repeat
 from operator import add, getitem, itemgetter, sub
 from typing import cast
 
-from pzq.bulk import cut
+from pzq.bulk import cut, low_high
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
 
@@ -101,15 +101,15 @@ def part_groups(values: list[bytes]) -> list[bytes]:
                           repeat(FIXED.size + length)))
     counts = list(map(FIRST, map(unpack, values, header_ats)))
     ats = list(map(add, header_ats, repeat(length)))
-    fewest = min(counts, default=0)
-    for header in range(max(counts, default=0)):
+    fewest, most = low_high(counts) if counts else (0, 0)
+    for header in range(most):
         if header < fewest:  # every record has this header (a topic's: one, TOPIC)
             ats = list(map(add, ats, map(add, map(FIRST, map(unpack, values, ats)),
                                          repeat(length))))
         else:
             ats = [at + length + unpack(value, at)[0] if header < count else at
                    for value, at, count in zip(values, ats, counts, strict=True)]
-    if values and min(map(sub, map(len, values), ats)) < length:  # no part count
+    if values and low_high(map(sub, map(len, values), ats))[0] < length:  # no part count
         raise DecodeError("stored record is truncated")
     return [value[at:] for value, at in zip(values, ats, strict=True)]
 

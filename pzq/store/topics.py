@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
 from operator import not_
 
-from pzq.bulk import each
+from pzq.bulk import each, lowest
 from pzq.errors import PzqError
 from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
@@ -242,7 +242,7 @@ class Topics(TopicRegistry):
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
         if group is not None and topic.log_from is not None:
             # counted(): mostly every one (a compare each in C, no call)
-            uncounted = (len(seqs) if min(seqs, default=topic.log_from) >= topic.log_from
+            uncounted = (len(seqs) if lowest(seqs, topic.log_from) >= topic.log_from
                          else sum(map(topic.log_from.__le__, seqs)))
             if uncounted:
                 self.counts.count_group(group, -uncounted)
@@ -267,7 +267,7 @@ class Topics(TopicRegistry):
                          ) -> tuple[list[int], list[int]] | None:
         """Who holds every one of the messages, and who of them is not ``group_id``,
         when that is the same for all (known from their tags alone); else None."""
-        if min(seqs, default=0) < topic.holders_settled_from():
+        if lowest(seqs, 0) < topic.holders_settled_from():
             return None
         found = {tuple(topic.holders(topic.holders_settled_from(), tag)) for tag in set(tags)}
         if len(found) != 1:

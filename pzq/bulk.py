@@ -55,8 +55,3 @@ def lowest(numbers: Iterable[int], default: int) -> int:
     ordered = sorted(numbers)
     return ordered[0] if ordered else default
 
-
-def highest(numbers: Iterable[int], default: int) -> int:
-    """``max(numbers, default=default)``, as ``low_high`` finds it."""
-    ordered = sorted(numbers)
-    return ordered[-1] if ordered else default

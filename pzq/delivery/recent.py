@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from itertools import compress, islice
 from typing import cast
 
-from pzq.bulk import each, highest
+from pzq.bulk import each
 
 RECENT_RECORDS = 4096  # records kept for the other groups of a topic
 RECENT_RECORD_BYTES = 4096  # a longer one is read from the store by each group
@@ -23,7 +23,7 @@ def remember(recent: dict[int, bytes], seqs: list[int], values: Sequence[bytes |
     if not all(values):  # (a None: neither records nor entries are ever empty)
         stored = [value is not None for value in values]
         seqs, values = list(compress(seqs, stored)), list(compress(values, stored))
-    if highest(map(len, cast(list[bytes], values)), 0) > RECENT_RECORD_BYTES:
+    if values and sorted(map(len, cast(list[bytes], values)))[-1] > RECENT_RECORD_BYTES:
         short = list(map(RECENT_RECORD_BYTES.__ge__, map(len, cast(list[bytes], values))))
         seqs, values = list(compress(seqs, short)), list(compress(values, short))
     recent.update(zip(seqs, cast(list[bytes], values), strict=True))

@@ -25,7 +25,6 @@ from functools import partial
 from itertools import compress, repeat
 from operator import and_, lshift, sub
 
-from pzq.bulk import low_high
 from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF
@@ -181,7 +180,8 @@ def block_masks(seqs: list[int]) -> list[tuple[int, int]]:
     if len(seqs) == 1:  # (a message ACKed alone: its one bit, without the span's work)
         first = seqs[0] & MARK_BLOCK_OF
         return [(first, 1 << (seqs[0] - first))]
-    low, high = low_high(seqs)
+    ordered = sorted(seqs)  # (as bulk.low_high: min and max, a rich compare an int)
+    low, high = ordered[0], ordered[-1]
     if high - low >= SPAN_AT_ONCE:  # far apart: a block each, seq by seq
         masks: dict[int, int] = {}
         for seq in set(seqs):

@@ -48,8 +48,7 @@ class Acking(Tracking):
         holds it), and the seqs not known."""
         self._table_full = False
         taken = self.inflight.take_all(seqs)
-        seqs, values, sent_us = taken.seqs, taken.values, taken.sent_us
-        sizes = list(map(len, values))
+        seqs, sent_us, sizes = taken.seqs, taken.sent_us, taken.sizes
         # their deletes go with the batch being built (and again if it fails); before
         # the look at the others (a key ACKed twice)
         self.owed.delete_run(seqs, sizes)

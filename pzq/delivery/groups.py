@@ -12,7 +12,7 @@ A group's delivery counts are its own: the stored record's bookkeeping belongs t
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import compress, repeat
+from itertools import compress
 from operator import itemgetter
 from typing import cast
 
@@ -23,6 +23,7 @@ from pzq.delivery.areas import (
     names_each,
     release_each,
 )
+from pzq.delivery.kept_tags import KeptTags
 from pzq.delivery.recent import remember
 from pzq.delivery.settings import DeliverySettings
 from pzq.store import keyspace, record
@@ -65,7 +66,7 @@ class GroupArea:
         self.topics = topics
         self.group = group
         self.node_id = store.node_id
-        self._tags: dict[int, bytes] = {}  # tags of messages read and not yet done with
+        self._tags = KeptTags()  # tags of messages read and not yet done with
         self._counted: set[int] = set()  # messages with a count in the store (``c``)
         self._highest_count: int | None = None  # seq of the highest ``c`` key (-1: none)
 
@@ -125,24 +126,25 @@ class GroupArea:
         for their ACKs, with the group's own delivery counts; fresh when none of them
         has a count (so a run of first deliveries need not look again)."""
         values, plain = self._values(seqs)
-        if None not in values and seqs[0] > self._highest_counted():
+        if all(values) and seqs[0] > self._highest_counted():  # (a record is never empty)
             records = cast(list[bytes], values)
             if plain or not any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, records))):
                 # the common read: every record stored, no count kept, none set by default
-                self._tags.update(zip(seqs, tags, strict=True))
+                self._tags.keep_all(seqs, tags)
                 return Chunk(seqs, records, next_seq, True)
         counts = self._counts(seqs[0], seqs[-1])
         found_seqs: list[int] = []
+        found_tags: list[bytes] = []
         found_values: list[bytes] = []
-        kept_tags = self._tags
         for seq, tag, value in zip(seqs, tags, values, strict=True):
             if value is None:
                 continue
-            kept_tags[seq] = tag
+            found_tags.append(tag)
             if counts or value[record.BOOKKEEPING_OFFSET:BOOKKEEPING_END] != ZERO_BOOKKEEPING:
                 value = self._with_count(seq, value, counts.get(seq))
             found_seqs.append(seq)  # (as stored: no count kept, none set by default)
             found_values.append(value)
+        self._tags.keep_all(found_seqs, found_tags)
         return Chunk(found_seqs, found_values, next_seq)
 
     def _counts(self, first: int, last: int) -> dict[int, bytes]:
@@ -232,7 +234,7 @@ class GroupArea:
         recent = self.topics.recent
         if shared and recent:
             values = list(map(recent.get, seqs))
-            if None not in values:
+            if all(values):  # (no None: a record is never empty)
                 return values, True
         if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
             first, last = seqs[0], seqs[-1]
@@ -262,12 +264,12 @@ class GroupArea:
         topic, tag = self.topics.describe(value)
         if topic is not self.group.topic or not self.group.holds(seq, tag):
             return None
-        self._tags[seq] = tag
+        self._tags.keep(seq, tag)
         return self._with_count(seq, value,
                                 self.store.get(keyspace.group_count_key(self.group.id, seq)))
 
     def _tag(self, seq: int) -> bytes | None:
-        tag = self._tags.pop(seq, None)
+        tag = self._tags.pop(seq)
         if tag is None:
             value = self.store.get_own(seq)
             tag = None if value is None else self.topics.describe(value)[1]
@@ -284,19 +286,19 @@ class GroupArea:
             tag = self._tag(seq)
             if tag is None:
                 return False
-            self._tags[seq] = tag
+            self._tags.keep(seq, tag)
         return self.topics.would_release(seq, self.group.topic, tag, self.group.id)
 
     def group_names_all(self, seqs: list[int]) -> list[tuple[str, ...]]:
-        tags = list(map(self._tags.get, seqs))
-        if None in tags:
+        tags, every = self._tags.get_all(seqs)
+        if not every:
             return names_each(self, seqs)
         return self.group.topic.holder_names_all(seqs, cast(list[bytes], tags))
 
     def would_release_all(self, seqs: list[int]) -> list[bool]:
         """``would_release`` of each, in bulk where every tag was kept (an ACK's many)."""
-        tags = list(map(self._tags.get, seqs))
-        if None in tags:
+        tags, every = self._tags.get_all(seqs)
+        if not every:
             return release_each(self, seqs)
         return self.topics.would_release_all(self.group.topic, self.group.id, seqs,
                                              cast(list[bytes], tags))
@@ -313,8 +315,8 @@ class GroupArea:
         if self._counted:  # delivered more than once: their counts go
             for seq in self._counted.intersection(seqs):
                 self._forget_count(batch, seq)
-        tags = list(map(self._tags.pop, seqs, repeat(None)))
-        if None in tags:
+        tags, every = self._tags.pop_all(seqs)
+        if not every:
             return self._delete_read_again(batch, seqs, tags, sizes)
         return self.topics.done_all(batch, self.group.topic, self.group.id, seqs,
                                     cast(list[bytes], tags), sizes)

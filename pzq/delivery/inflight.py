@@ -59,11 +59,11 @@ def entry_of(seq: int, held: Held) -> InFlight:
 
 
 class Taken(NamedTuple):
-    """Deliveries an ACK took from the table: their seqs, records and when each was
-    sent, in the order asked; and the seqs the table did not hold."""
+    """Deliveries an ACK took from the table: their seqs, their records' sizes and when
+    each was sent, in the order asked; and the seqs the table did not hold."""
 
     seqs: list[int]
-    values: list[bytes]
+    sizes: list[int]
     sent_us: list[int]
     missing: list[int]
 
@@ -227,22 +227,24 @@ class InFlightTable(SeqTable[InFlight]):
         delivery (a seq given twice is held once: missing the second time)."""
         found: list[Held | None] = list(map(self._sent.pop, seqs, repeat(None)))
         missing: list[int] = []
-        if not all(found):  # (sent alone, or not held: a tuple is never false)
+        runs_only = all(found)  # (the common ACK: a tuple is never false, and a run's)
+        if not runs_only:  # sent alone, or not held
             found = [held or self._entries.pop(seq, None)
                      for seq, held in zip(seqs, found, strict=True)]
             if None in found:
                 kept = [entry is not None for entry in found]
                 missing = [seq for seq, entry in zip(seqs, found, strict=True) if entry is None]
                 seqs, found = list(compress(seqs, kept)), list(compress(found, kept))
-        if all(map(isinstance, found, repeat(tuple))):  # (the common ACK: runs only)
+            runs_only = all(map(isinstance, found, repeat(tuple)))
+        if runs_only:
             sents = cast(list[Sent], found)
-            values, sent_us = list(map(RECORD, sents)), list(map(SENT_US, sents))
+            sizes, sent_us = list(map(len, map(RECORD, sents))), list(map(SENT_US, sents))
         else:
             entries = list(map(entry_of, seqs, cast(list[Held], found)))
-            values = [entry.value for entry in entries]
+            sizes = [len(entry.value) for entry in entries]
             sent_us = [entry.sent_us for entry in entries]
-        self.bytes -= sum(map(len, values))
-        return Taken(seqs, values, sent_us, missing)
+        self.bytes -= sum(sizes)
+        return Taken(seqs, sizes, sent_us, missing)
 
     def expire(self, now_us: int) -> list[InFlight]:
         """Remove and return every entry whose deadline has passed."""

@@ -20,10 +20,10 @@ def remember(recent: dict[int, bytes], seqs: list[int], values: Sequence[bytes |
     other groups, the oldest let go past RECENT_RECORDS; none longer than
     RECENT_RECORD_BYTES, so what is kept stays within RECENT_RECORDS times that
     (16 MiB) whatever the messages."""
-    if None in values:
+    if not all(values):  # (a None: neither records nor entries are ever empty)
         stored = [value is not None for value in values]
         seqs, values = list(compress(seqs, stored)), list(compress(values, stored))
-    if max(map(len, cast(list[bytes], values)), default=0) > RECENT_RECORD_BYTES:
+    if values and sorted(map(len, cast(list[bytes], values)))[-1] > RECENT_RECORD_BYTES:
         short = list(map(RECENT_RECORD_BYTES.__ge__, map(len, cast(list[bytes], values))))
         seqs, values = list(compress(seqs, short)), list(compress(values, short))
     recent.update(zip(seqs, cast(list[bytes], values), strict=True))

@@ -87,8 +87,9 @@ class GroupAnswers:
         seqs): each state's messages are done with in one call (``ack`` for each, in
         bulk, the keys walked in C), after the archive's writes."""
         deliveries = consumer.group
-        first = node_ids[0]
-        by_origin = ({first: list(seqs)} if node_ids.count(first) == len(node_ids)
+        numbers = sorted(node_ids)  # (as bulk.low_high: count() compared each key's)
+        first, last = numbers[0], numbers[-1]
+        by_origin = ({first: list(seqs)} if first == last
                      else _by_origin(node_ids, seqs))  # taken-over messages too
         for number, origin_seqs in by_origin.items():
             base = deliveries.base_of(number)  # (0: the own's keys are the seqs)

@@ -235,7 +235,7 @@ class Sender:
         if made is None:
             made = self._made[node_id] = {}
         found = list(map(made.get, seqs))
-        if None not in found:
+        if all(found):  # (no None: an entry is never empty)
             return cast(list[bytes], found)
         # another group made those up to here (it is ahead): only the rest are made
         at = found.index(None)

@@ -189,7 +189,8 @@ def block_masks(seqs: list[int]) -> list[tuple[int, int]]:
     if len(seqs) == 1:  # (a message ACKed alone: its one bit, without the span's work)
         first = seqs[0] & MARK_BLOCK_OF
         return [(first, 1 << (seqs[0] - first))]
-    low, high = min(seqs), max(seqs)
+    ordered = sorted(seqs)  # (as bulk.low_high: min and max, a rich compare an int)
+    low, high = ordered[0], ordered[-1]
     if high - low >= SPAN_AT_ONCE:  # far apart: a block each, seq by seq
         masks: dict[int, int] = {}
         for seq in set(seqs):

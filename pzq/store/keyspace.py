@@ -78,10 +78,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
 from itertools import compress, repeat
 from operator import itemgetter
 
-from pzq.bulk import cut
+from pzq.bulk import CUT_AT_ONCE, cut
 from pzq.protocol.message_keys import NODE_ID_LENGTH as NODE_ID_LENGTH
 from pzq.protocol.message_keys import SEQ as SEQ
 
@@ -130,11 +131,6 @@ def own_key(seq: int) -> bytes:
     return OWN_PREFIX + SEQ.pack(seq)
 
 
-def own_keys(seqs: Iterable[int]) -> Iterator[bytes]:
-    """``own_key`` of each seq, made in C (many deletes at once)."""
-    return map(OWN_PREFIX.__add__, map(SEQ.pack, seqs))
-
-
 def own_keys_of_run(seqs: range) -> Sequence[bytes]:
     """``own_key`` of each seq of a run (``seqs`` a range of step 1): the keys of the
     seqs that share all but their last byte are that head joined around those last
@@ -152,6 +148,26 @@ def own_keys_of_run(seqs: range) -> Sequence[bytes]:
         pieces.append(head + head.join(_LAST_BYTES[start & 0xFF:((end - 1) & 0xFF) + 1]))
         start = end
     return cut(b"".join(pieces), OWN_KEY_SIZE, count)
+
+
+def own_keys(seqs: Sequence[int]) -> Sequence[bytes]:
+    """``own_key`` of each seq (many deletes at once: an ACK's), made by one struct pack
+    of up to CUT_AT_ONCE of them (the prefix and the seq of each, put in place in one
+    list), cut into keys: no object a key but the key (``own_keys_of_run`` for a run)."""
+    if len(seqs) > CUT_AT_ONCE:
+        keys: list[bytes] = []
+        for start in range(0, len(seqs), CUT_AT_ONCE):
+            keys += own_keys(seqs[start:start + CUT_AT_ONCE])
+        return keys
+    count = len(seqs)
+    fields: list[bytes | int] = [OWN_PREFIX] * (2 * count)
+    fields[1::2] = seqs
+    return cut(_own_run(count).pack(*fields), OWN_KEY_SIZE, count)
+
+
+@lru_cache(maxsize=CUT_AT_ONCE)
+def _own_run(count: int) -> struct.Struct:
+    return struct.Struct(">" + f"{len(OWN_PREFIX)}sQ" * count)
 
 
 _LAST_BYTES = [bytes((value,)) for value in range(256)]  # a seq's last byte, each

@@ -12,11 +12,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import repeat
 from operator import add, getitem, itemgetter, sub
 from typing import cast
 
-from pzq.bulk import cut
+from pzq.bulk import cut, low_high
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import LENGTH, group_chunks, read_group
 
@@ -94,22 +95,74 @@ def headers_of(value: bytes) -> tuple[bytes, ...]:
 
 def part_groups(values: list[bytes]) -> list[bytes]:
     """``value[part_group_at(value):]`` of each record, each step a pass over the
-    records done in C (a run of batched deliveries); one more pass for each header
-    the most headed of them has."""
+    records done in C (a run of batched deliveries). Records of one shape (msg ids of
+    one length, the same headers' lengths, as one producer's messages to a topic
+    mostly are) are checked by one unpack each and cut at one place; else one more
+    pass for each header the most headed of them has."""
+    if values:
+        shape = _shape(values[0])
+        if shape is not None:
+            (fields, first), at = shape
+            try:
+                if list(map(fields.unpack_from, values)).count(first) == len(values):
+                    return list(map(itemgetter(slice(at, None)), values))
+            except struct.error:
+                pass  # one is truncated: said so below
+    return _part_groups_each(values)
+
+
+# The length fields of records of one shape, read with one unpack (the rest skipped),
+# and what they hold in each.
+Shape = tuple[struct.Struct, tuple[int, ...]]
+
+
+def _shape(value: bytes) -> tuple[Shape, int] | None:
+    """The length fields of the record (msg id, header count, each header, part count)
+    as one struct, and where its part group starts; None if it is truncated."""
+    unpack = LENGTH.unpack_from
+    try:
+        msg_id_length: int = unpack(value, FIXED.size)[0]
+        at = FIXED.size + LENGTH.size + msg_id_length
+        count: int = unpack(value, at)[0]
+        if count > MAX_SHAPE_HEADERS:
+            return None
+        at += LENGTH.size
+        header_lengths = []
+        for _ in range(count):
+            header_lengths.append(unpack(value, at)[0])
+            at += LENGTH.size + header_lengths[-1]
+        parts: int = unpack(value, at)[0]
+    except struct.error:
+        return None
+    return _shape_struct(msg_id_length, tuple(header_lengths), parts), at
+
+
+MAX_SHAPE_HEADERS = 8  # records with more headers are cut by the passes of each
+
+
+@lru_cache(maxsize=64)
+def _shape_struct(msg_id_length: int, header_lengths: tuple[int, ...], parts: int) -> Shape:
+    fields = struct.Struct(f">{FIXED.size}xI{msg_id_length}xI"
+                           + "".join(f"I{length}x" for length in header_lengths) + "I")
+    return fields, (msg_id_length, len(header_lengths), *header_lengths, parts)
+
+
+def _part_groups_each(values: list[bytes]) -> list[bytes]:
+    """``part_groups`` of records of any shapes."""
     unpack, length = LENGTH.unpack_from, LENGTH.size
     header_ats = list(map(add, map(FIRST, map(unpack, values, repeat(FIXED.size))),
                           repeat(FIXED.size + length)))
     counts = list(map(FIRST, map(unpack, values, header_ats)))
     ats = list(map(add, header_ats, repeat(length)))
-    fewest = min(counts, default=0)
-    for header in range(max(counts, default=0)):
+    fewest, most = low_high(counts) if counts else (0, 0)
+    for header in range(most):
         if header < fewest:  # every record has this header (a topic's: one, TOPIC)
             ats = list(map(add, ats, map(add, map(FIRST, map(unpack, values, ats)),
                                          repeat(length))))
         else:
             ats = [at + length + unpack(value, at)[0] if header < count else at
                    for value, at, count in zip(values, ats, counts, strict=True)]
-    if values and min(map(sub, map(len, values), ats)) < length:  # no part count
+    if values and low_high(map(sub, map(len, values), ats))[0] < length:  # no part count
         raise DecodeError("stored record is truncated")
     return [value[at:] for value, at in zip(values, ats, strict=True)]
 

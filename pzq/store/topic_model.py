@@ -26,6 +26,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 
+from pzq.bulk import lowest
 from pzq.protocol.headers import validate_topic
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 
@@ -174,7 +175,7 @@ class Topic:
         if not self.groups:
             return [()] * len(seqs)
         settled_from = self.holders_settled_from()
-        if min(seqs, default=settled_from) < settled_from:
+        if lowest(seqs, settled_from) < settled_from:
             return list(map(self.holder_names, seqs, tags))
         names = {tag: self.holder_names(settled_from, tag) for tag in set(tags)}
         return list(map(names.__getitem__, tags))

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
 from operator import not_
 
-from pzq.bulk import each
+from pzq.bulk import each, lowest
 from pzq.errors import PzqError
 from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
@@ -182,7 +182,7 @@ class Topics(TopicRegistry):
         ACK's many, archived before their ``done_all``)."""
         if not self._named_groups:  # the single queue: nobody else holds anything
             return [True] * len(seqs)
-        settled = self._settled_holders(topic, group_id, seqs, tags)
+        settled = self._settled_holders(topic, group_id, seqs, tags, lowest(seqs, 0))
         if settled is None:
             return list(map(self.would_release, seqs, repeat(topic), tags, repeat(group_id)))
         return self.marks.done_by_all(settled[1], seqs)
@@ -241,11 +241,14 @@ class Topics(TopicRegistry):
             self._leave_all(batch, topic, seqs, sum(sizes))
             return [True] * len(seqs)
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
+        low = sorted(seqs)[0] if seqs else 0  # (as bulk.lowest: no rich compare an int)
         if group is not None and topic.log_from is not None:
-            uncounted = sum(map(topic.log_from.__le__, seqs))  # counted(): in C
+            # counted(): mostly every one (a compare each in C, no call)
+            uncounted = (len(seqs) if low >= topic.log_from
+                         else sum(map(topic.log_from.__le__, seqs)))
             if uncounted:
                 self.counts.count_group(group, -uncounted)
-        settled = self._settled_holders(topic, group_id, seqs, tags)
+        settled = self._settled_holders(topic, group_id, seqs, tags, low)
         if settled is not None and not settled[1]:  # no other holder: every one leaves
             self._leave_all(batch, topic, seqs, sum(sizes))
             return [True] * len(seqs)
@@ -262,11 +265,12 @@ class Topics(TopicRegistry):
         return released
 
     @staticmethod
-    def _settled_holders(topic: Topic, group_id: int, seqs: list[int], tags: list[bytes]
-                         ) -> tuple[list[int], list[int]] | None:
-        """Who holds every one of the messages, and who of them is not ``group_id``,
-        when that is the same for all (known from their tags alone); else None."""
-        if min(seqs, default=0) < topic.holders_settled_from():
+    def _settled_holders(topic: Topic, group_id: int, seqs: list[int], tags: list[bytes],
+                         low: int) -> tuple[list[int], list[int]] | None:
+        """Who holds every one of the messages (``low``: the lowest seq), and who of them
+        is not ``group_id``, when that is the same for all (known from their tags
+        alone); else None."""
+        if low < topic.holders_settled_from():
             return None
         found = {tuple(topic.holders(topic.holders_settled_from(), tag)) for tag in set(tags)}
         if len(found) != 1:

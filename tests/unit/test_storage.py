@@ -59,6 +59,28 @@ def test_part_groups_of_many_records_are_each_ones_part_group():
         record.part_groups([*alike[:2], alike[2][:record.part_group_at(alike[2]) + 2]])
 
 
+@pytest.mark.parametrize("odd_at", [0, 1, 9, 19])
+def test_part_groups_of_records_of_one_shape_but_one_are_each_ones_part_group(odd_at):
+    """Records of one shape (cut at one place) with one of another shape anywhere: a
+    longer msg id, a header of another length, another part count, more headers, or
+    truncated."""
+    shaped = [record.encode(b"m%03d" % i, (b"TOPIC:t", b"TAG:a"), (b"x" * i,), 1)
+              for i in range(20)]
+    assert record.part_groups(shaped) == [value[record.part_group_at(value):]
+                                          for value in shaped]
+    for odd in (record.encode(b"m0001", (b"TOPIC:t", b"TAG:a"), (b"x",), 1),
+                record.encode(b"m001", (b"TOPIC:t", b"TAG:ab"), (b"x",), 1),
+                record.encode(b"m001", (b"TOPIC:t", b"TAG:a"), (b"x", b"y"), 1),
+                record.encode(b"m001", (b"TOPIC:t", b"TAG:a", b"K:v"), (b"x",), 1),
+                record.encode(b"m001", (b"TOPIC:t",), (b"TAG:a", b"x"), 1)):
+        values = [*shaped[:odd_at], odd, *shaped[odd_at + 1:]]
+        assert record.part_groups(values) == [value[record.part_group_at(value):]
+                                              for value in values]
+    truncated = shaped[odd_at][:record.part_group_at(shaped[odd_at]) + 2]
+    with pytest.raises(DecodeError):
+        record.part_groups([*shaped[:odd_at], truncated, *shaped[odd_at + 1:]])
+
+
 def test_message_keys():
     key = message_key(b"0a1b2c3d", 2**40 + 5)
     assert key == b"0a1b2c3d-0000010000000005"
@@ -83,6 +105,9 @@ def test_own_keys_sort_in_arrival_order():
 def test_a_runs_own_keys_made_together_are_each_ones_key(first, count):
     seqs = range(first, first + count)
     assert list(keyspace.own_keys_of_run(seqs)) == [keyspace.own_key(seq) for seq in seqs]
+    # an ACK's seqs: in any order, one of them twice
+    acked = [*seqs[::-2], first]
+    assert list(keyspace.own_keys(acked)) == [keyspace.own_key(seq) for seq in acked]
 
 
 def test_a_prefix_ending_in_255_has_an_end(tmp_path):

@@ -77,7 +77,7 @@ sequence number, as in the message key (see pzq.protocol.message_keys). ``<topic
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import compress, repeat
 from operator import itemgetter

@@ -1,19 +1,21 @@
 """Python's cyclic garbage collector, set once for a node's process at start-up.
 
-Two things cost a node with much in flight (a table of 200 000 deliveries, say):
-collections walk what start-up made (some 40 000 objects: modules, configuration),
-and gen0's default threshold of 700 allocations runs a collection every few wakes.
-So, once the node is built:
+A node allocates few objects that outlive a wake (bench_peers' workloads made one
+to five young collections in 20 000 messages), but one with much in flight (200 000
+deliveries held, say) ran some 300 collections, their full ones 50 to 95 ms of CPU
+each: they walk what start-up made (some 39 000 objects: modules, configuration)
+and every table the node holds. So, once the node is built:
 
 - ``gc.freeze()`` moves everything start-up left into the permanent generation,
-  which no later collection walks (a full one took some 35 % less CPU);
-- gen0's threshold goes from 700 to ``GEN0_THRESHOLD``: about 25 times fewer
-  collections (a full one still runs when the older generations call for it).
+  which no later collection walks;
+- gen0's threshold goes from 700 to ``GEN0_THRESHOLD`` tracked objects: some 30
+  times fewer young collections, and the older generations' collections, full
+  ones included, as much more rarely.
 
 Collection stays on: cyclic garbage is freed at the latest after ``GEN0_THRESHOLD``
-more tracked objects are made (tens of bytes each, a few MB at most held), not
-left to grow. Only a node that owns its process does this (pzq.node.main); a node
-inside a test process leaves that process's collector alone.
+more tracked objects are made (a few MB at most held), not left to grow. Only a
+node that owns its process does this (pzq.node.main); a node inside a test process
+leaves that process's collector alone.
 """
 
 from __future__ import annotations

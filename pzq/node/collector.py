@@ -1,8 +1,8 @@
 """Python's cyclic garbage collector, set once for a node's process at start-up.
 
 A node allocates few objects that outlive a wake (bench_peers' workloads made one
-to five young collections in 20 000 messages), but one with much in flight (200 000
-deliveries held, say) ran some 300 collections, their full ones 50 to 95 ms of CPU
+to five young collections in 20 000 messages), but one with much in flight (120 000
+deliveries held, say) ran some 190 collections, its full ones 53 to 69 ms of CPU
 each: they walk what start-up made (some 39 000 objects: modules, configuration)
 and every table the node holds. So, once the node is built:
 

@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = StopRequest()
     previous = install_signal_handlers(stop, waker, node.authorization)
     try:
-        run(node, waker, stop, curve, report=report)
+        run(node, waker, stop, curve, report=report, tune_collector=True)
     except PzqError as exc:  # e.g. an endpoint in use, an archive that cannot be opened
         return _failed(exc, report)
     except Exception:

@@ -13,6 +13,7 @@ import zmq
 from pzq import sockets
 from pzq.clock import Now
 from pzq.logs import get_logger
+from pzq.node import collector
 from pzq.node.device import Device
 from pzq.node.scheduler import start_scheduler
 from pzq.node.start_report import NO_REPORT, StartReport
@@ -35,11 +36,13 @@ class StopRequest:
 
 
 def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity,
-        shared: Context | None = None, report: StartReport = NO_REPORT) -> None:
+        shared: Context | None = None, report: StartReport = NO_REPORT,
+        tune_collector: bool = False) -> None:
     """Serve until ``stop`` is requested. The node makes its own ZeroMQ context and
     terminates it at the end, unless given a ``shared`` one (a node inside a test
     process, its endpoints on ``inproc://`` there), which it leaves to its owner.
-    ``report`` hears when the node is ready (a shard's supervisor)."""
+    ``report`` hears when the node is ready (a shard's supervisor). ``tune_collector``:
+    the node owns its process, whose garbage collector it sets (pzq.node.collector)."""
     context = Context() if shared is None else shared
     authenticator: Stoppable = NothingToStop()
     scheduler = device = None
@@ -51,6 +54,9 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
         bound = device.bound()
         files = sockets.socket_files(bound.values())
         scheduler = start_scheduler(waker, device.ticks())
+        if tune_collector:
+            tuned = collector.tune()
+            log.info("collector_tuned", thresholds=list(tuned.thresholds), frozen=tuned.frozen)
         log.info("node_ready", node_id=node.node_id.decode(), messages=node.store.messages,
                  **bound)
         report.ready()

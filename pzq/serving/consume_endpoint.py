@@ -43,7 +43,12 @@ from pzq.serving.answers import GroupAnswers
 from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, soonest_due_ms
 from pzq.serving.liveness import ConsumerLiveness
-from pzq.serving.named_groups import drop_served_group, forget_served, settle_served
+from pzq.serving.named_groups import (
+    drop_served_group,
+    forget_served,
+    served_last,
+    settle_served,
+)
 from pzq.serving.other_origins import (
     NO_REPLAYS,
     ClusterWord,
@@ -339,7 +344,8 @@ class ConsumeEndpoint(Part):
         sender = self.sender
         sender.blocked = sender.found_unreachable = False
         own_allowed = self.own_allowed(mono)
-        for deliveries in self.groups.values():
+        served: list[int] = []
+        for group_id, deliveries in self.groups.items():
             states = deliveries.every_state()
             for state in states:
                 if state.delayed:
@@ -354,12 +360,14 @@ class ConsumeEndpoint(Part):
                     state.deliver_raw(outlets.each, now_us, min(room, self.batch_size),
                                       outlets.run)
                     sender.finish()
+                    served.append(group_id)
                     if state.counters.evicted != evicted:
                         deliveries.settle()
             # also those given back dead by a NACK this wake, before the next batch deletes them
             self.answers.retire_dead(deliveries, now_us, states)
         if sender.found_unreachable:  # what it sent before it went is read first
             self.liveness.look_soon(mono)
+        served_last(self.groups, served)
 
     def _send(self, frames: list[bytes]) -> None:
         try:

@@ -69,6 +69,15 @@ def drop_served_group(groups: dict[int, NamedGroupDelivery], consumers: dict[byt
             del groups[group_id]
 
 
+def served_last(groups: dict[int, NamedGroupDelivery], served: list[int]) -> None:
+    """The groups just served (ids, in the order served) go to the end of the next
+    delivery pass, so the one served least recently goes first. In a fixed order the
+    first group's batch goes out first in every wake, its ACK comes back first and gets
+    a wake of its own while the others' are on the way: the last group drains slowest."""
+    for group_id in served:
+        groups[group_id] = groups.pop(group_id)
+
+
 def forget_served(groups: dict[int, NamedGroupDelivery], node_id: bytes, seq: int) -> None:
     """An operator deleted the own message ``seq``: no group delivers it any more."""
     for deliveries in groups.values():

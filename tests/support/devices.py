@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import zmq
 
 from pzq.clock import Now
@@ -19,3 +21,12 @@ def wake(device: Device, timeout_ms: int = 0) -> None:
     device.interest(poller, now)
     device.poll_timeout_ms(now)
     device.wake(dict(poller.poll(timeout_ms)), Now.read())
+
+
+def wake_until(device: Device, done: Callable[[], bool], what: str) -> None:
+    """Wakes of the node (each waiting up to 10 ms) until ``done``; at most 500."""
+    for _ in range(500):
+        if done():
+            return
+        wake(device, 10)
+    raise AssertionError(f"not within 500 wakes: {what}")

@@ -17,7 +17,7 @@ from pzq.protocol import consume as consume_wire
 from pzq.protocol import frames
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.named_groups import served_last
-from tests.support.devices import wake
+from tests.support.devices import wake_until
 
 pytestmark = pytest.mark.timeout(30)
 GROUPS = (b"g1", b"g2", b"g3")
@@ -29,14 +29,6 @@ def test_the_groups_served_go_last_in_the_order_served():
     assert list(groups) == [2, 4, 3, 1]
     served_last(groups, [])  # type: ignore[arg-type]
     assert list(groups) == [2, 4, 3, 1]
-
-
-def wake_until(device: Device, done: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if done():
-            return
-        wake(device, 10)
-    raise AssertionError(f"not within 500 wakes: {what}")
 
 
 def delivered(client: zmq.Socket) -> bytes:

@@ -20,7 +20,7 @@ from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.send_endpoint import SendEndpoint
 from pzq.store.batch import Batch, Participant
 from pzq.zmqio import Events
-from tests.support.devices import wake
+from tests.support.devices import wake, wake_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -64,14 +64,6 @@ def test_a_node_polls_its_idle_monitors_by_descriptor(open_device: Callable[...,
     assert consume.socket in polled and device.parts.bound()["receive"] in polled
     assert not consume.connections.quiet.unread
     assert device.poll_timeout_ms(Now.read()) != 0  # nothing to read: no wake at once
-
-
-def wake_until(device: Device, done: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if done():
-            return
-        wake(device, 10)
-    raise AssertionError(f"not within 500 wakes: {what}")
 
 
 def test_the_consume_socket_is_polled_only_while_consumers_are_connected(

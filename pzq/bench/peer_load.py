@@ -4,6 +4,7 @@ Streams and JetStream are timed and counted alike."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from pzq.bench.load import NS
 
 SILENCE_S = 5.0  # a consumer that gets nothing this long stops and reports
+JOIN_TIMEOUT_S = 60.0  # consumers that start together have all joined within this
 CLAIM_POLL_S = 0.1  # how often a consumer that claims others' messages looks again
 
 
@@ -33,15 +35,28 @@ class ProduceTally:
 
 
 class ConsumeTally:
-    """A consumer's deliveries: timed from its connect (a drain) or from its first
-    delivery (end to end), up to its last; the latency of each from its body."""
+    """A consumer's deliveries: timed from its start (a drain: see ``joined``) or from
+    its first delivery (end to end), up to its last; the latency of each from its
+    body."""
 
-    def __init__(self, from_connect: bool) -> None:
+    def __init__(self, from_start: bool) -> None:
         self.cpu_started = time.process_time()
-        self.started = time.perf_counter() if from_connect else None
+        self.from_start = from_start
+        self.started: float | None = None
         self.last = time.perf_counter()
         self.count = 0
         self.latencies: list[int] = []
+
+    def joined(self, ready: Any) -> None:
+        """Once connected: tell the run so (``ready``: an Event to set, or None), or
+        start with the run's other consumers (``ready``: a Barrier of all of them, which
+        the last to join releases). A drain is timed from here."""
+        if isinstance(ready, threading.Barrier):  # multiprocessing's is one too
+            ready.wait(JOIN_TIMEOUT_S)
+        elif ready is not None:
+            ready.set()
+        if self.from_start:
+            self.started = time.perf_counter()
 
     def took(self, bodies: Iterable[bytes]) -> None:
         now = time.time_ns()
@@ -86,12 +101,6 @@ def hang() -> None:
     """Hold on to everything with the connection open, until killed."""
     while True:
         time.sleep(60)
-
-
-def say(ready: Any) -> None:
-    """Tell the run this consumer has joined (``ready``: an Event, or None)."""
-    if ready is not None:
-        ready.set()
 
 
 def wait_for(start: Any, timeout: float = 60.0) -> None:

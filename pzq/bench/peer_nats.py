@@ -21,7 +21,6 @@ from pzq.bench.peer_load import (
     ProduceTally,
     body,
     held,
-    say,
     wait_for,
 )
 from pzq.bench.peer_servers import find_binary, free_port, missing, nats_command, running
@@ -84,19 +83,19 @@ async def _produce(address: dict[str, str], count: int, size: int, window: int,
 
 
 def consume(address: dict[str, str], group: str, count: int, window: int,
-            from_connect: bool, ready: Any, results: Any) -> None:
-    results.put(asyncio.run(_consume(address, group, count, window, from_connect, ready)))
+            from_start: bool, ready: Any, results: Any) -> None:
+    results.put(asyncio.run(_consume(address, group, count, window, from_start, ready)))
 
 
 async def _consume(address: dict[str, str], group: str, count: int, window: int,
-                   from_connect: bool, ready: Any) -> dict[str, Any]:
+                   from_start: bool, ready: Any) -> dict[str, Any]:
     import nats  # before the tally starts: an import is not the consumer's work
 
-    tally = ConsumeTally(from_connect)
+    tally = ConsumeTally(from_start)
     connection = await _connect(address)
     reader = await connection.jetstream().pull_subscribe(SUBJECT, durable=group,
                                                          stream=STREAM)
-    say(ready)
+    tally.joined(ready)
     while tally.count < count:
         try:
             messages = await reader.fetch(window, timeout=SILENCE_S)

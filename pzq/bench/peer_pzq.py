@@ -19,7 +19,6 @@ from pzq.bench.peer_load import (
     body,
     hang,
     held,
-    say,
     wait_for,
 )
 from pzq.bench.peer_names import PZQ_TOPIC
@@ -60,10 +59,10 @@ def produce(address: dict[str, str], count: int, size: int, window: int, start: 
 
 
 def consume(address: dict[str, str], group: str, count: int, window: int,
-            from_connect: bool, ready: Any, results: Any) -> None:
-    tally = ConsumeTally(from_connect)
+            from_start: bool, ready: Any, results: Any) -> None:
+    tally = ConsumeTally(from_start)
     consumer = GroupConsumer(address["consume"], PZQ_TOPIC, group, window=window)
-    say(ready)
+    tally.joined(ready)
     while tally.count < count:
         messages = consumer.receive_many(window, timeout=SILENCE_S)
         if not messages:

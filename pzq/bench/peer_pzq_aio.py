@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pzq.bench.peer_load import SILENCE_S, ConsumeTally, ProduceTally, body, say, wait_for
+from pzq.bench.peer_load import SILENCE_S, ConsumeTally, ProduceTally, body, wait_for
 from pzq.bench.peer_names import PZQ_TOPIC
 
 ANSWER_TIMEOUT_S = 120.0
@@ -33,17 +33,17 @@ async def _produce(address: dict[str, str], count: int, size: int, window: int,
 
 
 def consume(address: dict[str, str], group: str, count: int, window: int,
-            from_connect: bool, ready: Any, results: Any) -> None:
-    results.put(asyncio.run(_consume(address, group, count, window, from_connect, ready)))
+            from_start: bool, ready: Any, results: Any) -> None:
+    results.put(asyncio.run(_consume(address, group, count, window, from_start, ready)))
 
 
 async def _consume(address: dict[str, str], group: str, count: int, window: int,
-                   from_connect: bool, ready: Any) -> dict[str, Any]:
+                   from_start: bool, ready: Any) -> dict[str, Any]:
     from pzq import aio
 
-    tally = ConsumeTally(from_connect)
+    tally = ConsumeTally(from_start)
     async with aio.GroupConsumer(address["consume"], PZQ_TOPIC, group, window=window) as consumer:
-        say(ready)
+        tally.joined(ready)
         while tally.count < count:
             messages = await consumer.receive_many(window, timeout=SILENCE_S)
             if not messages:

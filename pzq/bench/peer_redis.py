@@ -24,7 +24,6 @@ from pzq.bench.peer_load import (
     body,
     hang,
     held,
-    say,
     wait_for,
 )
 from pzq.bench.peer_names import REDIS_FIELD, REDIS_STREAM
@@ -87,11 +86,11 @@ def _entries(read: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
 
 
 def consume(address: dict[str, str], group: str, count: int, window: int,
-            from_connect: bool, ready: Any, results: Any) -> None:
+            from_start: bool, ready: Any, results: Any) -> None:
     client = _client(address)  # (imports redis-py: not the consumer's work)
-    tally = ConsumeTally(from_connect)
+    tally = ConsumeTally(from_start)
     client.ping()
-    say(ready)
+    tally.joined(ready)
     name = f"c{os.getpid()}"
     pipe = client.pipeline(transaction=False)
     ids: list[bytes] = []

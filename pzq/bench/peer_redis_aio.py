@@ -9,7 +9,7 @@ import asyncio
 import os
 from typing import Any
 
-from pzq.bench.peer_load import SILENCE_S, ConsumeTally, ProduceTally, body, say, wait_for
+from pzq.bench.peer_load import SILENCE_S, ConsumeTally, ProduceTally, body, wait_for
 from pzq.bench.peer_names import REDIS_FIELD, REDIS_STREAM
 
 
@@ -43,16 +43,16 @@ async def _produce(address: dict[str, str], count: int, size: int, window: int,
 
 
 def consume(address: dict[str, str], group: str, count: int, window: int,
-            from_connect: bool, ready: Any, results: Any) -> None:
-    results.put(asyncio.run(_consume(address, group, count, window, from_connect, ready)))
+            from_start: bool, ready: Any, results: Any) -> None:
+    results.put(asyncio.run(_consume(address, group, count, window, from_start, ready)))
 
 
 async def _consume(address: dict[str, str], group: str, count: int, window: int,
-                   from_connect: bool, ready: Any) -> dict[str, Any]:
+                   from_start: bool, ready: Any) -> dict[str, Any]:
     client = _client(address)
-    tally = ConsumeTally(from_connect)
+    tally = ConsumeTally(from_start)
     await client.ping()
-    say(ready)
+    tally.joined(ready)
     name = f"c{os.getpid()}"
     ids: list[bytes] = []
     while tally.count < count:

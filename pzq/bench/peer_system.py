@@ -43,8 +43,9 @@ class System:
     and ``ready`` are Events, or None):
 
     * ``produce(address, count, size, window, start, results)``: once ``start`` is set
-    * ``consume(address, group, count, window, from_connect, ready, results)``: read
-      and ACK; ``ready`` is set once it has joined
+    * ``consume(address, group, count, window, from_start, ready, results)``: read
+      and ACK, timed from its start or its first delivery; once it has joined,
+      ``ready`` is set, or waited at (a Barrier: the consumers start together)
     * ``hold(address, group, count, results)``: read ``count``, never ACK, hang
     * ``claim(address, group, count, ack_timeout, go, results)``: once ``go`` is set,
       join the group and take what another consumer held

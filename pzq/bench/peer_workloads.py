@@ -60,11 +60,13 @@ class Workloads:
               client: AsyncioClient | None = None) -> Figures:
         load = self.load
         consumer = system.consume if client is None else client.consume
+        # the consumers start together, each timed from there (one alone: the same)
+        start = multiprocessing.get_context("spawn").Barrier(len(groups))
         with system.serve(self._place(system), Setup(groups=groups)) as served:
             self._fill(system, served, load.count)
             cpu = cpu_seconds(served.pid)
             answers = run_workers([(consumer, (served.address, group, load.count,
-                                               load.window, True, None))
+                                               load.window, True, start))
                                    for group in groups])
             cpu = cpu_seconds(served.pid) - cpu
         for answer in answers:

@@ -40,7 +40,7 @@ class AsyncioClient:
 @dataclass(frozen=True)
 class System:
     """One system, measured with its own Python client. The load generators (``start``
-    and ``ready`` are Events, or None):
+    is an Event, ``ready`` an Event or a Barrier, or None):
 
     * ``produce(address, count, size, window, start, results)``: once ``start`` is set
     * ``consume(address, group, count, window, from_start, ready, results)``: read

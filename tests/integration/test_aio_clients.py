@@ -326,14 +326,27 @@ def test_a_publish_cancelled_while_the_window_is_full_sends_nothing(aio_context)
 
 def test_tasks_cancelled_anywhere_in_send_lose_no_message_silently(node, aio_context):
     """Many tasks send at once and are cancelled at random moments: a message whose
-    publish returned is delivered, once; one whose publish was cancelled never is."""
+    publish returned is delivered, once; one whose publish was cancelled never is. The
+    cancels follow the run's progress, not the clock (a fast node finished most sends
+    before a cancel timed from the start came): as each message is taken, now and then
+    a task still in its publish, or one waiting for its ACK, is cancelled."""
     rng = random.Random(38)
+    tasks: dict[bytes, asyncio.Task[None]] = {}
+
+    def cancel_some(taken: set[bytes], answered: set[bytes]) -> None:
+        waiting = sorted(taken - answered)  # published, their ACK not yet back
+        publishing = [body for body, task in tasks.items()
+                      if body not in taken and not task.done()]
+        for chosen in (waiting, publishing):
+            if chosen and rng.random() < 0.1:
+                tasks[rng.choice(chosen)].cancel()
 
     async def one(producer: aio.Producer, body: bytes, taken: set[bytes],
                   answered: set[bytes]) -> None:
         future = await producer.publish([body, b"x" * rng.randrange(1, 300), b"end"],
                                         topic="t-cancel")
         taken.add(body)  # from here on the message is the producer's
+        cancel_some(taken, answered)
         ack = await asyncio.shield(future)
         assert ack.ok
         answered.add(body)
@@ -341,20 +354,17 @@ def test_tasks_cancelled_anywhere_in_send_lose_no_message_silently(node, aio_con
     async def main() -> None:
         taken: set[bytes] = set()
         answered: set[bytes] = set()
-        loop = asyncio.get_running_loop()
         async with aio.Producer(node.receive_dsn, window=16, batch=4,
                                 context=aio_context) as producer:
-            tasks = [asyncio.create_task(one(producer, b"c%d" % n, taken, answered))
-                     for n in range(600)]
-            for task in tasks:  # 40 % cancelled, at any moment of the run
-                if rng.random() < 0.4:
-                    loop.call_later(rng.uniform(0, 0.3), task.cancel)
-            results = await asyncio.gather(*tasks, return_exceptions=True)
+            for n in range(600):
+                body = b"c%d" % n
+                tasks[body] = asyncio.create_task(one(producer, body, taken, answered))
+            results = await asyncio.gather(*tasks.values(), return_exceptions=True)
             failures = [r for r in results
                         if r is not None and not isinstance(r, asyncio.CancelledError)]
             assert failures == []
             await producer.flush(30)
-        cancelled = sum(task.cancelled() for task in tasks)
+        cancelled = sum(task.cancelled() for task in tasks.values())
         in_publish = len(tasks) - len(taken)  # cancelled before the message was taken
         print(f"cancelled {cancelled}: {in_publish} in publish, "
               f"{len(taken - answered)} waiting for their ACK")

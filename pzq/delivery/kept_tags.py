@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from itertools import repeat
 
-from pzq.store.group_marks import BLOCK_BITS, block_masks
-from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF
+from pzq.store.group_marks import ascending_masks, block_masks
+from pzq.store.keyspace import MARK_BLOCK_OF
 
 
 class KeptTags:
@@ -39,7 +39,7 @@ class KeptTags:
             self._each.update(zip(seqs, tags, strict=True))
             return
         bits, block_tags = self._bits, self._block_tags
-        for first, mask in _read_masks(seqs):
+        for first, mask in ascending_masks(seqs):
             if not mask:  # (a block the seqs pass over)
                 continue
             kept = block_tags.get(first)
@@ -129,13 +129,3 @@ class KeptTags:
         else:
             del self._bits[first], self._block_tags[first]
 
-
-def _read_masks(seqs: list[int]) -> list[tuple[int, int]]:
-    """``block_masks`` of ascending seqs, each once: a run's without a set."""
-    low, high = seqs[0], seqs[-1]
-    if high - low + 1 != len(seqs):
-        return block_masks(seqs)
-    start = low & MARK_BLOCK_OF
-    span = ((1 << len(seqs)) - 1) << (low - start)
-    return [(first, span >> (first - start) & BLOCK_BITS)
-            for first in range(start, high + 1, MARK_BLOCK)]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from itertools import compress, repeat
 
 from pzq.archive.contract import ArchiveWrites
+from pzq.bulk import low_high
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import message_key, message_key_numbers, parse_message_key
@@ -87,8 +88,7 @@ class GroupAnswers:
         seqs): each state's messages are done with in one call (``ack`` for each, in
         bulk, the keys walked in C), after the archive's writes."""
         deliveries = consumer.group
-        numbers = sorted(node_ids)  # (as bulk.low_high: count() compared each key's)
-        first, last = numbers[0], numbers[-1]
+        first, last = low_high(node_ids)  # (count() compared each key's)
         by_origin = ({first: list(seqs)} if first == last
                      else _by_origin(node_ids, seqs))  # taken-over messages too
         for number, origin_seqs in by_origin.items():

@@ -25,6 +25,7 @@ from functools import partial
 from itertools import compress, repeat
 from operator import and_, lshift, sub
 
+from pzq.bulk import low_high
 from pzq.store import keyspace
 from pzq.store.batch import Batch
 from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF
@@ -183,14 +184,22 @@ def run_masks(low: int, count: int) -> list[tuple[int, int]]:
             for first in range(start, low + count, MARK_BLOCK)]
 
 
+def ascending_masks(seqs: list[int]) -> list[tuple[int, int]]:
+    """``block_masks`` of ascending seqs, each once (a read's, a batch's): a run's by
+    ``run_masks``, without a look at each."""
+    low = seqs[0]
+    if seqs[-1] - low == len(seqs) - 1:
+        return run_masks(low, len(seqs))
+    return block_masks(seqs)
+
+
 def block_masks(seqs: list[int]) -> list[tuple[int, int]]:
     """(block's first seq, the bits of ``seqs`` in it) for each block ``seqs`` fall in:
     one int over the span made in C (a run: one shift), cut a block at a time."""
     if len(seqs) == 1:  # (a message ACKed alone: its one bit, without the span's work)
         first = seqs[0] & MARK_BLOCK_OF
         return [(first, 1 << (seqs[0] - first))]
-    ordered = sorted(seqs)  # (as bulk.low_high: min and max, a rich compare an int)
-    low, high = ordered[0], ordered[-1]
+    low, high = low_high(seqs)
     if high - low >= SPAN_AT_ONCE:  # far apart: a block each, seq by seq
         masks: dict[int, int] = {}
         for seq in set(seqs):

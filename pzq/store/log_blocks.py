@@ -25,7 +25,7 @@ from operator import itemgetter
 
 from pzq.store import keyspace
 from pzq.store.batch import Batch
-from pzq.store.group_marks import BLOCK_BITS, block_masks, run_masks
+from pzq.store.group_marks import BLOCK_BITS, ascending_masks, block_masks
 from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF, SEQ, encode_bits, marked_seqs
 from pzq.store.store import Store
 
@@ -96,10 +96,7 @@ class LogBlocks:
         bits set, one write a block."""
         log = self._of(topic_id)
         prefix = keyspace.log_block_prefix(topic_id)
-        low = seqs[0]
-        masks = (run_masks(low, len(seqs)) if seqs[-1] - low == len(seqs) - 1  # (a run)
-                 else block_masks(seqs))
-        for first, mask in masks:
+        for first, mask in ascending_masks(seqs):
             block = log.block(first)
             bits = block[tag] = block.get(tag, 0) | mask
             batch.put(prefix + SEQ.pack(first) + tag, encode_bits(bits))

@@ -241,7 +241,7 @@ class Topics(TopicRegistry):
             self._leave_all(batch, topic, seqs, sum(sizes))
             return [True] * len(seqs)
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
-        low = sorted(seqs)[0] if seqs else 0  # (as bulk.lowest: no rich compare an int)
+        low = lowest(seqs, 0)
         if group is not None and topic.log_from is not None:
             # counted(): mostly every one (a compare each in C, no call)
             uncounted = (len(seqs) if low >= topic.log_from

@@ -6,6 +6,11 @@ and the log is fsync'd once --sync-interval has passed since the oldest write
 that is not yet synced, so a power cut loses at most about that much; an
 interval of 0 never syncs by time. Pure bookkeeping with the time passed in
 (monotonic seconds): the loop decides when to look.
+
+A timed sync runs beside the loop (pzq.store.store), one at a time: it covers the
+writes made before it ``began``, and those made while it runs wait for the next
+one, due an interval after the oldest of them. So a power cut loses at most
+about the interval plus one sync's time.
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ from collections.abc import Callable
 
 from pzq.hooks import nothing
 
+# While a sync runs, how often an idle loop wakes to see whether it finished (a busy
+# one sees it at its next wake; nothing waits on it meanwhile).
+RUNNING_POLL_S = 0.01
+
 
 class LogSync:
     def __init__(self, hard: bool, interval_s: float, now: float) -> None:
@@ -23,6 +32,8 @@ class LogSync:
         self.synced_at = now  # opening LevelDB leaves everything before it on disk
         self.unsynced_since: float | None = None  # the oldest write not yet synced
         self._retry_at = 0.0  # after a failed write, not before this
+        self.running_since: float | None = None  # a timed sync began then and runs
+        self._written_while_running: float | None = None  # the oldest write since
         # when the next write must be synced (monotonic seconds; inf: no sync waits),
         # kept as they change, so a wake asks ``due`` with no call
         self.due_at = 0.0 if hard else math.inf
@@ -37,6 +48,8 @@ class LogSync:
     def _due(self) -> float:
         if self.hard:
             return 0.0
+        if self.running_since is not None:
+            return -math.inf  # every wake looks whether it finished
         if self.unsynced_since is None or self.interval_s <= 0:  # (``wait_s`` None)
             return math.inf
         return max(self.unsynced_since + self.interval_s, self._retry_at)
@@ -44,12 +57,35 @@ class LogSync:
     def written(self, synced: bool, now: float) -> None:
         if synced:
             self.synced_at = now
-            self.unsynced_since = None
+            self.unsynced_since = self._written_while_running = None
             self.due_at = self._due()
-        elif self.unsynced_since is None:
+            return
+        if self.running_since is not None and self._written_while_running is None:
+            self._written_while_running = now  # not covered by the running sync
+        if self.unsynced_since is None:
             self.unsynced_since = now
             self.due_at = self._due()
             self.on_sooner()
+
+    def began(self, now: float) -> None:
+        """A timed sync began: it covers every write made before ``now``."""
+        self.running_since = now
+        self._written_while_running = None
+        self.due_at = self._due()
+        self.on_sooner()  # (the wait: the running sync's poll)
+
+    def finished(self, synced: bool, now: float) -> None:
+        """The running sync finished (``synced``) or failed (tried again an interval
+        later); ``now``: when the loop saw it."""
+        began, self.running_since = self.running_since, None
+        if synced and began is not None:
+            self.synced_at = max(self.synced_at, began)
+            self.unsynced_since = self._written_while_running  # the next sync's
+        self._written_while_running = None
+        if synced:
+            self.due_at = self._due()
+        else:
+            self.failed(now)
 
     def failed(self, now: float) -> None:
         """A write failed: try the sync again an interval later, not on every wake."""
@@ -57,7 +93,10 @@ class LogSync:
         self.due_at = self._due()
 
     def wait_s(self, now: float) -> float | None:
-        """Seconds until a sync is due; None while nothing waits for one."""
+        """Seconds until a sync is due (while one runs: until the loop looks whether it
+        finished); None while nothing waits for one."""
+        if self.running_since is not None:
+            return RUNNING_POLL_S
         if self.hard or self.unsynced_since is None or self.interval_s <= 0:
             return None
         return max(0.0, self.unsynced_since + self.interval_s - now, self._retry_at - now)

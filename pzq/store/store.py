@@ -2,8 +2,8 @@
 
 Everything one wake of the loop changes goes into one Batch (pzq.store.batch) and is
 committed with one write (``sync=True`` under --hard-sync: one fsync per batch; otherwise the
-logs are fsync'd after the first batch once --sync-interval has passed, see
-pzq.store.log_sync and pzq.store.log_files). The sequence
+logs are fsync'd beside the loop after the first batch once --sync-interval has passed,
+see pzq.store.log_sync, pzq.store.log_syncer and pzq.store.log_files). The sequence
 high-water mark and the message counters ride along in every batch, so they are
 exactly as durable as the messages they count and the monitor never scans.
 
@@ -39,8 +39,8 @@ from pzq.store.leveldb import (
     open_leveldb,
     open_store_database,
 )
-from pzq.store.log_files import sync_log_files
 from pzq.store.log_sync import LogSync
+from pzq.store.log_syncer import LogSyncer
 from pzq.store.store_format import STORE_FORMAT
 
 COUNTERS = struct.Struct(">QQQ")  # stored messages, stored bytes, dead letters
@@ -63,6 +63,7 @@ class Store:
         self.path = path
         self.hard_sync = hard_sync
         self.log_sync = LogSync(hard_sync, sync_interval_s, now)
+        self.syncer = LogSyncer()  # the timed sync's thread
         self._now = now  # the time of this wake (monotonic seconds), see wake_at
         self.node_id = self._load_node_id()
         self.format = STORE_FORMAT  # checked, or written, as it was opened
@@ -87,8 +88,11 @@ class Store:
         after it), then close."""
         if self._db.closed:
             return
+        self.wait_for_sync()
         if self.log_sync.unsynced_since is not None and not self._torn_log:
-            self._sync_logs()
+            self._start_sync()
+            self.wait_for_sync()
+        self.syncer.close()
         self._db.close()
 
     # -- batches -----------------------------------------------------------
@@ -120,6 +124,8 @@ class Store:
         # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs
         # after the write (see pzq.store.log_files for why not sync=True).
         sync = self.log_sync.due_at <= self._now  # (``due``, without its call)
+        if sync and not self.hard_sync:
+            sync = self._timed_sync_near()
         batch = Batch(self.take_seq, self.take_seqs, self._db.write_batch(sync=self.hard_sync),
                       sync)
         for participant in self._preparing:
@@ -160,14 +166,22 @@ class Store:
         batch is applied, and the sequence numbers it took are skipped (keys need
         only be unique and increasing, not dense).
         """
+        # due, and none runs: a timed sync of this batch and every earlier one
+        starts_sync = (batch.sync and self.log_sync.unsynced_since is not None
+                       and not self.syncer.running and not self.hard_sync
+                       and not self._torn_log)
         try:
-            if batch.operations or (batch.sync and self.log_sync.unsynced_since is not None):
+            if batch.operations:
                 self._write(batch)
+            elif starts_sync:
+                self._before_write()  # (the archive's fsync, before the sync's)
         except PzqError:
             self.log_sync.failed(self._now)
             for participant in self._participants:
                 participant.failed()
             raise
+        if starts_sync:
+            self._start_sync()
         for participant in self._writing:
             if not participant.idle:
                 participant.written()
@@ -175,9 +189,7 @@ class Store:
     def _write(self, batch: Batch) -> None:
         if self._torn_log:
             self._refuse_until_recovered()
-        for participant in self._checking:
-            if not participant.idle:
-                participant.before_write()
+        self._before_write()
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta
         dead = self.dead_letters + batch.dead_delta
@@ -191,29 +203,53 @@ class Store:
         if self.hard_sync:
             self._written_and_synced()
             self._sync_directory_if_changed()
-        elif batch.sync:
-            self._sync_logs()
         else:
             self.log_sync.written(False, self._now)
+
+    def _before_write(self) -> None:
+        for participant in self._checking:
+            if not participant.idle:
+                participant.before_write()
 
     def _written_and_synced(self) -> None:
         self.log_syncs += 1
         self.log_sync.written(True, self._now)
 
-    def _sync_logs(self) -> None:
-        """The timed sync: every log, oldest first, and the directory. A failure is
-        logged (once per failing spell) and tried again an interval later; the
-        batch itself is written."""
-        try:
-            sync_log_files(self.path)
-        except OSError as exc:
-            self.log_sync.failed(self._now)
+    def _timed_sync_near(self) -> bool:
+        """A timed sync is due or runs (see begin): whether the batch begun now may
+        reach the disk with one, as the one that starts once it is written or the
+        running one (whose fsyncs may catch its pages: the archive fsyncs first).
+        Takes the running one's outcome if it finished."""
+        if self.syncer.running:
+            if not self.syncer.finished():
+                return True
+            self._sync_finished()
+            return self.log_sync.due_at <= self._now
+        return True
+
+    def _start_sync(self) -> None:
+        """The timed sync, in the syncer's thread: every log, oldest first, and the
+        directory; it covers every batch written before it began."""
+        self.log_sync.began(self._now)
+        self.syncer.start(self.path)
+
+    def wait_for_sync(self) -> None:
+        """Waits for a running timed sync and takes its outcome (at a stop)."""
+        if self.syncer.running:
+            self._sync_finished()
+
+    def _sync_finished(self) -> None:
+        """The timed sync's outcome, on the loop: a failure is logged (once per
+        failing spell) and tried again an interval later."""
+        error = self.syncer.outcome()
+        self.log_sync.finished(error is None, self._now)
+        if error is not None:
             if not self._sync_failing:
                 self._sync_failing = True
-                log.error("store_log_sync_failed", error=str(exc))
+                log.error("store_log_sync_failed", error=str(error))
             return
         self._sync_failing = False
-        self._written_and_synced()
+        self.log_syncs += 1
 
     def _sync_directory_if_changed(self) -> None:
         """LevelDB fsyncs its directory only with its MANIFEST, so the name of a new

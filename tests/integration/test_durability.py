@@ -6,9 +6,11 @@ with a deadline."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import pytest
+import structlog
 
 from pzq import fsync
 from pzq.archive.format.entry import ArchivedMessage
@@ -25,6 +27,7 @@ from pzq.store import store as store_module
 from pzq.store.log_sync import LogSync
 from pzq.store.store import Store
 from tests.support.harness import produce_and_consume, run_pzq, wait_until
+from tests.support.held_sync import HeldSync
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -66,6 +69,7 @@ def test_which_batches_sync_the_log(tmp_path, hard, interval, synced):
         batch.add_message(b"m")
         seen.append(batch.sync)
         store.commit(batch)
+    store.wait_for_sync()  # (the timed one runs beside the loop)
     assert seen == synced
     assert store.log_syncs == synced.count(True)
     store.close()
@@ -84,15 +88,94 @@ def test_an_idle_store_syncs_with_an_empty_batch_when_the_interval_passed(tmp_pa
     store.wake_at(1.0)
     assert store.sync_wait_s() == 0
     store.commit(store.begin())  # nothing new, but the earlier write is due
-    assert (store.syncs, store.log_syncs) == (2, 1)
+    store.wait_for_sync()
+    assert (store.syncs, store.log_syncs) == (1, 1)  # the sync alone: no batch written
     assert store.sync_wait_s() is None and store.log_sync.unsynced_s(1.5) == 0
     store.wake_at(3.0)
     store.commit(store.begin())  # all synced: nothing to do
-    assert store.syncs == 2
+    assert (store.syncs, store.log_syncs) == (1, 1)
     store.close()
     reopened = Store.open(tmp_path / "db")
     assert reopened.messages == 1
     reopened.close()
+
+
+def _write_one(store: Store, now: float) -> bool:
+    """A wake at ``now`` that stores a message; whether its batch was a syncing one."""
+    store.wake_at(now)
+    batch = store.begin()
+    batch.add_message(b"m")
+    store.commit(batch)
+    return batch.sync
+
+
+def _wait_finished(store: Store) -> None:
+    deadline = time.monotonic() + 10
+    while not store.syncer.finished():
+        assert time.monotonic() < deadline, "the sync did not finish"
+        time.sleep(0.001)
+
+
+def test_a_write_made_while_the_sync_runs_waits_for_the_next_one(tmp_path):
+    store = Store.open(tmp_path / "db", sync_interval_s=1.0, now=0.0)
+    held = HeldSync(store)
+    _write_one(store, 0.0)
+    store.wake_at(1.0)
+    store.commit(store.begin())  # due: the sync starts in its thread, the wake goes on
+    assert held.started.wait(10) and store.log_sync.running_since == 1.0
+    assert _write_one(store, 1.2)  # while it runs (the archive fsyncs before it)
+    assert store.log_syncs == 0 and store.log_sync.unsynced_s(1.2) == pytest.approx(1.2)
+    held.release()
+    _wait_finished(store)
+    store.wake_at(1.3)
+    store.commit(store.begin())  # a later wake takes the outcome: no write, no new sync
+    assert store.log_syncs == 1 and not store.syncer.running
+    assert store.log_sync.sync_age_s(1.3) == pytest.approx(0.3)  # synced as of its start
+    # the write at 1.2 began after the sync did: it is the next one's, an interval on
+    assert store.log_sync.unsynced_since == 1.2
+    assert store.sync_wait_s() == pytest.approx(0.9)
+    assert not _write_one(store, 1.5)
+    store.wake_at(2.2)
+    store.commit(store.begin())
+    store.wait_for_sync()
+    assert store.log_syncs == 2 and store.log_sync.unsynced_since is None
+    assert store.sync_wait_s() is None
+    store.close()
+
+
+def test_a_failed_sync_is_logged_once_and_tried_again_an_interval_later(tmp_path):
+    store = Store.open(tmp_path / "db", sync_interval_s=1.0, now=0.0)
+    _write_one(store, 0.0)
+    moved = tmp_path / "moved"
+    (tmp_path / "db").rename(moved)  # the sync cannot open the directory: ENOENT
+    with structlog.testing.capture_logs() as logged:
+        for now in (1.0, 2.0):
+            store.wake_at(now)
+            store.commit(store.begin())
+            store.wait_for_sync()
+            assert store.log_syncs == 0 and store.log_sync.unsynced_since == 0.0
+            store.wake_at(now + 0.5)
+            assert store.sync_wait_s() == pytest.approx(0.5)  # an interval after it
+    assert [entry["event"] for entry in logged] == ["store_log_sync_failed"]  # once
+    moved.rename(tmp_path / "db")
+    store.wake_at(3.0)
+    store.commit(store.begin())
+    store.wait_for_sync()
+    assert store.log_syncs == 1 and store.log_sync.unsynced_since is None
+    store.close()
+
+
+def test_a_stop_waits_for_the_running_sync_and_syncs_what_came_after(tmp_path):
+    store = Store.open(tmp_path / "db", sync_interval_s=1.0, now=0.0)
+    held = HeldSync(store)
+    _write_one(store, 0.0)
+    store.wake_at(1.0)
+    store.commit(store.begin())
+    assert held.started.wait(10)
+    _write_one(store, 1.1)
+    held.release()
+    store.close()
+    assert store.log_syncs == 2 and store.log_sync.unsynced_since is None
 
 
 def _produce(node, context, count: int) -> None:
@@ -306,6 +389,34 @@ def test_the_stores_timed_sync_fsyncs_the_archive_first(tmp_path):
     store.wake_at(1.0)
     tier.wake_at(1.0)
     store.commit(store.begin())  # the timed sync, with the delete in it
-    assert store.log_syncs == 1 and tier.archive.unsynced_s(1.0) == 0
+    assert tier.archive.unsynced_s(1.0) == 0
+    store.wait_for_sync()
+    assert store.log_syncs == 1
     tier.close(1.0)
+    store.close()
+
+
+def test_a_batch_written_while_the_sync_runs_fsyncs_the_archive_first(tmp_path):
+    """The running sync's fsyncs may catch a later batch's pages: its deletes too."""
+    store = Store.open(tmp_path / "db", sync_interval_s=1.0, now=0.0)
+    held = HeldSync(store)
+    tier = ArchiveTier(ArchiveSettings(tmp_path / "archive", 10**6, 10_000, 60_000, 168,
+                                       "default", hard_sync=False))
+    tier.open(0.0)
+    store.register(Archiving(tier))
+    _write_one(store, 0.0)
+    seq = store.next_seq - 1
+    store.wake_at(1.0)
+    store.commit(store.begin())
+    assert held.started.wait(10)
+    store.wake_at(1.1)
+    tier.wake_at(1.1)
+    batch = store.begin()
+    tier.append(b"00000000-%016x" % seq, record.encode(b"m", (), (b"body",), 1), 2, 1, 3,
+                "00000000")
+    batch.delete_message(seq, 1)
+    store.commit(batch)
+    assert tier.archive.unsynced_s(1.1) == 0
+    held.release()
+    tier.close(1.1)
     store.close()

@@ -31,7 +31,7 @@ ROUNDS = (SIZES, LARGE)
 LOAD_S = (1.2, 2.0)
 SYNC_INTERVAL_S = 0.2
 SYNC_INTERVAL = f"{SYNC_INTERVAL_S}s"
-MARGIN_S = 0.8  # the loop's wake after the interval and the fsync itself, under load
+MARGIN_S = 0.8  # the loop's wake after the interval and one sync's time, under load
 
 
 @pytest.fixture
@@ -86,7 +86,8 @@ for now, values in ((0.0, [b"a" * 100] * 10), (0.1, [os.urandom(WRITE_BUFFER + 1
         batch.add_message(value)
     store.commit(batch)
 store.wake_at(1.0)
-store.commit(store.begin())  # the timed sync
+store.commit(store.begin())  # the timed sync, in its thread
+store.wait_for_sync()
 os._exit(0)
 """
 

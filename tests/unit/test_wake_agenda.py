@@ -22,6 +22,7 @@ from pzq.store.batch import Batch, Participant
 from pzq.store.store import Store
 from pzq.zmqio import Events
 from tests.support.devices import wake
+from tests.support.held_sync import HeldSync
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -111,6 +112,27 @@ def test_the_timed_fsync_wakes_an_idle_node(open_device: Callable[..., Device],
     took = wake_on_own_timeout(device, lambda: log_sync.unsynced_since is None, 2.0)
     assert took < 1.0
     assert device.poll_timeout_ms(Now.read()) is None  # synced: no timer left
+
+
+def test_the_loop_serves_while_the_timed_sync_is_held_up(open_device: Callable[..., Device],
+                                                         open_socket: Sockets):
+    device = open_device("--sync-interval", "100ms")
+    store = device.node.store
+    held = HeldSync(store)
+    socket = producer(open_socket, device)
+    settle(device)
+    produce(device, socket)
+    wake_on_own_timeout(device, held.started.is_set, 2.0)  # the sync began, and hangs
+    second = Now.read().mono
+    produce(device, socket)  # a round trip meanwhile: stored and ACKed
+    assert store.log_syncs == 0 and (store.log_sync.unsynced_since or second) < second
+    held.release()
+    # an idle node wakes to take the outcome; the second message waits for the next
+    wake_on_own_timeout(device, lambda: store.log_syncs == 1, 2.0)
+    assert (store.log_sync.unsynced_since or 0) >= second
+    wake_on_own_timeout(device, lambda: store.log_sync.unsynced_since is None, 2.0)
+    assert store.log_syncs == 2
+    assert device.poll_timeout_ms(Now.read()) is None
 
 
 def test_a_scheduled_message_wakes_an_idle_node_when_due(open_device: Callable[..., Device],

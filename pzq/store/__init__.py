@@ -5,7 +5,8 @@
 - ``store``: the Store: opening, group-committed writes, reads, recovery after a failed write
 - ``leveldb``: LevelDB as the store opens it: options, fsyncs, errors as text, the format
 - ``batch``: one wake's changes (``Batch``) and the parts that follow them (``Participant``)
-- ``log_sync``, ``log_files``: when LevelDB's log reaches the disk, and fsyncing it
+- ``log_sync``, ``log_files``, ``log_syncer``: when LevelDB's log reaches the disk, fsyncing
+  it, and the thread that does so beside the loop
 - ``replicas``: copies and tombstones of other nodes' messages
 - ``topic_model``: what a topic and a group are, and who holds a message
 - ``topic_registry``: the registries of topics and groups

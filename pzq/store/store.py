@@ -64,6 +64,8 @@ class Store:
         self.hard_sync = hard_sync
         self.log_sync = LogSync(hard_sync, sync_interval_s, now)
         self.syncer = LogSyncer()  # the timed sync's thread
+        if not hard_sync and sync_interval_s > 0:
+            self.syncer.prepare()
         self._now = now  # the time of this wake (monotonic seconds), see wake_at
         self.node_id = self._load_node_id()
         self.format = STORE_FORMAT  # checked, or written, as it was opened

@@ -48,7 +48,9 @@ class Batch:
         self._take_seq = take_seq  # the store's next sequence number
         self._take_seqs = take_seqs  # its next n
         self._batch = raw
-        self.sync = sync  # the log is fsync'd with this batch (see Store.begin)
+        # a timed sync may make this batch durable: the one it starts, or the one
+        # running (see Store.begin); under --hard-sync, every batch
+        self.sync = sync
         self.message_delta = 0
         self.byte_delta = 0
         self.dead_delta = 0

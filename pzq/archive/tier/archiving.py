@@ -1,7 +1,8 @@
 """Acked and dead-lettered messages into the archive, before they leave the store.
 
 A message is appended before its store delete is written; under --hard-sync, and
-before the store's timed sync (--sync-interval), the archive is fsync'd before
+before a batch that the store's timed sync (--sync-interval) may make durable (the
+batch it starts after, and those written while it runs), the archive is fsync'd before
 that write (``before_write``, as a batch participant): a delete never reaches the
 disk before its message's record.
 When the archive cannot be written, an acked message is not removed: it is
@@ -38,7 +39,8 @@ class Archiving(Participant):
         self.tier = tier
         self.lock = ArchiveLock(tier.archive.directory)
         self._failing = False
-        self._batch_syncs = False  # the batch being written fsyncs the store's log
+        # a timed sync may make the batch being written durable (pzq.store.batch)
+        self._batch_syncs = False
 
     def open(self, now: float) -> None:
         """Take the directory's lock for the node's life, then open the archive (which

@@ -107,8 +107,8 @@ class ArchiveTier:
 
     def before_commit(self, store_syncs: bool = False) -> None:
         """The archive reaches the disk before the store's deletes do: under
-        --hard-sync before every batch, otherwise before a batch that fsyncs the
-        store's log (``store_syncs``)."""
+        --hard-sync before every batch, otherwise before a batch that a timed sync
+        of the store's log may make durable (``store_syncs``)."""
         if (self.hard_sync and self._dirty) or (store_syncs and self._appended):
             self.archive.sync(self._now)
             self._appended = False

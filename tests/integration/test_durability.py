@@ -24,7 +24,7 @@ from pzq.errors import ExitCode
 from pzq.store import leveldb as leveldb_module
 from pzq.store import record
 from pzq.store import store as store_module
-from pzq.store.log_sync import LogSync
+from pzq.store.log_sync import RUNNING_POLL_S, LogSync
 from pzq.store.store import Store
 from tests.support.harness import produce_and_consume, run_pzq, wait_until
 from tests.support.held_sync import HeldSync
@@ -53,6 +53,20 @@ def test_a_failed_write_retries_the_sync_an_interval_later():
     sync.failed(1.0)
     assert not sync.due(1.5) and sync.wait_s(1.5) == pytest.approx(0.5)
     assert sync.due(2.0)
+
+
+def test_a_running_sync_counts_for_the_writes_made_before_it_began():
+    sync = LogSync(hard=False, interval_s=1.0, now=0.0)
+    sync.written(False, 0.0)
+    sync.began(1.0)
+    assert sync.due(1.0) and sync.wait_s(1.0) == RUNNING_POLL_S  # a wake looks at it
+    sync.written(False, 1.2)
+    sync.finished(True, 1.3)
+    assert sync.unsynced_since == 1.2 and sync.wait_s(1.3) == pytest.approx(0.9)
+    assert sync.sync_age_s(1.3) == pytest.approx(0.3)
+    sync.began(2.2)
+    sync.finished(False, 2.4)  # failed: the same writes, an interval later
+    assert sync.unsynced_since == 1.2 and sync.wait_s(2.4) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("hard, interval, synced", [

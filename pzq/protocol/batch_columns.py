@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
+from typing import NamedTuple
 
 from pzq.bulk import CUT_AT_ONCE
 from pzq.protocol.consume import decode_batch
@@ -31,10 +32,10 @@ NO_HEADERS_ONE_PART = b"\x00\x00\x00\x00\x00\x00\x00\x01"
 FIXED_SIZE = len(NO_HEADERS_ONE_PART) + 4
 
 
-@dataclass(frozen=True, slots=True)
-class BatchColumns:
+class BatchColumns(NamedTuple):
     """A BATCH's deliveries, column by column (``headers`` None: none has any;
-    ``parts`` None: each has one part, its body in ``bodies``)."""
+    ``parts`` None: each has one part, its body in ``bodies``). A tuple: one is made
+    a read, without the frozen dataclass's setattr a field."""
 
     sent_us: int
     ack_timeout_us: int

@@ -21,6 +21,7 @@ from typing import Any
 
 import zmq
 from zmq.backend import Socket as CompiledSocket
+from zmq.backend import zmq_poll
 
 from pzq.hooks import nothing
 
@@ -41,6 +42,7 @@ POLLOUT = int(zmq.POLLOUT)
 # checks arguments on every call: a quarter of the cost of a small frame.
 _send = CompiledSocket.send
 _recv = CompiledSocket.recv
+_get = CompiledSocket.get  # (an option, past zmq.Socket's Python layer)
 # (socket, frame, flags): for a run of frames sent by map (pzq.serving.frame_runs)
 send_compiled = _send
 # (socket, flags, copy): with copy False a zmq.Frame, whose buffer is ZeroMQ's own.
@@ -218,7 +220,13 @@ def drain_some(socket: AnySocket, limit: int, taken: int, stop_after: bytes | No
 
 
 def readable(socket: AnySocket) -> bool:
-    return bool(int(socket.getsockopt(EVENTS)) & POLLIN)
+    return bool(int(_get(socket, EVENTS)) & POLLIN)
+
+
+def wait_readable(socket: AnySocket, timeout_ms: int) -> bool:
+    """Wait up to ``timeout_ms`` for input: libzmq's poll of the one socket, without
+    the Poller (and its dict) that ``Socket.poll`` makes for each wait."""
+    return bool(zmq_poll([(socket, POLLIN)], timeout_ms))
 
 
 def writable(socket: Socket) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
 
 from pzq.protocol.frames import delivery_count
@@ -97,7 +97,7 @@ def deliveries(make: type[M], rows: Iterable[Row]) -> Iterator[M]:
     return map(tuple.__new__, repeat(make), rows)
 
 
-_KEY = attrgetter("key")
+_KEY = itemgetter(0)  # a delivery's key, read as its tuple's item (not by its property)
 
 
 def keys_of(messages: Iterable[Delivered]) -> list[bytes]:

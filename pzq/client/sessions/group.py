@@ -38,6 +38,7 @@ from pzq.protocol.frames import parse_headers
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
 Out = Sequence[list[bytes]]  # messages to send now, in order
 NOTHING: Out = ()
+NO_HEADERS: dict[str, str] = {}  # never changed: copied for each delivery without headers
 
 
 class GroupSession(Generic[M]):
@@ -78,11 +79,14 @@ class GroupSession(Generic[M]):
                 self.malformed += 1
                 return NOTHING
             count = len(batch.keys)
-            headers = (map(dict, repeat((), count)) if batch.headers is None
+            # each delivery its own dict (a copy of an empty one: the cheapest new dict)
+            headers = (map(dict.copy, repeat(NO_HEADERS, count)) if batch.headers is None
                        else [parse_headers(list(found)) if found else {}
                              for found in batch.headers])
+            # one part each: its tuple made as the delivery is
+            parts = zip(batch.bodies) if batch.parts is None else batch.parts
             self.arrived.extend(deliveries(self._make, zip(
-                batch.keys, batch.parts, headers, repeat(batch.sent_us, count),
+                batch.keys, parts, headers, repeat(batch.sent_us, count),
                 repeat(batch.ack_timeout_us, count), repeat(b"", count),
                 repeat(self._owner, count), strict=True)))
             return NOTHING

@@ -289,8 +289,12 @@ class InFlightTable(SeqTable[InFlight]):
 
     def take_all(self, seqs: list[int]) -> Taken:
         """``pop`` of each seq (a seq given twice is held once: missing the second
-        time): the stretches of runs named in the order sent, in a few steps each."""
+        time): the stretches of runs named in the order sent, in a few steps each. The
+        seqs taken are the run's own int objects where a stretch was taken (equal to
+        those asked), so that the tables keyed by them later find each by identity, not
+        by a compare of two ints (an ACK's ints are never the objects the read made)."""
         taken = 0
+        taken_seqs: list[int] = []
         sizes: list[int] = []
         sent_us: list[int] = []
         while self._run_out and taken < len(seqs):
@@ -298,16 +302,16 @@ class InFlightTable(SeqTable[InFlight]):
             if stretch is None:
                 break
             run, at, count = stretch
+            taken_seqs += run.seqs[at:at + count]
             sizes += map(len, run.values[at:at + count])
             sent_us += repeat(run.sent_us, count)
             self._clear(run, at, count)
             taken += count
-        if taken == len(seqs):
-            self.bytes -= sum(sizes)
-            return Taken(seqs, sizes, sent_us, [])
-        # the rest one by one: sent alone, not held, or not in a run's order
-        taken_seqs, missing = seqs[:taken], []
         self.bytes -= sum(sizes)
+        if taken == len(seqs):
+            return Taken(taken_seqs, sizes, sent_us, [])
+        # the rest one by one: sent alone, not held, or not in a run's order
+        missing: list[int] = []
         for seq in seqs[taken:]:
             entry = self.pop(seq)
             if entry is None:

@@ -97,12 +97,16 @@ class GroupAnswers:
             state = deliveries.state_for(origin)
             if state is None:
                 deliveries.counters.unknown_acks += len(keys)
-            else:
-                deliveries.let_go(keys, consumer)
-                self._ack_from(batch, deliveries, state, origin, origin_seqs, now_us, mono)
+                continue
+            acked = self._ack_from(batch, deliveries, state, origin, origin_seqs, now_us, mono)
+            # whoever holds them is done with them: the own's by the seqs the state took
+            # (the read's int objects: each found in the held set by identity), and
+            # every key asked where it took fewer
+            deliveries.let_go(acked if not base and len(acked) == len(keys) else keys, consumer)
 
     def _ack_from(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
-                  origin: bytes, seqs: list[int], now_us: int, mono: float) -> None:
+                  origin: bytes, seqs: list[int], now_us: int, mono: float) -> list[int]:
+        """The ACKs of one origin's seqs; returns the seqs acked."""
         if self.archives:
             seqs = self._archived(batch, state, seqs, now_us)
         acked, finals, unknown = state.ack_all(batch, seqs)
@@ -111,6 +115,7 @@ class GroupAnswers:
                       group=deliveries.name)
         self.removed_all(origin, acked.seqs, deliveries.name, finals)
         deliveries.latency.add_sent(mono, now_us, acked.sent_us)
+        return acked.seqs
 
     def _archived(self, batch: Batch, state: DeliveryState, seqs: list[int],
                   now_us: int) -> list[int]:

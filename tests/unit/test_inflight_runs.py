@@ -158,3 +158,17 @@ def test_the_run_entries_answer_as_one_entry_a_delivery(seed):
         driver.look()
     driver.table.clear()
     assert len(driver.table) == 0 and driver.table.bytes == 0 and not driver.table.entries()
+
+
+def test_a_stretch_taken_gives_the_runs_own_int_objects():
+    """An ACK's seqs are ints of its own (equal, not the same objects): what a stretch
+    took comes back as the run's, so later tables find them by identity."""
+    table = InFlightTable(1 << 20)
+    seqs = list(range(10**6, 10**6 + 50))
+    table.add_run(seqs, [b"r"] * 50, 1, 2, 50)
+    asked = [int(str(seq)) for seq in seqs[10:30]]
+    assert all(seq is not mine for seq, mine in zip(asked, seqs[10:30], strict=True))
+    taken = table.take_all(asked)
+    assert taken.seqs == asked and all(
+        seq is mine for seq, mine in zip(taken.seqs, seqs[10:30], strict=True))
+    assert table.seqs() == seqs[:10] + seqs[30:] and table.bytes == 30

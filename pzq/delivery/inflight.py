@@ -5,8 +5,9 @@ reaper takes expired entries from the front, and the LRU bound evicts the least
 recently sent from the front too.
 
 A run of first deliveries (pzq.delivery.first_runs) is held as one entry: its seqs
-and records as sent (the lists themselves), when it was sent and its deadline, and a
-flag a delivery of whether it is still out (a bytearray). An ACK that names a
+and records as sent (the lists themselves, a record let go once its delivery is out
+no more), when it was sent and its deadline, and a flag a delivery of whether it is
+still out (a bytearray). An ACK that names a
 stretch of a run's seqs in the order sent (a consumer's ``ack_many`` of what it read)
 takes that stretch in a few steps whatever its length: one list compare and a slice
 of flags cleared, in C, where an entry a message cost a dict insert and pop and a
@@ -52,6 +53,7 @@ NONE_EVICTED: list[InFlight] = []  # (never changed: no list made per delivery)
 OUT, GONE = 1, 0  # a run delivery's flag
 NO_SEQS: list[int] = []  # a run let go holds nothing (never changed)
 NO_RECORDS: list[bytes] = []
+LET_GO = b""  # a run's record once its delivery is out no more (a record is never empty)
 
 
 class Taken(NamedTuple):
@@ -236,8 +238,9 @@ class InFlightTable(SeqTable[InFlight]):
                 size: int) -> None:
         """Track first deliveries sent at ``sent_us``, newer than any in the table, whose
         records are ``size`` bytes together, known to fit within max_bytes (nothing is
-        evicted). ``seqs`` ascending, as a read finds them; the lists are kept as they
-        are (not to be changed by the caller)."""
+        evicted). ``seqs`` ascending, as a read finds them; the lists are kept (not to
+        be changed by the caller), and the table lets each record go once its delivery
+        is out no more."""
         if not seqs:
             return
         first, last = seqs[0], seqs[-1]
@@ -276,7 +279,8 @@ class InFlightTable(SeqTable[InFlight]):
         run.flags[at:at + count] = bytes(count)
         run.out -= count
         self._run_out -= count
-        if run.out:
+        if run.out:  # its records let go: memory holds those still out, as counted
+            run.values[at:at + count] = repeat(LET_GO, count)
             return
         del self._by_first[run.seqs[0]]
         firsts = self._firsts

@@ -172,3 +172,16 @@ def test_a_stretch_taken_gives_the_runs_own_int_objects():
     assert taken.seqs == asked and all(
         seq is mine for seq, mine in zip(taken.seqs, seqs[10:30], strict=True))
     assert table.seqs() == seqs[:10] + seqs[30:] and table.bytes == 30
+
+
+def test_a_run_holds_only_the_records_still_out():
+    """A run whose deliveries are ACKed in part keeps only the records still out in
+    memory, as its bytes count them (one left out does not keep the run's others)."""
+    table = InFlightTable(1 << 20)
+    values = [b"%03d" % seq for seq in range(10)]
+    table.add_run(list(range(10)), values, 1, 2, 30)
+    table.take_all([0, 1, 2, 3])
+    assert table.pop(7) is not None
+    assert table.take_all([4, 5, 6, 8]).sizes == [3, 3, 3, 3]
+    assert [value for value in values if value] == [b"009"] and table.bytes == 3
+    assert table.entries() == [InFlight(9, b"009", 1, 2, 1, 1)]

@@ -43,7 +43,8 @@ def pending_lines(deliveries: GroupDelivery, now_us: int, limit: int) -> list[st
 
 def _line(deliveries: GroupDelivery, origin: bytes, entry: InFlight, where: str,
           now_us: int) -> str:
-    owner = deliveries.owner.get(deliveries.key_of(origin, entry.seq)) if where == "out" else None
+    owner = deliveries.holder_of(deliveries.key_of(origin, entry.seq)) if where == "out" \
+        else None
     consumer = owner.routing_id.hex() if owner is not None else "-"
     deadline = (f" deadline_in_ms={max(0, entry.deadline_us - now_us) // 1000}"
                 if where == "out" else "")

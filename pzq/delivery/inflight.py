@@ -4,25 +4,32 @@ Every delivery gets the same ack timeout, so send order is deadline order: the
 reaper takes expired entries from the front, and the LRU bound evicts the least
 recently sent from the front too.
 
-A run of first deliveries (pzq.delivery.first_runs) is tracked compactly: each of
-its messages as a tuple (record, sent µs, deadline µs) in a plain dict, made in C as
-the run is added, and an ACK of many keys takes them back in C too; the run's order
-is kept once for the run (its seqs, as sent), not per message. Anything else (a
-delivery sent alone: given back, a lane's, extended) is an InFlight in an
-insertion-ordered table. The oldest entry is the older of the two fronts (a run's
-first on equal deadlines: sent in the same wake, the one sent alone is never older).
-Everything outside sees an InFlight, made from the tuple when it is asked for (a
-delivery given back, expired, evicted, looked at).
+A run of first deliveries (pzq.delivery.first_runs) is held as one entry: its seqs
+and records as sent (the lists themselves, a record let go once its delivery is out
+no more), when it was sent and its deadline, and a flag a delivery of whether it is
+still out (a bytearray). An ACK that names a
+stretch of a run's seqs in the order sent (a consumer's ``ack_many`` of what it read)
+takes that stretch in a few steps whatever its length: one list compare and a slice
+of flags cleared, in C, where an entry a message cost a dict insert and pop and a
+tuple. Anything asked of one seq (a NACK, a WORKING, an expiry, an eviction, a look)
+finds its run by bisection (the runs held are kept apart: each run's seqs ascending,
+and no run's span crosses another's; a run that would is held as deliveries sent
+alone) and clears its one flag. Anything else (a delivery sent alone: given back, a
+lane's, extended) is an InFlight in an insertion-ordered table. The oldest entry is
+the older of the two fronts (a run's first on equal deadlines: sent in the same
+wake, the one sent alone is never older). Everything outside sees an InFlight, made
+when it is asked for (a delivery given back, expired, evicted, looked at).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import deque
 from dataclasses import dataclass
 from heapq import merge
-from itertools import compress, count, repeat
-from operator import attrgetter, itemgetter
-from typing import NamedTuple, cast
+from itertools import compress, repeat
+from operator import attrgetter
+from typing import NamedTuple
 
 from pzq.delivery.entries import SeqTable
 
@@ -41,21 +48,12 @@ class InFlight:
         return len(self.value)
 
 
-# A first delivery of a run, as the table holds it: record, sent µs, deadline µs (its
-# count is 1 and it was first delivered when sent).
-Sent = tuple[bytes, int, int]
-Held = InFlight | Sent
-RECORD, SENT_US, DEADLINE_US = itemgetter(0), itemgetter(1), itemgetter(2)  # of a Sent
 DEADLINE_OF = attrgetter("deadline_us")  # of an InFlight
 NONE_EVICTED: list[InFlight] = []  # (never changed: no list made per delivery)
-
-
-def entry_of(seq: int, held: Held) -> InFlight:
-    """The table's entry for ``seq`` as an InFlight."""
-    if held.__class__ is tuple:
-        value, sent_us, deadline_us = held
-        return InFlight(seq, value, sent_us, deadline_us, 1, sent_us)
-    return cast(InFlight, held)
+OUT, GONE = 1, 0  # a run delivery's flag
+NO_SEQS: list[int] = []  # a run let go holds nothing (never changed)
+NO_RECORDS: list[bytes] = []
+LET_GO = b""  # a run's record once its delivery is out no more (a record is never empty)
 
 
 class Taken(NamedTuple):
@@ -68,17 +66,33 @@ class Taken(NamedTuple):
     missing: list[int]
 
 
-@dataclass(slots=True)
-class RunOrder:
-    """A run's place in the send order: its seqs as sent, and from where on in them
-    one may still be out (those before are not)."""
+@dataclass(slots=True, eq=False)
+class Run:
+    """First deliveries sent together: their seqs (ascending) and records as sent, and
+    which are still out (a flag each); ``out`` counts them (0: let go)."""
 
     seqs: list[int]
+    values: list[bytes]
+    sent_us: int
     deadline_us: int
-    at: int = 0
+    flags: bytearray
+    out: int
+
+    def entry(self, at: int) -> InFlight:
+        """Its delivery at ``at`` as an InFlight (a first delivery: its count is 1)."""
+        return InFlight(self.seqs[at], self.values[at], self.sent_us, self.deadline_us, 1,
+                        self.sent_us)
+
+    def entries(self) -> list[InFlight]:
+        """Its deliveries still out, as InFlights, in the order sent."""
+        sent_us, count = self.sent_us, self.out
+        return list(map(InFlight, compress(self.seqs, self.flags),
+                        compress(self.values, self.flags), repeat(sent_us, count),
+                        repeat(self.deadline_us, count), repeat(1, count),
+                        repeat(sent_us, count)))
 
 
-COMPACT_PAST = 4096  # run seqs kept past those still out, at most twice as many and this
+LET_GO_KEPT = 64  # runs let go behind one still out, kept in the send order at most
 
 
 class InFlightTable(SeqTable[InFlight]):
@@ -86,49 +100,70 @@ class InFlightTable(SeqTable[InFlight]):
         super().__init__()  # the deliveries sent alone, in the order sent
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._sent: dict[int, Sent] = {}  # the runs' deliveries still out
-        self._runs: deque[RunOrder] = deque()  # the runs, in the order sent
-        self._run_seqs = 0  # seqs the runs' orders hold, those no longer out included
+        self._runs: deque[Run] = deque()  # in the order sent (those let go among them)
+        self._by_first: dict[int, Run] = {}  # the runs with a delivery out, by first seq
+        self._firsts: list[int] = []  # their first seqs, ascending
+        self._run_out = 0  # run deliveries out
+        self._let_go = 0  # runs let go, still in the send order behind one out
 
     def __len__(self) -> int:
-        return len(self._entries) + len(self._sent)
+        return len(self._entries) + self._run_out
 
     def __contains__(self, seq: int) -> bool:
-        return seq in self._sent or seq in self._entries
+        return seq in self._entries or (self._run_out > 0 and self._find(seq) is not None)
+
+    def _find(self, seq: int) -> tuple[Run, int] | None:
+        """The run delivery of ``seq`` still out, and where in its run (None: none)."""
+        firsts = self._firsts
+        at = bisect_right(firsts, seq) - 1
+        if at < 0:
+            return None
+        run = self._by_first[firsts[at]]
+        seqs = run.seqs
+        if seq > seqs[-1]:
+            return None
+        at = bisect_left(seqs, seq)
+        return (run, at) if seqs[at] == seq and run.flags[at] else None
+
+    def _runs_across(self, low: int, high: int) -> list[Run]:
+        """The runs held whose spans meet ``low`` to ``high``."""
+        firsts, by_first = self._firsts, self._by_first
+        found = []
+        at = bisect_right(firsts, high) - 1
+        while at >= 0 and (run := by_first[firsts[at]]).seqs[-1] >= low:
+            found.append(run)
+            at -= 1
+        return found
 
     def among(self, seqs: list[int]) -> set[int]:
         """Those of ``seqs`` the table holds (no call per seq)."""
-        taken = self._sent.keys() & seqs if self._sent else set()
-        return taken | (self._entries.keys() & seqs) if self._entries else taken
+        entries = self._entries
+        taken = entries.keys() & seqs if entries else set()
+        if self._run_out and seqs:
+            ordered = sorted(seqs)  # (ints compared in C: see pzq.bulk.low_high)
+            for run in self._runs_across(ordered[0], ordered[-1]):
+                taken.update(set(compress(run.seqs, run.flags)).intersection(seqs))
+        return taken
 
     def seqs(self) -> list[int]:
         """Every seq, oldest first (for the reaper and figures, not per message)."""
-        if not self._sent:
+        if not self._run_out:
             return list(self._entries)
         return [entry.seq for entry in self.entries()]
 
     def entries(self) -> list[InFlight]:
         """Every entry, oldest first."""
         alone = list(self._entries.values())
-        if not self._sent:
+        if not self._run_out:
             return alone
-        runs = [entry_of(seq, self._sent[seq]) for seq in self._run_order()]
+        runs = [entry for run in self._runs if run.out for entry in run.entries()]
         return list(merge(runs, alone, key=DEADLINE_OF))
 
-    def _run_order(self) -> list[int]:
-        """The runs' seqs still out, in the order sent."""
-        return [seq for run in self._runs for seq in self._out_of(run)]
-
-    def _out_of(self, run: RunOrder) -> list[int]:
-        """The run's seqs still out (in C: those the table holds from the run)."""
-        sent = self._sent
-        held = list(compress(run.seqs[run.at:], map(sent.__contains__, run.seqs[run.at:])))
-        deadlines = map(DEADLINE_US, map(sent.__getitem__, held))
-        return list(compress(held, map(run.deadline_us.__eq__, deadlines)))
-
     def held_seqs(self) -> list[int]:
-        """Every seq, in no order (for a minimum: none worked out)."""
-        return [*self._entries, *self._sent]
+        """The seqs held, a run's by its lowest still out (for a minimum: none worked
+        out), in no order."""
+        return [*self._entries,
+                *(run.seqs[run.flags.index(OUT)] for run in self._by_first.values())]
 
     def lowest(self) -> InFlight | None:
         """The entry of the lowest seq (a walk of the table: for figures, not per message)."""
@@ -136,49 +171,54 @@ class InFlightTable(SeqTable[InFlight]):
         return None if seq is None else self.get(seq)
 
     def get(self, seq: int) -> InFlight | None:
-        held = self._sent.get(seq)
-        return entry_of(seq, held) if held is not None else self._entries.get(seq)
+        entry = self._entries.get(seq)
+        if entry is None and self._run_out:
+            found = self._find(seq)
+            if found is not None:
+                return found[0].entry(found[1])
+        return entry
 
     def get_all(self, seqs: list[int]) -> list[InFlight | None]:
-        """``get`` of each seq (for the archive of an ACK's many: an InFlight each),
-        a run's deliveries made into entries with no call a message but the entry's."""
-        held = list(map(self._sent.get, seqs))
-        if not all(held):  # (sent alone, or not held: a tuple is never false)
+        """``get`` of each seq (for the archive of an ACK's many: an InFlight each), a
+        stretch of a run's deliveries made into entries with no call a message but the
+        entry's."""
+        stretch = self._stretch(seqs) if self._run_out and seqs else None
+        if stretch is None or stretch[2] < len(seqs):
             return list(map(self.get, seqs))
-        sents = cast(list[Sent], held)
-        sent_us = list(map(SENT_US, sents))
-        return list(map(InFlight, seqs, map(RECORD, sents), sent_us, map(DEADLINE_US, sents),
-                        repeat(1), sent_us))
+        run, at, count = stretch
+        sent_us = run.sent_us
+        return list(map(InFlight, seqs, run.values[at:at + count], repeat(sent_us, count),
+                        repeat(run.deadline_us, count), repeat(1, count),
+                        repeat(sent_us, count)))
+
+    def _stretch(self, seqs: list[int], start: int = 0) -> tuple[Run, int, int] | None:
+        """The run whose deliveries out, from one on, are ``seqs`` from ``start`` on as
+        far as the run goes: the run, where in it, and how many (None: none such)."""
+        found = self._find(seqs[start])
+        if found is None:
+            return None
+        run, at = found
+        count = min(len(run.seqs) - at, len(seqs) - start)
+        end = at + count
+        # (the flags first: a find in C; then the seqs, one compare a pair)
+        if run.flags.find(GONE, at, end) >= 0 or run.seqs[at:end] != seqs[start:start + count]:
+            return None
+        return run, at, count
 
     def oldest(self) -> InFlight | None:
-        front = self._front()
-        return None if front is None else entry_of(*front)
-
-    def _front(self) -> tuple[int, Held] | None:
-        """The oldest entry's seq and what the table holds for it."""
-        alone = next(iter(self._entries.items()), None)
-        run = self._run_front() if self._sent else None
-        if run is None or (alone is not None and alone[1].deadline_us < run[1][2]):
+        alone = next(iter(self._entries.values()), None)
+        run = self._front_run() if self._run_out else None
+        if run is None or (alone is not None and alone.deadline_us < run.deadline_us):
             return alone
-        return run
+        return run.entry(run.flags.index(OUT))
 
-    def _run_front(self) -> tuple[int, Sent] | None:
-        """The oldest run delivery still out; the runs' orders before it let go (each
-        seq looked at once, in C)."""
-        runs, sent = self._runs, self._sent
-        while runs:
-            run = runs[0]
-            seqs, deadline_us, at = run.seqs, run.deadline_us, run.at
-            while (at := next(compress(count(at), map(sent.__contains__, seqs[at:])),
-                              -1)) >= 0:
-                held = sent[seqs[at]]
-                if held[2] == deadline_us:
-                    run.at = at
-                    return seqs[at], held
-                at += 1  # (out again, in a later run: that run's)
+    def _front_run(self) -> Run | None:
+        """The oldest run with a delivery out; the runs let go before it leave the order."""
+        runs = self._runs
+        while runs and not runs[0].out:
             runs.popleft()
-            self._run_seqs -= len(seqs)
-        return None
+            self._let_go -= 1
+        return runs[0] if runs else None
 
     def add(self, entry: InFlight) -> list[InFlight]:
         """Track a delivery; returns the entries evicted to stay within max_bytes.
@@ -198,53 +238,93 @@ class InFlightTable(SeqTable[InFlight]):
                 size: int) -> None:
         """Track first deliveries sent at ``sent_us``, newer than any in the table, whose
         records are ``size`` bytes together, known to fit within max_bytes (nothing is
-        evicted)."""
-        self._sent.update(zip(seqs, zip(values, repeat(sent_us), repeat(deadline_us)),
-                              strict=True))
-        self._runs.append(RunOrder(seqs, deadline_us))
-        self._run_seqs += len(seqs)
+        evicted). ``seqs`` ascending, as a read finds them; the lists are kept (not to
+        be changed by the caller), and the table lets each record go once its delivery
+        is out no more."""
+        if not seqs:
+            return
+        first, last = seqs[0], seqs[-1]
+        firsts, by_first = self._firsts, self._by_first
         self.bytes += size
-        if self._run_seqs > 2 * len(self._sent) + COMPACT_PAST:
-            self._compact()
-
-    def _compact(self) -> None:
-        """The runs' orders without the seqs no longer out (those ACKed behind one
-        that is still out), so that they hold no more than what is out and a bound."""
-        kept = [RunOrder(out, run.deadline_us) for run in self._runs if (out := self._out_of(run))]
-        self._runs = deque(kept)
-        self._run_seqs = sum(len(run.seqs) for run in kept)
+        if first <= last and (not firsts or by_first[firsts[-1]].seqs[-1] < first):
+            firsts.append(first)  # (past every run held: the common case)
+        elif first > last or self._runs_across(first, last):
+            # its span crosses a run's held (a rewind's): its deliveries are held alone
+            self._entries.update(zip(seqs, map(
+                InFlight, seqs, values, repeat(sent_us), repeat(deadline_us), repeat(1),
+                repeat(sent_us)), strict=True))
+            return
+        else:
+            firsts.insert(bisect_left(firsts, first), first)
+        count = len(seqs)
+        run = Run(seqs, values, sent_us, deadline_us, bytearray(b"\1") * count, count)
+        by_first[first] = run
+        self._runs.append(run)
+        self._run_out += count
 
     def pop(self, seq: int) -> InFlight | None:
-        held = self._sent.pop(seq, None)
-        entry = self._entries.pop(seq, None) if held is None else entry_of(seq, held)
+        entry = self._entries.pop(seq, None)
         if entry is None:
-            return None
+            found = self._find(seq) if self._run_out else None
+            if found is None:
+                return None
+            run, at = found
+            entry = run.entry(at)
+            self._clear(run, at, 1)
         self.bytes -= len(entry.value)
         return entry
 
+    def _clear(self, run: Run, at: int, count: int) -> None:
+        """``count`` deliveries of the run from ``at`` on are out no more (each was)."""
+        run.flags[at:at + count] = bytes(count)
+        run.out -= count
+        self._run_out -= count
+        if run.out:  # its records let go: memory holds those still out, as counted
+            run.values[at:at + count] = repeat(LET_GO, count)
+            return
+        del self._by_first[run.seqs[0]]
+        firsts = self._firsts
+        del firsts[bisect_left(firsts, run.seqs[0])]
+        run.seqs, run.values = NO_SEQS, NO_RECORDS
+        self._let_go += 1
+        if self._let_go > LET_GO_KEPT and self._let_go > len(self._by_first):
+            self._runs = deque(run for run in self._runs if run.out)
+            self._let_go = 0
+
     def take_all(self, seqs: list[int]) -> Taken:
-        """``pop`` of each seq, the table walked in C and no InFlight made for a run's
-        delivery (a seq given twice is held once: missing the second time)."""
-        found: list[Held | None] = list(map(self._sent.pop, seqs, repeat(None)))
-        missing: list[int] = []
-        runs_only = all(found)  # (the common ACK: a tuple is never false, and a run's)
-        if not runs_only:  # sent alone, or not held
-            found = [held or self._entries.pop(seq, None)
-                     for seq, held in zip(seqs, found, strict=True)]
-            if None in found:
-                kept = [entry is not None for entry in found]
-                missing = [seq for seq, entry in zip(seqs, found, strict=True) if entry is None]
-                seqs, found = list(compress(seqs, kept)), list(compress(found, kept))
-            runs_only = all(map(isinstance, found, repeat(tuple)))
-        if runs_only:
-            sents = cast(list[Sent], found)
-            sizes, sent_us = list(map(len, map(RECORD, sents))), list(map(SENT_US, sents))
-        else:
-            entries = list(map(entry_of, seqs, cast(list[Held], found)))
-            sizes = [len(entry.value) for entry in entries]
-            sent_us = [entry.sent_us for entry in entries]
+        """``pop`` of each seq (a seq given twice is held once: missing the second
+        time): the stretches of runs named in the order sent, in a few steps each. The
+        seqs taken are the run's own int objects where a stretch was taken (equal to
+        those asked), so that the tables keyed by them later find each by identity, not
+        by a compare of two ints (an ACK's ints are never the objects the read made)."""
+        taken = 0
+        taken_seqs: list[int] = []
+        sizes: list[int] = []
+        sent_us: list[int] = []
+        while self._run_out and taken < len(seqs):
+            stretch = self._stretch(seqs, taken)
+            if stretch is None:
+                break
+            run, at, count = stretch
+            taken_seqs += run.seqs[at:at + count]
+            sizes += map(len, run.values[at:at + count])
+            sent_us += repeat(run.sent_us, count)
+            self._clear(run, at, count)
+            taken += count
         self.bytes -= sum(sizes)
-        return Taken(seqs, sizes, sent_us, missing)
+        if taken == len(seqs):
+            return Taken(taken_seqs, sizes, sent_us, [])
+        # the rest one by one: sent alone, not held, or not in a run's order
+        missing: list[int] = []
+        for seq in seqs[taken:]:
+            entry = self.pop(seq)
+            if entry is None:
+                missing.append(seq)
+            else:
+                taken_seqs.append(seq)
+                sizes.append(len(entry.value))
+                sent_us.append(entry.sent_us)
+        return Taken(taken_seqs, sizes, sent_us, missing)
 
     def expire(self, now_us: int) -> list[InFlight]:
         """Remove and return every entry whose deadline has passed."""
@@ -254,15 +334,17 @@ class InFlightTable(SeqTable[InFlight]):
         return expired
 
     def _pop_first(self) -> InFlight:
-        front = self._front()
-        assert front is not None  # (asked only of a table that holds an entry)
-        entry = self.pop(front[0])
+        oldest = self.oldest()
+        assert oldest is not None  # (asked only of a table that holds an entry)
+        entry = self.pop(oldest.seq)
         assert entry is not None
         return entry
 
     def clear(self) -> None:
         self._entries.clear()
-        self._sent.clear()
         self._runs.clear()
-        self._run_seqs = 0
+        self._by_first.clear()
+        self._firsts.clear()
+        self._run_out = 0
+        self._let_go = 0
         self.bytes = 0

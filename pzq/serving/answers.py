@@ -12,7 +12,7 @@ is that one's now (its credit comes back, nothing more).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import compress, repeat
+from itertools import compress
 
 from pzq.archive.contract import ArchiveWrites
 from pzq.bulk import low_high
@@ -61,7 +61,6 @@ class GroupAnswers:
         deliveries = consumer.group
         own = deliveries.state
         own_id = own.area.node_id
-        owner = deliveries.owner
         overdue = consumer.overdue
         for key in keys:
             node_id, seq = parse_message_key(key)
@@ -76,9 +75,7 @@ class GroupAnswers:
             elif not ok:
                 self._nack(consumer, state, key_held, seq, late, due_us)
             else:
-                holder = owner.pop(key_held, None)  # whoever has it now: it is done
-                if holder is not None:
-                    holder.held.discard(key_held)
+                deliveries.release(key_held, consumer)  # whoever has it now: it is done
                 if not self.ack(batch, deliveries, state, key, seq, now_us, mono):
                     log.debug("ack_unknown", key=key.decode(), group=deliveries.name)
 
@@ -100,14 +97,16 @@ class GroupAnswers:
             state = deliveries.state_for(origin)
             if state is None:
                 deliveries.counters.unknown_acks += len(keys)
-            else:
-                self._ack_from(batch, deliveries, state, origin, keys, origin_seqs, now_us,
-                               mono)
+                continue
+            acked = self._ack_from(batch, deliveries, state, origin, origin_seqs, now_us, mono)
+            # whoever holds them is done with them: the own's by the seqs the state took
+            # (the read's int objects: each found in the held set by identity), and
+            # every key asked where it took fewer
+            deliveries.let_go(acked if not base and len(acked) == len(keys) else keys, consumer)
 
     def _ack_from(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
-                  origin: bytes, keys: list[Key], seqs: list[int], now_us: int,
-                  mono: float) -> None:
-        _let_go(deliveries, keys)
+                  origin: bytes, seqs: list[int], now_us: int, mono: float) -> list[int]:
+        """The ACKs of one origin's seqs; returns the seqs acked."""
         if self.archives:
             seqs = self._archived(batch, state, seqs, now_us)
         acked, finals, unknown = state.ack_all(batch, seqs)
@@ -116,6 +115,7 @@ class GroupAnswers:
                       group=deliveries.name)
         self.removed_all(origin, acked.seqs, deliveries.name, finals)
         deliveries.latency.add_sent(mono, now_us, acked.sent_us)
+        return acked.seqs
 
     def _archived(self, batch: Batch, state: DeliveryState, seqs: list[int],
                   now_us: int) -> list[int]:
@@ -134,8 +134,8 @@ class GroupAnswers:
         consumer may have it now: left alone."""
         if consumer.pool:  # nothing is kept per delivery to the pool (--send-dsn)
             state.nack(seq, due_us)
-        elif consumer.group.owner.get(key) is consumer:
-            consumer.group.release(key)
+        elif key in consumer.held:
+            consumer.held.discard(key)
             state.nack(seq, due_us)
         elif not late:
             state.counters.unknown_acks += 1
@@ -194,11 +194,3 @@ def _by_origin(node_ids: tuple[int, ...], seqs: tuple[int, ...]) -> dict[int, li
         found.setdefault(number, []).append(seq)
     return found
 
-
-def _let_go(deliveries: GroupDelivery, keys: list[Key]) -> None:
-    """Whoever holds these deliveries now is done with them (the consumer that ACKed
-    them, mostly; another, if one expired and went there): the owners are dropped in C,
-    then each holder's set in one step."""
-    for holder in set(map(deliveries.owner.pop, keys, repeat(None))):
-        if holder is not None:
-            holder.held.difference_update(keys)

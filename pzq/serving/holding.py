@@ -16,6 +16,11 @@ it (a late ACK or NACK) or leaves: a consumer that is stuck soon gets nothing mo
 one that is slow gets as much as it answers. The consumers on --send-dsn are one
 pool the node cannot tell apart (a DEALER): nothing is held against the pool, whose
 window (pzq.delivery.window) shrinks instead.
+
+Who holds a delivery is its consumer's ``held`` set alone (no table of owners beside
+it, which cost a dict entry a delivery from its send to its ACK): a key is held by one
+consumer at most, and an answer looks first at the consumer that sent it, which
+nearly always holds it, then at the group's others.
 """
 
 from __future__ import annotations
@@ -97,7 +102,6 @@ class GroupDelivery:
         self._taken_over = taken_over
         self.latency = latency  # from delivery to ACK
         self.consumers: list[ServedConsumer] = []
-        self.owner: dict[Key, ServedConsumer] = {}
         self._turn = 0
 
     def base_of(self, number: int) -> int:
@@ -158,33 +162,60 @@ class GroupDelivery:
     def give_back_held(self, consumer: ServedConsumer) -> int:
         """What the consumer holds goes again at once (it left); returns how many."""
         held = sorted(consumer.held)
+        consumer.held.clear()
         for key in held:
-            self.release(key)
             state = self.state_for(self.origin_of(key))
             if state is not None:
                 state.nack(key & SEQ_MASK)
         return len(held)
 
-    def release(self, key: Key) -> None:
-        consumer = self.owner.pop(key, None)
-        if consumer is not None:
-            consumer.held.discard(key)
+    def holder_of(self, key: Key, likely: ServedConsumer | None = None
+                  ) -> ServedConsumer | None:
+        """The consumer that holds the delivery (``likely`` looked at first)."""
+        if likely is not None and key in likely.held:
+            return likely
+        return next((consumer for consumer in self.consumers if key in consumer.held), None)
+
+    def holders(self) -> dict[Key, ServedConsumer]:
+        """Every held key and its consumer (a walk of every set: for figures and tests)."""
+        return {key: consumer for consumer in self.consumers for key in consumer.held}
+
+    def release(self, key: Key, likely: ServedConsumer | None = None) -> None:
+        """Whoever holds the delivery holds it no more (``likely`` looked at first)."""
+        holder = self.holder_of(key, likely)
+        if holder is not None:
+            holder.held.discard(key)
+
+    def let_go(self, keys: list[Key], likely: ServedConsumer) -> None:
+        """Whoever holds these deliveries now is done with them: the consumer that
+        answered them, nearly always, in one step; if it did not hold every one (one
+        expired there and went to another; a key given twice), the others' sets too."""
+        held = likely.held
+        before = len(held)
+        held.difference_update(keys)
+        if before - len(held) == len(keys):
+            return
+        for consumer in self.consumers:
+            if consumer is not likely and consumer.held:
+                consumer.held.difference_update(keys)
 
     def settle(self, expired: bool = False) -> None:
-        """Forget owners of deliveries the states took back: evicted, or ``expired``
+        """Forget holders of deliveries the states took back: evicted, or ``expired``
         (after a reap), which stay overdue at the consumer that let them expire."""
         states: dict[int, DeliveryState | None] = {}  # by origin (as a number)
-        for key in list(self.owner):
-            number = key >> SEQ_BITS
-            if number in states:
-                state = states[number]
-            else:
-                state = states[number] = self.state_for(self.origin_of(key))
-            if state is None or key & SEQ_MASK not in state.inflight:
-                consumer = self.owner.pop(key)
-                consumer.held.discard(key)
-                if expired and state is not None and not state.paused and not consumer.pool:
-                    consumer.overdue.add(key)
+        for consumer in self.consumers:
+            gone = []
+            for key in consumer.held:
+                number = key >> SEQ_BITS
+                if number in states:
+                    state = states[number]
+                else:
+                    state = states[number] = self.state_for(self.origin_of(key))
+                if state is None or key & SEQ_MASK not in state.inflight:
+                    gone.append(key)
+                    if expired and state is not None and not state.paused and not consumer.pool:
+                        consumer.overdue.add(key)
+            consumer.held.difference_update(gone)
 
     def any_overdue(self) -> bool:
         return any(consumer.overdue for consumer in self.consumers)

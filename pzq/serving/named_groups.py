@@ -64,7 +64,6 @@ def drop_served_group(groups: dict[int, NamedGroupDelivery], consumers: dict[byt
                 error(consumer.routing_id, f"group {name} of topic {topic.name} was removed")
                 consumers.pop(consumer.routing_id, None)
             deliveries.consumers.clear()
-            deliveries.owner.clear()
             deliveries.state.paused = True
             del groups[group_id]
 

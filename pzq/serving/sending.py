@@ -135,7 +135,6 @@ class Sender:
         filled before the turn moves on. Runs go the same way, in one call each, when
         no delivery carries headers and every consumer takes batches, or none does."""
         count = len(candidates)
-        owner = deliveries.owner
         base = deliveries.base_for(state.area.node_id)  # (every key sent here is its own)
         turn = 0
 
@@ -150,9 +149,7 @@ class Sender:
                     continue
                 if not consumer.batches:
                     turn = turn + 1 if turn + 1 < count else 0
-                held_key = base | seq
-                held.add(held_key)
-                owner[held_key] = consumer
+                held.add(base | seq)
                 return True
             self.blocked = True
             return False
@@ -183,15 +180,13 @@ class Sender:
         # replay's id may be, once it ended)
         shared = deliveries.shares_reads() and state is deliveries.state
         entries = (self._shared_entries if shared else _batch_entries)(node_id, seqs, values)
-        count, owner, ack_timeout_us = len(candidates), deliveries.owner, state.ack_timeout_us
+        count, ack_timeout_us = len(candidates), state.ack_timeout_us
         total, taken = len(entries), 0
         for _ in range(count):
             consumer = candidates[turn]
             took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
             if took > taken:
-                held_keys = deliveries.keys_of(node_id, seqs[taken:took])
-                consumer.held.update(held_keys)
-                owner.update(zip(held_keys, repeat(consumer)))
+                consumer.held.update(deliveries.keys_of(node_id, seqs[taken:took]))
                 taken = took
                 if taken == total:
                     return taken, turn
@@ -219,7 +214,6 @@ class Sender:
             held_keys = deliveries.keys_of(node_id, seqs[:sent])
             for consumer in set(given):
                 consumer.held.update(compress(held_keys, map(is_, given, repeat(consumer))))
-            deliveries.owner.update(zip(held_keys, given, strict=True))
         if error is None:
             return sent, (candidates.index(order[-1]) + 1) % len(candidates)
         refused = order[sent]
@@ -268,7 +262,6 @@ class Sender:
         goes to another consumer first, and back to the same one only when no other
         takes it (on the credit it still spends)."""
         count = len(candidates)
-        owner = deliveries.owner
         turn = 0
 
         def offer(consumer: ServedConsumer, key: bytes, value: bytes, deliveries: int,
@@ -284,7 +277,6 @@ class Sender:
             if again:
                 overdue.discard(held_key)
             held.add(held_key)
-            owner[held_key] = consumer
             return True
 
         def send(seq: int, key: bytes, value: bytes, deliveries: int) -> bool:

@@ -22,7 +22,7 @@ def extend(consumer: ServedConsumer, keys: tuple[bytes, ...], now_us: int) -> No
     for key in keys:
         node_id, seq = parse_message_key(key)
         state = consumer.group.state_for(node_id)
-        held = consumer.group.owner.get(consumer.group.key_of(node_id, seq)) is consumer
+        held = consumer.group.key_of(node_id, seq) in consumer.held
         if state is None or not held or not state.extend(seq, now_us):
             consumer.group.counters.unknown_acks += 1
 
@@ -36,10 +36,10 @@ def reject(consumer: ServedConsumer, keys: tuple[bytes, ...]) -> None:
         key_held = deliveries.key_of(node_id, seq)
         consumer.overdue.discard(key_held)
         state = deliveries.state_for(node_id)
-        if state is None or deliveries.owner.get(key_held) is not consumer:
+        if state is None or key_held not in consumer.held:
             deliveries.counters.unknown_acks += 1
             continue
-        deliveries.release(key_held)
+        consumer.held.discard(key_held)
         state.reject(seq)
 
 

@@ -110,7 +110,7 @@ def test_a_run_fills_each_consumer_to_its_credit_in_turn(store, context):
     assert node.deliver(200, 8) == 5  # then A's turn: 3, and B's credit left, 2
     assert node.received(b"A") == [seqs[2:5]] and node.received(b"B") == [seqs[5:7]]
     assert len(first.held) == 3 and len(second.held) == 4
-    assert {key: consumer.routing_id for key, consumer in node.group.owner.items()} == {
+    assert {key: consumer.routing_id for key, consumer in node.group.holders().items()} == {
         **{seq: b"B" for seq in seqs[:2] + seqs[5:7]}, **{seq: b"A" for seq in seqs[2:5]}}
     assert sorted(entry.seq for entry in node.state.inflight.entries()) == seqs[:7]
     assert node.state.cursor == seqs[6] + 1 and node.sender.blocked

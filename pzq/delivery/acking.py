@@ -32,7 +32,7 @@ class Acking(Tracking):
 
     def ack(self, batch: Batch, seq: int) -> InFlight | None:
         """Remove an acknowledged message; returns what was removed, None if unknown."""
-        self._table_full = False
+        self._table_full = self.idle = False  # (its delete goes with the batch)
         entry = self.inflight.pop(seq)
         if entry is None:
             entry = self._acked_late(batch, seq)
@@ -46,7 +46,7 @@ class Acking(Tracking):
         """``ack`` of each seq, the in-flight table and the area's deletes done in bulk:
         what was removed, for each whether its message left the store (no other group
         holds it), and the seqs not known."""
-        self._table_full = False
+        self._table_full = self.idle = False  # (their deletes go with the batch)
         taken = self.inflight.take_all(seqs)
         seqs, sent_us, sizes = taken.seqs, taken.sent_us, taken.sizes
         # their deletes go with the batch being built (and again if it fails); before

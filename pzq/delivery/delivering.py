@@ -50,6 +50,7 @@ class Delivering(Tracking):
                     send_run: RunOutlet = ONE_BY_ONE) -> int:
         """Hand up to ``limit`` stored records to ``send``, given-back ones first, until
         it says no; runs of first deliveries to ``send_run`` (pzq.delivery.first_runs)."""
+        self.idle = False  # (the cursor moves, counts are rewritten: the next batch's)
         self.take_due(now_us)
         sent = 0
         watching = self.expiry.watching(now_us)

@@ -139,6 +139,12 @@ class OwedWrites:
         return {seq for seq in seqs if seq in deleting or seq in unwritten or seq in dead
                 or seq in moving or seq in dropping or seq in dropping_now}
 
+    def owes_next(self) -> bool:
+        """Something waits for the next batch's ``prepare`` (but how far the first
+        deliveries went, which the state compares with its cursor)."""
+        return bool(self.rewrites or self.unwritten_deletes or self.expired or self.dead
+                    or self.dropping)
+
     def any_leaving(self) -> bool:
         return bool(self.unwritten_deletes or self.deleting or self._deleting_runs
                     or self.dead or self.dead_moving

@@ -75,8 +75,14 @@ class DeliveryState(Delivering, Acking):
         self.owed.prepare(batch, self.area, self.cursor, self.expiry.expired_final)
 
     def written(self) -> None:
+        """The batch's containers emptied; idle (a batch asks it nothing) until it owes
+        the store something again: the cursor moves past what is written of it (a
+        delivery pass), an ACK deletes, a delivery is given up or expires (each of
+        which sets ``idle`` False)."""
         self.owed.written()
+        self.idle = self.cursor <= self.owed.delivered_kept and not self.owed.owes_next()
 
     def failed(self) -> None:
         """Keep the batch's deletes for the next one; ACKed messages must not linger."""
         self.owed.failed()
+        self.idle = False

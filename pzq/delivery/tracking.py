@@ -42,6 +42,10 @@ class Tracking(Participant):
         # takeover): a message below it comes again with a count of at least 2.
         self.delivered_before = area.delivered_below()
         self.owed = OwedWrites(self.delivered_before)
+        # (Participant) True while it owes the store nothing: a batch asks it nothing.
+        # Set False by whatever gives it something to write (a delivery pass, an ACK,
+        # a delivery given up or expired), True again by ``written`` once all is.
+        self.idle = False
         # Deliveries sent before the last reaper run may be evicted; younger ones
         # may not, so a full table waits for ACKs or the next run instead of
         # churning out duplicates as fast as consumers take them.
@@ -89,6 +93,7 @@ class Tracking(Participant):
         """To the dead letters with the next batch, with its history."""
         entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
                                               entry.deliveries)
+        self.idle = False
         self.owed.rewrites.pop(entry.seq, None)
         self.owed.dead[entry.seq] = entry.value
         self.newly_dead.append(entry)
@@ -140,6 +145,7 @@ class Tracking(Participant):
 
     def _expire(self, entry: InFlight, fate: int) -> None:
         """Never delivered again: to the dead letters or deleted with the next batch."""
+        self.idle = False
         self.owed.rewrites.pop(entry.seq, None)
         self.owed.expired.add(entry.seq)
         if fate == DROP:

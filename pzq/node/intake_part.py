@@ -87,6 +87,10 @@ class IntakePart(Part, Participant):
         self._accepted: Accepted = NOTHING_ACCEPTED  # stored in the batch being written
         self._mono = 0.0
         self._failing = False  # the store refuses writes (logged once per spell)
+        # (Participant) True while the batch being built holds nothing of the producers'
+        # (a wake that read none of them): the write has nothing to ACK, and asks
+        # nothing of this part
+        self.idle = True
         hub.subscribe(CopiesSettled, self._settled)
 
     def _settled(self, settled: CopiesSettled) -> None:
@@ -115,6 +119,7 @@ class IntakePart(Part, Participant):
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self._mono = now.mono
         if self._taking and events.get(self.socket, 0) & POLLIN:
+            self.idle = False
             self._accepted = self.intake.take(batch, now, self._pace, self._paced)
 
     def _paced(self) -> int:
@@ -158,6 +163,7 @@ class IntakePart(Part, Participant):
             # parts' sends: a producer waiting for its ACK waits for nothing else of
             # the wake (``send_out`` sends again those a full pipe refused).
             self.acks.flush()
+        self.idle = True
 
     def _ack_stored(self, accepted: Accepted) -> None:
         """ACK the producers of what the batch stored (no copies to wait for): those
@@ -172,6 +178,7 @@ class IntakePart(Part, Participant):
         self.acks.owe_ok(list(map(ROUTING_ID, stored)), list(map(MSG_ID, stored)))
 
     def write_failed(self, reason: str) -> None:
+        self.idle = False  # the next write says the store recovered
         if not self._failing:  # once per failing spell, not once per wake
             self._failing = True
             log.error("store_write_failed", error=reason, refused=len(self._accepted))

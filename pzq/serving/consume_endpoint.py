@@ -105,6 +105,8 @@ class ConsumeEndpoint(Part):
         store.register(self.confirmations)
         self.consumers: dict[bytes, ServedConsumer] = {}
         self.sender = Sender(socket)
+        self._flags: int | None = None  # what ``_poller`` polls the socket for, as last set
+        self._poller: zmq.Poller | None = None
         self.wait_changed: Callable[[], None] = nothing  # the loop's agenda, once joined
         # What each verb does for a consumer of this connection (CONSUME is taken first,
         # and the rest before it by one rule, _before_consume); a new verb is its entry
@@ -143,7 +145,10 @@ class ConsumeEndpoint(Part):
         self.socket.close()
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        poller.register(self.socket, POLLIN if self.connections.listen() else 0)  # 0: not
+        flags = POLLIN if self.connections.listen() else 0  # 0: out of the poll
+        if flags != self._flags or poller is not self._poller:  # (as it was: not again)
+            poller.register(self.socket, flags)
+            self._flags, self._poller = flags, poller
 
     tells_wait = True  # asked in a wake with consumers, requests, (dis)connections, reaping
 

@@ -62,17 +62,26 @@ class GroupMarks:
 
     def done_by_all(self, group_ids: list[int], seqs: list[int]) -> list[bool]:
         """For each seq whether every one of ``group_ids`` is done with it, made in C
-        (an ACK's many). Where each group's marks are kept, the seqs all of them are
-        done with are a set made by intersections, a lookup a seq, and mostly not even
-        that: the first groups to ACK find none done (an ACK's seqs each once), the
-        last every one."""
+        (an ACK's many). Where each group's marks are kept, mostly by a lookup or a
+        few a group and no list or set made: the first groups to ACK find some other
+        group done with none of the seqs (``isdisjoint``, which stops at a seq it has),
+        the last finds every other done with all (``issuperset``, which stops at one
+        missing); else the seqs all of them are done with are a set made by
+        intersections, a lookup a seq."""
         if not seqs:
             return []
-        common: set[int] | None = None
+        kept_sets = []
         for group_id in group_ids:
             kept = self._kept_of(group_id)
             if kept is None:
                 return self._done_by_all_each(group_ids, seqs)
+            if kept.isdisjoint(seqs):
+                return [False] * len(seqs)
+            kept_sets.append(kept)
+        if all(map(set.issuperset, kept_sets, repeat(seqs))):
+            return [True] * len(seqs)
+        common: set[int] | None = None
+        for kept in kept_sets:
             common = kept.intersection(seqs) if common is None else common & kept
             if not common:
                 return [False] * len(seqs)

@@ -48,7 +48,7 @@ from itertools import repeat
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import group_chunks, read_group
 from pzq.protocol.frames import parse_headers
-from pzq.protocol.message_keys import message_key
+from pzq.protocol.message_keys import KeyNumbers, joined_key_numbers, message_key
 
 CONSUME = b"CONSUME"
 ACK = b"ACK"
@@ -222,6 +222,20 @@ def ack_keys(frames: list[bytes]) -> list[bytes] | None:
         if len(keys) <= MAX_KEYS:
             return keys
     return None
+
+
+def ack_key_numbers(frames: list[bytes], at_least: int) -> KeyNumbers | None:
+    """``ack_keys`` read into numbers (``joined_key_numbers``) where the ACK's keys, at
+    least ``at_least`` of them, are all in one frame, joined by KEY_SEPARATOR (what
+    ``ack_many`` sends): the frame is read as it came, no bytes object made a key. None
+    for anything else (``ack_keys`` then reads it, and judges any bad key)."""
+    if len(frames) != 2 or frames[0] != ACK:
+        return None
+    joined = frames[1]
+    count = joined.count(KEY_SEPARATOR) + 1
+    if count < at_least or count > MAX_KEYS:
+        return None
+    return joined_key_numbers(joined, count)
 
 
 def split_keys(frames: list[bytes]) -> list[bytes]:

@@ -62,8 +62,15 @@ def message_key_numbers(keys: list[bytes] | tuple[bytes, ...]
     """The node ids (as numbers: ``int(node_id, 16)``) and seqs of the keys, in two
     tuples, all checked and read by a few passes in C over the keys joined (an ACK's
     keys, without a step or an object per key); None when any is not a message key."""
-    count = len(keys)
-    joined = b" ".join(keys)
+    return joined_key_numbers(b" ".join(keys), len(keys))
+
+
+KeyNumbers = tuple[tuple[int, ...], tuple[int, ...]]  # node ids (as numbers) and seqs
+
+
+def joined_key_numbers(joined: bytes, count: int) -> KeyNumbers | None:
+    """``message_key_numbers`` of ``count`` keys joined by single spaces (as an ACK of
+    protocol 2 sends them in one frame: read as it came, not split into keys)."""
     # each as MESSAGE_KEY_PATTERN, joined by single spaces: a dash and a space at
     # their places in each key's 26 bytes, and nothing but lowercase hex digits between
     if (len(joined) != count * (MESSAGE_KEY_LENGTH + 1) - 1

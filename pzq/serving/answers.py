@@ -18,7 +18,12 @@ from pzq.archive.contract import ArchiveWrites
 from pzq.bulk import low_high
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
-from pzq.protocol.message_keys import message_key, message_key_numbers, parse_message_key
+from pzq.protocol.message_keys import (
+    KeyNumbers,
+    message_key,
+    message_key_numbers,
+    parse_message_key,
+)
 from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
 from pzq.store.batch import Batch
 
@@ -55,6 +60,12 @@ class GroupAnswers:
                 self._ack_all(batch, consumer, *parsed, now_us, mono)
                 return
         self._answer_each(batch, consumer, ok, keys, now_us, mono, due_us)
+
+    def ack_numbers(self, batch: Batch, consumer: ServedConsumer, numbers: KeyNumbers,
+                    now_us: int, mono: float) -> None:
+        """``answer`` of an ACK of BULK_ACK_KEYS keys or more, read into numbers already
+        (``consume.ack_key_numbers``)."""
+        self._ack_all(batch, consumer, *numbers, now_us, mono)
 
     def _answer_each(self, batch: Batch, consumer: ServedConsumer, ok: bool, keys: Iterable[bytes],
                      now_us: int, mono: float, due_us: int) -> None:

@@ -39,7 +39,7 @@ from pzq.parts import REAP, Part
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.consume import Request
 from pzq.serving import verbs
-from pzq.serving.answers import GroupAnswers
+from pzq.serving.answers import BULK_ACK_KEYS, GroupAnswers
 from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import NamedGroupDelivery, ServedConsumer, TakenOver, soonest_due_ms
 from pzq.serving.liveness import ConsumerLiveness
@@ -198,6 +198,13 @@ class ConsumeEndpoint(Part):
             try:
                 if consumer is not None:
                     consumer.last_heard = mono
+                    # an ACK of many keys in one frame: read as it came (keys owed an
+                    # ACKED, with CONFIRM, go the long way: they are kept as keys)
+                    numbers = None if consumer.confirm else consume_wire.ack_key_numbers(
+                        raw[1:], BULK_ACK_KEYS)
+                    if numbers is not None:
+                        self.answers.ack_numbers(batch, consumer, numbers, now_us, mono)
+                        continue
                     keys = consume_wire.ack_keys(raw[1:])
                     if keys is not None:  # the common request, without a Request
                         self._answer(batch, consumer, True, keys, now_us, mono)

@@ -62,7 +62,35 @@ class GroupMarks:
 
     def done_by_all(self, group_ids: list[int], seqs: list[int]) -> list[bool]:
         """For each seq whether every one of ``group_ids`` is done with it, made in C
-        (an ACK's many)."""
+        (an ACK's many). Where each group's marks are kept, mostly by a lookup or a
+        few a group and no list or set made: the first groups to ACK find some other
+        group done with none of the seqs (``isdisjoint``, which stops at a seq it has),
+        the last finds every other done with all (``issuperset``, which stops at one
+        missing); else the seqs all of them are done with are a set made by
+        intersections, a lookup a seq."""
+        if not seqs:
+            return []
+        kept_sets = []
+        for group_id in group_ids:
+            kept = self._kept_of(group_id)
+            if kept is None:
+                return self._done_by_all_each(group_ids, seqs)
+            if kept.isdisjoint(seqs):
+                return [False] * len(seqs)
+            kept_sets.append(kept)
+        if all(map(set.issuperset, kept_sets, repeat(seqs))):
+            return [True] * len(seqs)
+        common: set[int] | None = None
+        for kept in kept_sets:
+            common = kept.intersection(seqs) if common is None else common & kept
+            if not common:
+                return [False] * len(seqs)
+        if common is None or len(common) == len(seqs):  # (each seq once, and done)
+            return [True] * len(seqs)
+        return list(map(common.__contains__, seqs))
+
+    def _done_by_all_each(self, group_ids: list[int], seqs: list[int]) -> list[bool]:
+        """``done_by_all`` a group at a time (some group's marks not kept)."""
         done = [True] * len(seqs)
         for group_id in group_ids:
             done = list(map(and_, done, self._done_each(group_id, seqs)))
@@ -119,20 +147,32 @@ class GroupMarks:
 
     def unmark_all(self, batch: Batch, group_id: int, seqs: list[int]) -> None:
         """``unmark`` of each seq: their bits cleared, one write a block."""
+        self.unmark_groups(batch, [group_id], seqs)
+
+    def unmark_groups(self, batch: Batch, group_ids: list[int], seqs: list[int]) -> None:
+        """``unmark_all`` of the same seqs for each of ``group_ids`` (the other holders
+        of messages that leave), their blocks' masks made once."""
         if not seqs:
             return
-        kept = self._kept_of(group_id)
-        self._change(batch, group_id, seqs, False)
-        if kept is not None:
-            kept.difference_update(seqs)
-        else:
-            self._unkept[group_id] -= len(seqs)
+        masks = block_masks(seqs)
+        for group_id in group_ids:
+            kept = self._kept_of(group_id)
+            self._change_masks(batch, group_id, masks, False)
+            if kept is not None:
+                kept.difference_update(seqs)
+            else:
+                self._unkept[group_id] -= len(seqs)
 
     def _change(self, batch: Batch, group_id: int, seqs: list[int], marked: bool) -> None:
         """The bits of ``seqs`` set (``marked``) or cleared in the group's blocks, each
         block changed written once (deleted when left empty)."""
+        self._change_masks(batch, group_id, block_masks(seqs), marked)
+
+    def _change_masks(self, batch: Batch, group_id: int, masks: list[tuple[int, int]],
+                      marked: bool) -> None:
+        """``_change`` by the blocks' masks (``block_masks``)."""
         blocks = self._blocks
-        for first, mask in block_masks(seqs):
+        for first, mask in masks:
             old = self._bits(group_id, first)
             bits = old | mask if marked else old & ~mask
             if bits == old:

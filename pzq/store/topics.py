@@ -284,12 +284,21 @@ class Topics(TopicRegistry):
         other holder is done with leave the store with their marks, the rest are
         marked done for ``group_id``."""
         released = self.marks.done_by_all(others, seqs)
+        # mostly all or none of an ACK's messages leave (the last group's or another's)
+        if not any(released):
+            kept: list[int] = seqs
+            gone: list[int] = []
+        elif all(released):
+            kept, gone = [], seqs
+        else:
+            kept = list(compress(seqs, map(not_, released)))
+            gone = list(compress(seqs, released))
         if group_id in holders:  # else its ACK came after it let go: nothing to mark
-            self.marks.mark_all(batch, group_id, list(compress(seqs, map(not_, released))))
-        gone = list(compress(seqs, released))
-        for other in others:
-            self.marks.unmark_all(batch, other, gone)
-        self._leave_all(batch, topic, gone, sum(compress(sizes, released)))
+            self.marks.mark_all(batch, group_id, kept)
+        if gone:
+            self.marks.unmark_groups(batch, others, gone)
+            self._leave_all(batch, topic, gone,
+                            sum(sizes) if gone is seqs else sum(compress(sizes, released)))
         return released
 
     def _release_or_mark(self, topic: Topic, group_id: int, seqs: list[int],

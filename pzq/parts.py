@@ -9,9 +9,11 @@ loop polls for it at all times (``polled``) and the scheduler's periods it needs
 most (``timeout_ms``: of a part that ``tells_wait``, only when it said its wait may
 have shortened or its last deadline came, pzq.agenda); the timer's reasons
 (``on_ticks``); what waits on its sockets, into the wake's one store batch
-(``take``); what the takes leave owed, into the same batch (``finish``); the batch
-is written (or ``write_failed`` says why not); after the write, what it sends
-(``send_out``); last, what it answers (``answer``).
+(``take``); what the takes leave owed, into the same batch (``finish``); in a wake
+whose batch holds nothing from the other parts (no message stored, no copy: nothing
+a send waits for), what may go before the write (``send_early``: a drain's next
+deliveries); the batch is written (or ``write_failed`` says why not); after the
+write, what it sends (``send_out``); last, what it answers (``answer``).
 ``figures`` adds its section to STATS and ``verbs`` its commands to the monitor's.
 At a stop, ``owes`` keeps the loop turning a little, and ``hand_back`` sends what is
 owed. Each method does nothing unless a part has something to do then, and a part
@@ -81,6 +83,11 @@ class Part:
     def finish(self, batch: Batch, now: Now) -> None:
         """After every part took: what the takes leave owed, into the same batch."""
 
+    def send_early(self, events: Events, now: Now, delivering: bool) -> None:
+        """Before the write, in a wake whose batch holds nothing but what this part and
+        the other parts that send early put in it (or earlier wakes left to write):
+        what needs no durable write first. Its ``send_out`` follows after the write."""
+
     def write_failed(self, reason: str) -> None:
         """The wake's batch was not written (``reason``: the store's words)."""
 
@@ -147,6 +154,7 @@ class Parts:
         self._answer: list[tuple[Part, int]] = []
         self._backlogged: list[Part] = []
         self._acked: list[Part] = []
+        self._send_early: list[Part] = []  # those whose writes need not precede it
 
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
         self._parts.append(part)
@@ -159,6 +167,7 @@ class Parts:
         self._on_ticks = overriding(self._parts, Part, "on_ticks")
         self._backlogged = overriding(self._parts, Part, "backlogged")
         self._acked = overriding(self._parts, Part, "acked")
+        self._send_early = overriding(self._parts, Part, "send_early")
         for step in ROLLED:
             self._roll(step)
 
@@ -208,13 +217,27 @@ class Parts:
         for part in self._on_ticks:
             part.on_ticks(reasons, now)
 
-    def take(self, events: Events, batch: Batch, now: Now) -> None:
+    def take(self, events: Events, batch: Batch, now: Now) -> bool:
+        """True: no part but those that send early put anything in the batch (a
+        part's writes counted by the batch's operations before and after it)."""
+        early, quiet = self._send_early, True
         for part, fd in self._take:
             if fd == ALWAYS or fd in events:
+                before = batch.operations
                 part.take(events, batch, now)
+                if batch.operations != before and part not in early:
+                    quiet = False
         for part, fd in self._finish:
             if fd == ALWAYS or fd in events:
+                before = batch.operations
                 part.finish(batch, now)
+                if batch.operations != before and part not in early:
+                    quiet = False
+        return quiet
+
+    def send_early(self, events: Events, now: Now, delivering: bool) -> None:
+        for part in self._send_early:
+            part.send_early(events, now, delivering)
 
     def write_failed(self, reason: str) -> None:
         for part in self._parts:

@@ -104,7 +104,7 @@ class Delivering(Tracking):
         # Mostly only the in-flight table holds any of them: the others are asked only
         # when one of them has something (nothing is added to them while this runs,
         # but for evictions, which end the loop).
-        look_further = self._others_may_hold()
+        look_further = self._others_may_hold(start)
         bookkeeping_of, bookkeeping_at = record.BOOKKEEPING.unpack_from, record.BOOKKEEPING_OFFSET
         for seq, value in zip(seqs, values, strict=True):
             if seq in inflight or (look_further and self._taken(seq)):
@@ -189,14 +189,17 @@ class Delivering(Tracking):
             passed.difference_update([seq for seq in passed if seq < cursor])
         return passed
 
-    def _others_may_hold(self) -> bool:
-        """Whether a message may be taken by anything but the in-flight table."""
-        return bool(self.ready or self.delayed or self.owed.any_leaving() or self.held.any())
+    def _others_may_hold(self, lowest: int = 0) -> bool:
+        """Whether a message at or past ``lowest`` may be taken by anything but the
+        in-flight table (the deletes of an ACK taken in the batch being built are
+        mostly below: a pass before the write does not look at each)."""
+        return bool(self.ready or self.delayed or self.owed.any_leaving_from(lowest)
+                    or self.held.any())
 
     def _taken_among(self, seqs: list[int]) -> set[int]:
         """Those of ``seqs`` that are ``_taken``, each table looked at in one go."""
         taken = self.inflight.among(seqs)
-        if self._others_may_hold():
+        if seqs and self._others_may_hold(min(seqs)):
             taken |= self.ready.among(seqs) | self.delayed.among(seqs) \
                 | self.owed.leaving_among(seqs)
             if self.held.any():  # (a takeover's aftermath: rare)

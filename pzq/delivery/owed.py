@@ -150,6 +150,14 @@ class OwedWrites:
                     or self.dead or self.dead_moving
                     or self.dropping or self.dropping_now)
 
+    def any_leaving_from(self, seq: int) -> bool:
+        """``any_leaving`` of the seqs at or past ``seq``: an ACK's many, not yet looked
+        at, by the highest of each (in C); the rest, if any, counts whatever its seqs."""
+        if (self.unwritten_deletes or self.deleting or self.dead or self.dead_moving
+                or self.dropping or self.dropping_now):
+            return True
+        return any(seqs and max(seqs) >= seq for seqs, _ in self._deleting_runs)
+
     def leaving_seqs(self) -> list[int]:
         return [*self.unwritten_deletes, *self.dead, *self._deleting(), *self.dead_moving,
                 *self.dropping, *self.dropping_now]

@@ -4,9 +4,12 @@ loop read for the wake.
 
 One wake: act on the scheduler's ticks; read everything waiting (bounded) from the
 cluster, the producers and the consumers into one store batch, with what those
-owe the peers; write it (or tell the parts it failed); send what the parts owe
-after the write (producer ACKs, the cluster's frames, deliveries as the consumers
-and the window allow); answer the monitor and the readers.
+owe the peers; in a wake whose batch holds no new message nor anything else a send
+waits for (a drain's: ACKs, and what earlier wakes left to write), the deliveries
+first, so that a consumer's next batch does not wait for the write; write it (or
+tell the parts it failed); send what the parts owe after the write (producer ACKs,
+the cluster's frames, CONFIRM's ACKED, deliveries as the consumers and the window
+allow); answer the monitor and the readers.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ class Device:
             parts.on_ticks(self.waker.drain(), now)
         store.wake_at(now.mono)  # the time of the batch's timed fsync
         batch = store.begin()
-        parts.take(events, batch, now)
+        if parts.take(events, batch, now):  # nothing in it a send waits for
+            parts.send_early(events, now, not self.stopping)
         try:
             store.commit(batch)
         except StoreUnrecoverable as exc:

@@ -106,6 +106,10 @@ class ConsumeEndpoint(Part):
         self.consumers: dict[bytes, ServedConsumer] = {}
         self.sender = Sender(socket)
         self._flags: int | None = None  # what ``_poller`` polls the socket for, as last set
+        # this wake's requests were plain ACKs (or none): its deliveries may go before
+        # the write (``send_early``); and whether they went
+        self._plain = False
+        self._sent_early = False
         self._poller: zmq.Poller | None = None
         self.wait_changed: Callable[[], None] = nothing  # the loop's agenda, once joined
         # What each verb does for a consumer of this connection (CONSUME is taken first,
@@ -169,11 +173,34 @@ class ConsumeEndpoint(Part):
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         requests = events.get(self.socket, 0) & POLLIN
-        if requests and self.take_requests(batch, now.wall_us, now.mono):
+        others = bool(requests) and self.take_requests(batch, now.wall_us, now.mono)
+        if others:
             self.wait_changed()  # (a NACK's delay, a consumer come or gone)
+        self._plain = not others
         self.connections.heard(bool(requests))
 
+    def send_early(self, events: Events, now: Now, delivering: bool) -> None:
+        """A wake of plain ACKs whose batch stores nothing (the loop asks this only
+        then): the delivery pass before the write, so a group drained alone gets its
+        next batch without waiting for the write of the ACK before. Nothing it does
+        needs that write first: an ACKed message is out of the in-flight table and its
+        delete owed (a failed write keeps it for the next batch, and the message is
+        not delivered meanwhile), and what the pass itself owes the store (how far
+        first deliveries went, counts) is the next batch's either way. CONFIRM's
+        ACKED still waits for the write (``confirmations``)."""
+        if self._plain:
+            self._plain = False
+            self._sent_early = True
+            self._serve_consumers(events, now, delivering)
+
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
+        self._plain = False
+        if self._sent_early:  # (before the write, this wake)
+            self._sent_early = False
+            return
+        self._serve_consumers(events, now, delivering)
+
+    def _serve_consumers(self, events: Events, now: Now, delivering: bool) -> None:
         """The wait is told only when the consumers' liveness changed (a connection came
         or went, a pipe full, one gone): a pass delays nothing (a NACK's delays are told
         in ``take``, a reap's in ``on_ticks``, the takeovers' and replays' reaps' wake)."""

@@ -162,6 +162,59 @@ def test_a_full_store_disk_refuses_with_the_reason_and_recovers(start_node, cont
     consume_all(node, context, acked | more)
 
 
+def test_a_group_drained_while_its_store_disk_is_full_gets_each_message_once(
+        start_node, context, small_filesystem):
+    """A drain's next batch goes out before the write of the ACK before it (and while
+    the disk is full, whether or not that write fails): every ACKed message is deleted
+    once the disk has room again, none lost, none delivered twice, across a crash."""
+    disk = small_filesystem(6)
+    node = start_node("--ack-timeout", "600000", database=disk / "db", consume=True)
+    consumer = GroupConsumer(node.consume_dsn, "t", "g", window=100, declare=True,
+                             context=context)
+    bodies = {b"%06d" % i + b"." * 1000 for i in range(600)}
+    with Producer(node.receive_dsn, window=50, context=context) as producer:
+        for body in sorted(bodies):
+            producer.send([body], headers=[b"TOPIC:t"])
+        assert all(ack.ok for ack in producer.flush(30))
+    _fill(disk / "more")
+    delivered: list[bytes] = []
+    try:
+        while len(delivered) < len(bodies):
+            messages = consumer.receive_many(100, timeout=10)
+            assert messages, f"{len(bodies) - len(delivered)} messages not delivered"
+            delivered += [message.parts[0] for message in messages]
+            consumer.ack_many(messages)
+        assert consumer.protocol == 2
+        assert sorted(delivered) == sorted(bodies)  # each once
+        assert node.event("store_write_failed") is not None  # the ACKs' writes failed
+        assert node.figures()["messages"] > 0
+        (disk / "more").unlink()
+        (disk / "filler").unlink()
+        wait_until(lambda: node.figures()["messages"] == 0, 30,
+                   message="the ACKed messages deleted once the disk has room")
+    finally:
+        consumer.close()
+    node.kill()
+    node.restart()
+    assert node.figures()["messages"] == 0
+    with GroupConsumer(node.consume_dsn, "t", "g", window=100, context=context) as again:
+        assert again.receive_many(100, timeout=1) == []  # nothing delivered again
+
+
+def _fill(path: Path) -> None:
+    """Take every byte left on the file's filesystem."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (65_536, 4096, 512, 1):
+            try:
+                while os.write(fd, b"x" * size):
+                    pass
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
 def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, context,
                                                                      small_filesystem):
     disk = small_filesystem(4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import cast
 
 import pytest
@@ -27,6 +28,8 @@ from tests.support.held_sync import HeldSync
 pytestmark = pytest.mark.timeout(30)
 
 Sockets = Callable[[int], zmq.Socket]  # tests/conftest.py's open_socket: closed after
+
+NO_BATCH = cast(Batch, SimpleNamespace(operations=0))  # (a take that writes nothing)
 
 
 class Timer:
@@ -249,16 +252,16 @@ def test_a_resting_part_is_not_asked_at_its_step_until_it_asks():
     parts.add(first)
     parts.add(second)
     parts.agenda.rest(first, "take")
-    parts.take({}, cast(Batch, None), Now(0, 1.0))
+    parts.take({}, NO_BATCH, Now(0, 1.0))
     assert (first.taken, second.taken) == (0, 1)
     parts.agenda.ask(first, "take")
-    parts.take({}, cast(Batch, None), Now(0, 1.0))
+    parts.take({}, NO_BATCH, Now(0, 1.0))
     assert (first.taken, second.taken) == (1, 2)
     assert list(parts) == [first, second]  # (asked in the loop's order again)
     parts.agenda.rest(first, "take", until_input=7)  # a quiet socket's descriptor
-    parts.take({}, cast(Batch, None), Now(0, 1.0))
+    parts.take({}, NO_BATCH, Now(0, 1.0))
     assert (first.taken, second.taken) == (1, 3)
-    parts.take({7: zmq.POLLIN}, cast(Batch, None), Now(0, 1.0))  # its input: asked
+    parts.take({7: zmq.POLLIN}, NO_BATCH, Now(0, 1.0))  # its input: asked
     assert (first.taken, second.taken) == (2, 4)
 
 

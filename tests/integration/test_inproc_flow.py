@@ -153,3 +153,8 @@ def test_acks_sent_just_before_the_consumer_left_are_applied(start_inproc_node):
                     message.ack()
             node.wait_figures(lambda f: f["messages"] == 0,
                               message=f"round {round_trip}: its acks applied")
+            # until the node has seen it go, the consumer's connection is one that a
+            # delivery may still be handed to (and then comes again only at its ack
+            # timeout): the next round's messages come once none is connected
+            node.wait_figures(lambda f: f["consumers_connected"] == 0,
+                              message=f"round {round_trip}: its consumer gone")

@@ -233,6 +233,23 @@ def writable(socket: Socket) -> bool:
     return bool(int(socket.getsockopt(EVENTS)) & POLLOUT)
 
 
+class PollEntry:
+    """A socket's place in the loop's poller, registered again only when what it is
+    polled for changes (or the poller does): a register is a dict update behind a
+    Python call, and every wake asks each part what it wants polled."""
+
+    def __init__(self, socket: Socket) -> None:
+        self.socket = socket
+        self.flags = -1  # what it is registered for in ``poller`` (-1: nothing yet)
+        self.poller: zmq.Poller | None = None
+
+    def poll_for(self, poller: zmq.Poller, flags: int) -> None:
+        """Polled for ``flags`` (0: out of the poll) from this wake on."""
+        if flags != self.flags or poller is not self.poller:
+            poller.register(self.socket, flags)
+            self.flags, self.poller = flags, poller
+
+
 class QuietSocket:
     """A socket that is seldom busy, polled by its file descriptor so that a wake costs
     it no EVENTS call (which is a system call or two in libzmq).

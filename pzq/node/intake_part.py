@@ -35,7 +35,7 @@ from pzq.node.outbox import RETRY_MS, ProducerAcks
 from pzq.parts import Figures, Part
 from pzq.store.batch import Batch, Participant
 from pzq.store.record import ScheduledStored, Stored
-from pzq.zmqio import POLLIN, Events, Socket
+from pzq.zmqio import POLLIN, Events, PollEntry, Socket
 
 log = get_logger("pzq.intake")
 ROUTING_ID = itemgetter(0)  # of a stored message (pzq.store.record.Stored)
@@ -82,8 +82,7 @@ class IntakePart(Part, Participant):
         self._stored = self._acked = 0  # messages stored, and ACKed: at the last ask
         self._ahead = 0  # stored messages the ACKs since have not matched
         self._taking = False  # producers are read this wake
-        self._registered: bool | None = None  # whether it is in ``_poller``, as it was last
-        self._poller: zmq.Poller | None = None
+        self._poll_entry = PollEntry(socket)
         self._accepted: Accepted = NOTHING_ACCEPTED  # stored in the batch being written
         self._mono = 0.0
         self._failing = False  # the store refuses writes (logged once per spell)
@@ -104,9 +103,7 @@ class IntakePart(Part, Participant):
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """Producers are read while there is room for their ACKs and the node runs."""
         self._taking = taking = delivering and self.acks.answers < ACKS_LIMIT  # (not full)
-        if taking != self._registered or poller is not self._poller:  # (not again as it was)
-            poller.register(self.socket, POLLIN if taking else 0)
-            self._registered, self._poller = taking, poller
+        self._poll_entry.poll_for(poller, POLLIN if taking else 0)
 
     tells_wait = True  # told after a send that left ACKs (pzq.agenda)
 

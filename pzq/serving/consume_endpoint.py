@@ -61,7 +61,7 @@ from pzq.serving.subscribe import check_allowed, make_group, named_group, no_lon
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
-from pzq.zmqio import POLLIN, Events, Socket, drain_framed, send_frames
+from pzq.zmqio import POLLIN, Events, PollEntry, Socket, drain_framed, send_frames
 
 log = get_logger("pzq.consume")
 # the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
@@ -105,12 +105,11 @@ class ConsumeEndpoint(Part):
         store.register(self.confirmations)
         self.consumers: dict[bytes, ServedConsumer] = {}
         self.sender = Sender(socket)
-        self._flags: int | None = None  # what ``_poller`` polls the socket for, as last set
+        self._poll_entry = PollEntry(socket)
         # this wake's requests were plain ACKs (or none): its deliveries may go before
         # the write (``send_early``); and whether they went
         self._plain = False
         self._sent_early = False
-        self._poller: zmq.Poller | None = None
         self.wait_changed: Callable[[], None] = nothing  # the loop's agenda, once joined
         # What each verb does for a consumer of this connection (CONSUME is taken first,
         # and the rest before it by one rule, _before_consume); a new verb is its entry
@@ -149,10 +148,8 @@ class ConsumeEndpoint(Part):
         self.socket.close()
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        flags = POLLIN if self.connections.listen() else 0  # 0: out of the poll
-        if flags != self._flags or poller is not self._poller:  # (as it was: not again)
-            poller.register(self.socket, flags)
-            self._flags, self._poller = flags, poller
+        # 0: out of the poll
+        self._poll_entry.poll_for(poller, POLLIN if self.connections.listen() else 0)
 
     tells_wait = True  # asked in a wake with consumers, requests, (dis)connections, reaping
 

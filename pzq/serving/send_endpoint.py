@@ -32,7 +32,7 @@ from pzq.serving.connections import ConsumerCount
 from pzq.serving.holding import GroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
 from pzq.store.batch import Batch
-from pzq.zmqio import POLLIN, POLLOUT, Events, Socket, drain_list, writable
+from pzq.zmqio import POLLIN, POLLOUT, Events, PollEntry, Socket, drain_list, writable
 
 log = get_logger("pzq.send")
 
@@ -81,8 +81,7 @@ class SendEndpoint(Part):
         self.reaper_period_us = reaper_period_us
         self.reap_elsewhere = reap_elsewhere
         self._polled_out = False  # the last poll looked for room to deliver
-        self._flags = -1  # what the socket is registered for in ``_poller`` (-1: nothing yet)
-        self._poller: zmq.Poller | None = None
+        self._poll_entry = PollEntry(socket)
         self._unpolled: Callable[[], None] = nothing  # the interest's rest (pzq.agenda)
         self._polled: Callable[[], None] = nothing
         self._silent: Callable[[], None] = nothing  # the answer's rest until the monitor speaks
@@ -142,9 +141,7 @@ class SendEndpoint(Part):
         listening = self.connections.listen()
         self._polled_out = listening and delivering and self.has_work(now.mono)
         flags = (POLLIN | (POLLOUT if self._polled_out else 0)) if listening else 0
-        if flags != self._flags or poller is not self._poller:  # (as it was: not again)
-            poller.register(self.socket, flags)  # 0: out of the poll
-            self._flags, self._poller = flags, poller
+        self._poll_entry.poll_for(poller, flags)  # 0: out of the poll
         if not flags:
             # no consumer: not asked (nor is ``send_out``, which has no one to deliver
             # to) until the monitor speaks (``answer``)

@@ -12,8 +12,11 @@ have shortened or its last deadline came, pzq.agenda); the timer's reasons
 (``take``); what the takes leave owed, into the same batch (``finish``); in a wake
 whose batch holds nothing from the other parts (no message stored, no copy: nothing
 a send waits for), what may go before the write (``send_early``: a drain's next
-deliveries); the batch is written (or ``write_failed`` says why not); after the
-write, what it sends (``send_out``); last, what it answers (``answer``).
+deliveries); what a take left for after those sends (``settle``: an ACK's deletes
+and marks, which no delivery pass needs; before any later part takes or finishes,
+so that those see the tables as they always did); the batch is written (or
+``write_failed`` says why not); after the write, what it sends (``send_out``); last,
+what it answers (``answer``).
 ``figures`` adds its section to STATS and ``verbs`` its commands to the monitor's.
 At a stop, ``owes`` keeps the loop turning a little, and ``hand_back`` sends what is
 owed. Each method does nothing unless a part has something to do then, and a part
@@ -88,6 +91,11 @@ class Part:
         the other parts that send early put in it (or earlier wakes left to write):
         what needs no durable write first. Its ``send_out`` follows after the write."""
 
+    def settle(self, events: Events, batch: Batch, now: Now) -> None:
+        """The rest of what this part's ``take`` began, into the same batch: after the
+        early sends, or, in a wake that asks a later part to take or finish, before
+        that part. Asked only of a part that was asked to take this wake."""
+
     def write_failed(self, reason: str) -> None:
         """The wake's batch was not written (``reason``: the store's words)."""
 
@@ -155,6 +163,8 @@ class Parts:
         self._backlogged: list[Part] = []
         self._acked: list[Part] = []
         self._send_early: list[Part] = []  # those whose writes need not precede it
+        self._settling: list[Part] = []  # those whose take may leave some to ``settle``
+        self._unsettled: list[Part] = []  # ... that took this wake
 
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
         self._parts.append(part)
@@ -168,6 +178,7 @@ class Parts:
         self._backlogged = overriding(self._parts, Part, "backlogged")
         self._acked = overriding(self._parts, Part, "acked")
         self._send_early = overriding(self._parts, Part, "send_early")
+        self._settling = overriding(self._parts, Part, "settle")
         for step in ROLLED:
             self._roll(step)
 
@@ -219,21 +230,38 @@ class Parts:
 
     def take(self, events: Events, batch: Batch, now: Now) -> bool:
         """True: no part but those that send early put anything in the batch (a
-        part's writes counted by the batch's operations before and after it)."""
-        early, quiet = self._send_early, True
+        part's writes counted by the batch's operations before and after it). A part
+        that took and may have left some to settle has it settled before a later
+        part takes or finishes; else ``settle`` does, after the early sends."""
+        early, quiet, settling = self._send_early, True, self._settling
+        unsettled = self._unsettled
         for part, fd in self._take:
             if fd == ALWAYS or fd in events:
+                if unsettled:
+                    self.settle(events, batch, now)
                 before = batch.operations
                 part.take(events, batch, now)
                 if batch.operations != before and part not in early:
                     quiet = False
+                if settling and part in settling:
+                    unsettled.append(part)
         for part, fd in self._finish:
             if fd == ALWAYS or fd in events:
+                if unsettled:
+                    self.settle(events, batch, now)
                 before = batch.operations
                 part.finish(batch, now)
                 if batch.operations != before and part not in early:
                     quiet = False
         return quiet
+
+    def settle(self, events: Events, batch: Batch, now: Now) -> None:
+        """What the parts that took left to settle, into the batch (before its write)."""
+        unsettled = self._unsettled
+        if unsettled:
+            for part in unsettled:
+                part.settle(events, batch, now)
+            unsettled.clear()
 
     def send_early(self, events: Events, now: Now, delivering: bool) -> None:
         for part in self._send_early:

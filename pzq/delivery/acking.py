@@ -11,7 +11,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import NamedTuple, cast
 
-from pzq.delivery.inflight import InFlight
+from pzq.delivery.inflight import InFlight, Taken
 from pzq.delivery.tracking import Tracking
 from pzq.store import record
 from pzq.store.batch import Batch
@@ -46,12 +46,27 @@ class Acking(Tracking):
         """``ack`` of each seq, the in-flight table and the area's deletes done in bulk:
         what was removed, for each whether its message left the store (no other group
         holds it), and the seqs not known."""
+        return self.ack_taken(batch, self.take_acked(seqs))
+
+    def take_acked(self, seqs: list[int]) -> Taken:
+        """The first half of ``ack_all``, all a delivery pass asks of an ACK: the seqs
+        out of the in-flight table (the ``missing`` ones, given back or stored only, are
+        the second half's), their deletes owed with the batch being built (a pass that
+        reads them again finds them leaving)."""
         self._table_full = self.idle = False  # (their deletes go with the batch)
         taken = self.inflight.take_all(seqs)
+        # before the look at the others (a key ACKed twice); the area's deletes are
+        # ``ack_taken``'s
+        self.owed.delete_run(taken.seqs, taken.sizes)
+        return taken
+
+    def ack_taken(self, batch: Batch, taken: Taken) -> tuple[Acked, list[bool], list[int]]:
+        """The second half of ``ack_all`` (``take_acked`` first, in the same batch):
+        the seqs not in flight looked for, the deletes into the batch, the topic's
+        bookkeeping, the counts. Nothing here changes what a delivery pass sends, so
+        where ``taken.missing`` is empty it may follow one (see
+        pzq.serving.answers)."""
         seqs, sent_us, sizes = taken.seqs, taken.sent_us, taken.sizes
-        # their deletes go with the batch being built (and again if it fails); before
-        # the look at the others (a key ACKed twice)
-        self.owed.delete_run(seqs, sizes)
         unknown: list[int] = []
         if taken.missing:  # given back, or stored only: one by one
             late = self._acked_late_all(batch, taken.missing, unknown)

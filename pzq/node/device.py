@@ -6,7 +6,9 @@ One wake: act on the scheduler's ticks; read everything waiting (bounded) from t
 cluster, the producers and the consumers into one store batch, with what those
 owe the peers; in a wake whose batch holds no new message nor anything else a send
 waits for (a drain's: ACKs, and what earlier wakes left to write), the deliveries
-first, so that a consumer's next batch does not wait for the write; write it (or
+first, so that a consumer's next batch does not wait for the write, and what the
+takes left for after them (a drain's ACKs' deletes and marks, which no delivery
+needs: its next batch does not wait for them either); write it (or
 tell the parts it failed); send what the parts owe after the write (producer ACKs,
 the cluster's frames, CONFIRM's ACKED, deliveries as the consumers and the window
 allow); answer the monitor and the readers.
@@ -88,6 +90,7 @@ class Device:
         batch = store.begin()
         if parts.take(events, batch, now):  # nothing in it a send waits for
             parts.send_early(events, now, not self.stopping)
+        parts.settle(events, batch, now)  # (what the takes left: before the write)
         try:
             store.commit(batch)
         except StoreUnrecoverable as exc:

@@ -16,6 +16,7 @@ from itertools import compress
 
 from pzq.archive.contract import ArchiveWrites
 from pzq.bulk import low_high
+from pzq.delivery.inflight import Taken
 from pzq.delivery.state import DeliveryState
 from pzq.logs import get_logger
 from pzq.protocol.message_keys import (
@@ -34,6 +35,9 @@ log = get_logger("pzq.answers")
 # --send-dsn) cost the node 45 µs a message through it against 35 one by one.
 BULK_ACK_KEYS = 4
 
+# an ACK's second half left for ``settle``: its group, state, origin, what its first
+# half took, and the time it came (µs of the wall clock, and monotonic)
+_Later = tuple[GroupDelivery, DeliveryState, bytes, Taken, int, float]
 # origin, seq, group, final: done with here; final: deleted, drop the copies
 Removed = Callable[[bytes, int, str, bool], None]
 # the same for many seqs of one origin, each with its final
@@ -49,10 +53,15 @@ class GroupAnswers:
         # With an archive a message's last holder writes it before its delete (an ACK of
         # many keys writes its messages in one call).
         self.archives = archiving.writes
+        # ACKs whose first half is taken (``ack_numbers``'s ``later``): their second
+        # half, for ``settle``
+        self._later: list[_Later] = []
 
     def answer(self, batch: Batch, consumer: ServedConsumer, ok: bool, keys: Iterable[bytes],
                now_us: int, mono: float, due_us: int = 0) -> None:
         """ACK (``ok``) or NACK each key (a NACK's message goes again at ``due_us``)."""
+        if self._later:  # (the ACKs before it in the same order as they came)
+            self.settle(batch)
         keys = keys if isinstance(keys, (list, tuple)) else list(keys)
         if ok and len(keys) >= BULK_ACK_KEYS:
             parsed = message_key_numbers(keys)
@@ -62,10 +71,25 @@ class GroupAnswers:
         self._answer_each(batch, consumer, ok, keys, now_us, mono, due_us)
 
     def ack_numbers(self, batch: Batch, consumer: ServedConsumer, numbers: KeyNumbers,
-                    now_us: int, mono: float) -> None:
+                    now_us: int, mono: float, later: bool = False) -> None:
         """``answer`` of an ACK of BULK_ACK_KEYS keys or more, read into numbers already
-        (``consume.ack_key_numbers``)."""
-        self._ack_all(batch, consumer, *numbers, now_us, mono)
+        (``consume.ack_key_numbers``). ``later``: where all it names of the own
+        messages is in flight and no archive writes them, only what a delivery pass
+        asks of it is done now (out of the in-flight table, the deletes owed, the
+        consumer's credit back), and the rest (the deletes into the batch, the
+        topic's marks, counts, latency) waits for ``settle``, which the caller owes
+        before anything else touches the group's tables and before the batch is
+        written."""
+        self._ack_all(batch, consumer, *numbers, now_us, mono, later)
+
+    def settle(self, batch: Batch) -> None:
+        """The second half of the ACKs ``ack_numbers`` left for later, into ``batch``
+        (the one their first half was taken in), in the order they came."""
+        if not self._later:
+            return
+        later, self._later = self._later, []
+        for deliveries, state, origin, taken, now_us, mono in later:
+            self._ack_taken(batch, deliveries, state, origin, taken, now_us, mono)
 
     def _answer_each(self, batch: Batch, consumer: ServedConsumer, ok: bool, keys: Iterable[bytes],
                      now_us: int, mono: float, due_us: int) -> None:
@@ -91,10 +115,11 @@ class GroupAnswers:
                     log.debug("ack_unknown", key=key.decode(), group=deliveries.name)
 
     def _ack_all(self, batch: Batch, consumer: ServedConsumer, node_ids: tuple[int, ...],
-                 seqs: tuple[int, ...], now_us: int, mono: float) -> None:
+                 seqs: tuple[int, ...], now_us: int, mono: float, later: bool = False) -> None:
         """ACKs of many keys (``message_key_numbers``: their node ids as numbers, and
         seqs): each state's messages are done with in one call (``ack`` for each, in
-        bulk, the keys walked in C), after the archive's writes."""
+        bulk, the keys walked in C), after the archive's writes; ``later``: see
+        ``ack_numbers``."""
         deliveries = consumer.group
         first, last = low_high(node_ids)  # (count() compared each key's)
         by_origin = ({first: list(seqs)} if first == last
@@ -109,18 +134,46 @@ class GroupAnswers:
             if state is None:
                 deliveries.counters.unknown_acks += len(keys)
                 continue
-            acked = self._ack_from(batch, deliveries, state, origin, origin_seqs, now_us, mono)
+            if later and state is deliveries.state and not self.archives:
+                acked = self._ack_later(batch, deliveries, state, origin, origin_seqs, now_us,
+                                        mono)
+            else:
+                if self._later:
+                    self.settle(batch)
+                acked = self._ack_from(batch, deliveries, state, origin, origin_seqs, now_us,
+                                       mono)
             # whoever holds them is done with them: the own's by the seqs the state took
             # (the read's int objects: each found in the held set by identity), and
             # every key asked where it took fewer
             deliveries.let_go(acked if not base and len(acked) == len(keys) else keys, consumer)
+
+    def _ack_later(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
+                   origin: bytes, seqs: list[int], now_us: int, mono: float) -> list[int]:
+        """``_ack_from`` of the own messages, no archive on: its second half left for
+        ``settle`` where every seq was in flight; returns the seqs acked. One that was
+        not (given back: waiting in the ``ready`` or ``delayed`` table, which a pass
+        sends from; stored only; ACKed twice) has the whole ACK done now, after those
+        left before it."""
+        taken = state.take_acked(seqs)
+        if not taken.missing:
+            self._later.append((deliveries, state, origin, taken, now_us, mono))
+            return taken.seqs
+        self.settle(batch)
+        return self._ack_taken(batch, deliveries, state, origin, taken, now_us, mono)
 
     def _ack_from(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
                   origin: bytes, seqs: list[int], now_us: int, mono: float) -> list[int]:
         """The ACKs of one origin's seqs; returns the seqs acked."""
         if self.archives:
             seqs = self._archived(batch, state, seqs, now_us)
-        acked, finals, unknown = state.ack_all(batch, seqs)
+        return self._ack_taken(batch, deliveries, state, origin, state.take_acked(seqs),
+                               now_us, mono)
+
+    def _ack_taken(self, batch: Batch, deliveries: GroupDelivery, state: DeliveryState,
+                   origin: bytes, taken: Taken, now_us: int, mono: float) -> list[int]:
+        """The ACKs' second half (``DeliveryState.ack_taken``), the copies' holders told
+        and the latency kept; returns the seqs acked."""
+        acked, finals, unknown = state.ack_taken(batch, taken)
         for seq in unknown:
             log.debug("ack_unknown", key=message_key(origin, seq).decode(),
                       group=deliveries.name)

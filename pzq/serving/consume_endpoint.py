@@ -172,6 +172,7 @@ class ConsumeEndpoint(Part):
         requests = events.get(self.socket, 0) & POLLIN
         others = bool(requests) and self.take_requests(batch, now.wall_us, now.mono)
         if others:
+            self.answers.settle(batch)  # a wake of other requests keeps the old order
             self.wait_changed()  # (a NACK's delay, a consumer come or gone)
         self._plain = not others
         self.connections.heard(bool(requests))
@@ -189,6 +190,11 @@ class ConsumeEndpoint(Part):
             self._plain = False
             self._sent_early = True
             self._serve_consumers(events, now, delivering)
+
+    def settle(self, events: Events, batch: Batch, now: Now) -> None:
+        """The plain ACKs' second half (``take_requests``: what no delivery pass asks
+        of them), after the early pass: the next batch went out before it."""
+        self.answers.settle(batch)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         self._plain = False
@@ -226,14 +232,16 @@ class ConsumeEndpoint(Part):
                     # ACKED, with CONFIRM, go the long way: they are kept as keys)
                     numbers = None if consumer.confirm else consume_wire.ack_key_numbers(
                         raw[1:], BULK_ACK_KEYS)
-                    if numbers is not None:
-                        self.answers.ack_numbers(batch, consumer, numbers, now_us, mono)
+                    if numbers is not None:  # its second half left for ``settle``
+                        self.answers.ack_numbers(batch, consumer, numbers, now_us, mono,
+                                                 True)
                         continue
                     keys = consume_wire.ack_keys(raw[1:])
                     if keys is not None:  # the common request, without a Request
                         self._answer(batch, consumer, True, keys, now_us, mono)
                         continue
                 others = True
+                self.answers.settle(batch)  # (the ACKs before it: in the order they came)
                 request = consume_wire.decode_request(raw[1:])
                 self._serve(batch, first, consumer, request, now_us, mono)
             except DecodeError as exc:

@@ -72,7 +72,7 @@ def drained(open_device: Callable[..., Device],
             context: zmq.Context) -> tuple[Device, zmq.Socket, list[bytes]]:
     """A node holding 300 messages for group g of topic t, its consumer (protocol 2,
     a window of 100) given the first batch."""
-    device = open_device(roles=("receive", "consume"))
+    device = open_device(roles=("receive", "send", "consume", "monitor"))  # (none on its default)
     consumer = dealer(context, device.bound()["consume"])
     consumer.send_multipart(wire.encode_consume(wire.Subscribe(
         "t", "g", 100, declare=True, protocol=2)))
@@ -246,7 +246,7 @@ def test_nothing_acked_comes_again_and_nothing_is_lost(
     after a delay, then ACKing some of those too) at random, a write failing now and
     then: no message comes again once ACKed, and every one is delivered."""
     rng = random.Random(seed)
-    device = open_device(roles=("receive", "consume"))
+    device = open_device(roles=("receive", "send", "consume", "monitor"))  # (none on its default)
     store = device.node.store
     consumers = [dealer(context, device.bound()["consume"]) for _ in range(2)]
     fail = FailNext()

@@ -58,6 +58,10 @@ class Sender:
         self.batch = OpenBatch(socket)  # protocol 2: a BATCH being filled
         # Batch entries of runs lately sent, by origin and seq, for a topic's other groups
         self._made: dict[bytes, dict[int, bytes]] = {}
+        # The last run's lists (the read's own, the same objects for each group that
+        # reads the same stretch while no log changes) and its entries: node id, seqs,
+        # records, entries
+        self._last_run: tuple[bytes, list[int], list[bytes], list[bytes]] = (b"", [], [], [])
 
     def for_pool(self, pool: ServedConsumer) -> Send:
         """To the pool on --send-dsn: the socket picks the consumer, and the window
@@ -224,7 +228,17 @@ class Sender:
     def _shared_entries(self, node_id: bytes, seqs: list[int], values: list[bytes]
                         ) -> list[bytes]:
         """A run's batch entries, kept for the other groups of its topic, which send
-        the same messages in the same entries (each made once, not once a group)."""
+        the same messages in the same entries (each made once, not once a group); the
+        same run's (its lists the same objects) as the same list of entries."""
+        last_node, last_seqs, last_values, last_entries = self._last_run
+        if seqs is last_seqs and values is last_values and node_id == last_node:
+            return last_entries
+        entries = self._entries_made(node_id, seqs, values)
+        self._last_run = (node_id, seqs, values, entries)
+        return entries
+
+    def _entries_made(self, node_id: bytes, seqs: list[int], values: list[bytes]
+                      ) -> list[bytes]:
         made = self._made.get(node_id)
         if made is None:
             made = self._made[node_id] = {}

@@ -31,6 +31,8 @@ from pzq.store.store import Store
 
 FIRST, SECOND = itemgetter(0), itemgetter(1)
 EVERY_SEQ = 1 << 63
+READS_KEPT = 16  # reads kept for a topic's other groups (all let go at any change)
+Read = tuple[list[int], list[bytes], bool]
 
 
 class TopicLog:
@@ -67,6 +69,10 @@ class LogBlocks:
         # message a frame would rewrite their block's bitmap at each.
         self._changed: set[tuple[int, int, bytes]] = set()
         self._changed_in: Batch | None = None
+        # Reads of every tag lately answered, by (topic id, first, newest, count): the
+        # topic's other groups, reading the same stretch, get the same lists (one walk
+        # and one set of ints for all of them). Any change of any log lets them all go.
+        self._reads: dict[tuple[int, int, int, int], Read] = {}
 
     def _all(self) -> dict[int, TopicLog]:
         """The logs, read with one walk of the area the first time (and after a failed
@@ -95,6 +101,7 @@ class LogBlocks:
         """New messages of the topic with ``tag`` (``seqs`` ascending, each once): their
         bits set, one write a block."""
         log = self._of(topic_id)
+        self._reads.clear()
         prefix = keyspace.log_block_prefix(topic_id)
         for first, mask in ascending_masks(seqs):
             block = log.block(first)
@@ -130,6 +137,7 @@ class LogBlocks:
         block = log.blocks.get(first)
         if block is None:
             return
+        self._reads.clear()  # (what was read of any log may have changed)
         if self._changed_in is not batch and self._changed:  # another batch's: put first
             self.flush()
         self._changed_in = batch
@@ -172,6 +180,7 @@ class LogBlocks:
         (the changed blocks with them: nothing is left to write)."""
         self._logs = None
         self._changed, self._changed_in = set(), None
+        self._reads.clear()
 
     # -- questions ---------------------------------------------------------------------
 
@@ -180,7 +189,20 @@ class LogBlocks:
              ) -> tuple[list[int], list[bytes], bool]:
         """The seqs and tags of up to ``count`` messages of the topic from ``first`` to
         ``newest`` (of the tags ``takes``, if given), ascending; and whether they are
-        the last up to ``newest``."""
+        the last up to ``newest``. A read of every tag may answer with the lists of the
+        same read before (while no log changed): not to be changed by the caller."""
+        if takes is not None:
+            return self._read(topic_id, first, newest, count, takes)
+        key = (topic_id, first, newest, count)
+        found = self._reads.get(key)
+        if found is None:
+            if len(self._reads) >= READS_KEPT:
+                self._reads.clear()
+            found = self._reads[key] = self._read(topic_id, first, newest, count, None)
+        return found
+
+    def _read(self, topic_id: int, first: int, newest: int, count: int,
+              takes: Callable[[bytes], bool] | None) -> Read:
         log = self._all().get(topic_id)
         seqs: list[int] = []
         tags: list[bytes] = []
@@ -209,7 +231,7 @@ class LogBlocks:
     def walk(self, topic_id: int, first: int = 0) -> list[tuple[int, bytes]]:
         """(seq, tag) of every message of the topic's log from ``first`` (an operator's
         walk: a list, so that the walk may change the log)."""
-        seqs, tags, _ = self.read(topic_id, first, EVERY_SEQ, EVERY_SEQ)
+        seqs, tags, _ = self._read(topic_id, first, EVERY_SEQ, EVERY_SEQ, None)
         return list(zip(seqs, tags, strict=True))
 
     def count(self, topic_id: int, first: int, below: int | None,

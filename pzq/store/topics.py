@@ -66,6 +66,10 @@ class Topics(TopicRegistry):
         # groups read them from here, not from the store again (one read of a body
         # for all groups, mostly).
         self.recent: dict[int, bytes] = {}
+        # The last read's seqs (the log's own list, pzq.store.log_blocks: the same object
+        # while no log changed) and its records as ``recent`` gave them: another group
+        # reading the same stretch takes the list, not a look-up a record.
+        self.last_read: tuple[list[int], list[bytes | None]] = ([], [])
         super().__init__(store, default_topic)
 
     # -- the logs ----------------------------------------------------------------
@@ -380,6 +384,7 @@ class Topics(TopicRegistry):
         self.marks.failed()
         self.logs.failed()
         self.recent.clear()  # as the logs: nothing read stays kept across a failed batch
+        self.last_read = ([], [])
         super().failed()
 
     def _batch_ended(self) -> None:

@@ -234,12 +234,13 @@ class GroupArea:
         topics = self.topics
         recent = topics.recent
         if shared:
-            if seqs is topics.last_read[0]:  # another group's read of the same stretch
-                return topics.last_read[1], True
+            kept = topics.recent_reads.get(seqs)  # another group's of the same stretch
+            if kept is not None:
+                return kept, True
             if recent:
                 values = list(map(recent.get, seqs))
                 if all(values):  # (no None: a record is never empty)
-                    topics.last_read = (seqs, values)
+                    topics.recent_reads.keep(seqs, values, values)
                     return values, True
         if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
             first, last = seqs[0], seqs[-1]
@@ -260,7 +261,7 @@ class GroupArea:
         if any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, filter(None, found)))):
             found = [None if value is None else without_bookkeeping(value) for value in found]
         remember(recent, seqs, found)
-        topics.last_read = (seqs, found)
+        topics.recent_reads.keep(seqs, found, found)
         return found, True
 
     def get(self, seq: int) -> bytes | None:

@@ -31,7 +31,7 @@ from pzq.store.store import Store
 
 FIRST, SECOND = itemgetter(0), itemgetter(1)
 EVERY_SEQ = 1 << 63
-READS_KEPT = 16  # reads kept for a topic's other groups (all let go at any change)
+READS_KEPT = 64  # reads kept for a topic's other groups (the oldest let go first)
 Read = tuple[list[int], list[bytes], bool]
 
 
@@ -71,7 +71,9 @@ class LogBlocks:
         self._changed_in: Batch | None = None
         # Reads of every tag lately answered, by (topic id, first, newest, count): the
         # topic's other groups, reading the same stretch, get the same lists (one walk
-        # and one set of ints for all of them). Any change of any log lets them all go.
+        # and one set of ints for all of them). A read depends on the log from its first
+        # to its newest alone: a change there lets it go (messages leaving are mostly
+        # below where every group reads, messages coming past every read's newest).
         self._reads: dict[tuple[int, int, int, int], Read] = {}
 
     def _all(self) -> dict[int, TopicLog]:
@@ -101,7 +103,8 @@ class LogBlocks:
         """New messages of the topic with ``tag`` (``seqs`` ascending, each once): their
         bits set, one write a block."""
         log = self._of(topic_id)
-        self._reads.clear()
+        if seqs:
+            self._changed_reads(topic_id, seqs[0], seqs[-1])
         prefix = keyspace.log_block_prefix(topic_id)
         for first, mask in ascending_masks(seqs):
             block = log.block(first)
@@ -137,7 +140,8 @@ class LogBlocks:
         block = log.blocks.get(first)
         if block is None:
             return
-        self._reads.clear()  # (what was read of any log may have changed)
+        self._changed_reads(topic_id, first + (mask & -mask).bit_length() - 1,
+                            first + mask.bit_length() - 1)
         if self._changed_in is not batch and self._changed:  # another batch's: put first
             self.flush()
         self._changed_in = batch
@@ -194,12 +198,22 @@ class LogBlocks:
         if takes is not None:
             return self._read(topic_id, first, newest, count, takes)
         key = (topic_id, first, newest, count)
-        found = self._reads.get(key)
+        reads = self._reads
+        found = reads.get(key)
         if found is None:
-            if len(self._reads) >= READS_KEPT:
-                self._reads.clear()
-            found = self._reads[key] = self._read(topic_id, first, newest, count, None)
+            if len(reads) >= READS_KEPT:
+                del reads[next(iter(reads))]  # (the oldest)
+            found = reads[key] = self._read(topic_id, first, newest, count, None)
         return found
+
+    def _changed_reads(self, topic_id: int, low: int, high: int) -> None:
+        """The topic's log changed from ``low`` to ``high``: the reads kept whose stretch
+        holds some of that go."""
+        reads = self._reads
+        if reads:
+            for key in [key for key in reads
+                        if key[0] == topic_id and key[1] <= high and low <= key[2]]:
+                del reads[key]
 
     def _read(self, topic_id: int, first: int, newest: int, count: int,
               takes: Callable[[bytes], bool] | None) -> Read:

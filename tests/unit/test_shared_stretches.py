@@ -27,6 +27,7 @@ from pzq.serving.batching import MAX_BATCH_BYTES, OpenBatch
 from pzq.serving.consume_endpoint import ConsumeEndpoint
 from pzq.serving.holding import ServedConsumer
 from pzq.store import log_blocks
+from pzq.store.kept_reads import KEPT_RECORD_BYTES, KEPT_SEQS, KeptReads
 from pzq.store.log_blocks import LogBlocks
 from tests.support.devices import wake
 
@@ -304,3 +305,19 @@ def test_runs_added_with_their_sums_kept_close_batches_where_each_added_up_did(
             socket.close(0)
     assert received[0] == received[1]
     assert any(len(frames[-1]) >= MAX_BATCH_BYTES for _, frames in received[0][1])
+
+
+def test_reads_kept_are_taken_by_their_own_list_and_stay_within_their_bounds():
+    kept: KeptReads[str] = KeptReads()
+    reads = [list(range(at, at + 100)) for at in range(0, 10_000, 100)]
+    for n, seqs in enumerate(reads):
+        kept.keep(seqs, [b"r"] * len(seqs), f"made {n}")
+    assert kept.get(reads[-1]) == "made 99"
+    assert kept.get(list(reads[-1])) is None  # an equal list is another read's
+    held = [n for n, seqs in enumerate(reads) if kept.get(seqs) is not None]
+    assert held == list(range(100 - KEPT_SEQS // 100, 100))  # the newest, within the seqs
+    long_one = list(range(20_000, 20_010))
+    kept.keep(long_one, [b"r"] * 9 + [bytes(KEPT_RECORD_BYTES + 1)], "long")
+    assert kept.get(long_one) is None  # (its record would outlive the recent records)
+    kept.clear()
+    assert kept.get(reads[-1]) is None

@@ -32,6 +32,7 @@ from pzq.store.store import Store
 FIRST, SECOND = itemgetter(0), itemgetter(1)
 EVERY_SEQ = 1 << 63
 READS_KEPT = 64  # reads kept for a topic's other groups (the oldest let go first)
+READ_KEPT_AT_MOST = 1024  # seqs of a read kept (a longer one is each group's own)
 Read = tuple[list[int], list[bytes], bool]
 
 
@@ -201,9 +202,11 @@ class LogBlocks:
         reads = self._reads
         found = reads.get(key)
         if found is None:
-            if len(reads) >= READS_KEPT:
-                del reads[next(iter(reads))]  # (the oldest)
-            found = reads[key] = self._read(topic_id, first, newest, count, None)
+            found = self._read(topic_id, first, newest, count, None)
+            if len(found[0]) <= READ_KEPT_AT_MOST:  # (what is kept: a few MB at most)
+                if len(reads) >= READS_KEPT:
+                    del reads[next(iter(reads))]  # (the oldest)
+                reads[key] = found
         return found
 
     def _changed_reads(self, topic_id: int, low: int, high: int) -> None:

@@ -197,9 +197,10 @@ class Delivering(Tracking):
                     or self.held.any())
 
     def _taken_among(self, seqs: list[int]) -> set[int]:
-        """Those of ``seqs`` that are ``_taken``, each table looked at in one go."""
+        """Those of ``seqs`` (a read's: ascending) that are ``_taken``, each table
+        looked at in one go."""
         taken = self.inflight.among(seqs)
-        if seqs and self._others_may_hold(min(seqs)):
+        if seqs and self._others_may_hold(seqs[0]):  # (``min`` compared each: 400 a seq)
             taken |= self.ready.among(seqs) | self.delayed.among(seqs) \
                 | self.owed.leaving_among(seqs)
             if self.held.any():  # (a takeover's aftermath: rare)

@@ -231,11 +231,17 @@ class GroupArea:
         Where the topic has other groups, the records come with ``default``'s counts
         zeroed, as kept for them (so each group need not look: True)."""
         shared = len(self.group.topic.groups) > 1
-        recent = self.topics.recent
-        if shared and recent:
-            values = list(map(recent.get, seqs))
-            if all(values):  # (no None: a record is never empty)
-                return values, True
+        topics = self.topics
+        recent = topics.recent
+        if shared:
+            kept = topics.recent_reads.get(seqs)  # another group's of the same stretch
+            if kept is not None:
+                return kept, True
+            if recent:
+                values = list(map(recent.get, seqs))
+                if all(values):  # (no None: a record is never empty)
+                    topics.recent_reads.keep(seqs, values, values)
+                    return values, True
         if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
             first, last = seqs[0], seqs[-1]
             last_key = keyspace.own_key(last)
@@ -255,6 +261,7 @@ class GroupArea:
         if any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, filter(None, found)))):
             found = [None if value is None else without_bookkeeping(value) for value in found]
         remember(recent, seqs, found)
+        topics.recent_reads.keep(seqs, found, found)
         return found, True
 
     def get(self, seq: int) -> bytes | None:

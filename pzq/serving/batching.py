@@ -28,6 +28,10 @@ class OpenBatch:
         self.consumer: ServedConsumer | None = None  # whose batch is open
         self.entries: list[bytes] = []
         self.size = 0
+        # The last run's entries and their sizes added up from its start (0 first): a
+        # topic's groups send the same run's entries (pzq.serving.sending), each added
+        # up once for all
+        self._sums: tuple[list[bytes], list[int]] = ([], [0])
 
     def add(self, consumer: ServedConsumer, key: bytes, value: bytes, deliveries: int,
             sent_us: int, ack_timeout_us: int, with_headers: bool) -> None:
@@ -52,14 +56,25 @@ class OpenBatch:
         closed once full, as ``add`` closes it. Returns where the entries added end;
         raises zmq.Again (nothing added) when its pipe refuses a new batch."""
         self._open_for(consumer, sent_us, ack_timeout_us)
-        sizes = list(accumulate(map(len, entries[start:stop]), initial=self.size))
+        sums = self._sums_of(entries)
         # the entry that brings the batch to its bound is its last (as with ``add``)
-        count = min(bisect_left(sizes, MAX_BATCH_BYTES, 1), stop - start)
-        self.entries += entries[start:start + count]
-        self.size = sizes[count]
+        below = sums[start]
+        end = min(bisect_left(sums, MAX_BATCH_BYTES - self.size + below, start + 1, stop + 1),
+                  stop)
+        self.entries += entries[start:end]
+        self.size += sums[end] - below
+        count = end - start
         if self.size >= MAX_BATCH_BYTES:
             self.close()
         return start + count
+
+    def _sums_of(self, entries: list[bytes]) -> list[int]:
+        """The entries' sizes added up from the first (0 first, then after each)."""
+        kept, sums = self._sums
+        if entries is not kept:
+            sums = list(accumulate(map(len, entries), initial=0))
+            self._sums = (entries, sums)
+        return sums
 
     def _open_for(self, consumer: ServedConsumer, sent_us: int, ack_timeout_us: int) -> None:
         """The consumer's batch open (another one's closed first): its first frames go

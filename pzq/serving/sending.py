@@ -32,6 +32,7 @@ from pzq.serving.batching import OpenBatch
 from pzq.serving.frame_runs import delivery_frames_of_run, round_robin_turns, send_deliveries
 from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
 from pzq.store import record
+from pzq.store.kept_reads import KeptReads
 from pzq.zmqio import Socket, send_headed
 
 Send = Callable[[list[bytes]], bool]
@@ -58,6 +59,10 @@ class Sender:
         self.batch = OpenBatch(socket)  # protocol 2: a BATCH being filled
         # Batch entries of runs lately sent, by origin and seq, for a topic's other groups
         self._made: dict[bytes, dict[int, bytes]] = {}
+        # Runs' entries by their list of seqs (a read's own, the same object for each
+        # group that reads the same stretch of an unchanged log), with the node id and
+        # the records they were made of
+        self._runs: KeptReads[tuple[bytes, list[bytes], list[bytes]]] = KeptReads()
 
     def for_pool(self, pool: ServedConsumer) -> Send:
         """To the pool on --send-dsn: the socket picks the consumer, and the window
@@ -224,7 +229,17 @@ class Sender:
     def _shared_entries(self, node_id: bytes, seqs: list[int], values: list[bytes]
                         ) -> list[bytes]:
         """A run's batch entries, kept for the other groups of its topic, which send
-        the same messages in the same entries (each made once, not once a group)."""
+        the same messages in the same entries (each made once, not once a group); the
+        same run's (its lists the same objects) as the same list of entries."""
+        run = self._runs.get(seqs)
+        if run is not None and run[1] is values and run[0] == node_id:
+            return run[2]
+        entries = self._entries_made(node_id, seqs, values)
+        self._runs.keep(seqs, values, (node_id, values, entries))
+        return entries
+
+    def _entries_made(self, node_id: bytes, seqs: list[int], values: list[bytes]
+                      ) -> list[bytes]:
         made = self._made.get(node_id)
         if made is None:
             made = self._made[node_id] = {}

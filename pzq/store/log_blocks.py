@@ -31,6 +31,9 @@ from pzq.store.store import Store
 
 FIRST, SECOND = itemgetter(0), itemgetter(1)
 EVERY_SEQ = 1 << 63
+READS_KEPT = 64  # reads kept for a topic's other groups (the oldest let go first)
+READ_KEPT_AT_MOST = 1024  # seqs of a read kept (a longer one is each group's own)
+Read = tuple[list[int], list[bytes], bool]
 
 
 class TopicLog:
@@ -67,6 +70,12 @@ class LogBlocks:
         # message a frame would rewrite their block's bitmap at each.
         self._changed: set[tuple[int, int, bytes]] = set()
         self._changed_in: Batch | None = None
+        # Reads of every tag lately answered, by (topic id, first, newest, count): the
+        # topic's other groups, reading the same stretch, get the same lists (one walk
+        # and one set of ints for all of them). A read depends on the log from its first
+        # to its newest alone: a change there lets it go (messages leaving are mostly
+        # below where every group reads, messages coming past every read's newest).
+        self._reads: dict[tuple[int, int, int, int], Read] = {}
 
     def _all(self) -> dict[int, TopicLog]:
         """The logs, read with one walk of the area the first time (and after a failed
@@ -95,6 +104,8 @@ class LogBlocks:
         """New messages of the topic with ``tag`` (``seqs`` ascending, each once): their
         bits set, one write a block."""
         log = self._of(topic_id)
+        if seqs:
+            self._changed_reads(topic_id, seqs[0], seqs[-1])
         prefix = keyspace.log_block_prefix(topic_id)
         for first, mask in ascending_masks(seqs):
             block = log.block(first)
@@ -130,6 +141,8 @@ class LogBlocks:
         block = log.blocks.get(first)
         if block is None:
             return
+        self._changed_reads(topic_id, first + (mask & -mask).bit_length() - 1,
+                            first + mask.bit_length() - 1)
         if self._changed_in is not batch and self._changed:  # another batch's: put first
             self.flush()
         self._changed_in = batch
@@ -172,6 +185,7 @@ class LogBlocks:
         (the changed blocks with them: nothing is left to write)."""
         self._logs = None
         self._changed, self._changed_in = set(), None
+        self._reads.clear()
 
     # -- questions ---------------------------------------------------------------------
 
@@ -180,7 +194,32 @@ class LogBlocks:
              ) -> tuple[list[int], list[bytes], bool]:
         """The seqs and tags of up to ``count`` messages of the topic from ``first`` to
         ``newest`` (of the tags ``takes``, if given), ascending; and whether they are
-        the last up to ``newest``."""
+        the last up to ``newest``. A read of every tag may answer with the lists of the
+        same read before (while no log changed): not to be changed by the caller."""
+        if takes is not None:
+            return self._read(topic_id, first, newest, count, takes)
+        key = (topic_id, first, newest, count)
+        reads = self._reads
+        found = reads.get(key)
+        if found is None:
+            found = self._read(topic_id, first, newest, count, None)
+            if len(found[0]) <= READ_KEPT_AT_MOST:  # (what is kept: a few MB at most)
+                if len(reads) >= READS_KEPT:
+                    del reads[next(iter(reads))]  # (the oldest)
+                reads[key] = found
+        return found
+
+    def _changed_reads(self, topic_id: int, low: int, high: int) -> None:
+        """The topic's log changed from ``low`` to ``high``: the reads kept whose stretch
+        holds some of that go."""
+        reads = self._reads
+        if reads:
+            for key in [key for key in reads
+                        if key[0] == topic_id and key[1] <= high and low <= key[2]]:
+                del reads[key]
+
+    def _read(self, topic_id: int, first: int, newest: int, count: int,
+              takes: Callable[[bytes], bool] | None) -> Read:
         log = self._all().get(topic_id)
         seqs: list[int] = []
         tags: list[bytes] = []
@@ -209,7 +248,7 @@ class LogBlocks:
     def walk(self, topic_id: int, first: int = 0) -> list[tuple[int, bytes]]:
         """(seq, tag) of every message of the topic's log from ``first`` (an operator's
         walk: a list, so that the walk may change the log)."""
-        seqs, tags, _ = self.read(topic_id, first, EVERY_SEQ, EVERY_SEQ)
+        seqs, tags, _ = self._read(topic_id, first, EVERY_SEQ, EVERY_SEQ, None)
         return list(zip(seqs, tags, strict=True))
 
     def count(self, topic_id: int, first: int, below: int | None,

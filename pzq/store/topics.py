@@ -30,6 +30,7 @@ from pzq.protocol.headers import topic_and_tag
 from pzq.store import record, topic_log
 from pzq.store.batch import Batch
 from pzq.store.group_marks import GroupMarks
+from pzq.store.kept_reads import KeptReads
 from pzq.store.keyspace import MARK_BLOCK_OF
 from pzq.store.store import Store
 from pzq.store.topic_model import (
@@ -66,6 +67,11 @@ class Topics(TopicRegistry):
         # groups read them from here, not from the store again (one read of a body
         # for all groups, mostly).
         self.recent: dict[int, bytes] = {}
+        # Reads' seqs (the log's own lists, pzq.store.log_blocks: the same objects while
+        # their stretch of the log is unchanged) and their records as ``recent`` gave
+        # them, by the list's id: another group reading the same stretch takes the list,
+        # not a look-up a record.
+        self.recent_reads: KeptReads[list[bytes | None]] = KeptReads()
         super().__init__(store, default_topic)
 
     # -- the logs ----------------------------------------------------------------
@@ -380,6 +386,7 @@ class Topics(TopicRegistry):
         self.marks.failed()
         self.logs.failed()
         self.recent.clear()  # as the logs: nothing read stays kept across a failed batch
+        self.recent_reads.clear()
         super().failed()
 
     def _batch_ended(self) -> None:

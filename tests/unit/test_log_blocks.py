@@ -255,3 +255,56 @@ def test_an_operator_s_walks_leave_their_blocks_stored_as_those_in_memory(tmp_pa
     store, topics = open_node(tmp_path / "db")
     assert topics.logs.walk(orders.id) == stored_log(store, orders.id) == left
     store.close()
+
+
+def test_a_read_asked_again_is_the_log_s_as_it_is_now(tmp_path):
+    """Reads of every tag are kept for the topic's other groups (the same lists again):
+    asked again after messages came, left (ACKed alone or many) or a failed batch, and
+    from starts, ends and counts drawn from a few (so most are asked again), each read
+    is what the log holds now, in the batch (as a delivery pass before the write reads)
+    and after it."""
+    store, topics = open_node(tmp_path / "db")
+    failing = FailNext()
+    store.register(failing)
+    rng = random.Random(17)
+    logged: set[int] = set()
+    next_seq = 0
+    starts, ends, counts = (0, 100, 250, 1100), (300, 1500, 5000), (5, 100, 4096)
+
+    def check_reads(step: int) -> None:
+        for _ in range(3):
+            first, newest, count = rng.choice(starts), rng.choice(ends), rng.choice(counts)
+            wanted = sorted(seq for seq in logged if first <= seq <= newest)[:count]
+            seqs, tags, _ = topics.logs.read(9, first, newest, count)
+            assert seqs == wanted, (step, first, newest, count)
+            assert tags == [b"t"] * len(wanted)
+
+    for step in range(600):
+        before = set(logged)
+        batch = store.begin()
+        batch.put(b"~", b"")  # (a batch of cleared bits alone is not written: an ACK's has deletes)
+        move = rng.random()
+        if move < 0.15:  # messages come
+            seqs = list(range(next_seq, next_seq + rng.choice((1, 40, 300))))
+            next_seq = seqs[-1] + 1
+            topics.logs.add(batch, 9, b"t", seqs)
+            logged.update(seqs)
+        elif move < 0.3 and logged:  # some leave, many at once
+            gone = rng.sample(sorted(logged), min(len(logged), rng.choice((1, 30))))
+            topics.logs.remove(batch, 9, sorted(gone))
+            logged.difference_update(gone)
+        elif move < 0.35 and logged:  # one leaves alone, its one bit
+            seq = rng.choice(sorted(logged))
+            topics.logs.clear(batch, 9, seq & keyspace.MARK_BLOCK_OF,
+                              1 << (seq & ~keyspace.MARK_BLOCK_OF))
+            logged.discard(seq)
+        check_reads(step)
+        if rng.random() < 0.1:  # the batch fails: the logs as the store holds them
+            failing.armed = True
+            with pytest.raises(StoreError):
+                store.commit(batch)
+            logged = before
+        else:
+            store.commit(batch)
+        check_reads(step)
+    store.close()

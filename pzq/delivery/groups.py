@@ -315,11 +315,11 @@ class GroupArea:
         if self._counted:  # delivered more than once: their counts go
             for seq in self._counted.intersection(seqs):
                 self._forget_count(batch, seq)
-        tags, every = self._tags.pop_all(seqs)
+        tags, every, masks = self._tags.pop_all_masked(seqs)
         if not every:
             return self._delete_read_again(batch, seqs, tags, sizes)
         return self.topics.done_all(batch, self.group.topic, self.group.id, seqs,
-                                    cast(list[bytes], tags), sizes)
+                                    cast(list[bytes], tags), sizes, masks)
 
     def _delete_read_again(self, batch: Batch, seqs: list[int], tags: list[bytes | None],
                            sizes: list[int]) -> list[bool]:

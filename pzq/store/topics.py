@@ -29,7 +29,7 @@ from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import record, topic_log
 from pzq.store.batch import Batch
-from pzq.store.group_marks import GroupMarks
+from pzq.store.group_marks import GroupMarks, Masks, block_masks
 from pzq.store.keyspace import MARK_BLOCK_OF
 from pzq.store.store import Store
 from pzq.store.topic_model import (
@@ -231,11 +231,13 @@ class Topics(TopicRegistry):
         self._leave(batch, seq, topic, others, size)
 
     def done_all(self, batch: Batch, topic: Topic, group_id: int, seqs: list[int],
-                 tags: list[bytes], sizes: list[int]) -> list[bool]:
+                 tags: list[bytes], sizes: list[int], masks: Masks | None = None
+                 ) -> list[bool]:
         """``done`` for many messages of one topic by one group (each seq with its tag
         and size): who holds them is worked out once per tag where the seq no longer
         matters, the counts change once, the deletes go in bulk. For each, whether the
-        message was deleted."""
+        message was deleted. ``masks``: the seqs' ``block_masks``, when made already
+        (the marks and the log's blocks are changed with them, not made again)."""
         self._release_asked = NOT_ASKED
         if not self._named_groups:  # the single queue: nobody else holds anything
             self._leave_all(batch, topic, seqs, sum(sizes))
@@ -250,10 +252,11 @@ class Topics(TopicRegistry):
                 self.counts.count_group(group, -uncounted)
         settled = self._settled_holders(topic, group_id, seqs, tags, low)
         if settled is not None and not settled[1]:  # no other holder: every one leaves
-            self._leave_all(batch, topic, seqs, sum(sizes))
+            self._leave_all(batch, topic, seqs, sum(sizes), masks)
             return [True] * len(seqs)
         if settled is not None:
-            return self._done_by_marks(batch, topic, group_id, seqs, sizes, *settled)
+            return self._done_by_marks(batch, topic, group_id, seqs, sizes, *settled,
+                                       masks=block_masks(seqs) if masks is None else masks)
         released, leaving, marked = self._release_or_mark(topic, group_id, seqs, tags)
         for seq in marked:
             self.marks.mark(batch, group_id, seq)
@@ -279,11 +282,13 @@ class Topics(TopicRegistry):
         return holders, [holder for holder in holders if holder != group_id]
 
     def _done_by_marks(self, batch: Batch, topic: Topic, group_id: int, seqs: list[int],
-                       sizes: list[int], holders: list[int], others: list[int]) -> list[bool]:
+                       sizes: list[int], holders: list[int], others: list[int],
+                       masks: Masks) -> list[bool]:
         """``done_all`` where the same other groups hold every message: those every
         other holder is done with leave the store with their marks, the rest are
-        marked done for ``group_id``."""
-        released = self.marks.done_by_all(others, seqs)
+        marked done for ``group_id`` (``masks``: the seqs' blocks' masks, for each of
+        these where it is all of them)."""
+        released = self.marks.done_by_all(others, seqs, masks)
         # mostly all or none of an ACK's messages leave (the last group's or another's)
         if not any(released):
             kept: list[int] = seqs
@@ -294,11 +299,13 @@ class Topics(TopicRegistry):
             kept = list(compress(seqs, map(not_, released)))
             gone = list(compress(seqs, released))
         if group_id in holders:  # else its ACK came after it let go: nothing to mark
-            self.marks.mark_all(batch, group_id, kept)
+            self.marks.mark_all(batch, group_id, kept, masks if kept is seqs else None)
         if gone:
-            self.marks.unmark_groups(batch, others, gone)
+            gone_masks = masks if gone is seqs else None
+            self.marks.unmark_groups(batch, others, gone, gone_masks)
             self._leave_all(batch, topic, gone,
-                            sum(sizes) if gone is seqs else sum(compress(sizes, released)))
+                            sum(sizes) if gone is seqs else sum(compress(sizes, released)),
+                            gone_masks)
         return released
 
     def _release_or_mark(self, topic: Topic, group_id: int, seqs: list[int],
@@ -334,14 +341,16 @@ class Topics(TopicRegistry):
                 return False
         return True
 
-    def _leave_all(self, batch: Batch, topic: Topic, seqs: list[int], size: int) -> None:
+    def _leave_all(self, batch: Batch, topic: Topic, seqs: list[int], size: int,
+                   masks: Masks | None = None) -> None:
         """Messages (``size``: their bytes) deleted from the store: their log entries
-        and their counts (``_leave`` for many; the other groups' marks go before)."""
+        and their counts (``_leave`` for many; the other groups' marks go before;
+        ``masks``: the seqs' ``block_masks``, when made already)."""
         if not seqs:
             return
         batch.delete_messages(seqs, size)
         if topic.log_from is not None:
-            self.logs.remove(batch, topic.id, seqs)
+            self.logs.remove(batch, topic.id, seqs, masks)
             if self.recent:
                 each(self.recent.pop, seqs, repeat(None))
         self.counts.count(topic, -len(seqs), -size)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from functools import partial
 from itertools import repeat
-from operator import and_, lshift, sub
+from operator import and_, itemgetter, lshift, sub
 
 from pzq.bulk import low_high
 from pzq.store import keyspace
@@ -39,6 +39,7 @@ BLOCK_BITS = (1 << MARK_BLOCK) - 1
 ONE_SHIFTED = partial(lshift, 1)  # 1 << n
 
 Masks = list[tuple[int, int]]  # (block's first seq, bits of some seqs in it): block_masks
+FIRST_OF, MASK_OF = itemgetter(0), itemgetter(1)  # of a Masks' pair, in C
 
 
 class GroupMarks:
@@ -62,11 +63,10 @@ class GroupMarks:
         test a block, no set made)."""
         if not seqs:
             return set()
-        done: set[int] = set()
-        for first, hit in zip(*self._done_masks(group_id, block_masks(seqs)), strict=True):
-            if hit:
-                done.update(keyspace.marked_seqs(first, hit))
-        return done
+        masks = block_masks(seqs)
+        firsts = list(map(FIRST_OF, masks))
+        return marked_in(firsts, list(map(and_, map(MASK_OF, masks),
+                                          self._blocks_at(group_id, firsts))))
 
     def done_by_all(self, group_ids: list[int], seqs: list[int],
                     masks: Masks | None = None) -> list[bool]:
@@ -74,36 +74,28 @@ class GroupMarks:
         many; ``masks``: their ``block_masks``, when made already): the seqs' masks
         and'ed with each group's blocks, a block at a time. Mostly the answer is the
         same for all (the first groups to ACK: none, once some group has none of the
-        seqs; the last: every one), and no list a seq is looked at."""
+        seqs; the last: every one), and no list a seq is looked at; else the seqs
+        every one is done with are picked from the blocks' bits in C, a lookup a seq."""
         if not seqs:
             return []
         if masks is None:
             masks = block_masks(seqs)
-        firsts, wanted = self._masks_apart(masks)
-        common = wanted
+        firsts = list(map(FIRST_OF, masks))
+        wanted = common = list(map(MASK_OF, masks))
         for group_id in group_ids:
-            common = list(map(and_, common, self._done_masks(group_id, masks)[1]))
+            common = list(map(and_, common, self._blocks_at(group_id, firsts)))
             if not any(common):
                 return [False] * len(seqs)
         if common == wanted:
             return [True] * len(seqs)
-        done = dict(zip(firsts, common, strict=True))
-        return [bool(done[seq & MARK_BLOCK_OF] >> (seq & ~MARK_BLOCK_OF) & 1)
-                for seq in seqs]
+        return list(map(marked_in(firsts, common).__contains__, seqs))
 
-    @staticmethod
-    def _masks_apart(masks: Masks) -> tuple[list[int], list[int]]:
-        """The blocks' first seqs and their masks, as two lists."""
-        return [first for first, _ in masks], [mask for _, mask in masks]
-
-    def _done_masks(self, group_id: int, masks: Masks) -> tuple[list[int], list[int]]:
-        """The blocks' first seqs, and for each the bits of its mask the group is
-        done with."""
-        firsts, wanted = self._masks_apart(masks)
+    def _blocks_at(self, group_id: int, firsts: list[int]) -> list[int]:
+        """The group's bitmaps of the blocks from ``firsts`` (0: none)."""
         kept = self._kept_of(group_id)
-        has = (list(map(kept.get, firsts, repeat(0))) if kept is not None
-               else list(map(self._bits, repeat(group_id), firsts)))
-        return firsts, list(map(and_, wanted, has))
+        if kept is not None:
+            return list(map(kept.get, firsts, repeat(0)))
+        return list(map(self._bits, repeat(group_id), firsts))
 
     def _bits(self, group_id: int, first: int) -> int:
         """The bitmap of the group's block from ``first``, as it is with this batch."""
@@ -229,6 +221,17 @@ class GroupMarks:
         self._counts = {}
         self._unkept = {}
         self._changed = {}
+
+
+def marked_in(firsts: list[int], bits: list[int]) -> set[int]:
+    """The seqs the bitmaps of the blocks from ``firsts`` mark, each picked from its
+    lowest bit on in C (``keyspace.marked_seqs``: a character a bit from there)."""
+    marked: set[int] = set()
+    for first, block in zip(firsts, bits, strict=True):
+        if block:
+            lowest = (block & -block).bit_length() - 1
+            marked.update(keyspace.marked_seqs(first + lowest, block >> lowest))
+    return marked
 
 
 def run_masks(low: int, count: int) -> list[tuple[int, int]]:

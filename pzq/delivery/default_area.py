@@ -152,7 +152,8 @@ class DefaultArea(OwnArea):
             self.topics.keep_default(topic)  # read on --send-dsn: it stays so
         self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
 
-    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int],
+                   ascending: bool = False) -> list[bool]:
         """``delete`` of each seq, in bulk when every one was read here and they are of
         one topic (the common ACK); else one by one."""
         about = self._one_topic(seqs)

@@ -58,12 +58,14 @@ LET_GO = b""  # a run's record once its delivery is out no more (a record is nev
 
 class Taken(NamedTuple):
     """Deliveries an ACK took from the table: their seqs, their records' sizes and when
-    each was sent, in the order asked; and the seqs the table did not hold."""
+    each was sent, in the order asked; the seqs the table did not hold; and whether
+    the seqs are ascending, each once (taken as stretches of runs, in their order)."""
 
     seqs: list[int]
     sizes: list[int]
     sent_us: list[int]
     missing: list[int]
+    ascending: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -301,11 +303,14 @@ class InFlightTable(SeqTable[InFlight]):
         taken_seqs: list[int] = []
         sizes: list[int] = []
         sent_us: list[int] = []
+        ascending = True  # (each stretch is: a run's seqs are a read's)
         while self._run_out and taken < len(seqs):
             stretch = self._stretch(seqs, taken)
             if stretch is None:
                 break
             run, at, count = stretch
+            if taken and run.seqs[at] <= taken_seqs[-1]:
+                ascending = False
             taken_seqs += run.seqs[at:at + count]
             sizes += map(len, run.values[at:at + count])
             sent_us += repeat(run.sent_us, count)
@@ -313,7 +318,7 @@ class InFlightTable(SeqTable[InFlight]):
             taken += count
         self.bytes -= sum(sizes)
         if taken == len(seqs):
-            return Taken(taken_seqs, sizes, sent_us, [])
+            return Taken(taken_seqs, sizes, sent_us, [], ascending)
         # the rest one by one: sent alone, not held, or not in a run's order
         missing: list[int] = []
         for seq in seqs[taken:]:

@@ -86,11 +86,12 @@ class KeptTags:
         tags, every, _ = self.pop_all_masked(seqs)
         return tags, every
 
-    def pop_all_masked(self, seqs: list[int]
+    def pop_all_masked(self, seqs: list[int], ascending: bool = False
                        ) -> tuple[list[bytes | None], bool, Masks | None]:
         """``pop_all``, with the seqs' ``block_masks`` where it made them (all kept as
-        bits of one tag: an ACK's mostly), for the topic's marks and log to use."""
-        found = self._all_bits_of_one_tag(seqs, once=True)
+        bits of one tag: an ACK's mostly), for the topic's marks and log to use
+        (``ascending``: the seqs are ascending, each once: a run's masks by a shift)."""
+        found = self._all_bits_of_one_tag(seqs, once=True, ascending=ascending)
         if found is None:
             tags = list(map(self.pop, seqs))
             return tags, None not in tags, None
@@ -101,7 +102,8 @@ class KeptTags:
                 self._clear(first, bits[first] & ~mask)
         return [tag] * len(seqs), True, masks
 
-    def _all_bits_of_one_tag(self, seqs: list[int], once: bool = False
+    def _all_bits_of_one_tag(self, seqs: list[int], once: bool = False,
+                             ascending: bool = False
                              ) -> tuple[bytes, list[tuple[int, int]]] | None:
         """The one tag of ``seqs`` (and their blocks' masks) where every one is kept as
         a bit of a block of that tag and none one by one (``once``: and none is given
@@ -109,7 +111,7 @@ class KeptTags:
         if not seqs or (self._each and not self._each.keys().isdisjoint(seqs)):
             return None
         bits, block_tags = self._bits, self._block_tags
-        masks = block_masks(seqs)
+        masks = ascending_masks(seqs) if ascending else block_masks(seqs)
         tag = block_tags.get(masks[0][0])  # (the first block holds the lowest seq)
         if tag is None:
             return None

@@ -121,5 +121,9 @@ def test_pop_all_gives_the_masks_it_made(tmp_path):
     found, every, masks = tags.pop_all_masked(seqs[::-1])
     assert found == [b"t"] * 100 and every
     assert masks == block_masks(seqs)
+    across = list(range(1000, 1100, 3)) + list(range(2000, 2100))  # ascending, two blocks
+    tags.keep_all(across, [b"t"] * len(across))
+    found, every, masks = tags.pop_all_masked(across, ascending=True)
+    assert found == [b"t"] * len(across) and every and masks == block_masks(across)
     tags.keep_all(seqs, [b"t"] * 50 + [b"u"] * 50)  # one by one: no masks made
     assert tags.pop_all_masked(seqs)[2] is None

@@ -234,6 +234,13 @@ def marked_in(firsts: list[int], bits: list[int]) -> set[int]:
     return marked
 
 
+def lowest_masked(masks: Masks) -> int:
+    """The lowest seq of ``block_masks`` (its first block's lowest bit: no look at
+    each seq)."""
+    first, mask = masks[0]
+    return first + (mask & -mask).bit_length() - 1
+
+
 def run_masks(low: int, count: int) -> list[tuple[int, int]]:
     """``block_masks`` of the ``count`` seqs from ``low`` on, a run: one shift, with no
     look at each seq (a batch's new messages)."""

@@ -29,7 +29,7 @@ from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import record, topic_log
 from pzq.store.batch import Batch
-from pzq.store.group_marks import GroupMarks, Masks, block_masks
+from pzq.store.group_marks import GroupMarks, Masks, block_masks, lowest_masked
 from pzq.store.keyspace import MARK_BLOCK_OF
 from pzq.store.store import Store
 from pzq.store.topic_model import (
@@ -243,7 +243,7 @@ class Topics(TopicRegistry):
             self._leave_all(batch, topic, seqs, sum(sizes))
             return [True] * len(seqs)
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
-        low = lowest(seqs, 0)
+        low = lowest(seqs, 0) if masks is None else lowest_masked(masks)
         if group is not None and topic.log_from is not None:
             # counted(): mostly every one (a compare each in C, no call)
             uncounted = (len(seqs) if low >= topic.log_from
@@ -273,9 +273,11 @@ class Topics(TopicRegistry):
         """Who holds every one of the messages (``low``: the lowest seq), and who of them
         is not ``group_id``, when that is the same for all (known from their tags
         alone); else None."""
-        if low < topic.holders_settled_from():
+        if not tags or low < topic.holders_settled_from():
             return None
-        found = {tuple(topic.holders(topic.holders_settled_from(), tag)) for tag in set(tags)}
+        # mostly one tag object for all: a count by identity in C, not a set of them
+        distinct = (tags[0],) if tags.count(tags[0]) == len(tags) else set(tags)
+        found = {tuple(topic.holders(topic.holders_settled_from(), tag)) for tag in distinct}
         if len(found) != 1:
             return None
         holders = list(found.pop())

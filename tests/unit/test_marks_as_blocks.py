@@ -127,3 +127,10 @@ def test_pop_all_gives_the_masks_it_made(tmp_path):
     assert found == [b"t"] * len(across) and every and masks == block_masks(across)
     tags.keep_all(seqs, [b"t"] * 50 + [b"u"] * 50)  # one by one: no masks made
     assert tags.pop_all_masked(seqs)[2] is None
+
+
+def test_the_lowest_seq_of_masks_is_the_lowest_seq(tmp_path):
+    rng = random.Random(3)
+    for _ in range(300):
+        seqs = some_seqs(rng)
+        assert group_marks.lowest_masked(block_masks(seqs)) == min(seqs)

@@ -78,7 +78,8 @@ class Driver:
         size = sum(map(len, values))
         if self.table.bytes + size > self.max_bytes:
             return  # (a run is sent only within the bound)
-        self.table.add_run(seqs, values, self.now, self.now + TIMEOUT, size)
+        measured = list(map(len, values)) if rng.random() < 0.5 else None  # (a read's)
+        self.table.add_run(seqs, values, self.now, self.now + TIMEOUT, size, measured)
         for seq, value in zip(seqs, values, strict=True):
             self.model.add(InFlight(seq, value, self.now, self.now + TIMEOUT, 1, self.now))
         self.runs.append(seqs)

@@ -81,6 +81,7 @@ class Run:
     flags: bytearray
     out: int
     sizes: list[int]
+    size: int  # the sizes added up
 
     def entry(self, at: int) -> InFlight:
         """Its delivery at ``at`` as an InFlight (a first delivery: its count is 1)."""
@@ -262,7 +263,7 @@ class InFlightTable(SeqTable[InFlight]):
             firsts.insert(bisect_left(firsts, first), first)
         count = len(seqs)
         run = Run(seqs, values, sent_us, deadline_us, bytearray(b"\1") * count, count,
-                  list(map(len, values)) if sizes is None else sizes)
+                  list(map(len, values)) if sizes is None else sizes, size)
         by_first[first] = run
         self._runs.append(run)
         self._run_out += count
@@ -317,9 +318,10 @@ class InFlightTable(SeqTable[InFlight]):
             taken_seqs += run.seqs[at:at + count]
             sizes += run.sizes[at:at + count]
             sent_us += repeat(run.sent_us, count)
+            # (a whole run's bytes are known: its sizes are not added up again)
+            self.bytes -= run.size if count == len(run.seqs) else sum(run.sizes[at:at + count])
             self._clear(run, at, count)
             taken += count
-        self.bytes -= sum(sizes)
         if taken == len(seqs):
             return Taken(taken_seqs, sizes, sent_us, [], ascending)
         # the rest one by one: sent alone, not held, or not in a run's order

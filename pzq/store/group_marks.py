@@ -80,15 +80,18 @@ class GroupMarks:
             return []
         if masks is None:
             masks = block_masks(seqs)
+        return answers_of(seqs, masks, self.done_by_all_masks(group_ids, masks))
+
+    def done_by_all_masks(self, group_ids: list[int], masks: Masks) -> list[int]:
+        """For each block of ``masks`` (``block_masks``), the bits of its mask every one
+        of ``group_ids`` is done with (all 0 once some group is done with none)."""
         firsts = list(map(FIRST_OF, masks))
-        wanted = common = list(map(MASK_OF, masks))
+        common = list(map(MASK_OF, masks))
         for group_id in group_ids:
             common = list(map(and_, common, self._blocks_at(group_id, firsts)))
             if not any(common):
-                return [False] * len(seqs)
-        if common == wanted:
-            return [True] * len(seqs)
-        return list(map(marked_in(firsts, common).__contains__, seqs))
+                break
+        return common
 
     def _blocks_at(self, group_id: int, firsts: list[int]) -> list[int]:
         """The group's bitmaps of the blocks from ``firsts`` (0: none)."""
@@ -232,6 +235,18 @@ def marked_in(firsts: list[int], bits: list[int]) -> set[int]:
             lowest = (block & -block).bit_length() - 1
             marked.update(keyspace.marked_seqs(first + lowest, block >> lowest))
     return marked
+
+
+def answers_of(seqs: list[int], masks: Masks, done: list[int]) -> list[bool]:
+    """For each seq whether its bit is in ``done`` (the bits of each block of
+    ``masks``, the seqs' ``block_masks``, that are done): one list made at once
+    where all or none are, else the seqs done picked from the bits in C and each
+    looked up."""
+    if not any(done):
+        return [False] * len(seqs)
+    if done == list(map(MASK_OF, masks)):
+        return [True] * len(seqs)
+    return list(map(marked_in(list(map(FIRST_OF, masks)), done).__contains__, seqs))
 
 
 def lowest_masked(masks: Masks) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
-from operator import not_
+from operator import and_, invert, not_
 
 from pzq.bulk import each, lowest
 from pzq.errors import PzqError
@@ -29,7 +29,15 @@ from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import record, topic_log
 from pzq.store.batch import Batch
-from pzq.store.group_marks import GroupMarks, Masks, block_masks, lowest_masked
+from pzq.store.group_marks import (
+    FIRST_OF,
+    MASK_OF,
+    GroupMarks,
+    Masks,
+    answers_of,
+    block_masks,
+    lowest_masked,
+)
 from pzq.store.keyspace import MARK_BLOCK_OF
 from pzq.store.store import Store
 from pzq.store.topic_model import (
@@ -290,20 +298,27 @@ class Topics(TopicRegistry):
         other holder is done with leave the store with their marks, the rest are
         marked done for ``group_id`` (``masks``: the seqs' blocks' masks, for each of
         these where it is all of them)."""
-        released = self.marks.done_by_all(others, seqs, masks)
+        done = self.marks.done_by_all_masks(others, masks)
+        wanted = list(map(MASK_OF, masks))
         # mostly all or none of an ACK's messages leave (the last group's or another's)
-        if not any(released):
+        kept_masks = gone_masks = masks
+        if not any(done):
+            released = [False] * len(seqs)
             kept: list[int] = seqs
             gone: list[int] = []
-        elif all(released):
+        elif done == wanted:
+            released = [True] * len(seqs)
             kept, gone = [], seqs
-        else:
+        else:  # the blocks' masks of each part: the done bits, and the rest
+            released = answers_of(seqs, masks, done)
             kept = list(compress(seqs, map(not_, released)))
             gone = list(compress(seqs, released))
+            firsts = list(map(FIRST_OF, masks))
+            kept_masks = list(zip(firsts, map(and_, wanted, map(invert, done)), strict=True))
+            gone_masks = list(zip(firsts, done, strict=True))
         if group_id in holders:  # else its ACK came after it let go: nothing to mark
-            self.marks.mark_all(batch, group_id, kept, masks if kept is seqs else None)
+            self.marks.mark_all(batch, group_id, kept, kept_masks)
         if gone:
-            gone_masks = masks if gone is seqs else None
             self.marks.unmark_groups(batch, others, gone, gone_masks)
             self._leave_all(batch, topic, gone,
                             sum(sizes) if gone is seqs else sum(compress(sizes, released)),

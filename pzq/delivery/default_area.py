@@ -52,7 +52,8 @@ class DefaultArea(OwnArea):
 
     def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         # ``default`` leaves marks only while named groups exist
-        done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
+        done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk],
+                                       ascending=True)  # (a walk of the store's keys)
                 if self.topics.named_groups else set())
         if self.topics.default_restricted:
             return self._keep_held(chunk, done)

@@ -95,7 +95,7 @@ class GroupArea:
             if not seqs:
                 break
             looked += len(seqs)
-            done = self.topics.done_among(self.group.id, seqs)
+            done = self.topics.done_among(self.group.id, seqs, ascending=True)  # (the log's)
             if done:
                 kept = [seq not in done for seq in seqs]
                 seqs, tags = list(compress(seqs, kept)), list(compress(tags, kept))

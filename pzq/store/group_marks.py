@@ -58,15 +58,30 @@ class GroupMarks:
         first = seq & MARK_BLOCK_OF
         return bool(self._bits(group_id, first) >> (seq - first) & 1)
 
-    def done_among(self, group_id: int, seqs: list[int]) -> set[int]:
-        """Which of ``seqs`` ``group_id`` is done with (mostly none of a read's: a mask
-        test a block, no set made)."""
+    def done_among(self, group_id: int, seqs: list[int], ascending: bool = False) -> set[int]:
+        """Which of ``seqs`` ``group_id`` is done with. ``ascending``: the seqs are
+        ascending, each once (a read's), and mostly the group is done with none of
+        them: its blocks over their span are asked first, with no look at each seq."""
         if not seqs:
             return set()
-        masks = block_masks(seqs)
-        firsts = list(map(FIRST_OF, masks))
-        return marked_in(firsts, list(map(and_, map(MASK_OF, masks),
-                                          self._blocks_at(group_id, firsts))))
+        if not ascending:
+            masks = block_masks(seqs)
+            firsts = list(map(FIRST_OF, masks))
+            return marked_in(firsts, list(map(and_, map(MASK_OF, masks),
+                                              self._blocks_at(group_id, firsts))))
+        low, high = seqs[0], seqs[-1]
+        first = low & MARK_BLOCK_OF
+        kept = self._kept_of(group_id)
+        if (kept is not None and high - first < MARK_BLOCK  # (one block: most reads)
+                and not kept.get(first, 0) >> (low - first) & ((1 << (high - low + 1)) - 1)):
+            return set()
+        span = run_masks(low, high - low + 1)
+        firsts = list(map(FIRST_OF, span))
+        done = list(map(and_, map(MASK_OF, span), self._blocks_at(group_id, firsts)))
+        if not any(done):
+            return set()
+        within = marked_in(firsts, done)  # (those of the span: of a run, the answer)
+        return within if high - low == len(seqs) - 1 else within.intersection(seqs)
 
     def done_by_all(self, group_ids: list[int], seqs: list[int],
                     masks: Masks | None = None) -> list[bool]:

@@ -170,8 +170,9 @@ class Topics(TopicRegistry):
     def is_done(self, group_id: int, seq: int) -> bool:
         return self.marks.is_done(group_id, seq)
 
-    def done_among(self, group_id: int, seqs: list[int]) -> set[int]:
-        return self.marks.done_among(group_id, seqs)
+    def done_among(self, group_id: int, seqs: list[int], ascending: bool = False) -> set[int]:
+        """``GroupMarks.done_among`` (``ascending``: the seqs are, each once)."""
+        return self.marks.done_among(group_id, seqs, ascending)
 
     def would_release(self, seq: int, topic: Topic, tag: bytes, group_id: int) -> bool:
         """Whether ``group_id`` being done with the message deletes it (kept for the

@@ -42,8 +42,11 @@ def some_seqs(rng: random.Random) -> list[int]:
 
 def check_answers(marks: GroupMarks, has: dict[int, set[int]], rng: random.Random) -> None:
     seqs = some_seqs(rng)
+    ascending = sorted(set(seqs))  # (a read's: a run, or a scatter)
     for group_id in GROUPS:
         assert marks.done_among(group_id, seqs) == has[group_id].intersection(seqs)
+        assert marks.done_among(group_id, ascending, ascending=True) \
+            == has[group_id].intersection(seqs)
         probe = rng.choice(seqs)
         assert marks.is_done(group_id, probe) is (probe in has[group_id])
     groups = rng.sample(GROUPS, rng.randrange(len(GROUPS) + 1))

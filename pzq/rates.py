@@ -10,11 +10,12 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter, deque
-from collections.abc import Iterable
+from operator import itemgetter
 
 SAMPLE_EVERY_S = 0.5
 KEEP_S = 61.0
 LATENCY_SAMPLES = 10_000
+LATENCY_OF, COUNT_OF = itemgetter(1), itemgetter(2)  # of a LatencyWindow's samples
 # Upper bounds (seconds) of the ACK latency histogram: 1 ms up to the longest ack timeouts.
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                      10.0, 30.0, 60.0, 300.0)
@@ -78,13 +79,10 @@ class LatencyHistogram:
         self.sum_s += latency_s
 
     def add_repeated(self, latency_s: float, count: int) -> None:
-        """``add`` of the same latency ``count`` times: its bucket found once."""
+        """``add`` of the same latency ``count`` times: its bucket found once, the sum
+        grown once (by the product: within rounding of ``count`` additions)."""
         self._counts[bisect.bisect_left(self.bounds_s, latency_s)] += count
-        self._sum_in_turn(itertools.repeat(latency_s, count))
-
-    def _sum_in_turn(self, latencies_s: Iterable[float]) -> None:
-        """Summed in turn, as ``add`` would (the last of the running sums), in C."""
-        self.sum_s = deque(itertools.accumulate(latencies_s, initial=self.sum_s), maxlen=1)[0]
+        self.sum_s += latency_s * count
 
     def snapshot(self) -> dict[str, object]:
         """Cumulative counts per upper bound (seconds, as text), as Prometheus reads them."""
@@ -96,24 +94,33 @@ class LatencyHistogram:
 
 
 class LatencyWindow:
-    """Recent ACK latencies (seconds), the oldest dropped past a minute or a bound.
+    """Recent ACK latencies (seconds), the oldest dropped past a minute or past
+    LATENCY_SAMPLES of them.
 
+    A latency is kept with how many deliveries had it (an ACK's many sent together
+    share theirs): one entry for them, not one each, counted as that many samples.
     Every latency also goes into a histogram kept since start, for Prometheus.
     """
 
     def __init__(self) -> None:
-        self._samples: deque[tuple[float, float]] = deque(maxlen=LATENCY_SAMPLES)
+        # (when ACKed, latency, how many deliveries), oldest first; and how many in all
+        self._samples: deque[tuple[float, float, int]] = deque()
+        self._count = 0
         self.histogram = LatencyHistogram()
 
     def add(self, now: float, latency_s: float) -> None:
-        self._samples.append((now, latency_s))
+        self._samples.append((now, latency_s, 1))
+        self._count += 1
+        if self._count > LATENCY_SAMPLES:
+            self._drop_oldest(self._count - LATENCY_SAMPLES)
         self.histogram.add(latency_s)
 
     def add_sent(self, now: float, now_us: int, sent_us: list[int]) -> None:
         """``add`` of the latency of each delivery sent at ``sent_us`` (µs; 0: not
         known, left out) and ACKed at ``now_us``, worked out once per send time: the
-        deliveries of a run share theirs, so an ACK of many has one or a few (its
-        samples go in grouped by send time, not in the ACK's order)."""
+        deliveries of a run share theirs, so an ACK of many has one or a few, each
+        kept once with its count (its samples go in grouped by send time, not in the
+        ACK's order)."""
         if not sent_us:
             return
         first = sent_us[0]
@@ -123,18 +130,38 @@ class LatencyWindow:
         samples, histogram = self._samples, self.histogram
         for sent, count in times.items():
             latency = (now_us - sent) / 1e6
-            samples.extend(itertools.repeat((now, latency), count))
+            samples.append((now, latency, count))
+            self._count += count
             histogram.add_repeated(latency, count)
+        if self._count > LATENCY_SAMPLES:
+            self._drop_oldest(self._count - LATENCY_SAMPLES)
+
+    def _drop_oldest(self, count: int) -> None:
+        """The ``count`` oldest samples go (the last entry touched keeps the rest)."""
+        samples = self._samples
+        self._count -= count
+        while count:
+            when, latency, many = samples[0]
+            if many > count:
+                samples[0] = (when, latency, many - count)
+                return
+            samples.popleft()
+            count -= many
 
     def percentiles_ms(self, now: float) -> dict[str, float | int]:
-        while self._samples and now - self._samples[0][0] > KEEP_S - 1:
-            self._samples.popleft()
-        values = sorted(latency for _, latency in self._samples)
-        if not values:
+        samples = self._samples
+        while samples and now - samples[0][0] > KEEP_S - 1:
+            self._count -= samples.popleft()[2]
+        if not samples:
             return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0, "samples": 0}
+        ordered = sorted(samples, key=LATENCY_OF)
+        latencies: list[float] = list(map(LATENCY_OF, ordered))
+        ends = list(itertools.accumulate(map(COUNT_OF, ordered)))  # each one's last place + 1
+        total = ends[-1]
 
         def at(fraction: float) -> float:
-            return round(values[min(len(values) - 1, int(fraction * len(values)))] * 1000, 3)
+            place = min(total - 1, int(fraction * total))  # in the samples one by one
+            return round(latencies[bisect.bisect_right(ends, place)] * 1000, 3)
 
         return {"p50": at(0.50), "p90": at(0.90), "p99": at(0.99),
-                "max": round(values[-1] * 1000, 3), "samples": len(values)}
+                "max": round(latencies[-1] * 1000, 3), "samples": total}

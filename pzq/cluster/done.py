@@ -72,6 +72,8 @@ class Dones:
         if origin != self.node_id:
             self.taken_over(origin, seqs, group)
             return
+        if not self.settings.replicas:  # no copies anywhere: nothing to tell, no lists
+            return
         self.removed_own(list(compress(seqs, finals)))
         self.done_own(group, list(compress(seqs, map(not_, finals))))
 

@@ -72,7 +72,7 @@ class Acking(Tracking):
             late = self._acked_late_all(batch, taken.missing, unknown)
             seqs, sent_us = seqs + list(map(SEQ_OF, late)), sent_us + [e.sent_us for e in late]
             sizes = sizes + list(map(len, map(VALUE_OF, late)))  # (the run's kept as owed)
-        finals = self.area.delete_all(batch, seqs, sizes)
+        finals = self.area.delete_all(batch, seqs, sizes, taken.ascending and not taken.missing)
         self.counters.acked += len(seqs)
         return Acked(seqs, sent_us), finals, unknown
 

@@ -51,7 +51,8 @@ class Area(Protocol):
     def keep_delivered_below(self, batch: Batch, seq: int) -> None: ...
     def get(self, seq: int) -> bytes | None: ...
     def delete(self, batch: Batch, seq: int, size: int) -> None: ...
-    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]: ...
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int],
+                   ascending: bool = False) -> list[bool]: ...
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def dead_letter(self, batch: Batch, seq: int, value: bytes) -> None: ...
     def group_names(self, seq: int) -> tuple[str, ...]: ...
@@ -113,7 +114,8 @@ class OwnArea:
     def delete(self, batch: Batch, seq: int, size: int) -> None:
         batch.delete_message(seq, size)
 
-    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int],
+                   ascending: bool = False) -> list[bool]:
         """Each seq (of its size) deleted; for each, whether it left the store (always)."""
         batch.delete_messages(seqs, sum(sizes))
         return [True] * len(seqs)
@@ -207,7 +209,8 @@ class TakeoverArea:
         self.replicas.group_done(batch, self.node_id, seq, self.group,
                                  tombstone=self.group == DEFAULT_GROUP)
 
-    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int],
+                   ascending: bool = False) -> list[bool]:
         return delete_each(self, batch, seqs, sizes)
 
     def group_names(self, seq: int) -> tuple[str, ...]:

@@ -52,7 +52,8 @@ class DefaultArea(OwnArea):
 
     def _keep(self, chunk: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         # ``default`` leaves marks only while named groups exist
-        done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk])
+        done = (self.topics.done_among(DEFAULT_GROUP_ID, [seq for seq, _ in chunk],
+                                       ascending=True)  # (a walk of the store's keys)
                 if self.topics.named_groups else set())
         if self.topics.default_restricted:
             return self._keep_held(chunk, done)
@@ -152,7 +153,8 @@ class DefaultArea(OwnArea):
             self.topics.keep_default(topic)  # read on --send-dsn: it stays so
         self.topics.done(batch, seq, *about, size, DEFAULT_GROUP_ID)
 
-    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int],
+                   ascending: bool = False) -> list[bool]:
         """``delete`` of each seq, in bulk when every one was read here and they are of
         one topic (the common ACK); else one by one."""
         about = self._one_topic(seqs)

@@ -142,7 +142,8 @@ class Delivering(Tracking):
         count = send_run(self.area.node_id, run.seqs, run.values)
         if count:
             inflight.add_run(run.seqs[:count], run.values[:count], now_us,
-                             now_us + self.ack_timeout_us, run.size_of(count))
+                             now_us + self.ack_timeout_us, run.size_of(count),
+                             run.sizes if count == len(run.sizes) else run.sizes[:count])
             self.counters.delivered += count
             self.cursor = run.seqs[count - 1] + 1
         return count

@@ -41,14 +41,15 @@ BOOKKEEPING_OF = itemgetter(slice(record.BOOKKEEPING_OFFSET,
 class Run(NamedTuple):
     seqs: list[int]
     values: list[bytes]
-    size: int  # the records' lengths added up
+    sizes: list[int]  # the records' lengths (kept by the in-flight table for their ACK)
+    size: int  # added up
 
     def size_of(self, count: int) -> int:
         """The bytes of the first ``count`` records."""
-        return self.size if count == len(self.values) else sum(map(len, self.values[:count]))
+        return self.size if count == len(self.values) else sum(self.sizes[:count])
 
 
-NO_RUN = Run([], [], 0)
+NO_RUN = Run([], [], [], 0)
 
 
 def first_run(seqs: list[int], values: list[bytes], taken: set[int], delivered_before: int,
@@ -85,13 +86,14 @@ def _first_run_past(seqs: list[int], values: list[bytes], taken: set[int],
 def _within(seqs: list[int], values: list[bytes], room_bytes: int) -> Run:
     """The run of these messages, as many as fit in ``room_bytes`` (the lists are not
     changed: they may be the read's own, kept by its chunk)."""
-    size = sum(map(len, values))
+    sizes = list(map(len, values))
+    size = sum(sizes)
     if size > room_bytes:  # (rare: the in-flight table nearly full)
-        sizes = list(accumulate(map(len, values)))
-        fit = bisect_right(sizes, room_bytes)
-        seqs, values = seqs[:fit], values[:fit]
-        size = sizes[fit - 1] if fit else 0
-    return Run(seqs, values, size) if seqs else NO_RUN
+        added = list(accumulate(sizes))
+        fit = bisect_right(added, room_bytes)
+        seqs, values, sizes = seqs[:fit], values[:fit], sizes[:fit]
+        size = added[fit - 1] if fit else 0
+    return Run(seqs, values, sizes, size) if seqs else NO_RUN
 
 
 def unexpired(run: Run, verdict: Verdict, now_us: int) -> Run:
@@ -101,7 +103,7 @@ def unexpired(run: Run, verdict: Verdict, now_us: int) -> Run:
     if True not in expired:
         return run
     end = expired.index(True)
-    return Run(run.seqs[:end], run.values[:end], run.size_of(end))
+    return Run(run.seqs[:end], run.values[:end], run.sizes[:end], run.size_of(end))
 
 
 def rest_at(seqs: list[int], cursor: int) -> int:

@@ -95,7 +95,7 @@ class GroupArea:
             if not seqs:
                 break
             looked += len(seqs)
-            done = self.topics.done_among(self.group.id, seqs)
+            done = self.topics.done_among(self.group.id, seqs, ascending=True)  # (the log's)
             if done:
                 kept = [seq not in done for seq in seqs]
                 seqs, tags = list(compress(seqs, kept)), list(compress(tags, kept))
@@ -316,17 +316,20 @@ class GroupArea:
         if tag is not None:
             self.topics.done(batch, seq, self.group.topic, tag, size, self.group.id)
 
-    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int],
+                   ascending: bool = False) -> list[bool]:
         """``delete`` of each seq, the topic's bookkeeping done for all at once; for
-        each, whether it left the store (no other group holds it)."""
+        each, whether it left the store (no other group holds it). ``ascending``: the
+        seqs are ascending, each once (an ACK of a read's runs: a run's blocks' masks
+        are made with one shift, no look at each seq)."""
         if self._counted:  # delivered more than once: their counts go
             for seq in self._counted.intersection(seqs):
                 self._forget_count(batch, seq)
-        tags, every = self._tags.pop_all(seqs)
+        tags, every, masks = self._tags.pop_all_masked(seqs, ascending)
         if not every:
             return self._delete_read_again(batch, seqs, tags, sizes)
         return self.topics.done_all(batch, self.group.topic, self.group.id, seqs,
-                                    cast(list[bytes], tags), sizes)
+                                    cast(list[bytes], tags), sizes, masks)
 
     def _delete_read_again(self, batch: Batch, seqs: list[int], tags: list[bytes | None],
                            sizes: list[int]) -> list[bool]:

@@ -58,18 +58,21 @@ LET_GO = b""  # a run's record once its delivery is out no more (a record is nev
 
 class Taken(NamedTuple):
     """Deliveries an ACK took from the table: their seqs, their records' sizes and when
-    each was sent, in the order asked; and the seqs the table did not hold."""
+    each was sent, in the order asked; the seqs the table did not hold; and whether
+    the seqs are ascending, each once (taken as stretches of runs, in their order)."""
 
     seqs: list[int]
     sizes: list[int]
     sent_us: list[int]
     missing: list[int]
+    ascending: bool = False
 
 
 @dataclass(slots=True, eq=False)
 class Run:
     """First deliveries sent together: their seqs (ascending) and records as sent, and
-    which are still out (a flag each); ``out`` counts them (0: let go)."""
+    which are still out (a flag each); ``out`` counts them (0: let go). ``sizes``: the
+    records' lengths, as the read found them (an ACK's are sliced, not measured)."""
 
     seqs: list[int]
     values: list[bytes]
@@ -77,6 +80,8 @@ class Run:
     deadline_us: int
     flags: bytearray
     out: int
+    sizes: list[int]
+    size: int  # the sizes added up
 
     def entry(self, at: int) -> InFlight:
         """Its delivery at ``at`` as an InFlight (a first delivery: its count is 1)."""
@@ -235,12 +240,12 @@ class InFlightTable(SeqTable[InFlight]):
         return evicted
 
     def add_run(self, seqs: list[int], values: list[bytes], sent_us: int, deadline_us: int,
-                size: int) -> None:
+                size: int, sizes: list[int] | None = None) -> None:
         """Track first deliveries sent at ``sent_us``, newer than any in the table, whose
-        records are ``size`` bytes together, known to fit within max_bytes (nothing is
-        evicted). ``seqs`` ascending, as a read finds them; the lists are kept (not to
-        be changed by the caller), and the table lets each record go once its delivery
-        is out no more."""
+        records are ``size`` bytes together (``sizes``: each one's, when measured
+        already), known to fit within max_bytes (nothing is evicted). ``seqs``
+        ascending, as a read finds them; the lists are kept (not to be changed by the
+        caller), and the table lets each record go once its delivery is out no more."""
         if not seqs:
             return
         first, last = seqs[0], seqs[-1]
@@ -257,7 +262,8 @@ class InFlightTable(SeqTable[InFlight]):
         else:
             firsts.insert(bisect_left(firsts, first), first)
         count = len(seqs)
-        run = Run(seqs, values, sent_us, deadline_us, bytearray(b"\1") * count, count)
+        run = Run(seqs, values, sent_us, deadline_us, bytearray(b"\1") * count, count,
+                  list(map(len, values)) if sizes is None else sizes, size)
         by_first[first] = run
         self._runs.append(run)
         self._run_out += count
@@ -285,7 +291,7 @@ class InFlightTable(SeqTable[InFlight]):
         del self._by_first[run.seqs[0]]
         firsts = self._firsts
         del firsts[bisect_left(firsts, run.seqs[0])]
-        run.seqs, run.values = NO_SEQS, NO_RECORDS
+        run.seqs, run.values, run.sizes = NO_SEQS, NO_RECORDS, NO_SEQS
         self._let_go += 1
         if self._let_go > LET_GO_KEPT and self._let_go > len(self._by_first):
             self._runs = deque(run for run in self._runs if run.out)
@@ -301,19 +307,23 @@ class InFlightTable(SeqTable[InFlight]):
         taken_seqs: list[int] = []
         sizes: list[int] = []
         sent_us: list[int] = []
+        ascending = True  # (each stretch is: a run's seqs are a read's)
         while self._run_out and taken < len(seqs):
             stretch = self._stretch(seqs, taken)
             if stretch is None:
                 break
             run, at, count = stretch
+            if taken and run.seqs[at] <= taken_seqs[-1]:
+                ascending = False
             taken_seqs += run.seqs[at:at + count]
-            sizes += map(len, run.values[at:at + count])
+            sizes += run.sizes[at:at + count]
             sent_us += repeat(run.sent_us, count)
+            # (a whole run's bytes are known: its sizes are not added up again)
+            self.bytes -= run.size if count == len(run.seqs) else sum(run.sizes[at:at + count])
             self._clear(run, at, count)
             taken += count
-        self.bytes -= sum(sizes)
         if taken == len(seqs):
-            return Taken(taken_seqs, sizes, sent_us, [])
+            return Taken(taken_seqs, sizes, sent_us, [], ascending)
         # the rest one by one: sent alone, not held, or not in a run's order
         missing: list[int] = []
         for seq in seqs[taken:]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from itertools import repeat
 
-from pzq.store.group_marks import ascending_masks, block_masks
+from pzq.store.group_marks import Masks, ascending_masks, block_masks
 from pzq.store.keyspace import MARK_BLOCK_OF
 
 
@@ -83,18 +83,27 @@ class KeptTags:
         """``pop`` of each seq, in turn (a seq given twice: None the second time), and
         whether every one was kept: in C where all are kept as bits of one tag, each
         once."""
-        found = self._all_bits_of_one_tag(seqs, once=True)
+        tags, every, _ = self.pop_all_masked(seqs)
+        return tags, every
+
+    def pop_all_masked(self, seqs: list[int], ascending: bool = False
+                       ) -> tuple[list[bytes | None], bool, Masks | None]:
+        """``pop_all``, with the seqs' ``block_masks`` where it made them (all kept as
+        bits of one tag: an ACK's mostly), for the topic's marks and log to use
+        (``ascending``: the seqs are ascending, each once: a run's masks by a shift)."""
+        found = self._all_bits_of_one_tag(seqs, once=True, ascending=ascending)
         if found is None:
             tags = list(map(self.pop, seqs))
-            return tags, None not in tags
+            return tags, None not in tags, None
         tag, masks = found
         bits = self._bits
         for first, mask in masks:
             if mask:
                 self._clear(first, bits[first] & ~mask)
-        return [tag] * len(seqs), True
+        return [tag] * len(seqs), True, masks
 
-    def _all_bits_of_one_tag(self, seqs: list[int], once: bool = False
+    def _all_bits_of_one_tag(self, seqs: list[int], once: bool = False,
+                             ascending: bool = False
                              ) -> tuple[bytes, list[tuple[int, int]]] | None:
         """The one tag of ``seqs`` (and their blocks' masks) where every one is kept as
         a bit of a block of that tag and none one by one (``once``: and none is given
@@ -102,7 +111,7 @@ class KeptTags:
         if not seqs or (self._each and not self._each.keys().isdisjoint(seqs)):
             return None
         bits, block_tags = self._bits, self._block_tags
-        masks = block_masks(seqs)
+        masks = ascending_masks(seqs) if ascending else block_masks(seqs)
         tag = block_tags.get(masks[0][0])  # (the first block holds the lowest seq)
         if tag is None:
             return None

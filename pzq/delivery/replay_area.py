@@ -110,7 +110,8 @@ class ReplayArea:
         batch.delete(keyspace.replay_key(self.node_id, seq))
         self.present.discard(seq)
 
-    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+    def delete_all(self, batch: Batch, seqs: list[int], sizes: list[int],
+                   ascending: bool = False) -> list[bool]:
         return delete_each(self, batch, seqs, sizes)
 
     def rewrite(self, batch: Batch, seq: int, value: bytes) -> None:

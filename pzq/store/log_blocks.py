@@ -25,7 +25,7 @@ from operator import itemgetter
 
 from pzq.store import keyspace
 from pzq.store.batch import Batch
-from pzq.store.group_marks import BLOCK_BITS, ascending_masks, block_masks
+from pzq.store.group_marks import BLOCK_BITS, Masks, ascending_masks, block_masks
 from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF, SEQ, encode_bits, marked_seqs
 from pzq.store.store import Store
 
@@ -120,13 +120,15 @@ class LogBlocks:
         for tag, seqs in by_tag.items():
             self.add(batch, topic_id, tag, sorted(seqs))
 
-    def remove(self, batch: Batch, topic_id: int, seqs: list[int]) -> None:
+    def remove(self, batch: Batch, topic_id: int, seqs: list[int],
+               masks: Masks | None = None) -> None:
         """Messages of the topic left the store: ``clear`` of their bits, a block at a
-        time (whatever their tags)."""
+        time (whatever their tags; ``masks``: the seqs' ``block_masks``, when made
+        already)."""
         if not seqs:
             return
         clear = self.clear
-        for first, mask in block_masks(seqs):
+        for first, mask in block_masks(seqs) if masks is None else masks:
             clear(batch, topic_id, first, mask)
 
     def clear(self, batch: Batch, topic_id: int, first: int, mask: int) -> None:

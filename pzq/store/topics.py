@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
-from operator import not_
+from operator import and_, invert, not_
 
 from pzq.bulk import each, lowest
 from pzq.errors import PzqError
@@ -29,7 +29,15 @@ from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
 from pzq.store import record, topic_log
 from pzq.store.batch import Batch
-from pzq.store.group_marks import GroupMarks
+from pzq.store.group_marks import (
+    FIRST_OF,
+    MASK_OF,
+    GroupMarks,
+    Masks,
+    answers_of,
+    block_masks,
+    lowest_masked,
+)
 from pzq.store.kept_reads import KeptReads
 from pzq.store.keyspace import MARK_BLOCK_OF
 from pzq.store.store import Store
@@ -168,8 +176,9 @@ class Topics(TopicRegistry):
     def is_done(self, group_id: int, seq: int) -> bool:
         return self.marks.is_done(group_id, seq)
 
-    def done_among(self, group_id: int, seqs: list[int]) -> set[int]:
-        return self.marks.done_among(group_id, seqs)
+    def done_among(self, group_id: int, seqs: list[int], ascending: bool = False) -> set[int]:
+        """``GroupMarks.done_among`` (``ascending``: the seqs are, each once)."""
+        return self.marks.done_among(group_id, seqs, ascending)
 
     def would_release(self, seq: int, topic: Topic, tag: bytes, group_id: int) -> bool:
         """Whether ``group_id`` being done with the message deletes it (kept for the
@@ -237,17 +246,19 @@ class Topics(TopicRegistry):
         self._leave(batch, seq, topic, others, size)
 
     def done_all(self, batch: Batch, topic: Topic, group_id: int, seqs: list[int],
-                 tags: list[bytes], sizes: list[int]) -> list[bool]:
+                 tags: list[bytes], sizes: list[int], masks: Masks | None = None
+                 ) -> list[bool]:
         """``done`` for many messages of one topic by one group (each seq with its tag
         and size): who holds them is worked out once per tag where the seq no longer
         matters, the counts change once, the deletes go in bulk. For each, whether the
-        message was deleted."""
+        message was deleted. ``masks``: the seqs' ``block_masks``, when made already
+        (the marks and the log's blocks are changed with them, not made again)."""
         self._release_asked = NOT_ASKED
         if not self._named_groups:  # the single queue: nobody else holds anything
             self._leave_all(batch, topic, seqs, sum(sizes))
             return [True] * len(seqs)
         group = self._group_by_id(topic, group_id) if group_id != DEFAULT_GROUP_ID else None
-        low = lowest(seqs, 0)
+        low = lowest(seqs, 0) if masks is None else lowest_masked(masks)
         if group is not None and topic.log_from is not None:
             # counted(): mostly every one (a compare each in C, no call)
             uncounted = (len(seqs) if low >= topic.log_from
@@ -256,10 +267,11 @@ class Topics(TopicRegistry):
                 self.counts.count_group(group, -uncounted)
         settled = self._settled_holders(topic, group_id, seqs, tags, low)
         if settled is not None and not settled[1]:  # no other holder: every one leaves
-            self._leave_all(batch, topic, seqs, sum(sizes))
+            self._leave_all(batch, topic, seqs, sum(sizes), masks)
             return [True] * len(seqs)
         if settled is not None:
-            return self._done_by_marks(batch, topic, group_id, seqs, sizes, *settled)
+            return self._done_by_marks(batch, topic, group_id, seqs, sizes, *settled,
+                                       masks=block_masks(seqs) if masks is None else masks)
         released, leaving, marked = self._release_or_mark(topic, group_id, seqs, tags)
         for seq in marked:
             self.marks.mark(batch, group_id, seq)
@@ -276,35 +288,48 @@ class Topics(TopicRegistry):
         """Who holds every one of the messages (``low``: the lowest seq), and who of them
         is not ``group_id``, when that is the same for all (known from their tags
         alone); else None."""
-        if low < topic.holders_settled_from():
+        if not tags or low < topic.holders_settled_from():
             return None
-        found = {tuple(topic.holders(topic.holders_settled_from(), tag)) for tag in set(tags)}
+        # mostly one tag object for all: a count by identity in C, not a set of them
+        distinct = (tags[0],) if tags.count(tags[0]) == len(tags) else set(tags)
+        found = {tuple(topic.holders(topic.holders_settled_from(), tag)) for tag in distinct}
         if len(found) != 1:
             return None
         holders = list(found.pop())
         return holders, [holder for holder in holders if holder != group_id]
 
     def _done_by_marks(self, batch: Batch, topic: Topic, group_id: int, seqs: list[int],
-                       sizes: list[int], holders: list[int], others: list[int]) -> list[bool]:
+                       sizes: list[int], holders: list[int], others: list[int],
+                       masks: Masks) -> list[bool]:
         """``done_all`` where the same other groups hold every message: those every
         other holder is done with leave the store with their marks, the rest are
-        marked done for ``group_id``."""
-        released = self.marks.done_by_all(others, seqs)
+        marked done for ``group_id`` (``masks``: the seqs' blocks' masks, for each of
+        these where it is all of them)."""
+        done = self.marks.done_by_all_masks(others, masks)
+        wanted = list(map(MASK_OF, masks))
         # mostly all or none of an ACK's messages leave (the last group's or another's)
-        if not any(released):
+        kept_masks = gone_masks = masks
+        if not any(done):
+            released = [False] * len(seqs)
             kept: list[int] = seqs
             gone: list[int] = []
-        elif all(released):
+        elif done == wanted:
+            released = [True] * len(seqs)
             kept, gone = [], seqs
-        else:
+        else:  # the blocks' masks of each part: the done bits, and the rest
+            released = answers_of(seqs, masks, done)
             kept = list(compress(seqs, map(not_, released)))
             gone = list(compress(seqs, released))
+            firsts = list(map(FIRST_OF, masks))
+            kept_masks = list(zip(firsts, map(and_, wanted, map(invert, done)), strict=True))
+            gone_masks = list(zip(firsts, done, strict=True))
         if group_id in holders:  # else its ACK came after it let go: nothing to mark
-            self.marks.mark_all(batch, group_id, kept)
+            self.marks.mark_all(batch, group_id, kept, kept_masks)
         if gone:
-            self.marks.unmark_groups(batch, others, gone)
+            self.marks.unmark_groups(batch, others, gone, gone_masks)
             self._leave_all(batch, topic, gone,
-                            sum(sizes) if gone is seqs else sum(compress(sizes, released)))
+                            sum(sizes) if gone is seqs else sum(compress(sizes, released)),
+                            gone_masks)
         return released
 
     def _release_or_mark(self, topic: Topic, group_id: int, seqs: list[int],
@@ -340,14 +365,16 @@ class Topics(TopicRegistry):
                 return False
         return True
 
-    def _leave_all(self, batch: Batch, topic: Topic, seqs: list[int], size: int) -> None:
+    def _leave_all(self, batch: Batch, topic: Topic, seqs: list[int], size: int,
+                   masks: Masks | None = None) -> None:
         """Messages (``size``: their bytes) deleted from the store: their log entries
-        and their counts (``_leave`` for many; the other groups' marks go before)."""
+        and their counts (``_leave`` for many; the other groups' marks go before;
+        ``masks``: the seqs' ``block_masks``, when made already)."""
         if not seqs:
             return
         batch.delete_messages(seqs, size)
         if topic.log_from is not None:
-            self.logs.remove(batch, topic.id, seqs)
+            self.logs.remove(batch, topic.id, seqs, masks)
             if self.recent:
                 each(self.recent.pop, seqs, repeat(None))
         self.counts.count(topic, -len(seqs), -size)

@@ -172,9 +172,10 @@ def test_the_next_batch_goes_out_before_the_acks_deletes_and_marks(
     deletes = area.delete_all
     seen: list[tuple[bool, int]] = []  # at the ACK's deletes: the batch sent, in flight
 
-    def watched(batch: Batch, seqs: list[int], sizes: list[int]) -> list[bool]:
+    def watched(batch: Batch, seqs: list[int], sizes: list[int],
+                ascending: bool = False) -> list[bool]:
         seen.append((consumer.poll(200) != 0, len(deliveries.state.inflight)))
-        return deletes(batch, seqs, sizes)
+        return deletes(batch, seqs, sizes, ascending)
     monkeypatch.setattr(area, "delete_all", watched)  # (the area's own, watched)
     try:
         first = received(device, consumer, wire.BATCH)

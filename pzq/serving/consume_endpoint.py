@@ -396,22 +396,36 @@ class ConsumeEndpoint(Part):
                     state.take_due(now_us)
             if not delivering:
                 continue
-            for state in deliveries.sources(own_allowed, states) if deliveries.consumers else ():
-                room = deliveries.room()
-                if room > 0 and state.has_work():
-                    evicted = state.counters.evicted
-                    outlets = sender.for_group(deliveries, state, now_us)
-                    state.deliver_raw(outlets.each, now_us, min(room, self.batch_size),
-                                      outlets.run)
-                    sender.finish()
-                    served.append(group_id)
-                    if state.counters.evicted != evicted:
-                        deliveries.settle()
+            # a group whose consumers have no room (most of them, most wakes: their
+            # batch is out) lists no sources; room changes only by what is sent here
+            room = deliveries.room() if deliveries.consumers else 0
+            if room > 0 and self._serve_group(deliveries, own_allowed, states, room, now_us):
+                served.append(group_id)
             # also those given back dead by a NACK this wake, before the next batch deletes them
             self.answers.retire_dead(deliveries, now_us, states)
         if sender.found_unreachable:  # what it sent before it went is read first
             self.liveness.look_soon(mono)
         served_last(self.groups, served)
+
+    def _serve_group(self, deliveries: NamedGroupDelivery, own_allowed: bool,
+                     states: list[DeliveryState], room: int, now_us: int) -> bool:
+        """What the group's consumers have ``room`` for, from each source in turn;
+        whether any source had work."""
+        sender, served = self.sender, False
+        for state in deliveries.sources(own_allowed, states):
+            if not state.has_work():
+                continue
+            evicted = state.counters.evicted
+            outlets = sender.for_group(deliveries, state, now_us)
+            state.deliver_raw(outlets.each, now_us, min(room, self.batch_size), outlets.run)
+            sender.finish()
+            served = True
+            if state.counters.evicted != evicted:
+                deliveries.settle()
+            room = deliveries.room()
+            if room <= 0:
+                break
+        return served
 
     def _send(self, frames: list[bytes]) -> None:
         try:

@@ -103,6 +103,9 @@ class GroupDelivery:
         self.latency = latency  # from delivery to ACK
         self.consumers: list[ServedConsumer] = []
         self._turn = 0
+        # every_state's and sources' answer while the group has no other origin (nearly
+        # always): one list kept, not one built a wake (callers do not change it)
+        self._own_only = [state]
 
     def base_of(self, number: int) -> int:
         """The held keys of the origin whose node id is ``number`` are this ``|`` each
@@ -133,7 +136,9 @@ class GroupDelivery:
         return self._taken_over()
 
     def every_state(self) -> list[DeliveryState]:
-        return [self.state, *self._taken_over().values()]
+        """The own state first, then each other origin's (the list not to be changed)."""
+        others = self._taken_over()
+        return [self.state, *others.values()] if others else self._own_only
 
     def state_for(self, origin: bytes) -> DeliveryState | None:
         if origin == self.state.area.node_id:
@@ -145,18 +150,29 @@ class GroupDelivery:
         """What to deliver from: own messages first (once the cluster lets us), then
         taken-over ones while their origin is down (``states``: every_state's, asked
         already)."""
-        others = self._taken_over().values() if states is None else states[1:]
-        taken = [state for state in others if not state.paused]
+        if states is None:
+            states = self.every_state()
+        if states is self._own_only:  # (no other origin: the kept list, or none)
+            return states if own_allowed else []
+        taken = [state for state in states[1:] if not state.paused]
         return ([self.state] if own_allowed else []) + taken
 
     def room(self) -> int:
-        return sum(max(0, consumer.room) for consumer in self.consumers)
+        room = 0
+        for consumer in self.consumers:
+            if (credit := consumer.room) > 0:
+                room += credit
+        return room
 
     def next_consumers(self) -> list[ServedConsumer]:
         """Consumers with credit, starting after the last one served."""
-        count = len(self.consumers)
+        consumers = self.consumers
+        if len(consumers) == 1:  # (a group of one consumer: no turn to take)
+            self._turn = 0
+            return consumers[:] if consumers[0].room > 0 else []
+        count = len(consumers)
         self._turn = (self._turn + 1) % max(1, count)
-        ordered = self.consumers[self._turn:] + self.consumers[:self._turn]
+        ordered = consumers[self._turn:] + consumers[:self._turn]
         return [consumer for consumer in ordered if consumer.room > 0]
 
     def give_back_held(self, consumer: ServedConsumer) -> int:
@@ -218,7 +234,10 @@ class GroupDelivery:
             consumer.held.difference_update(gone)
 
     def any_overdue(self) -> bool:
-        return any(consumer.overdue for consumer in self.consumers)
+        for consumer in self.consumers:  # (a loop: no generator made a pass)
+            if consumer.overdue:
+                return True
+        return False
 
     def shares_reads(self) -> bool:
         """Whether other groups read the same messages (what one made, the others use)."""

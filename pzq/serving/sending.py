@@ -161,9 +161,10 @@ class Sender:
 
         if state.with_headers:
             return Outlets(send, ONE_BY_ONE)
-        if not any(consumer.batches for consumer in candidates):
+        batches = sum(consumer.batches for consumer in candidates)
+        if not batches:
             runs = self._plain_run
-        elif all(consumer.batches for consumer in candidates):
+        elif batches == count:
             runs = self._batched_run
         else:
             return Outlets(send, ONE_BY_ONE)

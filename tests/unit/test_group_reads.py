@@ -5,6 +5,8 @@ a read returns is what the store holds."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from pzq.admin.topic_walks import TopicWalks
@@ -258,6 +260,30 @@ def test_one_group_reads_a_run_of_records_in_one_walk_of_their_values(tmp_path, 
     store.commit(batch)
     values, _ = alone._values(list(range(COUNT)))
     assert values == [store.get_own(seq) for seq in range(COUNT)] and values[5] is None
+    store.close()
+
+
+def test_a_group_alone_reads_random_runs_and_spans_as_the_store_holds_them(tmp_path):
+    """Random runs and spans of a store with random records deleted (some runs whole,
+    some with gaps, some past the last record): each read is ``get_own`` of each seq."""
+    rng = random.Random(41)
+    store, topics = open_node(tmp_path / "db")
+    orders = topics.topic("orders", 0)
+    batch = store.begin()
+    alone = GroupArea(store, topics, topics.add_group(orders, "alone", 0, "", 0))
+    store.commit(batch)
+    store_messages(store, topics, 400, size=40)
+    batch = store.begin()
+    for seq in rng.sample(range(400), 30):
+        batch.delete(keyspace.own_key(seq))
+    store.commit(batch)
+    for _ in range(200):
+        first = rng.randrange(420)
+        seqs = list(range(first, first + rng.randrange(1, 3 * DENSE_AT_LEAST)))
+        if rng.random() < 0.3:
+            seqs = sorted(rng.sample(seqs, max(1, len(seqs) * 2 // 3)))
+        values, _ = alone._values(seqs)
+        assert values == [store.get_own(seq) for seq in seqs]
     store.close()
 
 

@@ -242,20 +242,7 @@ class GroupArea:
                 if all(values):  # (no None: a record is never empty)
                     topics.recent_reads.keep(seqs, values, values)
                     return values, True
-        if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
-            first, last = seqs[0], seqs[-1]
-            last_key = keyspace.own_key(last)
-            pairs = self.store.read_up_to(keyspace.OWN_PREFIX, keyspace.own_key(first),
-                                          last_key, last - first + 1)
-            if len(pairs) == len(seqs) == last - first + 1 and pairs[-1][0] == last_key:
-                found = list(map(VALUE, pairs))  # every seq of the span, in order
-            else:
-                walked = dict(zip(map(int.from_bytes, map(OWN_SEQ, map(KEY, pairs))),
-                                  map(VALUE, pairs), strict=True))
-                found = list(map(walked.get, seqs))
-        else:
-            found = [recent.get(seq) or self.store.get_own(seq) for seq in seqs] if shared \
-                else self.store.get_all(list(keyspace.own_keys(seqs)))
+        found = self._stored(seqs, shared)
         if not shared:
             return found, False
         if any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, filter(None, found)))):
@@ -263,6 +250,31 @@ class GroupArea:
         remember(recent, seqs, found)
         topics.recent_reads.keep(seqs, found, found)
         return found, True
+
+    def _stored(self, seqs: list[int], shared: bool) -> list[bytes | None]:
+        """The records of ``seqs`` read from the store: a run's values alone in one walk
+        (no keys), a span the topic fills most of in one walk of its keys and values,
+        else a read each (from the recent records first, where they are shared)."""
+        if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] == len(seqs) - 1:
+            # a run (ascending, each once: every seq of the span): its values alone
+            run = self.store.read_run(keyspace.own_key(seqs[0]), keyspace.own_key(seqs[-1] + 1),
+                                      len(seqs))
+            if len(run) == len(seqs):
+                return cast(list[bytes | None], run)  # every record of the run, in order
+        if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] < 2 * len(seqs):
+            first, last = seqs[0], seqs[-1]
+            last_key = keyspace.own_key(last)
+            pairs = self.store.read_up_to(keyspace.OWN_PREFIX, keyspace.own_key(first),
+                                          last_key, last - first + 1)
+            if len(pairs) == len(seqs) == last - first + 1 and pairs[-1][0] == last_key:
+                return list(map(VALUE, pairs))  # every seq of the span, in order
+            walked = dict(zip(map(int.from_bytes, map(OWN_SEQ, map(KEY, pairs))),
+                              map(VALUE, pairs), strict=True))
+            return list(map(walked.get, seqs))
+        if shared:
+            recent = self.topics.recent
+            return [recent.get(seq) or self.store.get_own(seq) for seq in seqs]
+        return self.store.get_all(list(keyspace.own_keys(seqs)))
 
     def get(self, seq: int) -> bytes | None:
         value = self.store.get_own(seq)

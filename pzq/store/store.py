@@ -356,6 +356,19 @@ class Store:
             pairs.append((last, last_value))  # the walk stopped on it
         return pairs
 
+    def read_run(self, first: bytes, stop: bytes, count: int) -> list[bytes]:
+        """The values of the keys from ``first`` on and below ``stop``, up to ``count``,
+        without their keys (no key object, no pair a value): where the keys between
+        are exactly ``count`` (the own keys of a run of seqs), ``count`` values say
+        each is stored, in key order. Fewer: some are not, and the walk went on past
+        the last to ``stop`` (over the deleted keys after it: the rare read)."""
+        try:
+            with self._db.iterator(start=first, stop=stop, include_key=False,
+                                   verify_checksums=True) as iterator:
+                return list(islice(iterator, count))
+        except plyvel.CorruptionError as exc:
+            raise self._damaged(exc) from None
+
     def iterate_back(self, prefix: bytes, below: bytes) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix`` and below the key ``below``, last first."""
         try:

@@ -1,9 +1,11 @@
 """A named group's read (GroupArea.read) where the records come from the ones kept for
 the topic's other groups (Topics.recent: bounded, the messages that left and a failed
-batch's reads dropped), and the walk the reads take in C (Store.read_up_to): what a
-read returns is what the store holds."""
+batch's reads dropped), and the walks the reads take in C (Store.read_up_to, read_run): what
+a read returns is what the store holds."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
@@ -215,6 +217,73 @@ def test_store_reads_a_range_up_to_a_key(tmp_path):
     assert own_range(store, 7, 6, 100) == []
     assert own_range(store, 8, 20, 100) == [8, 9]  # the last not stored
     assert own_range(store, 0, 20, 4) == [0, 1, 2, 3]
+    store.close()
+
+
+def test_store_reads_a_run_s_values_alone(tmp_path):
+    store, topics = open_node(tmp_path / "db")
+    three_groups(store, topics)
+    store_messages(store, topics, 10)
+    values = [store.get_own(seq) for seq in range(10)]
+
+    def run(first, last, count):
+        return store.read_run(keyspace.own_key(first), keyspace.own_key(last + 1), count)
+    assert run(2, 6, 5) == values[2:7]
+    assert run(2, 6, 3) == values[2:5]
+    assert run(8, 20, 13) == values[8:]  # fewer: not each stored
+    batch = store.begin()
+    batch.delete(keyspace.own_key(4))
+    store.commit(batch)
+    assert run(2, 6, 5) == values[2:4] + values[5:7]
+    store.close()
+
+
+def test_one_group_reads_a_run_of_records_in_one_walk_of_their_values(tmp_path, monkeypatch):
+    """A group alone on its topic reads a run of its messages by their values alone (no
+    key objects, no pairs, no look at the last key), and one of them not stored any
+    more falls back to the walk of keys and values."""
+    store, topics = open_node(tmp_path / "db")
+    orders = topics.topic("orders", 0)
+    batch = store.begin()
+    alone = GroupArea(store, topics, topics.add_group(orders, "alone", 0, "", 0))
+    store.commit(batch)
+    store_messages(store, topics, COUNT)
+    reads = []
+    for name in ("get", "get_own", "get_all", "read_up_to"):
+        monkeypatch.setattr(store, name, lambda *args, _name=name: reads.append(_name))
+    values, _ = alone._values(list(range(COUNT)))
+    assert reads == []
+    monkeypatch.undo()
+    assert values == [store.get_own(seq) for seq in range(COUNT)]
+    batch = store.begin()
+    batch.delete(keyspace.own_key(5))
+    store.commit(batch)
+    values, _ = alone._values(list(range(COUNT)))
+    assert values == [store.get_own(seq) for seq in range(COUNT)] and values[5] is None
+    store.close()
+
+
+def test_a_group_alone_reads_random_runs_and_spans_as_the_store_holds_them(tmp_path):
+    """Random runs and spans of a store with random records deleted (some runs whole,
+    some with gaps, some past the last record): each read is ``get_own`` of each seq."""
+    rng = random.Random(41)
+    store, topics = open_node(tmp_path / "db")
+    orders = topics.topic("orders", 0)
+    batch = store.begin()
+    alone = GroupArea(store, topics, topics.add_group(orders, "alone", 0, "", 0))
+    store.commit(batch)
+    store_messages(store, topics, 400, size=40)
+    batch = store.begin()
+    for seq in rng.sample(range(400), 30):
+        batch.delete(keyspace.own_key(seq))
+    store.commit(batch)
+    for _ in range(200):
+        first = rng.randrange(420)
+        seqs = list(range(first, first + rng.randrange(1, 3 * DENSE_AT_LEAST)))
+        if rng.random() < 0.3:
+            seqs = sorted(rng.sample(seqs, max(1, len(seqs) * 2 // 3)))
+        values, _ = alone._values(seqs)
+        assert values == [store.get_own(seq) for seq in seqs]
     store.close()
 
 

@@ -95,7 +95,7 @@ def test_a_group_s_filter_reads_the_log_s_tags_and_no_body(tmp_path, monkeypatch
         store_messages(store, topics, 1, tag=tag)
     wanted = [seq for seq, tag in enumerate(tags) if tag.startswith(b"eu-")]
     reads = []
-    for name in ("get", "get_own", "get_all", "iterate", "read_up_to", "scan"):
+    for name in ("get", "get_own", "get_all", "iterate", "read_up_to", "read_run", "scan"):
         monkeypatch.setattr(store, name, lambda *args, _name=name: reads.append(_name))
     seqs, found_tags, next_seq = GroupArea(store, topics, eu)._walk_log(0, 10_000)
     assert reads == []

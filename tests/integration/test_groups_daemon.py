@@ -260,6 +260,9 @@ def test_each_default_rule_holds_across_sigterm_and_sigkill_restarts(group_node,
             with Consumer(group_node.send_dsn, context=context) as plain:
                 got = until_end(plain, end, ends=2 if rule == "all" else 1)
                 assert got == sorted(wanted), f"--send-dsn: {end.decode()}"
+            # what comes next is for the next connection: until the node has seen this
+            # one go, --send-dsn may still hand it one (out then until its deadline)
+            group_node.wait_stats(lambda s: s["consumers_connected"] == 0)
             with GroupConsumer(group_node.consume_dsn, "t", "jobs", filter="eu-*",
                                context=context) as jobs:
                 assert until_end(jobs, end) == sorted(for_jobs), f"jobs: {end.decode()}"

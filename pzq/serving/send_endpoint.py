@@ -157,7 +157,12 @@ class SendEndpoint(Part):
             self.take_acks(batch, now.wall_us, now.mono)
         if answers or self.connections.listening:  # (else it has nothing to hear)
             self.connections.heard(bool(answers))
-        self.answers.retire_dead(self.deliveries, now.wall_us)  # (``retire_dead``'s)
+        # (``retire_dead``'s) asked only when a state has given some up: most wakes
+        # (a producer's message, with no consumer) have none, and skip its list and call
+        deliveries = self.deliveries
+        own = deliveries.state
+        if own.newly_dead or own.newly_dropped or deliveries.taken_over():
+            self.answers.retire_dead(deliveries, now.wall_us)
 
     def send_out(self, events: Events, now: Now, delivering: bool) -> None:
         """The poll said whether consumers had room, when it looked (and with none

@@ -29,7 +29,7 @@ from pzq.serving.holding import ServedConsumer
 from pzq.store import log_blocks
 from pzq.store.kept_reads import KEPT_RECORD_BYTES, KEPT_SEQS, KeptReads
 from pzq.store.log_blocks import LogBlocks
-from tests.support.devices import wake
+from tests.support.devices import wake, wake_until
 
 pytestmark = pytest.mark.timeout(120)
 QUIET_WAKES = 3  # wakes in a row that bring no consumer anything: the node is done
@@ -86,14 +86,6 @@ def dealer(context: zmq.Context, endpoint: str) -> zmq.Socket:
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(endpoint)
     return socket
-
-
-def wake_until(device: Device, done: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if done():
-            return
-        wake(device, 10)
-    raise AssertionError(f"not within 500 wakes: {what}")
 
 
 def settle(device: Device, clients: list[Client], node_id: bytes) -> None:

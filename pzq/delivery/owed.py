@@ -146,13 +146,12 @@ class OwedWrites:
                     or self.dropping)
 
     def any_leaving(self) -> bool:
-        return bool(self.unwritten_deletes or self.deleting or self._deleting_runs
-                    or self.dead or self.dead_moving
-                    or self.dropping or self.dropping_now)
+        return self.any_leaving_from(0)
 
     def any_leaving_from(self, seq: int) -> bool:
-        """``any_leaving`` of the seqs at or past ``seq``: an ACK's many, not yet looked
-        at, by the highest of each (in C); the rest, if any, counts whatever its seqs."""
+        """Whether some message at or past ``seq`` is leaving: an ACK's many, not yet
+        looked at, by the highest of each (in C); the rest, if any, counts whatever its
+        seqs."""
         if (self.unwritten_deletes or self.deleting or self.dead or self.dead_moving
                 or self.dropping or self.dropping_now):
             return True

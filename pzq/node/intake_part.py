@@ -13,6 +13,7 @@ waits (REPLICATION_FAILED) before the node closes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from operator import itemgetter
@@ -42,6 +43,7 @@ ROUTING_ID = itemgetter(0)  # of a stored message (pzq.store.record.Stored)
 MSG_ID = itemgetter(1)
 PACED_INTAKE = 16  # messages sent alone a wake takes at least while consumers are behind
 MOST_AHEAD = 128  # messages stored and not yet ACKed past which a wake takes no more
+HOLD_S = 0.002  # at most this long a wake's paced take waits for consumers' next ACKs
 
 
 class Backlog(Protocol):
@@ -76,12 +78,23 @@ class IntakePart(Part, Participant):
         # every 16 messages, a fixed 64 let a named group fed by producers of single
         # messages fall behind (docs/performance.rst "The pace of the intake follows the
         # consumers' ACKs"). Only a wake that came to PACED_INTAKE messages (or a batch)
-        # asks, not every wake of a single message. Under --hard-sync a wake's fsync is
-        # shared by as many messages as came: no pace.
+        # asks, not every wake of a single message. And while consumers are that far
+        # behind and ACKing, a wake that came to the floor holds the producers until
+        # their next ACKs (HOLD_S at most): a wake of 25 messages takes less than a
+        # consumer's read of 100, so a take a wake let the intake match every read and
+        # the backlog a consumer's stall left never drained (the end to end's worst
+        # tails, docs/performance.rst "After a consumer's stall"). Consumers that ACK
+        # nothing (hung, gone quiet) hold no producer: the floor a wake, as before.
+        # Under --hard-sync a wake's fsync is shared by as many messages as came: no
+        # pace.
         self._pace = 0 if hard_sync else PACED_INTAKE
         self._stored = self._acked = 0  # messages stored, and ACKed: at the last ask
         self._ahead = 0  # stored messages the ACKs since have not matched
         self._taking = False  # producers are read this wake
+        # While held: the consumers' ACK count the intake waits to see move (-1: not
+        # held), and until when at most (monotonic seconds)
+        self._held_at = -1
+        self._held_until = 0.0
         self._poll_entry = PollEntry(socket)
         self._accepted: Accepted = NOTHING_ACCEPTED  # stored in the batch being written
         self._mono = 0.0
@@ -101,8 +114,15 @@ class IntakePart(Part, Participant):
         return [self.socket]
 
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
-        """Producers are read while there is room for their ACKs and the node runs."""
-        self._taking = taking = delivering and self.acks.answers < ACKS_LIMIT  # (not full)
+        """Producers are read while there is room for their ACKs and the node runs, and
+        not while held: until the consumers ACK more, or the hold's time is up."""
+        taking = delivering and self.acks.answers < ACKS_LIMIT  # (not full)
+        if taking and self._held_at >= 0:
+            if self.backlog.acked() != self._held_at or now.mono >= self._held_until:
+                self._held_at = -1
+            else:
+                taking = False
+        self._taking = taking
         self._poll_entry.poll_for(poller, POLLIN if taking else 0)
 
     tells_wait = True  # told after a send that left ACKs (pzq.agenda)
@@ -111,7 +131,11 @@ class IntakePart(Part, Participant):
         self._wait_changed = partial(agenda.changed, self)
 
     def timeout_ms(self, now: Now) -> int | None:
-        return RETRY_MS if self.acks.answers else None  # ACKs a full pipe refused, again
+        if self.acks.answers:
+            return RETRY_MS  # ACKs a full pipe refused, again
+        if self._held_at >= 0:  # the hold's end
+            return max(1, math.ceil((self._held_until - now.mono) * 1000))
+        return None
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         self._mono = now.mono
@@ -123,14 +147,20 @@ class IntakePart(Part, Participant):
         """How many messages sent alone this wake takes in all, asked once it came to
         PACED_INTAKE: 0 (no pace) when no consumer is behind; else what keeps the
         messages stored and not yet ACKed by a consumer within MOST_AHEAD, and at least
-        PACED_INTAKE (producers are never held up)."""
+        PACED_INTAKE. At that floor, when consumers ACKed since the last ask, the
+        producers are held after this take until they ACK again (HOLD_S at most)."""
         if not self.backlog.backlogged():
             return 0
         stored, acked = self.counters.stored, self.backlog.acked()
         # (at least 0: a message ACKed by several groups is no credit for the next)
         self._ahead = max(0, self._ahead + stored - self._stored - acked + self._acked)
+        progressed = acked != self._acked
         self._stored, self._acked = stored, acked
-        return max(PACED_INTAKE, MOST_AHEAD - self._ahead)
+        room = MOST_AHEAD - self._ahead
+        if room <= PACED_INTAKE and progressed:
+            self._held_at, self._held_until = acked, self._mono + HOLD_S
+            self._wait_changed()
+        return max(PACED_INTAKE, room)
 
     def written(self) -> None:
         """The batch holding the messages is written: ACK their producers, or copy them

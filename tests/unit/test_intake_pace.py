@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 import zmq
 
+from pzq.node import intake_part
 from pzq.node.device import Device
 from pzq.node.intake_part import MOST_AHEAD, PACED_INTAKE
 from pzq.protocol import consume as wire
@@ -219,3 +220,45 @@ def test_a_batch_after_messages_sent_alone_counts_with_them(behind, open_socket)
     send_batches(socket, 6)
     whole = -(-(MOST_AHEAD - BATCH - 5) // BATCH)
     assert taken_in_one_wake(device) == 5 + whole * BATCH
+
+
+def intake_of_one_wake(device: Device, timeout_ms: int = 1000) -> int:
+    """Messages a wake stored (whatever ACKs deleted in it)."""
+    before = device.node.counters.stored
+    wake(device, timeout_ms)
+    return device.node.counters.stored - before
+
+
+def test_while_consumers_ack_a_wake_at_the_floor_waits_for_their_next_ack(
+        open_device, open_socket, monkeypatch):
+    """Behind by more than MOST_AHEAD while the consumer ACKs: once a wake took its
+    floor, the next wakes read no producer until the consumer ACKs again (so a backlog
+    drains: a batch a wake would match each of its reads), and no longer than HOLD_S
+    when no ACK comes."""
+    monkeypatch.setattr(intake_part, "HOLD_S", 30.0)  # (held for the test's asserts)
+    device = open_device(roles=ROLES)
+    socket = producer(open_socket, device)
+    send_batches(socket, 1)  # the topic
+    while stored(device) < BATCH:
+        wake(device, 1000)
+    reader = GroupConsumer(open_socket, device)  # 1 000 credits: holds all, ACKs none
+    send_batches(socket, 8)
+    while stored(device) < 9 * BATCH:  # ACKs none: no hold, a batch a wake at least
+        assert intake_of_one_wake(device) >= BATCH
+    send_batches(socket, 8)
+    reader.take()
+    reader.ack(BATCH)  # it goes on: behind by 200, ACKing
+    taken = [intake_of_one_wake(device) for _ in range(3)]
+    assert taken[-1] == 0 and BATCH in taken[:2], taken  # held once at the floor
+    assert intake_of_one_wake(device, 10) == 0  # held still: no ACK came
+    reader.take()
+    reader.ack(BATCH)
+    taken = [intake_of_one_wake(device, 10) for _ in range(3)]
+    assert taken == [0, BATCH, 0], taken  # (the ACK's wake, the next takes, held again)
+    monkeypatch.setattr(intake_part, "HOLD_S", 0.05)
+    reader.take()
+    reader.ack(BATCH)
+    taken = [intake_of_one_wake(device, 10) for _ in range(3)]
+    assert taken == [0, BATCH, 0], taken
+    wake(device, 100)  # no ACK: the hold's 50 ms pass
+    assert intake_of_one_wake(device, 10) == BATCH

@@ -43,7 +43,8 @@ ROUTING_ID = itemgetter(0)  # of a stored message (pzq.store.record.Stored)
 MSG_ID = itemgetter(1)
 PACED_INTAKE = 16  # messages sent alone a wake takes at least while consumers are behind
 MOST_AHEAD = 128  # messages stored and not yet ACKed past which a wake takes no more
-HOLD_S = 0.002  # at most this long a wake's paced take waits for consumers' next ACKs
+FAR_AHEAD = 2 * MOST_AHEAD  # ... past which a paced take waits for consumers' next ACKs
+HOLD_S = 0.002  # (at most this long)
 
 
 class Backlog(Protocol):
@@ -78,13 +79,13 @@ class IntakePart(Part, Participant):
         # every 16 messages, a fixed 64 let a named group fed by producers of single
         # messages fall behind (docs/performance.rst "The pace of the intake follows the
         # consumers' ACKs"). Only a wake that came to PACED_INTAKE messages (or a batch)
-        # asks, not every wake of a single message. And while consumers are that far
-        # behind and ACKing, a wake that came to the floor holds the producers until
-        # their next ACKs (HOLD_S at most): a wake of 25 messages takes less than a
-        # consumer's read of 100, so a take a wake let the intake match every read and
-        # the backlog a consumer's stall left never drained (the end to end's worst
-        # tails, docs/performance.rst "After a consumer's stall"). Consumers that ACK
-        # nothing (hung, gone quiet) hold no producer: the floor a wake, as before.
+        # asks, not every wake of a single message. And while consumers are FAR_AHEAD
+        # behind and ACKing, a wake's paced take holds the producers until their next
+        # ACKs (HOLD_S at most): a take of one produce batch a wake let the intake
+        # match each of a consumer's reads of 100, so the backlog a consumer's stall
+        # left never drained while producers kept up (docs/performance.rst, "The end
+        # to end after a consumer's stall"). Consumers that ACK nothing (hung, gone
+        # quiet) hold no producer: the floor a wake, as before.
         # Under --hard-sync a wake's fsync is shared by as many messages as came: no
         # pace.
         self._pace = 0 if hard_sync else PACED_INTAKE
@@ -147,7 +148,7 @@ class IntakePart(Part, Participant):
         """How many messages sent alone this wake takes in all, asked once it came to
         PACED_INTAKE: 0 (no pace) when no consumer is behind; else what keeps the
         messages stored and not yet ACKed by a consumer within MOST_AHEAD, and at least
-        PACED_INTAKE. At that floor, when consumers ACKed since the last ask, the
+        PACED_INTAKE. FAR_AHEAD or more, when consumers ACKed since the last ask, the
         producers are held after this take until they ACK again (HOLD_S at most)."""
         if not self.backlog.backlogged():
             return 0
@@ -156,11 +157,10 @@ class IntakePart(Part, Participant):
         self._ahead = max(0, self._ahead + stored - self._stored - acked + self._acked)
         progressed = acked != self._acked
         self._stored, self._acked = stored, acked
-        room = MOST_AHEAD - self._ahead
-        if room <= PACED_INTAKE and progressed:
+        if self._ahead >= FAR_AHEAD and progressed:
             self._held_at, self._held_until = acked, self._mono + HOLD_S
             self._wait_changed()
-        return max(PACED_INTAKE, room)
+        return max(PACED_INTAKE, MOST_AHEAD - self._ahead)
 
     def written(self) -> None:
         """The batch holding the messages is written: ACK their producers, or copy them

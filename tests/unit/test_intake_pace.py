@@ -15,7 +15,7 @@ import zmq
 
 from pzq.node import intake_part
 from pzq.node.device import Device
-from pzq.node.intake_part import MOST_AHEAD, PACED_INTAKE
+from pzq.node.intake_part import FAR_AHEAD, MOST_AHEAD, PACED_INTAKE
 from pzq.protocol import consume as wire
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
@@ -229,12 +229,12 @@ def intake_of_one_wake(device: Device, timeout_ms: int = 1000) -> int:
     return device.node.counters.stored - before
 
 
-def test_while_consumers_ack_a_wake_at_the_floor_waits_for_their_next_ack(
+def test_far_behind_while_consumers_ack_a_paced_wake_waits_for_their_next_ack(
         open_device, open_socket, monkeypatch):
-    """Behind by more than MOST_AHEAD while the consumer ACKs: once a wake took its
-    floor, the next wakes read no producer until the consumer ACKs again (so a backlog
-    drains: a batch a wake would match each of its reads), and no longer than HOLD_S
-    when no ACK comes."""
+    """Behind by FAR_AHEAD or more while the consumer ACKs: once a wake took its pace,
+    the next wakes read no producer until the consumer ACKs again (so a backlog drains:
+    a batch a wake would match each of its reads), and no longer than HOLD_S when no
+    ACK comes."""
     monkeypatch.setattr(intake_part, "HOLD_S", 30.0)  # (held for the test's asserts)
     device = open_device(roles=ROLES)
     socket = producer(open_socket, device)
@@ -242,12 +242,13 @@ def test_while_consumers_ack_a_wake_at_the_floor_waits_for_their_next_ack(
     while stored(device) < BATCH:
         wake(device, 1000)
     reader = GroupConsumer(open_socket, device)  # 1 000 credits: holds all, ACKs none
-    send_batches(socket, 8)
-    while stored(device) < 9 * BATCH:  # ACKs none: no hold, a batch a wake at least
+    send_batches(socket, 12)
+    while stored(device) < 13 * BATCH:  # ACKs none: no hold, a batch a wake at least
         assert intake_of_one_wake(device) >= BATCH
+    assert device.node.counters.stored - BATCH >= FAR_AHEAD
     send_batches(socket, 8)
     reader.take()
-    reader.ack(BATCH)  # it goes on: behind by 200, ACKing
+    reader.ack(BATCH)  # it goes on: behind by 300, ACKing
     taken = [intake_of_one_wake(device) for _ in range(3)]
     assert taken[-1] == 0 and BATCH in taken[:2], taken  # held once at the floor
     assert intake_of_one_wake(device, 10) == 0  # held still: no ACK came

@@ -80,12 +80,13 @@ class IntakePart(Part, Participant):
         # messages fall behind (docs/performance.rst "The pace of the intake follows the
         # consumers' ACKs"). Only a wake that came to PACED_INTAKE messages (or a batch)
         # asks, not every wake of a single message. And while consumers are FAR_AHEAD
-        # behind and ACKing, a wake's paced take holds the producers until their next
+        # behind and draining it, a wake's paced take holds the producers until their next
         # ACKs (HOLD_S at most): a take of one produce batch a wake let the intake
         # match each of a consumer's reads of 100, so the backlog a consumer's stall
         # left never drained while producers kept up (docs/performance.rst, "The end
         # to end after a consumer's stall"). Consumers that ACK nothing (hung, gone
-        # quiet) hold no producer: the floor a wake, as before.
+        # quiet), or fewer than the intake stored since the last ask (slower than its
+        # floor: the backlog grows anyway), hold no producer: the floor a wake.
         # Under --hard-sync a wake's fsync is shared by as many messages as came: no
         # pace.
         self._pace = 0 if hard_sync else PACED_INTAKE
@@ -148,16 +149,18 @@ class IntakePart(Part, Participant):
         """How many messages sent alone this wake takes in all, asked once it came to
         PACED_INTAKE: 0 (no pace) when no consumer is behind; else what keeps the
         messages stored and not yet ACKed by a consumer within MOST_AHEAD, and at least
-        PACED_INTAKE. FAR_AHEAD or more, when consumers ACKed since the last ask, the
-        producers are held after this take until they ACK again (HOLD_S at most)."""
+        PACED_INTAKE. FAR_AHEAD or more, when consumers ACKed since the last ask at
+        least as many as were stored, the producers are held after this take until
+        they ACK again (HOLD_S at most)."""
         if not self.backlog.backlogged():
             return 0
         stored, acked = self.counters.stored, self.backlog.acked()
         # (at least 0: a message ACKed by several groups is no credit for the next)
         self._ahead = max(0, self._ahead + stored - self._stored - acked + self._acked)
-        progressed = acked != self._acked
+        # (draining: consumers ACKed since, at least as many as were stored since)
+        draining = acked != self._acked and acked - self._acked >= stored - self._stored
         self._stored, self._acked = stored, acked
-        if self._ahead >= FAR_AHEAD and progressed:
+        if self._ahead >= FAR_AHEAD and draining:
             self._held_at, self._held_until = acked, self._mono + HOLD_S
             self._wait_changed()
         return max(PACED_INTAKE, MOST_AHEAD - self._ahead)

@@ -120,11 +120,12 @@ def test_messages_sent_alone_are_taken_a_pace_at_a_time(behind, open_socket):
 class GroupConsumer:
     """A named group's consumer on --consume-dsn (protocol 1): ACKs what it took."""
 
-    def __init__(self, open_socket: Sockets, device: Device) -> None:
+    def __init__(self, open_socket: Sockets, device: Device, window: int = 1000) -> None:
         self.socket = open_socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.connect(device.bound()["consume"])
-        self.socket.send_multipart([wire.CONSUME, b"orders", b"g", b"1000", b"DECLARE:1"])
+        self.socket.send_multipart([wire.CONSUME, b"orders", b"g", b"%d" % window,
+                                    b"DECLARE:1"])
         self.keys: list[bytes] = []
         while not self.socket.poll(0):  # (its CONSUMING)
             wake(device, 100)
@@ -263,3 +264,25 @@ def test_far_behind_while_consumers_ack_a_paced_wake_waits_for_their_next_ack(
     assert taken == [0, BATCH, 0], taken
     wake(device, 100)  # no ACK: the hold's 50 ms pass
     assert intake_of_one_wake(device, 10) == BATCH
+
+
+def test_far_behind_a_consumer_slower_than_the_floor_holds_no_producer(
+        open_device, open_socket, monkeypatch):
+    """Behind by FAR_AHEAD or more, a consumer that ACKs fewer than the intake stores
+    between its asks (slower than the floor: the backlog grows anyway) holds no
+    producer: a batch a wake, as before."""
+    monkeypatch.setattr(intake_part, "HOLD_S", 30.0)  # (a hold would show)
+    device = open_device(roles=ROLES)
+    socket = producer(open_socket, device)
+    send_batches(socket, 13)
+    reader = GroupConsumer(open_socket, device, window=5)  # the rest waits for it
+    while stored(device) < 13 * BATCH:
+        wake(device, 1000)
+    send_batches(socket, 6)
+    taken = []
+    for step in range(6):
+        if step % 2 == 0:  # two every other wake, against a batch of 25 a wake
+            reader.take()
+            reader.ack(2)
+        taken.append(intake_of_one_wake(device, 10))
+    assert taken == [BATCH] * 6, taken

@@ -107,6 +107,12 @@ class LastMeasured:
 _MEASURED = LastMeasured()
 
 
+def sizes_of(values: list[bytes]) -> list[int]:
+    """Each record's length (the list not to be changed), measured once for the last
+    list asked (as a run's ``sizes``)."""
+    return _MEASURED.of(values)[0]
+
+
 def _within(seqs: list[int], values: list[bytes], room_bytes: int) -> Run:
     """The run of these messages, as many as fit in ``room_bytes`` (the lists are not
     changed: they may be the read's own, kept by its chunk)."""

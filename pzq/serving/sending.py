@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import zmq
 
+from pzq.delivery import first_runs
 from pzq.delivery.delivering import Outlet
 from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import delivery_frames
@@ -234,7 +235,9 @@ class Sender:
         if run is not None and run[1] is values and run[0] == node_id:
             return run[2]
         entries = self._entries_made(node_id, seqs, values)
-        self._runs.keep(seqs, values, (node_id, values, entries))
+        # (the records were measured for the run already: their longest found there)
+        self._runs.keep(seqs, values, (node_id, values, entries),
+                        max(first_runs.sizes_of(values), default=0))
         return entries
 
     def _entries_made(self, node_id: bytes, seqs: list[int], values: list[bytes]

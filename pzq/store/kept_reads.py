@@ -33,11 +33,13 @@ class KeptReads(Generic[T]):
         read = self._reads.get(id(seqs))
         return read[1] if read is not None and read[0] is seqs else None
 
-    def keep(self, seqs: list[int], records: Sequence[bytes | None], made: T) -> None:
+    def keep(self, seqs: list[int], records: Sequence[bytes | None], made: T,
+             longest: int | None = None) -> None:
+        """``longest``: the longest of ``records``, where the caller measured them."""
         reads = self._reads
-        if len(seqs) > KEPT_SEQS or (
-                records and max(map(len, filter(None, records)), default=0)
-                > KEPT_RECORD_BYTES):
+        if longest is None and records:
+            longest = max(map(len, filter(None, records)), default=0)
+        if len(seqs) > KEPT_SEQS or (longest or 0) > KEPT_RECORD_BYTES:
             return
         while reads and (len(reads) >= KEPT_READS
                          or self._seqs + len(seqs) > KEPT_SEQS):

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from pzq.store.kept_reads import KeptReads
+from pzq.store.kept_reads import KEPT_RECORD_BYTES, KeptReads
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -58,3 +58,28 @@ def test_random_runs_give_each_seqs_own_entry():
         while reach < first + count and reach in covered:
             reach += 1
         assert found == [f"e{seq}" for seq in range(first, reach)]
+
+
+class Measured(bytes):
+    """A record that counts each time its length is asked."""
+
+    asked = 0
+
+    def __len__(self) -> int:
+        Measured.asked += 1
+        return super().__len__()
+
+
+def test_a_read_measured_already_is_not_measured_again_and_a_long_one_is_not_kept():
+    runs: KeptReads[str] = KeptReads()
+    records: list[bytes | None] = [Measured(b"r" * 10) for _ in range(5)]
+    Measured.asked = 0
+    seqs = list(range(5))
+    runs.keep(seqs, records, "made", 10)  # (its caller measured the records)
+    assert Measured.asked == 0 and runs.get(seqs) == "made"
+    long_seqs = list(range(5, 10))
+    runs.keep(long_seqs, [b"r"] * 5, "long", KEPT_RECORD_BYTES + 1)
+    assert runs.get(long_seqs) is None
+    unmeasured = list(range(10, 12))
+    runs.keep(unmeasured, [b"r" * (KEPT_RECORD_BYTES + 1), None], "long")
+    assert runs.get(unmeasured) is None

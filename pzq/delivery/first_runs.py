@@ -83,11 +83,40 @@ def _first_run_past(seqs: list[int], values: list[bytes], taken: set[int],
     return _within(list(compress(seqs, kept)), list(compress(values, kept)), room_bytes)
 
 
+class LastMeasured:
+    """The records' lengths of the last read measured, kept for a topic's other groups,
+    which read the same list of records (pzq.store.kept_reads: never changed once
+    made) and so measure it once for all; the list is known by identity (kept here, so
+    its id is not reused while it is asked for)."""
+
+    __slots__ = ("values", "sizes", "size")
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+        self.sizes: list[int] = []
+        self.size = 0
+
+    def of(self, values: list[bytes]) -> tuple[list[int], int]:
+        """Each record's length (a list the caller does not change) and their sum."""
+        if values is not self.values:
+            self.sizes = list(map(len, values))
+            self.size, self.values = sum(self.sizes), values
+        return self.sizes, self.size
+
+
+_MEASURED = LastMeasured()
+
+
+def sizes_of(values: list[bytes]) -> list[int]:
+    """Each record's length (the list not to be changed), measured once for the last
+    list asked (as a run's ``sizes``)."""
+    return _MEASURED.of(values)[0]
+
+
 def _within(seqs: list[int], values: list[bytes], room_bytes: int) -> Run:
     """The run of these messages, as many as fit in ``room_bytes`` (the lists are not
     changed: they may be the read's own, kept by its chunk)."""
-    sizes = list(map(len, values))
-    size = sum(sizes)
+    sizes, size = _MEASURED.of(values)
     if size > room_bytes:  # (rare: the in-flight table nearly full)
         added = list(accumulate(sizes))
         fit = bisect_right(added, room_bytes)

@@ -247,8 +247,7 @@ class GroupArea:
             return found, False
         if any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, filter(None, found)))):
             found = [None if value is None else without_bookkeeping(value) for value in found]
-        remember(recent, seqs, found)
-        topics.recent_reads.keep(seqs, found, found)
+        topics.recent_reads.keep(seqs, found, found, remember(recent, seqs, found))
         return found, True
 
     def _stored(self, seqs: list[int], shared: bool) -> list[bytes | None]:

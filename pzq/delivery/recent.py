@@ -1,7 +1,8 @@
 """What one group read or made of a topic's messages, kept for the topic's other
 groups, which deliver the same messages: the records (pzq.delivery.groups, with
-``default``'s delivery counts zeroed, as every named group reads them) and the batch
-entries of runs (pzq.serving.sending), each read, looked at or made once for all."""
+``default``'s delivery counts zeroed, as every named group reads them), each read and
+looked at once for all. (The batch entries of runs are taken from the runs kept whole:
+pzq.serving.sending.)"""
 
 from __future__ import annotations
 
@@ -15,18 +16,21 @@ RECENT_RECORDS = 4096  # records kept for the other groups of a topic
 RECENT_RECORD_BYTES = 4096  # a longer one is read from the store by each group
 
 
-def remember(recent: dict[int, bytes], seqs: list[int], values: Sequence[bytes | None]) -> None:
-    """The records read (or batch entries made; None: not stored) kept for the topic's
+def remember(recent: dict[int, bytes], seqs: list[int], values: Sequence[bytes | None]) -> int:
+    """The records read (None: not stored) kept for the topic's
     other groups, the oldest let go past RECENT_RECORDS; none longer than
     RECENT_RECORD_BYTES, so what is kept stays within RECENT_RECORDS times that
-    (16 MiB) whatever the messages."""
-    if not all(values):  # (a None: neither records nor entries are ever empty)
+    (16 MiB) whatever the messages. Returns the longest record's length (0: none),
+    measured here once for the caller too."""
+    if not all(values):  # (a None: a record is never empty)
         stored = [value is not None for value in values]
         seqs, values = list(compress(seqs, stored)), list(compress(values, stored))
-    if values and sorted(map(len, cast(list[bytes], values)))[-1] > RECENT_RECORD_BYTES:
+    longest = max(map(len, cast(list[bytes], values))) if values else 0
+    if longest > RECENT_RECORD_BYTES:
         short = list(map(RECENT_RECORD_BYTES.__ge__, map(len, cast(list[bytes], values))))
         seqs, values = list(compress(seqs, short)), list(compress(values, short))
     recent.update(zip(seqs, cast(list[bytes], values), strict=True))
     over = len(recent) - RECENT_RECORDS
     if over > 0:
         each(recent.pop, list(islice(recent, over)))
+    return longest

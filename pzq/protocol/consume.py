@@ -48,7 +48,12 @@ from itertools import repeat
 from pzq.errors import DecodeError
 from pzq.protocol.frame_groups import group_chunks, read_group
 from pzq.protocol.frames import parse_headers
-from pzq.protocol.message_keys import KeyNumbers, joined_key_numbers, message_key
+from pzq.protocol.message_keys import (
+    MESSAGE_KEY_LENGTH,
+    KeyNumbers,
+    joined_key_numbers,
+    message_key,
+)
 
 CONSUME = b"CONSUME"
 ACK = b"ACK"
@@ -232,7 +237,9 @@ def ack_key_numbers(frames: list[bytes], at_least: int) -> KeyNumbers | None:
     if len(frames) != 2 or frames[0] != ACK:
         return None
     joined = frames[1]
-    count = joined.count(KEY_SEPARATOR) + 1
+    # as many keys as a frame of that length holds, if it holds keys alone (the
+    # read checks it does: no count of the separators, a pass over the bytes)
+    count = (len(joined) + 1) // (MESSAGE_KEY_LENGTH + 1)
     if count < at_least or count > MAX_KEYS:
         return None
     return joined_key_numbers(joined, count)

@@ -24,6 +24,8 @@ MESSAGE_KEY_LENGTH = NODE_ID_LENGTH + 1 + 16
 MESSAGE_KEY_FORMAT = b"%s-%016x"  # (node id, seq)
 HEX_DIGITS = b"0123456789abcdef"
 RAW_KEY = b"IQ"  # a message key's node id and seq, from hex
+RAW_KEY_SIZE = struct.calcsize(b">" + RAW_KEY)
+SEQ_ONLY = b"4xQ"  # its seq alone
 NODE_ID_OF = itemgetter(slice(NODE_ID_LENGTH))  # of a message key
 NODE_ID_PATTERN = re.compile(rb"[0-9a-f]{8}")
 
@@ -78,10 +80,22 @@ def joined_key_numbers(joined: bytes, count: int) -> KeyNumbers | None:
             or joined[MESSAGE_KEY_LENGTH::MESSAGE_KEY_LENGTH + 1] != b" " * (count - 1)):
         return None
     digits = joined.replace(b" ", b"").replace(b"-", b"")
-    if len(digits) != count * (MESSAGE_KEY_LENGTH - 1) or digits.translate(None, HEX_DIGITS):
+    if len(digits) != count * (MESSAGE_KEY_LENGTH - 1):
         return None
-    # each key, its dash and space gone, is 12 bytes: the node id's 4, the seq's 8
-    numbers = struct.unpack(b">" + RAW_KEY * count, binascii.unhexlify(digits))
+    try:  # (hex digits of either case; then none in upper case: as HEX_DIGITS)
+        raw = binascii.unhexlify(digits)
+    except binascii.Error:
+        return None
+    if digits.lower() != digits:
+        return None
+    # each key, its dash and space gone, is 12 bytes: the node id's 4, the seq's 8;
+    # mostly one node's keys: the node ids' bytes compared, the seqs alone made ints
+    if (raw[::RAW_KEY_SIZE] == raw[:1] * count and raw[1::RAW_KEY_SIZE] == raw[1:2] * count
+            and raw[2::RAW_KEY_SIZE] == raw[2:3] * count
+            and raw[3::RAW_KEY_SIZE] == raw[3:4] * count):
+        node_id = int.from_bytes(raw[:4], "big")
+        return (node_id,) * count, struct.unpack(b">" + SEQ_ONLY * count, raw)
+    numbers = struct.unpack(b">" + RAW_KEY * count, raw)
     return numbers[::2], numbers[1::2]
 
 

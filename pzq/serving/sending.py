@@ -18,14 +18,14 @@ import errno
 from collections.abc import Callable
 from itertools import compress, repeat
 from operator import is_
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 import zmq
 
+from pzq.delivery import first_runs
 from pzq.delivery.delivering import Outlet
 from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import delivery_frames
-from pzq.delivery.recent import remember
 from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.serving.batching import OpenBatch
@@ -57,11 +57,10 @@ class Sender:
         self.blocked = False  # no consumer's pipe took a delivery: try again soon
         self.found_unreachable = False  # a send found a consumer gone
         self.batch = OpenBatch(socket)  # protocol 2: a BATCH being filled
-        # Batch entries of runs lately sent, by origin and seq, for a topic's other groups
-        self._made: dict[bytes, dict[int, bytes]] = {}
         # Runs' entries by their list of seqs (a read's own, the same object for each
         # group that reads the same stretch of an unchanged log), with the node id and
-        # the records they were made of
+        # the records they were made of; a read of other seqs takes from them what they
+        # hold of it (``_entries_made``), for a topic's other groups
         self._runs: KeptReads[tuple[bytes, list[bytes], list[bytes]]] = KeptReads()
 
     def for_pool(self, pool: ServedConsumer) -> Send:
@@ -236,24 +235,27 @@ class Sender:
         if run is not None and run[1] is values and run[0] == node_id:
             return run[2]
         entries = self._entries_made(node_id, seqs, values)
-        self._runs.keep(seqs, values, (node_id, values, entries))
+        # (the records were measured for the run already: their longest found there)
+        self._runs.keep(seqs, values, (node_id, values, entries),
+                        max(first_runs.sizes_of(values), default=0))
         return entries
 
     def _entries_made(self, node_id: bytes, seqs: list[int], values: list[bytes]
                       ) -> list[bytes]:
-        made = self._made.get(node_id)
-        if made is None:
-            made = self._made[node_id] = {}
-        found = list(map(made.get, seqs))
-        if all(found):  # (no None: an entry is never empty)
-            return cast(list[bytes], found)
-        # another group made those up to here (it is ahead): only the rest are made
-        at = found.index(None)
-        if found.count(None) != len(found) - at:
-            at = 0  # (gaps: made again whole)
-        entries = _batch_entries(node_id, seqs[at:], values[at:])
-        remember(made, seqs[at:], entries)
-        return cast(list[bytes], found[:at]) + entries
+        """A run's entries made, but for those another group's run made already (it is
+        ahead, or its read started elsewhere): those are taken from the kept runs
+        (each run's entries one list, not one look-up a message), the rest made."""
+        if not seqs or seqs[-1] - seqs[0] != len(seqs) - 1:
+            return _batch_entries(node_id, seqs, values)  # (not a run: made whole)
+
+        def entries_of(run: tuple[bytes, list[bytes], list[bytes]]) -> list[bytes] | None:
+            return run[2] if run[0] == node_id else None
+
+        found = self._runs.run_from(seqs[0], len(seqs), entries_of)
+        at = len(found)
+        if at == len(seqs):
+            return found
+        return found + _batch_entries(node_id, seqs[at:], values[at:])
 
     def _fill(self, consumer: ServedConsumer, entries: list[bytes], start: int, stop: int,
               sent_us: int, ack_timeout_us: int) -> int:

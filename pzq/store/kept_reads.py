@@ -5,13 +5,14 @@ pzq.serving.sending) by the list, not a look-up a message."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 KEPT_READS = 64  # reads kept
 KEPT_SEQS = 4096  # their seqs, in all
 KEPT_RECORD_BYTES = 4096  # a read with a longer record is not kept
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 class KeptReads(Generic[T]):
@@ -32,17 +33,45 @@ class KeptReads(Generic[T]):
         read = self._reads.get(id(seqs))
         return read[1] if read is not None and read[0] is seqs else None
 
-    def keep(self, seqs: list[int], records: Sequence[bytes | None], made: T) -> None:
+    def keep(self, seqs: list[int], records: Sequence[bytes | None], made: T,
+             longest: int | None = None) -> None:
+        """``longest``: the longest of ``records``, where the caller measured them."""
         reads = self._reads
-        if len(seqs) > KEPT_SEQS or (
-                records and max(map(len, filter(None, records)), default=0)
-                > KEPT_RECORD_BYTES):
+        if longest is None and records:
+            longest = max(map(len, filter(None, records)), default=0)
+        if len(seqs) > KEPT_SEQS or (longest or 0) > KEPT_RECORD_BYTES:
             return
         while reads and (len(reads) >= KEPT_READS
                          or self._seqs + len(seqs) > KEPT_SEQS):
             self._seqs -= len(reads.pop(next(iter(reads)))[0])  # (the oldest)
         reads[id(seqs)] = (seqs, made)
         self._seqs += len(seqs)
+
+    def run_from(self, first: int, count: int, made_of: Callable[[T], Sequence[E] | None]
+                 ) -> list[E]:
+        """What the kept runs made of the seqs from ``first`` on (at most ``count``), as
+        far as they reach with no seq missing: a run is a read whose seqs are
+        ascending, each once and none left out, so a seq's place in it is its distance
+        from the first. ``made_of``: a kept read's list, one for each of its seqs (None:
+        not one to take from). A look at each kept read, not at each seq: another group
+        whose read of the same messages is not the same list (it starts elsewhere, or
+        reads more) takes what the first made where its reads overlap."""
+        found: list[E] = []
+        seq, end = first, first + count
+        while seq < end:
+            for seqs, made in self._reads.values():
+                if not seqs or not seqs[0] <= seq <= seqs[-1] \
+                        or seqs[-1] - seqs[0] != len(seqs) - 1:
+                    continue
+                each = made_of(made)
+                if each is not None:
+                    taken = each[seq - seqs[0]:end - seqs[0]]
+                    found += taken
+                    seq += len(taken)
+                    break
+            else:
+                break
+        return found
 
     def clear(self) -> None:
         self._reads.clear()

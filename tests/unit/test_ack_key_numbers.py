@@ -63,3 +63,34 @@ def test_many_keys_at_once_are_what_the_keys_name():
     node_ids, seqs = consume.ack_key_numbers([consume.ACK, b" ".join(keys)], AT_LEAST)
     assert node_ids == (0x0A1B2C3D,) * 100 and seqs == tuple(range(500, 600))
     assert consume.ack_key_numbers([consume.ACK, b" ".join(keys[:3])], AT_LEAST) is None
+
+
+class Uncounted(bytes):
+    """A frame whose separators may not be counted (a pass over its bytes)."""
+
+    def count(self, *args: object) -> int:  # type: ignore[override]
+        raise AssertionError("the keys' separators were counted")
+
+
+def test_the_keys_are_told_by_the_frames_length_not_a_count_of_its_separators():
+    keys = [message_key(b"0a1b2c3d", seq) for seq in range(7, 107)]
+    node_ids, seqs = consume.ack_key_numbers([consume.ACK, Uncounted(b" ".join(keys))],
+                                             AT_LEAST)
+    assert seqs == tuple(range(7, 107))
+    # a frame one byte short or long holds no whole keys: the long way judges it
+    assert consume.ack_key_numbers([consume.ACK, Uncounted(b" ".join(keys)[:-1])],
+                                   AT_LEAST) is None
+    assert consume.ack_key_numbers([consume.ACK, Uncounted(b" ".join(keys) + b" ")],
+                                   AT_LEAST) is None
+
+
+def test_one_nodes_keys_make_one_node_id_and_the_seqs_alone():
+    """One node's keys (the common ACK): its node id read once, not once a key."""
+    keys = [message_key(b"0a1b2c3d", seq) for seq in range(100)]
+    node_ids, seqs = consume.ack_key_numbers([consume.ACK, b" ".join(keys)], AT_LEAST)
+    assert node_ids == (0x0A1B2C3D,) * 100 and seqs == tuple(range(100))
+    assert all(node_id is node_ids[0] for node_id in node_ids)
+    mixed = keys[:50] + [message_key(b"0a1b2c3e", 50)] + keys[51:]
+    node_ids, seqs = consume.ack_key_numbers([consume.ACK, b" ".join(mixed)], AT_LEAST)
+    assert node_ids == (0x0A1B2C3D,) * 50 + (0x0A1B2C3E,) + (0x0A1B2C3D,) * 49
+    assert seqs == tuple(range(100))

@@ -17,6 +17,7 @@ from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
 from pzq.rates import LatencyWindow
+from pzq.serving import sending
 from pzq.serving.holding import SEQ_MASK, GroupDelivery, NamedGroupDelivery, ServedConsumer
 from pzq.serving.sending import Sender
 from pzq.store import record
@@ -193,10 +194,19 @@ def stored_of_topic_t(store: Store, count: int, size: int = 10) -> list[int]:
 
 
 def test_a_topics_groups_send_the_entries_one_of_them_made_and_make_only_the_rest(
-        store, context):
+        store, context, monkeypatch):
     """Two groups of one topic behind one ROUTER: the second sends the batch entries the
-    first made for the messages both deliver, and makes those of the rest; each
-    consumer gets every message whole, its own key and body."""
+    first made for the messages both deliver (taken from the first's run, kept whole),
+    and makes those of the rest; each consumer gets every message whole, its own key
+    and body; a third reading the same six (another list) makes none."""
+    made_seqs: list[list[int]] = []
+    make = sending._batch_entries
+
+    def making(node_id: bytes, seqs: list[int], values: list[bytes]) -> list[bytes]:
+        made_seqs.append(list(seqs))
+        return make(node_id, seqs, values)
+
+    monkeypatch.setattr(sending, "_batch_entries", making)
     topics = Topics(store, "default")
     topic = topics.topic("t", 0)
     groups = [topics.add_group(topic, name, 0, "", 0) for name in ("g1", "g2")]
@@ -215,5 +225,9 @@ def test_a_topics_groups_send_the_entries_one_of_them_made_and_make_only_the_res
         message = consume_wire.decode_node_message(node.dealers[name].recv_multipart())
         assert [(parse_message_key(key), parts) for key, _, parts in message.entries] == [
             ((store.node_id, seq), bodies[seq]) for seq in seqs[:window]]
-    made = node.sender._made[store.node_id]
-    assert sorted(made) == seqs  # kept for a third group
+    assert made_seqs == [seqs[:4], seqs[4:6]]  # each entry made once
+    third = node.sender._shared_entries(store.node_id, list(seqs),
+                                        [store.get_own(seq) for seq in seqs])
+    assert made_seqs == [seqs[:4], seqs[4:6]]  # (nothing made again)
+    assert [parse_message_key(entry[1:1 + entry[0]]) for entry in third] == [
+        (store.node_id, seq) for seq in seqs]

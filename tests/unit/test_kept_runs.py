@@ -1,0 +1,85 @@
+"""What kept reads made, taken for another read of the same messages by their runs
+(``KeptReads.run_from``): a look at each kept read, not at each seq, as far as the
+runs reach with no seq missing; reads that are not runs, or not the asker's, give
+nothing."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pzq.store.kept_reads import KEPT_RECORD_BYTES, KeptReads
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def made_of(read: tuple[str, list[str]]) -> list[str] | None:
+    return read[1] if read[0] == "own" else None
+
+
+def kept(*reads: tuple[list[int], str]) -> KeptReads[tuple[str, list[str]]]:
+    runs: KeptReads[tuple[str, list[str]]] = KeptReads()
+    for seqs, origin in reads:
+        runs.keep(seqs, [], (origin, [f"e{seq}" for seq in seqs]))
+    return runs
+
+
+def test_a_read_takes_what_runs_made_as_far_as_they_reach():
+    runs = kept((list(range(10, 20)), "own"), (list(range(20, 25)), "own"))
+    assert runs.run_from(12, 20, made_of) == [f"e{seq}" for seq in range(12, 25)]
+    assert runs.run_from(15, 3, made_of) == ["e15", "e16", "e17"]
+    assert runs.run_from(9, 5, made_of) == []  # (its first is kept nowhere)
+    assert runs.run_from(30, 5, made_of) == []
+
+
+def test_reads_with_gaps_and_other_origins_give_nothing():
+    runs = kept(([10, 11, 13, 14], "own"), (list(range(20, 30)), "other"))
+    assert runs.run_from(10, 2, made_of) == []
+    assert runs.run_from(20, 5, made_of) == []
+
+
+def test_random_runs_give_each_seqs_own_entry():
+    rng = random.Random(41)
+    for _ in range(300):
+        reads = []
+        for _ in range(rng.randrange(1, 6)):
+            first = rng.randrange(100)
+            seqs = list(range(first, first + rng.randrange(1, 30)))
+            if rng.random() < 0.2:
+                del seqs[rng.randrange(len(seqs))]  # (not a run)
+            reads.append((seqs, "own" if rng.random() < 0.8 else "other"))
+        runs = kept(*reads)
+        first, count = rng.randrange(110), rng.randrange(1, 40)
+        found = runs.run_from(first, count, made_of)
+        covered = {seq for seqs, origin in reads if origin == "own" and seqs
+                   and seqs[-1] - seqs[0] == len(seqs) - 1 for seq in seqs}
+        reach = first
+        while reach < first + count and reach in covered:
+            reach += 1
+        assert found == [f"e{seq}" for seq in range(first, reach)]
+
+
+class Measured(bytes):
+    """A record that counts each time its length is asked."""
+
+    asked = 0
+
+    def __len__(self) -> int:
+        Measured.asked += 1
+        return super().__len__()
+
+
+def test_a_read_measured_already_is_not_measured_again_and_a_long_one_is_not_kept():
+    runs: KeptReads[str] = KeptReads()
+    records: list[bytes | None] = [Measured(b"r" * 10) for _ in range(5)]
+    Measured.asked = 0
+    seqs = list(range(5))
+    runs.keep(seqs, records, "made", 10)  # (its caller measured the records)
+    assert Measured.asked == 0 and runs.get(seqs) == "made"
+    long_seqs = list(range(5, 10))
+    runs.keep(long_seqs, [b"r"] * 5, "long", KEPT_RECORD_BYTES + 1)
+    assert runs.get(long_seqs) is None
+    unmeasured = list(range(10, 12))
+    runs.keep(unmeasured, [b"r" * (KEPT_RECORD_BYTES + 1), None], "long")
+    assert runs.get(unmeasured) is None

@@ -1,0 +1,36 @@
+"""A read's records measured once for a topic's groups (``first_runs.LastMeasured``):
+the groups that read the same list of records take the first one's sizes; another
+list, or a part of it, is measured again."""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq.delivery import first_runs
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Measured(bytes):
+    """A record that counts each time its length is asked."""
+
+    asked = 0
+
+    def __len__(self) -> int:
+        Measured.asked += 1
+        return super().__len__()
+
+
+def test_the_groups_reading_one_list_of_records_measure_it_once():
+    seqs = list(range(100, 110))
+    values: list[bytes] = [Measured(b"r" * (20 + n)) for n in range(10)]
+    Measured.asked = 0
+    runs = [first_runs.first_run(seqs, values, set(), 0, 1 << 30, True) for _ in range(3)]
+    assert Measured.asked == 10  # (once a record: not once a group)
+    assert all(run.sizes == [20 + n for n in range(10)] and run.size == sum(run.sizes)
+               for run in runs)
+    other = list(values)  # another read of the same records: measured again
+    assert first_runs.first_run(seqs, other, set(), 0, 1 << 30, True).size == runs[0].size
+    assert Measured.asked == 20
+    part = first_runs.first_run(seqs, values, set(), 0, 100, True)  # room for four
+    assert part.seqs == seqs[:4] and part.sizes == [20, 21, 22, 23] and part.size == 86

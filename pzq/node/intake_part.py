@@ -103,7 +103,9 @@ class IntakePart(Part, Participant):
     def interest(self, poller: zmq.Poller, now: Now, delivering: bool) -> None:
         """Producers are read while there is room for their ACKs and the node runs."""
         self._taking = taking = delivering and self.acks.answers < ACKS_LIMIT  # (not full)
-        self._poll_entry.poll_for(poller, POLLIN if taking else 0)
+        flags, entry = POLLIN if taking else 0, self._poll_entry
+        if flags != entry.flags or poller is not entry.poller:  # (mostly as it was: no call)
+            entry.poll_for(poller, flags)
 
     tells_wait = True  # told after a send that left ACKs (pzq.agenda)
 

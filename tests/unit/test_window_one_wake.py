@@ -2,7 +2,7 @@
 asks nothing of the answers (no list of states, no ``retire_dead``) unless a state gave
 some messages up, and those it gave up are still retired (a node's loop on inproc
 endpoints, driven wake by wake); the message's ACK is sent in one call, and an ACK a
-full pipe refuses waits, as before."""
+full pipe refuses waits, as before; its batch is the one the last wake wrote."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pzq.node.intake_part import IntakePart
 from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
 from pzq.serving.send_endpoint import SendEndpoint
+from pzq.store.batch import Batch
 from tests.support.devices import wake, wake_until
 
 pytestmark = pytest.mark.timeout(30)
@@ -142,3 +143,26 @@ def test_an_ack_to_a_producer_gone_is_dropped(open_socket: Sockets):
     assert acks.answers == 0 and not acks.flush()
     assert (counters.acks_ok, counters.producer_acks_dropped,
             counters.producer_acks_sent) == (1, 1, 0)
+
+
+def test_a_producers_wake_makes_no_batch(open_device: Callable[..., Device],
+                                         open_socket: Sockets):
+    """Each wake writes into the batch the last one wrote (emptied): one batch, and
+    one LevelDB write batch, for 20 producers' wakes."""
+    device = open_device()
+    socket = open_socket(zmq.DEALER)
+    socket.connect(device.bound()["receive"])
+    produce(device, socket, b"first")
+    store, begun = device.node.store, []
+    begin = store.begin
+
+    def keeping() -> Batch:
+        batch = begin()
+        begun.append(batch)
+        return batch
+    store.begin = keeping  # type: ignore[method-assign]
+    for n in range(20):
+        produce(device, socket, b"%d" % n)
+    assert store.messages == 21 and len(begun) >= 20
+    assert len({id(batch) for batch in begun}) == 1
+    assert len({id(batch._batch) for batch in begun}) == 1

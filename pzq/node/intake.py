@@ -70,7 +70,6 @@ class Intake(Participant):
         # What each header group said this take (a topic can go between takes)
         self._known: dict[tuple[bytes, ...], HeaderFacts] = {}
         self._run = StoredRun(topics)  # stored, not yet in the topic's log and counts
-        self._fixed = b""  # a record's fixed fields this take (pzq.store.record.fixed)
         store.register(self)
 
     def take(self, batch: Batch, now: Now, pace: int = 0,
@@ -84,7 +83,6 @@ class Intake(Participant):
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
-        self._fixed = record.fixed(now_us)  # a record's fixed fields, stored this take
         accepted = Accepted()
         start = self.counters.received
         stop_at = start + pace if pace else None
@@ -143,9 +141,14 @@ class Intake(Participant):
         """The message sent alone at ``at``, with those after it of its shape when its
         headers ask for no look at each (pzq.protocol.alone_runs): stored together,
         their records, keys and the topic's log made in C; returns how many it took."""
-        produce = self._decoded(raws[at])
-        if produce is None:
+        self.counters.received += 1  # (``_decoded``, without its call)
+        try:
+            produce = frames.decode_produce(raws[at], self.limits.max_message_size)
+        except ProduceRefused as refused:
+            self._refuse(refused)
             return 1
+        except DecodeError:
+            return 1  # a ROUTER always prepends the routing id; nothing to answer
         if batches.PROTOCOL_HEADER in produce.headers:
             self._accept(batch, self._asking(produce), now_us, accepted.alone, rights)
             return 1
@@ -167,7 +170,7 @@ class Intake(Participant):
                 self._take_alone(batch, raw, now_us, accepted, rights)
             return count
         self.counters.received += count - 1  # (the first: counted when decoded)
-        values = alone_runs.records(run, parts_at, produce.headers, self._fixed)
+        values = alone_runs.records(run, parts_at, produce.headers, record.fixed(now_us))
         size = sum(map(len, values))
         seqs = batch.add_messages(values, size)
         self._run.note_seqs(batch, seqs, facts.topic, facts.tag, size)
@@ -216,7 +219,7 @@ class Intake(Participant):
         count = int(raw[2][len(batches.BATCH):])  # (decode_runs checked it)
         self.counters.received += count
         open_batch = self.acks.batches.expect(raw[0], raw[1], count)
-        fixed = self._fixed
+        fixed = record.fixed(now_us)  # (a record's fixed fields: made where runs need them)
         for member in members:
             if isinstance(member, ProduceRefused):
                 self._refuse(member)

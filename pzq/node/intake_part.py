@@ -125,7 +125,9 @@ class IntakePart(Part, Participant):
             else:
                 taking = False
         self._taking = taking
-        self._poll_entry.poll_for(poller, POLLIN if taking else 0)
+        flags, entry = POLLIN if taking else 0, self._poll_entry
+        if flags != entry.flags or poller is not entry.poller:  # (mostly as it was: no call)
+            entry.poll_for(poller, flags)
 
     tells_wait = True  # told after a send that left ACKs (pzq.agenda)
 
@@ -177,9 +179,13 @@ class IntakePart(Part, Participant):
         self.counters.stored += stored
         if self.replicas and stored:
             self.cluster.replicate(accepted.every(), self._mono)
-        elif stored == 1 and alone:  # (a message sent alone in its wake: no lists for it)
+        elif stored == 1 and alone and not self.intake.scheduled:
+            # (a message sent alone in its wake: no lists for it, its ACK sent at once
+            # with any that waited, in one call)
             routing_id, msg_id, _, _ = alone[0]
-            self.acks.owe_one_ok(routing_id, msg_id)
+            self.acks.send_one_ok(routing_id, msg_id)
+            self.idle = True
+            return
         elif stored:
             self._ack_stored(accepted)
         if self.intake.scheduled:

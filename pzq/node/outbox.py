@@ -23,7 +23,7 @@ from pzq.counters import Counters
 from pzq.node.batch_acks import BatchAcks, OpenBatch
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
-from pzq.zmqio import Socket, send_frames, send_messages
+from pzq.zmqio import MORE_NOBLOCK, NOBLOCK, Socket, send_compiled, send_frames, send_messages
 
 # Stop reading producers while this many ACKs wait for full producer pipes.
 LIMIT = 200_000
@@ -82,6 +82,29 @@ class ProducerAcks:
             return
         self._waiting.append(((routing_id, msg_id, frames.STATUS_OK, b""), 1))
         self.answers += 1
+
+    def send_one_ok(self, routing_id: bytes, msg_id: bytes) -> None:
+        """``owe_one_ok`` then ``flush``, in one call: a wake's one message sent alone
+        has its ACK sent at once, its frames by the compiled send, when no ACK waits
+        before it (no tuple queued, no flush asked); else it is owed and flushed."""
+        if self._waiting or self.batches.open or self._asked:
+            self.owe_one_ok(routing_id, msg_id)
+            self.flush()
+            return
+        self.counters.acks_ok += 1
+        socket = self.socket
+        try:  # (ROUTER_MANDATORY: only the first frame is refused, then all are taken)
+            send_compiled(socket, routing_id, MORE_NOBLOCK)
+        except zmq.ZMQError as error:
+            ack: Ack = ((routing_id, msg_id, frames.STATUS_OK, b""), 1)
+            self._wait(*ack)
+            if not self._refused(ack, error):  # (its producer is gone: dropped)
+                self._waiting.clear()
+            return
+        send_compiled(socket, msg_id, MORE_NOBLOCK)
+        send_compiled(socket, frames.STATUS_OK, MORE_NOBLOCK)
+        send_compiled(socket, b"", NOBLOCK)
+        self.counters.producer_acks_sent += 1
 
     def owe_run(self, batch: OpenBatch, first: int, count: int) -> None:
         """ACK "1" owed for the members ``first`` to ``first + count`` of a produce

@@ -15,6 +15,7 @@ import plyvel
 
 from pzq.bulk import each
 from pzq.store import keyspace
+from pzq.store.keyspace import OWN_PREFIX, SEQ
 
 
 class Participant:
@@ -64,7 +65,7 @@ class Batch:
     def add_message(self, value: bytes) -> int:
         """Store a new own message; returns its sequence number."""
         seq = self._take_seq()
-        self._batch.put(keyspace.own_key(seq), value)
+        self._batch.put(OWN_PREFIX + SEQ.pack(seq), value)  # (own_key, without its call)
         self.message_delta += 1
         self.byte_delta += len(value)
         self.operations += 1
@@ -140,6 +141,11 @@ class Batch:
     def delete_keys(self, keys: list[bytes]) -> None:
         each(self._batch.delete, keys)
         self.operations += len(keys)
+
+    def clear(self) -> None:
+        """Empty again, once written: the store's next batch (none is made a wake)."""
+        self._batch.clear()
+        self.message_delta = self.byte_delta = self.dead_delta = self.operations = 0
 
     def write_with_metadata(self, next_seq: int, counters: bytes) -> None:
         """Write (Store.commit's job) with the metadata that moves with every batch."""

@@ -74,6 +74,9 @@ class Store:
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
         self.log_syncs = 0  # batches written with an fsync of the log
         self._torn_log = False  # a write failed: reopen before the next one (see _recover)
+        # The last batch written (or left empty): the next one begun, emptied then,
+        # its LevelDB write batch with it (a wake makes neither; a failed one is dropped)
+        self._spare: Batch | None = None
         self._directory_synced_ns = 0  # wall clock when the last directory fsync began
         self._sync_failing = False
 
@@ -128,8 +131,15 @@ class Store:
         sync = self.log_sync.due_at <= self._now  # (``due``, without its call)
         if sync and not self.hard_sync:
             sync = self._timed_sync_near()
-        batch = Batch(self.take_seq, self.take_seqs, self._db.write_batch(sync=self.hard_sync),
-                      sync)
+        batch = self._spare
+        if batch is None:
+            batch = Batch(self.take_seq, self.take_seqs,
+                          self._db.write_batch(sync=self.hard_sync), sync)
+        else:
+            self._spare = None  # (a batch begun while this one is open gets its own)
+            if batch.operations:  # (emptied here: what it held is read until then)
+                batch.clear()
+            batch.sync = sync
         for participant in self._preparing:
             if not participant.idle:
                 participant.prepare(batch)
@@ -182,6 +192,7 @@ class Store:
             for participant in self._participants:
                 participant.failed()
             raise
+        self._spare = batch
         if starts_sync:
             self._start_sync()
         for participant in self._writing:
@@ -191,7 +202,9 @@ class Store:
     def _write(self, batch: Batch) -> None:
         if self._torn_log:
             self._refuse_until_recovered()
-        self._before_write()
+        for participant in self._checking:  # (``_before_write``, without its call)
+            if not participant.idle:
+                participant.before_write()
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta
         dead = self.dead_letters + batch.dead_delta
@@ -286,6 +299,7 @@ class Store:
         if shutil.disk_usage(self.path).free < self._room_to_recover():
             return
         self._db.close()
+        self._spare = None  # (its write batch writes to the database closed)
         try:
             self._db = open_leveldb(self.path)
         except plyvel.Error as exc:

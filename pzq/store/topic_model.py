@@ -183,8 +183,8 @@ class Topic:
     def holders_settled_from(self) -> int:
         """The seq from which who holds a message depends on its tag alone: every group
         has started there, and ``default`` too where it reads from a seq."""
-        # asked once an ACK: a plain loop, no comprehension's frame nor ``max``'s
-        # keywords (6 300 instructions a call at three groups before, 2 000 after)
+        # asked once an ACK: a plain loop, no comprehension's frame nor a list
+        # unpacked for ``max`` (some 5 100 instructions a call at three groups, 1 700)
         settled = self.default_from or 0
         for group in self.groups.values():
             if group.start_seq > settled:
@@ -196,8 +196,8 @@ class Topic:
         if not self.groups:
             return DEFAULT_ONLY if self.default_rule != DEFAULT_NONE else []
         # Asked for every message stored and acked: Group.holds written out here, in
-        # a plain loop (no comprehension's frame: some 5 000 instructions to 2 000 at
-        # three groups).
+        # a plain loop (no comprehension's frame: some 5 300 instructions a call to
+        # 3 500 at three groups).
         held = []
         for group in self.groups.values():
             if seq >= group.start_seq and (not group.filter

@@ -237,7 +237,8 @@ class GroupArea:
             kept = topics.recent_reads.get(seqs)  # another group's of the same stretch
             if kept is not None:
                 return kept, True
-            if recent:
+            # (a read of messages none kept: mostly the first group's, of new ones)
+            if seqs and seqs[0] in recent:
                 values = list(map(recent.get, seqs))
                 if all(values):  # (no None: a record is never empty)
                     topics.recent_reads.keep(seqs, values, values)

@@ -11,6 +11,7 @@ from itertools import compress, islice
 from typing import cast
 
 from pzq.bulk import each
+from pzq.delivery.first_runs import sizes_of
 
 RECENT_RECORDS = 4096  # records kept for the other groups of a topic
 RECENT_RECORD_BYTES = 4096  # a longer one is read from the store by each group
@@ -22,10 +23,13 @@ def remember(recent: dict[int, bytes], seqs: list[int], values: Sequence[bytes |
     RECENT_RECORD_BYTES, so what is kept stays within RECENT_RECORDS times that
     (16 MiB) whatever the messages. Returns the longest record's length (0: none),
     measured here once for the caller too."""
-    if not all(values):  # (a None: a record is never empty)
+    if all(values):  # (no None: a record is never empty)
+        # measured as first_run measures them (the same list: taken there, not again)
+        longest = max(sizes_of(cast(list[bytes], values)), default=0)
+    else:
         stored = [value is not None for value in values]
         seqs, values = list(compress(seqs, stored)), list(compress(values, stored))
-    longest = max(map(len, cast(list[bytes], values))) if values else 0
+        longest = max(map(len, cast(list[bytes], values))) if values else 0
     if longest > RECENT_RECORD_BYTES:
         short = list(map(RECENT_RECORD_BYTES.__ge__, map(len, cast(list[bytes], values))))
         seqs, values = list(compress(seqs, short)), list(compress(values, short))

@@ -288,15 +288,18 @@ class Topics(TopicRegistry):
         """Who holds every one of the messages (``low``: the lowest seq), and who of them
         is not ``group_id``, when that is the same for all (known from their tags
         alone); else None."""
-        if not tags or low < topic.holders_settled_from():
+        settled_from = topic.holders_settled_from()  # (once: a walk of the groups)
+        if not tags or low < settled_from:
             return None
-        # mostly one tag object for all: a count by identity in C, not a set of them
-        distinct = (tags[0],) if tags.count(tags[0]) == len(tags) else set(tags)
-        found = {tuple(topic.holders(topic.holders_settled_from(), tag)) for tag in distinct}
-        if len(found) != 1:
-            return None
-        holders = list(found.pop())
-        return holders, [holder for holder in holders if holder != group_id]
+        # mostly one tag object for all: a count by identity in C, the holders asked
+        # once, no set of them
+        first = tags[0]
+        holders = topic.holders(settled_from, first)
+        if tags.count(first) != len(tags):
+            for tag in set(tags):
+                if topic.holders(settled_from, tag) != holders:
+                    return None
+        return holders, list(filter(group_id.__ne__, holders))
 
     def _done_by_marks(self, batch: Batch, topic: Topic, group_id: int, seqs: list[int],
                        sizes: list[int], holders: list[int], others: list[int],

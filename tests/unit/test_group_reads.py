@@ -325,3 +325,30 @@ def test_defaults_read_describes_each_message_of_mixed_topics_from_one_look_a_he
     assert [area.group_names(seq) for seq in expected] == [
         about.holder_names(seq, tag) for seq, (about, tag) in expected.items()]
     store.close()
+
+
+class CountedGets(dict[int, bytes]):
+    """Recent records that count the records asked of them."""
+
+    asked = 0
+
+    def get(self, seq, default=None):  # type: ignore[override]
+        self.asked += 1
+        return super().get(seq, default)
+
+
+def test_a_read_of_messages_none_kept_asks_the_kept_records_for_none(tmp_path):
+    """The first group to read new messages finds none of them kept: one look at the
+    first, not a look-up each (a read each time the topic's groups move on)."""
+    store, topics = open_node(tmp_path / "db")
+    a, b, _ = three_groups(store, topics)
+    store_messages(store, topics, COUNT)
+    topics.recent = recent = CountedGets()
+    first = seqs_of(a.read(0, COUNT))
+    store_messages(store, topics, COUNT)
+    newer = a.read(first[-1] + 1, COUNT)
+    assert seqs_of(newer) == list(range(COUNT, 2 * COUNT)) and recent.asked == 0
+    assert newer.values == list(map(store.get_own, newer.seqs))
+    assert b.read(COUNT, COUNT).values == newer.values  # kept for the others all the same
+    assert set(first) | set(newer.seqs) <= recent.keys()
+    store.close()

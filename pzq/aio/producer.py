@@ -29,13 +29,7 @@ from pzq.aio import probe
 from pzq.aio.socket_io import AsyncContext, Outbox, opener, poke, wait_events
 from pzq.client import setup
 from pzq.client.session_views import ProducerView
-from pzq.client.sessions.producer import (
-    ASK_WAIT_S,
-    KEEP_ACKS,
-    Moment,
-    time_headers,
-    topic_headers,
-)
+from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
@@ -122,20 +116,9 @@ class Producer(ProducerView):
             frames = session.add(msg_id, parts,
                                  [*headers, *topic_headers(topic, tag, dedup_id, key)],
                                  time.monotonic())
-        self._sent(frames, loop)
-        return future
-
-    def _sent(self, frames: list[bytes] | None, loop: asyncio.AbstractEventLoop) -> None:
-        """Send what the session gives to go now (None: it waits in a batch); the
-        first message held for the node's answer starts the wait for that answer."""
         if frames is not None:
             self._out.put(frames)
-        elif len(self._session.held) == 1:
-            loop.call_later(ASK_WAIT_S, self._release_held)  # if it never comes
-
-    def _release_held(self) -> None:
-        """Send the messages that waited for the node's answer, once they may go."""
-        self._out.put_all(self._session.released(time.monotonic()))
+        return future
 
     async def send(self, parts: Sequence[bytes], topic: str | None = None,
                    key: str | bytes | None = None, tag: str | None = None,
@@ -227,8 +210,6 @@ class Producer(ProducerView):
         now = time.monotonic()
         for frames in drain(socket, READ_AT_ONCE):
             self._answer(session.received(frames, now))
-        if session.held:
-            self._out.put_all(session.released(now))
         self._out.put(session.due_batch())
         poke(socket)  # (the reads above may have taken the descriptor's signal)
         self._answered.set()
@@ -261,7 +242,6 @@ class Producer(ProducerView):
         if self._closed:
             return
         self._closed = True
-        self._out.put_all(self._session.released(time.monotonic(), closing=True))
         self._out.put(self._session.pending_batch())  # sent, as a message alone would be
         self._out.push()
         self._out.dropped()

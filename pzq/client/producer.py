@@ -17,18 +17,11 @@ import zmq
 from pzq.client import setup
 from pzq.client.common import opener, remaining_ms, send_before
 from pzq.client.session_views import ProducerView
-from pzq.client.sessions.producer import (
-    ASK_WAIT_S,
-    KEEP_ACKS,
-    Moment,
-    time_headers,
-    topic_headers,
-)
+from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
-ASK_WAIT_MS = round(ASK_WAIT_S * 1000)
 CLOSE_SEND_S = 1.0  # how long close waits for the socket to take the last batch
 
 __all__ = ["KEEP_ACKS", "Moment", "Producer", "time_headers", "topic_headers"]
@@ -94,8 +87,6 @@ class Producer(ProducerView):
         frames = session.add(msg_id, parts, headers, time.monotonic())
         if frames is not None:  # else it waits in the next batch
             self._send(frames, timeout)
-        elif session.held:  # (waiting for the node's answer to the first message)
-            self._send_released(timeout)
         return msg_id
 
     def _wait_for_room(self, timeout: float | None) -> None:
@@ -105,11 +96,6 @@ class Producer(ProducerView):
             self._send(session.due_batch(), timeout)
             if not self._receive(remaining_ms(deadline)):
                 raise TimeoutError(f"no ACK within {timeout} s with a full window")
-
-    def _send_released(self, timeout: float | None = 30.0, closing: bool = False) -> None:
-        """Send the messages that waited for the node's answer, once they may go."""
-        for frames in self._session.released(time.monotonic(), closing):
-            self._send(frames, timeout)
 
     def _send(self, frames: list[bytes] | None, timeout: float | None = 30.0) -> None:
         """Send ``frames`` (None: nothing is due); TimeoutError when the socket has
@@ -160,23 +146,13 @@ class Producer(ProducerView):
 
     def _receive(self, timeout_ms: int | None) -> bool:
         """Take one frame off the socket; False if none came within the timeout."""
-        session = self._session
-        if session.held and (timeout_ms is None or timeout_ms > ASK_WAIT_MS):
-            # no answer to the first message's question: those held go alone
-            if self._receive(ASK_WAIT_MS):
-                return True
-            self._send_released()
-            timeout_ms = None if timeout_ms is None else timeout_ms - ASK_WAIT_MS
         if not self._socket.poll(timeout_ms, zmq.POLLIN):
             return False
-        session.received(self._socket.recv_multipart(), time.monotonic())
-        if session.held:
-            self._send_released()
+        self._session.received(self._socket.recv_multipart(), time.monotonic())
         return True
 
     def close(self) -> None:
         try:  # sent, as a message sent alone would be
-            self._send_released(CLOSE_SEND_S, closing=True)
             self._send(self._session.pending_batch(), CLOSE_SEND_S)
         except TimeoutError:
             pass  # nothing took it: those messages were never ACKed, as flush says

@@ -4,14 +4,12 @@ frames (on nodes in this process, on loopback ports of their own)."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 
 import pytest
 import zmq
 
-from pzq import aio
 from pzq.client import GroupConsumer, Producer
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol import frames
@@ -202,109 +200,6 @@ def test_a_producer_sends_messages_alone_to_a_node_from_before(context):
         assert len(seen) == 100 and not any(batches.is_batch([b"", *frames])
                                             for frames in seen)
         assert batches.PROTOCOL_HEADER in seen[0] and batches.PROTOCOL_HEADER not in seen[1]
-    finally:
-        stop.set()
-        thread.join(10)
-
-
-def serve_frames(context: zmq.Context, answer) -> tuple[str, list[list[bytes]], threading.Event,
-                                                         threading.Thread]:
-    """A ROUTER on a port of its own standing for a node: records each message's frames
-    and sends what ``answer(frames)`` gives back (None: no answer)."""
-    seen: list[list[bytes]] = []
-    ready, stop = threading.Event(), threading.Event()
-    port: list[int] = []
-
-    def serve() -> None:
-        router = context.socket(zmq.ROUTER)
-        router.setsockopt(zmq.LINGER, 0)
-        port.append(router.bind_to_random_port("tcp://127.0.0.1"))
-        ready.set()
-        try:
-            while not stop.is_set():
-                if router.poll(50, zmq.POLLIN):
-                    routing_id, *frames = router.recv_multipart()
-                    seen.append(frames)
-                    reply = answer(frames)
-                    if reply is not None:
-                        router.send_multipart([routing_id, *reply])
-        finally:
-            router.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    return f"tcp://127.0.0.1:{port[0]}", seen, stop, thread
-
-
-def answer_as_a_batch_node(frames: list[bytes]) -> list[bytes]:
-    if batches.is_batch([b"", *frames]):
-        count = len(batches.decode_batch([b"", *frames], 1000))
-        return batches.encode_batch_ack(b"", frames[0], [(True, b"")] * count)[1:]
-    return [frames[0], b"1", *([batches.PROTOCOL_HEADER] if batches.PROTOCOL_HEADER in frames
-                               else []), b""]
-
-
-def test_a_producer_s_first_window_waits_for_the_answer_and_goes_in_batches(context):
-    """The messages after the question are not sent alone before its answer (each
-    would cost the node a read and an ACK of its own): they go in batches after it."""
-    dsn, seen, stop, thread = serve_frames(context, answer_as_a_batch_node)
-    try:
-        with Producer(dsn, window=40, context=context) as producer:
-            for n in range(40):
-                producer.send([b"m%d" % n], topic="orders")
-            assert all(ack.ok for ack in producer.flush(10))
-            assert producer.protocol == 2
-        assert batches.PROTOCOL_HEADER in seen[0]
-        members = [len(batches.decode_batch([b"", *frames], 1000)) for frames in seen[1:]]
-        assert members == [10, 10, 10, 9]  # none alone
-    finally:
-        stop.set()
-        thread.join(10)
-
-
-def test_without_an_answer_to_the_question_the_messages_after_it_go_alone(context):
-    """A node that never answers the first message (lost with a crash, say): the
-    others wait ASK_WAIT_S at most, then go one by one, in order."""
-    def answer(frames: list[bytes]) -> list[bytes] | None:
-        return None if batches.PROTOCOL_HEADER in frames else [frames[0], b"1", b""]
-
-    dsn, seen, stop, thread = serve_frames(context, answer)
-    try:
-        with Producer(dsn, window=40, context=context) as producer:
-            ids = [producer.send([b"m%d" % n], topic="orders") for n in range(5)]
-            acks = producer.acks(timeout=5)
-            while len(acks) < 4:
-                more = producer.acks(timeout=5)
-                assert more, "the held messages were never sent"
-                acks += more
-        assert [ack.msg_id for ack in acks] == ids[1:]
-        assert [frames[0] for frames in seen] == ids
-        assert not any(batches.is_batch([b"", *frames]) for frames in seen)
-    finally:
-        stop.set()
-        thread.join(10)
-
-
-def test_an_asyncio_producer_sends_what_waited_alone_without_an_answer(context):
-    """As the sync producer: the asyncio one's held messages go ASK_WAIT_S after the
-    question when no answer comes, with no call of the producer's to wake it."""
-    def answer(frames: list[bytes]) -> list[bytes] | None:
-        return None if batches.PROTOCOL_HEADER in frames else [frames[0], b"1", b""]
-
-    dsn, seen, stop, thread = serve_frames(context, answer)
-
-    async def publish() -> list[bytes]:
-        async with aio.Producer(dsn, window=40) as producer:
-            futures = [await producer.publish([b"m%d" % n], topic="orders")
-                       for n in range(5)]
-            acks = await asyncio.wait_for(asyncio.gather(*futures[1:]), 10)
-            return [ack.msg_id for ack in acks]
-
-    try:
-        acked = asyncio.run(publish())
-        assert [frames[0] for frames in seen] == [seen[0][0], *acked]
-        assert not any(batches.is_batch([b"", *frames]) for frames in seen)
     finally:
         stop.set()
         thread.join(10)

@@ -39,7 +39,6 @@ class ProducerModel(RuleBasedStateMachine):
     def _out(self, frames: list[bytes] | None) -> None:
         if frames is not None:
             self.held.append(frames)
-        self.held += self.session.released(self.now)  # (those that waited for the answer)
 
     @precondition(lambda self: not self.session.full)
     @rule()
@@ -78,7 +77,6 @@ class ProducerModel(RuleBasedStateMachine):
                 answer.insert(3, batches.PROTOCOL_HEADER)
         acks = self.session.received(answer[1:], self.now)
         self.answered += [ack.msg_id for ack in acks]
-        self._out(None)
 
     @rule()
     def take(self) -> None:
@@ -94,7 +92,6 @@ class ProducerModel(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """Everything flushed and answered: nothing is left without its ACK."""
-        self.held += self.session.released(self.now, closing=True)
         self._out(self.session.pending_batch())
         while self.held:
             self.answer_all()

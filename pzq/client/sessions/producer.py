@@ -2,10 +2,8 @@
 message each arriving ACK answers.
 
 The first message asks whether the node speaks produce batches
-(pzq.protocol.produce_batches); the messages after it wait for the answer (up to
-``ASK_WAIT_S``: ``released`` says when they go, in batches or alone), so a producer's
-first window is not sent one message at a time. Once the node says so, messages wait
-in a batch of up to ``batch`` and go together, each answered in one ACK, while earlier batches are
+(pzq.protocol.produce_batches); once the node says so, messages wait in a batch of
+up to ``batch`` and go together, each answered in one ACK, while earlier batches are
 out (the window, in messages, bounds them all). A shell sends what ``add`` and the
 batch questions return; ``received`` takes any frame the node sends and returns the
 ACKs it answers, so a shell may wait for the window or for one message's ACK alike.
@@ -29,9 +27,6 @@ __all__ = ["KEEP_ACKS", "Moment", "ProducerSession", "time_headers", "topic_head
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
 MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this
-# how long the messages after the first wait for the node's answer to its question
-# (a round trip; longer, the node lost it: they go alone, as to a node that says no)
-ASK_WAIT_S = 0.5
 
 
 def topic_headers(topic: str | None, tag: str | None,
@@ -84,9 +79,6 @@ class ProducerSession:
         self.ids = map((self._id_prefix.replace(b"%", b"%%") + b"-%d").__mod__,
                        itertools.count())
         self._asking: bytes | None = None  # the message that asked the node
-        self._asked_at = 0.0
-        # messages that wait for the answer (id, parts, headers), in their order
-        self.held: list[tuple[bytes, Sequence[bytes], Sequence[bytes]]] = []
         self._pending: list[tuple[bytes, bytes]] = []  # msg id, entry: the next batch
         self._batches: dict[bytes, list[bytes]] = {}  # batch id -> its msg ids, out
 
@@ -103,10 +95,6 @@ class ProducerSession:
         """One message, sent at ``now``: the frames to send now, or None while it
         waits in the next batch. The shell makes room first (``full``)."""
         self.unanswered[msg_id] = now
-        if self.held or (self._asking in self.unanswered
-                         and now - self._asked_at < ASK_WAIT_S):
-            self.held.append((msg_id, parts, headers))  # after those held: in order
-            return None
         if self.protocol > 1:
             pending = self._pending
             pending.append((msg_id, batches.encode_entry(msg_id, headers, parts)))
@@ -117,41 +105,18 @@ class ProducerSession:
             return None
         if self.batch > 1 and self._asking is None:
             self._asking = msg_id
-            self._asked_at = now
             headers = [*headers, batches.PROTOCOL_HEADER]
         return encode_produce(msg_id, list(parts), tuple(headers))
-
-    def released(self, now: float, closing: bool = False) -> list[list[bytes]]:
-        """The messages held for the answer that go now, each message's or batch's
-        frames in order: once the node said it speaks batches, in batches of up to
-        ``batch``; once it answered without saying so, or ``ASK_WAIT_S`` after the
-        question (no answer came), or ``closing``, each alone. Nothing while the
-        question waits."""
-        held = self.held
-        if not held or (self._asking in self.unanswered and not closing
-                        and now - self._asked_at < ASK_WAIT_S):
-            return []
-        self.held = []
-        if self.protocol == 1:
-            return [encode_produce(msg_id, list(parts), tuple(headers))
-                    for msg_id, parts, headers in held]
-        return [self._batch_of([(msg_id, batches.encode_entry(msg_id, headers, parts))
-                                for msg_id, parts, headers in held[start:start + self.batch]])
-                for start in range(0, len(held), self.batch)]
 
     def pending_batch(self) -> list[bytes] | None:
         """The messages waiting for a batch, to go now in one (None: none waits)."""
         if not self._pending:
             return None
-        frames = self._batch_of(self._pending)
+        batch_id = next(self.ids)
+        self._batches[batch_id] = [msg_id for msg_id, _ in self._pending]
+        frames = batches.encode_batch(batch_id, [entry for _, entry in self._pending])
         self._pending = []
         return frames
-
-    def _batch_of(self, members: list[tuple[bytes, bytes]]) -> list[bytes]:
-        """One batch's frames, of (msg id, entry) pairs; kept to read its ACK."""
-        batch_id = next(self.ids)
-        self._batches[batch_id] = [msg_id for msg_id, _ in members]
-        return batches.encode_batch(batch_id, [entry for _, entry in members])
 
     def due_batch(self) -> list[bytes] | None:
         """The waiting batch when nothing else of ours is out (no ACK would come to

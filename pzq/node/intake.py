@@ -122,7 +122,8 @@ class Intake(Participant):
                     break
         self.look = not (lone and self.look and drained
                           and left == self.limits.batch_size - 1)
-        self._run.flush(batch)
+        if self._run.topic is not None:  # (a wake's one message is in its topic already)
+            self._run.flush(batch)
         return accepted
 
     def _take_messages(self, batch: Batch, rights: Rights | None, firsts: list[zmq.Frame],
@@ -168,9 +169,12 @@ class Intake(Participant):
             self._refuse(refused)
             return 1
         count = alone_runs.run_length(raws, at, produce.headers) \
-            if at + 1 < len(raws) and together(facts, now_us) else 1
+            if at + 1 < len(raws) and facts.plain else 1
         if count == 1:  # (a wake of one message, mostly: no run's few calls)
-            self._accept(batch, produce, now_us, accepted.alone, rights, facts=facts)
+            if facts.plain and self._run.topic is None:  # (no checks; nothing before it)
+                self._store_plain(batch, produce, facts, now_us, accepted.alone)
+            else:
+                self._accept(batch, produce, now_us, accepted.alone, rights, facts=facts)
             return 1
         run = raws[at:at + count]
         parts_at = 3 + len(produce.headers)
@@ -253,7 +257,7 @@ class Intake(Participant):
             except ProduceRefused as refused:
                 self._refuse(refused)  # the first; each other one is refused on its own
                 alone = 1
-        if facts is None or not together(facts, now_us):
+        if facts is None or not facts.plain:
             for token, entry, size in islice(zip(run.tokens(open_batch.batch_id),
                                                  run.entries, run.body_sizes, strict=True),
                                              alone, None):
@@ -308,6 +312,17 @@ class Intake(Participant):
         self._run.note(batch, seq, topic, tag, len(value))
         accepted.append((produce.routing_id, produce.msg_id, seq, value))
 
+    def _store_plain(self, batch: Batch, produce: frames.Produce, facts: HeaderFacts,
+                     now_us: int, accepted: list[Stored]) -> None:
+        """``_accept`` of a message whose headers ask no look (``facts.plain``: no
+        DEDUP-ID, due time, expiry, priority, partition or room to check) when the take
+        noted none before it: stored, and in its topic's log and counts at once (no
+        run of one to note and flush)."""
+        value = record.encode(produce.msg_id, produce.headers, produce.parts, now_us)
+        seq = batch.add_message(value)
+        self.topics.note_new_run(batch, facts.topic, facts.tag, [seq], len(value))
+        accepted.append((produce.routing_id, produce.msg_id, seq, value))
+
     def _index(self, batch: Batch, facts: HeaderFacts, seq: int) -> None:
         """A stored message with an expiry or a priority in their indexes."""
         times, topic = facts.times, facts.topic
@@ -345,7 +360,8 @@ class Intake(Participant):
                  if topic.partitions and key is not None else None)
         limited = self._room_limited or bool(topic.max_messages or topic.max_bytes)
         facts = self._known[headers] = _NEW_TUPLE(  # (HeaderFacts(...) without its call)
-            HeaderFacts, (topic, tag, dedup_id, key, moved, times, limited))
+            HeaderFacts, (topic, tag, dedup_id, key, moved, times, limited,
+                          together(topic, dedup_id, times, limited, now_us)))
         return facts
 
     def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:

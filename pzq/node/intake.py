@@ -361,7 +361,9 @@ class Intake(Participant):
         limited = self._room_limited or bool(topic.max_messages or topic.max_bytes)
         facts = self._known[headers] = _NEW_TUPLE(  # (HeaderFacts(...) without its call)
             HeaderFacts, (topic, tag, dedup_id, key, moved, times, limited,
-                          together(topic, dedup_id, times, limited, now_us)))
+                          # (no header: no DEDUP-ID and no times, no call to say so)
+                          together(topic, dedup_id, times, limited, now_us) if headers
+                          else not (topic.partitions or limited)))
         return facts
 
     def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:

@@ -131,3 +131,16 @@ def test_an_unsynced_log_s_state_is_not_asked_again(open_device: Callable[..., D
         produce(device, socket, b"%d" % n)
     assert len(writes) == 1
     assert sync.unsynced_since == since
+
+
+def test_a_plain_message_past_the_room_is_refused(open_device: Callable[..., Device],
+                                                  open_socket: Sockets):
+    """No header, but a limit of room: looked at (``plain`` is False), and refused."""
+    device = open_device("--max-messages", "2")
+    socket = producer(device, open_socket)
+    produce(device, socket, b"1")
+    produce(device, socket, b"2")
+    socket.send_multipart(frames.encode_produce(b"3", [b"body"]))
+    wake_until(device, lambda: bool(socket.poll(0)), "the refusal")
+    assert not frames.decode_producer_ack(socket.recv_multipart()).ok
+    assert device.node.store.messages == 2

@@ -174,21 +174,24 @@ def drain_framed(socket: AnySocket, limit: int) -> Iterator[tuple[zmq.Frame, lis
 
 
 def drain_some(socket: AnySocket, limit: int, taken: int, stop_after: bytes | None,
-               framed: bool = True) -> tuple[list[zmq.Frame], list[list[bytes]], bool]:
+               framed: bool = True, look: bool = True
+               ) -> tuple[list[zmq.Frame], list[list[bytes]], bool]:
     """Up to ``limit`` messages as ``drain_framed`` reads them, in one call: their first
     frames as zmq.Frames (none unless ``framed``), the messages as bytes, and whether
     the socket had no more. ``taken``: messages this drain read before (the socket is
     asked once whether a second waits); ``stop_after``: the reading ends after a
     message whose third frame starts with it. A message of up to four frames (a
     producer's alone on a ROUTER) is made in one step, and the third frame looked at
-    by slices: no call for each message but its receives and one append."""
+    by slices: no call for each message but its receives and one append. Not
+    ``look``: the socket is not asked whether a second waits (the reading ends after
+    the first, as if none did; the caller's poll sees one that does)."""
     firsts: list[zmq.Frame] = []
     messages: list[list[bytes]] = []
     append = messages.append
     mark = b"" if stop_after is None else stop_after
     cut = len(mark)
     for count in range(taken, taken + limit):
-        if count == 1 and not readable(socket):
+        if count == 1 and not (look and readable(socket)):
             return firsts, messages, True
         try:
             first = _recv(socket, NOBLOCK, False)

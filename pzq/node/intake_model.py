@@ -39,6 +39,8 @@ class HeaderFacts(NamedTuple):
     moved: str | None  # a key's partition is another node's: the refusal naming it
     times: MessageTimes  # its due time, expiry and priority (pzq.protocol.time_headers)
     room_limited: bool  # a limit of room to check (--max-messages, --max-bytes, the topic's)
+    # None of the above asks a look at each message (``together``), at the take's time
+    plain: bool
 
 
 class Accepted:
@@ -102,11 +104,12 @@ class StoredRun:
         self.topic, self.seqs, self.size = None, [], 0
 
 
-def together(facts: HeaderFacts, now_us: int) -> bool:
+def together(topic: Topic, dedup_id: bytes | None, times: MessageTimes, room_limited: bool,
+             now_us: int) -> bool:
     """Whether messages with these headers need no look at each: no DEDUP-ID, no
-    due time, expiry or priority, no partitions and no limit of room to check."""
-    topic, times = facts.topic, facts.times
-    return (facts.dedup_id is None and not topic.partitions
+    due time, expiry or priority, no partitions and no limit of room to check (what
+    HeaderFacts.plain says, read once a take)."""
+    return (dedup_id is None and not topic.partitions
             and times.due_us <= now_us and not times.expires_us
             and not (times.priority and topic.priorities)
-            and not facts.room_limited)
+            and not room_limited)

@@ -146,6 +146,8 @@ class IntakePart(Part, Participant):
         if self._taking and events.get(self.socket, 0) & POLLIN:
             self.idle = False
             self._accepted = self.intake.take(batch, now, self._pace, self._paced)
+        else:  # (a wake between two takes: the next looks behind its first message)
+            self.intake.look = True
 
     def _paced(self) -> int:
         """How many messages sent alone this wake takes in all, asked once it came to

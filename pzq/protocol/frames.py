@@ -80,6 +80,10 @@ class Delivery:
 
 def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
     """``[routing id][msg id][header…][empty][part 1..N]`` as seen by the ROUTER."""
+    if len(frames) == 4 and not frames[2]:  # (no header, one part: most messages)
+        body = frames[3]
+        if len(body) <= max_body_size:
+            return _NEW_TUPLE(Produce, (frames[0], frames[1], (), (body,), len(body)))
     if not frames:
         raise DecodeError("empty message")
     routing_id = frames[0]

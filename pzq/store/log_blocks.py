@@ -67,9 +67,10 @@ class LogBlocks:
         self._logs: dict[int, TopicLog] | None = None  # None: to be read from the store
         # Blocks cleared by ``clear`` (topic id, first seq, tag) and the batch that
         # cleared them, written once by ``flush`` before that batch is: ACKs of one
-        # message a frame would rewrite their block's bitmap at each.
+        # message a frame would rewrite their block's bitmap at each. (``changed_in``
+        # None: nothing to flush, which a batch looks at before asking ``flush``.)
         self._changed: set[tuple[int, int, bytes]] = set()
-        self._changed_in: Batch | None = None
+        self.changed_in: Batch | None = None
         # Reads of every tag lately answered, by (topic id, first, newest, count): the
         # topic's other groups, reading the same stretch, get the same lists (one walk
         # and one set of ints for all of them). A read depends on the log from its first
@@ -145,9 +146,9 @@ class LogBlocks:
             return
         self._changed_reads(topic_id, first + (mask & -mask).bit_length() - 1,
                             first + mask.bit_length() - 1)
-        if self._changed_in is not batch and self._changed:  # another batch's: put first
+        if self.changed_in is not batch and self._changed:  # another batch's: put first
             self.flush()
-        self._changed_in = batch
+        self.changed_in = batch
         changed = self._changed
         emptied: tuple[bytes, ...] = ()  # (tags whose last bit goes: deleted after the walk)
         for tag, bits in block.items():
@@ -167,7 +168,7 @@ class LogBlocks:
     def flush(self) -> None:
         """The blocks changed since the last flush put into their batch (about to be
         written), each once and as memory holds it now, or deleted when left empty."""
-        batch, self._changed_in = self._changed_in, None
+        batch, self.changed_in = self.changed_in, None
         if batch is None:
             return
         logs = self._all()
@@ -186,7 +187,7 @@ class LogBlocks:
         """Nothing of the batch is stored: the logs are read again at the next question
         (the changed blocks with them: nothing is left to write)."""
         self._logs = None
-        self._changed, self._changed_in = set(), None
+        self._changed, self.changed_in = set(), None
         self._reads.clear()
 
     # -- questions ---------------------------------------------------------------------

@@ -218,7 +218,8 @@ class Store:
         if self.hard_sync:
             self._written_and_synced()
             self._sync_directory_if_changed()
-        else:
+        elif self.log_sync.unsynced_since is None or self.log_sync.running_since is not None:
+            # (else already unsynced and no sync runs: the log's state stays, no call)
             self.log_sync.written(False, self._now)
 
     def _before_write(self) -> None:

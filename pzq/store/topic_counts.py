@@ -20,6 +20,8 @@ class TopicCounts:
         self.group_deltas: dict[Group, int] = {}  # backlogs changed in this batch
         self.dirty: set[Topic] = set()  # registry entries to write
         self.dirty_groups: set[Group] = set()
+        # Each topic's counts key, made once (ids are never given again)
+        self._counts_keys: dict[int, bytes] = {}
 
     def count(self, topic: Topic, messages: int, size: int) -> None:
         delta = self.deltas.setdefault(topic, [0, 0])
@@ -50,6 +52,7 @@ class TopicCounts:
     def forget(self, topic: Topic) -> None:
         self.dirty.discard(topic)
         self.deltas.pop(topic, None)
+        self._counts_keys.pop(topic.id, None)
 
     def put_registry(self, batch: Batch) -> None:
         """Registry entries changed since the last written batch, at the batch's start:
@@ -66,10 +69,13 @@ class TopicCounts:
         for topic in self.dirty:
             batch.put(keyspace.topic_key(topic.name.encode()), topic.encode())
         # (the sets made only when entries changed: most batches change counts alone)
+        keys = self._counts_keys
         for topic in self.dirty | self.deltas.keys() if self.dirty else self.deltas:
             messages, size = self.deltas.get(topic, (0, 0))
-            batch.put(keyspace.counts_key(topic.id),
-                      COUNTS.pack(topic.messages + messages, topic.stored_bytes + size))
+            key = keys.get(topic.id)
+            if key is None:
+                key = keys[topic.id] = keyspace.counts_key(topic.id)
+            batch.put(key, COUNTS.pack(topic.messages + messages, topic.stored_bytes + size))
         if not (self.dirty_groups or self.group_deltas):
             return
         for group in self.dirty_groups | self.group_deltas.keys():

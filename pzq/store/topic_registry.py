@@ -241,7 +241,8 @@ class TopicRegistry(Participant):
     def before_write(self) -> None:
         """Counts, registry entries and the log blocks messages left go with the batch
         that changed them."""
-        self.logs.flush()
+        if self.logs.changed_in is not None:  # (most batches clear no block: no call)
+            self.logs.flush()
         if self._batch is not None:
             self.counts.put_counts(self._batch)
             if self._next_id != self._stored_next_id:

@@ -5,6 +5,7 @@ pzq.serving.sending) by the list, not a look-up a message."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -21,13 +22,14 @@ class KeptReads(Generic[T]):
     unchanged: pzq.store.log_blocks), each kept with its list (an id is not reused while
     it lives). At most KEPT_READS reads and KEPT_SEQS seqs, the oldest let go
     first, and none with a record longer than KEPT_RECORD_BYTES: what is kept stays
-    within what the recent records keep (pzq.delivery.recent)."""
+    within KEPT_SEQS times that (16 MiB) whatever the messages."""
 
-    __slots__ = ("_reads", "_seqs")
+    __slots__ = ("_reads", "_seqs", "_highest")
 
     def __init__(self) -> None:
         self._reads: dict[int, tuple[list[int], T]] = {}
         self._seqs = 0  # of the reads kept
+        self._highest = -1  # no seq above it kept (the newest read's first is past it)
 
     def get(self, seqs: list[int]) -> T | None:
         read = self._reads.get(id(seqs))
@@ -46,6 +48,8 @@ class KeptReads(Generic[T]):
             self._seqs -= len(reads.pop(next(iter(reads)))[0])  # (the oldest)
         reads[id(seqs)] = (seqs, made)
         self._seqs += len(seqs)
+        if seqs and seqs[-1] > self._highest:
+            self._highest = seqs[-1]
 
     def run_from(self, first: int, count: int, made_of: Callable[[T], Sequence[E] | None]
                  ) -> list[E]:
@@ -73,6 +77,34 @@ class KeptReads(Generic[T]):
                 break
         return found
 
+    def each_of(self, seqs: list[int], made_of: Callable[[T], Sequence[E | None]]
+                ) -> list[E | None]:
+        """What the kept reads made of each of ``seqs`` (ascending, each once; None:
+        kept nowhere), for a read that is not a kept list (a filtered group's, one
+        starting elsewhere in a stretch read before): a look at each kept read that
+        reaches them, a seq's place in it by its distance from the first (a run) or by
+        bisection. A read past every kept one (the first group's, of new messages) is
+        told at once."""
+        found: list[E | None] = [None] * len(seqs)
+        if not seqs or seqs[0] > self._highest:
+            return found
+        for kept, made in reversed(self._reads.values()):  # (the newest first)
+            if not kept:
+                continue
+            low, high = bisect_left(seqs, kept[0]), bisect_right(seqs, kept[-1])
+            if low == high:
+                continue
+            each, first = made_of(made), kept[0]
+            run = kept[-1] - first == len(kept) - 1
+            for at in range(low, high):
+                if found[at] is None:
+                    seq = seqs[at]
+                    place = seq - first if run else bisect_left(kept, seq)
+                    if run or kept[place] == seq:
+                        found[at] = each[place]
+        return found
+
     def clear(self) -> None:
         self._reads.clear()
         self._seqs = 0
+        self._highest = -1

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import sub
 from typing import Generic, TypeVar
 
 KEPT_READS = 64  # reads kept
@@ -88,6 +90,7 @@ class KeptReads(Generic[T]):
         found: list[E | None] = [None] * len(seqs)
         if not seqs or seqs[0] > self._highest:
             return found
+        missing = len(seqs)
         for kept, made in reversed(self._reads.values()):  # (the newest first)
             if not kept:
                 continue
@@ -95,16 +98,35 @@ class KeptReads(Generic[T]):
             if low == high:
                 continue
             each, first = made_of(made), kept[0]
-            run = kept[-1] - first == len(kept) - 1
-            for at in range(low, high):
-                if found[at] is None:
-                    seq = seqs[at]
-                    place = seq - first if run else bisect_left(kept, seq)
-                    if run or kept[place] == seq:
-                        found[at] = each[place]
+            if kept[-1] - first == len(kept) - 1 and found[low:high].count(None) == high - low:
+                # a run, none of these found yet: their places taken in C
+                if seqs[high - 1] - seqs[low] == high - 1 - low:  # (a run of them too)
+                    found[low:high] = each[seqs[low] - first:seqs[high - 1] - first + 1]
+                else:
+                    found[low:high] = map(each.__getitem__,
+                                          map(sub, seqs[low:high], repeat(first)))
+                missing -= high - low
+            else:
+                missing -= _bisected(found, seqs, low, high, kept, each)
+            if missing <= 0:
+                break
         return found
 
     def clear(self) -> None:
         self._reads.clear()
         self._seqs = 0
         self._highest = -1
+
+
+def _bisected(found: list[E | None], seqs: list[int], low: int, high: int,
+              kept: list[int], each: Sequence[E | None]) -> int:
+    """``found`` of ``seqs[low:high]`` not found yet, each's place in ``kept`` (a read's
+    ascending seqs) by bisection; how many were found."""
+    taken = 0
+    for at in range(low, high):
+        if found[at] is None:
+            place = bisect_left(kept, seqs[at])
+            if kept[place] == seqs[at]:
+                found[at] = each[place]
+                taken += 1
+    return taken

@@ -90,9 +90,9 @@ class KeptReads(Generic[T]):
         found: list[E | None] = [None] * len(seqs)
         if not seqs or seqs[0] > self._highest:
             return found
-        missing = len(seqs)
+        missing, lowest, highest = len(seqs), seqs[0], seqs[-1]
         for kept, made in reversed(self._reads.values()):  # (the newest first)
-            if not kept:
+            if not kept or kept[0] > highest or kept[-1] < lowest:
                 continue
             low, high = bisect_left(seqs, kept[0]), bisect_right(seqs, kept[-1])
             if low == high:

@@ -6,7 +6,7 @@
   ``delivering`` (the delivery pass) and ``acking`` (a consumer's answers)
 - ``areas``: the areas (this node's messages, or a down node's it took over)
 - ``groups``, ``default_area``: the areas consumer groups read (``recent``: what one
-  group read or made, kept for the topic's other groups); ``replay_area``: archived
+  group read, kept for the topic's other groups by the read); ``replay_area``: archived
   messages read back for one group
 - ``entries``, ``inflight``, ``redelivery``: ordered tables for the in-flight LRU and
   the redelivery queue

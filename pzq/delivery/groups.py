@@ -24,7 +24,7 @@ from pzq.delivery.areas import (
     release_each,
 )
 from pzq.delivery.kept_tags import KeptTags
-from pzq.delivery.recent import remember
+from pzq.delivery.recent import longest
 from pzq.delivery.settings import DeliverySettings
 from pzq.store import keyspace, record
 from pzq.store.batch import Batch
@@ -49,6 +49,11 @@ ONCE = record.BOOKKEEPING.pack(0, 1)  # a group's count of a message it delivere
 BOOKKEEPING_OF = itemgetter(slice(record.BOOKKEEPING_OFFSET, BOOKKEEPING_END))
 KEY, VALUE = itemgetter(0), itemgetter(1)
 OWN_SEQ = itemgetter(slice(len(keyspace.OWN_PREFIX), None))  # an own key: prefix, seq
+
+
+def as_kept(records: list[bytes | None]) -> list[bytes | None]:
+    """A kept read's records, one for each of its seqs (KeptReads.each_of's made_of)."""
+    return records
 
 
 def without_bookkeeping(value: bytes) -> bytes:
@@ -224,37 +229,38 @@ class GroupArea:
                 batch.put(key, ONCE)
 
     def _values(self, seqs: list[int]) -> tuple[list[bytes | None], bool]:
-        """The stored records of ``seqs`` (ascending; None: not stored), from the recent
-        records where the topic has other groups; else one walk of the own messages
-        when the topic fills most of the span, or a read each. (The log walk found
-        the seqs: a record kept there of a message deleted since is never asked for.)
+        """The stored records of ``seqs`` (ascending; None: not stored), from the reads
+        kept for the topic's other groups where it has others; else one walk of the own
+        messages when the topic fills most of the span, or a read each. (The log walk
+        found the seqs: a record kept of a message deleted since is never asked for.)
         Where the topic has other groups, the records come with ``default``'s counts
         zeroed, as kept for them (so each group need not look: True)."""
         shared = len(self.group.topic.groups) > 1
-        topics = self.topics
-        recent = topics.recent
+        kept: list[bytes | None] | None = None
         if shared:
-            kept = topics.recent_reads.get(seqs)  # another group's of the same stretch
+            reads = self.topics.recent_reads
+            kept = reads.get(seqs)  # another group's of the same stretch
             if kept is not None:
                 return kept, True
-            # (a read of messages none kept: mostly the first group's, of new ones)
-            if seqs and seqs[0] in recent:
-                values = list(map(recent.get, seqs))
-                if all(values):  # (no None: a record is never empty)
-                    topics.recent_reads.keep(seqs, values, values)
-                    return values, True
-        found = self._stored(seqs, shared)
+            # not that list: what the kept reads hold of its seqs (none, at once, for
+            # the first group's read of new messages, mostly)
+            kept = reads.each_of(seqs, as_kept)
+            if all(kept):  # (no None: a record is never empty)
+                reads.keep(seqs, kept, kept)
+                return kept, True
+        found = self._stored(seqs, kept)
         if not shared:
             return found, False
         if any(map(ZERO_BOOKKEEPING.__ne__, map(BOOKKEEPING_OF, filter(None, found)))):
             found = [None if value is None else without_bookkeeping(value) for value in found]
-        topics.recent_reads.keep(seqs, found, found, remember(recent, seqs, found))
+        self.topics.recent_reads.keep(seqs, found, found, longest(found))
         return found, True
 
-    def _stored(self, seqs: list[int], shared: bool) -> list[bytes | None]:
+    def _stored(self, seqs: list[int], kept: list[bytes | None] | None
+                ) -> list[bytes | None]:
         """The records of ``seqs`` read from the store: a run's values alone in one walk
         (no keys), a span the topic fills most of in one walk of its keys and values,
-        else a read each (from the recent records first, where they are shared)."""
+        else a read each of those not ``kept`` (where the topic's groups share them)."""
         if len(seqs) >= DENSE_AT_LEAST and seqs[-1] - seqs[0] == len(seqs) - 1:
             # a run (ascending, each once: every seq of the span): its values alone
             run = self.store.read_run(keyspace.own_key(seqs[0]), keyspace.own_key(seqs[-1] + 1),
@@ -271,9 +277,9 @@ class GroupArea:
             walked = dict(zip(map(int.from_bytes, map(OWN_SEQ, map(KEY, pairs))),
                               map(VALUE, pairs), strict=True))
             return list(map(walked.get, seqs))
-        if shared:
-            recent = self.topics.recent
-            return [recent.get(seq) or self.store.get_own(seq) for seq in seqs]
+        if kept is not None:
+            get_own = self.store.get_own
+            return [value or get_own(seq) for seq, value in zip(seqs, kept, strict=True)]
         return self.store.get_all(list(keyspace.own_keys(seqs)))
 
     def get(self, seq: int) -> bytes | None:

@@ -5,7 +5,10 @@ pzq.serving.sending) by the list, not a look-up a message."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import sub
 from typing import Generic, TypeVar
 
 KEPT_READS = 64  # reads kept
@@ -21,13 +24,14 @@ class KeptReads(Generic[T]):
     unchanged: pzq.store.log_blocks), each kept with its list (an id is not reused while
     it lives). At most KEPT_READS reads and KEPT_SEQS seqs, the oldest let go
     first, and none with a record longer than KEPT_RECORD_BYTES: what is kept stays
-    within what the recent records keep (pzq.delivery.recent)."""
+    within KEPT_SEQS times that (16 MiB) whatever the messages."""
 
-    __slots__ = ("_reads", "_seqs")
+    __slots__ = ("_reads", "_seqs", "_highest")
 
     def __init__(self) -> None:
         self._reads: dict[int, tuple[list[int], T]] = {}
         self._seqs = 0  # of the reads kept
+        self._highest = -1  # no seq above it kept (the newest read's first is past it)
 
     def get(self, seqs: list[int]) -> T | None:
         read = self._reads.get(id(seqs))
@@ -46,6 +50,8 @@ class KeptReads(Generic[T]):
             self._seqs -= len(reads.pop(next(iter(reads)))[0])  # (the oldest)
         reads[id(seqs)] = (seqs, made)
         self._seqs += len(seqs)
+        if seqs and seqs[-1] > self._highest:
+            self._highest = seqs[-1]
 
     def run_from(self, first: int, count: int, made_of: Callable[[T], Sequence[E] | None]
                  ) -> list[E]:
@@ -73,6 +79,54 @@ class KeptReads(Generic[T]):
                 break
         return found
 
+    def each_of(self, seqs: list[int], made_of: Callable[[T], Sequence[E | None]]
+                ) -> list[E | None]:
+        """What the kept reads made of each of ``seqs`` (ascending, each once; None:
+        kept nowhere), for a read that is not a kept list (a filtered group's, one
+        starting elsewhere in a stretch read before): a look at each kept read that
+        reaches them, a seq's place in it by its distance from the first (a run) or by
+        bisection. A read past every kept one (the first group's, of new messages) is
+        told at once."""
+        found: list[E | None] = [None] * len(seqs)
+        if not seqs or seqs[0] > self._highest:
+            return found
+        missing, lowest, highest = len(seqs), seqs[0], seqs[-1]
+        for kept, made in reversed(self._reads.values()):  # (the newest first)
+            if not kept or kept[0] > highest or kept[-1] < lowest:
+                continue
+            low, high = bisect_left(seqs, kept[0]), bisect_right(seqs, kept[-1])
+            if low == high:
+                continue
+            each, first = made_of(made), kept[0]
+            if kept[-1] - first == len(kept) - 1 and found[low:high].count(None) == high - low:
+                # a run, none of these found yet: their places taken in C
+                if seqs[high - 1] - seqs[low] == high - 1 - low:  # (a run of them too)
+                    found[low:high] = each[seqs[low] - first:seqs[high - 1] - first + 1]
+                else:
+                    found[low:high] = map(each.__getitem__,
+                                          map(sub, seqs[low:high], repeat(first)))
+                missing -= high - low
+            else:
+                missing -= _bisected(found, seqs, low, high, kept, each)
+            if missing <= 0:
+                break
+        return found
+
     def clear(self) -> None:
         self._reads.clear()
         self._seqs = 0
+        self._highest = -1
+
+
+def _bisected(found: list[E | None], seqs: list[int], low: int, high: int,
+              kept: list[int], each: Sequence[E | None]) -> int:
+    """``found`` of ``seqs[low:high]`` not found yet, each's place in ``kept`` (a read's
+    ascending seqs) by bisection; how many were found."""
+    taken = 0
+    for at in range(low, high):
+        if found[at] is None:
+            place = bisect_left(kept, seqs[at])
+            if kept[place] == seqs[at]:
+                found[at] = each[place]
+                taken += 1
+    return taken

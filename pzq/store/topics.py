@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
 from operator import and_, invert, not_
 
-from pzq.bulk import each, lowest
+from pzq.bulk import lowest
 from pzq.errors import PzqError
 from pzq.logs import get_logger
 from pzq.protocol.headers import topic_and_tag
@@ -71,14 +71,11 @@ class Topics(TopicRegistry):
     def __init__(self, store: Store, default_topic: str) -> None:
         self.marks = GroupMarks(store)
         self._release_asked = NOT_ASKED  # group id, seq, would_release's answer
-        # Records a group read lately (default's counts zeroed): the topic's other
-        # groups read them from here, not from the store again (one read of a body
-        # for all groups, mostly).
-        self.recent: dict[int, bytes] = {}
         # Reads' seqs (the log's own lists, pzq.store.log_blocks: the same objects while
-        # their stretch of the log is unchanged) and their records as ``recent`` gave
-        # them, by the list's id: another group reading the same stretch takes the list,
-        # not a look-up a record.
+        # their stretch of the log is unchanged) and their records (default's counts
+        # zeroed), by the list's id: another group reading the same stretch takes the
+        # list, not the store's records again (one read of a body for all groups,
+        # mostly); one reading elsewhere in it takes what they hold of its seqs.
         self.recent_reads: KeptReads[list[bytes | None]] = KeptReads()
         super().__init__(store, default_topic)
 
@@ -378,8 +375,6 @@ class Topics(TopicRegistry):
         batch.delete_messages(seqs, size)
         if topic.log_from is not None:
             self.logs.remove(batch, topic.id, seqs, masks)
-            if self.recent:
-                each(self.recent.pop, seqs, repeat(None))
         self.counts.count(topic, -len(seqs), -size)
 
     def _leave(self, batch: Batch, seq: int, topic: Topic, others: Iterable[int],
@@ -387,7 +382,6 @@ class Topics(TopicRegistry):
         if topic.log_from is not None:
             first = seq & MARK_BLOCK_OF  # its bit (its block written once a batch)
             self.logs.clear(batch, topic.id, first, 1 << (seq - first))
-            self.recent.pop(seq, None)
         for holder in others:
             self.marks.unmark(batch, holder, seq)
         self.counts.count(topic, -1, -size)
@@ -415,8 +409,7 @@ class Topics(TopicRegistry):
     def failed(self) -> None:
         self.marks.failed()
         self.logs.failed()
-        self.recent.clear()  # as the logs: nothing read stays kept across a failed batch
-        self.recent_reads.clear()
+        self.recent_reads.clear()  # as the logs: nothing read stays kept across a failed batch
         super().failed()
 
     def _batch_ended(self) -> None:

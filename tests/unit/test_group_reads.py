@@ -1,7 +1,7 @@
-"""A named group's read (GroupArea.read) where the records come from the ones kept for
-the topic's other groups (Topics.recent: bounded, the messages that left and a failed
-batch's reads dropped), and the walks the reads take in C (Store.read_up_to, read_run): what
-a read returns is what the store holds."""
+"""A named group's read (GroupArea.read) where the records come from the reads kept for
+the topic's other groups (Topics.recent_reads: a group's read taken by the others, no
+message that left served, nothing read before a failed batch), and the walks the reads
+take in C (Store.read_up_to, read_run): what a read returns is what the store holds."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from pzq.cluster.lone import NoCluster
 from pzq.counters import Counters
 from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.groups import DENSE_AT_LEAST, GroupArea
-from pzq.delivery.recent import RECENT_RECORD_BYTES, RECENT_RECORDS, remember
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
 from pzq.errors import StoreError
 from pzq.serving.named_groups import NoConsumeEndpoint
 from pzq.store import keyspace, record
+from pzq.store.kept_reads import KEPT_RECORD_BYTES, KEPT_SEQS
 from pzq.store.store import Store
 from pzq.store.topics import Topics
 from tests.support.stored import FailNext
@@ -57,19 +57,43 @@ def seqs_of(chunk):
     return [seq for seq, _ in chunk.found]
 
 
-def test_a_kept_record_of_a_purged_message_is_not_read(tmp_path):
+STORE_READS = ("get_own", "get_all", "read_up_to", "read_run")  # (get_own: by get)
+
+
+def counting_store_reads(store, monkeypatch):
+    """The store's reads of records, each call's name in the list returned (a ``get``
+    of anything else is not counted)."""
+    reads: list[str] = []
+    for name in STORE_READS:
+        real = getattr(store, name)
+
+        def counted(*args, _name=name, _real=real, **kwargs):
+            reads.append(_name)
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(store, name, counted)
+    return reads
+
+
+def test_a_kept_record_of_a_purged_message_is_not_read(tmp_path, monkeypatch):
+    """A purge leaves the kept read as it was; the next group's read (of the log less
+    the purged, another list) takes the rest from it, not from the store, and none of
+    the purged."""
     store, topics = open_node(tmp_path / "db")
     a, b, _ = three_groups(store, topics)
     store_messages(store, topics, COUNT)
     seqs = seqs_of(a.read(0, COUNT))
-    assert len(seqs) == COUNT and set(seqs) <= topics.recent.keys()
+    assert len(seqs) == COUNT
     orders = topics.topics["orders"]
     default = DeliveryState(DefaultArea(store, topics), SETTINGS, Counters())
     walks = TopicWalks(store, topics, NoConsumeEndpoint(), default, NoCluster(None))
     purged = set(seqs[::2])
     assert walks.delete(orders, lambda seq, _tag: seq in purged, 0.0) == len(purged)
-    assert purged <= topics.recent.keys()  # a purge leaves the kept records as they are
-    assert seqs_of(b.read(0, COUNT)) == seqs[1::2]
+    reads = counting_store_reads(store, monkeypatch)
+    chunk = b.read(0, COUNT)
+    assert reads == []  # (what a kept: no record read again)
+    monkeypatch.undo()
+    assert seqs_of(chunk) == seqs[1::2]
+    assert chunk.values == list(map(store.get_own, chunk.seqs))
     assert [store.get_own(seq) for seq in purged] == [None] * len(purged)
     store.close()
 
@@ -110,7 +134,6 @@ def test_records_are_kept_with_default_s_counts_zeroed_and_each_group_s_own_put_
     c.rewrite(batch, by_default, record.with_bookkeeping(store.get_own(by_default), 4, 2))
     store.commit(batch)
     assert {record.bookkeeping(value) for value in a.read(0, COUNT).values} == {(0, 0)}
-    assert record.bookkeeping(topics.recent[by_default]) == (0, 0)
     assert record.bookkeeping(store.get_own(by_default)) == (9, 3)
     chunk = b.read(0, COUNT)
     assert chunk.fresh and {record.bookkeeping(value) for value in chunk.values} == {(0, 0)}
@@ -122,25 +145,56 @@ def test_records_are_kept_with_default_s_counts_zeroed_and_each_group_s_own_put_
     store.close()
 
 
-def test_long_records_are_not_kept_for_other_groups(tmp_path):
+def test_long_records_are_not_kept_for_other_groups(tmp_path, monkeypatch):
+    """A read with a record longer than KEPT_RECORD_BYTES is not kept: each group reads
+    it from the store; a read of short ones is read once for all."""
     store, topics = open_node(tmp_path / "db")
-    a, b, _ = three_groups(store, topics)
+    a, b, c = three_groups(store, topics)
     store_messages(store, topics, COUNT // 2)
-    store_messages(store, topics, COUNT // 2, size=RECENT_RECORD_BYTES + 1)
+    store_messages(store, topics, COUNT // 2, size=KEPT_RECORD_BYTES + 1)
+    reads = counting_store_reads(store, monkeypatch)
     found = a.read(0, COUNT).found
-    assert sorted(topics.recent) == [seq for seq, _ in found[:COUNT // 2]]
-    assert b.read(0, COUNT).found == found
+    assert reads and b.read(0, COUNT).found == found
+    assert reads == 2 * reads[:len(reads) // 2]  # (b's read the same as a's)
+    del reads[:]
+    short = a.read(0, COUNT // 2).found
+    assert reads and c.read(0, COUNT // 2).found == short
+    assert len(reads) == 1  # (a's alone)
+    monkeypatch.undo()
+    assert [seq for seq, _ in found] == list(range(COUNT))
+    assert [value for _, value in found] == list(map(store.get_own, range(COUNT)))
     store.close()
 
 
-def test_the_kept_records_are_bounded_in_count_the_oldest_let_go():
-    recent: dict[int, bytes] = {}
-    remember(recent, list(range(RECENT_RECORDS - 10)), [b"r"] * (RECENT_RECORDS - 10))
-    remember(recent, list(range(RECENT_RECORDS - 10, RECENT_RECORDS + 90)),
-             [b"r", None] * 50)  # (None: not stored, never kept)
-    assert len(recent) == RECENT_RECORDS
-    assert sorted(recent) == [*range(40, RECENT_RECORDS - 10),
-                              *range(RECENT_RECORDS - 10, RECENT_RECORDS + 90, 2)]
+def test_a_read_not_kept_as_a_list_takes_what_the_kept_reads_hold_of_its_seqs(
+        tmp_path, monkeypatch):
+    """A read starting elsewhere in a stretch read before, or of some of its seqs (a
+    filtered group's), takes the kept records, none read again; seqs kept nowhere are
+    read from the store, and the oldest reads are let go past KEPT_SEQS."""
+    store, topics = open_node(tmp_path / "db")
+    a, b, _ = three_groups(store, topics)
+    store_messages(store, topics, 3 * COUNT)
+    a._values(list(range(COUNT)))
+    a._values(list(range(COUNT, 2 * COUNT, 2)))  # (a read that is not a run)
+    stored = list(map(store.get_own, range(3 * COUNT)))
+    reads = counting_store_reads(store, monkeypatch)
+    for seqs in (list(range(5, COUNT)), list(range(3, COUNT, 3)), [COUNT - 1, COUNT],
+                 list(range(COUNT - 4, 2 * COUNT, 2)), [2 * COUNT - 2]):
+        values, zeroed = b._values(seqs)
+        assert zeroed and values == [stored[seq] for seq in seqs]
+    assert reads == []
+    values, _ = b._values([COUNT + 1, COUNT + 2])  # (one kept nowhere: the store's)
+    assert values == stored[COUNT + 1:COUNT + 3] and reads == ["get_own"]
+    values, _ = b._values(list(range(2 * COUNT, 3 * COUNT)))  # (none kept: one walk)
+    assert values == stored[2 * COUNT:] and reads == ["get_own", "read_run"]
+    monkeypatch.undo()
+    store_messages(store, topics, KEPT_SEQS)
+    for first in range(3 * COUNT, 3 * COUNT + KEPT_SEQS, 64):
+        a._values(list(range(first, first + 64)))
+    reads = counting_store_reads(store, monkeypatch)
+    values, _ = b._values(list(range(5, COUNT)))  # (let go: read again)
+    assert values == stored[5:COUNT] and reads == ["read_run"]
+    store.close()
 
 
 def test_messages_every_group_is_done_with_leave_the_kept_records(tmp_path):
@@ -151,14 +205,13 @@ def test_messages_every_group_is_done_with_leave_the_kept_records(tmp_path):
     store_messages(store, topics, COUNT)
     seqs = seqs_of(areas[0].read(0, COUNT))
     gone = seqs[:COUNT // 2]
-    assert set(gone) <= topics.recent.keys()
     batch = store.begin()
     for area in areas:
         area.read(0, COUNT)
         area.delete_all(batch, gone, [0] * len(gone))
     store.commit(batch)
-    assert not set(gone) & topics.recent.keys()
     assert [store.get_own(seq) for seq in gone] == [None] * len(gone)
+    assert seqs_of(areas[2].read(0, COUNT)) == seqs[COUNT // 2:]
     store_messages(store, topics, 3)
     chunk = areas[1].read(0, 2 * COUNT)
     assert seqs_of(chunk) == seqs[COUNT // 2:] + [COUNT, COUNT + 1, COUNT + 2]
@@ -166,16 +219,16 @@ def test_messages_every_group_is_done_with_leave_the_kept_records(tmp_path):
     store.close()
 
 
-def test_a_failed_batch_drops_the_kept_records(tmp_path):
+def test_a_failed_batch_drops_the_kept_records(tmp_path, monkeypatch):
     """A batch that fails leaves the store as it was, and nothing read before it stays
-    kept (as the topic's log and marks, read again): the reads after it are the store's."""
+    kept (as the topic's log and marks, read again): the reads after it are the store's,
+    read again once for all groups."""
     store, topics = open_node(tmp_path / "db")
     failing = FailNext()
     store.register(failing)
     areas = three_groups(store, topics)
     store_messages(store, topics, COUNT)
     seqs = seqs_of(areas[0].read(0, COUNT))
-    assert set(seqs) <= topics.recent.keys()
     batch = store.begin()
     for area in areas:
         area.read(0, COUNT)
@@ -183,9 +236,11 @@ def test_a_failed_batch_drops_the_kept_records(tmp_path):
     failing.armed = True
     with pytest.raises(StoreError):
         store.commit(batch)
-    assert not topics.recent
-    for area in areas:
-        chunk = area.read(0, COUNT)
+    reads = counting_store_reads(store, monkeypatch)
+    chunks = [area.read(0, COUNT) for area in areas]
+    assert reads == ["read_run"]  # (the first group's: none kept from before the failure)
+    monkeypatch.undo()
+    for chunk in chunks:
         assert chunk.seqs == seqs
         assert chunk.values == list(map(store.get_own, seqs))
     store.close()
@@ -298,7 +353,7 @@ def test_a_dense_read_takes_each_record_of_its_own_seq(tmp_path):
     seqs = list(range(0, 2 * COUNT, 2)) + list(range(2 * COUNT, 3 * COUNT))
     assert [seq for seq, _ in found] == seqs
     assert [value for _, value in found] == [store.get_own(seq) for seq in seqs]
-    topics.recent.clear()  # a walk again, of the span the topic has alone
+    topics.recent_reads.clear()  # a walk again, of the span the topic has alone
     found = a.read(2 * COUNT, COUNT).found
     assert found == [(seq, store.get_own(seq)) for seq in range(2 * COUNT, 3 * COUNT)]
     store.close()
@@ -327,28 +382,19 @@ def test_defaults_read_describes_each_message_of_mixed_topics_from_one_look_a_he
     store.close()
 
 
-class CountedGets(dict[int, bytes]):
-    """Recent records that count the records asked of them."""
-
-    asked = 0
-
-    def get(self, seq, default=None):  # type: ignore[override]
-        self.asked += 1
-        return super().get(seq, default)
-
-
-def test_a_read_of_messages_none_kept_asks_the_kept_records_for_none(tmp_path):
-    """The first group to read new messages finds none of them kept: one look at the
-    first, not a look-up each (a read each time the topic's groups move on)."""
+def test_a_read_of_messages_none_kept_reads_them_in_one_walk(tmp_path, monkeypatch):
+    """The first group to read new messages finds none of them kept: one walk of the
+    store (no read each), and the others take its read."""
     store, topics = open_node(tmp_path / "db")
     a, b, _ = three_groups(store, topics)
     store_messages(store, topics, COUNT)
-    topics.recent = recent = CountedGets()
     first = seqs_of(a.read(0, COUNT))
     store_messages(store, topics, COUNT)
+    reads = counting_store_reads(store, monkeypatch)
     newer = a.read(first[-1] + 1, COUNT)
-    assert seqs_of(newer) == list(range(COUNT, 2 * COUNT)) and recent.asked == 0
+    assert seqs_of(newer) == list(range(COUNT, 2 * COUNT)) and reads == ["read_run"]
+    assert b.read(COUNT, COUNT).values == newer.values  # kept for the others
+    assert reads == ["read_run"]
+    monkeypatch.undo()
     assert newer.values == list(map(store.get_own, newer.seqs))
-    assert b.read(COUNT, COUNT).values == newer.values  # kept for the others all the same
-    assert set(first) | set(newer.seqs) <= recent.keys()
     store.close()

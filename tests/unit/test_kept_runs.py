@@ -60,6 +60,29 @@ def test_random_runs_give_each_seqs_own_entry():
         assert found == [f"e{seq}" for seq in range(first, reach)]
 
 
+def test_each_of_random_seqs_is_what_a_kept_read_made_of_it_or_none():
+    """``each_of``: for a read that is not a kept list (one starting mid-run, a filtered
+    group's some seqs), each seq's entry from whichever kept read holds it (runs and
+    reads with gaps, overlapping), None where none does."""
+    rng = random.Random(42)
+    for _ in range(500):
+        reads = []
+        for _ in range(rng.randrange(0, 6)):
+            first = rng.randrange(100)
+            seqs = list(range(first, first + rng.randrange(1, 30)))
+            if rng.random() < 0.3:
+                seqs = sorted(rng.sample(seqs, max(1, len(seqs) // 2)))  # (not a run)
+            reads.append((seqs, "own"))
+        runs = kept(*reads)
+        first = rng.randrange(120)
+        asked = list(range(first, first + rng.randrange(1, 40)))
+        if rng.random() < 0.5:
+            asked = sorted(rng.sample(asked, max(1, len(asked) // 3)))
+        held = {seq for seqs, _ in reads for seq in seqs}
+        assert runs.each_of(asked, lambda read: read[1]) == [
+            f"e{seq}" if seq in held else None for seq in asked]
+
+
 class Measured(bytes):
     """A record that counts each time its length is asked."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pzq.delivery import first_runs
-from pzq.delivery.recent import remember
+from pzq.delivery.recent import longest
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -45,17 +45,15 @@ class Stored(Measured):
 
 
 def test_a_read_kept_for_the_other_groups_is_measured_once_with_its_runs():
-    """``remember`` measures the records it keeps as first_run does, for it: the first
-    group's read is measured once, not once to keep it and again for its run."""
+    """``longest``, for the bound on what is kept for the other groups, measures the
+    records as first_run does, for it: the first group's read is measured once, not
+    once to keep it and again for its run."""
     seqs = list(range(200, 210))
     values: list[bytes] = [Stored(b"r" * (30 + n)) for n in range(10)]
-    recent: dict[int, bytes] = {}
     Measured.asked = 0
-    assert remember(recent, seqs, values) == 39  # the longest
+    assert longest(values) == 39
     runs = [first_runs.first_run(seqs, values, set(), 0, 1 << 30, True) for _ in range(3)]
     assert Measured.asked == 10  # (twice a record before)
     assert all(run.sizes == [30 + n for n in range(10)] for run in runs)
-    assert list(recent) == seqs
     gaps: list[bytes | None] = [Stored(b"g" * 40), None, Stored(b"g" * 41)]
-    assert remember(recent, [300, 301, 302], gaps) == 41  # (one not stored: not kept)
-    assert 301 not in recent and recent[302] == b"g" * 41
+    assert longest(gaps) == 41 and longest([None, None]) == 0 and longest([]) == 0

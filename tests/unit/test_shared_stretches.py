@@ -310,6 +310,6 @@ def test_reads_kept_are_taken_by_their_own_list_and_stay_within_their_bounds():
     assert held == list(range(100 - KEPT_SEQS // 100, 100))  # the newest, within the seqs
     long_one = list(range(20_000, 20_010))
     kept.keep(long_one, [b"r"] * 9 + [bytes(KEPT_RECORD_BYTES + 1)], "long")
-    assert kept.get(long_one) is None  # (its record would outlive the recent records)
+    assert kept.get(long_one) is None  # (a record over the bound: not kept)
     kept.clear()
     assert kept.get(reads[-1]) is None

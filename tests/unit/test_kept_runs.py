@@ -10,6 +10,7 @@ import random
 import pytest
 
 from pzq.store.kept_reads import KEPT_RECORD_BYTES, KeptReads
+from tests.support.measured import Measured
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -81,16 +82,6 @@ def test_each_of_random_seqs_is_what_a_kept_read_made_of_it_or_none():
         held = {seq for seqs, _ in reads for seq in seqs}
         assert runs.each_of(asked, lambda read: read[1]) == [
             f"e{seq}" if seq in held else None for seq in asked]
-
-
-class Measured(bytes):
-    """A record that counts each time its length is asked."""
-
-    asked = 0
-
-    def __len__(self) -> int:
-        Measured.asked += 1
-        return super().__len__()
 
 
 def test_a_read_measured_already_is_not_measured_again_and_a_long_one_is_not_kept():

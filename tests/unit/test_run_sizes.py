@@ -8,18 +8,9 @@ import pytest
 
 from pzq.delivery import first_runs
 from pzq.delivery.recent import longest
+from tests.support.measured import Measured
 
 pytestmark = pytest.mark.timeout(30)
-
-
-class Measured(bytes):
-    """A record that counts each time its length is asked."""
-
-    asked = 0
-
-    def __len__(self) -> int:
-        Measured.asked += 1
-        return super().__len__()
 
 
 def test_the_groups_reading_one_list_of_records_measure_it_once():

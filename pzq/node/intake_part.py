@@ -125,9 +125,7 @@ class IntakePart(Part, Participant):
             else:
                 taking = False
         self._taking = taking
-        flags, entry = POLLIN if taking else 0, self._poll_entry
-        if flags != entry.flags or poller is not entry.poller:  # (mostly as it was: no call)
-            entry.poll_for(poller, flags)
+        self._poll_entry.poll_for(poller, POLLIN if taking else 0)
 
     tells_wait = True  # told after a send that left ACKs (pzq.agenda)
 

@@ -22,10 +22,10 @@ from typing import NamedTuple
 
 import zmq
 
-from pzq.delivery import first_runs
 from pzq.delivery.delivering import Outlet
 from pzq.delivery.first_runs import ONE_BY_ONE, RunOutlet
 from pzq.delivery.framing import delivery_frames
+from pzq.delivery.recent import longest
 from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
 from pzq.serving.batching import OpenBatch
@@ -236,8 +236,7 @@ class Sender:
             return run[2]
         entries = self._entries_made(node_id, seqs, values)
         # (the records were measured for the run already: their longest found there)
-        self._runs.keep(seqs, values, (node_id, values, entries),
-                        max(first_runs.sizes_of(values), default=0))
+        self._runs.keep(seqs, values, (node_id, values, entries), longest(values))
         return entries
 
     def _entries_made(self, node_id: bytes, seqs: list[int], values: list[bytes]

@@ -15,7 +15,6 @@ import plyvel
 
 from pzq.bulk import each
 from pzq.store import keyspace
-from pzq.store.keyspace import OWN_PREFIX, SEQ
 
 
 class Participant:
@@ -65,7 +64,7 @@ class Batch:
     def add_message(self, value: bytes) -> int:
         """Store a new own message; returns its sequence number."""
         seq = self._take_seq()
-        self._batch.put(OWN_PREFIX + SEQ.pack(seq), value)  # (own_key, without its call)
+        self._batch.put(keyspace.own_key(seq), value)
         self.message_delta += 1
         self.byte_delta += len(value)
         self.operations += 1

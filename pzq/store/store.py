@@ -202,9 +202,7 @@ class Store:
     def _write(self, batch: Batch) -> None:
         if self._torn_log:
             self._refuse_until_recovered()
-        for participant in self._checking:  # (``_before_write``, without its call)
-            if not participant.idle:
-                participant.before_write()
+        self._before_write()
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta
         dead = self.dead_letters + batch.dead_delta

@@ -81,7 +81,7 @@ class Producer(ProducerView):
                 or expires is not None or priority is not None:
             headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
         session = self._session
-        if len(session.unanswered) >= session.window:
+        if len(session.unanswered) >= session.room:
             self._wait_for_room(timeout)
         msg_id = msg_id or next(session.ids)
         frames = session.add(msg_id, parts, headers, time.monotonic())

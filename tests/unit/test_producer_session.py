@@ -53,9 +53,30 @@ def test_the_first_message_asks_and_a_node_that_does_not_answer_keeps_protocol_1
     assert session.add(b"c", [b"z"], [], now=1.0) == [b"c", b"", b"z"]  # alone, as before
 
 
+def test_until_the_answer_a_batch_s_worth_is_out_then_the_window():
+    session = ProducerSession(window=8, id_prefix=b"p")  # batch 2: a quarter of it
+    first = session.add(b"a", [b"x"], [], now=0.0)
+    assert first is not None and not session.full
+    session.add(b"b", [b"y"], [], now=0.0)
+    assert session.full  # two out alone: the others wait for the answer
+    session.received(ack_of(first, speaks_batches=True), 0.5)
+    assert not session.full and session.room == 8
+
+
+def test_a_node_that_answers_without_batches_opens_the_window_too():
+    session = ProducerSession(window=8, batch=4, id_prefix=b"p")
+    sent = [session.add(b"m%d" % n, [b"x"], [], now=0.0) for n in range(4)]
+    assert session.full
+    session.received(ack_of(sent[1]), 0.5)  # not the question's answer: still closed
+    assert session.room == 4
+    session.received(ack_of(sent[0]), 0.5)
+    assert session.protocol == 1 and session.room == 8
+
+
 def test_batch_1_never_asks():
     session = ProducerSession(window=8, batch=1)
     assert session.add(b"a", [b"x"], [], now=0.0) == [b"a", b"", b"x"]
+    assert session.room == 8  # no answer to wait for
 
 
 def test_messages_wait_for_a_full_batch_while_others_are_out():

@@ -67,6 +67,11 @@ class ProducerSession:
         if keep_acks < 1:
             raise ValueError("keep_acks must be at least 1")
         self.window = window
+        # The messages out at once: the window, or while the node has not answered
+        # whether it speaks produce batches, a batch's worth (sent alone, each costs
+        # both ends a read and an ACK of its own: at a cold start, on the node's
+        # busiest moment); the window once the answer came.
+        self.room = window if self.batch == 1 else min(window, self.batch)
         self.keep_acks = keep_acks
         self.keep_arrived = keep_arrived
         self.acks_dropped = 0
@@ -88,7 +93,7 @@ class ProducerSession:
     @property
     def full(self) -> bool:
         """No room in the window: an ACK must come before the next message."""
-        return len(self.unanswered) >= self.window
+        return len(self.unanswered) >= self.room
 
     def add(self, msg_id: bytes, parts: Sequence[bytes], headers: Sequence[bytes],
             now: float) -> list[bytes] | None:
@@ -135,8 +140,10 @@ class ProducerSession:
             ack = decode_producer_ack(frames)
         except DecodeError:
             return []
-        if ack.msg_id == self._asking and batches.speaks_batches(frames[2:]):
-            self.protocol = 2
+        if ack.msg_id == self._asking:  # the answer, whatever the node said
+            self.room = self.window
+            if batches.speaks_batches(frames[2:]):
+                self.protocol = 2
         members = self._batches.pop(ack.msg_id, None)
         if members is None:
             return self._took(ack, now)

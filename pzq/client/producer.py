@@ -35,7 +35,9 @@ class Producer(ProducerView):
     ``acks_dropped``) and the last ``keep_acks`` latencies.
 
     ``batch``: most messages in one produce batch (default a quarter of the window,
-    so that four batches are out at once); 1 sends every message alone."""
+    so that four batches are out at once); 1 sends every message alone. Until the
+    node has answered whether it speaks batches (the first message's ACK), at most
+    ``batch`` messages are out."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
                  context: Context | None = None, curve: ClientSecurity | None = None,

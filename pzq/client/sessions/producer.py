@@ -4,7 +4,8 @@ message each arriving ACK answers.
 The first message asks whether the node speaks produce batches
 (pzq.protocol.produce_batches); once the node says so, messages wait in a batch of
 up to ``batch`` and go together, each answered in one ACK, while earlier batches are
-out (the window, in messages, bounds them all). A shell sends what ``add`` and the
+out (the window, in messages, bounds them all; until the answer, ``room`` keeps
+a batch's worth out). A shell sends what ``add`` and the
 batch questions return; ``received`` takes any frame the node sends and returns the
 ACKs it answers, so a shell may wait for the window or for one message's ACK alike.
 """

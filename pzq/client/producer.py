@@ -37,7 +37,8 @@ class Producer(ProducerView):
     ``batch``: most messages in one produce batch (default a quarter of the window,
     so that four batches are out at once); 1 sends every message alone. Until the
     node has answered whether it speaks batches (the first message's ACK), at most
-    ``batch`` messages are out."""
+    ``batch`` messages are out, or 32 when ``batch`` is smaller (never more than
+    ``window``)."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
                  context: Context | None = None, curve: ClientSecurity | None = None,

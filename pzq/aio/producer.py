@@ -43,10 +43,8 @@ READ_AT_ONCE = 1000  # ACK frames read in one wake before the loop runs other ta
 class Producer(ProducerView):
     """Sends messages to a node's --receive-dsn and resolves each one's Future at its
     ACK, keeping up to ``window`` unanswered. ``batch``: most messages in one produce
-    batch (default a quarter of the window; until the node has answered whether it
-    speaks batches, at most that many are out, or 32 when fewer); 1 sends every
-    message alone. ``curve``: this client's key pair and the node's public key, with
-    CURVE on the node.
+    batch (default a quarter of the window); 1 sends every message alone. ``curve``:
+    this client's key pair and the node's public key, with CURVE on the node.
 
     An ACK carries what the sync client's does: ``ok``, and REPLICATION_FAILED,
     DUPLICATE, MOVED or the reason of a refusal in ``status_message``."""

@@ -35,10 +35,7 @@ class Producer(ProducerView):
     ``acks_dropped``) and the last ``keep_acks`` latencies.
 
     ``batch``: most messages in one produce batch (default a quarter of the window,
-    so that four batches are out at once); 1 sends every message alone. Until the
-    node has answered whether it speaks batches (the first message's ACK), at most
-    ``batch`` messages are out, or 32 when ``batch`` is smaller (never more than
-    ``window``)."""
+    so that four batches are out at once); 1 sends every message alone."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
                  context: Context | None = None, curve: ClientSecurity | None = None,
@@ -84,7 +81,7 @@ class Producer(ProducerView):
                 or expires is not None or priority is not None:
             headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
         session = self._session
-        if len(session.unanswered) >= session.room:
+        if len(session.unanswered) >= session.window:
             self._wait_for_room(timeout)
         msg_id = msg_id or next(session.ids)
         frames = session.add(msg_id, parts, headers, time.monotonic())

@@ -11,7 +11,6 @@ import pytest
 import zmq
 
 from pzq.client import GroupConsumer, Producer
-from pzq.client.sessions.producer import ALONE_BEFORE_ANSWER
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
@@ -204,32 +203,3 @@ def test_a_producer_sends_messages_alone_to_a_node_from_before(context):
     finally:
         stop.set()
         thread.join(10)
-
-
-def test_until_the_question_is_answered_a_batch_s_worth_goes_alone(context):
-    """The first window does not go to the node one message at a time: before the
-    answer at most ``batch`` messages are out (or a few dozen), and ``send`` waits for
-    room as with a full window; the answer opens the whole window, in batches."""
-    router = context.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    try:
-        with Producer(f"tcp://127.0.0.1:{port}", window=100, context=context) as producer:
-            for n in range(ALONE_BEFORE_ANSWER):  # more than its batch of 25
-                producer.send([b"m%d" % n], timeout=5)
-            with pytest.raises(TimeoutError):
-                producer.send([b"waits"], timeout=0.3)
-            seen = []
-            while len(seen) < ALONE_BEFORE_ANSWER:
-                assert router.poll(10_000)
-                seen.append(router.recv_multipart())
-            routing_id, question = seen[0][0], seen[0][1]
-            router.send_multipart([routing_id, question, b"1", batches.PROTOCOL_HEADER, b""])
-            for n in range(ALONE_BEFORE_ANSWER, 90):
-                producer.send([b"m%d" % n], timeout=5)  # room: the window, in batches
-            producer.acks()
-            assert producer.protocol == 2
-            assert router.poll(10_000)
-            assert batches.is_batch(router.recv_multipart())
-    finally:
-        router.close()

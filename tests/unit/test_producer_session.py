@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pzq.client.sessions.producer import ALONE_BEFORE_ANSWER, ProducerSession, topic_headers
+from pzq.client.sessions.producer import ProducerSession, topic_headers
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol import frames as wire
 from pzq.protocol import produce_batches as batches
@@ -53,34 +53,9 @@ def test_the_first_message_asks_and_a_node_that_does_not_answer_keeps_protocol_1
     assert session.add(b"c", [b"z"], [], now=1.0) == [b"c", b"", b"z"]  # alone, as before
 
 
-def test_until_the_answer_a_batch_s_worth_is_out_then_the_window():
-    session = ProducerSession(window=400, id_prefix=b"p")  # batch 100: a quarter of it
-    sent = [session.add(b"m%d" % n, [b"x"], [], now=0.0) for n in range(100)]
-    assert session.full  # a hundred out alone: the others wait for the answer
-    session.received(ack_of(sent[0], speaks_batches=True), 0.5)
-    assert not session.full and session.room == 400
-
-
-def test_a_node_that_answers_without_batches_opens_the_window_too():
-    session = ProducerSession(window=200, batch=40, id_prefix=b"p")
-    sent = [session.add(b"m%d" % n, [b"x"], [], now=0.0) for n in range(40)]
-    assert session.full
-    session.received(ack_of(sent[1]), 0.5)  # not the question's answer: still closed
-    assert session.room == 40
-    session.received(ack_of(sent[0]), 0.5)
-    assert session.protocol == 1 and session.room == 200
-
-
-def test_before_the_answer_a_small_batch_keeps_a_few_dozen_out_and_a_small_window_all():
-    assert ProducerSession(window=100).room == ALONE_BEFORE_ANSWER  # batch 25
-    assert ProducerSession(window=10).room == 10
-    assert ProducerSession(window=100, batch=1).room == 100  # never asks
-
-
 def test_batch_1_never_asks():
     session = ProducerSession(window=8, batch=1)
     assert session.add(b"a", [b"x"], [], now=0.0) == [b"a", b"", b"x"]
-    assert session.room == 8  # no answer to wait for
 
 
 def test_messages_wait_for_a_full_batch_while_others_are_out():

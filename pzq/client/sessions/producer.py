@@ -4,8 +4,7 @@ message each arriving ACK answers.
 The first message asks whether the node speaks produce batches
 (pzq.protocol.produce_batches); once the node says so, messages wait in a batch of
 up to ``batch`` and go together, each answered in one ACK, while earlier batches are
-out (the window, in messages, bounds them all; until the answer, ``room`` keeps
-a batch's worth out, or ``ALONE_BEFORE_ANSWER``). A shell sends what ``add`` and the
+out (the window, in messages, bounds them all). A shell sends what ``add`` and the
 batch questions return; ``received`` takes any frame the node sends and returns the
 ACKs it answers, so a shell may wait for the window or for one message's ACK alike.
 """
@@ -28,10 +27,6 @@ __all__ = ["KEEP_ACKS", "Moment", "ProducerSession", "time_headers", "topic_head
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
 MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this
-# Out alone before the node's answer, at least (a small window keeps all of it: a
-# few dozen messages alone cost a cold node about one wake, and a producer to a
-# cluster whose copies are slow has them all out, as before).
-ALONE_BEFORE_ANSWER = 32
 
 
 def topic_headers(topic: str | None, tag: str | None,
@@ -72,12 +67,6 @@ class ProducerSession:
         if keep_acks < 1:
             raise ValueError("keep_acks must be at least 1")
         self.window = window
-        # The messages out at once: the window, or while the node has not answered
-        # whether it speaks produce batches, a batch's worth or ALONE_BEFORE_ANSWER
-        # (sent alone, each costs both ends a read and an ACK of its own: at a cold
-        # start, on the node's busiest moment); the window once the answer came.
-        self.room = window if self.batch == 1 else min(
-            window, max(self.batch, ALONE_BEFORE_ANSWER))
         self.keep_acks = keep_acks
         self.keep_arrived = keep_arrived
         self.acks_dropped = 0
@@ -99,7 +88,7 @@ class ProducerSession:
     @property
     def full(self) -> bool:
         """No room in the window: an ACK must come before the next message."""
-        return len(self.unanswered) >= self.room
+        return len(self.unanswered) >= self.window
 
     def add(self, msg_id: bytes, parts: Sequence[bytes], headers: Sequence[bytes],
             now: float) -> list[bytes] | None:
@@ -146,10 +135,8 @@ class ProducerSession:
             ack = decode_producer_ack(frames)
         except DecodeError:
             return []
-        if ack.msg_id == self._asking:  # the answer, whatever the node said
-            self.room = self.window
-            if batches.speaks_batches(frames[2:]):
-                self.protocol = 2
+        if ack.msg_id == self._asking and batches.speaks_batches(frames[2:]):
+            self.protocol = 2
         members = self._batches.pop(ack.msg_id, None)
         if members is None:
             return self._took(ack, now)

@@ -242,7 +242,8 @@ def wait_readable(socket: AnySocket, timeout_ms: int) -> bool:
 
 
 def writable(socket: Socket) -> bool:
-    return bool(int(socket.getsockopt(EVENTS)) & POLLOUT)
+    """Whether a send would not block: the same poll as ``readable``'s, for room."""
+    return bool(zmq_poll([(socket, POLLOUT)], 0))
 
 
 class PollEntry:

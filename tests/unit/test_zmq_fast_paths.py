@@ -60,6 +60,21 @@ def test_readable_asks_no_python_call_and_tells_whether_input_waits(
     assert not zmqio.readable(router)
 
 
+def test_writable_asks_no_python_call_and_tells_whether_a_send_has_room(
+        open_socket: Sockets) -> None:
+    pusher = open_socket(zmq.PUSH)
+    pusher.setsockopt(zmq.SNDHWM, 1)
+    with python_calls() as called:
+        room = zmqio.writable(pusher)
+    assert not room  # no peer: nowhere to send
+    assert [name for name in called if "contextmanager" not in name
+            and not name.endswith("__exit__")] == ["writable"]
+    puller = open_socket(zmq.PULL)
+    puller.bind("inproc://fast-writable")
+    pusher.connect("inproc://fast-writable")
+    assert wait_until(lambda: zmqio.writable(pusher), 5, message="room")
+
+
 def frames_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Each zmq.Frame pyzmq's receive makes (it makes them as ``zmq.Frame``)."""
     made: list[int] = []

@@ -383,6 +383,16 @@ def test_keygen_refuses_to_overwrite_a_key_pair(tmp_path):
     assert (tmp_path / "node.key").read_bytes() != public
 
 
+@pytest.mark.parametrize("name", ["", ".hidden", "../outside", "sub/node"])
+def test_keygen_refuses_a_name_that_is_no_plain_file_name(tmp_path, name):
+    """An empty name made a hidden ``.key`` that the node's --curve-authorized-keys
+    skips; a '/' wrote the pair outside the directory given."""
+    ran = tool("pzq-keygen", str(tmp_path / "keys"), name)
+    assert ran.returncode == 2
+    assert "argument name:" in one_line(ran.stderr)
+    assert not any(tmp_path.rglob("*.key*"))
+
+
 
 def test_a_refused_header_is_named_without_a_bytes_repr(producer):
     ack = producer.produce([b"body"], headers=[b"nocolon"])

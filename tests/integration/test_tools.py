@@ -383,6 +383,16 @@ def test_keygen_refuses_to_overwrite_a_key_pair(tmp_path):
     assert (tmp_path / "node.key").read_bytes() != public
 
 
+@pytest.mark.parametrize("args", [("--check", "--max-pending-acks", "-1"),
+                                  ("--watch", "--iterations", "-1")])
+def test_monitor_refuses_a_negative_count(node, args):
+    """--max-pending-acks -1 judged a healthy node unhealthy ("0 producer ACKs cannot be
+    sent", exit 1); --iterations -1 ended at once with nothing shown, exit 0."""
+    ran = tool("pzq-monitor", "--dsn", node.monitor_dsn, *args)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert one_line(ran.stderr).endswith(f"argument {args[1]}: -1: give a whole number 0 or more")
+
+
 @pytest.mark.parametrize("name", ["", ".hidden", "../outside", "sub/node"])
 def test_keygen_refuses_a_name_that_is_no_plain_file_name(tmp_path, name):
     """An empty name made a hidden ``.key`` that the node's --curve-authorized-keys

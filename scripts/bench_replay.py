@@ -186,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rates = [int(rate) for rate in args.rates.split(",")]
     except ValueError:
         parser.error(f"--rates {args.rates}: whole numbers separated by ','")
+    if min(rates) <= 0:  # the node refuses a --replay-rate of 0 at start
+        parser.error(f"--rates {args.rates}: each rate above 0")
     results = [one_rate(rate, args.archived, args.seconds, args.repeats) for rate in rates]
     print(table(results))
     if args.json is not None:

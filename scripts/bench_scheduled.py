@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pzq.bench.measure import measure_drain, measure_produce, rss_mb, start_pzq  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
+from pzq.bench.options import positive  # noqa: E402
 from pzq.client import Producer  # noqa: E402
 
 A_YEAR_MS = 365 * 86_400_000
@@ -86,9 +87,9 @@ def describe(figures: dict[str, float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backlog", type=int, default=1_000_000)
-    parser.add_argument("--count", type=int, default=50_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--backlog", type=positive(int), default=1_000_000)
+    parser.add_argument("--count", type=positive(int), default=50_000)
+    parser.add_argument("--repeats", type=positive(int), default=3)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     ratios: dict[str, list[float]] = {"produce": [], "drain": [], "produce_cpu_us": [],

@@ -158,7 +158,10 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
                                             ("zper_bench.py", "--spark-rows"),
                                             ("zper_bench.py", "--fetch-only"),
                                             ("backup_pause.py", "--stored"),
-                                            ("capacity.py", "--count")])
+                                            ("capacity.py", "--count"),
+                                            ("bench_scheduled.py", "--repeats"),
+                                            ("bench_scheduled.py", "--count"),
+                                            ("bench_scheduled.py", "--backlog")])
 def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
     import subprocess
     import sys
@@ -169,6 +172,20 @@ def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
     assert ran.returncode == 2 and ran.stdout == ""
     assert ran.stderr.splitlines()[-1].endswith(f"argument {option}: 0 is not above 0")
     assert "Traceback" not in ran.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_replay_rate_of_zero_is_a_usage_error():
+    """The node refuses --replay-rate 0 at start: the benchmark ended in a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ran = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" /
+                                              "bench_replay.py"), "--rates", "1000,0"],
+                         capture_output=True, text=True, timeout=50, check=False)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr.splitlines()[-1].endswith("--rates 1000,0: each rate above 0")
 
 
 @pytest.mark.slow

@@ -84,7 +84,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", type=positive(int), nargs=2, default=SIZES,
                         metavar=("FROM", "TO"), help="message bodies, bytes")
     parser.add_argument("--seed", type=int, default=None)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for option, (low, high) in (("--load", args.load), ("--sizes", args.sizes)):
+        if low > high:
+            parser.error(f"{option} {low} {high}: FROM must not be above TO")
+    return args
 
 
 def run_mode(name: str, args: argparse.Namespace, rng: random.Random,

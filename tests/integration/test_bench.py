@@ -188,6 +188,23 @@ def test_a_replay_rate_of_zero_is_a_usage_error():
     assert ran.stderr.splitlines()[-1].endswith("--rates 1000,0: each rate above 0")
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("option", ["--sizes", "--load"])
+def test_a_power_loss_range_from_above_to_is_a_usage_error(option):
+    """--sizes 5 1 ended in randrange's ValueError traceback (after mounting FUSE where
+    there is one); --load 4 1 ran, its loads drawn from a range given backwards."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ran = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" /
+                                              "power_loss.py"), option, "5", "1"],
+                         capture_output=True, text=True, timeout=50, check=False)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert "FROM must not be above TO" in ran.stderr.splitlines()[-1]
+    assert "Traceback" not in ran.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_shards_benchmark_smoke_run(tmp_path, capsys):

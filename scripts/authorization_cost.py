@@ -28,7 +28,7 @@ from pzq.authorization import NO_AUTHORIZATION, Authorizing, parse_rules
 from pzq.bench.load import produce_load
 from pzq.bench.measure import run_workers
 from pzq.bench.nodes import NodeProcess
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.security import ClientCurve
 
 
@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--size", type=positive(int), default=100)
     parser.add_argument("--window", type=positive(int), default=1000)
     parser.add_argument("--runs", type=positive(int), default=5)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     given = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         folder = Path(directory)

@@ -29,7 +29,7 @@ from typing import Any
 import zmq
 
 from pzq.bench.nodes import NodeProcess, wait_until
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.client import Producer, request_monitor
 
 
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="bytes of each stored message (default: %(default)s)")
     parser.add_argument("--probe-seconds", type=positive(float), default=10.0,
                         help="the probes' run without a backup (default: %(default)s)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="pzq-backup-pause-") as scratch:
         work = Path(scratch)

@@ -42,7 +42,7 @@ from pzq.bench.groups import (  # noqa: E402
 )
 from pzq.bench.measure import measure_end_to_end, run_workers  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
-from pzq.bench.options import positive  # noqa: E402
+from pzq.bench.options import output_file, positive  # noqa: E402
 from pzq.bench.run_line import run_line  # noqa: E402
 
 GROUPS = ["g1", "g2", "g3"]
@@ -153,7 +153,7 @@ def main() -> int:
                         help="messages per scenario (default: 20000)")
     parser.add_argument("--repeats", type=positive(int), default=3,
                         help="runs of every scenario (default: 3)")
-    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--json", type=output_file, help="write the figures here")
     args = parser.parse_args()
     count = args.count - args.count % 4
     rows = make_rows()

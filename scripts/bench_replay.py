@@ -32,7 +32,7 @@ from typing import Any
 
 from pzq.bench.cpu import cpu_seconds
 from pzq.bench.nodes import NodeProcess, wait_until
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.client import GroupConsumer, Producer, request_monitor
 
 BODY = b"x" * 100
@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the --replay-rate of each node (default: %(default)s)")
     parser.add_argument("--repeats", type=positive(int), default=3,
                         help="runs alone and beside a replay, in turn (default: %(default)s)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args(argv)
     try:
         rates = [int(rate) for rate in args.rates.split(",")]

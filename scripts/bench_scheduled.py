@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pzq.bench.measure import measure_drain, measure_produce, rss_mb, start_pzq  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
-from pzq.bench.options import positive  # noqa: E402
+from pzq.bench.options import output_file, positive  # noqa: E402
 from pzq.client import Producer  # noqa: E402
 
 A_YEAR_MS = 365 * 86_400_000
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--backlog", type=positive(int), default=1_000_000)
     parser.add_argument("--count", type=positive(int), default=50_000)
     parser.add_argument("--repeats", type=positive(int), default=3)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args()
     ratios: dict[str, list[float]] = {"produce": [], "drain": [], "produce_cpu_us": [],
                                       "drain_cpu_us": []}

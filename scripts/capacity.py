@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pzq.bench.nodes import NodeProcess
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.client import GroupConsumer, Producer, request_monitor
 from pzq.clock import Now
 from pzq.node.options import build_config
@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="messages per size (default: %(default)s)")
     parser.add_argument("--sizes", type=sizes, default=[100, 1000],
                         help="body sizes in bytes, comma-separated (default: 100,1000)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:

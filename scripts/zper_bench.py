@@ -27,7 +27,7 @@ from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.tier.archive import Archive
 from pzq.bench import zper as bench
 from pzq.bench.nodes import NodeProcess, wait_until
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.bench.run_line import run_line
 
 SIZES = (100, 4096)
@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "node starts")
     parser.add_argument("--stream-seconds", type=positive(float), default=15.0,
                         help="how long the streaming latency is measured (default: 15)")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=output_file)
     args = parser.parse_args(argv)
     print(run_line(datetime.now(UTC)), flush=True)
     with tempfile.TemporaryDirectory(prefix="zper-bench-", dir=".") as work:

@@ -175,6 +175,27 @@ def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("script", ["authorization_cost.py", "backup_pause.py",
+                                    "bench_groups.py", "bench_replay.py", "bench_scheduled.py",
+                                    "bench_shards.py", "capacity.py", "zper_bench.py",
+                                    "bench_peers.py", "bench.py"])
+def test_figures_for_a_missing_directory_are_a_usage_error(script, tmp_path):
+    """--json into a directory that is not there ended the run, minutes of it, in a
+    FileNotFoundError traceback as it wrote the figures, which were lost."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    figures = tmp_path / "no-such-directory" / "figures.json"
+    ran = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / script),
+                          "--json", str(figures)],
+                         capture_output=True, text=True, timeout=50, check=False)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr.splitlines()[-1].endswith(
+        f"argument --json: {figures}: there is no directory {figures.parent}")
+
+
+@pytest.mark.timeout(60)
 def test_a_replay_rate_of_zero_is_a_usage_error():
     """The node refuses --replay-rate 0 at start: the benchmark ended in a traceback."""
     import subprocess

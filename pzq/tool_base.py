@@ -95,3 +95,12 @@ def quiet_on_interrupt(main: Callable[P, int]) -> Callable[P, int]:
             return ExitCode.INTERRUPTED
 
     return run
+
+
+def interrupted_quietly(target: Callable[..., object], *args: object) -> None:
+    """A tool's worker process: ``target(*args)``, ended without a traceback by the
+    Ctrl-C that reaches every process of the terminal's group (the tool says it once)."""
+    try:
+        target(*args)
+    except KeyboardInterrupt:
+        pass

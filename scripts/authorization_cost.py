@@ -30,6 +30,7 @@ from pzq.bench.measure import run_workers
 from pzq.bench.nodes import NodeProcess
 from pzq.bench.options import output_file, positive
 from pzq.security import ClientCurve
+from pzq.tool_base import quiet_on_interrupt
 
 
 def keys(folder: Path) -> tuple[list[str], ClientCurve, str]:
@@ -101,6 +102,7 @@ def calls_us(folder: Path, curve: ClientCurve, key: str, node_options: list[str]
     return timed
 
 
+@quiet_on_interrupt
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=positive(int), default=200_000)
@@ -138,4 +140,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -31,6 +31,7 @@ import zmq
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.bench.options import output_file, positive
 from pzq.client import Producer, request_monitor
+from pzq.tool_base import quiet_on_interrupt
 
 
 def fill(node: NodeProcess, count: int, size: int) -> float:
@@ -104,6 +105,7 @@ def figures(rounds: list[float]) -> dict[str, float]:
             "p99_ms": ordered[int(len(ordered) * 0.99)] * 1000, "max_ms": ordered[-1] * 1000}
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -44,6 +44,7 @@ from pzq.bench.measure import measure_end_to_end, run_workers  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.bench.options import output_file, positive  # noqa: E402
 from pzq.bench.run_line import run_line  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 
 GROUPS = ["g1", "g2", "g3"]
 # the group end-to-end scenarios: row, credits, whether the consumer ACKs all that one
@@ -147,6 +148,7 @@ def make_rows() -> dict[str, Row]:
     return rows
 
 
+@quiet_on_interrupt
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=positive(int), default=20_000,

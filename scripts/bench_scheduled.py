@@ -24,6 +24,7 @@ from pzq.bench.measure import measure_drain, measure_produce, rss_mb, start_pzq 
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.bench.options import output_file, positive  # noqa: E402
 from pzq.client import Producer  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 
 A_YEAR_MS = 365 * 86_400_000
 # After the backlog is stored, LevelDB's background compaction of its writes takes a
@@ -85,6 +86,7 @@ def describe(figures: dict[str, float]) -> str:
             f"{figures['rss_mb']:.0f} MB")
 
 
+@quiet_on_interrupt
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backlog", type=positive(int), default=1_000_000)
@@ -118,4 +120,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -25,8 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pzq.bench.options import output_file, positive  # noqa: E402
 from pzq.bench.shards import compare_shards  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 
 
+@quiet_on_interrupt
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=positive(int), default=20_000,

@@ -42,6 +42,7 @@ from pzq.node.options import build_config
 from pzq.node.state import NodeState
 from pzq.store import record
 from pzq.store.store import Store
+from pzq.tool_base import quiet_on_interrupt
 
 ACKED_AT_ONCE = 1000  # keys in one ACK, each ACK confirmed before the next
 
@@ -122,6 +123,7 @@ def sizes(text: str) -> list[int]:
     return found
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

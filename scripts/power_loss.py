@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.bench.options import positive  # noqa: E402
 from pzq.durations import DurationError, duration_us  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 from pzq.zmqio import Context  # noqa: E402
 from tests.support.power_cut import PowerCut, unavailable  # noqa: E402
 from tests.support.power_loss import SIZES, Round, node_args, run_round  # noqa: E402
@@ -127,6 +128,7 @@ def table(rows: list[list[str]]) -> str:
                      for row in rows)
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     reason = unavailable()

@@ -29,6 +29,7 @@ from pzq.bench import zper as bench
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.bench.options import output_file, positive
 from pzq.bench.run_line import run_line
+from pzq.tool_base import quiet_on_interrupt
 
 SIZES = (100, 4096)
 
@@ -143,6 +144,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
         print(f"{row['what']}: {shown}")
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="zper_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=positive(int), default=100_000,

@@ -100,9 +100,9 @@ class NodeProcess:
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         preexec_fn=self.preexec_fn,
                                         env={**os.environ, **(self.env or {})})
-        self._reader = threading.Thread(target=self._read_stderr, args=(self.process,),
-                                        daemon=True)
-        self._reader.start()
+        reader = threading.Thread(target=self._read_stderr, args=(self.process,), daemon=True)
+        reader.start()
+        self._reader = reader  # only once started: a stop joins it (a Ctrl-C can come first)
         ready = wait_until(self._ready, START_TIMEOUT, message="node_ready")
         assert ready is not None
         for name in self.ports:

@@ -37,6 +37,7 @@ from pzq.bench.peer_system import NATIVE, System
 from pzq.bench.peer_table import PZQ, Table
 from pzq.bench.peer_workloads import ASYNCIO, Figures, Load, Workloads
 from pzq.bench.run_line import run_line
+from pzq.tool_base import quiet_on_interrupt
 
 PEERS = ("redis", "nats")
 
@@ -143,6 +144,7 @@ def asyncio_workloads(workloads: Workloads) -> list[AsyncioWorkload]:
     return [measured(run) for run in runs]
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     systems = chosen_systems(args)

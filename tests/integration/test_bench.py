@@ -195,6 +195,46 @@ def test_figures_for_a_missing_directory_are_a_usage_error(script, tmp_path):
         f"argument --json: {figures}: there is no directory {figures.parent}")
 
 
+def children_of(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [int(child) for child in children.read().split()]
+    except FileNotFoundError:  # it has exited
+        return []
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_stops_a_script_mid_run_without_a_traceback(tmp_path):
+    """Ctrl-C reaches every process of the terminal's group: the script (here chaos.py,
+    with its node running) ends with exit 130 and no KeyboardInterrupt traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.harness import wait_until
+
+    def at_a_terminal() -> None:  # a group of its own, SIGINT at its default
+        os.setpgrp()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    script = subprocess.Popen([sys.executable, str(Path(__file__).parents[2] / "scripts" /
+                                                   "chaos.py"), "--seconds", "60", "--kills", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path, preexec_fn=at_a_terminal)
+    try:
+        wait_until(lambda: children_of(script.pid), timeout=40)  # its node started
+        os.killpg(script.pid, signal.SIGINT)
+        _, err = script.communicate(timeout=40)
+    finally:
+        if script.poll() is None:
+            os.killpg(script.pid, signal.SIGKILL)
+            script.wait()
+    assert script.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
 @pytest.mark.timeout(60)
 def test_a_replay_rate_of_zero_is_a_usage_error():
     """The node refuses --replay-rate 0 at start: the benchmark ended in a traceback."""

@@ -29,7 +29,7 @@ from pzq.protocol.consume import START_WORDS
 from pzq.protocol.message_keys import parse_message_key
 from pzq.replay.range import parse_bound
 from pzq.store.repair import repair
-from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE
+from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE, validate_name
 from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 
 ACTIONS = ("declare", "remove", "empty")
@@ -101,11 +101,25 @@ def _node_options(parser: argparse.ArgumentParser, dsn: str, timeout: object) ->
                         help="seconds to wait for the answer")
 
 
+def name_of(kind: str) -> Callable[[str], str]:
+    """An argparse type: a topic's or a group's name, checked here as the node checks it
+    (an empty one, or one with a space, reached the node as a command it could not parse
+    and came back as the monitor's usage line)."""
+
+    def parse(text: str) -> str:
+        try:
+            return validate_name(kind, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
 def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     commands.add_parser("topics", help="every topic: messages, bytes, groups")
     topic = commands.add_parser("topic", help="declare, remove or empty a topic")
     topic.add_argument("action", choices=ACTIONS)
-    topic.add_argument("name", help="the topic")
+    topic.add_argument("name", type=name_of("topic"), help="the topic")
     topic.add_argument("--max-messages", type=whole_number(0), default=None, metavar="N",
                        help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
     topic.add_argument("--max-bytes", type=whole_number(0), default=None, metavar="B",
@@ -130,9 +144,10 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     group = commands.add_parser("group", help="declare, remove, empty, seek a consumer group, "
                                 "list its pending deliveries, or replay its archive")
     group.add_argument("action", choices=(*ACTIONS, "pending", "seek", "replay", "replays"))
-    group.add_argument("topic", nargs="?",
+    group.add_argument("topic", nargs="?", type=name_of("topic"),
                        help="the topic (replays: only its replays; replay --cancel: none)")
-    group.add_argument("name", nargs="?", help="the group's name (replays: none)")
+    group.add_argument("name", nargs="?", type=name_of("group"),
+                       help="the group's name (replays: none)")
     group.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                        help="declare: earliest (default), latest, or µs since the epoch")
     group.add_argument("--filter", default=None, metavar="TAG",

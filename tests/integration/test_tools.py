@@ -393,6 +393,18 @@ def test_monitor_refuses_a_negative_count(node, args):
     assert one_line(ran.stderr).endswith(f"argument {args[1]}: -1: give a whole number 0 or more")
 
 
+@pytest.mark.parametrize("args, refused", [(("topic", "declare", ""), "topic ''"),
+                                           (("topic", "remove", "two words"), "topic 'two words'"),
+                                           (("group", "declare", "orders", ""), "group ''")])
+def test_ctl_refuses_a_name_the_node_cannot_take(node, args, refused):
+    """An empty name, or one with a space, went to the node as a command it could not
+    parse: the answer was the monitor's usage line (ERROR: usage: DECLARE TOPIC name
+    [max_messages=N] ...), naming a command the user never typed, and exit 1."""
+    ran = tool("pzq-ctl", "--dsn", node.monitor_dsn, *args)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert f"argument name: {refused} must be 1-255 of" in one_line(ran.stderr)
+
+
 @pytest.mark.parametrize("name", ["", ".hidden", "../outside", "sub/node"])
 def test_keygen_refuses_a_name_that_is_no_plain_file_name(tmp_path, name):
     """An empty name made a hidden ``.key`` that the node's --curve-authorized-keys

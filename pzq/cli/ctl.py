@@ -34,10 +34,12 @@ from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 
 ACTIONS = ("declare", "remove", "empty")
 
+DEFAULT_TIMEOUT_S = 10.0
+
 
 def make_argument_parser() -> argparse.ArgumentParser:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
-    _node_options(parser, DEFAULT_MONITOR, 10.0)
+    _node_options(parser, DEFAULT_MONITOR, DEFAULT_TIMEOUT_S)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = commands.add_parser("dead", help="list dead letters")
     listing.add_argument("--limit", type=whole_number(0), default=100, metavar="N",
@@ -96,9 +98,15 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _node_options(parser: argparse.ArgumentParser, dsn: str, timeout: object) -> None:
-    parser.add_argument("--dsn", type=endpoint, default=dsn, help="the node's --monitor-dsn")
+    # A command's own copies have no default (they keep what came before the command), so
+    # their help names the tool's.
+    told = dsn == argparse.SUPPRESS
+    parser.add_argument("--dsn", type=endpoint, default=dsn,
+                        help="the node's --monitor-dsn"
+                             + (f" (default: {DEFAULT_MONITOR})" if told else ""))
     parser.add_argument("--timeout", type=positive_seconds, default=timeout, metavar="SECONDS",
-                        help="seconds to wait for the answer")
+                        help="seconds to wait for the answer"
+                             + (f" (default: {DEFAULT_TIMEOUT_S})" if told else ""))
 
 
 def name_of(kind: str) -> Callable[[str], str]:

@@ -372,6 +372,14 @@ def test_help_texts_have_no_rst_markup_and_show_defaults():
     assert "seconds between polls (default: 1.0)" in help_of("pzq-monitor")
 
 
+def test_a_ctl_command_help_shows_the_tools_defaults():
+    """``pzq-ctl pending --help`` listed --dsn and --timeout without the defaults that
+    ``pzq-ctl --help`` shows (a command's copies of them have none of their own)."""
+    text = " ".join(tool("pzq-ctl", "pending", "--help").stdout.split())
+    assert "the node's --monitor-dsn (default: ipc:///tmp/pzq-monitor)" in text
+    assert "seconds to wait for the answer (default: 10.0)" in text
+
+
 def test_keygen_refuses_to_overwrite_a_key_pair(tmp_path):
     assert tool("pzq-keygen", str(tmp_path), "node").returncode == 0
     public = (tmp_path / "node.key").read_bytes()

@@ -24,7 +24,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         text = action.help or ""
         default = action.default
         hidden = any(default is value for value in (None, False, True, argparse.SUPPRESS)) \
-            or default in ([], ())
+            or default in ([], (), "")
         if action.option_strings and "%(default)" not in text and not hidden:
             text += " (default: %(default)s)"
         return text

@@ -361,6 +361,7 @@ def test_help_texts_have_no_rst_markup_and_show_defaults():
                  "pzq-bench", "pzq-exporter", "pzq-archive", "pzq"):
         text = tool(name, "--help").stdout
         assert "``" not in text, name
+        assert "(default: )" not in " ".join(text.split()), name  # an empty default
     def help_of(name: str) -> str:
         return " ".join(tool(name, "--help").stdout.split())
 
@@ -368,6 +369,7 @@ def test_help_texts_have_no_rst_markup_and_show_defaults():
     assert "messages sent ahead of ACKs (default: 100)" in help_of("pzq-produce")
     assert "(default: tcp://127.0.0.1:11132)" in help_of("pzq-consume")
     assert "stop after N messages; 0 for no limit (default: 0)" in help_of("pzq-consume")
+    assert "1 to 100000 (default: 100)" in help_of("pzq-consume")
     assert "(default: ipc:///tmp/pzq-monitor)" in help_of("pzq-ctl")
     assert "seconds between polls (default: 1.0)" in help_of("pzq-monitor")
 

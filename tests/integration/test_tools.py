@@ -195,12 +195,12 @@ def test_produce_at_a_terminal_shows_each_ack_as_it_comes_and_what_an_interrupt_
         try:
             os.write(controller, b"second\n")
             assert line_within(process.stderr).startswith(
-                f"pzq-produce: no ACK yet from {shared_node.receive_dsn} for 1 messages: ")
+                f"pzq-produce: no ACK yet from {shared_node.receive_dsn} for 1 message: ")
             process.send_signal(signal.SIGINT)
             assert process.wait(20) == 130
         finally:
             shared_node.resume()
-        assert process.stderr.read() == ("pzq-produce: interrupted with 1 messages sent and "
+        assert process.stderr.read() == ("pzq-produce: interrupted with 1 message sent and "
                                          "not ACKed yet: the node may have stored them\n")
         assert process.stdout.read() == ""
     finally:

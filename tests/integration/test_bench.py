@@ -236,6 +236,41 @@ def test_ctrl_c_stops_a_script_mid_run_without_a_traceback(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_a_benchmark_that_fails_leaves_no_node_running(tmp_path):
+    """A run that ended in an exception between a node's start and its stop (a worker
+    that failed, a Ctrl-C sent to the script alone) left that node running, its ports
+    and directory held, after the script had exited."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.harness import wait_until
+
+    program = (f"from pathlib import Path\nfrom pzq.bench.nodes import NodeProcess\n"
+               f"node = NodeProcess(Path({str(tmp_path / 'db')!r})).start()\n"
+               "print(node.process.pid, flush=True)\n"
+               "raise RuntimeError('the measure failed')\n")
+    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=50, check=False)
+    assert ran.returncode == 1 and "the measure failed" in ran.stderr
+    node_pid = int(ran.stdout)
+
+    def gone() -> bool:
+        try:
+            os.kill(node_pid, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{node_pid}/stat") as stat:  # a zombie not yet reaped by init
+            return stat.read().split(")")[-1].split()[0] == "Z"
+
+    try:
+        assert wait_until(gone, timeout=10)
+    finally:
+        if not gone():
+            os.kill(node_pid, 9)
+
+
+@pytest.mark.timeout(60)
 def test_a_replay_rate_of_zero_is_a_usage_error():
     """The node refuses --replay-rate 0 at start: the benchmark ended in a traceback."""
     import subprocess

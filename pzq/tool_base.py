@@ -24,7 +24,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         text = action.help or ""
         default = action.default
         hidden = any(default is value for value in (None, False, True, argparse.SUPPRESS)) \
-            or default in ([], ())
+            or default in ([], (), "")
         if action.option_strings and "%(default)" not in text and not hidden:
             text += " (default: %(default)s)"
         return text
@@ -95,3 +95,12 @@ def quiet_on_interrupt(main: Callable[P, int]) -> Callable[P, int]:
             return ExitCode.INTERRUPTED
 
     return run
+
+
+def interrupted_quietly(target: Callable[..., object], *args: object) -> None:
+    """A tool's worker process: ``target(*args)``, ended without a traceback by the
+    Ctrl-C that reaches every process of the terminal's group (the tool says it once)."""
+    try:
+        target(*args)
+    except KeyboardInterrupt:
+        pass

@@ -28,8 +28,9 @@ from pzq.authorization import NO_AUTHORIZATION, Authorizing, parse_rules
 from pzq.bench.load import produce_load
 from pzq.bench.measure import run_workers
 from pzq.bench.nodes import NodeProcess
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.security import ClientCurve
+from pzq.tool_base import quiet_on_interrupt
 
 
 def keys(folder: Path) -> tuple[list[str], ClientCurve, str]:
@@ -101,13 +102,14 @@ def calls_us(folder: Path, curve: ClientCurve, key: str, node_options: list[str]
     return timed
 
 
+@quiet_on_interrupt
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=positive(int), default=200_000)
     parser.add_argument("--size", type=positive(int), default=100)
     parser.add_argument("--window", type=positive(int), default=1000)
     parser.add_argument("--runs", type=positive(int), default=5)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     given = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         folder = Path(directory)
@@ -138,4 +140,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

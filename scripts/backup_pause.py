@@ -29,8 +29,9 @@ from typing import Any
 import zmq
 
 from pzq.bench.nodes import NodeProcess, wait_until
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.client import Producer, request_monitor
+from pzq.tool_base import quiet_on_interrupt
 
 
 def fill(node: NodeProcess, count: int, size: int) -> float:
@@ -104,6 +105,7 @@ def figures(rounds: list[float]) -> dict[str, float]:
             "p99_ms": ordered[int(len(ordered) * 0.99)] * 1000, "max_ms": ordered[-1] * 1000}
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="bytes of each stored message (default: %(default)s)")
     parser.add_argument("--probe-seconds", type=positive(float), default=10.0,
                         help="the probes' run without a backup (default: %(default)s)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="pzq-backup-pause-") as scratch:
         work = Path(scratch)

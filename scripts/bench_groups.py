@@ -42,8 +42,9 @@ from pzq.bench.groups import (  # noqa: E402
 )
 from pzq.bench.measure import measure_end_to_end, run_workers  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
-from pzq.bench.options import positive  # noqa: E402
+from pzq.bench.options import output_file, positive  # noqa: E402
 from pzq.bench.run_line import run_line  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 
 GROUPS = ["g1", "g2", "g3"]
 # the group end-to-end scenarios: row, credits, whether the consumer ACKs all that one
@@ -147,13 +148,14 @@ def make_rows() -> dict[str, Row]:
     return rows
 
 
+@quiet_on_interrupt
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=positive(int), default=20_000,
                         help="messages per scenario (default: 20000)")
     parser.add_argument("--repeats", type=positive(int), default=3,
                         help="runs of every scenario (default: 3)")
-    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--json", type=output_file, help="write the figures here")
     args = parser.parse_args()
     count = args.count - args.count % 4
     rows = make_rows()

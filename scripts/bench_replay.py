@@ -32,8 +32,9 @@ from typing import Any
 
 from pzq.bench.cpu import cpu_seconds
 from pzq.bench.nodes import NodeProcess, wait_until
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.client import GroupConsumer, Producer, request_monitor
+from pzq.tool_base import interrupted_quietly, quiet_on_interrupt
 
 BODY = b"x" * 100
 
@@ -99,7 +100,7 @@ def live(node: NodeProcess, seconds: float, replaying: bool) -> dict[str, float]
         request_monitor(node.monitor_dsn, "REPLAY GROUP old g from=earliest", 30)
     out: Queue = Queue()
     warmup = 1.5  # the clients joined, the pipes full
-    workers = [Process(target=load, args=(dsn, side, warmup, seconds, out))
+    workers = [Process(target=interrupted_quietly, args=(load, dsn, side, warmup, seconds, out))
                for side, dsn in sides.items()]
     assert node.process is not None
     for worker in workers:
@@ -169,6 +170,7 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -180,12 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the --replay-rate of each node (default: %(default)s)")
     parser.add_argument("--repeats", type=positive(int), default=3,
                         help="runs alone and beside a replay, in turn (default: %(default)s)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args(argv)
     try:
         rates = [int(rate) for rate in args.rates.split(",")]
     except ValueError:
         parser.error(f"--rates {args.rates}: whole numbers separated by ','")
+    if min(rates) <= 0:  # the node refuses a --replay-rate of 0 at start
+        parser.error(f"--rates {args.rates}: each rate above 0")
     results = [one_rate(rate, args.archived, args.seconds, args.repeats) for rate in rates]
     print(table(results))
     if args.json is not None:

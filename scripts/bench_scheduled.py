@@ -22,7 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pzq.bench.measure import measure_drain, measure_produce, rss_mb, start_pzq  # noqa: E402
 from pzq.bench.nodes import NodeProcess  # noqa: E402
+from pzq.bench.options import output_file, positive  # noqa: E402
 from pzq.client import Producer  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 
 A_YEAR_MS = 365 * 86_400_000
 # After the backlog is stored, LevelDB's background compaction of its writes takes a
@@ -84,12 +86,13 @@ def describe(figures: dict[str, float]) -> str:
             f"{figures['rss_mb']:.0f} MB")
 
 
+@quiet_on_interrupt
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backlog", type=int, default=1_000_000)
-    parser.add_argument("--count", type=int, default=50_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--backlog", type=positive(int), default=1_000_000)
+    parser.add_argument("--count", type=positive(int), default=50_000)
+    parser.add_argument("--repeats", type=positive(int), default=3)
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args()
     ratios: dict[str, list[float]] = {"produce": [], "drain": [], "produce_cpu_us": [],
                                       "drain_cpu_us": []}
@@ -117,4 +120,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -23,10 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pzq.bench.options import positive  # noqa: E402
+from pzq.bench.options import output_file, positive  # noqa: E402
 from pzq.bench.shards import compare_shards  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 
 
+@quiet_on_interrupt
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=positive(int), default=20_000,
@@ -38,7 +40,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=positive(int), default=3)
     parser.add_argument("--replicas", type=int, default=0,
                         help="copies on other shards before each ACK (one node has none)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args()
     if not 0 <= args.replicas < args.shards:
         parser.error("--replicas must be 0 or more and below --shards (copies go to the other "

@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from pzq.bench.nodes import NodeProcess
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.client import GroupConsumer, Producer, request_monitor
 from pzq.clock import Now
 from pzq.node.options import build_config
 from pzq.node.state import NodeState
 from pzq.store import record
 from pzq.store.store import Store
+from pzq.tool_base import quiet_on_interrupt
 
 ACKED_AT_ONCE = 1000  # keys in one ACK, each ACK confirmed before the next
 
@@ -122,6 +123,7 @@ def sizes(text: str) -> list[int]:
     return found
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -129,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="messages per size (default: %(default)s)")
     parser.add_argument("--sizes", type=sizes, default=[100, 1000],
                         help="body sizes in bytes, comma-separated (default: 100,1000)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=output_file, help="also write the figures here")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:

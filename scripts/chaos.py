@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 from pzq.bench.nodes import NodeProcess, wait_until  # noqa: E402
 from pzq.client import Consumer, Producer, ProducerAck  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 from tests.support.partition_cluster import ClusterTimings, ProxiedCluster  # noqa: E402
 from tests.support.small_disks import mount_tmpfs, unmount_lazily  # noqa: E402
 
@@ -320,6 +321,7 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 3, seed: int =
     return report
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)

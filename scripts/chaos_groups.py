@@ -56,6 +56,7 @@ from pzq.bench.nodes import wait_until  # noqa: E402
 from pzq.client import ConsumeRefused, GroupConsumer, Message, request_monitor  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
 from pzq.protocol.message_keys import parse_message_key  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 from tests.support.partition_cluster import ClusterTimings  # noqa: E402
 
 EXIT_FAILED = ExitCode.FAILURE  # lost, unexplained or too many duplicates, store not empty
@@ -638,6 +639,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)

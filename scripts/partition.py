@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from pzq.bench.options import positive  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 from tests.support.partition_cluster import ClusterTimings  # noqa: E402
 from tests.support.partition_report import Report  # noqa: E402
 from tests.support.partition_scenarios import BY_NAME, LONG, SCENARIOS, Plan, run_scenario  # noqa: E402
@@ -81,6 +82,7 @@ def table(reports: list[Report]) -> str:
                      for row in rows)
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list:

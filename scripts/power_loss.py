@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 from pzq.bench.nodes import NodeProcess  # noqa: E402
 from pzq.bench.options import positive  # noqa: E402
 from pzq.durations import DurationError, duration_us  # noqa: E402
+from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 from pzq.zmqio import Context  # noqa: E402
 from tests.support.power_cut import PowerCut, unavailable  # noqa: E402
 from tests.support.power_loss import SIZES, Round, node_args, run_round  # noqa: E402
@@ -84,7 +85,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", type=positive(int), nargs=2, default=SIZES,
                         metavar=("FROM", "TO"), help="message bodies, bytes")
     parser.add_argument("--seed", type=int, default=None)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for option, (low, high) in (("--load", args.load), ("--sizes", args.sizes)):
+        if low > high:
+            parser.error(f"{option} {low} {high}: FROM must not be above TO")
+    return args
 
 
 def run_mode(name: str, args: argparse.Namespace, rng: random.Random,
@@ -123,6 +128,7 @@ def table(rows: list[list[str]]) -> str:
                      for row in rows)
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     reason = unavailable()

@@ -27,8 +27,9 @@ from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.tier.archive import Archive
 from pzq.bench import zper as bench
 from pzq.bench.nodes import NodeProcess, wait_until
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.bench.run_line import run_line
+from pzq.tool_base import quiet_on_interrupt
 
 SIZES = (100, 4096)
 
@@ -143,6 +144,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
         print(f"{row['what']}: {shown}")
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="zper_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=positive(int), default=100_000,
@@ -158,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "node starts")
     parser.add_argument("--stream-seconds", type=positive(float), default=15.0,
                         help="how long the streaming latency is measured (default: 15)")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=output_file)
     args = parser.parse_args(argv)
     print(run_line(datetime.now(UTC)), flush=True)
     with tempfile.TemporaryDirectory(prefix="zper-bench-", dir=".") as work:

@@ -15,8 +15,10 @@ from pathlib import Path
 from pzq.archive.damage import DamagedRecord
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.files import segment_items, topic_items, whole_end
+from pzq.archive.format.index import INDEX_SUFFIX
 from pzq.archive.format.raw import is_raw_topic
 from pzq.archive.format.records import Damaged, RawRecord, TornTail, walk
+from pzq.archive.format.segments import SUFFIX
 from pzq.archive.tier.topiclog import list_segments
 from pzq.errors import ExitCode
 from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt, whole_number
@@ -180,6 +182,9 @@ def _check_record_start(directory: Path, topic: str, start: int) -> None:
 def verify(path: Path) -> int:
     if not path.is_file():
         raise Refused(f"{path} is not a file")
+    if path.suffix == INDEX_SUFFIX:  # not records: walking it "found" damage
+        raise Refused(f"{path} is a segment's offset index, not a segment: give "
+                      f"{path.with_suffix(SUFFIX).name}")
     data = path.read_bytes()
     items = walk(data, raw=is_raw_topic(path.parent))
     problems = [item for item in items if isinstance(item, Damaged | TornTail)]

@@ -11,6 +11,7 @@ from typing import Any
 import zmq
 
 from pzq.bench.load import COUNTER, NS
+from pzq.tool_base import interrupted_quietly
 from pzq.zmqio import Socket, drain, send_frames
 
 
@@ -71,8 +72,9 @@ class Ceiling:
         self.receive_dsn, self.send_dsn = free_endpoint(), free_endpoint()
         spawn = multiprocessing.get_context("spawn")
         ready = spawn.Event()
-        self.process = spawn.Process(target=ceiling_device,
-                                     args=(self.receive_dsn, self.send_dsn, preload, size, ready),
+        self.process = spawn.Process(target=interrupted_quietly,
+                                     args=(ceiling_device, self.receive_dsn, self.send_dsn,
+                                           preload, size, ready),
                                      daemon=True)
         self.process.start()
         ready.wait(30)

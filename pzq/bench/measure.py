@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pzq.bench.load import consume_load, drain_load, produce_load
 from pzq.bench.nodes import NodeProcess
 from pzq.errors import WorkerFailed
+from pzq.tool_base import interrupted_quietly
 
 ANSWER_TIMEOUT_S = 600.0  # a load generator reports within this, or the run fails
 EXIT_WAIT_S = 30.0  # after its answer, a worker exits within this, or is killed
@@ -53,7 +54,8 @@ def run_workers(workers: list[tuple[Callable[..., None], tuple[Any, ...]]],
     multiprocessing started, without a limit."""
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
-    processes = [spawn.Process(target=target, args=(*args, results), name=target.__name__)
+    processes = [spawn.Process(target=interrupted_quietly, args=(target, *args, results),
+                               name=target.__name__)
                  for target, args in workers]
     for process in processes:
         process.start()

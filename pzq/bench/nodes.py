@@ -7,6 +7,7 @@ reconnect after a crash (the soak in scripts/ and the tests build on it).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -26,6 +27,17 @@ from pzq.security import ClientSecurity
 T = TypeVar("T")
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 20.0
+# Nodes started and not stopped by their NodeProcess: killed when the program exits, so a
+# run that ends in an exception (or a Ctrl-C sent to it alone) leaves no node running.
+_LEFT_RUNNING: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _kill_nodes_left_running() -> None:
+    for process in _LEFT_RUNNING:
+        if process.poll() is None:
+            process.kill()
+            process.wait(STOP_TIMEOUT)
 
 
 def wait_until(condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.02,
@@ -100,9 +112,10 @@ class NodeProcess:
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         preexec_fn=self.preexec_fn,
                                         env={**os.environ, **(self.env or {})})
-        self._reader = threading.Thread(target=self._read_stderr, args=(self.process,),
-                                        daemon=True)
-        self._reader.start()
+        _LEFT_RUNNING.add(self.process)
+        reader = threading.Thread(target=self._read_stderr, args=(self.process,), daemon=True)
+        reader.start()
+        self._reader = reader  # only once started: a stop joins it (a Ctrl-C can come first)
         ready = wait_until(self._ready, START_TIMEOUT, message="node_ready")
         assert ready is not None
         for name in self.ports:
@@ -154,6 +167,7 @@ class NodeProcess:
         if self.process.poll() is None:
             self.process.send_signal(signum)
         code = self.process.wait(STOP_TIMEOUT)
+        _LEFT_RUNNING.discard(self.process)
         if self._reader is not None:
             self._reader.join(5)
         if self.process.stderr is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pzq.bench.peer_system import Served, System
 from pzq.errors import WorkerFailed
+from pzq.tool_base import interrupted_quietly
 
 START_TIMEOUT_S = 60.0  # a worker's first answer (its imports, its connect) comes within
 
@@ -29,11 +30,12 @@ def measure_redelivery(system: System, served: Served, group: str, count: int,
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
     go = spawn.Event()
-    holder = spawn.Process(target=system.hold, name="hold",
-                           args=(served.address, group, count, results))
+    holder = spawn.Process(target=interrupted_quietly, name="hold",
+                           args=(system.hold, served.address, group, count, results))
     # started now, so that its imports are done before it is wanted
-    claimer = spawn.Process(target=system.claim, name="claim",
-                            args=(served.address, group, count, ack_timeout, go, results))
+    claimer = spawn.Process(target=interrupted_quietly, name="claim",
+                            args=(system.claim, served.address, group, count, ack_timeout, go,
+                                  results))
     holder.start()
     claimer.start()
     try:

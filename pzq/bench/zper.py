@@ -26,6 +26,7 @@ from pzq.bench.ceiling import free_endpoint
 from pzq.bench.measure import percentile
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.protocol import zper as zp
+from pzq.tool_base import interrupted_quietly
 from pzq.zmqio import drain, send_frames
 
 ID = struct.Struct(">Q")
@@ -77,7 +78,8 @@ def echo_ceiling(dsn: str, count: int, echo: bool, ready: Any, results: Any) -> 
 def _spawned(target: Any, *args: Any) -> tuple[multiprocessing.process.BaseProcess, Any]:
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
-    process = spawn.Process(target=target, args=(*args, results), daemon=True)
+    process = spawn.Process(target=interrupted_quietly, args=(target, *args, results),
+                            daemon=True)
     process.start()
     return process, results
 

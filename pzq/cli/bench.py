@@ -21,7 +21,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pzq.bench.options import positive
+from pzq.bench.options import output_file, positive
 from pzq.bench.original import check_binary
 from pzq.bench.report import draw_chart, matplotlib_installed, print_table
 from pzq.bench.run_line import run_line
@@ -34,8 +34,8 @@ def make_argument_parser() -> ToolParser:
     parser = ToolParser("pzq-bench", __doc__)
     parser.add_argument("--quick", action="store_true", help="about a minute")
     parser.add_argument("--smoke", action="store_true", help="seconds: only checks it runs")
-    parser.add_argument("--json", type=Path, help="write the figures as JSON here")
-    parser.add_argument("--png", type=Path,
+    parser.add_argument("--json", type=output_file, help="write the figures as JSON here")
+    parser.add_argument("--png", type=output_file,
                         help="draw the ratios here (needs matplotlib: pip install 'pzq[bench]')")
     parser.add_argument("--original", type=Path, metavar="PATH",
                         help="the C++ original pzq's binary: measure it in the same run")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import datetime
 
 import zmq
@@ -55,15 +56,23 @@ def _connect_problem(dsn: str) -> str | None:
     return None
 
 
-def positive_seconds(text: str) -> float:
-    """An argparse type: a number of seconds greater than 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text}: give a number of seconds greater than 0")
-    return value
+def positive_number(unit: str) -> Callable[[str], float]:
+    """An argparse type: a number of ``unit`` (seconds, minutes) greater than 0."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text} is not a number of {unit}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text}: give a number of {unit} greater than 0")
+        return value
+
+    return parse
+
+
+positive_seconds = positive_number("seconds")
+positive_minutes = positive_number("minutes")
 
 
 def start_position(text: str) -> str:

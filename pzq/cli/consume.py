@@ -107,7 +107,7 @@ def _group_arguments(parser: argparse.ArgumentParser) -> None:
                              "time in µs since the epoch")
     parser.add_argument("--window", type=whole_number(1, consume_wire.MAX_WINDOW), default=None,
                         metavar="N", help="most unacked deliveries to this consumer, 1 to "
-                                          f"{consume_wire.MAX_WINDOW} (default 100)")
+                                          f"{consume_wire.MAX_WINDOW} (default: 100)")
     parser.add_argument("--routes", type=endpoint, action="append", metavar="MONITOR",
                         help="a node's --monitor-dsn (repeatable): read the group on every "
                              "node of the cluster, learned from the route table")

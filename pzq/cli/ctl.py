@@ -29,15 +29,17 @@ from pzq.protocol.consume import START_WORDS
 from pzq.protocol.message_keys import parse_message_key
 from pzq.replay.range import parse_bound
 from pzq.store.repair import repair
-from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE
+from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE, validate_name
 from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 
 ACTIONS = ("declare", "remove", "empty")
 
+DEFAULT_TIMEOUT_S = 10.0
+
 
 def make_argument_parser() -> argparse.ArgumentParser:
     parser = tool_parser("pzq-ctl", "Administer a node over its monitor socket.")
-    _node_options(parser, DEFAULT_MONITOR, 10.0)
+    _node_options(parser, DEFAULT_MONITOR, DEFAULT_TIMEOUT_S)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = commands.add_parser("dead", help="list dead letters")
     listing.add_argument("--limit", type=whole_number(0), default=100, metavar="N",
@@ -96,16 +98,36 @@ def ctl_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _node_options(parser: argparse.ArgumentParser, dsn: str, timeout: object) -> None:
-    parser.add_argument("--dsn", type=endpoint, default=dsn, help="the node's --monitor-dsn")
+    # A command's own copies have no default (they keep what came before the command), so
+    # their help names the tool's.
+    told = dsn == argparse.SUPPRESS
+    parser.add_argument("--dsn", type=endpoint, default=dsn,
+                        help="the node's --monitor-dsn"
+                             + (f" (default: {DEFAULT_MONITOR})" if told else ""))
     parser.add_argument("--timeout", type=positive_seconds, default=timeout, metavar="SECONDS",
-                        help="seconds to wait for the answer")
+                        help="seconds to wait for the answer"
+                             + (f" (default: {DEFAULT_TIMEOUT_S})" if told else ""))
+
+
+def name_of(kind: str) -> Callable[[str], str]:
+    """An argparse type: a topic's or a group's name, checked here as the node checks it
+    (an empty one, or one with a space, reached the node as a command it could not parse
+    and came back as the monitor's usage line)."""
+
+    def parse(text: str) -> str:
+        try:
+            return validate_name(kind, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
 def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     commands.add_parser("topics", help="every topic: messages, bytes, groups")
     topic = commands.add_parser("topic", help="declare, remove or empty a topic")
     topic.add_argument("action", choices=ACTIONS)
-    topic.add_argument("name", help="the topic")
+    topic.add_argument("name", type=name_of("topic"), help="the topic")
     topic.add_argument("--max-messages", type=whole_number(0), default=None, metavar="N",
                        help="declare: QUEUE_FULL for this topic beyond N messages (0: none)")
     topic.add_argument("--max-bytes", type=whole_number(0), default=None, metavar="B",
@@ -130,9 +152,10 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     group = commands.add_parser("group", help="declare, remove, empty, seek a consumer group, "
                                 "list its pending deliveries, or replay its archive")
     group.add_argument("action", choices=(*ACTIONS, "pending", "seek", "replay", "replays"))
-    group.add_argument("topic", nargs="?",
+    group.add_argument("topic", nargs="?", type=name_of("topic"),
                        help="the topic (replays: only its replays; replay --cancel: none)")
-    group.add_argument("name", nargs="?", help="the group's name (replays: none)")
+    group.add_argument("name", nargs="?", type=name_of("group"),
+                       help="the group's name (replays: none)")
     group.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                        help="declare: earliest (default), latest, or µs since the epoch")
     group.add_argument("--filter", default=None, metavar="TAG",

@@ -59,3 +59,8 @@ def size(count: float) -> str:
 def count(value: float) -> str:
     """A count with thousands separators: ``1,234,567``."""
     return f"{value:,.0f}"
+
+
+def messages(number: int) -> str:
+    """``1 message``, ``2 messages``: a count of messages as a sentence says it."""
+    return f"{number} message" if number == 1 else f"{number} messages"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,10 +12,20 @@ from pzq.errors import EXISTS, ExitCode
 from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
 
 
+def pair_name(text: str) -> str:
+    """A name of files in the directory given: not empty, no path in it, no leading dot
+    (the node's --curve-authorized-keys reads NAME.key files and skips hidden ones)."""
+    if not text or "/" in text or text.startswith("."):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a file name without '/' that does not start with '.', "
+            "e.g. node or producer-1")
+    return text
+
+
 def make_argument_parser() -> ToolParser:
     parser = ToolParser("pzq-keygen", "Make a CURVE key pair for a node or a client.")
     parser.add_argument("directory", help="where to write NAME.key and NAME.key_secret")
-    parser.add_argument("name", help="the pair's name, e.g. node or producer-1")
+    parser.add_argument("name", type=pair_name, help="the pair's name, e.g. node or producer-1")
     parser.add_argument("--force", action="store_true",
                         help="replace a key pair of that name (clients holding the old "
                              "public key are locked out)")

@@ -34,7 +34,7 @@ from pzq.cli.topics_table import topics_table
 from pzq.client.monitor import StatsAnswer, fetch_stats, request_monitor, taken_over_inflight
 from pzq.errors import NO_ANSWER, EndpointError, ExitCode
 from pzq.security import ClientSecurity
-from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt
+from pzq.tool_base import ToolParser, quiet_on_closed_pipe, quiet_on_interrupt, whole_number
 
 # Its meanings of the codes in pzq.errors:
 EXIT_OK = ExitCode.OK  # answered (and, with --check, healthy)
@@ -147,10 +147,10 @@ def make_argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--watch", action="store_true", help="a live view until Ctrl-C")
     parser.add_argument("--interval", type=positive_seconds, default=1.0, metavar="SECONDS",
                         help="seconds between polls")
-    parser.add_argument("--iterations", type=int, default=0, metavar="N",
+    parser.add_argument("--iterations", type=whole_number(0), default=0, metavar="N",
                         help="with --watch: stop after N refreshes (0: never)")
     parser.add_argument("--check", action="store_true", help="exit 0 only when healthy")
-    parser.add_argument("--max-pending-acks", type=int, default=10_000, metavar="N",
+    parser.add_argument("--max-pending-acks", type=whole_number(0), default=10_000, metavar="N",
                         help="--check: more producer ACKs waiting than this is unhealthy")
     parser.add_argument("--command", metavar="COMMAND", type=monitor_command,
                         help="send this command and print the raw answer")

@@ -15,6 +15,7 @@ from pzq.cli.common import (
     seconds_of_duration,
     tool_parser,
 )
+from pzq.cli.human import messages
 from pzq.cli.input_lines import InputLines
 from pzq.cli.waiting import AckWait
 from pzq.client import Producer, RoutedProducer
@@ -165,7 +166,7 @@ def _interrupted(producer: Producer | RoutedProducer) -> int:
     """Ctrl-C: show what the node ACKed before it, and say what has no ACK yet."""
     _report_acks(producer.acks())
     if producer.outstanding:
-        print(f"pzq-produce: interrupted with {producer.outstanding} messages sent and "
+        print(f"pzq-produce: interrupted with {messages(producer.outstanding)} sent and "
               "not ACKed yet: the node may have stored them", file=sys.stderr, flush=True)
     return ExitCode.INTERRUPTED
 

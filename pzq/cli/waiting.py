@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pzq import curve_probe, reach
+from pzq.cli.human import messages
 from pzq.cli.line_output import LineOutput
 from pzq.client import (
     Consumer,
@@ -67,7 +68,7 @@ class AckWait:
             self._unanswered_since = now
         elif now - self._unanswered_since >= NOTICE_AFTER_S:
             self.notice.once(lambda: f"no ACK yet from {self.dsn} for "
-                                     f"{self.producer.outstanding} messages: {self._why()}")
+                                     f"{messages(self.producer.outstanding)}: {self._why()}")
         return arrived
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes]) -> bytes:
@@ -86,10 +87,10 @@ class AckWait:
                 if time.monotonic() >= deadline:
                     raise TimeoutError(
                         f"no ACK from {self.dsn} within {self.timeout:g} s for "
-                        f"{self.producer.outstanding} messages: {self._why()}") from None
+                        f"{messages(self.producer.outstanding)}: {self._why()}") from None
                 if self.producer.outstanding >= waiting_for:  # not one ACK in that stretch
                     self.notice.once(lambda: f"no ACK yet from {self.dsn} for "
-                                             f"{self.producer.outstanding} messages: "
+                                             f"{messages(self.producer.outstanding)}: "
                                              f"{self._why()}; waiting up to {self.timeout:g} s")
 
     def _why(self) -> str:

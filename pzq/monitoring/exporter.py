@@ -25,6 +25,7 @@ from pzq.cli.common import (
     curve_from,
     endpoint,
     fail,
+    positive_minutes,
     positive_seconds,
 )
 from pzq.errors import ExitCode
@@ -110,7 +111,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
                         help="seconds to wait for each node (nodes are asked in parallel)")
     parser.add_argument("--sample-interval", type=positive_seconds, default=2.0,
                         metavar="SECONDS", help="how often the status page's history is sampled")
-    parser.add_argument("--history-minutes", type=positive_seconds, default=10.0,
+    parser.add_argument("--history-minutes", type=positive_minutes, default=10.0,
                         metavar="MINUTES", help="how much history the status page shows")
     add_curve_options(parser)
     return parser

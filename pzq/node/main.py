@@ -47,7 +47,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pzq {__version__}")
     for option in OPTIONS:
         flags = (option.flag, *option.aliases)
-        default = f" (default: {option.default})" if option.default not in (None, ()) else ""
+        default = f" (default: {option.default})" if option.default not in (None, (), "") else ""
         if option.kind is bool:
             parser.add_argument(*flags, dest=option.name, action="store_true",
                                 help=option.help)

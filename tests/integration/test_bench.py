@@ -158,7 +158,10 @@ def test_groups_benchmark_ends_after_its_table(tmp_path):
                                             ("zper_bench.py", "--spark-rows"),
                                             ("zper_bench.py", "--fetch-only"),
                                             ("backup_pause.py", "--stored"),
-                                            ("capacity.py", "--count")])
+                                            ("capacity.py", "--count"),
+                                            ("bench_scheduled.py", "--repeats"),
+                                            ("bench_scheduled.py", "--count"),
+                                            ("bench_scheduled.py", "--backlog")])
 def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
     import subprocess
     import sys
@@ -168,6 +171,133 @@ def test_a_benchmark_count_of_zero_is_a_usage_error(script, option):
                           option, "0"], capture_output=True, text=True, timeout=50, check=False)
     assert ran.returncode == 2 and ran.stdout == ""
     assert ran.stderr.splitlines()[-1].endswith(f"argument {option}: 0 is not above 0")
+    assert "Traceback" not in ran.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("script", ["authorization_cost.py", "backup_pause.py",
+                                    "bench_groups.py", "bench_replay.py", "bench_scheduled.py",
+                                    "bench_shards.py", "capacity.py", "zper_bench.py",
+                                    "bench_peers.py", "bench.py"])
+def test_figures_for_a_missing_directory_are_a_usage_error(script, tmp_path):
+    """--json into a directory that is not there ended the run, minutes of it, in a
+    FileNotFoundError traceback as it wrote the figures, which were lost."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    figures = tmp_path / "no-such-directory" / "figures.json"
+    ran = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" / script),
+                          "--json", str(figures)],
+                         capture_output=True, text=True, timeout=50, check=False)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr.splitlines()[-1].endswith(
+        f"argument --json: {figures}: there is no directory {figures.parent}")
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [int(child) for child in children.read().split()]
+    except FileNotFoundError:  # it has exited
+        return []
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_stops_a_script_mid_run_without_a_traceback(tmp_path):
+    """Ctrl-C reaches every process of the terminal's group: the script (here chaos.py,
+    with its node running) ends with exit 130 and no KeyboardInterrupt traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.harness import wait_until
+
+    def at_a_terminal() -> None:  # a group of its own, SIGINT at its default
+        os.setpgrp()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    script = subprocess.Popen([sys.executable, str(Path(__file__).parents[2] / "scripts" /
+                                                   "chaos.py"), "--seconds", "60", "--kills", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path, preexec_fn=at_a_terminal)
+    try:
+        wait_until(lambda: children_of(script.pid), timeout=40)  # its node started
+        os.killpg(script.pid, signal.SIGINT)
+        _, err = script.communicate(timeout=40)
+    finally:
+        if script.poll() is None:
+            os.killpg(script.pid, signal.SIGKILL)
+            script.wait()
+    assert script.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+@pytest.mark.timeout(60)
+def test_a_benchmark_that_fails_leaves_no_node_running(tmp_path):
+    """A run that ended in an exception between a node's start and its stop (a worker
+    that failed, a Ctrl-C sent to the script alone) left that node running, its ports
+    and directory held, after the script had exited."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.harness import wait_until
+
+    program = (f"from pathlib import Path\nfrom pzq.bench.nodes import NodeProcess\n"
+               f"node = NodeProcess(Path({str(tmp_path / 'db')!r})).start()\n"
+               "print(node.process.pid, flush=True)\n"
+               "raise RuntimeError('the measure failed')\n")
+    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=50, check=False)
+    assert ran.returncode == 1 and "the measure failed" in ran.stderr
+    node_pid = int(ran.stdout)
+
+    def gone() -> bool:
+        try:
+            os.kill(node_pid, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{node_pid}/stat") as stat:  # a zombie not yet reaped by init
+            return stat.read().split(")")[-1].split()[0] == "Z"
+
+    try:
+        assert wait_until(gone, timeout=10)
+    finally:
+        if not gone():
+            os.kill(node_pid, 9)
+
+
+@pytest.mark.timeout(60)
+def test_a_replay_rate_of_zero_is_a_usage_error():
+    """The node refuses --replay-rate 0 at start: the benchmark ended in a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ran = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" /
+                                              "bench_replay.py"), "--rates", "1000,0"],
+                         capture_output=True, text=True, timeout=50, check=False)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr.splitlines()[-1].endswith("--rates 1000,0: each rate above 0")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("option", ["--sizes", "--load"])
+def test_a_power_loss_range_from_above_to_is_a_usage_error(option):
+    """--sizes 5 1 ended in randrange's ValueError traceback (after mounting FUSE where
+    there is one); --load 4 1 ran, its loads drawn from a range given backwards."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ran = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "scripts" /
+                                              "power_loss.py"), option, "5", "1"],
+                         capture_output=True, text=True, timeout=50, check=False)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert "FROM must not be above TO" in ran.stderr.splitlines()[-1]
     assert "Traceback" not in ran.stderr
 
 

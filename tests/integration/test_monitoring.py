@@ -234,6 +234,15 @@ def test_a_listen_port_out_of_range_says_so():
         exporter.listen_address("127.0.0.1:http")
 
 
+def test_a_history_of_no_minutes_is_refused_in_minutes():
+    """--history-minutes -1 was refused as "a number of seconds"."""
+    process = exporter_process("--dsn", DEAD_DSN, "--history-minutes", "-1")
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert err.strip() == ("pzq-exporter: error: argument --history-minutes: -1: give a "
+                           "number of minutes greater than 0")
+
+
 def test_exporter_on_a_port_in_use_is_one_line_and_exit_4():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

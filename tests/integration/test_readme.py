@@ -78,6 +78,18 @@ def test_docs_build_without_a_warning(tmp_path):
     assert (tmp_path / "html" / "_images" / "status-page.png").is_file()
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("args", [["--bogus"], ["one", "two"]])
+def test_build_docs_refuses_what_it_does_not_take(args):
+    """An option went on to sphinx-build, which answered with its own usage (the
+    arguments required: OUTPUT_DIR, filenames), none of them this script's."""
+    ran = subprocess.run([str(ROOT / "scripts" / "build-docs"), *args], capture_output=True,
+                         text=True, timeout=20, check=False)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    (line,) = ran.stderr.splitlines()
+    assert line.startswith("build-docs: error: ") and "scripts/build-docs [OUTPUT_DIR]" in line
+
+
 def fresh_copy(destination: Path) -> Path:
     """The repository as a clone would have it: tracked and new files, no environment."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,

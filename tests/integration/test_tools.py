@@ -195,12 +195,12 @@ def test_produce_at_a_terminal_shows_each_ack_as_it_comes_and_what_an_interrupt_
         try:
             os.write(controller, b"second\n")
             assert line_within(process.stderr).startswith(
-                f"pzq-produce: no ACK yet from {shared_node.receive_dsn} for 1 messages: ")
+                f"pzq-produce: no ACK yet from {shared_node.receive_dsn} for 1 message: ")
             process.send_signal(signal.SIGINT)
             assert process.wait(20) == 130
         finally:
             shared_node.resume()
-        assert process.stderr.read() == ("pzq-produce: interrupted with 1 messages sent and "
+        assert process.stderr.read() == ("pzq-produce: interrupted with 1 message sent and "
                                          "not ACKed yet: the node may have stored them\n")
         assert process.stdout.read() == ""
     finally:
@@ -361,6 +361,7 @@ def test_help_texts_have_no_rst_markup_and_show_defaults():
                  "pzq-bench", "pzq-exporter", "pzq-archive", "pzq"):
         text = tool(name, "--help").stdout
         assert "``" not in text, name
+        assert "(default: )" not in " ".join(text.split()), name  # an empty default
     def help_of(name: str) -> str:
         return " ".join(tool(name, "--help").stdout.split())
 
@@ -368,8 +369,17 @@ def test_help_texts_have_no_rst_markup_and_show_defaults():
     assert "messages sent ahead of ACKs (default: 100)" in help_of("pzq-produce")
     assert "(default: tcp://127.0.0.1:11132)" in help_of("pzq-consume")
     assert "stop after N messages; 0 for no limit (default: 0)" in help_of("pzq-consume")
+    assert "1 to 100000 (default: 100)" in help_of("pzq-consume")
     assert "(default: ipc:///tmp/pzq-monitor)" in help_of("pzq-ctl")
     assert "seconds between polls (default: 1.0)" in help_of("pzq-monitor")
+
+
+def test_a_ctl_command_help_shows_the_tools_defaults():
+    """``pzq-ctl pending --help`` listed --dsn and --timeout without the defaults that
+    ``pzq-ctl --help`` shows (a command's copies of them have none of their own)."""
+    text = " ".join(tool("pzq-ctl", "pending", "--help").stdout.split())
+    assert "the node's --monitor-dsn (default: ipc:///tmp/pzq-monitor)" in text
+    assert "seconds to wait for the answer (default: 10.0)" in text
 
 
 def test_keygen_refuses_to_overwrite_a_key_pair(tmp_path):
@@ -381,6 +391,38 @@ def test_keygen_refuses_to_overwrite_a_key_pair(tmp_path):
     assert (tmp_path / "node.key").read_bytes() == public
     assert tool("pzq-keygen", str(tmp_path), "node", "--force").returncode == 0
     assert (tmp_path / "node.key").read_bytes() != public
+
+
+@pytest.mark.parametrize("args", [("--check", "--max-pending-acks", "-1"),
+                                  ("--watch", "--iterations", "-1")])
+def test_monitor_refuses_a_negative_count(node, args):
+    """--max-pending-acks -1 judged a healthy node unhealthy ("0 producer ACKs cannot be
+    sent", exit 1); --iterations -1 ended at once with nothing shown, exit 0."""
+    ran = tool("pzq-monitor", "--dsn", node.monitor_dsn, *args)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert one_line(ran.stderr).endswith(f"argument {args[1]}: -1: give a whole number 0 or more")
+
+
+@pytest.mark.parametrize("args, refused", [(("topic", "declare", ""), "topic ''"),
+                                           (("topic", "remove", "two words"), "topic 'two words'"),
+                                           (("group", "declare", "orders", ""), "group ''")])
+def test_ctl_refuses_a_name_the_node_cannot_take(node, args, refused):
+    """An empty name, or one with a space, went to the node as a command it could not
+    parse: the answer was the monitor's usage line (ERROR: usage: DECLARE TOPIC name
+    [max_messages=N] ...), naming a command the user never typed, and exit 1."""
+    ran = tool("pzq-ctl", "--dsn", node.monitor_dsn, *args)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert f"argument name: {refused} must be 1-255 of" in one_line(ran.stderr)
+
+
+@pytest.mark.parametrize("name", ["", ".hidden", "../outside", "sub/node"])
+def test_keygen_refuses_a_name_that_is_no_plain_file_name(tmp_path, name):
+    """An empty name made a hidden ``.key`` that the node's --curve-authorized-keys
+    skips; a '/' wrote the pair outside the directory given."""
+    ran = tool("pzq-keygen", str(tmp_path / "keys"), name)
+    assert ran.returncode == 2
+    assert "argument name:" in one_line(ran.stderr)
+    assert not any(tmp_path.rglob("*.key*"))
 
 
 

@@ -35,6 +35,18 @@ def test_dump_of_an_unknown_topic_names_the_topics_there(tmp_path):
         f"pzq-archive: error: {tmp_path / 'no.dat'} is not a file")
 
 
+def test_verify_of_an_offset_index_points_to_its_segment(tmp_path):
+    """A segment's .idx beside its .dat was walked as records: "bad: record has no
+    metadata frame at byte 0", exit 1, for an archive with no damage at all."""
+    write_archive(tmp_path, count=10)
+    (segment,) = list_segments(tmp_path / "orders")
+    index = segment.path.with_suffix(".idx")
+    index.write_bytes(bytes(16))  # as the node writes it beside the segment
+    assert one_line_error(archive_tool("verify", str(index))) == (
+        f"pzq-archive: error: {index} is a segment's offset index, not a segment: "
+        f"give {segment.path.name}")
+
+
 def test_dump_from_an_offset_inside_a_record_refuses_naming_the_records_around_it(tmp_path):
     offsets = write_archive(tmp_path, count=300, segment_size=5000)
     inside = offsets[100] + 7

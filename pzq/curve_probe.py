@@ -11,6 +11,8 @@ mechanism mismatch).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
@@ -28,10 +30,12 @@ NO_CURVE_THERE = ("the node does not serve CURVE (started without --curve-secret
                   "leave out --curve-client-key and --curve-server-key")
 
 
-def why_silent(dsn: str, curve: ClientSecurity | None,
+def why_silent(dsn: str | Sequence[str], curve: ClientSecurity | None,
                timeout: float = reach.PROBE_TIMEOUT_S) -> str:
     """reach.why_silent, and for a CURVE client that reaches a process there, what the
-    node says to its handshake."""
+    node says to its handshake (several endpoints: each one's, named)."""
+    if not isinstance(dsn, str):
+        return reach.each_named(dsn, [why_silent(each, curve, timeout) for each in dsn])
     curve = plain_if_none(curve)
     if curve.on and reach.accepts_connections(dsn, timeout):
         refused = curve_refusal(dsn, curve, timeout)
@@ -55,6 +59,11 @@ def hung_up(ended: Ended) -> bool:
     """The node hung up without a word: a handshake without keys tells why (a node
     without CURVE may hang up as soon as it reads the greeting, too)."""
     return ended is not None and ended[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+
+
+def probe_timeout(timeout: float | None) -> float:
+    """How long a client that waited ``timeout`` s (None: for ever) gives its probe."""
+    return min(timeout or 1, reach.PROBE_TIMEOUT_S)
 
 
 def refusal(ended: Ended, plain: Ended) -> str | None:

@@ -68,6 +68,18 @@ class ConsumeRefused(PzqError):
     """The node answered a consumer's CONSUME with ERROR; the text says why."""
 
 
+class ConsumeUnanswered(TimeoutError):
+    """A group consumer's CONSUME had no answer within ``waited`` seconds; ``reason``
+    says what a probe of its endpoint found (nothing there, a refused handshake...).
+    The sync and the asyncio consumers raise it; a tool that probes further says its
+    own reason in the same words: ``ConsumeUnanswered(exc.waited, its_reason)``."""
+
+    def __init__(self, waited: float, reason: str) -> None:
+        super().__init__(f"no answer to CONSUME within {waited:g} s: {reason}")
+        self.waited = waited
+        self.reason = reason
+
+
 class ClientClosed(PzqError):
     """A client was used after its ``close()``, or closed while a call waited; a
     message closed before its ACK came has this as its answer."""

@@ -9,6 +9,7 @@ tells the latter, which no wait mends (ZeroMQ would try again forever).
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable, Sequence
 
 PROBE_TIMEOUT_S = 0.5
 
@@ -92,6 +93,11 @@ def why_silent(dsn: str, curve: bool, timeout: float = PROBE_TIMEOUT_S) -> str:
     """The likely reason an endpoint that should answer does not, in words to act on."""
     answers = accepts_connections(dsn, timeout)
     return silence(answers, unresolvable(dsn) if answers is None else None, curve)
+
+
+def each_named(dsns: Sequence[str], reasons: Iterable[str]) -> str:
+    """Several endpoints' reasons in one line, each named."""
+    return "; ".join(f"{dsn}: {reason}" for dsn, reason in zip(dsns, reasons, strict=True))
 
 
 def silence(answers: bool | None, unresolved: str | None, curve: bool) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 
 import zmq
 
+from pzq import curve_probe
 from pzq.aio import probe
 from pzq.aio.deliveries import Deliveries
 from pzq.aio.message import Message
@@ -31,7 +32,7 @@ from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, opener, poke, w
 from pzq.client import setup
 from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import keys_of
-from pzq.errors import ClientClosed
+from pzq.errors import ClientClosed, ConsumeUnanswered
 from pzq.protocol import consume as wire
 from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, recv_frames
@@ -100,15 +101,15 @@ class GroupConsumer(GroupView[Message], Deliveries):
         if not self._consume_sent:
             self._consume_sent = True
             self._out.put(session.consume(time.monotonic()))
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        timeout = self.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while not self._read(time.monotonic(), until_joined=True):
                 left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                if timeout is not None and left is not None and left <= 0:
                     why = await probe.why_silent(self.dsn, self.curve,
-                                                 min(self.timeout or 1, probe.PROBE_TIMEOUT_S))
-                    raise TimeoutError(f"no answer to CONSUME within {self.timeout:g} s: "
-                                       f"{why}")
+                                                 curve_probe.probe_timeout(timeout))
+                    raise ConsumeUnanswered(timeout, why)
                 await wait_events(self._socket, POLLIN, left, "consumer")
         except Exception:  # refused, or no answer: closed (a cancellation may join later)
             await self._shut(drain=False)

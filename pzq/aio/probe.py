@@ -32,7 +32,7 @@ async def why_silent(dsn: str | Sequence[str], curve: ClientSecurity | None,
     if isinstance(dsn, str):
         return await _why_silent(dsn, curve, timeout)
     reasons = await asyncio.gather(*(_why_silent(each, curve, timeout) for each in dsn))
-    return "; ".join(f"{each}: {reason}" for each, reason in zip(dsn, reasons, strict=True))
+    return reach.each_named(dsn, reasons)
 
 
 async def _why_silent(dsn: str, curve: ClientSecurity | None, timeout: float) -> str:

@@ -20,7 +20,7 @@ from pzq.cli.line_output import LineOutput, output_for
 from pzq.cli.waiting import DeliveryWait, Notice
 from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
-from pzq.errors import ConsumeRefused, ExitCode
+from pzq.errors import ConsumeRefused, ConsumeUnanswered, ExitCode
 from pzq.protocol import consume as consume_wire
 from pzq.tool_base import quiet_on_closed_pipe
 
@@ -75,9 +75,11 @@ def _consume(prog: str, args: argparse.Namespace, dsns: list[str],
         consumer = _consumer(args, dsns, endpoints)
     except (ConsumeRefused, ValueError) as exc:  # ValueError: no node to read (--routes)
         return fail(prog, str(exc), ExitCode.FAILURE)
-    except TimeoutError as exc:  # the route table's error says why; CONSUME's does not
-        why = "" if args.routes else f": {endpoints.states(dsns, NO_ANSWER)}"
-        return fail(prog, f"{exc}{why}", ExitCode.FAILURE)
+    except ConsumeUnanswered as exc:  # said with this tool's closer look at each endpoint
+        return fail(prog, str(ConsumeUnanswered(exc.waited, endpoints.states(dsns, NO_ANSWER))),
+                    ExitCode.FAILURE)
+    except TimeoutError as exc:  # the route table's: it says why
+        return fail(prog, str(exc), ExitCode.FAILURE)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     if isinstance(consumer, RoutedGroupConsumer):  # waits on the nodes, not the monitors

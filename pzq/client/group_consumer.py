@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import zmq
 
+from pzq import curve_probe
 from pzq.client import setup
 from pzq.client.common import NOTICE_AFTER_S, WaitNotice, opener, remaining_ms, send_before
 from pzq.client.message import Message
@@ -25,6 +26,7 @@ from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import keys_of
 from pzq.client.sessions.group import Out
 from pzq.client.setup import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
+from pzq.errors import ConsumeUnanswered
 from pzq.protocol import consume as consume_wire
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context, readable, recv_frames, send_frames, wait_readable
@@ -43,6 +45,7 @@ class GroupConsumer(GroupView[Message]):
                  protocol: int = consume_wire.LATEST_PROTOCOL) -> None:
         subscribe = consume_wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
                                            declare=declare, protocol=protocol)
+        self._dsn, self._curve = dsn, curve  # probed when CONSUME has no answer
         now = time.monotonic()
         self._session, self._socket = setup.group_consumer(
             subscribe, Message, self, now, opener(context, dsn, curve))
@@ -70,16 +73,20 @@ class GroupConsumer(GroupView[Message]):
     # -- joining -------------------------------------------------------------------
 
     def _await_consuming(self, timeout: float | None, notice: WaitNotice | None) -> None:
-        """Wait ``timeout`` seconds (None: for ever); ``notice`` is called once after
-        NOTICE_AFTER_S without an answer, so a tool can say what it waits for."""
+        """Wait ``timeout`` seconds (None: for ever), then ConsumeUnanswered saying what
+        a probe finds at the endpoint, as the asyncio consumer does; ``notice`` is called
+        once after NOTICE_AFTER_S without an answer, so a tool can say what it waits for."""
         waited = 0.0
         if notice is not None and (timeout is None or timeout > NOTICE_AFTER_S):
             if self._consuming_within(NOTICE_AFTER_S):
                 return
             notice()
             waited = NOTICE_AFTER_S
-        if not self._consuming_within(None if timeout is None else timeout - waited):
-            raise TimeoutError(f"no answer to CONSUME within {timeout:g} s")
+        if timeout is None:
+            self._consuming_within(None)
+        elif not self._consuming_within(timeout - waited):
+            raise ConsumeUnanswered(timeout, curve_probe.why_silent(
+                self._dsn, self._curve, curve_probe.probe_timeout(timeout)))
 
     def _consuming_within(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout

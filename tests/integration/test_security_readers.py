@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from pzq.archive.reader import ArchiveReader
-from pzq.client import RoutedGroupConsumer, RoutedProducer
-from pzq.curve_probe import CLIENT_KEY_REFUSED
+from pzq.client import GroupConsumer, RoutedGroupConsumer, RoutedProducer
+from pzq.curve_probe import CLIENT_KEY_REFUSED, SERVER_KEY_WRONG
+from pzq.errors import ConsumeUnanswered
 from pzq.monitoring import exporter
+from pzq.security import ClientCurve
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -65,6 +67,23 @@ def test_the_routed_clients_fetch_their_table_with_curve(secure_node, curve_keys
         RoutedProducer(secure_node.monitor_dsn, "orders", context=context,
                        curve=curve_keys["stranger"])
     within(5.0 + 2, started)  # the route table's 5 s, and the probe
+
+
+def test_the_sync_group_consumer_says_why_consume_has_no_answer(secure_node, curve_keys,
+                                                                 context, tmp_path):
+    client, stranger = curve_keys["client"], curve_keys["stranger"]
+    wrong_server = ClientCurve(client.keys, stranger.keys.public)
+    for curve, reason in ((stranger, CLIENT_KEY_REFUSED), (wrong_server, SERVER_KEY_WRONG)):
+        started = time.monotonic()
+        with pytest.raises(ConsumeUnanswered) as raised:
+            GroupConsumer(secure_node.consume_dsn, "orders", "billing", context=context,
+                          curve=curve, timeout=2)
+        assert str(raised.value) == f"no answer to CONSUME within 2 s: {reason}"
+        within(2 + 3, started)  # the wait, and the probe's handshakes
+    nowhere = f"ipc://{tmp_path}/no-node"
+    with pytest.raises(TimeoutError, match=re.escape(
+            "no answer to CONSUME within 1 s: nothing answers there (is the node running?)")):
+        GroupConsumer(nowhere, "orders", "billing", context=context, timeout=1)
 
 
 def test_the_archive_reader_reads_with_curve(secure_node, curve_keys, context):

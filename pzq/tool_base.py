@@ -1,12 +1,14 @@
-"""What every command-line tool stands on, the archive's own included: an argument
-parser whose errors are one line, whole numbers checked, a quiet end when the reader
-stops reading, and a quiet exit 130 on Ctrl-C."""
+"""What every command-line tool stands on, the archive's and the node's own included:
+an argument parser whose errors are one line and whose options refuse a negative
+value themselves, whole numbers checked, a quiet end when the reader stops reading,
+and a quiet exit 130 on Ctrl-C."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Callable
@@ -34,16 +36,34 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
-class ToolParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr and exit 2."""
+# What argparse takes for a value, not an option, although it starts with '-': a
+# negative number, with a unit or not (-1s, -5, -.5). Python 3.11's own matcher takes
+# only bare numbers, so '--ack-timeout -1s' was "expected one argument" instead of
+# the option's refusal; 3.13's is this one. No pzq option looks like a number.
+NEGATIVE_VALUE = re.compile(r"^-\.?\d")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit 2, and which
+    hands a negative value (``--timeout -1s``) to its option's type check, as it does
+    ``--timeout=-1s``, so that the option refuses it in its own words."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_VALUE
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
+
+
+class ToolParser(OneLineParser):
+    """The tools' parser: one-line errors, negative values refused by their option,
+    defaults shown in --help."""
 
     def __init__(self, prog: str | None = None, description: str | None = None,
                  **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(prog=prog, description=description, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:

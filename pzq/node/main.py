@@ -8,7 +8,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 from pzq import __version__, logs
 from pzq.authorization import NO_AUTHORIZATION
@@ -26,17 +26,11 @@ from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.store.directory import refuse_other_content
 from pzq.store.store import Store
+from pzq.tool_base import OneLineParser
 
 
 class Reloadable(Protocol):
     def ask_reload(self) -> None: ...  # only sets a flag: the loop reads the file
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Report a bad option as one clear line on stderr, not usage plus error."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def make_argument_parser() -> argparse.ArgumentParser:

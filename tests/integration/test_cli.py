@@ -97,6 +97,9 @@ def test_invalid_values(values, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--ack-timeout", "-5"], "--ack-timeout must be greater than 0"),
+    (["--ack-timeout", "-1s"], "--ack-timeout must be greater than 0"),  # not a lost value
+    (["--ack-timeout=-1s"], "--ack-timeout must be greater than 0"),
+    (["--consume-heartbeat", "-250ms"], "--consume-heartbeat must be greater than 0"),
     (["--ack-timeout", "soon"], ("argument --ack-timeout: soon is not a duration: give "
                                  "microseconds (5000000) or a number with a unit: 250ms, 5s")),
     (["--timeout-nodes", "2.5"], ("2.5 has no unit, so it would be microseconds, which are "

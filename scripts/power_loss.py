@@ -13,18 +13,23 @@ power, restarts it on what is left and drains it; see tests/support/power_loss.p
 A mode is ``hard-sync`` or a --sync-interval (``1s``, ``250ms``, ``0``). Exit 1
 when --hard-sync lost an ACKed message or a timed mode lost one ACKed more than
 its interval plus --margin before the cut; 2 on bad usage or without FUSE; a
-restart that fails stops the run with its error.
+restart that fails stops the run with its error. Stopped by SIGTERM or Ctrl-C (exit
+143 or 130), or by an error, it kills its node, unmounts its PowerFS and stops it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
+import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
@@ -40,6 +45,7 @@ EXIT_OK = 0
 EXIT_LOST = 1  # a loss outside the mode's window
 EXIT_USAGE = 2
 MODES = ("hard-sync", "1s", "0")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 @dataclass
@@ -97,21 +103,44 @@ def run_mode(name: str, args: argparse.Namespace, rng: random.Random,
     totals = Totals(name)
     with tempfile.TemporaryDirectory(prefix="pzq-power-") as scratch:
         power = PowerCut(Path(scratch))
-        power.start()
         archive = power.mountpoint / "archive"
         hard = name == "hard-sync"
         node = NodeProcess(power.mountpoint / "db",
-                           *node_args(archive, hard, "1s" if hard else name)).start()
+                           *node_args(archive, hard, "1s" if hard else name))
         try:
+            power.start()
+            node.start()
             for number in range(1, args.rounds + 1):
                 result = run_round(node, power, archive, rng.uniform(*args.load), rng,
                                    context, tuple(args.sizes))
                 totals.add(result)
                 print(f"{name} round {number}: {result}", flush=True)
-        finally:
-            node.kill()
-            power.close()
+        finally:  # also on an exception, SIGTERM and Ctrl-C (stopped_by_signals)
+            try:
+                if node.process is not None:
+                    node.kill()  # first: it holds files in the mount
+            finally:
+                power.close()  # unmounts, and stops the FUSE process
     return totals
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT end the run as an exception does, so that what it started (the
+    node, the FUSE process and its mount) is stopped and unmounted on the way out: the
+    default SIGTERM ended the script at once and left them behind. The run then ends
+    with 128 + the signal's number; a second signal waits for that cleanup."""
+    def stop(signum: int, frame: FrameType | None) -> NoReturn:
+        for each in STOP_SIGNALS:
+            signal.signal(each, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    before = {each: signal.signal(each, stop) for each in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for each, handler in before.items():
+            signal.signal(each, handler)
 
 
 def outside_window(totals: Totals, margin: float) -> bool:
@@ -138,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = random.Random(args.seed)
     context = Context()
     try:
-        results = [run_mode(name, args, rng, context) for name in args.mode or MODES]
+        with stopped_by_signals():
+            results = [run_mode(name, args, rng, context) for name in args.mode or MODES]
     finally:
         context.term()
     header = ["mode", "rounds", "ACKed", "lost", "rounds with loss", "oldest lost ACK s"]

@@ -8,9 +8,14 @@ was fsync'd, files and directory entries alike, and every restart must be clean.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +107,88 @@ def test_a_timed_sync_after_a_new_leveldb_log_keeps_a_prefix_of_the_batches(powe
     store.close()
     assert counted == 12, "the timed sync should have kept every batch"
     assert stored == counted, "batches of the old log lost, later ones kept"
+
+
+# -- scripts/power_loss.py stopped on the way ------------------------------------------
+
+SCRIPT = Path(__file__).parents[2] / "scripts" / "power_loss.py"
+
+
+def mounts_under(directory: Path) -> list[str]:
+    with open("/proc/mounts") as table:
+        return [line.split()[1] for line in table if line.split()[1].startswith(str(directory))]
+
+
+def processes_naming(directory: Path) -> dict[int, str]:
+    """Every process whose command line names a path under ``directory``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # gone meanwhile
+        if str(directory) in command:
+            found[int(entry.name)] = command
+    return found
+
+
+def stored_under(directory: Path) -> int:
+    """Bytes in the node's database on the script's mounted PowerFS (0: none yet)."""
+    total = 0
+    for mount in mounts_under(directory):
+        for path in (Path(mount) / "db").glob("*"):
+            with contextlib.suppress(OSError):  # a file LevelDB just removed
+                total += path.stat().st_size
+    return total
+
+
+def node_starting(directory: Path) -> bool:
+    return bool(mounts_under(directory)) and any(
+        " -m pzq " in command for command in processes_naming(directory).values())
+
+
+def under_load(directory: Path) -> bool:
+    return stored_under(directory) >= 1 << 20  # a round's load runs: the node takes it
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("moment, reached", [("node starting", node_starting),
+                                             ("under load", under_load)],
+                         ids=["starting", "loaded"])
+def test_the_script_stopped_mid_way_leaves_no_mount_and_no_process(tmp_path, signum, moment,
+                                                                   reached):
+    """Killed by SIGTERM, the script left its node running and its PowerFS process with
+    its mount (a Ctrl-C as its node started, too); it now stops and unmounts what it
+    started, and ends with 128 + signum."""
+    script = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--rounds", "3", "--mode", "hard-sync", "--load", "5", "5"],
+        env={**os.environ, "TMPDIR": str(tmp_path)}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not reached(tmp_path):
+            if script.poll() is not None:
+                _, stderr = script.communicate()
+                if "not permitted" in stderr or "fuse:" in stderr:
+                    pytest.skip(f"FUSE: cannot mount here: {stderr.strip()}")
+                pytest.fail(f"the script ended before its node ran: {stderr}")
+            assert time.monotonic() < deadline, f"not {moment} within 60 s"
+            time.sleep(0.05)  # polling the mount table and /proc with a deadline
+        script.send_signal(signum)
+        _, stderr = script.communicate(timeout=60)
+        assert script.returncode == 128 + signum, stderr
+        assert "Traceback" not in stderr
+        assert mounts_under(tmp_path) == []
+        assert processes_naming(tmp_path) == {}
+        assert [path.name for path in tmp_path.iterdir()] == []  # its scratch directory too
+    finally:  # what a failure left: not left for the next run
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+        for pid in processes_naming(tmp_path):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for mount in mounts_under(tmp_path):
+            subprocess.run(["fusermount3", "-u", "-z", mount], capture_output=True, check=False)

@@ -29,10 +29,10 @@ from pzq.aio.route_table import RouteTable
 from pzq.aio.routed_consumer import RoutedGroupConsumer
 from pzq.aio.routed_producer import RoutedProducer
 from pzq.client.monitor import StatsAnswer
-from pzq.errors import ClientClosed, ConsumeRefused
+from pzq.errors import ClientClosed, ConsumeRefused, ConsumeUnanswered
 from pzq.protocol.frames import ProducerAck
 
-__all__ = ["ArchiveReader", "ClientClosed", "ConsumeRefused", "Consumer", "GroupConsumer",
-           "Message", "Producer", "ProducerAck", "RouteTable", "RoutedGroupConsumer",
-           "RoutedProducer", "StatsAnswer", "fetch_stats", "monitor_figures",
-           "request_monitor"]
+__all__ = ["ArchiveReader", "ClientClosed", "ConsumeRefused", "ConsumeUnanswered", "Consumer",
+           "GroupConsumer", "Message", "Producer", "ProducerAck", "RouteTable",
+           "RoutedGroupConsumer", "RoutedProducer", "StatsAnswer", "fetch_stats",
+           "monitor_figures", "request_monitor"]

@@ -18,9 +18,9 @@ from pzq.client.producer import Producer
 from pzq.client.route_table import RouteTable
 from pzq.client.routed_consumer import RoutedGroupConsumer
 from pzq.client.routed_producer import RoutedProducer
-from pzq.errors import ConsumeRefused
+from pzq.errors import ConsumeRefused, ConsumeUnanswered
 from pzq.protocol.frames import ProducerAck
 
-__all__ = ["ConsumeRefused", "Consumer", "GroupConsumer", "Message", "Producer",
-           "ProducerAck", "RouteTable", "RoutedGroupConsumer",
+__all__ = ["ConsumeRefused", "ConsumeUnanswered", "Consumer", "GroupConsumer", "Message",
+           "Producer", "ProducerAck", "RouteTable", "RoutedGroupConsumer",
            "RoutedProducer", "StatsAnswer", "fetch_stats", "monitor_figures", "request_monitor"]

@@ -4,7 +4,7 @@ list from the options).
 
 A part owns its sockets from its opening to ``close``. It names the socket it bound
 (``bound``; node_ready names it by the part's declaration, pzq.endpoints), what the
-loop polls for it at all times (``polled``) and the scheduler's periods it needs
+loop polls for it at all times (``polled``) and the periodic wake-ups it needs
 (``ticks``). A wake asks, in this order: what to poll (``interest``) and how long at
 most (``timeout_ms``: of a part that ``tells_wait``, only when it said its wait may
 have shortened or its last deadline came, pzq.agenda); the timer's reasons
@@ -36,7 +36,7 @@ from pzq.hooks import overriding
 from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
 
-# The scheduler's reasons to wake the loop (pzq.node.waker), given to ``on_ticks``:
+# The reasons of the periodic wake-ups (pzq.node.ticks), given to ``on_ticks``:
 REAP = b"R"  # collect expired deliveries
 HEARTBEAT = b"H"  # ping the cluster's peers
 RETENTION = b"T"  # delete archive segments past --retain-hours
@@ -64,7 +64,7 @@ class Part:
         return []
 
     def ticks(self) -> dict[bytes, int]:
-        """The scheduler's wake-ups this part needs: reason -> period in µs."""
+        """The periodic wake-ups this part needs: reason -> period in µs."""
         return {}
 
     def start(self, now: Now) -> None:
@@ -78,7 +78,8 @@ class Part:
         return None
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
-        """The scheduler's reasons for this wake (pzq.node.waker)."""
+        """The reasons of the ticks due in this wake (pzq.node.ticks), and the
+        waker's (pzq.node.waker: a signal's byte)."""
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         """What waits, into the wake's batch."""

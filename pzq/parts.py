@@ -166,6 +166,9 @@ class Parts:
         self._send_early: list[Part] = []  # those whose writes need not precede it
         self._settling: list[Part] = []  # those whose take may leave some to ``settle``
         self._unsettled: list[Part] = []  # ... that took this wake
+        # for each step the agenda rolls, the parts whose method does something (set as
+        # parts are added: a roll, at each rest and ask, asks no part's class again)
+        self._doing: dict[str, list[Part]] = {}
 
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
         self._parts.append(part)
@@ -181,6 +184,7 @@ class Parts:
         self._send_early = overriding(self._parts, Part, "send_early")
         self._settling = overriding(self._parts, Part, "settle")
         for step in ROLLED:
+            self._doing[step] = overriding(self._parts, Part, step)
             self._roll(step)
 
     def _roll(self, step: str) -> None:
@@ -188,7 +192,7 @@ class Parts:
         with the descriptor whose input alone asks it while it rests (pzq.agenda: -1,
         always asked); a part resting without one is left out."""
         agenda, asked = self.agenda, []
-        for part in overriding(self._parts, Part, step):
+        for part in self._doing.get(step, ()):  # (none before the first add)
             if not agenda.resting(part, step):
                 asked.append((part, ALWAYS))
             elif (fd := agenda.woken_by(part, step)) is not None:

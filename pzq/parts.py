@@ -36,7 +36,7 @@ from pzq.hooks import overriding
 from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
 
-# The reasons of the periodic wake-ups (pzq.node.ticks), given to ``on_ticks``:
+# The reasons of the periodic wake-ups (pzq.node.scheduler), given to ``on_ticks``:
 REAP = b"R"  # collect expired deliveries
 HEARTBEAT = b"H"  # ping the cluster's peers
 RETENTION = b"T"  # delete archive segments past --retain-hours
@@ -78,7 +78,7 @@ class Part:
         return None
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
-        """The reasons of the ticks due in this wake (pzq.node.ticks), and the
+        """The reasons of the ticks due in this wake (pzq.node.scheduler), and the
         waker's (pzq.node.waker: a signal's byte)."""
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:

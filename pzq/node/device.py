@@ -2,7 +2,7 @@
 (pzq.node.registry opens them); this only says what happens when, at the time the
 loop read for the wake.
 
-One wake: act on the ticks due (pzq.node.ticks) and the waker's reasons; read
+One wake: act on the ticks due (pzq.node.scheduler's jobs) and the waker's reasons; read
 everything waiting (bounded) from the cluster, the producers and the consumers into
 one store batch, with what those owe the peers; in a wake whose batch holds no new
 message nor anything else a send waits for (a drain's: ACKs, and what earlier wakes
@@ -22,8 +22,8 @@ from pzq import sockets
 from pzq.clock import Now
 from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.node.registry import open_parts
+from pzq.node.scheduler import LoopScheduler
 from pzq.node.state import NodeState
-from pzq.node.ticks import Ticks
 from pzq.node.waker import Waker
 from pzq.parts import Figures, Parts
 from pzq.security import NodeSecurity
@@ -41,7 +41,7 @@ class Device:
         self._ticked = waker.fileno()  # (asked at every wake: no call)
         self.stopping = False
         self.parts: Parts = open_parts(node, context, security, now)
-        self.timer = Ticks({}, now.mono)  # the parts' ticks, from ``start``
+        self.timer = LoopScheduler({})  # the parts' ticks, from ``start``
 
     def bound(self) -> dict[str, str]:
         """The endpoints actually bound (wildcard ports resolved), for node_ready."""
@@ -56,14 +56,17 @@ class Device:
         return self.parts.ticks()
 
     def start(self, now: Now) -> None:
-        """Before the first wake; the ticks' grids begin here."""
-        self.timer = Ticks(self.ticks(), now.mono)
+        """Before the first wake; the ticks' grids begin here, on the loop's thread."""
+        self.timer = LoopScheduler(self.ticks())
+        self.timer.start()
         self.parts.start(now)
 
     def figures(self, now: Now) -> Figures:
         return self.parts.figures(now)
 
     def close(self) -> None:
+        if self.timer.running:
+            self.timer.shutdown()
         self.parts.close()
 
     # -- what to wait for ------------------------------------------------------
@@ -89,10 +92,11 @@ class Device:
     def wake(self, events: Events, now: Now) -> None:
         parts, store = self.parts, self.node.store
         if self._ticked in events or now.mono >= self.timer.soonest:
-            # the ticks due (pzq.node.ticks) and what the waker's pipe holds (signals)
+            # the ticks due (the scheduler's jobs, run here) and what the waker's pipe
+            # holds (signals)
             reasons = self.waker.drain() if self._ticked in events else b""
             if now.mono >= self.timer.soonest:
-                reasons += self.timer.due(now.mono)
+                reasons += self.timer.due()
             if reasons:
                 parts.on_ticks(reasons, now)
         store.wake_at(now.mono)  # the time of the batch's timed fsync

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -50,7 +51,9 @@ def test_each_reason_is_due_on_its_interval():
     assert all(job.coalesce and job.max_instances == 1 for job in jobs.values())
     fast = _started({REAP: 150_000, HEARTBEAT: 60_000})
     reasons = _due_within(fast, 0.65)
-    assert 2 <= reasons.count(REAP) <= 4 and 7 <= reasons.count(HEARTBEAT) <= 10, reasons
+    # (4 and 10 on time; fewer if a loaded machine makes the waits late: coalesced)
+    assert 1 <= reasons.count(REAP) <= 5 and reasons.count(REAP) < reasons.count(HEARTBEAT)
+    assert reasons.count(HEARTBEAT) <= 11, reasons
 
 
 def test_missed_runs_come_once_and_the_grid_holds():
@@ -58,16 +61,17 @@ def test_missed_runs_come_once_and_the_grid_holds():
     job = scheduler.get_job("R")
     first = job.next_run_time
     time.sleep(0.1)  # a long wake: four or five runs missed
+    wall, mono = datetime.now(UTC), time.monotonic()
     assert scheduler.due() == REAP
     late = (job.next_run_time - first).total_seconds()
     assert late > 0.08 and round(late / 0.02, 6).is_integer()  # still on the 20 ms grid
-    assert time.monotonic() < scheduler.soonest  # the next, not one of the missed
+    assert job.next_run_time > wall and scheduler.soonest > mono  # not one of the missed
 
 
 def test_the_poll_waits_at_most_until_the_next_run():
     scheduler = _started({REAP: 2_500_000})
     mono = time.monotonic()
-    assert 2400 <= (scheduler.timeout_ms(mono, None) or 0) <= 2500
+    assert 2000 <= (scheduler.timeout_ms(mono, None) or 0) <= 2500
     assert scheduler.timeout_ms(mono, 40) == 40
     soonest = scheduler.soonest
     assert scheduler.timeout_ms(soonest - 0.0005, 40) == 1  # rounded up: never early

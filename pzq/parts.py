@@ -4,7 +4,7 @@ list from the options).
 
 A part owns its sockets from its opening to ``close``. It names the socket it bound
 (``bound``; node_ready names it by the part's declaration, pzq.endpoints), what the
-loop polls for it at all times (``polled``) and the scheduler's periods it needs
+loop polls for it at all times (``polled``) and the periodic wake-ups it needs
 (``ticks``). A wake asks, in this order: what to poll (``interest``) and how long at
 most (``timeout_ms``: of a part that ``tells_wait``, only when it said its wait may
 have shortened or its last deadline came, pzq.agenda); the timer's reasons
@@ -36,7 +36,7 @@ from pzq.hooks import overriding
 from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
 
-# The scheduler's reasons to wake the loop (pzq.node.waker), given to ``on_ticks``:
+# The reasons of the periodic wake-ups (pzq.node.scheduler), given to ``on_ticks``:
 REAP = b"R"  # collect expired deliveries
 HEARTBEAT = b"H"  # ping the cluster's peers
 RETENTION = b"T"  # delete archive segments past --retain-hours
@@ -64,7 +64,7 @@ class Part:
         return []
 
     def ticks(self) -> dict[bytes, int]:
-        """The scheduler's wake-ups this part needs: reason -> period in µs."""
+        """The periodic wake-ups this part needs: reason -> period in µs."""
         return {}
 
     def start(self, now: Now) -> None:
@@ -78,7 +78,8 @@ class Part:
         return None
 
     def on_ticks(self, reasons: bytes, now: Now) -> None:
-        """The scheduler's reasons for this wake (pzq.node.waker)."""
+        """The reasons of the ticks due in this wake (pzq.node.scheduler), and the
+        waker's (pzq.node.waker: a signal's byte)."""
 
     def take(self, events: Events, batch: Batch, now: Now) -> None:
         """What waits, into the wake's batch."""
@@ -165,6 +166,9 @@ class Parts:
         self._send_early: list[Part] = []  # those whose writes need not precede it
         self._settling: list[Part] = []  # those whose take may leave some to ``settle``
         self._unsettled: list[Part] = []  # ... that took this wake
+        # for each step the agenda rolls, the parts whose method does something (set as
+        # parts are added: a roll, at each rest and ask, asks no part's class again)
+        self._doing: dict[str, list[Part]] = {}
 
     def add(self, part: Part, role: str = "", section: tuple[str, ...] = ()) -> None:
         self._parts.append(part)
@@ -180,6 +184,7 @@ class Parts:
         self._send_early = overriding(self._parts, Part, "send_early")
         self._settling = overriding(self._parts, Part, "settle")
         for step in ROLLED:
+            self._doing[step] = overriding(self._parts, Part, step)
             self._roll(step)
 
     def _roll(self, step: str) -> None:
@@ -187,7 +192,7 @@ class Parts:
         with the descriptor whose input alone asks it while it rests (pzq.agenda: -1,
         always asked); a part resting without one is left out."""
         agenda, asked = self.agenda, []
-        for part in overriding(self._parts, Part, step):
+        for part in self._doing.get(step, ()):  # (none before the first add)
             if not agenda.resting(part, step):
                 asked.append((part, ALWAYS))
             elif (fd := agenda.woken_by(part, step)) is not None:

@@ -1,7 +1,7 @@
 """The cluster as a part of the node's loop (pzq.parts): its sockets (pzq.cluster.links),
 peers' frames into the wake's batch, what the wake's ACKs leave owed to the peers
 into the same batch, the core's frames out after the write, heartbeats at the
-scheduler's tick, and a wake for the next replication deadline. Producer ACKs that
+heartbeat's tick, and a wake for the next replication deadline. Producer ACKs that
 waited for copies are published on the node's hub as they complete (all copies
 confirmed, or the deadline passed), for the producers' endpoint.
 """

@@ -13,7 +13,9 @@
   endpoint: messages into the wake's batch, and the ACKs owed (a produce batch's once
   all are answered)
 - ``upkeep``: the node's own timed work, as a part
-- ``scheduler``, ``waker``: interval jobs that only wake the loop, through a pipe
+- ``scheduler``: the parts' periodic wake-ups, APScheduler interval jobs run in the
+  loop's thread (no thread of their own; the poll's timeout waits for them);
+  ``waker``: a pipe through which signal handlers wake the loop
 - ``figures``, ``topic_figures``, ``topic_rates``: MONITOR and STATS, from counters
 - ``shards``, ``shard_layout``, ``shard_process``, ``start_report``: ``pzq --shards N``:
   the supervisor, where each shard lives, how it starts, how it says it started

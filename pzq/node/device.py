@@ -2,14 +2,14 @@
 (pzq.node.registry opens them); this only says what happens when, at the time the
 loop read for the wake.
 
-One wake: act on the scheduler's ticks; read everything waiting (bounded) from the
-cluster, the producers and the consumers into one store batch, with what those
-owe the peers; in a wake whose batch holds no new message nor anything else a send
-waits for (a drain's: ACKs, and what earlier wakes left to write), the deliveries
-first, so that a consumer's next batch does not wait for the write, and what the
-takes left for after them (a drain's ACKs' deletes and marks, which no delivery
-needs: its next batch does not wait for them either); write it (or
-tell the parts it failed); send what the parts owe after the write (producer ACKs,
+One wake: act on the ticks due (pzq.node.scheduler's jobs) and the waker's reasons; read
+everything waiting (bounded) from the cluster, the producers and the consumers into
+one store batch, with what those owe the peers; in a wake whose batch holds no new
+message nor anything else a send waits for (a drain's: ACKs, and what earlier wakes
+left to write), the deliveries first, so that a consumer's next batch does not wait
+for the write, and what the takes left for after them (a drain's ACKs' deletes and
+marks, which no delivery needs: its next batch does not wait for them either); write
+it (or tell the parts it failed); send what the parts owe after the write (producer ACKs,
 the cluster's frames, CONFIRM's ACKED, deliveries as the consumers and the window
 allow); answer the monitor and the readers.
 """
@@ -22,6 +22,7 @@ from pzq import sockets
 from pzq.clock import Now
 from pzq.errors import PzqError, StoreUnrecoverable
 from pzq.node.registry import open_parts
+from pzq.node.scheduler import LoopScheduler
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.parts import Figures, Parts
@@ -40,6 +41,7 @@ class Device:
         self._ticked = waker.fileno()  # (asked at every wake: no call)
         self.stopping = False
         self.parts: Parts = open_parts(node, context, security, now)
+        self.timer = LoopScheduler({})  # the parts' ticks, from ``start``
 
     def bound(self) -> dict[str, str]:
         """The endpoints actually bound (wildcard ports resolved), for node_ready."""
@@ -50,16 +52,21 @@ class Device:
         return self.parts.polled()
 
     def ticks(self) -> dict[bytes, int]:
-        """The scheduler's wake-ups the parts need: reason -> period in µs."""
+        """The periodic wake-ups the parts need: reason -> period in µs."""
         return self.parts.ticks()
 
     def start(self, now: Now) -> None:
+        """Before the first wake; the ticks' grids begin here, on the loop's thread."""
+        self.timer = LoopScheduler(self.ticks())
+        self.timer.start()
         self.parts.start(now)
 
     def figures(self, now: Now) -> Figures:
         return self.parts.figures(now)
 
     def close(self) -> None:
+        if self.timer.running:
+            self.timer.shutdown()
         self.parts.close()
 
     # -- what to wait for ------------------------------------------------------
@@ -69,7 +76,7 @@ class Device:
         self.parts.interest(poller, now, not self.stopping)
 
     def poll_timeout_ms(self, now: Now) -> int | None:
-        return self.parts.timeout_ms(now)
+        return self.timer.timeout_ms(now.mono, self.parts.timeout_ms(now))
 
     # -- one wake ----------------------------------------------------------------
 
@@ -78,14 +85,20 @@ class Device:
         asked of libzmq directly, as zmq.Poller.poll does)."""
         parts, now = self.parts, Now.read()
         parts.interest(poller, now, not self.stopping)
-        timeout = parts.timeout_ms(now)
+        timeout = self.timer.timeout_ms(now.mono, parts.timeout_ms(now))
         self.wake(dict(zmq.zmq_poll(poller.sockets, -1 if timeout is None else timeout)),
                   Now.read())
 
     def wake(self, events: Events, now: Now) -> None:
         parts, store = self.parts, self.node.store
-        if self._ticked in events:
-            parts.on_ticks(self.waker.drain(), now)
+        if self._ticked in events or now.mono >= self.timer.soonest:
+            # the ticks due (the scheduler's jobs, run here) and what the waker's pipe
+            # holds (signals)
+            reasons = self.waker.drain() if self._ticked in events else b""
+            if now.mono >= self.timer.soonest:
+                reasons += self.timer.due()
+            if reasons:
+                parts.on_ticks(reasons, now)
         store.wake_at(now.mono)  # the time of the batch's timed fsync
         batch = store.begin()
         if parts.take(events, batch, now):  # nothing in it a send waits for

@@ -13,7 +13,7 @@ who holds what), ``default`` (--send-dsn; its reaper tick reaps the takeovers be
 its own), the named groups (--consume-dsn) and the node's figures. Then the plug-in
 endpoints that are on (pzq.node.endpoints), the administration, and last the
 monitor, which answers for all of them. A part that is off is not opened, and the
-loop, the scheduler's jobs, node_ready and the close ask only the list.
+loop, the ticks, node_ready and the close ask only the list.
 """
 
 from __future__ import annotations

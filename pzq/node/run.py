@@ -15,7 +15,6 @@ from pzq.clock import Now
 from pzq.logs import get_logger
 from pzq.node import collector
 from pzq.node.device import Device
-from pzq.node.scheduler import start_scheduler
 from pzq.node.start_report import NO_REPORT, StartReport
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
@@ -45,7 +44,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
     the node owns its process, whose garbage collector it sets (pzq.node.collector)."""
     context = Context() if shared is None else shared
     authenticator: Stoppable = NothingToStop()
-    scheduler = device = None
+    device = None
     files: list[sockets.SocketFile] = []
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
@@ -53,7 +52,6 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
         device = Device(node, waker, context, security, Now.read())
         bound = device.bound()
         files = sockets.socket_files(bound.values())
-        scheduler = start_scheduler(waker, device.ticks())
         if tune_collector:
             tuned = collector.tune()
             log.info("collector_tuned", thresholds=list(tuned.thresholds), frozen=tuned.frozen)
@@ -64,8 +62,6 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
         log.info("node_stopping", **left, producer_acks_sent=node.counters.producer_acks_sent,
                  messages=node.store.messages, inflight=len(node.delivery.inflight))
     finally:
-        if scheduler is not None:
-            scheduler.shutdown(wait=False)
         if device is not None:
             device.close()
         authenticator.stop()

@@ -1,7 +1,7 @@
 """A pipe that other threads and signal handlers write to, to wake the loop.
 
-ZeroMQ sockets must stay on the loop's thread; the reaper's scheduler thread and
-signal handlers only write a byte here, and the loop's poller sees it readable.
+ZeroMQ sockets must stay on the loop's thread; signal handlers (and a test's
+thread that stops its node) only write a byte here, and the loop's poller sees it readable.
 """
 
 from __future__ import annotations

@@ -86,9 +86,9 @@ def _log_to_threads() -> None:
 
 
 class _Waker(Waker):
-    """The daemon's waker, closed once no wake-up can reach it: the scheduler's thread
-    may still run a wake-up it had queued when the node stopped, and in a process that
-    goes on, the descriptor it wrote to may be another file's by then."""
+    """The daemon's waker, closed once no wake-up can reach it: a test's thread that asks
+    a stop may write as the node closes it, and in a process that goes on, the
+    descriptor it wrote to may be another file's by then."""
 
     def __init__(self) -> None:
         super().__init__()

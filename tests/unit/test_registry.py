@@ -1,5 +1,5 @@
 """The node's parts opened from its options (pzq.node.registry), on inproc endpoints of
-a real context and a real store: which parts are on, what they bound, the scheduler's
+a real context and a real store: which parts are on, what they bound, the periodic
 ticks they ask for, and that a bind that fails closes what was bound."""
 
 from __future__ import annotations

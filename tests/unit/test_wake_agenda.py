@@ -265,6 +265,28 @@ def test_a_resting_part_is_not_asked_at_its_step_until_it_asks():
     assert (first.taken, second.taken) == (2, 4)
 
 
+def test_a_rest_or_an_ask_looks_at_no_part_class_again(monkeypatch: pytest.MonkeyPatch):
+    """Which parts do something at a step is known once they are added: the rests and
+    asks of a wake (the reaper's tick asks and rests the expiry sweep) only re-sort."""
+    parts = Parts()
+
+    class Taker(Part):
+        def take(self, events: Events, batch: Batch, now: Now) -> None:
+            pass
+
+    first, second = Taker(), Taker()
+    parts.add(first)
+    parts.add(second)
+    looked: list[str] = []
+    monkeypatch.setattr("pzq.parts.overriding",
+                        lambda objects, base, step: looked.append(step) or [])
+    parts.agenda.rest(first, "take")
+    parts.agenda.ask(first, "take")
+    parts.agenda.rest(second, "answer")
+    assert looked == []
+    assert [part for part, _ in parts._take] == [first, second]
+
+
 def test_a_wake_with_producers_at_work_asks_no_idle_part(open_device: Callable[..., Device],
                                                         open_socket: Sockets):
     """The scheduled release, the replays, the backfill and the backup rest while

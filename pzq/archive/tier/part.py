@@ -2,7 +2,7 @@
 
 The wake's time for the appends its ACKs make, a wake for its timed fsync
 (--flush-interval), the fsync after the wake's deliveries (before the ZPER broker
-says what is durable) and retention at the scheduler's tick. Its readers on
+says what is durable) and retention at its tick. Its readers on
 --archive-dsn are pzq.archive.zper.reader_server's part.
 """
 

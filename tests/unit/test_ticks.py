@@ -51,9 +51,10 @@ def test_each_reason_is_due_on_its_interval():
     assert all(job.coalesce and job.max_instances == 1 for job in jobs.values())
     fast = _started({REAP: 150_000, HEARTBEAT: 60_000})
     reasons = _due_within(fast, 0.65)
-    # (4 and 10 on time; fewer if a loaded machine makes the waits late: coalesced)
-    assert 1 <= reasons.count(REAP) <= 5 and reasons.count(REAP) < reasons.count(HEARTBEAT)
-    assert reasons.count(HEARTBEAT) <= 11, reasons
+    # (4 and 10 on time; fewer if a loaded machine makes the waits late: coalesced, as
+    # both are when one wait overruns the whole span)
+    assert 1 <= reasons.count(REAP) <= 5, reasons
+    assert reasons.count(REAP) <= reasons.count(HEARTBEAT) <= 11, reasons
 
 
 def test_missed_runs_come_once_and_the_grid_holds():

@@ -54,6 +54,16 @@ def test_the_example_config_file_holds_every_option_at_its_default(tmp_path):
     assert set(read_config_file(example)) == set(off)
 
 
+def test_the_example_config_file_gives_each_endpoint_its_own_port():
+    """Every endpoint of config/pzq.toml, those commented out too, on a port of its own
+    and on the port docs/deploying.rst gives it: uncommented together they all bind."""
+    ports = re.findall(r'^#?\s*([a-z-]+-dsn) = "tcp://[^"]*:(\d+)"', EXAMPLE.read_text(), re.M)
+    assert len({port for _, port in ports}) == len(ports), ports
+    table = (EXAMPLE.parents[1] / "docs" / "deploying.rst").read_text()
+    for option, port in ports:
+        assert re.search(rf"^``--{option}``\s+{port}\s", table, re.M), (option, port)
+
+
 def test_cli_beats_file_beats_defaults(tmp_path):
     path = tmp_path / "pzq.toml"
     path.write_text('ack-timeout = 7000000\nhard_sync = true\nnodes = "tcp://a:1, tcp://b:2"\n'

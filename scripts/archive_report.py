@@ -29,6 +29,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pzq.cli.common import positive_seconds
+
 # Chart time steps, seconds and how the axis names them; the smallest that gives at
 # most MAX_POINTS points over the data's span is used.
 STEPS = ((10, "10 s"), (60, "minute"), (300, "5 min"), (900, "15 min"), (3600, "hour"),
@@ -263,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keep a per-minute report current (Structured Streaming)")
     parser.add_argument("--sink", choices=("console", "parquet"), default="console",
                         help="--stream: print each update, or write it as Parquet")
-    parser.add_argument("--trigger", type=float, default=5.0,
+    parser.add_argument("--trigger", type=positive_seconds, default=5.0,
                         help="--stream: seconds between updates")
     parser.add_argument("--once", action="store_true",
                         help="--stream: report what is archived now, then stop")

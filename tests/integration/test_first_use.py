@@ -270,6 +270,20 @@ def test_archive_report_help_says_whole_sentences():
     assert "--once reads what is there and stops." in shown.stdout
 
 
+
+@pytest.mark.parametrize("trigger", ["-1", "0", "soon"])
+def test_archive_report_refuses_a_trigger_not_above_0_before_spark(tmp_path, trigger):
+    """--stream --trigger -1 started Spark and ended in its IllegalArgumentException's
+    traceback (exit 1): a usage error, one line, exit 2, before Spark starts."""
+    script = Path(__file__).parents[2] / "scripts" / "archive_report.py"
+    shown = subprocess.run([sys.executable, str(script), "--stream", "--trigger", trigger,
+                            "--archive", str(tmp_path), "--out", str(tmp_path / "out")],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 2, shown.stderr
+    assert shown.stderr.splitlines()[-1].startswith(
+        f"archive_report: error: argument --trigger: {trigger}"), shown.stderr
+    assert "Traceback" not in shown.stderr
+
 # -- 19. FETCH's frame widths, as the docs give them ----------------------------------------
 
 def test_docs_give_fetch_frame_widths_that_a_node_takes(archived_node, open_socket):

@@ -254,13 +254,24 @@ def run_stream(spark: Any, archive: str, out: Path, sink: str, trigger_s: float,
 
 # -- the job ---------------------------------------------------------------------------
 
+def master_url(text: str) -> str:
+    """An argparse type: a master Spark can start with (its own rule, checked here so a
+    wrong one is a usage line and not the Java gateway's traceback)."""
+    if text == "yarn" or text.startswith(("spark://", "k8s://", "local")):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a Spark master: give local[*], local[N], spark://HOST:PORT, "
+        "k8s://... or yarn")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # The whole docstring, as written: its first line alone stops mid-sentence.
     parser = argparse.ArgumentParser(prog="archive_report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--archive", required=True, help="the node's --archive-dir")
     parser.add_argument("--out", required=True, type=Path, help="directory for the report")
-    parser.add_argument("--master", default="local[*]", help="Spark master URL")
+    parser.add_argument("--master", type=master_url, default="local[*]",
+                        help="Spark master URL")
     parser.add_argument("--stream", action="store_true",
                         help="keep a per-minute report current (Structured Streaming)")
     parser.add_argument("--sink", choices=("console", "parquet"), default="console",

@@ -284,6 +284,20 @@ def test_archive_report_refuses_a_trigger_not_above_0_before_spark(tmp_path, tri
         f"archive_report: error: argument --trigger: {trigger}"), shown.stderr
     assert "Traceback" not in shown.stderr
 
+
+def test_archive_report_refuses_a_master_spark_cannot_start_with(tmp_path):
+    """--master nowhere ended in PySpark's JAVA_GATEWAY_EXITED traceback (exit 1): a
+    usage error, one line, exit 2, before Spark starts."""
+    script = Path(__file__).parents[2] / "scripts" / "archive_report.py"
+    shown = subprocess.run([sys.executable, str(script), "--master", "nowhere",
+                            "--archive", str(tmp_path), "--out", str(tmp_path / "out")],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 2, shown.stderr
+    assert shown.stderr.splitlines()[-1].startswith(
+        "archive_report: error: argument --master: 'nowhere' is not a Spark master"), \
+        shown.stderr
+    assert "Traceback" not in shown.stderr
+
 # -- 19. FETCH's frame widths, as the docs give them ----------------------------------------
 
 def test_docs_give_fetch_frame_widths_that_a_node_takes(archived_node, open_socket):

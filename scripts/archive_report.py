@@ -283,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not Path(args.archive).is_dir():
         parser.error(f"{args.archive} is not a directory")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file: give a directory for the report")
 
     from pyspark.sql import SparkSession
 

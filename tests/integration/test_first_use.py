@@ -298,6 +298,22 @@ def test_archive_report_refuses_a_master_spark_cannot_start_with(tmp_path):
         shown.stderr
     assert "Traceback" not in shown.stderr
 
+
+@pytest.mark.parametrize("stream", [[], ["--stream", "--once"]])
+def test_archive_report_refuses_an_out_that_is_a_file_before_spark(tmp_path, stream):
+    """--out naming a file ended, after Spark had started, in a FileExistsError
+    traceback (exit 1): a usage error, one line, exit 2, before Spark starts."""
+    script = Path(__file__).parents[2] / "scripts" / "archive_report.py"
+    taken = tmp_path / "report.txt"
+    taken.write_text("mine\n")
+    shown = subprocess.run([sys.executable, str(script), *stream, "--archive", str(tmp_path),
+                            "--out", str(taken)],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert shown.returncode == 2, shown.stderr
+    assert shown.stderr.splitlines()[-1] == (
+        f"archive_report: error: --out {taken} is a file: give a directory for the report")
+    assert taken.read_text() == "mine\n"
+
 # -- 19. FETCH's frame widths, as the docs give them ----------------------------------------
 
 def test_docs_give_fetch_frame_widths_that_a_node_takes(archived_node, open_socket):

@@ -78,7 +78,10 @@ def test_local_cluster_start_status_kill_stop(tmp_path, context):
                     message.ack()
                 return len(received) == 5
             wait_until(all_received, 30, interval=0, message="node 0's messages from survivors")
-        assert "taking over ['" in local_cluster(tmp_path, "status")
+        partial = run(tmp_path, "status")  # node 0 down: said, and exit 1
+        assert partial.returncode == 1, partial.stdout + partial.stderr
+        assert "taking over ['" in partial.stdout and "   not answering" in partial.stdout
+        assert "1 of 3 nodes not answering" in partial.stderr
     finally:
         local_cluster(tmp_path, "stop")
 

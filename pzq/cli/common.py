@@ -56,14 +56,25 @@ def _connect_problem(dsn: str) -> str | None:
     return None
 
 
-def positive_number(unit: str) -> Callable[[str], float]:
-    """An argparse type: a number of ``unit`` (seconds, minutes) greater than 0."""
+def positive_number(unit: str, per_second: float | None = None) -> Callable[[str], float]:
+    """An argparse type: a number of ``unit`` (seconds, minutes) greater than 0. With
+    ``per_second`` (units in a second), also a number with a unit of time, as the
+    node's options take them (``250ms``, ``5s``, ``2m``)."""
+    units = "" if per_second is None else " or a number with a unit: 250ms, 5s, 2m"
+
+    def read(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            if per_second is None:
+                raise
+            return duration_us(text) / 1_000_000 * per_second  # (DurationError: a ValueError)
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = read(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text} is not a number of {unit}") from None
+            raise argparse.ArgumentTypeError(f"{text} is not a number of {unit}{units}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{text}: give a number of {unit} greater than 0")
         return value
@@ -71,7 +82,7 @@ def positive_number(unit: str) -> Callable[[str], float]:
     return parse
 
 
-positive_seconds = positive_number("seconds")
+positive_seconds = positive_number("seconds", per_second=1)
 positive_minutes = positive_number("minutes")
 
 

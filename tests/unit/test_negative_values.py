@@ -69,12 +69,15 @@ def test_a_negative_value_reaches_its_option(prog, before, option, value):
 
 
 @pytest.mark.parametrize("prog, argv, refusal", [
-    ("pzq-consume", ["--timeout", "-1s"], "argument --timeout: -1s is not a number of seconds"),
+    ("pzq-consume", ["--timeout", "-1s"],
+     "argument --timeout: -1s: give a number of seconds greater than 0"),
+    ("pzq-consume", ["--timeout", "-1 fortnight"],
+     "argument --timeout: -1 fortnight is not a number of seconds or a number with a unit"),
     ("pzq-consume", ["--timeout", "-2"],
      "argument --timeout: -2: give a number of seconds greater than 0"),
     ("pzq-consume", ["--count", "-3"], "argument --count: -3: give a whole number 0 or more"),
     ("pzq-ctl", ["--timeout", "-1s", "pending"],
-     "argument --timeout: -1s is not a number of seconds"),
+     "argument --timeout: -1s: give a number of seconds greater than 0"),
     ("pzq", ["--ack-timeout", "-1 parsecs"],
      "argument --ack-timeout: -1 parsecs is not a duration"),
 ])
@@ -82,3 +85,11 @@ def test_the_refusal_is_the_options_own(prog, argv, refusal):
     said = parse_error(PARSERS[prog](), argv)
     assert said.splitlines() == [f"{prog}: error: {said.split(': error: ')[1].strip()}"]
     assert refusal in said
+
+
+@pytest.mark.parametrize("text, seconds", [("3", 3.0), ("1.5", 1.5), ("3s", 3.0),
+                                           ("250ms", 0.25), ("2m", 120.0), ("1.5s", 1.5)])
+def test_a_tools_seconds_take_a_unit_as_the_nodes_durations_do(text, seconds):
+    # a plain number stays seconds (the tools' SECONDS); a unit as the node's options
+    args = PARSERS["pzq-consume"]().parse_args(["--timeout", text])
+    assert args.timeout == seconds

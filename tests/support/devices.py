@@ -30,3 +30,12 @@ def wake_until(device: Device, done: Callable[[], bool], what: str) -> None:
             return
         wake(device, 10)
     raise AssertionError(f"not within 500 wakes: {what}")
+
+
+def producer_socket(device: Device, open_socket: Callable[[int], zmq.Socket]) -> zmq.Socket:
+    """A DEALER connected to the node's producers' endpoint (``open_socket``: the
+    tests' fixture, which closes it)."""
+    socket = open_socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(device.bound()["receive"])
+    return socket

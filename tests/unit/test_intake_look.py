@@ -15,7 +15,7 @@ from pzq import zmqio
 from pzq.node.device import Device
 from pzq.node.intake_part import IntakePart
 from pzq.protocol import frames
-from tests.support.devices import wake, wake_until
+from tests.support.devices import producer_socket, wake, wake_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -36,12 +36,6 @@ def counted_looks(device: Device, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def producer(device: Device, open_socket: Sockets) -> zmq.Socket:
-    socket = open_socket(zmq.DEALER)
-    socket.connect(device.bound()["receive"])
-    return socket
-
-
 def acked(socket: zmq.Socket, count: int, device: Device) -> list[bytes]:
     """The msg ids of ``count`` ACKs, waking the node until they came."""
     ids: list[bytes] = []
@@ -60,7 +54,7 @@ def test_a_producer_at_window_one_is_looked_behind_every_other_take(
         open_device: Callable[..., Device], open_socket: Sockets,
         monkeypatch: pytest.MonkeyPatch):
     device = open_device()
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     looks = counted_looks(device, monkeypatch)
     for n in range(20):
         socket.send_multipart(frames.encode_produce(b"%d" % n, [b"x"], ()))
@@ -73,7 +67,7 @@ def test_a_message_behind_an_unlooked_take_is_taken_by_the_next(
         open_device: Callable[..., Device], open_socket: Sockets,
         monkeypatch: pytest.MonkeyPatch):
     device = open_device()
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     socket.send_multipart(frames.encode_produce(b"0", [b"x"], ()))
     assert acked(socket, 1, device) == [b"0"]  # (looked, none behind: the next won't)
     looks = counted_looks(device, monkeypatch)
@@ -94,7 +88,7 @@ def test_a_take_after_a_wake_without_one_looks_again(
     """A wake that took nothing from the producers between two takes: the second looks
     behind its first message (and takes all that waits at once)."""
     device = open_device()
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     socket.send_multipart(frames.encode_produce(b"0", [b"x"], ()))
     assert acked(socket, 1, device) == [b"0"]
     wake(device, 0)  # (nothing to take)

@@ -18,7 +18,7 @@ from pzq.protocol import frames
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.batch_runs import MemberRun, member_token, read_runs
 from pzq.store import keyspace, record
-from tests.support.devices import wake
+from tests.support.devices import producer_socket, wake
 from tests.support.stored import FailNext, stored_log
 
 pytestmark = pytest.mark.timeout(30)
@@ -173,10 +173,7 @@ def device(open_device: Callable[..., Device]) -> Device:
 
 @pytest.fixture
 def producer(open_socket: Sockets, device: Device) -> zmq.Socket:
-    socket = open_socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(device.bound()["receive"])
-    return socket
+    return producer_socket(device, open_socket)
 
 
 def answer_of(device: Device, socket: zmq.Socket) -> batches.BatchAck:

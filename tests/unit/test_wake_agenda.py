@@ -22,7 +22,7 @@ from pzq.protocol import frames
 from pzq.store.batch import Batch, Participant
 from pzq.store.store import Store
 from pzq.zmqio import Events
-from tests.support.devices import wake
+from tests.support.devices import producer_socket, wake
 from tests.support.held_sync import HeldSync
 
 pytestmark = pytest.mark.timeout(30)
@@ -66,13 +66,6 @@ def test_an_entry_is_asked_when_it_changed_or_its_deadline_came():
     assert (idle.asked, timed.asked) == (3, 2)
 
 
-def producer(open_socket: Sockets, device: Device) -> zmq.Socket:
-    socket = open_socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(device.bound()["receive"])
-    return socket
-
-
 def produce(device: Device, socket: zmq.Socket, *headers: bytes) -> None:
     """One message, stored and ACKed."""
     socket.send_multipart(frames.encode_produce(b"1", [b"x"], (b"TOPIC:t", *headers)))
@@ -106,7 +99,7 @@ def test_the_timed_fsync_wakes_an_idle_node(open_device: Callable[..., Device],
                                              open_socket: Sockets):
     device = open_device("--sync-interval", "300ms")
     log_sync = device.node.store.log_sync
-    socket = producer(open_socket, device)
+    socket = producer_socket(device, open_socket)
     settle(device)
     assert device.poll_timeout_ms(Now.read()) is None  # nothing owed, no timer
     produce(device, socket)
@@ -122,7 +115,7 @@ def test_the_loop_serves_while_the_timed_sync_is_held_up(open_device: Callable[.
     device = open_device("--sync-interval", "100ms")
     store = device.node.store
     held = HeldSync(store)
-    socket = producer(open_socket, device)
+    socket = producer_socket(device, open_socket)
     settle(device)
     produce(device, socket)
     wake_on_own_timeout(device, held.started.is_set, 2.0)  # the sync began, and hangs
@@ -142,7 +135,7 @@ def test_a_scheduled_message_wakes_an_idle_node_when_due(open_device: Callable[.
                                                          open_socket: Sockets):
     device = open_device("--sync-interval", "0")  # no timed fsync to wake it meanwhile
     scheduled = device.node.scheduled
-    socket = producer(open_socket, device)
+    socket = producer_socket(device, open_socket)
     settle(device)
     assert device.poll_timeout_ms(Now.read()) is None
     produce(device, socket, b"DELAY:200")
@@ -159,7 +152,7 @@ def test_a_wake_with_nothing_changed_asks_no_part_its_wait(open_device: Callable
     wake that changed none (a scheduled message's wait asked once, when stored)."""
     device = open_device("--sync-interval", "0", roles=("receive", "send", "monitor",
                                                         "consume"))
-    socket = producer(open_socket, device)
+    socket = producer_socket(device, open_socket)
     settle(device)
     produce(device, socket)  # the log's first write since the start: a sync owed (none)
     device.poll_timeout_ms(Now.read())
@@ -225,7 +218,7 @@ def test_the_store_participants_given_work_in_a_wake_write_it(
     device = open_device("--sync-interval", "0")
     node = device.node
     idle_ones = [node.dedup, node.scheduled, node.expiry, node.lanes]
-    socket = producer(open_socket, device)
+    socket = producer_socket(device, open_socket)
     settle(device)
     assert all(part.idle for part in idle_ones)
     produce(device, socket, b"DEDUP-ID:a", b"TTL:60000")
@@ -296,7 +289,7 @@ def test_a_wake_with_producers_at_work_asks_no_idle_part(open_device: Callable[.
     a message's expiry the sweep's take when it comes."""
     device = open_device("--sync-interval", "0", roles=("receive", "send", "monitor",
                                                         "consume"))
-    socket = producer(open_socket, device)
+    socket = producer_socket(device, open_socket)
     settle(device)
     asked: list[str] = []
     watched = {"ScheduledRelease": "take", "Replays": "finish", "NodeUpkeep": "send_out",

@@ -18,17 +18,11 @@ from pzq.node.intake import Intake
 from pzq.node.intake_model import StoredRun
 from pzq.protocol import frames
 from pzq.store import keyspace, log_blocks, log_sync, topic_counts
-from tests.support.devices import wake_until
+from tests.support.devices import producer_socket, wake_until
 
 pytestmark = pytest.mark.timeout(30)
 
 Sockets = Callable[[int], zmq.Socket]
-
-
-def producer(device: Device, open_socket: Sockets) -> zmq.Socket:
-    socket = open_socket(zmq.DEALER)
-    socket.connect(device.bound()["receive"])
-    return socket
 
 
 def produce(device: Device, socket: zmq.Socket, msg_id: bytes, *headers: bytes) -> None:
@@ -53,7 +47,7 @@ def test_a_plain_message_alone_is_stored_without_checks_or_a_run(
         open_device: Callable[..., Device], open_socket: Sockets,
         monkeypatch: pytest.MonkeyPatch):
     device = open_device()
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     produce(device, socket, b"0", b"TOPIC:orders")  # (the topic is made)
     accepts = counted(monkeypatch, Intake, "_accept")
     notes = counted(monkeypatch, StoredRun, "note")
@@ -70,7 +64,7 @@ def test_a_message_that_asks_a_look_still_has_it(open_device: Callable[..., Devi
                                                   open_socket: Sockets,
                                                   monkeypatch: pytest.MonkeyPatch):
     device = open_device()
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     accepts = counted(monkeypatch, Intake, "_accept")
     produce(device, socket, b"1", b"DEDUP-ID:a")
     produce(device, socket, b"2", b"TTL:60")
@@ -86,7 +80,7 @@ def test_a_batch_that_cleared_no_log_block_asks_no_flush(
         open_device: Callable[..., Device], open_socket: Sockets,
         monkeypatch: pytest.MonkeyPatch):
     device = open_device()
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     produce(device, socket, b"0")
     flushes = counted(monkeypatch, log_blocks.LogBlocks, "flush")
     for n in range(1, 11):
@@ -105,7 +99,7 @@ def test_each_topic_s_counts_key_is_made_once(open_device: Callable[..., Device]
         return counts_key(owner_id)
     monkeypatch.setattr(topic_counts.keyspace, "counts_key", making)
     device = open_device()
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     for n in range(10):
         produce(device, socket, b"%d" % n, b"TOPIC:a" if n % 2 else b"TOPIC:b")
     topics = device.node.topics.topics
@@ -121,7 +115,7 @@ def test_an_unsynced_log_s_state_is_not_asked_again(open_device: Callable[..., D
                                                     open_socket: Sockets,
                                                     monkeypatch: pytest.MonkeyPatch):
     device = open_device("--sync-interval", "1h")
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     sync = device.node.store.log_sync
     writes = counted(monkeypatch, log_sync.LogSync, "written")
     produce(device, socket, b"0")
@@ -137,7 +131,7 @@ def test_a_plain_message_past_the_room_is_refused(open_device: Callable[..., Dev
                                                   open_socket: Sockets):
     """No header, but a limit of room: looked at (``plain`` is False), and refused."""
     device = open_device("--max-messages", "2")
-    socket = producer(device, open_socket)
+    socket = producer_socket(device, open_socket)
     produce(device, socket, b"1")
     produce(device, socket, b"2")
     socket.send_multipart(frames.encode_produce(b"3", [b"body"]))

@@ -18,7 +18,7 @@ from pzq.node.outbox import ProducerAcks
 from pzq.protocol import frames
 from pzq.serving.send_endpoint import SendEndpoint
 from pzq.store.batch import Batch
-from tests.support.devices import wake, wake_until
+from tests.support.devices import producer_socket, wake, wake_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -50,8 +50,7 @@ def counted_retires(device: Device) -> list[int]:
 def test_a_producers_wake_asks_no_retire_of_default(open_device: Callable[..., Device],
                                                     open_socket: Sockets):
     device = open_device()
-    socket = open_socket(zmq.DEALER)
-    socket.connect(device.bound()["receive"])
+    socket = producer_socket(device, open_socket)
     calls = counted_retires(device)
     for n in range(20):
         produce(device, socket, b"%d" % n)
@@ -64,8 +63,7 @@ def test_a_producers_wake_asks_no_retire_of_default(open_device: Callable[..., D
 def test_a_message_given_up_without_consumers_is_still_retired(
         open_device: Callable[..., Device], open_socket: Sockets):
     device = open_device()
-    socket = open_socket(zmq.DEALER)
-    socket.connect(device.bound()["receive"])
+    socket = producer_socket(device, open_socket)
     calls = counted_retires(device)
     state = endpoint(device).deliveries.state
     produce(device, socket, b"1", b"TTL:1")
@@ -80,8 +78,7 @@ def test_a_producers_wake_sends_its_ack_in_one_call(open_device: Callable[..., D
     """The ACK of a wake's one message goes out without the queue of waiting ACKs:
     no ``flush`` of it (nor the queue's tuple), and every ACK is counted as sent."""
     device = open_device()
-    socket = open_socket(zmq.DEALER)
-    socket.connect(device.bound()["receive"])
+    socket = producer_socket(device, open_socket)
     acks, flushes = next(part for part in device.parts if isinstance(part, IntakePart)).acks, []
     flush = acks.flush
 
@@ -150,8 +147,7 @@ def test_a_producers_wake_makes_no_batch(open_device: Callable[..., Device],
     """Each wake writes into the batch the last one wrote (emptied): one batch, and
     one LevelDB write batch, for 20 producers' wakes."""
     device = open_device()
-    socket = open_socket(zmq.DEALER)
-    socket.connect(device.bound()["receive"])
+    socket = producer_socket(device, open_socket)
     produce(device, socket, b"first")
     store, begun = device.node.store, []
     begin = store.begin

@@ -51,9 +51,7 @@ class StreamOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
-        starting = options.get("startingOffsets", EARLIEST).lower()
-        if starting not in (EARLIEST, LATEST):
-            raise ValueError(f"startingOffsets is {EARLIEST} or {LATEST}, not {starting!r}")
+        starting = starting_offsets(options)
         read, node = ReadOptions.parse(options), options.get("node")
         if node is not None and len(read.archives) > 1:
             raise ValueError("node caps the stream of one archive directory, not of "
@@ -61,6 +59,16 @@ class StreamOptions:
         # Key files that do not read failed the query already (ReadOptions.parse).
         curve_files = (options.get("curve_client_key"), options.get("curve_server_key"))
         return cls(read, starting, node, curve_files)
+
+
+def starting_offsets(options: Mapping[str, str]) -> str:
+    """The stream's ``startingOffsets``; ValueError for another value. Also asked by
+    the source's schema, at ``load()``: a stream reader that fails to build leaves
+    PySpark's runner an UnboundLocalError of its own after pzq's error."""
+    starting = options.get("startingOffsets", EARLIEST).lower()
+    if starting not in (EARLIEST, LATEST):
+        raise ValueError(f"startingOffsets is {EARLIEST} or {LATEST}, not {starting!r}")
+    return starting
 
 
 # The batch reader (pzq.spark.source.ZperReader), which reads each planned range:

@@ -117,6 +117,17 @@ def test_latest_starts_after_what_is_there(spark, tmp_path):
     assert [row.msg_id for row in rows] == [b"m%d" % n for n in range(20, 25)]
 
 
+def test_a_bad_starting_offsets_is_refused_at_load_in_pzq_s_words_alone(spark, tmp_path):
+    from pyspark.errors import AnalysisException
+
+    archive = tmp_path / "archive"
+    append(archive, 0, 1)
+    with pytest.raises(AnalysisException) as refused:
+        spark.readStream.format("zper").option("startingOffsets", "newest").load(str(archive))
+    assert "startingOffsets is earliest or latest, not 'newest'" in str(refused.value)
+    assert "UnboundLocalError" not in str(refused.value)  # PySpark's, after a reader failed
+
+
 def test_a_zper_producer_s_messages_read_back_by_spark(spark, start_node, tmp_path,
                                                       context):
     node = start_node("--archive-dir", str(tmp_path / "archive"),

@@ -177,7 +177,7 @@ class GroupSession(Generic[M]):
 
     def nack(self, keys: list[bytes], now: float, delay: float | None = None) -> Out:
         """Give them back: to go again at once, or after ``delay`` seconds."""
-        return self._keys(consume_wire.NACK, keys, now, 0 if delay is None else round(delay * 1000))
+        return self._keys(consume_wire.NACK, keys, now, nack_delay_ms(delay))
 
     def working(self, keys: list[bytes], now: float) -> Out:
         return self._keys(consume_wire.WORKING, keys, now)
@@ -232,3 +232,15 @@ class GroupSession(Generic[M]):
     def next_deadline(self, now: float) -> float:
         """When ``wake`` has something to send (nothing sent meanwhile)."""
         return self._last_sent + self.heartbeat_s
+
+
+def nack_delay_ms(delay: float | None) -> int:
+    """A NACK's delay in ms, or ValueError for one the node refuses (below 0, beyond a
+    week, not a number): the node answered such a NACK with an ERROR the consumer does
+    not read, and the message stayed out at the consumer until its ack deadline."""
+    if delay is None:
+        return 0
+    most_s = consume_wire.MAX_DELAY_MS // 1000
+    if not isinstance(delay, (int, float)) or not 0 <= delay <= most_s:
+        raise ValueError(f"delay must be from 0 to {most_s} s (a week), got {delay!r}")
+    return round(delay * 1000)

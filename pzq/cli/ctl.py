@@ -283,8 +283,8 @@ def seek_target(text: str) -> str:
 
 def backoff_steps(text: str) -> str:
     """An argparse type: 1 to MOST_BACKOFF_STEPS durations above 0, separated by ','."""
-    steps = [step for step in text.split(",") if step]
-    if not 0 < len(steps) <= MOST_BACKOFF_STEPS:
+    steps = text.split(",")
+    if not 0 < len(steps) <= MOST_BACKOFF_STEPS or "" in steps:  # 1s,,10s: a step lost?
         raise argparse.ArgumentTypeError(f"{text}: give 1 to {MOST_BACKOFF_STEPS} durations "
                                          "separated by ',', e.g. 1s,10s,1m")
     for step in steps:

@@ -34,6 +34,13 @@ def test_a_unit_or_zero_is_taken(argv):
     assert parse_error(PARSERS["pzq-produce"](), argv) == ""
 
 
+@pytest.mark.parametrize("steps", ["1s,,10s", "1s,", ",1s"])
+def test_a_backoff_with_an_empty_step_is_refused(steps):
+    # it was declared without the empty step: a step the writer meant, lost
+    said = parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--backoff", steps])
+    assert f"argument --backoff: {steps}: give 1 to 32 durations separated by ','" in said
+
+
 def test_a_step_of_a_backoff_takes_its_unit_too():
     said = parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--backoff", "1s,30"])
     assert "argument --backoff: 30 has no unit" in said

@@ -120,6 +120,12 @@ def positive_duration(text: str) -> str:
     return text
 
 
+def duration_or_none(text: str) -> str:
+    """An argparse type: a duration above 0 with its unit, or 0 (``0s``...) for none,
+    passed on as given (0 as ``0``, the node's word for none)."""
+    return "0" if _tool_duration_us(text) == 0 else positive_duration(text)
+
+
 def seconds_of_duration(text: str) -> float:
     """An argparse type: a duration from 0 with its unit (``30s``, ``10m``, ``2d``), in
     seconds."""

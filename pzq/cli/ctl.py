@@ -12,6 +12,7 @@ from pzq.cli.common import (
     DEFAULT_MONITOR,
     add_curve_options,
     curve_from,
+    duration_or_none,
     endpoint,
     fail,
     positive_duration,
@@ -135,15 +136,17 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     topic.add_argument("--dedup-window", type=positive_duration, default=None, metavar="D",
                        help="declare: how long the topic remembers a DEDUP-ID (e.g. 10m; "
                             "the node's --dedup-window when not set)")
-    topic.add_argument("--max-age", type=positive_duration, default=None, metavar="D",
+    topic.add_argument("--max-age", type=duration_or_none, default=None, metavar="D",
                        help="declare: a message of the topic older than this expires "
-                            "(e.g. 1h; never delivered after, see --on-expire)")
+                            "(e.g. 1h; never delivered after, see --on-expire; 0: none)")
     topic.add_argument("--on-expire", choices=ON_EXPIRE, default=None,
                        help="declare: an expired message goes to the dead letters (dead, "
                             "the default) or is deleted (drop)")
     topic.add_argument("--priorities", action="store_const", const="on", default=None,
                        help="declare: a message's PRIORITY header (1-9, 9 first) puts it "
                             "before the topic's backlog")
+    topic.add_argument("--no-priorities", dest="priorities", action="store_const",
+                       const="off", help="declare: take the topic's priorities away")
     topic.add_argument("--partitions", type=whole_number(1, MOST_PARTITIONS), default=None,
                        metavar="P",
                        help="declare: split the topic over the cluster's nodes in P "

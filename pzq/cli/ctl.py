@@ -15,6 +15,7 @@ from pzq.cli.common import (
     duration_or_none,
     endpoint,
     fail,
+    moment_us,
     positive_duration,
     positive_seconds,
     start_position,
@@ -178,8 +179,9 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
                             "earliest, a time (ISO 8601, or µs since the epoch) or an "
                             "archive offset")
     group.add_argument("--to", type=seek_or_replay_end, default=None, metavar="WHERE",
-                       help="seek: earliest, latest, µs since the epoch, or a message key; "
-                            "replay: up to this time or archive offset (the archive's end)")
+                       help="seek: earliest, latest, a time (ISO 8601, or µs since the "
+                            "epoch), or a message key; replay: up to this time or archive "
+                            "offset (the archive's end)")
     group.add_argument("--cancel", default=None, metavar="ID",
                        help="replay: cancel the replay ID (as replays lists it)")
 
@@ -225,9 +227,9 @@ def _check_group(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error(f"group {action} needs TOPIC and NAME")
     if action == "seek":
         if args.to is None:
-            parser.error("group seek needs --to WHERE: earliest, latest, µs since the epoch "
-                         "or a message key")
-        _argument(parser, seek_target, args.to, "--to")
+            parser.error("group seek needs --to WHERE: earliest, latest, a time (ISO 8601 or "
+                         "µs since the epoch) or a message key")
+        args.to = _argument(parser, seek_target, args.to, "--to")
     elif action == "replay":
         _check_replay(parser, args)
 
@@ -241,9 +243,9 @@ def _check_replay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def _argument(parser: argparse.ArgumentParser, kind: Callable[[str], str], text: str,
-              flag: str) -> None:
+              flag: str) -> str:
     try:
-        kind(text)
+        return kind(text)
     except argparse.ArgumentTypeError as exc:
         parser.error(f"argument {flag}: {exc}")
 
@@ -261,9 +263,11 @@ def replay_bound(earliest_ok: bool) -> Callable[[str], str]:
 
 
 def seek_or_replay_end(text: str) -> str:
-    """An argparse type: where a seek goes or a replay ends (which one: the action's)."""
+    """An argparse type: where a seek goes or a replay ends (which one: the action's,
+    which reads it again: the text as given)."""
     try:
-        return seek_target(text)
+        seek_target(text)
+        return text
     except argparse.ArgumentTypeError:
         try:
             return replay_bound(False)(text)
@@ -273,15 +277,22 @@ def seek_or_replay_end(text: str) -> str:
 
 
 def seek_target(text: str) -> str:
-    """An argparse type: where a seek goes (the node finds the message or time)."""
+    """An argparse type: where a seek goes (the node finds the message or time), as
+    the node reads it: an ISO 8601 time, which a replay takes, in µs since the epoch."""
     if text in START_WORDS or text.isdigit():
         return text
     try:
         parse_message_key(text.encode())
     except DecodeError:
+        pass
+    else:
+        return text
+    try:
+        return str(moment_us(text))
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"{text} is not earliest, latest, µs since the epoch or a message key") from None
-    return text
+            f"{text} is not earliest, latest, a time (ISO 8601 or µs since the epoch) or a "
+            "message key") from None
 
 
 def backoff_steps(text: str) -> str:

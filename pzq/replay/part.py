@@ -396,6 +396,9 @@ class Replays(Part, Participant):
         topic = arguments[0].decode(errors="replace") if arguments else None
         if len(arguments) > 1:
             raise ValueError("usage: REPLAYS [topic]")
+        if topic is not None and topic not in self.topics.topics:  # a typo: not "none"
+            known = ", ".join(sorted(self.topics.topics)) or "none yet"
+            raise ValueError(f"no topic {topic[:60]!r} (topics: {known})")
         lines = [replay.line() for replay in self.replays.values()
                  if topic is None or replay.record.topic == topic]
         return ("\n".join(sorted(lines)) + "\n").encode() if lines else b"no replays\n"

@@ -219,6 +219,7 @@ def test_a_seek_to_a_time_goes_on_into_the_archive(start_inproc_node, context, t
                                                         "topic orders holds no message"),
     ("REPLAY CANCEL 0000abcd", "no replay '0000abcd' (replays: none)"),
     ("REPLAYS a b", "usage: REPLAYS [topic]"),
+    ("REPLAYS ordres", "no topic 'ordres' (topics: orders)"),  # was "no replays"
 ])
 def test_bad_replays_get_one_line(start_inproc_node, context, tmp_path, command, error):
     node = archived_node(start_inproc_node, tmp_path)

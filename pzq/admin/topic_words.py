@@ -80,8 +80,8 @@ def group_settings_given(options: dict[str, str]) -> dict[str, object]:
     if "max_deliveries" in options:
         found["max_deliveries"] = number(options.pop("max_deliveries"), "max_deliveries")
     if "backoff" in options:
-        steps = [step for step in options.pop("backoff").split(",") if step]
-        if not 0 < len(steps) <= MOST_BACKOFF_STEPS:
+        steps = options.pop("backoff").split(",")
+        if not 0 < len(steps) <= MOST_BACKOFF_STEPS or "" in steps:  # 1s,,10s: a step lost?
             raise ValueError(f"backoff takes 1 to {MOST_BACKOFF_STEPS} durations, "
                              "separated by ',' (e.g. 1s,10s,1m)")
         found["backoff_us"] = tuple(_duration(step, "backoff") for step in steps)

@@ -96,23 +96,40 @@ def start_position(text: str) -> str:
     return text
 
 
-def positive_duration(text: str) -> str:
-    """An argparse type: a duration above 0 (``10m``, ``5000000``), passed on as given."""
+def _tool_duration_us(text: str) -> int:
+    """A tool's duration in µs, its unit required: a plain number is microseconds to the
+    node but seconds to the tools' --timeout, so ``--ack-timeout 30`` (30 µs) or
+    ``--delay 30`` is refused rather than read as either (0 needs none)."""
     try:
         value = duration_us(text)
     except DurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if value and text.strip().replace(".", "", 1).isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text} has no unit: give one, e.g. {text.strip()}s, {text.strip()}ms or "
+            f"{text.strip()}m (a plain number would be microseconds)")
+    return value
+
+
+def positive_duration(text: str) -> str:
+    """An argparse type: a duration above 0 with its unit (``10m``, ``5000000us``),
+    passed on as given."""
+    value = _tool_duration_us(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text}: give a duration above 0")
     return text
 
 
+def duration_or_none(text: str) -> str:
+    """An argparse type: a duration above 0 with its unit, or 0 (``0s``...) for none,
+    passed on as given (0 as ``0``, the node's word for none)."""
+    return "0" if _tool_duration_us(text) == 0 else positive_duration(text)
+
+
 def seconds_of_duration(text: str) -> float:
-    """An argparse type: a duration from 0 (``30s``, ``10m``, ``2d``), in seconds."""
-    try:
-        value = duration_us(text)
-    except DurationError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """An argparse type: a duration from 0 with its unit (``30s``, ``10m``, ``2d``), in
+    seconds."""
+    value = _tool_duration_us(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text}: give a duration from 0")
     return value / 1e6

@@ -90,7 +90,7 @@ def _consume(prog: str, args: argparse.Namespace, dsns: list[str],
                                lambda dsn: endpoints.state(dsn, "nothing to deliver yet"))
         try:
             received = _print_messages(waiting, output, args)
-        except TimeoutError as exc:
+        except (TimeoutError, ConsumeRefused) as exc:  # ConsumeRefused: the group removed
             return fail(prog, str(exc), ExitCode.FAILURE)
         except KeyboardInterrupt:
             return ExitCode.INTERRUPTED

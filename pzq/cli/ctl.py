@@ -12,8 +12,10 @@ from pzq.cli.common import (
     DEFAULT_MONITOR,
     add_curve_options,
     curve_from,
+    duration_or_none,
     endpoint,
     fail,
+    moment_us,
     positive_duration,
     positive_seconds,
     start_position,
@@ -135,15 +137,17 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     topic.add_argument("--dedup-window", type=positive_duration, default=None, metavar="D",
                        help="declare: how long the topic remembers a DEDUP-ID (e.g. 10m; "
                             "the node's --dedup-window when not set)")
-    topic.add_argument("--max-age", type=positive_duration, default=None, metavar="D",
+    topic.add_argument("--max-age", type=duration_or_none, default=None, metavar="D",
                        help="declare: a message of the topic older than this expires "
-                            "(e.g. 1h; never delivered after, see --on-expire)")
+                            "(e.g. 1h; never delivered after, see --on-expire; 0: none)")
     topic.add_argument("--on-expire", choices=ON_EXPIRE, default=None,
                        help="declare: an expired message goes to the dead letters (dead, "
                             "the default) or is deleted (drop)")
     topic.add_argument("--priorities", action="store_const", const="on", default=None,
                        help="declare: a message's PRIORITY header (1-9, 9 first) puts it "
                             "before the topic's backlog")
+    topic.add_argument("--no-priorities", dest="priorities", action="store_const",
+                       const="off", help="declare: take the topic's priorities away")
     topic.add_argument("--partitions", type=whole_number(1, MOST_PARTITIONS), default=None,
                        metavar="P",
                        help="declare: split the topic over the cluster's nodes in P "
@@ -175,8 +179,9 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
                             "earliest, a time (ISO 8601, or µs since the epoch) or an "
                             "archive offset")
     group.add_argument("--to", type=seek_or_replay_end, default=None, metavar="WHERE",
-                       help="seek: earliest, latest, µs since the epoch, or a message key; "
-                            "replay: up to this time or archive offset (the archive's end)")
+                       help="seek: earliest, latest, a time (ISO 8601, or µs since the "
+                            "epoch), or a message key; replay: up to this time or archive "
+                            "offset (the archive's end)")
     group.add_argument("--cancel", default=None, metavar="ID",
                        help="replay: cancel the replay ID (as replays lists it)")
 
@@ -222,9 +227,9 @@ def _check_group(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error(f"group {action} needs TOPIC and NAME")
     if action == "seek":
         if args.to is None:
-            parser.error("group seek needs --to WHERE: earliest, latest, µs since the epoch "
-                         "or a message key")
-        _argument(parser, seek_target, args.to, "--to")
+            parser.error("group seek needs --to WHERE: earliest, latest, a time (ISO 8601 or "
+                         "µs since the epoch) or a message key")
+        args.to = _argument(parser, seek_target, args.to, "--to")
     elif action == "replay":
         _check_replay(parser, args)
 
@@ -238,9 +243,9 @@ def _check_replay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def _argument(parser: argparse.ArgumentParser, kind: Callable[[str], str], text: str,
-              flag: str) -> None:
+              flag: str) -> str:
     try:
-        kind(text)
+        return kind(text)
     except argparse.ArgumentTypeError as exc:
         parser.error(f"argument {flag}: {exc}")
 
@@ -258,9 +263,11 @@ def replay_bound(earliest_ok: bool) -> Callable[[str], str]:
 
 
 def seek_or_replay_end(text: str) -> str:
-    """An argparse type: where a seek goes or a replay ends (which one: the action's)."""
+    """An argparse type: where a seek goes or a replay ends (which one: the action's,
+    which reads it again: the text as given)."""
     try:
-        return seek_target(text)
+        seek_target(text)
+        return text
     except argparse.ArgumentTypeError:
         try:
             return replay_bound(False)(text)
@@ -270,21 +277,28 @@ def seek_or_replay_end(text: str) -> str:
 
 
 def seek_target(text: str) -> str:
-    """An argparse type: where a seek goes (the node finds the message or time)."""
+    """An argparse type: where a seek goes (the node finds the message or time), as
+    the node reads it: an ISO 8601 time, which a replay takes, in µs since the epoch."""
     if text in START_WORDS or text.isdigit():
         return text
     try:
         parse_message_key(text.encode())
     except DecodeError:
+        pass
+    else:
+        return text
+    try:
+        return str(moment_us(text))
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"{text} is not earliest, latest, µs since the epoch or a message key") from None
-    return text
+            f"{text} is not earliest, latest, a time (ISO 8601 or µs since the epoch) or a "
+            "message key") from None
 
 
 def backoff_steps(text: str) -> str:
     """An argparse type: 1 to MOST_BACKOFF_STEPS durations above 0, separated by ','."""
-    steps = [step for step in text.split(",") if step]
-    if not 0 < len(steps) <= MOST_BACKOFF_STEPS:
+    steps = text.split(",")
+    if not 0 < len(steps) <= MOST_BACKOFF_STEPS or "" in steps:  # 1s,,10s: a step lost?
         raise argparse.ArgumentTypeError(f"{text}: give 1 to {MOST_BACKOFF_STEPS} durations "
                                          "separated by ',', e.g. 1s,10s,1m")
     for step in steps:

@@ -86,13 +86,17 @@ def _topic_cell(topic: str, figures: dict[str, Any]) -> str:
     return f"{topic} p{owned or '-'}/{figures['partitions']}"
 
 
-def _scheduled_cell(figures: dict[str, Any]) -> str:
-    """Scheduled messages and when the next is due: ``12 next 09:00:00Z``."""
+def _scheduled_cell(figures: dict[str, Any], now: datetime | None = None) -> str:
+    """Scheduled messages and when the next is due: ``12 next 09:00:00Z`` today (UTC),
+    ``12 next 2026-12-24 09:00Z`` on another day (a time of day alone read as today's:
+    a message due next year looked overdue)."""
     waiting = figures.get("scheduled", 0)
     if not waiting:
         return ""
     due = datetime.fromtimestamp(figures.get("next_due_us", 0) / 1e6, UTC)
-    return f"{human.count(waiting)} next {due.strftime('%H:%M:%SZ')}"
+    today = (now or datetime.now(UTC)).date()
+    when = due.strftime("%H:%M:%SZ" if due.date() == today else "%Y-%m-%d %H:%MZ")
+    return f"{human.count(waiting)} next {when}"
 
 
 def _group_cells(numbers: dict[str, Any]) -> list[str]:

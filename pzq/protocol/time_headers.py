@@ -13,6 +13,7 @@ repeated header's last value counts. The clients make the frames here too
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -105,7 +106,12 @@ def time_headers(delay: float | None = None, not_before: Moment | None = None,
                  priority: int | None = None) -> list[bytes]:
     """The header frames of a message's time options: ``delay`` and ``ttl`` in seconds,
     ``not_before`` and ``expires`` a datetime or µs since the epoch, ``priority``
-    0-9. ValueError for a value the node would refuse."""
+    0-9. ValueError for a value the node would refuse, or a pair it would (a delay
+    with a not_before, a ttl with an expires: one time each)."""
+    for first, second, one, other in ((delay, not_before, "delay", "not_before"),
+                                      (ttl, expires, "ttl", "expires")):
+        if first is not None and second is not None:
+            raise ValueError(f"{one} and {other} both given: give one")
     found: list[bytes] = []
     if delay is not None:
         found.append(DELAY_HEADER + b"%d" % _milliseconds(delay, "delay", 0))
@@ -125,6 +131,9 @@ def time_headers(delay: float | None = None, not_before: Moment | None = None,
 
 
 def _milliseconds(seconds: float, name: str, least: int) -> int:
+    if not _finite_number(seconds):
+        raise ValueError(f"{name} must be a number of seconds from {least / 1000:g} s to "
+                         f"a century, got {seconds!r}")
     milliseconds = round(seconds * 1000)
     if not least <= milliseconds <= MAX_SPAN_MS:
         raise ValueError(f"{name} must be from {least / 1000:g} s to a century, "
@@ -139,8 +148,15 @@ def epoch_us(moment: Moment, name: str) -> int:
             moment = moment.replace(tzinfo=UTC)
         delta = moment - EPOCH
         value = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    else:
+    elif _finite_number(moment):
         value = int(moment)
+    else:
+        value = -1  # a text, NaN, infinity: no time (int() took "5" and failed on the rest)
     if not 0 <= value <= MAX_TIME_US:
         raise ValueError(f"{name} must be a time from 1970 to 9999, got {moment!r}")
     return value
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)

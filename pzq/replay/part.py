@@ -52,6 +52,10 @@ Removed = Callable[[bytes, int, str, bool], None]
 RemovedAll = Callable[[bytes, list[int], str, list[bool]], None]
 
 
+
+class ArchiveUnreadable(ValueError):
+    """A replay's range could not be read: a segment the node knew of is gone."""
+
 class Replays(Part, Participant):
     """``logs``: the node's archive (none without --archive-dir); ``rate``: messages a
     second the readers take together."""
@@ -322,7 +326,12 @@ class Replays(Part, Participant):
         log_ = self.logs.log(topic)
         if log_ is None:
             raise ValueError(f"nothing to replay: topic {topic} has no archive on this node")
-        found = resolve(log_, first, last, group.takes)
+        try:
+            found = resolve(log_, first, last, group.takes)
+        except OSError as exc:  # a segment deleted from under the node: its reader stops so too
+            raise ArchiveUnreadable(f"cannot read the archive of topic {topic}: {exc.strerror} "
+                             f"({exc.filename}); were its files deleted? A start of the node "
+                             "reads which are left") from None
         if not found.expected:
             raise ValueError(f"nothing to replay: the archive of topic {topic} holds no "
                              f"message {range_words(asked)} (offsets {found.start} to "
@@ -361,6 +370,8 @@ class Replays(Part, Participant):
         try:
             line = self.begin(group, Bound(time_us=since_us), None,
                               {"from": str(since_us)}, now)
+        except ArchiveUnreadable as exc:
+            return f"; from the archive: nothing, {exc}"
         except ValueError:
             return ""
         return "; from the archive: " + line
@@ -385,6 +396,9 @@ class Replays(Part, Participant):
         topic = arguments[0].decode(errors="replace") if arguments else None
         if len(arguments) > 1:
             raise ValueError("usage: REPLAYS [topic]")
+        if topic is not None and topic not in self.topics.topics:  # a typo: not "none"
+            known = ", ".join(sorted(self.topics.topics)) or "none yet"
+            raise ValueError(f"no topic {topic[:60]!r} (topics: {known})")
         lines = [replay.line() for replay in self.replays.values()
                  if topic is None or replay.record.topic == topic]
         return ("\n".join(sorted(lines)) + "\n").encode() if lines else b"no replays\n"

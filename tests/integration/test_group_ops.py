@@ -88,6 +88,9 @@ def test_a_groups_own_ack_timeout_backoff_and_max_deliveries(start_inproc_node, 
     ("DECLARE GROUP orders g ack_timeout=0", "ack_timeout '0' must be above 0"),
     ("DECLARE GROUP orders g backoff=1s,soon", "soon is not a duration"),
     ("DECLARE GROUP orders g backoff=,", "backoff takes 1 to 32 durations"),
+    # an empty step was dropped: 1s,,10s declared as 1s,10s, a step of the writer's lost
+    ("DECLARE GROUP orders g backoff=1s,,10s", "backoff takes 1 to 32 durations"),
+    ("DECLARE GROUP orders g backoff=1s,", "backoff takes 1 to 32 durations"),
     ("DECLARE GROUP orders g max_deliveries=-1", "max_deliveries=-1 is not a whole number"),
     ("DECLARE GROUP orders default ack_timeout=1s", "default's delivery settings are the "
                                                     "node's options"),

@@ -219,6 +219,7 @@ def test_a_seek_to_a_time_goes_on_into_the_archive(start_inproc_node, context, t
                                                         "topic orders holds no message"),
     ("REPLAY CANCEL 0000abcd", "no replay '0000abcd' (replays: none)"),
     ("REPLAYS a b", "usage: REPLAYS [topic]"),
+    ("REPLAYS ordres", "no topic 'ordres' (topics: orders)"),  # was "no replays"
 ])
 def test_bad_replays_get_one_line(start_inproc_node, context, tmp_path, command, error):
     node = archived_node(start_inproc_node, tmp_path)
@@ -235,3 +236,26 @@ def test_a_node_without_an_archive_says_so(start_inproc_node):
     assert ask(node, "REPLAY GROUP orders g from=earliest") == (
         "ERROR: this node has no --archive-dir: there is no archive to replay")
     assert ask(node, "REPLAYS") == "no replays\n"
+
+
+def test_a_segment_deleted_from_under_the_node_is_refused_not_fatal(start_inproc_node,
+                                                                      context, tmp_path):
+    """An operator who deletes a topic's first segment by hand: a replay over it is
+    refused in one line, and the node serves on (it stopped on a FileNotFoundError);
+    a seek to a time passes over the files gone."""
+    node = archived_node(start_inproc_node, tmp_path, "--segment-size", "200")
+    archived_and_gone(node, context, [b"r%d" % n for n in range(6)])
+    segments = sorted((tmp_path / "archive" / "orders").glob("*.dat"))
+    assert len(segments) > 2, segments
+    since_us = time.time_ns() // 1000 - 60_000_000
+    segments[0].unlink()
+    for command in ("REPLAY GROUP orders g from=earliest", "REPLAY GROUP orders g from=0"):
+        answer = ask(node, command)
+        assert answer.startswith("ERROR: cannot read the archive of topic orders: "
+                                 "No such file or directory"), answer
+        assert answer.count("\n") <= 1, answer
+    assert replays(node) == []
+    # a seek to a time passes over the files gone, as over those retention deleted
+    answer = ask(node, f"SEEK GROUP orders g to={since_us}")
+    assert "; from the archive: replay " in answer, answer
+    assert len(replays(node)) == 1

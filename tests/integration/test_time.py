@@ -592,3 +592,21 @@ def test_the_archive_keeps_a_message_s_time_headers_as_produced(start_inproc_nod
     archived = {message.parts[0]: message for _, message in read_topic(archive, "orders")}
     assert archived[b"timed"].times == ("TTL:3600000", "PRIORITY:9")
     assert archived[b"plain"].times == ()
+
+
+def test_pzq_ctl_takes_a_topics_max_age_and_priorities_away(start_inproc_node):
+    # the monitor's max_age=0 and priorities=off had no pzq-ctl words: --max-age 0 was
+    # 'give a duration above 0' and --priorities could only turn them on
+    node = start_inproc_node(consume=False, tcp=True)
+
+    def declare(*options: str) -> str:
+        ran = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "orders", *options)
+        assert ran.returncode == 0, ran.stderr
+        return ran.stdout
+
+    assert declare("--max-age", "1h", "--priorities") == \
+        "topic orders max_age_us=3600000000 priorities=on\n"
+    assert declare("--max-age", "0s") == "topic orders priorities=on\n"
+    assert declare("--no-priorities") == "topic orders\n"
+    assert node.stats()["topics"]["orders"]["max_age_us"] == 0
+    assert node.stats()["topics"]["orders"]["priorities"] is False

@@ -121,7 +121,7 @@ def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
             "group: error: argument --start: bogus is not earliest, latest or a time in µs",
         ("group", "seek", "orders", "g"): ": error: group seek needs --to WHERE: earliest",
         ("group", "seek", "orders", "g", "--to", "yesterday"):
-            "group: error: argument --to: yesterday is not earliest, latest, µs since",
+            "group: error: argument --to: yesterday is not earliest, latest, a time (ISO",
         ("group", "pending", "orders", "g", "--limit", "-5"):
             "group: error: argument --limit: -5: give a whole number 0 or more",
         ("dead", "--limit", "-5"): "dead: error: argument --limit: -5: give a whole number",

@@ -364,3 +364,24 @@ def test_an_answer_s_keys_are_read_from_any_iterable_of_deliveries():
     taken = session.take(3)
     assert keys_of(message for message in taken) == [b"k0", b"k1", b"k2"] == keys_of(taken)
     assert request(session.ack(keys_of(iter(taken)), 2.0)[0]).keys == (b"k0", b"k1", b"k2")
+
+
+@pytest.mark.parametrize("delay", [-1, -0.001, 604_800.5, 1e9, float("nan"), float("inf"),
+                                   "5"])
+def test_a_nack_delay_the_node_refuses_is_a_value_error_before_sending(delay):
+    # the node answered DELAY:-1000 (or beyond a week) with an ERROR the consumer does
+    # not read, and the message stayed out at the consumer until its ack deadline
+    session = joined()
+    with pytest.raises(ValueError, match=r"delay must be from 0 to 604800 s \(a week\)"):
+        session.nack([b"k"], 1.0, delay=delay)
+    assert request(session.nack([b"k"], 1.0, delay=604_800)[0]).delay_ms == wire.MAX_DELAY_MS
+
+
+def test_a_group_an_operator_removed_is_refused_and_never_joined_again():
+    # a CONSUME again would make the group anew, from its start: REMOVE GROUP undone
+    session = joined()
+    with pytest.raises(ConsumeRefused, match="^group g of topic orders was removed$"):
+        session.received(error("group g of topic orders was removed"), 5.0)
+    with pytest.raises(ConsumeRefused, match="was removed"):  # the heartbeat's answer
+        session.received(error("HEARTBEAT before CONSUME: send CONSUME first"), 6.0)
+    assert session.removed == "group g of topic orders was removed"

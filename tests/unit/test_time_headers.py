@@ -76,6 +76,15 @@ def test_the_clients_make_the_frames_the_node_reads():
     ({"delay": -1}, "delay must be from 0 s to a century"),
     ({"ttl": 0}, "ttl must be from 0.001 s to a century"),
     ({"not_before": datetime(1969, 1, 1, tzinfo=UTC)}, "not_before must be a time from"),
+    # not numbers: Python's own TypeError, ValueError or OverflowError; "5" was 5 µs
+    ({"delay": float("nan")}, "delay must be a number of seconds from 0 s to a century"),
+    ({"ttl": float("inf")}, "ttl must be a number of seconds from 0.001 s to a century"),
+    ({"delay": "5"}, "delay must be a number of seconds"),
+    ({"not_before": "5"}, "not_before must be a time from 1970 to 9999, got '5'"),
+    ({"expires": float("nan")}, "expires must be a time from 1970 to 9999"),
+    # a pair the node refuses: refused before sending too, as pzq-produce does
+    ({"delay": 1, "not_before": 5}, "delay and not_before both given: give one"),
+    ({"ttl": 1, "expires": 5}, "ttl and expires both given: give one"),
 ])
 def test_the_clients_refuse_what_the_node_would(options, reason):
     with pytest.raises(ValueError, match=reason):

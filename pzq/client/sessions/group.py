@@ -11,9 +11,10 @@ Joined: deliveries (DELIVER, or a BATCH decoded at once, in columns, its
 deliveries made in one pass) wait in ``arrived`` in turn. An ERROR is kept in
 ``errors``; when it says the node does not know this connection (it restarted,
 or counted the consumer gone) the session joins again, and what the node held
-comes again. The keys of ACKs the node refused so (REFUSED)
-go with that CONSUME, which the node applies before it delivers anything. ACKED
-answers the ACKs awaited with confirmations.
+comes again. The keys of ACKs the node refused so (REFUSED) go with that CONSUME,
+which the node applies before it delivers anything. ACKED answers the ACKs awaited
+with confirmations. When the ERROR says an operator removed the group: ConsumeRefused,
+then and at whatever comes after (a CONSUME again would make the group anew).
 
 Time: a consumer stays alive through its connection's own heartbeats, so nothing
 here must happen for it to live; a HEARTBEAT goes when a period passed with
@@ -36,6 +37,7 @@ from pzq.protocol.batch_columns import decode_batch_columns
 from pzq.protocol.frames import parse_headers
 
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
+REMOVED = " was removed"  # "group g of topic t was removed": an operator removed it
 Out = Sequence[list[bytes]]  # messages to send now, in order
 NOTHING: Out = ()
 NO_HEADERS: dict[str, str] = {}  # never changed: copied for each delivery without headers
@@ -57,6 +59,7 @@ class GroupSession(Generic[M]):
         self._make = make
         self._owner = owner
         self._rejoining = False  # a CONSUME sent again is on its way
+        self.removed = ""  # the node's word that an operator removed the group, if it did
         self._unconfirmed: set[bytes] = set()  # keys whose ACKED is awaited
         self._last_sent = now
 
@@ -70,7 +73,10 @@ class GroupSession(Generic[M]):
     def received(self, frames: list[bytes], now: float) -> Out:
         """Whatever the node sent, at ``now``: deliveries go to ``arrived``; returns
         what to send now (a CONSUME again, ACKs that go after it). Raises
-        ConsumeRefused when the node refuses the group before it is joined."""
+        ConsumeRefused when the node refuses the group before it is joined, or once an
+        operator removed it."""
+        if self.removed:
+            raise ConsumeRefused(self.removed)
         verb = frames[0] if frames else b""
         if verb == consume_wire.BATCH:
             try:
@@ -140,6 +146,10 @@ class GroupSession(Generic[M]):
         connection. A refused ACK is followed by its keys (REFUSED), which go with
         the CONSUME: that one waits for them."""
         self.errors.append(error)
+        if error.startswith("group ") and error.endswith(REMOVED):
+            # not joined again: its CONSUME would make the group anew, from its start
+            self.removed = error
+            raise ConsumeRefused(error)
         if not error.endswith(NOT_CONSUMING):
             self._rejoining = False  # (a CONSUME sent again may have been refused)
         elif not error.startswith("ACK "):
@@ -149,6 +159,8 @@ class GroupSession(Generic[M]):
     def _rejoin(self, acked: tuple[bytes, ...], now: float) -> Out:
         """CONSUME again, with the ACKs the node refused (it applies them before it
         delivers anything); once a CONSUME is on its way, ACKs go after it."""
+        if self.removed:
+            return NOTHING
         if self._rejoining:
             return self.ack(list(acked), now) if acked else NOTHING
         self._rejoining = True
@@ -177,7 +189,7 @@ class GroupSession(Generic[M]):
 
     def nack(self, keys: list[bytes], now: float, delay: float | None = None) -> Out:
         """Give them back: to go again at once, or after ``delay`` seconds."""
-        return self._keys(consume_wire.NACK, keys, now, 0 if delay is None else round(delay * 1000))
+        return self._keys(consume_wire.NACK, keys, now, nack_delay_ms(delay))
 
     def working(self, keys: list[bytes], now: float) -> Out:
         return self._keys(consume_wire.WORKING, keys, now)
@@ -232,3 +244,15 @@ class GroupSession(Generic[M]):
     def next_deadline(self, now: float) -> float:
         """When ``wake`` has something to send (nothing sent meanwhile)."""
         return self._last_sent + self.heartbeat_s
+
+
+def nack_delay_ms(delay: float | None) -> int:
+    """A NACK's delay in ms, or ValueError for one the node refuses (below 0, beyond a
+    week, not a number): the node answered such a NACK with an ERROR the consumer does
+    not read, and the message stayed out at the consumer until its ack deadline."""
+    if delay is None:
+        return 0
+    most_s = consume_wire.MAX_DELAY_MS // 1000
+    if not isinstance(delay, (int, float)) or not 0 <= delay <= most_s:
+        raise ValueError(f"delay must be from 0 to {most_s} s (a week), got {delay!r}")
+    return round(delay * 1000)

@@ -1,0 +1,47 @@
+"""A tool's duration takes its unit: a plain number is microseconds to the node but
+seconds to the tools' --timeout, so ``pzq-ctl group declare ... --ack-timeout 30`` made
+a 30 µs ack timeout (every delivery expired at once) and ``pzq-produce --ttl 3600`` a
+message expiring within 4 ms, both accepted without a word."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.test_negative_values import PARSERS, parse_error
+
+GROUP = ["group", "declare", "orders", "g"]
+TOPIC = ["topic", "declare", "orders"]
+
+
+@pytest.mark.parametrize("prog, before, option", [
+    ("pzq-produce", [], "--delay"),
+    ("pzq-produce", [], "--ttl"),
+    ("pzq-ctl", GROUP, "--ack-timeout"),
+    ("pzq-ctl", GROUP, "--backoff"),
+    ("pzq-ctl", TOPIC, "--max-age"),
+    ("pzq-ctl", TOPIC, "--dedup-window"),
+])
+@pytest.mark.parametrize("plain", ["30", "3600"])
+def test_a_plain_number_is_refused_with_the_unit_to_give(prog, before, option, plain):
+    said = parse_error(PARSERS[prog](), [*before, option, plain])
+    assert said.count("\n") == 1 and said.startswith(prog), said
+    assert f"argument {option}: {plain} has no unit: give one, e.g. {plain}s" in said
+
+
+@pytest.mark.parametrize("argv", [
+    ["--delay", "0"], ["--delay", "30s"], ["--ttl", "5000000us"], ["--ttl", "250ms"]])
+def test_a_unit_or_zero_is_taken(argv):
+    assert parse_error(PARSERS["pzq-produce"](), argv) == ""
+
+
+@pytest.mark.parametrize("steps", ["1s,,10s", "1s,", ",1s"])
+def test_a_backoff_with_an_empty_step_is_refused(steps):
+    # it was declared without the empty step: a step the writer meant, lost
+    said = parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--backoff", steps])
+    assert f"argument --backoff: {steps}: give 1 to 32 durations separated by ','" in said
+
+
+def test_a_step_of_a_backoff_takes_its_unit_too():
+    said = parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--backoff", "1s,30"])
+    assert "argument --backoff: 30 has no unit" in said
+    assert parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--backoff", "1s,30s"]) == ""

@@ -1,0 +1,245 @@
+"""The original pzq's own PHP client (``php-api/`` of mkoppanen/pzq), unchanged, against
+a real node: opt in with ``PZQ_PHP_API`` naming that folder, and ``php`` with the zmq
+extension (Debian: ``php-cli php-zmq``) on the PATH.
+
+The driver (``tests/support/php_client_driver.php``) includes the client's
+``PZQClient.php`` and calls only its public API, as the client's own examples do;
+every PHP warning or notice fails it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.harness import NodeProcess
+
+DRIVER = Path(__file__).parents[1] / "support" / "php_client_driver.php"
+PHP_API = os.environ.get("PZQ_PHP_API", "")
+
+
+def _why_not_runnable() -> str | None:
+    if not PHP_API:
+        return ("set PZQ_PHP_API to the original pzq's php-api folder "
+                "(git archive of mkoppanen/pzq) to run its PHP client")
+    if not (Path(PHP_API) / "PZQClient.php").is_file():
+        return f"PZQ_PHP_API={PHP_API} holds no PZQClient.php"
+    if shutil.which("php") is None:
+        return "PZQ_PHP_API is set but php is not installed (apt-get install php-cli php-zmq)"
+    modules = subprocess.run(["php", "-m"], capture_output=True, text=True, timeout=30)
+    if "zmq" not in modules.stdout.split():
+        return "PZQ_PHP_API is set but php has no zmq extension (apt-get install php-zmq)"
+    return None
+
+
+WHY_NOT = _why_not_runnable()
+
+pytestmark = [pytest.mark.timeout(120),
+              pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")]
+
+
+def start_php(command: str, request: dict[str, Any]) -> subprocess.Popen[str]:
+    """The driver running ``command``, reading the request on its stdin."""
+    with tempfile.TemporaryFile("w+") as stdin:
+        json.dump(request, stdin)
+        stdin.seek(0)
+        return subprocess.Popen(["php", str(DRIVER), PHP_API, command], text=True,
+                                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish_php(running: subprocess.Popen[str], *, fails: bool = False,
+               said: tuple[str, ...] = (), timeout: float = 60) -> list[dict[str, Any]]:
+    """Its JSON lines (``said``: those read already) once it exits: 0, or 3 when
+    ``fails``. Killed if it has not ended within ``timeout``."""
+    try:
+        out, err = running.communicate(timeout=timeout)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    assert not err, err
+    lines = [json.loads(line) for line in [*said, *out.splitlines()] if line.strip()]
+    assert running.returncode == (3 if fails else 0), (running.returncode, lines[-3:])
+    return lines
+
+
+def php(command: str, request: dict[str, Any], *, fails: bool = False) -> list[dict[str, Any]]:
+    """One run of the driver; its JSON lines."""
+    return finish_php(start_php(command, request), fails=fails)
+
+
+def hexed(*parts: bytes) -> list[str]:
+    return [part.hex() for part in parts]
+
+
+def produce(node: NodeProcess, bodies: list[list[bytes]], *, fails: bool = False,
+            **options: Any) -> list[dict[str, Any]]:
+    """The PHP producer sends each body (a list of one part goes as a string, as
+    producer.php sends it), its id ``php-<n>``."""
+    messages = [{"id": b"php-%d" % i, "parts": parts, "one_part": len(parts) == 1}
+                for i, parts in enumerate(bodies)]
+    request = {"dsn": node.receive_dsn, "timeout_ms": 10_000, **options,
+               "messages": [{**m, "id": m["id"].hex(), "parts": hexed(*m["parts"])}
+                            for m in messages]}
+    return php("produce", request, fails=fails)
+
+
+def consume(node: NodeProcess, fails: bool = False, **options: Any) -> list[dict[str, Any]]:
+    """The PHP consumer; each delivery's parts back as bytes."""
+    request = {"dsn": node.send_dsn, "ack": "1", "filter_expired": True,
+               "deadline_ms": 20_000, **options}
+    lines = php("consume", request, fails=fails)
+    for line in lines:
+        if "parts" in line:
+            line["parts"] = [bytes.fromhex(part) for part in line["parts"]]
+    return lines
+
+
+def php_monitor(node: NodeProcess) -> dict[str, str]:
+    (stats,) = php("monitor", {"dsn": node.monitor_dsn})
+    return stats
+
+
+def test_produce_consume_ack_and_monitor(node):
+    bodies = ([[b"one part %d" % i] for i in range(6)]
+              + [[b"part one %d" % i, b"\x00\xff binary", b""] for i in range(6)])
+    assert produce(node, bodies) == [{"produced": (b"php-%d" % i).hex()}
+                                     for i in range(len(bodies))]
+    started = time.time()
+    delivered = consume(node, count=len(bodies))
+    assert [line["parts"] for line in delivered] == bodies
+    assert len({line["id"] for line in delivered}) == len(bodies)
+    for line in delivered:
+        assert line["ack_timeout"] == "1000000" and not line["expired"]
+        assert abs(int(line["sent"]) / 1e6 - started) < 30, line["sent"]
+    node.wait_figures(lambda f: f["acked"] == len(bodies) and f["messages"] == 0,
+                      message="the PHP consumer's ACKs applied")
+
+    stats = php_monitor(node)
+    figures = node.figures()
+    for key in ("messages", "messages_inflight", "db_size", "inflight_db_size", "syncs",
+                "expired_messages"):
+        assert stats[key].isdigit(), (key, stats[key])
+    assert stats["messages"] == stats["messages_inflight"] == "0"
+    assert stats["delivered"] == stats["acked"] == str(len(bodies))
+    assert set(stats) == set(figures), "the PHP monitor read every line"
+
+
+def test_a_refusal_reaches_the_php_producer_with_its_reason(node):
+    (line,) = produce(node, [[]], fails=True)
+    assert line == {"id": b"php-0".hex(), "error": "Remote peer failed to handle message "
+                    "(message has no body part after the empty frame)"}
+
+
+def test_the_php_producer_times_out_on_a_stopped_node_and_the_message_is_stored(node):
+    node.pause()
+    try:
+        running = start_php("produce", {
+            "dsn": node.receive_dsn, "timeout_ms": 300,
+            "messages": [{"id": b"php-0".hex(), "parts": [b"while stopped".hex()],
+                          "one_part": True}]})
+        assert running.stdout is not None
+        said = running.stdout.readline()
+    finally:
+        node.resume()
+    assert json.loads(said)["error"] == "ACK timeout"
+    # Its message, never sent to the stopped node, held the PHP process at its exit
+    # (ZeroMQ's linger) until the node was back: then it went, and was stored.
+    finish_php(running, fails=True, said=(said,))
+    node.wait_figures(lambda f: f["stored"] == 1, message="the message stored on resuming")
+    assert [m["parts"] for m in consume(node, count=1)] == [[b"while stopped"]]
+
+
+def test_a_php_producer_that_ignores_acks_and_connects_later(node):
+    bodies = [[b"fire and forget %d" % i] for i in range(20)]
+    produce(node, bodies, ignore_ack=True, connect_later=True)
+    node.wait_figures(lambda f: f["stored"] == 20, message="20 stored")
+    assert [m["parts"] for m in consume(node, count=20)] == bodies
+
+
+def test_a_php_consumer_that_does_not_ack_gets_the_messages_again(node):
+    bodies = [[b"redeliver %d" % i] for i in range(3)]
+    produce(node, bodies)
+    lines = consume(node, count=3, ack="none", again=True)
+    first = [line for line in lines if line["round"] == 1]
+    second = [line for line in lines if line["round"] == 2]
+    assert [m["parts"] for m in first] == bodies
+    assert sorted(m["id"] for m in second) == sorted(m["id"] for m in first)
+    # Each copy goes out with its own sent time, so the client does not drop it as
+    # expired: at least the ack timeout (1 s) after the first.
+    assert min(int(m["sent"]) for m in second) - max(int(m["sent"]) for m in first) >= 900_000
+    figures = node.wait_figures(lambda f: f["messages"] == 0, message="the copies ACKed")
+    assert figures["redelivered"] >= 3 and figures["expired_messages"] >= 3
+
+
+def test_a_php_nack_gives_the_messages_back_at_once(start_node):
+    node = start_node("--ack-timeout", "60s")
+    bodies = [[b"nack %d" % i] for i in range(3)]
+    produce(node, bodies)
+    started = time.monotonic()
+    lines = consume(node, count=3, ack="0", again=True)
+    assert time.monotonic() - started < 30, "given back only at the 60 s ack timeout"
+    first = [line for line in lines if line["round"] == 1]
+    second = [line for line in lines if line["round"] == 2]
+    assert [m["parts"] for m in first] == [m["parts"] for m in second] == bodies
+    assert [m["id"] for m in second] == [m["id"] for m in first]
+    node.wait_figures(lambda f: f["messages"] == 0 and f["nacked"] == 3, message="ACKed")
+
+
+def test_a_slow_php_consumer_drops_stale_copies_and_takes_fresh_ones(start_node):
+    node = start_node("--ack-timeout", "1s", "--reaper-frequency", "100ms")
+    bodies = [[b"slow %d" % i] for i in range(3)]
+    produce(node, bodies)
+    # The copies age in the consumer's socket past the ack timeout: consume() drops
+    # them (its is_expired) without an ACK, and returns the copies the node sent again.
+    lines = consume(node, count=3, stale_ms=2_500)
+    assert sorted(m["parts"] for m in lines) == bodies
+    assert not any(m["expired"] for m in lines)
+    figures = node.wait_figures(lambda f: f["messages"] == 0, message="the copies ACKed")
+    assert figures["redelivered"] >= 3
+
+
+def test_a_php_consumer_without_the_filter_gets_stale_copies(start_node):
+    node = start_node("--ack-timeout", "1s", "--reaper-frequency", "100ms")
+    produce(node, [[b"stale"]])
+    (line,) = consume(node, count=1, stale_ms=1_500, filter_expired=False)
+    assert line["parts"] == [b"stale"] and line["expired"]
+
+
+def test_every_message_the_php_producer_had_acked_is_delivered_after_a_sigkill(node):
+    bodies = [[b"before the kill %03d" % i, b"two"] for i in range(30)]
+    produce(node, bodies)
+    node.kill()
+    node.restart()
+    lines = consume(node, want=[parts[0].hex() for parts in bodies])
+    assert {tuple(m["parts"]) for m in lines} == {tuple(parts) for parts in bodies}
+    node.wait_figures(lambda f: f["messages"] == 0, message="all ACKed after the restart")
+
+
+def test_a_php_producer_killed_under_keeps_what_it_had_acked(node):
+    """SIGKILL while the PHP producer is producing: it stops at its ACK timeout, and
+    every message it had its ACK for comes to the PHP consumer after the restart."""
+    names = [(b"k-%04d" % i).hex() for i in range(5_000)]
+    running = start_php("produce", {
+        "dsn": node.receive_dsn, "timeout_ms": 1_000,
+        "messages": [{"id": name, "parts": [name], "one_part": True} for name in names]})
+    try:
+        assert running.stdout is not None
+        said = tuple(running.stdout.readline() for _ in range(200))  # it ends at 1 s
+        node.kill()
+    finally:
+        lines = finish_php(running, fails=True, said=said)
+    assert lines[-1]["error"] == "ACK timeout", lines[-1]
+    acked = [line["produced"] for line in lines[:-1]]
+    assert 200 <= len(acked) < len(names)
+    node.restart()
+    delivered = consume(node, want=acked)
+    assert {m["parts"][0].hex() for m in delivered} >= set(acked)

@@ -11,7 +11,7 @@
  * is one JSON line on stdout; a step that fails writes {"error": ...} and the
  * driver exits 3. Commands:
  *
- *   produce  {"dsn", "messages": [{"id", "parts": [hex...], "one_part": bool}],
+ *   produce  {"dsn", "messages": [{"id" (or null), "parts": [hex...], "one_part": bool}],
  *             "timeout_ms", "ignore_ack", "connect_later"}
  *      one line per message: {"produced": id} or {"error": the client's exception}
  *   consume  {"dsn", "count" or "want": [hex...], "ack": "1" | "0" | "none",
@@ -22,7 +22,8 @@
  *      failure, "none": no ACK). With "again", the consumer goes on until each of
  *      those came a second time (round 2), and ACKs those.
  *      "stale_ms": wait that long after connecting before the first consume() (a
- *      consumer that was slow: its deliveries age in its socket).
+ *      consumer that was slow: its deliveries age in its socket); "work_ms": that
+ *      long on each message before its ACK.
  *   monitor  {"dsn"}  one line: get_stats() as it answers
  */
 
@@ -64,7 +65,8 @@ function produce ($request)
     foreach ($request ['messages'] as $wanted) {
         $parts = array_map ('hex2bin', $wanted ['parts']);
         $message = new PZQMessage ();
-        $message->set_id (hex2bin ($wanted ['id']));
+        if ($wanted ['id'] !== null)  // without set_id () the id is null: an empty frame
+            $message->set_id (hex2bin ($wanted ['id']));
         $message->set_message (empty ($wanted ['one_part']) ? $parts : $parts [0]);
         try {
             $producer->produce ($message, $request ['timeout_ms']);
@@ -121,6 +123,8 @@ function consume ($request)
         $body = $message->get_message ();
         if (count ($body) > 0)
             unset ($wanted [bin2hex ($body [0])]);
+        if (!empty ($request ['work_ms']))
+            usleep ($request ['work_ms'] * 1000);  // a consumer's work on each message
         if ($request ['ack'] != 'none')
             $consumer->ack ($message, $request ['ack'] == '1');
     }

@@ -176,6 +176,12 @@ def test_produce_consume_ack_and_monitor(node):
         assert stats["delivered"] == stats["acked"] == str(len(bodies))
 
 
+def test_many_parts_and_a_large_one(node):
+    bodies = [[b"part %d" % i for i in range(200)], [bytes(range(256)) * (4 << 12)]]  # 4 MB
+    produce(node, bodies)
+    assert [m["parts"] for m in consume(node, count=2)] == bodies
+
+
 def test_a_refusal_reaches_the_php_producer_with_its_reason(node):
     (line,) = produce(node, [[]], fails=True)  # a message without a part
     reason = ("message has no body part after the empty frame" if isinstance(node, NodeProcess)
@@ -202,6 +208,15 @@ def test_the_php_producer_takes_replication_failed_as_stored(start_node):
     produce(node, [[b"one copy"]])
     assert node.figures()["acks_replication_failed"] == 1
     assert [m["parts"] for m in consume(node, count=1)] == [[b"one copy"]]
+
+
+def test_with_delivery_headers_the_php_consumer_takes_them_for_the_body(start_node):
+    """The original's README says clients should expect header frames before the empty
+    one; its own consumer takes the body from frame 5 on whatever comes. So pzq sends
+    header frames only when asked (--delivery-headers), and this client cannot use them."""
+    node = start_node(*NODE_OPTIONS, "--delivery-headers")
+    produce(node, [[b"body"]])
+    assert [m["parts"] for m in consume(node, count=1)] == [[b"", b"body"]]
 
 
 def test_the_php_producer_times_out_on_a_stopped_node_and_the_message_is_stored(node):

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from pzq.bench.nodes import STOP_TIMEOUT
-from tests.support.harness import NodeProcess
+from tests.support.harness import NodeProcess, wait_until
 from tests.support.original_node import OriginalDaemon
 from tests.support.ports import port_below_ephemeral
 
@@ -88,34 +89,64 @@ def node(start_target: Callable[..., Node]) -> Node:
     return start_target(*NODE_OPTIONS)
 
 
-def start_php(command: str, request: dict[str, Any]) -> subprocess.Popen[str]:
-    """The driver running ``command``, reading the request on its stdin."""
-    with tempfile.TemporaryFile("w+") as stdin:
-        json.dump(request, stdin)
-        stdin.seek(0)
-        return subprocess.Popen(["php", str(DRIVER), PHP_API, command], text=True,
-                                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+class PhpRun:
+    """The driver running ``command``, the request on its stdin; its JSON lines are
+    read as they come (a driver never waits on a full pipe), its stderr kept."""
 
+    def __init__(self, command: str, request: dict[str, Any]) -> None:
+        with tempfile.TemporaryFile("w+") as stdin:
+            json.dump(request, stdin)
+            stdin.seek(0)
+            self.process = subprocess.Popen(["php", str(DRIVER), PHP_API, command],
+                                            text=True, stdin=stdin, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE)
+        self.lines: list[dict[str, Any]] = []
+        self.stderr: list[str] = []
+        self.readers = [threading.Thread(target=self._read, args=(stream, keep), daemon=True)
+                        for stream, keep in ((self.process.stdout, self._said),
+                                             (self.process.stderr, self.stderr.append))]
+        for reader in self.readers:
+            reader.start()
 
-def finish_php(running: subprocess.Popen[str], *, fails: bool = False,
-               said: tuple[str, ...] = (), timeout: float = 60) -> list[dict[str, Any]]:
-    """Its JSON lines (``said``: those read already) once it exits: 0, or 3 when
-    ``fails``. Killed if it has not ended within ``timeout``."""
-    try:
-        out, err = running.communicate(timeout=timeout)
-    finally:
-        if running.poll() is None:
-            running.kill()
-            running.wait()
-    assert not err, err
-    lines = [json.loads(line) for line in [*said, *out.splitlines()] if line.strip()]
-    assert running.returncode == (3 if fails else 0), (running.returncode, lines[-3:])
-    return lines
+    def _said(self, line: str) -> None:
+        self.lines.append(json.loads(line))
+
+    @staticmethod
+    def _read(stream: Any, keep: Callable[[str], None]) -> None:
+        for line in stream:
+            if line.strip():
+                keep(line)
+
+    def wait_lines(self, count: int, timeout: float = 30) -> None:
+        wait_until(lambda: len(self.lines) >= count or self.process.poll() is not None,
+                   timeout, message=f"{count} lines from the PHP driver")
+        assert len(self.lines) >= count, (self.process.returncode, self.lines[-3:])
+
+    def finish(self, *, fails: bool = False, timeout: float = 60) -> list[dict[str, Any]]:
+        """Its lines once it exits: 0, or 3 when ``fails``. Killed if it has not ended
+        within ``timeout``."""
+        try:
+            self.process.wait(timeout)
+        finally:
+            self.stop()
+        assert not self.stderr, "".join(self.stderr)
+        assert self.process.returncode == (3 if fails else 0), (self.process.returncode,
+                                                                self.lines[-3:])
+        return self.lines
+
+    def stop(self) -> list[dict[str, Any]]:
+        """SIGTERM unless it has ended; the lines it said."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(10)
+        for reader in self.readers:
+            reader.join(10)
+        return self.lines
 
 
 def php(command: str, request: dict[str, Any], *, fails: bool = False) -> list[dict[str, Any]]:
     """One run of the driver; its JSON lines."""
-    return finish_php(start_php(command, request), fails=fails)
+    return PhpRun(command, request).finish(fails=fails)
 
 
 def hexed(*parts: bytes) -> list[str]:
@@ -203,8 +234,10 @@ def test_the_php_producer_takes_replication_failed_as_stored(start_node):
     """Status 1 with REPLICATION_FAILED (its only peer is down) is a success to the
     client, as from the original: it reads the status message only with status 0."""
     here, peer = (f"tcp://127.0.0.1:{port_below_ephemeral()}" for _ in range(2))
+    # --timeout-nodes 1 s: a node of a cluster delivers once it has heard from its
+    # peers or given up on them (docs/cluster.rst), by default after 10 s.
     node = start_node(*NODE_OPTIONS, "--broadcast-dsn", here, "--nodes", peer,
-                      "--replicas", "1")
+                      "--replicas", "1", "--timeout-nodes", "1000000")
     produce(node, [[b"one copy"]])
     assert node.figures()["acks_replication_failed"] == 1
     assert [m["parts"] for m in consume(node, count=1)] == [[b"one copy"]]
@@ -222,18 +255,17 @@ def test_with_delivery_headers_the_php_consumer_takes_them_for_the_body(start_no
 def test_the_php_producer_times_out_on_a_stopped_node_and_the_message_is_stored(node):
     node.pause()
     try:
-        running = start_php("produce", {
+        running = PhpRun("produce", {
             "dsn": node.receive_dsn, "timeout_ms": 300,
             "messages": [{"id": b"php-0".hex(), "parts": [b"while stopped".hex()],
                           "one_part": True}]})
-        assert running.stdout is not None
-        said = running.stdout.readline()
+        running.wait_lines(1)
     finally:
         node.resume()
-    assert json.loads(said)["error"] == "ACK timeout"
+    assert running.lines[0]["error"] == "ACK timeout"
     # Its message, never sent to the stopped node, held the PHP process at its exit
     # (ZeroMQ's linger) until the node was back: then it went, and was stored.
-    finish_php(running, fails=True, said=(said,))
+    running.finish(fails=True)
     node.wait_figures(lambda f: f["messages"] == 1, message="the message stored on resuming")
     assert [m["parts"] for m in consume(node, count=1)] == [[b"while stopped"]]
 
@@ -307,18 +339,46 @@ def test_a_php_producer_killed_under_keeps_what_it_had_acked(node):
     """SIGKILL while the PHP producer is producing: it stops at its ACK timeout, and
     every message it had its ACK for comes to the PHP consumer after the restart."""
     names = [(b"k-%04d" % i).hex() for i in range(5_000)]
-    running = start_php("produce", {
+    running = PhpRun("produce", {
         "dsn": node.receive_dsn, "timeout_ms": 1_000,
         "messages": [{"id": name, "parts": [name], "one_part": True} for name in names]})
     try:
-        assert running.stdout is not None
-        said = tuple(running.stdout.readline() for _ in range(200))  # it ends at 1 s
+        running.wait_lines(200)
         node.kill()
     finally:
-        lines = finish_php(running, fails=True, said=said)
+        lines = running.finish(fails=True)
     assert lines[-1]["error"] == "ACK timeout", lines[-1]
     acked = [line["produced"] for line in lines[:-1]]
     assert 200 <= len(acked) < len(names)
     node.restart()
     delivered = consume(node, want=acked)
     assert {m["parts"][0].hex() for m in delivered} >= set(acked)
+
+
+def test_running_php_clients_carry_on_across_a_node_restart(node):
+    """A consumer and a producer that run on while their node is SIGKILLed and
+    restarted: the producer's message out at the kill ends in ACK timeout, it goes
+    on with the next one, and the consumer, never restarted, gets every message the
+    producer had an ACK for."""
+    names = [(b"r-%04d" % i).hex() for i in range(3_000)]
+    producing = PhpRun("produce", {
+        "dsn": node.receive_dsn, "timeout_ms": 1_000, "keep_going": True,
+        "messages": [{"id": name, "parts": [name], "one_part": True} for name in names]})
+    consuming = PhpRun("consume", {"dsn": node.send_dsn, "ack": "1", "count": 10**6,
+                                   "filter_expired": True, "deadline_ms": 100_000})
+    try:
+        producing.wait_lines(300)
+        node.kill()
+        node.restart()
+        produced = producing.finish()
+        # Every stored message consumed and ACKed: the consumer has had them all.
+        node.wait_figures(lambda f: f["messages"] == 0, 60, message="all consumed")
+    finally:
+        producing.stop()
+        consumed = consuming.stop()
+    acked = {line["produced"] for line in produced if "produced" in line}
+    timed_out = [line for line in produced if "error" in line]
+    assert timed_out and all(line["error"] == "ACK timeout" for line in timed_out)
+    assert len(acked) + len(timed_out) == len(names)
+    delivered = {m["parts"][0] for m in consumed}
+    assert acked <= delivered, f"{len(acked - delivered)} ACKed messages not delivered"

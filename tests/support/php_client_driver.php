@@ -12,8 +12,9 @@
  * driver exits 3. Commands:
  *
  *   produce  {"dsn", "messages": [{"id" (or null), "parts": [hex...], "one_part": bool}],
- *             "timeout_ms", "ignore_ack", "connect_later"}
- *      one line per message: {"produced": id} or {"error": the client's exception}
+ *             "timeout_ms", "ignore_ack", "connect_later", "keep_going"}
+ *      one line per message: {"produced": id} or {"id", "error": the client's
+ *      exception}; the first error ends the run unless "keep_going".
  *   consume  {"dsn", "count" or "want": [hex...], "ack": "1" | "0" | "none",
  *             "again": bool, "filter_expired": bool, "deadline_ms", "stale_ms"}
  *      one line per message received: {"id", "sent", "ack_timeout", "parts", "peer",
@@ -72,7 +73,9 @@ function produce ($request)
             $producer->produce ($message, $request ['timeout_ms']);
         } catch (PZQClientException $e) {
             say (array ('id' => $wanted ['id'], 'error' => $e->getMessage ()));
-            exit (3);
+            if (empty ($request ['keep_going']))
+                exit (3);
+            continue;  // a producer that goes on with its next message
         }
         say (array ('produced' => $wanted ['id']));
     }

@@ -270,6 +270,24 @@ def test_the_php_producer_times_out_on_a_stopped_node_and_the_message_is_stored(
     assert [m["parts"] for m in consume(node, count=1)] == [[b"while stopped"]]
 
 
+def test_after_an_ack_timeout_the_next_produce_reads_the_late_ack(node):
+    """The client's own pitfall: a producer that goes on after an ACK timeout reads
+    the late ACK of the message before as its next one's, and throws; both stored."""
+    node.pause()
+    try:
+        running = PhpRun("produce", {
+            "dsn": node.receive_dsn, "timeout_ms": 300, "keep_going": True,
+            "messages": [{"id": b"first".hex(), "parts": [b"first".hex()], "one_part": True},
+                         {"id": b"second".hex(), "parts": [b"second".hex()], "one_part": True,
+                          "timeout_ms": 20_000}]})
+        running.wait_lines(1)
+    finally:
+        node.resume()
+    assert running.finish() == [{"id": b"first".hex(), "error": "ACK timeout"},
+                                {"id": b"second".hex(), "error": "Got ACK for wrong message"}]
+    node.wait_figures(lambda f: f["messages"] == 2, message="both stored")
+
+
 def test_a_php_producer_that_ignores_acks_and_connects_later(node):
     bodies = [[b"fire and forget %d" % i] for i in range(20)]
     produce(node, bodies, ignore_ack=True, connect_later=True)

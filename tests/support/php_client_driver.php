@@ -11,7 +11,8 @@
  * is one JSON line on stdout; a step that fails writes {"error": ...} and the
  * driver exits 3. Commands:
  *
- *   produce  {"dsn", "messages": [{"id" (or null), "parts": [hex...], "one_part": bool}],
+ *   produce  {"dsn", "messages": [{"id" (or null), "parts": [hex...], "one_part": bool,
+ *                                  "timeout_ms" (this one's, optional)}],
  *             "timeout_ms", "ignore_ack", "connect_later", "keep_going"}
  *      one line per message: {"produced": id} or {"id", "error": the client's
  *      exception}; the first error ends the run unless "keep_going".
@@ -70,7 +71,8 @@ function produce ($request)
             $message->set_id (hex2bin ($wanted ['id']));
         $message->set_message (empty ($wanted ['one_part']) ? $parts : $parts [0]);
         try {
-            $producer->produce ($message, $request ['timeout_ms']);
+            $producer->produce ($message, isset ($wanted ['timeout_ms'])
+                                          ? $wanted ['timeout_ms'] : $request ['timeout_ms']);
         } catch (PZQClientException $e) {
             say (array ('id' => $wanted ['id'], 'error' => $e->getMessage ()));
             if (empty ($request ['keep_going']))

@@ -1,8 +1,8 @@
 """The original pzq's own PHP client (``php-api/`` of mkoppanen/pzq), unchanged, against
 a real node: opt in with ``PZQ_PHP_API`` naming that folder, and ``php`` with the zmq
-extension (Debian: ``php-cli php-zmq``) on the PATH. With ``PZQ_PHP_API`` and
-``PZQ_ORIGINAL`` (the C++ original's binary) every test runs against the original too:
-what the client does against pzq, it does against the original.
+extension (Debian: ``php-cli php-zmq``) on the PATH. With ``PZQ_ORIGINAL`` too (the C++
+original's binary), every test that needs no option of pzq's own runs against the
+original as well: what the client does against pzq, it does against the original.
 
 The driver (``tests/support/php_client_driver.php``) includes the client's
 ``PZQClient.php`` and calls only its public API, as the client's own examples do;
@@ -36,8 +36,8 @@ ORIGINAL = os.environ.get("PZQ_ORIGINAL", "")
 
 def _why_not_runnable() -> str | None:
     if not PHP_API:
-        return ("set PZQ_PHP_API to the original pzq's php-api folder "
-                "(git archive of mkoppanen/pzq) to run its PHP client")
+        return ("set PZQ_PHP_API to the original pzq's php-api folder (beside the build "
+                "of scripts/build-original) to run its PHP client")
     if not (Path(PHP_API) / "PZQClient.php").is_file():
         return f"PZQ_PHP_API={PHP_API} holds no PZQClient.php"
     if shutil.which("php") is None:

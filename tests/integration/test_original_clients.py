@@ -5,6 +5,7 @@ Each follows the original client's rules exactly: the producer sends
 (``response[3]`` is the reason on failure); the consumer takes frame 1 as the key,
 2 and 3 as sent time and ack timeout, and the body as every frame from index 5;
 the monitor client sends ``MONITOR`` on a REQ socket and splits each line on ": ".
+The client itself runs in test_php_client.py when PZQ_PHP_API names its folder.
 """
 
 from __future__ import annotations

@@ -87,8 +87,10 @@ def decode_runs(frames: list[bytes], max_body_size: int) -> list[Member]:
     try:
         return read_runs(routing_id, batch_id, frames[4], int(count_text), max_body_size)
     except DecodeError:
-        raise ProduceRefused(f"the batch's entries are not the {int(count_text)} messages "
-                             "its BATCH header says", routing_id, batch_id) from None
+        count = int(count_text)
+        raise ProduceRefused(f"the batch's entries are not the {count} "
+                             f"message{'' if count == 1 else 's'} its BATCH header says",
+                             routing_id, batch_id) from None
 
 
 def decode_batch(frames: list[bytes], max_body_size: int

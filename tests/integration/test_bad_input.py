@@ -197,3 +197,14 @@ def test_store_write_error_refuses_and_loses_nothing(start_node, context, tmp_pa
     node.preexec_fn = None
     node.restart()
     consume_all(node, context, acked)
+
+
+@pytest.mark.parametrize("command, answer", [
+    ("DEAD x", "ERROR: DEAD x: give DEAD [limit], a limit a whole number 0 or more"),
+    ("DEAD -1", "ERROR: DEAD -1: give DEAD [limit], a limit a whole number 0 or more"),
+    ("DEAD 5 6", "ERROR: DEAD 5 6: give DEAD [limit], a limit a whole number 0 or more"),
+    ("DEAD " + "9" * 30, "dead_letters: 0"),  # more than a list holds: every one
+    ("DEAD 0", "dead_letters: 0"),
+])
+def test_a_bad_dead_letter_limit_is_a_clear_error(node, command, answer):
+    assert request_monitor(node.monitor_dsn, command, timeout=10).decode().strip() == answer

@@ -211,37 +211,51 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path} could not be read: {exc}") from None
     values: dict[str, Any] = {}
+    spelt: dict[str, str] = {}  # option name -> the key the file gave it under
     for key, value in raw.items():
         name = key.replace("-", "_")
         if name not in OPTIONS_BY_NAME:
             raise ConfigError(f"config file {path}: unknown option {key!r}")
-        values[name] = _coerce_file_value(path, OPTIONS_BY_NAME[name], value)
+        if name in spelt:  # ack-timeout and ack_timeout: which was meant cannot be told
+            raise ConfigError(f"config file {path}: {spelt[name]} and {key} are one option: "
+                              "give it once")
+        spelt[name] = key
+        values[name] = _coerce_file_value(path, OPTIONS_BY_NAME[name], key, value)
     return values
 
 
-def _coerce_file_value(path: Path, option: Option, value: Any) -> Any:
-    """Accept the TOML type that matches the option (a list or a string for nodes)."""
+def _coerce_file_value(path: Path, option: Option, key: str, value: Any) -> Any:
+    """Accept the TOML type that matches the option (a list or a string for nodes);
+    a refusal names the option by ``key``, as the file spells it."""
     if option.name == "nodes":
         if isinstance(value, str):
             return _dsn_list(value)
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
             return tuple(value)
     elif option.kind is duration_us and isinstance(value, float):
-        raise ConfigError(f"config file {path}: {option.name} = {value}: give whole "
+        raise ConfigError(f"config file {path}: {key} = {value}: give whole "
                           f'microseconds or a text with a unit, e.g. "{value}s"')
     elif option.kind is duration_us and isinstance(value, (int, str)) \
             and not isinstance(value, bool):
         try:
             return duration_us(str(value))
         except DurationError as exc:
-            raise ConfigError(f"config file {path}: {option.name}: {exc}") from None
+            raise ConfigError(f"config file {path}: {key}: {exc}") from None
     elif option.kind is bool and isinstance(value, bool):
         return value
     elif option.kind is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     elif option.kind is str and isinstance(value, str):
         return value
-    raise ConfigError(f"config file {path}: {option.name} has the wrong type ({value!r})")
+    raise ConfigError(f"config file {path}: {key} has the wrong type ({value!r}): give "
+                      f"{TOML_WANTED[option.kind]}")
+
+
+# what a refused value's option takes, as its TOML
+TOML_WANTED: dict[object, str] = {
+    _dsn_list: 'a text of endpoints separated by "," or a list of texts',
+    duration_us: 'whole microseconds or a text with a unit, e.g. "5s"',
+    bool: "true or false", int: "a whole number", str: "a text in quotes"}
 
 
 def build_config(cli_values: Mapping[str, Any], config_file: Path | None = None) -> Config:

@@ -10,7 +10,7 @@ import pytest
 from pzq.client import Consumer, Producer
 from pzq.errors import ConfigError, ExitCode
 from pzq.node.main import parse_config
-from pzq.node.options import build_config, defaults, read_config_file
+from pzq.node.options import OPTIONS, TOML_WANTED, build_config, defaults, read_config_file
 from tests.support.harness import run_pzq
 
 EXIT_BIND, EXIT_STORE, EXIT_USAGE = ExitCode.BIND, ExitCode.STORE, ExitCode.USAGE
@@ -77,16 +77,30 @@ def test_cli_beats_file_beats_defaults(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("bogus = 1\n", "unknown option 'bogus'"),
-    ("ack-timeout = 'soon'\n", "ack_timeout: soon is not a duration: give microseconds"),
+    ("ack-timeout = 'soon'\n", "ack-timeout: soon is not a duration: give microseconds"),
     ("ack-timeout = 1.5\n", 'give whole microseconds or a text with a unit, e.g. "1.5s"'),
-    ("hard-sync = 1\n", "wrong type"),
     ("ack-timeout = \n", "could not be read"),
+    # a refused type says what the option takes, naming it as the file does
+    ("hard-sync = 1\n", "hard-sync has the wrong type (1): give true or false"),
+    ("prefetch = '10'\n", "prefetch has the wrong type ('10'): give a whole number"),
+    ("send_dsn = 5\n", "send_dsn has the wrong type (5): give a text in quotes"),
+    ("ack-timeout = true\n", "ack-timeout has the wrong type (True): give whole microseconds or a "
+                             'text with a unit, e.g. "5s"'),
+    ("nodes = 5\n", 'nodes has the wrong type (5): give a text of endpoints separated by "," '
+                    "or a list of texts"),
+    # one option under both its spellings: which value was meant cannot be told
+    ("ack_timeout = '5s'\nack-timeout = '6s'\n",
+     "ack_timeout and ack-timeout are one option: give it once"),
 ])
 def test_bad_config_file(tmp_path, content, message):
     path = tmp_path / "pzq.toml"
     path.write_text(content)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         build_config({}, path)
+
+
+def test_every_option_kind_says_what_a_config_file_gives_it():
+    assert {option.kind for option in OPTIONS} <= set(TOML_WANTED)
 
 
 @pytest.mark.parametrize("values, message", [

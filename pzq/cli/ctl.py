@@ -24,6 +24,7 @@ from pzq.cli.ctl_backup import run_backup
 from pzq.cli.routes_text import routes_text
 from pzq.client import request_monitor
 from pzq.cluster.placement import MOST_PARTITIONS
+from pzq.durations import DurationError, duration_us
 from pzq.errors import DecodeError, EndpointError, ExitCode, StoreError
 from pzq.protocol.consume import START_WORDS
 from pzq.protocol.message_keys import parse_message_key
@@ -135,15 +136,19 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     topic.add_argument("--dedup-window", type=positive_duration, default=None, metavar="D",
                        help="declare: how long the topic remembers a DEDUP-ID (e.g. 10m; "
                             "the node's --dedup-window when not set)")
-    topic.add_argument("--max-age", type=positive_duration, default=None, metavar="D",
+    topic.add_argument("--max-age", type=max_age, default=None, metavar="D",
                        help="declare: a message of the topic older than this expires "
-                            "(e.g. 1h; never delivered after, see --on-expire)")
+                            "(e.g. 1h; never delivered after, see --on-expire; 0 takes "
+                            "the topic's max age away)")
     topic.add_argument("--on-expire", choices=ON_EXPIRE, default=None,
                        help="declare: an expired message goes to the dead letters (dead, "
                             "the default) or is deleted (drop)")
     topic.add_argument("--priorities", action="store_const", const="on", default=None,
                        help="declare: a message's PRIORITY header (1-9, 9 first) puts it "
                             "before the topic's backlog")
+    topic.add_argument("--no-priorities", dest="priorities", action="store_const",
+                       const="off", help="declare: take the topic's priorities away (its "
+                                         "messages go in the order they came)")
     topic.add_argument("--partitions", type=whole_number(1, MOST_PARTITIONS), default=None,
                        metavar="P",
                        help="declare: split the topic over the cluster's nodes in P "
@@ -290,6 +295,17 @@ def backoff_steps(text: str) -> str:
     for step in steps:
         positive_duration(step)
     return text
+
+
+def max_age(text: str) -> str:
+    """An argparse type: a topic's max age, a duration above 0, or 0 (as ``0``: what the
+    node's DECLARE takes to take a max age away)."""
+    try:
+        if duration_us(text) == 0:
+            return "0"
+    except DurationError:
+        pass  # positive_duration says what a duration is
+    return positive_duration(text)
 
 
 def dead_letter_key(text: str) -> str:

@@ -192,7 +192,9 @@ def _decode_subscribe(frames: list[bytes]) -> Subscribe:
     options: dict[str, str | int | bool] = {}
     acked: list[bytes] = []
     for frame in frames[3:]:
-        if frame[:4].upper() == b"ACK:" and len(acked) < MAX_KEYS:
+        if frame[:4].upper() == b"ACK:":
+            if len(acked) == MAX_KEYS:  # not "is not ... ACK:key", which it is
+                raise DecodeError(f"CONSUME has more than {MAX_KEYS} ACK:key options")
             acked.append(frame[4:])
             continue
         name, sep, value = frame.decode(errors="replace").partition(":")

@@ -23,10 +23,14 @@ from pzq.errors import ConfigError
 from pzq.node.config import US_PER_HOUR, US_PER_MS, Config
 from pzq.node.config_checks import validate
 from pzq.node.endpoints import ENDPOINTS
+from pzq.protocol.time_headers import MAX_SPAN_MS
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("console", "json")
 DURATION = " (microseconds, or with a unit: 250ms, 5s, 2m, 1h)"
+US_PER_DAY = 24 * US_PER_HOUR
+CENTURY_US = MAX_SPAN_MS * US_PER_MS  # the longest time an option takes, as a DELAY or TTL
+UNIT_WORDS = {US_PER_MS: "ms", US_PER_HOUR: "hours"}  # the options' own units, by scale
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class Option:
     scale: int = 1  # from the option's unit to the attribute's
     least: int | None = None  # the smallest value taken (None: any)
     choices: tuple[str, ...] = ()
+    # a time's largest value, in µs (its attribute's unit): a century, as a time header's
+    # (None: not a time). A tick's period beyond it overflowed APScheduler's timedelta.
+    most_us: int | None = None
 
     @property
     def attribute(self) -> str:
@@ -59,6 +66,11 @@ class Option:
                               + ("greater than 0" if self.least else "0 or more"))
         if self.choices and value not in self.choices:
             raise ConfigError(f"{self.flag} must be one of {', '.join(self.choices)}")
+        if self.most_us is not None and self.to_attribute(value) > self.most_us:
+            most = (f"{self.most_us // US_PER_DAY}d" if self.kind is duration_us
+                    else f"{self.most_us // self.scale} {UNIT_WORDS[self.scale]}")
+            century = " (a century)" if self.most_us == CENTURY_US else ""
+            raise ConfigError(f"{self.flag} must be at most {most}{century}")
 
 
 def _dsn_list(text: str) -> tuple[str, ...]:
@@ -71,9 +83,10 @@ def endpoint_option(endpoint: Endpoint) -> Option:
 
 
 def _duration(name: str, flag: str, default: int, help: str, field: str = "",
-              least: int | None = 1, aliases: tuple[str, ...] = ()) -> Option:
+              least: int | None = 1, aliases: tuple[str, ...] = (),
+              most_us: int = CENTURY_US) -> Option:
     return Option(name, flag, duration_us, default, help + DURATION, aliases,
-                  field or f"{name}_us", least=least)
+                  field or f"{name}_us", least=least, most_us=most_us)
 
 
 _BEFORE_ENDPOINTS: tuple[Option, ...] = (
@@ -97,7 +110,8 @@ _BEFORE_ENDPOINTS: tuple[Option, ...] = (
 _AFTER_ENDPOINTS: tuple[Option, ...] = (
     _duration("consume_heartbeat", "--consume-heartbeat", 1_000_000,
               "ZeroMQ heartbeat period on --consume-dsn; a connection silent for three is "
-              "cut"),
+              "cut (at most a day)",
+              most_us=US_PER_DAY),
     Option("prefetch", "--prefetch", int, 1000,
            "most deliveries unacked at once on --send-dsn; below it the node keeps "
            "each delivery's wait for a consumer well inside --ack-timeout", least=1),
@@ -138,10 +152,10 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
            "archive: fsync after this many messages", least=1),
     Option("flush_interval", "--flush-interval", int, 1000,
            "archive: fsync at least this often when something is unsynced (milliseconds)",
-           field="flush_interval_us", scale=US_PER_MS, least=1),
+           field="flush_interval_us", scale=US_PER_MS, least=1, most_us=CENTURY_US),
     Option("retain_hours", "--retain-hours", int, 168,
            "archive: delete whole segments older than this", field="retain_us",
-           scale=US_PER_HOUR, least=1),
+           scale=US_PER_HOUR, least=1, most_us=CENTURY_US),
     Option("archive_topic", "--archive-topic", str, "default",
            "archive: topic of messages without a TOPIC:name header"),
     Option("retain_bytes", "--retain-bytes", int, 0,
@@ -149,7 +163,7 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
            "larger than this many bytes (0: no limit)", least=0),
     Option("relay_poll", "--relay-poll", int, 1000,
            "archive: how often the relay looks for new records (milliseconds)",
-           field="relay_poll_us", scale=US_PER_MS, least=1),
+           field="relay_poll_us", scale=US_PER_MS, least=1, most_us=CENTURY_US),
     Option("replay_rate", "--replay-rate", int, 1000,
            "archive: messages a second the node's replays read back from the archive, "
            "all together (a rate the live path keeps its pace beside)", least=1),

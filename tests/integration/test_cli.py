@@ -129,6 +129,14 @@ def test_invalid_values(values, message):
     (["--timeout-nodes", "2.5"], ("2.5 has no unit, so it would be microseconds, which are "
                                   "whole: did you mean 2.5s?")),
     (["--reaper-frequency", "5 parsecs"], "5 parsecs is not a duration"),
+    # a time is at most a century, as a DELAY or TTL: a reaper's period of millions of
+    # years ended the node at its start in APScheduler's OverflowError
+    (["--reaper-frequency", "999999999999d"], "--reaper-frequency must be at most 36600d "
+                                              "(a century)"),
+    (["--relay-poll", "99999999999999999"], "--relay-poll must be at most 3162240000000 ms "
+                                            "(a century)"),
+    (["--retain-hours", "878401"], "--retain-hours must be at most 878400 hours (a century)"),
+    (["--consume-heartbeat", "25h"], "--consume-heartbeat must be at most 1d"),
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--log-format", "xml"], "--log-format must be one of"),
     (["--config", "/nonexistent/pzq.toml"], "does not exist"),
@@ -201,3 +209,18 @@ def test_a_database_path_through_a_file_says_so(tmp_path, where, message):
     assert result.returncode == EXIT_STORE
     assert result.stderr.strip() == "pzq: error: " + message.format(path=path,
                                                                      file=tmp_path / "file")
+
+
+def test_a_node_whose_ticks_are_a_month_apart_runs(start_inproc_node, context):
+    """libzmq's poll takes its wait in ms as a C int (24.8 days at most): the reaper's
+    tick and the timed fsync a month away overflowed it, the node's loop ended with an
+    OverflowError after node_ready; the poll now waits an hour at most at a time."""
+    node = start_inproc_node("--reaper-frequency", "30d", "--sync-interval", "30d",
+                             "--consume-heartbeat", "1d", tcp=True)
+    with Producer(node.receive_dsn, context=context) as producer, \
+            Consumer(node.send_dsn, context=context) as consumer:
+        assert producer.produce([b"kept"]).ok
+        message = consumer.receive(10)
+        assert message is not None and message.parts == (b"kept",)
+        message.ack()
+    node.wait_figures(lambda figures: figures["messages"] == 0, message="the ACK")

@@ -157,6 +157,17 @@ def test_endpoint_in_use_is_exit_4(node, tmp_path):
     assert "cannot bind --receive-dsn" in result.stderr
 
 
+def test_a_host_a_bind_cannot_take_says_what_it_takes(tmp_path):
+    """libzmq says only "No such device" for a name that is no interface of this host."""
+    result = run_pzq(["--database", str(tmp_path / "db"), "--receive-dsn",
+                      "tcp://no-such-interface0:11131", "--send-dsn", "tcp://127.0.0.1:*",
+                      "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert result.returncode == EXIT_BIND
+    assert result.stderr.strip().splitlines()[-1] == (
+        "pzq: error: cannot bind --receive-dsn tcp://no-such-interface0:11131: No such "
+        "device (bind to an address or interface of this host, or * for every one)")
+
+
 def test_graceful_stop_exits_0_and_keeps_messages(node, producer):
     assert producer.produce([b"kept"]).ok
     assert node.stop() == 0

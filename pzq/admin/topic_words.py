@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.durations import duration_us
+from pzq.protocol.numbers import is_whole_number, whole_number
 from pzq.protocol.time_headers import MAX_SPAN_MS
 from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE, ON_EXPIRE_DEAD
 from pzq.store.topics import Topic
@@ -46,9 +47,11 @@ def no_more(options: dict[str, str]) -> None:
 def number(value: int | str, name: str) -> int:
     if isinstance(value, int):
         return value
-    if not value.isdigit():
-        raise ValueError(f"{name}={value[:20]} is not a whole number 0 or more")
-    return int(value)
+    found = whole_number(value)
+    if found is None:
+        raise ValueError(f"{name}={value[:20]} is not a whole number 0 or more"
+                         + (" (at most 19 digits)" if is_whole_number(value) else ""))
+    return found
 
 
 def topic_settings_given(options: dict[str, str]) -> dict[str, object]:

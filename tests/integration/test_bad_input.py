@@ -273,3 +273,17 @@ def test_a_monitor_number_python_cannot_read_is_a_clear_error(node, command, ans
     """They answered int()'s own words (Exceeds the limit (4300 digits) ..., invalid
     literal for int() ...)."""
     assert request_monitor(node.monitor_dsn, command, timeout=10).decode() == answer
+
+
+@pytest.mark.parametrize("command, shown", [
+    ("DECLARE TOPIC t dedup_window=" + "9" * 400, "9" * 40 + "..."),
+    ("DECLARE GROUP default g ack_timeout=" + "9" * 400 + "s", "9" * 40 + "..."),
+    ("DECLARE TOPIC t max_age=٣s", "٣s"),  # a digit, but not an ASCII one
+])
+def test_a_duration_float_cannot_hold_is_a_clear_error(node, stored_one, command, shown):
+    """float() made 400 digits infinity, which round() refused with an OverflowError
+    that ended the node's loop."""
+    answer = request_monitor(node.monitor_dsn, command, timeout=10).decode()
+    assert answer == f"ERROR: {shown} is not a duration: give microseconds (5000000) or a " \
+                     "number with a unit: 250ms, 5s, 2m, 1h, 2d"
+    assert request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"

@@ -129,6 +129,7 @@ def test_invalid_values(values, message):
     (["--timeout-nodes", "2.5"], ("2.5 has no unit, so it would be microseconds, which are "
                                   "whole: did you mean 2.5s?")),
     (["--reaper-frequency", "5 parsecs"], "5 parsecs is not a duration"),
+    (["--ack-timeout", "9" * 400], "9" * 40 + "... is not a duration"),  # not float's inf
     # a time is at most a century, as a DELAY or TTL: a reaper's period of millions of
     # years ended the node at its start in APScheduler's OverflowError
     (["--reaper-frequency", "999999999999d"], "--reaper-frequency must be at most 36600d "

@@ -7,7 +7,9 @@ import re
 UNITS_US = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
             "min": 60_000_000, "h": 3_600_000_000,
             "d": 86_400_000_000}
-PATTERN = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([a-zµ]*)$")
+# ASCII digits, and not so many that float() makes them infinity (which round() cannot
+# take: a dedup_window= of 400 digits on the monitor socket ended the node's loop)
+PATTERN = re.compile(r"^(-?[0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([a-zµ]*)$")
 EXAMPLES = "microseconds (5000000) or a number with a unit: 250ms, 5s, 2m, 1h, 2d"
 
 
@@ -19,7 +21,8 @@ def duration_us(text: str) -> int:
     """``5000000`` -> 5000000; ``250ms`` -> 250000; ``5s``, ``2m``, ``1h``, ``1.5s`` alike."""
     match = PATTERN.match(text.strip())
     if match is None or match.group(2) not in ("", *UNITS_US):
-        raise DurationError(f"{text} is not a duration: give {EXAMPLES}")
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise DurationError(f"{shown} is not a duration: give {EXAMPLES}")
     number, unit = match.groups()
     if not unit and "." in number:
         raise DurationError(f"{text} has no unit, so it would be microseconds, which are "

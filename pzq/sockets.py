@@ -4,6 +4,7 @@ it stops (ZeroMQ leaves a named ipc endpoint's file behind)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -28,6 +29,10 @@ LINGER_MS = 1000
 CONSUME_SNDHWM = 200_000  # credits bound what is sent; the pipe must not
 CONSUME_HEARTBEAT_MISSES = 3  # heartbeat periods without a PONG: the connection is cut
 MAX_HEARTBEAT_TTL_MS = 6_553_500  # ZMTP carries the TTL in 16 bits of deciseconds
+# what libzmq's word for a host a bind cannot take leaves unsaid ("No such device" for
+# a name that is neither an interface of this host nor one it resolves)
+_BIND_TO = " (bind to an address or interface of this host, or * for every one)"
+BIND_HINTS = {errno.ENODEV: _BIND_TO, errno.EADDRNOTAVAIL: _BIND_TO}
 IPV4_HOST = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
@@ -56,7 +61,8 @@ def bind(context: Context, kind: int, dsn: str, flag: str, security: NodeSecurit
         socket.bind(dsn)
     except zmq.ZMQError as exc:
         socket.close(0)
-        raise BindError(f"cannot bind {flag} {dsn}: {zmq.strerror(exc.errno or 0)}") from None
+        raise BindError(f"cannot bind {flag} {dsn}: {zmq.strerror(exc.errno or 0)}"
+                        + BIND_HINTS.get(exc.errno or 0, "")) from None
     return socket
 
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from pzq.clock import Now
@@ -42,10 +43,16 @@ class Admin:
                 b"PURGE": self._move(b"PURGE", self._purge), b"PENDING": self._pending}
 
     def _dead(self, arguments: list[bytes], now: Now) -> bytes:
-        try:
-            return self._list(int(arguments[0]) if arguments else DEFAULT_LIST)
-        except ValueError as exc:
-            return f"ERROR: {exc}".encode()
+        if len(arguments) > 1 or (arguments and not arguments[0].isdigit()):
+            # int()'s and islice()'s own words named neither DEAD nor what it takes
+            shown = b" ".join(arguments).decode(errors="replace")[:40]
+            return (f"ERROR: DEAD {shown}: give DEAD [limit], a limit a whole number "
+                    "0 or more").encode()
+        if not arguments:
+            return self._list(DEFAULT_LIST)
+        # a limit past what a list can hold lists them all (and no int() of a long frame)
+        digits = arguments[0].lstrip(b"0") or b"0"
+        return self._list(int(digits) if len(digits) < len(str(sys.maxsize)) else sys.maxsize)
 
     def _move(self, verb: bytes, move: Callable[[list[int], Now], int]) -> Verb:
         def answer(arguments: list[bytes], now: Now) -> bytes:

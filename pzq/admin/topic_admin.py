@@ -47,6 +47,7 @@ from pzq.errors import DecodeError, StoreError
 from pzq.parts import Verb
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
+from pzq.protocol.numbers import whole_number
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.serving.named_groups import NamedGroups
 from pzq.store import keyspace
@@ -267,7 +268,8 @@ class TopicAdmin:
         deliveries = self.consume.groups.get(group.id)
         if deliveries is not None:
             group_ops.let_go_below(deliveries, target)
-        archived = self.archive_seek.from_time(group, int(where), now) if where.isdigit() \
+        since = whole_number(where)
+        archived = self.archive_seek.from_time(group, since, now) if since is not None \
             else ""
         return (f"group {group.name} of topic {topic.name} at seq {target}: "
                 f"{len(moved.deleted) + len(moved.marked)} now done, "
@@ -279,8 +281,9 @@ class TopicAdmin:
             return 0
         if where == consume_wire.START_WORDS[1]:
             return self.store.next_seq
-        if where.isdigit():
-            return self.topics.first_stored_since(topic, int(where))
+        since = whole_number(where)
+        if since is not None:
+            return self.topics.first_stored_since(topic, since)
         try:
             node_id, seq = parse_message_key(where.encode())
         except DecodeError:

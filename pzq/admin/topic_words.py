@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from pzq.cluster.placement import MOST_PARTITIONS
 from pzq.durations import duration_us
+from pzq.protocol.numbers import is_whole_number, whole_number
+from pzq.protocol.time_headers import MAX_SPAN_MS
 from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE, ON_EXPIRE_DEAD
 from pzq.store.topics import Topic
+
+CENTURY_US = MAX_SPAN_MS * 1000  # the longest duration a topic or group takes
 
 
 def same_filter(topic: Topic, name: str, given: str | None) -> None:
@@ -43,9 +47,11 @@ def no_more(options: dict[str, str]) -> None:
 def number(value: int | str, name: str) -> int:
     if isinstance(value, int):
         return value
-    if not value.isdigit():
-        raise ValueError(f"{name}={value[:20]} is not a whole number 0 or more")
-    return int(value)
+    found = whole_number(value)
+    if found is None:
+        raise ValueError(f"{name}={value[:20]} is not a whole number 0 or more"
+                         + (" (at most 19 digits)" if is_whole_number(value) else ""))
+    return found
 
 
 def topic_settings_given(options: dict[str, str]) -> dict[str, object]:
@@ -89,10 +95,13 @@ def group_settings_given(options: dict[str, str]) -> dict[str, object]:
 
 
 def _duration(text: str, name: str = "dedup_window") -> int:
-    """A duration setting (``10m``), above 0."""
+    """A duration setting (``10m``), above 0 and at most a century, as the node's own
+    time options (a group's ack_timeout of 1e29 s was taken, a float's digits)."""
     found = duration_us(text)
     if found <= 0:
         raise ValueError(f"{name} {text[:20]!r} must be above 0")
+    if found > CENTURY_US:
+        raise ValueError(f"{name} {text[:20]!r} must be at most 36600d (a century)")
     return found
 
 

@@ -58,6 +58,8 @@ async def _exchange(socket: AsyncSocket, command: str,
 
 async def monitor_figures(dsn: str, timeout: float = 5.0,
                           curve: ClientSecurity | None = None) -> dict[str, str]:
+    """The node's ``MONITOR`` answer, its ``key: value`` lines as a dict of texts
+    (``messages``, ``messages_inflight``, ...); raises as ``request_monitor`` does."""
     return parse_monitor_text(await request_monitor(dsn, "MONITOR", timeout, curve))
 
 

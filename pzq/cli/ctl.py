@@ -147,7 +147,8 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
                        help="declare: a message's PRIORITY header (1-9, 9 first) puts it "
                             "before the topic's backlog")
     topic.add_argument("--no-priorities", dest="priorities", action="store_const",
-                       const="off", help="declare: take the topic's priorities away")
+                       const="off", help="declare: take the topic's priorities away (its "
+                                         "messages go in the order they came)")
     topic.add_argument("--partitions", type=whole_number(1, MOST_PARTITIONS), default=None,
                        metavar="P",
                        help="declare: split the topic over the cluster's nodes in P "

@@ -103,6 +103,8 @@ def _exchange(socket: zmq.Socket[bytes], dsn: str, command: str, timeout: float,
 
 def monitor_figures(dsn: str, timeout: float = 5.0,
                     curve: ClientSecurity | None = None) -> dict[str, str]:
+    """The node's ``MONITOR`` answer, its ``key: value`` lines as a dict of texts
+    (``messages``, ``messages_inflight``, ...); raises as ``request_monitor`` does."""
     return parse_monitor_text(request_monitor(dsn, "MONITOR", timeout, curve))
 
 

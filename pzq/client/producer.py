@@ -60,23 +60,25 @@ class Producer(ProducerView):
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
              msg_id: bytes | None = None, timeout: float | None = 30.0,
              topic: str | None = None, tag: str | None = None,
-             dedup_id: str | bytes | None = None, *, delay: float | None = None,
+             dedup_id: str | bytes | None = None, *, key: str | bytes | None = None,
+             delay: float | None = None,
              not_before: Moment | None = None, ttl: float | None = None,
              expires: Moment | None = None, priority: int | None = None) -> bytes:
         """Send one message; waits (collecting ACKs) while the window is full.
-        ``topic``, ``tag`` and ``dedup_id`` add the TOPIC, TAG and DEDUP-ID header
-        frames (a repeat of a ``dedup_id`` within the topic's window is stored once).
+        ``topic``, ``tag``, ``dedup_id`` and ``key`` add the TOPIC, TAG, DEDUP-ID and KEY
+        header frames (a repeat of a ``dedup_id`` within the topic's window is stored
+        once; a ``key`` names the partition of a partitioned topic, as ``pzq.aio``'s).
         ``delay`` (seconds) or ``not_before`` (a datetime or µs since the epoch): not
         delivered before; ``ttl`` (seconds) or ``expires``: worthless after;
         ``priority`` 0-9 (9 first, on a topic with priorities on): their header frames
         (pzq.protocol.time_headers; ValueError for a value the node would refuse)."""
-        if tag is None and dedup_id is None:  # a topic's frame is made once
+        if tag is None and dedup_id is None and key is None:  # a topic's frame made once
             found = self._topic_frames.get(topic)
             if found is None:
                 found = self._topic_frames[topic] = topic_headers(topic, None)
             headers = [*headers, *found] if headers else found
         else:
-            headers = [*headers, *topic_headers(topic, tag, dedup_id)]
+            headers = [*headers, *topic_headers(topic, tag, dedup_id, key)]
         if delay is not None or not_before is not None or ttl is not None \
                 or expires is not None or priority is not None:
             headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
@@ -130,13 +132,14 @@ class Producer(ProducerView):
     def produce(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
                 timeout: float = 30.0, topic: str | None = None,
                 tag: str | None = None, dedup_id: str | bytes | None = None, *,
+                key: str | bytes | None = None,
                 delay: float | None = None, not_before: Moment | None = None,
                 ttl: float | None = None, expires: Moment | None = None,
                 priority: int | None = None) -> ProducerAck:
         """Send one message and wait for its own ACK (the options: ``send``'s)."""
         msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag,
-                           dedup_id=dedup_id, delay=delay, not_before=not_before, ttl=ttl,
-                           expires=expires, priority=priority)
+                           dedup_id=dedup_id, key=key, delay=delay, not_before=not_before,
+                           ttl=ttl, expires=expires, priority=priority)
         self._send(self._session.pending_batch(), timeout)
         deadline = time.monotonic() + timeout
         while (ack := self._session.take_ack(msg_id)) is None:

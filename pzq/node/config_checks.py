@@ -13,6 +13,7 @@ from pzq.errors import ConfigError
 from pzq.node.config import Config, parse_partitions
 from pzq.node.endpoints import ENDPOINTS
 from pzq.protocol.headers import validate_topic
+from pzq.protocol.numbers import whole_number
 
 DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
 
@@ -100,4 +101,5 @@ def check_dsn(flag: str, dsn: str) -> None:
 def _tcp_port_in_range(dsn: str) -> bool:
     # ZeroMQ takes a port modulo 65536 (99999 binds 34463): check it before it wraps.
     port = dsn.rpartition(":")[2]
-    return port == "*" or (port.isdigit() and 0 < int(port) < 65536)
+    number = whole_number(port, 5)
+    return port == "*" or (number is not None and 0 < number < 65536)

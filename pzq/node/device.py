@@ -29,6 +29,10 @@ from pzq.parts import Figures, Parts
 from pzq.security import NodeSecurity
 from pzq.zmqio import Context, Events, Socket
 
+# the poll's longest wait: libzmq takes a C int of ms (24.8 days at most), and a tick or
+# deadline a --reaper-frequency or --sync-interval of a month away overflowed it
+LONGEST_POLL_MS = 3_600_000
+
 
 class Device:
     """Binds every part that is on, or closes what it bound and raises (BindError).
@@ -86,8 +90,11 @@ class Device:
         parts, now = self.parts, Now.read()
         parts.interest(poller, now, not self.stopping)
         timeout = self.timer.timeout_ms(now.mono, parts.timeout_ms(now))
-        self.wake(dict(zmq.zmq_poll(poller.sockets, -1 if timeout is None else timeout)),
-                  Now.read())
+        if timeout is None:
+            timeout = -1
+        elif timeout > LONGEST_POLL_MS:  # a wake early finds nothing due, and waits again
+            timeout = LONGEST_POLL_MS
+        self.wake(dict(zmq.zmq_poll(poller.sockets, timeout)), Now.read())
 
     def wake(self, events: Events, now: Now) -> None:
         parts, store = self.parts, self.node.store

@@ -23,10 +23,14 @@ from pzq.errors import ConfigError
 from pzq.node.config import US_PER_HOUR, US_PER_MS, Config
 from pzq.node.config_checks import validate
 from pzq.node.endpoints import ENDPOINTS
+from pzq.protocol.time_headers import MAX_SPAN_MS
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("console", "json")
 DURATION = " (microseconds, or with a unit: 250ms, 5s, 2m, 1h)"
+US_PER_DAY = 24 * US_PER_HOUR
+CENTURY_US = MAX_SPAN_MS * US_PER_MS  # the longest time an option takes, as a DELAY or TTL
+UNIT_WORDS = {US_PER_MS: "ms", US_PER_HOUR: "hours"}  # the options' own units, by scale
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class Option:
     scale: int = 1  # from the option's unit to the attribute's
     least: int | None = None  # the smallest value taken (None: any)
     choices: tuple[str, ...] = ()
+    # a time's largest value, in µs (its attribute's unit): a century, as a time header's
+    # (None: not a time). A tick's period beyond it overflowed APScheduler's timedelta.
+    most_us: int | None = None
 
     @property
     def attribute(self) -> str:
@@ -59,6 +66,11 @@ class Option:
                               + ("greater than 0" if self.least else "0 or more"))
         if self.choices and value not in self.choices:
             raise ConfigError(f"{self.flag} must be one of {', '.join(self.choices)}")
+        if self.most_us is not None and self.to_attribute(value) > self.most_us:
+            most = (f"{self.most_us // US_PER_DAY}d" if self.kind is duration_us
+                    else f"{self.most_us // self.scale} {UNIT_WORDS[self.scale]}")
+            century = " (a century)" if self.most_us == CENTURY_US else ""
+            raise ConfigError(f"{self.flag} must be at most {most}{century}")
 
 
 def _dsn_list(text: str) -> tuple[str, ...]:
@@ -71,9 +83,10 @@ def endpoint_option(endpoint: Endpoint) -> Option:
 
 
 def _duration(name: str, flag: str, default: int, help: str, field: str = "",
-              least: int | None = 1, aliases: tuple[str, ...] = ()) -> Option:
+              least: int | None = 1, aliases: tuple[str, ...] = (),
+              most_us: int = CENTURY_US) -> Option:
     return Option(name, flag, duration_us, default, help + DURATION, aliases,
-                  field or f"{name}_us", least=least)
+                  field or f"{name}_us", least=least, most_us=most_us)
 
 
 _BEFORE_ENDPOINTS: tuple[Option, ...] = (
@@ -97,7 +110,8 @@ _BEFORE_ENDPOINTS: tuple[Option, ...] = (
 _AFTER_ENDPOINTS: tuple[Option, ...] = (
     _duration("consume_heartbeat", "--consume-heartbeat", 1_000_000,
               "ZeroMQ heartbeat period on --consume-dsn; a connection silent for three is "
-              "cut"),
+              "cut (at most a day)",
+              most_us=US_PER_DAY),
     Option("prefetch", "--prefetch", int, 1000,
            "most deliveries unacked at once on --send-dsn; below it the node keeps "
            "each delivery's wait for a consumer well inside --ack-timeout", least=1),
@@ -138,10 +152,10 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
            "archive: fsync after this many messages", least=1),
     Option("flush_interval", "--flush-interval", int, 1000,
            "archive: fsync at least this often when something is unsynced (milliseconds)",
-           field="flush_interval_us", scale=US_PER_MS, least=1),
+           field="flush_interval_us", scale=US_PER_MS, least=1, most_us=CENTURY_US),
     Option("retain_hours", "--retain-hours", int, 168,
            "archive: delete whole segments older than this", field="retain_us",
-           scale=US_PER_HOUR, least=1),
+           scale=US_PER_HOUR, least=1, most_us=CENTURY_US),
     Option("archive_topic", "--archive-topic", str, "default",
            "archive: topic of messages without a TOPIC:name header"),
     Option("retain_bytes", "--retain-bytes", int, 0,
@@ -149,7 +163,7 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
            "larger than this many bytes (0: no limit)", least=0),
     Option("relay_poll", "--relay-poll", int, 1000,
            "archive: how often the relay looks for new records (milliseconds)",
-           field="relay_poll_us", scale=US_PER_MS, least=1),
+           field="relay_poll_us", scale=US_PER_MS, least=1, most_us=CENTURY_US),
     Option("replay_rate", "--replay-rate", int, 1000,
            "archive: messages a second the node's replays read back from the archive, "
            "all together (a rate the live path keeps its pace beside)", least=1),
@@ -211,37 +225,51 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path} could not be read: {exc}") from None
     values: dict[str, Any] = {}
+    spelt: dict[str, str] = {}  # option name -> the key the file gave it under
     for key, value in raw.items():
         name = key.replace("-", "_")
         if name not in OPTIONS_BY_NAME:
             raise ConfigError(f"config file {path}: unknown option {key!r}")
-        values[name] = _coerce_file_value(path, OPTIONS_BY_NAME[name], value)
+        if name in spelt:  # ack-timeout and ack_timeout: which was meant cannot be told
+            raise ConfigError(f"config file {path}: {spelt[name]} and {key} are one option: "
+                              "give it once")
+        spelt[name] = key
+        values[name] = _coerce_file_value(path, OPTIONS_BY_NAME[name], key, value)
     return values
 
 
-def _coerce_file_value(path: Path, option: Option, value: Any) -> Any:
-    """Accept the TOML type that matches the option (a list or a string for nodes)."""
+def _coerce_file_value(path: Path, option: Option, key: str, value: Any) -> Any:
+    """Accept the TOML type that matches the option (a list or a string for nodes);
+    a refusal names the option by ``key``, as the file spells it."""
     if option.name == "nodes":
         if isinstance(value, str):
             return _dsn_list(value)
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
             return tuple(value)
     elif option.kind is duration_us and isinstance(value, float):
-        raise ConfigError(f"config file {path}: {option.name} = {value}: give whole "
+        raise ConfigError(f"config file {path}: {key} = {value}: give whole "
                           f'microseconds or a text with a unit, e.g. "{value}s"')
     elif option.kind is duration_us and isinstance(value, (int, str)) \
             and not isinstance(value, bool):
         try:
             return duration_us(str(value))
         except DurationError as exc:
-            raise ConfigError(f"config file {path}: {option.name}: {exc}") from None
+            raise ConfigError(f"config file {path}: {key}: {exc}") from None
     elif option.kind is bool and isinstance(value, bool):
         return value
     elif option.kind is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     elif option.kind is str and isinstance(value, str):
         return value
-    raise ConfigError(f"config file {path}: {option.name} has the wrong type ({value!r})")
+    raise ConfigError(f"config file {path}: {key} has the wrong type ({value!r}): give "
+                      f"{TOML_WANTED[option.kind]}")
+
+
+# what a refused value's option takes, as its TOML
+TOML_WANTED: dict[object, str] = {
+    _dsn_list: 'a text of endpoints separated by "," or a list of texts',
+    duration_us: 'whole microseconds or a text with a unit, e.g. "5s"',
+    bool: "true or false", int: "a whole number", str: "a text in quotes"}
 
 
 def build_config(cli_values: Mapping[str, Any], config_file: Path | None = None) -> Config:

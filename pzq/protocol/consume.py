@@ -54,6 +54,7 @@ from pzq.protocol.message_keys import (
     joined_key_numbers,
     message_key,
 )
+from pzq.protocol.numbers import is_whole_number, whole_number
 
 CONSUME = b"CONSUME"
 ACK = b"ACK"
@@ -175,47 +176,54 @@ VERBS_TEXT = ("send " + ", ".join(verb.decode() for verb in REQUESTS[:-1])
 
 
 def _delay_ms(frame: bytes) -> int:
-    text = frame[len(DELAY):]
-    if not text.isdigit() or int(text) > MAX_DELAY_MS:
+    delay = whole_number(frame[len(DELAY):])
+    if delay is None or delay > MAX_DELAY_MS:
         raise DecodeError(f"NACK {frame[:40]!r} is not DELAY:<milliseconds, at most "
                           f"{MAX_DELAY_MS}>")
-    return int(text)
+    return delay
 
 
 def _decode_subscribe(frames: list[bytes]) -> Subscribe:
     if len(frames) < 3:
         raise DecodeError(f"CONSUME needs topic, group and window frames, got {len(frames)}")
     topic, group, window_text = (frame.decode(errors="replace") for frame in frames[:3])
-    if not window_text.isdigit() or not 1 <= int(window_text) <= MAX_WINDOW:
+    window = whole_number(frames[2])
+    if window is None or not 1 <= window <= MAX_WINDOW:
         raise DecodeError(f"CONSUME window {window_text[:20]!r} is not a number from 1 to "
                           f"{MAX_WINDOW}")
     options: dict[str, str | int | bool] = {}
     acked: list[bytes] = []
     for frame in frames[3:]:
-        if frame[:4].upper() == b"ACK:" and len(acked) < MAX_KEYS:
+        if frame[:4].upper() == b"ACK:":
+            if len(acked) == MAX_KEYS:  # not "is not ... ACK:key", which it is
+                raise DecodeError(f"CONSUME has more than {MAX_KEYS} ACK:key options")
             acked.append(frame[4:])
             continue
         name, sep, value = frame.decode(errors="replace").partition(":")
         name = name.upper()
         if name in ("CONFIRM", "DECLARE") and value in ("0", "1"):
             options[name.lower()] = value == "1"
-        elif name == "PROTOCOL" and value.isdigit() and int(value) >= 1:
-            options["protocol"] = min(int(value), LATEST_PROTOCOL)
+        elif name == "PROTOCOL" and is_whole_number(value) and value.strip("0"):
+            # a number above the node's own gets the node's own, however long
+            asked = whole_number(value)
+            options["protocol"] = LATEST_PROTOCOL if asked is None else min(asked,
+                                                                            LATEST_PROTOCOL)
         elif sep and name in ("FILTER", "START"):
             options[name.lower()] = decode_start(value) if name == "START" else value
         else:
             raise DecodeError(f"CONSUME option {frame[:40]!r} is not FILTER:value, "
                               "START:earliest|latest|<µs since the epoch>, ACK:key, "
                               "PROTOCOL:<number>, CONFIRM:0|1 or DECLARE:0|1")
-    return Subscribe(topic, group, int(window_text), acked=tuple(acked),
+    return Subscribe(topic, group, window, acked=tuple(acked),
                      **options)  # type: ignore[arg-type]
 
 
 def decode_start(value: str) -> str | int:
     if value in START_WORDS:
         return value
-    if value.isdigit():
-        return int(value)
+    since = whole_number(value)
+    if since is not None:
+        return since
     raise DecodeError(f"START:{value[:40]} is not earliest, latest or µs since the epoch")
 
 

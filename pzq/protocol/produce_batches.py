@@ -33,6 +33,7 @@ from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol.batch_runs import Member, member_token, read_runs
 from pzq.protocol.frame_groups import LENGTH
 from pzq.protocol.frames import STATUS_FAILED, STATUS_OK, Produce
+from pzq.protocol.numbers import whole_number
 
 PROTOCOL_HEADER = b"PROTOCOL:2"
 BATCH = b"BATCH:"
@@ -79,16 +80,17 @@ def decode_runs(frames: list[bytes], max_body_size: int) -> list[Member]:
     each refused one is (pzq.protocol.batch_runs). ProduceRefused (of the batch id)
     when the batch cannot be read at all."""
     routing_id, batch_id = frames[0], frames[1]
-    count_text = frames[2][len(BATCH):]
-    if len(frames) != 5 or frames[3] != b"" or not count_text.isdigit() \
-            or not 1 <= int(count_text) <= MAX_MESSAGES:
+    count = whole_number(frames[2][len(BATCH):])
+    if len(frames) != 5 or frames[3] != b"" or count is None \
+            or not 1 <= count <= MAX_MESSAGES:
         raise ProduceRefused(f"a batch is batch id, BATCH:<1 to {MAX_MESSAGES}>, an empty "
                              "frame and one frame of entries", routing_id, batch_id)
     try:
-        return read_runs(routing_id, batch_id, frames[4], int(count_text), max_body_size)
+        return read_runs(routing_id, batch_id, frames[4], count, max_body_size)
     except DecodeError:
-        raise ProduceRefused(f"the batch's entries are not the {int(count_text)} messages "
-                             "its BATCH header says", routing_id, batch_id) from None
+        raise ProduceRefused(f"the batch's entries are not the {count} "
+                             f"message{'' if count == 1 else 's'} its BATCH header says",
+                             routing_id, batch_id) from None
 
 
 def decode_batch(frames: list[bytes], max_body_size: int

@@ -42,12 +42,13 @@ class MessageTimes(NamedTuple):
 
 NO_TIMES = MessageTimes(NEVER, NEVER, 0)
 
+_PRIORITY_UNIT = "a priority"
 # each header's name: (most, unit, least) of its whole-number value
 _RANGES = {b"DELAY": (MAX_SPAN_MS, "milliseconds", 0),
            b"NOT-BEFORE": (MAX_TIME_US, "µs since the epoch", 0),
            b"TTL": (MAX_SPAN_MS, "milliseconds", 1),
            b"EXPIRES": (MAX_TIME_US, "µs since the epoch", 0),
-           b"PRIORITY": (MAX_PRIORITY, "a priority", 0)}
+           b"PRIORITY": (MAX_PRIORITY, _PRIORITY_UNIT, 0)}
 # the first letters of the five names, upper case: a header that starts otherwise is
 # not one of them (the common TOPIC:, TAG:, KEY: frames are passed by one test)
 _FIRST = frozenset(name[0] for name in _RANGES)
@@ -87,13 +88,17 @@ def time_headers_of(headers: Iterable[bytes]) -> tuple[str, ...]:
 def _whole(value: bytes, name: str, most: int, unit: str, least: int = 0) -> int:
     """The header's value as a whole number from ``least`` to ``most``."""
     text = value.decode(errors="replace")
-    if not value.isdigit() or len(value) > 20:
-        raise ValueError(f"{name}:{text[:40]} is not a whole number of {unit}")
-    number = int(value)
-    if not least <= number <= most:
+    if not value.isdigit():
+        # a priority is not counted in units: "a whole number of a priority" said nothing
+        what = f"from {least} to {most} ({unit})" if unit == _PRIORITY_UNIT else f"of {unit}"
+        raise ValueError(f"{name}:{text[:40]} is not a whole number {what}")
+    # more digits than the limit has are out of range, not "not whole" (and no int() of
+    # a frame of thousands of digits); leading zeros do not count
+    digits = value.lstrip(b"0") or b"0"
+    if len(digits) > len(str(most)) or not least <= int(digits) <= most:
         raise ValueError(f"{name}:{text[:40]} is out of range: give {least} to {most} "
                          f"({unit})")
-    return number
+    return int(digits)
 
 
 # -- the clients' side ---------------------------------------------------------------

@@ -23,6 +23,7 @@ from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.records import MessageRecord, walk
 from pzq.archive.tier.topiclog import TopicLog
 from pzq.protocol.headers import topic_and_tag
+from pzq.protocol.numbers import whole_number
 
 Takes = Callable[[bytes], bool]  # whether the group's filter takes a tag
 
@@ -49,10 +50,11 @@ def parse_bound(text: str, name: str, earliest_ok: bool) -> Bound:
     """``from=``/``to=``'s value; ValueError in one line naming what is taken."""
     if earliest_ok and text == EARLIEST:
         return Bound(offset=0)
-    if text.isdigit():
+    number = whole_number(text)
+    if number is not None:
         if len(text) >= TIME_DIGITS_AT_LEAST:
-            return Bound(time_us=int(text))
-        return Bound(offset=int(text))
+            return Bound(time_us=number)
+        return Bound(offset=number)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -38,6 +38,7 @@ from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.consume import Request
+from pzq.protocol.message_keys import first_bad_key
 from pzq.serving import verbs
 from pzq.serving.answers import BULK_ACK_KEYS, GroupAnswers
 from pzq.serving.connections import ConsumerCount
@@ -325,8 +326,11 @@ class ConsumeEndpoint(Part):
     def _answer(self, batch: Batch, consumer: ServedConsumer, ok: bool,
                 keys: list[bytes] | tuple[bytes, ...], now_us: int, mono: float,
                 due_us: int = 0) -> None:
-        if ok and consumer.confirm:  # ACKED once the batch holding them is written
-            self.confirmations.owe(consumer.routing_id, keys)
+        if ok and consumer.confirm:  # ACKED once the batch holding them is written: the
+            # keys before one that is no key, where the answer stops, refused (ACKED
+            # named them all, the refused one and those after it, never ACKed, too)
+            taken = first_bad_key(list(keys))
+            self.confirmations.owe(consumer.routing_id, keys[:taken])
         self.answers.answer(batch, consumer, ok, keys, now_us, mono, due_us)
 
     def make_group(self, batch: Batch, topic: Topic, name: str, start: str | int,

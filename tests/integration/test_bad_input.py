@@ -197,3 +197,93 @@ def test_store_write_error_refuses_and_loses_nothing(start_node, context, tmp_pa
     node.preexec_fn = None
     node.restart()
     consume_all(node, context, acked)
+
+
+@pytest.mark.parametrize("command, answer", [
+    ("DEAD x", "ERROR: DEAD x: give DEAD [limit], a limit a whole number 0 or more"),
+    ("DEAD -1", "ERROR: DEAD -1: give DEAD [limit], a limit a whole number 0 or more"),
+    ("DEAD 5 6", "ERROR: DEAD 5 6: give DEAD [limit], a limit a whole number 0 or more"),
+    ("DEAD " + "9" * 30, "dead_letters: 0"),  # more than a list holds: every one
+    ("DEAD 0", "dead_letters: 0"),
+])
+def test_a_bad_dead_letter_limit_is_a_clear_error(node, command, answer):
+    assert request_monitor(node.monitor_dsn, command, timeout=10).decode().strip() == answer
+
+
+LONG = b"9" * 5000  # int() of more than 4 300 digits raises ValueError
+
+
+@pytest.mark.parametrize("request_frames, error", [
+    ([b"CONSUME", b"orders", b"g", b"5", b"START:" + LONG],
+     b"START:" + LONG[:40] + b" is not earliest, latest or \xc2\xb5s since the epoch"),
+    ([b"CONSUME", b"orders", b"g", b"5", "START:²".encode()],
+     "START:² is not earliest, latest or µs since the epoch".encode()),
+    ([b"CONSUME", b"orders", b"g", LONG], b"CONSUME window '" + LONG[:20]
+     + b"' is not a number from 1 to 100000"),
+    ([b"CONSUME", b"orders", b"g", "²".encode()],
+     "CONSUME window '²' is not a number from 1 to 100000".encode()),
+])
+def test_a_consume_with_numbers_python_cannot_read_is_refused(start_inproc_node, context,
+                                                             request_frames, error):
+    """Each of these ended the node's loop (ValueError from int()): any client could
+    stop a node with one message."""
+    node = start_inproc_node(tcp=True)
+    assert node_produce(node, context, [b"TOPIC:orders"]) == [b"kept", b"1", b""]
+    dealer = context.socket(zmq.DEALER)
+    dealer.connect(node.consume_dsn)
+    dealer.send_multipart(request_frames)
+    assert dealer.poll(10000), "no answer: the node's loop may have ended"
+    assert dealer.recv_multipart() == [b"ERROR", error]
+    dealer.send_multipart([b"CONSUME", b"orders", b"g", b"5", b"PROTOCOL:" + LONG])
+    assert dealer.poll(10000)  # a protocol above the node's own gets the node's own
+    assert dealer.recv_multipart() == [b"CONSUMING", b"orders", b"g", b"5", b"1000",
+                                       b"PROTOCOL:2"]
+    assert dealer.poll(10000)
+    delivered = dealer.recv_multipart()
+    assert delivered[0] == b"BATCH"
+    key = delivered[5][1:1 + delivered[5][0]]  # the first entry's key
+    dealer.send_multipart([b"NACK", b"DELAY:" + LONG, key])
+    assert dealer.poll(10000)
+    refused = dealer.recv_multipart()
+    assert refused[0] == b"ERROR" and b"is not DELAY:<milliseconds" in refused[1], refused
+    dealer.close(0)
+    assert request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"
+
+
+def node_produce(node, context, headers: list[bytes]) -> list[bytes]:
+    return raw_produce(node, context, [b"kept", *headers, b"", b"body"])
+
+
+def test_a_batch_count_python_cannot_read_is_refused(node, context, stored_one, consumer):
+    """BATCH:<5000 digits> ended the node's loop (ValueError from int())."""
+    reply = raw_produce(node, context, [b"batch-1", b"BATCH:" + LONG, b"", b"x"])
+    assert reply == [b"batch-1", b"0", b"", b"a batch is batch id, BATCH:<1 to 10000>, an "
+                     b"empty frame and one frame of entries"]
+    assert consumer.receive(10).parts == (stored_one,)
+
+
+@pytest.mark.parametrize("command, answer", [
+    ("DECLARE TOPIC t max_messages=" + "9" * 5000,
+     "ERROR: max_messages=99999999999999999999 is not a whole number 0 or more (at most "
+     "19 digits)"),
+    ("DECLARE TOPIC t max_messages=²", "ERROR: max_messages=² is not a whole number 0 or "
+                                       "more"),
+])
+def test_a_monitor_number_python_cannot_read_is_a_clear_error(node, command, answer):
+    """They answered int()'s own words (Exceeds the limit (4300 digits) ..., invalid
+    literal for int() ...)."""
+    assert request_monitor(node.monitor_dsn, command, timeout=10).decode() == answer
+
+
+@pytest.mark.parametrize("command, shown", [
+    ("DECLARE TOPIC t dedup_window=" + "9" * 400, "9" * 40 + "..."),
+    ("DECLARE GROUP default g ack_timeout=" + "9" * 400 + "s", "9" * 40 + "..."),
+    ("DECLARE TOPIC t max_age=٣s", "٣s"),  # a digit, but not an ASCII one
+])
+def test_a_duration_float_cannot_hold_is_a_clear_error(node, stored_one, command, shown):
+    """float() made 400 digits infinity, which round() refused with an OverflowError
+    that ended the node's loop."""
+    answer = request_monitor(node.monitor_dsn, command, timeout=10).decode()
+    assert answer == f"ERROR: {shown} is not a duration: give microseconds (5000000) or a " \
+                     "number with a unit: 250ms, 5s, 2m, 1h, 2d"
+    assert request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"

@@ -10,7 +10,7 @@ import pytest
 from pzq.client import Consumer, Producer
 from pzq.errors import ConfigError, ExitCode
 from pzq.node.main import parse_config
-from pzq.node.options import build_config, defaults, read_config_file
+from pzq.node.options import OPTIONS, TOML_WANTED, build_config, defaults, read_config_file
 from tests.support.harness import run_pzq
 
 EXIT_BIND, EXIT_STORE, EXIT_USAGE = ExitCode.BIND, ExitCode.STORE, ExitCode.USAGE
@@ -77,16 +77,30 @@ def test_cli_beats_file_beats_defaults(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("bogus = 1\n", "unknown option 'bogus'"),
-    ("ack-timeout = 'soon'\n", "ack_timeout: soon is not a duration: give microseconds"),
+    ("ack-timeout = 'soon'\n", "ack-timeout: soon is not a duration: give microseconds"),
     ("ack-timeout = 1.5\n", 'give whole microseconds or a text with a unit, e.g. "1.5s"'),
-    ("hard-sync = 1\n", "wrong type"),
     ("ack-timeout = \n", "could not be read"),
+    # a refused type says what the option takes, naming it as the file does
+    ("hard-sync = 1\n", "hard-sync has the wrong type (1): give true or false"),
+    ("prefetch = '10'\n", "prefetch has the wrong type ('10'): give a whole number"),
+    ("send_dsn = 5\n", "send_dsn has the wrong type (5): give a text in quotes"),
+    ("ack-timeout = true\n", "ack-timeout has the wrong type (True): give whole microseconds or a "
+                             'text with a unit, e.g. "5s"'),
+    ("nodes = 5\n", 'nodes has the wrong type (5): give a text of endpoints separated by "," '
+                    "or a list of texts"),
+    # one option under both its spellings: which value was meant cannot be told
+    ("ack_timeout = '5s'\nack-timeout = '6s'\n",
+     "ack_timeout and ack-timeout are one option: give it once"),
 ])
 def test_bad_config_file(tmp_path, content, message):
     path = tmp_path / "pzq.toml"
     path.write_text(content)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         build_config({}, path)
+
+
+def test_every_option_kind_says_what_a_config_file_gives_it():
+    assert {option.kind for option in OPTIONS} <= set(TOML_WANTED)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -115,6 +129,15 @@ def test_invalid_values(values, message):
     (["--timeout-nodes", "2.5"], ("2.5 has no unit, so it would be microseconds, which are "
                                   "whole: did you mean 2.5s?")),
     (["--reaper-frequency", "5 parsecs"], "5 parsecs is not a duration"),
+    (["--ack-timeout", "9" * 400], "9" * 40 + "... is not a duration"),  # not float's inf
+    # a time is at most a century, as a DELAY or TTL: a reaper's period of millions of
+    # years ended the node at its start in APScheduler's OverflowError
+    (["--reaper-frequency", "999999999999d"], "--reaper-frequency must be at most 36600d "
+                                              "(a century)"),
+    (["--relay-poll", "99999999999999999"], "--relay-poll must be at most 3162240000000 ms "
+                                            "(a century)"),
+    (["--retain-hours", "878401"], "--retain-hours must be at most 878400 hours (a century)"),
+    (["--consume-heartbeat", "25h"], "--consume-heartbeat must be at most 1d"),
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--log-format", "xml"], "--log-format must be one of"),
     (["--config", "/nonexistent/pzq.toml"], "does not exist"),
@@ -133,6 +156,17 @@ def test_endpoint_in_use_is_exit_4(node, tmp_path):
                       "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
     assert result.returncode == EXIT_BIND
     assert "cannot bind --receive-dsn" in result.stderr
+
+
+def test_a_host_a_bind_cannot_take_says_what_it_takes(tmp_path):
+    """libzmq says only "No such device" for a name that is no interface of this host."""
+    result = run_pzq(["--database", str(tmp_path / "db"), "--receive-dsn",
+                      "tcp://no-such-interface0:11131", "--send-dsn", "tcp://127.0.0.1:*",
+                      "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert result.returncode == EXIT_BIND
+    assert result.stderr.strip().splitlines()[-1] == (
+        "pzq: error: cannot bind --receive-dsn tcp://no-such-interface0:11131: No such "
+        "device (bind to an address or interface of this host, or * for every one)")
 
 
 def test_graceful_stop_exits_0_and_keeps_messages(node, producer):
@@ -187,3 +221,18 @@ def test_a_database_path_through_a_file_says_so(tmp_path, where, message):
     assert result.returncode == EXIT_STORE
     assert result.stderr.strip() == "pzq: error: " + message.format(path=path,
                                                                      file=tmp_path / "file")
+
+
+def test_a_node_whose_ticks_are_a_month_apart_runs(start_inproc_node, context):
+    """libzmq's poll takes its wait in ms as a C int (24.8 days at most): the reaper's
+    tick and the timed fsync a month away overflowed it, the node's loop ended with an
+    OverflowError after node_ready; the poll now waits an hour at most at a time."""
+    node = start_inproc_node("--reaper-frequency", "30d", "--sync-interval", "30d",
+                             "--consume-heartbeat", "1d", tcp=True)
+    with Producer(node.receive_dsn, context=context) as producer, \
+            Consumer(node.send_dsn, context=context) as consumer:
+        assert producer.produce([b"kept"]).ok
+        message = consumer.receive(10)
+        assert message is not None and message.parts == (b"kept",)
+        message.ack()
+    node.wait_figures(lambda figures: figures["messages"] == 0, message="the ACK")

@@ -4,9 +4,12 @@ ports of its own, so consumers' connections are seen as a daemon sees them)."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import zmq
 
+from pzq import aio
 from pzq.client import Consumer, Producer
 from tests.support.harness import wait_until
 
@@ -158,6 +161,24 @@ def test_delivery_headers_carry_the_count_and_the_producer_headers(counting_node
         again = consumer.receive(10)
         assert again.key == message.key and again.deliveries == 2
         again.ack()
+
+
+def test_the_sync_producer_takes_the_options_the_asyncio_one_does(counting_node, context):
+    """The asyncio page: every client with the same names and options (``key=`` was
+    pzq.aio's Producer's alone)."""
+    def options(method) -> set[str]:
+        return set(inspect.signature(method).parameters) - {"self"}
+    assert options(aio.Producer.send) <= options(Producer.send)
+    assert options(aio.Producer.send) - {"headers"} <= options(Producer.produce) | {"msg_id"}
+    with Producer(counting_node.receive_dsn, context=context) as producer, \
+            Consumer(counting_node.send_dsn, context=context) as consumer:
+        producer.send([b"one"], key="customer-7", tag="eu")
+        producer.produce([b"two"], key=b"customer-8")
+        first, second = consumer.receive(10), consumer.receive(10)
+        assert (first.headers["KEY"], first.headers["TAG"]) == ("customer-7", "eu")
+        assert second.headers["KEY"] == "customer-8"
+        first.ack()
+        second.ack()
 
 
 def test_original_consumer_reads_the_body_from_frame_five(node, producer, context):

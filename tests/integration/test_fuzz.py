@@ -20,9 +20,13 @@ from tests.support.inproc import InprocNode
 pytestmark = pytest.mark.timeout(300)
 
 frames = st.lists(st.binary(max_size=40), min_size=1, max_size=8)
+LONG = b"9" * 5000  # more digits than Python's int() reads
 known_words = st.sampled_from([b"", b"1", b"0", b"TOPIC:x", b"REPLICA:x", b"PING", b"STATS",
                                b"MONITOR", b"DEAD", b"PURGE ALL", b"REQUEUE x", b"PONG",
-                               b"REPLICATE", b"REMOVE", b"\x00" * 8])
+                               b"REPLICATE", b"REMOVE", b"\x00" * 8, b"CONSUME", b"ACK",
+                               b"NACK", b"x", b"5", b"START:" + LONG, b"PROTOCOL:" + LONG,
+                               b"DELAY:" + LONG, b"BATCH:" + LONG, LONG, "²".encode(),
+                               b"DECLARE:1", b"CONFIRM:1"])
 mixed_frames = st.lists(st.one_of(st.binary(max_size=40), known_words), min_size=1, max_size=8)
 REFERENCE = [b"reference %d" % i + bytes(range(256)) for i in range(20)]
 
@@ -34,14 +38,14 @@ def fuzzed_node(tmp_path_factory):
     node = InprocNode(context, tmp_path_factory.mktemp("fuzz") / "db", "--broadcast-dsn",
                       endpoint, "--nodes", "ipc:///nonexistent/peer", "--timeout-nodes",
                       "300000", "--max-message-size", "4096", "--ack-timeout", "1000000",
-                      "--reaper-frequency", "200000", consume=False, tcp=True).start()
+                      "--reaper-frequency", "200000", consume=True, tcp=True).start()
     node.cluster_dsn = endpoint
     with Producer(node.receive_dsn, context=context) as producer:
         for body in REFERENCE:
             assert producer.produce([body, b"second part"]).ok
     sockets = {name: context.socket(kind) for name, kind in (
         ("receive", zmq.DEALER), ("send", zmq.ROUTER), ("monitor", zmq.DEALER),
-        ("cluster", zmq.DEALER))}
+        ("cluster", zmq.DEALER), ("consume", zmq.DEALER))}
     for name, socket in sockets.items():
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(node.cluster_dsn if name == "cluster" else node.dsn(name))
@@ -72,7 +76,8 @@ def send_and_check(node, name: str, message: list[bytes]) -> None:
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(target=st.sampled_from(["receive", "send", "monitor", "cluster"]), message=mixed_frames)
+@given(target=st.sampled_from(["receive", "send", "monitor", "cluster", "consume"]),
+       message=mixed_frames)
 def test_random_frames_never_break_the_node(fuzzed_node, target, message):
     send_and_check(fuzzed_node, target, message)
 

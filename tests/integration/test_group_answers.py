@@ -82,6 +82,34 @@ def test_a_confirmed_ack_is_written_when_it_returns(node, context):
     assert group_figures(node)["backlog"] == 0
 
 
+def test_a_confirmed_ack_names_only_the_keys_it_took(node, context):
+    """An ACK stops at a key that is no key (ERROR): ACKED names the keys before it,
+    not the refused one nor those after it, which are still out."""
+    produce(node, context, [b"a", b"b"])
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    try:
+        socket.connect(node.consume_dsn)
+        socket.send_multipart([wire.CONSUME, b"orders", b"g", b"5", b"CONFIRM:1"])
+        keys = []
+        while len(keys) < 2:
+            assert socket.poll(10_000)
+            message = wire.decode_node_message(socket.recv_multipart())
+            if message.verb == wire.DELIVER:
+                keys.append(message.key)
+        socket.send_multipart([wire.ACK, keys[0], b"bogus", keys[1]])
+        answers = []
+        while len(answers) < 2:
+            assert socket.poll(10_000)
+            answers.append(socket.recv_multipart())
+        figures = group_figures(node)  # (while connected: its deliveries are held)
+    finally:
+        socket.close()
+    assert answers == [[wire.ERROR, b"bogus is not a pzq message key"],
+                       [wire.ACKED, keys[0]]]
+    assert (figures["acked"], figures["inflight"]) == (1, 1)  # the second is still out
+
+
 def test_a_consumer_declares_its_topic_and_iterates(node, context):
     with pytest.raises(ConsumeRefused, match="no topic 'fresh'"):
         GroupConsumer(node.consume_dsn, "fresh", "g", context=context)

@@ -131,17 +131,22 @@ def test_a_batch_of_several_topics_and_tags_is_counted_per_topic_and_group(node,
             topics["audit"]["groups"]["all"]["backlog"]) == (5, 3, 1)
 
 
-@pytest.mark.parametrize("batch", [
-    [b"batch-2", b"BATCH:3", b"", batches.encode_entry(b"a", [], [b"x"])],  # count wrong
-    [b"batch-2", b"BATCH:1", b"", batches.encode_entry(b"a", [], [b"x"])[:-1]],  # cut
-    [b"batch-2", b"BATCH:x", b"", b""],
-    [b"batch-2", b"BATCH:1", b"not empty", b""],
+NOT_A_BATCH = b"a batch is batch id, BATCH:<1 to 10000>, an empty frame and one frame of entries"
+
+
+@pytest.mark.parametrize("batch, reason", [
+    ([b"batch-2", b"BATCH:3", b"", batches.encode_entry(b"a", [], [b"x"])],  # count wrong
+     b"the batch's entries are not the 3 messages its BATCH header says"),
+    ([b"batch-2", b"BATCH:1", b"", batches.encode_entry(b"a", [], [b"x"])[:-1]],  # cut
+     b"the batch's entries are not the 1 message its BATCH header says"),
+    ([b"batch-2", b"BATCH:x", b"", b""], NOT_A_BATCH),
+    ([b"batch-2", b"BATCH:1", b"not empty", b""], NOT_A_BATCH),
 ])
-def test_a_batch_that_cannot_be_read_is_refused_whole(node, context, socket, batch):
+def test_a_batch_that_cannot_be_read_is_refused_whole(node, context, socket, batch, reason):
     declare(node)
     socket.send_multipart(batch)
     answer = frames.decode_producer_ack(receive(socket))
-    assert answer.msg_id == b"batch-2" and not answer.ok and b"batch" in answer.status_message
+    assert answer.msg_id == b"batch-2" and not answer.ok and answer.status_message == reason
     socket.send_multipart([b"id-3", b"TOPIC:orders", b"", b"after"])  # the node goes on
     assert receive(socket) == [b"id-3", b"1", b""]
     assert [message.parts for message in consume(node, context, 1)] == [(b"after",)]

@@ -10,6 +10,7 @@ docs are built (docs/_ext/pzq_reference.py); the same check runs here, without S
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+import pzq.client
 from pzq.client import GroupConsumer, Producer, request_monitor
 from tests.support.harness import scrape_metrics, wait_until
 from tests.support.ports import block_of_ports
@@ -116,6 +118,19 @@ def test_every_tool_has_its_generated_options():
     assert {entry.partition(":")[0] for entry in scripts.values()} == modules
     for tool in scripts:
         assert re.search(rf"^{re.escape(tool)}( \(the node\))?\n-+$", page, re.M), tool
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("package", ["pzq.client", "pzq.aio"])
+def test_every_name_a_client_package_exports_is_in_the_api_reference(package):
+    module = importlib.import_module(package)
+    page = (REFERENCE / "api.rst").read_text()
+    shown = set(re.findall(rf"^\.\. auto\w+:: {re.escape(package)}\.(\w+)$", page, re.M))
+    # the aio package's own names, and what it shares with the sync one, said once
+    shared = {name for name in module.__all__ if package == "pzq.aio"
+              and getattr(module, name) is getattr(pzq.client, name, None)
+              and f"``{name}``" in page.split("The asyncio clients", 1)[1]}
+    assert sorted(set(module.__all__) - shown - shared) == []
 
 
 @pytest.mark.timeout(20)

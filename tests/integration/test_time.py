@@ -408,6 +408,23 @@ def test_the_tools_declare_expiry_and_send_time_headers(start_inproc_node):
     assert bad.returncode == 2 and "invalid choice: 'keep'" in bad.stderr
 
 
+def test_the_tools_take_a_max_age_and_priorities_away(start_inproc_node):
+    """As DECLARE's max_age=0 and priorities=off do: what a node's --max-age or
+    --send-priorities set on the default topic stays there after a start without them."""
+    node = start_inproc_node("--max-age", "1h", "--send-priorities", consume=False, tcp=True)
+    topic = node.stats()["topics"]["default"]
+    assert (topic["max_age_us"], topic["priorities"]) == (3_600_000_000, True), topic
+    for zero in ("0", "0s"):
+        undone = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "default",
+                      "--max-age", zero, "--no-priorities")
+        assert (undone.returncode, undone.stderr) == (0, "")
+        topic = node.stats()["topics"]["default"]
+        assert (topic.get("max_age_us", 0), topic.get("priorities", False)) == (0, False), topic
+    refused = tool("pzq-ctl", "--dsn", node.monitor_dsn, "topic", "declare", "default",
+                   "--max-age", "-1s")
+    assert refused.returncode == 2 and "give a duration above 0" in refused.stderr
+
+
 # -- lag in seconds ---------------------------------------------------------------------
 
 def test_lag_seconds_is_the_age_of_the_oldest_message_not_acked_held_or_not(

@@ -105,6 +105,9 @@ def test_a_refused_declare_makes_and_changes_nothing(start_inproc_node):
         "DECLARE GROUP orders g colour=red": "unknown option 'colour'",
         "DECLARE GROUP orders g ack_timeout=1s max_deliveries=-1": "max_deliveries=-1",
         "DECLARE GROUP orders g start=yesterday": "START:yesterday",
+        "DECLARE GROUP orders g ack_timeout=99999999999999999999999999999s":
+            "ack_timeout '99999999999999999999' must be at most 36600d (a century)",
+        "DECLARE TOPIC zzbad1 max_age=36601d": "max_age '36601d' must be at most 36600d",
     }
     for command, error in refused.items():
         answer = ask(node, command)

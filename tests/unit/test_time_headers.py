@@ -22,6 +22,7 @@ def test_a_message_without_time_headers_has_none():
     ([b"TTL:60000", b"PRIORITY:9"], MessageTimes(0, NOW + 60_000_000, 9)),
     ([b"EXPIRES:1800000000000000", b"DELAY:0"], MessageTimes(NOW, 1_800_000_000_000_000, 0)),
     ([b"PRIORITY:1", b"PRIORITY:4"], MessageTimes(0, 0, 4)),  # the last one counts
+    ([b"PRIORITY:0007", b"DELAY:00"], MessageTimes(NOW, 0, 7)),  # leading zeros
 ])
 def test_times_are_absolute_from_when_the_node_stores_the_message(headers, times):
     assert message_times(headers, NOW) == times
@@ -40,7 +41,13 @@ def test_times_are_absolute_from_when_the_node_stores_the_message(headers, times
     (b"EXPIRES:999999999999999999", "EXPIRES:999999999999999999 is out of range: give 0 "
                                     "to 253402300799999999 (µs since the epoch)"),
     (b"PRIORITY:10", "PRIORITY:10 is out of range: give 0 to 9 (a priority)"),
-    (b"PRIORITY:high", "PRIORITY:high is not a whole number of a priority"),
+    (b"PRIORITY:high", "PRIORITY:high is not a whole number from 0 to 9 (a priority)"),
+    (b"PRIORITY:-1", "PRIORITY:-1 is not a whole number from 0 to 9 (a priority)"),
+    # a whole number too long for the limit is out of range, however many digits it has
+    (b"DELAY:" + b"9" * 23, "DELAY:" + "9" * 23 + " is out of range: give 0 to "
+                           "3162240000000 (milliseconds)"),
+    (b"PRIORITY:" + b"1" * 5000, "PRIORITY:" + "1" * 40 + " is out of range: give 0 to 9 "
+                                 "(a priority)"),
 ])
 def test_a_bad_value_is_refused_naming_its_header(header, reason):
     with pytest.raises(ValueError) as refused:

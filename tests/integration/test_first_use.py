@@ -227,7 +227,7 @@ def free_port() -> int:
 
 def test_a_peer_never_reached_is_logged_once_the_start_grace_is_over(start_node):
     peer = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
-    node = start_node("--broadcast-dsn", "tcp://127.0.0.1:*", "--nodes", peer,
+    node = start_node("--broadcast-dsn", f"tcp://127.0.0.1:{free_port()}", "--nodes", peer,
                       "--replicas", "1", "--timeout-nodes", "500ms")
     said = wait_until(lambda: node.event("peer_never_reached"), 15,
                       message="peer_never_reached in the log")

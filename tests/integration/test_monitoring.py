@@ -388,15 +388,18 @@ def chromium_dom(url: str, profile: Path, virtual_time_ms: int | None = None) ->
 
 
 @contextmanager
-def page_server(history: bytes | None) -> Iterator[str]:
+def page_server(history: bytes | None, script: str = "") -> Iterator[str]:
     """The status page beside an /api/history that never answers (``history`` None), or
-    answers ``history`` once and then 503, as an exporter that went away behind a proxy."""
+    answers ``history`` once and then 503, as an exporter that went away behind a proxy;
+    ``script`` runs in the page after its own (a measure the DOM can then show)."""
     release, asked = threading.Event(), []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the http.server API
             if self.path == "/":
-                self._reply(200, "text/html", status_page())
+                page = status_page().replace(b"</body>", f"<script>{script}</script></body>"
+                                             .encode())
+                self._reply(200, "text/html", page)
             elif history is None:
                 release.wait(30)  # held until the test is done with the page
             else:
@@ -464,6 +467,35 @@ def test_status_page_shows_each_node_as_it_answers_and_what_it_waits_for(start_n
                      r"Service Unavailable; the figures below are from \d\d:\d\d:\d\d<", dom), \
         dom[:2000]
     assert 'data-state="up"' in card_of(dom, quick.monitor_dsn)
+
+
+# Once the page has drawn: each card whose content is wider than the card itself.
+MEASURE_CARDS = """setTimeout(() => { document.body.dataset.overflowing = JSON.stringify(
+  [...document.querySelectorAll("[data-dsn]")].filter(card => card.scrollWidth > card.clientWidth)
+    .map(card => card.dataset.dsn)); }, 1500);"""
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_topics_table_fits_its_card_with_many_partitions_and_long_names(start_node,
+                                                                       tmp_path):
+    node = start_node(consume=True)
+    assert "partitions=64" in node.ask("DECLARE TOPIC payments partitions=64")
+    long_name = "customer-invoices-" + "x" * 40
+    assert "partitions=16" in node.ask(f"DECLARE TOPIC {long_name} partitions=16")
+    assert node.ask(f"DECLARE GROUP {long_name} reconciliation-" + "y" * 30).startswith("group")
+    running = exporter.serve([node.monitor_dsn], "127.0.0.1", 0, timeout=10,
+                             sample_interval=60)
+    served = f"http://127.0.0.1:{running.port}"
+    try:
+        wait_until(lambda: history_of(served, node.monitor_dsn)["up"], 10,
+                   message="the node's figures")
+        history = get(served + "/api/history")
+    finally:
+        running.stop()
+    with page_server(history.encode(), MEASURE_CARDS) as url:
+        dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=3000)
+    assert ">payments p0,1,2,3," in dom  # every partition of the 64 is this node's
+    assert 'data-overflowing="[]"' in dom, re.findall(r'data-overflowing="[^"]*"', dom)
 
 
 def history_of(served: str, dsn: str) -> dict:

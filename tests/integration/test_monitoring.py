@@ -544,6 +544,26 @@ def test_history_rates_gaps_and_down_since():
     assert node.points.maxlen == 4
 
 
+PER_SECOND_UNITS = {"ops", "Bps", "reqps", "wps", "rps"}
+
+
+def test_dashboard_gives_every_series_its_unit_and_a_rate_one_per_second():
+    """A rate() is charted with a per-second unit (the panel's, or its query's override),
+    a count or a size with another: a panel mixing both sets the rates' by override."""
+    dashboard = json.loads((ROOT / "monitoring" / "grafana-dashboard.json").read_text())
+    for panel in dashboard["panels"]:
+        config = panel["fieldConfig"]
+        overridden = {override["matcher"]["options"]: prop["value"]
+                      for override in config.get("overrides", [])
+                      if override["matcher"]["id"] == "byFrameRefID"
+                      for prop in override["properties"] if prop["id"] == "unit"}
+        for target in panel["targets"]:
+            unit = overridden.get(target["refId"], config["defaults"].get("unit"))
+            assert unit, (panel["title"], target["expr"])
+            is_rate = target["expr"].startswith("rate(")
+            assert (unit in PER_SECOND_UNITS) == is_rate, (panel["title"], target["expr"], unit)
+
+
 def test_alert_rules_and_dashboard_use_exported_metrics(group_node, context, served_groups):
     """Every metric a panel or rule uses is one a node with groups, an archive and a
     ZPER endpoint exports."""

@@ -40,6 +40,11 @@ __all__ = ["Producer"]
 READ_AT_ONCE = 1000  # ACK frames read in one wake before the loop runs other tasks
 
 
+OTHER_LOOP = ("this pzq.aio.Producer belongs to the event loop it was first used on, "
+              "which reads its ACKs: nothing was sent; make a Producer in each event loop "
+              "(each asyncio.run) that sends")
+
+
 class Producer(ProducerView):
     """Sends messages to a node's --receive-dsn and resolves each one's Future at its
     ACK, keeping up to ``window`` unanswered. ``batch``: most messages in one produce
@@ -91,6 +96,7 @@ class Producer(ProducerView):
         if delay is not None or not_before is not None or ttl is not None \
                 or expires is not None or priority is not None:
             headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
+        self._check_loop()
         session = self._session
         if len(session.unanswered) >= session.window:  # full (a step less a message)
             await self._room(timeout)
@@ -228,6 +234,10 @@ class Producer(ProducerView):
                 future.set_exception(exc)
                 future.exception()  # the closer knows: no warning for a Future unawaited
 
+    def _check_loop(self) -> None:
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            raise RuntimeError(OTHER_LOOP)  # its ACKs are read by a task of that loop
+
     def _check_open(self) -> None:
         if self._failure is not None:
             raise ClientClosed(f"the producer stopped reading ACKs: {self._failure!r}")
@@ -245,7 +255,7 @@ class Producer(ProducerView):
         self._out.put(self._session.pending_batch())  # sent, as a message alone would be
         self._out.push()
         self._out.dropped()
-        if self._reader is not None:
+        if self._reader is not None and not self._reader.done():  # (done: its loop ended)
             self._reader.cancel()
             await asyncio.wait([self._reader])  # (a cancellation of close's own task goes on)
         self._fail(ClientClosed("the producer was closed before this message's ACK came"))

@@ -90,6 +90,28 @@ def test_publish_resolves_each_future_at_its_ack_and_send_returns_the_ack(node, 
     run(main())
 
 
+def test_a_producer_used_from_another_event_loop_says_so_and_sends_nothing(node, aio_context):
+    producer = aio.Producer(node.receive_dsn, context=aio_context)
+
+    async def first() -> None:
+        assert (await producer.send([b"first loop"], topic="t-loops")).ok
+
+    async def second() -> None:
+        with pytest.raises(RuntimeError, match="belongs to the event loop it was first used "
+                                               "on, which reads its ACKs: nothing was sent"):
+            await producer.send([b"second loop"], topic="t-loops")
+
+    async def third() -> None:
+        await producer.close()  # the sockets go; a closed one says so on any loop
+        async with aio.GroupConsumer(node.consume_dsn, "t-loops", "g", context=aio_context,
+                                     declare=True) as consumer:
+            assert await drain(consumer, 1) == [b"first loop"]
+            assert await consumer.receive(timeout=1.0) is None  # the second was not stored
+    run(first())
+    run(second())
+    run(third())
+
+
 # -- group consumer --------------------------------------------------------------------
 
 

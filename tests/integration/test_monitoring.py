@@ -101,10 +101,12 @@ def test_pzq_monitor_once_json_and_check(node, capsys):
 def test_check_reports_an_unhealthy_node():
     before = {"store_failures": 0, "peers": []}
     now = {"store_failures": 3, "pending_producer_acks": 50_000,
-           "peers": [{"endpoint": "tcp://b:1", "state": "down"}]}
+           "peers": [{"endpoint": "tcp://b:1", "state": "down"},
+                     {"endpoint": "tcp://c:1", "state": "unreachable"},
+                     {"endpoint": "tcp://d:1", "state": "up"}]}
     problems = monitor_cli.health_problems(before, now, max_pending_acks=10_000)
     assert problems == ["store writes are failing", "50000 producer ACKs cannot be sent",
-                        "peer down: tcp://b:1"]
+                        "peer down: tcp://b:1", "peer unreachable: tcp://c:1"]
 
 
 def serve_beside_a_dead_node(monitor_dsn: str) -> Iterator[str]:

@@ -217,6 +217,8 @@ def test_the_tools_declare_show_produce_and_consume_a_partitioned_topic(start_no
     ("pzq-consume", ("--routes", "tcp://127.0.0.1:9"), "need --topic and --group"),
     ("pzq-consume", ("--routes", "tcp://127.0.0.1:9", "--dsn", "tcp://127.0.0.1:9",
                      "--topic", "t", "--group", "g"), "instead of --dsn"),
+    ("pzq-produce", ("--routes", "tcp://127.0.0.1:9", "--dsn", "tcp://127.0.0.1:9",
+                     "--topic", "t"), "instead of --dsn"),
 ])
 def test_routing_options_used_wrongly_are_one_line(name, args, message):
     done = tool(name, *args)

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pzq.aio import probe
 from pzq.aio.socket_io import AsyncContext, Outbox, opener, poke, wait_events
 from pzq.client import setup
+from pzq.client.common import messages
 from pzq.client.session_views import ProducerView
 from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
 from pzq.errors import ClientClosed
@@ -184,7 +185,7 @@ class Producer(ProducerView):
                     await self._answered.wait()
                     self._check_open()
         except TimeoutError:
-            raise TimeoutError(f"{self.outstanding} messages without ACK after {timeout:g} s: "
+            raise TimeoutError(f"{messages(self.outstanding)} without ACK after {timeout:g} s: "
                                f"{await self._why_silent(timeout)}") from None
 
     async def _why_silent(self, timeout: float | None) -> str:

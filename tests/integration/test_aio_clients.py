@@ -276,8 +276,14 @@ def test_a_node_that_never_answers_is_a_clear_error_within_the_timeout(aio_conte
     async def main(silent: str, nothing: str) -> None:
         producer = aio.Producer(silent, context=aio_context)
         reader = aio.ArchiveReader(silent, "t", timeout=1, context=aio_context)
+
+        async def flush_one() -> None:
+            async with aio.Producer(silent, context=aio_context) as flushed:
+                await flushed.publish([b"y"])
+                await flushed.flush(timeout=1)
         calls = [
             ("no ACK within 1 s", producer.send([b"x"], timeout=1)),
+            ("^1 message without ACK after 1 s: ", flush_one()),  # not "1 messages"
             ("no answer to CONSUME within 1 s", aio.GroupConsumer(
                 silent, "t", "g", timeout=1, context=aio_context).join()),
             ("no answer from", aio.request_monitor(silent, "PING", 1, context=aio_context)),

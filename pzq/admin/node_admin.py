@@ -42,10 +42,11 @@ class Admin:
                 b"PURGE": self._move(b"PURGE", self._purge), b"PENDING": self._pending}
 
     def _dead(self, arguments: list[bytes], now: Now) -> bytes:
-        try:
-            return self._list(int(arguments[0]) if arguments else DEFAULT_LIST)
-        except ValueError as exc:
-            return f"ERROR: {exc}".encode()
+        if len(arguments) > 1 or (arguments and not arguments[0].isdigit()):
+            given = b" ".join(arguments).decode(errors="replace")[:40]
+            return (f"ERROR: usage: DEAD [limit], the limit a whole number 0 or more "
+                    f"(the dead letters to list), not {given}").encode()
+        return self._list(int(arguments[0]) if arguments else DEFAULT_LIST)
 
     def _move(self, verb: bytes, move: Callable[[list[int], Now], int]) -> Verb:
         def answer(arguments: list[bytes], now: Now) -> bytes:

@@ -188,6 +188,16 @@ def test_declaring_a_group_again_with_another_filter_names_the_real_one(start_no
 
 # -- 11. purge or requeue of a key that is no dead letter ----------------------------------
 
+def test_dead_with_a_limit_that_is_no_number_says_its_usage(node):
+    """Not Python's own words ('invalid literal for int()', islice's 'Stop argument')."""
+    usage = "ERROR: usage: DEAD [limit], the limit a whole number 0 or more (the dead " \
+            "letters to list), not "
+    for limit in ("-1", "abc", "5 6"):
+        assert node.ask(f"DEAD {limit}") == usage + limit
+    assert node.ask("DEAD 0") == "dead_letters: 0\n"
+
+
+
 def test_purge_of_a_key_that_is_no_dead_letter_says_so(node, context):
     from pzq.client import Consumer, Producer
     with Producer(node.receive_dsn, context=context) as producer:

@@ -30,7 +30,14 @@ def parse_words(arguments: list[bytes], verb: bytes) -> tuple[str, list[str], di
     if not words or words[0].upper() not in ("TOPIC", "GROUP"):
         raise ValueError(f"{verb.decode()} TOPIC ... or {verb.decode()} GROUP ...")
     names = [word for word in words[1:] if "=" not in word]
-    options = dict(word.split("=", 1) for word in words[1:] if "=" in word)
+    options: dict[str, str] = {}
+    for word in words[1:]:
+        if "=" in word:
+            name, value = word.split("=", 1)
+            if name in options:  # not the last one silently: which was meant?
+                raise ValueError(f"{name} given twice ({name}={options[name][:20]}, "
+                                 f"{name}={value[:20]})")
+            options[name] = value
     return words[0].upper(), names, options
 
 
@@ -108,9 +115,10 @@ def _duration(text: str, name: str = "dedup_window") -> int:
 def partitions_given(given: str | None) -> int | None:
     if given is None:
         return None
-    partitions = number(given, "partitions")
-    if not 1 <= partitions <= MOST_PARTITIONS:
-        raise ValueError(f"partitions must be from 1 to {MOST_PARTITIONS}")
+    if not given.isdigit() or not 1 <= int(given) <= MOST_PARTITIONS:
+        raise ValueError(f"partitions={given[:20]}: partitions must be a whole number "
+                         f"from 1 to {MOST_PARTITIONS}")
+    partitions = int(given)
     return partitions
 
 

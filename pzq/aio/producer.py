@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pzq.aio import probe
 from pzq.aio.socket_io import AsyncContext, Outbox, opener, poke, wait_events
 from pzq.client import setup
+from pzq.client.common import messages
 from pzq.client.session_views import ProducerView
 from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
 from pzq.errors import ClientClosed
@@ -38,6 +39,11 @@ from pzq.zmqio import POLLIN, drain
 __all__ = ["Producer"]
 
 READ_AT_ONCE = 1000  # ACK frames read in one wake before the loop runs other tasks
+
+
+OTHER_LOOP = ("this pzq.aio.Producer belongs to the event loop it was first used on, "
+              "which reads its ACKs: nothing was sent; make a Producer in each event loop "
+              "(each asyncio.run) that sends")
 
 
 class Producer(ProducerView):
@@ -91,6 +97,7 @@ class Producer(ProducerView):
         if delay is not None or not_before is not None or ttl is not None \
                 or expires is not None or priority is not None:
             headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
+        self._check_loop()
         session = self._session
         if len(session.unanswered) >= session.window:  # full (a step less a message)
             await self._room(timeout)
@@ -178,7 +185,7 @@ class Producer(ProducerView):
                     await self._answered.wait()
                     self._check_open()
         except TimeoutError:
-            raise TimeoutError(f"{self.outstanding} messages without ACK after {timeout:g} s: "
+            raise TimeoutError(f"{messages(self.outstanding)} without ACK after {timeout:g} s: "
                                f"{await self._why_silent(timeout)}") from None
 
     async def _why_silent(self, timeout: float | None) -> str:
@@ -228,6 +235,10 @@ class Producer(ProducerView):
                 future.set_exception(exc)
                 future.exception()  # the closer knows: no warning for a Future unawaited
 
+    def _check_loop(self) -> None:
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            raise RuntimeError(OTHER_LOOP)  # its ACKs are read by a task of that loop
+
     def _check_open(self) -> None:
         if self._failure is not None:
             raise ClientClosed(f"the producer stopped reading ACKs: {self._failure!r}")
@@ -245,7 +256,7 @@ class Producer(ProducerView):
         self._out.put(self._session.pending_batch())  # sent, as a message alone would be
         self._out.push()
         self._out.dropped()
-        if self._reader is not None:
+        if self._reader is not None and not self._reader.done():  # (done: its loop ended)
             self._reader.cancel()
             await asyncio.wait([self._reader])  # (a cancellation of close's own task goes on)
         self._fail(ClientClosed("the producer was closed before this message's ACK came"))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pzq.aio.producer import Producer
 from pzq.aio.route_table import RouteTable
 from pzq.aio.socket_io import AsyncContext
+from pzq.client.common import messages
 from pzq.client.session_views import RoutedProducerView
 from pzq.client.sessions.producer import Moment, time_headers
 from pzq.client.sessions.routed_producer import RESEND_AFTER_S, Routed, RoutedProducerSession
@@ -181,7 +182,7 @@ class RoutedProducer(RoutedProducerView):
                     else:  # a publish is carrying its message: its Future comes soon
                         await asyncio.sleep(0.05)
         except TimeoutError:
-            raise TimeoutError(f"{self.outstanding} messages without ACK after "
+            raise TimeoutError(f"{messages(self.outstanding)} without ACK after "
                                f"{timeout:g} s") from None
 
     def _check_open(self) -> None:

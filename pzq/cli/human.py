@@ -5,6 +5,8 @@ monitoring's status page formats the same way in JavaScript; keep the two alike.
 
 from __future__ import annotations
 
+from pzq.client.common import messages as messages  # the tools say counts so too
+
 
 def rate(per_second: float) -> str:
     """``0``, ``0.35``, ``7.5``, ``42``, ``12,345``: about three significant digits."""
@@ -61,6 +63,3 @@ def count(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def messages(number: int) -> str:
-    """``1 message``, ``2 messages``: a count of messages as a sentence says it."""
-    return f"{number} message" if number == 1 else f"{number} messages"

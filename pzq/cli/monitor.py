@@ -132,9 +132,10 @@ def health_problems(before: dict[str, Any] | None, now: dict[str, Any] | None,
         problems.append("archive writes are failing")
     if now.get("pending_producer_acks", 0) > max_pending_acks:
         problems.append(f"{now['pending_producer_acks']} producer ACKs cannot be sent")
-    down = [peer["endpoint"] for peer in now.get("peers", []) if peer["state"] != "up"]
-    if down:
-        problems.append("peer down: " + ", ".join(down))
+    for state in ("down", "unreachable"):  # silent; heard, but our link gets no answer
+        peers = [peer["endpoint"] for peer in now.get("peers", []) if peer["state"] == state]
+        if peers:
+            problems.append(f"peer {state}: " + ", ".join(peers))
     return problems
 
 

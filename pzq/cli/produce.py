@@ -32,8 +32,8 @@ ACK_WAIT_S = 0.02  # while waiting for input with ACKs due: how often a line is 
 
 def make_argument_parser() -> argparse.ArgumentParser:
     parser = tool_parser("pzq-produce", "Send each input line as one message; report the ACKs.")
-    parser.add_argument("--dsn", type=endpoint, default=DEFAULT_RECEIVE,
-                        help="the node's --receive-dsn")
+    parser.add_argument("--dsn", type=endpoint,
+                        help=f"the node's --receive-dsn (default: {DEFAULT_RECEIVE})")
     parser.add_argument("--window", type=int, default=100, metavar="N",
                         help="messages sent ahead of ACKs")
     parser.add_argument("--header", action="append", default=[], metavar="NAME:value",
@@ -67,6 +67,9 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--header {header} is not NAME:value, e.g. TOPIC:orders")
     if args.routes and not args.topic:
         parser.error("--routes needs --topic (the partitioned topic)")
+    if args.routes and args.dsn:
+        parser.error("--routes finds the nodes itself: give it instead of --dsn")
+    args.dsn = args.dsn or DEFAULT_RECEIVE
     if args.key is not None and args.key_from_line:
         parser.error("--key and --key-from-line go alone: one key for all, or one a line")
     args.time_headers = _time_headers(parser, args)

@@ -80,3 +80,8 @@ def send_before(socket: zmq.Socket[bytes], frames: list[bytes],
             if left == 0:
                 return False
             socket.poll(left, zmq.POLLOUT)
+
+
+def messages(number: int) -> str:
+    """``1 message``, ``2 messages``: a count of messages as a sentence says it."""
+    return f"{number} message" if number == 1 else f"{number} messages"

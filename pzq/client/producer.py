@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import zmq
 
 from pzq.client import setup
-from pzq.client.common import opener, remaining_ms, send_before
+from pzq.client.common import messages, opener, remaining_ms, send_before
 from pzq.client.session_views import ProducerView
 from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
 from pzq.protocol.frames import ProducerAck
@@ -125,7 +125,7 @@ class Producer(ProducerView):
         self._send(self._session.pending_batch(), timeout)
         while self._session.unanswered:
             if not self._receive(remaining_ms(deadline)):
-                raise TimeoutError(f"{len(self._session.unanswered)} messages without ACK "
+                raise TimeoutError(f"{messages(len(self._session.unanswered))} without ACK "
                                    f"after {timeout} s")
         return self.acks()
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import zmq
 
+from pzq.client.common import messages
 from pzq.client.producer import Producer
 from pzq.client.route_table import RouteTable
 from pzq.client.session_views import RoutedProducerView
@@ -131,7 +132,7 @@ class RoutedProducer(RoutedProducerView):
         found: list[ProducerAck] = []
         while self._session.sent:
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"{len(self._session.sent)} messages without ACK "
+                raise TimeoutError(f"{messages(len(self._session.sent))} without ACK "
                                    f"after {timeout} s")
             found += self.acks(min(0.1, max(0.0, deadline - time.monotonic())))
         return found + self.acks()

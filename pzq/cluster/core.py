@@ -42,6 +42,7 @@ from pzq.cluster.scheduled_takeover import ScheduledTakeover
 from pzq.cluster.senders import Senders
 from pzq.cluster.sends import Reply, Send, ToPeer
 from pzq.cluster.settings import ClusterSettings
+from pzq.cluster.strangers import Strangers
 from pzq.cluster.takeover import StateFactory, Takeovers
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
@@ -96,6 +97,7 @@ class ClusterCore(Participant):
         self.hub = hub
         self.outgoing: list[Send] = []
         self.rejected = 0  # cluster frames from strangers, or malformed
+        self.strangers = Strangers()
         self._after_write: list[Send] = []
         self._synced: set[str] = set()  # peers whose tombstones for us are all applied
         self._rotation = 0
@@ -300,6 +302,7 @@ class ClusterCore(Participant):
         if command == cw.PING:
             node_id, endpoint = cw.decode_ping(frames)
             if endpoint not in self.peers.peers:
+                self.strangers.pinged(endpoint, node_id, self.settings.nodes, now)
                 raise DecodeError(f"PING from {endpoint!r}, which is not in --nodes")
             self.senders.pinged(routing_id, endpoint, node_id)
             self._heard(endpoint, node_id, now)

@@ -151,7 +151,11 @@ def parse_partitions(text: str) -> dict[str, int]:
                 or not 1 <= int(count) <= MOST_PARTITIONS:
             raise ConfigError(f"--partitions {entry}: give NAME=COUNT, COUNT from 1 to "
                               f"{MOST_PARTITIONS}")
-        found[name.strip()] = int(count)
+        name = name.strip()
+        if name in found:  # not the last one silently: the count is kept for good
+            raise ConfigError(f"--partitions names the topic {name} twice ({name}="
+                              f"{found[name]}, {entry}): give it one count")
+        found[name] = int(count)
     return found
 
 

@@ -56,7 +56,24 @@ def _validate_cluster(config: Config) -> None:
             f"(got {len(endpoints)})")
     if endpoints and config.broadcast_dsn is None:
         raise ConfigError("--nodes needs --broadcast-dsn, this node's own cluster endpoint")
+    if endpoints and config.broadcast_dsn is not None:
+        _refuse_wildcard_broadcast(config.broadcast_dsn)
     _validate_cluster_keys(config)
+
+
+WILDCARD_HOSTS = ("*", "0.0.0.0", "[::]")
+
+
+def _refuse_wildcard_broadcast(dsn: str) -> None:
+    # A node names itself to its peers by this text, and they take only the endpoints
+    # their --nodes list: with a wildcard they would refuse it as a stranger, and every
+    # ACK would say REPLICATION_FAILED while both sides show the other up.
+    scheme, _, address = dsn.partition("://")
+    host, _, port = address.rpartition(":")
+    if (scheme == "tcp" and (host in WILDCARD_HOSTS or port == "*")) or dsn == "ipc://*":
+        raise ConfigError(f"--broadcast-dsn {dsn}: the other nodes know this node by its "
+                          "--broadcast-dsn, as their --nodes list it: give the host and port "
+                          "they connect to, such as tcp://10.0.0.1:11134, not a wildcard")
 
 
 def _validate_shards_cluster(config: Config) -> None:

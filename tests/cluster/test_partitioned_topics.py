@@ -217,6 +217,8 @@ def test_the_tools_declare_show_produce_and_consume_a_partitioned_topic(start_no
     ("pzq-consume", ("--routes", "tcp://127.0.0.1:9"), "need --topic and --group"),
     ("pzq-consume", ("--routes", "tcp://127.0.0.1:9", "--dsn", "tcp://127.0.0.1:9",
                      "--topic", "t", "--group", "g"), "instead of --dsn"),
+    ("pzq-produce", ("--routes", "tcp://127.0.0.1:9", "--dsn", "tcp://127.0.0.1:9",
+                     "--topic", "t"), "instead of --dsn"),
 ])
 def test_routing_options_used_wrongly_are_one_line(name, args, message):
     done = tool(name, *args)
@@ -249,6 +251,18 @@ def test_a_bad_partitions_option_is_one_line(bad):
     done = run_pzq(["--partitions", bad])
     assert done.returncode == ExitCode.USAGE
     assert "--partitions" in one_line(done.stderr)
+
+
+def test_a_topic_named_twice_in_partitions_is_refused_and_nothing_kept(tmp_path):
+    """Not the last count silently: a topic's count is fixed once declared."""
+    any_port = "tcp://127.0.0.1:*"
+    done = run_pzq(["--database", str(tmp_path / "db"), "--receive-dsn", any_port,
+                    "--send-dsn", any_port, "--monitor-dsn", any_port,
+                    "--partitions", "orders=4,payments=2,orders=8"], timeout=15)
+    assert done.returncode == ExitCode.USAGE
+    assert one_line(done.stderr) == ("pzq: error: --partitions names the topic orders twice "
+                                     "(orders=4, orders=8): give it one count")
+    assert not (tmp_path / "db").exists()
 
 
 def test_a_routed_send_that_times_out_is_not_sent_later(start_node, context):

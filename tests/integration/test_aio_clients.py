@@ -90,6 +90,28 @@ def test_publish_resolves_each_future_at_its_ack_and_send_returns_the_ack(node, 
     run(main())
 
 
+def test_a_producer_used_from_another_event_loop_says_so_and_sends_nothing(node, aio_context):
+    producer = aio.Producer(node.receive_dsn, context=aio_context)
+
+    async def first() -> None:
+        assert (await producer.send([b"first loop"], topic="t-loops")).ok
+
+    async def second() -> None:
+        with pytest.raises(RuntimeError, match="belongs to the event loop it was first used "
+                                               "on, which reads its ACKs: nothing was sent"):
+            await producer.send([b"second loop"], topic="t-loops")
+
+    async def third() -> None:
+        await producer.close()  # the sockets go; a closed one says so on any loop
+        async with aio.GroupConsumer(node.consume_dsn, "t-loops", "g", context=aio_context,
+                                     declare=True) as consumer:
+            assert await drain(consumer, 1) == [b"first loop"]
+            assert await consumer.receive(timeout=1.0) is None  # the second was not stored
+    run(first())
+    run(second())
+    run(third())
+
+
 # -- group consumer --------------------------------------------------------------------
 
 
@@ -254,8 +276,14 @@ def test_a_node_that_never_answers_is_a_clear_error_within_the_timeout(aio_conte
     async def main(silent: str, nothing: str) -> None:
         producer = aio.Producer(silent, context=aio_context)
         reader = aio.ArchiveReader(silent, "t", timeout=1, context=aio_context)
+
+        async def flush_one() -> None:
+            async with aio.Producer(silent, context=aio_context) as flushed:
+                await flushed.publish([b"y"])
+                await flushed.flush(timeout=1)
         calls = [
             ("no ACK within 1 s", producer.send([b"x"], timeout=1)),
+            ("^1 message without ACK after 1 s: ", flush_one()),  # not "1 messages"
             ("no answer to CONSUME within 1 s", aio.GroupConsumer(
                 silent, "t", "g", timeout=1, context=aio_context).join()),
             ("no answer from", aio.request_monitor(silent, "PING", 1, context=aio_context)),

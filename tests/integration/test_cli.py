@@ -113,6 +113,11 @@ def test_every_option_kind_says_what_a_config_file_gives_it():
     ({"nodes": ("tcp://a:1", "tcp://a:1"), "broadcast_dsn": "tcp://b:1"}, "same endpoint twice"),
     ({"nodes": ("tcp://a:1",), "broadcast_dsn": "tcp://a:1"}, "not this node's"),
     ({"replicas": -1}, "--replicas must be 0 or more"),
+    # the peers know a node by its --broadcast-dsn: a wildcard is no node they list
+    ({"nodes": ("tcp://a:1",), "broadcast_dsn": "tcp://0.0.0.0:2"}, "not a wildcard"),
+    ({"nodes": ("tcp://a:1",), "broadcast_dsn": "tcp://[::]:2"}, "not a wildcard"),
+    ({"nodes": ("tcp://a:1",), "broadcast_dsn": "tcp://b:*"}, "not a wildcard"),
+    ({"nodes": ("tcp://a:1",), "broadcast_dsn": "ipc://*"}, "not a wildcard"),
 ])
 def test_invalid_values(values, message):
     with pytest.raises(ConfigError, match=message):
@@ -143,6 +148,8 @@ def test_invalid_values(values, message):
     (["--config", "/nonexistent/pzq.toml"], "does not exist"),
     (["--replicas", "2", "--nodes", "tcp://127.0.0.1:1", "--broadcast-dsn", "tcp://127.0.0.1:2"],
      "--replicas 2 needs at least that many --nodes"),
+    (["--nodes", "tcp://127.0.0.1:1", "--broadcast-dsn", "tcp://*:2"],
+     "--broadcast-dsn tcp://*:2: the other nodes know this node by its --broadcast-dsn"),
 ])
 def test_bad_option_is_one_line_and_exit_2(args, message):
     result = run_pzq(args)

@@ -227,11 +227,33 @@ def free_port() -> int:
 
 def test_a_peer_never_reached_is_logged_once_the_start_grace_is_over(start_node):
     peer = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
-    node = start_node("--broadcast-dsn", "tcp://127.0.0.1:*", "--nodes", peer,
+    node = start_node("--broadcast-dsn", f"tcp://127.0.0.1:{free_port()}", "--nodes", peer,
                       "--replicas", "1", "--timeout-nodes", "500ms")
     said = wait_until(lambda: node.event("peer_never_reached"), 15,
                       message="peer_never_reached in the log")
     assert said["endpoint"] == peer and said["level"] == "warning"
+
+
+def test_a_peer_listed_by_another_name_is_a_warning_once_not_silent_replication_failed(
+        start_node, context):
+    """B lists A as localhost, A names itself 127.0.0.1: B refuses A's frames, and A's
+    ACKs say REPLICATION_FAILED with both nodes running; B says why, once a minute."""
+    from pzq.client import Producer
+    port_a, port_b = free_port(), free_port()
+    a = start_node("--broadcast-dsn", f"tcp://127.0.0.1:{port_a}", "--nodes",
+                   f"tcp://127.0.0.1:{port_b}", "--replicas", "1", "--timeout-nodes", "500ms")
+    b = start_node("--broadcast-dsn", f"tcp://127.0.0.1:{port_b}", "--nodes",
+                   f"tcp://localhost:{port_a}", "--timeout-nodes", "500ms")
+    said = wait_until(lambda: b.event("ping_from_stranger"), 15,
+                      message="ping_from_stranger in B's log")
+    assert said["level"] == "warning" and said["endpoint"] == f"tcp://127.0.0.1:{port_a}"
+    assert said["nodes"] == f"tcp://localhost:{port_a}"
+    assert said["node_id"] == a.event("node_ready")["node_id"]
+    with Producer(a.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x"]).replication_failed  # what the warning explains
+    wait_until(lambda: b.stats()["cluster_rejected"] >= 4, 15,  # A pings on...
+               message="more of A's PINGs refused")
+    assert sum(event.get("event") == "ping_from_stranger" for event in b.events) == 1
 
 
 def test_a_peer_never_reached_is_said_again_at_intervals_not_at_every_heartbeat():

@@ -101,10 +101,12 @@ def test_pzq_monitor_once_json_and_check(node, capsys):
 def test_check_reports_an_unhealthy_node():
     before = {"store_failures": 0, "peers": []}
     now = {"store_failures": 3, "pending_producer_acks": 50_000,
-           "peers": [{"endpoint": "tcp://b:1", "state": "down"}]}
+           "peers": [{"endpoint": "tcp://b:1", "state": "down"},
+                     {"endpoint": "tcp://c:1", "state": "unreachable"},
+                     {"endpoint": "tcp://d:1", "state": "up"}]}
     problems = monitor_cli.health_problems(before, now, max_pending_acks=10_000)
     assert problems == ["store writes are failing", "50000 producer ACKs cannot be sent",
-                        "peer down: tcp://b:1"]
+                        "peer down: tcp://b:1", "peer unreachable: tcp://c:1"]
 
 
 def serve_beside_a_dead_node(monitor_dsn: str) -> Iterator[str]:
@@ -388,15 +390,18 @@ def chromium_dom(url: str, profile: Path, virtual_time_ms: int | None = None) ->
 
 
 @contextmanager
-def page_server(history: bytes | None) -> Iterator[str]:
+def page_server(history: bytes | None, script: str = "") -> Iterator[str]:
     """The status page beside an /api/history that never answers (``history`` None), or
-    answers ``history`` once and then 503, as an exporter that went away behind a proxy."""
+    answers ``history`` once and then 503, as an exporter that went away behind a proxy;
+    ``script`` runs in the page after its own (a measure the DOM can then show)."""
     release, asked = threading.Event(), []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the http.server API
             if self.path == "/":
-                self._reply(200, "text/html", status_page())
+                page = status_page().replace(b"</body>", f"<script>{script}</script></body>"
+                                             .encode())
+                self._reply(200, "text/html", page)
             elif history is None:
                 release.wait(30)  # held until the test is done with the page
             else:
@@ -466,6 +471,35 @@ def test_status_page_shows_each_node_as_it_answers_and_what_it_waits_for(start_n
     assert 'data-state="up"' in card_of(dom, quick.monitor_dsn)
 
 
+# Once the page has drawn: each card whose content is wider than the card itself.
+MEASURE_CARDS = """setTimeout(() => { document.body.dataset.overflowing = JSON.stringify(
+  [...document.querySelectorAll("[data-dsn]")].filter(card => card.scrollWidth > card.clientWidth)
+    .map(card => card.dataset.dsn)); }, 1500);"""
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_topics_table_fits_its_card_with_many_partitions_and_long_names(start_node,
+                                                                       tmp_path):
+    node = start_node(consume=True)
+    assert "partitions=64" in node.ask("DECLARE TOPIC payments partitions=64")
+    long_name = "customer-invoices-" + "x" * 40
+    assert "partitions=16" in node.ask(f"DECLARE TOPIC {long_name} partitions=16")
+    assert node.ask(f"DECLARE GROUP {long_name} reconciliation-" + "y" * 30).startswith("group")
+    running = exporter.serve([node.monitor_dsn], "127.0.0.1", 0, timeout=10,
+                             sample_interval=60)
+    served = f"http://127.0.0.1:{running.port}"
+    try:
+        wait_until(lambda: history_of(served, node.monitor_dsn)["up"], 10,
+                   message="the node's figures")
+        history = get(served + "/api/history")
+    finally:
+        running.stop()
+    with page_server(history.encode(), MEASURE_CARDS) as url:
+        dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=3000)
+    assert ">payments p0,1,2,3," in dom  # every partition of the 64 is this node's
+    assert 'data-overflowing="[]"' in dom, re.findall(r'data-overflowing="[^"]*"', dom)
+
+
 def history_of(served: str, dsn: str) -> dict:
     nodes = json.loads(get(served + "/api/history"))["nodes"]
     return next(node for node in nodes if node["monitor"] == dsn)
@@ -510,6 +544,26 @@ def test_history_rates_gaps_and_down_since():
     assert [(point["t"], point["received"], point["stored"]) for point in node.points] == [
         (1004.0, None, None), (1006.0, None, None), (1008.0, None, 0), (1010.0, 10.0, 0)]
     assert node.points.maxlen == 4
+
+
+PER_SECOND_UNITS = {"ops", "Bps", "reqps", "wps", "rps"}
+
+
+def test_dashboard_gives_every_series_its_unit_and_a_rate_one_per_second():
+    """A rate() is charted with a per-second unit (the panel's, or its query's override),
+    a count or a size with another: a panel mixing both sets the rates' by override."""
+    dashboard = json.loads((ROOT / "monitoring" / "grafana-dashboard.json").read_text())
+    for panel in dashboard["panels"]:
+        config = panel["fieldConfig"]
+        overridden = {override["matcher"]["options"]: prop["value"]
+                      for override in config.get("overrides", [])
+                      if override["matcher"]["id"] == "byFrameRefID"
+                      for prop in override["properties"] if prop["id"] == "unit"}
+        for target in panel["targets"]:
+            unit = overridden.get(target["refId"], config["defaults"].get("unit"))
+            assert unit, (panel["title"], target["expr"])
+            is_rate = target["expr"].startswith("rate(")
+            assert (unit in PER_SECOND_UNITS) == is_rate, (panel["title"], target["expr"], unit)
 
 
 def test_alert_rules_and_dashboard_use_exported_metrics(group_node, context, served_groups):

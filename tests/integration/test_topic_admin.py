@@ -99,7 +99,13 @@ def test_a_refused_declare_makes_and_changes_nothing(start_inproc_node):
         "DECLARE TOPIC zzbad1 dedup_window=forever": "forever",
         "DECLARE TOPIC zzbad1 max_messages=-1": "max_messages=-1 is not a whole number",
         "DECLARE TOPIC zzbad1 max_bytes=lots": "max_bytes=lots is not a whole number",
-        "DECLARE TOPIC zzbad1 partitions=0": "partitions must be from 1",
+        "DECLARE TOPIC zzbad1 partitions=0": "partitions must be a whole number from 1",
+        # not "a whole number 0 or more": 0 is refused as well
+        "DECLARE TOPIC zzbad1 partitions=abc": "partitions=abc: partitions must be a whole "
+                                               "number from 1 to 4096",
+        # the last one not taken silently
+        "DECLARE TOPIC zzbad1 partitions=2 partitions=3": "partitions given twice",
+        "DECLARE TOPIC orders max_messages=7 max_messages=8": "max_messages given twice",
         "DECLARE TOPIC zzbad1 max_messages=3 colour=red": "unknown option 'colour'",
         "DECLARE TOPIC orders max_messages=7 dedup_window=forever": "forever",
         "DECLARE GROUP orders g colour=red": "unknown option 'colour'",

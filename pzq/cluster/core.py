@@ -44,6 +44,7 @@ from pzq.cluster.sends import Reply, Send, ToPeer
 from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.strangers import Strangers
 from pzq.cluster.takeover import StateFactory, Takeovers
+from pzq.cluster.unconfirmed import UnconfirmedCopies
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.events import EventHub, PeersReleased
@@ -89,8 +90,11 @@ class ClusterCore(Participant):
                                    make_state, now)
         resend_s = max(0.5, settings.timeout_nodes_s / 4)
         self.removes = RemoveLedger(store, settings.nodes, resend_s)
+        # Not again while the producer ACK still waits for the first send's answer
+        self.unconfirmed = UnconfirmedCopies(self.node_id,
+                                             max(resend_s, settings.timeout_replication_s))
         self.done = Dones(self.removes, self.replicas, self.peers, self.takeovers, settings,
-                          self.node_id, hub, scheduled, self.copies)
+                          self.node_id, hub, scheduled, self.copies, self.unconfirmed)
         self.taken_copies = ScheduledTakeover(self.copies, self.takeovers, self.replicas,
                                               self.done)
         self.holds = holds
@@ -138,6 +142,8 @@ class ClusterCore(Participant):
                         seconds_since_start=round(now - self.peers.started))
         self.takeovers.update(now)
         self.taken_copies.reset()
+        for peer in self.peers.reachable_peers():
+            self._send_copies(peer.endpoint, now)
         self.flush_removes(now)
         routing = cw.encode_routing(self.node_id, self.routes.own_routing())
         for peer in self.peers.reachable_peers():
@@ -173,8 +179,10 @@ class ClusterCore(Participant):
             self.takeovers.update(now)
         if answer and not reachable:
             self.removes.forget_sends(endpoint)
+            self.unconfirmed.forget_sends(endpoint)
             self._reads_sent.pop(endpoint, None)
             self._tell_reads(endpoint, self.own_reads())
+            self._send_copies(endpoint, now)  # before any remove of them (one link, in order)
             self._send_removes(endpoint, now)
 
     def own_delivery_allowed(self, now: float) -> bool:
@@ -222,6 +230,7 @@ class ClusterCore(Participant):
             self._tell_reads(endpoint, reads)  # before the copies it concerns
             self.outgoing.append(ToPeer(endpoint, encode(self.node_id, batch_id, holders,
                                                          messages)))
+        self.unconfirmed.sent(encode, holders, messages, batch_ids, now)
 
     def expire(self, now: float) -> list[PendingAck]:
         """Producer ACKs whose copies did not come in time (REPLICATION_FAILED)."""
@@ -277,6 +286,14 @@ class ClusterCore(Participant):
         """Send every remove a reachable peer has not confirmed (again after a while)."""
         for peer in self.peers.reachable_peers():
             self._send_removes(peer.endpoint, now)
+
+    def _send_copies(self, endpoint: str, now: float) -> None:
+        """Copies the peer has not confirmed, again (see pzq.cluster.unconfirmed)."""
+        due = self.unconfirmed.due(endpoint, now)
+        if due:
+            self._tell_reads(endpoint, self.own_reads())  # before the copies it concerns
+        for frames in due:
+            self.outgoing.append(ToPeer(endpoint, frames))
 
     def _send_removes(self, endpoint: str, now: float) -> None:
         due = self.removes.due(endpoint, now)
@@ -344,7 +361,9 @@ class ClusterCore(Participant):
         if node_id is not None:
             self._heard(endpoint, node_id, now, answer=True)
         if command == cw.REPLICATED:
-            return self.tracker.confirm(cw.decode_replicated(frames), endpoint)
+            batch_id = cw.decode_replicated(frames)
+            self.unconfirmed.confirmed(endpoint, batch_id)
+            return self.tracker.confirm(batch_id, endpoint)
         if command == cw.REMOVED:
             self.removes.confirmed(endpoint, cw.decode_removed(frames))
             return []

@@ -28,6 +28,7 @@ from pzq.cluster.peers import PeerTable
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.takeover import Takeovers
+from pzq.cluster.unconfirmed import UnconfirmedCopies
 from pzq.delivery.state import DeliveryState
 from pzq.events import EventHub, GroupDoneElsewhere
 from pzq.protocol.topic_reads import DEFAULT_GROUP
@@ -40,8 +41,10 @@ from pzq.store.scheduled_copies import ScheduledCopies
 class Dones:
     def __init__(self, ledger: RemoveLedger, replicas: ReplicaStore, peers: PeerTable,
                  takeovers: Takeovers, settings: ClusterSettings, node_id: bytes,
-                 hub: EventHub, scheduled: ScheduledArea, copies: ScheduledCopies) -> None:
+                 hub: EventHub, scheduled: ScheduledArea, copies: ScheduledCopies,
+                 unconfirmed: UnconfirmedCopies) -> None:
         self.ledger = ledger
+        self.unconfirmed = unconfirmed  # own copies a peer may get again: not these
         self.replicas = replicas
         self.scheduled = scheduled  # own scheduled messages: one a peer released goes
         self.copies = copies  # scheduled copies held for peers
@@ -56,12 +59,14 @@ class Dones:
     def removed_own(self, seqs: list[int]) -> None:
         """Own messages every group is done with: every holder drops its copy."""
         if self.settings.replicas and seqs:
+            self.unconfirmed.forget(seqs)
             self._removes[self.node_id].extend(seqs)
 
     def done_own(self, group: str, seqs: list[int]) -> None:
         """Own messages ``group`` is done with while others hold them: the holders mark
         their copies."""
         if self.settings.replicas and seqs:
+            self.unconfirmed.forget(seqs)  # a copy sent after the DONE would lack its mark
             self._dones[(self.node_id, group)].extend(seqs)
 
     def removed_all(self, origin: bytes, seqs: list[int], group: str,
@@ -82,12 +87,18 @@ class Dones:
         dropped when it was the last group). A copy dropped goes everywhere; the
         origin learns of ``default``'s last done from the tombstone, of every other
         done from DONE."""
+        removed = []
         for seq in seqs:
             dropped = not self.replicas.holds(origin, seq)
             if dropped:
-                self._removes[origin].append(seq)
+                removed.append(seq)
             if group != DEFAULT_GROUP or not dropped:
                 self._dones[(origin, group)].append(seq)
+        if removed:
+            self._removes[origin].extend(removed)
+            # The origin, back, may send again a copy it never heard confirmed
+            # (pzq.cluster.unconfirmed): dropped when it comes
+            self.replicas.remember_removed(origin, removed)
 
     def owe(self, batch: Batch, now: float) -> None:
         """Persist this wake's removes and dones in its batch: each peer owes a
@@ -125,6 +136,7 @@ class Dones:
     def gone_own(self, batch: Batch, seq: int, own: DeliveryState) -> None:
         """An own message done with elsewhere (a peer's tombstone or remove): acked, or,
         when it is still scheduled here, released by the peer that took this node over."""
+        self.unconfirmed.forget([seq])
         if not self.scheduled.drop(batch, seq):
             own.ack(batch, seq)
 
@@ -133,6 +145,7 @@ class Dones:
         """A group is done with messages: ours (finished on a node that took them
         over), or copies we hold (marked, dropped once every group is done)."""
         if origin == self.node_id:
+            self.unconfirmed.forget(seqs)
             if group != DEFAULT_GROUP:
                 self.hub.publish(GroupDoneElsewhere(batch, group, seqs))
                 return

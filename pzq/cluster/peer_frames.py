@@ -104,6 +104,10 @@ class PeerFrames:
                    batch: Batch, own: DeliveryState, now: float) -> None:
         origin, remove_id, seqs = cw.decode_remove(frames)
         self.done.apply_remove(origin, seqs, batch, own, now)
+        if origin != sender and origin != self.node_id:
+            # A node that took the origin over removed them: the origin, back, may
+            # send a copy again that it never heard confirmed (pzq.cluster.unconfirmed)
+            self.replicas.remember_removed(origin, seqs)
         self._confirm_once_written(routing_id, cw.encode_removed(remove_id))
 
     def _on_done(self, routing_id: bytes, sender: bytes, frames: list[bytes],

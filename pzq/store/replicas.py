@@ -137,6 +137,12 @@ class ReplicaStore(Participant):
             self.tombstone(batch, origin, seq)
         return True
 
+    def remember_removed(self, origin: bytes, seqs: list[int]) -> None:
+        """Copies removed (held or not): one that comes again later is dropped."""
+        self._removed_early.update(zip(zip(repeat(origin), seqs), repeat(None)))
+        while len(self._removed_early) > REMEMBERED_REMOVES:
+            self._removed_early.popitem(last=False)
+
     def removed_before(self, origin: bytes, seq: int) -> bool:
         """Whether a remove named this copy before it came."""
         return (origin, seq) in self._removed_early

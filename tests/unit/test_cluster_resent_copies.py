@@ -1,0 +1,148 @@
+"""Copies a peer never confirmed are sent to it again when it is back (in process).
+
+The holder list of a copy names every peer it went to; the first live one delivers
+it when the origin dies. A peer that was stopped as the copy went must get it once
+it is back, or no survivor delivers the message.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pzq.cluster.unconfirmed import UnconfirmedCopies
+from pzq.protocol import cluster as cw
+from pzq.protocol.message_keys import message_key, parse_message_key
+from tests.support.cluster_sim import TIMEOUT_NODES_US, TIMEOUT_REPLICATION_US, SimNetwork
+
+pytestmark = pytest.mark.timeout(20)
+T0 = 1000.0
+AFTER_TIMEOUT = TIMEOUT_NODES_US / 1e6 + 0.5
+AFTER_REPLICATION = TIMEOUT_REPLICATION_US / 1e6 + 0.01
+
+
+@pytest.fixture
+def three(tmp_path):
+    network = SimNetwork(tmp_path, 3, replicas=2, now=T0)
+    network.step(T0, heartbeat=True)
+    yield network
+    network.close()
+
+
+def produce_while_stopped(network: SimNetwork, count: int) -> list[int]:
+    """Node 2 stops; node 0 sends each message in its own batch before it notices
+    (so node 2 is first in about half the holder lists): every ACK says
+    REPLICATION_FAILED, node 1 holds every copy."""
+    origin, first, stopped = network.nodes
+    stopped.up = False
+    seqs = []
+    for number in range(count):
+        seqs += origin.produce([b"m%d" % number], T0)
+        network.step(T0)
+    assert origin.core.expire(T0 + AFTER_REPLICATION) and origin.acks == []
+    assert first.core.replicas.counts[origin.node_id] == count
+    assert stopped.core.replicas.counts[origin.node_id] == 0
+    return seqs
+
+
+def delivered_by_survivors(network: SimNetwork, now: float) -> list[int]:
+    origin, *survivors = network.nodes
+    delivered = []
+    for node in survivors:
+        for key in node.deliver(int(now * 1e6)):
+            node_id, seq = parse_message_key(key)
+            assert node_id == origin.node_id
+            delivered.append(seq)
+    return delivered
+
+
+def test_a_copy_a_stopped_peer_never_got_is_sent_when_it_is_back(three):
+    origin, first, stopped = three.nodes
+    seqs = produce_while_stopped(three, 11)
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)  # node 0 sees node 2 down
+    assert not origin.core.peers.peers[stopped.endpoint].reachable
+    stopped.up = True  # started again
+    now += 0.1
+    three.step(now, heartbeat=True)
+    assert stopped.core.replicas.counts[origin.node_id] == 11
+    assert origin.core.unconfirmed.owed_to(stopped.endpoint) == 0
+
+    origin.up = False  # SIGKILL: the survivors take over
+    now += AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    assert sorted(delivered_by_survivors(three, now)) == seqs  # each once, by one
+
+
+def test_a_message_done_with_is_never_sent_again(three):
+    origin, first, stopped = three.nodes
+    seqs = produce_while_stopped(three, 3)
+    acked = parse_message_key(origin.deliver(int(T0 * 1e6))[0])[1]
+    assert origin.ack(message_key(origin.node_id, acked), T0)
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    stopped.up = True
+    sent: list[list[bytes]] = []
+    due = origin.core.unconfirmed.due
+
+    def recorded(endpoint: str, now: float) -> list[list[bytes]]:
+        frames = due(endpoint, now)
+        sent.extend(frames)
+        return frames
+
+    origin.core.unconfirmed.due = recorded  # type: ignore[method-assign]
+    now += 0.1
+    three.step(now, heartbeat=True)
+    copied = [seq for frames in sent if frames[0] == cw.REPLICATE
+              for seq, _ in cw.decode_replicate(frames).messages]
+    assert sorted(copied) == [seq for seq in seqs if seq != acked]
+    assert stopped.core.replicas.holds(origin.node_id, acked) is False
+    assert stopped.core.replicas.counts[origin.node_id] == 2
+
+
+def test_a_copy_held_whose_confirmation_was_lost_is_held_once(three):
+    origin, first, second = three.nodes
+    three.cut.add((second.endpoint, origin.endpoint))  # its answers get lost
+    origin.produce([b"a", b"b"], T0)
+    three.step(T0)
+    assert second.core.replicas.counts[origin.node_id] == 2
+    assert origin.core.unconfirmed.owed_to(second.endpoint) == 2
+    three.heal()
+    now = T0 + origin.core.unconfirmed.resend_s
+    three.step(now, heartbeat=True)  # sent again: held already, confirmed
+    assert second.core.replicas.counts[origin.node_id] == 2
+    assert origin.core.unconfirmed.owed_to(second.endpoint) == 0
+
+
+def test_a_copy_removed_by_a_survivor_is_dropped_when_its_origin_sends_it_again(three):
+    """The origin was cut off (alive), a survivor delivered and acked its message and
+    removed the copies; the origin, healed, sends again a copy never confirmed."""
+    origin, first, second = three.nodes
+    three.cut.add((second.endpoint, origin.endpoint))  # second's confirmation is lost
+    (seq,) = origin.produce([b"a"], T0)
+    three.step(T0)
+    three.cut_off(origin)
+    now = T0 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    taker = next(node for node in (first, second) if node.deliver(int(now * 1e6)))
+    assert taker.ack(message_key(origin.node_id, seq), now)
+    three.step(now)
+    assert not first.core.replicas.holds(origin.node_id, seq)
+    assert not second.core.replicas.holds(origin.node_id, seq)
+    batch = second.store.begin()  # the copy comes again, as the healed origin sends it
+    (frames,) = origin.core.unconfirmed.due(second.endpoint, now + 10)
+    second.core.receive_request(origin.endpoint.encode(), frames, batch, second.own, now)
+    second.store.commit(batch)
+    assert not second.core.replicas.holds(origin.node_id, seq)
+
+
+def test_past_the_limit_the_oldest_are_given_up():
+    kept = UnconfirmedCopies(b"0123abcd", resend_s=1.0, limit_bytes=250)
+    for batch_id in range(3):
+        kept.sent(cw.encode_replicate, b"\0", [(batch_id, b"x" * 100)], {"peer": batch_id},
+                  T0)
+    assert kept.owed_to("peer") == 2 and kept.given_up == 1
+    assert [cw.decode_replicate(frames).batch_id for frames in kept.due("peer", T0 + 1)] == [
+        1, 2]
+    kept.forget([1])
+    kept.confirmed("peer", 2)
+    assert kept.owed_to("peer") == 0 and kept.size == 0 and kept.due("peer", T0 + 5) == []

@@ -91,8 +91,9 @@ class ClusterCore(Participant):
         resend_s = max(0.5, settings.timeout_nodes_s / 4)
         self.removes = RemoveLedger(store, settings.nodes, resend_s)
         # Not again while the producer ACK still waits for the first send's answer
-        self.unconfirmed = UnconfirmedCopies(self.node_id,
-                                             max(resend_s, settings.timeout_replication_s))
+        self.unconfirmed = UnconfirmedCopies(
+            self.node_id, max(resend_s, settings.timeout_replication_s),
+            max(resend_s, settings.timeout_replication_s, settings.timeout_nodes_s))
         self.done = Dones(self.removes, self.replicas, self.peers, self.takeovers, settings,
                           self.node_id, hub, scheduled, self.copies, self.unconfirmed)
         self.taken_copies = ScheduledTakeover(self.copies, self.takeovers, self.replicas,

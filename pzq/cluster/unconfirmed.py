@@ -5,8 +5,10 @@ the first live holder delivers it (pzq.cluster.takeover). A peer that never got 
 copy (stopped, or cut off, as it went) and is back would be that holder with
 nothing to deliver, while another peer holds the copy. So the origin keeps, per
 wake's batch, the copies each chosen peer has not confirmed (REPLICATED), and sends
-them again, with the same batch id and holder list, when that peer answers again
-and then every ``resend_s`` while it stays unconfirmed. A holder keeps a copy once
+them again, with the same batch id and holder list, when that peer answers again;
+while it stays unconfirmed, every ``resend_s`` once the peer has confirmed a later
+batch (a link keeps the order: this one was lost), else every ``slow_resend_s`` (a
+peer behind is not sent everything again each time). A holder keeps a copy once
 (a second one is confirmed and dropped), so sending again is harmless.
 
 A message done with (every group, or one group: a copy sent after the group's DONE
@@ -24,8 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
+from pzq.bulk import each
 from pzq.logs import get_logger
 
 log = get_logger("pzq.cluster")
@@ -33,6 +37,7 @@ log = get_logger("pzq.cluster")
 Encoder = Callable[[bytes, int, bytes, list[Any]], list[bytes]]  # REPLICATE or SCHEDULE
 LIMIT_BYTES = 64 << 20
 GIVEN_UP_SAID_EVERY_S = 60.0
+SEQ_OF, RECORD_OF = itemgetter(0), itemgetter(-1)
 
 
 @dataclass
@@ -49,9 +54,12 @@ class SentCopies:
 
 
 class UnconfirmedCopies:
-    def __init__(self, node_id: bytes, resend_s: float, limit_bytes: int = LIMIT_BYTES) -> None:
+    def __init__(self, node_id: bytes, resend_s: float, slow_resend_s: float,
+                 limit_bytes: int = LIMIT_BYTES) -> None:
         self.node_id = node_id
         self.resend_s = resend_s
+        self.slow_resend_s = slow_resend_s
+        self._newest_confirmed: dict[str, int] = {}  # endpoint -> batch id
         self.limit_bytes = limit_bytes
         self.size = 0
         self.given_up = 0  # messages' copies dropped past the limit, unconfirmed
@@ -68,16 +76,18 @@ class UnconfirmedCopies:
             return
         entry_id = self._next_id
         self._next_id += 1
-        size = sum(len(message[-1]) for message in messages)
+        size = sum(map(len, map(RECORD_OF, messages)))
         self._sent[entry_id] = SentCopies(encode, holders, messages, size, dict(batch_ids),
                                           dict.fromkeys(batch_ids, now))
         self._by_batch.update(zip(batch_ids.values(), repeat(entry_id)))
-        self._by_seq.update(zip((message[0] for message in messages), repeat(entry_id)))
+        self._by_seq.update(zip(map(SEQ_OF, messages), repeat(entry_id)))
         self.size += size
         if self.size > self.limit_bytes:
             self._give_up_oldest(now)
 
     def confirmed(self, endpoint: str, batch_id: int) -> None:
+        if batch_id > self._newest_confirmed.get(endpoint, -1):
+            self._newest_confirmed[endpoint] = batch_id
         entry_id = self._by_batch.get(batch_id)
         if entry_id is None:
             return
@@ -107,13 +117,16 @@ class UnconfirmedCopies:
             entry.sent_at.pop(endpoint, None)
 
     def due(self, endpoint: str, now: float) -> list[list[bytes]]:
-        """Frames of the copies ``endpoint`` has not confirmed, not sent within
-        ``resend_s``."""
+        """Frames of the copies ``endpoint`` has not confirmed, due again."""
         frames = []
+        newest = self._newest_confirmed.get(endpoint, -1)
         for entry in self._sent.values():
             batch_id = entry.waiting.get(endpoint)
+            if batch_id is None:
+                continue
             last = entry.sent_at.get(endpoint)
-            if batch_id is None or (last is not None and now - last < self.resend_s):
+            if last is not None and now - last < (self.resend_s if batch_id < newest
+                                                  else self.slow_resend_s):
                 continue
             entry.sent_at[endpoint] = now
             messages = ([message for message in entry.messages if message[0] not in entry.gone]
@@ -144,6 +157,4 @@ class UnconfirmedCopies:
         self.size -= entry.size
         for batch_id in entry.waiting.values():
             self._by_batch.pop(batch_id, None)
-        for message in entry.messages:
-            if self._by_seq.get(message[0]) == entry_id:
-                del self._by_seq[message[0]]
+        each(self._by_seq.pop, map(SEQ_OF, entry.messages), repeat(None))  # own seqs: one entry

@@ -100,6 +100,7 @@ def test_a_message_done_with_is_never_sent_again(three):
 
 
 def test_a_copy_held_whose_confirmation_was_lost_is_held_once(three):
+    """Sent again soon once a later batch is confirmed (that one was lost on the way)."""
     origin, first, second = three.nodes
     three.cut.add((second.endpoint, origin.endpoint))  # its answers get lost
     origin.produce([b"a", b"b"], T0)
@@ -107,10 +108,30 @@ def test_a_copy_held_whose_confirmation_was_lost_is_held_once(three):
     assert second.core.replicas.counts[origin.node_id] == 2
     assert origin.core.unconfirmed.owed_to(second.endpoint) == 2
     three.heal()
+    origin.produce([b"c"], T0)
+    three.step(T0)  # a later batch confirmed
+    assert origin.core.unconfirmed.owed_to(second.endpoint) == 2
     now = T0 + origin.core.unconfirmed.resend_s
     three.step(now, heartbeat=True)  # sent again: held already, confirmed
-    assert second.core.replicas.counts[origin.node_id] == 2
+    assert second.core.replicas.counts[origin.node_id] == 3
     assert origin.core.unconfirmed.owed_to(second.endpoint) == 0
+
+
+def test_a_peer_that_confirmed_nothing_later_is_not_sent_everything_each_time(three):
+    """It may only be behind: sent again after the slow interval only."""
+    origin, first, second = three.nodes
+    three.cut.add((origin.endpoint, second.endpoint))  # the copy is lost
+    origin.produce([b"a"], T0)
+    three.step(T0)
+    three.heal()
+    unconfirmed = origin.core.unconfirmed
+    assert unconfirmed.resend_s < unconfirmed.slow_resend_s
+    three.step(T0 + unconfirmed.resend_s, heartbeat=True)
+    assert unconfirmed.owed_to(second.endpoint) == 1
+    assert second.core.replicas.counts[origin.node_id] == 0
+    three.step(T0 + unconfirmed.slow_resend_s, heartbeat=True)
+    assert unconfirmed.owed_to(second.endpoint) == 0
+    assert second.core.replicas.counts[origin.node_id] == 1
 
 
 def test_a_copy_removed_by_a_survivor_is_dropped_when_its_origin_sends_it_again(three):
@@ -136,7 +157,7 @@ def test_a_copy_removed_by_a_survivor_is_dropped_when_its_origin_sends_it_again(
 
 
 def test_past_the_limit_the_oldest_are_given_up():
-    kept = UnconfirmedCopies(b"0123abcd", resend_s=1.0, limit_bytes=250)
+    kept = UnconfirmedCopies(b"0123abcd", resend_s=1.0, slow_resend_s=1.0, limit_bytes=250)
     for batch_id in range(3):
         kept.sent(cw.encode_replicate, b"\0", [(batch_id, b"x" * 100)], {"peer": batch_id},
                   T0)

@@ -44,7 +44,7 @@ from pzq.cluster.sends import Reply, Send, ToPeer
 from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.strangers import Strangers
 from pzq.cluster.takeover import StateFactory, Takeovers
-from pzq.cluster.unconfirmed import UnconfirmedCopies
+from pzq.cluster.unconfirmed import Encoder, UnconfirmedCopies
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.events import EventHub, PeersReleased
@@ -65,7 +65,6 @@ from pzq.zmqio import Context
 log = get_logger("pzq.cluster")
 
 SCHEDULE_PROTOCOL = 3  # the first protocol with SCHEDULE
-Encoder = Callable[[bytes, int, bytes, list[Any]], list[bytes]]  # REPLICATE or SCHEDULE
 
 
 class ClusterCore(Participant):

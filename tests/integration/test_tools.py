@@ -415,6 +415,29 @@ def test_ctl_refuses_a_name_the_node_cannot_take(node, args, refused):
     assert f"argument name: {refused} must be 1-255 of" in one_line(ran.stderr)
 
 
+HUGE = "9" * 5000
+CUT = "9" * 40 + "..."
+
+
+@pytest.mark.parametrize("name, args", [
+    ("pzq-ctl", ("group", "declare", "orders", "g", "--start", HUGE)),
+    ("pzq-ctl", ("topic", "declare", "orders", "--max-age", HUGE + "s")),
+    ("pzq-ctl", ("topic", "declare", "orders", "--partitions", HUGE)),
+    ("pzq-ctl", ("group", "seek", "orders", "g", "--to", HUGE + "x")),
+    ("pzq-ctl", ("pending", HUGE)),
+    ("pzq-ctl", (HUGE,)),
+    ("pzq-consume", ("--count", HUGE)),
+    ("pzq-monitor", ("--iterations", HUGE + "x")),
+])
+def test_a_huge_value_is_shown_cut_in_the_one_line_error(shared_node, name, args):
+    """A 5000-digit value was echoed whole: a one-line error of 5000 characters."""
+    dsn = shared_node.consume_dsn if name == "pzq-consume" else shared_node.monitor_dsn
+    ran = tool(name, "--dsn", dsn, *args)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    line = one_line(ran.stderr)
+    assert CUT in line and len(line) < 300, line
+
+
 @pytest.mark.parametrize("name", ["", ".hidden", "../outside", "sub/node"])
 def test_keygen_refuses_a_name_that_is_no_plain_file_name(tmp_path, name):
     """An empty name made a hidden ``.key`` that the node's --curve-authorized-keys

@@ -203,11 +203,20 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     for action, dests in ONE_ACTIONS_OPTIONS.get(args.command, {}).items():
         for dest in dests:
             if getattr(args, dest) is not None and args.action != action:
-                flag = "--from" if dest == "replay_from" else f"--{dest.replace('_', '-')}"
+                flag = _flag_given(dest, getattr(args, dest))
                 parser.error(f"{flag} is for {args.command} {action} "
                              f"only, not {args.command} {args.action}")
     if args.command == "group":
         _check_group(parser, args)
+
+
+def _flag_given(dest: str, value: object) -> str:
+    """The option the user typed for ``dest`` (--no-priorities sets priorities too)."""
+    if dest == "replay_from":
+        return "--from"
+    if dest == "priorities" and value == "off":
+        return "--no-priorities"
+    return f"--{dest.replace('_', '-')}"
 
 
 def _check_group(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

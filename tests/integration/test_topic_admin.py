@@ -146,6 +146,10 @@ def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
             "topic: error: argument --partitions: 0: give a whole number from 1 to",
         ("topic", "remove", "zzbad1", "--max-bytes", "5"):
             ": error: --max-bytes is for topic declare only, not topic remove",
+        ("topic", "remove", "zzbad1", "--no-priorities"):  # (named --priorities)
+            ": error: --no-priorities is for topic declare only, not topic remove",
+        ("topic", "remove", "zzbad1", "--priorities"):
+            ": error: --priorities is for topic declare only, not topic remove",
         ("purge", "nokey"): "purge: error: argument key: nokey is not a message key",
     }
     for args, error in refused.items():

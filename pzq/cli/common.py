@@ -17,6 +17,7 @@ from pzq.protocol import consume as consume_wire
 from pzq.protocol.time_headers import epoch_us
 from pzq.security import ClientSecurity
 from pzq.sockets import dual_stack
+from pzq.store.topic_model import validate_name
 from pzq.tool_base import ToolParser
 from pzq.tool_base import whole_number as whole_number  # the tools import it from here
 
@@ -84,6 +85,20 @@ def positive_number(unit: str, per_second: float | None = None) -> Callable[[str
 
 positive_seconds = positive_number("seconds", per_second=1)
 positive_minutes = positive_number("minutes")
+
+
+def name_of(kind: str) -> Callable[[str], str]:
+    """An argparse type: a topic's or a group's name, checked here as the node checks it
+    (an empty one, or one with a space, reached the node as a command it could not parse
+    and came back as the monitor's usage line)."""
+
+    def parse(text: str) -> str:
+        try:
+            return validate_name(kind, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
 def start_position(text: str) -> str:

@@ -10,6 +10,7 @@ from pzq.cli.common import (
     curve_from,
     endpoint,
     fail,
+    name_of,
     positive_seconds,
     start_position,
     tool_parser,
@@ -100,8 +101,10 @@ def _consume(prog: str, args: argparse.Namespace, dsns: list[str],
 
 
 def _group_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--topic", help="consume this topic as a consumer group (--group)")
-    parser.add_argument("--group", help="the consumer group, made on first use")
+    parser.add_argument("--topic", type=name_of("topic"),
+                        help="consume this topic as a consumer group (--group)")
+    parser.add_argument("--group", type=name_of("group"),
+                        help="the consumer group, made on first use")
     parser.add_argument("--filter", default="", metavar="TAG",
                         help="a new group's filter: a TAG, or a prefix ending in '*'")
     parser.add_argument("--start", type=start_position, default=None, metavar="WHERE",

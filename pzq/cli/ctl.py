@@ -16,6 +16,7 @@ from pzq.cli.common import (
     endpoint,
     fail,
     moment_us,
+    name_of,
     positive_duration,
     positive_seconds,
     start_position,
@@ -31,7 +32,7 @@ from pzq.protocol.consume import START_WORDS
 from pzq.protocol.message_keys import parse_message_key
 from pzq.replay.range import parse_bound
 from pzq.store.repair import repair
-from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE, validate_name
+from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE
 from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt, with_value_cut
 
 ACTIONS = ("declare", "remove", "empty")
@@ -109,20 +110,6 @@ def _node_options(parser: argparse.ArgumentParser, dsn: str, timeout: object) ->
     parser.add_argument("--timeout", type=positive_seconds, default=timeout, metavar="SECONDS",
                         help="seconds to wait for the answer"
                              + (f" (default: {DEFAULT_TIMEOUT_S})" if told else ""))
-
-
-def name_of(kind: str) -> Callable[[str], str]:
-    """An argparse type: a topic's or a group's name, checked here as the node checks it
-    (an empty one, or one with a space, reached the node as a command it could not parse
-    and came back as the monitor's usage line)."""
-
-    def parse(text: str) -> str:
-        try:
-            return validate_name(kind, text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return parse
 
 
 def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

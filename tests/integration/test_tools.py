@@ -415,6 +415,18 @@ def test_ctl_refuses_a_name_the_node_cannot_take(node, args, refused):
     assert f"argument name: {refused} must be 1-255 of" in one_line(ran.stderr)
 
 
+@pytest.mark.parametrize("args, refused", [
+    (("--topic", "", "--group", "g"), "--topic: topic ''"),
+    (("--topic", "orders", "--group", "two words"), "--group: group 'two words'")])
+def test_consume_refuses_a_name_the_node_cannot_take_as_ctl_does(shared_node, args, refused):
+    """The name went to the node, whose refusal made exit 1; pzq-ctl checks it itself
+    (exit 2, naming the argument)."""
+    ran = tool("pzq-consume", "--dsn", shared_node.consume_dsn, "--timeout", "5", *args)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert f"argument {refused} must be 1-255 of" in one_line(ran.stderr)
+    assert "two words" not in shared_node.stats()["topics"].get("orders", {}).get("groups", {})
+
+
 HUGE = "9" * 5000
 CUT = "9" * 40 + "..."
 

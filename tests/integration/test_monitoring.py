@@ -93,9 +93,16 @@ def test_pzq_monitor_once_json_and_check(node, capsys):
         monitor_cli.EXIT_NO_ANSWER
     assert "unhealthy: no answer" in capsys.readouterr().err
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--dsn", DEAD_DSN, "--watch",
-                             "--iterations", "2", "--interval", "0.1", "--timeout", "0.3"]) == 0
+                             "--iterations", "2", "--interval", "0.1", "--timeout", "0.3"]) == \
+        monitor_cli.EXIT_NO_ANSWER  # as --check: the last look found a node down (was 0)
     watched = capsys.readouterr().out
     assert "DOWN" in watched and "nothing answers there" in watched
+    for shown in ([], ["--json"]):
+        assert monitor_cli.main(["--dsn", DEAD_DSN, "--watch", *shown, "--iterations", "1",
+                                 "--timeout", "0.3"]) == monitor_cli.EXIT_NO_ANSWER
+        assert monitor_cli.main(["--dsn", node.monitor_dsn, "--watch", *shown,
+                                 "--iterations", "1"]) == 0
+    capsys.readouterr()
 
 
 def test_check_reports_an_unhealthy_node():

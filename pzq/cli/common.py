@@ -102,13 +102,22 @@ def name_of(kind: str) -> Callable[[str], str]:
 
 
 def start_position(text: str) -> str:
-    """An argparse type: where a new group starts, as the node reads it."""
+    """An argparse type: where a new group starts, as the node reads it (earliest,
+    latest, µs since the epoch); an ISO 8601 time in µs, read as ``group seek --to``
+    reads one (``moment_us``)."""
     try:
         consume_wire.decode_start(text)
+        return text
     except DecodeError:
-        raise argparse.ArgumentTypeError(
-            f"{text} is not earliest, latest or a time in µs since the epoch") from None
-    return text
+        pass
+    try:
+        if not text.isdigit():  # (whole digits the node refuses are no time either)
+            return str(moment_us(text))
+    except argparse.ArgumentTypeError:
+        pass
+    raise argparse.ArgumentTypeError(
+        f"{text} is not earliest, latest or a time (ISO 8601, e.g. 2026-12-01T09:00:00Z, "
+        "or µs since the epoch)")
 
 
 def _tool_duration_us(text: str) -> int:

@@ -109,7 +109,7 @@ def _group_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a new group's filter: a TAG, or a prefix ending in '*'")
     parser.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                         help="where a new group starts: earliest (default), latest, or a "
-                             "time in µs since the epoch")
+                             "time (ISO 8601, or µs since the epoch)")
     parser.add_argument("--window", type=whole_number(1, consume_wire.MAX_WINDOW), default=None,
                         metavar="N", help="most unacked deliveries to this consumer, 1 to "
                                           f"{consume_wire.MAX_WINDOW} (default: 100)")

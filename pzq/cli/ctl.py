@@ -149,7 +149,8 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     group.add_argument("name", nargs="?", type=name_of("group"),
                        help="the group's name (replays: none)")
     group.add_argument("--start", type=start_position, default=None, metavar="WHERE",
-                       help="declare: earliest (default), latest, or µs since the epoch")
+                       help="declare: earliest (default), latest, or a time (ISO 8601, "
+                            "or µs since the epoch)")
     group.add_argument("--filter", default=None, metavar="TAG",
                        help="declare: a TAG, or a prefix ending in '*'")
     group.add_argument("--ack-timeout", type=positive_duration, default=None, metavar="D",

@@ -10,7 +10,7 @@ from datetime import datetime
 import zmq
 
 from pzq import reach, security
-from pzq.durations import DurationError, duration_us
+from pzq.durations import CENTURY, CENTURY_US, DurationError, duration_us
 from pzq.errors import ConfigError, DecodeError
 from pzq.node.config_checks import DSN_PATTERN
 from pzq.protocol import consume as consume_wire
@@ -123,7 +123,8 @@ def start_position(text: str) -> str:
 def _tool_duration_us(text: str) -> int:
     """A tool's duration in µs, its unit required: a plain number is microseconds to the
     node but seconds to the tools' --timeout, so ``--ack-timeout 30`` (30 µs) or
-    ``--delay 30`` is refused rather than read as either (0 needs none)."""
+    ``--delay 30`` is refused rather than read as either (0 needs none); at most a
+    century, as the node takes."""
     try:
         value = duration_us(text)
     except DurationError as exc:
@@ -132,6 +133,8 @@ def _tool_duration_us(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{text} has no unit: give one, e.g. {text.strip()}s, {text.strip()}ms or "
             f"{text.strip()}m (a plain number would be microseconds)")
+    if value > CENTURY_US:  # as the node refuses it (and a time header, in seconds)
+        raise argparse.ArgumentTypeError(f"{text} must be at most {CENTURY}")
     return value
 
 

@@ -127,7 +127,7 @@ def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
     node = start_node(*FAST, consume=True)
     refused = {
         ("group", "declare", "orders", "g", "--start", "bogus"):
-            "group: error: argument --start: bogus is not earliest, latest or a time in µs",
+            "group: error: argument --start: bogus is not earliest, latest or a time (ISO 8601",
         ("group", "seek", "orders", "g"): ": error: group seek needs --to WHERE: earliest",
         ("group", "seek", "orders", "g", "--to", "yesterday"):
             "group: error: argument --to: yesterday is not earliest, latest, a time (ISO",
@@ -138,6 +138,8 @@ def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
             "group: error: argument --backoff: soon is not a duration",
         ("group", "declare", "orders", "g", "--ack-timeout", "0"):
             "group: error: argument --ack-timeout: 0: give a duration above 0",
+        ("group", "declare", "orders", "g", "--ack-timeout", "99999999999999d"):
+            "group: error: argument --ack-timeout: 99999999999999d must be at most 36600d",
         ("topic", "declare", "zzbad1", "--dedup-window", "forever"):
             "topic: error: argument --dedup-window: forever is not a duration",
         ("topic", "declare", "zzbad1", "--max-messages", "-1"):

@@ -1,7 +1,7 @@
 """What every command-line tool stands on, the archive's and the node's own included:
-an argument parser whose errors are one line and whose options refuse a negative
-value themselves, whole numbers checked, a quiet end when the reader stops reading,
-and a quiet exit 130 on Ctrl-C."""
+an argument parser whose errors are one line, showing a long value cut, and whose
+options refuse a negative value themselves, whole numbers checked, a quiet end when
+the reader stops reading, and a quiet exit 130 on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -11,12 +11,24 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, ParamSpec
 
 from pzq.errors import ExitCode
 
 P = ParamSpec("P")
+SHOWN_CHARS = 40  # of a value an error shows, as the node's errors show one
+
+
+def shown(value: str) -> str:
+    """A value as an error shows it: whole when short, else its first SHOWN_CHARS
+    characters and an ellipsis (a 5000-digit value is no one-line error)."""
+    return value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + "..."
+
+
+def with_value_cut(message: str, value: str) -> str:
+    """``message`` with each copy of ``value`` in it cut as ``shown`` cuts it."""
+    return message.replace(value, shown(value)) if len(value) > SHOWN_CHARS else message
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -54,6 +66,29 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: Any = None) -> Any:
+        found, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(map(shown, extras))}")
+        return found
+
+    # The value an option refuses is shown cut, whatever its type check says of it.
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError as exc:
+            raise argparse.ArgumentError(
+                action, with_value_cut(exc.message, arg_string)) from None
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            if not isinstance(value, str):
+                raise
+            raise argparse.ArgumentError(action, with_value_cut(exc.message, value)) from None
 
 
 class ToolParser(OneLineParser):

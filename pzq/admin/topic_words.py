@@ -5,13 +5,10 @@ made or changed; and a topic's limits as its lines show them."""
 from __future__ import annotations
 
 from pzq.cluster.placement import MOST_PARTITIONS
-from pzq.durations import duration_us
+from pzq.durations import CENTURY, CENTURY_US, duration_us
 from pzq.protocol.numbers import is_whole_number, whole_number
-from pzq.protocol.time_headers import MAX_SPAN_MS
 from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE, ON_EXPIRE_DEAD
 from pzq.store.topics import Topic
-
-CENTURY_US = MAX_SPAN_MS * 1000  # the longest duration a topic or group takes
 
 
 def same_filter(topic: Topic, name: str, given: str | None) -> None:
@@ -108,7 +105,7 @@ def _duration(text: str, name: str = "dedup_window") -> int:
     if found <= 0:
         raise ValueError(f"{name} {text[:20]!r} must be above 0")
     if found > CENTURY_US:
-        raise ValueError(f"{name} {text[:20]!r} must be at most 36600d (a century)")
+        raise ValueError(f"{name} {text[:20]!r} must be at most {CENTURY}")
     return found
 
 

@@ -19,12 +19,10 @@ from pzq.aio.deliveries import Deliveries
 from pzq.aio.message import Message
 from pzq.aio.socket_io import AsyncContext, Outbox, opener, poke, wait_events
 from pzq.client import setup
+from pzq.client.sessions.consumer import group_only
 from pzq.errors import ClientClosed
 from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, recv_frames
-
-GROUP_ONLY = ("{verb} is a group consumer's (--consume-dsn): the original protocol of "
-              "--send-dsn has ACK and give back only")
 
 
 class Consumer(Deliveries):
@@ -90,15 +88,13 @@ class Consumer(Deliveries):
 
     async def nack(self, message: Message, delay: float | None = None) -> None:
         """Give it back: delivered again soon (the original protocol has no delay)."""
-        if delay is not None:
-            raise ValueError(GROUP_ONLY.format(verb="a NACK with a delay"))
-        self._answer(self._session.answer(message, False))
+        self._answer(self._session.give_back(message, delay))
 
     async def working(self, *messages: Message) -> None:
-        raise ValueError(GROUP_ONLY.format(verb="working()"))
+        raise group_only("working()")
 
     async def reject(self, *messages: Message) -> None:
-        raise ValueError(GROUP_ONLY.format(verb="reject()"))
+        raise group_only("reject()")
 
     def _answer(self, frames: list[bytes]) -> None:
         self._check_open()

@@ -190,6 +190,8 @@ class GroupConsumer(GroupView[Message], Deliveries):
         self._answer(self._session.nack([message.key], time.monotonic(), delay))
 
     async def nack_many(self, messages: Iterable[Message], delay: float | None = None) -> None:
+        """Give these deliveries back in one NACK: to go again at once, or after
+        ``delay`` seconds."""
         self._answer(self._session.nack(keys_of(messages),
                                         time.monotonic(), delay))
 

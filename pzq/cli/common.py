@@ -10,13 +10,14 @@ from datetime import datetime
 import zmq
 
 from pzq import reach, security
-from pzq.durations import DurationError, duration_us
+from pzq.durations import CENTURY, CENTURY_US, DurationError, duration_us
 from pzq.errors import ConfigError, DecodeError
 from pzq.node.config_checks import DSN_PATTERN
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.time_headers import epoch_us
 from pzq.security import ClientSecurity
 from pzq.sockets import dual_stack
+from pzq.store.topic_model import validate_name
 from pzq.tool_base import ToolParser
 from pzq.tool_base import whole_number as whole_number  # the tools import it from here
 
@@ -86,20 +87,44 @@ positive_seconds = positive_number("seconds", per_second=1)
 positive_minutes = positive_number("minutes")
 
 
+def name_of(kind: str) -> Callable[[str], str]:
+    """An argparse type: a topic's or a group's name, checked here as the node checks it
+    (an empty one, or one with a space, reached the node as a command it could not parse
+    and came back as the monitor's usage line)."""
+
+    def parse(text: str) -> str:
+        try:
+            return validate_name(kind, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
 def start_position(text: str) -> str:
-    """An argparse type: where a new group starts, as the node reads it."""
+    """An argparse type: where a new group starts, as the node reads it (earliest,
+    latest, µs since the epoch); an ISO 8601 time in µs, read as ``group seek --to``
+    reads one (``moment_us``)."""
     try:
         consume_wire.decode_start(text)
+        return text
     except DecodeError:
-        raise argparse.ArgumentTypeError(
-            f"{text} is not earliest, latest or a time in µs since the epoch") from None
-    return text
+        pass
+    try:
+        if not text.isdigit():  # (whole digits the node refuses are no time either)
+            return str(moment_us(text))
+    except argparse.ArgumentTypeError:
+        pass
+    raise argparse.ArgumentTypeError(
+        f"{text} is not earliest, latest or a time (ISO 8601, e.g. 2026-12-01T09:00:00Z, "
+        "or µs since the epoch)")
 
 
 def _tool_duration_us(text: str) -> int:
     """A tool's duration in µs, its unit required: a plain number is microseconds to the
     node but seconds to the tools' --timeout, so ``--ack-timeout 30`` (30 µs) or
-    ``--delay 30`` is refused rather than read as either (0 needs none)."""
+    ``--delay 30`` is refused rather than read as either (0 needs none); at most a
+    century, as the node takes."""
     try:
         value = duration_us(text)
     except DurationError as exc:
@@ -108,6 +133,8 @@ def _tool_duration_us(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{text} has no unit: give one, e.g. {text.strip()}s, {text.strip()}ms or "
             f"{text.strip()}m (a plain number would be microseconds)")
+    if value > CENTURY_US:  # as the node refuses it (and a time header, in seconds)
+        raise argparse.ArgumentTypeError(f"{text} must be at most {CENTURY}")
     return value
 
 

@@ -10,6 +10,7 @@ from pzq.cli.common import (
     curve_from,
     endpoint,
     fail,
+    name_of,
     positive_seconds,
     start_position,
     tool_parser,
@@ -100,13 +101,15 @@ def _consume(prog: str, args: argparse.Namespace, dsns: list[str],
 
 
 def _group_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--topic", help="consume this topic as a consumer group (--group)")
-    parser.add_argument("--group", help="the consumer group, made on first use")
+    parser.add_argument("--topic", type=name_of("topic"),
+                        help="consume this topic as a consumer group (--group)")
+    parser.add_argument("--group", type=name_of("group"),
+                        help="the consumer group, made on first use")
     parser.add_argument("--filter", default="", metavar="TAG",
                         help="a new group's filter: a TAG, or a prefix ending in '*'")
     parser.add_argument("--start", type=start_position, default=None, metavar="WHERE",
                         help="where a new group starts: earliest (default), latest, or a "
-                             "time in µs since the epoch")
+                             "time (ISO 8601, or µs since the epoch)")
     parser.add_argument("--window", type=whole_number(1, consume_wire.MAX_WINDOW), default=None,
                         metavar="N", help="most unacked deliveries to this consumer, 1 to "
                                           f"{consume_wire.MAX_WINDOW} (default: 100)")

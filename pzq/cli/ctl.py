@@ -16,6 +16,7 @@ from pzq.cli.common import (
     endpoint,
     fail,
     moment_us,
+    name_of,
     positive_duration,
     positive_seconds,
     start_position,
@@ -31,8 +32,8 @@ from pzq.protocol.consume import START_WORDS
 from pzq.protocol.message_keys import parse_message_key
 from pzq.replay.range import parse_bound
 from pzq.store.repair import repair
-from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE, validate_name
-from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
+from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE
+from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt, with_value_cut
 
 ACTIONS = ("declare", "remove", "empty")
 
@@ -111,20 +112,6 @@ def _node_options(parser: argparse.ArgumentParser, dsn: str, timeout: object) ->
                              + (f" (default: {DEFAULT_TIMEOUT_S})" if told else ""))
 
 
-def name_of(kind: str) -> Callable[[str], str]:
-    """An argparse type: a topic's or a group's name, checked here as the node checks it
-    (an empty one, or one with a space, reached the node as a command it could not parse
-    and came back as the monitor's usage line)."""
-
-    def parse(text: str) -> str:
-        try:
-            return validate_name(kind, text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return parse
-
-
 def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     commands.add_parser("topics", help="every topic: messages, bytes, groups")
     topic = commands.add_parser("topic", help="declare, remove or empty a topic")
@@ -162,7 +149,8 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
     group.add_argument("name", nargs="?", type=name_of("group"),
                        help="the group's name (replays: none)")
     group.add_argument("--start", type=start_position, default=None, metavar="WHERE",
-                       help="declare: earliest (default), latest, or µs since the epoch")
+                       help="declare: earliest (default), latest, or a time (ISO 8601, "
+                            "or µs since the epoch)")
     group.add_argument("--filter", default=None, metavar="TAG",
                        help="declare: a TAG, or a prefix ending in '*'")
     group.add_argument("--ack-timeout", type=positive_duration, default=None, metavar="D",
@@ -203,11 +191,20 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     for action, dests in ONE_ACTIONS_OPTIONS.get(args.command, {}).items():
         for dest in dests:
             if getattr(args, dest) is not None and args.action != action:
-                flag = "--from" if dest == "replay_from" else f"--{dest.replace('_', '-')}"
+                flag = _flag_given(dest, getattr(args, dest))
                 parser.error(f"{flag} is for {args.command} {action} "
                              f"only, not {args.command} {args.action}")
     if args.command == "group":
         _check_group(parser, args)
+
+
+def _flag_given(dest: str, value: object) -> str:
+    """The option the user typed for ``dest`` (--no-priorities sets priorities too)."""
+    if dest == "replay_from":
+        return "--from"
+    if dest == "priorities" and value == "off":
+        return "--no-priorities"
+    return f"--{dest.replace('_', '-')}"
 
 
 def _check_group(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -248,7 +245,7 @@ def _argument(parser: argparse.ArgumentParser, kind: Callable[[str], str], text:
     try:
         return kind(text)
     except argparse.ArgumentTypeError as exc:
-        parser.error(f"argument {flag}: {exc}")
+        parser.error(f"argument {flag}: {with_value_cut(str(exc), text)}")
 
 
 def replay_bound(earliest_ok: bool) -> Callable[[str], str]:

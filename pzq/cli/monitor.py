@@ -145,7 +145,9 @@ def make_argument_parser() -> argparse.ArgumentParser:
                         help=f"a node's --monitor-dsn, repeatable (default: {DEFAULT_MONITOR})")
     parser.add_argument("--json", action="store_true",
                         help="print STATS as JSON; with --watch one line per refresh")
-    parser.add_argument("--watch", action="store_true", help="a live view until Ctrl-C")
+    parser.add_argument("--watch", action="store_true",
+                        help="a live view until Ctrl-C (or --iterations); exits 3, as "
+                             "--check, when its last look found a node down")
     parser.add_argument("--interval", type=positive_seconds, default=1.0, metavar="SECONDS",
                         help="seconds between polls")
     parser.add_argument("--iterations", type=whole_number(0), default=0, metavar="N",
@@ -246,14 +248,17 @@ def check(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity) -> i
 
 
 def watch(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity) -> int:
+    """Refresh until --iterations or Ctrl-C; exit as --check does (3) when the last look
+    found a node down, so a script's bounded watch can tell."""
+    last: list[StatsAnswer] = []  # the last look's answers, as each comes
     try:
         if args.json:
-            watch_json(dsns, args, curve)
+            watch_json(dsns, args, curve, last)
         else:
-            watch_table(dsns, args, curve)
+            watch_table(dsns, args, curve, last)
     except KeyboardInterrupt:
         pass
-    return EXIT_OK
+    return EXIT_OK if all(answer.up for answer in last) else EXIT_NO_ANSWER
 
 
 def _refreshes(args: argparse.Namespace) -> Iterator[int]:
@@ -265,18 +270,21 @@ def _refreshes(args: argparse.Namespace) -> Iterator[int]:
         refreshes += 1
 
 
-def watch_json(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity) -> None:
+def watch_json(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity,
+               last: list[StatsAnswer]) -> None:
     for _ in _refreshes(args):
-        print(json.dumps(as_json(fetch_all(dsns, args.timeout, curve)), sort_keys=True),
-              flush=True)
+        last[:] = fetch_all(dsns, args.timeout, curve)
+        print(json.dumps(as_json(last), sort_keys=True), flush=True)
 
 
-def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity) -> None:
+def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity,
+                last: list[StatsAnswer]) -> None:
     history: dict[str, deque[float]] = {dsn: deque(maxlen=HISTORY) for dsn in dsns}
     with Live(console=console(), auto_refresh=False,
               screen=args.iterations == 0 and sys.stdout.isatty()) as live:
         for _ in _refreshes(args):
             answers = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
+            last[:] = answers
             for answer in answers:
                 history[answer.dsn].append(answer.stats["messages"] if answer.stats else 0)
             live.update(views(answers, history), refresh=True)

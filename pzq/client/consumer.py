@@ -21,6 +21,7 @@ from pzq.client import setup
 from pzq.client.common import opener, remaining_ms
 from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
+from pzq.client.sessions.consumer import group_only
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
@@ -66,8 +67,16 @@ class Consumer:
     def ack(self, message: Message) -> None:
         self._socket.send_multipart(self._session.answer(message, True))
 
-    def nack(self, message: Message) -> None:
-        self._socket.send_multipart(self._session.answer(message, False))
+    def nack(self, message: Message, delay: float | None = None) -> None:
+        """Give it back: delivered again soon (the original protocol has no delay:
+        ValueError for one)."""
+        self._socket.send_multipart(self._session.give_back(message, delay))
+
+    def working(self, *messages: Message) -> None:
+        raise group_only("working()")
+
+    def reject(self, *messages: Message) -> None:
+        raise group_only("reject()")
 
     def close(self) -> None:
         self._socket.close()

@@ -183,10 +183,11 @@ class GroupConsumer(GroupView[Message]):
         self._send_all(self._session.ack(keys_of(messages),
                                          time.monotonic()))
 
-    def nack_many(self, messages: Iterable[Message]) -> None:
-        """Give these deliveries back in one NACK."""
+    def nack_many(self, messages: Iterable[Message], delay: float | None = None) -> None:
+        """Give these deliveries back in one NACK: to go again at once, or after
+        ``delay`` seconds."""
         self._send_all(self._session.nack(keys_of(messages),
-                                          time.monotonic()))
+                                          time.monotonic(), delay))
 
     def nack(self, message: Message, delay: float | None = None) -> None:
         """Give it back: to go again at once, or after ``delay`` seconds."""

@@ -1,5 +1,6 @@
 """A delivery as the sync consumers hand it out: ``ack()`` removes it from pzq,
-``nack()`` gives it back (pzq.client.sessions.delivered has its fields)."""
+``nack()`` gives it back (pzq.client.sessions.delivered has its fields). Its answers
+are the asyncio Message's (pzq.aio.message), called without ``await``."""
 
 from __future__ import annotations
 
@@ -13,16 +14,32 @@ class Answers(Protocol):
 
     def ack(self, message: Message) -> None: ...
 
-    def nack(self, message: Message) -> None: ...
+    def nack(self, message: Message, delay: float | None = None) -> None: ...
+
+    def working(self, *messages: Message) -> None: ...
+
+    def reject(self, *messages: Message) -> None: ...
 
 
 class Message(Delivered):
-    """One delivery. ``ack()`` removes it from pzq; ``nack()`` gives it back."""
+    """One delivery. Its answers go to the consumer it came from."""
 
     _consumer: Answers
 
     def ack(self) -> None:
+        """Done with it: removed from pzq."""
         self._consumer.ack(self)
 
-    def nack(self) -> None:
-        self._consumer.nack(self)
+    def nack(self, delay: float | None = None) -> None:
+        """Give it back: delivered again at once, or after ``delay`` seconds (a group's
+        delivery only; a delay below 0, beyond a week or not a number is a ValueError
+        before anything is sent)."""
+        self._consumer.nack(self, delay)
+
+    def working(self) -> None:
+        """Still at work on it: its ack deadline starts again (a group's delivery)."""
+        self._consumer.working(self)
+
+    def reject(self) -> None:
+        """Give it up for good: to the dead letters (a group's delivery)."""
+        self._consumer.reject(self)

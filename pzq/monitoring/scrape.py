@@ -68,7 +68,9 @@ class Scraper:
             self.node_ids[answer.dsn] = str(answer.stats["node_id"])
 
     def node_id(self, dsn: str) -> str:
-        return self.node_ids.get(dsn, "")
+        """The node's id, kept while it is down; its endpoint until it first answers
+        (an alert on its ``node`` label named no node at all)."""
+        return self.node_ids.get(dsn, dsn)
 
     def _fetch(self, dsn: str) -> StatsAnswer:
         try:

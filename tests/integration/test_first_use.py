@@ -158,7 +158,8 @@ def test_monitor_watch_shows_the_topics_and_groups_table(node):
     ("--window", "0", "0: give a whole number from 1 to 100000"),
     ("--window", "many", "many is not a whole number"),
     ("--count", "-1", "-1: give a whole number 0 or more"),
-    ("--start", "yesterday", "yesterday is not earliest, latest or a time in µs since the epoch"),
+    ("--start", "yesterday", "yesterday is not earliest, latest or a time (ISO 8601, e.g. "
+                             "2026-12-01T09:00:00Z, or µs since the epoch)"),
 ])
 def test_consume_refuses_a_bad_value_before_it_connects(tmp_path, option, value, reason):
     result = tool("pzq-consume", "--dsn", f"ipc://{tmp_path}/no-node", "--topic", "t",

@@ -5,12 +5,13 @@ a consumer that declares its topic, takes many, iterates."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 import zmq
 
-from pzq.client import ConsumeRefused, GroupConsumer
+from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer
 from pzq.protocol import consume as wire
 from tests.integration.test_groups import drain, produce
 
@@ -62,6 +63,49 @@ def test_a_nack_with_a_delay_holds_the_message_back(node, context):
         again = consumer.receive(10)
         assert again.parts == first.parts and again.deliveries == 2
         assert again.sent_us - given_back >= 1_000_000
+
+
+def test_a_sync_message_answers_as_the_asyncio_one_does(node, context):
+    """message.nack(delay=), message.working(), message.reject() and
+    nack_many(delay=), as pzq.aio has them; a bad delay is refused before sending."""
+    produce(node, context, [b"a", b"b", b"c", b"d"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
+        a, b, c, d = (consumer.receive(10) for _ in range(4))
+        for bad in (-1, 604_801, "soon"):
+            with pytest.raises(ValueError, match="delay must be from 0 to 604800 s"):
+                a.nack(delay=bad)
+            with pytest.raises(ValueError, match="delay must be from 0 to 604800 s"):
+                consumer.nack_many([b, c], delay=bad)
+        given_back = time.time_ns() // 1000
+        a.nack(delay=1.0)
+        consumer.nack_many([b], delay=1.0)
+        c.working()
+        d.reject()
+        assert consumer.receive(0.5) is None  # a and b held back, d gone, c still out
+        again = drain(consumer, 2, ack=False)
+        assert sorted(again) == [b"a", b"b"]
+        assert time.time_ns() // 1000 - given_back >= 1_000_000
+        c.ack()
+        consumer.nack_many([])  # nothing to give back: nothing sent
+    figures = group_figures(node)
+    assert figures["dead_lettered"] == 1 and consumer.errors == []
+
+
+def test_a_send_dsn_message_refuses_what_its_protocol_lacks(node, context):
+    with Producer(node.receive_dsn, context=context) as producer:
+        producer.send([b"plain"])  # no topic: --send-dsn's
+        assert all(ack.ok for ack in producer.flush(15))
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(10)
+        assert message is not None and message.parts == (b"plain",)
+        for answer, verb in ((message.working, "working()"), (message.reject, "reject()"),
+                             (lambda: message.nack(delay=1.0), "a NACK with a delay")):
+            with pytest.raises(ValueError, match=rf"^{re.escape(verb)} is a group consumer's"):
+                answer()
+        message.nack()
+        again = consumer.receive(10)
+        assert again is not None and again.key == message.key
+        again.ack()
 
 
 def test_a_confirmed_ack_is_written_when_it_returns(node, context):

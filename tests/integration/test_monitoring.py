@@ -93,9 +93,16 @@ def test_pzq_monitor_once_json_and_check(node, capsys):
         monitor_cli.EXIT_NO_ANSWER
     assert "unhealthy: no answer" in capsys.readouterr().err
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--dsn", DEAD_DSN, "--watch",
-                             "--iterations", "2", "--interval", "0.1", "--timeout", "0.3"]) == 0
+                             "--iterations", "2", "--interval", "0.1", "--timeout", "0.3"]) == \
+        monitor_cli.EXIT_NO_ANSWER  # as --check: the last look found a node down (was 0)
     watched = capsys.readouterr().out
     assert "DOWN" in watched and "nothing answers there" in watched
+    for shown in ([], ["--json"]):
+        assert monitor_cli.main(["--dsn", DEAD_DSN, "--watch", *shown, "--iterations", "1",
+                                 "--timeout", "0.3"]) == monitor_cli.EXIT_NO_ANSWER
+        assert monitor_cli.main(["--dsn", node.monitor_dsn, "--watch", *shown,
+                                 "--iterations", "1"]) == 0
+    capsys.readouterr()
 
 
 def test_check_reports_an_unhealthy_node():
@@ -133,7 +140,8 @@ def test_exporter_metrics_against_a_real_node_and_a_dead_one(node, context, serv
     node_id = node.stats()["node_id"]
     mine = f'monitor="{node.monitor_dsn}",node="{node_id}"'
     assert f"pzq_up{{{mine}}} 1.0" in metrics
-    assert f'pzq_up{{monitor="{DEAD_DSN}",node=""}} 0.0' in metrics
+    # a node that never answered is named by its endpoint (PzqNodeDown named no node)
+    assert f'pzq_up{{monitor="{DEAD_DSN}",node="{DEAD_DSN}"}} 0.0' in metrics
     assert f"pzq_received_total{{{mine}}} 20.0" in metrics
     assert f'pzq_acks_total{{{mine},outcome="acked"}} 12.0' in metrics
     assert f'pzq_acks_total{{{mine},outcome="nacked"}} 3.0' in metrics

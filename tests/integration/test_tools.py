@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -413,6 +414,62 @@ def test_ctl_refuses_a_name_the_node_cannot_take(node, args, refused):
     ran = tool("pzq-ctl", "--dsn", node.monitor_dsn, *args)
     assert (ran.returncode, ran.stdout) == (2, "")
     assert f"argument name: {refused} must be 1-255 of" in one_line(ran.stderr)
+
+
+@pytest.mark.parametrize("args, refused", [
+    (("--topic", "", "--group", "g"), "--topic: topic ''"),
+    (("--topic", "orders", "--group", "two words"), "--group: group 'two words'")])
+def test_consume_refuses_a_name_the_node_cannot_take_as_ctl_does(shared_node, args, refused):
+    """The name went to the node, whose refusal made exit 1; pzq-ctl checks it itself
+    (exit 2, naming the argument)."""
+    ran = tool("pzq-consume", "--dsn", shared_node.consume_dsn, "--timeout", "5", *args)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert f"argument {refused} must be 1-255 of" in one_line(ran.stderr)
+    assert "two words" not in shared_node.stats()["topics"].get("orders", {}).get("groups", {})
+
+
+def test_a_new_groups_start_takes_an_iso_8601_time_as_seek_does(shared_node):
+    """--start took µs only, where group seek --to and group replay take ISO 8601."""
+    def produce(body: str) -> None:
+        done = tool("pzq-produce", "--dsn", shared_node.receive_dsn, "--topic", "since",
+                    stdin=f"{body}\n")
+        assert done.returncode == 0, done.stderr
+
+    produce("before")  # stored (and ACKed) before the time taken next
+    since = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    produce("after")
+    declared = tool("pzq-ctl", "--dsn", shared_node.monitor_dsn, "group", "declare", "since",
+                    "declared", "--start", since)
+    assert declared.returncode == 0, declared.stderr
+    for group in ("made-by-consume", "declared"):  # (declared holds "after" meanwhile)
+        consumed = tool("pzq-consume", "--dsn", shared_node.consume_dsn, "--topic", "since",
+                        "--group", group, "--start", since, "--idle-timeout", "1")
+        assert consumed.returncode == 0, consumed.stderr
+        assert [line.split()[-1] for line in consumed.stdout.splitlines()] == ["after"], \
+            (group, consumed.stdout, consumed.stderr)
+
+
+HUGE = "9" * 5000
+CUT = "9" * 40 + "..."
+
+
+@pytest.mark.parametrize("name, args", [
+    ("pzq-ctl", ("group", "declare", "orders", "g", "--start", HUGE)),
+    ("pzq-ctl", ("topic", "declare", "orders", "--max-age", HUGE + "s")),
+    ("pzq-ctl", ("topic", "declare", "orders", "--partitions", HUGE)),
+    ("pzq-ctl", ("group", "seek", "orders", "g", "--to", HUGE + "x")),
+    ("pzq-ctl", ("pending", HUGE)),
+    ("pzq-ctl", (HUGE,)),
+    ("pzq-consume", ("--count", HUGE)),
+    ("pzq-monitor", ("--iterations", HUGE + "x")),
+])
+def test_a_huge_value_is_shown_cut_in_the_one_line_error(shared_node, name, args):
+    """A 5000-digit value was echoed whole: a one-line error of 5000 characters."""
+    dsn = shared_node.consume_dsn if name == "pzq-consume" else shared_node.monitor_dsn
+    ran = tool(name, "--dsn", dsn, *args)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    line = one_line(ran.stderr)
+    assert CUT in line and len(line) < 300, line
 
 
 @pytest.mark.parametrize("name", ["", ".hidden", "../outside", "sub/node"])

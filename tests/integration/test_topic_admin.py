@@ -127,7 +127,7 @@ def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
     node = start_node(*FAST, consume=True)
     refused = {
         ("group", "declare", "orders", "g", "--start", "bogus"):
-            "group: error: argument --start: bogus is not earliest, latest or a time in µs",
+            "group: error: argument --start: bogus is not earliest, latest or a time (ISO 8601",
         ("group", "seek", "orders", "g"): ": error: group seek needs --to WHERE: earliest",
         ("group", "seek", "orders", "g", "--to", "yesterday"):
             "group: error: argument --to: yesterday is not earliest, latest, a time (ISO",
@@ -138,6 +138,8 @@ def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
             "group: error: argument --backoff: soon is not a duration",
         ("group", "declare", "orders", "g", "--ack-timeout", "0"):
             "group: error: argument --ack-timeout: 0: give a duration above 0",
+        ("group", "declare", "orders", "g", "--ack-timeout", "99999999999999d"):
+            "group: error: argument --ack-timeout: 99999999999999d must be at most 36600d",
         ("topic", "declare", "zzbad1", "--dedup-window", "forever"):
             "topic: error: argument --dedup-window: forever is not a duration",
         ("topic", "declare", "zzbad1", "--max-messages", "-1"):
@@ -146,6 +148,10 @@ def test_pzq_ctl_checks_its_values_and_names_the_option(start_node):
             "topic: error: argument --partitions: 0: give a whole number from 1 to",
         ("topic", "remove", "zzbad1", "--max-bytes", "5"):
             ": error: --max-bytes is for topic declare only, not topic remove",
+        ("topic", "remove", "zzbad1", "--no-priorities"):  # (named --priorities)
+            ": error: --no-priorities is for topic declare only, not topic remove",
+        ("topic", "remove", "zzbad1", "--priorities"):
+            ": error: --priorities is for topic declare only, not topic remove",
         ("purge", "nokey"): "purge: error: argument key: nokey is not a message key",
     }
     for args, error in refused.items():

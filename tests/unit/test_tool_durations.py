@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from pzq.durations import duration_us
 from tests.unit.test_negative_values import PARSERS, parse_error
 
 GROUP = ["group", "declare", "orders", "g"]
@@ -45,3 +46,35 @@ def test_a_step_of_a_backoff_takes_its_unit_too():
     said = parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--backoff", "1s,30"])
     assert "argument --backoff: 30 has no unit" in said
     assert parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--backoff", "1s,30s"]) == ""
+
+
+@pytest.mark.parametrize("prog, before, option", [
+    ("pzq-produce", [], "--delay"),
+    ("pzq-produce", [], "--ttl"),
+    ("pzq-ctl", GROUP, "--ack-timeout"),
+    ("pzq-ctl", GROUP, "--backoff"),
+    ("pzq-ctl", TOPIC, "--max-age"),
+    ("pzq-ctl", TOPIC, "--dedup-window"),
+])
+@pytest.mark.parametrize("huge", ["36601d", "99999999999999d"])
+def test_a_duration_past_a_century_is_refused_as_the_node_refuses_it(prog, before, option,
+                                                                      huge):
+    """99999999999999d went on as 8639999999999913698000896 µs (a float's digits), or
+    8.639999999999914e+18 s in pzq-produce's error."""
+    said = parse_error(PARSERS[prog](), [*before, option, huge])
+    assert said.count("\n") == 1 and said.startswith(prog), said
+    assert f"argument {option}: {huge} must be at most 36600d (a century)" in said
+
+
+def test_a_century_is_taken():
+    assert parse_error(PARSERS["pzq-produce"](), ["--delay", "36600d"]) == ""
+    assert parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--ack-timeout", "36600d"]) == ""
+
+
+@pytest.mark.parametrize("text, exact", [
+    ("99999999999999d", 99_999_999_999_999 * 86_400_000_000),
+    ("1.1s", 1_100_000), ("0.1ms", 100), ("0.0000015s", 2), ("0.0000005s", 0),
+    ("123456789012345678901234567890.5us", 123456789012345678901234567890),
+])
+def test_a_duration_is_read_exactly(text, exact):
+    assert duration_us(text) == exact

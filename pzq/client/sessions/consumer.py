@@ -10,6 +10,15 @@ from pzq.client.sessions.delivered import M, MakeMessage
 from pzq.errors import DecodeError
 from pzq.protocol.frames import decode_delivery, encode_consumer_ack
 
+GROUP_ONLY = ("{verb} is a group consumer's (--consume-dsn): the original protocol of "
+              "--send-dsn has ACK and give back only")
+
+
+def group_only(verb: str) -> ValueError:
+    """The error for an answer the original protocol does not have (``working()``,
+    ``reject()``, a NACK with a delay), raised before anything is sent."""
+    return ValueError(GROUP_ONLY.format(verb=verb))
+
 
 class ConsumerSession(Generic[M]):
     """Deliveries made with ``make`` for ``owner`` (the shell); frames that are not
@@ -33,6 +42,13 @@ class ConsumerSession(Generic[M]):
     def answer(self, message: M, ok: bool) -> list[bytes]:
         """The ACK (``ok``) or the give-back of a delivery, to its node."""
         return encode_consumer_ack(message.peer, message.key, ok)
+
+    def give_back(self, message: M, delay: float | None) -> list[bytes]:
+        """The give-back of a delivery; ValueError for a ``delay`` (the original
+        protocol has none)."""
+        if delay is not None:
+            raise group_only("a NACK with a delay")
+        return encode_consumer_ack(message.peer, message.key, False)
 
     def next_deadline(self, now: float) -> float | None:
         """Nothing is timed: None."""

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NoReturn, ParamSpec
 
 from pzq.errors import ExitCode
@@ -26,9 +26,17 @@ def shown(value: str) -> str:
     return value if len(value) <= SHOWN_CHARS else value[:SHOWN_CHARS] + "..."
 
 
-def with_value_cut(message: str, value: str) -> str:
-    """``message`` with each copy of ``value`` in it cut as ``shown`` cuts it."""
-    return message.replace(value, shown(value)) if len(value) > SHOWN_CHARS else message
+LONGEST_WORD = 200  # an error shows a word (a path, an endpoint) up to this whole
+
+
+def with_long_words_cut(message: str) -> str:
+    """``message`` with each word (quotes aside) longer than LONGEST_WORD cut as
+    ``shown`` cuts it: the value an option refuses, wherever argparse or a type check
+    put it."""
+    return _LONG_WORD.sub(lambda word: shown(word.group()), message)
+
+
+_LONG_WORD = re.compile(rf"[^\s'\"]{{{LONGEST_WORD + 1},}}")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -65,30 +73,7 @@ class OneLineParser(argparse.ArgumentParser):
         self._negative_number_matcher = NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
-        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
-
-    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                   namespace: Any = None) -> Any:
-        found, extras = self.parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(map(shown, extras))}")
-        return found
-
-    # The value an option refuses is shown cut, whatever its type check says of it.
-    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
-        try:
-            return super()._get_value(action, arg_string)
-        except argparse.ArgumentError as exc:
-            raise argparse.ArgumentError(
-                action, with_value_cut(exc.message, arg_string)) from None
-
-    def _check_value(self, action: argparse.Action, value: Any) -> None:
-        try:
-            super()._check_value(action, value)
-        except argparse.ArgumentError as exc:
-            if not isinstance(value, str):
-                raise
-            raise argparse.ArgumentError(action, with_value_cut(exc.message, value)) from None
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {with_long_words_cut(message)}\n")
 
 
 class ToolParser(OneLineParser):

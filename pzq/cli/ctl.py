@@ -33,7 +33,7 @@ from pzq.protocol.message_keys import parse_message_key
 from pzq.replay.range import parse_bound
 from pzq.store.repair import repair
 from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE
-from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt, with_value_cut
+from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
 
 ACTIONS = ("declare", "remove", "empty")
 
@@ -245,7 +245,7 @@ def _argument(parser: argparse.ArgumentParser, kind: Callable[[str], str], text:
     try:
         return kind(text)
     except argparse.ArgumentTypeError as exc:
-        parser.error(f"argument {flag}: {with_value_cut(str(exc), text)}")
+        parser.error(f"argument {flag}: {exc}")  # (a long value cut by error())
 
 
 def replay_bound(earliest_ok: bool) -> Callable[[str], str]:

@@ -24,7 +24,7 @@ from pzq.node.shards import run_shards
 from pzq.node.start_report import NO_REPORT, StartReport, start_report
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
-from pzq.store.directory import refuse_other_content
+from pzq.store.directory import refuse_lost_current, refuse_other_content, refuse_unusable
 from pzq.store.store import Store
 from pzq.tool_base import OneLineParser
 
@@ -128,8 +128,10 @@ def open_store(config: Config) -> Store:
     backup's copy that is incomplete or changed (pzq.backup.manifest)."""
     database = Path(config.database)
     archive_dir = Path(config.archive_dir) if config.archive_dir else None
+    refuse_unusable(database)  # (before any look inside it)
     backup = check_restore(database, archive_dir)
     refuse_other_content(database)
+    refuse_lost_current(database)
     store = Store.open(database, hard_sync=config.hard_sync,
                        sync_interval_s=config.sync_interval_s, now=Now.read().mono)
     if backup is not None:

@@ -9,6 +9,7 @@ a file system mounted there.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -60,3 +61,52 @@ def unused_shard_stores(path: Path, shards: int) -> list[Path]:
         return []
     found = ((entry, SHARD_STORE.match(entry.name)) for entry in path.iterdir())
     return sorted(entry for entry, number in found if number and int(number[1]) >= shards)
+
+
+TABLE_NAME = re.compile(r"^\d+\.(ldb|sst)$")
+
+
+def refuse_lost_current(path: Path) -> None:
+    """StoreError when the store's CURRENT is gone while its tables are there: LevelDB
+    would make a new, empty store in the directory and delete those tables as files
+    nobody names (a node started empty, every message of the tables lost). Its logs
+    alone are read again without CURRENT, so a store of logs only is let through."""
+    try:
+        if not path.is_dir() or (path / "CURRENT").exists():
+            return
+        tables = [entry.name for entry in path.iterdir() if TABLE_NAME.match(entry.name)]
+    except OSError:
+        return  # (refuse_unusable names it)
+    if tables:
+        raise StoreError(f"cannot open database {path}: its CURRENT file is missing and it "
+                         f"holds {len(tables)} table(s) of messages ({min(tables)}...), which "
+                         "a new store made there would delete; with the node stopped, "
+                         f"pzq-ctl repair --database {path} brings back what is intact")
+
+
+LEVELDB_FILE = re.compile(r"^(CURRENT|LOCK|MANIFEST-\d+|\d+\.(log|ldb|sst))$")
+
+
+def refuse_unusable(path: Path) -> None:
+    """StoreError, naming them, when this user may not read and write the directory or
+    read a store file in it (write its LOCK): LevelDB tells the first it meets, a
+    missing permission reads as a damaged store to its repair (which moves a table it
+    cannot open into lost/), and Python's own checks of a folder it may not read
+    raise PermissionError."""
+    try:
+        if not path.is_dir():
+            return
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            raise StoreError(f"database directory {path} is not readable and writable by "
+                             "this user (permission denied): give it to the node's user")
+        denied = sorted(entry.name for entry in path.iterdir()
+                        if LEVELDB_FILE.match(entry.name) and not os.access(
+                            entry, os.R_OK | (os.W_OK if entry.name == "LOCK" else 0)))
+    except PermissionError:
+        raise StoreError(f"database directory {path} cannot be reached by this user "
+                         "(permission denied on a folder above it)") from None
+    if denied:
+        shown = ", ".join(denied[:SHOWN]) + (", ..." if len(denied) > SHOWN else "")
+        raise StoreError(f"database directory {path} holds files this user may not read "
+                         f"(or write, its LOCK) (permission denied: {shown}): give them to the "
+                         "node's user")

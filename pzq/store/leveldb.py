@@ -113,7 +113,7 @@ def open_store_database(path: Path) -> plyvel.DB:
         settle_format(db, path)
         read_everything(db)
     except plyvel.IOError as exc:
-        if "lock" in str(exc).lower():
+        if "lock" in str(exc).lower() and "permission denied" not in str(exc).lower():
             raise StoreError(f"database directory {path} is in use by another "
                              "process (its LevelDB lock is held)") from None
         raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None

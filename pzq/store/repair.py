@@ -8,6 +8,7 @@ the store are counted afresh, since what was lost is no longer stored.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +16,11 @@ import plyvel
 
 from pzq.errors import StoreError
 from pzq.store import keyspace
+from pzq.store.directory import refuse_unusable
 from pzq.store.leveldb import leveldb_reason, read_everything
 from pzq.store.store import COUNTERS
+
+STORE_FILE = re.compile(r"^(CURRENT|\d+\.(log|ldb|sst))$")  # a store's messages are in these
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,12 @@ class RepairReport:
 def repair(path: Path) -> RepairReport:
     """Run LevelDB's repair on the store at ``path``; StoreError if it is in use,
     missing, or still unreadable afterwards."""
-    if not path.is_dir() or not any(path.glob("*.log")) and not (path / "CURRENT").exists():
+    refuse_unusable(path)  # a file it may not read would be moved aside as damaged
+    if not path.is_dir() or not any(STORE_FILE.match(entry.name) for entry in path.iterdir()):
         raise StoreError(f"{path} holds no pzq store")
-    damage = _why_it_does_not_open(path)
+    damage = _why_it_does_not_open(path)  # (refuses a store a running node holds)
+    if damage and not (path / "CURRENT").exists():
+        damage = "its CURRENT file is missing"  # (LevelDB: "does not exist")
     try:
         # With paranoid checks LevelDB's repair reads every block with its checksum and
         # rewrites a table around a damaged one; without, it keeps a damaged block that

@@ -469,3 +469,77 @@ def test_repair_reads_every_block_with_its_checksum(tmp_path):
             read_everything(reopened)  # whole again
         finally:
             reopened.close()
+
+
+START_ON_LOOPBACK = ["--receive-dsn", "tcp://127.0.0.1:*", "--send-dsn", "tcp://127.0.0.1:*",
+                     "--monitor-dsn", "tcp://127.0.0.1:*"]
+
+
+def test_a_store_without_its_current_is_refused_and_repair_brings_it_back(start_node,
+                                                                          context):
+    """Without CURRENT LevelDB made a new store in the folder and deleted the tables
+    nobody named: the node started empty, every message of the tables gone."""
+    node = start_node()
+    acked = _store_in_a_table(node, context)
+    assert node.stop() == 0
+    (node.database / "CURRENT").unlink()
+    tables = sorted(node.database.glob("*.ldb"))
+
+    started = run_pzq(["--database", str(node.database), *START_ON_LOOPBACK])
+    assert started.returncode == 3, started.stderr
+    error = started.stderr.strip()
+    assert len(error.splitlines()) == 1 and "CURRENT file is missing" in error
+    assert f"pzq-ctl repair --database {node.database}" in error
+    assert sorted(node.database.glob("*.ldb")) == tables  # left as they were
+
+    report = _repair(node.database)
+    assert "CURRENT file is missing" in report and "3000 messages" in report
+    node.restart()
+    consume_all(node, context, acked)
+
+
+def _without_permission_overrides() -> list[str]:
+    """The command prefix that makes file permissions count for this test's processes:
+    root is let through by its capabilities, so it drops them (setpriv)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: file permissions cannot be made to count")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
+@pytest.mark.parametrize(("denied", "mode", "said"), [
+    (".", 0o000, "is not readable and writable by this user"),
+    (".", 0o500, "is not readable and writable by this user"),
+    ("CURRENT", 0o000, "may not read (or write, its LOCK) (permission denied: CURRENT)"),
+    ("table", 0o000, "(permission denied: 0"),
+    ("LOCK", 0o444, "(permission denied: LOCK)"),
+])
+def test_a_store_this_user_may_not_use_is_one_line_and_repair_leaves_it_alone(
+        start_node, context, denied, mode, said):
+    """A folder the node may not read was a traceback (exit 1), a LOCK it may not write
+    'in use by another process', and repair moved a table it may not read into lost/
+    and reported 0 messages."""
+    prefix = _without_permission_overrides()
+    node = start_node()
+    acked = _store_in_a_table(node, context)
+    assert node.stop() == 0
+    target = (node.database if denied == "." else max(node.database.glob("*.ldb"))
+              if denied == "table" else node.database / denied)
+    before = target.stat().st_mode
+    target.chmod(mode)
+    try:
+        started = subprocess.run([*prefix, sys.executable, "-m", "pzq", "--database",
+                                  str(node.database), *START_ON_LOOPBACK],
+                                 capture_output=True, text=True, timeout=30, check=False)
+        assert started.returncode == 3, started.stderr
+        assert len(started.stderr.strip().splitlines()) == 1 and said in started.stderr
+        repaired = subprocess.run([*prefix, sys.executable, "-m", "pzq.cli.ctl", "repair",
+                                   "--database", str(node.database)], capture_output=True,
+                                  text=True, timeout=60, check=False)
+        assert repaired.returncode == 3 and said in repaired.stderr, repaired.stderr
+    finally:
+        target.chmod(before)
+    assert not (node.database / "lost").exists()
+    node.restart()
+    consume_all(node, context, acked)

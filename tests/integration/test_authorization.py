@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 
 import pytest
 
@@ -15,6 +16,7 @@ from pzq.client.monitor import StatsAnswer
 from pzq.errors import ReaderError
 from pzq.monitoring.metrics import PzqCollector
 from pzq.security import ClientCurve
+from tests.integration.test_tools import BIN
 from tests.support.harness import run_pzq, wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -194,10 +196,12 @@ def test_sighup_reads_the_rules_again_and_keeps_them_when_the_file_is_bad(
     wait_until(lambda: guarded.event("authorization_reloaded"), 10, message="reloaded")
     assert produce(guarded, curve["client"], "later", context).ok
     assert not produce(guarded, curve["client"], "audit.eu", context).ok
-    # a consumer let in under the old rules is told, and let go
+    # a consumer let in under the old rules is told, and let go: ConsumeRefused (it
+    # waited on, its receive None, the node's words only in its errors)
     assert produce(guarded, curve["client"], "orders", context).ok
-    assert billing.receive(1.0) is None
-    assert any(error.startswith("FORBIDDEN consume orders:billing") for error in billing.errors)
+    with pytest.raises(ConsumeRefused, match="^FORBIDDEN consume orders:billing: the node's "
+                                             "--authorization rules changed$"):
+        billing.receive(10)
     billing.close()
     stats = guarded.stats()
     assert stats["topics"]["orders"]["groups"]["billing"]["consumers"] == 0
@@ -218,6 +222,28 @@ def test_sighup_reads_the_rules_again_and_keeps_them_when_the_file_is_bad(
     assert not produce(guarded, curve["client"], "later", context).ok
     assert produce(guarded, curve["client"], "audit.eu", context).ok
     assert guarded.stats()["forbidden"]["produce"] == 1  # counted since this start
+
+
+def test_pzq_consume_whose_group_a_reload_forbids_stops_saying_so(guarded, clients, context,
+                                                                  rules_file, curve_keys):
+    """It went on waiting, silent, its process alive, once the node had let it go."""
+    files = curve_keys["files"]
+    assert produce(guarded, clients["curve"]["client"], "orders", context).ok
+    with subprocess.Popen([str(BIN / "pzq-consume"), "--curve-client-key", files["client"],
+                           "--curve-server-key", files["node"], "--dsn", guarded.consume_dsn,
+                           "--topic", "orders", "--group", "billing"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as consumer:
+        wait_until(lambda: guarded.stats()["topics"].get("orders", {}).get("groups", {})
+                   .get("billing", {}).get("consumers") == 1, 15, message="pzq-consume joined")
+        rules_file.write_text(rules(clients, ("orders",), ("orders:shipping",)))
+        guarded.process.send_signal(signal.SIGHUP)
+        try:
+            _, stderr = consumer.communicate(timeout=15)
+        finally:
+            consumer.kill()
+    assert consumer.returncode == 1, stderr
+    assert stderr.splitlines()[-1] == ("pzq-consume: error: FORBIDDEN consume orders:billing: "
+                                       "the node's --authorization rules changed")
 
 
 @pytest.mark.parametrize(("text", "said"), [

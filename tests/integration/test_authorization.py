@@ -168,6 +168,11 @@ def test_a_topics_archive_is_read_with_a_right_over_all_its_groups(start_node, c
         bodies("client")  # orders:billing only
     assert refused.value.status == 103
     assert node.stats()["forbidden"]["consume"] == 1
+    # listing the replays only reads (it was refused as FORBIDDEN REPLAYS); making one
+    # changes a group
+    assert ask(node, curve["client"], "REPLAYS") == "no replays\n"
+    assert ask(node, curve["client"], "REPLAY GROUP public any from=earliest").startswith(
+        "ERROR: FORBIDDEN REPLAY: this client key may not administer the node")
 
 
 class _OneAnswer:

@@ -251,6 +251,19 @@ def test_pzq_consume_whose_group_a_reload_forbids_stops_saying_so(guarded, clien
                                        "the node's --authorization rules changed")
 
 
+def test_pzq_consume_kept_off_the_send_dsn_by_the_rules_is_told_they_may(guarded, curve_keys):
+    """Its key is in --curve-authorized-keys: it was sent to look for it there alone."""
+    files = curve_keys["files"]
+    result = subprocess.run([str(BIN / "pzq-consume"), "--curve-client-key", files["client"],
+                             "--curve-server-key", files["node"], "--dsn", guarded.send_dsn,
+                             "--timeout", "1"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        "the node refused this client's CURVE key: is its public key in the node's "
+        "--curve-authorized-keys? With --authorization, do its rules give it *:default "
+        "(--send-dsn takes no other key)?")
+
+
 @pytest.mark.parametrize(("text", "said"), [
     ('[default]\nproduce = []\nread = []\n', "line 3: [default]: unknown key 'read'"),
     ('[default]\n[clients."abc"]\nadmin = true\n',

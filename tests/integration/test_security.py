@@ -182,7 +182,9 @@ def test_a_consumer_the_node_does_not_take_says_why(secure_node, tmp_path):
     said = {
         (): "the node requires CURVE: give --curve-client-key and --curve-server-key",
         ("stranger.key_secret", "node.key"): "the node refused this client's CURVE key: is its "
-                                             "public key in the node's --curve-authorized-keys?",
+                                             "public key in the node's --curve-authorized-keys? "
+                                             "With --authorization, do its rules give it "
+                                             "*:default (--send-dsn takes no other key)?",
         ("client.key_secret", "stranger.key"): "the CURVE handshake fails: is "
                                                "--curve-server-key the node's public key (its "
                                                ".key file)?"}

@@ -383,6 +383,7 @@ class Authorizing:
         self.rules = rules
         self.reloads += 1
         log.info("authorization_reloaded", path=rules.path, clients=len(rules.clients))
+        warn_if_nothing_granted(rules)
         return True
 
     def figures(self) -> dict[str, object]:
@@ -398,4 +399,22 @@ def authorization(path: str | None, keyed: bool) -> Authorization:
     """The node's: NO_AUTHORIZATION without ``path``; ConfigError for a bad file."""
     if path is None:
         return NO_AUTHORIZATION
-    return Authorizing(load_rules(path), keyed)
+    rules = load_rules(path)
+    warn_if_nothing_granted(rules)
+    return Authorizing(rules, keyed)
+
+
+def grants_nothing(rules: Rules) -> bool:
+    """No key may do anything: no client listed and ``[default]`` empty (an empty
+    file is valid TOML, and may be one a deployment left half written)."""
+    default = rules.default
+    return not (rules.clients or default.produce_patterns or default.consume_patterns
+                or default.admin)
+
+
+def warn_if_nothing_granted(rules: Rules) -> None:
+    if grants_nothing(rules):
+        log.warning("authorization_grants_nothing", path=rules.path,
+                    reason="the file lists no client and [default] gives nothing: every "
+                           "produce, CONSUME, archive read and command that changes the "
+                           "node is refused")

@@ -264,6 +264,27 @@ def test_pzq_consume_kept_off_the_send_dsn_by_the_rules_is_told_they_may(guarded
         "(--send-dsn takes no other key)?")
 
 
+def test_an_empty_file_starts_the_node_with_a_warning_and_grants_nothing(
+        start_node, clients, rules_file, context):
+    """It started silent, every key refused everything."""
+    rules_file.write_text("")
+    node = start_node(*clients["args"], "--authorization", str(rules_file))
+    warned = wait_until(lambda: node.event("authorization_grants_nothing"), 10,
+                        message="the warning at start")
+    assert warned["level"] == "warning" and warned["path"] == str(rules_file)
+    assert produce(node, clients["curve"]["client"], "orders", context).status_message \
+        == b"FORBIDDEN produce orders"
+    rules_file.write_text(rules(clients))
+    node.process.send_signal(signal.SIGHUP)
+    wait_until(lambda: node.event("authorization_reloaded"), 10, message="reloaded")
+    assert produce(node, clients["curve"]["client"], "orders", context).ok
+    rules_file.write_text("[default]\n")  # read again: warned again
+    node.process.send_signal(signal.SIGHUP)
+    wait_until(lambda: len([event for event in list(node.events)
+                            if event.get("event") == "authorization_grants_nothing"]) == 2,
+               10, message="the warning at the reload")
+
+
 @pytest.mark.parametrize(("text", "said"), [
     ('[default]\nproduce = []\nread = []\n', "line 3: [default]: unknown key 'read'"),
     ('[default]\n[clients."abc"]\nadmin = true\n',

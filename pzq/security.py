@@ -220,7 +220,8 @@ def start_authenticator(context: Context, curve: NodeCurve,
                         send_gate: SendGate = admit_all) -> ThreadAuthenticator:
     if not curve.client_keys.is_dir():
         raise ConfigError(f"--curve-authorized-keys {curve.client_keys} is not a directory")
-    authenticator = LoggingAuthenticator(context, send_domain=SEND_DOMAIN, send_gate=send_gate)
+    authenticator = LoggingAuthenticator(context, send_domain=SEND_DOMAIN,
+                                         cluster_domain=CLUSTER_DOMAIN, send_gate=send_gate)
     authenticator.start()
     authenticator.configure_curve(domain="*", location=str(curve.client_keys))
     authenticator.configure_curve(domain=SEND_DOMAIN, location=str(curve.client_keys))

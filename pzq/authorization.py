@@ -383,7 +383,7 @@ class Authorizing:
         self.rules = rules
         self.reloads += 1
         log.info("authorization_reloaded", path=rules.path, clients=len(rules.clients))
-        warn_if_nothing_granted(rules)
+        warn_of_rules_that_cannot_apply(rules, self.keyed)
         return True
 
     def figures(self) -> dict[str, object]:
@@ -400,7 +400,7 @@ def authorization(path: str | None, keyed: bool) -> Authorization:
     if path is None:
         return NO_AUTHORIZATION
     rules = load_rules(path)
-    warn_if_nothing_granted(rules)
+    warn_of_rules_that_cannot_apply(rules, keyed)
     return Authorizing(rules, keyed)
 
 
@@ -412,7 +412,15 @@ def grants_nothing(rules: Rules) -> bool:
                 or default.admin)
 
 
-def warn_if_nothing_granted(rules: Rules) -> None:
+def warn_of_rules_that_cannot_apply(rules: Rules, keyed: bool) -> None:
+    """A warning for a file that gives nobody anything, and for client tables on a
+    node without CURVE, where no message names a key (they were ignored unsaid)."""
+    if rules.clients and not keyed:
+        log.warning("authorization_clients_ignored", path=rules.path,
+                    clients=len(rules.clients),
+                    reason="the node serves no CURVE (no --curve-secret-key), so no "
+                           "client is known by its key: every client has [default]'s "
+                           "rights")
     if grants_nothing(rules):
         log.warning("authorization_grants_nothing", path=rules.path,
                     reason="the file lists no client and [default] gives nothing: every "

@@ -318,6 +318,20 @@ def test_without_curve_every_client_has_the_default_rights(start_inproc_node, tm
                                                           "admin": 1}
 
 
+def test_client_tables_without_curve_are_taken_with_a_warning(start_node, tmp_path, context):
+    """They were ignored unsaid: the key listed with admin was refused DECLARE."""
+    path = tmp_path / "rules.toml"
+    path.write_text('[default]\nproduce = ["open"]\n\n'
+                    '[clients."rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"]\nadmin = true\n')
+    node = start_node("--authorization", str(path))
+    warned = wait_until(lambda: node.event("authorization_clients_ignored"), 10,
+                        message="the warning")
+    assert warned["level"] == "warning" and warned["clients"] == 1
+    assert node.ask("DECLARE TOPIC t").startswith("ERROR: FORBIDDEN DECLARE")
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x"], topic="open", timeout=10).ok
+
+
 def test_without_the_option_everything_is_allowed_and_nothing_forbidden(start_inproc_node,
                                                                         context):
     node = start_inproc_node()

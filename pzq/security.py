@@ -243,6 +243,17 @@ def generate(directory: str | Path, name: str) -> tuple[Path, Path]:
     return Path(public), Path(secret)
 
 
+def admitted_keys(directory: str | None) -> frozenset[str] | None:
+    """The public keys (Z85) in ``--curve-authorized-keys``; None without it, or when
+    it cannot be read (the node's start says why)."""
+    if directory is None or not Path(directory).is_dir():
+        return None
+    try:
+        return frozenset(key.decode() for key in zmq.auth.load_certificates(directory))
+    except (OSError, ValueError):
+        return None
+
+
 def refuse_unauthorized_shared_key(curve: NodeCurve, secret_key: str | Path, who: str) -> None:
     """Nodes sharing one key pair (no --cluster-authorized-keys) connect to each other
     with it, so each must admit its public key; without it they never join, and say

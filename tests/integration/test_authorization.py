@@ -332,6 +332,24 @@ def test_client_tables_without_curve_are_taken_with_a_warning(start_node, tmp_pa
         assert producer.produce([b"x"], topic="open", timeout=10).ok
 
 
+def test_a_listed_key_curve_does_not_admit_is_taken_with_a_warning(start_node, clients,
+                                                                  rules_file, curve_keys):
+    """Such a key never gets in (the client's secret key pasted for its public one,
+    say): its table was ignored unsaid."""
+    pasted = curve_keys["client"].keys.secret.decode()  # 40 characters of Z85 too
+    rules_file.write_text(rules(clients).replace(clients["key"]["client"], pasted))
+    node = start_node(*clients["args"], "--authorization", str(rules_file))
+    warned = wait_until(lambda: node.event("authorization_clients_not_admitted"), 10,
+                        message="the warning")
+    assert warned["level"] == "warning" and warned["keys"] == [pasted]
+    assert warned["count"] == 1
+    rules_file.write_text(rules(clients))  # mended: no warning at the reload
+    node.process.send_signal(signal.SIGHUP)
+    wait_until(lambda: node.event("authorization_reloaded"), 10, message="reloaded")
+    assert len([event for event in list(node.events)
+                if event.get("event") == "authorization_clients_not_admitted"]) == 1
+
+
 def test_without_the_option_everything_is_allowed_and_nothing_forbidden(start_inproc_node,
                                                                         context):
     node = start_inproc_node()

@@ -138,6 +138,26 @@ def tool(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[
                           capture_output=True, text=True, timeout=30, check=False)
 
 
+def test_a_tool_served_leaves_no_refused_handshake_in_the_log(secure_node, keys, tmp_path,
+                                                               context):
+    """Checking its --dsn, each tool connected to the node's port and hung up at once:
+    'the client closed the connection during the handshake' at every run."""
+    files = tmp_path / "keys"
+    result = tool("pzq-ctl", "--dsn", secure_node.monitor_dsn, "--curve-client-key",
+                  str(files / "client.key_secret"), "--curve-server-key",
+                  str(files / "node.key"), "pending")
+    assert result.returncode == 0, result.stderr
+    # a refusal to wait for: the tool's, had there been one, came before it
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"intruder"], timeout=1)
+    wait_until(lambda: secure_node.event("handshake_refused"), 10, message="a refusal logged")
+    refused = [event for event in list(secure_node.events)
+               if event.get("event") == "handshake_refused"]
+    assert [event["client_key"] for event in refused] == [
+        keys["stranger"].keys.public.decode()]
+
+
 def test_a_refused_client_key_is_named_with_the_nodes_option(secure_node, tmp_path):
     keys = tmp_path / "keys"
     result = tool("pzq-produce", "--dsn", secure_node.receive_dsn,

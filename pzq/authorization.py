@@ -315,8 +315,10 @@ class Authorizing:
     node serves CURVE, so each message names its key (User-Id); without it every
     client has ``[default]``'s rights."""
 
-    def __init__(self, rules: Rules, keyed: bool) -> None:
+    def __init__(self, rules: Rules, keyed: bool,
+                 admitted: frozenset[str] | None = None) -> None:
         self.keyed = keyed
+        self.admitted = admitted  # the keys of --curve-authorized-keys, read at start
         self.rules = rules
         self.counts = dict.fromkeys(KINDS, 0)
         self.send_refusals = 0  # counted by ZAP's thread alone (refused handshakes)
@@ -383,6 +385,7 @@ class Authorizing:
         self.rules = rules
         self.reloads += 1
         log.info("authorization_reloaded", path=rules.path, clients=len(rules.clients))
+        warn_of_rules_that_cannot_apply(rules, self.keyed, self.admitted)
         return True
 
     def figures(self) -> dict[str, object]:
@@ -394,8 +397,46 @@ class Authorizing:
                                   "reloads_refused": self.reloads_refused}}
 
 
-def authorization(path: str | None, keyed: bool) -> Authorization:
-    """The node's: NO_AUTHORIZATION without ``path``; ConfigError for a bad file."""
+def authorization(path: str | None, keyed: bool,
+                  admitted: frozenset[str] | None = None) -> Authorization:
+    """The node's: NO_AUTHORIZATION without ``path``; ConfigError for a bad file.
+    ``admitted``: the public keys (Z85) the node's CURVE admits, when known."""
     if path is None:
         return NO_AUTHORIZATION
-    return Authorizing(load_rules(path), keyed)
+    rules = load_rules(path)
+    warn_of_rules_that_cannot_apply(rules, keyed, admitted)
+    return Authorizing(rules, keyed, admitted)
+
+
+def grants_nothing(rules: Rules) -> bool:
+    """No key may do anything: no client listed and ``[default]`` empty (an empty
+    file is valid TOML, and may be one a deployment left half written)."""
+    default = rules.default
+    return not (rules.clients or default.produce_patterns or default.consume_patterns
+                or default.admin)
+
+
+def warn_of_rules_that_cannot_apply(rules: Rules, keyed: bool,
+                                    admitted: frozenset[str] | None = None) -> None:
+    """A warning for a file that gives nobody anything, for client tables on a node
+    without CURVE, where no message names a key, and for listed keys CURVE does not
+    admit (a secret key pasted for the public one, say): each was ignored unsaid."""
+    if keyed and admitted is not None:
+        strangers = sorted(key for key in rules.clients if key not in admitted)
+        if strangers:
+            log.warning("authorization_clients_not_admitted", path=rules.path,
+                        keys=strangers[:10], count=len(strangers),
+                        reason="not among the public keys in --curve-authorized-keys: "
+                               "such a key never gets in (its client's NAME.key file not "
+                               "copied there, or a key from another line of the file?)")
+    if rules.clients and not keyed:
+        log.warning("authorization_clients_ignored", path=rules.path,
+                    clients=len(rules.clients),
+                    reason="the node serves no CURVE (no --curve-secret-key), so no "
+                           "client is known by its key: every client has [default]'s "
+                           "rights")
+    if grants_nothing(rules):
+        log.warning("authorization_grants_nothing", path=rules.path,
+                    reason="the file lists no client and [default] gives nothing: every "
+                           "produce, CONSUME, archive read and command that changes the "
+                           "node is refused")

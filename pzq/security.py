@@ -220,7 +220,8 @@ def start_authenticator(context: Context, curve: NodeCurve,
                         send_gate: SendGate = admit_all) -> ThreadAuthenticator:
     if not curve.client_keys.is_dir():
         raise ConfigError(f"--curve-authorized-keys {curve.client_keys} is not a directory")
-    authenticator = LoggingAuthenticator(context, send_domain=SEND_DOMAIN, send_gate=send_gate)
+    authenticator = LoggingAuthenticator(context, send_domain=SEND_DOMAIN,
+                                         cluster_domain=CLUSTER_DOMAIN, send_gate=send_gate)
     authenticator.start()
     authenticator.configure_curve(domain="*", location=str(curve.client_keys))
     authenticator.configure_curve(domain=SEND_DOMAIN, location=str(curve.client_keys))
@@ -240,6 +241,17 @@ def generate(directory: str | Path, name: str) -> tuple[Path, Path]:
     public, secret = zmq.auth.create_certificates(str(directory), name)
     Path(secret).chmod(0o600)
     return Path(public), Path(secret)
+
+
+def admitted_keys(directory: str | None) -> frozenset[str] | None:
+    """The public keys (Z85) in ``--curve-authorized-keys``; None without it, or when
+    it cannot be read (the node's start says why)."""
+    if directory is None or not Path(directory).is_dir():
+        return None
+    try:
+        return frozenset(key.decode() for key in zmq.auth.load_certificates(directory))
+    except (OSError, ValueError):
+        return None
 
 
 def refuse_unauthorized_shared_key(curve: NodeCurve, secret_key: str | Path, who: str) -> None:

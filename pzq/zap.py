@@ -22,6 +22,10 @@ from pzq import logs
 from pzq.handshakes import HandshakeWatch
 
 log = logs.get_logger("pzq.zap")
+UNKNOWN = b"Unknown key"  # pyzmq's reason for a key in no file of the domain's directory
+UNKNOWN_CLIENT = b"Unknown key: not in --curve-authorized-keys"
+UNKNOWN_PEER = (b"Unknown key: not in --cluster-authorized-keys (not a node of this "
+                b"cluster)")
 REPEAT_EVERY_S = 10.0
 MAX_REMEMBERED = 1024  # distinct refused clients remembered for the rate limit
 
@@ -61,11 +65,12 @@ class LoggingAuthenticator(ThreadAuthenticator):
     In ``send_domain`` a key admitted as a client must also pass ``send_gate`` (the
     right to consume on --send-dsn: pzq.authorization)."""
 
-    def __init__(self, *args: Any, send_domain: str = "",
+    def __init__(self, *args: Any, send_domain: str = "", cluster_domain: str = "",
                  send_gate: Callable[[str], bool] = lambda key: True, **kwargs: Any) -> None:
         kwargs.setdefault("log", _forwarding_logger())
         super().__init__(*args, **kwargs)
         self.send_domain = send_domain
+        self.cluster_domain = cluster_domain
         self.send_gate = send_gate
         self.refusals = RefusalLog()
         self._request: tuple[str, str, str] = ("", "", "")
@@ -92,6 +97,9 @@ class LoggingAuthenticator(ThreadAuthenticator):
 
     async def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, bytes]:
         allowed, reason = await super()._authenticate_curve(domain, client_key)
+        if reason == UNKNOWN:  # which directory: a peer's key belongs in the cluster's
+            reason = UNKNOWN_PEER if domain and domain == self.cluster_domain \
+                else UNKNOWN_CLIENT
         if allowed and domain and domain == self.send_domain \
                 and not self.send_gate(z85.encode(client_key).decode()):
             return False, b"FORBIDDEN consume *:default (--send-dsn)"

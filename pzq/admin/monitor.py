@@ -36,7 +36,7 @@ MONITOR_BATCH = 64
 # the verbs that only read figures, names and keys: every key may ask them; the rest
 # change the node and need admin
 OPEN_VERBS = frozenset((b"MONITOR", b"STATS", b"PING", b"TOPICS", b"PENDING", b"DEAD",
-                        b"ROUTES"))
+                        b"ROUTES", b"REPLAYS"))
 
 
 class Others(Protocol):

@@ -25,6 +25,10 @@ NO_CURVE = ("the node does not use CURVE ({mechanism}): leave out --curve-client
             "--curve-server-key")
 KEY_NOT_TAKEN = ("the node refused this client's CURVE key: is its public key in the node's "
                  "--curve-authorized-keys?")
+# --send-dsn's ZAP refuses a key the --authorization rules keep off it as it refuses an
+# unknown one: a key that is in the directory is sent looking for nothing there
+SEND_KEY_NOT_TAKEN = (KEY_NOT_TAKEN + " With --authorization, do its rules give it *:default "
+                      "(--send-dsn takes no other key)?")
 CURVE_FAILED = ("the CURVE handshake fails: is --curve-server-key the node's public key (its "
                 ".key file)?")
 HANDSHAKE_FAILED = "connected, but the ZeroMQ handshake fails (a socket of another kind?)"
@@ -67,7 +71,7 @@ class ConsumerEndpoints:
             return NO_CURVE.format(mechanism=mechanism) if self.curve.on else NEEDS_CURVE
         ended = self.watch.outcome(dsn)
         if ended == KEY_REFUSED:
-            return KEY_NOT_TAKEN
+            return KEY_NOT_TAKEN if self.group else SEND_KEY_NOT_TAKEN
         if ended == FAILED:
             return CURVE_FAILED if self.curve.on else HANDSHAKE_FAILED
         router = endpoint_probe.is_router(dsn, self.curve)

@@ -33,6 +33,7 @@ from pzq.events import EventHub
 from pzq.node.config import Config
 from pzq.protocol.topic_reads import DEFAULT_GROUP, DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
+from pzq.security import admitted_keys
 from pzq.store.batch import Batch
 from pzq.store.dedup import DedupIndex
 from pzq.store.scheduled import ScheduledArea
@@ -76,7 +77,8 @@ class NodeState:
         # what each client key may do (--authorization; everything without it): read
         # here, so a bad file stops the start (ConfigError)
         self.authorization: Authorization = authorization(
-            config.authorization, keyed=config.curve_secret_key is not None)
+            config.authorization, keyed=config.curve_secret_key is not None,
+            admitted=admitted_keys(config.curve_authorized_keys))
         self.hub = EventHub()  # what happens in one part and others act on (pzq.events)
         self.holds = PeerHolds()  # own messages the peers have out (none without a cluster)
         self.topics = Topics(store, config.archive_topic)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 
 import pytest
 
@@ -15,6 +16,7 @@ from pzq.client.monitor import StatsAnswer
 from pzq.errors import ReaderError
 from pzq.monitoring.metrics import PzqCollector
 from pzq.security import ClientCurve
+from tests.integration.test_tools import BIN
 from tests.support.harness import run_pzq, wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -166,6 +168,11 @@ def test_a_topics_archive_is_read_with_a_right_over_all_its_groups(start_node, c
         bodies("client")  # orders:billing only
     assert refused.value.status == 103
     assert node.stats()["forbidden"]["consume"] == 1
+    # listing the replays only reads (it was refused as FORBIDDEN REPLAYS); making one
+    # changes a group
+    assert ask(node, curve["client"], "REPLAYS") == "no replays\n"
+    assert ask(node, curve["client"], "REPLAY GROUP public any from=earliest").startswith(
+        "ERROR: FORBIDDEN REPLAY: this client key may not administer the node")
 
 
 class _OneAnswer:
@@ -194,10 +201,12 @@ def test_sighup_reads_the_rules_again_and_keeps_them_when_the_file_is_bad(
     wait_until(lambda: guarded.event("authorization_reloaded"), 10, message="reloaded")
     assert produce(guarded, curve["client"], "later", context).ok
     assert not produce(guarded, curve["client"], "audit.eu", context).ok
-    # a consumer let in under the old rules is told, and let go
+    # a consumer let in under the old rules is told, and let go: ConsumeRefused (it
+    # waited on, its receive None, the node's words only in its errors)
     assert produce(guarded, curve["client"], "orders", context).ok
-    assert billing.receive(1.0) is None
-    assert any(error.startswith("FORBIDDEN consume orders:billing") for error in billing.errors)
+    with pytest.raises(ConsumeRefused, match="^FORBIDDEN consume orders:billing: the node's "
+                                             "--authorization rules changed$"):
+        billing.receive(10)
     billing.close()
     stats = guarded.stats()
     assert stats["topics"]["orders"]["groups"]["billing"]["consumers"] == 0
@@ -218,6 +227,62 @@ def test_sighup_reads_the_rules_again_and_keeps_them_when_the_file_is_bad(
     assert not produce(guarded, curve["client"], "later", context).ok
     assert produce(guarded, curve["client"], "audit.eu", context).ok
     assert guarded.stats()["forbidden"]["produce"] == 1  # counted since this start
+
+
+def test_pzq_consume_whose_group_a_reload_forbids_stops_saying_so(guarded, clients, context,
+                                                                  rules_file, curve_keys):
+    """It went on waiting, silent, its process alive, once the node had let it go."""
+    files = curve_keys["files"]
+    assert produce(guarded, clients["curve"]["client"], "orders", context).ok
+    with subprocess.Popen([str(BIN / "pzq-consume"), "--curve-client-key", files["client"],
+                           "--curve-server-key", files["node"], "--dsn", guarded.consume_dsn,
+                           "--topic", "orders", "--group", "billing"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as consumer:
+        wait_until(lambda: guarded.stats()["topics"].get("orders", {}).get("groups", {})
+                   .get("billing", {}).get("consumers") == 1, 15, message="pzq-consume joined")
+        rules_file.write_text(rules(clients, ("orders",), ("orders:shipping",)))
+        guarded.process.send_signal(signal.SIGHUP)
+        try:
+            _, stderr = consumer.communicate(timeout=15)
+        finally:
+            consumer.kill()
+    assert consumer.returncode == 1, stderr
+    assert stderr.splitlines()[-1] == ("pzq-consume: error: FORBIDDEN consume orders:billing: "
+                                       "the node's --authorization rules changed")
+
+
+def test_pzq_consume_kept_off_the_send_dsn_by_the_rules_is_told_they_may(guarded, curve_keys):
+    """Its key is in --curve-authorized-keys: it was sent to look for it there alone."""
+    files = curve_keys["files"]
+    result = subprocess.run([str(BIN / "pzq-consume"), "--curve-client-key", files["client"],
+                             "--curve-server-key", files["node"], "--dsn", guarded.send_dsn,
+                             "--timeout", "1"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        "the node refused this client's CURVE key: is its public key in the node's "
+        "--curve-authorized-keys? With --authorization, do its rules give it *:default "
+        "(--send-dsn takes no other key)?")
+
+
+def test_an_empty_file_starts_the_node_with_a_warning_and_grants_nothing(
+        start_node, clients, rules_file, context):
+    """It started silent, every key refused everything."""
+    rules_file.write_text("")
+    node = start_node(*clients["args"], "--authorization", str(rules_file))
+    warned = wait_until(lambda: node.event("authorization_grants_nothing"), 10,
+                        message="the warning at start")
+    assert warned["level"] == "warning" and warned["path"] == str(rules_file)
+    assert produce(node, clients["curve"]["client"], "orders", context).status_message \
+        == b"FORBIDDEN produce orders"
+    rules_file.write_text(rules(clients))
+    node.process.send_signal(signal.SIGHUP)
+    wait_until(lambda: node.event("authorization_reloaded"), 10, message="reloaded")
+    assert produce(node, clients["curve"]["client"], "orders", context).ok
+    rules_file.write_text("[default]\n")  # read again: warned again
+    node.process.send_signal(signal.SIGHUP)
+    wait_until(lambda: len([event for event in list(node.events)
+                            if event.get("event") == "authorization_grants_nothing"]) == 2,
+               10, message="the warning at the reload")
 
 
 @pytest.mark.parametrize(("text", "said"), [
@@ -251,6 +316,38 @@ def test_without_curve_every_client_has_the_default_rights(start_inproc_node, tm
     assert node.ask("DECLARE TOPIC t").startswith("ERROR: FORBIDDEN DECLARE")
     assert json.loads(node.ask("STATS"))["forbidden"] == {"produce": 1, "consume": 1,
                                                           "admin": 1}
+
+
+def test_client_tables_without_curve_are_taken_with_a_warning(start_node, tmp_path, context):
+    """They were ignored unsaid: the key listed with admin was refused DECLARE."""
+    path = tmp_path / "rules.toml"
+    path.write_text('[default]\nproduce = ["open"]\n\n'
+                    '[clients."rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"]\nadmin = true\n')
+    node = start_node("--authorization", str(path))
+    warned = wait_until(lambda: node.event("authorization_clients_ignored"), 10,
+                        message="the warning")
+    assert warned["level"] == "warning" and warned["clients"] == 1
+    assert node.ask("DECLARE TOPIC t").startswith("ERROR: FORBIDDEN DECLARE")
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x"], topic="open", timeout=10).ok
+
+
+def test_a_listed_key_curve_does_not_admit_is_taken_with_a_warning(start_node, clients,
+                                                                  rules_file, curve_keys):
+    """Such a key never gets in (the client's secret key pasted for its public one,
+    say): its table was ignored unsaid."""
+    pasted = curve_keys["client"].keys.secret.decode()  # 40 characters of Z85 too
+    rules_file.write_text(rules(clients).replace(clients["key"]["client"], pasted))
+    node = start_node(*clients["args"], "--authorization", str(rules_file))
+    warned = wait_until(lambda: node.event("authorization_clients_not_admitted"), 10,
+                        message="the warning")
+    assert warned["level"] == "warning" and warned["keys"] == [pasted]
+    assert warned["count"] == 1
+    rules_file.write_text(rules(clients))  # mended: no warning at the reload
+    node.process.send_signal(signal.SIGHUP)
+    wait_until(lambda: node.event("authorization_reloaded"), 10, message="reloaded")
+    assert len([event for event in list(node.events)
+                if event.get("event") == "authorization_clients_not_admitted"]) == 1
 
 
 def test_without_the_option_everything_is_allowed_and_nothing_forbidden(start_inproc_node,

@@ -62,8 +62,11 @@ def busy_node(tmp_path_factory):
     base, tmp = block_of_ports(2), tmp_path_factory.mktemp("reference")
     here, peer = f"tcp://127.0.0.1:{base}", f"tcp://127.0.0.1:{base + 1}"
     any_port = "tcp://127.0.0.1:*"
-    node = NodeProcess(tmp / "a", "--archive-dir", str(tmp / "archive"), "--archive-dsn",
-                       any_port, "--zper-writer-dsn", any_port, "--zper-ack-dsn", any_port,
+    rules = tmp / "authorization.toml"  # everything allowed: its figures in STATS
+    rules.write_text('[default]\nproduce = ["*"]\nconsume = ["*:*"]\nadmin = true\n')
+    node = NodeProcess(tmp / "a", "--authorization", str(rules), "--archive-dir",
+                       str(tmp / "archive"), "--archive-dsn", any_port, "--zper-writer-dsn",
+                       any_port, "--zper-ack-dsn", any_port,
                        "--zper-relay-dsn", any_port, "--broadcast-dsn", here, "--nodes", peer,
                        "--replicas", "1", "--partitions", "orders=2", consume=True).start()
     other = NodeProcess(tmp / "b", "--broadcast-dsn", peer, "--nodes", here,
@@ -97,7 +100,8 @@ def test_every_stats_field_has_an_entry_with_its_unit(busy_node):
     stats, _ = busy_node
     fields = field_paths(stats)
     assert {"topics.<topic>.groups.<group>.consumer_list[].held", "backup.phase",
-            "peers[].protocol", "zper.relay.clients"} <= fields  # every part was on
+            "peers[].protocol", "zper.relay.clients",
+            "authorization.reloads"} <= fields  # every part was on
     assert sorted(fields - documented("stats.rst")) == []
 
 

@@ -116,6 +116,7 @@ def test_a_refused_handshake_is_logged_at_info_once_per_client(secure_node, keys
     assert len(refusals) == 1
     assert refusals[0]["level"] == "info" and refusals[0]["client_key"] == stranger_key
     assert refusals[0]["mechanism"] == "CURVE" and refusals[0]["address"] == "127.0.0.1"
+    assert refusals[0]["reason"] == "Unknown key: not in --curve-authorized-keys"
 
 
 def test_refusals_of_one_client_are_rate_limited():
@@ -135,6 +136,26 @@ def test_refusals_of_one_client_are_rate_limited():
 def tool(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(Path(sys.executable).parent / name), *args], input=stdin,
                           capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_a_tool_served_leaves_no_refused_handshake_in_the_log(secure_node, keys, tmp_path,
+                                                               context):
+    """Checking its --dsn, each tool connected to the node's port and hung up at once:
+    'the client closed the connection during the handshake' at every run."""
+    files = tmp_path / "keys"
+    result = tool("pzq-ctl", "--dsn", secure_node.monitor_dsn, "--curve-client-key",
+                  str(files / "client.key_secret"), "--curve-server-key",
+                  str(files / "node.key"), "pending")
+    assert result.returncode == 0, result.stderr
+    # a refusal to wait for: the tool's, had there been one, came before it
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"intruder"], timeout=1)
+    wait_until(lambda: secure_node.event("handshake_refused"), 10, message="a refusal logged")
+    refused = [event for event in list(secure_node.events)
+               if event.get("event") == "handshake_refused"]
+    assert [event["client_key"] for event in refused] == [
+        keys["stranger"].keys.public.decode()]
 
 
 def test_a_refused_client_key_is_named_with_the_nodes_option(secure_node, tmp_path):
@@ -182,7 +203,9 @@ def test_a_consumer_the_node_does_not_take_says_why(secure_node, tmp_path):
     said = {
         (): "the node requires CURVE: give --curve-client-key and --curve-server-key",
         ("stranger.key_secret", "node.key"): "the node refused this client's CURVE key: is its "
-                                             "public key in the node's --curve-authorized-keys?",
+                                             "public key in the node's --curve-authorized-keys? "
+                                             "With --authorization, do its rules give it "
+                                             "*:default (--send-dsn takes no other key)?",
         ("client.key_secret", "stranger.key"): "the CURVE handshake fails: is "
                                                "--curve-server-key the node's public key (its "
                                                ".key file)?"}
@@ -262,6 +285,9 @@ def test_a_leaked_client_key_cannot_join_a_cluster_of_keyed_nodes(start_node, no
     refused = wait_until(lambda: member.event("handshake_refused"), 10,
                          message="the member refusing the intruder's handshake")
     assert refused["client_key"] == node_keys["pairs"]["client"].public.decode()
+    # pyzmq's 'Unknown key' alone: on the cluster endpoint, though the key is a client's
+    assert refused["reason"] == ("Unknown key: not in --cluster-authorized-keys (not a node "
+                                 "of this cluster)")
     seen = intruder.stats()
     assert seen["peers"][0]["last_heard_seconds"] is None
     assert member.stats()["cluster_rejected"] == 0

@@ -385,3 +385,14 @@ def test_a_group_an_operator_removed_is_refused_and_never_joined_again():
     with pytest.raises(ConsumeRefused, match="was removed"):  # the heartbeat's answer
         session.received(error("HEARTBEAT before CONSUME: send CONSUME first"), 6.0)
     assert session.removed == "group g of topic orders was removed"
+
+
+def test_a_group_the_keys_rights_no_longer_give_is_refused_and_never_joined_again():
+    # the node let the consumer go after new --authorization rules: the session kept
+    # the words in errors and waited on, its receive None, as if nothing came
+    session = joined()
+    said = "FORBIDDEN consume orders:g: the node's --authorization rules changed"
+    with pytest.raises(ConsumeRefused, match=f"^{said}$"):
+        session.received(error(said), 5.0)
+    with pytest.raises(ConsumeRefused, match="rules changed"):
+        session.received(error("HEARTBEAT before CONSUME: send CONSUME first"), 6.0)

@@ -13,8 +13,10 @@ deliveries made in one pass) wait in ``arrived`` in turn. An ERROR is kept in
 or counted the consumer gone) the session joins again, and what the node held
 comes again. The keys of ACKs the node refused so (REFUSED) go with that CONSUME,
 which the node applies before it delivers anything. ACKED answers the ACKs awaited
-with confirmations. When the ERROR says an operator removed the group: ConsumeRefused,
-then and at whatever comes after (a CONSUME again would make the group anew).
+with confirmations. When the ERROR says an operator removed the group, or that this
+client's key may no longer consume it (the node's --authorization rules changed, or
+refused a CONSUME again): ConsumeRefused, then and at whatever comes after (a CONSUME
+again would make the group anew, or be refused).
 
 Time: a consumer stays alive through its connection's own heartbeats, so nothing
 here must happen for it to live; a HEARTBEAT goes when a period passed with
@@ -38,6 +40,7 @@ from pzq.protocol.frames import parse_headers
 
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
 REMOVED = " was removed"  # "group g of topic t was removed": an operator removed it
+FORBIDDEN = "FORBIDDEN consume "  # this key may no longer consume the group
 Out = Sequence[list[bytes]]  # messages to send now, in order
 NOTHING: Out = ()
 NO_HEADERS: dict[str, str] = {}  # never changed: copied for each delivery without headers
@@ -59,7 +62,7 @@ class GroupSession(Generic[M]):
         self._make = make
         self._owner = owner
         self._rejoining = False  # a CONSUME sent again is on its way
-        self.removed = ""  # the node's word that an operator removed the group, if it did
+        self.removed = ""  # the node's word that it let this consumer go for good, if it did
         self._unconfirmed: set[bytes] = set()  # keys whose ACKED is awaited
         self._last_sent = now
 
@@ -74,7 +77,7 @@ class GroupSession(Generic[M]):
         """Whatever the node sent, at ``now``: deliveries go to ``arrived``; returns
         what to send now (a CONSUME again, ACKs that go after it). Raises
         ConsumeRefused when the node refuses the group before it is joined, or once an
-        operator removed it."""
+        operator removed it or the key may no longer consume it."""
         if self.removed:
             raise ConsumeRefused(self.removed)
         verb = frames[0] if frames else b""
@@ -146,8 +149,10 @@ class GroupSession(Generic[M]):
         connection. A refused ACK is followed by its keys (REFUSED), which go with
         the CONSUME: that one waits for them."""
         self.errors.append(error)
-        if error.startswith("group ") and error.endswith(REMOVED):
-            # not joined again: its CONSUME would make the group anew, from its start
+        if error.startswith(FORBIDDEN) or (error.startswith("group ")
+                                           and error.endswith(REMOVED)):
+            # not joined again: its CONSUME would make the group anew, from its start,
+            # or be refused as this key's
             self.removed = error
             raise ConsumeRefused(error)
         if not error.endswith(NOT_CONSUMING):

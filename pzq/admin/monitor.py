@@ -21,6 +21,7 @@ from typing import Protocol
 
 import zmq
 
+from pzq.admin.usage import alone
 from pzq.agenda import Agenda
 from pzq.authorization import ADMIN, NO_AUTHORIZATION, Authorization
 from pzq.clock import Now
@@ -61,10 +62,11 @@ class Monitor(Part):
         self.counters = counters
         self.parts = parts
         self.table: dict[bytes, Verb] = {
-            b"MONITOR": lambda arguments, now: monitor_text(parts.figures(now)),
-            b"STATS": lambda arguments, now: json.dumps(parts.figures(now),
-                                                        sort_keys=True).encode(),
-            b"PING": lambda arguments, now: b"PONG",
+            b"MONITOR": alone("MONITOR", lambda arguments, now:
+                              monitor_text(parts.figures(now))),
+            b"STATS": alone("STATS", lambda arguments, now:
+                            json.dumps(parts.figures(now), sort_keys=True).encode()),
+            b"PING": alone("PING", lambda arguments, now: b"PONG"),
             **parts.verbs(),
         }
 

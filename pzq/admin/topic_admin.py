@@ -40,6 +40,7 @@ from pzq.admin.topic_words import (
     same_filter,
     topic_settings_given,
 )
+from pzq.admin.usage import alone
 from pzq.clock import Now
 from pzq.delivery.ages import TopicAges, age_seconds
 from pzq.delivery.state import DeliveryState
@@ -85,7 +86,7 @@ class TopicAdmin:
         def pending(arguments: list[bytes], now: Now) -> bytes:
             return (group_pending if arguments else node_pending)(arguments, now)
 
-        return {b"TOPICS": self._list, b"DECLARE": self._guarded(self._declare),
+        return {b"TOPICS": alone("TOPICS", self._list), b"DECLARE": self._guarded(self._declare),
                 b"REMOVE": self._guarded(self._remove), b"EMPTY": self._guarded(self._empty),
                 b"SEEK": self._guarded(self._seek), b"PENDING": pending}
 

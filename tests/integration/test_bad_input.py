@@ -287,3 +287,13 @@ def test_a_duration_float_cannot_hold_is_a_clear_error(node, stored_one, command
     assert answer == f"ERROR: {shown} is not a duration: give microseconds (5000000) or a " \
                      "number with a unit: 250ms, 5s, 2m, 1h, 2d"
     assert request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"
+
+
+@pytest.mark.parametrize("command", ["STATS extra", "ROUTES x", "MONITOR 1", "PING pong",
+                                     "TOPICS orders"])
+def test_a_word_after_a_verb_that_takes_none_is_refused(node, command):
+    """They answered as if the word were not there: a typo went unnoticed."""
+    verb, word = command.split()
+    answer = request_monitor(node.monitor_dsn, command, timeout=10).decode()
+    assert answer == f"ERROR: {verb} {word}: give {verb} alone, no words after it"
+    assert not request_monitor(node.monitor_dsn, verb, timeout=10).startswith(b"ERROR")

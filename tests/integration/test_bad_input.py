@@ -297,3 +297,20 @@ def test_a_word_after_a_verb_that_takes_none_is_refused(node, command):
     answer = request_monitor(node.monitor_dsn, command, timeout=10).decode()
     assert answer == f"ERROR: {verb} {word}: give {verb} alone, no words after it"
     assert not request_monitor(node.monitor_dsn, verb, timeout=10).startswith(b"ERROR")
+
+
+def test_a_verb_that_fails_unforeseen_is_an_error_answer_and_the_node_goes_on(
+        node, context, stored_one, consumer):
+    """A message due at the last µs of 9999 (NOT-BEFORE takes it) made TOPICS's time
+    of it the year 10000: that ValueError, unforeseen by TOPICS, ended the node's loop.
+    Any verb's unforeseen failure is now an answer, and a traceback in the log."""
+    assert node_produce(node, context, [b"TOPIC:t", b"NOT-BEFORE:253402300799999999"]) \
+        == [b"kept", b"1", b""]
+    answer = request_monitor(node.monitor_dsn, "TOPICS", timeout=10).decode()
+    assert answer.startswith("ERROR: TOPICS failed (ValueError: ") and "Traceback" not in answer
+    assert answer.endswith("); the node goes on, its log has the details")
+    assert request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"
+    said = node.event("monitor_verb_failed")
+    assert said is not None and said["level"] == "error" and said["verb"] == "TOPICS"
+    assert said["error"].startswith("ValueError: ") and "Traceback" in said["exception"]
+    assert consumer.receive(10).parts == (stored_one,)  # the node serves on

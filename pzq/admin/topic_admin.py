@@ -48,6 +48,7 @@ from pzq.errors import DecodeError, StoreError
 from pzq.parts import Verb
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
+from pzq.protocol.monitor_text import messages
 from pzq.protocol.numbers import whole_number
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.serving.named_groups import NamedGroups
@@ -223,7 +224,7 @@ class TopicAdmin:
             deleted = walks.delete(topic, lambda seq, tag: True, now.mono,
                                    drop_groups=tuple(topic.groups))
             self.topics.forget_topic(topic)
-            return f"removed topic {topic.name}: {deleted} messages\n".encode()
+            return f"removed topic {topic.name}: {messages(deleted)}\n".encode()
         count_names(names, 2, "REMOVE GROUP topic group")
         topic = self._topic(names[0])
         if names[1] == DEFAULT_GROUP:
@@ -236,7 +237,7 @@ class TopicAdmin:
             deleted = walks.delete(topic, walks.releasable(topic, group.id), now.mono,
                                    drop_groups=(group.name,), removed=(group,))
             self.default.rewind()  # what no named group holds now is ``default``'s
-        return f"removed group {names[1]} of topic {topic.name}: {deleted} messages " \
+        return f"removed group {names[1]} of topic {topic.name}: {messages(deleted)} " \
                "deleted\n".encode()
 
     def _empty(self, arguments: list[bytes], now: Now) -> bytes:
@@ -246,13 +247,13 @@ class TopicAdmin:
             count_names(names, 1, "EMPTY TOPIC name")
             topic = self._topic(names[0])
             deleted = self.walks.delete(topic, lambda seq, tag: True, now.mono)
-            return f"emptied topic {topic.name}: {deleted} messages\n".encode()
+            return f"emptied topic {topic.name}: {messages(deleted)}\n".encode()
         count_names(names, 2, "EMPTY GROUP topic group")
         topic = self._topic(names[0])
         group_id = (DEFAULT_GROUP_ID if names[1] == DEFAULT_GROUP
                     else self._group(topic, names[1]).id)
         done = self.walks.mark_all_done(topic, group_id, names[1], now.mono)
-        return f"emptied group {names[1]} of topic {topic.name}: {done} messages\n".encode()
+        return f"emptied group {names[1]} of topic {topic.name}: {messages(done)}\n".encode()
 
     def _seek(self, arguments: list[bytes], now: Now) -> bytes:
         topic, group, options = self._named_group(arguments, b"SEEK",

@@ -263,6 +263,10 @@ class TopicAdmin:
         if where is None:
             raise ValueError("SEEK needs to=earliest|latest|<µs since the epoch>|<key>")
         target = self._seek_target(topic, where)
+        past = ""
+        if target > self.store.next_seq:  # a key not stored yet: what comes next, as latest
+            target, past = self.store.next_seq, f" (to={where} is past the last message " \
+                "stored: as latest)"
         batch = self.store.begin_settled()
         moved = group_ops.seek(self.store, self.topics, batch, group, target)
         self.holders.tell_holders(batch, moved.deleted, group.name, moved.marked, now.mono)
@@ -273,7 +277,7 @@ class TopicAdmin:
         since = whole_number(where)
         archived = self.archive_seek.from_time(group, since, now) if since is not None \
             else ""
-        return (f"group {group.name} of topic {topic.name} at seq {target}: "
+        return (f"group {group.name} of topic {topic.name} at seq {target}{past}: "
                 f"{len(moved.deleted) + len(moved.marked)} now done, "
                 f"{len(moved.to_deliver)} to be delivered{archived.rstrip()}\n").encode()
 

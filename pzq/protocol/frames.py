@@ -104,19 +104,29 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
         raise ProduceRefused("message has no body part after the empty frame",
                                routing_id, msg_id)
     body_size = sum(map(len, parts))
-    if body_size > max_body_size:
-        raise ProduceRefused(
-            f"message body of {body_size} bytes exceeds the limit of {max_body_size} bytes",
-            routing_id, msg_id)
-    if len(msg_id) > MSG_ID_MAX:
-        raise ProduceRefused(msg_id_refusal(len(msg_id)), routing_id, msg_id)
     headers = tuple(frames[2:delimiter])
-    if headers:
-        check_producer_headers(headers, routing_id, msg_id)
+    headers_size = 0
+    for header in headers:
+        headers_size += len(header)
+        check_producer_header(header, routing_id, msg_id)
+    if body_size > max_body_size or len(msg_id) > MSG_ID_MAX \
+            or headers_size > HEADERS_MAX:  # (one look at all three)
+        raise ProduceRefused(too_big(body_size, max_body_size, msg_id, headers),
+                             routing_id, msg_id)
     return _NEW_TUPLE(Produce, (routing_id, msg_id, headers, parts, body_size))
 
 
 _NEW_TUPLE = tuple.__new__
+
+
+def too_big(body_size: int, max_body_size: int, msg_id: bytes,
+            headers: tuple[bytes, ...]) -> str:
+    """Why a message over one of its limits is refused (the body's named first)."""
+    if body_size > max_body_size:
+        return f"message body of {body_size} bytes exceeds the limit of {max_body_size} bytes"
+    if len(msg_id) > MSG_ID_MAX:
+        return msg_id_refusal(len(msg_id))
+    return headers_refusal(sum(map(len, headers)))
 
 
 def msg_id_refusal(size: int) -> str:

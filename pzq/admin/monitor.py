@@ -6,6 +6,10 @@ MONITOR, STATS and PING are the monitor's own; every other verb is contributed b
 the part that owns it (pzq.parts ``verbs``: the administration of dead letters,
 topics and groups, the route table), and answered with the wake's time.
 
+A verb that fails on what its own checks did not foresee is answered ERROR with a
+short reason, its traceback goes to the log (``monitor_verb_failed``), and the node
+goes on serving.
+
 With --authorization, a verb that is not one of ``OPEN_VERBS`` (those that only
 read) changes the node, and is answered only to a client key with ``admin = true``;
 any other gets ERROR naming the verb. A verb added later needs admin unless it is
@@ -21,18 +25,23 @@ from typing import Protocol
 
 import zmq
 
+from pzq.admin.usage import alone
 from pzq.agenda import Agenda
 from pzq.authorization import ADMIN, NO_AUTHORIZATION, Authorization
 from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.errors import DecodeError
 from pzq.hooks import nothing
+from pzq.logs import get_logger
 from pzq.parts import Figures, Part, Verb
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
 from pzq.zmqio import POLLIN, Events, QuietSocket, Socket, drain_framed
 
+log = get_logger("pzq.monitor")
+
 MONITOR_BATCH = 64
+REASON_SHOWN = 120  # characters of a failed verb's exception told to the asker
 # the verbs that only read figures, names and keys: every key may ask them; the rest
 # change the node and need admin
 OPEN_VERBS = frozenset((b"MONITOR", b"STATS", b"PING", b"TOPICS", b"PENDING", b"DEAD",
@@ -61,10 +70,11 @@ class Monitor(Part):
         self.counters = counters
         self.parts = parts
         self.table: dict[bytes, Verb] = {
-            b"MONITOR": lambda arguments, now: monitor_text(parts.figures(now)),
-            b"STATS": lambda arguments, now: json.dumps(parts.figures(now),
-                                                        sort_keys=True).encode(),
-            b"PING": lambda arguments, now: b"PONG",
+            b"MONITOR": alone("MONITOR", lambda arguments, now:
+                              monitor_text(parts.figures(now))),
+            b"STATS": alone("STATS", lambda arguments, now:
+                            json.dumps(parts.figures(now), sort_keys=True).encode()),
+            b"PING": alone("PING", lambda arguments, now: b"PONG"),
             **parts.verbs(),
         }
 
@@ -105,7 +115,10 @@ class Monitor(Part):
             else:
                 if verb in OPEN_VERBS or verb not in self.table \
                         or self.authorization.of(first).admin:
-                    reply = self.reply(verb, arguments, now)
+                    try:
+                        reply = self.reply(verb, arguments, now)
+                    except Exception as exc:  # a broker goes on serving: the asker is told
+                        reply = _failed(verb, exc)
                 else:
                     reply = self._forbidden(verb)
             try:
@@ -126,3 +139,13 @@ class Monitor(Part):
         known = ", ".join(name.decode() for name in self.table)
         shown = verb[:40].decode(errors="replace")
         return f"ERROR: unknown command {shown!r}; known commands: {known}".encode()
+
+
+def _failed(verb: bytes, error: Exception) -> bytes:
+    """A verb that failed on something its own checks did not foresee: the traceback
+    to the node's log, a short reason to the asker."""
+    name = verb.decode(errors="replace")
+    reason = f"{type(error).__name__}: {str(error)[:REASON_SHOWN]}"
+    log.error("monitor_verb_failed", verb=name, error=reason, exc_info=error)
+    return f"ERROR: {name} failed ({reason}); the node goes on, its log has the details" \
+        .encode()

@@ -9,6 +9,7 @@ import json
 
 from pzq.admin.node_admin import Admin
 from pzq.admin.topic_admin import TopicAdmin
+from pzq.admin.usage import alone
 from pzq.clock import Now
 from pzq.cluster.routes import Routes
 from pzq.parts import Part, Verb
@@ -22,7 +23,8 @@ class Administration(Part):
 
     def verbs(self) -> dict[bytes, Verb]:
         node = self.admin.verbs()
-        return {**node, b"ROUTES": self._routes, **self.topics.verbs(node[b"PENDING"])}
+        return {**node, b"ROUTES": alone("ROUTES", self._routes),
+                **self.topics.verbs(node[b"PENDING"])}
 
     def _routes(self, arguments: list[bytes], now: Now) -> bytes:
         return json.dumps(self.routes.table(now.mono), sort_keys=True).encode()

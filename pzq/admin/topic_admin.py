@@ -40,6 +40,7 @@ from pzq.admin.topic_words import (
     same_filter,
     topic_settings_given,
 )
+from pzq.admin.usage import alone
 from pzq.clock import Now
 from pzq.delivery.ages import TopicAges, age_seconds
 from pzq.delivery.state import DeliveryState
@@ -47,6 +48,7 @@ from pzq.errors import DecodeError, StoreError
 from pzq.parts import Verb
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.message_keys import parse_message_key
+from pzq.protocol.monitor_text import messages
 from pzq.protocol.numbers import whole_number
 from pzq.protocol.topic_reads import DEFAULT_GROUP
 from pzq.serving.named_groups import NamedGroups
@@ -85,7 +87,7 @@ class TopicAdmin:
         def pending(arguments: list[bytes], now: Now) -> bytes:
             return (group_pending if arguments else node_pending)(arguments, now)
 
-        return {b"TOPICS": self._list, b"DECLARE": self._guarded(self._declare),
+        return {b"TOPICS": alone("TOPICS", self._list), b"DECLARE": self._guarded(self._declare),
                 b"REMOVE": self._guarded(self._remove), b"EMPTY": self._guarded(self._empty),
                 b"SEEK": self._guarded(self._seek), b"PENDING": pending}
 
@@ -222,7 +224,7 @@ class TopicAdmin:
             deleted = walks.delete(topic, lambda seq, tag: True, now.mono,
                                    drop_groups=tuple(topic.groups))
             self.topics.forget_topic(topic)
-            return f"removed topic {topic.name}: {deleted} messages\n".encode()
+            return f"removed topic {topic.name}: {messages(deleted)}\n".encode()
         count_names(names, 2, "REMOVE GROUP topic group")
         topic = self._topic(names[0])
         if names[1] == DEFAULT_GROUP:
@@ -235,7 +237,7 @@ class TopicAdmin:
             deleted = walks.delete(topic, walks.releasable(topic, group.id), now.mono,
                                    drop_groups=(group.name,), removed=(group,))
             self.default.rewind()  # what no named group holds now is ``default``'s
-        return f"removed group {names[1]} of topic {topic.name}: {deleted} messages " \
+        return f"removed group {names[1]} of topic {topic.name}: {messages(deleted)} " \
                "deleted\n".encode()
 
     def _empty(self, arguments: list[bytes], now: Now) -> bytes:
@@ -245,13 +247,13 @@ class TopicAdmin:
             count_names(names, 1, "EMPTY TOPIC name")
             topic = self._topic(names[0])
             deleted = self.walks.delete(topic, lambda seq, tag: True, now.mono)
-            return f"emptied topic {topic.name}: {deleted} messages\n".encode()
+            return f"emptied topic {topic.name}: {messages(deleted)}\n".encode()
         count_names(names, 2, "EMPTY GROUP topic group")
         topic = self._topic(names[0])
         group_id = (DEFAULT_GROUP_ID if names[1] == DEFAULT_GROUP
                     else self._group(topic, names[1]).id)
         done = self.walks.mark_all_done(topic, group_id, names[1], now.mono)
-        return f"emptied group {names[1]} of topic {topic.name}: {done} messages\n".encode()
+        return f"emptied group {names[1]} of topic {topic.name}: {messages(done)}\n".encode()
 
     def _seek(self, arguments: list[bytes], now: Now) -> bytes:
         topic, group, options = self._named_group(arguments, b"SEEK",
@@ -261,6 +263,10 @@ class TopicAdmin:
         if where is None:
             raise ValueError("SEEK needs to=earliest|latest|<µs since the epoch>|<key>")
         target = self._seek_target(topic, where)
+        past = ""
+        if target > self.store.next_seq:  # a key not stored yet: what comes next, as latest
+            target, past = self.store.next_seq, f" (to={where} is past the last message " \
+                "stored: as latest)"
         batch = self.store.begin_settled()
         moved = group_ops.seek(self.store, self.topics, batch, group, target)
         self.holders.tell_holders(batch, moved.deleted, group.name, moved.marked, now.mono)
@@ -271,7 +277,7 @@ class TopicAdmin:
         since = whole_number(where)
         archived = self.archive_seek.from_time(group, since, now) if since is not None \
             else ""
-        return (f"group {group.name} of topic {topic.name} at seq {target}: "
+        return (f"group {group.name} of topic {topic.name} at seq {target}{past}: "
                 f"{len(moved.deleted) + len(moved.marked)} now done, "
                 f"{len(moved.to_deliver)} to be delivered{archived.rstrip()}\n").encode()
 

@@ -26,7 +26,7 @@ from pzq.node.outbox import ProducerAcks
 from pzq.protocol import alone_runs, frames
 from pzq.protocol import produce_batches as batches
 from pzq.protocol.batch_runs import MemberRun, member_token
-from pzq.protocol.headers import dedup_id_of, key_of, topic_and_tag
+from pzq.protocol.headers import TAG_MAX, dedup_id_of, key_of, topic_and_tag
 from pzq.protocol.time_headers import NO_TIMES, message_times
 from pzq.store import record
 from pzq.store.batch import Batch, Participant
@@ -179,7 +179,8 @@ class Intake(Participant):
             return 1
         run = raws[at:at + count]
         parts_at = 3 + len(produce.headers)
-        if max(alone_runs.body_sizes(run, parts_at)) > self.limits.max_message_size:
+        if max(alone_runs.body_sizes(run, parts_at)) > self.limits.max_message_size \
+                or max(map(len, map(alone_runs.MSG_ID, run))) > frames.MSG_ID_MAX:
             self._accept(batch, produce, now_us, accepted.alone, rights)
             for raw in run[1:]:  # each refused or taken on its own
                 self._take_alone(batch, raw, now_us, accepted, rights)
@@ -348,6 +349,9 @@ class Intake(Participant):
         try:
             name, tag = (topic_and_tag(headers, self.topics.default_topic, self.topics.topics)
                          if headers else (self.topics.default_topic, b""))
+            if len(tag) > TAG_MAX:  # (stored ones are read on: checked here only)
+                raise ValueError(f"TAG of {len(tag)} bytes exceeds the limit of {TAG_MAX} "
+                                 "bytes")
             dedup_id = dedup_id_of(headers) if headers else None
             times = message_times(headers, now_us) if headers else NO_TIMES
         except ValueError as exc:
@@ -435,5 +439,5 @@ class Intake(Participant):
     def _refuse(self, refused: ProduceRefused) -> None:
         self.counters.rejected += 1
         log.debug("producer_message_rejected", reason=refused.reason,
-                  msg_id=refused.msg_id.hex())
+                  msg_id=refused.msg_id[:frames.MSG_ID_MAX].hex())  # (a long one: refused)
         self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())

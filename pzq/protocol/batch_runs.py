@@ -20,7 +20,7 @@ from functools import lru_cache
 from pzq.bulk import CUT_AT_ONCE, cut
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol.frame_groups import LENGTH, read_group
-from pzq.protocol.frames import check_producer_header
+from pzq.protocol.frames import MSG_ID_MAX, check_producer_headers, msg_id_refusal
 
 _GROUPS = 256  # header groups remembered (a batch's refusals are checked once each)
 
@@ -80,8 +80,8 @@ def _walk(routing_id: bytes, batch_id: bytes, data: bytes,
     entries: list[bytes] = []  # the run's
     while at < end:
         start = at
-        (length,) = unpack(data, at)
-        at += 4 + length
+        (id_size,) = unpack(data, at)
+        at += 4 + id_size
         if group_size and data.startswith(group, at):
             at += group_size  # the same header group as the entry before
         else:
@@ -102,7 +102,7 @@ def _walk(routing_id: bytes, batch_id: bytes, data: bytes,
             body_size += length
         if at > end:
             raise DecodeError("a batch entry runs past the end of the batch")
-        refused = _refusal(parts, body_size, max_body_size) or refusal
+        refused = _refusal(parts, body_size, max_body_size, id_size) or refusal
         if refused:
             found.append(ProduceRefused(refused, routing_id, member_token(batch_id, index)))
             run = None
@@ -174,7 +174,8 @@ def _shape_of(data: bytes, count: int, max_body_size: int) -> _Shape | None:
     headers, refusal = _header_group(group)
     fields = (id_size, group, 1, body_size)
     at_once = count <= CUT_AT_ONCE
-    return _Shape(fields, size, headers, _refusal(parts, body_size, max_body_size) or refusal,
+    return _Shape(fields, size, headers,
+                  _refusal(parts, body_size, max_body_size, id_size) or refusal,
                   _shape(id_size, len(group), body_size, count) if at_once else None,
                   fields * count if at_once else ())
 
@@ -206,12 +207,14 @@ def _shape(id_size: int, group_size: int, body_size: int, count: int) -> struct.
     return struct.Struct(">" + f"I{id_size}x{group_size}sII{body_size}x" * count)
 
 
-def _refusal(parts: int, body_size: int, max_body_size: int) -> str:
+def _refusal(parts: int, body_size: int, max_body_size: int, id_size: int) -> str:
     if not parts:
         return "message has no body part"
     if body_size > max_body_size:
         return (f"message body of {body_size} bytes exceeds the limit of "
                 f"{max_body_size} bytes")
+    if id_size > MSG_ID_MAX:
+        return msg_id_refusal(id_size)
     return ""
 
 
@@ -221,8 +224,7 @@ def _header_group(group: bytes) -> tuple[tuple[bytes, ...], str]:
     members of one group share its tuple."""
     headers = read_group(group, 0)[0]
     try:
-        for header in headers:
-            check_producer_header(header, b"", b"")
+        check_producer_headers(headers, b"", b"")
     except ProduceRefused as refused:
         return headers, refused.reason
     return headers, ""

@@ -50,6 +50,7 @@ from pzq.protocol.frame_groups import group_chunks, read_group
 from pzq.protocol.frames import parse_headers
 from pzq.protocol.message_keys import (
     MESSAGE_KEY_LENGTH,
+    MESSAGE_KEY_PATTERN,
     KeyNumbers,
     joined_key_numbers,
     message_key,
@@ -197,6 +198,10 @@ def _decode_subscribe(frames: list[bytes]) -> Subscribe:
         if frame[:4].upper() == b"ACK:":
             if len(acked) == MAX_KEYS:  # not "is not ... ACK:key", which it is
                 raise DecodeError(f"CONSUME has more than {MAX_KEYS} ACK:key options")
+            if MESSAGE_KEY_PATTERN.fullmatch(frame, 4) is None:  # not passed by, unanswered
+                raise DecodeError(f"CONSUME option {frame[:40]!r}: "
+                                  f"{frame[4:44].decode(errors='replace')} is not a pzq "
+                                  "message key")
             acked.append(frame[4:])
             continue
         name, sep, value = frame.decode(errors="replace").partition(":")

@@ -26,6 +26,10 @@ DELIVERY_HEADER = b"DELIVERY"
 # delivery bookkeeping. A producer frame carrying one is refused, never stored.
 RESERVED_HEADERS = frozenset({b"REPLICA", b"ORIGIN", b"REMOVE", b"NODE", b"CLUSTER",
                               DELIVERY_HEADER})
+# What a producer message may carry besides its body (--max-message-size): the id its
+# ACK echoes, and its header frames together (a TAG's own limit: pzq.protocol.headers)
+MSG_ID_MAX = 255  # bytes
+HEADERS_MAX = 65_536  # bytes
 HEADER_PATTERN = re.compile(rb"^([A-Za-z][A-Za-z0-9_.-]{0,63}):(.*)$", re.DOTALL)
 
 
@@ -82,7 +86,7 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
     """``[routing id][msg id][header…][empty][part 1..N]`` as seen by the ROUTER."""
     if len(frames) == 4 and not frames[2]:  # (no header, one part: most messages)
         body = frames[3]
-        if len(body) <= max_body_size:
+        if len(body) <= max_body_size and len(frames[1]) <= MSG_ID_MAX:
             return _NEW_TUPLE(Produce, (frames[0], frames[1], (), (body,), len(body)))
     if not frames:
         raise DecodeError("empty message")
@@ -100,17 +104,48 @@ def decode_produce(frames: list[bytes], max_body_size: int) -> Produce:
         raise ProduceRefused("message has no body part after the empty frame",
                                routing_id, msg_id)
     body_size = sum(map(len, parts))
-    if body_size > max_body_size:
-        raise ProduceRefused(
-            f"message body of {body_size} bytes exceeds the limit of {max_body_size} bytes",
-            routing_id, msg_id)
     headers = tuple(frames[2:delimiter])
+    headers_size = 0
     for header in headers:
+        headers_size += len(header)
         check_producer_header(header, routing_id, msg_id)
+    if body_size > max_body_size or len(msg_id) > MSG_ID_MAX \
+            or headers_size > HEADERS_MAX:  # (one look at all three)
+        raise ProduceRefused(too_big(body_size, max_body_size, msg_id, headers),
+                             routing_id, msg_id)
     return _NEW_TUPLE(Produce, (routing_id, msg_id, headers, parts, body_size))
 
 
 _NEW_TUPLE = tuple.__new__
+
+
+def too_big(body_size: int, max_body_size: int, msg_id: bytes,
+            headers: tuple[bytes, ...]) -> str:
+    """Why a message over one of its limits is refused (the body's named first)."""
+    if body_size > max_body_size:
+        return f"message body of {body_size} bytes exceeds the limit of {max_body_size} bytes"
+    if len(msg_id) > MSG_ID_MAX:
+        return msg_id_refusal(len(msg_id))
+    return headers_refusal(sum(map(len, headers)))
+
+
+def msg_id_refusal(size: int) -> str:
+    return f"message id of {size} bytes exceeds the limit of {MSG_ID_MAX} bytes"
+
+
+def headers_refusal(size: int) -> str:
+    return f"header frames of {size} bytes exceed the limit of {HEADERS_MAX} bytes together"
+
+
+def check_producer_headers(headers: tuple[bytes, ...], routing_id: bytes,
+                           msg_id: bytes) -> None:
+    """ProduceRefused for header frames too big together, or one that is no header a
+    producer may send."""
+    size = sum(map(len, headers))
+    if size > HEADERS_MAX:
+        raise ProduceRefused(headers_refusal(size), routing_id, msg_id)
+    for header in headers:
+        check_producer_header(header, routing_id, msg_id)
 
 
 def check_producer_header(header: bytes, routing_id: bytes, msg_id: bytes) -> None:

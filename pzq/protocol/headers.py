@@ -18,6 +18,7 @@ TAG_HEADER = b"TAG:"
 DEDUP_HEADER = b"DEDUP-ID:"
 KEY_HEADER = b"KEY:"  # a partitioned topic's messages of one key stay in one partition
 DEDUP_ID_MAX = 255  # bytes
+TAG_MAX = 255  # bytes: a tag is part of store keys (its topic's log), as a topic name is
 TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 
 

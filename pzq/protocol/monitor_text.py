@@ -19,6 +19,11 @@ def monitor_text(snapshot: dict[str, Any]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def messages(count: int) -> str:
+    """``1 message``, ``n messages``: a count in the answers' words."""
+    return "1 message" if count == 1 else f"{count} messages"
+
+
 def parse_monitor_text(text: bytes) -> dict[str, str]:
     """The inverse of monitor_text, for tools and tests."""
     figures = {}

@@ -32,7 +32,7 @@ from itertools import chain
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol.batch_runs import Member, member_token, read_runs
 from pzq.protocol.frame_groups import LENGTH
-from pzq.protocol.frames import STATUS_FAILED, STATUS_OK, Produce
+from pzq.protocol.frames import MSG_ID_MAX, STATUS_FAILED, STATUS_OK, Produce
 from pzq.protocol.numbers import whole_number
 
 PROTOCOL_HEADER = b"PROTOCOL:2"
@@ -85,6 +85,9 @@ def decode_runs(frames: list[bytes], max_body_size: int) -> list[Member]:
             or not 1 <= count <= MAX_MESSAGES:
         raise ProduceRefused(f"a batch is batch id, BATCH:<1 to {MAX_MESSAGES}>, an empty "
                              "frame and one frame of entries", routing_id, batch_id)
+    if len(batch_id) > MSG_ID_MAX:  # (its members' names are made of it: their ACK's)
+        raise ProduceRefused(f"batch id of {len(batch_id)} bytes exceeds the limit of "
+                             f"{MSG_ID_MAX} bytes", routing_id, batch_id)
     try:
         return read_runs(routing_id, batch_id, frames[4], count, max_body_size)
     except DecodeError:

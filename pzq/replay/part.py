@@ -34,6 +34,7 @@ from pzq.events import EventHub, ReplayEnded
 from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.parts import REAP, Figures, Part, Verb
+from pzq.protocol.monitor_text import messages
 from pzq.replay.entry import Replay
 from pzq.replay.range import Bound, Resolved, resolve
 from pzq.replay.reader import read_chunk
@@ -337,8 +338,8 @@ class Replays(Part, Participant):
                              f"message {range_words(asked)} (offsets {found.start} to "
                              f"{found.end})")
         replay = self._create(group, found, asked, now)
-        about = (f"about {found.expected} messages (an estimate)" if found.estimated
-                 else f"{found.expected} messages")
+        about = (f"about {messages(found.expected)} (an estimate)" if found.estimated
+                 else messages(found.expected))
         log.info("replay_started", replay=replay.record.id, topic=topic, group=group.name,
                  start=found.start, end=found.end, expected=found.expected)
         return (f"replay {replay.record.id} of topic {topic} group {group.name}: {about} "
@@ -390,7 +391,7 @@ class Replays(Part, Participant):
         log.info("replay_cancelled", replay=record.id, topic=record.topic,
                  group=record.group, left=left)
         return (f"cancelled replay {record.id} of topic {record.topic} group {record.group}: "
-                f"{left} messages read and not acked deleted\n")
+                f"{messages(left)} read and not acked deleted\n")
 
     def _list(self, arguments: list[bytes], now: Now) -> bytes:
         topic = arguments[0].decode(errors="replace") if arguments else None

@@ -287,3 +287,100 @@ def test_a_duration_float_cannot_hold_is_a_clear_error(node, stored_one, command
     assert answer == f"ERROR: {shown} is not a duration: give microseconds (5000000) or a " \
                      "number with a unit: 250ms, 5s, 2m, 1h, 2d"
     assert request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"
+
+
+@pytest.mark.parametrize("command", ["STATS extra", "ROUTES x", "MONITOR 1", "PING pong",
+                                     "TOPICS orders"])
+def test_a_word_after_a_verb_that_takes_none_is_refused(node, command):
+    """They answered as if the word were not there: a typo went unnoticed."""
+    verb, word = command.split()
+    answer = request_monitor(node.monitor_dsn, command, timeout=10).decode()
+    assert answer == f"ERROR: {verb} {word}: give {verb} alone, no words after it"
+    assert not request_monitor(node.monitor_dsn, verb, timeout=10).startswith(b"ERROR")
+
+
+def test_a_verb_that_fails_unforeseen_is_an_error_answer_and_the_node_goes_on(
+        node, context, stored_one, consumer):
+    """A message due at the last µs of 9999 (NOT-BEFORE takes it) made TOPICS's time
+    of it the year 10000: that ValueError, unforeseen by TOPICS, ended the node's loop.
+    Any verb's unforeseen failure is now an answer, and a traceback in the log."""
+    assert node_produce(node, context, [b"TOPIC:t", b"NOT-BEFORE:253402300799999999"]) \
+        == [b"kept", b"1", b""]
+    answer = request_monitor(node.monitor_dsn, "TOPICS", timeout=10).decode()
+    assert answer.startswith("ERROR: TOPICS failed (ValueError: ") and "Traceback" not in answer
+    assert answer.endswith("); the node goes on, its log has the details")
+    assert request_monitor(node.monitor_dsn, "PING", timeout=10) == b"PONG"
+    said = node.event("monitor_verb_failed")
+    assert said is not None and said["level"] == "error" and said["verb"] == "TOPICS"
+    assert said["error"].startswith("ValueError: ") and "Traceback" in said["exception"]
+    assert consumer.receive(10).parts == (stored_one,)  # the node serves on
+
+
+@pytest.mark.parametrize("frames, reason", [
+    ([b"i" * 256, b"", b"body"], b"message id of 256 bytes exceeds the limit of 255 bytes"),
+    ([b"i" * (10 << 20), b"", b"body"],
+     b"message id of 10485760 bytes exceeds the limit of 255 bytes"),
+    ([b"id-7", b"X-BIG:" + b"h" * (70 << 10), b"", b"b"],
+     b"header frames of 71686 bytes exceed the limit of 65536 bytes together"),
+    ([b"id-8", b"TAG:" + b"t" * 256, b"", b"body"],
+     b"TAG of 256 bytes exceeds the limit of 255 bytes"),
+    ([b"id-9", b"TAG:" + b"t" * (1 << 20), b"", b"body"],
+     b"header frames of 1048580 bytes exceed the limit of 65536 bytes together"),
+])
+def test_a_message_id_header_or_tag_over_its_limit_is_refused(node, context, stored_one,
+                                                              consumer, frames, reason):
+    """--max-message-size is the body's: a 10 MiB message id and a 10 MiB header frame
+    were stored, and a 1 MiB TAG, which is part of store keys, too."""
+    msg_id, status, empty, message = raw_produce(node, context, frames)
+    assert (msg_id, status, empty, message) == (frames[0], b"0", b"", reason)
+    assert node.figures()["messages"] == 1
+    assert consumer.receive(10).parts == (stored_one,)
+
+
+def test_at_their_limits_a_message_id_header_and_tag_are_stored(node, context):
+    tag = b"TAG:" + b"t" * 255
+    frames = [b"i" * 255, tag, b"X-BIG:" + b"h" * (65_536 - len(tag) - 6), b"", b"body"]
+    assert raw_produce(node, context, frames) == [b"i" * 255, b"1", b""]
+
+
+def test_a_run_of_messages_sent_alone_refuses_only_its_long_message_id(node, context):
+    """Messages of one shape read together are stored as a run, each id unread but
+    the first's: the long one among them is refused on its own."""
+    dealer = context.socket(zmq.DEALER)
+    dealer.connect(node.receive_dsn)
+    ids = [b"a", b"b", b"c" * 300, b"d", b"e"]
+    for msg_id in ids:
+        dealer.send_multipart([msg_id, b"", b"body"])
+    answers = {}
+    while len(answers) < len(ids):
+        assert dealer.poll(10000), answers
+        msg_id, status, _, *message = dealer.recv_multipart()
+        answers[msg_id] = status, tuple(message)
+    dealer.close(0)
+    assert answers.pop(b"c" * 300) == (b"0", (b"message id of 300 bytes exceeds the limit "
+                                              b"of 255 bytes",))
+    assert set(answers.values()) == {(b"1", ())}
+    assert node.figures()["messages"] == 4
+
+
+def test_a_batch_refuses_a_long_message_id_or_batch_id(node, context):
+    from pzq.protocol import produce_batches as batches
+    dealer = context.socket(zmq.DEALER)
+    dealer.connect(node.receive_dsn)
+    entries = [batches.encode_entry(msg_id, [], [b"body"]) for msg_id in (b"a", b"b" * 256)]
+    dealer.send_multipart(batches.encode_batch(b"batch-1", entries))
+    assert dealer.poll(10000)
+    ack = batches.decode_batch_ack(dealer.recv_multipart())
+    assert ack.results == ((True, b""), (False, b"message id of 256 bytes exceeds the limit "
+                                                b"of 255 bytes"))
+    same = [batches.encode_entry(b"c" * 256, [], [b"x"])] * 3  # (one shape: read in C)
+    dealer.send_multipart(batches.encode_batch(b"batch-2", same))
+    assert dealer.poll(10000)
+    assert {result for result in batches.decode_batch_ack(dealer.recv_multipart()).results} \
+        == {(False, b"message id of 256 bytes exceeds the limit of 255 bytes")}
+    dealer.send_multipart(batches.encode_batch(b"B" * 256, entries[:1]))
+    assert dealer.poll(10000)
+    assert dealer.recv_multipart() == [b"B" * 256, b"0", b"", b"batch id of 256 bytes "
+                                       b"exceeds the limit of 255 bytes"]
+    dealer.close(0)
+    assert node.figures()["messages"] == 1

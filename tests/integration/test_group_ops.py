@@ -99,3 +99,16 @@ def test_bad_group_settings_get_one_clear_line(orders, command, error):
     answer = ask(orders, command)
     assert answer.startswith("ERROR: ") and error in answer, answer
     assert group_figures(orders, "g")["ack_timeout_us"] == 30_000_000  # unchanged
+
+
+def test_a_seek_to_a_key_past_the_last_message_says_it_is_latest(orders, context):
+    """It answered 'at seq 255' for a key of seq 255 with 10 stored: a seq no message
+    had, while the group went on from the next new one, as latest."""
+    key = f"{orders.stats()['node_id']}-{255:016x}"
+    assert ask(orders, f"SEEK GROUP orders g to={key}") == (
+        f"group g of topic orders at seq 10 (to={key} is past the last message stored: "
+        "as latest): 10 now done, 0 to be delivered\n")
+    produce(orders, context, [b"next"])  # seq 10, below the key's: delivered all the same
+    with GroupConsumer(orders.consume_dsn, "orders", "g", context=context) as g:
+        assert drain(g, 1) == [b"next"]
+        assert g.receive(0.3) is None

@@ -260,8 +260,10 @@ def test_bad_requests_get_clear_errors_and_the_node_goes_on(group_node, context)
                 ([b"CONSUME", b"orders"], b"CONSUME needs topic, group and window"),
                 ([b"CONSUME", b"orders", b"g", b"0"], b"is not a number from 1"),
                 ([b"CONSUME", b"orders", b"g", b"5", b"COLOUR:red"], b"is not FILTER:value"),
-                ([b"CONSUME", b"orders", b"g", b"5", *[b"ACK:0-1"] * 10_001],
+                ([b"CONSUME", b"orders", b"g", b"5", *[b"ACK:00000000-0000000000000001"] * 10_001],
                  b"CONSUME has more than 10000 ACK:key options"),
+                ([b"CONSUME", b"orders", b"g", b"5", b"ACK:notakey"],
+                 b"CONSUME option b'ACK:notakey': notakey is not a pzq message key"),
                 ([b"ACK", b"whatever"], b"ACK before CONSUME"),
                 ([b"FETCH"], b"unknown request 'FETCH'")):
             dealer.send_multipart(request)

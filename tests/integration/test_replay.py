@@ -259,3 +259,17 @@ def test_a_segment_deleted_from_under_the_node_is_refused_not_fatal(start_inproc
     answer = ask(node, f"SEEK GROUP orders g to={since_us}")
     assert "; from the archive: replay " in answer, answer
     assert len(replays(node)) == 1
+
+
+def test_a_replay_of_one_message_and_its_cancel_say_one_message(start_inproc_node, context,
+                                                                tmp_path):
+    """They said "1 messages"."""
+    node = archived_node(start_inproc_node, tmp_path)
+    archived_and_gone(node, context, [b"only"])
+    answer = ask(node, "REPLAY GROUP orders g from=earliest")
+    assert ": 1 message from archive offset " in answer, answer
+    replay_id = answer.split()[1]
+    wait_until(lambda: replays(node)[0]["read"] == "1", 10, message="the message read")
+    assert ask(node, f"REPLAY CANCEL {replay_id}") == (
+        f"cancelled replay {replay_id} of topic orders group g: 1 message read and not "
+        "acked deleted\n")

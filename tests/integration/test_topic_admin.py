@@ -42,7 +42,7 @@ def test_declare_query_remove_and_empty(start_inproc_node, context):
         "emptied group audit of topic orders: 2 messages\n"
     node.wait_stats(lambda s: s["messages"] == 0)
     produce(node, context, [b"z"])
-    assert ask(node, "EMPTY TOPIC orders") == "emptied topic orders: 1 messages\n"
+    assert ask(node, "EMPTY TOPIC orders") == "emptied topic orders: 1 message\n"
     assert ask(node, "REMOVE TOPIC orders") == "removed topic orders: 0 messages\n"
     assert ask(node, "TOPICS") == "no topics\n"
 

@@ -140,7 +140,7 @@ class RejoinModel(RuleBasedStateMachine):
 
     @rule(count=st.integers(1, 3))
     def the_node_refuses_acks(self, count: int) -> None:
-        keys = [b"k%d" % (self.count + n) for n in range(count)]
+        keys = [b"0000abcd-%016x" % (self.count + n) for n in range(count)]  # (real keys)
         self.count += count
         self.refused += keys
         self._sent(self.session.received([wire.REFUSED, wire.ACK, *keys], 1.0))

@@ -183,10 +183,13 @@ def test_monitor_envelopes_for_req_and_dealer():
 
 
 def test_consume_with_refused_acks_and_refused_round_trip():
-    subscribe = cw.Subscribe("orders", "g", 5, "eu-*", "latest", acked=(b"k1", b"k2"))
+    k1, k2 = b"0000abcd-0000000000000001", b"0000abcd-0000000000000002"
+    subscribe = cw.Subscribe("orders", "g", 5, "eu-*", "latest", acked=(k1, k2))
     frames = cw.encode_consume(subscribe)
-    assert frames[-2:] == [b"ACK:k1", b"ACK:k2"]
+    assert frames[-2:] == [b"ACK:" + k1, b"ACK:" + k2]
     assert cw.decode_request(frames).subscribe == subscribe
+    with pytest.raises(DecodeError, match="ACK:k1'. k1 is not a pzq message key"):
+        cw.decode_request([*frames[:-2], b"ACK:k1"])
     refused = cw.encode_refused(b"rid", [b"k1", b"k2"])
     assert refused[0] == b"rid"
     assert cw.decode_node_message(refused[1:]) == cw.NodeMessage(cw.REFUSED, keys=(b"k1", b"k2"))

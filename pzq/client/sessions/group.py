@@ -37,6 +37,7 @@ from pzq.errors import ConsumeRefused, DecodeError
 from pzq.protocol import consume as consume_wire
 from pzq.protocol.batch_columns import decode_batch_columns
 from pzq.protocol.frames import parse_headers
+from pzq.protocol.message_keys import MESSAGE_KEY_PATTERN
 
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
 REMOVED = " was removed"  # "group g of topic t was removed": an operator removed it
@@ -170,6 +171,8 @@ class GroupSession(Generic[M]):
             return self.ack(list(acked), now) if acked else NOTHING
         self._rejoining = True
         self._last_sent = now
+        # a key the node could not read (an ACK of anything) would refuse the CONSUME
+        acked = tuple(key for key in acked if MESSAGE_KEY_PATTERN.fullmatch(key))
         return [consume_wire.encode_consume(replace(self.subscribe, acked=acked))]
 
     # -- deliveries ----------------------------------------------------------------

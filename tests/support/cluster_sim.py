@@ -8,7 +8,7 @@ deadlines, liveness, takeover, tombstones, removes) are tested in milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pzq.cluster.core import ClusterCore
@@ -234,3 +234,12 @@ class SimNetwork:
     def close(self) -> None:
         for node in self.nodes:
             node.close()
+
+
+def three_heard(tmp_path: Path, now: float) -> Iterator[SimNetwork]:
+    """Three nodes with --replicas 2 that have heard each other once: a fixture's body
+    (closed after the test)."""
+    network = SimNetwork(tmp_path, 3, replicas=2, now=now)
+    network.step(now, heartbeat=True)
+    yield network
+    network.close()

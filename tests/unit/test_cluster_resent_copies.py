@@ -12,7 +12,12 @@ import pytest
 from pzq.cluster.unconfirmed import UnconfirmedCopies
 from pzq.protocol import cluster as cw
 from pzq.protocol.message_keys import message_key, parse_message_key
-from tests.support.cluster_sim import TIMEOUT_NODES_US, TIMEOUT_REPLICATION_US, SimNetwork
+from tests.support.cluster_sim import (
+    TIMEOUT_NODES_US,
+    TIMEOUT_REPLICATION_US,
+    SimNetwork,
+    three_heard,
+)
 
 pytestmark = pytest.mark.timeout(20)
 T0 = 1000.0
@@ -22,10 +27,7 @@ AFTER_REPLICATION = TIMEOUT_REPLICATION_US / 1e6 + 0.01
 
 @pytest.fixture
 def three(tmp_path):
-    network = SimNetwork(tmp_path, 3, replicas=2, now=T0)
-    network.step(T0, heartbeat=True)
-    yield network
-    network.close()
+    yield from three_heard(tmp_path, T0)
 
 
 def produce_while_stopped(network: SimNetwork, count: int) -> list[int]:

@@ -12,16 +12,18 @@ from tests.unit.test_negative_values import PARSERS, parse_error
 
 GROUP = ["group", "declare", "orders", "g"]
 TOPIC = ["topic", "declare", "orders"]
-
-
-@pytest.mark.parametrize("prog, before, option", [
+# each tool's option that hands a duration on to the node (before it: the words it needs)
+DURATION_OPTIONS = [
     ("pzq-produce", [], "--delay"),
     ("pzq-produce", [], "--ttl"),
     ("pzq-ctl", GROUP, "--ack-timeout"),
     ("pzq-ctl", GROUP, "--backoff"),
     ("pzq-ctl", TOPIC, "--max-age"),
     ("pzq-ctl", TOPIC, "--dedup-window"),
-])
+]
+
+
+@pytest.mark.parametrize("prog, before, option", DURATION_OPTIONS)
 @pytest.mark.parametrize("plain", ["30", "3600"])
 def test_a_plain_number_is_refused_with_the_unit_to_give(prog, before, option, plain):
     said = parse_error(PARSERS[prog](), [*before, option, plain])
@@ -48,14 +50,7 @@ def test_a_step_of_a_backoff_takes_its_unit_too():
     assert parse_error(PARSERS["pzq-ctl"](), [*GROUP, "--backoff", "1s,30s"]) == ""
 
 
-@pytest.mark.parametrize("prog, before, option", [
-    ("pzq-produce", [], "--delay"),
-    ("pzq-produce", [], "--ttl"),
-    ("pzq-ctl", GROUP, "--ack-timeout"),
-    ("pzq-ctl", GROUP, "--backoff"),
-    ("pzq-ctl", TOPIC, "--max-age"),
-    ("pzq-ctl", TOPIC, "--dedup-window"),
-])
+@pytest.mark.parametrize("prog, before, option", DURATION_OPTIONS)
 @pytest.mark.parametrize("huge", ["36601d", "99999999999999d"])
 def test_a_duration_past_a_century_is_refused_as_the_node_refuses_it(prog, before, option,
                                                                       huge):

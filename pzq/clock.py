@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Now(NamedTuple):
@@ -25,3 +28,10 @@ def poll_ms(wait_s: float) -> int:
     """A wait in seconds as the poll's timeout: whole milliseconds, rounded up (the
     deadline is never missed by a wake that comes a fraction early)."""
     return math.ceil(wait_s * 1000)
+
+
+def utc_time(wall_us: int) -> datetime:
+    """µs since the epoch as a UTC time, to the µs: ``fromtimestamp(us / 1e6)`` goes
+    through a float, which rounds the last µs of 9999 (a NOT-BEFORE the node takes) up
+    to the year 10000 and fails."""
+    return EPOCH + timedelta(microseconds=wall_us)

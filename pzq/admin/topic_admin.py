@@ -24,7 +24,6 @@ change of groups reaches them in TOPICS. Every verb is given the wake's time.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Protocol
 
 from pzq.admin import group_ops
@@ -41,7 +40,7 @@ from pzq.admin.topic_words import (
     topic_settings_given,
 )
 from pzq.admin.usage import alone
-from pzq.clock import Now
+from pzq.clock import Now, utc_time
 from pzq.delivery.ages import TopicAges, age_seconds
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError, StoreError
@@ -127,7 +126,7 @@ class TopicAdmin:
         waiting = self.scheduled.counts.get(topic, 0)
         if not waiting:
             return ""
-        due = datetime.fromtimestamp((self.scheduled.next_due_us(topic) or 0) / 1e6, UTC)
+        due = utc_time(self.scheduled.next_due_us(topic) or 0)
         return f" scheduled={waiting} next_due={due.isoformat(timespec='milliseconds')}"
 
     def _group_lines(self, group: Group, now: Now) -> list[str]:

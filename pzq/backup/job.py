@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import queue
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.durable import DurableFile, DurableTopic, close_all, durable_files
 from pzq.backup.writer import BackupWriter
-from pzq.clock import Now
+from pzq.clock import Now, utc_time
 from pzq.errors import StoreError
 from pzq.logs import get_logger
 from pzq.store.snapshot_copy import Slice, SnapshotSlices
@@ -45,7 +44,7 @@ class NodeFacts:
 
 
 def iso(wall_us: int) -> str:
-    return datetime.fromtimestamp(wall_us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_time(wall_us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Backup:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from pzq.cli import human
 from pzq.client.monitor import StatsAnswer
+from pzq.clock import utc_time
 
 COLUMNS = ("node", "topic", "group", "stored / backlog", "scheduled", "in flight", "ready",
            "consumers", "delivered", "acked", "oldest unacked", "lag / oldest", "received/s",
@@ -93,7 +94,7 @@ def _scheduled_cell(figures: dict[str, Any], now: datetime | None = None) -> str
     waiting = figures.get("scheduled", 0)
     if not waiting:
         return ""
-    due = datetime.fromtimestamp(figures.get("next_due_us", 0) / 1e6, UTC)
+    due = utc_time(figures.get("next_due_us", 0))
     today = (now or datetime.now(UTC)).date()
     when = due.strftime("%H:%M:%SZ" if due.date() == today else "%Y-%m-%d %H:%MZ")
     return f"{human.count(waiting)} next {when}"

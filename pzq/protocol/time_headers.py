@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import NamedTuple
 
+from pzq.clock import EPOCH
+
 DELAY_HEADER = b"DELAY:"
 NOT_BEFORE_HEADER = b"NOT-BEFORE:"
 TTL_HEADER = b"TTL:"
@@ -27,7 +29,6 @@ PRIORITY_HEADER = b"PRIORITY:"
 MAX_PRIORITY = 9
 MAX_SPAN_MS = 100 * 366 * 24 * 3_600_000  # a delay or TTL: a century at most
 MAX_TIME_US = 253_402_300_799_999_999  # the last µs of the year 9999
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NEVER = 0  # no due time (deliver at once) / no expiry
 
 

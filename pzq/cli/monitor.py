@@ -126,7 +126,9 @@ def health_problems(before: dict[str, Any] | None, now: dict[str, Any] | None,
     if now is None or before is None:
         return ["no answer"]
     problems = []
-    if now.get("store_failures", 0) > before.get("store_failures", 0):
+    if now.get("store_write_failing", 0):  # (with nobody producing, no message refused)
+        problems.append(f"store writes are failing (for {now.get('store_write_failing_s', 0):g} s)")
+    elif now.get("store_failures", 0) > before.get("store_failures", 0):
         problems.append("store writes are failing")
     if now.get("archive", {}).get("failures", 0) > before.get("archive", {}).get("failures", 0):
         problems.append("archive writes are failing")

@@ -45,6 +45,10 @@ GAUGES = (
      "Seconds since the store's log was last fsync'd."),
     ("pzq_store_unsynced_seconds", "store_unsynced_s",
      "Age of the oldest store write not yet fsync'd: what a power cut would lose (0: none)."),
+    ("pzq_store_write_failing", "store_write_failing",
+     "1 while the store's writes fail (its last write failed), else 0."),
+    ("pzq_store_write_failing_seconds", "store_write_failing_s",
+     "Seconds since the store's writes began to fail (0: they succeed)."),
 )
 COUNTERS = (
     ("pzq_received", "received", "Producer messages received."),

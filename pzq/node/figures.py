@@ -92,6 +92,9 @@ def node_figures(node: NodeState, pending_producer_acks: int, consumers_connecte
         "log_syncs": store.log_syncs,
         "store_sync_age_s": round(store.log_sync.sync_age_s(mono), 3),
         "store_unsynced_s": round(store.log_sync.unsynced_s(mono), 3),
+        # a full disk with nobody producing refuses no message, yet fails every write
+        "store_write_failing": int(store.write_failing_since is not None),
+        "store_write_failing_s": round(store.write_failing_s(mono), 3),
         **counters.as_dict(),
         "rates": node.rates.rates(mono, counters),
         "ack_latency_ms": node.latency.percentiles_ms(mono),

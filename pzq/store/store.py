@@ -74,6 +74,8 @@ class Store:
         self.syncs = 0  # batches written (each one fsync'd under --hard-sync)
         self.log_syncs = 0  # batches written with an fsync of the log
         self._torn_log = False  # a write failed: reopen before the next one (see _recover)
+        # when (monotonic seconds) the writes began to fail; None while they succeed
+        self.write_failing_since: float | None = None
         # The last batch written (or left empty): the next one begun, emptied then,
         # its LevelDB write batch with it (a wake makes neither; a failed one is dropped)
         self._spare: Batch | None = None
@@ -117,6 +119,11 @@ class Store:
         """The time of the loop's wake (monotonic seconds): batches begun from now on
         are synced once --sync-interval has passed."""
         self._now = now
+
+    def write_failing_s(self, now: float) -> float:
+        """Seconds since the store's writes began to fail (0: the last one succeeded)."""
+        since = self.write_failing_since
+        return 0.0 if since is None else max(0.0, now - since)
 
     def sync_wait_s(self) -> float | None:
         """Seconds until the log must be synced (the loop wakes for it); None: never."""
@@ -189,10 +196,14 @@ class Store:
                 self._before_write()  # (the archive's fsync, before the sync's)
         except PzqError:
             self.log_sync.failed(self._now)
+            if self.write_failing_since is None:
+                self.write_failing_since = self._now
             for participant in self._participants:
                 participant.failed()
             raise
         self._spare = batch
+        if self.write_failing_since is not None and (batch.operations or starts_sync):
+            self.write_failing_since = None  # (a batch not written tells nothing)
         if starts_sync:
             self._start_sync()
         for participant in self._writing:

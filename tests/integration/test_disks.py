@@ -21,6 +21,7 @@ import zmq
 from pzq.archive.format.files import read_topic
 from pzq.archive.format.records import decode_records
 from pzq.archive.tier.topiclog import TopicLog, list_segments
+from pzq.cli import monitor as monitor_cli
 from pzq.client import Consumer, GroupConsumer, Producer
 from pzq.errors import ArchiveError
 from pzq.store import keyspace, record
@@ -199,6 +200,35 @@ def test_a_group_drained_while_its_store_disk_is_full_gets_each_message_once(
     assert node.figures()["messages"] == 0
     with GroupConsumer(node.consume_dsn, "t", "g", window=100, context=context) as again:
         assert again.receive_many(100, timeout=1) == []  # nothing delivered again
+
+
+def test_a_full_store_disk_with_nobody_producing_is_unhealthy_until_a_write_succeeds(
+        start_node, context, small_filesystem, capsys):
+    """With nobody producing no message is refused (``store_failures`` stays 0), yet
+    every write fails (here a consumer's ACK): ``--check`` read healthy."""
+    disk = small_filesystem(6)
+    node = start_node("--ack-timeout", "600000", database=disk / "db")
+    acked, _ = produce_until_refused(node, context, 0, 20)
+    assert len(acked) == 20 and node.stats()["store_write_failing"] == 0
+    _fill(disk / "more")
+    with Consumer(node.send_dsn, context=context) as consumer:
+        message = consumer.receive(10)
+        assert message is not None
+        message.ack()  # its write (the message's delete) fails
+        wait_until(lambda: node.stats()["store_write_failing"] == 1, 30,
+                   message="the failed write in STATS")
+    stats = node.stats()
+    assert stats["store_failures"] == 0 and stats["store_write_failing_s"] >= 0
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
+        == monitor_cli.EXIT_UNHEALTHY
+    assert "unhealthy: store writes are failing (for " in capsys.readouterr().err
+    (disk / "more").unlink()
+    (disk / "filler").unlink()
+    wait_until(lambda: node.stats()["store_write_failing"] == 0, 30,
+               message="a write succeeding once the disk has room")
+    assert node.stats()["store_write_failing_s"] == 0
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
+        == monitor_cli.EXIT_OK
 
 
 def _fill(path: Path) -> None:

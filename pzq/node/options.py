@@ -219,6 +219,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
             raw = tomllib.load(handle)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory: give the file's path") from None
+    except PermissionError:
+        raise ConfigError(f"config file {path} may not be read by this user "
+                          "(permission denied)") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {path} is not UTF-8 text (TOML is): byte "
                           f"{exc.object[exc.start]:#04x} at position {exc.start}") from None

@@ -99,6 +99,13 @@ def test_bad_config_file(tmp_path, content, message):
         build_config({}, path)
 
 
+def test_a_config_path_that_is_a_directory_is_said_in_pzqs_words(tmp_path):
+    result = run_pzq(["--config", str(tmp_path)])
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.strip().splitlines() == [
+        f"pzq: error: config file {tmp_path} is a directory: give the file's path"]
+
+
 def test_every_option_kind_says_what_a_config_file_gives_it():
     assert {option.kind for option in OPTIONS} <= set(TOML_WANTED)
 

@@ -119,11 +119,13 @@ class GroupConsumer(GroupView[Message], Deliveries):
 
     async def receive(self, timeout: float | None = None) -> Message | None:
         """The next delivery, or None if none arrives within ``timeout`` seconds
-        (None: waits as long as it takes)."""
+        (None: waits as long as it takes); ConsumeRefused, again at each call, once the
+        node refused the group."""
         self._check_open()
         arrived = self._session.arrived
         if arrived:
             return arrived.popleft()
+        self._session.refuse_if_removed()  # (a refusal emptied arrived)
         if not self._session.joined:
             await self.join()
         deadline = None if timeout is None else time.monotonic() + timeout

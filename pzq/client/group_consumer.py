@@ -100,11 +100,13 @@ class GroupConsumer(GroupView[Message]):
     # -- deliveries ----------------------------------------------------------------
 
     def receive(self, timeout: float | None = None) -> Message | None:
-        """The next delivery, or None if none arrives within ``timeout`` seconds."""
+        """The next delivery, or None if none arrives within ``timeout`` seconds;
+        ConsumeRefused, again at each call, once the node refused the group."""
         session = self._session
         arrived = session.arrived
         if arrived:
             return arrived.popleft()
+        session.refuse_if_removed()  # (a refusal emptied arrived)
         deadline = None if timeout is None else time.monotonic() + timeout
         socket = self._socket
         # One by one (protocol 1) what has arrived is taken without asking first (one

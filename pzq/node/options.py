@@ -60,17 +60,20 @@ class Option:
         """The option's value in its attribute's unit."""
         return value * self.scale if self.scale != 1 else value
 
-    def check(self, value: Any) -> None:
+    def check(self, value: Any, named: str = "") -> None:
+        """Refuse a value out of range; ``named`` is how the refusal names the option
+        (its flag unless given: a config file's key)."""
+        named = named or self.flag
         if self.least is not None and value < self.least:
-            raise ConfigError(f"{self.flag} must be "
+            raise ConfigError(f"{named} must be "
                               + ("greater than 0" if self.least else "0 or more"))
         if self.choices and value not in self.choices:
-            raise ConfigError(f"{self.flag} must be one of {', '.join(self.choices)}")
+            raise ConfigError(f"{named} must be one of {', '.join(self.choices)}")
         if self.most_us is not None and self.to_attribute(value) > self.most_us:
             most = (f"{self.most_us // US_PER_DAY}d" if self.kind is duration_us
                     else f"{self.most_us // self.scale} {UNIT_WORDS[self.scale]}")
             century = " (a century)" if self.most_us == CENTURY_US else ""
-            raise ConfigError(f"{self.flag} must be at most {most}{century}")
+            raise ConfigError(f"{named} must be at most {most}{century}")
 
 
 def _dsn_list(text: str) -> tuple[str, ...]:
@@ -214,11 +217,21 @@ def defaults() -> dict[str, Any]:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read a TOML config file; keys are option names with '-' or '_'."""
+    return read_config_file_spelt(path)[0]
+
+
+def read_config_file_spelt(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """A config file's values by option name, and each option's key as the file spells it."""
     try:
         with path.open("rb") as handle:
             raw = tomllib.load(handle)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory: give the file's path") from None
+    except PermissionError:
+        raise ConfigError(f"config file {path} may not be read by this user "
+                          "(permission denied)") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {path} is not UTF-8 text (TOML is): byte "
                           f"{exc.object[exc.start]:#04x} at position {exc.start}") from None
@@ -235,7 +248,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
                               "give it once")
         spelt[name] = key
         values[name] = _coerce_file_value(path, OPTIONS_BY_NAME[name], key, value)
-    return values
+    return values, spelt
 
 
 def _coerce_file_value(path: Path, option: Option, key: str, value: Any) -> Any:
@@ -276,11 +289,15 @@ def build_config(cli_values: Mapping[str, Any], config_file: Path | None = None)
     """Merge defaults < config file < command line, check each value, then validate the
     whole once."""
     values = defaults()
+    spelt: dict[str, str] = {}  # option name -> its key in the config file
     if config_file is not None:
-        values.update(read_config_file(config_file))
+        file_values, spelt = read_config_file_spelt(config_file)
+        values.update(file_values)
     values.update(cli_values)
     for option in OPTIONS:
-        option.check(values[option.name])
+        key = spelt.get(option.name) if option.name not in cli_values else None
+        option.check(values[option.name],
+                     f"config file {config_file}: {key}" if key else option.flag)
     config = Config(**_fields(values))
     validate(config)
     return config

@@ -288,7 +288,8 @@ def test_an_empty_file_starts_the_node_with_a_warning_and_grants_nothing(
 @pytest.mark.parametrize(("text", "said"), [
     ('[default]\nproduce = []\nread = []\n', "line 3: [default]: unknown key 'read'"),
     ('[default]\n[clients."abc"]\nadmin = true\n',
-     'line 2: [clients."abc"]: not a CURVE public key')])
+     'line 2: [clients."abc"]: not a CURVE public key'),
+    ('[default]\nproduce = []\nproduce = []\n', "line 3: produce is given twice: give it once")])
 def test_a_bad_file_stops_the_start_naming_what_is_wrong(tmp_path, text, said):
     """Each mistake's line: tests/unit/test_authorization_rules.py."""
     path = tmp_path / "rules.toml"

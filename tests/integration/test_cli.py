@@ -88,6 +88,11 @@ def test_cli_beats_file_beats_defaults(tmp_path):
                              'text with a unit, e.g. "5s"'),
     ("nodes = 5\n", 'nodes has the wrong type (5): give a text of endpoints separated by "," '
                     "or a list of texts"),
+    # a value out of range is named as the file spells it, not as its command-line flag
+    ("max-bytes = -1\n", "pzq.toml: max-bytes must be 0 or more"),
+    ("max_bytes = -1\n", "pzq.toml: max_bytes must be 0 or more"),
+    ("log-format = 'xml'\n", "pzq.toml: log-format must be one of"),
+    ("consume_heartbeat = '25h'\n", "pzq.toml: consume_heartbeat must be at most 1d"),
     # one option under both its spellings: which value was meant cannot be told
     ("ack_timeout = '5s'\nack-timeout = '6s'\n",
      "ack_timeout and ack-timeout are one option: give it once"),
@@ -97,6 +102,20 @@ def test_bad_config_file(tmp_path, content, message):
     path.write_text(content)
     with pytest.raises(ConfigError, match=re.escape(message)):
         build_config({}, path)
+
+
+def test_a_flag_that_beats_the_file_is_named_as_the_flag(tmp_path):
+    path = tmp_path / "pzq.toml"
+    path.write_text("max-bytes = 5\n")
+    with pytest.raises(ConfigError, match=re.escape("--max-bytes must be 0 or more")):
+        build_config({"max_bytes": -1}, path)
+
+
+def test_a_config_path_that_is_a_directory_is_said_in_pzqs_words(tmp_path):
+    result = run_pzq(["--config", str(tmp_path)])
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.strip().splitlines() == [
+        f"pzq: error: config file {tmp_path} is a directory: give the file's path"]
 
 
 def test_every_option_kind_says_what_a_config_file_gives_it():

@@ -25,7 +25,13 @@ from pzq.cli import monitor as monitor_cli
 from pzq.client import Consumer, GroupConsumer, Producer
 from pzq.errors import ArchiveError
 from pzq.store import keyspace, record
-from tests.support.harness import consume_all, produce_until_refused, run_pzq, wait_until
+from tests.support.harness import (
+    consume_all,
+    produce_until_refused,
+    run_pzq,
+    wait_until,
+    without_permission_overrides,
+)
 from tests.support.small_disks import mount_tmpfs, unmount_lazily
 
 pytestmark = pytest.mark.timeout(120)
@@ -528,16 +534,6 @@ def test_a_store_without_its_current_is_refused_and_repair_brings_it_back(start_
     consume_all(node, context, acked)
 
 
-def _without_permission_overrides() -> list[str]:
-    """The command prefix that makes file permissions count for this test's processes:
-    root is let through by its capabilities, so it drops them (setpriv)."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("root without setpriv: file permissions cannot be made to count")
-    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
-
-
 @pytest.mark.parametrize(("denied", "mode", "said"), [
     (".", 0o000, "is not readable and writable by this user"),
     (".", 0o500, "is not readable and writable by this user"),
@@ -550,7 +546,7 @@ def test_a_store_this_user_may_not_use_is_one_line_and_repair_leaves_it_alone(
     """A folder the node may not read was a traceback (exit 1), a LOCK it may not write
     'in use by another process', and repair moved a table it may not read into lost/
     and reported 0 messages."""
-    prefix = _without_permission_overrides()
+    prefix = without_permission_overrides()
     node = start_node()
     acked = _store_in_a_table(node, context)
     assert node.stop() == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pzq.cluster.peers import UNREACHED_REPEAT_S, PeerTable
-from tests.support.harness import run_pzq, wait_until
+from tests.support.harness import run_pzq, wait_until, without_permission_overrides
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
@@ -47,6 +47,37 @@ def test_a_second_node_on_one_archive_directory_is_refused_until_the_first_is_go
                                        "by another node (its lock .lock is held)")
     first.kill()  # a crash: the kernel drops the lock with the process
     start_node("--archive-dir", str(archive), database=tmp_path / "other")
+
+
+@pytest.mark.parametrize("mode", [0o500, 0o300, 0o000])
+def test_an_archive_directory_this_user_may_not_use_says_so(tmp_path, mode):
+    """It said 'cannot create archive directory' of a folder that was there (and a folder
+    it could write but not read was a traceback, exit 1)."""
+    prefix = without_permission_overrides()
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    archive.chmod(mode)
+    try:
+        result = subprocess.run([*prefix, sys.executable, "-m", "pzq", "--database",
+                                 str(tmp_path / "db"), "--archive-dir", str(archive), *LOOPBACK],
+                                capture_output=True, text=True, timeout=30, check=False,
+                                stdin=subprocess.DEVNULL)
+    finally:
+        archive.chmod(0o700)
+    assert result.returncode == 3
+    assert one_line(result.stderr) == (f"pzq: error: archive directory {archive} is not "
+                                       "readable and writable by this user (permission "
+                                       "denied): give it to the node's user")
+
+
+def test_an_archive_dir_that_is_a_file_says_so(tmp_path):
+    archive = tmp_path / "archive"
+    archive.write_text("")
+    result = run_pzq(["--database", str(tmp_path / "db"), "--archive-dir", str(archive),
+                      *LOOPBACK])
+    assert result.returncode == 3
+    assert one_line(result.stderr) == (f"pzq: error: archive directory {archive} exists and "
+                                       "is not a directory")
 
 
 # -- 2. ports out of range ----------------------------------------------------------------

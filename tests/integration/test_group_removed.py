@@ -10,9 +10,11 @@ import subprocess
 
 import pytest
 
-from pzq.client import request_monitor
+from pzq import aio
+from pzq.client import ConsumeRefused, GroupConsumer, request_monitor
 from tests.integration.test_groups import FAST
 from tests.integration.test_tools import BIN
+from tests.support.aio import run
 from tests.support.harness import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -36,3 +38,50 @@ def test_pzq_consume_stops_and_the_group_stays_removed(start_node):
     assert consumer.returncode == 1, stderr
     assert stderr.splitlines()[-1] == "pzq-consume: error: group g of topic orders was removed"
     assert "group g" not in ask(node, "TOPICS")
+
+
+REMOVED = "^group g of topic orders was removed$"
+
+
+def _removed_while_joined(node) -> None:
+    wait_until(lambda: "consumers=1" in ask(node, "TOPICS"), 10, message="the consumer joined")
+    assert ask(node, "REMOVE GROUP orders g").startswith("removed group g")
+
+
+def test_group_consumer_raises_consume_refused_at_every_receive_after(start_node, context):
+    """Its receive after the first refusal returned None until a frame came."""
+    node = start_node(*FAST, consume=True)
+    assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
+    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
+        assert consumer.receive(0.2) is None  # joined
+        _removed_while_joined(node)
+        with pytest.raises(ConsumeRefused, match=REMOVED):
+            consumer.receive(10)
+        for _ in range(2):
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                consumer.receive(0.2)
+        with pytest.raises(ConsumeRefused, match=REMOVED):
+            consumer.receive_many(10, 0.2)
+
+
+def test_asyncio_group_consumer_raises_consume_refused_at_every_receive_after(
+        start_node, aio_context):
+    node = start_node(*FAST, consume=True)
+    assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
+
+    async def main() -> None:
+        consumer = aio.GroupConsumer(node.consume_dsn, "orders", "g", context=aio_context)
+        try:
+            await consumer.join()
+            _removed_while_joined(node)
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                await consumer.receive(10)
+            for _ in range(2):
+                with pytest.raises(ConsumeRefused, match=REMOVED):
+                    await consumer.receive(0.2)
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                await consumer.receive_many(10, 0.2)
+        finally:
+            await consumer.close()
+
+    run(main())

@@ -4,12 +4,15 @@ one-shot runs of the daemon."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import pytest
 
 from pzq.bench.nodes import NodeProcess as BenchNode
 from pzq.bench.nodes import wait_until
@@ -116,6 +119,16 @@ def run_pzq(args: Sequence[str], timeout: float = 30.0,
     return subprocess.run([sys.executable, "-m", "pzq", *args], capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL,
                           env={**os.environ, **kwargs.pop("env", {})}, **kwargs)
+
+
+def without_permission_overrides() -> list[str]:
+    """The command prefix that makes file permissions count for this test's processes:
+    root is let through by its capabilities, so it drops them (setpriv)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: file permissions cannot be made to count")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
 
 
 def produce_and_consume(node, context, count: int, ack_every: int = 1) -> list:

@@ -97,7 +97,14 @@ BAD_FILES = {
                   'line 2: [clients."abc"]: not a CURVE public key'),
     "admin": (f'[default]\nadmin = false\n\n[clients."{"x" * 40}"]\nadmin = "yes"\n',
               f'line 5: [clients."{"x" * 40}"]: admin must be true or false'),
-    "TOML": ('[default]\nproduce = ["a"]\nadmin = yes\n', "line 3"),
+    "TOML": ('[default]\nproduce = ["a"]\nadmin = yes\n', "line 3: Invalid value (column 9)"),
+    # tomllib said these as "Cannot declare ... twice (at line 4, column 52)"
+    "a right twice": ('[default]\nproduce = ["a"]\nconsume = []\nproduce = ["b"]\n',
+                      "line 4: produce is given twice: give it once"),
+    "a key twice": (f'[default]\n[clients."{"x" * 40}"]\nadmin = true\n'
+                    f'[clients."{"x" * 40}"]\n',
+                    f'line 4: [clients."{"x" * 40}"] is declared twice: give each table once'),
+    "default twice": ("[default]\n[default]\n", "line 2: [default] is declared twice"),
 }
 
 
@@ -110,6 +117,7 @@ def test_a_files_mistake_is_named_with_its_line(tmp_path, case):
         load_rules(path)
     assert str(raised.value).startswith(f"--authorization {path}")
     assert said in str(raised.value) and "\n" not in str(raised.value)
+    assert "(at line" not in str(raised.value)
 
 
 def test_a_missing_file_is_named(tmp_path):

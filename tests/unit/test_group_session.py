@@ -388,6 +388,17 @@ def test_a_group_an_operator_removed_is_refused_and_never_joined_again():
     with pytest.raises(ConsumeRefused, match="was removed"):  # the heartbeat's answer
         session.received(error("HEARTBEAT before CONSUME: send CONSUME first"), 6.0)
     assert session.removed == "group g of topic orders was removed"
+    with pytest.raises(ConsumeRefused, match="^group g of topic orders was removed$"):
+        session.refuse_if_removed()  # a receive's, with no frame come
+
+
+def test_deliveries_that_arrived_before_the_refusal_are_not_taken():
+    # the node gave them back (or removed them with the group): an ACK would be refused
+    session = joined()
+    session.received(deliver(b"k1", b"body"), 4.0)
+    with pytest.raises(ConsumeRefused):
+        session.received(error("group g of topic orders was removed"), 5.0)
+    assert session.take(10) == []
 
 
 def test_a_group_the_keys_rights_no_longer_give_is_refused_and_never_joined_again():

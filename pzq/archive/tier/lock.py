@@ -28,12 +28,17 @@ class ArchiveLock:
 
     def acquire(self) -> None:
         """Take the lock; ArchiveError naming the cause when it cannot be taken."""
+        refuse_unusable(self.directory)
         try:
             make_directories(self.directory)  # its name survives a power cut
-            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise ArchiveError(f"cannot create archive directory {self.directory}: "
                                f"{exc.strerror}") from None
+        try:
+            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ArchiveError(f"cannot open the lock file {LOCK_NAME} of archive directory "
+                               f"{self.directory}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -50,3 +55,20 @@ class ArchiveLock:
         if self._fd is not None:
             os.close(self._fd)  # closing the only descriptor drops the flock
             self._fd = None
+
+
+def refuse_unusable(directory: Path) -> None:
+    """ArchiveError, saying what is wrong, for an existing archive directory this user may
+    not read and write (or a folder above it may not be passed): 'cannot create' would
+    send the operator after a folder that is already there."""
+    try:
+        if not directory.exists():
+            return  # make_directories creates it, or says why it cannot
+        if not directory.is_dir():
+            raise ArchiveError(f"archive directory {directory} exists and is not a directory")
+    except PermissionError:
+        raise ArchiveError(f"archive directory {directory} cannot be reached by this user "
+                           "(permission denied on a folder above it)") from None
+    if not os.access(directory, os.R_OK | os.W_OK | os.X_OK):
+        raise ArchiveError(f"archive directory {directory} is not readable and writable by "
+                           "this user (permission denied): give it to the node's user")

@@ -74,13 +74,19 @@ class GroupSession(Generic[M]):
 
     # -- frames in -------------------------------------------------------------------
 
+    def refuse_if_removed(self) -> None:
+        """ConsumeRefused again, at every receive after the node let this consumer go
+        (no frame may come to say it again: the node has dropped the connection's
+        consumer)."""
+        if self.removed:
+            raise ConsumeRefused(self.removed)
+
     def received(self, frames: list[bytes], now: float) -> Out:
         """Whatever the node sent, at ``now``: deliveries go to ``arrived``; returns
         what to send now (a CONSUME again, ACKs that go after it). Raises
         ConsumeRefused when the node refuses the group before it is joined, or once an
         operator removed it or the key may no longer consume it."""
-        if self.removed:
-            raise ConsumeRefused(self.removed)
+        self.refuse_if_removed()
         verb = frames[0] if frames else b""
         if verb == consume_wire.BATCH:
             try:
@@ -155,6 +161,7 @@ class GroupSession(Generic[M]):
             # not joined again: its CONSUME would make the group anew, from its start,
             # or be refused as this key's
             self.removed = error
+            self.arrived.clear()  # the node gave them back (or removed them): not to take
             raise ConsumeRefused(error)
         if not error.endswith(NOT_CONSUMING):
             self._rejoining = False  # (a CONSUME sent again may have been refused)

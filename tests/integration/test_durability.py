@@ -227,7 +227,7 @@ def test_a_bad_sync_interval_is_one_line_and_exit_2(args, message):
 
 
 @pytest.mark.parametrize("content, message", [
-    ('sync-interval = "-2s"\n', "--sync-interval must be 0 or more"),
+    ('sync-interval = "-2s"\n', "pzq.toml: sync-interval must be 0 or more"),  # the file's key
     ("sync-interval = 0.5\n", 'give whole microseconds or a text with a unit, e.g. "0.5s"'),
     ("sync_interval = true\n", "sync_interval has the wrong type"),
 ])

@@ -52,8 +52,10 @@ class GroupConsumer(GroupView[Message]):
         try:
             if not send_before(self._socket, self._session.consume(now),
                                None if timeout is None else now + timeout):
-                raise TimeoutError(f"CONSUME not sent within {timeout:g} s: "
-                                   "no connection took it")
+                # no connection took it (a refused handshake leaves none): unanswered
+                # too, and the probe says why, as when it went and no answer came
+                assert timeout is not None
+                raise self._unanswered(timeout)
             self._await_consuming(timeout, notice)
         except BaseException:
             self._socket.close(0)
@@ -85,8 +87,12 @@ class GroupConsumer(GroupView[Message]):
         if timeout is None:
             self._consuming_within(None)
         elif not self._consuming_within(timeout - waited):
-            raise ConsumeUnanswered(timeout, curve_probe.why_silent(
-                self._dsn, self._curve, curve_probe.probe_timeout(timeout)))
+            raise self._unanswered(timeout)
+
+    def _unanswered(self, timeout: float) -> ConsumeUnanswered:
+        """No answer to CONSUME within ``timeout``: what a probe finds at the endpoint."""
+        return ConsumeUnanswered(timeout, curve_probe.why_silent(
+            self._dsn, self._curve, curve_probe.probe_timeout(timeout)))
 
     def _consuming_within(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout

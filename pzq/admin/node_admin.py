@@ -12,11 +12,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from pzq.admin.usage import shown_words
 from pzq.clock import Now
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError, StoreError
 from pzq.parts import Verb
 from pzq.protocol.message_keys import message_key, parse_message_key
+from pzq.protocol.numbers import is_whole_number, whole_number
 from pzq.store import keyspace, record
 from pzq.store.batch import Batch
 from pzq.store.store import Store
@@ -43,16 +45,15 @@ class Admin:
                 b"PURGE": self._move(b"PURGE", self._purge), b"PENDING": self._pending}
 
     def _dead(self, arguments: list[bytes], now: Now) -> bytes:
-        if len(arguments) > 1 or (arguments and not arguments[0].isdigit()):
+        if len(arguments) > 1 or (arguments and not is_whole_number(arguments[0])):
             # int()'s and islice()'s own words named neither DEAD nor what it takes
-            shown = b" ".join(arguments).decode(errors="replace")[:40]
-            return (f"ERROR: DEAD {shown}: give DEAD [limit], a limit a whole number "
-                    "0 or more").encode()
+            return (f"ERROR: DEAD {shown_words(arguments)}: give DEAD [limit], a limit a "
+                    "whole number 0 or more").encode()
         if not arguments:
             return self._list(DEFAULT_LIST)
         # a limit past what a list can hold lists them all (and no int() of a long frame)
-        digits = arguments[0].lstrip(b"0") or b"0"
-        return self._list(int(digits) if len(digits) < len(str(sys.maxsize)) else sys.maxsize)
+        limit = whole_number(arguments[0])
+        return self._list(sys.maxsize if limit is None else min(limit, sys.maxsize))
 
     def _move(self, verb: bytes, move: Callable[[list[int], Now], int]) -> Verb:
         def answer(arguments: list[bytes], now: Now) -> bytes:

@@ -7,11 +7,16 @@ from pzq.clock import Now
 from pzq.parts import Verb
 
 
+def shown_words(arguments: list[bytes]) -> str:
+    """A verb's words as an ERROR shows them: at most 40 characters."""
+    return b" ".join(arguments).decode(errors="replace")[:40]
+
+
 def alone(name: str, verb: Verb) -> Verb:
     """``verb``, answering ERROR with its usage when given any word."""
     def answer(arguments: list[bytes], now: Now) -> bytes:
         if arguments:
-            shown = b" ".join(arguments).decode(errors="replace")[:40]
-            return f"ERROR: {name} {shown}: give {name} alone, no words after it".encode()
+            return (f"ERROR: {name} {shown_words(arguments)}: give {name} alone, no words "
+                    "after it").encode()
         return verb(arguments, now)
     return answer

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from pzq.clock import EPOCH
+from pzq.protocol.numbers import whole_number
 
 DELAY_HEADER = b"DELAY:"
 NOT_BEFORE_HEADER = b"NOT-BEFORE:"
@@ -95,11 +96,11 @@ def _whole(value: bytes, name: str, most: int, unit: str, least: int = 0) -> int
         raise ValueError(f"{name}:{text[:40]} is not a whole number {what}")
     # more digits than the limit has are out of range, not "not whole" (and no int() of
     # a frame of thousands of digits); leading zeros do not count
-    digits = value.lstrip(b"0") or b"0"
-    if len(digits) > len(str(most)) or not least <= int(digits) <= most:
+    number = whole_number(value, len(str(most)))
+    if number is None or not least <= number <= most:
         raise ValueError(f"{name}:{text[:40]} is out of range: give {least} to {most} "
                          f"({unit})")
-    return int(digits)
+    return number
 
 
 # -- the clients' side ---------------------------------------------------------------

@@ -107,6 +107,9 @@ class GroupFigures:
     # delivery reached its consumer (s; below 0: it came after the kill was sent)
     kill_gaps: list[float] = field(default_factory=list)
     count_beyond_wake: int = 0  # ... those that came WAKE_BOUND_SECONDS or more before
+    # the same of origin>survivor (the survivor counts on from the origin's last word:
+    # a figure, as the protocol allows a heartbeat's deliveries, or more, there)
+    survivor_kill_gaps: list[float] = field(default_factory=list)
     # each unexplained duplicate's story: its body's deliveries and answers, with the
     # faults and the nodes' cluster events around them (seconds from its first delivery)
     stories: list[str] = field(default_factory=list)
@@ -175,6 +178,7 @@ class GroupLedger:
         self.count_one_again = 0
         self.lives: defaultdict[int, list[Life]] = defaultdict(list)  # each node's ends
         self.kill_gaps: list[float] = []
+        self.survivor_kill_gaps: list[float] = []
         self.count_beyond_wake = 0
         self.beyond_stories: list[str] = []
         self.out: dict[bytes, Outstanding] = {}
@@ -234,10 +238,13 @@ class GroupLedger:
         before = self.last_count.get(body)
         if before is not None and before.deliveries is not None \
                 and held.deliveries <= before.deliveries:
-            self.count_not_grown[f"{self._where(before)}>{where}"] += 1
+            was = self._where(before)
+            self.count_not_grown[f"{was}>{where}"] += 1
             self.count_one_again += held.deliveries == 1
-            if self._where(before) == where == "origin":
+            if was == where == "origin":
                 self._measure_kill_gap(body, before)
+            elif was == "origin" and (gap := self._kill_gap(before)) is not None:
+                self.survivor_kill_gaps.append(gap)
         self.last_count[body] = held
 
     def _where(self, held: Outstanding) -> str:
@@ -249,16 +256,23 @@ class GroupLedger:
         ended the node's life which made the earlier delivery: the first whose return
         came after it (a delivery on its way when the kill was sent still reaches the
         consumer: a gap below 0). No kill: the node forgot while it ran."""
-        ends = [life.killed for life in self.lives[before.node]
-                if life.back is None or life.back > before.at]
-        if ends and ends[0] - before.at < WAKE_BOUND_SECONDS:
-            self.kill_gaps.append(ends[0] - before.at)
+        gap = self._kill_gap(before)
+        if gap is not None and gap < WAKE_BOUND_SECONDS:
+            self.kill_gaps.append(gap)
             return
         self.count_beyond_wake += 1
-        when = (f"{ends[0] - before.at:.3f} s before its node was killed" if ends
+        when = (f"{gap:.3f} s before its node was killed" if gap is not None
                 else "with no kill of its node after it")
         self.beyond_stories.append(f"{self.story(body)}\n  (count not grown: the earlier "
                                    f"delivery came {when})")
+
+    def _kill_gap(self, delivery: Outstanding) -> float | None:
+        """Seconds from the delivery's arrival to the SIGKILL that ended its node's
+        life (the first kill whose node was back after the delivery, or is not yet;
+        below 0: the delivery was on its way); None: no kill of it since."""
+        ends = [life.killed for life in self.lives[delivery.node]
+                if life.back is None or life.back > delivery.at]
+        return ends[0] - delivery.at if ends else None
 
     def killed(self, node: int, at: float) -> None:
         """Node ``node`` was sent its SIGKILL at ``at`` (monotonic)."""
@@ -335,6 +349,7 @@ class GroupLedger:
             explained=dict(self.explained), unexplained=self.unexplained, bound=self.bound,
             refused_answers=refused_answers, count_not_grown=dict(self.count_not_grown),
             count_one_again=self.count_one_again, kill_gaps=sorted(self.kill_gaps),
+            survivor_kill_gaps=sorted(self.survivor_kill_gaps),
             count_beyond_wake=self.count_beyond_wake,
             stories=[*self.stories, *self.beyond_stories])
 
@@ -671,6 +686,10 @@ def print_table(report: GroupsReport) -> None:
             print(f"{g.group}: origin>origin inside the last wake before a kill "
                   f"{len(g.kill_gaps)} (the earlier delivery {gaps or '-'} s before it; "
                   f"bound {WAKE_BOUND_SECONDS:g} s), beyond it {g.count_beyond_wake}")
+        if g.survivor_kill_gaps:
+            gaps = ", ".join(f"{gap:.3f}" for gap in g.survivor_kill_gaps)
+            print(f"{g.group}: origin>survivor, the origin's delivery before its kill: "
+                  f"{gaps} s")
     for g in report.groups:
         for story in g.stories:
             print(f"unexplained: {story}")

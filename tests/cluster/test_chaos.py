@@ -83,6 +83,7 @@ def test_groups_under_faults_lose_nothing_and_leave_an_empty_store(tmp_path, nod
     for group in report.groups:
         assert group.lost == 0, group
         assert group.unexplained == 0, "\n".join([str(group), *group.stories])
+        assert group.count_beyond_wake == 0, "\n".join([str(group), *group.stories])
         assert group.duplicates <= group.bound, group
     assert not any(report.store_left.values()), report.store_left
 
@@ -125,7 +126,8 @@ def test_a_count_not_grown_on_the_origin_is_placed_against_the_kill():
     """A count the origin forgot is inside the window the protocol allows when the
     earlier delivery came less than WAKE_BOUND_SECONDS before the kill of the node's
     life that made it; one further from its kill, or with no kill after it, fails the
-    soak with its story."""
+    soak with its story. One a survivor did not grow is measured the same way, as a
+    figure."""
     chaos_groups = load_script("chaos_groups")
     bound = chaos_groups.WAKE_BOUND_SECONDS
     ledger = chaos_groups.GroupLedger("audit", [b"n0", b"n1", b"n2"])
@@ -145,8 +147,12 @@ def test_a_count_not_grown_on_the_origin_is_placed_against_the_kill():
     delivered(b"unkilled", 104.0, 2)  # the node forgot it while it ran
     delivered(b"grew", 103.0, 1)
     delivered(b"grew", 104.0, 2)
+    delivered(b"taken over", 100.0, 1)
+    ledger.delivered(b"taken over",  # by a survivor: a figure, not a verdict
+                     chaos_groups.Outstanding(3, 1, b"n0", 9 * 10**15, 1, 101.5))
     figures = ledger.figures(set(), 0)
-    assert figures.count_not_grown == {"origin>origin": 4}
+    assert figures.count_not_grown == {"origin>origin": 4, "origin>survivor": 1}
+    assert figures.survivor_kill_gaps == pytest.approx([bound / 2])
     assert figures.kill_gaps == pytest.approx([bound / 2 - 0.01, bound / 2])
     assert figures.count_beyond_wake == 2
     beyond = [story for story in figures.stories if "count not grown" in story]

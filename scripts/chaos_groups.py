@@ -91,6 +91,8 @@ STORY_SECONDS = 30.0  # how long a body's deliveries and answers are kept for it
 # grow on the origin is inside that window if its earlier delivery reached the
 # consumer less than this before the kill (measured: see the docstring).
 WAKE_BOUND_SECONDS = 0.25
+# how often a node tells its peers how far its groups' first deliveries went
+HEARTBEAT_SECONDS = min(1.0, TIMINGS.timeout_nodes_us / 4e6)
 CLUSTER_EVENTS = ("peer_down", "peer_up", "takeover_started", "takeover_stopped",
                   "takeover_resumed")  # the nodes' log events a story shows
 
@@ -117,6 +119,8 @@ class GroupFigures:
     # the same of origin>survivor (the survivor counts on from the origin's last word:
     # a figure, as the protocol allows a heartbeat's deliveries, or more, there)
     survivor_kill_gaps: list[float] = field(default_factory=list)
+    # ... the stories of those more than a heartbeat and a wake before the kill
+    survivor_stories: list[str] = field(default_factory=list)
     # each unexplained duplicate's story: its body's deliveries and answers, with the
     # faults and the nodes' cluster events around them (seconds from its first delivery)
     stories: list[str] = field(default_factory=list)
@@ -186,6 +190,7 @@ class GroupLedger:
         self.lives: defaultdict[int, list[Life]] = defaultdict(list)  # each node's ends
         self.kill_gaps: list[float] = []
         self.survivor_kill_gaps: list[float] = []
+        self.survivor_stories: list[str] = []
         self.count_beyond_wake = 0
         self.beyond_stories: list[str] = []
         self.out: dict[bytes, Outstanding] = {}
@@ -252,6 +257,10 @@ class GroupLedger:
                 self._measure_kill_gap(body, before)
             elif was == "origin" and (gap := self._kill_gap(before)) is not None:
                 self.survivor_kill_gaps.append(gap)
+                if gap >= HEARTBEAT_SECONDS + WAKE_BOUND_SECONDS:
+                    self.survivor_stories.append(
+                        f"{self.story(body)}\n  (count not grown: the origin's delivery "
+                        f"came {gap:.3f} s before its kill)")
         self.last_count[body] = held
 
     def _where(self, held: Outstanding) -> str:
@@ -357,6 +366,7 @@ class GroupLedger:
             refused_answers=refused_answers, count_not_grown=dict(self.count_not_grown),
             count_one_again=self.count_one_again, kill_gaps=sorted(self.kill_gaps),
             survivor_kill_gaps=sorted(self.survivor_kill_gaps),
+            survivor_stories=list(self.survivor_stories),
             count_beyond_wake=self.count_beyond_wake,
             stories=[*self.stories, *self.beyond_stories])
 
@@ -700,6 +710,8 @@ def print_table(report: GroupsReport) -> None:
     for g in report.groups:
         for story in g.stories:
             print(f"unexplained: {story}")
+        for story in g.survivor_stories:
+            print(f"origin>survivor beyond a heartbeat and a wake (a figure): {story}")
     left = {name: count for name, count in report.store_left.items() if count}
     print(f"store at the end: {left or 'empty'}")
 

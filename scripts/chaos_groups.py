@@ -116,8 +116,9 @@ class GroupFigures:
     # delivery reached its consumer (s; below 0: it came after the kill was sent)
     kill_gaps: list[float] = field(default_factory=list)
     count_beyond_wake: int = 0  # ... those that came WAKE_BOUND_SECONDS or more before
-    # the same of origin>survivor (the survivor counts on from the origin's last word:
-    # a figure, as the protocol allows a heartbeat's deliveries, or more, there)
+    # the same of origin>survivor with DELIVERY:1 (the survivor did not know the
+    # origin had delivered it: a figure, as the protocol allows a heartbeat's
+    # deliveries, or more, there; one it knew of comes with 2, whatever the origin's)
     survivor_kill_gaps: list[float] = field(default_factory=list)
     # ... the stories of those more than a heartbeat and a wake before the kill
     survivor_stories: list[str] = field(default_factory=list)
@@ -255,7 +256,8 @@ class GroupLedger:
             self.count_one_again += held.deliveries == 1
             if was == where == "origin":
                 self._measure_kill_gap(body, before)
-            elif was == "origin" and (gap := self._kill_gap(before)) is not None:
+            elif was == "origin" and held.deliveries == 1 \
+                    and (gap := self._kill_gap(before)) is not None:
                 self.survivor_kill_gaps.append(gap)
                 if gap >= HEARTBEAT_SECONDS + WAKE_BOUND_SECONDS:
                     self.survivor_stories.append(

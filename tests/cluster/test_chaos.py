@@ -147,12 +147,13 @@ def test_a_count_not_grown_on_the_origin_is_placed_against_the_kill():
     delivered(b"unkilled", 104.0, 2)  # the node forgot it while it ran
     delivered(b"grew", 103.0, 1)
     delivered(b"grew", 104.0, 2)
-    for body, at in ((b"taken over", 100.0), (b"told late", 99.0)):
-        delivered(body, at, 1)
+    for body, at, count in ((b"taken over", 100.0, 1), (b"told late", 99.0, 1),
+                            (b"told", 99.0, 2)):  # (a survivor says 2 of one it knew of)
+        delivered(body, at, count)
         ledger.delivered(body,  # by a survivor: a figure, not a verdict
-                         chaos_groups.Outstanding(3, 1, b"n0", 9 * 10**15, 1, 101.5))
+                         chaos_groups.Outstanding(3, 1, b"n0", 9 * 10**15, count, 101.5))
     figures = ledger.figures(set(), 0)
-    assert figures.count_not_grown == {"origin>origin": 4, "origin>survivor": 2}
+    assert figures.count_not_grown == {"origin>origin": 4, "origin>survivor": 3}
     assert figures.survivor_kill_gaps == pytest.approx([bound / 2, 1 + bound / 2])
     (told_late,) = figures.survivor_stories  # beyond a heartbeat and a wake: its story
     assert told_late.startswith("audit b'told late':")

@@ -116,6 +116,7 @@ class GroupFigures:
     # delivery reached its consumer (s; below 0: it came after the kill was sent)
     kill_gaps: list[float] = field(default_factory=list)
     count_beyond_wake: int = 0  # ... those that came WAKE_BOUND_SECONDS or more before
+    beyond_stories: list[str] = field(default_factory=list)  # ... and their stories
     # the same of origin>survivor with DELIVERY:1 (the survivor did not know the
     # origin had delivered it: a figure, as the protocol allows a heartbeat's
     # deliveries, or more, there; one it knew of comes with 2, whatever the origin's)
@@ -370,7 +371,7 @@ class GroupLedger:
             survivor_kill_gaps=sorted(self.survivor_kill_gaps),
             survivor_stories=list(self.survivor_stories),
             count_beyond_wake=self.count_beyond_wake,
-            stories=[*self.stories, *self.beyond_stories])
+            beyond_stories=list(self.beyond_stories), stories=list(self.stories))
 
 
 class Ledgers:
@@ -712,6 +713,8 @@ def print_table(report: GroupsReport) -> None:
     for g in report.groups:
         for story in g.stories:
             print(f"unexplained: {story}")
+        for story in g.beyond_stories:
+            print(f"count beyond the last wake before a kill: {story}")
         for story in g.survivor_stories:
             print(f"origin>survivor beyond a heartbeat and a wake (a figure): {story}")
     left = {name: count for name, count in report.store_left.items() if count}

@@ -83,7 +83,7 @@ def test_groups_under_faults_lose_nothing_and_leave_an_empty_store(tmp_path, nod
     for group in report.groups:
         assert group.lost == 0, group
         assert group.unexplained == 0, "\n".join([str(group), *group.stories])
-        assert group.count_beyond_wake == 0, "\n".join([str(group), *group.stories])
+        assert group.count_beyond_wake == 0, "\n".join([str(group), *group.beyond_stories])
         assert group.duplicates <= group.bound, group
     assert not any(report.store_left.values()), report.store_left
 
@@ -159,7 +159,7 @@ def test_a_count_not_grown_on_the_origin_is_placed_against_the_kill():
     assert told_late.startswith("audit b'told late':")
     assert figures.kill_gaps == pytest.approx([bound / 2 - 0.01, bound / 2])
     assert figures.count_beyond_wake == 2
-    beyond = [story for story in figures.stories if "count not grown" in story]
+    beyond = figures.beyond_stories
     assert [story.splitlines()[0] for story in beyond] == ["audit b'far':",
                                                            "audit b'unkilled':"]
     assert f"came {2.5 * bound:.3f} s before its node was killed" in beyond[0]

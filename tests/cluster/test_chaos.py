@@ -83,6 +83,7 @@ def test_groups_under_faults_lose_nothing_and_leave_an_empty_store(tmp_path, nod
     for group in report.groups:
         assert group.lost == 0, group
         assert group.unexplained == 0, "\n".join([str(group), *group.stories])
+        assert group.count_beyond_wake == 0, "\n".join([str(group), *group.beyond_stories])
         assert group.duplicates <= group.bound, group
     assert not any(report.store_left.values()), report.store_left
 
@@ -119,3 +120,49 @@ def test_an_unexplained_duplicate_comes_with_its_story():
     assert len(steps) == 4 and steps[0] == "node2 killed" and steps[2] == "ACK to node0"
     assert steps[1].startswith("delivered by node0 (origin) to consumer 0, count 1,")
     assert steps[3].startswith("delivered by node1 (survivor) to consumer 5, count 2,")
+
+
+def test_a_count_not_grown_on_the_origin_is_placed_against_the_kill():
+    """A count the origin forgot is inside the window the protocol allows when the
+    earlier delivery came less than WAKE_BOUND_SECONDS before the kill of the node's
+    life that made it; one further from its kill, or with no kill after it, fails the
+    soak with its story. One a survivor did not grow is measured the same way, as a
+    figure."""
+    chaos_groups = load_script("chaos_groups")
+    bound = chaos_groups.WAKE_BOUND_SECONDS
+    ledger = chaos_groups.GroupLedger("audit", [b"n0", b"n1", b"n2"])
+
+    def delivered(body: bytes, at: float, count: int) -> None:
+        ledger.delivered(body, chaos_groups.Outstanding(0, 0, b"n0", 9 * 10**15, count, at))
+
+    delivered(b"near", 100.0, 1)
+    delivered(b"far", 100.0 - 2 * bound, 1)
+    delivered(b"on its way", 100.0 + 0.01, 1)  # sent before the kill, received after
+    ledger.killed(0, 100.0 + bound / 2)
+    ledger.back(0, 101.0)
+    delivered(b"near", 102.0, 1)
+    delivered(b"far", 102.0, 1)
+    delivered(b"on its way", 102.0, 1)
+    delivered(b"unkilled", 103.0, 2)
+    delivered(b"unkilled", 104.0, 2)  # the node forgot it while it ran
+    delivered(b"grew", 103.0, 1)
+    delivered(b"grew", 104.0, 2)
+    for body, at, count in ((b"taken over", 100.0, 1), (b"told late", 99.0, 1),
+                            (b"told", 99.0, 2)):  # (a survivor says 2 of one it knew of)
+        delivered(body, at, count)
+        ledger.delivered(body,  # by a survivor: a figure, not a verdict
+                         chaos_groups.Outstanding(3, 1, b"n0", 9 * 10**15, count, 101.5))
+    figures = ledger.figures(set(), 0)
+    assert figures.count_not_grown == {"origin>origin": 4, "origin>survivor": 3}
+    assert figures.survivor_kill_gaps == pytest.approx([bound / 2, 1 + bound / 2])
+    (told_late,) = figures.survivor_stories  # beyond a heartbeat and a wake: its story
+    assert told_late.startswith("audit b'told late':")
+    assert figures.kill_gaps == pytest.approx([bound / 2 - 0.01, bound / 2])
+    assert figures.count_beyond_wake == 2
+    beyond = figures.beyond_stories
+    assert [story.splitlines()[0] for story in beyond] == ["audit b'far':",
+                                                           "audit b'unkilled':"]
+    assert f"came {2.5 * bound:.3f} s before its node was killed" in beyond[0]
+    assert "with no kill of its node after it" in beyond[1]
+    report = chaos_groups.GroupsReport(nodes=1, replicas=1, seconds=1.0, groups=[figures])
+    assert report.failed()

@@ -69,7 +69,8 @@ class TopicWalks:
             batch.delete(keyspace.counts_key(group.id))
             batch.delete(keyspace.delivered_key(group.id))
             for prefix in (keyspace.group_done_prefix(group.id),
-                           keyspace.group_count_prefix(group.id)):
+                           keyspace.group_count_prefix(group.id),
+                           keyspace.wait_prefix(group.id)):
                 for key, _ in self.store.iterate(prefix, values=False):
                     batch.delete(key)
         self.store.commit(batch)

@@ -54,6 +54,7 @@ class KeptWaits:
     def __init__(self, store: Store, group_id: int) -> None:
         self.store = store
         self.group_id = group_id
+        self._prefix = keyspace.wait_prefix(group_id)  # a key: this and the seq
         self.stored: set[int] = set()  # seqs whose key is stored, or put by a batch owed
         self._owed: dict[int, int] = {}  # seq -> due µs (DELETE) for the next batch
         self._writing: dict[int, int] = {}  # ... in the batch being built (a failure's)
@@ -65,7 +66,7 @@ class KeptWaits:
         """(seq, due µs) of every wait kept, by seq; a value that is not a due time
         (no release writes one) is taken as due now."""
         found = []
-        for key, value in self.store.iterate(keyspace.wait_prefix(self.group_id)):
+        for key, value in self.store.iterate(self._prefix):
             seq = keyspace.seq_at_end(key)
             try:
                 due_us = decode_due(value)
@@ -82,7 +83,7 @@ class KeptWaits:
         if batch is None:
             self._owed[seq] = due_us
         else:
-            batch.put(keyspace.wait_key(self.group_id, seq), DUE.pack(due_us))
+            batch.put(self._prefix + keyspace.SEQ.pack(seq), DUE.pack(due_us))
             self._owed.pop(seq, None)  # (a delete owed from before: this put wins)
             self._writing[seq] = due_us
         self.owing()
@@ -95,7 +96,7 @@ class KeptWaits:
         if batch is None:
             self._owed[seq] = DELETE
         else:
-            batch.delete(keyspace.wait_key(self.group_id, seq))
+            batch.delete(self._prefix + keyspace.SEQ.pack(seq))
             self._owed.pop(seq, None)
             self._writing[seq] = DELETE
         self.owing()
@@ -112,9 +113,9 @@ class KeptWaits:
         """The writes owed into a new batch."""
         if not self._owed:
             return
-        group_id = self.group_id
+        prefix, pack = self._prefix, keyspace.SEQ.pack
         for seq, due_us in self._owed.items():
-            key = keyspace.wait_key(group_id, seq)
+            key = prefix + pack(seq)
             if due_us == DELETE:
                 batch.delete(key)
             else:

@@ -106,6 +106,12 @@ class KeptWaits:
         for seq in seqs:
             self.end(seq)
 
+    def end_below(self, target: int, batch: Batch) -> None:
+        """``end`` of each below ``target``, in ``batch`` (a seek's: the group is done
+        with them; the state lets them go after)."""
+        for seq in [seq for seq in self.stored if seq < target]:
+            self.end(seq, batch)
+
     def owes(self) -> bool:
         return bool(self._owed)
 
@@ -150,6 +156,9 @@ class NoWaits:
         pass
 
     def end_all(self, seqs: Iterable[int]) -> None:
+        pass
+
+    def end_below(self, target: int, batch: Batch) -> None:
         pass
 
     def owes(self) -> bool:

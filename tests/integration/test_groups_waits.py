@@ -131,3 +131,12 @@ def test_removing_a_group_removes_its_waits(node, context):
     assert node.ask("REMOVE GROUP orders g").startswith("removed")
     node.stop()
     assert waits_stored(node.database) == {}
+
+
+def test_a_seek_past_a_waiting_message_ends_its_wait(node, context):
+    nack_for_later(node, context, HOUR_S)
+    produce(node, context, [b"next"])
+    assert ": 2 now done" in node.ask("SEEK GROUP orders g to=latest")
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["delayed"] == 0)
+    node.kill()
+    assert waits_stored(node.database) == {}  # deleted with the seek's batch

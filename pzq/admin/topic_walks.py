@@ -106,6 +106,9 @@ class TopicWalks:
                     batch.delete(keyspace.group_count_key(group_id, seq))
                     (deleted if gone else marked).append(seq)
         self.holders.tell_holders(batch, deleted, name, marked, mono)
+        found = self.consume.groups.get(group_id) if group_id != DEFAULT_GROUP_ID else None
+        if found is not None:  # its waits end with this batch
+            found.state.waits.end_below(self.store.next_seq, batch)
         self.store.commit(batch)
         self.forget_for(group_id)
         return len(deleted) + len(marked)

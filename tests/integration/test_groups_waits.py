@@ -140,3 +140,11 @@ def test_a_seek_past_a_waiting_message_ends_its_wait(node, context):
     node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["delayed"] == 0)
     node.kill()
     assert waits_stored(node.database) == {}  # deleted with the seek's batch
+
+
+def test_emptying_a_group_ends_its_waits(node, context):
+    nack_for_later(node, context, HOUR_S)
+    assert node.ask("EMPTY GROUP orders g").startswith("emptied group g")
+    node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["delayed"] == 0)
+    node.kill()
+    assert waits_stored(node.database) == {}  # deleted with the emptying's batch

@@ -269,8 +269,10 @@ class TopicAdmin:
         batch = self.store.begin_settled()
         moved = group_ops.seek(self.store, self.topics, batch, group, target)
         self.holders.tell_holders(batch, moved.deleted, group.name, moved.marked, now.mono)
-        self.store.commit(batch)
         deliveries = self.consume.groups.get(group.id)
+        if deliveries is not None:  # the waits it passed end with the seek's batch
+            deliveries.state.waits.end_below(target, batch)
+        self.store.commit(batch)
         if deliveries is not None:
             group_ops.let_go_below(deliveries, target)
         since = whole_number(where)

@@ -69,7 +69,8 @@ class TopicWalks:
             batch.delete(keyspace.counts_key(group.id))
             batch.delete(keyspace.delivered_key(group.id))
             for prefix in (keyspace.group_done_prefix(group.id),
-                           keyspace.group_count_prefix(group.id)):
+                           keyspace.group_count_prefix(group.id),
+                           keyspace.wait_prefix(group.id)):
                 for key, _ in self.store.iterate(prefix, values=False):
                     batch.delete(key)
         self.store.commit(batch)
@@ -105,6 +106,9 @@ class TopicWalks:
                     batch.delete(keyspace.group_count_key(group_id, seq))
                     (deleted if gone else marked).append(seq)
         self.holders.tell_holders(batch, deleted, name, marked, mono)
+        found = self.consume.groups.get(group_id) if group_id != DEFAULT_GROUP_ID else None
+        if found is not None:  # its waits end with this batch
+            found.state.waits.end_below(self.store.next_seq, batch)
         self.store.commit(batch)
         self.forget_for(group_id)
         return len(deleted) + len(marked)

@@ -91,9 +91,10 @@ class Acking(Tracking):
         return late
 
     def _acked_late(self, batch: Batch, seq: int) -> InFlight | None:
-        """An ACK of a message no longer in flight: given back and waiting, or only in
-        the store; counted late (None: unknown, counted so)."""
-        entry = self.ready.remove(seq) or self.delayed.remove(seq) \
+        """An ACK of a message no longer in flight: given back and waiting (its wait's
+        key deleted with its ACK), or only in the store; counted late (None: unknown,
+        counted so)."""
+        entry = self.ready.remove(seq) or self.delayed.remove(seq, batch) \
             or self._stored_entry(batch, seq)
         if entry is None:
             self.counters.unknown_acks += 1
@@ -134,15 +135,16 @@ class Acking(Tracking):
         self.delayed.remove(seq)
         self._table_full = False
 
-    def nack(self, seq: int, due_us: int = 0) -> bool:
-        """Give a delivery back: to go again now, or once ``due_us`` has come."""
+    def nack(self, seq: int, due_us: int = 0, batch: Batch | None = None) -> bool:
+        """Give a delivery back: to go again now, or once ``due_us`` has come (the wait
+        kept in ``batch``, the one the NACK came in; else the next one)."""
         self._table_full = False
         entry = self.inflight.pop(seq)
         if entry is None:
             self.counters.unknown_acks += 1
             return False
         self.counters.nacked += 1
-        self._give_back(entry, due_us)
+        self._give_back(entry, due_us, batch)
         return True
 
     def extend(self, seq: int, now_us: int) -> bool:

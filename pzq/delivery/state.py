@@ -73,6 +73,7 @@ class DeliveryState(Delivering, Acking):
         """Start a batch with what earlier wakes left to write: how far the first
         deliveries went, the counts of messages delivered again, deletes, dead letters."""
         self.owed.prepare(batch, self.area, self.cursor, self.expiry.expired_final)
+        self.waits.prepare(batch)
 
     def written(self) -> None:
         """The batch's containers emptied; idle (a batch asks it nothing) until it owes
@@ -80,9 +81,12 @@ class DeliveryState(Delivering, Acking):
         delivery pass), an ACK deletes, a delivery is given up or expires (each of
         which sets ``idle`` False)."""
         self.owed.written()
-        self.idle = self.cursor <= self.owed.delivered_kept and not self.owed.owes_next()
+        self.waits.written()
+        self.idle = (self.cursor <= self.owed.delivered_kept and not self.owed.owes_next()
+                     and not self.waits.owes())
 
     def failed(self) -> None:
         """Keep the batch's deletes for the next one; ACKed messages must not linger."""
         self.owed.failed()
+        self.waits.failed()
         self.idle = False

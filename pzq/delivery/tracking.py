@@ -20,8 +20,9 @@ from pzq.delivery.lanes import NO_LANES, Lanes, NoLanes, TopicLanes
 from pzq.delivery.owed import OwedWrites
 from pzq.delivery.redelivery import RedeliveryQueue
 from pzq.delivery.settings import DeliverySettings
+from pzq.delivery.waits import NO_WAITS, KeptWaits, Waits
 from pzq.store import record
-from pzq.store.batch import Participant
+from pzq.store.batch import Batch, Participant
 
 
 class Tracking(Participant):
@@ -30,13 +31,17 @@ class Tracking(Participant):
 
     def __init__(self, area: Area, settings: DeliverySettings, counters: Counters,
                  held: HeldElsewhere = NOBODY_ELSE, expiry: Expiry = NO_EXPIRY,
-                 lanes: Lanes | TopicLanes | NoLanes = NO_LANES) -> None:
+                 lanes: Lanes | TopicLanes | NoLanes = NO_LANES,
+                 waits: Waits = NO_WAITS) -> None:
         self.area = area
         self.apply(settings)
         self.counters = counters
         self.inflight = InFlightTable(settings.inflight_size)
         self.ready = RedeliveryQueue()
-        self.delayed = DelayedDeliveries()  # given back, waiting out a backoff
+        # given back, waiting out a backoff or a NACK's delay; each wait kept in the
+        # store where the area's are (``waits``: its own messages')
+        self.waits = waits
+        self.delayed = DelayedDeliveries(waits)
         self.cursor = 0
         # Where the first deliveries had gone before a restart (or on the origin, for a
         # takeover): a message below it comes again with a count of at least 2.
@@ -63,6 +68,27 @@ class Tracking(Participant):
         self.held = held  # which messages another node has out (see DeliveryState)
         self.held_elsewhere = held.holds  # asked once per message
         self.run_at_least = runs.RUN_AT_LEAST  # a shorter read goes one at a time
+        if isinstance(waits, KeptWaits):  # (NO_WAITS is shared, and owes nothing)
+            waits.owing = self._owes_store
+            self._restore_waits()
+
+    def _owes_store(self) -> None:
+        """Something is owed to the store (a wait's key): the next batch asks."""
+        self.idle = False
+
+    def _restore_waits(self) -> None:
+        """The waits kept before a restart, back in the ``delayed`` table: each goes
+        again at its due time (at once if it passed); a key whose message the group is
+        done with goes with the next batch."""
+        for seq, due_us in self.waits.load():
+            value = self.area.get(seq)
+            if value is None:
+                self.waits.end(seq)
+                continue
+            first_delivered_us, deliveries = record.bookkeeping(value)
+            # (given back, so out at least once: its count goes on from there)
+            self.delayed.restore(InFlight(seq, value, 0, 0, max(deliveries, 1),
+                                          first_delivered_us), due_us)
 
     def apply(self, settings: DeliverySettings) -> None:
         """Settings from now on (an operator changed a group's): deliveries out keep
@@ -100,17 +126,18 @@ class Tracking(Participant):
         self.counters.dead_lettered += 1
 
 
-    def _give_back(self, entry: InFlight, due_us: int = 0) -> None:
-        """Ready again (at ``due_us``: after a wait), or to the dead letters once
-        delivered too often. Its count is in the store already if it was delivered
-        more than once (see Delivering._send)."""
+    def _give_back(self, entry: InFlight, due_us: int = 0, batch: Batch | None = None
+                   ) -> None:
+        """Ready again (at ``due_us``: after a wait, kept in ``batch``, else the next
+        one), or to the dead letters once delivered too often. Its count is in the
+        store already if it was delivered more than once (see Delivering._send)."""
         if self.max_deliveries and entry.deliveries >= self.max_deliveries:
             self._to_dead(entry)
             return
         entry.value = record.with_bookkeeping(entry.value, entry.first_delivered_us,
                                               entry.deliveries)
         if due_us:
-            self.delayed.push(entry, due_us)
+            self.delayed.push(entry, due_us, batch)
         else:
             self.ready.push(entry)
 

@@ -27,6 +27,7 @@ from pzq.delivery.default_area import DefaultArea
 from pzq.delivery.expiry import CopyExpiry, MessageExpiry
 from pzq.delivery.lanes import Lanes
 from pzq.delivery.state import DeliveryState
+from pzq.delivery.waits import KeptWaits
 from pzq.delivery.window import DeliveryWindow
 from pzq.errors import ConfigError
 from pzq.events import EventHub
@@ -38,7 +39,7 @@ from pzq.store.batch import Batch
 from pzq.store.dedup import DedupIndex
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
-from pzq.store.topic_model import ON_EXPIRE_DEAD
+from pzq.store.topic_model import DEFAULT_GROUP_ID, ON_EXPIRE_DEAD
 from pzq.store.topics import Topics
 
 
@@ -90,7 +91,8 @@ class NodeState:
         self.lanes = Lanes(store, self.topics)  # PRIORITY: on a topic with priorities=on
         store.register(self.lanes)
         self.delivery = DeliveryState(self.default_area, config.delivery, self.counters,
-                                      self.holds, self.expiry, self.lanes)
+                                      self.holds, self.expiry, self.lanes,
+                                      KeptWaits(store, DEFAULT_GROUP_ID))
         self.window = DeliveryWindow(config.prefetch, config.ack_timeout_us, now.wall_us)
         self.rates = Rates(("received", "delivered", "acked"))
         self.rates.sample(now.mono, self.counters)  # the zero every rate starts from

@@ -108,7 +108,7 @@ class GroupAnswers:
             if state is None:
                 deliveries.counters.unknown_acks += 1
             elif not ok:
-                self._nack(consumer, state, key_held, seq, late, due_us)
+                self._nack(batch, consumer, state, key_held, seq, late, due_us)
             else:
                 deliveries.release(key_held, consumer)  # whoever has it now: it is done
                 if not self.ack(batch, deliveries, state, key, seq, now_us, mono):
@@ -191,16 +191,16 @@ class GroupAnswers:
         kept = self.archiving.acked_all(state, batch, finals, now_us) if finals else None
         return [seq for seq in seqs if seq not in kept] if kept else seqs
 
-    def _nack(self, consumer: ServedConsumer, state: DeliveryState, key: Key, seq: int,
-              late: bool, due_us: int) -> None:
-        """Give back what this consumer holds (to go again at once, or at ``due_us``);
-        a NACK of what expired here was given back at its deadline, and another
-        consumer may have it now: left alone."""
+    def _nack(self, batch: Batch, consumer: ServedConsumer, state: DeliveryState, key: Key,
+              seq: int, late: bool, due_us: int) -> None:
+        """Give back what this consumer holds (to go again at once, or at ``due_us``,
+        the wait kept in ``batch``); a NACK of what expired here was given back at its
+        deadline, and another consumer may have it now: left alone."""
         if consumer.pool:  # nothing is kept per delivery to the pool (--send-dsn)
-            state.nack(seq, due_us)
+            state.nack(seq, due_us, batch)
         elif key in consumer.held:
             consumer.held.discard(key)
-            state.nack(seq, due_us)
+            state.nack(seq, due_us, batch)
         elif not late:
             state.counters.unknown_acks += 1
 

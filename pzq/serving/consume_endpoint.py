@@ -31,6 +31,7 @@ from pzq.delivery.held import HeldElsewhere
 from pzq.delivery.lanes import NO_LANES, Lanes, NoLanes
 from pzq.delivery.settings import DeliverySettings
 from pzq.delivery.state import DeliveryState
+from pzq.delivery.waits import KeptWaits
 from pzq.errors import DecodeError
 from pzq.events import EventHub, GroupDoneElsewhere, PeersReleased, ReplayEnded
 from pzq.hooks import nothing
@@ -131,7 +132,8 @@ class ConsumeEndpoint(Part):
         if found is None:
             state = DeliveryState(GroupArea(self.store, self.topics, group),
                                   group_settings(self.settings, group), Counters(), self.held,
-                                  self.expiry, self.lanes.for_topic(group.topic))
+                                  self.expiry, self.lanes.for_topic(group.topic),
+                                  KeptWaits(self.store, group.id))
             self.store.register(state)
             found = self.groups[group.id] = NamedGroupDelivery(group, state, self.taken_over)
         return found

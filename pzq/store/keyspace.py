@@ -37,6 +37,9 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
                          the batches): a message below it was delivered at least once
     c <group:4> <seq:8>  a named group's delivery count of a message it delivered more than
                          once (first delivered µs, deliveries); ``default``'s is in the record
+    W <group:4> <seq:8>  a delivery given back to go again later (a NACK's DELAY:, a group's
+                         backoff), while it waits: the due µs (8 bytes; pzq.delivery.waits;
+                         format 6)
     u <topic:4> <id>     a producer's DEDUP-ID seen in a topic: when (µs) and the seq stored
     U <µs:8> <topic:4> <id>
                          the same, in the order they expire (see pzq.store.dedup)
@@ -104,6 +107,7 @@ GROUP_DONE_PREFIX = b"a"
 COUNTS_PREFIX = b"n"
 DELIVERED_PREFIX = b"D"
 GROUP_COUNT_PREFIX = b"c"
+WAIT_PREFIX = b"W"
 DEDUP_PREFIX = b"u"
 DEDUP_AGE_PREFIX = b"U"
 SCHEDULED_PREFIX = b"w"
@@ -325,6 +329,14 @@ def group_count_prefix(group_id: int) -> bytes:
 
 def group_count_key(group_id: int, seq: int) -> bytes:
     return GROUP_COUNT_PREFIX + ID.pack(group_id) + SEQ.pack(seq)
+
+
+def wait_prefix(group_id: int) -> bytes:
+    return WAIT_PREFIX + ID.pack(group_id)
+
+
+def wait_key(group_id: int, seq: int) -> bytes:
+    return WAIT_PREFIX + ID.pack(group_id) + SEQ.pack(seq)
 
 
 def dedup_key(topic_id: int, dedup_id: bytes) -> bytes:

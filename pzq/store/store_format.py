@@ -39,6 +39,13 @@ over its log entries, those of a block replaced by its keys in one write, a boun
 number of entries a write (ENTRIES_A_BATCH, whole blocks); the entries left are
 still under ``i``, so a pass cut short by a crash goes on at the next start with
 them (a block it meets made already is merged with them).
+
+Format 6 keeps the wait of a delivery given back to go again later (a NACK's
+``DELAY:``, a group's backoff), a key a waiting message and group under ``W`` with its
+due time (pzq.delivery.waits), so that the wait outlasts a restart: a release of
+format 5 would deliver such a message at once and leave its key behind for good. A
+store of any earlier format has no waits, and is brought up to 6 by writing the
+version alone.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ import plyvel
 from pzq.errors import StoreError
 from pzq.store import keyspace
 
-STORE_FORMAT = 5  # what this release writes and reads (and 1 to 4, brought up to 5)
+STORE_FORMAT = 6  # what this release writes and reads (and 1 to 5, brought up to 6)
 UNVERSIONED = 1  # the format of a store without the key (made before versions were kept)
 
 
@@ -83,7 +90,7 @@ def upgrade(db: plyvel.DB, version: int) -> None:
     """Bring a store of format ``version`` up to STORE_FORMAT (the version is written
     after, by the caller): format 2's scheduled messages get their keys by seq, the
     marks of every format before 4 go into blocks, and the topics' logs of every
-    format before 5."""
+    format before 5 (format 6's waits start empty: nothing to do)."""
     if version == 2:
         with db.write_batch() as batch:
             for key in db.iterator(prefix=keyspace.SCHEDULED_PREFIX, include_value=False):

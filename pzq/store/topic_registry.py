@@ -169,6 +169,8 @@ class TopicRegistry(Participant):
             batch.delete(keyspace.group_key(topic.id, group.name.encode()))
             batch.delete(keyspace.counts_key(group.id))
             batch.delete(keyspace.delivered_key(group.id))
+            for key, _ in self.store.iterate(keyspace.wait_prefix(group.id), values=False):
+                batch.delete(key)  # (its messages are gone: a wait left by a crash)
         self.counts.forget(topic)
         self.store.commit(batch)
         del self.topics[topic.name]

@@ -62,8 +62,8 @@ def test_a_new_store_is_written_with_this_release_s_format(tmp_path):
 
 
 @pytest.mark.parametrize("value, line", [
-    (b"6", "has format 6, newer than this pzq reads (format 5): run a release that reads "
-           "format 6, or start this one on a backup taken before the upgrade"),
+    (b"7", "has format 7, newer than this pzq reads (format 6): run a release that reads "
+           "format 7, or start this one on a backup taken before the upgrade"),
     (b"two", "is not one this pzq can read: its format version 'two' is not a whole "
              "number from 1"),
 ])
@@ -78,15 +78,34 @@ def test_a_store_of_a_format_this_release_cannot_read_is_refused_untouched(tmp_p
 
 
 def test_a_store_of_format_1_is_brought_up_to_this_release_s_format(tmp_path):
-    """Formats 2 and 3 only add areas to format 1 (and 4 and 5 change the marks and the
+    """Formats 2, 3 and 6 only add areas to format 1 (and 4 and 5 change the marks and the
     topics' logs, of which this store has none): a store that says format 1 is written as
-    5 at start, so a release of format 1 refuses it from then on (it would not see
+    6 at start, so a release of format 1 refuses it from then on (it would not see
     scheduled messages)."""
     database = tmp_path / "db"
     Store.open(database).close()
     set_format(database, b"1")
     Store.open(database).close()
-    assert stored_format(database) == str(STORE_FORMAT).encode() == b"5"
+    assert stored_format(database) == str(STORE_FORMAT).encode() == b"6"
+
+
+def test_a_store_of_format_5_is_brought_up_to_6_by_its_version_alone(tmp_path):
+    """Format 6 adds the waits of given-back deliveries (``W``), of which a store of
+    format 5 has none: its keys stay as they were, the version is written as 6."""
+    database = tmp_path / "db"
+    Store.open(database).close()
+    db = plyvel.DB(str(database))
+    db.put(keyspace.META_FORMAT, b"5", sync=True)
+    before = {key: value for key, value in db if key != keyspace.META_FORMAT}
+    db.close()
+    Store.open(database).close()
+    db = plyvel.DB(str(database))
+    try:
+        assert db.get(keyspace.META_FORMAT) == b"6"
+        assert {key: value for key, value in db if key != keyspace.META_FORMAT} == before
+        assert list(db.iterator(prefix=keyspace.WAIT_PREFIX)) == []
+    finally:
+        db.close()
 
 
 def test_a_store_of_format_2_gets_its_scheduled_messages_keys_by_seq(tmp_path):
@@ -110,7 +129,7 @@ def test_a_store_of_format_2_gets_its_scheduled_messages_keys_by_seq(tmp_path):
     db.close()
 
     store = Store.open(database)
-    assert stored_format_of(store) == b"5"
+    assert stored_format_of(store) == b"6"
     area = ScheduledArea(store)
     store.register(area)
     batch = store.begin()
@@ -146,7 +165,7 @@ def test_a_store_of_format_3_gets_its_marks_in_blocks(tmp_path, version):
     db.close()
 
     store = Store.open(database)
-    assert stored_format_of(store) == b"5"
+    assert stored_format_of(store) == b"6"
     assert [keyspace.seq_at_end(key) for key, _ in store.iterate(
         keyspace.group_done_prefix(2))] == [0, 1024, 4096]
     topics = Topics(store, "default")
@@ -189,7 +208,7 @@ def format_4_store(database: Path) -> dict[int, list[tuple[int, bytes]]]:
 
 def assert_log_in_blocks(store: Store, logs: dict[int, list[tuple[int, bytes]]]) -> None:
     """No entry of format 4 left; every topic's log as it was; each group reads it."""
-    assert stored_format_of(store) == b"5"
+    assert stored_format_of(store) == b"6"
     assert list(store.iterate(keyspace.TOPIC_LOG_PREFIX)) == []
     topics = Topics(store, "default")
     for topic_id, logged in logs.items():

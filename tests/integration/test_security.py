@@ -166,7 +166,8 @@ def test_a_refused_client_key_is_named_with_the_nodes_option(secure_node, tmp_pa
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1].endswith(
         "the node refused this client's public key (--curve-client-key): it is not among "
-        "the keys in the node's --curve-authorized-keys")
+        "the keys in the node's --curve-authorized-keys (or, on --send-dsn, the node's "
+        "--authorization rules give it no *:default)")
 
 
 def test_a_wrong_server_key_is_named_as_the_clients_option(secure_node, start_node, tmp_path):

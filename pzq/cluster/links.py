@@ -15,6 +15,7 @@ from typing import Protocol
 
 import zmq
 
+from pzq.cluster import hosts
 from pzq.cluster.handshakes import PeerHandshakes
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.replication import PendingAck
@@ -72,6 +73,7 @@ class ClusterLinks:
         self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
                            security, cluster=True)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        hosts.warn_unresolved(settings.nodes)  # once, before the loop: it waits for DNS
         self.dealers: dict[str, Socket] = {}
         self._connected_at: dict[str, float] = {}
         self.handshakes = PeerHandshakes(

@@ -380,3 +380,16 @@ def test_a_peer_that_speaks_for_another_node_is_refused(tmp_path, forged):
     assert list(node.store.iterate(keyspace.REPLICA_PREFIX)) == []
     assert list(node.store.iterate(keyspace.SCHEDULED_COPY_PREFIX)) == []
     network.close()
+
+
+def test_only_a_peer_host_without_an_address_is_unresolved():
+    """A literal address (IPv4, IPv6, with a scope) and an ipc endpoint are not looked
+    up; a name under .invalid (RFC 2606) has no address; a source address is not the
+    peer's host."""
+    from pzq.cluster.hosts import unresolved
+    assert unresolved(["tcp://127.0.0.1:1", "tcp://[::1]:1", "tcp://[fe80::1%lo]:1",
+                       "ipc:///nowhere/peer"]) == {}
+    found = unresolved(["tcp://peer.invalid:1", "tcp://127.0.0.1;other.invalid:2"])
+    assert {endpoint: host for endpoint, (host, _) in found.items()} == {
+        "tcp://peer.invalid:1": "peer.invalid", "tcp://127.0.0.1;other.invalid:2": "other.invalid"}
+    assert all(why.startswith("it does not resolve (") for _, why in found.values())

@@ -18,7 +18,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from pzq.cluster.peers import PeerTable
 from pzq.logs import get_logger
-from pzq.zmqio import Socket
+from pzq.zmqio import Socket, readable
 
 log = get_logger("pzq.cluster")
 
@@ -74,7 +74,7 @@ class PeerHandshakes:
         kept on the peer (``handshake_refused``) for the warnings to name."""
         for endpoint, monitor in self.monitors.items():
             ended = []
-            for _ in range(MOST_PER_TICK):
+            for _ in range(MOST_PER_TICK if readable(monitor) else 0):  # (no raise: cheaper)
                 try:
                     event = recv_monitor_message(monitor, zmq.NOBLOCK)
                 except zmq.Again:

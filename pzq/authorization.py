@@ -16,7 +16,6 @@ a node without the option: everything is allowed, nothing is read per message.
 
 from __future__ import annotations
 
-import ast
 import re
 import tomllib
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ import zmq
 
 from pzq.errors import ConfigError
 from pzq.logs import get_logger
+from pzq.toml_mistakes import toml_mistake
 
 log = get_logger("pzq.authorization")
 
@@ -165,7 +165,7 @@ def load_rules(path: str | Path) -> Rules:
         raise ConfigError(f"--authorization {path} is not UTF-8 text (TOML is): byte "
                           f"{exc.object[exc.start]:#04x} at position {exc.start}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--authorization {path}{_toml_mistake(str(exc), text)}") from None
+        raise ConfigError(f"--authorization {path}{toml_mistake(str(exc), text)}") from None
     except OSError as exc:
         raise ConfigError(f"--authorization {path} could not be read: {exc}") from None
     try:
@@ -174,31 +174,6 @@ def load_rules(path: str | Path) -> Rules:
         line = mistake.line(text)
         at = f", line {line}" if line is not None else ""
         raise ConfigError(f"--authorization {path}{at}: {mistake}") from None
-
-
-TOML_AT = re.compile(r"(?P<what>.*) \(at line (?P<line>\d+), column (?P<column>\d+)\)", re.S)
-TWICE = re.compile(r"Cannot declare (?P<key>\(.*\)) twice", re.S)
-BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _toml_mistake(said: str, text: str) -> str:
-    """tomllib's error in the form of the file's other mistakes (", line N: what"), a
-    table or key given twice in pzq's words; where no line is given, as tomllib says it."""
-    at = TOML_AT.fullmatch(said)
-    if at is None:
-        return f": {said}"
-    line, what = int(at["line"]), at["what"]
-    twice = TWICE.fullmatch(what)
-    if twice is not None:
-        # as the docs write a client's table: [clients."KEY"]
-        header = ".".join(part if index == 0 and BARE_KEY.fullmatch(part) else f'"{part}"'
-                          for index, part in enumerate(ast.literal_eval(twice["key"])))
-        return f", line {line}: [{header}] is declared twice: give each table once"
-    if what == "Cannot overwrite a value":
-        key, equals, _ = text.splitlines()[line - 1].partition("=")
-        named = key.strip() if equals else "a key or table"
-        return f", line {line}: {named} is given twice: give it once"
-    return f", line {line}: {what} (column {at['column']})"
 
 
 def parse_rules(raw: Mapping[str, Any], path: str = "") -> Rules:

@@ -3,7 +3,8 @@ shakes hands and watches how it ends.
 
 A client whose handshake fails hears nothing: ZeroMQ tries again, quietly. The
 socket's monitor tells the cases apart: the node's ZAP refused the client's public
-key (``HANDSHAKE_FAILED_AUTH``: not among its authorized keys); the node could not
+key (``HANDSHAKE_FAILED_AUTH``: not among its authorized keys, or on --send-dsn one
+its --authorization rules keep off it); the node could not
 read the client's first command, sealed for a server key that is not its own, and
 hung up (``HANDSHAKE_FAILED_NO_DETAIL``); the node serves no CURVE at all (a
 mechanism mismatch).
@@ -22,8 +23,11 @@ from pzq.sockets import dual_stack
 
 EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
           | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+# --send-dsn's ZAP refuses a key its --authorization rules keep off it as it refuses an
+# unknown key (the same status): the handshake cannot tell them apart, so both are named
 CLIENT_KEY_REFUSED = ("the node refused this client's public key (--curve-client-key): it is "
-                      "not among the keys in the node's --curve-authorized-keys")
+                      "not among the keys in the node's --curve-authorized-keys (or, on "
+                      "--send-dsn, the node's --authorization rules give it no *:default)")
 SERVER_KEY_WRONG = ("the node could not read this client's CURVE handshake: the server key "
                     "given (--curve-server-key) does not match the node's public key")
 NO_CURVE_THERE = ("the node does not serve CURVE (started without --curve-secret-key?): "

@@ -38,6 +38,7 @@ class RoutedGroupConsumer(Deliveries):
         GroupConsumer.check_options(self.options)
         self._context = context
         self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
+        self._refused = ""  # why a node refused the group: said at every receive after
         self._closed = False
 
     @property
@@ -71,7 +72,19 @@ class RoutedGroupConsumer(Deliveries):
 
     async def receive_many(self, most: int, timeout: float | None = None) -> list[Message]:
         """Up to ``most`` deliveries from any node: waits up to ``timeout`` s for the
-        first, then takes what has arrived, each node in turn."""
+        first, then takes what has arrived, each node in turn; ConsumeRefused, again at
+        each call, once a node refused the group (a removed group, a withdrawn right)."""
+        self._check_open()
+        if self._refused:
+            raise ConsumeRefused(self._refused)
+        try:
+            return await self._receive_many(most, timeout)
+        except ConsumeRefused as refused:
+            # the other nodes' turns would hand out theirs as if nothing had happened
+            self._refused = str(refused)
+            raise
+
+    async def _receive_many(self, most: int, timeout: float | None) -> list[Message]:
         if not self.consumers:
             await self.join()
         session = self._session

@@ -19,6 +19,7 @@ from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
 from pzq.client.route_table import RouteTable
 from pzq.client.sessions.routed_group import RoutedGroupSession
+from pzq.errors import ConsumeRefused
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
@@ -33,6 +34,7 @@ class RoutedGroupConsumer:
         self.options = setup.routed_group_options(options)  # GroupConsumer's, each node's
         self._context = context or zmq.Context.instance()
         self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
+        self._refused = ""  # why a node refused the group: said at every receive after
         self._join_new()
         if not self.consumers:
             raise ValueError("no node in the route table has a consume endpoint "
@@ -58,7 +60,18 @@ class RoutedGroupConsumer:
 
     def receive_many(self, most: int, timeout: float | None = None) -> list[Message]:
         """Up to ``most`` deliveries from any node: waits up to ``timeout`` s for the
-        first, then takes what has arrived, each node in turn."""
+        first, then takes what has arrived, each node in turn; ConsumeRefused, again at
+        each call, once a node refused the group (a removed group, a withdrawn right)."""
+        if self._refused:
+            raise ConsumeRefused(self._refused)
+        try:
+            return self._receive_many(most, timeout)
+        except ConsumeRefused as refused:
+            # the other nodes' turns would hand out theirs as if nothing had happened
+            self._refused = str(refused)
+            raise
+
+    def _receive_many(self, most: int, timeout: float | None) -> list[Message]:
         session = self._session
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:

@@ -138,8 +138,9 @@ class ClusterCore(Participant):
                         node_id=(peer.node_id or b"?").decode())
         for peer in self.peers.never_reached(now):
             # Else the only sign is REPLICATION_FAILED in every ACK (a wrong --nodes entry?)
+            refused = {"reason": peer.handshake_refused} if peer.handshake_refused else {}
             log.warning("peer_never_reached", endpoint=peer.endpoint,
-                        seconds_since_start=round(now - self.peers.started))
+                        seconds_since_start=round(now - self.peers.started), **refused)
         self.takeovers.update(now)
         self.taken_copies.reset()
         for peer in self.peers.reachable_peers():

@@ -1,4 +1,5 @@
-"""The cluster's sockets: a ROUTER at --broadcast-dsn, and one DEALER to each peer.
+"""The cluster's sockets: a ROUTER at --broadcast-dsn, and one DEALER to each peer
+(each with a monitor, read at the heartbeat: pzq.cluster.handshakes).
 
 Requests go out on the DEALER connected to a peer and its ROUTER answers on the
 same pipe. This module only moves frames between the sockets and ``ClusterCore``;
@@ -14,13 +15,15 @@ from typing import Protocol
 
 import zmq
 
+from pzq.cluster import hosts
+from pzq.cluster.handshakes import PeerHandshakes
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.replication import PendingAck
 from pzq.cluster.routes import Routes
 from pzq.cluster.sends import Reply, Send, ToPeer
 from pzq.cluster.settings import ClusterSettings
 from pzq.delivery.state import DeliveryState
-from pzq.security import NodeSecurity
+from pzq.security import NodeCurve, NodeSecurity
 from pzq.sockets import bind, dual_stack
 from pzq.store.batch import Batch
 from pzq.zmqio import Context, Events, Socket, drain
@@ -70,8 +73,12 @@ class ClusterLinks:
         self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
                            security, cluster=True)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        hosts.warn_unresolved(settings.nodes)  # once, before the loop: it waits for DNS
         self.dealers: dict[str, Socket] = {}
         self._connected_at: dict[str, float] = {}
+        self.handshakes = PeerHandshakes(
+            core.peers, curve=any(security.to_peer(endpoint).on for endpoint in settings.nodes),
+            own_keys=isinstance(security, NodeCurve) and security.cluster_keys is not None)
         for endpoint in settings.nodes:
             dealer = context.socket(zmq.DEALER)
             dealer.setsockopt(zmq.LINGER, 0)
@@ -79,6 +86,7 @@ class ClusterLinks:
             dealer.setsockopt(zmq.SNDHWM, PEER_SNDHWM)
             dual_stack(dealer, endpoint)
             security.to_peer(endpoint).apply(dealer)
+            self.handshakes.watch(endpoint, dealer)
             dealer.connect(endpoint)
             self.dealers[endpoint] = dealer
             self._connected_at[endpoint] = now
@@ -87,10 +95,12 @@ class ClusterLinks:
         return [self.router, *self.dealers.values()]
 
     def close(self) -> None:
+        self.handshakes.close()
         for socket in self.sockets():
             socket.close(0)
 
     def heartbeat(self, now: float, own: DeliveryState) -> None:
+        self.handshakes.read()  # first: the warnings of this tick name a refusal
         self.core.heartbeat(now, own)
         for endpoint, dealer in self.dealers.items():
             self._reconnect_if_silent(endpoint, dealer, now)

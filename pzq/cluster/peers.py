@@ -25,6 +25,7 @@ class Peer:
     up: bool = False  # alive
     reachable: bool = False
     unreached_said: float | None = None  # monotonic seconds: last said never reached
+    handshake_refused: str = ""  # why its last handshake on our link failed (handshakes)
 
 
 class PeerTable:

@@ -24,6 +24,7 @@ from pzq.node.config import US_PER_HOUR, US_PER_MS, Config
 from pzq.node.config_checks import validate
 from pzq.node.endpoints import ENDPOINTS
 from pzq.protocol.time_headers import MAX_SPAN_MS
+from pzq.toml_mistakes import toml_mistake
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("console", "json")
@@ -222,9 +223,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 def read_config_file_spelt(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """A config file's values by option name, and each option's key as the file spells it."""
+    text = ""
     try:
-        with path.open("rb") as handle:
-            raw = tomllib.load(handle)
+        text = path.read_bytes().decode()
+        raw = tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
     except IsADirectoryError:
@@ -235,7 +237,9 @@ def read_config_file_spelt(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {path} is not UTF-8 text (TOML is): byte "
                           f"{exc.object[exc.start]:#04x} at position {exc.start}") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}{toml_mistake(str(exc), text)}") from None
+    except OSError as exc:
         raise ConfigError(f"config file {path} could not be read: {exc}") from None
     values: dict[str, Any] = {}
     spelt: dict[str, str] = {}  # option name -> the key the file gave it under

@@ -4,15 +4,28 @@ and the returning origin delivers no group again what it finished meanwhile."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from pzq.client import Consumer, GroupConsumer, Message, Producer, request_monitor
+from pzq import aio
+from pzq.client import (
+    Consumer,
+    ConsumeRefused,
+    GroupConsumer,
+    Message,
+    Producer,
+    RoutedGroupConsumer,
+    request_monitor,
+)
 from tests.cluster.test_cluster import ACK_TIMEOUT_US, TIMEOUT_NODES_US, ipc_endpoints
 from tests.integration.test_groups import drain, produce
+from tests.support.aio import run
 from tests.support.harness import wait_until
+
+REMOVED = "^group g of topic orders was removed$"
 
 
 def start_group_cluster(start_node, endpoints: list[str], *extra: str) -> list:
@@ -346,3 +359,66 @@ def test_a_takeover_resumed_counts_on_from_what_the_origin_delivered_meanwhile(
     counts = take_counts(taking, 3)
     assert {body: counts[body] for body in (b"second", b"third")} == {b"second": 2,
                                                                       b"third": 2}
+
+
+def _every_consume_endpoint_known(nodes) -> None:
+    def known() -> bool:
+        table = json.loads(request_monitor(nodes[1].monitor_dsn, "ROUTES", 10))
+        return len(table["nodes"]) == len(nodes) and all(
+            "consume" in entry for entry in table["nodes"].values())
+    wait_until(known, 20, message="the route table names every node's consume endpoint")
+
+
+def _refused_on_one_node(nodes, context) -> None:
+    """Both nodes hold deliveries out to the routed consumer's members when the first
+    node's group is removed: the second's, four times as many, are still there to take
+    once the first's refusal is read (behind its deliveries)."""
+    for node, count in zip(nodes, (10, 40), strict=True):
+        declare(node, "DECLARE TOPIC orders", "DECLARE GROUP orders g")
+        produce(node, context, [b"%s-%d" % (node.monitor_dsn.encode(), n) for n in range(count)])
+        node.wait_stats(lambda s, count=count:
+                        s["topics"]["orders"]["groups"]["g"]["inflight"] == count,
+                        message="every delivery out to the node's member")
+    declare(nodes[0], "REMOVE GROUP orders g")
+
+
+def test_routed_group_consumer_raises_consume_refused_at_every_receive_after(
+        start_node, context, tmp_path):
+    """After one node refused the group, the next receive took another node's delivery."""
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    _every_consume_endpoint_known(nodes)
+    with RoutedGroupConsumer(nodes[1].monitor_dsn, "orders", "g", context=context) as consumer:
+        assert len(consumer.consumers) == 2
+        _refused_on_one_node(nodes, context)
+        deadline = time.monotonic() + 15
+        with pytest.raises(ConsumeRefused, match=REMOVED):
+            while time.monotonic() < deadline:
+                consumer.receive(0.2)
+        for _ in range(4):
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                consumer.receive(0.2)
+        with pytest.raises(ConsumeRefused, match=REMOVED):
+            consumer.receive_many(10, 0.2)
+
+
+def test_asyncio_routed_group_consumer_raises_consume_refused_at_every_receive_after(
+        start_node, context, aio_context, tmp_path):
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2))
+    _every_consume_endpoint_known(nodes)
+
+    async def main() -> None:
+        async with aio.RoutedGroupConsumer(nodes[1].monitor_dsn, "orders", "g",
+                                           context=aio_context) as consumer:
+            assert len(consumer.consumers) == 2
+            _refused_on_one_node(nodes, context)
+            deadline = time.monotonic() + 15
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                while time.monotonic() < deadline:
+                    await consumer.receive(0.2)
+            for _ in range(4):
+                with pytest.raises(ConsumeRefused, match=REMOVED):
+                    await consumer.receive(0.2)
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                await consumer.receive_many(10, 0.2)
+
+    run(main())

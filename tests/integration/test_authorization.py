@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from pzq import security
+from pzq import curve_probe, security
 from pzq.archive.reader import ArchiveReader
 from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer, request_monitor
 from pzq.client.monitor import StatsAnswer
@@ -262,6 +262,14 @@ def test_pzq_consume_kept_off_the_send_dsn_by_the_rules_is_told_they_may(guarded
         "the node refused this client's CURVE key: is its public key in the node's "
         "--curve-authorized-keys? With --authorization, do its rules give it *:default "
         "(--send-dsn takes no other key)?")
+
+
+def test_the_curve_probe_of_a_send_dsn_the_rules_keep_a_key_off_names_the_rules(guarded,
+                                                                                 clients):
+    """Its key is in --curve-authorized-keys: the probe's words named that file alone."""
+    said = curve_probe.why_silent(guarded.send_dsn, clients["curve"]["client"])
+    assert said == curve_probe.CLIENT_KEY_REFUSED
+    assert "--curve-authorized-keys" in said and "--authorization rules" in said
 
 
 def test_an_empty_file_starts_the_node_with_a_warning_and_grants_nothing(

@@ -79,7 +79,7 @@ def test_cli_beats_file_beats_defaults(tmp_path):
     ("bogus = 1\n", "unknown option 'bogus'"),
     ("ack-timeout = 'soon'\n", "ack-timeout: soon is not a duration: give microseconds"),
     ("ack-timeout = 1.5\n", 'give whole microseconds or a text with a unit, e.g. "1.5s"'),
-    ("ack-timeout = \n", "could not be read"),
+    ("ack-timeout = \n", "pzq.toml, line 1: Invalid value (column 15)"),
     # a refused type says what the option takes, naming it as the file does
     ("hard-sync = 1\n", "hard-sync has the wrong type (1): give true or false"),
     ("prefetch = '10'\n", "prefetch has the wrong type ('10'): give a whole number"),
@@ -102,6 +102,23 @@ def test_bad_config_file(tmp_path, content, message):
     path.write_text(content)
     with pytest.raises(ConfigError, match=re.escape(message)):
         build_config({}, path)
+
+
+# TOML syntax errors in the form of the file's other mistakes, not tomllib's wording
+@pytest.mark.parametrize("content, said", [
+    ('prefetch = 10\nlog-format = "json\n', 'line 2: a text in quotes is not closed on its line'),
+    ("prefetch = 10\n\n[cluster\nreplicas = 1\n",
+     "line 3: Expected ']' at the end of a table declaration (column 9)"),
+    ("prefetch = 10\nreplicas = 0\nprefetch = 20\n",
+     "line 3: prefetch is given twice: give it once"),
+    ('nodes = ["tcp://a:1",\n', "line 1: Invalid value (the file ends first)"),
+])
+def test_a_toml_syntax_error_names_the_line_in_pzqs_form(tmp_path, content, said):
+    path = tmp_path / "pzq.toml"
+    path.write_text(content)
+    result = run_pzq(["--config", str(path)])
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.strip().splitlines() == [f"pzq: error: config file {path}, {said}"]
 
 
 def test_a_flag_that_beats_the_file_is_named_as_the_flag(tmp_path):

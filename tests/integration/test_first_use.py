@@ -266,6 +266,22 @@ def test_a_peer_never_reached_is_logged_once_the_start_grace_is_over(start_node)
     assert said["endpoint"] == peer and said["level"] == "warning"
 
 
+def test_a_peer_host_that_does_not_resolve_is_a_warning_at_start(start_node):
+    """It was only peer_never_reached; a literal address is not looked up (RFC 2606:
+    no name under .invalid resolves)."""
+    unresolved, literal = "tcp://pzq-peer.invalid:11134", f"tcp://127.0.0.1:{free_port()}"
+    node = start_node("--broadcast-dsn", f"tcp://127.0.0.1:{free_port()}", "--nodes",
+                      f"{unresolved},{literal}", "--timeout-nodes", "500ms")
+    said = wait_until(lambda: node.event("peer_host_unresolved"), 15,
+                      message="peer_host_unresolved in the log")
+    assert (said["level"], said["endpoint"], said["host"]) == (
+        "warning", unresolved, "pzq-peer.invalid")
+    assert said["reason"].startswith("it does not resolve (")
+    assert node.stats()["uptime_seconds"] >= 0  # a warning: the node runs
+    assert [event["endpoint"] for event in list(node.events)
+            if event.get("event") == "peer_host_unresolved"] == [unresolved]
+
+
 def test_a_peer_listed_by_another_name_is_a_warning_once_not_silent_replication_failed(
         start_node, context):
     """B lists A as localhost, A names itself 127.0.0.1: B refuses A's frames, and A's

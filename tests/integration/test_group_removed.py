@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from pzq import aio
-from pzq.client import ConsumeRefused, GroupConsumer, request_monitor
+from pzq.client import ConsumeRefused, GroupConsumer, RoutedGroupConsumer, request_monitor
 from tests.integration.test_groups import FAST
 from tests.integration.test_tools import BIN
 from tests.support.aio import run
@@ -71,6 +71,45 @@ def test_asyncio_group_consumer_raises_consume_refused_at_every_receive_after(
 
     async def main() -> None:
         consumer = aio.GroupConsumer(node.consume_dsn, "orders", "g", context=aio_context)
+        try:
+            await consumer.join()
+            _removed_while_joined(node)
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                await consumer.receive(10)
+            for _ in range(2):
+                with pytest.raises(ConsumeRefused, match=REMOVED):
+                    await consumer.receive(0.2)
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                await consumer.receive_many(10, 0.2)
+        finally:
+            await consumer.close()
+
+    run(main())
+
+
+def test_routed_group_consumer_raises_consume_refused_at_every_receive_after(start_node,
+                                                                             context):
+    node = start_node(*FAST, consume=True)
+    assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
+    with RoutedGroupConsumer(node.monitor_dsn, "orders", "g", context=context) as consumer:
+        assert consumer.receive(0.2) is None  # joined
+        _removed_while_joined(node)
+        with pytest.raises(ConsumeRefused, match=REMOVED):
+            consumer.receive(10)
+        for _ in range(2):
+            with pytest.raises(ConsumeRefused, match=REMOVED):
+                consumer.receive(0.2)
+        with pytest.raises(ConsumeRefused, match=REMOVED):
+            consumer.receive_many(10, 0.2)
+
+
+def test_asyncio_routed_group_consumer_raises_consume_refused_at_every_receive_after(
+        start_node, aio_context):
+    node = start_node(*FAST, consume=True)
+    assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
+
+    async def main() -> None:
+        consumer = aio.RoutedGroupConsumer(node.monitor_dsn, "orders", "g", context=aio_context)
         try:
             await consumer.join()
             _removed_while_joined(node)

@@ -508,6 +508,35 @@ def test_topics_table_fits_its_card_with_many_partitions_and_long_names(start_no
     assert 'data-overflowing="[]"' in dom, re.findall(r'data-overflowing="[^"]*"', dom)
 
 
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_status_page_says_a_nodes_store_writes_are_failing(start_node, tmp_path):
+    """With its health, as pzq-monitor --check says it: STATS store_write_failing and
+    for how long (a full disk is made in test_disks.py; here its STATS as answered)."""
+    node = start_node()
+    running = exporter.serve([node.monitor_dsn], "127.0.0.1", 0, timeout=10,
+                             sample_interval=60)
+    served = f"http://127.0.0.1:{running.port}"
+    try:
+        wait_until(lambda: history_of(served, node.monitor_dsn)["up"], 10,
+                   message="the node's figures")
+        history = json.loads(get(served + "/api/history"))
+    finally:
+        running.stop()
+    healthy = history["nodes"][0]
+    assert healthy["stats"]["store_write_failing"] == 0
+    failing = json.loads(json.dumps(healthy))
+    failing["monitor"] = "tcp://127.0.0.1:1"
+    failing["stats"].update(store_write_failing=1, store_write_failing_s=75.25)
+    history["nodes"].append(failing)
+    with page_server(json.dumps(history).encode()) as url:
+        dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=1000)
+    said = card_of(dom, failing["monitor"])
+    assert 'data-key="store_write_failing"' in said and ">UP<" in said
+    assert '<div class="since">store writes are failing (for 1 min 15 s)</div>' in said
+    assert "store_write_failed in its log" in said
+    assert "store_write_failing" not in card_of(dom, node.monitor_dsn)
+
+
 def history_of(served: str, dsn: str) -> dict:
     nodes = json.loads(get(served + "/api/history"))["nodes"]
     return next(node for node in nodes if node["monitor"] == dsn)

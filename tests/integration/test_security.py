@@ -166,7 +166,8 @@ def test_a_refused_client_key_is_named_with_the_nodes_option(secure_node, tmp_pa
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1].endswith(
         "the node refused this client's public key (--curve-client-key): it is not among "
-        "the keys in the node's --curve-authorized-keys")
+        "the keys in the node's --curve-authorized-keys (or, on --send-dsn, the node's "
+        "--authorization rules give it no *:default)")
 
 
 def test_a_wrong_server_key_is_named_as_the_clients_option(secure_node, start_node, tmp_path):
@@ -291,6 +292,76 @@ def test_a_leaked_client_key_cannot_join_a_cluster_of_keyed_nodes(start_node, no
     seen = intruder.stats()
     assert seen["peers"][0]["last_heard_seconds"] is None
     assert member.stats()["cluster_rejected"] == 0
+
+
+# the start's grace, after which a peer never reached is said: ticks enough to see
+# the handshakes end before it (a heartbeat is a quarter of it)
+GRACE = "2s"
+
+
+def _refusals_said_once(node, reason: str) -> None:
+    """The peer's handshake is refused ten times a second: said once, and named by the
+    warning that the peer was never reached."""
+    never = wait_until(lambda: node.event("peer_never_reached"), 15,
+                       message="peer_never_reached in the log")
+    assert never["reason"] == reason
+    node.wait_stats(lambda s: s["uptime_seconds"] >= 3, message="some seconds of retries")
+    said = [event for event in list(node.events) if event.get("event") == "peer_handshake_refused"]
+    assert [(event["reason"], event["level"]) for event in said] == [(reason, "warning")]
+
+
+def test_a_peer_that_refuses_this_nodes_key_is_said_with_why(start_node, node_keys,
+                                                              tmp_path):
+    """n1 admits n0's public key; this node holds another pair (the client's) and was
+    only ever peer_never_reached, its peer's ZAP refusing it at every retry."""
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    _keyed_member(start_node, node_keys, 1, endpoints)
+    stranger = start_node("--curve-secret-key", str(node_keys["made"]["client"][1]),
+                          "--curve-authorized-keys", str(node_keys["clients"]),
+                          "--cluster-authorized-keys", str(node_keys["cluster_dirs"][0]),
+                          "--broadcast-dsn", endpoints[0], "--nodes", f"n1={endpoints[1]}",
+                          "--timeout-nodes", GRACE)
+    stranger.curve = ClientCurve(node_keys["pairs"]["client"],
+                                 node_keys["pairs"]["client"].public)
+    _refusals_said_once(stranger, "the peer refused this node's public key (ZAP status 400): "
+                                  "it is not among the keys in the peer's "
+                                  "--cluster-authorized-keys")
+
+
+def test_a_peer_whose_key_is_not_the_one_named_is_said_with_why(start_node, node_keys,
+                                                                 tmp_path):
+    """n0's cluster directory holds another key as n1.key: the handshake it seals for
+    that key, n1 cannot read, and hangs up."""
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    _keyed_member(start_node, node_keys, 1, endpoints)
+    (node_keys["cluster_dirs"][0] / "n1.key").write_bytes(
+        node_keys["made"]["client"][0].read_bytes())
+    member = _keyed_member(start_node, node_keys, 0, endpoints, "--timeout-nodes", GRACE)
+    _refusals_said_once(member, "the peer hung up on this node's CURVE handshake: its public "
+                                "key is not its NAME.key in --cluster-authorized-keys "
+                                "(--nodes NAME=ENDPOINT), or it serves no CURVE")
+
+
+def test_a_node_without_curve_whose_peer_requires_it_is_said_with_why(start_node, node_keys,
+                                                                      tmp_path):
+    """Its peer refuses the mechanism, or hangs up first (a race at each retry): either
+    way the reason names the option this node lacks, said once or, a hang-up seen first,
+    twice (the refusal, when one comes, stands)."""
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    _keyed_member(start_node, node_keys, 1, endpoints)
+    plain = start_node("--broadcast-dsn", endpoints[0], "--nodes", endpoints[1],
+                       "--timeout-nodes", GRACE)
+    never = wait_until(lambda: plain.event("peer_never_reached"), 15,
+                       message="peer_never_reached in the log")
+    plain.wait_stats(lambda s: s["uptime_seconds"] >= 3, message="some seconds of retries")
+    said = [event["reason"] for event in list(plain.events)
+            if event.get("event") == "peer_handshake_refused"]
+    assert never["reason"] in said and 1 <= len(said) <= 2, said
+    assert said[-1] in (
+        "the peer requires CURVE: this node has no --curve-secret-key",
+        "the peer hung up on this node's handshake (it requires CURVE? this node has no "
+        "--curve-secret-key)")
+    assert said[0] != said[-1] or len(said) == 1
 
 
 @pytest.mark.parametrize("case", ["same-directory", "unnamed", "names-without-directory",

@@ -105,6 +105,11 @@ BAD_FILES = {
                     f'[clients."{"x" * 40}"]\n',
                     f'line 4: [clients."{"x" * 40}"] is declared twice: give each table once'),
     "default twice": ("[default]\n[default]\n", "line 2: [default] is declared twice"),
+    # tomllib said these as "Illegal character '\n'" and "(at end of document)"
+    "a text left open": ('[default]\nproduce = ["a]\n',
+                         "line 2: a text in quotes is not closed on its line"),
+    "a list left open": ('[default]\nproduce = ["a",\n',
+                         "line 2: Invalid value (the file ends first)"),
 }
 
 

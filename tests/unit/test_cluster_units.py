@@ -380,3 +380,46 @@ def test_a_peer_that_speaks_for_another_node_is_refused(tmp_path, forged):
     assert list(node.store.iterate(keyspace.REPLICA_PREFIX)) == []
     assert list(node.store.iterate(keyspace.SCHEDULED_COPY_PREFIX)) == []
     network.close()
+
+
+def test_only_a_peer_host_without_an_address_is_unresolved():
+    """A literal address (IPv4, IPv6, with a scope) and an ipc endpoint are not looked
+    up; a name under .invalid (RFC 2606) has no address; a source address is not the
+    peer's host."""
+    from pzq.cluster.hosts import unresolved
+    assert unresolved(["tcp://127.0.0.1:1", "tcp://[::1]:1", "tcp://[fe80::1%lo]:1",
+                       "ipc:///nowhere/peer"]) == {}
+    found = unresolved(["tcp://peer.invalid:1", "tcp://127.0.0.1;other.invalid:2"])
+    assert {endpoint: host for endpoint, (host, _) in found.items()} == {
+        "tcp://peer.invalid:1": "peer.invalid", "tcp://127.0.0.1;other.invalid:2": "other.invalid"}
+    assert all(why.startswith("it does not resolve (") for _, why in found.values())
+
+
+def test_a_peers_handshake_refusal_is_said_once_per_reason_and_a_hang_up_needs_two_ticks():
+    """Ten retries a second end alike: one warning; a hang-up, which races the peer's
+    own refusal, is said only at a second tick without one, and never over a refusal;
+    a handshake taken forgets the reason, so that a later refusal is said again."""
+    import zmq
+
+    from pzq.cluster.handshakes import PeerHandshakes, refusal
+    peers = PeerTable(("tcp://a:1",), timeout_nodes_s=1.0, now=0.0)
+    watch = PeerHandshakes(peers, curve=True, own_keys=True)
+    auth = (zmq.EVENT_HANDSHAKE_FAILED_AUTH, 400)
+    hung_up = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0)
+    taken = (zmq.EVENT_HANDSHAKE_SUCCEEDED, 0)
+    refused, vague = refusal(*auth, True, True), refusal(*hung_up, True, True)
+    with structlog.testing.capture_logs() as logged:
+        watch._ended("tcp://a:1", [hung_up, hung_up])
+        assert peers.peers["tcp://a:1"].handshake_refused == ""  # one tick: not yet
+        watch._ended("tcp://a:1", [hung_up, auth, hung_up])
+        watch._ended("tcp://a:1", [auth] * 10)
+        watch._ended("tcp://a:1", [hung_up])
+        watch._ended("tcp://a:1", [hung_up])
+        assert peers.peers["tcp://a:1"].handshake_refused == refused
+        watch._ended("tcp://a:1", [auth, taken])
+        assert peers.peers["tcp://a:1"].handshake_refused == ""
+        watch._ended("tcp://a:1", [hung_up])
+        watch._ended("tcp://a:1", [hung_up])
+    assert [(entry["event"], entry["reason"]) for entry in logged] == [
+        ("peer_handshake_refused", refused), ("peer_handshake_refused", vague)]
+    assert "(ZAP status 400)" in refused and "--cluster-authorized-keys" in refused

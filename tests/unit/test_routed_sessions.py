@@ -186,6 +186,15 @@ def test_every_node_with_a_consume_endpoint_is_joined_once():
     assert session.to_join() == ["tcp://c:5"]
 
 
+def test_a_node_the_table_counts_down_is_not_joined_until_it_is_up():
+    known = routes(["a", "b"], down=("b",), nodes=("a", "b"))
+    session: RoutedGroupSession[str] = RoutedGroupSession(known)
+    assert session.to_join() == ["tcp://a:5"]  # a try at b would wait its timeout out
+    session.joined("tcp://a:5", "member a")
+    known.answered("tcp://a:3", answer(["a", "b"], nodes=("a", "b")), 3.0)  # b is back
+    assert session.to_join() == ["tcp://b:5"]
+
+
 def test_members_are_read_in_turn():
     session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"]))
     for name in NODES:

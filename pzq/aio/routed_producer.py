@@ -75,6 +75,7 @@ class RoutedProducer(RoutedProducerView):
         except BaseException:
             session.unsent(routed.msg_id)  # not sent: the caller may send it again
             raise
+        session.carried(routed.msg_id)
         future: asyncio.Future[ProducerAck] = asyncio.get_running_loop().create_future()
         self._futures[routed.msg_id] = future
         if self._watcher is None:
@@ -141,6 +142,8 @@ class RoutedProducer(RoutedProducerView):
             if age is not None:
                 await self.table.refresh_if_older(age)
             for routed in session.reroutes(time.monotonic()):
+                if routed.was in self._producers:  # its room there is free: it goes again
+                    self._producers[routed.was].forget(routed.msg_id)
                 await self._carry(routed, REROUTE_TIMEOUT_S)
             for endpoint in session.left():
                 producer = self._producers.pop(endpoint, None)

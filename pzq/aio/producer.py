@@ -149,6 +149,15 @@ class Producer(ProducerView):
                                    f"{await self._why_silent(timeout)}") from None
         return future.result()
 
+    def forget(self, msg_id: bytes) -> None:
+        """Wait no more for this message's ACK (a routed producer sends it again after
+        its node lost it): its Future is cancelled and its room in the window free."""
+        self._session.forget(msg_id)
+        future = self._futures.pop(msg_id, None)
+        if future is not None:
+            future.cancel()
+        self._answered.set()
+
     def send_batch(self) -> None:
         """Send the produce batch that waits now, not when it fills or its turn comes."""
         self._check_open()

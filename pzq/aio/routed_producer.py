@@ -22,12 +22,18 @@ from pzq.aio.socket_io import AsyncContext
 from pzq.client.common import messages
 from pzq.client.session_views import RoutedProducerView
 from pzq.client.sessions.producer import Moment, time_headers
-from pzq.client.sessions.routed_producer import RESEND_AFTER_S, Routed, RoutedProducerSession
+from pzq.client.sessions.routed_producer import (
+    RESEND_AFTER_S,
+    OwnerUnknown,
+    Routed,
+    RoutedProducerSession,
+)
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
 
 REROUTE_TIMEOUT_S = 30.0  # room at the new owner for a message that goes again
+UNKNOWN_OWNER_POLL_S = 0.1  # how often the table is asked while an owner is unknown
 
 
 class RoutedProducer(RoutedProducerView):
@@ -69,17 +75,38 @@ class RoutedProducer(RoutedProducerView):
         await self.table.known()
         await self._settle(sending=True)  # a key's earlier messages go to its new owner first
         session = self._session
-        routed = session.send(parts, headers, time.monotonic(), key, tag, dedup_id)
+        routed = await self._routed(parts, headers, timeout, key, tag, dedup_id)
         try:
             await self._carry(routed, timeout)
         except BaseException:
             session.unsent(routed.msg_id)  # not sent: the caller may send it again
             raise
+        session.carried(routed.msg_id)
         future: asyncio.Future[ProducerAck] = asyncio.get_running_loop().create_future()
         self._futures[routed.msg_id] = future
         if self._watcher is None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
         return future
+
+    async def _routed(self, parts: Sequence[bytes], headers: Sequence[bytes],
+                      timeout: float | None, key: str | bytes | None, tag: str | None,
+                      dedup_id: str | bytes | None) -> Routed:
+        """The message as the session routes it, waiting up to ``timeout`` s while the
+        table knows no endpoint of its owner (right after a node started, before its
+        peers heard where clients reach it), as the sync RoutedProducer does: the
+        table is asked again every UNKNOWN_OWNER_POLL_S."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                return self._session.send(parts, headers, time.monotonic(), key, tag,
+                                          dedup_id)
+            except OwnerUnknown as exc:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise OwnerUnknown(f"{exc} within {timeout:g} s") from None
+                await asyncio.sleep(UNKNOWN_OWNER_POLL_S if left is None
+                                    else min(left, UNKNOWN_OWNER_POLL_S))
+                await self.table.refresh_if_older(UNKNOWN_OWNER_POLL_S)
 
     async def send(self, parts: Sequence[bytes], topic: str | None = None,
                    key: str | bytes | None = None, tag: str | None = None,
@@ -141,6 +168,8 @@ class RoutedProducer(RoutedProducerView):
             if age is not None:
                 await self.table.refresh_if_older(age)
             for routed in session.reroutes(time.monotonic()):
+                if routed.was in self._producers:  # its room there is free: it goes again
+                    self._producers[routed.was].forget(routed.msg_id)
                 await self._carry(routed, REROUTE_TIMEOUT_S)
             for endpoint in session.left():
                 producer = self._producers.pop(endpoint, None)

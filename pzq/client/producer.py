@@ -110,6 +110,11 @@ class Producer(ProducerView):
             raise TimeoutError(f"the producer could not send within {timeout:g} s: "
                                "no connection took the message")
 
+    def forget(self, msg_id: bytes) -> None:
+        """Wait no more for this message's ACK: its room in the window is free (a
+        routed producer that sends it again after its node lost it)."""
+        self._session.forget(msg_id)
+
     def acks(self, timeout: float = 0.0) -> list[ProducerAck]:
         """ACKs received so far, waiting up to ``timeout`` s for one if none is here."""
         self._send(self._session.pending_batch())

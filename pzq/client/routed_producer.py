@@ -59,12 +59,23 @@ class RoutedProducer(RoutedProducerView):
             headers = [*headers, *times]
         self._settle(sending=True)  # a key's earlier messages go to its new owner first
         routed = self._routed(parts, headers, timeout, key, tag, dedup_id)
-        try:
-            self._carry(routed.msg_id, routed.endpoint, routed.parts, routed.headers, timeout)
-        except TimeoutError:
-            self._session.unsent(routed.msg_id)  # not sent: the caller may retry
-            raise
-        return routed.msg_id
+        deadline = time.monotonic() + timeout
+        while True:  # in slices: while its owner's window is full, the table is looked at
+            try:
+                self._carry(routed.msg_id, routed.endpoint, routed.parts, routed.headers,
+                            min(self.resend_after / 4, max(0.0, deadline - time.monotonic())))
+                self._session.carried(routed.msg_id)
+                return routed.msg_id
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    self._session.unsent(routed.msg_id)  # not sent: the caller may retry
+                    raise TimeoutError(f"no ACK within {timeout:g} s with a full window at "
+                                       f"{routed.endpoint}") from None
+            self._settle()  # a dead owner's messages go elsewhere, a lost one again
+            sent = self._session.sent.get(routed.msg_id)
+            if sent is None or sent.endpoint != routed.endpoint:
+                self._session.carried(routed.msg_id)
+                return routed.msg_id  # carried with its owner's other messages
 
     def _routed(self, parts: Sequence[bytes], headers: Sequence[bytes], timeout: float,
                 key: bytes | str | None, tag: str | None,
@@ -91,6 +102,8 @@ class RoutedProducer(RoutedProducerView):
         if age is not None:
             self.table.refresh_if_older(age)
         for routed in session.reroutes(time.monotonic()):
+            if routed.was in self._producers:  # its room there is free: it goes again
+                self._producers[routed.was].forget(routed.msg_id)
             self._carry(routed.msg_id, routed.endpoint, routed.parts, routed.headers, 30.0)
         for endpoint in session.left():
             producer = self._producers.pop(endpoint, None)

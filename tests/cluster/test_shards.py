@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_monitor
+from pzq.protocol.headers import partition_of
 from tests.support.harness import consume_all, run_pzq, shown_on_failure, wait_until
 from tests.support.ports import port_for_shards
 
@@ -331,3 +332,48 @@ def test_every_shard_applies_the_authorization_file_and_sighup_reaches_them(
                        "--authorization", str(rules)], timeout=30)
     assert refused.returncode == 2 and "bad pattern 'open/'" in refused.stderr
     assert "shard_started" not in refused.stderr
+
+
+def test_a_routed_producer_sends_again_what_a_killed_shard_lost(start_shards, context):
+    """A shard killed with messages on their way to it is started again within a
+    second or so: the route table never counts it down, so the routed producer must see
+    by itself that those messages are lost (docs/cluster.rst, "Routing clients"), and a
+    send waiting for room in that shard's full window must not wait its timeout out."""
+    supervisor = start_shards("--consume-dsn", f"tcp://127.0.0.1:{port_for_shards(SHARDS)}")
+    wait_every_shard_up(supervisor)
+    monitors = [supervisor.shard(number).monitor_dsn for number in range(SHARDS)]
+    request_monitor(monitors[0], "DECLARE TOPIC orders partitions=8", 10)
+
+    def shard_1_owns_a_partition() -> list[int]:
+        table = json.loads(request_monitor(monitors[0], "ROUTES", 10))
+        owners = table["topics"].get("orders", {}).get("owners", [])
+        shard_1 = f"tcp://127.0.0.1:{supervisor.ports['broadcast'] + 10}"
+        return [number for number, owner in enumerate(owners) if owner == shard_1]
+    partition = wait_until(shard_1_owns_a_partition, 30, interval=0.1,
+                           message="shard 1 owning a partition of orders")[0]
+    key = next(b"k%d" % n for n in range(1000) if partition_of(b"k%d" % n, 8) == partition)
+    (victim,) = supervisor.pids(1)
+    with RoutedProducer(monitors, "orders", window=10, resend_after=0.4,
+                        context=context) as producer:
+        producer.send([b"first"], key=key, dedup_id="first")
+        assert [ack.ok for ack in producer.flush(10)] == [True]  # its producer connected
+        os.kill(victim, signal.SIGSTOP)  # what is sent now stays in its socket's buffer
+        killer = threading.Timer(1.0, os.kill, (victim, signal.SIGKILL))
+        killer.start()
+        try:
+            for index in range(30):  # the window fills: a send waits for room
+                producer.send([b"m%d" % index], key=key, dedup_id=f"m{index}", timeout=20)
+            acks = producer.flush(30)
+        finally:
+            killer.join()
+        assert len(acks) == 30 and all(ack.ok for ack in acks), acks
+        assert producer.resent >= 10  # the window the killed shard never read
+    assert len(supervisor.pids(1)) == 2
+    got: set[bytes] = set()
+    with RoutedGroupConsumer(monitors, "orders", "billing", context=context) as consumer:
+        def drained() -> bool:
+            messages = consumer.receive_many(100, 0.1)
+            got.update(message.parts[0] for message in messages)
+            consumer.ack_many(messages)
+            return len(got) == 31
+        wait_until(drained, 30, interval=0, message="31 messages from both shards")

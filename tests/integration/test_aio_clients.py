@@ -5,6 +5,7 @@ has topics of its own); coroutines run under asyncio.run (tests.support.aio)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 import zmq
 
 from pzq import aio
+from pzq.client import request_monitor
 from pzq.errors import ClientClosed, ConsumeRefused, EndpointError, ReaderError
 from pzq.protocol import zper as zp
 from tests.support.aio import Ticker, run
@@ -87,6 +89,29 @@ def test_publish_resolves_each_future_at_its_ack_and_send_returns_the_ack(node, 
                                      declare=True) as consumer:
             got = await drain(consumer, 302)
         assert sorted(got) == sorted([b"p%d" % n for n in range(300)] + [b"d", b"y"])
+    run(main())
+
+
+def test_a_routed_publish_waits_while_the_table_knows_no_endpoint_of_the_owner(
+        node, aio_context):
+    """Right after a node (a shard) starts, its peers may name it owner before they
+    heard where clients reach it: the publish asks the table again, as the sync
+    RoutedProducer.send does, rather than raising at once."""
+    request_monitor(node.monitor_dsn, "DECLARE TOPIC t-unheard partitions=4", 10)
+    unheard = {"node": "this-node", "nodes": {"this-node": {"state": "self"}},
+               "topics": {"t-unheard": {"partitions": 4, "owners": ["this-node"] * 4}}}
+
+    async def main() -> None:
+        table = aio.RouteTable(node.monitor_dsn)
+        table.answered(node.monitor_dsn, json.dumps(unheard).encode(), time.monotonic())
+        async with aio.RoutedProducer(table, "t-unheard", context=aio_context) as producer:
+            ack = await producer.send([b"m"], key=b"k", timeout=10)
+            assert ack.ok
+            table.answered(node.monitor_dsn, json.dumps(unheard).encode(), time.monotonic())
+            started = time.monotonic()
+            with pytest.raises(TimeoutError, match="its owner not heard from yet.* within"):
+                await producer.send([b"m"], key=b"k", timeout=0.0)
+            assert time.monotonic() - started < 1.0
     run(main())
 
 

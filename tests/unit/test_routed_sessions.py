@@ -8,9 +8,11 @@ import json
 import pytest
 
 from pzq.client.message import Message
+from pzq.client.sessions.producer import ProducerSession
 from pzq.client.sessions.routed_group import REFRESH_S as GROUP_REFRESH_S
 from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.client.sessions.routed_producer import (
+    LOST_AFTER_RESENDS,
     MOST_MOVES,
     MOVED_REFRESH_S,
     REFRESH_S,
@@ -156,6 +158,39 @@ def test_a_silent_node_is_left_once_the_table_counts_it_down():
     assert list(session.sent) == [first.msg_id, other.msg_id]  # keys keep their order
 
 
+def test_a_message_a_node_counted_up_never_answers_goes_again():
+    """A shard process killed and started again within a second: the table never
+    counts it down, and what was on its way to it when it died is lost."""
+    known = routes(["a", "b"])
+    session = RoutedProducerSession(known, "orders", resend_after=2.0)
+    first = session.send([b"1"], [], 1.0, key=key_of_partition(1, 2))
+    later = session.send([b"2"], [], 6.0, key=key_of_partition(1, 2))
+    session.carried(first.msg_id)  # later still waits for room: not lost, not resent
+    lost_at = 1.0 + 2.0 * LOST_AFTER_RESENDS
+    assert session.reroutes(lost_at - 1.0) == []  # a slow node is given its time
+    known.answered("tcp://a:3", answer(["a", "b"]), lost_at)  # b still counted up
+    (again,) = session.reroutes(lost_at)
+    assert (again.msg_id, again.endpoint, again.was) == (first.msg_id, receive("b"),
+                                                         receive("b"))
+    assert session.resent == 1 and session.left() == set()  # b is not left
+    assert session.reroutes(lost_at + 1.0) == []  # not again before its time
+    assert session.reroutes(6.0 + 2.0 * LOST_AFTER_RESENDS) == []
+    session.carried(later.msg_id)
+    assert [r.msg_id for r in session.reroutes(7.0 + 2.0 * LOST_AFTER_RESENDS)] == [
+        later.msg_id]
+
+
+def test_a_forgotten_message_frees_its_room_and_its_late_ack_is_ignored():
+    session = ProducerSession(window=2, batch=1)
+    session.protocol = 2
+    first, second = session.next_msg_id(), session.next_msg_id()
+    assert session.add(first, [b"1"], [], 1.0) is not None
+    session.add(second, [b"2"], [], 1.0)
+    assert session.full
+    session.forget(first)
+    assert not session.full and list(session.unanswered) == [second]
+
+
 def test_a_message_waits_while_its_partition_has_no_live_owner():
     known = routes(["a", "b"])
     session = RoutedProducerSession(known, "orders")
@@ -184,6 +219,15 @@ def test_every_node_with_a_consume_endpoint_is_joined_once():
     known.answered("tcp://a:3", answer(["a"], nodes=("a", "b", "c")), 3.0)
     session.joined("tcp://b:5", "member b")
     assert session.to_join() == ["tcp://c:5"]
+
+
+def test_a_node_the_table_counts_down_is_not_joined_until_it_is_up():
+    known = routes(["a", "b"], down=("b",), nodes=("a", "b"))
+    session: RoutedGroupSession[str] = RoutedGroupSession(known)
+    assert session.to_join() == ["tcp://a:5"]  # a try at b would wait its timeout out
+    session.joined("tcp://a:5", "member a")
+    known.answered("tcp://a:3", answer(["a", "b"], nodes=("a", "b")), 3.0)  # b is back
+    assert session.to_join() == ["tcp://b:5"]
 
 
 def test_members_are_read_in_turn():

@@ -108,6 +108,13 @@ class ProducerSession:
             headers = [*headers, batches.PROTOCOL_HEADER]
         return encode_produce(msg_id, list(parts), tuple(headers))
 
+    def forget(self, msg_id: bytes) -> None:
+        """Wait no more for the message's ACK (its node lost it: a routed producer
+        sends it again): its room in the window is free. An ACK that comes for it
+        after all is ignored, as any ACK not waited for."""
+        if self.unanswered.pop(msg_id, None) is not None and self._pending:
+            self._pending = [entry for entry in self._pending if entry[0] != msg_id]
+
     def pending_batch(self) -> list[bytes] | None:
         """The messages waiting for a batch, to go now in one (None: none waits)."""
         if not self._pending:

@@ -29,9 +29,11 @@ class RoutedGroupSession(Generic[C]):
         return REFRESH_S if self.routes.older_than(REFRESH_S, now) else None
 
     def to_join(self) -> list[str]:
-        """Consume endpoints in the table without a member yet (a node down at its
-        last try is tried again)."""
-        return [endpoint for endpoint in self.routes.every("consume")
+        """Consume endpoints in the table without a member yet, of the nodes it counts
+        alive: a node down at its last try is tried again once the table counts it up,
+        not before (each try waits for its answer, holding every other node's
+        deliveries back meanwhile)."""
+        return [endpoint for endpoint in self.routes.every("consume", live=True)
                 if endpoint not in self.members]
 
     def joined(self, endpoint: str, member: C) -> None:

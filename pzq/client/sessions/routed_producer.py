@@ -7,9 +7,12 @@ MOVED answer (the table changed: a takeover, a node back) names the owner, and t
 message goes there. A node that stops answering (it died before the table said so)
 is left: once a message has waited ``resend_after`` seconds the table is asked for
 afresh, and when it counts the node down its messages go to their partitions' owners
-in that table. Such a message may then be stored twice (the silent node may have
-stored it, and its copies are delivered by a survivor): at least once, as everywhere
-in pzq.
+in that table. A node that came back before the table counted it down (a shard
+process started again within a second) never got what was on its way when it died:
+a message it has left unanswered for ``LOST_AFTER_RESENDS`` times ``resend_after``
+while the table counts it up goes again to its partition's owner, that node or
+another. Such a message may then be stored twice (the silent node may have stored
+it, and its copies are delivered by a survivor): at least once, as everywhere in pzq.
 
 The shell carries each message with a producer of one node (its window, its
 batches), asks for the table when ``table_age`` says so, sends ``reroutes`` and
@@ -32,6 +35,7 @@ MOVED = b"MOVED "
 MOST_MOVES = 5  # a message the owners keep sending on is answered as refused
 REFRESH_S = 5.0  # the table is asked for again this often while all goes well
 RESEND_AFTER_S = 2.0
+LOST_AFTER_RESENDS = 5  # this many resend_after at a node counted up: it lost them
 MOVED_REFRESH_S = 1.0  # a burst of MOVED answers asks for the table once
 
 
@@ -56,6 +60,7 @@ class Routed(NamedTuple):
     endpoint: str
     parts: list[bytes]
     headers: Sequence[bytes]
+    was: str | None = None  # the endpoint it went to before, whose producer forgets it
 
 
 class RoutedProducerSession:
@@ -78,6 +83,8 @@ class RoutedProducerSession:
         self._receivers_list: list[str | None] = []
         self._receivers_of = -1.0
         self._topic_frames = topic_headers(topic, None)
+        self._lost_looked = 0.0  # when unanswered messages at live nodes were looked at
+        self._carrying: set[bytes] = set()  # sent, and waiting for room at its node
 
     def table_age(self, now: float, sending: bool = False) -> float | None:
         """The age past which the table must be asked for again before the next step
@@ -109,12 +116,18 @@ class RoutedProducerSession:
         endpoint = self._endpoint_for(key)
         carried = list(parts)
         self.sent[msg_id] = Sent(carried, frames, 0, endpoint, now)
+        self._carrying.add(msg_id)
         return Routed(msg_id, endpoint, carried, frames)
+
+    def carried(self, msg_id: bytes) -> None:
+        """The message is with its node's producer: from now on it may be lost."""
+        self._carrying.discard(msg_id)
 
     def unsent(self, msg_id: bytes) -> None:
         """The message did not go (its producer's window stayed full): the caller may
         send it again, so it is not kept."""
         self.sent.pop(msg_id, None)
+        self._carrying.discard(msg_id)
 
     def answered(self, acks: list[ProducerAck]) -> None:
         """ACKs from the producers: the final ones wait in ``arrived``; a MOVED (fewer
@@ -150,15 +163,16 @@ class RoutedProducerSession:
 
     def _again(self, msg_id: bytes, sent: Sent, endpoint: str, now: float) -> Routed:
         self.sent[msg_id] = Sent(sent.parts, sent.headers, sent.moves + 1, endpoint, now)
-        return Routed(msg_id, endpoint, sent.parts, sent.headers)
+        return Routed(msg_id, endpoint, sent.parts, sent.headers, sent.endpoint)
 
     def _leave_silent(self, now: float) -> list[Routed]:
-        """Messages at a node the table counts down go to their owner in that table."""
+        """Messages at a node the table counts down go to their owner in that table;
+        those a node counted up has left unanswered too long go again (it lost them)."""
         if not self.sent:
             return []
         down = self._nodes_down()
         if not down:
-            return []  # the common case, at every send: nothing to look at
+            return self._lost(now, down)  # (looked at a few times a resend_after)
         found = []
         for msg_id, sent in list(self.sent.items()):  # in the order sent: keys keep theirs
             if sent.endpoint not in down:
@@ -169,6 +183,22 @@ class RoutedProducerSession:
             self._left.add(sent.endpoint)
             self.resent += 1
             found.append(self._again(msg_id, sent, endpoint, now))
+        return found + self._lost(now, down)
+
+    def _lost(self, now: float, down: set[str]) -> list[Routed]:
+        """Messages unanswered for LOST_AFTER_RESENDS times ``resend_after`` at a node
+        the table counts up, to their partition's owner again (in the order sent)."""
+        if now - self._lost_looked < self.resend_after / 4:
+            return []
+        self._lost_looked = now
+        before = now - self.resend_after * LOST_AFTER_RESENDS
+        found = []
+        for msg_id, sent in list(self.sent.items()):
+            if sent.at <= before and sent.endpoint not in down \
+                    and msg_id not in self._carrying:  # (waiting for room: not lost)
+                self.resent += 1
+                found.append(self._again(msg_id, sent,
+                                         self._endpoint_for(key_of(sent.headers)), now))
         return found
 
     def _nodes_down(self) -> set[str]:

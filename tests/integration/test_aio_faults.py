@@ -75,6 +75,43 @@ def test_a_node_killed_and_restarted_under_async_clients_loses_no_acked_message(
     run(main(), 110)
 
 
+@pytest.mark.parametrize("batch", [1, None])
+def test_messages_a_killed_node_never_answered_are_given_up_and_free_the_window(
+        start_node, aio_context, batch):
+    """Messages taken by a node that is then killed are never answered (the node
+    answers on the connection that brought them): after ``ack_timeout`` s each one's
+    Future says so and its room in the window is free, so the same producer goes on
+    with the restarted node. (Stopped, the node takes them into its socket's buffer
+    and reads none: they die with it, whatever the machine's speed.) Without the
+    timeout the window stayed full for good: publish timed out, flush never ended."""
+    node = start_node(*OPTIONS)
+
+    async def main() -> None:
+        async with aio.Producer(node.receive_dsn, window=8, batch=batch, ack_timeout=2,
+                                context=aio_context) as producer:
+            assert (await producer.send([b"before"], topic="t-lost")).ok
+            await asyncio.to_thread(node.pause)
+            lost = [await producer.publish([b"lost %d" % n], topic="t-lost")
+                    for n in range(8)]
+            assert producer.outstanding == 8  # the window is full
+            await asyncio.to_thread(node.kill)
+            await asyncio.to_thread(node.restart)
+            started = time.monotonic()
+            await asyncio.wait_for(asyncio.wait(lost), 10)
+            assert time.monotonic() - started < 4
+            given_up = [future.exception() for future in lost if future.exception()]
+            assert len(given_up) == (8 if batch == 1 else 7)  # (the last one: stored)
+            assert all(isinstance(exc, TimeoutError) and str(exc).startswith(
+                "no ACK within 2 s of sending: the node may have stored the message or not")
+                for exc in given_up)
+            assert producer.outstanding == 0
+            after = [await producer.publish([b"after %d" % n], topic="t-lost", timeout=5)
+                     for n in range(20)]  # more than the window: room came back
+            await producer.flush(10)
+            assert all(future.result().ok for future in after)
+    run(main(), 60)
+
+
 def _backlog(node) -> int:
     return int(node.stats()["topics"]["t-kill"]["groups"]["g"]["backlog"])
 

@@ -89,8 +89,8 @@ class ProducerSession:
         self._asking: bytes | None = None  # the message that asked the node
         self._pending: list[tuple[bytes, bytes]] = []  # msg id, entry: the next batch
         self._batches: dict[bytes, list[bytes]] = {}  # batch id -> its msg ids, out
-        # what went and waits for its ACK, in the order it went: batch id (or msg id
-        # of a message sent alone) -> when it went
+        # with an ack_timeout, what went and waits for its ACK, in the order it went:
+        # batch id (or msg id of a message sent alone) -> when it went
         self._out_since: dict[bytes, float] = {}
 
     def next_msg_id(self) -> bytes:
@@ -117,7 +117,8 @@ class ProducerSession:
         if self.batch > 1 and self._asking is None:
             self._asking = msg_id
             headers = [*headers, batches.PROTOCOL_HEADER]
-        self._out_since[msg_id] = now
+        if self.ack_timeout is not None:
+            self._out_since[msg_id] = now
         return encode_produce(msg_id, list(parts), tuple(headers))
 
     def pending_batch(self, now: float | None = None) -> list[bytes] | None:
@@ -127,7 +128,8 @@ class ProducerSession:
             return None
         batch_id = next(self.ids)
         self._batches[batch_id] = [msg_id for msg_id, _ in self._pending]
-        self._out_since[batch_id] = time.monotonic() if now is None else now
+        if self.ack_timeout is not None:
+            self._out_since[batch_id] = time.monotonic() if now is None else now
         frames = batches.encode_batch(batch_id, [entry for _, entry in self._pending])
         self._pending = []
         return frames
@@ -146,12 +148,14 @@ class ProducerSession:
         try:
             if batches.is_batch_ack(frames):
                 answer = batches.decode_batch_ack(frames)
-                self._out_since.pop(answer.batch_id, None)
+                if self._out_since:  # (empty without an ack_timeout: nothing to find)
+                    self._out_since.pop(answer.batch_id, None)
                 return self._batch_answered(answer, now)
             ack = decode_producer_ack(frames)
         except DecodeError:
             return []
-        self._out_since.pop(ack.msg_id, None)
+        if self._out_since:
+            self._out_since.pop(ack.msg_id, None)
         if ack.msg_id == self._asking and batches.speaks_batches(frames[2:]):
             self.protocol = 2
         members = self._batches.pop(ack.msg_id, None)

@@ -97,10 +97,12 @@ def test_messages_a_killed_node_never_answered_are_given_up_and_free_the_window(
             await asyncio.to_thread(node.kill)
             await asyncio.to_thread(node.restart)
             started = time.monotonic()
-            await asyncio.wait_for(asyncio.wait(lost), 10)
-            assert time.monotonic() - started < 4
+            await asyncio.wait_for(asyncio.wait(lost), 15)
+            waited = time.monotonic() - started
+            assert waited < 10, f"given up after {waited:.1f} s"  # (2 s, and the load)
             given_up = [future.exception() for future in lost if future.exception()]
-            assert len(given_up) == (8 if batch == 1 else 7)  # (the last one: stored)
+            answers = [future.exception() or future.result() for future in lost]
+            assert len(given_up) == (8 if batch == 1 else 7), answers  # (the last: stored)
             assert all(isinstance(exc, TimeoutError) and str(exc).startswith(
                 "no ACK within 2 s of sending: the node may have stored the message or not")
                 for exc in given_up)

@@ -17,6 +17,12 @@ happens to the task that waits for it (the producer holds it; a waiter that must
 survive its own cancellation awaits it through ``asyncio.shield``). ``send`` is
 cancelled either in ``publish`` (not sent) or while it waits for the ACK (sent):
 a task that must tell which after a cancellation uses the two steps.
+
+A message whose ACK has not come ``ack_timeout`` s after it went is given up: its
+Future has a TimeoutError and its room in the window is free again. A node killed
+with the message, or with its ACK, never answers it (it answers on the connection
+it took the message from); without this, each such message would take a place in
+the window for good, and the producer would stop once they filled it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from pzq.zmqio import POLLIN, drain
 __all__ = ["Producer"]
 
 READ_AT_ONCE = 1000  # ACK frames read in one wake before the loop runs other tasks
+ACK_TIMEOUT_S = 20.0  # a message out this long without its ACK is given up (publish waits 30)
 
 
 OTHER_LOOP = ("this pzq.aio.Producer belongs to the event loop it was first used on, "
@@ -53,20 +60,23 @@ class Producer(ProducerView):
     this client's key pair and the node's public key, with CURVE on the node.
 
     An ACK carries what the sync client's does: ``ok``, and REPLICATION_FAILED,
-    DUPLICATE, MOVED or the reason of a refusal in ``status_message``."""
+    DUPLICATE, MOVED or the reason of a refusal in ``status_message``.
+    ``ack_timeout``: seconds after which a message sent without its ACK is given up
+    (its Future: TimeoutError; None: kept until ``close``)."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100, batch: int | None = None,
                  curve: ClientSecurity | None = None, context: AsyncContext | None = None,
-                 keep_acks: int = KEEP_ACKS) -> None:
+                 keep_acks: int = KEEP_ACKS, ack_timeout: float | None = ACK_TIMEOUT_S) -> None:
         self.dsn = dsn
         self.curve = curve
         self._session, self._socket = setup.producer(window, batch, keep_acks,
                                                      opener(context, dsn, curve),
-                                                     keep_arrived=False)
+                                                     keep_arrived=False, ack_timeout=ack_timeout)
         self._out = Outbox(self._socket, "producer")
         self._futures: dict[bytes, asyncio.Future[ProducerAck]] = {}
         self._answered = asyncio.Event()  # set by the reader when ACKs came
         self._reader: asyncio.Task[None] | None = None
+        self._overdue_check: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the first publish's
         self._topic_frames: dict[str, list[bytes]] = {}  # a topic's TOPIC frame, made once
         self._failure: BaseException | None = None
@@ -111,6 +121,7 @@ class Producer(ProducerView):
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
             self._reader = loop.create_task(self._read())
+            self._check_overdue()
         future: asyncio.Future[ProducerAck] = loop.create_future()
         self._futures[msg_id] = future
         if topic is not None and tag is None and dedup_id is None and key is None:
@@ -230,6 +241,31 @@ class Producer(ProducerView):
         poke(socket)  # (the reads above may have taken the descriptor's signal)
         self._answered.set()
 
+    def _check_overdue(self) -> None:
+        """Give up the messages out ``ack_timeout`` s without their ACK, then look
+        again when the oldest left is due (a timer, not a wait of the reader: an ACK
+        costs no timer)."""
+        session, loop = self._session, self._loop
+        if self._closed or session.ack_timeout is None or loop is None or loop.is_closed():
+            return
+        now = time.monotonic()
+        given_up = session.overdue(now)
+        if given_up:
+            lost = TimeoutError(
+                f"no ACK within {session.ack_timeout:g} s of sending: the node may have "
+                f"stored the message or not (a connection lost with it or with its ACK); "
+                f"send it again with the same dedup_id to have it stored once")
+            futures = self._futures
+            for msg_id in given_up:
+                future = futures.pop(msg_id, None)
+                if future is not None and not future.done():
+                    future.set_exception(lost)
+            self._out.put(session.due_batch(now))  # a batch waiting behind them goes
+            self._answered.set()
+        wake = session.next_deadline(now) or now + session.ack_timeout
+        self._overdue_check = loop.call_at(loop.time() + max(0.01, wake - now),
+                                           self._check_overdue)
+
     def _answer(self, acks: list[ProducerAck]) -> None:
         futures = self._futures
         for ack in acks:
@@ -265,6 +301,8 @@ class Producer(ProducerView):
         self._out.put(self._session.pending_batch())  # sent, as a message alone would be
         self._out.push()
         self._out.dropped()
+        if self._overdue_check is not None:
+            self._overdue_check.cancel()
         if self._reader is not None and not self._reader.done():  # (done: its loop ended)
             self._reader.cancel()
             await asyncio.wait([self._reader])  # (a cancellation of close's own task goes on)

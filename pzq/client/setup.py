@@ -30,9 +30,11 @@ ROUTED_GROUP_OPTIONS = {"declare": True, "timeout": 3.0}
 
 
 def producer(window: int, batch: int | None, keep_acks: int, open_socket: OpenSocket[S],
-             keep_arrived: bool = True) -> tuple[ProducerSession, S]:
+             keep_arrived: bool = True, ack_timeout: float | None = None
+             ) -> tuple[ProducerSession, S]:
     """A producer's session (its window and batches) and its DEALER."""
-    session = ProducerSession(window, batch, keep_acks, keep_arrived=keep_arrived)
+    session = ProducerSession(window, batch, keep_acks, keep_arrived=keep_arrived,
+                              ack_timeout=ack_timeout)
     room = max(1000, window * 2)
     return session, open_socket(zmq.DEALER, {zmq.LINGER: 1000, zmq.SNDHWM: room,
                                              zmq.RCVHWM: room})

@@ -95,6 +95,38 @@ def test_a_waiting_batch_is_due_when_nothing_else_is_out():
     assert session.pending_batch() is None and session.next_deadline(3.0) is None
 
 
+def test_messages_out_past_the_ack_timeout_are_given_up_and_a_late_ack_ignored():
+    session, _ = learnt(window=4, batch=2)
+    session.ack_timeout = 10.0
+    alone = session.add(b"m0", [b"0"], [], now=2.0)  # went at 2
+    assert session.add(b"m1", [b"1"], [], now=3.0) is None
+    pair = session.add(b"m2", [b"2"], [], now=4.0)  # m1 and m2 went at 4
+    assert session.add(b"m3", [b"3"], [], now=5.0) is None  # waits for its batch
+    assert session.full and session.next_deadline(5.0) == 12.0
+    assert session.overdue(11.9) == []
+    assert session.overdue(12.0) == [b"m0"] and session.next_deadline(12.0) == 14.0
+    assert session.due_batch(12.0) is None  # m1 and m2 are still out
+    assert session.overdue(14.0) == [b"m1", b"m2"]
+    assert list(session.unanswered) == [b"m3"]  # never sent: not given up
+    due = session.due_batch(14.0)
+    assert due is not None and session.next_deadline(14.0) == 24.0
+    assert alone is not None and pair is not None
+    assert session.received(batch_ack_of(alone), 15.0) == []  # too late: ignored
+    assert session.received(batch_ack_of(pair), 15.0) == []
+    assert [ack.msg_id for ack in session.received(batch_ack_of(due), 15.0)] == [b"m3"]
+    assert not session.unanswered and session.next_deadline(15.0) is None
+    assert session.overdue(100.0) == []
+
+
+def test_without_an_ack_timeout_nothing_is_given_up():
+    session, _ = learnt(window=4, batch=2)
+    session.add(b"m0", [b"0"], [], now=2.0)
+    assert session.overdue(1e9) == [] and session.next_deadline(1e9) is None
+    assert list(session.unanswered) == [b"m0"]
+    with pytest.raises(ValueError, match="ack_timeout must be more than 0 s"):
+        ProducerSession(ack_timeout=0)
+
+
 def test_a_batch_the_node_cannot_read_fails_every_member():
     session, _ = learnt(window=8, batch=2)
     session.add(b"m0", [b"0"], [], now=2.0)

@@ -7,12 +7,17 @@ up to ``batch`` and go together, each answered in one ACK, while earlier batches
 out (the window, in messages, bounds them all). A shell sends what ``add`` and the
 batch questions return; ``received`` takes any frame the node sends and returns the
 ACKs it answers, so a shell may wait for the window or for one message's ACK alike.
+
+With an ``ack_timeout``, a message out that long without its ACK is given up
+(``overdue``): a node killed with it, or with its ACK, never answers it, and its
+room in the window would be taken for good.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections import deque
 from collections.abc import Sequence
 from itertools import repeat
@@ -58,7 +63,7 @@ class ProducerSession:
 
     def __init__(self, window: int = 100, batch: int | None = None,
                  keep_acks: int = KEEP_ACKS, id_prefix: bytes | None = None,
-                 keep_arrived: bool = True) -> None:
+                 keep_arrived: bool = True, ack_timeout: float | None = None) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
         self.batch = max(1, min(window // 4, MOST_IN_BATCH)) if batch is None else batch
@@ -66,6 +71,9 @@ class ProducerSession:
             raise ValueError(f"batch must be from 1 to {batches.MAX_MESSAGES}")
         if keep_acks < 1:
             raise ValueError("keep_acks must be at least 1")
+        if ack_timeout is not None and not ack_timeout > 0:
+            raise ValueError("ack_timeout must be more than 0 s (None: wait for ever)")
+        self.ack_timeout = ack_timeout
         self.window = window
         self.keep_acks = keep_acks
         self.keep_arrived = keep_arrived
@@ -81,6 +89,9 @@ class ProducerSession:
         self._asking: bytes | None = None  # the message that asked the node
         self._pending: list[tuple[bytes, bytes]] = []  # msg id, entry: the next batch
         self._batches: dict[bytes, list[bytes]] = {}  # batch id -> its msg ids, out
+        # with an ack_timeout, what went and waits for its ACK, in the order it went:
+        # batch id (or msg id of a message sent alone) -> when it went
+        self._out_since: dict[bytes, float] = {}
 
     def next_msg_id(self) -> bytes:
         return next(self.ids)
@@ -101,35 +112,42 @@ class ProducerSession:
             # a full batch goes, and so does a message while nothing is out (no wait
             # for a slow producer); else the batch fills while ACKs free the window
             if len(pending) >= self.batch or len(self.unanswered) == 1:
-                return self.pending_batch()
+                return self.pending_batch(now)
             return None
         if self.batch > 1 and self._asking is None:
             self._asking = msg_id
             headers = [*headers, batches.PROTOCOL_HEADER]
+        if self.ack_timeout is not None:
+            self._out_since[msg_id] = now
         return encode_produce(msg_id, list(parts), tuple(headers))
 
     def forget(self, msg_id: bytes) -> None:
         """Wait no more for the message's ACK (its node lost it: a routed producer
         sends it again): its room in the window is free. An ACK that comes for it
         after all is ignored, as any ACK not waited for."""
+        if self._out_since:  # (a batch's stays: overdue skips what is not unanswered)
+            self._out_since.pop(msg_id, None)
         if self.unanswered.pop(msg_id, None) is not None and self._pending:
             self._pending = [entry for entry in self._pending if entry[0] != msg_id]
 
-    def pending_batch(self) -> list[bytes] | None:
-        """The messages waiting for a batch, to go now in one (None: none waits)."""
+    def pending_batch(self, now: float | None = None) -> list[bytes] | None:
+        """The messages waiting for a batch, to go now in one (None: none waits);
+        ``now`` (default: the clock's) starts its wait for the ACK."""
         if not self._pending:
             return None
         batch_id = next(self.ids)
         self._batches[batch_id] = [msg_id for msg_id, _ in self._pending]
+        if self.ack_timeout is not None:
+            self._out_since[batch_id] = time.monotonic() if now is None else now
         frames = batches.encode_batch(batch_id, [entry for _, entry in self._pending])
         self._pending = []
         return frames
 
-    def due_batch(self) -> list[bytes] | None:
+    def due_batch(self, now: float | None = None) -> list[bytes] | None:
         """The waiting batch when nothing else of ours is out (no ACK would come to
         send it): it goes now. None otherwise."""
         if len(self._pending) == len(self.unanswered):
-            return self.pending_batch()
+            return self.pending_batch(now)
         return None
 
     def received(self, frames: list[bytes], now: float) -> list[ProducerAck]:
@@ -138,10 +156,15 @@ class ProducerSession:
         protocol says."""
         try:
             if batches.is_batch_ack(frames):
-                return self._batch_answered(batches.decode_batch_ack(frames), now)
+                answer = batches.decode_batch_ack(frames)
+                if self._out_since:  # (empty without an ack_timeout: nothing to find)
+                    self._out_since.pop(answer.batch_id, None)
+                return self._batch_answered(answer, now)
             ack = decode_producer_ack(frames)
         except DecodeError:
             return []
+        if self._out_since:
+            self._out_since.pop(ack.msg_id, None)
         if ack.msg_id == self._asking and batches.speaks_batches(frames[2:]):
             self.protocol = 2
         members = self._batches.pop(ack.msg_id, None)
@@ -206,7 +229,31 @@ class ProducerSession:
                 return ack
         return None
 
+    def overdue(self, now: float) -> list[bytes]:
+        """The messages out for ``ack_timeout`` s or more without their ACK, given up:
+        no longer unanswered (their room in the window is free again), and an ACK
+        that comes for one later is ignored. The node may have stored them, or not
+        (a connection lost with them, or with their ACKs). None without a timeout."""
+        if self.ack_timeout is None:
+            return []
+        limit = now - self.ack_timeout
+        out, unanswered = self._out_since, self.unanswered
+        given_up: list[bytes] = []
+        while out:
+            sent_id, sent = next(iter(out.items()))  # (the oldest: they went in order)
+            if sent > limit:
+                break
+            del out[sent_id]
+            members = self._batches.pop(sent_id, None)
+            for msg_id in [sent_id] if members is None else members:
+                if unanswered.pop(msg_id, None) is not None:
+                    given_up.append(msg_id)
+        return given_up
+
     def next_deadline(self, now: float) -> float | None:
-        """Nothing in a producer's session is timed (a waiting batch goes when it is
-        full, when nothing else is out, or when the shell flushes): None."""
-        return None
+        """When the oldest message out is given up without its ACK (``overdue``);
+        None without an ``ack_timeout``, or while nothing is out. (A waiting batch
+        goes when it is full, when nothing else is out, or when the shell flushes.)"""
+        if self.ack_timeout is None or not self._out_since:
+            return None
+        return next(iter(self._out_since.values())) + self.ack_timeout

@@ -38,7 +38,6 @@ class RoutedGroupConsumer(Deliveries):
         GroupConsumer.check_options(self.options)
         self._context = context
         self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
-        self._refused = ""  # why a node refused the group: said at every receive after
         self._closed = False
 
     @property
@@ -48,21 +47,28 @@ class RoutedGroupConsumer(Deliveries):
 
     async def join(self) -> None:
         """Ask for the table (once) and join every node in it; ValueError when none has
-        a consume endpoint. ``async with`` and the first ``receive`` do it."""
+        a consume endpoint, ConsumeRefused (then and at every receive after) when a
+        node refuses the group: the nodes joined are let go, what they hold given back.
+        ``async with`` and the first ``receive`` do it."""
         self._check_open()
+        self._session.refuse_again()
         await self.table.known()
-        await self._join_new()
-        if not self.consumers:
-            raise ValueError("no node in the route table has a consume endpoint "
-                             "(--consume-dsn)")
+        try:
+            await self._join_new()
+        except ConsumeRefused as refused:
+            self._session.refused(refused)
+            await self._close_members()  # nothing taken yet: what they hold goes back now
+            raise
+        self._session.check_joined()
 
     async def _join_new(self) -> None:
+        """ConsumeRefused when a node refuses the group."""
         for endpoint in self._session.to_join():
             consumer = GroupConsumer(endpoint, self.topic, self.group, self.window,
                                      curve=self.curve, context=self._context, **self.options)
             try:
                 await consumer.join()
-            except (TimeoutError, ConsumeRefused):
+            except TimeoutError:
                 continue  # a node that is down now: joined when it answers again
             self._session.joined(endpoint, consumer)
 
@@ -75,13 +81,12 @@ class RoutedGroupConsumer(Deliveries):
         first, then takes what has arrived, each node in turn; ConsumeRefused, again at
         each call, once a node refused the group (a removed group, a withdrawn right)."""
         self._check_open()
-        if self._refused:
-            raise ConsumeRefused(self._refused)
+        self._session.refuse_again()
         try:
             return await self._receive_many(most, timeout)
         except ConsumeRefused as refused:
             # the other nodes' turns would hand out theirs as if nothing had happened
-            self._refused = str(refused)
+            self._session.refused(refused)
             raise
 
     async def _receive_many(self, most: int, timeout: float | None) -> list[Message]:
@@ -127,6 +132,10 @@ class RoutedGroupConsumer(Deliveries):
 
     async def close(self) -> None:
         self._closed = True
+        await self._close_members()
+
+    async def _close_members(self) -> None:
+        """Each says BYE: its node gives back what is unacked at once."""
         for consumer in self.consumers.values():
             await consumer.close()
 

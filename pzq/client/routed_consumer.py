@@ -34,11 +34,12 @@ class RoutedGroupConsumer:
         self.options = setup.routed_group_options(options)  # GroupConsumer's, each node's
         self._context = context or zmq.Context.instance()
         self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
-        self._refused = ""  # why a node refused the group: said at every receive after
-        self._join_new()
-        if not self.consumers:
-            raise ValueError("no node in the route table has a consume endpoint "
-                             "(--consume-dsn)")
+        try:
+            self._join_new()
+        except BaseException:  # a node refused the group (ConsumeRefused), ...
+            self.close()  # nothing taken yet: what the joined nodes hold goes back now
+            raise
+        self._session.check_joined()
 
     @property
     def consumers(self) -> dict[str, GroupConsumer]:
@@ -62,13 +63,12 @@ class RoutedGroupConsumer:
         """Up to ``most`` deliveries from any node: waits up to ``timeout`` s for the
         first, then takes what has arrived, each node in turn; ConsumeRefused, again at
         each call, once a node refused the group (a removed group, a withdrawn right)."""
-        if self._refused:
-            raise ConsumeRefused(self._refused)
+        self._session.refuse_again()
         try:
             return self._receive_many(most, timeout)
         except ConsumeRefused as refused:
             # the other nodes' turns would hand out theirs as if nothing had happened
-            self._refused = str(refused)
+            self._session.refused(refused)
             raise
 
     def _receive_many(self, most: int, timeout: float | None) -> list[Message]:

@@ -4,6 +4,7 @@ and the returning origin delivers no group again what it finished meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pzq.client import (
     Message,
     Producer,
     RoutedGroupConsumer,
+    RouteTable,
     request_monitor,
 )
 from tests.cluster.test_cluster import ACK_TIMEOUT_US, TIMEOUT_NODES_US, ipc_endpoints
@@ -26,6 +28,8 @@ from tests.support.aio import run
 from tests.support.harness import wait_until
 
 REMOVED = "^group g of topic orders was removed$"
+OTHER_FILTER = r"^group g of topic orders has filter 'eu-\*', not 'us-\*'$"
+LONG_ACK_TIMEOUT = ("--ack-timeout", "60000000")  # a delivery back sooner: a BYE gave it
 
 
 def start_group_cluster(start_node, endpoints: list[str], *extra: str) -> list:
@@ -420,5 +424,100 @@ def test_asyncio_routed_group_consumer_raises_consume_refused_at_every_receive_a
                     await consumer.receive(0.2)
             with pytest.raises(ConsumeRefused, match=REMOVED):
                 await consumer.receive_many(10, 0.2)
+
+    run(main())
+
+
+def _refused_at_join(start_node, tmp_path, context, every: bool = False):
+    """Two nodes: the one a routed consumer joins first has group g (filter us-*) with
+    ten deliveries for it; the one joined last has g with another filter (eu-*), so
+    refuses a consumer of us-* (``every``: both have eu-*). Returns the first node."""
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2), *LONG_ACK_TIMEOUT)
+    _every_consume_endpoint_known(nodes)
+    order = RouteTable(nodes[0].monitor_dsn).every("consume")
+    first, last = ({node.consume_dsn: node for node in nodes}[endpoint]
+                   for endpoint in (order[0], order[-1]))
+    declare(first, "DECLARE TOPIC orders",
+            f"DECLARE GROUP orders g filter={'eu-*' if every else 'us-*'}")
+    produce(first, context, [b"m%d" % n for n in range(10)], tag="us-1")
+    declare(last, "DECLARE TOPIC orders", "DECLARE GROUP orders g filter=eu-*")
+    return first
+
+
+def _let_go(node) -> None:
+    """The routed consumer's member on ``node`` said BYE: what it held is back at once
+    (not at the ack timeout, a minute)."""
+    node.wait_stats(lambda s: (s["topics"]["orders"]["groups"]["g"]["consumers"],
+                               s["topics"]["orders"]["groups"]["g"]["inflight"]) == (0, 0),
+                    message="the joined node's consumer gone, its deliveries back")
+
+
+def test_routed_group_consumer_raises_consume_refused_at_join(start_node, context,
+                                                              tmp_path):
+    first = _refused_at_join(start_node, tmp_path, context)
+    with pytest.raises(ConsumeRefused, match=OTHER_FILTER):
+        RoutedGroupConsumer(first.monitor_dsn, "orders", "g", filter="us-*", context=context)
+    _let_go(first)
+
+
+@pytest.mark.parametrize("every", [False, True], ids=["one node refuses", "every node"])
+def test_asyncio_routed_group_consumer_raises_consume_refused_at_join_and_after(
+        start_node, context, aio_context, tmp_path, every):
+    """It said "no node ... has a consume endpoint" when every node refused, and joined
+    the others alone when one did."""
+    first = _refused_at_join(start_node, tmp_path, context, every)
+
+    async def main() -> None:
+        consumer = aio.RoutedGroupConsumer(first.monitor_dsn, "orders", "g", filter="us-*",
+                                           context=aio_context)
+        try:
+            with pytest.raises(ConsumeRefused, match=OTHER_FILTER):
+                async with consumer:
+                    pass
+            await asyncio.to_thread(_let_go, first)
+            for _ in range(2):
+                with pytest.raises(ConsumeRefused, match=OTHER_FILTER):
+                    await consumer.receive(0.2)
+            with pytest.raises(ConsumeRefused, match=OTHER_FILTER):
+                await consumer.receive_many(10, 0.2)
+            with pytest.raises(ConsumeRefused, match=OTHER_FILTER):
+                await consumer.join()
+        finally:
+            await consumer.close()
+
+    run(main())
+
+
+def _group_g(stats: dict) -> dict:
+    return stats["topics"]["orders"]["groups"]["g"]
+
+
+def test_asyncio_routed_group_consumer_refused_keeps_the_other_nodes_deliveries_till_close(
+        start_node, context, aio_context, tmp_path):
+    """After the first node's refusal the second node's deliveries stay out to the routed
+    consumer: those it took may still be ACKed, and close() gives the rest back at once
+    (a BYE), not at the ack timeout (a minute)."""
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2), *LONG_ACK_TIMEOUT)
+    _every_consume_endpoint_known(nodes)
+
+    async def main() -> None:
+        consumer = aio.RoutedGroupConsumer(nodes[1].monitor_dsn, "orders", "g",
+                                           context=aio_context)
+        await consumer.join()
+        await asyncio.to_thread(_refused_on_one_node, nodes, context)
+        taken: list[aio.Message] = []
+        deadline = time.monotonic() + 15
+        with pytest.raises(ConsumeRefused, match=REMOVED):
+            while time.monotonic() < deadline:
+                taken += await consumer.receive_many(1, 0.2)
+        second = [m for m in taken if m.parts[0].startswith(nodes[1].monitor_dsn.encode())]
+        assert second, "the second node's turns came before the refusal"
+        assert _group_g(nodes[1].stats())["inflight"] == 40
+        await consumer.ack_many(second)
+        await asyncio.to_thread(nodes[1].wait_stats, lambda s: _group_g(s)["inflight"]
+                                == 40 - len(second), 10, "the ACKs after the refusal")
+        await consumer.close()
+        await asyncio.to_thread(nodes[1].wait_stats, lambda s: _group_g(s)["inflight"] == 0,
+                                10, "the rest back at close, not at the ack timeout")
 
     run(main())

@@ -19,6 +19,7 @@ from pzq.client.sessions.routed_producer import (
     RoutedProducerSession,
 )
 from pzq.client.sessions.routes import KnownRoutes
+from pzq.errors import ConsumeRefused
 from pzq.protocol.frames import ProducerAck
 from pzq.protocol.headers import partition_of
 
@@ -228,6 +229,20 @@ def test_a_node_the_table_counts_down_is_not_joined_until_it_is_up():
     session.joined("tcp://a:5", "member a")
     known.answered("tcp://a:3", answer(["a", "b"], nodes=("a", "b")), 3.0)  # b is back
     assert session.to_join() == ["tcp://b:5"]
+
+
+def test_no_member_after_the_joins_is_said_and_a_refusal_is_said_again():
+    session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"]))
+    with pytest.raises(ValueError, match=r"^no node in the route table has a consume "
+                                         r"endpoint \(--consume-dsn\)$"):
+        session.check_joined()
+    session.joined("tcp://a:5", "member a")
+    session.check_joined()
+    session.refuse_again()  # none refused yet
+    session.refused(ConsumeRefused("FORBIDDEN consume orders:g: the rules changed"))
+    for _ in range(2):
+        with pytest.raises(ConsumeRefused, match="^FORBIDDEN consume orders:g: the rules"):
+            session.refuse_again()
 
 
 def test_members_are_read_in_turn():

@@ -1,8 +1,16 @@
 """A routed group consumer's session: the nodes it is joined to (every node in the
 route table serves the group: owners deliver their partitions, a survivor what it
 took over), when the table is asked again for nodes not yet joined, whose turn it is
-to be read, and which node each delivery's ACK goes back to. Without I/O: each
-member is a consumer shell of one node, with its own credits.
+to be read, which node each delivery's ACK goes back to, and whether a node refused
+the group. Without I/O: each member is a consumer shell of one node, with its own
+credits; the sync and the asyncio routed consumers share it.
+
+A node that does not answer its join is down for now: tried again at the next
+refresh. A node that refuses the group (ConsumeRefused: its right to consume it
+withdrawn, another filter, a topic it may not make) refuses the routed consumer,
+at its join as at a receive after: the node's words are said then and at every
+receive after, and the other nodes' deliveries are not handed out as if nothing had
+happened.
 """
 
 from __future__ import annotations
@@ -12,9 +20,11 @@ from typing import Generic, TypeVar
 
 from pzq.client.sessions.delivered import M
 from pzq.client.sessions.routes import KnownRoutes
+from pzq.errors import ConsumeRefused
 
 REFRESH_S = 2.0  # how often the table is asked for nodes not yet joined
 C = TypeVar("C")  # a member: the consumer of one node
+NO_CONSUME_ENDPOINT = "no node in the route table has a consume endpoint (--consume-dsn)"
 
 
 class RoutedGroupSession(Generic[C]):
@@ -22,6 +32,23 @@ class RoutedGroupSession(Generic[C]):
         self.routes = routes
         self.members: dict[str, C] = {}  # consume endpoint -> its consumer
         self._turn = 0
+        self.refusal = ""  # a node's words when it refused the group
+
+    def refused(self, refused: ConsumeRefused) -> None:
+        """A node refused the group (at its join or later): the routed consumer is
+        refused from now on."""
+        self.refusal = str(refused)
+
+    def refuse_again(self) -> None:
+        """ConsumeRefused with the node's words, once one refused the group."""
+        if self.refusal:
+            raise ConsumeRefused(self.refusal)
+
+    def check_joined(self) -> None:
+        """After the first joins: ValueError when no node in the table was joined
+        (none has a consume endpoint, or none answered)."""
+        if not self.members:
+            raise ValueError(NO_CONSUME_ENDPOINT)
 
     def table_age(self, now: float) -> float | None:
         """The age past which the table is asked for again now (then ``to_join``);

@@ -87,8 +87,9 @@ class ReplicaStore(Participant):
         self._marks: dict[tuple[bytes, int], set[str]] = {}  # group marks in the batch
         # Removes that named a copy not (yet) here: a late REPLICATE of it is dropped.
         self._removed_early: OrderedDict[tuple[bytes, int], None] = OrderedDict()
-        # Groups done with a copy not (yet) here: the late copy comes marked.
-        self._done_early: OrderedDict[tuple[bytes, int], set[str]] = OrderedDict()
+        # Groups done with a copy not (yet) here (a survivor's DONE): the late copy
+        # comes marked.
+        self.early_dones: OrderedDict[tuple[bytes, int], set[str]] = OrderedDict()
         self._done_applied: dict[tuple[bytes, int], set[str]] = {}  # in the batch being built
         self.dones_forgotten = 0  # remembered dones dropped past REMEMBERED_DONES
         self._forgotten_said: float | None = None
@@ -124,8 +125,7 @@ class ReplicaStore(Participant):
 
     def add(self, batch: Batch, origin: bytes, seq: int, holders: Holders,
             record_value: bytes) -> bool:
-        """Hold a copy; False if it is held already or was removed before it came.
-        The groups done with it before it came mark it (it goes if they are all)."""
+        """Hold a copy; False if it is held already or was removed before it came."""
         self._next_seq[origin] = max(self._next_seq[origin], seq + 1)
         if (origin, seq) in self._removed_early or self.holds(origin, seq):
             return False
@@ -133,25 +133,27 @@ class ReplicaStore(Participant):
         batch.put(keyspace.replica_key(origin, seq), value)
         self._copies[(origin, seq)] = value
         self._count_delta[origin] += 1
-        done_before = self._done_early.pop((origin, seq), None)  # the only cost when none
-        if done_before is not None:
-            self._done_applied[(origin, seq)] = done_before  # remembered again if not written
-            self._mark_done_before(batch, origin, seq, done_before)
         return True
 
-    def _mark_done_before(self, batch: Batch, origin: bytes, seq: int,
-                          groups: set[str]) -> None:
-        for group in sorted(groups):
-            if self.group_done(batch, origin, seq, group, tombstone=False):
-                # Every group is done: a copy sent again later is dropped as well
-                self.remember_removed(origin, [seq])
-                return
+    def mark_late_copies(self, batch: Batch, origin: bytes, seqs: Iterable[int]) -> None:
+        """Copies just added that groups were done with before they came: marked
+        (asked only while ``early_dones`` holds any)."""
+        for seq in seqs:
+            groups = self.early_dones.pop((origin, seq), None)
+            if groups is None or self.get(origin, seq) is None:  # (removed before: dropped)
+                continue
+            self._done_applied[(origin, seq)] = groups  # remembered again if not written
+            for group in sorted(groups):
+                if self.group_done(batch, origin, seq, group, tombstone=False):
+                    # Every group is done: a copy sent again later is dropped as well
+                    self.remember_removed(origin, [seq])
+                    break
 
     def remove(self, batch: Batch, origin: bytes, seq: int, tombstone: bool) -> bool:
         """Delete a copy if held; with ``tombstone``, remember the ack for the origin.
         A copy not held yet is remembered, so that it is dropped if it comes later."""
         if not self.holds(origin, seq):
-            self._done_early.pop((origin, seq), None)  # every group is done: a remove now
+            self.early_dones.pop((origin, seq), None)  # every group is done: a remove now
             self._removed_early[(origin, seq)] = None
             if len(self._removed_early) > REMEMBERED_REMOVES:
                 self._removed_early.popitem(last=False)
@@ -167,8 +169,8 @@ class ReplicaStore(Participant):
     def remember_removed(self, origin: bytes, seqs: list[int]) -> None:
         """Copies removed (held or not): one that comes again later is dropped."""
         self._removed_early.update(zip(zip(repeat(origin), seqs), repeat(None)))
-        if self._done_early:
-            each(self._done_early.pop, zip(repeat(origin), seqs), repeat(None))
+        if self.early_dones:
+            each(self.early_dones.pop, zip(repeat(origin), seqs), repeat(None))
         while len(self._removed_early) > REMEMBERED_REMOVES:
             self._removed_early.popitem(last=False)
 
@@ -290,13 +292,13 @@ class ReplicaStore(Participant):
         return False
 
     def _remember_done(self, origin: bytes, seq: int, group: str) -> None:
-        groups = self._done_early.get((origin, seq))
+        groups = self.early_dones.get((origin, seq))
         if groups is not None:
             groups.add(group)
             return
-        self._done_early[(origin, seq)] = {group}
-        if len(self._done_early) > REMEMBERED_DONES:
-            self._done_early.popitem(last=False)
+        self.early_dones[(origin, seq)] = {group}
+        if len(self.early_dones) > REMEMBERED_DONES:
+            self.early_dones.popitem(last=False)
             self.dones_forgotten += 1
             now = time.monotonic()
             if (self._forgotten_said is None
@@ -308,7 +310,7 @@ class ReplicaStore(Participant):
 
     def remembered_dones(self, origin: bytes, seq: int) -> set[str]:
         """Groups done with a copy not here yet (to mark it when it comes)."""
-        return set(self._done_early.get((origin, seq), ()))
+        return set(self.early_dones.get((origin, seq), ()))
 
     def _drop_marks(self, batch: Batch, origin: bytes, seq: int) -> None:
         """The copy goes: so do its groups' marks (only an origin with groups has any),
@@ -340,7 +342,7 @@ class ReplicaStore(Participant):
 
     def failed(self) -> None:
         if self._done_applied:  # the copies they marked were not written: wait again
-            self._done_early.update(self._done_applied)
+            self.early_dones.update(self._done_applied)
             self._done_applied.clear()
         for pending in (self._copies, self._tombs, self._count_delta, self._tomb_delta,
                         self._marks):

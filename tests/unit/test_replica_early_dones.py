@@ -43,11 +43,20 @@ def done_by_a_taker(store: Store, copies: ReplicaStore, seq: int, group: str) ->
                                                         remember=True))
 
 
+def copy_comes(store: Store, copies: ReplicaStore, seq: int = 0) -> None:
+    """The copy comes in a REPLICATE, as the holder applies it."""
+    batch = store.begin()
+    copies.add(batch, ORIGIN, seq, HOLDERS, COPY)
+    if copies.early_dones:
+        copies.mark_late_copies(batch, ORIGIN, [seq])
+    store.commit(batch)
+
+
 def test_a_copy_that_comes_after_its_group_s_done_is_marked(held):
     store, copies = held
     done_by_a_taker(store, copies, 0, "g1")
     assert copies.remembered_dones(ORIGIN, 0) == {"g1"}
-    in_one_batch(store, lambda batch: copies.add(batch, ORIGIN, 0, HOLDERS, COPY))
+    copy_comes(store, copies)
     assert copies.is_done(ORIGIN, 0, "g1") and not copies.is_done(ORIGIN, 0, "g2")
     assert copies.counts[ORIGIN] == 1 and copies.remembered_dones(ORIGIN, 0) == set()
     assert ReplicaStore(store).is_done(ORIGIN, 0, "g1")  # stored, as a DONE's mark is
@@ -57,7 +66,7 @@ def test_a_done_not_to_remember_is_not(held):
     """The origin's own DONE: it sends no copy after it."""
     store, copies = held
     in_one_batch(store, lambda batch: copies.group_done(batch, ORIGIN, 0, "g1", False))
-    in_one_batch(store, lambda batch: copies.add(batch, ORIGIN, 0, HOLDERS, COPY))
+    copy_comes(store, copies)
     assert copies.remembered_dones(ORIGIN, 0) == set() and not copies.is_done(ORIGIN, 0, "g1")
 
 
@@ -66,7 +75,7 @@ def test_a_copy_every_group_finished_before_it_came_is_not_kept(held):
     for group in ("g1", "g2", "default"):
         done_by_a_taker(store, copies, 0, group)
     for _ in range(2):  # and a copy sent again is dropped too
-        in_one_batch(store, lambda batch: copies.add(batch, ORIGIN, 0, HOLDERS, COPY))
+        copy_comes(store, copies)
         assert copies.counts[ORIGIN] == 0 and not copies.holds(ORIGIN, 0)
     for prefix in (keyspace.REPLICA_PREFIX, keyspace.REPLICA_DONE_PREFIX):  # nor marks
         assert list(store.iterate(prefix)) == []
@@ -89,9 +98,9 @@ def test_dones_are_kept_for_a_copy_whose_batch_failed(held):
     done_by_a_taker(store, copies, 0, "g1")
     failing.armed = True
     with pytest.raises(StoreError):
-        in_one_batch(store, lambda batch: copies.add(batch, ORIGIN, 0, HOLDERS, COPY))
+        copy_comes(store, copies)
     assert copies.remembered_dones(ORIGIN, 0) == {"g1"} and not copies.holds(ORIGIN, 0)
-    in_one_batch(store, lambda batch: copies.add(batch, ORIGIN, 0, HOLDERS, COPY))
+    copy_comes(store, copies)
     assert copies.is_done(ORIGIN, 0, "g1")
 
 

@@ -191,7 +191,9 @@ def test_a_group_done_before_its_copy_came_is_not_served_again(tmp_path):
     in some holder lists, node 2 second). Node 0 is cut off, alive; node 2, hearing a
     majority, takes those over, g1 ACKs them, and the DONE reaches node 1 (back) before
     the copies node 0 sends again once it hears node 1. Node 0 dies: node 1, first in
-    line, serves g2 those messages, and never g1 again."""
+    line, serves g2 those messages, and never g1 again. Five nodes: node 2 takes over
+    past node 1 only while it hears a majority without nodes 0 and 1, which three
+    nodes cannot give."""
     network = SimNetwork(tmp_path, 5, replicas=2, now=T0)
     try:
         origin, late, taker, *_ = network.nodes

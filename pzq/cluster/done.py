@@ -141,9 +141,13 @@ class Dones:
             own.ack(batch, seq)
 
     def apply_done(self, origin: bytes, group: str, seqs: list[int], batch: Batch,
-                   own: DeliveryState) -> None:
+                   own: DeliveryState, sender: bytes) -> None:
         """A group is done with messages: ours (finished on a node that took them
-        over), or copies we hold (marked, dropped once every group is done)."""
+        over), or copies we hold (marked, dropped once every group is done). One from
+        a node that took the origin over is remembered for a copy not here yet: the
+        origin, back, may send it again (pzq.cluster.unconfirmed), unmarked. (The
+        origin's own DONE follows any copy it sent on the same link, and it sends
+        none after.)"""
         if origin == self.node_id:
             self.unconfirmed.forget(seqs)
             if group != DEFAULT_GROUP:
@@ -152,6 +156,8 @@ class Dones:
             for seq in seqs:
                 own.ack(batch, seq)
             return
+        remember = sender != origin
         for seq in seqs:
             self.takeovers.forget(origin, seq, group)
-            self.replicas.group_done(batch, origin, seq, group, tombstone=False)
+            self.replicas.group_done(batch, origin, seq, group, tombstone=False,
+                                     remember=remember)

@@ -9,6 +9,7 @@ confirmations wait for the batch that holds what they confirm
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 
 from pzq.cluster.done import Dones
 from pzq.cluster.protocols import PeerProtocols
@@ -26,6 +27,7 @@ from pzq.store.replicas import ReplicaStore, decode_holders
 from pzq.store.scheduled_copies import ScheduledCopies
 
 log = get_logger("pzq.cluster")
+SEQ_OF = itemgetter(0)
 
 TOMBSTONES_PER_PONG = 10_000
 HELD_PER_PONG = 10_000
@@ -87,8 +89,12 @@ class PeerFrames:
         holders = decode_holders(replicate.holders)
         log.debug("replicas_received", origin=sender.decode(),
                   batch_id=replicate.batch_id, messages=len(replicate.messages))
+        replicas = self.replicas
         for seq, value in replicate.messages:
-            self.replicas.add(batch, replicate.origin, seq, holders, value)
+            replicas.add(batch, replicate.origin, seq, holders, value)
+        if replicas.early_dones:  # (the only cost when nothing is remembered)
+            # Groups done with some before they came (a survivor's DONE): marked
+            replicas.mark_late_copies(batch, replicate.origin, map(SEQ_OF, replicate.messages))
         self._confirm_once_written(routing_id, cw.encode_replicated(replicate.batch_id))
 
     def _on_schedule(self, routing_id: bytes, sender: bytes, frames: list[bytes],
@@ -113,7 +119,7 @@ class PeerFrames:
     def _on_done(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                  batch: Batch, own: DeliveryState, now: float) -> None:
         origin, done_id, group, seqs = cw.decode_done(frames)
-        self.done.apply_done(origin, group, seqs, batch, own)
+        self.done.apply_done(origin, group, seqs, batch, own, sender)
         self._confirm_once_written(routing_id, cw.encode_noted(done_id))
 
     def _on_applied(self, routing_id: bytes, sender: bytes, frames: list[bytes],

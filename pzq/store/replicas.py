@@ -8,7 +8,9 @@ Who reads each origin's topics (``DefaultReads``, sent by the origin in TOPICS) 
 kept too, so a takeover serves each group (``default`` on --send-dsn, the named ones
 on --consume-dsn) only the copies it holds, also after this node restarts while the
 origin is down. A group done with a copy others still hold leaves a mark; the copy
-goes when every group holding it is done.
+goes when every group holding it is done. A group's done that comes before its copy
+(a takeover node finished it while the origin, cut off, had not yet sent this node
+its copy) is remembered, as a remove is, and marks the copy when it comes.
 
 Counts per origin are kept in memory (counted once at start) and change only when
 a batch that changed them has been written (the replica store is a batch participant).
@@ -16,12 +18,14 @@ a batch that changed them has been written (the replica store is a batch partici
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from itertools import repeat
 
 from pzq.bulk import each
 from pzq.errors import DecodeError
+from pzq.logs import get_logger
 from pzq.protocol.cluster import DefaultReads, decode_default_reads
 from pzq.protocol.headers import topic_and_tag
 from pzq.protocol.topic_reads import DEFAULT_GROUP
@@ -29,9 +33,13 @@ from pzq.store import keyspace, record
 from pzq.store.batch import Batch, Participant
 from pzq.store.store import Store
 
+log = get_logger("pzq.cluster")
+
 Holders = tuple[bytes, ...]
 NO_READS = DefaultReads()
 REMEMBERED_REMOVES = 100_000  # removes of copies not held yet, kept in case one comes
+REMEMBERED_DONES = 100_000  # copies not held yet with groups' dones, kept for the copy
+FORGOTTEN_SAID_EVERY_S = 60.0
 NOT_IN_BATCH = object()  # a copy neither put nor deleted in the batch being built
 
 
@@ -79,6 +87,12 @@ class ReplicaStore(Participant):
         self._marks: dict[tuple[bytes, int], set[str]] = {}  # group marks in the batch
         # Removes that named a copy not (yet) here: a late REPLICATE of it is dropped.
         self._removed_early: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+        # Groups done with a copy not (yet) here (a survivor's DONE): the late copy
+        # comes marked.
+        self.early_dones: OrderedDict[tuple[bytes, int], set[str]] = OrderedDict()
+        self._done_applied: dict[tuple[bytes, int], set[str]] = {}  # in the batch being built
+        self.dones_forgotten = 0  # remembered dones dropped past REMEMBERED_DONES
+        self._forgotten_said: float | None = None
         self.default_reads: dict[bytes, DefaultReads] = {}
         self._load()
 
@@ -121,10 +135,25 @@ class ReplicaStore(Participant):
         self._count_delta[origin] += 1
         return True
 
+    def mark_late_copies(self, batch: Batch, origin: bytes, seqs: Iterable[int]) -> None:
+        """Copies just added that groups were done with before they came: marked
+        (asked only while ``early_dones`` holds any)."""
+        for seq in seqs:
+            groups = self.early_dones.pop((origin, seq), None)
+            if groups is None or self.get(origin, seq) is None:  # (removed before: dropped)
+                continue
+            self._done_applied[(origin, seq)] = groups  # remembered again if not written
+            for group in sorted(groups):
+                if self.group_done(batch, origin, seq, group, tombstone=False):
+                    # Every group is done: a copy sent again later is dropped as well
+                    self.remember_removed(origin, [seq])
+                    break
+
     def remove(self, batch: Batch, origin: bytes, seq: int, tombstone: bool) -> bool:
         """Delete a copy if held; with ``tombstone``, remember the ack for the origin.
         A copy not held yet is remembered, so that it is dropped if it comes later."""
         if not self.holds(origin, seq):
+            self.early_dones.pop((origin, seq), None)  # every group is done: a remove now
             self._removed_early[(origin, seq)] = None
             if len(self._removed_early) > REMEMBERED_REMOVES:
                 self._removed_early.popitem(last=False)
@@ -140,6 +169,8 @@ class ReplicaStore(Participant):
     def remember_removed(self, origin: bytes, seqs: list[int]) -> None:
         """Copies removed (held or not): one that comes again later is dropped."""
         self._removed_early.update(zip(zip(repeat(origin), seqs), repeat(None)))
+        if self.early_dones:
+            each(self.early_dones.pop, zip(repeat(origin), seqs), repeat(None))
         while len(self._removed_early) > REMEMBERED_REMOVES:
             self._removed_early.popitem(last=False)
 
@@ -245,17 +276,41 @@ class ReplicaStore(Participant):
                    for holder in self.holding_groups(origin, seq, record_value))
 
     def group_done(self, batch: Batch, origin: bytes, seq: int, group: str,
-                   tombstone: bool) -> bool:
+                   tombstone: bool, remember: bool = False) -> bool:
         """``group`` is done with the copy: mark it, or drop the copy when every group
-        holding it is done (``tombstone`` as in ``remove``). True when dropped."""
+        holding it is done (``tombstone`` as in ``remove``). True when dropped. With
+        ``remember``, a copy not here yet is marked when it comes."""
         found = self.get(origin, seq)
-        if found is None:
-            return False  # gone, or not here yet (then held for every group: at least once)
+        if found is None:  # gone, or not here yet (then held for every group: at least once)
+            if remember and (origin, seq) not in self._removed_early:
+                self._remember_done(origin, seq, group)
+            return False
         if self._last(origin, seq, found[1], group):
             return self.remove(batch, origin, seq, tombstone)
         batch.put(keyspace.replica_done_key(origin, seq, group), b"")
         self._marks.setdefault((origin, seq), set()).add(group)
         return False
+
+    def _remember_done(self, origin: bytes, seq: int, group: str) -> None:
+        groups = self.early_dones.get((origin, seq))
+        if groups is not None:
+            groups.add(group)
+            return
+        self.early_dones[(origin, seq)] = {group}
+        if len(self.early_dones) > REMEMBERED_DONES:
+            self.early_dones.popitem(last=False)
+            self.dones_forgotten += 1
+            now = time.monotonic()
+            if (self._forgotten_said is None
+                    or now - self._forgotten_said >= FORGOTTEN_SAID_EVERY_S):
+                self._forgotten_said = now
+                # A copy that comes later is served to that group again (at least once)
+                log.warning("early_dones_forgotten", total=self.dones_forgotten,
+                            limit=REMEMBERED_DONES)
+
+    def remembered_dones(self, origin: bytes, seq: int) -> set[str]:
+        """Groups done with a copy not here yet (to mark it when it comes)."""
+        return set(self.early_dones.get((origin, seq), ()))
 
     def _drop_marks(self, batch: Batch, origin: bytes, seq: int) -> None:
         """The copy goes: so do its groups' marks (only an origin with groups has any),
@@ -282,9 +337,13 @@ class ReplicaStore(Participant):
                                (self.tombstones, self._tomb_delta)):
             for origin, delta in deltas.items():
                 counts[origin] += delta
+        self._done_applied.clear()
         self.failed()
 
     def failed(self) -> None:
+        if self._done_applied:  # the copies they marked were not written: wait again
+            self.early_dones.update(self._done_applied)
+            self._done_applied.clear()
         for pending in (self._copies, self._tombs, self._count_delta, self._tomb_delta,
                         self._marks):
             pending.clear()

@@ -11,11 +11,13 @@ import pytest
 
 from pzq.cluster.unconfirmed import UnconfirmedCopies
 from pzq.protocol import cluster as cw
+from pzq.protocol.cluster import DefaultReads, GroupReads
 from pzq.protocol.message_keys import message_key, parse_message_key
 from tests.support.cluster_sim import (
     TIMEOUT_NODES_US,
     TIMEOUT_REPLICATION_US,
     SimNetwork,
+    SimNode,
     three_heard,
 )
 
@@ -169,3 +171,66 @@ def test_past_the_limit_the_oldest_are_given_up():
     kept.forget([1])
     kept.confirmed("peer", 2)
     assert kept.owed_to("peer") == 0 and kept.size == 0 and kept.due("peer", T0 + 5) == []
+
+
+# -- a named group's DONE that reaches a holder before its copy ---------------------------
+
+GROUPS = DefaultReads("default", groups={"orders": (GroupReads("g1"), GroupReads("g2"))})
+
+
+def served(node: SimNode, origin: SimNode, group: str, now: float) -> list[int]:
+    """What ``node``'s takeover of ``origin`` sends ``group`` of topic orders."""
+    state = node.core.takeovers.taken("orders", group).get(origin.node_id)
+    if state is None:
+        return []
+    return [parse_message_key(key)[1] for key in node.deliver(int(now * 1e6), [state])]
+
+
+def test_a_group_done_before_its_copy_came_is_not_served_again(tmp_path):
+    """Node 1 is stopped as node 0's copies go (each in its own batch: node 1 is first
+    in some holder lists, node 2 second). Node 0 is cut off, alive; node 2, hearing a
+    majority, takes those over, g1 ACKs them, and the DONE reaches node 1 (back) before
+    the copies node 0 sends again once it hears node 1. Node 0 dies: node 1, first in
+    line, serves g2 those messages, and never g1 again. Five nodes: node 2 takes over
+    past node 1 only while it hears a majority without nodes 0 and 1, which three
+    nodes cannot give."""
+    network = SimNetwork(tmp_path, 5, replicas=2, now=T0)
+    try:
+        origin, late, taker, *_ = network.nodes
+        origin.core.own_reads = lambda: GROUPS
+        network.step(T0, heartbeat=True)
+        late.up = False
+        for number in range(8):
+            origin.produce([b"m%d" % number], T0, headers=(b"TOPIC:orders",))
+            network.step(T0)
+        late_first = (late.node_id, taker.node_id)
+        seqs = [seq for seq in range(8)
+                if (found := taker.core.replicas.get(origin.node_id, seq)) is not None
+                and found[0] == late_first]
+        assert seqs  # node 1 first, node 2 holding the copy
+        now = T0 + AFTER_TIMEOUT
+        network.step(now, heartbeat=True)  # node 1 seen down by all
+        network.cut_off(origin)
+        now += AFTER_TIMEOUT
+        network.step(now, heartbeat=True)  # node 0 seen down by the others
+        finished = served(taker, origin, "g1", now)  # its own first ones too
+        assert set(seqs) <= set(finished)
+        for seq in finished:
+            assert taker.ack_group(origin.node_id, seq, "orders", "g1", now)
+        network.step(now)
+        late.up = True  # back: the DONE comes, node 0 is still cut off from it
+        now += 0.1
+        network.step(now, heartbeat=True)
+        assert taker.core.removes.owed_to(late.endpoint) == 0
+        assert not any(late.core.replicas.holds(origin.node_id, seq) for seq in seqs)
+        network.cut -= {(origin.endpoint, late.endpoint), (late.endpoint, origin.endpoint)}
+        now += 0.1
+        network.step(now, heartbeat=True)  # node 0 hears node 1: the copies again
+        assert all(late.core.replicas.holds(origin.node_id, seq) for seq in seqs)
+        origin.up = False  # SIGKILL
+        now += AFTER_TIMEOUT
+        network.step(now, heartbeat=True)
+        assert served(late, origin, "g1", now) == []  # finished on node 2
+        assert served(late, origin, "g2", now) == seqs
+    finally:
+        network.close()

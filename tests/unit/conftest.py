@@ -30,6 +30,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
     opened.close()
 
 
+ALWAYS_BOUND = ("receive", "send", "monitor")  # a node binds them whatever it is given
+
+
 @pytest.fixture
 def open_device(tmp_path: Path, context: zmq.Context) -> Iterator[Callable[..., Device]]:
     """A Device on inproc endpoints named for the test (``tcp``: on loopback ports, where
@@ -41,7 +44,10 @@ def open_device(tmp_path: Path, context: zmq.Context) -> Iterator[Callable[..., 
              tcp: bool | tuple[str, ...] = False) -> Device:
         name = f"inproc://registry-{next(_names)}"
         on_tcp = roles if tcp is True else tcp or ()
-        endpoints = [arg for role in roles for arg in (
+        # (the endpoints a node always binds are named too, given or not: their defaults
+        # are the ports and ipc path of a node the user may be running beside the tests)
+        bound = dict.fromkeys((*roles, *ALWAYS_BOUND))
+        endpoints = [arg for role in bound for arg in (
             f"--{role}-dsn", "tcp://127.0.0.1:*" if role in on_tcp else f"{name}-{role}")]
         config = parse_config(["--database", str(tmp_path / f"db{len(made)}"), *endpoints,
                                *options])

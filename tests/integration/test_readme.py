@@ -129,6 +129,9 @@ def test_start_command_creates_its_environment_and_runs_a_node(tmp_path):
             return None
 
         event = wait_until(ready, 240, interval=0, message="node_ready from the start command")
+        # The README quotes the line a first start says (not run-tests' later one).
+        (said,) = [line.strip() for line in lines if line.startswith("ensure-env:")]
+        assert f"``{said}``" in " ".join(README.split()), said
         assert re.match(r"tcp://127\.0\.0\.1:\d+$", event["receive"])
         assert (clone / ".venv" / "bin" / "pzq").exists()
         assert (clone / "pzq-data").is_dir()

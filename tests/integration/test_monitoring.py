@@ -390,14 +390,17 @@ def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_p
     assert "ZPER writer" in live  # the ZPER endpoint's line
     # The node's delivery figures count --send-dsn alone, and say so: unsaid, its "in
     # flight 0" beside billing's 1 (and a flat "in flight" line) read as a contradiction.
-    labels = dict(re.findall(r'data-key="(\w+)"><div class="value">[^<]*</div>'
-                             r'<div class="label">([^<]+)<', live))
+    labels = {key: re.sub(r"<[^>]+>", "", label) for key, label in re.findall(
+        r'data-key="(\w+)"><div class="value">[^<]*</div><div class="label">(.*?)</div>', live)}
     assert {key: labels[key] for key in ("messages_inflight", "delivered", "acked",
                                          "received")} == {
         "messages_inflight": "in flight (--send-dsn)", "delivered": "delivered (--send-dsn)",
         "acked": "acked (--send-dsn)", "received": "received"}, labels
     assert "■ in flight (--send-dsn)" in live and "■ acked (--send-dsn)" in live
     assert "on --send-dsn ACK latency p50 " in live
+    assert '<span class="where">(--send-dsn)</span>' in live  # not broken at its "--"
+    # bytes as pzq-monitor says them: "0 B", "1.2 KB", not "0B"
+    assert re.fullmatch(r"\d+(\.\d)? [KMGT]?B", billing_row["bytes"]), billing_row
 
 
 def chromium_dom(url: str, profile: Path, virtual_time_ms: int | None = None) -> str:

@@ -16,7 +16,8 @@ if [ $# -lt 4 ]; then
 fi
 source=$1 prefix=$2 data=$3 etc=$4 user=${5:-}
 python3 -m venv "$prefix"
-"$prefix/bin/pip" install --quiet --disable-pip-version-check "$source"
+# with the monitoring extra: pzq-exporter runs beside each node (docs/deploying.rst)
+"$prefix/bin/pip" install --quiet --disable-pip-version-check "$source[monitoring]"
 # Compiled once here: a read-only installation is not compiled at every start.
 "$prefix/bin/python" -m compileall -q "$prefix/lib"
 mkdir -p "$data" "$etc"

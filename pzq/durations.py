@@ -35,3 +35,14 @@ def duration_us(text: str) -> int:
         raise DurationError(f"{text} has no unit, so it would be microseconds, which are "
                             f"whole: did you mean {text}s?")
     return round(Fraction(number) * UNITS_US.get(unit, 1))
+
+
+def duration_text(us: int) -> str:
+    """The largest unit that states ``us`` exactly, as the options take it back:
+    5000000 -> ``5s``, 2500000 -> ``2500ms``, 90000000 -> ``90s``, 0 -> ``0``."""
+    if us == 0:
+        return "0"
+    for unit in ("d", "h", "m", "s", "ms"):
+        if us % UNITS_US[unit] == 0:
+            return f"{us // UNITS_US[unit]}{unit}"
+    return f"{us}us"

@@ -44,13 +44,18 @@ EXIT_NO_ANSWER = NO_ANSWER  # no answer within --timeout
 
 SPARKS = "▁▂▃▄▅▆▇█"
 HISTORY = 60
-COUNTS = (("messages", "stored"), ("messages_inflight", "in flight"),
-          ("messages_ready", "ready again"), ("dead_letters", "dead letters"),
-          ("received", "received"), ("delivered", "delivered"), ("acked", "acked"),
-          ("nacked", "nacked"), ("expired", "expired"), ("evicted", "evicted"),
-          ("redelivered", "redelivered"), ("queue_full", "QUEUE_FULL refusals"),
-          ("duplicates", "duplicates (DEDUP-ID)"),
-          ("consumers_connected", "consumers"), ("pending_producer_acks", "ACKs waiting"),
+# The delivery figures are --send-dsn's (the group default) alone, and say so: a named
+# group's are in the topics table, where its deliveries in flight would otherwise
+# contradict the node's "in flight 0".
+SEND = " (--send-dsn)"
+COUNTS = (("messages", "stored"), ("messages_inflight", "in flight" + SEND),
+          ("messages_ready", "ready again" + SEND), ("dead_letters", "dead letters"),
+          ("received", "received"), ("delivered", "delivered" + SEND),
+          ("acked", "acked" + SEND), ("nacked", "nacked" + SEND), ("expired", "expired"),
+          ("evicted", "evicted"), ("redelivered", "redelivered" + SEND),
+          ("queue_full", "QUEUE_FULL refusals"), ("duplicates", "duplicates (DEDUP-ID)"),
+          ("consumers_connected", "consumers" + SEND),
+          ("pending_producer_acks", "ACKs waiting"),
           ("store_failures", "store failures"), ("syncs", "batches written"))
 
 
@@ -80,10 +85,11 @@ def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | Non
         view.add_row(label, *_cells(answers, lambda s, key=key: human.count(s.get(key, 0))))
     view.add_row("stored bytes", *_cells(answers, lambda s: human.size(s["db_size"])))
     for key in ("received", "delivered", "acked"):
-        view.add_row(f"{key}/s (1 s, 60 s)", *_cells(answers, lambda s, key=key: (
+        where = "" if key == "received" else SEND
+        view.add_row(f"{key}/s{where} (1 s, 60 s)", *_cells(answers, lambda s, key=key: (
             f"{human.rate(s['rates'][key + '_1s'])}, {human.rate(s['rates'][key + '_60s'])}"
             if "rates" in s else "")))
-    view.add_row("ACK latency p50 / p99", *_cells(answers, _latency))
+    view.add_row("ACK latency p50 / p99" + SEND, *_cells(answers, _latency))
     view.add_row("peers", *_cells(answers, lambda s: ", ".join(
         f"{peer['endpoint']} {peer['state']}" for peer in s.get("peers", []))))
     if any(answer.stats and answer.stats.get("taken_over") for answer in answers):

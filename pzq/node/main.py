@@ -14,7 +14,7 @@ from pzq import __version__, logs
 from pzq.authorization import NO_AUTHORIZATION
 from pzq.backup.manifest import RESTORE_SEQ_GAP, check_restore, restored
 from pzq.clock import Now
-from pzq.durations import DurationError, duration_us
+from pzq.durations import DurationError, duration_text, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
 from pzq.node.config import Config
 from pzq.node.keys import node_curve
@@ -42,6 +42,8 @@ def make_argument_parser() -> argparse.ArgumentParser:
     for option in OPTIONS:
         flags = (option.flag, *option.aliases)
         default = f" (default: {option.default})" if option.default not in (None, (), "") else ""
+        if option.kind is duration_us and option.default:  # 5000000 alone: count the zeros
+            default = f" (default: {option.default}, that is {duration_text(option.default)})"
         if option.kind is bool:
             parser.add_argument(*flags, dest=option.name, action="store_true",
                                 help=option.help)

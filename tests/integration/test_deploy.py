@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,27 @@ def test_the_image_s_build_steps_install_a_node_that_passes_its_health_check(tmp
         answer = wait_until(healthy, 60, interval=0.5, message="the health check")
         assert answer.stdout.strip().endswith(": healthy")
         assert (data / "store" / "CURRENT").exists() and (data / "archive").is_dir()
+        # The page runs the exporter beside each node from this install: it was
+        # installed without the monitoring extra ("needs prometheus-client", exit 2).
+        listen = f"127.0.0.1:{port_below_ephemeral()}"
+        exporter = subprocess.Popen(
+            [str(prefix / "bin" / "pzq-exporter"), "--dsn", check[check.index("--dsn") + 1],
+             "--listen", listen], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            def scraped() -> str | None:
+                assert exporter.poll() is None, exporter.stderr.read() if exporter.stderr else ""
+                try:
+                    with urllib.request.urlopen(f"http://{listen}/metrics", timeout=5) as page:
+                        return page.read().decode()
+                except OSError:
+                    return None
+
+            metrics = wait_until(scraped, 30, interval=0.2, message="the exporter's /metrics")
+            assert re.search(r"^pzq_up\{[^}]*\} 1\.0$", metrics, re.M), metrics[:2000]
+        finally:
+            exporter.send_signal(signal.SIGTERM)
+            assert exporter.wait(30) == 0
     finally:
         node.send_signal(signal.SIGTERM)
         assert node.wait(30) == 0

@@ -84,7 +84,12 @@ def test_monitor_text_keeps_the_original_keys_first(node):
 
 def test_pzq_monitor_once_json_and_check(node, capsys):
     assert monitor_cli.main(["--dsn", node.monitor_dsn]) == 0
-    assert node.stats()["node_id"] in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert node.stats()["node_id"] in shown
+    # The delivery figures say they are --send-dsn's: a group's are in its own row.
+    assert re.search(r"│ in flight \(--send-dsn\) +│ +\d+ │", shown), shown
+    assert re.search(r"│ acked/s \(--send-dsn\) \(1 s, 60 s\) +│", shown), shown
+    assert re.search(r"│ received +│ +\d+ │", shown), shown
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["node_id"] == node.stats()["node_id"]
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) == 0
@@ -383,6 +388,19 @@ def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_p
     assert re.fullmatch(r"\d+ ms|\d+\.\d s", billing_row["oldest unacked"]), billing_row
     assert float(billing_row["acked/s"]) > 0, billing_row  # the node's rate over a minute
     assert "ZPER writer" in live  # the ZPER endpoint's line
+    # The node's delivery figures count --send-dsn alone, and say so: unsaid, its "in
+    # flight 0" beside billing's 1 (and a flat "in flight" line) read as a contradiction.
+    labels = {key: re.sub(r"<[^>]+>", "", label) for key, label in re.findall(
+        r'data-key="(\w+)"><div class="value">[^<]*</div><div class="label">(.*?)</div>', live)}
+    assert {key: labels[key] for key in ("messages_inflight", "delivered", "acked",
+                                         "received")} == {
+        "messages_inflight": "in flight (--send-dsn)", "delivered": "delivered (--send-dsn)",
+        "acked": "acked (--send-dsn)", "received": "received"}, labels
+    assert "■ in flight (--send-dsn)" in live and "■ acked (--send-dsn)" in live
+    assert "on --send-dsn ACK latency p50 " in live
+    assert '<span class="where">(--send-dsn)</span>' in live  # not broken at its "--"
+    # bytes as pzq-monitor says them: "0 B", "1.2 KB", not "0B"
+    assert re.fullmatch(r"\d+(\.\d)? [KMGT]?B", billing_row["bytes"]), billing_row
 
 
 def chromium_dom(url: str, profile: Path, virtual_time_ms: int | None = None) -> str:

@@ -73,6 +73,10 @@ def test_docs_build_without_a_warning(tmp_path):
     built = subprocess.run([str(ROOT / "scripts" / "build-docs"), str(tmp_path / "html")],
                            capture_output=True, text=True, timeout=170, check=False)
     assert built.returncode == 0, built.stdout + built.stderr
+    # A build of minutes is not a silent wait: it says what it does, then where to look.
+    said = built.stderr.splitlines()
+    assert said[0].startswith(f"build-docs: building the HTML into {tmp_path / 'html'} ("), said
+    assert said[-1] == f"build-docs: built: open {tmp_path / 'html'}/index.html", said
     tutorial = (tmp_path / "html" / "tutorial.html").read_text()
     assert "scripts/start-node" in tutorial and "pzq-consume" in tutorial  # the quick start
     assert (tmp_path / "html" / "_images" / "status-page.png").is_file()
@@ -129,6 +133,9 @@ def test_start_command_creates_its_environment_and_runs_a_node(tmp_path):
             return None
 
         event = wait_until(ready, 240, interval=0, message="node_ready from the start command")
+        # The README quotes the line a first start says (not run-tests' later one).
+        (said,) = [line.strip() for line in lines if line.startswith("ensure-env:")]
+        assert f"``{said}``" in " ".join(README.split()), said
         assert re.match(r"tcp://127\.0\.0\.1:\d+$", event["receive"])
         assert (clone / ".venv" / "bin" / "pzq").exists()
         assert (clone / "pzq-data").is_dir()

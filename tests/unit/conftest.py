@@ -20,6 +20,7 @@ from pzq.security import NO_CURVE
 from pzq.store.store import Store
 
 _names = itertools.count()
+DEFAULTED = ("receive", "send", "monitor")  # the endpoints a node binds unless told
 
 
 @pytest.fixture
@@ -28,9 +29,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
     opened = Store.open(tmp_path / "db")
     yield opened
     opened.close()
-
-
-ALWAYS_BOUND = ("receive", "send", "monitor")  # a node binds them whatever it is given
 
 
 @pytest.fixture
@@ -44,10 +42,11 @@ def open_device(tmp_path: Path, context: zmq.Context) -> Iterator[Callable[..., 
              tcp: bool | tuple[str, ...] = False) -> Device:
         name = f"inproc://registry-{next(_names)}"
         on_tcp = roles if tcp is True else tcp or ()
-        # (the endpoints a node always binds are named too, given or not: their defaults
-        # are the ports and ipc path of a node the user may be running beside the tests)
-        bound = dict.fromkeys((*roles, *ALWAYS_BOUND))
-        endpoints = [arg for role in bound for arg in (
+        # The endpoints with a default are bound whether asked or not: at the quick
+        # start's tcp://*:11132 and ipc:///tmp/pzq-monitor they failed these tests while
+        # that node ran (or took its ports): each gets a private inproc one instead.
+        roles = (*roles, *(role for role in DEFAULTED if role not in roles))
+        endpoints = [arg for role in roles for arg in (
             f"--{role}-dsn", "tcp://127.0.0.1:*" if role in on_tcp else f"{name}-{role}")]
         config = parse_config(["--database", str(tmp_path / f"db{len(made)}"), *endpoints,
                                *options])

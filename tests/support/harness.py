@@ -196,3 +196,15 @@ def scrape_metrics(monitor_dsn: str) -> str:
             return response.read().decode()
     finally:
         running.stop()
+
+
+def unread_bytes(port: int) -> int:
+    """Bytes that came to the local TCP port ``port`` and that its process has not
+    read (its sockets' receive queues, from /proc/net/tcp)."""
+    unread = 0
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                unread += int(fields[4].split(":")[1], 16)
+    return unread

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -98,7 +99,19 @@ class NodeProcess(NodeWaits, BenchNode):
                                curve=self.curve).decode()
 
     def pause(self) -> None:
+        """SIGSTOP, and wait until every thread has stopped: a thread still running
+        could read what a test sends next (its ZeroMQ I/O thread, say)."""
         self.process.send_signal(signal.SIGSTOP)
+        wait_until(self._stopped, 10, interval=0.005, message="the node stopped")
+
+    def _stopped(self) -> bool:
+        tasks = f"/proc/{self.process.pid}/task"
+        try:
+            states = [Path(tasks, task, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                      for task in os.listdir(tasks)]
+        except (FileNotFoundError, ProcessLookupError):
+            return True  # (gone: nothing of it runs)
+        return all(state in "tTZX" for state in states)
 
     def resume(self) -> None:
         self.process.send_signal(signal.SIGCONT)

@@ -36,7 +36,14 @@ from pzq.aio.socket_io import AsyncContext, Outbox, opener, poke, wait_events
 from pzq.client import setup
 from pzq.client.common import messages
 from pzq.client.session_views import ProducerView
-from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
+from pzq.client.sessions.producer import (
+    ACK_TIMEOUT_S,
+    KEEP_ACKS,
+    Moment,
+    given_up_error,
+    time_headers,
+    topic_headers,
+)
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
@@ -45,7 +52,6 @@ from pzq.zmqio import POLLIN, drain
 __all__ = ["Producer"]
 
 READ_AT_ONCE = 1000  # ACK frames read in one wake before the loop runs other tasks
-ACK_TIMEOUT_S = 20.0  # a message out this long without its ACK is given up (publish waits 30)
 
 
 OTHER_LOOP = ("this pzq.aio.Producer belongs to the event loop it was first used on, "
@@ -251,10 +257,7 @@ class Producer(ProducerView):
         now = time.monotonic()
         given_up = session.overdue(now)
         if given_up:
-            lost = TimeoutError(
-                f"no ACK within {session.ack_timeout:g} s of sending: the node may have "
-                f"stored the message or not (a connection lost with it or with its ACK); "
-                f"send it again with the same dedup_id to have it stored once")
+            lost = given_up_error(session.ack_timeout)
             futures = self._futures
             for msg_id in given_up:
                 future = futures.pop(msg_id, None)

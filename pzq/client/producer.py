@@ -5,19 +5,34 @@ DEALER, so it also works against the original pzq. Its session
 (pzq.client.sessions.producer) keeps the window and the produce batches; this
 shell owns the socket and waits. An instance owns its socket and must stay on the
 thread that made it.
+
+A message whose ACK has not come ``ack_timeout`` s after it went is given up where the
+producer waits (a full window, ``acks``, ``flush``, ``produce``): its room in the
+window is free again and ``acks`` returns an ACK the producer made for it (not ok,
+``given_up``). A node killed with the message, or with its ACK, never answers it (it
+answers on the connection it took the message from); without this, each such message
+would take a place in the window for good, and ``flush`` would never end.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
 import zmq
 
 from pzq.client import setup
-from pzq.client.common import messages, opener, remaining_ms, send_before
+from pzq.client.common import messages, opener, send_before
 from pzq.client.session_views import ProducerView
-from pzq.client.sessions.producer import KEEP_ACKS, Moment, time_headers, topic_headers
+from pzq.client.sessions.producer import (
+    ACK_TIMEOUT_S,
+    KEEP_ACKS,
+    Moment,
+    given_up_error,
+    time_headers,
+    topic_headers,
+)
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
@@ -35,14 +50,21 @@ class Producer(ProducerView):
     ``acks_dropped``) and the last ``keep_acks`` latencies.
 
     ``batch``: most messages in one produce batch (default a quarter of the window,
-    so that four batches are out at once); 1 sends every message alone."""
+    so that four batches are out at once); 1 sends every message alone.
+
+    ``ack_timeout``: seconds after which a message sent without its ACK is given up
+    (``acks``/``flush`` return an ACK not ok with ``given_up``, ``produce`` raises
+    TimeoutError; None: kept until ``close``)."""
 
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
                  context: Context | None = None, curve: ClientSecurity | None = None,
-                 keep_acks: int = KEEP_ACKS, batch: int | None = None) -> None:
+                 keep_acks: int = KEEP_ACKS, batch: int | None = None,
+                 ack_timeout: float | None = ACK_TIMEOUT_S) -> None:
         self._session, self._socket = setup.producer(
-            window, batch, keep_acks, opener(context, dsn, curve))
+            window, batch, keep_acks, opener(context, dsn, curve), ack_timeout=ack_timeout)
         self._topic_frames: dict[str | None, list[bytes]] = {}  # a topic's TOPIC frame
+        # no message out can be overdue before this (monotonic): _receive looks then
+        self._check_at = math.inf if ack_timeout is None else time.monotonic() + ack_timeout
 
     @property
     def keep_acks(self) -> int:
@@ -96,7 +118,7 @@ class Producer(ProducerView):
         session = self._session
         while session.full:
             self._send(session.due_batch(), timeout)
-            if not self._receive(remaining_ms(deadline)):
+            if not self._receive(deadline):
                 raise TimeoutError(f"no ACK within {timeout} s with a full window")
 
     def _send(self, frames: list[bytes] | None, timeout: float | None = 30.0) -> None:
@@ -116,20 +138,24 @@ class Producer(ProducerView):
         self._session.forget(msg_id)
 
     def acks(self, timeout: float = 0.0) -> list[ProducerAck]:
-        """ACKs received so far, waiting up to ``timeout`` s for one if none is here."""
-        self._send(self._session.pending_batch())
-        if not self._session.arrived:
-            self._receive(int(timeout * 1000))
-        while self._receive(0):
+        """ACKs received so far (and those of messages given up), waiting up to
+        ``timeout`` s for one if none is here."""
+        session = self._session
+        self._send(session.pending_batch())
+        deadline = time.monotonic() + timeout
+        while not session.arrived and self._receive(deadline):
             pass
-        return self._session.take_acks()
+        while self._receive(0.0):
+            pass
+        return session.take_acks()
 
     def flush(self, timeout: float = 30.0) -> list[ProducerAck]:
-        """Wait until every sent message is ACKed; returns the ACKs not yet returned."""
+        """Wait until every sent message is ACKed or given up (``ack_timeout``); returns
+        the ACKs not yet returned."""
         deadline = time.monotonic() + timeout
         self._send(self._session.pending_batch(), timeout)
         while self._session.unanswered:
-            if not self._receive(remaining_ms(deadline)):
+            if not self._receive(deadline):
                 raise TimeoutError(f"{messages(len(self._session.unanswered))} without ACK "
                                    f"after {timeout} s")
         return self.acks()
@@ -141,23 +167,47 @@ class Producer(ProducerView):
                 delay: float | None = None, not_before: Moment | None = None,
                 ttl: float | None = None, expires: Moment | None = None,
                 priority: int | None = None) -> ProducerAck:
-        """Send one message and wait for its own ACK (the options: ``send``'s)."""
+        """Send one message and wait for its own ACK (the options: ``send``'s);
+        TimeoutError when none came within ``timeout`` s, or when it was given up
+        (``ack_timeout``)."""
         msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag,
                            dedup_id=dedup_id, key=key, delay=delay, not_before=not_before,
                            ttl=ttl, expires=expires, priority=priority)
         self._send(self._session.pending_batch(), timeout)
         deadline = time.monotonic() + timeout
         while (ack := self._session.take_ack(msg_id)) is None:
-            if not self._receive(remaining_ms(deadline)):
+            if not self._receive(deadline):
                 raise TimeoutError(f"no ACK for {msg_id!r} within {timeout} s")
+        if ack.given_up:
+            raise given_up_error(self._session.ack_timeout or 0.0)
         return ack
 
-    def _receive(self, timeout_ms: int | None) -> bool:
-        """Take one frame off the socket; False if none came within the timeout."""
-        if not self._socket.poll(timeout_ms, zmq.POLLIN):
-            return False
+    def _receive(self, deadline: float | None) -> bool:
+        """Take one frame off the socket, waiting until the monotonic ``deadline`` (None:
+        for ever) at most, and give up the messages overdue meanwhile (``ack_timeout``).
+        False when the deadline came with neither."""
+        now = time.monotonic()
+        if now >= self._check_at:
+            self._give_up(now)
+        check_at = self._check_at
+        until = check_at if deadline is None or check_at < deadline else deadline
+        wait_ms = None if until == math.inf else max(0, math.ceil((until - now) * 1000))
+        if not self._socket.poll(wait_ms, zmq.POLLIN):
+            now = time.monotonic()
+            if now < check_at:
+                return False  # the deadline's
+            self._give_up(now)
+            return True
         self._session.received(self._socket.recv_multipart(), time.monotonic())
         return True
+
+    def _give_up(self, now: float) -> None:
+        """The messages out ``ack_timeout`` s without their ACK given up (their ACKs:
+        ``given_up``), and when to look again: the oldest left's deadline (a later
+        one's is later: it went later, and ACKs only take messages away)."""
+        session = self._session
+        session.give_up(now)
+        self._check_at = session.next_deadline(now) or now + (session.ack_timeout or math.inf)
 
     def close(self) -> None:
         try:  # sent, as a message sent alone would be

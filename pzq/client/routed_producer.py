@@ -114,8 +114,11 @@ class RoutedProducer(RoutedProducerView):
                headers: Sequence[bytes], timeout: float) -> None:
         producer = self._producers.get(endpoint)
         if producer is None:
+            # no ack_timeout: the session sends again what a node leaves unanswered
+            # (resend_after), and leaves a node that stays silent
             producer = self._producers[endpoint] = Producer(
-                endpoint, self.window, self._context, self.curve, batch=self.batch)
+                endpoint, self.window, self._context, self.curve, batch=self.batch,
+                ack_timeout=None)
         producer.send(parts, headers, msg_id=msg_id, timeout=timeout)
 
     def acks(self, timeout: float = 0.0) -> list[ProducerAck]:

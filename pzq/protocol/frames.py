@@ -20,6 +20,8 @@ STATUS_FAILED = b"0"
 REPLICATION_FAILED = b"REPLICATION_FAILED"
 DUPLICATE = b"DUPLICATE"  # stored already: a repeat of a DEDUP-ID within its window
 QUEUE_FULL = b"QUEUE_FULL"
+# made by the client, never sent by a node: a message given up without its ACK
+NO_ACK = b"NO_ACK"
 DELIVERY_HEADER = b"DELIVERY"
 
 # Header names a producer may never send: cluster traffic and the device's own
@@ -60,6 +62,13 @@ class ProducerAck(NamedTuple):
     def duplicate(self) -> bool:
         """A repeat of a message stored already (same DEDUP-ID, within the window)."""
         return self.ok and self.status_message == DUPLICATE
+
+    @property
+    def given_up(self) -> bool:
+        """Made by the producer, not the node: no ACK came within its ``ack_timeout``
+        (the node may have stored the message or not; send it again with the same
+        DEDUP-ID to have it stored once)."""
+        return not self.ok and self.status_message == NO_ACK
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from pzq import aio, curve_probe
 from pzq.errors import ClientClosed
 from pzq.security import ClientCurve
 from tests.support.aio import eventually, run
+from tests.support.harness import unread_bytes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -95,7 +96,7 @@ def test_messages_a_killed_node_never_answered_are_given_up_and_free_the_window(
                     for n in range(8)]
             assert producer.outstanding == 8  # the window is full
             port = int(node.receive_dsn.rsplit(":", 1)[1])
-            await eventually(lambda: _unread_bytes(port) > 0, 10,
+            await eventually(lambda: unread_bytes(port) > 0, 10,
                              "messages in the stopped node's socket")
             await asyncio.to_thread(node.kill)
             await asyncio.to_thread(node.restart)
@@ -118,18 +119,6 @@ def test_messages_a_killed_node_never_answered_are_given_up_and_free_the_window(
             await producer.flush(10)
             assert all(future.result().ok for future in after)
     run(main(), 60)
-
-
-def _unread_bytes(port: int) -> int:
-    """Bytes that came to the local TCP port ``port`` and that its process has not
-    read (its sockets' receive queues, from /proc/net/tcp)."""
-    unread = 0
-    with open("/proc/net/tcp") as table:
-        for line in table.readlines()[1:]:
-            fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                unread += int(fields[4].split(":")[1], 16)
-    return unread
 
 
 def _backlog(node) -> int:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -98,7 +99,19 @@ class NodeProcess(NodeWaits, BenchNode):
                                curve=self.curve).decode()
 
     def pause(self) -> None:
+        """SIGSTOP, and wait until every thread has stopped: a thread still running
+        could read what a test sends next (its ZeroMQ I/O thread, say)."""
         self.process.send_signal(signal.SIGSTOP)
+        wait_until(self._stopped, 10, interval=0.005, message="the node stopped")
+
+    def _stopped(self) -> bool:
+        tasks = f"/proc/{self.process.pid}/task"
+        try:
+            states = [Path(tasks, task, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                      for task in os.listdir(tasks)]
+        except (FileNotFoundError, ProcessLookupError):
+            return True  # (gone: nothing of it runs)
+        return all(state in "tTZX" for state in states)
 
     def resume(self) -> None:
         self.process.send_signal(signal.SIGCONT)
@@ -196,3 +209,15 @@ def scrape_metrics(monitor_dsn: str) -> str:
             return response.read().decode()
     finally:
         running.stop()
+
+
+def unread_bytes(port: int) -> int:
+    """Bytes that came to the local TCP port ``port`` and that its process has not
+    read (its sockets' receive queues, from /proc/net/tcp)."""
+    unread = 0
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                unread += int(fields[4].split(":")[1], 16)
+    return unread

@@ -118,6 +118,26 @@ def test_messages_out_past_the_ack_timeout_are_given_up_and_a_late_ack_ignored()
     assert session.overdue(100.0) == []
 
 
+def test_a_sync_shell_s_given_up_messages_come_as_acks_the_client_made():
+    session = ProducerSession(window=4, batch=1, ack_timeout=10.0)
+    session.add(b"m0", [b"0"], [], now=2.0)
+    answered = session.add(b"m1", [b"1"], [], now=3.0)
+    assert answered is not None
+    session.received(ack_of(answered), 4.0)
+    assert session.give_up(11.9) == []
+    given_up = session.give_up(12.0)
+    assert given_up == [(b"m0", False, wire.NO_ACK)] and given_up[0].given_up
+    assert [ack.msg_id for ack in session.take_acks()] == [b"m1", b"m0"]  # as they came
+    assert not session.unanswered and session.give_up(100.0) == []
+
+
+def test_only_the_client_s_no_ack_is_given_up():
+    assert wire.ProducerAck(b"m", False, wire.NO_ACK).given_up
+    assert not wire.ProducerAck(b"m", True, wire.NO_ACK).given_up
+    assert not wire.ProducerAck(b"m", False, b"queue is full").given_up
+    assert not wire.ProducerAck(b"m", True, wire.DUPLICATE).given_up
+
+
 def test_without_an_ack_timeout_nothing_is_given_up():
     session, _ = learnt(window=4, batch=2)
     session.add(b"m0", [b"0"], [], now=2.0)

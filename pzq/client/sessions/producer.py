@@ -24,13 +24,17 @@ from itertools import repeat
 
 from pzq.errors import DecodeError
 from pzq.protocol import produce_batches as batches
-from pzq.protocol.frames import ProducerAck, decode_producer_ack, encode_produce
+from pzq.protocol.frames import NO_ACK, ProducerAck, decode_producer_ack, encode_produce
 from pzq.protocol.headers import DEDUP_HEADER, KEY_HEADER, TAG_HEADER, TOPIC_HEADER
 from pzq.protocol.time_headers import Moment, time_headers
 
-__all__ = ["KEEP_ACKS", "Moment", "ProducerSession", "time_headers", "topic_headers"]
+__all__ = ["ACK_TIMEOUT_S", "KEEP_ACKS", "Moment", "ProducerSession", "given_up_error",
+           "time_headers", "topic_headers"]
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
+# a message out this long without its ACK is given up (the shells' default; a send
+# waits 30 s)
+ACK_TIMEOUT_S = 20.0
 MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this
 
 
@@ -49,6 +53,14 @@ def topic_headers(topic: str | None, tag: str | None,
 
 def _bytes(value: str | bytes) -> bytes:
     return value.encode() if isinstance(value, str) else value
+
+
+def given_up_error(ack_timeout: float) -> TimeoutError:
+    """What a shell raises for a message given up (``overdue``)."""
+    return TimeoutError(
+        f"no ACK within {ack_timeout:g} s of sending: the node may have stored the "
+        f"message or not (a connection lost with it or with its ACK); send it again "
+        f"with the same dedup_id to have it stored once")
 
 
 class ProducerSession:
@@ -249,6 +261,17 @@ class ProducerSession:
                 if unanswered.pop(msg_id, None) is not None:
                     given_up.append(msg_id)
         return given_up
+
+    def give_up(self, now: float) -> list[ProducerAck]:
+        """``overdue``'s messages as ACKs the client makes (not ok, NO_ACK: their
+        ``given_up``), kept in ``arrived`` as the node's are (a sync shell reports
+        them where it reports the others)."""
+        given_up = self.overdue(now)
+        if not given_up:
+            return []
+        taken = [ProducerAck(msg_id, False, NO_ACK) for msg_id in given_up]
+        self._keep(taken)
+        return taken
 
     def next_deadline(self, now: float) -> float | None:
         """When the oldest message out is given up without its ACK (``overdue``);

@@ -40,6 +40,7 @@ def test_cluster_frames_round_trip():
     assert cw.decode_topics(cw.encode_topics(NODE, grouped)) == (NODE, grouped)
     assert cw.decode_done(cw.encode_done(NODE, 5, "g1", [1, 9])) == (NODE, 5, "g1", [1, 9])
     assert cw.decode_noted(cw.encode_noted(5)) == 5
+    assert cw.decode_leaving(cw.encode_leaving(NODE)) == NODE
 
 
 def test_topics_from_a_node_that_predates_groups_names_none():
@@ -124,6 +125,8 @@ def test_which_groups_hold_a_message_of_a_nodes_topic():
     (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"\xff", b""]),
     (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"g1", b"\x00" * 3]),
     (cw.decode_noted, [cw.NOTED, b"\x00"]),
+    (cw.decode_leaving, [cw.LEAVING]),
+    (cw.decode_leaving, [cw.LEAVING, b"NOTHEX!!"]),
 ])
 def test_cluster_frame_garbage(decode, frames):
     with pytest.raises(DecodeError):
@@ -148,6 +151,22 @@ def test_peer_liveness_from_heartbeats():
     assert [p.endpoint for p in peers.refresh(101.5)] == ["tcp://a:1"]
     assert not peers.node_alive(NODE, 101.5)
     assert peers.endpoint_of(NODE) == "tcp://a:1"
+
+
+def test_a_peer_that_leaves_is_down_at_once_but_not_taken_over_before_its_timer():
+    peers = PeerTable(("tcp://a:1", "tcp://b:1", "tcp://c:1"), timeout_nodes_s=1.0, now=100.0)
+    for endpoint, node in (("tcp://a:1", NODE), ("tcp://b:1", b"ffffffff")):
+        peers.answered(endpoint, node, 101.0)
+    assert peers.left("tcp://a:1") is True
+    a = peers.peers["tcp://a:1"]
+    assert not a.up and not a.reachable and peers.reachable_peers() == [peers.peers["tcp://b:1"]]
+    assert peers.left("tcp://a:1") is False  # said once
+    assert peers.refresh(101.5) == []  # down already: not down again
+    # A takeover waits as long as for a silent peer, quorum included
+    assert peers.node_alive(NODE, 101.9) and peers.quorum(101.9)
+    assert not peers.node_alive(NODE, 102.1)
+    peers.pinged("tcp://a:1")  # back: its frames count again
+    assert peers.heard("tcp://a:1", NODE, 102.2) is True and peers.node_alive(NODE, 102.2)
 
 
 def test_replication_confirms_after_enough_copies():

@@ -128,11 +128,15 @@ def test_a_node_stopped_by_sigterm_is_counted_down_at_once_and_up_again_when_bac
     endpoints = ipc_endpoints(tmp_path, 3)
     nodes = start_cluster(start_node, endpoints, replicas=1, timeout_replication_us=300_000,
                           timeout_nodes_us=10_000_000)
+    started = time.monotonic()  # every node's start is before
     leaving = nodes[2]
     with Producer(leaving.receive_dsn, window=10, context=context) as producer:
         for i in range(10):
             producer.send([b"kept %d" % i])
         assert all(ack.ok and not ack.replication_failed for ack in producer.flush(10))
+    # A start's first --timeout-nodes counts every node alive (to a takeover): past it,
+    # a takeover of the leaving node's copies would start now, were it not on its timer.
+    wait_until(lambda: time.monotonic() > started + 10.5, 15, message="the start's grace")
 
     failed_after: list[float] = []  # seconds after the SIGTERM, as the test saw them
     down_after: float | None = None

@@ -382,16 +382,7 @@ class ClusterCore(Participant):
                now: float) -> list[PendingAck]:
         command = frames[0] if frames else b""
         if command == cw.PONG:
-            pong = cw.decode_pong(frames)
-            self._heard(endpoint, pong.node_id, now, answer=True)
-            if pong.tombstones:
-                for seq in pong.tombstones:
-                    self.done.gone_own(batch, seq, own)
-                self._after_write.append(ToPeer(endpoint, cw.encode_applied(pong.tombstones)))
-            if self.holds.update(endpoint, set(pong.held)):
-                self._released(own)
-            if not pong.more:
-                self._synced.add(endpoint)
+            self._pong(endpoint, cw.decode_pong(frames), batch, own, now)
             return []
         node_id = self.peers.peers[endpoint].node_id
         if node_id is not None:
@@ -407,6 +398,20 @@ class ClusterCore(Participant):
             self.removes.confirmed(endpoint, cw.decode_noted(frames))
             return []
         raise DecodeError(f"unknown cluster reply {command[:20]!r}")
+
+    def _pong(self, endpoint: str, pong: cw.Pong, batch: Batch, own: DeliveryState,
+              now: float) -> None:
+        if self.peers.peers[endpoint].left:
+            return  # the stopping process's, on its way: what it held is let go already
+        self._heard(endpoint, pong.node_id, now, answer=True)
+        if pong.tombstones:
+            for seq in pong.tombstones:
+                self.done.gone_own(batch, seq, own)
+            self._after_write.append(ToPeer(endpoint, cw.encode_applied(pong.tombstones)))
+        if self.holds.update(endpoint, set(pong.held)):
+            self._released(own)
+        if not pong.more:
+            self._synced.add(endpoint)
 
     def _released(self, own: DeliveryState) -> None:
         """A peer let own messages go (gave them up, confirmed them, or went down with

@@ -33,7 +33,6 @@ class Peer:
     unreached_said: float | None = None  # monotonic seconds: last said never reached
     handshake_refused: str = ""  # why its last handshake on our link failed (handshakes)
     left: bool = False  # said LEAVING, and no PING since
-    up_since: float | None = None  # monotonic seconds: when it was last counted up
 
 
 class PeerTable:
@@ -47,8 +46,6 @@ class PeerTable:
         peer = self.peers[endpoint]
         came_up = not peer.up
         peer.node_id, peer.last_heard, peer.up = node_id, now, True
-        if came_up:
-            peer.up_since = now
         return came_up
 
     def answered(self, endpoint: str, node_id: bytes, now: float) -> bool:

@@ -442,3 +442,42 @@ def test_a_peers_handshake_refusal_is_said_once_per_reason_and_a_hang_up_needs_t
     assert [(entry["event"], entry["reason"]) for entry in logged] == [
         ("peer_handshake_refused", refused), ("peer_handshake_refused", vague)]
     assert "(ZAP status 400)" in refused and "--cluster-authorized-keys" in refused
+
+
+def test_a_leaving_peer_is_counted_down_and_up_again_only_by_its_next_ping(tmp_path):
+    """LEAVING counts its sender down at once (said once); a PONG of the stopping
+    process still on its way neither counts it up nor holds messages again; its next
+    PING (the node back) does. It goes only to peers that said protocol 4 or later."""
+    network = SimNetwork(tmp_path, 3, replicas=1)
+    node, peer, other = network.nodes
+    core = node.core
+    batch = node.store.begin()
+    core.receive_request(b"peer", cw.encode_ping(peer.node_id, peer.endpoint), batch,
+                         node.own, 1000.0)
+    core.receive_reply(peer.endpoint, cw.encode_pong(peer.node_id, [], False, [7]), batch,
+                       node.own, 1000.0)
+    assert core.peers.peers[peer.endpoint].reachable and core.holds.count(peer.endpoint) == 1
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(2):
+            core.receive_request(b"peer", cw.encode_leaving(peer.node_id), batch, node.own,
+                                 1000.1)
+        core.receive_reply(peer.endpoint, cw.encode_pong(peer.node_id, [], False, [7]), batch,
+                           node.own, 1000.2)
+    assert [(entry["event"], entry["endpoint"]) for entry in logs
+            if entry["event"].startswith("peer_")] == [("peer_left", peer.endpoint)]
+    left = core.peers.peers[peer.endpoint]
+    assert not left.up and not left.reachable and core.holds.count(peer.endpoint) == 0
+    core.receive_request(b"peer", cw.encode_leaving(other.node_id), batch, node.own, 1000.2)
+    assert core.rejected == 1  # a node says only that it leaves itself
+    core.receive_request(b"back", cw.encode_ping(peer.node_id, peer.endpoint), batch,
+                         node.own, 1000.3)
+    assert left.up
+    node.store.commit(batch)
+
+    core.take_outgoing()
+    core.protocols.heard(peer.endpoint, CLUSTER_PROTOCOL)
+    core.protocols.heard(other.endpoint, 3)
+    core.leave()
+    assert [(item.endpoint, item.frames[0]) for item in core.take_outgoing()] == [
+        (peer.endpoint, cw.LEAVING)]
+    network.close()

@@ -65,6 +65,7 @@ from pzq.zmqio import Context
 log = get_logger("pzq.cluster")
 
 SCHEDULE_PROTOCOL = 3  # the first protocol with SCHEDULE
+LEAVING_PROTOCOL = 4  # the first protocol with LEAVING
 
 
 class ClusterCore(Participant):
@@ -130,10 +131,7 @@ class ClusterCore(Participant):
             self.outgoing.append(ToPeer(endpoint, cw.encode_ping(self.node_id,
                                                                  self.settings.broadcast_dsn)))
         for peer in self.peers.refresh(now):
-            self._synced.discard(peer.endpoint)
-            self._reads_sent.pop(peer.endpoint, None)
-            if self.holds.drop(peer.endpoint):  # a down peer's consumers cannot ack it
-                self._released(own)
+            self._counted_down(peer.endpoint, own)
             log.warning("peer_down", endpoint=peer.endpoint,
                         node_id=(peer.node_id or b"?").decode())
         for peer in self.peers.never_reached(now):
@@ -156,6 +154,32 @@ class ClusterCore(Participant):
             self._tell_reads(peer.endpoint, reads, again=bool(reads.default_from
                                                               or reads.groups))
 
+    def _counted_down(self, endpoint: str, own: DeliveryState) -> None:
+        """What a peer counted down (silent, or leaving) no longer has."""
+        self._synced.discard(endpoint)
+        self._reads_sent.pop(endpoint, None)
+        if self.holds.drop(endpoint):  # a down peer's consumers cannot ack it
+            self._released(own)
+
+    def leave(self) -> None:
+        """As the node stops by SIGTERM (its last copies and ACKs sent): LEAVING to
+        every peer that reads it (protocol 4 or later; an earlier one would count it
+        as a rejected frame)."""
+        leaving = cw.encode_leaving(self.node_id)
+        for endpoint in self.settings.nodes:
+            if self.protocols.spoken.get(endpoint, 0) >= LEAVING_PROTOCOL:
+                self.outgoing.append(ToPeer(endpoint, leaving))
+
+    def _left(self, endpoint: str, frames: list[bytes], sender: bytes,
+              own: DeliveryState) -> None:
+        """A peer said LEAVING: down at once, as after --timeout-nodes of silence (its
+        takeover alone keeps that timer: pzq.cluster.peers)."""
+        if cw.decode_leaving(frames) != sender:
+            raise DecodeError("a node may only say that it leaves itself")
+        if self.peers.left(endpoint):
+            self._counted_down(endpoint, own)
+            log.info("peer_left", endpoint=endpoint, node_id=sender.decode())
+
     def tell_reads(self) -> None:
         """Who reads our topics changed (an operator's command): tell the peers now,
         not only with the next heartbeat."""
@@ -172,7 +196,10 @@ class ClusterCore(Participant):
     def _heard(self, endpoint: str, node_id: bytes, now: float,
                answer: bool = False) -> None:
         """Any frame from a peer proves it is alive (an answer on our link also that
-        we reach it); a peer that is back gets what it missed."""
+        we reach it); a peer that is back gets what it missed. A peer that said
+        LEAVING counts again from its next PING only."""
+        if self.peers.peers[endpoint].left:
+            return
         reachable = self.peers.peers[endpoint].reachable
         came_up = (self.peers.answered if answer else self.peers.heard)(endpoint, node_id, now)
         if came_up:
@@ -183,6 +210,10 @@ class ClusterCore(Participant):
             self.unconfirmed.forget_sends(endpoint)
             self._reads_sent.pop(endpoint, None)
             self._tell_reads(endpoint, self.own_reads())
+            # at once, not at the next heartbeat: the protocol it says decides whether
+            # this node's LEAVING goes to it (a node stopped just after its start)
+            self.outgoing.append(ToPeer(endpoint, cw.encode_routing(
+                self.node_id, self.routes.own_routing())))
             self._send_copies(endpoint, now)  # before any remove of them (one link, in order)
             self._send_removes(endpoint, now)
 
@@ -323,6 +354,7 @@ class ClusterCore(Participant):
                 self.strangers.pinged(endpoint, node_id, self.settings.nodes, now)
                 raise DecodeError(f"PING from {endpoint!r}, which is not in --nodes")
             self.senders.pinged(routing_id, endpoint, node_id)
+            self.peers.pinged(endpoint)
             self._heard(endpoint, node_id, now)
             self.outgoing.append(Reply(routing_id, self.frames.pong(node_id, endpoint)))
             return
@@ -330,6 +362,9 @@ class ClusterCore(Participant):
         if sender is None:
             raise DecodeError("cluster frame from a sender that never said PING")
         sender_endpoint, sender_node = sender
+        if command == cw.LEAVING:
+            self._left(sender_endpoint, frames, sender_node, own)
+            return
         self._heard(sender_endpoint, sender_node, now)
         self.frames.handle(command, routing_id, sender_node, frames, batch, own, now)
 
@@ -347,16 +382,7 @@ class ClusterCore(Participant):
                now: float) -> list[PendingAck]:
         command = frames[0] if frames else b""
         if command == cw.PONG:
-            pong = cw.decode_pong(frames)
-            self._heard(endpoint, pong.node_id, now, answer=True)
-            if pong.tombstones:
-                for seq in pong.tombstones:
-                    self.done.gone_own(batch, seq, own)
-                self._after_write.append(ToPeer(endpoint, cw.encode_applied(pong.tombstones)))
-            if self.holds.update(endpoint, set(pong.held)):
-                self._released(own)
-            if not pong.more:
-                self._synced.add(endpoint)
+            self._pong(endpoint, cw.decode_pong(frames), batch, own, now)
             return []
         node_id = self.peers.peers[endpoint].node_id
         if node_id is not None:
@@ -372,6 +398,20 @@ class ClusterCore(Participant):
             self.removes.confirmed(endpoint, cw.decode_noted(frames))
             return []
         raise DecodeError(f"unknown cluster reply {command[:20]!r}")
+
+    def _pong(self, endpoint: str, pong: cw.Pong, batch: Batch, own: DeliveryState,
+              now: float) -> None:
+        if self.peers.peers[endpoint].left:
+            return  # the stopping process's, on its way: what it held is let go already
+        self._heard(endpoint, pong.node_id, now, answer=True)
+        if pong.tombstones:
+            for seq in pong.tombstones:
+                self.done.gone_own(batch, seq, own)
+            self._after_write.append(ToPeer(endpoint, cw.encode_applied(pong.tombstones)))
+        if self.holds.update(endpoint, set(pong.held)):
+            self._released(own)
+        if not pong.more:
+            self._synced.add(endpoint)
 
     def _released(self, own: DeliveryState) -> None:
         """A peer let own messages go (gave them up, confirmed them, or went down with

@@ -29,6 +29,7 @@ from pzq.store.batch import Batch
 from pzq.zmqio import Context, Events, Socket, drain
 
 PEER_SNDHWM = 10_000
+LEAVE_LINGER_MS = 500  # how long the close waits for LEAVING to go (a peer away: no more)
 RECEIVE_BATCH = 1024
 
 
@@ -61,6 +62,8 @@ class LinkedCore(Protocol):
     def owe_removes(self, batch: Batch, now: float) -> None: ...
 
     def flush_removes(self, now: float) -> None: ...
+
+    def leave(self) -> None: ...
 
 
 class ClusterLinks:
@@ -98,6 +101,14 @@ class ClusterLinks:
         self.handshakes.close()
         for socket in self.sockets():
             socket.close(0)
+
+    def leave(self) -> None:
+        """The node stops (SIGTERM): LEAVING to the peers, given a short linger at the
+        close to go (the links close with none otherwise)."""
+        for dealer in self.dealers.values():
+            dealer.setsockopt(zmq.LINGER, LEAVE_LINGER_MS)
+        self.core.leave()
+        self.send()
 
     def heartbeat(self, now: float, own: DeliveryState) -> None:
         self.handshakes.read()  # first: the warnings of this tick name a refusal

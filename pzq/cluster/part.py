@@ -3,7 +3,8 @@ peers' frames into the wake's batch, what the wake's ACKs leave owed to the peer
 into the same batch, the core's frames out after the write, heartbeats at the
 heartbeat's tick, and a wake for the next replication deadline. Producer ACKs that
 waited for copies are published on the node's hub as they complete (all copies
-confirmed, or the deadline passed), for the producers' endpoint.
+confirmed, or the deadline passed), for the producers' endpoint. At a stop by
+SIGTERM, after the last wake, the peers are told the node is leaving (LEAVING).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pzq.cluster.links import ClusterLinks
 from pzq.cluster.replication import CopiesSettled, PendingAck
 from pzq.delivery.state import DeliveryState
 from pzq.events import EventHub
-from pzq.parts import HEARTBEAT, Part
+from pzq.parts import HEARTBEAT, Figures, Part
 from pzq.store.batch import Batch
 from pzq.zmqio import Events, Socket
 
@@ -66,6 +67,11 @@ class ClusterPart(Part):
     def _settled(self, acks: list[PendingAck]) -> None:
         if acks:
             self.hub.publish(CopiesSettled(acks))
+
+    def hand_back(self, seconds: float) -> Figures:
+        """After the last wake (its copies and ACKs went): tell the peers it leaves."""
+        self.links.leave()
+        return {}
 
     def close(self) -> None:
         self.links.close()

@@ -7,6 +7,12 @@ Two different facts per peer:
 - reachable: it answered a request on our own link to it within --timeout-nodes.
   Copies and removes go only to reachable peers, and a link that stays silent is
   connected afresh.
+
+A peer that says it is leaving (LEAVING, as it stops by SIGTERM) is neither at once,
+as if --timeout-nodes of silence had passed, and stays so until it says PING again (a
+frame of the stopping process still on its way does not count it up). Takeover alone
+keeps its own timer: the leaving node counts as alive for it until --timeout-nodes
+after it was last heard, so a planned restart does not move its deliveries.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ class Peer:
     reachable: bool = False
     unreached_said: float | None = None  # monotonic seconds: last said never reached
     handshake_refused: str = ""  # why its last handshake on our link failed (handshakes)
+    left: bool = False  # said LEAVING, and no PING since
 
 
 class PeerTable:
@@ -59,6 +66,19 @@ class PeerTable:
                 gone.append(peer)
         return gone
 
+    def left(self, endpoint: str) -> bool:
+        """The peer said it is leaving: down and unreachable at once; True when it was
+        counted up until now."""
+        peer = self.peers[endpoint]
+        was_up = peer.up
+        peer.up = peer.reachable = False
+        peer.left = True
+        return was_up
+
+    def pinged(self, endpoint: str) -> None:
+        """A PING: a peer that had left is back (its frames count again)."""
+        self.peers[endpoint].left = False
+
     def never_reached(self, now: float) -> list[Peer]:
         """Peers not heard from once since start, when that is worth saying: first as the
         start's grace ends, then every UNREACHED_REPEAT_S while it stays so."""
@@ -76,11 +96,14 @@ class PeerTable:
     def reachable_peers(self) -> list[Peer]:
         return [peer for peer in self.peers.values() if peer.reachable]
 
-    def quorum(self) -> bool:
+    def quorum(self, now: float | None = None) -> bool:
         """This node and the peers it hears make a majority of the cluster. A cluster
-        of two cannot tell a crash from a cut, so there one node alone counts."""
+        of two cannot tell a crash from a cut, so there one node alone counts. With
+        ``now`` (a takeover's question), a peer that left counts until its timer ends."""
         size = len(self.peers) + 1
-        return size <= 2 or (len(self.up_peers()) + 1) * 2 > size
+        alive = (self.up_peers() if now is None else
+                 [peer for peer in self.peers.values() if self._alive_for_takeover(peer, now)])
+        return size <= 2 or (len(alive) + 1) * 2 > size
 
     def in_grace(self, now: float) -> bool:
         """Right after start nobody has been heard yet: nobody is known to be down."""
@@ -89,7 +112,13 @@ class PeerTable:
     def node_alive(self, node_id: bytes, now: float) -> bool:
         if self.in_grace(now):
             return True
-        return any(peer.up and peer.node_id == node_id for peer in self.peers.values())
+        return any(self._alive_for_takeover(peer, now) and peer.node_id == node_id
+                   for peer in self.peers.values())
+
+    def _alive_for_takeover(self, peer: Peer, now: float) -> bool:
+        """Up, or left less than --timeout-nodes after it was last heard: a takeover
+        waits for the same silence whether the peer said it was leaving or not."""
+        return peer.up or (peer.left and now - (peer.last_heard or 0) <= self.timeout_nodes_s)
 
     def endpoint_of(self, node_id: bytes) -> str | None:
         for peer in self.peers.values():

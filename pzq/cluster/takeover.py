@@ -67,7 +67,7 @@ class Takeovers(Participant):
         node that hears a majority of the cluster takes over: a node cut off from the
         others must not deliver what the majority side delivers."""
         self.now = now
-        quorum = self.peers.quorum()
+        quorum = self.peers.quorum(now)
         for origin in set(self.replicas.origins()) | set(self.copies.counts) | set(self.states):
             if quorum and not self.peers.node_alive(origin, now):
                 self._take_over(origin)

@@ -11,6 +11,7 @@ peer. Requests go out on the DEALER; the peer's ROUTER answers on the same pipe.
     TOPICS     origin, JSON             (no answer: who reads its topics)
     DONE       origin, done id, group, seqs  -> NOTED done id (once written)
     ROUTING    origin, JSON             (no answer: its client endpoints, partitions)
+    LEAVING    origin                   (no answer: it is stopping, by SIGTERM or SIGINT)
 
 ``seqs``, ``tombstones`` and ``held`` are packed 8-byte big-endian sequence
 numbers. In a PONG, ``tombstones`` are the asker's messages acked on the answering
@@ -40,6 +41,11 @@ REPLICATION_FAILED, as it did before.
 ROUTING says where clients reach the origin, which topics it knows as partitioned
 and the cluster protocol it speaks (``pzq.protocol.routing``), with every heartbeat;
 a node that does not know it refuses it as it refuses TOPICS.
+
+LEAVING is the last frame of a node stopping by SIGTERM or SIGINT, after its last
+copies and ACKs: its peers count it down at once (pzq.cluster.peers). It goes only to
+peers of protocol 4 or later: an earlier one would refuse it and count it in
+``cluster_rejected``.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ REMOVE, REMOVED, APPLIED = b"REMOVE", b"REMOVED", b"APPLIED"
 TOPICS = b"TOPICS"
 DONE, NOTED = b"DONE", b"NOTED"
 ROUTING = b"ROUTING"
+LEAVING = b"LEAVING"
 BATCH_ID = struct.Struct(">Q")  # also the remove id
 
 
@@ -92,6 +99,16 @@ class Replicate:
     batch_id: int
     holders: bytes  # encoded holder list, kept as sent
     messages: list[tuple[int, bytes]]  # (seq, record)
+
+
+def encode_leaving(node_id: bytes) -> list[bytes]:
+    return [LEAVING, node_id]
+
+
+def decode_leaving(frames: list[bytes]) -> bytes:
+    if len(frames) != 2:
+        raise DecodeError("LEAVING needs the origin")
+    return _node_id(frames[1])
 
 
 def encode_ping(node_id: bytes, endpoint: str) -> list[bytes]:

@@ -27,7 +27,8 @@ from pzq.protocol.headers import validate_topic
 ROLES = ("receive", "send", "consume", "monitor")
 # Protocol 1: the frames of the releases before versions. Protocol 2: the same frames,
 # and ROUTING says the protocol. Protocol 3: SCHEDULE copies scheduled messages.
-CLUSTER_PROTOCOL = 3
+# Protocol 4: LEAVING, a node's last frame as it stops by SIGTERM.
+CLUSTER_PROTOCOL = 4
 UNVERSIONED_PROTOCOL = 1
 
 

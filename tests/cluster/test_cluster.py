@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import time
 
@@ -24,13 +25,14 @@ def ipc_endpoints(tmp_path, count: int) -> list[str]:
 
 
 def start_cluster(start_node, endpoints: list[str], replicas: int,
-                  timeout_replication_us: int = 1_000_000) -> list[NodeProcess]:
+                  timeout_replication_us: int = 1_000_000,
+                  timeout_nodes_us: int = TIMEOUT_NODES_US) -> list[NodeProcess]:
     nodes = []
     for endpoint in endpoints:
         others = ",".join(e for e in endpoints if e != endpoint)
         nodes.append(start_node(
             "--broadcast-dsn", endpoint, "--nodes", others, "--replicas", str(replicas),
-            "--timeout-nodes", str(TIMEOUT_NODES_US),
+            "--timeout-nodes", str(timeout_nodes_us),
             "--timeout_replication", str(timeout_replication_us),
             "--ack-timeout", str(ACK_TIMEOUT_US), "--reaper-frequency", "100000"))
     for node in nodes:
@@ -111,6 +113,74 @@ def test_stopped_peer_gives_replication_failed_at_the_deadline(start_node, conte
             message.ack()
     finally:
         nodes[2].resume()
+
+
+def peer_state(node: NodeProcess, endpoint: str) -> str:
+    return next(peer["state"] for peer in node.stats()["peers"] if peer["endpoint"] == endpoint)
+
+
+def test_a_node_stopped_by_sigterm_is_counted_down_at_once_and_up_again_when_back(
+        start_node, context, tmp_path):
+    """A planned stop (SIGTERM) costs the other nodes' producers nothing: the stopping
+    node says LEAVING, and its peers choose other holders at once (they went on sending
+    it copies for --timeout-nodes, each such ACK REPLICATION_FAILED). Its messages are
+    not taken over meanwhile (takeover keeps its timer), and back, it is counted up."""
+    endpoints = ipc_endpoints(tmp_path, 3)
+    nodes = start_cluster(start_node, endpoints, replicas=1, timeout_replication_us=300_000,
+                          timeout_nodes_us=10_000_000)
+    started = time.monotonic()  # every node's start is before
+    leaving = nodes[2]
+    with Producer(leaving.receive_dsn, window=10, context=context) as producer:
+        for i in range(10):
+            producer.send([b"kept %d" % i])
+        assert all(ack.ok and not ack.replication_failed for ack in producer.flush(10))
+    # A start's first --timeout-nodes counts every node alive (to a takeover): past it,
+    # a takeover of the leaving node's copies would start now, were it not on its timer.
+    wait_until(lambda: time.monotonic() > started + 10.5, 15, message="the start's grace")
+
+    failed_after: list[float] = []  # seconds after the SIGTERM, as the test saw them
+    down_after: float | None = None
+    with Producer(nodes[0].receive_dsn, window=20, context=context) as producer:
+        for i in range(200):  # steady before the stop
+            producer.send([b"before %d" % i])
+        assert all(not ack.replication_failed for ack in producer.flush(10))
+        stopped = time.monotonic()
+        leaving.process.send_signal(signal.SIGTERM)
+        sent, looked = 0, 0.0
+        while time.monotonic() < stopped + 3.0:
+            producer.send([b"during %d" % sent])
+            sent += 1
+            now = time.monotonic()
+            failed_after += [now - stopped for ack in producer.acks() if ack.replication_failed]
+            if down_after is None and now - looked > 0.05:
+                looked = now
+                if peer_state(nodes[0], endpoints[2]) == "down":
+                    down_after = time.monotonic() - stopped
+        failed_after += [time.monotonic() - stopped for ack in producer.flush(10)
+                         if ack.replication_failed]
+    assert leaving.stop() == 0
+    assert sent > 100, sent
+    assert down_after is not None and down_after < 1.0, down_after
+    assert all(after < 1.0 for after in failed_after), (len(failed_after), failed_after[-1])
+    for node in nodes[:2]:
+        assert node.event("peer_left")["endpoint"] == endpoints[2]
+        assert [event for event in node.events if event.get("event") == "peer_left"
+                and event["endpoint"] == endpoints[2]][1:] == []  # once
+        assert node.event("peer_down") is None  # not again at the timeout
+
+    leaving.restart()
+    for node in nodes[:2]:
+        node.wait_stats(lambda s: all(peer["state"] == "up" for peer in s["peers"]),
+                        timeout=8, message="the node back counted up")
+        assert node.event("takeover_started") is None  # its messages stayed its own
+    with Consumer(leaving.send_dsn, context=context) as consumer:
+        got = set()
+        for _ in range(10):
+            message = consumer.receive(10)
+            assert message is not None, f"{len(got)} of 10 delivered"
+            got.add(message.parts[0])
+            message.ack()
+    assert got == {b"kept %d" % i for i in range(10)}
 
 
 def test_acked_messages_survive_the_origin_and_one_survivor_delivers_each(

@@ -433,3 +433,21 @@ def test_a_node_of_the_previous_release_copies_and_takes_over_beside_this_one(
     said = [event for event in new.events if event.get("event") == "peer_protocol_older"]
     assert [(event["peer_protocol"], event["protocol"]) for event in said] == [
         (1, CLUSTER_PROTOCOL)]  # once, for all the heartbeats
+
+
+def test_a_node_of_this_release_stopped_by_sigterm_says_no_leaving_to_a_previous_one(
+        start_node, tmp_path, previous_release):
+    """LEAVING goes only to peers of protocol 4 or later: the previous release would
+    refuse it as an unknown frame (cluster_rejected). It counts the node down by its
+    timer, as before."""
+    here, there = f"ipc://{tmp_path}/new-cluster", f"ipc://{tmp_path}/old-cluster"
+    options = ("--replicas", "1", "--timeout-nodes", "2s")
+    new = start_node("--broadcast-dsn", here, "--nodes", there, *options)
+    old = start_node("--broadcast-dsn", there, "--nodes", here, *options,
+                     env={"PYTHONPATH": str(previous_release)})
+    new.wait_stats(lambda s: s["peers"][0]["reachable"] and s["peers"][0]["protocol"] == 1,
+                   message="the old peer heard, protocol 1")
+    old.wait_stats(lambda s: s["peers"][0]["reachable"], message="the new peer reached")
+    assert new.stop() == 0
+    old.wait_stats(lambda s: s["peers"][0]["state"] == "down", message="down by its timer")
+    assert old.stats()["cluster_rejected"] == 0

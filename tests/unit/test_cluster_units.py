@@ -40,6 +40,7 @@ def test_cluster_frames_round_trip():
     assert cw.decode_topics(cw.encode_topics(NODE, grouped)) == (NODE, grouped)
     assert cw.decode_done(cw.encode_done(NODE, 5, "g1", [1, 9])) == (NODE, 5, "g1", [1, 9])
     assert cw.decode_noted(cw.encode_noted(5)) == 5
+    assert cw.decode_leaving(cw.encode_leaving(NODE)) == NODE
 
 
 def test_topics_from_a_node_that_predates_groups_names_none():
@@ -124,6 +125,8 @@ def test_which_groups_hold_a_message_of_a_nodes_topic():
     (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"\xff", b""]),
     (cw.decode_done, [cw.DONE, NODE, b"\x00" * 8, b"g1", b"\x00" * 3]),
     (cw.decode_noted, [cw.NOTED, b"\x00"]),
+    (cw.decode_leaving, [cw.LEAVING]),
+    (cw.decode_leaving, [cw.LEAVING, b"NOTHEX!!"]),
 ])
 def test_cluster_frame_garbage(decode, frames):
     with pytest.raises(DecodeError):
@@ -148,6 +151,22 @@ def test_peer_liveness_from_heartbeats():
     assert [p.endpoint for p in peers.refresh(101.5)] == ["tcp://a:1"]
     assert not peers.node_alive(NODE, 101.5)
     assert peers.endpoint_of(NODE) == "tcp://a:1"
+
+
+def test_a_peer_that_leaves_is_down_at_once_but_not_taken_over_before_its_timer():
+    peers = PeerTable(("tcp://a:1", "tcp://b:1", "tcp://c:1"), timeout_nodes_s=1.0, now=100.0)
+    for endpoint, node in (("tcp://a:1", NODE), ("tcp://b:1", b"ffffffff")):
+        peers.answered(endpoint, node, 101.0)
+    assert peers.left("tcp://a:1") is True
+    a = peers.peers["tcp://a:1"]
+    assert not a.up and not a.reachable and peers.reachable_peers() == [peers.peers["tcp://b:1"]]
+    assert peers.left("tcp://a:1") is False  # said once
+    assert peers.refresh(101.5) == []  # down already: not down again
+    # A takeover waits as long as for a silent peer, quorum included
+    assert peers.node_alive(NODE, 101.9) and peers.quorum(101.9)
+    assert not peers.node_alive(NODE, 102.1)
+    peers.pinged("tcp://a:1")  # back: its frames count again
+    assert peers.heard("tcp://a:1", NODE, 102.2) is True and peers.node_alive(NODE, 102.2)
 
 
 def test_replication_confirms_after_enough_copies():
@@ -423,3 +442,42 @@ def test_a_peers_handshake_refusal_is_said_once_per_reason_and_a_hang_up_needs_t
     assert [(entry["event"], entry["reason"]) for entry in logged] == [
         ("peer_handshake_refused", refused), ("peer_handshake_refused", vague)]
     assert "(ZAP status 400)" in refused and "--cluster-authorized-keys" in refused
+
+
+def test_a_leaving_peer_is_counted_down_and_up_again_only_by_its_next_ping(tmp_path):
+    """LEAVING counts its sender down at once (said once); a PONG of the stopping
+    process still on its way neither counts it up nor holds messages again; its next
+    PING (the node back) does. It goes only to peers that said protocol 4 or later."""
+    network = SimNetwork(tmp_path, 3, replicas=1)
+    node, peer, other = network.nodes
+    core = node.core
+    batch = node.store.begin()
+    core.receive_request(b"peer", cw.encode_ping(peer.node_id, peer.endpoint), batch,
+                         node.own, 1000.0)
+    core.receive_reply(peer.endpoint, cw.encode_pong(peer.node_id, [], False, [7]), batch,
+                       node.own, 1000.0)
+    assert core.peers.peers[peer.endpoint].reachable and core.holds.count(peer.endpoint) == 1
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(2):
+            core.receive_request(b"peer", cw.encode_leaving(peer.node_id), batch, node.own,
+                                 1000.1)
+        core.receive_reply(peer.endpoint, cw.encode_pong(peer.node_id, [], False, [7]), batch,
+                           node.own, 1000.2)
+    assert [(entry["event"], entry["endpoint"]) for entry in logs
+            if entry["event"].startswith("peer_")] == [("peer_left", peer.endpoint)]
+    left = core.peers.peers[peer.endpoint]
+    assert not left.up and not left.reachable and core.holds.count(peer.endpoint) == 0
+    core.receive_request(b"peer", cw.encode_leaving(other.node_id), batch, node.own, 1000.2)
+    assert core.rejected == 1  # a node says only that it leaves itself
+    core.receive_request(b"back", cw.encode_ping(peer.node_id, peer.endpoint), batch,
+                         node.own, 1000.3)
+    assert left.up
+    node.store.commit(batch)
+
+    core.take_outgoing()
+    core.protocols.heard(peer.endpoint, CLUSTER_PROTOCOL)
+    core.protocols.heard(other.endpoint, 3)
+    core.leave()
+    assert [(item.endpoint, item.frames[0]) for item in core.take_outgoing()] == [
+        (peer.endpoint, cw.LEAVING)]
+    network.close()

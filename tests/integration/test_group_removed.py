@@ -48,11 +48,15 @@ def _removed_while_joined(node) -> None:
     assert ask(node, "REMOVE GROUP orders g").startswith("removed group g")
 
 
-def test_group_consumer_raises_consume_refused_at_every_receive_after(start_node, context):
+@pytest.mark.parametrize("routed", [False, True], ids=["group", "routed"])
+def test_group_consumers_raise_consume_refused_at_every_receive_after(start_node, context,
+                                                                      routed):
     """Its receive after the first refusal returned None until a frame came."""
     node = start_node(*FAST, consume=True)
     assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
-    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
+    consumer = (RoutedGroupConsumer(node.monitor_dsn, "orders", "g", context=context)
+                if routed else GroupConsumer(node.consume_dsn, "orders", "g", context=context))
+    with consumer:
         assert consumer.receive(0.2) is None  # joined
         _removed_while_joined(node)
         with pytest.raises(ConsumeRefused, match=REMOVED):
@@ -64,52 +68,16 @@ def test_group_consumer_raises_consume_refused_at_every_receive_after(start_node
             consumer.receive_many(10, 0.2)
 
 
-def test_asyncio_group_consumer_raises_consume_refused_at_every_receive_after(
-        start_node, aio_context):
+@pytest.mark.parametrize("routed", [False, True], ids=["group", "routed"])
+def test_asyncio_group_consumers_raise_consume_refused_at_every_receive_after(
+        start_node, aio_context, routed):
     node = start_node(*FAST, consume=True)
     assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
 
     async def main() -> None:
-        consumer = aio.GroupConsumer(node.consume_dsn, "orders", "g", context=aio_context)
-        try:
-            await consumer.join()
-            _removed_while_joined(node)
-            with pytest.raises(ConsumeRefused, match=REMOVED):
-                await consumer.receive(10)
-            for _ in range(2):
-                with pytest.raises(ConsumeRefused, match=REMOVED):
-                    await consumer.receive(0.2)
-            with pytest.raises(ConsumeRefused, match=REMOVED):
-                await consumer.receive_many(10, 0.2)
-        finally:
-            await consumer.close()
-
-    run(main())
-
-
-def test_routed_group_consumer_raises_consume_refused_at_every_receive_after(start_node,
-                                                                             context):
-    node = start_node(*FAST, consume=True)
-    assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
-    with RoutedGroupConsumer(node.monitor_dsn, "orders", "g", context=context) as consumer:
-        assert consumer.receive(0.2) is None  # joined
-        _removed_while_joined(node)
-        with pytest.raises(ConsumeRefused, match=REMOVED):
-            consumer.receive(10)
-        for _ in range(2):
-            with pytest.raises(ConsumeRefused, match=REMOVED):
-                consumer.receive(0.2)
-        with pytest.raises(ConsumeRefused, match=REMOVED):
-            consumer.receive_many(10, 0.2)
-
-
-def test_asyncio_routed_group_consumer_raises_consume_refused_at_every_receive_after(
-        start_node, aio_context):
-    node = start_node(*FAST, consume=True)
-    assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
-
-    async def main() -> None:
-        consumer = aio.RoutedGroupConsumer(node.monitor_dsn, "orders", "g", context=aio_context)
+        consumer = (aio.RoutedGroupConsumer(node.monitor_dsn, "orders", "g", context=aio_context)
+                    if routed else
+                    aio.GroupConsumer(node.consume_dsn, "orders", "g", context=aio_context))
         try:
             await consumer.join()
             _removed_while_joined(node)

@@ -511,15 +511,7 @@ def test_topics_table_fits_its_card_with_many_partitions_and_long_names(start_no
     long_name = "customer-invoices-" + "x" * 40
     assert "partitions=16" in node.ask(f"DECLARE TOPIC {long_name} partitions=16")
     assert node.ask(f"DECLARE GROUP {long_name} reconciliation-" + "y" * 30).startswith("group")
-    running = exporter.serve([node.monitor_dsn], "127.0.0.1", 0, timeout=10,
-                             sample_interval=60)
-    served = f"http://127.0.0.1:{running.port}"
-    try:
-        wait_until(lambda: history_of(served, node.monitor_dsn)["up"], 10,
-                   message="the node's figures")
-        history = get(served + "/api/history")
-    finally:
-        running.stop()
+    history = first_history(node)
     with page_server(history.encode(), MEASURE_CARDS) as url:
         dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=3000)
     assert ">payments p0,1,2,3," in dom  # every partition of the 64 is this node's
@@ -531,15 +523,7 @@ def test_status_page_says_a_nodes_store_writes_are_failing(start_node, tmp_path)
     """With its health, as pzq-monitor --check says it: STATS store_write_failing and
     for how long (a full disk is made in test_disks.py; here its STATS as answered)."""
     node = start_node()
-    running = exporter.serve([node.monitor_dsn], "127.0.0.1", 0, timeout=10,
-                             sample_interval=60)
-    served = f"http://127.0.0.1:{running.port}"
-    try:
-        wait_until(lambda: history_of(served, node.monitor_dsn)["up"], 10,
-                   message="the node's figures")
-        history = json.loads(get(served + "/api/history"))
-    finally:
-        running.stop()
+    history = json.loads(first_history(node))
     healthy = history["nodes"][0]
     assert healthy["stats"]["store_write_failing"] == 0
     failing = json.loads(json.dumps(healthy))
@@ -553,6 +537,19 @@ def test_status_page_says_a_nodes_store_writes_are_failing(start_node, tmp_path)
     assert '<div class="since">store writes are failing (for 1 min 15 s)</div>' in said
     assert "store_write_failed in its log" in said
     assert "store_write_failing" not in card_of(dom, node.monitor_dsn)
+
+
+def first_history(node) -> str:
+    """An exporter's /api/history of ``node`` once it has its first figures."""
+    running = exporter.serve([node.monitor_dsn], "127.0.0.1", 0, timeout=10,
+                             sample_interval=60)
+    served = f"http://127.0.0.1:{running.port}"
+    try:
+        wait_until(lambda: history_of(served, node.monitor_dsn)["up"], 10,
+                   message="the node's figures")
+        return get(served + "/api/history")
+    finally:
+        running.stop()
 
 
 def history_of(served: str, dsn: str) -> dict:

@@ -401,13 +401,20 @@ def peer(node) -> dict:
     return node.stats()["peers"][0]
 
 
-def test_a_node_of_the_previous_release_copies_and_takes_over_beside_this_one(
-        start_node, context, tmp_path, previous_release):
+def mixed_pair(start_node, tmp_path, previous_release):
+    """A node of this release and one of the previous, each the other's only peer
+    (--replicas 1, --timeout-nodes 2s)."""
     here, there = f"ipc://{tmp_path}/new-cluster", f"ipc://{tmp_path}/old-cluster"
     options = ("--replicas", "1", "--timeout-nodes", "2s")
     new = start_node("--broadcast-dsn", here, "--nodes", there, *options)
     old = start_node("--broadcast-dsn", there, "--nodes", here, *options,
                      env={"PYTHONPATH": str(previous_release)})
+    return new, old
+
+
+def test_a_node_of_the_previous_release_copies_and_takes_over_beside_this_one(
+        start_node, context, tmp_path, previous_release):
+    new, old = mixed_pair(start_node, tmp_path, previous_release)
     new.wait_stats(lambda s: s["peers"][0]["reachable"] and s["peers"][0]["protocol"] == 1,
                    message="the old peer heard, protocol 1")
     old.wait_stats(lambda s: s["peers"][0]["reachable"], message="the new peer reached")
@@ -440,11 +447,7 @@ def test_a_node_of_this_release_stopped_by_sigterm_says_no_leaving_to_a_previous
     """LEAVING goes only to peers of protocol 4 or later: the previous release would
     refuse it as an unknown frame (cluster_rejected). It counts the node down by its
     timer, as before."""
-    here, there = f"ipc://{tmp_path}/new-cluster", f"ipc://{tmp_path}/old-cluster"
-    options = ("--replicas", "1", "--timeout-nodes", "2s")
-    new = start_node("--broadcast-dsn", here, "--nodes", there, *options)
-    old = start_node("--broadcast-dsn", there, "--nodes", here, *options,
-                     env={"PYTHONPATH": str(previous_release)})
+    new, old = mixed_pair(start_node, tmp_path, previous_release)
     new.wait_stats(lambda s: s["peers"][0]["reachable"] and s["peers"][0]["protocol"] == 1,
                    message="the old peer heard, protocol 1")
     old.wait_stats(lambda s: s["peers"][0]["reachable"], message="the new peer reached")

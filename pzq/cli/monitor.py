@@ -91,7 +91,7 @@ def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | Non
             if "rates" in s else "")))
     view.add_row("ACK latency p50 / p99" + SEND, *_cells(answers, _latency))
     view.add_row("peers", *_cells(answers, lambda s: ", ".join(
-        f"{peer['endpoint']} {peer['state']}" for peer in s.get("peers", []))))
+        f"{peer['endpoint']} {peer_words(peer['state'])}" for peer in s.get("peers", []))))
     if any(answer.stats and answer.stats.get("taken_over") for answer in answers):
         view.add_row("taking over", *_cells(answers, _taken_over))
     if history is not None:  # a live view: nothing goes to stderr, so say why here
@@ -126,6 +126,13 @@ def as_json(answers: Sequence[StatsAnswer]) -> dict[str, Any]:
     return shown[answers[0].dsn] if len(answers) == 1 else shown
 
 
+PEER_WORDS = {"left": "left (stopped by SIGTERM)"}  # STATS peers[].state, said in words
+
+
+def peer_words(state: str) -> str:
+    return PEER_WORDS.get(state, state)
+
+
 def health_problems(before: dict[str, Any] | None, now: dict[str, Any] | None,
                     max_pending_acks: int) -> list[str]:
     """Why a node is not healthy, from two STATS answers a moment apart."""
@@ -140,10 +147,12 @@ def health_problems(before: dict[str, Any] | None, now: dict[str, Any] | None,
         problems.append("archive writes are failing")
     if now.get("pending_producer_acks", 0) > max_pending_acks:
         problems.append(f"{now['pending_producer_acks']} producer ACKs cannot be sent")
-    for state in ("down", "unreachable"):  # silent; heard, but our link gets no answer
+    # silent; stopped by SIGTERM (a planned stop, but away all the same); heard, but our
+    # link gets no answer
+    for state in ("down", "left", "unreachable"):
         peers = [peer["endpoint"] for peer in now.get("peers", []) if peer["state"] == state]
         if peers:
-            problems.append(f"peer {state}: " + ", ".join(peers))
+            problems.append(f"peer {peer_words(state)}: " + ", ".join(peers))
     return problems
 
 

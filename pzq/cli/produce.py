@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pzq.cli.common import (
     curve_from,
@@ -20,6 +21,7 @@ from pzq.cli.input_lines import InputLines
 from pzq.cli.waiting import AckWait
 from pzq.client import Producer, RoutedProducer
 from pzq.client.producer import time_headers, topic_headers
+from pzq.client.sessions.producer import ACK_TIMEOUT_S
 from pzq.errors import ExitCode
 from pzq.protocol.frames import HEADER_PATTERN, ProducerAck
 from pzq.protocol.headers import KEY_HEADER
@@ -51,6 +53,11 @@ def make_argument_parser() -> argparse.ArgumentParser:
                              "(needs --topic)")
     parser.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="seconds to wait for ACKs")
+    parser.add_argument("--ack-timeout", type=positive_seconds, metavar="SECONDS",
+                        help=f"seconds after which a message sent without its ACK is given "
+                             f"up: reported NO_ACK, the node may have stored it or not "
+                             f"(default: {ACK_TIMEOUT_S:g}; not with --routes, which sends "
+                             f"such a message again)")
     parser.add_argument("file", nargs="?", type=argparse.FileType("rb"), default=sys.stdin.buffer,
                         help="lines to send (default: standard input)")
     return parser
@@ -65,10 +72,8 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
     for header in args.header:
         if not HEADER_PATTERN.match(header.encode()):
             parser.error(f"--header {header} is not NAME:value, e.g. TOPIC:orders")
-    if args.routes and not args.topic:
-        parser.error("--routes needs --topic (the partitioned topic)")
-    if args.routes and args.dsn:
-        parser.error("--routes finds the nodes itself: give it instead of --dsn")
+    _check_routes(parser, args)
+    args.ack_timeout = args.ack_timeout or ACK_TIMEOUT_S
     args.dsn = args.dsn or DEFAULT_RECEIVE
     if args.key is not None and args.key_from_line:
         parser.error("--key and --key-from-line go alone: one key for all, or one a line")
@@ -83,8 +88,19 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
             return ExitCode.INTERRUPTED
         with routed:
             return _produce_lines(routed, args, ", ".join(args.routes), curve)
-    with Producer(args.dsn, window=args.window, curve=curve) as producer:
+    with Producer(args.dsn, window=args.window, curve=curve,
+                  ack_timeout=args.ack_timeout) as producer:
         return _produce_lines(producer, args, args.dsn, curve)
+
+
+def _check_routes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.routes and not args.topic:
+        parser.error("--routes needs --topic (the partitioned topic)")
+    if args.routes and args.dsn:
+        parser.error("--routes finds the nodes itself: give it instead of --dsn")
+    if args.routes and args.ack_timeout is not None:
+        parser.error("--ack-timeout goes with --dsn: --routes sends a message without its "
+                     "ACK again")
 
 
 def _add_time_options(parser: argparse.ArgumentParser) -> None:
@@ -130,10 +146,10 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
     headers += args.time_headers
     waiting = AckWait(producer, "pzq-produce", dsn, args.timeout, curve)
     lines = InputLines(args.file)
-    failed = 0
+    tally = AckTally()
     try:
         while not lines.ended:
-            failed += _acks_until_input(waiting, lines)
+            _acks_until_input(waiting, lines, tally)
             first = lines.count + 1
             for number, line in enumerate(lines.read(), first):
                 body, key = line, list[bytes]()
@@ -141,33 +157,51 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
                     body, key = _keyed(body, number)
                 waiting.send([body], headers + key)
             # once per read, not per line: the producer's batches fill meanwhile
-            failed += _report_acks(producer.acks())
-        failed += _report_acks(waiting.flush())
+            _report_acks(producer.acks(), tally)
+        _report_acks(waiting.flush(), tally)
     except NotKeyed as exc:
         try:  # what went before the line is reported, as if the input ended there
-            _report_acks(waiting.flush())
+            _report_acks(waiting.flush(), tally)
         except TimeoutError as timeout:
             fail("pzq-produce", str(timeout), ExitCode.FAILURE)
+        _say_given_up(tally, args.ack_timeout)
         return fail("pzq-produce", str(exc), ExitCode.USAGE)
     except TimeoutError as exc:
+        _say_given_up(tally, args.ack_timeout)
         return fail("pzq-produce", str(exc), ExitCode.FAILURE)
     except KeyboardInterrupt:
-        return _interrupted(producer)
-    return ExitCode.OK if failed == 0 else ExitCode.FAILURE
+        return _interrupted(producer, tally, args.ack_timeout)
+    _say_given_up(tally, args.ack_timeout)
+    return ExitCode.OK if tally.failed == 0 else ExitCode.FAILURE
 
 
-def _acks_until_input(waiting: AckWait, lines: InputLines) -> int:
+@dataclass
+class AckTally:
+    failed: int = 0  # ACKs not ok, the given up among them
+    given_up: int = 0  # no ACK within --ack-timeout (NO_ACK, made by the producer)
+
+
+def _say_given_up(tally: AckTally, ack_timeout: float) -> None:
+    """Messages given up are neither stored for sure nor refused: said in words, once."""
+    if tally.given_up:
+        print(f"pzq-produce: {messages(tally.given_up)} without ACK within "
+              f"{ack_timeout:g} s (NO_ACK): the node may have stored them or not; send "
+              f"them again with the same DEDUP-ID header to have them stored once",
+              file=sys.stderr, flush=True)
+
+
+def _acks_until_input(waiting: AckWait, lines: InputLines, tally: AckTally) -> None:
     """While no input is there (a person typing, a slow writer), show each ACK as it
-    comes; returns how many were failures."""
-    failed = 0
+    comes."""
     while waiting.producer.outstanding and not lines.ready(0):
-        failed += _report_acks(waiting.acks(ACK_WAIT_S))
-    return failed
+        _report_acks(waiting.acks(ACK_WAIT_S), tally)
 
 
-def _interrupted(producer: Producer | RoutedProducer) -> int:
+def _interrupted(producer: Producer | RoutedProducer, tally: AckTally,
+                 ack_timeout: float) -> int:
     """Ctrl-C: show what the node ACKed before it, and say what has no ACK yet."""
-    _report_acks(producer.acks())
+    _report_acks(producer.acks(), tally)
+    _say_given_up(tally, ack_timeout)
     if producer.outstanding:
         print(f"pzq-produce: interrupted with {messages(producer.outstanding)} sent and "
               "not ACKed yet: the node may have stored them", file=sys.stderr, flush=True)
@@ -188,13 +222,14 @@ def _keyed(line: bytes, number: int) -> tuple[bytes, list[bytes]]:
     return body, [KEY_HEADER + key]
 
 
-def _report_acks(acks: list[ProducerAck]) -> int:
-    """Print one line per ACK, in one write; returns how many were failures."""
+def _report_acks(acks: list[ProducerAck], tally: AckTally) -> None:
+    """Print one line per ACK, in one write; the failures and those given up counted."""
     if not acks:
-        return 0
+        return
     sys.stdout.write("".join(
         f"{ack.msg_id.decode(errors='replace')} {'ok' if ack.ok else 'failed'}"
         f"{' ' + ack.status_message.decode(errors='replace') if ack.status_message else ''}\n"
         for ack in acks))
     sys.stdout.flush()
-    return sum(not ack.ok for ack in acks)
+    tally.failed += sum(not ack.ok for ack in acks)
+    tally.given_up += sum(ack.given_up for ack in acks)

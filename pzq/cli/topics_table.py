@@ -19,6 +19,9 @@ COLUMNS = ("node", "topic", "group", "stored / backlog", "scheduled", "in flight
            "acked/s")
 # received/s on a topic's row, acked/s on a group's: per second over the last minute;
 # lag / oldest: a group's lag_seconds, a topic's oldest_seconds
+NOT_PER_TOPIC = "–"  # ``default`` reads every topic it holds at once: its figures (in
+# flight, ready, consumers, delivered, acked, oldest unacked, acked/s) are kept for the
+# node, not per topic: they are in the node table, labelled (--send-dsn)
 
 
 def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
@@ -30,11 +33,12 @@ def topics_table(answers: Sequence[StatsAnswer]) -> Table | None:
     for answer in answers:
         for topic, figures in sorted(((answer.stats or {}).get("topics") or {}).items()):
             node = answer.stats["node_id"] if answer.stats else ""
-            view.add_row(node, _topic_cell(topic, figures),
-                         "default" if figures.get("default_group") else "",
-                         human.count(figures["messages"]), _scheduled_cell(figures), "",
-                         "", "", "", "", "", _age_cell(figures, "oldest_seconds"),
-                         _per_second(figures, "received_60s"), "")
+            default = figures.get("default_group")
+            elsewhere = NOT_PER_TOPIC if default else ""
+            view.add_row(node, _topic_cell(topic, figures), "default" if default else "",
+                         human.count(figures["messages"]), _scheduled_cell(figures),
+                         *[elsewhere] * 6, _age_cell(figures, "oldest_seconds"),
+                         _per_second(figures, "received_60s"), elsewhere)
             for group, numbers in sorted(figures.get("groups", {}).items()):
                 view.add_row(node, topic, group, *_group_cells(numbers))
             rows += 1

@@ -115,10 +115,12 @@ def test_check_reports_an_unhealthy_node():
     now = {"store_failures": 3, "pending_producer_acks": 50_000,
            "peers": [{"endpoint": "tcp://b:1", "state": "down"},
                      {"endpoint": "tcp://c:1", "state": "unreachable"},
-                     {"endpoint": "tcp://d:1", "state": "up"}]}
+                     {"endpoint": "tcp://d:1", "state": "up"},
+                     {"endpoint": "tcp://e:1", "state": "left"}]}
     problems = monitor_cli.health_problems(before, now, max_pending_acks=10_000)
     assert problems == ["store writes are failing", "50000 producer ACKs cannot be sent",
-                        "peer down: tcp://b:1", "peer unreachable: tcp://c:1"]
+                        "peer down: tcp://b:1", "peer left (stopped by SIGTERM): tcp://e:1",
+                        "peer unreachable: tcp://c:1"]
 
 
 def serve_beside_a_dead_node(monitor_dsn: str) -> Iterator[str]:
@@ -521,14 +523,17 @@ def test_topics_table_fits_its_card_with_many_partitions_and_long_names(start_no
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
 def test_status_page_says_a_nodes_store_writes_are_failing(start_node, tmp_path):
     """With its health, as pzq-monitor --check says it: STATS store_write_failing and
-    for how long (a full disk is made in test_disks.py; here its STATS as answered)."""
+    for how long, and its peers in words (a full disk is made in test_disks.py; here its
+    STATS as answered)."""
     node = start_node()
     history = json.loads(first_history(node))
     healthy = history["nodes"][0]
     assert healthy["stats"]["store_write_failing"] == 0
     failing = json.loads(json.dumps(healthy))
     failing["monitor"] = "tcp://127.0.0.1:1"
-    failing["stats"].update(store_write_failing=1, store_write_failing_s=75.25)
+    failing["stats"].update(store_write_failing=1, store_write_failing_s=75.25,
+                            peers=[{"endpoint": "tcp://b:1", "state": "left"},
+                                   {"endpoint": "tcp://c:1", "state": "down"}])
     history["nodes"].append(failing)
     with page_server(json.dumps(history).encode()) as url:
         dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=1000)
@@ -536,6 +541,7 @@ def test_status_page_says_a_nodes_store_writes_are_failing(start_node, tmp_path)
     assert 'data-key="store_write_failing"' in said and ">UP<" in said
     assert '<div class="since">store writes are failing (for 1 min 15 s)</div>' in said
     assert "store_write_failed in its log" in said
+    assert "peers: tcp://b:1 left (stopped by SIGTERM), tcp://c:1 down" in said
     assert "store_write_failing" not in card_of(dom, node.monitor_dsn)
 
 

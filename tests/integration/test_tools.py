@@ -173,6 +173,28 @@ def test_produce_and_consume_against_a_node(node):
     assert [line.split()[-1] for line in consumed.stdout.splitlines()] == ["one", "two"]
 
 
+def test_produce_says_in_words_what_it_gave_up_without_an_ack(node):
+    """A message without its ACK within --ack-timeout is given up (NO_ACK): neither
+    stored for sure nor refused. The tool says so in its own words, and exits 1 as for
+    an ACK that failed."""
+    node.pause()  # (connected, it takes nothing and answers nothing)
+    try:
+        result = tool("pzq-produce", "--dsn", node.receive_dsn, "--ack-timeout", "1.5",
+                      stdin="a\nb\n")
+    finally:
+        node.resume()
+    assert result.returncode == 1, result
+    assert [line.split()[1:] for line in result.stdout.splitlines()] == [
+        ["failed", "NO_ACK"]] * 2
+    assert result.stderr.splitlines()[-1] == (
+        "pzq-produce: 2 messages without ACK within 1.5 s (NO_ACK): the node may have "
+        "stored them or not; send them again with the same DEDUP-ID header to have them "
+        "stored once")
+    routed = tool("pzq-produce", "--routes", node.monitor_dsn, "--topic", "t",
+                  "--ack-timeout", "1")
+    assert routed.returncode == 2 and "--ack-timeout goes with --dsn" in routed.stderr
+
+
 def test_produce_whose_output_pipe_closed_ends_quietly(shared_node):
     process = subprocess.Popen([str(BIN / "pzq-produce"), "--dsn", shared_node.receive_dsn,
                                 "--topic", "unread-acks"], stdin=subprocess.PIPE,

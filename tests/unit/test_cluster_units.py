@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import structlog
 
+from pzq.cluster.figures import peer_state
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.protocols import PeerProtocols
 from pzq.cluster.removes import RemoveLedger
@@ -151,6 +152,25 @@ def test_peer_liveness_from_heartbeats():
     assert [p.endpoint for p in peers.refresh(101.5)] == ["tcp://a:1"]
     assert not peers.node_alive(NODE, 101.5)
     assert peers.endpoint_of(NODE) == "tcp://a:1"
+
+
+def test_stats_tells_a_peer_that_left_from_one_gone_silent_until_it_pings_again():
+    """STATS peers[].state: ``left`` for a peer that said LEAVING (stopped by SIGTERM),
+    also past --timeout-nodes; ``down`` for one silent without a word."""
+    peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_nodes_s=1.0, now=100.0)
+    leaving, silent = peers.peers["tcp://a:1"], peers.peers["tcp://b:1"]
+    assert [peer_state(leaving), peer_state(silent)] == ["down", "down"]  # never heard
+    peers.answered("tcp://a:1", NODE, 100.5)
+    peers.heard("tcp://b:1", b"ffffffff", 100.5)
+    assert [peer_state(leaving), peer_state(silent)] == ["up", "unreachable"]
+    peers.left("tcp://a:1")
+    peers.refresh(102.0)
+    assert [peer_state(leaving), peer_state(silent)] == ["left", "down"]
+    peers.pinged("tcp://a:1")  # back: its PING counts it up
+    peers.heard("tcp://a:1", NODE, 103.0)
+    assert peer_state(leaving) == "unreachable"  # up; its link answers soon after
+    peers.refresh(105.0)
+    assert peer_state(leaving) == "down"  # silent again, without a word this time
 
 
 def test_a_peer_that_leaves_is_down_at_once_but_not_taken_over_before_its_timer():

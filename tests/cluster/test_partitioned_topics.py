@@ -50,7 +50,8 @@ def keyed_messages(count: int, keys: int) -> list[tuple[bytes, bytes]]:
     return [(b"k%d" % (i % keys), b"m%d" % i) for i in range(count)]
 
 
-def drain_routed(consumer: RoutedGroupConsumer, count: int) -> list:
+def drain_routed(consumer: RoutedGroupConsumer, count: int, timeout: float = 60) -> list:
+    """``count`` messages of distinct first parts, each ACKed, within ``timeout`` s."""
     got: dict[bytes, object] = {}
 
     def enough() -> bool:
@@ -59,7 +60,7 @@ def drain_routed(consumer: RoutedGroupConsumer, count: int) -> list:
             got.setdefault(message.parts[0], message)
         consumer.ack_many(messages)
         return len(got) >= count
-    wait_until(enough, 60, interval=0, message=f"{count} messages from every node")
+    wait_until(enough, timeout, interval=0, message=f"{count} messages from every node")
     return list(got.values())
 
 

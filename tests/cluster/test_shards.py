@@ -19,6 +19,7 @@ import pytest
 
 from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_monitor
 from pzq.protocol.headers import partition_of
+from tests.cluster.test_partitioned_topics import drain_routed
 from tests.support.harness import consume_all, run_pzq, shown_on_failure, wait_until
 from tests.support.ports import port_for_shards
 
@@ -291,14 +292,8 @@ def test_shards_split_a_partitioned_topic_and_routing_clients_use_both(start_sha
         assert producer.moved == 0
     stored = [supervisor.shard(number).stats()["stored"] for number in range(SHARDS)]
     assert sum(stored) == 200 and all(stored), stored  # each shard took its partitions
-    got: set[bytes] = set()
     with RoutedGroupConsumer(monitors[1:], "orders", "billing", context=context) as consumer:
-        def drained() -> bool:
-            messages = consumer.receive_many(100, 0.1)
-            got.update(message.parts[0] for message in messages)
-            consumer.ack_many(messages)
-            return len(got) == 200
-        wait_until(drained, 30, interval=0, message="200 messages from both shards")
+        drain_routed(consumer, 200, timeout=30)
 
 
 def test_every_shard_applies_the_authorization_file_and_sighup_reaches_them(
@@ -369,11 +364,5 @@ def test_a_routed_producer_sends_again_what_a_killed_shard_lost(start_shards, co
         assert len(acks) == 30 and all(ack.ok for ack in acks), acks
         assert producer.resent >= 10  # the window the killed shard never read
     assert len(supervisor.pids(1)) == 2
-    got: set[bytes] = set()
     with RoutedGroupConsumer(monitors, "orders", "billing", context=context) as consumer:
-        def drained() -> bool:
-            messages = consumer.receive_many(100, 0.1)
-            got.update(message.parts[0] for message in messages)
-            consumer.ack_many(messages)
-            return len(got) == 31
-        wait_until(drained, 30, interval=0, message="31 messages from both shards")
+        drain_routed(consumer, 31, timeout=30)

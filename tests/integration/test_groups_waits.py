@@ -58,16 +58,22 @@ def nack_for_later(node: NodeProcess, context, delay_s: float) -> tuple[bytes, i
     return message.parts[0], given_back_us
 
 
-@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
-def test_a_nack_s_delay_holds_the_message_back_after_a_restart(node, context, how):
-    nack_for_later(node, context, HOUR_S)
-    stop_by(node, how)  # right after the NACK was taken: nothing else written since
+def held_an_hour_after_restart(node: NodeProcess, context, wait: str) -> None:
+    """The stopped node's one kept wait is due in about an hour, and restarted it holds
+    the message back (``wait``: what made it wait, for the failure's words)."""
     (due_us,) = waits_stored(node.database).values()
     assert due_us > time.time_ns() // 1000 + (HOUR_S - 60) * 1e6
     node.restart()
     assert group_figures(node)["delayed"] == 1
     with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
-        assert consumer.receive(QUIET_S) is None, "delivered before its delay ended"
+        assert consumer.receive(QUIET_S) is None, f"delivered before its {wait} ended"
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_nack_s_delay_holds_the_message_back_after_a_restart(node, context, how):
+    nack_for_later(node, context, HOUR_S)
+    stop_by(node, how)  # right after the NACK was taken: nothing else written since
+    held_an_hour_after_restart(node, context, "delay")
     pending = node.ask("PENDING GROUP orders g")
     assert pending.startswith("group g of topic orders: 0 out, 1 waiting"), pending
     assert " waiting consumer=- " in pending
@@ -98,12 +104,7 @@ def test_a_backoff_s_wait_holds_the_message_back_after_a_sigkill(node, context):
         node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["delayed"] == 1,
                         message="the deadline found, the backoff begun")
     node.kill()
-    (due_us,) = waits_stored(node.database).values()
-    assert due_us > time.time_ns() // 1000 + (HOUR_S - 60) * 1e6
-    node.restart()
-    assert group_figures(node)["delayed"] == 1
-    with GroupConsumer(node.consume_dsn, "orders", "g", context=context) as consumer:
-        assert consumer.receive(QUIET_S) is None, "delivered before its backoff ended"
+    held_an_hour_after_restart(node, context, "backoff")
 
 
 def test_an_ack_of_a_waiting_message_ends_its_wait_for_good(node, context):

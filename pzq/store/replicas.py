@@ -308,10 +308,6 @@ class ReplicaStore(Participant):
                 log.warning("early_dones_forgotten", total=self.dones_forgotten,
                             limit=REMEMBERED_DONES)
 
-    def remembered_dones(self, origin: bytes, seq: int) -> set[str]:
-        """Groups done with a copy not here yet (to mark it when it comes)."""
-        return set(self.early_dones.get((origin, seq), ()))
-
     def _drop_marks(self, batch: Batch, origin: bytes, seq: int) -> None:
         """The copy goes: so do its groups' marks (only an origin with groups has any),
         those of the batch being built too."""

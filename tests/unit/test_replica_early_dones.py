@@ -55,10 +55,10 @@ def copy_comes(store: Store, copies: ReplicaStore, seq: int = 0) -> None:
 def test_a_copy_that_comes_after_its_group_s_done_is_marked(held):
     store, copies = held
     done_by_a_taker(store, copies, 0, "g1")
-    assert copies.remembered_dones(ORIGIN, 0) == {"g1"}
+    assert copies.early_dones.get((ORIGIN, 0), set()) == {"g1"}
     copy_comes(store, copies)
     assert copies.is_done(ORIGIN, 0, "g1") and not copies.is_done(ORIGIN, 0, "g2")
-    assert copies.counts[ORIGIN] == 1 and copies.remembered_dones(ORIGIN, 0) == set()
+    assert copies.counts[ORIGIN] == 1 and (ORIGIN, 0) not in copies.early_dones
     assert ReplicaStore(store).is_done(ORIGIN, 0, "g1")  # stored, as a DONE's mark is
 
 
@@ -67,7 +67,7 @@ def test_a_done_not_to_remember_is_not(held):
     store, copies = held
     in_one_batch(store, lambda batch: copies.group_done(batch, ORIGIN, 0, "g1", False))
     copy_comes(store, copies)
-    assert copies.remembered_dones(ORIGIN, 0) == set() and not copies.is_done(ORIGIN, 0, "g1")
+    assert (ORIGIN, 0) not in copies.early_dones and not copies.is_done(ORIGIN, 0, "g1")
 
 
 def test_a_copy_every_group_finished_before_it_came_is_not_kept(held):
@@ -85,10 +85,10 @@ def test_a_remove_of_the_message_forgets_its_dones(held):
     store, copies = held
     done_by_a_taker(store, copies, 0, "g1")
     in_one_batch(store, lambda batch: copies.remove(batch, ORIGIN, 0, False))
-    assert copies.remembered_dones(ORIGIN, 0) == set()
+    assert (ORIGIN, 0) not in copies.early_dones
     done_by_a_taker(store, copies, 1, "g1")
     copies.remember_removed(ORIGIN, [1])  # removed by a node that took the origin over
-    assert copies.remembered_dones(ORIGIN, 1) == set()
+    assert (ORIGIN, 1) not in copies.early_dones
 
 
 def test_dones_are_kept_for_a_copy_whose_batch_failed(held):
@@ -99,7 +99,7 @@ def test_dones_are_kept_for_a_copy_whose_batch_failed(held):
     failing.armed = True
     with pytest.raises(StoreError):
         copy_comes(store, copies)
-    assert copies.remembered_dones(ORIGIN, 0) == {"g1"} and not copies.holds(ORIGIN, 0)
+    assert copies.early_dones.get((ORIGIN, 0), set()) == {"g1"} and not copies.holds(ORIGIN, 0)
     copy_comes(store, copies)
     assert copies.is_done(ORIGIN, 0, "g1")
 
@@ -110,7 +110,7 @@ def test_past_the_limit_the_oldest_are_forgotten_and_said(held, monkeypatch):
     with structlog.testing.capture_logs() as logged:
         for seq in range(4):
             done_by_a_taker(store, copies, seq, "g1")
-    assert [copies.remembered_dones(ORIGIN, seq) for seq in range(4)] == [
+    assert [copies.early_dones.get((ORIGIN, seq), set()) for seq in range(4)] == [
         set(), set(), {"g1"}, {"g1"}]
     assert copies.dones_forgotten == 2
     assert [(line["event"], line["total"]) for line in logged] == [("early_dones_forgotten", 1)]

@@ -184,9 +184,10 @@ class AckTally:
 def _say_given_up(tally: AckTally, ack_timeout: float) -> None:
     """Messages given up are neither stored for sure nor refused: said in words, once."""
     if tally.given_up:
+        them = "it" if tally.given_up == 1 else "them"
         print(f"pzq-produce: {messages(tally.given_up)} without ACK within "
-              f"{ack_timeout:g} s (NO_ACK): the node may have stored them or not; send "
-              f"them again with the same DEDUP-ID header to have them stored once",
+              f"{ack_timeout:g} s (NO_ACK): the node may have stored {them} or not; send "
+              f"{them} again with the same DEDUP-ID header to have {them} stored once",
               file=sys.stderr, flush=True)
 
 

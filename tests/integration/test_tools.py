@@ -193,6 +193,16 @@ def test_produce_says_in_words_what_it_gave_up_without_an_ack(node):
     routed = tool("pzq-produce", "--routes", node.monitor_dsn, "--topic", "t",
                   "--ack-timeout", "1")
     assert routed.returncode == 2 and "--ack-timeout goes with --dsn" in routed.stderr
+    node.pause()
+    try:
+        alone = tool("pzq-produce", "--dsn", node.receive_dsn, "--ack-timeout", "1.5",
+                     stdin="c\n")
+    finally:
+        node.resume()
+    assert alone.stderr.splitlines()[-1] == (
+        "pzq-produce: 1 message without ACK within 1.5 s (NO_ACK): the node may have "
+        "stored it or not; send it again with the same DEDUP-ID header to have it stored "
+        "once")
 
 
 def test_produce_whose_output_pipe_closed_ends_quietly(shared_node):

@@ -9,8 +9,8 @@ import pytest
 
 from pzq.client.message import Message
 from pzq.client.sessions.producer import ProducerSession
+from pzq.client.sessions.routed_group import JOIN_GRACE_S, RoutedGroupSession
 from pzq.client.sessions.routed_group import REFRESH_S as GROUP_REFRESH_S
-from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.client.sessions.routed_producer import (
     LOST_AFTER_RESENDS,
     MOST_MOVES,
@@ -229,6 +229,38 @@ def test_a_node_the_table_counts_down_is_not_joined_until_it_is_up():
     session.joined("tcp://a:5", "member a")
     known.answered("tcp://a:3", answer(["a", "b"], nodes=("a", "b")), 3.0)  # b is back
     assert session.to_join() == ["tcp://b:5"]
+
+
+def test_joins_are_awaited_together_and_one_unanswered_is_tried_again():
+    """Every node's join goes at once: one not answered is no node to join again, nor
+    to wait for after the join timeout; given up, it is tried again."""
+    # the table taken at 12: asked again at 14, after c's join is given up (13)
+    session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"], now=12.0),
+                                                          join_timeout=3.0)
+    for name in NODES:
+        session.join_sent(f"tcp://{name}:5", f"member {name}", 10.0)
+    assert session.to_join() == []
+    assert session.first_joins_wake(10.0) == 13.0  # none joined: the first to give up
+    session.joined("tcp://a:5", "member a")
+    assert session.awaited() == [("tcp://b:5", "member b"), ("tcp://c:5", "member c")]
+    assert session.first_joins_wake(10.0) == 10.0 + JOIN_GRACE_S
+    assert not session.first_joins_done(10.0, 10.0 + JOIN_GRACE_S / 2)
+    assert session.first_joins_done(10.0, 10.0 + JOIN_GRACE_S)  # a and no longer b, c
+    session.join_sent("tcp://b:5", "member b", 11.0)  # (b again, later)
+    assert session.next_deadline(10.5) == 13.0  # c's join given up then
+    assert session.given_up(12.9) == []
+    assert session.given_up(13.0) == ["member c"]
+    assert session.to_join() == ["tcp://c:5"]
+    assert session.every_member() == ["member a", "member b"]
+    session.joined("tcp://b:5", "member b")
+    assert session.first_joins_done(10.0, 10.0) and session.awaited() == []
+
+
+def test_without_a_join_timeout_a_join_is_awaited_for_ever():
+    session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"]), join_timeout=None)
+    session.join_sent("tcp://a:5", "member a", 0.0)
+    assert session.given_up(1e9) == [] and session.first_joins_wake(0.0) is None
+    assert session.next_deadline(0.0) == GROUP_REFRESH_S
 
 
 def test_no_member_after_the_joins_is_said_and_a_refusal_is_said_again():

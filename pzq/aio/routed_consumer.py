@@ -68,11 +68,11 @@ class RoutedGroupConsumer(Deliveries):
 
     async def _join_first(self) -> None:
         session = self._session
-        started = now = time.monotonic()
+        now = time.monotonic()
         self._join_new(now)
         await self._take_joins(now)
-        while not session.first_joins_done(started, now):
-            wake = session.first_joins_wake(started)
+        while not session.first_joins_done(now):
+            wake = session.first_joins_wake()
             await wait_any([consumer.socket for _, consumer in session.awaited()], POLLIN,
                            None if wake is None else max(0.001, wake - time.monotonic()),
                            "consumer")
@@ -94,7 +94,7 @@ class RoutedGroupConsumer(Deliveries):
         session = self._session
         for endpoint, consumer in session.awaited():
             if consumer.answered():
-                session.joined(endpoint, consumer)
+                session.joined(endpoint, consumer, now)
         for consumer in session.given_up(now):
             await consumer.close()
 

@@ -52,11 +52,11 @@ class RoutedGroupConsumer:
         """Every node's join at once; their answers awaited together (a node that does
         not answer is awaited no longer than a moment once another joined)."""
         session = self._session
-        started = now = time.monotonic()
+        now = time.monotonic()
         self._join_new(now)
         self._take_joins(now)
-        while not session.first_joins_done(started, now):
-            self._wait(session.first_joins_wake(started),
+        while not session.first_joins_done(now):
+            self._wait(session.first_joins_wake(),
                        [consumer for _, consumer in session.awaited()])
             now = time.monotonic()
             self._take_joins(now)
@@ -75,7 +75,7 @@ class RoutedGroupConsumer:
         session = self._session
         for endpoint, consumer in session.awaited():
             if consumer.answered():
-                session.joined(endpoint, consumer)
+                session.joined(endpoint, consumer, now)
         for consumer in session.given_up(now):
             consumer.close()
 

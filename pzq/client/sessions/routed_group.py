@@ -11,7 +11,7 @@ table until its peers' --timeout-nodes) holds back no other node's deliveries. O
 that has not answered within the join timeout is let go, and tried again at the
 next refresh while the table counts it up. The first joins (the constructor, or
 ``join()`` in pzq.aio) await every node's answer, but not longer than JOIN_GRACE_S
-once a node has joined. A node that refuses the group (ConsumeRefused: its right to consume it
+after the first node joined. A node that refuses the group (ConsumeRefused: its right to consume it
 withdrawn, another filter, a topic it may not make) refuses the routed consumer,
 at its join as at a receive after: the node's words are said then and at every
 receive after, and the other nodes' deliveries are not handed out as if nothing had
@@ -29,8 +29,9 @@ from pzq.errors import ConsumeRefused
 
 REFRESH_S = 2.0  # how often the table is asked for nodes not yet joined
 # at the first joins, how long the other nodes' answers are awaited once one joined: a
-# live node answers within milliseconds, and a refusal then is the constructor's
-JOIN_GRACE_S = 0.5
+# live node answers within milliseconds (a loaded machine's all alike), and a refusal
+# then is the constructor's
+JOIN_GRACE_S = 1.0
 C = TypeVar("C")  # a member: the consumer of one node
 NO_CONSUME_ENDPOINT = "no node in the route table has a consume endpoint (--consume-dsn)"
 
@@ -42,6 +43,7 @@ class RoutedGroupSession(Generic[C]):
         self.members: dict[str, C] = {}  # consume endpoint -> its consumer
         # consume endpoint -> its consumer, and when its CONSUME went: not answered yet
         self.joining: dict[str, tuple[C, float]] = {}
+        self.first_joined: float | None = None  # when the first member joined
         self._turn = 0
         self.refusal = ""  # a node's words when it refused the group
 
@@ -81,9 +83,12 @@ class RoutedGroupSession(Generic[C]):
         """The joins whose answer has not come: read them as the members are."""
         return [(endpoint, member) for endpoint, (member, _) in self.joining.items()]
 
-    def joined(self, endpoint: str, member: C) -> None:
+    def joined(self, endpoint: str, member: C, now: float) -> None:
+        """``member`` joined at ``now`` (the node said CONSUMING)."""
         self.joining.pop(endpoint, None)
         self.members[endpoint] = member
+        if self.first_joined is None:
+            self.first_joined = now
 
     def given_up(self, now: float) -> list[C]:
         """The joins unanswered for the join timeout at ``now``, no longer awaited: the
@@ -96,17 +101,17 @@ class RoutedGroupSession(Generic[C]):
                 if now - sent >= timeout]
         return [self.joining.pop(endpoint)[0] for endpoint in late]
 
-    def first_joins_done(self, started: float, now: float) -> bool:
-        """The first joins, begun at ``started``, await no more at ``now``: every node
-        answered (or was given up), or one joined JOIN_GRACE_S ago."""
-        return not self.joining or (bool(self.members) and now - started >= JOIN_GRACE_S)
+    def first_joins_done(self, now: float) -> bool:
+        """The first joins await no more at ``now``: every node answered (or was
+        given up), or the first joined JOIN_GRACE_S ago."""
+        return not self.joining or (self.first_joined is not None
+                                    and now - self.first_joined >= JOIN_GRACE_S)
 
-    def first_joins_wake(self, started: float) -> float | None:
-        """When the first joins, begun at ``started``, are to be looked at again if no
-        answer comes: the grace's end once one joined, else the first join to give up
-        (None: none is)."""
-        if self.members:
-            return started + JOIN_GRACE_S
+    def first_joins_wake(self) -> float | None:
+        """When the first joins are to be looked at again if no answer comes: the
+        grace's end once one joined, else the first join to give up (None: none is)."""
+        if self.first_joined is not None:
+            return self.first_joined + JOIN_GRACE_S
         if self.join_timeout is None:
             return None
         return min(sent for _, sent in self.joining.values()) + self.join_timeout

@@ -98,9 +98,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
         session = self._session
         if session.joined:
             return
-        if not self._consume_sent:
-            self._consume_sent = True
-            self._out.put(session.consume(time.monotonic()))
+        self.start_join()
         timeout = self.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -114,6 +112,19 @@ class GroupConsumer(GroupView[Message], Deliveries):
         except Exception:  # refused, or no answer: closed (a cancellation may join later)
             await self._shut(drain=False)
             raise
+
+    def start_join(self) -> None:
+        """Send the CONSUME (once), its answer not awaited here (a routed consumer
+        joins its nodes so, at once): ``answered`` reads it."""
+        self._check_open()
+        if not self._consume_sent:
+            self._consume_sent = True
+            self._out.put(self._session.consume(time.monotonic()))
+
+    def answered(self) -> bool:
+        """Read what the node said without waiting: True once it said CONSUMING;
+        ConsumeRefused when it refused the group."""
+        return self._session.joined or self._read(time.monotonic(), until_joined=True)
 
     # -- deliveries --------------------------------------------------------------------
 

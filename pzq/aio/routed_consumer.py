@@ -2,7 +2,9 @@
 ``GroupConsumer`` per node that serves the group; which nodes, in which turn, and
 where each ACK goes are the routed group's session (pzq.client.sessions.routed_group).
 A delivery's answers go back to the node it came from (``Message.ack`` knows its
-consumer). Nodes that join the table later are joined as the table is asked again.
+consumer). Nodes that join the table later are joined as the table is asked again;
+a node's join holds back no other node's deliveries (its answer is read as they
+are).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class RoutedGroupConsumer(Deliveries):
         self.options = setup.routed_group_options(options)
         GroupConsumer.check_options(self.options)
         self._context = context
-        self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
+        self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(
+            self.table, self.options.get("timeout"))
         self._closed = False
 
     @property
@@ -46,31 +49,54 @@ class RoutedGroupConsumer(Deliveries):
         return self._session.members
 
     async def join(self) -> None:
-        """Ask for the table (once) and join every node in it; ValueError when none has
-        a consume endpoint, ConsumeRefused (then and at every receive after) when a
-        node refuses the group: the nodes joined are let go, what they hold given back.
-        ``async with`` and the first ``receive`` do it."""
+        """Ask for the table (once) and join every node in it, all at once; their
+        answers are awaited together, a node that does not answer no longer than a
+        moment once another joined (it is joined as it answers). ValueError when none
+        has a consume endpoint, ConsumeRefused (then and at every receive after) when
+        a node refuses the group: the nodes joined are let go, what they hold given
+        back. ``async with`` and the first ``receive`` do it."""
         self._check_open()
         self._session.refuse_again()
         await self.table.known()
         try:
-            await self._join_new()
+            await self._join_first()
         except ConsumeRefused as refused:
             self._session.refused(refused)
             await self._close_members()  # nothing taken yet: what they hold goes back now
             raise
         self._session.check_joined()
 
-    async def _join_new(self) -> None:
-        """ConsumeRefused when a node refuses the group."""
+    async def _join_first(self) -> None:
+        session = self._session
+        now = time.monotonic()
+        self._join_new(now)
+        await self._take_joins(now)
+        while not session.first_joins_done(now):
+            wake = session.first_joins_wake()
+            await wait_any([consumer.socket for _, consumer in session.awaited()], POLLIN,
+                           None if wake is None else max(0.001, wake - time.monotonic()),
+                           "consumer")
+            now = time.monotonic()
+            await self._take_joins(now)
+
+    def _join_new(self, now: float) -> None:
+        """Send the CONSUME of each node in the table not joined yet; not waited for."""
         for endpoint in self._session.to_join():
             consumer = GroupConsumer(endpoint, self.topic, self.group, self.window,
                                      curve=self.curve, context=self._context, **self.options)
-            try:
-                await consumer.join()
-            except TimeoutError:
-                continue  # a node that is down now: joined when it answers again
-            self._session.joined(endpoint, consumer)
+            consumer.start_join()
+            self._session.join_sent(endpoint, consumer, now)
+
+    async def _take_joins(self, now: float) -> None:
+        """The joins answered are members now; those unanswered too long are let go
+        (tried again while the table counts their node up). ConsumeRefused when a
+        node refused the group."""
+        session = self._session
+        for endpoint, consumer in session.awaited():
+            if consumer.answered():
+                session.joined(endpoint, consumer, now)
+        for consumer in session.given_up(now):
+            await consumer.close()
 
     async def receive(self, timeout: float | None = None) -> Message | None:
         found = await self.receive_many(1, timeout)
@@ -99,7 +125,8 @@ class RoutedGroupConsumer(Deliveries):
             age = session.table_age(time.monotonic())
             if age is not None:
                 await self.table.refresh_if_older(age)
-                await self._join_new()
+                self._join_new(time.monotonic())
+            await self._take_joins(time.monotonic())
             found: list[Message] = []
             for consumer in session.in_turn():
                 if len(found) >= most:
@@ -115,7 +142,8 @@ class RoutedGroupConsumer(Deliveries):
 
     async def _wait(self, until: float) -> None:
         """Until a node's socket has input, or ``until``; takes nothing."""
-        sockets = [consumer.socket for consumer in self.consumers.values() if not consumer.closed]
+        sockets = [consumer.socket for consumer in self._session.every_member()
+                   if not consumer.closed]
         try:
             await wait_any(sockets, POLLIN, max(0.001, until - time.monotonic()), "consumer")
         except ClientClosed:  # a node's consumer closed under the wait: look again
@@ -136,7 +164,7 @@ class RoutedGroupConsumer(Deliveries):
 
     async def _close_members(self) -> None:
         """Each says BYE: its node gives back what is unacked at once."""
-        for consumer in self.consumers.values():
+        for consumer in self._session.every_member():
             await consumer.close()
 
     async def __aenter__(self) -> RoutedGroupConsumer:

@@ -144,7 +144,8 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
     if args.key is not None:
         headers.append(KEY_HEADER + args.key.encode())
     headers += args.time_headers
-    waiting = AckWait(producer, "pzq-produce", dsn, args.timeout, curve)
+    waiting = AckWait(producer, "pzq-produce", dsn, args.timeout, curve,
+                      None if args.routes else args.ack_timeout)
     lines = InputLines(args.file)
     tally = AckTally()
     try:

@@ -46,13 +46,16 @@ class Notice:
 
 
 class AckWait:
-    """A producer's sends and flush, each given ``timeout`` seconds, that say why ACKs are late."""
+    """A producer's sends and flush, each given ``timeout`` seconds, that say why ACKs are
+    late; ``ack_timeout``: the producer gives a message up this long after it went
+    (None: never, a routed producer sends it again), so no wait lasts longer."""
 
     def __init__(self, producer: Producer | RoutedProducer, prog: str, dsn: str, timeout: float,
-                 curve: ClientSecurity) -> None:
+                 curve: ClientSecurity, ack_timeout: float | None = None) -> None:
         self.producer = producer
         self.dsn = dsn
         self.timeout = timeout
+        self.ack_timeout = ack_timeout
         self.curve = curve
         self.notice = Notice(prog)
         self._unanswered_since: float | None = None  # messages out, no ACK since then
@@ -91,7 +94,14 @@ class AckWait:
                 if self.producer.outstanding >= waiting_for:  # not one ACK in that stretch
                     self.notice.once(lambda: f"no ACK yet from {self.dsn} for "
                                              f"{messages(self.producer.outstanding)}: "
-                                             f"{self._why()}; waiting up to {self.timeout:g} s")
+                                             f"{self._why()}; {self._waiting_up_to()}")
+
+    def _waiting_up_to(self) -> str:
+        """How long the wait lasts at most: ``timeout``, or the ack timeout when that is
+        shorter (what is out by then is given up, NO_ACK: nothing is left to wait for)."""
+        if self.ack_timeout is not None and self.ack_timeout < self.timeout:
+            return f"waiting up to {self.ack_timeout:g} s (--ack-timeout)"
+        return f"waiting up to {self.timeout:g} s"
 
     def _why(self) -> str:
         return curve_probe.why_silent(self.dsn, self.curve)

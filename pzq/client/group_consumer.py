@@ -42,7 +42,9 @@ class GroupConsumer(GroupView[Message]):
                  context: Context | None = None, curve: ClientSecurity | None = None,
                  timeout: float | None = 10.0, notice: WaitNotice | None = None,
                  declare: bool = False, confirm: bool = False,
-                 protocol: int = consume_wire.LATEST_PROTOCOL) -> None:
+                 protocol: int = consume_wire.LATEST_PROTOCOL, wait: bool = True) -> None:
+        """``wait=False``: the CONSUME goes, its answer is not waited for here (a routed
+        consumer joins its nodes so, at once): ``answered`` reads it."""
         subscribe = consume_wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
                                            declare=declare, protocol=protocol)
         self._dsn, self._curve = dsn, curve  # probed when CONSUME has no answer
@@ -56,7 +58,8 @@ class GroupConsumer(GroupView[Message]):
                 # too, and the probe says why, as when it went and no answer came
                 assert timeout is not None
                 raise self._unanswered(timeout)
-            self._await_consuming(timeout, notice)
+            if wait:
+                self._await_consuming(timeout, notice)
         except BaseException:
             self._socket.close(0)
             raise
@@ -88,6 +91,16 @@ class GroupConsumer(GroupView[Message]):
             self._consuming_within(None)
         elif not self._consuming_within(timeout - waited):
             raise self._unanswered(timeout)
+
+    @property
+    def joined(self) -> bool:
+        """The node said CONSUMING."""
+        return self._session.joined
+
+    def answered(self) -> bool:
+        """Read what the node said without waiting: True once it said CONSUMING;
+        ConsumeRefused when it refused the group."""
+        return self._session.joined or self._consuming_within(0)
 
     def _unanswered(self, timeout: float) -> ConsumeUnanswered:
         """No answer to CONSUME within ``timeout``: what a probe finds at the endpoint."""

@@ -2,8 +2,9 @@
 that serves the group, each with its own credits; which nodes, in which turn, and
 where each ACK goes are the session's (pzq.client.sessions.routed_group). A
 delivery's ACK goes back to the node it came from (``Message.ack`` knows its
-consumer). Nodes that join the table later are joined as the table is asked again.
-It must stay on the thread that made it.
+consumer). Nodes that join the table later are joined as the table is asked again;
+a node's join holds back no other node's deliveries (its answer is read as they
+are). It must stay on the thread that made it.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ class RoutedGroupConsumer:
         self.curve = curve
         self.options = setup.routed_group_options(options)  # GroupConsumer's, each node's
         self._context = context or zmq.Context.instance()
-        self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(self.table)
+        self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(
+            self.table, self.options.get("timeout"))
         try:
-            self._join_new()
+            self._join_first()
         except BaseException:  # a node refused the group (ConsumeRefused), ...
             self.close()  # nothing taken yet: what the joined nodes hold goes back now
             raise
@@ -43,17 +45,39 @@ class RoutedGroupConsumer:
 
     @property
     def consumers(self) -> dict[str, GroupConsumer]:
-        """Consume endpoint -> its consumer."""
+        """Consume endpoint -> its consumer (of the nodes joined)."""
         return self._session.members
 
-    def _join_new(self) -> None:
+    def _join_first(self) -> None:
+        """Every node's join at once; their answers awaited together (a node that does
+        not answer is awaited no longer than a moment once another joined)."""
+        session = self._session
+        now = time.monotonic()
+        self._join_new(now)
+        self._take_joins(now)
+        while not session.first_joins_done(now):
+            self._wait(session.first_joins_wake(),
+                       [consumer for _, consumer in session.awaited()])
+            now = time.monotonic()
+            self._take_joins(now)
+
+    def _join_new(self, now: float) -> None:
+        """Send the CONSUME of each node in the table not joined yet; not waited for."""
         for endpoint in self._session.to_join():
-            try:
-                self._session.joined(endpoint, GroupConsumer(
-                    endpoint, self.topic, self.group, self.window,
-                    context=self._context, curve=self.curve, **self.options))
-            except TimeoutError:
-                pass  # a node that is down now: joined when it answers again
+            self._session.join_sent(endpoint, GroupConsumer(
+                endpoint, self.topic, self.group, self.window, context=self._context,
+                curve=self.curve, wait=False, **self.options), now)
+
+    def _take_joins(self, now: float) -> None:
+        """The joins answered are members now; those unanswered too long are let go
+        (tried again while the table counts their node up). ConsumeRefused when a
+        node refused the group."""
+        session = self._session
+        for endpoint, consumer in session.awaited():
+            if consumer.answered():
+                session.joined(endpoint, consumer, now)
+        for consumer in session.given_up(now):
+            consumer.close()
 
     def receive(self, timeout: float | None = None) -> Message | None:
         found = self.receive_many(1, timeout)
@@ -78,7 +102,8 @@ class RoutedGroupConsumer:
             age = session.table_age(time.monotonic())
             if age is not None:
                 self.table.refresh_if_older(age)
-                self._join_new()
+                self._join_new(time.monotonic())
+            self._take_joins(time.monotonic())
             found = self._take_arrived(most)
             if found:
                 return found
@@ -86,7 +111,8 @@ class RoutedGroupConsumer:
             if deadline is not None and deadline <= now:
                 return []
             wake = session.next_deadline(now)
-            self._wait(wake if deadline is None else min(deadline, wake))
+            self._wait(wake if deadline is None else min(deadline, wake),
+                       session.every_member())
 
     def _take_arrived(self, most: int) -> list[Message]:
         found: list[Message] = []
@@ -96,11 +122,13 @@ class RoutedGroupConsumer:
             found += consumer.receive_many(most - len(found), 0)
         return found
 
-    def _wait(self, until: float) -> None:
+    def _wait(self, until: float | None, consumers: list[GroupConsumer]) -> None:
+        """Until one of ``consumers`` has input, or ``until`` (None: for ever); takes
+        nothing."""
         poller = zmq.Poller()
-        for consumer in self.consumers.values():
+        for consumer in consumers:
             poller.register(consumer.socket, zmq.POLLIN)
-        poller.poll(max(1, int((until - time.monotonic()) * 1000)))
+        poller.poll(None if until is None else max(1, int((until - time.monotonic()) * 1000)))
 
     def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries: one ACK per node they came from."""
@@ -108,7 +136,7 @@ class RoutedGroupConsumer:
             consumer.ack_many(group)
 
     def close(self) -> None:
-        for consumer in self.consumers.values():
+        for consumer in self._session.every_member():
             consumer.close()
 
     def __enter__(self) -> RoutedGroupConsumer:

@@ -141,7 +141,7 @@ class Dones:
             own.ack(batch, seq)
 
     def apply_done(self, origin: bytes, group: str, seqs: list[int], batch: Batch,
-                   own: DeliveryState, sender: bytes) -> None:
+                   own: DeliveryState, sender: bytes, now: float) -> None:
         """A group is done with messages: ours (finished on a node that took them
         over), or copies we hold (marked, dropped once every group is done). One from
         a node that took the origin over is remembered for a copy not here yet: the
@@ -156,8 +156,8 @@ class Dones:
             for seq in seqs:
                 own.ack(batch, seq)
             return
-        remember = sender != origin
+        remember_at = now if sender != origin else None
         for seq in seqs:
             self.takeovers.forget(origin, seq, group)
             self.replicas.group_done(batch, origin, seq, group, tombstone=False,
-                                     remember=remember)
+                                     remember_at=remember_at)

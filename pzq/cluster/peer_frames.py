@@ -119,7 +119,7 @@ class PeerFrames:
     def _on_done(self, routing_id: bytes, sender: bytes, frames: list[bytes],
                  batch: Batch, own: DeliveryState, now: float) -> None:
         origin, done_id, group, seqs = cw.decode_done(frames)
-        self.done.apply_done(origin, group, seqs, batch, own, sender)
+        self.done.apply_done(origin, group, seqs, batch, own, sender, now)
         self._confirm_once_written(routing_id, cw.encode_noted(done_id))
 
     def _on_applied(self, routing_id: bytes, sender: bytes, frames: list[bytes],

@@ -18,7 +18,6 @@ a batch that changed them has been written (the replica store is a batch partici
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from itertools import repeat
@@ -276,14 +275,15 @@ class ReplicaStore(Participant):
                    for holder in self.holding_groups(origin, seq, record_value))
 
     def group_done(self, batch: Batch, origin: bytes, seq: int, group: str,
-                   tombstone: bool, remember: bool = False) -> bool:
+                   tombstone: bool, remember_at: float | None = None) -> bool:
         """``group`` is done with the copy: mark it, or drop the copy when every group
         holding it is done (``tombstone`` as in ``remove``). True when dropped. With
-        ``remember``, a copy not here yet is marked when it comes."""
+        ``remember_at`` (now, monotonic seconds), a copy not here yet is marked when
+        it comes."""
         found = self.get(origin, seq)
         if found is None:  # gone, or not here yet (then held for every group: at least once)
-            if remember and (origin, seq) not in self._removed_early:
-                self._remember_done(origin, seq, group)
+            if remember_at is not None and (origin, seq) not in self._removed_early:
+                self._remember_done(origin, seq, group, remember_at)
             return False
         if self._last(origin, seq, found[1], group):
             return self.remove(batch, origin, seq, tombstone)
@@ -291,7 +291,7 @@ class ReplicaStore(Participant):
         self._marks.setdefault((origin, seq), set()).add(group)
         return False
 
-    def _remember_done(self, origin: bytes, seq: int, group: str) -> None:
+    def _remember_done(self, origin: bytes, seq: int, group: str, now: float) -> None:
         groups = self.early_dones.get((origin, seq))
         if groups is not None:
             groups.add(group)
@@ -300,7 +300,6 @@ class ReplicaStore(Participant):
         if len(self.early_dones) > REMEMBERED_DONES:
             self.early_dones.popitem(last=False)
             self.dones_forgotten += 1
-            now = time.monotonic()
             if (self._forgotten_said is None
                     or now - self._forgotten_said >= FORGOTTEN_SAID_EVERY_S):
                 self._forgotten_said = now

@@ -521,3 +521,76 @@ def test_asyncio_routed_group_consumer_refused_keeps_the_other_nodes_deliveries_
                                 10, "the rest back at close, not at the ack timeout")
 
     run(main())
+
+
+DEAD_COUNTED_UP = ("--timeout-nodes", "30000000")  # a dead node stays in the table 30 s
+LIVE_NODES_WITHIN_S = 4.0  # a join of the dead node (3 s to give up, twice) not waited out
+
+
+def _one_node_just_killed(start_node, context, tmp_path) -> tuple[list, dict[int, set[bytes]]]:
+    """Three nodes with 100 deliveries each for group g; the last SIGKILLed, still
+    counted up by its peers (and so in the route table). Returns the nodes and each
+    one's bodies by index."""
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 3), *DEAD_COUNTED_UP)
+    _every_consume_endpoint_known(nodes)
+    bodies = {}
+    for index, node in enumerate(nodes):
+        bodies[index] = {b"n%d-%d" % (index, n) for n in range(100)}
+        declare(node, "DECLARE TOPIC orders", "DECLARE GROUP orders g")
+        produce(node, context, sorted(bodies[index]))
+    nodes[2].kill()
+    return nodes, bodies
+
+
+def test_routed_group_consumer_reads_the_live_nodes_while_a_dead_one_is_joined(
+        start_node, context, tmp_path):
+    """The table still counts the dead node up: its join went with the others' and
+    is tried again, while the live nodes' deliveries flow; the dead node's come once it
+    is back. Before, the join waited for the dead node's answer (3 s, and again every
+    2 s while the table counted it up), holding the others' deliveries back: the live
+    nodes' 200 took 9 s (1 s now: the first joins' grace)."""
+    nodes, bodies = _one_node_just_killed(start_node, context, tmp_path)
+    started = time.monotonic()
+    got: set[bytes] = set()
+
+    def received(wanted: set[bytes]) -> bool:
+        messages = consumer.receive_many(100, 0.1)
+        got.update(message.parts[0] for message in messages)
+        consumer.ack_many(messages)
+        return wanted <= got
+
+    with RoutedGroupConsumer(nodes[0].monitor_dsn, "orders", "g", context=context) as consumer:
+        live = bodies[0] | bodies[1]
+        wait_until(lambda: received(live), 30, interval=0, message="the live nodes' messages")
+        took = time.monotonic() - started
+        assert took < LIVE_NODES_WITHIN_S, f"the live nodes' messages took {took:.1f} s"
+        nodes[2].restart()
+        wait_until(lambda: received(bodies[2]), 30, interval=0,
+                   message="the dead node's messages once it is back")
+
+
+def test_asyncio_routed_group_consumer_reads_the_live_nodes_while_a_dead_one_is_joined(
+        start_node, context, aio_context, tmp_path):
+    nodes, bodies = _one_node_just_killed(start_node, context, tmp_path)
+
+    async def main() -> None:
+        started = time.monotonic()
+        got: set[bytes] = set()
+
+        async def received(wanted: set[bytes]) -> None:
+            deadline = time.monotonic() + 30
+            while not wanted <= got:
+                assert time.monotonic() < deadline, f"{len(wanted - got)} not received"
+                messages = await consumer.receive_many(100, 0.1)
+                got.update(message.parts[0] for message in messages)
+                await consumer.ack_many(messages)
+
+        async with aio.RoutedGroupConsumer(nodes[0].monitor_dsn, "orders", "g",
+                                           context=aio_context) as consumer:
+            await received(bodies[0] | bodies[1])
+            took = time.monotonic() - started
+            assert took < LIVE_NODES_WITHIN_S, f"the live nodes' messages took {took:.1f} s"
+            await asyncio.to_thread(nodes[2].restart)
+            await received(bodies[2])
+
+    run(main(), 90)

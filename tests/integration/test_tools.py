@@ -164,6 +164,17 @@ def test_produce_with_no_node_says_what_it_waits_for(tmp_path):
     assert error.startswith(f"pzq-produce: error: no ACK from {nowhere} within 2.5 s for 2 ")
 
 
+def test_produce_with_no_node_says_it_waits_no_longer_than_its_ack_timeout(tmp_path):
+    """It said "waiting up to 30 s" (--timeout) and gave them up after 3."""
+    nowhere = f"ipc://{tmp_path}/no-node"
+    result = tool("pzq-produce", "--dsn", nowhere, "--ack-timeout", "3", stdin="a\nb\n")
+    assert result.returncode == 1
+    waiting, given_up = result.stderr.strip().splitlines()
+    assert waiting == (f"pzq-produce: no ACK yet from {nowhere} for 2 messages: nothing answers "
+                       "there (is the node running?); waiting up to 3 s (--ack-timeout)")
+    assert given_up.startswith("pzq-produce: 2 messages without ACK within 3 s (NO_ACK)")
+
+
 def test_produce_and_consume_against_a_node(node):
     produced = tool("pzq-produce", "--dsn", node.receive_dsn, stdin="one\ntwo\n")
     assert produced.returncode == 0 and produced.stdout.count(" ok") == 2

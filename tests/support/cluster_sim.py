@@ -29,6 +29,9 @@ from pzq.store.topics import Topics
 
 TIMEOUT_NODES_US = 1_000_000
 TIMEOUT_REPLICATION_US = 100_000
+T0 = 1000.0  # when a simulation starts (seconds; the cores get time passed in)
+AFTER_TIMEOUT = TIMEOUT_NODES_US / 1e6 + 0.5  # long enough for a silent peer to be down
+AFTER_REPLICATION = TIMEOUT_REPLICATION_US / 1e6 + 0.01  # past a copy's deadline
 DELIVERY = DeliverySettings(ack_timeout_us=1_000_000, inflight_size=1 << 20)
 
 

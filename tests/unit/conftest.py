@@ -1,6 +1,7 @@
-"""Fixtures of the unit tests: a real store, and a node's Device on inproc endpoints
+"""Fixtures of the unit tests: a real store, a node's Device on inproc endpoints
 of a real context, with a real store, driven wake by wake by the test
-(tests.support.devices.wake)."""
+(tests.support.devices.wake), and three simulated cluster nodes
+(tests.support.cluster_sim)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pzq.node.state import NodeState
 from pzq.node.waker import Waker
 from pzq.security import NO_CURVE
 from pzq.store.store import Store
+from tests.support.cluster_sim import T0, SimNetwork, three_heard
 
 _names = itertools.count()
 DEFAULTED = ("receive", "send", "monitor")  # the endpoints a node binds unless told
@@ -29,6 +31,12 @@ def store(tmp_path: Path) -> Iterator[Store]:
     opened = Store.open(tmp_path / "db")
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Iterator[SimNetwork]:
+    """Three simulated cluster nodes (--replicas 2) that have heard each other at T0."""
+    yield from three_heard(tmp_path, T0)
 
 
 @pytest.fixture

@@ -14,22 +14,14 @@ from pzq.protocol import cluster as cw
 from pzq.protocol.cluster import DefaultReads, GroupReads
 from pzq.protocol.message_keys import message_key, parse_message_key
 from tests.support.cluster_sim import (
-    TIMEOUT_NODES_US,
-    TIMEOUT_REPLICATION_US,
+    AFTER_REPLICATION,
+    AFTER_TIMEOUT,
+    T0,
     SimNetwork,
     SimNode,
-    three_heard,
 )
 
 pytestmark = pytest.mark.timeout(20)
-T0 = 1000.0
-AFTER_TIMEOUT = TIMEOUT_NODES_US / 1e6 + 0.5
-AFTER_REPLICATION = TIMEOUT_REPLICATION_US / 1e6 + 0.01
-
-
-@pytest.fixture
-def three(tmp_path):
-    yield from three_heard(tmp_path, T0)
 
 
 def produce_while_stopped(network: SimNetwork, count: int) -> list[int]:

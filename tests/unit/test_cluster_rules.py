@@ -15,20 +15,13 @@ from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import keyspace
 from pzq.store.replicas import ReplicaStore
 from tests.support.cluster_sim import (
-    TIMEOUT_NODES_US,
+    AFTER_TIMEOUT,
+    T0,
     TIMEOUT_REPLICATION_US,
     SimNetwork,
-    three_heard,
 )
 
 pytestmark = pytest.mark.timeout(20)
-T0 = 1000.0
-AFTER_TIMEOUT = TIMEOUT_NODES_US / 1e6 + 0.5
-
-
-@pytest.fixture
-def three(tmp_path):
-    yield from three_heard(tmp_path, T0)
 
 
 def test_everyone_is_up_after_one_heartbeat(three):

@@ -37,10 +37,11 @@ def in_one_batch(store: Store, change) -> None:
     store.commit(batch)
 
 
-def done_by_a_taker(store: Store, copies: ReplicaStore, seq: int, group: str) -> None:
-    """A DONE from a node that took the origin over, as the holder applies it."""
+def done_by_a_taker(store: Store, copies: ReplicaStore, seq: int, group: str,
+                    now: float = 1000.0) -> None:
+    """A DONE from a node that took the origin over, as the holder applies it at ``now``."""
     in_one_batch(store, lambda batch: copies.group_done(batch, ORIGIN, seq, group, False,
-                                                        remember=True))
+                                                        remember_at=now))
 
 
 def copy_comes(store: Store, copies: ReplicaStore, seq: int = 0) -> None:
@@ -110,7 +111,11 @@ def test_past_the_limit_the_oldest_are_forgotten_and_said(held, monkeypatch):
     with structlog.testing.capture_logs() as logged:
         for seq in range(4):
             done_by_a_taker(store, copies, seq, "g1")
-    assert [copies.early_dones.get((ORIGIN, seq), set()) for seq in range(4)] == [
-        set(), set(), {"g1"}, {"g1"}]
-    assert copies.dones_forgotten == 2
-    assert [(line["event"], line["total"]) for line in logged] == [("early_dones_forgotten", 1)]
+        # said once a minute at most, by the time passed in
+        done_by_a_taker(store, copies, 4, "g1", 1000.0 + replicas.FORGOTTEN_SAID_EVERY_S - 1)
+        done_by_a_taker(store, copies, 5, "g1", 1000.0 + replicas.FORGOTTEN_SAID_EVERY_S)
+    assert [copies.early_dones.get((ORIGIN, seq), set()) for seq in range(6)] == [
+        set(), set(), set(), set(), {"g1"}, {"g1"}]
+    assert copies.dones_forgotten == 4
+    assert [(line["event"], line["total"]) for line in logged] == [
+        ("early_dones_forgotten", 1), ("early_dones_forgotten", 4)]

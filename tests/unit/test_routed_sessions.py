@@ -9,8 +9,8 @@ import pytest
 
 from pzq.client.message import Message
 from pzq.client.sessions.producer import ProducerSession
+from pzq.client.sessions.routed_group import JOIN_GRACE_S, RoutedGroupSession
 from pzq.client.sessions.routed_group import REFRESH_S as GROUP_REFRESH_S
-from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.client.sessions.routed_producer import (
     LOST_AFTER_RESENDS,
     MOST_MOVES,
@@ -213,12 +213,12 @@ def test_every_node_with_a_consume_endpoint_is_joined_once():
     known = routes(["a", "b"], nodes=("a", "b"))
     session: RoutedGroupSession[str] = RoutedGroupSession(known)
     assert session.to_join() == ["tcp://a:5", "tcp://b:5"]
-    session.joined("tcp://a:5", "member a")
+    session.joined("tcp://a:5", "member a", 0.0)
     assert session.to_join() == ["tcp://b:5"]  # b was down: tried again
     assert session.table_age(1.0) is None and session.next_deadline(1.0) == GROUP_REFRESH_S
     assert session.table_age(GROUP_REFRESH_S) == GROUP_REFRESH_S
     known.answered("tcp://a:3", answer(["a"], nodes=("a", "b", "c")), 3.0)
-    session.joined("tcp://b:5", "member b")
+    session.joined("tcp://b:5", "member b", 0.0)
     assert session.to_join() == ["tcp://c:5"]
 
 
@@ -226,9 +226,42 @@ def test_a_node_the_table_counts_down_is_not_joined_until_it_is_up():
     known = routes(["a", "b"], down=("b",), nodes=("a", "b"))
     session: RoutedGroupSession[str] = RoutedGroupSession(known)
     assert session.to_join() == ["tcp://a:5"]  # a try at b would wait its timeout out
-    session.joined("tcp://a:5", "member a")
+    session.joined("tcp://a:5", "member a", 0.0)
     known.answered("tcp://a:3", answer(["a", "b"], nodes=("a", "b")), 3.0)  # b is back
     assert session.to_join() == ["tcp://b:5"]
+
+
+def test_joins_are_awaited_together_and_one_unanswered_is_tried_again():
+    """Every node's join goes at once: one not answered is no node to join again, nor
+    to wait for after the join timeout; given up, it is tried again."""
+    # the table taken at 12: asked again at 14, after c's join is given up (13)
+    session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"], now=12.0),
+                                                          join_timeout=3.0)
+    for name in NODES:
+        session.join_sent(f"tcp://{name}:5", f"member {name}", 10.0)
+    assert session.to_join() == []
+    assert session.first_joins_wake() == 13.0  # none joined: the first to give up
+    session.joined("tcp://a:5", "member a", 10.2)
+    assert session.awaited() == [("tcp://b:5", "member b"), ("tcp://c:5", "member c")]
+    assert session.first_joins_wake() == 10.2 + JOIN_GRACE_S  # the others' grace
+    assert not session.first_joins_done(10.2 + JOIN_GRACE_S / 2)
+    assert session.first_joins_done(10.2 + JOIN_GRACE_S)  # a, and no longer b and c
+    session.join_sent("tcp://b:5", "member b", 11.0)  # (b again, later)
+    assert session.next_deadline(11.0) == 13.0  # c's join given up then
+    assert session.given_up(12.9) == []
+    assert session.given_up(13.0) == ["member c"]
+    assert session.to_join() == ["tcp://c:5"]
+    assert session.every_member() == ["member a", "member b"]
+    session.joined("tcp://b:5", "member b", 13.5)
+    assert session.first_joined == 10.2 and session.awaited() == []
+    assert session.first_joins_done(10.2)  # none awaited
+
+
+def test_without_a_join_timeout_a_join_is_awaited_for_ever():
+    session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"]), join_timeout=None)
+    session.join_sent("tcp://a:5", "member a", 0.0)
+    assert session.given_up(1e9) == [] and session.first_joins_wake() is None
+    assert session.next_deadline(0.0) == GROUP_REFRESH_S
 
 
 def test_no_member_after_the_joins_is_said_and_a_refusal_is_said_again():
@@ -236,7 +269,7 @@ def test_no_member_after_the_joins_is_said_and_a_refusal_is_said_again():
     with pytest.raises(ValueError, match=r"^no node in the route table has a consume "
                                          r"endpoint \(--consume-dsn\)$"):
         session.check_joined()
-    session.joined("tcp://a:5", "member a")
+    session.joined("tcp://a:5", "member a", 0.0)
     session.check_joined()
     session.refuse_again()  # none refused yet
     session.refused(ConsumeRefused("FORBIDDEN consume orders:g: the rules changed"))
@@ -248,7 +281,7 @@ def test_no_member_after_the_joins_is_said_and_a_refusal_is_said_again():
 def test_members_are_read_in_turn():
     session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"]))
     for name in NODES:
-        session.joined(f"tcp://{name}:5", name)
+        session.joined(f"tcp://{name}:5", name, 0.0)
     assert [session.in_turn() for _ in range(4)] == [
         ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"], ["b", "c", "a"]]
 
@@ -265,8 +298,8 @@ class Member:
 def test_acks_go_back_to_the_member_each_delivery_came_from():
     session: RoutedGroupSession[Member] = RoutedGroupSession(routes(["a"]))
     first, second = Member(), Member()
-    session.joined("tcp://a:5", first)
-    session.joined("tcp://b:5", second)
+    session.joined("tcp://a:5", first, 0.0)
+    session.joined("tcp://b:5", second, 0.0)
     messages = [Message(b"k%d" % n, (b"x",), {}, 0, 0, b"", member)
                 for n, member in enumerate([first, second, first])]
     groups = session.by_member(messages)

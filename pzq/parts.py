@@ -165,7 +165,7 @@ class Parts:
         self._acked: list[Part] = []
         self._send_early: list[Part] = []  # those whose writes need not precede it
         self._settling: list[Part] = []  # those whose take may leave some to ``settle``
-        self._unsettled: list[Part] = []  # ... that took this wake
+        self.unsettled: list[Part] = []  # ... that took this wake (the loop asks ``settle``)
         # for each step the agenda rolls, the parts whose method does something (set as
         # parts are added: a roll, at each rest and ask, asks no part's class again)
         self._doing: dict[str, list[Part]] = {}
@@ -239,7 +239,7 @@ class Parts:
         that took and may have left some to settle has it settled before a later
         part takes or finishes; else ``settle`` does, after the early sends."""
         early, quiet, settling = self._send_early, True, self._settling
-        unsettled = self._unsettled
+        unsettled = self.unsettled
         for part, fd in self._take:
             if fd == ALWAYS or fd in events:
                 if unsettled:
@@ -262,7 +262,7 @@ class Parts:
 
     def settle(self, events: Events, batch: Batch, now: Now) -> None:
         """What the parts that took left to settle, into the batch (before its write)."""
-        unsettled = self._unsettled
+        unsettled = self.unsettled
         if unsettled:
             for part in unsettled:
                 part.settle(events, batch, now)

@@ -32,6 +32,14 @@ class Figure:
     ratio: float | None = None  # pzq rate / ceiling rate
     vs_original: float | None = None  # pzq rate / the C++ original's rate, same run
     extra: dict[str, Any] = field(default_factory=dict)
+    # A figure of Comparison (pzq.bench.rounds), of one round or more: the rate, p50
+    # and p99 are the rounds' medians, the ratios the medians of those taken within
+    # each round; the ranges are [lowest, highest] over the rounds (None: a figure
+    # measured outside Comparison, or no such ratio).
+    rounds: int = 1
+    rate_range: list[float] | None = None
+    ratio_range: list[float] | None = None
+    vs_original_range: list[float] | None = None
 
 
 def ratio(value: float, ceiling: float) -> float | None:

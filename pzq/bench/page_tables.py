@@ -19,12 +19,20 @@ def ceiling(found: Any, skipped: Sequence[str]) -> list[Table]:
     original = any(figure["vs_original"] is not None for figure in found)
     table = Table(["scenario", "target", "msg/s", "p50 ms", "p99 ms", "RSS MB", "/ceil",
                    *(["/orig"] if original else [])])
-    for figure in found:
-        table.add(figure["scenario"], figure["target"], number(figure["rate"]),
+    for figure in found:  # a row of rounds: medians, and ranges over its rounds
+        table.add(figure["scenario"], figure["target"], _rounds(figure, "rate", number),
                   _measured(figure["p50_ms"]), _measured(figure["p99_ms"]),
-                  _measured(figure["rss_mb"]), ratio(figure["ratio"]),
-                  *([ratio(figure["vs_original"])] if original else []))
+                  _measured(figure["rss_mb"]), _rounds(figure, "ratio", ratio),
+                  *([_rounds(figure, "vs_original", ratio)] if original else []))
     return [table]
+
+
+def _rounds(figure: dict[str, Any], key: str, shown: Callable[[float | None], str]) -> str:
+    """A figure of scripts/bench.py, with its range where it has one (figures written
+    before the rounds have none)."""
+    if figure.get(f"{key}_range") is None:
+        return shown(figure[key])
+    return _with_range(figure, key, shown)
 
 
 def groups(found: Any, skipped: Sequence[str]) -> list[Table]:

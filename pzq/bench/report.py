@@ -10,26 +10,35 @@ from pzq.bench.measure import (
 
 
 def print_table(figures: list[Figure]) -> None:
-    print(f"{'scenario':<44} {'target':<8} {'msg/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'RSS MB':>7} {'/ceil':>6} {'/orig':>6}")
+    """One line a figure; a row measured in rounds gives its medians, its rate's and
+    ratios' ranges over the rounds in brackets."""
+    print(f"{'scenario':<44} {'target':<8} {'msg/s':>17} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'RSS MB':>7} {'/ceil':>16} {'/orig':>16}")
     for figure in figures:
-        print(f"{figure.scenario:<44} {figure.target:<8} {figure.rate:>10.0f} "
+        print(f"{figure.scenario:<44} {figure.target:<8} "
+              f"{_ranged(figure.rate, figure.rate_range, '.0f'):>17} "
               f"{_measured(figure.p50_ms, '.2f'):>8} {_measured(figure.p99_ms, '.2f'):>8} "
               f"{_measured(figure.rss_mb, '.0f'):>7} "
-              f"{_or_blank(figure.ratio):>6} {_or_blank(figure.vs_original):>6}")
+              f"{_ranged(figure.ratio, figure.ratio_range, '.2f'):>16} "
+              f"{_ranged(figure.vs_original, figure.vs_original_range, '.2f'):>16}")
     for figure in figures:
         if "deliveries_per_message" in figure.extra:
             print(f"{figure.scenario}: {figure.extra['deliveries_per_message']} deliveries "
                   f"per message, {figure.extra['expired']} expired")
 
 
+def _ranged(value: float | None, low_high: list[float] | None, form: str) -> str:
+    """A median and, where the rounds differed, their range: ``0.87 (0.80-0.95)``."""
+    if value is None:
+        return ""
+    if not low_high or low_high[0] == low_high[1]:
+        return format(value, form)
+    return f"{value:{form}} ({low_high[0]:{form}}-{low_high[1]:{form}})"
+
+
 def _measured(value: float | None, form: str) -> str:
     """A latency or RSS cell: empty where the scenario measured none (its 0)."""
     return format(value, form) if value else ""
-
-
-def _or_blank(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}"
 
 
 def matplotlib_installed() -> bool:

@@ -27,12 +27,14 @@ from pzq.bench.measure import (
 )
 from pzq.bench.nodes import NodeProcess, wait_until
 from pzq.bench.original import OriginalNode
+from pzq.bench.rounds import Rounds
 
 
 @dataclass
 class Plan:
     produce_count: int
     window1_count: int
+    window1_rounds: int  # the window-1 rows' rounds: see Comparison
     drain_count: int
     backlogs: tuple[int, ...]
     slow_count: int = 300
@@ -41,16 +43,17 @@ class Plan:
 
 
 PLANS = {
-    "smoke": Plan(300, 50, 300, (0, 500), sizes=(100,), windows=(1, 100)),
-    "quick": Plan(5_000, 500, 5_000, (0, 20_000, 100_000), sizes=(100, 4096),
+    "smoke": Plan(300, 50, 1, 300, (0, 500), sizes=(100,), windows=(1, 100)),
+    "quick": Plan(5_000, 500, 3, 5_000, (0, 20_000, 100_000), sizes=(100, 4096),
                   slow_count=1_500),
-    "full": Plan(30_000, 2_000, 30_000, (0, 100_000, 1_000_000), slow_count=3_000),
+    "full": Plan(30_000, 2_000, 5, 30_000, (0, 100_000, 1_000_000), slow_count=3_000),
 }
 
 
 class Comparison:
     """Each scenario on the ceiling, pzq and, when given, the C++ original, one after
-    the other in the same run; pzq's figure carries its ratio to both."""
+    the other in the same run; pzq's figure carries its ratio to both. A scenario of
+    several rounds measures the three in turn each round (pzq.bench.rounds)."""
 
     def __init__(self, directory: Path, original: Path | None) -> None:
         self.directory = directory
@@ -59,29 +62,28 @@ class Comparison:
 
     def run(self, scenario: str, measure: Measure, pzq_args: tuple[str, ...] = (),
             ceiling: Rates | None = None,
-            original_args: tuple[str, ...] | None = ()) -> Rates:
-        """Returns the ceiling's figures, so later scenarios can reuse them.
-        ``original_args`` None: the original has no such scenario."""
-        if ceiling is None:
-            device = Ceiling()
-            ceiling = measure(device)
-            device.stop()
-        self.figures.append(Figure(scenario, "ceiling", *ceiling))
-        node = start_pzq(self.directory, _folder(scenario), *pzq_args)
-        rates = measure(node)
-        node.kill()
-        versus = None
-        if self.original is not None and original_args is not None:
-            original_node = OriginalNode(self.original,
-                                         self.directory / f"original-{_folder(scenario)}",
-                                         *original_args).start()
-            original = measure(original_node)
-            original_node.kill()
-            self.figures.append(Figure(scenario, "original", *original))
-            versus = ratio(rates[0], original[0])
-        self.figures.append(Figure(scenario, "pzq", *rates, ratio=ratio(rates[0], ceiling[0]),
-                                   vs_original=versus))
-        return ceiling
+            original_args: tuple[str, ...] | None = (), rounds: int = 1) -> Rates:
+        """Returns the ceiling's figures (the rounds' medians), so later scenarios can
+        reuse them. ``original_args`` None: the original has no such scenario."""
+        measured = Rounds(scenario)
+        for turn in range(rounds):
+            if ceiling is None:
+                device = Ceiling()
+                measured.ceiling.append(measure(device))
+                device.stop()
+            else:
+                measured.ceiling.append(ceiling)
+            node = start_pzq(self.directory, f"{_folder(scenario)}-{turn}", *pzq_args)
+            measured.pzq.append(measure(node))
+            node.kill()
+            if self.original is not None and original_args is not None:
+                original_node = OriginalNode(
+                    self.original, self.directory / f"original-{_folder(scenario)}-{turn}",
+                    *original_args).start()
+                measured.original.append(measure(original_node))
+                original_node.kill()
+        self.figures.extend(measured.figures())
+        return measured.ceiling_medians()
 
 
 def _folder(scenario: str) -> str:
@@ -92,12 +94,16 @@ def run_benchmark(plan: Plan, directory: Path, original: Path | None = None) -> 
     compare = Comparison(directory, original)
     for body in plan.sizes:
         for unanswered in plan.windows:
-            count = plan.window1_count if unanswered == 1 else plan.produce_count
-            compare.run(f"produce {body} B window {unanswered}",
-                        produce_of(count, body, unanswered))
+            if unanswered == 1:  # a round trip a message: see Comparison
+                compare.run(f"produce {body} B window 1",
+                            produce_of(plan.window1_count, body, 1),
+                            rounds=plan.window1_rounds)
+            else:
+                compare.run(f"produce {body} B window {unanswered}",
+                            produce_of(plan.produce_count, body, unanswered))
     size, window = 100, 100
     compare.run("produce 100 B window 1, --hard-sync", produce_of(plan.window1_count, 100, 1),
-                ("--hard-sync",), original_args=("--hard-sync",))
+                ("--hard-sync",), original_args=("--hard-sync",), rounds=plan.window1_rounds)
     produce_base = compare.run("produce 100 B window 100, --hard-sync",
                                produce_of(plan.produce_count, size, window), ("--hard-sync",),
                                original_args=("--hard-sync",))

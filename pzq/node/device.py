@@ -106,11 +106,11 @@ class Device:
                 reasons += self.timer.due()
             if reasons:
                 parts.on_ticks(reasons, now)
-        store.wake_at(now.mono)  # the time of the batch's timed fsync
-        batch = store.begin()
+        batch = store.begin(now.mono)  # (the wake's time: its timed fsync's)
         if parts.take(events, batch, now):  # nothing in it a send waits for
             parts.send_early(events, now, not self.stopping)
-        parts.settle(events, batch, now)  # (what the takes left: before the write)
+        if parts.unsettled:  # what the takes left (mostly nothing): before the write
+            parts.settle(events, batch, now)
         try:
             store.commit(batch)
         except StoreUnrecoverable as exc:

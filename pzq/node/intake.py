@@ -358,7 +358,9 @@ class Intake(Participant):
             raise ProduceRefused(str(exc), produce.routing_id, produce.msg_id) from None
         if not rights.produces_anywhere:
             self._check_allowed(produce, name, rights)
-        topic = self.topics.topic(name, now_us)
+        topic = self.topics.topics.get(name)  # (mostly known: made only when new)
+        if topic is None:
+            topic = self.topics.topic(name, now_us)
         key = key_of(headers) if headers else None
         # a key's owner holds for the take; a message without one is spread (each asks)
         moved = (self.routes.refusal(topic, key, self._mono)

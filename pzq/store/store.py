@@ -129,8 +129,11 @@ class Store:
         """Seconds until the log must be synced (the loop wakes for it); None: never."""
         return self.log_sync.wait_s(self._now)
 
-    def begin(self) -> Batch:
-        """A new batch, holding what the participants left to write."""
+    def begin(self, now: float | None = None) -> Batch:
+        """A new batch, holding what the participants left to write. ``now``: the
+        loop's wake begins it, at that time (``wake_at`` in the same call)."""
+        if now is not None:
+            self._now = now
         if self._torn_log:
             self._recover()
         # Under --hard-sync LevelDB fsyncs each batch; a timed sync fsyncs the logs

@@ -29,6 +29,14 @@ def test_benchmark_smoke_run_reports_every_section(tmp_path, capsys):
     assert all(figure["ratio"] > 0 for figure in figures
                if figure["target"] == "pzq" and not figure["scenario"].startswith("slow"))
     assert any(figure["rss_mb"] > 0 for figure in figures)
+    # the window-1 rows in rounds (one in the smoke plan): each ratio's range beside it
+    rounds = {"produce 100 B window 1", "produce 100 B window 1, --hard-sync"}
+    window1 = [f for f in figures if f["scenario"] in rounds]
+    assert len(window1) == 4  # the ceiling and pzq of each
+    for figure in window1:
+        assert figure["rounds"] == 1 and figure["rate_range"] == [figure["rate"]] * 2
+        if figure["target"] == "pzq":
+            assert figure["ratio_range"] == [figure["ratio"]] * 2
     assert (tmp_path / "b.png").stat().st_size > 5_000
     assert "/ceil" in capsys.readouterr().out
     renders_as_its_page_table("ceiling", tmp_path / "b.json")

@@ -124,6 +124,26 @@ def test_the_rows_only_the_full_run_measures_have_tables_too():
     parsed(table.rst())
 
 
+def test_the_ceiling_table_gives_a_row_of_rounds_its_ranges():
+    """scripts/bench.py's window-1 rows are medians over rounds, their ratios each
+    taken within a round; figures written before the rounds (no ranges) still render."""
+    base = {"scenario": "produce 100 B window 1", "p50_ms": 0.13, "p99_ms": 0.35,
+            "rss_mb": 0.0, "extra": {}}
+    (table,) = page_tables.ceiling([
+        {**base, "target": "ceiling", "rate": 6340.0, "ratio": None, "vs_original": None,
+         "rounds": 5, "rate_range": [4200.0, 11900.0], "ratio_range": None,
+         "vs_original_range": None},
+        {**base, "target": "pzq", "rate": 5511.0, "ratio": 0.87, "vs_original": 0.61,
+         "rounds": 5, "rate_range": [5000.0, 6000.0], "ratio_range": [0.8, 0.95],
+         "vs_original_range": [0.55, 0.7]},
+        {**base, "target": "pzq", "rate": 5511.0, "ratio": 0.87, "vs_original": 0.61}], [])
+    assert table.rows[0][2] == "6 340 (4 200-11 900)" and table.rows[0][-2:] == ["", ""]
+    assert table.rows[1][2] == "5 511 (5 000-6 000)"
+    assert table.rows[1][-2:] == ["0.87 (0.80-0.95)", "0.61 (0.55-0.70)"]
+    assert table.rows[2][2] == "5 511" and table.rows[2][-2:] == ["0.87", "0.61"]
+    parsed(table.rst())
+
+
 def test_the_original_s_binary_is_shown_as_the_command_that_builds_it():
     """A table's command line names no path of the machine it ran on."""
     from pzq.bench.performance_run import without_machine_paths

@@ -56,6 +56,47 @@ def test_the_peers_table_gives_the_asyncio_client_over_the_sync_one_within_each_
     assert row.endswith("0.70 (0.50-0.90)")
 
 
+def test_a_window_one_row_gives_medians_and_the_ratios_taken_within_each_round():
+    """The ceiling, pzq and the original in turn each round: a ratio is one round's,
+    so a round where the ceiling fell slow does not move the others."""
+    from pzq.bench.rounds import Rounds
+
+    rounds = Rounds("produce 100 B window 1",
+                    ceiling=[(6000.0, 0.1, 0.3), (12000.0, 0.2, 0.4), (4000.0, 0.3, 0.5)],
+                    pzq=[(5400.0, 0.2, 0.6), (6000.0, 0.1, 0.5), (4400.0, 0.3, 0.4)],
+                    original=[(9000.0, 0.1, 0.2), (8000.0, 0.1, 0.2), (11000.0, 0.1, 0.2)])
+    ceiling, original, ours = rounds.figures()
+    assert [f.target for f in (ceiling, original, ours)] == ["ceiling", "original", "pzq"]
+    assert (ceiling.rate, ceiling.rate_range, ceiling.rounds) == (6000.0, [4000.0, 12000.0], 3)
+    assert (ceiling.p50_ms, ceiling.p99_ms) == (0.2, 0.4)
+    assert ceiling.ratio is None and original.ratio is None and original.vs_original is None
+    assert (ours.rate, ours.rate_range) == (5400.0, [4400.0, 6000.0])
+    # 0.9, 0.5 and 1.1 within the rounds, where the medians' ratio is 0.9
+    assert (ours.ratio, ours.ratio_range) == (0.9, [0.5, 1.1])
+    assert (ours.vs_original, ours.vs_original_range) == (0.6, [0.4, 0.75])
+    assert rounds.ceiling_medians() == (6000.0, 0.2, 0.4)
+
+
+def test_a_row_without_the_original_has_no_ratio_to_it():
+    from pzq.bench.rounds import Rounds
+
+    (ceiling, ours) = Rounds("x", ceiling=[(100.0, 0.0, 0.0)], pzq=[(90.0, 0.0, 0.0)]).figures()
+    assert (ours.ratio, ours.ratio_range, ours.rounds) == (0.9, [0.9, 0.9], 1)
+    assert ours.vs_original is None and ours.vs_original_range is None
+
+
+def test_the_printed_table_gives_a_row_of_rounds_its_ranges(capsys):
+    from pzq.bench.report import print_table
+    from pzq.bench.rounds import Rounds
+
+    print_table(Rounds("produce 100 B window 1",
+                       ceiling=[(6000.0, 0.1, 0.3), (12000.0, 0.2, 0.4)],
+                       pzq=[(5400.0, 0.2, 0.6), (6000.0, 0.1, 0.5)]).figures())
+    _, ceiling, ours = capsys.readouterr().out.splitlines()
+    assert ceiling.split()[-3:] == ["(6000-12000)", "0.15", "0.35"]
+    assert ours.split()[-2:] == ["0.70", "(0.50-0.90)"]
+
+
 # -- the run line a benchmark prints before its table -----------------------------------
 
 def _git(directory, *arguments):

@@ -152,8 +152,8 @@ def test_a_producers_wake_makes_no_batch(open_device: Callable[..., Device],
     store, begun = device.node.store, []
     begin = store.begin
 
-    def keeping() -> Batch:
-        batch = begin()
+    def keeping(now: float | None = None) -> Batch:
+        batch = begin(now)
         begun.append(batch)
         return batch
     store.begin = keeping  # type: ignore[method-assign]

@@ -167,6 +167,31 @@ def test_a_group_consumer_receives_iterates_and_answers_every_way(node, aio_cont
     run(main())
 
 
+def test_a_delivery_another_consumer_received_is_refused_before_it_is_sent(node, aio_context):
+    """Its key would answer this consumer's delivery of the same message (another
+    group's) in its place: ValueError, nothing sent."""
+    async def main() -> None:
+        await produce(node, aio_context, "t-other", [b"o-1"])
+        async with aio.GroupConsumer(node.consume_dsn, "t-other", "billing", declare=True,
+                                     context=aio_context) as billing, \
+                aio.GroupConsumer(node.consume_dsn, "t-other", "audit",
+                                  context=aio_context) as audit:
+            mine, theirs = await billing.receive(5), await audit.receive(5)
+            assert mine is not None and theirs is not None and mine.key == theirs.key
+            for answer in (billing.ack(theirs), billing.ack_many([mine, theirs]),
+                           billing.nack(theirs, delay=1.0), billing.nack_many([theirs]),
+                           billing.working(theirs), billing.reject(theirs)):
+                with pytest.raises(ValueError, match="received by another consumer"):
+                    await answer
+            await mine.nack()  # after the refused answers: billing's own is still out
+            figures = node.wait_stats(
+                lambda s: s["topics"]["t-other"]["groups"]["billing"]["nacked"] == 1,
+                message="billing's own delivery given back, not ACKed before")
+            assert figures["topics"]["t-other"]["groups"]["billing"]["acked"] == 0
+            await theirs.ack()
+    run(main())
+
+
 def test_group_options_filter_start_protocol_and_confirm(node, aio_context):
     async def main() -> None:
         await produce(node, aio_context, "t-options", [b"us-1"], tag="us")

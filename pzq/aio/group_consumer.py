@@ -260,7 +260,11 @@ class GroupConsumer(GroupView[Message], Deliveries):
         self._socket.close()
 
     async def __aenter__(self) -> GroupConsumer:
-        await self.join()
+        try:
+            await self.join()
+        except BaseException:  # cancelled while joining: nobody holds it to close it
+            await self._shut(drain=False)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

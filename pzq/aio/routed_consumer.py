@@ -70,6 +70,9 @@ class RoutedGroupConsumer(Deliveries):
                 await consumer.join()
             except TimeoutError:
                 continue  # a node that is down now: joined when it answers again
+            except BaseException:  # cancelled while joining: not a member, closed here
+                await consumer.close()
+                raise
             self._session.joined(endpoint, consumer)
 
     async def receive(self, timeout: float | None = None) -> Message | None:
@@ -140,7 +143,11 @@ class RoutedGroupConsumer(Deliveries):
             await consumer.close()
 
     async def __aenter__(self) -> RoutedGroupConsumer:
-        await self.join()
+        try:
+            await self.join()
+        except BaseException:  # cancelled or refused: nobody holds it to close it
+            await self.close()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

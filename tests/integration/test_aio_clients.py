@@ -192,6 +192,31 @@ def test_a_delivery_another_consumer_received_is_refused_before_it_is_sent(node,
     run(main())
 
 
+def test_a_join_cut_inside_async_with_leaves_no_socket_open(node, aio_context):
+    """``asyncio.timeout`` around ``async with GroupConsumer(...)`` (or the routed one)
+    that cuts its join: nobody holds the consumer to close it, so it closes itself, no
+    ``Unclosed socket`` later (the test's context fails a test that leaves one)."""
+    async def main() -> None:
+        table = aio.RouteTable(node.monitor_dsn)
+        await table.known()
+        await asyncio.to_thread(node.pause)
+        try:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    async with aio.GroupConsumer(node.consume_dsn, "t-cut", "g",
+                                                 declare=True, context=aio_context):
+                        pytest.fail("joined a paused node")
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    async with aio.RoutedGroupConsumer(table, "t-cut", "g",
+                                                       context=aio_context):
+                        pytest.fail("joined a paused node")
+        finally:
+            node.resume()
+        assert all(socket.closed for socket in aio_context.made)
+    run(main())
+
+
 def test_group_options_filter_start_protocol_and_confirm(node, aio_context):
     async def main() -> None:
         await produce(node, aio_context, "t-options", [b"us-1"], tag="us")

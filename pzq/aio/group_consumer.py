@@ -250,14 +250,18 @@ class GroupConsumer(GroupView[Message], Deliveries):
         try:
             if drain:
                 await out.drained(CLOSE_DRAIN_S)
-            if self._consume_sent:
-                out.put(self._session.bye())
-                out.push()
         except ClientClosed:
             pass
-        out.dropped()
-        self._session.arrived.clear()  # not taken: the node gives them back
-        self._socket.close()
+        finally:  # cancelled while the answers drain too: closed all the same
+            try:
+                if self._consume_sent:
+                    out.put(self._session.bye())
+                    out.push()
+            except ClientClosed:
+                pass
+            out.dropped()
+            self._session.arrived.clear()  # not taken: the node gives them back
+            self._socket.close()
 
     async def __aenter__(self) -> GroupConsumer:
         try:

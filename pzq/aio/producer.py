@@ -313,12 +313,14 @@ class Producer(ProducerView):
         self._out.dropped()
         if self._overdue_check is not None:
             self._overdue_check.cancel()
-        if self._reader is not None and not self._reader.done():  # (done: its loop ended)
-            self._reader.cancel()
-            await asyncio.wait([self._reader])  # (a cancellation of close's own task goes on)
-        self._fail(ClientClosed(CLOSED_UNANSWERED))
-        self._answered.set()
-        self._socket.close()
+        try:
+            if self._reader is not None and not self._reader.done():  # (done: its loop ended)
+                self._reader.cancel()
+                await asyncio.wait([self._reader])  # (a cancellation of close's own task goes on)
+        finally:  # cancelled meanwhile too: every waiter told, the socket closed
+            self._fail(ClientClosed(CLOSED_UNANSWERED))
+            self._answered.set()
+            self._socket.close()
 
     async def __aenter__(self) -> Producer:
         return self

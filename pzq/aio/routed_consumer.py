@@ -138,9 +138,15 @@ class RoutedGroupConsumer(Deliveries):
         await self._close_members()
 
     async def _close_members(self) -> None:
-        """Each says BYE: its node gives back what is unacked at once."""
-        for consumer in self.consumers.values():
-            await consumer.close()
+        """Each says BYE: its node gives back what is unacked at once. Cancelled while
+        one drains its answers, the others are closed without waiting."""
+        members = list(self.consumers.values())
+        try:
+            for consumer in members:
+                await consumer.close()
+        finally:
+            for consumer in members:
+                await consumer._shut(drain=False)  # (no wait: done at once)
 
     async def __aenter__(self) -> RoutedGroupConsumer:
         try:

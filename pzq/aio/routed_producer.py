@@ -16,7 +16,7 @@ import functools
 import time
 from collections.abc import Sequence
 
-from pzq.aio.producer import Producer
+from pzq.aio.producer import CLOSED_UNANSWERED, Producer
 from pzq.aio.route_table import RouteTable
 from pzq.aio.socket_io import AsyncContext
 from pzq.client.common import messages
@@ -225,14 +225,16 @@ class RoutedProducer(RoutedProducerView):
             return
         self._closed = True
         self._changed.set()
-        if self._watcher is not None:
-            self._watcher.cancel()
-            await asyncio.wait([self._watcher])
-        for producer in self._producers.values():
-            await producer.close()
-        closed = ClientClosed("the producer was closed before this message's ACK came")
-        for msg_id in list(self._futures):
-            self._resolve(msg_id, closed)
+        try:
+            if self._watcher is not None:
+                self._watcher.cancel()
+                await asyncio.wait([self._watcher])
+        finally:  # cancelled meanwhile too: each node's producer closed (none waits)
+            for producer in self._producers.values():
+                await producer.close()
+            closed = ClientClosed(CLOSED_UNANSWERED)
+            for msg_id in list(self._futures):
+                self._resolve(msg_id, closed)
 
     async def __aenter__(self) -> RoutedProducer:
         await self.table.known()

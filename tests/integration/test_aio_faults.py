@@ -190,3 +190,31 @@ def test_a_producer_closed_before_the_acks_says_its_messages_may_be_stored(
                                   .get("messages", 0) > 0, message="stored after close")
         assert figures["topics"]["t-closed"]["messages"] <= 8
     run(main())
+
+
+def test_a_close_cut_while_the_answers_drain_still_closes_the_consumer(
+        start_node, aio_context):
+    """A service's shutdown under ``asyncio.timeout`` with the node gone: ``close``
+    waits up to a second for the answers to go, and a cut there closed nothing (the
+    socket stayed open for good, a second ``close`` returned at once: ``Unclosed
+    socket`` at collection). Now the consumer is closed whatever cuts the wait."""
+    node = start_node(*OPTIONS, consume=True)
+
+    async def main() -> None:
+        async with aio.Producer(node.receive_dsn, window=500, context=aio_context) as producer:
+            for n in range(1500):
+                await producer.publish([b"%d" % n], topic="t-cut-close")
+            await producer.flush(30)
+        consumer = aio.GroupConsumer(node.consume_dsn, "t-cut-close", "g", window=1500,
+                                     declare=True, context=aio_context)
+        held: list[aio.Message] = []
+        while len(held) < 1500:
+            held += await consumer.receive_many(1500, 10)
+        await asyncio.to_thread(node.kill)
+        for message in held:  # more answers than the socket queues for a node gone
+            await message.ack()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await consumer.close()
+        assert consumer.closed and consumer.socket.closed
+    run(main())

@@ -258,6 +258,11 @@ def test_the_send_dsn_consumer_takes_the_original_frames(node, aio_context):
         async with aio.Consumer(node.send_dsn, context=aio_context) as consumer:
             message = await ours(consumer)
             assert message.parts == (b"plain", b"two")
+            other = aio.Consumer(node.send_dsn, context=aio_context)  # (it takes nothing)
+            for answer in (other.ack(message), other.nack(message), other.ack_many([message])):
+                with pytest.raises(ValueError, match="received by another consumer"):
+                    await answer
+            await other.close()
             with pytest.raises(ValueError, match="group consumer's"):
                 await message.working()
             await message.nack()

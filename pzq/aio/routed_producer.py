@@ -16,6 +16,7 @@ import functools
 import time
 from collections.abc import Sequence
 
+from pzq.aio import probe
 from pzq.aio.producer import CLOSED_UNANSWERED, Producer
 from pzq.aio.route_table import RouteTable
 from pzq.aio.socket_io import AsyncContext
@@ -121,8 +122,26 @@ class RoutedProducer(RoutedProducerView):
                                     expires=expires, priority=priority)
         for producer in self._producers.values():
             producer.send_batch()
-        async with asyncio.timeout(timeout):
-            return await asyncio.shield(future)
+        try:
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(future)
+        except TimeoutError:
+            raise TimeoutError(f"no ACK within {timeout:g} s: "
+                               f"{await self._why_unanswered(future, timeout)}") from None
+
+    async def _why_unanswered(self, future: asyncio.Future[ProducerAck],
+                              timeout: float | None) -> str:
+        """What a probe finds at the node the message went to (its owner's), as the
+        plain Producer.send says it."""
+        msg_id = next((msg_id for msg_id, waiting in self._futures.items()
+                       if waiting is future), None)
+        sent = None if msg_id is None else self._session.sent.get(msg_id)
+        if sent is None:
+            return "the message was sent"
+        why = await probe.why_silent(sent.endpoint, self.curve,
+                                     min(timeout or probe.PROBE_TIMEOUT_S,
+                                         probe.PROBE_TIMEOUT_S))
+        return f"{sent.endpoint}: {why}"
 
     async def _carry(self, routed: Routed, timeout: float | None) -> None:
         producer = self._producers.get(routed.endpoint)

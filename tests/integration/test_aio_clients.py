@@ -137,6 +137,24 @@ def test_a_producer_used_from_another_event_loop_says_so_and_sends_nothing(node,
     run(third())
 
 
+def test_a_routed_send_without_its_ack_says_why_as_the_plain_one_does(node, aio_context):
+    """``RoutedProducer.send`` past its timeout raised a TimeoutError with no words;
+    it says, as ``Producer.send`` does, which node and what a probe finds there."""
+    async def main() -> None:
+        async with aio.RoutedProducer([node.monitor_dsn], "t-routed-late",
+                                      context=aio_context) as producer:
+            assert (await producer.send([b"first"])).ok
+            await asyncio.to_thread(node.pause)
+            try:
+                with pytest.raises(TimeoutError, match=f"^no ACK within 1 s: "
+                                   f"{node.receive_dsn}: it accepts connections"):
+                    await producer.send([b"late"], timeout=1)
+            finally:
+                node.resume()
+            await producer.flush(30)
+    run(main())
+
+
 # -- group consumer --------------------------------------------------------------------
 
 

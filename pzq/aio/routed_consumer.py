@@ -7,6 +7,7 @@ consumer). Nodes that join the table later are joined as the table is asked agai
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -151,8 +152,8 @@ class RoutedGroupConsumer(Deliveries):
     async def __aenter__(self) -> RoutedGroupConsumer:
         try:
             await self.join()
-        except BaseException:  # cancelled or refused: nobody holds it to close it
-            await self.close()
+        except asyncio.CancelledError:  # cut while joining: nobody holds it to close it
+            await self.close()  # (refused, it stays: it says so again at each call)
             raise
         return self
 

@@ -113,8 +113,9 @@ class Consumer(Deliveries):
             await self._out.drained(1.0)
         except ClientClosed:
             pass
-        self._out.dropped()
-        self._socket.close()
+        finally:  # cancelled while the answers drain too: closed all the same
+            self._out.dropped()
+            self._socket.close()
 
     async def __aenter__(self) -> Consumer:
         return self

@@ -31,7 +31,7 @@ from pzq.aio.message import Message
 from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, opener, poke, wait_events
 from pzq.client import setup
 from pzq.client.session_views import GroupView
-from pzq.client.sessions.delivered import keys_of
+from pzq.client.sessions.delivered import own_key, own_keys
 from pzq.errors import ClientClosed, ConsumeUnanswered
 from pzq.protocol import consume as wire
 from pzq.security import ClientSecurity
@@ -191,31 +191,31 @@ class GroupConsumer(GroupView[Message], Deliveries):
     # -- answers -----------------------------------------------------------------------
 
     async def ack(self, message: Message) -> None:
-        self._answer(self._session.ack([message.key], time.monotonic()))
+        self._answer(self._session.ack(own_key(message, self), time.monotonic()))
 
     async def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries in one ACK (cheaper for both ends than one each)."""
-        self._answer(self._session.ack(keys_of(messages),
+        self._answer(self._session.ack(own_keys(messages, self),
                                        time.monotonic()))
 
     async def nack(self, message: Message, delay: float | None = None) -> None:
         """Give it back: to go again at once, or after ``delay`` seconds."""
-        self._answer(self._session.nack([message.key], time.monotonic(), delay))
+        self._answer(self._session.nack(own_key(message, self), time.monotonic(), delay))
 
     async def nack_many(self, messages: Iterable[Message], delay: float | None = None) -> None:
         """Give these deliveries back in one NACK: to go again at once, or after
         ``delay`` seconds."""
-        self._answer(self._session.nack(keys_of(messages),
+        self._answer(self._session.nack(own_keys(messages, self),
                                         time.monotonic(), delay))
 
     async def working(self, *messages: Message) -> None:
         """Still at work on these: each one's ack deadline starts again."""
-        self._answer(self._session.working(keys_of(messages),
+        self._answer(self._session.working(own_keys(messages, self),
                                            time.monotonic()))
 
     async def reject(self, *messages: Message) -> None:
         """Give these up for good: to the dead letters, never delivered again."""
-        self._answer(self._session.reject(keys_of(messages),
+        self._answer(self._session.reject(own_keys(messages, self),
                                           time.monotonic()))
 
     async def ack_confirmed(self, messages: Iterable[Message], timeout: float = 10.0) -> None:
@@ -223,7 +223,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
         TimeoutError if it has not within ``timeout`` s. Deliveries that come meanwhile
         wait for ``receive``."""
         session = self._session
-        keys = keys_of(messages)
+        keys = own_keys(messages, self)
         self._answer(session.confirm(keys, time.monotonic()))
         deadline = time.monotonic() + timeout
         while session.unconfirmed(keys):
@@ -261,17 +261,25 @@ class GroupConsumer(GroupView[Message], Deliveries):
         try:
             if drain:
                 await out.drained(CLOSE_DRAIN_S)
-            if self._consume_sent:
-                out.put(self._session.bye())
-                out.push()
         except ClientClosed:
             pass
-        out.dropped()
-        self._session.arrived.clear()  # not taken: the node gives them back
-        self._socket.close()
+        finally:  # cancelled while the answers drain too: closed all the same
+            try:
+                if self._consume_sent:
+                    out.put(self._session.bye())
+                    out.push()
+            except ClientClosed:
+                pass
+            out.dropped()
+            self._session.arrived.clear()  # not taken: the node gives them back
+            self._socket.close()
 
     async def __aenter__(self) -> GroupConsumer:
-        await self.join()
+        try:
+            await self.join()
+        except BaseException:  # cancelled while joining: nobody holds it to close it
+            await self._shut(drain=False)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -54,6 +54,12 @@ __all__ = ["Producer"]
 READ_AT_ONCE = 1000  # ACK frames read in one wake before the loop runs other tasks
 
 
+# Sent, but unanswered: it may be in the node's store already, or arrive there yet
+# (the socket's linger hands what it holds to a node that was only slow)
+CLOSED_UNANSWERED = ("the producer was closed before this message's ACK came: the node "
+                     "may have stored it or not; send it again with the same dedup_id "
+                     "to have it stored once")
+
 OTHER_LOOP = ("this pzq.aio.Producer belongs to the event loop it was first used on, "
               "which reads its ACKs: nothing was sent; make a Producer in each event loop "
               "(each asyncio.run) that sends")
@@ -297,7 +303,8 @@ class Producer(ProducerView):
 
     async def close(self) -> None:
         """Send the batch that waits and close. Messages not yet ACKed have their
-        Futures answered with ClientClosed (``flush`` first to wait for them)."""
+        Futures answered with ClientClosed (``flush`` first to wait for them): sent,
+        they may be stored, so send them again with the same dedup_id."""
         if self._closed:
             return
         self._closed = True
@@ -306,12 +313,14 @@ class Producer(ProducerView):
         self._out.dropped()
         if self._overdue_check is not None:
             self._overdue_check.cancel()
-        if self._reader is not None and not self._reader.done():  # (done: its loop ended)
-            self._reader.cancel()
-            await asyncio.wait([self._reader])  # (a cancellation of close's own task goes on)
-        self._fail(ClientClosed("the producer was closed before this message's ACK came"))
-        self._answered.set()
-        self._socket.close()
+        try:
+            if self._reader is not None and not self._reader.done():  # (done: its loop ended)
+                self._reader.cancel()
+                await asyncio.wait([self._reader])  # (a cancellation of close's own task goes on)
+        finally:  # cancelled meanwhile too: every waiter told, the socket closed
+            self._fail(ClientClosed(CLOSED_UNANSWERED))
+            self._answered.set()
+            self._socket.close()
 
     async def __aenter__(self) -> Producer:
         return self

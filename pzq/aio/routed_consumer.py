@@ -9,6 +9,7 @@ are).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -163,12 +164,22 @@ class RoutedGroupConsumer(Deliveries):
         await self._close_members()
 
     async def _close_members(self) -> None:
-        """Each says BYE: its node gives back what is unacked at once."""
-        for consumer in self._session.every_member():
-            await consumer.close()
+        """Each says BYE: its node gives back what is unacked at once. Cancelled while
+        one drains its answers, the others are closed without waiting."""
+        members = self._session.every_member()
+        try:
+            for consumer in members:
+                await consumer.close()
+        finally:
+            for consumer in members:
+                await consumer._shut(drain=False)  # (no wait: done at once)
 
     async def __aenter__(self) -> RoutedGroupConsumer:
-        await self.join()
+        try:
+            await self.join()
+        except asyncio.CancelledError:  # cut while joining: nobody holds it to close it
+            await self.close()  # (refused, it stays: it says so again at each call)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -16,7 +16,8 @@ import functools
 import time
 from collections.abc import Sequence
 
-from pzq.aio.producer import Producer
+from pzq.aio import probe
+from pzq.aio.producer import CLOSED_UNANSWERED, Producer
 from pzq.aio.route_table import RouteTable
 from pzq.aio.socket_io import AsyncContext
 from pzq.client.common import messages
@@ -121,8 +122,26 @@ class RoutedProducer(RoutedProducerView):
                                     expires=expires, priority=priority)
         for producer in self._producers.values():
             producer.send_batch()
-        async with asyncio.timeout(timeout):
-            return await asyncio.shield(future)
+        try:
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(future)
+        except TimeoutError:
+            raise TimeoutError(f"no ACK within {timeout:g} s: "
+                               f"{await self._why_unanswered(future, timeout)}") from None
+
+    async def _why_unanswered(self, future: asyncio.Future[ProducerAck],
+                              timeout: float | None) -> str:
+        """What a probe finds at the node the message went to (its owner's), as the
+        plain Producer.send says it."""
+        msg_id = next((msg_id for msg_id, waiting in self._futures.items()
+                       if waiting is future), None)
+        sent = None if msg_id is None else self._session.sent.get(msg_id)
+        if sent is None:
+            return "the message was sent"
+        why = await probe.why_silent(sent.endpoint, self.curve,
+                                     min(timeout or probe.PROBE_TIMEOUT_S,
+                                         probe.PROBE_TIMEOUT_S))
+        return f"{sent.endpoint}: {why}"
 
     async def _carry(self, routed: Routed, timeout: float | None) -> None:
         producer = self._producers.get(routed.endpoint)
@@ -225,14 +244,16 @@ class RoutedProducer(RoutedProducerView):
             return
         self._closed = True
         self._changed.set()
-        if self._watcher is not None:
-            self._watcher.cancel()
-            await asyncio.wait([self._watcher])
-        for producer in self._producers.values():
-            await producer.close()
-        closed = ClientClosed("the producer was closed before this message's ACK came")
-        for msg_id in list(self._futures):
-            self._resolve(msg_id, closed)
+        try:
+            if self._watcher is not None:
+                self._watcher.cancel()
+                await asyncio.wait([self._watcher])
+        finally:  # cancelled meanwhile too: each node's producer closed (none waits)
+            for producer in self._producers.values():
+                await producer.close()
+            closed = ClientClosed(CLOSED_UNANSWERED)
+            for msg_id in list(self._futures):
+                self._resolve(msg_id, closed)
 
     async def __aenter__(self) -> RoutedProducer:
         await self.table.known()

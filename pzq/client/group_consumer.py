@@ -23,7 +23,7 @@ from pzq.client import setup
 from pzq.client.common import NOTICE_AFTER_S, WaitNotice, opener, remaining_ms, send_before
 from pzq.client.message import Message
 from pzq.client.session_views import GroupView
-from pzq.client.sessions.delivered import keys_of
+from pzq.client.sessions.delivered import own_key, own_keys
 from pzq.client.sessions.group import Out
 from pzq.client.setup import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from pzq.errors import ConsumeUnanswered
@@ -197,32 +197,32 @@ class GroupConsumer(GroupView[Message]):
         self._socket.send_multipart(self._session.heartbeat(time.monotonic()))
 
     def ack(self, message: Message) -> None:
-        self._send_all(self._session.ack([message.key], time.monotonic()))
+        self._send_all(self._session.ack(own_key(message, self), time.monotonic()))
 
     def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries in one ACK (cheaper for both ends than one each)."""
-        self._send_all(self._session.ack(keys_of(messages),
+        self._send_all(self._session.ack(own_keys(messages, self),
                                          time.monotonic()))
 
     def nack_many(self, messages: Iterable[Message], delay: float | None = None) -> None:
         """Give these deliveries back in one NACK: to go again at once, or after
         ``delay`` seconds."""
-        self._send_all(self._session.nack(keys_of(messages),
+        self._send_all(self._session.nack(own_keys(messages, self),
                                           time.monotonic(), delay))
 
     def nack(self, message: Message, delay: float | None = None) -> None:
         """Give it back: to go again at once, or after ``delay`` seconds."""
-        self._send_all(self._session.nack([message.key], time.monotonic(), delay))
+        self._send_all(self._session.nack(own_key(message, self), time.monotonic(), delay))
 
     def working(self, *messages: Message) -> None:
         """Still at work on these: each one's ack deadline starts again (send it well
         inside the deadline, as often as the work needs)."""
-        self._send_all(self._session.working(keys_of(messages),
+        self._send_all(self._session.working(own_keys(messages, self),
                                              time.monotonic()))
 
     def reject(self, *messages: Message) -> None:
         """Give these up for good: to the dead letters, never delivered again."""
-        self._send_all(self._session.reject(keys_of(messages),
+        self._send_all(self._session.reject(own_keys(messages, self),
                                             time.monotonic()))
 
     def ack_confirmed(self, messages: Iterable[Message], timeout: float = 10.0) -> None:
@@ -230,7 +230,7 @@ class GroupConsumer(GroupView[Message]):
         TimeoutError if it has not said so within ``timeout`` s. Deliveries that come
         meanwhile wait for ``receive``."""
         session = self._session
-        keys = keys_of(messages)
+        keys = own_keys(messages, self)
         self._send_all(session.confirm(keys, time.monotonic()))
         deadline = time.monotonic() + timeout
         while session.unconfirmed(keys):

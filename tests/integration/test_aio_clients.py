@@ -137,6 +137,24 @@ def test_a_producer_used_from_another_event_loop_says_so_and_sends_nothing(node,
     run(third())
 
 
+def test_a_routed_send_without_its_ack_says_why_as_the_plain_one_does(node, aio_context):
+    """``RoutedProducer.send`` past its timeout raised a TimeoutError with no words;
+    it says, as ``Producer.send`` does, which node and what a probe finds there."""
+    async def main() -> None:
+        async with aio.RoutedProducer([node.monitor_dsn], "t-routed-late",
+                                      context=aio_context) as producer:
+            assert (await producer.send([b"first"])).ok
+            await asyncio.to_thread(node.pause)
+            try:
+                with pytest.raises(TimeoutError, match=f"^no ACK within 1 s: "
+                                   f"{node.receive_dsn}: it accepts connections"):
+                    await producer.send([b"late"], timeout=1)
+            finally:
+                node.resume()
+            await producer.flush(30)
+    run(main())
+
+
 # -- group consumer --------------------------------------------------------------------
 
 
@@ -164,6 +182,56 @@ def test_a_group_consumer_receives_iterates_and_answers_every_way(node, aio_cont
             assert consumer.errors == []
         stats = node.stats()["topics"]["t-group"]["groups"]["g"]
         assert stats["backlog"] == 0
+    run(main())
+
+
+def test_a_delivery_another_consumer_received_is_refused_before_it_is_sent(node, aio_context):
+    """Its key would answer this consumer's delivery of the same message (another
+    group's) in its place: ValueError, nothing sent."""
+    async def main() -> None:
+        await produce(node, aio_context, "t-other", [b"o-1"])
+        async with aio.GroupConsumer(node.consume_dsn, "t-other", "billing", declare=True,
+                                     context=aio_context) as billing, \
+                aio.GroupConsumer(node.consume_dsn, "t-other", "audit",
+                                  context=aio_context) as audit:
+            mine, theirs = await billing.receive(5), await audit.receive(5)
+            assert mine is not None and theirs is not None and mine.key == theirs.key
+            for answer in (billing.ack(theirs), billing.ack_many([mine, theirs]),
+                           billing.nack(theirs, delay=1.0), billing.nack_many([theirs]),
+                           billing.working(theirs), billing.reject(theirs)):
+                with pytest.raises(ValueError, match="received by another consumer"):
+                    await answer
+            await mine.nack()  # after the refused answers: billing's own is still out
+            figures = node.wait_stats(
+                lambda s: s["topics"]["t-other"]["groups"]["billing"]["nacked"] == 1,
+                message="billing's own delivery given back, not ACKed before")
+            assert figures["topics"]["t-other"]["groups"]["billing"]["acked"] == 0
+            await theirs.ack()
+    run(main())
+
+
+def test_a_join_cut_inside_async_with_leaves_no_socket_open(node, aio_context):
+    """``asyncio.timeout`` around ``async with GroupConsumer(...)`` (or the routed one)
+    that cuts its join: nobody holds the consumer to close it, so it closes itself, no
+    ``Unclosed socket`` later (the test's context fails a test that leaves one)."""
+    async def main() -> None:
+        table = aio.RouteTable(node.monitor_dsn)
+        await table.known()
+        await asyncio.to_thread(node.pause)
+        try:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    async with aio.GroupConsumer(node.consume_dsn, "t-cut", "g",
+                                                 declare=True, context=aio_context):
+                        pytest.fail("joined a paused node")
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    async with aio.RoutedGroupConsumer(table, "t-cut", "g",
+                                                       context=aio_context):
+                        pytest.fail("joined a paused node")
+        finally:
+            node.resume()
+        assert all(socket.closed for socket in aio_context.made)
     run(main())
 
 
@@ -208,6 +276,11 @@ def test_the_send_dsn_consumer_takes_the_original_frames(node, aio_context):
         async with aio.Consumer(node.send_dsn, context=aio_context) as consumer:
             message = await ours(consumer)
             assert message.parts == (b"plain", b"two")
+            other = aio.Consumer(node.send_dsn, context=aio_context)  # (it takes nothing)
+            for answer in (other.ack(message), other.nack(message), other.ack_many([message])):
+                with pytest.raises(ValueError, match="received by another consumer"):
+                    await answer
+            await other.close()
             with pytest.raises(ValueError, match="group consumer's"):
                 await message.working()
             await message.nack()

@@ -162,3 +162,59 @@ def test_curve_works_and_a_refused_key_is_a_clear_error_within_the_timeout(
                 await producer.send([b"never"], topic="t-curve", timeout=2)
             assert curve_probe.CLIENT_KEY_REFUSED in str(raised.value)
     run(main())
+
+
+def test_a_producer_closed_before_the_acks_says_its_messages_may_be_stored(
+        start_node, aio_context):
+    """ClientClosed at ``close`` is no "not sent": messages a paused node holds in its
+    socket are stored once it goes on. The answer says so, and what to do."""
+    node = start_node(*OPTIONS)
+
+    async def main() -> None:
+        producer = aio.Producer(node.receive_dsn, window=8, context=aio_context)
+        await asyncio.to_thread(node.pause)
+        try:
+            sent = [await producer.publish([b"late %d" % n], topic="t-closed")
+                    for n in range(8)]
+            port = int(node.receive_dsn.rsplit(":", 1)[1])
+            await eventually(lambda: unread_bytes(port) > 0, 10,
+                             "messages in the paused node's socket")
+            await producer.close()
+        finally:
+            node.resume()
+        for future in sent:
+            with pytest.raises(ClientClosed, match="may have stored it or not; send it "
+                               "again with the same dedup_id"):
+                future.result()
+        figures = node.wait_stats(lambda s: s.get("topics", {}).get("t-closed", {})
+                                  .get("messages", 0) > 0, message="stored after close")
+        assert figures["topics"]["t-closed"]["messages"] <= 8
+    run(main())
+
+
+def test_a_close_cut_while_the_answers_drain_still_closes_the_consumer(
+        start_node, aio_context):
+    """A service's shutdown under ``asyncio.timeout`` with the node gone: ``close``
+    waits up to a second for the answers to go, and a cut there closed nothing (the
+    socket stayed open for good, a second ``close`` returned at once: ``Unclosed
+    socket`` at collection). Now the consumer is closed whatever cuts the wait."""
+    node = start_node(*OPTIONS, consume=True)
+
+    async def main() -> None:
+        async with aio.Producer(node.receive_dsn, window=500, context=aio_context) as producer:
+            for n in range(1500):
+                await producer.publish([b"%d" % n], topic="t-cut-close")
+            await producer.flush(30)
+        consumer = aio.GroupConsumer(node.consume_dsn, "t-cut-close", "g", window=1500,
+                                     declare=True, context=aio_context)
+        held: list[aio.Message] = []
+        while len(held) < 1500:
+            held += await consumer.receive_many(1500, 10)
+        await asyncio.to_thread(node.kill)
+        for message in held:  # more answers than the socket queues for a node gone
+            await message.ack()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await consumer.close()
+        assert consumer.closed and consumer.socket.closed
+    run(main())

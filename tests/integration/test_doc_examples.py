@@ -390,3 +390,27 @@ def test_every_page_with_a_code_block_is_run_here():
              if "_build" not in path.parts and ".. code-block::" in path.read_text()]
     assert [str(path.relative_to(ROOT / "docs")) for path in pages
             if path.name not in PAGES] == []
+
+
+@pytest.mark.timeout(120)
+def test_the_asyncio_pages_service_code_type_checks_strictly(tmp_path):
+    """pzq ships its annotations, so the page's service code (the worker, the request
+    handler) must pass ``mypy --strict`` as a user's service would be checked: a bare
+    ``asyncio.Task`` or ``dict`` there is an error. The application's own calls are
+    given types of their own."""
+    application = ("import asyncio\n"
+                   "from pzq import aio\n"
+                   "producer: aio.Producer\n"
+                   "class PermanentError(Exception): ...\n"
+                   "async def bill(parts: tuple[bytes, ...]) -> None: ...\n"
+                   "def order_id(body: bytes) -> str: return body.hex()\n")
+    service = [block.code for block in blocks_of("asyncio.rst")
+               if block.language == "python" and ("class OrderWorker" in block.code
+                                                  or "async def place_order" in block.code)]
+    assert len(service) == 2
+    checked = tmp_path / "service.py"
+    checked.write_text(application + "\n".join(service))
+    found = subprocess.run([BIN / "mypy", "--strict", "--no-incremental", "--config-file",
+                            os.devnull, str(checked)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=110)
+    assert found.returncode == 0, found.stdout

@@ -195,3 +195,25 @@ def test_bad_consume_options_are_refused(node, context):
     finally:
         socket.close(0)
     assert answer.verb == wire.ERROR and "CONFIRM:0|1 or DECLARE:0|1" in answer.error
+
+
+def test_a_delivery_of_another_group_is_refused_not_answered_in_its_place(node, context):
+    """A key names a message, not a delivery: billing's ACK of audit's delivery would
+    ACK billing's own delivery of the same message and leave audit's out. The consumer
+    refuses a delivery it did not receive, before anything is sent."""
+    produce(node, context, [b"order"])
+    with GroupConsumer(node.consume_dsn, "orders", "billing", context=context) as billing, \
+            GroupConsumer(node.consume_dsn, "orders", "audit", context=context) as audit:
+        mine, theirs = billing.receive(10), audit.receive(10)
+        assert mine.key == theirs.key
+        for answer in (lambda: billing.ack(theirs), lambda: billing.ack_many([mine, theirs]),
+                       lambda: billing.nack(theirs), lambda: billing.working(theirs),
+                       lambda: billing.reject(theirs)):
+            with pytest.raises(ValueError, match="received by another consumer"):
+                answer()
+        mine.nack()  # after the refused answers on billing's connection: still out
+        node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["nacked"] == 1,
+                        message="billing's own delivery given back, not ACKed before")
+        theirs.ack()
+        node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["audit"]["acked"] == 1)
+        assert group_figures(node, "billing")["acked"] == 0

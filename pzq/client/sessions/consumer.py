@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Generic
 
-from pzq.client.sessions.delivered import M, MakeMessage
+from pzq.client.sessions.delivered import M, MakeMessage, own_key
 from pzq.errors import DecodeError
 from pzq.protocol.frames import decode_delivery, encode_consumer_ack
 
@@ -40,7 +40,9 @@ class ConsumerSession(Generic[M]):
                           delivery.ack_timeout_us, delivery.peer, self._owner)
 
     def answer(self, message: M, ok: bool) -> list[bytes]:
-        """The ACK (``ok``) or the give-back of a delivery, to its node."""
+        """The ACK (``ok``) or the give-back of a delivery, to its node; ValueError for
+        a delivery another consumer received (pzq.client.sessions.delivered.own_key)."""
+        own_key(message, self._owner)
         return encode_consumer_ack(message.peer, message.key, ok)
 
     def give_back(self, message: M, delay: float | None) -> list[bytes]:
@@ -48,7 +50,7 @@ class ConsumerSession(Generic[M]):
         protocol has none)."""
         if delay is not None:
             raise group_only("a NACK with a delay")
-        return encode_consumer_ack(message.peer, message.key, False)
+        return self.answer(message, False)
 
     def next_deadline(self, now: float) -> float | None:
         """Nothing is timed: None."""

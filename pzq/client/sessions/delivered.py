@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import repeat
-from operator import itemgetter
+from operator import is_not, itemgetter
 from typing import Any, NoReturn, TypeVar
 
 from pzq.protocol.frames import delivery_count
@@ -98,8 +98,33 @@ def deliveries(make: type[M], rows: Iterable[Row]) -> Iterator[M]:
 
 
 _KEY = itemgetter(0)  # a delivery's key, read as its tuple's item (not by its property)
+_OWNER = itemgetter(6)  # the consumer that received it
+
+NOT_OWN = ("a delivery received by another consumer was given to this one to answer "
+           "(its key would answer this consumer's own delivery of the same message, of "
+           "another group, or none, and leave it out until its ack deadline): answer it "
+           "with message.ack() (nack, ...) or the consumer it came from; nothing was sent")
 
 
 def keys_of(messages: Iterable[Delivered]) -> list[bytes]:
     """The deliveries' keys, read in C (an ACK's, a NACK's)."""
     return list(map(_KEY, messages))
+
+
+def own_keys(messages: Iterable[Delivered], owner: object) -> list[bytes]:
+    """The keys of deliveries ``owner`` received, to answer them there (in C, as
+    ``keys_of``); ValueError, before anything is sent, if one came from another
+    consumer: a key names a message, not a delivery, so another group's delivery of
+    the same message (the same key) would be answered in its place."""
+    if not isinstance(messages, (list, tuple)):
+        messages = list(messages)
+    if any(map(is_not, map(_OWNER, messages), repeat(owner))):
+        raise ValueError(NOT_OWN)
+    return list(map(_KEY, messages))
+
+
+def own_key(message: Delivered, owner: object) -> list[bytes]:
+    """``own_keys`` of one delivery."""
+    if message[6] is not owner:
+        raise ValueError(NOT_OWN)
+    return [message[0]]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-from pzq.client.sessions.delivered import M
+from pzq.client.sessions.delivered import NOT_OWN, M
 from pzq.client.sessions.routes import KnownRoutes
 from pzq.errors import ConsumeRefused
 
@@ -134,6 +134,8 @@ class RoutedGroupSession(Generic[C]):
         found: dict[int, list[M]] = {}
         for message in messages:
             found.setdefault(id(message._consumer), []).append(message)
+        if not found.keys() <= members.keys():  # (a delivery of another consumer)
+            raise ValueError(NOT_OWN)
         return [(members[key], group) for key, group in found.items()]
 
     def next_deadline(self, now: float) -> float:

@@ -34,6 +34,8 @@ KINDS = [
     Kind("cpu client produce", "CPU per message, client: produce", "µs"),
     Kind("cpu server drain", "CPU per message, server: drain one group", "µs"),
     Kind("cpu client drain", "CPU per message, client: drain one group", "µs"),
+    Kind("cpu server drain 3", "CPU per delivery, server: drain, 3 groups at once", "µs"),
+    Kind("cpu client drain 3", "CPU per delivery, clients: drain, 3 groups at once", "µs"),
     Kind("cpu server e2e", "CPU per message, server: end to end", "µs"),
     Kind("cpu client e2e", "CPU per message, clients: end to end", "µs"),
     Kind("aio produce", "asyncio: produce", "msg/s", "produce"),

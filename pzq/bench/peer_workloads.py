@@ -72,10 +72,13 @@ class Workloads:
         for answer in answers:
             _complete(system, f"drain by {answer['group']}", answer, load.count)
         rates = [answer["count"] / max(answer["seconds"], 1e-9) for answer in answers]
+        # CPU a delivery (a message to each group is a delivery each): the server's
+        # at three groups over its one group's is what bounds the slowest's ratio
+        cpus = _cpu("drain" if len(groups) == 1 else f"drain {len(groups)}", cpu, answers,
+                    load.count * len(groups))
         if len(groups) > 1:
-            return _named({"drain 3 slowest": min(rates)}, client)
-        return _named({"drain 1": rates[0],
-                       **_cpu("drain", cpu, answers, load.count * len(groups))}, client)
+            return _named({f"drain {len(groups)} slowest": min(rates), **cpus}, client)
+        return _named({"drain 1": rates[0], **cpus}, client)
 
     def end_to_end(self, system: System, client: AsyncioClient | None = None) -> Figures:
         load = self.load

@@ -317,15 +317,25 @@ def plain_batch_entries(node_id: bytes, seqs: list[int], part_groups: list[bytes
                         ) -> list[bytes]:
     """``batch_entry`` of each message (its key ``message_key(node_id, seq)``, no
     headers), in one pass: a run of deliveries to consumers that take no headers."""
+    return plain_batch_run(node_id, seqs, part_groups)[0]
+
+
+def plain_batch_run(node_id: bytes, seqs: list[int], part_groups: list[bytes]
+                    ) -> tuple[list[bytes], bytes]:
+    """``plain_batch_entries``, and the run's keys as one ACK of them all names them
+    (``encode_keys`` with protocol 2: joined by KEY_SEPARATOR, what ``ack_many``
+    sends), from the same hex digits."""
     head = b"%c%s-" % (len(message_key(node_id, 0)), node_id)  # every key is as long
     # the seqs' hex digits made in one pass (a % format a seq cost about as much again)
     if len(seqs) != len(part_groups):
         raise ValueError(f"{len(seqs)} seqs for {len(part_groups)} part groups")
     if not seqs:
-        return []
+        return [], b""
     digits = binascii.hexlify(struct.pack(b">%dQ" % len(seqs), *seqs), b" ", 8).split(b" ")
-    return list(map(b"".join, zip(repeat(head), digits, repeat(NO_HEADER_GROUP), part_groups,
-                                  strict=False)))  # (the repeats never end)
+    entries = list(map(b"".join, zip(repeat(head), digits, repeat(NO_HEADER_GROUP),
+                                     part_groups, strict=False)))  # (the repeats never end)
+    key_head = head[1:]
+    return entries, key_head + (KEY_SEPARATOR + key_head).join(digits)
 
 
 def encode_consuming(routing_id: bytes, subscribe: Subscribe, heartbeat_ms: int) -> list[bytes]:

@@ -233,8 +233,9 @@ class ConsumeEndpoint(Part):
                     consumer.last_heard = mono
                     # an ACK of many keys in one frame: read as it came (keys owed an
                     # ACKED, with CONFIRM, go the long way: they are kept as keys)
-                    numbers = None if consumer.confirm else consume_wire.ack_key_numbers(
-                        raw[1:], BULK_ACK_KEYS)
+                    numbers = None if consumer.confirm else (
+                        consumer.numbers_if_sent(raw[1:])
+                        or consume_wire.ack_key_numbers(raw[1:], BULK_ACK_KEYS))
                     if numbers is not None:  # its second half left for ``settle``
                         self.answers.ack_numbers(batch, consumer, numbers, now_us, mono,
                                                  True)

@@ -30,12 +30,17 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from pzq.delivery.state import DeliveryState
+from pzq.protocol.consume import ACK
+from pzq.protocol.message_keys import KeyNumbers
 from pzq.rates import LatencyWindow
 from pzq.store.topics import Group
 
 Key = int  # the seq (own messages), or a taken-over origin's number + 1 above it: key_of
 SEQ_BITS = 64
 SEQ_MASK = (1 << SEQ_BITS) - 1
+# an ACK of the keys last sent to a consumer, as ack_many sends it: the frame, the
+# keys' node id as a number and their seqs
+SentKeys = tuple[bytes, int, list[int]]
 TakenOver = Callable[[str, str], dict[bytes, DeliveryState]]  # topic, group -> by origin
 Origins = Callable[[], dict[bytes, DeliveryState]]  # a group's taken-over states
 
@@ -78,10 +83,21 @@ class ServedConsumer:
     # so neither credits nor holders are kept per delivery
     pool: bool = False
     key: str = ""  # its CURVE key, with --authorization (its rights looked at again)
+    sent: SentKeys | None = None  # the last piece of a run it was sent, as its ACK is
 
     @property
     def room(self) -> int:
         return 0 if self.unreachable else self.window - len(self.held) - len(self.overdue)
+
+    def numbers_if_sent(self, frames: list[bytes]) -> KeyNumbers | None:
+        """An ACK (``frames``: its verb and its keys' frame) of just the keys last sent
+        to it, byte for byte as ``ack_many`` names them: their numbers as
+        ``consume.ack_key_numbers`` reads them, without the read; None for any other."""
+        sent = self.sent
+        if sent is None or len(frames) != 2 or frames[1] != sent[0] or frames[0] != ACK:
+            return None
+        seqs = sent[2]
+        return (sent[1],) * len(seqs), tuple(seqs)
 
     def idle_seconds(self, mono: float) -> float:
         """Since it last sent a request (a hung consumer grows here)."""

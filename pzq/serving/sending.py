@@ -28,20 +28,34 @@ from pzq.delivery.framing import delivery_frames
 from pzq.delivery.recent import longest
 from pzq.delivery.state import DeliveryState
 from pzq.protocol import consume as consume_wire
+from pzq.protocol.message_keys import MESSAGE_KEY_LENGTH
+from pzq.serving.answers import BULK_ACK_KEYS
 from pzq.serving.batching import OpenBatch
 from pzq.serving.frame_runs import delivery_frames_of_run, round_robin_turns, send_deliveries
-from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
+from pzq.serving.holding import GroupDelivery, Key, SentKeys, ServedConsumer
 from pzq.store import record
 from pzq.store.kept_reads import KeptReads
 from pzq.zmqio import Socket, send_headed
 
+KEY_STRIDE = MESSAGE_KEY_LENGTH + len(consume_wire.KEY_SEPARATOR)
 Send = Callable[[list[bytes]], bool]
 Put = Callable[[ServedConsumer, bytes, bytes, int], bool]  # consumer, key, record, deliveries
 
 
-def _batch_entries(node_id: bytes, seqs: list[int], values: list[bytes]) -> list[bytes]:
-    """A run's batch entries (no headers)."""
-    return consume_wire.plain_batch_entries(node_id, seqs, record.part_groups(values))
+def _batch_entries(node_id: bytes, seqs: list[int], values: list[bytes]
+                   ) -> tuple[list[bytes], bytes | None]:
+    """A run's batch entries (no headers), and its keys as one ACK of them names them."""
+    return consume_wire.plain_batch_run(node_id, seqs, record.part_groups(values))
+
+
+def sent_keys(acks: bytes | None, start: int, stop: int, node_id: bytes, seqs: list[int]
+              ) -> SentKeys | None:
+    """What an ACK of exactly the run's entries ``start`` to ``stop`` (``seqs``, of
+    ``node_id``) is, as a consumer's ``sent``: that piece of the run's ``acks``; none
+    for a piece too short for the ACK of many keys."""
+    if acks is None or stop - start < BULK_ACK_KEYS:
+        return None
+    return acks[start * KEY_STRIDE:stop * KEY_STRIDE - 1], int(node_id, 16), seqs
 
 
 class Outlets(NamedTuple):
@@ -61,7 +75,8 @@ class Sender:
         # group that reads the same stretch of an unchanged log), with the node id and
         # the records they were made of; a read of other seqs takes from them what they
         # hold of it (``_entries_made``), for a topic's other groups
-        self._runs: KeptReads[tuple[bytes, list[bytes], list[bytes]]] = KeptReads()
+        self._runs: KeptReads[tuple[bytes, list[bytes], list[bytes], bytes | None]] = \
+            KeptReads()
 
     def for_pool(self, pool: ServedConsumer) -> Send:
         """To the pool on --send-dsn: the socket picks the consumer, and the window
@@ -184,14 +199,19 @@ class Sender:
         # (this node's own messages only: their seqs are never given out again, where a
         # replay's id may be, once it ended)
         shared = deliveries.shares_reads() and state is deliveries.state
-        entries = (self._shared_entries if shared else _batch_entries)(node_id, seqs, values)
+        entries, acks = (self._shared_entries if shared else _batch_entries)(node_id, seqs,
+                                                                             values)
         count, ack_timeout_us = len(candidates), state.ack_timeout_us
         total, taken = len(entries), 0
         for _ in range(count):
             consumer = candidates[turn]
             took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
             if took > taken:
-                consumer.held.update(deliveries.keys_of(node_id, seqs[taken:took]))
+                given = seqs[taken:took]
+                consumer.held.update(deliveries.keys_of(node_id, given))
+                # its ACK of just these, as ack_many sends it, is known (the last piece
+                # it was given: one of more pieces or of other keys is read as it came)
+                consumer.sent = sent_keys(acks, taken, took, node_id, given)
                 taken = took
                 if taken == total:
                     return taken, turn
@@ -227,34 +247,38 @@ class Sender:
         return sent, candidates.index(refused)
 
     def _shared_entries(self, node_id: bytes, seqs: list[int], values: list[bytes]
-                        ) -> list[bytes]:
+                        ) -> tuple[list[bytes], bytes | None]:
         """A run's batch entries, kept for the other groups of its topic, which send
         the same messages in the same entries (each made once, not once a group); the
         same run's (its lists the same objects) as the same list of entries."""
         run = self._runs.get(seqs)
         if run is not None and run[1] is values and run[0] == node_id:
-            return run[2]
-        entries = self._entries_made(node_id, seqs, values)
+            return run[2], run[3]
+        entries, acks = self._entries_made(node_id, seqs, values)
         # (the records were measured for the run already: their longest found there)
-        self._runs.keep(seqs, values, (node_id, values, entries), longest(values))
-        return entries
+        self._runs.keep(seqs, values, (node_id, values, entries, acks), longest(values))
+        return entries, acks
 
     def _entries_made(self, node_id: bytes, seqs: list[int], values: list[bytes]
-                      ) -> list[bytes]:
+                      ) -> tuple[list[bytes], bytes | None]:
         """A run's entries made, but for those another group's run made already (it is
         ahead, or its read started elsewhere): those are taken from the kept runs
-        (each run's entries one list, not one look-up a message), the rest made."""
+        (each run's entries one list, not one look-up a message), the rest made. Its
+        keys as an ACK names them only where it was made whole."""
         if not seqs or seqs[-1] - seqs[0] != len(seqs) - 1:
             return _batch_entries(node_id, seqs, values)  # (not a run: made whole)
 
-        def entries_of(run: tuple[bytes, list[bytes], list[bytes]]) -> list[bytes] | None:
+        def entries_of(run: tuple[bytes, list[bytes], list[bytes], bytes | None]
+                       ) -> list[bytes] | None:
             return run[2] if run[0] == node_id else None
 
         found = self._runs.run_from(seqs[0], len(seqs), entries_of)
         at = len(found)
+        if not at:
+            return _batch_entries(node_id, seqs, values)
         if at == len(seqs):
-            return found
-        return found + _batch_entries(node_id, seqs[at:], values[at:])
+            return found, None
+        return found + _batch_entries(node_id, seqs[at:], values[at:])[0], None
 
     def _fill(self, consumer: ServedConsumer, entries: list[bytes], start: int, stop: int,
               sent_us: int, ack_timeout_us: int) -> int:

@@ -99,6 +99,23 @@ def test_ratios_are_taken_within_each_repeat():
         "msg/s", "20.0", "40.0", "0.50", "(0.25-0.80)"]
 
 
+@pytest.mark.timeout(120)
+def test_the_drain_of_three_groups_gives_the_cpu_a_delivery_beside_the_slowest(tmp_path):
+    """The slowest of three groups over one group alone is bounded by the server's CPU
+    a delivery at three groups over its CPU at one: both are in the table."""
+    from pzq.bench.peer_workloads import Load, Workloads
+
+    workloads = Workloads(tmp_path, Load(count=300, size=100, window=50, ack_timeout=0.5))
+    figures = workloads.drain(peers.peer_pzq.system(), ("g1", "g2", "g3"))
+    assert set(figures) == {"drain 3 slowest", "cpu server drain 3", "cpu client drain 3"}
+    assert all(value > 0 for value in figures.values()), figures
+    table = Table([("pzq", "pzq")])
+    table.add_repeat({"pzq": figures})
+    rows = rows_of("\n".join(table.lines()))
+    assert rows["CPU per delivery, server: drain, 3 groups at once"][0] == "µs"
+    assert float(rows["CPU per delivery, clients: drain, 3 groups at once"][1]) > 0
+
+
 class RecordedWorkloads:
     """Workloads that only note the order they are asked for in."""
 

@@ -202,7 +202,8 @@ def test_a_topics_groups_send_the_entries_one_of_them_made_and_make_only_the_res
     made_seqs: list[list[int]] = []
     make = sending._batch_entries
 
-    def making(node_id: bytes, seqs: list[int], values: list[bytes]) -> list[bytes]:
+    def making(node_id: bytes, seqs: list[int], values: list[bytes]
+               ) -> tuple[list[bytes], bytes | None]:
         made_seqs.append(list(seqs))
         return make(node_id, seqs, values)
 
@@ -226,8 +227,8 @@ def test_a_topics_groups_send_the_entries_one_of_them_made_and_make_only_the_res
         assert [(parse_message_key(key), parts) for key, _, parts in message.entries] == [
             ((store.node_id, seq), bodies[seq]) for seq in seqs[:window]]
     assert made_seqs == [seqs[:4], seqs[4:6]]  # each entry made once
-    third = node.sender._shared_entries(store.node_id, list(seqs),
-                                        [store.get_own(seq) for seq in seqs])
+    third, _ = node.sender._shared_entries(store.node_id, list(seqs),
+                                           [store.get_own(seq) for seq in seqs])
     assert made_seqs == [seqs[:4], seqs[4:6]]  # (nothing made again)
     assert [parse_message_key(entry[1:1 + entry[0]]) for entry in third] == [
         (store.node_id, seq) for seq in seqs]

@@ -223,7 +223,7 @@ def test_three_groups_reading_one_stretch_walk_the_log_and_make_its_entries_once
     made: list[int] = []
     entries_of = consume.sender._entries_made
 
-    def making(*args: object) -> list[bytes]:
+    def making(*args: object) -> tuple[list[bytes], bytes | None]:
         made.append(1)
         return entries_of(*args)  # type: ignore[arg-type]
 

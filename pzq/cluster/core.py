@@ -197,7 +197,11 @@ class ClusterCore(Participant):
                answer: bool = False) -> None:
         """Any frame from a peer proves it is alive (an answer on our link also that
         we reach it); a peer that is back gets what it missed. A peer that said
-        LEAVING counts again from its next PING only."""
+        LEAVING counts again from its next PING only. An origin owed dones by its node
+        id (outside --nodes when they were owed) is owed them here from now on, before
+        the PONG that says what it must hold back."""
+        if node_id in self.removes.absent:
+            self.removes.found(node_id, endpoint)
         if self.peers.peers[endpoint].left:
             return
         reachable = self.peers.peers[endpoint].reachable

@@ -15,7 +15,9 @@ message when a survivor released it (``gone_own``).
 Both are persisted in the batch of the ACK that caused them and sent again until
 each peer answers (``pzq.cluster.removes``). A DONE for the origin is kept while the
 origin is down, to be sent when it answers again; until then the origin holds
-those messages back (they are in the ``held`` of our PONG).
+those messages back (they are in the ``held`` of our PONG). So is one for an origin
+outside this run's --nodes (a shard store a run with fewer shards left unused): kept
+by its node id, it goes to the endpoint the origin is heard at once it returns.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from itertools import compress
 from operator import not_
 
 from pzq.cluster.peers import PeerTable
-from pzq.cluster.removes import RemoveLedger
+from pzq.cluster.removes import RemoveLedger, absent_peer
 from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.takeover import Takeovers
 from pzq.cluster.unconfirmed import UnconfirmedCopies
@@ -111,7 +113,12 @@ class Dones:
                 peers.discard(origin_endpoint or "")
             self.ledger.owe(batch, origin, seqs, peers)
         for (origin, group), seqs in self._dones.items():
-            self.ledger.owe(batch, origin, seqs, set(self.settings.nodes), group)
+            peers = set(self.settings.nodes)
+            if origin != self.node_id and self.peers.endpoint_of(origin) is None:
+                # Not heard in this run (outside --nodes, a shard store left unused, or
+                # down since the start): owed by its node id until it is heard again
+                peers.add(absent_peer(origin))
+            self.ledger.owe(batch, origin, seqs, peers, group)
         self._removes.clear()
         self._dones.clear()
 

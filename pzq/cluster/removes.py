@@ -10,10 +10,18 @@ REMOVED. Removes are idempotent on the receiving side.
 A consumer group done with messages other groups still hold is owed the same way,
 in DONE frames (answered NOTED) instead of REMOVE.
 
+A group's done with messages of an origin outside this run's --nodes (a shard store
+a run with fewer shards leaves unused, whose copies a survivor took over) is owed to
+that origin too, named by its node id (``absent_peer``) until it is heard again: then
+the name becomes its endpoint, and it gets the DONE as any returning origin does. Such
+an entry holds no more than one seq per copy of that origin taken over here and
+group; it stays, across restarts, until the origin returns and confirms.
+
 One entry per (origin, group, wake): ``o <id:8>`` (a remove) or ``O <id:8>`` (a
 group's done, the value led by ``len:1 group``) -> ``origin:8 count:2
 (len:2 endpoint)* seqs``, rewritten as peers confirm and deleted when the last one
-has.
+has. An absent origin's name takes an endpoint's place (a release before this one
+drops it when it loads the entry, as for a peer no longer configured).
 """
 
 from __future__ import annotations
@@ -28,6 +36,12 @@ from pzq.store.batch import Batch, Participant
 from pzq.store.store import Store
 
 SHORT = struct.Struct(">H")
+ABSENT = "node:"  # leads an absent origin's name in ``waiting`` (no endpoint does)
+
+
+def absent_peer(node_id: bytes) -> str:
+    """The name an origin outside --nodes is owed by until it is heard again."""
+    return ABSENT + node_id.hex()
 
 
 @dataclass
@@ -87,11 +101,13 @@ class RemoveLedger(Participant):
         self._next_id = 0
         self._changed: set[int] = set()  # entries to write (or delete) with the next batch
         self._unreadable: list[bytes] = []  # entries of a past run to drop
+        self.absent: set[bytes] = set()  # node ids some entry waits for by name
         for prefix in (keyspace.OWED_PREFIX, keyspace.OWED_DONE_PREFIX):
             self._load(set(peers), prefix)
 
     def _load(self, peers: set[str], prefix: bytes) -> None:
-        """Removes owed before a restart; peers no longer configured owe nothing."""
+        """Removes owed before a restart; peers no longer configured owe nothing, an
+        absent origin named by its node id still does."""
         for key, value in self.store.iterate(prefix):
             remove_id = keyspace.SEQ.unpack_from(key, 1)[0]
             self._next_id = max(self._next_id, remove_id + 1)
@@ -100,7 +116,10 @@ class RemoveLedger(Participant):
             except (DecodeError, struct.error, UnicodeDecodeError, IndexError):
                 self._unreadable.append(key)
                 continue
-            entry.waiting &= peers
+            entry.waiting = {peer for peer in entry.waiting
+                             if peer in peers or peer.startswith(ABSENT)}
+            if absent_peer(entry.origin) in entry.waiting:
+                self.absent.add(entry.origin)
             self.entries[remove_id] = entry
             if not entry.waiting:
                 self._changed.add(remove_id)
@@ -108,13 +127,28 @@ class RemoveLedger(Participant):
     def owe(self, batch: Batch, origin: bytes, seqs: list[int], peers: set[str],
             group: str = "") -> None:
         """Persist, in the batch that applies the acks, a remove (or, with ``group``,
-        that group's done) every peer must confirm."""
+        that group's done) every peer must confirm; ``peers`` may name an absent
+        origin (``absent_peer``)."""
         if not seqs or not peers:
             return
+        if absent_peer(origin) in peers:
+            self.absent.add(origin)
         entry = OwedRemove(self._next_id, origin, list(seqs), set(peers), group)
         self._next_id += 1
         self.entries[entry.remove_id] = entry
         batch.put(entry.key, encode_entry(entry))
+
+    def found(self, node_id: bytes, endpoint: str) -> None:
+        """An absent origin is heard again at ``endpoint``: what it is owed goes there,
+        at once (asked only for a node id in ``absent``)."""
+        self.absent.discard(node_id)
+        name = absent_peer(node_id)
+        for entry in self.entries.values():
+            if name in entry.waiting:
+                entry.waiting.discard(name)
+                entry.waiting.add(endpoint)
+                entry.sent_at.pop(endpoint, None)
+                self._changed.add(entry.remove_id)
 
     def confirmed(self, endpoint: str, remove_id: int) -> None:
         entry = self.entries.get(remove_id)

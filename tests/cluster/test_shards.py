@@ -50,9 +50,11 @@ class Supervisor:
     """``pzq --shards N`` as a child of the test; its log and its shards' (one stderr)
     is read as it comes."""
 
-    def __init__(self, database: Path, *options: str) -> None:
+    def __init__(self, database: Path, *options: str, shards: int = SHARDS,
+                 ports: dict[str, int] | None = None) -> None:
         self.database = database  # named in a failing test's report (tests/conftest.py)
-        self.ports = {service: port_for_shards(SHARDS) for service in SERVICES}
+        self.shards = shards
+        self.ports = ports or {service: port_for_shards(shards) for service in SERVICES}
         self.options = options
         self.stderr_lines: list[str] = []
         self.process: subprocess.Popen[bytes] | None = None
@@ -61,7 +63,7 @@ class Supervisor:
     def command(self) -> list[str]:
         endpoints = [argument for service, port in self.ports.items()
                      for argument in (f"--{service}-dsn", f"tcp://127.0.0.1:{port}")]
-        return [sys.executable, "-P", "-m", "pzq", "--shards", str(SHARDS),
+        return [sys.executable, "-P", "-m", "pzq", "--shards", str(self.shards),
                 "--database", str(self.database), *endpoints, "--log-format", "json",
                 *self.options]
 
@@ -115,8 +117,9 @@ def start_shards(request: pytest.FixtureRequest,
     started: list[Supervisor] = []
     shown_on_failure(request).append(started)
 
-    def start(*options: str, database: Path | None = None) -> Supervisor:
-        supervisor = Supervisor(database or tmp_path / f"shards{len(started)}", *options)
+    def start(*options: str, database: Path | None = None, **layout: Any) -> Supervisor:
+        supervisor = Supervisor(database or tmp_path / f"shards{len(started)}", *options,
+                                **layout)
         started.append(supervisor)
         return supervisor.start()
 
@@ -136,18 +139,18 @@ def exited(pid: int) -> bool:
 
 
 def wait_every_shard_up(supervisor: Supervisor) -> None:
-    for number in range(SHARDS):
+    for number in range(supervisor.shards):
         shard = supervisor.shard(number)
-        wait_until(lambda shard=shard: _peers_up(shard), 30, interval=0.1,
-                   message=f"shard {number} answering and seeing the other shard up")
+        wait_until(lambda shard=shard: _peers_up(shard, supervisor.shards), 30, interval=0.1,
+                   message=f"shard {number} answering and seeing the other shards up")
 
 
-def _peers_up(shard: ShardEndpoints) -> bool:
+def _peers_up(shard: ShardEndpoints, shards: int) -> bool:
     try:
         peers = shard.stats()["peers"]
     except Exception:  # not bound yet: the monitor does not answer
         return False
-    return len(peers) == SHARDS - 1 and all(peer["state"] == "up" for peer in peers)
+    return len(peers) == shards - 1 and all(peer["state"] == "up" for peer in peers)
 
 
 def produce(shard: ShardEndpoints, context: Any, first: int, count: int) -> set[bytes]:

@@ -146,12 +146,22 @@ class SimNode:
 
 class SimNetwork:
     def __init__(self, directory: Path, count: int, replicas: int, now: float = 1000.0) -> None:
-        endpoints = [f"sim://node{i}" for i in range(count)]
-        self.nodes = [SimNode(directory, endpoint,
+        self.directory = directory
+        self.nodes: list[SimNode] = []
+        self.by_endpoint: dict[str, SimNode] = {}
+        self.run([f"sim://node{i}" for i in range(count)], replicas, now)
+        self.cut: set[tuple[str, str]] = set()  # (from, to) links that drop frames
+
+    def run(self, endpoints: list[str], replicas: int, now: float) -> list[SimNode]:
+        """Stop every node, and start those of ``endpoints`` (their stores as they
+        were), each with the others as its --nodes: as ``pzq --shards`` with another
+        count does."""
+        self.close()
+        self.nodes = [SimNode(self.directory, endpoint,
                               tuple(e for e in endpoints if e != endpoint), replicas, now)
                       for endpoint in endpoints]
         self.by_endpoint = {node.endpoint: node for node in self.nodes}
-        self.cut: set[tuple[str, str]] = set()  # (from, to) links that drop frames
+        return self.nodes
 
     def cut_off(self, node: SimNode) -> None:
         for other in self.nodes:

@@ -407,6 +407,40 @@ def test_a_takeover_serves_every_group_what_it_holds_and_tells_the_origin(three)
     assert all(node.core.removes.owed_to(origin.endpoint) == 0 for node in survivors)
 
 
+def test_an_origin_outside_the_runs_nodes_learns_what_each_group_finished(three):
+    """Three shards, then two (shard 2's store unused, its copies taken over), then
+    three: the survivors keep its groups' dones by its node id, across their restart,
+    and give them to it when it is heard again."""
+    origin_endpoint = three.nodes[0].endpoint
+    origin = three.nodes[0]
+    origin.core.own_reads = lambda: ORDERS
+    origin.produce([b"e1", b"e2"], T0, headers=(b"TOPIC:orders", b"TAG:eu-1"))  # 0, 1
+    origin.produce([b"u1"], T0, headers=(b"TOPIC:orders", b"TAG:us-1"))  # 2
+    three.step(T0, heartbeat=True)
+    origin_id = origin.node_id
+    survivors = three.run([node.endpoint for node in three.nodes[1:]], 1, T0 + 1)
+    now = T0 + 1 + AFTER_TIMEOUT
+    three.step(now, heartbeat=True)
+    now_us = int(now * 1e6)
+    for group in ("g1", "g2"):
+        served = serve(survivors, lambda node, g=group: list(
+            node.core.takeovers.taken("orders", g).values()), now_us)
+        assert sorted(served) == ([0, 1, 2] if group == "g1" else [0, 1])
+        for seq, node in served.items():
+            assert node.ack_group(origin_id, seq, "orders", group, now)
+    three.step(now)
+    # three again, the survivors' stores reopened (as after a SIGKILL: all is written)
+    nodes = three.run([origin_endpoint, *(node.endpoint for node in survivors)], 2, now)
+    origin = nodes[0]
+    origin.core.own_reads = lambda: ORDERS
+    done: dict[str, set[int]] = {"g1": set(), "g2": set()}
+    origin.hub.subscribe(GroupDoneElsewhere, lambda event: done[event.group].update(event.seqs))
+    for step in range(3):
+        three.step(now + 0.1 * (step + 1), heartbeat=True)
+    assert done == {"g1": {0, 1, 2}, "g2": {0, 1}}
+    assert all(not node.core.removes.entries for node in nodes[1:])  # every DONE confirmed
+
+
 def test_a_done_read_in_the_wake_of_its_copy_is_not_served_again_by_a_takeover(three):
     """A busy holder reads the copy and, in the same wake, the DONE of a group that
     ACKed the message at the origin at once: the copy is marked all the same."""

@@ -8,7 +8,7 @@ import structlog
 from pzq.cluster.figures import peer_state
 from pzq.cluster.peers import PeerTable
 from pzq.cluster.protocols import PeerProtocols
-from pzq.cluster.removes import RemoveLedger
+from pzq.cluster.removes import RemoveLedger, absent_peer
 from pzq.cluster.replication import ReplicationTracker
 from pzq.errors import DecodeError
 from pzq.protocol import cluster as cw
@@ -229,6 +229,43 @@ def test_owed_removes_and_dones_outlive_a_restart(tmp_path):
     ledger.prepare(batch)
     store.commit(batch)
     assert ledger.owed_to("a") == 2
+    assert [key for key, _ in store.iterate(keyspace.OWED_DONE_PREFIX)] == []
+    store.close()
+
+
+def test_a_done_owed_to_an_absent_origin_outlives_a_restart_and_goes_where_it_is_heard(
+        tmp_path):
+    """An origin outside --nodes (a shard store a run with fewer shards left unused) is
+    owed its groups' dones by its node id; once heard, at its endpoint."""
+    store = Store.open(tmp_path / "db")
+    ledger = RemoveLedger(store, ("a",), resend_s=1.0)
+    batch = store.begin()
+    ledger.owe(batch, NODE, [3, 4], {"a", absent_peer(NODE)}, group="g1")
+    store.commit(batch)
+    ledger.confirmed("a", 0)
+    batch = store.begin()
+    ledger.prepare(batch)
+    store.commit(batch)
+    store.close()
+    store = Store.open(tmp_path / "db")
+    ledger = RemoveLedger(store, ("a", "c"), resend_s=1.0)  # the origin back, at c
+    assert ledger.absent == {NODE} and ledger.due("c", 10.0) == []
+    assert ledger.unconfirmed(NODE, "c") == set()
+    ledger.found(NODE, "c")
+    assert ledger.absent == set()
+    assert ledger.unconfirmed(NODE, "c") == {3, 4}  # held back by the origin meanwhile
+    assert ledger.due("c", 10.0) == [cw.encode_done(NODE, 0, "g1", [3, 4])]
+    batch = store.begin()
+    ledger.prepare(batch)  # the endpoint in its name's place, on disk too
+    store.commit(batch)
+    store.close()
+    store = Store.open(tmp_path / "db")
+    ledger = RemoveLedger(store, ("a", "c"), resend_s=1.0)
+    assert ledger.absent == set() and ledger.owed_to("c") == 2
+    ledger.confirmed("c", 0)  # NOTED
+    batch = store.begin()
+    ledger.prepare(batch)
+    store.commit(batch)
     assert [key for key, _ in store.iterate(keyspace.OWED_DONE_PREFIX)] == []
     store.close()
 

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import plyvel
 import pytest
 import zmq
 
@@ -230,6 +231,43 @@ def test_a_copy_altered_or_missing_a_file_is_refused_at_start_naming_it(backup, 
     assert result.returncode == 3
     assert one_line(result.stderr).startswith(
         f"pzq: error: {manifest} is not a backup manifest this pzq can read (")
+
+
+def old_store_folder(place: Path) -> Path:
+    """A folder holding another store, as an old one left where the copy is restored:
+    reopened twice so that its log's number is past those of the copy's files."""
+    (place / "archive" / "orders").mkdir(parents=True)
+    (place / "archive" / "orders" / "00000000000000000000.idx").write_bytes(b"old index")
+    for round_ in range(3):
+        db = plyvel.DB(str(place / "store"), create_if_missing=True)
+        db.put(keyspace.META_PREFIX + b"old", b"%d" % round_)
+        db.close()
+    return place
+
+
+def test_a_copy_restored_onto_a_folder_holding_another_store_is_refused(backup, tmp_path):
+    """``files the manifest does not list are left alone`` let an old store's log be
+    replayed into the copy (its counts mixed into the restored node's); every file of
+    the folder must be the backup's."""
+    copy = old_store_folder(tmp_path / "restored")
+    shutil.copytree(backup["untouched"], copy, dirs_exist_ok=True)
+    listed = {*backup["manifest"]["store"]["files"], "backup-manifest.json", "LOCK", "LOG",
+              "LOG.old"}
+    strays = sorted(path.name for path in (copy / "store").iterdir() if path.name not in listed)
+    assert any(name.endswith(".log") for name in strays), strays  # a log LevelDB replays
+    stray = strays[0]
+    result = start_on(copy)
+    assert result.returncode == 3
+    assert one_line(result.stderr) == (
+        f"pzq: error: {copy}/store/{stray} is not in the backup (its manifest "
+        f"{copy}/store/backup-manifest.json does not list it): restore the copy into a new "
+        "or empty directory, as a file of another store there would be read with it")
+    for name in strays:  # the store's strays gone: the archive's next
+        (copy / "store" / name).unlink()
+    result = start_on(copy)
+    assert result.returncode == 3
+    assert one_line(result.stderr).startswith(
+        f"pzq: error: {copy}/archive/orders/00000000000000000000.idx is not in the backup")
 
 
 @pytest.mark.parametrize("command, reason", [

@@ -29,6 +29,7 @@ from typing import Any
 from pzq.backup.files import Digest, digest_of
 from pzq.errors import StoreError
 from pzq.fsync import sync_directory
+from pzq.store.store_format import STORE_FORMAT
 
 MANIFEST = "backup-manifest.json"
 RESTORED = "backup-manifest.restored.json"
@@ -62,6 +63,7 @@ def check_restore(database: Path, archive_dir: Path | None) -> dict[str, Any] | 
     if not path.is_file():
         return None
     content = _read(path)
+    _refuse_newer_store(path, content)
     if content.get("complete") is not True:
         raise StoreError(f"{path} says the backup did not finish: the copy is partial "
                          "(the node was stopped or its disk was full during it); "
@@ -97,8 +99,25 @@ def _read(path: Path) -> dict[str, Any]:
         raise StoreError(unreadable)
     if version > MANIFEST_FORMAT:
         raise StoreError(f"{path} is of a newer backup format ({version}) than this pzq "
-                         f"reads ({MANIFEST_FORMAT})")
+                         f"reads ({MANIFEST_FORMAT}): restore it with the release that took "
+                         f"it{_taken_by(content)}")
     return dict(content)
+
+
+def _taken_by(content: dict[str, Any]) -> str:
+    release = content.get("release")
+    return f" (pzq {release})" if isinstance(release, str) else ""
+
+
+def _refuse_newer_store(path: Path, content: dict[str, Any]) -> None:
+    """Before anything is opened: LevelDB's open rewrites the copy's files (its log into
+    a table, a new MANIFEST) before the store's format can be read and refused, and the
+    release that reads it then refused the copy as changed since the backup."""
+    found = content.get("store_format")
+    if isinstance(found, int) and found > STORE_FORMAT:
+        raise StoreError(f"{path} is a backup of a store of format {found}, newer than this "
+                         f"pzq reads (format {STORE_FORMAT}): restore it with a release that "
+                         f"reads format {found}{_taken_by(content)}; the copy is untouched")
 
 
 def _check_files(directory: Path, files: dict[str, dict[str, Any]], manifest: Path) -> None:

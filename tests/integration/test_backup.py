@@ -20,11 +20,13 @@ import zmq
 from pzq.archive.damage import DamagedRecord, raise_damage
 from pzq.archive.format.files import read_topic, topic_items
 from pzq.archive.reader import ArchiveReader
-from pzq.backup.manifest import RESTORE_SEQ_GAP
+from pzq.backup.files import digest_of
+from pzq.backup.manifest import RESTORE_SEQ_GAP, UNCHECKED
 from pzq.client import Consumer, Producer
 from pzq.protocol.monitor_text import parse_monitor_text
 from pzq.store import keyspace, record
 from pzq.store.store import Store
+from pzq.store.store_format import STORE_FORMAT
 from tests.support.harness import NodeProcess, run_pzq, wait_until
 from tests.support.small_disks import mount_tmpfs, unmount_lazily
 
@@ -268,6 +270,38 @@ def test_a_copy_restored_onto_a_folder_holding_another_store_is_refused(backup, 
     assert result.returncode == 3
     assert one_line(result.stderr).startswith(
         f"pzq: error: {copy}/archive/orders/00000000000000000000.idx is not in the backup")
+
+
+def test_a_backup_of_a_newer_store_format_is_refused_untouched(backup, tmp_path):
+    """A release that reads format 6 given a newer release's backup: LevelDB's open had
+    rewritten the copy (its log into a table) before the store's format was refused,
+    and the release that reads it then refused the copy as changed since the backup."""
+    copy = tmp_path / "newer"
+    shutil.copytree(backup["untouched"], copy)
+    db = plyvel.DB(str(copy / "store"))  # the store as a release of format 7 leaves it
+    db.put(keyspace.META_FORMAT, b"7", sync=True)
+    db.close()
+    manifest_path = copy / "store" / "backup-manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["store_format"], manifest["release"] = 7, "9.9.9"
+    manifest["store"]["files"] = {
+        path.name: digest_of(path).as_json() for path in sorted((copy / "store").iterdir())
+        if path.name not in UNCHECKED}
+    manifest_path.write_text(json.dumps(manifest))
+    before = {path.name: digest_of(path) for path in (copy / "store").iterdir()}
+    result = start_on(copy)
+    assert result.returncode == 3
+    assert one_line(result.stderr) == (
+        f"pzq: error: {manifest_path} is a backup of a store of format 7, newer than this "
+        f"pzq reads (format {STORE_FORMAT}): restore it with a release that reads format 7 "
+        "(pzq 9.9.9); the copy is untouched")
+    assert {path.name: digest_of(path) for path in (copy / "store").iterdir()} == before
+    manifest["pzq_backup"] = 2
+    manifest_path.write_text(json.dumps(manifest))
+    result = start_on(copy)
+    assert (result.returncode, one_line(result.stderr)) == (3, (
+        f"pzq: error: {manifest_path} is of a newer backup format (2) than this pzq reads "
+        "(1): restore it with the release that took it (pzq 9.9.9)"))
 
 
 @pytest.mark.parametrize("command, reason", [

@@ -384,6 +384,32 @@ def test_a_copy_whose_node_was_killed_during_the_backup_is_refused(node, backup,
     assert node.ask("BACKUP") == "state: none\n"  # none since it started
 
 
+def test_pzq_ctl_says_a_node_killed_during_its_backup_left_a_partial_copy(node, backup,
+                                                                          tmp_path):
+    """It said the backup went on in the node, which was dead."""
+    partial = tmp_path / "partial"
+    waiting = subprocess.Popen([CTL, "--dsn", node.monitor_dsn, "--timeout", "2", "backup",
+                                str(partial)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_until(lambda: copying(node), 30, interval=0.001, message="the store's copy")
+        backup_id = parse_monitor_text(node.ask("BACKUP").encode())["backup"]
+        node.kill()
+        _, stderr = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 1
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"pzq-ctl: error: no answer from {node.monitor_dsn} within 2 s")
+    assert last.endswith(
+        f" during backup {backup_id}: if the node died, {partial} holds a partial copy, "
+        "refused at start (its manifest says so): remove it and back up again once the node "
+        "runs; if the node is slow, STATS shows the backup"), last
+    assert start_on(partial).returncode == 3
+    node.restart()
+
+
 def test_a_node_stopped_during_a_backup_removes_the_partial_copy(node, backup, tmp_path):
     stopped = tmp_path / "stopped"
     assert "state: running" in node.ask(f"BACKUP {stopped}")

@@ -304,6 +304,20 @@ def test_a_backup_of_a_newer_store_format_is_refused_untouched(backup, tmp_path)
         "(1): restore it with the release that took it (pzq 9.9.9)"))
 
 
+def test_a_backup_s_own_folder_given_as_the_database_says_where_its_store_is(backup,
+                                                                              tmp_path):
+    """It said the folder holds other files and no pzq store (archive, store)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(backup["untouched"], copy)
+    result = run_pzq(["--database", str(copy), "--receive-dsn", "tcp://127.0.0.1:*",
+                      "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"],
+                     timeout=30)
+    assert (result.returncode, one_line(result.stderr)) == (3, (
+        f"pzq: error: --database {copy} is a backup (pzq-ctl backup), not a store: restore "
+        f"it with --database {copy}/store and --archive-dir {copy}/archive, on a copy of it"))
+    assert sorted(path.name for path in copy.iterdir()) == ["archive", "store"]
+
+
 @pytest.mark.parametrize("command, reason", [
     ("BACKUP relative/dir", "ERROR: relative/dir is not an absolute path"),
     ("BACKUP /a /b", "ERROR: usage: BACKUP DIR"),

@@ -28,17 +28,30 @@ from pzq.store.topics import Group, Topics
 PENDING_LIST = 100  # lines PENDING GROUP answers unless limit= says otherwise
 
 
-def pending_lines(deliveries: GroupDelivery, now_us: int, limit: int) -> list[str]:
-    """One line per delivery out or waiting to go again, oldest message first."""
-    lines = []
+@dataclass
+class Pending:
+    """The first ``limit`` lines, and how many deliveries are out and waiting in all."""
+
+    lines: list[str]
+    out: int
+    waiting: int
+
+
+def pending(deliveries: GroupDelivery, now_us: int, limit: int) -> Pending:
+    """One line per delivery out or waiting to go again, oldest message first, at most
+    ``limit``; the counts are of every one (the head line said those listed alone)."""
+    found = Pending([], 0, 0)
     for state in (deliveries.state, *deliveries.taken_over().values()):
         origin = state.area.node_id
-        rows = [(entry, "out") for entry in state.inflight.entries()]
-        rows += [(entry, "waiting") for entry in (*state.ready.entries(),
-                                                  *state.delayed.entries())]
+        out = [(entry, "out") for entry in state.inflight.entries()]
+        waiting = [(entry, "waiting") for entry in (*state.ready.entries(),
+                                                    *state.delayed.entries())]
+        found.out, found.waiting = found.out + len(out), found.waiting + len(waiting)
+        rows = out + waiting
         for entry, where in sorted(rows, key=lambda row: row[0].seq):
-            lines.append(_line(deliveries, origin, entry, where, now_us))
-    return lines[:limit]
+            if len(found.lines) < limit:
+                found.lines.append(_line(deliveries, origin, entry, where, now_us))
+    return found
 
 
 def _line(deliveries: GroupDelivery, origin: bytes, entry: InFlight, where: str,

@@ -306,12 +306,11 @@ class TopicAdmin:
         limit = number(options.pop("limit", group_ops.PENDING_LIST), "limit")
         no_more(options)
         deliveries = self.consume.groups.get(group.id)
-        lines = ([] if deliveries is None
-                 else group_ops.pending_lines(deliveries, now.wall_us, limit))
-        out = sum(" out " in line for line in lines)
-        head = (f"group {group.name} of topic {topic.name}: {out} out, "
-                f"{len(lines) - out} waiting\n")
-        return (head + "".join(line + "\n" for line in lines)).encode()
+        found = (group_ops.Pending([], 0, 0) if deliveries is None
+                 else group_ops.pending(deliveries, now.wall_us, limit))
+        head = (f"group {group.name} of topic {topic.name}: {found.out} out, "
+                f"{found.waiting} waiting\n")
+        return (head + "".join(line + "\n" for line in found.lines)).encode()
 
     def _named_group(self, arguments: list[bytes], verb: bytes,
                      usage: str) -> tuple[Topic, Group, dict[str, str]]:

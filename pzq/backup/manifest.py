@@ -10,12 +10,13 @@ every file (its bytes and sha256): the store's under ``store``, the archive's un
 ``archive``, each by its path in that directory.
 
 A node that finds the manifest at start checks the copy before it opens anything
-(``check_restore``): a copy that is incomplete, or a file missing or changed, is
-refused with one line naming the file. A whole copy is taken: the node opens its
-store, skips RESTORE_SEQ_GAP sequence numbers (message keys are unique across
-restarts, and the original node gave out some after the backup), and renames the
-manifest ``backup-manifest.restored.json`` (``restored``), since its own writes
-change the files from then on.
+(``check_restore``): a copy that is incomplete, a file missing or changed, or a file
+the manifest does not list (the copy put into a folder holding another store, whose
+logs LevelDB would read into it), is refused with one line naming the file. A whole
+copy is taken: the node opens its store, skips RESTORE_SEQ_GAP sequence numbers
+(message keys are unique across restarts, and the original node gave out some after
+the backup), and renames the manifest ``backup-manifest.restored.json``
+(``restored``), since its own writes change the files from then on.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from pzq.backup.files import Digest, digest_of
 from pzq.errors import StoreError
 from pzq.fsync import sync_directory
+from pzq.store.store_format import STORE_FORMAT
 
 MANIFEST = "backup-manifest.json"
 RESTORED = "backup-manifest.restored.json"
@@ -61,14 +63,17 @@ def check_restore(database: Path, archive_dir: Path | None) -> dict[str, Any] | 
     if not path.is_file():
         return None
     content = _read(path)
+    _refuse_newer_store(path, content)
     if content.get("complete") is not True:
         raise StoreError(f"{path} says the backup did not finish: the copy is partial "
                          "(the node was stopped or its disk was full during it); "
                          "restore another backup")
     _check_files(database, content["store"]["files"], path)
+    _refuse_strays(database, content["store"]["files"], path)
     archive = content.get("archive")
     if archive is not None and archive_dir is not None:
         _check_files(archive_dir, archive["files"], path)
+        _refuse_strays(archive_dir, archive["files"], path)
     return content
 
 
@@ -94,8 +99,25 @@ def _read(path: Path) -> dict[str, Any]:
         raise StoreError(unreadable)
     if version > MANIFEST_FORMAT:
         raise StoreError(f"{path} is of a newer backup format ({version}) than this pzq "
-                         f"reads ({MANIFEST_FORMAT})")
+                         f"reads ({MANIFEST_FORMAT}): restore it with the release that took "
+                         f"it{_taken_by(content)}")
     return dict(content)
+
+
+def _taken_by(content: dict[str, Any]) -> str:
+    release = content.get("release")
+    return f" (pzq {release})" if isinstance(release, str) else ""
+
+
+def _refuse_newer_store(path: Path, content: dict[str, Any]) -> None:
+    """Before anything is opened: LevelDB's open rewrites the copy's files (its log into
+    a table, a new MANIFEST) before the store's format can be read and refused, and the
+    release that reads it then refused the copy as changed since the backup."""
+    found = content.get("store_format")
+    if isinstance(found, int) and found > STORE_FORMAT:
+        raise StoreError(f"{path} is a backup of a store of format {found}, newer than this "
+                         f"pzq reads (format {STORE_FORMAT}): restore it with a release that "
+                         f"reads format {found}{_taken_by(content)}; the copy is untouched")
 
 
 def _check_files(directory: Path, files: dict[str, dict[str, Any]], manifest: Path) -> None:
@@ -110,3 +132,16 @@ def _check_files(directory: Path, files: dict[str, dict[str, Any]], manifest: Pa
                              f"sha256 {found.sha256[:12]}..., not {wanted['bytes']} bytes, "
                              f"{wanted['sha256'][:12]}...): it was changed or damaged since "
                              "the backup; restore a whole copy")
+
+
+def _refuse_strays(directory: Path, files: dict[str, dict[str, Any]], manifest: Path) -> None:
+    """A file the backup does not hold is another store's or archive's: LevelDB would
+    replay such a log into the copy (its counts and messages mixed in, found by
+    restoring onto an old store's folder), and the archive would serve such segments."""
+    for path in sorted(directory.rglob("*")):
+        name = path.relative_to(directory).as_posix()
+        if path.is_dir() or name in files or name in UNCHECKED or name.endswith(".partial"):
+            continue
+        raise StoreError(f"{path} is not in the backup (its manifest {manifest} does not "
+                         "list it): restore the copy into a new or empty directory, as a "
+                         "file of another store there would be read with it")

@@ -39,9 +39,9 @@ def run_backup(prog: str, dsn: str, directory: Path, timeout: float,
             raise RuntimeError(reply.decode(errors="replace").strip())
         return parse_monitor_text(reply)
 
+    backup_id = ""  # once the node answered the beginning
     try:
-        status = ask(f"BACKUP {target}")
-        backup_id = status["backup"]
+        backup_id = ask(f"BACKUP {target}")["backup"]
         print(f"{prog}: backup {backup_id} into {target} begun", file=sys.stderr, flush=True)
         return _wait(prog, backup_id, ask)
     except RuntimeError as exc:
@@ -50,12 +50,26 @@ def run_backup(prog: str, dsn: str, directory: Path, timeout: float,
     except EndpointError as exc:
         return fail(prog, str(exc), ExitCode.USAGE)
     except TimeoutError as exc:
-        return fail(prog, f"{exc} (a backup begun goes on in the node: STATS shows it)",
-                    ExitCode.FAILURE)
+        return fail(prog, f"{exc}{_unanswered(backup_id, target)}", ExitCode.FAILURE)
     except KeyboardInterrupt:
-        print(f"{prog}: stopped waiting; the backup goes on in the node (STATS shows it)",
-              file=sys.stderr)
-        return ExitCode.INTERRUPTED
+        return _stopped_waiting(prog)
+
+
+def _unanswered(backup_id: str, target: Path) -> str:
+    """Why the node may not answer, and what becomes of the copy. Gone after it began
+    the backup, it was killed or it hangs (one stopped by a signal ends the backup and
+    says so while it stops): it said the backup went on in the node, a dead one too."""
+    if not backup_id:
+        return " (a backup begun goes on in the node: STATS shows it)"
+    return (f" during backup {backup_id}: if the node died, {target} holds a partial copy, "
+            "refused at start (its manifest says so): remove it and back up again once the "
+            "node runs; if the node is slow, STATS shows the backup")
+
+
+def _stopped_waiting(prog: str) -> int:
+    print(f"{prog}: stopped waiting; the backup goes on in the node (STATS shows it)",
+          file=sys.stderr)
+    return ExitCode.INTERRUPTED
 
 
 def _wait(prog: str, backup_id: str, ask: Callable[[str], dict[str, str]]) -> int:

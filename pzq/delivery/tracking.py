@@ -9,6 +9,7 @@ expired; and the reaper, which gives back what was not ACKed in time.
 
 from __future__ import annotations
 
+from pzq.clock import Now
 from pzq.counters import Counters
 from pzq.delivery import first_runs as runs
 from pzq.delivery.areas import Area
@@ -79,7 +80,9 @@ class Tracking(Participant):
     def _restore_waits(self) -> None:
         """The waits kept before a restart, back in the ``delayed`` table: each goes
         again at its due time (at once if it passed); a key whose message the group is
-        done with goes with the next batch."""
+        done with goes with the next batch. Its last sending is not kept: it counts as
+        given back now (PENDING's idle time counts from the restart, not from 1970)."""
+        restored_us = Now.read().wall_us
         for seq, due_us in self.waits.load():
             value = self.area.get(seq)
             if value is None:
@@ -87,7 +90,7 @@ class Tracking(Participant):
                 continue
             first_delivered_us, deliveries = record.bookkeeping(value)
             # (given back, so out at least once: its count goes on from there)
-            self.delayed.restore(InFlight(seq, value, 0, 0, max(deliveries, 1),
+            self.delayed.restore(InFlight(seq, value, restored_us, 0, max(deliveries, 1),
                                           first_delivered_us), due_us)
 
     def apply(self, settings: DeliverySettings) -> None:

@@ -26,10 +26,21 @@ def refuse_other_content(path: Path) -> None:
         return
     others = sorted(entry.name for entry in path.iterdir()
                     if not LEVELDB_NAME.match(entry.name))
+    if others and _is_a_backup(path):
+        raise StoreError(f"--database {path} is a backup (pzq-ctl backup), not a store: "
+                         f"restore it with --database {path / 'store'} and --archive-dir "
+                         f"{path / 'archive'}, on a copy of it")
     if others:
         shown = ", ".join(others[:SHOWN]) + (", ..." if len(others) > SHOWN else "")
         raise StoreError(f"--database {path} holds other files and no pzq store ({shown}): "
                          "give a new or empty directory, or the directory of a store")
+
+
+def _is_a_backup(path: Path) -> bool:
+    """The folder pzq-ctl backup wrote, its store and archive in it (the store's manifest
+    renamed once a node was started on it)."""
+    return any((path / "store" / name).is_file()
+               for name in ("backup-manifest.json", "backup-manifest.restored.json"))
 
 
 SHARD_STORE = re.compile(r"^shard-(\d+)$")

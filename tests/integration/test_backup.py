@@ -13,17 +13,20 @@ import threading
 import time
 from pathlib import Path
 
+import plyvel
 import pytest
 import zmq
 
 from pzq.archive.damage import DamagedRecord, raise_damage
 from pzq.archive.format.files import read_topic, topic_items
 from pzq.archive.reader import ArchiveReader
-from pzq.backup.manifest import RESTORE_SEQ_GAP
+from pzq.backup.files import digest_of
+from pzq.backup.manifest import RESTORE_SEQ_GAP, UNCHECKED
 from pzq.client import Consumer, Producer
 from pzq.protocol.monitor_text import parse_monitor_text
 from pzq.store import keyspace, record
 from pzq.store.store import Store
+from pzq.store.store_format import STORE_FORMAT
 from tests.support.harness import NodeProcess, run_pzq, wait_until
 from tests.support.small_disks import mount_tmpfs, unmount_lazily
 
@@ -232,6 +235,89 @@ def test_a_copy_altered_or_missing_a_file_is_refused_at_start_naming_it(backup, 
         f"pzq: error: {manifest} is not a backup manifest this pzq can read (")
 
 
+def old_store_folder(place: Path) -> Path:
+    """A folder holding another store, as an old one left where the copy is restored:
+    reopened twice so that its log's number is past those of the copy's files."""
+    (place / "archive" / "orders").mkdir(parents=True)
+    (place / "archive" / "orders" / "00000000000000000000.idx").write_bytes(b"old index")
+    for round_ in range(3):
+        db = plyvel.DB(str(place / "store"), create_if_missing=True)
+        db.put(keyspace.META_PREFIX + b"old", b"%d" % round_)
+        db.close()
+    return place
+
+
+def test_a_copy_restored_onto_a_folder_holding_another_store_is_refused(backup, tmp_path):
+    """``files the manifest does not list are left alone`` let an old store's log be
+    replayed into the copy (its counts mixed into the restored node's); every file of
+    the folder must be the backup's."""
+    copy = old_store_folder(tmp_path / "restored")
+    shutil.copytree(backup["untouched"], copy, dirs_exist_ok=True)
+    listed = {*backup["manifest"]["store"]["files"], "backup-manifest.json", "LOCK", "LOG",
+              "LOG.old"}
+    strays = sorted(path.name for path in (copy / "store").iterdir() if path.name not in listed)
+    assert any(name.endswith(".log") for name in strays), strays  # a log LevelDB replays
+    stray = strays[0]
+    result = start_on(copy)
+    assert result.returncode == 3
+    assert one_line(result.stderr) == (
+        f"pzq: error: {copy}/store/{stray} is not in the backup (its manifest "
+        f"{copy}/store/backup-manifest.json does not list it): restore the copy into a new "
+        "or empty directory, as a file of another store there would be read with it")
+    for name in strays:  # the store's strays gone: the archive's next
+        (copy / "store" / name).unlink()
+    result = start_on(copy)
+    assert result.returncode == 3
+    assert one_line(result.stderr).startswith(
+        f"pzq: error: {copy}/archive/orders/00000000000000000000.idx is not in the backup")
+
+
+def test_a_backup_of_a_newer_store_format_is_refused_untouched(backup, tmp_path):
+    """A release that reads format 6 given a newer release's backup: LevelDB's open had
+    rewritten the copy (its log into a table) before the store's format was refused,
+    and the release that reads it then refused the copy as changed since the backup."""
+    copy = tmp_path / "newer"
+    shutil.copytree(backup["untouched"], copy)
+    db = plyvel.DB(str(copy / "store"))  # the store as a release of format 7 leaves it
+    db.put(keyspace.META_FORMAT, b"7", sync=True)
+    db.close()
+    manifest_path = copy / "store" / "backup-manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["store_format"], manifest["release"] = 7, "9.9.9"
+    manifest["store"]["files"] = {
+        path.name: digest_of(path).as_json() for path in sorted((copy / "store").iterdir())
+        if path.name not in UNCHECKED}
+    manifest_path.write_text(json.dumps(manifest))
+    before = {path.name: digest_of(path) for path in (copy / "store").iterdir()}
+    result = start_on(copy)
+    assert result.returncode == 3
+    assert one_line(result.stderr) == (
+        f"pzq: error: {manifest_path} is a backup of a store of format 7, newer than this "
+        f"pzq reads (format {STORE_FORMAT}): restore it with a release that reads format 7 "
+        "(pzq 9.9.9); the copy is untouched")
+    assert {path.name: digest_of(path) for path in (copy / "store").iterdir()} == before
+    manifest["pzq_backup"] = 2
+    manifest_path.write_text(json.dumps(manifest))
+    result = start_on(copy)
+    assert (result.returncode, one_line(result.stderr)) == (3, (
+        f"pzq: error: {manifest_path} is of a newer backup format (2) than this pzq reads "
+        "(1): restore it with the release that took it (pzq 9.9.9)"))
+
+
+def test_a_backup_s_own_folder_given_as_the_database_says_where_its_store_is(backup,
+                                                                              tmp_path):
+    """It said the folder holds other files and no pzq store (archive, store)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(backup["untouched"], copy)
+    result = run_pzq(["--database", str(copy), "--receive-dsn", "tcp://127.0.0.1:*",
+                      "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"],
+                     timeout=30)
+    assert (result.returncode, one_line(result.stderr)) == (3, (
+        f"pzq: error: --database {copy} is a backup (pzq-ctl backup), not a store: restore "
+        f"it with --database {copy}/store and --archive-dir {copy}/archive, on a copy of it"))
+    assert sorted(path.name for path in copy.iterdir()) == ["archive", "store"]
+
+
 @pytest.mark.parametrize("command, reason", [
     ("BACKUP relative/dir", "ERROR: relative/dir is not an absolute path"),
     ("BACKUP /a /b", "ERROR: usage: BACKUP DIR"),
@@ -310,6 +396,32 @@ def test_a_copy_whose_node_was_killed_during_the_backup_is_refused(node, backup,
         "restore another backup")
     node.restart()
     assert node.ask("BACKUP") == "state: none\n"  # none since it started
+
+
+def test_pzq_ctl_says_a_node_killed_during_its_backup_left_a_partial_copy(node, backup,
+                                                                          tmp_path):
+    """It said the backup went on in the node, which was dead."""
+    partial = tmp_path / "partial"
+    waiting = subprocess.Popen([CTL, "--dsn", node.monitor_dsn, "--timeout", "2", "backup",
+                                str(partial)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_until(lambda: copying(node), 30, interval=0.001, message="the store's copy")
+        backup_id = parse_monitor_text(node.ask("BACKUP").encode())["backup"]
+        node.kill()
+        _, stderr = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 1
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"pzq-ctl: error: no answer from {node.monitor_dsn} within 2 s")
+    assert last.endswith(
+        f" during backup {backup_id}: if the node died, {partial} holds a partial copy, "
+        "refused at start (its manifest says so): remove it and back up again once the node "
+        "runs; if the node is slow, STATS shows the backup"), last
+    assert start_on(partial).returncode == 3
+    node.restart()
 
 
 def test_a_node_stopped_during_a_backup_removes_the_partial_copy(node, backup, tmp_path):

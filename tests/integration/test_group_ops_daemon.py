@@ -41,7 +41,8 @@ def test_pending_names_each_delivery_its_consumer_idle_time_and_count(orders, co
                  "--limit", "1")
     assert shown.returncode == 0, shown.stderr
     head, line = shown.stdout.splitlines()
-    assert head == "group g of topic orders: 0 out, 1 waiting"  # of the lines shown
+    # the group's counts, not those of the lines shown (it said 0 out, 1 waiting)
+    assert head == "group g of topic orders: 0 out, 3 waiting"
     assert line.startswith(f"{taken[0].key.decode()} waiting consumer=- ")
     assert line.endswith(" deliveries=2")
 

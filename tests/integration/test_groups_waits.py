@@ -73,10 +73,14 @@ def held_an_hour_after_restart(node: NodeProcess, context, wait: str) -> None:
 def test_a_nack_s_delay_holds_the_message_back_after_a_restart(node, context, how):
     nack_for_later(node, context, HOUR_S)
     stop_by(node, how)  # right after the NACK was taken: nothing else written since
+    restarted_us = time.time_ns() // 1000
     held_an_hour_after_restart(node, context, "delay")
     pending = node.ask("PENDING GROUP orders g")
     assert pending.startswith("group g of topic orders: 0 out, 1 waiting"), pending
     assert " waiting consumer=- " in pending
+    # its idle time counts from the restart (it said the µs since 1970 as ms)
+    idle_ms = int(pending.split(" idle_ms=")[1].split()[0])
+    assert idle_ms <= (time.time_ns() // 1000 - restarted_us) // 1000, pending
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])

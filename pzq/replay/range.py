@@ -93,6 +93,8 @@ def resolve(log: TopicLog, first: Bound, last: Bound | None, takes: Takes) -> Re
     if last is not None and last.offset is not None:
         _check_offset(log, last.offset, "to")
         end = last.offset
+        if first.offset is not None and end <= start:  # offsets both: an empty range asked
+            raise ValueError(f"to={end} must be later than from={start}")
     elif last is not None:
         to_us = last.time_us or 0
     if from_us and to_us and to_us <= from_us:

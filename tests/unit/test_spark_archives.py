@@ -117,3 +117,15 @@ def test_records_retention_deleted_before_the_stream_read_them_fail_it_or_are_sa
     assert min(partition.begin for partition in planned) == first_kept
     with pytest.raises(ValueError, match="failOnDataLoss is true or false, not 'no'"):
         stream_reader({"path": str(a), "failOnDataLoss": "no"}, ZperReader)
+
+
+def test_a_directory_that_is_not_an_archive_is_refused_naming_it(tmp_path):
+    """It read as zero rows, as an empty archive does."""
+    (a,) = nodes(tmp_path, "a")
+    write(a, 0, 3)
+    (tmp_path / "a" / "notes.txt").write_text("")
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'a'} is not a pzq archive directory"):
+        archive_dirs({"path": f"{a},{tmp_path / 'a'}"})  # the archive's parent
+    (empty,) = nodes(tmp_path, "b")
+    assert [archive.directory for archive in archive_dirs({"path": f"{a},{empty}"})] == [
+        a, empty]

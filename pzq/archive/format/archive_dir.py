@@ -14,14 +14,17 @@ LOCK_NAME = ".lock"  # the node's lock file in its archive directory (pzq.archiv
 
 def not_an_archive(directory: Path) -> str | None:
     """Why an existing directory is not an archive, or None when it is one: empty (a
-    node's before its first record), holding a node's lock file, or a topic folder with
-    segments or a ZPER writer's mark."""
+    node's before its first record), holding a node's lock file, or a topic folder."""
     entries = list(directory.iterdir())
     if not entries or (directory / LOCK_NAME).is_file():
         return None
-    if any(entry.is_dir() and (is_raw_topic(entry) or list_segments(entry))
-           for entry in entries):
+    if any(entry.is_dir() and _topic_folder(entry) for entry in entries):
         return None
     return (f"{directory} is not a pzq archive directory: it holds no topic folder with "
             f"segments (<20-digit offset>.dat) and no node's {LOCK_NAME}; give the "
             "directory of the node's --archive-dir")
+
+
+def _topic_folder(folder: Path) -> bool:
+    """Segments, a ZPER writer's mark, or nothing yet (its first segment not written)."""
+    return is_raw_topic(folder) or bool(list_segments(folder)) or not any(folder.iterdir())

@@ -66,10 +66,12 @@ class StreamOptions:
                              f"{len(read.archives)}")
         # Key files that do not read failed the query already (ReadOptions.parse).
         curve_files = (options.get("curve_client_key"), options.get("curve_server_key"))
-        return cls(read, starting, node, curve_files, _fail_on_data_loss(options))
+        return cls(read, starting, node, curve_files, fails_on_data_loss(options))
 
 
-def _fail_on_data_loss(options: Mapping[str, str]) -> bool:
+def fails_on_data_loss(options: Mapping[str, str]) -> bool:
+    """The stream's ``failOnDataLoss``; ValueError for another value than true or false
+    (asked at ``load()`` too, as ``startingOffsets``)."""
     text = options.get(FAIL_ON_DATA_LOSS, "true")
     if text.strip().lower() not in ("true", "false"):
         raise ValueError(f"{FAIL_ON_DATA_LOSS} is true or false, not {text!r}")

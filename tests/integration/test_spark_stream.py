@@ -148,6 +148,10 @@ def test_a_bad_starting_offsets_is_refused_at_load_in_pzq_s_words_alone(spark, t
         spark.readStream.format("zper").option("startingOffsets", "newest").load(str(archive))
     assert "startingOffsets is earliest or latest, not 'newest'" in str(refused.value)
     assert "UnboundLocalError" not in str(refused.value)  # PySpark's, after a reader failed
+    with pytest.raises(AnalysisException) as refused:
+        spark.readStream.format("zper").option("failOnDataLoss", "no").load(str(archive))
+    assert "failOnDataLoss is true or false, not 'no'" in str(refused.value)
+    assert "UnboundLocalError" not in str(refused.value)
 
 
 def test_a_zper_producer_s_messages_read_back_by_spark(spark, start_node, tmp_path,

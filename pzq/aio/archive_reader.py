@@ -20,7 +20,7 @@ from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
-from pzq.archive.reader import EVERY_SEGMENT_MS
+from pzq.archive.reader import EVERY_SEGMENT_MS, resume_at
 from pzq.errors import ClientClosed, ReaderError
 from pzq.protocol import zper as zp
 from pzq.security import ClientSecurity
@@ -124,12 +124,12 @@ class ArchiveReader:
         """Every message from ``offset`` (default: the earliest) to the end the
         archive's last fsync made durable; none when the topic has no log yet."""
         try:
-            position = await self.earliest() if offset is None else offset
-            end = await self.latest()
+            first, end = await self.earliest(), await self.latest()
         except ReaderError as exc:
             if exc.status == zp.INVALID_OFFSET:
                 return  # a server that answers 101 for a topic with no log yet
             raise
+        position = resume_at(self.topic, offset, first, end)
         while position < end:
             items, replied = await self._fetch(position, max_bytes)
             if not replied:

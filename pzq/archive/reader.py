@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import zmq
 
 from pzq import curve_probe, reach
-from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage
+from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage, logger
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
@@ -20,6 +20,23 @@ from pzq.sockets import dual_stack
 
 Context = zmq.Context[zmq.Socket[bytes]]
 EVERY_SEGMENT_MS = 1 << 62  # an OFFSET time after every segment's last change
+
+
+def resume_at(topic: str, offset: int | None, first: int, end: int) -> int:
+    """Where a read from ``offset`` starts, given the topic's first offset kept and its
+    end: an offset that retention deleted since it was kept goes on from the first kept,
+    with one warning line (as ``pzq-archive dump --from``); one past the end, which no
+    read of this archive handed out, is a ValueError naming both."""
+    if offset is None:
+        return first
+    if offset > end:
+        raise ValueError(f"offset {offset} is past the end of the archive of topic {topic} "
+                         f"({end}): it is not one a read of this archive handed out")
+    if offset < first:
+        logger().warning("archive_records_lost", topic=topic, offset=offset,
+                         first_kept=first, reason="deleted by retention before this read")
+        return first
+    return offset
 
 
 class ArchiveReader:
@@ -106,14 +123,15 @@ class ArchiveReader:
                  max_bytes: int = 1 << 20) -> Iterator[tuple[int, ArchivedMessage]]:
         """Every message from ``offset`` (default: the earliest) to the end the
         archive's last fsync made durable (a FETCH hands out no more), with its start
-        offset; none when the topic has no log yet. ``next_offset`` follows."""
+        offset; none when the topic has no log yet. ``next_offset`` follows. An offset
+        retention deleted goes on from the first kept, saying so (``resume_at``)."""
         try:
-            position = self.earliest() if offset is None else offset
-            end = self.latest()
+            first, end = self.earliest(), self.latest()
         except ReaderError as exc:
             if exc.status == zp.INVALID_OFFSET:
                 return  # a server that answers 101 for a topic with no log yet
             raise
+        position = resume_at(self.topic, offset, first, end)
         self.next_offset = position
         while position < end:
             items, replied = self._fetch(position, max_bytes)

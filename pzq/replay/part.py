@@ -215,6 +215,8 @@ class Replays(Part, Participant):
         log_ = self.logs.log(record.topic)
         most = min(CHUNK, int(self.budget), AHEAD - area.left)
         try:
+            if not self.logs.present:  # started again without it
+                raise ArchiveError("this node has no --archive-dir")
             if log_ is None:
                 raise ArchiveError(f"the archive has no topic {record.topic}")
             chunk = read_chunk(log_, record.position, record.end, most, record.from_us,

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pzq.archive.format.entry import ArchivedMessage
+from pzq.archive.format.files import segment_items
+from pzq.archive.format.raw import is_raw_topic
 from pzq.archive.format.records import MessageRecord, walk
 from pzq.archive.tier.topiclog import TopicLog
 from pzq.protocol.headers import topic_and_tag
@@ -93,6 +95,8 @@ def resolve(log: TopicLog, first: Bound, last: Bound | None, takes: Takes) -> Re
     if last is not None and last.offset is not None:
         _check_offset(log, last.offset, "to")
         end = last.offset
+        if first.offset is not None and end <= start:  # offsets both: an empty range asked
+            raise ValueError(f"to={end} must be later than from={start}")
     elif last is not None:
         to_us = last.time_us or 0
     if from_us and to_us and to_us <= from_us:
@@ -109,8 +113,27 @@ def _check_offset(log: TopicLog, offset: int, name: str) -> None:
         try:
             log.read(offset, 1)
         except ValueError:
-            raise ValueError(f"{name}={offset} is not the start of an archived record") \
-                from None
+            raise ValueError(f"{name}={offset} is not the start of an archived record"
+                             + _record_around(log, offset)) from None
+
+
+def _record_around(log: TopicLog, offset: int) -> str:
+    """The record ``offset`` falls inside, as the offsets to give instead (as
+    ``pzq-archive dump --from`` names them); nothing when the walk finds none."""
+    segments = log.segments
+    number = max(n for n, segment in enumerate(segments) if segment.start <= offset)
+    try:
+        for item in segment_items(log.directory.name, segments[number],
+                                  number + 1 == len(segments), offset,
+                                  is_raw_topic(log.directory)):
+            if item.offset < offset < item.offset + item.size:
+                end = item.offset + item.size
+                return f": the record at {item.offset} runs to {end}; give {item.offset} or {end}"
+            if item.offset > offset:
+                break
+    except OSError:
+        pass  # the file went (retention): the refusal stands without the hint
+    return ""
 
 
 def _first_segment_since(log: TopicLog, from_us: int) -> int:

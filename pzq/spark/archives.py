@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pzq import security
+from pzq.archive.format.archive_dir import not_an_archive
 from pzq.errors import ConfigError
 from pzq.security import ClientSecurity
 
@@ -131,3 +132,6 @@ def _check(directory: Path) -> None:
         raise ValueError(f"the archive directory {directory} is not a directory")
     if not os.access(directory, os.R_OK | os.X_OK):
         raise ValueError(f"the archive directory {directory} cannot be read")
+    wrong = not_an_archive(directory)
+    if wrong is not None:
+        raise ValueError(wrong)

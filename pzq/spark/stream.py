@@ -20,6 +20,11 @@ what its last fsync made durable (a stream of one directory), asked with the key
 ``curve_client_key`` and ``curve_server_key`` when the node serves CURVE (as for
 ``monitor``, pzq.spark.archives). Topics, and directories, that appear later are
 read from their first offset.
+
+Records that retention deleted before the stream read them are lost to it: as
+Spark's Kafka source, ``failOnDataLoss`` ``true`` (the default) fails the query
+naming them, ``false`` logs one warning line (``archive_records_lost``) and goes on
+from the first record kept.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
+from pzq.archive.damage import logger
 from pzq.archive.format.files import whole_end
 from pzq.archive.format.segments import list_segments
 from pzq.spark.archives import ArchiveDir, archive_topics, ask_stats, curve_from_files
@@ -37,6 +43,7 @@ from pzq.spark.plan import plan_topic
 from pzq.spark.reads import ReadOptions, SegmentPartition
 
 EARLIEST, LATEST = "earliest", "latest"
+FAIL_ON_DATA_LOSS = "failOnDataLoss"
 Offsets = dict[str, dict[str, int]]  # archive directory -> topic -> byte offset
 
 
@@ -48,6 +55,7 @@ class StreamOptions:
     # The key files, read when the node is asked: the options travel to the executors,
     # a secret key read from them need not.
     curve_files: tuple[str | None, str | None] = (None, None)
+    fail_on_data_loss: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
@@ -58,7 +66,20 @@ class StreamOptions:
                              f"{len(read.archives)}")
         # Key files that do not read failed the query already (ReadOptions.parse).
         curve_files = (options.get("curve_client_key"), options.get("curve_server_key"))
-        return cls(read, starting, node, curve_files)
+        return cls(read, starting, node, curve_files, fails_on_data_loss(options))
+
+
+def fails_on_data_loss(options: Mapping[str, str]) -> bool:
+    """The stream's ``failOnDataLoss``; ValueError for another value than true or false
+    (asked at ``load()`` too, as ``startingOffsets``)."""
+    text = options.get(FAIL_ON_DATA_LOSS, "true")
+    if text.strip().lower() not in ("true", "false"):
+        raise ValueError(f"{FAIL_ON_DATA_LOSS} is true or false, not {text!r}")
+    return text.strip().lower() == "true"
+
+
+class ArchiveDataLossError(Exception):
+    """Records a stream had not read yet are gone from the archive (retention)."""
 
 
 def starting_offsets(options: Mapping[str, str]) -> str:
@@ -134,10 +155,31 @@ class ZperStreamReader(DataSourceStreamReader):
             begins = starts.get(archive.key, {})  # a directory added later: from its start
             for topic, stop in sorted(ends.get(archive.key, {}).items()):
                 begin = begins.get(topic, 0)
+                if topic in begins:
+                    begin = self._kept_from(archive, topic, begin)
                 if stop > begin:
                     found += plan_topic(archive.directory, topic, begin, stop,
                                         read.partition_bytes, archive.node)
         return found
+
+    def _kept_from(self, archive: ArchiveDir, topic: str, begin: int) -> int:
+        """Where the batch starts: ``begin``, or the first offset kept when retention
+        deleted the records from ``begin`` before the stream read them."""
+        segments = list_segments(archive.directory / topic)
+        first = segments[0].start if segments else begin
+        if begin >= first:
+            return begin
+        self._lost(f"records of topic {topic} in {archive.directory} at offsets {begin} "
+                   f"to {first} were deleted (--retain-hours, --retain-bytes) before this "
+                   "stream read them", directory=str(archive.directory), topic=topic,
+                   begin=begin, first_kept=first)
+        return first
+
+    def _lost(self, words: str, **fields: Any) -> None:
+        if self.options.fail_on_data_loss:
+            raise ArchiveDataLossError(f"{words}; to go on without them, restart the query "
+                                       f"with .option('{FAIL_ON_DATA_LOSS}', 'false')")
+        logger().warning("archive_records_lost", **fields)
 
     def _per_directory(self, offset: dict[str, Any]) -> Offsets:
         """A checkpoint's offset as directory -> topic -> offset. One written before
@@ -159,8 +201,10 @@ class ZperStreamReader(DataSourceStreamReader):
         whole = replace(self.options.read, begin=0, end=None)
         try:
             yield from self.batch_reader(whole).read(partition)
-        except FileNotFoundError:
-            return  # retention deleted the segment since the batch was planned
+        except FileNotFoundError:  # retention deleted the segment since the batch was planned
+            self._lost(f"segment {partition.path} of topic {partition.topic} was deleted "
+                       "(--retain-hours, --retain-bytes) before this stream read it",
+                       segment=partition.path, topic=partition.topic)
 
 
 def _at_least(ends: dict[str, int], before: dict[str, int]) -> dict[str, int]:

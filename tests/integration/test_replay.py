@@ -212,9 +212,11 @@ def test_a_seek_to_a_time_goes_on_into_the_archive(start_inproc_node, context, t
     ("REPLAY GROUP orders g from=yesterday", "from=yesterday is not earliest, an ISO 8601"),
     ("REPLAY GROUP orders g from=earliest to=earliest", "to=earliest is not an ISO 8601"),
     ("REPLAY GROUP orders g from=earliest by=me", "unknown option 'by'"),
-    ("REPLAY GROUP orders g from=1", "from=1 is not the start of an archived record"),
+    ("REPLAY GROUP orders g from=1", "from=1 is not the start of an archived record: "
+                                     "the record at 0 runs to "),
     ("REPLAY GROUP orders g from=999999", "from=999999 is outside the archive of this topic"),
     ("REPLAY GROUP orders g from=2030-01-01 to=2029-01-01", "to= must be later than from="),
+    ("REPLAY GROUP orders g from=earliest to=0", "to=0 must be later than from=0"),
     ("REPLAY GROUP orders g from=2099-01-01T00:00:00Z", "nothing to replay: the archive of "
                                                         "topic orders holds no message"),
     ("REPLAY CANCEL 0000abcd", "no replay '0000abcd' (replays: none)"),

@@ -95,6 +95,9 @@ def test_pzq_ctl_replays_cancels_and_refuses_in_one_line(archived, context):
     assert ctl(archived, "group", "replays").stdout == "no replays\n"
     started = ctl(archived, "group", "replay", "orders", "g", "--from", "0", "--to", "0")
     assert started.returncode == 1
+    assert one_line(started.stderr) == "pzq-ctl: ERROR: to=0 must be later than from=0"
+    started = ctl(archived, "group", "replay", "orders", "g", "--from", "2099-01-01")
+    assert started.returncode == 1
     assert one_line(started.stderr).startswith("pzq-ctl: ERROR: nothing to replay: ")
     started = ctl(archived, "group", "replay", "orders", "g", "--from", "2000-01-01")
     assert started.returncode == 0 and ": 2 messages " in started.stdout

@@ -34,8 +34,8 @@ def append(directory, first: int, count: int) -> None:
     archive.close(now=0)
 
 
-def run_to_end(spark, directory, out, checkpoint) -> None:
-    query = (spark.readStream.format("zper").load(str(directory))
+def run_to_end(spark, directory, out, checkpoint, **options: str) -> None:
+    query = (spark.readStream.format("zper").options(**options).load(str(directory))
              .writeStream.format("parquet").option("path", str(out))
              .option("checkpointLocation", str(checkpoint))
              .trigger(processingTime="100 milliseconds").start())
@@ -99,6 +99,28 @@ def test_a_stream_over_two_directories_reads_what_either_appends(spark, tmp_path
     assert sorted(row.msg_id for row in streamed) == sorted(b"m%d" % n for n in range(100, 107))
 
 
+def test_records_retention_deleted_before_the_stream_read_them_fail_the_query(spark,
+                                                                            tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    from pzq.archive.format.segments import list_segments
+
+    archive, out, checkpoint = tmp_path / "archive", tmp_path / "out", tmp_path / "ck"
+    append(archive, 0, 10)
+    run_to_end(spark, archive, out, checkpoint)
+    append(archive, 10, 40)  # then retention deletes the oldest, before the stream reads
+    segments = list_segments(archive / "orders")
+    for segment in segments[:-2]:
+        segment.path.unlink()
+    with pytest.raises(StreamingQueryException, match="records of topic orders in .* at "
+                       "offsets [0-9]+ to [0-9]+ were deleted"):
+        run_to_end(spark, archive, out, checkpoint)
+    run_to_end(spark, archive, out, checkpoint, failOnDataLoss="false")
+    rows = spark.read.parquet(str(out)).where("topic = 'orders'").collect()
+    kept = [row for row in rows if row.offset >= segments[-2].start]
+    assert len(rows) == 10 + len(kept) and len(kept) == len({row.offset for row in kept}) > 0
+
+
 def test_latest_starts_after_what_is_there(spark, tmp_path):
     archive, out, checkpoint = tmp_path / "archive", tmp_path / "out", tmp_path / "ck"
     append(archive, 0, 20)
@@ -126,6 +148,10 @@ def test_a_bad_starting_offsets_is_refused_at_load_in_pzq_s_words_alone(spark, t
         spark.readStream.format("zper").option("startingOffsets", "newest").load(str(archive))
     assert "startingOffsets is earliest or latest, not 'newest'" in str(refused.value)
     assert "UnboundLocalError" not in str(refused.value)  # PySpark's, after a reader failed
+    with pytest.raises(AnalysisException) as refused:
+        spark.readStream.format("zper").option("failOnDataLoss", "no").load(str(archive))
+    assert "failOnDataLoss is true or false, not 'no'" in str(refused.value)
+    assert "UnboundLocalError" not in str(refused.value)
 
 
 def test_a_zper_producer_s_messages_read_back_by_spark(spark, start_node, tmp_path,

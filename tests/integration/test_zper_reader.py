@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 from pzq.archive.format.records import decode_records
-from pzq.archive.reader import ArchiveReader
+from pzq.archive.reader import ArchiveReader, resume_at
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.archive.zper.reader_server import answer, segment_offsets
@@ -183,3 +183,22 @@ def test_offsets_by_modification_time(tmp_path):
     assert segment_offsets(log, zp.EARLIEST, None) == [starts[0]]
     with pytest.raises(ValueError):
         segment_offsets(log, -5, None)
+
+
+def test_a_kept_offset_past_the_end_is_an_error_not_a_read_of_nothing(archived_node, context):
+    """messages() of an offset past the end (one kept from another or a reset archive)
+    handed out nothing, every run, without a word."""
+    produce_and_consume(archived_node, context, 10)
+    archived_node.wait_stats(lambda s: s["archive"]["archived"] == 10, message="archived")
+    with ArchiveReader(archived_node.archive_dsn, "even", context=context) as reader:
+        end = reader.latest()
+        with pytest.raises(ValueError, match=f"^offset {end + 7} is past the end of the "
+                                             f"archive of topic even \\({end}\\)"):
+            list(reader.messages(end + 7))
+        assert list(reader.messages(end)) == []  # the end itself: nothing new yet
+
+
+def test_a_kept_offset_retention_deleted_goes_on_from_the_first_kept():
+    assert resume_at("even", 100, 4000, 9000) == 4000  # said in one warning line
+    assert (resume_at("even", None, 4000, 9000), resume_at("even", 5000, 4000, 9000)) == (
+        4000, 5000)

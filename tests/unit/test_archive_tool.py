@@ -98,3 +98,25 @@ def test_dump_refuses_a_count_or_offset_below_0_naming_the_option(tmp_path, opti
     write_archive(tmp_path, count=10)
     line = one_line_error(archive_tool("dump", str(tmp_path), "orders", option, value))
     assert line.startswith(f"pzq-archive dump: error: argument {option}: {value}")
+
+
+def test_a_directory_that_is_not_an_archive_is_one_error_not_an_empty_listing(tmp_path):
+    """The node's store or the archive's parent listed no topics and exited 0."""
+    archive = tmp_path / "pzq-archive"
+    write_archive(archive, count=3)
+    store = tmp_path / "pzq-data"
+    store.mkdir()
+    (store / "CURRENT").write_text("MANIFEST-000001\n")
+    for wrong in (store, tmp_path):
+        assert one_line_error(archive_tool("topics", str(wrong))) == (
+            f"pzq-archive: error: {wrong} is not a pzq archive directory: it holds no topic "
+            "folder with segments (<20-digit offset>.dat) and no node's .lock; give the "
+            "directory of the node's --archive-dir")
+        assert "is not a pzq archive directory" in one_line_error(
+            archive_tool("dump", str(wrong), "orders"))
+    fresh = tmp_path / "fresh"  # a node's, before its first record
+    fresh.mkdir()
+    (fresh / ".lock").write_text("")
+    (fresh / "zper-relay-clients.json").write_text("{}")
+    ran = archive_tool("topics", str(fresh))
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")

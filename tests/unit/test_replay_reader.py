@@ -142,7 +142,8 @@ def test_a_replay_whose_archive_is_gone_stops_and_says_why(tmp_path):
     replays.start(Now(1, 0.0))
     wake(store, replays, 5.0)
     (replay,) = replays.replays.values()
-    assert replay.line().endswith("state=stopped (the archive has no topic orders)")
+    # it said "the archive has no topic orders", as if the topic alone were missing
+    assert replay.line().endswith("state=stopped (this node has no --archive-dir)")
     assert replays.timeout_ms(Now(1, 6.0)) is None  # no wake for a reader that cannot read
     assert replay.state is not None and replay.area.left == 10  # what it read is delivered
     store.close()

@@ -7,10 +7,11 @@ import json
 
 import pytest
 
+from pzq.archive.format.segments import list_segments
 from pzq.archive.tier.archive import Archive
 from pzq.spark.archives import archive_dirs
 from pzq.spark.source import ZperReader
-from pzq.spark.stream import stream_reader
+from pzq.spark.stream import ArchiveDataLossError, stream_reader
 from tests.support.archive_damage import message
 
 pytestmark = pytest.mark.timeout(60)
@@ -91,3 +92,40 @@ def test_node_caps_one_directory_only(tmp_path):
     a, b = nodes(tmp_path, "a", "b")
     with pytest.raises(ValueError, match="node caps the stream of one archive directory"):
         stream_reader({"path": f"{a},{b}", "node": "tcp://127.0.0.1:1"}, ZperReader)
+
+
+def test_records_retention_deleted_before_the_stream_read_them_fail_it_or_are_said(tmp_path):
+    (a,) = nodes(tmp_path, "a")
+    write(a, 0, 10)
+    reader = stream_reader({"path": str(a), "topics": "orders"}, ZperReader)
+    read_to = reader.latestOffset(reader.initialOffset())
+    write(a, 10, 40)
+    later = reader.latestOffset(read_to)
+    segments = list_segments(a / "orders")
+    for segment in segments[:-2]:  # retention: the oldest, with records not read yet
+        segment.path.unlink()
+    first_kept = segments[-2].start
+    assert read_to[str(a)]["orders"] < first_kept
+    with pytest.raises(ArchiveDataLossError,
+                       match=f"records of topic orders in {a} at offsets "
+                             f"{read_to[str(a)]['orders']} to {first_kept} were deleted"):
+        reader.partitions(read_to, later)
+
+    going_on = stream_reader({"path": str(a), "topics": "orders",
+                              "failOnDataLoss": "false"}, ZperReader)
+    planned = going_on.partitions(read_to, later)
+    assert min(partition.begin for partition in planned) == first_kept
+    with pytest.raises(ValueError, match="failOnDataLoss is true or false, not 'no'"):
+        stream_reader({"path": str(a), "failOnDataLoss": "no"}, ZperReader)
+
+
+def test_a_directory_that_is_not_an_archive_is_refused_naming_it(tmp_path):
+    """It read as zero rows, as an empty archive does."""
+    (a,) = nodes(tmp_path, "a")
+    write(a, 0, 3)
+    (tmp_path / "a" / "notes.txt").write_text("")
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'a'} is not a pzq archive directory"):
+        archive_dirs({"path": f"{a},{tmp_path / 'a'}"})  # the archive's parent
+    (empty,) = nodes(tmp_path, "b")
+    assert [archive.directory for archive in archive_dirs({"path": f"{a},{empty}"})] == [
+        a, empty]

@@ -13,10 +13,9 @@ import fcntl
 import os
 from pathlib import Path
 
+from pzq.archive.format.archive_dir import LOCK_NAME
 from pzq.errors import ArchiveError
 from pzq.fsync import make_directories
-
-LOCK_NAME = ".lock"
 
 
 class ArchiveLock:

@@ -72,11 +72,7 @@ class RoutedGroupConsumer:
         """The joins answered are members now; those unanswered too long are let go
         (tried again while the table counts their node up). ConsumeRefused when a
         node refused the group."""
-        session = self._session
-        for endpoint, consumer in session.awaited():
-            if consumer.answered():
-                session.joined(endpoint, consumer, now)
-        for consumer in session.given_up(now):
+        for consumer in self._session.settle_joins(GroupConsumer.answered, now):
             consumer.close()
 
     def receive(self, timeout: float | None = None) -> Message | None:

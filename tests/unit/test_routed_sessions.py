@@ -307,3 +307,12 @@ def test_acks_go_back_to_the_member_each_delivery_came_from():
         (first, [b"k0", b"k2"]), (second, [b"k1"])]
     with pytest.raises(ValueError, match="received by another consumer"):  # no member's
         session.by_member([Message(b"k", (), {}, 0, 0, b"", Member())])
+
+
+def test_settle_joins_makes_the_answered_members_and_gives_up_the_late():
+    session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"]), join_timeout=3.0)
+    for name, sent in (("a", 0.0), ("b", 0.0), ("c", 1.0)):
+        session.join_sent(f"tcp://{name}:5", name, sent)
+    assert session.settle_joins(lambda member: member == "a", 3.5) == ["b"]
+    assert list(session.members.values()) == ["a"]
+    assert session.awaited() == [("tcp://c:5", "c")]

@@ -20,7 +20,7 @@ happened.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from pzq.client.sessions.delivered import NOT_OWN, M
@@ -89,6 +89,15 @@ class RoutedGroupSession(Generic[C]):
         self.members[endpoint] = member
         if self.first_joined is None:
             self.first_joined = now
+
+    def settle_joins(self, answered: Callable[[C], bool], now: float) -> list[C]:
+        """The joins ``answered`` says were answered are members now (a refusal raised
+        by it); those unanswered for the join timeout are returned, for the shell to
+        close (``given_up``)."""
+        for endpoint, member in self.awaited():
+            if answered(member):
+                self.joined(endpoint, member, now)
+        return self.given_up(now)
 
     def given_up(self, now: float) -> list[C]:
         """The joins unanswered for the join timeout at ``now``, no longer awaited: the

@@ -108,6 +108,8 @@ TOLERANCE_S = 0.05  # clock reads on one host
 WAKE_BOUND_S = 0.25
 PRIORITY_BOUND_S = 0.5  # ready this long and not delivered while a lower one went
 RESTART_GRACE_S = 2.0  # a restarted node's first deliveries may be given back ones
+# a delivery let expire is NACKed this long after its deadline, for its credit only
+LATE_NACK_AFTER_S = 1.0
 LATE_MARGIN_S = 0.3  # a NACK this close to its delivery's deadline may come too late
 NOTHING = float("inf")
 
@@ -256,6 +258,9 @@ class TimeReport:
     restarts: int = 0
     takeovers_awaited: int = 0
     store_left: dict[str, int] = field(default_factory=dict)
+    # when something is left: each node's groups of the topic as STATS gives them
+    groups_left: dict[str, dict[str, object]] = field(default_factory=dict)
+    consumers_left: list[str] = field(default_factory=list)  # ... and each consumer's story
     groups: list[GroupFigures] = field(default_factory=list)
 
     def failed(self) -> bool:
@@ -303,6 +308,9 @@ class TimeConsumer(threading.Thread):
         self.rng = random.Random(seed)
         self.stopping = threading.Event()
         self.error: BaseException | None = None
+        self.joins = 0
+        self.received = 0
+        self.last_received = time.time()
 
     def run(self) -> None:
         try:
@@ -319,14 +327,33 @@ class TimeConsumer(threading.Thread):
         except (TimeoutError, ConsumeRefused):
             context.destroy(linger=0)  # the node is down or starting: try again
             return
+        self.joins += 1
+        let_expire: list[Message] = []
         while not self.stopping.is_set():
             message = consumer.receive(0.05)
             if message is not None:
-                self._take(consumer, message)
+                self.received += 1
+                self.last_received = time.time()
+                if not self._take(consumer, message):
+                    let_expire.append(message)
+            let_expire = self._credit_back(consumer, let_expire)
         consumer.close()
         context.term()
 
-    def _take(self, consumer: GroupConsumer, message: Message) -> None:
+    def _credit_back(self, consumer: GroupConsumer, let_expire: list[Message]) -> list[Message]:
+        """A late NACK of each delivery let expire, well after the node found its
+        deadline: it only gives the credit back (docs/groups.rst: an unanswered one
+        keeps its credit spent while the connection lasts), the wait goes on."""
+        now_us = time.time() * 1e6
+        due = [message for message in let_expire
+               if message.deadline_us + LATE_NACK_AFTER_S * 1e6 <= now_us]
+        if due:
+            consumer.nack_many(due)
+            return [message for message in let_expire if message not in due]
+        return let_expire
+
+    def _take(self, consumer: GroupConsumer, message: Message) -> bool:
+        """Answer the delivery, or not: False for one let expire."""
         received = time.time()
         origin, _ = parse_message_key(message.key)
         delivery = Delivery(self.node, self.ledger.node_index.get(origin, -1), self.number,
@@ -336,7 +363,7 @@ class TimeConsumer(threading.Thread):
         draw = self.rng.random()
         if count == 1 and draw < TIMEOUT_SHARE:
             self.ledger.delivered(self.group, body_of(message), delivery)
-            return  # never answered: its deadline passes, the backoff holds it
+            return False  # not answered in time: its deadline passes, the backoff holds it
         delivery.answered = time.time()  # before the answer leaves
         if count <= 2 and draw < TIMEOUT_SHARE + NACK_SHARE:
             delivery.answer = "NACK"
@@ -347,6 +374,7 @@ class TimeConsumer(threading.Thread):
             delivery.answer = "ACK"
             self.ledger.delivered(self.group, body_of(message), delivery)
             consumer.ack(message)
+        return True
 
 
 def produce_timed(nodes: list[NodeProcess], seconds: float, rate: float, report: TimeReport,
@@ -618,7 +646,28 @@ class Soak:
     def store_left(self) -> dict[str, int]:
         return store_left(self.nodes, STORE_FIGURES)
 
+    def consumers_left(self) -> list[str]:
+        now = time.time()
+        return [f"consumer {c.number} ({c.group} on node{c.node}): joined {c.joins} times, "
+                f"{c.received} deliveries, the last {now - c.last_received:.1f} s ago"
+                for c in self.consumers]
 
+    def groups_left(self) -> dict[str, dict[str, object]]:
+        """Each node's groups of the topic: where what is left stands."""
+        shown = {}
+        for index, node in enumerate(self.nodes.members):
+            try:
+                groups = node.stats()["topics"][TOPIC]["groups"]
+            except (OSError, TimeoutError, RuntimeError, KeyError):
+                continue
+            for name, figures in groups.items():
+                shown[f"node{index} {name}"] = {
+                    key: figures.get(key) for key in GROUP_FIGURES_SHOWN}
+        return shown
+
+
+GROUP_FIGURES_SHOWN = ("backlog", "inflight", "ready", "delayed", "lag", "consumers", "credits",
+                       "delivered", "acked", "nacked", "expired")
 STORE_FIGURES = {"messages": "messages", "copies": "replicas_held", "scheduled": "scheduled",
                  "scheduled copies": "scheduled_copies_held"}
 
@@ -650,12 +699,15 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2, replicas: i
             if error is not None:
                 raise error
         _drain(soak, drain_timeout)
+        report.store_left = soak.store_left()
+        if any(report.store_left.values()):  # while its consumers are still there
+            report.groups_left = soak.groups_left()
+            report.consumers_left = soak.consumers_left()
         soak.stop()
         end = time.time()
         report.kinds = dict(Counter(sent.kind for sent in soak.ledger.sent.values()
                                     if sent.acked is not None))
         report.groups = [Checks(soak.ledger, group, end).run() for group in groups]
-        report.store_left = soak.store_left()
     return report
 
 
@@ -695,6 +747,10 @@ def print_table(report: TimeReport) -> None:
             print(f"breach: {story}")
     left = {name: count for name, count in report.store_left.items() if count}
     print(f"store at the end: {left or 'empty'}")
+    for name, figures in report.groups_left.items():
+        print(f"  {name}: {figures}")
+    for line in report.consumers_left:
+        print(f"  {line}")
 
 
 def make_argument_parser() -> argparse.ArgumentParser:

@@ -236,9 +236,11 @@ class GroupFigures:
     earliest_margin_ms: float | None = None  # the least delivery time past due
     redeliveries_checked: int = 0  # after a NACK's delay or a backoff, by the node
     redelivered_early: int = 0
+    again_margin_ms: float | None = None  # the least time past a wait's end
     waits_excused: dict[str, int] = field(default_factory=dict)  # by why
     ttl_checked: int = 0  # deliveries of messages with a TTL
     after_ttl: int = 0
+    ttl_margin_ms: float | None = None  # the latest delivery before its TTL's end (below 0)
     priority_checked: int = 0  # first deliveries by their own node
     priority_inversions: int = 0
     priority_excused: int = 0  # in a restart's grace or a kill's last wake
@@ -459,8 +461,7 @@ class Checks:
             self.figures.delayed_checked += 1
             margin_ms = (delivery.at - due) * 1000
             f = self.figures
-            if f.earliest_margin_ms is None or margin_ms < f.earliest_margin_ms:
-                f.earliest_margin_ms = round(margin_ms, 1)
+            f.earliest_margin_ms = _least(f.earliest_margin_ms, margin_ms)
             if delivery.at < due - TOLERANCE_S:
                 f.early += 1
                 self._story(body, f"delivered {-margin_ms:.0f} ms before its due time by "
@@ -472,6 +473,9 @@ class Checks:
         expired = sent.expired_by()
         for delivery in deliveries:
             self.figures.ttl_checked += 1
+            margin_ms = (delivery.at - expired) * 1000
+            if self.figures.ttl_margin_ms is None or margin_ms > self.figures.ttl_margin_ms:
+                self.figures.ttl_margin_ms = round(margin_ms, 1)
             if delivery.at > expired + TOLERANCE_S:
                 self.figures.after_ttl += 1
                 self._story(body, f"delivered {(delivery.at - expired) * 1000:.0f} ms after "
@@ -484,7 +488,9 @@ class Checks:
             if at == 0:
                 continue
             if again.node != again.origin:
-                continue  # a survivor: the copy carries no wait
+                if deliveries[at - 1].answer != "ACK":
+                    self.excused["a survivor's (a copy carries no wait)"] += 1
+                continue
             before = [d for d in deliveries[:at] if d.node == again.node]
             if not before:
                 continue
@@ -509,6 +515,8 @@ class Checks:
                 self.excused[f"{'NACK' if nacked else 'backoff'}: a kill before written"] += 1
                 continue
             self.figures.redeliveries_checked += 1
+            self.figures.again_margin_ms = _least(self.figures.again_margin_ms,
+                                                  (again.at - due) * 1000)
             if again.at < due - TOLERANCE_S:
                 self.figures.redelivered_early += 1
                 self._story(body, f"delivered again {(due - again.at) * 1000:.0f} ms before "
@@ -581,6 +589,10 @@ class Checks:
                 back = "-" if life.back is None else f"{life.back:.3f}"
                 lines.append(f"  node{node} killed at {life.killed:.3f}, back at {back}")
         self.figures.stories.append("\n".join(lines))
+
+
+def _least(known: float | None, margin_ms: float) -> float:
+    return round(margin_ms if known is None else min(known, margin_ms), 1)
 
 
 def _first_at(delivery: Delivery | None) -> float:
@@ -731,14 +743,16 @@ def print_table(report: TimeReport) -> None:
           f"kills {report.restarts} (takeovers awaited {report.takeovers_awaited})")
     print(f"tolerance {TOLERANCE_S * 1000:g} ms, priority bound {PRIORITY_BOUND_S:g} s")
     print(f"{'group':<10}{'required':>9}{'lost':>6}{'dups':>6}{'delayed':>9}{'early':>7}"
-          f"{'margin':>9}{'again':>7}{'early':>7}{'TTL':>7}{'late':>6}{'prio':>7}"
-          f"{'inv':>5}{'exc':>5}")
+          f"{'margin':>9}{'again':>7}{'early':>7}{'margin':>9}{'TTL':>7}{'late':>6}"
+          f"{'margin':>9}{'prio':>7}{'inv':>5}{'exc':>5}")
     for g in report.groups:
-        margin = "-" if g.earliest_margin_ms is None else f"{g.earliest_margin_ms:g}"
+        margins = ["-" if margin is None else f"{margin:g}" for margin in
+                   (g.earliest_margin_ms, g.again_margin_ms, g.ttl_margin_ms)]
         print(f"{g.group:<10}{g.required:>9}{g.lost:>6}{g.duplicates:>6}"
-              f"{g.delayed_checked:>9}{g.early:>7}{margin:>9}{g.redeliveries_checked:>7}"
-              f"{g.redelivered_early:>7}{g.ttl_checked:>7}{g.after_ttl:>6}"
-              f"{g.priority_checked:>7}{g.priority_inversions:>5}{g.priority_excused:>5}")
+              f"{g.delayed_checked:>9}{g.early:>7}{margins[0]:>9}{g.redeliveries_checked:>7}"
+              f"{g.redelivered_early:>7}{margins[1]:>9}{g.ttl_checked:>7}{g.after_ttl:>6}"
+              f"{margins[2]:>9}{g.priority_checked:>7}{g.priority_inversions:>5}"
+              f"{g.priority_excused:>5}")
         excused = ", ".join(f"{why} {n}" for why, n in sorted(g.waits_excused.items()))
         print(f"  {g.group}: NACKs with a delay {g.nacked}, let time out {g.timed_out}; "
               f"waits not checked: {excused or 'none'}")

@@ -59,6 +59,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -659,10 +660,19 @@ class Soak:
         return store_left(self.nodes, STORE_FIGURES)
 
     def consumers_left(self) -> list[str]:
+        """Each consumer: its joins, its deliveries, and where its thread is now."""
         now = time.time()
-        return [f"consumer {c.number} ({c.group} on node{c.node}): joined {c.joins} times, "
-                f"{c.received} deliveries, the last {now - c.last_received:.1f} s ago"
-                for c in self.consumers]
+        frames = sys._current_frames()
+        told = []
+        for c in self.consumers:
+            frame = frames.get(c.ident or -1)
+            where = "" if frame is None else " at " + " < ".join(
+                f"{step.name} ({Path(step.filename).name}:{step.lineno})"
+                for step in reversed(traceback.extract_stack(frame)[-4:]))
+            told.append(f"consumer {c.number} ({c.group} on node{c.node}): joined {c.joins} "
+                        f"times, {c.received} deliveries, the last "
+                        f"{now - c.last_received:.1f} s ago{where}")
+        return told
 
     def groups_left(self) -> dict[str, dict[str, object]]:
         """Each node's groups of the topic: where what is left stands."""

@@ -75,7 +75,7 @@ from chaos import Faults, Nodes, Unavailable, _pace  # noqa: E402
 from chaos_shared import declare_groups, group_names, kill_and_restart, store_left  # noqa: E402
 
 from pzq.bench.nodes import NodeProcess, wait_until  # noqa: E402
-from pzq.client import ConsumeRefused, GroupConsumer, Message, Producer  # noqa: E402
+from pzq.client import ConsumeRefused, GroupConsumer, Message, Producer, ProducerAck  # noqa: E402
 from pzq.clock import Now  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
 from pzq.protocol.message_keys import parse_message_key  # noqa: E402
@@ -411,7 +411,7 @@ def produce_timed(nodes: list[NodeProcess], seconds: float, rate: float, report:
     context.destroy(linger=0)
 
 
-def _note_acks(acks: list, report: TimeReport, ledger: Ledger) -> None:  # type: ignore[type-arg]
+def _note_acks(acks: list[ProducerAck], report: TimeReport, ledger: Ledger) -> None:
     now = time.time()
     for ack in acks:
         if ack.ok:

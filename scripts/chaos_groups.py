@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 import tempfile
 import threading
@@ -50,7 +49,6 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import zmq
 
@@ -58,9 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for chaos
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from chaos import Faults, Nodes, Unavailable, produce_for  # noqa: E402
+from chaos_shared import declare_groups, group_names, kill_and_restart, store_left  # noqa: E402
 
 from pzq.bench.nodes import wait_until  # noqa: E402
-from pzq.client import ConsumeRefused, GroupConsumer, Message, request_monitor  # noqa: E402
+from pzq.client import ConsumeRefused, GroupConsumer, Message  # noqa: E402
+from pzq.clock import Now  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
 from pzq.protocol.message_keys import parse_message_key  # noqa: E402
 from pzq.tool_base import quiet_on_interrupt  # noqa: E402
@@ -68,7 +68,6 @@ from tests.support.partition_cluster import ClusterTimings  # noqa: E402
 
 EXIT_FAILED = ExitCode.FAILURE  # lost, unexplained or too many duplicates, store not empty
 TOPIC = "orders"
-GROUP_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 STYLES = ("at_once", "holding", "batching")
 WINDOW = 50  # each group consumer's window: what one fault can catch out
 HOLD_SECONDS = 2.0  # the holding consumer ACKs after 0 to this many seconds
@@ -83,7 +82,6 @@ NODE_ARGS = ["--ack-timeout", str(ACK_TIMEOUT_US), "--reaper-frequency", "200000
              "--delivery-headers"]
 TIMINGS = ClusterTimings(timeout_nodes_us=1_000_000, ack_timeout_us=ACK_TIMEOUT_US,
                          timeout_replication_us=500_000, reaper_frequency_us=200_000)
-DOWN_SECONDS = (0.0, 2.0)  # how much longer a node stays down after its takeover
 NACK, LATE_ACK, CONSUMER_FAULT, NODE_FAULT = "NACK", "late ACK", "consumer fault", "node fault"
 STORY_SECONDS = 30.0  # how long a body's deliveries and answers are kept for its story
 # A node forgets the first-delivery marks and counts of its last wake's deliveries
@@ -487,39 +485,13 @@ class GroupWorker(threading.Thread):
                    message=f"consumer {self.number} failed on request")
 
 
-def declare_groups(nodes: Nodes, groups: Sequence[str]) -> list[bytes]:
-    """The topic and its groups on every node, without ``default``; the node ids."""
-    commands = [f"DECLARE TOPIC {TOPIC}", *(f"DECLARE GROUP {TOPIC} {g}" for g in groups),
-                f"REMOVE GROUP {TOPIC} default"]
-    ids = []
-    for node in nodes.members:
-        for command in commands:
-            answer = request_monitor(node.monitor_dsn, command, 10.0)
-            if answer.startswith(b"ERROR"):
-                raise RuntimeError(f"{command}: {answer.decode(errors='replace')}")
-        ids.append(node.stats()["node_id"].encode())
-    return ids
-
-
-def _taken_over(origin: str, survivors: list[dict[str, Any] | None]) -> str | None:
-    """'taken over' once a survivor delivers ``origin``'s copies, 'no copies' when none
-    holds any; None while neither is known."""
-    if any(stats is not None and origin in stats["takeovers"] for stats in survivors):
-        return "taken over"
-    if None in survivors:
-        return None
-    held = sum(peer["replicas_held"] for stats in survivors if stats is not None
-               for peer in stats["peers"] if peer["node_id"] == origin)
-    return None if held else "no copies"
-
-
 class Chaos:
     """The nodes, the group consumers and the faults of one run."""
 
     def __init__(self, nodes: Nodes, groups: Sequence[str], report: GroupsReport,
                  seed: int) -> None:
         self.nodes, self.report = nodes, report
-        self.node_ids = declare_groups(nodes, groups)
+        self.node_ids = declare_groups(nodes, TOPIC, groups)
         self.ledgers = Ledgers(groups, self.node_ids)
         self.workers = [
             GroupWorker(number, self.ledgers, group, node, member.consume_dsn, style,
@@ -555,18 +527,19 @@ class Chaos:
         rng.choice(self.workers).fail_now()
 
     def kill_and_restart(self, index: int, rng: random.Random) -> None:
-        member = self.nodes.members[index]
-        signalled = time.monotonic()  # (SIGKILL: it runs no more code once sent)
-        member.kill()
-        self._life(index, signalled, killed=True)
-        self._node_fault(index, killed=True)
-        if self.nodes.cluster is not None and rng.random() < 0.5:
-            self._await_takeover(index)
+        def killed(signalled: Now) -> None:
+            self._life(index, signalled.mono, killed=True)
+            self._node_fault(index, killed=True)
+
+        def taken(came: bool) -> None:
+            self.report.takeovers_awaited += came
             self._event(f"node{index} taken over")
-            time.sleep(rng.uniform(*DOWN_SECONDS))  # the outage's length, not a wait
-        member.restart()
-        self._life(index, time.monotonic(), killed=False)
-        self._node_fault(index, killed=False)
+
+        def back(now: Now) -> None:
+            self._life(index, now.mono, killed=False)
+            self._node_fault(index, killed=False)
+
+        kill_and_restart(self.nodes, self.node_ids, index, rng, killed, back, taken)
 
     def _life(self, index: int, at: float, killed: bool) -> None:
         with self.ledgers.lock:
@@ -584,18 +557,6 @@ class Chaos:
             for ledger in self.ledgers.groups.values():
                 ledger.node_fault(index, self.node_ids[index], consumers, killed)
 
-    def _await_takeover(self, index: int) -> None:
-        """Until a peer took node ``index``'s messages over, or no peer holds a copy
-        of them (then there is nothing to take over)."""
-        cluster = self.nodes.cluster
-        assert cluster is not None
-        origin = self.node_ids[index].decode()
-        taken = wait_until(lambda: _taken_over(origin, [cluster.stats(other) for other
-                                                        in cluster.others(index)]),
-                           30.0, interval=0.1, message=f"a takeover of node {index}")
-        if taken == "taken over":
-            self.report.takeovers_awaited += 1
-
     def stop(self) -> None:
         for worker in self.workers:
             worker.stopping.set()
@@ -612,15 +573,7 @@ class Chaos:
 
     def store_left(self) -> dict[str, int]:
         """Messages and copies still stored, per node (-1: the node did not answer)."""
-        left = {}
-        for index, node in enumerate(self.nodes.members):
-            try:
-                stats = node.stats()
-            except (OSError, TimeoutError, RuntimeError):
-                stats = {"messages": -1, "replicas_held": -1}
-            left[f"node{index} messages"] = stats["messages"]
-            left[f"node{index} copies"] = stats["replicas_held"]
-        return left
+        return store_left(self.nodes)
 
     def figures(self, acked: set[bytes]) -> list[GroupFigures]:
         refused: Counter[str] = Counter()
@@ -719,17 +672,6 @@ def print_table(report: GroupsReport) -> None:
             print(f"origin>survivor beyond a heartbeat and a wake (a figure): {story}")
     left = {name: count for name, count in report.store_left.items() if count}
     print(f"store at the end: {left or 'empty'}")
-
-
-def group_names(text: str) -> list[str]:
-    names = text.split(",")
-    for name in names:
-        if not GROUP_NAME.fullmatch(name) or name == "default":
-            raise argparse.ArgumentTypeError(
-                f"{name!r} is not a group name (1-255 of A-Z a-z 0-9 . _ -, not 'default')")
-    if len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"a group is named twice in {text!r}")
-    return names
 
 
 def make_argument_parser() -> argparse.ArgumentParser:

@@ -166,3 +166,77 @@ def test_a_count_not_grown_on_the_origin_is_placed_against_the_kill():
     assert "with no kill of its node after it" in beyond[1]
     report = chaos_groups.GroupsReport(nodes=1, replicas=1, seconds=1.0, groups=[figures])
     assert report.failed()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("nodes, kills", [(1, 2), (3, 2)], ids=["single-node", "cluster"])
+def test_time_in_messages_keeps_its_promises_under_kills(tmp_path, nodes, kills):
+    """Delayed, scheduled, expiring and prioritised messages, NACK delays and a backoff
+    under SIGKILLs (and takeovers): nothing lost, nothing early, nothing after its TTL,
+    no priority inversion, and the stores empty."""
+    report = load_script("chaos_time").run(nodes_count=nodes, seconds=5.0, kills=kills,
+                                           seed=5, directory=tmp_path)
+    print(report)
+    assert report.restarts == kills
+    assert report.acked >= 300  # of 1 000 at 200 a second: the run did produce
+    for group in report.groups:
+        assert group.delayed_checked and group.ttl_checked and group.priority_checked, group
+    assert not report.failed(), "\n".join(
+        [str(report.store_left), *(story for g in report.groups for story in g.stories)])
+
+
+def test_the_time_soak_tells_each_breach_with_its_story():
+    """What the checks find: a delayed message delivered before its time, one delivered
+    after its TTL, one delivered again by its node before its NACK's delay ended, a
+    priority message left waiting while a plain one went, and an ACKed one never
+    delivered; a survivor's delivery at once after a NACK is no breach."""
+    chaos_time = load_script("chaos_time")
+    ledger = chaos_time.Ledger(["audit"], [b"n0", b"n1"])
+    t = 1000.0
+
+    def sent(body: bytes, node: int = 0, **options) -> None:
+        ledger.sent[body] = chaos_time.Sent(body, node, "test", t, acked=t + 0.01, **options)
+
+    def delivered(body: bytes, at: float, node: int = 0, count: int = 1, **answer) -> None:
+        origin = ledger.sent[body].node
+        ledger.delivered("audit", body, chaos_time.Delivery(
+            node, origin, 0, int(at * 1e6), int((at + 1.5) * 1e6), count, at + 0.001,
+            **answer))
+
+    sent(b"early", delay_s=2.0)
+    delivered(b"early", t + 1.5)
+    sent(b"expired", ttl_s=0.5)
+    delivered(b"expired", t + 0.8)
+    sent(b"nacked")
+    delivered(b"nacked", t + 0.1, answer="NACK", answered=t + 0.11, nack_delay_s=1.0)
+    delivered(b"nacked", t + 0.5, count=2)
+    sent(b"taken over")  # a survivor delivers a waiting copy at once
+    delivered(b"taken over", t + 0.1, answer="NACK", answered=t + 0.11, nack_delay_s=1.0)
+    delivered(b"taken over", t + 0.5, node=1, count=1)
+    sent(b"urgent", node=1, priority=9)  # (node1's: node0's first deliveries do not wait)
+    sent(b"routine", node=1)
+    delivered(b"routine", t + 2.0, node=1)
+    delivered(b"urgent", t + 3.0, node=1)
+    sent(b"lost")
+    figures = chaos_time.Checks(ledger, "audit", t + 10).run()
+    assert (figures.early, figures.after_ttl, figures.redelivered_early,
+            figures.priority_inversions, figures.lost) == (1, 1, 1, 1, 1)
+    firsts = sorted(story.splitlines()[0] for story in figures.stories)
+    assert firsts == ["audit early: delivered 500 ms before its due time by node0",
+                      "audit expired: delivered 290 ms after its TTL ended by node0",
+                      "audit lost: lost: ACKed, not expired, never delivered",
+                      "audit nacked: delivered again 610 ms before its wait ended "
+                      "(NACK DELAY:1000) by node0",
+                      "audit routine: first delivered (priority 0) by node1 while 1 of "
+                      "higher priority waited, e.g. 'urgent test PRIORITY:9', ready "
+                      "1.990 s before"]
+    report = chaos_time.TimeReport(nodes=1, replicas=1, seconds=1.0, groups=[figures])
+    assert report.failed()
+
+
+def test_the_time_soak_refuses_bad_options_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        load_script("chaos_time").main(["--replicas", "2"])
+    assert exited.value.code == 2
+    assert "--nodes 3" in capsys.readouterr().err

@@ -753,15 +753,15 @@ def print_table(report: TimeReport) -> None:
           f"kills {report.restarts} (takeovers awaited {report.takeovers_awaited})")
     print(f"tolerance {TOLERANCE_S * 1000:g} ms, priority bound {PRIORITY_BOUND_S:g} s")
     print(f"{'group':<10}{'required':>9}{'lost':>6}{'dups':>6}{'delayed':>9}{'early':>7}"
-          f"{'margin':>9}{'again':>7}{'early':>7}{'margin':>9}{'TTL':>7}{'late':>6}"
-          f"{'margin':>9}{'prio':>7}{'inv':>5}{'exc':>5}")
+          f"{'margin ms':>10}{'again':>7}{'early':>7}{'margin ms':>10}{'TTL':>7}{'late':>6}"
+          f"{'margin ms':>10}{'prio':>7}{'inv':>5}{'exc':>5}")
     for g in report.groups:
         margins = ["-" if margin is None else f"{margin:g}" for margin in
                    (g.earliest_margin_ms, g.again_margin_ms, g.ttl_margin_ms)]
         print(f"{g.group:<10}{g.required:>9}{g.lost:>6}{g.duplicates:>6}"
-              f"{g.delayed_checked:>9}{g.early:>7}{margins[0]:>9}{g.redeliveries_checked:>7}"
-              f"{g.redelivered_early:>7}{margins[1]:>9}{g.ttl_checked:>7}{g.after_ttl:>6}"
-              f"{margins[2]:>9}{g.priority_checked:>7}{g.priority_inversions:>5}"
+              f"{g.delayed_checked:>9}{g.early:>7}{margins[0]:>10}{g.redeliveries_checked:>7}"
+              f"{g.redelivered_early:>7}{margins[1]:>10}{g.ttl_checked:>7}{g.after_ttl:>6}"
+              f"{margins[2]:>10}{g.priority_checked:>7}{g.priority_inversions:>5}"
               f"{g.priority_excused:>5}")
         excused = ", ".join(f"{why} {n}" for why, n in sorted(g.waits_excused.items()))
         print(f"  {g.group}: NACKs with a delay {g.nacked}, let time out {g.timed_out}; "

@@ -20,7 +20,7 @@ from pzq.protocol.message_keys import parse_message_key
 from pzq.store import keyspace, record
 from pzq.store.store import Store
 
-TAIL_BYTES = 2 << 20  # of each topic's log: far more than a wake's records (0.3 s)
+TAIL_BYTES = 2 << 20  # of each topic's log: far more than a wake's records (~0.15 s)
 
 # The time stored of the message the store holds under a message key (None: none).
 StoredAt = Callable[[bytes], int | None]

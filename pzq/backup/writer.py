@@ -67,7 +67,7 @@ class BackupWriter(threading.Thread):
         self.finished = threading.Event()
         self._cancelled = threading.Event()
         self._why = ""
-        self._at = ""  # the file being written, for an error's line
+        self._at = ""  # the file being copied, under the folder given, for an error's line
 
     def cancel(self, why: str) -> None:
         self._why = why
@@ -132,7 +132,7 @@ class BackupWriter(threading.Thread):
 
     def _copy(self, area: str, name: str, source: int, length: int,
               target: Path | None) -> None:
-        self._at = f"{area}/{name}"
+        self._at = str(self.directory / area / name)  # as the store's copy names its files
         try:
             if target is not None:
                 make_directories(target.parent)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pzq.archive.contract import NoArchiving
+from pzq.archive.tier.archived_at_start import stored_at_in
 from pzq.archive.tier.archiving import Archiving
 from pzq.archive.tier.tier import ArchiveTier
 from pzq.authorization import Authorization, authorization
@@ -120,8 +121,9 @@ class NodeState:
             self.cluster = NoCluster(Routes(Placement(LONE_NODE, None), clients, self.topics))
         self.routes = self.cluster.routes
         archive = config.archive
-        self.archiving: Archiving | NoArchiving = (Archiving(ArchiveTier(archive))
-                                                   if archive is not None else NoArchiving())
+        self.archiving: Archiving | NoArchiving = (
+            Archiving(ArchiveTier(archive), stored_at_in(store)) if archive is not None
+            else NoArchiving())
         store.register(self.archiving)
 
     def _default_topic_expiry(self, config: Config, now: Now) -> None:

@@ -376,6 +376,37 @@ def test_a_full_disk_fails_the_backup_with_the_reason_and_the_node_goes_on(node,
         unmount_lazily([disk])
 
 
+def test_an_archive_file_a_full_disk_cuts_short_is_named_by_the_folder_given(tmp_path,
+                                                                             context):
+    """The store's copy fits, the archive's does not: the file it could not write is
+    named under the folder given, as the store's are (not ``archive/...`` alone)."""
+    disk = tmp_path / "small"
+    why = mount_tmpfs(disk, 2)
+    if why is not None:
+        pytest.skip(f"no small disk to fill: {why}")
+    node = NodeProcess(tmp_path / "db", "--archive-dir", str(tmp_path / "archive"),
+                       "--flush-interval", "50").start()
+    try:
+        with Producer(node.receive_dsn, window=1000, context=context) as producer:
+            for number in range(3000):  # some 3.5 MB archived, the store left empty
+                producer.send([b"%07d " % number + b"x" * 1100])
+            assert all(ack.ok for ack in producer.flush(60))
+        with Consumer(node.send_dsn, context=context) as consumer:
+            for _ in range(3000):
+                message = consumer.receive(20)
+                assert message is not None
+                message.ack()
+        wait_until(lambda: node.figures()["messages"] == 0, 30)
+        result = ctl("backup", str(disk / "copy"), "--dsn", node.monitor_dsn)
+        assert result.returncode == 1
+        line = result.stderr.strip().splitlines()[-1]
+        assert "No space left on device" in line, line
+        assert f"failed: {disk / 'copy' / 'archive'}/" in line, line
+    finally:
+        node.kill()
+        unmount_lazily([disk])
+
+
 def copying(node) -> bool:
     status = parse_monitor_text(node.ask("BACKUP").encode())
     return status["state"] == "running" and int(status["store_keys"]) > 0

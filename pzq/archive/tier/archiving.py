@@ -14,6 +14,7 @@ from __future__ import annotations
 from operator import attrgetter
 
 from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.archived_at_start import StoredAt
 from pzq.archive.tier.lock import ArchiveLock
 from pzq.archive.tier.part import ArchivePart
 from pzq.archive.tier.tier import ArchiveTier
@@ -35,8 +36,11 @@ class Archiving(Participant):
 
     writes = True
 
-    def __init__(self, tier: ArchiveTier) -> None:
+    def __init__(self, tier: ArchiveTier, stored_at: StoredAt | None = None) -> None:
+        """``stored_at``: the store's (pzq.archive.tier.archived_at_start.stored_at_in),
+        to archive once a message a kill left archived and still stored."""
         self.tier = tier
+        self.stored_at = stored_at
         self.lock = ArchiveLock(tier.archive.directory)
         self._failing = False
         # a timed sync may make the batch being written durable (pzq.store.batch)
@@ -47,7 +51,7 @@ class Archiving(Participant):
         may cut a torn tail: never one another node is writing)."""
         self.lock.acquire()
         try:
-            self.tier.open(now)
+            self.tier.open(now, self.stored_at)
         except BaseException:
             self.lock.release()
             raise

@@ -13,11 +13,15 @@ from pathlib import Path
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.tier.acked_records import AckedRecords
 from pzq.archive.tier.archive import Archive
+from pzq.archive.tier.archived_at_start import TAIL_BYTES, ArchivedAtStart, StoredAt
 from pzq.delivery.inflight import InFlight
 from pzq.errors import ArchiveError
+from pzq.logs import get_logger
 from pzq.protocol.headers import TOPIC_HEADER, topic_and_tag
+from pzq.protocol.message_keys import message_keys
 from pzq.store import record
 
+log = get_logger("pzq.archive")
 
 @dataclass(frozen=True)
 class ArchiveSettings:
@@ -43,20 +47,33 @@ class ArchiveTier:
         self._dirty = False  # appended since the last batch
         self._appended = False  # appended since the last fsync for the store
         self._now = 0.0  # the time of this wake (see wake_at)
+        # archived and still stored when the node started: not archived again
+        self.archived_at_start = ArchivedAtStart()
 
     def wake_at(self, now: float) -> None:
         """The time of the loop's wake: the fsyncs before the store's writes are
         stamped with it (a store participant is told no time)."""
         self._now = now
 
-    def open(self, now: float) -> None:
+    def open(self, now: float, stored_at: StoredAt | None = None) -> None:
+        """``stored_at``: the store's, to find the messages archived and still stored
+        (a node killed between the two writes of an ACK; see ArchivedAtStart)."""
         self.archive.open(now)
+        if stored_at is None:
+            return
+        for topic_log in self.archive.logs.values():
+            self.archived_at_start.find(topic_log.tail(TAIL_BYTES), stored_at)
+        if self.archived_at_start:
+            log.warning("archived_and_still_stored", messages=len(self.archived_at_start),
+                        note="delivered again; not archived a second time")
 
     def append(self, key: bytes, value: bytes, first_delivered_us: int, deliveries: int,
                acked_us: int, origin: str, outcome: str = "acked",
                groups: tuple[str, ...] = ()) -> None:
         """Archive one acked (or dead-lettered) message; ArchiveError if it failed."""
         stored = record.decode(value)
+        if self.archived_at_start and self.archived_at_start.take(key, stored.stored_us):
+            return  # archived before the node was killed, its store delete lost
         self.archive.append(ArchivedMessage(
             key=key, msg_id=stored.msg_id, topic=self.topic_of(stored.headers),
             stored_us=stored.stored_us, first_delivered_us=first_delivered_us,
@@ -75,6 +92,8 @@ class ArchiveTier:
         not written, and why (None: every one was). A topic's failed write leaves
         none of its messages archived (but those a roll to a new segment had put
         in): they stay stored, to be delivered again."""
+        if self.archived_at_start:
+            entries, groups = self._not_archived(origin, entries, groups)
         records = AckedRecords(self.topic_of, origin, acked_us)
         records.add_all(entries, groups)
         now = acked_us / 1e6
@@ -94,6 +113,17 @@ class ArchiveTier:
             self.archived += written
             self._dirty = self._appended = True
         return unwritten, error
+
+    def _not_archived(self, origin: bytes, entries: list[InFlight],
+                      groups: list[tuple[str, ...]]
+                      ) -> tuple[list[InFlight], list[tuple[str, ...]]]:
+        """The entries (and their groups) but those archived before the node was
+        killed (see ArchivedAtStart): taken as written."""
+        keys = message_keys(origin, [entry.seq for entry in entries])
+        kept = [not self.archived_at_start.take(key, record.decode(entry.value).stored_us)
+                for key, entry in zip(keys, entries, strict=True)]
+        return ([entry for entry, keep in zip(entries, kept, strict=True) if keep],
+                [names for names, keep in zip(groups, kept, strict=True) if keep])
 
     def topic_of(self, headers: tuple[bytes, ...]) -> str:
         """The topic the message was stored under; the default one for a name the

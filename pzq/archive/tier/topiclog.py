@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pzq.archive.format.codec import encode_record, encode_records
+from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.index import OffsetIndex, index_path, open_index
 from pzq.archive.format.raw import is_raw_topic, mark_raw
+from pzq.archive.format.records import MessageRecord, walk
 from pzq.archive.format.segments import Segment, segment_path
 from pzq.archive.format.segments import list_segments as list_segments
 from pzq.archive.tier.segment_reads import TopicReads, mapped_bytes
@@ -133,6 +135,23 @@ class TopicLog:
                 data.close()
         self._reads.install(segment.start, index)
         return index
+
+    def tail(self, max_bytes: int) -> list[ArchivedMessage]:
+        """pzq's records of the active segment's last ``max_bytes`` (from the indexed
+        record start before them), oldest first; none for a ZPER producers' topic."""
+        if self.raw or self._active is None or not self._active_size:
+            return []
+        segment = self.segments[-1]
+        data = mapped_bytes(segment)
+        try:
+            start = self._reads.index(segment.start).floor(
+                max(0, self._active_size - max_bytes))
+            return [item.message for item in walk(data, segment.start, start,
+                                                  self._active_size)
+                    if isinstance(item, MessageRecord)]
+        finally:
+            if isinstance(data, mmap.mmap):
+                data.close()
 
     @property
     def raw(self) -> bool:

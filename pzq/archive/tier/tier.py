@@ -13,7 +13,7 @@ from pathlib import Path
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.tier.acked_records import AckedRecords
 from pzq.archive.tier.archive import Archive
-from pzq.archive.tier.archived_at_start import TAIL_BYTES, ArchivedAtStart, StoredAt
+from pzq.archive.tier.archived_at_start import ArchivedAtStart, StoredAt
 from pzq.delivery.inflight import InFlight
 from pzq.errors import ArchiveError
 from pzq.logs import get_logger
@@ -62,7 +62,7 @@ class ArchiveTier:
         if stored_at is None:
             return
         for topic_log in self.archive.logs.values():
-            self.archived_at_start.find(topic_log.tail(TAIL_BYTES), stored_at)
+            self.archived_at_start.find(topic_log.tail, stored_at)
         if self.archived_at_start:
             log.warning("archived_and_still_stored", messages=len(self.archived_at_start),
                         note="delivered again; not archived a second time")

@@ -214,6 +214,21 @@ def test_a_node_that_does_not_know_the_connection_is_joined_again_once():
     assert request(later).verb == wire.CONSUME
 
 
+def test_a_consume_sent_again_and_lost_is_sent_once_more():
+    """The node killed again before it answered the CONSUME sent again: the node that
+    follows says, at each HEARTBEAT, that it does not know the connection, and once
+    two of its heartbeat periods passed the CONSUME goes again (before, never: the
+    consumer waited for ever)."""
+    session = joined(heartbeat_ms=1000)
+    lost = "HEARTBEAT before CONSUME: send CONSUME first"
+    (again,) = session.received(error(lost), 5.0)
+    assert request(again).verb == wire.CONSUME
+    assert session.received(error(lost), 6.0) == ()  # (its answer may still come)
+    (once_more,) = session.received(error(lost), 7.0)
+    assert request(once_more).verb == wire.CONSUME
+    assert session.received(error(lost), 7.5) == ()
+
+
 def test_refused_acks_go_with_the_consume_and_after_it():
     session = joined()
     assert session.received(error("ACK before CONSUME: send CONSUME first"), 5.0) == ()

@@ -40,6 +40,7 @@ from pzq.protocol.frames import parse_headers
 from pzq.protocol.message_keys import MESSAGE_KEY_PATTERN
 
 NOT_CONSUMING = "before CONSUME: send CONSUME first"
+REJOIN_AGAIN_PERIODS = 2  # a CONSUME sent again, unanswered this long (heartbeats), is lost
 REMOVED = " was removed"  # "group g of topic t was removed": an operator removed it
 FORBIDDEN = "FORBIDDEN consume "  # this key may no longer consume the group
 Out = Sequence[list[bytes]]  # messages to send now, in order
@@ -63,6 +64,7 @@ class GroupSession(Generic[M]):
         self._make = make
         self._owner = owner
         self._rejoining = False  # a CONSUME sent again is on its way
+        self._rejoined_at = 0.0  # ... sent then
         self.removed = ""  # the node's word that it let this consumer go for good, if it did
         self._unconfirmed: set[bytes] = set()  # keys whose ACKED is awaited
         self._last_sent = now
@@ -174,10 +176,13 @@ class GroupSession(Generic[M]):
         delivers anything); once a CONSUME is on its way, ACKs go after it."""
         if self.removed:
             return NOTHING
-        if self._rejoining:
+        # one on its way for two of the node's heartbeat periods was lost (the node
+        # killed again before it answered): a node that does not know the connection
+        # still, as it says, is asked again, or the consumer would wait for ever
+        if self._rejoining and now - self._rejoined_at < REJOIN_AGAIN_PERIODS * self.heartbeat_s:
             return self.ack(list(acked), now) if acked else NOTHING
         self._rejoining = True
-        self._last_sent = now
+        self._rejoined_at = self._last_sent = now
         # a key the node could not read (an ACK of anything) would refuse the CONSUME
         acked = tuple(key for key in acked if MESSAGE_KEY_PATTERN.fullmatch(key))
         return [consume_wire.encode_consume(replace(self.subscribe, acked=acked))]

@@ -24,6 +24,14 @@ class Now(NamedTuple):
 _NEW_TUPLE = tuple.__new__
 
 
+def wall_us() -> int:
+    """µs since the epoch, now: what a part reads again after it read a socket, so that
+    a time it counts from (a DELAY's, a NACK's delay) is no sooner than what it read
+    came (the wake's ``Now`` is read before the poll and the ticks; tests pass their own
+    clock instead)."""
+    return time.time_ns() // 1000
+
+
 def poll_ms(wait_s: float) -> int:
     """A wait in seconds as the poll's timeout: whole milliseconds, rounded up (the
     deadline is never missed by a wake that comes a fraction early)."""

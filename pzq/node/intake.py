@@ -13,7 +13,7 @@ from itertools import islice
 import zmq
 
 from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
-from pzq.clock import Now
+from pzq.clock import Now, wall_us
 from pzq.cluster.routes import Routes
 from pzq.counters import Counters
 from pzq.delivery.expiry import MessageExpiry
@@ -46,8 +46,13 @@ class Intake(Participant):
                  counters: Counters, acks: ProducerAcks, topics: Topics,
                  dedup: DedupIndex, routes: Routes, scheduled: ScheduledArea,
                  expiry: MessageExpiry, lanes: Lanes,
-                 authorization: Authorization = NO_AUTHORIZATION) -> None:
+                 authorization: Authorization = NO_AUTHORIZATION,
+                 clock: Callable[[], int] = wall_us) -> None:
         self.socket = socket
+        # µs since the epoch, read after each chunk is read off the socket: the wake's
+        # time was read before its poll and ticks, tens of ms before a message that
+        # came since on a loaded host (tests pass their own)
+        self.clock = clock
         self.authorization = authorization  # who may produce to which topics
         self.lanes = lanes  # PRIORITY: on a topic with priorities=on
         self.scheduled_area = scheduled  # DELAY:, NOT-BEFORE: until due
@@ -87,7 +92,12 @@ class Intake(Participant):
         take asks ``paced()`` how many messages the wake takes in all (asked once, and
         only by a take that came so far): 0, no pace (up to --batch-size frames); else
         it stops there, or after the batch that passed it (whole). Read in chunks, each
-        ending where the pace is looked at: once it is reached, or after a batch."""
+        ending where the pace is looked at: once it is reached, or after a batch.
+
+        A chunk's time (its records' stored time, its DELAYs' and TTLs' start, its
+        DEDUP-IDs' window) is the clock read after the chunk was read, or the wake's
+        ``now`` if later: every message of the chunk came before it, and the times of a
+        take's chunks never go back."""
         now_us = now.wall_us
         self._mono = now.mono
         self._known = {}
@@ -103,6 +113,7 @@ class Intake(Participant):
                                                None if stop_at is None else batches.BATCH,
                                                rights is None, self.look)
             left -= len(raws)
+            now_us = self._chunk_time(now_us)  # (one clock read a chunk)
             if len(raws) == 1 and rights is not None and not (
                     len(raws[0]) > 2 and raws[0][2].startswith(batches.BATCH)):
                 lone = True
@@ -126,6 +137,17 @@ class Intake(Participant):
         if self._run.topic is not None:  # (a wake's one message is in its topic already)
             self._run.flush(batch)
         return accepted
+
+    def _chunk_time(self, now_us: int) -> int:
+        """The time of a chunk just read: the clock's, or the take's time so far if
+        later. The header facts read before it are read again (their due times and
+        expiries counted from an earlier time)."""
+        read_us = self.clock()
+        if read_us <= now_us:
+            return now_us
+        if self._known:
+            self._known = {}
+        return read_us
 
     def _take_messages(self, batch: Batch, rights: Rights | None, firsts: list[zmq.Frame],
                        raws: list[list[bytes]], now_us: int, accepted: Accepted) -> None:

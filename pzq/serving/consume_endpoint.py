@@ -23,7 +23,7 @@ import zmq
 
 from pzq.agenda import Agenda
 from pzq.authorization import NO_AUTHORIZATION, Authorization, RulesReloaded
-from pzq.clock import Now
+from pzq.clock import Now, wall_us
 from pzq.counters import Counters
 from pzq.delivery.expiry import NO_EXPIRY, Expiry
 from pzq.delivery.groups import GroupArea, group_settings
@@ -85,8 +85,12 @@ class ConsumeEndpoint(Part):
                  held: HeldElsewhere, hub: EventHub, expiry: Expiry = NO_EXPIRY,
                  lanes: Lanes | NoLanes = NO_LANES,
                  authorization: Authorization = NO_AUTHORIZATION,
-                 replays: Replayed = NO_REPLAYS) -> None:
+                 replays: Replayed = NO_REPLAYS, clock: Callable[[], int] = wall_us) -> None:
         self.socket = socket
+        # µs since the epoch, read for a NACK with a delay once it is read: the wake's
+        # time was read before its poll, and the requests are read one by one after
+        # (tests pass their own)
+        self.clock = clock
         self.authorization = authorization  # which keys may consume which groups
         self.expiry = expiry  # the node's own messages' (pzq.delivery.expiry)
         self.lanes = lanes  # priorities (pzq.delivery.lanes)
@@ -283,7 +287,10 @@ class ConsumeEndpoint(Part):
 
     def _nack(self, batch: Batch, consumer: ServedConsumer, request: Request, now_us: int,
               mono: float) -> None:
-        due_us = now_us + request.delay_us if request.delay_us else 0
+        # a delay counts from no sooner than the NACK came: the clock read now, after
+        # it was read (the wake's time may be tens of ms older; only a NACK with a
+        # delay pays the read)
+        due_us = max(now_us, self.clock()) + request.delay_us if request.delay_us else 0
         self._answer(batch, consumer, False, request.keys, now_us, mono, due_us)
 
     def _working(self, batch: Batch, consumer: ServedConsumer, request: Request, now_us: int,

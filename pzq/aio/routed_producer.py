@@ -146,8 +146,12 @@ class RoutedProducer(RoutedProducerView):
     async def _carry(self, routed: Routed, timeout: float | None) -> None:
         producer = self._producers.get(routed.endpoint)
         if producer is None:
+            # no ack_timeout: the session sends again what a node leaves unanswered
+            # (a message given up by the node's producer would fail the caller's
+            # future while its owner moved and the session would have sent it on)
             producer = self._producers[routed.endpoint] = Producer(
-                routed.endpoint, self.window, self.batch, self.curve, self._context)
+                routed.endpoint, self.window, self.batch, self.curve, self._context,
+                ack_timeout=None)
         answer = await producer.publish(routed.parts, headers=routed.headers, timeout=timeout,
                                         msg_id=routed.msg_id)
         answer.add_done_callback(functools.partial(self._answered, routed.endpoint,

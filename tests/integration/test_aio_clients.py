@@ -155,6 +155,20 @@ def test_a_routed_send_without_its_ack_says_why_as_the_plain_one_does(node, aio_
     run(main())
 
 
+def test_a_routed_producer_never_gives_up_what_its_session_sends_on(node, aio_context):
+    """A routed producer's producer of one node keeps a message without its ACK (no
+    ack_timeout), as the sync one's does: its session sends it again to the owner of
+    the moment. Given up after 20 s there, a message sent to an owner that died failed
+    the caller's Future while the session would have sent it on."""
+    async def main() -> None:
+        async with aio.RoutedProducer([node.monitor_dsn], "t-routed-kept",
+                                      context=aio_context) as producer:
+            assert (await producer.send([b"first"])).ok
+            members = list(producer._producers.values())
+            assert members and all(member._session.ack_timeout is None for member in members)
+    run(main())
+
+
 # -- group consumer --------------------------------------------------------------------
 
 

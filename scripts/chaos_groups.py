@@ -56,10 +56,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for chaos
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from chaos import Faults, Nodes, Unavailable, produce_for  # noqa: E402
-from chaos_shared import declare_groups, group_names, kill_and_restart, store_left  # noqa: E402
+from chaos_shared import (  # noqa: E402
+    SoakConsumer,
+    declare_groups,
+    group_names,
+    kill_and_restart,
+    store_left,
+)
 
 from pzq.bench.nodes import wait_until  # noqa: E402
-from pzq.client import ConsumeRefused, GroupConsumer, Message  # noqa: E402
+from pzq.client import GroupConsumer, Message  # noqa: E402
 from pzq.clock import Now  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
 from pzq.protocol.message_keys import parse_message_key  # noqa: E402
@@ -380,37 +386,23 @@ class Ledgers:
         self.groups = {name: GroupLedger(name, node_ids) for name in groups}
 
 
-class GroupWorker(threading.Thread):
+class GroupWorker(SoakConsumer):
     """One consumer of one group on one node, in one style, started again after each
     fault it is given."""
 
     def __init__(self, number: int, ledgers: Ledgers, group: str, node: int, dsn: str,
                  style: str, seed: int) -> None:
-        super().__init__(daemon=True)
-        self.number, self.ledgers, self.group = number, ledgers, group
-        self.node, self.dsn, self.style = node, dsn, style
-        self.rng = random.Random(seed)
-        self.stopping = threading.Event()
+        super().__init__(number, group, node, dsn, seed)
+        self.ledgers, self.style = ledgers, style
         self.fault_asked = threading.Event()
         self.faults = 0
         self.refused_answers = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            while not self.stopping.is_set():
-                self._one_consumer()
-        except BaseException as exc:  # reported by the main thread
-            self.error = exc
 
     def _one_consumer(self) -> None:
-        context = zmq.Context()
-        try:
-            consumer = GroupConsumer(self.dsn, TOPIC, self.group, window=WINDOW,
-                                     context=context, timeout=1.0)
-        except (TimeoutError, ConsumeRefused):
-            context.destroy(linger=0)  # the node is down or starting: try again
+        joined = self.joined(TOPIC, WINDOW)
+        if joined is None:
             return
+        consumer, context = joined
         held: list[tuple[float, Message]] = []
         while not (self.stopping.is_set() or self.fault_asked.is_set()):
             message = consumer.receive(0.05)

@@ -1,22 +1,24 @@
 """What the soaks of consumer groups share (scripts/chaos_groups.py,
 scripts/chaos_time.py): a topic and its groups declared on every node, a node kill
 that in a cluster may wait until a peer took the node's messages over, the stores
-left at the end, and the ``--groups`` option. The nodes, the faults' schedule and the
-plain producers are scripts/chaos.py's."""
+left at the end, the ``--groups`` option and the consumers' threads. The nodes, the
+faults' schedule and the plain producers are scripts/chaos.py's."""
 
 from __future__ import annotations
 
 import argparse
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import zmq
 from chaos import Nodes
 
 from pzq.bench.nodes import wait_until
-from pzq.client import request_monitor
+from pzq.client import ConsumeRefused, GroupConsumer, request_monitor
 from pzq.clock import Now
 
 GROUP_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
@@ -111,3 +113,37 @@ def group_names(text: str) -> list[str]:
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"a group is named twice in {text!r}")
     return names
+
+
+class SoakConsumer(threading.Thread):
+    """One consumer of one group on one node, made again (``_one_consumer``) each time
+    the one before ended, until ``stopping``; what it raised is the main thread's to
+    report (``error``)."""
+
+    def __init__(self, number: int, group: str, node: int, dsn: str, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.number, self.group, self.node, self.dsn = number, group, node, dsn
+        self.rng = random.Random(seed)
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self._one_consumer()
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+
+    def _one_consumer(self) -> None:
+        raise NotImplementedError
+
+    def joined(self, topic: str, window: int) -> tuple[GroupConsumer, zmq.Context[Any]] | None:
+        """A consumer joined to the group, with its context; None while the node is
+        down or starting (tried again by the next ``_one_consumer``)."""
+        context: zmq.Context[Any] = zmq.Context()
+        try:
+            return GroupConsumer(self.dsn, topic, self.group, window=window,
+                                 context=context, timeout=1.0), context
+        except (TimeoutError, ConsumeRefused):
+            context.destroy(linger=0)
+            return None

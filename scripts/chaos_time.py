@@ -72,10 +72,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for chaos
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from chaos import Faults, Nodes, Unavailable, _pace  # noqa: E402
-from chaos_shared import declare_groups, group_names, kill_and_restart, store_left  # noqa: E402
+from chaos_shared import (  # noqa: E402
+    SoakConsumer,
+    declare_groups,
+    group_names,
+    kill_and_restart,
+    store_left,
+)
 
 from pzq.bench.nodes import NodeProcess, wait_until  # noqa: E402
-from pzq.client import ConsumeRefused, GroupConsumer, Message, Producer, ProducerAck  # noqa: E402
+from pzq.client import GroupConsumer, Message, Producer, ProducerAck  # noqa: E402
 from pzq.clock import Now  # noqa: E402
 from pzq.errors import ExitCode  # noqa: E402
 from pzq.protocol.message_keys import parse_message_key  # noqa: E402
@@ -300,36 +306,23 @@ def body_of(message: Message) -> bytes:
     return message.parts[0].split(b" ", 1)[0]
 
 
-class TimeConsumer(threading.Thread):
+class TimeConsumer(SoakConsumer):
     """One consumer of one group on one node: NACKs some with a delay, lets some time
     out, ACKs the rest at once."""
 
     def __init__(self, number: int, ledger: Ledger, group: str, node: int, dsn: str,
                  seed: int) -> None:
-        super().__init__(daemon=True)
-        self.number, self.ledger, self.group, self.node, self.dsn = number, ledger, group, node, dsn
-        self.rng = random.Random(seed)
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
+        super().__init__(number, group, node, dsn, seed)
+        self.ledger = ledger
         self.joins = 0
         self.received = 0
         self.last_received = time.time()
 
-    def run(self) -> None:
-        try:
-            while not self.stopping.is_set():
-                self._one_consumer()
-        except BaseException as exc:  # reported by the main thread
-            self.error = exc
-
     def _one_consumer(self) -> None:
-        context = zmq.Context()
-        try:
-            consumer = GroupConsumer(self.dsn, TOPIC, self.group, window=WINDOW,
-                                     context=context, timeout=1.0)
-        except (TimeoutError, ConsumeRefused):
-            context.destroy(linger=0)  # the node is down or starting: try again
+        joined = self.joined(TOPIC, WINDOW)
+        if joined is None:
             return
+        consumer, context = joined
         self.joins += 1
         let_expire: list[Message] = []
         while not self.stopping.is_set():

@@ -59,8 +59,8 @@ from chaos import Faults, Nodes, Unavailable, produce_for  # noqa: E402
 from chaos_shared import (  # noqa: E402
     SoakConsumer,
     declare_groups,
-    group_names,
     kill_and_restart,
+    soak_parser,
     store_left,
 )
 
@@ -667,22 +667,13 @@ def print_table(report: GroupsReport) -> None:
 
 
 def make_argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="chaos_groups", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
-    parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
-                        help="copies of each message (--nodes 3)")
-    parser.add_argument("--groups", type=group_names, default=["billing", "audit"],
-                        help="the topic's groups, comma separated")
-    parser.add_argument("--seconds", type=float, default=60.0, help="how long to produce")
-    parser.add_argument("--rate", type=float, default=400.0, help="messages a second")
+    parser = soak_parser("chaos_groups", __doc__.split("\n\n")[0], seconds=60.0,
+                         rate=400.0, kills=6)
     parser.add_argument("--at-least", type=int, default=0, metavar="MESSAGES",
                         help="produce past --seconds (at most 60 s more) until this many "
                              "messages were ACKed")
-    parser.add_argument("--kills", type=int, default=6, help="node SIGKILLs and restarts")
     parser.add_argument("--consumer-faults", type=int, default=10,
                         help="group consumers closed abruptly and started again")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 

@@ -115,6 +115,23 @@ def group_names(text: str) -> list[str]:
     return names
 
 
+def soak_parser(prog: str, description: str, seconds: float, rate: float,
+                kills: int) -> argparse.ArgumentParser:
+    """The options the group soaks share (each adds its own), with its defaults."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
+    parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
+                        help="copies of each message (--nodes 3)")
+    parser.add_argument("--groups", type=group_names, default=["billing", "audit"],
+                        help="the topic's groups, comma separated")
+    parser.add_argument("--seconds", type=float, default=seconds, help="how long to produce")
+    parser.add_argument("--rate", type=float, default=rate, help="messages a second")
+    parser.add_argument("--kills", type=int, default=kills, help="node SIGKILLs and restarts")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
 class SoakConsumer(threading.Thread):
     """One consumer of one group on one node, made again (``_one_consumer``) each time
     the one before ended, until ``stopping``; what it raised is the main thread's to

@@ -75,8 +75,8 @@ from chaos import Faults, Nodes, Unavailable, _pace  # noqa: E402
 from chaos_shared import (  # noqa: E402
     SoakConsumer,
     declare_groups,
-    group_names,
     kill_and_restart,
+    soak_parser,
     store_left,
 )
 
@@ -771,18 +771,8 @@ def print_table(report: TimeReport) -> None:
 
 
 def make_argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="chaos_time", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
-    parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
-                        help="copies of each message (--nodes 3)")
-    parser.add_argument("--groups", type=group_names, default=["billing", "audit"],
-                        help="the topic's groups, comma separated")
-    parser.add_argument("--seconds", type=float, default=30.0, help="how long to produce")
-    parser.add_argument("--rate", type=float, default=200.0, help="messages a second")
-    parser.add_argument("--kills", type=int, default=3, help="node SIGKILLs and restarts")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    return parser
+    return soak_parser("chaos_time", __doc__.split("\n\n")[0], seconds=30.0, rate=200.0,
+                       kills=3)
 
 
 @quiet_on_interrupt

@@ -23,11 +23,14 @@ TOPIC_GAUGES = (
      "that has not come."),
     ("pzq_topic_oldest_seconds", "oldest_seconds",
      "Age of the topic's oldest stored message (since its due time, if scheduled)."),
-    ("pzq_topic_ttl_expired", "ttl_expired",
-     "Messages of the topic past their TTL, EXPIRES or max_age since the node started."),
     ("pzq_topic_next_due_timestamp_seconds", "next_due_us",
      "When the topic's next scheduled message is due, in seconds since the epoch (0: none "
      "waits)."),
+)
+# counts since the node started: counters (``_total``), reset by a restart
+TOPIC_COUNTERS = (
+    ("pzq_topic_ttl_expired", "ttl_expired",
+     "Messages of the topic past their TTL, EXPIRES or max_age since the node started."),
 )
 SCALES = {"next_due_us": 1e-6}  # µs in STATS, seconds here
 GROUP_GAUGES = (
@@ -64,12 +67,7 @@ PARTITION_GAUGES = (
 
 
 def topic_families(live: list[StatsAnswer], labels_of: Labels) -> Iterator[Metric]:
-    for name, key, documentation in TOPIC_GAUGES:
-        gauge = GaugeMetricFamily(name, documentation, labels=["node", "monitor", "topic"])
-        for answer, topic, figures in _topics(live):
-            gauge.add_metric([*labels_of(answer), topic],
-                             float(figures.get(key, 0)) * SCALES.get(key, 1))
-        yield gauge
+    yield from _per_topic(live, labels_of)
     for name, key, documentation in PARTITION_GAUGES:
         gauge = GaugeMetricFamily(name, documentation, labels=["node", "monitor", "topic"])
         for answer, topic, figures in _topics(live):
@@ -87,6 +85,18 @@ def topic_families(live: list[StatsAnswer], labels_of: Labels) -> Iterator[Metri
                 for group, group_figures in figures.get("groups", {}).items():
                     metric.add_metric([*labels_of(answer), topic, group],
                                       float(group_figures.get(key, 0)))
+            yield metric
+
+
+def _per_topic(live: list[StatsAnswer], labels_of: Labels) -> Iterator[Metric]:
+    for family, table in ((GaugeMetricFamily, TOPIC_GAUGES),
+                          (CounterMetricFamily, TOPIC_COUNTERS)):
+        for name, key, documentation in table:
+            metric: GaugeMetricFamily | CounterMetricFamily = family(
+                name, documentation, labels=["node", "monitor", "topic"])
+            for answer, topic, figures in _topics(live):
+                metric.add_metric([*labels_of(answer), topic],
+                                  float(figures.get(key, 0)) * SCALES.get(key, 1))
             yield metric
 
 

@@ -34,6 +34,8 @@ import pzq_reference  # noqa: E402  (the docs' own extension, not a package)
 NAMED = {"topics": "<topic>", "groups": "<group>", "taken_over": "<origin>",
          "buckets": "<le>"}
 DOCUMENTED_ROW = re.compile(r"^   \* - ``([^`]+)``$", re.M)
+# a row of the metrics page: the family, then its type (gauge, counter, histogram)
+DOCUMENTED_TYPE = re.compile(r"^   \* - ``(pzq_\w+)``\n     - (\w+)$", re.M)
 
 
 def field_paths(value: object, path: str = "", key: str = "") -> set[str]:
@@ -111,6 +113,19 @@ def test_every_exporter_metric_has_an_entry(busy_node):
     families = set(re.findall(r"^# TYPE (pzq_\w+) ", metrics, re.M))
     assert {"pzq_up", "pzq_group_backlog", "pzq_zper_relay_clients"} <= families
     assert sorted(families - documented("metrics.rst")) == []
+
+
+@pytest.mark.timeout(120)
+def test_every_exporter_metric_has_the_type_its_entry_says(busy_node):
+    """A count since the start is a counter (``_total``, rate() and increase() work on
+    it and take a restart as a reset), a level a gauge: as the page says."""
+    _, metrics = busy_node
+    exported = dict(re.findall(r"^# TYPE (pzq_\w+) (\w+)$", metrics, re.M))
+    types = dict(DOCUMENTED_TYPE.findall((REFERENCE / "metrics.rst").read_text()))
+    assert {family: (kind, types.get(family)) for family, kind in exported.items()
+            if types.get(family) != kind} == {}
+    counters = [family for family, kind in exported.items() if kind == "counter"]
+    assert [family for family in counters if not family.endswith("_total")] == []
 
 
 @pytest.mark.timeout(10)

@@ -265,7 +265,7 @@ def test_an_expired_message_is_never_delivered_and_goes_to_the_dead_letters(
         assert consumer.receive(0.3) is None
     metrics = scrape_metrics(node.monitor_dsn)
     assert re.search(r"pzq_ttl_expired_total\{[^}]*\} 1\.0", metrics)
-    assert re.search(r'pzq_topic_ttl_expired\{[^}]*topic="orders"\} 1\.0', metrics)
+    assert re.search(r'pzq_topic_ttl_expired_total\{[^}]*topic="orders"\} 1\.0', metrics)
 
 
 def test_a_topic_that_drops_expired_messages_keeps_no_dead_letter(start_inproc_node, context):

@@ -182,7 +182,10 @@ class PzqCollector:
         for answer in live:
             histogram = _stats(answer).get("ack_latency_histogram")
             if histogram:
-                buckets = [(bound, float(count)) for bound, count in histogram["buckets"].items()]
+                # STATS keeps the bounds as sorted keys ("10" before "2.5"): the
+                # exposition format wants them in increasing order
+                bounds = sorted(histogram["buckets"].items(), key=lambda item: float(item[0]))
+                buckets = [(bound, float(count)) for bound, count in bounds]
                 buckets.append(("+Inf", float(histogram["count"])))
                 latency.add_metric(self._labels(answer), buckets, histogram["sum_seconds"])
         return latency

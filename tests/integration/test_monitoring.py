@@ -163,6 +163,13 @@ def test_exporter_metrics_against_a_real_node_and_a_dead_one(node, context, serv
     assert f'pzq_ack_latency_seconds_bucket{{le="+Inf",{mine}}} 12.0' in metrics
     assert f"pzq_ack_latency_seconds_count{{{mine}}} 12.0" in metrics
     assert "quantile=" not in metrics
+    # the exposition format's order: buckets by increasing le, counts cumulative
+    buckets = re.findall(rf'pzq_ack_latency_seconds_bucket{{le="([^"]+)",{re.escape(mine)}}} '
+                         r"(\S+)", metrics)
+    bounds = [float(bound) for bound, _ in buckets]
+    assert len(bounds) > 2 and bounds == sorted(bounds) and bounds[-1] == float("inf")
+    counts = [float(count) for _, count in buckets]
+    assert counts == sorted(counts)
     answers = json.loads(get(served + "/api/stats"))
     assert answers[DEAD_DSN]["up"] is False and "nothing answers" in answers[DEAD_DSN]["error"]
     assert answers[node.monitor_dsn]["acked"] == 12

@@ -166,3 +166,19 @@ def test_every_log_event_and_spark_option_has_its_meaning_and_no_other(page, fou
             break  # the directive's content ends
         lines.append(line[3:])
     assert pzq_reference.unmatched(found(), pzq_reference.meanings(lines)) == ([], [])
+
+
+@pytest.mark.timeout(10)
+def test_every_metric_the_pages_name_is_a_family_of_the_metrics_page():
+    """A metric named in prose (``pzq_forbidden_total``) is one the exporter serves: the
+    metrics page lists every family the exporter serves (checked above)."""
+    families = {name for name in documented("metrics.rst") if name.startswith("pzq_")}
+    histograms = {f"{name}{suffix}" for name in families
+                  for suffix in ("_bucket", "_count", "_sum")}
+    pages = [*ROOT.joinpath("docs").glob("*.rst"), *REFERENCE.glob("*.rst"),
+             ROOT / "README.rst"]
+    named = {(page.name, name) for page in pages
+             for name in re.findall(r"``(pzq_[a-z_]+)(?:\{[^`]*\})?``", page.read_text())}
+    not_metrics = {"pzq_backup"}  # the backup manifest's layout key
+    assert sorted((page, name) for page, name in named
+                  if name not in families | histograms | not_metrics) == []

@@ -77,11 +77,15 @@ def serve(dsns: Sequence[str], host: str, port: int, timeout: float,
     from pzq.monitoring.server import QuietServer, make_handler, routes
 
     scraper = Scraper(dsns, timeout, curve)
-    registry = CollectorRegistry()
-    registry.register(PzqCollector(scraper))
+
+    def registry_for(scrape_timeout: float) -> CollectorRegistry:
+        registry = CollectorRegistry()
+        registry.register(PzqCollector(scraper, scrape_timeout))
+        return registry
+
     history = History(scraper, sample_interval, history_minutes * 60)
     try:
-        server = QuietServer((host, port), make_handler(routes(scraper, registry, history)))
+        server = QuietServer((host, port), make_handler(routes(scraper, registry_for, history)))
     except OSError:
         scraper.close()
         raise
@@ -108,7 +112,9 @@ def make_argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN,
                         metavar="HOST:PORT", help="where to serve HTTP")
     parser.add_argument("--timeout", type=positive_seconds, default=2.0, metavar="SECONDS",
-                        help="seconds to wait for each node (nodes are asked in parallel)")
+                        help="seconds to wait for each node (nodes are asked in parallel; "
+                        "a Prometheus scrape whose scrape_timeout is shorter waits that "
+                        "less half a second)")
     parser.add_argument("--sample-interval", type=positive_seconds, default=2.0,
                         metavar="SECONDS", help="how often the status page's history is sampled")
     parser.add_argument("--history-minutes", type=positive_minutes, default=10.0,

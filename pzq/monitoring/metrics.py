@@ -88,11 +88,12 @@ ACK_OUTCOMES = ("acked", "nacked")  # a consumer ACK removed the message, or gav
 class PzqCollector:
     """Asks every node (in parallel) at scrape time, so the figures are never stale."""
 
-    def __init__(self, scraper: Scraper) -> None:
+    def __init__(self, scraper: Scraper, timeout: float | None = None) -> None:
         self.scraper = scraper
+        self.timeout = timeout  # this scrape's wait for each node; None: the scraper's
 
     def collect(self) -> Iterator[Metric]:
-        answers = self.scraper.scrape()
+        answers = self.scraper.scrape(self.timeout)
         up = GaugeMetricFamily("pzq_up", "1 if the node answered STATS.", labels=LABELS)
         for answer in answers:
             up.add_metric(self._labels(answer), 1.0 if answer.up else 0.0)

@@ -35,10 +35,12 @@ class Scraper:
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._closed = threading.Event()
 
-    def scrape(self) -> list[StatsAnswer]:
-        """Every node's answer, in ``dsns`` order; takes about one timeout at most."""
+    def scrape(self, timeout: float | None = None) -> list[StatsAnswer]:
+        """Every node's answer, in ``dsns`` order; takes about one timeout at most
+        (``timeout``, when given, instead of the scraper's)."""
+        waits = [self.timeout if timeout is None else timeout] * len(self.dsns)
         try:
-            answers = list(self._pool.map(self._fetch, self.dsns))
+            answers = list(self._pool.map(self._fetch, self.dsns, waits))
         except RuntimeError:  # the pool is shut down: closed while this began
             if not self._closed.is_set():
                 raise
@@ -72,9 +74,10 @@ class Scraper:
         (an alert on its ``node`` label named no node at all)."""
         return self.node_ids.get(dsn, dsn)
 
-    def _fetch(self, dsn: str) -> StatsAnswer:
+    def _fetch(self, dsn: str, timeout: float | None = None) -> StatsAnswer:
         try:
-            return fetch_stats(dsn, self.timeout, self.curve, context=self._context)
+            return fetch_stats(dsn, self.timeout if timeout is None else timeout, self.curve,
+                               context=self._context)
         except zmq.ZMQError:
             if not self._closed.is_set():
                 raise

@@ -181,7 +181,7 @@ class _OneAnswer:
     def __init__(self, dsn: str, stats: dict) -> None:
         self.answer = StatsAnswer(dsn, stats)
 
-    def scrape(self):
+    def scrape(self, timeout=None):
         return [self.answer]
 
     def node_id(self, dsn: str) -> str:

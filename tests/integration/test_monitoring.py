@@ -208,6 +208,48 @@ def test_down_nodes_are_scraped_in_parallel(tmp_path):
     assert took < 2.0  # one timeout, not three
 
 
+def test_a_scrape_waits_for_nodes_within_the_deadline_prometheus_gives(node):
+    """Prometheus gives up on a scrape after its scrape_timeout and then counts every
+    node's series gone: a node that is down must cost less than that, so it is pzq_up 0
+    and the other nodes are still there."""
+    running = exporter.serve([node.monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=4.0,
+                             sample_interval=60)
+    try:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{running.port}/metrics",
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "1.5"})
+        started = time.monotonic()
+        with urllib.request.urlopen(request, timeout=10) as response:
+            metrics = response.read().decode()
+        took = time.monotonic() - started
+        started = time.monotonic()
+        get(f"http://127.0.0.1:{running.port}/metrics")  # no header: --timeout
+        took_plain = time.monotonic() - started
+    finally:
+        running.stop()
+    assert took < 1.5, took
+    assert took_plain >= 4.0, took_plain
+    assert f'pzq_up{{monitor="{DEAD_DSN}",node="{DEAD_DSN}"}} 0.0' in metrics
+    assert re.search(rf'pzq_up{{monitor="{re.escape(node.monitor_dsn)}",node="\w+"}} 1\.0',
+                     metrics)
+
+
+def test_a_scrape_deadline_is_the_timeout_less_a_margin():
+    from email.message import Message
+
+    from pzq.monitoring.server import scrape_timeout
+
+    def told(value: str | None) -> float:
+        headers = Message()
+        if value is not None:
+            headers["X-Prometheus-Scrape-Timeout-Seconds"] = value
+        return scrape_timeout(headers, 2.0)
+
+    assert told(None) == 2.0 and told("10") == 2.0  # Prometheus' default 10 s: --timeout
+    assert told("2") == 1.5 and told("1") == 0.75  # less half a second, or a quarter
+    assert told("nonsense") == told("0") == told("-1") == told("nan") == 2.0
+
+
 def test_a_scraper_closed_as_the_history_samples_asks_no_node_and_raises_nothing(tmp_path):
     """The history's thread may begin a sample as the exporter stops: once closed,
     the scraper answers with nothing instead of scheduling on a pool shut down."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import select
 import signal
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pzq.cli.common import (
 )
 from pzq.errors import ExitCode
 from pzq.monitoring.history import History
+from pzq.monitoring.node_states import NodeStates
 from pzq.monitoring.scrape import Scraper
 from pzq.node.waker import Waker
 from pzq.security import ClientSecurity
@@ -76,7 +78,7 @@ def serve(dsns: Sequence[str], host: str, port: int, timeout: float,
     from pzq.monitoring.metrics import PzqCollector
     from pzq.monitoring.server import QuietServer, make_handler, routes
 
-    scraper = Scraper(dsns, timeout, curve)
+    scraper = Scraper(dsns, timeout, curve, NodeStates(tell_stderr))
 
     def registry_for(scrape_timeout: float) -> CollectorRegistry:
         registry = CollectorRegistry()
@@ -93,6 +95,10 @@ def serve(dsns: Sequence[str], host: str, port: int, timeout: float,
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S},
                      name="pzq-http", daemon=True).start()
     return Exporter(server, history, scraper)
+
+
+def tell_stderr(line: str) -> None:
+    print(f"pzq-exporter: {line}", file=sys.stderr, flush=True)
 
 
 def listen_address(text: str) -> tuple[str, int]:

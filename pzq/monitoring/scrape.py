@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import zmq
 
 from pzq.client.monitor import StatsAnswer, fetch_stats
+from pzq.monitoring.node_states import NodeStates
 from pzq.security import ClientSecurity
 
 MAX_THREADS = 32
@@ -25,8 +26,10 @@ class Scraper:
     """
 
     def __init__(self, dsns: Sequence[str], timeout: float,
-                 curve: ClientSecurity | None = None) -> None:
+                 curve: ClientSecurity | None = None,
+                 states: NodeStates | None = None) -> None:
         self.dsns = list(dsns)
+        self.states = states
         self.timeout = timeout
         self.curve = curve
         self.node_ids: dict[str, str] = {}
@@ -68,6 +71,8 @@ class Scraper:
     def _note_id(self, answer: StatsAnswer) -> None:
         if answer.stats and "node_id" in answer.stats:
             self.node_ids[answer.dsn] = str(answer.stats["node_id"])
+        if self.states is not None and answer.error != STOPPING:
+            self.states.note(answer, self.node_id(answer.dsn))
 
     def node_id(self, dsn: str) -> str:
         """The node's id, kept while it is down; its endpoint until it first answers

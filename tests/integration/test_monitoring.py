@@ -234,6 +234,31 @@ def test_a_scrape_waits_for_nodes_within_the_deadline_prometheus_gives(node):
                      metrics)
 
 
+def test_the_exporter_says_once_why_a_node_does_not_answer(node, capfd):
+    """pzq_up 0 says nothing of why: the exporter's log says it, once per change."""
+    running = exporter.serve([node.monitor_dsn, DEAD_DSN], "127.0.0.1", 0, timeout=0.5,
+                             sample_interval=60)
+    try:
+        for _ in range(3):
+            get(f"http://127.0.0.1:{running.port}/metrics")
+    finally:
+        running.stop()
+    lines = capfd.readouterr().err.splitlines()
+    assert lines == [f"pzq-exporter: {DEAD_DSN} does not answer: no answer from {DEAD_DSN} "
+                     "within 0.5 s: nothing answers there (is the node running?)"]
+
+
+def test_a_node_is_told_down_and_up_again_by_its_id():
+    from pzq.monitoring.node_states import NodeStates
+
+    told: list[str] = []
+    states = NodeStates(told.append)
+    up, down = StatsAnswer("tcp://n:1", {"node_id": "ab"}), StatsAnswer("tcp://n:1", None, "why")
+    for answer in (up, up, down, down, up, up):
+        states.note(answer, "ab")
+    assert told == ["node ab (tcp://n:1) does not answer: why", "node ab (tcp://n:1) answers again"]
+
+
 def test_a_scrape_deadline_is_the_timeout_less_a_margin():
     from email.message import Message
 

@@ -140,7 +140,8 @@ def health_problems(before: dict[str, Any] | None, now: dict[str, Any] | None,
         return ["no answer"]
     problems = []
     if now.get("store_write_failing", 0):  # (with nobody producing, no message refused)
-        problems.append(f"store writes are failing (for {now.get('store_write_failing_s', 0):g} s)")
+        failing = human.duration(now.get("store_write_failing_s", 0))
+        problems.append(f"store writes are failing (for {failing})")
     elif now.get("store_failures", 0) > before.get("store_failures", 0):
         problems.append("store writes are failing")
     if now.get("archive", {}).get("failures", 0) > before.get("archive", {}).get("failures", 0):

@@ -121,6 +121,10 @@ def test_check_reports_an_unhealthy_node():
     assert problems == ["store writes are failing", "50000 producer ACKs cannot be sent",
                         "peer down: tcp://b:1", "peer left (stopped by SIGTERM): tcp://e:1",
                         "peer unreachable: tcp://c:1"]
+    # for how long, rounded as every figure for people (and as the status page says it)
+    failing = {"store_write_failing": 1, "store_write_failing_s": 194.134, "peers": []}
+    assert monitor_cli.health_problems(before, failing, max_pending_acks=10_000) == [
+        "store writes are failing (for 3 min 14 s)"]
 
 
 def serve_beside_a_dead_node(monitor_dsn: str) -> Iterator[str]:

@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import urllib.request
@@ -700,6 +701,33 @@ def test_dashboard_gives_every_series_its_unit_and_a_rate_one_per_second():
             assert unit, (panel["title"], target["expr"])
             is_rate = target["expr"].startswith("rate(")
             assert (unit in PER_SECOND_UNITS) == is_rate, (panel["title"], target["expr"], unit)
+
+
+def test_the_prometheus_configuration_of_the_docs_takes_the_rules_and_waits_long_enough():
+    """The page's prometheus.yml names the rules and scrapes each exporter with a
+    scrape_timeout above the exporter's --timeout (a node down is then pzq_up 0)."""
+    page = (ROOT / "docs" / "monitoring.rst").read_text()
+    block = re.search(r"\.\. code-block:: yaml\n\n((?:   .*\n|\n)+)", page).group(1)
+    config = yaml.safe_load(textwrap.dedent(block))
+    assert [rules.endswith("pzq-alerts.yml") for rules in config["rule_files"]] == [True]
+    (job,) = config["scrape_configs"]
+    seconds = {"s": 1, "m": 60}
+    timeout = int(job["scrape_timeout"][:-1]) * seconds[job["scrape_timeout"][-1]]
+    interval = int(job["scrape_interval"][:-1]) * seconds[job["scrape_interval"][-1]]
+    default = exporter.make_argument_parser().parse_args([]).timeout
+    assert default < timeout <= interval
+    targets = job["static_configs"][0]["targets"]
+    assert targets and all(target.endswith(":" + exporter.DEFAULT_LISTEN.split(":")[1])
+                           for target in targets)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="Prometheus' promtool is not installed")
+def test_promtool_accepts_the_alert_rules():
+    rules = ROOT / "monitoring" / "alerts.yml"
+    checked = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def exported_labels(metrics: str) -> dict[str, dict[str, set[str]]]:

@@ -339,7 +339,9 @@ class TimeConsumer(SoakConsumer):
     def _credit_back(self, consumer: GroupConsumer, let_expire: list[Message]) -> list[Message]:
         """A late NACK of each delivery let expire, well after the node found its
         deadline: it only gives the credit back (docs/groups.rst: an unanswered one
-        keeps its credit spent while the connection lasts), the wait goes on."""
+        keeps its credit spent while the connection lasts), the wait goes on. One
+        from before its node restarted is not sent (the consumer leaves it out): it
+        would give back the restarted node's delivery of the message since."""
         now_us = time.time() * 1e6
         due = [message for message in let_expire
                if message.deadline_us + LATE_NACK_AFTER_S * 1e6 <= now_us]

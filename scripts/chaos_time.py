@@ -241,7 +241,8 @@ class GroupFigures:
     timed_out: int = 0  # deliveries let time out
     late_nacks: int = 0  # ... whose late NACK was asked for (for the credit)
     # ... of those, by then its node was killed: the consumer leaves such a NACK out (it
-    # would give back the restarted node's delivery of the message since)
+    # would give back the restarted node's delivery of the message since), or the
+    # restarted node refuses it as come before CONSUME (asked for while it was down)
     late_nacks_after_kill: int = 0
     delayed_checked: int = 0  # deliveries of delayed or scheduled messages
     early: int = 0
@@ -776,8 +777,8 @@ def print_table(report: TimeReport) -> None:
               f"{g.priority_excused:>5}")
         excused = ", ".join(f"{why} {n}" for why, n in sorted(g.waits_excused.items()))
         print(f"  {g.group}: NACKs with a delay {g.nacked}, let time out {g.timed_out} "
-              f"(late NACKs {g.late_nacks}, {g.late_nacks_after_kill} after a kill: not "
-              f"sent); "
+              f"(late NACKs {g.late_nacks}, {g.late_nacks_after_kill} after its node's kill: "
+              f"left out, or refused before CONSUME); "
               f"waits not checked: {excused or 'none'}")
     for g in report.groups:
         for story in g.stories:

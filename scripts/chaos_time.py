@@ -217,6 +217,7 @@ class Delivery:
     answer: str | None = None  # "ACK", "NACK" (with a delay); None: let time out
     answered: float | None = None
     nack_delay_s: float = 0.0
+    late_nack: float | None = None  # one let time out: when its late NACK was asked for
 
     @property
     def at(self) -> float:
@@ -238,6 +239,11 @@ class GroupFigures:
     duplicates: int = 0
     nacked: int = 0  # NACKs with a delay
     timed_out: int = 0  # deliveries let time out
+    late_nacks: int = 0  # ... whose late NACK was asked for (for the credit)
+    # ... of those, by then its node was killed: the consumer leaves such a NACK out (it
+    # would give back the restarted node's delivery of the message since), or the
+    # restarted node refuses it as come before CONSUME (asked for while it was down)
+    late_nacks_after_kill: int = 0
     delayed_checked: int = 0  # deliveries of delayed or scheduled messages
     early: int = 0
     earliest_margin_ms: float | None = None  # the least delivery time past due
@@ -324,32 +330,38 @@ class TimeConsumer(SoakConsumer):
             return
         consumer, context = joined
         self.joins += 1
-        let_expire: list[Message] = []
+        let_expire: list[tuple[Message, Delivery]] = []
         while not self.stopping.is_set():
             message = consumer.receive(0.05)
             if message is not None:
                 self.received += 1
                 self.last_received = time.time()
-                if not self._take(consumer, message):
-                    let_expire.append(message)
+                expiring = self._take(consumer, message)
+                if expiring is not None:
+                    let_expire.append((message, expiring))
             let_expire = self._credit_back(consumer, let_expire)
         consumer.close()
         context.term()
 
-    def _credit_back(self, consumer: GroupConsumer, let_expire: list[Message]) -> list[Message]:
+    def _credit_back(self, consumer: GroupConsumer, let_expire: list[tuple[Message, Delivery]]
+                     ) -> list[tuple[Message, Delivery]]:
         """A late NACK of each delivery let expire, well after the node found its
         deadline: it only gives the credit back (docs/groups.rst: an unanswered one
-        keeps its credit spent while the connection lasts), the wait goes on."""
-        now_us = time.time() * 1e6
-        due = [message for message in let_expire
-               if message.deadline_us + LATE_NACK_AFTER_S * 1e6 <= now_us]
+        keeps its credit spent while the connection lasts), the wait goes on. One
+        from before its node restarted is not sent (the consumer leaves it out): it
+        would give back the restarted node's delivery of the message since."""
+        now = time.time()
+        due = [(message, delivery) for message, delivery in let_expire
+               if message.deadline_us + LATE_NACK_AFTER_S * 1e6 <= now * 1e6]
         if due:
-            consumer.nack_many(due)
-            return [message for message in let_expire if message not in due]
+            consumer.nack_many([message for message, _ in due])
+            for _, delivery in due:
+                delivery.late_nack = now
+            return [pair for pair in let_expire if pair not in due]
         return let_expire
 
-    def _take(self, consumer: GroupConsumer, message: Message) -> bool:
-        """Answer the delivery, or not: False for one let expire."""
+    def _take(self, consumer: GroupConsumer, message: Message) -> Delivery | None:
+        """Answer the delivery, or not: the delivery of one let expire."""
         received = time.time()
         origin, _ = parse_message_key(message.key)
         delivery = Delivery(self.node, self.ledger.node_index.get(origin, -1), self.number,
@@ -359,7 +371,7 @@ class TimeConsumer(SoakConsumer):
         draw = self.rng.random()
         if count == 1 and draw < TIMEOUT_SHARE:
             self.ledger.delivered(self.group, body_of(message), delivery)
-            return False  # not answered in time: its deadline passes, the backoff holds it
+            return delivery  # not answered in time: its deadline passes, the backoff holds it
         delivery.answered = time.time()  # before the answer leaves
         if count <= 2 and draw < TIMEOUT_SHARE + NACK_SHARE:
             delivery.answer = "NACK"
@@ -370,7 +382,7 @@ class TimeConsumer(SoakConsumer):
             delivery.answer = "ACK"
             self.ledger.delivered(self.group, body_of(message), delivery)
             consumer.ack(message)
-        return True
+        return None
 
 
 def produce_timed(nodes: list[NodeProcess], seconds: float, rate: float, report: TimeReport,
@@ -440,6 +452,11 @@ class Checks:
                 continue
             f.nacked += sum(d.answer == "NACK" for d in deliveries)
             f.timed_out += sum(d.answer is None for d in deliveries)
+            for d in deliveries:
+                if d.late_nack is not None:
+                    f.late_nacks += 1
+                    f.late_nacks_after_kill += self.ledger.killed_between(d.node, d.at,
+                                                                          d.late_nack)
             self._check_due(body, sent, deliveries)
             self._check_ttl(body, sent, deliveries)
             self._check_waits(body, deliveries)
@@ -575,6 +592,8 @@ class Checks:
                           else "no answer")
                 if d.answer == "NACK":
                     answer += f" DELAY {d.nack_delay_s * 1000:.0f} ms"
+                if d.late_nack is not None:
+                    answer += f", late NACK asked for at {d.late_nack:.3f}"
                 lines.append(f"    delivered by node{d.node} (origin node{d.origin}) at "
                              f"{d.at:.3f}, count {d.count}, deadline "
                              f"{d.deadline_us / 1e6:.3f}, received {d.received:.3f}; {answer}")
@@ -757,7 +776,9 @@ def print_table(report: TimeReport) -> None:
               f"{margins[2]:>10}{g.priority_checked:>7}{g.priority_inversions:>5}"
               f"{g.priority_excused:>5}")
         excused = ", ".join(f"{why} {n}" for why, n in sorted(g.waits_excused.items()))
-        print(f"  {g.group}: NACKs with a delay {g.nacked}, let time out {g.timed_out}; "
+        print(f"  {g.group}: NACKs with a delay {g.nacked}, let time out {g.timed_out} "
+              f"(late NACKs {g.late_nacks}, {g.late_nacks_after_kill} after its node's kill: "
+              f"left out, or refused before CONSUME); "
               f"waits not checked: {excused or 'none'}")
     for g in report.groups:
         for story in g.stories:

@@ -199,14 +199,20 @@ class GroupConsumer(GroupView[Message], Deliveries):
                                        time.monotonic()))
 
     async def nack(self, message: Message, delay: float | None = None) -> None:
-        """Give it back: to go again at once, or after ``delay`` seconds."""
-        self._answer(self._session.nack(own_key(message, self), time.monotonic(), delay))
+        """Give it back: to go again at once, or after ``delay`` seconds (as
+        ``nack_many``)."""
+        session = self._session
+        self._answer(session.nack(own_key(message, self, session.forgot_upto_us),
+                                  time.monotonic(), delay))
 
     async def nack_many(self, messages: Iterable[Message], delay: float | None = None) -> None:
         """Give these deliveries back in one NACK: to go again at once, or after
-        ``delay`` seconds."""
-        self._answer(self._session.nack(own_keys(messages, self),
-                                        time.monotonic(), delay))
+        ``delay`` seconds. One the node forgot since (it restarted, or counted this
+        consumer gone: given back already) is left out: its key would give back the
+        node's delivery of the same message made since."""
+        session = self._session
+        self._answer(session.nack(own_keys(messages, self, session.forgot_upto_us),
+                                  time.monotonic(), delay))
 
     async def working(self, *messages: Message) -> None:
         """Still at work on these: each one's ack deadline starts again."""

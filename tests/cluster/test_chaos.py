@@ -219,9 +219,19 @@ def test_the_time_soak_tells_each_breach_with_its_story():
     delivered(b"routine", t + 2.0, node=1)
     delivered(b"urgent", t + 3.0, node=1)
     sent(b"lost")
+    # let expire, their late NACKs asked for: one before its node's kill, one after (the
+    # consumer leaves that one out)
+    sent(b"let expire")
+    delivered(b"let expire", t + 4.0, late_nack=t + 6.6)
+    delivered(b"let expire", t + 6.5, count=2, answer="ACK", answered=t + 6.51)
+    sent(b"let expire too")
+    delivered(b"let expire too", t + 3.0, late_nack=t + 4.6)
+    delivered(b"let expire too", t + 5.2, count=2, answer="ACK", answered=t + 5.21)
+    ledger.lives[0].append(chaos_time.Life(t + 5.0, t + 6.0))
     figures = chaos_time.Checks(ledger, "audit", t + 10).run()
     assert (figures.early, figures.after_ttl, figures.redelivered_early,
             figures.priority_inversions, figures.lost) == (1, 1, 1, 1, 1)
+    assert (figures.late_nacks, figures.late_nacks_after_kill) == (2, 1)
     firsts = sorted(story.splitlines()[0] for story in figures.stories)
     assert firsts == ["audit early: delivered 500 ms before its due time by node0",
                       "audit expired: delivered 290 ms after its TTL ended by node0",

@@ -221,3 +221,29 @@ def test_a_close_cut_while_the_answers_drain_still_closes_the_consumer(
                 await consumer.close()
         assert consumer.closed and consumer.socket.closed
     run(main())
+
+
+def test_a_nack_of_a_delivery_from_before_a_sigkill_leaves_the_new_one_alone(
+        start_node, aio_context):
+    """As for the sync consumer (tests/integration/test_groups_waits.py): the NACK of
+    what came before the node was killed is not sent, so the restarted node's
+    delivery of the same message keeps the delay of its own NACK."""
+    node = start_node(*OPTIONS, "--delivery-headers", consume=True)
+
+    async def main() -> None:
+        async with aio.Producer(node.receive_dsn, context=aio_context) as producer:
+            assert (await producer.send([b"twice"], topic="t-again")).ok
+        async with aio.GroupConsumer(node.consume_dsn, "t-again", "g", window=1,
+                                     declare=True, context=aio_context) as consumer:
+            before = await consumer.receive(10)
+            assert before is not None
+            await asyncio.to_thread(node.kill)
+            await asyncio.to_thread(node.restart)
+            after = await consumer.receive(15)  # joined again: the same key
+            assert after is not None and after.key == before.key
+            await consumer.nack(before)
+            await consumer.nack(after, delay=3600)
+            await eventually(lambda: node.stats()["topics"]["t-again"]["groups"]["g"]
+                             ["delayed"] == 1, 10, "the NACK's delay taken")
+            assert await consumer.receive(2) is None, "given back at once by the old NACK"
+    run(main(), 60)

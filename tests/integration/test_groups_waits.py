@@ -153,3 +153,26 @@ def test_emptying_a_group_ends_its_waits(node, context):
     node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["delayed"] == 0)
     node.kill()
     assert waits_stored(node.database) == {}  # deleted with the emptying's batch
+
+
+def test_a_nack_of_a_delivery_from_before_a_sigkill_leaves_the_new_one_alone(node, context):
+    """A key names a message, not a delivery: the consumer's NACK of what it received
+    before its node was killed named the delivery the restarted node made since, to
+    the same consumer, and gave that one back at once; its NACK with a delay of the
+    new one then named nothing out, and the message came again at once (the time
+    soak's "again" breach: again in the NACK's millisecond). What the node forgot is
+    not NACKed: the new delivery keeps its delay."""
+    produce(node, context, [b"twice"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", window=1, context=context) as consumer:
+        before = consumer.receive(10)
+        assert before is not None and before.deliveries == 1
+        node.kill()
+        node.restart()
+        after = consumer.receive(15)  # joined again: the message again, the same key
+        assert after is not None and after.key == before.key
+        consumer.nack(before)  # (the soak's late NACK of one let expire: its credit)
+        consumer.nack(after, delay=HOUR_S)
+        node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["delayed"] == 1,
+                        message="the NACK's delay taken")
+        assert consumer.receive(QUIET_S) is None, "given back at once by the old NACK"
+    assert group_figures(node)["delayed"] == 1

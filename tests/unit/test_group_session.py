@@ -9,7 +9,7 @@ import pytest
 
 from pzq.client.message import Message
 from pzq.client.sessions.consumer import ConsumerSession
-from pzq.client.sessions.delivered import keys_of
+from pzq.client.sessions.delivered import keys_of, own_key, own_keys
 from pzq.client.sessions.group import GroupSession
 from pzq.errors import ConsumeRefused
 from pzq.protocol import consume as wire
@@ -252,6 +252,37 @@ def test_another_error_is_kept_and_ends_a_rejoin():
     assert session.errors[1] == "CONSUME: no topic 'orders'"
     unknown = "ACK of unknown key b'x'"
     assert session.received(error(unknown), 6.1) == () and session.errors[-1] == unknown
+
+
+
+def test_deliveries_from_before_the_node_forgot_the_connection_are_not_nacked():
+    """A key names a message: a NACK of what came before the node said it does not
+    know the connection (it restarted) would give back its delivery of the same
+    message made since (the time soak's "again" breach). Such a NACK sends nothing;
+    an ACK of it goes (the message is done with), as a NACK of one since does."""
+    session = joined()
+    session.received(batch((b"k1", (), (b"a",)), (b"k2", (), (b"b",)), sent_us=100), 1.0)
+    session.received(deliver(b"k3", b"c"), 1.1)  # (protocol 1's sent_us: 5)
+    before = session.take(3)
+    assert session.forgot_upto_us == 0
+    assert own_keys(before, OWNER, session.forgot_upto_us) == [b"k1", b"k2", b"k3"]
+    (again,) = session.received(error("HEARTBEAT before CONSUME: send CONSUME first"), 5.0)
+    assert request(again).verb == wire.CONSUME and session.forgot_upto_us == 100
+    session.received(consuming(), 5.1)
+    session.received(batch((b"k1", (), (b"a",)), sent_us=101), 5.2)
+    (since,) = session.take(1)
+    assert own_keys(before, OWNER, session.forgot_upto_us) == []
+    assert own_key(before[0], OWNER, session.forgot_upto_us) == []
+    assert session.nack(own_key(before[0], OWNER, session.forgot_upto_us), 5.3) == ()
+    assert own_keys([*before, since], OWNER, session.forgot_upto_us) == [b"k1"]
+    assert own_key(since, OWNER, session.forgot_upto_us) == [b"k1"]
+    assert own_keys(before, OWNER) == [b"k1", b"k2", b"k3"]  # (an ACK's: all of them)
+    # an ERROR for an ACK sent before the CONSUME: the same
+    session.received(batch((b"k4", (), (b"d",)), sent_us=150), 5.4)
+    session.received(error("ACK before CONSUME: send CONSUME first"), 6.0)
+    assert session.forgot_upto_us == 150
+    session.received(error("ACK of unknown key b'x'"), 6.1)  # another ERROR: no change
+    assert session.forgot_upto_us == 150
 
 
 # -- time --------------------------------------------------------------------------

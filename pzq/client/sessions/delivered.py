@@ -111,20 +111,28 @@ def keys_of(messages: Iterable[Delivered]) -> list[bytes]:
     return list(map(_KEY, messages))
 
 
-def own_keys(messages: Iterable[Delivered], owner: object) -> list[bytes]:
+def own_keys(messages: Iterable[Delivered], owner: object, forgot_upto_us: int = 0
+             ) -> list[bytes]:
     """The keys of deliveries ``owner`` received, to answer them there (in C, as
     ``keys_of``); ValueError, before anything is sent, if one came from another
     consumer: a key names a message, not a delivery, so another group's delivery of
-    the same message (the same key) would be answered in its place."""
+    the same message (the same key) would be answered in its place.
+    ``forgot_upto_us``: deliveries the node sent at or before it (its clock) it has
+    forgotten since (see GroupSession.forgot_upto_us): left out, for a NACK of one
+    would give back the node's delivery of the same message made since."""
     if not isinstance(messages, (list, tuple)):
         messages = list(messages)
     if any(map(is_not, map(_OWNER, messages), repeat(owner))):
         raise ValueError(NOT_OWN)
+    if forgot_upto_us and messages:
+        return [message[0] for message in messages if message[3] > forgot_upto_us]
     return list(map(_KEY, messages))
 
 
-def own_key(message: Delivered, owner: object) -> list[bytes]:
+def own_key(message: Delivered, owner: object, forgot_upto_us: int = 0) -> list[bytes]:
     """``own_keys`` of one delivery."""
     if message[6] is not owner:
         raise ValueError(NOT_OWN)
+    if forgot_upto_us and message[3] <= forgot_upto_us:
+        return []
     return [message[0]]

@@ -12,8 +12,13 @@ deliveries made in one pass) wait in ``arrived`` in turn. An ERROR is kept in
 ``errors``; when it says the node does not know this connection (it restarted,
 or counted the consumer gone) the session joins again, and what the node held
 comes again. The keys of ACKs the node refused so (REFUSED) go with that CONSUME,
-which the node applies before it delivers anything. ACKED answers the ACKs awaited
-with confirmations. When the ERROR says an operator removed the group, or that this
+which the node applies before it delivers anything. What came before that ERROR
+the node has forgotten (given back, or lost with a kill: ready again) and is not
+NACKed (``forgot_upto_us``): a key names a message, not a delivery, and the node's
+delivery of the same message since, maybe to this very consumer, would be given
+back in its place (at once, whatever delay that one's own NACK asks for); its ACK
+still goes (the message is done with). ACKED answers the ACKs awaited with
+confirmations. When the ERROR says an operator removed the group, or that this
 client's key may no longer consume it (the node's --authorization rules changed, or
 refused a CONSUME again): ConsumeRefused, then and at whatever comes after (a CONSUME
 again would make the group anew, or be refused).
@@ -68,6 +73,11 @@ class GroupSession(Generic[M]):
         self.removed = ""  # the node's word that it let this consumer go for good, if it did
         self._unconfirmed: set[bytes] = set()  # keys whose ACKED is awaited
         self._last_sent = now
+        # the node's clock (µs) at the newest delivery that came, and as it was when
+        # the node last said it did not know the connection: what it sent until then
+        # it forgot (a NACK of one is not sent)
+        self._newest_sent_us = 0
+        self.forgot_upto_us = 0
 
     def consume(self, now: float) -> list[bytes]:
         """The CONSUME that joins the group."""
@@ -97,6 +107,8 @@ class GroupSession(Generic[M]):
                 self.malformed += 1
                 return NOTHING
             count = len(batch.keys)
+            if batch.sent_us > self._newest_sent_us:
+                self._newest_sent_us = batch.sent_us
             # each delivery its own dict (a copy of an empty one: the cheapest new dict)
             headers = (map(dict.copy, repeat(NO_HEADERS, count)) if batch.headers is None
                        else [parse_headers(list(found)) if found else {}
@@ -114,6 +126,8 @@ class GroupSession(Generic[M]):
             self.malformed += 1
             return NOTHING
         if verb == consume_wire.DELIVER:
+            if message.sent_us > self._newest_sent_us:
+                self._newest_sent_us = message.sent_us
             self.arrived.append(self._make(message.key, message.parts, message.headers or {},
                                            message.sent_us, message.ack_timeout_us, b"",
                                            self._owner))
@@ -167,7 +181,11 @@ class GroupSession(Generic[M]):
             raise ConsumeRefused(error)
         if not error.endswith(NOT_CONSUMING):
             self._rejoining = False  # (a CONSUME sent again may have been refused)
-        elif not error.startswith("ACK "):
+            return NOTHING
+        # every delivery before this answer the node forgot: a later one is a join's
+        # since (this connection's answers come in order)
+        self.forgot_upto_us = self._newest_sent_us
+        if not error.startswith("ACK "):
             return self._rejoin((), now)
         return NOTHING
 

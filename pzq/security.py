@@ -21,6 +21,7 @@ from typing import ClassVar, Protocol
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
 
 from pzq import handshakes
 from pzq.errors import ConfigError
@@ -200,11 +201,41 @@ def load_node_curve(secret_key: str, client_keys: str, cluster_keys: str | None,
                     peer_key_names: dict[str, str]) -> NodeCurve:
     """Read every key a node needs before it binds anything, failing with the file's name."""
     keys = load_key_pair(secret_key)
+    read_key_directory(client_keys, "--curve-authorized-keys")
     if cluster_keys is None:
         return NodeCurve(keys, Path(client_keys))
+    read_key_directory(cluster_keys, "--cluster-authorized-keys")
     peers = {endpoint: load_public_key(Path(cluster_keys) / f"{name}.key")
              for endpoint, name in peer_key_names.items()}
     return NodeCurve(keys, Path(client_keys), Path(cluster_keys), peers)
+
+
+def read_key_directory(directory: str | Path, option: str) -> frozenset[bytes]:
+    """The public keys (Z85) of the ``*.key`` files in ``directory``, as ZAP reads them,
+    or ConfigError naming the file that is not one: pyzmq's authenticator drops the
+    whole directory for one bad file (a warning in the log) and refuses every client,
+    saying each key is unknown; a line that is no key of 40 characters of Z85 would be
+    a key no client ever has."""
+    if not Path(directory).is_dir():
+        raise ConfigError(f"{option} {directory} is not a directory")
+    keys = set()
+    for path in sorted(Path(directory).glob("*.key")):
+        try:
+            public, _ = zmq.auth.load_certificate(path)
+        except (OSError, ValueError) as exc:
+            why = "no public-key line" if isinstance(exc, ValueError) else str(exc)
+            raise ConfigError(f"{option} {directory}: {path.name} is not a CURVE public key "
+                              f"file ({why}; pzq-keygen writes them)") from None
+        if not _is_z85_key(public):
+            raise ConfigError(f"{option} {directory}: {path.name} is not a CURVE public key "
+                              f"file (its public-key is not 40 characters of Z85; "
+                              f"pzq-keygen writes them)")
+        keys.add(public)
+    return frozenset(keys)
+
+
+def _is_z85_key(key: bytes) -> bool:
+    return len(key) == 40 and all(char in z85.Z85CHARS for char in key)
 
 
 def serve_curve(socket: Socket, keys: KeyPair, zap_domain: str | None = None) -> None:

@@ -106,6 +106,29 @@ def test_curve_options_go_together_and_keys_must_exist(tmp_path, keys):
             in missing.stderr)
 
 
+@pytest.mark.parametrize("content, why", [
+    ("garbage\n", "no public-key line"),
+    ('curve\n    public-key = "abc"\n', "its public-key is not 40 characters of Z85"),
+])
+@pytest.mark.parametrize("option", ["--curve-authorized-keys", "--cluster-authorized-keys"])
+def test_a_key_directory_with_a_file_that_is_no_key_stops_the_node(node_keys, tmp_path,
+                                                                   content, why, option):
+    """pyzmq's authenticator drops a whole directory for one bad file and refuses every
+    client as unknown: the node must not start so."""
+    made = node_keys["made"]
+    directory = node_keys["clients"] if option == "--curve-authorized-keys" \
+        else node_keys["cluster_dirs"][0]
+    (directory / "broken.key").write_text(content)
+    result = run_pzq(["--curve-secret-key", str(made["n0"][1]),
+                      "--curve-authorized-keys", str(node_keys["clients"]),
+                      "--cluster-authorized-keys", str(node_keys["cluster_dirs"][0]),
+                      "--broadcast-dsn", "tcp://127.0.0.1:1", "--nodes",
+                      "n1=tcp://127.0.0.1:2", "--database", str(tmp_path / "db")])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (f"pzq: error: {option} {directory}: broken.key is not a "
+                                     f"CURVE public key file ({why}; pzq-keygen writes them)")
+
+
 def test_a_refused_handshake_is_logged_at_info_once_per_client(secure_node, keys, context):
     with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
         with pytest.raises(TimeoutError):

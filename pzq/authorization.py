@@ -120,6 +120,7 @@ def _remember(answers: dict[str, bool], asked: str, answer: bool) -> bool:
 
 
 EVERYTHING = AllRights(admin=True)
+NOTHING = Rights()  # a key revoked: no topic, no group, no admin
 
 
 class Rules:
@@ -275,6 +276,10 @@ class Authorization(Protocol):
 
     def reload_if_asked(self) -> bool: ...  # new rules are in force
 
+    def readmit(self, admitted: frozenset[str]) -> bool: ...  # True: a key lost its rights
+
+    def revoked_key(self, key: str) -> bool: ...  # removed from --curve-authorized-keys
+
     def figures(self) -> dict[str, object]: ...
 
 
@@ -305,6 +310,12 @@ class Everyone:
     def reload_if_asked(self) -> bool:
         return False
 
+    def readmit(self, admitted: frozenset[str]) -> bool:
+        return False  # nothing read per message: a connection keeps what it had
+
+    def revoked_key(self, key: str) -> bool:
+        return False
+
     def figures(self) -> dict[str, object]:
         return {"forbidden": dict.fromkeys(KINDS, 0)}
 
@@ -321,7 +332,10 @@ class Authorizing:
     def __init__(self, rules: Rules, keyed: bool,
                  admitted: frozenset[str] | None = None) -> None:
         self.keyed = keyed
-        self.admitted = admitted  # the keys of --curve-authorized-keys, read at start
+        self.admitted = admitted  # the keys of --curve-authorized-keys (SIGHUP: again)
+        # keys removed from --curve-authorized-keys since the start (SIGHUP): rights to
+        # nothing, whatever the file says, for the connections they made before
+        self.revoked: frozenset[str] = frozenset()
         self.rules = rules
         self.counts = dict.fromkeys(KINDS, 0)
         self.send_refusals = 0  # counted by ZAP's thread alone (refused handshakes)
@@ -331,13 +345,17 @@ class Authorizing:
 
     @property
     def rules(self) -> Rules:
-        return self._rules
+        """The file's rules (those in force add the keys revoked since the start)."""
+        return self._file_rules
 
     @rules.setter
     def rules(self, rules: Rules) -> None:
-        self._rules = rules
+        self._file_rules = rules
+        self._rules = rules if not self.revoked else Rules(
+            rules.default, {**rules.clients, **dict.fromkeys(self.revoked, NOTHING)},
+            rules.path)
         # a key is read from a message only when it can make a difference
-        self._by_key = self.keyed and bool(rules.clients)
+        self._by_key = self.keyed and bool(self._rules.clients)
 
     def of(self, frame: zmq.Frame) -> Rights:
         rules = self._rules
@@ -360,13 +378,13 @@ class Authorizing:
             return ""
 
     def rights(self, key: str) -> Rights:
-        return self.rules.of(key) if self.keyed else self.rules.default
+        return self._rules.of(key) if self.keyed else self._rules.default
 
     def refused(self, kind: str) -> None:
         self.counts[kind] += 1
 
     def admits_send(self, key: str) -> bool:
-        if self.rules.of(key).may_consume_send():
+        if self._rules.of(key).may_consume_send():
             return True
         self.send_refusals += 1
         return False
@@ -390,6 +408,22 @@ class Authorizing:
         log.info("authorization_reloaded", path=rules.path, clients=len(rules.clients))
         warn_of_rules_that_cannot_apply(rules, self.keyed, self.admitted)
         return True
+
+    def readmit(self, admitted: frozenset[str]) -> bool:
+        """--curve-authorized-keys read again: a key no longer there has no rights from
+        now on (ZAP refuses its next handshake; its connections made before are refused
+        here, message by message); one put back has its rights again. True when a key
+        lost its rights (the consumers of named groups are looked at again)."""
+        if not self.keyed or self.admitted is None:
+            return False
+        revoked = (self.revoked | (self.admitted - admitted)) - admitted
+        newly = revoked - self.revoked
+        self.admitted, self.revoked = admitted, revoked
+        self.rules = self._file_rules
+        return bool(newly)
+
+    def revoked_key(self, key: str) -> bool:
+        return key in self.revoked
 
     def figures(self) -> dict[str, object]:
         counts = dict(self.counts)

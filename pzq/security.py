@@ -254,11 +254,24 @@ def start_authenticator(context: Context, curve: NodeCurve,
     authenticator = LoggingAuthenticator(context, send_domain=SEND_DOMAIN,
                                          cluster_domain=CLUSTER_DOMAIN, send_gate=send_gate)
     authenticator.start()
-    authenticator.configure_curve(domain="*", location=str(curve.client_keys))
-    authenticator.configure_curve(domain=SEND_DOMAIN, location=str(curve.client_keys))
-    if curve.cluster_keys is not None:
-        authenticator.configure_curve(domain=CLUSTER_DOMAIN, location=str(curve.cluster_keys))
+    admit_keys(authenticator, read_key_directory(curve.client_keys, "--curve-authorized-keys"),
+               None if curve.cluster_keys is None
+               else read_key_directory(curve.cluster_keys, "--cluster-authorized-keys"))
     return authenticator
+
+
+def admit_keys(authenticator: ThreadAuthenticator, client_keys: frozenset[bytes],
+               cluster_keys: frozenset[bytes] | None) -> None:
+    """What ZAP admits from now on, as pyzmq's configure_curve sets it (its table of
+    Z85 keys a domain), from keys read once: the same read that was checked, where
+    configure_curve would read the directory again. Each domain's table is replaced
+    whole, which the ZAP thread sees at its next handshake."""
+    admitted = dict.fromkeys(client_keys, True)
+    authenticator.allow_any = False
+    authenticator.certs["*"] = admitted
+    authenticator.certs[SEND_DOMAIN] = dict(admitted)
+    if cluster_keys is not None:
+        authenticator.certs[CLUSTER_DOMAIN] = dict.fromkeys(cluster_keys, True)
 
 
 def key_pair_paths(directory: str | Path, name: str) -> tuple[Path, Path]:

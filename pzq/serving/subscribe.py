@@ -96,6 +96,8 @@ def no_longer_allowed(authorization: Authorization, consumers: Iterable[ServedCo
         group = consumer.group
         if not authorization.rights(consumer.key).may_consume(group.topic, group.name):
             authorization.refused(CONSUME)
-            refused.append((consumer, f"FORBIDDEN consume {group.topic}:{group.name}: the "
-                                      "node's --authorization rules changed"))
+            why = ("this client key was removed from the node's --curve-authorized-keys"
+                   if authorization.revoked_key(consumer.key)
+                   else "the node's --authorization rules changed")
+            refused.append((consumer, f"FORBIDDEN consume {group.topic}:{group.name}: {why}"))
     return refused

@@ -404,3 +404,40 @@ def test_the_clusters_own_traffic_is_not_subject_to_the_rules(start_node, client
     nodes[1].wait_stats(lambda s: s["replicas_held"] == 0, message="the copy removed")
     assert all(node.stats()["forbidden"] == {"produce": 0, "consume": 0, "admin": 0}
                for node in nodes)
+
+
+def test_a_key_removed_from_the_directory_loses_its_rights_on_open_connections(
+        guarded, clients, curve_keys, tmp_path, context):
+    """ZAP sees handshakes only: a producer or group consumer connected before its key
+    was removed (SIGHUP) went on producing and consuming. The rules, read per message,
+    refuse it now; a key put back has its rights again."""
+    curve = clients["curve"]["client"]
+    authorized = tmp_path / "authorized"
+    producer = Producer(guarded.receive_dsn, context=context, curve=curve)
+    assert producer.produce([b"before"], topic="orders", timeout=10).ok
+    billing = GroupConsumer(guarded.consume_dsn, "orders", "billing", context=context,
+                            curve=curve)
+    try:
+        billing.receive(10).ack()
+        (authorized / "client.key").unlink()
+        guarded.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: guarded.event("curve_keys_reloaded"), 10, message="reloaded")
+        refused = producer.produce([b"after"], topic="orders", timeout=10)
+        assert not refused.ok and refused.status_message == b"FORBIDDEN produce orders"
+        with pytest.raises(ConsumeRefused, match="^FORBIDDEN consume orders:billing: this "
+                                                 "client key was removed from the node's "
+                                                 "--curve-authorized-keys$"):
+            billing.receive(10)
+        (authorized / "client.key").write_bytes(
+            (tmp_path / "keys" / "client.key").read_bytes())
+        guarded.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: len([event for event in list(guarded.events)
+                                if event.get("event") == "curve_keys_reloaded"]) == 2, 10,
+                   message="reloaded again")
+        assert producer.produce([b"back"], topic="orders", timeout=10).ok
+    finally:
+        producer.close()
+        billing.close()
+    stats = guarded.stats()
+    assert stats["forbidden"]["produce"] == 1 and stats["forbidden"]["consume"] == 1
+    assert stats["rejected"] == 1  # the refused message, not stored

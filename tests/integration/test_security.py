@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -427,3 +428,49 @@ def test_a_client_without_curve_keys_is_logged_as_refused_too(secure_node, conte
     assert refused["reason"] in (handshakes.NO_CURVE, handshakes.LEFT)
     # Its retries, about ten a second, are counted, not logged one by one.
     assert len([e for e in secure_node.events if e["event"] == "handshake_refused"]) == 1
+
+
+def _events(node, name: str) -> list[dict]:
+    return [event for event in list(node.events) if event.get("event") == name]
+
+
+def _reload_keys(node, reloads: int, event: str = "curve_keys_reloaded") -> dict:
+    node.process.send_signal(signal.SIGHUP)
+    return wait_until(lambda: (_events(node, event) or [None])[-1]
+                      if len(_events(node, event)) == reloads else None, 10,
+                      message=f"{event} #{reloads}")
+
+
+def test_sighup_reads_the_key_directories_again(secure_node, keys, tmp_path, context):
+    """A key is added or revoked as a broker's user is, without a restart: the node read
+    --curve-authorized-keys at start only."""
+    authorized = tmp_path / "authorized"
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"before"], timeout=1.5)
+    (authorized / "stranger.key").write_bytes((tmp_path / "keys" / "stranger.key").read_bytes())
+    added = _reload_keys(secure_node, 1)
+    assert added["added"] == [keys["stranger"].keys.public.decode()] and added["removed"] == []
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        assert producer.produce([b"added"], timeout=10).ok
+
+    # a connection made before the key is removed: ZAP saw only its handshake
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as kept:
+        assert kept.produce([b"connected"], timeout=10).ok
+        (authorized / "client.key").unlink()
+        removed = _reload_keys(secure_node, 2)
+        assert removed["removed"] == [keys["client"].keys.public.decode()]
+        assert kept.produce([b"still connected"], timeout=10).ok
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"revoked"], timeout=1.5)
+
+    (authorized / "broken.key").write_text("garbage\n")  # refused: the keys in force stay
+    refused = _reload_keys(secure_node, 1, "curve_keys_reload_refused")
+    assert refused["error"] == (f"--curve-authorized-keys {authorized}: broken.key is not a "
+                                f"CURVE public key file (no public-key line; pzq-keygen "
+                                f"writes them)")
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        assert producer.produce([b"kept"], timeout=10).ok
+    secure_node.curve = keys["stranger"]  # the monitor's client: the client's key is gone
+    assert secure_node.figures()["received"] == 4

@@ -150,6 +150,24 @@ class NodeCurve:
     client_keys: Path
     cluster_keys: Path | None = None
     peer_keys: dict[str, bytes] = field(default_factory=dict)  # endpoint -> public key
+    peer_key_names: dict[str, str] = field(default_factory=dict)  # endpoint -> NAME.key
+
+    def read_peer_keys(self) -> dict[str, bytes]:
+        """Each peer's key as its ``NAME.key`` in the cluster directory says now
+        (ConfigError naming a file that is not there or no key)."""
+        if self.cluster_keys is None:
+            return {}
+        return {endpoint: load_public_key(self.cluster_keys / f"{name}.key")
+                for endpoint, name in self.peer_key_names.items()}
+
+    def renew_peer_keys(self, keys: dict[str, bytes]) -> list[str]:
+        """The peers' keys read again (SIGHUP): ``to_peer`` gives them from now on, so
+        a link connected again expects the new key. Returns the endpoints whose key
+        changed."""
+        changed = sorted(endpoint for endpoint, key in keys.items()
+                         if self.peer_keys.get(endpoint) != key)
+        self.peer_keys.update(keys)
+        return changed
 
     def serve(self, socket: Socket) -> None:
         serve_curve(socket, self.keys)
@@ -205,9 +223,10 @@ def load_node_curve(secret_key: str, client_keys: str, cluster_keys: str | None,
     if cluster_keys is None:
         return NodeCurve(keys, Path(client_keys))
     read_key_directory(cluster_keys, "--cluster-authorized-keys")
-    peers = {endpoint: load_public_key(Path(cluster_keys) / f"{name}.key")
-             for endpoint, name in peer_key_names.items()}
-    return NodeCurve(keys, Path(client_keys), Path(cluster_keys), peers)
+    curve = NodeCurve(keys, Path(client_keys), Path(cluster_keys),
+                      peer_key_names=dict(peer_key_names))
+    curve.renew_peer_keys(curve.read_peer_keys())
+    return curve
 
 
 def read_key_directory(directory: str | Path, option: str) -> frozenset[bytes]:

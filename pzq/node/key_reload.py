@@ -55,6 +55,7 @@ class KeyDirectories:
             return False
         try:
             client_keys, cluster_keys = self._read(curve)
+            peer_keys = curve.read_peer_keys()
         except ConfigError as exc:
             log.error("curve_keys_reload_refused", error=str(exc),
                       kept=f"{len(self.client_keys)} client keys, "
@@ -63,13 +64,17 @@ class KeyDirectories:
         admit_keys(authenticator, client_keys,
                    None if curve.cluster_keys is None else cluster_keys)
         removed = self.client_keys - client_keys
+        # a link to a peer whose key changed expects the new one at its next connect
+        # (pzq.cluster.links: a link that gets no answer connects again)
+        rekeyed = curve.renew_peer_keys(peer_keys)
         log.info("curve_keys_reloaded", directory=str(curve.client_keys),
                  client_keys=len(client_keys), added=_z85(client_keys - self.client_keys),
                  removed=_z85(removed),
                  **({} if curve.cluster_keys is None else {
                      "cluster_keys": len(cluster_keys),
                      "cluster_added": _z85(cluster_keys - self.cluster_keys),
-                     "cluster_removed": _z85(self.cluster_keys - cluster_keys)}))
+                     "cluster_removed": _z85(self.cluster_keys - cluster_keys),
+                     "peers_rekeyed": rekeyed}))
         self.client_keys, self.cluster_keys = client_keys, cluster_keys
         return True
 

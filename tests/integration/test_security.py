@@ -474,3 +474,34 @@ def test_sighup_reads_the_key_directories_again(secure_node, keys, tmp_path, con
         assert producer.produce([b"kept"], timeout=10).ok
     secure_node.curve = keys["stranger"]  # the monitor's client: the client's key is gone
     assert secure_node.figures()["received"] == 4
+
+
+def test_a_nodes_key_pair_is_rotated_with_a_sighup_to_its_peers(start_node, node_keys,
+                                                                tmp_path, context):
+    """n0 takes a new pair: its peer is given the new n0.key and a SIGHUP, and its link
+    to n0 expects the new key at its next connect. The peer read the key it expects
+    of each --nodes entry at its start only: its copies to n0 failed until restarted."""
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    members = [_keyed_member(start_node, node_keys, i, endpoints, "--replicas", "1")
+               for i in (0, 1)]
+    n0, n1 = members
+    n1.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="n0 up at n1")
+    n0.stop()
+    public, secret = security.generate(tmp_path / "new-keys", "n0")
+    (node_keys["cluster_dirs"][1] / "n0.key").write_bytes(public.read_bytes())
+    n1.process.send_signal(signal.SIGHUP)
+    reloaded = wait_until(lambda: n1.event("curve_keys_reloaded"), 10, message="reloaded")
+    assert reloaded["peers_rekeyed"] == [endpoints[0]]
+    n0.extra_args[n0.extra_args.index("--curve-secret-key") + 1] = str(secret)
+    n0.start()
+    n0.curve = ClientCurve(node_keys["pairs"]["client"], security.load_public_key(public))
+
+    def copied_from_n1() -> bool:
+        with Producer(n1.receive_dsn, context=context, curve=n1.curve) as producer:
+            answer = producer.produce([b"copied to n0"], timeout=10)
+        return answer.ok and not answer.replication_failed
+
+    wait_until(copied_from_n1, 30, message="n1's copy taken by n0 under its new key")
+    with Producer(n0.receive_dsn, context=context, curve=n0.curve) as producer:
+        answer = producer.produce([b"copied to n1"], timeout=10)
+    assert answer.ok and not answer.replication_failed

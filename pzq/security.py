@@ -13,6 +13,7 @@ without the right to consume there (pzq.authorization) is refused at its handsha
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,14 +238,21 @@ def read_key_directory(directory: str | Path, option: str) -> frozenset[bytes]:
     a key no client ever has."""
     if not Path(directory).is_dir():
         raise ConfigError(f"{option} {directory} is not a directory")
+    try:  # a directory that cannot be listed has no file a glob finds: no key, unsaid
+        names = sorted(entry.name for entry in os.scandir(directory))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {option} {directory}: {exc.strerror}") from None
     keys = set()
-    for path in sorted(Path(directory).glob("*.key")):
+    for path in (Path(directory) / name for name in names
+                 if name.endswith(".key") and not name.startswith(".")):  # as a glob
         try:
             public, _ = zmq.auth.load_certificate(path)
-        except (OSError, ValueError) as exc:
-            why = "no public-key line" if isinstance(exc, ValueError) else str(exc)
+        except OSError as exc:
+            raise ConfigError(f"{option} {directory}: cannot read {path.name}: "
+                              f"{exc.strerror or exc}") from None
+        except ValueError:
             raise ConfigError(f"{option} {directory}: {path.name} is not a CURVE public key "
-                              f"file ({why}; pzq-keygen writes them)") from None
+                              f"file (no public-key line; pzq-keygen writes them)") from None
         if not _is_z85_key(public):
             raise ConfigError(f"{option} {directory}: {path.name} is not a CURVE public key "
                               f"file (its public-key is not 40 characters of Z85; "

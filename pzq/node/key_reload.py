@@ -33,6 +33,7 @@ class KeyDirectories:
         if isinstance(security, NodeCurve) and isinstance(authenticator, ThreadAuthenticator):
             self._curve, self._authenticator = security, authenticator
             self.client_keys, self.cluster_keys = self._read(security)
+            self._warn_if_nobody_admitted()
 
     @property
     def on(self) -> bool:
@@ -76,7 +77,17 @@ class KeyDirectories:
                      "cluster_removed": _z85(self.cluster_keys - cluster_keys),
                      "peers_rekeyed": rekeyed}))
         self.client_keys, self.cluster_keys = client_keys, cluster_keys
+        self._warn_if_nobody_admitted()
         return True
+
+    def _warn_if_nobody_admitted(self) -> None:
+        """An empty directory (or one of files without the .key ending) starts a node
+        that refuses every client: say so, at start and at each reload."""
+        if not self.client_keys and self._curve is not None:
+            log.warning("curve_admits_nobody", directory=str(self._curve.client_keys),
+                        reason="no NAME.key file in --curve-authorized-keys: every "
+                               "client's handshake is refused (copy each client's public "
+                               "NAME.key there, then reload)")
 
     @staticmethod
     def _read(curve: NodeCurve) -> tuple[frozenset[bytes], frozenset[bytes]]:

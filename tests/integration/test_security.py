@@ -15,7 +15,7 @@ from pzq import handshakes, security
 from pzq.client import Consumer, Producer, request_monitor
 from pzq.security import PLAIN, ClientCurve
 from pzq.zap import RefusalLog
-from tests.support.harness import run_pzq, wait_until
+from tests.support.harness import run_pzq, wait_until, without_permission_overrides
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -505,3 +505,45 @@ def test_a_nodes_key_pair_is_rotated_with_a_sighup_to_its_peers(start_node, node
     with Producer(n0.receive_dsn, context=context, curve=n0.curve) as producer:
         answer = producer.produce([b"copied to n1"], timeout=10)
     assert answer.ok and not answer.replication_failed
+
+
+@pytest.mark.parametrize("locked", ["directory", "file"])
+def test_a_key_directory_this_user_may_not_read_stops_the_node(keys, tmp_path, locked):
+    """A directory that cannot be listed has no file a glob finds: the node started
+    admitting nobody, unsaid."""
+    prefix = without_permission_overrides()
+    authorized = tmp_path / "authorized"
+    target = authorized if locked == "directory" else authorized / "client.key"
+    target.chmod(0o000)
+    try:
+        result = subprocess.run([*prefix, sys.executable, "-m", "pzq", *keys["args"],
+                                 "--database", str(tmp_path / "db"),
+                                 "--receive-dsn", "tcp://127.0.0.1:*",
+                                 "--send-dsn", "tcp://127.0.0.1:*",
+                                 "--monitor-dsn", "tcp://127.0.0.1:*"],
+                                capture_output=True, text=True, timeout=30, check=False,
+                                stdin=subprocess.DEVNULL)
+    finally:
+        target.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == {
+        "directory": f"pzq: error: cannot read --curve-authorized-keys {authorized}: "
+                     "Permission denied",
+        "file": f"pzq: error: --curve-authorized-keys {authorized}: cannot read client.key: "
+                "Permission denied"}[locked]
+
+
+def test_a_key_directory_without_keys_is_taken_with_a_warning(start_node, keys, tmp_path,
+                                                              context):
+    empty = tmp_path / "nobody"
+    empty.mkdir()
+    (empty / "client.key_secret").write_bytes(b"")  # not a NAME.key: not read
+    node = start_node("--curve-secret-key", keys["args"][1], "--curve-authorized-keys",
+                      str(empty))
+    warned = wait_until(lambda: node.event("curve_admits_nobody"), 10, message="warning")
+    assert warned["level"] == "warning" and warned["directory"] == str(empty)
+    (empty / "client.key").write_bytes((tmp_path / "keys" / "client.key").read_bytes())
+    _reload_keys(node, 1)
+    with Producer(node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"admitted"], timeout=10).ok
+    assert len(_events(node, "curve_admits_nobody")) == 1

@@ -17,6 +17,7 @@ a node without the option: everything is allowed, nothing is read per message.
 from __future__ import annotations
 
 import re
+import time
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +42,9 @@ PATTERN_CHARACTERS = re.compile(r"[A-Za-z0-9._*?\[\]!-]{1,255}")
 Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
 BRACKETS = re.compile(r"\[!?[^\[\]]+\]")  # a glob's set of characters, [abc] or [!abc]
 REMEMBERED = 4096  # answers kept per key before they are forgotten (and found again)
+DEFAULT_HOLDER = "[default]"  # the rights of every key the file does not list
+REFUSAL_LOG_EVERY_S = 10.0  # a refusal of one key, kind and name: logged once, then so often
+REFUSALS_REMEMBERED = 1024
 
 
 class Rights:
@@ -49,7 +53,8 @@ class Rights:
     produces_anywhere = False  # True: ``may_produce`` is True for every topic (not asked)
 
     def __init__(self, produce: tuple[str, ...] = (), consume: tuple[str, ...] = (),
-                 admin: bool = False) -> None:
+                 admin: bool = False, holder: str = DEFAULT_HOLDER) -> None:
+        self.holder = holder  # whose rights: a client's key, or [default]'s (the log's)
         self.produce_patterns = produce
         self.consume_patterns = consume
         self.admin = admin
@@ -120,7 +125,6 @@ def _remember(answers: dict[str, bool], asked: str, answer: bool) -> bool:
 
 
 EVERYTHING = AllRights(admin=True)
-NOTHING = Rights()  # a key revoked: no topic, no group, no admin
 
 
 class Rules:
@@ -194,6 +198,7 @@ def parse_rules(raw: Mapping[str, Any], path: str = "") -> Rules:
             raise Mistake(f"{where}: not a CURVE public key (40 characters of Z85, as in "
                           "the client's NAME.key file)", key)
         rights[key] = _rights(table, where, key)
+        rights[key].holder = key
     return Rules(default, rights, path)
 
 
@@ -268,7 +273,7 @@ class Authorization(Protocol):
 
     def rights(self, key: str) -> Rights: ...
 
-    def refused(self, kind: str) -> None: ...
+    def refused(self, kind: str, what: str, who: str) -> None: ...  # who: a key, or holder
 
     def admits_send(self, key: str) -> bool: ...  # ZAP's thread asks (--send-dsn)
 
@@ -298,7 +303,7 @@ class Everyone:
     def rights(self, key: str) -> Rights:
         return EVERYTHING
 
-    def refused(self, kind: str) -> None:
+    def refused(self, kind: str, what: str, who: str) -> None:
         pass
 
     def admits_send(self, key: str) -> bool:
@@ -336,6 +341,7 @@ class Authorizing:
         # keys removed from --curve-authorized-keys since the start (SIGHUP): rights to
         # nothing, whatever the file says, for the connections they made before
         self.revoked: frozenset[str] = frozenset()
+        self._refusals_logged: dict[tuple[str, str, str], tuple[float, int]] = {}
         self.rules = rules
         self.counts = dict.fromkeys(KINDS, 0)
         self.send_refusals = 0  # counted by ZAP's thread alone (refused handshakes)
@@ -352,7 +358,7 @@ class Authorizing:
     def rules(self, rules: Rules) -> None:
         self._file_rules = rules
         self._rules = rules if not self.revoked else Rules(
-            rules.default, {**rules.clients, **dict.fromkeys(self.revoked, NOTHING)},
+            rules.default, {**rules.clients, **{key: Rights(holder=key) for key in self.revoked}},
             rules.path)
         # a key is read from a message only when it can make a difference
         self._by_key = self.keyed and bool(self._rules.clients)
@@ -380,8 +386,22 @@ class Authorizing:
     def rights(self, key: str) -> Rights:
         return self._rules.of(key) if self.keyed else self._rules.default
 
-    def refused(self, kind: str) -> None:
+    def refused(self, kind: str, what: str, who: str) -> None:
+        """Counted, and logged (``forbidden``) once per key, kind and name, then at
+        most every ``REFUSAL_LOG_EVERY_S`` with the count in between: a client refused
+        in a loop does not flood the log."""
         self.counts[kind] += 1
+        now = time.monotonic()
+        said = (who, kind, what)
+        logged_at, unlogged = self._refusals_logged.get(said, (None, 0))
+        if logged_at is not None and now - logged_at < REFUSAL_LOG_EVERY_S:
+            self._refusals_logged[said] = (logged_at, unlogged + 1)
+            return
+        if len(self._refusals_logged) >= REFUSALS_REMEMBERED:
+            self._refusals_logged.clear()
+        self._refusals_logged[said] = (now, 0)
+        log.info("forbidden", kind=kind, what=what, client_key=who,
+                 refused_since_last_logged=unlogged)
 
     def admits_send(self, key: str) -> bool:
         if self._rules.of(key).may_consume_send():

@@ -120,15 +120,15 @@ class Monitor(Part):
                     except Exception as exc:  # a broker goes on serving: the asker is told
                         reply = _failed(verb, exc)
                 else:
-                    reply = self._forbidden(verb)
+                    reply = self._forbidden(verb, self.authorization.key_of(first))
             try:
                 self.socket.send_multipart(frames.encode_monitor_reply(envelope, reply),
                                            zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass  # the asker is gone or not reading; a monitor reply is not owed
 
-    def _forbidden(self, verb: bytes) -> bytes:
-        self.authorization.refused(ADMIN)
+    def _forbidden(self, verb: bytes, who: str) -> bytes:
+        self.authorization.refused(ADMIN, verb.decode(errors="replace"), who)
         return (f"ERROR: FORBIDDEN {verb.decode()}: this client key may not administer "
                 "the node (admin = false in the --authorization file)").encode()
 

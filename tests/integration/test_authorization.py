@@ -441,3 +441,30 @@ def test_a_key_removed_from_the_directory_loses_its_rights_on_open_connections(
     stats = guarded.stats()
     assert stats["forbidden"]["produce"] == 1 and stats["forbidden"]["consume"] == 1
     assert stats["rejected"] == 1  # the refused message, not stored
+
+
+def test_each_refusal_is_logged_once_with_the_key(guarded, clients, context):
+    """A FORBIDDEN produce, CONSUME or command was logged at debug level alone (the
+    producer's reject) or not at all: an operator saw nothing of who tried what."""
+    curve = clients["curve"]
+    key = clients["key"]
+    for _ in range(3):  # a client refused in a loop: logged once
+        assert not produce(guarded, curve["client"], "secret", context).ok
+    assert not produce(guarded, curve["guest"], "orders", context).ok
+    with pytest.raises(ConsumeRefused):
+        GroupConsumer(guarded.consume_dsn, "orders", "shipping", context=context,
+                      curve=curve["client"]).receive(10)
+    assert ask(guarded, curve["client"], "DECLARE TOPIC x").startswith("ERROR: FORBIDDEN")
+
+    def logged() -> list[dict] | None:
+        said = [event for event in list(guarded.events) if event.get("event") == "forbidden"]
+        return said if len(said) >= 4 else None
+
+    said = wait_until(logged, 10, message="four refusals logged")
+    assert [(event["level"], event["kind"], event["what"], event["client_key"])
+            for event in said] == [
+        ("info", "produce", "secret", key["client"]),
+        ("info", "produce", "orders", "[default]"),
+        ("info", "consume", "orders:shipping", key["client"]),
+        ("info", "admin", "DECLARE", key["client"])]
+    assert guarded.stats()["forbidden"] == {"produce": 4, "consume": 1, "admin": 1}

@@ -25,13 +25,17 @@ class KeyDirectories:
         self._curve: NodeCurve | None = None
         self._authenticator: ThreadAuthenticator | None = None
         self._asked = False
+        self._has_peers = False
         self.client_keys: frozenset[bytes] = frozenset()
         self.cluster_keys: frozenset[bytes] = frozenset()
 
-    def attach(self, security: NodeSecurity, authenticator: object) -> None:
-        """The node's ZAP, once started (``run``)."""
+    def attach(self, security: NodeSecurity, authenticator: object,
+               has_peers: bool = False) -> None:
+        """The node's ZAP, once started (``run``). ``has_peers``: the node has --nodes
+        (with a shared key pair, its own key must stay admitted)."""
         if isinstance(security, NodeCurve) and isinstance(authenticator, ThreadAuthenticator):
             self._curve, self._authenticator = security, authenticator
+            self._has_peers = has_peers
             self.client_keys, self.cluster_keys = self._read(security)
             self._warn_if_nobody_admitted()
 
@@ -57,6 +61,12 @@ class KeyDirectories:
         try:
             client_keys, cluster_keys = self._read(curve)
             peer_keys = curve.read_peer_keys()
+            if self._has_peers and curve.cluster_keys is None \
+                    and curve.keys.public not in client_keys:
+                raise ConfigError(f"--curve-authorized-keys {curve.client_keys} no longer "
+                                  "holds this node's own public key, with which the "
+                                  "cluster's nodes connect to each other (they share one "
+                                  "key pair): put it back")
         except ConfigError as exc:
             log.error("curve_keys_reload_refused", error=str(exc),
                       kept=f"{len(self.client_keys)} client keys, "

@@ -547,3 +547,19 @@ def test_a_key_directory_without_keys_is_taken_with_a_warning(start_node, keys, 
     with Producer(node.receive_dsn, context=context, curve=keys["client"]) as producer:
         assert producer.produce([b"admitted"], timeout=10).ok
     assert len(_events(node, "curve_admits_nobody")) == 1
+
+
+def test_a_reload_keeps_the_shared_key_pair_of_a_cluster_admitted(start_node, keys, tmp_path):
+    """Nodes sharing one key pair connect to each other with it: a directory without
+    it is refused at start, and was taken at a reload (the peers then never joined)."""
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    node = start_node(*keys["args"], "--broadcast-dsn", endpoints[0], "--nodes",
+                      endpoints[1], "--timeout-nodes", "500000")
+    node.curve = keys["client"]
+    (tmp_path / "authorized" / "node.key").unlink()
+    refused = _reload_keys(node, 1, "curve_keys_reload_refused")
+    assert refused["error"] == (f"--curve-authorized-keys {tmp_path / 'authorized'} no longer "
+                                "holds this node's own public key, with which the cluster's "
+                                "nodes connect to each other (they share one key pair): put "
+                                "it back")
+    assert node.event("curve_keys_reloaded") is None

@@ -51,6 +51,7 @@ class Rights:
     """One key's rights, its patterns compiled; answers kept per topic (and group)."""
 
     produces_anywhere = False  # True: ``may_produce`` is True for every topic (not asked)
+    revoked = False  # True: a key removed from --curve-authorized-keys (it has nothing)
 
     def __init__(self, produce: tuple[str, ...] = (), consume: tuple[str, ...] = (),
                  admin: bool = False, holder: str = DEFAULT_HOLDER) -> None:
@@ -358,7 +359,7 @@ class Authorizing:
     def rules(self, rules: Rules) -> None:
         self._file_rules = rules
         self._rules = rules if not self.revoked else Rules(
-            rules.default, {**rules.clients, **{key: Rights(holder=key) for key in self.revoked}},
+            rules.default, {**rules.clients, **{key: _revoked(key) for key in self.revoked}},
             rules.path)
         # a key is read from a message only when it can make a difference
         self._by_key = self.keyed and bool(self._rules.clients)
@@ -452,6 +453,12 @@ class Authorizing:
                 "authorization": {"path": self.rules.path, "clients": len(self.rules.clients),
                                   "keyed": self.keyed, "reloads": self.reloads,
                                   "reloads_refused": self.reloads_refused}}
+
+
+def _revoked(key: str) -> Rights:
+    rights = Rights(holder=key)
+    rights.revoked = True
+    return rights
 
 
 def authorization(path: str | None, keyed: bool,

@@ -48,6 +48,10 @@ OPEN_VERBS = frozenset((b"MONITOR", b"STATS", b"PING", b"TOPICS", b"PENDING", b"
                         b"ROUTES", b"REPLAYS"))
 
 
+NOT_ADMIN = "this client key may not administer the node (admin = false in the " \
+    "--authorization file)"
+REVOKED = "this client key was removed from the node's --curve-authorized-keys"
+
 class Others(Protocol):
     """What the monitor answers for: every other part's figures and verbs."""
 
@@ -113,8 +117,10 @@ class Monitor(Part):
             except DecodeError as exc:
                 envelope, reply = request[:1], f"ERROR: {exc}".encode()
             else:
-                if verb in OPEN_VERBS or verb not in self.table \
-                        or self.authorization.of(first).admin:
+                rights = self.authorization.of(first)
+                if rights.revoked:  # removed from --curve-authorized-keys: not even a read
+                    reply = self._forbidden(verb, rights.holder, REVOKED)
+                elif verb in OPEN_VERBS or verb not in self.table or rights.admin:
                     try:
                         reply = self.reply(verb, arguments, now)
                     except Exception as exc:  # a broker goes on serving: the asker is told
@@ -127,10 +133,10 @@ class Monitor(Part):
             except zmq.ZMQError:
                 pass  # the asker is gone or not reading; a monitor reply is not owed
 
-    def _forbidden(self, verb: bytes, who: str) -> bytes:
-        self.authorization.refused(ADMIN, verb.decode(errors="replace"), who)
-        return (f"ERROR: FORBIDDEN {verb.decode()}: this client key may not administer "
-                "the node (admin = false in the --authorization file)").encode()
+    def _forbidden(self, verb: bytes, who: str, why: str = NOT_ADMIN) -> bytes:
+        shown = verb[:40].decode(errors="replace")  # (a revoked key's may be any bytes)
+        self.authorization.refused(ADMIN, shown, who)
+        return f"ERROR: FORBIDDEN {shown}: {why}".encode()
 
     def reply(self, verb: bytes, arguments: list[bytes], now: Now) -> bytes:
         handler = self.table.get(verb)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 
 import pytest
+import zmq
 
 from pzq import curve_probe, security
 from pzq.archive.reader import ArchiveReader
@@ -417,13 +418,25 @@ def test_a_key_removed_from_the_directory_loses_its_rights_on_open_connections(
     assert producer.produce([b"before"], topic="orders", timeout=10).ok
     billing = GroupConsumer(guarded.consume_dsn, "orders", "billing", context=context,
                             curve=curve)
+    monitor = context.socket(zmq.DEALER)  # one connection, as a dashboard keeps it
+    curve.apply(monitor)
+    monitor.connect(guarded.monitor_dsn)
+
+    def ping() -> bytes:
+        monitor.send_multipart([b"", b"PING"])
+        assert monitor.poll(10_000)
+        return monitor.recv_multipart()[-1]
+
     try:
+        assert ping() == b"PONG"
         billing.receive(10).ack()
         (authorized / "client.key").unlink()
         guarded.process.send_signal(signal.SIGHUP)
         wait_until(lambda: guarded.event("curve_keys_reloaded"), 10, message="reloaded")
         refused = producer.produce([b"after"], topic="orders", timeout=10)
         assert not refused.ok and refused.status_message == b"FORBIDDEN produce orders"
+        assert ping() == (b"ERROR: FORBIDDEN PING: this client key was removed from the "
+                          b"node's --curve-authorized-keys")
         with pytest.raises(ConsumeRefused, match="^FORBIDDEN consume orders:billing: this "
                                                  "client key was removed from the node's "
                                                  "--curve-authorized-keys$"):
@@ -435,11 +448,13 @@ def test_a_key_removed_from_the_directory_loses_its_rights_on_open_connections(
                                 if event.get("event") == "curve_keys_reloaded"]) == 2, 10,
                    message="reloaded again")
         assert producer.produce([b"back"], topic="orders", timeout=10).ok
+        assert ping() == b"PONG"
     finally:
         producer.close()
         billing.close()
+        monitor.close(0)
     stats = guarded.stats()
-    assert stats["forbidden"]["produce"] == 1 and stats["forbidden"]["consume"] == 1
+    assert stats["forbidden"] == {"produce": 1, "consume": 1, "admin": 1}
     assert stats["rejected"] == 1  # the refused message, not stored
 
 

@@ -46,11 +46,11 @@ REASON_SHOWN = 120  # characters of a failed verb's exception told to the asker
 # change the node and need admin
 OPEN_VERBS = frozenset((b"MONITOR", b"STATS", b"PING", b"TOPICS", b"PENDING", b"DEAD",
                         b"ROUTES", b"REPLAYS"))
-
-
+# why a command is refused: a key without admin, or one removed by a reload
 NOT_ADMIN = "this client key may not administer the node (admin = false in the " \
     "--authorization file)"
 REVOKED = "this client key was removed from the node's --curve-authorized-keys"
+
 
 class Others(Protocol):
     """What the monitor answers for: every other part's figures and verbs."""

@@ -3,7 +3,7 @@ removed without a restart: the signal's handler only asks, the loop reads them a
 wake it causes. A key added to ``--curve-authorized-keys`` (or the cluster's directory)
 gets in at its next handshake, a key removed is refused at its next one. ZAP sees only
 handshakes: a connection made before stays until it reconnects (the --authorization
-rules, read per message, cut it off: pzq.authorization's ``revoke``). A directory with
+rules, read per message, cut it off: ``Authorizing.readmit``). A directory with
 a file that is no key is refused with one line and the keys in force stay.
 """
 
@@ -38,10 +38,6 @@ class KeyDirectories:
             self._has_peers = has_peers
             self.client_keys, self.cluster_keys = self._read(security)
             self._warn_if_nobody_admitted()
-
-    @property
-    def on(self) -> bool:
-        return self._curve is not None
 
     def ask_reload(self) -> None:  # a signal handler's: only sets a flag
         self._asked = True

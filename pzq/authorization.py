@@ -17,6 +17,7 @@ a node without the option: everything is allowed, nothing is read per message.
 from __future__ import annotations
 
 import re
+import time
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,15 +42,20 @@ PATTERN_CHARACTERS = re.compile(r"[A-Za-z0-9._*?\[\]!-]{1,255}")
 Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
 BRACKETS = re.compile(r"\[!?[^\[\]]+\]")  # a glob's set of characters, [abc] or [!abc]
 REMEMBERED = 4096  # answers kept per key before they are forgotten (and found again)
+DEFAULT_HOLDER = "[default]"  # the rights of every key the file does not list
+REFUSAL_LOG_EVERY_S = 10.0  # a refusal of one key, kind and name: logged once, then so often
+REFUSALS_REMEMBERED = 1024
 
 
 class Rights:
     """One key's rights, its patterns compiled; answers kept per topic (and group)."""
 
     produces_anywhere = False  # True: ``may_produce`` is True for every topic (not asked)
+    revoked = False  # True: a key removed from --curve-authorized-keys (it has nothing)
 
     def __init__(self, produce: tuple[str, ...] = (), consume: tuple[str, ...] = (),
-                 admin: bool = False) -> None:
+                 admin: bool = False, holder: str = DEFAULT_HOLDER) -> None:
+        self.holder = holder  # whose rights: a client's key, or [default]'s (the log's)
         self.produce_patterns = produce
         self.consume_patterns = consume
         self.admin = admin
@@ -193,6 +199,7 @@ def parse_rules(raw: Mapping[str, Any], path: str = "") -> Rules:
             raise Mistake(f"{where}: not a CURVE public key (40 characters of Z85, as in "
                           "the client's NAME.key file)", key)
         rights[key] = _rights(table, where, key)
+        rights[key].holder = key
     return Rules(default, rights, path)
 
 
@@ -267,13 +274,17 @@ class Authorization(Protocol):
 
     def rights(self, key: str) -> Rights: ...
 
-    def refused(self, kind: str) -> None: ...
+    def refused(self, kind: str, what: str, who: str) -> None: ...  # who: a key, or holder
 
     def admits_send(self, key: str) -> bool: ...  # ZAP's thread asks (--send-dsn)
 
     def ask_reload(self) -> None: ...  # a signal handler's: only sets a flag
 
     def reload_if_asked(self) -> bool: ...  # new rules are in force
+
+    def readmit(self, admitted: frozenset[str]) -> bool: ...  # True: a key lost its rights
+
+    def revoked_key(self, key: str) -> bool: ...  # removed from --curve-authorized-keys
 
     def figures(self) -> dict[str, object]: ...
 
@@ -293,7 +304,7 @@ class Everyone:
     def rights(self, key: str) -> Rights:
         return EVERYTHING
 
-    def refused(self, kind: str) -> None:
+    def refused(self, kind: str, what: str, who: str) -> None:
         pass
 
     def admits_send(self, key: str) -> bool:
@@ -303,6 +314,12 @@ class Everyone:
         pass
 
     def reload_if_asked(self) -> bool:
+        return False
+
+    def readmit(self, admitted: frozenset[str]) -> bool:
+        return False  # nothing read per message: a connection keeps what it had
+
+    def revoked_key(self, key: str) -> bool:
         return False
 
     def figures(self) -> dict[str, object]:
@@ -321,7 +338,11 @@ class Authorizing:
     def __init__(self, rules: Rules, keyed: bool,
                  admitted: frozenset[str] | None = None) -> None:
         self.keyed = keyed
-        self.admitted = admitted  # the keys of --curve-authorized-keys, read at start
+        self.admitted = admitted  # the keys of --curve-authorized-keys (SIGHUP: again)
+        # keys removed from --curve-authorized-keys since the start (SIGHUP): rights to
+        # nothing, whatever the file says, for the connections they made before
+        self.revoked: frozenset[str] = frozenset()
+        self._refusals_logged: dict[tuple[str, str, str], tuple[float, int]] = {}
         self.rules = rules
         self.counts = dict.fromkeys(KINDS, 0)
         self.send_refusals = 0  # counted by ZAP's thread alone (refused handshakes)
@@ -331,13 +352,17 @@ class Authorizing:
 
     @property
     def rules(self) -> Rules:
-        return self._rules
+        """The file's rules (those in force add the keys revoked since the start)."""
+        return self._file_rules
 
     @rules.setter
     def rules(self, rules: Rules) -> None:
-        self._rules = rules
+        self._file_rules = rules
+        self._rules = rules if not self.revoked else Rules(
+            rules.default, {**rules.clients, **{key: _revoked(key) for key in self.revoked}},
+            rules.path)
         # a key is read from a message only when it can make a difference
-        self._by_key = self.keyed and bool(rules.clients)
+        self._by_key = self.keyed and bool(self._rules.clients)
 
     def of(self, frame: zmq.Frame) -> Rights:
         rules = self._rules
@@ -360,13 +385,27 @@ class Authorizing:
             return ""
 
     def rights(self, key: str) -> Rights:
-        return self.rules.of(key) if self.keyed else self.rules.default
+        return self._rules.of(key) if self.keyed else self._rules.default
 
-    def refused(self, kind: str) -> None:
+    def refused(self, kind: str, what: str, who: str) -> None:
+        """Counted, and logged (``forbidden``) once per key, kind and name, then at
+        most every ``REFUSAL_LOG_EVERY_S`` with the count in between: a client refused
+        in a loop does not flood the log."""
         self.counts[kind] += 1
+        now = time.monotonic()
+        said = (who, kind, what)
+        logged_at, unlogged = self._refusals_logged.get(said, (None, 0))
+        if logged_at is not None and now - logged_at < REFUSAL_LOG_EVERY_S:
+            self._refusals_logged[said] = (logged_at, unlogged + 1)
+            return
+        if len(self._refusals_logged) >= REFUSALS_REMEMBERED:
+            self._refusals_logged.clear()
+        self._refusals_logged[said] = (now, 0)
+        log.info("forbidden", kind=kind, what=what, client_key=who,
+                 refused_since_last_logged=unlogged)
 
     def admits_send(self, key: str) -> bool:
-        if self.rules.of(key).may_consume_send():
+        if self._rules.of(key).may_consume_send():
             return True
         self.send_refusals += 1
         return False
@@ -391,6 +430,22 @@ class Authorizing:
         warn_of_rules_that_cannot_apply(rules, self.keyed, self.admitted)
         return True
 
+    def readmit(self, admitted: frozenset[str]) -> bool:
+        """--curve-authorized-keys read again: a key no longer there has no rights from
+        now on (ZAP refuses its next handshake; its connections made before are refused
+        here, message by message); one put back has its rights again. True when a key
+        lost its rights (the consumers of named groups are looked at again)."""
+        if not self.keyed or self.admitted is None:
+            return False
+        revoked = (self.revoked | (self.admitted - admitted)) - admitted
+        newly = revoked - self.revoked
+        self.admitted, self.revoked = admitted, revoked
+        self.rules = self._file_rules
+        return bool(newly)
+
+    def revoked_key(self, key: str) -> bool:
+        return key in self.revoked
+
     def figures(self) -> dict[str, object]:
         counts = dict(self.counts)
         counts[CONSUME] += self.send_refusals
@@ -398,6 +453,12 @@ class Authorizing:
                 "authorization": {"path": self.rules.path, "clients": len(self.rules.clients),
                                   "keyed": self.keyed, "reloads": self.reloads,
                                   "reloads_refused": self.reloads_refused}}
+
+
+def _revoked(key: str) -> Rights:
+    rights = Rights(holder=key)
+    rights.revoked = True
+    return rights
 
 
 def authorization(path: str | None, keyed: bool,

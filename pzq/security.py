@@ -13,6 +13,7 @@ without the right to consume there (pzq.authorization) is refused at its handsha
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import ClassVar, Protocol
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
 
 from pzq import handshakes
 from pzq.errors import ConfigError
@@ -149,6 +151,24 @@ class NodeCurve:
     client_keys: Path
     cluster_keys: Path | None = None
     peer_keys: dict[str, bytes] = field(default_factory=dict)  # endpoint -> public key
+    peer_key_names: dict[str, str] = field(default_factory=dict)  # endpoint -> NAME.key
+
+    def read_peer_keys(self) -> dict[str, bytes]:
+        """Each peer's key as its ``NAME.key`` in the cluster directory says now
+        (ConfigError naming a file that is not there or no key)."""
+        if self.cluster_keys is None:
+            return {}
+        return {endpoint: load_public_key(self.cluster_keys / f"{name}.key")
+                for endpoint, name in self.peer_key_names.items()}
+
+    def renew_peer_keys(self, keys: dict[str, bytes]) -> list[str]:
+        """The peers' keys read again (SIGHUP): ``to_peer`` gives them from now on, so
+        a link connected again expects the new key. Returns the endpoints whose key
+        changed."""
+        changed = sorted(endpoint for endpoint, key in keys.items()
+                         if self.peer_keys.get(endpoint) != key)
+        self.peer_keys.update(keys)
+        return changed
 
     def serve(self, socket: Socket) -> None:
         serve_curve(socket, self.keys)
@@ -200,11 +220,49 @@ def load_node_curve(secret_key: str, client_keys: str, cluster_keys: str | None,
                     peer_key_names: dict[str, str]) -> NodeCurve:
     """Read every key a node needs before it binds anything, failing with the file's name."""
     keys = load_key_pair(secret_key)
+    read_key_directory(client_keys, "--curve-authorized-keys")
     if cluster_keys is None:
         return NodeCurve(keys, Path(client_keys))
-    peers = {endpoint: load_public_key(Path(cluster_keys) / f"{name}.key")
-             for endpoint, name in peer_key_names.items()}
-    return NodeCurve(keys, Path(client_keys), Path(cluster_keys), peers)
+    read_key_directory(cluster_keys, "--cluster-authorized-keys")
+    curve = NodeCurve(keys, Path(client_keys), Path(cluster_keys),
+                      peer_key_names=dict(peer_key_names))
+    curve.renew_peer_keys(curve.read_peer_keys())
+    return curve
+
+
+def read_key_directory(directory: str | Path, option: str) -> frozenset[bytes]:
+    """The public keys (Z85) of the ``*.key`` files in ``directory``, as ZAP reads them,
+    or ConfigError naming the file that is not one: pyzmq's authenticator drops the
+    whole directory for one bad file (a warning in the log) and refuses every client,
+    saying each key is unknown; a line that is no key of 40 characters of Z85 would be
+    a key no client ever has."""
+    if not Path(directory).is_dir():
+        raise ConfigError(f"{option} {directory} is not a directory")
+    try:  # a directory that cannot be listed has no file a glob finds: no key, unsaid
+        names = sorted(entry.name for entry in os.scandir(directory))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {option} {directory}: {exc.strerror}") from None
+    keys = set()
+    for path in (Path(directory) / name for name in names
+                 if name.endswith(".key") and not name.startswith(".")):  # as a glob
+        try:
+            public, _ = zmq.auth.load_certificate(path)
+        except OSError as exc:
+            raise ConfigError(f"{option} {directory}: cannot read {path.name}: "
+                              f"{exc.strerror or exc}") from None
+        except ValueError:
+            raise ConfigError(f"{option} {directory}: {path.name} is not a CURVE public key "
+                              f"file (no public-key line; pzq-keygen writes them)") from None
+        if not _is_z85_key(public):
+            raise ConfigError(f"{option} {directory}: {path.name} is not a CURVE public key "
+                              f"file (its public-key is not 40 characters of Z85; "
+                              f"pzq-keygen writes them)")
+        keys.add(public)
+    return frozenset(keys)
+
+
+def _is_z85_key(key: bytes) -> bool:
+    return len(key) == 40 and all(char in z85.Z85CHARS for char in key)
 
 
 def serve_curve(socket: Socket, keys: KeyPair, zap_domain: str | None = None) -> None:
@@ -223,11 +281,24 @@ def start_authenticator(context: Context, curve: NodeCurve,
     authenticator = LoggingAuthenticator(context, send_domain=SEND_DOMAIN,
                                          cluster_domain=CLUSTER_DOMAIN, send_gate=send_gate)
     authenticator.start()
-    authenticator.configure_curve(domain="*", location=str(curve.client_keys))
-    authenticator.configure_curve(domain=SEND_DOMAIN, location=str(curve.client_keys))
-    if curve.cluster_keys is not None:
-        authenticator.configure_curve(domain=CLUSTER_DOMAIN, location=str(curve.cluster_keys))
+    admit_keys(authenticator, read_key_directory(curve.client_keys, "--curve-authorized-keys"),
+               None if curve.cluster_keys is None
+               else read_key_directory(curve.cluster_keys, "--cluster-authorized-keys"))
     return authenticator
+
+
+def admit_keys(authenticator: ThreadAuthenticator, client_keys: frozenset[bytes],
+               cluster_keys: frozenset[bytes] | None) -> None:
+    """What ZAP admits from now on, as pyzmq's configure_curve sets it (its table of
+    Z85 keys a domain), from keys read once: the same read that was checked, where
+    configure_curve would read the directory again. Each domain's table is replaced
+    whole, which the ZAP thread sees at its next handshake."""
+    admitted = dict.fromkeys(client_keys, True)
+    authenticator.allow_any = False
+    authenticator.certs["*"] = admitted
+    authenticator.certs[SEND_DOMAIN] = dict(admitted)
+    if cluster_keys is not None:
+        authenticator.certs[CLUSTER_DOMAIN] = dict.fromkeys(cluster_keys, True)
 
 
 def key_pair_paths(directory: str | Path, name: str) -> tuple[Path, Path]:

@@ -46,6 +46,10 @@ REASON_SHOWN = 120  # characters of a failed verb's exception told to the asker
 # change the node and need admin
 OPEN_VERBS = frozenset((b"MONITOR", b"STATS", b"PING", b"TOPICS", b"PENDING", b"DEAD",
                         b"ROUTES", b"REPLAYS"))
+# why a command is refused: a key without admin, or one removed by a reload
+NOT_ADMIN = "this client key may not administer the node (admin = false in the " \
+    "--authorization file)"
+REVOKED = "this client key was removed from the node's --curve-authorized-keys"
 
 
 class Others(Protocol):
@@ -113,24 +117,26 @@ class Monitor(Part):
             except DecodeError as exc:
                 envelope, reply = request[:1], f"ERROR: {exc}".encode()
             else:
-                if verb in OPEN_VERBS or verb not in self.table \
-                        or self.authorization.of(first).admin:
+                rights = self.authorization.of(first)
+                if rights.revoked:  # removed from --curve-authorized-keys: not even a read
+                    reply = self._forbidden(verb, rights.holder, REVOKED)
+                elif verb in OPEN_VERBS or verb not in self.table or rights.admin:
                     try:
                         reply = self.reply(verb, arguments, now)
                     except Exception as exc:  # a broker goes on serving: the asker is told
                         reply = _failed(verb, exc)
                 else:
-                    reply = self._forbidden(verb)
+                    reply = self._forbidden(verb, self.authorization.key_of(first))
             try:
                 self.socket.send_multipart(frames.encode_monitor_reply(envelope, reply),
                                            zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass  # the asker is gone or not reading; a monitor reply is not owed
 
-    def _forbidden(self, verb: bytes) -> bytes:
-        self.authorization.refused(ADMIN)
-        return (f"ERROR: FORBIDDEN {verb.decode()}: this client key may not administer "
-                "the node (admin = false in the --authorization file)").encode()
+    def _forbidden(self, verb: bytes, who: str, why: str = NOT_ADMIN) -> bytes:
+        shown = verb[:40].decode(errors="replace")  # (a revoked key's may be any bytes)
+        self.authorization.refused(ADMIN, shown, who)
+        return f"ERROR: FORBIDDEN {shown}: {why}".encode()
 
     def reply(self, verb: bytes, arguments: list[bytes], now: Now) -> bytes:
         handler = self.table.get(verb)

@@ -72,6 +72,7 @@ class ClusterLinks:
         """Bind the ROUTER and connect to every peer, with the node's CURVE keys when
         it has them (the ROUTER in the cluster's ZAP domain when nodes have their own)."""
         self.core = core
+        self.security = security
         settings = core.settings
         self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
                            security, cluster=True)
@@ -123,6 +124,9 @@ class ClusterLinks:
         if peer.reachable or now - self._connected_at[endpoint] < self.core.peers.timeout_nodes_s:
             return
         dealer.disconnect(endpoint)
+        # the peer's key as the cluster directory says now: a SIGHUP may have read a
+        # new one (a node that rotated its key pair), taken at this connect
+        self.security.to_peer(endpoint).apply(dealer)
         dealer.connect(endpoint)
         self._connected_at[endpoint] = now
 

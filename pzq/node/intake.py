@@ -397,7 +397,7 @@ class Intake(Participant):
 
     def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:
         if not rights.may_produce(topic):
-            self.authorization.refused(PRODUCE)
+            self.authorization.refused(PRODUCE, topic, rights.holder)
             raise ProduceRefused(f"FORBIDDEN produce {topic}", produce.routing_id,
                                  produce.msg_id)
 

@@ -33,6 +33,17 @@ class Reloadable(Protocol):
     def ask_reload(self) -> None: ...  # only sets a flag: the loop reads the file
 
 
+class BothReloads:
+    """SIGHUP asks the --authorization rules and the CURVE key directories."""
+
+    def __init__(self, *reloads: Reloadable) -> None:
+        self.reloads = reloads
+
+    def ask_reload(self) -> None:
+        for reload in self.reloads:
+            reload.ask_reload()
+
+
 def make_argument_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="pzq", description="Persistent store-and-forward device for ZeroMQ.",
@@ -101,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failed(exc, report)
     waker = Waker()
     stop = StopRequest()
-    previous = install_signal_handlers(stop, waker, node.authorization)
+    previous = install_signal_handlers(stop, waker,
+                                       BothReloads(node.authorization, node.keys))
     try:
         run(node, waker, stop, curve, report=report, tune_collector=True)
     except PzqError as exc:  # e.g. an endpoint in use, an archive that cannot be opened
@@ -157,7 +169,8 @@ def _failed(exc: PzqError, report: StartReport = NO_REPORT) -> int:
 def install_signal_handlers(stop: StopRequest, waker: Waker,
                             reloads: Reloadable = NO_AUTHORIZATION) -> dict[int, Any]:
     """First SIGTERM/SIGINT: stop taking work and hand back. Second: exit at once.
-    SIGHUP: read the --authorization file again (at the wake the signal causes)."""
+    SIGHUP: read the --authorization file and the CURVE key directories again (at
+    the wake the signal causes)."""
 
     def on_stop(signum: int, frame: object) -> None:
         if stop.requested:

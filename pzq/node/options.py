@@ -174,10 +174,12 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
     Option("curve_secret_key", "--curve-secret-key", str, None,
            "this node's CURVE key pair (a .key_secret file): encrypt every socket"),
     Option("curve_authorized_keys", "--curve-authorized-keys", str, None,
-           "directory of public keys allowed to connect (needed with --curve-secret-key)"),
+           "directory of public keys allowed to connect (needed with --curve-secret-key; "
+           "read again on SIGHUP)"),
     Option("cluster_authorized_keys", "--cluster-authorized-keys", str, None,
            "directory of the other nodes' public keys, NAME.key for each NAME=ENDPOINT "
-           "in --nodes: each node its own key pair, and only these keys join the cluster"),
+           "in --nodes: each node its own key pair, and only these keys join the cluster "
+           "(read again on SIGHUP)"),
     Option("authorization", "--authorization", str, None,
            "TOML file of what each client key may do: the topics it may produce to and "
            "consume, and whether it may administer (read again on SIGHUP; off when unset: "

@@ -75,7 +75,7 @@ def _open(parts: Parts, wiring: NodeWiring, node: NodeState) -> None:
     answers = GroupAnswers(node.archiving, replays.removed_filter(node.cluster.removed),
                            replays.removed_all_filter(node.cluster.removed_all))
     parts.add(NodeUpkeep(node.store, node.topics))
-    parts.add(AuthorizationPart(node.authorization, node.hub))
+    parts.add(AuthorizationPart(node.authorization, node.hub, node.keys))
     parts.add(node.cluster.open_part(wiring.context, wiring.security, node.delivery,
                                      wiring.now), CLUSTER.role)
     intake = open_intake(wiring, node, endpoints[RECEIVE.role], parts)

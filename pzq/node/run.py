@@ -49,6 +49,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
         authenticator = security.start(context, node.authorization.admits_send)
+        node.keys.attach(security, authenticator, has_peers=bool(node.config.nodes))
         device = Device(node, waker, context, security, Now.read())
         bound = device.bound()
         files = sockets.socket_files(bound.values())

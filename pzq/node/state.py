@@ -33,6 +33,7 @@ from pzq.delivery.window import DeliveryWindow
 from pzq.errors import ConfigError
 from pzq.events import EventHub
 from pzq.node.config import Config
+from pzq.node.key_reload import KeyDirectories
 from pzq.protocol.topic_reads import DEFAULT_GROUP, DefaultReads, GroupReads
 from pzq.rates import LatencyWindow, Rates
 from pzq.security import admitted_keys
@@ -81,6 +82,7 @@ class NodeState:
         self.authorization: Authorization = authorization(
             config.authorization, keyed=config.curve_secret_key is not None,
             admitted=admitted_keys(config.curve_authorized_keys))
+        self.keys = KeyDirectories()  # what CURVE admits, read again on SIGHUP
         self.hub = EventHub()  # what happens in one part and others act on (pzq.events)
         self.holds = PeerHolds()  # own messages the peers have out (none without a cluster)
         self.topics = Topics(store, config.archive_topic)

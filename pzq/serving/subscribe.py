@@ -81,7 +81,8 @@ def check_allowed(authorization: Authorization, first: zmq.Frame,
     refused CONSUME makes and changes nothing. ``first``: the request's first frame
     (with CURVE, it carries the client's key)."""
     if not authorization.of(first).may_consume(subscribe.topic, subscribe.group):
-        authorization.refused(CONSUME)
+        authorization.refused(CONSUME, f"{subscribe.topic}:{subscribe.group}",
+                              authorization.key_of(first))
         raise DecodeError(f"FORBIDDEN consume {subscribe.topic}:{subscribe.group}: "
                           "this client key may not consume that group of that topic "
                           "(see the node's --authorization file)")
@@ -95,7 +96,9 @@ def no_longer_allowed(authorization: Authorization, consumers: Iterable[ServedCo
     for consumer in consumers:
         group = consumer.group
         if not authorization.rights(consumer.key).may_consume(group.topic, group.name):
-            authorization.refused(CONSUME)
-            refused.append((consumer, f"FORBIDDEN consume {group.topic}:{group.name}: the "
-                                      "node's --authorization rules changed"))
+            authorization.refused(CONSUME, f"{group.topic}:{group.name}", consumer.key)
+            why = ("this client key was removed from the node's --curve-authorized-keys"
+                   if authorization.revoked_key(consumer.key)
+                   else "the node's --authorization rules changed")
+            refused.append((consumer, f"FORBIDDEN consume {group.topic}:{group.name}: {why}"))
     return refused

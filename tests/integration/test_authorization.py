@@ -8,6 +8,7 @@ import signal
 import subprocess
 
 import pytest
+import zmq
 
 from pzq import curve_probe, security
 from pzq.archive.reader import ArchiveReader
@@ -404,3 +405,81 @@ def test_the_clusters_own_traffic_is_not_subject_to_the_rules(start_node, client
     nodes[1].wait_stats(lambda s: s["replicas_held"] == 0, message="the copy removed")
     assert all(node.stats()["forbidden"] == {"produce": 0, "consume": 0, "admin": 0}
                for node in nodes)
+
+
+def test_a_key_removed_from_the_directory_loses_its_rights_on_open_connections(
+        guarded, clients, curve_keys, tmp_path, context):
+    """ZAP sees handshakes only: a producer or group consumer connected before its key
+    was removed (SIGHUP) went on producing and consuming. The rules, read per message,
+    refuse it now; a key put back has its rights again."""
+    curve = clients["curve"]["client"]
+    authorized = tmp_path / "authorized"
+    producer = Producer(guarded.receive_dsn, context=context, curve=curve)
+    assert producer.produce([b"before"], topic="orders", timeout=10).ok
+    billing = GroupConsumer(guarded.consume_dsn, "orders", "billing", context=context,
+                            curve=curve)
+    monitor = context.socket(zmq.DEALER)  # one connection, as a dashboard keeps it
+    curve.apply(monitor)
+    monitor.connect(guarded.monitor_dsn)
+
+    def ping() -> bytes:
+        monitor.send_multipart([b"", b"PING"])
+        assert monitor.poll(10_000)
+        return monitor.recv_multipart()[-1]
+
+    try:
+        assert ping() == b"PONG"
+        billing.receive(10).ack()
+        (authorized / "client.key").unlink()
+        guarded.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: guarded.event("curve_keys_reloaded"), 10, message="reloaded")
+        refused = producer.produce([b"after"], topic="orders", timeout=10)
+        assert not refused.ok and refused.status_message == b"FORBIDDEN produce orders"
+        assert ping() == (b"ERROR: FORBIDDEN PING: this client key was removed from the "
+                          b"node's --curve-authorized-keys")
+        with pytest.raises(ConsumeRefused, match="^FORBIDDEN consume orders:billing: this "
+                                                 "client key was removed from the node's "
+                                                 "--curve-authorized-keys$"):
+            billing.receive(10)
+        (authorized / "client.key").write_bytes(
+            (tmp_path / "keys" / "client.key").read_bytes())
+        guarded.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: len([event for event in list(guarded.events)
+                                if event.get("event") == "curve_keys_reloaded"]) == 2, 10,
+                   message="reloaded again")
+        assert producer.produce([b"back"], topic="orders", timeout=10).ok
+        assert ping() == b"PONG"
+    finally:
+        producer.close()
+        billing.close()
+        monitor.close(0)
+    stats = guarded.stats()
+    assert stats["forbidden"] == {"produce": 1, "consume": 1, "admin": 1}
+    assert stats["rejected"] == 1  # the refused message, not stored
+
+
+def test_each_refusal_is_logged_once_with_the_key(guarded, clients, context):
+    """A FORBIDDEN produce, CONSUME or command was logged at debug level alone (the
+    producer's reject) or not at all: an operator saw nothing of who tried what."""
+    curve = clients["curve"]
+    key = clients["key"]
+    for _ in range(3):  # a client refused in a loop: logged once
+        assert not produce(guarded, curve["client"], "secret", context).ok
+    assert not produce(guarded, curve["guest"], "orders", context).ok
+    with pytest.raises(ConsumeRefused):
+        GroupConsumer(guarded.consume_dsn, "orders", "shipping", context=context,
+                      curve=curve["client"]).receive(10)
+    assert ask(guarded, curve["client"], "DECLARE TOPIC x").startswith("ERROR: FORBIDDEN")
+
+    def logged() -> list[dict] | None:
+        said = [event for event in list(guarded.events) if event.get("event") == "forbidden"]
+        return said if len(said) >= 4 else None
+
+    said = wait_until(logged, 10, message="four refusals logged")
+    assert [(event["level"], event["kind"], event["what"], event["client_key"])
+            for event in said] == [
+        ("info", "produce", "secret", key["client"]),
+        ("info", "produce", "orders", "[default]"),
+        ("info", "consume", "orders:shipping", key["client"]),
+        ("info", "admin", "DECLARE", key["client"])]
+    assert guarded.stats()["forbidden"] == {"produce": 4, "consume": 1, "admin": 1}

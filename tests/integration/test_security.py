@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pzq import handshakes, security
 from pzq.client import Consumer, Producer, request_monitor
 from pzq.security import PLAIN, ClientCurve
 from pzq.zap import RefusalLog
-from tests.support.harness import run_pzq, wait_until
+from tests.support.harness import run_pzq, wait_until, without_permission_overrides
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -104,6 +105,29 @@ def test_curve_options_go_together_and_keys_must_exist(tmp_path, keys):
     assert missing.returncode == 2
     assert (f"cannot read CURVE key file {tmp_path / 'none.key_secret'}: there is no such file"
             in missing.stderr)
+
+
+@pytest.mark.parametrize("content, why", [
+    ("garbage\n", "no public-key line"),
+    ('curve\n    public-key = "abc"\n', "its public-key is not 40 characters of Z85"),
+])
+@pytest.mark.parametrize("option", ["--curve-authorized-keys", "--cluster-authorized-keys"])
+def test_a_key_directory_with_a_file_that_is_no_key_stops_the_node(node_keys, tmp_path,
+                                                                   content, why, option):
+    """pyzmq's authenticator drops a whole directory for one bad file and refuses every
+    client as unknown: the node must not start so."""
+    made = node_keys["made"]
+    directory = node_keys["clients"] if option == "--curve-authorized-keys" \
+        else node_keys["cluster_dirs"][0]
+    (directory / "broken.key").write_text(content)
+    result = run_pzq(["--curve-secret-key", str(made["n0"][1]),
+                      "--curve-authorized-keys", str(node_keys["clients"]),
+                      "--cluster-authorized-keys", str(node_keys["cluster_dirs"][0]),
+                      "--broadcast-dsn", "tcp://127.0.0.1:1", "--nodes",
+                      "n1=tcp://127.0.0.1:2", "--database", str(tmp_path / "db")])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (f"pzq: error: {option} {directory}: broken.key is not a "
+                                     f"CURVE public key file ({why}; pzq-keygen writes them)")
 
 
 def test_a_refused_handshake_is_logged_at_info_once_per_client(secure_node, keys, context):
@@ -404,3 +428,138 @@ def test_a_client_without_curve_keys_is_logged_as_refused_too(secure_node, conte
     assert refused["reason"] in (handshakes.NO_CURVE, handshakes.LEFT)
     # Its retries, about ten a second, are counted, not logged one by one.
     assert len([e for e in secure_node.events if e["event"] == "handshake_refused"]) == 1
+
+
+def _events(node, name: str) -> list[dict]:
+    return [event for event in list(node.events) if event.get("event") == name]
+
+
+def _reload_keys(node, reloads: int, event: str = "curve_keys_reloaded") -> dict:
+    node.process.send_signal(signal.SIGHUP)
+    return wait_until(lambda: (_events(node, event) or [None])[-1]
+                      if len(_events(node, event)) == reloads else None, 10,
+                      message=f"{event} #{reloads}")
+
+
+def test_sighup_reads_the_key_directories_again(secure_node, keys, tmp_path, context):
+    """A key is added or revoked as a broker's user is, without a restart: the node read
+    --curve-authorized-keys at start only."""
+    authorized = tmp_path / "authorized"
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"before"], timeout=1.5)
+    (authorized / "stranger.key").write_bytes((tmp_path / "keys" / "stranger.key").read_bytes())
+    added = _reload_keys(secure_node, 1)
+    assert added["added"] == [keys["stranger"].keys.public.decode()] and added["removed"] == []
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        assert producer.produce([b"added"], timeout=10).ok
+
+    # a connection made before the key is removed: ZAP saw only its handshake
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as kept:
+        assert kept.produce([b"connected"], timeout=10).ok
+        (authorized / "client.key").unlink()
+        removed = _reload_keys(secure_node, 2)
+        assert removed["removed"] == [keys["client"].keys.public.decode()]
+        assert kept.produce([b"still connected"], timeout=10).ok
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"revoked"], timeout=1.5)
+
+    (authorized / "broken.key").write_text("garbage\n")  # refused: the keys in force stay
+    refused = _reload_keys(secure_node, 1, "curve_keys_reload_refused")
+    assert refused["error"] == (f"--curve-authorized-keys {authorized}: broken.key is not a "
+                                f"CURVE public key file (no public-key line; pzq-keygen "
+                                f"writes them)")
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
+        assert producer.produce([b"kept"], timeout=10).ok
+    secure_node.curve = keys["stranger"]  # the monitor's client: the client's key is gone
+    assert secure_node.figures()["received"] == 4
+
+
+def test_a_nodes_key_pair_is_rotated_with_a_sighup_to_its_peers(start_node, node_keys,
+                                                                tmp_path, context):
+    """n0 takes a new pair: its peer is given the new n0.key and a SIGHUP, and its link
+    to n0 expects the new key at its next connect. The peer read the key it expects
+    of each --nodes entry at its start only: its copies to n0 failed until restarted."""
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    members = [_keyed_member(start_node, node_keys, i, endpoints, "--replicas", "1")
+               for i in (0, 1)]
+    n0, n1 = members
+    n1.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="n0 up at n1")
+    n0.stop()
+    public, secret = security.generate(tmp_path / "new-keys", "n0")
+    (node_keys["cluster_dirs"][1] / "n0.key").write_bytes(public.read_bytes())
+    n1.process.send_signal(signal.SIGHUP)
+    reloaded = wait_until(lambda: n1.event("curve_keys_reloaded"), 10, message="reloaded")
+    assert reloaded["peers_rekeyed"] == [endpoints[0]]
+    n0.extra_args[n0.extra_args.index("--curve-secret-key") + 1] = str(secret)
+    n0.start()
+    n0.curve = ClientCurve(node_keys["pairs"]["client"], security.load_public_key(public))
+
+    def copied_from_n1() -> bool:
+        with Producer(n1.receive_dsn, context=context, curve=n1.curve) as producer:
+            answer = producer.produce([b"copied to n0"], timeout=10)
+        return answer.ok and not answer.replication_failed
+
+    wait_until(copied_from_n1, 30, message="n1's copy taken by n0 under its new key")
+    with Producer(n0.receive_dsn, context=context, curve=n0.curve) as producer:
+        answer = producer.produce([b"copied to n1"], timeout=10)
+    assert answer.ok and not answer.replication_failed
+
+
+@pytest.mark.parametrize("locked", ["directory", "file"])
+def test_a_key_directory_this_user_may_not_read_stops_the_node(keys, tmp_path, locked):
+    """A directory that cannot be listed has no file a glob finds: the node started
+    admitting nobody, unsaid."""
+    prefix = without_permission_overrides()
+    authorized = tmp_path / "authorized"
+    target = authorized if locked == "directory" else authorized / "client.key"
+    target.chmod(0o000)
+    try:
+        result = subprocess.run([*prefix, sys.executable, "-m", "pzq", *keys["args"],
+                                 "--database", str(tmp_path / "db"),
+                                 "--receive-dsn", "tcp://127.0.0.1:*",
+                                 "--send-dsn", "tcp://127.0.0.1:*",
+                                 "--monitor-dsn", "tcp://127.0.0.1:*"],
+                                capture_output=True, text=True, timeout=30, check=False,
+                                stdin=subprocess.DEVNULL)
+    finally:
+        target.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == {
+        "directory": f"pzq: error: cannot read --curve-authorized-keys {authorized}: "
+                     "Permission denied",
+        "file": f"pzq: error: --curve-authorized-keys {authorized}: cannot read client.key: "
+                "Permission denied"}[locked]
+
+
+def test_a_key_directory_without_keys_is_taken_with_a_warning(start_node, keys, tmp_path,
+                                                              context):
+    empty = tmp_path / "nobody"
+    empty.mkdir()
+    (empty / "client.key_secret").write_bytes(b"")  # not a NAME.key: not read
+    node = start_node("--curve-secret-key", keys["args"][1], "--curve-authorized-keys",
+                      str(empty))
+    warned = wait_until(lambda: node.event("curve_admits_nobody"), 10, message="warning")
+    assert warned["level"] == "warning" and warned["directory"] == str(empty)
+    (empty / "client.key").write_bytes((tmp_path / "keys" / "client.key").read_bytes())
+    _reload_keys(node, 1)
+    with Producer(node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"admitted"], timeout=10).ok
+    assert len(_events(node, "curve_admits_nobody")) == 1
+
+
+def test_a_reload_keeps_the_shared_key_pair_of_a_cluster_admitted(start_node, keys, tmp_path):
+    """Nodes sharing one key pair connect to each other with it: a directory without
+    it is refused at start, and was taken at a reload (the peers then never joined)."""
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    node = start_node(*keys["args"], "--broadcast-dsn", endpoints[0], "--nodes",
+                      endpoints[1], "--timeout-nodes", "500000")
+    node.curve = keys["client"]
+    (tmp_path / "authorized" / "node.key").unlink()
+    refused = _reload_keys(node, 1, "curve_keys_reload_refused")
+    assert refused["error"] == (f"--curve-authorized-keys {tmp_path / 'authorized'} no longer "
+                                "holds this node's own public key, with which the cluster's "
+                                "nodes connect to each other (they share one key pair): put "
+                                "it back")
+    assert node.event("curve_keys_reloaded") is None

@@ -153,7 +153,8 @@ class ArchiveReaders(Part):
         except DecodeError:
             allowed = True  # no topic in its identity: answered INVALID_COMMAND
         if not allowed:
-            self.authorization.refused(CONSUME)
+            self.authorization.refused(CONSUME, f"archive {zp.identity_topic(identity)}",
+                                       self.authorization.key_of(first))
             envelope, _ = zp.split_envelope(request)
             return [*envelope, FORBIDDEN]
         return answer(self.archive, identity, request)

@@ -195,7 +195,7 @@ class ZperWriter:
             self._refuse(identity, parsed)
             return
         if not rights.may_produce(parsed.topic):
-            self.authorization.refused(PRODUCE)
+            self.authorization.refused(PRODUCE, parsed.topic, rights.holder)
             self._refuse(identity, f"FORBIDDEN produce {parsed.topic}")
             return
         envelope, message = zp.split_envelope(frames)

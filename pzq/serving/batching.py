@@ -32,6 +32,11 @@ class OpenBatch:
         # topic's groups send the same run's entries (pzq.serving.sending), each added
         # up once for all
         self._sums: tuple[list[bytes], list[int]] = ([], [0])
+        # The open batch's entries where they are one piece of one run's (the run's
+        # entries, start, end; None: not so), and the last such piece joined into its
+        # frame: a topic's groups send the same piece of the same run, joined once
+        self._piece: tuple[list[bytes], int, int] | None = None
+        self._joined: tuple[list[bytes], int, int, bytes] = ([], 0, 0, b"")
 
     def add(self, consumer: ServedConsumer, key: bytes, value: bytes, deliveries: int,
             sent_us: int, ack_timeout_us: int, with_headers: bool) -> None:
@@ -44,6 +49,7 @@ class OpenBatch:
         else:
             header_group = consume_wire.NO_HEADER_GROUP
         entry = consume_wire.batch_entry(key, header_group, value[record.part_group_at(value):])
+        self._piece = None
         self.entries.append(entry)
         self.size += len(entry)
         if self.size >= MAX_BATCH_BYTES:
@@ -61,6 +67,7 @@ class OpenBatch:
         below = sums[start]
         end = min(bisect_left(sums, MAX_BATCH_BYTES - self.size + below, start + 1, stop + 1),
                   stop)
+        self._piece = None if self.entries else (entries, start, end)
         self.entries += entries[start:end]
         self.size += sums[end] - below
         count = end - start
@@ -88,8 +95,23 @@ class OpenBatch:
     def close(self) -> None:
         """Send the open batch's entries, if one is open."""
         if self.consumer is not None:
-            send_last(self.socket, b"".join(self.entries))
+            send_last(self.socket, self._frame())
             self.consumer = None
             self.entries = []
             self.size = 0
+            self._piece = None
+
+    def _frame(self) -> bytes:
+        """The open batch's entries joined: the same piece of the same run as the last
+        batch's joined once (made anew for other entries, and kept when a piece)."""
+        piece = self._piece
+        if piece is None:
+            return b"".join(self.entries)
+        entries, start, end = piece
+        kept = self._joined
+        if kept[0] is entries and kept[1] == start and kept[2] == end:
+            return kept[3]
+        frame = b"".join(self.entries)
+        self._joined = (entries, start, end, frame)
+        return frame
 

@@ -108,3 +108,37 @@ def test_an_ack_of_a_run_as_sent_lets_it_go_without_a_set(tmp_path):
         assert consumer.held == {10, 11, 12, 17, 18, 19}
     finally:
         store.close()
+
+
+def test_part_of_a_run_acked_the_rest_expired_is_overdue_at_its_consumer(tmp_path):
+    """A run held whole, part of it ACKed (a piece, not as sent: the run goes into the
+    set) and the rest expired at the reaper: the rest is overdue at the consumer (its
+    credit still spent), held by nobody; the NACK of one in the middle of another
+    run gives that one back alone."""
+    store = Store.open(tmp_path / "db")
+    try:
+        state = DeliveryState(OwnArea(store), DeliverySettings(1_000, 1 << 20), Counters())
+        group = GroupDelivery("g", state, dict, LatencyWindow(), "t")
+        consumer = ServedConsumer(b"a", group, 100, 0.0)
+        group.consumers.append(consumer)
+        seqs = list(range(100, 110))
+        state.inflight.add_run(seqs, [b"v%d" % seq for seq in seqs], 0, 1_000, 40)
+        consumer.hold_run(seqs)
+        acked = state.take_acked(seqs[:4]).seqs
+        group.let_go(acked, consumer)
+        assert consumer.held == set(seqs[4:]) and consumer.room == 94
+        assert state.reap(2_000) == 6
+        group.settle(expired=True)
+        assert consumer.held == set() and consumer.overdue == set(seqs[4:])
+        assert consumer.room == 94  # the expired ones' credit stays spent
+        others = list(range(200, 210))
+        state.inflight.add_run(others, [b"w%d" % seq for seq in others], 3_000, 4_000, 40)
+        consumer.hold_run(others)
+        assert 205 in consumer.held  # a NACK's look: the run put in the set
+        consumer.held.discard(205)
+        assert state.nack(205)
+        assert consumer.held == set(others) - {205} and 205 not in state.inflight
+        group.let_go(others, consumer)  # its ACK as sent: the others go, 205 was not held
+        assert consumer.held == set() and consumer.room == 94
+    finally:
+        store.close()

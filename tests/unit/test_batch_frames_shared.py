@@ -33,15 +33,16 @@ def test_the_same_piece_is_joined_once_and_every_batch_is_whole():
         for consumer in consumers:  # each group's consumer: the same piece
             assert batch.add_run(consumer, run, 2, 8, 1, 2) == 8
             batch.close()
-            frames.append(batch._joined[3])
+            frames.append(batch._joined[0][3])
         assert frames[0] is frames[1] is frames[2] == b"".join(run[2:8])
         batch.add_run(consumers[0], run, 0, 8, 1, 2)  # another piece: joined anew
         batch.close()
         batch.add_run(consumers[1], run, 2, 5, 1, 2)  # two pieces in one batch: as they are
         batch.add_run(consumers[1], run, 7, 10, 1, 2)
         batch.close()
-        batch.add_run(consumers[2], run, 2, 8, 1, 2)  # the first piece again: joined anew
+        batch.add_run(consumers[2], run, 2, 8, 1, 2)  # the first piece again: kept still
         batch.close()
+        assert batch._joined[-1][3] is frames[0]
         expected = {b"c1": [run[2:8], run[0:8]], b"c2": [run[2:8], run[2:5] + run[7:10]],
                     b"c3": [run[2:8], run[2:8]]}
         for name, peer in zip(NAMES, peers, strict=True):

@@ -248,8 +248,11 @@ class GroupDelivery:
 
     def holder_of(self, key: Key, likely: ServedConsumer | None = None
                   ) -> ServedConsumer | None:
-        """The consumer that holds the delivery (``likely`` looked at first)."""
-        if likely is not None and key in likely.held:
+        """The consumer that holds the delivery (``likely`` looked at first). (Its set
+        read as it is where it holds no run: a delivery sent alone and its answer make
+        no call for it.)"""
+        if likely is not None and key in (likely.held if likely.held_runs
+                                          else likely.held_alone):
             return likely
         return next((consumer for consumer in self.consumers if key in consumer.held), None)
 
@@ -260,8 +263,8 @@ class GroupDelivery:
     def release(self, key: Key, likely: ServedConsumer | None = None) -> None:
         """Whoever holds the delivery holds it no more (``likely`` looked at first)."""
         holder = self.holder_of(key, likely)
-        if holder is not None:
-            holder.held.discard(key)
+        if holder is not None:  # (found in its set: the runs it held are in it now)
+            holder.held_alone.discard(key)
 
     def let_go(self, keys: list[Key], likely: ServedConsumer) -> None:
         """Whoever holds these deliveries now is done with them: the consumer that

@@ -140,7 +140,7 @@ class TopicAdmin:
                  f"ready={len(deliveries.state.ready)} consumers={len(deliveries.consumers)}"
                  + lag_s]
         for consumer in deliveries.consumers:
-            lines.append(f"    consumer {consumer.routing_id.hex()} held={len(consumer.held)} "
+            lines.append(f"    consumer {consumer.routing_id.hex()} held={consumer.held_count} "
                          f"window={consumer.window} "
                          f"idle_ms={round(consumer.idle_seconds(now.mono) * 1000)}")
         return lines

@@ -57,7 +57,7 @@ class Acking(Tracking):
         taken = self.inflight.take_all(seqs)
         # before the look at the others (a key ACKed twice); the area's deletes are
         # ``ack_taken``'s
-        self.owed.delete_run(taken.seqs, taken.sizes)
+        self.owed.delete_run(taken.seqs, taken.sizes, taken.ascending)
         return taken
 
     def ack_taken(self, batch: Batch, taken: Taken) -> tuple[Acked, list[bool], list[int]]:

@@ -83,25 +83,35 @@ def _first_run_past(seqs: list[int], values: list[bytes], taken: set[int],
     return _within(list(compress(seqs, kept)), list(compress(values, kept)), room_bytes)
 
 
-class LastMeasured:
-    """The records' lengths of the last read measured, kept for a topic's other groups,
-    which read the same list of records (pzq.store.kept_reads: never changed once
-    made) and so measure it once for all; the list is known by identity (kept here, so
-    its id is not reused while it is asked for)."""
+MEASURED_KEPT = 4  # lists of records whose lengths are kept (the groups' reads in turn)
 
-    __slots__ = ("values", "sizes", "size")
+
+class LastMeasured:
+    """The records' lengths of the last few reads measured (MEASURED_KEPT), kept for a
+    topic's other groups, which read the same list of records (pzq.store.kept_reads:
+    never changed once made) and so measure it once for all; a list is known by
+    identity (kept here, so its id is not reused while it is asked for). A few, not
+    one: the groups' passes come in turn, and one group's read of the next run may
+    come before another's of the one before (a list kept alone was measured again
+    by nearly every group, at three groups)."""
+
+    __slots__ = ("_kept",)
 
     def __init__(self) -> None:
-        self.values: list[bytes] = []
-        self.sizes: list[int] = []
-        self.size = 0
+        # (records, their lengths, added up), the newest first
+        self._kept: list[tuple[list[bytes], list[int], int]] = []
 
     def of(self, values: list[bytes]) -> tuple[list[int], int]:
         """Each record's length (a list the caller does not change) and their sum."""
-        if values is not self.values:
-            self.sizes = list(map(len, values))
-            self.size, self.values = sum(self.sizes), values
-        return self.sizes, self.size
+        kept = self._kept
+        for measured in kept:
+            if measured[0] is values:
+                return measured[1], measured[2]
+        sizes = list(map(len, values))
+        size = sum(sizes)
+        kept.insert(0, (values, sizes, size))
+        del kept[MEASURED_KEPT:]
+        return sizes, size
 
 
 _MEASURED = LastMeasured()

@@ -67,7 +67,7 @@ def group_figures(group: Group, deliveries: NamedGroupDelivery | None, rates: Ra
         "max_deliveries": state.settings.max_deliveries,
         "backoff_us": list(state.settings.backoff_us),
         "consumers": len(deliveries.consumers),
-        "consumer_list": [{"id": consumer.routing_id.hex(), "held": len(consumer.held),
+        "consumer_list": [{"id": consumer.routing_id.hex(), "held": consumer.held_count,
                            "window": consumer.window, "idle_seconds": seconds}
                           for consumer, seconds in zip(deliveries.consumers, idle, strict=True)],
         "longest_idle_seconds": max(idle, default=0.0),

@@ -198,8 +198,8 @@ class GroupAnswers:
         deadline, and another consumer may have it now: left alone."""
         if consumer.pool:  # nothing is kept per delivery to the pool (--send-dsn)
             state.nack(seq, due_us, batch)
-        elif key in consumer.held:
-            consumer.held.discard(key)
+        elif key in (consumer.held if consumer.held_runs else consumer.held_alone):
+            consumer.held_alone.discard(key)  # (the runs it held are in the set now)
             state.nack(seq, due_us, batch)
         elif not late:
             state.counters.unknown_acks += 1

@@ -20,6 +20,7 @@ from pzq.store import record
 from pzq.zmqio import Socket, begin_frames, send_last
 
 MAX_BATCH_BYTES = 1 << 20  # a batch is closed once its entries reach this size
+KEPT_PIECES = 4  # runs' sums, and pieces' frames, kept for a topic's other groups
 
 
 class OpenBatch:
@@ -28,10 +29,17 @@ class OpenBatch:
         self.consumer: ServedConsumer | None = None  # whose batch is open
         self.entries: list[bytes] = []
         self.size = 0
-        # The last run's entries and their sizes added up from its start (0 first): a
-        # topic's groups send the same run's entries (pzq.serving.sending), each added
-        # up once for all
-        self._sums: tuple[list[bytes], list[int]] = ([], [0])
+        # The last runs' entries and their sizes added up from their start (0 first),
+        # the newest first: a topic's groups send the same run's entries
+        # (pzq.serving.sending), each added up once for all (a few kept: the groups'
+        # passes come in turn, one group's next run before another's last)
+        self._sums: list[tuple[list[bytes], list[int]]] = []
+        # The open batch's entries where they are one piece of one run's (the run's
+        # entries, start, end; None: not so), and the last such pieces joined into
+        # their frames: a topic's groups send the same piece of the same run, joined
+        # once (at most KEPT_PIECES frames of MAX_BATCH_BYTES kept)
+        self._piece: tuple[list[bytes], int, int] | None = None
+        self._joined: list[tuple[list[bytes], int, int, bytes]] = []
 
     def add(self, consumer: ServedConsumer, key: bytes, value: bytes, deliveries: int,
             sent_us: int, ack_timeout_us: int, with_headers: bool) -> None:
@@ -44,6 +52,7 @@ class OpenBatch:
         else:
             header_group = consume_wire.NO_HEADER_GROUP
         entry = consume_wire.batch_entry(key, header_group, value[record.part_group_at(value):])
+        self._piece = None
         self.entries.append(entry)
         self.size += len(entry)
         if self.size >= MAX_BATCH_BYTES:
@@ -61,6 +70,7 @@ class OpenBatch:
         below = sums[start]
         end = min(bisect_left(sums, MAX_BATCH_BYTES - self.size + below, start + 1, stop + 1),
                   stop)
+        self._piece = None if self.entries else (entries, start, end)
         self.entries += entries[start:end]
         self.size += sums[end] - below
         count = end - start
@@ -70,10 +80,13 @@ class OpenBatch:
 
     def _sums_of(self, entries: list[bytes]) -> list[int]:
         """The entries' sizes added up from the first (0 first, then after each)."""
-        kept, sums = self._sums
-        if entries is not kept:
-            sums = list(accumulate(map(len, entries), initial=0))
-            self._sums = (entries, sums)
+        kept = self._sums
+        for made in kept:
+            if made[0] is entries:
+                return made[1]
+        sums = list(accumulate(map(len, entries), initial=0))
+        kept.insert(0, (entries, sums))
+        del kept[KEPT_PIECES:]
         return sums
 
     def _open_for(self, consumer: ServedConsumer, sent_us: int, ack_timeout_us: int) -> None:
@@ -88,8 +101,25 @@ class OpenBatch:
     def close(self) -> None:
         """Send the open batch's entries, if one is open."""
         if self.consumer is not None:
-            send_last(self.socket, b"".join(self.entries))
+            send_last(self.socket, self._frame())
             self.consumer = None
             self.entries = []
             self.size = 0
+            self._piece = None
+
+    def _frame(self) -> bytes:
+        """The open batch's entries joined: the same piece of the same run as the last
+        batch's joined once (made anew for other entries, and kept when a piece)."""
+        piece = self._piece
+        if piece is None:
+            return b"".join(self.entries)
+        entries, start, end = piece
+        kept = self._joined
+        for joined in kept:
+            if joined[0] is entries and joined[1] == start and joined[2] == end:
+                return joined[3]
+        frame = b"".join(self.entries)
+        kept.insert(0, (entries, start, end, frame))
+        del kept[KEPT_PIECES:]
+        return frame
 

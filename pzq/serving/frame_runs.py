@@ -80,8 +80,8 @@ def round_robin_turns(candidates: list[ServedConsumer], turn: int, limit: int
     """Who takes each of up to ``limit`` deliveries, in turn from ``turn`` among those
     with credit, each while its credit lasts: as one delivery at a time goes."""
     ring = candidates[turn:] + candidates[:turn]
-    rooms = {consumer: consumer.window - len(consumer.held) for consumer in ring
-             if not consumer.unreachable and len(consumer.held) < consumer.window}
+    rooms = {consumer: consumer.window - consumer.held_count for consumer in ring
+             if not consumer.unreachable and consumer.held_count < consumer.window}
     active = [consumer for consumer in ring if consumer in rooms]
     order: list[ServedConsumer] = []
     while active and len(order) < limit:

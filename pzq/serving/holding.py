@@ -20,7 +20,10 @@ window (pzq.delivery.window) shrinks instead.
 Who holds a delivery is its consumer's ``held`` set alone (no table of owners beside
 it, which cost a dict entry a delivery from its send to its ACK): a key is held by one
 consumer at most, and an answer looks first at the consumer that sent it, which
-nearly always holds it, then at the group's others.
+nearly always holds it, then at the group's others. A run sent in one BATCH is held as
+its list of keys (``hold_run``), put in the set only when something asks it of one
+key or walks it; an ACK of just that run lets it go in one step (``let_go_run``), with
+no set insert and delete a delivery.
 """
 
 from __future__ import annotations
@@ -71,7 +74,8 @@ class ServedConsumer:
     group: GroupDelivery
     window: int
     last_heard: float  # when it last sent a request (how long it has been idle)
-    held: set[Key] = field(default_factory=set)
+    # the keys it holds, but for the runs' below (``held``: every key, in one set)
+    held_alone: set[Key] = field(default_factory=set)
     overdue: set[Key] = field(default_factory=set)  # expired here, not answered: credit spent
     # the frames before every delivery to it, built once (--consume-dsn: routing id,
     # DELIVER or BATCH, topic, group; --send-dsn: none)
@@ -84,10 +88,51 @@ class ServedConsumer:
     pool: bool = False
     key: str = ""  # its CURVE key, with --authorization (its rights looked at again)
     sent: SentKeys | None = None  # the last piece of a run it was sent, as its ACK is
+    # runs it holds whole, each its keys as sent (in no other consumer's hands, none in
+    # ``held_alone``), oldest first; and how many keys they hold
+    held_runs: list[list[Key]] = field(default_factory=list)
+    held_in_runs: int = 0
+
+    @property
+    def held(self) -> set[Key]:
+        """Every key it holds, in one set (the runs held put in it first: for a look at
+        one key, a change of one, a walk)."""
+        if self.held_runs:
+            alone = self.held_alone
+            for run in self.held_runs:
+                alone.update(run)
+            self.held_runs = []
+            self.held_in_runs = 0
+        return self.held_alone
+
+    @property
+    def held_count(self) -> int:
+        """How many keys it holds (``len(held)``, the runs not put in the set)."""
+        return len(self.held_alone) + self.held_in_runs
+
+    def hold_run(self, keys: list[Key]) -> None:
+        """It holds these keys now, none held before by anyone (a run's first deliveries:
+        the list kept as it is, not to be changed by the caller)."""
+        if keys:
+            self.held_runs.append(keys)
+            self.held_in_runs += len(keys)
+
+    def let_go_run(self, keys: list[Key]) -> bool:
+        """It is done with ``keys`` if they are just a run it holds, the same keys in the
+        same order (an ACK of a BATCH as sent): the run goes in one step. False: they are
+        not (nothing changed)."""
+        count = len(keys)
+        for at, run in enumerate(self.held_runs):
+            if len(run) == count and run == keys:  # (the read's int objects: by identity)
+                del self.held_runs[at]
+                self.held_in_runs -= count
+                return True
+        return False
 
     @property
     def room(self) -> int:
-        return 0 if self.unreachable else self.window - len(self.held) - len(self.overdue)
+        return 0 if self.unreachable else \
+            self.window - len(self.held_alone) - self.held_in_runs - len(self.overdue)
 
     def numbers_if_sent(self, frames: list[bytes]) -> KeyNumbers | None:
         """An ACK (``frames``: its verb and its keys' frame) of just the keys last sent
@@ -203,8 +248,11 @@ class GroupDelivery:
 
     def holder_of(self, key: Key, likely: ServedConsumer | None = None
                   ) -> ServedConsumer | None:
-        """The consumer that holds the delivery (``likely`` looked at first)."""
-        if likely is not None and key in likely.held:
+        """The consumer that holds the delivery (``likely`` looked at first). (Its set
+        read as it is where it holds no run: a delivery sent alone and its answer make
+        no call for it.)"""
+        if likely is not None and key in (likely.held if likely.held_runs
+                                          else likely.held_alone):
             return likely
         return next((consumer for consumer in self.consumers if key in consumer.held), None)
 
@@ -215,20 +263,23 @@ class GroupDelivery:
     def release(self, key: Key, likely: ServedConsumer | None = None) -> None:
         """Whoever holds the delivery holds it no more (``likely`` looked at first)."""
         holder = self.holder_of(key, likely)
-        if holder is not None:
-            holder.held.discard(key)
+        if holder is not None:  # (found in its set: the runs it held are in it now)
+            holder.held_alone.discard(key)
 
     def let_go(self, keys: list[Key], likely: ServedConsumer) -> None:
         """Whoever holds these deliveries now is done with them: the consumer that
-        answered them, nearly always, in one step; if it did not hold every one (one
-        expired there and went to another; a key given twice), the others' sets too."""
+        answered them, nearly always, in one step (a run it holds whole, in fewer); if it
+        did not hold every one (one expired there and went to another; a key given
+        twice), the others' sets too."""
+        if likely.held_runs and likely.let_go_run(keys):
+            return
         held = likely.held
         before = len(held)
         held.difference_update(keys)
         if before - len(held) == len(keys):
             return
         for consumer in self.consumers:
-            if consumer is not likely and consumer.held:
+            if consumer is not likely and consumer.held_count:
                 consumer.held.difference_update(keys)
 
     def settle(self, expired: bool = False) -> None:

@@ -161,8 +161,8 @@ class Sender:
             nonlocal turn
             for _ in range(count):
                 consumer = candidates[turn]
-                held = consumer.held
-                if consumer.unreachable or len(held) >= consumer.window \
+                held = consumer.held_alone  # (the runs it holds: counted, not put in)
+                if consumer.unreachable or len(held) + consumer.held_in_runs >= consumer.window \
                         or not put(consumer, key, value, deliveries):
                     turn = turn + 1 if turn + 1 < count else 0
                     continue
@@ -208,7 +208,7 @@ class Sender:
             took = self._fill(consumer, entries, taken, total, sent_us, ack_timeout_us)
             if took > taken:
                 given = seqs[taken:took]
-                consumer.held.update(deliveries.keys_of(node_id, given))
+                consumer.hold_run(deliveries.keys_of(node_id, given))  # (no set work: its ACK's)
                 # its ACK of just these, as ack_many sends it, is known (the last piece
                 # it was given: one of more pieces or of other keys is read as it came)
                 consumer.sent = sent_keys(acks, taken, took, node_id, given)
@@ -286,7 +286,7 @@ class Sender:
         its pipe go; returns where those it took end."""
         if consumer.unreachable:
             return start
-        stop = min(stop, start + consumer.window - len(consumer.held))
+        stop = min(stop, start + consumer.window - consumer.held_count)
         add_run, at = self.batch.add_run, start
         try:
             while at < stop:

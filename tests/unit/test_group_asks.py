@@ -44,7 +44,7 @@ def test_a_groups_answers_are_their_simple_forms(tmp_path_factory, steps):
         turn = 0  # the model's
         for consumers, origins, own_allowed in steps:
             group.consumers[:] = [
-                ServedConsumer(bytes([at]), group, window, 0.0, held=set(range(held)),
+                ServedConsumer(bytes([at]), group, window, 0.0, held_alone=set(range(held)),
                                overdue=set(range(100, 100 + overdue)), unreachable=gone)
                 for at, (window, held, overdue, gone) in enumerate(consumers)]
             others.clear()

@@ -48,3 +48,21 @@ def test_a_read_kept_for_the_other_groups_is_measured_once_with_its_runs():
     assert all(run.sizes == [30 + n for n in range(10)] for run in runs)
     gaps: list[bytes | None] = [Stored(b"g" * 40), None, Stored(b"g" * 41)]
     assert longest(gaps) == 41 and longest([None, None]) == 0 and longest([]) == 0
+
+
+def test_groups_reading_two_runs_in_turn_measure_each_once():
+    """One group's read of the next run may come before another's of the run before:
+    the lists read in turn are each measured once (a list kept alone was measured again
+    at each turn); past MEASURED_KEPT others, a list is measured again."""
+    first: list[bytes] = [Measured(b"a" * (10 + n)) for n in range(5)]
+    second: list[bytes] = [Measured(b"b" * (20 + n)) for n in range(5)]
+    seqs = list(range(300, 305))
+    Measured.asked = 0
+    for _ in range(3):
+        for values in (first, second):
+            first_runs.first_run(seqs, values, set(), 0, 1 << 30, True)
+    assert Measured.asked == 10
+    for _ in range(first_runs.MEASURED_KEPT):
+        first_runs.first_run(seqs, [b"c"] * 5, set(), 0, 1 << 30, True)
+    assert first_runs.first_run(seqs, first, set(), 0, 1 << 30, True).size == 60
+    assert Measured.asked == 15

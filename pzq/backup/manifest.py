@@ -108,8 +108,10 @@ def lost_seqs(database: Path) -> SeqRanges:
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as exc:
-        raise StoreError(f"{path} is unreadable ({type(exc).__name__}: {exc}): it says "
-                         "which messages this node lost in its restore") from None
+        raise StoreError(f"{path} is unreadable ({type(exc).__name__}: {exc}): it names "
+                         "the messages this node lost in its restore, which its peers "
+                         "deliver; put back its lost_seqs, or remove the file (then the "
+                         "peers hold those undelivered while this node is up)") from None
     return _ranges(content.get("lost_seqs", []) if isinstance(content, dict) else None, path)
 
 
@@ -117,7 +119,8 @@ def _ranges(found: object, path: Path) -> SeqRanges:
     if not isinstance(found, list) or not all(
             isinstance(pair, list | tuple) and len(pair) == 2
             and all(isinstance(seq, int) and seq >= 0 for seq in pair) for pair in found):
-        raise StoreError(f"{path}: lost_seqs is not a list of [first, end] sequence numbers")
+        raise StoreError(f"{path}: lost_seqs is not a list of [first, end] pairs of "
+                         "sequence numbers")
     return [(first, end) for first, end in found]
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from pzq.backup.manifest import RESTORE_SEQ_GAP
 from pzq.client import Consumer, Producer
 from tests.support.harness import NodeProcess, wait_until
 
@@ -155,18 +154,3 @@ def test_a_restored_node_loses_no_acked_message_its_peers_hold(start_node, conte
     twice = sorted(body for body, count in deliveries.counts.items() if count > 1)
     assert not twice, (f"{len(twice)} delivered more than once, e.g. "
                        f"{[(body, deliveries.by[body]) for body in twice[:3]]}")
-
-
-def test_the_restored_node_keeps_what_it_lost_for_its_next_backup(tmp_path):
-    """What a restore lost is kept beside the store, read at each start and carried
-    into a backup of the restored node."""
-    from pzq.backup.manifest import lost_seqs, restored
-
-    database = tmp_path / "store"
-    database.mkdir()
-    (database / "backup-manifest.json").write_text("{}")
-    assert restored(database, {"complete": True, "lost_seqs": [[5, 10]]},
-                    (20, 20 + RESTORE_SEQ_GAP)) == [(5, 10), (20, 20 + RESTORE_SEQ_GAP)]
-    assert not (database / "backup-manifest.json").exists()
-    assert lost_seqs(database) == [(5, 10), (20, 20 + RESTORE_SEQ_GAP)]
-    assert lost_seqs(tmp_path) == []  # never restored

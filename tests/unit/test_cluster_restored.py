@@ -9,8 +9,8 @@ import json
 import pytest
 import structlog
 
-from pzq.backup.manifest import RESTORED
-from pzq.errors import DecodeError
+from pzq.backup.manifest import RESTORE_SEQ_GAP, RESTORED, lost_seqs, restored
+from pzq.errors import DecodeError, StoreError
 from pzq.protocol import cluster as cw
 from pzq.protocol.message_keys import message_key, parse_message_key
 from tests.support.cluster_sim import T0, SimNetwork, SimNode
@@ -95,3 +95,20 @@ def test_a_peer_of_an_older_protocol_is_not_sent_restored_and_said_once(tmp_path
     assert [(entry["peer"], entry["peer_protocol"], entry["lost_seqs"])
             for entry in untold] == [(older.endpoint, 4, [(7, 9)])]
     network.close()
+
+
+def test_what_a_restore_lost_is_kept_beside_the_store_after_any_earlier_one(tmp_path):
+    database = tmp_path / "store"
+    database.mkdir()
+    (database / "backup-manifest.json").write_text("{}")
+    assert restored(database, {"complete": True, "lost_seqs": [[5, 10]]},
+                    (20, 20 + RESTORE_SEQ_GAP)) == [(5, 10), (20, 20 + RESTORE_SEQ_GAP)]
+    assert not (database / "backup-manifest.json").exists()
+    assert lost_seqs(database) == [(5, 10), (20, 20 + RESTORE_SEQ_GAP)]
+    assert lost_seqs(tmp_path) == []  # never restored
+    (database / RESTORED).write_text('{"complete": true}')  # by a release before them
+    assert lost_seqs(database) == []
+    for bad, why in (("{", "is unreadable"), ('{"lost_seqs": [[1]]}', "is not a list")):
+        (database / RESTORED).write_text(bad)
+        with pytest.raises(StoreError, match=why):
+            lost_seqs(database)

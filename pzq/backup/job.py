@@ -19,6 +19,7 @@ from typing import Any
 
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.durable import DurableFile, DurableTopic, close_all, durable_files
+from pzq.backup.manifest import lost_seqs
 from pzq.backup.writer import BackupWriter
 from pzq.clock import Now, utc_time
 from pzq.errors import StoreError
@@ -158,4 +159,6 @@ def _manifest(backup: Backup, facts: NodeFacts, store: Store,
             "cluster_protocol": facts.cluster_protocol,
             "taken_at": iso(backup.started_us), "taken_at_us": backup.started_us,
             "store": {"messages": store.messages, "dead_letters": store.dead_letters},
-            "archive": archive}
+            "archive": archive,
+            # a restore of this copy loses these too (pzq.backup.manifest.restored)
+            "lost_seqs": lost_seqs(store.path)}

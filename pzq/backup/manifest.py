@@ -16,7 +16,12 @@ logs LevelDB would read into it), is refused with one line naming the file. A wh
 copy is taken: the node opens its store, skips RESTORE_SEQ_GAP sequence numbers
 (message keys are unique across restarts, and the original node gave out some after
 the backup), and renames the manifest ``backup-manifest.restored.json``
-(``restored``), since its own writes change the files from then on.
+(``restored``), since its own writes change the files from then on. That file keeps
+``lost_seqs`` too: the sequence numbers the original may have given out after the
+backup, which the copy lacks (from the copy's next one to the first after the gap,
+with those of any earlier restore the backup's node had). A node in a cluster tells
+its peers (pzq.cluster.core), which deliver what they hold of them (``lost_seqs``
+reads them at each start).
 """
 
 from __future__ import annotations
@@ -77,13 +82,46 @@ def check_restore(database: Path, archive_dir: Path | None) -> dict[str, Any] | 
     return content
 
 
-def restored(database: Path) -> None:
-    """The copy is the node's store now: its manifest is not checked again."""
+SeqRanges = list[tuple[int, int]]  # [first, end) pairs of sequence numbers
+
+
+def restored(database: Path, backup: dict[str, Any], lost: tuple[int, int]) -> SeqRanges:
+    """The copy is the node's store now: its manifest is not checked again, and it
+    keeps the seqs the copy lacks (``lost``, after those an earlier restore lost), for
+    ``lost_seqs`` at each start. Returns them all."""
+    ranges = _ranges(backup.get("lost_seqs", []), database / MANIFEST) + [lost]
     try:
+        write_manifest(database, {**backup, "lost_seqs": ranges})
         (database / MANIFEST).replace(database / RESTORED)
         sync_directory(database)
     except OSError as exc:
         raise StoreError(f"cannot rename {database / MANIFEST}: {exc.strerror}") from None
+    return ranges
+
+
+def lost_seqs(database: Path) -> SeqRanges:
+    """The seqs this node gave out once and lost in a restore (none: never restored,
+    or restored by a release that did not keep them)."""
+    path = database / RESTORED
+    try:
+        content = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path} is unreadable ({type(exc).__name__}: {exc}): it names "
+                         "the messages this node lost in its restore, which its peers "
+                         "deliver; put back its lost_seqs, or remove the file (then the "
+                         "peers hold those undelivered while this node is up)") from None
+    return _ranges(content.get("lost_seqs", []) if isinstance(content, dict) else None, path)
+
+
+def _ranges(found: object, path: Path) -> SeqRanges:
+    if not isinstance(found, list) or not all(
+            isinstance(pair, list | tuple) and len(pair) == 2
+            and all(isinstance(seq, int) and seq >= 0 for seq in pair) for pair in found):
+        raise StoreError(f"{path}: lost_seqs is not a list of [first, end] pairs of "
+                         "sequence numbers")
+    return [(first, end) for first, end in found]
 
 
 def _read(path: Path) -> dict[str, Any]:

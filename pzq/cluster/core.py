@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pzq.backup.manifest import lost_seqs
 from pzq.clock import Now
 from pzq.cluster.done import Dones
 from pzq.cluster.figures import peer_figures
@@ -66,6 +67,7 @@ log = get_logger("pzq.cluster")
 
 SCHEDULE_PROTOCOL = 3  # the first protocol with SCHEDULE
 LEAVING_PROTOCOL = 4  # the first protocol with LEAVING
+RESTORED_PROTOCOL = 5  # the first protocol with RESTORED
 
 
 class ClusterCore(Participant):
@@ -114,6 +116,11 @@ class ClusterCore(Participant):
                                  self._after_write)
         self.own_reads = own_reads
         self._reads_sent: dict[str, cw.DefaultReads] = {}  # what each peer was last told
+        # The seqs this node lost in a restore from a backup, told to every peer with
+        # each heartbeat: the holders of copies of them deliver those
+        self.lost_seqs = lost_seqs(store.path)
+        self.done.lost_seqs = self.lost_seqs
+        self._untold: set[str] = set()  # peers too old to be told, said once each
 
     def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
                   now: Now) -> Part:
@@ -147,12 +154,31 @@ class ClusterCore(Participant):
         routing = cw.encode_routing(self.node_id, self.routes.own_routing())
         for peer in self.peers.reachable_peers():
             self.outgoing.append(ToPeer(peer.endpoint, routing))
+        if self.lost_seqs:
+            self._tell_restored()
         reads = self.own_reads()
         for peer in self.peers.reachable_peers():
             # Again while it says something: a TOPICS frame lost on a full pipe is
             # not answered, so it is repeated rather than confirmed.
             self._tell_reads(peer.endpoint, reads, again=bool(reads.default_from
                                                               or reads.groups))
+
+    def _tell_restored(self) -> None:
+        """RESTORED to every reachable peer of protocol 5 or later (again with each
+        heartbeat: a peer keeps it in memory only). An earlier one cannot read it: its
+        copies of the lost seqs stay undelivered while this node is up, said once."""
+        restored = cw.encode_restored(self.node_id, self.lost_seqs)
+        for peer in self.peers.reachable_peers():
+            protocol = self.protocols.spoken.get(peer.endpoint)
+            if protocol is None:
+                continue  # its ROUTING comes first
+            if protocol >= RESTORED_PROTOCOL:
+                self.outgoing.append(ToPeer(peer.endpoint, restored))
+            elif peer.endpoint not in self._untold:
+                self._untold.add(peer.endpoint)
+                log.warning("restored_seqs_untold", peer=peer.endpoint,
+                            peer_protocol=protocol, protocol=CLUSTER_PROTOCOL,
+                            lost_seqs=self.lost_seqs)
 
     def _counted_down(self, endpoint: str, own: DeliveryState) -> None:
         """What a peer counted down (silent, or leaving) no longer has."""

@@ -57,6 +57,7 @@ class Dones:
         self.node_id = node_id
         self._removes: defaultdict[bytes, list[int]] = defaultdict(list)
         self._dones: defaultdict[tuple[bytes, str], list[int]] = defaultdict(list)
+        self.lost_seqs: list[tuple[int, int]] = []  # own seqs lost in a restore (core's)
 
     def removed_own(self, seqs: list[int]) -> None:
         """Own messages every group is done with: every holder drops its copy."""
@@ -144,6 +145,8 @@ class Dones:
         """An own message done with elsewhere (a peer's tombstone or remove): acked, or,
         when it is still scheduled here, released by the peer that took this node over."""
         self.unconfirmed.forget([seq])
+        if self.lost_seqs and any(first <= seq < end for first, end in self.lost_seqs):
+            return  # lost in a restore, delivered by the peer: nothing of it is here
         if not self.scheduled.drop(batch, seq):
             own.ack(batch, seq)
 

@@ -54,7 +54,7 @@ class PeerFrames:
             cw.REPLICATE: self._on_replicate, cw.SCHEDULE: self._on_schedule,
             cw.REMOVE: self._on_remove,
             cw.DONE: self._on_done, cw.APPLIED: self._on_applied, cw.TOPICS: self._on_topics,
-            cw.ROUTING: self._on_routing}
+            cw.ROUTING: self._on_routing, cw.RESTORED: self._on_restored}
 
     def handle(self, command: bytes, routing_id: bytes, sender: bytes, frames: list[bytes],
                batch: Batch, own: DeliveryState, now: float) -> None:
@@ -139,6 +139,12 @@ class PeerFrames:
         endpoint, _ = self.senders.get(routing_id) or ("", b"")
         self.protocols.heard(endpoint, routing.protocol)
         self.routes.learned(endpoint, routing)
+
+    def _on_restored(self, routing_id: bytes, sender: bytes, frames: list[bytes],
+                     batch: Batch, own: DeliveryState, now: float) -> None:
+        origin, ranges = cw.decode_restored(frames)
+        _own(origin, sender, "say what its own restore lost")
+        self.takeovers.restored(origin, ranges)
 
 
 def _own(origin: bytes, sender: bytes, what: str) -> None:

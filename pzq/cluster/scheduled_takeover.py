@@ -60,7 +60,7 @@ class ScheduledTakeover:
         for origin in self.takeovers.active_origins():
             for copy in self.copies.due(origin, now_us, limit - len(found),
                                         self._passed.get(origin, b"")):
-                if self.takeovers.is_first_live_holder(copy.holders):
+                if self.takeovers.serves(origin, copy.seq, copy.holders):
                     found.append(copy)
                 else:
                     self._passed[origin] = copy.key

@@ -8,11 +8,18 @@ nothing it sent is still in flight. Time comes in as ``now`` (monotonic seconds)
 A takeover serves every group of the origin: ``default`` (``states``, delivered on
 --send-dsn) and each named group the origin told us of in TOPICS (``groups``, keyed
 by topic and group name, delivered on --consume-dsn to that group's consumers).
+
+An origin restored from a backup lost what it stored after the backup (RESTORED
+names those seqs, pzq.backup.manifest): while it is up, its copies among them are
+delivered here as in a takeover, by the same rule, and only those (``lost``); the
+takeover ends once none is held. One of a down origin that comes back restored
+first pauses as any, and starts again for those seqs once nothing it sent is out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from pzq.cluster.peers import PeerTable
 from pzq.delivery.areas import TakeoverArea
@@ -47,12 +54,31 @@ class Takeovers(Participant):
         self.states: dict[bytes, DeliveryState] = {}
         self.groups: dict[bytes, dict[tuple[str, str], DeliveryState]] = {}
         self.now = now  # the last time liveness was looked at
+        self.lost: dict[bytes, list[tuple[int, int]]] = {}  # origin -> seqs its restore lost
+        # Origins up whose takeover delivers only what their restore lost, and those seqs
+        self.lost_only: dict[bytes, list[tuple[int, int]]] = {}
 
     def active(self) -> list[DeliveryState]:
         return [state for state in self.states.values() if not state.paused]
 
     def active_origins(self) -> list[bytes]:
         return sorted(origin for origin, state in self.states.items() if not state.paused)
+
+    def serves(self, origin: bytes, seq: int, holders: Holders) -> bool:
+        """Whether this node delivers the copy now: first in line, and of a down origin
+        or among the seqs an origin that is up lost in a restore."""
+        ranges = self.lost_only.get(origin)
+        if ranges is not None and not any(first <= seq < end for first, end in ranges):
+            return False
+        return self.is_first_live_holder(holders)
+
+    def restored(self, origin: bytes, ranges: list[tuple[int, int]]) -> None:
+        """The origin said which seqs its restore lost (RESTORED): taken over from the
+        next look at liveness on."""
+        if self.lost.get(origin) != ranges:
+            self.lost[origin] = ranges
+            log.info("peer_restored", origin=origin.decode(), lost_seqs=ranges,
+                     replicas=self.replicas.counts[origin])
 
     def is_first_live_holder(self, holders: Holders) -> bool:
         for holder in holders:
@@ -70,12 +96,26 @@ class Takeovers(Participant):
         quorum = self.peers.quorum(now)
         for origin in set(self.replicas.origins()) | set(self.copies.counts) | set(self.states):
             if quorum and not self.peers.node_alive(origin, now):
+                self.lost_only.pop(origin, None)  # (from a part to every copy: no risk)
+                self._take_over(origin)
+            elif (quorum and (origin not in self.states or origin in self.lost_only)
+                  and self._holds_lost(origin)):
+                # (a whole takeover paused first: what it has out may be the origin's)
+                self.lost_only[origin] = self.lost[origin]
                 self._take_over(origin)
             else:
                 self._pause(origin)
         for origin in [o for o in self.states if self._finished(o)]:
             del self.states[origin]
             self.groups.pop(origin, None)
+            self.lost_only.pop(origin, None)
+
+    def _holds_lost(self, origin: bytes) -> bool:
+        """Whether a copy of the seqs the origin's restore lost is held here (one seek
+        per range)."""
+        return any(self.replicas.holds_between(origin, first, end)
+                   or self.copies.holds_between(origin, first, end)
+                   for first, end in self.lost.get(origin, ()))
 
     def _finished(self, origin: bytes) -> bool:
         return all(state.paused and not state.inflight for state in self._all(origin))
@@ -100,18 +140,25 @@ class Takeovers(Participant):
         if state is not None and not state.paused:
             for each in self._all(origin):
                 each.paused = True
-            log.info("takeover_stopped", origin=origin.decode())
+            log.info("takeover_stopped", origin=origin.decode(),
+                     lost_in_restore=origin in self.lost_only)
 
     def _take_over(self, origin: bytes) -> None:
         state = self.states.get(origin)
+        lost = self.lost_only.get(origin)
         if state is None:
             state = self.make_state(TakeoverArea(self.replicas, origin,
-                                                 self.is_first_live_holder))
+                                                 partial(self.serves, origin)))
             self.states[origin] = state
-            log.warning("takeover_started", origin=origin.decode(),
-                        replicas=self.replicas.counts[origin])
+            if lost is None:
+                log.warning("takeover_started", origin=origin.decode(),
+                            replicas=self.replicas.counts[origin])
+            else:
+                log.warning("restored_takeover_started", origin=origin.decode(),
+                            lost_seqs=lost, replicas=self.replicas.counts[origin])
         elif state.paused:
-            log.warning("takeover_resumed", origin=origin.decode())
+            log.warning("takeover_resumed", origin=origin.decode(),
+                        lost_in_restore=lost is not None)
         self._take_over_groups(origin)
         for each in self._all(origin):
             each.paused = False
@@ -129,7 +176,8 @@ class Takeovers(Participant):
             for group in named:
                 if (topic, group.name) not in groups:
                     groups[(topic, group.name)] = self.make_state(TakeoverArea(
-                        self.replicas, origin, self.is_first_live_holder, group.name, topic))
+                        self.replicas, origin, partial(self.serves, origin), group.name,
+                        topic))
 
     def out_with_consumers(self, origin: bytes) -> set[int]:
         """Messages of ``origin`` this node has sent and not had answered yet."""
@@ -170,6 +218,7 @@ class Takeovers(Participant):
         group also its own counts."""
         return {origin.decode(): {
             "paused": state.paused,
+            "lost_in_restore": origin in self.lost_only,
             "replicas": self.replicas.counts[origin],
             "default": state_figures(state, now_us),
             "topics": self._group_figures(origin, now_us),

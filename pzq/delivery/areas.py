@@ -155,7 +155,7 @@ class TakeoverArea:
     copy goes when every group holding it is done (see ReplicaStore.group_done)."""
 
     def __init__(self, replicas: ReplicaStore, origin: bytes,
-                 is_mine: Callable[[tuple[bytes, ...]], bool], group: str = DEFAULT_GROUP,
+                 is_mine: Callable[[int, tuple[bytes, ...]], bool], group: str = DEFAULT_GROUP,
                  topic: str | None = None) -> None:
         self.replicas = replicas
         self.node_id = origin
@@ -173,7 +173,7 @@ class TakeoverArea:
                      max(start_seq, self.end_seq()) if next_seq is None else next_seq)
 
     def _serves(self, seq: int, holders: tuple[bytes, ...], value: bytes) -> bool:
-        return self.is_mine(holders) and self._holds(seq, value)
+        return self.is_mine(seq, holders) and self._holds(seq, value)
 
     def _holds(self, seq: int, value: bytes) -> bool:
         return self.replicas.group_holds(self.node_id, seq, value, self.group, self.topic)

@@ -149,13 +149,16 @@ def open_store(config: Config) -> Store:
     store = Store.open(database, hard_sync=config.hard_sync,
                        sync_interval_s=config.sync_interval_s, now=Now.read().mono)
     if backup is not None:
+        copy_end = store.next_seq
         store.skip_seqs(RESTORE_SEQ_GAP)
-        restored(database)
+        # (the original's seqs after the copy's end: its peers deliver their copies)
+        lost = restored(database, backup, (copy_end, store.next_seq))
         archive = ("none in the backup" if backup.get("archive") is None else
                    "checked" if archive_dir else "not restored (no --archive-dir)")
         logs.get_logger("pzq").info("backup_restored", backup=backup["backup"],
                                     taken_at=backup["taken_at"], node_id=backup["node_id"],
-                                    archive=archive, next_seq=store.next_seq)
+                                    archive=archive, next_seq=store.next_seq,
+                                    lost_seqs=lost)
     return store
 
 

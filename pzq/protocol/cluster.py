@@ -12,6 +12,7 @@ peer. Requests go out on the DEALER; the peer's ROUTER answers on the same pipe.
     DONE       origin, done id, group, seqs  -> NOTED done id (once written)
     ROUTING    origin, JSON             (no answer: its client endpoints, partitions)
     LEAVING    origin                   (no answer: it is stopping, by SIGTERM or SIGINT)
+    RESTORED   origin, (first end)*     (no answer: seqs it lost in a restore)
 
 ``seqs``, ``tombstones`` and ``held`` are packed 8-byte big-endian sequence
 numbers. In a PONG, ``tombstones`` are the asker's messages acked on the answering
@@ -46,6 +47,12 @@ LEAVING is the last frame of a node stopping by SIGTERM or SIGINT, after its las
 copies and ACKs: its peers count it down at once (pzq.cluster.peers). It goes only to
 peers of protocol 4 or later: an earlier one would refuse it and count it in
 ``cluster_rejected``.
+
+RESTORED says which of its sequence numbers the origin gave out once and no longer
+holds, having been restored from a backup (``first end``: two 8-byte big-endian
+numbers, a range with its end left out): the holders of its copies among them
+deliver those as in a takeover while the origin is up (pzq.cluster.takeover). A
+restored node sends it with every heartbeat, to peers of protocol 5 or later only.
 """
 
 from __future__ import annotations
@@ -74,6 +81,8 @@ TOPICS = b"TOPICS"
 DONE, NOTED = b"DONE", b"NOTED"
 ROUTING = b"ROUTING"
 LEAVING = b"LEAVING"
+RESTORED = b"RESTORED"
+SEQ_RANGE = struct.Struct(">QQ")  # first seq, end seq (left out)
 BATCH_ID = struct.Struct(">Q")  # also the remove id
 
 
@@ -280,3 +289,16 @@ def decode_routing_frame(frames: list[bytes]) -> tuple[bytes, Routing]:
     if len(frames) != 3:
         raise DecodeError("ROUTING needs origin and a JSON object")
     return _node_id(frames[1]), decode_routing(frames[2])
+
+
+def encode_restored(origin: bytes, ranges: list[tuple[int, int]]) -> list[bytes]:
+    return [RESTORED, origin, b"".join(SEQ_RANGE.pack(first, end) for first, end in ranges)]
+
+
+def decode_restored(frames: list[bytes]) -> tuple[bytes, list[tuple[int, int]]]:
+    if len(frames) != 3 or len(frames[2]) % SEQ_RANGE.size:
+        raise DecodeError("RESTORED needs origin and 16-byte seq ranges")
+    ranges = [(first, end) for first, end in SEQ_RANGE.iter_unpack(frames[2])]
+    if any(first >= end for first, end in ranges):
+        raise DecodeError("RESTORED range ends before it begins")
+    return _node_id(frames[1]), ranges

@@ -27,8 +27,9 @@ from pzq.protocol.headers import validate_topic
 ROLES = ("receive", "send", "consume", "monitor")
 # Protocol 1: the frames of the releases before versions. Protocol 2: the same frames,
 # and ROUTING says the protocol. Protocol 3: SCHEDULE copies scheduled messages.
-# Protocol 4: LEAVING, a node's last frame as it stops by SIGTERM.
-CLUSTER_PROTOCOL = 4
+# Protocol 4: LEAVING, a node's last frame as it stops by SIGTERM. Protocol 5: RESTORED,
+# the seqs a node restored from a backup lost.
+CLUSTER_PROTOCOL = 5
 UNVERSIONED_PROTOCOL = 1
 
 

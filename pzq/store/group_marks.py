@@ -64,7 +64,9 @@ class GroupMarks:
         them: its blocks over their span are asked first, with no look at each seq."""
         if not seqs:
             return set()
-        if not ascending:
+        if not ascending or seqs[-1] - seqs[0] >= SPAN_AT_ONCE:
+            # (far apart, as across a restored node's skip of 2**48 seqs: one int over
+            # the span would not fit in memory)
             masks = block_masks(seqs)
             firsts = list(map(FIRST_OF, masks))
             return marked_in(firsts, list(map(and_, map(MASK_OF, masks),

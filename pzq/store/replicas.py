@@ -351,6 +351,15 @@ class ReplicaStore(Participant):
     def end_seq(self, origin: bytes) -> int:
         return self._next_seq[origin]
 
+    def holds_between(self, origin: bytes, first: int, end: int) -> bool:
+        """Whether a copy of the origin with a seq in [first, end) is stored (one seek;
+        the batch being built is not looked at)."""
+        for store_key, _ in self.store.iterate(keyspace.replica_prefix(origin),
+                                               keyspace.replica_key(origin, first),
+                                               values=False):
+            return keyspace.split_node_key(store_key)[1] < end
+        return False
+
     def get(self, origin: bytes, seq: int) -> tuple[Holders, bytes] | None:
         """The copy, as the batch being built leaves it: a DONE read in the wake that
         brought its copy marks that copy, not a copy "not here yet"."""

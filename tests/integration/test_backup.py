@@ -169,13 +169,23 @@ def test_a_backup_under_load_keeps_every_message_acked_before_it(node, backup):
     restored = NodeProcess(copy / "store", "--archive-dir", str(copy / "archive"),
                            "--archive-dsn", "tcp://127.0.0.1:*").start()
     try:
-        assert restored.event("backup_restored")["archive"] == "checked"
+        event = restored.event("backup_restored")
+        assert event["archive"] == "checked"
         assert restored.stats()["node_id"] == node.stats()["node_id"]
+        # What the copy lacks, from its next seq to the skip's end, kept for its peers
+        # and carried into a backup of the restored node
+        lost = [[event["next_seq"] - RESTORE_SEQ_GAP, event["next_seq"]]]
+        assert event["lost_seqs"] == lost
+        again = copy.parent / "backup-of-the-restored"
+        assert ctl("backup", str(again), "--dsn", restored.monitor_dsn).returncode == 0
+        assert json.loads((again / "store" / "backup-manifest.json").read_text())[
+            "lost_seqs"] == lost
         with ArchiveReader(restored.event("node_ready")["archive"], "orders") as reader:
             assert len(list(reader.messages())) == len(archived)  # read whole over FETCH
     finally:
         assert restored.stop() == 0
-    assert (copy / "store" / "backup-manifest.restored.json").exists()
+    assert json.loads((copy / "store" / "backup-manifest.restored.json").read_text())[
+        "lost_seqs"] == lost
     in_store, next_seq = stored_numbers(copy / "store")
     # Its keys go on past those the original gave out after the backup.
     assert next_seq >= RESTORE_SEQ_GAP + backup["manifest"]["store"]["keys"]

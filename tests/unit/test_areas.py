@@ -41,7 +41,7 @@ def takeover_area(store: Store, count: int) -> Filled:
         replicas.add(batch, ORIGIN, seq, (store.node_id,),
                      record.encode(b"m%d" % i, (), (b"body %d" % i,), 1))
     store.commit(batch)
-    return Filled(store, TakeoverArea(replicas, ORIGIN, lambda holders: True), seqs)
+    return Filled(store, TakeoverArea(replicas, ORIGIN, lambda seq, holders: True), seqs)
 
 
 @pytest.fixture(params=[own_area, takeover_area], ids=["own", "takeover"])

@@ -117,6 +117,23 @@ def test_counts_kept_as_bits_are_set_and_cleared(tmp_path):
     store.close()
 
 
+def test_a_read_across_a_restore_s_skip_of_seqs_is_answered(tmp_path):
+    """A restored node's group reads its messages from before and after the 2**48
+    seqs it skipped in one chunk: one int over that span would not fit in memory (the
+    node failed with MemoryError)."""
+    store = Store.open(tmp_path / "db")
+    marks = GroupMarks(store)
+    after = 1 << 48
+    batch = store.begin()
+    marks.mark_all(batch, 1, [7, after + 3])
+    store.commit(batch)
+    marks.written()
+    seqs = [5, 6, 7, after + 2, after + 3]
+    assert marks.done_among(1, seqs, ascending=True) == {7, after + 3}
+    assert marks.done_among(2, seqs, ascending=True) == set()
+    store.close()
+
+
 def test_pop_all_gives_the_masks_it_made(tmp_path):
     tags = KeptTags()
     seqs = list(range(1000, 1100))

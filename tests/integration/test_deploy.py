@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -172,3 +174,29 @@ def test_the_capacity_script_gives_every_figure_of_the_page(tmp_path):
     assert row["inflight_bytes_per_message"] > 200  # the record it keeps, and more
     assert 0 <= row["waiting_bytes_per_message"] < row["inflight_bytes_per_message"]
     assert row["archive_bytes_per_million"] > 200 * 1_000_000
+
+
+def test_the_backup_schedule_reaches_the_monitor_of_every_node_the_page_configures():
+    """Each crontab line's pzq-ctl asks a monitor the page's configurations serve, with
+    CURVE keys where it serves CURVE: the line for deploy/pzq.toml's 127.0.0.1 was the
+    only one, and on a host of the three-host cluster (its monitor on the host's address,
+    CURVE on every socket) nothing answered it."""
+    page = (ROOT / "docs" / "deploying.rst").read_text()
+    configs = [tomllib.loads((DEPLOY / "pzq.toml").read_text())] + [
+        tomllib.loads(re.sub(r"^   ", "", block, flags=re.M)) for block in
+        re.findall(r"^\.\. code-block:: toml\n\n((?:   .*\n|\n)+)", page, re.M)]
+    asked = []
+    for line in re.findall(r"^   \S+ \S+ \* \* \* pzq (.*)$", page, re.M):
+        words = shlex.split(line.split(" && ")[0])
+        assert words[0] == "/opt/pzq/bin/pzq-ctl" and "backup" in words, line
+        options = dict(zip(words[1::2], words[2::2], strict=False))
+        asked.append((options["--dsn"], options.get("--curve-client-key"),
+                      options.get("--curve-server-key")))
+    for config in configs:
+        secret = config.get("curve-secret-key")
+        server_key = secret and secret.removesuffix("_secret")
+        wanted = [(dsn, client, server) for dsn, client, server in asked
+                  if dsn == config["monitor-dsn"].replace("*", "127.0.0.1")]
+        assert wanted, (config["monitor-dsn"], asked)
+        assert all(server == server_key for _, _, server in wanted), (server_key, wanted)
+        assert all((client is None) == (secret is None) for _, client, _ in wanted), wanted

@@ -64,6 +64,18 @@ def test_the_image_runs_as_a_user_of_its_own_with_a_volume_and_asks_the_monitor(
     assert exec_form("HEALTHCHECK")[:2] == ["/opt/pzq/bin/pzq-monitor", "--check"]
 
 
+def test_the_image_makes_the_backups_folder_the_page_mounts_its_user_s():
+    """A new volume takes the owner of the folder it is mounted on, root's where the
+    image has none: the page's backups volume must be mounted on a folder of the user's,
+    or the node's backups into it are refused (Permission denied)."""
+    page = (ROOT / "docs" / "deploying.rst").read_text()
+    (mounted,) = set(re.findall(r"-v pzq-backups:(/\S+?)``", page))
+    assert f"backup {mounted}/" in page
+    user = instruction("USER")
+    assert re.search(rf"install -d -o {user} -g {user} (-m \d+ )?{re.escape(mounted)}\b",
+                     instruction("RUN")), instruction("RUN")
+
+
 def on_ports(text: str, ports: dict[str, int]) -> str:
     """The image's ports 11131-11136 as ports drawn for this test (nodes of other tests
     and other programs run beside it)."""
@@ -142,7 +154,9 @@ def test_the_image_builds_and_reports_healthy_where_docker_runs(tmp_path):
                             str(ROOT)], capture_output=True, text=True, timeout=600,
                            check=False)
     assert built.returncode == 0, built.stderr[-2000:]
-    started = subprocess.run([docker, "run", "-d", "--rm", tag], capture_output=True,
+    volume = f"pzq-test-backups-{tmp_path.name.lower()}"
+    started = subprocess.run([docker, "run", "-d", "--ulimit", "nofile=65536", "-v",
+                              f"{volume}:/backups", tag], capture_output=True,
                              text=True, timeout=60, check=True)
     container = started.stdout.strip()
     try:
@@ -154,9 +168,22 @@ def test_the_image_builds_and_reports_healthy_where_docker_runs(tmp_path):
             return state if state == "healthy" else None
 
         wait_until(health, 180, interval=2, message="the container's health check")
+        # the page's backup into its volume: the node's user writes there
+        backup = subprocess.run([docker, "exec", container, "/opt/pzq/bin/pzq-ctl", "--dsn",
+                                 "tcp://127.0.0.1:11133", "backup", "/backups/first"],
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert backup.returncode == 0, backup.stderr
+        # docker stop's SIGTERM stops the node as asked, well within docker's 10 s
+        subprocess.run([docker, "stop", container], capture_output=True, timeout=60,
+                       check=True)
+        stopped = subprocess.run([docker, "inspect", "-f", "{{.State.ExitCode}}", container],
+                                 capture_output=True, text=True, timeout=30, check=True)
+        assert stopped.stdout.strip() == "0"
     finally:
         subprocess.run([docker, "rm", "-f", container], capture_output=True, timeout=60,
                        check=False)
+        subprocess.run([docker, "volume", "rm", "-f", volume], capture_output=True,
+                       timeout=60, check=False)
         subprocess.run([docker, "rmi", "-f", tag], capture_output=True, timeout=60,
                        check=False)
 

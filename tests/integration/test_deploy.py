@@ -246,3 +246,18 @@ def test_the_store_as_written_is_the_log_s_figure_when_the_messages_outgrow_the_
     # where the table said 0)
     assert "restarted B/msg" in ran.stdout
     assert f"{row['waiting_bytes_per_message']:.2f}" in ran.stdout.splitlines()[1].split()
+
+
+def test_the_firewall_rules_open_every_port_the_page_s_cluster_serves():
+    """Each port a node of the three-host cluster binds, and its exporter's, has a rule
+    of the page's nftables example (the exporter's 9646 had none: Prometheus, outside
+    the host, was dropped)."""
+    page = (ROOT / "docs" / "deploying.rst").read_text()
+    (node,) = re.findall(r"^\.\. code-block:: toml\n\n((?:   .*\n|\n)+)", page, re.M)
+    served = {int(port) for port in re.findall(r'-dsn = "tcp://[^"]+:(\d+)"', node)}
+    served |= {int(port) for port in re.findall(r"--listen \S+:(\d+)", page)}
+    opened: set[int] = set()
+    for ports in re.findall(r"^   nft add rule .* tcp dport '?\{?([\d, ]+)\}?'? accept$",
+                            page, re.M):
+        opened |= {int(port) for port in ports.split(",")}
+    assert served and served <= opened, sorted(served - opened)

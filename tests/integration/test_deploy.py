@@ -261,3 +261,19 @@ def test_the_firewall_rules_open_every_port_the_page_s_cluster_serves():
                             page, re.M):
         opened |= {int(port) for port in ports.split(",")}
     assert served and served <= opened, sorted(served - opened)
+
+
+def test_the_deploy_files_comments_give_the_page_s_commands():
+    """The useradd in the unit's comment and the docker run in the Dockerfile's are the
+    page's: the unit's left out --user-group (Group=pzq needs the group, which useradd
+    makes without it only where USERGROUPS_ENAB is on), the Dockerfile's the raised
+    descriptor limit and the consumer groups' port."""
+    def commands(text: str, prefix: str) -> list[str]:
+        joined = re.sub(r"\\\n[#\s]*", " ", text)
+        return [" ".join(found.split()) for found in
+                re.findall(rf"^[#\s]*({prefix} .*)$", joined, re.M)]
+
+    page = (ROOT / "docs" / "deploying.rst").read_text()
+    for file, prefix in (("pzq.service", "useradd"), ("Dockerfile", "docker run")):
+        given = commands((DEPLOY / file).read_text(), prefix)
+        assert given and set(given) <= set(commands(page, prefix)), (file, given)

@@ -277,3 +277,25 @@ def test_the_deploy_files_comments_give_the_page_s_commands():
     for file, prefix in (("pzq.service", "useradd"), ("Dockerfile", "docker run")):
         given = commands((DEPLOY / file).read_text(), prefix)
         assert given and set(given) <= set(commands(page, prefix)), (file, given)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_the_build_steps_keep_an_options_file_there_as_it_is(tmp_path):
+    """The upgrade steps build the new release with the same ETC: the operator's
+    pzq.toml (a cluster node's endpoints, keys and peers) was replaced by the
+    template's, and the node came back alone, without CURVE."""
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "__pycache__", "*.egg-info", "build", "_build", "pzq-data"))
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    operators = 'broadcast-dsn = "tcp://10.0.0.1:11134"\nreplicas = 1\n'
+    (etc / "pzq.toml").write_text(operators)
+    built = subprocess.run([str(DEPLOY / "build-steps.sh"), str(source), str(tmp_path / "new"),
+                            str(tmp_path / "data"), str(etc)], capture_output=True, text=True,
+                           timeout=360, check=False)
+    assert built.returncode == 0, built.stderr
+    assert (etc / "pzq.toml").read_text() == operators
+    assert f"{etc / 'pzq.toml'} is there already: kept as it is" in built.stderr
+

@@ -299,3 +299,27 @@ def test_the_build_steps_keep_an_options_file_there_as_it_is(tmp_path):
     assert (etc / "pzq.toml").read_text() == operators
     assert f"{etc / 'pzq.toml'} is there already: kept as it is" in built.stderr
 
+
+def test_the_upgrade_steps_drop_in_points_the_unit_at_the_new_release(tmp_path):
+    """The drop-in the page writes to point the unit at /opt/pzq-NEW: systemd takes it
+    (verify reads drop-ins beside the unit) and it runs the new release's pzq."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed here")
+    page = (ROOT / "docs" / "deploying.rst").read_text()
+    (printf,) = re.findall(r"^ +(printf '\[Service\].*)\\\n +> (\S+)$", page, re.M)
+    written = subprocess.run(["sh", "-c", printf[0]], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+    assert printf[1] == "/etc/systemd/system/pzq.service.d/release.conf"
+    installed = str(Path(shutil.which("pzq") or ROOT / ".venv" / "bin" / "pzq"))
+    (tmp_path / "pzq.service.d").mkdir()
+    (tmp_path / "pzq.service.d" / "release.conf").write_text(
+        written.replace("/opt/pzq-NEW/bin/pzq", installed))
+    (tmp_path / "pzq.service").write_text((DEPLOY / "pzq.service").read_text().replace(
+        "/opt/pzq/bin/pzq", "/opt/pzq-OLD-GONE/bin/pzq"))  # only the drop-in's may run
+    result = subprocess.run([analyze, "verify", str(tmp_path / "pzq.service")],
+                            capture_output=True, text=True, timeout=30, check=False,
+                            env={"PATH": "/usr/bin:/bin", "SYSTEMD_UNIT_PATH": f"{tmp_path}:"})
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+    assert written.splitlines()[1:] == [
+        "ExecStart=", "ExecStart=/opt/pzq-NEW/bin/pzq --config /etc/pzq/pzq.toml"]

@@ -323,3 +323,18 @@ def test_the_upgrade_steps_drop_in_points_the_unit_at_the_new_release(tmp_path):
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
     assert written.splitlines()[1:] == [
         "ExecStart=", "ExecStart=/opt/pzq-NEW/bin/pzq --config /etc/pzq/pzq.toml"]
+
+
+def test_the_page_s_health_check_with_curve_is_the_image_s_with_keys():
+    """An options file with CURVE: the image's health check asks without a key and the
+    container stays unhealthy; the page's --health-cmd is the image's check with the
+    client's key pair and the node's public key."""
+    page = (ROOT / "docs" / "deploying.rst").read_text()
+    (given,) = re.findall(r"--health-cmd '([^']+)'", page)
+    words = shlex.split(given)
+    options = dict(zip(words[2::2], words[3::2], strict=False))  # after PROGRAM --check
+    image = exec_form("HEALTHCHECK")
+    assert words[:2] == image[:2]
+    assert dict(zip(image[2::2], image[3::2], strict=False)).items() <= options.items()
+    assert options["--curve-client-key"].endswith(".key_secret")
+    assert options["--curve-server-key"].endswith(".key")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -16,8 +17,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import zmq
 
-from tests.support.harness import wait_until
+from tests.support.harness import NodeProcess, wait_until
 from tests.support.ports import port_below_ephemeral
 
 ROOT = Path(__file__).parents[2]
@@ -338,3 +340,37 @@ def test_the_page_s_health_check_with_curve_is_the_image_s_with_keys():
     assert dict(zip(image[2::2], image[3::2], strict=False)).items() <= options.items()
     assert options["--curve-client-key"].endswith(".key_secret")
     assert options["--curve-server-key"].endswith(".key")
+
+
+def test_a_node_running_out_of_descriptors_says_so(tmp_path):
+    """The page's limits section: a node out of descriptors accepts no connection.
+    ZeroMQ said nothing of it (the page said it logs 'Too many open files'; the node's
+    log had not a line, and new clients waited for ever); now the node warns with its
+    count and its limit, and says when they are enough again."""
+    limit = 128
+
+    def few_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    node = NodeProcess(tmp_path / "db", preexec_fn=few_descriptors).start()
+    context = zmq.Context()
+    connections: list[zmq.Socket[bytes]] = []
+    try:
+        for _ in range(limit):  # a producer's connection each, past the limit
+            connection = context.socket(zmq.DEALER)
+            connection.connect(node.receive_dsn)
+            connections.append(connection)
+        warned = wait_until(lambda: node.event("descriptors_running_out"), 20,
+                            message="the node's warning")
+        assert warned["limit"] == limit and warned["open"] >= 0.9 * limit, warned
+        assert warned["level"] == "warning"
+        for connection in connections:
+            connection.close(0)
+        calm = wait_until(lambda: node.event("descriptors_enough"), 20,
+                          message="the node saying its descriptors are enough again")
+        assert calm["open"] < 0.8 * limit
+    finally:
+        for connection in connections:
+            connection.close(0)
+        context.term()
+        node.stop()

@@ -7,7 +7,7 @@
 # SOURCE  a copy of this repository
 # PREFIX  where pzq's virtual environment goes (the image: /opt/pzq)
 # DATA    the node's data directory (the image: /var/lib/pzq, a volume)
-# ETC     where its options go, as pzq.toml (the image: /etc/pzq)
+# ETC     where its options go, as pzq.toml (the image: /etc/pzq); one there is kept
 # USER    the dedicated user to make and give DATA to (as root; none: no user made)
 set -eu
 if [ $# -lt 4 ]; then
@@ -21,7 +21,13 @@ python3 -m venv "$prefix"
 # Compiled once here: a read-only installation is not compiled at every start.
 "$prefix/bin/python" -m compileall -q "$prefix/lib"
 mkdir -p "$data" "$etc"
-sed "s|/var/lib/pzq|$data|g" "$source/deploy/pzq.toml" > "$etc/pzq.toml"
+# An options file there is the operator's (a new release built beside the old one
+# for an upgrade gives the same ETC): kept as it is, never overwritten.
+if [ -e "$etc/pzq.toml" ]; then
+    echo "build-steps.sh: $etc/pzq.toml is there already: kept as it is" >&2
+else
+    sed "s|/var/lib/pzq|$data|g" "$source/deploy/pzq.toml" > "$etc/pzq.toml"
+fi
 if [ -n "$user" ]; then
     id "$user" >/dev/null 2>&1 || \
         useradd --system --user-group --home-dir "$data" --shell /usr/sbin/nologin "$user"

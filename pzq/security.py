@@ -14,6 +14,7 @@ without the right to consume there (pzq.authorization) is refused at its handsha
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,14 +94,27 @@ def load_public_key(path: str | Path) -> bytes:
 def _load_certificate(path: str | Path) -> tuple[bytes, bytes | None]:
     """ConfigError naming the file: pyzmq says 'Invalid certificate file' also for
     one that is not there."""
-    if not Path(path).exists():
-        raise ConfigError(f"cannot read CURVE key file {path}: there is no such file")
-    if Path(path).is_dir():
-        raise ConfigError(f"cannot read CURVE key file {path}: it is a directory")
     try:
+        if not Path(path).exists():
+            raise ConfigError(f"cannot read CURVE key file {path}: there is no such file")
+        if Path(path).is_dir():
+            raise ConfigError(f"cannot read CURVE key file {path}: it is a directory")
         return zmq.auth.load_certificate(str(path))
+    except PermissionError:
+        # a key copied out as root: the node's own user (pzq) may not read it
+        raise ConfigError(f"cannot read CURVE key file {path}: the user {_user()} may not "
+                          "read it (permission denied): give it to the user that runs "
+                          "this (chown)") from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read CURVE key file {path}: {exc}") from None
+
+
+def _user() -> str:
+    """This process's user by name (its number where it has none)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 def client_curve(client_secret_file: str | None, server_key_file: str | None) -> ClientSecurity:

@@ -11,6 +11,7 @@ kept as ``flush_interval_us``.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -212,6 +213,7 @@ OPTIONS: tuple[Option, ...] = (*_BEFORE_ENDPOINTS,
                                *(endpoint_option(endpoint) for endpoint in ENDPOINTS),
                                *_AFTER_ENDPOINTS)
 OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
+FLAGS = frozenset(option.flag for option in OPTIONS)
 
 
 def defaults() -> dict[str, Any]:
@@ -305,8 +307,38 @@ def build_config(cli_values: Mapping[str, Any], config_file: Path | None = None)
         option.check(values[option.name],
                      f"config file {config_file}: {key}" if key else option.flag)
     config = Config(**_fields(values))
-    validate(config)
+    try:
+        validate(config)
+    except ConfigError as exc:
+        if config_file is None:
+            raise
+        raise ConfigError(in_file_terms(str(exc), config_file, spelt, cli_values)) from None
     return config
+
+
+FLAG = re.compile(r"--[a-z][a-z-]*[a-z]")
+
+
+def in_file_terms(refusal: str, config_file: Path, spelt: Mapping[str, str],
+                  cli_values: Mapping[str, Any]) -> str:
+    """A whole configuration's refusal that names first an option the file gave, said
+    as the file says it (``config file F: nodes needs broadcast-dsn, ...``): the user
+    looks in the file, not for a flag never typed. An option given on the command line
+    keeps its flag; a refusal that begins with one is left as it is."""
+    file_keys = {OPTIONS_BY_NAME[name].flag: key for name, key in spelt.items()
+                 if name not in cli_values}
+    command_line = {OPTIONS_BY_NAME[name].flag for name in cli_values
+                    if name in OPTIONS_BY_NAME}
+    flags = FLAG.findall(refusal)
+    if not flags or flags[0] not in file_keys:
+        return refusal
+
+    def in_file(flag: re.Match[str]) -> str:
+        if flag[0] in command_line or flag[0] not in FLAGS:
+            return flag[0]
+        return file_keys.get(flag[0], flag[0][2:])
+
+    return f"config file {config_file}: {FLAG.sub(in_file, refusal)}"
 
 
 def with_options(config: Config, values: Mapping[str, Any]) -> Config:

@@ -14,6 +14,7 @@ from pzq import sockets
 from pzq.clock import Now
 from pzq.logs import get_logger
 from pzq.node import collector
+from pzq.node.descriptors import DescriptorWatch
 from pzq.node.device import Device
 from pzq.node.start_report import NO_REPORT, StartReport
 from pzq.node.state import NodeState
@@ -46,6 +47,8 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
     authenticator: Stoppable = NothingToStop()
     device = None
     files: list[sockets.SocketFile] = []
+    # the node's own process (not one of a test's): its descriptors against its limit
+    descriptors = DescriptorWatch()
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
         authenticator = security.start(context, node.authorization.admits_send)
@@ -58,11 +61,14 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
             log.info("collector_tuned", thresholds=list(tuned.thresholds), frozen=tuned.frozen)
         log.info("node_ready", node_id=node.node_id.decode(), messages=node.store.messages,
                  **bound)
+        if tune_collector:
+            descriptors.start()
         report.ready()
         left = serve(device, stop)
         log.info("node_stopping", **left, producer_acks_sent=node.counters.producer_acks_sent,
                  messages=node.store.messages, inflight=len(node.delivery.inflight))
     finally:
+        descriptors.stop()
         if device is not None:
             device.close()
         authenticator.stop()

@@ -93,6 +93,16 @@ def test_cli_beats_file_beats_defaults(tmp_path):
     ("max_bytes = -1\n", "pzq.toml: max_bytes must be 0 or more"),
     ("log-format = 'xml'\n", "pzq.toml: log-format must be one of"),
     ("consume_heartbeat = '25h'\n", "pzq.toml: consume_heartbeat must be at most 1d"),
+    # a whole configuration's refusal names the file and its keys, not flags never typed
+    ("receive-dsn = 'tcpx://nowhere'\n",
+     "pzq.toml: receive-dsn 'tcpx://nowhere' is not a ZeroMQ endpoint"),
+    ("nodes = ['n1=tcp://10.0.0.2:11134']\n",
+     "pzq.toml: nodes needs broadcast-dsn, this node's own cluster endpoint"),
+    ("replicas = 1\n", "pzq.toml: replicas 1 needs at least that many nodes (got 0)"),
+    ("curve-secret-key = 'keys/n0.key_secret'\n",
+     "pzq.toml: curve-secret-key and curve-authorized-keys go together"),
+    ("partitions = 'orders=x'\n", "pzq.toml: partitions orders=x: give NAME=COUNT"),
+    ("archive_topic = ''\n", "pzq.toml: archive_topic: topic '' must be"),
     # one option under both its spellings: which value was meant cannot be told
     ("ack_timeout = '5s'\nack-timeout = '6s'\n",
      "ack_timeout and ack-timeout are one option: give it once"),
@@ -119,6 +129,15 @@ def test_a_toml_syntax_error_names_the_line_in_pzqs_form(tmp_path, content, said
     result = run_pzq(["--config", str(path)])
     assert result.returncode == EXIT_USAGE
     assert result.stderr.strip().splitlines() == [f"pzq: error: config file {path}, {said}"]
+
+
+def test_a_whole_configuration_s_refusal_names_a_flag_as_the_flag(tmp_path):
+    path = tmp_path / "pzq.toml"
+    path.write_text("database = 'store'\n")
+    with pytest.raises(ConfigError, match=re.escape(
+            "--replicas 1 needs at least that many --nodes (got 0)")) as refused:
+        build_config({"replicas": 1}, path)
+    assert "config file" not in str(refused.value)
 
 
 def test_a_flag_that_beats_the_file_is_named_as_the_flag(tmp_path):

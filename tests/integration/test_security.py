@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import zmq
 
 from pzq import handshakes, security
 from pzq.client import Consumer, Producer, request_monitor
+from pzq.errors import ConfigError
 from pzq.security import PLAIN, ClientCurve
 from pzq.zap import RefusalLog
 from tests.support.harness import run_pzq, wait_until, without_permission_overrides
@@ -128,6 +131,28 @@ def test_a_key_directory_with_a_file_that_is_no_key_stops_the_node(node_keys, tm
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == (f"pzq: error: {option} {directory}: broken.key is not a "
                                      f"CURVE public key file ({why}; pzq-keygen writes them)")
+
+
+def test_a_key_its_user_may_not_read_is_one_line_naming_the_user(tmp_path):
+    """A secret key copied to a host as root (0600, or in a folder of root's alone) and
+    the node run as its own user, as the deploying page runs it: the line says who may
+    not read it, not an errno's repr twice over."""
+    _, secret = security.generate(tmp_path, "n0")
+    as_root = os.geteuid() == 0
+    if as_root:  # root reads anything: read it as nobody (the test's folder is root's)
+        os.seteuid(pwd.getpwnam("nobody").pw_uid)
+    else:
+        secret.chmod(0)
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        with pytest.raises(ConfigError) as refused:
+            security.load_key_pair(secret)
+    finally:
+        if as_root:
+            os.seteuid(0)
+    assert str(refused.value) == (
+        f"cannot read CURVE key file {secret}: the user {user} may not read it (permission "
+        "denied): give it to the user that runs this (chown)")
 
 
 def test_a_refused_handshake_is_logged_at_info_once_per_client(secure_node, keys, context):

@@ -104,7 +104,8 @@ class Delivering(Tracking):
         # Mostly only the in-flight table holds any of them: the others are asked only
         # when one of them has something (nothing is added to them while this runs,
         # but for evictions, which end the loop).
-        look_further = self._others_may_hold(start)
+        # (none left after a run sent whole, the common case: nothing to look at)
+        look_further = self._others_may_hold(start) if seqs else False
         bookkeeping_of, bookkeeping_at = record.BOOKKEEPING.unpack_from, record.BOOKKEEPING_OFFSET
         for seq, value in zip(seqs, values, strict=True):
             if seq in inflight or (look_further and self._taken(seq)):

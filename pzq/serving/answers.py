@@ -25,7 +25,7 @@ from pzq.protocol.message_keys import (
     message_key_numbers,
     parse_message_key,
 )
-from pzq.serving.holding import GroupDelivery, Key, ServedConsumer
+from pzq.serving.holding import GroupDelivery, Key, SentKeys, ServedConsumer
 from pzq.store.batch import Batch
 
 log = get_logger("pzq.answers")
@@ -81,6 +81,36 @@ class GroupAnswers:
         before anything else touches the group's tables and before the batch is
         written."""
         self._ack_all(batch, consumer, *numbers, now_us, mono, later)
+
+    def ack_as_sent(self, batch: Batch, consumer: ServedConsumer, sent: SentKeys,
+                    now_us: int, mono: float) -> bool:
+        """The common cycle's ACK, in one call: ``ack_numbers`` (``later``) of the keys
+        of ``sent``, the consumer's last BATCH, which its ACK named just as sent, where
+        they are the own messages, it holds them as that run still (no NACK, expiry or
+        eviction put its runs in its set since), nothing it let expire waits for its
+        credit and no archive writes them. False: another case, nothing done (the
+        general path takes it)."""
+        seqs = sent[2]
+        runs = consumer.held_runs
+        if not runs or runs[-1] is not seqs or consumer.overdue or self.archives:
+            return False
+        deliveries = consumer.group
+        if sent[1] != deliveries.own_number:
+            return False
+        state = deliveries.state
+        taken = state.take_acked(seqs)
+        if taken.missing:  # (not seen: a held run's seqs are in flight) the whole ACK now
+            self.settle(batch)
+            acked = self._ack_taken(batch, deliveries, state, deliveries.own_id, taken,
+                                    now_us, mono)
+            if len(acked) != len(seqs):
+                deliveries.let_go(seqs, consumer)
+                return True
+        else:
+            self._later.append((deliveries, state, deliveries.own_id, taken, now_us, mono))
+        del runs[-1]  # the run it held goes whole (its keys are the seqs sent)
+        consumer.held_in_runs -= len(seqs)
+        return True
 
     def settle(self, batch: Batch) -> None:
         """The second half of the ACKs ``ack_numbers`` left for later, into ``batch``

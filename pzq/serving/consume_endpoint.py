@@ -38,7 +38,7 @@ from pzq.hooks import nothing
 from pzq.logs import get_logger
 from pzq.parts import REAP, Part
 from pzq.protocol import consume as consume_wire
-from pzq.protocol.consume import Request
+from pzq.protocol.consume import ACK, Request
 from pzq.protocol.message_keys import first_bad_key
 from pzq.serving import verbs
 from pzq.serving.answers import BULK_ACK_KEYS, GroupAnswers
@@ -229,12 +229,20 @@ class ConsumeEndpoint(Part):
 
     def take_requests(self, batch: Batch, now_us: int, mono: float) -> bool:
         consumers, others = self.consumers, False  # others: a request but a plain ACK
+        answers = self.answers
         for first, raw in drain_framed(self.socket, self.batch_size):
             routing_id = raw[0]
             consumer = consumers.get(routing_id)
             try:
                 if consumer is not None:
                     consumer.last_heard = mono
+                    # the common cycle: an ACK of just the BATCH last sent, byte for
+                    # byte, taken in one call (False: not that case, nothing done)
+                    sent = consumer.sent
+                    if sent is not None and len(raw) == 3 and raw[2] == sent[0] \
+                            and raw[1] == ACK and not consumer.confirm \
+                            and answers.ack_as_sent(batch, consumer, sent, now_us, mono):
+                        continue
                     # an ACK of many keys in one frame: read as it came (keys owed an
                     # ACKED, with CONFIRM, go the long way: they are kept as keys)
                     numbers = None if consumer.confirm else (
@@ -415,8 +423,12 @@ class ConsumeEndpoint(Part):
             room = deliveries.room() if deliveries.consumers else 0
             if room > 0 and self._serve_group(deliveries, own_allowed, states, room, now_us):
                 served.append(group_id)
-            # also those given back dead by a NACK this wake, before the next batch deletes them
-            self.answers.retire_dead(deliveries, now_us, states)
+            # also those given back dead by a NACK this wake, before the next batch deletes
+            # them (asked here: most wakes none, and no call for it)
+            for state in states:
+                if state.newly_dead or state.newly_dropped:
+                    self.answers.retire_dead(deliveries, now_us, states)
+                    break
         if sender.found_unreachable:  # what it sent before it went is read first
             self.liveness.look_soon(mono)
         served_last(self.groups, served)

@@ -175,7 +175,9 @@ class Sender:
 
         if state.with_headers:
             return Outlets(send, ONE_BY_ONE)
-        batches = sum(consumer.batches for consumer in candidates)
+        # (a group of one consumer, the common case: no generator made a pass)
+        batches = candidates[0].batches if count == 1 else \
+            sum(consumer.batches for consumer in candidates)
         if not batches:
             runs = self._plain_run
         elif batches == count:

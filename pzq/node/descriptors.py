@@ -28,10 +28,10 @@ WARN_AT, CALM_AT = 0.9, 0.8  # shares of the limit
 REPEAT_S = 60.0  # a warning said again while it lasts
 
 
-def open_descriptors(limit: int) -> int:
+def open_descriptors(limit: int, listed: Path = OPEN_DESCRIPTORS) -> int:
     """How many are open; ``limit`` when none is left to list them with."""
     try:
-        return len(os.listdir(OPEN_DESCRIPTORS))
+        return len(os.listdir(listed))
     except OSError as exc:
         if exc.errno in (errno.EMFILE, errno.ENFILE):
             return limit
@@ -47,15 +47,17 @@ def descriptor_limit() -> int | None:
 class DescriptorWatch:
     """Counts the process's descriptors from a thread of its own (``start``/``stop``)."""
 
-    def __init__(self, every_s: float = CHECK_EVERY_S) -> None:
+    def __init__(self, every_s: float = CHECK_EVERY_S,
+                 listed: Path = OPEN_DESCRIPTORS) -> None:
         self.every_s = every_s
+        self.listed = listed
         self.short = False  # warned, and not yet below CALM_AT since
         self._warned_at = -REPEAT_S
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pzq-descriptors", daemon=True)
 
     def start(self) -> None:
-        if OPEN_DESCRIPTORS.is_dir() and descriptor_limit() is not None:
+        if self.listed.is_dir() and descriptor_limit() is not None:
             self._thread.start()
 
     def stop(self) -> None:
@@ -66,8 +68,14 @@ class DescriptorWatch:
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
             limit = descriptor_limit()
-            if limit is not None:
-                self.check(open_descriptors(limit), limit, time.monotonic())
+            if limit is None:
+                continue
+            try:
+                used = open_descriptors(limit, self.listed)
+            except OSError as exc:  # the list gone (a sandbox): said once, not counted
+                log.warning("descriptors_uncounted", error=str(exc))
+                return
+            self.check(used, limit, time.monotonic())
 
     def check(self, used: int, limit: int, now: float) -> None:
         if used >= WARN_AT * limit:

@@ -22,3 +22,15 @@ def test_warned_once_a_minute_while_short_and_told_when_enough_again():
 
 def test_the_process_s_descriptors_are_counted():
     assert 3 <= open_descriptors(10**6) < 10**6
+
+
+def test_a_list_that_cannot_be_read_is_said_once_and_the_watch_ends(tmp_path):
+    """The watch's thread must not die with a traceback on stderr when the list of
+    descriptors cannot be read (gone, or not a folder): one warning, and it stops."""
+    not_a_folder = tmp_path / "fd"
+    not_a_folder.write_text("")
+    watch = DescriptorWatch(every_s=0.001, listed=not_a_folder)
+    with structlog.testing.capture_logs() as logs:
+        watch._run()  # (the thread's body: it returns rather than raise)
+    assert [(log["event"], "Not a directory" in log["error"]) for log in logs] == [
+        ("descriptors_uncounted", True)]

@@ -9,18 +9,27 @@ import time
 import pytest
 
 from pzq.client import Consumer, Producer
-from tests.cluster.test_restored_node import produce, restore, start_three, take_backup
+from tests.cluster.test_restored_node import (
+    produce,
+    restart_all,
+    restore,
+    start_three,
+    take_backup,
+)
 from tests.cluster.test_time_cluster import in_seconds, receive_all
 from tests.support.harness import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
-DUE_IN = 25.0  # seconds from its production: room for the kill, the restore, the TTL
+DUE_IN = 30.0  # seconds from its production: room for the kills, the restore, the TTL
 TTL = 6.0
 
 
+@pytest.mark.parametrize("killed_again", [False, True])
 def test_peers_release_a_lost_scheduled_message_at_its_time_and_expire_a_lost_ttl(
-        start_node, context, closing, tmp_path):
+        start_node, context, closing, tmp_path, killed_again):
+    """killed_again: every node SIGKILLed right after the restore and started again (the
+    peers forget what they were told; the copies and their times are kept)."""
     nodes = start_three(start_node, tmp_path)
     acked = produce(nodes[0], context, 0, 20)
     take_backup(nodes[0], tmp_path / "backup")
@@ -36,6 +45,8 @@ def test_peers_release_a_lost_scheduled_message_at_its_time_and_expire_a_lost_tt
     nodes[0].kill()
     restore(nodes[0], tmp_path / "backup", tmp_path / "restored")
     origin = nodes[0].event("backup_restored")["node_id"]
+    if killed_again:
+        restart_all(nodes)
     for node in nodes:
         node.wait_stats(lambda s: all(p["state"] == "up" for p in s["peers"]),
                         message="every peer up")

@@ -13,9 +13,10 @@ A node that finds the manifest at start checks the copy before it opens anything
 (``check_restore``): a copy that is incomplete, a file missing or changed, or a file
 the manifest does not list (the copy put into a folder holding another store, whose
 logs LevelDB would read into it), is refused with one line naming the file. A whole
-copy is taken: the node opens its store, skips RESTORE_SEQ_GAP sequence numbers
-(message keys are unique across restarts, and the original node gave out some after
-the backup), and renames the manifest ``backup-manifest.restored.json``
+copy is taken: the node opens its store, skips RESTORE_SEQ_GAP sequence numbers and
+one per µs since the snapshot (``restore_skip``: message keys are unique across
+restarts, and the original node, or an earlier restore of the same copy, gave out
+some after the backup), and renames the manifest ``backup-manifest.restored.json``
 (``restored``), since its own writes change the files from then on. That file keeps
 ``lost_seqs`` too: the sequence numbers the original may have given out after the
 backup, which the copy lacks (from the copy's next one to the first after the gap,
@@ -41,7 +42,8 @@ RESTORED = "backup-manifest.restored.json"
 MANIFEST_FORMAT = 1  # pzq_backup: the layout of this file
 # Files in the store's copy that LevelDB rewrites or leaves as it likes, not checked.
 # 2**48: at a million messages a second, nine years of the original's keys after the
-# backup; 65 536 restores fit in the 64-bit sequence numbers.
+# backup; 65 536 restores fit in the 64-bit sequence numbers (restore_skip adds a seq
+# per µs since the snapshot: a year, 2**45, an eighth of this gap).
 RESTORE_SEQ_GAP = 1 << 48
 UNCHECKED = frozenset({"LOCK", "LOG", "LOG.old", MANIFEST, RESTORED})
 
@@ -83,6 +85,17 @@ def check_restore(database: Path, archive_dir: Path | None) -> dict[str, Any] | 
 
 
 SeqRanges = list[tuple[int, int]]  # [first, end) pairs of sequence numbers
+
+
+def restore_skip(backup: dict[str, Any], now_us: int) -> int:
+    """How many seqs a node restored from ``backup`` skips: RESTORE_SEQ_GAP, and one
+    more per µs since the snapshot. A copy of the same backup restored again later
+    then starts after what an earlier restore of it gave out (at fewer than a seq a
+    µs), and its lost_seqs cover those: else it would give them out again, and the
+    peers would take its messages for copies they hold of the earlier one's."""
+    taken = backup.get("taken_at_us")
+    elapsed = now_us - taken if isinstance(taken, int) else 0
+    return RESTORE_SEQ_GAP + max(0, elapsed)
 
 
 def restored(database: Path, backup: dict[str, Any], lost: tuple[int, int]) -> SeqRanges:

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from pzq import __version__, logs
 from pzq.authorization import NO_AUTHORIZATION
-from pzq.backup.manifest import RESTORE_SEQ_GAP, check_restore, restored
+from pzq.backup.manifest import check_restore, restore_skip, restored
 from pzq.clock import Now
 from pzq.durations import DurationError, duration_text, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
@@ -150,7 +150,7 @@ def open_store(config: Config) -> Store:
                        sync_interval_s=config.sync_interval_s, now=Now.read().mono)
     if backup is not None:
         copy_end = store.next_seq
-        store.skip_seqs(RESTORE_SEQ_GAP)
+        store.skip_seqs(restore_skip(backup, Now.read().wall_us))
         # (the original's seqs after the copy's end: its peers deliver their copies)
         lost = restored(database, backup, (copy_end, store.next_seq))
         archive = ("none in the backup" if backup.get("archive") is None else

@@ -9,7 +9,7 @@ import json
 import pytest
 import structlog
 
-from pzq.backup.manifest import RESTORE_SEQ_GAP, RESTORED, lost_seqs, restored
+from pzq.backup.manifest import RESTORE_SEQ_GAP, RESTORED, lost_seqs, restore_skip, restored
 from pzq.errors import DecodeError, StoreError
 from pzq.protocol import cluster as cw
 from pzq.protocol.message_keys import message_key, parse_message_key
@@ -112,3 +112,18 @@ def test_what_a_restore_lost_is_kept_beside_the_store_after_any_earlier_one(tmp_
         (database / RESTORED).write_text(bad)
         with pytest.raises(StoreError, match=why):
             lost_seqs(database)
+
+
+def test_a_later_restore_of_the_same_copy_skips_past_what_an_earlier_one_gave_out():
+    """The skip grows a seq per µs since the snapshot: a second restore of one copy
+    starts after the first's seqs, and its lost range covers them."""
+    copy_end, taken_us = 1_000, 5_000_000
+    backup = {"taken_at_us": taken_us}
+    first = copy_end + restore_skip(backup, taken_us + 2_000_000)
+    given_out_by_first = range(first, first + 300_000)  # 0.3 s at a million a second
+    second = copy_end + restore_skip(backup, taken_us + 3_000_000)
+    assert given_out_by_first[-1] < second  # its lost range [copy_end, second) covers them
+    assert first - copy_end == RESTORE_SEQ_GAP + 2_000_000
+    # A clock behind the snapshot, or a manifest without its time: the gap alone
+    assert restore_skip(backup, taken_us - 1) == RESTORE_SEQ_GAP
+    assert restore_skip({}, taken_us) == RESTORE_SEQ_GAP

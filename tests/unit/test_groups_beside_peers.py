@@ -63,3 +63,10 @@ def test_each_operation_has_a_row_with_pzqs_word(column, word):
 def test_the_delivery_count_row_says_it_needs_delivery_headers():
     (row,) = [row for row in rows() if row[0] == "delivery count"]
     assert "--delivery-headers" in row[3]
+
+
+def test_max_ack_pending_is_told_apart_from_a_consumers_window():
+    """JetStream's max_ack_pending caps the whole consumer (pzq's group); a window is
+    one connection's, and the row gave it as the same thing."""
+    (row,) = [row for row in rows() if "max_ack_pending" in row[2]]
+    assert "whole consumer" in row[2] and "no cap" in row[3], row

@@ -37,6 +37,7 @@ from pzq.admin.topic_words import (
     parse_words,
     partitions_given,
     same_filter,
+    start_not_applied,
     topic_settings_given,
 )
 from pzq.admin.usage import alone
@@ -162,13 +163,14 @@ class TopicAdmin:
         count_names(names, 2, "DECLARE GROUP topic group [start=...] [filter=...]")
         topic = self._topic(names[0])
         same_filter(topic, names[1], options.get("filter"))
+        start_given = "start" in options
         start, pattern = options.pop("start", "earliest"), options.pop("filter", "")
         subscribe = consume_wire.Subscribe(topic.name, names[1], 1, pattern,
                                            consume_wire.decode_start(start))
         settings = group_settings_given(options)
         no_more(options)
         batch = self.store.begin()
-        reply = self._declare_group(batch, topic, subscribe, settings, now)
+        reply = self._declare_group(batch, topic, subscribe, settings, now, start_given)
         self.store.commit(batch)
         return reply.encode()
 
@@ -186,7 +188,7 @@ class TopicAdmin:
         return f"topic {topic.name}{limits_text(topic)}\n"
 
     def _declare_group(self, batch: Batch, topic: Topic, subscribe: consume_wire.Subscribe,
-                       settings: dict[str, object], now: Now) -> str:
+                       settings: dict[str, object], now: Now, start_given: bool) -> str:
         name = subscribe.group
         if name == DEFAULT_GROUP:
             if settings:
@@ -202,16 +204,18 @@ class TopicAdmin:
             group = self.consume.make_group(batch, topic, name, subscribe.start,
                                             subscribe.filter, now.wall_us)
             reply = f"group {group.name} of topic {topic.name} start_seq={group.start_seq}"
-        elif not settings:
-            return f"group {name} of topic {topic.name} exists already\n"
+            note = ""
         else:
             reply = f"group {name} of topic {topic.name}"
+            note = start_not_applied(subscribe.start if start_given else None)
+            if not settings:
+                return f"{reply} exists already{note}\n"
         if settings:
             for field, value in settings.items():
                 setattr(group, field, value)
             batch.put(keyspace.group_key(topic.id, name.encode()), group.encode())
             self.consume.settings_changed(group)
-        return reply + group.settings_text() + "\n"
+        return reply + group.settings_text() + note + "\n"
 
     def _remove(self, arguments: list[bytes], now: Now) -> bytes:
         kind, names, options = parse_words(arguments, b"REMOVE")

@@ -21,6 +21,16 @@ def same_filter(topic: Topic, name: str, given: str | None) -> None:
                          f"not {given}; remove the group to declare it anew")
 
 
+def start_not_applied(start: str | int | None) -> str:
+    """Said after the answer to a declare of a group that exists, when it gave a
+    ``start``: not ignored in silence (a group's start is fixed when it is made; a
+    rewind is a seek)."""
+    if start is None:
+        return ""
+    return (f" (start={start} is not applied: a group's start is fixed when it is made; "
+            "SEEK GROUP moves it)")
+
+
 def parse_words(arguments: list[bytes], verb: bytes) -> tuple[str, list[str], dict[str, str]]:
     """(TOPIC or GROUP, names, name=value options)."""
     words = [argument.decode(errors="replace") for argument in arguments]

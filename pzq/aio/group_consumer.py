@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 import zmq
 
@@ -48,7 +49,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
     ``timeout`` s, ConsumeRefused when it refuses the group."""
 
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
-                 filter: str = "", start: str | int = "earliest",
+                 filter: str = "", start: str | int | datetime = "earliest",
                  curve: ClientSecurity | None = None, timeout: float | None = 10.0,
                  declare: bool = False, confirm: bool = False,
                  protocol: int = wire.LATEST_PROTOCOL,
@@ -56,8 +57,8 @@ class GroupConsumer(GroupView[Message], Deliveries):
         self.dsn = dsn
         self.curve = curve
         self.timeout = timeout
-        subscribe = wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
-                                   declare=declare, protocol=protocol)
+        subscribe = wire.Subscribe(topic, group, window, filter, wire.start_of(start),
+                                   confirm=confirm, declare=declare, protocol=protocol)
         self._session, self._socket = setup.group_consumer(
             subscribe, Message, self, time.monotonic(), opener(context, dsn, curve))
         self._out = Outbox(self._socket, "consumer")

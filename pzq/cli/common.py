@@ -6,11 +6,13 @@ import argparse
 import sys
 from collections.abc import Callable
 from datetime import datetime
+from fractions import Fraction
 
 import zmq
 
 from pzq import reach, security
 from pzq.durations import CENTURY, CENTURY_US, DurationError, duration_us
+from pzq.durations import EXAMPLES as DURATION_EXAMPLES
 from pzq.errors import ConfigError, DecodeError
 from pzq.node.config_checks import DSN_PATTERN
 from pzq.protocol import consume as consume_wire
@@ -130,19 +132,27 @@ def start_position(text: str) -> str:
         "or µs since the epoch)")
 
 
+TOOL_DURATION_EXAMPLES = "a number with a unit: 250ms, 5s, 2m, 1h, 2d"
+
+
 def _tool_duration_us(text: str) -> int:
     """A tool's duration in µs, its unit required: a plain number is microseconds to the
     node but seconds to the tools' --timeout, so ``--ack-timeout 30`` (30 µs) or
     ``--delay 30`` is refused rather than read as either (0 needs none); at most a
     century, as the node takes."""
+    plain = text.strip()
+    if plain.replace(".", "", 1).isdigit():
+        if Fraction(plain) == 0:
+            return 0
+        raise argparse.ArgumentTypeError(
+            f"{text} has no unit: give one, e.g. {plain}s, {plain}ms or "
+            f"{plain}m (a plain number would be microseconds)")
     try:
         value = duration_us(text)
     except DurationError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value and text.strip().replace(".", "", 1).isdigit():
+        # the node's words offer plain microseconds, which a tool refuses (above)
         raise argparse.ArgumentTypeError(
-            f"{text} has no unit: give one, e.g. {text.strip()}s, {text.strip()}ms or "
-            f"{text.strip()}m (a plain number would be microseconds)")
+            str(exc).replace(DURATION_EXAMPLES, TOOL_DURATION_EXAMPLES)) from None
     if value > CENTURY_US:  # as the node refuses it (and a time header, in seconds)
         raise argparse.ArgumentTypeError(f"{text} must be at most {CENTURY}")
     return value

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 
 import zmq
 
@@ -38,14 +39,15 @@ class GroupConsumer(GroupView[Message]):
     """Receives the deliveries of one consumer group, at most ``window`` unacked."""
 
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
-                 filter: str = "", start: str | int = "earliest",
+                 filter: str = "", start: str | int | datetime = "earliest",
                  context: Context | None = None, curve: ClientSecurity | None = None,
                  timeout: float | None = 10.0, notice: WaitNotice | None = None,
                  declare: bool = False, confirm: bool = False,
                  protocol: int = consume_wire.LATEST_PROTOCOL, wait: bool = True) -> None:
         """``wait=False``: the CONSUME goes, its answer is not waited for here (a routed
         consumer joins its nodes so, at once): ``answered`` reads it."""
-        subscribe = consume_wire.Subscribe(topic, group, window, filter, start, confirm=confirm,
+        subscribe = consume_wire.Subscribe(topic, group, window, filter,
+                                           consume_wire.start_of(start), confirm=confirm,
                                            declare=declare, protocol=protocol)
         self._dsn, self._curve = dsn, curve  # probed when CONSUME has no answer
         now = time.monotonic()

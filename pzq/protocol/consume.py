@@ -43,6 +43,7 @@ import binascii
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import repeat
 
 from pzq.errors import DecodeError
@@ -56,6 +57,7 @@ from pzq.protocol.message_keys import (
     message_key,
 )
 from pzq.protocol.numbers import is_whole_number, whole_number
+from pzq.protocol.time_headers import epoch_us
 
 CONSUME = b"CONSUME"
 ACK = b"ACK"
@@ -221,6 +223,26 @@ def _decode_subscribe(frames: list[bytes]) -> Subscribe:
                               "PROTOCOL:<number>, CONFIRM:0|1 or DECLARE:0|1")
     return Subscribe(topic, group, window, acked=tuple(acked),
                      **options)  # type: ignore[arg-type]
+
+
+def start_of(start: str | int | datetime) -> str | int:
+    """A group consumer's ``start`` as CONSUME sends it: earliest, latest, or µs since
+    the epoch of a number, a datetime (naive: UTC) or an ISO 8601 text, as ``pzq-ctl``
+    and ``pzq-consume`` read ``--start`` (a JetStream user's start time is a datetime).
+    ValueError, before anything is sent, for anything else: the node would refuse it."""
+    if isinstance(start, str):
+        try:
+            return decode_start(start)
+        except DecodeError:
+            pass
+        try:
+            return epoch_us(datetime.fromisoformat(start), "start")
+        except ValueError:
+            pass
+    elif isinstance(start, int | datetime) and not isinstance(start, bool):
+        return epoch_us(start, "start")
+    raise ValueError("start must be earliest, latest or a time (a datetime, ISO 8601 such "
+                     f"as 2026-12-01T09:00:00Z, or µs since the epoch), got {start!r}")
 
 
 def decode_start(value: str) -> str | int:

@@ -374,9 +374,9 @@ def test_a_closed_consumer_and_an_unknown_option_say_so(node, aio_context):
             aio.GroupConsumer(node.consume_dsn, "t", "g", bogus=1)  # type: ignore[call-arg]
         with pytest.raises(TypeError, match="unknown option bogus"):
             aio.RoutedGroupConsumer(node.monitor_dsn, "t", "g", bogus=1)
-        refused = aio.GroupConsumer(node.consume_dsn, "t-closed", "g", start="yesterday",
+        refused = aio.GroupConsumer(node.consume_dsn, "t-closed", "g", window=0,
                                     context=aio_context)
-        with pytest.raises(ConsumeRefused, match="START:yesterday is not"):
+        with pytest.raises(ConsumeRefused, match="window '0' is not"):
             await refused.join()
         assert refused.closed
     run(main())

@@ -112,3 +112,21 @@ def test_a_seek_to_a_key_past_the_last_message_says_it_is_latest(orders, context
     with GroupConsumer(orders.consume_dsn, "orders", "g", context=context) as g:
         assert drain(g, 1) == [b"next"]
         assert g.receive(0.3) is None
+
+
+def test_a_start_given_to_a_group_that_exists_is_said_not_to_apply(orders, context):
+    """As XGROUP CREATE on an existing group (BUSYGROUP) or a JetStream consumer's
+    deliver policy (not updatable), a declare cannot move a group: 'start=earliest'
+    was answered 'exists already' alone, so a script that meant a rewind did not know
+    none happened. The answer says so; a seek moves it."""
+    assert ask(orders, "DECLARE GROUP orders late start=latest").startswith("group late")
+    unmoved = " (start=earliest is not applied: a group's start is fixed when it is made; " \
+              "SEEK GROUP moves it)"
+    assert ask(orders, "DECLARE GROUP orders late start=earliest") == \
+        f"group late of topic orders exists already{unmoved}\n"
+    assert ask(orders, "DECLARE GROUP orders late start=earliest max_deliveries=4") == \
+        f"group late of topic orders max_deliveries=4{unmoved}\n"
+    assert ask(orders, "DECLARE GROUP orders late") == \
+        "group late of topic orders exists already\n"
+    with GroupConsumer(orders.consume_dsn, "orders", "late", context=context) as late:
+        assert late.receive(0.3) is None  # still from latest

@@ -4,9 +4,12 @@ a daemon (a SIGKILL, the tools) is in test_groups_daemon.py."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 import zmq
 
+from pzq import aio
 from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer
 from pzq.protocol import consume as wire
 from tests.support.harness import wait_until
@@ -198,6 +201,31 @@ def test_a_late_group_starts_where_asked(group_node, context):
         assert drain(latest, 1) == [b"new1"]
         assert latest.receive(0.3) is None
         assert drain(earliest, 3) == [b"old1", b"old2", b"new1"]
+
+
+def test_a_group_starts_at_a_time_given_as_a_datetime_or_in_iso_8601(group_node, context):
+    """A JetStream consumer's start time is a datetime (OptStartTime), pzq-ctl's and
+    pzq-consume's --start ISO 8601: GroupConsumer takes both, as µs since the epoch
+    (the node refused the text: 'START:2026-... is not earliest, latest or µs')."""
+    produce(group_node, context, [b"old"])
+    since = datetime.now(UTC)  # after old's ACK: old was stored before it
+    produce(group_node, context, [b"new"])
+    with GroupConsumer(group_node.consume_dsn, "orders", "by_datetime", start=since,
+                       context=context) as by_datetime, \
+            GroupConsumer(group_node.consume_dsn, "orders", "by_text",
+                          start=since.isoformat(), context=context) as by_text:
+        for consumer in (by_datetime, by_text):
+            assert drain(consumer, 1) == [b"new"]
+            assert consumer.receive(0.3) is None
+
+
+@pytest.mark.parametrize("start", ["bogus", "0a1b2c3d-0000000000000007", -5, 1.5, None])
+def test_a_start_that_is_no_time_is_refused_before_anything_is_sent(group_node, context,
+                                                                    start):
+    for make in (GroupConsumer, aio.GroupConsumer):
+        with pytest.raises(ValueError, match="^start must be"):
+            make(group_node.consume_dsn, "orders", "never", start=start, declare=True)
+    assert "never" not in group_node.ask("TOPICS")
 
 
 def test_filtered_group_sees_only_its_tag(group_node, context):

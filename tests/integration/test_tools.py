@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
@@ -16,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from pzq import reach, security
+from pzq import aio, reach, security
 from pzq.cli import bench, human
 from pzq.cli.waiting import endpoint_state
+from pzq.client import GroupConsumer
+from pzq.errors import ConsumeRefused
 from tests.support.harness import NodeProcess, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -132,6 +135,40 @@ def test_consume_says_what_is_wrong_at_an_endpoint_that_will_not_deliver(shared_
     assert group_at_send.stderr.splitlines()[-1].endswith(
         f"{shared_node.send_dsn}: connected, but this is not a node's --consume-dsn: no ROUTER "
         "answers there (its --send-dsn? that needs no --topic and --group)")
+
+
+RECEIVE_ANSWERED = ("this is not a node's --consume-dsn: it answered as a node's "
+                    "--receive-dsn does, with a producer's ACK; give the node's --consume-dsn")
+MONITOR_ANSWERED = ("this is not a node's --consume-dsn: it answered as a node's "
+                    "--monitor-dsn does, with ERROR: unknown command; give the node's "
+                    "--consume-dsn")
+
+
+def test_a_groups_consumer_at_another_endpoint_of_the_node_is_told_at_once(shared_node):
+    """The node's --receive-dsn and --monitor-dsn answer a CONSUME (their own reply,
+    after the request's frames): a group's consumer there waited out its timeout and
+    said 'connected, no answer yet' (pzq-consume) or 'a busy node, not a pzq endpoint,
+    or a node that requires CURVE' (GroupConsumer)."""
+    wrong = [(shared_node.receive_dsn, RECEIVE_ANSWERED),
+             (shared_node.monitor_dsn, MONITOR_ANSWERED)]
+    results = tools_at_once(*[("pzq-consume", "--timeout", "30", "--dsn", dsn, "--topic", "t",
+                               "--group", "g") for dsn, _ in wrong])
+    for result, (_, said) in zip(results, wrong, strict=True):
+        assert result.returncode == 1
+        assert result.stderr.splitlines() == [f"pzq-consume: error: {said}"]
+
+    async def joins(dsn: str) -> None:
+        await aio.GroupConsumer(dsn, "t", "g", timeout=30).join()
+
+    for dsn, said in wrong:
+        started = time.monotonic()
+        with pytest.raises(ConsumeRefused) as refused:
+            GroupConsumer(dsn, "t", "g", timeout=30)
+        assert str(refused.value) == said
+        with pytest.raises(ConsumeRefused) as refused:
+            asyncio.run(joins(dsn))
+        assert str(refused.value) == said
+        assert time.monotonic() - started < 10
 
 
 def test_a_routed_consumer_names_the_nodes_it_waits_on_and_a_cause_once(shared_node, tmp_path):

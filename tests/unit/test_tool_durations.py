@@ -31,6 +31,19 @@ def test_a_plain_number_is_refused_with_the_unit_to_give(prog, before, option, p
     assert f"argument {option}: {plain} has no unit: give one, e.g. {plain}s" in said
 
 
+@pytest.mark.parametrize("prog, before, option", DURATION_OPTIONS)
+@pytest.mark.parametrize("text, words", [
+    ("soon", "soon is not a duration: give a number with a unit: 250ms, 5s, 2m, 1h, 2d"),
+    ("1.5", "1.5 has no unit: give one, e.g. 1.5s"),
+])
+def test_a_refused_duration_asks_for_what_the_tool_takes(prog, before, option, text, words):
+    """The node's words offered plain microseconds ('give microseconds (5000000) or a
+    number with a unit'), which the tool then refused ('has no unit'); 1.5 was 'would
+    be microseconds, which are whole'."""
+    said = parse_error(PARSERS[prog](), [*before, option, text])
+    assert f"argument {option}: {words}" in said and "microseconds (" not in said, said
+
+
 @pytest.mark.parametrize("argv", [
     ["--delay", "0"], ["--delay", "30s"], ["--ttl", "5000000us"], ["--ttl", "250ms"]])
 def test_a_unit_or_zero_is_taken(argv):

@@ -53,6 +53,20 @@ NOTHING: Out = ()
 NO_HEADERS: dict[str, str] = {}  # never changed: copied for each delivery without headers
 
 
+def not_a_consume_endpoint(frames: list[bytes]) -> str:
+    """What the answer to CONSUME says when another of the node's ROUTER endpoints sent
+    it: they answer the request's own frames back before their reply (a consume
+    endpoint never sends CONSUME), and waiting on would only end in a timeout."""
+    if len(frames) == 4 and frames[1] in (b"0", b"1") and frames[2] == b"":
+        kind = "a node's --receive-dsn does, with a producer's ACK"
+    elif frames[-1].startswith(b"ERROR: unknown command"):
+        kind = "a node's --monitor-dsn does, with ERROR: unknown command"
+    else:
+        kind = "another endpoint does, with CONSUME sent back"
+    return (f"this is not a node's --consume-dsn: it answered as {kind}; give the "
+            "node's --consume-dsn")
+
+
 class GroupSession(Generic[M]):
     """A consumer of ``subscribe``'s group, its deliveries made with ``make`` for
     ``owner`` (the shell); ``now`` is when it starts."""
@@ -123,6 +137,8 @@ class GroupSession(Generic[M]):
         try:
             message = consume_wire.decode_node_message(frames)
         except DecodeError:
+            if verb == consume_wire.CONSUME and not self.joined:
+                raise ConsumeRefused(not_a_consume_endpoint(frames)) from None
             self.malformed += 1
             return NOTHING
         if verb == consume_wire.DELIVER:

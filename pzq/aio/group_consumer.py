@@ -19,6 +19,7 @@ does not know the connection, and the consumer joins again.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -33,6 +34,7 @@ from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, opener, poke, w
 from pzq.client import setup
 from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import own_key, own_keys
+from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S
 from pzq.errors import ClientClosed, ConsumeUnanswered
 from pzq.protocol import consume as wire
 from pzq.security import ClientSecurity
@@ -101,18 +103,36 @@ class GroupConsumer(GroupView[Message], Deliveries):
             return
         self.start_join()
         timeout = self.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        # unanswered this long, whether a ROUTER is there at all (a --send-dsn never
+        # answers): ConsumeRefused before the timeout
+        check_at: float | None = started + ROUTER_CHECK_AFTER_S
+        if deadline is not None and deadline <= started + ROUTER_CHECK_AFTER_S:
+            check_at = None
         try:
             while not self._read(time.monotonic(), until_joined=True):
-                left = None if deadline is None else deadline - time.monotonic()
+                now = time.monotonic()
+                if check_at is not None and now >= check_at:
+                    check_at = None
+                    self._session.router_told(await self._routers())
+                    continue
+                left = None if deadline is None else deadline - now
                 if timeout is not None and left is not None and left <= 0:
                     why = await probe.why_silent(self.dsn, self.curve,
                                                  curve_probe.probe_timeout(timeout))
                     raise ConsumeUnanswered(timeout, why)
-                await wait_events(self._socket, POLLIN, left, "consumer")
+                wait = left if check_at is None else check_at - now
+                await wait_events(self._socket, POLLIN, wait, "consumer")
         except Exception:  # refused, or no answer: closed (a cancellation may join later)
             await self._shut(drain=False)
             raise
+
+    async def _routers(self) -> list[tuple[str, bool | None]]:
+        """Whether a ROUTER answers at each endpoint (pzq.client.router_probe)."""
+        dsns = [self.dsn] if isinstance(self.dsn, str) else list(self.dsn)
+        found = await asyncio.gather(*(probe.is_router(dsn, self.curve) for dsn in dsns))
+        return list(zip(dsns, found, strict=True))
 
     def start_join(self) -> None:
         """Send the CONSUME (once), its answer not awaited here (a routed consumer

@@ -18,6 +18,7 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from pzq import curve_probe, reach
+from pzq.client import router_probe
 from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 from pzq.zmqio import recv_frames
@@ -91,12 +92,22 @@ async def curve_refusal(dsn: str, curve: ClientSecurity, timeout: float) -> str 
     return curve_probe.refusal(ended, plain)
 
 
-async def _handshake(dsn: str, curve: ClientSecurity | None,
-                     timeout: float) -> curve_probe.Ended:
-    """How a handshake at ``dsn`` ended; None when it did not within ``timeout``."""
-    socket = zmq.asyncio.Context.instance().socket(zmq.DEALER)
+async def is_router(dsn: str, curve: ClientSecurity | None,
+                    timeout: float = PROBE_TIMEOUT_S) -> bool | None:
+    """Whether a ROUTER answers at ``dsn``: pzq.client.router_probe.is_router, without
+    blocking the loop."""
+    ended = await _handshake(dsn, curve, timeout, zmq.REQ, router_probe.HANDSHAKE_ENDED)
+    return router_probe.kind_told(None if ended is None else ended[0])
+
+
+async def _handshake(dsn: str, curve: ClientSecurity | None, timeout: float,
+                     kind: int = zmq.DEALER,
+                     events: int = curve_probe.EVENTS) -> curve_probe.Ended:
+    """How a handshake at ``dsn`` of a ``kind`` socket ended (its first of ``events``);
+    None when it did not within ``timeout``."""
+    socket = zmq.asyncio.Context.instance().socket(kind)
     socket.setsockopt(zmq.LINGER, 0)
-    monitor = socket.get_monitor_socket(curve_probe.EVENTS)
+    monitor = socket.get_monitor_socket(events)
     try:
         dual_stack(socket, dsn)
         plain_if_none(curve).apply(socket)

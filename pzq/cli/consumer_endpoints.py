@@ -3,9 +3,10 @@ connecting, connected and waiting, or what is wrong: a node that requires CURVE
 or does not use it, a CURVE key refused, another of the node's endpoints.
 
 The consumer's own handshakes (pzq.cli.handshake_watch) say whether the node took
-it; the greeting says the node's mechanism and a REQ probe whether a ROUTER
-answers (pzq.cli.endpoint_probe): a consumer of --send-dsn needs the DEALER there,
-a group's consumer the ROUTER of --consume-dsn.
+it; the greeting says the node's mechanism (pzq.cli.endpoint_probe) and a REQ probe
+whether a ROUTER answers (pzq.client.router_probe, which a group's consumer asks
+itself): a consumer of --send-dsn needs the DEALER there, a group's consumer the
+ROUTER of --consume-dsn.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pzq import reach
 from pzq.cli import endpoint_probe
 from pzq.cli.handshake_watch import FAILED, KEY_REFUSED, HandshakeWatch
 from pzq.cli.waiting import endpoint_state
+from pzq.client import router_probe
 from pzq.security import ClientSecurity
 
 NOT_ZEROMQ = ("connected, but nothing greets there as ZeroMQ does (not a pzq endpoint, or a "
@@ -74,7 +76,7 @@ class ConsumerEndpoints:
             return KEY_NOT_TAKEN if self.group else SEND_KEY_NOT_TAKEN
         if ended == FAILED:
             return CURVE_FAILED if self.curve.on else HANDSHAKE_FAILED
-        router = endpoint_probe.is_router(dsn, self.curve)
+        router = router_probe.is_router(dsn, self.curve) is True
         if router != self.group:
             return NOT_CONSUME if self.group else NOT_SEND
         return None

@@ -1,5 +1,6 @@
 """What answers at an endpoint a client is connected to but hears nothing from: the
-security mechanism its ZeroMQ greeting names, and whether it is a ROUTER.
+security mechanism its ZeroMQ greeting names (whether it is a ROUTER: the client's
+pzq.client.router_probe, which a group's consumer asks itself).
 
 Neither probe completes a handshake after which a node could send it a delivery:
 the greeting probe leaves once the peer has greeted, and a REQ socket pairs only
@@ -11,13 +12,7 @@ from __future__ import annotations
 import socket
 import time
 
-import zmq
-from zmq.utils.monitor import recv_monitor_message
-
 from pzq import reach
-from pzq.security import ClientSecurity
-from pzq.sockets import dual_stack
-from pzq.zmqio import Socket
 
 # The start of ZMTP 3's greeting (RFC 23): the signature and the major version. A
 # peer then sends its whole greeting (64 bytes), which names its mechanism; the probe
@@ -25,10 +20,6 @@ from pzq.zmqio import Socket
 GREETING_START = b"\xff" + bytes(7) + b"\x01\x7f\x03"
 GREETING_SIZE = 64
 MECHANISM = slice(12, 32)
-HANDSHAKE_ENDED = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                   | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                   | zmq.EVENT_DISCONNECTED)
-
 
 def mechanism(dsn: str, timeout: float = reach.PROBE_TIMEOUT_S) -> str | None:
     """The mechanism the ZeroMQ peer at ``dsn`` greets with (``NULL``, ``CURVE``); None
@@ -67,23 +58,3 @@ def _connected(dsn: str, timeout: float) -> socket.socket:
     if address is None:
         raise ValueError(f"{dsn} is no tcp or ipc endpoint")
     return socket.create_connection(address, timeout)
-
-
-def is_router(dsn: str, curve: ClientSecurity,
-              timeout: float = reach.PROBE_TIMEOUT_S) -> bool:
-    """Whether a ROUTER answers at ``dsn`` (for a CURVE node, one that takes ``curve``):
-    a REQ socket's handshake succeeds there."""
-    probe: Socket = zmq.Context.instance().socket(zmq.REQ)
-    probe.setsockopt(zmq.LINGER, 0)
-    curve.apply(probe)
-    monitor = probe.get_monitor_socket(HANDSHAKE_ENDED)
-    try:
-        dual_stack(probe, dsn)
-        probe.connect(dsn)
-        if not monitor.poll(int(timeout * 1000)):
-            return False
-        return bool(recv_monitor_message(monitor)["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED)
-    finally:
-        probe.disable_monitor()
-        monitor.close(0)
-        probe.close(0)

@@ -20,12 +20,12 @@ from datetime import datetime
 import zmq
 
 from pzq import curve_probe
-from pzq.client import setup
+from pzq.client import router_probe, setup
 from pzq.client.common import NOTICE_AFTER_S, WaitNotice, opener, remaining_ms, send_before
 from pzq.client.message import Message
 from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import own_key, own_keys
-from pzq.client.sessions.group import Out
+from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S, Out
 from pzq.client.setup import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from pzq.errors import ConsumeUnanswered
 from pzq.protocol import consume as consume_wire
@@ -81,18 +81,29 @@ class GroupConsumer(GroupView[Message]):
 
     def _await_consuming(self, timeout: float | None, notice: WaitNotice | None) -> None:
         """Wait ``timeout`` seconds (None: for ever), then ConsumeUnanswered saying what
-        a probe finds at the endpoint, as the asyncio consumer does; ``notice`` is called
-        once after NOTICE_AFTER_S without an answer, so a tool can say what it waits for."""
-        waited = 0.0
+        a probe finds at the endpoint, as the asyncio consumer does. Unanswered for
+        ROUTER_CHECK_AFTER_S, a probe asks whether a ROUTER is there at all
+        (ConsumeRefused at a --send-dsn, which never answers); ``notice`` is called once
+        after NOTICE_AFTER_S without an answer, so a tool can say what it waits for."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if timeout is None or timeout > ROUTER_CHECK_AFTER_S:
+            if self._consuming_within(ROUTER_CHECK_AFTER_S):
+                return
+            self._session.router_told(self._routers())
         if notice is not None and (timeout is None or timeout > NOTICE_AFTER_S):
-            if self._consuming_within(NOTICE_AFTER_S):
+            if self._consuming_within(max(0.0, NOTICE_AFTER_S - ROUTER_CHECK_AFTER_S)):
                 return
             notice()
-            waited = NOTICE_AFTER_S
-        if timeout is None:
+        if deadline is None:
             self._consuming_within(None)
-        elif not self._consuming_within(timeout - waited):
+        elif not self._consuming_within(max(0.0, deadline - time.monotonic())):
+            assert timeout is not None
             raise self._unanswered(timeout)
+
+    def _routers(self) -> list[tuple[str, bool | None]]:
+        """Whether a ROUTER answers at each endpoint (pzq.client.router_probe)."""
+        dsns = [self._dsn] if isinstance(self._dsn, str) else list(self._dsn)
+        return [(dsn, router_probe.is_router(dsn, self._curve)) for dsn in dsns]
 
     @property
     def joined(self) -> bool:

@@ -171,6 +171,41 @@ def test_a_groups_consumer_at_another_endpoint_of_the_node_is_told_at_once(share
         assert time.monotonic() - started < 10
 
 
+SEND_ANSWERED = ("this is not a node's --consume-dsn: a DEALER answers there, as a node's "
+                 "--send-dsn does (no ROUTER); give the node's --consume-dsn")
+
+
+def test_a_groups_consumer_at_the_nodes_send_dsn_is_told_at_once(shared_node):
+    """The node's --send-dsn (a DEALER) takes a group consumer's connection and never
+    answers: it waited out its timeout, then blamed 'a busy node, not a pzq endpoint,
+    or a node that requires CURVE'. Its probe finds no ROUTER there after a second.
+    At --consume-dsn it joins as before."""
+    started = time.monotonic()
+    [result] = tools_at_once(("pzq-consume", "--timeout", "30", "--dsn", shared_node.send_dsn,
+                              "--topic", "t", "--group", "g"))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"pzq-consume: error: {SEND_ANSWERED}"]
+    assert time.monotonic() - started < 10
+
+    async def joins(dsn: str, topic: str = "t") -> bool:
+        async with aio.GroupConsumer(dsn, topic, "g", timeout=30) as consumer:
+            return consumer.joined
+
+    started = time.monotonic()
+    with pytest.raises(ConsumeRefused) as refused:
+        GroupConsumer(shared_node.send_dsn, "t", "g", timeout=30)
+    assert str(refused.value) == SEND_ANSWERED
+    with pytest.raises(ConsumeRefused) as refused:
+        asyncio.run(joins(shared_node.send_dsn))
+    assert str(refused.value) == SEND_ANSWERED
+    assert time.monotonic() - started < 10
+
+    with GroupConsumer(shared_node.consume_dsn, "sent-to-send", "g", timeout=30,
+                       declare=True) as consumer:
+        assert consumer.joined
+    assert asyncio.run(joins(shared_node.consume_dsn, "sent-to-send"))
+
+
 def test_a_routed_consumer_names_the_nodes_it_waits_on_and_a_cause_once(shared_node, tmp_path):
     nowhere = f"ipc://{tmp_path}/no-monitor"
     routed = ("pzq-consume", "--topic", "routed", "--group", "g", "--routes")

@@ -67,6 +67,13 @@ def not_a_consume_endpoint(frames: list[bytes]) -> str:
             "node's --consume-dsn")
 
 
+# a node's --send-dsn is a DEALER: it takes the consumer's connection and never answers
+SEND_ANSWERED = ("this is not a node's --consume-dsn: a DEALER answers there, as a node's "
+                 "--send-dsn does (no ROUTER); give the node's --consume-dsn")
+# unanswered this long, the shell asks whether a ROUTER is there at all (router_told)
+ROUTER_CHECK_AFTER_S = 1.0
+
+
 class GroupSession(Generic[M]):
     """A consumer of ``subscribe``'s group, its deliveries made with ``make`` for
     ``owner`` (the shell); ``now`` is when it starts."""
@@ -220,6 +227,18 @@ class GroupSession(Generic[M]):
         # a key the node could not read (an ACK of anything) would refuse the CONSUME
         acked = tuple(key for key in acked if MESSAGE_KEY_PATTERN.fullmatch(key))
         return [consume_wire.encode_consume(replace(self.subscribe, acked=acked))]
+
+    def router_told(self, routers: Sequence[tuple[str, bool | None]]) -> None:
+        """What the shell's probe (pzq.client.router_probe) found at each endpoint of
+        a CONSUME unanswered for ROUTER_CHECK_AFTER_S: ConsumeRefused, before the
+        timeout, when one is no ROUTER (a --send-dsn, which never answers)."""
+        if self.joined:
+            return
+        others = [dsn for dsn, router in routers if router is False]
+        if len(routers) == 1 and others:
+            raise ConsumeRefused(SEND_ANSWERED)
+        if others:
+            raise ConsumeRefused(f"{', '.join(others)}: {SEND_ANSWERED}")
 
     # -- deliveries ----------------------------------------------------------------
 

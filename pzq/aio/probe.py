@@ -96,8 +96,12 @@ async def is_router(dsn: str, curve: ClientSecurity | None,
                     timeout: float = PROBE_TIMEOUT_S) -> bool | None:
     """Whether a ROUTER answers at ``dsn``: pzq.client.router_probe.is_router, without
     blocking the loop."""
-    ended = await _handshake(dsn, curve, timeout, zmq.REQ, router_probe.HANDSHAKE_ENDED)
-    return router_probe.kind_told(None if ended is None else ended[0])
+    for _ in range(router_probe.ATTEMPTS):
+        ended = await _handshake(dsn, curve, timeout, zmq.REQ, router_probe.HANDSHAKE_ENDED)
+        event = None if ended is None else ended[0]
+        if not router_probe.ask_again(event):
+            break
+    return router_probe.kind_told(event)
 
 
 async def _handshake(dsn: str, curve: ClientSecurity | None, timeout: float,

@@ -6,6 +6,8 @@ of owners (a dict, as the node kept beside the sets) would."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -30,15 +32,26 @@ STEPS = st.lists(st.one_of(
 ), max_size=40)
 
 
+@contextmanager
+def group_of(folder: Path, consumers: int, ack_timeout_us: int = 1_000_000
+             ) -> Iterator[tuple[DeliveryState, GroupDelivery, list[ServedConsumer]]]:
+    """A group of ``consumers`` (window 100) over a real store in ``folder``."""
+    store = Store.open(folder / "db")
+    try:
+        state = DeliveryState(OwnArea(store), DeliverySettings(ack_timeout_us, 1 << 20),
+                              Counters())
+        group = GroupDelivery("g", state, dict, LatencyWindow(), "t")
+        group.consumers.extend(ServedConsumer(bytes([at]), group, 100, 0.0)
+                               for at in range(consumers))
+        yield state, group, list(group.consumers)
+    finally:
+        store.close()
+
+
 @settings(max_examples=200, deadline=None)
 @given(steps=STEPS)
 def test_the_held_sets_answer_as_a_table_of_owners(tmp_path_factory, steps):
-    store = Store.open(Path(tmp_path_factory.mktemp("held")) / "db")
-    try:
-        state = DeliveryState(OwnArea(store), DeliverySettings(1_000_000, 1 << 20), Counters())
-        group = GroupDelivery("g", state, dict, LatencyWindow(), "t")
-        consumers = [ServedConsumer(bytes([at]), group, 100, 0.0) for at in range(CONSUMERS)]
-        group.consumers.extend(consumers)
+    with group_of(Path(tmp_path_factory.mktemp("held")), CONSUMERS) as (state, group, consumers):
         owner: dict[int, ServedConsumer] = {}  # the model
         runs: list[list[int]] = []  # the runs sent, as sent
         for verb, at, keys in steps:
@@ -74,20 +87,13 @@ def test_the_held_sets_answer_as_a_table_of_owners(tmp_path_factory, steps):
             assert [each.held_count for each in consumers] == counts
             assert [each.window - each.room for each in consumers] == counts
             assert [len(each.held) for each in consumers] == counts
-    finally:
-        store.close()
 
 
 def test_an_ack_of_a_run_as_sent_lets_it_go_without_a_set(tmp_path):
     """A run held whole goes in one step at its ACK (no key put in the set); any other
     answer (part of it, a look at one key) puts it in the set first, and answers the
     same."""
-    store = Store.open(tmp_path / "db")
-    try:
-        state = DeliveryState(OwnArea(store), DeliverySettings(1_000_000, 1 << 20), Counters())
-        group = GroupDelivery("g", state, dict, LatencyWindow(), "t")
-        consumer = ServedConsumer(b"a", group, 100, 0.0)
-        group.consumers.append(consumer)
+    with group_of(tmp_path, 1) as (state, group, (consumer,)):
         first, second = list(range(10, 20)), list(range(20, 30))
         consumer.hold_run(first)
         consumer.hold_run(second)
@@ -106,8 +112,6 @@ def test_an_ack_of_a_run_as_sent_lets_it_go_without_a_set(tmp_path):
         assert consumer.held_count == 15
         group.let_go(second, consumer)  # no run held: the set's keys go, 25 not among them
         assert consumer.held == {10, 11, 12, 17, 18, 19}
-    finally:
-        store.close()
 
 
 def test_part_of_a_run_acked_the_rest_expired_is_overdue_at_its_consumer(tmp_path):
@@ -115,12 +119,7 @@ def test_part_of_a_run_acked_the_rest_expired_is_overdue_at_its_consumer(tmp_pat
     set) and the rest expired at the reaper: the rest is overdue at the consumer (its
     credit still spent), held by nobody; the NACK of one in the middle of another
     run gives that one back alone."""
-    store = Store.open(tmp_path / "db")
-    try:
-        state = DeliveryState(OwnArea(store), DeliverySettings(1_000, 1 << 20), Counters())
-        group = GroupDelivery("g", state, dict, LatencyWindow(), "t")
-        consumer = ServedConsumer(b"a", group, 100, 0.0)
-        group.consumers.append(consumer)
+    with group_of(tmp_path, 1, ack_timeout_us=1_000) as (state, group, (consumer,)):
         seqs = list(range(100, 110))
         state.inflight.add_run(seqs, [b"v%d" % seq for seq in seqs], 0, 1_000, 40)
         consumer.hold_run(seqs)
@@ -140,5 +139,3 @@ def test_part_of_a_run_acked_the_rest_expired_is_overdue_at_its_consumer(tmp_pat
         assert consumer.held == set(others) - {205} and 205 not in state.inflight
         group.let_go(others, consumer)  # its ACK as sent: the others go, 205 was not held
         assert consumer.held == set() and consumer.room == 94
-    finally:
-        store.close()

@@ -38,7 +38,11 @@ from pzq.bench.options import positive  # noqa: E402
 from pzq.durations import DurationError, duration_us  # noqa: E402
 from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 from pzq.zmqio import Context  # noqa: E402
-from tests.support.power_cut import PowerCut, unavailable  # noqa: E402
+from tests.support.power_cut import (  # noqa: E402
+    PowerCut,
+    kill_processes_naming,
+    unavailable,
+)
 from tests.support.power_loss import SIZES, Round, node_args, run_round  # noqa: E402
 
 EXIT_OK = 0
@@ -119,6 +123,9 @@ def run_mode(name: str, args: argparse.Namespace, rng: random.Random,
             try:
                 if node.process is not None:
                     node.kill()  # first: it holds files in the mount
+                # and a node whose start the signal cut short, inside its Popen (which
+                # never returned: nothing holds it to stop)
+                kill_processes_naming(node.database)
             finally:
                 power.close()  # unmounts, and stops the FUSE process
     return totals

@@ -21,7 +21,12 @@ import pytest
 
 from pzq.store import keyspace
 from pzq.store.store import Store
-from tests.support.power_cut import PowerCut, unavailable
+from tests.support.power_cut import (
+    PowerCut,
+    kill_processes_naming,
+    processes_naming,
+    unavailable,
+)
 from tests.support.power_loss import LARGE, SIZES, node_args, run_round
 
 REASON = unavailable()
@@ -119,21 +124,6 @@ def mounts_under(directory: Path) -> list[str]:
         return [line.split()[1] for line in table if line.split()[1].startswith(str(directory))]
 
 
-def processes_naming(directory: Path) -> dict[int, str]:
-    """Every process whose command line names a path under ``directory``."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue  # gone meanwhile
-        if str(directory) in command:
-            found[int(entry.name)] = command
-    return found
-
-
 def stored_under(directory: Path) -> int:
     """Bytes in the node's database on the script's mounted PowerFS (0: none yet)."""
     total = 0
@@ -187,8 +177,27 @@ def test_the_script_stopped_mid_way_leaves_no_mount_and_no_process(tmp_path, sig
         if script.poll() is None:
             script.kill()
             script.wait()
-        for pid in processes_naming(tmp_path):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_processes_naming(tmp_path)
         for mount in mounts_under(tmp_path):
             subprocess.run(["fusermount3", "-u", "-z", mount], capture_output=True, check=False)
+
+
+def test_a_process_naming_a_folder_is_killed_and_reaped_without_its_popen(tmp_path):
+    """What the script stops at its end beside its node: a process it started whose
+    Popen object was lost (a signal inside Popen) is found by its command line."""
+    folder = tmp_path / "mnt" / "db"
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                              str(folder)])
+    pid = stray.pid
+    try:
+        deadline = time.monotonic() + 10
+        while pid not in processes_naming(folder):
+            assert time.monotonic() < deadline, "the stray never showed its command line"
+            time.sleep(0.01)  # polling /proc with a deadline
+        kill_processes_naming(folder)
+        assert processes_naming(folder) == {}
+        assert not Path(f"/proc/{pid}").exists()  # reaped, not left a zombie
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            stray.kill()
+

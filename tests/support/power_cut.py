@@ -3,10 +3,12 @@ cut (unmounted, keeping only what was fsync'd) and started again from the image.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -14,6 +16,32 @@ from pathlib import Path
 
 POWERFS = Path(__file__).with_name("powerfs.py")
 MOUNT_TIMEOUT_S = 15.0
+
+
+def processes_naming(directory: Path) -> dict[int, str]:
+    """Every process whose command line names a path under ``directory``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # gone meanwhile
+        if str(directory) in command:
+            found[int(entry.name)] = command
+    return found
+
+
+def kill_processes_naming(directory: Path) -> None:
+    """SIGKILL every process naming ``directory`` and reap those that are children: a
+    node whose start a signal cut short (inside its Popen, which never returned, so
+    nothing holds it to stop)."""
+    for pid in processes_naming(directory):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def unavailable() -> str | None:

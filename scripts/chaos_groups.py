@@ -38,7 +38,6 @@ environment:
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import tempfile
@@ -47,7 +46,7 @@ import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import zmq
@@ -60,6 +59,7 @@ from chaos_shared import (  # noqa: E402
     SoakConsumer,
     declare_groups,
     kill_and_restart,
+    report_and_exit,
     soak_parser,
     store_left,
 )
@@ -72,7 +72,6 @@ from pzq.protocol.message_keys import parse_message_key  # noqa: E402
 from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 from tests.support.partition_cluster import ClusterTimings  # noqa: E402
 
-EXIT_FAILED = ExitCode.FAILURE  # lost, unexplained or too many duplicates, store not empty
 TOPIC = "orders"
 STYLES = ("at_once", "holding", "batching")
 WINDOW = 50  # each group consumer's window: what one fault can catch out
@@ -686,17 +685,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(ExitCode.USAGE, "chaos_groups: error: --rate and --seconds must be "
                                     "above 0, --kills, --consumer-faults and --at-least "
                                     "not below\n")
-    try:
-        report = run(args.nodes, args.seconds, args.kills, args.consumer_faults,
-                     args.replicas, args.groups, args.rate, args.seed,
-                     at_least=args.at_least)
-    except Unavailable as exc:
-        parser.exit(ExitCode.USAGE, f"chaos_groups: error: {exc}\n")
-    if args.json:
-        print(json.dumps(asdict(report)))
-    else:
-        print_table(report)
-    return EXIT_FAILED if report.failed() else ExitCode.OK
+    return report_and_exit(parser, lambda: run(args.nodes, args.seconds, args.kills,
+                                               args.consumer_faults, args.replicas,
+                                               args.groups, args.rate, args.seed,
+                                               at_least=args.at_least),
+                           print_table, args.json)
 
 
 if __name__ == "__main__":

@@ -2,24 +2,29 @@
 scripts/chaos_time.py): a topic and its groups declared on every node, a node kill
 that in a cluster may wait until a peer took the node's messages over, the stores
 left at the end, the ``--groups`` option and the consumers' threads. The nodes, the
-faults' schedule and the plain producers are scripts/chaos.py's."""
+faults' schedule and the plain producers are scripts/chaos.py's. A soak's report (a
+dataclass with ``failed()``) is printed, and its exit code given, by
+``report_and_exit``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import asdict
+from typing import Any, Protocol, TypeVar
 
 import zmq
-from chaos import Nodes
+from chaos import Nodes, Unavailable
 
 from pzq.bench.nodes import wait_until
 from pzq.client import ConsumeRefused, GroupConsumer, request_monitor
 from pzq.clock import Now
+from pzq.errors import ExitCode
 
 GROUP_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 DOWN_SECONDS = (0.0, 2.0)  # how much longer a node stays down after its takeover
@@ -113,6 +118,28 @@ def group_names(text: str) -> list[str]:
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"a group is named twice in {text!r}")
     return names
+
+
+class SoakReport(Protocol):
+    def failed(self) -> bool: ...
+
+
+Report = TypeVar("Report", bound=SoakReport)
+
+
+def report_and_exit(parser: argparse.ArgumentParser, run: Callable[[], Report],
+                    print_table: Callable[[Report], None], as_json: bool) -> int:
+    """The soak run, its report printed (a table, or JSON), and the exit code: FAILURE
+    when a check failed; a cluster it cannot make is a usage error of one line."""
+    try:
+        report = run()
+    except Unavailable as exc:
+        parser.exit(ExitCode.USAGE, f"{parser.prog}: error: {exc}\n")
+    if as_json:
+        print(json.dumps(asdict(report)))  # type: ignore[call-overload]
+    else:
+        print_table(report)
+    return ExitCode.FAILURE if report.failed() else ExitCode.OK
 
 
 def soak_parser(prog: str, description: str, seconds: float, rate: float,

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import random
 import sys
 import tempfile
@@ -63,7 +62,7 @@ import traceback
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import zmq
@@ -76,6 +75,7 @@ from chaos_shared import (  # noqa: E402
     SoakConsumer,
     declare_groups,
     kill_and_restart,
+    report_and_exit,
     soak_parser,
     store_left,
 )
@@ -88,7 +88,6 @@ from pzq.protocol.message_keys import parse_message_key  # noqa: E402
 from pzq.tool_base import quiet_on_interrupt  # noqa: E402
 from tests.support.partition_cluster import ClusterTimings  # noqa: E402
 
-EXIT_FAILED = ExitCode.FAILURE
 TOPIC = "timed"
 TOPIC_SETTINGS = "priorities=on on_expire=drop"
 GROUP_ACK_TIMEOUT_S = 1.5
@@ -803,16 +802,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rate <= 0 or args.seconds <= 0 or args.kills < 0:
         parser.exit(ExitCode.USAGE, "chaos_time: error: --rate and --seconds must be above "
                                     "0, --kills not below\n")
-    try:
-        report = run(args.nodes, args.seconds, args.kills, args.replicas, args.groups,
-                     args.rate, args.seed)
-    except Unavailable as exc:
-        parser.exit(ExitCode.USAGE, f"chaos_time: error: {exc}\n")
-    if args.json:
-        print(json.dumps(asdict(report)))
-    else:
-        print_table(report)
-    return EXIT_FAILED if report.failed() else ExitCode.OK
+    return report_and_exit(parser, lambda: run(args.nodes, args.seconds, args.kills,
+                                               args.replicas, args.groups, args.rate,
+                                               args.seed),
+                           print_table, args.json)
 
 
 if __name__ == "__main__":

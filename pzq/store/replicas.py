@@ -354,11 +354,8 @@ class ReplicaStore(Participant):
     def holds_between(self, origin: bytes, first: int, end: int) -> bool:
         """Whether a copy of the origin with a seq in [first, end) is stored (one seek;
         the batch being built is not looked at)."""
-        for store_key, _ in self.store.iterate(keyspace.replica_prefix(origin),
-                                               keyspace.replica_key(origin, first),
-                                               values=False):
-            return keyspace.split_node_key(store_key)[1] < end
-        return False
+        return self.store.any_between(keyspace.replica_key(origin, first),
+                                      keyspace.replica_key(origin, end))
 
     def get(self, origin: bytes, seq: int) -> tuple[Holders, bytes] | None:
         """The copy, as the batch being built leaves it: a DONE read in the wake that

@@ -67,13 +67,9 @@ class ScheduledCopies(Participant):
     def holds_between(self, origin: bytes, first: int, end: int) -> bool:
         """Whether a scheduled copy of the origin with a seq in [first, end) is stored
         (one seek when it has any)."""
-        if not self.counts.get(origin):
-            return False
-        for key, _ in self.store.iterate(keyspace.SCHEDULED_COPY_SEQ_PREFIX + origin,
-                                         keyspace.scheduled_copy_seq_key(origin, first),
-                                         values=False):
-            return keyspace.split_node_key(key)[1] < end
-        return False
+        return bool(self.counts.get(origin)) and self.store.any_between(
+            keyspace.scheduled_copy_seq_key(origin, first),
+            keyspace.scheduled_copy_seq_key(origin, end))
 
     def add(self, batch: Batch, origin: bytes, seq: int, due_us: int, holders: Holders,
             record_value: bytes) -> bool:

@@ -357,6 +357,15 @@ class Store:
         except plyvel.CorruptionError as exc:
             raise self._damaged(exc) from None
 
+    def any_between(self, start: bytes, stop: bytes) -> bool:
+        """Whether a key in [``start``, ``stop``) is stored (one seek)."""
+        try:
+            with self._db.iterator(start=start, stop=stop, include_value=False,
+                                   verify_checksums=True) as iterator:
+                return next(iterator, None) is not None
+        except plyvel.CorruptionError as exc:
+            raise self._damaged(exc) from None
+
     def _damaged(self, exc: plyvel.Error) -> StoreDamaged:
         return StoreDamaged(f"the store {self.path} is damaged: {leveldb_reason(exc)}; "
                             f"{REPAIR_HINT.format(path=self.path)}")

@@ -75,3 +75,17 @@ def test_a_batch_begun_while_one_is_open_gets_its_own(tmp_path: Path):
         assert store.begin().operations == 0
     finally:
         store.close()
+
+
+def test_any_between_is_whether_a_key_lies_in_the_half_open_range(tmp_path):
+    store = Store.open(tmp_path / "db")
+    try:
+        batch = store.begin()
+        batch.put(b"r" + b"\x00\x05", b"")
+        store.commit(batch)
+        assert store.any_between(b"r\x00\x05", b"r\x00\x06")  # its first key
+        assert store.any_between(b"r\x00\x00", b"r\x00\x09")
+        assert not store.any_between(b"r\x00\x00", b"r\x00\x05")  # the end left out
+        assert not store.any_between(b"r\x00\x06", b"r\x01")
+    finally:
+        store.close()

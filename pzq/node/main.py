@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = install_signal_handlers(stop, waker,
                                        BothReloads(node.authorization, node.keys))
     try:
-        run(node, waker, stop, curve, report=report, tune_collector=True)
+        run(node, waker, stop, curve, report=report, owns_process=True)
     except PzqError as exc:  # e.g. an endpoint in use, an archive that cannot be opened
         return _failed(exc, report)
     except Exception:

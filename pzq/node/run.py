@@ -37,17 +37,17 @@ class StopRequest:
 
 def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity,
         shared: Context | None = None, report: StartReport = NO_REPORT,
-        tune_collector: bool = False) -> None:
+        owns_process: bool = False) -> None:
     """Serve until ``stop`` is requested. The node makes its own ZeroMQ context and
     terminates it at the end, unless given a ``shared`` one (a node inside a test
     process, its endpoints on ``inproc://`` there), which it leaves to its owner.
-    ``report`` hears when the node is ready (a shard's supervisor). ``tune_collector``:
-    the node owns its process, whose garbage collector it sets (pzq.node.collector)."""
+    ``report`` hears when the node is ready (a shard's supervisor). ``owns_process``:
+    the process is the node's alone (not a test's): it sets the garbage collector
+    (pzq.node.collector) and watches the descriptors (pzq.node.descriptors)."""
     context = Context() if shared is None else shared
     authenticator: Stoppable = NothingToStop()
     device = None
     files: list[sockets.SocketFile] = []
-    # the node's own process (not one of a test's): its descriptors against its limit
     descriptors = DescriptorWatch()
     try:
         node.archiving.open(Now.read().wall_us / 1e6)
@@ -56,12 +56,12 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
         device = Device(node, waker, context, security, Now.read())
         bound = device.bound()
         files = sockets.socket_files(bound.values())
-        if tune_collector:
+        if owns_process:
             tuned = collector.tune()
             log.info("collector_tuned", thresholds=list(tuned.thresholds), frozen=tuned.frozen)
         log.info("node_ready", node_id=node.node_id.decode(), messages=node.store.messages,
                  **bound)
-        if tune_collector:
+        if owns_process:
             descriptors.start()
         report.ready()
         left = serve(device, stop)

@@ -29,6 +29,13 @@ LINGER_MS = 1000
 CONSUME_SNDHWM = 200_000  # credits bound what is sent; the pipe must not
 CONSUME_HEARTBEAT_MISSES = 3  # heartbeat periods without a PONG: the connection is cut
 MAX_HEARTBEAT_TTL_MS = 6_553_500  # ZMTP carries the TTL in 16 bits of deciseconds
+# A monitor request longer than pzq.protocol.frames.MONITOR_REQUEST_MAX (64 KiB) is
+# answered ERROR; a frame longer than this is not even read (ZeroMQ's MAXMSGSIZE: it
+# closes the sender's connection), so no client makes the node hold more for one.
+MONITOR_FRAME_MAX = 1024 * 1024  # bytes
+# --max-frame-size's default: four times --max-message-size's, so that a body a little
+# over that is still read and answered, and a produce batch of many messages fits
+MAX_FRAME_SIZE = 64 * 1024 * 1024  # bytes
 # what libzmq's word for a host a bind cannot take leaves unsaid ("No such device" for
 # a name that is neither an interface of this host nor one it resolves)
 _BIND_TO = " (bind to an address or interface of this host, or * for every one)"
@@ -135,9 +142,13 @@ def remove_socket_files(files: Iterable[SocketFile]) -> None:
             pass  # gone already, or not ours to remove
 
 
-def bind_receive(context: Context, dsn: str, security: NodeSecurity) -> Socket:
+def bind_receive(context: Context, dsn: str, security: NodeSecurity,
+                 max_frame_size: int = MAX_FRAME_SIZE) -> Socket:
+    """A frame over ``max_frame_size`` (--max-frame-size) is never read: ZeroMQ closes
+    the producer's connection at its length, before it holds any of it."""
     return bind(context, zmq.ROUTER, dsn, "--receive-dsn", security,
-                options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: RECEIVE_SNDHWM})
+                options={zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: RECEIVE_SNDHWM,
+                         zmq.MAXMSGSIZE: max_frame_size})
 
 
 def bind_send(context: Context, dsn: str, security: NodeSecurity,
@@ -149,7 +160,8 @@ def bind_send(context: Context, dsn: str, security: NodeSecurity,
 
 
 def bind_monitor(context: Context, dsn: str, security: NodeSecurity) -> Socket:
-    return bind(context, zmq.ROUTER, dsn, "--monitor-dsn", security)
+    return bind(context, zmq.ROUTER, dsn, "--monitor-dsn", security,
+                options={zmq.MAXMSGSIZE: MONITOR_FRAME_MAX})
 
 
 def bind_consume(context: Context, dsn: str, security: NodeSecurity,

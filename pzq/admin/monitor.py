@@ -36,6 +36,7 @@ from pzq.logs import get_logger
 from pzq.parts import Figures, Part, Verb
 from pzq.protocol import frames
 from pzq.protocol.monitor_text import monitor_text
+from pzq.too_large import TooLargeLog
 from pzq.zmqio import POLLIN, Events, QuietSocket, Socket, drain_framed
 
 log = get_logger("pzq.monitor")
@@ -73,6 +74,7 @@ class Monitor(Part):
         self._rest: Callable[[], None] = nothing  # from the answer, until input (joined)
         self.counters = counters
         self.parts = parts
+        self.too_large = TooLargeLog("monitor")
         self.table: dict[bytes, Verb] = {
             b"MONITOR": alone("MONITOR", lambda arguments, now:
                               monitor_text(parts.figures(now))),
@@ -112,6 +114,13 @@ class Monitor(Part):
     def answer_waiting(self, now: Now) -> None:
         for first, request in drain_framed(self.socket, MONITOR_BATCH):
             self.counters.monitor_requests += 1
+            # the command's length (the socket's frame cap bounds the envelope's)
+            reason = frames.monitor_request_refusal(request[-1])
+            if reason is not None:  # (no split of its words)
+                self.too_large.refused(reason)
+                envelope, reply = frames.monitor_envelope(request), f"ERROR: {reason}".encode()
+                self._send(envelope, reply)
+                continue
             try:
                 envelope, verb, arguments = frames.decode_monitor_request(request)
             except DecodeError as exc:
@@ -127,11 +136,14 @@ class Monitor(Part):
                         reply = _failed(verb, exc)
                 else:
                     reply = self._forbidden(verb, self.authorization.key_of(first))
-            try:
-                self.socket.send_multipart(frames.encode_monitor_reply(envelope, reply),
-                                           zmq.NOBLOCK)
-            except zmq.ZMQError:
-                pass  # the asker is gone or not reading; a monitor reply is not owed
+            self._send(envelope, reply)
+
+    def _send(self, envelope: list[bytes], reply: bytes) -> None:
+        try:
+            self.socket.send_multipart(frames.encode_monitor_reply(envelope, reply),
+                                       zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass  # the asker is gone or not reading; a monitor reply is not owed
 
     def _forbidden(self, verb: bytes, who: str, why: str = NOT_ADMIN) -> bytes:
         shown = verb[:40].decode(errors="replace")  # (a revoked key's may be any bytes)

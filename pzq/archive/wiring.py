@@ -25,6 +25,9 @@ class PlugInSettings(Protocol):
     @property
     def relay_poll_us(self) -> int: ...
 
+    @property
+    def frame_limit(self) -> int: ...
+
 
 class ArchiveWiring(Protocol):
     @property

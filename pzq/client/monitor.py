@@ -13,6 +13,7 @@ import zmq
 from pzq import curve_probe, reach
 from pzq.client.common import NOTICE_AFTER_S, remaining_ms, send_before
 from pzq.errors import EndpointError
+from pzq.protocol.frames import monitor_request_refusal
 from pzq.protocol.monitor_text import parse_monitor_text
 from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
@@ -31,6 +32,9 @@ def request_monitor(dsn: str, command: str, timeout: float = 5.0,
     awaited and why it may not come. A ``context`` of the caller's lets it end the
     wait at once: terminated, it raises zmq.ContextTerminated here.
     """
+    refused = monitor_request_refusal(command.encode())
+    if refused is not None:  # the node's answer, without sending what it may not read
+        return f"ERROR: {refused}".encode()
     curve = plain_if_none(curve)
     socket: zmq.Socket[bytes] = (context or zmq.Context.instance()).socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)

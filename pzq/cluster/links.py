@@ -75,7 +75,8 @@ class ClusterLinks:
         self.security = security
         settings = core.settings
         self.router = bind(context, zmq.ROUTER, settings.broadcast_dsn, "--broadcast-dsn",
-                           security, cluster=True)
+                           security, cluster=True,
+                           options={zmq.MAXMSGSIZE: settings.max_frame_size})
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         hosts.warn_unresolved(settings.nodes)  # once, before the loop: it waits for DNS
         self.dealers: dict[str, Socket] = {}

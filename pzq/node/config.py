@@ -18,6 +18,8 @@ from pzq.delivery.settings import DeliverySettings
 from pzq.errors import ConfigError
 from pzq.node.intake_model import IntakeLimits
 from pzq.protocol.headers import validate_topic
+from pzq.protocol.produce_batches import FRAME_ROOM
+from pzq.sockets import MAX_FRAME_SIZE
 
 NAMED_NODE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(\w+://.+)$")
 US_PER_MS = 1000
@@ -38,6 +40,7 @@ class Config:
     prefetch: int
     delivery_headers: bool
     max_message_size: int
+    max_frame_size: int
     batch_size: int
     max_deliveries: int
     dedup_window_us: int
@@ -103,7 +106,8 @@ class Config:
         if self.broadcast_dsn is None:
             return None
         return ClusterSettings(self.broadcast_dsn, self.peer_endpoints, self.replicas,
-                               self.timeout_nodes_us / 1e6, self.timeout_replication_us / 1e6)
+                               self.timeout_nodes_us / 1e6, self.timeout_replication_us / 1e6,
+                               self.frame_limit)
 
     @property
     def archive(self) -> ArchiveSettings | None:
@@ -114,6 +118,12 @@ class Config:
                                self.flush_interval_us // US_PER_MS,
                                self.retain_us // US_PER_HOUR, self.archive_topic,
                                self.hard_sync, self.retain_bytes)
+
+    @property
+    def frame_limit(self) -> int:
+        """The longest frame the producer endpoints read: --max-frame-size, or when 0
+        the larger of MAX_FRAME_SIZE and --max-message-size with FRAME_ROOM."""
+        return self.max_frame_size or max(MAX_FRAME_SIZE, self.max_message_size + FRAME_ROOM)
 
     @property
     def intake(self) -> IntakeLimits:

@@ -14,6 +14,7 @@ from pzq.node.config import Config, parse_partitions
 from pzq.node.endpoints import ENDPOINTS
 from pzq.protocol.headers import validate_topic
 from pzq.protocol.numbers import whole_number
+from pzq.protocol.produce_batches import FRAME_ROOM
 
 DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
 
@@ -35,6 +36,13 @@ def validate(config: Config) -> None:
     except ValueError as exc:
         raise ConfigError(f"--archive-topic: {exc}") from None
     parse_partitions(config.partitions)
+    least_frame = config.max_message_size + FRAME_ROOM
+    if config.max_frame_size and config.max_frame_size < least_frame:
+        # a body over --max-message-size must still be read to be answered, and a
+        # producer's batch fit in one frame
+        raise ConfigError(f"--max-frame-size must be at least {least_frame} bytes: "
+                          f"--max-message-size ({config.max_message_size} bytes) and "
+                          f"{FRAME_ROOM} bytes of room for a produce batch, ids and headers")
     if (config.curve_secret_key is None) != (config.curve_authorized_keys is None):
         raise ConfigError("--curve-secret-key and --curve-authorized-keys go together")
 

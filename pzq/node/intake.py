@@ -35,6 +35,7 @@ from pzq.store.record import ScheduledStored, Stored
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.store import Store
 from pzq.store.topics import Topic, Topics
+from pzq.too_large import TooLargeLog, over_a_limit
 from pzq.zmqio import Socket, drain_some
 
 log = get_logger("pzq.intake")
@@ -64,6 +65,7 @@ class Intake(Participant):
         self.counters = counters
         self.acks = acks
         self.dedup = dedup
+        self.too_large = TooLargeLog("receive")  # refusals of a size, logged rate-limited
         # Repeats of a message in the batch being built: answered once it is written.
         self._repeats: list[tuple[bytes, bytes]] = []
         self.idle = True  # (Participant) until the batch being built holds a repeat
@@ -462,6 +464,8 @@ class Intake(Participant):
 
     def _refuse(self, refused: ProduceRefused) -> None:
         self.counters.rejected += 1
+        if over_a_limit(refused.reason):
+            self.too_large.refused(refused.reason)
         log.debug("producer_message_rejected", reason=refused.reason,
                   msg_id=refused.msg_id[:frames.MSG_ID_MAX].hex())  # (a long one: refused)
         self.acks.owe(refused.routing_id, refused.msg_id, False, refused.reason.encode())

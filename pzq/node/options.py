@@ -125,6 +125,11 @@ _AFTER_ENDPOINTS: tuple[Option, ...] = (
            "before the empty frame of every delivery (off: the original pzq's layout)"),
     Option("max_message_size", "--max-message-size", int, 16 * 1024 * 1024,
            "largest accepted message body in bytes (all parts together)", least=1),
+    Option("max_frame_size", "--max-frame-size", int, 0,
+           "longest ZeroMQ frame read on --receive-dsn, --broadcast-dsn and "
+           "--zper-writer-dsn, in bytes: ZeroMQ closes the connection of a peer that "
+           "sends a longer one, unread and unanswered (0: 64 MiB, or --max-message-size "
+           "and 1.125 MiB when that is more)", least=0),
     Option("batch_size", "--batch-size", int, 4096,
            "most producer messages and consumer ACKs taken in one wake of the loop", least=1),
     Option("max_deliveries", "--max-deliveries", int, 0,

@@ -126,7 +126,7 @@ def open_backups(node: NodeState) -> Backups:
 def open_intake(wiring: NodeWiring, node: NodeState, dsn: str, parts: Parts) -> IntakePart:
     """The producers' endpoint; it paces itself by the other parts' backlog."""
     config = node.config
-    socket = sockets.bind_receive(wiring.context, dsn, wiring.security)
+    socket = sockets.bind_receive(wiring.context, dsn, wiring.security, config.frame_limit)
     acks = ProducerAcks(socket, node.counters)
     intake = Intake(socket, config.intake, node.store, node.counters, acks, node.topics,
                     node.dedup, node.routes, node.scheduled, node.expiry, node.lanes,

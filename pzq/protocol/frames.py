@@ -277,17 +277,36 @@ def decode_consumer_ack(frames: list[bytes]) -> tuple[bytes, bool]:
 
 # -- monitor ---------------------------------------------------------------
 
+# A monitor request is a verb and a few words (the longest: BACKUP's path, at most
+# PATH_MAX, 4 KiB): a command frame longer than this is refused unread
+MONITOR_REQUEST_MAX = 64 * 1024  # bytes
+
+
+def monitor_request_refusal(command: bytes) -> str | None:
+    """Why a monitor command is refused for its length (None: it is not too long)."""
+    if len(command) <= MONITOR_REQUEST_MAX:
+        return None
+    return (f"monitor request of {len(command)} bytes exceeds the limit of "
+            f"{MONITOR_REQUEST_MAX} bytes")
+
+
 def decode_monitor_request(frames: list[bytes]) -> tuple[list[bytes], bytes, list[bytes]]:
     """The last frame is the command, ``VERB [argument…]``; what comes before (less
     empty frames at the end) is the envelope the reply goes back along. Works for
     REQ and DEALER. Returns (envelope, verb in upper case, arguments)."""
     if len(frames) < 2:
         raise DecodeError("monitor request has no command frame")
-    envelope = frames[:-1]
+    verb, *arguments = frames[-1].split() or [b""]
+    return monitor_envelope(frames), verb.upper(), arguments
+
+
+def monitor_envelope(frames: list[bytes]) -> list[bytes]:
+    """What a monitor request's reply goes back along: the frames before its command,
+    less empty frames at the end (the routing id alone, of a request of one frame)."""
+    envelope = frames[:-1] or frames[:1]
     while len(envelope) > 1 and envelope[-1] == b"":
         envelope.pop()
-    verb, *arguments = frames[-1].split() or [b""]
-    return envelope, verb.upper(), arguments
+    return envelope
 
 
 def encode_monitor_reply(envelope: list[bytes], text: bytes) -> list[bytes]:

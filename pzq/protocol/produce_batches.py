@@ -32,12 +32,18 @@ from itertools import chain
 from pzq.errors import DecodeError, ProduceRefused
 from pzq.protocol.batch_runs import Member, member_token, read_runs
 from pzq.protocol.frame_groups import LENGTH
-from pzq.protocol.frames import MSG_ID_MAX, STATUS_FAILED, STATUS_OK, Produce
+from pzq.protocol.frames import HEADERS_MAX, MSG_ID_MAX, STATUS_FAILED, STATUS_OK, Produce
 from pzq.protocol.numbers import whole_number
 
 PROTOCOL_HEADER = b"PROTOCOL:2"
 BATCH = b"BATCH:"
 MAX_MESSAGES = 10_000  # in one batch
+# A producer sends its batch once the entries reach BATCH_BYTES, whatever their count:
+# a batch is one frame, and a node reads no frame over its --max-frame-size (it closes
+# the connection). So a batch is at most this plus one message: its body, and its id
+# and headers (under HEADERS_MAX) with their lengths, within FRAME_ROOM of the body.
+BATCH_BYTES = 1024 * 1024
+FRAME_ROOM = BATCH_BYTES + 2 * HEADERS_MAX  # the least --max-frame-size over the body's
 RESULT = struct.Struct(">cH")  # status, length of the status message
 _STORED = (True, b"")  # the result of a message stored
 _STORED_RESULT = RESULT.pack(STATUS_OK, 0)

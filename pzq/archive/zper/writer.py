@@ -341,7 +341,8 @@ def open_writer(wiring: ArchiveWiring, dsn: str) -> Part:
     config = wiring.config
     writer = ZperWriter(wiring.archive.archive, config.archive_topic, keep_all=False,
                         authorization=wiring.authorization)
-    socket = wiring.bind(zmq.ROUTER, dsn, ZPER_WRITER_DSN.flag, {zmq.RCVHWM: WRITER_RCVHWM})
+    socket = wiring.bind(zmq.ROUTER, dsn, ZPER_WRITER_DSN.flag,
+                         {zmq.RCVHWM: WRITER_RCVHWM, zmq.MAXMSGSIZE: config.frame_limit})
     return ZperWriterPart(writer, socket, config.batch_size, wiring.hub)
 
 

@@ -100,6 +100,7 @@ class ProducerSession:
                        itertools.count())
         self._asking: bytes | None = None  # the message that asked the node
         self._pending: list[tuple[bytes, bytes]] = []  # msg id, entry: the next batch
+        self._pending_bytes = 0  # of the entries in ``_pending``
         self._batches: dict[bytes, list[bytes]] = {}  # batch id -> its msg ids, out
         # with an ack_timeout, what went and waits for its ACK, in the order it went:
         # batch id (or msg id of a message sent alone) -> when it went
@@ -120,10 +121,13 @@ class ProducerSession:
         self.unanswered[msg_id] = now
         if self.protocol > 1:
             pending = self._pending
-            pending.append((msg_id, batches.encode_entry(msg_id, headers, parts)))
+            entry = batches.encode_entry(msg_id, headers, parts)
+            pending.append((msg_id, entry))
+            self._pending_bytes += len(entry)
             # a full batch goes, and so does a message while nothing is out (no wait
             # for a slow producer); else the batch fills while ACKs free the window
-            if len(pending) >= self.batch or len(self.unanswered) == 1:
+            if len(pending) >= self.batch or len(self.unanswered) == 1 \
+                    or self._pending_bytes >= batches.BATCH_BYTES:
                 return self.pending_batch(now)
             return None
         if self.batch > 1 and self._asking is None:
@@ -141,6 +145,7 @@ class ProducerSession:
             self._out_since.pop(msg_id, None)
         if self.unanswered.pop(msg_id, None) is not None and self._pending:
             self._pending = [entry for entry in self._pending if entry[0] != msg_id]
+            self._pending_bytes = sum(len(entry) for _, entry in self._pending)
 
     def pending_batch(self, now: float | None = None) -> list[bytes] | None:
         """The messages waiting for a batch, to go now in one (None: none waits);
@@ -152,7 +157,7 @@ class ProducerSession:
         if self.ack_timeout is not None:
             self._out_since[batch_id] = time.monotonic() if now is None else now
         frames = batches.encode_batch(batch_id, [entry for _, entry in self._pending])
-        self._pending = []
+        self._pending, self._pending_bytes = [], 0
         return frames
 
     def due_batch(self, now: float | None = None) -> list[bytes] | None:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from pzq.bench.nodes import STOP_TIMEOUT
+from pzq.protocol.produce_batches import FRAME_ROOM
 from tests.support.harness import NodeProcess, wait_until
 from tests.support.original_node import OriginalDaemon
 from tests.support.ports import port_below_ephemeral
@@ -219,6 +220,28 @@ def test_a_refusal_reaches_the_php_producer_with_its_reason(node):
               else "Trying to save empty message")
     assert line == {"id": b"php-0".hex(),
                     "error": f"Remote peer failed to handle message ({reason})"}
+
+
+def test_a_body_over_the_limit_reaches_the_php_producer_with_its_reason(start_node):
+    """--max-message-size is pzq's own (the original reads any size): its refusal is an
+    ordinary ACK 0 with the reason in frame 3, which the client shows."""
+    node = start_node(*NODE_OPTIONS, "--max-message-size", "1000")
+    produce(node, [[b"x" * 1000]])
+    (line,) = produce(node, [[b"x" * 1001]], fails=True)
+    assert line == {"id": b"php-0".hex(), "error": "Remote peer failed to handle message "
+                    "(message body of 1001 bytes exceeds the limit of 1000 bytes)"}
+
+
+def test_a_frame_over_the_cap_times_the_php_producer_out_and_the_next_is_stored(start_node):
+    """A frame over --max-frame-size is never read: ZeroMQ closes the connection, and
+    the client, told nothing, says ACK timeout; it reconnects by itself."""
+    frame_max = 1000 + FRAME_ROOM
+    node = start_node(*NODE_OPTIONS, "--max-message-size", "1000",
+                      "--max-frame-size", str(frame_max))
+    (line,) = produce(node, [[b"x" * (frame_max + 1)]], fails=True, timeout_ms=2000)
+    assert line == {"id": b"php-0".hex(), "error": "ACK timeout"}
+    produce(node, [[b"the next"]])
+    assert [m["parts"] for m in consume(node, count=1)] == [[b"the next"]]
 
 
 def test_a_message_without_an_id(node):

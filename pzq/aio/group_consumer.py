@@ -144,8 +144,23 @@ class GroupConsumer(GroupView[Message], Deliveries):
 
     def answered(self) -> bool:
         """Read what the node said without waiting: True once it said CONSUMING;
-        ConsumeRefused when it refused the group."""
+        ConsumeRefused when it refused the group (``check_router`` asks whether a
+        ROUTER is there at all)."""
         return self._session.joined or self._read(time.monotonic(), until_joined=True)
+
+    @property
+    def router_check_at(self) -> float | None:
+        """When ``check_router`` asks whether a ROUTER is at the endpoint, if no answer
+        came (None: it will not)."""
+        return self._session.router_check_at
+
+    async def check_router(self) -> None:
+        """A join ``answered`` reads, unanswered ROUTER_CHECK_AFTER_S: ConsumeRefused
+        when its endpoint proves no ROUTER (a --send-dsn, which never answers), as
+        ``join`` says it; asked once a join (the probe's handshake, a few ms)."""
+        session = self._session
+        if session.router_check_due(time.monotonic()):
+            session.router_told(await self._routers())
 
     # -- deliveries --------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ are).
 from __future__ import annotations
 
 import asyncio
+import operator
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -24,6 +25,8 @@ from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.errors import ClientClosed, ConsumeRefused
 from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN
+
+CHECK_AT = operator.attrgetter("router_check_at")  # a join's time to probe its endpoint
 
 
 class RoutedGroupConsumer(Deliveries):
@@ -73,7 +76,7 @@ class RoutedGroupConsumer(Deliveries):
         self._join_new(now)
         await self._take_joins(now)
         while not session.first_joins_done(now):
-            wake = session.first_joins_wake()
+            wake = session.with_router_checks(session.first_joins_wake(), CHECK_AT)
             await wait_any([consumer.socket for _, consumer in session.awaited()], POLLIN,
                            None if wake is None else max(0.001, wake - time.monotonic()),
                            "consumer")
@@ -91,9 +94,12 @@ class RoutedGroupConsumer(Deliveries):
     async def _take_joins(self, now: float) -> None:
         """The joins answered are members now; those unanswered too long are let go
         (tried again while the table counts their node up). ConsumeRefused when a
-        node refused the group."""
-        for consumer in self._session.settle_joins(GroupConsumer.answered, now):
+        node refused the group, or when a join's endpoint proves no ROUTER
+        (``GroupConsumer.check_router``: a node's --send-dsn, which never answers)."""
+        session = self._session
+        for consumer in session.settle_joins(GroupConsumer.answered, now):
             await consumer.close()
+        await asyncio.gather(*(consumer.check_router() for _, consumer in session.awaited()))
 
     async def receive(self, timeout: float | None = None) -> Message | None:
         found = await self.receive_many(1, timeout)
@@ -134,7 +140,8 @@ class RoutedGroupConsumer(Deliveries):
             now = time.monotonic()
             if deadline is not None and deadline <= now:
                 return []
-            wake = session.next_deadline(now)
+            wake = session.with_router_checks(session.next_deadline(now), CHECK_AT)
+            assert wake is not None  # (the table's refresh is always due some time)
             await self._wait(wake if deadline is None else min(deadline, wake))
 
     async def _wait(self, until: float) -> None:

@@ -110,10 +110,23 @@ class GroupConsumer(GroupView[Message]):
         """The node said CONSUMING."""
         return self._session.joined
 
+    @property
+    def router_check_at(self) -> float | None:
+        """When ``answered`` asks whether a ROUTER is at the endpoint, if no answer
+        came (None: it will not)."""
+        return self._session.router_check_at
+
     def answered(self) -> bool:
         """Read what the node said without waiting: True once it said CONSUMING;
-        ConsumeRefused when it refused the group."""
-        return self._session.joined or self._consuming_within(0)
+        ConsumeRefused when it refused the group, or when, unanswered for
+        ROUTER_CHECK_AFTER_S, its endpoint proves no ROUTER (a --send-dsn, which
+        never answers: the probe's handshake, a few ms, is made once a join)."""
+        session = self._session
+        if session.joined or self._consuming_within(0):
+            return True
+        if session.router_check_due(time.monotonic()):
+            session.router_told(self._routers())
+        return False
 
     def _unanswered(self, timeout: float) -> ConsumeUnanswered:
         """No answer to CONSUME within ``timeout``: what a probe finds at the endpoint."""

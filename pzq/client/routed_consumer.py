@@ -9,6 +9,7 @@ are). It must stay on the thread that made it.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -23,6 +24,8 @@ from pzq.client.sessions.routed_group import RoutedGroupSession
 from pzq.errors import ConsumeRefused
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
+
+CHECK_AT = operator.attrgetter("router_check_at")  # a join's time to probe its endpoint
 
 
 class RoutedGroupConsumer:
@@ -56,7 +59,7 @@ class RoutedGroupConsumer:
         self._join_new(now)
         self._take_joins(now)
         while not session.first_joins_done(now):
-            self._wait(session.first_joins_wake(),
+            self._wait(session.with_router_checks(session.first_joins_wake(), CHECK_AT),
                        [consumer for _, consumer in session.awaited()])
             now = time.monotonic()
             self._take_joins(now)
@@ -71,7 +74,8 @@ class RoutedGroupConsumer:
     def _take_joins(self, now: float) -> None:
         """The joins answered are members now; those unanswered too long are let go
         (tried again while the table counts their node up). ConsumeRefused when a
-        node refused the group."""
+        node refused the group, or when a join's endpoint proves no ROUTER
+        (``GroupConsumer.answered``: a node's --send-dsn, which never answers)."""
         for consumer in self._session.settle_joins(GroupConsumer.answered, now):
             consumer.close()
 
@@ -106,8 +110,8 @@ class RoutedGroupConsumer:
             now = time.monotonic()
             if deadline is not None and deadline <= now:
                 return []
-            wake = session.next_deadline(now)
-            self._wait(wake if deadline is None else min(deadline, wake),
+            wake = session.with_router_checks(session.next_deadline(now), CHECK_AT)
+            self._wait(wake if deadline is None or wake is None else min(deadline, wake),
                        session.every_member())
 
     def _take_arrived(self, most: int) -> list[Message]:

@@ -20,7 +20,7 @@ import pytest
 from pzq import aio, reach, security
 from pzq.cli import bench, human
 from pzq.cli.waiting import endpoint_state
-from pzq.client import GroupConsumer
+from pzq.client import GroupConsumer, RoutedGroupConsumer, RouteTable
 from pzq.errors import ConsumeRefused
 from tests.support.harness import NodeProcess, wait_until
 
@@ -204,6 +204,47 @@ def test_a_groups_consumer_at_the_nodes_send_dsn_is_told_at_once(shared_node):
                        declare=True) as consumer:
         assert consumer.joined
     assert asyncio.run(joins(shared_node.consume_dsn, "sent-to-send"))
+
+
+@pytest.mark.parametrize("role, said", [("send", SEND_ANSWERED), ("receive", RECEIVE_ANSWERED),
+                                        ("monitor", MONITOR_ANSWERED)])
+def test_routed_and_unwaited_group_consumers_at_another_endpoint_are_told_at_once(
+        shared_node, role, said):
+    """A route table naming the node's --send-dsn, --receive-dsn or --monitor-dsn as its
+    consume endpoint, and a GroupConsumer made with wait=False (read by ``answered``,
+    as a routed consumer reads its joins). At the --send-dsn, which never answers, the
+    routed consumers waited out their 30 s timeout, then said 'no node in the route
+    table has a consume endpoint', and ``answered`` said False for ever; each now asks
+    the probe after a second, as GroupConsumer does."""
+    wrong = getattr(shared_node, f"{role}_dsn")
+
+    def misrouted(table):
+        for node in table.nodes.values():  # (the table's data: this node's ROUTES answer)
+            node["consume"] = wrong
+        return table
+
+    async def routed() -> None:
+        table = aio.RouteTable(shared_node.monitor_dsn)
+        await table.known()
+        async with aio.RoutedGroupConsumer(misrouted(table), "t", "g", timeout=30):
+            pytest.fail(f"joined a group at the node's --{role}-dsn")
+
+    started = time.monotonic()
+    with pytest.raises(ConsumeRefused) as refused:
+        RoutedGroupConsumer(misrouted(RouteTable(shared_node.monitor_dsn)), "t", "g",
+                            timeout=30)
+    assert str(refused.value) == said
+    with pytest.raises(ConsumeRefused) as refused:
+        asyncio.run(routed())
+    assert str(refused.value) == said
+    unwaited = GroupConsumer(wrong, "t", "g", timeout=30, wait=False)
+    try:
+        with pytest.raises(ConsumeRefused) as refused:
+            wait_until(unwaited.answered, 10, message="answered's refusal")
+    finally:
+        unwaited.close()
+    assert str(refused.value) == said
+    assert time.monotonic() - started < 15
 
 
 def test_a_routed_consumer_names_the_nodes_it_waits_on_and_a_cause_once(shared_node, tmp_path):

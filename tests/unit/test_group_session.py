@@ -10,7 +10,7 @@ import pytest
 from pzq.client.message import Message
 from pzq.client.sessions.consumer import ConsumerSession
 from pzq.client.sessions.delivered import keys_of, own_key, own_keys
-from pzq.client.sessions.group import GroupSession
+from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S, GroupSession
 from pzq.errors import ConsumeRefused
 from pzq.protocol import consume as wire
 from pzq.protocol import frames as original
@@ -456,3 +456,27 @@ def test_a_group_the_keys_rights_no_longer_give_is_refused_and_never_joined_agai
         session.received(error(said), 5.0)
     with pytest.raises(ConsumeRefused, match="rules changed"):
         session.received(error("HEARTBEAT before CONSUME: send CONSUME first"), 6.0)
+
+
+def test_an_unanswered_join_asks_once_whether_a_router_is_there():
+    """A consumer that does not wait for its join (a routed consumer's, ``answered``)
+    asks here: a second after its CONSUME went, once; its answer refuses a DEALER's
+    endpoint (a node's --send-dsn) and ends the asking for that join."""
+    session = GroupSession(SUBSCRIBE, Message, OWNER, now=0.0)
+    session.consume(10.0)
+    assert session.router_check_at == 10.0 + ROUTER_CHECK_AFTER_S
+    assert not session.router_check_due(10.5)
+    assert session.router_check_due(11.0)
+    assert not session.router_check_due(12.0)  # asked: not again for this join
+    with pytest.raises(ConsumeRefused, match="a DEALER answers there"):
+        session.router_told([("tcp://node:11132", False)])
+    session.consume(20.0)  # a join again: asked again
+    session.router_told([("tcp://node:11135", True)])  # a ROUTER: wait on
+    assert session.router_check_at is None and not session.router_check_due(30.0)
+
+
+def test_a_joined_session_asks_nothing():
+    session = GroupSession(SUBSCRIBE, Message, OWNER, now=0.0)
+    session.consume(0.0)
+    session.received(consuming(), 0.5)
+    assert session.router_check_at is None and not session.router_check_due(5.0)

@@ -316,3 +316,18 @@ def test_settle_joins_makes_the_answered_members_and_gives_up_the_late():
     assert session.settle_joins(lambda member: member == "a", 3.5) == ["b"]
     assert list(session.members.values()) == ["a"]
     assert session.awaited() == [("tcp://c:5", "c")]
+
+
+def test_a_joins_probe_wakes_the_routed_consumer_before_its_timeout():
+    """The wait for the first joins (and between receives) ends in time for a join's
+    probe of its endpoint: at a node's --send-dsn no answer would wake it before the
+    join timeout."""
+    session: RoutedGroupSession[str] = RoutedGroupSession(routes(["a"]), join_timeout=30.0)
+    session.join_sent("tcp://a:5", "member a", 0.0)
+    session.join_sent("tcp://b:5", "member b", 0.0)
+    check_at = {"member a": 1.0, "member b": None}.get  # b asked already
+    assert session.first_joins_wake() == 30.0
+    assert session.with_router_checks(session.first_joins_wake(), check_at) == 1.0
+    assert session.with_router_checks(None, check_at) == 1.0
+    assert session.with_router_checks(0.5, check_at) == 0.5
+    assert session.with_router_checks(None, lambda member: None) is None

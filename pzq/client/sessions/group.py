@@ -99,11 +99,30 @@ class GroupSession(Generic[M]):
         # it forgot (a NACK of one is not sent)
         self._newest_sent_us = 0
         self.forgot_upto_us = 0
+        # when a join's endpoint is to be probed if no answer came (None: not now)
+        self._router_check_at: float | None = None
 
     def consume(self, now: float) -> list[bytes]:
         """The CONSUME that joins the group."""
         self._last_sent = now
+        if not self.joined:
+            self._router_check_at = now + ROUTER_CHECK_AFTER_S
         return consume_wire.encode_consume(self.subscribe)
+
+    @property
+    def router_check_at(self) -> float | None:
+        """When ``router_check_due`` will say yes (None: not for this join)."""
+        return None if self.joined else self._router_check_at
+
+    def router_check_due(self, now: float) -> bool:
+        """Whether the shell is to ask now whether a ROUTER answers at the endpoint
+        (then ``router_told``): the join is unanswered ROUTER_CHECK_AFTER_S after its
+        CONSUME went. Once a join: a consumer that does not wait for its answer (a
+        routed consumer's, pzq's ``answered``) asks here at each look."""
+        if self.joined or self._router_check_at is None or now < self._router_check_at:
+            return False
+        self._router_check_at = None
+        return True
 
     # -- frames in -------------------------------------------------------------------
 
@@ -232,6 +251,7 @@ class GroupSession(Generic[M]):
         """What the shell's probe (pzq.client.router_probe) found at each endpoint of
         a CONSUME unanswered for ROUTER_CHECK_AFTER_S: ConsumeRefused, before the
         timeout, when one is no ROUTER (a --send-dsn, which never answers)."""
+        self._router_check_at = None  # told: not asked again for this join
         if self.joined:
             return
         others = [dsn for dsn, router in routers if router is False]

@@ -125,6 +125,16 @@ class RoutedGroupSession(Generic[C]):
             return None
         return min(sent for _, sent in self.joining.values()) + self.join_timeout
 
+    def with_router_checks(self, wake: float | None,
+                           check_at: Callable[[C], float | None]) -> float | None:
+        """``wake``, or earlier when a join's endpoint is to be probed before it
+        (``check_at``: the member's time for it, None when it has none)."""
+        times = [found for _, member in self.awaited()
+                 if (found := check_at(member)) is not None]
+        if wake is not None:
+            times.append(wake)
+        return min(times) if times else None
+
     def every_member(self) -> list[C]:
         """The members and the joins on their way: each to close."""
         return list(self.members.values()) + [member for member, _ in self.joining.values()]

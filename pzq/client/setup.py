@@ -59,6 +59,18 @@ def consumer(prefetch: int, make: MakeMessage[M], owner: Any,
     return ConsumerSession(make, owner), socket
 
 
+def join_timeout(timeout: float | None) -> float | None:
+    """A group consumer's ``timeout`` for its node's answer to CONSUME, or ValueError
+    before anything is made: one of 0 or below (or no number) would end the join at
+    once, saying the node did not answer."""
+    if timeout is not None and (isinstance(timeout, bool)
+                                or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds above 0 (None: wait for "
+                         f"ever), got {timeout!r}")
+    return timeout
+
+
 def routed_group_options(options: dict[str, Any]) -> dict[str, Any]:
     """A routed group consumer's options for each node's consumer: each node makes the
     group when it has none (a group lives on each node), and a node that is down is

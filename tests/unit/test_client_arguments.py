@@ -9,6 +9,7 @@ left open."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -36,6 +37,26 @@ def test_a_group_consumer_refuses_alike_in_either_client(options, says, context,
     async def make() -> None:
         aio.GroupConsumer(context=aio_context, **given)
     with pytest.raises(ValueError, match=says):
+        asyncio.run(make())
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"topic": b"t"}, "topic must be a str, got bytes b't'"),
+    ({"group": None}, "group must be a str, got NoneType None"),
+    ({"filter": 5}, "filter must be a str, got int 5"),
+    ({"window": "5"}, "window must be a whole number, got str '5'"),
+    ({"window": 2.5}, "window must be a whole number, got float 2.5"),
+])
+def test_a_group_consumer_option_of_another_type_is_named_alike(options, says, context,
+                                                                 aio_context):
+    # it failed in the CONSUME's encoding: "'bytes' object has no attribute 'encode'"
+    given = {"dsn": DSN, "topic": "t", "group": "g", **options}
+    with pytest.raises(TypeError, match=re.escape(says)):
+        GroupConsumer(context=context, **given)
+
+    async def make() -> None:
+        aio.GroupConsumer(context=aio_context, **given)
+    with pytest.raises(TypeError, match=re.escape(says)):
         asyncio.run(make())
 
 

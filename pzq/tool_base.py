@@ -1,7 +1,8 @@
 """What every command-line tool stands on, the archive's and the node's own included:
 an argument parser whose errors are one line, showing a long value cut, and whose
 options refuse a negative value themselves, whole numbers checked, a quiet end when
-the reader stops reading, and a quiet exit 130 on Ctrl-C."""
+the reader stops reading, and a quiet exit 130 on Ctrl-C (and, for the tools that
+hold messages, on SIGTERM)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import argparse
 import functools
 import os
 import re
+import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from typing import Any, NoReturn, ParamSpec
 
@@ -135,6 +138,30 @@ def quiet_on_interrupt(main: Callable[P, int]) -> Callable[P, int]:
             return ExitCode.INTERRUPTED
 
     return run
+
+
+def sigterm_as_interrupt(main: Callable[P, int]) -> Callable[P, int]:
+    """SIGTERM (a supervisor's stop, ``timeout``, ``docker stop``) ends the tool as
+    Ctrl-C does, through its own KeyboardInterrupt handling: what it holds is handed
+    back and said (a group's deliveries by BYE, the messages sent without an ACK
+    counted), exit 130. By default it died at once, silently, its deliveries held
+    until their ack deadline."""
+
+    @functools.wraps(main)
+    def run(*args: P.args, **kwargs: P.kwargs) -> int:
+        if threading.current_thread() is not threading.main_thread():
+            return main(*args, **kwargs)  # (a signal handler is the main thread's)
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            return main(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    return run
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def interrupted_quietly(target: Callable[..., object], *args: object) -> None:

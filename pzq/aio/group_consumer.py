@@ -58,7 +58,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
                  context: AsyncContext | None = None) -> None:
         self.dsn = dsn
         self.curve = curve
-        self.timeout = timeout
+        self.timeout = setup.join_timeout(timeout)
         subscribe = wire.Subscribe(topic, group, window, filter, wire.start_of(start),
                                    confirm=confirm, declare=declare, protocol=protocol)
         self._session, self._socket = setup.group_consumer(

@@ -40,8 +40,10 @@ from pzq.client.sessions.producer import (
     ACK_TIMEOUT_S,
     KEEP_ACKS,
     Moment,
+    check_list,
     given_up_error,
     time_headers,
+    topic_frames,
     topic_headers,
 )
 from pzq.errors import ClientClosed
@@ -90,7 +92,7 @@ class Producer(ProducerView):
         self._reader: asyncio.Task[None] | None = None
         self._overdue_check: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the first publish's
-        self._topic_frames: dict[str, list[bytes]] = {}  # a topic's TOPIC frame, made once
+        self._topic_frames: dict[str | None, list[bytes]] = {}  # a topic's TOPIC frame, made once
         self._failure: BaseException | None = None
         self._closed = False
 
@@ -119,6 +121,7 @@ class Producer(ProducerView):
         if delay is not None or not_before is not None or ttl is not None \
                 or expires is not None or priority is not None:
             headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
+        headers = self._headers(headers, topic, key, tag, dedup_id)
         self._check_loop()
         session = self._session
         if len(session.unanswered) >= session.window:  # full (a step less a message)
@@ -134,21 +137,25 @@ class Producer(ProducerView):
             loop = self._loop = asyncio.get_running_loop()
             self._reader = loop.create_task(self._read())
             self._check_overdue()
+        frames = session.add(msg_id, parts, headers, time.monotonic())  # (TypeError: none)
         future: asyncio.Future[ProducerAck] = loop.create_future()
         self._futures[msg_id] = future
-        if topic is not None and tag is None and dedup_id is None and key is None:
-            found = self._topic_frames.get(topic)
-            if found is None:
-                found = self._topic_frames[topic] = topic_headers(topic, None)
-            frames = session.add(msg_id, parts, [*headers, *found] if headers else found,
-                                 time.monotonic())
-        else:
-            frames = session.add(msg_id, parts,
-                                 [*headers, *topic_headers(topic, tag, dedup_id, key)],
-                                 time.monotonic())
         if frames is not None:
             self._out.put(frames)
         return future
+
+    def _headers(self, headers: Sequence[bytes], topic: str | None, key: str | bytes | None,
+                 tag: str | None, dedup_id: str | bytes | None) -> Sequence[bytes]:
+        """``headers`` and the frames of the options after them (TypeError for a value
+        of another type, before anything is taken)."""
+        if headers:
+            check_list("headers", headers)
+        if tag is None and dedup_id is None and key is None:
+            if topic is None:
+                return headers
+            found = topic_frames(self._topic_frames, topic)  # a topic's frame made once
+            return [*headers, *found] if headers else found
+        return [*headers, *topic_headers(topic, tag, dedup_id, key)]
 
     async def send(self, parts: Sequence[bytes], topic: str | None = None,
                    key: str | bytes | None = None, tag: str | None = None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from fractions import Fraction
 
 import zmq
@@ -16,7 +15,7 @@ from pzq.durations import EXAMPLES as DURATION_EXAMPLES
 from pzq.errors import ConfigError, DecodeError
 from pzq.node.config_checks import DSN_PATTERN
 from pzq.protocol import consume as consume_wire
-from pzq.protocol.time_headers import epoch_us
+from pzq.protocol.time_headers import epoch_us, iso_moment
 from pzq.security import ClientSecurity
 from pzq.sockets import dual_stack
 from pzq.store.topic_model import validate_name
@@ -188,12 +187,16 @@ def moment_us(text: str) -> int:
     if text.isdigit():
         return int(text)
     try:
-        moment = datetime.fromisoformat(text)
-        return epoch_us(moment, "the time")
+        moment = iso_moment(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text} is not a time: give ISO 8601 (2026-12-01T09:00:00Z) or µs since "
             "the epoch") from None
+    try:
+        return epoch_us(moment, "the time")
+    except ValueError:  # a time, but not one the node takes
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: give a time from 1970 to 9999") from None
 
 
 def add_curve_options(parser: argparse.ArgumentParser, default: str | None = None) -> None:

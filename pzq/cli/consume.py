@@ -23,7 +23,7 @@ from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
 from pzq.client.consumer import Message
 from pzq.errors import ConsumeRefused, ConsumeUnanswered, ExitCode
 from pzq.protocol import consume as consume_wire
-from pzq.tool_base import quiet_on_closed_pipe
+from pzq.tool_base import quiet_on_closed_pipe, sigterm_as_interrupt
 
 DEFAULT_SEND = "tcp://127.0.0.1:11132"
 DEFAULT_CONSUME = "tcp://127.0.0.1:11135"
@@ -52,6 +52,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
 
 
 @quiet_on_closed_pipe
+@sigterm_as_interrupt
 def consume_main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)

@@ -26,7 +26,7 @@ from pzq.errors import ExitCode
 from pzq.protocol.frames import HEADER_PATTERN, ProducerAck
 from pzq.protocol.headers import KEY_HEADER
 from pzq.security import ClientSecurity
-from pzq.tool_base import quiet_on_closed_pipe
+from pzq.tool_base import quiet_on_closed_pipe, sigterm_as_interrupt
 
 DEFAULT_RECEIVE = "tcp://127.0.0.1:11131"
 ACK_WAIT_S = 0.02  # while waiting for input with ACKs due: how often a line is looked for
@@ -64,6 +64,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
 
 
 @quiet_on_closed_pipe
+@sigterm_as_interrupt
 def produce_main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)
@@ -205,8 +206,9 @@ def _interrupted(producer: Producer | RoutedProducer, tally: AckTally,
     _report_acks(producer.acks(), tally)
     _say_given_up(tally, ack_timeout)
     if producer.outstanding:
+        them = "it" if producer.outstanding == 1 else "them"
         print(f"pzq-produce: interrupted with {messages(producer.outstanding)} sent and "
-              "not ACKed yet: the node may have stored them", file=sys.stderr, flush=True)
+              f"not ACKed yet: the node may have stored {them}", file=sys.stderr, flush=True)
     return ExitCode.INTERRUPTED
 
 

@@ -50,9 +50,15 @@ def connect(socket: AnySocket, dsn: str | Sequence[str],
     """Connect to one endpoint, or to several (a list: the socket spreads over them)."""
     plain_if_none(curve).apply(socket)
     endpoints = [dsn] if isinstance(dsn, str) else list(dsn)
+    if not endpoints:  # else a client would wait out its timeout, connected to nothing
+        raise ValueError("no endpoint given: give the node's, e.g. tcp://127.0.0.1:11131")
     dual_stack(socket, *endpoints)
     for endpoint in endpoints:
-        socket.connect(endpoint)
+        try:
+            socket.connect(endpoint)
+        except zmq.ZMQError:  # (pyzmq says "Invalid argument (addr='bogus')")
+            raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint such as "
+                             "tcp://127.0.0.1:11131 or ipc:///tmp/pzq") from None
 
 
 def remaining_ms(deadline: float | None) -> int | None:

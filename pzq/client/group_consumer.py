@@ -46,6 +46,7 @@ class GroupConsumer(GroupView[Message]):
                  protocol: int = consume_wire.LATEST_PROTOCOL, wait: bool = True) -> None:
         """``wait=False``: the CONSUME goes, its answer is not waited for here (a routed
         consumer joins its nodes so, at once): ``answered`` reads it."""
+        timeout = setup.join_timeout(timeout)
         subscribe = consume_wire.Subscribe(topic, group, window, filter,
                                            consume_wire.start_of(start), confirm=confirm,
                                            declare=declare, protocol=protocol)

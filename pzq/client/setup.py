@@ -44,11 +44,27 @@ def group_consumer(subscribe: consume_wire.Subscribe, make: MakeMessage[M], owne
                    now: float, open_socket: OpenSocket[S]) -> tuple[GroupSession[M], S]:
     """A group consumer's session (not joined yet) and its DEALER. No receive limit:
     credits bound what the node sends, and a full queue would stop the I/O thread
-    reading, PINGs too, so that a busy consumer would look dead."""
+    reading, PINGs too, so that a busy consumer would look dead. TypeError for an
+    option of another type (``b"orders"`` for a topic), before anything is made."""
+    check_types(subscribe)
     socket = open_socket(zmq.DEALER, {zmq.LINGER: 1000, zmq.HEARTBEAT_IVL: HEARTBEAT_IVL_MS,
                                       zmq.HEARTBEAT_TIMEOUT: HEARTBEAT_TIMEOUT_MS,
                                       zmq.RCVHWM: 0})
     return GroupSession(subscribe, make, owner, now), socket
+
+
+def check_types(subscribe: consume_wire.Subscribe) -> None:
+    """TypeError naming a group consumer's option of another type: it failed inside
+    the CONSUME's encoding, in Python's words ('bytes' object has no attribute
+    'encode', %d format: a real number is required)."""
+    for name, value in (("topic", subscribe.topic), ("group", subscribe.group),
+                        ("filter", subscribe.filter)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r:.60}")
+    window = subscribe.window
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(f"window must be a whole number, got {type(window).__name__} "
+                        f"{window!r:.60}")
 
 
 def consumer(prefetch: int, make: MakeMessage[M], owner: Any,
@@ -57,6 +73,18 @@ def consumer(prefetch: int, make: MakeMessage[M], owner: Any,
     may wait in it)."""
     socket = open_socket(zmq.ROUTER, {zmq.LINGER: 1000, zmq.RCVHWM: prefetch})
     return ConsumerSession(make, owner), socket
+
+
+def join_timeout(timeout: float | None) -> float | None:
+    """A group consumer's ``timeout`` for its node's answer to CONSUME, or ValueError
+    before anything is made: one of 0 or below (or no number) would end the join at
+    once, saying the node did not answer."""
+    if timeout is not None and (isinstance(timeout, bool)
+                                or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds above 0 (None: wait for "
+                         f"ever), got {timeout!r}")
+    return timeout
 
 
 def routed_group_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -57,7 +57,7 @@ from pzq.protocol.message_keys import (
     message_key,
 )
 from pzq.protocol.numbers import is_whole_number, whole_number
-from pzq.protocol.time_headers import epoch_us
+from pzq.protocol.time_headers import epoch_us, iso_moment
 
 CONSUME = b"CONSUME"
 ACK = b"ACK"
@@ -227,7 +227,7 @@ def _decode_subscribe(frames: list[bytes]) -> Subscribe:
 
 def start_of(start: str | int | datetime) -> str | int:
     """A group consumer's ``start`` as CONSUME sends it: earliest, latest, or µs since
-    the epoch of a number, a datetime (naive: UTC) or an ISO 8601 text, as ``pzq-ctl``
+    the epoch of a number, an aware datetime or an ISO 8601 text (no zone: UTC), as ``pzq-ctl``
     and ``pzq-consume`` read ``--start`` (a JetStream user's start time is a datetime).
     ValueError, before anything is sent, for anything else: the node would refuse it."""
     if isinstance(start, str):
@@ -236,7 +236,7 @@ def start_of(start: str | int | datetime) -> str | int:
         except DecodeError:
             pass
         try:
-            return epoch_us(datetime.fromisoformat(start), "start")
+            return epoch_us(iso_moment(start), "start")
         except ValueError:
             pass
     elif isinstance(start, int | datetime) and not isinstance(start, bool):

@@ -105,7 +105,7 @@ def _whole(value: bytes, name: str, most: int, unit: str, least: int = 0) -> int
 
 # -- the clients' side ---------------------------------------------------------------
 
-Moment = datetime | int | float  # a datetime (aware; naive is UTC) or µs since the epoch
+Moment = datetime | int | float  # an aware datetime or µs since the epoch
 
 
 def time_headers(delay: float | None = None, not_before: Moment | None = None,
@@ -149,10 +149,16 @@ def _milliseconds(seconds: float, name: str, least: int) -> int:
 
 
 def epoch_us(moment: Moment, name: str) -> int:
-    """µs since the epoch of a datetime (naive: UTC) or of a number of µs."""
+    """µs since the epoch of an aware datetime or of a number of µs. ValueError for a
+    naive datetime: Python takes one for local time (``datetime.now()``, its
+    ``timestamp()``), a program may have meant UTC (``utcnow()``), and the hours
+    between are a message delivered or expired that much early or late, silently. A
+    text without a zone is read as UTC before (``iso_moment``)."""
     if isinstance(moment, datetime):
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            raise ValueError(f"{name} is a datetime without a time zone ({moment.isoformat()}): "
+                             "give it one, e.g. datetime.now(UTC) + timedelta(hours=1) "
+                             "(datetime.UTC, or datetime.timezone.utc)")
         delta = moment - EPOCH
         value = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     elif _finite_number(moment):
@@ -162,6 +168,13 @@ def epoch_us(moment: Moment, name: str) -> int:
     if not 0 <= value <= MAX_TIME_US:
         raise ValueError(f"{name} must be a time from 1970 to 9999, got {moment!r}")
     return value
+
+
+def iso_moment(text: str) -> datetime:
+    """An ISO 8601 time as the tools take it: without a zone, UTC. ValueError if it
+    is none."""
+    moment = datetime.fromisoformat(text)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def _finite_number(value: object) -> bool:

@@ -3,8 +3,9 @@ example that stops working fails here.
 
 Each page's code blocks run in the page's order, in a directory of their own, as a
 user pasting them one after the other would: an sh block line by line with bash, a
-python block as a script (one with ``await`` at its top level as ``python -m
-asyncio`` runs it, in an event loop), a toml block is read as the node reads its
+python block as a script (so one with ``await`` at its top level fails: ``python``
+refuses it, and the asyncio REPL, ``python -m asyncio``, ends a statement pasted
+with a blank line in it there), a toml block is read as the node reads its
 ``--config`` file (every key an option, every value of its type), or as its
 ``--authorization`` file when its tables are ``[default]`` and ``[clients.KEY]``. A block that
 cannot run here (several hosts, Spark, root, a transcript with output, a benchmark
@@ -76,15 +77,6 @@ PAGES = ["tutorial.rst", "groups.rst", "time.rst", "cluster.rst", "archive.rst",
 # and time's.
 PRELUDE = {"tutorial.rst": "scripts/start-node", "asyncio.rst": "scripts/start-node",
            "time.rst": "scripts/start-node"}
-# Python with ``await`` at its top level, run as the asyncio REPL runs what is pasted.
-TOP_LEVEL_AWAIT = """\
-import ast, asyncio, sys
-source = open(sys.argv[1]).read()
-code = compile(source, sys.argv[1], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-running = eval(code, {"__name__": "__main__"})
-if running is not None:
-    asyncio.run(running)
-"""
 LINE_TIMEOUT_S = 90
 DOC_PORTS, CLUSTER_PORTS = range(11130, 11160), range(21130, 21160)
 TOOL_DEFAULTS = {"produce": DEFAULT_RECEIVE, "monitor": DEFAULT_MONITOR, "ctl": DEFAULT_MONITOR}
@@ -327,10 +319,9 @@ def run_python(page: Page, block: Block, number: int) -> None:
     script.write_text(page.moved(block.code))
     try:
         compile(block.code, str(script), "exec")
-        run = [sys.executable, str(script)]
-    except SyntaxError:  # await outside a function: a block for the asyncio REPL
-        run = [sys.executable, "-c", TOP_LEVEL_AWAIT, str(script)]
-    ran = subprocess.run(run, cwd=page.directory,
+    except SyntaxError as exc:  # e.g. await outside a function
+        raise AssertionError(f"{block.where()} is not a script python runs: {exc}") from None
+    ran = subprocess.run([sys.executable, str(script)], cwd=page.directory,
                          env=page.environment(), capture_output=True, text=True,
                          timeout=LINE_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)
     assert ran.returncode == 0, failure(page, block, "", str(script), ran)

@@ -339,11 +339,14 @@ def test_produce_whose_output_pipe_closed_ends_quietly(shared_node):
     assert (process.returncode, stderr) == (0, "")
 
 
+# SIGTERM (a supervisor's stop, timeout, docker stop) as Ctrl-C: it died silently
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_produce_at_a_terminal_shows_each_ack_as_it_comes_and_what_an_interrupt_leaves(
-        shared_node):
+        shared_node, stop):
     controller, terminal = pty.openpty()
+    topic = f"typed-{stop.name}"
     process = subprocess.Popen([str(BIN / "pzq-produce"), "--dsn", shared_node.receive_dsn,
-                                "--topic", "typed"], stdin=terminal, stdout=subprocess.PIPE,
+                                "--topic", topic], stdin=terminal, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, preexec_fn=at_a_terminal)
     try:
         os.write(controller, b"first\n")
@@ -353,19 +356,19 @@ def test_produce_at_a_terminal_shows_each_ack_as_it_comes_and_what_an_interrupt_
             os.write(controller, b"second\n")
             assert line_within(process.stderr).startswith(
                 f"pzq-produce: no ACK yet from {shared_node.receive_dsn} for 1 message: ")
-            process.send_signal(signal.SIGINT)
+            process.send_signal(stop)
             assert process.wait(20) == 130
         finally:
             shared_node.resume()
         assert process.stderr.read() == ("pzq-produce: interrupted with 1 message sent and "
-                                         "not ACKed yet: the node may have stored them\n")
+                                         "not ACKed yet: the node may have stored it\n")
         assert process.stdout.read() == ""
     finally:
         process.kill()
         process.communicate()
         os.close(controller)
         os.close(terminal)
-    wait_until(lambda: topic_messages(shared_node, "typed") == 2, message="second stored")
+    wait_until(lambda: topic_messages(shared_node, topic) == 2, message="second stored")
 
 
 def test_produce_refuses_a_line_without_a_key_and_sends_nothing_from_it_on(shared_node):

@@ -416,7 +416,7 @@ def test_an_answer_s_keys_are_read_from_any_iterable_of_deliveries():
 
 
 @pytest.mark.parametrize("delay", [-1, -0.001, 604_800.5, 1e9, float("nan"), float("inf"),
-                                   "5"])
+                                   "5", True, False])
 def test_a_nack_delay_the_node_refuses_is_a_value_error_before_sending(delay):
     # the node answered DELAY:-1000 (or beyond a week) with an ERROR the consumer does
     # not read, and the message stayed out at the consumer until its ack deadline

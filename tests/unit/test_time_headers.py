@@ -3,10 +3,13 @@ refuses naming the header, and what the clients make of their arguments."""
 
 from __future__ import annotations
 
+import argparse
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from pzq.cli.common import moment_us
+from pzq.protocol.consume import start_of
 from pzq.protocol.time_headers import NO_TIMES, MessageTimes, message_times, time_headers
 
 NOW = 1_700_000_000_000_000
@@ -70,8 +73,8 @@ def test_the_clients_make_the_frames_the_node_reads():
     assert frames == [b"DELAY:30000", b"TTL:500", b"PRIORITY:9"]
     assert time_headers(not_before=moment, expires=1_800_000_000_000_000) == [
         b"NOT-BEFORE:1796115600000000", b"EXPIRES:1800000000000000"]
-    # a naive datetime is UTC; another zone counts as itself
-    assert time_headers(not_before=moment.replace(tzinfo=None)) == \
+    # another zone counts as itself
+    assert time_headers(not_before=moment) == \
         time_headers(not_before=moment.astimezone(timezone(timedelta(hours=2))))
     assert message_times(time_headers(not_before=moment), NOW).due_us == 1_796_115_600_000_000
     assert time_headers() == []
@@ -88,6 +91,11 @@ def test_the_clients_make_the_frames_the_node_reads():
     ({"ttl": float("inf")}, "ttl must be a number of seconds from 0.001 s to a century"),
     ({"delay": "5"}, "delay must be a number of seconds"),
     ({"not_before": "5"}, "not_before must be a time from 1970 to 9999, got '5'"),
+    # naive: Python's local time (datetime.now()) or a program's UTC (utcnow())? Hours
+    # early or late, silently, either way
+    ({"not_before": datetime(2030, 1, 1)}, "not_before is a datetime without a time zone "
+                                           r"\(2030-01-01T00:00:00\): give it one"),
+    ({"expires": datetime(2030, 1, 1, 9, 30)}, "expires is a datetime without a time zone"),
     ({"expires": float("nan")}, "expires must be a time from 1970 to 9999"),
     # a pair the node refuses: refused before sending too, as pzq-produce does
     ({"delay": 1, "not_before": 5}, "delay and not_before both given: give one"),
@@ -96,3 +104,23 @@ def test_the_clients_make_the_frames_the_node_reads():
 def test_the_clients_refuse_what_the_node_would(options, reason):
     with pytest.raises(ValueError, match=reason):
         time_headers(**options)
+
+
+def test_a_time_as_text_without_a_zone_is_utc_and_a_naive_datetime_is_refused():
+    """The tools' text (``--not-before``, ``--start``) and a GroupConsumer's ``start``
+    read ISO 8601 without a zone as UTC; a datetime object without one is refused
+    wherever the Python clients take a time, as in time_headers."""
+    utc_us = 1_796_115_600_000_000  # 2026-12-01T09:00:00Z
+    assert moment_us("2026-12-01T09:00:00") == moment_us("2026-12-01T10:00:00+01:00") == utc_us
+    assert start_of("2026-12-01T09:00:00") == start_of(datetime(2026, 12, 1, 9, tzinfo=UTC)) \
+        == utc_us
+    with pytest.raises(ValueError, match="start is a datetime without a time zone"):
+        start_of(datetime(2026, 12, 1, 9))
+
+
+def test_a_tools_time_out_of_range_is_said_so_not_called_no_time():
+    with pytest.raises(argparse.ArgumentTypeError, match="1960-01-01 is out of range: give a "
+                                                         "time from 1970 to 9999"):
+        moment_us("1960-01-01")
+    with pytest.raises(argparse.ArgumentTypeError, match="tomorrow is not a time"):
+        moment_us("tomorrow")

@@ -341,11 +341,12 @@ class GroupSession(Generic[M]):
 
 def nack_delay_ms(delay: float | None) -> int:
     """A NACK's delay in ms, or ValueError for one the node refuses (below 0, beyond a
-    week, not a number): the node answered such a NACK with an ERROR the consumer does
+    week, not a number, a bool): the node answered such a NACK with an ERROR the consumer does
     not read, and the message stayed out at the consumer until its ack deadline."""
     if delay is None:
         return 0
     most_s = consume_wire.MAX_DELAY_MS // 1000
-    if not isinstance(delay, (int, float)) or not 0 <= delay <= most_s:
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) \
+            or not 0 <= delay <= most_s:  # (True is no number of seconds, as for a priority)
         raise ValueError(f"delay must be from 0 to {most_s} s (a week), got {delay!r}")
     return round(delay * 1000)

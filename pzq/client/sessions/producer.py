@@ -28,8 +28,8 @@ from pzq.protocol.frames import NO_ACK, ProducerAck, decode_producer_ack, encode
 from pzq.protocol.headers import DEDUP_HEADER, KEY_HEADER, TAG_HEADER, TOPIC_HEADER
 from pzq.protocol.time_headers import Moment, time_headers
 
-__all__ = ["ACK_TIMEOUT_S", "KEEP_ACKS", "Moment", "ProducerSession", "given_up_error",
-           "time_headers", "topic_headers"]
+__all__ = ["ACK_TIMEOUT_S", "KEEP_ACKS", "Moment", "ProducerSession", "check_frames", "check_list",
+           "given_up_error", "time_headers", "topic_frames", "topic_headers"]
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
 # a message out this long without its ACK is given up (the shells' default; a send
@@ -41,7 +41,14 @@ MOST_IN_BATCH = 1000  # the default batch: a quarter of the window, at most this
 def topic_headers(topic: str | None, tag: str | None,
                   dedup_id: str | bytes | None = None,
                   key: str | bytes | None = None) -> list[bytes]:
-    """The TOPIC, TAG, DEDUP-ID and KEY header frames of a message's options."""
+    """The TOPIC, TAG, DEDUP-ID and KEY header frames of a message's options; TypeError
+    for one of another type (a list given where the topic goes, say)."""
+    for name, value, kinds in (("topic", topic, str), ("tag", tag, str),
+                               ("dedup_id", dedup_id, (str, bytes)),
+                               ("key", key, (str, bytes))):
+        if value is not None and not isinstance(value, kinds):
+            raise TypeError(f"{name} must be {'a str' if kinds is str else 'a str or bytes'}, "
+                            f"got {_shown(value)}")
     found = [] if topic is None else [TOPIC_HEADER + topic.encode()]
     found += [] if tag is None else [TAG_HEADER + tag.encode()]
     if dedup_id is not None:
@@ -53,6 +60,48 @@ def topic_headers(topic: str | None, tag: str | None,
 
 def _bytes(value: str | bytes) -> bytes:
     return value.encode() if isinstance(value, str) else value
+
+
+def topic_frames(made: dict[str | None, list[bytes]], topic: str | None) -> list[bytes]:
+    """A topic's TOPIC frame, made once and kept in ``made`` (a shell's own)."""
+    try:
+        return made[topic]
+    except KeyError:
+        found = made[topic] = topic_headers(topic, None)
+        return found
+    except TypeError:  # unhashable: no topic's name, which topic_headers says
+        return topic_headers(topic, None)
+
+
+FRAME_TYPES = (bytes, bytearray, memoryview)
+
+
+def check_frames(parts: Sequence[bytes], headers: Sequence[bytes]) -> None:
+    """TypeError naming the first of a message's parts or header frames that is not
+    bytes, or a whole message given as one bytes or str. Checked before anything is
+    sent: a socket takes a message's frames one by one, so a bad one after the first
+    would leave half a message on it, which the next message would end."""
+    for what, frames in (("parts", parts), ("headers", headers)):
+        check_list(what, frames)
+        for index, frame in enumerate(frames):
+            if not isinstance(frame, FRAME_TYPES):
+                raise TypeError(f"{what} must be bytes frames: {what}[{index}] is "
+                                f"{_shown(frame)}")
+
+
+def check_list(what: str, frames: Sequence[bytes]) -> None:
+    """TypeError for ``parts`` or ``headers`` given as one value, not a list of frames
+    (a topic given where the sync ``send`` takes its headers, say)."""
+    if isinstance(frames, (str, *FRAME_TYPES)) or not isinstance(frames, Sequence):
+        by_name = "; give topic and the other options by name" if what == "headers" else ""
+        raise TypeError(f"{what} must be a list of bytes frames, got {_shown(frames)}"
+                        f"{by_name}")
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"{type(value).__name__} {shown}"
 
 
 def given_up_error(ack_timeout: float) -> TimeoutError:
@@ -117,11 +166,16 @@ class ProducerSession:
     def add(self, msg_id: bytes, parts: Sequence[bytes], headers: Sequence[bytes],
             now: float) -> list[bytes] | None:
         """One message, sent at ``now``: the frames to send now, or None while it
-        waits in the next batch. The shell makes room first (``full``)."""
-        self.unanswered[msg_id] = now
+        waits in the next batch. The shell makes room first (``full``). TypeError
+        (check_frames) for a part or header that is not bytes: nothing is taken."""
         if self.protocol > 1:
+            try:
+                entry = batches.encode_entry(msg_id, headers, parts)
+            except TypeError:
+                check_frames(parts, headers)
+                raise
+            self.unanswered[msg_id] = now
             pending = self._pending
-            entry = batches.encode_entry(msg_id, headers, parts)
             pending.append((msg_id, entry))
             self._pending_bytes += len(entry)
             # a full batch goes, and so does a message while nothing is out (no wait
@@ -130,6 +184,8 @@ class ProducerSession:
                     or self._pending_bytes >= batches.BATCH_BYTES:
                 return self.pending_batch(now)
             return None
+        check_frames(parts, headers)  # (its frames go one by one: see there)
+        self.unanswered[msg_id] = now
         if self.batch > 1 and self._asking is None:
             self._asking = msg_id
             headers = [*headers, batches.PROTOCOL_HEADER]

@@ -26,7 +26,7 @@ import os
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from pzq.client.sessions.producer import topic_headers
+from pzq.client.sessions.producer import check_frames, topic_headers
 from pzq.client.sessions.routes import KnownRoutes
 from pzq.protocol.frames import ProducerAck
 from pzq.protocol.headers import KEY_HEADER, key_of, partition_of
@@ -104,7 +104,9 @@ class RoutedProducerSession:
              dedup_id: str | bytes | None = None) -> Routed:
         """One new message, to its partition's owner (``key``, or a ``KEY:`` frame
         among ``headers``, says which partition; none: any owner). TimeoutError when
-        the table names no node for the topic."""
+        the table names no node for the topic; TypeError (check_frames) for a part or
+        header that is not bytes, before the message is kept."""
+        check_frames(parts, headers)
         frames = [*headers, *(self._topic_frames if tag is None and dedup_id is None
                               else topic_headers(self.topic, tag, dedup_id))]
         if key is None:

@@ -34,7 +34,7 @@ from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, opener, poke, w
 from pzq.client import setup
 from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import own_key, own_keys
-from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S
+from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S, unconfirmed_error
 from pzq.errors import ClientClosed, ConsumeUnanswered
 from pzq.protocol import consume as wire
 from pzq.security import ClientSecurity
@@ -276,7 +276,8 @@ class GroupConsumer(GroupView[Message], Deliveries):
             if left <= 0:
                 waiting = session.unconfirmed(keys)
                 session.forget_unconfirmed(keys)
-                raise TimeoutError(f"{waiting} ACKs not confirmed within {timeout:g} s")
+                raise unconfirmed_error(waiting, timeout, await probe.why_silent(
+                    self.dsn, self.curve, curve_probe.probe_timeout(timeout)))
             await wait_events(self._socket, POLLIN, left, "consumer")
 
     def _answer(self, out: Sequence[list[bytes]]) -> None:

@@ -25,7 +25,7 @@ from pzq.client.common import NOTICE_AFTER_S, WaitNotice, opener, remaining_ms, 
 from pzq.client.message import Message
 from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import own_key, own_keys
-from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S, Out
+from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S, Out, unconfirmed_error
 from pzq.client.setup import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from pzq.errors import ConsumeUnanswered
 from pzq.protocol import consume as consume_wire
@@ -270,7 +270,8 @@ class GroupConsumer(GroupView[Message]):
             if not self._socket.poll(remaining_ms(deadline), zmq.POLLIN):
                 waiting = session.unconfirmed(keys)
                 session.forget_unconfirmed(keys)
-                raise TimeoutError(f"{waiting} ACKs not confirmed within {timeout} s")
+                raise unconfirmed_error(waiting, timeout, curve_probe.why_silent(
+                    self._dsn, self._curve, curve_probe.probe_timeout(timeout)))
             self._send_all(session.received(self._socket.recv_multipart(), time.monotonic()))
 
     def _send_all(self, out: Out) -> None:

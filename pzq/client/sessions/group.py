@@ -339,6 +339,14 @@ class GroupSession(Generic[M]):
         return self._last_sent + self.heartbeat_s
 
 
+def unconfirmed_error(count: int, timeout: float, why: str) -> TimeoutError:
+    """What ``ack_confirmed`` raises when the node has not confirmed ``count`` ACKs
+    within ``timeout`` s: with what a probe finds at the endpoint (``why``), as a
+    join's timeout says it."""
+    acks = "1 ACK" if count == 1 else f"{count} ACKs"
+    return TimeoutError(f"{acks} not confirmed within {timeout:g} s: {why}")
+
+
 def nack_delay_ms(delay: float | None) -> int:
     """A NACK's delay in ms, or ValueError for one the node refuses (below 0, beyond a
     week, not a number, a bool): the node answered such a NACK with an ERROR the consumer does

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pzq.archive.damage import DamagedRecord
-from pzq.archive.format.archive_dir import not_an_archive
+from pzq.archive.format.archive_dir import archive_dir_problem
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.files import segment_items, topic_items, whole_end
 from pzq.archive.format.index import INDEX_SUFFIX
@@ -89,11 +89,9 @@ def list_topics(directory: Path) -> int:
 
 
 def topic_names(directory: Path) -> list[str]:
-    if not directory.is_dir():
-        raise Refused(f"{directory} is not a directory")
-    wrong = not_an_archive(directory)
-    if wrong is not None:
-        raise Refused(wrong)
+    problem = archive_dir_problem(directory)
+    if problem is not None:
+        raise Refused(problem)
     return sorted(path.name for path in directory.iterdir()
                   if path.is_dir() and list_segments(path))
 

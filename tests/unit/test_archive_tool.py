@@ -30,7 +30,7 @@ def test_dump_of_an_unknown_topic_names_the_topics_there(tmp_path):
     assert one_line_error(archive_tool("dump", str(empty), "orders")).endswith(
         "topics: none (nothing archived yet)")
     assert one_line_error(archive_tool("dump", str(tmp_path / "nowhere"), "orders")) == (
-        f"pzq-archive: error: {tmp_path / 'nowhere'} is not a directory")
+        f"pzq-archive: error: the archive directory {tmp_path / 'nowhere'} does not exist")
     assert one_line_error(archive_tool("verify", str(tmp_path / "no.dat"))) == (
         f"pzq-archive: error: {tmp_path / 'no.dat'} is not a file")
 

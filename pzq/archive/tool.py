@@ -76,7 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def list_topics(directory: Path) -> int:
-    for name in topic_names(directory):
+    names = topic_names(directory)
+    if not names:  # said, where an empty listing looked like a command that did nothing
+        print(f"{directory}: no topics (nothing archived yet)")
+    for name in names:
         segments = list_segments(directory / name)
         end = segments[-1].start + segments[-1].size
         total = sum(segment.size for segment in segments)
@@ -84,7 +87,7 @@ def list_topics(directory: Path) -> int:
         print(f"{name}: offsets {segments[0].start}..{end}, {len(segments)} "
               f"segment(s), {total} bytes{kind}")
         for segment in segments:
-            print(f"  {segment.path.name}  start {segment.start}  size {segment.size}")
+            print(f"  {segment.path.name}  start {segment.start}  size {segment.size} bytes")
     return EXIT_OK
 
 

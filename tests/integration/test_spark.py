@@ -23,6 +23,7 @@ from tests.support.archive_damage import damage_metadata, segment_of, write_arch
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 ROOT = Path(__file__).parents[2]
 HOUR_US = 3_600_000_000
+HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +129,27 @@ def test_bad_options_are_refused_before_reading(spark, archive_dir):
                                ("columnNameOfCorruptRecord", "key", "must be a new column")):
         with pytest.raises(PySparkException, match=words):
             spark.read.format("zper").option(name, value).load(str(archive_dir)).collect()
+
+
+def test_the_source_s_error_is_one_line_when_tracebacks_are_hidden(spark, tmp_path):
+    """What the Spark page says of the source's errors: Spark wraps them in the Python
+    worker's traceback, and hideTraceback leaves pzq's line alone."""
+    from pyspark.errors import PySparkException
+
+    missing = tmp_path / "nowhere"
+    line = f"the archive directory {missing} does not exist"
+    with pytest.raises(PySparkException) as wrapped:
+        spark.read.format("zper").load(str(missing))
+    assert "Traceback (most recent call last)" in str(wrapped.value)
+    assert f"ValueError: {line}" in str(wrapped.value)
+    spark.conf.set(HIDE_TRACEBACK, "true")
+    try:
+        with pytest.raises(PySparkException) as hidden:
+            spark.read.format("zper").load(str(missing))
+    finally:
+        spark.conf.unset(HIDE_TRACEBACK)
+    assert "Traceback" not in str(hidden.value)
+    assert str(hidden.value).splitlines()[0].endswith(f": ValueError: {line}")
 
 
 def test_an_empty_archive_or_an_unknown_topic_reads_zero_rows(spark, archive_dir, tmp_path):

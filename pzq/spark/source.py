@@ -39,7 +39,7 @@ from pzq.archive.format.records import MessageRecord, RawRecord
 from pzq.archive.format.segments import Segment
 from pzq.spark.plan import plan_archive
 from pzq.spark.reads import FAILFAST, SCHEMA, ReadOptions, SegmentPartition
-from pzq.spark.stream import fails_on_data_loss, starting_offsets, stream_reader
+from pzq.spark.stream import StreamOptions, stream_reader
 
 WORKER_PYTHON = "spark.pyspark.python"
 
@@ -75,10 +75,9 @@ class ZperDataSource(DataSource):
         return "zper"
 
     def schema(self) -> str:
-        # a bad one refused at load(), before a stream (pzq.spark.stream.starting_offsets)
-        starting_offsets(self.options)
-        fails_on_data_loss(self.options)
-        corrupt = ReadOptions.parse(self.options).corrupt_column
+        # Every option, a stream's too, refused at load(): a stream reader that fails to
+        # build leaves PySpark's runner an UnboundLocalError after pzq's error.
+        corrupt = StreamOptions.parse(self.options).read.corrupt_column
         return SCHEMA + (f", {corrupt} string" if corrupt else "")
 
     def reader(self, schema: object) -> ZperReader:

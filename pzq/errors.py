@@ -119,6 +119,26 @@ class ReaderError(PzqError):
         self.status = status
 
 
+def reader_refusal(dsn: str, status: bytes) -> ReaderError:
+    """What a reply whose first frame is not OK raises: ReaderError with ZPER's status,
+    or, for a first frame that is no status byte (another endpoint of the node, such
+    as its --monitor-dsn, answered), NotAnArchiveReader saying so."""
+    if len(status) == 1:
+        return ReaderError(status[0])
+    return NotAnArchiveReader(dsn, status)
+
+
+class NotAnArchiveReader(ReaderError):
+    """A reply that is no archive reader's: its first frame is not one status byte."""
+
+    def __init__(self, dsn: str, answer: bytes) -> None:
+        shown = answer[:40] + (b"..." if len(answer) > 40 else b"")
+        PzqError.__init__(self, f"{dsn} answered {shown!r}, which is no archive reader's "
+                                "status byte: give the node's --archive-dsn")
+        self.status = -1  # no status: not a ZPER one, so never taken for 101
+        self.dsn = dsn
+
+
 READER_STATUSES = {
     101: "no such offset (not a record's start, or past the end)",
     102: "not a request this reader knows",

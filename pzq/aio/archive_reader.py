@@ -21,7 +21,7 @@ from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
 from pzq.archive.reader import EVERY_SEGMENT_MS, resume_at
-from pzq.errors import ClientClosed, ReaderError
+from pzq.errors import ClientClosed, ReaderError, reader_refusal
 from pzq.protocol import zper as zp
 from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, POLLOUT, recv_frames, send_frames
@@ -69,7 +69,7 @@ class ArchiveReader:
             raise TimeoutError(f"no answer from {self.dsn} within {self.timeout:g} s: {why}")
         status, *rest = reply
         if status[0] != zp.OK:
-            raise ReaderError(status[0])
+            raise reader_refusal(self.dsn, status)
         return rest
 
     async def _exchange(self, frames: list[bytes], deadline: float) -> list[bytes] | None:

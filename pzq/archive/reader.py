@@ -13,7 +13,7 @@ from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
 from pzq.client.common import remaining_ms, send_before
-from pzq.errors import ReaderError
+from pzq.errors import ReaderError, reader_refusal
 from pzq.protocol import zper as zp
 from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
@@ -79,7 +79,7 @@ class ArchiveReader:
             raise TimeoutError(f"no answer from {self.dsn} within {self.timeout:g} s: {why}")
         status, *rest = self._socket.recv_multipart()
         if status[0] != zp.OK:
-            raise ReaderError(status[0])
+            raise reader_refusal(self.dsn, status)
         return rest
 
     def _offsets(self, timestamp_ms: int) -> list[int]:

@@ -125,16 +125,22 @@ def reader_refusal(dsn: str, status: bytes) -> ReaderError:
     as its --monitor-dsn, answered), NotAnArchiveReader saying so."""
     if len(status) == 1:
         return ReaderError(status[0])
-    return NotAnArchiveReader(dsn, status)
+    shown = status[:40] + (b"..." if len(status) > 40 else b"")
+    return NotAnArchiveReader(dsn, f"answered {shown!r}, which is no archive reader's "
+                                   "status byte")
+
+
+def dealer_at(dsn: str, after_s: float) -> NotAnArchiveReader:
+    """An archive reader's request unanswered where a DEALER (no ROUTER) answers."""
+    return NotAnArchiveReader(dsn, f"did not answer within {after_s:g} s, and a DEALER "
+                                   "answers there (no ROUTER), as at a node's --send-dsn")
 
 
 class NotAnArchiveReader(ReaderError):
-    """A reply that is no archive reader's: its first frame is not one status byte."""
+    """The endpoint an archive reader was given is no archive reader."""
 
-    def __init__(self, dsn: str, answer: bytes) -> None:
-        shown = answer[:40] + (b"..." if len(answer) > 40 else b"")
-        PzqError.__init__(self, f"{dsn} answered {shown!r}, which is no archive reader's "
-                                "status byte: give the node's --archive-dsn")
+    def __init__(self, dsn: str, why: str) -> None:
+        PzqError.__init__(self, f"{dsn} {why}: give the node's --archive-dsn")
         self.status = -1  # no status: not a ZPER one, so never taken for 101
         self.dsn = dsn
 

@@ -211,10 +211,10 @@ def test_a_reader_at_another_endpoint_of_the_node_is_told_so(archived_node, cont
     assert str(told.value) == line
 
 
-async def _aio_read(dsn: str) -> None:
+async def _aio_read(dsn: str, timeout: float = 10.0) -> None:
     from pzq import aio
 
-    async with aio.ArchiveReader(dsn, "even") as reader:
+    async with aio.ArchiveReader(dsn, "even", timeout=timeout) as reader:
         async for _ in reader.messages():
             pass
 
@@ -222,6 +222,24 @@ async def _aio_read(dsn: str) -> None:
 def test_an_asyncio_reader_at_another_endpoint_is_told_so(archived_node):
     with pytest.raises(NotAnArchiveReader, match="no archive reader's status byte"):
         asyncio.run(_aio_read(archived_node.monitor_dsn))
+
+
+def test_a_reader_at_a_node_s_send_dsn_is_told_within_seconds(archived_node, context):
+    """A DEALER (--send-dsn) never answers: the reader waited out its timeout and said
+    'a busy node, not a pzq endpoint, or a node that requires CURVE'."""
+    line = (f"{archived_node.send_dsn} did not answer within 1 s, and a DEALER answers "
+            "there (no ROUTER), as at a node's --send-dsn: give the node's --archive-dsn")
+    started = time.monotonic()
+    with ArchiveReader(archived_node.send_dsn, "even", context=context,
+                       timeout=30) as reader:
+        with pytest.raises(NotAnArchiveReader) as told:
+            reader.latest()
+    assert str(told.value) == line
+    assert time.monotonic() - started < 10  # of a 30 s timeout
+    started = time.monotonic()
+    with pytest.raises(NotAnArchiveReader, match="a DEALER answers there"):
+        asyncio.run(_aio_read(archived_node.send_dsn, timeout=30))
+    assert time.monotonic() - started < 10
 
 
 def test_a_kept_offset_retention_deleted_goes_on_from_the_first_kept():

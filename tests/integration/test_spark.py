@@ -171,6 +171,15 @@ def test_topic_and_offset_options(spark, archive_dir):
               .option("start_offset", str(offsets[5])).option("end_offset", str(offsets[9]))
               .load(str(archive_dir)).collect())
     assert sorted(r.offset for r in window) == offsets[5:9]
+    # the records that start in the range: inside a record is from the next one on,
+    # past the end is no row (what the Spark page says)
+    inside = (spark.read.format("zper").option("topics", "orders")
+              .option("start_offset", str(offsets[5] + 1)).option("end_offset", str(offsets[9]))
+              .load(str(archive_dir)).collect())
+    assert sorted(r.offset for r in inside) == offsets[6:9]
+    past = (spark.read.format("zper").option("topics", "orders")
+            .option("start_offset", str(10**9)).load(str(archive_dir)))
+    assert past.count() == 0
 
 
 def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, context,

@@ -119,6 +119,32 @@ class ReaderError(PzqError):
         self.status = status
 
 
+def reader_refusal(dsn: str, status: bytes) -> ReaderError:
+    """What a reply whose first frame is not OK raises: ReaderError with ZPER's status,
+    or, for a first frame that is no status byte (another endpoint of the node, such
+    as its --monitor-dsn, answered), NotAnArchiveReader saying so."""
+    if len(status) == 1:
+        return ReaderError(status[0])
+    shown = status[:40] + (b"..." if len(status) > 40 else b"")
+    return NotAnArchiveReader(dsn, f"answered {shown!r}, which is no archive reader's "
+                                   "status byte")
+
+
+def dealer_at(dsn: str, after_s: float) -> NotAnArchiveReader:
+    """An archive reader's request unanswered where a DEALER (no ROUTER) answers."""
+    return NotAnArchiveReader(dsn, f"did not answer within {after_s:g} s, and a DEALER "
+                                   "answers there (no ROUTER), as at a node's --send-dsn")
+
+
+class NotAnArchiveReader(ReaderError):
+    """The endpoint an archive reader was given is no archive reader."""
+
+    def __init__(self, dsn: str, why: str) -> None:
+        PzqError.__init__(self, f"{dsn} {why}: give the node's --archive-dsn")
+        self.status = -1  # no status: not a ZPER one, so never taken for 101
+        self.dsn = dsn
+
+
 READER_STATUSES = {
     101: "no such offset (not a record's start, or past the end)",
     102: "not a request this reader knows",

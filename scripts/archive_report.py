@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pzq.archive.format.archive_dir import archive_dir_problem
 from pzq.cli.common import positive_seconds
 
 # Chart time steps, seconds and how the axis names them; the smallest that gives at
@@ -281,8 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--once", action="store_true",
                         help="--stream: report what is archived now, then stop")
     args = parser.parse_args(argv)
-    if not Path(args.archive).is_dir():
-        parser.error(f"{args.archive} is not a directory")
+    # Checked here, as pzq-archive does: the source's own check comes back from Spark
+    # wrapped in its Python worker's traceback.
+    problem = archive_dir_problem(Path(args.archive))
+    if problem is not None:
+        parser.error(problem)
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out} is a file: give a directory for the report")
 

@@ -21,7 +21,8 @@ from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
 from pzq.archive.reader import EVERY_SEGMENT_MS, resume_at
-from pzq.errors import ClientClosed, ReaderError
+from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S
+from pzq.errors import ClientClosed, ReaderError, dealer_at, reader_refusal
 from pzq.protocol import zper as zp
 from pzq.security import ClientSecurity
 from pzq.zmqio import POLLIN, POLLOUT, recv_frames, send_frames
@@ -69,18 +70,31 @@ class ArchiveReader:
             raise TimeoutError(f"no answer from {self.dsn} within {self.timeout:g} s: {why}")
         status, *rest = reply
         if status[0] != zp.OK:
-            raise ReaderError(status[0])
+            raise reader_refusal(self.dsn, status)
         return rest
 
     async def _exchange(self, frames: list[bytes], deadline: float) -> list[bytes] | None:
         socket = self._socket
         for events in (POLLOUT, POLLIN):
+            if events == POLLIN and not await self._answers_within(ROUTER_CHECK_AFTER_S,
+                                                                   deadline):
+                raise dealer_at(self.dsn, ROUTER_CHECK_AFTER_S)  # a DEALER never answers
             left = deadline - time.monotonic()
             if left <= 0 or not await wait_events(socket, events, left, "archive reader"):
                 return None
             if events == POLLOUT:
                 send_frames(socket, frames)
         return recv_frames(socket)
+
+    async def _answers_within(self, check_after_s: float, deadline: float) -> bool:
+        """False when nothing answered within ``check_after_s`` (before the deadline)
+        and a DEALER, not a ROUTER, is what answers at the endpoint."""
+        left = min(deadline - time.monotonic(), check_after_s)
+        if left <= 0 or deadline - time.monotonic() <= check_after_s:
+            return True  # the deadline comes first: its timeout says why
+        if await wait_events(self._socket, POLLIN, left, "archive reader"):
+            return True
+        return await probe.is_router(self.dsn, self._curve) is not False
 
     async def _offsets(self, timestamp_ms: int) -> list[int]:
         return [int(zp.INT64.unpack(frame)[0])

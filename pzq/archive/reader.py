@@ -12,8 +12,10 @@ from pzq.archive.damage import DamagedRecord, DamageHandler, log_damage, logger
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.records import Damaged, MessageRecord, walk
 from pzq.archive.format.segments import segment_name
+from pzq.client import router_probe
 from pzq.client.common import remaining_ms, send_before
-from pzq.errors import ReaderError
+from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S
+from pzq.errors import ReaderError, dealer_at, reader_refusal
 from pzq.protocol import zper as zp
 from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
@@ -72,14 +74,18 @@ class ArchiveReader:
 
     def _request(self, frames: list[bytes]) -> list[bytes]:
         deadline = time.monotonic() + self.timeout
-        if not (send_before(self._socket, frames, deadline)
-                and self._socket.poll(remaining_ms(deadline))):
+        sent = send_before(self._socket, frames, deadline)
+        check_at = min(deadline, time.monotonic() + ROUTER_CHECK_AFTER_S)
+        if sent and not self._socket.poll(remaining_ms(check_at)) and check_at < deadline \
+                and router_probe.is_router(self.dsn, self._curve) is False:
+            raise dealer_at(self.dsn, ROUTER_CHECK_AFTER_S)  # a DEALER never answers
+        if not (sent and self._socket.poll(remaining_ms(deadline))):
             why = curve_probe.why_silent(self.dsn, self._curve,
                                          min(self.timeout, reach.PROBE_TIMEOUT_S))
             raise TimeoutError(f"no answer from {self.dsn} within {self.timeout:g} s: {why}")
         status, *rest = self._socket.recv_multipart()
         if status[0] != zp.OK:
-            raise ReaderError(status[0])
+            raise reader_refusal(self.dsn, status)
         return rest
 
     def _offsets(self, timestamp_ms: int) -> list[int]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pzq.archive.damage import DamagedRecord
-from pzq.archive.format.archive_dir import not_an_archive
+from pzq.archive.format.archive_dir import archive_dir_problem
 from pzq.archive.format.entry import ArchivedMessage
 from pzq.archive.format.files import segment_items, topic_items, whole_end
 from pzq.archive.format.index import INDEX_SUFFIX
@@ -76,7 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def list_topics(directory: Path) -> int:
-    for name in topic_names(directory):
+    names = topic_names(directory)
+    if not names:  # said, where an empty listing looked like a command that did nothing
+        print(f"{directory}: no topics (nothing archived yet)")
+    for name in names:
         segments = list_segments(directory / name)
         end = segments[-1].start + segments[-1].size
         total = sum(segment.size for segment in segments)
@@ -84,16 +87,14 @@ def list_topics(directory: Path) -> int:
         print(f"{name}: offsets {segments[0].start}..{end}, {len(segments)} "
               f"segment(s), {total} bytes{kind}")
         for segment in segments:
-            print(f"  {segment.path.name}  start {segment.start}  size {segment.size}")
+            print(f"  {segment.path.name}  start {segment.start}  size {segment.size} bytes")
     return EXIT_OK
 
 
 def topic_names(directory: Path) -> list[str]:
-    if not directory.is_dir():
-        raise Refused(f"{directory} is not a directory")
-    wrong = not_an_archive(directory)
-    if wrong is not None:
-        raise Refused(wrong)
+    problem = archive_dir_problem(directory)
+    if problem is not None:
+        raise Refused(problem)
     return sorted(path.name for path in directory.iterdir()
                   if path.is_dir() and list_segments(path))
 

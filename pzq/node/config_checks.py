@@ -22,6 +22,10 @@ DSN_PATTERN = re.compile(r"^(tcp|ipc|inproc|ws|wss|tipc|vmci|pgm|epgm)://.+$")
 def validate(config: Config) -> None:
     if not config.database:
         raise ConfigError("--database must name a directory")
+    if config.archive_dir is not None and (
+            Path(config.archive_dir).resolve() == Path(config.database).resolve()):
+        raise ConfigError(f"--archive-dir {config.archive_dir} is the --database directory: "
+                          "give the archive a directory of its own, not the store's")
     for endpoint in ENDPOINTS:
         dsn = config.endpoints.get(endpoint.role)
         if dsn is None:

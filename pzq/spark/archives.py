@@ -15,14 +15,13 @@ are the keys the monitors are asked with, as ``--curve-client-key`` and
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pzq import security
-from pzq.archive.format.archive_dir import not_an_archive
+from pzq.archive.format.archive_dir import archive_dir_problem
 from pzq.errors import ConfigError
 from pzq.security import ClientSecurity
 
@@ -126,12 +125,6 @@ def _from_monitors(endpoints: list[str], curve: ClientSecurity) -> list[ArchiveD
 
 
 def _check(directory: Path) -> None:
-    if not directory.exists():
-        raise ValueError(f"the archive directory {directory} does not exist")
-    if not directory.is_dir():
-        raise ValueError(f"the archive directory {directory} is not a directory")
-    if not os.access(directory, os.R_OK | os.X_OK):
-        raise ValueError(f"the archive directory {directory} cannot be read")
-    wrong = not_an_archive(directory)
-    if wrong is not None:
-        raise ValueError(wrong)
+    problem = archive_dir_problem(directory)
+    if problem is not None:
+        raise ValueError(problem)

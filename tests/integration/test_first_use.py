@@ -376,7 +376,9 @@ def test_archive_report_refuses_an_out_that_is_a_file_before_spark(tmp_path, str
     script = Path(__file__).parents[2] / "scripts" / "archive_report.py"
     taken = tmp_path / "report.txt"
     taken.write_text("mine\n")
-    shown = subprocess.run([sys.executable, str(script), *stream, "--archive", str(tmp_path),
+    archive = tmp_path / "archive"  # an archive, empty: the --out check is the one seen
+    archive.mkdir()
+    shown = subprocess.run([sys.executable, str(script), *stream, "--archive", str(archive),
                             "--out", str(taken)],
                            capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 2, shown.stderr

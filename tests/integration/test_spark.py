@@ -23,6 +23,7 @@ from tests.support.archive_damage import damage_metadata, segment_of, write_arch
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 ROOT = Path(__file__).parents[2]
 HOUR_US = 3_600_000_000
+HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +131,27 @@ def test_bad_options_are_refused_before_reading(spark, archive_dir):
             spark.read.format("zper").option(name, value).load(str(archive_dir)).collect()
 
 
+def test_the_source_s_error_is_one_line_when_tracebacks_are_hidden(spark, tmp_path):
+    """What the Spark page says of the source's errors: Spark wraps them in the Python
+    worker's traceback, and hideTraceback leaves pzq's line alone."""
+    from pyspark.errors import PySparkException
+
+    missing = tmp_path / "nowhere"
+    line = f"the archive directory {missing} does not exist"
+    with pytest.raises(PySparkException) as wrapped:
+        spark.read.format("zper").load(str(missing))
+    assert "Traceback (most recent call last)" in str(wrapped.value)
+    assert f"ValueError: {line}" in str(wrapped.value)
+    spark.conf.set(HIDE_TRACEBACK, "true")
+    try:
+        with pytest.raises(PySparkException) as hidden:
+            spark.read.format("zper").load(str(missing))
+    finally:
+        spark.conf.unset(HIDE_TRACEBACK)
+    assert "Traceback" not in str(hidden.value)
+    assert str(hidden.value).splitlines()[0].endswith(f": ValueError: {line}")
+
+
 def test_an_empty_archive_or_an_unknown_topic_reads_zero_rows(spark, archive_dir, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -149,6 +171,15 @@ def test_topic_and_offset_options(spark, archive_dir):
               .option("start_offset", str(offsets[5])).option("end_offset", str(offsets[9]))
               .load(str(archive_dir)).collect())
     assert sorted(r.offset for r in window) == offsets[5:9]
+    # the records that start in the range: inside a record is from the next one on,
+    # past the end is no row (what the Spark page says)
+    inside = (spark.read.format("zper").option("topics", "orders")
+              .option("start_offset", str(offsets[5] + 1)).option("end_offset", str(offsets[9]))
+              .load(str(archive_dir)).collect())
+    assert sorted(r.offset for r in inside) == offsets[6:9]
+    past = (spark.read.format("zper").option("topics", "orders")
+            .option("start_offset", str(10**9)).load(str(archive_dir)))
+    assert past.count() == 0
 
 
 def test_spark_agrees_with_the_python_reader_on_a_real_run(spark, start_node, context,

@@ -152,6 +152,15 @@ def test_a_bad_starting_offsets_is_refused_at_load_in_pzq_s_words_alone(spark, t
         spark.readStream.format("zper").option("failOnDataLoss", "no").load(str(archive))
     assert "failOnDataLoss is true or false, not 'no'" in str(refused.value)
     assert "UnboundLocalError" not in str(refused.value)
+    # node over several directories: refused when the query started, its line followed
+    # by PySpark's UnboundLocalError
+    other = tmp_path / "other"
+    append(other, 0, 1)
+    with pytest.raises(AnalysisException) as refused:
+        (spark.readStream.format("zper").option("node", "tcp://127.0.0.1:1")
+         .load(f"{archive},{other}"))
+    assert "node caps the stream of one archive directory, not of 2" in str(refused.value)
+    assert "UnboundLocalError" not in str(refused.value)
 
 
 def test_a_zper_producer_s_messages_read_back_by_spark(spark, start_node, tmp_path,

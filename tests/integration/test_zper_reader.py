@@ -10,6 +10,7 @@ reader gets its empty delimiter back before the status.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -21,6 +22,7 @@ from pzq.archive.reader import ArchiveReader, resume_at
 from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.archive.zper.reader_server import answer, segment_offsets
+from pzq.errors import NotAnArchiveReader
 from pzq.protocol import zper as zp
 from tests.support.harness import produce_and_consume
 
@@ -196,6 +198,48 @@ def test_a_kept_offset_past_the_end_is_an_error_not_a_read_of_nothing(archived_n
                                              f"archive of topic even \\({end}\\)"):
             list(reader.messages(end + 7))
         assert list(reader.messages(end)) == []  # the end itself: nothing new yet
+
+
+def test_a_reader_at_another_endpoint_of_the_node_is_told_so(archived_node, context):
+    """At the node's --monitor-dsn (a ROUTER, so it answers) the reader said 'archive
+    reader answered status 79': the first byte of the monitor's reply ('OFFSET')."""
+    line = (f"{archived_node.monitor_dsn} answered b'OFFSET', which is no archive "
+            "reader's status byte: give the node's --archive-dsn")
+    with ArchiveReader(archived_node.monitor_dsn, "even", context=context) as reader:
+        with pytest.raises(NotAnArchiveReader) as told:
+            list(reader.messages())
+    assert str(told.value) == line
+
+
+async def _aio_read(dsn: str, timeout: float = 10.0) -> None:
+    from pzq import aio
+
+    async with aio.ArchiveReader(dsn, "even", timeout=timeout) as reader:
+        async for _ in reader.messages():
+            pass
+
+
+def test_an_asyncio_reader_at_another_endpoint_is_told_so(archived_node):
+    with pytest.raises(NotAnArchiveReader, match="no archive reader's status byte"):
+        asyncio.run(_aio_read(archived_node.monitor_dsn))
+
+
+def test_a_reader_at_a_node_s_send_dsn_is_told_within_seconds(archived_node, context):
+    """A DEALER (--send-dsn) never answers: the reader waited out its timeout and said
+    'a busy node, not a pzq endpoint, or a node that requires CURVE'."""
+    line = (f"{archived_node.send_dsn} did not answer within 1 s, and a DEALER answers "
+            "there (no ROUTER), as at a node's --send-dsn: give the node's --archive-dsn")
+    started = time.monotonic()
+    with ArchiveReader(archived_node.send_dsn, "even", context=context,
+                       timeout=30) as reader:
+        with pytest.raises(NotAnArchiveReader) as told:
+            reader.latest()
+    assert str(told.value) == line
+    assert time.monotonic() - started < 10  # of a 30 s timeout
+    started = time.monotonic()
+    with pytest.raises(NotAnArchiveReader, match="a DEALER answers there"):
+        asyncio.run(_aio_read(archived_node.send_dsn, timeout=30))
+    assert time.monotonic() - started < 10
 
 
 def test_a_kept_offset_retention_deleted_goes_on_from_the_first_kept():

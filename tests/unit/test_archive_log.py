@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import structlog
 
 from pzq.archive.format.codec import encode_record
 from pzq.archive.format.entry import ArchivedMessage
@@ -152,8 +153,14 @@ def test_torn_tail_recovery_then_clean_appends(tmp_path):
     segment.path.write_bytes(full[:-5])  # a crash in the middle of the last record
 
     reopened = Archive(tmp_path, segment_size=10**6)
-    reopened.open(now=0)
+    with structlog.testing.capture_logs() as logs:
+        reopened.open(now=0)
     assert segment.size == offsets[2]  # the torn record cut
+    torn = len(full) - 5 - offsets[2]
+    assert [log for log in logs if log["event"] == "archive_tail_cut"] == [{  # said once
+        "event": "archive_tail_cut", "log_level": "warning", "component": "pzq.archive",
+        "topic": "orders",
+        "segment": segment.path.name, "offset": offsets[2], "bytes": torn}]
     assert reopened.append(message(9), now=0) == offsets[2]
     reopened.close(now=0)
     records = [item.message for item in walk(segment.path.read_bytes())

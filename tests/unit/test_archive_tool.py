@@ -30,9 +30,24 @@ def test_dump_of_an_unknown_topic_names_the_topics_there(tmp_path):
     assert one_line_error(archive_tool("dump", str(empty), "orders")).endswith(
         "topics: none (nothing archived yet)")
     assert one_line_error(archive_tool("dump", str(tmp_path / "nowhere"), "orders")) == (
-        f"pzq-archive: error: {tmp_path / 'nowhere'} is not a directory")
+        f"pzq-archive: error: the archive directory {tmp_path / 'nowhere'} does not exist")
     assert one_line_error(archive_tool("verify", str(tmp_path / "no.dat"))) == (
         f"pzq-archive: error: {tmp_path / 'no.dat'} is not a file")
+
+
+def test_topics_says_what_it_lists_even_when_nothing_is_archived(tmp_path):
+    """An empty archive listed nothing at all, exit 0; a segment's size had no unit."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    listed = archive_tool("topics", str(empty))
+    assert listed.returncode == 0 and listed.stdout.splitlines() == [
+        f"{empty}: no topics (nothing archived yet)"]
+    write_archive(tmp_path / "archive", count=2, topic="audit")
+    (segment,) = list_segments(tmp_path / "archive" / "audit")
+    listed = archive_tool("topics", str(tmp_path / "archive"))
+    assert listed.returncode == 0 and listed.stdout.splitlines() == [
+        f"audit: offsets 0..{segment.size}, 1 segment(s), {segment.size} bytes",
+        f"  {segment.path.name}  start 0  size {segment.size} bytes"]
 
 
 def test_verify_of_an_offset_index_points_to_its_segment(tmp_path):
@@ -119,4 +134,5 @@ def test_a_directory_that_is_not_an_archive_is_one_error_not_an_empty_listing(tm
     (fresh / ".lock").write_text("")
     (fresh / "zper-relay-clients.json").write_text("{}")
     ran = archive_tool("topics", str(fresh))
-    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
+    assert (ran.returncode, ran.stdout, ran.stderr) == (
+        0, f"{fresh}: no topics (nothing archived yet)\n", "")

@@ -34,3 +34,16 @@ def test_options_from_the_config_file_reach_the_archive(tmp_path):
 def test_bad_values_are_refused_naming_the_option(values, message):
     with pytest.raises(ConfigError, match=message):
         build_config(values)
+
+
+def test_the_archive_in_the_store_s_own_directory_is_refused(tmp_path, monkeypatch):
+    """A node took --archive-dir the same as --database: its topic folders and .lock
+    among LevelDB's files, which the store's repair and backup treat as the store's."""
+    monkeypatch.chdir(tmp_path)
+    for database, archive in (("pzq-data", "pzq-data"), ("pzq-data", "./pzq-data/"),
+                              (str(tmp_path / "pzq-data"), "pzq-data")):
+        with pytest.raises(ConfigError, match=(
+                f"^--archive-dir {archive} is the --database directory: give the archive "
+                "a directory of its own, not the store's$")):
+            build_config({"database": database, "archive_dir": archive})
+    assert build_config({"database": "pzq-data", "archive_dir": "pzq-data/archive"}).archive

@@ -4,12 +4,26 @@ clear error rather than a read of zero rows."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pzq.archive.format.raw import is_raw_topic
 from pzq.archive.format.segments import list_segments
 
 LOCK_NAME = ".lock"  # the node's lock file in its archive directory (pzq.archive.tier.lock)
+
+
+def archive_dir_problem(directory: Path) -> str | None:
+    """Why a path given as an archive directory cannot be read as one (missing, not a
+    directory, unreadable, not an archive), or None: every reader's one check, so
+    that each says it in the same words before it reads."""
+    if not directory.exists():
+        return f"the archive directory {directory} does not exist"
+    if not directory.is_dir():
+        return f"the archive directory {directory} is not a directory"
+    if not os.access(directory, os.R_OK | os.X_OK):
+        return f"the archive directory {directory} cannot be read"
+    return not_an_archive(directory)
 
 
 def not_an_archive(directory: Path) -> str | None:

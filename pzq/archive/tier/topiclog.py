@@ -33,6 +33,7 @@ from pzq.archive.format.segments import list_segments as list_segments
 from pzq.archive.tier.segment_reads import TopicReads, mapped_bytes
 from pzq.errors import ArchiveError
 from pzq.fsync import make_directories, sync_directory
+from pzq.logs import get_logger
 
 REOPEN_AFTER_S = 1.0
 
@@ -125,6 +126,10 @@ class TopicLog:
             with segment.path.open("r+b") as handle:
                 handle.truncate(whole)
                 os.fsync(handle.fileno())
+            # said, so that the bytes gone from the archive are not gone without a word
+            get_logger("pzq.archive").warning(
+                "archive_tail_cut", topic=self.directory.name, segment=segment.path.name,
+                offset=segment.start + whole, bytes=size - whole)
 
     def _open_index(self, segment: Segment) -> OffsetIndex:
         data = mapped_bytes(segment)

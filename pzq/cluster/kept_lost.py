@@ -25,6 +25,7 @@ class KeptLost:
         self.ranges: dict[bytes, Ranges] = {}  # origin -> the seqs its restore lost
         self._dropping: set[bytes] = set()  # dropped, the delete for the next batch
         self._in_batch: set[bytes] = set()  # their deletes in the batch being built
+        self._keeping: set[bytes] = set()  # kept in the batch being built
         for store_key, value in store.iterate(keyspace.LOST_PREFIX):
             try:
                 self.ranges[store_key[1:]] = unpack_ranges(value, "kept lost seqs")
@@ -35,6 +36,7 @@ class KeptLost:
         """What the origin's restore lost, in ``batch`` (a later restore's ranges cover
         an earlier one's: they replace them)."""
         self.ranges[origin] = ranges
+        self._keeping.add(origin)
         self._dropping.discard(origin)
         batch.put(keyspace.lost_key(origin), pack_ranges(ranges))
 
@@ -53,8 +55,14 @@ class KeptLost:
 
     def written(self) -> None:
         self._in_batch.clear()
+        self._keeping.clear()
 
     def failed(self) -> None:
+        # Kept in memory only as they are on disk: the origin, unconfirmed, tells
+        # them again (confirmations wait for the write)
+        for origin in self._keeping:
+            self.ranges.pop(origin, None)
+        self._keeping.clear()
         # (not those kept again meanwhile: their put follows in a later batch)
         self._dropping |= {origin for origin in self._in_batch if origin not in self.ranges}
         self._in_batch.clear()

@@ -12,10 +12,12 @@ import pytest
 import structlog
 
 from pzq.backup.manifest import RESTORE_SEQ_GAP, RESTORED, lost_seqs, restore_skip, restored
+from pzq.cluster.kept_lost import KeptLost
 from pzq.errors import DecodeError, StoreError
 from pzq.protocol import cluster as cw
 from pzq.protocol.message_keys import message_key, parse_message_key
 from pzq.store import keyspace
+from pzq.store.store import Store
 from tests.support.cluster_sim import T0, SimNetwork, SimNode
 
 pytestmark = pytest.mark.timeout(10)
@@ -249,3 +251,34 @@ def test_a_peer_of_protocol_5_keeps_being_told_and_a_restored_node_of_5_gets_no_
     assert origin.core.rejected == 0
     assert holder.core.takeovers.lost == {origin.node_id: [(seqs[0], seqs[0] + 1)]}
     network.close()
+
+
+def test_kept_lost_seqs_follow_the_batches_a_failed_one_kept_nowhere(tmp_path):
+    """Kept in memory only as the store has them: a keep in a failed batch is gone
+    (the origin, unconfirmed, tells again); a drop in a failed batch is deleted with
+    the next one."""
+    origin, ranges = b"0a1b2c3d", [(5, 9)]
+    store = Store.open(tmp_path / "store")
+    kept = KeptLost(store)
+    batch = store.begin()
+    kept.prepare(batch)
+    kept.keep(batch, origin, ranges)
+    kept.failed()  # as if store.commit(batch) had raised StoreError
+    assert kept.ranges == {}
+    batch = store.begin()
+    kept.prepare(batch)
+    kept.keep(batch, origin, ranges)
+    store.commit(batch)
+    kept.written()
+    assert KeptLost(store).ranges == {origin: ranges}
+    kept.drop(origin, "none held")
+    batch = store.begin()
+    kept.prepare(batch)
+    kept.failed()
+    assert KeptLost(store).ranges == {origin: ranges}  # the delete not written
+    batch = store.begin()
+    kept.prepare(batch)
+    store.commit(batch)
+    kept.written()
+    assert kept.ranges == KeptLost(store).ranges == {}
+    store.close()

@@ -38,6 +38,7 @@ from pzq.cluster.placement import Placement
 from pzq.cluster.protocols import PeerProtocols
 from pzq.cluster.removes import RemoveLedger
 from pzq.cluster.replication import PendingAck, ReplicationTracker
+from pzq.cluster.restored_telling import RestoredTelling
 from pzq.cluster.routes import Routes
 from pzq.cluster.scheduled_takeover import ScheduledTakeover
 from pzq.cluster.senders import Senders
@@ -67,7 +68,6 @@ log = get_logger("pzq.cluster")
 
 SCHEDULE_PROTOCOL = 3  # the first protocol with SCHEDULE
 LEAVING_PROTOCOL = 4  # the first protocol with LEAVING
-RESTORED_PROTOCOL = 5  # the first protocol with RESTORED
 
 
 class ClusterCore(Participant):
@@ -116,11 +116,11 @@ class ClusterCore(Participant):
                                  self._after_write)
         self.own_reads = own_reads
         self._reads_sent: dict[str, cw.DefaultReads] = {}  # what each peer was last told
-        # The seqs this node lost in a restore from a backup, told to every peer with
-        # each heartbeat: the holders of copies of them deliver those
+        # The seqs this node lost in a restore from a backup, told to each peer with
+        # the heartbeats until it keeps them: the holders of copies of them deliver those
         self.lost_seqs = lost_seqs(store.path)
         self.done.lost_seqs = self.lost_seqs
-        self._untold: set[str] = set()  # peers too old to be told, said once each
+        self.restored = RestoredTelling(self.lost_seqs)
 
     def open_part(self, context: Context, security: NodeSecurity, own: DeliveryState,
                   now: Now) -> Part:
@@ -154,8 +154,7 @@ class ClusterCore(Participant):
         routing = cw.encode_routing(self.node_id, self.routes.own_routing())
         for peer in self.peers.reachable_peers():
             self.outgoing.append(ToPeer(peer.endpoint, routing))
-        if self.lost_seqs:
-            self._tell_restored()
+        self._tell_restored()
         reads = self.own_reads()
         for peer in self.peers.reachable_peers():
             # Again while it says something: a TOPICS frame lost on a full pipe is
@@ -164,21 +163,12 @@ class ClusterCore(Participant):
                                                               or reads.groups))
 
     def _tell_restored(self) -> None:
-        """RESTORED to every reachable peer of protocol 5 or later (again with each
-        heartbeat: a peer keeps it in memory only). An earlier one cannot read it: its
-        copies of the lost seqs stay undelivered while this node is up, said once."""
-        restored = cw.encode_restored(self.node_id, self.lost_seqs)
-        for peer in self.peers.reachable_peers():
-            protocol = self.protocols.spoken.get(peer.endpoint)
-            if protocol is None:
-                continue  # its ROUTING comes first
-            if protocol >= RESTORED_PROTOCOL:
-                self.outgoing.append(ToPeer(peer.endpoint, restored))
-            elif peer.endpoint not in self._untold:
-                self._untold.add(peer.endpoint)
-                log.warning("restored_seqs_untold", peer=peer.endpoint,
-                            peer_protocol=protocol, protocol=CLUSTER_PROTOCOL,
-                            lost_seqs=self.lost_seqs)
+        """RESTORED to each reachable peer of protocol 5 or later that has not said it
+        keeps the ranges (pzq.cluster.restored_telling)."""
+        due = self.restored.due(self.peers, self.protocols)
+        if due:
+            restored = cw.encode_restored(self.node_id, self.lost_seqs)
+            self.outgoing.extend(ToPeer(endpoint, restored) for endpoint in due)
 
     def _counted_down(self, endpoint: str, own: DeliveryState) -> None:
         """What a peer counted down (silent, or leaving) no longer has."""
@@ -427,6 +417,9 @@ class ClusterCore(Participant):
         if command == cw.NOTED:
             self.removes.confirmed(endpoint, cw.decode_noted(frames))
             return []
+        if command == cw.RESTORED_KEPT:
+            self.restored.kept(endpoint, cw.decode_restored_kept(frames))
+            return []
         raise DecodeError(f"unknown cluster reply {command[:20]!r}")
 
     def _pong(self, endpoint: str, pong: cw.Pong, batch: Batch, own: DeliveryState,
@@ -471,13 +464,20 @@ class ClusterCore(Participant):
     # -- monitor -----------------------------------------------------------------------
 
     def snapshot(self, now: float) -> dict[str, object]:
+        peers = peer_figures(self.peers, self.replicas, self.tracker, self.removes,
+                             self.holds, self.protocols, now)
+        for peer in peers:
+            endpoint = str(peer["endpoint"])
+            peer.update(self.restored.figures(endpoint),
+                        restored_received=self.frames.restored_received[endpoint])
         return {
-            "peers": peer_figures(self.peers, self.replicas, self.tracker, self.removes,
-                                  self.holds, self.protocols, now),
+            "peers": peers,
             "replication_failures": self.tracker.failures,
             "cluster_rejected": self.rejected,
             "replicas_held": sum(self.replicas.counts.values()),
             "scheduled_copies_held": self.copies.held,
             "tombstones_held": sum(self.replicas.tombstones.values()),
             "takeovers": [origin.decode() for origin in self.takeovers.active_origins()],
+            "restored_seqs_kept": {origin.decode(): [list(each) for each in ranges]
+                                   for origin, ranges in sorted(self.takeovers.lost.items())},
         }

@@ -12,7 +12,7 @@ from pzq.store.replicas import ReplicaStore
 
 NO_CLUSTER: dict[str, object] = {"peers": [], "replication_failures": 0, "cluster_rejected": 0,
                                  "replicas_held": 0, "scheduled_copies_held": 0,
-                                 "tombstones_held": 0, "takeovers": []}
+                                 "tombstones_held": 0, "takeovers": [], "restored_seqs_kept": {}}
 
 
 def peer_state(peer: Peer) -> str:

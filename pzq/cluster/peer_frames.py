@@ -8,6 +8,7 @@ confirmations wait for the batch that holds what they confirm
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from operator import itemgetter
 
@@ -28,6 +29,7 @@ from pzq.store.scheduled_copies import ScheduledCopies
 
 log = get_logger("pzq.cluster")
 SEQ_OF = itemgetter(0)
+RESTORED_KEPT_PROTOCOL = 6  # the first protocol with RESTORED_KEPT
 
 TOMBSTONES_PER_PONG = 10_000
 HELD_PER_PONG = 10_000
@@ -49,6 +51,7 @@ class PeerFrames:
         self.senders = senders
         self.protocols = protocols
         self.after_write = after_write
+        self.restored_received: Counter[str] = Counter()  # RESTORED frames, by sender
         # A frame's command -> what a peer's frame does here (PING is answered first)
         self.handlers: dict[bytes, Handler] = {
             cw.REPLICATE: self._on_replicate, cw.SCHEDULE: self._on_schedule,
@@ -144,7 +147,12 @@ class PeerFrames:
                      batch: Batch, own: DeliveryState, now: float) -> None:
         origin, ranges = cw.decode_restored(frames)
         _own(origin, sender, "say what its own restore lost")
-        self.takeovers.restored(origin, ranges)
+        endpoint, _ = self.senders.get(routing_id) or ("", b"")
+        self.restored_received[endpoint] += 1
+        self.takeovers.restored(batch, origin, ranges)
+        # Confirmed once kept on disk; an origin of protocol 5 would refuse the answer
+        if self.protocols.spoken.get(endpoint, 0) >= RESTORED_KEPT_PROTOCOL:
+            self._confirm_once_written(routing_id, cw.encode_restored_kept(ranges))
 
 
 def _own(origin: bytes, sender: bytes, what: str) -> None:

@@ -3,7 +3,9 @@
 A peer of another protocol stays in the cluster: protocol 2 adds only the version
 in ROUTING to protocol 1, so each reads all the other sends; protocol 3 adds
 SCHEDULE, sent only to peers that announce 3 or later (pzq.cluster.core); protocol 4
-adds LEAVING, sent only to peers that announce 4 or later. A later
+adds LEAVING, sent only to peers that announce 4 or later; protocol 5 adds RESTORED,
+sent only to peers of 5 or later; protocol 6 adds RESTORED_KEPT, a peer's answer to
+RESTORED, sent only to a restored node of 6 or later. A later
 protocol that changes a frame will speak its predecessor's frames to a peer that
 announces it.
 What differs is said once per peer (and again only when the peer's protocol

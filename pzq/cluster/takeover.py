@@ -14,6 +14,7 @@ names those seqs, pzq.backup.manifest): while it is up, its copies among them ar
 delivered here as in a takeover, by the same rule, and only those (``lost``); the
 takeover ends once none is held. One of a down origin that comes back restored
 first pauses as any, and starts again for those seqs once nothing it sent is out.
+Those seqs are kept in the store while a copy in them is held (pzq.cluster.kept_lost).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from pzq.cluster.kept_lost import KeptLost, Ranges
 from pzq.cluster.peers import PeerTable
 from pzq.delivery.areas import TakeoverArea
 from pzq.delivery.state import DeliveryState
@@ -54,7 +56,8 @@ class Takeovers(Participant):
         self.states: dict[bytes, DeliveryState] = {}
         self.groups: dict[bytes, dict[tuple[str, str], DeliveryState]] = {}
         self.now = now  # the last time liveness was looked at
-        self.lost: dict[bytes, list[tuple[int, int]]] = {}  # origin -> seqs its restore lost
+        self.kept = KeptLost(replicas.store)  # origin -> seqs its restore lost
+        self.lost = self.kept.ranges
         # Origins up whose takeover delivers only what their restore lost, and those seqs
         self.lost_only: dict[bytes, list[tuple[int, int]]] = {}
 
@@ -72,13 +75,19 @@ class Takeovers(Participant):
             return False
         return self.is_first_live_holder(holders)
 
-    def restored(self, origin: bytes, ranges: list[tuple[int, int]]) -> None:
-        """The origin said which seqs its restore lost (RESTORED): taken over from the
-        next look at liveness on."""
-        if self.lost.get(origin) != ranges:
-            self.lost[origin] = ranges
-            log.info("peer_restored", origin=origin.decode(), lost_seqs=ranges,
-                     replicas=self.replicas.counts[origin])
+    def restored(self, batch: Batch, origin: bytes, ranges: Ranges) -> None:
+        """The origin said which seqs its restore lost (RESTORED): kept in ``batch``
+        while a copy in them is held here, taken over from the next look at liveness
+        on. Holding none, nothing is kept (nor will be: its copies are given out)."""
+        if self.lost.get(origin) == ranges:
+            return
+        kept = self._holds_in(origin, ranges)
+        if kept:
+            self.kept.keep(batch, origin, ranges)
+        else:
+            self.kept.drop(origin, "none held of a later restore's")
+        log.info("peer_restored", origin=origin.decode(), lost_seqs=ranges,
+                 replicas=self.replicas.counts[origin], kept=kept)
 
     def is_first_live_holder(self, holders: Holders) -> bool:
         for holder in holders:
@@ -94,12 +103,13 @@ class Takeovers(Participant):
         others must not deliver what the majority side delivers."""
         self.now = now
         quorum = self.peers.quorum(now)
+        holding_lost = self._holding_lost()
         for origin in set(self.replicas.origins()) | set(self.copies.counts) | set(self.states):
             if quorum and not self.peers.node_alive(origin, now):
                 self.lost_only.pop(origin, None)  # (from a part to every copy: no risk)
                 self._take_over(origin)
             elif (quorum and (origin not in self.states or origin in self.lost_only)
-                  and self._holds_lost(origin)):
+                  and origin in holding_lost):
                 # (a whole takeover paused first: what it has out may be the origin's)
                 self.lost_only[origin] = self.lost[origin]
                 self._take_over(origin)
@@ -110,12 +120,23 @@ class Takeovers(Participant):
             self.groups.pop(origin, None)
             self.lost_only.pop(origin, None)
 
-    def _holds_lost(self, origin: bytes) -> bool:
-        """Whether a copy of the seqs the origin's restore lost is held here (one seek
-        per range)."""
+    def _holding_lost(self) -> set[bytes]:
+        """The origins a copy of whose lost seqs is held here; the others' are dropped
+        (delivered, or removed: none comes again, the origin gives out seqs after them)."""
+        holding = set()
+        for origin, ranges in list(self.lost.items()):
+            if self._holds_in(origin, ranges):
+                holding.add(origin)
+            else:
+                self.kept.drop(origin, "none held")
+        return holding
+
+    def _holds_in(self, origin: bytes, ranges: Ranges) -> bool:
+        """Whether a copy of the origin's in ``ranges`` is held here (one seek per
+        range)."""
         return any(self.replicas.holds_between(origin, first, end)
                    or self.copies.holds_between(origin, first, end)
-                   for first, end in self.lost.get(origin, ()))
+                   for first, end in ranges)
 
     def _finished(self, origin: bytes) -> bool:
         return all(state.paused and not state.inflight for state in self._all(origin))
@@ -235,13 +256,16 @@ class Takeovers(Participant):
     # -- batch participant ---------------------------------------------------------
 
     def prepare(self, batch: Batch) -> None:
+        self.kept.prepare(batch)
         for state in self.every_state():
             state.prepare(batch)
 
     def written(self) -> None:
+        self.kept.written()
         for state in self.every_state():
             state.written()
 
     def failed(self) -> None:
+        self.kept.failed()
         for state in self.every_state():
             state.failed()

@@ -136,6 +136,9 @@ class PzqCollector:
                                        labels=[*LABELS, "outcome"])
         peers = GaugeMetricFamily("pzq_peer_up", "1 if the peer answers heartbeats.",
                                   labels=[*LABELS, "peer"])
+        confirmed = GaugeMetricFamily("pzq_peer_restored_confirmed", "On a node restored "
+                                      "from a backup: 1 if the peer keeps what it lost.",
+                                      labels=[*LABELS, "peer"])
         archive = GaugeMetricFamily("pzq_archive_last_offset", "End offset of a topic's log.",
                                     labels=[*LABELS, "topic"])
         damaged = CounterMetricFamily("pzq_archive_damaged_records", "Damaged archive records "
@@ -156,10 +159,13 @@ class PzqCollector:
             for peer in stats.get("peers", []):
                 peers.add_metric([*labels, peer["endpoint"]],
                                  1.0 if peer["state"] == "up" else 0.0)
+                if peer.get("restored_confirmed") is not None:  # (a node never restored)
+                    confirmed.add_metric([*labels, peer["endpoint"]],
+                                         1.0 if peer["restored_confirmed"] else 0.0)
             for topic, info in (stats.get("archive") or {}).get("topics", {}).items():
                 archive.add_metric([*labels, topic], float(info["last_offset"]))
                 damaged.add_metric([*labels, topic], float(info.get("damaged_records", 0)))
-        yield from (acks, producer, peers, archive, damaged, forbidden)
+        yield from (acks, producer, peers, confirmed, archive, damaged, forbidden)
 
     def _takeovers(self, live: list[StatsAnswer]) -> Iterator[Metric]:
         """Per origin a node takes over: the copies it holds, what is out (all groups)."""

@@ -12,7 +12,8 @@ peer. Requests go out on the DEALER; the peer's ROUTER answers on the same pipe.
     DONE       origin, done id, group, seqs  -> NOTED done id (once written)
     ROUTING    origin, JSON             (no answer: its client endpoints, partitions)
     LEAVING    origin                   (no answer: it is stopping, by SIGTERM or SIGINT)
-    RESTORED   origin, (first end)*     (no answer: seqs it lost in a restore)
+    RESTORED   origin, (first end)*     -> RESTORED_KEPT (first end)* (once written;
+                                           none from a node before protocol 6)
 
 ``seqs``, ``tombstones`` and ``held`` are packed 8-byte big-endian sequence
 numbers. In a PONG, ``tombstones`` are the asker's messages acked on the answering
@@ -52,7 +53,13 @@ RESTORED says which of its sequence numbers the origin gave out once and no long
 holds, having been restored from a backup (``first end``: two 8-byte big-endian
 numbers, a range with its end left out): the holders of its copies among them
 deliver those as in a takeover while the origin is up (pzq.cluster.takeover). A
-restored node sends it with every heartbeat, to peers of protocol 5 or later only.
+restored node sends it with every heartbeat, to peers of protocol 5 or later only,
+until the peer answers RESTORED_KEPT with the same ranges: a peer of protocol 6 or
+later keeps them in its store (beside its copies, read back at its start) while it
+holds a copy in them, and confirms once that is written; one that holds none confirms
+at once, keeping nothing. It answers only a sender of protocol 6 or later (an earlier
+one would refuse the answer): a peer of protocol 5 never confirms and is told with
+every heartbeat, as before.
 """
 
 from __future__ import annotations
@@ -81,7 +88,7 @@ TOPICS = b"TOPICS"
 DONE, NOTED = b"DONE", b"NOTED"
 ROUTING = b"ROUTING"
 LEAVING = b"LEAVING"
-RESTORED = b"RESTORED"
+RESTORED, RESTORED_KEPT = b"RESTORED", b"RESTORED_KEPT"
 SEQ_RANGE = struct.Struct(">QQ")  # first seq, end seq (left out)
 BATCH_ID = struct.Struct(">Q")  # also the remove id
 
@@ -292,13 +299,33 @@ def decode_routing_frame(frames: list[bytes]) -> tuple[bytes, Routing]:
 
 
 def encode_restored(origin: bytes, ranges: list[tuple[int, int]]) -> list[bytes]:
-    return [RESTORED, origin, b"".join(SEQ_RANGE.pack(first, end) for first, end in ranges)]
+    return [RESTORED, origin, pack_ranges(ranges)]
+
+
+def pack_ranges(ranges: list[tuple[int, int]]) -> bytes:
+    return b"".join(SEQ_RANGE.pack(first, end) for first, end in ranges)
+
+
+def unpack_ranges(blob: bytes, what: str) -> list[tuple[int, int]]:
+    if len(blob) % SEQ_RANGE.size:
+        raise DecodeError(f"{what} needs 16-byte seq ranges")
+    ranges = [(first, end) for first, end in SEQ_RANGE.iter_unpack(blob)]
+    if any(first >= end for first, end in ranges):
+        raise DecodeError(f"{what} range ends before it begins")
+    return ranges
 
 
 def decode_restored(frames: list[bytes]) -> tuple[bytes, list[tuple[int, int]]]:
     if len(frames) != 3 or len(frames[2]) % SEQ_RANGE.size:
         raise DecodeError("RESTORED needs origin and 16-byte seq ranges")
-    ranges = [(first, end) for first, end in SEQ_RANGE.iter_unpack(frames[2])]
-    if any(first >= end for first, end in ranges):
-        raise DecodeError("RESTORED range ends before it begins")
-    return _node_id(frames[1]), ranges
+    return _node_id(frames[1]), unpack_ranges(frames[2], "RESTORED")
+
+
+def encode_restored_kept(ranges: list[tuple[int, int]]) -> list[bytes]:
+    return [RESTORED_KEPT, pack_ranges(ranges)]
+
+
+def decode_restored_kept(frames: list[bytes]) -> list[tuple[int, int]]:
+    if len(frames) != 2:
+        raise DecodeError("RESTORED_KEPT needs its seq ranges")
+    return unpack_ranges(frames[1], "RESTORED_KEPT")

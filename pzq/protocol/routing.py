@@ -28,8 +28,9 @@ ROLES = ("receive", "send", "consume", "monitor")
 # Protocol 1: the frames of the releases before versions. Protocol 2: the same frames,
 # and ROUTING says the protocol. Protocol 3: SCHEDULE copies scheduled messages.
 # Protocol 4: LEAVING, a node's last frame as it stops by SIGTERM. Protocol 5: RESTORED,
-# the seqs a node restored from a backup lost.
-CLUSTER_PROTOCOL = 5
+# the seqs a node restored from a backup lost. Protocol 6: RESTORED_KEPT, a peer's answer
+# that it keeps them on disk.
+CLUSTER_PROTOCOL = 6
 UNVERSIONED_PROTOCOL = 1
 
 

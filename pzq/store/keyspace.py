@@ -8,6 +8,9 @@ keeps each area in arrival order and a cursor walks new messages without a scan.
     t <node:8> <seq:8>   tombstones: another node's messages acked here while it was down
     s <node:8>           who reads another node's topics: the group default and the named
                          groups (JSON, as that node sent it in TOPICS; cluster)
+    l <node:8>           the seqs another node lost in a restore from a backup, as it sent
+                         them in RESTORED (16-byte ranges), kept while a copy in them is
+                         held here (pzq.cluster.kept_lost; cluster)
     R <node:8> <seq:8> <group>
                          a group done with a replica that other groups still hold (cluster)
     d <seq:8>            dead letters
@@ -94,6 +97,7 @@ OWN_KEY_SIZE = len(OWN_PREFIX) + SEQ.size
 REPLICA_PREFIX = b"r"
 TOMBSTONE_PREFIX = b"t"
 READS_PREFIX = b"s"
+LOST_PREFIX = b"l"
 DEAD_PREFIX = b"d"
 OWED_PREFIX = b"o"
 OWED_DONE_PREFIX = b"O"
@@ -222,6 +226,10 @@ def tombstone_key(origin: bytes, seq: int) -> bytes:
 
 def reads_key(origin: bytes) -> bytes:
     return READS_PREFIX + origin
+
+
+def lost_key(origin: bytes) -> bytes:
+    return LOST_PREFIX + origin
 
 
 def owed_key(remove_id: int) -> bytes:

@@ -104,8 +104,9 @@ class Deliveries:
 
 
 def restart_all(nodes: list[NodeProcess]) -> None:
-    """The restored node killed right after its start, and its peers with it (they
-    forget what it said): told again by it, from what it kept."""
+    """The restored node killed right after its start, and its peers with it (one
+    killed before what it was told was written forgets it): told again by it, from what
+    it kept, until each confirms."""
     for node in nodes:
         node.kill()
     for node in [*nodes[1:], nodes[0]]:

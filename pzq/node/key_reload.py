@@ -2,8 +2,12 @@
 removed without a restart: the signal's handler only asks, the loop reads them at the
 wake it causes. A key added to ``--curve-authorized-keys`` (or the cluster's directory)
 gets in at its next handshake, a key removed is refused at its next one. ZAP sees only
-handshakes: a connection made before stays until it reconnects (the --authorization
-rules, read per message, cut it off: ``Authorizing.readmit``). A directory with
+handshakes and no socket says which key a connection came with, so a reload that
+removes a key cuts every connection of the endpoints that admitted it
+(pzq.connection_cut): the clients of the keys kept connect again, the removed key's
+are refused (what a cut connection sent before it went is still read: the
+--authorization rules, read per message, refuse it, ``Authorizing.readmit``). A
+directory with
 a file that is no key is refused with one line and the keys in force stay.
 """
 
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 from zmq.auth.thread import ThreadAuthenticator
 
+from pzq.connection_cut import cut_accepted
 from pzq.errors import ConfigError
 from pzq.logs import get_logger
 from pzq.security import NodeCurve, NodeSecurity, admit_keys, read_key_directory
@@ -28,6 +33,9 @@ class KeyDirectories:
         self._has_peers = False
         self.client_keys: frozenset[bytes] = frozenset()
         self.cluster_keys: frozenset[bytes] = frozenset()
+        # the bound endpoints (name: endpoint) whose connections a removed key may hold
+        self._client_endpoints: dict[str, str] = {}
+        self._cluster_endpoints: dict[str, str] = {}
 
     def attach(self, security: NodeSecurity, authenticator: object,
                has_peers: bool = False) -> None:
@@ -38,6 +46,15 @@ class KeyDirectories:
             self._has_peers = has_peers
             self.client_keys, self.cluster_keys = self._read(security)
             self._warn_if_nobody_admitted()
+
+    def serve_at(self, bound: dict[str, str], cluster: str) -> None:
+        """The node's bound endpoints (name: endpoint, as node_ready says them), once
+        bound; ``cluster`` names the cluster's, which admits the peers' keys (their own
+        directory's, or with a shared key pair the clients')."""
+        self._client_endpoints = {name: endpoint for name, endpoint in bound.items()
+                                  if name != cluster}
+        self._cluster_endpoints = {name: endpoint for name, endpoint in bound.items()
+                                   if name == cluster}
 
     def ask_reload(self) -> None:  # a signal handler's: only sets a flag
         self._asked = True
@@ -82,9 +99,27 @@ class KeyDirectories:
                      "cluster_added": _z85(cluster_keys - self.cluster_keys),
                      "cluster_removed": _z85(self.cluster_keys - cluster_keys),
                      "peers_rekeyed": rekeyed}))
+        cluster_removed = self.cluster_keys - cluster_keys
         self.client_keys, self.cluster_keys = client_keys, cluster_keys
+        # with a shared key pair the cluster endpoint admits the client keys
+        self._cut_off(removed, cluster_removed if curve.cluster_keys is not None else removed,
+                      own_cluster_keys=curve.cluster_keys is not None)
         self._warn_if_nobody_admitted()
         return True
+
+    def _cut_off(self, removed: frozenset[bytes], cluster_removed: frozenset[bytes],
+                 own_cluster_keys: bool) -> None:
+        """Every connection of an endpoint that admitted a removed key is cut, ZAP now
+        refusing that key: the others connect again (ZeroMQ), the removed key's do not.
+        ``cluster_removed``: the keys the cluster endpoint no longer admits."""
+        endpoints = {**(self._client_endpoints if removed else {}),
+                     **(self._cluster_endpoints if cluster_removed else {})}
+        if not endpoints:
+            return
+        cut = cut_accepted(endpoints)
+        log.info("curve_connections_cut", removed=len(removed),
+                 **({"cluster_removed": len(cluster_removed)} if own_cluster_keys else {}),
+                 connections=sum(cut.values()), by_endpoint=cut)
 
     def _warn_if_nobody_admitted(self) -> None:
         """An empty directory (or one of files without the .key ending) starts a node

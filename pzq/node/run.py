@@ -16,6 +16,7 @@ from pzq.logs import get_logger
 from pzq.node import collector
 from pzq.node.descriptors import DescriptorWatch
 from pzq.node.device import Device
+from pzq.node.endpoints import CLUSTER
 from pzq.node.start_report import NO_REPORT, StartReport
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
@@ -55,6 +56,7 @@ def run(node: NodeState, waker: Waker, stop: StopRequest, security: NodeSecurity
         node.keys.attach(security, authenticator, has_peers=bool(node.config.nodes))
         device = Device(node, waker, context, security, Now.read())
         bound = device.bound()
+        node.keys.serve_at(bound, CLUSTER.role)  # a removed key's connections cut there
         files = sockets.socket_files(bound.values())
         if owns_process:
             tuned = collector.tune()

@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from pzq import security
 from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_monitor
 from pzq.protocol.headers import partition_of
+from pzq.security import ClientCurve
 from tests.cluster.test_partitioned_topics import drain_routed
 from tests.support.harness import consume_all, run_pzq, shown_on_failure, wait_until
 from tests.support.ports import port_for_shards
@@ -369,3 +371,44 @@ def test_a_routed_producer_sends_again_what_a_killed_shard_lost(start_shards, co
     assert len(supervisor.pids(1)) == 2
     with RoutedGroupConsumer(monitors, "orders", "billing", context=context) as consumer:
         drain_routed(consumer, 31, timeout=30)
+
+
+def test_a_removed_key_is_cut_off_on_every_shard(start_shards, tmp_path, curve_keys, context):
+    """The supervisor passes SIGHUP to every shard, and each cuts the removed key's
+    connections (its clients and its links to the other shards alike, which connect
+    again with their shared key): the removed key's producers are answered no more, a
+    kept key is served by every shard, and the shards see each other up again."""
+    authorized = Path(curve_keys["args"][3])
+    public, secret = security.generate(tmp_path / "keys", "kept")
+    (authorized / "kept.key").write_bytes(public.read_bytes())
+    kept = ClientCurve(security.load_key_pair(secret), curve_keys["client"].server_public)
+    supervisor = start_shards(*curve_keys["args"])
+    wait_until(lambda: len(supervisor.events("node_ready")) == SHARDS, 30,
+               message="both shards ready")
+    shards = [supervisor.shard(number) for number in range(SHARDS)]
+    removed = [Producer(shard.receive_dsn, context=context, curve=curve_keys["client"])
+               for shard in shards]
+    try:
+        assert all(producer.produce([b"before"], timeout=10).ok for producer in removed)
+        (authorized / "client.key").unlink()
+        assert supervisor.process is not None
+        supervisor.process.send_signal(signal.SIGHUP)
+        cuts = wait_until(lambda: (found := supervisor.events("curve_connections_cut"))
+                          and len(found) == SHARDS and found, 30, message="each shard's cut")
+        assert all(cut["by_endpoint"]["receive"] == 1 and cut["by_endpoint"]["cluster"] >= 1
+                   for cut in cuts)  # the removed key's producer, the other shard's link
+        for producer in removed:
+            with pytest.raises(TimeoutError):
+                producer.produce([b"after"], timeout=1.5)
+    finally:
+        for producer in removed:
+            producer.close()
+
+    def peers_up(shard: ShardEndpoints) -> bool:
+        stats = json.loads(request_monitor(shard.monitor_dsn, "STATS", 10, curve=kept))
+        return all(peer["state"] == "up" for peer in stats["peers"])
+    for shard in shards:
+        with Producer(shard.receive_dsn, context=context, curve=kept) as producer:
+            assert producer.produce([b"kept"], timeout=10).ok
+        wait_until(lambda shard=shard: peers_up(shard), 30, interval=0.2,
+                   message="the other shard up again")

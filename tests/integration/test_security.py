@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import structlog
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from pzq import handshakes, security
 from pzq.client import Consumer, Producer, request_monitor
@@ -479,13 +480,15 @@ def test_sighup_reads_the_key_directories_again(secure_node, keys, tmp_path, con
     with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
         assert producer.produce([b"added"], timeout=10).ok
 
-    # a connection made before the key is removed: ZAP saw only its handshake
-    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as kept:
-        assert kept.produce([b"connected"], timeout=10).ok
+    # a connection made before the key is removed: ZAP saw only its handshake, the
+    # reload cuts it and its next handshake is refused
+    with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as cut:
+        assert cut.produce([b"connected"], timeout=10).ok
         (authorized / "client.key").unlink()
         removed = _reload_keys(secure_node, 2)
         assert removed["removed"] == [keys["client"].keys.public.decode()]
-        assert kept.produce([b"still connected"], timeout=10).ok
+        with pytest.raises(TimeoutError):
+            cut.produce([b"cut off"], timeout=1.5)
     with Producer(secure_node.receive_dsn, context=context, curve=keys["client"]) as producer:
         with pytest.raises(TimeoutError):
             producer.produce([b"revoked"], timeout=1.5)
@@ -498,7 +501,7 @@ def test_sighup_reads_the_key_directories_again(secure_node, keys, tmp_path, con
     with Producer(secure_node.receive_dsn, context=context, curve=keys["stranger"]) as producer:
         assert producer.produce([b"kept"], timeout=10).ok
     secure_node.curve = keys["stranger"]  # the monitor's client: the client's key is gone
-    assert secure_node.figures()["received"] == 4
+    assert secure_node.figures()["received"] == 3
 
 
 def test_a_nodes_key_pair_is_rotated_with_a_sighup_to_its_peers(start_node, node_keys,
@@ -588,3 +591,52 @@ def test_a_reload_keeps_the_shared_key_pair_of_a_cluster_admitted(start_node, ke
                                 "nodes connect to each other (they share one key pair): put "
                                 "it back")
     assert node.event("curve_keys_reloaded") is None
+
+
+def test_a_removed_cluster_key_is_cut_off_and_the_peers_links_go_on(start_node, node_keys,
+                                                                   tmp_path, context):
+    """A key removed from --cluster-authorized-keys (a node taken out of service, its
+    key leaked): its connection to the cluster endpoint stayed open after the reload.
+    Now the reload cuts the endpoint's connections: the removed key's handshake is
+    refused from then on, the peer's link connects again and copies go both ways."""
+    public, secret = security.generate(tmp_path / "keys", "retired")
+    (node_keys["cluster_dirs"][0] / "retired.key").write_bytes(public.read_bytes())
+    endpoints = [f"ipc://{tmp_path}/n{i}.cluster" for i in range(2)]
+    n0, n1 = [_keyed_member(start_node, node_keys, i, endpoints, "--replicas", "1")
+              for i in (0, 1)]
+    n1.wait_stats(lambda s: s["peers"][0]["state"] == "up", message="n0 up at n1")
+    retired = context.socket(zmq.DEALER)
+    ClientCurve(security.load_key_pair(secret),
+                node_keys["pairs"]["n0"].public).apply(retired)
+    retired.setsockopt(zmq.LINGER, 0)
+    events = retired.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+                                        | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+    heard: list[int] = []
+
+    def heard_of(event: int) -> bool:
+        while events.poll(0):
+            heard.append(recv_monitor_message(events)["event"])
+        return event in heard
+
+    try:
+        retired.connect(endpoints[0])
+        wait_until(lambda: heard_of(zmq.EVENT_HANDSHAKE_SUCCEEDED), 10, message="handshake")
+        (node_keys["cluster_dirs"][0] / "retired.key").unlink()
+        n0.process.send_signal(signal.SIGHUP)
+        cut = wait_until(lambda: n0.event("curve_connections_cut"), 10, message="the cut")
+        assert cut["removed"] == 0 and cut["cluster_removed"] == 1
+        assert cut["by_endpoint"] == {"cluster": 2}  # the retired key's and n1's link
+        wait_until(lambda: heard_of(zmq.EVENT_DISCONNECTED)
+                   and heard_of(zmq.EVENT_HANDSHAKE_FAILED_AUTH), 10,
+                   message="the retired key cut and refused")
+        for source in (n0, n1):
+            def copied(source=source) -> bool:
+                with Producer(source.receive_dsn, context=context,
+                              curve=source.curve) as producer:
+                    answer = producer.produce([b"copied"], timeout=10)
+                assert answer.ok  # stored, whatever its copy
+                return not answer.replication_failed
+            wait_until(copied, 30, interval=0.2, message="a copy taken again")
+    finally:
+        events.close(0)
+        retired.close(0)

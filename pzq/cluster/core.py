@@ -47,6 +47,7 @@ from pzq.cluster.settings import ClusterSettings
 from pzq.cluster.strangers import Strangers
 from pzq.cluster.takeover import StateFactory, Takeovers
 from pzq.cluster.unconfirmed import Encoder, UnconfirmedCopies
+from pzq.cluster.wrong_endpoints import answered_as_producer_endpoint, is_producer_ack
 from pzq.delivery.state import DeliveryState
 from pzq.errors import DecodeError
 from pzq.events import EventHub, PeersReleased
@@ -143,7 +144,8 @@ class ClusterCore(Participant):
                         node_id=(peer.node_id or b"?").decode())
         for peer in self.peers.never_reached(now):
             # Else the only sign is REPLICATION_FAILED in every ACK (a wrong --nodes entry?)
-            refused = {"reason": peer.handshake_refused} if peer.handshake_refused else {}
+            reason = peer.not_a_cluster_endpoint or peer.handshake_refused
+            refused = {"reason": reason} if reason else {}
             log.warning("peer_never_reached", endpoint=peer.endpoint,
                         seconds_since_start=round(now - self.peers.started), **refused)
         self.takeovers.update(now)
@@ -420,6 +422,8 @@ class ClusterCore(Participant):
         if command == cw.RESTORED_KEPT:
             self.restored.kept(endpoint, cw.decode_restored_kept(frames))
             return []
+        if is_producer_ack(frames):
+            answered_as_producer_endpoint(self.peers.peers[endpoint])
         raise DecodeError(f"unknown cluster reply {command[:20]!r}")
 
     def _pong(self, endpoint: str, pong: cw.Pong, batch: Batch, own: DeliveryState,

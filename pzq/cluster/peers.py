@@ -32,6 +32,7 @@ class Peer:
     reachable: bool = False
     unreached_said: float | None = None  # monotonic seconds: last said never reached
     handshake_refused: str = ""  # why its last handshake on our link failed (handshakes)
+    not_a_cluster_endpoint: str = ""  # why its answers are no cluster frames (wrong_endpoints)
     left: bool = False  # said LEAVING, and no PING since
 
 

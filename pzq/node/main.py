@@ -19,6 +19,7 @@ from pzq.errors import ConfigError, ExitCode, PzqError
 from pzq.node.config import Config
 from pzq.node.keys import node_curve
 from pzq.node.options import OPTIONS, Option, build_config
+from pzq.node.original_only import original_only
 from pzq.node.run import StopRequest, run
 from pzq.node.shards import run_shards
 from pzq.node.start_report import NO_REPORT, StartReport, start_report
@@ -84,6 +85,9 @@ def _metavar(option: Option) -> str:
 
 def parse_config(argv: Sequence[str] | None) -> Config:
     parser = make_argument_parser()
+    refusal = original_only(sys.argv[1:] if argv is None else argv)
+    if refusal:
+        parser.error(refusal)
     given: dict[str, Any] = vars(parser.parse_args(argv))
     config_file = given.pop("config", None)
     try:

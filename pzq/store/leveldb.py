@@ -29,11 +29,28 @@ WRITE_BUFFER = 32 * 1024 * 1024
 log = get_logger("pzq.store")
 
 
+# The original pzq's --database was a Kyoto Cabinet file (/tmp/sink.kch by default):
+# carried over, it is a file where pzq wants a directory, and one it cannot read.
+KYOTO_CABINET = ("--database {path} is a Kyoto Cabinet file, the original pzq's store, "
+                 "which pzq cannot read: give a directory for pzq's own store, and let the "
+                 "original node's consumers take its messages before it stops")
+
+
+def is_kyoto_cabinet(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(3) == b"KC\n"  # the magic data of its hash and tree files
+    except OSError:
+        return False
+
+
 def refuse_files_in_the_way(path: Path) -> None:
     """Say which file stands where the database directory (or one above it) should be."""
     for place in (path, *path.parents):
         if place.exists():
             if place == path and not place.is_dir():
+                if is_kyoto_cabinet(path):
+                    raise StoreError(KYOTO_CABINET.format(path=path))
                 raise StoreError(f"--database {path} is a file, not a directory")
             if not place.is_dir():
                 raise StoreError(f"cannot create database directory {path}: {place} is a file")

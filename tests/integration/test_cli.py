@@ -285,6 +285,38 @@ def test_a_database_path_through_a_file_says_so(tmp_path, where, message):
                                                                      file=tmp_path / "file")
 
 
+def test_the_original_pzqs_store_file_as_database_says_what_it_is(tmp_path):
+    """The original's --database was a Kyoto Cabinet file (sink.kch): it said only
+    'is a file, not a directory'. The file's first bytes are the original's own."""
+    path = tmp_path / "sink.kch"
+    path.write_bytes(b"KC\n\x00\x10\x0e\x06\xbc" + bytes(56))
+    result = run_pzq(["--database", str(path), "--receive-dsn", "tcp://127.0.0.1:*",
+                      "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert result.returncode == EXIT_STORE
+    assert result.stderr.strip() == (
+        f"pzq: error: --database {path} is a Kyoto Cabinet file, the original pzq's store, "
+        "which pzq cannot read: give a directory for pzq's own store, and let the original "
+        "node's consumers take its messages before it stops")
+    assert path.read_bytes().startswith(b"KC\n")  # left as it was
+
+
+@pytest.mark.parametrize("option, says", [
+    (["--background"], "--background is the original pzq's: pzq stays in the foreground; "
+     "start it under a supervisor (systemd, docker) to run it in the background"),
+    (["--user", "nobody"], "--user is the original pzq's: pzq runs as the user that starts "
+     "it; start it as that user (systemd's User=, or runuser -u USER -- pzq ...)"),
+    (["--user=nobody"], "--user is the original pzq's"),
+])
+def test_the_original_pzqs_own_options_are_refused_saying_why(tmp_path, option, says):
+    """The original's code (not its README) took --background and --user: argparse said
+    only 'unrecognized arguments'."""
+    result = run_pzq(["--database", str(tmp_path / "db"), *option])
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("pzq: error: " + says), line
+    assert not (tmp_path / "db").exists()
+
+
 def test_a_node_whose_ticks_are_a_month_apart_runs(start_inproc_node, context):
     """libzmq's poll takes its wait in ms as a C int (24.8 days at most): the reaper's
     tick and the timed fsync a month away overflowed it, the node's loop ended with an

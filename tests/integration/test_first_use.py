@@ -304,6 +304,26 @@ def test_a_peer_listed_by_another_name_is_a_warning_once_not_silent_replication_
     assert sum(event.get("event") == "ping_from_stranger" for event in b.events) == 1
 
 
+def test_nodes_listing_a_peers_producer_endpoint_is_a_warning_at_its_first_answer(start_node):
+    """The original pzq's --nodes took the peers' --receive-dsn: carried over, this
+    node's link reaches a producer endpoint, which answers each frame with an ACK 0.
+    It was only peer_never_reached after --timeout-nodes, with no reason."""
+    peer = start_node()
+    node = start_node("--broadcast-dsn", f"tcp://127.0.0.1:{free_port()}", "--nodes",
+                      peer.receive_dsn, "--replicas", "1", "--timeout-nodes", "500ms")
+    said = wait_until(lambda: node.event("peer_not_a_cluster_endpoint"), 15,
+                      message="peer_not_a_cluster_endpoint in the log")
+    assert (said["level"], said["endpoint"]) == ("warning", peer.receive_dsn)
+    assert said["reason"].startswith("it answers as a producer endpoint (--receive-dsn)")
+    assert "the original pzq's --nodes took their --receive-dsn" in said["reason"]
+    never = wait_until(lambda: node.event("peer_never_reached"), 15,
+                       message="peer_never_reached in the log")
+    assert never["reason"] == said["reason"]
+    wait_until(lambda: node.stats()["cluster_rejected"] >= 3, 15, message="more answers")
+    assert sum(event.get("event") == "peer_not_a_cluster_endpoint"
+               for event in node.events) == 1
+
+
 def test_a_peer_never_reached_is_said_again_at_intervals_not_at_every_heartbeat():
     peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_nodes_s=10.0, now=100.0)
     assert peers.never_reached(105.0) == []  # the start's grace: nobody is late yet

@@ -232,6 +232,19 @@ def test_a_body_over_the_limit_reaches_the_php_producer_with_its_reason(start_no
                     "(message body of 1001 bytes exceeds the limit of 1000 bytes)"}
 
 
+def test_a_full_queue_reaches_the_php_producer_as_queue_full(start_node):
+    """--max-messages is pzq's own: a message over it is refused with an ACK 0 and
+    QUEUE_FULL in frame 3, which the client shows; a consumer's ACK makes room again."""
+    node = start_node(*NODE_OPTIONS, "--max-messages", "2")
+    produce(node, [[b"first"], [b"second"]])
+    (line,) = produce(node, [[b"third"]], fails=True)
+    assert line == {"id": b"php-0".hex(),
+                    "error": "Remote peer failed to handle message (QUEUE_FULL)"}
+    assert [m["parts"] for m in consume(node, count=1)] == [[b"first"]]
+    node.wait_figures(lambda f: f["messages"] == 1, message="the PHP consumer's ACK applied")
+    produce(node, [[b"third"]])
+
+
 def test_a_frame_over_the_cap_times_the_php_producer_out_and_the_next_is_stored(start_node):
     """A frame over --max-frame-size is never read: ZeroMQ closes the connection, and
     the client, told nothing, says ACK timeout; it reconnects by itself."""

@@ -1,6 +1,6 @@
 """A drain of a few messages ends on a look at the socket (``readable``), not on a refused
 receive (zmq.Again, which pyzmq makes in Python: some six looks' worth): it looks before
-each of its first LOOK_BEFORE_EACH reads, and past them reads on until refused. Each
+each read after its first, up to LOOK_BEFORE_EACH, and past them reads on until refused. Each
 drain reads the same messages either way."""
 
 from __future__ import annotations

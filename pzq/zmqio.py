@@ -6,12 +6,12 @@ with integers. A multipart message is still all or nothing: only its first frame
 can be refused (zmq.Again), after that the rest is always taken.
 
 Measured on the machines pzq runs on, every libzmq call costs a system call, and a
-refused receive (zmq.Again) costs as much as three calls, and six polls in
-instructions (pyzmq makes the exception with two Python ``__init__`` and an
-import: some 27 000 instructions, a poll of the one socket some 4 400). So a message
-is received as frames (each says whether more follow, with no call to ask), and
-``drain`` asks the socket whether another message waits before each of the first
-few it reads (LOOK_BEFORE_EACH), then reads until refused.
+refused receive (zmq.Again) costs as much as three calls in time and six polls in
+instructions (pyzmq makes the exception in Python, two ``__init__`` and an import:
+some 27 000 instructions; a poll of the one socket some 4 400). So a message is
+received as frames (each says whether more follow, with no call to ask), and
+``drain`` asks the socket whether another message waits before each read after the
+first, up to LOOK_BEFORE_EACH, then reads until refused.
 """
 
 from __future__ import annotations

@@ -303,6 +303,10 @@ class InFlightTable(SeqTable[InFlight]):
         seqs taken are the run's own int objects where a stretch was taken (equal to
         those asked), so that the tables keyed by them later find each by identity, not
         by a compare of two ints (an ACK's ints are never the objects the read made)."""
+        if self._run_out and seqs:  # the common ACK: of one BATCH that was a whole run
+            whole = self._whole_run(seqs)
+            if whole is not None:
+                return whole
         taken = 0
         taken_seqs: list[int] = []
         sizes: list[int] = []
@@ -335,6 +339,20 @@ class InFlightTable(SeqTable[InFlight]):
                 sizes.append(len(entry.value))
                 sent_us.append(entry.sent_us)
         return Taken(taken_seqs, sizes, sent_us, missing)
+
+    def _whole_run(self, seqs: list[int]) -> Taken | None:
+        """``take_all`` of exactly a run held whole, every delivery of it out, named in
+        its order: its own lists taken as they are, where the stretches' way slices
+        them and adds them to lists of its own (None: not that case, nothing done)."""
+        run = self._by_first.get(seqs[0])
+        count = len(seqs)
+        if run is None or run.out != count or len(run.seqs) != count \
+                or (run.seqs is not seqs and run.seqs != seqs):
+            return None
+        taken = Taken(run.seqs, run.sizes, [run.sent_us] * count, [], True)
+        self.bytes -= run.size
+        self._clear(run, 0, count)
+        return taken
 
     def expire(self, now_us: int) -> list[InFlight]:
         """Remove and return every entry whose deadline has passed."""

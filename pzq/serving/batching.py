@@ -27,6 +27,8 @@ class OpenBatch:
     def __init__(self, socket: Socket) -> None:
         self.socket = socket
         self.consumer: ServedConsumer | None = None  # whose batch is open
+        # its entries; empty while it holds one piece of one run's alone (``_piece``:
+        # not copied out of the run's list unless another entry joins it)
         self.entries: list[bytes] = []
         self.size = 0
         # The last runs' entries and their sizes added up from their start (0 first),
@@ -52,8 +54,7 @@ class OpenBatch:
         else:
             header_group = consume_wire.NO_HEADER_GROUP
         entry = consume_wire.batch_entry(key, header_group, value[record.part_group_at(value):])
-        self._piece = None
-        self.entries.append(entry)
+        self._own_entries().append(entry)
         self.size += len(entry)
         if self.size >= MAX_BATCH_BYTES:
             self.close()
@@ -70,8 +71,10 @@ class OpenBatch:
         below = sums[start]
         end = min(bisect_left(sums, MAX_BATCH_BYTES - self.size + below, start + 1, stop + 1),
                   stop)
-        self._piece = None if self.entries else (entries, start, end)
-        self.entries += entries[start:end]
+        if self.size:  # (the batch holds entries: these join them)
+            self._own_entries().extend(entries[start:end])
+        else:  # its one piece, as the run's list holds it
+            self._piece = (entries, start, end)
         self.size += sums[end] - below
         count = end - start
         if self.size >= MAX_BATCH_BYTES:
@@ -98,6 +101,16 @@ class OpenBatch:
                                        b"%d" % ack_timeout_us])
             self.consumer = consumer
 
+    def _own_entries(self) -> list[bytes]:
+        """The open batch's entries as a list of its own, to add to (its one piece of a
+        run's copied out first: it is no longer just that piece)."""
+        piece = self._piece
+        if piece is not None:
+            entries, start, end = piece
+            self.entries = entries[start:end]
+            self._piece = None
+        return self.entries
+
     def close(self) -> None:
         """Send the open batch's entries, if one is open."""
         if self.consumer is not None:
@@ -118,7 +131,7 @@ class OpenBatch:
         for joined in kept:
             if joined[0] is entries and joined[1] == start and joined[2] == end:
                 return joined[3]
-        frame = b"".join(self.entries)
+        frame = b"".join(entries[start:end])
         kept.insert(0, (entries, start, end, frame))
         del kept[KEPT_PIECES:]
         return frame

@@ -3,6 +3,8 @@ its frame is joined once and sent to each; any other batch is joined as it is.""
 
 from __future__ import annotations
 
+import sys
+
 import zmq
 
 from pzq.protocol import consume as wire
@@ -55,5 +57,43 @@ def test_the_same_piece_is_joined_once_and_every_batch_is_whole():
     finally:
         for peer in peers:
             peer.close()
+        router.close()
+        context.term()
+
+
+def test_a_batch_of_one_piece_copies_nothing_out_of_the_run_and_another_entry_joins_it():
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind("inproc://piece-not-copied")
+    peer = context.socket(zmq.DEALER)
+    peer.setsockopt(zmq.LINGER, 0)
+    peer.setsockopt(zmq.IDENTITY, b"c1")
+    peer.connect("inproc://piece-not-copied")
+    try:
+        consumer = ServedConsumer(b"c1", None, 100, 0.0,  # type: ignore[arg-type]
+                                  head=[b"c1", wire.BATCH, b"t", b"g"])
+        run = [b"entry %d;" % at for at in range(10)]
+        references = sys.getrefcount(run[3])
+        batch = OpenBatch(router)
+        assert batch.add_run(consumer, run, 2, 8, 1, 2) == 8
+        # the piece is the run's list's still: no list of its entries made (one before)
+        after = sys.getrefcount(run[3])
+        assert after == references
+        batch.close()
+        # the fallback: a piece, then an entry added alone, then another piece
+        batch.add_run(consumer, run, 0, 3, 1, 2)
+        batch.add(consumer, b"k", b"\x00" * 40, 1, 1, 2, False)
+        alone = batch.entries[-1]
+        batch.add_run(consumer, run, 5, 7, 1, 2)
+        batch.close()
+        for entries in (run[2:8], [*run[0:3], alone, *run[5:7]]):
+            assert peer.poll(5000)
+            got = peer.recv_multipart()
+            assert got[:3] == [wire.BATCH, b"t", b"g"]
+            assert got[5] == b"".join(entries)
+        assert not peer.poll(0)
+    finally:
+        peer.close()
         router.close()
         context.term()

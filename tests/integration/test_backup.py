@@ -342,6 +342,17 @@ def test_backup_refuses_a_directory_it_cannot_take(node, command, reason):
     assert node.ask(command).startswith(reason)
 
 
+def test_backup_refuses_a_directory_inside_the_store_or_the_archive_it_copies(node, base):
+    """It wrote the copy there: on their disk, gone with them, and a subfolder of the
+    archive read as a topic's."""
+    for option, own in (("--database", base / "db"), ("--archive-dir", base / "archive")):
+        for inside in (own / "copy", own / "deeper" / "copy", own):
+            assert node.ask(f"BACKUP {inside}") == (
+                f"ERROR: {inside} is inside the node's {option} {own.resolve()}: give a "
+                "directory outside the store and the archive it copies")
+        assert not (own / "copy").exists() and not (own / "deeper").exists()
+
+
 def test_backup_refuses_a_directory_with_content_a_file_and_a_second_at_once(node, backup,
                                                                               tmp_path):
     (tmp_path / "full").mkdir()

@@ -248,7 +248,29 @@ def test_a_copy_altered_or_missing_a_file_is_refused_at_start_naming_it(backup, 
     result = start_on(copy)
     assert result.returncode == 3
     assert one_line(result.stderr).startswith(
-        f"pzq: error: {manifest} is not a backup manifest this pzq can read (")
+        f"pzq: error: {manifest} is not a backup manifest this pzq can read (not JSON: ")
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda m: m["store"]["files"].update({"000099.ldb": {"bytes": 1}}),
+     "its store file 000099.ldb has no bytes and sha256"),
+    (lambda m: m["store"].pop("files"), "its store has no list of files"),
+    (lambda m: m["archive"].pop("files"), "its archive has no list of files"),
+    (lambda m: m.pop("complete"), "it has no 'complete'"),
+])
+def test_a_manifest_short_of_a_field_is_refused_in_one_line(backup, tmp_path, damage, why):
+    """A file's entry without its sha256, or an area without its files: a traceback
+    (KeyError) from the check that read it, exit 1."""
+    copy = tmp_path / "copy"
+    shutil.copytree(backup["untouched"], copy)
+    manifest = copy / "store" / "backup-manifest.json"
+    content = json.loads(manifest.read_text())
+    damage(content)
+    manifest.write_text(json.dumps(content))
+    result = start_on(copy)
+    assert (result.returncode, one_line(result.stderr)) == (3, (
+        f"pzq: error: {manifest} is not a backup manifest this pzq can read ({why}): it was "
+        "changed or damaged since the backup; restore a whole copy"))
 
 
 def old_store_folder(place: Path) -> Path:

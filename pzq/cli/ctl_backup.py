@@ -21,6 +21,7 @@ from pzq.protocol.monitor_text import parse_monitor_text
 from pzq.security import ClientSecurity
 
 POLL_S = 0.5
+NO_BACKUPS = b"ERROR: unknown command 'BACKUP'"  # a release before backups
 
 
 def run_backup(prog: str, dsn: str, directory: Path, timeout: float,
@@ -35,6 +36,11 @@ def run_backup(prog: str, dsn: str, directory: Path, timeout: float,
 
     def ask(command: str) -> dict[str, str]:
         reply = request_monitor(dsn, command, timeout, curve, notice)
+        if reply.startswith(NO_BACKUPS):
+            raise RuntimeError("error: this node's release has no backups (it answers "
+                               "BACKUP with unknown command): stop the node and copy its "
+                               "--database and --archive-dir (cp -a) while it is stopped; "
+                               "that copy is the backup to go back on")
         if reply.startswith(b"ERROR"):
             raise RuntimeError(reply.decode(errors="replace").strip())
         return parse_monitor_text(reply)

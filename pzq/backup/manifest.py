@@ -138,21 +138,55 @@ def _ranges(found: object, path: Path) -> SeqRanges:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """The manifest, whole or not (a backup cut short wrote one saying so)."""
+    """The manifest, whole or not (a backup cut short wrote one saying so), its layout
+    checked: an entry short of a field was a traceback of the check that read it."""
     unreadable = f"{path} is not a backup manifest this pzq can read"
+    damaged = ": it was changed or damaged since the backup; restore a whole copy"
     try:
-        content = json.loads(path.read_text())
+        text = path.read_text()
+    except OSError as exc:
+        raise StoreError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        content = json.loads(text)
         version, complete = content["pzq_backup"], content["complete"]
-        files = content["store"]["files"] if complete is True else {}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StoreError(f"{unreadable} ({type(exc).__name__}: {exc})") from None
-    if not isinstance(version, int) or not isinstance(files, dict):
-        raise StoreError(unreadable)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"{unreadable} ({_why(exc)}){damaged}") from None
+    if not isinstance(version, int):
+        raise StoreError(f"{unreadable} (its pzq_backup is not a number){damaged}")
     if version > MANIFEST_FORMAT:
         raise StoreError(f"{path} is of a newer backup format ({version}) than this pzq "
                          f"reads ({MANIFEST_FORMAT}): restore it with the release that took "
                          f"it{_taken_by(content)}")
+    if complete is True:
+        try:
+            _check_listing("store", content["store"])
+            if content.get("archive") is not None:
+                _check_listing("archive", content["archive"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"{unreadable} ({_why(exc)}){damaged}") from None
     return dict(content)
+
+
+def _check_listing(area: str, section: object) -> None:
+    """ValueError unless ``section`` lists files as the checks read them: name ->
+    bytes (a whole number) and sha256 (text)."""
+    files = section.get("files") if isinstance(section, dict) else None
+    if not isinstance(files, dict):
+        raise ValueError(f"its {area} has no list of files")
+    for name, entry in files.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("bytes"), int)
+                and isinstance(entry.get("sha256"), str)):
+            raise ValueError(f"its {area} file {name} has no bytes and sha256")
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"it has no {exc.args[0]!r}"
+    if isinstance(exc, TypeError):
+        return "it is not laid out as a backup manifest"
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+        return f"not JSON: {exc}"
+    return str(exc)
 
 
 def _taken_by(content: dict[str, Any]) -> str:

@@ -84,6 +84,7 @@ class Backups(Part):
         if not directory.is_absolute():
             raise ValueError(f"{given} is not an absolute path (the node's working directory "
                              "is not the asker's): " + USAGE)
+        self._refuse_own_directories(directory)
         if self.running:
             assert self.current is not None
             raise ValueError(f"backup {self.current.id} into {self.current.directory} is "
@@ -100,6 +101,20 @@ class Backups(Part):
         log.info("backup_started", backup=backup_id, directory=str(directory),
                  store_messages=self.store.messages,
                  archive_bytes=self.current.archive_total_bytes)
+
+    def _refuse_own_directories(self, directory: Path) -> None:
+        """A copy inside the store or the archive it copies is on their disk, goes with
+        them when they are lost or removed, and is read there as what it is not (a
+        subfolder of the archive is a topic's)."""
+        target = directory.resolve()
+        owned = [("--database", self.store.path)]
+        if self.archive is not None:
+            owned.append(("--archive-dir", self.archive.directory))
+        for option, path in owned:
+            own = Path(path).resolve()
+            if target == own or own in target.parents:
+                raise ValueError(f"{directory} is inside the node's {option} {own}: give a "
+                                 "directory outside the store and the archive it copies")
 
     def _status(self, now: Now) -> dict[str, object]:
         return {"state": "none"} if self.current is None else self.current.status(now)

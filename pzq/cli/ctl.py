@@ -33,7 +33,7 @@ from pzq.protocol.message_keys import parse_message_key
 from pzq.replay.range import parse_bound
 from pzq.store.repair import repair
 from pzq.store.topic_model import MOST_BACKOFF_STEPS, ON_EXPIRE
-from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt
+from pzq.tool_base import quiet_on_closed_pipe, quiet_on_interrupt, sigterm_as_interrupt
 
 ACTIONS = ("declare", "remove", "empty")
 
@@ -74,6 +74,7 @@ def make_argument_parser() -> argparse.ArgumentParser:
 
 @quiet_on_closed_pipe
 @quiet_on_interrupt
+@sigterm_as_interrupt
 def ctl_main(argv: Sequence[str] | None = None) -> int:
     parser = make_argument_parser()
     args = parser.parse_args(argv)

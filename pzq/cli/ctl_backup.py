@@ -21,6 +21,7 @@ from pzq.protocol.monitor_text import parse_monitor_text
 from pzq.security import ClientSecurity
 
 POLL_S = 0.5
+NO_BACKUPS = b"ERROR: unknown command 'BACKUP'"  # a release before backups
 
 
 def run_backup(prog: str, dsn: str, directory: Path, timeout: float,
@@ -35,6 +36,11 @@ def run_backup(prog: str, dsn: str, directory: Path, timeout: float,
 
     def ask(command: str) -> dict[str, str]:
         reply = request_monitor(dsn, command, timeout, curve, notice)
+        if reply.startswith(NO_BACKUPS):
+            raise RuntimeError("error: this node's release has no backups (it answers "
+                               "BACKUP with unknown command): stop the node and copy its "
+                               "--database and --archive-dir (cp -a) while it is stopped; "
+                               "that copy is the backup to go back on")
         if reply.startswith(b"ERROR"):
             raise RuntimeError(reply.decode(errors="replace").strip())
         return parse_monitor_text(reply)
@@ -57,13 +63,14 @@ def run_backup(prog: str, dsn: str, directory: Path, timeout: float,
 
 def _unanswered(backup_id: str, target: Path) -> str:
     """Why the node may not answer, and what becomes of the copy. Gone after it began
-    the backup, it was killed or it hangs (one stopped by a signal ends the backup and
-    says so while it stops): it said the backup went on in the node, a dead one too."""
+    the backup, it was killed (a partial copy stays), stopped (it removed the copy as
+    it stopped, often before the next poll could hear it fail) or it hangs."""
     if not backup_id:
         return " (a backup begun goes on in the node: STATS shows it)"
-    return (f" during backup {backup_id}: if the node died, {target} holds a partial copy, "
-            "refused at start (its manifest says so): remove it and back up again once the "
-            "node runs; if the node is slow, STATS shows the backup")
+    return (f" during backup {backup_id}: if the node was killed, {target} holds a partial "
+            "copy, refused at start (its manifest says so): remove it and back up again "
+            "once the node runs; if it was stopped, it removed the copy (backup_failed in "
+            "its log); if it is slow, STATS shows the backup")
 
 
 def _stopped_waiting(prog: str) -> int:
@@ -112,5 +119,7 @@ def _summary(status: dict[str, str]) -> str:
             f"{directory} (store {count(int(status['store_keys']))} keys, "
             f"{size(int(status['store_bytes']))}"
             + (f"; archive {size(int(status['archive_bytes']))}" if archive else "")
-            + f"); restore it with: pzq --database {directory}/store"
-            + (f" --archive-dir {directory}/archive" if archive else ""))
+            + "); restore it on a copy, NEW a directory that does not exist yet (a node "
+            + f"started on the backup itself changes it): cp -a {directory} NEW && "
+            + "pzq --database NEW/store"
+            + (" --archive-dir NEW/archive" if archive else ""))

@@ -8,7 +8,8 @@ delivery state's (pzq.delivery.state.DeliveryState.oldest_open: what is out or g
 back, and one read at its cursor). A topic with a log has its oldest at the log's
 first message (pzq.store.log_blocks, in memory); the others' are found by one walk
 of the own messages for all of them, from where the last walk found each (messages
-below that are other topics', or gone), at most WALK_AT_MOST keys a call.
+below that are other topics', or gone), at most WALK_AT_MOST keys a call; a topic
+whose first message, found so, is still stored is read there at once, not walked.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ class TopicAges:
             else:
                 unlogged.append(topic)
         if unlogged:
-            found = self._walk({topic.name for topic in unlogged})
+            found = self._still_first({topic.name for topic in unlogged})
+            wanted = {topic.name for topic in unlogged} - found.keys()
+            if wanted:
+                found.update(self._walk(wanted))
             for topic in unlogged:
                 ages[topic.name] = age_seconds(found.get(topic.name), now_us)
         return ages
@@ -61,6 +65,20 @@ class TopicAges:
     def _first_logged(self, topic: Topic) -> bytes | None:
         seq = self.topics.logs.oldest(topic.id)
         return None if seq is None else self.store.get_own(seq)
+
+    def _still_first(self, names: set[str]) -> dict[str, bytes]:
+        """The topics whose first message, found by an earlier walk, is still stored: one
+        read each. The walk then starts where the others' hints are: from a found
+        topic's, it looked at the same WALK_AT_MOST messages at every call, and a topic
+        whose first message lay beyond them was never found (its oldest_seconds 0 for
+        good, 300 000 messages stored behind 62 000 of other topics)."""
+        found: dict[str, bytes] = {}
+        for name in names:
+            seq = self._hints.get(name)
+            value = None if seq is None else self.store.get_own(seq)
+            if value is not None and self.topics.describe(value)[0].name == name:
+                found[name] = value
+        return found
 
     def _walk(self, wanted: set[str]) -> dict[str, bytes]:
         """The first stored record of each wanted topic, looking at WALK_AT_MOST own

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -156,8 +157,11 @@ def backup(node, base) -> dict:
 def test_a_backup_under_load_keeps_every_message_acked_before_it(node, backup):
     result = backup["result"]
     assert f"backup {backup['manifest']['backup']} done in " in result.stdout
-    assert f"restore it with: pzq --database {backup['dir']}/store --archive-dir " \
-           f"{backup['dir']}/archive" in result.stdout
+    # a restore on a copy: the hint's command, run as printed, leaves the backup as it was
+    assert result.stdout.strip().endswith(
+        "restore it on a copy, NEW a directory that does not exist yet (a node started on "
+        f"the backup itself changes it): cp -a {backup['dir']} NEW && pzq --database "
+        "NEW/store --archive-dir NEW/archive"), result.stdout
     assert " begun" in result.stderr
     # Producers and consumers went on while it ran.
     assert any(backup["began"] < when < backup["ended"] for when in backup["during"])
@@ -244,7 +248,29 @@ def test_a_copy_altered_or_missing_a_file_is_refused_at_start_naming_it(backup, 
     result = start_on(copy)
     assert result.returncode == 3
     assert one_line(result.stderr).startswith(
-        f"pzq: error: {manifest} is not a backup manifest this pzq can read (")
+        f"pzq: error: {manifest} is not a backup manifest this pzq can read (not JSON: ")
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda m: m["store"]["files"].update({"000099.ldb": {"bytes": 1}}),
+     "its store file 000099.ldb has no bytes and sha256"),
+    (lambda m: m["store"].pop("files"), "its store has no list of files"),
+    (lambda m: m["archive"].pop("files"), "its archive has no list of files"),
+    (lambda m: m.pop("complete"), "it has no 'complete'"),
+])
+def test_a_manifest_short_of_a_field_is_refused_in_one_line(backup, tmp_path, damage, why):
+    """A file's entry without its sha256, or an area without its files: a traceback
+    (KeyError) from the check that read it, exit 1."""
+    copy = tmp_path / "copy"
+    shutil.copytree(backup["untouched"], copy)
+    manifest = copy / "store" / "backup-manifest.json"
+    content = json.loads(manifest.read_text())
+    damage(content)
+    manifest.write_text(json.dumps(content))
+    result = start_on(copy)
+    assert (result.returncode, one_line(result.stderr)) == (3, (
+        f"pzq: error: {manifest} is not a backup manifest this pzq can read ({why}): it was "
+        "changed or damaged since the backup; restore a whole copy"))
 
 
 def old_store_folder(place: Path) -> Path:
@@ -336,6 +362,17 @@ def test_a_backup_s_own_folder_given_as_the_database_says_where_its_store_is(bac
 ])
 def test_backup_refuses_a_directory_it_cannot_take(node, command, reason):
     assert node.ask(command).startswith(reason)
+
+
+def test_backup_refuses_a_directory_inside_the_store_or_the_archive_it_copies(node, base):
+    """It wrote the copy there: on their disk, gone with them, and a subfolder of the
+    archive read as a topic's."""
+    for option, own in (("--database", base / "db"), ("--archive-dir", base / "archive")):
+        for inside in (own / "copy", own / "deeper" / "copy", own):
+            assert node.ask(f"BACKUP {inside}") == (
+                f"ERROR: {inside} is inside the node's {option} {own.resolve()}: give a "
+                "directory outside the store and the archive it copies")
+        assert not (own / "copy").exists() and not (own / "deeper").exists()
 
 
 def test_backup_refuses_a_directory_with_content_a_file_and_a_second_at_once(node, backup,
@@ -460,10 +497,65 @@ def test_pzq_ctl_says_a_node_killed_during_its_backup_left_a_partial_copy(node, 
     last = stderr.strip().splitlines()[-1]
     assert last.startswith(f"pzq-ctl: error: no answer from {node.monitor_dsn} within 2 s")
     assert last.endswith(
-        f" during backup {backup_id}: if the node died, {partial} holds a partial copy, "
-        "refused at start (its manifest says so): remove it and back up again once the node "
-        "runs; if the node is slow, STATS shows the backup"), last
+        f" during backup {backup_id}: if the node was killed, {partial} holds a partial "
+        "copy, refused at start (its manifest says so): remove it and back up again once "
+        "the node runs; if it was stopped, it removed the copy (backup_failed in its log); "
+        "if it is slow, STATS shows the backup"), last
     assert start_on(partial).returncode == 3
+    node.restart()
+
+
+def waiting_ctl(node, target: Path, *options: str) -> subprocess.Popen[str]:
+    """pzq-ctl backup into ``target``, once the node is copying the store for it."""
+    waiting = subprocess.Popen([CTL, "--dsn", node.monitor_dsn, *options, "backup",
+                                str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_until(lambda: copying(node), 30, interval=0.001, message="the store's copy")
+    except BaseException:
+        waiting.kill()
+        waiting.communicate()
+        raise
+    return waiting
+
+
+def ended(waiting: subprocess.Popen[str]) -> tuple[str, str]:
+    try:
+        return waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+
+
+def test_pzq_ctl_stopped_by_sigterm_says_the_backup_goes_on_in_the_node(node, backup,
+                                                                       tmp_path):
+    """A timer's or timeout's stop ends it as Ctrl-C does: it died without a word."""
+    target = tmp_path / "goes-on"
+    waiting = waiting_ctl(node, target)
+    waiting.send_signal(signal.SIGTERM)
+    stdout, stderr = ended(waiting)
+    assert waiting.returncode == 130, (stdout, stderr)
+    assert stderr.strip().splitlines()[-1] == (
+        "pzq-ctl: stopped waiting; the backup goes on in the node (STATS shows it)")
+    assert "Traceback" not in stderr
+    wait_until(lambda: "state: done" in node.ask("BACKUP"), 60, message="the backup's end")
+    assert json.loads((target / "store" / "backup-manifest.json").read_text())["complete"]
+
+
+def test_pzq_ctl_says_a_node_stopped_during_its_backup_removed_the_copy(node, backup,
+                                                                        tmp_path):
+    """It said the copy was partial and to be removed: the node had removed it."""
+    target = tmp_path / "removed"
+    waiting = waiting_ctl(node, target, "--timeout", "2")
+    assert node.stop() == 0
+    _, stderr = ended(waiting)
+    assert waiting.returncode == 1
+    assert list(target.iterdir()) == []
+    last = stderr.strip().splitlines()[-1]
+    # (or, had a poll come between the backup's end and the node's, the failure itself)
+    assert "if it was stopped, it removed the copy (backup_failed in its log)" in last \
+        or last.endswith("the node stopped during the backup (what it wrote is removed)"), last
     node.restart()
 
 

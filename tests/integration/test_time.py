@@ -18,6 +18,7 @@ import pytest
 from pzq import aio
 from pzq.archive.format.files import read_topic
 from pzq.client import Consumer, GroupConsumer, Producer, RoutedProducer, request_monitor
+from pzq.delivery.ages import WALK_AT_MOST
 from pzq.store import keyspace
 from pzq.store.scheduled import ScheduledArea
 from pzq.store.scheduled_copies import ScheduledCopies
@@ -464,6 +465,28 @@ def test_lag_seconds_is_the_age_of_the_oldest_message_not_acked_held_or_not(
         group.ack(second)
     node.wait_stats(lambda s: s["topics"]["orders"]["groups"]["billing"]["lag_seconds"] == 0
                     and s["topics"]["orders"]["oldest_seconds"] == 0)
+
+
+def test_a_topic_s_oldest_is_found_behind_more_than_one_walk_of_other_topics(
+        start_inproc_node, context):
+    """A topic without named groups found at once (``first``) held every later walk at
+    its first message: ``last``, behind more than one walk's WALK_AT_MOST messages of
+    another topic, read 0 at every ask."""
+    node = start_inproc_node(consume=False, tcp=True)
+    with Producer(node.receive_dsn, window=1000, context=context) as producer:
+        assert producer.produce([b"oldest"], topic="first").ok
+        for number in range(3 * WALK_AT_MOST):
+            producer.send([b"%d" % number], topic="middle")
+        assert all(ack.ok for ack in producer.flush(60))
+        assert producer.produce([b"behind them"], topic="last").ok
+    let_time_pass(0.2)
+    for _ in range(10):  # a walk each, WALK_AT_MOST further each
+        oldest = {name: figures["oldest_seconds"]
+                  for name, figures in node.stats()["topics"].items()}
+        assert oldest["first"] > 0 and oldest["middle"] > 0
+        if oldest["last"] > 0:
+            break
+    assert oldest["last"] > 0, oldest
 
 
 def test_a_scheduled_message_s_lag_counts_from_its_due_time(start_inproc_node, context):

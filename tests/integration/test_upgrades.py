@@ -454,3 +454,19 @@ def test_a_node_of_this_release_stopped_by_sigterm_says_no_leaving_to_a_previous
     assert new.stop() == 0
     old.wait_stats(lambda s: s["peers"][0]["state"] == "down", message="down by its timer")
     assert old.stats()["cluster_rejected"] == 0
+
+
+def test_pzq_ctl_backup_of_a_previous_release_s_node_says_how_to_back_it_up(
+        start_node, tmp_path, previous_release):
+    """The release before versions has no BACKUP, and it is the one an upgrade cannot go
+    back to but on a backup: pzq-ctl passed on its 'unknown command' alone."""
+    old = start_node(env={"PYTHONPATH": str(previous_release)})
+    result = subprocess.run([str(Path(sys.executable).parent / "pzq-ctl"), "--dsn",
+                             old.monitor_dsn, "backup", str(tmp_path / "copy")],
+                            capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL, check=False)
+    assert (result.returncode, result.stderr.strip()) == (1, (
+        "pzq-ctl: error: this node's release has no backups (it answers BACKUP with "
+        "unknown command): stop the node and copy its --database and --archive-dir (cp -a) "
+        "while it is stopped; that copy is the backup to go back on"))
+    assert not (tmp_path / "copy").exists()

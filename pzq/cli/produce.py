@@ -165,10 +165,12 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
         try:  # what went before the line is reported, as if the input ended there
             _report_acks(waiting.flush(), tally)
         except TimeoutError as timeout:
+            _report_acks(producer.acks(), tally)
             fail("pzq-produce", str(timeout), ExitCode.FAILURE)
         _say_given_up(tally, args.ack_timeout)
         return fail("pzq-produce", str(exc), ExitCode.USAGE)
     except TimeoutError as exc:
+        _report_acks(producer.acks(), tally)  # those that came in time are shown still
         _say_given_up(tally, args.ack_timeout)
         return fail("pzq-produce", str(exc), ExitCode.FAILURE)
     except KeyboardInterrupt:

@@ -303,3 +303,38 @@ def test_a_routed_send_waits_for_an_owner_whose_endpoints_are_not_known_yet(
         acks = producer.flush(20)
     assert [ack.ok for ack in acks] == [True]
     assert other.stats()["stored"] == 1
+
+
+def test_pzq_produce_with_owners_down_shows_what_was_acked_and_names_the_owners(
+        start_node, tmp_path):
+    """Two nodes of three SIGKILLed: the survivor hears no majority, so their partitions
+    stay theirs and what goes to them has no ACK. pzq-produce --routes shows the ACKs
+    the survivor gave (it lost the ACKs that came while it waited in slices) and names
+    the dead owners' endpoints and what a probe finds there (it named the monitor asked
+    for the table, blaming "a busy node, not a pzq endpoint, or CURVE")."""
+    endpoints = ipc_cluster(tmp_path, 3)
+    nodes = start_group_cluster(start_node, endpoints)
+    nodes[0].ask(f"DECLARE TOPIC orders partitions={PARTITIONS}")
+    owners = declared_everywhere(nodes)["topics"]["orders"]["owners"]
+    by_endpoint = node_by_cluster_endpoint(nodes, endpoints)
+    survivor = by_endpoint[owners[0]]
+    dead = [node for node in nodes if node is not survivor]
+    for node in dead:
+        node.kill()
+    keys = [b"k%d" % i for i in range(24)]
+    kept = [key for key in keys if owners[partition_of(key, PARTITIONS)] == owners[0]]
+    lost_at = {node.receive_dsn: sum(by_endpoint[owners[partition_of(key, PARTITIONS)]]
+                                     is node for key in keys) for node in dead}
+    sent = tool("pzq-produce", "--routes", survivor.monitor_dsn, "--topic", "orders",
+                "--key-from-line", "--timeout", "8",
+                stdin="".join(f"{key.decode()}\tm\n" for key in keys), timeout=60)
+    assert sent.returncode == ExitCode.FAILURE, sent
+    assert sent.stdout.count(" ok") == len(kept), sent  # REPLICATION_FAILED: no peer up
+    error = sent.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in sent.stderr and survivor.monitor_dsn not in error, error
+    assert error.startswith(f"pzq-produce: error: no ACK within 8 s for "
+                            f"{len(keys) - len(kept)} messages from their partitions' owners: ")
+    for endpoint, count in lost_at.items():
+        if count:
+            assert f"{endpoint} ({count} message{'s' if count > 1 else ''}): nothing " \
+                   f"answers there" in error, error

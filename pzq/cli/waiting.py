@@ -45,6 +45,12 @@ class Notice:
             self.said = True
 
 
+def say_waiting(prog: str) -> Callable[[str], None]:
+    """A notice callback (request_monitor's, a RouteTable's) that says its line on
+    stderr as ``prog``."""
+    return lambda text: print(f"{prog}: {text}", file=sys.stderr, flush=True)
+
+
 class AckWait:
     """A producer's sends and flush, each given ``timeout`` seconds, that say why ACKs are
     late; ``ack_timeout``: the producer gives a message up this long after it went

@@ -227,11 +227,24 @@ def test_routing_options_used_wrongly_are_one_line(name, args, message):
     assert message in one_line(done.stderr)
 
 
-def test_a_routing_tool_with_no_node_to_ask_says_so(tmp_path):
-    done = tool("pzq-produce", "--routes", f"ipc://{tmp_path}/nobody", "--topic", "orders",
-                stdin="x\n", timeout=60)
+@pytest.mark.parametrize("name, args", [("pzq-produce", ()),
+                                         ("pzq-consume", ("--group", "billing"))])
+def test_a_routing_tool_with_no_node_to_ask_says_so(tmp_path, name, args):
+    """A second into each monitor's wait the tool says what it waits for (it waited
+    5 s a monitor in silence), then exits 1 with one line naming each monitor."""
+    nobody = f"ipc://{tmp_path}/nobody"
+    done = tool(name, "--routes", nobody, "--routes", f"{nobody}-too", "--topic", "orders",
+                *args, stdin="x\n", timeout=60)
     assert done.returncode == ExitCode.FAILURE
-    assert "no node answered ROUTES" in one_line(done.stderr)
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"{name}: no answer yet from {nobody}: nothing answers there (is the node "
+        f"running?); waiting up to 5 s",
+        f"{name}: no answer yet from {nobody}-too: nothing answers there (is the node "
+        f"running?); waiting up to 5 s",
+        f"{name}: error: no node answered ROUTES: no answer from {nobody} within 5 s: "
+        f"nothing answers there (is the node running?); no answer from {nobody}-too "
+        f"within 5 s: nothing answers there (is the node running?)"]
 
 
 def test_partitions_declared_at_start_are_kept_and_a_change_is_refused(start_node, tmp_path):

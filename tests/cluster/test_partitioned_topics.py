@@ -6,6 +6,8 @@ node, and a dead owner's partitions move to a survivor with nothing ACKed lost."
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from collections import defaultdict
 
 import pytest
@@ -14,7 +16,7 @@ from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_mo
 from pzq.errors import ExitCode
 from pzq.protocol.headers import partition_of
 from tests.cluster.test_groups_cluster import start_group_cluster
-from tests.integration.test_tools import one_line, tool
+from tests.integration.test_tools import BIN, one_line, tool
 from tests.support.harness import run_pzq, scrape_metrics, wait_until
 
 PARTITIONS = 6
@@ -351,3 +353,24 @@ def test_pzq_produce_with_owners_down_shows_what_was_acked_and_names_the_owners(
         if count:
             assert f"{endpoint} ({count} message{'s' if count > 1 else ''}): nothing " \
                    f"answers there" in error, error
+
+    # Ctrl-C while it waits: the survivor's ACKs are shown too (lost with the flush)
+    acks_before = survivor.stats()["producer_acks_sent"]
+    with subprocess.Popen([str(BIN / "pzq-produce"), "--routes", survivor.monitor_dsn,
+                           "--topic", "orders", "--key-from-line"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as interrupted:
+        assert interrupted.stdin is not None
+        interrupted.stdin.write("".join(f"{key.decode()}\tm\n" for key in keys))
+        interrupted.stdin.close()
+        wait_until(lambda: survivor.stats()["producer_acks_sent"] - acks_before >= len(kept),
+                   30, interval=0.1, message="the survivor's ACKs sent")
+        interrupted.send_signal(signal.SIGINT)
+        interrupted.wait(30)
+        assert interrupted.stdout is not None and interrupted.stderr is not None
+        out, err = interrupted.stdout.read(), interrupted.stderr.read()
+    assert interrupted.returncode == ExitCode.INTERRUPTED, err
+    assert out.count(" ok") == len(kept), (out, err)
+    assert err.strip().splitlines()[-1] == (
+        f"pzq-produce: interrupted with {len(keys) - len(kept)} messages sent and not ACKed "
+        f"yet: the node may have stored them")

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+# Set by the supervisor of --shards for each shard: its number goes on every line the
+# shard logs, since the shards share the supervisor's stderr
+SHARD_ENV = "PZQ_SHARD"
 
 
 def configure(level: str, fmt: str) -> None:
     renderer = (structlog.processors.JSONRenderer() if fmt == "json"
                 else structlog.dev.ConsoleRenderer(colors=False))
+    shard = os.environ.get(SHARD_ENV, "")
+    named: list[Processor] = [_ShardField(int(shard))] if shard.isdigit() else []
     structlog.configure(
         processors=[
+            *named,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
@@ -25,6 +34,17 @@ def configure(level: str, fmt: str) -> None:
         logger_factory=structlog.WriteLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+class _ShardField:
+    """``shard``: which shard logged the line (two shards' lines alike otherwise)."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def __call__(self, logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
+        event.setdefault("shard", self.number)
+        return event
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

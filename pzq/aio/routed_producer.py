@@ -77,14 +77,17 @@ class RoutedProducer(RoutedProducerView):
         await self._settle(sending=True)  # a key's earlier messages go to its new owner first
         session = self._session
         routed = await self._routed(parts, headers, timeout, key, tag, dedup_id)
+        # kept before it goes: an ACK from the owner the watcher may carry it to while
+        # it waits for room resolves it
+        future: asyncio.Future[ProducerAck] = asyncio.get_running_loop().create_future()
+        self._futures[routed.msg_id] = future
         try:
-            await self._carry(routed, timeout)
+            await self._carry_own(routed, timeout)
         except BaseException:
+            self._futures.pop(routed.msg_id, None)
             session.unsent(routed.msg_id)  # not sent: the caller may send it again
             raise
         session.carried(routed.msg_id)
-        future: asyncio.Future[ProducerAck] = asyncio.get_running_loop().create_future()
-        self._futures[routed.msg_id] = future
         if self._watcher is None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
         return future
@@ -142,6 +145,27 @@ class RoutedProducer(RoutedProducerView):
                                      min(timeout or probe.PROBE_TIMEOUT_S,
                                          probe.PROBE_TIMEOUT_S))
         return f"{sent.endpoint}: {why}"
+
+    async def _carry_own(self, routed: Routed, timeout: float | None) -> None:
+        """A new message to its owner. While it waits for room in a silent owner's
+        window, the watcher may send it to the partition's new owner and close that
+        owner's producer (the table counts the node down): it went then, and a message
+        whose producer was closed so but which did not move goes again, to a new
+        producer; a ClientClosed of this RoutedProducer's close is raised."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                await self._carry(routed, None if deadline is None
+                                  else max(0.0, deadline - time.monotonic()))
+                return
+            except ClientClosed:
+                if self._closed:
+                    raise
+            sent = self._session.sent.get(routed.msg_id)
+            if sent is None or sent.endpoint != routed.endpoint:
+                return  # carried to its new owner (answered already, if gone)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"no room within {timeout:g} s at {routed.endpoint}")
 
     async def _carry(self, routed: Routed, timeout: float | None) -> None:
         producer = self._producers.get(routed.endpoint)

@@ -18,8 +18,8 @@ from pzq.cli.common import (
 )
 from pzq.cli.consumer_endpoints import ConsumerEndpoints
 from pzq.cli.line_output import LineOutput, output_for
-from pzq.cli.waiting import DeliveryWait, Notice
-from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer
+from pzq.cli.waiting import DeliveryWait, Notice, say_waiting
+from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer, RouteTable
 from pzq.client.consumer import Message
 from pzq.errors import ConsumeRefused, ConsumeUnanswered, ExitCode
 from pzq.protocol import consume as consume_wire
@@ -126,7 +126,8 @@ def _consumer(args: argparse.Namespace, dsns: list[str],
         return Consumer(dsns, curve=curve, context=context)
     start = args.start or "earliest"
     if args.routes:
-        return RoutedGroupConsumer(dsns, args.topic, args.group, window=args.window or 100,
+        table = RouteTable(dsns, curve, notice=say_waiting("pzq-consume"))
+        return RoutedGroupConsumer(table, args.topic, args.group, window=args.window or 100,
                                    context=context, curve=curve, filter=args.filter,
                                    start=int(start) if start.isdigit() else start)
     # Like the deliveries after it, the node's answer is awaited as --timeout or

@@ -18,8 +18,8 @@ from pzq.cli.common import (
 )
 from pzq.cli.human import messages
 from pzq.cli.input_lines import InputLines
-from pzq.cli.waiting import AckWait
-from pzq.client import Producer, RoutedProducer
+from pzq.cli.waiting import AckWait, say_waiting
+from pzq.client import Producer, RoutedProducer, RouteTable
 from pzq.client.producer import time_headers, topic_headers
 from pzq.client.sessions.producer import ACK_TIMEOUT_S
 from pzq.errors import ExitCode
@@ -82,7 +82,8 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
     curve = curve_from(parser, args)
     if args.routes:
         try:
-            routed = RoutedProducer(args.routes, args.topic, window=args.window, curve=curve)
+            table = RouteTable(args.routes, curve, notice=say_waiting("pzq-produce"))
+            routed = RoutedProducer(table, args.topic, window=args.window, curve=curve)
         except TimeoutError as exc:
             return fail("pzq-produce", str(exc), ExitCode.FAILURE)
         except KeyboardInterrupt:  # while the route table is asked for
@@ -165,10 +166,12 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
         try:  # what went before the line is reported, as if the input ended there
             _report_acks(waiting.flush(), tally)
         except TimeoutError as timeout:
+            _report_acks(producer.acks(), tally)
             fail("pzq-produce", str(timeout), ExitCode.FAILURE)
         _say_given_up(tally, args.ack_timeout)
         return fail("pzq-produce", str(exc), ExitCode.USAGE)
     except TimeoutError as exc:
+        _report_acks(producer.acks(), tally)  # those that came in time are shown still
         _say_given_up(tally, args.ack_timeout)
         return fail("pzq-produce", str(exc), ExitCode.FAILURE)
     except KeyboardInterrupt:

@@ -45,6 +45,12 @@ class Notice:
             self.said = True
 
 
+def say_waiting(prog: str) -> Callable[[str], None]:
+    """A notice callback (request_monitor's, a RouteTable's) that says its line on
+    stderr as ``prog``."""
+    return lambda text: print(f"{prog}: {text}", file=sys.stderr, flush=True)
+
+
 class AckWait:
     """A producer's sends and flush, each given ``timeout`` seconds, that say why ACKs are
     late; ``ack_timeout``: the producer gives a message up this long after it went
@@ -70,8 +76,7 @@ class AckWait:
         elif self._unanswered_since is None:
             self._unanswered_since = now
         elif now - self._unanswered_since >= NOTICE_AFTER_S:
-            self.notice.once(lambda: f"no ACK yet from {self.dsn} for "
-                                     f"{messages(self.producer.outstanding)}: {self._why()}")
+            self.notice.once(lambda: self._no_ack("yet"))
         return arrived
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes]) -> bytes:
@@ -88,13 +93,10 @@ class AckWait:
                 return attempt(max(0.0, min(NOTICE_AFTER_S, deadline - time.monotonic())))
             except TimeoutError:
                 if time.monotonic() >= deadline:
-                    raise TimeoutError(
-                        f"no ACK from {self.dsn} within {self.timeout:g} s for "
-                        f"{messages(self.producer.outstanding)}: {self._why()}") from None
+                    raise TimeoutError(self._no_ack(f"within {self.timeout:g} s")) from None
                 if self.producer.outstanding >= waiting_for:  # not one ACK in that stretch
-                    self.notice.once(lambda: f"no ACK yet from {self.dsn} for "
-                                             f"{messages(self.producer.outstanding)}: "
-                                             f"{self._why()}; {self._waiting_up_to()}")
+                    self.notice.once(lambda: f"{self._no_ack('yet')}; "
+                                             f"{self._waiting_up_to()}")
 
     def _waiting_up_to(self) -> str:
         """How long the wait lasts at most: ``timeout``, or the ack timeout when that is
@@ -103,8 +105,21 @@ class AckWait:
             return f"waiting up to {self.ack_timeout:g} s (--ack-timeout)"
         return f"waiting up to {self.timeout:g} s"
 
-    def _why(self) -> str:
-        return curve_probe.why_silent(self.dsn, self.curve)
+    def _no_ack(self, when: str) -> str:
+        """What has no ACK ``when`` ("yet", "within 30 s"), where it waits and what a
+        probe finds there: the node's endpoint, or for a routing producer the owners
+        the messages went to (the monitors it asked for the table are not where)."""
+        count = messages(self.producer.outstanding)
+        if isinstance(self.producer, RoutedProducer):
+            owners = "; ".join(f"{endpoint} ({messages(waiting)}): {self._why(endpoint)}"
+                               for endpoint, waiting in self.producer.unanswered_at.items())
+            return f"no ACK {when} for {count} from their partitions' owners: {owners}"
+        if when == "yet":
+            return f"no ACK yet from {self.dsn} for {count}: {self._why(self.dsn)}"
+        return f"no ACK from {self.dsn} {when} for {count}: {self._why(self.dsn)}"
+
+    def _why(self, dsn: str) -> str:
+        return curve_probe.why_silent(dsn, self.curve)
 
 
 class DeliveryWait:

@@ -6,7 +6,7 @@ pzq.client.sessions.routes; this asks the nodes."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pzq.client.monitor import request_monitor
 from pzq.client.sessions.routes import KnownRoutes
@@ -18,20 +18,24 @@ REFRESH_TIMEOUT_S = 1.0  # per node, when a client at work asks again
 
 class RouteTable(KnownRoutes):
     def __init__(self, monitors: str | Sequence[str], curve: ClientSecurity | None = None,
-                 timeout: float = 5.0) -> None:
+                 timeout: float = 5.0, notice: Callable[[str], None] | None = None) -> None:
+        """``notice``: told why the first table is late, a second into each node's
+        wait (a tool says so rather than wait in silence)."""
         super().__init__(monitors)
         self.curve = curve
         self.timeout = timeout
-        self.refresh()
+        self.refresh(notice=notice)
 
-    def refresh(self, timeout: float | None = None) -> None:
+    def refresh(self, timeout: float | None = None,
+                notice: Callable[[str], None] | None = None) -> None:
         """Ask the nodes in turn, the one that answered last first, until one answers
         (each within ``timeout`` s, the table's own by default); TimeoutError if none
-        does."""
+        does. ``notice``: request_monitor's."""
         tried = []
         for monitor in list(self.monitors):
             try:
-                answer = request_monitor(monitor, "ROUTES", timeout or self.timeout, self.curve)
+                answer = request_monitor(monitor, "ROUTES", timeout or self.timeout, self.curve,
+                                         notice)
             except (TimeoutError, EndpointError) as exc:
                 tried.append(str(exc))  # it names the monitor
                 continue

@@ -143,14 +143,19 @@ class RoutedProducer(RoutedProducerView):
         poller.poll(max(0, int((deadline - time.monotonic()) * 1000)))
 
     def flush(self, timeout: float = 30.0) -> list[ProducerAck]:
-        """Wait until every message sent is ACKed (after any MOVED, by its owner)."""
+        """Wait until every message sent is ACKed (after any MOVED, by its owner);
+        TimeoutError naming how many are not, the ACKs that came kept for ``acks``."""
         deadline = time.monotonic() + timeout
         found: list[ProducerAck] = []
-        while self._session.sent:
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"{messages(len(self._session.sent))} without ACK "
-                                   f"after {timeout} s")
-            found += self.acks(min(0.1, max(0.0, deadline - time.monotonic())))
+        try:
+            while self._session.sent:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{messages(len(self._session.sent))} without ACK "
+                                       f"after {timeout:g} s")
+                found += self.acks(min(0.1, max(0.0, deadline - time.monotonic())))
+        except BaseException:  # a timeout, a Ctrl-C: the ACKs that came wait for acks()
+            self._session.arrived[:0] = found
+            raise
         return found + self.acks()
 
     def close(self) -> None:

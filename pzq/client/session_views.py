@@ -89,3 +89,12 @@ class RoutedProducerView:
     def resent(self) -> int:
         """Messages sent again to another node after a silence."""
         return self._session.resent
+
+    @property
+    def unanswered_at(self) -> dict[str, int]:
+        """Receive endpoint -> the messages sent there and not ACKed yet, in the order
+        the endpoints were first sent to: where a wait for ACKs waits."""
+        found: dict[str, int] = {}
+        for sent in self._session.sent.values():
+            found[sent.endpoint] = found.get(sent.endpoint, 0) + 1
+        return found

@@ -373,7 +373,8 @@ class ClusterCore(Participant):
         if command == cw.PING:
             node_id, endpoint = cw.decode_ping(frames)
             if endpoint not in self.peers.peers:
-                self.strangers.pinged(endpoint, node_id, self.settings.nodes, now)
+                self.strangers.pinged(endpoint, node_id, self.settings.nodes, now,
+                                      self.node_id)
                 raise DecodeError(f"PING from {endpoint!r}, which is not in --nodes")
             self.senders.pinged(routing_id, endpoint, node_id)
             self.peers.pinged(endpoint)

@@ -18,12 +18,18 @@ class Strangers:
     def __init__(self) -> None:
         self._said: dict[str, float] = {}  # endpoint -> when it was last said (monotonic)
 
-    def pinged(self, endpoint: str, node_id: bytes, nodes: tuple[str, ...], now: float) -> None:
+    def pinged(self, endpoint: str, node_id: bytes, nodes: tuple[str, ...], now: float,
+               own_id: bytes = b"") -> None:
+        """``own_id``: this node's id; a PING that carries it is this node's own, come
+        back through a --nodes entry that reaches this node under another name."""
         last = self._said.get(endpoint)
         if last is not None and now - last < REPEAT_S:
             return
         if len(self._said) >= MOST_REMEMBERED:
             self._said.clear()
         self._said[endpoint] = now
+        if own_id and node_id == own_id:
+            log.warning("nodes_list_this_node", endpoint=endpoint[:200], nodes=",".join(nodes))
+            return
         log.warning("ping_from_stranger", endpoint=endpoint[:200],
                     node_id=node_id.decode(errors="replace")[:40], nodes=",".join(nodes))

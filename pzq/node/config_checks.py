@@ -56,9 +56,11 @@ def _validate_cluster(config: Config) -> None:
     for node in endpoints:
         check_dsn("--nodes", node)
     if config.broadcast_dsn is not None and config.broadcast_dsn in endpoints:
-        raise ConfigError("--nodes must list the other nodes, not this node's --broadcast-dsn")
-    if len(set(endpoints)) != len(endpoints):
-        raise ConfigError("--nodes lists the same endpoint twice")
+        raise ConfigError(f"--nodes must list the other nodes, not this node's --broadcast-dsn "
+                          f"{config.broadcast_dsn}")
+    twice = next((node for n, node in enumerate(endpoints) if node in endpoints[:n]), None)
+    if twice is not None:  # named: in a list of many nodes, which one is not plain
+        raise ConfigError(f"--nodes lists the same endpoint twice: {twice}")
     if config.shards > 1:
         _validate_shards_cluster(config)
         return  # the other shards are peers too: each shard's own settings are checked

@@ -53,6 +53,7 @@ def plan_shards(config: Config) -> list[Shard]:
     _refuse_unreachable_broadcast(base)
     every = [shard_overrides(config, base, number) for number in range(config.shards)]
     _refuse_shards_in_nodes([overrides["broadcast_dsn"] for overrides in every], config.nodes)
+    _refuse_replicas_beyond_peers(config)
     shards = []
     for number, overrides in enumerate(every):
         shard_config = with_options(config, overrides)
@@ -63,6 +64,17 @@ def plan_shards(config: Config) -> list[Shard]:
         shards.append(Shard(number, shard_config, overrides))
     _refuse_collisions(shards)
     return shards
+
+
+def _refuse_replicas_beyond_peers(config: Config) -> None:
+    """Said in the shards' terms: a shard's peers are the other shards and the --nodes
+    given (a shard's own check would count only --nodes, which the user may not give)."""
+    peers = config.shards - 1 + len(config.peer_endpoints)
+    if config.replicas > peers:
+        raise ConfigError(
+            f"--shards {config.shards} --replicas {config.replicas}: a shard's copies go to "
+            f"the other shards and the --nodes given, {peers} here: give --replicas "
+            f"{peers} at most, or more --shards or --nodes")
 
 
 def shard_overrides(config: Config, base_broadcast: str, number: int) -> dict[str, Any]:

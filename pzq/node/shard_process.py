@@ -15,21 +15,26 @@ from pathlib import Path
 
 import pzq
 from pzq.errors import ExitCode
+from pzq.logs import SHARD_ENV
 from pzq.node.start_report import REPORT_FD
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def start_shard(arguments: Sequence[str]) -> tuple[subprocess.Popen[bytes], int]:
+def start_shard(arguments: Sequence[str], number: int | None = None
+                ) -> tuple[subprocess.Popen[bytes], int]:
     """``pzq ARGUMENTS`` as a child, and the read end of the pipe it reports its start
-    on (pzq.node.start_report.read_report); its log goes where the supervisor's goes."""
+    on (pzq.node.start_report.read_report); its log goes where the supervisor's goes,
+    each line with ``shard``: ``number``."""
     read_end, write_end = os.pipe()
     try:
         # -P: the working directory is not put on sys.path, so a folder named pzq there
         # (a clone, say) is not imported instead of the pzq this supervisor runs.
         process = subprocess.Popen(
             [sys.executable, "-P", "-m", "pzq", *arguments], stdin=subprocess.DEVNULL,
-            env={**_environment(), REPORT_FD: str(write_end)}, pass_fds=(write_end,),
+            env={**_environment(), REPORT_FD: str(write_end),
+                 **({} if number is None else {SHARD_ENV: str(number)})},
+            pass_fds=(write_end,),
             preexec_fn=_prepare_child(),
             # A process group of its own: a Ctrl-C in the terminal reaches the supervisor
             # alone, which forwards it once; a second SIGINT would make a node exit at once.

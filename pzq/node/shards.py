@@ -169,7 +169,7 @@ class Supervisor:
         child.start_at = None
         child.started_at = time.monotonic()
         try:
-            child.process, child.report_fd = start_shard(child.arguments)
+            child.process, child.report_fd = start_shard(child.arguments, child.shard.number)
         except OSError as exc:  # no memory or processes left to fork: try again later
             log.error("shard_start_failed", shard=child.shard.number, error=str(exc),
                       restarting_in_ms=self._schedule(child))

@@ -10,6 +10,7 @@ from collections import defaultdict
 import pytest
 
 from pzq import aio
+from pzq.protocol.headers import partition_of
 from tests.cluster.test_groups_cluster import start_group_cluster
 from tests.cluster.test_partitioned_topics import (
     PARTITIONS,
@@ -89,3 +90,41 @@ def test_routing_clients_follow_owners_keep_key_order_and_lose_nothing(start_nod
                                                                   for _, body in unread}
             await drain(consumer, wanted)
     run(main(), 170)
+
+
+def test_a_publish_waiting_for_room_at_an_owner_that_died_goes_on_to_its_new_owner(
+        start_node, tmp_path, aio_context):
+    """An owner SIGKILLed: its window fills with messages it never answers, and the next
+    publish of its keys waits for room there. Once the table counts it down, its
+    messages go to the new owner and its producer is closed: the waiting publish goes
+    on with them, where it raised ClientClosed ("the producer is closed") of a producer
+    the caller never closed, its message carried elsewhere all the same."""
+    endpoints = ipc_cluster(tmp_path, 3)
+    nodes = start_group_cluster(start_node, endpoints)
+    nodes[1].ask(f"DECLARE TOPIC orders partitions={PARTITIONS}")
+    owners = declared_everywhere(nodes)["topics"]["orders"]["owners"]
+    victim = max(endpoints, key=owners.count)
+    by_endpoint = node_by_cluster_endpoint(nodes, endpoints)
+    survivors = [node for endpoint, node in by_endpoint.items() if endpoint != victim]
+    keys = [key for key in (b"k%d" % n for n in range(200))
+            if owners[partition_of(key, PARTITIONS)] == victim][:3]
+    bodies = [b"m%d" % n for n in range(12)]
+
+    async def main() -> None:
+        async with aio.RoutedProducer([node.monitor_dsn for node in survivors], "orders",
+                                      window=4, context=aio_context) as producer:
+            await asyncio.to_thread(by_endpoint[victim].kill)  # the table counts it up yet
+            futures = [await producer.publish([body], key=keys[n % len(keys)], timeout=60)
+                       for n, body in enumerate(bodies)]  # the fifth waits for room
+            await producer.flush(60)
+            assert all(future.result().ok for future in futures)
+            assert producer.resent >= 4
+        async with aio.RoutedGroupConsumer([node.monitor_dsn for node in survivors],
+                                           "orders", "billing",
+                                           context=aio_context) as consumer:
+            got = await drain(consumer, set(bodies))
+        order = [int(message.parts[0][1:]) for message in got]
+        for key in keys:  # each key's messages in the order sent
+            mine = [n for n in order if keys[n % len(keys)] == key]
+            assert mine == sorted(mine), order
+    run(main(), 120)

@@ -6,6 +6,8 @@ node, and a dead owner's partitions move to a survivor with nothing ACKed lost."
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from collections import defaultdict
 
 import pytest
@@ -14,7 +16,7 @@ from pzq.client import Producer, RoutedGroupConsumer, RoutedProducer, request_mo
 from pzq.errors import ExitCode
 from pzq.protocol.headers import partition_of
 from tests.cluster.test_groups_cluster import start_group_cluster
-from tests.integration.test_tools import one_line, tool
+from tests.integration.test_tools import BIN, one_line, tool
 from tests.support.harness import run_pzq, scrape_metrics, wait_until
 
 PARTITIONS = 6
@@ -227,11 +229,24 @@ def test_routing_options_used_wrongly_are_one_line(name, args, message):
     assert message in one_line(done.stderr)
 
 
-def test_a_routing_tool_with_no_node_to_ask_says_so(tmp_path):
-    done = tool("pzq-produce", "--routes", f"ipc://{tmp_path}/nobody", "--topic", "orders",
-                stdin="x\n", timeout=60)
+@pytest.mark.parametrize("name, args", [("pzq-produce", ()),
+                                         ("pzq-consume", ("--group", "billing"))])
+def test_a_routing_tool_with_no_node_to_ask_says_so(tmp_path, name, args):
+    """A second into each monitor's wait the tool says what it waits for (it waited
+    5 s a monitor in silence), then exits 1 with one line naming each monitor."""
+    nobody = f"ipc://{tmp_path}/nobody"
+    done = tool(name, "--routes", nobody, "--routes", f"{nobody}-too", "--topic", "orders",
+                *args, stdin="x\n", timeout=60)
     assert done.returncode == ExitCode.FAILURE
-    assert "no node answered ROUTES" in one_line(done.stderr)
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"{name}: no answer yet from {nobody}: nothing answers there (is the node "
+        f"running?); waiting up to 5 s",
+        f"{name}: no answer yet from {nobody}-too: nothing answers there (is the node "
+        f"running?); waiting up to 5 s",
+        f"{name}: error: no node answered ROUTES: no answer from {nobody} within 5 s: "
+        f"nothing answers there (is the node running?); no answer from {nobody}-too "
+        f"within 5 s: nothing answers there (is the node running?)"]
 
 
 def test_partitions_declared_at_start_are_kept_and_a_change_is_refused(start_node, tmp_path):
@@ -303,3 +318,59 @@ def test_a_routed_send_waits_for_an_owner_whose_endpoints_are_not_known_yet(
         acks = producer.flush(20)
     assert [ack.ok for ack in acks] == [True]
     assert other.stats()["stored"] == 1
+
+
+def test_pzq_produce_with_owners_down_shows_what_was_acked_and_names_the_owners(
+        start_node, tmp_path):
+    """Two nodes of three SIGKILLed: the survivor hears no majority, so their partitions
+    stay theirs and what goes to them has no ACK. pzq-produce --routes shows the ACKs
+    the survivor gave (it lost the ACKs that came while it waited in slices) and names
+    the dead owners' endpoints and what a probe finds there (it named the monitor asked
+    for the table, blaming "a busy node, not a pzq endpoint, or CURVE")."""
+    endpoints = ipc_cluster(tmp_path, 3)
+    nodes = start_group_cluster(start_node, endpoints)
+    nodes[0].ask(f"DECLARE TOPIC orders partitions={PARTITIONS}")
+    owners = declared_everywhere(nodes)["topics"]["orders"]["owners"]
+    by_endpoint = node_by_cluster_endpoint(nodes, endpoints)
+    survivor = by_endpoint[owners[0]]
+    dead = [node for node in nodes if node is not survivor]
+    for node in dead:
+        node.kill()
+    keys = [b"k%d" % i for i in range(24)]
+    kept = [key for key in keys if owners[partition_of(key, PARTITIONS)] == owners[0]]
+    lost_at = {node.receive_dsn: sum(by_endpoint[owners[partition_of(key, PARTITIONS)]]
+                                     is node for key in keys) for node in dead}
+    sent = tool("pzq-produce", "--routes", survivor.monitor_dsn, "--topic", "orders",
+                "--key-from-line", "--timeout", "8",
+                stdin="".join(f"{key.decode()}\tm\n" for key in keys), timeout=60)
+    assert sent.returncode == ExitCode.FAILURE, sent
+    assert sent.stdout.count(" ok") == len(kept), sent  # REPLICATION_FAILED: no peer up
+    error = sent.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in sent.stderr and survivor.monitor_dsn not in error, error
+    assert error.startswith(f"pzq-produce: error: no ACK within 8 s for "
+                            f"{len(keys) - len(kept)} messages from their partitions' owners: ")
+    for endpoint, count in lost_at.items():
+        if count:
+            assert f"{endpoint} ({count} message{'s' if count > 1 else ''}): nothing " \
+                   f"answers there" in error, error
+
+    # Ctrl-C while it waits: the survivor's ACKs are shown too (lost with the flush)
+    acks_before = survivor.stats()["producer_acks_sent"]
+    with subprocess.Popen([str(BIN / "pzq-produce"), "--routes", survivor.monitor_dsn,
+                           "--topic", "orders", "--key-from-line"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as interrupted:
+        assert interrupted.stdin is not None
+        interrupted.stdin.write("".join(f"{key.decode()}\tm\n" for key in keys))
+        interrupted.stdin.close()
+        wait_until(lambda: survivor.stats()["producer_acks_sent"] - acks_before >= len(kept),
+                   30, interval=0.1, message="the survivor's ACKs sent")
+        interrupted.send_signal(signal.SIGINT)
+        interrupted.wait(30)
+        assert interrupted.stdout is not None and interrupted.stderr is not None
+        out, err = interrupted.stdout.read(), interrupted.stderr.read()
+    assert interrupted.returncode == ExitCode.INTERRUPTED, err
+    assert out.count(" ok") == len(kept), (out, err)
+    assert err.strip().splitlines()[-1] == (
+        f"pzq-produce: interrupted with {len(keys) - len(kept)} messages sent and not ACKed "
+        f"yet: the node may have stored them")

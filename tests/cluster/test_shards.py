@@ -324,6 +324,11 @@ def test_every_shard_applies_the_authorization_file_and_sighup_reaches_them(
     supervisor.process.send_signal(signal.SIGHUP)
     wait_until(lambda: len(supervisor.events("authorization_reloaded")) == SHARDS, 30,
                message="every shard reading its rules again")
+    # each line says which shard logged it (two lines alike said nothing of it)
+    assert sorted(event["shard"] for event in supervisor.events("authorization_reloaded")
+                  ) == list(range(SHARDS))
+    assert sorted(event["shard"] for event in supervisor.events("node_ready")) == list(
+        range(SHARDS))
     assert answers("closed") == [b""] * SHARDS
     assert supervisor.signal_and_wait(signal.SIGTERM) == 0
 

@@ -165,8 +165,10 @@ def test_every_option_kind_says_what_a_config_file_gives_it():
     ({"log_level": "loud"}, "--log-level must be one of"),
     ({"replicas": 1}, "--replicas 1 needs at least that many --nodes"),
     ({"nodes": ("tcp://a:1",)}, "--nodes needs --broadcast-dsn"),
-    ({"nodes": ("tcp://a:1", "tcp://a:1"), "broadcast_dsn": "tcp://b:1"}, "same endpoint twice"),
-    ({"nodes": ("tcp://a:1",), "broadcast_dsn": "tcp://a:1"}, "not this node's"),
+    ({"nodes": ("tcp://a:1", "tcp://c:1", "tcp://a:1"), "broadcast_dsn": "tcp://b:1"},
+     "same endpoint twice: tcp://a:1$"),  # named: which of many is not plain
+    ({"nodes": ("tcp://a:1",), "broadcast_dsn": "tcp://a:1"}, "not this node's --broadcast-dsn "
+                                                              "tcp://a:1$"),
     ({"replicas": -1}, "--replicas must be 0 or more"),
     # the peers know a node by its --broadcast-dsn: a wildcard is no node they list
     ({"nodes": ("tcp://a:1",), "broadcast_dsn": "tcp://0.0.0.0:2"}, "not a wildcard"),

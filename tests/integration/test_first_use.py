@@ -324,6 +324,23 @@ def test_nodes_listing_a_peers_producer_endpoint_is_a_warning_at_its_first_answe
                for event in node.events) == 1
 
 
+def test_nodes_that_list_this_node_under_another_name_are_said_so(start_node, context):
+    """--nodes tcp://localhost:P on the node whose --broadcast-dsn is tcp://127.0.0.1:P:
+    its own PINGs come back refused. It was ping_from_stranger with this node's own id,
+    as if another node were misconfigured."""
+    from pzq.client import Producer
+    port = free_port()
+    node = start_node("--broadcast-dsn", f"tcp://127.0.0.1:{port}", "--nodes",
+                      f"tcp://localhost:{port}", "--replicas", "1", "--timeout-nodes", "500ms")
+    said = wait_until(lambda: node.event("nodes_list_this_node"), 15,
+                      message="nodes_list_this_node in the log")
+    assert said["level"] == "warning" and said["endpoint"] == f"tcp://127.0.0.1:{port}"
+    assert said["nodes"] == f"tcp://localhost:{port}"
+    assert node.event("ping_from_stranger") is None
+    with Producer(node.receive_dsn, context=context) as producer:
+        assert producer.produce([b"x"]).replication_failed  # what the warning explains
+
+
 def test_a_peer_never_reached_is_said_again_at_intervals_not_at_every_heartbeat():
     peers = PeerTable(("tcp://a:1", "tcp://b:1"), timeout_nodes_s=10.0, now=100.0)
     assert peers.never_reached(105.0) == []  # the start's grace: nobody is late yet

@@ -4,7 +4,8 @@ the producer, sync or asyncio, goes on, and every good message before and after 
 ACKed and delivered whole. A socket takes a message's frames one by one, so a bad
 frame after the first used to leave half a message on it, which the next message
 ended: from then on no ACK came (the asyncio producer's sends timed out blaming
-the node)."""
+the node). The routing producers refuse a key neither str nor bytes in the same
+words (they said "can't concat int to bytes")."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import re
 import pytest
 
 from pzq import aio
-from pzq.client import Consumer, Producer
+from pzq.client import Consumer, Producer, RoutedProducer
 from tests.support.aio import run
 
 pytestmark = pytest.mark.timeout(60)
@@ -77,3 +78,30 @@ def test_the_asyncio_producer_refuses_a_frame_not_bytes_and_goes_on(start_node, 
             return [answer.result().ok for answer in answers]
     assert run(main(), 30) == [True] * 5
     assert delivered(node, 5) == [b"good %d" % n for n in range(5)]
+
+
+KEY_MISTAKES = [(5, "key must be a str or bytes, got int 5"),
+                (1.5, "key must be a str or bytes, got float 1.5")]
+
+
+def test_the_routing_producers_refuse_a_key_not_str_or_bytes_and_go_on(start_node, context,
+                                                                        aio_context):
+    node = start_node("--partitions", "types=2")
+    with RoutedProducer(node.monitor_dsn, "types", context=context) as producer:
+        producer.send([b"good 0"], key="k")
+        for key, says in KEY_MISTAKES:
+            with pytest.raises(TypeError, match=re.escape(says)):
+                producer.send([b"bad"], key=key)  # type: ignore[arg-type]
+        producer.send([b"good 1"], key=b"k")
+        assert [ack.ok for ack in producer.flush(timeout=10)] == [True] * 2
+
+    async def main() -> None:
+        async with aio.RoutedProducer(node.monitor_dsn, "types",
+                                      context=aio_context) as producer:
+            assert (await producer.send([b"good 2"], key="k")).ok
+            for key, says in KEY_MISTAKES:
+                with pytest.raises(TypeError, match=re.escape(says)):
+                    await producer.send([b"bad"], key=key)  # type: ignore[arg-type]
+            assert (await producer.send([b"good 3"], key="k")).ok
+    run(main(), 30)
+    assert delivered(node, 4) == [b"good %d" % n for n in range(4)]

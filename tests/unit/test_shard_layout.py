@@ -99,7 +99,13 @@ def test_layouts_that_cannot_run_are_refused_in_one_line(values, message):
 
 def test_replicas_count_the_other_shards_and_the_nodes_given():
     assert plan(shards=2, replicas=1)
-    with pytest.raises(ConfigError, match="shard 0: --replicas 2 needs at least"):
+    assert plan(shards=2, replicas=2, nodes=("tcp://10.0.0.2:11134",))
+    # in the shards' terms, where a shard's check said "needs at least that many --nodes
+    # (got 1)" of --nodes never given
+    with pytest.raises(ConfigError, match=r"^--shards 2 --replicas 2: a shard's copies go to "
+                                          r"the other shards and the --nodes given, 1 here: "
+                                          r"give --replicas 1 at most, or more --shards or "
+                                          r"--nodes$"):
         plan(shards=2, replicas=2)
 
 

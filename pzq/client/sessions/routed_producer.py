@@ -105,15 +105,16 @@ class RoutedProducerSession:
         """One new message, to its partition's owner (``key``, or a ``KEY:`` frame
         among ``headers``, says which partition; none: any owner). TimeoutError when
         the table names no node for the topic; TypeError (check_frames) for a part or
-        header that is not bytes, before the message is kept."""
+        header that is not bytes, or a key neither str nor bytes, before the message is
+        kept."""
         check_frames(parts, headers)
         frames = [*headers, *(self._topic_frames if tag is None and dedup_id is None
                               else topic_headers(self.topic, tag, dedup_id))]
         if key is None:
             key = key_of(frames)
-        else:
-            key = key.encode() if isinstance(key, str) else key
-            frames.append(KEY_HEADER + key)
+        else:  # TypeError for a key neither str nor bytes, as a Producer's send says
+            frames += topic_headers(None, None, key=key)
+            key = frames[-1][len(KEY_HEADER):]
         msg_id = b"%s-%d" % (self._id_prefix, next(self._counter))
         endpoint = self._endpoint_for(key)
         carried = list(parts)

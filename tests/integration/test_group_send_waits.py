@@ -130,3 +130,45 @@ def test_asyncio_acks_return_while_the_node_is_away(start_node, context, aio_con
             return seen
 
     assert asyncio.run(run()) == set(bodies)
+
+
+def test_ack_confirmed_raises_by_its_timeout_with_the_node_stopped(start_node, context):
+    """Its ACK not taken by a stopped node's full pipe: TimeoutError by its timeout
+    (the send waited for room for ever), the ACK still going once the node goes on."""
+    node = start_node(*FAST, consume=True)
+    produce(node, context, [b"one", b"two"])
+    with GroupConsumer(node.consume_dsn, "orders", "g", declare=True, confirm=True,
+                       context=context) as consumer:
+        got = deliver_all(consumer, 2)
+        node.pause()
+        try:
+            fill_until_kept(consumer, got)
+            started = time.monotonic()
+            with pytest.raises(TimeoutError, match="^1 ACK not confirmed within 2 s: "):
+                consumer.ack_confirmed(got[:1], timeout=2)
+            assert time.monotonic() - started < 2 + RETURN_WITHIN_S  # (and the probe's)
+        finally:
+            node.resume()
+        consumer.ack_confirmed(got[1:], timeout=30)  # after what waited: the first too
+        assert acked(node) == 2
+
+
+def test_asyncio_receive_returns_by_its_timeout_when_the_node_refuses_the_key(
+        start_node, curve_keys, tmp_path, aio_context):
+    """The asyncio consumer as the sync one: its HEARTBEAT waits in its outbox."""
+    node = start_node(*curve_keys["args"], *FAST, consume=True)
+
+    async def run() -> None:
+        async with aio.GroupConsumer(node.consume_dsn, "orders", "g", declare=True,
+                                     context=aio_context, curve=curve_keys["client"]) \
+                as consumer:
+            assert await consumer.receive(0.2) is None
+            (tmp_path / "authorized" / "client.key").unlink()
+            node.stop()
+            node.restart()
+            for _ in range(3):
+                started = time.monotonic()
+                assert await consumer.receive(1) is None
+                assert time.monotonic() - started < RETURN_WITHIN_S
+
+    asyncio.run(run())

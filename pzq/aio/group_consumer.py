@@ -88,6 +88,12 @@ class GroupConsumer(GroupView[Message], Deliveries):
         return self._socket
 
     @property
+    def unsent(self) -> int:
+        """Messages (answers, a CONSUME again, ...) the socket has not taken yet: they
+        go in order once the node takes them (its own task sends them)."""
+        return len(self._out)
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

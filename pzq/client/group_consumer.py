@@ -9,11 +9,19 @@ work on a delivery as long as its ack timeout allows without calling in here.
 ``receive`` still sends a HEARTBEAT when it has waited a period with nothing to say:
 a node that restarted does not know this connection, answers so, and the consumer
 joins again.
+
+Sending never waits past a call's timeout: what the socket does not take (a node down
+or stopped with its pipe full, a node that refuses the key when the socket connects
+again, which leaves it no pipe at all) waits here, in order, and goes first at the
+next call once the node takes it. ``ack`` and the other answers do not wait for room
+(an ACK that never went means a delivery again: at least once); ``close`` gives what
+waits a second.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 
@@ -30,8 +38,9 @@ from pzq.client.setup import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
 from pzq.errors import ConsumeUnanswered
 from pzq.protocol import consume as consume_wire
 from pzq.security import ClientSecurity
-from pzq.zmqio import Context, readable, recv_frames, send_frames, wait_readable
+from pzq.zmqio import Context, readable, recv_frames, send_frames
 
+CLOSE_DRAIN_S = 1.0  # what waits to be sent at close is given this long to go
 __all__ = ["HEARTBEAT_IVL_MS", "HEARTBEAT_TIMEOUT_MS", "GroupConsumer"]
 
 
@@ -51,6 +60,7 @@ class GroupConsumer(GroupView[Message]):
                                            consume_wire.start_of(start), confirm=confirm,
                                            declare=declare, protocol=protocol)
         self._dsn, self._curve = dsn, curve  # probed when CONSUME has no answer
+        self._unsent: deque[list[bytes]] = deque()  # what the socket did not take yet
         now = time.monotonic()
         self._session, self._socket = setup.group_consumer(
             subscribe, Message, self, now, opener(context, dsn, curve))
@@ -137,7 +147,10 @@ class GroupConsumer(GroupView[Message]):
     def _consuming_within(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         session = self._session
-        while self._socket.poll(remaining_ms(deadline), zmq.POLLIN):
+        while self._poll(remaining_ms(deadline)):
+            if not readable(self._socket):  # room for what waits to be sent
+                self._send_all(())
+                continue
             self._send_all(session.received(self._socket.recv_multipart(), time.monotonic()))
             if session.joined:
                 return True
@@ -162,8 +175,7 @@ class GroupConsumer(GroupView[Message]):
         ask = session.protocol > 1
         while True:
             now = time.monotonic()
-            if out := session.wake(now):
-                self._send_all(out)
+            self._send_due(now)
             frames = None
             if not ask or readable(socket):
                 try:
@@ -179,6 +191,14 @@ class GroupConsumer(GroupView[Message]):
                 self._send_all(out)
             if arrived:
                 return arrived.popleft()
+
+    def _send_due(self, now: float) -> None:
+        """What waits to be sent, else what time asks for (a HEARTBEAT: none more while
+        something waits, which asks the node as well)."""
+        if self._unsent:
+            self._send_all(())
+        elif out := self._session.wake(now):
+            self._send_all(out)
 
     def receive_many(self, most: int, timeout: float | None = None) -> list[Message]:
         """Up to ``most`` deliveries: waits up to ``timeout`` s for the first, then takes
@@ -212,16 +232,22 @@ class GroupConsumer(GroupView[Message]):
         now = time.monotonic()
         wait_ms = max(1, int((self._session.next_deadline(now) - now) * 1000))
         left = remaining_ms(deadline)
-        if wait_readable(self._socket, wait_ms if left is None else min(left, wait_ms)):
+        if self._poll(wait_ms if left is None else min(left, wait_ms)):
             return True
         return deadline is None or time.monotonic() < deadline
+
+    def _poll(self, timeout_ms: int | None) -> bool:
+        """Wait up to ``timeout_ms`` (None: for ever) for input, or for room while
+        something waits to be sent."""
+        events = zmq.POLLIN | zmq.POLLOUT if self._unsent else zmq.POLLIN
+        return bool(self._socket.poll(timeout_ms, events))
 
     # -- answers -------------------------------------------------------------------
 
     def heartbeat(self) -> None:
         """Not needed to stay alive (the connection's heartbeats do that); kept for
         programs written when it was."""
-        self._socket.send_multipart(self._session.heartbeat(time.monotonic()))
+        self._send_all([self._session.heartbeat(time.monotonic())])
 
     def ack(self, message: Message) -> None:
         self._send_all(self._session.ack(own_key(message, self), time.monotonic()))
@@ -260,30 +286,61 @@ class GroupConsumer(GroupView[Message]):
 
     def ack_confirmed(self, messages: Iterable[Message], timeout: float = 10.0) -> None:
         """ACK and wait until the node says the ACKs are written (``confirm=True``);
-        TimeoutError if it has not said so within ``timeout`` s. Deliveries that come
-        meanwhile wait for ``receive``."""
+        TimeoutError if it has not said so within ``timeout`` s (the ACKs not sent by
+        then still go, once the node takes them). Deliveries that come meanwhile wait
+        for ``receive``."""
         session = self._session
         keys = own_keys(messages, self)
-        self._send_all(session.confirm(keys, time.monotonic()))
         deadline = time.monotonic() + timeout
+        self._send_all(session.confirm(keys, time.monotonic()), deadline)
         while session.unconfirmed(keys):
-            if not self._socket.poll(remaining_ms(deadline), zmq.POLLIN):
+            if not self._poll(remaining_ms(deadline)):
                 waiting = session.unconfirmed(keys)
                 session.forget_unconfirmed(keys)
                 raise unconfirmed_error(waiting, timeout, curve_probe.why_silent(
                     self._dsn, self._curve, curve_probe.probe_timeout(timeout)))
+            if not readable(self._socket):  # room for what waits to be sent
+                self._send_all((), deadline)
+                continue
             self._send_all(session.received(self._socket.recv_multipart(), time.monotonic()))
 
-    def _send_all(self, out: Out) -> None:
-        for frames in out:
+    @property
+    def unsent(self) -> int:
+        """Messages (ACKs, a CONSUME again, ...) the socket has not taken yet: they go
+        first, in order, once the node takes them."""
+        return len(self._unsent)
+
+    def _send_all(self, out: Out, deadline: float = 0.0) -> bool:
+        """Send ``out`` after what waits from before, in order, waiting for room until a
+        monotonic ``deadline`` (0: not at all); what the socket has not taken by then
+        waits for the next call. True once nothing waits.
+
+        A blocking send waited for ever: a DEALER whose node is down or stopped takes
+        no more once its pipe is full, and one whose handshake was refused has no pipe
+        to send on until a handshake succeeds."""
+        unsent, socket = self._unsent, self._socket
+        unsent.extend(out)
+        while unsent:
             try:
-                send_frames(self._socket, frames)
-            except zmq.Again:  # the node is behind: wait for room, as a blocking send
-                self._socket.send_multipart(frames)
+                send_frames(socket, unsent[0])
+            except zmq.Again:
+                left = remaining_ms(deadline)
+                if left == 0:
+                    return False
+                socket.poll(left, zmq.POLLOUT)
+                continue
+            unsent.popleft()
+        return True
 
     def close(self) -> None:
-        """Say BYE, so the node gives back what is unacked at once."""
+        """Send what waits (for up to CLOSE_DRAIN_S), and say BYE, so the node gives
+        back what is unacked at once; what the node did not take goes no more (an ACK
+        lost so means a delivery again)."""
         if not self._socket.closed:
+            try:
+                self._send_all((), time.monotonic() + CLOSE_DRAIN_S)
+            except zmq.ZMQError:
+                pass
             try:
                 self._socket.send_multipart(self._session.bye(), zmq.NOBLOCK)
             except zmq.ZMQError:

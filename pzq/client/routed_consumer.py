@@ -123,11 +123,12 @@ class RoutedGroupConsumer:
         return found
 
     def _wait(self, until: float | None, consumers: list[GroupConsumer]) -> None:
-        """Until one of ``consumers`` has input, or ``until`` (None: for ever); takes
-        nothing."""
+        """Until one of ``consumers`` has input, or room for what waits to be sent
+        (its next receive sends it), or ``until`` (None: for ever); takes nothing."""
         poller = zmq.Poller()
         for consumer in consumers:
-            poller.register(consumer.socket, zmq.POLLIN)
+            poller.register(consumer.socket,
+                            zmq.POLLIN | zmq.POLLOUT if consumer.unsent else zmq.POLLIN)
         poller.poll(None if until is None else max(1, int((until - time.monotonic()) * 1000)))
 
     def ack_many(self, messages: Iterable[Message]) -> None:

@@ -594,3 +594,40 @@ def test_asyncio_routed_group_consumer_reads_the_live_nodes_while_a_dead_one_is_
             await received(bodies[2])
 
     run(main(), 90)
+
+
+def test_routed_group_consumer_returns_by_its_timeout_with_a_node_stopped(start_node, context,
+                                                                         tmp_path):
+    """A node stopped (SIGSTOP) under a routed consumer, its member's pipe full: receive
+    and ack_many return by their timeouts (an ack waited for room for ever); once the
+    node goes on, what waited goes and every delivery is ACKed."""
+    # no takeover while it is stopped, no delivery again at an ack deadline
+    nodes = start_group_cluster(start_node, ipc_endpoints(tmp_path, 2), *LONG_ACK_TIMEOUT,
+                                "--timeout-nodes", "60000000")
+    _every_consume_endpoint_known(nodes)
+    for node in nodes:
+        declare(node, "DECLARE TOPIC orders", "DECLARE GROUP orders g")
+    produce(nodes[0], context, [b"%d" % n for n in range(50)])
+    with RoutedGroupConsumer(nodes[1].monitor_dsn, "orders", "g", context=context) as consumer:
+        got: list[Message] = []
+        deadline = time.monotonic() + 15
+        while len(got) < 50:
+            assert time.monotonic() < deadline, f"{len(got)} of 50 delivered"
+            got += consumer.receive_many(50, 1)
+        member = consumer.consumers[nodes[0].consume_dsn]
+        nodes[0].pause()
+        try:
+            deadline = time.monotonic() + 60
+            while not member.unsent:  # WORKING until the stopped node's pipe is full
+                assert time.monotonic() < deadline, "the socket still takes WORKING"
+                member.working(*got)
+            started = time.monotonic()
+            consumer.ack_many(got)
+            assert consumer.receive(1) is None
+            assert time.monotonic() - started < 5
+        finally:
+            nodes[0].resume()
+        deadline = time.monotonic() + 30
+        while nodes[0].stats()["topics"]["orders"]["groups"]["g"]["acked"] < 50:
+            assert time.monotonic() < deadline, "not every delivery ACKed"
+            consumer.ack_many(consumer.receive_many(50, 0.5))  # (what came again, too)

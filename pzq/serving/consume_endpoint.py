@@ -63,7 +63,15 @@ from pzq.serving.subscribe import check_allowed, make_group, named_group, no_lon
 from pzq.store.batch import Batch
 from pzq.store.store import Store
 from pzq.store.topics import Group, Topic, Topics
-from pzq.zmqio import POLLIN, Events, PollEntry, Socket, drain_framed, send_frames
+from pzq.zmqio import (
+    LOOK_BEFORE_EACH,
+    POLLIN,
+    Events,
+    PollEntry,
+    Socket,
+    drain_framed,
+    send_frames,
+)
 
 log = get_logger("pzq.consume")
 # the wake's batch, the consumer of the connection, its request, now (µs, monotonic)
@@ -230,7 +238,7 @@ class ConsumeEndpoint(Part):
     def take_requests(self, batch: Batch, now_us: int, mono: float) -> bool:
         consumers, others = self.consumers, False  # others: a request but a plain ACK
         answers = self.answers
-        for first, raw in drain_framed(self.socket, self.batch_size):
+        for first, raw in drain_framed(self.socket, self.batch_size, LOOK_BEFORE_EACH):
             routing_id = raw[0]
             consumer = consumers.get(routing_id)
             try:

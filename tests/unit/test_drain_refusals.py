@@ -1,6 +1,8 @@
-"""A drain of a few messages ends on a look at the socket (``readable``), not on a refused
-receive (zmq.Again, which pyzmq makes in Python: some six looks' worth): it looks before
-each read after its first, up to LOOK_BEFORE_EACH, and past them reads on until refused. Each
+"""A drain given ``looks`` (the consume endpoint's LOOK_BEFORE_EACH) of a few messages ends
+on a look at the socket (``readable``), not on a refused receive (zmq.Again, which pyzmq
+makes in Python: some six looks' worth): it looks before each read after its first, up
+to ``looks``, and past them reads on until refused. By default it looks once (before the
+second read): a drain of many messages pays no look a message, each a system call. Each
 drain reads the same messages either way."""
 
 from __future__ import annotations
@@ -42,12 +44,25 @@ def waiting(open_socket: Sockets, name: str, count: int) -> zmq.Socket:
     return router
 
 
-def drained(how: str, router: zmq.Socket, limit: int) -> list[list[bytes]]:
+def drained(how: str, router: zmq.Socket, limit: int,
+            looks: int = zmqio.LOOK_BEFORE_EACH) -> list[list[bytes]]:
     if how == "framed":
-        return [raw for _, raw in zmqio.drain_framed(router, limit)]
+        return [raw for _, raw in zmqio.drain_framed(router, limit, looks)]
     if how == "list":
-        return zmqio.drain_list(router, limit)
-    return list(zmqio.drain(router, limit))
+        return zmqio.drain_list(router, limit, looks)
+    return list(zmqio.drain(router, limit, looks))
+
+
+def counted_looks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each look at a socket (``readable``) a drain makes."""
+    looks: list[int] = []
+    readable = zmqio.readable
+
+    def counted(socket: zmqio.AnySocket) -> bool:
+        looks.append(1)
+        return readable(socket)
+    monkeypatch.setattr(zmqio, "readable", counted)
+    return looks
 
 
 @pytest.mark.parametrize("how", ["framed", "list", "generator"])
@@ -68,17 +83,28 @@ def test_many_messages_are_drained_until_refused_past_the_looks(
     count = zmqio.LOOK_BEFORE_EACH + 4
     router = waiting(open_socket, f"drain-many-{how}", count)
     refused = refusals(monkeypatch)
-    looks: list[int] = []
-    readable = zmqio.readable
-
-    def counted(socket: zmqio.AnySocket) -> bool:
-        looks.append(1)
-        return readable(socket)
-    monkeypatch.setattr(zmqio, "readable", counted)
+    looks = counted_looks(monkeypatch)
     messages = drained(how, router, 100)
     assert len(messages) == count
     assert len(refused) == 1  # the read past the last ended it
     assert len(looks) == zmqio.LOOK_BEFORE_EACH  # none before the first read
+
+
+@pytest.mark.parametrize("how", ["framed", "list", "generator"])
+def test_by_default_a_drain_looks_once_then_reads_until_refused(
+        open_socket: Sockets, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """A --send-dsn consumer's ACKs (one a message, many a wake) cost no look each."""
+    router = waiting(open_socket, f"drain-default-{how}", 10)
+    refused = refusals(monkeypatch)
+    looks = counted_looks(monkeypatch)
+    if how == "framed":
+        messages = [raw for _, raw in zmqio.drain_framed(router, 100)]
+    elif how == "list":
+        messages = zmqio.drain_list(router, 100)
+    else:
+        messages = list(zmqio.drain(router, 100))
+    assert len(messages) == 10
+    assert (len(looks), len(refused)) == (1, 1)
 
 
 @pytest.mark.parametrize("how", ["framed", "list", "generator"])

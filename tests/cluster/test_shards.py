@@ -395,13 +395,18 @@ def test_a_removed_key_is_cut_off_on_every_shard(start_shards, tmp_path, curve_k
                for shard in shards]
     try:
         assert all(producer.produce([b"before"], timeout=10).ok for producer in removed)
+        wait_until(lambda: len(supervisor.events("peer_up")) >= SHARDS, 30,
+                   message="each shard has heard the other")
         (authorized / "client.key").unlink()
         assert supervisor.process is not None
         supervisor.process.send_signal(signal.SIGHUP)
         cuts = wait_until(lambda: (found := supervisor.events("curve_connections_cut"))
                           and len(found) == SHARDS and found, 30, message="each shard's cut")
-        assert all(cut["by_endpoint"]["receive"] == 1 and cut["by_endpoint"]["cluster"] >= 1
-                   for cut in cuts)  # the removed key's producer, the other shard's link
+        # the removed key's producer on each; the links between the shards on at least
+        # one (a shard heard the other on its own link, whose answers come back on it,
+        # while the other's connection to it may not have been accepted yet)
+        assert [cut["by_endpoint"]["receive"] for cut in cuts] == [1] * SHARDS
+        assert sum(cut["by_endpoint"]["cluster"] for cut in cuts) >= 1
         for producer in removed:
             with pytest.raises(TimeoutError):
                 producer.produce([b"after"], timeout=1.5)

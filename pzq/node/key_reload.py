@@ -7,8 +7,8 @@ removes a key cuts every connection of the endpoints that admitted it
 (pzq.connection_cut): the clients of the keys kept connect again, the removed key's
 are refused (what a cut connection sent before it went is still read: the
 --authorization rules, read per message, refuse it, ``Authorizing.readmit``). A
-directory with
-a file that is no key is refused with one line and the keys in force stay.
+directory with a file that is no key is refused with one line and the keys in force
+stay.
 """
 
 from __future__ import annotations

@@ -40,11 +40,9 @@ from pzq.client.sessions.producer import (
     ACK_TIMEOUT_S,
     KEEP_ACKS,
     Moment,
-    check_list,
     given_up_error,
     time_headers,
-    topic_frames,
-    topic_headers,
+    with_options,
 )
 from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
@@ -121,7 +119,7 @@ class Producer(ProducerView):
         if delay is not None or not_before is not None or ttl is not None \
                 or expires is not None or priority is not None:
             headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]
-        headers = self._headers(headers, topic, key, tag, dedup_id)
+        headers = with_options(self._topic_frames, headers, topic, key, tag, dedup_id)
         self._check_loop()
         session = self._session
         if len(session.unanswered) >= session.window:  # full (a step less a message)
@@ -143,19 +141,6 @@ class Producer(ProducerView):
         if frames is not None:
             self._out.put(frames)
         return future
-
-    def _headers(self, headers: Sequence[bytes], topic: str | None, key: str | bytes | None,
-                 tag: str | None, dedup_id: str | bytes | None) -> Sequence[bytes]:
-        """``headers`` and the frames of the options after them (TypeError for a value
-        of another type, before anything is taken)."""
-        if headers:
-            check_list("headers", headers)
-        if tag is None and dedup_id is None and key is None:
-            if topic is None:
-                return headers
-            found = topic_frames(self._topic_frames, topic)  # a topic's frame made once
-            return [*headers, *found] if headers else found
-        return [*headers, *topic_headers(topic, tag, dedup_id, key)]
 
     async def send(self, parts: Sequence[bytes], topic: str | None = None,
                    key: str | bytes | None = None, tag: str | None = None,

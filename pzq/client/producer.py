@@ -29,11 +29,10 @@ from pzq.client.sessions.producer import (
     ACK_TIMEOUT_S,
     KEEP_ACKS,
     Moment,
-    check_list,
     given_up_error,
     time_headers,
-    topic_frames,
     topic_headers,
+    with_options,
 )
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
@@ -96,13 +95,7 @@ class Producer(ProducerView):
         delivered before; ``ttl`` (seconds) or ``expires``: worthless after;
         ``priority`` 0-9 (9 first, on a topic with priorities on): their header frames
         (pzq.protocol.time_headers; ValueError for a value the node would refuse)."""
-        if headers:
-            check_list("headers", headers)
-        if tag is None and dedup_id is None and key is None:  # a topic's frame made once
-            found = topic_frames(self._topic_frames, topic)
-            headers = [*headers, *found] if headers else found
-        else:
-            headers = [*headers, *topic_headers(topic, tag, dedup_id, key)]
+        headers = with_options(self._topic_frames, headers, topic, key, tag, dedup_id)
         if delay is not None or not_before is not None or ttl is not None \
                 or expires is not None or priority is not None:
             headers = [*headers, *time_headers(delay, not_before, ttl, expires, priority)]

@@ -28,8 +28,8 @@ from pzq.protocol.frames import NO_ACK, ProducerAck, decode_producer_ack, encode
 from pzq.protocol.headers import DEDUP_HEADER, KEY_HEADER, TAG_HEADER, TOPIC_HEADER
 from pzq.protocol.time_headers import Moment, time_headers
 
-__all__ = ["ACK_TIMEOUT_S", "KEEP_ACKS", "Moment", "ProducerSession", "check_frames", "check_list",
-           "given_up_error", "time_headers", "topic_frames", "topic_headers"]
+__all__ = ["ACK_TIMEOUT_S", "KEEP_ACKS", "Moment", "ProducerSession", "check_frames",
+           "given_up_error", "time_headers", "topic_headers", "with_options"]
 
 KEEP_ACKS = 100_000  # ACKs not yet taken, and latencies, a producer keeps
 # a message out this long without its ACK is given up (the shells' default; a send
@@ -71,6 +71,23 @@ def topic_frames(made: dict[str | None, list[bytes]], topic: str | None) -> list
         return found
     except TypeError:  # unhashable: no topic's name, which topic_headers says
         return topic_headers(topic, None)
+
+
+def with_options(made: dict[str | None, list[bytes]], headers: Sequence[bytes],
+                 topic: str | None, key: str | bytes | None, tag: str | None,
+                 dedup_id: str | bytes | None) -> Sequence[bytes]:
+    """``headers`` and the frames of a message's options after them, for either shell:
+    a topic's frame alone made once and kept in ``made`` (the shell's own); TypeError
+    for headers given as one value, or an option of another type, before anything is
+    taken."""
+    if headers:
+        check_list("headers", headers)
+    if tag is None and dedup_id is None and key is None:
+        if topic is None:
+            return headers
+        found = topic_frames(made, topic)
+        return [*headers, *found] if headers else found
+    return [*headers, *topic_headers(topic, tag, dedup_id, key)]
 
 
 FRAME_TYPES = (bytes, bytearray, memoryview)

@@ -2,9 +2,10 @@
 
 Below the range the kernel hands out for port 0 and outgoing connections (32768 and
 up on Linux), so that no other process's connection takes one between a node's stop
-and its restart. Each test worker (pytest-xdist runs two) draws from a range of its
-own, and a process never hands out a port twice; another program may still hold
-one, which the node's first bind finds (``NodeProcess.start`` then draws again).
+and its restart. Each test worker (scripts/run-tests runs three) draws from a range
+of its own (the span cut into as many as the run has), and a process never hands out
+a port twice; another program may still hold one, which the node's first bind finds
+(``NodeProcess.start`` then draws again).
 """
 
 from __future__ import annotations
@@ -18,14 +19,21 @@ LOWEST, HIGHEST = 20_000, 32_700
 # Blocks of ports have a span of their own: single ports drawn at random over a
 # worker's range for hours leave no long run of free ones among them.
 BLOCKS_LOWEST, BLOCKS_HIGHEST = 14_000, 20_000
-WORKERS = 8  # ranges the span is cut into, one per xdist worker (gw0, gw1, ...)
+# The span is cut into one range per xdist worker (gw0, gw1, ...), as many as the run
+# has: cut into a fixed 8 for a run of 3, a worker's range of some 1 570 ports ran out
+# of shards' evenly spaced free ports late in a full run (each port is handed out once)
+WORKERS = 8  # when the run does not say how many workers it has
 _handed_out: set[int] = set()
 
 
 def _own_range(lowest: int = LOWEST, highest: int = HIGHEST) -> range:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    index = int(worker) % WORKERS if worker.isdigit() else 0
-    width = (highest - lowest) // WORKERS
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    workers = int(count) if count.isdigit() and int(count) > 0 else WORKERS
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        workers = 1  # one process: the whole span
+    index = int(worker) % workers if worker.isdigit() else 0
+    width = (highest - lowest) // workers
     return range(lowest + index * width, lowest + (index + 1) * width)
 
 

@@ -282,9 +282,12 @@ class TopicAdmin:
         since = whole_number(where)
         archived = self.archive_seek.from_time(group, since, now) if since is not None \
             else ""
+        # what changed, then the backlog from the target on (with what it held there
+        # before: "0 brought back" alone read as nothing to deliver)
         return (f"group {group.name} of topic {topic.name} at seq {target}{past}: "
                 f"{len(moved.deleted) + len(moved.marked)} now done, "
-                f"{len(moved.to_deliver)} to be delivered{archived.rstrip()}\n").encode()
+                f"{len(moved.to_deliver)} brought back, backlog {moved.backlog}"
+                f"{archived.rstrip()}\n").encode()
 
     def _seek_target(self, topic: Topic, where: str) -> int:
         """The seq a seek goes to."""

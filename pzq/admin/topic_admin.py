@@ -132,14 +132,15 @@ class TopicAdmin:
 
     def _group_lines(self, group: Group, now: Now) -> list[str]:
         deliveries = self.consume.groups.get(group.id)
+        own = group.settings_text()  # its own ack timeout, ... (a consumer's info)
         if deliveries is None:
-            return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0"]
+            return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0{own}"]
         oldest = deliveries.state.oldest_open() if group.backlog > 0 else None
         lag_s = f" lag_seconds={age_seconds(oldest[1], now.wall_us)}" if oldest else ""
         lines = [f"  group {group.name} backlog={max(0, group.backlog)} "
                  f"lag={deliveries.lag()} inflight={len(deliveries.state.inflight)} "
                  f"ready={len(deliveries.state.ready)} consumers={len(deliveries.consumers)}"
-                 + lag_s]
+                 + lag_s + own]
         for consumer in deliveries.consumers:
             lines.append(f"    consumer {consumer.routing_id.hex()} held={consumer.held_count} "
                          f"window={consumer.window} "

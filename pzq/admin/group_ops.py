@@ -75,6 +75,7 @@ class Moved:
     deleted: list[int]
     marked: list[int]
     to_deliver: list[int]
+    backlog: int = 0  # the messages it holds from the target on, after the seek
 
 
 def seek(store: Store, topics: Topics, batch: Batch, group: Group, target: int) -> Moved:
@@ -86,6 +87,8 @@ def seek(store: Store, topics: Topics, batch: Batch, group: Group, target: int) 
     for seq, tag in topics.walk(topic):
         if not group.holds(seq, tag):
             continue
+        if seq >= target:
+            moved.backlog += 1
         done = topics.is_done(group.id, seq)
         if seq < target and not done:
             value = store.get_own(seq)

@@ -132,14 +132,15 @@ class TopicAdmin:
 
     def _group_lines(self, group: Group, now: Now) -> list[str]:
         deliveries = self.consume.groups.get(group.id)
+        own = group.settings_text()  # its own ack timeout, ... (a consumer's info)
         if deliveries is None:
-            return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0"]
+            return [f"  group {group.name} backlog={max(0, group.backlog)} consumers=0{own}"]
         oldest = deliveries.state.oldest_open() if group.backlog > 0 else None
         lag_s = f" lag_seconds={age_seconds(oldest[1], now.wall_us)}" if oldest else ""
         lines = [f"  group {group.name} backlog={max(0, group.backlog)} "
                  f"lag={deliveries.lag()} inflight={len(deliveries.state.inflight)} "
                  f"ready={len(deliveries.state.ready)} consumers={len(deliveries.consumers)}"
-                 + lag_s]
+                 + lag_s + own]
         for consumer in deliveries.consumers:
             lines.append(f"    consumer {consumer.routing_id.hex()} held={consumer.held_count} "
                          f"window={consumer.window} "
@@ -282,9 +283,12 @@ class TopicAdmin:
         since = whole_number(where)
         archived = self.archive_seek.from_time(group, since, now) if since is not None \
             else ""
+        # what changed, then the backlog from the target on (with what it held there
+        # before: "0 brought back" alone read as nothing to deliver)
         return (f"group {group.name} of topic {topic.name} at seq {target}{past}: "
                 f"{len(moved.deleted) + len(moved.marked)} now done, "
-                f"{len(moved.to_deliver)} to be delivered{archived.rstrip()}\n").encode()
+                f"{len(moved.to_deliver)} brought back, backlog {moved.backlog}"
+                f"{archived.rstrip()}\n").encode()
 
     def _seek_target(self, topic: Topic, where: str) -> int:
         """The seq a seek goes to."""

@@ -148,7 +148,7 @@ class Dones:
         if self.lost_seqs and any(first <= seq < end for first, end in self.lost_seqs):
             return  # lost in a restore, delivered by the peer: nothing of it is here
         if not self.scheduled.drop(batch, seq):
-            own.ack(batch, seq)
+            own.done_elsewhere(batch, seq)
 
     def apply_done(self, origin: bytes, group: str, seqs: list[int], batch: Batch,
                    own: DeliveryState, sender: bytes, now: float) -> None:
@@ -164,7 +164,7 @@ class Dones:
                 self.hub.publish(GroupDoneElsewhere(batch, group, seqs))
                 return
             for seq in seqs:
-                own.ack(batch, seq)
+                own.done_elsewhere(batch, seq)
             return
         remember_at = now if sender != origin else None
         for seq in seqs:

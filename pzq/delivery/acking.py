@@ -31,11 +31,20 @@ class Acking(Tracking):
     """The answering side of a DeliveryState (pzq.delivery.tracking: its tables)."""
 
     def ack(self, batch: Batch, seq: int) -> InFlight | None:
-        """Remove an acknowledged message; returns what was removed, None if unknown."""
+        """Remove a message a consumer acknowledged; returns what was removed, None if
+        unknown (also one never delivered: see ``_never_sent``)."""
+        return self._remove(batch, seq, sent_only=True)
+
+    def done_elsewhere(self, batch: Batch, seq: int) -> InFlight | None:
+        """Remove a message finished on another node (a peer's tombstone, a group done
+        there), whether or not it went out from here; None if not stored."""
+        return self._remove(batch, seq, sent_only=False)
+
+    def _remove(self, batch: Batch, seq: int, sent_only: bool) -> InFlight | None:
         self._table_full = self.idle = False  # (its delete goes with the batch)
         entry = self.inflight.pop(seq)
         if entry is None:
-            entry = self._acked_late(batch, seq)
+            entry = self._acked_late(batch, seq, sent_only)
             if entry is None:
                 return None
         self.owed.delete(batch, self.area, seq, entry.size)
@@ -90,12 +99,12 @@ class Acking(Tracking):
                 late.append(entry)
         return late
 
-    def _acked_late(self, batch: Batch, seq: int) -> InFlight | None:
+    def _acked_late(self, batch: Batch, seq: int, sent_only: bool = True) -> InFlight | None:
         """An ACK of a message no longer in flight: given back and waiting (its wait's
         key deleted with its ACK), or only in the store; counted late (None: unknown,
-        counted so)."""
+        counted so). ``sent_only``: a consumer's, which names a delivery."""
         entry = self.ready.remove(seq) or self.delayed.remove(seq, batch) \
-            or self._stored_entry(batch, seq)
+            or self._stored_entry(batch, seq, sent_only)
         if entry is None:
             self.counters.unknown_acks += 1
             return None
@@ -116,15 +125,28 @@ class Acking(Tracking):
                                     for seq, entry in zip(seqs, found, strict=True))
                 if entry is not None]
 
-    def _stored_entry(self, batch: Batch, seq: int) -> InFlight | None:
-        """A message ACKed after it left memory (e.g. sent before a restart)."""
+    def _stored_entry(self, batch: Batch, seq: int, sent_only: bool = True) -> InFlight | None:
+        """A message ACKed after it left memory (e.g. sent before a restart); None, with
+        ``sent_only``, for one never delivered, which stays to be delivered (as XACK of
+        an id never read changes nothing)."""
         if self.owed.leaving(seq):
             return None
         value = self.area.get(seq)
         if value is None:
             return None
         first_delivered_us, deliveries = record.bookkeeping(value)
+        if sent_only and not deliveries and self._never_sent(seq):
+            return None
         return InFlight(seq, value, 0, 0, deliveries, first_delivered_us)
+
+    def _never_sent(self, seq: int) -> bool:
+        """Whether a stored message without a count never went out from this state: one
+        stored since the state was made that the first deliveries did not reach and
+        that no priority delivery counted. Of one stored before, nothing is known (it
+        may have gone out before a restart: its ACK is taken)."""
+        return (seq >= self.cursor and seq >= self.delivered_before
+                and seq >= self.stored_before and seq not in self.owed.rewrites
+                and seq not in self.owed.rewriting)
 
     def forget(self, seq: int) -> None:
         """Acked on another node: stop tracking the message here (and write nothing of

@@ -48,6 +48,10 @@ class Tracking(Participant):
         # takeover): a message below it comes again with a count of at least 2.
         self.delivered_before = area.delivered_below()
         self.owed = OwedWrites(self.delivered_before)
+        # The area's end when the state was made: a message stored since went out only
+        # from this state (the cursor passed it, or a priority's count was kept), so an
+        # ACK of one that did not is of a message never delivered (see Acking).
+        self.stored_before = area.end_seq()
         # (Participant) True while it owes the store nothing: a batch asks it nothing.
         # Set False by whatever gives it something to write (a delivery pass, an ACK,
         # a delivery given up or expired), True again by ``written`` once all is.

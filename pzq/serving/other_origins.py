@@ -77,5 +77,5 @@ def finish_done_elsewhere(done: GroupDoneElsewhere, store: Store, topics: Topics
             continue
         deliveries.release(deliveries.key_of(node_id, seq))
         final = deliveries.state.area.would_release(seq)
-        if deliveries.state.ack(batch, seq) is not None and final:
+        if deliveries.state.done_elsewhere(batch, seq) is not None and final:
             answers.removed(node_id, seq, name, True)

@@ -13,6 +13,7 @@ import zmq
 
 from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer
 from pzq.protocol import consume as wire
+from pzq.protocol.message_keys import message_key, parse_message_key
 from tests.integration.test_groups import drain, produce
 
 pytestmark = pytest.mark.timeout(60)
@@ -152,6 +153,45 @@ def test_a_confirmed_ack_names_only_the_keys_it_took(node, context):
     assert answers == [[wire.ERROR, b"bogus is not a pzq message key"],
                        [wire.ACKED, keys[0]]]
     assert (figures["acked"], figures["inflight"]) == (1, 1)  # the second is still out
+
+
+def test_an_ack_of_a_message_never_delivered_leaves_it_to_be_delivered(node, context):
+    """A Redis user's XACK of an id the group never read changes nothing: pzq's ACK of
+    a stored message no consumer of the group has had yet is an unknown ACK (answered
+    ACKED as any written ACK is, counted in unknown_acks), and the message is
+    delivered in its turn, not lost."""
+    produce(node, context, [b"a"])
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+
+    def next_answer() -> wire.NodeMessage:
+        assert socket.poll(10_000), "no answer from the node"
+        return wire.decode_node_message(socket.recv_multipart())
+
+    try:
+        socket.connect(node.consume_dsn)
+        socket.send_multipart([wire.CONSUME, b"orders", b"g", b"1", b"CONFIRM:1"])
+        assert next_answer().verb == wire.CONSUMING
+        first = next_answer()
+        assert (first.verb, first.parts) == (wire.DELIVER, (b"a",))
+        produce(node, context, [b"b", b"c"])
+        node_id, seq = parse_message_key(first.key)
+        never_delivered = message_key(node_id, seq + 2)  # c's: the window holds a
+        socket.send_multipart([wire.ACK, never_delivered])
+        assert next_answer().keys == (never_delivered,)
+        assert (group_figures(node)["unknown_acks"], group_figures(node)["backlog"]) == (1, 3)
+        got = []
+        key = first.key
+        while len(got) < 2:
+            socket.send_multipart([wire.ACK, key])
+            answer = next_answer()
+            while answer.verb != wire.DELIVER:
+                answer = next_answer()
+            got.append(answer.parts[0])
+            key = answer.key
+        assert got == [b"b", b"c"] and key == never_delivered
+    finally:
+        socket.close()
 
 
 def test_a_consumer_declares_its_topic_and_iterates(node, context):

@@ -40,8 +40,20 @@ def test_seek_back_delivers_what_the_group_acked_while_it_is_stored(orders, cont
         orders.wait_stats(lambda s: s["topics"]["orders"]["groups"]["g"]["acked"] == 10)
         # default (--send-dsn) holds them still, so they are stored
         assert ask(orders, "SEEK GROUP orders g to=earliest") == \
-            "group g of topic orders at seq 0: 0 now done, 10 to be delivered\n"
+            "group g of topic orders at seq 0: 0 now done, 10 brought back, backlog 10\n"
         assert drain(g, 10) == first
+        assert g.receive(0.3) is None
+
+
+def test_a_seek_forward_names_the_backlog_left_to_deliver(orders, context):
+    """A seek into a backlog not delivered yet brings nothing back, and the answer
+    says what is still to go: it read '3 now done, 0 to be delivered' while the two
+    messages past the target came next."""
+    key = f"{orders.stats()['node_id']}-{8:016x}"
+    assert ask(orders, f"SEEK GROUP orders g to={key}") == (
+        "group g of topic orders at seq 8: 8 now done, 0 brought back, backlog 2\n")
+    with GroupConsumer(orders.consume_dsn, "orders", "g", context=context) as g:
+        assert drain(g, 2) == [b"m8", b"m9"]
         assert g.receive(0.3) is None
 
 
@@ -53,7 +65,7 @@ def test_seek_to_a_time_before_the_groups_start(start_inproc_node, context):
     assert ask(node, "DECLARE GROUP orders late start=latest").startswith("group late")
     with GroupConsumer(node.consume_dsn, "orders", "late", context=context) as late:
         assert late.receive(0.3) is None
-        assert "2 to be delivered" in ask(node, f"SEEK GROUP orders late to={between}")
+        assert "2 brought back, backlog 2" in ask(node, f"SEEK GROUP orders late to={between}")
         assert sorted(drain(late, 2)) == [b"a", b"b"]
         assert late.receive(0.3) is None
 
@@ -107,7 +119,7 @@ def test_a_seek_to_a_key_past_the_last_message_says_it_is_latest(orders, context
     key = f"{orders.stats()['node_id']}-{255:016x}"
     assert ask(orders, f"SEEK GROUP orders g to={key}") == (
         f"group g of topic orders at seq 10 (to={key} is past the last message stored: "
-        "as latest): 10 now done, 0 to be delivered\n")
+        "as latest): 10 now done, 0 brought back, backlog 0\n")
     produce(orders, context, [b"next"])  # seq 10, below the key's: delivered all the same
     with GroupConsumer(orders.consume_dsn, "orders", "g", context=context) as g:
         assert drain(g, 1) == [b"next"]

@@ -198,7 +198,7 @@ def test_a_seek_to_a_time_goes_on_into_the_archive(start_inproc_node, context, t
     produce(node, context, [b"stored"])
     consume(node, context, 1)
     answer = ask(node, f"SEEK GROUP orders g to={since_us}")
-    assert "1 to be delivered; from the archive: replay " in answer, answer
+    assert "1 brought back, backlog 1; from the archive: replay " in answer, answer
     assert ": 2 messages" in answer
     assert sorted(m.parts[0] for m in consume(node, context, 3)) == [
         b"archived-1", b"archived-2", b"stored"]

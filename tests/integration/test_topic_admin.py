@@ -47,6 +47,22 @@ def test_declare_query_remove_and_empty(start_inproc_node, context):
     assert ask(node, "TOPICS") == "no topics\n"
 
 
+def test_topics_names_a_groups_own_delivery_settings(start_inproc_node):
+    """A JetStream user's consumer info shows its ack wait, max deliver and backoff:
+    TOPICS ends a group's line with the settings it was given (none: nothing), as
+    DECLARE GROUP answered them."""
+    node = start_inproc_node(*FAST, tcp=True)
+    assert ask(node, "DECLARE TOPIC orders").startswith("topic orders")
+    assert ask(node, "DECLARE GROUP orders plain").startswith("group plain")
+    assert ask(node, "DECLARE GROUP orders jobs ack_timeout=5m max_deliveries=3 "
+                     "backoff=10s,1m").endswith(
+        " ack_timeout=300000000us max_deliveries=3 backoff=10000000us,60000000us\n")
+    lines = ask(node, "TOPICS").splitlines()
+    assert "  group plain backlog=0 lag=0 inflight=0 ready=0 consumers=0" in lines
+    assert "  group jobs backlog=0 lag=0 inflight=0 ready=0 consumers=0 ack_timeout=300000000us" \
+           " max_deliveries=3 backoff=10000000us,60000000us" in lines, lines
+
+
 def test_removing_a_group_lets_go_what_only_it_held(start_inproc_node, context):
     node = start_inproc_node(*FAST, tcp=True)
     produce(node, context, [b"first"])

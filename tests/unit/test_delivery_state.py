@@ -132,6 +132,27 @@ def test_ack_after_restart_removes_a_stored_message(store):
     assert state.deliver(Consumers(), 100, 10) == 0
 
 
+def test_ack_of_a_message_never_delivered_is_unknown_and_it_is_delivered(store):
+    """An ACK naming a message stored since the state was made that no delivery has
+    reached yet removes nothing (Redis's XACK of an id never read): it is counted
+    unknown, and the message is delivered after all."""
+    counters = Counters()
+    state = new_state(store, DeliverySettings(TIMEOUT, 10_000), counters)
+    first, second = stored(store, 2)
+    consumers = Consumers(room=1)
+    assert state.deliver(consumers, 100, 10) == 1
+    batch = store.begin()
+    assert state.ack(batch, second) is None
+    assert state.ack_all(batch, [second])[0].seqs == []
+    store.commit(batch)
+    assert store.messages == 2 and counters.unknown_acks == 2 and counters.acked == 0
+    consumers.room = 10
+    assert state.deliver(consumers, 200, 10) == 1
+    assert consumers.seqs() == [first, second]
+    ack(state, second)
+    assert store.messages == 1 and counters.acked == 1
+
+
 def test_duplicate_ack_in_one_batch_counts_once(store):
     counters = Counters()
     state = new_state(store, DeliverySettings(TIMEOUT, 10_000), counters)

@@ -23,7 +23,7 @@ from tests.support.harness import NodeProcess, wait_until
 from tests.support.ports import port_below_ephemeral
 
 ROOT = Path(__file__).parents[2]
-DEPLOY = ROOT / "deploy"
+DEPLOY = ROOT / "config" / "deploy"
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -31,7 +31,7 @@ def instruction(name: str) -> str:
     """One instruction of the Dockerfile, its continued lines joined."""
     text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
     found = re.search(rf"^{name} (.*)$", text, re.MULTILINE)
-    assert found is not None, f"no {name} in deploy/Dockerfile"
+    assert found is not None, f"no {name} in config/deploy/Dockerfile"
     return found[1]
 
 
@@ -62,8 +62,19 @@ def test_the_image_runs_as_a_user_of_its_own_with_a_volume_and_asks_the_monitor(
     assert re.match(r"python:[\d.]+-slim", instruction("FROM"))
     assert instruction("USER") not in ("root", "0")
     assert instruction("VOLUME") == '["/var/lib/pzq"]'
-    assert "deploy/build-steps.sh" in instruction("RUN")
+    assert "config/deploy/build-steps.sh" in instruction("RUN")
     assert exec_form("HEALTHCHECK")[:2] == ["/opt/pzq/bin/pzq-monitor", "--check"]
+
+
+def test_the_deploy_files_name_files_of_the_repository():
+    """The image copies the repository (the build context, its root) to /src/pzq and the
+    build steps read SOURCE's files: each path they name is a file of the repository,
+    wherever the deployment's folder moves."""
+    copied = instruction("COPY").split()
+    assert copied == [".", "/src/pzq"], copied
+    named = re.findall(r"/src/pzq/(\S+)", (DEPLOY / "Dockerfile").read_text())
+    named += re.findall(r'"\$source/([^"]+)"', (DEPLOY / "build-steps.sh").read_text())
+    assert named and all((ROOT / path).is_file() for path in named), named
 
 
 def test_the_image_makes_the_backups_folder_the_page_mounts_its_user_s():
@@ -207,9 +218,9 @@ def test_the_capacity_script_gives_every_figure_of_the_page(tmp_path):
 
 def test_the_backup_schedule_reaches_the_monitor_of_every_node_the_page_configures():
     """Each crontab line's pzq-ctl asks a monitor the page's configurations serve, with
-    CURVE keys where it serves CURVE: the line for deploy/pzq.toml's 127.0.0.1 was the
-    only one, and on a host of the three-host cluster (its monitor on the host's address,
-    CURVE on every socket) nothing answered it."""
+    CURVE keys where it serves CURVE: the line for config/deploy/pzq.toml's 127.0.0.1 was
+    the only one, and on a host of the three-host cluster (its monitor on the host's
+    address, CURVE on every socket) nothing answered it."""
     page = (ROOT / "docs" / "deploying.rst").read_text()
     configs = [tomllib.loads((DEPLOY / "pzq.toml").read_text())] + [
         tomllib.loads(re.sub(r"^   ", "", block, flags=re.M)) for block in

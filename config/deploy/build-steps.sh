@@ -1,8 +1,9 @@
 #!/bin/sh
-# The container image's build steps (deploy/Dockerfile runs them), also fit to install
-# pzq on a host for deploy/pzq.service. The test suite runs them in a temporary prefix.
+# The container image's build steps (config/deploy/Dockerfile runs them), also fit to
+# install pzq on a host for config/deploy/pzq.service. The test suite runs them in a
+# temporary prefix.
 #
-#   deploy/build-steps.sh SOURCE PREFIX DATA ETC [USER]
+#   config/deploy/build-steps.sh SOURCE PREFIX DATA ETC [USER]
 #
 # SOURCE  a copy of this repository
 # PREFIX  where pzq's virtual environment goes (the image: /opt/pzq)
@@ -26,7 +27,7 @@ mkdir -p "$data" "$etc"
 if [ -e "$etc/pzq.toml" ]; then
     echo "build-steps.sh: $etc/pzq.toml is there already: kept as it is" >&2
 else
-    sed "s|/var/lib/pzq|$data|g" "$source/deploy/pzq.toml" > "$etc/pzq.toml"
+    sed "s|/var/lib/pzq|$data|g" "$source/config/deploy/pzq.toml" > "$etc/pzq.toml"
 fi
 if [ -n "$user" ]; then
     id "$user" >/dev/null 2>&1 || \

@@ -5,6 +5,7 @@ health check (the image itself is built and run where a Docker engine answers)."
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import shlex
@@ -385,3 +386,28 @@ def test_a_node_running_out_of_descriptors_says_so(tmp_path):
             connection.close(0)
         context.term()
         node.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_the_build_steps_refuse_an_interpreter_the_node_s_user_cannot_run(tmp_path):
+    """Built as root on root's own Python (one under /root, mode 0700), the install ran
+    for root and the build said "pzq 0.1.0"; the unit, which runs it as the user pzq,
+    failed at its start ("Permission denied"). The build steps now ask the user to run
+    it and say in one line which interpreter it cannot run."""
+    if os.geteuid() != 0:
+        pytest.skip("the build steps make and check the node's user as root only")
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "__pycache__", "*.egg-info", "build", "_build", "pzq-data"))
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").symlink_to(os.path.realpath(sys._base_executable))
+    built = subprocess.run([str(DEPLOY / "build-steps.sh"), str(source), str(tmp_path / "opt"),
+                            str(tmp_path / "data"), str(tmp_path / "etc"), "nobody"],
+                           capture_output=True, text=True, timeout=360, check=False,
+                           env={**os.environ, "PYTHON": str(private / "python3")})
+    assert built.returncode == 1, built.stdout + built.stderr
+    (said,) = [line for line in built.stderr.splitlines() if "build-steps.sh" in line]
+    assert said.startswith("build-steps.sh: the user nobody cannot run "), said
+    assert "PYTHON=" in said and "pzq 0.1.0" not in built.stdout

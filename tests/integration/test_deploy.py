@@ -411,3 +411,26 @@ def test_the_build_steps_refuse_an_interpreter_the_node_s_user_cannot_run(tmp_pa
     (said,) = [line for line in built.stderr.splitlines() if "build-steps.sh" in line]
     assert said.startswith("build-steps.sh: the user nobody cannot run "), said
     assert "PYTHON=" in said and "pzq 0.1.0" not in built.stdout
+
+
+def test_the_page_s_firewall_rules_load_on_a_host_without_a_table_and_close_the_ports():
+    """nft takes the page's commands as they are on a host with no ruleset (they added
+    rules to a table and chain that were not there: "No such file or directory"), and
+    after the accepts a drop closes every port of the page's table to anyone else (the
+    accepts alone, in a chain whose policy accepts, let everyone in)."""
+    nft = shutil.which("nft")
+    if nft is None or os.geteuid() != 0:
+        pytest.skip("nft is not installed here, or not as root (it checks as root only)")
+    page = (ROOT / "docs" / "deploying.rst").read_text()
+    commands = [shlex.split(line)[1:] for line in re.findall(r"^   (nft .*)$", page, re.M)]
+    script = "".join(" ".join(words) + "\n" for words in commands)
+    checked = subprocess.run([nft, "-c", "-f", "-"], input=script, capture_output=True,
+                             text=True, timeout=30, check=False)
+    assert checked.returncode == 0, checked.stderr
+    last = commands[-1]
+    assert last[:4] == ["add", "rule", "inet", "filter"] and last[-1] == "drop", last
+    dropped = re.fullmatch(r"\{ (\d+)-(\d+), (\d+) \}", last[-2])
+    assert dropped, last
+    table = {int(port) for port in re.findall(r"^``[^`]+``\s+(\d+)\s", page, re.M)}
+    low, high, single = (int(port) for port in dropped.groups())
+    assert table and table <= {*range(low, high + 1), single}, sorted(table)

@@ -600,6 +600,27 @@ def test_topics_table_fits_its_card_with_many_partitions_and_long_names(start_no
 
 
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_topics_table_fits_its_card_with_a_group_of_a_hundred_thousand(start_node, tmp_path):
+    """100,000 messages stored in a group's topic: the stored and backlog columns
+    widened the table 7 px past its card's border (the headings 'consumers' and
+    'acked/s' would not break); they now break where room is short."""
+    node = start_node(consume=True)
+    assert "orders" in node.ask("DECLARE TOPIC orders")
+    assert node.ask("DECLARE GROUP orders billing").startswith("group")
+    produced = subprocess.run(
+        [str(Path(sys.executable).parent / "pzq-produce"), "--dsn", node.receive_dsn,
+         "--topic", "orders"], input="".join(f"{n}\n" for n in range(100_000)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=100,
+        check=False)
+    assert produced.returncode == 0, produced.stderr
+    history = first_history(node)
+    with page_server(history.encode(), MEASURE_CARDS) as url:
+        dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=3000)
+    assert '<td data-column="backlog">100,000</td>' in dom
+    assert 'data-overflowing="[]"' in dom, re.findall(r'data-overflowing="[^"]*"', dom)
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
 def test_status_page_says_a_nodes_store_writes_are_failing(start_node, tmp_path):
     """With its health, as pzq-monitor --check says it: STATS store_write_failing and
     for how long, and its peers in words (a full disk is made in test_disks.py; here its

@@ -751,6 +751,26 @@ def test_promtool_accepts_the_alert_rules():
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="Prometheus' promtool is not installed")
+def test_every_alert_fires_on_its_trouble_with_a_summary_in_units(tmp_path):
+    """promtool's unit tests (tests/fixtures/prometheus/alerts_test.yml) give each alert
+    the series of a node gone wrong that way and the summary it must page with: the
+    backlog's growth read 11.666666666666666 messages/s, the p99 as many digits."""
+    rules = ROOT / "monitoring" / "alerts.yml"
+    cases = ROOT / "tests" / "fixtures" / "prometheus" / "alerts_test.yml"
+    alerts = {rule["alert"] for group in yaml.safe_load(rules.read_text())["groups"]
+              for rule in group["rules"]}
+    tested = {case["alertname"] for test in yaml.safe_load(cases.read_text())["tests"]
+              for case in test["alert_rule_test"]}
+    assert tested == alerts
+    shutil.copy(rules, tmp_path / "alerts.yml")
+    shutil.copy(cases, tmp_path / "alerts_test.yml")
+    ran = subprocess.run(["promtool", "test", "rules", str(tmp_path / "alerts_test.yml")],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
 def exported_labels(metrics: str) -> dict[str, dict[str, set[str]]]:
     """Each exported metric's labels and the values seen of each."""
     found: dict[str, dict[str, set[str]]] = {}

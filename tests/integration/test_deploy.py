@@ -376,6 +376,15 @@ def test_a_node_running_out_of_descriptors_says_so(tmp_path):
                             message="the node's warning")
         assert warned["limit"] == limit and warned["open"] >= 0.9 * limit, warned
         assert warned["level"] == "warning"
+        # a health check meanwhile: its connection completes and is never accepted; it
+        # blamed a busy node, another program or CURVE, and not the descriptors
+        checked = subprocess.run(
+            [str(Path(sys.executable).parent / "pzq-monitor"), "--check", "--dsn",
+             node.monitor_dsn, "--timeout", "2"], capture_output=True, text=True,
+            timeout=30, check=False)
+        assert checked.returncode == 3, checked.stderr
+        assert "out of file descriptors (its log says descriptors_running_out)" in \
+            checked.stderr.splitlines()[-1], checked.stderr
         for connection in connections:
             connection.close(0)
         calm = wait_until(lambda: node.event("descriptors_enough"), 20,

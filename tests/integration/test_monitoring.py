@@ -621,6 +621,28 @@ def test_topics_table_fits_its_card_with_a_group_of_a_hundred_thousand(start_nod
 
 
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_status_page_says_a_peer_is_down_under_the_node_s_name(start_node, tmp_path):
+    """pzq-monitor --check finds a node with a peer down unhealthy; the status page
+    showed its card UP, the peer only in a plain line under its charts."""
+    endpoints = [f"ipc://{tmp_path}/node{index}.cluster" for index in range(2)]
+    survivor, gone = (start_node("--broadcast-dsn", endpoint, "--nodes", other,
+                                 "--replicas", "1", "--timeout-nodes", "1000000")
+                      for endpoint, other in (endpoints, endpoints[::-1]))
+    survivor.wait_stats(lambda stats: [peer["state"] for peer in stats["peers"]] == ["up"],
+                        message="the peer up")
+    gone.kill()
+    survivor.wait_stats(lambda stats: [peer["state"] for peer in stats["peers"]] == ["down"],
+                        message="the peer down")
+    with page_server(first_history(survivor).encode()) as url:
+        dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=3000)
+    card = card_of(dom, survivor.monitor_dsn)
+    assert 'data-state="up"' in card
+    assert re.search(r'data-key="peers_troubled"><div class="since">peer down: '
+                     + re.escape(endpoints[1]) + r" \(last heard [\d.]+ s ago\)</div>", card), \
+        card[:3000]
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
 def test_status_page_says_a_nodes_store_writes_are_failing(start_node, tmp_path):
     """With its health, as pzq-monitor --check says it: STATS store_write_failing and
     for how long, and its peers in words (a full disk is made in test_disks.py; here its

@@ -12,6 +12,8 @@ import socket
 from collections.abc import Iterable, Sequence
 
 PROBE_TIMEOUT_S = 0.5
+# What a node out of file descriptors logs (pzq.node.descriptors)
+OUT_OF_DESCRIPTORS = "its log says descriptors_running_out"
 
 
 def ipc_path(dsn: str) -> str | None:
@@ -108,9 +110,13 @@ def silence(answers: bool | None, unresolved: str | None, curve: bool) -> str:
         return "nothing answers there (is the node running?)"
     if answers is None:
         return unresolved or "still connecting"
+    # The kernel completes a connection to a node out of descriptors, which ZeroMQ then
+    # never accepts: from here it looks like any other silence.
     if curve:  # pzq.curve_probe tells which, given the client's keys
-        return ("it accepts connections but does not answer: a busy node, or one that "
-                "refused this client's CURVE handshake (its --curve-server-key not the "
-                "node's public key, or its public key not among the node's authorized keys)")
-    return ("it accepts connections but does not answer: a busy node, not a pzq endpoint, "
-            "or a node that requires CURVE (--curve-client-key, --curve-server-key)")
+        return ("it accepts connections but does not answer: a busy node, one out of "
+                f"file descriptors ({OUT_OF_DESCRIPTORS}), or one that refused this "
+                "client's CURVE handshake (its --curve-server-key not the node's public "
+                "key, or its public key not among the node's authorized keys)")
+    return ("it accepts connections but does not answer: a busy node, one out of file "
+            f"descriptors ({OUT_OF_DESCRIPTORS}), not a pzq endpoint, or a node that "
+            "requires CURVE (--curve-client-key, --curve-server-key)")

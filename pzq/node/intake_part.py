@@ -170,12 +170,14 @@ class IntakePart(Part, Participant):
     def written(self) -> None:
         """The batch holding the messages is written: ACK their producers, or copy them
         to the peers first."""
-        if self._failing:
-            self._failing = False
-            log.warning("store_write_recovered")
         accepted, self._accepted = self._accepted, NOTHING_ACCEPTED
         alone = accepted.alone
         stored = len(alone) + accepted.in_runs  # (len(accepted), without its call)
+        if self._failing and (stored or self.intake.scheduled):
+            # (only a batch holding producers' messages was surely written: one with
+            # nothing in it is not, and passed for a recovery while the disk was full)
+            self._failing = False
+            log.warning("store_write_recovered")
         self.counters.stored += stored
         if self.replicas and stored:
             self.cluster.replicate(accepted.every(), self._mono)
@@ -214,7 +216,6 @@ class IntakePart(Part, Participant):
         self.acks.owe_ok(list(map(ROUTING_ID, stored)), list(map(MSG_ID, stored)))
 
     def write_failed(self, reason: str) -> None:
-        self.idle = False  # the next write says the store recovered
         if not self._failing:  # once per failing spell, not once per wake
             self._failing = True
             log.error("store_write_failed", error=reason, refused=len(self._accepted))

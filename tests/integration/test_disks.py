@@ -169,6 +169,31 @@ def test_a_full_store_disk_refuses_with_the_reason_and_recovers(start_node, cont
     consume_all(node, context, acked | more)
 
 
+def test_a_full_store_disk_is_said_recovered_once_and_only_once_it_takes_a_write(
+        start_node, context, small_filesystem):
+    """While the disk stayed full the log said store_write_recovered after each failure
+    (a wake with nothing to write passed for a write that succeeded), then
+    store_write_failed again at the next message: a full disk read as one that came
+    and went. Now one failure and one recovery, the recovery once messages are stored."""
+    disk = small_filesystem(6)
+    node = start_node(database=disk / "db")
+    _, refused = produce_until_refused(node, context, 0, 20_000)
+    assert refused, "the filesystem never filled"
+    assert node.figures()["store_write_failing"] == 1  # a wake with nothing to write
+    _, refused_again = produce_until_refused(node, context, 100_000, 5)
+    assert len(refused_again) == 5
+    named = [event["event"] for event in list(node.events)
+             if event.get("event", "").startswith("store_write_")]
+    assert named == ["store_write_failed"], named
+
+    (disk / "filler").unlink()
+    more, _ = produce_until_refused(node, context, 200_000, 5)
+    assert len(more) == 5
+    named = [event["event"] for event in list(node.events)
+             if event.get("event", "").startswith("store_write_")]
+    assert named == ["store_write_failed", "store_write_recovered"], named
+
+
 def test_a_group_drained_while_its_store_disk_is_full_gets_each_message_once(
         start_node, context, small_filesystem):
     """A drain's next batch goes out before the write of the ACK before it (and while

@@ -458,7 +458,7 @@ def test_status_page_in_a_real_browser(group_node, context, served_groups, tmp_p
                    capture_output=True, timeout=60, check=False)
     assert shot.stat().st_size > 10_000
     billing.close()
-    topics = re.search(r'<table class="topics" data-key="topics">(.*?)</table>', live).group(1)
+    topics = re.search(r'<table class="topics[^"]*" data-key="topics">(.*?)</table>', live).group(1)
     rows = {(topic, group): dict(re.findall(r'<td data-column="([^"]+)">([^<]*)</td>', row))
             for topic, group, row in re.findall(
                 r'<tr data-topic="([^"]+)" data-group="([^"]+)">(.*?)</tr>', topics)}
@@ -600,6 +600,49 @@ def test_topics_table_fits_its_card_with_many_partitions_and_long_names(start_no
 
 
 @pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_topics_table_fits_its_card_with_a_group_of_a_hundred_thousand(start_node, tmp_path):
+    """100,000 messages stored in a group's topic: the stored and backlog columns
+    widened the table 7 px past its card's border; a table too wide for its card now
+    takes a smaller type and may break the heading 'consumers'."""
+    node = start_node(consume=True)
+    assert "orders" in node.ask("DECLARE TOPIC orders")
+    assert node.ask("DECLARE GROUP orders billing").startswith("group")
+    produced = subprocess.run(
+        [str(Path(sys.executable).parent / "pzq-produce"), "--dsn", node.receive_dsn,
+         "--topic", "orders"], input="".join(f"{n}\n" for n in range(100_000)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=100,
+        check=False)
+    assert produced.returncode == 0, produced.stderr
+    history = first_history(node)
+    with page_server(history.encode(), MEASURE_CARDS) as url:
+        dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=3000)
+    assert '<td data-column="backlog">100,000</td>' in dom
+    assert 'data-overflowing="[]"' in dom, re.findall(r'data-overflowing="[^"]*"', dom)
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
+def test_status_page_says_a_peer_is_down_under_the_node_s_name(start_node, tmp_path):
+    """pzq-monitor --check finds a node with a peer down unhealthy; the status page
+    showed its card UP, the peer only in a plain line under its charts."""
+    endpoints = [f"ipc://{tmp_path}/node{index}.cluster" for index in range(2)]
+    survivor, gone = (start_node("--broadcast-dsn", endpoint, "--nodes", other,
+                                 "--replicas", "1", "--timeout-nodes", "1000000")
+                      for endpoint, other in (endpoints, endpoints[::-1]))
+    survivor.wait_stats(lambda stats: [peer["state"] for peer in stats["peers"]] == ["up"],
+                        message="the peer up")
+    gone.kill()
+    survivor.wait_stats(lambda stats: [peer["state"] for peer in stats["peers"]] == ["down"],
+                        message="the peer down")
+    with page_server(first_history(survivor).encode()) as url:
+        dom = chromium_dom(url, tmp_path / "profile", virtual_time_ms=3000)
+    card = card_of(dom, survivor.monitor_dsn)
+    assert 'data-state="up"' in card
+    assert re.search(r'data-key="peers_troubled"><div class="since">peer down: '
+                     + re.escape(endpoints[1]) + r" \(last heard [\d.]+ s ago\)</div>", card), \
+        card[:3000]
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian's chromium is not installed")
 def test_status_page_says_a_nodes_store_writes_are_failing(start_node, tmp_path):
     """With its health, as pzq-monitor --check says it: STATS store_write_failing and
     for how long, and its peers in words (a full disk is made in test_disks.py; here its
@@ -728,6 +771,26 @@ def test_promtool_accepts_the_alert_rules():
     checked = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True,
                              text=True, timeout=60, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="Prometheus' promtool is not installed")
+def test_every_alert_fires_on_its_trouble_with_a_summary_in_units(tmp_path):
+    """promtool's unit tests (tests/fixtures/prometheus/alerts_test.yml) give each alert
+    the series of a node gone wrong that way and the summary it must page with: the
+    backlog's growth read 11.666666666666666 messages/s, the p99 as many digits."""
+    rules = ROOT / "monitoring" / "alerts.yml"
+    cases = ROOT / "tests" / "fixtures" / "prometheus" / "alerts_test.yml"
+    alerts = {rule["alert"] for group in yaml.safe_load(rules.read_text())["groups"]
+              for rule in group["rules"]}
+    tested = {case["alertname"] for test in yaml.safe_load(cases.read_text())["tests"]
+              for case in test["alert_rule_test"]}
+    assert tested == alerts
+    shutil.copy(rules, tmp_path / "alerts.yml")
+    shutil.copy(cases, tmp_path / "alerts_test.yml")
+    ran = subprocess.run(["promtool", "test", "rules", str(tmp_path / "alerts_test.yml")],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
 def exported_labels(metrics: str) -> dict[str, dict[str, set[str]]]:

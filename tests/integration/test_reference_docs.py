@@ -116,6 +116,21 @@ def test_every_exporter_metric_has_an_entry(busy_node):
 
 
 @pytest.mark.timeout(120)
+def test_the_monitoring_page_names_every_exporter_metric(busy_node):
+    """The monitoring page's list by subject is the one an operator reads: nine
+    families (pzq_lag_seconds, pzq_replicas_held, pzq_ttl_expired_total, ...) were
+    served and only the generated page named them. The per topic and per group
+    families are named there by their prefixes."""
+    _, metrics = busy_node
+    families = set(re.findall(r"^# TYPE (pzq_\w+) ", metrics, re.M))
+    page = (ROOT / "docs" / "monitoring.rst").read_text()
+    named = set(re.findall(r"``(pzq_\w+)", page))
+    assert "``pzq_topic_*`` and ``pzq_group_*`` series" in page
+    assert sorted(family for family in families - named
+                  if not family.startswith(("pzq_topic_", "pzq_group_"))) == []
+
+
+@pytest.mark.timeout(120)
 def test_every_exporter_metric_has_the_type_its_entry_says(busy_node):
     """A count since the start is a counter (``_total``, rate() and increase() work on
     it and take a restart as a reset), a level a gauge: as the page says."""

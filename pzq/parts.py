@@ -166,6 +166,8 @@ class Parts:
         self._send_early: list[Part] = []  # those whose writes need not precede it
         self._settling: list[Part] = []  # those whose take may leave some to ``settle``
         self.unsettled: list[Part] = []  # ... that took this wake (the loop asks ``settle``)
+        # ``timeout_ms``, by the fewest calls (set as parts are added)
+        self.wait_ms: Callable[[Now], int | None] = self.timeout_ms
         # for each step the agenda rolls, the parts whose method does something (set as
         # parts are added: a roll, at each rest and ask, asks no part's class again)
         self._doing: dict[str, list[Part]] = {}
@@ -178,6 +180,8 @@ class Parts:
             self.agenda.keep(part)
         self._timeout = [part for part in overriding(self._parts, Part, "timeout_ms")
                          if not part.tells_wait]
+        # (the agenda's own when every part with a wait tells it: no loop, one call less)
+        self.wait_ms = self.timeout_ms if self._timeout else self.agenda.timeout_ms
         self._on_ticks = overriding(self._parts, Part, "on_ticks")
         self._backlogged = overriding(self._parts, Part, "backlogged")
         self._acked = overriding(self._parts, Part, "acked")

@@ -89,7 +89,7 @@ class Device:
         asked of libzmq directly, as zmq.Poller.poll does)."""
         parts, now = self.parts, Now.read()
         parts.interest(poller, now, not self.stopping)
-        timeout = self.timer.timeout_ms(now.mono, parts.timeout_ms(now))
+        timeout = self.timer.timeout_ms(now.mono, parts.wait_ms(now))
         if timeout is None:
             timeout = -1
         elif timeout > LONGEST_POLL_MS:  # a wake early finds nothing due, and waits again

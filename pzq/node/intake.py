@@ -119,7 +119,8 @@ class Intake(Participant):
             if len(raws) == 1 and rights is not None and not (
                     len(raws[0]) > 2 and raws[0][2].startswith(batches.BATCH)):
                 lone = True
-                self._take_singles(batch, raws, 0, now_us, accepted, rights)  # (a wake's one)
+                if not self._take_bare(batch, raws[0], now_us, accepted, rights):
+                    self._take_singles(batch, raws, 0, now_us, accepted, rights)  # (a wake's one)
             else:
                 self._take_messages(batch, rights, firsts, raws, now_us, accepted)
             if drained:
@@ -150,6 +151,32 @@ class Intake(Participant):
         if self._known:
             self._known = {}
         return read_us
+
+    def _take_bare(self, batch: Batch, raw: list[bytes], now_us: int, accepted: Accepted,
+                   rights: Rights) -> bool:
+        """A wake's one message with no header and one part (what the original
+        protocol's producers send: ``[routing id][msg id][empty][body]``) stored in one
+        call, when nothing asks a look at it: within the limits of size, to ``default``
+        as it is (known, not partitioned, no limit of room, node-wide or its own), from
+        a producer who may produce anywhere, and no run noted before it. What
+        ``_take_singles`` would do with it, without its decode, its header facts and
+        ``_store_plain``'s call; False: not such a message, nothing done (the general
+        way takes it)."""
+        if len(raw) != 4 or raw[2] or not rights.produces_anywhere \
+                or self._run.topic is not None:
+            return False
+        body, msg_id = raw[3], raw[1]
+        topic = self.topics.topics.get(self.topics.default_topic)
+        if topic is None or topic.partitions or self._room_limited or topic.max_messages \
+                or topic.max_bytes or len(body) > self.limits.max_message_size \
+                or len(msg_id) > frames.MSG_ID_MAX:
+            return False
+        self.counters.received += 1
+        value = record.encode_bare(msg_id, body, now_us)
+        seq = batch.add_message(value)
+        self.topics.note_new_run(batch, topic, b"", [seq], len(value))
+        accepted.alone.append((raw[0], msg_id, seq, value))
+        return True
 
     def _take_messages(self, batch: Batch, rights: Rights | None, firsts: list[zmq.Frame],
                        raws: list[list[bytes]], now_us: int, accepted: Accepted) -> None:

@@ -25,8 +25,6 @@ from datetime import UTC
 from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.base import BaseScheduler
 
-from pzq.clock import poll_ms
-
 
 class LoopScheduler(BaseScheduler):  # type: ignore[misc]  # (apscheduler has no types)
     """``periods_us``: reason -> period in µs (a period of 0: no job). The jobs' grids
@@ -50,7 +48,7 @@ class LoopScheduler(BaseScheduler):  # type: ignore[misc]  # (apscheduler has no
         """``timeout`` (the parts' wait, None: none) shortened to the next deadline."""
         if self.soonest == math.inf:
             return timeout
-        wait = poll_ms(max(0.0, self.soonest - mono))
+        wait = math.ceil(max(0.0, self.soonest - mono) * 1000)  # (poll_ms, without its call)
         return wait if timeout is None or wait < timeout else timeout
 
     def due(self) -> bytes:

@@ -58,6 +58,12 @@ def encode(msg_id: bytes, headers: tuple[bytes, ...], parts: tuple[bytes, ...],
                      *group_chunks(headers), *group_chunks(parts)])
 
 
+def encode_bare(msg_id: bytes, body: bytes, stored_us: int) -> bytes:
+    """``encode`` of a message with no header and one part (the same bytes)."""
+    return b"".join((HEAD.pack(VERSION, stored_us, 0, 0, len(msg_id)), msg_id,
+                     NO_HEADERS_ONE_PART.pack(0, 1, len(body)), body))
+
+
 def fixed(stored_us: int) -> bytes:
     """A record's fixed fields: what comes before a produce batch's entry (which is
     the rest of the record, msg id first) to make it a record."""

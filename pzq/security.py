@@ -80,10 +80,19 @@ def plain_if_none(curve: ClientSecurity | None) -> ClientSecurity:
 
 
 def load_key_pair(path: str | Path) -> KeyPair:
-    """A secret key file (``NAME.key_secret``) holds both halves of the pair."""
+    """A secret key file (``NAME.key_secret``) holds both halves of the pair; halves
+    that do not belong together would pass for the wrong server key at every
+    handshake, so they are refused here."""
     public, secret = _load_certificate(path)
     if secret is None:
         raise ConfigError(f"{path} holds only a public key; give the .key_secret file")
+    if not _is_z85_key(secret):
+        raise ConfigError(f"cannot read CURVE key file {path}: its secret-key is not 40 "
+                          f"characters of Z85 (pzq-keygen writes them)")
+    if zmq.curve_public(secret) != public:
+        raise ConfigError(f"cannot read CURVE key file {path}: its public-key is not the "
+                          f"one of its secret-key (the two lines come from different "
+                          f"pairs; pzq-keygen writes them)")
     return KeyPair(public, secret)
 
 
@@ -99,14 +108,21 @@ def _load_certificate(path: str | Path) -> tuple[bytes, bytes | None]:
             raise ConfigError(f"cannot read CURVE key file {path}: there is no such file")
         if Path(path).is_dir():
             raise ConfigError(f"cannot read CURVE key file {path}: it is a directory")
-        return zmq.auth.load_certificate(str(path))
+        public, secret = zmq.auth.load_certificate(str(path))
     except PermissionError:
         # a key copied out as root: the node's own user (pzq) may not read it
         raise ConfigError(f"cannot read CURVE key file {path}: the user {_user()} may not "
                           "read it (permission denied): give it to the user that runs "
                           "this (chown)") from None
-    except (OSError, ValueError) as exc:
+    except ValueError:  # pyzmq's words repeat the file's name
+        raise ConfigError(f"cannot read CURVE key file {path}: it is not a CURVE key file "
+                          f"(no public-key line; pzq-keygen writes them)") from None
+    except OSError as exc:
         raise ConfigError(f"cannot read CURVE key file {path}: {exc}") from None
+    if not _is_z85_key(public):  # libzmq would refuse it later, as a traceback
+        raise ConfigError(f"cannot read CURVE key file {path}: its public-key is not 40 "
+                          f"characters of Z85 (pzq-keygen writes them)")
+    return public, secret
 
 
 def _user() -> str:

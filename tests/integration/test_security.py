@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,54 @@ def test_a_key_directory_with_a_file_that_is_no_key_stops_the_node(node_keys, tm
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == (f"pzq: error: {option} {directory}: broken.key is not a "
                                      f"CURVE public key file ({why}; pzq-keygen writes them)")
+
+
+def _edited(source: Path, target: Path, line: str, value: str) -> Path:
+    """``source`` with its ``line = "..."`` given ``value`` instead."""
+    lines = [f'    {line} = "{value}"' if text.strip().startswith(f"{line} =") else text
+             for text in source.read_text().splitlines()]
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@pytest.mark.parametrize("line, value, why", [
+    ("public-key", "short", "its public-key is not 40 characters of Z85 (pzq-keygen writes "
+                            "them)"),
+    ("secret-key", "short", "its secret-key is not 40 characters of Z85 (pzq-keygen writes "
+                            "them)"),
+    ("secret-key", "0123456789" * 4, "its public-key is not the one of its secret-key (the "
+                                     "two lines come from different pairs; pzq-keygen "
+                                     "writes them)"),
+])
+def test_a_secret_key_file_with_a_bad_key_is_one_line_at_start(tmp_path, line, value, why):
+    """A key of the wrong length was libzmq's EINVAL as a traceback; halves of two pairs
+    started a node that every client took for the wrong server key."""
+    public, secret = security.generate(tmp_path, "n0")
+    edited = _edited(secret, tmp_path / "edited.key_secret", line, value)
+    with pytest.raises(ConfigError) as refused:
+        security.load_key_pair(edited)
+    assert str(refused.value) == f"cannot read CURVE key file {edited}: {why}"
+    (tmp_path / "clients").mkdir()
+    shutil.copy(public, tmp_path / "clients")
+    node = run_pzq(["--curve-secret-key", str(edited), "--curve-authorized-keys",
+                    str(tmp_path / "clients"), "--database", str(tmp_path / "db")])
+    assert node.returncode == 2
+    assert node.stderr == f"pzq: error: {refused.value}\n"
+
+
+def test_a_server_key_or_a_file_that_is_no_key_is_one_line(tmp_path):
+    public, _ = security.generate(tmp_path, "n0")
+    short = _edited(public, tmp_path / "short.key", "public-key", "short")
+    with pytest.raises(ConfigError) as refused:
+        security.load_public_key(short)
+    assert str(refused.value) == (f"cannot read CURVE key file {short}: its public-key is not "
+                                  "40 characters of Z85 (pzq-keygen writes them)")
+    garbage = tmp_path / "garbage.key"
+    garbage.write_text("garbage\n")
+    with pytest.raises(ConfigError) as refused:
+        security.load_public_key(garbage)
+    assert str(refused.value) == (f"cannot read CURVE key file {garbage}: it is not a CURVE "
+                                  "key file (no public-key line; pzq-keygen writes them)")
 
 
 def test_a_key_its_user_may_not_read_is_one_line_naming_the_user(tmp_path):

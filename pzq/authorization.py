@@ -455,6 +455,14 @@ class Authorizing:
                                   "reloads_refused": self.reloads_refused}}
 
 
+def produce_refusal(topic: str, rights: Rights) -> str:
+    """A producer's refused message, with why, as a CONSUME's and a command's say it."""
+    why = ("this client key was removed from the node's --curve-authorized-keys"
+           if rights.revoked else "this client key may not produce to that topic (see the "
+           "node's --authorization file)")
+    return f"FORBIDDEN produce {topic}: {why}"
+
+
 def _revoked(key: str) -> Rights:
     rights = Rights(holder=key)
     rights.revoked = True

@@ -172,8 +172,12 @@ def load_rules(path: str | Path) -> Rules:
                           f"{exc.object[exc.start]:#04x} at position {exc.start}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"--authorization {path}{toml_mistake(str(exc), text)}") from None
-    except OSError as exc:
-        raise ConfigError(f"--authorization {path} could not be read: {exc}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--authorization {path} is a directory: give the rules' "
+                          f"file") from None
+    except OSError as exc:  # its words, not the errno's repr with the path again
+        raise ConfigError(f"--authorization {path} could not be read: "
+                          f"{exc.strerror or exc}") from None
     try:
         return parse_rules(raw, str(path))
     except Mistake as mistake:

@@ -131,6 +131,13 @@ def test_a_missing_file_is_named(tmp_path):
         load_rules(tmp_path / "none.toml")
 
 
+def test_a_directory_given_as_the_file_is_one_line_without_an_errno(tmp_path):
+    """It said ``could not be read: [Errno 21] Is a directory: '...'`` (the path twice)."""
+    with pytest.raises(ConfigError) as raised:
+        load_rules(tmp_path)
+    assert str(raised.value) == f"--authorization {tmp_path} is a directory: give the rules' file"
+
+
 def test_a_refused_message_says_why():
     """The ACK said ``FORBIDDEN produce orders`` alone, where a CONSUME's and a command's
     refusals say why."""

@@ -188,8 +188,20 @@ class NodeCurve:
         (ConfigError naming a file that is not there or no key)."""
         if self.cluster_keys is None:
             return {}
-        return {endpoint: load_public_key(self.cluster_keys / f"{name}.key")
+        return {endpoint: self._peer_key(endpoint, name)
                 for endpoint, name in self.peer_key_names.items()}
+
+    def _peer_key(self, endpoint: str, name: str) -> bytes:
+        """A file that is not there says which --nodes entry names it: the node links
+        to that peer expecting it, so it stays until the entry goes (a restart)."""
+        assert self.cluster_keys is not None
+        path = self.cluster_keys / f"{name}.key"
+        if not path.exists():
+            raise ConfigError(f"--nodes {name}={endpoint} names the peer's key {name}.key, "
+                              f"which --cluster-authorized-keys {self.cluster_keys} does not "
+                              f"hold: a node in --nodes keeps its key there (take it out of "
+                              f"--nodes, with a restart, to withdraw it)")
+        return load_public_key(path)
 
     def renew_peer_keys(self, keys: dict[str, bytes]) -> list[str]:
         """The peers' keys read again (SIGHUP): ``to_peer`` gives them from now on, so

@@ -477,8 +477,12 @@ def test_cluster_key_options_are_checked(node_keys, tmp_path, case):
         "unnamed": ([*cluster, "--nodes", "tcp://127.0.0.1:2"], "not named: tcp://127.0.0.1:2"),
         "names-without-directory": (["--nodes", "n1=tcp://127.0.0.1:2"],
                                     "give that directory"),
-        "missing-key": ([*cluster, "--nodes", "n9=tcp://127.0.0.1:2"],
-                        "cannot read CURVE key file"),
+        # named as the entry that needs it (it was the file alone, also on SIGHUP)
+        "missing-key": ([*cluster, "--nodes", "n9=tcp://127.0.0.1:2"], (
+            f"--nodes n9=tcp://127.0.0.1:2 names the peer's key n9.key, which "
+            f"--cluster-authorized-keys {node_keys['cluster_dirs'][0]} does not hold: a node "
+            f"in --nodes keeps its key there (take it out of --nodes, with a restart, to "
+            f"withdraw it)")),
         # Without a cluster directory the nodes share n0's key pair: each must admit it.
         "own-key-not-authorized": (["--nodes", "tcp://127.0.0.1:2"], (
             f"the public key of --curve-secret-key {made['n0'][1]} is not in "

@@ -630,6 +630,26 @@ def test_a_key_directory_without_keys_is_taken_with_a_warning(start_node, keys, 
     assert len(_events(node, "curve_admits_nobody")) == 1
 
 
+def test_a_secret_key_every_user_may_read_is_warned_of_at_start(start_node, keys, context):
+    """A node's secret key copied with a mode of 0644 started without a word; its group
+    may read it (the deploying page gives it to the node's group), the others may not."""
+    secret = Path(keys["args"][1])
+    secret.chmod(0o640)
+    node = start_node(*keys["args"])
+    with Producer(node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"kept"], timeout=10).ok
+    assert _events(node, "curve_secret_key_readable_by_others") == []
+    node.stop()
+    secret.chmod(0o644)
+    node = start_node(*keys["args"])
+    warned = wait_until(lambda: node.event("curve_secret_key_readable_by_others"), 10,
+                        message="the warning")
+    assert warned["level"] == "warning" and warned["path"] == str(secret)
+    assert warned["mode"] == "0644"
+    with Producer(node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"runs on"], timeout=10).ok
+
+
 def test_a_reload_keeps_the_shared_key_pair_of_a_cluster_admitted(start_node, keys, tmp_path):
     """Nodes sharing one key pair connect to each other with it: a directory without
     it is refused at start, and was taken at a reload (the peers then never joined)."""

@@ -97,7 +97,14 @@ def load_key_pair(path: str | Path) -> KeyPair:
 
 
 def load_public_key(path: str | Path) -> bytes:
-    return _load_certificate(path)[0]
+    """A public key file (``NAME.key``): a node's secret key file would work as well,
+    which puts the node's secret key on every client's host, so it is refused."""
+    public, secret = _load_certificate(path)
+    if secret is not None:
+        raise ConfigError(f"{path} holds a secret key: give the public .key file (a "
+                          f"client needs only the node's public key; its secret key "
+                          f"stays on the node)")
+    return public
 
 
 def _load_certificate(path: str | Path) -> tuple[bytes, bytes | None]:

@@ -175,6 +175,12 @@ def test_a_server_key_or_a_file_that_is_no_key_is_one_line(tmp_path):
         security.load_public_key(short)
     assert str(refused.value) == (f"cannot read CURVE key file {short}: its public-key is not "
                                   "40 characters of Z85 (pzq-keygen writes them)")
+    _, secret = security.generate(tmp_path, "n1")  # it worked, the node's secret key
+    with pytest.raises(ConfigError) as refused:   # copied to the client's host
+        security.load_public_key(secret)
+    assert str(refused.value) == (f"{secret} holds a secret key: give the public .key file "
+                                  "(a client needs only the node's public key; its secret "
+                                  "key stays on the node)")
     garbage = tmp_path / "garbage.key"
     garbage.write_text("garbage\n")
     with pytest.raises(ConfigError) as refused:

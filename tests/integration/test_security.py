@@ -275,6 +275,23 @@ def test_a_refused_client_key_is_named_with_the_nodes_option(secure_node, tmp_pa
         "--authorization rules give it no *:default)")
 
 
+def test_a_message_a_refused_key_sent_is_said_never_to_have_reached_the_node(secure_node,
+                                                                             tmp_path):
+    """It said 'the node may have stored it or not' of a message whose connection never
+    got past its handshake, which ZeroMQ sends nothing before."""
+    keys = tmp_path / "keys"
+    result = tool("pzq-produce", "--dsn", secure_node.receive_dsn,
+                  "--curve-client-key", str(keys / "stranger.key_secret"),
+                  "--curve-server-key", str(keys / "node.key"), "--ack-timeout", "1",
+                  stdin="x\n")
+    assert result.returncode == 1 and result.stdout.endswith(" failed NO_ACK\n")
+    assert result.stderr.splitlines()[-1] == (
+        "pzq-produce: 1 message without ACK within 1 s (NO_ACK): never reached the node (no "
+        "handshake with it was taken: a node down, or one that refuses this client's keys), "
+        "so nothing was stored; send it again")
+    assert secure_node.stats()["received"] == 0
+
+
 def test_a_wrong_server_key_is_named_as_the_clients_option(secure_node, start_node, tmp_path):
     keys = tmp_path / "keys"
     wrong = tool("pzq-ctl", "--dsn", secure_node.monitor_dsn, "--timeout", "1.5",

@@ -9,9 +9,11 @@ import subprocess
 
 import pytest
 import zmq
+from rich.console import Console
 
 from pzq import curve_probe, security
 from pzq.archive.reader import ArchiveReader
+from pzq.cli import monitor
 from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer, request_monitor
 from pzq.client.monitor import StatsAnswer
 from pzq.errors import ReaderError
@@ -144,6 +146,12 @@ def test_each_key_does_what_its_rights_say(guarded, clients, context):
                for family in PzqCollector(_OneAnswer(guarded.monitor_dsn, stats)).collect()
                if family.name == "pzq_forbidden" for sample in family.samples}
     assert metrics["produce"] == 4 and metrics["admin"] == 2
+    # pzq-monitor's table showed none of them
+    shown = Console(width=200, record=True)
+    shown.print(monitor.table([StatsAnswer(guarded.monitor_dsn, stats)]))
+    (row,) = [line for line in shown.export_text().splitlines()
+              if "refused by --authorization" in line]
+    assert f"produce 4, consume {stats['forbidden']['consume']}, admin 2" in row
 
 
 def test_a_topics_archive_is_read_with_a_right_over_all_its_groups(start_node, clients,

@@ -172,8 +172,12 @@ def load_rules(path: str | Path) -> Rules:
                           f"{exc.object[exc.start]:#04x} at position {exc.start}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"--authorization {path}{toml_mistake(str(exc), text)}") from None
-    except OSError as exc:
-        raise ConfigError(f"--authorization {path} could not be read: {exc}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--authorization {path} is a directory: give the rules' "
+                          f"file") from None
+    except OSError as exc:  # its words, not the errno's repr with the path again
+        raise ConfigError(f"--authorization {path} could not be read: "
+                          f"{exc.strerror or exc}") from None
     try:
         return parse_rules(raw, str(path))
     except Mistake as mistake:
@@ -453,6 +457,14 @@ class Authorizing:
                 "authorization": {"path": self.rules.path, "clients": len(self.rules.clients),
                                   "keyed": self.keyed, "reloads": self.reloads,
                                   "reloads_refused": self.reloads_refused}}
+
+
+def produce_refusal(topic: str, rights: Rights) -> str:
+    """A producer's refused message, with why, as a CONSUME's and a command's say it."""
+    why = ("this client key was removed from the node's --curve-authorized-keys"
+           if rights.revoked else "this client key may not produce to that topic (see the "
+           "node's --authorization file)")
+    return f"FORBIDDEN produce {topic}: {why}"
 
 
 def _revoked(key: str) -> Rights:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from pzq import reach
+from pzq import endpoint_probe, reach
 from pzq.security import PLAIN, ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 
@@ -32,6 +32,8 @@ SERVER_KEY_WRONG = ("the node could not read this client's CURVE handshake: the 
                     "given (--curve-server-key) does not match the node's public key")
 NO_CURVE_THERE = ("the node does not serve CURVE (started without --curve-secret-key?): "
                   "leave out --curve-client-key and --curve-server-key")
+CURVE_REQUIRED = ("the node requires CURVE (its greeting names it): give --curve-client-key "
+                  "and --curve-server-key (in Python, curve=ClientCurve(...))")
 
 
 def why_silent(dsn: str | Sequence[str], curve: ClientSecurity | None,
@@ -41,11 +43,19 @@ def why_silent(dsn: str | Sequence[str], curve: ClientSecurity | None,
     if not isinstance(dsn, str):
         return reach.each_named(dsn, [why_silent(each, curve, timeout) for each in dsn])
     curve = plain_if_none(curve)
-    if curve.on and reach.accepts_connections(dsn, timeout):
-        refused = curve_refusal(dsn, curve, timeout)
+    if reach.accepts_connections(dsn, timeout):
+        refused = (curve_refusal(dsn, curve, timeout) if curve.on
+                   else plain_refusal(endpoint_probe.mechanism(dsn, timeout)))
         if refused is not None:
             return refused
     return reach.why_silent(dsn, curve.on, timeout)
+
+
+def plain_refusal(mechanism: str | None) -> str | None:
+    """Why a node refuses a client without keys, from the mechanism its greeting names
+    (None: not told, or not CURVE). A handshake alone cannot say: a CURVE node often
+    hangs up before its greeting is read, as a server of another protocol does."""
+    return CURVE_REQUIRED if mechanism == "CURVE" else None
 
 
 def curve_refusal(dsn: str, curve: ClientSecurity, timeout: float) -> str | None:

@@ -80,15 +80,31 @@ def plain_if_none(curve: ClientSecurity | None) -> ClientSecurity:
 
 
 def load_key_pair(path: str | Path) -> KeyPair:
-    """A secret key file (``NAME.key_secret``) holds both halves of the pair."""
+    """A secret key file (``NAME.key_secret``) holds both halves of the pair; halves
+    that do not belong together would pass for the wrong server key at every
+    handshake, so they are refused here."""
     public, secret = _load_certificate(path)
     if secret is None:
         raise ConfigError(f"{path} holds only a public key; give the .key_secret file")
+    if not _is_z85_key(secret):
+        raise ConfigError(f"cannot read CURVE key file {path}: its secret-key is not 40 "
+                          f"characters of Z85 (pzq-keygen writes them)")
+    if zmq.curve_public(secret) != public:
+        raise ConfigError(f"cannot read CURVE key file {path}: its public-key is not the "
+                          f"one of its secret-key (the two lines come from different "
+                          f"pairs; pzq-keygen writes them)")
     return KeyPair(public, secret)
 
 
 def load_public_key(path: str | Path) -> bytes:
-    return _load_certificate(path)[0]
+    """A public key file (``NAME.key``): a node's secret key file would work as well,
+    which puts the node's secret key on every client's host, so it is refused."""
+    public, secret = _load_certificate(path)
+    if secret is not None:
+        raise ConfigError(f"{path} holds a secret key: give the public .key file (a "
+                          f"client needs only the node's public key; its secret key "
+                          f"stays on the node)")
+    return public
 
 
 def _load_certificate(path: str | Path) -> tuple[bytes, bytes | None]:
@@ -99,14 +115,21 @@ def _load_certificate(path: str | Path) -> tuple[bytes, bytes | None]:
             raise ConfigError(f"cannot read CURVE key file {path}: there is no such file")
         if Path(path).is_dir():
             raise ConfigError(f"cannot read CURVE key file {path}: it is a directory")
-        return zmq.auth.load_certificate(str(path))
+        public, secret = zmq.auth.load_certificate(str(path))
     except PermissionError:
         # a key copied out as root: the node's own user (pzq) may not read it
         raise ConfigError(f"cannot read CURVE key file {path}: the user {_user()} may not "
                           "read it (permission denied): give it to the user that runs "
                           "this (chown)") from None
-    except (OSError, ValueError) as exc:
+    except ValueError:  # pyzmq's words repeat the file's name
+        raise ConfigError(f"cannot read CURVE key file {path}: it is not a CURVE key file "
+                          f"(no public-key line; pzq-keygen writes them)") from None
+    except OSError as exc:
         raise ConfigError(f"cannot read CURVE key file {path}: {exc}") from None
+    if not _is_z85_key(public):  # libzmq would refuse it later, as a traceback
+        raise ConfigError(f"cannot read CURVE key file {path}: its public-key is not 40 "
+                          f"characters of Z85 (pzq-keygen writes them)")
+    return public, secret
 
 
 def _user() -> str:
@@ -172,8 +195,20 @@ class NodeCurve:
         (ConfigError naming a file that is not there or no key)."""
         if self.cluster_keys is None:
             return {}
-        return {endpoint: load_public_key(self.cluster_keys / f"{name}.key")
+        return {endpoint: self._peer_key(endpoint, name)
                 for endpoint, name in self.peer_key_names.items()}
+
+    def _peer_key(self, endpoint: str, name: str) -> bytes:
+        """A file that is not there says which --nodes entry names it: the node links
+        to that peer expecting it, so it stays until the entry goes (a restart)."""
+        assert self.cluster_keys is not None
+        path = self.cluster_keys / f"{name}.key"
+        if not path.exists():
+            raise ConfigError(f"--nodes {name}={endpoint} names the peer's key {name}.key, "
+                              f"which --cluster-authorized-keys {self.cluster_keys} does not "
+                              f"hold: a node in --nodes keeps its key there (take it out of "
+                              f"--nodes, with a restart, to withdraw it)")
+        return load_public_key(path)
 
     def renew_peer_keys(self, keys: dict[str, bytes]) -> list[str]:
         """The peers' keys read again (SIGHUP): ``to_peer`` gives them from now on, so

@@ -17,7 +17,7 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from pzq import curve_probe, reach
+from pzq import curve_probe, endpoint_probe, reach
 from pzq.client import router_probe
 from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
@@ -39,8 +39,10 @@ async def why_silent(dsn: str | Sequence[str], curve: ClientSecurity | None,
 async def _why_silent(dsn: str, curve: ClientSecurity | None, timeout: float) -> str:
     answers = await accepts_connections(dsn, timeout)
     curve = plain_if_none(curve)
-    if answers and curve.on:
-        refused = await curve_refusal(dsn, curve, timeout)
+    if answers:
+        refused = (await curve_refusal(dsn, curve, timeout) if curve.on
+                   else curve_probe.plain_refusal(await asyncio.to_thread(
+                       endpoint_probe.mechanism, dsn, timeout)))
         if refused is not None:
             return refused
     unresolved = await unresolvable(dsn) if answers is None else None

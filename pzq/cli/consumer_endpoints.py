@@ -3,7 +3,7 @@ connecting, connected and waiting, or what is wrong: a node that requires CURVE
 or does not use it, a CURVE key refused, another of the node's endpoints.
 
 The consumer's own handshakes (pzq.cli.handshake_watch) say whether the node took
-it; the greeting says the node's mechanism (pzq.cli.endpoint_probe) and a REQ probe
+it; the greeting says the node's mechanism (pzq.endpoint_probe) and a REQ probe
 whether a ROUTER answers (pzq.client.router_probe, which a group's consumer asks
 itself): a consumer of --send-dsn needs the DEALER there, a group's consumer the
 ROUTER of --consume-dsn.
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pzq import reach
-from pzq.cli import endpoint_probe
+from pzq import endpoint_probe, reach
 from pzq.cli.handshake_watch import FAILED, KEY_REFUSED, HandshakeWatch
 from pzq.cli.waiting import endpoint_state
 from pzq.client import router_probe

@@ -38,15 +38,27 @@ class HandshakeWatch:
         self.monitors: list[Socket] = []
         self.context: zmq.Context[Socket] = _WatchedContext(self)
         self._ended: dict[str, str] = {}  # endpoint -> how its last handshake ended
+        self._ever_taken = False
 
     def outcome(self, dsn: str) -> str | None:
         """How the last handshake with ``dsn`` ended (TAKEN, KEY_REFUSED, FAILED); None
         before any ended."""
+        self._read()
+        return self._ended.get(dsn)
+
+    def ever_taken(self) -> bool:
+        """Whether any handshake of these sockets was taken: ZeroMQ sends no message
+        before one is, so without one nothing sent reached a node."""
+        self._read()
+        return self._ever_taken
+
+    def _read(self) -> None:
         for monitor in self.monitors:
             while monitor.poll(0):
                 event = recv_monitor_message(monitor)
-                self._ended[event["endpoint"].decode(errors="replace")] = _outcome(event["event"])
-        return self._ended.get(dsn)
+                ended = _outcome(event["event"])
+                self._ended[event["endpoint"].decode(errors="replace")] = ended
+                self._ever_taken |= ended == TAKEN
 
     def close(self) -> None:
         """Once the client is closed: its sockets' last messages go (their linger)."""

@@ -90,6 +90,8 @@ def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | Non
             f"{human.rate(s['rates'][key + '_1s'])}, {human.rate(s['rates'][key + '_60s'])}"
             if "rates" in s else "")))
     view.add_row("ACK latency p50 / p99" + SEND, *_cells(answers, _latency))
+    if any(answer.stats and "authorization" in answer.stats for answer in answers):
+        view.add_row("refused by --authorization", *_cells(answers, _forbidden))
     view.add_row("peers", *_cells(answers, lambda s: ", ".join(
         f"{peer['endpoint']} {peer_words(peer['state'])}" for peer in s.get("peers", []))))
     if any(answer.stats and answer.stats.get("taken_over") for answer in answers):
@@ -109,6 +111,13 @@ def _taken_over(stats: dict[str, Any]) -> str:
                      f"{human.count(taken['replicas'])} copies, "
                      f"{human.count(taken_over_inflight(taken))} in flight")
     return "\n".join(lines)
+
+
+def _forbidden(stats: dict[str, Any]) -> str:
+    """The refusals of the node's rules by kind (a node without them: none)."""
+    forbidden = stats.get("forbidden", {})
+    return ", ".join(f"{kind} {human.count(forbidden.get(kind, 0))}"
+                     for kind in ("produce", "consume", "admin"))
 
 
 def _latency(stats: dict[str, Any]) -> str:

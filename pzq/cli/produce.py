@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pzq.cli.common import (
@@ -16,6 +16,7 @@ from pzq.cli.common import (
     seconds_of_duration,
     tool_parser,
 )
+from pzq.cli.handshake_watch import HandshakeWatch
 from pzq.cli.human import messages
 from pzq.cli.input_lines import InputLines
 from pzq.cli.waiting import AckWait, say_waiting
@@ -90,9 +91,13 @@ def produce_main(argv: Sequence[str] | None = None) -> int:
             return ExitCode.INTERRUPTED
         with routed:
             return _produce_lines(routed, args, ", ".join(args.routes), curve)
-    with Producer(args.dsn, window=args.window, curve=curve,
-                  ack_timeout=args.ack_timeout) as producer:
-        return _produce_lines(producer, args, args.dsn, curve)
+    watch = HandshakeWatch()  # a message given up without any handshake taken: never sent
+    try:
+        with Producer(args.dsn, window=args.window, curve=curve, context=watch.context,
+                      ack_timeout=args.ack_timeout) as producer:
+            return _produce_lines(producer, args, args.dsn, curve, watch.ever_taken)
+    finally:
+        watch.close()
 
 
 def _check_routes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -140,7 +145,9 @@ def _time_headers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace, dsn: str,
-                   curve: ClientSecurity) -> int:
+                   curve: ClientSecurity, reached: Callable[[], bool] = lambda: True) -> int:
+    """``reached``: whether a handshake with the node was ever taken (False: nothing
+    sent reached it)."""
     headers = [header.encode() for header in args.header]
     headers += topic_headers(None if args.routes else args.topic, args.tag)
     if args.key is not None:
@@ -149,7 +156,7 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
     waiting = AckWait(producer, "pzq-produce", dsn, args.timeout, curve,
                       None if args.routes else args.ack_timeout)
     lines = InputLines(args.file)
-    tally = AckTally()
+    tally = AckTally(reached)
     try:
         while not lines.ended:
             _acks_until_input(waiting, lines, tally)
@@ -182,18 +189,26 @@ def _produce_lines(producer: Producer | RoutedProducer, args: argparse.Namespace
 
 @dataclass
 class AckTally:
+    reached: Callable[[], bool]  # a handshake with the node was taken (else none sent)
     failed: int = 0  # ACKs not ok, the given up among them
     given_up: int = 0  # no ACK within --ack-timeout (NO_ACK, made by the producer)
 
 
+NEVER_SENT = ("never reached the node (no handshake with it was taken: a node down, or "
+              "one that refuses this client's keys), so nothing was stored; send {them} "
+              "again")
+
+
 def _say_given_up(tally: AckTally, ack_timeout: float) -> None:
-    """Messages given up are neither stored for sure nor refused: said in words, once."""
+    """Messages given up are neither stored for sure nor refused (unless no handshake
+    was ever taken): said in words, once."""
     if tally.given_up:
         them = "it" if tally.given_up == 1 else "them"
+        fate = (f"the node may have stored {them} or not; send {them} again with the same "
+                f"DEDUP-ID header to have {them} stored once" if tally.reached()
+                else NEVER_SENT.format(them=them))
         print(f"pzq-produce: {messages(tally.given_up)} without ACK within "
-              f"{ack_timeout:g} s (NO_ACK): the node may have stored {them} or not; send "
-              f"{them} again with the same DEDUP-ID header to have {them} stored once",
-              file=sys.stderr, flush=True)
+              f"{ack_timeout:g} s (NO_ACK): {fate}", file=sys.stderr, flush=True)
 
 
 def _acks_until_input(waiting: AckWait, lines: InputLines, tally: AckTally) -> None:
@@ -210,8 +225,10 @@ def _interrupted(producer: Producer | RoutedProducer, tally: AckTally,
     _say_given_up(tally, ack_timeout)
     if producer.outstanding:
         them = "it" if producer.outstanding == 1 else "them"
+        fate = (f"the node may have stored {them}" if tally.reached()
+                else NEVER_SENT.format(them=them))
         print(f"pzq-produce: interrupted with {messages(producer.outstanding)} sent and "
-              f"not ACKed yet: the node may have stored {them}", file=sys.stderr, flush=True)
+              f"not ACKed yet: {fate}", file=sys.stderr, flush=True)
     return ExitCode.INTERRUPTED
 
 

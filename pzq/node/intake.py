@@ -12,7 +12,7 @@ from itertools import islice
 
 import zmq
 
-from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
+from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights, produce_refusal
 from pzq.clock import Now, wall_us
 from pzq.cluster.routes import Routes
 from pzq.counters import Counters
@@ -427,7 +427,7 @@ class Intake(Participant):
     def _check_allowed(self, produce: frames.Produce, topic: str, rights: Rights) -> None:
         if not rights.may_produce(topic):
             self.authorization.refused(PRODUCE, topic, rights.holder)
-            raise ProduceRefused(f"FORBIDDEN produce {topic}", produce.routing_id,
+            raise ProduceRefused(produce_refusal(topic, rights), produce.routing_id,
                                  produce.msg_id)
 
     def _check_partition(self, produce: frames.Produce, facts: HeaderFacts) -> None:

@@ -17,7 +17,7 @@ from pzq.clock import Now
 from pzq.durations import DurationError, duration_text, duration_us
 from pzq.errors import ConfigError, ExitCode, PzqError
 from pzq.node.config import Config
-from pzq.node.keys import node_curve
+from pzq.node.keys import node_curve, warn_if_others_may_read
 from pzq.node.options import OPTIONS, Option, build_config
 from pzq.node.original_only import original_only
 from pzq.node.run import StopRequest, run
@@ -106,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = start_report()  # a shard's to its supervisor
     try:
         curve = node_curve(config)
+        warn_if_others_may_read(config.curve_secret_key)
         store = open_store(config)
     except PzqError as exc:
         return _failed(exc, report)

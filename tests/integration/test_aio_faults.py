@@ -142,8 +142,10 @@ def test_curve_works_and_a_refused_key_is_a_clear_error_within_the_timeout(
             assert message is not None and message.parts == (b"secret",)
             await message.ack()
         assert await aio.request_monitor(node.monitor_dsn, "PING", curve=client) == b"PONG"
+        # without keys it blamed "a busy node, not a pzq endpoint, or" CURVE
         for curve, reason in ((stranger, curve_probe.CLIENT_KEY_REFUSED),
-                              (wrong_server, curve_probe.SERVER_KEY_WRONG)):
+                              (wrong_server, curve_probe.SERVER_KEY_WRONG),
+                              (None, curve_probe.CURVE_REQUIRED)):
             started = time.monotonic()
             refused = aio.GroupConsumer(node.consume_dsn, "t-curve", "g", curve=curve,
                                         timeout=2, context=aio_context)

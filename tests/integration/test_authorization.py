@@ -9,9 +9,11 @@ import subprocess
 
 import pytest
 import zmq
+from rich.console import Console
 
 from pzq import curve_probe, security
 from pzq.archive.reader import ArchiveReader
+from pzq.cli import monitor
 from pzq.client import Consumer, ConsumeRefused, GroupConsumer, Producer, request_monitor
 from pzq.client.monitor import StatsAnswer
 from pzq.errors import ReaderError
@@ -19,6 +21,10 @@ from pzq.monitoring.metrics import PzqCollector
 from pzq.security import ClientCurve
 from tests.integration.test_tools import BIN
 from tests.support.harness import run_pzq, wait_until
+
+# what a refused message's ACK says after its topic
+NOT_YOURS = b": this client key may not produce to that topic (see the node's " \
+    b"--authorization file)"
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -87,15 +93,15 @@ def test_each_key_does_what_its_rights_say(guarded, clients, context):
     assert produce(guarded, curve["client"], "orders", context).ok
     assert produce(guarded, curve["client"], "audit.eu", context).ok
     refused = produce(guarded, curve["client"], "secret", context)
-    assert not refused.ok and refused.status_message == b"FORBIDDEN produce secret"
+    assert not refused.ok and refused.status_message == b"FORBIDDEN produce secret" + NOT_YOURS
     # a message without TOPIC: is the default topic's
     assert produce(guarded, curve["client"], None, context).status_message \
-        == b"FORBIDDEN produce default"
+        == b"FORBIDDEN produce default" + NOT_YOURS
     assert produce(guarded, curve["guest"], "public", context).ok
     assert produce(guarded, curve["guest"], "orders", context).status_message \
-        == b"FORBIDDEN produce orders"
+        == b"FORBIDDEN produce orders" + NOT_YOURS
     assert produce(guarded, curve["ops"], "orders", context).status_message \
-        == b"FORBIDDEN produce orders"
+        == b"FORBIDDEN produce orders" + NOT_YOURS
     # nothing refused was stored, nor its topic made
     topics = ask(guarded, curve["client"], "TOPICS")
     assert "secret" not in topics and "audit.eu" in topics
@@ -140,6 +146,12 @@ def test_each_key_does_what_its_rights_say(guarded, clients, context):
                for family in PzqCollector(_OneAnswer(guarded.monitor_dsn, stats)).collect()
                if family.name == "pzq_forbidden" for sample in family.samples}
     assert metrics["produce"] == 4 and metrics["admin"] == 2
+    # pzq-monitor's table showed none of them
+    shown = Console(width=200, record=True)
+    shown.print(monitor.table([StatsAnswer(guarded.monitor_dsn, stats)]))
+    (row,) = [line for line in shown.export_text().splitlines()
+              if "refused by --authorization" in line]
+    assert f"produce 4, consume {stats['forbidden']['consume']}, admin 2" in row
 
 
 def test_a_topics_archive_is_read_with_a_right_over_all_its_groups(start_node, clients,
@@ -282,7 +294,7 @@ def test_an_empty_file_starts_the_node_with_a_warning_and_grants_nothing(
                         message="the warning at start")
     assert warned["level"] == "warning" and warned["path"] == str(rules_file)
     assert produce(node, clients["curve"]["client"], "orders", context).status_message \
-        == b"FORBIDDEN produce orders"
+        == b"FORBIDDEN produce orders" + NOT_YOURS
     rules_file.write_text(rules(clients))
     node.process.send_signal(signal.SIGHUP)
     wait_until(lambda: node.event("authorization_reloaded"), 10, message="reloaded")
@@ -317,7 +329,7 @@ def test_without_curve_every_client_has_the_default_rights(start_inproc_node, tm
     with Producer(node.receive_dsn, context=context) as producer:
         assert producer.produce([b"x"], topic="open.a").ok
         assert producer.produce([b"x"], topic="closed").status_message \
-            == b"FORBIDDEN produce closed"
+            == b"FORBIDDEN produce closed" + NOT_YOURS
     with GroupConsumer(node.consume_dsn, "open.a", "readers", context=context) as readers:
         assert readers.receive(10).parts == (b"x",)
     with pytest.raises(ConsumeRefused, match="FORBIDDEN consume open.a:writers"):

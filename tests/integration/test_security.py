@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
@@ -134,6 +135,60 @@ def test_a_key_directory_with_a_file_that_is_no_key_stops_the_node(node_keys, tm
                                      f"CURVE public key file ({why}; pzq-keygen writes them)")
 
 
+def _edited(source: Path, target: Path, line: str, value: str) -> Path:
+    """``source`` with its ``line = "..."`` given ``value`` instead."""
+    lines = [f'    {line} = "{value}"' if text.strip().startswith(f"{line} =") else text
+             for text in source.read_text().splitlines()]
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@pytest.mark.parametrize("line, value, why", [
+    ("public-key", "short", "its public-key is not 40 characters of Z85 (pzq-keygen writes "
+                            "them)"),
+    ("secret-key", "short", "its secret-key is not 40 characters of Z85 (pzq-keygen writes "
+                            "them)"),
+    ("secret-key", "0123456789" * 4, "its public-key is not the one of its secret-key (the "
+                                     "two lines come from different pairs; pzq-keygen "
+                                     "writes them)"),
+])
+def test_a_secret_key_file_with_a_bad_key_is_one_line_at_start(tmp_path, line, value, why):
+    """A key of the wrong length was libzmq's EINVAL as a traceback; halves of two pairs
+    started a node that every client took for the wrong server key."""
+    public, secret = security.generate(tmp_path, "n0")
+    edited = _edited(secret, tmp_path / "edited.key_secret", line, value)
+    with pytest.raises(ConfigError) as refused:
+        security.load_key_pair(edited)
+    assert str(refused.value) == f"cannot read CURVE key file {edited}: {why}"
+    (tmp_path / "clients").mkdir()
+    shutil.copy(public, tmp_path / "clients")
+    node = run_pzq(["--curve-secret-key", str(edited), "--curve-authorized-keys",
+                    str(tmp_path / "clients"), "--database", str(tmp_path / "db")])
+    assert node.returncode == 2
+    assert node.stderr == f"pzq: error: {refused.value}\n"
+
+
+def test_a_server_key_or_a_file_that_is_no_key_is_one_line(tmp_path):
+    public, _ = security.generate(tmp_path, "n0")
+    short = _edited(public, tmp_path / "short.key", "public-key", "short")
+    with pytest.raises(ConfigError) as refused:
+        security.load_public_key(short)
+    assert str(refused.value) == (f"cannot read CURVE key file {short}: its public-key is not "
+                                  "40 characters of Z85 (pzq-keygen writes them)")
+    _, secret = security.generate(tmp_path, "n1")  # it worked, the node's secret key
+    with pytest.raises(ConfigError) as refused:   # copied to the client's host
+        security.load_public_key(secret)
+    assert str(refused.value) == (f"{secret} holds a secret key: give the public .key file "
+                                  "(a client needs only the node's public key; its secret "
+                                  "key stays on the node)")
+    garbage = tmp_path / "garbage.key"
+    garbage.write_text("garbage\n")
+    with pytest.raises(ConfigError) as refused:
+        security.load_public_key(garbage)
+    assert str(refused.value) == (f"cannot read CURVE key file {garbage}: it is not a CURVE "
+                                  "key file (no public-key line; pzq-keygen writes them)")
+
+
 def test_a_key_its_user_may_not_read_is_one_line_naming_the_user(tmp_path):
     """A secret key copied to a host as root (0600, or in a folder of root's alone) and
     the node run as its own user, as the deploying page runs it: the line says who may
@@ -218,6 +273,23 @@ def test_a_refused_client_key_is_named_with_the_nodes_option(secure_node, tmp_pa
         "the node refused this client's public key (--curve-client-key): it is not among "
         "the keys in the node's --curve-authorized-keys (or, on --send-dsn, the node's "
         "--authorization rules give it no *:default)")
+
+
+def test_a_message_a_refused_key_sent_is_said_never_to_have_reached_the_node(secure_node,
+                                                                             tmp_path):
+    """It said 'the node may have stored it or not' of a message whose connection never
+    got past its handshake, which ZeroMQ sends nothing before."""
+    keys = tmp_path / "keys"
+    result = tool("pzq-produce", "--dsn", secure_node.receive_dsn,
+                  "--curve-client-key", str(keys / "stranger.key_secret"),
+                  "--curve-server-key", str(keys / "node.key"), "--ack-timeout", "1",
+                  stdin="x\n")
+    assert result.returncode == 1 and result.stdout.endswith(" failed NO_ACK\n")
+    assert result.stderr.splitlines()[-1] == (
+        "pzq-produce: 1 message without ACK within 1 s (NO_ACK): never reached the node (no "
+        "handshake with it was taken: a node down, or one that refuses this client's keys), "
+        "so nothing was stored; send it again")
+    assert secure_node.stats()["received"] == 0
 
 
 def test_a_wrong_server_key_is_named_as_the_clients_option(secure_node, start_node, tmp_path):
@@ -428,8 +500,12 @@ def test_cluster_key_options_are_checked(node_keys, tmp_path, case):
         "unnamed": ([*cluster, "--nodes", "tcp://127.0.0.1:2"], "not named: tcp://127.0.0.1:2"),
         "names-without-directory": (["--nodes", "n1=tcp://127.0.0.1:2"],
                                     "give that directory"),
-        "missing-key": ([*cluster, "--nodes", "n9=tcp://127.0.0.1:2"],
-                        "cannot read CURVE key file"),
+        # named as the entry that needs it (it was the file alone, also on SIGHUP)
+        "missing-key": ([*cluster, "--nodes", "n9=tcp://127.0.0.1:2"], (
+            f"--nodes n9=tcp://127.0.0.1:2 names the peer's key n9.key, which "
+            f"--cluster-authorized-keys {node_keys['cluster_dirs'][0]} does not hold: a node "
+            f"in --nodes keeps its key there (take it out of --nodes, with a restart, to "
+            f"withdraw it)")),
         # Without a cluster directory the nodes share n0's key pair: each must admit it.
         "own-key-not-authorized": (["--nodes", "tcp://127.0.0.1:2"], (
             f"the public key of --curve-secret-key {made['n0'][1]} is not in "
@@ -575,6 +651,26 @@ def test_a_key_directory_without_keys_is_taken_with_a_warning(start_node, keys, 
     with Producer(node.receive_dsn, context=context, curve=keys["client"]) as producer:
         assert producer.produce([b"admitted"], timeout=10).ok
     assert len(_events(node, "curve_admits_nobody")) == 1
+
+
+def test_a_secret_key_every_user_may_read_is_warned_of_at_start(start_node, keys, context):
+    """A node's secret key copied with a mode of 0644 started without a word; its group
+    may read it (the deploying page gives it to the node's group), the others may not."""
+    secret = Path(keys["args"][1])
+    secret.chmod(0o640)
+    node = start_node(*keys["args"])
+    with Producer(node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"kept"], timeout=10).ok
+    assert _events(node, "curve_secret_key_readable_by_others") == []
+    node.stop()
+    secret.chmod(0o644)
+    node = start_node(*keys["args"])
+    warned = wait_until(lambda: node.event("curve_secret_key_readable_by_others"), 10,
+                        message="the warning")
+    assert warned["level"] == "warning" and warned["path"] == str(secret)
+    assert warned["mode"] == "0644"
+    with Producer(node.receive_dsn, context=context, curve=keys["client"]) as producer:
+        assert producer.produce([b"runs on"], timeout=10).ok
 
 
 def test_a_reload_keeps_the_shared_key_pair_of_a_cluster_admitted(start_node, keys, tmp_path):

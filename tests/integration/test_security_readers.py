@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from pzq import curve_probe
 from pzq.archive.reader import ArchiveReader
-from pzq.client import GroupConsumer, RoutedGroupConsumer, RoutedProducer
-from pzq.curve_probe import CLIENT_KEY_REFUSED, SERVER_KEY_WRONG
+from pzq.client import GroupConsumer, RoutedGroupConsumer, RoutedProducer, request_monitor
+from pzq.curve_probe import CLIENT_KEY_REFUSED, CURVE_REQUIRED, SERVER_KEY_WRONG
 from pzq.errors import ConsumeUnanswered
 from pzq.monitoring import exporter
 from pzq.security import ClientCurve
@@ -99,9 +102,23 @@ def test_the_archive_reader_reads_with_curve(secure_node, curve_keys, context):
             reader.earliest()
     within(2 + 2, started)
     with ArchiveReader(secure_node.archive_dsn, "orders", context=context,
-                       timeout=1) as reader:  # no CURVE at all
-        with pytest.raises(TimeoutError, match="a node that requires CURVE"):
+                       timeout=1) as reader:  # no CURVE at all: said so, not "or" CURVE
+        with pytest.raises(TimeoutError, match=re.escape(CURVE_REQUIRED)):
             reader.latest()
+
+
+def test_a_client_without_keys_is_told_the_node_requires_curve(secure_node, context):
+    """It blamed "a busy node, not a pzq endpoint, or a node that requires CURVE"; the
+    node's greeting names CURVE, which a server of another protocol's does not."""
+    with pytest.raises(TimeoutError) as raised:
+        request_monitor(secure_node.monitor_dsn, "PING", timeout=1, context=context)
+    assert str(raised.value).endswith(CURVE_REQUIRED)
+    with socket.create_server(("127.0.0.1", 0)) as other:  # accepts, then hangs up
+        dsn = f"tcp://127.0.0.1:{other.getsockname()[1]}"
+        accepted = threading.Thread(target=lambda: other.accept()[0].close())
+        accepted.start()
+        assert "requires CURVE (its greeting" not in curve_probe.why_silent(dsn, None, 1)
+        accepted.join(5)
 
 
 def scrape(port: int, path: str) -> str:

@@ -301,9 +301,10 @@ def test_produce_and_consume_against_a_node(node):
 
 def test_produce_says_in_words_what_it_gave_up_without_an_ack(node):
     """A message without its ACK within --ack-timeout is given up (NO_ACK): neither
-    stored for sure nor refused. The tool says so in its own words, and exits 1 as for
-    an ACK that failed."""
-    node.pause()  # (connected, it takes nothing and answers nothing)
+    stored for sure nor refused once the node took the tool's handshake; never sent
+    before (a node stopped from the start). The tool says which in its own words, and
+    exits 1 as for an ACK that failed."""
+    node.pause()  # (the system accepts the connection; the node never greets it)
     try:
         result = tool("pzq-produce", "--dsn", node.receive_dsn, "--ack-timeout", "1.5",
                       stdin="a\nb\n")
@@ -313,19 +314,28 @@ def test_produce_says_in_words_what_it_gave_up_without_an_ack(node):
     assert [line.split()[1:] for line in result.stdout.splitlines()] == [
         ["failed", "NO_ACK"]] * 2
     assert result.stderr.splitlines()[-1] == (
-        "pzq-produce: 2 messages without ACK within 1.5 s (NO_ACK): the node may have "
-        "stored them or not; send them again with the same DEDUP-ID header to have them "
-        "stored once")
+        "pzq-produce: 2 messages without ACK within 1.5 s (NO_ACK): never reached the node "
+        "(no handshake with it was taken: a node down, or one that refuses this client's "
+        "keys), so nothing was stored; send them again")
     routed = tool("pzq-produce", "--routes", node.monitor_dsn, "--topic", "t",
                   "--ack-timeout", "1")
     assert routed.returncode == 2 and "--ack-timeout goes with --dsn" in routed.stderr
-    node.pause()
+    process = subprocess.Popen([str(BIN / "pzq-produce"), "--dsn", node.receive_dsn,
+                                "--ack-timeout", "1.5"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        alone = tool("pzq-produce", "--dsn", node.receive_dsn, "--ack-timeout", "1.5",
-                     stdin="c\n")
+        process.stdin.write("c\n")
+        process.stdin.flush()
+        assert line_within(process.stdout).endswith(" ok\n")  # the handshake taken
+        node.pause()
+        try:
+            _, stderr = process.communicate("d\n", timeout=30)
+        finally:
+            node.resume()
     finally:
-        node.resume()
-    assert alone.stderr.splitlines()[-1] == (
+        process.kill()
+    assert process.returncode == 1
+    assert stderr.splitlines()[-1] == (
         "pzq-produce: 1 message without ACK within 1.5 s (NO_ACK): the node may have "
         "stored it or not; send it again with the same DEDUP-ID header to have it stored "
         "once")

@@ -13,6 +13,7 @@ from pzq.authorization import (
     Rights,
     load_rules,
     parse_rules,
+    produce_refusal,
 )
 from pzq.errors import ConfigError
 
@@ -128,3 +129,24 @@ def test_a_files_mistake_is_named_with_its_line(tmp_path, case):
 def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_rules(tmp_path / "none.toml")
+
+
+def test_a_directory_given_as_the_file_is_one_line_without_an_errno(tmp_path):
+    """It said ``could not be read: [Errno 21] Is a directory: '...'`` (the path twice)."""
+    with pytest.raises(ConfigError) as raised:
+        load_rules(tmp_path)
+    assert str(raised.value) == f"--authorization {tmp_path} is a directory: give the rules' file"
+
+
+def test_a_refused_message_says_why():
+    """The ACK said ``FORBIDDEN produce orders`` alone, where a CONSUME's and a command's
+    refusals say why."""
+    assert produce_refusal("orders", Rights()) == (
+        "FORBIDDEN produce orders: this client key may not produce to that topic (see the "
+        "node's --authorization file)")
+    rules = parse_rules({"default": {"produce": ["*"]}, "clients": {KEY: {"produce": ["*"]}}})
+    authorization = Authorizing(rules, keyed=True, admitted=frozenset({KEY}))
+    authorization.readmit(frozenset())  # its file deleted, the node reloaded
+    assert produce_refusal("orders", authorization.rights(KEY)) == (
+        "FORBIDDEN produce orders: this client key was removed from the node's "
+        "--curve-authorized-keys")

@@ -31,7 +31,7 @@ import zmq
 from pzq.archive.format.codec import SHORT_HEADERS, SHORT_MAX, encode_frames_into, long_header
 from pzq.archive.tier.archive import Archive
 from pzq.archive.wiring import ArchiveWiring
-from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights
+from pzq.authorization import NO_AUTHORIZATION, PRODUCE, Authorization, Rights, produce_refusal
 from pzq.clock import Now
 from pzq.endpoints import Endpoint, Metric, PlugIn
 from pzq.errors import ArchiveError, DecodeError
@@ -196,7 +196,7 @@ class ZperWriter:
             return
         if not rights.may_produce(parsed.topic):
             self.authorization.refused(PRODUCE, parsed.topic, rights.holder)
-            self._refuse(identity, f"FORBIDDEN produce {parsed.topic}")
+            self._refuse(identity, produce_refusal(parsed.topic, rights))
             return
         envelope, message = zp.split_envelope(frames)
         if not message:

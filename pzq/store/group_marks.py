@@ -278,6 +278,8 @@ def run_masks(low: int, count: int) -> list[tuple[int, int]]:
     look at each seq (a batch's new messages)."""
     start = low & MARK_BLOCK_OF
     span = ((1 << count) - 1) << (low - start)
+    if low + count <= start + MARK_BLOCK:  # (one block: most reads and ACKs, no loop)
+        return [(start, span)]
     return [(first, span >> (first - start) & BLOCK_BITS)
             for first in range(start, low + count, MARK_BLOCK)]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from itertools import repeat
 
 from pzq.store.group_marks import Masks, ascending_masks, block_masks
-from pzq.store.keyspace import MARK_BLOCK_OF
+from pzq.store.keyspace import MARK_BLOCK, MARK_BLOCK_OF
 
 
 class KeptTags:
@@ -91,6 +91,10 @@ class KeptTags:
         """``pop_all``, with the seqs' ``block_masks`` where it made them (all kept as
         bits of one tag: an ACK's mostly), for the topic's marks and log to use
         (``ascending``: the seqs are ascending, each once: a run's masks by a shift)."""
+        if ascending and not self._each:
+            run = self._pop_run(seqs)
+            if run is not None:
+                return run
         found = self._all_bits_of_one_tag(seqs, once=True, ascending=ascending)
         if found is None:
             tags = list(map(self.pop, seqs))
@@ -101,6 +105,27 @@ class KeptTags:
             if mask:
                 self._clear(first, bits[first] & ~mask)
         return [tag] * len(seqs), True, masks
+
+    def _pop_run(self, seqs: list[int]
+                 ) -> tuple[list[bytes | None], bool, Masks | None] | None:
+        """``pop_all_masked`` of a run within one block, all kept as its bits (the
+        common ACK: of a BATCH that was a read's run), with one mask and no list of
+        masks made first; None: not that case, nothing done (``seqs`` ascending, each
+        once, and nothing kept one by one: the caller's to know)."""
+        count = len(seqs)
+        if not count:
+            return None
+        low, high = seqs[0], seqs[-1]
+        first = low & MARK_BLOCK_OF
+        if high - low != count - 1 or high - first >= MARK_BLOCK:
+            return None
+        mask = ((1 << count) - 1) << (low - first)
+        bits = self._bits.get(first, 0)
+        if bits & mask != mask:
+            return None
+        tag = self._block_tags[first]
+        self._clear(first, bits & ~mask)
+        return [tag] * count, True, [(first, mask)]
 
     def _all_bits_of_one_tag(self, seqs: list[int], once: bool = False,
                              ascending: bool = False

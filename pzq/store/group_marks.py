@@ -102,6 +102,13 @@ class GroupMarks:
     def done_by_all_masks(self, group_ids: list[int], masks: Masks) -> list[int]:
         """For each block of ``masks`` (``block_masks``), the bits of its mask every one
         of ``group_ids`` is done with (all 0 once some group is done with none)."""
+        if len(masks) == 1:  # (one block: most ACKs) its one int, no lists
+            first, bits = masks[0]
+            for group_id in group_ids:
+                bits &= self._bits(group_id, first)
+                if not bits:
+                    break
+            return [bits]
         firsts = list(map(FIRST_OF, masks))
         common = list(map(MASK_OF, masks))
         for group_id in group_ids:
@@ -278,6 +285,8 @@ def run_masks(low: int, count: int) -> list[tuple[int, int]]:
     look at each seq (a batch's new messages)."""
     start = low & MARK_BLOCK_OF
     span = ((1 << count) - 1) << (low - start)
+    if low + count <= start + MARK_BLOCK:  # (one block: most reads and ACKs, no loop)
+        return [(start, span)]
     return [(first, span >> (first - start) & BLOCK_BITS)
             for first in range(start, low + count, MARK_BLOCK)]
 

@@ -61,11 +61,17 @@ class KeptReads(Generic[T]):
         from the first. ``made_of``: a kept read's list, one for each of its seqs (None:
         not one to take from). A look at each kept read, not at each seq: another group
         whose read of the same messages is not the same list (it starts elsewhere, or
-        reads more) takes what the first made where its reads overlap."""
+        reads more) takes what the first made where its reads overlap. A read past
+        every kept one (the first group's, of new messages) is told at once, with no
+        look at the kept reads."""
         found: list[E] = []
+        if first > self._highest:  # (a read of new messages, the first group's: at once)
+            return found
         seq, end = first, first + count
         while seq < end:
-            for seqs, made in self._reads.values():
+            # the newest first: the other groups' reads of the same stretch were
+            # kept last (a group behind the others looks a little further)
+            for seqs, made in reversed(self._reads.values()):
                 if not seqs or not seqs[0] <= seq <= seqs[-1] \
                         or seqs[-1] - seqs[0] != len(seqs) - 1:
                     continue

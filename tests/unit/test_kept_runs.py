@@ -34,6 +34,33 @@ def test_a_read_takes_what_runs_made_as_far_as_they_reach():
     assert runs.run_from(30, 5, made_of) == []
 
 
+class LookedAt(list[int]):
+    """A kept read's seqs that count how often they are looked into."""
+
+    looks = 0
+
+    def __getitem__(self, at):
+        LookedAt.looks += 1
+        return super().__getitem__(at)
+
+
+def test_a_read_of_new_messages_looks_at_no_kept_read_and_a_shared_one_at_the_newest():
+    """The first group's read of new messages (past every kept read) is told at once;
+    another group's read of what was kept last finds it first (the kept reads are
+    looked at newest first): a look at each of the 20 kept reads before."""
+    runs: KeptReads[tuple[str, list[str]]] = KeptReads()
+    for first in range(0, 2000, 100):
+        seqs = LookedAt(range(first, first + 100))
+        runs.keep(seqs, [], ("own", [f"e{seq}" for seq in seqs]))
+    LookedAt.looks = 0
+    assert runs.run_from(2000, 100, made_of) == []
+    assert LookedAt.looks == 0
+    assert runs.run_from(1950, 50, made_of) == [f"e{seq}" for seq in range(1950, 2000)]
+    assert LookedAt.looks <= 8  # (the newest read only: some 44 looks before)
+    LookedAt.looks = 0
+    assert runs.run_from(50, 100, made_of) == [f"e{seq}" for seq in range(50, 150)]
+
+
 def test_reads_with_gaps_and_other_origins_give_nothing():
     runs = kept(([10, 11, 13, 14], "own"), (list(range(20, 30)), "other"))
     assert runs.run_from(10, 2, made_of) == []

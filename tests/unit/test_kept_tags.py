@@ -10,6 +10,7 @@ from itertools import repeat
 import pytest
 
 from pzq.delivery.kept_tags import KeptTags
+from pzq.store.group_marks import block_masks
 from pzq.store.keyspace import MARK_BLOCK
 
 TAGS = [b"", b"eu", b"us"]
@@ -57,8 +58,14 @@ def test_kept_tags_answer_as_a_dict_of_each_would(seed):
                 seqs.append(seqs[0])
             if rng.random() < 0.2:
                 seqs.append(rng.randrange(5 * MARK_BLOCK))
+            ascending = rng.random() < 0.5 and seqs == sorted(set(seqs))
             expected = list(map(model.pop, seqs, repeat(None)))
-            assert kept.pop_all(seqs) == (expected, None not in expected)
+            if ascending:  # (the ACK of a read's run, in its order: each once)
+                tags, every, masks = kept.pop_all_masked(seqs, ascending=True)
+                assert (tags, every) == (expected, None not in expected)
+                assert masks is None or masks == block_masks(seqs)
+            else:
+                assert kept.pop_all(seqs) == (expected, None not in expected)
         elif step < 0.8:
             seqs = rng.sample(range(5 * MARK_BLOCK), 50) + list(model)[:50]
             expected = list(map(model.get, seqs))
@@ -90,3 +97,61 @@ def test_blocks_of_other_tags_are_taken_back_each_with_its_own():
     kept.keep_all(us, [b"us"] * 10)
     assert kept.get_all(eu + us) == ([b"eu"] * 10 + [b"us"] * 10, True)
     assert kept.pop_all(us + eu) == ([b"us"] * 10 + [b"eu"] * 10, True)
+
+
+
+def _kept_read() -> KeptTags:
+    kept = KeptTags()
+    kept.keep_all(list(range(2_000, 2_300)), [b"eu"] * 300)  # (a block starts at 2048)
+    return kept
+
+
+@pytest.fixture
+def masks_made(monkeypatch):
+    """The seqs each list of blocks' masks was made for, by ``KeptTags``."""
+    import pzq.delivery.kept_tags as module
+    made: list[list[int]] = []
+    general = module.ascending_masks
+
+    def counted(seqs):
+        made.append(seqs)
+        return general(seqs)
+    monkeypatch.setattr(module, "ascending_masks", counted)
+    return made
+
+
+def test_the_ack_of_a_run_within_one_block_is_taken_with_its_one_mask(masks_made):
+    """An ACK of a read's run within one block, all kept as its bits (the common ACK),
+    is taken with its one mask, no list of masks made first (one before); asked again,
+    nothing is kept, as before."""
+    kept = _kept_read()
+    masks_made.clear()  # (the read's)
+    run = list(range(2_048, 2_148))
+    assert kept.pop_all_masked(run, ascending=True) == (
+        [b"eu"] * 100, True, [(2_048, (1 << 100) - 1)])
+    assert masks_made == []
+    assert kept.pop_all_masked(run, ascending=True) == ([None] * 100, False, None)
+    assert kept.get_all(list(range(2_000, 2_048)) + list(range(2_148, 2_300))) == (
+        [b"eu"] * 200, True)
+
+
+@pytest.mark.parametrize("case", ["across two blocks", "one not kept", "one kept alone",
+                                  "not a run"])
+def test_any_other_ack_is_taken_the_general_way_with_the_same_answer(case, masks_made):
+    kept, model = _kept_read(), dict.fromkeys(range(2_000, 2_300), b"eu")
+    seqs = list(range(2_048, 2_148))
+    if case == "across two blocks":
+        seqs = list(range(2_040, 2_060))
+    elif case == "one not kept":
+        assert kept.pop(2_100) == model.pop(2_100)
+    elif case == "one kept alone":
+        kept.keep(2_100, b"us")
+        model[2_100] = b"us"
+    else:
+        seqs = seqs[::2]
+    expected = list(map(model.pop, seqs, repeat(None)))
+    masks_made.clear()  # (the read's)
+    tags, every, masks = kept.pop_all_masked(seqs, ascending=True)
+    assert (tags, every) == (expected, None not in expected)
+    assert masks_made or masks is None  # the general way (one step makes none, gives one)
+    assert kept.get_all(list(model)) == (list(model.values()), True)

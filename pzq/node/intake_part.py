@@ -171,6 +171,11 @@ class IntakePart(Part, Participant):
         """The batch holding the messages is written: ACK their producers, or copy them
         to the peers first."""
         if self._failing:
+            if self.intake.store.write_failing_since is not None:
+                # A batch with nothing in it was not written: no sign the store takes
+                # writes again (its ACKs, none, need no answer). Asked again after
+                # the next batch (still not idle), until one is written.
+                return
             self._failing = False
             log.warning("store_write_recovered")
         accepted, self._accepted = self._accepted, NOTHING_ACCEPTED

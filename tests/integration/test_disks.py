@@ -159,10 +159,20 @@ def test_a_full_store_disk_refuses_with_the_reason_and_recovers(start_node, cont
                for reason in refused[1:]), refused
     assert not any(b"b'" in reason for reason in refused)
     assert node.figures()["store_failures"] == len(refused)
+    # A wake that writes nothing (this STATS) is no sign the store took a write again:
+    # it logged store_write_recovered, and the next refusal store_write_failed anew.
+    assert node.figures()["store_write_failing"] == 1
+    _, refused_still = produce_until_refused(node, context, 90_000, 1)
+    assert refused_still
 
     (disk / "filler").unlink()  # space again: the node takes messages at once
     more, refused_again = produce_until_refused(node, context, 100_000, 50)
     assert len(more) == 50 and not refused_again
+    wait_until(lambda: node.event("store_write_recovered"), 10,
+               message="the recovery logged (read from the node's stderr)")
+    spell = [event["event"] for event in list(node.events)
+             if event["event"] in ("store_write_failed", "store_write_recovered")]
+    assert spell == ["store_write_failed", "store_write_recovered"]  # one spell, told once
 
     node.kill()  # and nothing that was ACKed is lost, across a crash
     node.restart()

@@ -247,6 +247,32 @@ def test_a_full_store_disk_with_nobody_producing_is_unhealthy_until_a_write_succ
         == monitor_cli.EXIT_OK
 
 
+def test_a_store_directory_moved_away_under_a_running_node_is_refused_not_acked(
+        start_node, context, tmp_path, capsys):
+    """LevelDB writes on into its open files once its directory is gone from the path:
+    the node ACKed each message there, and a restart found a new, empty store."""
+    database = tmp_path / "db"
+    node = start_node("--ack-timeout", "600000", database=database)
+    acked, _ = produce_until_refused(node, context, 0, 20)
+    assert len(acked) == 20
+    database.rename(tmp_path / "moved")
+    during, refused = produce_until_refused(node, context, 1000, 5)
+    assert not during and len(refused) == 5
+    assert refused[0] == (f"not stored: store write failed: the store's directory {database} "
+                          f"was removed or replaced while the node ran (put it back, or stop "
+                          f"the node and restore it)").encode()
+    assert node.running and node.stats()["store_write_failing"] == 1
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
+        == monitor_cli.EXIT_UNHEALTHY
+    assert "unhealthy: store writes are failing" in capsys.readouterr().err
+    (tmp_path / "moved").rename(database)  # back: the node takes messages again
+    more, refused_again = produce_until_refused(node, context, 2000, 20)
+    assert len(more) == 20 and not refused_again
+    node.kill()
+    node.restart()
+    consume_all(node, context, acked | more)
+
+
 def _fill(path: Path) -> None:
     """Take every byte left on the file's filesystem."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT)

@@ -422,6 +422,28 @@ def _store_in_a_table(node, context) -> set[bytes]:
     return acked
 
 
+def test_a_table_cut_short_is_a_damaged_store_naming_the_repair(start_node, context):
+    """LevelDB reads a table past its end as an IO error (Invalid argument): the line
+    said no more, where any other damage named the repair."""
+    node = start_node()
+    _store_in_a_table(node, context)
+    assert node.stop() == 0
+    table = max(node.database.glob("*.ldb"), key=lambda path: path.stat().st_size)
+    os.truncate(table, table.stat().st_size // 2)
+
+    started = run_pzq(["--database", str(node.database), "--receive-dsn", "tcp://127.0.0.1:*",
+                       "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert started.returncode == 3
+    assert started.stderr.strip() == (
+        f"pzq: error: cannot open database {node.database}: a table is shorter than its "
+        f"MANIFEST records, cut short (IO error: {table}: Invalid argument); with the node "
+        f"stopped, pzq-ctl repair --database {node.database} brings back what is intact")
+    # Its index is at its end: repair keeps none of its messages, and says so.
+    assert "now 0 messages" in _repair(node.database)
+    node.restart()
+    assert node.figures()["messages"] == 0
+
+
 def _damage_a_table(database: Path) -> None:
     table = max(database.glob("*.ldb"), key=lambda path: path.stat().st_size)
     data = bytearray(table.read_bytes())

@@ -331,6 +331,28 @@ def test_an_archive_log_on_a_full_disk_cuts_its_half_record_and_goes_on(small_fi
     assert log.end_offset == len(data) == log.bytes
 
 
+def test_an_archive_log_whose_write_failed_still_syncs_the_records_written_before(
+        small_filesystem):
+    """The store fsyncs the deletes of archived messages only after the archive's
+    fsync (before_commit): a log whose write failed skipped its fsync without a word,
+    so a full archive disk left every record before the failure unsynced (a node's
+    2 487 of them, for over 40 s) while the store's deletes of their messages were
+    made durable: a power cut then lost them from both."""
+    disk = small_filesystem(4)
+    log = TopicLog(disk / "topic", segment_size=1 << 30, flush_messages=1 << 30,
+                   flush_interval_s=3600)
+    log.open(now=0.0)
+    with pytest.raises(ArchiveError, match="No space left on device"):
+        for i in range(1000):
+            log.append([b"%04d" % i, b"x" * 10_000], now=0.0)
+    assert log.end_offset > 0 and log.flushed_offset == 0
+    log.sync(now=0.2)  # as before the store's timed sync, with the disk still full
+    assert log.flushed_offset == log.end_offset and log.unsynced_since is None
+    with pytest.raises(ArchiveError, match="not writable"):
+        log.append([b"soon", b"y"], now=0.5)  # the failure stands: the next write waits
+    log.close(now=0.5)
+
+
 def test_a_full_archive_disk_under_acks_of_many_keys_archives_each_message_once(
         start_node, context, small_filesystem):
     """An ACK frame's messages go to the archive in one write: one that fails part-way

@@ -288,7 +288,7 @@ def _fill(path: Path) -> None:
 
 
 def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, context,
-                                                                     small_filesystem):
+                                                                     small_filesystem, capsys):
     disk = small_filesystem(4)
     node = start_node("--archive-dir", str(disk / "archive"), "--flush-messages", "1",
                       "--ack-timeout", "500000", "--reaper-frequency", "100000")
@@ -304,10 +304,19 @@ def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, 
             return node.stats()["archive"]["failures"] > 0
         wait_until(archive_failed, 60, message="an archive write failing on a full disk")
     assert node.figures()["messages"] > 0  # what was not archived is still stored
+    # No consumer ACKs now: no archive write, no failure counted between --check's two
+    # looks, which read healthy while the archive's disk stayed full.
+    assert node.stats()["archive"]["write_failing"] == 1
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
+        == monitor_cli.EXIT_UNHEALTHY
+    assert "unhealthy: archive writes are failing (for " in capsys.readouterr().err
 
     (disk / "filler").unlink()
     consume_all(node, context, acked - delivered)  # delivered again, now archived
     wait_until(lambda: node.figures()["messages"] == 0, 30, message="every message archived")
+    assert node.stats()["archive"]["write_failing"] == 0
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
+        == monitor_cli.EXIT_OK
 
 
 def test_an_archive_log_on_a_full_disk_cuts_its_half_record_and_goes_on(small_filesystem):

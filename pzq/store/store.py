@@ -81,7 +81,8 @@ class Store:
         self._spare: Batch | None = None
         self._directory_synced_ns = 0  # wall clock when the last directory fsync began
         self._sync_failing = False
-        self._directory = _identity(path)  # (device, inode): see _check_directory
+        self._path_text = os.fspath(path)  # (a stat of a str skips the Path's conversion)
+        self._directory = _identity(self._path_text)  # (device, inode): see _check_directory
 
     @classmethod
     def open(cls, path: str | Path, hard_sync: bool = False, sync_interval_s: float = 0.0,
@@ -243,7 +244,7 @@ class Store:
         operator's ``rm -rf`` of a running node's store was answered ``ok``, then a new,
         empty store). One stat a batch; what the store held is still read, so
         consumers are served and their ACKs wait in memory."""
-        if _identity(self.path) != self._directory:
+        if _identity(self._path_text) != self._directory:
             raise StoreError(f"store write failed: the store's directory {self.path} was "
                              f"removed or replaced while the node ran (put it back, or "
                              f"stop the node and restore it)")
@@ -489,7 +490,7 @@ def _mb(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB"
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def _identity(path: str) -> tuple[int, int] | None:
     """The directory's device and inode, None when nothing is at ``path``."""
     try:
         found = os.stat(path)

@@ -475,6 +475,29 @@ def test_a_table_cut_short_is_a_damaged_store_naming_the_repair(start_node, cont
     assert node.figures()["messages"] == 0
 
 
+def test_a_store_whose_log_is_gone_is_refused_not_opened_empty(start_node, context, tmp_path):
+    """LevelDB opened it without a word: the node started with messages=0 and a new node
+    id, every message of the log lost."""
+    node = start_node()
+    acked, _ = produce_until_refused(node, context, 0, 100)
+    assert len(acked) == 100
+    assert node.stop() == 0
+    (log,) = node.database.glob("*.log")
+    log.rename(tmp_path / log.name)
+
+    started = run_pzq(["--database", str(node.database), "--receive-dsn", "tcp://127.0.0.1:*",
+                       "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert started.returncode == 3
+    assert started.stderr.strip() == (
+        f"pzq: error: cannot open database {node.database}: its log (NNNNNN.log) is missing "
+        "beside its CURRENT, and LevelDB would open it without the messages written since "
+        "its last table; put the log back or restore a backup (a store that never took a "
+        "message: remove the directory)")
+    (tmp_path / log.name).rename(log)  # back: every message is there
+    node.restart()
+    consume_all(node, context, acked)
+
+
 def _damage_a_table(database: Path) -> None:
     table = max(database.glob("*.ldb"), key=lambda path: path.stat().st_size)
     data = bytearray(table.read_bytes())

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -51,6 +52,36 @@ FAULT_SECONDS = (0.5, 3.0)  # how long a partition or a full disk lasts
 NODE_ARGS = ["--ack-timeout", "1000000", "--reaper-frequency", "200000"]
 CLUSTER_TIMINGS = ClusterTimings(timeout_nodes_us=1_000_000, ack_timeout_us=1_000_000,
                                  timeout_replication_us=500_000, reaper_frequency_us=200_000)
+
+
+@dataclass(frozen=True)
+class StoreModes:
+    """How every node of a soak keeps what it is given: ``hard_sync`` (an fsync a
+    batch) and ``archive`` (acked messages archived, each node into a directory
+    beside its store)."""
+
+    hard_sync: bool = False
+    archive: bool = False
+
+    def args(self, directory: Path, index: int) -> list[str]:
+        """The options of the node of that index, whose scratch is ``directory``."""
+        return ((["--hard-sync"] if self.hard_sync else [])
+                + (["--archive-dir", str(directory / f"archive{index}")] if self.archive
+                   else []))
+
+
+NO_MODES = StoreModes()  # the defaults: a timed fsync, no archive
+
+
+def add_store_modes(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hard-sync", action="store_true",
+                        help="run the nodes with --hard-sync (an fsync a batch)")
+    parser.add_argument("--archive", action="store_true",
+                        help="run the nodes with the archive on (--archive-dir)")
+
+
+def store_modes(args: argparse.Namespace) -> StoreModes:
+    return StoreModes(args.hard_sync, args.archive)
 
 
 class Unavailable(Exception):
@@ -152,20 +183,24 @@ class Nodes:
     def __init__(self, directory: Path, count: int, disk_fulls: bool, replicas: int = 1,
                  consume: bool = False, node_args: Sequence[str] = NODE_ARGS,
                  timings: ClusterTimings = CLUSTER_TIMINGS,
-                 cluster_args: tuple[str, ...] = ()) -> None:
+                 cluster_args: tuple[str, ...] = (),
+                 modes: StoreModes = NO_MODES) -> None:
         """``consume`` serves consumer groups (--consume-dsn) too; ``cluster_args`` are
-        more options for each node of a cluster (``timings`` give its clocks)."""
+        more options for each node of a cluster (``timings`` give its clocks);
+        ``modes`` those of every node's store."""
         self.disks = StoreDisks([directory / f"node{i}" for i in range(count)]) \
             if disk_fulls else None
         self.cluster: ProxiedCluster | None = None
         if self.disks is not None:
             self.disks.mount()
         if count == 1:
-            self.members = [NodeProcess(directory / "node0", *node_args, consume=consume)]
+            self.members = [NodeProcess(directory / "node0", *node_args,
+                                        *modes.args(directory, 0), consume=consume)]
         else:
             self.cluster = ProxiedCluster(directory, count, replicas, timings,
                                           log_level="info", consume=consume,
-                                          extra_args=cluster_args)
+                                          extra_args=cluster_args,
+                                          own_args=partial(modes.args, directory))
             self.members = list(self.cluster.nodes)
 
     def start(self) -> None:
@@ -282,7 +317,7 @@ def _count_acks(acks: list[ProducerAck], report: ProducerTally, acked: set[bytes
 
 def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 3, seed: int = 1,
         drain_timeout: float = 60.0, directory: Path | None = None, partitions: int = 0,
-        disk_fulls: int = 0, at_least: int = 0) -> Report:
+        disk_fulls: int = 0, at_least: int = 0, modes: StoreModes = NO_MODES) -> Report:
     """One soak; raises Unavailable when a fault asked for cannot be made here.
     ``at_least`` keeps producing past ``seconds`` until that many messages were
     ACKed, so that a slow machine still checks a soak of a known size."""
@@ -293,7 +328,7 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 3, seed: int =
     acked: set[bytes] = set()
     with tempfile.TemporaryDirectory(prefix="pzq-chaos-", dir=directory) as tmp, \
             ExitStack() as cleanup:
-        nodes = Nodes(Path(tmp), nodes_count, disk_fulls > 0)
+        nodes = Nodes(Path(tmp), nodes_count, disk_fulls > 0, modes=modes)
         cleanup.callback(nodes.close)
         nodes.start()
         consuming = Consuming([node.send_dsn for node in nodes.members])
@@ -335,6 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "(--nodes 3)")
     parser.add_argument("--disk-fulls", type=int, default=0,
                         help="a node's store disk filled, freed after 0.5-3 s (root)")
+    add_store_modes(parser)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
@@ -345,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = run(args.nodes, args.seconds, args.kills, args.seed,
                      partitions=args.partitions, disk_fulls=args.disk_fulls,
-                     at_least=args.at_least)
+                     at_least=args.at_least, modes=store_modes(args))
     except Unavailable as exc:
         parser.exit(ExitCode.USAGE, f"chaos: error: {exc}\n")
     if args.json:

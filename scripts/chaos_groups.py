@@ -54,7 +54,7 @@ import zmq
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for chaos
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
-from chaos import Faults, Nodes, Unavailable, produce_for  # noqa: E402
+from chaos import NO_MODES, Faults, Nodes, StoreModes, Unavailable, produce_for, store_modes  # noqa: E402
 from chaos_shared import (  # noqa: E402
     SoakConsumer,
     declare_groups,
@@ -578,7 +578,8 @@ class Chaos:
 def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2,
         consumer_faults: int = 4, replicas: int = 1, groups: Sequence[str] = ("billing", "audit"),
         rate: float = 400.0, seed: int = 1, drain_timeout: float = 60.0,
-        directory: Path | None = None, at_least: int = 0) -> GroupsReport:
+        directory: Path | None = None, at_least: int = 0,
+        modes: StoreModes = NO_MODES) -> GroupsReport:
     """One soak of groups; raises Unavailable for a cluster it cannot make.
     ``at_least`` keeps producing past ``seconds`` until that many were ACKed."""
     if nodes_count == 1 and replicas != 1:
@@ -589,7 +590,8 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2,
     with tempfile.TemporaryDirectory(prefix="pzq-chaos-groups-", dir=directory) as tmp, \
             ExitStack() as cleanup:
         nodes = Nodes(Path(tmp), nodes_count, False, replicas=replicas, consume=True,
-                      node_args=NODE_ARGS, timings=TIMINGS, cluster_args=("--delivery-headers",))
+                      node_args=NODE_ARGS, timings=TIMINGS, cluster_args=("--delivery-headers",),
+                      modes=modes)
         cleanup.callback(nodes.close)
         nodes.start()
         chaos = Chaos(nodes, groups, report, seed)
@@ -688,7 +690,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return report_and_exit(parser, lambda: run(args.nodes, args.seconds, args.kills,
                                                args.consumer_faults, args.replicas,
                                                args.groups, args.rate, args.seed,
-                                               at_least=args.at_least),
+                                               at_least=args.at_least,
+                                               modes=store_modes(args)),
                            print_table, args.json)
 
 

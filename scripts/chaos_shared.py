@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Any, Protocol, TypeVar
 
 import zmq
-from chaos import Nodes, Unavailable
+from chaos import Nodes, Unavailable, add_store_modes
 
 from pzq.bench.nodes import wait_until
 from pzq.client import ConsumeRefused, GroupConsumer, request_monitor
@@ -154,6 +154,7 @@ def soak_parser(prog: str, description: str, seconds: float, rate: float,
     parser.add_argument("--seconds", type=float, default=seconds, help="how long to produce")
     parser.add_argument("--rate", type=float, default=rate, help="messages a second")
     parser.add_argument("--kills", type=int, default=kills, help="node SIGKILLs and restarts")
+    add_store_modes(parser)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser

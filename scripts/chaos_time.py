@@ -70,7 +70,7 @@ import zmq
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for chaos
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
-from chaos import Faults, Nodes, Unavailable, _pace  # noqa: E402
+from chaos import NO_MODES, Faults, Nodes, StoreModes, Unavailable, _pace, store_modes  # noqa: E402
 from chaos_shared import (  # noqa: E402
     SoakConsumer,
     declare_groups,
@@ -707,7 +707,8 @@ STORE_FIGURES = {"messages": "messages", "copies": "replicas_held", "scheduled":
 
 def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2, replicas: int = 1,
         groups: Sequence[str] = ("billing", "audit"), rate: float = 200.0, seed: int = 1,
-        drain_timeout: float = 60.0, directory: Path | None = None) -> TimeReport:
+        drain_timeout: float = 60.0, directory: Path | None = None,
+        modes: StoreModes = NO_MODES) -> TimeReport:
     """One soak; raises Unavailable for a cluster it cannot make."""
     if nodes_count == 1 and replicas != 1:
         raise Unavailable("--replicas needs a cluster: --nodes 3")
@@ -716,7 +717,8 @@ def run(nodes_count: int = 1, seconds: float = 10.0, kills: int = 2, replicas: i
     with tempfile.TemporaryDirectory(prefix="pzq-chaos-time-", dir=directory) as tmp, \
             ExitStack() as cleanup:
         nodes = Nodes(Path(tmp), nodes_count, False, replicas=replicas, consume=True,
-                      node_args=NODE_ARGS, timings=TIMINGS, cluster_args=("--delivery-headers",))
+                      node_args=NODE_ARGS, timings=TIMINGS, cluster_args=("--delivery-headers",),
+                      modes=modes)
         cleanup.callback(nodes.close)
         nodes.start()
         soak = Soak(nodes, groups, report, seed)
@@ -804,7 +806,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     "0, --kills not below\n")
     return report_and_exit(parser, lambda: run(args.nodes, args.seconds, args.kills,
                                                args.replicas, args.groups, args.rate,
-                                               args.seed),
+                                               args.seed, modes=store_modes(args)),
                            print_table, args.json)
 
 

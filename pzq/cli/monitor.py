@@ -153,7 +153,11 @@ def health_problems(before: dict[str, Any] | None, now: dict[str, Any] | None,
         problems.append(f"store writes are failing (for {failing})")
     elif now.get("store_failures", 0) > before.get("store_failures", 0):
         problems.append("store writes are failing")
-    if now.get("archive", {}).get("failures", 0) > before.get("archive", {}).get("failures", 0):
+    archive = now.get("archive", {})
+    if archive.get("write_failing", 0):  # (with no consumer ACKing, no failure counted)
+        failing = human.duration(archive.get("write_failing_s", 0))
+        problems.append(f"archive writes are failing (for {failing})")
+    elif archive.get("failures", 0) > before.get("archive", {}).get("failures", 0):
         problems.append("archive writes are failing")
     if now.get("pending_producer_acks", 0) > max_pending_acks:
         problems.append(f"{now['pending_producer_acks']} producer ACKs cannot be sent")

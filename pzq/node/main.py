@@ -25,7 +25,12 @@ from pzq.node.shards import run_shards
 from pzq.node.start_report import NO_REPORT, StartReport, start_report
 from pzq.node.state import NodeState
 from pzq.node.waker import Waker
-from pzq.store.directory import refuse_lost_current, refuse_other_content, refuse_unusable
+from pzq.store.directory import (
+    refuse_lost_current,
+    refuse_lost_log,
+    refuse_other_content,
+    refuse_unusable,
+)
 from pzq.store.store import Store
 from pzq.tool_base import OneLineParser
 
@@ -151,6 +156,7 @@ def open_store(config: Config) -> Store:
     backup = check_restore(database, archive_dir)
     refuse_other_content(database)
     refuse_lost_current(database)
+    refuse_lost_log(database)
     store = Store.open(database, hard_sync=config.hard_sync,
                        sync_interval_s=config.sync_interval_s, now=Now.read().mono)
     if backup is not None:

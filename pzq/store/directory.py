@@ -95,6 +95,28 @@ def refuse_lost_current(path: Path) -> None:
                          f"pzq-ctl repair --database {path} brings back what is intact")
 
 
+LOG_NAME = re.compile(r"^\d+\.log$")
+
+
+def refuse_lost_log(path: Path) -> None:
+    """StoreError when the store's CURRENT is there and no log beside it: LevelDB keeps
+    the log its MANIFEST names from each open on (pzq fsyncs the directory after the
+    open, so a power cut keeps its name), and opens a store whose log is gone without
+    a word, every message written since its last table lost (all 100 of a store
+    whose messages were in the log: it started empty, with a new node id)."""
+    try:
+        if not path.is_dir() or not (path / "CURRENT").exists():
+            return
+        if any(LOG_NAME.match(entry.name) for entry in path.iterdir()):
+            return
+    except OSError:
+        return  # (refuse_unusable names it)
+    raise StoreError(f"cannot open database {path}: its log (NNNNNN.log) is missing beside "
+                     "its CURRENT, and LevelDB would open it without the messages written "
+                     "since its last table; put the log back or restore a backup (a store "
+                     "that never took a message: remove the directory)")
+
+
 LEVELDB_FILE = re.compile(r"^(CURRENT|LOCK|MANIFEST-\d+|\d+\.(log|ldb|sst))$")
 
 

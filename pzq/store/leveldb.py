@@ -63,6 +63,11 @@ def leveldb_reason(exc: Exception) -> str:
     return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 
 
+# LevelDB's answer to a read past the end of a table it maps into memory: the file is
+# shorter than its MANIFEST records (truncated on disk), damage as a bad checksum is,
+# which said as an IO error alone named no repair.
+CUT_SHORT = ".ldb: Invalid argument"
+
 REPAIR_HINT = ("with the node stopped, pzq-ctl repair --database {path} brings back "
                 "what is intact")
 
@@ -133,7 +138,12 @@ def open_store_database(path: Path) -> plyvel.DB:
         if "lock" in str(exc).lower() and "permission denied" not in str(exc).lower():
             raise StoreError(f"database directory {path} is in use by another "
                              "process (its LevelDB lock is held)") from None
-        raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}") from None
+        reason = leveldb_reason(exc)
+        if reason.endswith(CUT_SHORT):
+            raise StoreError(f"cannot open database {path}: a table is shorter than its "
+                             f"MANIFEST records, cut short ({reason}); "
+                             f"{REPAIR_HINT.format(path=path)}") from None
+        raise StoreError(f"cannot open database {path}: {reason}") from None
     except plyvel.CorruptionError as exc:
         raise StoreError(f"cannot open database {path}: {leveldb_reason(exc)}; "
                          f"{REPAIR_HINT.format(path=path)}") from None

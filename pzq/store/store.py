@@ -81,6 +81,8 @@ class Store:
         self._spare: Batch | None = None
         self._directory_synced_ns = 0  # wall clock when the last directory fsync began
         self._sync_failing = False
+        self._path_text = os.fspath(path)  # (a stat of a str skips the Path's conversion)
+        self._directory = _identity(self._path_text)  # (device, inode): see _check_directory
 
     @classmethod
     def open(cls, path: str | Path, hard_sync: bool = False, sync_interval_s: float = 0.0,
@@ -216,6 +218,7 @@ class Store:
     def _write(self, batch: Batch) -> None:
         if self._torn_log:
             self._refuse_until_recovered()
+        self._check_directory()
         self._before_write()
         messages = self.messages + batch.message_delta
         stored_bytes = self.bytes + batch.byte_delta
@@ -233,6 +236,18 @@ class Store:
         elif self.log_sync.unsynced_since is None or self.log_sync.running_since is not None:
             # (else already unsynced and no sync runs: the log's state stays, no call)
             self.log_sync.written(False, self._now)
+
+    def _check_directory(self) -> None:
+        """Refuse the write when the store's directory was removed, moved or replaced
+        while the node ran: LevelDB goes on writing into its open files, gone from the
+        path, and every message ACKed then would be lost at the next start (an
+        operator's ``rm -rf`` of a running node's store was answered ``ok``, then a new,
+        empty store). One stat a batch; what the store held is still read, so
+        consumers are served and their ACKs wait in memory."""
+        if _identity(self._path_text) != self._directory:
+            raise StoreError(f"store write failed: the store's directory {self.path} was "
+                             f"removed or replaced while the node ran (put it back, or "
+                             f"stop the node and restore it)")
 
     def _before_write(self) -> None:
         for participant in self._checking:
@@ -473,3 +488,12 @@ class Store:
 
 def _mb(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB"
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The directory's device and inode, None when nothing is at ``path``."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino

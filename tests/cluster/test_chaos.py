@@ -61,6 +61,23 @@ def test_a_soak_produces_past_its_seconds_until_it_has_its_messages(tmp_path):
     assert report.lost == 0
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("nodes", [1, 3], ids=["single-node", "cluster"])
+def test_store_modes_reach_every_node(tmp_path, nodes):
+    """--hard-sync and --archive of the soaks: each node runs so, with an archive of
+    its own (one shared would be refused: in use by another node)."""
+    chaos = load_chaos()
+    soaked = chaos.Nodes(tmp_path, nodes, False, modes=chaos.StoreModes(True, True))
+    try:
+        soaked.start()
+        for index, node in enumerate(soaked.members):
+            stats = node.stats()
+            assert stats["hard_sync"] == 1
+            assert "archive" in stats and (tmp_path / f"archive{index}").is_dir()
+    finally:
+        soaked.close()
+
+
 def test_partitions_need_a_cluster():
     chaos = load_chaos()
     with pytest.raises(chaos.Unavailable, match="--nodes 3"):

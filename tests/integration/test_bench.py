@@ -347,3 +347,16 @@ def test_the_time_replay_and_authorization_benchmarks_run_to_their_figures(
     lines = ran.stdout.strip().splitlines()
     assert lines and last_words in "\n".join(lines[-3:]), ran.stdout[-2000:]
     renders_as_its_page_table(table, tmp_path / "f.json")
+
+
+@pytest.mark.timeout(10)
+def test_a_power_loss_round_is_a_line_with_units():
+    """Each round printed its dataclass's repr (Round(acked=13762, lost=976,
+    oldest_lost_age_s=0.361, ...)): no unit, the field names for words."""
+    from tests.support.power_loss import Round
+
+    assert str(Round(13762, 976, 0.361, 6435)) == (
+        "13,762 messages ACKed, 976 lost (the oldest ACKed 0.361 s before the cut), "
+        "6,435 delivered after the restart")
+    assert str(Round(21799, 0, 0.0, 10998)) == (
+        "21,799 messages ACKed, 0 lost (none), 10,998 delivered after the restart")

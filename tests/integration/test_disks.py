@@ -159,10 +159,20 @@ def test_a_full_store_disk_refuses_with_the_reason_and_recovers(start_node, cont
                for reason in refused[1:]), refused
     assert not any(b"b'" in reason for reason in refused)
     assert node.figures()["store_failures"] == len(refused)
+    # A wake that writes nothing (this STATS) is no sign the store took a write again:
+    # it logged store_write_recovered, and the next refusal store_write_failed anew.
+    assert node.figures()["store_write_failing"] == 1
+    _, refused_still = produce_until_refused(node, context, 90_000, 1)
+    assert refused_still
 
     (disk / "filler").unlink()  # space again: the node takes messages at once
     more, refused_again = produce_until_refused(node, context, 100_000, 50)
     assert len(more) == 50 and not refused_again
+    wait_until(lambda: node.event("store_write_recovered"), 10,
+               message="the recovery logged (read from the node's stderr)")
+    spell = [event["event"] for event in list(node.events)
+             if event["event"] in ("store_write_failed", "store_write_recovered")]
+    assert spell == ["store_write_failed", "store_write_recovered"]  # one spell, told once
 
     node.kill()  # and nothing that was ACKed is lost, across a crash
     node.restart()
@@ -262,6 +272,32 @@ def test_a_full_store_disk_with_nobody_producing_is_unhealthy_until_a_write_succ
         == monitor_cli.EXIT_OK
 
 
+def test_a_store_directory_moved_away_under_a_running_node_is_refused_not_acked(
+        start_node, context, tmp_path, capsys):
+    """LevelDB writes on into its open files once its directory is gone from the path:
+    the node ACKed each message there, and a restart found a new, empty store."""
+    database = tmp_path / "db"
+    node = start_node("--ack-timeout", "600000", database=database)
+    acked, _ = produce_until_refused(node, context, 0, 20)
+    assert len(acked) == 20
+    database.rename(tmp_path / "moved")
+    during, refused = produce_until_refused(node, context, 1000, 5)
+    assert not during and len(refused) == 5
+    assert refused[0] == (f"not stored: store write failed: the store's directory {database} "
+                          f"was removed or replaced while the node ran (put it back, or stop "
+                          f"the node and restore it)").encode()
+    assert node.running and node.stats()["store_write_failing"] == 1
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
+        == monitor_cli.EXIT_UNHEALTHY
+    assert "unhealthy: store writes are failing" in capsys.readouterr().err
+    (tmp_path / "moved").rename(database)  # back: the node takes messages again
+    more, refused_again = produce_until_refused(node, context, 2000, 20)
+    assert len(more) == 20 and not refused_again
+    node.kill()
+    node.restart()
+    consume_all(node, context, acked | more)
+
+
 def _fill(path: Path) -> None:
     """Take every byte left on the file's filesystem."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT)
@@ -277,7 +313,7 @@ def _fill(path: Path) -> None:
 
 
 def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, context,
-                                                                     small_filesystem):
+                                                                     small_filesystem, capsys):
     disk = small_filesystem(4)
     node = start_node("--archive-dir", str(disk / "archive"), "--flush-messages", "1",
                       "--ack-timeout", "500000", "--reaper-frequency", "100000")
@@ -293,10 +329,19 @@ def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, 
             return node.stats()["archive"]["failures"] > 0
         wait_until(archive_failed, 60, message="an archive write failing on a full disk")
     assert node.figures()["messages"] > 0  # what was not archived is still stored
+    # No consumer ACKs now: no archive write, no failure counted between --check's two
+    # looks, which read healthy while the archive's disk stayed full.
+    assert node.stats()["archive"]["write_failing"] == 1
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
+        == monitor_cli.EXIT_UNHEALTHY
+    assert "unhealthy: archive writes are failing (for " in capsys.readouterr().err
 
     (disk / "filler").unlink()
     consume_all(node, context, acked - delivered)  # delivered again, now archived
     wait_until(lambda: node.figures()["messages"] == 0, 30, message="every message archived")
+    assert node.stats()["archive"]["write_failing"] == 0
+    assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
+        == monitor_cli.EXIT_OK
 
 
 def test_an_archive_log_on_a_full_disk_cuts_its_half_record_and_goes_on(small_filesystem):
@@ -318,6 +363,28 @@ def test_an_archive_log_on_a_full_disk_cuts_its_half_record_and_goes_on(small_fi
     data = list_segments(disk / "topic")[0].path.read_bytes()
     assert [frames for _, frames in decode_records(data)] == [*written, [b"later", b"z"]]
     assert log.end_offset == len(data) == log.bytes
+
+
+def test_an_archive_log_whose_write_failed_still_syncs_the_records_written_before(
+        small_filesystem):
+    """The store fsyncs the deletes of archived messages only after the archive's
+    fsync (before_commit): a log whose write failed skipped its fsync without a word,
+    so a full archive disk left every record before the failure unsynced (a node's
+    2 487 of them, for over 40 s) while the store's deletes of their messages were
+    made durable: a power cut then lost them from both."""
+    disk = small_filesystem(4)
+    log = TopicLog(disk / "topic", segment_size=1 << 30, flush_messages=1 << 30,
+                   flush_interval_s=3600)
+    log.open(now=0.0)
+    with pytest.raises(ArchiveError, match="No space left on device"):
+        for i in range(1000):
+            log.append([b"%04d" % i, b"x" * 10_000], now=0.0)
+    assert log.end_offset > 0 and log.flushed_offset == 0
+    log.sync(now=0.2)  # as before the store's timed sync, with the disk still full
+    assert log.flushed_offset == log.end_offset and log.unsynced_since is None
+    with pytest.raises(ArchiveError, match="not writable"):
+        log.append([b"soon", b"y"], now=0.5)  # the failure stands: the next write waits
+    log.close(now=0.5)
 
 
 def test_a_full_archive_disk_under_acks_of_many_keys_archives_each_message_once(
@@ -409,6 +476,51 @@ def _store_in_a_table(node, context) -> set[bytes]:
         assert node.stop() == 0
         node.restart()
     return acked
+
+
+def test_a_table_cut_short_is_a_damaged_store_naming_the_repair(start_node, context):
+    """LevelDB reads a table past its end as an IO error (Invalid argument): the line
+    said no more, where any other damage named the repair."""
+    node = start_node()
+    _store_in_a_table(node, context)
+    assert node.stop() == 0
+    table = max(node.database.glob("*.ldb"), key=lambda path: path.stat().st_size)
+    os.truncate(table, table.stat().st_size // 2)
+
+    started = run_pzq(["--database", str(node.database), "--receive-dsn", "tcp://127.0.0.1:*",
+                       "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert started.returncode == 3
+    assert started.stderr.strip() == (
+        f"pzq: error: cannot open database {node.database}: a table is shorter than its "
+        f"MANIFEST records, cut short (IO error: {table}: Invalid argument); with the node "
+        f"stopped, pzq-ctl repair --database {node.database} brings back what is intact")
+    # Its index is at its end: repair keeps none of its messages, and says so.
+    assert "now 0 messages" in _repair(node.database)
+    node.restart()
+    assert node.figures()["messages"] == 0
+
+
+def test_a_store_whose_log_is_gone_is_refused_not_opened_empty(start_node, context, tmp_path):
+    """LevelDB opened it without a word: the node started with messages=0 and a new node
+    id, every message of the log lost."""
+    node = start_node()
+    acked, _ = produce_until_refused(node, context, 0, 100)
+    assert len(acked) == 100
+    assert node.stop() == 0
+    (log,) = node.database.glob("*.log")
+    log.rename(tmp_path / log.name)
+
+    started = run_pzq(["--database", str(node.database), "--receive-dsn", "tcp://127.0.0.1:*",
+                       "--send-dsn", "tcp://127.0.0.1:*", "--monitor-dsn", "tcp://127.0.0.1:*"])
+    assert started.returncode == 3
+    assert started.stderr.strip() == (
+        f"pzq: error: cannot open database {node.database}: its log (NNNNNN.log) is missing "
+        "beside its CURRENT, and LevelDB would open it without the messages written since "
+        "its last table; put the log back or restore a backup (a store that never took a "
+        "message: remove the directory)")
+    (tmp_path / log.name).rename(log)  # back: every message is there
+    node.restart()
+    consume_all(node, context, acked)
 
 
 def _damage_a_table(database: Path) -> None:

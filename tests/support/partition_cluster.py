@@ -11,7 +11,7 @@ and monitor endpoints are not proxied: clients keep reaching every live node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import permutations
 from pathlib import Path
@@ -67,8 +67,10 @@ def link(source: int, target: int) -> str:
 class ProxiedCluster:
     def __init__(self, directory: Path, size: int, replicas: int, timings: ClusterTimings,
                  log_level: str = "debug", consume: bool = False,
-                 extra_args: tuple[str, ...] = ()) -> None:
-        """``extra_args``: more options for every daemon (after the cluster's own)."""
+                 extra_args: tuple[str, ...] = (),
+                 own_args: Callable[[int], Sequence[str]] = lambda index: ()) -> None:
+        """``extra_args``: more options for every daemon (after the cluster's own);
+        ``own_args``: those of the node of that index alone (its archive's directory)."""
         self.size = size
         self.network = ProxyNetwork()
         ports = [port_below_ephemeral() for _ in range(size)]
@@ -80,7 +82,8 @@ class ProxiedCluster:
             self.network.set_announce(link(source, target),
                                       self.network.proxies[link(target, source)].endpoint)
         self.nodes = [LoggedNode(directory / f"node{index}", *self._args(index, replicas),
-                                  *timings.args(), *extra_args, log_level=log_level,
+                                  *timings.args(), *extra_args, *own_args(index),
+                                  log_level=log_level,
                                   consume=consume)
                       for index in range(size)]
 

@@ -39,6 +39,13 @@ class Round:
     oldest_lost_age_s: float  # the lost message ACKed longest before the cut (0: none)
     delivered_after: int  # messages delivered after the restart (again or for the first time)
 
+    def __str__(self) -> str:
+        """A round as a line of the power-loss run, each number with its unit."""
+        oldest = (f"the oldest ACKed {self.oldest_lost_age_s:.3f} s before the cut"
+                  if self.lost else "none")
+        return (f"{self.acked:,} messages ACKed, {self.lost:,} lost ({oldest}), "
+                f"{self.delivered_after:,} delivered after the restart")
+
 
 def node_args(archive: Path, hard_sync: bool, sync_interval: str) -> list[str]:
     mode = ["--hard-sync"] if hard_sync else ["--sync-interval", sync_interval]

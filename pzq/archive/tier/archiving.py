@@ -11,6 +11,7 @@ delivered again later, and the failure is logged once per failing spell.
 
 from __future__ import annotations
 
+import time
 from operator import attrgetter
 
 from pzq.archive.tier.archive import Archive
@@ -43,6 +44,8 @@ class Archiving(Participant):
         self.stored_at = stored_at
         self.lock = ArchiveLock(tier.archive.directory)
         self._failing = False
+        # when (seconds since the epoch) the writes began to fail; None while they succeed
+        self._failing_since: float | None = None
         # a timed sync may make the batch being written durable (pzq.store.batch)
         self._batch_syncs = False
 
@@ -118,6 +121,7 @@ class Archiving(Participant):
     def _recovered(self) -> None:
         if self._failing:
             self._failing = False
+            self._failing_since = None
             log.warning("archive_write_recovered")
 
     def failed_with(self, exc: ArchiveError, messages: int = 1) -> None:
@@ -125,6 +129,7 @@ class Archiving(Participant):
         self.tier.failures += messages
         if not self._failing:  # once per failing spell
             self._failing = True
+            self._failing_since = time.time()
             log.error("archive_write_failed", error=str(exc))
 
     def wake_at(self, now: float) -> None:
@@ -145,8 +150,12 @@ class Archiving(Participant):
             self.failed_with(exc)
 
     def figures(self, now: float) -> dict[str, object]:
-        """The archive's figures for STATS (``now``: seconds since the epoch)."""
-        return self.tier.snapshot(now)
+        """The archive's figures for STATS (``now``: seconds since the epoch): with
+        whether its writes fail now (the failures' count moves only while messages are
+        acked: a full archive disk with no consumer ACKing read healthy)."""
+        since = self._failing_since
+        return {**self.tier.snapshot(now), "write_failing": int(since is not None),
+                "write_failing_s": 0.0 if since is None else round(max(0.0, now - since), 3)}
 
     def prepare(self, batch: Batch) -> None:
         self._batch_syncs = batch.sync

@@ -303,7 +303,10 @@ class TopicLog:
         self._active_size = 0
 
     def sync(self, now: float) -> None:
-        if self._active is None or self._failure is not None:
+        if self._failure is not None:
+            self._sync_written_before_failure(now)
+            return
+        if self._active is None:
             return
         try:
             if self.unsynced_since is not None:  # also what a failed write left
@@ -316,6 +319,27 @@ class TopicLog:
         self.synced_at = now
         self.flushed_offset = self.end_offset
         self._save_index()
+
+    def _sync_written_before_failure(self, now: float) -> None:
+        """A write failed (a full disk): the records written whole before it still reach
+        the disk now, as the store's fsync of their messages' deletes waits for (see
+        pzq.archive.tier.tier's before_commit); skipped, the deletes were made
+        durable and the records not, and a power cut lost those messages from both.
+        What the failure left half written is past ``end_offset``, cut at the reopen."""
+        if self.unsynced_since is None:
+            return
+        try:
+            if self._active is not None:
+                os.fsync(self._active.fileno())
+            else:  # (closed by a reopen that failed)
+                with self.segments[-1].path.open("rb") as handle:
+                    os.fsync(handle.fileno())
+        except OSError as exc:
+            raise ArchiveError(f"archive fsync failed: {exc}") from None
+        self._unsynced = 0
+        self.unsynced_since = None
+        self.synced_at = now
+        self.flushed_offset = self.end_offset
 
     def _save_index(self) -> None:
         """The active segment's new index entries to its file (a hint: no fsync)."""

@@ -81,6 +81,10 @@ ARCHIVE_GAUGES = (
     ("pzq_archive_fsync_age_seconds", "fsync_age_s", "Seconds since the archive's last fsync."),
     ("pzq_archive_unsynced_seconds", "unsynced_s",
      "Age of the oldest archive record not yet fsync'd: what a power cut would lose (0: none)."),
+    ("pzq_archive_write_failing", "write_failing",
+     "1 while the archive's appends fail (its last append failed), else 0."),
+    ("pzq_archive_write_failing_seconds", "write_failing_s",
+     "Seconds since the archive's appends began to fail (0: they succeed)."),
 )
 ACK_OUTCOMES = ("acked", "nacked")  # a consumer ACK removed the message, or gave it back
 

@@ -24,6 +24,8 @@ from pzq.archive.tier.topiclog import TopicLog, list_segments
 from pzq.cli import monitor as monitor_cli
 from pzq.client import Consumer, GroupConsumer, Producer
 from pzq.errors import ArchiveError
+from pzq.monitoring.metrics import PzqCollector
+from pzq.monitoring.scrape import Scraper
 from pzq.store import keyspace, record
 from tests.support.harness import (
     consume_all,
@@ -332,6 +334,7 @@ def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, 
     # No consumer ACKs now: no archive write, no failure counted between --check's two
     # looks, which read healthy while the archive's disk stayed full.
     assert node.stats()["archive"]["write_failing"] == 1
+    assert _archive_failing_metric(node.monitor_dsn) == 1.0
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
         == monitor_cli.EXIT_UNHEALTHY
     assert "unhealthy: archive writes are failing (for " in capsys.readouterr().err
@@ -340,8 +343,20 @@ def test_a_full_archive_disk_keeps_the_message_stored_and_counts_it(start_node, 
     consume_all(node, context, acked - delivered)  # delivered again, now archived
     wait_until(lambda: node.figures()["messages"] == 0, 30, message="every message archived")
     assert node.stats()["archive"]["write_failing"] == 0
+    assert _archive_failing_metric(node.monitor_dsn) == 0.0
     assert monitor_cli.main(["--dsn", node.monitor_dsn, "--check", "--interval", "0.1"]) \
         == monitor_cli.EXIT_OK
+
+
+def _archive_failing_metric(monitor_dsn: str) -> float:
+    """pzq_archive_write_failing as the exporter gives it for the node."""
+    scraper = Scraper([monitor_dsn], timeout=5)
+    try:
+        families = {family.name: family for family in PzqCollector(scraper).collect()}
+    finally:
+        scraper.close()
+    [sample] = families["pzq_archive_write_failing"].samples
+    return float(sample.value)
 
 
 def test_an_archive_log_on_a_full_disk_cuts_its_half_record_and_goes_on(small_filesystem):

@@ -21,6 +21,9 @@ storage every executor can read, and pzq installed on the executors.
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import sys
 from collections.abc import Sequence

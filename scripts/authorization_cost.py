@@ -13,6 +13,9 @@ that --authorization adds to each message's intake (see docs/operations.rst,
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import json
 import statistics

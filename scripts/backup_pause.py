@@ -16,6 +16,9 @@ backup ``longest_step_ms`` and ``most_step_cpu_ms``, the beginning included).
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import json
 import statistics

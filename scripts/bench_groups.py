@@ -21,6 +21,9 @@ before it) and the table gives the median of the repeats and their range.
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import contextlib
 import json

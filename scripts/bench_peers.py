@@ -2,6 +2,9 @@
 """pzq beside Redis Streams and NATS JetStream, in one run: see docs/performance.rst.
 Example: scripts/bench_peers.py --count 2000 --repeats 1"""
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import sys
 
 from pzq.bench.peers import main

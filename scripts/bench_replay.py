@@ -20,6 +20,9 @@ work; the CPU per message moves much less.
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import json
 import statistics

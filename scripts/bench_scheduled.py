@@ -10,6 +10,9 @@ nodes, ``--repeats`` times; the ratio is taken within each repeat.
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import json
 import statistics

@@ -17,6 +17,9 @@ median and the range.
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import sys
 from pathlib import Path

@@ -25,6 +25,9 @@ no header but TOPIC:
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import gc
 import json

@@ -19,6 +19,9 @@ the project's environment:
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import json
 import os

@@ -51,6 +51,9 @@ exits 1. Run it with the project's environment:
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import itertools
 import random

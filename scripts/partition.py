@@ -14,6 +14,9 @@ PYTHONPATH, from a scratch directory, so PYTHONPATH chooses the pzq they run.
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import json
 import os

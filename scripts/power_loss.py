@@ -19,6 +19,9 @@ restart that fails stops the run with its error. Stopped by SIGTERM or Ctrl-C (e
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import contextlib
 import random

@@ -14,6 +14,9 @@ batch rows/s against Parquet; streaming write-to-row p50/p99.
 
 from __future__ import annotations
 
+# isort: off
+import project_env  # noqa: F401  (first: runs this in the project's environment)
+# isort: on
 import argparse
 import json
 import sys

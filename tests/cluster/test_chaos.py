@@ -4,21 +4,9 @@ duplicates are explained, and the stores empty."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPTS = Path(__file__).parents[2] / "scripts"
-
-
-def load_script(name: str):  # noqa: ANN201 - a soak script as a module
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from tests.support.scripts import load_script
 
 
 def load_chaos():  # noqa: ANN201 - scripts/chaos.py as a module

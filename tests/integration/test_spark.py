@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -19,6 +18,7 @@ from pzq.archive.tier.archive import Archive
 from pzq.archive.tier.topiclog import list_segments
 from pzq.curve_probe import CLIENT_KEY_REFUSED
 from tests.support.archive_damage import damage_metadata, segment_of, write_archive
+from tests.support.scripts import load_script
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 ROOT = Path(__file__).parents[2]
@@ -344,12 +344,7 @@ def test_docs_snippet_runs_from_a_venv_that_is_not_activated(damaged_archive, tm
 
 
 def report_job():
-    spec = importlib.util.spec_from_file_location("archive_report",
-                                                  ROOT / "scripts" / "archive_report.py")
-    report = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = report  # its dataclasses look their module up
-    spec.loader.exec_module(report)
-    return report
+    return load_script("archive_report")
 
 
 def test_report_on_an_empty_archive_is_an_empty_report(spark, tmp_path, capsys):

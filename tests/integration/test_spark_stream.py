@@ -10,6 +10,7 @@ import zmq
 from pzq.archive.tier.archive import Archive
 from pzq.protocol import zper as zp
 from tests.support.archive_damage import message
+from tests.support.scripts import load_script
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -216,16 +217,7 @@ def test_a_stream_capped_by_a_node_with_curve_asks_it_with_the_keys_given(
 
 
 def report_job():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).parents[2] / "scripts" / "archive_report.py"
-    spec = importlib.util.spec_from_file_location("archive_report", path)
-    report = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = report  # its dataclasses look their module up
-    spec.loader.exec_module(report)
-    return report
+    return load_script("archive_report")
 
 
 def test_stream_report_stays_current_across_runs(spark, tmp_path, capsys):

@@ -498,6 +498,18 @@ def test_monitor_watch_json_prints_one_line_per_refresh(node):
     assert all(json.loads(line)["node_id"] == node.stats()["node_id"] for line in lines)
 
 
+def test_monitor_watch_json_says_on_stderr_what_it_waits_for(node):
+    """Each refresh waited --timeout for a node killed, without a word."""
+    node.kill()
+    result = tool("pzq-monitor", "--dsn", node.monitor_dsn, "--watch", "--json",
+                  "--iterations", "1", "--timeout", "2")
+    assert result.returncode == 3
+    assert json.loads(result.stdout)["up"] is False
+    assert result.stderr.splitlines() == [
+        f"pzq-monitor: no answer yet from {node.monitor_dsn}: nothing answers there (is the "
+        "node running?); waiting up to 2 s"]
+
+
 def test_piped_table_keeps_long_node_names_whole(start_node):
     # a short folder of its own: an ipc path must fit in 107 bytes, and the test
     # runner's own folders can take most of them

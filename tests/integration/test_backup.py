@@ -509,6 +509,20 @@ def test_pzq_ctl_says_a_node_killed_during_its_backup_left_a_partial_copy(node, 
     node.restart()
 
 
+def test_pzq_ctl_backup_of_a_node_that_never_answered_says_none_is_known_to_have_begun(
+        start_node, tmp_path):
+    """It said 'a backup begun goes on in the node' of a node that was not there."""
+    gone = start_node()
+    gone.kill()
+    result = ctl("--dsn", gone.monitor_dsn, "--timeout", "1", "backup", str(tmp_path / "b"))
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"pzq-ctl: error: no answer from {gone.monitor_dsn} within 1 s: nothing answers there "
+        "(is the node running?); no backup is known to have begun: if the node took BACKUP "
+        "before it fell silent, the backup goes on there (STATS shows it)")
+    assert not (tmp_path / "b").exists()
+
+
 def waiting_ctl(node, target: Path, *options: str) -> subprocess.Popen[str]:
     """pzq-ctl backup into ``target``, once the node is copying the store for it."""
     waiting = subprocess.Popen([CTL, "--dsn", node.monitor_dsn, *options, "backup",

@@ -79,7 +79,8 @@ def test_a_thousand_acked_come_again_in_archive_order_as_produced(start_inproc_n
     archived_and_gone(node, context, bodies)
     assert ask(node, "DECLARE GROUP orders other start=earliest").startswith("group other")
     answer = ask(node, "REPLAY GROUP orders g from=earliest")
-    assert answer.startswith("replay ") and ": 1000 messages from archive byte offset 0 to " in answer
+    assert answer.startswith("replay ")
+    assert ": 1000 messages from archive byte offset 0 to " in answer
     replay_id = answer.split()[1]
     with Consumer(node.send_dsn, context=context) as plain, \
             GroupConsumer(node.consume_dsn, "orders", "other", context=context) as other:

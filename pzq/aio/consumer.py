@@ -19,6 +19,7 @@ from pzq.aio.deliveries import Deliveries
 from pzq.aio.message import Message
 from pzq.aio.socket_io import AsyncContext, Outbox, opener, poke, wait_events
 from pzq.client import setup
+from pzq.client.common import watch_links
 from pzq.client.sessions.consumer import group_only
 from pzq.errors import ClientClosed
 from pzq.security import ClientSecurity
@@ -34,8 +35,17 @@ class Consumer(Deliveries):
                  context: AsyncContext | None = None) -> None:
         self._session, self._socket = setup.consumer(prefetch, Message, self,
                                                      opener(context, dsn, curve))
+        self._links = watch_links(self._socket, dsn)
         self._out = Outbox(self._socket, "consumer")
         self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        """Every endpoint has a working connection (its handshake taken, not lost since);
+        a wait while one has had none for SILENT_WARN_S (5 s) is logged
+        (pzq.client.link_watch)."""
+        self._links.look(time.monotonic())
+        return self._links.connected
 
     @property
     def malformed(self) -> int:
@@ -50,16 +60,19 @@ class Consumer(Deliveries):
         """The next delivery, or None if none arrives within ``timeout`` seconds."""
         self._check_open()
         deadline = None if timeout is None else time.monotonic() + timeout
-        socket, session = self._socket, self._session
+        socket, session, links = self._socket, self._session, self._links
         while True:
             try:
                 frames = recv_frames(socket)
             except zmq.Again:
                 poke(socket)
-                left = None if deadline is None else deadline - time.monotonic()
+                now = time.monotonic()
+                left = None if deadline is None else deadline - now
                 if left is not None and left <= 0:
                     return None
-                await wait_events(socket, POLLIN, left, "consumer")
+                until = links.looked(now, None if left is None else now + left)
+                await wait_events(socket, POLLIN, None if until is None else until - now,
+                                  "consumer")
                 continue
             message = session.received(frames)
             if message is not None:
@@ -115,6 +128,7 @@ class Consumer(Deliveries):
             pass
         finally:  # cancelled while the answers drain too: closed all the same
             self._out.dropped()
+            self._links.close()
             self._socket.close()
 
     async def __aenter__(self) -> Consumer:

@@ -32,6 +32,7 @@ from pzq.aio.deliveries import Deliveries
 from pzq.aio.message import Message
 from pzq.aio.socket_io import AsyncContext, AsyncSocket, Outbox, opener, poke, wait_events
 from pzq.client import setup
+from pzq.client.common import watch_links
 from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import own_key, own_keys
 from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S, unconfirmed_error
@@ -63,6 +64,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
                                    confirm=confirm, declare=declare, protocol=protocol)
         self._session, self._socket = setup.group_consumer(
             subscribe, Message, self, time.monotonic(), opener(context, dsn, curve))
+        self._links = watch_links(self._socket, dsn)
         self._out = Outbox(self._socket, "consumer")
         self._consume_sent = False
         self._closed = False
@@ -81,6 +83,14 @@ class GroupConsumer(GroupView[Message], Deliveries):
     @property
     def joined(self) -> bool:
         return self._session.joined
+
+    @property
+    def connected(self) -> bool:
+        """Every endpoint has a working connection (its handshake taken, not lost since);
+        a wait while one has had none for SILENT_WARN_S (5 s) is logged
+        (pzq.client.link_watch)."""
+        self._links.look(time.monotonic())
+        return self._links.connected
 
     @property
     def socket(self) -> AsyncSocket:
@@ -129,7 +139,9 @@ class GroupConsumer(GroupView[Message], Deliveries):
                                                  curve_probe.probe_timeout(timeout))
                     raise ConsumeUnanswered(timeout, why)
                 wait = left if check_at is None else check_at - now
-                await wait_events(self._socket, POLLIN, wait, "consumer")
+                until = self._links.looked(now, None if wait is None else now + wait)
+                await wait_events(self._socket, POLLIN, None if until is None else until - now,
+                                  "consumer")
         except Exception:  # refused, or no answer: closed (a cancellation may join later)
             await self._shut(drain=False)
             raise
@@ -189,8 +201,9 @@ class GroupConsumer(GroupView[Message], Deliveries):
                 return arrived.popleft()
             if deadline is not None and now >= deadline:
                 return None
-            wake = session.next_deadline(now)
-            until = wake if deadline is None else min(deadline, wake)
+            until = self._links.looked(now, session.next_deadline(now) if deadline is None
+                                       else min(deadline, session.next_deadline(now)))
+            assert until is not None
             await wait_events(self._socket, POLLIN, max(0.001, until - now), "consumer")
 
     def _read(self, now: float, until_joined: bool = False) -> bool:
@@ -321,6 +334,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
                 pass
             out.dropped()
             self._session.arrived.clear()  # not taken: the node gives them back
+            self._links.close()
             self._socket.close()
 
     async def __aenter__(self) -> GroupConsumer:

@@ -1,8 +1,8 @@
 """pzq-archive: look into an archive directory without a node.
 
-    pzq-archive topics DIR                      topics, segments, offsets and sizes
+    pzq-archive topics DIR                      topics, segments, byte offsets and sizes
     pzq-archive dump DIR TOPIC [--from OFFSET] [--count N]
-    pzq-archive offsets DIR TOPIC               first offset, end of whole records, end
+    pzq-archive offsets DIR TOPIC               first byte offset, end of whole records, end
     pzq-archive verify FILE                     check a segment's frames and metadata
 """
 
@@ -39,16 +39,20 @@ def make_argument_parser() -> ToolParser:
     commands = parser.add_subparsers(dest="command", required=True)
     topics = commands.add_parser("topics", help="list topics and their segments")
     topics.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
-    dump = commands.add_parser("dump", help="print messages from an offset on")
+    dump = commands.add_parser("dump", help=(
+        "print messages from an offset on, a line each: the record's byte offset, the "
+        "node's key, msg_id, deliveries, acked_us (µs since the epoch), the parts (a raw "
+        "ZPER topic's: the byte offset and the frames)"))
     dump.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
     dump.add_argument("topic", help="the topic to print")
     dump.add_argument("--from", dest="start", type=whole_number(0), default=None,
                       metavar="OFFSET",
-                      help="the offset of a record to start at (default: the topic's first)")
+                      help="the byte offset of a record to start at (default: the topic's "
+                      "first)")
     dump.add_argument("--count", type=whole_number(0), default=0, metavar="N",
                       help="at most N messages (0: all)")
-    offsets = commands.add_parser("offsets", help="a topic's first offset, the end of its whole "
-                                 "records and the end of its bytes")
+    offsets = commands.add_parser("offsets", help="a topic's first byte offset kept, the end "
+                                 "of its whole records and the end of its bytes")
     offsets.add_argument("directory", type=Path, help="the archive (a node's --archive-dir)")
     offsets.add_argument("topic", help="the topic")
     verify = commands.add_parser("verify", help="check one segment file")
@@ -84,10 +88,11 @@ def list_topics(directory: Path) -> int:
         end = segments[-1].start + segments[-1].size
         total = sum(segment.size for segment in segments)
         kind = ", raw ZPER records" if is_raw_topic(directory / name) else ""
-        print(f"{name}: offsets {segments[0].start}..{end}, {len(segments)} "
+        print(f"{name}: byte offsets {segments[0].start}..{end}, {len(segments)} "
               f"segment(s), {total} bytes{kind}")
         for segment in segments:
-            print(f"  {segment.path.name}  start {segment.start}  size {segment.size} bytes")
+            print(f"  {segment.path.name}  from byte offset {segment.start}, "
+                  f"{segment.size} bytes")
     return EXIT_OK
 
 
@@ -108,7 +113,9 @@ def topic_offsets(directory: Path, topic: str) -> int:
     first, whole, end = whole_end(directory, topic)
     # "whole", not "flushed": STATS's flushed_offset is the fsync'd end, which a file
     # alone cannot tell
-    print(f"{topic}: first {first} whole {whole} last {end}")
+    torn = f" (a torn tail of {end - whole} bytes)" if end > whole else ""
+    print(f"{topic}: byte offsets in its log: first kept {first}, end of whole records "
+          f"{whole}, end of bytes {end}{torn}")
     return EXIT_OK
 
 

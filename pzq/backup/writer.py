@@ -11,7 +11,8 @@ opened for it. In order:
     manifest  written last (pzq.backup.manifest), with ``<dir>`` fsync'd
 
 A failure (a full disk) or a cancel (the node stopping, the snapshot unreadable)
-removes what it wrote; ``error`` says why.
+removes what it wrote, and the directories it made for the copy (``<dir>`` and any
+missing parent) once they are empty; ``error`` says why.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class BackupWriter(threading.Thread):
         backup at its beginning (the files and counts are added here)."""
         super().__init__(name="pzq-backup", daemon=True)
         self.directory = directory
+        # the directories the copy makes, innermost first: removed again when it fails
+        self.made = [place for place in (directory, *directory.parents) if not place.exists()]
         self.slices = slices
         self.archive_files = archive_files  # owned here from now on: closed here
         self.manifest = manifest
@@ -171,8 +174,25 @@ class BackupWriter(threading.Thread):
         for area in (STORE, ARCHIVE):
             shutil.rmtree(self.directory / area, ignore_errors=True)
         left = [area for area in (STORE, ARCHIVE) if (self.directory / area).exists()]
-        self.error += (f" ({', '.join(left)} could not be removed)" if left
-                       else " (what it wrote is removed)")
+        if left:
+            self.error += f" ({', '.join(left)} could not be removed)"
+            return
+        kept = _remove_made(self.made)
+        self.error += (" (what it wrote is removed)" if kept is None else
+                       f" (what it wrote is removed; {kept})")
+
+
+def _remove_made(made: list[Path]) -> str | None:
+    """Remove the directories made for the copy, innermost first, while each is empty;
+    what stays and why (another writer's files in it), or None."""
+    for place in made:
+        if not place.is_dir():
+            continue  # never made: the failure came before
+        try:
+            place.rmdir()
+        except OSError as exc:
+            return f"{place}, which it made, stays: {exc.strerror or exc}"
+    return None
 
 
 def _as_json(digests: dict[str, Digest]) -> dict[str, dict[str, object]]:

@@ -18,7 +18,7 @@ from pzq.cli.common import (
 )
 from pzq.cli.consumer_endpoints import ConsumerEndpoints
 from pzq.cli.line_output import LineOutput, output_for
-from pzq.cli.waiting import DeliveryWait, Notice, say_waiting
+from pzq.cli.waiting import DeliveryWait, Notice, say_waiting, tell_links
 from pzq.client import Consumer, GroupConsumer, RoutedGroupConsumer, RouteTable
 from pzq.client.consumer import Message
 from pzq.errors import ConsumeRefused, ConsumeUnanswered, ExitCode
@@ -65,6 +65,7 @@ def consume_main(argv: Sequence[str] | None = None) -> int:
     dsns = args.routes or args.dsn or [DEFAULT_SEND if args.group is None
                                        else DEFAULT_CONSUME]
     endpoints = ConsumerEndpoints(curve_from(parser, args), group=args.group is not None)
+    tell_links(parser.prog)
     try:
         return _consume(parser.prog, args, dsns, endpoints)
     finally:

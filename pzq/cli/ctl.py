@@ -167,7 +167,7 @@ def _topic_commands(commands: argparse._SubParsersAction) -> None:  # type: igno
                        metavar="WHERE",
                        help="replay: deliver the topic's archive to the group again from "
                             "earliest, a time (ISO 8601, or µs since the epoch) or an "
-                            "archive offset")
+                            "archive byte offset")
     group.add_argument("--to", type=seek_or_replay_end, default=None, metavar="WHERE",
                        help="seek: earliest, latest, a time (ISO 8601, or µs since the "
                             "epoch), or a message key; replay: up to this time or archive "

@@ -65,8 +65,9 @@ def _unanswered(backup_id: str, target: Path) -> str:
     """Why the node may not answer, and what becomes of the copy. Gone after it began
     the backup, it was killed (a partial copy stays), stopped (it removed the copy as
     it stopped, often before the next poll could hear it fail) or it hangs."""
-    if not backup_id:
-        return " (a backup begun goes on in the node: STATS shows it)"
+    if not backup_id:  # (said as if one had begun, where mostly none had)
+        return ("; no backup is known to have begun: if the node took BACKUP before it "
+                "fell silent, the backup goes on there (STATS shows it)")
     return (f" during backup {backup_id}: if the node was killed, {target} holds a partial "
             "copy, refused at start (its manifest says so): remove it and back up again "
             "once the node runs; if it was stopped, it removed the copy (backup_failed in "

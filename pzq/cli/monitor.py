@@ -304,7 +304,8 @@ def _refreshes(args: argparse.Namespace) -> Iterator[int]:
 def watch_json(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity,
                last: list[StatsAnswer]) -> None:
     for _ in _refreshes(args):
-        last[:] = fetch_all(dsns, args.timeout, curve)
+        # stdout stays JSON; a node late by a second is said on stderr
+        last[:] = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
         print(json.dumps(as_json(last), sort_keys=True), flush=True)
 
 

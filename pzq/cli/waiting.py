@@ -8,6 +8,7 @@ tells about the endpoint (nothing there, connected, maybe refused by CURVE).
 from __future__ import annotations
 
 import errno
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -26,10 +27,35 @@ from pzq.client import (
     RoutedProducer,
 )
 from pzq.client.common import NOTICE_AFTER_S
+from pzq.client.link_watch import links_log
 from pzq.security import ClientSecurity
 
 T = TypeVar("T")
 OUTPUT_WATCH_S = 0.1  # how soon a consumer waiting for deliveries sees its reader gone
+
+
+class _ToolLine(logging.Formatter):
+    """A consumer's log line as the tool's own: its name first, as its other lines."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__()
+        self.prog = prog
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{self.prog}: {record.getMessage().removeprefix('pzq consumer: ')}"
+
+
+def tell_links(prog: str) -> None:
+    """The consumers' words on a node away and back (pzq.client.link_watch), on stderr
+    as this tool's lines: a node killed while the tool waited was said by no line."""
+    for earlier in [each for each in links_log.handlers
+                    if isinstance(each.formatter, _ToolLine)]:  # (main called again)
+        links_log.removeHandler(earlier)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ToolLine(prog))
+    links_log.addHandler(handler)
+    links_log.setLevel(logging.INFO)
+    links_log.propagate = False
 
 
 class Notice:

@@ -7,7 +7,8 @@ Each client is a shell over its session (``sessions``: frames and time in, frame
 events out, no I/O): ``producer``, ``consumer`` (--send-dsn), ``group_consumer``,
 ``route_table``, ``routed_producer``, ``routed_consumer``; ``message`` is a delivery
 with its answers, ``monitor`` the monitor's questions, ``common`` what they share
-(connecting, deadlines). A client owns its socket and stays on the thread that made it.
+(connecting, deadlines), ``link_watch`` whether a consumer's node answers. A client
+owns its socket and stays on the thread that made it.
 """
 
 from pzq.client.consumer import Consumer

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import zmq
 
+from pzq.client import link_watch
 from pzq.security import ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 from pzq.zmqio import AnySocket, send_frames
@@ -17,6 +19,8 @@ WaitNotice = Callable[[], None]  # called once a wait has lasted NOTICE_AFTER_S
 
 
 SocketOptions = dict[int, int | bytes]  # socket option -> its value
+WATCH_LINKS = -1  # not a ZeroMQ option: monitor the socket's connections from the start
+_monitors: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def open_socket(context: zmq.Context[Any], kind: int, dsn: str | Sequence[str],
@@ -27,12 +31,23 @@ def open_socket(context: zmq.Context[Any], kind: int, dsn: str | Sequence[str],
     socket = context.socket(kind, socket_class=socket_class)
     try:
         for option, value in options.items():
-            socket.setsockopt(option, value)
+            if option != WATCH_LINKS:
+                socket.setsockopt(option, value)
+        if WATCH_LINKS in options:  # before it connects: its first handshake is seen too
+            _monitors[socket] = link_watch.monitor(socket)
         connect(socket, dsn, curve)
     except BaseException:
+        if socket in _monitors:
+            link_watch.stop_monitor(socket, _monitors.pop(socket))
         socket.close(0)
         raise
     return socket
+
+
+def watch_links(socket: Any, dsn: str | Sequence[str]) -> link_watch.LinkWatch:
+    """The watch of a socket opened with WATCH_LINKS among its options."""
+    endpoints = [dsn] if isinstance(dsn, str) else list(dsn)
+    return link_watch.LinkWatch(socket, _monitors.pop(socket), endpoints, time.monotonic())
 
 
 def opener(context: zmq.Context[zmq.Socket[bytes]] | None, dsn: str | Sequence[str],

@@ -18,7 +18,7 @@ from typing import Any, cast
 import zmq
 
 from pzq.client import setup
-from pzq.client.common import opener, remaining_ms
+from pzq.client.common import opener, remaining_ms, watch_links
 from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
 from pzq.client.sessions.consumer import group_only
@@ -44,6 +44,15 @@ class Consumer:
                  prefetch: int = 256, curve: ClientSecurity | None = None) -> None:
         self._session, self._socket = setup.consumer(
             prefetch, Message, self, opener(context, dsn, curve))
+        self._links = watch_links(self._socket, dsn)
+
+    @property
+    def connected(self) -> bool:
+        """Every endpoint has a working connection (its handshake taken, not lost since);
+        a wait while one has had none for SILENT_WARN_S (5 s) is logged
+        (pzq.client.link_watch)."""
+        self._links.look(time.monotonic())
+        return self._links.connected
 
     @property
     def malformed(self) -> int:
@@ -53,11 +62,17 @@ class Consumer:
     def receive(self, timeout: float | None = None) -> Message | None:
         """The next delivery, or None if none arrives within ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._socket.poll(remaining_ms(deadline), zmq.POLLIN):
-            message = self._session.received(self._socket.recv_multipart())
+        socket = self._socket
+        while True:
+            if not socket.poll(0, zmq.POLLIN):  # the links before a wait only, not per delivery
+                until = self._links.looked(time.monotonic(), deadline)
+                if not socket.poll(remaining_ms(until), zmq.POLLIN):
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return None
+                    continue  # woken for the links' warning
+            message = self._session.received(socket.recv_multipart())
             if message is not None:
                 return message
-        return None
 
     def messages(self, idle_timeout: float | None = None) -> Iterator[Message]:
         """Yield deliveries until none arrives for ``idle_timeout`` seconds."""
@@ -79,6 +94,7 @@ class Consumer:
         raise group_only("reject()")
 
     def close(self) -> None:
+        self._links.close()
         self._socket.close()
 
     def __enter__(self) -> Consumer:

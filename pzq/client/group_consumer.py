@@ -29,7 +29,14 @@ import zmq
 
 from pzq import curve_probe
 from pzq.client import router_probe, setup
-from pzq.client.common import NOTICE_AFTER_S, WaitNotice, opener, remaining_ms, send_before
+from pzq.client.common import (
+    NOTICE_AFTER_S,
+    WaitNotice,
+    opener,
+    remaining_ms,
+    send_before,
+    watch_links,
+)
 from pzq.client.message import Message
 from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import own_key, own_keys
@@ -64,6 +71,7 @@ class GroupConsumer(GroupView[Message]):
         now = time.monotonic()
         self._session, self._socket = setup.group_consumer(
             subscribe, Message, self, now, opener(context, dsn, curve))
+        self._links = watch_links(self._socket, dsn)
         try:
             if not send_before(self._socket, self._session.consume(now),
                                None if timeout is None else now + timeout):
@@ -74,10 +82,19 @@ class GroupConsumer(GroupView[Message]):
             if wait:
                 self._await_consuming(timeout, notice)
         except BaseException:
+            self._links.close()
             self._socket.close(0)
             raise
 
     # -- what the session knows ------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """Every endpoint has a working connection (its handshake taken, not lost since);
+        a wait while one has had none for SILENT_WARN_S (5 s) is logged
+        (pzq.client.link_watch)."""
+        self._links.look(time.monotonic())
+        return self._links.connected
 
     @property
     def heartbeat_s(self) -> float:
@@ -147,14 +164,17 @@ class GroupConsumer(GroupView[Message]):
     def _consuming_within(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         session = self._session
-        while self._poll(remaining_ms(deadline)):
+        while True:
+            if not self._poll(remaining_ms(self._links.looked(time.monotonic(), deadline))):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                continue  # woken for the links' warning
             if not readable(self._socket):  # room for what waits to be sent
                 self._send_all(())
                 continue
             self._send_all(session.received(self._socket.recv_multipart(), time.monotonic()))
             if session.joined:
                 return True
-        return False
 
     # -- deliveries ----------------------------------------------------------------
 
@@ -230,7 +250,9 @@ class GroupConsumer(GroupView[Message]):
         """Wait for input, at most until the session's next deadline; False once
         ``deadline`` has passed."""
         now = time.monotonic()
-        wait_ms = max(1, int((self._session.next_deadline(now) - now) * 1000))
+        wake = self._links.looked(now, self._session.next_deadline(now))
+        assert wake is not None
+        wait_ms = max(1, int((wake - now) * 1000))
         left = remaining_ms(deadline)
         if self._poll(wait_ms if left is None else min(left, wait_ms)):
             return True
@@ -345,6 +367,7 @@ class GroupConsumer(GroupView[Message]):
                 self._socket.send_multipart(self._session.bye(), zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass
+            self._links.close()
             self._socket.close()
 
     def __enter__(self) -> GroupConsumer:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import zmq
 
-from pzq.client.common import SocketOptions
+from pzq.client.common import WATCH_LINKS, SocketOptions
 from pzq.client.sessions.consumer import ConsumerSession
 from pzq.client.sessions.delivered import M, MakeMessage
 from pzq.client.sessions.group import GroupSession
@@ -49,7 +49,7 @@ def group_consumer(subscribe: consume_wire.Subscribe, make: MakeMessage[M], owne
     check_types(subscribe)
     socket = open_socket(zmq.DEALER, {zmq.LINGER: 1000, zmq.HEARTBEAT_IVL: HEARTBEAT_IVL_MS,
                                       zmq.HEARTBEAT_TIMEOUT: HEARTBEAT_TIMEOUT_MS,
-                                      zmq.RCVHWM: 0})
+                                      zmq.RCVHWM: 0, WATCH_LINKS: 1})
     return GroupSession(subscribe, make, owner, now), socket
 
 
@@ -71,7 +71,10 @@ def consumer(prefetch: int, make: MakeMessage[M], owner: Any,
              open_socket: OpenSocket[S]) -> tuple[ConsumerSession[M], S]:
     """A --send-dsn consumer's session and its ROUTER (``prefetch``: deliveries that
     may wait in it)."""
-    socket = open_socket(zmq.ROUTER, {zmq.LINGER: 1000, zmq.RCVHWM: prefetch})
+    # no heartbeats: a full RCVHWM stops the I/O thread reading (its PONGs too), and a
+    # consumer busy for a while would be cut off, its deliveries sent again
+    socket = open_socket(zmq.ROUTER, {zmq.LINGER: 1000, zmq.RCVHWM: prefetch,
+                                      WATCH_LINKS: 1})
     return ConsumerSession(make, owner), socket
 
 

@@ -337,7 +337,7 @@ class Replays(Part, Participant):
                              "reads which are left") from None
         if not found.expected:
             raise ValueError(f"nothing to replay: the archive of topic {topic} holds no "
-                             f"message {range_words(asked)} (offsets {found.start} to "
+                             f"message {range_words(asked)} (byte offsets {found.start} to "
                              f"{found.end})")
         replay = self._create(group, found, asked, now)
         about = (f"about {messages(found.expected)} (an estimate)" if found.estimated
@@ -345,7 +345,7 @@ class Replays(Part, Participant):
         log.info("replay_started", replay=replay.record.id, topic=topic, group=group.name,
                  start=found.start, end=found.end, expected=found.expected)
         return (f"replay {replay.record.id} of topic {topic} group {group.name}: {about} "
-                f"from archive offset {found.start} to {found.end}\n")
+                f"from archive byte offset {found.start} to {found.end}\n")
 
     def _create(self, group: Group, found: Resolved, asked: dict[str, str],
                 now: Now) -> Replay:

@@ -59,7 +59,7 @@ def test_each_shard_replays_its_own_archive_to_a_routed_consumer(start_shards, c
         replay_ids = []
         for shard in shards:
             answer = ask(shard.monitor_dsn, "REPLAY GROUP orders g from=earliest")
-            assert ": 20 messages from archive offset 0 to " in answer, answer
+            assert ": 20 messages from archive byte offset 0 to " in answer, answer
             replay_ids.append(answer.split()[1].encode())
         again = drain(consumer, 40)
     finally:

@@ -413,12 +413,16 @@ def test_a_full_disk_fails_the_backup_with_the_reason_and_the_node_goes_on(node,
     if why is not None:
         pytest.skip(f"no small disk to fill: {why}")
     try:
-        result = ctl("backup", str(disk / "copy"), "--dsn", node.monitor_dsn)
-        assert result.returncode == 1
-        line = result.stderr.strip().splitlines()[-1]
-        assert line.startswith("pzq-ctl: error: backup ")
-        assert "No space left on device" in line and line.endswith("(what it wrote is removed)")
-        assert sorted(path.name for path in (disk / "copy").iterdir()) == []
+        (disk / "mine").mkdir()  # the user's empty directory stays; those made go
+        for target in (disk / "deeper" / "copy", disk / "mine"):
+            result = ctl("backup", str(target), "--dsn", node.monitor_dsn)
+            assert result.returncode == 1
+            line = result.stderr.strip().splitlines()[-1]
+            assert line.startswith("pzq-ctl: error: backup ")
+            assert "No space left on device" in line
+            assert line.endswith("(what it wrote is removed)")
+        assert sorted(path.name for path in disk.iterdir()) == ["mine"]
+        assert list((disk / "mine").iterdir()) == []
         with Producer(node.receive_dsn, context=context) as producer:
             assert producer.produce([b"after the full disk"]).ok
     finally:
@@ -505,6 +509,20 @@ def test_pzq_ctl_says_a_node_killed_during_its_backup_left_a_partial_copy(node, 
     node.restart()
 
 
+def test_pzq_ctl_backup_of_a_node_that_never_answered_says_none_is_known_to_have_begun(
+        start_node, tmp_path):
+    """It said 'a backup begun goes on in the node' of a node that was not there."""
+    gone = start_node()
+    gone.kill()
+    result = ctl("--dsn", gone.monitor_dsn, "--timeout", "1", "backup", str(tmp_path / "b"))
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"pzq-ctl: error: no answer from {gone.monitor_dsn} within 1 s: nothing answers there "
+        "(is the node running?); no backup is known to have begun: if the node took BACKUP "
+        "before it fell silent, the backup goes on there (STATS shows it)")
+    assert not (tmp_path / "b").exists()
+
+
 def waiting_ctl(node, target: Path, *options: str) -> subprocess.Popen[str]:
     """pzq-ctl backup into ``target``, once the node is copying the store for it."""
     waiting = subprocess.Popen([CTL, "--dsn", node.monitor_dsn, *options, "backup",
@@ -551,7 +569,7 @@ def test_pzq_ctl_says_a_node_stopped_during_its_backup_removed_the_copy(node, ba
     assert node.stop() == 0
     _, stderr = ended(waiting)
     assert waiting.returncode == 1
-    assert list(target.iterdir()) == []
+    assert not target.exists()  # made for the copy: it left an empty directory
     last = stderr.strip().splitlines()[-1]
     # (or, had a poll come between the backup's end and the node's, the failure itself)
     assert "if it was stopped, it removed the copy (backup_failed in its log)" in last \
@@ -564,7 +582,7 @@ def test_a_node_stopped_during_a_backup_removes_the_partial_copy(node, backup, t
     assert "state: running" in node.ask(f"BACKUP {stopped}")
     wait_until(lambda: copying(node), 30, interval=0.001, message="the store's copy")
     assert node.stop() == 0
-    assert list(stopped.iterdir()) == []
+    assert not stopped.exists()  # made for the copy: it left an empty directory
     # this backup's (an earlier test's backup may have failed on the module's node too)
     (failed,) = [event for event in node.events if event.get("event") == "backup_failed"
                  and event.get("directory") == str(stopped)]

@@ -184,6 +184,7 @@ def test_disconnect_gives_deliveries_back_at_once(group_node, context):
     produce(group_node, context, [b"m%d" % n for n in range(4)])
     gone = GroupConsumer(group_node.consume_dsn, "orders", "g", window=4, context=context)
     assert all(gone.receive(5) for _ in range(4))
+    gone._links.close()  # (its monitor, which closing the consumer ends first)
     gone._socket.close(0)  # no BYE: the connection just goes
     with GroupConsumer(group_node.consume_dsn, "orders", "g", window=4,
                        context=context) as other:

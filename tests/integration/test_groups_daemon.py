@@ -132,6 +132,7 @@ def test_sigkill_mid_stream_loses_nothing_for_any_group(group_node, context):
         group_node.kill()  # producer ACKs, consumer ACKs and deliveries all in flight
     finally:
         for consumer in consumers.values():
+            consumer._links.close()  # (its monitor: closing the consumer ends it first)
             consumer._socket.close(0)
         producer.close()
     stored = {b"start"} | {b"m%d" % n for n in range(400)}

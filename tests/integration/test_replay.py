@@ -79,7 +79,8 @@ def test_a_thousand_acked_come_again_in_archive_order_as_produced(start_inproc_n
     archived_and_gone(node, context, bodies)
     assert ask(node, "DECLARE GROUP orders other start=earliest").startswith("group other")
     answer = ask(node, "REPLAY GROUP orders g from=earliest")
-    assert answer.startswith("replay ") and ": 1000 messages from archive offset 0 to " in answer
+    assert answer.startswith("replay ")
+    assert ": 1000 messages from archive byte offset 0 to " in answer
     replay_id = answer.split()[1]
     with Consumer(node.send_dsn, context=context) as plain, \
             GroupConsumer(node.consume_dsn, "orders", "other", context=context) as other:
@@ -106,7 +107,7 @@ def test_a_time_range_replays_what_was_stored_within_it(start_inproc_node, conte
     time.sleep(0.002)  # a store time after ``until``, to the µs
     archived_and_gone(node, context, [b"after"])
     answer = ask(node, f"REPLAY GROUP orders g from={since_us} to={until.isoformat()}")
-    assert ": 2 messages from archive offset " in answer, answer
+    assert ": 2 messages from archive byte offset " in answer, answer
     assert [m.parts[0] for m in consume(node, context, 2)] == [b"within-1", b"within-2"]
 
 
@@ -218,7 +219,8 @@ def test_a_seek_to_a_time_goes_on_into_the_archive(start_inproc_node, context, t
     ("REPLAY GROUP orders g from=2030-01-01 to=2029-01-01", "to= must be later than from="),
     ("REPLAY GROUP orders g from=earliest to=0", "to=0 must be later than from=0"),
     ("REPLAY GROUP orders g from=2099-01-01T00:00:00Z", "nothing to replay: the archive of "
-                                                        "topic orders holds no message"),
+                                                        "topic orders holds no message from="
+                                                        "2099-01-01T00:00:00Z (byte offsets "),
     ("REPLAY CANCEL 0000abcd", "no replay '0000abcd' (replays: none)"),
     ("REPLAYS a b", "usage: REPLAYS [topic]"),
     ("REPLAYS ordres", "no topic 'ordres' (topics: orders)"),  # was "no replays"
@@ -269,7 +271,7 @@ def test_a_replay_of_one_message_and_its_cancel_say_one_message(start_inproc_nod
     node = archived_node(start_inproc_node, tmp_path)
     archived_and_gone(node, context, [b"only"])
     answer = ask(node, "REPLAY GROUP orders g from=earliest")
-    assert ": 1 message from archive offset " in answer, answer
+    assert ": 1 message from archive byte offset " in answer, answer
     replay_id = answer.split()[1]
     wait_until(lambda: replays(node)[0]["read"] == "1", 10, message="the message read")
     assert ask(node, f"REPLAY CANCEL {replay_id}") == (

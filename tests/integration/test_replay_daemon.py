@@ -42,7 +42,7 @@ def test_a_replay_killed_halfway_goes_on_where_it_was_and_loses_nothing(archived
     archived.wait_stats(lambda s: s["archive"]["archived"] == 1000 and s["messages"] == 0)
     started = ctl(archived, "group", "replay", "orders", "g", "--from", "earliest")
     assert started.returncode == 0, started.stderr
-    assert ": 1000 messages from archive offset 0 to " in started.stdout
+    assert ": 1000 messages from archive byte offset 0 to " in started.stdout
     replay_id, end = started.stdout.split()[1], int(started.stdout.split()[-1])
 
     acked, held = [], []

@@ -269,6 +269,27 @@ def test_consume_says_it_is_connected_and_waits_for_messages(node):
     assert f"{node.send_dsn}: connected, nothing to deliver yet" in result.stderr
 
 
+def test_consume_says_when_its_node_is_killed_and_when_it_answers_again(node):
+    """It waited without a word once the node it had was gone."""
+    consuming = subprocess.Popen([str(BIN / "pzq-consume"), "--dsn", node.send_dsn],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert line_within(consuming.stderr).rstrip("\n") == (
+            f"pzq-consume: waiting for deliveries from {node.send_dsn}: connected, nothing "
+            "to deliver yet")
+        node.kill()
+        assert line_within(consuming.stderr, 30).rstrip("\n") == (
+            f"pzq-consume: {node.send_dsn}: no connection for 5.0 s: its connection was lost "
+            "(the node stopped, or did not answer the connection's heartbeats); trying on")
+        node.restart()
+        again = line_within(consuming.stderr, 30)
+        assert again.startswith(f"pzq-consume: {node.send_dsn} answers again (no connection "
+                                "for "), again
+    finally:
+        consuming.kill()
+        consuming.communicate()
+
+
 def test_produce_with_no_node_says_what_it_waits_for(tmp_path):
     nowhere = f"ipc://{tmp_path}/no-node"
     result = tool("pzq-produce", "--dsn", nowhere, "--timeout", "2.5", stdin="a\nb\n")
@@ -485,6 +506,18 @@ def test_monitor_watch_json_prints_one_line_per_refresh(node):
     lines = result.stdout.splitlines()
     assert len(lines) == 3
     assert all(json.loads(line)["node_id"] == node.stats()["node_id"] for line in lines)
+
+
+def test_monitor_watch_json_says_on_stderr_what_it_waits_for(node):
+    """Each refresh waited --timeout for a node killed, without a word."""
+    node.kill()
+    result = tool("pzq-monitor", "--dsn", node.monitor_dsn, "--watch", "--json",
+                  "--iterations", "1", "--timeout", "2")
+    assert result.returncode == 3
+    assert json.loads(result.stdout)["up"] is False
+    assert result.stderr.splitlines() == [
+        f"pzq-monitor: no answer yet from {node.monitor_dsn}: nothing answers there (is the "
+        "node running?); waiting up to 2 s"]
 
 
 def test_piped_table_keeps_long_node_names_whole(start_node):

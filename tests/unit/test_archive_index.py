@@ -155,6 +155,7 @@ def test_size_retention_never_deletes_the_active_segment(tmp_path):
 
 
 def test_offsets_names_first_flushed_and_last(tmp_path):
+    """Each in bytes, named: it printed "first 0 whole 70180 last 70186"."""
     write_archive(tmp_path, count=300, segment_size=5000)
     segments = list_segments(tmp_path / "orders")
     end = segments[-1].start + segments[-1].size
@@ -162,7 +163,13 @@ def test_offsets_names_first_flushed_and_last(tmp_path):
         handle.write(b"\x01\x09torn")
     ran = archive_tool("offsets", str(tmp_path), "orders")
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == f"orders: first {segments[0].start} whole {end} last {end + 6}\n"
+    assert ran.stdout == (f"orders: byte offsets in its log: first kept {segments[0].start}, "
+                          f"end of whole records {end}, end of bytes {end + 6} (a torn tail "
+                          "of 6 bytes)\n")
+    segments[-1].path.write_bytes(segments[-1].path.read_bytes()[:-6])
+    whole = archive_tool("offsets", str(tmp_path), "orders")
+    assert whole.stdout == (f"orders: byte offsets in its log: first kept {segments[0].start}, "
+                            f"end of whole records {end}, end of bytes {end}\n")
     unknown = archive_tool("offsets", str(tmp_path), "ordres")
     assert unknown.returncode == 2
     assert unknown.stderr == (f"pzq-archive: error: no topic 'ordres' in {tmp_path}; "
@@ -224,7 +231,7 @@ def test_pzq_archive_shows_a_raw_topic(tmp_path):
     archive.close(now=0)
     topics = archive_tool("topics", str(tmp_path))
     assert topics.stdout.splitlines()[0] == (
-        f"clicks: offsets 0..{offsets[-1] + 14}, 1 segment(s), {offsets[-1] + 14} bytes, "
+        f"clicks: byte offsets 0..{offsets[-1] + 14}, 1 segment(s), {offsets[-1] + 14} bytes, "
         "raw ZPER records")
     dump = archive_tool("dump", str(tmp_path), "clicks", "--from", str(offsets[1]))
     assert dump.returncode == 0 and dump.stdout.splitlines() == [

@@ -188,7 +188,7 @@ def test_pzq_archive_topics_dump_and_verify(tmp_path, capsys):
     archive.close(now=0)
     assert tool.main(["topics", str(tmp_path)]) == 0
     listing = capsys.readouterr().out
-    assert listing.startswith("t: offsets 0..") and "00000000000000000000.dat" in listing
+    assert listing.startswith("t: byte offsets 0..") and "00000000000000000000.dat" in listing
     assert tool.main(["dump", str(tmp_path), "t", "--from", str(offsets[2]), "--count", "2"]) == 0
     dumped = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in dumped] == [str(offsets[2]), str(offsets[3])]

@@ -46,8 +46,8 @@ def test_topics_says_what_it_lists_even_when_nothing_is_archived(tmp_path):
     (segment,) = list_segments(tmp_path / "archive" / "audit")
     listed = archive_tool("topics", str(tmp_path / "archive"))
     assert listed.returncode == 0 and listed.stdout.splitlines() == [
-        f"audit: offsets 0..{segment.size}, 1 segment(s), {segment.size} bytes",
-        f"  {segment.path.name}  start 0  size {segment.size} bytes"]
+        f"audit: byte offsets 0..{segment.size}, 1 segment(s), {segment.size} bytes",
+        f"  {segment.path.name}  from byte offset 0, {segment.size} bytes"]
 
 
 def test_verify_of_an_offset_index_points_to_its_segment(tmp_path):

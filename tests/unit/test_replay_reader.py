@@ -68,7 +68,7 @@ def test_a_failed_batch_reads_the_same_records_again(tmp_path):
     store, _, group, replays, failing = opened(tmp_path, archive, rate=10)
     replays.start(Now(1, 0.0))
     answer = replays.begin(group, Bound(offset=0), None, {"from": "earliest"}, Now(1, 0.0))
-    assert ": 30 messages from archive offset 0 to " in answer
+    assert ": 30 messages from archive byte offset 0 to " in answer
     (replay,) = replays.replays.values()
     wake(store, replays, 1.0)  # a second of the rate: 10
     assert (replay.record.written, len(stored_bodies(store, replay.area.node_id))) == (10, 10)
@@ -120,7 +120,7 @@ def test_a_long_range_is_estimated_and_said_so(tmp_path, monkeypatch):
     replays.start(Now(1, 0.0))
     answer = replays.begin(group, Bound(offset=0), None, {"from": "earliest"}, Now(1, 0.0))
     about = int(answer.split("about ")[1].split()[0])
-    assert "messages (an estimate) from archive offset 0" in answer and 250 <= about <= 350
+    assert "messages (an estimate) from archive byte offset 0" in answer and 250 <= about <= 350
     (replay,) = replays.replays.values()
     assert " left=~" in replay.line()
     for second in range(1, 5):

@@ -56,6 +56,8 @@ class ProducerAck(NamedTuple):
 
     @property
     def replication_failed(self) -> bool:
+        """Stored on this node, but not copied to the replicas asked for in time
+        (``ok`` all the same: see the cluster page)."""
         return self.ok and self.status_message == REPLICATION_FAILED
 
     @property

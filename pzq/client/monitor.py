@@ -118,8 +118,11 @@ class StatsAnswer:
     the STATS reference), or None with ``error`` saying why (no answer within the
     timeout, an endpoint that is no monitor's, a reply that is no JSON)."""
 
+    #: the --monitor-dsn asked
     dsn: str
+    #: the node's STATS JSON (its fields: the STATS reference), or None
     stats: dict[str, Any] | None
+    #: why there are no stats, one line; None when there are
     error: str | None = None
 
     @property

@@ -50,8 +50,12 @@ class ProducerAck(NamedTuple):
     """An ACK as the producer's DEALER receives it (a tuple: a batch's ACKs are made
     in C, with no Python call for each)."""
 
+    #: the message's id, as the producer sent it (``send`` returns it)
     msg_id: bytes
+    #: stored (``duplicate`` and ``replication_failed`` are ok too); False: not stored
     ok: bool
+    #: empty, or ``DUPLICATE``, ``REPLICATION_FAILED``, ``MOVED ...``, ``NO_ACK`` or
+    #: the node's reason of a refusal (``QUEUE_FULL``, ...), as bytes
     status_message: bytes
 
     @property

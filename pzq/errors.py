@@ -68,11 +68,12 @@ class ConsumeRefused(PzqError):
     """The node answered a consumer's CONSUME with ERROR; the text says why."""
 
 
-class ConsumeUnanswered(TimeoutError):
+class ConsumeUnanswered(TimeoutError, PzqError):
     """A group consumer's CONSUME had no answer within ``waited`` seconds; ``reason``
     says what a probe of its endpoint found (nothing there, a refused handshake...).
     The sync and the asyncio consumers raise it; a tool that probes further says its
-    own reason in the same words: ``ConsumeUnanswered(exc.waited, its_reason)``."""
+    own reason in the same words: ``ConsumeUnanswered(exc.waited, its_reason)``.
+    A TimeoutError (caught with the other timeouts) and a PzqError (with pzq's own)."""
 
     def __init__(self, waited: float, reason: str) -> None:
         super().__init__(f"no answer to CONSUME within {waited:g} s: {reason}")

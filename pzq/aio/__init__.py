@@ -17,6 +17,9 @@ behave alike. A client belongs to the event loop it is first used on.
 - ``monitor``: ``request_monitor``, ``fetch_stats``; ``archive_reader``: ``ArchiveReader``
 - ``socket_io``: whole messages in and out without blocking, safe to cancel;
   ``probe``: why an endpoint is silent, told without blocking
+
+The errors are pzq.client's (pzq.errors'), exported here too, and ``ReaderError``
+(an archive reader's refusal); a wait that runs out is a ``TimeoutError``.
 """
 
 from pzq.aio.archive_reader import ArchiveReader
@@ -29,10 +32,17 @@ from pzq.aio.route_table import RouteTable
 from pzq.aio.routed_consumer import RoutedGroupConsumer
 from pzq.aio.routed_producer import RoutedProducer
 from pzq.client.monitor import StatsAnswer
-from pzq.errors import ClientClosed, ConsumeRefused, ConsumeUnanswered
+from pzq.errors import (
+                        ClientClosed,
+                        ConsumeRefused,
+                        ConsumeUnanswered,
+                        EndpointError,
+                        PzqError,
+                        ReaderError,
+)
 from pzq.protocol.frames import ProducerAck
 
 __all__ = ["ArchiveReader", "ClientClosed", "ConsumeRefused", "ConsumeUnanswered", "Consumer",
-           "GroupConsumer", "Message", "Producer", "ProducerAck", "RouteTable",
-           "RoutedGroupConsumer", "RoutedProducer", "StatsAnswer", "fetch_stats",
-           "monitor_figures", "request_monitor"]
+           "EndpointError", "GroupConsumer", "Message", "Producer", "ProducerAck", "PzqError",
+           "ReaderError", "RouteTable", "RoutedGroupConsumer", "RoutedProducer", "StatsAnswer",
+           "fetch_stats", "monitor_figures", "request_monitor"]

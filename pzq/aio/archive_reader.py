@@ -157,6 +157,7 @@ class ArchiveReader:
             position = items[-1].offset + items[-1].size
 
     async def close(self) -> None:
+        """Close the socket; a request waiting then raises ClientClosed, as any after."""
         self._closed = True
         self._socket.close()
 

@@ -54,6 +54,7 @@ class Consumer(Deliveries):
 
     @property
     def closed(self) -> bool:
+        """``close()`` was called: every call but ``close`` raises ClientClosed."""
         return self._closed
 
     async def receive(self, timeout: float | None = None) -> Message | None:
@@ -92,6 +93,7 @@ class Consumer(Deliveries):
         return found
 
     async def ack(self, message: Message) -> None:
+        """Done with this delivery (``await message.ack()`` calls this): removed."""
         self._answer(self._session.answer(message, True))
 
     async def ack_many(self, messages: Iterable[Message]) -> None:
@@ -104,9 +106,11 @@ class Consumer(Deliveries):
         self._answer(self._session.give_back(message, delay))
 
     async def working(self, *messages: Message) -> None:
+        """A group's answer: ValueError here (the original protocol has none)."""
         raise group_only("working()")
 
     async def reject(self, *messages: Message) -> None:
+        """A group's answer: ValueError here (the original protocol has none)."""
         raise group_only("reject()")
 
     def _answer(self, frames: list[bytes]) -> None:

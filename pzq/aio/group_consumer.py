@@ -82,6 +82,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
 
     @property
     def joined(self) -> bool:
+        """The node said CONSUMING."""
         return self._session.joined
 
     @property
@@ -105,6 +106,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
 
     @property
     def closed(self) -> bool:
+        """``close()`` was called: every call but ``close`` raises ClientClosed."""
         return self._closed
 
     # -- joining -----------------------------------------------------------------------
@@ -246,6 +248,7 @@ class GroupConsumer(GroupView[Message], Deliveries):
     # -- answers -----------------------------------------------------------------------
 
     async def ack(self, message: Message) -> None:
+        """Done with this delivery (``await message.ack()`` calls this): removed."""
         self._answer(self._session.ack(own_key(message, self), time.monotonic()))
 
     async def ack_many(self, messages: Iterable[Message]) -> None:

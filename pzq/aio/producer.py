@@ -98,6 +98,7 @@ class Producer(ProducerView):
 
     @property
     def closed(self) -> bool:
+        """``close()`` was called: every call but ``close`` raises ClientClosed."""
         return self._closed
 
     # -- sending -----------------------------------------------------------------------

@@ -102,6 +102,8 @@ class RoutedGroupConsumer(Deliveries):
         await asyncio.gather(*(consumer.check_router() for _, consumer in session.awaited()))
 
     async def receive(self, timeout: float | None = None) -> Message | None:
+        """The next delivery from any node, or None if none arrives within ``timeout``
+        seconds; ConsumeRefused as ``receive_many``."""
         found = await self.receive_many(1, timeout)
         return found[0] if found else None
 
@@ -163,6 +165,8 @@ class RoutedGroupConsumer(Deliveries):
             raise ClientClosed("the consumer is closed")
 
     async def close(self) -> None:
+        """Close every node's consumer, each saying BYE: what they hold unacked goes
+        back to the group at once."""
         self._closed = True
         await self._close_members()
 

@@ -38,6 +38,12 @@ UNKNOWN_OWNER_POLL_S = 0.1  # how often the table is asked while an owner is unk
 
 
 class RoutedProducer(RoutedProducerView):
+    """Sends the messages of one partitioned ``topic`` each to its partition's owner,
+    learned from ``routes`` (the nodes' --monitor-dsn endpoints, or a RouteTable),
+    keeping up to ``window`` unanswered on each node; the options are the sync
+    RoutedProducer's. ``publish`` returns a Future the message's final ACK resolves
+    (after any MOVED, by its owner)."""
+
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str,
                  window: int = 100, batch: int | None = None,
                  curve: ClientSecurity | None = None, context: AsyncContext | None = None,

@@ -9,6 +9,10 @@ events out, no I/O): ``producer``, ``consumer`` (--send-dsn), ``group_consumer``
 with its answers, ``monitor`` the monitor's questions, ``common`` what they share
 (connecting, deadlines), ``link_watch`` whether a consumer's node answers. A client
 owns its socket and stays on the thread that made it.
+
+The errors a caller catches are pzq.errors', exported here too: each a ``PzqError``
+(``ClientClosed``, ``ConsumeRefused``, ``ConsumeUnanswered``, ``EndpointError``);
+a wait that runs out is a ``TimeoutError`` (``ConsumeUnanswered`` is both).
 """
 
 from pzq.client.consumer import Consumer
@@ -19,9 +23,10 @@ from pzq.client.producer import Producer
 from pzq.client.route_table import RouteTable
 from pzq.client.routed_consumer import RoutedGroupConsumer
 from pzq.client.routed_producer import RoutedProducer
-from pzq.errors import ConsumeRefused, ConsumeUnanswered
+from pzq.errors import ClientClosed, ConsumeRefused, ConsumeUnanswered, EndpointError, PzqError
 from pzq.protocol.frames import ProducerAck
 
-__all__ = ["ConsumeRefused", "ConsumeUnanswered", "Consumer", "GroupConsumer", "Message",
-           "Producer", "ProducerAck", "RouteTable", "RoutedGroupConsumer",
-           "RoutedProducer", "StatsAnswer", "fetch_stats", "monitor_figures", "request_monitor"]
+__all__ = ["ClientClosed", "ConsumeRefused", "ConsumeUnanswered", "Consumer", "EndpointError",
+           "GroupConsumer", "Message", "Producer", "ProducerAck", "PzqError", "RouteTable",
+           "RoutedGroupConsumer", "RoutedProducer", "StatsAnswer", "fetch_stats",
+           "monitor_figures", "request_monitor"]

@@ -1,11 +1,13 @@
-"""What the clients share: connecting, with pzq's one IPv6 rule, and deadlines."""
+"""What the clients share: connecting, with pzq's one IPv6 rule, deadlines, and the
+one error of a client used after its ``close()``."""
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import zmq
 
@@ -74,6 +76,37 @@ def connect(socket: AnySocket, dsn: str | Sequence[str],
         except zmq.ZMQError:  # (pyzmq says "Invalid argument (addr='bogus')")
             raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint such as "
                              "tcp://127.0.0.1:11131 or ipc:///tmp/pzq") from None
+
+
+FORKED = ("{} was made before this process forked: its socket is the parent's, which "
+          "ZeroMQ cannot use in a child (make the client in the child)")
+_open_clients: weakref.WeakSet[Closable] = weakref.WeakSet()
+
+
+class Closable(Protocol):
+    _closed: str  # why the client may no more be used ("" while it may)
+
+
+def mark_open(client: Closable) -> None:
+    """``client`` is open, and closed for a child this process forks: a socket of the
+    parent's waits for ever there (ZeroMQ's I/O thread is not in the child)."""
+    client._closed = ""
+    _open_clients.add(client)
+
+
+def mark_closed(client: Closable, name: str) -> None:
+    """``client`` closed: every call after raises ClientClosed (as pzq.aio's do)."""
+    client._closed = f"the {name} is closed"
+    _open_clients.discard(client)
+
+
+def _forked() -> None:
+    for client in list(_open_clients):
+        client._closed = FORKED.format(f"this {type(client).__name__}")
+    _open_clients.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def remaining_ms(deadline: float | None) -> int | None:

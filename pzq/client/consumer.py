@@ -10,6 +10,7 @@ written when it was the way: that call goes in the next release.
 
 from __future__ import annotations
 
+import inspect
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -18,10 +19,11 @@ from typing import Any, cast
 import zmq
 
 from pzq.client import setup
-from pzq.client.common import opener, remaining_ms, watch_links
+from pzq.client.common import mark_closed, mark_open, opener, remaining_ms, watch_links
 from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
 from pzq.client.sessions.consumer import group_only
+from pzq.errors import ClientClosed
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
@@ -34,6 +36,8 @@ GROUP_OPTIONS = ("topic", "group", "window", "filter", "start", "timeout", "decl
 class Consumer:
     """Receives deliveries from one or more pzq nodes on --send-dsn."""
 
+    _closed: str  # why it may be used no more ("" while open): common.mark_open
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Consumer:
         if cls is Consumer and any(name in kwargs for name in GROUP_OPTIONS):
             # deprecated: a GroupConsumer, typed as what the call names until it goes
@@ -42,6 +46,7 @@ class Consumer:
 
     def __init__(self, dsn: str | Sequence[str], context: Context | None = None,
                  prefetch: int = 256, curve: ClientSecurity | None = None) -> None:
+        mark_open(self)
         self._session, self._socket = setup.consumer(
             prefetch, Message, self, opener(context, dsn, curve))
         self._links = watch_links(self._socket, dsn)
@@ -54,6 +59,11 @@ class Consumer:
         self._links.look(time.monotonic())
         return self._links.connected
 
+    # What inspect.signature(Consumer) and help() show: __init__'s options, not the
+    # (*args, **kwargs) of __new__, which only looks for the deprecated group options.
+    __signature__ = inspect.signature(__init__, eval_str=True).replace(
+        parameters=list(inspect.signature(__init__, eval_str=True).parameters.values())[1:])
+
     @property
     def malformed(self) -> int:
         """Frames received that were no delivery (dropped)."""
@@ -61,6 +71,8 @@ class Consumer:
 
     def receive(self, timeout: float | None = None) -> Message | None:
         """The next delivery, or None if none arrives within ``timeout`` seconds."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         deadline = None if timeout is None else time.monotonic() + timeout
         socket = self._socket
         while True:
@@ -80,22 +92,39 @@ class Consumer:
             yield message
 
     def ack(self, message: Message) -> None:
+        """Done with this delivery (``message.ack()`` calls this): removed from pzq."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         self._socket.send_multipart(self._session.answer(message, True))
 
     def nack(self, message: Message, delay: float | None = None) -> None:
         """Give it back: delivered again soon (the original protocol has no delay:
         ValueError for one)."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         self._socket.send_multipart(self._session.give_back(message, delay))
 
     def working(self, *messages: Message) -> None:
+        """A group's answer: ValueError here (the original protocol has none)."""
         raise group_only("working()")
 
     def reject(self, *messages: Message) -> None:
+        """A group's answer: ValueError here (the original protocol has none)."""
         raise group_only("reject()")
 
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called: every call but ``close`` raises ClientClosed."""
+        return bool(self._closed)
+
     def close(self) -> None:
+        """Close the socket: what it holds goes again at its ack deadline (the original
+        protocol has no BYE). A second call does nothing."""
+        if self._closed:
+            return
         self._links.close()
         self._socket.close()
+        mark_closed(self, "consumer")
 
     def __enter__(self) -> Consumer:
         return self

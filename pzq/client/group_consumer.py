@@ -32,6 +32,8 @@ from pzq.client import router_probe, setup
 from pzq.client.common import (
     NOTICE_AFTER_S,
     WaitNotice,
+    mark_closed,
+    mark_open,
     opener,
     remaining_ms,
     send_before,
@@ -42,7 +44,7 @@ from pzq.client.session_views import GroupView
 from pzq.client.sessions.delivered import own_key, own_keys
 from pzq.client.sessions.group import ROUTER_CHECK_AFTER_S, Out, unconfirmed_error
 from pzq.client.setup import HEARTBEAT_IVL_MS, HEARTBEAT_TIMEOUT_MS
-from pzq.errors import ConsumeUnanswered
+from pzq.errors import ClientClosed, ConsumeUnanswered
 from pzq.protocol import consume as consume_wire
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context, readable, recv_frames, send_frames
@@ -54,6 +56,8 @@ __all__ = ["HEARTBEAT_IVL_MS", "HEARTBEAT_TIMEOUT_MS", "GroupConsumer"]
 class GroupConsumer(GroupView[Message]):
     """Receives the deliveries of one consumer group, at most ``window`` unacked."""
 
+    _closed: str  # why it may be used no more ("" while open): common.mark_open
+
     def __init__(self, dsn: str | Sequence[str], topic: str, group: str, window: int = 100,
                  filter: str = "", start: str | int | datetime = "earliest",
                  context: Context | None = None, curve: ClientSecurity | None = None,
@@ -63,6 +67,7 @@ class GroupConsumer(GroupView[Message]):
         """``wait=False``: the CONSUME goes, its answer is not waited for here (a routed
         consumer joins its nodes so, at once): ``answered`` reads it."""
         timeout = setup.join_timeout(timeout)
+        mark_open(self)
         subscribe = consume_wire.Subscribe(topic, group, window, filter,
                                            consume_wire.start_of(start), confirm=confirm,
                                            declare=declare, protocol=protocol)
@@ -98,6 +103,7 @@ class GroupConsumer(GroupView[Message]):
 
     @property
     def heartbeat_s(self) -> float:
+        """Seconds of silence after which ``receive`` asks the node (a HEARTBEAT)."""
         return self._session.heartbeat_s
 
     @property
@@ -181,6 +187,8 @@ class GroupConsumer(GroupView[Message]):
     def receive(self, timeout: float | None = None) -> Message | None:
         """The next delivery, or None if none arrives within ``timeout`` seconds;
         ConsumeRefused, again at each call, once the node refused the group."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         session = self._session
         arrived = session.arrived
         if arrived:
@@ -272,6 +280,7 @@ class GroupConsumer(GroupView[Message]):
         self._send_all([self._session.heartbeat(time.monotonic())])
 
     def ack(self, message: Message) -> None:
+        """Done with this delivery (``message.ack()`` calls this): removed from pzq."""
         self._send_all(self._session.ack(own_key(message, self), time.monotonic()))
 
     def ack_many(self, messages: Iterable[Message]) -> None:
@@ -311,6 +320,8 @@ class GroupConsumer(GroupView[Message]):
         TimeoutError if it has not said so within ``timeout`` s (the ACKs not sent by
         then still go, once the node takes them). Deliveries that come meanwhile wait
         for ``receive``."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         session = self._session
         keys = own_keys(messages, self)
         deadline = time.monotonic() + timeout
@@ -341,6 +352,8 @@ class GroupConsumer(GroupView[Message]):
         no more once its pipe is full, and one whose handshake was refused has no pipe
         to send on until a handshake succeeds."""
         unsent, socket = self._unsent, self._socket
+        if self._closed:
+            raise ClientClosed(self._closed)
         unsent.extend(out)
         while unsent:
             try:
@@ -354,11 +367,16 @@ class GroupConsumer(GroupView[Message]):
             unsent.popleft()
         return True
 
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called: every call but ``close`` raises ClientClosed."""
+        return bool(self._closed)
+
     def close(self) -> None:
-        """Send what waits (for up to CLOSE_DRAIN_S), and say BYE, so the node gives
-        back what is unacked at once; what the node did not take goes no more (an ACK
-        lost so means a delivery again)."""
-        if not self._socket.closed:
+        """Send what waits (for up to CLOSE_DRAIN_S: 1 s), and say BYE, so the node
+        gives back what is unacked at once; what the node did not take goes no more (an
+        ACK lost so means a delivery again). A second call does nothing."""
+        if not self._closed:
             try:
                 self._send_all((), time.monotonic() + CLOSE_DRAIN_S)
             except zmq.ZMQError:
@@ -369,6 +387,7 @@ class GroupConsumer(GroupView[Message]):
                 pass
             self._links.close()
             self._socket.close()
+            mark_closed(self, "consumer")
 
     def __enter__(self) -> GroupConsumer:
         return self

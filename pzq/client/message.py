@@ -22,7 +22,16 @@ class Answers(Protocol):
 
 
 class Message(Delivered):
-    """One delivery. Its answers go to the consumer it came from."""
+    """One delivery. Its answers go to the consumer it came from.
+
+    Its fields: ``key`` (bytes: the node's name of the message, which its answers
+    carry), ``parts`` (a tuple of the body's frames, bytes), ``headers`` (a dict of
+    the header frames, ``NAME: value`` texts, such as ``TOPIC``), ``sent_us`` (when
+    the node sent it, µs since the epoch, the node's clock), ``ack_timeout_us`` (µs
+    the node waits for an answer before it delivers the message again),
+    ``deadline_us`` (their sum), ``deliveries`` (how often it was delivered, or None)
+    and ``peer`` (the node's routing id on --send-dsn, empty on --consume-dsn). Its
+    repr shortens a long body (a part past 48 bytes, past 8 parts)."""
 
     _consumer: Answers
 

@@ -114,20 +114,34 @@ def monitor_figures(dsn: str, timeout: float = 5.0,
 
 @dataclass(frozen=True)
 class StatsAnswer:
-    """A node's STATS, or why there are none."""
+    """A node's STATS, or why there are none: ``stats``, the node's JSON (its fields:
+    the STATS reference), or None with ``error`` saying why (no answer within the
+    timeout, an endpoint that is no monitor's, a reply that is no JSON)."""
 
+    #: the --monitor-dsn asked
     dsn: str
+    #: the node's STATS JSON (its fields: the STATS reference), or None
     stats: dict[str, Any] | None
+    #: why there are no stats, one line; None when there are
     error: str | None = None
 
     @property
     def up(self) -> bool:
+        """The node answered: ``stats`` holds its figures."""
         return self.stats is not None
 
+    def __repr__(self) -> str:
+        # a log line's worth: the figures are some hundred fields, read from .stats
+        told = f"{len(self.stats)} fields" if self.stats is not None else f"error={self.error!r}"
+        return f"StatsAnswer(dsn={self.dsn!r}, {told})"
 
-def fetch_stats(dsn: str, timeout: float, curve: ClientSecurity | None = None,
+
+def fetch_stats(dsn: str, timeout: float = 5.0, curve: ClientSecurity | None = None,
                 notice: Callable[[str], None] | None = None,
                 context: zmq.Context[zmq.Socket[bytes]] | None = None) -> StatsAnswer:
+    """The node's STATS, or why there are none (``StatsAnswer.error``): it raises
+    nothing for a node that does not answer within ``timeout`` seconds or an endpoint
+    that is no monitor's. ``notice``: ``request_monitor``'s."""
     try:
         reply = request_monitor(dsn, "STATS", timeout, curve, notice, context)
     except (TimeoutError, EndpointError) as exc:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import zmq
 
 from pzq.client import setup
-from pzq.client.common import messages, opener, send_before
+from pzq.client.common import mark_closed, mark_open, messages, opener, send_before
 from pzq.client.session_views import ProducerView
 from pzq.client.sessions.producer import (
     ACK_TIMEOUT_S,
@@ -34,6 +34,7 @@ from pzq.client.sessions.producer import (
     topic_headers,
     with_options,
 )
+from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
@@ -57,10 +58,13 @@ class Producer(ProducerView):
     (``acks``/``flush`` return an ACK not ok with ``given_up``, ``produce`` raises
     TimeoutError; None: kept until ``close``)."""
 
+    _closed: str  # why it may be used no more ("" while open): common.mark_open
+
     def __init__(self, dsn: str | Sequence[str], window: int = 100,
                  context: Context | None = None, curve: ClientSecurity | None = None,
                  keep_acks: int = KEEP_ACKS, batch: int | None = None,
                  ack_timeout: float | None = ACK_TIMEOUT_S) -> None:
+        mark_open(self)
         self._session, self._socket = setup.producer(
             window, batch, keep_acks, opener(context, dsn, curve), ack_timeout=ack_timeout)
         self._topic_frames: dict[str | None, list[bytes]] = {}  # a topic's TOPIC frame
@@ -69,10 +73,12 @@ class Producer(ProducerView):
 
     @property
     def keep_acks(self) -> int:
+        """Most ACKs (and latencies) kept for ``acks()``; older ones are dropped."""
         return self._session.keep_acks
 
     @property
     def acks_dropped(self) -> int:
+        """ACKs dropped unread, past ``keep_acks``."""
         return self._session.acks_dropped
 
     @property
@@ -95,6 +101,8 @@ class Producer(ProducerView):
         delivered before; ``ttl`` (seconds) or ``expires``: worthless after;
         ``priority`` 0-9 (9 first, on a topic with priorities on): their header frames
         (pzq.protocol.time_headers; ValueError for a value the node would refuse)."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         headers = with_options(self._topic_frames, headers, topic, key, tag, dedup_id)
         if delay is not None or not_before is not None or ttl is not None \
                 or expires is not None or priority is not None:
@@ -135,6 +143,8 @@ class Producer(ProducerView):
     def acks(self, timeout: float = 0.0) -> list[ProducerAck]:
         """ACKs received so far (and those of messages given up), waiting up to
         ``timeout`` s for one if none is here."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         session = self._session
         self._send(session.pending_batch())
         deadline = time.monotonic() + timeout
@@ -147,6 +157,8 @@ class Producer(ProducerView):
     def flush(self, timeout: float = 30.0) -> list[ProducerAck]:
         """Wait until every sent message is ACKed or given up (``ack_timeout``); returns
         the ACKs not yet returned."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         deadline = time.monotonic() + timeout
         self._send(self._session.pending_batch(), timeout)
         while self._session.unanswered:
@@ -204,12 +216,23 @@ class Producer(ProducerView):
         session.give_up(now)
         self._check_at = session.next_deadline(now) or now + (session.ack_timeout or math.inf)
 
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called: every call but ``close`` raises ClientClosed."""
+        return bool(self._closed)
+
     def close(self) -> None:
+        """Send the produce batch that waits (for up to a second) and close the socket;
+        messages still without an ACK are not waited for (``flush()`` first). A second
+        call does nothing."""
+        if self._closed:
+            return
         try:  # sent, as a message sent alone would be
             self._send(self._session.pending_batch(), CLOSE_SEND_S)
         except TimeoutError:
             pass  # nothing took it: those messages were never ACKed, as flush says
         self._socket.close()
+        mark_closed(self, "producer")
 
     def __enter__(self) -> Producer:
         return self

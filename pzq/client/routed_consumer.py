@@ -17,11 +17,12 @@ from typing import Any
 import zmq
 
 from pzq.client import setup
+from pzq.client.common import mark_closed, mark_open
 from pzq.client.group_consumer import GroupConsumer
 from pzq.client.message import Message
 from pzq.client.route_table import RouteTable
 from pzq.client.sessions.routed_group import RoutedGroupSession
-from pzq.errors import ConsumeRefused
+from pzq.errors import ClientClosed, ConsumeRefused
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
 
@@ -29,6 +30,15 @@ CHECK_AT = operator.attrgetter("router_check_at")  # a join's time to probe its 
 
 
 class RoutedGroupConsumer:
+    """Receives the deliveries of one consumer group of a partitioned ``topic`` from
+    every node in ``routes`` (the nodes' --monitor-dsn endpoints, or a RouteTable), at
+    most ``window`` unacked on each. ``options`` are GroupConsumer's (``filter``,
+    ``start``, ``confirm``, ...), each node's; ``declare=True`` and ``timeout=3`` (s)
+    unless given. Joins every node when made: ConsumeRefused when one refuses the
+    group, ValueError when no node in the table has a --consume-dsn."""
+
+    _closed: str  # why it may be used no more ("" while open): common.mark_open
+
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str, group: str,
                  window: int = 100, context: Context | None = None,
                  curve: ClientSecurity | None = None, **options: Any) -> None:
@@ -37,6 +47,7 @@ class RoutedGroupConsumer:
         self.curve = curve
         self.options = setup.routed_group_options(options)  # GroupConsumer's, each node's
         self._context = context or zmq.Context.instance()
+        mark_open(self)
         self._session: RoutedGroupSession[GroupConsumer] = RoutedGroupSession(
             self.table, self.options.get("timeout"))
         try:
@@ -80,6 +91,8 @@ class RoutedGroupConsumer:
             consumer.close()
 
     def receive(self, timeout: float | None = None) -> Message | None:
+        """The next delivery from any node, or None if none arrives within ``timeout``
+        seconds; ConsumeRefused as ``receive_many``."""
         found = self.receive_many(1, timeout)
         return found[0] if found else None
 
@@ -87,6 +100,8 @@ class RoutedGroupConsumer:
         """Up to ``most`` deliveries from any node: waits up to ``timeout`` s for the
         first, then takes what has arrived, each node in turn; ConsumeRefused, again at
         each call, once a node refused the group (a removed group, a withdrawn right)."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         self._session.refuse_again()
         try:
             return self._receive_many(most, timeout)
@@ -133,10 +148,20 @@ class RoutedGroupConsumer:
 
     def ack_many(self, messages: Iterable[Message]) -> None:
         """ACK these deliveries: one ACK per node they came from."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         for consumer, group in self._session.by_member(messages):
             consumer.ack_many(group)
 
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called: every call but ``close`` raises ClientClosed."""
+        return bool(self._closed)
+
     def close(self) -> None:
+        """Close every node's consumer, each saying BYE: what they hold unacked goes
+        back to the group at once. A second call does nothing."""
+        mark_closed(self, "consumer")
         for consumer in self._session.every_member():
             consumer.close()
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import zmq
 
-from pzq.client.common import messages
+from pzq.client.common import mark_closed, mark_open, messages
 from pzq.client.producer import Producer
 from pzq.client.route_table import RouteTable
 from pzq.client.session_views import RoutedProducerView
@@ -24,6 +24,7 @@ from pzq.client.sessions.routed_producer import (
     Routed,
     RoutedProducerSession,
 )
+from pzq.errors import ClientClosed
 from pzq.protocol.frames import ProducerAck
 from pzq.security import ClientSecurity
 from pzq.zmqio import Context
@@ -32,6 +33,14 @@ UNKNOWN_OWNER_POLL_S = 0.1  # how often the table is asked while an owner is unk
 
 
 class RoutedProducer(RoutedProducerView):
+    """Sends the messages of one partitioned ``topic`` each to its partition's owner,
+    learned from ``routes`` (the nodes' --monitor-dsn endpoints, or a RouteTable),
+    keeping up to ``window`` unanswered on each node. A MOVED answer sends the message
+    on to the owner it names; a node silent ``resend_after`` s (2 s) has its messages
+    sent again to the partition's owner of the moment."""
+
+    _closed: str  # why it may be used no more ("" while open): common.mark_open
+
     def __init__(self, routes: str | Sequence[str] | RouteTable, topic: str,
                  window: int = 100, context: Context | None = None,
                  curve: ClientSecurity | None = None, batch: int | None = None,
@@ -45,15 +54,22 @@ class RoutedProducer(RoutedProducerView):
         self._session = RoutedProducerSession(self.table, topic, resend_after)
         self._context = context or zmq.Context.instance()
         self._producers: dict[str, Producer] = {}  # receive endpoint -> its producer
+        mark_open(self)
 
     def send(self, parts: Sequence[bytes], headers: Sequence[bytes] = (),
              timeout: float = 30.0, key: bytes | str | None = None, tag: str | None = None,
-             dedup_id: str | bytes | None = None, *, delay: float | None = None,
+             dedup_id: str | bytes | None = None, *, topic: str | None = None,
+             delay: float | None = None,
              not_before: Moment | None = None, ttl: float | None = None,
              expires: Moment | None = None, priority: int | None = None) -> bytes:
         """Send one message to its partition's owner (``key``, or a ``KEY:`` frame among
         ``headers``, says which partition; none: any); waits while that owner's window
-        is full. The time options: Producer.send's."""
+        is full. ``topic``: the producer's, if given (another is a ValueError, as in
+        pzq.aio's); the time options: Producer.send's."""
+        if self._closed:
+            raise ClientClosed(self._closed)
+        if topic is not None and topic != self.topic:
+            raise ValueError(f"this RoutedProducer sends to topic {self.topic!r}, not {topic!r}")
         times = time_headers(delay, not_before, ttl, expires, priority)
         if times:
             headers = [*headers, *times]
@@ -124,6 +140,8 @@ class RoutedProducer(RoutedProducerView):
     def acks(self, timeout: float = 0.0) -> list[ProducerAck]:
         """ACKs received so far (a MOVED is not one: the message goes on), waiting up to
         ``timeout`` s for one if none is here."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         session = self._session
         deadline = time.monotonic() + timeout
         while True:
@@ -145,6 +163,8 @@ class RoutedProducer(RoutedProducerView):
     def flush(self, timeout: float = 30.0) -> list[ProducerAck]:
         """Wait until every message sent is ACKed (after any MOVED, by its owner);
         TimeoutError naming how many are not, the ACKs that came kept for ``acks``."""
+        if self._closed:
+            raise ClientClosed(self._closed)
         deadline = time.monotonic() + timeout
         found: list[ProducerAck] = []
         try:
@@ -158,7 +178,16 @@ class RoutedProducer(RoutedProducerView):
             raise
         return found + self.acks()
 
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called: every call but ``close`` raises ClientClosed."""
+        return bool(self._closed)
+
     def close(self) -> None:
+        """Close every node's producer (each sends its waiting batch first); messages
+        without a final ACK are not waited for (``flush()`` first). A second call does
+        nothing."""
+        mark_closed(self, "producer")
         for producer in self._producers.values():
             producer.close()
 

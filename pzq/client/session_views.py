@@ -18,10 +18,12 @@ class ProducerView:
 
     @property
     def window(self) -> int:
+        """Most messages sent and not yet ACKed; a send waits for room beyond."""
         return self._session.window
 
     @property
     def batch(self) -> int:
+        """Most messages in one produce batch."""
         return self._session.batch
 
     @property
@@ -40,6 +42,7 @@ class ProducerView:
         return self._session.latencies
 
     def next_msg_id(self) -> bytes:
+        """A new message id of this producer's (``send`` takes one when given none)."""
         return self._session.next_msg_id()
 
 
@@ -78,6 +81,7 @@ class RoutedProducerView:
 
     @property
     def outstanding(self) -> int:
+        """Messages sent and without their final ACK yet."""
         return len(self._session.sent)
 
     @property

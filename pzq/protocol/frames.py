@@ -50,12 +50,18 @@ class ProducerAck(NamedTuple):
     """An ACK as the producer's DEALER receives it (a tuple: a batch's ACKs are made
     in C, with no Python call for each)."""
 
+    #: the message's id, as the producer sent it (``send`` returns it)
     msg_id: bytes
+    #: stored (``duplicate`` and ``replication_failed`` are ok too); False: not stored
     ok: bool
+    #: empty, or ``DUPLICATE``, ``REPLICATION_FAILED``, ``MOVED ...``, ``NO_ACK`` or
+    #: the node's reason of a refusal (``QUEUE_FULL``, ...), as bytes
     status_message: bytes
 
     @property
     def replication_failed(self) -> bool:
+        """Stored on this node, but not copied to the replicas asked for in time
+        (``ok`` all the same: see the cluster page)."""
         return self.ok and self.status_message == REPLICATION_FAILED
 
     @property

@@ -18,6 +18,8 @@ from typing import Any, NoReturn, TypeVar
 from pzq.protocol.frames import delivery_count
 
 FIELDS = ("key", "parts", "headers", "sent_us", "ack_timeout_us", "peer")
+SHOWN_BYTES = 48  # of a longer part, repr shows this many bytes and the length
+SHOWN_PARTS = 8  # of more parts, repr shows this many and how many there are
 Row = tuple[bytes, tuple[bytes, ...], dict[str, str], int, int, bytes, Any]
 
 
@@ -42,6 +44,7 @@ class Delivered(tuple[Any, ...]):
 
     @property
     def deadline_us(self) -> int:
+        """When the node delivers it again if no answer came: µs since the epoch."""
         return self.sent_us + self.ack_timeout_us
 
     @property
@@ -51,8 +54,17 @@ class Delivered(tuple[Any, ...]):
         return delivery_count(self.headers)
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={value!r}" for name, value in zip(FIELDS, self[:6],
-                                                                        strict=True))
+        """Every field, as a record's; a long body shortened so a log line stays one:
+        a part past SHOWN_BYTES as its first bytes and its size (``b'...'... (4096
+        B)``), past SHOWN_PARTS parts the first ones and how many there are."""
+        shown = {name: repr(value) for name, value in zip(FIELDS, self[:6], strict=True)}
+        parts = self.parts
+        if len(parts) > SHOWN_PARTS or any(len(part) > SHOWN_BYTES for part in parts):
+            texts = [short_bytes(part) for part in parts[:SHOWN_PARTS]]
+            if len(parts) > SHOWN_PARTS:
+                texts.append(f"... ({len(parts)} parts)")
+            shown["parts"] = "(" + ", ".join(texts) + ")"
+        fields = ", ".join(f"{name}={text}" for name, text in shown.items())
         return f"{type(self).__name__}({fields})"
 
     def __eq__(self, other: object) -> bool:
@@ -89,6 +101,13 @@ class Delivered(tuple[Any, ...]):
 D = TypeVar("D", bound=Delivered)
 M = TypeVar("M", bound=Delivered)
 MakeMessage = type[M]  # the shell's message class
+
+
+def short_bytes(part: bytes) -> str:
+    """A part as repr shows it: whole up to SHOWN_BYTES, else its start and size."""
+    if len(part) <= SHOWN_BYTES:
+        return repr(part)
+    return f"{part[:SHOWN_BYTES]!r}... ({len(part)} B)"
 
 
 def deliveries(make: type[M], rows: Iterable[Row]) -> Iterator[M]:

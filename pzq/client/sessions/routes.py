@@ -47,6 +47,7 @@ class KnownRoutes:
         self.fetched = now
 
     def older_than(self, seconds: float, now: float) -> bool:
+        """Asked for ``seconds`` or longer before ``now`` (monotonic seconds)."""
         return now - self.fetched >= seconds
 
     def partitions(self, topic: str) -> int:
@@ -58,6 +59,8 @@ class KnownRoutes:
         return list(dict.fromkeys(self.topics.get(topic, {}).get("owners", [])))
 
     def endpoint(self, node: str, role: str) -> str | None:
+        """The endpoint ``node`` serves ``role`` on (``receive``, ``consume``, ...), or
+        None when the table does not name it."""
         found = self.nodes.get(node, {}).get(role)
         return str(found) if found else None
 

@@ -47,7 +47,10 @@ def monitor(socket: Any) -> zmq.Socket[bytes]:
     unread or unheard event would stop every socket of the context."""
     address = f"inproc://pzq-links.{next(_numbers)}"
     socket.monitor(address, EVENTS)
-    pair: zmq.Socket[bytes] = zmq.Context.shadow(socket.context.underlying).socket(zmq.PAIR)
+    # A plain socket of the socket's own context object (an asyncio one's too), so
+    # that its destroy() closes the PAIR with the rest: one made on another object of
+    # the same context (a shadow) kept destroy()'s term() waiting for ever
+    pair: zmq.Socket[bytes] = socket.context.socket(zmq.PAIR, socket_class=zmq.Socket)
     pair.setsockopt(zmq.RCVHWM, 0)
     pair.setsockopt(zmq.LINGER, 0)
     pair.connect(address)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from typing import Any
 
 import pytest
+import zmq
+import zmq.asyncio
 
 from pzq import aio
 from pzq.client import Consumer, GroupConsumer
@@ -120,3 +123,26 @@ def test_a_consumer_that_connects_at_once_says_nothing(start_node, context, capl
         assert consumer.receive(SILENT_WARN_S + 1) is None
         assert consumer.connected
     assert said(caplog, logging.WARNING) == said(caplog, logging.INFO) == []
+
+
+@pytest.mark.parametrize("kind", ["consumer", "group consumer", "asyncio consumer",
+                                  "asyncio group consumer"])
+def test_a_context_destroyed_with_a_consumer_open_ends(start_node, kind):
+    """The watch's socket is one of the consumer's own context: destroy() closes it with
+    the rest (one made on another context object kept destroy()'s term() waiting for
+    ever, as a killed consumer's context.destroy(linger=0) in the group soaks)."""
+    node = start_node(consume=True)
+    context: Any = zmq.asyncio.Context() if kind.startswith("asyncio") else zmq.Context()
+    consumer: Any = {
+        "consumer": lambda: Consumer(node.send_dsn, context=context),
+        "group consumer": lambda: GroupConsumer(node.consume_dsn, "orders", "billing",
+                                                declare=True, context=context),
+        "asyncio consumer": lambda: aio.Consumer(node.send_dsn, context=context),
+        "asyncio group consumer": lambda: aio.GroupConsumer(
+            node.consume_dsn, "orders", "billing", declare=True, context=context),
+    }[kind]()
+    wait_until(lambda: consumer.connected, 30, message="the consumer connected")
+    destroyed = threading.Event()
+    threading.Thread(target=lambda: (context.destroy(linger=0), destroyed.set()),
+                     daemon=True).start()
+    assert destroyed.wait(10), "context.destroy() did not end"

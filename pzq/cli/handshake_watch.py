@@ -2,16 +2,20 @@
 the client's CURVE key refused, or failed.
 
 A tool gives its client the watch's context; every socket made there is monitored
-from the start, before it connects, so the first handshake is seen too.
+from the start, before it connects, so the first handshake is seen too. A consumer's
+socket is monitored by its own link watch (pzq.client.link_watch), which replaces
+that monitor (a socket has one): the watch asks it instead.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from pzq.client.link_watch import LinkWatch
 from pzq.zmqio import Socket
 
 EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -32,10 +36,15 @@ class _WatchedContext(zmq.Context):  # type: ignore[type-arg]
             self.watch.monitors.append(made.get_monitor_socket(EVENTS))
         return made
 
+    def adopt_link_watch(self, links: LinkWatch) -> None:
+        """A consumer's link watch, which now monitors the socket made here."""
+        self.watch.link_watches.append(links)
+
 
 class HandshakeWatch:
     def __init__(self) -> None:
         self.monitors: list[Socket] = []
+        self.link_watches: list[LinkWatch] = []
         self.context: zmq.Context[Socket] = _WatchedContext(self)
         self._ended: dict[str, str] = {}  # endpoint -> how its last handshake ended
         self._ever_taken = False
@@ -55,10 +64,16 @@ class HandshakeWatch:
     def _read(self) -> None:
         for monitor in self.monitors:
             while monitor.poll(0):
-                event = recv_monitor_message(monitor)
-                ended = _outcome(event["event"])
-                self._ended[event["endpoint"].decode(errors="replace")] = ended
-                self._ever_taken |= ended == TAKEN
+                message = recv_monitor_message(monitor)
+                self._heard(message["endpoint"].decode(errors="replace"), message["event"])
+        for links in self.link_watches:
+            for endpoint, event in links.handshakes(time.monotonic()).items():
+                self._heard(endpoint, event)
+
+    def _heard(self, endpoint: str, event: int) -> None:
+        ended = _outcome(event)
+        self._ended[endpoint] = ended
+        self._ever_taken |= ended == TAKEN
 
     def close(self) -> None:
         """Once the client is closed: its sockets' last messages go (their linger)."""

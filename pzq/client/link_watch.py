@@ -71,6 +71,7 @@ class Link:
     since: float
     why: str = NOT_YET
     warned: bool = False
+    handshake: int | None = None  # how the last handshake ended (its event), None: none yet
 
 
 class LinkWatch:
@@ -80,6 +81,18 @@ class LinkWatch:
         self._socket = socket
         self._monitor = pair
         self.links = {endpoint: Link(False, now) for endpoint in endpoints}
+        # A socket has one monitor: this one replaced any its context gave it (a tool's
+        # pzq.cli.handshake_watch), which asks this watch instead.
+        adopt = getattr(socket.context, "adopt_link_watch", None)
+        if callable(adopt):
+            adopt(self)
+
+    def handshakes(self, now: float) -> dict[str, int]:
+        """How each endpoint's last handshake ended (its event), once ``look`` took
+        what came."""
+        self.look(now)
+        return {endpoint: link.handshake for endpoint, link in self.links.items()
+                if link.handshake is not None}
 
     @property
     def connected(self) -> bool:
@@ -120,6 +133,8 @@ class LinkWatch:
         return same[0] if len(same) == 1 else None
 
     def _changed(self, link: Link, event: int, now: float) -> None:
+        if event != zmq.EVENT_DISCONNECTED:
+            link.handshake = event
         if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             if link.warned:
                 endpoint = next(name for name, each in self.links.items() if each is link)

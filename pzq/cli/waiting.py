@@ -207,13 +207,15 @@ def endpoint_state(dsn: str, curve: ClientSecurity, awaited: str,
     """What a plain probe finds at ``dsn``, for a tool that waits on it, and for a CURVE
     client what the node says to its handshake: ``awaited`` names what has not come
     yet (``awaited_with_curve`` when CURVE may be the cause and the probe cannot tell)."""
+    if curve.on:  # the handshake first: a CURVE node logs a plain connection as refused
+        answered, refusal = curve_probe.handshake_verdict(dsn, curve, reach.PROBE_TIMEOUT_S)
+        if refusal:
+            return f"{dsn}: connected, but {refusal}"
+        if answered:
+            return f"{dsn}: connected, {awaited_with_curve}"
     answers = reach.accepts_connections(dsn)
     if answers is False:
         return f"{dsn}: nothing answers there yet (is the node running?)"
     if answers is None:
         return f"{dsn}: {reach.unresolvable(dsn) or 'connecting'}"
-    if not curve.on:
-        return f"{dsn}: connected, {awaited}"
-    refusal = curve_probe.curve_refusal(dsn, curve, reach.PROBE_TIMEOUT_S)
-    return f"{dsn}: connected, but {refusal}" if refusal else \
-        f"{dsn}: connected, {awaited_with_curve}"
+    return f"{dsn}: connected, {awaited_with_curve if curve.on else awaited}"

@@ -22,7 +22,9 @@ from pzq.security import PLAIN, ClientSecurity, plain_if_none
 from pzq.sockets import dual_stack
 
 EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-          | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+          | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+          | zmq.EVENT_CONNECT_RETRIED)  # nothing there: not told, without a wait
+HANDSHAKE_ENDED = EVENTS & ~zmq.EVENT_CONNECT_RETRIED
 # --send-dsn's ZAP refuses a key its --authorization rules keep off it as it refuses an
 # unknown key (the same status): the handshake cannot tell them apart, so both are named
 CLIENT_KEY_REFUSED = ("the node refused this client's public key (--curve-client-key): it is "
@@ -43,12 +45,30 @@ def why_silent(dsn: str | Sequence[str], curve: ClientSecurity | None,
     if not isinstance(dsn, str):
         return reach.each_named(dsn, [why_silent(each, curve, timeout) for each in dsn])
     curve = plain_if_none(curve)
-    if reach.accepts_connections(dsn, timeout):
-        refused = (curve_refusal(dsn, curve, timeout) if curve.on
-                   else plain_refusal(endpoint_probe.mechanism(dsn, timeout)))
+    if curve.on:
+        ended = _handshake(dsn, curve, timeout)
+        if answered(ended):
+            plain = _handshake(dsn, PLAIN, timeout) if hung_up(ended) else None
+            return told(ended, plain)
+    elif reach.accepts_connections(dsn, timeout):
+        refused = plain_refusal(endpoint_probe.mechanism(dsn, timeout))
         if refused is not None:
             return refused
     return reach.why_silent(dsn, curve.on, timeout)
+
+
+def answered(ended: Ended) -> bool:
+    """The node answered the CURVE handshake, taken or refused: a process is there, and
+    no plain connection need ask. A CURVE node logs one that leaves mid-handshake as a
+    refused client (pzq.handshakes.LEFT), which the probe would be; the handshake with
+    the client's own key is logged as that key's refusal, counted with the client's."""
+    return ended is not None and bool(ended[0] & HANDSHAKE_ENDED)
+
+
+def told(ended: Ended, plain: Ended) -> str:
+    """Why a CURVE client hears nothing from a node that ``answered`` its handshake:
+    ``refusal``'s words, or (the handshake taken) a silent node's."""
+    return refusal(ended, plain) or reach.silence(True, None, curve=True)
 
 
 def plain_refusal(mechanism: str | None) -> str | None:
@@ -58,12 +78,15 @@ def plain_refusal(mechanism: str | None) -> str | None:
     return CURVE_REQUIRED if mechanism == "CURVE" else None
 
 
-def curve_refusal(dsn: str, curve: ClientSecurity, timeout: float) -> str | None:
-    """Why the node at ``dsn`` refuses ``curve``'s handshake; None when it takes it,
-    or when nothing is told within ``timeout`` seconds."""
+def handshake_verdict(dsn: str, curve: ClientSecurity,
+                      timeout: float) -> tuple[bool, str | None]:
+    """Whether the node at ``dsn`` answered ``curve``'s handshake (``answered``), and
+    why it refused it (None: it took it, or nothing was told within ``timeout`` s)."""
     ended = _handshake(dsn, curve, timeout)
+    if not answered(ended):
+        return False, None
     plain = _handshake(dsn, PLAIN, timeout) if hung_up(ended) else None
-    return refusal(ended, plain)
+    return True, refusal(ended, plain)
 
 
 Ended = tuple[int, int] | None  # how a handshake ended: its monitor's event and value

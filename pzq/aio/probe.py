@@ -37,12 +37,17 @@ async def why_silent(dsn: str | Sequence[str], curve: ClientSecurity | None,
 
 
 async def _why_silent(dsn: str, curve: ClientSecurity | None, timeout: float) -> str:
-    answers = await accepts_connections(dsn, timeout)
     curve = plain_if_none(curve)
-    if answers:
-        refused = (await curve_refusal(dsn, curve, timeout) if curve.on
-                   else curve_probe.plain_refusal(await asyncio.to_thread(
-                       endpoint_probe.mechanism, dsn, timeout)))
+    if curve.on:  # curve_probe.why_silent's order: no plain connection a node would log
+        ended = await _handshake(dsn, curve, timeout)
+        if curve_probe.answered(ended):
+            plain = await _handshake(dsn, None, timeout) if curve_probe.hung_up(ended) \
+                else None
+            return curve_probe.told(ended, plain)
+    answers = await accepts_connections(dsn, timeout)
+    if answers and not curve.on:
+        refused = curve_probe.plain_refusal(await asyncio.to_thread(
+            endpoint_probe.mechanism, dsn, timeout))
         if refused is not None:
             return refused
     unresolved = await unresolvable(dsn) if answers is None else None
@@ -84,14 +89,6 @@ async def unresolvable(dsn: str) -> str | None:
     except OSError:
         return None
     return None
-
-
-async def curve_refusal(dsn: str, curve: ClientSecurity, timeout: float) -> str | None:
-    """Why the node at ``dsn`` refuses ``curve``'s handshake; None when it takes it,
-    or when nothing is told within ``timeout`` seconds."""
-    ended = await _handshake(dsn, curve, timeout)
-    plain = await _handshake(dsn, None, timeout) if curve_probe.hung_up(ended) else None
-    return curve_probe.refusal(ended, plain)
 
 
 async def is_router(dsn: str, curve: ClientSecurity | None,

@@ -42,6 +42,7 @@ from pzq.client.sessions.producer import (
     Moment,
     given_up_error,
     time_headers,
+    unanswered_error,
     with_options,
 )
 from pzq.errors import ClientClosed
@@ -161,8 +162,7 @@ class Producer(ProducerView):
                 async with asyncio.timeout(timeout):
                     await asyncio.shield(future)  # the producer's Future outlives a cancel
             except TimeoutError:
-                raise TimeoutError(f"no ACK within {timeout:g} s: "
-                                   f"{await self._why_silent(timeout)}") from None
+                raise unanswered_error(timeout, await self._why_silent(timeout)) from None
         return future.result()
 
     def forget(self, msg_id: bytes) -> None:

@@ -28,7 +28,7 @@ from pzq.client import (
 )
 from pzq.client.common import NOTICE_AFTER_S
 from pzq.client.link_watch import links_log
-from pzq.security import ClientSecurity
+from pzq.security import ClientSecurity, plain_if_none
 
 T = TypeVar("T")
 OUTPUT_WATCH_S = 0.1  # how soon a consumer waiting for deliveries sees its reader gone
@@ -202,18 +202,21 @@ class DeliveryWait:
         return f"nothing answers at {', '.join(self.dsns)} (is the node running?)"
 
 
-def endpoint_state(dsn: str, curve: ClientSecurity, awaited: str,
+def endpoint_state(dsn: str, curve: ClientSecurity | None, awaited: str,
                    awaited_with_curve: str) -> str:
     """What a plain probe finds at ``dsn``, for a tool that waits on it, and for a CURVE
     client what the node says to its handshake: ``awaited`` names what has not come
     yet (``awaited_with_curve`` when CURVE may be the cause and the probe cannot tell)."""
+    curve = plain_if_none(curve)
+    if curve.on:  # the handshake first: a CURVE node logs a plain connection as refused
+        answered, refusal = curve_probe.handshake_verdict(dsn, curve, reach.PROBE_TIMEOUT_S)
+        if refusal:
+            return f"{dsn}: connected, but {refusal}"
+        if answered:
+            return f"{dsn}: connected, {awaited_with_curve}"
     answers = reach.accepts_connections(dsn)
     if answers is False:
         return f"{dsn}: nothing answers there yet (is the node running?)"
     if answers is None:
         return f"{dsn}: {reach.unresolvable(dsn) or 'connecting'}"
-    if not curve.on:
-        return f"{dsn}: connected, {awaited}"
-    refusal = curve_probe.curve_refusal(dsn, curve, reach.PROBE_TIMEOUT_S)
-    return f"{dsn}: connected, but {refusal}" if refusal else \
-        f"{dsn}: connected, {awaited_with_curve}"
+    return f"{dsn}: connected, {awaited_with_curve if curve.on else awaited}"

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import zmq
 
+from pzq import curve_probe
 from pzq.client import setup
 from pzq.client.common import mark_closed, mark_open, messages, opener, send_before
 from pzq.client.session_views import ProducerView
@@ -32,6 +33,7 @@ from pzq.client.sessions.producer import (
     given_up_error,
     time_headers,
     topic_headers,
+    unanswered_error,
     with_options,
 )
 from pzq.errors import ClientClosed
@@ -65,6 +67,7 @@ class Producer(ProducerView):
                  keep_acks: int = KEEP_ACKS, batch: int | None = None,
                  ack_timeout: float | None = ACK_TIMEOUT_S) -> None:
         mark_open(self)
+        self._dsn, self._curve = dsn, curve  # probed when an ACK does not come
         self._session, self._socket = setup.producer(
             window, batch, keep_acks, opener(context, dsn, curve), ack_timeout=ack_timeout)
         self._topic_frames: dict[str | None, list[bytes]] = {}  # a topic's TOPIC frame
@@ -175,8 +178,9 @@ class Producer(ProducerView):
                 ttl: float | None = None, expires: Moment | None = None,
                 priority: int | None = None) -> ProducerAck:
         """Send one message and wait for its own ACK (the options: ``send``'s);
-        TimeoutError when none came within ``timeout`` s, or when it was given up
-        (``ack_timeout``)."""
+        TimeoutError when none came within ``timeout`` s, saying what a probe finds at
+        the endpoint (nothing answers there, a refused key, ...), as ``pzq.aio``'s
+        ``send`` does, or when it was given up (``ack_timeout``)."""
         msg_id = self.send(parts, headers, timeout=timeout, topic=topic, tag=tag,
                            dedup_id=dedup_id, key=key, delay=delay, not_before=not_before,
                            ttl=ttl, expires=expires, priority=priority)
@@ -184,7 +188,8 @@ class Producer(ProducerView):
         deadline = time.monotonic() + timeout
         while (ack := self._session.take_ack(msg_id)) is None:
             if not self._receive(deadline):
-                raise TimeoutError(f"no ACK for {msg_id!r} within {timeout} s")
+                raise unanswered_error(timeout, curve_probe.why_silent(
+                    self._dsn, self._curve, curve_probe.probe_timeout(timeout)))
         if ack.given_up:
             raise given_up_error(self._session.ack_timeout or 0.0)
         return ack

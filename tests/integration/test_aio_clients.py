@@ -582,3 +582,33 @@ def test_the_loop_is_never_blocked_during_a_produce_and_drain(node, aio_context)
     assert p99 < 0.05, f"p99 stall {p99 * 1e3:.1f} ms"
     assert worst < 0.5, f"longest stall {worst * 1e3:.0f} ms"
 
+
+
+def test_the_sync_produce_says_what_a_probe_finds_as_the_asyncio_send(context, aio_context):
+    """The sync ``Producer.produce`` said only ``no ACK for b'...-0' within 1 s``, where
+    the asyncio ``send`` says what a probe finds at the endpoint."""
+    from pzq.client import Producer
+
+    async def aio_send(dsn: str) -> str:
+        async with aio.Producer(dsn, context=aio_context) as producer:
+            with pytest.raises(TimeoutError) as raised:
+                await producer.send([b"x"], timeout=1)
+        return str(raised.value)
+
+    silent = context.socket(zmq.ROUTER)
+    silent.setsockopt(zmq.LINGER, 0)
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    closed = context.socket(zmq.ROUTER)
+    free = closed.bind_to_random_port("tcp://127.0.0.1")
+    closed.close(0)
+    try:
+        for dsn, why in ((f"tcp://127.0.0.1:{port}", "it accepts connections but does not "
+                          "answer"),
+                         (f"tcp://127.0.0.1:{free}", "nothing answers there")):
+            with Producer(dsn, context=context) as producer:
+                with pytest.raises(TimeoutError) as raised:
+                    producer.produce([b"x"], timeout=1)
+            assert str(raised.value).startswith(f"no ACK within 1 s: {why}")
+            assert str(raised.value) == run(aio_send(dsn))
+    finally:
+        silent.close(0)

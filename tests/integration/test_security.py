@@ -15,7 +15,7 @@ import structlog
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from pzq import handshakes, security
+from pzq import curve_probe, handshakes, security
 from pzq.client import Consumer, Producer, request_monitor
 from pzq.errors import ConfigError
 from pzq.security import PLAIN, ClientCurve
@@ -736,3 +736,64 @@ def test_a_removed_cluster_key_is_cut_off_and_the_peers_links_go_on(start_node, 
     finally:
         events.close(0)
         retired.close(0)
+
+
+def _one_refused_call(kind: str, node, curve, context) -> str:
+    """One call of a ``kind`` of client with ``curve`` that the node refuses; what its
+    timeout says."""
+    from pzq import aio
+    from pzq.client import GroupConsumer
+    from pzq.errors import ConsumeUnanswered
+    from tests.support.aio import TrackedAsyncContext, run
+
+    async def aio_call() -> None:
+        aio_context = TrackedAsyncContext(context)
+        if kind == "aio-producer":
+            async with aio.Producer(node.receive_dsn, context=aio_context,
+                                    curve=curve) as producer:
+                await producer.send([b"intruder"], timeout=2)
+        else:
+            async with aio.GroupConsumer(node.consume_dsn, "t", "g", context=aio_context,
+                                         curve=curve, timeout=2):
+                pass
+
+    with pytest.raises(TimeoutError) as timed_out:
+        if kind == "producer":
+            with Producer(node.receive_dsn, context=context, curve=curve) as producer:
+                producer.produce([b"intruder"], timeout=2)
+        elif kind == "group-consumer":
+            with GroupConsumer(node.consume_dsn, "t", "g", context=context, curve=curve,
+                               timeout=2):
+                pass
+        else:
+            run(aio_call())
+    if kind.endswith("group-consumer"):
+        assert isinstance(timed_out.value, ConsumeUnanswered)
+    return str(timed_out.value)
+
+
+@pytest.mark.parametrize("kind", ["producer", "aio-producer", "group-consumer",
+                                  "aio-group-consumer"])
+def test_a_refused_clients_probe_leaves_no_refusal_of_its_own(start_node, keys, context,
+                                                              tmp_path, kind):
+    """The probe that says why a client hears nothing connected to the node's port
+    first and hung up: the node logged a second refusal ('the client closed the
+    connection during the handshake'), mechanism unknown, no key, a client that was
+    never there."""
+    secure_node = start_node(*keys["args"], consume=True)
+    said = _one_refused_call(kind, secure_node, keys["stranger"], context)
+    assert said.endswith(curve_probe.CLIENT_KEY_REFUSED)
+    # a refusal to wait for: the probe's, had there been one, came before it
+    _, secret = security.generate(tmp_path / "more", "second")
+    second = ClientCurve(security.load_key_pair(secret), keys["client"].server_public)
+    with Producer(secure_node.receive_dsn, context=context, curve=second) as producer:
+        with pytest.raises(TimeoutError):
+            producer.produce([b"marker"], timeout=1)
+    second_key = second.keys.public.decode()
+    wait_until(lambda: any(event.get("client_key") == second_key
+                           for event in list(secure_node.events)), 10,
+               message="the second stranger's refusal logged")
+    refused = [(event["mechanism"], event["client_key"]) for event in list(secure_node.events)
+               if event.get("event") == "handshake_refused"]
+    assert refused == [("CURVE", keys["stranger"].keys.public.decode()),
+                       ("CURVE", second_key)]

@@ -121,6 +121,13 @@ def _shown(value: object) -> str:
     return f"{type(value).__name__} {shown}"
 
 
+def unanswered_error(timeout: float | None, why: str) -> TimeoutError:
+    """What a shell raises when a message's own ACK did not come within ``timeout`` s
+    (the sync ``produce``, the asyncio ``send``): ``why`` is what a probe found at the
+    endpoint (pzq.curve_probe.why_silent, pzq.aio.probe.why_silent)."""
+    return TimeoutError(f"no ACK within {timeout:g} s: {why}")
+
+
 def given_up_error(ack_timeout: float) -> TimeoutError:
     """What a shell raises for a message given up (``overdue``)."""
     return TimeoutError(

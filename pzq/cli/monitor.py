@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from pzq.cli import human
 from pzq.cli.common import (
@@ -312,14 +313,24 @@ def watch_json(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity,
 def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity,
                 last: list[StatsAnswer]) -> None:
     history: dict[str, deque[float]] = {dsn: deque(maxlen=HISTORY) for dsn in dsns}
+    shown: list[RenderableType] = [Text("")]  # the last look's view, below a wait's line
+
     with Live(console=console(), auto_refresh=False,
               screen=args.iterations == 0 and sys.stdout.isatty()) as live:
+        def say_in_view(text: str) -> None:
+            # on top: a table taller than the terminal loses its bottom lines
+            live.update(Group(Text(text, style="italic"), shown[0]), refresh=True)
+
+        # at a terminal the view says what it waits for: a line to stderr would be
+        # drawn across it; piped, the view comes at the end, so stderr says it
+        notice = say_in_view if live.console.is_terminal else say_waiting
         for _ in _refreshes(args):
-            answers = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
+            answers = fetch_all(dsns, args.timeout, curve, notice=notice)
             last[:] = answers
             for answer in answers:
                 history[answer.dsn].append(answer.stats["messages"] if answer.stats else 0)
-            live.update(views(answers, history), refresh=True)
+            shown[0] = views(answers, history)
+            live.update(shown[0], refresh=True)
 
 
 def views(answers: Sequence[StatsAnswer],

@@ -520,6 +520,39 @@ def test_monitor_watch_json_says_on_stderr_what_it_waits_for(node):
         "node running?); waiting up to 2 s"]
 
 
+def test_monitor_watch_at_a_terminal_says_what_it_waits_for_in_its_view(tmp_path):
+    """The live view took the waiting line as stderr's, printed across the screen's
+    table (rich draws stderr there), where the view says it instead."""
+    nowhere = f"ipc://{tmp_path}/no-monitor"
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([str(BIN / "pzq-monitor"), "--dsn", nowhere, "--watch",
+                                "--iterations", "1", "--timeout", "2"],
+                               stdin=subprocess.DEVNULL, stdout=terminal,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "COLUMNS": "400"})  # no line wraps
+    os.close(terminal)
+    shown = b""
+    try:
+        while True:  # the terminal's output until the tool ends (EIO: no writer left)
+            ready, _, _ = select.select([controller], [], [], 20)
+            assert ready, "pzq-monitor --watch drew nothing within 20 s"
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert process.wait(20) == 3
+    finally:
+        process.kill()
+        process.communicate()
+        os.close(controller)
+    screen = shown.decode(errors="replace")
+    assert f"no answer yet from {nowhere}: nothing answers there" in screen
+    assert "pzq-monitor: no answer yet" not in screen  # not as a line of stderr's
+
+
 def test_piped_table_keeps_long_node_names_whole(start_node):
     # a short folder of its own: an ipc path must fit in 107 bytes, and the test
     # runner's own folders can take most of them

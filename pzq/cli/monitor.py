@@ -97,10 +97,9 @@ def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | Non
         f"{peer['endpoint']} {peer_words(peer['state'])}" for peer in s.get("peers", []))))
     if any(answer.stats and answer.stats.get("taken_over") for answer in answers):
         view.add_row("taking over", *_cells(answers, _taken_over))
-    if history is not None:  # a live view: nothing goes to stderr, so say why here
+    if history is not None:
         view.add_row("stored, last minute",
                      *[sparkline(list(history[answer.dsn])) for answer in answers])
-        view.caption = "\n".join(str(answer.error) for answer in answers if not answer.up)
     return view
 
 
@@ -231,7 +230,7 @@ def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientSecurity,
 
 def say_waiting(text: str) -> None:
     """After a second without an answer, what is awaited (not in a live view: it
-    would write across the screen, which shows why in its caption)."""
+    would write across the screen, which shows why above its table)."""
     print(f"pzq-monitor: {text}", file=sys.stderr, flush=True)
 
 
@@ -337,5 +336,12 @@ def views(answers: Sequence[StatsAnswer],
           history: dict[str, deque[float]] | None = None) -> RenderableType:
     """The node table, and the topics and groups table when a node has a topic."""
     groups = topics_table(answers)
-    nodes = table(answers, history)
-    return nodes if groups is None else Group(nodes, groups)
+    parts: list[RenderableType] = [table(answers, history)]
+    if groups is not None:
+        parts.append(groups)
+    down = [str(answer.error) for answer in answers if not answer.up]
+    if history is not None and down:
+        # a live view: nothing goes to stderr, so say why here, on top, where a
+        # terminal shorter than the tables still shows it
+        parts.insert(0, Text("\n".join(down), style="red"))
+    return parts[0] if len(parts) == 1 else Group(*parts)

@@ -4,6 +4,7 @@ given, in the same run."""
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,7 @@ class Comparison:
             original_args: tuple[str, ...] | None = (), rounds: int = 1) -> Rates:
         """Returns the ceiling's figures (the rounds' medians), so later scenarios can
         reuse them. ``original_args`` None: the original has no such scenario."""
+        announce(scenario, rounds)
         measured = Rounds(scenario)
         for turn in range(rounds):
             if ceiling is None:
@@ -84,6 +86,13 @@ class Comparison:
                 original_node.kill()
         self.figures.extend(measured.figures())
         return measured.ceiling_medians()
+
+
+def announce(scenario: str, rounds: int = 1) -> None:
+    """One line on stderr as each scenario starts: a run lasts minutes, and its table
+    comes only at the end."""
+    times = f", {rounds} rounds" if rounds > 1 else ""
+    print(f"pzq-bench: measuring {scenario}{times} ...", file=sys.stderr, flush=True)
 
 
 def _folder(scenario: str) -> str:
@@ -133,6 +142,8 @@ SLOW_ACK_TIMEOUT_US = 1_000_000
 def _slow_consumer(directory: Path, plan: Plan) -> Figure:
     """A consumer taking 3 ms per message while a producer runs far ahead of it, with a
     1 s ack timeout: every delivery beyond one per message is a duplicate."""
+    scenario = f"slow consumer ({SLOW_WORK_S * 1000:.0f} ms a message)"
+    announce(scenario)
     node = start_pzq(directory, "slow-consumer", "--ack-timeout", str(SLOW_ACK_TIMEOUT_US),
                      "--reaper-frequency", str(SLOW_ACK_TIMEOUT_US // 10))
     answers = run_workers([(slow_consume_load, ([node.send_dsn], plan.slow_count, SLOW_WORK_S)),
@@ -141,7 +152,7 @@ def _slow_consumer(directory: Path, plan: Plan) -> Figure:
     node.kill()
     consumer = next(a for a in answers if a["role"] == "consumer")
     latencies = consumer["latencies_ns"]
-    return Figure(f"slow consumer ({SLOW_WORK_S * 1000:.0f} ms a message)", "pzq",
+    return Figure(scenario, "pzq",
                   consumer["count"] / max(consumer["seconds"], 1e-9),
                   percentile(latencies, .5), percentile(latencies, .99),
                   extra={"deliveries_per_message": round(stats["delivered"] / plan.slow_count, 3),
@@ -153,6 +164,7 @@ def _peer_up(node: NodeProcess) -> bool:
 
 
 def _replicated(directory: Path, plan: Plan, base: tuple[float, float, float]) -> list[Figure]:
+    announce("produce 100 B window 100, --replicas 1")
     endpoints = [f"ipc://{directory}/bench{i}.cluster" for i in range(2)]
     nodes = [start_pzq(directory, f"replica{i}", "--broadcast-dsn", endpoints[i], "--nodes",
                        endpoints[1 - i], "--replicas", "1", "--timeout_replication", "1000000")
@@ -171,6 +183,7 @@ def _backlog_scaling(directory: Path, plan: Plan, produce_base: tuple[float, flo
                      drain_base: float) -> list[Figure]:
     figures = []
     for backlog in plan.backlogs:
+        announce(f"backlog {backlog}: produce and drain")
         node = start_pzq(directory, f"backlog-{backlog}")
         if backlog:
             fill(node.receive_dsn, backlog, 100)

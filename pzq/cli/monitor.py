@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from pzq.cli import human
 from pzq.cli.common import (
@@ -96,10 +97,9 @@ def table(answers: Sequence[StatsAnswer], history: dict[str, deque[float]] | Non
         f"{peer['endpoint']} {peer_words(peer['state'])}" for peer in s.get("peers", []))))
     if any(answer.stats and answer.stats.get("taken_over") for answer in answers):
         view.add_row("taking over", *_cells(answers, _taken_over))
-    if history is not None:  # a live view: nothing goes to stderr, so say why here
+    if history is not None:
         view.add_row("stored, last minute",
                      *[sparkline(list(history[answer.dsn])) for answer in answers])
-        view.caption = "\n".join(str(answer.error) for answer in answers if not answer.up)
     return view
 
 
@@ -230,7 +230,7 @@ def fetch_all(dsns: Sequence[str], timeout: float, curve: ClientSecurity,
 
 def say_waiting(text: str) -> None:
     """After a second without an answer, what is awaited (not in a live view: it
-    would write across the screen, which shows why in its caption)."""
+    would write across the screen, which shows why above its table)."""
     print(f"pzq-monitor: {text}", file=sys.stderr, flush=True)
 
 
@@ -312,19 +312,36 @@ def watch_json(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity,
 def watch_table(dsns: list[str], args: argparse.Namespace, curve: ClientSecurity,
                 last: list[StatsAnswer]) -> None:
     history: dict[str, deque[float]] = {dsn: deque(maxlen=HISTORY) for dsn in dsns}
+    shown: list[RenderableType] = [Text("")]  # the last look's view, below a wait's line
+
     with Live(console=console(), auto_refresh=False,
               screen=args.iterations == 0 and sys.stdout.isatty()) as live:
+        def say_in_view(text: str) -> None:
+            # on top: a table taller than the terminal loses its bottom lines
+            live.update(Group(Text(text, style="italic"), shown[0]), refresh=True)
+
+        # at a terminal the view says what it waits for: a line to stderr would be
+        # drawn across it; piped, the view comes at the end, so stderr says it
+        notice = say_in_view if live.console.is_terminal else say_waiting
         for _ in _refreshes(args):
-            answers = fetch_all(dsns, args.timeout, curve, notice=say_waiting)
+            answers = fetch_all(dsns, args.timeout, curve, notice=notice)
             last[:] = answers
             for answer in answers:
                 history[answer.dsn].append(answer.stats["messages"] if answer.stats else 0)
-            live.update(views(answers, history), refresh=True)
+            shown[0] = views(answers, history)
+            live.update(shown[0], refresh=True)
 
 
 def views(answers: Sequence[StatsAnswer],
           history: dict[str, deque[float]] | None = None) -> RenderableType:
     """The node table, and the topics and groups table when a node has a topic."""
     groups = topics_table(answers)
-    nodes = table(answers, history)
-    return nodes if groups is None else Group(nodes, groups)
+    parts: list[RenderableType] = [table(answers, history)]
+    if groups is not None:
+        parts.append(groups)
+    down = [str(answer.error) for answer in answers if not answer.up]
+    if history is not None and down:
+        # a live view: nothing goes to stderr, so say why here, on top, where a
+        # terminal shorter than the tables still shows it
+        parts.insert(0, Text("\n".join(down), style="red"))
+    return parts[0] if len(parts) == 1 else Group(*parts)

@@ -38,7 +38,13 @@ def test_benchmark_smoke_run_reports_every_section(tmp_path, capsys):
         if figure["target"] == "pzq":
             assert figure["ratio_range"] == [figure["ratio"]] * 2
     assert (tmp_path / "b.png").stat().st_size > 5_000
-    assert "/ceil" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "/ceil" in printed.out
+    # a run of minutes says each scenario as it starts, not only its table at the end
+    said = [line for line in printed.err.splitlines() if line.startswith("pzq-bench: measuring ")]
+    for figure in figures:
+        name = figure["scenario"].split(":")[0]
+        assert any(line.startswith(f"pzq-bench: measuring {name}") for line in said), name
     renders_as_its_page_table("ceiling", tmp_path / "b.json")
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import pty
 import select
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -518,6 +521,69 @@ def test_monitor_watch_json_says_on_stderr_what_it_waits_for(node):
     assert result.stderr.splitlines() == [
         f"pzq-monitor: no answer yet from {node.monitor_dsn}: nothing answers there (is the "
         "node running?); waiting up to 2 s"]
+
+
+def test_monitor_watch_at_a_terminal_says_what_it_waits_for_in_its_view(tmp_path):
+    """The live view took the waiting line as stderr's, printed across the screen's
+    table (rich draws stderr there), where the view says it instead."""
+    nowhere = f"ipc://{tmp_path}/no-monitor"
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([str(BIN / "pzq-monitor"), "--dsn", nowhere, "--watch",
+                                "--iterations", "1", "--timeout", "2"],
+                               stdin=subprocess.DEVNULL, stdout=terminal,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "COLUMNS": "400"})  # no line wraps
+    os.close(terminal)
+    shown = b""
+    try:
+        while True:  # the terminal's output until the tool ends (EIO: no writer left)
+            ready, _, _ = select.select([controller], [], [], 20)
+            assert ready, "pzq-monitor --watch drew nothing within 20 s"
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert process.wait(20) == 3
+    finally:
+        process.kill()
+        process.communicate()
+        os.close(controller)
+    screen = shown.decode(errors="replace")
+    assert f"no answer yet from {nowhere}: nothing answers there" in screen
+    assert "pzq-monitor: no answer yet" not in screen  # not as a line of stderr's
+
+
+@pytest.mark.timeout(60)
+def test_monitor_watch_full_screen_shows_why_a_node_is_down_on_a_short_terminal(tmp_path):
+    """The reason was the table's caption, below the screen's 24 lines (the node table
+    alone is taller), so a full-screen watch of a node down never said why."""
+    nowhere = f"ipc://{tmp_path}/no-monitor"
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
+    process = subprocess.Popen([str(BIN / "pzq-monitor"), "--dsn", nowhere, "--watch",
+                                "--timeout", "1", "--interval", "0.2"],
+                               stdin=terminal, stdout=terminal, stderr=subprocess.PIPE,
+                               preexec_fn=at_a_terminal,  # rich takes COLUMNS over the pty's
+                               env={**os.environ, "COLUMNS": "200", "LINES": "24"})
+    os.close(terminal)
+    shown = b""
+    reason = f"no answer from {nowhere} within 1 s".encode()
+    try:
+        deadline = time.monotonic() + 30
+        while reason not in shown:
+            assert time.monotonic() < deadline, "the reason never showed: " + repr(shown[-400:])
+            ready, _, _ = select.select([controller], [], [], 1)
+            if ready:
+                shown += os.read(controller, 65536)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 3
+    finally:
+        process.kill()
+        process.communicate()
+        os.close(controller)
 
 
 def test_piped_table_keeps_long_node_names_whole(start_node):

@@ -47,7 +47,10 @@ def kill_processes_naming(directory: Path) -> None:
 def unavailable() -> str | None:
     """Why FUSE cannot be used here (None: it can)."""
     if importlib.util.find_spec("mfusepy") is None:
-        return "no mfusepy (pip install mfusepy)"
+        # the environment the script or suite runs in, not whatever "pip" a shell finds
+        return (f"no mfusepy in the Python environment {sys.prefix} (scripts/ensure-env "
+                f"test installs it into the project's .venv with the test suite's other "
+                f"needs, or {sys.prefix}/bin/pip install mfusepy alone)")
     if ctypes.util.find_library("fuse3") is None:
         return "no libfuse3 (Debian: apt-get install fuse3)"
     if not Path("/dev/fuse").exists():

@@ -44,8 +44,7 @@ class Consumer(Deliveries):
         """Every endpoint has a working connection (its handshake taken, not lost since);
         a wait while one has had none for SILENT_WARN_S (5 s) is logged
         (pzq.client.link_watch)."""
-        self._links.look(time.monotonic())
-        return self._links.connected
+        return self._links.connected(time.monotonic())
 
     @property
     def malformed(self) -> int:

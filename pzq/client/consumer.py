@@ -56,8 +56,7 @@ class Consumer:
         """Every endpoint has a working connection (its handshake taken, not lost since);
         a wait while one has had none for SILENT_WARN_S (5 s) is logged
         (pzq.client.link_watch)."""
-        self._links.look(time.monotonic())
-        return self._links.connected
+        return self._links.connected(time.monotonic())
 
     # What inspect.signature(Consumer) and help() show: __init__'s options, not the
     # (*args, **kwargs) of __new__, which only looks for the deprecated group options.

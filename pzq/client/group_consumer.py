@@ -98,8 +98,7 @@ class GroupConsumer(GroupView[Message]):
         """Every endpoint has a working connection (its handshake taken, not lost since);
         a wait while one has had none for SILENT_WARN_S (5 s) is logged
         (pzq.client.link_watch)."""
-        self._links.look(time.monotonic())
-        return self._links.connected
+        return self._links.connected(time.monotonic())
 
     @property
     def heartbeat_s(self) -> float:

@@ -94,8 +94,10 @@ class LinkWatch:
         return {endpoint: link.handshake for endpoint, link in self.links.items()
                 if link.handshake is not None}
 
-    @property
-    def connected(self) -> bool:
+    def connected(self, now: float) -> bool:
+        """Every endpoint has a working connection, once ``look`` took what came (each
+        consumer's ``connected``)."""
+        self.look(now)
         return all(link.up for link in self.links.values())
 
     def look(self, now: float) -> None:
